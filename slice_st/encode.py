@@ -1,0 +1,479 @@
+"""``encode_spans`` and ``best_spans``: one forward pass per text, then every span is a cheap mean.
+
+Importing :mod:`slice_st` attaches both as methods of ``SentenceTransformer``::
+
+    import slice_st
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer("org/slice-minilm")
+    spans = model.encode_spans(["A man is playing a guitar on stage."])
+    best = model.best_spans(["plays the guitar"], ["A man is playing a guitar on stage."])
+
+Texts go through the model's own ``encode`` (public API: its tokenizer, truncation, lower-casing,
+devices), asking the tokenizer for character offsets. Texts longer than the model's window are split
+into overlapping windows (:func:`slice_st.tokens.plan_windows`); each span comes from the one window
+where it has context on both sides, so nothing is truncated and nothing is counted twice.
+
+Empty, whitespace-only or token-less texts are valid input: they have no spans (an empty
+``SpanEncoding``, no matches). Anything that is not a string raises :class:`SpanInputError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import Tensor
+from tqdm.auto import tqdm
+
+from slice_st.config import SpanConfig, get_span_config
+from slice_st.spans import best_span_scores, pool_spans, pool_units
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, plan_windows, unit_boundaries
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = [
+    "SpanInputError",
+    "SpanEncoding",
+    "SpanMatch",
+    "SpanSearchResult",
+    "encode_spans",
+    "best_spans",
+    "embed_texts",
+]
+
+#: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
+WINDOWS_PER_CALL = 1024
+
+
+class SpanInputError(ValueError, TypeError):
+    """Bad input to the span API (not a string, empty query list, impossible settings).
+
+    A ``ValueError`` and, for wrong types, also a ``TypeError``, so either ``except`` catches it.
+    """
+
+
+def _as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
+    """Validate ``texts`` (a string or an iterable of strings); return the list and whether it was one string."""
+    if isinstance(texts, str):
+        return [texts], True
+    if texts is None or isinstance(texts, (bytes, dict)) or not isinstance(texts, Iterable):
+        raise SpanInputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}.")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise SpanInputError(f"{what}[{index}] must be a string, got {type(text).__name__}: {text!r:.60}.")
+    return texts, False
+
+
+def _span_config(model, min_span, max_span, unit) -> SpanConfig:
+    try:
+        return get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+
+
+def _model_window(model) -> int:
+    """Content tokens per window: the model's max_seq_length minus the special tokens it adds."""
+    tokenizer = model.tokenizer
+    if tokenizer is None or not getattr(tokenizer, "is_fast", False):
+        raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
+    max_length = model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512
+    max_length = min(int(max_length), 1_000_000)
+    return max_length - tokenizer.num_special_tokens_to_add(pair=False)
+
+
+def _token_dimension(model) -> int:
+    """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says)."""
+    return model[0].get_embedding_dimension()
+
+
+@dataclass
+class _WindowBatch:
+    """Encoded windows, padded: token embeddings, their units, and which span starts each owns."""
+
+    windows: list[Window]
+    token_embeddings: Tensor
+    units: UnitBoundaries
+    own_lo: Tensor
+    own_hi: Tensor
+
+    def rows(self, size: int) -> Iterator[_Rows]:
+        """Sub-batches of ``size`` windows of similar length, trimmed to their own padding."""
+        order = torch.argsort(self.units.boundaries[:, -1], descending=True).tolist()
+        for start in range(0, len(order), size):
+            index = order[start : start + size]
+            num_units = self.units.num_units[index]
+            width = int(num_units.max()) if index else 0
+            boundaries = self.units.boundaries[index, : width + 1]
+            length = max(int(boundaries[:, -1].max()), 1)
+            yield _Rows(
+                [self.windows[i] for i in index],
+                self.token_embeddings[index, :length],
+                boundaries,
+                num_units,
+                (self.own_lo[index], self.own_hi[index]),
+                self.units.char_starts[index, :width],
+                self.units.char_ends[index, :width],
+            )
+
+
+@dataclass
+class _Rows:
+    """A sub-batch of windows ready for the span math."""
+
+    windows: list[Window]
+    token_embeddings: Tensor
+    boundaries: Tensor
+    num_units: Tensor
+    owned: tuple[Tensor, Tensor]
+    char_starts: Tensor
+    char_ends: Tensor
+
+
+def _encode_windows(
+    model: SentenceTransformer,
+    texts: Sequence[str],
+    span_config: SpanConfig,
+    batch_size: int,
+    show_progress_bar: bool | None,
+    window_context: int,
+    desc: str = "Encoding spans",
+) -> Iterator[_WindowBatch]:
+    """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches."""
+    if batch_size < 1:
+        raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
+    if window_context < 0:
+        raise SpanInputError(f"window_context must be >= 0, got {window_context}.")
+    try:
+        windows = plan_windows(model.tokenizer, texts, _model_window(model), span_config.max_span, window_context)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+    if show_progress_bar is None:
+        show_progress_bar = len(windows) > 4 * batch_size
+    with tqdm(total=len(windows), desc=desc, unit="window", disable=not show_progress_bar) as progress:
+        for start in range(0, len(windows), WINDOWS_PER_CALL):
+            chunk = windows[start : start + WINDOWS_PER_CALL]
+            outputs = model.encode(
+                [texts[w.text_index][w.char_start : w.char_end] for w in chunk],
+                output_value=None,
+                processing_kwargs=SPAN_PROCESSING_KWARGS,
+                prompt="",
+                batch_size=batch_size,
+                show_progress_bar=False,
+            )
+            yield _pad_window_outputs(chunk, outputs, span_config.unit)
+            progress.update(len(chunk))
+
+
+def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
+    return torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=padding_value)
+
+
+def _pad_window_outputs(windows: list[Window], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
+    token_embeddings = _pad([out["token_embeddings"] for out in outputs])
+    units = unit_boundaries(
+        _pad([out["attention_mask"] for out in outputs]),
+        _pad([out["special_tokens_mask"] for out in outputs], 1),
+        _pad([out["offset_mapping"] for out in outputs]),
+        unit,
+    )
+    device = units.num_units.device
+    expected = torch.tensor([w.num_words if unit == "word" else w.num_tokens for w in windows], device=device)
+    if not torch.equal(units.num_units, expected):
+        row = int((units.num_units != expected).nonzero()[0, 0])
+        raise RuntimeError(
+            f"Window {row} of text {windows[row].text_index} tokenized into {int(units.num_units[row])} {unit}s "
+            f"inside the model but {int(expected[row])} when planned; the model's tokenization of a text "
+            "fragment differs from that of the whole text (prompts or a custom preprocess?)."
+        )
+    # Owned span starts [lo, hi): units whose first character lies in the window's owned range.
+    char_offset = torch.tensor([w.char_start for w in windows], device=device)[:, None]
+    unit_chars = units.char_starts + char_offset
+    exists = torch.arange(unit_chars.shape[1], device=device)[None, :] < units.num_units[:, None]
+    own_char_lo = torch.tensor([w.own_char_lo for w in windows], device=device)[:, None]
+    own_char_hi = torch.tensor([w.own_char_hi for w in windows], device=device)[:, None]
+    own_lo = ((unit_chars < own_char_lo) & exists).sum(dim=1)
+    own_hi = ((unit_chars < own_char_hi) & exists).sum(dim=1)
+    return _WindowBatch(windows, token_embeddings, units, own_lo, own_hi)
+
+
+@dataclass
+class SpanEncoding:
+    """All spans of one text: character ``offsets`` ``(S, 2)``, ``units`` ``(S, 2)`` (start, end) in
+    words or tokens, and ``embeddings`` ``(S, d)``; ``spans[i] == text[offsets[i, 0]:offsets[i, 1]]``.
+
+    Spans are ordered by start, then by length. An empty text has ``S = 0``.
+    """
+
+    text: str
+    offsets: np.ndarray
+    units: np.ndarray
+    embeddings: np.ndarray | Tensor
+
+    @cached_property
+    def spans(self) -> list[str]:
+        """The span strings, exactly ``text[start:end]``."""
+        return [self.text[start:end] for start, end in self.offsets.tolist()]
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+def _check_common(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SpanInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
+
+
+def encode_spans(
+    model: SentenceTransformer,
+    texts: str | Sequence[str],
+    *,
+    min_span: int | None = None,
+    max_span: int | None = None,
+    unit: str | None = None,
+    batch_size: int = 32,
+    normalize_embeddings: bool = False,
+    show_progress_bar: bool | None = None,
+    convert_to_numpy: bool = True,
+    convert_to_tensor: bool = False,
+    window_context: int = 16,
+) -> list[SpanEncoding] | SpanEncoding:
+    """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
+
+    Span settings left as ``None`` come from the model (see :func:`slice_st.get_span_config`;
+    defaults 1..20 words). ``unit`` is ``"word"`` or ``"token"``. Vectors are numpy arrays, or torch
+    tensors on the model's device with ``convert_to_tensor=True`` (as in ``SentenceTransformer.encode``).
+    A single string gives a single :class:`SpanEncoding`.
+
+    Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
+
+    >>> from slice_st import load_model
+    >>> result = load_model().encode_spans("A man plays the guitar.", max_span=2)
+    >>> result.spans[:3], result.embeddings.shape
+    (['A', 'A man', 'man'], (9, 384))
+    """
+    _check_common(batch_size)
+    text_list, single = _as_text_list(texts)
+    span_config = _span_config(model, min_span, max_span, unit)
+    if convert_to_tensor:
+        convert_to_numpy = False
+    per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
+    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+        for rows in batch.rows(batch_size):
+            pooled = pool_spans(
+                rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
+            )
+            vectors = pooled.embeddings
+            if normalize_embeddings:
+                vectors = torch.nn.functional.normalize(vectors, dim=-1)
+            char_starts = rows.char_starts[:, pooled.starts]
+            char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
+            for row, window in enumerate(rows.windows):
+                keep = pooled.mask[row]
+                char_shift, unit_shift = window.char_start, window.first_unit(span_config.unit)
+                offsets = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + char_shift
+                span_units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + unit_shift
+                per_text[window.text_index].append((window.char_start, offsets, span_units, vectors[row][keep]))
+
+    dim = _token_dimension(model)
+    results = []
+    for text, parts in zip(text_list, per_text):
+        if parts:
+            parts = [part[1:] for part in sorted(parts, key=lambda part: part[0])]  # windows in text order
+            offsets = torch.cat([p[0] for p in parts]).cpu().numpy()
+            span_units = torch.cat([p[1] for p in parts]).cpu().numpy()
+            vectors = torch.cat([p[2] for p in parts])
+        else:
+            offsets = np.zeros((0, 2), dtype=np.int64)
+            span_units = np.zeros((0, 2), dtype=np.int64)
+            vectors = torch.zeros(0, dim, device=model.device)
+        embeddings = vectors.cpu().numpy() if convert_to_numpy else vectors
+        results.append(SpanEncoding(text, offsets, span_units, embeddings))
+    return results[0] if single else results
+
+
+def embed_texts(
+    model: SentenceTransformer,
+    texts: str | Sequence[str],
+    *,
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    window_context: int = 16,
+) -> Tensor:
+    """Each text as its own whole span: the mean of all its (non-special) token vectors, ``(N, d)``.
+
+    This is the query side of span search, so that queries and spans are the same kind of vector.
+    Long texts are windowed like passages, each token counted once. Texts without tokens raise.
+    """
+    _check_common(batch_size)
+    text_list, _ = _as_text_list(texts, "queries")
+    for index, text in enumerate(text_list):
+        if not text.strip():
+            raise SpanInputError(f"queries[{index}] is empty or whitespace.")
+    span_config = get_span_config(model)
+    dim = _token_dimension(model)
+    totals = torch.zeros(len(text_list), dim, device=model.device)
+    counts = torch.zeros(len(text_list), device=model.device)
+    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries"):
+        for rows in batch.rows(batch_size):
+            index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
+            total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
+            totals.index_add_(0, index, total.to(totals.device))
+            counts.index_add_(0, index, count.to(totals.device, totals.dtype))
+    if bool((counts == 0).any()):
+        index = int((counts == 0).nonzero()[0, 0])
+        raise SpanInputError(f"queries[{index}] has no tokens: {text_list[index]!r:.60}.")
+    return totals / counts[:, None]
+
+
+@dataclass(frozen=True)
+class SpanMatch:
+    """One matched span: ``text[start:end] == span``; ``score`` is the cosine to the query."""
+
+    query_index: int
+    text_index: int
+    start: int
+    end: int
+    span: str
+    score: float
+    unit_start: int
+    unit_end: int
+
+
+class SpanSearchResult(Sequence):
+    """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
+
+    The raw arrays are ``(Q, T, k)``: ``scores`` (``-inf`` where a text has no span),
+    ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
+    """
+
+    def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends):
+        self.queries, self.texts = queries, texts
+        self.scores, self.starts, self.ends = scores, starts, ends
+        self.unit_starts, self.unit_ends = unit_starts, unit_ends
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __getitem__(self, query_index):  # noqa: D105
+        if isinstance(query_index, slice):
+            return [self[q] for q in range(len(self))[query_index]]
+        return [self.matches(query_index, text_index) for text_index in range(len(self.texts))]
+
+    def matches(self, query_index: int, text_index: int) -> list[SpanMatch]:
+        """The top spans of one text for one query, best first (empty for a text without spans)."""
+        query_index = range(len(self.queries))[query_index]
+        scores = self.scores[query_index, text_index]
+        return [self._match(query_index, text_index, rank) for rank in range(len(scores)) if np.isfinite(scores[rank])]
+
+    def best(self, query_index: int) -> np.ndarray:
+        """``(T,)`` best score of each text for one query (``-inf`` for texts without spans)."""
+        return self.scores[query_index, :, 0] if self.scores.shape[1] else np.zeros(0, np.float32)
+
+    def ranked(self, query_index: int, top_k: int | None = None, threshold: float | None = None) -> list[SpanMatch]:
+        """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k``."""
+        best = self.best(query_index)
+        order = np.argsort(-best, kind="stable")
+        order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
+        if top_k is not None:
+            order = order[:top_k]
+        return [self._match(range(len(self.queries))[query_index], int(t), 0) for t in order]
+
+    def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
+        start, end = int(self.starts[query_index, text_index, rank]), int(self.ends[query_index, text_index, rank])
+        return SpanMatch(
+            query_index, text_index, start, end, self.texts[text_index][start:end],
+            float(self.scores[query_index, text_index, rank]),
+            int(self.unit_starts[query_index, text_index, rank]), int(self.unit_ends[query_index, text_index, rank]),
+        )
+
+
+def best_spans(
+    model: SentenceTransformer,
+    queries: str | Sequence[str],
+    texts: str | Sequence[str],
+    *,
+    top_k: int = 1,
+    min_span: int | None = None,
+    max_span: int | None = None,
+    unit: str | None = None,
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    window_context: int = 16,
+) -> SpanSearchResult:
+    """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query (cosine).
+
+    One forward pass per text and per query; scoring is fused (no span vectors are stored). The
+    query vector is the mean of the query's token vectors, like a span's.
+
+    >>> from slice_st import load_model
+    >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
+    >>> match = result[0][0][0]
+    >>> match.span, round(match.score, 2) > 0.6
+    ('played the guitar', True)
+    """
+    _check_common(batch_size)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+    query_list, _ = _as_text_list(queries, "queries")
+    if not query_list:
+        raise SpanInputError("queries is empty: give at least one query.")
+    text_list, _ = _as_text_list(texts)
+    span_config = _span_config(model, min_span, max_span, unit)
+    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
+
+    num_queries, num_texts = len(query_list), len(text_list)
+    shape = (num_queries, num_texts, top_k)
+    scores = np.full(shape, -np.inf, dtype=np.float32)
+    arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
+    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+        for rows in batch.rows(batch_size):
+            found = best_span_scores(
+                query_vectors, rows.token_embeddings, rows.boundaries, rows.num_units,
+                span_config.min_span, span_config.max_span, top_k, rows.owned,
+            )
+            missing = found.starts < 0
+            starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
+            device = starts.device
+            char_shift = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
+            unit_shift = torch.tensor([w.first_unit(span_config.unit) for w in rows.windows], device=device)[:, None, None]
+            candidate = {
+                "starts": _gather_units(rows.char_starts, starts) + char_shift,
+                "ends": _gather_units(rows.char_ends, last) + char_shift,
+                "unit_starts": found.starts + unit_shift,
+                "unit_ends": found.ends + unit_shift,
+            }
+            candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
+            window_scores = found.scores.cpu().numpy()
+            for row, window in enumerate(rows.windows):
+                _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()})
+    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+
+
+def _gather_units(values: Tensor, index: Tensor) -> Tensor:
+    """``values (B, U)`` at ``index (B, Q, k)`` → ``(B, Q, k)``."""
+    if values.shape[1] == 0:
+        return torch.zeros_like(index)
+    return values.gather(1, index.flatten(1)).view_as(index)
+
+
+def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, new_scores: np.ndarray, new: dict[str, np.ndarray]) -> None:
+    """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few)."""
+    current = scores[:, text]
+    if not np.isfinite(current).any():
+        scores[:, text] = new_scores
+        for name, values in new.items():
+            arrays[name][:, text] = values
+        return
+    top_k = current.shape[1]
+    merged = np.concatenate([current, new_scores], axis=1)
+    order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
+    scores[:, text] = np.take_along_axis(merged, order, axis=1)
+    for name, values in new.items():
+        arrays[name][:, text] = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)

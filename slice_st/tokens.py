@@ -1,0 +1,227 @@
+"""Units and windows: from tokenizer offsets to unit boundaries, and long texts to overlapping windows.
+
+A **word** is a maximal run of tokens whose character offsets touch (no gap between one token's end
+and the next one's start). For the usual tokenizers (WordPiece, BPE, SentencePiece with trimmed
+offsets) that is exactly a whitespace-delimited word: ``"guitar."`` and ``"don't"`` are one word
+each, so word-unit spans never split a word. Scripts written without spaces (Chinese, Japanese)
+form one word per run; use ``unit="token"`` for them. A **token** unit is one sub-word token.
+Special tokens and padding are never units.
+
+This is the only place that turns offsets into units; ``SpanPooling``, ``encode_spans`` and the
+window planner all call :func:`unit_boundaries`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "UNITS",
+    "SPAN_PROCESSING_KWARGS",
+    "check_unit",
+    "UnitBoundaries",
+    "unit_boundaries",
+    "Window",
+    "plan_windows",
+]
+
+UNITS = ("word", "token")
+
+#: Per-call ``processing_kwargs`` for ``SentenceTransformer.encode``/``preprocess`` that make the
+#: tokenizer return what span units need. Both keys are tokenizer extras that sentence-transformers
+#: keeps out of the transformer's forward call.
+SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}}
+
+
+def check_unit(unit: str) -> str:
+    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``.
+
+    >>> check_unit("word")
+    'word'
+    """
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}.")
+    return unit
+
+
+@dataclass
+class UnitBoundaries:
+    """Units of a padded batch (see :mod:`slice_st.spans` for the conventions).
+
+    ``boundaries`` ``(B, U + 1)`` token positions; ``num_units`` ``(B,)``; ``char_starts`` and
+    ``char_ends`` ``(B, U)`` give each unit's character offsets in the text that was tokenized.
+    """
+
+    boundaries: Tensor
+    num_units: Tensor
+    char_starts: Tensor
+    char_ends: Tensor
+
+
+def unit_boundaries(
+    attention_mask: Tensor,
+    special_tokens_mask: Tensor | None,
+    offset_mapping: Tensor | None,
+    unit: str = "word",
+) -> UnitBoundaries:
+    """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
+
+    >>> offsets = torch.tensor([[[0, 0], [0, 1], [2, 5], [5, 6], [0, 0]]])   # [CLS] a man . [SEP]  ("a man.")
+    >>> special = torch.tensor([[1, 0, 0, 0, 1]])
+    >>> units = unit_boundaries(torch.ones(1, 5, dtype=torch.long), special, offsets, "word")
+    >>> units.boundaries.tolist(), units.num_units.tolist(), units.char_ends.tolist()
+    ([[1, 2, 4]], [2], [[1, 6]])
+    """
+    check_unit(unit)
+    content = attention_mask.bool()
+    if special_tokens_mask is not None:
+        content &= ~special_tokens_mask.bool()
+    elif unit == "word" or offset_mapping is None:
+        raise ValueError(
+            "Span units need the tokenizer's special_tokens_mask (and offset_mapping for word units): "
+            "tokenize with slice_st.tokens.SPAN_PROCESSING_KWARGS."
+        )
+    batch, length = content.shape
+    previous = torch.nn.functional.pad(content, (1, 0))[:, :-1]
+    run_starts = content & ~previous
+    if bool((run_starts.sum(dim=1) > 1).any()):
+        raise ValueError("Special tokens inside a text are not supported: content tokens must be contiguous.")
+    if unit == "token":
+        is_start = content
+    else:
+        if offset_mapping is None:
+            raise ValueError("unit='word' needs offset_mapping from a fast tokenizer.")
+        offsets = offset_mapping.long()
+        previous_end = torch.nn.functional.pad(offsets[:, :, 1], (1, 0))[:, :-1]
+        is_start = content & (run_starts | (offsets[:, :, 0] > previous_end))
+    num_units = is_start.sum(dim=1)
+    positions = torch.arange(length, device=content.device).expand(batch, length)
+    content_end = torch.where(content, positions + 1, torch.zeros_like(positions)).amax(dim=1)
+    width = int(num_units.max()) if batch else 0
+    boundaries = content_end[:, None].repeat(1, width + 1)
+    rank = is_start.long().cumsum(dim=1) - 1
+    rows = torch.arange(batch, device=content.device)[:, None].expand(batch, length)
+    boundaries[rows[is_start], rank[is_start]] = positions[is_start]
+
+    if offset_mapping is None:
+        char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
+    else:
+        offsets = offset_mapping.long()
+        first_tokens = boundaries[:, :-1].clamp(max=length - 1)
+        last_tokens = (boundaries[:, 1:] - 1).clamp(min=0, max=length - 1)
+        char_starts = offsets[:, :, 0].gather(1, first_tokens)
+        char_ends = offsets[:, :, 1].gather(1, last_tokens)
+    return UnitBoundaries(boundaries, num_units, char_starts, char_ends)
+
+
+@dataclass(frozen=True)
+class Window:
+    """A piece of one text that fits the model, with the span starts it is responsible for.
+
+    ``text[char_start:char_end]`` is what gets encoded; it holds the text's words
+    ``first_word .. first_word + num_words`` and tokens ``first_token .. first_token + num_tokens``.
+    It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so
+    every span of the text comes from one window. All offsets are relative to the whole text.
+    """
+
+    text_index: int
+    char_start: int
+    char_end: int
+    first_word: int
+    num_words: int
+    first_token: int
+    num_tokens: int
+    own_char_lo: int
+    own_char_hi: int
+
+    def first_unit(self, unit: str) -> int:
+        """Index, in the whole text, of this window's first unit."""
+        return self.first_word if unit == "word" else self.first_token
+
+
+def _text_units(tokenizer, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per text: word char starts, word char ends and tokens per word (no special tokens), batched."""
+    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    all_offsets = encoded["offset_mapping"]
+    lengths = [len(offsets) for offsets in all_offsets]
+    width = max(lengths, default=0)
+    padded = np.zeros((len(all_offsets), width, 2), dtype=np.int64)
+    for row, offsets in enumerate(all_offsets):
+        if offsets:
+            padded[row, : len(offsets)] = offsets
+    mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
+    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), "word")
+    bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
+    char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
+    return [
+        (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1]))
+        for row, n in enumerate(num_units)
+    ]
+
+
+def plan_windows(
+    tokenizer,
+    texts: Sequence[str],
+    max_tokens: int,
+    max_span: int,
+    context: int = 16,
+) -> list[Window]:
+    """Split texts into windows of at most ``max_tokens`` content tokens (special tokens excluded).
+
+    Windows are cut between words. Every span of up to ``max_span`` words lies wholly inside the
+    window that owns it, with ``context`` words on each side where the text has them (less only if
+    the model window is too small for that). Texts that fit get a single window. Texts without any
+    token get no window.
+
+    Raises ``ValueError`` when a single word, or ``max_span`` words, cannot fit in one window.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
+    windows: list[Window] = []
+    for text_index, (starts, ends, counts) in enumerate(_text_units(tokenizer, texts)):
+        num_words = len(counts)
+        if num_words == 0:
+            continue
+        cumulative = np.concatenate([[0], np.cumsum(counts)])
+        if cumulative[-1] <= max_tokens:
+            windows.append(Window(text_index, int(starts[0]), int(ends[-1]), 0, num_words, 0, int(cumulative[-1]), 0, len(texts[text_index])))
+            continue
+        if counts.max() > max_tokens:
+            word = int(np.argmax(counts))
+            raise ValueError(
+                f"Text {text_index} has a word of {int(counts[word])} tokens "
+                f"({texts[text_index][starts[word]:ends[word]][:40]!r}...), longer than the model window "
+                f"of {max_tokens} tokens; split that word or raise the model's max_seq_length."
+            )
+        end_of_text = len(texts[text_index])
+
+        def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
+            own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
+            return Window(
+                text_index, int(starts[first]), int(ends[last - 1]), first, last - first,
+                int(cumulative[first]), int(cumulative[last] - cumulative[first]), int(starts[own_lo]), own_char_hi,
+            )
+
+        first, own_lo = 0, 0
+        while True:
+            last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
+            if last >= num_words:
+                windows.append(window(first, num_words, own_lo, num_words))
+                break
+            own_hi = last - max_span - context
+            if own_hi <= own_lo:  # window too small for full right context: keep what fits
+                own_hi = last - max_span
+            if own_hi <= own_lo:
+                raise ValueError(
+                    f"Text {text_index}: spans of max_span={max_span} words do not fit in a model window of "
+                    f"{max_tokens} tokens with their neighbours; lower max_span or raise max_seq_length."
+                )
+            windows.append(window(first, last, own_lo, own_hi))
+            own_lo = own_hi
+            first = max(own_hi - context, first + 1)
+    return windows
