@@ -18,6 +18,7 @@ from slice_st.encode import (
     SpanMatch,
     SpanSearchResult,
     best_spans,
+    best_spans_paired,
     embed_texts,
     encode_spans,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "SpanPooling",
     "SpanSearchResult",
     "best_spans",
+    "best_spans_paired",
     "default_model_path",
     "embed_texts",
     "encode_spans",

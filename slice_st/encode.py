@@ -44,6 +44,7 @@ __all__ = [
     "SpanSearchResult",
     "encode_spans",
     "best_spans",
+    "best_spans_paired",
     "embed_texts",
 ]
 
@@ -438,22 +439,30 @@ def best_spans(
                 query_vectors, rows.token_embeddings, rows.boundaries, rows.num_units,
                 span_config.min_span, span_config.max_span, top_k, rows.owned,
             )
-            missing = found.starts < 0
-            starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
-            device = starts.device
-            char_shift = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
-            unit_shift = torch.tensor([w.first_unit(span_config.unit) for w in rows.windows], device=device)[:, None, None]
-            candidate = {
-                "starts": _gather_units(rows.char_starts, starts) + char_shift,
-                "ends": _gather_units(rows.char_ends, last) + char_shift,
-                "unit_starts": found.starts + unit_shift,
-                "unit_ends": found.ends + unit_shift,
-            }
-            candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
-            window_scores = found.scores.cpu().numpy()
-            for row, window in enumerate(rows.windows):
-                _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()})
+            _collect(found, rows, span_config.unit, scores, arrays)
     return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+
+
+def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
+    """Turn one sub-batch's window-level best spans into text-level offsets and merge them in.
+
+    Paired scoring passes one query per row and a ``(1, T, 1)`` store: query position 0.
+    """
+    missing = found.starts < 0
+    starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
+    device = starts.device
+    char_shift = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
+    unit_shift = torch.tensor([w.first_unit(unit) for w in rows.windows], device=device)[:, None, None]
+    candidate = {
+        "starts": _gather_units(rows.char_starts, starts) + char_shift,
+        "ends": _gather_units(rows.char_ends, last) + char_shift,
+        "unit_starts": found.starts + unit_shift,
+        "unit_ends": found.ends + unit_shift,
+    }
+    candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
+    window_scores = found.scores.cpu().numpy()
+    for row, window in enumerate(rows.windows):
+        _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()})
 
 
 def _gather_units(values: Tensor, index: Tensor) -> Tensor:
@@ -477,3 +486,56 @@ def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, n
     scores[:, text] = np.take_along_axis(merged, order, axis=1)
     for name, values in new.items():
         arrays[name][:, text] = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
+
+
+def best_spans_paired(
+    model: SentenceTransformer,
+    queries: Sequence[str],
+    texts: Sequence[str],
+    *,
+    min_span: int | None = None,
+    max_span: int | None = None,
+    unit: str | None = None,
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    window_context: int = 16,
+) -> list[SpanMatch | None]:
+    """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
+
+    Same scoring as :func:`best_spans`, but only the N pairs are scored instead of all N × N: the
+    evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
+
+    >>> from slice_st import load_model
+    >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
+    >>> matches[0].span
+    'the puppy'
+    """
+    _check_common(batch_size)
+    query_list, _ = _as_text_list(queries, "queries")
+    text_list, _ = _as_text_list(texts)
+    if len(query_list) != len(text_list):
+        raise SpanInputError(f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts.")
+    if not query_list:
+        return []
+    span_config = _span_config(model, min_span, max_span, unit)
+    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
+    scores = np.full((1, len(text_list), 1), -np.inf, dtype=np.float32)
+    arrays = {name: np.full(scores.shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
+    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+        for rows in batch.rows(batch_size):
+            index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
+            row_queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
+            found = best_span_scores(
+                row_queries, rows.token_embeddings, rows.boundaries, rows.num_units,
+                span_config.min_span, span_config.max_span, 1, rows.owned,
+            )
+            _collect(found, rows, span_config.unit, scores, arrays)
+    result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+    matches: list[SpanMatch | None] = []
+    for index, query in enumerate(query_list):
+        if not np.isfinite(scores[0, index, 0]):
+            matches.append(None)
+            continue
+        match = result._match(0, index, 0)
+        matches.append(SpanMatch(index, index, match.start, match.end, match.span, match.score, match.unit_start, match.unit_end))
+    return matches

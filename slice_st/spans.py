@@ -195,7 +195,8 @@ def best_span_scores(
 ) -> BestSpans:
     """Fused best-span search: the top-``k`` cosine between each query and all spans of each row.
 
-    The ``(B, S, d)`` span matrix is never built. Query dot products come from one matmul with the
+    ``queries`` is ``(Q, d)``, shared by all rows, or ``(B, Q, d)``: row ``b`` against its own queries
+    (paired scoring, e.g. one origin phrase per passage). The ``(B, S, d)`` span matrix is never built. Query dot products come from one matmul with the
     prefix sums (``q · (P_j - P_i)``); span norms are computed one span length at a time, so memory
     stays at the size of the token embeddings. The loop runs over the ``K`` span lengths, never over
     spans.
@@ -210,12 +211,17 @@ def best_span_scores(
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
     batch = token_embeddings.shape[0]
-    num_queries = queries.shape[0]
+    if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
+        raise ValueError(f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}.")
+    num_queries = queries.shape[-2]
     device = token_embeddings.device
     width = boundaries.shape[1] - 1
     unit_queries = torch.nn.functional.normalize(queries.float().to(device), dim=-1, eps=eps)
     sums = prefix_sums(token_embeddings)  # (B, T+1, d)
-    query_sums = sums @ unit_queries.T  # (B, T+1, Q)
+    if unit_queries.dim() == 2:
+        query_sums = sums @ unit_queries.T  # (B, T+1, Q)
+    else:
+        query_sums = sums @ unit_queries.transpose(1, 2)  # (B, T+1, d) @ (B, d, Q)
     start_ok = _start_mask(num_units, width, owned)
 
     best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
