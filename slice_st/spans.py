@@ -31,6 +31,8 @@ __all__ = [
     "prefix_sums",
     "pool_spans",
     "pool_units",
+    "unit_sums",
+    "span_sum_norms",
     "best_span_scores",
 ]
 
@@ -170,6 +172,55 @@ def pool_units(
     return total, (token_hi - token_lo)[:, 0]
 
 
+def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
+    """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``.
+
+    A span's sum is the sum of its units' sums, so an index can store one vector per unit.
+
+    >>> sums, counts = unit_sums(torch.ones(1, 4, 2), torch.tensor([[1, 2, 4]]))
+    >>> sums.tolist(), counts.tolist()
+    ([[[1.0, 1.0], [2.0, 2.0]]], [[1, 2]])
+    """
+    sums = prefix_sums(token_embeddings)
+    return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
+
+
+def span_sum_norms(
+    token_embeddings: Tensor,
+    boundaries: Tensor,
+    num_units: Tensor,
+    min_span: int,
+    max_span: int,
+    owned: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
+    """L2 norm of the token-vector **sum** of every span, as a ``(B, U, L)`` grid over (start, length).
+
+    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; spans that do not
+    exist (past the text, or a start outside ``owned``) are ``nan``. Computed one length at a time.
+
+    >>> emb = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
+    >>> span_sum_norms(emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2).tolist()
+    [[[3.0, 5.0], [4.0, nan]]]
+    """
+    check_span_bounds(min_span, max_span)
+    return _span_sum_norms(prefix_sums(token_embeddings), boundaries, num_units, min_span, max_span, owned)
+
+
+def _span_sum_norms(sums: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned) -> Tensor:
+    """:func:`span_sum_norms` from prefix sums already computed."""
+    batch, width = boundaries.shape[0], boundaries.shape[1] - 1
+    device = sums.device
+    norms = torch.full((batch, width, max_span - min_span + 1), float("nan"), device=device)
+    start_ok = _start_mask(num_units, width, owned)
+    positions = torch.arange(width, device=device)[None, :]
+    for length in range(min_span, min(max_span, width) + 1):
+        count = width - length + 1
+        span = _gather_rows(sums, boundaries[:, length : length + count]) - _gather_rows(sums, boundaries[:, :count])
+        valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
+        norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
+    return norms
+
+
 @dataclass
 class BestSpans:
     """Top spans per (row, query): ``scores``, ``starts``, ``ends`` are ``(B, Q, k)``.
@@ -222,7 +273,7 @@ def best_span_scores(
         query_sums = sums @ unit_queries.T  # (B, T+1, Q)
     else:
         query_sums = sums @ unit_queries.transpose(1, 2)  # (B, T+1, d) @ (B, d, Q)
-    start_ok = _start_mask(num_units, width, owned)
+    norms = _span_sum_norms(sums, boundaries, num_units, min_span, max_span, owned).clamp(min=eps)
 
     best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
     best_starts = torch.full((batch, top_k, num_queries), -1, dtype=torch.long, device=device)
@@ -231,12 +282,8 @@ def best_span_scores(
         count = width - length + 1
         token_starts = boundaries[:, :count]
         token_ends = boundaries[:, length : length + count]
-        span_sums = _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts)  # (B, n, d)
-        norms = span_sums.norm(dim=-1).clamp(min=eps)  # (B, n)
         dots = _gather_rows(query_sums, token_ends) - _gather_rows(query_sums, token_starts)  # (B, n, Q)
-        scores = dots / norms[..., None]
-        valid = start_ok[:, :count] & (torch.arange(count, device=device)[None, :] + length <= num_units[:, None])
-        scores = scores.masked_fill(~valid[..., None], float("-inf"))
+        scores = (dots / norms[:, :count, length - min_span, None]).nan_to_num(nan=float("-inf"))
         starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)
         merged_scores = torch.cat([best_scores, scores], dim=1)
         merged_starts = torch.cat([best_starts, starts], dim=1)
