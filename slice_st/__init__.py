@@ -22,13 +22,16 @@ from slice_st.encode import (
     embed_texts,
     encode_spans,
 )
+from slice_st.index import IndexMatch, SpanIndex
 from slice_st.pooling import SpanPooling
 
 __version__ = "0.1.0"
 
 __all__ = [
     "SpanConfig",
+    "IndexMatch",
     "SpanEncoding",
+    "SpanIndex",
     "SpanInputError",
     "SpanMatch",
     "SpanPooling",

@@ -1,0 +1,102 @@
+"""Shared fixtures: tiny random BERT sentence-transformers (real MiniLM tokenizer) and the real default model.
+
+The tiny models are fast enough to run hundreds of forward passes; the real all-MiniLM-L6-v2 is used
+only where semantics matter (best span of a paraphrase).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import shutil
+from collections.abc import Callable
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+import slice_st
+
+settings.register_profile(
+    "fast",
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+TINY_DIM = 32
+SHORT_SEQ_LEN = 24
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_torch():
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    yield
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> str:
+    """A folder with a randomly initialised 2-layer BERT (d=32) and the real all-MiniLM-L6-v2 tokenizer."""
+    from transformers import BertConfig, BertModel
+
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    source = slice_st.default_model_path()
+    for name in TOKENIZER_FILES:
+        shutil.copy(os.path.join(source, name), folder / name)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=TINY_DIM,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).eval().save_pretrained(str(folder))
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def make_tiny_model(tiny_model_dir) -> Callable[..., object]:
+    """Factory: a fresh tiny ``SentenceTransformer`` (safe to mutate) with the given ``max_seq_length``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    def make(max_seq_length: int = 128):
+        model = SentenceTransformer(
+            modules=[Transformer(tiny_model_dir, max_seq_length=max_seq_length), Pooling(TINY_DIM, "mean")],
+            device="cpu",
+        )
+        return model.eval()
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tiny_model(make_tiny_model):
+    """Shared tiny model (max_seq_length=128). Treat as read-only."""
+    return make_tiny_model(128)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_short(make_tiny_model):
+    """Shared tiny model with a small window (max_seq_length=24 → 22 content tokens) to force windowing."""
+    return make_tiny_model(SHORT_SEQ_LEN)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_model):
+    return tiny_model.tokenizer
+
+
+@pytest.fixture(scope="session")
+def real_model():
+    """The embedded all-MiniLM-L6-v2 (offline). Treat as read-only."""
+    return slice_st.load_model(device="cpu").eval()
