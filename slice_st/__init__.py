@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from sentence_transformers import SentenceTransformer
 
-from slice_st.config import SpanConfig, default_model_path, get_span_config, load_model, save_slice_model, set_span_config
+from slice_st.config import (
+    SpanConfig,
+    default_model_path,
+    enable_span_features,
+    get_span_config,
+    load_model,
+    save_slice_model,
+    set_span_config,
+)
 from slice_st.encode import (
     SpanEncoding,
     SpanInputError,
@@ -23,6 +31,7 @@ from slice_st.encode import (
     encode_spans,
 )
 from slice_st.index import IndexMatch, SpanIndex
+from slice_st.losses import SpanMaxCrossEntropyLoss
 from slice_st.pooling import SpanPooling
 
 __version__ = "0.1.0"
@@ -34,12 +43,14 @@ __all__ = [
     "SpanIndex",
     "SpanInputError",
     "SpanMatch",
+    "SpanMaxCrossEntropyLoss",
     "SpanPooling",
     "SpanSearchResult",
     "best_spans",
     "best_spans_paired",
     "default_model_path",
     "embed_texts",
+    "enable_span_features",
     "encode_spans",
     "get_span_config",
     "load_model",

@@ -16,7 +16,7 @@ from typing import Any
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
-__all__ = ["save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
+__all__ = ["enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -147,3 +147,22 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
     return path
+
+
+def enable_span_features(model):
+    """Make the model's tokenizer step always return offsets and special-token masks; returns the model.
+
+    Span units need them (see :mod:`slice_st.tokens`). The setting lives in the ``Transformer``
+    module's ``processing_kwargs`` (saved with the model), so it also reaches training batches made
+    by sentence-transformers' data collator. Harmless elsewhere: sentence-transformers keeps these
+    tokenizer extras out of the transformer's forward call.
+    """
+    from slice_st.tokens import SPAN_PROCESSING_KWARGS
+
+    input_module = model[0]
+    processing_kwargs = getattr(input_module, "processing_kwargs", None)
+    if processing_kwargs is None:
+        raise ValueError("Span features need a sentence-transformers Transformer input module (with processing_kwargs).")
+    text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
+    input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
+    return model

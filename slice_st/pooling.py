@@ -8,7 +8,7 @@ import torch
 from sentence_transformers.base.modules import Module
 
 from slice_st.spans import check_span_bounds, pool_spans
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
+from slice_st.tokens import check_unit, unit_boundaries
 
 __all__ = ["SpanPooling"]
 
@@ -93,7 +93,7 @@ class SpanPooling(Module):
         """
         from sentence_transformers.sentence_transformer.modules import Pooling
 
-        from slice_st.config import get_span_config
+        from slice_st.config import enable_span_features, get_span_config
 
         settings = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         positions = [index for index, module in enumerate(model) if isinstance(module, (Pooling, cls))]
@@ -103,11 +103,5 @@ class SpanPooling(Module):
         if isinstance(old, Pooling) and old.pooling_mode != "mean":
             raise ValueError(f"SpanPooling replaces mean pooling only; this model pools with {old.pooling_mode!r}.")
         model[positions[0]] = cls(old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans)
-        input_module = model[0]
-        processing_kwargs = getattr(input_module, "processing_kwargs", None)
-        if processing_kwargs is None:
-            raise ValueError("SpanPooling needs a Transformer input module that accepts processing_kwargs.")
-        text_kwargs = dict(processing_kwargs.get("text", {}))
-        text_kwargs.update(SPAN_PROCESSING_KWARGS["text"])
-        input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
+        enable_span_features(model)
         return model

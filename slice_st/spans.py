@@ -217,6 +217,8 @@ def _span_sum_norms(sums: Tensor, boundaries: Tensor, num_units: Tensor, min_spa
         count = width - length + 1
         span = _gather_rows(sums, boundaries[:, length : length + count]) - _gather_rows(sums, boundaries[:, :count])
         valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
+        # Masked spans are often all-zero sums: give norm() a harmless vector so its backward never sees 0/0.
+        span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
 
@@ -273,7 +275,10 @@ def best_span_scores(
         query_sums = sums @ unit_queries.T  # (B, T+1, Q)
     else:
         query_sums = sums @ unit_queries.transpose(1, 2)  # (B, T+1, d) @ (B, d, Q)
-    norms = _span_sum_norms(sums, boundaries, num_units, min_span, max_span, owned).clamp(min=eps)
+    norms = _span_sum_norms(sums, boundaries, num_units, min_span, max_span, owned)
+    exists = ~torch.isnan(norms)
+    # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
+    norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
 
     best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
     best_starts = torch.full((batch, top_k, num_queries), -1, dtype=torch.long, device=device)
@@ -283,7 +288,8 @@ def best_span_scores(
         token_starts = boundaries[:, :count]
         token_ends = boundaries[:, length : length + count]
         dots = _gather_rows(query_sums, token_ends) - _gather_rows(query_sums, token_starts)  # (B, n, Q)
-        scores = (dots / norms[:, :count, length - min_span, None]).nan_to_num(nan=float("-inf"))
+        scores = dots / norms[:, :count, length - min_span, None]
+        scores = scores.masked_fill(~exists[:, :count, length - min_span, None], float("-inf"))
         starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)
         merged_scores = torch.cat([best_scores, scores], dim=1)
         merged_starts = torch.cat([best_starts, starts], dim=1)

@@ -1,0 +1,156 @@
+"""``SpanMaxCrossEntropyLoss``: the SLICE training loss, in sentence-transformers' loss style."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from slice_st.config import enable_span_features, get_span_config
+from slice_st.spans import best_span_scores, pool_units
+from slice_st.tokens import unit_boundaries
+
+__all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores"]
+
+logger = logging.getLogger(__name__)
+
+SLICE_CITATION = """
+@misc{orbach2024slice,
+    title={Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
+    author={Eyal Orbach and Lev Haikin and Nelly David and Avi Faizakof},
+    year={2024},
+    eprint={2405.07263},
+    archivePrefix={arXiv},
+    primaryClass={cs.CL},
+    url={https://arxiv.org/abs/2405.07263},
+}
+"""
+
+
+def _units(features: dict[str, Any], unit: str):
+    return unit_boundaries(
+        features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
+    )
+
+
+def column_span_scores(
+    queries: Tensor, features: dict[str, Any], unit: str, min_span: int, max_span: int, shared: bool = False
+) -> Tensor:
+    """Best-span cosine of each passage row for its query (``(B,)``), or for every query (``(B, Q)``, ``shared``).
+
+    ``features`` is a forward pass's output (``token_embeddings``, masks, offsets). Differentiable:
+    the gradient reaches the arg-max span's tokens and the queries. Rows without any span score ``-inf``.
+    """
+    units = _units(features, unit)
+    query_input = queries if shared else queries[:, None, :]
+    best = best_span_scores(
+        query_input, features["token_embeddings"], units.boundaries, units.num_units, min_span, max_span, top_k=1
+    )
+    return best.scores[:, :, 0] if shared else best.scores[:, 0, 0]
+
+
+class SpanMaxCrossEntropyLoss(nn.Module):
+    """The SLICE loss (Orbach et al., 2024): the best span of the positive must beat the best span of the negative.
+
+    For a triplet (query ``q``, positive passage, negative passage) with span vectors = mean of their
+    token vectors::
+
+        sim(p)  = max over spans x of p with min_span..max_span units of (cos(avg W(q), avg W(x)) + 1) / 2
+        L       = -λ·sim(p⁺) + log(exp(λ·sim(p⁺)) + Σ exp(λ·sim(p⁻)))
+
+    Only the arg-max spans get gradient, which teaches token vectors to be averaged. The query
+    vector is the mean of the query's (non-special) token vectors, exactly what
+    :func:`slice_st.best_spans` uses at inference.
+
+    Inputs: columns (anchor, positive, negative) or (anchor, positive, negative_1, …, negative_n);
+    with ``in_batch_negatives=True`` the other rows' passages are extra negatives (and anchor,
+    positive pairs alone suffice). Rows whose positive has no span (empty, or shorter than
+    ``min_span``) are skipped, logged and counted in ``skipped_rows``; a NaN loss raises.
+
+    Constructing the loss makes the model's tokenizer return offsets (see
+    :func:`slice_st.enable_span_features`), which word units need; that setting is saved with it.
+
+    >>> import torch
+    >>> from slice_st import SpanMaxCrossEntropyLoss, load_model
+    >>> model = load_model()
+    >>> loss = SpanMaxCrossEntropyLoss(model, max_span=4)
+    >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."], ["The stock market fell sharply today."]]
+    >>> features = [model.preprocess(column) for column in columns]
+    >>> value = loss(features, torch.tensor([0]))
+    >>> bool(0 <= value.item() < 1)
+    True
+    """
+
+    def __init__(
+        self,
+        model,
+        scale: float = 30.0,
+        min_span: int = 1,
+        max_span: int = 10,
+        unit: str | None = None,
+        in_batch_negatives: bool = False,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.scale = scale
+        span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
+        self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
+        self.in_batch_negatives = in_batch_negatives
+        self.skipped_rows = 0
+        enable_span_features(model)
+
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+        features = [self.model(column) for column in sentence_features]
+        minimum = 2 if self.in_batch_negatives else 3
+        if len(features) < minimum:
+            raise ValueError(
+                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){' or (anchor, positive) with in_batch_negatives' if not self.in_batch_negatives else ''}; got {len(features)} column(s)."
+            )
+        for column in features:
+            if "offset_mapping" not in column and self.unit == "word":
+                raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        anchor = features[0]
+        anchor_units = _units(anchor, self.unit)
+        total, count = pool_units(anchor["token_embeddings"], anchor_units.boundaries, torch.zeros_like(anchor_units.num_units), anchor_units.num_units)
+        queries = total / count.clamp(min=1)[:, None].to(total.dtype)
+        valid = count > 0
+
+        passages = features[1:]
+        if self.in_batch_negatives:
+            # (B, B) per passage column: row j of passages scored against every query i.
+            grids = [column_span_scores(queries, column, self.unit, self.min_span, self.max_span, shared=True).T for column in passages]
+            logits = torch.cat(grids, dim=1)  # (B, B * n_columns); the positive of row i is column i
+            targets = torch.arange(len(queries), device=logits.device)
+        else:
+            scores = [column_span_scores(queries, column, self.unit, self.min_span, self.max_span) for column in passages]
+            logits = torch.stack(scores, dim=1)  # (B, 1 + n_negatives); the positive is column 0
+            targets = torch.zeros(len(queries), dtype=torch.long, device=logits.device)
+        positive = logits.gather(1, targets[:, None])[:, 0]
+        valid &= torch.isfinite(positive)
+        if not bool(valid.all()):
+            skipped = int((~valid).sum())
+            self.skipped_rows += skipped
+            logger.warning("SpanMaxCrossEntropyLoss skipped %d row(s) with an empty anchor or a positive without spans.", skipped)
+        if not bool(valid.any()):
+            return anchor["token_embeddings"].sum() * 0.0
+        similarities = (logits[valid] + 1) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
+        loss = nn.functional.cross_entropy(self.scale * similarities, targets[valid])
+        if torch.isnan(loss):
+            raise FloatingPointError("SpanMaxCrossEntropyLoss is NaN: check the inputs and the learning rate.")
+        return loss
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "scale": self.scale,
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "unit": self.unit,
+            "in_batch_negatives": self.in_batch_negatives,
+        }
+
+    @property
+    def citation(self) -> str:
+        return SLICE_CITATION
