@@ -149,8 +149,8 @@ def _encode_windows(
     """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches."""
     if batch_size < 1:
         raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
-    if window_context < 0:
-        raise SpanInputError(f"window_context must be >= 0, got {window_context}.")
+    if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
+        raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     try:
         windows = plan_windows(model.tokenizer, texts, _model_window(model), span_config.max_span, window_context)
     except ValueError as error:
@@ -161,14 +161,15 @@ def _encode_windows(
         for start in range(0, len(windows), WINDOWS_PER_CALL):
             chunk = windows[start : start + WINDOWS_PER_CALL]
             outputs = model.encode(
-                [texts[w.text_index][w.char_start : w.char_end] for w in chunk],
+                [texts[w.text_index][w.char_start : w.char_end] for w in chunk],  # stripped: ST strips too
                 output_value=None,
                 processing_kwargs=SPAN_PROCESSING_KWARGS,
                 prompt="",
                 batch_size=batch_size,
                 show_progress_bar=False,
             )
-            yield _pad_window_outputs(chunk, outputs, span_config.unit)
+            strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]
+            yield _pad_window_outputs(chunk, strings, outputs, span_config.unit)
             progress.update(len(chunk))
 
 
@@ -176,13 +177,14 @@ def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
     return torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=padding_value)
 
 
-def _pad_window_outputs(windows: list[Window], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
+def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
     token_embeddings = _pad([out["token_embeddings"] for out in outputs])
     units = unit_boundaries(
         _pad([out["attention_mask"] for out in outputs]),
         _pad([out["special_tokens_mask"] for out in outputs], 1),
         _pad([out["offset_mapping"] for out in outputs]),
         unit,
+        strings,
     )
     device = units.num_units.device
     expected = torch.tensor([w.num_words if unit == "word" else w.num_tokens for w in windows], device=device)
@@ -317,7 +319,7 @@ def embed_texts(
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    span_config = get_span_config(model)
+    span_config = SpanConfig(1, 1, "word")  # a query is one whole span: windows need no span room
     dim = _token_dimension(model)
     totals = torch.zeros(len(text_list), dim, device=model.device)
     counts = torch.zeros(len(text_list), device=model.device)
@@ -365,6 +367,7 @@ class SpanSearchResult(Sequence):
     def __getitem__(self, query_index):  # noqa: D105
         if isinstance(query_index, slice):
             return [self[q] for q in range(len(self))[query_index]]
+        query_index = range(len(self.queries))[query_index]  # IndexError past the end ends iteration
         return [self.matches(query_index, text_index) for text_index in range(len(self.texts))]
 
     def matches(self, query_index: int, text_index: int) -> list[SpanMatch]:

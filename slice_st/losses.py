@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.spans import best_span_scores, pool_units
+from slice_st.spans import best_span_scores, pool_units, span_cosines
 from slice_st.tokens import unit_boundaries
 
 __all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores"]
@@ -45,11 +45,14 @@ def column_span_scores(
     the gradient reaches the arg-max span's tokens and the queries. Rows without any span score ``-inf``.
     """
     units = _units(features, unit)
+    token_embeddings = features["token_embeddings"]
     query_input = queries if shared else queries[:, None, :]
-    best = best_span_scores(
-        query_input, features["token_embeddings"], units.boundaries, units.num_units, min_span, max_span, top_k=1
-    )
-    return best.scores[:, :, 0] if shared else best.scores[:, 0, 0]
+    with torch.no_grad():  # find the arg-max spans cheaply, then differentiate only those
+        best = best_span_scores(
+            query_input.detach(), token_embeddings.detach(), units.boundaries, units.num_units, min_span, max_span, top_k=1
+        )
+    scores = span_cosines(query_input, token_embeddings, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0])
+    return scores if shared else scores[:, 0]
 
 
 class SpanMaxCrossEntropyLoss(nn.Module):

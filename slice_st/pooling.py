@@ -21,7 +21,7 @@ class SpanPooling(Module):
     tokenizer's ``special_tokens_mask`` and ``offset_mapping``:
 
     * ``span_embeddings`` ``(B, S, d)``: mean token vector of every span of ``min_span..max_span`` units,
-    * ``span_units`` ``(S, 2)``: (start, end) unit of each span, shared by all rows,
+    * ``span_units`` ``(B, S, 2)``: (start, end) unit of each span (the same grid in every row),
     * ``span_mask`` ``(B, S)``: which spans exist in each row,
     * ``span_offsets`` ``(B, S, 2)``: character offsets of each span,
     * ``unit_boundaries`` ``(B, U + 1)`` and ``num_units`` ``(B,)`` (see :mod:`slice_st.spans`).
@@ -70,7 +70,7 @@ class SpanPooling(Module):
         last = (spans.ends - 1).clamp(min=0)
         features.update(
             span_embeddings=spans.embeddings.to(token_embeddings.dtype),
-            span_units=torch.stack([spans.starts, spans.ends], dim=1),
+            span_units=torch.stack([spans.starts, spans.ends], dim=1).expand(len(token_embeddings), -1, -1),
             span_mask=spans.mask,
             span_offsets=torch.stack([units.char_starts[:, spans.starts], units.char_ends[:, last]], dim=-1),
             unit_boundaries=units.boundaries,

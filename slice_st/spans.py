@@ -34,6 +34,7 @@ __all__ = [
     "unit_sums",
     "span_sum_norms",
     "best_span_scores",
+    "span_cosines",
 ]
 
 
@@ -301,3 +302,27 @@ def best_span_scores(
     best_starts = best_starts.masked_fill(missing, -1)
     best_ends = best_ends.masked_fill(missing, -1)
     return BestSpans(best_scores.transpose(1, 2), best_starts.transpose(1, 2), best_ends.transpose(1, 2))
+
+
+def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
+    """Cosine between queries and the given spans, differentiable: ``(B, Q)``.
+
+    ``queries`` is ``(Q, d)`` or ``(B, Q, d)``; ``starts``/``ends`` ``(B, Q)`` are unit indices (as
+    returned by :func:`best_span_scores`; ``-1`` marks a missing span, scored ``-inf``). Training
+    finds the best spans without gradient and calls this on them: the max over spans only passes
+    gradient to its arg-max, so the gradient is the same as differentiating the full max.
+
+    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> span_cosines(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([[1]]), torch.tensor([[2]])).tolist()
+    [[1.0]]
+    """
+    batch = token_embeddings.shape[0]
+    if queries.dim() == 2:
+        queries = queries[None].expand(batch, -1, -1)
+    missing = starts < 0
+    sums = prefix_sums(token_embeddings)
+    token_starts = boundaries.gather(1, starts.clamp(min=0))
+    token_ends = boundaries.gather(1, ends.clamp(min=0))
+    span_sums = _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts)  # (B, Q, d)
+    cosines = torch.nn.functional.cosine_similarity(span_sums, queries.to(span_sums.dtype), dim=-1)
+    return cosines.masked_fill(missing, float("-inf"))

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import re
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -35,6 +37,8 @@ UNITS = ("word", "token")
 #: Per-call ``processing_kwargs`` for ``SentenceTransformer.encode``/``preprocess`` that make the
 #: tokenizer return what span units need. Both keys are tokenizer extras that sentence-transformers
 #: keeps out of the transformer's forward call.
+_SPACE = re.compile(r"\s")
+
 SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}}
 
 
@@ -68,8 +72,15 @@ def unit_boundaries(
     special_tokens_mask: Tensor | None,
     offset_mapping: Tensor | None,
     unit: str = "word",
+    texts: Sequence[str] | None = None,
 ) -> UnitBoundaries:
     """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
+
+    With the ``texts`` that were tokenized, words are exactly whitespace-delimited: a new word starts
+    where whitespace separates two tokens, and each word's character range covers its whole
+    whitespace-delimited run, including characters the tokenizer dropped (combining accents,
+    variation selectors). Without texts (inside a model, where only offsets exist) a new word starts
+    wherever two tokens' offsets do not touch.
 
     >>> offsets = torch.tensor([[[0, 0], [0, 1], [2, 5], [5, 6], [0, 0]]])   # [CLS] a man . [SEP]  ("a man.")
     >>> special = torch.tensor([[1, 0, 0, 0, 1]])
@@ -98,17 +109,26 @@ def unit_boundaries(
             raise ValueError("unit='word' needs offset_mapping from a fast tokenizer.")
         offsets = offset_mapping.long()
         previous_end = torch.nn.functional.pad(offsets[:, :, 1], (1, 0))[:, :-1]
-        is_start = content & (run_starts | (offsets[:, :, 0] > previous_end))
+        if texts is None:
+            separated = offsets[:, :, 0] > previous_end
+        else:
+            spaces = _space_prefix_counts(texts, content.device)  # (B, L + 1)
+            limit = spaces.shape[1] - 1
+            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, limit)) > spaces.gather(1, previous_end.clamp(0, limit))
+        is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
-    content_end = torch.where(content, positions + 1, torch.zeros_like(positions)).amax(dim=1)
+    if length == 0:
+        content_end = torch.zeros(batch, dtype=torch.long, device=content.device)
+    else:
+        content_end = torch.where(content, positions + 1, torch.zeros_like(positions)).amax(dim=1)
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
     rank = is_start.long().cumsum(dim=1) - 1
     rows = torch.arange(batch, device=content.device)[:, None].expand(batch, length)
     boundaries[rows[is_start], rank[is_start]] = positions[is_start]
 
-    if offset_mapping is None:
+    if offset_mapping is None or length == 0:
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
     else:
         offsets = offset_mapping.long()
@@ -116,7 +136,41 @@ def unit_boundaries(
         last_tokens = (boundaries[:, 1:] - 1).clamp(min=0, max=length - 1)
         char_starts = offsets[:, :, 0].gather(1, first_tokens)
         char_ends = offsets[:, :, 1].gather(1, last_tokens)
+        if texts is not None and unit == "word":
+            char_starts, char_ends = _snap_to_whitespace(texts, char_starts, char_ends, num_units)
     return UnitBoundaries(boundaries, num_units, char_starts, char_ends)
+
+
+def _space_positions(text: str) -> np.ndarray:
+    return np.fromiter((match.start() for match in _SPACE.finditer(text)), dtype=np.int64)
+
+
+def _space_prefix_counts(texts: Sequence[str], device) -> Tensor:
+    """``(B, L + 1)``: number of whitespace characters before each position of each text."""
+    width = max((len(text) for text in texts), default=0)
+    counts = np.zeros((len(texts), width + 1), dtype=np.int64)
+    for row, text in enumerate(texts):
+        marks = np.zeros(width, dtype=np.int64)
+        marks[_space_positions(text)] = 1
+        counts[row, 1:] = np.cumsum(marks)
+    return torch.from_numpy(counts).to(device)
+
+
+def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor]:
+    """Widen each word's character range to its whole whitespace-delimited run."""
+    starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
+    for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
+        spaces = _space_positions(text)
+        if count == 0:
+            continue
+        if len(spaces) == 0:
+            starts_np[row, :count], ends_np[row, :count] = 0, len(text)
+            continue
+        before = np.searchsorted(spaces, starts_np[row, :count], side="left") - 1  # last space before the word
+        after = np.searchsorted(spaces, ends_np[row, :count], side="left")  # first space after it
+        starts_np[row, :count] = np.where(before >= 0, spaces[before.clip(min=0)] + 1, 0)
+        ends_np[row, :count] = np.where(after < len(spaces), spaces[after.clip(max=len(spaces) - 1)], len(text))
+    return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
 
 
 @dataclass(frozen=True)
@@ -146,6 +200,8 @@ class Window:
 
 def _text_units(tokenizer, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per text: word char starts, word char ends and tokens per word (no special tokens), batched."""
+    if not texts:
+        return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
     all_offsets = encoded["offset_mapping"]
     lengths = [len(offsets) for offsets in all_offsets]
@@ -155,13 +211,21 @@ def _text_units(tokenizer, texts: Sequence[str]) -> list[tuple[np.ndarray, np.nd
         if offsets:
             padded[row, : len(offsets)] = offsets
     mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
-    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), "word")
+    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), "word", texts)
     bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
     char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
     return [
         (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1]))
         for row, n in enumerate(num_units)
     ]
+
+
+def _margins(context: int) -> list[int]:
+    """Context sizes to try, largest first: context, context/2, …, 1, 0."""
+    margins = [context]
+    while margins[-1] > 0:
+        margins.append(margins[-1] // 2)
+    return margins
 
 
 def plan_windows(
@@ -207,21 +271,26 @@ def plan_windows(
                 int(cumulative[first]), int(cumulative[last] - cumulative[first]), int(starts[own_lo]), own_char_hi,
             )
 
-        first, own_lo = 0, 0
-        while True:
-            last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            if last >= num_words:
-                windows.append(window(first, num_words, own_lo, num_words))
-                break
-            own_hi = last - max_span - context
-            if own_hi <= own_lo:  # window too small for full right context: keep what fits
-                own_hi = last - max_span
-            if own_hi <= own_lo:
+        own_lo = 0
+        while own_lo < num_words:
+            planned = None
+            # Full context on both sides if it fits, else less: halve it until the window owns a start.
+            for margin in _margins(context):
+                first = max(own_lo - margin, 0)
+                last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
+                if last >= num_words:
+                    planned = (first, num_words, num_words)
+                    break
+                own_hi = last - max_span - margin + 1  # spans starting before own_hi end by last - margin
+                if own_hi > own_lo:
+                    planned = (first, last, own_hi)
+                    break
+            if planned is None:
                 raise ValueError(
                     f"Text {text_index}: spans of max_span={max_span} words do not fit in a model window of "
-                    f"{max_tokens} tokens with their neighbours; lower max_span or raise max_seq_length."
+                    f"{max_tokens} tokens; lower max_span or raise max_seq_length."
                 )
+            first, last, own_hi = planned
             windows.append(window(first, last, own_lo, own_hi))
             own_lo = own_hi
-            first = max(own_hi - context, first + 1)
     return windows

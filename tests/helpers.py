@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+from hypothesis import strategies as st
 
 
 def whitespace_words(text: str) -> list[tuple[int, int]]:
@@ -30,3 +31,58 @@ def cosine(a, b) -> float:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# Words the MiniLM (BERT uncased) tokenizer keeps whole: no characters dropped by its normalizer, so a
+# "word" (run of touching tokens) is exactly a whitespace-delimited word. 1..4 tokens each.
+WORDS = [
+    "a", "man", "plays", "the", "guitar.", "don't", "Café", "naïve", "résumé!", "😀", "🎸", "中文", "e.g.",
+    "3.14", "$5", "—", "“quotes”", "internationalization", "x", "hello,world", "(parenthesis)", "ÜBER",
+    "Straße", "xyzzy", "...", "?!", "über-cool", "it's", "Ω", "naïveté", "l'été", "東京", "İstanbul",
+]
+#: The words of WORDS with at most 2 tokens.
+SHORT_WORDS = [
+    "a", "man", "plays", "the", "guitar.", "Café", "naïve", "résumé!", "😀", "🎸", "中文", "$5", "—",
+    "internationalization", "x", "ÜBER", "Straße", "?!", "Ω", "naïveté", "東京", "İstanbul",
+]
+SEPARATORS = [" ", " ", " ", "  ", "\t", "\n", " \n\t ", "\u3000", "\xa0"]
+
+
+@st.composite
+def texts(draw, min_words: int = 0, max_words: int = 12, vocabulary: list[str] = WORDS):
+    """Random texts of ``vocabulary`` words with assorted whitespace (incl. leading/trailing)."""
+    words = draw(st.lists(st.sampled_from(vocabulary), min_size=min_words, max_size=max_words))
+    parts = [draw(st.sampled_from(["", " ", "\n  "]))]
+    for index, word in enumerate(words):
+        if index:
+            parts.append(draw(st.sampled_from(SEPARATORS)))
+        parts.append(word)
+    parts.append(draw(st.sampled_from(["", " ", "\t\n"])))
+    return "".join(parts)
+
+
+def naive_token_vectors(model, text: str) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """Content-token vectors of ``text`` from ``model.encode(output_value="token_embeddings")`` (special
+    tokens dropped) and each content token's character offsets."""
+    vectors = model.encode([text], output_value="token_embeddings")[0].float().cpu().numpy()
+    encoded = model.tokenizer(text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    assert len(encoded["input_ids"]) == len(vectors), "no truncation expected here"
+    keep = [i for i, special in enumerate(encoded["special_tokens_mask"]) if not special]
+    return vectors[keep].astype(np.float64), [tuple(encoded["offset_mapping"][i]) for i in keep]
+
+
+def naive_word_span_vectors(model, text: str, min_span: int, max_span: int) -> dict[tuple[int, int], np.ndarray]:
+    """(start word, end word) → mean of the content-token vectors of those whitespace words."""
+    vectors, offsets = naive_token_vectors(model, text)
+    words = whitespace_words(text)
+    token_word = [next(w for w, (s, e) in enumerate(words) if s <= start < e) for start, _ in offsets]
+    spans = {}
+    for start, end in expected_span_units(len(words), min_span, max_span):
+        rows = [i for i, w in enumerate(token_word) if start <= w < end]
+        spans[(start, end)] = vectors[rows].mean(axis=0)
+    return spans
+
+
+def naive_token_span_vectors(model, text: str, min_span: int, max_span: int) -> dict[tuple[int, int], np.ndarray]:
+    vectors, _ = naive_token_vectors(model, text)
+    return {span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)}

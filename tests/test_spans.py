@@ -18,6 +18,8 @@ from slice_st.spans import (
     pool_units,
     prefix_sums,
     span_grid,
+    span_sum_norms,
+    unit_sums,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -254,6 +256,54 @@ def test_pool_units_whole_text_mean_is_text_span_vector():
 
 
 # ---------------------------------------------------------------------------------------------
+# unit_sums / span_sum_norms
+# ---------------------------------------------------------------------------------------------
+
+
+@given(batch=span_batches())
+def test_unit_sums_matches_naive(batch):
+    embeddings, boundaries, num_units = batch
+    sums, counts = unit_sums(embeddings, boundaries)
+    width = boundaries.shape[1] - 1
+    assert sums.shape == (embeddings.shape[0], width, embeddings.shape[2])
+    assert counts.shape == (embeddings.shape[0], width)
+    for row in range(embeddings.shape[0]):
+        for u in range(width):
+            first, last = int(boundaries[row, u]), int(boundaries[row, u + 1])
+            assert int(counts[row, u]) == last - first  # 0 for padding units
+            expected = embeddings[row, first:last].double().sum(dim=0)
+            np.testing.assert_allclose(sums[row, u].double().numpy(), expected.numpy(), atol=1e-4)
+
+
+@given(data=st.data(), batch=span_batches(), span_bounds=bounds)
+def test_span_sum_norms_matches_naive(data, batch, span_bounds):
+    embeddings, boundaries, num_units = batch
+    min_span, max_span = span_bounds
+    owned = data.draw(owned_ranges(num_units))
+    norms = span_sum_norms(embeddings, boundaries, num_units, min_span, max_span, owned=owned)
+    width = boundaries.shape[1] - 1
+    assert norms.shape == (embeddings.shape[0], width, max_span - min_span + 1)
+    for row in range(embeddings.shape[0]):
+        for start in range(width):
+            for index, length in enumerate(range(min_span, max_span + 1)):
+                end = start + length
+                value = float(norms[row, start, index])
+                if end <= width and naive_span_exists(row, start, end, num_units, owned):
+                    first, last = int(boundaries[row, start]), int(boundaries[row, end])
+                    expected = float(embeddings[row, first:last].double().sum(dim=0).norm())
+                    assert math.isclose(value, expected, rel_tol=1e-4, abs_tol=1e-4)
+                else:
+                    assert math.isnan(value), (row, start, end)
+
+
+def test_span_sum_norms_doc_example():
+    emb = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
+    norms = span_sum_norms(emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2)
+    assert norms[0, :, 0].tolist() == [3.0, 4.0]
+    assert norms[0, 0, 1].item() == 5.0 and math.isnan(norms[0, 1, 1].item())
+
+
+# ---------------------------------------------------------------------------------------------
 # best_span_scores
 # ---------------------------------------------------------------------------------------------
 
@@ -264,13 +314,16 @@ def test_pool_units_whole_text_mean_is_text_span_vector():
     span_bounds=bounds,
     top_k=st.integers(1, 5),
     num_queries=st.integers(1, 3),
+    paired=st.booleans(),
 )
-def test_best_span_scores_matches_naive_top_k(data, batch, span_bounds, top_k, num_queries):
+def test_best_span_scores_matches_naive_top_k(data, batch, span_bounds, top_k, num_queries, paired):
+    """Shared ``(Q, d)`` queries, or ``paired`` per-row ``(B, Q, d)`` queries."""
     embeddings, boundaries, num_units = batch
     min_span, max_span = span_bounds
     owned = data.draw(owned_ranges(num_units))
     seed = data.draw(st.integers(0, 2**31 - 1))
-    queries = torch.randn(num_queries, embeddings.shape[2], generator=torch.Generator().manual_seed(seed))
+    shape = (embeddings.shape[0], num_queries, embeddings.shape[2]) if paired else (num_queries, embeddings.shape[2])
+    queries = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
     best = best_span_scores(queries, embeddings, boundaries, num_units, min_span, max_span, top_k=top_k, owned=owned)
     batch_size = embeddings.shape[0]
@@ -285,7 +338,7 @@ def test_best_span_scores_matches_naive_top_k(data, batch, span_bounds, top_k, n
         ]
         vectors = {span: naive_mean(embeddings, boundaries, row, *span) for span in valid}
         for q in range(num_queries):
-            query = queries[q].double().numpy()
+            query = (queries[row, q] if paired else queries[q]).double().numpy()
             naive = sorted((naive_cosine(query, vectors[span]) for span in valid), reverse=True)
             found = min(top_k, len(valid))
             scores = best.scores[row, q].tolist()
@@ -336,6 +389,25 @@ def test_best_span_scores_row_without_units():
 def test_best_span_scores_rejects_bad_top_k(top_k):
     with pytest.raises(ValueError, match="top_k"):
         best_span_scores(torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 1, 2, top_k=top_k)
+
+
+def test_best_span_scores_paired_equals_one_row_at_a_time():
+    generator = torch.Generator().manual_seed(1)
+    emb = torch.randn(3, 6, 4, generator=generator)
+    boundaries = torch.tensor([[1, 2, 4, 5], [1, 3, 4, 4], [0, 1, 2, 3]])
+    num_units = torch.tensor([3, 2, 3])
+    queries = torch.randn(3, 2, 4, generator=generator)
+    paired = best_span_scores(queries, emb, boundaries, num_units, 1, 2, top_k=2)
+    for row in range(3):
+        alone = best_span_scores(queries[row], emb[row : row + 1], boundaries[row : row + 1], num_units[row : row + 1], 1, 2, top_k=2)
+        assert torch.allclose(paired.scores[row], alone.scores[0], atol=1e-6)
+        assert torch.equal(paired.starts[row], alone.starts[0]) and torch.equal(paired.ends[row], alone.ends[0])
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 1, 3, 4), (3, 1, 4)])
+def test_best_span_scores_rejects_bad_query_shapes(shape):
+    with pytest.raises(ValueError, match="queries must be"):
+        best_span_scores(torch.randn(*shape), torch.randn(2, 4, 4), torch.tensor([[1, 2, 3], [1, 2, 3]]), torch.tensor([2, 2]), 1, 2)
 
 
 def test_best_span_scores_rejects_bad_bounds():

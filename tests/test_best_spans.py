@@ -1,0 +1,184 @@
+"""best_spans: structure, ordering, scores equal to cosine of embed_texts and encode_spans vectors; ranked()."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import cosine
+
+import slice_st
+from slice_st import SpanMatch, SpanSearchResult
+
+QUERIES = ["plays the guitar", "a pot of soup"]
+TEXTS = [
+    "Yesterday a man played the guitar badly.",
+    "She cooked a large pot of vegetable soup for dinner.",
+    "Hello",
+    "The committee discussed the budget for the coming year.",
+]
+
+
+@pytest.fixture(scope="module")
+def search(real_model) -> SpanSearchResult:
+    return real_model.best_spans(QUERIES, TEXTS, top_k=3, max_span=5)
+
+
+@pytest.fixture(scope="module")
+def spans(real_model):
+    return real_model.encode_spans(TEXTS, max_span=5)
+
+
+@pytest.fixture(scope="module")
+def query_vectors(real_model):
+    return slice_st.embed_texts(real_model, QUERIES).cpu().numpy()
+
+
+def test_result_structure(search):
+    assert isinstance(search, SpanSearchResult)
+    assert len(search) == len(QUERIES)
+    assert search.queries == QUERIES and search.texts == TEXTS
+    for name in ("scores", "starts", "ends", "unit_starts", "unit_ends"):
+        assert getattr(search, name).shape == (len(QUERIES), len(TEXTS), 3)
+    for q in range(len(QUERIES)):
+        per_text = search[q]
+        assert len(per_text) == len(TEXTS)
+        assert per_text == [search.matches(q, t) for t in range(len(TEXTS))]
+        for t, matches in enumerate(per_text):
+            assert len(matches) == (1 if TEXTS[t] == "Hello" else 3)
+            assert all(isinstance(m, SpanMatch) for m in matches)
+            scores = [m.score for m in matches]
+            assert scores == sorted(scores, reverse=True)
+            assert len({(m.start, m.end) for m in matches}) == len(matches)
+            for m in matches:
+                assert (m.query_index, m.text_index) == (q, t)
+                assert m.span == TEXTS[t][m.start : m.end]
+                assert m.span.split() == TEXTS[t].split()[m.unit_start : m.unit_end]
+                assert 1 <= m.unit_end - m.unit_start <= 5
+                assert -1.0 - 1e-5 <= m.score <= 1.0 + 1e-5
+    # missing entries of the one-span text
+    assert np.isneginf(search.scores[:, 2, 1:]).all() and (search.starts[:, 2, 1:] == -1).all()
+    assert search[0:1] == [search[0]]
+    assert search[-1] == search[len(QUERIES) - 1]
+
+
+def test_semantic_best_spans(search):
+    assert search[0][0][0].span == "played the guitar"
+    assert "soup" in search[1][1][0].span
+    assert search.ranked(0)[0].text_index == 0
+    assert search.ranked(1)[0].text_index == 1
+
+
+def test_scores_are_cosines_of_embed_texts_and_encode_spans(search, spans, query_vectors):
+    for q, query in enumerate(query_vectors):
+        for t, encoding in enumerate(spans):
+            offsets = [tuple(o) for o in encoding.offsets.tolist()]
+            brute = np.array([cosine(query, vector) for vector in encoding.embeddings])
+            order = np.argsort(-brute, kind="stable")[:3]
+            matches = search[q][t]
+            np.testing.assert_allclose([m.score for m in matches], brute[order], atol=1e-4)
+            for m in matches:
+                index = offsets.index((m.start, m.end))
+                assert abs(cosine(query, encoding.embeddings[index]) - m.score) < 1e-4
+                assert tuple(encoding.units[index]) == (m.unit_start, m.unit_end)
+
+
+def test_best_and_ranked(search):
+    for q in range(len(QUERIES)):
+        best = search.best(q)
+        np.testing.assert_array_equal(best, search.scores[q, :, 0])
+        ranked = search.ranked(q)
+        assert [m.score for m in ranked] == sorted(best.tolist(), reverse=True)
+        assert sorted(m.text_index for m in ranked) == list(range(len(TEXTS)))
+        assert all(m == search[q][m.text_index][0] for m in ranked)
+        assert [m.text_index for m in search.ranked(q, top_k=2)] == [m.text_index for m in ranked[:2]]
+        threshold = float(np.median(best))
+        cut = search.ranked(q, threshold=threshold)
+        assert cut == [m for m in ranked if m.score >= threshold]
+        assert search.ranked(q, threshold=2.0) == []
+        assert search.ranked(q, top_k=1, threshold=-2.0) == ranked[:1]
+    assert search.ranked(-1) == search.ranked(len(QUERIES) - 1)
+
+
+def test_single_strings_and_top_k_one(real_model):
+    result = real_model.best_spans("plays the guitar", TEXTS[0], max_span=4)
+    assert len(result) == 1 and len(result[0]) == 1
+    (match,) = result[0][0]
+    assert match.span == "played the guitar"
+    assert match.score > 0.6
+
+
+def test_top_k_prefix_is_consistent(real_model, search):
+    top1 = real_model.best_spans(QUERIES, TEXTS, top_k=1, max_span=5)
+    for q in range(len(QUERIES)):
+        for t in range(len(TEXTS)):
+            assert top1[q][t][0].span == search[q][t][0].span
+            assert abs(top1[q][t][0].score - search[q][t][0].score) < 1e-5
+
+
+def test_min_span_longer_than_text_gives_no_match(tiny_model):
+    result = tiny_model.best_spans(["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5)
+    assert result[0][0] == []
+    assert np.isneginf(result.best(0)[0])
+    assert sorted(m.span for m in result[0][1]) == ["one two three", "one two three four", "two three four"]
+
+
+def test_token_units(tiny_model):
+    text = "Internationalization isn't trivial."
+    result = tiny_model.best_spans(["nation"], [text], unit="token", max_span=2, top_k=50)
+    encoding = tiny_model.encode_spans(text, unit="token", max_span=2)
+    matches = result[0][0]
+    assert len(matches) == len(encoding)  # top_k larger than the span count: every span, once
+    assert {(m.start, m.end) for m in matches} == {tuple(o) for o in encoding.offsets.tolist()}
+    query = slice_st.embed_texts(tiny_model, "nation")[0].numpy()
+    lookup = {tuple(o): v for o, v in zip(encoding.offsets.tolist(), encoding.embeddings)}
+    for m in matches:
+        assert abs(cosine(query, lookup[(m.start, m.end)]) - m.score) < 1e-4
+
+
+def test_saved_span_settings_are_used(make_tiny_model):
+    model = make_tiny_model()
+    slice_st.set_span_config(model, min_span=2, max_span=2)
+    result = model.best_spans(["x"], ["a b c d"], top_k=10)
+    assert sorted(m.span for m in result[0][0]) == ["a b", "b c", "c d"]
+
+
+# ---------------------------------------------------------------------------------------------
+# best_spans_paired
+# ---------------------------------------------------------------------------------------------
+
+
+def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
+    queries, texts = QUERIES + ["budget"], TEXTS[:2] + [TEXTS[3]]
+    paired = slice_st.best_spans_paired(real_model, queries, texts, max_span=5)
+    full = real_model.best_spans(queries, texts, max_span=5)
+    assert len(paired) == len(queries)
+    for i, match in enumerate(paired):
+        expected = full[i][i][0]
+        assert (match.query_index, match.text_index) == (i, i)
+        assert (match.start, match.end, match.span) == (expected.start, expected.end, expected.span)
+        assert (match.unit_start, match.unit_end) == (expected.unit_start, expected.unit_end)
+        assert abs(match.score - expected.score) < 1e-5
+    assert paired[0].span == "played the guitar"
+
+
+def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
+    long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
+    queries, texts = ["lazy dog", "x", "brown fox"], [long_text, "", "one"]
+    paired = slice_st.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
+    assert paired[1] is None
+    full = tiny_model_short.best_spans(queries, texts, max_span=3, window_context=2)
+    for i in (0, 2):
+        assert (paired[i].start, paired[i].end) == (full[i][i][0].start, full[i][i][0].end)
+        assert abs(paired[i].score - full[i][i][0].score) < 1e-5
+
+
+def test_best_spans_paired_input_errors(tiny_model):
+    assert slice_st.best_spans_paired(tiny_model, [], []) == []
+    with pytest.raises(slice_st.SpanInputError, match="pair up"):
+        slice_st.best_spans_paired(tiny_model, ["a", "b"], ["a b"])
+    with pytest.raises(slice_st.SpanInputError):
+        slice_st.best_spans_paired(tiny_model, [" "], ["a b"])
+    with pytest.raises(slice_st.SpanInputError):
+        slice_st.best_spans_paired(tiny_model, ["a"], [None])
+    with pytest.raises(slice_st.SpanInputError):
+        slice_st.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)

@@ -1,0 +1,145 @@
+"""Bad input gives a clear SpanInputError (a ValueError), never a deep torch/tokenizer traceback."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import slice_st
+from slice_st import SpanInputError
+from slice_st.encode import SpanSearchResult
+
+BAD_TEXTS = [None, 3, 3.5, b"bytes", {"a": 1}, [None], ["ok", 1], [b"x"], ["ok", None], [["nested"]], object()]
+BAD_SETTINGS = [
+    dict(min_span=0),
+    dict(min_span=-1),
+    dict(min_span=3, max_span=2),
+    dict(min_span=1.5),
+    dict(max_span="3"),
+    dict(max_span=None, min_span=True),
+    dict(unit="char"),
+    dict(unit="WORD"),
+    dict(batch_size=0),
+    dict(batch_size=-2),
+    dict(batch_size=2.0),
+    dict(window_context=-1),
+]
+
+
+def test_span_input_error_is_value_and_type_error():
+    assert issubclass(SpanInputError, ValueError)
+    assert issubclass(SpanInputError, TypeError)
+
+
+@pytest.mark.parametrize("texts", BAD_TEXTS, ids=repr)
+def test_encode_spans_rejects_non_strings(tiny_model, texts):
+    with pytest.raises(SpanInputError, match="must be a string"):
+        tiny_model.encode_spans(texts)
+
+
+@pytest.mark.parametrize("texts", BAD_TEXTS, ids=repr)
+def test_best_spans_rejects_non_string_texts(tiny_model, texts):
+    with pytest.raises(SpanInputError, match="must be a string"):
+        tiny_model.best_spans("a query", texts)
+
+
+@pytest.mark.parametrize("queries", BAD_TEXTS, ids=repr)
+def test_best_spans_rejects_non_string_queries(tiny_model, queries):
+    with pytest.raises(SpanInputError, match="must be a string"):
+        tiny_model.best_spans(queries, ["a text"])
+
+
+@pytest.mark.parametrize("kwargs", BAD_SETTINGS, ids=repr)
+def test_encode_spans_rejects_bad_settings(tiny_model, kwargs):
+    with pytest.raises(SpanInputError):
+        tiny_model.encode_spans("a man plays the guitar", **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", BAD_SETTINGS + [dict(top_k=0), dict(top_k=-1), dict(top_k=1.0), dict(top_k=True)], ids=repr)
+def test_best_spans_rejects_bad_settings(tiny_model, kwargs):
+    with pytest.raises(SpanInputError):
+        tiny_model.best_spans("guitar", ["a man plays the guitar"], **kwargs)
+
+
+@pytest.mark.parametrize("queries", [[], (), "", "   ", ["ok", ""], ["\t\n"]], ids=repr)
+def test_best_spans_rejects_empty_queries(tiny_model, queries):
+    with pytest.raises(SpanInputError, match="empty"):
+        tiny_model.best_spans(queries, ["a man plays the guitar"])
+
+
+def test_embed_texts_rejects_empty_queries(tiny_model):
+    with pytest.raises(SpanInputError, match="empty"):
+        slice_st.embed_texts(tiny_model, ["fine", " "])
+    with pytest.raises(SpanInputError):
+        slice_st.embed_texts(tiny_model, None)
+    with pytest.raises(SpanInputError):
+        slice_st.embed_texts(tiny_model, "fine", batch_size=0)
+
+
+def test_tokenless_query_is_a_span_input_error(tiny_model):
+    with pytest.raises(SpanInputError):
+        tiny_model.best_spans(["\u200b"], ["a man plays the guitar"])
+
+
+def test_error_messages_are_clear(tiny_model):
+    with pytest.raises(SpanInputError, match=r"texts\[1\] must be a string, got int"):
+        tiny_model.encode_spans(["ok", 1])
+    with pytest.raises(SpanInputError, match=r"min_span \(3\) must be <= max_span \(2\)"):
+        tiny_model.encode_spans("a b", min_span=3, max_span=2)
+    with pytest.raises(SpanInputError, match="unit must be one of"):
+        tiny_model.encode_spans("a b", unit="char")
+    with pytest.raises(SpanInputError, match="queries is empty"):
+        tiny_model.best_spans([], ["a b"])
+    with pytest.raises(SpanInputError, match=r"queries\[0\] is empty or whitespace"):
+        tiny_model.best_spans([" "], ["a b"])
+
+
+def test_window_too_small_is_a_span_input_error(tiny_model_short):
+    text = " ".join(["supercalifragilisticexpialidocious"] * 5 + ["a"] * 30)  # 11 tokens per long word
+    with pytest.raises(SpanInputError, match="max_span=3 words do not fit"):  # 3 x 11 > 22 tokens
+        tiny_model_short.encode_spans(text, max_span=3, window_context=0)
+    word = "-".join("abcdefghijklmnopqrstuvwxyz")  # one whitespace word of 51 tokens
+    with pytest.raises(SpanInputError, match="longer than the model window"):
+        tiny_model_short.encode_spans("a " * 30 + word, max_span=1, window_context=0)
+
+
+def test_non_integer_window_context_is_rejected(tiny_model_short):
+    with pytest.raises(SpanInputError):
+        tiny_model_short.encode_spans(" ".join(["word"] * 60), max_span=2, window_context=1.5)
+
+
+def test_load_model_missing_path():
+    with pytest.raises(FileNotFoundError, match="No model found"):
+        slice_st.load_model("/no/such/dir")
+
+
+# ---------------------------------------------------------------------------------------------
+# Empty and whitespace-only texts are valid input with an empty result
+# ---------------------------------------------------------------------------------------------
+
+
+def test_empty_texts_have_no_matches(tiny_model):
+    texts = ["", "a man plays", "   \n\t", "x"]
+    result = tiny_model.best_spans(["guitar", "man"], texts, top_k=2, max_span=2)
+    for q in range(2):
+        assert result[q][0] == [] and result[q][2] == []
+        assert len(result[q][1]) == 2 and len(result[q][3]) == 1
+        assert np.isneginf(result.best(q)[[0, 2]]).all()
+        assert [m.text_index for m in result.ranked(q)] in ([1, 3], [3, 1])
+    assert (result.starts[:, [0, 2]] == -1).all() and (result.unit_ends[:, [0, 2]] == -1).all()
+
+
+@pytest.mark.parametrize("texts", ["", ["", "  \n"], []], ids=repr)
+def test_best_spans_only_empty_texts(tiny_model, texts):
+    result = tiny_model.best_spans(["guitar"], texts)
+    assert len(result) == 1
+    assert all(matches == [] for matches in result[0])
+
+
+def test_search_result_over_no_texts_iterates_once_per_query():
+    empty = np.zeros((1, 0, 1))
+    result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)))
+    assert len(result) == 1
+    assert list(itertools.islice(iter(result), 5)) == [[]]  # currently [[], [], [], [], []]: endless
