@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from sentence_transformers.base.losses.merged_forward import merge_feature_batches
+
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 from slice_st.tokens import unit_boundaries
@@ -106,31 +108,33 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         enable_span_features(model)
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
-        features = [self.model(column) for column in sentence_features]
+        columns = list(sentence_features)
         minimum = 2 if self.in_batch_negatives else 3
-        if len(features) < minimum:
-            raise ValueError(
-                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){' or (anchor, positive) with in_batch_negatives' if not self.in_batch_negatives else ''}; got {len(features)} column(s)."
-            )
-        for column in features:
-            if "offset_mapping" not in column and self.unit == "word":
-                raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
-        anchor = features[0]
+        if len(columns) < minimum:
+            hint = "" if self.in_batch_negatives else " (or anchor, positive with in_batch_negatives=True)"
+            raise ValueError(f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} column(s).")
+        if self.unit == "word" and any("offset_mapping" not in column for column in columns):
+            raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        anchor = self.model(columns[0])
         anchor_units = _units(anchor, self.unit)
-        total, count = pool_units(anchor["token_embeddings"], anchor_units.boundaries, torch.zeros_like(anchor_units.num_units), anchor_units.num_units)
+        zeros = torch.zeros_like(anchor_units.num_units)
+        total, count = pool_units(anchor["token_embeddings"], anchor_units.boundaries, zeros, anchor_units.num_units)
         queries = total / count.clamp(min=1)[:, None].to(total.dtype)
         valid = count > 0
 
-        passages = features[1:]
+        rows, num_columns = len(queries), len(columns) - 1
+        passages = self._passage_outputs(columns[1:])
         if self.in_batch_negatives:
-            # (B, B) per passage column: row j of passages scored against every query i.
-            grids = [column_span_scores(queries, column, self.unit, self.min_span, self.max_span, shared=True).T for column in passages]
-            logits = torch.cat(grids, dim=1)  # (B, B * n_columns); the positive of row i is column i
-            targets = torch.arange(len(queries), device=logits.device)
+            # Every passage row (column-major: all positives, then each negative column) for every query.
+            logits = torch.cat([column_span_scores(queries, out, self.unit, self.min_span, self.max_span, shared=True).T for out in passages], dim=1)
+            targets = torch.arange(rows, device=logits.device)  # the positive of query i is passage row i
         else:
-            scores = [column_span_scores(queries, column, self.unit, self.min_span, self.max_span) for column in passages]
-            logits = torch.stack(scores, dim=1)  # (B, 1 + n_negatives); the positive is column 0
-            targets = torch.zeros(len(queries), dtype=torch.long, device=logits.device)
+            scores = [
+                column_span_scores(queries.repeat(len(out["token_embeddings"]) // rows, 1), out, self.unit, self.min_span, self.max_span)
+                for out in passages
+            ]
+            logits = torch.cat(scores).view(num_columns, rows).T  # (B, 1 + n_negatives); positive first
+            targets = torch.zeros(rows, dtype=torch.long, device=logits.device)
         positive = logits.gather(1, targets[:, None])[:, 0]
         valid &= torch.isfinite(positive)
         if not bool(valid.all()):
@@ -144,6 +148,14 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         if torch.isnan(loss):
             raise FloatingPointError("SpanMaxCrossEntropyLoss is NaN: check the inputs and the learning rate.")
         return loss
+
+    def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge them."""
+        if len(columns) > 1:
+            merged = merge_feature_batches(columns)
+            if merged is not None:
+                return [self.model(merged)]
+        return [self.model(column) for column in columns]
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
