@@ -149,13 +149,41 @@ def median(values) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def git_state() -> str:
+    """Short commit of the repo and whether slice_st/ has uncommitted changes (the library may be moving)."""
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "slice_st"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "git n/a"
+    return f"git {commit or 'n/a'}{' + uncommitted slice_st changes' if dirty else ''}"
+
+
+def load_line() -> str:
+    """1-minute load average: on a shared 2-core machine anything far above 2 means noisy timings."""
+    try:
+        return f"loadavg {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    except OSError:
+        return "loadavg n/a"
+
+
 def environment_line() -> str:
     import sentence_transformers
     import torch
 
-    return (f"python {platform.python_version()} | torch {torch.__version__} (threads={torch.get_num_threads()}) | "
+    line = (f"python {platform.python_version()} | torch {torch.__version__} (threads={torch.get_num_threads()}) | "
             f"sentence-transformers {sentence_transformers.__version__} | {platform.machine()} "
-            f"{os.cpu_count()} logical CPUs | device cpu")
+            f"{os.cpu_count()} logical CPUs | device cpu | {git_state()} | {load_line()} at start")
+    try:
+        busy = os.getloadavg()[0] > (os.cpu_count() or 1) and torch.get_num_threads() > 1
+    except OSError:
+        busy = False
+    if busy:
+        line += ("\nWARNING: the machine is already loaded; torch's OpenMP threads then wait on each other and every small op "
+                 "slows down a lot. Ratios stay comparable within this run, but consider --threads 1 for steadier numbers.")
+    return line
 
 
 def flush() -> None:

@@ -30,6 +30,7 @@ from _common import (
     build_passages_and_queries,
     environment_line,
     flush,
+    load_line,
     load_sentences,
     median,
     run_interleaved,
@@ -64,6 +65,7 @@ def instrument(model, watches: dict[str, Stopwatch]):
         "pool_spans": (enc, "pool_spans"),
         "embed_queries": (enc, "embed_texts"),
     }
+    targets = {name: target for name, target in targets.items() if hasattr(*target)}  # the library may evolve
     saved = {}
     for name, (owner, attr) in targets.items():
         saved[name] = getattr(owner, attr)
@@ -226,6 +228,7 @@ def main() -> None:
         label = "AGREEMENT" if q == 0 else "agreement"
         print(f"{label} query {q} {queries[q]!r:<38} same best span {same}/{total} = {same / max(total, 1):.4f}"
               f"  (+{close} ties within 1e-5)  max |score_b - score_c| = {max_diff:.2e}")
+    print(f"{load_line()} at end (timings above are only as quiet as this machine was)")
     print("=" * 100)
     flush()
 

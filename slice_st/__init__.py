@@ -33,6 +33,7 @@ from slice_st.encode import (
 from slice_st.index import IndexMatch, SpanIndex
 from slice_st.losses import SpanMaxCrossEntropyLoss
 from slice_st.pooling import SpanPooling
+from slice_st.evaluation import SpanRetrievalEvaluator, williams_test
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,9 @@ __all__ = [
     "SpanMatch",
     "SpanMaxCrossEntropyLoss",
     "SpanPooling",
+    "SpanRetrievalEvaluator",
+    "STSBContext",
+    "williams_test",
     "SpanSearchResult",
     "best_spans",
     "best_spans_paired",
@@ -68,3 +72,12 @@ def _attach_methods() -> None:
 
 
 _attach_methods()
+
+
+def __getattr__(name: str):
+    """``slice_st.STSBContext`` is imported lazily: importing mteb takes seconds."""
+    if name == "STSBContext":
+        from slice_st.mteb_tasks import STSBContext
+
+        return STSBContext
+    raise AttributeError(f"module 'slice_st' has no attribute {name!r}")

@@ -14,6 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slice_st.index_cli import add_index_command
+from slice_st.train import add_train_command
+
 __all__ = ["main", "read_texts", "TextRecord"]
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
@@ -106,34 +109,44 @@ def _rows(result, records: list[TextRecord], top_k: int | None, threshold: float
 
 
 def _write(result, records, args, out) -> int:
-    rows = list(_rows(result, records, args.top_k, args.threshold))
     fields = ["query", "rank", "score", "file", "line", "start", "end", "file_start", "file_end", "span", "text"]
-
-    def as_dict(query, rank, match, record):
-        return {
+    rows = [
+        {
             "query": query, "rank": rank, "score": round(match.score, 6), "file": record.source, "line": record.line,
             "start": match.start, "end": match.end, "file_start": record.file_offset + match.start,
             "file_end": record.file_offset + match.end, "span": match.span, "text": record.text,
+            "where": f"{os.path.basename(record.source)}:{record.line}",
         }
+        for query, rank, match, record in _rows(result, records, args.top_k, args.threshold)
+    ]
+    return write_rows(rows, fields, args, out)
 
+
+def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
+    """Write match rows as jsonl/csv (``fields``) or a table (``where``, span highlighted in ``text``; ``calibrated`` if present)."""
     if args.format == "jsonl":
         for row in rows:
-            out.write(json.dumps(as_dict(*row), ensure_ascii=False) + "\n")
+            out.write(json.dumps({key: row[key] for key in fields}, ensure_ascii=False) + "\n")
     elif args.format == "csv":
-        writer = csv.DictWriter(out, fieldnames=fields)
+        writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
-            writer.writerow(as_dict(*row))
+            writer.writerow(row)
     else:
         color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
+        calibrated = "calibrated" in fields
         current = None
-        for query, rank, match, record in rows:
-            if query != current:
-                out.write(f"\n== {query}\n{'rank':>4}  {'score':>6}  {'where':<24} {'chars':<11} match in context\n")
-                current = query
-            where = f"{os.path.basename(record.source)}:{record.line}"
-            chars = f"{match.start}-{match.end}"
-            out.write(f"{rank:>4}  {match.score:6.3f}  {where:<24} {chars:<11} {_snippet(record.text, match.start, match.end, 90, color)}\n")
+        for row in rows:
+            if row["query"] != current:
+                sts = f"  {'0-5':>4}" if calibrated else ""
+                out.write(f"\n== {row['query']}\n{'rank':>4}  {'score':>6}{sts}  {'where':<24} {'chars':<11} match in context\n")
+                current = row["query"]
+            sts = ""
+            if calibrated:
+                sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+            chars = f"{row['start']}-{row['end']}"
+            snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
+            out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {row['where']:<24} {chars:<11} {snippet}\n")
         if not rows:
             out.write("no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n")
     return len(rows)
@@ -142,6 +155,12 @@ def _write(result, records, args, out) -> int:
 def _mine(args) -> int:
     import slice_st
 
+    if args.index:
+        from slice_st.index_cli import mine_index
+
+        return mine_index(args)
+    if not args.files:
+        raise ValueError("no input: give FILEs to search, or --index DIR.")
     queries = _read_queries(args)
     records = read_texts(args.files, args.split)
     if args.no_progress:
@@ -173,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="find the best-matching span of each text for each query",
         description="For each query, print the texts' best-matching spans, best first.",
     )
-    mine.add_argument("files", nargs="+", metavar="FILE", help="UTF-8 text files to search ('-' for standard input)")
+    mine.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to search ('-' for standard input)")
+    mine.add_argument("--index", metavar="DIR", default=None, help="search a saved corpus index instead of FILEs (slice-st index build)")
+    mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
     mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
     mine.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
     mine.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
@@ -189,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in table output")
     mine.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     mine.set_defaults(handler=_mine)
+    add_index_command(commands)
+    add_train_command(commands)
+    __import__("slice_st.table", fromlist=["add_commands"]).add_commands(commands)  # make-context, table, mteb
     return parser
 
 

@@ -25,13 +25,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
+from slice_st.calibration import CALIBRATION_FILE, Calibration
 from slice_st.config import SpanConfig, get_span_config
+from slice_st.corpus import Document
 from slice_st.encode import SpanInputError, _as_text_list, _encode_windows, _span_config, _token_dimension, embed_texts
 from slice_st.spans import span_sum_norms, unit_sums
 
@@ -45,6 +49,10 @@ MANIFEST = "manifest.json"
 _ARRAYS = ("unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 #: Units scored per block: bounds the (block, Q) float64 buffers and resets the prefix sums.
 SEARCH_BLOCK_UNITS = 1 << 16
+#: Float64 scores held per block, (queries × span lengths × units): sets the block size for many queries.
+SEARCH_SCORE_BUFFER = 1 << 21
+#: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
+DOCUMENTS_PER_STEP = 256
 
 
 def model_fingerprint(model: SentenceTransformer) -> str:
@@ -73,6 +81,8 @@ class IndexMatch:
     score: float
     unit_start: int
     unit_end: int
+    #: The cosine on the STS 0–5 scale when the index has a calibration (:meth:`SpanIndex.set_calibration`).
+    calibrated: float | None = None
 
 
 def _empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
@@ -105,13 +115,15 @@ class SpanIndex:
         self.model_name = getattr(model.model_card_data, "base_model", None) or ""
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
+        self.calibration: Calibration | None = None
+        self._candidates: _CandidateStage | None = None
         self._arrays = _empty_arrays(_token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype))
 
     # ------------------------------------------------------------------ building
     @classmethod
     def build(
         cls,
-        texts: Iterable[str],
+        texts: Iterable[str] | Iterable[Document] | Any,
         model: SentenceTransformer | None = None,
         ids: Sequence[str] | None = None,
         *,
@@ -121,29 +133,57 @@ class SpanIndex:
         dtype: str = "float32",
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
+        text_field: str = "text",
+        id_field: str | None = "id",
     ) -> SpanIndex:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
-        ``ids`` default to ``"0"``, ``"1"``, …; they must be unique strings. Span settings default to
-        the model's (see :func:`slice_st.get_span_config`); searches may use any sub-range of them.
+        ``texts`` is an iterable of strings, of :class:`slice_st.corpus.Document` (see
+        :func:`slice_st.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
+        (columns ``text_field`` and ``id_field``). ``ids`` default to ``"0"``, ``"1"``, …; they must
+        be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
+        searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
+        then differ from float32 by about 1e-3 and near-ties may swap; span norms stay float32).
         """
         from slice_st.config import load_model
 
         model = model if model is not None else load_model()
         index = cls(model, _span_config(model, min_span, max_span, unit), dtype)
-        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar)
+        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field)
         return index
+
+    @classmethod
+    def from_files(
+        cls,
+        paths: str | Sequence[str],
+        model: SentenceTransformer | None = None,
+        *,
+        split: str = "line",
+        fmt: str | None = None,
+        id_field: str = "id",
+        text_field: str = "text",
+        **options,
+    ) -> SpanIndex:
+        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text fields)."""
+        from slice_st.corpus import read_corpus
+
+        documents = read_corpus(paths, split=split, fmt=fmt, id_field=id_field, text_field=text_field)
+        return cls.build(documents, model, **options)
 
     def add(
         self,
-        texts: Iterable[str],
+        texts: Iterable[str] | Iterable[Document] | Any,
         ids: Sequence[str] | None = None,
         *,
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
+        text_field: str = "text",
+        id_field: str | None = "id",
     ) -> list[str]:
-        """Append documents; returns their ids. On any error the index is left as it was."""
-        text_list, _ = _as_text_list(texts)
+        """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was."""
+        text_list, given_ids = _texts_and_ids(texts, text_field, id_field)
+        if ids is None:
+            ids = given_ids
         if not text_list:
             raise SpanInputError("No documents to add: the corpus is empty.")
         if ids is None:
@@ -158,7 +198,16 @@ class SpanIndex:
                 number += 1
         ids = list(ids)
         self._check_new_ids(ids, len(text_list))
-        new = self._encode(text_list, batch_size, show_progress_bar)
+        if show_progress_bar is None:
+            show_progress_bar = len(text_list) > 4 * batch_size
+        pieces = []
+        with tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar) as progress:
+            for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
+                part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False)
+                part["segment_docs"] = part["segment_docs"] + first
+                pieces.append(part)
+                progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
+        new = _concat_parts(pieces)
         arrays = self._arrays
         unit_base, doc_base = len(arrays["unit_vectors"]), len(self.doc_ids)
         self._arrays = {
@@ -169,6 +218,8 @@ class SpanIndex:
             "segment_docs": np.concatenate([arrays["segment_docs"], new["segment_docs"] + doc_base]),
             "segment_first_unit": np.concatenate([arrays["segment_first_unit"], new["segment_first_unit"]]),
         }
+        if self._candidates is not None:
+            self._candidates = self._candidates.extended(self._arrays, unit_base)
         self.doc_ids = self.doc_ids + ids
         self.texts = self.texts + text_list
         return ids
@@ -241,7 +292,90 @@ class SpanIndex:
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
+        if self._candidates is not None:  # unit numbers changed: rebuild the candidate stage with its settings
+            stage, self._candidates = self._candidates, None
+            if self.num_units:
+                self.build_candidates(**stage.settings)
         return int(drop.sum())
+
+    @classmethod
+    def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
+        """One index holding the documents of several (shards built separately, e.g. in parallel).
+
+        All must share the model (fingerprint), span settings and dtype; ids must be unique across
+        them. The result is in memory (save it to persist); its calibration is the first shard's;
+        a FAISS candidate stage is not carried over (call :meth:`build_candidates`).
+        """
+        indexes = list(indexes)
+        if not indexes:
+            raise SpanInputError("merge needs at least one index.")
+        first = indexes[0]
+        for position, other in enumerate(indexes[1:], start=1):
+            if other.fingerprint != first.fingerprint:
+                raise SpanInputError(f"Index {position} was built with another model (fingerprint {other.fingerprint} != {first.fingerprint}).")
+            if other.span_config != first.span_config or other.dtype != first.dtype:
+                raise SpanInputError(
+                    f"Index {position} has other settings ({other.span_config}, {other.dtype}) than index 0 "
+                    f"({first.span_config}, {first.dtype})."
+                )
+        merged = cls(first.model, first.span_config, first.dtype)
+        merged.calibration = first.calibration
+        ids = [doc_id for index in indexes for doc_id in index.doc_ids]
+        merged._check_new_ids(ids, len(ids))
+        parts = [index._arrays for index in indexes]
+        unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+        doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
+        merged._arrays = {
+            "unit_vectors": np.concatenate([np.asarray(p["unit_vectors"]) for p in parts]),
+            "unit_chars": np.concatenate([np.asarray(p["unit_chars"]) for p in parts]),
+            "span_norms": np.concatenate([np.asarray(p["span_norms"]) for p in parts]),
+            "segment_units": np.concatenate([[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]).astype(np.int64),
+            "segment_docs": np.concatenate([np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]).astype(np.int64),
+            "segment_first_unit": np.concatenate([np.asarray(p["segment_first_unit"]) for p in parts]).astype(np.int64),
+        }
+        merged.doc_ids = ids
+        merged.texts = [text for index in indexes for text in index.texts]
+        return merged
+
+    # ------------------------------------------------------------------ calibration
+    def set_calibration(self, calibration: Calibration | str | os.PathLike | None) -> None:
+        """Attach a cosine → 0–5 calibration (or a path to its JSON); matches then carry ``calibrated``.
+
+        A calibration fitted with another model is refused. ``None`` removes it. Saved with the index.
+        """
+        if calibration is not None and not isinstance(calibration, Calibration):
+            calibration = Calibration.load(calibration)
+        if calibration is not None and calibration.model_fingerprint and calibration.model_fingerprint != self.fingerprint:
+            raise SpanInputError(
+                f"This calibration was fitted with another model (fingerprint {calibration.model_fingerprint}); "
+                f"the index's model is {self.fingerprint}."
+            )
+        self.calibration = calibration
+
+    # ------------------------------------------------------------------ FAISS candidate stage
+    def build_candidates(
+        self, kind: str = "ivf", chunk: int = 4, stride: int = 2, nlist: int | None = None, nprobe: int = 128,
+        candidates: int = 512,
+    ) -> None:
+        """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
+
+        Every segment is cut into chunks of ``chunk`` units every ``stride`` units; a chunk's vector
+        is the normalised sum of its unit vectors (the chunk's own span vector direction). FAISS
+        (inner product; ``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive)
+        finds the best chunks for a query; every span overlapping them is then scored exactly.
+        Costs ``d / stride`` bytes per unit with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist``
+        defaults to √chunks, ``nprobe`` lists are visited per query (more: better recall, slower).
+        """
+        if not self.num_units:
+            raise SpanInputError("The index is empty: nothing to build candidates from.")
+        for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+        if stride > chunk:
+            raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
+        if kind not in ("ivf", "flat"):
+            raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
+        self._candidates = _CandidateStage.create(self._arrays, kind, chunk, stride, nlist, nprobe, candidates)
 
     # ------------------------------------------------------------------ searching
     def __len__(self) -> int:
@@ -259,11 +393,19 @@ class SpanIndex:
         min_span: int | None = None,
         max_span: int | None = None,
         batch_size: int = 32,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
     ) -> list[list[IndexMatch]]:
         """For each query, the ``top_k`` spans of the whole corpus by cosine, best first.
 
         Exact: the same ranking and scores as materialising every span vector. ``min_span``/
         ``max_span`` may narrow the index's span range. ``threshold`` drops matches below it.
+
+        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the
+        ``candidates`` best chunks (default: the stage's, 512) per query, then every span overlapping them is scored
+        exactly (same scores as the exact search; only spans outside the candidates can be missed).
         """
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
@@ -280,40 +422,127 @@ class SpanIndex:
         query_list, _ = _as_text_list(queries, "queries")
         if not query_list:
             raise SpanInputError("queries is empty: give at least one query.")
-        vectors = torch.nn.functional.normalize(embed_texts(self.model, query_list, batch_size=batch_size).float().cpu(), dim=-1)
-        scores, units, lengths = self._top_spans(vectors, top_k, wanted.min_span, wanted.max_span)
+        vectors = self.embed_queries(query_list, batch_size=batch_size)
+        if approximate:
+            if self._candidates is None:
+                raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+            if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
+                raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
+            scores, units, lengths = self._candidates.top_spans(self, vectors, top_k, wanted.min_span, wanted.max_span, candidates, nprobe)
+        else:
+            scores, units, lengths = self._top_spans(vectors, top_k, wanted.min_span, wanted.max_span)
         return [self._matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(query_list))]
 
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
+        return torch.nn.functional.normalize(embed_texts(self.model, list(queries), batch_size=batch_size).float().cpu(), dim=-1)
+
     def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int):
-        """Blockwise exact scoring: returns ``(Q, k)`` scores, start units (array rows) and lengths."""
+        with _blas_threads(1):
+            return self._scan(queries, top_k, min_span, max_span)
+
+    def _scan(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int):
+        """Blockwise exact scoring: returns ``(Q, k)`` scores, start units (array rows) and lengths.
+
+        Per block of units: one matmul ``queries @ units.T``, a float64 prefix sum of those dot
+        products (reset per block: the precision guard), then for every span length one subtraction
+        (float64, rounded to float32) and one division by the stored span-sum norms; the final top-k
+        scores are recomputed in float64 from the same numbers. All buffers are allocated once per search
+        (fresh allocations are what dominates on small machines), and the block shrinks with the
+        number of queries so that the ``(Q, K, block)`` score buffer stays ~16 MB. The products are
+        memory-bound (one query: a matrix-vector product), so BLAS runs on one thread: on a shared
+        2-core machine its spinning worker threads made a search 2x slower.
+        """
         arrays = self._arrays
         total = self.num_units
-        num_queries = queries.shape[0]
-        best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64)
-        best_units = torch.full((num_queries, top_k), -1, dtype=torch.long)
-        best_lengths = torch.zeros((num_queries, top_k), dtype=torch.long)
-        column = lambda length: length - self.span_config.min_span  # noqa: E731
-        for block_start in range(0, total, SEARCH_BLOCK_UNITS):
-            block_end = min(block_start + SEARCH_BLOCK_UNITS, total)
+        query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
+        num_queries, dim = query_array.shape
+        lengths = max_span - min_span + 1
+        first_column = min_span - self.span_config.min_span
+        block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (lengths * num_queries))))
+        vectors_stored = arrays["unit_vectors"]
+        convert = vectors_stored.dtype != np.float32
+        vector_buffer = np.empty((block + max_span, dim), dtype=np.float32) if convert else None
+        dots_buffer = np.empty(num_queries * (block + max_span), dtype=np.float32)
+        prefix_buffer = np.empty(num_queries * (block + max_span + 1), dtype=np.float64)
+        norms_buffer = np.empty(lengths * block, dtype=np.float32)
+        scores_buffer = np.empty(num_queries * lengths * block, dtype=np.float32)
+        mask_buffer = np.empty(num_queries * lengths * block, dtype=bool)
+        row_buffer = np.empty(num_queries * block, dtype=np.float32)
+        best_scores = np.full((num_queries, top_k), -np.inf)  # float32 values while scanning
+        best_ids = np.full((num_queries, top_k), -1, dtype=np.int64)  # start unit * lengths + length column
+        for block_start in range(0, total, block):
+            block_end = min(block_start + block, total)
             stop = min(block_end + max_span, total)  # spans starting in the block may run past it
-            vectors = torch.from_numpy(np.array(arrays["unit_vectors"][block_start:stop], dtype=np.float32))
-            dots = (vectors @ queries.T).double()  # (n, Q)
-            prefix = torch.cat([dots.new_zeros(1, num_queries), dots.cumsum(dim=0)])  # reset per block
-            norms = torch.from_numpy(np.array(arrays["span_norms"][block_start:block_end], dtype=np.float64))
-            starts = torch.arange(block_start, block_end)
-            for length in range(min_span, max_span + 1):
-                count = min(block_end, stop - length + 1) - block_start
-                if count <= 0:
-                    continue
-                numerators = prefix[length : length + count] - prefix[:count]  # (count, Q)
-                scores = (numerators / norms[:count, column(length), None]).nan_to_num(nan=float("-inf"))
-                merged = torch.cat([best_scores, scores.T], dim=1)
-                best_scores, order = merged.topk(top_k, dim=1)
-                candidates_units = torch.cat([best_units, starts[:count].expand(num_queries, count)], dim=1)
-                candidates_lengths = torch.cat([best_lengths, torch.full((num_queries, count), length)], dim=1)
-                best_units = candidates_units.gather(1, order)
-                best_lengths = candidates_lengths.gather(1, order)
-        return best_scores.numpy(), best_units.numpy(), best_lengths.numpy()
+            units, count = stop - block_start, block_end - block_start
+            vectors = vectors_stored[block_start:stop]
+            if convert:
+                vectors = vector_buffer[:units]
+                np.copyto(vectors, vectors_stored[block_start:stop], casting="unsafe")
+            dots = dots_buffer[: num_queries * units].reshape(num_queries, units)
+            np.matmul(query_array, vectors.T, out=dots)
+            prefix = prefix_buffer[: num_queries * (units + 1)].reshape(num_queries, units + 1)
+            prefix[:, 0] = 0.0
+            np.cumsum(dots, axis=1, dtype=np.float64, out=prefix[:, 1:])  # float64, reset per block
+            norms = norms_buffer[: lengths * count].reshape(lengths, count)
+            np.copyto(norms, arrays["span_norms"][block_start:block_end, first_column : first_column + lengths].T)
+            if np.isfinite(best_scores[:, -1]).all():
+                # The running top-k is full: only spans scoring above each query's k-th best can enter.
+                # Score and test one span length at a time in a cache-sized row (NaN compares False),
+                # then recompute the few survivors' scores.
+                threshold = best_scores[:, -1:].astype(np.float32)
+                above = mask_buffer[: num_queries * lengths * count].reshape(num_queries, lengths, count)
+                row = row_buffer[: num_queries * count].reshape(num_queries, count)
+                for column, length in enumerate(range(min_span, max_span + 1)):
+                    valid = min(count, units - length + 1)
+                    part = row[:, :valid]
+                    np.subtract(prefix[:, length : length + valid], prefix[:, :valid], out=part)
+                    np.divide(part, norms[column, :valid], out=part)
+                    np.greater(part, threshold, out=above[:, column, :valid])
+                    above[:, column, valid:] = False
+                rows, columns = np.nonzero(above.reshape(num_queries, lengths * count))
+                if len(rows):
+                    offsets, span_columns = columns % count, columns // count
+                    numerators = prefix[rows, offsets + span_columns + min_span] - prefix[rows, offsets]
+                    values = (numerators / norms[span_columns, offsets]).astype(np.float32).astype(np.float64)
+                    ids = (block_start + offsets) * lengths + span_columns
+                    best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
+                continue
+            scores = scores_buffer[: num_queries * lengths * count].reshape(num_queries, lengths, count)
+            for column, length in enumerate(range(min_span, max_span + 1)):
+                valid = min(count, units - length + 1)  # spans must end inside the index
+                np.subtract(prefix[:, length : length + valid], prefix[:, :valid], out=scores[:, column, :valid])
+                scores[:, column, valid:] = np.nan
+            np.divide(scores, norms[None], out=scores)  # NaN: spans that do not exist (past a segment, not owned)
+            flat = scores.reshape(num_queries, lengths * count)
+            keep = min(top_k, flat.shape[1])
+            np.negative(flat, out=flat)
+            columns = np.argpartition(flat, keep - 1, axis=1)[:, :keep]  # NaN sorts last
+            np.negative(flat, out=flat)
+            rows = np.repeat(np.arange(num_queries), keep)
+            columns = columns.ravel()
+            if len(rows):
+                values = flat[rows, columns].astype(np.float64)
+                ids = (block_start + columns % count) * lengths + columns // count
+                best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, np.nan_to_num(values, nan=-np.inf), ids)
+        best_units = np.where(best_ids >= 0, best_ids // lengths, -1)
+        best_lengths = best_ids % lengths + min_span
+        exact = self._exact_scores(query_array, best_units, best_lengths)
+        order = np.argsort(-exact, axis=1, kind="stable")  # float64 scores may reorder float32 near-ties
+        take = lambda values: np.take_along_axis(values, order, axis=1)  # noqa: E731
+        return take(exact), take(best_units), take(best_lengths)
+
+    def _exact_scores(self, query_array: np.ndarray, units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Float64 cosines of the given spans (``-inf`` where ``units < 0``), from the stored unit sums and norms."""
+        scores = np.full(units.shape, -np.inf)
+        arrays = self._arrays
+        for q, k in zip(*np.nonzero(units >= 0)):
+            unit, length = int(units[q, k]), int(lengths[q, k])
+            vectors = np.asarray(arrays["unit_vectors"][unit : unit + length], dtype=np.float32)
+            numerator = float(np.sum((vectors @ query_array[q]).astype(np.float64)))
+            norm = float(arrays["span_norms"][unit, length - self.span_config.min_span])
+            scores[q, k] = numerator / norm if np.isfinite(norm) and norm > 0 else -np.inf
+        return scores
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
         arrays = self._arrays
@@ -326,9 +555,10 @@ class SpanIndex:
             start = int(arrays["unit_chars"][unit, 0])
             end = int(arrays["unit_chars"][unit + length - 1, 1])
             unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
+            calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
             matches.append(IndexMatch(
                 query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score),
-                unit_start, unit_start + int(length),
+                unit_start, unit_start + int(length), calibrated,
             ))
         return matches
 
@@ -338,13 +568,16 @@ class SpanIndex:
         arrays = self._arrays
         nbytes = sum(np.asarray(arrays[name]).nbytes for name in arrays)
         dim = arrays["unit_vectors"].shape[1]
-        width = arrays["span_norms"].shape[1]
-        materialised = self.num_units * width * dim * 4
+        # what materialising every span vector (float32) would cost: one d-vector per existing span
+        norms = arrays["span_norms"]
+        spans = sum(int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS))
+        materialised = spans * dim * 4
         return {
             "format_version": INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
+            "spans": spans,
             "unit": self.span_config.unit,
             "min_span": self.span_config.min_span,
             "max_span": self.span_config.max_span,
@@ -354,6 +587,11 @@ class SpanIndex:
             "materialised_span_bytes": int(materialised),
             "model_name": self.model_name,
             "model_fingerprint": self.fingerprint,
+            "calibration": None if self.calibration is None else {
+                "pair_score": self.calibration.pair_score, "source": self.calibration.source,
+                "pairs": self.calibration.pairs, "spearman": self.calibration.spearman,
+            },
+            "candidates": None if self._candidates is None else self._candidates.info(),
         }
 
     def save(self, path: str | os.PathLike) -> str:
@@ -369,6 +607,10 @@ class SpanIndex:
             _save_array(os.path.join(data_dir, "text_offsets.npy"), offsets)
             _write_bytes(os.path.join(data_dir, "texts.bin"), b"".join(encoded))
             _write_bytes(os.path.join(data_dir, "doc_ids.json"), json.dumps(self.doc_ids, ensure_ascii=False).encode())
+            if self.calibration is not None:
+                _write_bytes(os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode())
+            if self._candidates is not None:
+                self._candidates.save(data_dir)
             manifest = self.info() | {"data": os.path.basename(data_dir), "span_config": self.span_config.to_dict()}
             manifest_tmp = os.path.join(path, f".{MANIFEST}.tmp")
             _write_bytes(manifest_tmp, json.dumps(manifest, indent=2).encode())
@@ -411,12 +653,250 @@ class SpanIndex:
         except (OSError, ValueError) as error:
             raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
         offsets = arrays.pop("text_offsets")
-        if len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob) or len(arrays["unit_vectors"]) != manifest["units"]:
+        if (
+            len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob) or len(arrays["unit_vectors"]) != manifest["units"]
+            or len(doc_ids) != manifest["documents"] or len(arrays["span_norms"]) != manifest["units"]
+            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1 or arrays["segment_units"][-1] != manifest["units"]
+        ):
             raise SpanInputError(f"{path}: the index data does not match its manifest (corrupt or half-written).")
         index._arrays = arrays
         index.doc_ids = doc_ids
+        index.model_name = manifest.get("model_name") or index.model_name
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
+        try:
+            if manifest.get("calibration"):
+                index.calibration = Calibration.load(os.path.join(data_dir, CALIBRATION_FILE))
+            if manifest.get("candidates"):
+                index._candidates = _CandidateStage.load(data_dir, manifest["candidates"])
+        except (OSError, ValueError) as error:
+            raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
         return index
+
+
+@contextmanager
+def _blas_threads(count: int):
+    """Limit BLAS threads inside the block (threadpoolctl, a scikit-learn dependency); no-op without it."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with threadpool_limits(limits=count, user_api="blas"):
+        yield
+
+
+def _merge_top_k(best_scores: np.ndarray, best_ids: np.ndarray, rows: np.ndarray, scores: np.ndarray, ids: np.ndarray):
+    """Merge candidates ``(rows, scores, ids)`` into each row's running top-k ``(Q, k)`` (ties: earlier first)."""
+    num_queries, top_k = best_scores.shape
+    all_rows = np.concatenate([np.repeat(np.arange(num_queries), top_k), rows])
+    all_scores = np.concatenate([best_scores.ravel(), scores])
+    all_ids = np.concatenate([best_ids.ravel(), ids])
+    order = np.lexsort((-all_scores, all_rows))  # by row, then best first (stable)
+    sorted_rows = all_rows[order]
+    row_starts = np.searchsorted(sorted_rows, np.arange(num_queries))
+    rank = np.arange(len(order)) - row_starts[sorted_rows]
+    keep = order[rank < top_k]  # every row has >= k entries (its running top-k)
+    return all_scores[keep].reshape(num_queries, top_k), all_ids[keep].reshape(num_queries, top_k)
+
+
+def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Concatenate encoded pieces (document numbers already global), shifting their segment unit offsets."""
+    if len(parts) == 1:
+        return parts[0]
+    bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+    out = {name: np.concatenate([p[name] for p in parts]) for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")}
+    out["segment_units"] = np.concatenate([[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]).astype(np.int64)
+    return out
+
+
+def _texts_and_ids(texts: Any, text_field: str, id_field: str | None) -> tuple[list[str], list[str] | None]:
+    """Texts and their ids (``None``: to be numbered) from strings, :class:`Document` s or a ``datasets.Dataset``."""
+    from slice_st.corpus import Document, documents_from_dataset
+
+    if hasattr(texts, "column_names") and hasattr(texts, "features"):  # a datasets.Dataset
+        documents = documents_from_dataset(texts, text_field, id_field)
+        return [d.text for d in documents], ([d.id for d in documents] if id_field is not None else None)
+    if not isinstance(texts, str) and isinstance(texts, Iterable) and not isinstance(texts, (bytes, dict)):
+        texts = list(texts)
+        if texts and all(isinstance(item, Document) for item in texts):
+            return [d.text for d in texts], [d.id for d in texts]
+    return _as_text_list(texts)[0], None
+
+
+class _CandidateStage:
+    """FAISS over normalised chunk vectors (chunks of units inside segments) → candidate span starts."""
+
+    FILE, CHUNKS = "candidates.faiss", "candidate_chunks.npy"
+
+    def __init__(self, faiss_index, chunks: np.ndarray, settings: dict[str, Any]) -> None:
+        self.faiss_index = faiss_index
+        self.chunks = chunks  # (M, 2) [start, end) unit rows of each chunk
+        self.settings = settings
+
+    # -------------------------------------------------------------- building
+    @staticmethod
+    def chunk_ranges(segment_units: np.ndarray, chunk: int, stride: int) -> np.ndarray:
+        """``(M, 2)`` unit ranges: in each segment, chunks of ``chunk`` units every ``stride`` units."""
+        ranges = []
+        bounds = np.asarray(segment_units)
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            if hi <= lo:
+                continue
+            starts = np.arange(lo, max(hi - chunk, lo) + 1, stride)
+            if starts[-1] + chunk < hi:  # the tail
+                starts = np.append(starts, hi - chunk)
+            ranges.append(np.stack([starts, np.minimum(starts + chunk, hi)], axis=1))
+        return np.concatenate(ranges).astype(np.int64) if ranges else np.zeros((0, 2), np.int64)
+
+    @staticmethod
+    def chunk_vectors(unit_vectors, chunks: np.ndarray, block: int = 8192) -> np.ndarray:
+        """Normalised sums of the unit vectors of each chunk (float32), computed block by block."""
+        out = np.zeros((len(chunks), unit_vectors.shape[1]), dtype=np.float32)
+        position = 0
+        while position < len(chunks):
+            lo = int(chunks[position, 0])
+            stop = int(np.searchsorted(chunks[:, 0], lo + block, side="left"))
+            stop = max(stop, position + 1)
+            hi = int(chunks[position:stop, 1].max())
+            values = np.asarray(unit_vectors[lo:hi], dtype=np.float64)
+            prefix = np.concatenate([np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)])
+            part = chunks[position:stop] - lo
+            out[position:stop] = prefix[part[:, 1]] - prefix[part[:, 0]]
+            position = stop
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    @classmethod
+    def create(cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int) -> _CandidateStage:
+        import faiss
+
+        chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
+        vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
+        dim = vectors.shape[1]
+        if kind == "flat":
+            faiss_index, nlist = faiss.IndexFlatIP(dim), 0
+        else:
+            if nlist is None:
+                nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
+            quantizer = faiss.IndexFlatIP(dim)
+            faiss_index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+            sample = vectors
+            if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
+                sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
+            faiss_index.train(sample)
+        faiss_index.add(vectors)
+        settings = {"kind": kind, "chunk": chunk, "stride": stride, "nlist": int(nlist), "nprobe": nprobe, "candidates": candidates}
+        return cls(faiss_index, chunks, settings)
+
+    def extended(self, arrays, unit_base: int) -> _CandidateStage:
+        """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
+        import faiss
+
+        bounds = np.asarray(arrays["segment_units"])
+        first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
+        new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
+        copy = faiss.clone_index(self.faiss_index)
+        if len(new):
+            copy.add(self.chunk_vectors(arrays["unit_vectors"], new))
+        return _CandidateStage(copy, np.concatenate([self.chunks, new]), dict(self.settings))
+
+    def info(self) -> dict[str, Any]:
+        return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
+
+    # -------------------------------------------------------------- persistence
+    def save(self, data_dir: str) -> None:
+        import faiss
+
+        path = os.path.join(data_dir, self.FILE)
+        faiss.write_index(self.faiss_index, path)
+        with open(path, "rb+") as handle:
+            os.fsync(handle.fileno())
+        _save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
+
+    @classmethod
+    def load(cls, data_dir: str, info: dict[str, Any]) -> _CandidateStage:
+        import faiss
+
+        path = os.path.join(data_dir, cls.FILE)
+        if not os.path.exists(path):
+            raise OSError(f"missing {cls.FILE}")
+        faiss_index = faiss.read_index(path)
+        chunks = np.load(os.path.join(data_dir, cls.CHUNKS))
+        if faiss_index.ntotal != len(chunks):
+            raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
+        settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
+        return cls(faiss_index, chunks, settings)
+
+    # -------------------------------------------------------------- searching
+    def top_spans(self, index: SpanIndex, queries: torch.Tensor, top_k: int, min_span: int, max_span: int,
+                  candidates: int | None, nprobe: int | None):
+        """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
+        candidates = candidates or self.settings["candidates"]
+        if hasattr(self.faiss_index, "nprobe"):
+            self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
+        query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
+        _, found = self.faiss_index.search(query_array, int(min(candidates, len(self.chunks))))
+        arrays = index._arrays
+        total = index.num_units
+        built_min = index.span_config.min_span
+        num_queries = len(query_array)
+        best_scores = np.full((num_queries, top_k), -np.inf)
+        best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
+        best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
+        lengths = np.arange(min_span, max_span + 1)
+        for q in range(num_queries):
+            chosen = self.chunks[found[q][found[q] >= 0]]
+            if not len(chosen):
+                continue
+            # every span overlapping a chosen chunk starts in [chunk_start - max_span + 1, chunk_end)
+            lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
+            starts = _union_of_ranges(lo, chosen[:, 1])
+            needed = _union_of_ranges(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
+            dots = np.asarray(arrays["unit_vectors"][needed], dtype=np.float32) @ query_array[q]
+            prefix = np.concatenate([[0.0], np.cumsum(dots.astype(np.float64))])
+            position = np.searchsorted(needed, starts)
+            end_position = position[:, None] + lengths[None, :]  # (S, L)
+            inside = end_position <= len(needed)
+            end_position = np.minimum(end_position, len(needed))
+            # spans must be contiguous in ``needed`` (always, except when clipped at the end of the index)
+            last = needed[np.maximum(end_position - 1, 0)]
+            inside &= last == starts[:, None] + lengths[None, :] - 1
+            numerators = prefix[end_position] - prefix[position][:, None]
+            norms = np.asarray(arrays["span_norms"][starts], dtype=np.float64)[:, lengths - built_min]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scores = numerators / norms
+            scores[~inside | ~np.isfinite(scores)] = -np.inf
+            flat = scores.ravel()
+            keep = min(top_k, len(flat))
+            top = np.argpartition(-flat, keep - 1)[:keep] if keep < len(flat) else np.arange(len(flat))
+            top = top[np.argsort(-flat[top], kind="stable")]
+            best_scores[q, :keep] = flat[top]
+            best_units[q, :keep] = starts[top // len(lengths)]
+            best_lengths[q, :keep] = lengths[top % len(lengths)]
+        return best_scores, best_units, best_lengths
+
+
+def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted unique integers of the union of ``[lo_i, hi_i)`` (intervals merged first: no hashing).
+
+    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
+    [0, 1, 2, 3, 5, 6]
+    """
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)
+    first = np.ones(len(lo), dtype=bool)
+    first[1:] = lo[1:] > reach[:-1]
+    group_starts = np.flatnonzero(first)
+    run_lo = lo[group_starts]
+    run_hi = reach[np.append(group_starts[1:], len(lo)) - 1]
+    sizes = run_hi - run_lo
+    offsets = np.repeat(run_lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+    return np.arange(int(sizes.sum()), dtype=np.int64) + offsets
 
 
 def _char_offsets(offsets: np.ndarray) -> np.ndarray:

@@ -1,0 +1,193 @@
+"""SpanIndex search speed (exact, ~1M tokens), FAISS candidate recall@10 and speed-up, build vs plain encode.
+
+    python benchmarks/build_corpus_index.py --docs ../shared/data/nugget_pi/paraphrase_identification/train/docs.txt \
+        --limit 500 -o runs/bench_index                       # once: the real index (minutes on 2 CPUs)
+    python benchmarks/bench_index_search.py --index runs/bench_index \
+        --queries-from ../shared/data/nugget_pi/paraphrase_identification/dev/docs.txt
+
+What is measured, all in this one run:
+
+A. On the real index (Nugget ParaBank documents, ~136k tokens): exact search of 1 query and of a
+   batch of 32; the FAISS candidate stage (build time, recall@10 against exact search, speed-up).
+B. ~1M tokens: the real index's arrays **replicated** (``SpanIndex.merge`` of R copies with new
+   ids: the same numbers R times; building 1M tokens with MiniLM on 2 shared CPUs takes about an
+   hour). Exact search of 1 query (target <= 1 s) and a batch of 32 (queries/s); the FAISS stage
+   on it (recall by score, since every span exists R times).
+C. Build throughput: ``SpanIndex.build`` vs plain ``model.encode`` of the same documents (which
+   truncates them at max_seq_length) and vs ``model.encode`` of the same windows (same tokens).
+
+Queries are 32 phrases of 3-6 words cut from documents that are not in the index (--queries-from).
+Recall@10 is |approximate top-10 ∩ exact top-10| / 10 (spans as (document, start, end)); "by score"
+counts approximate results scoring >= the exact 10th score (robust to ties).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import environment_line, flush, median  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+def phrases(path: str, count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    documents = [line.split("\t", 1)[1].split() for line in open(path, encoding="utf-8") if "\t" in line]
+    out: list[str] = []
+    while len(out) < count:
+        words = rng.choice(documents)
+        length = rng.randint(3, 6)
+        if len(words) <= length:
+            continue
+        start = rng.randrange(len(words) - length)
+        phrase = " ".join(words[start : start + length])
+        if sum(ch.isalpha() for ch in phrase) >= 8:
+            out.append(phrase)
+    return out
+
+
+def timed(function, repeats: int = 1):
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = function()
+        times.append(time.perf_counter() - start)
+    return result, median(times)
+
+
+def recall(exact, approximate) -> tuple[float, float]:
+    """Mean set recall@k and mean by-score recall@k over queries (``(scores, units, lengths)`` tuples)."""
+    sets, by_score = [], []
+    for q in range(exact[0].shape[0]):
+        k = exact[0].shape[1]
+        truth = set(zip(exact[1][q].tolist(), exact[2][q].tolist()))
+        found = set(zip(approximate[1][q].tolist(), approximate[2][q].tolist()))
+        sets.append(len(truth & found) / k)
+        by_score.append(float(np.sum(approximate[0][q] >= exact[0][q][-1] - 1e-6)) / k)
+    return float(np.mean(sets)), float(np.mean(by_score))
+
+
+def faiss_grid(index, query_vectors, exact, exact_seconds, grid, label):
+    print(f"  {'stage':<34}{'build s':>8}{'recall@10':>10}{'by score':>9}{'s/32 q':>8}{'speed-up':>9}")
+    rows = []
+    for kind, chunk, stride, nprobes, candidates in grid:
+        _, build_seconds = timed(lambda: index.build_candidates(kind, chunk, stride))
+        stage = index._candidates
+        for nprobe in nprobes:
+            for count in candidates:
+                stage.top_spans(index, query_vectors[:2], 10, 1, index.span_config.max_span, count, nprobe)  # warm
+                found, seconds = timed(lambda: stage.top_spans(index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe))
+                set_recall, score_recall = recall(exact, found)
+                name = f"{kind} chunk={chunk}/{stride} nprobe={nprobe if kind == 'ivf' else '-'} cand={count}"
+                print(f"  {name:<34}{build_seconds:>8.1f}{set_recall:>10.3f}{score_recall:>9.3f}{seconds:>8.2f}{exact_seconds / seconds:>8.1f}x")
+                rows.append({"where": label, "stage": name, "nlist": stage.settings["nlist"], "recall": set_recall,
+                             "recall_by_score": score_recall, "seconds": seconds, "speedup": exact_seconds / seconds})
+                flush()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--index", default="runs/bench_index")
+    parser.add_argument("--queries-from", default=os.path.join("..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"))
+    parser.add_argument("--target-tokens", type=int, default=1_000_000)
+    parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", default=None, help="also write the figures here")
+    args = parser.parse_args()
+    import torch
+
+    from slice_st import SpanIndex
+
+    torch.set_num_threads(args.threads)
+    skip = set(args.skip.upper().split(",")) - {""}
+    print(environment_line())
+    index = SpanIndex.load(args.index)
+    report = json.load(open(os.path.join(args.index, "build_report.json"))) if os.path.exists(os.path.join(args.index, "build_report.json")) else {}
+    tokens = report.get("tokens") or sum(len(t) for t in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"])
+    queries = phrases(args.queries_from, 32)
+    query_vectors = index.embed_queries(queries)
+    max_span = index.span_config.max_span
+    print(f"index: {args.index}: {len(index)} documents, {tokens} tokens, {index.num_units} units, K={max_span}, dtype {index.dtype}")
+    print(f"queries: 32 phrases of 3-6 words from {args.queries_from}, e.g. {queries[:3]}")
+    figures: dict = {"tokens_real": tokens}
+    flush()
+
+    if "A" not in skip:
+        print(f"\nA. real index ({tokens} tokens)")
+        index._top_spans(query_vectors[:1], 10, 1, max_span)  # warm the page cache
+        _, one = timed(lambda: index._top_spans(query_vectors[:1], 10, 1, max_span), 3)
+        exact, batch = timed(lambda: index._top_spans(query_vectors, 10, 1, max_span))
+        print(f"  exact: 1 query {one:.3f} s (median of 3); 32 queries {batch:.2f} s = {32 / batch:.1f} queries/s")
+        figures |= {"A_exact_one_s": one, "A_exact_batch32_s": batch}
+        grid = [("flat", 4, 2, [0], [256, 512]), ("ivf", 4, 2, [16, 32, 64], [256, 512]), ("ivf", 8, 4, [32], [512])]
+        figures["A_faiss"] = faiss_grid(index, query_vectors, exact, batch, grid, "A")
+
+    if "B" not in skip:
+        copies = max(1, math.ceil(args.target_tokens / tokens))
+        print(f"\nB. ~1M tokens: the real index replicated {copies}x ({copies * tokens} tokens) — same arrays, new ids")
+        shards = []
+        for copy in range(copies):
+            shard = SpanIndex.__new__(SpanIndex)
+            shard.__dict__.update(index.__dict__)
+            shard.doc_ids = [f"{doc_id}#{copy}" for doc_id in index.doc_ids]
+            shards.append(shard)
+        big, seconds = timed(lambda: SpanIndex.merge(shards))
+        print(f"  merged in {seconds:.1f} s: {len(big)} documents, {big.num_units} units, "
+              f"{big.info()['array_bytes'] / 1e9:.2f} GB of arrays (in memory)")
+        big._top_spans(query_vectors[:1], 10, 1, max_span)
+        _, one = timed(lambda: big._top_spans(query_vectors[1:2], 10, 1, max_span), 3)
+        exact, batch = timed(lambda: big._top_spans(query_vectors, 10, 1, max_span))
+        verdict = "met" if one <= 1.0 else "NOT met"
+        print(f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = {32 / batch:.2f} queries/s")
+        figures |= {"B_tokens": copies * tokens, "B_exact_one_s": one, "B_exact_batch32_s": batch}
+        figures["B_faiss"] = faiss_grid(big, query_vectors, exact, batch, [("ivf", 4, 2, [32, 64, 128], [512, 1024])], "B")
+        del big, shards
+
+    if "C" not in skip:
+        from build_corpus_index import read_docs
+
+        from slice_st.encode import _model_window
+        from slice_st.tokens import plan_windows
+
+        model = index.model
+        _, texts = read_docs(args.queries_from, args.build_docs)
+        windows = plan_windows(model.tokenizer, texts, _model_window(model), max_span, 16)
+        window_texts = [texts[w.text_index][w.char_start : w.char_end] for w in windows]
+        words = sum(len(t.split()) for t in texts)
+        print(f"\nC. build throughput: {len(texts)} documents ({words} words, {len(windows)} windows) not in the index")
+        cases = {
+            "SpanIndex.build": lambda: SpanIndex.build(texts, model, show_progress_bar=False),
+            "model.encode(documents)": lambda: model.encode(texts, batch_size=32),
+            "model.encode(windows)": lambda: model.encode(window_texts, batch_size=32),
+        }
+        times = {name: [] for name in cases}
+        for _ in range(2):
+            for name, case in cases.items():
+                times[name].append(timed(case)[1])
+        base = median(times["model.encode(windows)"])
+        for name in cases:
+            seconds = median(times[name])
+            print(f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} words/s  "
+                  f"{seconds / base:>5.2f}x the time of encoding the same windows")
+        print("  (model.encode(documents) truncates every document at max_seq_length=256 tokens: it encodes less text)")
+        figures["C"] = {name: median(values) for name, values in times.items()} | {"documents": len(texts), "words": words}
+        if report:
+            print(f"  the real index build ({report['documents']} documents): {report['build_seconds']} s, "
+                  f"{report['documents_per_s']} documents/s, {report['tokens_per_s']} tokens/s")
+
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(figures, handle, indent=1)
+
+
+if __name__ == "__main__":
+    main()

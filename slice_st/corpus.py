@@ -1,0 +1,145 @@
+"""Corpus loaders for :class:`slice_st.SpanIndex`: text files, JSONL files with an id field, ``datasets``.
+
+Every loader returns :class:`Document` s (``id``, ``text``, and where it came from). Ids must be
+unique; the index checks that too. Bad records raise :class:`CorpusError` (a ``ValueError``) naming
+the file and the line; nothing is dropped silently except blank texts of plain text files.
+
+* Text files (``.txt`` or anything not JSONL): one document per line or per paragraph
+  (``split="paragraph"``: blank-line separated); the id is ``<path>:<line>``.
+* JSONL (``.jsonl``/``.ndjson``, or ``fmt="jsonl"``): one JSON object per line with an id field and
+  a text field (``id_field="id"``, ``text_field="text"`` by default; both configurable).
+* A ``datasets.Dataset`` (or any sequence of mappings): :func:`documents_from_dataset`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset"]
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
+
+
+class CorpusError(ValueError):
+    """A corpus record that cannot be indexed; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: ``id``, ``text``, and its origin (file, 1-based line, character offset in the file)."""
+
+    id: str
+    text: str
+    source: str = ""
+    line: int = 0
+    file_offset: int = 0
+
+
+def read_text_file(path: str, split: str = "line") -> list[Document]:
+    """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``."""
+    from slice_st.cli import read_texts
+
+    return [Document(f"{record.source}:{record.line}", record.text, record.source, record.line, record.file_offset)
+            for record in read_texts([path], split)]
+
+
+def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> list[Document]:
+    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field``.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
+    >>> _ = path.write_text('{"id": "a", "text": "first"}\\n{"id": 7, "text": "second"}\\n')
+    >>> [(d.id, d.text, d.line) for d in read_jsonl(str(path))]
+    [('a', 'first', 1), ('7', 'second', 2)]
+    """
+    from slice_st.cli import _read_file
+
+    documents = []
+    offset = 0
+    for number, raw in enumerate(_read_file(path).splitlines(keepends=True), start=1):
+        line = raw.strip()
+        if line:
+            try:
+                record = json.loads(line)
+            except ValueError as error:
+                raise CorpusError(f"{path}, line {number}: not valid JSON ({error}).") from None
+            if not isinstance(record, dict):
+                raise CorpusError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
+            documents.append(Document(*_id_and_text(record, id_field, text_field, f"{path}, line {number}"), path, number, offset))
+        offset += len(raw)
+    return documents
+
+
+def _id_and_text(record: Any, id_field: str, text_field: str | None, where: str) -> tuple[str, str]:
+    if id_field not in record or record[id_field] is None or record[id_field] == "":
+        raise CorpusError(f"{where}: missing id field {id_field!r} (fields: {sorted(record)[:10]}).")
+    if text_field not in record or record[text_field] is None:
+        raise CorpusError(f"{where}: missing text field {text_field!r} (fields: {sorted(record)[:10]}).")
+    doc_id, text = record[id_field], record[text_field]
+    if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
+        raise CorpusError(f"{where}: id field {id_field!r} must be a string or an integer, got {doc_id!r:.40}.")
+    if not isinstance(text, str):
+        raise CorpusError(f"{where}: text field {text_field!r} must be a string, got {type(text).__name__}.")
+    return str(doc_id), text
+
+
+def documents_from_dataset(dataset: Any, text_field: str = "text", id_field: str | None = "id") -> list[Document]:
+    """Documents of a ``datasets.Dataset`` (or a sequence of mappings). ``id_field=None``: ids are row numbers.
+
+    >>> import datasets
+    >>> rows = datasets.Dataset.from_dict({"id": ["x", "y"], "text": ["one", "two"]})
+    >>> [(d.id, d.text) for d in documents_from_dataset(rows)]
+    [('x', 'one'), ('y', 'two')]
+    """
+    columns = getattr(dataset, "column_names", None)
+    name = getattr(getattr(dataset, "info", None), "dataset_name", None) or type(dataset).__name__
+    if columns is not None:
+        for wanted in (text_field, id_field):
+            if wanted is not None and wanted not in columns:
+                raise CorpusError(f"{name}: no column {wanted!r} (columns: {columns}).")
+    documents = []
+    for row_number, row in enumerate(dataset):
+        where = f"{name}, row {row_number}"
+        if id_field is None:
+            row = dict(row) | {"__row__": row_number}
+            documents.append(Document(*_id_and_text(row, "__row__", text_field, where), name, row_number, 0))
+        else:
+            documents.append(Document(*_id_and_text(row, id_field, text_field, where), name, row_number, 0))
+    return documents
+
+
+def read_corpus(
+    paths: str | Sequence[str],
+    *,
+    split: str = "line",
+    fmt: str | None = None,
+    id_field: str = "id",
+    text_field: str = "text",
+) -> list[Document]:
+    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix). Checks ids are unique."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if fmt not in (None, "text", "jsonl"):
+        raise ValueError(f"fmt must be 'text', 'jsonl' or None, got {fmt!r}.")
+    documents: list[Document] = []
+    for path in paths:
+        kind = fmt or ("jsonl" if path.lower().endswith(JSONL_SUFFIXES) else "text")
+        documents.extend(read_jsonl(path, id_field, text_field) if kind == "jsonl" else read_text_file(path, split))
+    check_unique_ids(documents)
+    return documents
+
+
+def check_unique_ids(documents: Iterable[Document]) -> None:
+    seen: dict[str, Document] = {}
+    for document in documents:
+        if document.id in seen:
+            first = seen[document.id]
+            raise CorpusError(
+                f"duplicate document id {document.id!r}: {document.source}, line {document.line} "
+                f"(first seen in {first.source}, line {first.line})."
+            )
+        seen[document.id] = document

@@ -1,0 +1,258 @@
+"""``slice-st index …`` and ``slice-st mine --index``: the command line over :class:`slice_st.SpanIndex`.
+
+    slice-st index build calls/*.txt tickets.jsonl -o runs/corpus-index
+    slice-st index add runs/corpus-index new_calls.txt
+    slice-st index info runs/corpus-index
+    slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
+    slice-st index calibrate runs/corpus-index --sts ../shared/data/stsbenchmark/sts-train.csv
+    slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+__all__ = ["add_index_command", "mine_index"]
+
+
+def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text files (one document per line/paragraph) or JSONL files")
+    parser.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a document of a text file is (default: line)")
+    parser.add_argument("--input-format", choices=("auto", "text", "jsonl"), default="auto", help="auto: .jsonl/.ndjson files are JSONL")
+    parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
+    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+    parser.add_argument("--batch-size", type=_positive_int, default=32)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def add_index_command(commands) -> None:
+    """Register ``slice-st index {build,add,remove,info,calibrate,candidates}`` on the top-level subparsers."""
+    index = commands.add_parser("index", help="build and maintain a corpus SpanIndex", description=__doc__.splitlines()[0])
+    actions = index.add_subparsers(dest="index_command", required=True)
+
+    build = actions.add_parser("build", help="encode a corpus into a new index directory")
+    _corpus_arguments(build)
+    build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
+    build.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    build.add_argument("--min-span", type=_positive_int, default=None)
+    build.add_argument("--max-span", type=_positive_int, default=None)
+    build.add_argument("--unit", choices=("word", "token"), default=None)
+    build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors (float16: half the memory, scores ±1e-3)")
+    build.add_argument("--calibration", metavar="FILE", default=None, help="a calibration JSON to store with the index")
+    build.add_argument("--device", default=None)
+    build.add_argument("--force", action="store_true", help="replace an index already in DIR")
+    build.set_defaults(handler=_build)
+
+    add = actions.add_parser("add", help="append documents to an index (saved atomically)")
+    add.add_argument("directory", metavar="DIR")
+    _corpus_arguments(add)
+    add.add_argument("--device", default=None)
+    add.set_defaults(handler=_add)
+
+    remove = actions.add_parser("remove", help="drop documents by id (saved atomically)")
+    remove.add_argument("directory", metavar="DIR")
+    remove.add_argument("ids", nargs="+", metavar="ID")
+    remove.set_defaults(handler=_remove)
+
+    merge = actions.add_parser("merge", help="merge index shards (built separately, e.g. in parallel) into one")
+    merge.add_argument("shards", nargs="+", metavar="SHARD")
+    merge.add_argument("-o", "--output", required=True, metavar="DIR")
+    merge.add_argument("--force", action="store_true", help="replace an index already in DIR")
+    merge.set_defaults(handler=_merge)
+
+    info = actions.add_parser("info", help="print what an index holds (JSON)")
+    info.add_argument("directory", metavar="DIR")
+    info.set_defaults(handler=_info)
+
+    calibrate = actions.add_parser("calibrate", help="fit cosine → STS 0–5 (isotonic) and store it with the index")
+    calibrate.add_argument("directory", metavar="DIR")
+    calibrate.add_argument("--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv")
+    calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
+    calibrate.add_argument("--limit", type=_positive_int, default=None, help="use the first N pairs")
+    calibrate.add_argument("--save-json", metavar="FILE", default=None, help="also write the calibration JSON here")
+    calibrate.set_defaults(handler=_calibrate)
+
+    candidates = actions.add_parser("candidates", help="build the FAISS candidate stage (for mine --approximate)")
+    candidates.add_argument("directory", metavar="DIR")
+    candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
+    candidates.add_argument("--chunk", type=_positive_int, default=4)
+    candidates.add_argument("--stride", type=_positive_int, default=2)
+    candidates.add_argument("--nlist", type=_positive_int, default=None)
+    candidates.add_argument("--nprobe", type=_positive_int, default=128)
+    candidates.add_argument("--candidates", type=_positive_int, default=512)
+    candidates.set_defaults(handler=_candidates)
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def _documents(args):
+    from slice_st.corpus import read_corpus
+
+    fmt = None if args.input_format == "auto" else args.input_format
+    documents = read_corpus(args.corpus, split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field)
+    if not documents:
+        raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")
+    return documents
+
+
+def _quiet(args) -> None:
+    if getattr(args, "no_progress", False):
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+
+
+def _report(verb: str, documents, index, seconds: float, out) -> None:
+    words = sum(len(d.text.split()) for d in documents)
+    rate = len(documents) / seconds if seconds > 0 else float("inf")
+    out.write(
+        f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
+        f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, {index.num_units} units\n"
+    )
+
+
+def _build(args) -> int:
+    import slice_st
+    from slice_st.index import MANIFEST, SpanIndex
+
+    if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force:
+        raise ValueError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
+    _quiet(args)
+    documents = _documents(args)
+    model = slice_st.load_model(args.model, device=args.device)
+    start = time.perf_counter()
+    index = SpanIndex.build(
+        documents, model, min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype,
+        batch_size=args.batch_size, show_progress_bar=not args.no_progress,
+    )
+    if args.model:
+        index.model_name = args.model
+    seconds = time.perf_counter() - start
+    if args.calibration:
+        index.set_calibration(args.calibration)
+    index.save(args.output)
+    _report("indexed", documents, index, seconds, sys.stdout)
+    sys.stdout.write(f"saved to {args.output}\n")
+    return 0
+
+
+def _load(directory: str, model_name: str | None = None, device: str | None = None):
+    import slice_st
+    from slice_st.index import SpanIndex, _read_manifest
+
+    model = None
+    if model_name or device:
+        manifest = _read_manifest(directory, must_exist=True)
+        model = slice_st.load_model(model_name or manifest.get("model_name") or None, device=device)
+    return SpanIndex.load(directory, model)
+
+
+def _add(args) -> int:
+    _quiet(args)
+    documents = _documents(args)
+    index = _load(args.directory, device=args.device)
+    start = time.perf_counter()
+    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress)
+    seconds = time.perf_counter() - start
+    index.save(args.directory)
+    _report("added", documents, index, seconds, sys.stdout)
+    return 0
+
+
+def _remove(args) -> int:
+    index = _load(args.directory)
+    removed = index.remove(args.ids)
+    index.save(args.directory)
+    sys.stdout.write(f"removed {removed} documents; the index holds {len(index)} documents\n")
+    return 0
+
+
+def _merge(args) -> int:
+    from slice_st.index import MANIFEST, SpanIndex
+
+    if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force and args.output not in args.shards:
+        raise ValueError(f"{args.output} already holds an index: use --force to replace it.")
+    first = _load(args.shards[0])
+    shards = [first] + [SpanIndex.load(path, first.model) for path in args.shards[1:]]
+    merged = SpanIndex.merge(shards)
+    merged.model_name = first.model_name
+    merged.save(args.output)
+    sys.stdout.write(f"merged {len(shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}\n")
+    return 0
+
+
+def _info(args) -> int:
+    from slice_st.index import INDEX_FORMAT_VERSION, _read_manifest
+
+    manifest = _read_manifest(args.directory, must_exist=True)
+    if manifest.get("format_version") != INDEX_FORMAT_VERSION:
+        raise ValueError(f"{args.directory}: index format {manifest.get('format_version')} is not supported.")
+    info = {key: value for key, value in manifest.items() if key != "span_config"}
+    units = max(int(info.get("units") or 0), 1)
+    info["bytes_per_unit"] = round(info["array_bytes"] / units, 1)
+    info["smaller_than_materialised"] = round(info["materialised_span_bytes"] / max(info["array_bytes"], 1), 1)
+    sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    return 0
+
+
+def _calibrate(args) -> int:
+    from slice_st.calibration import fit_sts_calibration
+
+    index = _load(args.directory)
+    calibration = fit_sts_calibration(index.model, args.sts, args.pair_score, limit=args.limit)
+    index.set_calibration(calibration)
+    index.save(args.directory)
+    if args.save_json:
+        calibration.save(args.save_json)
+    sys.stdout.write(
+        f"calibrated on {calibration.pairs} pairs of {calibration.source} ({calibration.pair_score} cosine, "
+        f"Spearman {calibration.spearman}); {len(calibration.x)} thresholds stored with {args.directory}\n"
+    )
+    return 0
+
+
+def _candidates(args) -> int:
+    index = _load(args.directory)
+    start = time.perf_counter()
+    index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
+    index.save(args.directory)
+    sys.stdout.write(f"candidate stage built in {time.perf_counter() - start:.1f} s: {json.dumps(index.info()['candidates'])}\n")
+    return 0
+
+
+INDEX_FIELDS = ["query", "rank", "score", "calibrated", "doc_id", "start", "end", "span"]
+
+
+def mine_index(args) -> int:
+    """``slice-st mine --index DIR``: search a saved index; same output formats as ``mine``."""
+    from slice_st.cli import _read_queries, write_rows
+
+    if args.files:
+        raise ValueError("give either FILEs or --index DIR, not both.")
+    _quiet(args)
+    queries = _read_queries(args)
+    index = _load(args.index, args.model, args.device)
+    results = index.search(
+        queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
+        batch_size=args.batch_size, approximate=getattr(args, "approximate", False),
+    )
+    rows = []
+    for query, matches in zip(queries, results):
+        for rank, match in enumerate(matches, start=1):
+            rows.append({
+                "query": query, "rank": rank, "score": round(match.score, 6), "calibrated": match.calibrated,
+                "doc_id": match.doc_id, "start": match.start, "end": match.end, "span": match.span,
+                "where": match.doc_id, "text": index.texts[match.doc_index],
+            })
+    fields = INDEX_FIELDS if index.calibration is not None else [f for f in INDEX_FIELDS if f != "calibrated"]
+    write_rows(rows, fields, args, sys.stdout)
+    return 0

@@ -1,0 +1,370 @@
+"""Table 1 of the SLICE paper for your own systems: run systems × setups, write markdown and a bar chart.
+
+    slice-st make-context ../shared/data/stsbenchmark/sts-dev.csv -o runs/dev/stsb-context-dev.tsv --limit 1024
+    slice-st table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
+        --system densephrases --out runs/dev/table --cache runs/dev/cache
+
+Each (system, setup) result is cached as JSON (scores and best spans), keyed by the system, the
+setup, the span settings and a hash of the phrases and passages, so a table can be re-drawn or
+extended without re-running the slow per-n-gram setup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from slice_st.evaluation import SETUPS, SetupResult, compare_to_best, correlations
+
+__all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "add_commands"]
+
+SETUP_TITLES = {"full": "Full context", "ngram": "Per-n-gram forward", "single": "Single forward"}
+SIGNIFICANCE = 0.05
+
+
+def data_fingerprint(phrases: Sequence[str], passages: Sequence[str]) -> str:
+    """Short hash of the pairs, for cache keys.
+
+    >>> data_fingerprint(["a"], ["b"]) == data_fingerprint(["a"], ["b"]) != data_fingerprint(["a"], ["c"])
+    True
+    """
+    digest = hashlib.sha1()
+    for phrase, passage in zip(phrases, passages):
+        digest.update(phrase.encode("utf-8") + b"\x1f" + passage.encode("utf-8") + b"\x1e")
+    return digest.hexdigest()[:12]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "system"
+
+
+def cache_path(cache_dir: str, system: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str) -> str:
+    """Where the result of one (system, setup) on one data set is cached."""
+    return os.path.join(cache_dir, f"{_slug(system)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json")
+
+
+def save_result(path: str, result: SetupResult, **meta: Any) -> None:
+    """Write a :class:`SetupResult` as JSON."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    payload = {**meta, "seconds": result.seconds, "extra": result.extra, "scores": [float(x) for x in result.scores],
+               "spans": None if result.spans is None else [list(s) if s else None for s in result.spans]}
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle)
+    os.replace(tmp, path)
+
+
+def load_result(path: str) -> SetupResult:
+    """Read a :class:`SetupResult` written by :func:`save_result`."""
+    with open(path, encoding="utf-8") as handle:
+        payload = json.load(handle)
+    spans = None if payload["spans"] is None else [tuple(s) if s else None for s in payload["spans"]]
+    return SetupResult(np.asarray(payload["scores"], dtype=np.float64), spans, payload.get("seconds", 0.0), payload.get("extra", {}))
+
+
+def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
+    """A seeded sample of ``size`` pair indices in file order (all of them when ``size`` is None or ≥ total).
+
+    >>> subset_indices(10, 4, seed=0)
+    [0, 2, 6, 9]
+    """
+    import random
+
+    if size is None or size >= total:
+        return list(range(total))
+    if size < 4:
+        raise ValueError(f"a subset needs at least 4 pairs for correlations and the Williams test, got {size}.")
+    return sorted(random.Random(seed).sample(range(total), size))
+
+
+# ----------------------------------------------------------------------------------------- running
+def run_table(
+    systems: Sequence[Any],
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    gold: Sequence[float],
+    *,
+    setups: Sequence[str] = SETUPS,
+    min_span: int = 1,
+    max_span: int = 20,
+    unit: str = "word",
+    batch_size: int = 32,
+    cache_dir: str | None = None,
+    ngram_limit: int | None = None,
+    seed: int = 0,
+    log=None,
+) -> dict[str, dict[str, Any]]:
+    """Score every system (:class:`slice_st.baselines.System` or spec string) in every setup it has.
+
+    Returns ``{setup: {"indices": [...], "gold": array, "results": {system name: SetupResult}}}``.
+    ``ngram_limit`` runs the per-n-gram setup on a seeded sample of that many pairs (it costs N·K
+    forward passes per passage); the other setups use all pairs. Results are cached in ``cache_dir``.
+    """
+    from slice_st.baselines import make_system, timed
+
+    systems = [make_system(s) if isinstance(s, str) else s for s in systems]
+    names = [system.name for system in systems]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two systems share a name: {names}.")
+    for setup in setups:
+        if setup not in SETUPS:
+            raise ValueError(f"unknown setup {setup!r}; choose from {', '.join(SETUPS)}.")
+    table: dict[str, dict[str, Any]] = {}
+    gold_array = np.asarray(gold, dtype=np.float64)
+    for setup in setups:
+        indices = subset_indices(len(phrases), ngram_limit if setup == "ngram" else None, seed)
+        sub_phrases = [phrases[i] for i in indices]
+        sub_passages = [passages[i] for i in indices]
+        fingerprint = data_fingerprint(sub_phrases, sub_passages)
+        results = {}
+        for system in systems:
+            if setup not in system.setups:
+                continue
+            path = cache_path(cache_dir, system.name, setup, min_span, max_span, unit, fingerprint) if cache_dir else None
+            if path and os.path.exists(path):
+                result = load_result(path)
+                source = "cached"
+            else:
+                result = timed(system, setup, sub_phrases, sub_passages, min_span=min_span, max_span=max_span, unit=unit,
+                               batch_size=batch_size, show_progress_bar=None)
+                source = "ran"
+                if path:
+                    save_result(path, result, system=system.name, setup=setup)
+            if log:
+                log(f"{setup:>6}  {system.name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
+            results[system.name] = result
+        table[setup] = {"indices": indices, "gold": gold_array[indices], "results": results, "fingerprint": fingerprint}
+    return table
+
+
+def table_metrics(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{setup: {system: {"pearson", "spearman", "p_pearson", "p_spearman", "n", "seconds"}}}``; the
+    p-values are Williams tests against the best system of the setup (``nan`` for the best)."""
+    metrics: dict[str, dict[str, dict[str, float]]] = {}
+    for setup, entry in table.items():
+        results, gold = entry["results"], entry["gold"]
+        predictions = {name: result.scores for name, result in results.items()}
+        p_pearson = compare_to_best(gold, predictions, "pearson") if len(results) > 1 else {n: math.nan for n in results}
+        p_spearman = compare_to_best(gold, predictions, "spearman") if len(results) > 1 else {n: math.nan for n in results}
+        metrics[setup] = {}
+        for name, result in results.items():
+            pearson, spearman = correlations(gold, result.scores)
+            metrics[setup][name] = {"pearson": pearson, "spearman": spearman, "p_pearson": p_pearson[name],
+                                    "p_spearman": p_spearman[name], "n": len(gold), "seconds": result.seconds}
+    return metrics
+
+
+def _cell(values: dict[str, float] | None, kind: str) -> str:
+    if values is None:
+        return "—"
+    value, p_value = values[kind], values[f"p_{kind}"]
+    text = f"{100 * value:.1f}"
+    if math.isnan(p_value):
+        return f"**{text}**"
+    return text + ("†" if p_value < SIGNIFICANCE else "")
+
+
+def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Sequence[str] | None = None, title: str | None = None) -> str:
+    """A Table-1-style markdown table: Pearson and Spearman (×100) per setup, best in bold, † when
+    significantly worse than the best of its setup (Williams test, one-sided, p < 0.05).
+
+    >>> m = {"single": {"A": {"pearson": .8, "spearman": .7, "p_pearson": math.nan, "p_spearman": math.nan, "n": 9, "seconds": 1.0}}}
+    >>> print(markdown_table(m).splitlines()[2])
+    | A | **80.0** | **70.0** |
+    """
+    setups = [s for s in SETUPS if s in metrics]
+    if systems is None:
+        systems = list(dict.fromkeys(name for setup in setups for name in metrics[setup]))
+    header = "| System | " + " | ".join(f"{SETUP_TITLES[s]} Pearson | {SETUP_TITLES[s]} Spearman" for s in setups) + " |"
+    lines = [header, "|" + "---|" * (1 + 2 * len(setups))]
+    for name in systems:
+        cells = []
+        for setup in setups:
+            values = metrics[setup].get(name)
+            cells += [_cell(values, "pearson"), _cell(values, "spearman")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    notes = []
+    for setup in setups:
+        n = next(iter(metrics[setup].values()))["n"] if metrics[setup] else 0
+        timing = ", ".join(f"{name} {values['seconds']:.1f} s" for name, values in metrics[setup].items())
+        notes.append(f"{SETUP_TITLES[setup]}: n = {n} pairs; wall time {timing}.")
+    text = ("\n".join([f"**{title}**", ""]) if title else "") + "\n".join(lines)
+    text += "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p < 0.05). " \
+            "—: setup not applicable.\n" + "\n".join(f"* {note}" for note in notes) + "\n"
+    return text
+
+
+def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None) -> str:
+    """Grouped bar chart (Spearman ×100 per setup, one bar per system) saved as PNG; returns ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    setups = [s for s in SETUPS if s in metrics]
+    systems = list(dict.fromkeys(name for setup in setups for name in metrics[setup]))
+    colors = {name: f"C{k % 10}" for k, name in enumerate(systems)}
+    figure, axis = plt.subplots(figsize=(2.2 + 2.2 * len(setups), 4.2))
+    labelled: set[str] = set()
+    for j, setup in enumerate(setups):
+        present = [name for name in systems if name in metrics[setup]]
+        width = 0.8 / max(len(present), 1)
+        for k, name in enumerate(present):
+            value = 100 * metrics[setup][name]["spearman"]
+            bars = axis.bar([j + (k - (len(present) - 1) / 2) * width], [value], width=width * 0.95, color=colors[name],
+                            label=None if name in labelled else name)
+            labelled.add(name)
+            axis.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
+    axis.set_xticks(range(len(setups)))
+    axis.set_xticklabels([f"{SETUP_TITLES[s]}\n(n = {next(iter(metrics[s].values()))['n']})" for s in setups])
+    axis.set_ylabel("Spearman × 100")
+    lowest = min((100 * v["spearman"] for setup in setups for v in metrics[setup].values() if not math.isnan(v["spearman"])), default=0)
+    axis.set_ylim(min(0, lowest - 5), 100)
+    axis.axhline(0, color="black", linewidth=0.6)
+    axis.set_title(title or "STS-B-Context-style evaluation")
+    axis.legend(fontsize=8, loc="upper left")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    figure.savefig(path, dpi=130)
+    plt.close(figure)
+    return path
+
+
+# --------------------------------------------------------------------------------------------- CLI
+DEFAULT_SYSTEMS = ("default", "bm25", "glove", "densephrases")
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
+    return number
+
+
+def add_commands(commands) -> None:
+    """Register ``make-context``, ``table`` and ``mteb`` on the ``slice-st`` sub-parsers."""
+    make = commands.add_parser(
+        "make-context", help="build an STS-B-Context-style TSV from an STS-benchmark file",
+        description="Place each pair's sentence2 verbatim inside context made of other STS-B sentences "
+                    "(a proxy for STS-B-Context, whose passages were generated by a language model).")
+    make.add_argument("stsb", metavar="STS_FILE", help="STS-benchmark TSV, e.g. ../shared/data/stsbenchmark/sts-dev.csv")
+    make.add_argument("-o", "--output", required=True, help="output TSV (STS-B-Context format)")
+    make.add_argument("--limit", type=_positive_int, default=None, help="keep a seeded sample of N pairs (the paper uses 1,024)")
+    make.add_argument("--seed", type=int, default=0)
+    make.add_argument("--words", type=_positive_int, default=40, help="minimum passage length in words (default 40)")
+    make.add_argument("--styles", default=",".join(_context_styles()), help="comma-separated context styles")
+    make.add_argument("--encoding", default="utf-8", help="output encoding (the public file uses cp1252)")
+    make.set_defaults(handler=_make_context_command)
+
+    table = commands.add_parser(
+        "table", help="run systems in the three setups; write a Table-1-style markdown table and a bar chart",
+        description="Score systems on an STS-B-Context(-style) TSV in the full / per-n-gram / single-pass setups.")
+    table.add_argument("data", metavar="DATA", help="STS-B-Context TSV (path or URL)")
+    table.add_argument("-s", "--system", action="append", default=None,
+                       help="system spec, repeatable: default, st:MODEL (or a model id/path), bm25, glove, densephrases[:MODEL] "
+                            f"(default: {' '.join(DEFAULT_SYSTEMS)})")
+    table.add_argument("--setups", default=",".join(SETUPS), help="comma-separated setups (default: full,ngram,single)")
+    table.add_argument("-o", "--out", default="runs/table", help="output folder for table.md, table.png, metrics.json, predictions.csv")
+    table.add_argument("--cache", default=None, help="folder caching each (system, setup) result (default: OUT/cache)")
+    table.add_argument("--limit", type=_positive_int, default=None, help="use a seeded sample of N pairs")
+    table.add_argument("--ngram-limit", type=_positive_int, default=None,
+                       help="run the per-n-gram setup on a seeded sample of N pairs (it is N·K passes per passage)")
+    table.add_argument("--min-span", type=_positive_int, default=1)
+    table.add_argument("--max-span", type=_positive_int, default=20)
+    table.add_argument("--unit", choices=("word", "token"), default="word")
+    table.add_argument("--batch-size", type=_positive_int, default=32)
+    table.add_argument("--seed", type=int, default=0)
+    table.add_argument("--title", default=None)
+    table.add_argument("--missing-paraphrase", choices=("warn", "error", "drop"), default="warn")
+    table.set_defaults(handler=_table_command)
+
+    mteb = commands.add_parser(
+        "mteb", help="mteb's own CLI with the STSBContext task registered and local model paths accepted",
+        description="Registers the STSBContext task, then hands over to mteb's CLI (e.g. `slice-st mteb run -t STSBContext "
+                    "-m MODEL --stsb-context FILE`). Local model folders are loaded with sentence-transformers.",
+        add_help=False)
+    mteb.add_argument("-h", "--help", action="store_true", dest="mteb_help", help="show this help and mteb's")
+    mteb.add_argument("mteb_args", nargs=argparse.REMAINDER, help="arguments for mteb (see `slice-st mteb --help`)")
+    mteb.set_defaults(handler=_mteb_command)
+
+
+def _context_styles() -> tuple[str, ...]:
+    from slice_st.data import CONTEXT_STYLES
+
+    return CONTEXT_STYLES
+
+
+def _make_context_command(args) -> int:
+    from slice_st.data import make_context, read_stsb, write_stsb_context
+
+    styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    pairs = read_stsb(args.stsb)
+    rows = make_context(pairs, seed=args.seed, styles=styles, words=args.words, limit=args.limit)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    count = write_stsb_context(rows, args.output, encoding=args.encoding)
+    lengths = [len(p.split()) for p in rows["passage"]]
+    print(f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean {np.mean(lengths):.1f}; "
+          f"seed {args.seed}; from {args.stsb})")
+    return 0
+
+
+def _table_command(args) -> int:
+    from slice_st.data import read_stsb_context
+
+    data = read_stsb_context(args.data, missing_paraphrase=args.missing_paraphrase)
+    indices = subset_indices(len(data), args.limit, args.seed)
+    phrases = [data["line"][i] for i in indices]
+    passages = [data["passage"][i] for i in indices]
+    gold = [data["goldsim"][i] for i in indices]
+    setups = [s.strip() for s in args.setups.split(",") if s.strip()]
+    systems = args.system or list(DEFAULT_SYSTEMS)
+    cache = args.cache or os.path.join(args.out, "cache")
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    table = run_table(systems, phrases, passages, gold, setups=setups, min_span=args.min_span, max_span=args.max_span,
+                      unit=args.unit, batch_size=args.batch_size, cache_dir=cache, ngram_limit=args.ngram_limit, seed=args.seed, log=log)
+    metrics = table_metrics(table)
+    title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
+    text = markdown_table(metrics, title=title)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as handle:
+        json.dump({"data": str(args.data), "pairs": len(indices), "metrics": metrics}, handle, indent=1, default=float)
+    _write_predictions(os.path.join(args.out, "predictions.csv"), table, phrases, passages)
+    bar_chart(metrics, os.path.join(args.out, "table.png"), title=title)
+    print(text)
+    print(f"wrote {args.out}/table.md, table.png, metrics.json, predictions.csv")
+    return 0
+
+
+def _write_predictions(path: str, table, phrases, passages) -> None:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["pair", "setup", "system", "gold", "score", "start", "end", "span", "phrase"])
+        for setup, entry in table.items():
+            for name, result in entry["results"].items():
+                for k, index in enumerate(entry["indices"]):
+                    span = result.spans[k] if result.spans else None
+                    writer.writerow([index, setup, name, entry["gold"][k], f"{result.scores[k]:.6f}",
+                                     *(span if span else ("", "")), passages[index][span[0] : span[1]] if span else "", phrases[index]])
+
+
+def _mteb_command(args) -> int:
+    from slice_st.mteb_tasks import run_mteb_cli
+
+    return run_mteb_cli((["--help"] if args.mteb_help else []) + list(args.mteb_args))

@@ -1,0 +1,269 @@
+"""SLICE training on sentence-transformers' trainer: ``slice-st train`` and :func:`train`.
+
+One function builds everything from a :class:`TrainConfig`: the base model (the embedded
+all-MiniLM-L6-v2 by default), the training triplets (MS MARCO TSV, the offline builder, or a saved
+``datasets`` folder), :class:`~slice_st.SpanMaxCrossEntropyLoss`, the
+:class:`~slice_st.SpanRetrievalEvaluator` on an STS-B-Context dev file, and Hugging Face
+``TrainingArguments`` (checkpoints every N steps, the best one kept by dev single-pass Spearman,
+resume from the last checkpoint). It runs unchanged under ``accelerate launch`` (one process per
+device; only the main process writes). Checkpoints are flag-free SLICE checkpoints (see
+:func:`slice_st.save_slice_model`); with ``push_to_hub`` every save and the final model go to the
+Hub with a SLICE model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrainConfig", "PRESETS", "train", "add_train_command"]
+
+logger = logging.getLogger(__name__)
+
+#: Documented presets; explicit options override them.
+PRESETS: dict[str, dict[str, Any]] = {
+    # all-MiniLM-L6-v2 on 2 CPU cores in well under an hour (see the README's recipe table).
+    "cpu-minilm": {
+        "max_steps": 300,
+        "batch_size": 16,
+        "learning_rate": 2e-5,
+        "warmup_ratio": 0.1,
+        "max_span": 10,
+        "scale": 30.0,
+        "eval_steps": 100,
+        "save_steps": 100,
+        "train_limit": 8000,
+        "dev_limit": 512,
+        "max_seq_length": 128,
+    },
+}
+
+
+@dataclass
+class TrainConfig:
+    """Everything ``slice-st train`` takes (see ``slice-st train --help``)."""
+
+    output_dir: str
+    model: str | None = None
+    train_data: list[str] = field(default_factory=list)
+    dev_path: str | None = None
+    max_steps: int = 1000
+    batch_size: int = 32
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    min_span: int = 1
+    max_span: int = 10
+    eval_max_span: int = 20
+    unit: str = "word"
+    scale: float = 30.0
+    in_batch_negatives: bool = False
+    eval_steps: int = 100
+    save_steps: int = 100
+    save_total_limit: int = 2
+    logging_steps: int = 10
+    train_limit: int | None = None
+    dev_limit: int | None = None
+    max_seq_length: int | None = None
+    seed: int = 42
+    resume: bool = False
+    push_to_hub: str | None = None
+    shared_data: str | None = None
+
+    def validate(self) -> None:
+        if not self.train_data:
+            raise ValueError("no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder).")
+        for name in ("max_steps", "batch_size", "eval_steps", "save_steps", "logging_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if self.dev_path is not None and not os.path.exists(self.dev_path):
+            raise FileNotFoundError(f"dev file not found: {self.dev_path}")
+        if self.dev_path is not None and self.save_steps % self.eval_steps:
+            raise ValueError(
+                f"save_steps ({self.save_steps}) must be a multiple of eval_steps ({self.eval_steps}) so that the best "
+                "checkpoint can be chosen by the dev score."
+            )
+
+
+def load_training_data(config: TrainConfig):
+    """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets`` folder."""
+    import datasets
+
+    from slice_st.training_data import offline_training_triplets, read_msmarco_triples
+
+    parts = []
+    for source in config.train_data:
+        if source.startswith("msmarco:"):
+            parts.append(read_msmarco_triples(source.split(":", 1)[1]))
+        elif source == "offline" or source.startswith("offline:"):
+            data_dir = source.split(":", 1)[1] if ":" in source else (config.shared_data or _default_shared_data())
+            dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
+            parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed))
+        elif os.path.isdir(source):
+            parts.append(datasets.load_from_disk(source))
+        else:
+            raise FileNotFoundError(f"training data {source!r}: not msmarco:PATH, offline[:DIR], or a saved dataset folder.")
+    dataset = datasets.concatenate_datasets([part.select_columns(["anchor", "positive", "negative"]) for part in parts])
+    dataset = dataset.shuffle(seed=config.seed)
+    if config.train_limit is not None:
+        dataset = dataset.select(range(min(config.train_limit, len(dataset))))
+    return dataset
+
+
+def _default_shared_data() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
+
+
+def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
+    """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly)."""
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    from slice_st.config import load_model, set_span_config
+    from slice_st.losses import SpanMaxCrossEntropyLoss
+
+    config.validate()
+    model = model if model is not None else load_model(config.model)
+    if config.max_seq_length is not None:
+        model.max_seq_length = config.max_seq_length
+    # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
+    set_span_config(model, min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit)
+    loss = SpanMaxCrossEntropyLoss(
+        model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
+        in_batch_negatives=config.in_batch_negatives,
+    )
+    train_dataset = train_dataset if train_dataset is not None else load_training_data(config)
+    evaluator = _dev_evaluator(config)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=config.output_dir,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a ratio of max_steps
+        weight_decay=config.weight_decay,
+        eval_strategy="steps" if evaluator is not None else "no",
+        eval_steps=config.eval_steps,
+        save_strategy="steps",
+        save_steps=config.save_steps,
+        save_total_limit=config.save_total_limit,
+        load_best_model_at_end=evaluator is not None,
+        metric_for_best_model="eval_dev_single_spearman" if evaluator is not None else None,
+        greater_is_better=True,
+        logging_steps=config.logging_steps,
+        seed=config.seed,
+        report_to=[],
+        dataloader_drop_last=config.in_batch_negatives,
+        # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
+        use_cpu=not _has_accelerator(),
+    )
+    callbacks = list(callbacks or [])
+    if config.push_to_hub:
+        from slice_st.hub import HubPushCallback
+
+        callbacks.append(HubPushCallback(config.push_to_hub, model, config=config, api=hub_api))
+    return SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator, callbacks=callbacks
+    )
+
+
+def _has_accelerator() -> bool:
+    import torch
+
+    return torch.accelerator.is_available()
+
+
+def _dev_evaluator(config: TrainConfig):
+    if config.dev_path is None:
+        return None
+    from slice_st.data import read_stsb_context
+    from slice_st.evaluation import SpanRetrievalEvaluator
+
+    dev = read_stsb_context(config.dev_path)
+    if config.dev_limit is not None:
+        dev = dev.select(range(min(config.dev_limit, len(dev))))
+    return SpanRetrievalEvaluator.from_dataset(
+        dev, setups=("single",), min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit, name="dev"
+    )
+
+
+def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
+    """Train, save the final (best) model to ``output_dir/final`` and return the model.
+
+    ``hub_api`` replaces ``huggingface_hub.HfApi()`` for pushes (tests pass a recorder).
+    """
+    import sys
+
+    from slice_st.config import save_slice_model
+
+    trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
+    resume = config.resume and _last_checkpoint(config.output_dir) is not None
+    if config.resume and not resume:
+        logger.warning("--resume: no checkpoint in %s yet, starting from scratch.", config.output_dir)
+    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    model = trainer.model
+    checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
+    print(  # one line per process: under accelerate, every rank reports, and synced ranks share the checksum
+        f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
+        f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}",
+        file=sys.stderr,
+    )
+    if trainer.is_world_process_zero():
+        final = os.path.join(config.output_dir, "final")
+        save_slice_model(model, final)
+        with open(os.path.join(final, "slice_train_config.json"), "w", encoding="utf-8") as handle:
+            json.dump(dataclasses.asdict(config), handle, indent=2)
+        if config.push_to_hub:
+            from slice_st.hub import push_model
+
+            evaluations = [entry for entry in trainer.state.log_history if any(key.startswith("eval_") for key in entry)]
+            metrics = {key.removeprefix("eval_"): value for key, value in (evaluations[-1] if evaluations else {}).items()
+                       if key.startswith("eval_") and isinstance(value, (int, float))}
+            push_model(final, config.push_to_hub, model=model, config=config, metrics=metrics, commit_message="Final SLICE model", api=hub_api)
+    return model
+
+
+def _last_checkpoint(output_dir: str) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+
+
+def add_train_command(commands) -> None:
+    """Register ``slice-st train`` on the CLI's subparsers."""
+    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss)", description=__doc__.split("\n\n")[0])
+    parser.add_argument("-o", "--output-dir", required=True)
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
+    parser.add_argument("-m", "--model", help="base model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--train-data", action="append", help="msmarco:PATH | offline[:SHARED_DATA_DIR] | a saved datasets folder (repeatable)")
+    parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
+    defaults = TrainConfig(output_dir="")
+    for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
+                 "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed"):
+        value = getattr(defaults, name)
+        kind = float if isinstance(value, float) else int
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")
+    parser.add_argument("--unit", choices=("word", "token"), default=None)
+    parser.add_argument("--in-batch-negatives", action="store_true", default=None)
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    parser.add_argument("--push-to-hub", metavar="ORG/NAME", help="push every checkpoint and the final model with a model card")
+    parser.add_argument("--shared-data", help="folder of the shared data sets (for --train-data offline)")
+    parser.set_defaults(handler=_train_command)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = dict(PRESETS.get(args.preset, {})) if args.preset else {}
+    for item in dataclasses.fields(TrainConfig):
+        value = getattr(args, item.name, None)
+        if value is not None:
+            values[item.name] = value
+    return TrainConfig(**values)
+
+
+def _train_command(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    train(config)
+    return 0

@@ -1,0 +1,95 @@
+"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.baselines, slice_st.table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from slice_st.baselines import BM25System, DensePhrasesSystem, GloveSystem, SentenceTransformerSystem, glove_tokenize, make_system
+from slice_st.cli import main
+from slice_st.evaluation import ngram_offsets
+from slice_st.table import bar_chart, markdown_table, run_table, table_metrics
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
+PASSAGES = [
+    "Late again. A man is playing a guitar on stage. The crowd cheered.",
+    "It rained all day. A cat sleeps on the sofa. Nobody came.",
+    "Prices rose. Shares dropped sharply on Monday. Traders left early.",
+    "The bus was late. A lady is preparing food. It smelled good.",
+    "Snow fell. Children are playing soccer in the park. The café closed.",
+]
+GOLD = [4.8, 1.0, 3.9, 4.2, 4.0]
+
+
+def test_bm25_full_and_ngram(tokenizer):
+    system = BM25System(tokenizer=tokenizer)
+    full = system.score("full", PHRASES, PASSAGES)  # IDF from these 5 passages
+    assert full.scores[0] > 0 and full.scores[1] == 0  # "man ... guitar" shared; "dog runs" not
+    ngram = system.score("ngram", ["guitar stage"], ["Rain today. A guitar on the stage. Later, nothing."], max_span=4)
+    text = "Rain today. A guitar on the stage. Later, nothing."
+    span = text[slice(*ngram.spans[0])]
+    assert "guitar" in span and "stage" in span
+    with pytest.raises(ValueError, match="no 'single' setup"):
+        system.score("single", PHRASES, PASSAGES)
+
+
+def test_glove_ngram_uses_core_units(tokenizer):
+    system = GloveSystem(tokenizer=tokenizer)
+    result = system.score("ngram", ["a guitar"], ["It rained. A man plays the guitar. Then it stopped."], max_span=3)
+    offsets = ngram_offsets(tokenizer, ["It rained. A man plays the guitar. Then it stopped."], 1, 3)[0].tolist()
+    assert list(result.spans[0]) in offsets  # a span the core would produce too
+    full = system.score("full", PHRASES, PASSAGES)
+    assert np.isfinite(full.scores).all()
+    assert [t for t, _, _ in glove_tokenize("Don't stop.")] == ["do", "n't", "stop", "."]
+
+
+def test_densephrases_and_st_system(tiny_model):
+    dense = DensePhrasesSystem(tiny_model, name="dp").score("single", PHRASES, PASSAGES, max_span=5)
+    assert all(span is not None for span in dense.spans)
+    assert ((-1 <= dense.scores) & (dense.scores <= 1)).all()
+    st = SentenceTransformerSystem(tiny_model, name="tiny")
+    for setup in ("full", "ngram", "single"):
+        assert st.score(setup, PHRASES[:2], PASSAGES[:2], max_span=3).scores.shape == (2,)
+
+
+def test_make_system_specs():
+    assert isinstance(make_system("bm25"), BM25System)
+    assert isinstance(make_system("glove"), GloveSystem)
+    assert make_system("st:some/model").name == "model"
+    assert make_system("default").name == "all-MiniLM-L6-v2"
+    assert make_system("densephrases:org/m").name == "DensePhrases-style (m)"
+
+
+def test_table_markdown_png_and_cache(tiny_model, tokenizer, tmp_path):
+    systems = [SentenceTransformerSystem(tiny_model, name="tiny"), BM25System(tokenizer=tokenizer), DensePhrasesSystem(tiny_model, name="dp")]
+    phrases, passages, gold = PHRASES * 2, PASSAGES[1:] + PASSAGES[:1] + PASSAGES, GOLD * 2
+    table = run_table(systems, phrases, passages, gold, max_span=3, cache_dir=str(tmp_path / "cache"), ngram_limit=6)
+    assert len(table["ngram"]["indices"]) == 6 and len(table["full"]["indices"]) == 10
+    assert set(table["single"]["results"]) == {"tiny", "dp"}
+    metrics = table_metrics(table)
+    text = markdown_table(metrics)
+    lines = text.splitlines()
+    assert lines[0].startswith("| System | Full context Pearson")
+    assert any(line.startswith("| BM25 |") and "| — | — |" in line for line in lines)
+    assert "**" in text and "Williams" in text and "n = 6 pairs" in text
+    png = bar_chart(metrics, str(tmp_path / "t.png"))
+    assert Path(png).read_bytes()[:4] == b"\x89PNG"
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(cached) == 6  # tiny x 3 setups, BM25 x 2, dp x 1
+    again = run_table(systems, phrases, passages, gold, max_span=3, cache_dir=str(tmp_path / "cache"), ngram_limit=6)
+    assert again["ngram"]["results"]["tiny"].scores.tolist() == table["ngram"]["results"]["tiny"].scores.tolist()
+
+
+def test_table_cli(tmp_path, capsys, tiny_model_dir):
+    out = tmp_path / "out"
+    code = main(["table", str(FIXTURES / "stsb_context_sample.tsv"), "--system", "bm25", "--system", f"st:{tiny_model_dir}",
+                 "--setups", "full,single", "--max-span", "4", "--out", str(out)])
+    assert code == 0
+    assert {"table.md", "table.png", "metrics.json", "predictions.csv"} <= {p.name for p in out.iterdir()}
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["pairs"] == 8 and set(metrics["metrics"]) == {"full", "single"}
+    assert "| BM25 |" in capsys.readouterr().out

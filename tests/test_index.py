@@ -1,0 +1,320 @@
+"""SpanIndex: exact search vs brute-force materialised span vectors, persistence, add/remove, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import slice_st
+from slice_st import SpanIndex, SpanInputError
+from slice_st.index import MANIFEST
+
+VOCABULARY = (
+    "the a man woman child dog cat plays played is was guitar piano song loud quietly on stage in park "
+    "flight delayed late gate bag lost found luggage refund ticket agent customer phone call said "
+    "yesterday today tomorrow very not happy sad red blue green car train bus house river, city. it's don't"
+).split()
+
+
+def make_docs(count: int, seed: int = 0, low: int = 3, high: int = 30) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(low, high))) for _ in range(count)]
+
+
+QUERIES = ["a man plays the guitar", "my bag was lost", "the flight was delayed", "dog"]
+
+
+def brute_force(model, texts, queries, top_k, min_span, max_span):
+    """Materialise every span vector (``encode_spans``), cosine to each query, sort: [(doc, start, end, score)]."""
+    encodings = model.encode_spans(texts, min_span=min_span, max_span=max_span, show_progress_bar=False)
+    vectors = np.concatenate([e.embeddings for e in encodings]).astype(np.float64)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    meta = [(t, int(s), int(e)) for t, enc in enumerate(encodings) for s, e in enc.offsets]
+    query_vectors = slice_st.embed_texts(model, queries).double().numpy()
+    query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
+    results = []
+    for q in range(len(queries)):
+        scores = vectors @ query_vectors[q]
+        order = np.argsort(-scores, kind="stable")[:top_k]
+        results.append([(*meta[i], float(scores[i])) for i in order])
+    return results
+
+
+def assert_same_ranking(got, expected, tolerance=1e-5):
+    """Same scores rank by rank (to ``tolerance``) and the same spans, except where two scores tie within it."""
+    assert len(got) == len(expected)
+    got_scores = np.array([m.score for m in got])
+    expected_scores = np.array([e[3] for e in expected])
+    np.testing.assert_allclose(got_scores, expected_scores, atol=tolerance, rtol=0)
+    all_scores = expected_scores
+    for rank, (match, (doc, start, end, score)) in enumerate(zip(got, expected)):
+        if (match.doc_index, match.start, match.end) != (doc, start, end):
+            gaps = np.abs(np.delete(all_scores, rank) - score)
+            assert gaps.min() < tolerance, f"rank {rank}: {match} != {(doc, start, end, score)}"
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return make_docs(300)
+
+
+@pytest.fixture(scope="module")
+def index(tiny_model, docs):
+    return SpanIndex.build(docs, tiny_model, max_span=8)
+
+
+def test_search_equals_brute_force(tiny_model, docs, index):
+    expected = brute_force(tiny_model, docs, QUERIES, 25, 1, 8)
+    results = index.search(QUERIES, top_k=25)
+    for got, want in zip(results, expected):
+        assert_same_ranking(got, want)
+        for match in got:
+            assert match.span == docs[match.doc_index][match.start : match.end]
+            assert match.doc_id == str(match.doc_index)
+
+
+def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
+    expected = brute_force(tiny_model, docs, QUERIES[:2], 15, 2, 5)
+    for got, want in zip(index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5), expected):
+        assert_same_ranking(got, want)
+        assert all(2 <= m.unit_end - m.unit_start <= 5 for m in got)
+
+
+def test_threshold_and_single_query(index):
+    full = index.search("a man plays the guitar", top_k=10)[0]
+    cut = index.search("a man plays the guitar", top_k=10, threshold=full[4].score)[0]
+    assert [m.score for m in cut] == [m.score for m in full[:5]] or len(cut) >= 5
+    assert all(m.score >= full[4].score for m in cut)
+
+
+def test_windowed_documents_equal_brute_force(make_tiny_model):
+    model = make_tiny_model(48)  # 46-token windows: every document is windowed
+    docs = make_docs(6, seed=3, low=60, high=120)
+    index = SpanIndex.build(docs, model, max_span=4)
+    assert index.info()["segments"] > 3 * len(docs)
+    expected = brute_force(model, docs, QUERIES, 30, 1, 4)
+    for got, want in zip(index.search(QUERIES, top_k=30), expected):
+        assert_same_ranking(got, want)
+
+
+def test_20k_word_document_is_exact(tiny_model):
+    """Precision guard: one 20k-word document, scored from float64 prefix sums reset per block."""
+    document = make_docs(1, seed=7, low=20_000, high=20_000)[0]
+    index = SpanIndex.build([document], tiny_model, max_span=6)
+    assert index.num_units >= 20_000
+    expected = brute_force(tiny_model, [document], QUERIES[:2], 20, 1, 6)
+    for got, want in zip(index.search(QUERIES[:2], top_k=20), expected):
+        assert_same_ranking(got, want, tolerance=1e-5)
+    # every span's score, not only the top: compare the whole ranking of one query
+    everything = index.search(QUERIES[0], top_k=2000)[0]
+    want = brute_force(tiny_model, [document], QUERIES[:1], 2000, 1, 6)[0]
+    np.testing.assert_allclose([m.score for m in everything], [w[3] for w in want], atol=1e-5, rtol=0)
+
+
+def test_small_search_blocks_give_the_same_result(index, monkeypatch):
+    expected = index.search(QUERIES, top_k=12)
+    monkeypatch.setattr(slice_st.index, "SEARCH_BLOCK_UNITS", 37)  # spans straddle many block edges
+    got = index.search(QUERIES, top_k=12)
+    for a, b in zip(got, expected):
+        assert [(m.doc_index, m.start, m.end) for m in a] == [(m.doc_index, m.start, m.end) for m in b]
+        np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=1e-9)
+
+
+def test_float16_is_close(tiny_model, docs, index):
+    half = SpanIndex.build(docs, tiny_model, max_span=8, dtype="float16")
+    assert half._arrays["unit_vectors"].dtype == np.float16
+    assert half.info()["array_bytes"] < 0.75 * index.info()["array_bytes"]
+    full_results, half_results = index.search(QUERIES, top_k=10), half.search(QUERIES, top_k=10)
+    for a, b in zip(full_results, half_results):
+        np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=2e-3)
+        overlap = {(m.doc_index, m.start, m.end) for m in a} & {(m.doc_index, m.start, m.end) for m in b}
+        assert len(overlap) >= 5
+
+
+def test_memory_is_much_smaller_than_materialised(index):
+    info = index.info()
+    assert info["spans"] == sum(len(e) for e in index.model.encode_spans(index.texts, max_span=8, show_progress_bar=False))
+    assert info["array_bytes"] < info["materialised_span_bytes"] / 3  # short docs, K=8: see the benchmark for K=20
+
+
+# ------------------------------------------------------------------------------------ persistence
+def _same(a, b):
+    for x, y in zip(a, b):
+        assert [(m.doc_id, m.start, m.end, m.span) for m in x] == [(m.doc_id, m.start, m.end, m.span) for m in y]
+        np.testing.assert_allclose([m.score for m in x], [m.score for m in y], atol=1e-9)
+
+
+def test_save_load_mmap_same_results(tiny_model, index, tmp_path):
+    index.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    assert isinstance(loaded._arrays["unit_vectors"], np.memmap)
+    assert loaded.doc_ids == index.doc_ids and loaded.texts == index.texts
+    _same(loaded.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
+    in_memory = SpanIndex.load(tmp_path / "ix", tiny_model, mmap=False)
+    assert not isinstance(in_memory._arrays["unit_vectors"], np.memmap)
+    # saving again replaces the data folder; only one remains
+    loaded.save(tmp_path / "ix")
+    assert len([d for d in os.listdir(tmp_path / "ix") if d.startswith("data-")]) == 1
+    _same(SpanIndex.load(tmp_path / "ix", tiny_model).search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
+
+
+def test_add_remove_then_search(tiny_model, tmp_path):
+    docs = make_docs(40, seed=11)
+    index = SpanIndex.build(docs[:25], tiny_model, ids=[f"d{i}" for i in range(25)], max_span=5)
+    assert index.add(docs[25:], [f"d{i}" for i in range(25, 40)]) == [f"d{i}" for i in range(25, 40)]
+    assert index.remove(["d3", "d30", "d0"]) == 3
+    keep = [i for i in range(40) if i not in (0, 3, 30)]
+    fresh = SpanIndex.build([docs[i] for i in keep], tiny_model, ids=[f"d{i}" for i in keep], max_span=5)
+    assert index.doc_ids == fresh.doc_ids
+    _same(index.search(QUERIES, top_k=15), fresh.search(QUERIES, top_k=15))
+    # the same on a memory-mapped index, and after a save/load round trip
+    index.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    loaded.add(["the man plays the loud guitar"], ["new"])
+    loaded.remove(["d1"])
+    loaded.save(tmp_path / "ix")
+    again = SpanIndex.load(tmp_path / "ix", tiny_model)
+    assert "new" in again.doc_ids and "d1" not in again.doc_ids
+    best = again.search("the man plays the loud guitar", top_k=1)[0][0]
+    assert best.doc_id == "new" and best.span in "the man plays the loud guitar"
+
+
+def test_auto_ids_skip_existing(tiny_model):
+    index = SpanIndex.build(["one two", "three four"], tiny_model, ids=["1", "x"], max_span=2)
+    assert index.add(["five six", "seven"]) == ["2", "3"]
+
+
+def test_merge_shards_equals_one_index(tiny_model, docs, index):
+    shards = [SpanIndex.build(docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8) for i in (0, 100, 200)]
+    merged = SpanIndex.merge(shards)
+    assert merged.doc_ids == index.doc_ids
+    _same(merged.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
+    with pytest.raises(SpanInputError, match="Duplicate"):
+        SpanIndex.merge([shards[0], shards[0]])
+    with pytest.raises(SpanInputError, match="other settings"):
+        SpanIndex.merge([shards[0], SpanIndex.build(["a b"], tiny_model, ids=["z"], max_span=3)])
+
+
+def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkeypatch):
+    path = tmp_path / "ix"
+    index.save(path)
+    before = SpanIndex.load(path, tiny_model).search(QUERIES, top_k=5)
+    bigger = SpanIndex.merge([index, SpanIndex.build(["a new document"], tiny_model, ids=["new"], max_span=8)])
+    calls = {"n": 0}
+    real_save = slice_st.index._save_array
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError("disk full (simulated)")
+        return real_save(*args, **kwargs)
+
+    monkeypatch.setattr(slice_st.index, "_save_array", failing)
+    with pytest.raises(OSError, match="simulated"):
+        bigger.save(path)
+    monkeypatch.setattr(slice_st.index, "_save_array", real_save)
+    assert len([d for d in os.listdir(path) if d.startswith("data-")]) == 1  # the partial folder was removed
+    loaded = SpanIndex.load(path, tiny_model)
+    assert len(loaded) == len(index)
+    _same(loaded.search(QUERIES, top_k=5), before)
+
+    # a crash at the commit point (manifest replace) also leaves the old version
+    def failing_replace(*args, **kwargs):
+        raise OSError("power cut (simulated)")
+
+    monkeypatch.setattr(slice_st.index.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="power cut"):
+        bigger.save(path)
+    monkeypatch.undo()
+    _same(SpanIndex.load(path, tiny_model).search(QUERIES, top_k=5), before)
+
+
+def test_failed_add_leaves_index_unchanged(tiny_model, index):
+    size, units = len(index), index.num_units
+    with pytest.raises(SpanInputError, match="Duplicate"):
+        index.add(["another text"], ["0"])
+    with pytest.raises(SpanInputError, match="must be a string"):
+        index.add(["fine", None])
+    assert (len(index), index.num_units) == (size, units)
+
+
+def test_half_written_or_corrupt_directory(tiny_model, index, tmp_path):
+    path = tmp_path / "ix"
+    index.save(path)
+    manifest = json.loads((path / MANIFEST).read_text())
+    # a data folder without a manifest (a first save that crashed before its commit point)
+    lonely = tmp_path / "lonely"
+    lonely.mkdir()
+    os.rename(path / manifest["data"], lonely / manifest["data"])
+    with pytest.raises(SpanInputError, match="not a SpanIndex.*no manifest.json"):
+        SpanIndex.load(lonely, tiny_model)
+    # a manifest whose data folder is missing
+    with pytest.raises(SpanInputError, match="missing or corrupt"):
+        SpanIndex.load(path, tiny_model)
+    os.rename(lonely / manifest["data"], path / manifest["data"])
+    SpanIndex.load(path, tiny_model)
+    # a truncated array
+    array = path / manifest["data"] / "span_norms.npy"
+    data = array.read_bytes()
+    array.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SpanInputError, match="missing or corrupt|does not match"):
+        SpanIndex.load(path, tiny_model)
+    array.write_bytes(data)
+    # garbage manifest, unknown version, no directory
+    (path / MANIFEST).write_text("{not json")
+    with pytest.raises(SpanInputError, match="unreadable index manifest"):
+        SpanIndex.load(path, tiny_model)
+    (path / MANIFEST).write_text(json.dumps(manifest | {"format_version": 99}))
+    with pytest.raises(SpanInputError, match="format 99 is not supported"):
+        SpanIndex.load(path, tiny_model)
+    with pytest.raises(FileNotFoundError, match="No index"):
+        SpanIndex.load(tmp_path / "nowhere", tiny_model)
+
+
+def test_model_mismatch_is_refused(make_tiny_model, index, tmp_path):
+    index.save(tmp_path / "ix")
+    other = make_tiny_model(128)
+    with torch.no_grad():
+        next(other.parameters())[0, 0] += 1.0
+    with pytest.raises(SpanInputError, match="built with another model.*fingerprint"):
+        SpanIndex.load(tmp_path / "ix", other)
+
+
+# ------------------------------------------------------------------------------------ bad input
+def test_bad_input(tiny_model, index):
+    with pytest.raises(SpanInputError, match="corpus is empty"):
+        SpanIndex.build([], tiny_model)
+    with pytest.raises(SpanInputError, match="Duplicate document id 'a'"):
+        SpanIndex.build(["x", "y"], tiny_model, ids=["a", "a"])
+    with pytest.raises(SpanInputError, match="Got 1 ids for 2 documents"):
+        SpanIndex.build(["x", "y"], tiny_model, ids=["a"])
+    with pytest.raises(SpanInputError, match="non-empty string"):
+        SpanIndex.build(["x", "y"], tiny_model, ids=["a", ""])
+    with pytest.raises(SpanInputError, match="queries is empty"):
+        index.search([])
+    with pytest.raises(SpanInputError, match="empty or whitespace"):
+        index.search(["fine", "  "])
+    for top_k in (0, -1, 1.5, True):
+        with pytest.raises(SpanInputError, match="top_k"):
+            index.search("dog", top_k=top_k)
+    with pytest.raises(SpanInputError, match="holds spans of 1..8 words"):
+        index.search("dog", max_span=9)
+    with pytest.raises(SpanInputError, match="min_span"):
+        index.search("dog", min_span=5, max_span=3)
+    with pytest.raises(SpanInputError, match="Unknown document ids"):
+        index.remove(["no-such-id"])
+    with pytest.raises(SpanInputError, match="dtype"):
+        SpanIndex.build(["x"], tiny_model, dtype="int8")
+    with pytest.raises(SpanInputError, match="candidate stage"):
+        index.search("dog", approximate=True)
+
+
+def test_documents_without_spans_are_fine(tiny_model):
+    index = SpanIndex.build(["", "   ", "a dog barks"], tiny_model, max_span=3)
+    assert len(index) == 3
+    assert {m.doc_id for m in index.search("dog", top_k=10)[0]} == {"2"}

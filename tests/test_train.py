@@ -1,0 +1,178 @@
+"""slice-st train: end to end on a tiny model, resume after a real kill, Hub pushes, model card, accelerate."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import slice_st
+from slice_st.hub import render_model_card
+from slice_st.train import PRESETS, TrainConfig, config_from_args, train
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DEV = str(FIXTURES / "stsb_context_sample.tsv")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def triplets_dir(tmp_path_factory) -> str:
+    from datasets import Dataset
+
+    rows = {
+        "anchor": ["plays the guitar", "stock prices fell", "a dog runs", "a woman cooks"] * 4,
+        "positive": [
+            "It rained. A man played the guitar on stage. People clapped.",
+            "Nobody expected it. On Monday the markets dropped sharply.",
+            "In the park two dogs were running after a ball.",
+            "The kitchen was warm. A lady is preparing dinner for six.",
+        ] * 4,
+        "negative": ["The cat sleeps all day.", "A woman is cooking rice.", "Tea is served at five.", "Trains were late."] * 4,
+    }
+    folder = tmp_path_factory.mktemp("triplets") / "data"
+    Dataset.from_dict(rows).save_to_disk(str(folder))
+    return str(folder)
+
+
+class RecordingApi:
+    """Stands in for huggingface_hub.HfApi: records what would be pushed, keeps a copy of the card."""
+
+    def __init__(self):
+        self.repos, self.uploads = [], []
+
+    def create_repo(self, repo_id, exist_ok=False, private=None):
+        self.repos.append(repo_id)
+
+    def upload_folder(self, repo_id, folder_path, commit_message, ignore_patterns):
+        files = sorted(os.listdir(folder_path))
+        card = Path(folder_path, "README.md").read_text(encoding="utf-8")
+        self.uploads.append({"repo_id": repo_id, "files": files, "message": commit_message, "ignore": ignore_patterns, "card": card})
+
+
+def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
+    values = dict(
+        output_dir=str(tmp_path / "run"), model=tiny_model_dir, train_data=[triplets_dir], dev_path=DEV, max_steps=4,
+        batch_size=4, learning_rate=1e-3, eval_steps=2, save_steps=2, logging_steps=1, max_span=4, eval_max_span=6,
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_model_dir, triplets_dir):
+    from sentence_transformers import SentenceTransformer
+
+    api = RecordingApi()
+    config = _config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny")
+    train(config, hub_api=api)
+    run = Path(config.output_dir)
+    checkpoints = sorted(p.name for p in run.iterdir() if p.name.startswith("checkpoint-"))
+    assert checkpoints and len(checkpoints) <= config.save_total_limit
+    state = json.loads((run / checkpoints[-1] / "trainer_state.json").read_text())
+    assert any("eval_dev_single_spearman" in entry for entry in state["log_history"])
+    assert state["best_metric"] is not None
+
+    loaded = SentenceTransformer(str(run / "final"))  # no trust flag
+    assert slice_st.get_span_config(loaded) == slice_st.SpanConfig(1, 6, "word")
+    assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
+
+    assert api.repos and set(api.repos) == {"org/slice-tiny"}
+    messages = [upload["message"] for upload in api.uploads]
+    assert "Checkpoint at step 2" in messages and messages[-1] == "Final SLICE model"
+    for upload in api.uploads:
+        assert "optimizer.pt" in upload["ignore"] and "README.md" in upload["files"]
+        assert 'SentenceTransformer("org/slice-tiny")' in upload["card"]
+    assert "dev_single_spearman" in api.uploads[-1]["card"]
+
+
+def test_model_card_content(tiny_model_dir):
+    model = slice_st.load_model(tiny_model_dir)
+    slice_st.set_span_config(model, max_span=12)
+    config = TrainConfig(output_dir="x", model="sentence-transformers/all-MiniLM-L6-v2", train_data=["offline"], max_steps=300, scale=20.0)
+    card = render_model_card(model, "org/slice-minilm", config=config, metrics={"dev_single_spearman": 0.61234})
+    assert card.startswith("---\nlibrary_name: sentence-transformers")
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card
+    assert "1..12 words" in card and "300 steps" in card and "offline" in card
+    assert '"scale": 20.0' in card and "| dev_single_spearman | 0.6123 |" in card
+    assert "trust_remote_code" in card and "encode_spans" in card and "2405.07263" in card
+
+
+def test_config_from_cli_args_uses_preset_then_overrides():
+    from slice_st.cli import build_parser
+
+    args = build_parser().parse_args(["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"])
+    config = config_from_args(args)
+    assert config.max_steps == 7 and config.batch_size == PRESETS["cpu-minilm"]["batch_size"]
+    assert config.train_data == ["offline"]
+
+
+def test_bad_config_is_a_clear_error(tmp_path, tiny_model_dir, triplets_dir):
+    with pytest.raises(ValueError, match="no training data"):
+        train(_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[]))
+    with pytest.raises(FileNotFoundError, match="dev file not found"):
+        train(_config(tmp_path, tiny_model_dir, triplets_dir, dev_path=str(tmp_path / "missing.tsv")))
+    with pytest.raises(ValueError, match="multiple of eval_steps"):
+        train(_config(tmp_path, tiny_model_dir, triplets_dir, save_steps=3, eval_steps=2))
+    with pytest.raises(FileNotFoundError, match="training data"):
+        train(_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[str(tmp_path / "nope")]))
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "slice_st.cli", "train", *args]
+
+
+def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
+    output = tmp_path / "run"
+    common = ["-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "4",
+              "--save-steps", "2", "--logging-steps", "1", "--max-span", "4", "--save-total-limit", "10"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(_cli(*common, "--max-steps", "400"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 240
+    try:
+        while not (output / "checkpoint-4" / "trainer_state.json").exists():
+            assert process.poll() is None, "training ended before it could be killed"
+            assert time.time() < deadline, "no checkpoint appeared"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    killed_at = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*") if (p / "trainer_state.json").exists())
+    assert 4 <= killed_at < 400
+    result = subprocess.run(_cli(*common, "--max-steps", str(killed_at + 4), "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"trained to step {killed_at + 4}" in result.stderr
+    state = json.loads((output / f"checkpoint-{killed_at + 4}" / "trainer_state.json").read_text())
+    steps = [entry["step"] for entry in state["log_history"] if "loss" in entry]
+    assert steps[: killed_at] == list(range(1, killed_at + 1))  # the killed run's history was restored
+    assert steps[-1] == killed_at + 4 and len(steps) == len(set(steps))  # continued, not restarted
+
+
+@pytest.mark.slow
+def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir):
+    output = tmp_path / "ddp"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    command = [
+        # accelerate's --cpu launcher starts one process (several need MPI); --multi_gpu starts torchrun
+        # processes, and on a machine without GPUs the trainer joins them in a gloo group on the CPU.
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", str(ROOT / "examples" / "train_slice.py"),
+        "-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "2", "--max-steps", "2",
+        "--save-steps", "2", "--eval-steps", "2", "--max-span", "4", "--dev", DEV,
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import re
+
+    reports = dict(re.findall(r"\[rank (\d)/2\] trained to step 2, .*parameter checksum (\S+)", result.stderr))
+    assert set(reports) == {"0", "1"}, result.stderr[-2000:]  # both ranks trained
+    assert reports["0"] == reports["1"]  # gradients were averaged: the replicas stayed identical
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-2"]
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(output / "final"))
+    assert model.best_spans(["a dog runs"], ["In the park two dogs were running."])[0][0]
