@@ -145,11 +145,9 @@ def pool_spans(
     if starts.numel() == 0:
         empty = token_embeddings.new_zeros(batch, 0, dim, dtype=torch.float32)
         return SpanBatch(empty, starts, ends, torch.zeros(batch, 0, dtype=torch.bool, device=token_embeddings.device))
-    sums = prefix_sums(token_embeddings)
-    token_starts = boundaries[:, starts]
-    token_ends = boundaries[:, ends]
-    totals = _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts)
-    counts = (token_ends - token_starts).clamp(min=1).unsqueeze(-1).to(totals.dtype)
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U + 1, d)
+    totals = unit_prefix[:, ends] - unit_prefix[:, starts]
+    counts = (boundaries[:, ends] - boundaries[:, starts]).clamp(min=1).unsqueeze(-1).to(totals.dtype)
     mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts]
     return SpanBatch(totals / counts, starts, ends, mask)
 
@@ -204,22 +202,24 @@ def span_sum_norms(
     [[[3.0, 5.0], [4.0, nan]]]
     """
     check_span_bounds(min_span, max_span)
-    return _span_sum_norms(prefix_sums(token_embeddings), boundaries, num_units, min_span, max_span, owned)
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
+    return _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
 
 
-def _span_sum_norms(sums: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned) -> Tensor:
-    """:func:`span_sum_norms` from prefix sums already computed."""
-    batch, width = boundaries.shape[0], boundaries.shape[1] - 1
-    device = sums.device
+def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_span: int, owned) -> Tensor:
+    """:func:`span_sum_norms` from the prefix sums at unit boundaries ``(B, U + 1, d)``: plain slices per length."""
+    batch, width = unit_prefix.shape[0], unit_prefix.shape[1] - 1
+    device = unit_prefix.device
     norms = torch.full((batch, width, max_span - min_span + 1), float("nan"), device=device)
     start_ok = _start_mask(num_units, width, owned)
     positions = torch.arange(width, device=device)[None, :]
+    differentiable = torch.is_grad_enabled() and unit_prefix.requires_grad
     for length in range(min_span, min(max_span, width) + 1):
         count = width - length + 1
-        span = _gather_rows(sums, boundaries[:, length : length + count]) - _gather_rows(sums, boundaries[:, :count])
+        span = unit_prefix[:, length : length + count] - unit_prefix[:, :count]
         valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
-        # Masked spans are often all-zero sums: give norm() a harmless vector so its backward never sees 0/0.
-        span = torch.where(valid[..., None], span, torch.ones_like(span))
+        if differentiable:  # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+            span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
 
@@ -250,10 +250,11 @@ def best_span_scores(
     """Fused best-span search: the top-``k`` cosine between each query and all spans of each row.
 
     ``queries`` is ``(Q, d)``, shared by all rows, or ``(B, Q, d)``: row ``b`` against its own queries
-    (paired scoring, e.g. one origin phrase per passage). The ``(B, S, d)`` span matrix is never built. Query dot products come from one matmul with the
-    prefix sums (``q · (P_j - P_i)``); span norms are computed one span length at a time, so memory
-    stays at the size of the token embeddings. The loop runs over the ``K`` span lengths, never over
-    spans.
+    (paired scoring, e.g. one origin phrase per passage). The ``(B, S, d)`` span matrix is never
+    built: prefix sums are gathered once at the unit boundaries, query dot products come from one
+    matmul with them (``q · (P_j - P_i)``), and span norms are computed one span length at a time with
+    plain slices, so memory stays at the size of the token embeddings. The loop runs over the ``K``
+    span lengths, never over spans.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -271,12 +272,12 @@ def best_span_scores(
     device = token_embeddings.device
     width = boundaries.shape[1] - 1
     unit_queries = torch.nn.functional.normalize(queries.float().to(device), dim=-1, eps=eps)
-    sums = prefix_sums(token_embeddings)  # (B, T+1, d)
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
     if unit_queries.dim() == 2:
-        query_sums = sums @ unit_queries.T  # (B, T+1, Q)
+        query_sums = unit_prefix @ unit_queries.T  # (B, U+1, Q)
     else:
-        query_sums = sums @ unit_queries.transpose(1, 2)  # (B, T+1, d) @ (B, d, Q)
-    norms = _span_sum_norms(sums, boundaries, num_units, min_span, max_span, owned)
+        query_sums = unit_prefix @ unit_queries.transpose(1, 2)  # (B, U+1, d) @ (B, d, Q)
+    norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
     exists = ~torch.isnan(norms)
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
@@ -286,9 +287,7 @@ def best_span_scores(
     best_ends = best_starts.clone()
     for length in range(min_span, min(max_span, width) + 1):
         count = width - length + 1
-        token_starts = boundaries[:, :count]
-        token_ends = boundaries[:, length : length + count]
-        dots = _gather_rows(query_sums, token_ends) - _gather_rows(query_sums, token_starts)  # (B, n, Q)
+        dots = query_sums[:, length : length + count] - query_sums[:, :count]  # (B, n, Q)
         scores = dots / norms[:, :count, length - min_span, None]
         scores = scores.masked_fill(~exists[:, :count, length - min_span, None], float("-inf"))
         starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)

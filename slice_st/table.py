@@ -143,7 +143,10 @@ def run_table(
             if log:
                 log(f"{setup:>6}  {system.name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
             results[system.name] = result
-        table[setup] = {"indices": indices, "gold": gold_array[indices], "results": results, "fingerprint": fingerprint}
+        if results:  # a setup none of the systems has is left out of the table
+            table[setup] = {"indices": indices, "gold": gold_array[indices], "results": results, "fingerprint": fingerprint}
+    if not table:
+        raise ValueError(f"none of the systems {names} has any of the setups {list(setups)}.")
     return table
 
 
@@ -198,7 +201,7 @@ def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Seq
         n = next(iter(metrics[setup].values()))["n"] if metrics[setup] else 0
         timing = ", ".join(f"{name} {values['seconds']:.1f} s" for name, values in metrics[setup].items())
         notes.append(f"{SETUP_TITLES[setup]}: n = {n} pairs; wall time {timing}.")
-    text = ("\n".join([f"**{title}**", ""]) if title else "") + "\n".join(lines)
+    text = (f"**{title}**\n\n" if title else "") + "\n".join(lines)
     text += "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p < 0.05). " \
             "—: setup not applicable.\n" + "\n".join(f"* {note}" for note in notes) + "\n"
     return text

@@ -181,6 +181,8 @@ class Window:
     ``first_word .. first_word + num_words`` and tokens ``first_token .. first_token + num_tokens``.
     It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so
     every span of the text comes from one window. All offsets are relative to the whole text.
+    ``num_words``/``num_tokens`` are -1 for a short text whose whole content is one window and that
+    was not tokenized while planning.
     """
 
     text_index: int
@@ -247,7 +249,18 @@ def plan_windows(
     if max_tokens < 1:
         raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
     windows: list[Window] = []
-    for text_index, (starts, ends, counts) in enumerate(_text_units(tokenizer, texts)):
+    # Every token covers at least one UTF-8 byte of the text, so a text of few enough bytes fits one
+    # window without tokenizing it here (its counts, -1, are then taken from the model's own pass).
+    to_plan = []
+    for text_index, text in enumerate(texts):
+        stripped = text.strip()
+        if stripped and len(stripped.encode("utf-8")) + 2 <= max_tokens:
+            start = len(text) - len(text.lstrip())
+            windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
+        elif stripped:
+            to_plan.append(text_index)
+    planned = _text_units(tokenizer, [texts[i] for i in to_plan])
+    for text_index, (starts, ends, counts) in zip(to_plan, planned):
         num_words = len(counts)
         if num_words == 0:
             continue
@@ -293,4 +306,5 @@ def plan_windows(
             first, last, own_hi = planned
             windows.append(window(first, last, own_lo, own_hi))
             own_lo = own_hi
+    windows.sort(key=lambda window: (window.text_index, window.char_start))
     return windows

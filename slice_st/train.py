@@ -146,6 +146,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a ratio of max_steps
         weight_decay=config.weight_decay,
         eval_strategy="steps" if evaluator is not None else "no",
+        eval_on_start=evaluator is not None,  # the base model's dev score, for before/after
         eval_steps=config.eval_steps,
         save_strategy="steps",
         save_steps=config.save_steps,
