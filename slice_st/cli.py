@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to search ('-' for standard input)")
     mine.add_argument("--index", metavar="DIR", default=None, help="search a saved corpus index instead of FILEs (slice-st index build)")
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
+    mine.add_argument("--per-doc", type=int, default=1, metavar="N", help="with --index: at most N spans per document (0: no limit; default 1)")
     mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
     mine.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
     mine.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")

@@ -31,7 +31,7 @@ from sentence_transformers.base.evaluation import BaseEvaluator
 from tqdm.auto import tqdm
 
 from slice_st.spans import span_grid
-from slice_st.tokens import check_unit, unit_boundaries
+from slice_st.tokens import check_unit, text_units
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -149,8 +149,7 @@ def _check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list
 def ngram_offsets(tokenizer, texts: Sequence[str], min_span: int = 1, max_span: int = 20, unit: str = "word") -> list[np.ndarray]:
     """Character offsets ``(S, 2)`` of every ``min_span..max_span``-unit n-gram of each text, start-major.
 
-    Units come from :func:`slice_st.tokens.unit_boundaries` over the tokenizer's offsets (the span
-    core's definition), and n-grams from :func:`slice_st.spans.span_grid`, so they are exactly the
+    Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from :func:`slice_st.spans.span_grid`, so they are exactly the
     spans :func:`slice_st.encode_spans` produces.
 
     >>> from transformers import AutoTokenizer
@@ -160,30 +159,10 @@ def ngram_offsets(tokenizer, texts: Sequence[str], min_span: int = 1, max_span: 
     >>> [text[s:e] for s, e in ngram_offsets(tokenizer, [text], 1, 2)[0]]
     ['A', "A man's", "man's", "man's guitar.", 'guitar.']
     """
-    check_unit(unit)
-    texts = list(texts)
-    if not texts:
-        return []
-    encoded = tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    offsets = encoded["offset_mapping"]
-    lengths = [len(row) for row in offsets]
-    width = max(max(lengths), 1)
-    padded = np.zeros((len(texts), width, 2), dtype=np.int64)
-    for row, values in enumerate(offsets):
-        if values:
-            padded[row, : len(values)] = values
-    mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
-    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), unit)
     result = []
-    for row in range(len(texts)):
-        count = int(units.num_units[row])
-        starts, ends = span_grid(count, min_span, max_span)
-        char_starts = units.char_starts[row, :count]
-        char_ends = units.char_ends[row, :count]
-        if count == 0:
-            result.append(np.zeros((0, 2), dtype=np.int64))
-            continue
-        result.append(torch.stack([char_starts[starts], char_ends[ends - 1]], dim=1).numpy().astype(np.int64))
+    for char_starts, char_ends, _ in text_units(tokenizer, list(texts), unit):
+        starts, ends = span_grid(len(char_starts), min_span, max_span)
+        result.append(np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1).astype(np.int64).reshape(-1, 2))
     return result
 
 

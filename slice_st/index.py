@@ -397,6 +397,7 @@ class SpanIndex:
         approximate: bool = False,
         candidates: int | None = None,
         nprobe: int | None = None,
+        per_document: int | None = None,
     ) -> list[list[IndexMatch]]:
         """For each query, the ``top_k`` spans of the whole corpus by cosine, best first.
 
@@ -406,9 +407,15 @@ class SpanIndex:
         ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the
         ``candidates`` best chunks (default: the stage's, 512) per query, then every span overlapping them is scored
         exactly (same scores as the exact search; only spans outside the candidates can be missed).
+
+        ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
+        documents, each with its best span). Still exact: the scan asks for more spans (doubling)
+        until ``top_k`` survive the per-document cut or every span has been ranked.
         """
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+        if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
+            raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
         built = self.span_config
         try:
             wanted = built.replace(min_span=min_span, max_span=max_span)
@@ -428,10 +435,34 @@ class SpanIndex:
                 raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
             if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
                 raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
-            scores, units, lengths = self._candidates.top_spans(self, vectors, top_k, wanted.min_span, wanted.max_span, candidates, nprobe)
+
+            def scan(queries, k):
+                return self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
         else:
-            scores, units, lengths = self._top_spans(vectors, top_k, wanted.min_span, wanted.max_span)
-        return [self._matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(query_list))]
+
+            def scan(queries, k):
+                return self._top_spans(queries, k, wanted.min_span, wanted.max_span)
+
+        if per_document is None:
+            scores, units, lengths = scan(vectors, top_k)
+            return [self._matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(query_list))]
+        results = []
+        for q in range(len(query_list)):
+            asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
+            while True:
+                scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
+                matches = self._matches(q, scores, units, lengths, threshold)
+                kept, per_doc = [], {}
+                for match in matches:
+                    if per_doc.get(match.doc_index, 0) < per_document:
+                        per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
+                        kept.append(match)
+                exhausted = len(matches) < asked  # every span (above the threshold) was ranked
+                if len(kept) >= top_k or exhausted:
+                    break
+                asked *= 4
+            results.append(kept[:top_k])
+        return results
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""

@@ -244,6 +244,7 @@ def mine_index(args) -> int:
     results = index.search(
         queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
         batch_size=args.batch_size, approximate=getattr(args, "approximate", False),
+        per_document=None if args.per_doc == 0 else args.per_doc,
     )
     rows = []
     for query, matches in zip(queries, results):
@@ -251,7 +252,7 @@ def mine_index(args) -> int:
             rows.append({
                 "query": query, "rank": rank, "score": round(match.score, 6), "calibrated": match.calibrated,
                 "doc_id": match.doc_id, "start": match.start, "end": match.end, "span": match.span,
-                "where": match.doc_id, "text": index.texts[match.doc_index],
+                "where": os.path.basename(match.doc_id), "text": index.texts[match.doc_index],
             })
     fields = INDEX_FIELDS if index.calibration is not None else [f for f in INDEX_FIELDS if f != "calibrated"]
     write_rows(rows, fields, args, sys.stdout)

@@ -30,6 +30,7 @@ __all__ = [
     "unit_boundaries",
     "Window",
     "plan_windows",
+    "text_units",
 ]
 
 UNITS = ("word", "token")
@@ -200,8 +201,18 @@ class Window:
         return self.first_word if unit == "word" else self.first_token
 
 
-def _text_units(tokenizer, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per text: word char starts, word char ends and tokens per word (no special tokens), batched."""
+def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per text (tokenized whole, no special tokens): unit char starts, unit char ends, tokens per unit.
+
+    The same units as inside the model (:func:`unit_boundaries` with the texts), batched.
+
+    >>> from transformers import AutoTokenizer
+    >>> from slice_st import default_model_path
+    >>> starts, ends, counts = text_units(AutoTokenizer.from_pretrained(default_model_path()), ["I ❤️ guitars."])[0]
+    >>> starts.tolist(), ends.tolist(), counts.tolist()
+    ([0, 2, 5], [1, 4, 13], [1, 1, 2])
+    """
+    check_unit(unit)
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
@@ -213,7 +224,7 @@ def _text_units(tokenizer, texts: Sequence[str]) -> list[tuple[np.ndarray, np.nd
         if offsets:
             padded[row, : len(offsets)] = offsets
     mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
-    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), "word", texts)
+    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), unit, texts)
     bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
     char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
     return [
@@ -259,7 +270,7 @@ def plan_windows(
             windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
         elif stripped:
             to_plan.append(text_index)
-    planned = _text_units(tokenizer, [texts[i] for i in to_plan])
+    planned = text_units(tokenizer, [texts[i] for i in to_plan])
     for text_index, (starts, ends, counts) in zip(to_plan, planned):
         num_words = len(counts)
         if num_words == 0:

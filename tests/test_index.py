@@ -85,6 +85,20 @@ def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
         assert all(2 <= m.unit_end - m.unit_start <= 5 for m in got)
 
 
+def test_per_document_equals_brute_force(tiny_model, docs, index):
+    expected = brute_force(tiny_model, docs, QUERIES, 100_000, 1, 8)
+    for per_document in (1, 2):
+        for got, want in zip(index.search(QUERIES, top_k=12, per_document=per_document), expected):
+            kept, seen = [], {}
+            for entry in want:
+                if seen.get(entry[0], 0) < per_document:
+                    seen[entry[0]] = seen.get(entry[0], 0) + 1
+                    kept.append(entry)
+            assert_same_ranking(got, kept[:12])
+    with pytest.raises(SpanInputError, match="per_document"):
+        index.search("dog", per_document=0)
+
+
 def test_threshold_and_single_query(index):
     full = index.search("a man plays the guitar", top_k=10)[0]
     cut = index.search("a man plays the guitar", top_k=10, threshold=full[4].score)[0]

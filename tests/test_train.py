@@ -131,15 +131,18 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     common = ["-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "4",
               "--save-steps", "2", "--logging-steps", "1", "--max-span", "4", "--save-total-limit", "10"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(_cli(*common, "--max-steps", "400"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "first_run.log"
+    with open(log, "w") as handle:
+        process = subprocess.Popen(_cli(*common, "--max-steps", "400"), env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + 240
     try:
         while not (output / "checkpoint-4" / "trainer_state.json").exists():
-            assert process.poll() is None, "training ended before it could be killed"
+            assert process.poll() is None, "training ended before it could be killed:\n" + log.read_text()[-3000:]
             assert time.time() < deadline, "no checkpoint appeared"
             time.sleep(0.05)
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     killed_at = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*") if (p / "trainer_state.json").exists())
     assert 4 <= killed_at < 400
