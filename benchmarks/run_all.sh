@@ -2,7 +2,7 @@
 # Run the slice_st benchmarks with their defaults and keep the output in benchmarks/results/ (git-ignored).
 #
 #   benchmarks/run_all.sh                                   # defaults (~5-15 min on 2 quiet cores)
-#   P1_ARGS="--n-passages 256" P2_ARGS="--extrapolate" benchmarks/run_all.sh
+#   P1_ARGS="--n-passages 256" P2_ARGS="--extrapolate" benchmarks/run_all.sh   (P3_ARGS, P4_ARGS likewise)
 #
 # PYTHON overrides the interpreter (default: the repo's .venv). Each script's exit status is reported;
 # bench_single_vs_ngram exits 2 when its pilot predicts the full n-gram baseline would exceed
@@ -14,10 +14,12 @@ PYTHON=${PYTHON:-.venv/bin/python}
 mkdir -p benchmarks/results
 stamp=$(date +%Y%m%d-%H%M%S)
 status=0
-for name in bench_best_span_overhead bench_single_vs_ngram; do
+for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench_eval_single_pass; do
     case $name in
         bench_best_span_overhead) args=${P1_ARGS:-} ;;
         bench_single_vs_ngram) args=${P2_ARGS:-} ;;
+        bench_loss_step) args=${P3_ARGS:-} ;;
+        bench_eval_single_pass) args=${P4_ARGS:-} ;;
     esac
     out=benchmarks/results/$stamp-$name.txt
     echo ">>> $PYTHON benchmarks/$name.py $args  (output: $out)"
