@@ -36,8 +36,17 @@ from tqdm.auto import tqdm
 from slice_st.calibration import CALIBRATION_FILE, Calibration
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.corpus import Document
-from slice_st.encode import SpanInputError, _as_text_list, _encode_windows, _span_config, _token_dimension, embed_texts
+from slice_st.encode import (
+    SpanInputError,
+    _as_text_list,
+    _encode_windows,
+    _model_window,
+    _span_config,
+    _token_dimension,
+    embed_texts,
+)
 from slice_st.spans import span_sum_norms, unit_sums
+from slice_st.tokens import plan_windows
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -116,6 +125,7 @@ class SpanIndex:
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
         self.calibration: Calibration | None = None
+        self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: _CandidateStage | None = None
         self._arrays = _empty_arrays(_token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype))
 
@@ -135,6 +145,7 @@ class SpanIndex:
         show_progress_bar: bool | None = None,
         text_field: str = "text",
         id_field: str | None = "id",
+        on_error: str = "raise",
     ) -> SpanIndex:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
@@ -149,7 +160,8 @@ class SpanIndex:
 
         model = model if model is not None else load_model()
         index = cls(model, _span_config(model, min_span, max_span, unit), dtype)
-        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field)
+        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
+                  on_error=on_error)
         return index
 
     @classmethod
@@ -179,8 +191,16 @@ class SpanIndex:
         show_progress_bar: bool | None = None,
         text_field: str = "text",
         id_field: str | None = "id",
+        on_error: str = "raise",
     ) -> list[str]:
-        """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was."""
+        """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was.
+
+        ``on_error="skip"`` leaves out documents the model cannot window (a span of ``max_span``
+        words longer than a model window, e.g. runs of dot leaders) instead of failing the whole
+        batch; they are listed in ``self.skipped`` as ``(id, reason)``.
+        """
+        if on_error not in ("raise", "skip"):
+            raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         text_list, given_ids = _texts_and_ids(texts, text_field, id_field)
         if ids is None:
             ids = given_ids
@@ -198,6 +218,18 @@ class SpanIndex:
                 number += 1
         ids = list(ids)
         self._check_new_ids(ids, len(text_list))
+        self.skipped = []
+        if on_error == "skip":
+            keep = []
+            for doc_id, text in zip(ids, text_list):
+                try:
+                    plan_windows(self.model.tokenizer, [text], _model_window(self.model), self.span_config.max_span, 16)
+                    keep.append((doc_id, text))
+                except ValueError as error:
+                    self.skipped.append((doc_id, str(error).replace("Text 0", f"Document {doc_id!r}")))
+            if not keep:
+                raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
+            ids, text_list = [k[0] for k in keep], [k[1] for k in keep]
         if show_progress_bar is None:
             show_progress_bar = len(text_list) > 4 * batch_size
         pieces = []
@@ -875,59 +907,77 @@ class _CandidateStage:
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
         lengths = np.arange(min_span, max_span + 1)
-        for q in range(num_queries):
-            chosen = self.chunks[found[q][found[q] >= 0]]
-            if not len(chosen):
-                continue
-            # every span overlapping a chosen chunk starts in [chunk_start - max_span + 1, chunk_end)
-            lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
-            starts = _union_of_ranges(lo, chosen[:, 1])
-            needed = _union_of_ranges(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
-            dots = np.asarray(arrays["unit_vectors"][needed], dtype=np.float32) @ query_array[q]
-            prefix = np.concatenate([[0.0], np.cumsum(dots.astype(np.float64))])
-            position = np.searchsorted(needed, starts)
-            end_position = position[:, None] + lengths[None, :]  # (S, L)
-            inside = end_position <= len(needed)
-            end_position = np.minimum(end_position, len(needed))
-            # spans must be contiguous in ``needed`` (always, except when clipped at the end of the index)
-            last = needed[np.maximum(end_position - 1, 0)]
-            inside &= last == starts[:, None] + lengths[None, :] - 1
-            numerators = prefix[end_position] - prefix[position][:, None]
-            norms = np.asarray(arrays["span_norms"][starts], dtype=np.float64)[:, lengths - built_min]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                scores = numerators / norms
-            scores[~inside | ~np.isfinite(scores)] = -np.inf
-            flat = scores.ravel()
-            keep = min(top_k, len(flat))
-            top = np.argpartition(-flat, keep - 1)[:keep] if keep < len(flat) else np.arange(len(flat))
-            top = top[np.argsort(-flat[top], kind="stable")]
-            best_scores[q, :keep] = flat[top]
-            best_units[q, :keep] = starts[top // len(lengths)]
-            best_lengths[q, :keep] = lengths[top % len(lengths)]
+        unit_vectors = np.asarray(arrays["unit_vectors"])  # a plain view: no memmap overhead per slice
+        with _blas_threads(1):
+            for q in range(num_queries):
+                chosen = self.chunks[found[q][found[q] >= 0]]
+                if not len(chosen):
+                    continue
+                # every span overlapping a chosen chunk starts in [chunk_start - max_span + 1, chunk_end)
+                lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
+                starts = _union_of_ranges(lo, chosen[:, 1])
+                run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
+                # dot products over each contiguous run of needed units (views of the array, no gather)
+                dots = np.concatenate([np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
+                                       for a, b in zip(run_lo.tolist(), run_hi.tolist())])
+                needed = _ranges_to_indices(run_lo, run_hi)
+                prefix = np.concatenate([[0.0], np.cumsum(dots, dtype=np.float64)])
+                position = np.searchsorted(needed, starts)
+                norms = np.asarray(arrays["span_norms"][starts], dtype=np.float32)
+                scores = np.empty((len(lengths), len(starts)), dtype=np.float64)
+                for row, length in enumerate(lengths.tolist()):  # one length at a time: small arrays
+                    end = np.minimum(position + length, len(needed))
+                    # a span must lie in one run of ``needed`` (it always does, except at the end of the index)
+                    valid = needed[end - 1] == starts + length - 1
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        values = (prefix[end] - prefix[position]) / norms[:, length - built_min]
+                    values[~valid] = np.nan
+                    scores[row] = values
+                flat = scores.ravel()
+                keep = min(top_k, len(flat))
+                np.negative(flat, out=flat)
+                top = np.argpartition(flat, keep - 1)[:keep] if keep < len(flat) else np.arange(len(flat))  # NaN last
+                np.negative(flat, out=flat)
+                values = np.nan_to_num(flat[top], nan=-np.inf, posinf=-np.inf)
+                order = np.argsort(-values, kind="stable")
+                top, values = top[order], values[order]
+                best_scores[q, :keep] = values
+                best_units[q, :keep] = np.where(np.isfinite(values), starts[top % len(starts)], -1)
+                best_lengths[q, :keep] = lengths[top // len(starts)]
         return best_scores, best_units, best_lengths
 
 
-def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted unique integers of the union of ``[lo_i, hi_i)`` (intervals merged first: no hashing).
-
-    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
-    [0, 1, 2, 3, 5, 6]
-    """
+def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``[lo_i, hi_i)`` as sorted disjoint runs ``(run_lo, run_hi)`` (intervals merged, no hashing)."""
     keep = hi > lo
     lo, hi = lo[keep], hi[keep]
     if not len(lo):
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], hi[order]
     reach = np.maximum.accumulate(hi)
     first = np.ones(len(lo), dtype=bool)
     first[1:] = lo[1:] > reach[:-1]
     group_starts = np.flatnonzero(first)
-    run_lo = lo[group_starts]
-    run_hi = reach[np.append(group_starts[1:], len(lo)) - 1]
+    return lo[group_starts].astype(np.int64), reach[np.append(group_starts[1:], len(lo)) - 1].astype(np.int64)
+
+
+def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
+    """All integers of sorted disjoint runs, ascending."""
     sizes = run_hi - run_lo
+    if not len(sizes):
+        return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(run_lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
     return np.arange(int(sizes.sum()), dtype=np.int64) + offsets
+
+
+def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted unique integers of the union of ``[lo_i, hi_i)``.
+
+    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
+    [0, 1, 2, 3, 5, 6]
+    """
+    return _ranges_to_indices(*_merged_runs(lo, hi))
 
 
 def _char_offsets(offsets: np.ndarray) -> np.ndarray:

@@ -27,6 +27,7 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     parser.add_argument("--batch-size", type=_positive_int, default=32)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--skip-bad", action="store_true", help="leave out (and list) documents the model cannot window instead of failing")
 
 
 def add_index_command(commands) -> None:
@@ -112,12 +113,21 @@ def _quiet(args) -> None:
 
 
 def _report(verb: str, documents, index, seconds: float, out) -> None:
+    skipped = {doc_id for doc_id, _ in index.skipped}
+    documents = [d for d in documents if d.id not in skipped]
     words = sum(len(d.text.split()) for d in documents)
     rate = len(documents) / seconds if seconds > 0 else float("inf")
     out.write(
         f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
         f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, {index.num_units} units\n"
     )
+
+
+def _report_skipped(index) -> None:
+    for doc_id, reason in index.skipped:
+        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+    if index.skipped:
+        sys.stderr.write(f"slice-st: {len(index.skipped)} documents skipped\n")
 
 
 def _build(args) -> int:
@@ -132,8 +142,9 @@ def _build(args) -> int:
     start = time.perf_counter()
     index = SpanIndex.build(
         documents, model, min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype,
-        batch_size=args.batch_size, show_progress_bar=not args.no_progress,
+        batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise",
     )
+    _report_skipped(index)
     if args.model:
         index.model_name = args.model
     seconds = time.perf_counter() - start
@@ -161,7 +172,8 @@ def _add(args) -> int:
     documents = _documents(args)
     index = _load(args.directory, device=args.device)
     start = time.perf_counter()
-    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress)
+    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
+    _report_skipped(index)
     seconds = time.perf_counter() - start
     index.save(args.directory)
     _report("added", documents, index, seconds, sys.stdout)

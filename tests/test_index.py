@@ -328,6 +328,17 @@ def test_bad_input(tiny_model, index):
         index.search("dog", approximate=True)
 
 
+def test_skip_documents_that_cannot_be_windowed(make_tiny_model):
+    model = make_tiny_model(24)  # 22 content tokens per window
+    bad = "a " * 5 + "." * 60 + " b" * 5  # one 'word' of dot leaders: 8-word spans cannot fit a window
+    docs = ["the dog barks", bad, "a man plays the guitar"]
+    with pytest.raises(SpanInputError, match="do not fit|longer than the model window"):
+        SpanIndex.build(docs, model, max_span=8)
+    index = SpanIndex.build(docs, model, max_span=8, on_error="skip")
+    assert index.doc_ids == ["0", "2"] and [doc_id for doc_id, _ in index.skipped] == ["1"]
+    assert "Document '1'" in index.skipped[0][1]
+
+
 def test_documents_without_spans_are_fine(tiny_model):
     index = SpanIndex.build(["", "   ", "a dog barks"], tiny_model, max_span=3)
     assert len(index) == 3

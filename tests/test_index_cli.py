@@ -133,3 +133,15 @@ def test_merge_shards(tiny_model_dir, corpus, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["index", "merge", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "dup")])
     assert "Duplicate document id" in capsys.readouterr().err
+
+
+def test_skip_bad_documents(tiny_model_dir, tmp_path, capsys):
+    corpus = tmp_path / "dirty.txt"
+    corpus.write_text("the dog barks\n" + "." * 400 + " tail\n" + "a man plays the guitar\n")
+    with pytest.raises(SystemExit):
+        main(["index", "build", str(corpus), "-o", str(tmp_path / "ix"), "--model", tiny_model_dir, "--no-progress"])
+    assert "longer than the model window" in capsys.readouterr().err
+    code, out = _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--model", tiny_model_dir, "--no-progress", "--skip-bad")
+    assert code == 0 and "indexed 2 documents" in out.out
+    assert f"skipped {corpus}:2" in out.err and "1 documents skipped" in out.err
+    assert json.loads(_run(capsys, "index", "info", tmp_path / "ix")[1].out)["documents"] == 2
