@@ -72,7 +72,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
 
     Inputs: columns (anchor, positive, negative) or (anchor, positive, negative_1, …, negative_n);
     with ``in_batch_negatives=True`` the other rows' passages are extra negatives (and anchor,
-    positive pairs alone suffice). Rows whose positive has no span (empty, or shorter than
+    positive pairs alone suffice); ``gather_across_devices=True`` extends them to the passages of
+    every process under ``accelerate launch``/DDP. Rows whose positive has no span (empty, or shorter than
     ``min_span``) are skipped, logged and counted in ``skipped_rows``; a NaN loss raises.
 
     Constructing the loss makes the model's tokenizer return offsets (see
@@ -97,6 +98,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         max_span: int = 10,
         unit: str | None = None,
         in_batch_negatives: bool = False,
+        gather_across_devices: bool = False,
     ) -> None:
         super().__init__()
         self.model = model
@@ -104,6 +106,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
         self.in_batch_negatives = in_batch_negatives
+        self.gather_across_devices = gather_across_devices
         self.skipped_rows = 0
         enable_span_features(model)
 
@@ -125,9 +128,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         rows, num_columns = len(queries), len(columns) - 1
         passages = self._passage_outputs(columns[1:])
         if self.in_batch_negatives:
-            # Every passage row (column-major: all positives, then each negative column) for every query.
-            logits = torch.cat([column_span_scores(queries, out, self.unit, self.min_span, self.max_span, shared=True).T for out in passages], dim=1)
-            targets = torch.arange(rows, device=logits.device)  # the positive of query i is passage row i
+            logits, targets = self._in_batch_logits(queries, passages, rows)
         else:
             scores = [
                 column_span_scores(queries.repeat(len(out["token_embeddings"]) // rows, 1), out, self.unit, self.min_span, self.max_span)
@@ -149,6 +150,28 @@ class SpanMaxCrossEntropyLoss(nn.Module):
             raise FloatingPointError("SpanMaxCrossEntropyLoss is NaN: check the inputs and the learning rate.")
         return loss
 
+    def _in_batch_logits(self, queries: Tensor, passages: list[dict[str, Any]], rows: int) -> tuple[Tensor, Tensor]:
+        """Every query against every passage row of the batch (column-major: positives, then each negative column).
+
+        With ``gather_across_devices`` the queries of all processes score this process's passages, and
+        the score rows are gathered (with gradient) so each query also sees the other processes'
+        passages: span scoring needs token vectors, which stay where they are.
+        """
+        from sentence_transformers.util import all_gather_with_grad
+
+        offset, all_queries = 0, queries
+        if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
+            all_queries = all_gather_with_grad(queries)
+            offset = torch.distributed.get_rank() * rows
+        scores = torch.cat([column_span_scores(all_queries, out, self.unit, self.min_span, self.max_span, shared=True) for out in passages])
+        local_passages = len(scores)  # (passage rows here, all queries)
+        if all_queries is not queries:
+            scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)
+        logits = scores[:, offset : offset + rows].T  # this process's queries against every passage row
+        rank = offset // rows if rows else 0
+        targets = rank * local_passages + torch.arange(rows, device=logits.device)  # own positive: column 0 rows
+        return logits, targets
+
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge them."""
         if len(columns) > 1:
@@ -164,6 +187,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
             "max_span": self.max_span,
             "unit": self.unit,
             "in_batch_negatives": self.in_batch_negatives,
+            "gather_across_devices": self.gather_across_devices,
         }
 
     @property

@@ -75,8 +75,8 @@ class TrainConfig:
     push_to_hub: str | None = None
     shared_data: str | None = None
 
-    def validate(self) -> None:
-        if not self.train_data:
+    def validate(self, needs_train_data: bool = True) -> None:
+        if needs_train_data and not self.train_data:
             raise ValueError("no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder).")
         for name in ("max_steps", "batch_size", "eval_steps", "save_steps", "logging_steps"):
             if getattr(self, name) < 1:
@@ -126,7 +126,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     from slice_st.config import load_model, set_span_config
     from slice_st.losses import SpanMaxCrossEntropyLoss
 
-    config.validate()
+    config.validate(needs_train_data=train_dataset is None)
     model = model if model is not None else load_model(config.model)
     if config.max_seq_length is not None:
         model.max_seq_length = config.max_seq_length
@@ -134,7 +134,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     set_span_config(model, min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit)
     loss = SpanMaxCrossEntropyLoss(
         model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
-        in_batch_negatives=config.in_batch_negatives,
+        in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
     )
     train_dataset = train_dataset if train_dataset is not None else load_training_data(config)
     evaluator = _dev_evaluator(config)

@@ -101,7 +101,9 @@ def test_several_negatives_and_config(make_tiny_model):
     value = loss([model.preprocess(column) for column in columns], torch.zeros(3))
     reference = _naive_loss(model, columns, 30.0, 1, 3)
     assert value.item() == pytest.approx(reference.item(), rel=1e-4)
-    assert loss.get_config_dict() == {"scale": 30.0, "min_span": 1, "max_span": 3, "unit": "word", "in_batch_negatives": False}
+    assert loss.get_config_dict() == {
+        "scale": 30.0, "min_span": 1, "max_span": 3, "unit": "word", "in_batch_negatives": False, "gather_across_devices": False,
+    }
     assert "2405.07263" in loss.citation
 
 

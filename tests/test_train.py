@@ -155,8 +155,8 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     assert steps[-1] == killed_at + 4 and len(steps) == len(set(steps))  # continued, not restarted
 
 
-@pytest.mark.slow
-def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir):
+@pytest.mark.parametrize("in_batch", [False, True], ids=["triplets", "in-batch-negatives-gathered"])
+def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in_batch):
     output = tmp_path / "ddp"
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     command = [
@@ -166,7 +166,7 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir):
         "--mixed_precision", "no", "--dynamo_backend", "no", str(ROOT / "examples" / "train_slice.py"),
         "-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "2", "--max-steps", "2",
         "--save-steps", "2", "--eval-steps", "2", "--max-span", "4", "--dev", DEV,
-    ]
+    ] + (["--in-batch-negatives"] if in_batch else [])
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     import re
@@ -179,3 +179,27 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir):
 
     model = SentenceTransformer(str(output / "final"))
     assert model.best_spans(["a dog runs"], ["In the park two dogs were running."])[0][0]
+
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.exists(), reason="needs the shared data sets next to the repository")
+def test_real_minilm_trains_on_offline_triplets(tmp_path):
+    """all-MiniLM-L6-v2, 20 steps on triplets built from the shared data: finite loss, a loadable checkpoint."""
+    from sentence_transformers import SentenceTransformer
+
+    from slice_st.training_data import offline_training_triplets
+
+    triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
+    assert len(triplets) == 200
+    config = TrainConfig(output_dir=str(tmp_path / "run"), dev_path=DEV, max_steps=20, batch_size=8,
+                         eval_steps=10, save_steps=20, logging_steps=5, max_seq_length=128)
+    train(config, train_dataset=triplets)
+    state = json.loads((tmp_path / "run" / "checkpoint-20" / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    assert losses and all(loss == loss and loss < 10 for loss in losses)
+    model = SentenceTransformer(str(tmp_path / "run" / "final"))
+    best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][0]
+    assert "guitar" in best.span and best.score > 0.5
