@@ -433,18 +433,30 @@ def best_spans(
     span_config = _span_config(model, min_span, max_span, unit)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
 
-    num_queries, num_texts = len(query_list), len(text_list)
-    shape = (num_queries, num_texts, top_k)
+    scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context)
+    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+
+
+def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context):
+    """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
+
+    ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0).
+    """
+    shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+    for batch in _encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context):
         for rows in batch.rows(batch_size):
+            queries = query_vectors
+            if paired:  # (rows, 1, d): each window against its own text's query
+                index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
+                queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
             found = best_span_scores(
-                query_vectors, rows.token_embeddings, rows.boundaries, rows.num_units,
+                queries, rows.token_embeddings, rows.boundaries, rows.num_units,
                 span_config.min_span, span_config.max_span, top_k, rows.owned,
             )
             _collect(found, rows, span_config.unit, scores, arrays)
-    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+    return scores, arrays
 
 
 def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
@@ -523,17 +535,7 @@ def best_spans_paired(
         return []
     span_config = _span_config(model, min_span, max_span, unit)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
-    scores = np.full((1, len(text_list), 1), -np.inf, dtype=np.float32)
-    arrays = {name: np.full(scores.shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
-        for rows in batch.rows(batch_size):
-            index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
-            row_queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
-            found = best_span_scores(
-                row_queries, rows.token_embeddings, rows.boundaries, rows.num_units,
-                span_config.min_span, span_config.max_span, 1, rows.owned,
-            )
-            _collect(found, rows, span_config.unit, scores, arrays)
+    scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context)
     result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
     matches: list[SpanMatch | None] = []
     for index, query in enumerate(query_list):
