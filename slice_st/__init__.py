@@ -30,7 +30,9 @@ from slice_st.encode import (
     embed_texts,
     encode_spans,
 )
-from slice_st.index import IndexMatch, SpanIndex
+from slice_st.calibration import Calibration
+from slice_st.index import IndexMatch, ShardedSpanIndex, SpanIndex
+from slice_st.distillation import SpanDistillationLoss
 from slice_st.losses import SpanMaxCrossEntropyLoss
 from slice_st.pooling import SpanPooling
 from slice_st.evaluation import SpanRetrievalEvaluator, williams_test
@@ -38,6 +40,8 @@ from slice_st.evaluation import SpanRetrievalEvaluator, williams_test
 __version__ = "0.1.0"
 
 __all__ = [
+    "Calibration",
+    "ShardedSpanIndex",
     "SpanConfig",
     "IndexMatch",
     "SpanEncoding",
@@ -45,6 +49,7 @@ __all__ = [
     "SpanInputError",
     "SpanMatch",
     "SpanMaxCrossEntropyLoss",
+    "SpanDistillationLoss",
     "SpanPooling",
     "SpanRetrievalEvaluator",
     "STSBContext",

@@ -213,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     mine.set_defaults(handler=_mine)
     add_index_command(commands)
     add_train_command(commands)
+    __import__("slice_st.passages", fromlist=["add_passages_command"]).add_passages_command(commands)
     __import__("slice_st.table", fromlist=["add_commands"]).add_commands(commands)  # make-context, table, mteb
     return parser
 

@@ -50,6 +50,13 @@ def render_model_card(
     loss_config = {"scale": 30.0, "min_span": span.min_span, "max_span": span.max_span, "unit": span.unit}
     if training:
         loss_config.update({key: training[key] for key in ("scale", "min_span", "max_span", "unit") if key in training})
+    distill_config = None
+    if training and training.get("distill_data"):
+        distill_config = {
+            "teacher": training.get("teacher") or "frozen copy of the base model",
+            **{key: training[key] for key in ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight") if key in training},
+        }
+    uses_slice = not training or bool(training.get("train_data")) or not training.get("distill_data")
     base_model = (training or {}).get("model") or getattr(model.model_card_data, "base_model", None) or "sentence-transformers/all-MiniLM-L6-v2"
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     return environment.from_string(template).render(
@@ -61,6 +68,8 @@ def render_model_card(
         dimension=model[0].get_embedding_dimension(),
         max_seq_length=model.max_seq_length,
         loss_config=loss_config,
+        distill_config=distill_config,
+        uses_slice=uses_slice,
         training=training,
         metrics=metrics or {},
         metrics_title=metrics_title,

@@ -19,6 +19,7 @@ Conventions (decided here, never re-derived elsewhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,6 +36,12 @@ __all__ = [
     "span_sum_norms",
     "best_span_scores",
     "span_cosines",
+    "FlatTopSpans",
+    "top_spans_flat",
+    "top_spans_from_dots",
+    "flat_span_scores",
+    "span_means",
+    "sample_spans",
 ]
 
 
@@ -303,6 +310,65 @@ def best_span_scores(
     return BestSpans(best_scores.transpose(1, 2), best_starts.transpose(1, 2), best_ends.transpose(1, 2))
 
 
+def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean token vector of the given spans, differentiable: ``((B, N, d), (B, N) valid)``.
+
+    ``starts``/``ends`` ``(B, N)`` are unit indices (end exclusive); ``-1`` (or an empty span) marks a
+    missing span, whose vector is zero and ``valid`` is false.
+
+    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])     # unit 0 = token 0, unit 1 = tokens 1..2
+    >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2, -1]]))
+    >>> means[0].tolist(), valid.tolist()
+    ([[1.0, 1.0], [1.0, 1.5], [0.0, 0.0]], [[True, True, False]])
+    """
+    sums, counts = _span_sums(token_embeddings, boundaries, starts, ends)
+    valid = (starts >= 0) & (counts > 0)
+    return sums / counts.clamp(min=1)[..., None].to(sums.dtype), valid
+
+
+def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
+    """Token-vector sums ``(B, N, d)`` and token counts ``(B, N)`` of the given unit spans (missing → 0)."""
+    missing = (starts < 0) | (ends < 0)
+    sums = prefix_sums(token_embeddings)
+    token_starts = boundaries.gather(1, starts.clamp(min=0))
+    token_ends = boundaries.gather(1, ends.clamp(min=0))
+    token_ends = torch.where(missing, token_starts, token_ends)
+    return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (token_ends - token_starts)
+
+
+def sample_spans(
+    num_units: Tensor, num_spans: int, min_span: int, max_span: int, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
+    """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
+
+    Lengths cover ``min_span..min(max_span, num_units)`` evenly (one random offset per row spreads
+    ``num_spans`` draws over equal strata of that range); starts are uniform among the positions where a
+    span of that length fits, so spans never run past a row's units (never into padding). Rows with
+    fewer than ``min_span`` units get ``-1`` (missing). ``generator`` makes draws reproducible.
+
+    >>> starts, ends = sample_spans(torch.tensor([5, 0]), 4, 1, 4, torch.Generator().manual_seed(0))
+    >>> sorted((ends - starts)[0].tolist()), bool((ends[0] <= 5).all()), starts[1].tolist()
+    ([1, 2, 3, 4], True, [-1, -1, -1, -1])
+    """
+    check_span_bounds(min_span, max_span)
+    if num_spans < 1:
+        raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
+    device = num_units.device
+    batch = num_units.shape[0]
+    top = num_units.clamp(max=max_span)  # longest length each row allows
+    choices = (top - min_span + 1).clamp(min=0)  # how many lengths each row allows
+    offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
+    strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans  # (B, n) in [0, 1)
+    lengths = min_span + (strata * choices[:, None]).floor().long().clamp(max=(choices - 1).clamp(min=0)[:, None])
+    lengths = lengths.gather(1, torch.argsort(torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1))
+    room = (num_units[:, None] - lengths + 1).clamp(min=1)
+    starts = (torch.rand(batch, num_spans, generator=generator, device="cpu").to(device) * room).floor().long()
+    starts = torch.minimum(starts, room - 1)
+    ends = starts + lengths
+    missing = (choices == 0)[:, None].expand(-1, num_spans)
+    return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
+
+
 def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
     """Cosine between queries and the given spans, differentiable: ``(B, Q)``.
 
@@ -319,9 +385,316 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
     if queries.dim() == 2:
         queries = queries[None].expand(batch, -1, -1)
     missing = starts < 0
-    sums = prefix_sums(token_embeddings)
-    token_starts = boundaries.gather(1, starts.clamp(min=0))
-    token_ends = boundaries.gather(1, ends.clamp(min=0))
-    span_sums = _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts)  # (B, Q, d)
+    span_sums, _ = _span_sums(token_embeddings, boundaries, starts, ends)  # (B, Q, d)
     cosines = torch.nn.functional.cosine_similarity(span_sums, queries.to(span_sums.dtype), dim=-1)
     return cosines.masked_fill(missing, float("-inf"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Flat corpus scan (the SpanIndex): all spans of many documents laid end to end
+# ---------------------------------------------------------------------------------------------
+#: Units scored per block of :func:`top_spans_flat`: bounds its buffers; prefix sums restart per block.
+FLAT_BLOCK_UNITS = 1 << 16
+#: Scores held per block, (queries × span lengths × units): the block shrinks with many queries.
+FLAT_SCORE_BUFFER = 1 << 21
+
+
+class FlatTopSpans(NamedTuple):
+    """Top spans of a flat corpus per query: ``scores`` float64, ``starts`` (unit rows) and ``lengths``, all ``(Q, k)``.
+
+    Missing entries (fewer than ``k`` spans exist) have score ``-inf``, start ``-1`` and length ``0``.
+    """
+
+    scores: Tensor
+    starts: Tensor
+    lengths: Tensor
+
+
+def top_spans_flat(
+    queries: Tensor,
+    unit_vectors: Tensor,
+    span_norms: Tensor,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    *,
+    norm_min_span: int = 1,
+    block: int | None = None,
+    floor: Tensor | None = None,
+    eps: float = 1e-12,
+) -> FlatTopSpans:
+    """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
+
+    The corpus is ``N`` units (words or tokens) of many documents (or windows of them) laid end to
+    end: ``unit_vectors`` ``(N, d)`` holds the sum of each unit's token vectors (computed in float32;
+    float16 storage is upcast one block at a time) and ``span_norms`` ``(N, K)`` the norm of the sum
+    of the span of ``norm_min_span + j`` units starting at each unit (``nan`` where that span does
+    not exist: it would cross a document/segment boundary, as :func:`span_sum_norms` marks them). A
+    span's cosine is ``q · (P_end - P_start) / norm`` with ``P`` prefix sums of the dot products
+    ``unit_vectors @ q``: per block of units, one matmul, a float64 cumulative sum (restarted every
+    block: the precision guard for long corpora), then per span length one subtraction and product
+    and a running top-``k`` merged with :func:`torch.topk` (once it is full, only spans beating each
+    query's ``k``-th score are kept). The loops run over blocks and span lengths, never over spans.
+    The final ``k`` scores are recomputed in float64 from the unit vectors (:func:`flat_span_scores`)
+    and ranked by them (exact ties: the earlier span first).
+
+    ``floor`` ``(Q,)`` lets the scan leave out spans scoring at or below each query's floor (e.g. the
+    ``k``-th best score of another shard already searched): fewer than ``k`` may then be returned.
+    Memory-mapped numpy arrays can be passed through ``torch.from_numpy`` (no copy).
+
+    >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
+    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
+    >>> best = top_spans_flat(torch.tensor([[0.0, 1.0]]), vectors, norms, 2, 1, 2)
+    >>> best.scores.round(decimals=4).tolist(), best.starts.tolist(), best.lengths.tolist()
+    ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
+    """
+    if queries.dim() != 2 or unit_vectors.dim() != 2 or queries.shape[1] != unit_vectors.shape[1]:
+        raise ValueError(
+            f"queries must be (Q, d) and unit_vectors (N, d) with the same d, got {tuple(queries.shape)} and {tuple(unit_vectors.shape)}."
+        )
+    if not unit_vectors.is_floating_point():
+        raise ValueError("unit_vectors must be floating point.")
+    first_column = _check_flat(span_norms, unit_vectors.shape[0], top_k, min_span, max_span, norm_min_span)
+    num_queries, total = queries.shape[0], unit_vectors.shape[0]
+    device = unit_vectors.device
+    unit_queries = torch.nn.functional.normalize(queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps)
+    block = _block_size(block, max_span - min_span + 1, num_queries)
+    if floor is not None:
+        floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
+        if floor.shape[0] != num_queries:
+            raise ValueError(f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}.")
+    with torch.inference_mode():
+        vector_buffer = None
+        if unit_vectors.dtype != torch.float32:
+            vector_buffer = torch.empty(min(block + max_span, total), unit_vectors.shape[1], device=device)
+
+        def block_dots(lo: int, hi: int) -> Tensor:
+            vectors = unit_vectors[lo:hi]
+            if vector_buffer is not None:
+                vectors = vector_buffer[: hi - lo].copy_(vectors)
+            # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
+            return torch.mv(vectors, unit_queries[0])[None] if num_queries == 1 else unit_queries @ vectors.T
+
+        best_scores, best_ids = _scan_top_k(block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor)
+        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
+        exact = flat_span_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span=norm_min_span)
+        return _ranked_spans(exact, best_ids, starts, lengths)
+
+
+def top_spans_from_dots(
+    dots: Tensor,
+    span_norms: Tensor,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    *,
+    norm_min_span: int = 1,
+    block: int | None = None,
+) -> FlatTopSpans:
+    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors.
+
+    For callers that compute the dot products themselves (e.g. only over some runs of units, such as
+    the candidates of an approximate stage, with ``nan`` norms marking spans to leave out). The
+    scores are the float64 prefix-sum scores (no recomputation from the vectors).
+
+    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
+    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
+    >>> found = top_spans_from_dots(dots, norms, 2, 1, 2)
+    >>> found.scores.round(decimals=4).tolist(), found.starts.tolist(), found.lengths.tolist()
+    ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
+    """
+    if dots.dim() != 2 or not dots.is_floating_point():
+        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+    first_column = _check_flat(span_norms, dots.shape[1], top_k, min_span, max_span, norm_min_span)
+    block = _block_size(block, max_span - min_span + 1, dots.shape[0])
+    with torch.inference_mode():
+        best_scores, best_ids = _scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span,
+                                            first_column, block)
+        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
+        return _ranked_spans(best_scores, best_ids, starts, lengths)
+
+
+def flat_span_scores(
+    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, *, norm_min_span: int = 1,
+    chunk: int = 4096,
+) -> Tensor:
+    """Float64 cosines of the given spans of a flat corpus (``-inf`` where ``starts < 0`` or the span does not exist).
+
+    ``starts``/``lengths`` are any-shaped unit indices and span lengths (as :func:`top_spans_flat`
+    returns); ``queries`` ``(Q, d)`` are matched to their first dimension. Numerators are summed from
+    the unit vectors in float64; denominators are the stored norms.
+
+    >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
+    >>> flat_span_scores(torch.tensor([[0.0, 1.0]]), vectors, norms, torch.tensor([[0, 1]]), torch.tensor([[2, 1]])).round(decimals=4).tolist()
+    [[0.7071, 1.0]]
+    """
+    unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
+    scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=unit_vectors.device)
+    rows, slots = (starts >= 0).nonzero(as_tuple=True)
+    if not rows.numel():
+        return scores
+    widest = int(lengths.max())
+    steps = torch.arange(widest, device=unit_vectors.device)
+    for first in range(0, rows.numel(), chunk):
+        r, s = rows[first : first + chunk], slots[first : first + chunk]
+        span_starts, span_lengths = starts[r, s], lengths[r, s]
+        units = (span_starts[:, None] + steps[None, :]).clamp(max=unit_vectors.shape[0] - 1)
+        inside = steps[None, :] < span_lengths[:, None]
+        vectors = unit_vectors[units.flatten()].double().view(len(r), widest, -1)
+        numerators = ((vectors * unit_queries[r][:, None, :]).sum(-1) * inside).sum(-1)
+        norms = span_norms[span_starts, span_lengths - norm_min_span].double()
+        scores[r, s] = torch.where(torch.isfinite(norms) & (norms > 0), numerators / norms, float("-inf"))
+    return scores
+
+
+def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:
+    """Validate the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
+    check_span_bounds(min_span, max_span)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
+    first_column = min_span - norm_min_span
+    widths = max_span - min_span + 1
+    if span_norms.dim() != 2 or span_norms.shape[0] != total or first_column < 0 or first_column + widths > span_norms.shape[1]:
+        raise ValueError(
+            f"span_norms {tuple(span_norms.shape)} must be (N={total}, K) with columns for span lengths "
+            f"{min_span}..{max_span} (column 0 = length {norm_min_span})."
+        )
+    if not span_norms.is_floating_point():
+        raise ValueError("span_norms must be floating point.")
+    return first_column
+
+
+def _block_size(block: int | None, widths: int, num_queries: int) -> int:
+    if block is None:
+        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
+    return max(int(block), 1)
+
+
+def _scan_top_k(block_dots, span_norms: Tensor, num_queries: int, top_k: int, min_span: int, max_span: int, first_column: int,
+                block: int, floor: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The blockwise scan: running top-k float64 scores and span ids (``start * widths + column``), each ``(Q, k)``."""
+    widths = max_span - min_span + 1
+    total, device = span_norms.shape[0], span_norms.device
+    best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
+    best_ids = torch.full((num_queries, top_k), -1, dtype=torch.long, device=device)
+    inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
+    for block_start in range(0, total, block):
+        block_end = min(block_start + block, total)
+        stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
+        units, count = stop - block_start, block_end - block_start
+        dots = block_dots(block_start, stop)  # (Q, units)
+        prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
+        torch.cumsum(dots, dim=1, dtype=torch.float64, out=prefix[:, 1:])  # float64, restarted every block
+        norms = span_norms[block_start:block_end, first_column : first_column + widths]
+        inverse = _inverse_norms(norms, inverse_buffer[:, :count])
+        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
+        if bool(torch.isfinite(threshold).all()):
+            rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, min_span, units, count)
+        else:
+            rows, columns, values = _block_top_k(prefix, inverse, top_k, min_span, units, count)
+        if rows.numel():
+            ids = (block_start + columns % count) * widths + columns // count
+            best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
+    return best_scores, best_ids
+
+
+def _ids_to_spans(ids: Tensor, min_span: int, max_span: int) -> tuple[Tensor, Tensor]:
+    widths = max_span - min_span + 1
+    return torch.where(ids >= 0, ids // widths, -1), torch.where(ids >= 0, ids % widths + min_span, 0)
+
+
+def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) -> FlatTopSpans:
+    """Sort each row by score, best first; exact ties keep the earlier span first; missing entries last."""
+    order = torch.sort(ids.masked_fill(ids < 0, torch.iinfo(torch.long).max), dim=1, stable=True).indices
+    order = order.gather(1, torch.sort(-scores.gather(1, order), dim=1, stable=True).indices)
+    missing = starts.gather(1, order) < 0
+    return FlatTopSpans(
+        scores.gather(1, order).masked_fill(missing, float("-inf")), starts.gather(1, order), lengths.gather(1, order)
+    )
+
+
+def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
+    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0`` where the span does not exist).
+
+    The transposing copy goes a few thousand rows at a time: one strided copy of the whole block
+    is several times slower (cache misses), as slow as the block's matmul.
+    """
+    for first in range(0, norms.shape[0], rows_per_copy):
+        out[:, first : first + rows_per_copy].copy_(norms[first : first + rows_per_copy].T)
+    return torch.nan_to_num_(out, nan=float("inf")).reciprocal_()
+
+
+def _block_top_k(prefix: Tensor, inverse: Tensor, top_k: int, min_span: int, units: int, count: int):
+    """The block's best ``top_k`` spans per query: ``(rows, columns, scores)`` with columns ``length column * count + offset``."""
+    num_queries, widths = prefix.shape[0], inverse.shape[0]
+    scores = torch.empty(num_queries, widths, count, dtype=prefix.dtype, device=prefix.device)
+    for column in range(widths):
+        length = min_span + column
+        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
+        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=scores[:, column, :valid])
+        scores[:, column, valid:] = 0.0
+    scores.mul_(inverse).masked_fill_(inverse == 0, float("-inf"))  # no such span (or past the corpus' end)
+    flat = scores.view(num_queries, -1)
+    keep = min(top_k, flat.shape[1])
+    values, columns = flat.topk(keep, dim=1)
+    rows = torch.arange(num_queries, device=prefix.device)[:, None].expand(-1, keep)
+    finite = torch.isfinite(values)
+    return rows[finite], columns[finite], values[finite]
+
+
+def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, min_span: int, units: int, count: int):
+    """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
+
+    One pass per span length keeps, per (query, start unit), the best score over lengths; spans
+    that do not exist score ``±0`` in this pass (their inverse norm is 0), so where the threshold is
+    negative they only cost time. The few start units whose best beats the threshold have their
+    spans of every length scored again with the stored norms (NaN never passes) and filtered.
+    """
+    num_queries, widths = prefix.shape[0], inverse.shape[0]
+    best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
+    row = torch.empty(num_queries, count, dtype=prefix.dtype, device=prefix.device)
+    for column in range(widths):
+        length = min_span + column
+        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
+        if not valid:
+            break
+        if valid == count:
+            torch.sub(prefix[:, length : length + count], prefix[:, :count], out=row)
+            row.mul_(inverse[column])
+            torch.maximum(best, row, out=best)
+        else:  # the corpus' last block
+            part = row[:, :valid]
+            torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
+            part.mul_(inverse[column, :valid])
+            torch.maximum(best[:, :valid], part, out=best[:, :valid])
+    rows, offsets = (best > threshold).nonzero(as_tuple=True)
+    if not rows.numel():
+        return rows, offsets, prefix.new_zeros(0)
+    lengths = torch.arange(min_span, min_span + widths, device=prefix.device)
+    ends = offsets[:, None] + lengths[None, :]  # (n, L)
+    inside = ends <= units
+    numerators = prefix[rows[:, None], ends.clamp(max=units)] - prefix[rows, offsets][:, None]
+    values = (numerators / norms[offsets].double()).masked_fill(~inside, float("nan"))
+    keep_rows, keep_columns = (values > threshold[rows]).nonzero(as_tuple=True)
+    return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
+
+
+def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
+    """Merge candidates ``(rows, scores, ids)`` into each query's running top-k ``(Q, k)``, best first."""
+    num_queries, top_k = best_scores.shape
+    counts = torch.bincount(rows, minlength=num_queries)
+    width = int(counts.max())
+    # candidates laid out densely per row (their position inside the row by a stable sort on rows)
+    order = torch.sort(rows, stable=True).indices
+    sorted_rows = rows[order]
+    row_starts = torch.cumsum(counts, 0) - counts
+    position = torch.arange(rows.numel(), device=rows.device) - row_starts[sorted_rows]
+    dense_scores = torch.full((num_queries, width), float("-inf"), dtype=best_scores.dtype, device=best_scores.device)
+    dense_ids = torch.full((num_queries, width), -1, dtype=torch.long, device=best_scores.device)
+    dense_scores[sorted_rows, position] = scores[order].to(dense_scores.dtype)
+    dense_ids[sorted_rows, position] = ids[order]
+    all_scores = torch.cat([best_scores, dense_scores], dim=1)
+    all_ids = torch.cat([best_ids, dense_ids], dim=1)
+    values, take = all_scores.topk(top_k, dim=1)
+    return values, all_ids.gather(1, take).masked_fill(torch.isinf(values) & (values < 0), -1)

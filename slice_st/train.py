@@ -2,7 +2,8 @@
 
 One function builds everything from a :class:`TrainConfig`: the base model (the embedded
 all-MiniLM-L6-v2 by default), the training triplets (MS MARCO TSV, the offline builder, or a saved
-``datasets`` folder), :class:`~slice_st.SpanMaxCrossEntropyLoss`, the
+``datasets`` folder) for :class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled passages for
+:class:`~slice_st.SpanDistillationLoss` (either or both: two datasets and two losses in one run), the
 :class:`~slice_st.SpanRetrievalEvaluator` on an STS-B-Context dev file, and Hugging Face
 ``TrainingArguments`` (checkpoints every N steps, the best one kept by dev single-pass Spearman,
 resume from the last checkpoint). It runs unchanged under ``accelerate launch`` (one process per
@@ -41,6 +42,40 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dev_limit": 256,
         "max_seq_length": 128,
     },
+    # Span self-distillation only (no labels): unlabeled passages from the shared data, teacher = frozen base model.
+    "cpu-minilm-distill": {
+        "distill_data": ["offline"],
+        "max_steps": 600,
+        "batch_size": 16,
+        "learning_rate": 5e-5,
+        "warmup_ratio": 0.05,
+        "distill_spans": 12,
+        "distill_max_span": 20,
+        "eval_steps": 200,
+        "save_steps": 200,
+        "dev_limit": 256,
+        "max_seq_length": 128,
+    },
+    # SLICE triplets and distillation passages in one run; batches drawn in proportion to the sets' sizes
+    # (3,200 triplets vs ~16,600 passages: about one SLICE batch in six).
+    "cpu-minilm-both": {
+        "train_data": ["offline"],
+        "distill_data": ["offline"],
+        "max_steps": 600,
+        "batch_size": 16,
+        "learning_rate": 5e-5,
+        "warmup_ratio": 0.05,
+        "max_span": 10,
+        "scale": 30.0,
+        "distill_spans": 12,
+        "distill_max_span": 20,
+        "mix": "proportional",
+        "eval_steps": 200,
+        "save_steps": 200,
+        "train_limit": 3200,
+        "dev_limit": 256,
+        "max_seq_length": 128,
+    },
 }
 
 
@@ -74,10 +109,38 @@ class TrainConfig:
     resume: bool = False
     push_to_hub: str | None = None
     shared_data: str | None = None
+    # span self-distillation (SpanDistillationLoss); on when distill_data is given
+    distill_data: list[str] = field(default_factory=list)
+    distill_weight: float = 1.0
+    distill_spans: int = 8
+    distill_max_span: int = 12
+    distill_metric: str = "cosine"
+    distill_text_weight: float = 1.0
+    teacher: str | None = None
+    cache_teacher: bool = False
+    passage_min_words: int = 20
+    passage_max_words: int = 80
+    distill_limit: int | None = None
+    mix: str = "round_robin"
+    sts_dev_path: str | None = None
+
+    @property
+    def objectives(self) -> tuple[str, ...]:
+        """Which losses this run trains: ``("slice",)``, ``("distill",)`` or both."""
+        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
 
     def validate(self, needs_train_data: bool = True) -> None:
-        if needs_train_data and not self.train_data:
-            raise ValueError("no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder).")
+        if needs_train_data and not self.train_data and not self.distill_data:
+            raise ValueError(
+                "no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder) and/or "
+                "--distill-data (offline, text/JSONL files, or a saved passages folder)."
+            )
+        if self.mix not in ("round_robin", "proportional"):
+            raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
+        if self.distill_weight < 0 or self.distill_text_weight < 0:
+            raise ValueError("distill weights must be >= 0.")
+        if self.sts_dev_path is not None and not os.path.exists(self.sts_dev_path):
+            raise FileNotFoundError(f"STS-B dev file not found: {self.sts_dev_path}")
         for name in ("max_steps", "batch_size", "eval_steps", "save_steps", "logging_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
@@ -115,6 +178,21 @@ def load_training_data(config: TrainConfig):
     return dataset
 
 
+def load_distillation_data(config: TrainConfig, loss=None):
+    """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
+    from slice_st.passages import load_passages
+
+    shared = config.shared_data or _default_shared_data()
+    exclude = [path for path in (config.dev_path, os.path.join(shared, "stsbenchmark", "sts-dev.csv"), config.sts_dev_path) if path and os.path.exists(path)]
+    passages = load_passages(
+        config.distill_data, shared_data=shared, exclude_paths=exclude, min_words=config.passage_min_words,
+        max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
+    )
+    if config.cache_teacher and loss is not None and "label" not in passages.column_names:
+        passages = loss.cache_teacher_vectors(passages, seed=config.seed)
+    return passages
+
+
 def _default_shared_data() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
 
@@ -123,7 +201,10 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly)."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
+    import datasets
+
     from slice_st.config import load_model, set_span_config
+    from slice_st.distillation import SpanDistillationLoss
     from slice_st.losses import SpanMaxCrossEntropyLoss
 
     config.validate(needs_train_data=train_dataset is None)
@@ -132,11 +213,28 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         model.max_seq_length = config.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
     set_span_config(model, min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit)
-    loss = SpanMaxCrossEntropyLoss(
-        model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
-        in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
-    )
-    train_dataset = train_dataset if train_dataset is not None else load_training_data(config)
+    given = train_dataset
+    objectives = config.objectives if given is None else _given_objectives(given)
+    losses: dict[str, Any] = {}
+    if "slice" in objectives:
+        losses["slice"] = SpanMaxCrossEntropyLoss(
+            model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
+            in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
+        )
+    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+        losses["distill"] = SpanDistillationLoss(
+            model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
+            max_span=config.distill_max_span, unit=config.unit, metric=config.distill_metric,
+            text_weight=config.distill_text_weight, weight=config.distill_weight, seed=config.seed,
+        )
+    if given is None:
+        parts = {}
+        if "slice" in losses:
+            parts["slice"] = load_training_data(config)
+        if "distill" in losses:
+            parts["distill"] = load_distillation_data(config, losses["distill"])
+        train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
+    loss = losses[objectives[0]] if len(losses) == 1 else losses
     evaluator = _dev_evaluator(config)
     args = SentenceTransformerTrainingArguments(
         output_dir=config.output_dir,
@@ -145,19 +243,20 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         learning_rate=config.learning_rate,
         warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a ratio of max_steps
         weight_decay=config.weight_decay,
-        eval_strategy="steps" if evaluator is not None else "no",
+        eval_strategy="steps" if evaluator is not None else "no",  # evaluator: dev spans, STS-B dev, or both
         eval_on_start=evaluator is not None,  # the base model's dev score, for before/after
         eval_steps=config.eval_steps,
         save_strategy="steps",
         save_steps=config.save_steps,
         save_total_limit=config.save_total_limit,
-        load_best_model_at_end=evaluator is not None,
-        metric_for_best_model="eval_dev_single_spearman" if evaluator is not None else None,
+        load_best_model_at_end=config.dev_path is not None,
+        metric_for_best_model="eval_dev_single_spearman" if config.dev_path is not None else None,
         greater_is_better=True,
         logging_steps=config.logging_steps,
         seed=config.seed,
         report_to=[],
         dataloader_drop_last=config.in_batch_negatives,
+        multi_dataset_batch_sampler=config.mix,
         # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
         use_cpu=not _has_accelerator(),
     )
@@ -177,18 +276,46 @@ def _has_accelerator() -> bool:
     return torch.accelerator.is_available()
 
 
-def _dev_evaluator(config: TrainConfig):
-    if config.dev_path is None:
-        return None
-    from slice_st.data import read_stsb_context
-    from slice_st.evaluation import SpanRetrievalEvaluator
+def _given_objectives(dataset) -> tuple[str, ...]:
+    """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
+    SLICE triplets unless it is a one-column (``text``) passages set."""
+    if isinstance(dataset, dict):
+        unknown = set(dataset) - {"slice", "distill"}
+        if unknown:
+            raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
+        return tuple(name for name in ("slice", "distill") if name in dataset)
+    columns = [column for column in dataset.column_names if column != "label"]
+    return ("distill",) if columns == ["text"] else ("slice",)
 
-    dev = read_stsb_context(config.dev_path)
-    if config.dev_limit is not None:
-        dev = dev.select(range(min(config.dev_limit, len(dev))))
-    return SpanRetrievalEvaluator.from_dataset(
-        dev, setups=("single",), min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit, name="dev"
-    )
+
+def _dev_evaluator(config: TrainConfig):
+    evaluators = []
+    if config.dev_path is not None:
+        from slice_st.data import read_stsb_context
+        from slice_st.evaluation import SpanRetrievalEvaluator
+
+        dev = read_stsb_context(config.dev_path)
+        if config.dev_limit is not None:
+            dev = dev.select(range(min(config.dev_limit, len(dev))))
+        evaluators.append(SpanRetrievalEvaluator.from_dataset(
+            dev, setups=("single",), min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit, name="dev"
+        ))
+    if config.sts_dev_path is not None:  # sentence-level similarity, to see that it is kept
+        from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+        from slice_st.data import read_stsb
+
+        sts = read_stsb(config.sts_dev_path)
+        evaluators.append(EmbeddingSimilarityEvaluator(
+            list(sts["sentence1"]), list(sts["sentence2"]), [score / 5 for score in sts["score"]], name="sts-dev", write_csv=False
+        ))
+    if not evaluators:
+        return None
+    if len(evaluators) == 1:
+        return evaluators[0]
+    from sentence_transformers.base.evaluation import SequentialEvaluator
+
+    return SequentialEvaluator(evaluators, main_score_function=lambda scores: scores[0])
 
 
 def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
@@ -235,15 +362,24 @@ def _last_checkpoint(output_dir: str) -> str | None:
 
 def add_train_command(commands) -> None:
     """Register ``slice-st train`` on the CLI's subparsers."""
-    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss)", description=__doc__.split("\n\n")[0])
+    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)", description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output-dir", required=True)
     parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
     parser.add_argument("-m", "--model", help="base model id or path (default: embedded all-MiniLM-L6-v2)")
     parser.add_argument("--train-data", action="append", help="msmarco:PATH | offline[:SHARED_DATA_DIR] | a saved datasets folder (repeatable)")
+    parser.add_argument("--distill-data", action="append",
+                        help="unlabeled text for span self-distillation: offline[:SHARED_DATA_DIR] | text/TSV/JSONL files | a saved passages folder (repeatable)")
     parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
+    parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
+    parser.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
+    parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
+    parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
+    parser.add_argument("--mix", choices=("round_robin", "proportional"), default=None, help="how batches of the two datasets alternate (default: round_robin)")
     defaults = TrainConfig(output_dir="")
     for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
-                 "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed"):
+                 "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
+                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "passage_min_words", "passage_max_words",
+                 "distill_limit"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) else int
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")

@@ -1,0 +1,356 @@
+"""``SpanDistillationLoss``: label-free span self-distillation (beyond the SLICE paper).
+
+Encoding every n-gram on its own is the most accurate way to embed spans and by far the slowest. The
+base model's per-n-gram vector is therefore a free teacher: for any unlabeled text, the student's
+single-pass span vector (the mean of its contextual token vectors) is pulled toward the teacher's
+vector of the same span encoded alone. A second term keeps the student's whole-text embedding near
+the teacher's, so sentence-level behaviour is kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from slice_st.config import enable_span_features, get_span_config
+from slice_st.spans import check_span_bounds, sample_spans, span_means
+from slice_st.tokens import unit_boundaries
+
+__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS"]
+
+logger = logging.getLogger(__name__)
+
+DISTILLATION_METRICS = ("cosine", "mse")
+
+DISTILLATION_CITATION = """
+@misc{slice_st_span_distillation,
+    title={Span self-distillation: single-pass span vectors taught by encoding each n-gram alone},
+    author={slice-st contributors},
+    year={2026},
+    note={slice-st, SpanDistillationLoss; builds on Orbach et al. (2024), arXiv:2405.07263},
+}
+"""
+
+_TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class SpanDistillationLoss(nn.Module):
+    """Pull single-pass span means toward a frozen teacher's vectors of the same spans encoded alone.
+
+    For each text of the batch, ``spans_per_text`` spans of ``min_span..max_span`` units are drawn,
+    stratified by length (:func:`slice_st.spans.sample_spans`; spans never run into padding). The
+    student's span vector is the mean of its token vectors over the span (what
+    :func:`slice_st.encode_spans` returns); the teacher's is ``teacher.encode(span_text)``, the
+    per-n-gram vector. The loss per span is ``1 - cos`` (``metric="cosine"``) or the mean squared
+    error of the raw vectors (``metric="mse"``); ``text_weight`` adds the same term between the
+    student's and the teacher's whole-text embeddings. ``weight`` scales the total (for mixing with
+    :class:`~slice_st.SpanMaxCrossEntropyLoss` in one run). Returns ``{"span": …, "text": …}``,
+    which sentence-transformers' trainer sums and logs per component.
+
+    The teacher defaults to a frozen copy of ``model`` taken now (before training); any
+    ``SentenceTransformer`` or model name works. It never gets gradients and stays in eval mode.
+    When it shares the student's WordPiece tokenizer, span inputs are cut from the student's token
+    ids (exactly the ids ``teacher.encode(span_text)`` would see); otherwise span strings are decoded.
+
+    Teacher vectors can be precomputed once per dataset with :meth:`cache_teacher_vectors`, which
+    adds a ``label`` column (spans + teacher vectors); batches carrying it skip the teacher.
+
+    Inputs: one text column (e.g. ``{"text": [...]}``), optional cached labels.
+
+    >>> import torch
+    >>> from slice_st import SpanDistillationLoss, load_model
+    >>> model = load_model()
+    >>> loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5)
+    >>> features = [model.preprocess(["A man is playing the guitar on stage tonight."])]
+    >>> parts = loss(features)          # before training: whole texts agree, spans do not yet
+    >>> sorted(parts), round(float(parts["text"]), 4), float(parts["span"]) > 0.05
+    (['span', 'text'], 0.0, True)
+    """
+
+    def __init__(
+        self,
+        model,
+        teacher=None,
+        spans_per_text: int = 8,
+        min_span: int = 1,
+        max_span: int = 12,
+        unit: str | None = None,
+        metric: str = "cosine",
+        text_weight: float = 1.0,
+        weight: float = 1.0,
+        teacher_batch_size: int = 512,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        check_span_bounds(min_span, max_span)
+        if spans_per_text < 1:
+            raise ValueError(f"spans_per_text must be >= 1, got {spans_per_text}.")
+        if metric not in DISTILLATION_METRICS:
+            raise ValueError(f"metric must be one of {DISTILLATION_METRICS}, got {metric!r}.")
+        if text_weight < 0 or weight < 0:
+            raise ValueError(f"text_weight and weight must be >= 0, got {text_weight} and {weight}.")
+        self.model = model
+        self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
+        self.unit = get_span_config(model).replace(unit=unit).unit
+        self.metric, self.text_weight, self.weight = metric, text_weight, weight
+        self.teacher_batch_size = teacher_batch_size
+        self.seed = seed
+        self.generator = torch.Generator()
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        self.teacher_name = _model_name(teacher) if teacher is not None else f"frozen copy of {_model_name(model)}"
+        if teacher is None:
+            teacher = copy.deepcopy(model)
+        elif isinstance(teacher, str):
+            from slice_st.config import load_model
+
+            teacher = load_model(teacher)
+        self.teacher = teacher
+        self.teacher.requires_grad_(False)
+        self.teacher.eval()
+        self.skipped_spans = 0
+        enable_span_features(model)
+        self._ids_path = _shares_wordpiece_tokenizer(model, teacher)
+
+    def train(self, mode: bool = True) -> SpanDistillationLoss:
+        super().train(mode)
+        self.teacher.eval()  # the teacher never trains (no dropout)
+        return self
+
+    # ----------------------------------------------------------------------------------- forward
+    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+        columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
+        if len(columns) != 1:
+            raise ValueError(f"SpanDistillationLoss takes one text column, got {len(columns)}.")
+        features = columns[0]
+        if self.unit == "word" and "offset_mapping" not in features:
+            raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        output = self.model(features)
+        units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+        token_embeddings = output["token_embeddings"]
+        if labels is not None and labels.dim() == 3:
+            starts, ends, span_targets, text_targets = self._from_labels(labels.to(token_embeddings.device), units.num_units)
+        else:
+            if labels is not None and labels.numel():
+                raise ValueError(f"SpanDistillationLoss labels must be cached teacher vectors (B, 1 + n, 2 + d), got shape {tuple(labels.shape)}.")
+            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, self.generator)
+            with torch.no_grad():
+                span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
+        student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
+        has_text = units.num_units > 0
+        span_loss = self._distance(student_spans[valid], span_targets[valid])
+        text_loss = self._distance(output["sentence_embedding"][has_text], text_targets[has_text])
+        if not bool(valid.any()):
+            self.skipped_spans += int(valid.numel())
+            span_loss = token_embeddings.sum() * 0.0
+        if not bool(has_text.any()):
+            text_loss = token_embeddings.sum() * 0.0
+        parts = {"span": self.weight * span_loss, "text": self.weight * self.text_weight * text_loss}
+        if any(torch.isnan(value) for value in parts.values()):
+            raise FloatingPointError("SpanDistillationLoss is NaN: check the inputs and the learning rate.")
+        return parts
+
+    def _distance(self, student: Tensor, teacher: Tensor) -> Tensor:
+        teacher = teacher.to(student.dtype)
+        if self.metric == "cosine":
+            return (1 - nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
+        return nn.functional.mse_loss(student, teacher)
+
+    def _from_labels(self, labels: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
+        dim = self.model.get_embedding_dimension()
+        if labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
+            raise ValueError(
+                f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from cache_teacher_vectors()."
+            )
+        starts = labels[:, 1:, 0].round().long()
+        ends = labels[:, 1:, 1].round().long()
+        fits = (starts >= 0) & (ends <= num_units[:, None]) & (ends > starts)
+        dropped = int(((starts >= 0) & ~fits).sum())
+        if dropped:
+            self.skipped_spans += dropped
+            logger.warning("SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); skipped.", dropped)
+        starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
+        return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
+
+    # ----------------------------------------------------------------------------------- teacher
+    def _teacher_vectors(self, features: dict[str, Any], boundaries: Tensor, starts: Tensor, ends: Tensor, texts: Sequence[str] | None = None, char_spans=None) -> tuple[Tensor, Tensor]:
+        """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
+        teacher = self.teacher
+        device = features["input_ids"].device
+        if next(teacher.parameters()).device != device:
+            teacher.to(device)
+        valid = starts >= 0
+        batch, count = starts.shape
+        dim = teacher.get_embedding_dimension()
+        span_vectors = torch.zeros(batch, count, dim, device=device)
+        if self._ids_path:
+            whole = {key: features[key] for key in _TEACHER_KEYS if key in features}
+            text_vectors = self._teacher_forward(whole)
+            if bool(valid.any()):
+                span_inputs = self._span_token_inputs(features, boundaries, starts, ends, valid)
+                span_vectors[valid] = self._teacher_batched(span_inputs)
+            return span_vectors, text_vectors
+        if texts is None:  # no raw text inside a training step: decode with the student's tokenizer
+            texts = self.model.tokenizer.batch_decode(features["input_ids"], skip_special_tokens=True)
+            span_strings = self._decoded_spans(features, boundaries, starts, ends, valid)
+        else:
+            span_strings = [texts[row][lo:hi] for row, lo, hi in char_spans]
+        text_vectors = self._teacher_encode(list(texts), device)
+        if span_strings:
+            span_vectors[valid] = self._teacher_encode(span_strings, device)
+        return span_vectors, text_vectors
+
+    def _span_token_inputs(self, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:
+        """``[CLS] span tokens [SEP]`` rows cut from the student's ids (vectorised, no loop over spans)."""
+        tokenizer = self.model.tokenizer
+        rows = torch.arange(starts.shape[0], device=starts.device)[:, None].expand_as(starts)[valid]
+        token_lo = boundaries.gather(1, starts.clamp(min=0))[valid]
+        token_hi = boundaries.gather(1, ends.clamp(min=0))[valid]
+        lengths = token_hi - token_lo
+        width = int(lengths.max())
+        positions = torch.arange(width, device=starts.device)[None, :]
+        take = (token_lo[:, None] + positions).clamp(max=features["input_ids"].shape[1] - 1)
+        inside = positions < lengths[:, None]
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        body = torch.where(inside, features["input_ids"][rows[:, None], take], torch.full_like(take, pad))
+        input_ids = torch.full((len(rows), width + 2), pad, dtype=body.dtype, device=body.device)
+        input_ids[:, 0] = tokenizer.cls_token_id
+        input_ids[:, 1 : width + 1] = body
+        input_ids[torch.arange(len(rows), device=body.device), lengths + 1] = tokenizer.sep_token_id
+        attention_mask = (torch.arange(width + 2, device=body.device)[None, :] < (lengths + 2)[:, None]).long()
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if "token_type_ids" in features:
+            inputs["token_type_ids"] = torch.zeros_like(input_ids)
+        return inputs
+
+    def _decoded_spans(self, features, boundaries, starts, ends, valid) -> list[str]:
+        token_lo = boundaries.gather(1, starts.clamp(min=0))
+        token_hi = boundaries.gather(1, ends.clamp(min=0))
+        ids = features["input_ids"].tolist()
+        rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
+        pieces = [ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo[valid].tolist(), token_hi[valid].tolist())]
+        return self.model.tokenizer.batch_decode(pieces, skip_special_tokens=True)
+
+    def _teacher_forward(self, inputs: dict[str, Tensor]) -> Tensor:
+        return self.teacher(dict(inputs))["sentence_embedding"].float()
+
+    def _teacher_batched(self, inputs: dict[str, Tensor]) -> Tensor:
+        """Teacher vectors of many short rows: sorted by length, so each chunk carries little padding."""
+        size = self.teacher_batch_size
+        lengths = inputs["attention_mask"].sum(dim=1)
+        order = torch.argsort(lengths)
+        vectors = None
+        for lo in range(0, len(order), size):
+            rows = order[lo : lo + size]
+            keep = int(lengths[rows].max())  # trim this chunk's padding columns
+            chunk = self._teacher_forward({key: value[rows, :keep] for key, value in inputs.items()})
+            if vectors is None:
+                vectors = chunk.new_empty(len(order), chunk.shape[1])
+            vectors[rows] = chunk
+        return vectors
+
+    def _teacher_encode(self, strings: list[str], device) -> Tensor:
+        vectors = self.teacher.encode(strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False)
+        return vectors.to(device).float()
+
+    # ------------------------------------------------------------------------------------- cache
+    def cache_teacher_vectors(
+        self,
+        dataset,
+        column: str = "text",
+        batch_size: int = 64,
+        seed: int = 0,
+        show_progress_bar: bool | None = None,
+    ):
+        """Precompute spans and teacher vectors for a text dataset → the dataset with a ``label`` column.
+
+        Each row's label is a ``(1 + spans_per_text, 2 + d)`` float32 array: row 0 holds the teacher's
+        whole-text vector, the others ``start, end`` (units) and the teacher's vector of that span
+        (``-1, -1`` and zeros where a text is too short). Training with it gives exactly the loss of
+        on-the-fly teacher encoding with the same spans, without running the teacher. Spans are drawn
+        once (seeded), so every epoch sees the same spans: cache when the teacher is the bottleneck.
+        """
+        import datasets
+        from tqdm.auto import tqdm
+
+        if column not in dataset.column_names:
+            raise ValueError(f"dataset has no column {column!r}; columns: {dataset.column_names}.")
+        texts = dataset[column]
+        generator = torch.Generator().manual_seed(seed)
+        dim = self.model.get_embedding_dimension()
+        device = next(self.model.parameters()).device
+        labels = []
+        batches = range(0, len(texts), batch_size)
+        for lo in tqdm(batches, desc="teacher vectors", disable=show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)):
+            chunk = texts[lo : lo + batch_size]
+            features = self.model.preprocess(chunk)
+            features = {key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()}
+            units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
+            char_spans = None
+            if not self._ids_path:
+                valid = starts >= 0
+                rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
+                lo_chars = units.char_starts.gather(1, starts.clamp(min=0))[valid].tolist()
+                hi_chars = units.char_ends.gather(1, (ends - 1).clamp(min=0))[valid].tolist()
+                char_spans = list(zip(rows, lo_chars, hi_chars))
+            with torch.no_grad():
+                span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans)
+            block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + dim)
+            block[:, 0, 1] = units.num_units.float().cpu()
+            block[:, 0, 2:] = text_vectors.cpu()
+            block[:, 1:, 0] = starts.float().cpu()
+            block[:, 1:, 1] = ends.float().cpu()
+            block[:, 1:, 2:] = span_vectors.cpu()
+            labels.append(block)
+        label_array = torch.cat(labels).numpy() if labels else torch.zeros(0, 1 + self.spans_per_text, 2 + dim).numpy()
+        features = datasets.Features({column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")})
+        return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
+
+    # -------------------------------------------------------------------------------- ST protocol
+    def get_config_dict(self) -> dict[str, Any]:
+        return {
+            "teacher": self.teacher_name,
+            "spans_per_text": self.spans_per_text,
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "unit": self.unit,
+            "metric": self.metric,
+            "text_weight": self.text_weight,
+            "weight": self.weight,
+        }
+
+    @property
+    def citation(self) -> str:
+        return DISTILLATION_CITATION
+
+
+def _model_name(model) -> str:
+    if isinstance(model, str):
+        return model
+    card = getattr(model, "model_card_data", None)
+    name = getattr(card, "base_model", None) or getattr(card, "model_name", None)
+    if name:
+        return str(name)
+    try:
+        return str(model[0].auto_model.config._name_or_path or type(model).__name__)
+    except Exception:  # noqa: BLE001 - a name is only for display
+        return type(model).__name__
+
+
+def _shares_wordpiece_tokenizer(student, teacher) -> bool:
+    """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in context)."""
+    a, b = getattr(student, "tokenizer", None), getattr(teacher, "tokenizer", None)
+    if a is None or b is None or type(a) is not type(b):
+        return False
+    backend = getattr(a, "backend_tokenizer", None)
+    if backend is None or type(backend.model).__name__ != "WordPiece" or a.cls_token_id is None or a.sep_token_id is None:
+        return False
+    same_normaliser = getattr(a, "do_lower_case", None) == getattr(b, "do_lower_case", None)
+    return same_normaliser and a.get_vocab() == b.get_vocab()
