@@ -11,10 +11,13 @@ A. On the real index (Nugget ParaBank documents, ~136k tokens): exact search of 
    batch of 32; the FAISS candidate stage (build time, recall@10 against exact search, speed-up).
 B. ~1M tokens: the real index's arrays **replicated** (``SpanIndex.merge`` of R copies with new
    ids: the same numbers R times; building 1M tokens with MiniLM on 2 shared CPUs takes about an
-   hour). Exact search of 1 query (target <= 1 s) and a batch of 32 (queries/s); the FAISS stage
-   on it (recall by score, since every span exists R times).
+   hour). Exact search of 1 query (target <= 1 s) and a batch of 32 (queries/s); the same R copies
+   as R memory-mapped shards searched together (``ShardedSpanIndex``); the FAISS stage on it
+   (recall by score, since every span exists R times).
 C. Build throughput: ``SpanIndex.build`` vs plain ``model.encode`` of the same documents (which
    truncates them at max_seq_length) and vs ``model.encode`` of the same windows (same tokens).
+   ``--build-processes N`` adds a build encoding in an N-process pool (sentence-transformers'
+   ``start_multi_process_pool``, started once; its start-up time is reported apart).
 
 Queries are 32 phrases of 3-6 words cut from documents that are not in the index (--queries-from).
 Recall@10 is |approximate top-10 ∩ exact top-10| / 10 (spans as (document, start, end)); "by score"
@@ -100,16 +103,23 @@ def main() -> None:
     parser.add_argument("--target-tokens", type=int, default=1_000_000)
     parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (model encoding)")
+    parser.add_argument("--search-threads", type=int, default=None,
+                        help="torch threads of the exact scan (default: slice_st.index.SEARCH_THREADS = 1; 0: torch's setting)")
+    parser.add_argument("--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
     import torch
 
-    from slice_st import SpanIndex
+    from slice_st import ShardedSpanIndex, SpanIndex
+    from slice_st import index as index_module
 
     torch.set_num_threads(args.threads)
+    if args.search_threads is not None:
+        index_module.SEARCH_THREADS = args.search_threads or None
     skip = set(args.skip.upper().split(",")) - {""}
     print(environment_line())
+    print(f"exact scan: slice_st.spans.top_spans_flat (torch), {index_module.SEARCH_THREADS or torch.get_num_threads()} thread(s)")
     index = SpanIndex.load(args.index)
     report = json.load(open(os.path.join(args.index, "build_report.json"))) if os.path.exists(os.path.join(args.index, "build_report.json")) else {}
     tokens = report.get("tokens") or sum(len(t) for t in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"])
@@ -149,6 +159,20 @@ def main() -> None:
         verdict = "met" if one <= 1.0 else "NOT met"
         print(f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = {32 / batch:.2f} queries/s")
         figures |= {"B_tokens": copies * tokens, "B_exact_one_s": one, "B_exact_batch32_s": batch}
+        # the same corpus as {copies} shards searched together (each shard the real index's memory-mapped arrays)
+        sharded = ShardedSpanIndex(shards)
+        merged_results, merged_search = timed(lambda: big.search(queries, top_k=10, per_document=None))
+        sharded_results, sharded_search = timed(lambda: sharded.search(queries, top_k=10, per_document=None))
+        _, sharded_one = timed(lambda: sharded.search(queries[1:2], top_k=10), 3)
+        # every span exists {copies} times with the same score: compare spans up to which copy was picked
+        same = all([(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in a]
+                   == [(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in b]
+                   for a, b in zip(merged_results, sharded_results))
+        print(f"  {copies} memory-mapped shards searched together (ShardedSpanIndex, nothing merged): 1 query {sharded_one:.3f} s; "
+              f"32 queries {sharded_search:.1f} s vs {merged_search:.1f} s merged in memory (search() with query encoding); "
+              f"same results: {same}")
+        figures |= {"B_sharded_one_s": sharded_one, "B_sharded_batch32_s": sharded_search, "B_merged_search32_s": merged_search,
+                    "B_sharded_same": same}
         figures["B_faiss"] = faiss_grid(big, query_vectors, exact, batch, [("ivf", 4, 2, [32, 64, 128], [512, 1024])], "B")
         del big, shards
 
@@ -164,8 +188,15 @@ def main() -> None:
         window_texts = [texts[w.text_index][w.char_start : w.char_end] for w in windows]
         words = sum(len(t.split()) for t in texts)
         print(f"\nC. build throughput: {len(texts)} documents ({words} words, {len(windows)} windows) not in the index")
+        pool = None
+        if args.build_processes > 1:  # started once: its start-up (spawn, import, model copy) is reported apart
+            pool, pool_seconds = timed(lambda: model.start_multi_process_pool(["cpu"] * args.build_processes))
+            print(f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): {pool_seconds:.1f} s")
+            figures["C_pool_start_s"] = pool_seconds
         cases = {
             "SpanIndex.build": lambda: SpanIndex.build(texts, model, show_progress_bar=False),
+            **({f"build, {args.build_processes}-process pool": lambda: SpanIndex.build(
+                texts, model, show_progress_bar=False, pool=pool)} if pool is not None else {}),
             "model.encode(documents)": lambda: model.encode(texts, batch_size=32),
             "model.encode(windows)": lambda: model.encode(window_texts, batch_size=32),
         }
@@ -178,6 +209,8 @@ def main() -> None:
             seconds = median(times[name])
             print(f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} words/s  "
                   f"{seconds / base:>5.2f}x the time of encoding the same windows")
+        if pool is not None:
+            model.stop_multi_process_pool(pool)
         print("  (model.encode(documents) truncates every document at max_seq_length=256 tokens: it encodes less text)")
         figures["C"] = {name: median(values) for name, values in times.items()} | {"documents": len(texts), "words": words}
         if report:

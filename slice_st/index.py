@@ -5,7 +5,9 @@ A SLICE span vector is the mean of its token vectors, so its cosine to a query `
 token), the **sum of its token vectors** (``d`` numbers) and, per span starting at that unit, the
 **norm of the span's sum** (``K`` scalars). A search is one matmul ``units @ q`` (N dot products per
 query), a float64 prefix sum of those scalars, and one subtraction and division per span: exact,
-with ``d + K`` numbers per unit instead of the ``K · d`` of materialised span vectors.
+with ``d + K`` numbers per unit instead of the ``K · d`` of materialised span vectors. The scan is
+:func:`slice_st.spans.top_spans_flat` (torch), run over the memory-mapped arrays without a copy;
+:class:`ShardedSpanIndex` runs it over several indexes (shards) and merges their top-k.
 
 Long documents are stored as their model windows (segments): a span's numbers all come from the
 one window that owns it, exactly as in :func:`slice_st.encode_spans`. Prefix sums are float64 and
@@ -18,12 +20,14 @@ manifest atomically, so a crash never leaves a half index that loads.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,13 +49,13 @@ from slice_st.encode import (
     _token_dimension,
     embed_texts,
 )
-from slice_st.spans import span_sum_norms, unit_sums
+from slice_st.spans import span_sum_norms, top_spans_flat, top_spans_from_dots, unit_sums
 from slice_st.tokens import plan_windows
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SpanIndex", "IndexMatch", "model_fingerprint", "INDEX_FORMAT_VERSION"]
+__all__ = ["SpanIndex", "ShardedSpanIndex", "IndexMatch", "model_fingerprint", "model_identity", "shard_directories", "INDEX_FORMAT_VERSION"]
 
 INDEX_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -121,7 +125,7 @@ class SpanIndex:
         self.span_config = span_config
         self.dtype = dtype
         self.fingerprint = model_fingerprint(model)
-        self.model_name = getattr(model.model_card_data, "base_model", None) or ""
+        self.model_name, self.model_path = model_identity(model)
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
         self.calibration: Calibration | None = None
@@ -146,6 +150,9 @@ class SpanIndex:
         text_field: str = "text",
         id_field: str | None = "id",
         on_error: str = "raise",
+        devices: Sequence[str] | None = None,
+        processes: int | None = None,
+        pool: dict[str, Any] | None = None,
     ) -> SpanIndex:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
@@ -155,13 +162,22 @@ class SpanIndex:
         be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
         searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
         then differ from float32 by about 1e-3 and near-ties may swap; span norms stay float32).
+
+        Encoding can run in several processes through sentence-transformers' multi-process pool:
+        ``devices=["cuda:0", "cuda:1"]`` (one process per entry; ``["cpu", "cpu"]`` for CPU
+        processes), ``processes=N`` (N CPU processes), or ``pool=`` a pool you started with
+        ``model.start_multi_process_pool(...)`` (reused, not stopped). The index is the same as a
+        one-process build (to float tolerance: batches are padded differently).
+
+        >>> from slice_st import SpanIndex, load_model
+        >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(), processes=2)  # doctest: +SKIP
         """
         from slice_st.config import load_model
 
         model = model if model is not None else load_model()
         index = cls(model, _span_config(model, min_span, max_span, unit), dtype)
         index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
-                  on_error=on_error)
+                  on_error=on_error, devices=devices, processes=processes, pool=pool)
         return index
 
     @classmethod
@@ -192,8 +208,13 @@ class SpanIndex:
         text_field: str = "text",
         id_field: str | None = "id",
         on_error: str = "raise",
+        devices: Sequence[str] | None = None,
+        processes: int | None = None,
+        pool: dict[str, Any] | None = None,
     ) -> list[str]:
         """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was.
+
+        ``devices``/``processes``/``pool`` encode in several processes, as in :meth:`build`.
 
         ``on_error="skip"`` leaves out documents the model cannot window (a span of ``max_span``
         words longer than a model window, e.g. runs of dot leaders) instead of failing the whole
@@ -201,6 +222,7 @@ class SpanIndex:
         """
         if on_error not in ("raise", "skip"):
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
+        targets = _pool_devices(devices, processes, pool)
         text_list, given_ids = _texts_and_ids(texts, text_field, id_field)
         if ids is None:
             ids = given_ids
@@ -233,9 +255,11 @@ class SpanIndex:
         if show_progress_bar is None:
             show_progress_bar = len(text_list) > 4 * batch_size
         pieces = []
-        with tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar) as progress:
+        with _encoder(self.model, targets, pool) as encoder, tqdm(
+            total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar
+        ) as progress:
             for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
-                part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False)
+                part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False, encoder)
                 part["segment_docs"] = part["segment_docs"] + first
                 pieces.append(part)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
@@ -268,11 +292,14 @@ class SpanIndex:
                 raise SpanInputError(f"Duplicate document id {doc_id!r}.")
             seen.add(doc_id)
 
-    def _encode(self, texts: list[str], batch_size: int, show_progress_bar: bool | None) -> dict[str, np.ndarray]:
-        """Segments (windows) of ``texts`` in order: unit sums, unit char offsets, span norms."""
+    def _encode(self, texts: list[str], batch_size: int, show_progress_bar: bool | None, encoder=None) -> dict[str, np.ndarray]:
+        """Segments (windows) of ``texts`` in order: unit sums, unit char offsets, span norms.
+
+        ``encoder`` is the model, or the model seen through a multi-process pool (:func:`_encoder`).
+        """
         config = self.span_config
         segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-        for batch in _encode_windows(self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing"):
+        for batch in _encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing"):
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
@@ -444,168 +471,39 @@ class SpanIndex:
         documents, each with its best span). Still exact: the scan asks for more spans (doubling)
         until ``top_k`` survive the per-document cut or every span has been ranked.
         """
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
-        if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
-            raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
-        built = self.span_config
-        try:
-            wanted = built.replace(min_span=min_span, max_span=max_span)
-        except ValueError as error:
-            raise SpanInputError(str(error)) from None
-        if wanted.min_span < built.min_span or wanted.max_span > built.max_span:
-            raise SpanInputError(
-                f"This index holds spans of {built.min_span}..{built.max_span} {built.unit}s; "
-                f"cannot search {wanted.min_span}..{wanted.max_span}."
-            )
-        query_list, _ = _as_text_list(queries, "queries")
-        if not query_list:
-            raise SpanInputError("queries is empty: give at least one query.")
-        vectors = self.embed_queries(query_list, batch_size=batch_size)
+        wanted = _check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
+        if approximate and self._candidates is None:
+            raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+        vectors = self.embed_queries(_query_list(queries), batch_size=batch_size)
+        scan = self._scanner(wanted, approximate, candidates, nprobe)
+        return _ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+
+    def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
+        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
         if approximate:
-            if self._candidates is None:
-                raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
-            if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
-                raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
-
-            def scan(queries, k):
-                return self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
-        else:
-
-            def scan(queries, k):
-                return self._top_spans(queries, k, wanted.min_span, wanted.max_span)
-
-        if per_document is None:
-            scores, units, lengths = scan(vectors, top_k)
-            return [self._matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(query_list))]
-        results = []
-        for q in range(len(query_list)):
-            asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
-            while True:
-                scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
-                matches = self._matches(q, scores, units, lengths, threshold)
-                kept, per_doc = [], {}
-                for match in matches:
-                    if per_doc.get(match.doc_index, 0) < per_document:
-                        per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
-                        kept.append(match)
-                exhausted = len(matches) < asked  # every span (above the threshold) was ranked
-                if len(kept) >= top_k or exhausted:
-                    break
-                asked *= 4
-            results.append(kept[:top_k])
-        return results
+            return lambda queries, k: self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
+        return lambda queries, k: self._top_spans(queries, k, wanted.min_span, wanted.max_span)
 
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
         return torch.nn.functional.normalize(embed_texts(self.model, list(queries), batch_size=batch_size).float().cpu(), dim=-1)
 
-    def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int):
-        with _blas_threads(1):
-            return self._scan(queries, top_k, min_span, max_span)
+    def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None):
+        """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.
 
-    def _scan(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int):
-        """Blockwise exact scoring: returns ``(Q, k)`` scores, start units (array rows) and lengths.
-
-        Per block of units: one matmul ``queries @ units.T``, a float64 prefix sum of those dot
-        products (reset per block: the precision guard), then for every span length one subtraction
-        (float64, rounded to float32) and one division by the stored span-sum norms; the final top-k
-        scores are recomputed in float64 from the same numbers. All buffers are allocated once per search
-        (fresh allocations are what dominates on small machines), and the block shrinks with the
-        number of queries so that the ``(Q, K, block)`` score buffer stays ~16 MB. The products are
-        memory-bound (one query: a matrix-vector product), so BLAS runs on one thread: on a shared
-        2-core machine its spinning worker threads made a search 2x slower.
+        The math is :func:`slice_st.spans.top_spans_flat` over the (memory-mapped) arrays, seen as
+        tensors without a copy; the block shrinks with the number of queries so that its score
+        buffer stays ~8 MB. ``floor`` ``(Q,)``: spans scoring at or below it may be left out.
         """
-        arrays = self._arrays
-        total = self.num_units
-        query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
-        num_queries, dim = query_array.shape
-        lengths = max_span - min_span + 1
-        first_column = min_span - self.span_config.min_span
-        block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (lengths * num_queries))))
-        vectors_stored = arrays["unit_vectors"]
-        convert = vectors_stored.dtype != np.float32
-        vector_buffer = np.empty((block + max_span, dim), dtype=np.float32) if convert else None
-        dots_buffer = np.empty(num_queries * (block + max_span), dtype=np.float32)
-        prefix_buffer = np.empty(num_queries * (block + max_span + 1), dtype=np.float64)
-        norms_buffer = np.empty(lengths * block, dtype=np.float32)
-        scores_buffer = np.empty(num_queries * lengths * block, dtype=np.float32)
-        mask_buffer = np.empty(num_queries * lengths * block, dtype=bool)
-        row_buffer = np.empty(num_queries * block, dtype=np.float32)
-        best_scores = np.full((num_queries, top_k), -np.inf)  # float32 values while scanning
-        best_ids = np.full((num_queries, top_k), -1, dtype=np.int64)  # start unit * lengths + length column
-        for block_start in range(0, total, block):
-            block_end = min(block_start + block, total)
-            stop = min(block_end + max_span, total)  # spans starting in the block may run past it
-            units, count = stop - block_start, block_end - block_start
-            vectors = vectors_stored[block_start:stop]
-            if convert:
-                vectors = vector_buffer[:units]
-                np.copyto(vectors, vectors_stored[block_start:stop], casting="unsafe")
-            dots = dots_buffer[: num_queries * units].reshape(num_queries, units)
-            np.matmul(query_array, vectors.T, out=dots)
-            prefix = prefix_buffer[: num_queries * (units + 1)].reshape(num_queries, units + 1)
-            prefix[:, 0] = 0.0
-            np.cumsum(dots, axis=1, dtype=np.float64, out=prefix[:, 1:])  # float64, reset per block
-            norms = norms_buffer[: lengths * count].reshape(lengths, count)
-            np.copyto(norms, arrays["span_norms"][block_start:block_end, first_column : first_column + lengths].T)
-            if np.isfinite(best_scores[:, -1]).all():
-                # The running top-k is full: only spans scoring above each query's k-th best can enter.
-                # Score and test one span length at a time in a cache-sized row (NaN compares False),
-                # then recompute the few survivors' scores.
-                threshold = best_scores[:, -1:].astype(np.float32)
-                above = mask_buffer[: num_queries * lengths * count].reshape(num_queries, lengths, count)
-                row = row_buffer[: num_queries * count].reshape(num_queries, count)
-                for column, length in enumerate(range(min_span, max_span + 1)):
-                    valid = min(count, units - length + 1)
-                    part = row[:, :valid]
-                    np.subtract(prefix[:, length : length + valid], prefix[:, :valid], out=part)
-                    np.divide(part, norms[column, :valid], out=part)
-                    np.greater(part, threshold, out=above[:, column, :valid])
-                    above[:, column, valid:] = False
-                rows, columns = np.nonzero(above.reshape(num_queries, lengths * count))
-                if len(rows):
-                    offsets, span_columns = columns % count, columns // count
-                    numerators = prefix[rows, offsets + span_columns + min_span] - prefix[rows, offsets]
-                    values = (numerators / norms[span_columns, offsets]).astype(np.float32).astype(np.float64)
-                    ids = (block_start + offsets) * lengths + span_columns
-                    best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
-                continue
-            scores = scores_buffer[: num_queries * lengths * count].reshape(num_queries, lengths, count)
-            for column, length in enumerate(range(min_span, max_span + 1)):
-                valid = min(count, units - length + 1)  # spans must end inside the index
-                np.subtract(prefix[:, length : length + valid], prefix[:, :valid], out=scores[:, column, :valid])
-                scores[:, column, valid:] = np.nan
-            np.divide(scores, norms[None], out=scores)  # NaN: spans that do not exist (past a segment, not owned)
-            flat = scores.reshape(num_queries, lengths * count)
-            keep = min(top_k, flat.shape[1])
-            np.negative(flat, out=flat)
-            columns = np.argpartition(flat, keep - 1, axis=1)[:, :keep]  # NaN sorts last
-            np.negative(flat, out=flat)
-            rows = np.repeat(np.arange(num_queries), keep)
-            columns = columns.ravel()
-            if len(rows):
-                values = flat[rows, columns].astype(np.float64)
-                ids = (block_start + columns % count) * lengths + columns // count
-                best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, np.nan_to_num(values, nan=-np.inf), ids)
-        best_units = np.where(best_ids >= 0, best_ids // lengths, -1)
-        best_lengths = best_ids % lengths + min_span
-        exact = self._exact_scores(query_array, best_units, best_lengths)
-        order = np.argsort(-exact, axis=1, kind="stable")  # float64 scores may reorder float32 near-ties
-        take = lambda values: np.take_along_axis(values, order, axis=1)  # noqa: E731
-        return take(exact), take(best_units), take(best_lengths)
-
-    def _exact_scores(self, query_array: np.ndarray, units: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Float64 cosines of the given spans (``-inf`` where ``units < 0``), from the stored unit sums and norms."""
-        scores = np.full(units.shape, -np.inf)
-        arrays = self._arrays
-        for q, k in zip(*np.nonzero(units >= 0)):
-            unit, length = int(units[q, k]), int(lengths[q, k])
-            vectors = np.asarray(arrays["unit_vectors"][unit : unit + length], dtype=np.float32)
-            numerator = float(np.sum((vectors @ query_array[q]).astype(np.float64)))
-            norm = float(arrays["span_norms"][unit, length - self.span_config.min_span])
-            scores[q, k] = numerator / norm if np.isfinite(norm) and norm > 0 else -np.inf
-        return scores
+        widths = max_span - min_span + 1
+        block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
+        with _search_threads():
+            found = top_spans_flat(
+                queries, _as_tensor(self._arrays["unit_vectors"]), _as_tensor(self._arrays["span_norms"]), top_k,
+                min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
+                floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+            )
+        return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
         arrays = self._arrays
@@ -649,6 +547,7 @@ class SpanIndex:
             "array_bytes": int(nbytes),
             "materialised_span_bytes": int(materialised),
             "model_name": self.model_name,
+            "model_path": self.model_path,
             "model_fingerprint": self.fingerprint,
             "calibration": None if self.calibration is None else {
                 "pair_score": self.calibration.pair_score, "source": self.calibration.source,
@@ -658,9 +557,17 @@ class SpanIndex:
         }
 
     def save(self, path: str | os.PathLike) -> str:
-        """Write the index to a directory, atomically (the previous version stays until the new one is complete)."""
+        """Write the index to a directory, atomically (the previous version stays until the new one is complete).
+
+        Saves to one directory are serialised by a lock file (``.lock``, ``flock``): a second process
+        saving there at the same time gets a ``SpanInputError`` instead of racing the first.
+        """
         path = os.fspath(path)
         os.makedirs(path, exist_ok=True)
+        with _save_lock(path):
+            return self._save_locked(path)
+
+    def _save_locked(self, path: str) -> str:
         data_dir = tempfile.mkdtemp(prefix=f"data-{int(time.time() * 1000)}-", dir=path)
         try:
             for name, values in self._arrays.items():
@@ -699,7 +606,7 @@ class SpanIndex:
         if manifest.get("format_version") != INDEX_FORMAT_VERSION:
             raise SpanInputError(f"{path}: index format {manifest.get('format_version')} is not supported (expected {INDEX_FORMAT_VERSION}).")
         if model is None:
-            model = load_model(manifest.get("model_name") or None)
+            model = load_model(_model_source(path, manifest))
         fingerprint = model_fingerprint(model)
         if fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
@@ -725,6 +632,7 @@ class SpanIndex:
         index._arrays = arrays
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
+        index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         try:
             if manifest.get("calibration"):
@@ -734,6 +642,190 @@ class SpanIndex:
         except (OSError, ValueError) as error:
             raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
         return index
+
+
+class ShardedSpanIndex:
+    """Several indexes (shards, e.g. built in parallel) searched together without merging them in memory.
+
+    Each shard keeps its own (memory-mapped) arrays and is scanned on its own; the per-shard top-k
+    lists are merged, so results are those of :meth:`SpanIndex.merge` of the shards: same spans,
+    same scores, ``doc_index`` numbered across the shards in order. All shards must share the model
+    (fingerprint) and span settings; document ids must be unique across them.
+
+    >>> from slice_st import ShardedSpanIndex
+    >>> shards = ShardedSpanIndex.load(["runs/shard-0", "runs/shard-1"])        # doctest: +SKIP
+    >>> shards.search("my bag was lost", top_k=5)[0]                             # doctest: +SKIP
+    """
+
+    def __init__(self, shards: Sequence[SpanIndex]) -> None:
+        shards = list(shards)
+        if not shards:
+            raise SpanInputError("ShardedSpanIndex needs at least one shard.")
+        first = shards[0]
+        for position, shard in enumerate(shards):
+            if not isinstance(shard, SpanIndex):
+                raise SpanInputError(f"Shard {position} is a {type(shard).__name__}, not a SpanIndex.")
+            if shard.fingerprint != first.fingerprint:
+                raise SpanInputError(
+                    f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != {first.fingerprint})."
+                )
+            if shard.span_config != first.span_config:
+                raise SpanInputError(f"Shard {position} has other span settings ({shard.span_config}) than shard 0 ({first.span_config}).")
+        seen: set[str] = set()
+        for position, shard in enumerate(shards):
+            for doc_id in shard.doc_ids:
+                if doc_id in seen:
+                    raise SpanInputError(f"Document id {doc_id!r} is in more than one shard (shard {position} and an earlier one).")
+                seen.add(doc_id)
+        self.shards = shards
+        self.model = first.model
+        self.span_config = first.span_config
+        self.calibration = next((shard.calibration for shard in shards if shard.calibration is not None), None)
+        self._unit_bases = np.cumsum([0] + [shard.num_units for shard in shards])
+        self._doc_bases = np.cumsum([0] + [len(shard) for shard in shards])
+
+    @classmethod
+    def load(cls, paths: str | os.PathLike | Sequence[str | os.PathLike], model: SentenceTransformer | None = None,
+             mmap: bool = True) -> ShardedSpanIndex:
+        """Open shards by path; a directory without ``manifest.json`` stands for the index directories inside it."""
+        directories = shard_directories(paths)
+        first = SpanIndex.load(directories[0], model, mmap=mmap)
+        return cls([first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]])
+
+    def __len__(self) -> int:
+        return int(self._doc_bases[-1])
+
+    @property
+    def num_units(self) -> int:
+        return int(self._unit_bases[-1])
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return [doc_id for shard in self.shards for doc_id in shard.doc_ids]
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for shard in self.shards for text in shard.texts]
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        return self.shards[0].embed_queries(queries, batch_size=batch_size)
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        top_k: int = 10,
+        threshold: float | None = None,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        batch_size: int = 32,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
+        per_document: int | None = None,
+    ) -> list[list[IndexMatch]]:
+        """:meth:`SpanIndex.search` over all shards (same options); queries are embedded once."""
+        wanted = _check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
+        if approximate:
+            missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
+            if missing:
+                raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
+        scanners = [shard._scanner(wanted, approximate, candidates, nprobe) for shard in self.shards]
+        vectors = self.embed_queries(_query_list(queries), batch_size=batch_size)
+
+        def scan(query_vectors: torch.Tensor, k: int):
+            """Shard by shard, merging into a running top-k; its k-th score lets later exact scans skip what cannot enter."""
+            scores = np.full((len(query_vectors), k), -np.inf)
+            units = np.full((len(query_vectors), k), -1, dtype=np.int64)
+            lengths = np.zeros((len(query_vectors), k), dtype=np.int64)
+            for shard, scanner, base in zip(self.shards, scanners, self._unit_bases):
+                if approximate:
+                    found = scanner(query_vectors, k)
+                else:
+                    floor = scores[:, -1].copy()
+                    found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None)
+                merged_scores = np.concatenate([scores, found[0]], axis=1)
+                merged_units = np.concatenate([units, np.where(found[1] >= 0, found[1] + base, -1)], axis=1)
+                merged_lengths = np.concatenate([lengths, found[2]], axis=1)
+                order = np.argsort(-merged_scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
+                take = lambda values: np.take_along_axis(values, order, axis=1)  # noqa: E731
+                scores, units, lengths = take(merged_scores), take(merged_units), take(merged_lengths)
+            return scores, units, lengths
+
+        return _ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+
+    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
+        matches = []
+        for score, unit, length in zip(scores, units, lengths):
+            if not np.isfinite(score) or unit < 0:
+                continue
+            position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
+            shard = self.shards[position]
+            for match in shard._matches(query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold):
+                calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
+                matches.append(dataclasses.replace(match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated))
+        return matches
+
+    def info(self) -> dict[str, Any]:
+        """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
+        infos = [shard.info() for shard in self.shards]
+        return {
+            "shards": len(self.shards), "documents": len(self), "units": self.num_units,
+            "array_bytes": sum(i["array_bytes"] for i in infos), "model_name": infos[0]["model_name"],
+            "model_fingerprint": infos[0]["model_fingerprint"], "per_shard": infos,
+        }
+
+
+def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
+    """Index directories named by ``paths``: each path is an index, or a directory of indexes (its sub-directories).
+
+    >>> shard_directories([])
+    Traceback (most recent call last):
+    ...
+    slice_st.encode.SpanInputError: No index directories given.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    directories: list[str] = []
+    for path in map(os.fspath, paths):
+        if os.path.exists(os.path.join(path, MANIFEST)):
+            directories.append(path)
+        elif os.path.isdir(path):
+            inside = sorted(e.path for e in os.scandir(path) if e.is_dir() and os.path.exists(os.path.join(e.path, MANIFEST)))
+            if not inside:
+                raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
+            directories.extend(inside)
+        else:
+            raise FileNotFoundError(f"No index at {path!r}.")
+    if not directories:
+        raise SpanInputError("No index directories given.")
+    return directories
+
+
+#: Torch intra-op threads of the exact scan (``None``: torch's own setting). The scan is memory-bound;
+#: on a shared 2-core machine a second thread waiting for a busy core made a 32-query batch 4x slower.
+SEARCH_THREADS: int | None = 1
+
+
+@contextmanager
+def _search_threads():
+    """Run the scan with ``SEARCH_THREADS`` torch threads (restored afterwards); no-op when ``None``."""
+    if SEARCH_THREADS is None or SEARCH_THREADS == torch.get_num_threads():
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(SEARCH_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _as_tensor(values: np.ndarray) -> torch.Tensor:
+    """A tensor view of a (possibly read-only, memory-mapped) array: no copy; the scan never writes to it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "The given NumPy array is not writable"
+        return torch.from_numpy(np.asarray(values))
 
 
 @contextmanager
@@ -748,18 +840,230 @@ def _blas_threads(count: int):
         yield
 
 
-def _merge_top_k(best_scores: np.ndarray, best_ids: np.ndarray, rows: np.ndarray, scores: np.ndarray, ids: np.ndarray):
-    """Merge candidates ``(rows, scores, ids)`` into each row's running top-k ``(Q, k)`` (ties: earlier first)."""
-    num_queries, top_k = best_scores.shape
-    all_rows = np.concatenate([np.repeat(np.arange(num_queries), top_k), rows])
-    all_scores = np.concatenate([best_scores.ravel(), scores])
-    all_ids = np.concatenate([best_ids.ravel(), ids])
-    order = np.lexsort((-all_scores, all_rows))  # by row, then best first (stable)
-    sorted_rows = all_rows[order]
-    row_starts = np.searchsorted(sorted_rows, np.arange(num_queries))
-    rank = np.arange(len(order)) - row_starts[sorted_rows]
-    keep = order[rank < top_k]  # every row has >= k entries (its running top-k)
-    return all_scores[keep].reshape(num_queries, top_k), all_ids[keep].reshape(num_queries, top_k)
+def _check_search(built: SpanConfig, top_k: int, per_document: int | None, min_span: int | None, max_span: int | None,
+                  candidates: int | None) -> SpanConfig:
+    """Validate search options against the span range an index was built with; returns the range searched."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+    if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
+        raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
+    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
+        raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
+    try:
+        wanted = built.replace(min_span=min_span, max_span=max_span)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+    if wanted.min_span < built.min_span or wanted.max_span > built.max_span:
+        raise SpanInputError(
+            f"This index holds spans of {built.min_span}..{built.max_span} {built.unit}s; "
+            f"cannot search {wanted.min_span}..{wanted.max_span}."
+        )
+    return wanted
+
+
+def _query_list(queries: str | Sequence[str]) -> list[str]:
+    query_list, _ = _as_text_list(queries, "queries")
+    if not query_list:
+        raise SpanInputError("queries is empty: give at least one query.")
+    return query_list
+
+
+def _ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None) -> list[list[IndexMatch]]:
+    """Matches per query from ``scan(vectors, k)``; with ``per_document``, asks for more spans until ``top_k`` survive the cut."""
+    if per_document is None:
+        scores, units, lengths = scan(vectors, top_k)
+        return [to_matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(vectors))]
+    results = []
+    for q in range(len(vectors)):
+        asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
+        while True:
+            scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
+            matches = to_matches(q, scores, units, lengths, threshold)
+            kept, per_doc = [], {}
+            for match in matches:
+                if per_doc.get(match.doc_index, 0) < per_document:
+                    per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
+                    kept.append(match)
+            exhausted = len(matches) < asked  # every span (above the threshold) was ranked
+            if len(kept) >= top_k or exhausted:
+                break
+            asked *= 4
+        results.append(kept[:top_k])
+    return results
+
+
+LOCK_FILE = ".lock"
+
+
+@contextmanager
+def _save_lock(path: str):
+    """Hold ``path/.lock`` for a save (``fcntl.flock``, released if the process dies; ``O_EXCL`` where there is no fcntl)."""
+    lock_path = os.path.join(path, LOCK_FILE)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        try:
+            handle = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            raise SpanInputError(
+                f"{path} is being saved by another process (lock file {lock_path}; delete it if no save is running)."
+            ) from None
+        try:
+            os.write(handle, f"pid {os.getpid()}".encode())
+            yield
+        finally:
+            os.close(handle)
+            os.remove(lock_path)
+        return
+    with open(lock_path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise SpanInputError(f"{path} is being saved by another process ({holder}); try again when that save has finished.") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        yield  # closing the file releases the lock
+
+
+def model_identity(model: SentenceTransformer) -> tuple[str, str]:
+    """``(name, path)`` of a model: a readable name, and the local directory it was loaded from (``""`` if none).
+
+    A Hub model is named by its id; a local one by its directory's name (with the parent's for
+    generic names such as ``final`` or ``checkpoint-500``); the embedded default by its Hub id.
+
+    >>> from slice_st import load_model
+    >>> model_identity(load_model())
+    ('sentence-transformers/all-MiniLM-L6-v2', '')
+    """
+    import re
+
+    from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
+
+    card = getattr(model, "model_card_data", None)
+    hub_id = getattr(card, "model_id", None) or getattr(card, "base_model", None) or ""
+    source = ""
+    try:
+        for module in model:
+            config = getattr(getattr(module, "auto_model", None), "config", None)
+            if config is not None:
+                source = str(getattr(config, "name_or_path", "") or "")
+                break
+    except TypeError:  # not a module list
+        pass
+    if not source or not os.path.isdir(source):
+        return (hub_id or source), ""
+    path = os.path.abspath(source)
+    if re.fullmatch(r"\d+_\w+", os.path.basename(path)):  # the transformer inside an ST folder (0_Transformer)
+        path = os.path.dirname(path)
+    try:
+        if os.path.samefile(path, default_model_path()):
+            return DEFAULT_MODEL_NAME, ""
+    except OSError:
+        pass
+    name = os.path.basename(path)
+    if re.fullmatch(r"(model|final|best|last|output|checkpoint(-\d+)?)", name, flags=re.IGNORECASE):
+        name = f"{os.path.basename(os.path.dirname(path))}/{name}"
+    return hub_id or name, path
+
+
+def _model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
+    """What to load when an index is opened without a model: its recorded local path, else its name (None: the default)."""
+    model_path = manifest.get("model_path") or ""
+    if model_path:
+        if os.path.isdir(model_path):
+            return model_path
+        raise SpanInputError(
+            f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
+            "which is not there any more: pass the model (model=..., --model)."
+        )
+    return manifest.get("model_name") or None
+
+
+def _pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:
+    """Validate the multi-process options: the devices of a pool to start (``None``: no pool to start)."""
+    if pool is not None:
+        if devices is not None or processes is not None:
+            raise SpanInputError("Give either pool or devices/processes, not both.")
+        if not isinstance(pool, dict) or not pool.get("processes"):
+            raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
+        return None
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise SpanInputError(f"processes must be a positive integer, got {processes!r}.")
+    if devices is None:
+        return None if processes in (None, 1) else ["cpu"] * processes
+    if isinstance(devices, str) or not all(isinstance(d, str) and d for d in devices) or not len(devices):
+        raise SpanInputError(f"devices must be a non-empty list of device names such as ['cuda:0', 'cuda:1'], got {devices!r}.")
+    if processes is not None and processes != len(devices):
+        raise SpanInputError(f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other.")
+    for name in devices:
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise SpanInputError(f"Unknown device {name!r} (expected e.g. 'cpu', 'cuda:0').") from None
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise SpanInputError(f"Device {name!r} was asked for, but CUDA is not available here.")
+            if (device.index or 0) >= torch.cuda.device_count():
+                raise SpanInputError(f"Device {name!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+        elif device.type != "cpu" and not hasattr(torch, device.type):
+            raise SpanInputError(f"Unsupported device {name!r}.")
+    return list(devices)
+
+
+class _PooledEncoder:
+    """The model as ``_encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool.
+
+    Only public API: ``model.encode(..., pool=pool)`` passes ``output_value=None`` and
+    ``processing_kwargs`` on to the workers, which return the same per-window outputs.
+    """
+
+    def __init__(self, model: SentenceTransformer, pool: dict[str, Any]) -> None:
+        self._model, self._pool = model, pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def __getitem__(self, item):
+        return self._model[item]
+
+    def encode(self, inputs, **kwargs):
+        return self._model.encode(inputs, pool=self._pool, **kwargs)
+
+
+@contextmanager
+def _encoder(model: SentenceTransformer, targets: list[str] | None, pool: dict[str, Any] | None):
+    """Yield what encodes the windows: the model itself, or the model through a (started or given) pool.
+
+    A pool started here is stopped on exit and the model moved back to its device
+    (``start_multi_process_pool`` moves it to the CPU). CPU workers get ``cores / workers`` threads each.
+    """
+    if pool is not None:
+        yield _PooledEncoder(model, pool)
+        return
+    if targets is None:
+        yield model
+        return
+    device = model.device
+    cpu_workers = sum(1 for target in targets if torch.device(target).type == "cpu")
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if cpu_workers:  # read by the spawned workers' torch at start-up
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // cpu_workers))
+    try:
+        started = model.start_multi_process_pool(targets)
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+    try:
+        yield _PooledEncoder(model, started)
+    finally:
+        model.stop_multi_process_pool(started)
+        model.to(device)
 
 
 def _concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -908,42 +1212,32 @@ class _CandidateStage:
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
         lengths = np.arange(min_span, max_span + 1)
         unit_vectors = np.asarray(arrays["unit_vectors"])  # a plain view: no memmap overhead per slice
-        with _blas_threads(1):
+        span_norms = np.asarray(arrays["span_norms"])
+        with _blas_threads(1), _search_threads():
             for q in range(num_queries):
                 chosen = self.chunks[found[q][found[q] >= 0]]
                 if not len(chosen):
                     continue
                 # every span overlapping a chosen chunk starts in [chunk_start - max_span + 1, chunk_end)
                 lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
-                starts = _union_of_ranges(lo, chosen[:, 1])
                 run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
                 # dot products over each contiguous run of needed units (views of the array, no gather)
                 dots = np.concatenate([np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
                                        for a, b in zip(run_lo.tolist(), run_hi.tolist())])
                 needed = _ranges_to_indices(run_lo, run_hi)
-                prefix = np.concatenate([[0.0], np.cumsum(dots, dtype=np.float64)])
-                position = np.searchsorted(needed, starts)
-                norms = np.asarray(arrays["span_norms"][starts], dtype=np.float32)
-                scores = np.empty((len(lengths), len(starts)), dtype=np.float64)
-                for row, length in enumerate(lengths.tolist()):  # one length at a time: small arrays
-                    end = np.minimum(position + length, len(needed))
-                    # a span must lie in one run of ``needed`` (it always does, except at the end of the index)
-                    valid = needed[end - 1] == starts + length - 1
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        values = (prefix[end] - prefix[position]) / norms[:, length - built_min]
-                    values[~valid] = np.nan
-                    scores[row] = values
-                flat = scores.ravel()
-                keep = min(top_k, len(flat))
-                np.negative(flat, out=flat)
-                top = np.argpartition(flat, keep - 1)[:keep] if keep < len(flat) else np.arange(len(flat))  # NaN last
-                np.negative(flat, out=flat)
-                values = np.nan_to_num(flat[top], nan=-np.inf, posinf=-np.inf)
-                order = np.argsort(-values, kind="stable")
-                top, values = top[order], values[order]
-                best_scores[q, :keep] = values
-                best_units[q, :keep] = np.where(np.isfinite(values), starts[top % len(starts)], -1)
-                best_lengths[q, :keep] = lengths[top // len(starts)]
+                # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
+                # that stay inside one run: every other span gets a NaN norm (it does not exist here)
+                norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(np.float32)
+                starts = _union_of_ranges(lo, chosen[:, 1])
+                norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
+                run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
+                norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
+                top = top_spans_from_dots(torch.from_numpy(dots)[None], torch.from_numpy(norms), top_k, min_span, max_span,
+                                          norm_min_span=min_span)
+                keep = int((top.starts[0] >= 0).sum())
+                best_scores[q, :keep] = top.scores[0, :keep].numpy()
+                best_units[q, :keep] = needed[top.starts[0, :keep].numpy()]
+                best_lengths[q, :keep] = top.lengths[0, :keep].numpy()
         return best_scores, best_units, best_lengths
 
 

@@ -6,6 +6,8 @@
     slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
     slice-st index calibrate runs/corpus-index --sts ../shared/data/stsbenchmark/sts-train.csv
     slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
+    slice-st index build big.jsonl -o runs/big --processes 2           # or --devices cuda:0 cuda:1
+    slice-st mine --index runs/shards --query "my bag was lost"        # a directory of shards, searched together
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=_positive_int, default=32)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--skip-bad", action="store_true", help="leave out (and list) documents the model cannot window instead of failing")
+    parser.add_argument("--devices", nargs="+", metavar="DEV", default=None,
+                        help="encode in one process per device, e.g. --devices cuda:0 cuda:1, or cpu cpu (sentence-transformers' pool)")
+    parser.add_argument("--processes", type=_positive_int, default=None, metavar="N", help="encode in N CPU processes")
 
 
 def add_index_command(commands) -> None:
@@ -143,10 +148,9 @@ def _build(args) -> int:
     index = SpanIndex.build(
         documents, model, min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype,
         batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise",
+        devices=args.devices, processes=args.processes,
     )
     _report_skipped(index)
-    if args.model:
-        index.model_name = args.model
     seconds = time.perf_counter() - start
     if args.calibration:
         index.set_calibration(args.calibration)
@@ -158,13 +162,24 @@ def _build(args) -> int:
 
 def _load(directory: str, model_name: str | None = None, device: str | None = None):
     import slice_st
-    from slice_st.index import SpanIndex, _read_manifest
+    from slice_st.index import SpanIndex, _model_source, _read_manifest
 
     model = None
     if model_name or device:
         manifest = _read_manifest(directory, must_exist=True)
-        model = slice_st.load_model(model_name or manifest.get("model_name") or None, device=device)
+        model = slice_st.load_model(model_name or _model_source(directory, manifest), device=device)
     return SpanIndex.load(directory, model)
+
+
+def _open_for_search(paths, model_name: str | None = None, device: str | None = None):
+    """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards)."""
+    from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
+
+    directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
+    first = _load(directories[0], model_name, device)
+    if len(directories) == 1:
+        return first
+    return ShardedSpanIndex([first] + [SpanIndex.load(path, first.model) for path in directories[1:]])
 
 
 def _add(args) -> int:
@@ -172,7 +187,8 @@ def _add(args) -> int:
     documents = _documents(args)
     index = _load(args.directory, device=args.device)
     start = time.perf_counter()
-    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
+    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise",
+              devices=args.devices, processes=args.processes)
     _report_skipped(index)
     seconds = time.perf_counter() - start
     index.save(args.directory)
@@ -196,7 +212,7 @@ def _merge(args) -> int:
     first = _load(args.shards[0])
     shards = [first] + [SpanIndex.load(path, first.model) for path in args.shards[1:]]
     merged = SpanIndex.merge(shards)
-    merged.model_name = first.model_name
+    merged.model_name, merged.model_path = first.model_name, first.model_path
     merged.save(args.output)
     sys.stdout.write(f"merged {len(shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}\n")
     return 0
@@ -252,7 +268,7 @@ def mine_index(args) -> int:
         raise ValueError("give either FILEs or --index DIR, not both.")
     _quiet(args)
     queries = _read_queries(args)
-    index = _load(args.index, args.model, args.device)
+    index = _open_for_search(args.index, args.model, args.device)
     results = index.search(
         queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
         batch_size=args.batch_size, approximate=getattr(args, "approximate", False),

@@ -397,6 +397,8 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
 FLAT_BLOCK_UNITS = 1 << 16
 #: Scores held per block, (queries × span lengths × units): the block shrinks with many queries.
 FLAT_SCORE_BUFFER = 1 << 21
+#: Units per block while the running top-k is not yet full (every span of such a block is ranked).
+FLAT_WARM_UNITS = 4096
 
 
 class FlatTopSpans(NamedTuple):
@@ -579,8 +581,12 @@ def _scan_top_k(block_dots, span_norms: Tensor, num_queries: int, top_k: int, mi
     best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
     best_ids = torch.full((num_queries, top_k), -1, dtype=torch.long, device=device)
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
-    for block_start in range(0, total, block):
-        block_end = min(block_start + block, total)
+    block_start = 0
+    while block_start < total:
+        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
+        full = bool(torch.isfinite(threshold).all())
+        # until every query has k scores (or a floor), blocks are small: their spans are all ranked (topk)
+        block_end = min(block_start + (block if full else min(block, FLAT_WARM_UNITS)), total)
         stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
         units, count = stop - block_start, block_end - block_start
         dots = block_dots(block_start, stop)  # (Q, units)
@@ -588,14 +594,14 @@ def _scan_top_k(block_dots, span_norms: Tensor, num_queries: int, top_k: int, mi
         torch.cumsum(dots, dim=1, dtype=torch.float64, out=prefix[:, 1:])  # float64, restarted every block
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
-        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
-        if bool(torch.isfinite(threshold).all()):
+        if full:
             rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, min_span, units, count)
         else:
             rows, columns, values = _block_top_k(prefix, inverse, top_k, min_span, units, count)
         if rows.numel():
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
+        block_start = block_end
     return best_scores, best_ids
 
 
