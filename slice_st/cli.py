@@ -193,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="For each query, print the texts' best-matching spans, best first.",
     )
     mine.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to search ('-' for standard input)")
-    mine.add_argument("--index", metavar="DIR", default=None, help="search a saved corpus index instead of FILEs (slice-st index build)")
+    mine.add_argument("--index", metavar="DIR", action="append", default=None,
+                      help="search a saved corpus index instead of FILEs (slice-st index build); repeat it, or name a directory of indexes, to search shards together")
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
     mine.add_argument("--per-doc", type=int, default=1, metavar="N", help="with --index: at most N spans per document (0: no limit; default 1)")
     mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")

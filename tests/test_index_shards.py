@@ -127,6 +127,9 @@ def test_cli_mine_over_a_directory_of_shards(tiny_model_dir, tmp_path, capsys):
     assert [(r["span"], r["score"]) for r in sharded] == [(r["span"], r["score"]) for r in whole]
     line = lambda row: int(row["doc_id"].rsplit(":", 1)[1]) + (6 if "b.txt" in row["doc_id"] else 0)  # noqa: E731
     assert [line(r) for r in sharded] == [line(r) for r in whole]
+    main(["mine", "--index", str(tmp_path / "shards" / "a"), "--index", str(tmp_path / "shards" / "b"), *query])  # repeated --index
+    repeated = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["doc_id"], r["span"], r["score"]) for r in repeated] == [(r["doc_id"], r["span"], r["score"]) for r in sharded]
 
 
 def test_concurrent_save_is_refused(tiny_model, shards, tmp_path):
