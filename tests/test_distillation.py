@@ -293,3 +293,15 @@ def test_distillation_presets_and_cli_args():
         TrainConfig(output_dir="x", distill_data=["offline"], mix="zigzag").validate()
     with pytest.raises(ValueError, match="distill-data"):
         TrainConfig(output_dir="x").validate()
+
+
+def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model):
+    model = make_tiny_model()
+    features = _batch(model)
+    units = unit_boundaries(features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word")
+    starts, ends = sample_spans(units.num_units, 16, 1, 8, torch.Generator().manual_seed(3))
+    content = features["attention_mask"].bool() & ~features["special_tokens_mask"].bool()
+    for row, column in zip(*torch.nonzero(starts >= 0, as_tuple=True)):
+        lo = int(units.boundaries[row, starts[row, column]])
+        hi = int(units.boundaries[row, ends[row, column]])
+        assert hi > lo and bool(content[row, lo:hi].all())  # no padding, no [CLS]/[SEP] inside a span
