@@ -14,12 +14,13 @@ PYTHON=${PYTHON:-.venv/bin/python}
 mkdir -p benchmarks/results
 stamp=$(date +%Y%m%d-%H%M%S)
 status=0
-for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench_eval_single_pass; do
+for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench_eval_single_pass bench_distill_step; do
     case $name in
         bench_best_span_overhead) args=${P1_ARGS:-} ;;
         bench_single_vs_ngram) args=${P2_ARGS:-} ;;
         bench_loss_step) args=${P3_ARGS:-} ;;
         bench_eval_single_pass) args=${P4_ARGS:-} ;;
+        bench_distill_step) args=${P7_ARGS:-} ;;
     esac
     out=benchmarks/results/$stamp-$name.txt
     echo ">>> $PYTHON benchmarks/$name.py $args  (output: $out)"
