@@ -133,11 +133,9 @@ class SpanDistillationLoss(nn.Module):
         output = self.model(features)
         units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
         token_embeddings = output["token_embeddings"]
-        if labels is not None and labels.dim() == 3:
+        if labels is not None and labels.dim() >= 2:  # cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored
             starts, ends, span_targets, text_targets = self._from_labels(labels.to(token_embeddings.device), units.num_units)
         else:
-            if labels is not None and labels.numel():
-                raise ValueError(f"SpanDistillationLoss labels must be cached teacher vectors (B, 1 + n, 2 + d), got shape {tuple(labels.shape)}.")
             starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, self.generator)
             with torch.no_grad():
                 span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
@@ -164,7 +162,7 @@ class SpanDistillationLoss(nn.Module):
     def _from_labels(self, labels: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
         dim = self.model.get_embedding_dimension()
-        if labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
+        if labels.dim() != 3 or labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
             raise ValueError(
                 f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from cache_teacher_vectors()."
             )

@@ -305,3 +305,28 @@ def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model)
         lo = int(units.boundaries[row, starts[row, column]])
         hi = int(units.boundaries[row, ends[row, column]])
         assert hi > lo and bool(content[row, lo:hi].all())  # no padding, no [CLS]/[SEP] inside a span
+
+
+def test_legacy_fit_labels_are_ignored(make_tiny_model):
+    model = make_tiny_model()
+    features = _batch(model)
+    a = SpanDistillationLoss(model, spans_per_text=4, seed=5)([features], torch.zeros(len(TEXTS)))  # model.fit's dummy labels
+    b = SpanDistillationLoss(model, spans_per_text=4, seed=5)([features])
+    assert float(a["span"]) == pytest.approx(float(b["span"]))
+    with pytest.raises(ValueError, match="cached labels"):
+        SpanDistillationLoss(model)([features], torch.zeros(len(TEXTS), 4))
+
+
+def test_legacy_model_fit_trains_the_student_only(make_tiny_model):
+    from sentence_transformers import InputExample
+    from torch.utils.data import DataLoader
+
+    model = make_tiny_model()
+    loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5, seed=0)
+    student_before = [p.detach().clone() for p in model.parameters()]
+    teacher_before = [p.detach().clone() for p in loss.teacher.parameters()]
+    examples = [InputExample(texts=[text]) for text in TEXTS]
+    model.fit(train_objectives=[(DataLoader(examples, batch_size=3), loss)], epochs=1, warmup_steps=0,
+              optimizer_params={"lr": 1e-3}, show_progress_bar=False)
+    assert any(not torch.equal(a, b) for a, b in zip(student_before, model.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(teacher_before, loss.teacher.parameters()))
