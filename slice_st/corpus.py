@@ -47,8 +47,8 @@ def read_text_file(path: str, split: str = "line") -> list[Document]:
             for record in read_texts([path], split)]
 
 
-def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> list[Document]:
-    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field``.
+def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
+    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field`` (``id_field=None``: ids are line numbers).
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
@@ -69,7 +69,10 @@ def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> lis
                 raise CorpusError(f"{path}, line {number}: not valid JSON ({error}).") from None
             if not isinstance(record, dict):
                 raise CorpusError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
-            documents.append(Document(*_id_and_text(record, id_field, text_field, f"{path}, line {number}"), path, number, offset))
+            if id_field is None:
+                record = record | {"__line__": number}
+            where = f"{path}, line {number}"
+            documents.append(Document(*_id_and_text(record, id_field or "__line__", text_field, where), path, number, offset))
         offset += len(raw)
     return documents
 

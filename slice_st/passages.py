@@ -61,13 +61,18 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
             texts = _dataset_column(datasets.load_from_disk(path), field, path)
         elif not os.path.exists(path):
             raise FileNotFoundError(f"No such file or folder: {path}")
-        elif path.endswith((".jsonl", ".json")):
-            texts = _read_json_texts(path, field)
+        elif path.endswith(".json"):
+            texts = _read_json_list_texts(path, field)
+        elif path.endswith(".jsonl"):
+            from slice_st.corpus import read_jsonl
+
+            texts = [document.text for document in read_jsonl(path, id_field=None, text_field=field)]
         elif path.endswith(".tsv"):
             texts = _read_tsv_texts(path, column)
         else:
-            with open(path, encoding="utf-8") as handle:
-                texts = [line.rstrip("\r\n") for line in handle]
+            from slice_st.corpus import read_text_file
+
+            texts = [document.text for document in read_text_file(path)]
     elif hasattr(source, "column_names"):
         texts = _dataset_column(source, field, "dataset")
     else:
@@ -89,31 +94,19 @@ def _dataset_column(dataset, field: str, name: str) -> list[str]:
     return [value for value in values if value]
 
 
-def _read_json_texts(path: str, field: str) -> list[str]:
+def _read_json_list_texts(path: str, field: str) -> list[str]:
+    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.corpus.read_jsonl`)."""
     with open(path, encoding="utf-8") as handle:
-        if path.endswith(".json"):
-            try:
-                rows = json.load(handle)
-            except json.JSONDecodeError as error:
-                raise DataFormatError(f"{path}: not valid JSON ({error}).") from None
-            if not isinstance(rows, list):
-                raise DataFormatError(f"{path}: expected a JSON list of objects.")
-            numbered = list(enumerate(rows, start=1))
-        else:
-            numbered = []
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    numbered.append((number, json.loads(line)))
-                except json.JSONDecodeError as error:
-                    raise DataFormatError(f"{path}, line {number}: not valid JSON ({error}).") from None
-    texts = []
-    for number, row in numbered:
+        try:
+            rows = json.load(handle)
+        except json.JSONDecodeError as error:
+            raise DataFormatError(f"{path}: not valid JSON ({error}).") from None
+    if not isinstance(rows, list):
+        raise DataFormatError(f"{path}: expected a JSON list of objects.")
+    for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict) or not isinstance(row.get(field), str):
             raise DataFormatError(f"{path}, row {number}: expected an object with a string {field!r} field.")
-        texts.append(row[field])
-    return texts
+    return [row[field] for row in rows]
 
 
 def _read_tsv_texts(path: str, column: int) -> list[str]:

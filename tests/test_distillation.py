@@ -330,3 +330,11 @@ def test_legacy_model_fit_trains_the_student_only(make_tiny_model):
               optimizer_params={"lr": 1e-3}, show_progress_bar=False)
     assert any(not torch.equal(a, b) for a, b in zip(student_before, model.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(teacher_before, loss.teacher.parameters()))
+
+
+def test_read_texts_json_list(tmp_path):
+    (tmp_path / "d.json").write_text(json.dumps([{"text": "One."}, {"text": "Two."}]), encoding="utf-8")
+    assert read_texts(tmp_path / "d.json") == ["One.", "Two."]
+    (tmp_path / "e.json").write_text(json.dumps({"text": "x"}), encoding="utf-8")
+    with pytest.raises(ValueError, match="JSON list"):
+        read_texts(tmp_path / "e.json")
