@@ -21,7 +21,7 @@ from datasets import Dataset
 from _common import load_sentences
 
 import slice_st
-from slice_st.distillation import SpanDistillationLoss
+from slice_st.losses import SpanDistillationLoss
 
 
 def passages(sentences: list[str], count: int, words: int = 50) -> list[str]:

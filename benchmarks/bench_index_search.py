@@ -105,14 +105,14 @@ def main() -> None:
     parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (model encoding)")
     parser.add_argument("--search-threads", type=int, default=None,
-                        help="torch threads of the exact scan (default: slice_st.index.SEARCH_THREADS = 1; 0: torch's setting)")
+                        help="torch threads of the exact scan (default: slice_st.index.search.SEARCH_THREADS = 1; 0: torch's setting)")
     parser.add_argument("--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
     import torch
 
     from slice_st import ShardedSpanIndex, SpanIndex
-    from slice_st import index as index_module
+    from slice_st.index import search as index_module
 
     torch.set_num_threads(args.threads)
     if args.search_threads is not None:
@@ -180,12 +180,12 @@ def main() -> None:
     if "C" not in skip:
         from build_corpus_index import read_docs
 
-        from slice_st.encode import _model_window
+        from slice_st.encode import model_window
         from slice_st.tokens import plan_windows
 
         model = index.model
         _, texts = read_docs(args.queries_from, args.build_docs)
-        windows = plan_windows(model.tokenizer, texts, _model_window(model), max_span, 16)
+        windows = plan_windows(model.tokenizer, texts, model_window(model), max_span, 16)
         window_texts = [texts[w.text_index][w.char_start : w.char_end] for w in windows]
         words = sum(len(t.split()) for t in texts)
         print(f"\nC. build throughput: {len(texts)} documents ({words} words, {len(windows)} windows) not in the index")

@@ -47,13 +47,13 @@ def main() -> None:
     ids, texts = read_docs(args.docs, None)
     # Real dirty text: a few documents hold runs of dot leaders whose 20-word spans exceed a model
     # window; the core refuses those (clear error). Skip them here and say how many.
-    from slice_st.encode import _model_window
+    from slice_st.encode import model_window
     from slice_st.tokens import plan_windows
 
     kept_ids, kept, skipped = [], [], 0
     for doc_id, text in zip(ids, texts):
         try:
-            plan_windows(model.tokenizer, [text], _model_window(model), 20, 16)
+            plan_windows(model.tokenizer, [text], model_window(model), 20, 16)
         except ValueError:
             skipped += 1
             continue

@@ -3,8 +3,8 @@
     python examples/distill_spans.py --shared-data ../shared/data --steps 20 -o runs/distill-example
 
 `slice-st train --distill-data ... [--train-data ...]` does the same with checkpoints, a dev evaluator
-and presets; this script shows the pieces: a passages set from :func:`slice_st.passages.offline_passages`
-(or any texts through :func:`slice_st.passages.cut_passages`), :class:`slice_st.SpanDistillationLoss`
+and presets; this script shows the pieces: a passages set from :func:`slice_st.data.passages.offline_passages`
+(or any texts through :func:`slice_st.data.passages.cut_passages`), :class:`slice_st.SpanDistillationLoss`
 (teacher = a frozen copy of the base model), and sentence-transformers' multi-dataset training.
 """
 
@@ -14,8 +14,8 @@ from datasets import DatasetDict
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
 import slice_st
-from slice_st.passages import offline_passages
-from slice_st.training_data import offline_training_triplets
+from slice_st.data.passages import offline_passages
+from slice_st.data.triplets import offline_training_triplets
 
 
 def main() -> None:

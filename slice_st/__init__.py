@@ -5,39 +5,55 @@
 >>> best = model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=5)
 >>> best[0][0][0].span
 'played the guitar'
+
+Importing the package is light: every public name is loaded on first use (PEP 562), so the command
+line starts without torch. ``encode_spans``/``best_spans`` become methods of ``SentenceTransformer``
+as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._aliases`), and the module
+paths of the flat layout (``slice_st.pooling``, ``slice_st.train``, …) still import.
 """
 
 from __future__ import annotations
 
-from sentence_transformers import SentenceTransformer
+import importlib
 
-from slice_st.config import (
-    SpanConfig,
-    default_model_path,
-    enable_span_features,
-    get_span_config,
-    load_model,
-    save_slice_model,
-    set_span_config,
-)
-from slice_st.encode import (
-    SpanEncoding,
-    SpanInputError,
-    SpanMatch,
-    SpanSearchResult,
-    best_spans,
-    best_spans_paired,
-    embed_texts,
-    encode_spans,
-)
-from slice_st.calibration import Calibration
-from slice_st.index import IndexMatch, ShardedSpanIndex, SpanIndex
-from slice_st.distillation import SpanDistillationLoss
-from slice_st.losses import SpanMaxCrossEntropyLoss
-from slice_st.pooling import SpanPooling
-from slice_st.evaluation import SpanRetrievalEvaluator, williams_test
+from slice_st import _aliases
 
 __version__ = "0.1.0"
+
+#: Public name → the module that defines it.
+_EXPORTS = {
+    "SpanConfig": "slice_st.config",
+    "default_model_path": "slice_st.config",
+    "enable_span_features": "slice_st.config",
+    "get_span_config": "slice_st.config",
+    "load_model": "slice_st.config",
+    "save_slice_model": "slice_st.config",
+    "set_span_config": "slice_st.config",
+    "SpanEncoding": "slice_st.encode",
+    "SpanInputError": "slice_st.encode",
+    "SpanMatch": "slice_st.encode",
+    "SpanSearchResult": "slice_st.encode",
+    "best_spans": "slice_st.encode",
+    "best_spans_paired": "slice_st.encode",
+    "embed_texts": "slice_st.encode",
+    "encode_spans": "slice_st.encode",
+    "SpanPooling": "slice_st.models.span_pooling",
+    "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
+    "SpanDistillationLoss": "slice_st.losses.span_distillation",
+    "SpanRetrievalEvaluator": "slice_st.evaluation.span_retrieval",
+    "williams_test": "slice_st.evaluation.statistics",
+    "Calibration": "slice_st.index.calibration",
+    "IndexMatch": "slice_st.index.search",
+    "SpanIndex": "slice_st.index.span_index",
+    "ShardedSpanIndex": "slice_st.index.sharded",
+    "STSBContext": "slice_st.integrations.mteb",  # importing mteb takes seconds
+}
+
+#: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
+_SUBMODULES = (
+    "spans", "tokens", "text", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "integrations", "cli",
+)
 
 __all__ = [
     "Calibration",
@@ -68,21 +84,24 @@ __all__ = [
 ]
 
 
-def _attach_methods() -> None:
-    """Make ``encode_spans``/``best_spans`` methods of every ``SentenceTransformer`` (never clobbering ST's own)."""
-    for function in (encode_spans, best_spans):
-        existing = getattr(SentenceTransformer, function.__name__, None)
-        if existing is None or getattr(existing, "__module__", "").startswith("slice_st"):
-            setattr(SentenceTransformer, function.__name__, function)
-
-
-_attach_methods()
-
-
 def __getattr__(name: str):
-    """``slice_st.STSBContext`` is imported lazily: importing mteb takes seconds."""
-    if name == "STSBContext":
-        from slice_st.mteb_tasks import STSBContext
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _SUBMODULES or f"{__name__}.{name}" in _aliases.ALIASES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
-        return STSBContext
-    raise AttributeError(f"module 'slice_st' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
+
+
+def _attach_methods() -> None:
+    importlib.import_module("slice_st.encode").attach_methods()
+
+
+_aliases.install()
+_aliases.attach_when_imported("sentence_transformers", _attach_methods)

@@ -73,10 +73,9 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
 
 
 def _span_pooling_module(model):
-    from slice_st.pooling import SpanPooling
-
+    """The model's :class:`~slice_st.SpanPooling` module, if any (recognised by its marker: models sit above this layer)."""
     for module in model:
-        if isinstance(module, SpanPooling):
+        if getattr(type(module), "provides_span_embeddings", False) is True:
             return module
     return None
 

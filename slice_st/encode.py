@@ -59,7 +59,7 @@ class SpanInputError(ValueError, TypeError):
     """
 
 
-def _as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
+def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
     """Validate ``texts`` (a string or an iterable of strings); return the list and whether it was one string."""
     if isinstance(texts, str):
         return [texts], True
@@ -72,14 +72,14 @@ def _as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
     return texts, False
 
 
-def _span_config(model, min_span, max_span, unit) -> SpanConfig:
+def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
     try:
         return get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
 
 
-def _model_window(model) -> int:
+def model_window(model) -> int:
     """Content tokens per window: the model's max_seq_length minus the special tokens it adds."""
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
@@ -89,7 +89,7 @@ def _model_window(model) -> int:
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
 
-def _token_dimension(model) -> int:
+def token_dimension(model) -> int:
     """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says)."""
     return model[0].get_embedding_dimension()
 
@@ -137,7 +137,7 @@ class _Rows:
     char_ends: Tensor
 
 
-def _encode_windows(
+def encode_windows(
     model: SentenceTransformer,
     texts: Sequence[str],
     span_config: SpanConfig,
@@ -152,7 +152,7 @@ def _encode_windows(
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     try:
-        windows = plan_windows(model.tokenizer, texts, _model_window(model), span_config.max_span, window_context)
+        windows = plan_windows(model.tokenizer, texts, model_window(model), span_config.max_span, window_context)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     if show_progress_bar is None:
@@ -263,12 +263,12 @@ def encode_spans(
     (['A', 'A man', 'man'], (9, 384))
     """
     _check_common(batch_size)
-    text_list, single = _as_text_list(texts)
-    span_config = _span_config(model, min_span, max_span, unit)
+    text_list, single = as_text_list(texts)
+    span_config = resolve_span_config(model, min_span, max_span, unit)
     if convert_to_tensor:
         convert_to_numpy = False
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
-    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+    for batch in encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
         for rows in batch.rows(batch_size):
             pooled = pool_spans(
                 rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
@@ -285,7 +285,7 @@ def encode_spans(
                 span_units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + unit_shift
                 per_text[window.text_index].append((window.char_start, offsets, span_units, vectors[row][keep]))
 
-    dim = _token_dimension(model)
+    dim = token_dimension(model)
     results = []
     for text, parts in zip(text_list, per_text):
         if parts:
@@ -316,15 +316,15 @@ def embed_texts(
     Long texts are windowed like passages, each token counted once. Texts without tokens raise.
     """
     _check_common(batch_size)
-    text_list, _ = _as_text_list(texts, "queries")
+    text_list, _ = as_text_list(texts, "queries")
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
     span_config = SpanConfig(1, 1, "word")  # a query is one whole span: windows need no span room
-    dim = _token_dimension(model)
+    dim = token_dimension(model)
     totals = torch.zeros(len(text_list), dim, device=model.device)
     counts = torch.zeros(len(text_list), device=model.device)
-    for batch in _encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries"):
+    for batch in encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries"):
         for rows in batch.rows(batch_size):
             index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
             total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
@@ -426,11 +426,11 @@ def best_spans(
     _check_common(batch_size)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
-    query_list, _ = _as_text_list(queries, "queries")
+    query_list, _ = as_text_list(queries, "queries")
     if not query_list:
         raise SpanInputError("queries is empty: give at least one query.")
-    text_list, _ = _as_text_list(texts)
-    span_config = _span_config(model, min_span, max_span, unit)
+    text_list, _ = as_text_list(texts)
+    span_config = resolve_span_config(model, min_span, max_span, unit)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
 
     scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context)
@@ -445,7 +445,7 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    for batch in _encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context):
+    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context):
         for rows in batch.rows(batch_size):
             queries = query_vectors
             if paired:  # (rows, 1, d): each window against its own text's query
@@ -527,13 +527,13 @@ def best_spans_paired(
     'the puppy'
     """
     _check_common(batch_size)
-    query_list, _ = _as_text_list(queries, "queries")
-    text_list, _ = _as_text_list(texts)
+    query_list, _ = as_text_list(queries, "queries")
+    text_list, _ = as_text_list(texts)
     if len(query_list) != len(text_list):
         raise SpanInputError(f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts.")
     if not query_list:
         return []
-    span_config = _span_config(model, min_span, max_span, unit)
+    span_config = resolve_span_config(model, min_span, max_span, unit)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
     scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context)
     result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
@@ -545,3 +545,16 @@ def best_spans_paired(
         match = result._match(0, index, 0)
         matches.append(SpanMatch(index, index, match.start, match.end, match.span, match.score, match.unit_start, match.unit_end))
     return matches
+
+
+def attach_methods() -> None:
+    """Make ``encode_spans``/``best_spans`` methods of every ``SentenceTransformer`` (never clobbering ST's own).
+
+    ``import slice_st`` arranges for this to run as soon as ``sentence_transformers`` is imported.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    for function in (encode_spans, best_spans):
+        existing = getattr(SentenceTransformer, function.__name__, None)
+        if existing is None or getattr(existing, "__module__", "").startswith("slice_st"):
+            setattr(SentenceTransformer, function.__name__, function)

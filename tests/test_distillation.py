@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slice_st import SpanDistillationLoss, enable_span_features
-from slice_st.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
+from slice_st.data.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
 from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
-from slice_st.train import PRESETS, TrainConfig, config_from_args, train
+from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")

@@ -1,4 +1,4 @@
-"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.baselines, slice_st.table)."""
+"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.evaluation.baselines, slice_st.evaluation.table)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slice_st.baselines import BM25System, DensePhrasesSystem, GloveSystem, SentenceTransformerSystem, glove_tokenize, make_system
+from slice_st.evaluation.baselines import BM25System, DensePhrasesSystem, GloveSystem, SentenceTransformerSystem, glove_tokenize, make_system
 from slice_st.cli import main
 from slice_st.evaluation import ngram_offsets
-from slice_st.table import bar_chart, markdown_table, run_table, table_metrics
+from slice_st.evaluation.table import bar_chart, markdown_table, run_table, table_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]

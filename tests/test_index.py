@@ -132,7 +132,7 @@ def test_20k_word_document_is_exact(tiny_model):
 
 def test_small_search_blocks_give_the_same_result(index, monkeypatch):
     expected = index.search(QUERIES, top_k=12)
-    monkeypatch.setattr(slice_st.index, "SEARCH_BLOCK_UNITS", 37)  # spans straddle many block edges
+    monkeypatch.setattr(slice_st.index.span_index, "SEARCH_BLOCK_UNITS", 37)  # spans straddle many block edges
     got = index.search(QUERIES, top_k=12)
     for a, b in zip(got, expected):
         assert [(m.doc_index, m.start, m.end) for m in a] == [(m.doc_index, m.start, m.end) for m in b]
@@ -220,7 +220,7 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
     before = SpanIndex.load(path, tiny_model).search(QUERIES, top_k=5)
     bigger = SpanIndex.merge([index, SpanIndex.build(["a new document"], tiny_model, ids=["new"], max_span=8)])
     calls = {"n": 0}
-    real_save = slice_st.index._save_array
+    real_save = slice_st.index.span_index.save_array
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -228,10 +228,10 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
             raise OSError("disk full (simulated)")
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(slice_st.index, "_save_array", failing)
+    monkeypatch.setattr(slice_st.index.span_index, "save_array", failing)
     with pytest.raises(OSError, match="simulated"):
         bigger.save(path)
-    monkeypatch.setattr(slice_st.index, "_save_array", real_save)
+    monkeypatch.setattr(slice_st.index.span_index, "save_array", real_save)
     assert len([d for d in os.listdir(path) if d.startswith("data-")]) == 1  # the partial folder was removed
     loaded = SpanIndex.load(path, tiny_model)
     assert len(loaded) == len(index)
@@ -241,7 +241,7 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
     def failing_replace(*args, **kwargs):
         raise OSError("power cut (simulated)")
 
-    monkeypatch.setattr(slice_st.index.os, "replace", failing_replace)
+    monkeypatch.setattr(slice_st.index.span_index.os, "replace", failing_replace)
     with pytest.raises(OSError, match="power cut"):
         bigger.save(path)
     monkeypatch.undo()

@@ -9,8 +9,8 @@ import pytest
 from test_index import QUERIES, make_docs
 
 from slice_st import SpanIndex, SpanInputError
-from slice_st.calibration import Calibration, fit_calibration, fit_sts_calibration
-from slice_st.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl
+from slice_st.index.calibration import Calibration, fit_calibration, fit_sts_calibration
+from slice_st.data.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl
 
 
 # ------------------------------------------------------------------------------------ loaders

@@ -1,4 +1,4 @@
-"""The STSBContext mteb task and the `slice-st mteb` pass-through (slice_st.mteb_tasks)."""
+"""The STSBContext mteb task and the `slice-st mteb` pass-through (slice_st.integrations.mteb)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 mteb = pytest.importorskip("mteb")
 
 from slice_st.cli import main  # noqa: E402
-from slice_st.mteb_tasks import DATA_ENV, STSBContext, _pop_option, register_tasks  # noqa: E402
+from slice_st.integrations.mteb import DATA_ENV, STSBContext, _pop_option, register_tasks  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "stsb_context_sample.tsv"
 

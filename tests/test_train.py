@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import slice_st
-from slice_st.hub import render_model_card
-from slice_st.train import PRESETS, TrainConfig, config_from_args, train
+from slice_st.training.hub import render_model_card
+from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -190,7 +190,7 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
     """all-MiniLM-L6-v2, 20 steps on triplets built from the shared data: finite loss, a loadable checkpoint."""
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.training_data import offline_training_triplets
+    from slice_st.data.triplets import offline_training_triplets
 
     triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
     assert len(triplets) == 200

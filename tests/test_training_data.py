@@ -7,7 +7,7 @@ import json
 import pytest
 
 from slice_st.data import DataFormatError
-from slice_st.training_data import (
+from slice_st.data.triplets import (
     build_training_triplets,
     pairs_to_triples,
     read_msmarco_triples,

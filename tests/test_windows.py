@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import slice_st
-from slice_st.encode import _model_window
+from slice_st.encode import model_window
 from slice_st.tokens import plan_windows
 
 LONG_TEXT = " ".join(
@@ -30,10 +30,10 @@ def assert_same_spans(windowed, full):
 
 
 def test_long_text_needs_several_windows(tiny_model_short, tiny_model):
-    window = _model_window(tiny_model_short)
+    window = model_window(tiny_model_short)
     assert window == 22
     assert len(plan_windows(tiny_model_short.tokenizer, [LONG_TEXT], window, 3, 2)) >= 3
-    assert len(plan_windows(tiny_model.tokenizer, [LONG_TEXT], _model_window(tiny_model), 3, 2)) == 1
+    assert len(plan_windows(tiny_model.tokenizer, [LONG_TEXT], model_window(tiny_model), 3, 2)) == 1
 
 
 @pytest.mark.parametrize("window_context", [0, 2, 6, 16])
@@ -153,7 +153,7 @@ def real_model_short():
 
 def test_real_model_long_text_same_best_span_as_short_text(real_model, real_model_short):
     long_text = " ".join(FILLERS * 2 + [TARGET] + FILLERS[::-1] * 2)
-    assert len(plan_windows(real_model_short.tokenizer, [long_text], _model_window(real_model_short), 5, 16)) > 3
+    assert len(plan_windows(real_model_short.tokenizer, [long_text], model_window(real_model_short), 5, 16)) > 3
 
     short = real_model.best_spans([QUERY], [TARGET], max_span=5)[0][0][0]
     long = real_model_short.best_spans([QUERY], [long_text], max_span=5)[0][0][0]

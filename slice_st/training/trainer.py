@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TrainConfig", "PRESETS", "train", "add_train_command"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def load_training_data(config: TrainConfig):
     """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets`` folder."""
     import datasets
 
-    from slice_st.training_data import offline_training_triplets, read_msmarco_triples
+    from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
 
     parts = []
     for source in config.train_data:
@@ -180,7 +180,7 @@ def load_training_data(config: TrainConfig):
 
 def load_distillation_data(config: TrainConfig, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
-    from slice_st.passages import load_passages
+    from slice_st.data.passages import load_passages
 
     shared = config.shared_data or _default_shared_data()
     exclude = [path for path in (config.dev_path, os.path.join(shared, "stsbenchmark", "sts-dev.csv"), config.sts_dev_path) if path and os.path.exists(path)]
@@ -204,8 +204,8 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     import datasets
 
     from slice_st.config import load_model, set_span_config
-    from slice_st.distillation import SpanDistillationLoss
-    from slice_st.losses import SpanMaxCrossEntropyLoss
+    from slice_st.losses.span_distillation import SpanDistillationLoss
+    from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
 
     config.validate(needs_train_data=train_dataset is None)
     model = model if model is not None else load_model(config.model)
@@ -262,7 +262,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     )
     callbacks = list(callbacks or [])
     if config.push_to_hub:
-        from slice_st.hub import HubPushCallback
+        from slice_st.training.hub import HubPushCallback
 
         callbacks.append(HubPushCallback(config.push_to_hub, model, config=config, api=hub_api))
     return SentenceTransformerTrainer(
@@ -291,8 +291,8 @@ def _given_objectives(dataset) -> tuple[str, ...]:
 def _dev_evaluator(config: TrainConfig):
     evaluators = []
     if config.dev_path is not None:
-        from slice_st.data import read_stsb_context
-        from slice_st.evaluation import SpanRetrievalEvaluator
+        from slice_st.data.stsb import read_stsb_context
+        from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
         dev = read_stsb_context(config.dev_path)
         if config.dev_limit is not None:
@@ -303,7 +303,7 @@ def _dev_evaluator(config: TrainConfig):
     if config.sts_dev_path is not None:  # sentence-level similarity, to see that it is kept
         from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
 
-        from slice_st.data import read_stsb
+        from slice_st.data.stsb import read_stsb
 
         sts = read_stsb(config.sts_dev_path)
         evaluators.append(EmbeddingSimilarityEvaluator(
@@ -345,7 +345,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
         with open(os.path.join(final, "slice_train_config.json"), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(config), handle, indent=2)
         if config.push_to_hub:
-            from slice_st.hub import push_model
+            from slice_st.training.hub import push_model
 
             evaluations = [entry for entry in trainer.state.log_history if any(key.startswith("eval_") for key in entry)]
             metrics = {key.removeprefix("eval_"): value for key, value in (evaluations[-1] if evaluations else {}).items()
@@ -360,47 +360,11 @@ def _last_checkpoint(output_dir: str) -> str | None:
     return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
 
 
-def add_train_command(commands) -> None:
-    """Register ``slice-st train`` on the CLI's subparsers."""
-    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-o", "--output-dir", required=True)
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
-    parser.add_argument("-m", "--model", help="base model id or path (default: embedded all-MiniLM-L6-v2)")
-    parser.add_argument("--train-data", action="append", help="msmarco:PATH | offline[:SHARED_DATA_DIR] | a saved datasets folder (repeatable)")
-    parser.add_argument("--distill-data", action="append",
-                        help="unlabeled text for span self-distillation: offline[:SHARED_DATA_DIR] | text/TSV/JSONL files | a saved passages folder (repeatable)")
-    parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
-    parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
-    parser.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
-    parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
-    parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
-    parser.add_argument("--mix", choices=("round_robin", "proportional"), default=None, help="how batches of the two datasets alternate (default: round_robin)")
-    defaults = TrainConfig(output_dir="")
-    for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
-                 "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
-                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "passage_min_words", "passage_max_words",
-                 "distill_limit"):
-        value = getattr(defaults, name)
-        kind = float if isinstance(value, float) else int
-        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")
-    parser.add_argument("--unit", choices=("word", "token"), default=None)
-    parser.add_argument("--in-batch-negatives", action="store_true", default=None)
-    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-    parser.add_argument("--push-to-hub", metavar="ORG/NAME", help="push every checkpoint and the final model with a model card")
-    parser.add_argument("--shared-data", help="folder of the shared data sets (for --train-data offline)")
-    parser.set_defaults(handler=_train_command)
-
-
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given."""
     values: dict[str, Any] = dict(PRESETS.get(args.preset, {})) if args.preset else {}
     for item in dataclasses.fields(TrainConfig):
         value = getattr(args, item.name, None)
         if value is not None:
             values[item.name] = value
     return TrainConfig(**values)
-
-
-def _train_command(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    train(config)
-    return 0

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules import Module
 
+from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
 
@@ -40,6 +41,8 @@ class SpanPooling(Module):
     torch.Size([12, 384])
     """
 
+    #: Read by :func:`slice_st.get_span_config` to find this module in a model without importing this class.
+    provides_span_embeddings = True
     config_keys = ["embedding_dimension", "min_span", "max_span", "unit", "output_spans"]
 
     def __init__(
@@ -93,8 +96,6 @@ class SpanPooling(Module):
         """
         from sentence_transformers.sentence_transformer.modules import Pooling
 
-        from slice_st.config import enable_span_features, get_span_config
-
         settings = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         positions = [index for index, module in enumerate(model) if isinstance(module, (Pooling, cls))]
         if not positions:
@@ -105,3 +106,11 @@ class SpanPooling(Module):
         model[positions[0]] = cls(old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans)
         enable_span_features(model)
         return model
+
+
+# The class keeps the module path it had before the package layout: ``modules.json`` of a saved model
+# names ``slice_st.pooling.SpanPooling`` (resolved by the alias in ``slice_st._aliases``), so checkpoints
+# saved before and after the move are the same files. Its docstring example then runs from ``__test__``
+# (doctest collects only classes whose ``__module__`` is the module being collected).
+SpanPooling.__module__ = "slice_st.pooling"
+__test__ = {"SpanPooling": SpanPooling.__doc__}

@@ -17,7 +17,8 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slice_st.data import DataFormatError, _one_line, make_context, read_stsb
+from slice_st.data.stsb import DataFormatError, make_context, read_stsb
+from slice_st.text import detokenize, one_line
 
 __all__ = [
     "read_msmarco_triples",
@@ -102,16 +103,9 @@ def read_snli_triplets(path: str | os.PathLike) -> list[tuple[str, str, str]]:
         for number, row in enumerate(reader, start=2):
             if len(row) < 3 or not all(field.strip() for field in row[:3]):
                 raise DataFormatError(f"{path}, line {number}: expected 3 non-empty fields.")
-            triples.append(tuple(_detokenize(field) for field in row[:3]))
+            triples.append(tuple(detokenize(field) for field in row[:3]))
     return triples
 
-
-def _detokenize(text: str) -> str:
-    """Undo SNLI's spaces before punctuation (``"packages ."`` → ``"packages."``)."""
-    text = " ".join(text.split())
-    for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
-        text = text.replace(mark, mark[1:])
-    return text
 
 
 def read_sick_pairs(path: str | os.PathLike, min_relatedness: float = 4.0) -> list[tuple[str, str]]:
@@ -198,10 +192,10 @@ def build_training_triplets(
     """
     import datasets
 
-    excluded = {_one_line(sentence) for sentence in exclude_sentences}
+    excluded = {one_line(sentence) for sentence in exclude_sentences}
     kept = []
     for triple in triples:
-        cleaned = tuple(_one_line(text) for text in triple)
+        cleaned = tuple(one_line(text) for text in triple)
         if any(not text for text in cleaned) or excluded.intersection(cleaned):
             continue
         kept.append(cleaned)

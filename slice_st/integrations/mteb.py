@@ -116,7 +116,7 @@ class STSBContext(AbsTaskSTS):
             return
         import datasets
 
-        from slice_st.data import read_stsb_context
+        from slice_st.data.stsb import read_stsb_context
 
         if not self.path:
             raise FileNotFoundError(
@@ -130,7 +130,8 @@ class STSBContext(AbsTaskSTS):
 
     def _evaluate_subset(self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None,
                          num_proc=None, timer=None, **kwargs: Any) -> dict[str, float]:
-        from slice_st.evaluation import correlations, score_full, score_single
+        from slice_st.evaluation.setups import score_full, score_single
+        from slice_st.evaluation.statistics import correlations
 
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))

@@ -14,7 +14,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from slice_st.config import get_span_config
-from slice_st.losses import SLICE_CITATION
+from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 
 __all__ = ["render_model_card", "push_model", "HubPushCallback", "TRAINER_STATE_FILES"]
 
@@ -33,7 +33,7 @@ def render_model_card(
 ) -> str:
     """The model card (README.md) of a SLICE model, rendered from ``model_card/template.md``.
 
-    ``config`` is the :class:`~slice_st.train.TrainConfig` (training details); ``metrics`` the
+    ``config`` is the :class:`~slice_st.training.TrainConfig` (training details); ``metrics`` the
     evaluator's latest results (e.g. ``{"dev_single_spearman": 0.71}``).
 
     >>> from slice_st import load_model

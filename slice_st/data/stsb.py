@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from slice_st.text import one_line
+
 __all__ = [
     "DataFormatError",
     "STSB_CONTEXT_COLUMNS",
@@ -216,14 +218,11 @@ def write_stsb_context(rows, path: str | os.PathLike, *, encoding: str = "utf-8"
         writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
         writer.writerow(["", *STSB_CONTEXT_COLUMNS])
         for index, row in enumerate(rows):
-            cells = [_one_line(str(row[key])) for key in STSB_CONTEXT_COLUMNS[:3]]
+            cells = [one_line(str(row[key])) for key in STSB_CONTEXT_COLUMNS[:3]]
             writer.writerow([index, *cells, f"{float(row['goldsim']):g}"])
             count += 1
     return count
 
-
-def _one_line(value: str) -> str:
-    return " ".join(value.split())
 
 
 def read_stsb(path: str | os.PathLike):
@@ -329,7 +328,7 @@ def make_context(
     seen: set[str] = set()
     for row in rows:
         for key in ("sentence1", "sentence2"):
-            sentence = _one_line(row[key])
+            sentence = one_line(row[key])
             if sentence not in seen:
                 seen.add(sentence)
                 pool.append(sentence)
@@ -345,7 +344,7 @@ def make_context(
     out: dict[str, list[Any]] = {key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style", "source_index")}
     for position in chosen:
         row = rows[position]
-        origin, target = _one_line(row["sentence1"]), _one_line(row["sentence2"])
+        origin, target = one_line(row["sentence1"]), one_line(row["sentence2"])
         own = [_words(origin), _words(target)]
         style = rng.choice(list(styles))
         core = target

@@ -1,7 +1,7 @@
 """The baselines of Table 1 (Orbach et al., 2024), as systems scored in the three setups.
 
 A *system* turns (origin phrase, passage) pairs into similarity scores in one or more setups
-(``full``, ``ngram``, ``single``; see :mod:`slice_st.evaluation`):
+(``full``, ``ngram``, ``single``; see :mod:`slice_st.evaluation.setups`):
 
 * :class:`SentenceTransformerSystem`: any sentence-transformers model, in all three setups.
 * :class:`BM25System`: BM25 Okapi (``bm25s``, Robertson's formula, k1 = 1.5, b = 0.75, bm25s's
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from slice_st.evaluation import SCORERS, SetupResult, _check_all_scored, _check_inputs, ngram_offsets
+from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
 
@@ -161,7 +161,7 @@ class BM25System(System):
 
     def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
         self._check_setup(setup)
-        phrases, passages = _check_inputs(phrases, passages)
+        phrases, passages = check_inputs(phrases, passages)
         queries = self._tokens(phrases)
         if setup == "full":
             retriever = self._index(passages)
@@ -180,7 +180,7 @@ class BM25System(System):
             top = int(np.argmax(values))
             scores[i] = values[top]
             spans[i] = (int(offsets[i][top, 0]), int(offsets[i][top, 1]))
-        _check_all_scored(scores, passages)
+        check_all_scored(scores, passages)
         return SetupResult(scores, spans, extra={"ngrams": len(documents)})
 
 
@@ -242,7 +242,7 @@ class GloveSystem(System):
 
     def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
         self._check_setup(setup)
-        phrases, passages = _check_inputs(phrases, passages)
+        phrases, passages = check_inputs(phrases, passages)
         queries = np.stack([self._mean(phrase) for phrase in phrases])
         if setup == "full":
             documents = np.stack([self._mean(passage) for passage in passages])
@@ -273,7 +273,7 @@ class GloveSystem(System):
                 continue
             scores[i] = float(found.scores[0, 0, 0])
             spans[i] = (int(unit_starts[start]), int(unit_ends[end - 1]))
-        _check_all_scored(scores, passages)
+        check_all_scored(scores, passages)
         return SetupResult(scores, spans)
 
 
@@ -309,7 +309,7 @@ class DensePhrasesSystem(System):
 
     def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
         self._check_setup(setup)
-        phrases, passages = _check_inputs(phrases, passages)
+        phrases, passages = check_inputs(phrases, passages)
         check_unit(unit)
         queries = []
         for _, tokens, units in self._encode(phrases, batch_size, unit):
@@ -338,7 +338,7 @@ class DensePhrasesSystem(System):
             spans[i] = (int(units.char_starts[0, starts[top]]), int(units.char_ends[0, ends[top] - 1]))
         if truncated:
             warnings.warn(f"{self.name}: {truncated} passage(s) longer than the model window were truncated.", stacklevel=2)
-        _check_all_scored(scores, passages)
+        check_all_scored(scores, passages)
         return SetupResult(scores, spans)
 
 

@@ -181,8 +181,8 @@ def fit_sts_calibration(
     limit: int | None = None, batch_size: int = 32, max_span: int | None = None,
 ) -> Calibration:
     """Fit the cosine → 0–5 map on an STS-benchmark TSV (e.g. ``sts-train.csv``), read in place from ``path``."""
-    from slice_st.data import read_stsb
-    from slice_st.index import model_fingerprint
+    from slice_st.data.stsb import read_stsb
+    from slice_st.index.fingerprint import model_fingerprint
 
     rows = read_stsb(path)
     if limit is not None:

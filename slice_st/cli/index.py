@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from slice_st.cli.common import positive_int, quiet_progress, read_queries, write_rows
+
 __all__ = ["add_index_command", "mine_index"]
 
 
@@ -27,12 +29,12 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-format", choices=("auto", "text", "jsonl"), default="auto", help="auto: .jsonl/.ndjson files are JSONL")
     parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
     parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    parser.add_argument("--batch-size", type=_positive_int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--skip-bad", action="store_true", help="leave out (and list) documents the model cannot window instead of failing")
     parser.add_argument("--devices", nargs="+", metavar="DEV", default=None,
                         help="encode in one process per device, e.g. --devices cuda:0 cuda:1, or cpu cpu (sentence-transformers' pool)")
-    parser.add_argument("--processes", type=_positive_int, default=None, metavar="N", help="encode in N CPU processes")
+    parser.add_argument("--processes", type=positive_int, default=None, metavar="N", help="encode in N CPU processes")
 
 
 def add_index_command(commands) -> None:
@@ -44,8 +46,8 @@ def add_index_command(commands) -> None:
     _corpus_arguments(build)
     build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
     build.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
-    build.add_argument("--min-span", type=_positive_int, default=None)
-    build.add_argument("--max-span", type=_positive_int, default=None)
+    build.add_argument("--min-span", type=positive_int, default=None)
+    build.add_argument("--max-span", type=positive_int, default=None)
     build.add_argument("--unit", choices=("word", "token"), default=None)
     build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors (float16: half the memory, scores ±1e-3)")
     build.add_argument("--calibration", metavar="FILE", default=None, help="a calibration JSON to store with the index")
@@ -78,43 +80,29 @@ def add_index_command(commands) -> None:
     calibrate.add_argument("directory", metavar="DIR")
     calibrate.add_argument("--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv")
     calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
-    calibrate.add_argument("--limit", type=_positive_int, default=None, help="use the first N pairs")
+    calibrate.add_argument("--limit", type=positive_int, default=None, help="use the first N pairs")
     calibrate.add_argument("--save-json", metavar="FILE", default=None, help="also write the calibration JSON here")
     calibrate.set_defaults(handler=_calibrate)
 
     candidates = actions.add_parser("candidates", help="build the FAISS candidate stage (for mine --approximate)")
     candidates.add_argument("directory", metavar="DIR")
     candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
-    candidates.add_argument("--chunk", type=_positive_int, default=4)
-    candidates.add_argument("--stride", type=_positive_int, default=2)
-    candidates.add_argument("--nlist", type=_positive_int, default=None)
-    candidates.add_argument("--nprobe", type=_positive_int, default=128)
-    candidates.add_argument("--candidates", type=_positive_int, default=512)
+    candidates.add_argument("--chunk", type=positive_int, default=4)
+    candidates.add_argument("--stride", type=positive_int, default=2)
+    candidates.add_argument("--nlist", type=positive_int, default=None)
+    candidates.add_argument("--nprobe", type=positive_int, default=128)
+    candidates.add_argument("--candidates", type=positive_int, default=512)
     candidates.set_defaults(handler=_candidates)
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
 def _documents(args):
-    from slice_st.corpus import read_corpus
+    from slice_st.data.corpus import read_corpus
 
     fmt = None if args.input_format == "auto" else args.input_format
     documents = read_corpus(args.corpus, split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field)
     if not documents:
         raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")
     return documents
-
-
-def _quiet(args) -> None:
-    if getattr(args, "no_progress", False):
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()
 
 
 def _report(verb: str, documents, index, seconds: float, out) -> None:
@@ -141,7 +129,7 @@ def _build(args) -> int:
 
     if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force:
         raise ValueError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
-    _quiet(args)
+    quiet_progress(args)
     documents = _documents(args)
     model = slice_st.load_model(args.model, device=args.device)
     start = time.perf_counter()
@@ -162,12 +150,12 @@ def _build(args) -> int:
 
 def _load(directory: str, model_name: str | None = None, device: str | None = None):
     import slice_st
-    from slice_st.index import SpanIndex, _model_source, _read_manifest
+    from slice_st.index import SpanIndex, model_source, read_manifest
 
     model = None
     if model_name or device:
-        manifest = _read_manifest(directory, must_exist=True)
-        model = slice_st.load_model(model_name or _model_source(directory, manifest), device=device)
+        manifest = read_manifest(directory, must_exist=True)
+        model = slice_st.load_model(model_name or model_source(directory, manifest), device=device)
     return SpanIndex.load(directory, model)
 
 
@@ -183,7 +171,7 @@ def _open_for_search(paths, model_name: str | None = None, device: str | None = 
 
 
 def _add(args) -> int:
-    _quiet(args)
+    quiet_progress(args)
     documents = _documents(args)
     index = _load(args.directory, device=args.device)
     start = time.perf_counter()
@@ -219,9 +207,9 @@ def _merge(args) -> int:
 
 
 def _info(args) -> int:
-    from slice_st.index import INDEX_FORMAT_VERSION, _read_manifest
+    from slice_st.index import INDEX_FORMAT_VERSION, read_manifest
 
-    manifest = _read_manifest(args.directory, must_exist=True)
+    manifest = read_manifest(args.directory, must_exist=True)
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
         raise ValueError(f"{args.directory}: index format {manifest.get('format_version')} is not supported.")
     info = {key: value for key, value in manifest.items() if key != "span_config"}
@@ -233,7 +221,7 @@ def _info(args) -> int:
 
 
 def _calibrate(args) -> int:
-    from slice_st.calibration import fit_sts_calibration
+    from slice_st.index.calibration import fit_sts_calibration
 
     index = _load(args.directory)
     calibration = fit_sts_calibration(index.model, args.sts, args.pair_score, limit=args.limit)
@@ -262,12 +250,10 @@ INDEX_FIELDS = ["query", "rank", "score", "calibrated", "doc_id", "start", "end"
 
 def mine_index(args) -> int:
     """``slice-st mine --index DIR``: search a saved index; same output formats as ``mine``."""
-    from slice_st.cli import _read_queries, write_rows
-
     if args.files:
         raise ValueError("give either FILEs or --index DIR, not both.")
-    _quiet(args)
-    queries = _read_queries(args)
+    quiet_progress(args)
+    queries = read_queries(args)
     index = _open_for_search(args.index, args.model, args.device)
     results = index.search(
         queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,

@@ -14,10 +14,11 @@ the file and the line; nothing is dropped silently except blank texts of plain t
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from slice_st.text import read_file, read_texts
 
 __all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset"]
 
@@ -41,8 +42,6 @@ class Document:
 
 def read_text_file(path: str, split: str = "line") -> list[Document]:
     """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``."""
-    from slice_st.cli import read_texts
-
     return [Document(f"{record.source}:{record.line}", record.text, record.source, record.line, record.file_offset)
             for record in read_texts([path], split)]
 
@@ -56,11 +55,9 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
     >>> [(d.id, d.text, d.line) for d in read_jsonl(str(path))]
     [('a', 'first', 1), ('7', 'second', 2)]
     """
-    from slice_st.cli import _read_file
-
     documents = []
     offset = 0
-    for number, raw in enumerate(_read_file(path).splitlines(keepends=True), start=1):
+    for number, raw in enumerate(read_file(path).splitlines(keepends=True), start=1):
         line = raw.strip()
         if line:
             try:

@@ -19,7 +19,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slice_st.data import DataFormatError
+from slice_st.data.corpus import read_jsonl, read_text_file
+from slice_st.data.stsb import DataFormatError, read_stsb, read_stsb_context
+from slice_st.text import detokenize as detokenize_text
+from slice_st.text import one_line
 
 __all__ = ["read_texts", "split_sentences", "cut_passages", "evaluation_sentences", "offline_passages", "load_passages"]
 
@@ -50,8 +53,6 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
     """
-    from slice_st.training_data import _detokenize
-
     texts: list[str]
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -64,14 +65,10 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
         elif path.endswith(".json"):
             texts = _read_json_list_texts(path, field)
         elif path.endswith(".jsonl"):
-            from slice_st.corpus import read_jsonl
-
             texts = [document.text for document in read_jsonl(path, id_field=None, text_field=field)]
         elif path.endswith(".tsv"):
             texts = _read_tsv_texts(path, column)
         else:
-            from slice_st.corpus import read_text_file
-
             texts = [document.text for document in read_text_file(path)]
     elif hasattr(source, "column_names"):
         texts = _dataset_column(source, field, "dataset")
@@ -80,8 +77,8 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
         for position, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"text {position} is {type(text).__name__}, not a string.")
-    texts = [" ".join(text.split()) for text in texts if text and text.strip()]
-    return [_detokenize(text) for text in texts] if detokenize else texts
+    texts = [one_line(text) for text in texts if text and text.strip()]
+    return [detokenize_text(text) for text in texts] if detokenize else texts
 
 
 def _dataset_column(dataset, field: str, name: str) -> list[str]:
@@ -213,8 +210,6 @@ def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
     Reads STS-B-Context TSVs (origin phrases, paraphrases, and each passage split into sentences) and
     STS-B TSVs (both sentences); the format is told by the STS-B-Context header.
     """
-    from slice_st.data import read_stsb, read_stsb_context
-
     sentences: set[str] = set()
     for path in paths:
         path = os.fspath(path)
@@ -256,8 +251,6 @@ def offline_passages(
     texts: list[str] = []
     for source in sources:
         if source == "stsb":
-            from slice_st.data import read_stsb
-
             rows = read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
             texts += list(dict.fromkeys(list(rows["sentence1"]) + list(rows["sentence2"])))
         elif source == "sick":
@@ -311,55 +304,3 @@ def load_passages(sources: Sequence[str], *, shared_data: str | None = None, exc
     if limit is not None:
         dataset = dataset.select(range(min(limit, len(dataset))))
     return dataset
-
-
-def add_passages_command(commands) -> None:
-    """Register ``slice-st make-passages`` (unlabeled distillation text, optionally with cached teacher vectors)."""
-    parser = commands.add_parser(
-        "make-passages",
-        help="cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)",
-        description="Build a distillation passages folder for `slice-st train --distill-data DIR`. Dev sentences "
-        "(--exclude) never reach a passage. With --cache-teacher the teacher's span vectors are computed once and saved.",
-    )
-    parser.add_argument("sources", nargs="+", metavar="SOURCE", help="offline[:SHARED_DATA_DIR] | text/TSV/JSONL files | saved datasets folders")
-    parser.add_argument("-o", "--output", required=True, help="folder to save the dataset to (datasets.save_to_disk)")
-    parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help="STS-B or STS-B-Context file whose sentences are kept out (repeatable)")
-    parser.add_argument("--min-words", type=int, default=20)
-    parser.add_argument("--max-words", type=int, default=80)
-    parser.add_argument("--limit", type=int, default=None, help="keep a seeded sample of N passages")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--shared-data", help="the shared data folder for 'offline' (default: ../shared/data)")
-    parser.add_argument("--cache-teacher", action="store_true", help="add a 'label' column with spans and teacher vectors")
-    parser.add_argument("-m", "--model", help="the student/base model (its tokenizer defines word units; default: embedded all-MiniLM-L6-v2)")
-    parser.add_argument("--teacher", help="teacher model (default: the base model itself)")
-    parser.add_argument("--spans", type=int, default=8, help="spans per passage (default 8)")
-    parser.add_argument("--max-span", type=int, default=12, help="longest span in words (default 12)")
-    parser.add_argument("--max-seq-length", type=int, default=None, help="the training run's max_seq_length (must match it)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.set_defaults(handler=_make_passages_command)
-
-
-def _make_passages_command(args) -> int:
-    import sys
-    import time
-
-    shared = args.shared_data or os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
-    started = time.perf_counter()
-    passages = load_passages(args.sources, shared_data=shared, exclude_paths=args.exclude, min_words=args.min_words,
-                             max_words=args.max_words, seed=args.seed, limit=args.limit)
-    print(f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-    if args.cache_teacher:
-        from slice_st.config import load_model
-        from slice_st.distillation import SpanDistillationLoss
-
-        model = load_model(args.model)
-        if args.max_seq_length is not None:
-            model.max_seq_length = args.max_seq_length
-        loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)
-        started = time.perf_counter()
-        passages = loss.cache_teacher_vectors(passages, batch_size=args.batch_size, seed=args.seed, show_progress_bar=True)
-        seconds = time.perf_counter() - started
-        print(f"teacher vectors: {seconds:.1f} s ({len(passages) / max(seconds, 1e-9):.1f} passages/s)", file=sys.stderr)
-    passages.save_to_disk(args.output)
-    print(f"saved {args.output}", file=sys.stderr)
-    return 0

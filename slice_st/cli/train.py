@@ -1,0 +1,47 @@
+"""``slice-st train``: SLICE training (:func:`slice_st.training.train`) from the command line."""
+
+from __future__ import annotations
+
+import argparse
+
+from slice_st.training import trainer
+from slice_st.training.trainer import PRESETS, TrainConfig, config_from_args
+
+__all__ = ["add_train_command"]
+
+
+def add_train_command(commands) -> None:
+    """Register ``slice-st train`` on the CLI's subparsers."""
+    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)", description=trainer.__doc__.split("\n\n")[0])
+    parser.add_argument("-o", "--output-dir", required=True)
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
+    parser.add_argument("-m", "--model", help="base model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--train-data", action="append", help="msmarco:PATH | offline[:SHARED_DATA_DIR] | a saved datasets folder (repeatable)")
+    parser.add_argument("--distill-data", action="append",
+                        help="unlabeled text for span self-distillation: offline[:SHARED_DATA_DIR] | text/TSV/JSONL files | a saved passages folder (repeatable)")
+    parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
+    parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
+    parser.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
+    parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
+    parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
+    parser.add_argument("--mix", choices=("round_robin", "proportional"), default=None, help="how batches of the two datasets alternate (default: round_robin)")
+    defaults = TrainConfig(output_dir="")
+    for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
+                 "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
+                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "passage_min_words", "passage_max_words",
+                 "distill_limit"):
+        value = getattr(defaults, name)
+        kind = float if isinstance(value, float) else int
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")
+    parser.add_argument("--unit", choices=("word", "token"), default=None)
+    parser.add_argument("--in-batch-negatives", action="store_true", default=None)
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    parser.add_argument("--push-to-hub", metavar="ORG/NAME", help="push every checkpoint and the final model with a model card")
+    parser.add_argument("--shared-data", help="folder of the shared data sets (for --train-data offline)")
+    parser.set_defaults(handler=_train_command)
+
+
+def _train_command(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    trainer.train(config)
+    return 0

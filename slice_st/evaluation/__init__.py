@@ -1,0 +1,32 @@
+"""Span retrieval evaluation (STS-B-Context, Orbach et al., 2024): the evaluator, the three setups
+(``setups``: full context, per-n-gram forward, single forward), correlations and the Williams test
+(``statistics``), baselines and the Table-1 runner (``baselines``, ``table``).
+"""
+
+from slice_st.evaluation.setups import (
+    NGRAMS_PER_CALL,
+    SCORERS,
+    SETUPS,
+    SetupResult,
+    ngram_offsets,
+    score_full,
+    score_ngram,
+    score_single,
+)
+from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
+from slice_st.evaluation.statistics import compare_to_best, correlations, williams_test
+
+__all__ = [
+    "SETUPS",
+    "SCORERS",
+    "NGRAMS_PER_CALL",
+    "SetupResult",
+    "SpanRetrievalEvaluator",
+    "correlations",
+    "ngram_offsets",
+    "score_full",
+    "score_ngram",
+    "score_single",
+    "williams_test",
+    "compare_to_best",
+]

@@ -1,0 +1,168 @@
+"""``SpanRetrievalEvaluator``: a sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
+
+See :mod:`slice_st.evaluation.setups` for the three setups and :mod:`slice_st.evaluation.statistics`
+for the correlations and the Williams test.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from sentence_transformers.base.evaluation import BaseEvaluator
+
+from slice_st.evaluation.setups import SCORERS, SETUPS, SetupResult, check_inputs
+from slice_st.evaluation.statistics import correlations
+from slice_st.spans import check_span_bounds
+from slice_st.tokens import check_unit
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["SpanRetrievalEvaluator"]
+
+logger = logging.getLogger(__name__)
+
+
+class SpanRetrievalEvaluator(BaseEvaluator):
+    """Sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
+
+    For each pair (origin phrase, passage, gold score) it predicts a similarity in each setup of
+    ``setups`` (``"full"``, ``"ngram"``, ``"single"``; see :mod:`slice_st.evaluation.setups`) and reports
+    ``{setup}_pearson`` and ``{setup}_spearman``. The primary metric is ``single_spearman`` (else
+    the Spearman of the last setup). Works as ``evaluator=`` of ``SentenceTransformerTrainer`` and
+    records its metrics in the model card data. With ``output_path`` it appends the metrics to
+    ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes the
+    best span and score of every pair and setup to ``span_retrieval_predictions[_name].csv``.
+
+    >>> from slice_st import load_model
+    >>> evaluator = SpanRetrievalEvaluator(
+    ...     ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks"],
+    ...     ["Late again. A man is playing a guitar on stage. The crowd cheered.",
+    ...      "It rained all day. A cat sleeps on the sofa. Nobody came.",
+    ...      "Prices rose. Shares dropped sharply on Monday. Traders left early.",
+    ...      "The bus was late. A lady is preparing food. It smelled good."],
+    ...     [4.8, 1.0, 3.9, 4.2], setups=("full", "single"), max_span=10)
+    >>> metrics = evaluator(load_model())
+    >>> sorted(metrics), evaluator.primary_metric
+    (['full_pearson', 'full_spearman', 'single_pearson', 'single_spearman'], 'single_spearman')
+    """
+
+    def __init__(
+        self,
+        phrases: Sequence[str],
+        passages: Sequence[str],
+        scores: Sequence[float],
+        *,
+        setups: Sequence[str] = SETUPS,
+        min_span: int = 1,
+        max_span: int = 20,
+        unit: str = "word",
+        batch_size: int = 32,
+        name: str = "",
+        show_progress_bar: bool | None = None,
+        write_csv: bool = True,
+        write_predictions: bool = False,
+    ):
+        super().__init__()
+        self.phrases, self.passages = check_inputs(phrases, passages)
+        self.scores = [float(score) for score in scores]
+        if len(self.scores) != len(self.phrases):
+            raise ValueError(f"got {len(self.scores)} gold scores for {len(self.phrases)} pairs.")
+        if len(self.scores) < 3:
+            raise ValueError("need at least 3 pairs to compute correlations.")
+        setups = tuple(setups)
+        unknown = [s for s in setups if s not in SETUPS]
+        if unknown or not setups:
+            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {list(setups)}.")
+        check_span_bounds(min_span, max_span)
+        self.setups = setups
+        self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
+        self.batch_size = batch_size
+        self.name = name
+        self.show_progress_bar = show_progress_bar
+        self.write_csv = write_csv
+        self.write_predictions = write_predictions
+        self.primary_metric = "single_spearman" if "single" in setups else f"{setups[-1]}_spearman"
+        suffix = f"_{name}" if name else ""
+        self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
+        self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
+        self.csv_headers = ["epoch", "steps"] + [f"{s}_{m}" for s in setups for m in ("pearson", "spearman")]
+        self.last_results: dict[str, SetupResult] = {}
+
+    @classmethod
+    def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
+        """From rows with ``line``, ``passage`` and ``goldsim`` (e.g. :func:`slice_st.data.read_stsb_context`)."""
+        return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)
+
+    def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
+        """Predicted scores (and best spans) of ``model`` in every setup."""
+        import time
+
+        results = {}
+        for setup in self.setups:
+            start = time.perf_counter()
+            kwargs: dict[str, Any] = {"batch_size": self.batch_size}
+            if setup != "full":
+                kwargs |= {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
+                kwargs["show_progress_bar"] = self.show_progress_bar
+            else:
+                kwargs["show_progress_bar"] = bool(self.show_progress_bar)
+            result = SCORERS[setup](model, self.phrases, self.passages, **kwargs)
+            result.seconds = time.perf_counter() - start
+            results[setup] = result
+        return results
+
+    def __call__(self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+        where = f" after epoch {epoch}" if epoch != -1 else ""
+        where += f" ({steps} steps)" if steps != -1 else ""
+        logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'}{where}")
+        results = self.predict(model)
+        self.last_results = results
+        metrics: dict[str, float] = {}
+        for setup, result in results.items():
+            pearson, spearman = correlations(self.scores, result.scores)
+            metrics[f"{setup}_pearson"], metrics[f"{setup}_spearman"] = pearson, spearman
+            logger.info(f"{setup:>6}: Pearson {pearson:.4f}  Spearman {spearman:.4f}  ({result.seconds:.1f} s)")
+        if output_path is not None and self.write_csv:
+            os.makedirs(output_path, exist_ok=True)
+            path = os.path.join(output_path, self.csv_file)
+            exists = os.path.isfile(path)
+            with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                if not exists:
+                    writer.writerow(self.csv_headers)
+                writer.writerow([epoch, steps] + [metrics[header] for header in self.csv_headers[2:]])
+        if output_path is not None and self.write_predictions:
+            self.save_predictions(os.path.join(output_path, self.predictions_file), results)
+        self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
+        metrics = self.prefix_name_to_metrics(metrics, self.name)
+        self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
+        return metrics
+
+    def save_predictions(self, path: str, results: dict[str, SetupResult] | None = None) -> str:
+        """Write one CSV row per pair and setup: gold, predicted score, best span (offsets and text)."""
+        results = results if results is not None else self.last_results
+        directory = os.path.dirname(path)
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["pair", "setup", "gold", "score", "start", "end", "span", "phrase"])
+            for setup, result in results.items():
+                for index, score in enumerate(result.scores):
+                    span = result.spans[index] if result.spans else None
+                    start, end = span if span else ("", "")
+                    text = self.passages[index][span[0] : span[1]] if span else ""
+                    writer.writerow([index, setup, self.scores[index], f"{score:.6f}", start, end, text, self.phrases[index]])
+        return path
+
+    @property
+    def description(self) -> str:
+        return "Span Retrieval"
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"setups": list(self.setups), "min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}

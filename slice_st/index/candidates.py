@@ -1,0 +1,206 @@
+"""The optional FAISS candidate stage of a :class:`~slice_st.SpanIndex` (``search(..., approximate=True)``).
+
+Chunks of units are indexed by FAISS (inner product over normalised chunk vectors); a query's best
+chunks name candidate span starts, and every span overlapping them is scored exactly.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from slice_st.index.search import blas_threads, search_threads
+from slice_st.index.storage import save_array
+from slice_st.spans import top_spans_from_dots
+
+if TYPE_CHECKING:
+    from slice_st.index.span_index import SpanIndex
+
+__all__ = ["CandidateStage"]
+
+
+class CandidateStage:
+    """FAISS over normalised chunk vectors (chunks of units inside segments) → candidate span starts."""
+
+    FILE, CHUNKS = "candidates.faiss", "candidate_chunks.npy"
+
+    def __init__(self, faiss_index, chunks: np.ndarray, settings: dict[str, Any]) -> None:
+        self.faiss_index = faiss_index
+        self.chunks = chunks  # (M, 2) [start, end) unit rows of each chunk
+        self.settings = settings
+
+    # -------------------------------------------------------------- building
+    @staticmethod
+    def chunk_ranges(segment_units: np.ndarray, chunk: int, stride: int) -> np.ndarray:
+        """``(M, 2)`` unit ranges: in each segment, chunks of ``chunk`` units every ``stride`` units."""
+        ranges = []
+        bounds = np.asarray(segment_units)
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            if hi <= lo:
+                continue
+            starts = np.arange(lo, max(hi - chunk, lo) + 1, stride)
+            if starts[-1] + chunk < hi:  # the tail
+                starts = np.append(starts, hi - chunk)
+            ranges.append(np.stack([starts, np.minimum(starts + chunk, hi)], axis=1))
+        return np.concatenate(ranges).astype(np.int64) if ranges else np.zeros((0, 2), np.int64)
+
+    @staticmethod
+    def chunk_vectors(unit_vectors, chunks: np.ndarray, block: int = 8192) -> np.ndarray:
+        """Normalised sums of the unit vectors of each chunk (float32), computed block by block."""
+        out = np.zeros((len(chunks), unit_vectors.shape[1]), dtype=np.float32)
+        position = 0
+        while position < len(chunks):
+            lo = int(chunks[position, 0])
+            stop = int(np.searchsorted(chunks[:, 0], lo + block, side="left"))
+            stop = max(stop, position + 1)
+            hi = int(chunks[position:stop, 1].max())
+            values = np.asarray(unit_vectors[lo:hi], dtype=np.float64)
+            prefix = np.concatenate([np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)])
+            part = chunks[position:stop] - lo
+            out[position:stop] = prefix[part[:, 1]] - prefix[part[:, 0]]
+            position = stop
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    @classmethod
+    def create(cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int) -> CandidateStage:
+        import faiss
+
+        chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
+        vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
+        dim = vectors.shape[1]
+        if kind == "flat":
+            faiss_index, nlist = faiss.IndexFlatIP(dim), 0
+        else:
+            if nlist is None:
+                nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
+            quantizer = faiss.IndexFlatIP(dim)
+            faiss_index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+            sample = vectors
+            if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
+                sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
+            faiss_index.train(sample)
+        faiss_index.add(vectors)
+        settings = {"kind": kind, "chunk": chunk, "stride": stride, "nlist": int(nlist), "nprobe": nprobe, "candidates": candidates}
+        return cls(faiss_index, chunks, settings)
+
+    def extended(self, arrays, unit_base: int) -> CandidateStage:
+        """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
+        import faiss
+
+        bounds = np.asarray(arrays["segment_units"])
+        first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
+        new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
+        copy = faiss.clone_index(self.faiss_index)
+        if len(new):
+            copy.add(self.chunk_vectors(arrays["unit_vectors"], new))
+        return CandidateStage(copy, np.concatenate([self.chunks, new]), dict(self.settings))
+
+    def info(self) -> dict[str, Any]:
+        return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
+
+    # -------------------------------------------------------------- persistence
+    def save(self, data_dir: str) -> None:
+        import faiss
+
+        path = os.path.join(data_dir, self.FILE)
+        faiss.write_index(self.faiss_index, path)
+        with open(path, "rb+") as handle:
+            os.fsync(handle.fileno())
+        save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
+
+    @classmethod
+    def load(cls, data_dir: str, info: dict[str, Any]) -> CandidateStage:
+        import faiss
+
+        path = os.path.join(data_dir, cls.FILE)
+        if not os.path.exists(path):
+            raise OSError(f"missing {cls.FILE}")
+        faiss_index = faiss.read_index(path)
+        chunks = np.load(os.path.join(data_dir, cls.CHUNKS))
+        if faiss_index.ntotal != len(chunks):
+            raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
+        settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
+        return cls(faiss_index, chunks, settings)
+
+    # -------------------------------------------------------------- searching
+    def top_spans(self, index: SpanIndex, queries: torch.Tensor, top_k: int, min_span: int, max_span: int,
+                  candidates: int | None, nprobe: int | None):
+        """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
+        candidates = candidates or self.settings["candidates"]
+        if hasattr(self.faiss_index, "nprobe"):
+            self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
+        query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
+        _, found = self.faiss_index.search(query_array, int(min(candidates, len(self.chunks))))
+        arrays = index._arrays
+        total = index.num_units
+        built_min = index.span_config.min_span
+        num_queries = len(query_array)
+        best_scores = np.full((num_queries, top_k), -np.inf)
+        best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
+        best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
+        lengths = np.arange(min_span, max_span + 1)
+        unit_vectors = np.asarray(arrays["unit_vectors"])  # a plain view: no memmap overhead per slice
+        span_norms = np.asarray(arrays["span_norms"])
+        with blas_threads(1), search_threads():
+            for q in range(num_queries):
+                chosen = self.chunks[found[q][found[q] >= 0]]
+                if not len(chosen):
+                    continue
+                # every span overlapping a chosen chunk starts in [chunk_start - max_span + 1, chunk_end)
+                lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
+                run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
+                # dot products over each contiguous run of needed units (views of the array, no gather)
+                dots = np.concatenate([np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
+                                       for a, b in zip(run_lo.tolist(), run_hi.tolist())])
+                needed = _ranges_to_indices(run_lo, run_hi)
+                # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
+                # that stay inside one run: every other span gets a NaN norm (it does not exist here)
+                norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(np.float32)
+                starts = _union_of_ranges(lo, chosen[:, 1])
+                norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
+                run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
+                norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
+                top = top_spans_from_dots(torch.from_numpy(dots)[None], torch.from_numpy(norms), top_k, min_span, max_span,
+                                          norm_min_span=min_span)
+                keep = int((top.starts[0] >= 0).sum())
+                best_scores[q, :keep] = top.scores[0, :keep].numpy()
+                best_units[q, :keep] = needed[top.starts[0, :keep].numpy()]
+                best_lengths[q, :keep] = top.lengths[0, :keep].numpy()
+        return best_scores, best_units, best_lengths
+
+
+def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of ``[lo_i, hi_i)`` as sorted disjoint runs ``(run_lo, run_hi)`` (intervals merged, no hashing)."""
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    reach = np.maximum.accumulate(hi)
+    first = np.ones(len(lo), dtype=bool)
+    first[1:] = lo[1:] > reach[:-1]
+    group_starts = np.flatnonzero(first)
+    return lo[group_starts].astype(np.int64), reach[np.append(group_starts[1:], len(lo)) - 1].astype(np.int64)
+
+
+def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
+    """All integers of sorted disjoint runs, ascending."""
+    sizes = run_hi - run_lo
+    if not len(sizes):
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(run_lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+    return np.arange(int(sizes.sum()), dtype=np.int64) + offsets
+
+
+def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Sorted unique integers of the union of ``[lo_i, hi_i)``.
+
+    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
+    [0, 1, 2, 3, 5, 6]
+    """
+    return _ranges_to_indices(*_merged_runs(lo, hi))

@@ -1,0 +1,141 @@
+"""Documents into index arrays: inputs to (texts, ids), multi-process encoding, the empty and concatenated arrays."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from slice_st.data.corpus import Document, documents_from_dataset
+from slice_st.encode import SpanInputError, as_text_list
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["empty_arrays", "concat_parts", "char_offsets", "texts_and_ids", "pool_devices", "PooledEncoder", "encoder_for"]
+
+
+def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
+    return {
+        "unit_vectors": np.zeros((0, dim), dtype=dtype),
+        "unit_chars": np.zeros((0, 2), dtype=np.int32),  # character offsets in the document
+        "span_norms": np.zeros((0, width), dtype=np.float32),
+        "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
+        "segment_docs": np.zeros(0, dtype=np.int64),
+        "segment_first_unit": np.zeros(0, dtype=np.int64),  # first unit of the segment inside its document
+    }
+
+
+def concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Concatenate encoded pieces (document numbers already global), shifting their segment unit offsets."""
+    if len(parts) == 1:
+        return parts[0]
+    bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+    out = {name: np.concatenate([p[name] for p in parts]) for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")}
+    out["segment_units"] = np.concatenate([[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]).astype(np.int64)
+    return out
+
+
+def char_offsets(offsets: np.ndarray) -> np.ndarray:
+    if offsets.size and offsets.max() >= np.iinfo(np.int32).max:
+        raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
+    return offsets.astype(np.int32)
+
+
+def texts_and_ids(texts: Any, text_field: str, id_field: str | None) -> tuple[list[str], list[str] | None]:
+    """Texts and their ids (``None``: to be numbered) from strings, :class:`Document` s or a ``datasets.Dataset``."""
+    if hasattr(texts, "column_names") and hasattr(texts, "features"):  # a datasets.Dataset
+        documents = documents_from_dataset(texts, text_field, id_field)
+        return [d.text for d in documents], ([d.id for d in documents] if id_field is not None else None)
+    if not isinstance(texts, str) and isinstance(texts, Iterable) and not isinstance(texts, (bytes, dict)):
+        texts = list(texts)
+        if texts and all(isinstance(item, Document) for item in texts):
+            return [d.text for d in texts], [d.id for d in texts]
+    return as_text_list(texts)[0], None
+
+
+def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:
+    """Validate the multi-process options: the devices of a pool to start (``None``: no pool to start)."""
+    if pool is not None:
+        if devices is not None or processes is not None:
+            raise SpanInputError("Give either pool or devices/processes, not both.")
+        if not isinstance(pool, dict) or not pool.get("processes"):
+            raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
+        return None
+    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
+        raise SpanInputError(f"processes must be a positive integer, got {processes!r}.")
+    if devices is None:
+        return None if processes in (None, 1) else ["cpu"] * processes
+    if isinstance(devices, str) or not all(isinstance(d, str) and d for d in devices) or not len(devices):
+        raise SpanInputError(f"devices must be a non-empty list of device names such as ['cuda:0', 'cuda:1'], got {devices!r}.")
+    if processes is not None and processes != len(devices):
+        raise SpanInputError(f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other.")
+    for name in devices:
+        try:
+            device = torch.device(name)
+        except RuntimeError:
+            raise SpanInputError(f"Unknown device {name!r} (expected e.g. 'cpu', 'cuda:0').") from None
+        if device.type == "cuda":
+            if not torch.cuda.is_available():
+                raise SpanInputError(f"Device {name!r} was asked for, but CUDA is not available here.")
+            if (device.index or 0) >= torch.cuda.device_count():
+                raise SpanInputError(f"Device {name!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+        elif device.type != "cpu" and not hasattr(torch, device.type):
+            raise SpanInputError(f"Unsupported device {name!r}.")
+    return list(devices)
+
+
+class PooledEncoder:
+    """The model as ``encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool.
+
+    Only public API: ``model.encode(..., pool=pool)`` passes ``output_value=None`` and
+    ``processing_kwargs`` on to the workers, which return the same per-window outputs.
+    """
+
+    def __init__(self, model: SentenceTransformer, pool: dict[str, Any]) -> None:
+        self._model, self._pool = model, pool
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def __getitem__(self, item):
+        return self._model[item]
+
+    def encode(self, inputs, **kwargs):
+        return self._model.encode(inputs, pool=self._pool, **kwargs)
+
+
+@contextmanager
+def encoder_for(model: SentenceTransformer, targets: list[str] | None, pool: dict[str, Any] | None):
+    """Yield what encodes the windows: the model itself, or the model through a (started or given) pool.
+
+    A pool started here is stopped on exit and the model moved back to its device
+    (``start_multi_process_pool`` moves it to the CPU). CPU workers get ``cores / workers`` threads each.
+    """
+    if pool is not None:
+        yield PooledEncoder(model, pool)
+        return
+    if targets is None:
+        yield model
+        return
+    device = model.device
+    cpu_workers = sum(1 for target in targets if torch.device(target).type == "cpu")
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if cpu_workers:  # read by the spawned workers' torch at start-up
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // cpu_workers))
+    try:
+        started = model.start_multi_process_pool(targets)
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
+    try:
+        yield PooledEncoder(model, started)
+    finally:
+        model.stop_multi_process_pool(started)
+        model.to(device)

@@ -1,0 +1,123 @@
+"""What searching an index shares: option checks, the per-document ranking loop, scan threads, the match type."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from slice_st.config import SpanConfig
+from slice_st.encode import SpanInputError, as_text_list
+
+__all__ = ["IndexMatch", "SEARCH_THREADS", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
+
+
+@dataclass(frozen=True)
+class IndexMatch:
+    """One span found in the corpus: ``text[start:end] == span`` for the document ``doc_id``."""
+
+    query_index: int
+    doc_id: str
+    doc_index: int
+    start: int
+    end: int
+    span: str
+    score: float
+    unit_start: int
+    unit_end: int
+    #: The cosine on the STS 0–5 scale when the index has a calibration (:meth:`SpanIndex.set_calibration`).
+    calibrated: float | None = None
+
+
+#: Torch intra-op threads of the exact scan (``None``: torch's own setting). The scan is memory-bound;
+#: on a shared 2-core machine a second thread waiting for a busy core made a 32-query batch 4x slower.
+SEARCH_THREADS: int | None = 1
+
+
+@contextmanager
+def search_threads():
+    """Run the scan with ``SEARCH_THREADS`` torch threads (restored afterwards); no-op when ``None``."""
+    if SEARCH_THREADS is None or SEARCH_THREADS == torch.get_num_threads():
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(SEARCH_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def as_tensor(values: np.ndarray) -> torch.Tensor:
+    """A tensor view of a (possibly read-only, memory-mapped) array: no copy; the scan never writes to it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "The given NumPy array is not writable"
+        return torch.from_numpy(np.asarray(values))
+
+
+@contextmanager
+def blas_threads(count: int):
+    """Limit BLAS threads inside the block (threadpoolctl, a scikit-learn dependency); no-op without it."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with threadpool_limits(limits=count, user_api="blas"):
+        yield
+
+
+def check_search(built: SpanConfig, top_k: int, per_document: int | None, min_span: int | None, max_span: int | None,
+                  candidates: int | None) -> SpanConfig:
+    """Validate search options against the span range an index was built with; returns the range searched."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+    if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
+        raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
+    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
+        raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
+    try:
+        wanted = built.replace(min_span=min_span, max_span=max_span)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+    if wanted.min_span < built.min_span or wanted.max_span > built.max_span:
+        raise SpanInputError(
+            f"This index holds spans of {built.min_span}..{built.max_span} {built.unit}s; "
+            f"cannot search {wanted.min_span}..{wanted.max_span}."
+        )
+    return wanted
+
+
+def query_list(queries: str | Sequence[str]) -> list[str]:
+    query_list, _ = as_text_list(queries, "queries")
+    if not query_list:
+        raise SpanInputError("queries is empty: give at least one query.")
+    return query_list
+
+
+def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None) -> list[list[IndexMatch]]:
+    """Matches per query from ``scan(vectors, k)``; with ``per_document``, asks for more spans until ``top_k`` survive the cut."""
+    if per_document is None:
+        scores, units, lengths = scan(vectors, top_k)
+        return [to_matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(vectors))]
+    results = []
+    for q in range(len(vectors)):
+        asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
+        while True:
+            scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
+            matches = to_matches(q, scores, units, lengths, threshold)
+            kept, per_doc = [], {}
+            for match in matches:
+                if per_doc.get(match.doc_index, 0) < per_document:
+                    per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
+                    kept.append(match)
+            exhausted = len(matches) < asked  # every span (above the threshold) was ranked
+            if len(kept) >= top_k or exhausted:
+                break
+            asked *= 4
+        results.append(kept[:top_k])
+    return results

@@ -1,0 +1,153 @@
+"""``ShardedSpanIndex``: several saved indexes searched together, without merging them in memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from slice_st.encode import SpanInputError
+from slice_st.index.search import IndexMatch, check_search, query_list, ranked
+from slice_st.index.span_index import SpanIndex
+from slice_st.index.storage import shard_directories
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["ShardedSpanIndex"]
+
+
+class ShardedSpanIndex:
+    """Several indexes (shards, e.g. built in parallel) searched together without merging them in memory.
+
+    Each shard keeps its own (memory-mapped) arrays and is scanned on its own; the per-shard top-k
+    lists are merged, so results are those of :meth:`SpanIndex.merge` of the shards: same spans,
+    same scores, ``doc_index`` numbered across the shards in order. All shards must share the model
+    (fingerprint) and span settings; document ids must be unique across them.
+
+    >>> from slice_st import ShardedSpanIndex
+    >>> shards = ShardedSpanIndex.load(["runs/shard-0", "runs/shard-1"])        # doctest: +SKIP
+    >>> shards.search("my bag was lost", top_k=5)[0]                             # doctest: +SKIP
+    """
+
+    def __init__(self, shards: Sequence[SpanIndex]) -> None:
+        shards = list(shards)
+        if not shards:
+            raise SpanInputError("ShardedSpanIndex needs at least one shard.")
+        first = shards[0]
+        for position, shard in enumerate(shards):
+            if not isinstance(shard, SpanIndex):
+                raise SpanInputError(f"Shard {position} is a {type(shard).__name__}, not a SpanIndex.")
+            if shard.fingerprint != first.fingerprint:
+                raise SpanInputError(
+                    f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != {first.fingerprint})."
+                )
+            if shard.span_config != first.span_config:
+                raise SpanInputError(f"Shard {position} has other span settings ({shard.span_config}) than shard 0 ({first.span_config}).")
+        seen: set[str] = set()
+        for position, shard in enumerate(shards):
+            for doc_id in shard.doc_ids:
+                if doc_id in seen:
+                    raise SpanInputError(f"Document id {doc_id!r} is in more than one shard (shard {position} and an earlier one).")
+                seen.add(doc_id)
+        self.shards = shards
+        self.model = first.model
+        self.span_config = first.span_config
+        self.calibration = next((shard.calibration for shard in shards if shard.calibration is not None), None)
+        self._unit_bases = np.cumsum([0] + [shard.num_units for shard in shards])
+        self._doc_bases = np.cumsum([0] + [len(shard) for shard in shards])
+
+    @classmethod
+    def load(cls, paths: str | os.PathLike | Sequence[str | os.PathLike], model: SentenceTransformer | None = None,
+             mmap: bool = True) -> ShardedSpanIndex:
+        """Open shards by path; a directory without ``manifest.json`` stands for the index directories inside it."""
+        directories = shard_directories(paths)
+        first = SpanIndex.load(directories[0], model, mmap=mmap)
+        return cls([first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]])
+
+    def __len__(self) -> int:
+        return int(self._doc_bases[-1])
+
+    @property
+    def num_units(self) -> int:
+        return int(self._unit_bases[-1])
+
+    @property
+    def doc_ids(self) -> list[str]:
+        return [doc_id for shard in self.shards for doc_id in shard.doc_ids]
+
+    @property
+    def texts(self) -> list[str]:
+        return [text for shard in self.shards for text in shard.texts]
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        return self.shards[0].embed_queries(queries, batch_size=batch_size)
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        top_k: int = 10,
+        threshold: float | None = None,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        batch_size: int = 32,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
+        per_document: int | None = None,
+    ) -> list[list[IndexMatch]]:
+        """:meth:`SpanIndex.search` over all shards (same options); queries are embedded once."""
+        wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
+        if approximate:
+            missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
+            if missing:
+                raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
+        scanners = [shard._scanner(wanted, approximate, candidates, nprobe) for shard in self.shards]
+        vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
+
+        def scan(query_vectors: torch.Tensor, k: int):
+            """Shard by shard, merging into a running top-k; its k-th score lets later exact scans skip what cannot enter."""
+            scores = np.full((len(query_vectors), k), -np.inf)
+            units = np.full((len(query_vectors), k), -1, dtype=np.int64)
+            lengths = np.zeros((len(query_vectors), k), dtype=np.int64)
+            for shard, scanner, base in zip(self.shards, scanners, self._unit_bases):
+                if approximate:
+                    found = scanner(query_vectors, k)
+                else:
+                    floor = scores[:, -1].copy()
+                    found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None)
+                merged_scores = np.concatenate([scores, found[0]], axis=1)
+                merged_units = np.concatenate([units, np.where(found[1] >= 0, found[1] + base, -1)], axis=1)
+                merged_lengths = np.concatenate([lengths, found[2]], axis=1)
+                order = np.argsort(-merged_scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
+                take = lambda values: np.take_along_axis(values, order, axis=1)  # noqa: E731
+                scores, units, lengths = take(merged_scores), take(merged_units), take(merged_lengths)
+            return scores, units, lengths
+
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+
+    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
+        matches = []
+        for score, unit, length in zip(scores, units, lengths):
+            if not np.isfinite(score) or unit < 0:
+                continue
+            position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
+            shard = self.shards[position]
+            for match in shard._matches(query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold):
+                calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
+                matches.append(dataclasses.replace(match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated))
+        return matches
+
+    def info(self) -> dict[str, Any]:
+        """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
+        infos = [shard.info() for shard in self.shards]
+        return {
+            "shards": len(self.shards), "documents": len(self), "units": self.num_units,
+            "array_bytes": sum(i["array_bytes"] for i in infos), "model_name": infos[0]["model_name"],
+            "model_fingerprint": infos[0]["model_fingerprint"], "per_shard": infos,
+        }

@@ -1,0 +1,592 @@
+"""``SpanIndex``: exact span search over a corpus without storing a vector per span.
+
+A SLICE span vector is the mean of its token vectors, so its cosine to a query ``q`` is
+``q · S / ‖S‖`` with ``S`` the sum of the span's unit sums. The index stores, per unit (word or
+token), the **sum of its token vectors** (``d`` numbers) and, per span starting at that unit, the
+**norm of the span's sum** (``K`` scalars). A search is one matmul ``units @ q`` (N dot products per
+query), a float64 prefix sum of those scalars, and one subtraction and division per span: exact,
+with ``d + K`` numbers per unit instead of the ``K · d`` of materialised span vectors. The scan is
+:func:`slice_st.spans.top_spans_flat` (torch), run over the memory-mapped arrays without a copy;
+:class:`ShardedSpanIndex` runs it over several indexes (shards) and merges their top-k.
+
+Long documents are stored as their model windows (segments): a span's numbers all come from the
+one window that owns it, exactly as in :func:`slice_st.encode_spans`. Prefix sums are float64 and
+reset per block of units, so a 20k-word document scores as exactly as a sentence.
+
+On disk an index is a directory: ``manifest.json`` names a data folder ``data-<n>/`` holding the
+arrays (``.npy``, memory-mapped on load). A save writes a new data folder and then replaces the
+manifest atomically, so a crash never leaves a half index that loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from slice_st.config import SpanConfig
+from slice_st.data.corpus import Document
+from slice_st.encode import SpanInputError, embed_texts, encode_windows, model_window, resolve_span_config, token_dimension
+from slice_st.index.calibration import CALIBRATION_FILE, Calibration
+from slice_st.index.candidates import CandidateStage
+from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
+from slice_st.index.fingerprint import model_fingerprint, model_identity, model_source
+from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked, search_threads
+from slice_st.index.storage import ARRAYS, INDEX_FORMAT_VERSION, MANIFEST, read_manifest, save_array, save_lock, write_bytes
+from slice_st.spans import span_sum_norms, top_spans_flat, unit_sums
+from slice_st.tokens import plan_windows
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["SpanIndex", "SEARCH_BLOCK_UNITS", "SEARCH_SCORE_BUFFER", "DOCUMENTS_PER_STEP"]
+
+#: Units scored per block: bounds the (block, Q) float64 buffers and resets the prefix sums.
+SEARCH_BLOCK_UNITS = 1 << 16
+#: Float64 scores held per block, (queries × span lengths × units): sets the block size for many queries.
+SEARCH_SCORE_BUFFER = 1 << 21
+#: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
+DOCUMENTS_PER_STEP = 256
+
+
+class SpanIndex:
+    """Exact top-k span search over a corpus, with ``d + K`` stored numbers per unit.
+
+    >>> from slice_st import SpanIndex, load_model
+    >>> index = SpanIndex.build(["A man played the guitar on stage.", "The flight was late."], load_model(), max_span=5)
+    >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
+    [('0', 'played the guitar')]
+    """
+
+    def __init__(self, model: SentenceTransformer, span_config: SpanConfig, dtype: str = "float32") -> None:
+        if dtype not in ("float32", "float16"):
+            raise SpanInputError(f"dtype must be 'float32' or 'float16', got {dtype!r}.")
+        self.model = model
+        self.span_config = span_config
+        self.dtype = dtype
+        self.fingerprint = model_fingerprint(model)
+        self.model_name, self.model_path = model_identity(model)
+        self.doc_ids: list[str] = []
+        self.texts: list[str] = []
+        self.calibration: Calibration | None = None
+        self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
+        self._candidates: CandidateStage | None = None
+        self._arrays = empty_arrays(token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype))
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def build(
+        cls,
+        texts: Iterable[str] | Iterable[Document] | Any,
+        model: SentenceTransformer | None = None,
+        ids: Sequence[str] | None = None,
+        *,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        unit: str | None = None,
+        dtype: str = "float32",
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        text_field: str = "text",
+        id_field: str | None = "id",
+        on_error: str = "raise",
+        devices: Sequence[str] | None = None,
+        processes: int | None = None,
+        pool: dict[str, Any] | None = None,
+    ) -> SpanIndex:
+        """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
+
+        ``texts`` is an iterable of strings, of :class:`slice_st.corpus.Document` (see
+        :func:`slice_st.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
+        (columns ``text_field`` and ``id_field``). ``ids`` default to ``"0"``, ``"1"``, …; they must
+        be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
+        searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
+        then differ from float32 by about 1e-3 and near-ties may swap; span norms stay float32).
+
+        Encoding can run in several processes through sentence-transformers' multi-process pool:
+        ``devices=["cuda:0", "cuda:1"]`` (one process per entry; ``["cpu", "cpu"]`` for CPU
+        processes), ``processes=N`` (N CPU processes), or ``pool=`` a pool you started with
+        ``model.start_multi_process_pool(...)`` (reused, not stopped). The index is the same as a
+        one-process build (to float tolerance: batches are padded differently).
+
+        >>> from slice_st import SpanIndex, load_model
+        >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(), processes=2)  # doctest: +SKIP
+        """
+        from slice_st.config import load_model
+
+        model = model if model is not None else load_model()
+        index = cls(model, resolve_span_config(model, min_span, max_span, unit), dtype)
+        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
+                  on_error=on_error, devices=devices, processes=processes, pool=pool)
+        return index
+
+    @classmethod
+    def from_files(
+        cls,
+        paths: str | Sequence[str],
+        model: SentenceTransformer | None = None,
+        *,
+        split: str = "line",
+        fmt: str | None = None,
+        id_field: str = "id",
+        text_field: str = "text",
+        **options,
+    ) -> SpanIndex:
+        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text fields)."""
+        from slice_st.data.corpus import read_corpus
+
+        documents = read_corpus(paths, split=split, fmt=fmt, id_field=id_field, text_field=text_field)
+        return cls.build(documents, model, **options)
+
+    def add(
+        self,
+        texts: Iterable[str] | Iterable[Document] | Any,
+        ids: Sequence[str] | None = None,
+        *,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        text_field: str = "text",
+        id_field: str | None = "id",
+        on_error: str = "raise",
+        devices: Sequence[str] | None = None,
+        processes: int | None = None,
+        pool: dict[str, Any] | None = None,
+    ) -> list[str]:
+        """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was.
+
+        ``devices``/``processes``/``pool`` encode in several processes, as in :meth:`build`.
+
+        ``on_error="skip"`` leaves out documents the model cannot window (a span of ``max_span``
+        words longer than a model window, e.g. runs of dot leaders) instead of failing the whole
+        batch; they are listed in ``self.skipped`` as ``(id, reason)``.
+        """
+        if on_error not in ("raise", "skip"):
+            raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
+        targets = pool_devices(devices, processes, pool)
+        text_list, given_ids = texts_and_ids(texts, text_field, id_field)
+        if ids is None:
+            ids = given_ids
+        if not text_list:
+            raise SpanInputError("No documents to add: the corpus is empty.")
+        if ids is None:
+            start = len(self.doc_ids)
+            existing = set(self.doc_ids)
+            ids = []
+            number = start
+            for _ in text_list:
+                while str(number) in existing:
+                    number += 1
+                ids.append(str(number))
+                number += 1
+        ids = list(ids)
+        self._check_new_ids(ids, len(text_list))
+        self.skipped = []
+        if on_error == "skip":
+            keep = []
+            for doc_id, text in zip(ids, text_list):
+                try:
+                    plan_windows(self.model.tokenizer, [text], model_window(self.model), self.span_config.max_span, 16)
+                    keep.append((doc_id, text))
+                except ValueError as error:
+                    self.skipped.append((doc_id, str(error).replace("Text 0", f"Document {doc_id!r}")))
+            if not keep:
+                raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
+            ids, text_list = [k[0] for k in keep], [k[1] for k in keep]
+        if show_progress_bar is None:
+            show_progress_bar = len(text_list) > 4 * batch_size
+        pieces = []
+        with encoder_for(self.model, targets, pool) as encoder, tqdm(
+            total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar
+        ) as progress:
+            for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
+                part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False, encoder)
+                part["segment_docs"] = part["segment_docs"] + first
+                pieces.append(part)
+                progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
+        new = concat_parts(pieces)
+        arrays = self._arrays
+        unit_base, doc_base = len(arrays["unit_vectors"]), len(self.doc_ids)
+        self._arrays = {
+            "unit_vectors": np.concatenate([arrays["unit_vectors"], new["unit_vectors"]]),
+            "unit_chars": np.concatenate([arrays["unit_chars"], new["unit_chars"]]),
+            "span_norms": np.concatenate([arrays["span_norms"], new["span_norms"]]),
+            "segment_units": np.concatenate([arrays["segment_units"], new["segment_units"][1:] + unit_base]),
+            "segment_docs": np.concatenate([arrays["segment_docs"], new["segment_docs"] + doc_base]),
+            "segment_first_unit": np.concatenate([arrays["segment_first_unit"], new["segment_first_unit"]]),
+        }
+        if self._candidates is not None:
+            self._candidates = self._candidates.extended(self._arrays, unit_base)
+        self.doc_ids = self.doc_ids + ids
+        self.texts = self.texts + text_list
+        return ids
+
+    def _check_new_ids(self, ids: list[str], count: int) -> None:
+        if len(ids) != count:
+            raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
+        for position, doc_id in enumerate(ids):
+            if not isinstance(doc_id, str) or not doc_id:
+                raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
+        seen: set[str] = set(self.doc_ids)
+        for doc_id in ids:
+            if doc_id in seen:
+                raise SpanInputError(f"Duplicate document id {doc_id!r}.")
+            seen.add(doc_id)
+
+    def _encode(self, texts: list[str], batch_size: int, show_progress_bar: bool | None, encoder=None) -> dict[str, np.ndarray]:
+        """Segments (windows) of ``texts`` in order: unit sums, unit char offsets, span norms.
+
+        ``encoder`` is the model, or the model seen through a multi-process pool (:func:`encoder_for`).
+        """
+        config = self.span_config
+        segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing"):
+            for rows in batch.rows(batch_size):
+                sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
+                norms = span_sum_norms(
+                    rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
+                )
+                sums = sums.float().cpu().numpy().astype(self.dtype)
+                norms = norms.cpu().numpy()
+                chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
+                for row, window in enumerate(rows.windows):
+                    count = int(rows.num_units[row])
+                    segments.append((
+                        window.text_index, window.char_start, sums[row, :count],
+                        chars[row, :count] + window.char_start, norms[row, :count], window.first_unit(config.unit),
+                    ))
+        segments.sort(key=lambda segment: (segment[0], segment[1]))
+        dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
+        if not segments:
+            return empty_arrays(dim, width, np.dtype(self.dtype))
+        return {
+            "unit_vectors": np.concatenate([s[2] for s in segments]).reshape(-1, dim),
+            "unit_chars": char_offsets(np.concatenate([s[3] for s in segments]).reshape(-1, 2)),
+            "span_norms": np.concatenate([s[4] for s in segments]).reshape(-1, width).astype(np.float32),
+            "segment_units": np.concatenate([[0], np.cumsum([len(s[2]) for s in segments])]).astype(np.int64),
+            "segment_docs": np.array([s[0] for s in segments], dtype=np.int64),
+            "segment_first_unit": np.array([s[5] for s in segments], dtype=np.int64),
+        }
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Drop documents by id; returns how many were removed. Unknown ids raise (nothing is removed)."""
+        ids = list(ids)
+        position = {doc_id: index for index, doc_id in enumerate(self.doc_ids)}
+        missing = [doc_id for doc_id in ids if doc_id not in position]
+        if missing:
+            raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
+        drop = np.zeros(len(self.doc_ids), dtype=bool)
+        drop[[position[doc_id] for doc_id in ids]] = True
+        arrays = self._arrays
+        keep_segments = ~drop[arrays["segment_docs"]]
+        lengths = np.diff(arrays["segment_units"])
+        keep_units = np.repeat(keep_segments, lengths)
+        new_doc_index = np.cumsum(~drop) - 1
+        self._arrays = {
+            "unit_vectors": np.asarray(arrays["unit_vectors"])[keep_units],
+            "unit_chars": np.asarray(arrays["unit_chars"])[keep_units],
+            "span_norms": np.asarray(arrays["span_norms"])[keep_units],
+            "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
+            "segment_docs": new_doc_index[arrays["segment_docs"][keep_segments]],
+            "segment_first_unit": np.asarray(arrays["segment_first_unit"])[keep_segments],
+        }
+        self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
+        self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
+        if self._candidates is not None:  # unit numbers changed: rebuild the candidate stage with its settings
+            stage, self._candidates = self._candidates, None
+            if self.num_units:
+                self.build_candidates(**stage.settings)
+        return int(drop.sum())
+
+    @classmethod
+    def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
+        """One index holding the documents of several (shards built separately, e.g. in parallel).
+
+        All must share the model (fingerprint), span settings and dtype; ids must be unique across
+        them. The result is in memory (save it to persist); its calibration is the first shard's;
+        a FAISS candidate stage is not carried over (call :meth:`build_candidates`).
+        """
+        indexes = list(indexes)
+        if not indexes:
+            raise SpanInputError("merge needs at least one index.")
+        first = indexes[0]
+        for position, other in enumerate(indexes[1:], start=1):
+            if other.fingerprint != first.fingerprint:
+                raise SpanInputError(f"Index {position} was built with another model (fingerprint {other.fingerprint} != {first.fingerprint}).")
+            if other.span_config != first.span_config or other.dtype != first.dtype:
+                raise SpanInputError(
+                    f"Index {position} has other settings ({other.span_config}, {other.dtype}) than index 0 "
+                    f"({first.span_config}, {first.dtype})."
+                )
+        merged = cls(first.model, first.span_config, first.dtype)
+        merged.calibration = first.calibration
+        ids = [doc_id for index in indexes for doc_id in index.doc_ids]
+        merged._check_new_ids(ids, len(ids))
+        parts = [index._arrays for index in indexes]
+        unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+        doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
+        merged._arrays = {
+            "unit_vectors": np.concatenate([np.asarray(p["unit_vectors"]) for p in parts]),
+            "unit_chars": np.concatenate([np.asarray(p["unit_chars"]) for p in parts]),
+            "span_norms": np.concatenate([np.asarray(p["span_norms"]) for p in parts]),
+            "segment_units": np.concatenate([[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]).astype(np.int64),
+            "segment_docs": np.concatenate([np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]).astype(np.int64),
+            "segment_first_unit": np.concatenate([np.asarray(p["segment_first_unit"]) for p in parts]).astype(np.int64),
+        }
+        merged.doc_ids = ids
+        merged.texts = [text for index in indexes for text in index.texts]
+        return merged
+
+    # ------------------------------------------------------------------ calibration
+    def set_calibration(self, calibration: Calibration | str | os.PathLike | None) -> None:
+        """Attach a cosine → 0–5 calibration (or a path to its JSON); matches then carry ``calibrated``.
+
+        A calibration fitted with another model is refused. ``None`` removes it. Saved with the index.
+        """
+        if calibration is not None and not isinstance(calibration, Calibration):
+            calibration = Calibration.load(calibration)
+        if calibration is not None and calibration.model_fingerprint and calibration.model_fingerprint != self.fingerprint:
+            raise SpanInputError(
+                f"This calibration was fitted with another model (fingerprint {calibration.model_fingerprint}); "
+                f"the index's model is {self.fingerprint}."
+            )
+        self.calibration = calibration
+
+    # ------------------------------------------------------------------ FAISS candidate stage
+    def build_candidates(
+        self, kind: str = "ivf", chunk: int = 4, stride: int = 2, nlist: int | None = None, nprobe: int = 128,
+        candidates: int = 512,
+    ) -> None:
+        """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
+
+        Every segment is cut into chunks of ``chunk`` units every ``stride`` units; a chunk's vector
+        is the normalised sum of its unit vectors (the chunk's own span vector direction). FAISS
+        (inner product; ``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive)
+        finds the best chunks for a query; every span overlapping them is then scored exactly.
+        Costs ``d / stride`` bytes per unit with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist``
+        defaults to √chunks, ``nprobe`` lists are visited per query (more: better recall, slower).
+        """
+        if not self.num_units:
+            raise SpanInputError("The index is empty: nothing to build candidates from.")
+        for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+        if stride > chunk:
+            raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
+        if kind not in ("ivf", "flat"):
+            raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
+        self._candidates = CandidateStage.create(self._arrays, kind, chunk, stride, nlist, nprobe, candidates)
+
+    # ------------------------------------------------------------------ searching
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    @property
+    def num_units(self) -> int:
+        return len(self._arrays["unit_vectors"])
+
+    def search(
+        self,
+        queries: str | Sequence[str],
+        top_k: int = 10,
+        threshold: float | None = None,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        batch_size: int = 32,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
+        per_document: int | None = None,
+    ) -> list[list[IndexMatch]]:
+        """For each query, the ``top_k`` spans of the whole corpus by cosine, best first.
+
+        Exact: the same ranking and scores as materialising every span vector. ``min_span``/
+        ``max_span`` may narrow the index's span range. ``threshold`` drops matches below it.
+
+        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the
+        ``candidates`` best chunks (default: the stage's, 512) per query, then every span overlapping them is scored
+        exactly (same scores as the exact search; only spans outside the candidates can be missed).
+
+        ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
+        documents, each with its best span). Still exact: the scan asks for more spans (doubling)
+        until ``top_k`` survive the per-document cut or every span has been ranked.
+        """
+        wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
+        if approximate and self._candidates is None:
+            raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+        vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
+        scan = self._scanner(wanted, approximate, candidates, nprobe)
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+
+    def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
+        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
+        if approximate:
+            return lambda queries, k: self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
+        return lambda queries, k: self._top_spans(queries, k, wanted.min_span, wanted.max_span)
+
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
+        return torch.nn.functional.normalize(embed_texts(self.model, list(queries), batch_size=batch_size).float().cpu(), dim=-1)
+
+    def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None):
+        """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.
+
+        The math is :func:`slice_st.spans.top_spans_flat` over the (memory-mapped) arrays, seen as
+        tensors without a copy; the block shrinks with the number of queries so that its score
+        buffer stays ~8 MB. ``floor`` ``(Q,)``: spans scoring at or below it may be left out.
+        """
+        widths = max_span - min_span + 1
+        block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
+        with search_threads():
+            found = top_spans_flat(
+                queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
+                min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
+                floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+            )
+        return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
+
+    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
+        arrays = self._arrays
+        matches = []
+        for score, unit, length in zip(scores, units, lengths):
+            if not np.isfinite(score) or (threshold is not None and score < threshold):
+                continue
+            segment = int(np.searchsorted(arrays["segment_units"], unit, side="right")) - 1
+            doc = int(arrays["segment_docs"][segment])
+            start = int(arrays["unit_chars"][unit, 0])
+            end = int(arrays["unit_chars"][unit + length - 1, 1])
+            unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
+            calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
+            matches.append(IndexMatch(
+                query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score),
+                unit_start, unit_start + int(length), calibrated,
+            ))
+        return matches
+
+    # ------------------------------------------------------------------ persistence
+    def info(self) -> dict[str, Any]:
+        """What the index holds and what it costs in memory."""
+        arrays = self._arrays
+        nbytes = sum(np.asarray(arrays[name]).nbytes for name in arrays)
+        dim = arrays["unit_vectors"].shape[1]
+        # what materialising every span vector (float32) would cost: one d-vector per existing span
+        norms = arrays["span_norms"]
+        spans = sum(int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS))
+        materialised = spans * dim * 4
+        return {
+            "format_version": INDEX_FORMAT_VERSION,
+            "documents": len(self.doc_ids),
+            "segments": len(arrays["segment_docs"]),
+            "units": self.num_units,
+            "spans": spans,
+            "unit": self.span_config.unit,
+            "min_span": self.span_config.min_span,
+            "max_span": self.span_config.max_span,
+            "dimension": dim,
+            "dtype": self.dtype,
+            "array_bytes": int(nbytes),
+            "materialised_span_bytes": int(materialised),
+            "model_name": self.model_name,
+            "model_path": self.model_path,
+            "model_fingerprint": self.fingerprint,
+            "calibration": None if self.calibration is None else {
+                "pair_score": self.calibration.pair_score, "source": self.calibration.source,
+                "pairs": self.calibration.pairs, "spearman": self.calibration.spearman,
+            },
+            "candidates": None if self._candidates is None else self._candidates.info(),
+        }
+
+    def save(self, path: str | os.PathLike) -> str:
+        """Write the index to a directory, atomically (the previous version stays until the new one is complete).
+
+        Saves to one directory are serialised by a lock file (``.lock``, ``flock``): a second process
+        saving there at the same time gets a ``SpanInputError`` instead of racing the first.
+        """
+        path = os.fspath(path)
+        os.makedirs(path, exist_ok=True)
+        with save_lock(path):
+            return self._save_locked(path)
+
+    def _save_locked(self, path: str) -> str:
+        data_dir = tempfile.mkdtemp(prefix=f"data-{int(time.time() * 1000)}-", dir=path)
+        try:
+            for name, values in self._arrays.items():
+                save_array(os.path.join(data_dir, f"{name}.npy"), np.asarray(values))
+            encoded = [text.encode("utf-8") for text in self.texts]
+            offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
+            save_array(os.path.join(data_dir, "text_offsets.npy"), offsets)
+            write_bytes(os.path.join(data_dir, "texts.bin"), b"".join(encoded))
+            write_bytes(os.path.join(data_dir, "doc_ids.json"), json.dumps(self.doc_ids, ensure_ascii=False).encode())
+            if self.calibration is not None:
+                write_bytes(os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode())
+            if self._candidates is not None:
+                self._candidates.save(data_dir)
+            manifest = self.info() | {"data": os.path.basename(data_dir), "span_config": self.span_config.to_dict()}
+            manifest_tmp = os.path.join(path, f".{MANIFEST}.tmp")
+            write_bytes(manifest_tmp, json.dumps(manifest, indent=2).encode())
+            os.replace(manifest_tmp, os.path.join(path, MANIFEST))  # the commit point
+        except BaseException:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            raise
+        for entry in os.listdir(path):  # earlier versions and leftovers of crashed saves
+            if entry.startswith("data-") and entry != manifest["data"]:
+                shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, model: SentenceTransformer | None = None, mmap: bool = True) -> SpanIndex:
+        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with.
+
+        With no model, the index's recorded model name is loaded (the embedded default if none).
+        """
+        from slice_st.config import load_model
+
+        path = os.fspath(path)
+        manifest = read_manifest(path, must_exist=True)
+        if manifest.get("format_version") != INDEX_FORMAT_VERSION:
+            raise SpanInputError(f"{path}: index format {manifest.get('format_version')} is not supported (expected {INDEX_FORMAT_VERSION}).")
+        if model is None:
+            model = load_model(model_source(path, manifest))
+        fingerprint = model_fingerprint(model)
+        if fingerprint != manifest["model_fingerprint"]:
+            raise SpanInputError(
+                f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
+                f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {fingerprint}. "
+                "Load it with the model it was built with, or rebuild the index."
+            )
+        index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
+        data_dir = os.path.join(path, manifest["data"])
+        try:
+            arrays = {name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS}
+            blob = open(os.path.join(data_dir, "texts.bin"), "rb").read()
+            doc_ids = json.loads(open(os.path.join(data_dir, "doc_ids.json"), encoding="utf-8").read())
+        except (OSError, ValueError) as error:
+            raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+        offsets = arrays.pop("text_offsets")
+        if (
+            len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob) or len(arrays["unit_vectors"]) != manifest["units"]
+            or len(doc_ids) != manifest["documents"] or len(arrays["span_norms"]) != manifest["units"]
+            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1 or arrays["segment_units"][-1] != manifest["units"]
+        ):
+            raise SpanInputError(f"{path}: the index data does not match its manifest (corrupt or half-written).")
+        index._arrays = arrays
+        index.doc_ids = doc_ids
+        index.model_name = manifest.get("model_name") or index.model_name
+        index.model_path = manifest.get("model_path", index.model_path)
+        index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
+        try:
+            if manifest.get("calibration"):
+                index.calibration = Calibration.load(os.path.join(data_dir, CALIBRATION_FILE))
+            if manifest.get("candidates"):
+                index._candidates = CandidateStage.load(data_dir, manifest["candidates"])
+        except (OSError, ValueError) as error:
+            raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+        return index
