@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-slow bench clean
+.PHONY: install demo test test-slow bench model clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests
+
+# Retrain the shipped slice-minilm adapter from the shared data (about 20-40 min on 2 CPU cores) and put it
+# into the package (slice_st/pretrained/slice_minilm) with its provenance and dev figures.
+SHARED ?= ../shared/data
+model: $(STAMP)
+	$(BIN)/slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data $(SHARED) \
+		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv
+	$(BIN)/slice-st ship-adapter runs/slice-minilm --dev $(SHARED)/stsb_context/stsb-context-dev.tsv
 
 bench: $(STAMP)
 	bash benchmarks/run_all.sh

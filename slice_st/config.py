@@ -16,10 +16,14 @@ from typing import Any
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
-__all__ = ["enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
+__all__ = ["has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the embedded base model
+#: Names that load the plain embedded base model.
+BASE_MODEL_NAMES = ("base", "all-MiniLM-L6-v2", DEFAULT_MODEL_NAME)
+#: What ``load_model()`` loads: the SLICE adapter shipped in the package over the embedded base.
+DEFAULT_SHIPPED_MODEL = "slice-minilm"
 
 
 @dataclass(frozen=True)
@@ -55,16 +59,27 @@ def default_model_path() -> str:
 
 
 def load_model(model_name_or_path: str | None = None, **kwargs: Any):
-    """Load a ``SentenceTransformer``; with no name, the embedded all-MiniLM-L6-v2 (offline).
+    """Load a ``SentenceTransformer``; with no name, the shipped SLICE model ``slice-minilm`` (offline).
 
-    Any Hub id or local path works; keyword arguments go to ``SentenceTransformer``.
-    A missing local path gives a clear ``FileNotFoundError``.
+    * ``None`` or ``"slice-minilm"``: the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged
+      into its weights (see :mod:`slice_st.pretrained`; an ordinary ``SentenceTransformer``).
+    * ``"base"``, ``"all-MiniLM-L6-v2"`` or ``"sentence-transformers/all-MiniLM-L6-v2"``: the plain
+      embedded base model, as published.
+    * Any other Hub id or local path, as ``SentenceTransformer`` loads it; keyword arguments go to
+      ``SentenceTransformer``. A missing local path gives a clear ``FileNotFoundError``.
+
+    >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
+    ('slice-minilm', None)
     """
     import os
 
     from sentence_transformers import SentenceTransformer
 
-    if model_name_or_path is None or model_name_or_path in (DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"):
+    from slice_st.pretrained import is_shipped_model_name, load_shipped_model
+
+    if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
+        return load_shipped_model(model_name_or_path or DEFAULT_SHIPPED_MODEL, default_model_path(), **kwargs)
+    if model_name_or_path in BASE_MODEL_NAMES:
         model_name_or_path = default_model_path()
     looks_local = model_name_or_path.startswith((".", "/", "~")) or model_name_or_path.count("/") > 1
     if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
@@ -122,8 +137,49 @@ def set_span_config(model, min_span: int | None = None, max_span: int | None = N
     return span_config
 
 
+def has_adapters(model) -> bool:
+    """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
+    for module in model:
+        auto_model = getattr(module, "auto_model", None)
+        if auto_model is not None:
+            return bool(getattr(auto_model, "_hf_peft_config_loaded", False))
+    return False
+
+
+def merged_adapters(model):
+    """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights.
+
+    The copy has no PEFT layers left: it saves, loads and runs like any ``SentenceTransformer``.
+    """
+    if not has_adapters(model):
+        return model
+    import copy
+
+    from peft.tuners.tuners_utils import BaseTunerLayer
+
+    clone = copy.deepcopy(model)
+    for module in clone:
+        auto_model = getattr(module, "auto_model", None)
+        if auto_model is None:
+            continue
+        for name, layer in list(auto_model.named_modules()):
+            if isinstance(layer, BaseTunerLayer):
+                layer.merge(safe_merge=True)
+                parent_name, _, child = name.rpartition(".")
+                setattr(auto_model.get_submodule(parent_name) if parent_name else auto_model, child, layer.get_base_layer())
+        # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
+        fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
+        fresh.load_state_dict(auto_model.state_dict())
+        fresh.eval() if not auto_model.training else fresh.train()
+        module.model = fresh
+        break
+    return clone
+
+
 def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
+
+    LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
 
     A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
     into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
@@ -133,6 +189,7 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     settings = get_span_config(model)
+    model = merged_adapters(model)
     pooling = _span_pooling_module(model)
     if pooling is not None:
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]

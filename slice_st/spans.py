@@ -31,6 +31,7 @@ __all__ = [
     "span_grid",
     "prefix_sums",
     "pool_spans",
+    "shift_spans",
     "pool_units",
     "unit_sums",
     "span_sum_norms",
@@ -367,6 +368,37 @@ def sample_spans(
     ends = starts + lengths
     missing = (choices == 0)[:, None].expand(-1, num_spans)
     return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
+
+
+def shift_spans(
+    starts: Tensor, ends: Tensor, num_units: Tensor, count: int, max_shift: int, min_span: int = 1,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """``count`` extra spans per row that overlap drawn ones: copies with each end moved by up to ``max_shift`` units.
+
+    Hard negatives for span training (a span and its near neighbours must be told apart). Each new
+    span copies a random valid span of its row and moves its start and end independently by
+    ``-max_shift..max_shift``, kept inside the row's units and at least ``min_span`` long; rows
+    without a valid span get ``-1``. Returns ``(starts, ends)`` of shape ``(B, count)``.
+
+    >>> s, e = shift_spans(torch.tensor([[2, -1]]), torch.tensor([[5, -1]]), torch.tensor([9]), 3, 1, generator=torch.Generator().manual_seed(0))
+    >>> bool(((s >= 1) & (s <= 3) & (e >= 4) & (e <= 6) & (e - s >= 1)).all())
+    True
+    """
+    if count < 0 or max_shift < 0:
+        raise ValueError(f"count and max_shift must be >= 0, got {count} and {max_shift}.")
+    device = starts.device
+    batch, drawn = starts.shape
+    valid = starts >= 0
+    weights = valid.float() + (~valid.any(dim=1, keepdim=True)).float()  # rows without a span: any pick, masked below
+    pick = torch.multinomial(weights.cpu(), count, replacement=True, generator=generator).to(device) if count else starts[:, :0]
+    base_starts, base_ends = starts.gather(1, pick), ends.gather(1, pick)
+    moves = torch.randint(-max_shift, max_shift + 1, (2, batch, count), generator=generator).to(device)
+    new_starts = (base_starts + moves[0]).clamp(min=0)
+    new_ends = torch.minimum(base_ends + moves[1], num_units[:, None])
+    new_ends = torch.maximum(new_ends, new_starts + min_span)
+    bad = (base_starts < 0) | (new_ends > num_units[:, None])
+    return new_starts.masked_fill(bad, -1), new_ends.masked_fill(bad, -1)
 
 
 def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:

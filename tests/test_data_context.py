@@ -86,13 +86,24 @@ def test_missing_file():
 
 def test_paraphrase_missing_is_reported_not_silently_dropped(tmp_path):
     path = write(tmp_path, b"0\ta\tbee\tx b y\t1\n1\ta\tb\tx b y\t2\n")
-    with pytest.warns(UserWarning, match=r"1 row\(s\) whose passage does not contain the paraphrase verbatim \(kept\); lines 2"):
+    with pytest.warns(UserWarning, match=r"1 row\(s\) whose passage does not contain the paraphrase, even up to case and punctuation \(kept\); lines 2"):
         data = read_stsb_context(path)
     assert len(data) == 2 and data["paraphrase_in_passage"] == [False, True]
     with pytest.warns(UserWarning, match=r"\(dropped\); lines 2"):
         assert len(read_stsb_context(path, missing_paraphrase="drop")) == 1
     with pytest.raises(DataFormatError, match="line 2: the passage does not contain the paraphrase 'bee'"):
         read_stsb_context(path, missing_paraphrase="error")
+
+
+def test_paraphrase_written_mid_sentence_counts_as_inside(tmp_path):
+    # the real STS-B-Context lower-cases the paraphrase and drops its full stop inside a longer sentence
+    path = write(tmp_path, b"0\tA man cuts a bun.\tA man is slicing a bun.\tHolding a patty, a man is slicing a bun with the other hand.\t2\n")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        data = read_stsb_context(path)
+    assert data["paraphrase_in_passage"] == [True]
 
 
 def test_read_stsb():

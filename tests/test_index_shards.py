@@ -151,7 +151,8 @@ def test_model_name_recorded_for_a_local_model(tiny_model, tiny_model_dir, shard
     assert main(["index", "info", str(tmp_path / "ix")]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["model_name"] == name and info["model_path"] == path and info["model_fingerprint"] == shards[0].fingerprint
-    assert model_identity(slice_st.load_model()) == ("sentence-transformers/all-MiniLM-L6-v2", "")
+    assert model_identity(slice_st.load_model("base")) == ("sentence-transformers/all-MiniLM-L6-v2", "")
+    assert model_identity(slice_st.load_model()) == ("slice-minilm", "")  # the shipped default
 
 
 def test_cli_bad_devices(tiny_model_dir, tmp_path, capsys):

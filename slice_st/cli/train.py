@@ -24,14 +24,18 @@ def add_train_command(commands) -> None:
     parser.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
     parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
     parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
+    parser.add_argument("--sts-data", action="append",
+                        help="graded pairs in context for SpanMaxCoSENTLoss: offline[:SHARED_DATA_DIR] | JSONL/saved dataset with query, passage, score (repeatable)")
+    parser.add_argument("--dev-select", choices=("all", "even", "odd"), default=None,
+                        help="dev rows that choose the best checkpoint (default: all; 'even' keeps the odd rows unseen)")
     parser.add_argument("--mix", choices=("round_robin", "proportional"), default=None, help="how batches of the two datasets alternate (default: round_robin)")
     defaults = TrainConfig(output_dir="")
     for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
                  "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
                  "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "passage_min_words", "passage_max_words",
-                 "distill_limit"):
+                 "distill_limit", "sts_weight", "sts_scale", "sts_limit", "lora_r", "lora_alpha"):
         value = getattr(defaults, name)
-        kind = float if isinstance(value, float) else int
+        kind = float if isinstance(value, float) or name == "lora_alpha" else int
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")
     parser.add_argument("--unit", choices=("word", "token"), default=None)
     parser.add_argument("--in-batch-negatives", action="store_true", default=None)
@@ -40,8 +44,27 @@ def add_train_command(commands) -> None:
     parser.add_argument("--shared-data", help="folder of the shared data sets (for --train-data offline)")
     parser.set_defaults(handler=_train_command)
 
+    ship = commands.add_parser("ship-adapter", help="put a LoRA run's adapter into the package as the shipped model (make model)",
+                               description="Copy RUN/adapter into DEST with a provenance.json (recipe, data licences, commit, dev figures).")
+    ship.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
+    ship.add_argument("-o", "--output", default=None, help="destination folder (default: the package's slice_st/pretrained/slice_minilm)")
+    ship.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it for the provenance")
+    ship.set_defaults(handler=_ship_command)
+
 
 def _train_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     trainer.train(config)
+    return 0
+
+
+def _ship_command(args: argparse.Namespace) -> int:
+    import json
+
+    from slice_st.pretrained import shipped_model
+    from slice_st.training.shipping import ship_adapter
+
+    destination = args.output or shipped_model("slice-minilm").adapter_dir
+    provenance = ship_adapter(args.run_dir, destination, dev_path=args.dev_path)
+    print(json.dumps({"destination": destination, **provenance.get("dev_metrics", {})}, indent=2))
     return 0

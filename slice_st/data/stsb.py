@@ -88,6 +88,12 @@ def _decode(raw: bytes, name: str, encoding: str) -> str:
     )
 
 
+def _loose(text: str) -> str:
+    """Text for the containment check: lower case, punctuation as spaces, single spaces (the real set writes the
+    paraphrase mid-sentence: "A man is slicing a bun." appears as "…, a man is slicing a bun with…")."""
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
 def _float_score(value: str, name: str, line: int, column: str) -> float:
     try:
         score = float(value)
@@ -109,7 +115,7 @@ def read_stsb_context(
     Columns: ``index`` (the file's index column), ``line``, ``paraphrase``, ``passage``, ``goldsim``
     (float, 0-5), ``paraphrase_in_passage`` (bool) and ``file_line`` (1-based line of the row).
     ``encoding="auto"`` reads UTF-8 or cp1252. A row whose passage does not contain its paraphrase
-    verbatim is reported: ``missing_paraphrase="warn"`` keeps it and warns (naming the rows),
+    (verbatim, or up to case, punctuation and spacing, as the real set writes it mid-sentence) is reported: ``missing_paraphrase="warn"`` keeps it and warns (naming the rows),
     ``"error"`` raises, ``"drop"`` drops it and warns. Any other bad row raises
     :class:`DataFormatError` naming the file and line.
 
@@ -173,7 +179,7 @@ def read_stsb_context(
             if not value.strip():
                 raise DataFormatError(f"{name}, line {line}: empty {column}.")
         score = _float_score(goldsim.strip(), name, line, "goldsim")
-        inside = paraphrase.strip() in passage
+        inside = paraphrase.strip() in passage or _loose(paraphrase) in _loose(passage)
         if not inside:
             missing.append(line)
             if missing_paraphrase == "error":
@@ -190,7 +196,7 @@ def read_stsb_context(
         action = "dropped" if missing_paraphrase == "drop" else "kept"
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
         warnings.warn(
-            f"{name}: {len(missing)} row(s) whose passage does not contain the paraphrase verbatim ({action}); "
+            f"{name}: {len(missing)} row(s) whose passage does not contain the paraphrase, even up to case and punctuation ({action}); "
             f"lines {shown}.",
             stacklevel=2,
         )

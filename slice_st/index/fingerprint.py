@@ -19,13 +19,17 @@ __all__ = ["model_fingerprint", "model_identity", "model_source"]
 
 
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """A short hash of the model's weights and tokenizer, to refuse indexes built with another model."""
+    """A short hash of the model's weights and tokenizer, to refuse indexes built with another model.
+
+    Every parameter contributes (its shape and a strided sample of its values), so models that differ
+    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints.
+    """
     digest = hashlib.sha256()
     tokenizer = model.tokenizer
     digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
-    parameters = list(model.parameters())
-    for parameter in parameters[:2] + parameters[-2:]:
-        values = parameter.detach().float().flatten()[:4096].cpu().numpy()
+    for parameter in model.parameters():
+        values = parameter.detach().flatten()
+        values = values[:: max(1, values.numel() // 4096)][:4096].float().cpu().numpy()
         digest.update(str(tuple(parameter.shape)).encode())
         digest.update(np.round(values, 5).tobytes())
     return digest.hexdigest()[:16]
@@ -35,11 +39,12 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     """``(name, path)`` of a model: a readable name, and the local directory it was loaded from (``""`` if none).
 
     A Hub model is named by its id; a local one by its directory's name (with the parent's for
-    generic names such as ``final`` or ``checkpoint-500``); the embedded default by its Hub id.
+    generic names such as ``final`` or ``checkpoint-500``); the embedded base by its Hub id, and a
+    model shipped in the package by its shipped name.
 
     >>> from slice_st import load_model
-    >>> model_identity(load_model())
-    ('sentence-transformers/all-MiniLM-L6-v2', '')
+    >>> model_identity(load_model("base")), model_identity(load_model())
+    (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
     """
     card = getattr(model, "model_card_data", None)
     hub_id = getattr(card, "model_id", None) or getattr(card, "base_model", None) or ""
@@ -58,8 +63,8 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     if re.fullmatch(r"\d+_\w+", os.path.basename(path)):  # the transformer inside an ST folder (0_Transformer)
         path = os.path.dirname(path)
     try:
-        if os.path.samefile(path, default_model_path()):
-            return DEFAULT_MODEL_NAME, ""
+        if os.path.samefile(path, default_model_path()):  # the embedded base, or a shipped model built on it
+            return hub_id or DEFAULT_MODEL_NAME, ""
     except OSError:
         pass
     name = os.path.basename(path)

@@ -21,7 +21,7 @@ from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS"]
+__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class SpanDistillationLoss(nn.Module):
         self.generator = torch.Generator()
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.teacher_name = _model_name(teacher) if teacher is not None else f"frozen copy of {_model_name(model)}"
+        self.teacher_name = model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}"
         if teacher is None:
             teacher = copy.deepcopy(model)
         elif isinstance(teacher, str):
@@ -116,7 +116,7 @@ class SpanDistillationLoss(nn.Module):
         self.teacher.eval()
         self.skipped_spans = 0
         enable_span_features(model)
-        self._ids_path = _shares_wordpiece_tokenizer(model, teacher)
+        self._ids_path = shares_wordpiece_tokenizer(model, teacher)
 
     def train(self, mode: bool = True) -> SpanDistillationLoss:
         super().train(mode)
@@ -206,27 +206,7 @@ class SpanDistillationLoss(nn.Module):
         return span_vectors, text_vectors
 
     def _span_token_inputs(self, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:
-        """``[CLS] span tokens [SEP]`` rows cut from the student's ids (vectorised, no loop over spans)."""
-        tokenizer = self.model.tokenizer
-        rows = torch.arange(starts.shape[0], device=starts.device)[:, None].expand_as(starts)[valid]
-        token_lo = boundaries.gather(1, starts.clamp(min=0))[valid]
-        token_hi = boundaries.gather(1, ends.clamp(min=0))[valid]
-        lengths = token_hi - token_lo
-        width = int(lengths.max())
-        positions = torch.arange(width, device=starts.device)[None, :]
-        take = (token_lo[:, None] + positions).clamp(max=features["input_ids"].shape[1] - 1)
-        inside = positions < lengths[:, None]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        body = torch.where(inside, features["input_ids"][rows[:, None], take], torch.full_like(take, pad))
-        input_ids = torch.full((len(rows), width + 2), pad, dtype=body.dtype, device=body.device)
-        input_ids[:, 0] = tokenizer.cls_token_id
-        input_ids[:, 1 : width + 1] = body
-        input_ids[torch.arange(len(rows), device=body.device), lengths + 1] = tokenizer.sep_token_id
-        attention_mask = (torch.arange(width + 2, device=body.device)[None, :] < (lengths + 2)[:, None]).long()
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if "token_type_ids" in features:
-            inputs["token_type_ids"] = torch.zeros_like(input_ids)
-        return inputs
+        return span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
 
     def _decoded_spans(self, features, boundaries, starts, ends, valid) -> list[str]:
         token_lo = boundaries.gather(1, starts.clamp(min=0))
@@ -330,7 +310,34 @@ class SpanDistillationLoss(nn.Module):
         return DISTILLATION_CITATION
 
 
-def _model_name(model) -> str:
+def span_token_inputs(tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:
+    """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised, no loop over spans).
+
+    The rows are exactly what the tokenizer gives for the span text alone when words tokenize alone as in
+    context (WordPiece): the per-n-gram input of a span, without re-tokenizing.
+    """
+    rows = torch.arange(starts.shape[0], device=starts.device)[:, None].expand_as(starts)[valid]
+    token_lo = boundaries.gather(1, starts.clamp(min=0))[valid]
+    token_hi = boundaries.gather(1, ends.clamp(min=0))[valid]
+    lengths = token_hi - token_lo
+    width = int(lengths.max())
+    positions = torch.arange(width, device=starts.device)[None, :]
+    take = (token_lo[:, None] + positions).clamp(max=features["input_ids"].shape[1] - 1)
+    inside = positions < lengths[:, None]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    body = torch.where(inside, features["input_ids"][rows[:, None], take], torch.full_like(take, pad))
+    input_ids = torch.full((len(rows), width + 2), pad, dtype=body.dtype, device=body.device)
+    input_ids[:, 0] = tokenizer.cls_token_id
+    input_ids[:, 1 : width + 1] = body
+    input_ids[torch.arange(len(rows), device=body.device), lengths + 1] = tokenizer.sep_token_id
+    attention_mask = (torch.arange(width + 2, device=body.device)[None, :] < (lengths + 2)[:, None]).long()
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if "token_type_ids" in features:
+        inputs["token_type_ids"] = torch.zeros_like(input_ids)
+    return inputs
+
+
+def model_name(model) -> str:
     if isinstance(model, str):
         return model
     card = getattr(model, "model_card_data", None)
@@ -343,7 +350,7 @@ def _model_name(model) -> str:
         return type(model).__name__
 
 
-def _shares_wordpiece_tokenizer(student, teacher) -> bool:
+def shares_wordpiece_tokenizer(student, teacher) -> bool:
     """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in context)."""
     a, b = getattr(student, "tokenizer", None), getattr(teacher, "tokenizer", None)
     if a is None or b is None or type(a) is not type(b):

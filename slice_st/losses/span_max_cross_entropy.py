@@ -15,7 +15,7 @@ from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores"]
+__all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores", "query_vectors"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,15 @@ def _units(features: dict[str, Any], unit: str):
     return unit_boundaries(
         features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
     )
+
+
+def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
+    """Query vectors of a forward pass: the mean of each row's unit tokens (non-special), as ``best_spans`` encodes
+    queries; returns ``((B, d), (B,) has_tokens)``."""
+    units = _units(output, unit)
+    zeros = torch.zeros_like(units.num_units)
+    total, count = pool_units(output["token_embeddings"], units.boundaries, zeros, units.num_units)
+    return total / count.clamp(min=1)[:, None].to(total.dtype), count > 0
 
 
 def column_span_scores(
@@ -119,11 +128,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         if self.unit == "word" and any("offset_mapping" not in column for column in columns):
             raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
         anchor = self.model(columns[0])
-        anchor_units = _units(anchor, self.unit)
-        zeros = torch.zeros_like(anchor_units.num_units)
-        total, count = pool_units(anchor["token_embeddings"], anchor_units.boundaries, zeros, anchor_units.num_units)
-        queries = total / count.clamp(min=1)[:, None].to(total.dtype)
-        valid = count > 0
+        queries, valid = query_vectors(anchor, self.unit)
 
         rows, num_columns = len(queries), len(columns) - 1
         passages = self._passage_outputs(columns[1:])

@@ -22,12 +22,47 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "save_adapter", "load_sts_data"]
 
 logger = logging.getLogger(__name__)
 
 #: Documented presets; explicit options override them.
 PRESETS: dict[str, dict[str, Any]] = {
+    # The shipped slice-minilm (make model): a LoRA adapter (r = 16, every linear layer) trained by span
+    # self-distillation on the shared unlabeled passages; the best checkpoint is chosen on the even rows of the
+    # dev half (--dev), so its odd rows stay unseen. About 20-40 min on 2 CPU cores.
+    "cpu-minilm-slice": {
+        "distill_data": ["offline"],
+        "lora_r": 16,
+        "max_steps": 400,
+        "batch_size": 16,
+        "learning_rate": 3e-4,
+        "warmup_ratio": 0.05,
+        "distill_spans": 8,
+        "distill_max_span": 12,
+        "distill_text_weight": 0.0,
+        "eval_steps": 100,
+        "save_steps": 100,
+        "dev_select": "even",
+        "max_seq_length": 128,
+    },
+    # The same recipe for a GPU and a bigger corpus: add --distill-data YOUR_TEXT (files, JSONL, a datasets folder)
+    # and --dev YOUR_DEV.tsv. Not run here (no GPU in this project's sessions so far).
+    "gpu-minilm-slice": {
+        "distill_data": ["offline"],
+        "lora_r": 16,
+        "max_steps": 4000,
+        "batch_size": 64,
+        "learning_rate": 3e-4,
+        "warmup_ratio": 0.05,
+        "distill_spans": 16,
+        "distill_max_span": 20,
+        "distill_text_weight": 0.0,
+        "eval_steps": 500,
+        "save_steps": 500,
+        "dev_select": "even",
+        "max_seq_length": 256,
+    },
     # all-MiniLM-L6-v2 on 2 CPU cores in about half an hour (the README's recipe table comes from it).
     "cpu-minilm": {
         "max_steps": 200,
@@ -123,18 +158,35 @@ class TrainConfig:
     distill_limit: int | None = None
     mix: str = "round_robin"
     sts_dev_path: str | None = None
+    # graded pairs in context (SpanMaxCoSENTLoss); on when sts_data is given
+    sts_data: list[str] = field(default_factory=list)
+    sts_weight: float = 1.0
+    sts_scale: float = 20.0
+    sts_limit: int | None = None
+    # train a LoRA adapter instead of every weight (0: full fine-tune)
+    lora_r: int = 0
+    lora_alpha: float | None = None
+    # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays unseen
+    dev_select: str = "all"
 
     @property
     def objectives(self) -> tuple[str, ...]:
         """Which losses this run trains: ``("slice",)``, ``("distill",)`` or both."""
-        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
+        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data), ("sts", self.sts_data)) if data)
 
     def validate(self, needs_train_data: bool = True) -> None:
-        if needs_train_data and not self.train_data and not self.distill_data:
+        if needs_train_data and not self.train_data and not self.distill_data and not self.sts_data:
             raise ValueError(
-                "no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder) and/or "
-                "--distill-data (offline, text/JSONL files, or a saved passages folder)."
+                "no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder), "
+                "--distill-data (offline, offline-context, text/JSONL files, or a saved passages folder) and/or "
+                "--sts-data (offline, a JSONL file or saved dataset with query, passage, score)."
             )
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
+        if self.dev_select not in ("all", "even", "odd"):
+            raise ValueError(f"dev_select must be 'all', 'even' or 'odd', got {self.dev_select!r}.")
+        if self.sts_weight < 0 or self.sts_scale <= 0:
+            raise ValueError("sts_weight must be >= 0 and sts_scale > 0.")
         if self.mix not in ("round_robin", "proportional"):
             raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
         if self.distill_weight < 0 or self.distill_text_weight < 0:
@@ -182,15 +234,68 @@ def load_distillation_data(config: TrainConfig, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
     from slice_st.data.passages import load_passages
 
+    import datasets
+
     shared = config.shared_data or _default_shared_data()
-    exclude = [path for path in (config.dev_path, os.path.join(shared, "stsbenchmark", "sts-dev.csv"), config.sts_dev_path) if path and os.path.exists(path)]
-    passages = load_passages(
-        config.distill_data, shared_data=shared, exclude_paths=exclude, min_words=config.passage_min_words,
-        max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
-    )
+    exclude = _excluded_paths(config, shared)
+    sources = [source for source in config.distill_data if not source.startswith("offline-context")]
+    parts = []
+    if sources:
+        parts.append(load_passages(
+            sources, shared_data=shared, exclude_paths=exclude, min_words=config.passage_min_words,
+            max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
+        ))
+    for source in config.distill_data:
+        if source.startswith("offline-context"):  # on-topic contexts built from the shared sentences
+            from slice_st.config import load_model
+            from slice_st.data.contexts import offline_context_passages
+
+            data_dir = source.split(":", 1)[1] if ":" in source else shared
+            parts.append(offline_context_passages(data_dir, load_model("base"), exclude_paths=exclude, seed=config.seed,
+                                                  count=config.distill_limit or 12000))
+    passages = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts).shuffle(seed=config.seed)
     if config.cache_teacher and loss is not None and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=config.seed)
     return passages
+
+
+def _excluded_paths(config: TrainConfig, shared: str) -> list[str]:
+    """Evaluation files whose sentences never enter training text: the dev set, STS-B dev, the STS-B dev option."""
+    candidates = (config.dev_path, os.path.join(shared, "stsbenchmark", "sts-dev.csv"), config.sts_dev_path)
+    return [path for path in candidates if path and os.path.exists(path)]
+
+
+def load_sts_data(config: TrainConfig, model):
+    """Graded (query, passage, score) rows for :class:`~slice_st.SpanMaxCoSENTLoss`.
+
+    ``offline[:DIR]`` builds them from the shared STS-B train and SICK pairs, the second sentence inside
+    on-topic context (:func:`slice_st.data.contexts.offline_sts_contexts`, dev sentences removed); a
+    saved ``datasets`` folder or a JSONL file must have ``query``, ``passage`` and ``score`` (0–1).
+    """
+    import datasets
+
+    from slice_st.data.contexts import offline_sts_contexts
+
+    shared = config.shared_data or _default_shared_data()
+    parts = []
+    for source in config.sts_data:
+        if source == "offline" or source.startswith("offline:"):
+            data_dir = source.split(":", 1)[1] if ":" in source else shared
+            parts.append(offline_sts_contexts(data_dir, model, exclude_paths=_excluded_paths(config, data_dir), seed=config.seed))
+        elif os.path.isdir(source):
+            parts.append(datasets.load_from_disk(source))
+        elif source.endswith(".jsonl") and os.path.isfile(source):
+            parts.append(datasets.Dataset.from_json(source))
+        else:
+            raise FileNotFoundError(f"STS data {source!r}: not offline[:DIR], a saved dataset folder or a .jsonl file.")
+    for part in parts:
+        missing = {"query", "passage", "score"} - set(part.column_names)
+        if missing:
+            raise ValueError(f"STS data needs columns query, passage, score; missing {sorted(missing)}.")
+    dataset = datasets.concatenate_datasets([part.select_columns(["query", "passage", "score"]) for part in parts]).shuffle(seed=config.seed)
+    if config.sts_limit is not None:
+        dataset = dataset.select(range(min(config.sts_limit, len(dataset))))
+    return dataset
 
 
 def _default_shared_data() -> str:
@@ -205,10 +310,11 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     from slice_st.config import load_model, set_span_config
     from slice_st.losses.span_distillation import SpanDistillationLoss
+    from slice_st.losses.span_max_cosent import SpanMaxCoSENTLoss
     from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
 
     config.validate(needs_train_data=train_dataset is None)
-    model = model if model is not None else load_model(config.model)
+    model = model if model is not None else load_model(config.model or "base")  # recipes start from the plain base model
     if config.max_seq_length is not None:
         model.max_seq_length = config.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
@@ -227,12 +333,19 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             max_span=config.distill_max_span, unit=config.unit, metric=config.distill_metric,
             text_weight=config.distill_text_weight, weight=config.distill_weight, seed=config.seed,
         )
+    if "sts" in objectives:
+        losses["sts"] = SpanMaxCoSENTLoss(model, scale=config.sts_scale, min_span=config.min_span, max_span=config.eval_max_span,
+                                          unit=config.unit, weight=config.sts_weight)
+    if config.lora_r:  # after the distillation teacher was copied: it stays the plain base model
+        _add_lora(model, config.lora_r, config.lora_alpha)
     if given is None:
         parts = {}
         if "slice" in losses:
             parts["slice"] = load_training_data(config)
         if "distill" in losses:
             parts["distill"] = load_distillation_data(config, losses["distill"])
+        if "sts" in losses:
+            parts["sts"] = load_sts_data(config, model)
         train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
     loss = losses[objectives[0]] if len(losses) == 1 else losses
     evaluator = _dev_evaluator(config)
@@ -270,6 +383,35 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     )
 
 
+def _add_lora(model, rank: int, alpha: float | None) -> None:
+    """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers' ``add_adapter``."""
+    try:
+        from peft import LoraConfig
+    except ImportError as error:
+        raise ImportError("--lora-r needs peft: pip install 'slice-st[train]' (or pip install peft).") from error
+    model.add_adapter(LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"))
+
+
+def save_adapter(model, path: str) -> str:
+    """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
+    import json as _json
+
+    transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
+    transformer.save_pretrained(path)
+    config_path = os.path.join(path, "adapter_config.json")
+    with open(config_path, encoding="utf-8") as handle:
+        adapter_config = _json.load(handle)
+    base = adapter_config.get("base_model_name_or_path") or ""
+    if os.path.isabs(base):  # no local paths in what may be published
+        from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
+
+        same = os.path.isdir(base) and os.path.samefile(base, default_model_path())
+        adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME if same else os.path.basename(base.rstrip("/"))
+        with open(config_path, "w", encoding="utf-8") as handle:
+            _json.dump(adapter_config, handle, indent=2, sort_keys=True)
+    return path
+
+
 def _has_accelerator() -> bool:
     import torch
 
@@ -280,12 +422,14 @@ def _given_objectives(dataset) -> tuple[str, ...]:
     """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
     SLICE triplets unless it is a one-column (``text``) passages set."""
     if isinstance(dataset, dict):
-        unknown = set(dataset) - {"slice", "distill"}
+        unknown = set(dataset) - {"slice", "distill", "sts"}
         if unknown:
-            raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
-        return tuple(name for name in ("slice", "distill") if name in dataset)
+            raise ValueError(f"training DatasetDict keys must be 'slice', 'distill' and/or 'sts', got {sorted(unknown)}.")
+        return tuple(name for name in ("slice", "distill", "sts") if name in dataset)
     columns = [column for column in dataset.column_names if column != "label"]
-    return ("distill",) if columns == ["text"] else ("slice",)
+    if columns == ["text"]:
+        return ("distill",)
+    return ("sts",) if set(columns) == {"query", "passage", "score"} else ("slice",)
 
 
 def _dev_evaluator(config: TrainConfig):
@@ -295,6 +439,8 @@ def _dev_evaluator(config: TrainConfig):
         from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
         dev = read_stsb_context(config.dev_path)
+        if config.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
+            dev = dev.select(range(0 if config.dev_select == "even" else 1, len(dev), 2))
         if config.dev_limit is not None:
             dev = dev.select(range(min(config.dev_limit, len(dev))))
         evaluators.append(SpanRetrievalEvaluator.from_dataset(
@@ -341,7 +487,11 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     )
     if trainer.is_world_process_zero():
         final = os.path.join(config.output_dir, "final")
-        save_slice_model(model, final)
+        save_slice_model(model, final)  # LoRA adapters merged: a plain checkpoint
+        from slice_st.config import has_adapters
+
+        if has_adapters(model):
+            save_adapter(model, os.path.join(config.output_dir, "adapter"))
         with open(os.path.join(final, "slice_train_config.json"), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(config), handle, indent=2)
         if config.push_to_hub:

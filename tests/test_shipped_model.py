@@ -1,0 +1,112 @@
+"""The model shipped in the package (``slice-minilm``): size, provenance, merge, default, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+import torch
+
+import slice_st
+from slice_st.pretrained import SHIPPED_MODELS, is_shipped_model_name, merge_lora_adapter, shipped_model
+
+SHIPPED = shipped_model("slice-minilm")
+
+
+def test_adapter_is_small_and_documented():
+    total = sum(os.path.getsize(os.path.join(SHIPPED.adapter_dir, name)) for name in os.listdir(SHIPPED.adapter_dir))
+    assert total <= 4 * 1024 * 1024
+    provenance = SHIPPED.provenance
+    for key in ("base_model", "recipe", "command", "training_data", "licence", "commit", "dev_metrics"):
+        assert provenance.get(key), key
+    with open(os.path.join(SHIPPED.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    assert config["peft_type"] == "LORA" and not config["base_model_name_or_path"].startswith("/")  # no local paths
+
+
+def test_names():
+    assert set(SHIPPED_MODELS) == {"slice-minilm"}
+    assert is_shipped_model_name("slice-minilm") and is_shipped_model_name("slice-st/slice-minilm")
+    assert not is_shipped_model_name("base") and not is_shipped_model_name(None)
+    with pytest.raises(KeyError, match="shipped"):
+        shipped_model("nope")
+
+
+@pytest.fixture(scope="module")
+def shipped_and_base():
+    return slice_st.load_model(), slice_st.load_model("base")
+
+
+def test_default_is_the_shipped_model(shipped_and_base):
+    shipped, base = shipped_and_base
+    assert shipped.model_card_data.model_id == "slice-minilm"
+    assert base.model_card_data.model_id is None
+    changed = [
+        name for (name, a), (_, b) in zip(shipped.named_parameters(), base.named_parameters()) if not torch.equal(a, b)
+    ]
+    assert len(changed) == 36 and all(".encoder." in name for name in changed)  # 6 linear layers in each of 6 blocks
+
+
+def test_merge_equals_peft(shipped_and_base):
+    peft = pytest.importorskip("peft")  # noqa: F841 - peft is a training extra; the merge itself needs only torch
+    shipped, _ = shipped_and_base
+    reference = slice_st.load_model("base")
+    reference.load_adapter(SHIPPED.adapter_dir)
+    texts = ["A man is playing the guitar on stage.", "The flight to Denver was delayed by three hours."]
+    merged = shipped.encode_spans(texts, max_span=4)
+    adapted = reference.encode_spans(texts, max_span=4)
+    for a, b in zip(merged, adapted):
+        assert a.spans == b.spans
+        assert abs(a.embeddings - b.embeddings).max() < 1e-4
+
+
+def test_reopens_by_name_and_index_identity(shipped_and_base):
+    from slice_st.index.fingerprint import model_fingerprint, model_identity
+
+    shipped, base = shipped_and_base
+    assert model_identity(shipped) == ("slice-minilm", "")
+    again = slice_st.load_model("slice-st/slice-minilm")
+    assert model_fingerprint(again) == model_fingerprint(shipped) != model_fingerprint(base)
+
+
+def test_save_slice_model_is_flag_free(shipped_and_base, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    shipped, _ = shipped_and_base
+    path = slice_st.save_slice_model(shipped, str(tmp_path / "slice-minilm"))
+    loaded = SentenceTransformer(path)
+    text = ["Customer: my bag was lost on the way to Denver."]
+    assert abs(loaded.encode(text) - shipped.encode(text)).max() < 1e-5
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated", "bad_config", "wrong_shape", "dora"])
+def test_damaged_adapter_is_refused_whole(tmp_path, damage):
+    from transformers import BertModel
+
+    folder = tmp_path / "adapter"
+    shutil.copytree(SHIPPED.adapter_dir, folder)
+    weights, config_path = folder / "adapter_model.safetensors", folder / "adapter_config.json"
+    if damage == "missing":
+        weights.unlink()
+    elif damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:1000])
+    elif damage == "bad_config":
+        config_path.write_text("{not json")
+    elif damage == "dora":
+        config = json.loads(config_path.read_text())
+        config["use_dora"] = True
+        config_path.write_text(json.dumps(config))
+    else:
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(str(weights))
+        key = next(k for k in tensors if k.endswith("lora_A.weight"))
+        tensors[key] = torch.zeros(3, 5)
+        save_file(tensors, str(weights))
+    model = BertModel.from_pretrained(slice_st.default_model_path())
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    with pytest.raises((ValueError, FileNotFoundError)):
+        merge_lora_adapter(model, str(folder))
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())  # nothing half-merged
