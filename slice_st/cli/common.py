@@ -7,7 +7,7 @@ import csv
 import json
 import os
 
-from slice_st.text import read_file
+from slice_st.text import read_file, split_lines
 
 __all__ = ["positive_int", "quiet_progress", "read_queries", "write_rows"]
 
@@ -34,7 +34,7 @@ def quiet_progress(args) -> None:
 def read_queries(args) -> list[str]:
     queries = list(args.query or [])
     for path in args.queries or []:
-        queries.extend(line.strip() for line in read_file(path).splitlines() if line.strip())
+        queries.extend(line.strip() for line in split_lines(read_file(path)) if line.strip())
     if not queries:
         raise ValueError("no query given: use --query TEXT (repeatable) or --queries FILE.")
     return queries

@@ -1,0 +1,130 @@
+"""Hostile input to the library and the CLI (issue 17 B3, B6–B11, B14–B22, B24, B25): a clear error or a documented result.
+
+A CLI error is one line ``slice-st: error: …`` with exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import slice_st
+from slice_st import SpanIndex, SpanInputError
+from slice_st.cli import main
+from slice_st.data.corpus import CorpusError, read_corpus, read_jsonl
+from slice_st.text import read_texts
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr()
+
+
+def _fails(capsys, *argv) -> str:
+    """Run the CLI expecting exit 2 and one error line ``slice-st: error: …`` (no traceback); returns that line.
+
+    (Loading a model may draw progress bars on stderr before it; they are not part of the error.)
+    """
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2, error
+    assert "Traceback" not in error, error
+    last = error.rstrip("\n").split("\n")[-1].rpartition("\r")[2]
+    assert last.startswith("slice-st: error: ") and error.count("slice-st: error: ") == 1, error
+    return last
+
+
+def _model_copy(tiny_model_dir, tmp_path, name="model"):
+    """A sentence-transformers folder of the tiny model (weights, config, tokenizer) to break on purpose."""
+    folder = tmp_path / name
+    slice_st.load_model(tiny_model_dir).save(str(folder))
+    return folder
+
+
+# ------------------------------------------------------------------------------------------ B6, B14 (models)
+SEPARATORS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
+
+
+def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "odd.txt"
+    lines = [f"line {n} has a{sep}separator inside" for n, sep in enumerate(SEPARATORS, start=1)] + ["the last line"]
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    records = read_texts([str(path)])
+    assert [(r.line, r.text) for r in records] == list(enumerate(lines, start=1))
+    content = path.read_bytes().decode("utf-8")
+    assert all(content[r.file_offset : r.file_offset + len(r.text)] == r.text for r in records)
+    assert [d.id for d in read_corpus([str(path)])][-1] == f"{path}:{len(lines)}"
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes("the last\u2028line\nseparator\x85inside\n".encode("utf-8"))
+    code, out = _run(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "-k", "1")
+    assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == ["the last\u2028line", "separator\x85inside"]
+
+
+def test_b08_paragraph_offsets_of_crlf_files_are_file_offsets(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(b"first paragraph line one\r\nline two of it\r\n\r\nsecond paragraph\r\nwith a guitar in line two\r\n")
+    content = path.read_bytes().decode("utf-8")
+    records = read_texts([str(path)], "paragraph")
+    assert [(r.line, r.text) for r in records] == [(1, "first paragraph line one\r\nline two of it"),
+                                                   (4, "second paragraph\r\nwith a guitar in line two")]
+    code, out = _run(capsys, "mine", "-q", "a guitar", path, "--split", "paragraph", "-m", tiny_model_dir, "-f", "jsonl")
+    for row in map(json.loads, out.out.splitlines()):
+        assert content[row["file_start"] : row["file_end"]] == row["span"]
+
+
+def test_b09_jsonl_strings_may_hold_line_separators(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes('{"id": "a", "text": "one\u2028two\x85three"}\n{"id": "b", "text": "plain"}\n'.encode("utf-8"))
+    assert [(d.id, d.text, d.line) for d in read_jsonl(str(path))] == [("a", "one\u2028two\x85three", 1), ("b", "plain", 2)]
+
+
+def test_b21_byte_order_mark_is_not_text(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffguitar lessons today\nsecond line\n".encode("utf-8"))
+    records = read_texts([str(path)])
+    assert records[0].text == "guitar lessons today" and records[0].file_offset == 1
+    code, out = _run(capsys, "mine", "-q", "guitar", path, "-m", tiny_model_dir, "-f", "jsonl", "--max-span", "1")
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert all("\ufeff" not in row["span"] for row in rows)
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes('\ufeff{"id": "a", "text": "with a mark"}\n'.encode("utf-8"))
+    assert [d.text for d in read_jsonl(str(jsonl))] == ["with a mark"]
+
+
+# ------------------------------------------------------------------------------------------ B10
+def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "secret.txt"
+    path.write_text("a man plays the guitar\n")
+    real_open = builtins.open
+
+    def denying_open(file, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *args, **kwargs)
+
+    from slice_st.text import FileAccessError
+
+    monkeypatch.setattr(builtins, "open", denying_open)
+    with pytest.raises(FileAccessError, match="cannot read .*secret.txt: Permission denied"):
+        read_texts([str(path)])
+    assert "Permission denied" in _fails(capsys, "mine", "-q", "guitar", path)
+    assert "Permission denied" in _fails(capsys, "index", "build", path, "-o", tmp_path / "ix")
+    assert "Permission denied" in _fails(capsys, "mine", "--queries", path, path)
+
+
+def test_b20_non_utf8_standard_input(tmp_path, capsys, monkeypatch):
+    raw = "café\n".encode("latin-1")  # not UTF-8
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape"))
+    assert "standard input is not UTF-8" in _fails(capsys, "mine", "-q", "coffee", "-")
+
+
+# ------------------------------------------------------------------------------------------ B14 (API values), B16–B19
