@@ -27,6 +27,8 @@ _EXPORTS = {
     "enable_span_features": "slice_st.config",
     "get_span_config": "slice_st.config",
     "load_model": "slice_st.config",
+    "ModelLoadError": "slice_st.config",
+    "FileAccessError": "slice_st.text",
     "save_slice_model": "slice_st.config",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
@@ -57,6 +59,8 @@ _SUBMODULES = (
 
 __all__ = [
     "Calibration",
+    "FileAccessError",
+    "ModelLoadError",
     "ShardedSpanIndex",
     "SpanConfig",
     "IndexMatch",

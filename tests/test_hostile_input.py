@@ -51,6 +51,58 @@ def _model_copy(tiny_model_dir, tmp_path, name="model"):
 
 
 # ------------------------------------------------------------------------------------------ B6, B14 (models)
+def test_b06_model_without_vocabulary_is_refused(tiny_model_dir, tmp_path, capsys):
+    folder = _model_copy(tiny_model_dir, tmp_path)
+    for name in ("tokenizer.json", "vocab.txt"):
+        if (folder / name).exists():
+            os.remove(folder / name)
+    with pytest.raises(slice_st.ModelLoadError, match="tokens but the model has 30522 token embeddings"):
+        slice_st.load_model(str(folder))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    assert "vocabulary files" in _fails(capsys, "mine", "-q", "guitar", corpus, "-m", folder)
+
+
+@pytest.mark.parametrize("breakage", ["a_file", "no_weights", "truncated_weights", "bad_config", "offline_hub_id"])
+def test_b14_unloadable_models_are_one_clean_error(tiny_model_dir, tmp_path, capsys, breakage, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    if breakage == "a_file":
+        model, expected = corpus, "is a file, not a model folder"
+    elif breakage == "offline_hub_id":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        model, expected = "nobody-here/no-such-model", "HF_HUB_OFFLINE is set"
+    else:
+        model = _model_copy(tiny_model_dir, tmp_path)
+        weights = model / "model.safetensors"
+        if breakage == "no_weights":
+            os.remove(weights)
+        elif breakage == "truncated_weights":
+            weights.write_bytes(weights.read_bytes()[:1000])
+        else:
+            (model / "config.json").write_text("{oops")
+        expected = f"Cannot load the model in {model}"
+    with pytest.raises(slice_st.ModelLoadError):
+        slice_st.load_model(str(model))
+    assert expected in _fails(capsys, "mine", "-q", "guitar", corpus, "-m", model)
+
+
+@pytest.mark.parametrize("device, expected", [("banana", "Unknown device 'banana'"), ("cuda:7", "cuda:7"), ("", "A device is a name")])
+def test_b15_bad_devices_are_refused_before_loading(tmp_path, capsys, monkeypatch, device, expected):
+    import torch
+
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has 8 GPUs")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    import sentence_transformers
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", lambda *a, **k: pytest.fail("the model loaded"))
+    assert expected in _fails(capsys, "mine", "-q", "guitar", corpus, "--device", device)
+    assert expected in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--device", device)
+
+
+# ------------------------------------------------------------------------------------------ B7, B8, B9, B21 (reading files)
 SEPARATORS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
 
 
