@@ -153,6 +153,19 @@ def test_b21_byte_order_mark_is_not_text(tmp_path, tiny_model_dir, capsys):
 
 
 # ------------------------------------------------------------------------------------------ B10
+def test_b10_token_units_cut_unspaced_script_between_tokens(tiny_model_short, tiny_model):
+    text = "东京中文字" * 20  # 100 characters, 100 tokens, no space: one "word" of 100 tokens
+    with pytest.raises(SpanInputError, match="word of 100 tokens"):
+        tiny_model_short.encode_spans(text, max_span=3)  # word units: as documented, use unit='token'
+    windowed = tiny_model_short.encode_spans(text, max_span=3, unit="token")
+    whole = tiny_model.encode_spans(text, max_span=3, unit="token")  # one window of the bigger model
+    np.testing.assert_array_equal(windowed.offsets, whole.offsets)
+    np.testing.assert_array_equal(windowed.units, whole.units)
+    index = SpanIndex.build([text * 3, "a short one"], tiny_model_short, unit="token", max_span=3)
+    assert len(index.search("中文", top_k=3)[0]) == 3
+
+
+# ------------------------------------------------------------------------------------------ B11, B20 (unreadable input)
 def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
     path = tmp_path / "secret.txt"
     path.write_text("a man plays the guitar\n")
@@ -180,3 +193,15 @@ def test_b20_non_utf8_standard_input(tmp_path, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------ B14 (API values), B16–B19
+def test_b14_search_threshold_must_be_a_number(tiny_model):
+    index = SpanIndex.build(["a man plays the guitar"], tiny_model, max_span=3)
+    with pytest.raises(SpanInputError, match="threshold must be a number"):
+        index.search("guitar", threshold="0.5")
+
+
+@pytest.mark.parametrize("top_k", [-1, 0, 1.5, True])
+def test_b18_ranked_top_k_is_checked(tiny_model, top_k):
+    result = tiny_model.best_spans(["guitar"], ["a guitar", "the man", "x"], max_span=2)
+    assert len(result.ranked(0, top_k=None)) == 3
+    with pytest.raises(SpanInputError, match="top_k must be a positive integer"):
+        result.ranked(0, top_k=top_k)
