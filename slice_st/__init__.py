@@ -29,6 +29,8 @@ _EXPORTS = {
     "load_model": "slice_st.config",
     "ModelLoadError": "slice_st.config",
     "FileAccessError": "slice_st.text",
+    "IndexBusyError": "slice_st.index.storage",
+    "IndexConflictError": "slice_st.index.storage",
     "save_slice_model": "slice_st.config",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
@@ -60,6 +62,8 @@ _SUBMODULES = (
 __all__ = [
     "Calibration",
     "FileAccessError",
+    "IndexBusyError",
+    "IndexConflictError",
     "ModelLoadError",
     "ShardedSpanIndex",
     "SpanConfig",

@@ -199,6 +199,27 @@ def test_b14_search_threshold_must_be_a_number(tiny_model):
         index.search("guitar", threshold="0.5")
 
 
+def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
+    capped = tiny_model.encode_spans("a man plays the guitar", max_span=10**9)  # no 72 GB allocation
+    assert len(capped) == len(tiny_model.encode_spans("a man plays the guitar", max_span=5))
+    result = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2)
+    assert result.scores.shape[2] < 1000 and len(result[0][1]) == 3
+    index = SpanIndex.build(["a man plays the guitar", "the dog barks"], tiny_model, max_span=3)
+    real_scan = slice_st.index.span_index.top_spans_flat
+    asked = []
+
+    def scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs):
+        asked.append(top_k)
+        assert top_k <= 1000, "top_k was not capped"
+        return real_scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs)
+
+    monkeypatch.setattr(slice_st.index.span_index, "top_spans_flat", scan)
+    assert len(index.search("guitar", top_k=10**7)[0]) == 5 * 3 - 3 + 3 * 3 - 3  # every span of both documents
+    assert len(index.search("guitar", top_k=10**7, per_document=1)[0]) == 2
+    with pytest.raises(SpanInputError, match="min_span=200 is longer than a model window"):
+        tiny_model.encode_spans("a b", min_span=200, max_span=10**9)
+
+
 @pytest.mark.parametrize("top_k", [-1, 0, 1.5, True])
 def test_b18_ranked_top_k_is_checked(tiny_model, top_k):
     result = tiny_model.best_spans(["guitar"], ["a guitar", "the man", "x"], max_span=2)
