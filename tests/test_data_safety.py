@@ -135,6 +135,36 @@ def _add_in_child(index_dir, corpus, log_path, entered, go):
     sys.exit(main(["index", "add", str(index_dir), str(corpus), "--no-progress"]))
 
 
+def test_b02_two_concurrent_adds_both_land(built, tmp_path, tiny_model):
+    """Two real ``index add`` processes on one index: both exit 0 and both sets of documents are kept.
+
+    The first is held inside ``add`` (its index loaded) until the second has either loaded the index
+    too (the lost-update interleaving) or is waiting for the writer lock.
+    """
+    b, c = _write_corpus(tmp_path / "b.txt", "b", 3), _write_corpus(tmp_path / "c.txt", "c", 4)
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    entered_first, entered_second, go = FORK.Event(), FORK.Event(), FORK.Event()
+    first = FORK.Process(target=_add_in_child, args=(built, b, logs[0], entered_first, go))
+    first.start()
+    assert entered_first.wait(WAIT), "the first add never started"
+    second = FORK.Process(target=_add_in_child, args=(built, c, logs[1], entered_second, None))
+    second.start()
+    deadline = time.monotonic() + WAIT
+    while not entered_second.is_set() and second.is_alive() and time.monotonic() < deadline:
+        if logs[1].exists() and "waiting for it to finish" in logs[1].read_text():
+            break
+        time.sleep(0.05)
+    go.set()
+    first.join(WAIT)
+    second.join(WAIT)
+    outputs = [log.read_text() for log in logs]
+    assert (first.exitcode, second.exitcode) == (0, 0), outputs
+    assert "waiting for it to finish" in outputs[1]
+    ids = set(SpanIndex.load(built, tiny_model).doc_ids)
+    assert {f"{b}:{i}" for i in range(1, 4)} | {f"{c}:{i}" for i in range(1, 5)} <= ids
+    assert len(ids) == 6 + 3 + 4
+
+
 def _add_killed_mid_save(index_dir, corpus, log_path, entered):
     _quiet_child(log_path)
     module = slice_st.index.span_index
@@ -303,6 +333,50 @@ def _deny_writes(monkeypatch, directory) -> None:
         monkeypatch.setattr(os, "access", access)
 
 
+def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(built, tmp_path, capsys, monkeypatch):
+    corpus = _write_corpus(tmp_path / "b.txt", "b", 2)
+    _deny_writes(monkeypatch, built)
+    try:
+        monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
+        for argv in (["index", "add", str(built), str(corpus)], ["index", "remove", str(built), "x"],
+                     ["index", "candidates", str(built)]):
+            with pytest.raises(SystemExit) as exit_info:
+                main(argv)
+            error = capsys.readouterr().err
+            assert exit_info.value.code == 2 and "not writable" in error and error.count("\n") == 1, error
+        monkeypatch.undo()
+        assert main(["mine", "--index", str(built), "-q", "dog", "-f", "jsonl"]) == 0  # reading needs no write access
+        assert capsys.readouterr().out.count("\n") == 6
+    finally:
+        os.chmod(built, 0o755)
+
+
+# ------------------------------------------------------------------------------------------ B13
+def test_b13_unwritable_or_file_output_is_refused_before_encoding(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    corpus = _write_corpus(tmp_path / "a.txt", "a", 3)
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("not a folder\n")
+    monkeypatch.setattr(SpanIndex, "build", classmethod(lambda *a, **k: pytest.fail("encoding started")))
+    for output in (a_file, a_file / "ix"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["index", "build", str(corpus), "-o", str(output), "--model", tiny_model_dir])
+        error = capsys.readouterr().err
+        assert exit_info.value.code == 2 and "is a file, not" in error and error.count("\n") == 1, error
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    _deny_writes(monkeypatch, locked)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["index", "build", str(corpus), "-o", str(locked / "ix"), "--model", tiny_model_dir])
+        assert exit_info.value.code == 2 and "not writable" in capsys.readouterr().err
+    finally:
+        os.chmod(locked, 0o755)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "merge", str(tmp_path), "-o", str(a_file)])
+    assert exit_info.value.code == 2 and "is a file, not" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ B14 (manifests), B23
 @pytest.mark.parametrize("change", ["list", "no_fingerprint", "bad_units", "bad_span_config", "data_outside"])
 def test_b14_a_broken_manifest_is_a_clear_error(built, tiny_model, capsys, change):
     manifest = json.loads((built / MANIFEST).read_text())
@@ -327,3 +401,32 @@ def test_b14_load_takes_a_model_path(built, tiny_model_dir):
     assert len(SpanIndex.load(built, tiny_model_dir)) == 6
     with pytest.raises(SpanInputError, match="model must be a SentenceTransformer"):
         SpanIndex.load(built, 42)
+
+
+def test_b23_changed_arrays_are_caught_by_checksums(built, tiny_model, capsys):
+    manifest = json.loads((built / MANIFEST).read_text())
+    assert set(manifest["files"]) >= {"unit_vectors.npy", "span_norms.npy", "texts.bin", "doc_ids.json"}
+    reference = SpanIndex.load(built, tiny_model).search("the dog barks", top_k=3)
+    norms_path = built / manifest["data"] / "span_norms.npy"
+    original = np.load(norms_path)
+    shuffled = original[np.random.default_rng(0).permutation(len(original))]
+    np.save(norms_path, shuffled)  # same shape, same size: only the content moved
+    with pytest.raises(SpanInputError, match="span_norms.npy does not match its checksum"):
+        SpanIndex.load(built, tiny_model)
+    np.save(norms_path, original)
+    assert SpanIndex.load(built, tiny_model).search("the dog barks", top_k=3) == reference
+    # one flipped bit: every row of a small array is sampled; verify=True (index info --verify) hashes whole files
+    vectors_path = built / manifest["data"] / "unit_vectors.npy"
+    data = bytearray(vectors_path.read_bytes())
+    data[-1] ^= 0x01
+    vectors_path.write_bytes(bytes(data))
+    with pytest.raises(SpanInputError, match="does not match its checksum"):
+        SpanIndex.load(built, tiny_model)
+    with pytest.raises(SpanInputError, match="does not match its checksum"):
+        SpanIndex.load(built, tiny_model, verify=True)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "info", str(built), "--verify"])
+    assert exit_info.value.code == 2 and "checksum" in capsys.readouterr().err
+    # an index saved before checksums existed still loads
+    (built / MANIFEST).write_text(json.dumps({k: v for k, v in manifest.items() if k not in ("files", "samples")}))
+    assert len(SpanIndex.load(built, tiny_model)) == 6

@@ -199,6 +199,15 @@ def test_b14_search_threshold_must_be_a_number(tiny_model):
         index.search("guitar", threshold="0.5")
 
 
+def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--max-span", "3", "--no-progress")
+    assert "this index holds word spans" in _fails(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token")
+    assert _run(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "word")[0] == 0
+    assert "needs --index" in _fails(capsys, "mine", "-q", "guitar", corpus, "--approximate")
+
+
 def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
     capped = tiny_model.encode_spans("a man plays the guitar", max_span=10**9)  # no 72 GB allocation
     assert len(capped) == len(tiny_model.encode_spans("a man plays the guitar", max_span=5))
@@ -226,3 +235,73 @@ def test_b18_ranked_top_k_is_checked(tiny_model, top_k):
     assert len(result.ranked(0, top_k=None)) == 3
     with pytest.raises(SpanInputError, match="top_k must be a positive integer"):
         result.ranked(0, top_k=top_k)
+
+
+def test_b18_nan_threshold_is_one_error_everywhere(tiny_model, tiny_model_dir, tmp_path, capsys):
+    nan = float("nan")
+    result = tiny_model.best_spans(["guitar"], ["a guitar"], max_span=2)
+    index = SpanIndex.build(["a guitar"], tiny_model, max_span=2)
+    sharded = slice_st.ShardedSpanIndex([index])
+    for call in (lambda: result.ranked(0, threshold=nan), lambda: index.search("guitar", threshold=nan),
+                 lambda: sharded.search("guitar", threshold=nan), lambda: index.search("guitar", threshold=float("inf"))):
+        with pytest.raises(SpanInputError, match="threshold must be a finite number"):
+            call()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a guitar\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "-q", "guitar", str(corpus), "--threshold", "nan", "-m", tiny_model_dir])
+    assert exit_info.value.code == 2 and "must be a finite number" in capsys.readouterr().err
+
+
+def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny_model, tiny_model_dir, monkeypatch):
+    short = make_tiny_model(24)
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)
+    first, second = tmp_path / "one.txt", tmp_path / "two.txt"
+    first.write_text("the dog barks\n")
+    second.write_text("a man plays the guitar\n" + "." * 80 + " tail\nmy bag was lost\n")
+    error = _fails(capsys, "mine", "-q", "guitar", first, second, "--max-span", "3")
+    assert f"{second}:2: a word of" in error and "--skip-bad" in error
+    error = _fails(capsys, "index", "build", first, second, "-o", tmp_path / "ix", "--max-span", "3")
+    assert f"Document '{second}:2': a word of" in error and "--skip-bad" in error
+    code, out = _run(capsys, "mine", "-q", "guitar", first, second, "--max-span", "3", "--skip-bad", "-f", "jsonl")
+    assert code == 0 and f"skipped {second}:2" in out.err and "1 texts skipped" in out.err
+    assert {(row["file"], row["line"]) for row in map(json.loads, out.out.splitlines())} == {(str(first), 1), (str(second), 1), (str(second), 3)}
+
+
+# ------------------------------------------------------------------------------------------ B22, B24, B25
+def test_b22_one_file_under_two_spellings_is_indexed_once(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("a man plays the guitar\nthe dog barks\n")
+    assert [d.id for d in read_corpus(["./a.txt"])] == ["a.txt:1", "a.txt:2"]  # normalised ids
+    with pytest.raises(CorpusError, match="are the same file"):
+        read_corpus(["a.txt", "./a.txt"])
+    os.symlink(tmp_path / "a.txt", tmp_path / "link.txt")
+    assert "are the same file" in _fails(capsys, "index", "build", "a.txt", "link.txt", "-o", "ix", "-m", tiny_model_dir)
+    _run(capsys, "index", "build", "a.txt", "-o", "ix", "-m", tiny_model_dir, "--no-progress")
+    assert "Duplicate document id 'a.txt:1'" in _fails(capsys, "index", "add", "ix", "./a.txt")
+    assert "already in the index as a.txt" in _fails(capsys, "index", "add", "ix", str(tmp_path / "a.txt"))
+    assert "already in the index as a.txt" in _fails(capsys, "index", "add", "ix", "link.txt")
+    assert len(SpanIndex.load("ix")) == 2
+
+
+def test_b24_make_passages_from_nothing_is_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert "no passages from" in _fails(capsys, "make-passages", empty, "-o", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert "is a file, not a folder" in _fails(capsys, "make-passages", empty, "-o", empty)
+
+
+def test_b25_ctrl_c_is_one_line_not_a_traceback(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    code = (
+        "import sys, slice_st.cli.mine as mine\n"
+        "def interrupted(*args, **kwargs):\n"
+        "    raise KeyboardInterrupt\n"
+        "mine.read_texts = interrupted\n"
+        "from slice_st.cli import main\n"
+        f"sys.exit(main(['mine', '-q', 'guitar', {str(corpus)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130 and done.stderr == "slice-st: interrupted\n", done.stderr[-2000:]
