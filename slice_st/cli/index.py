@@ -198,10 +198,13 @@ def _open_for_search(paths, model_name: str | None = None, device: str | None = 
 def _indexed_files(doc_ids) -> dict[str, str]:
     """Real path → the spelling it was indexed under, for ids ``<path>:<line>`` whose file still exists."""
     spellings: dict[str, str] = {}
+    seen: set[str] = set()
     for doc_id in doc_ids:
         path, _, line = doc_id.rpartition(":")
-        if path and line.isdigit() and path not in spellings.values() and os.path.isfile(path):
-            spellings.setdefault(os.path.realpath(path), path)
+        if path and line.isdigit() and path not in seen:
+            seen.add(path)
+            if os.path.isfile(path):
+                spellings.setdefault(os.path.realpath(path), path)
     return spellings
 
 

@@ -261,7 +261,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         value = manifest.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
             raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
-    if not _DATA_NAME.fullmatch(manifest["data"]) and not re.fullmatch(r"data-[\w.-]+", manifest["data"]):
+    if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
         raise SpanInputError(f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name).")
     if manifest["dtype"] not in ("float32", "float16"):
         raise SpanInputError(f"{path}: unreadable index manifest (dtype {manifest['dtype']!r}).")
