@@ -27,6 +27,10 @@ _EXPORTS = {
     "enable_span_features": "slice_st.config",
     "get_span_config": "slice_st.config",
     "load_model": "slice_st.config",
+    "ModelLoadError": "slice_st.config",
+    "FileAccessError": "slice_st.text",
+    "IndexBusyError": "slice_st.index.storage",
+    "IndexConflictError": "slice_st.index.storage",
     "save_slice_model": "slice_st.config",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
@@ -59,6 +63,10 @@ _SUBMODULES = (
 
 __all__ = [
     "Calibration",
+    "FileAccessError",
+    "IndexBusyError",
+    "IndexConflictError",
+    "ModelLoadError",
     "ShardedSpanIndex",
     "SpanConfig",
     "IndexMatch",

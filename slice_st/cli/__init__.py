@@ -10,6 +10,7 @@ Nothing in the library imports this package. Building the parser imports only th
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 
 from slice_st.cli.data import add_data_commands
@@ -51,5 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except (ValueError, FileNotFoundError, IsADirectoryError) as error:
         parser.exit(2, f"slice-st: error: {error}\n")
+    except KeyboardInterrupt:  # Ctrl-C: one line, no traceback; the shell's code for SIGINT
+        sys.stderr.write("slice-st: interrupted\n")
+        return 130
     except BrokenPipeError:
         return 0

@@ -7,9 +7,9 @@ import csv
 import json
 import os
 
-from slice_st.text import read_file
+from slice_st.text import FileAccessError, read_file, split_lines
 
-__all__ = ["positive_int", "quiet_progress", "read_queries", "write_rows"]
+__all__ = ["positive_int", "finite_float", "check_output", "quiet_progress", "read_queries", "write_rows"]
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
 PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
@@ -23,6 +23,38 @@ def positive_int(value: str) -> int:
     return number
 
 
+def finite_float(value: str) -> float:
+    """An ``argparse`` type: a finite number (``nan`` and ``inf`` are refused)."""
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
+    return number
+
+
+def check_output(path: str, kind: str = "file") -> str:
+    """Check before any work that ``path`` can be written as a ``"file"`` or a ``"folder"`` (nothing is created).
+
+    A folder where a file is wanted (or the reverse), or a parent that is a file or not writable, is a
+    :class:`slice_st.text.FileAccessError` naming the path, so a long run never ends in a failed write.
+    """
+    if os.path.exists(path):
+        if kind == "file" and os.path.isdir(path):
+            raise FileAccessError(f"output {path} is a folder, not a file.")
+        if kind == "folder" and not os.path.isdir(path):
+            raise FileAccessError(f"output {path} is a file, not a folder.")
+        if not os.access(path, os.W_OK):
+            raise FileAccessError(f"output {path} is not writable (permission denied).")
+        return path
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+    return path
+
+
 def quiet_progress(args) -> None:
     """With ``--no-progress``, silence the Hugging Face progress bars too."""
     if getattr(args, "no_progress", False):
@@ -34,7 +66,7 @@ def quiet_progress(args) -> None:
 def read_queries(args) -> list[str]:
     queries = list(args.query or [])
     for path in args.queries or []:
-        queries.extend(line.strip() for line in read_file(path).splitlines() if line.strip())
+        queries.extend(line.strip() for line in split_lines(read_file(path)) if line.strip())
     if not queries:
         raise ValueError("no query given: use --query TEXT (repeatable) or --queries FILE.")
     return queries

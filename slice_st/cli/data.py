@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import positive_int
+from slice_st.cli.common import check_output, positive_int
 
 __all__ = ["add_data_commands"]
 
@@ -61,10 +61,14 @@ def _add_passages_command(commands) -> None:
 def _make_passages_command(args) -> int:
     from slice_st.data.passages import load_passages
 
+    check_output(args.output, "folder")
     shared = args.shared_data or os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
     started = time.perf_counter()
     passages = load_passages(args.sources, shared_data=shared, exclude_paths=args.exclude, min_words=args.min_words,
                              max_words=args.max_words, seed=args.seed, limit=args.limit)
+    if len(passages) == 0:
+        raise ValueError(f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "
+                         f"--min-words {args.min_words} after excluding the dev sentences. Nothing was saved.")
     print(f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.cache_teacher:
         from slice_st.config import load_model
@@ -94,6 +98,7 @@ def _make_context_command(args) -> int:
 
     from slice_st.data import make_context, read_stsb, write_stsb_context
 
+    check_output(args.output)
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     pairs = read_stsb(args.stsb)
     rows = make_context(pairs, seed=args.seed, styles=styles, words=args.words, limit=args.limit)

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import check_output, positive_int, quiet_progress, read_queries, write_rows
 
 __all__ = ["add_index_command", "mine_index"]
 
@@ -74,6 +74,7 @@ def add_index_command(commands) -> None:
 
     info = actions.add_parser("info", help="print what an index holds (JSON)")
     info.add_argument("directory", metavar="DIR")
+    info.add_argument("--verify", action="store_true", help="also load the index and check every file's SHA-256 against the manifest")
     info.set_defaults(handler=_info)
 
     calibrate = actions.add_parser("calibrate", help="fit cosine → STS 0–5 (isotonic) and store it with the index")
@@ -125,8 +126,9 @@ def _report_skipped(index) -> None:
 
 def _build(args) -> int:
     import slice_st
-    from slice_st.index import MANIFEST, SpanIndex
+    from slice_st.index import MANIFEST, SpanIndex, check_index_target
 
+    check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
     if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force:
         raise ValueError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
     quiet_progress(args)
@@ -142,21 +144,44 @@ def _build(args) -> int:
     seconds = time.perf_counter() - start
     if args.calibration:
         index.set_calibration(args.calibration)
-    index.save(args.output)
+    index.save(args.output, overwrite=args.force, timeout=None)
     _report("indexed", documents, index, seconds, sys.stdout)
     sys.stdout.write(f"saved to {args.output}\n")
     return 0
 
 
-def _load(directory: str, model_name: str | None = None, device: str | None = None):
+def _model_for(directory: str, model_name: str | None = None, device: str | None = None):
+    """The model to open ``directory`` with: ``None`` (the index's recorded one) unless a name or device is given."""
     import slice_st
-    from slice_st.index import SpanIndex, model_source, read_manifest
+    from slice_st.index import model_source, read_manifest
 
-    model = None
-    if model_name or device:
-        manifest = read_manifest(directory, must_exist=True)
-        model = slice_st.load_model(model_name or model_source(directory, manifest), device=device)
-    return SpanIndex.load(directory, model)
+    if not (model_name or device):
+        return None
+    manifest = read_manifest(directory, must_exist=True)
+    return slice_st.load_model(model_name or model_source(directory, manifest), device=device)
+
+
+def _load(directory: str, model_name: str | None = None, device: str | None = None):
+    from slice_st.index import SpanIndex
+
+    return SpanIndex.load(directory, _model_for(directory, model_name, device))
+
+
+def _waiting(directory: str):
+    def report(holder: str) -> None:
+        sys.stderr.write(f"slice-st: {directory} is being changed by another process ({holder}); waiting for it to finish\n")
+        sys.stderr.flush()
+
+    return report
+
+
+def _update(directory: str, device: str | None = None):
+    """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message) for another writer."""
+    from slice_st.index import SpanIndex, check_index_target, read_manifest
+
+    read_manifest(directory, must_exist=True)  # not an index: said before anything else
+    check_index_target(directory)  # read-only: said before the model loads
+    return SpanIndex.open_for_update(directory, _model_for(directory, None, device), timeout=None, on_wait=_waiting(directory))
 
 
 def _open_for_search(paths, model_name: str | None = None, device: str | None = None):
@@ -170,52 +195,83 @@ def _open_for_search(paths, model_name: str | None = None, device: str | None = 
     return ShardedSpanIndex([first] + [SpanIndex.load(path, first.model) for path in directories[1:]])
 
 
+def _indexed_files(doc_ids) -> dict[str, str]:
+    """Real path → the spelling it was indexed under, for ids ``<path>:<line>`` whose file still exists."""
+    spellings: dict[str, str] = {}
+    seen: set[str] = set()
+    for doc_id in doc_ids:
+        path, _, line = doc_id.rpartition(":")
+        if path and line.isdigit() and path not in seen:
+            seen.add(path)
+            if os.path.isfile(path):
+                spellings.setdefault(os.path.realpath(path), path)
+    return spellings
+
+
+def _check_not_indexed_yet(index, documents) -> None:
+    """Refuse a file already indexed under another spelling of its path (``a.txt`` vs ``/abs/a.txt``, a link)."""
+    sources = {d.source for d in documents if d.source and d.source != "-" and d.id == f"{os.path.normpath(d.source)}:{d.line}"}
+    if not sources:
+        return
+    indexed = _indexed_files(index.doc_ids)
+    for source in sorted(sources):
+        spelling = indexed.get(os.path.realpath(source))
+        if spelling is not None and os.path.normpath(spelling) != os.path.normpath(source):
+            raise ValueError(f"{source} is already in the index as {spelling} (the same file): remove those documents first, "
+                             "or give the file as it was indexed.")
+
+
 def _add(args) -> int:
     quiet_progress(args)
     documents = _documents(args)
-    index = _load(args.directory, device=args.device)
-    start = time.perf_counter()
-    index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise",
-              devices=args.devices, processes=args.processes)
-    _report_skipped(index)
-    seconds = time.perf_counter() - start
-    index.save(args.directory)
+    with _update(args.directory, args.device) as index:
+        _check_not_indexed_yet(index, documents)
+        start = time.perf_counter()
+        index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress,
+                  on_error="skip" if args.skip_bad else "raise", devices=args.devices, processes=args.processes)
+        _report_skipped(index)
+        seconds = time.perf_counter() - start
     _report("added", documents, index, seconds, sys.stdout)
     return 0
 
 
 def _remove(args) -> int:
-    index = _load(args.directory)
-    removed = index.remove(args.ids)
-    index.save(args.directory)
+    with _update(args.directory) as index:
+        removed = index.remove(args.ids)
     sys.stdout.write(f"removed {removed} documents; the index holds {len(index)} documents\n")
     return 0
 
 
 def _merge(args) -> int:
-    from slice_st.index import MANIFEST, SpanIndex
+    from slice_st.index import MANIFEST, SpanIndex, check_index_target, index_lock
 
+    check_index_target(args.output)
     if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force and args.output not in args.shards:
         raise ValueError(f"{args.output} already holds an index: use --force to replace it.")
-    first = _load(args.shards[0])
-    shards = [first] + [SpanIndex.load(path, first.model) for path in args.shards[1:]]
-    merged = SpanIndex.merge(shards)
-    merged.model_name, merged.model_path = first.model_name, first.model_path
-    merged.save(args.output)
+    with index_lock(args.output, timeout=None, on_wait=_waiting(args.output)):  # from reading the shards to the commit
+        first = _load(args.shards[0])
+        shards = [first] + [SpanIndex.load(path, first.model) for path in args.shards[1:]]
+        merged = SpanIndex.merge(shards)
+        merged.model_name, merged.model_path = first.model_name, first.model_path
+        merged.save(args.output)
     sys.stdout.write(f"merged {len(shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}\n")
     return 0
 
 
 def _info(args) -> int:
-    from slice_st.index import INDEX_FORMAT_VERSION, read_manifest
+    from slice_st.index import read_manifest
 
     manifest = read_manifest(args.directory, must_exist=True)
-    if manifest.get("format_version") != INDEX_FORMAT_VERSION:
-        raise ValueError(f"{args.directory}: index format {manifest.get('format_version')} is not supported.")
-    info = {key: value for key, value in manifest.items() if key != "span_config"}
+    info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
     units = max(int(info.get("units") or 0), 1)
-    info["bytes_per_unit"] = round(info["array_bytes"] / units, 1)
-    info["smaller_than_materialised"] = round(info["materialised_span_bytes"] / max(info["array_bytes"], 1), 1)
+    array_bytes = info.get("array_bytes") or 0
+    info["bytes_per_unit"] = round(array_bytes / units, 1)
+    info["smaller_than_materialised"] = round((info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1)
+    if getattr(args, "verify", False):
+        from slice_st.index import SpanIndex
+
+        SpanIndex.load(args.directory, _model_for(args.directory), verify=True)  # raises on any mismatch
+        info["verified"] = True
     sys.stdout.write(json.dumps(info, indent=2) + "\n")
     return 0
 
@@ -223,10 +279,11 @@ def _info(args) -> int:
 def _calibrate(args) -> int:
     from slice_st.index.calibration import fit_sts_calibration
 
-    index = _load(args.directory)
-    calibration = fit_sts_calibration(index.model, args.sts, args.pair_score, limit=args.limit)
-    index.set_calibration(calibration)
-    index.save(args.directory)
+    if args.save_json:
+        check_output(args.save_json)
+    with _update(args.directory) as index:
+        calibration = fit_sts_calibration(index.model, args.sts, args.pair_score, limit=args.limit)
+        index.set_calibration(calibration)
     if args.save_json:
         calibration.save(args.save_json)
     sys.stdout.write(
@@ -237,10 +294,9 @@ def _calibrate(args) -> int:
 
 
 def _candidates(args) -> int:
-    index = _load(args.directory)
     start = time.perf_counter()
-    index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
-    index.save(args.directory)
+    with _update(args.directory) as index:
+        index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
     sys.stdout.write(f"candidate stage built in {time.perf_counter() - start:.1f} s: {json.dumps(index.info()['candidates'])}\n")
     return 0
 
@@ -255,6 +311,9 @@ def mine_index(args) -> int:
     quiet_progress(args)
     queries = read_queries(args)
     index = _open_for_search(args.index, args.model, args.device)
+    if args.unit is not None and args.unit != index.span_config.unit:
+        raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
+                         f"the index is built: `slice-st index build --unit {args.unit}`).")
     results = index.search(
         queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
         batch_size=args.batch_size, approximate=getattr(args, "approximate", False),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import finite_float, positive_int, quiet_progress, read_queries, write_rows
 from slice_st.text import TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -32,7 +32,7 @@ def add_mine_command(commands) -> None:
     mine.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
     mine.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a text is (default: line)")
     mine.add_argument("-k", "--top-k", type=positive_int, default=None, help="keep the N best texts per query")
-    mine.add_argument("-t", "--threshold", type=float, default=None, help="keep matches with cosine >= T")
+    mine.add_argument("-t", "--threshold", type=finite_float, default=None, help="keep matches with cosine >= T")
     mine.add_argument("-f", "--format", choices=("table", "jsonl", "csv"), default="table")
     mine.add_argument("--min-span", type=positive_int, default=None, help="shortest span (default: the model's, 1)")
     mine.add_argument("--max-span", type=positive_int, default=None, help="longest span (default: the model's, 20)")
@@ -41,6 +41,8 @@ def add_mine_command(commands) -> None:
     mine.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
     mine.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in table output")
     mine.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    mine.add_argument("--skip-bad", action="store_true",
+                      help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)")
     mine.set_defaults(handler=_mine)
 
 
@@ -71,13 +73,18 @@ def _mine(args) -> int:
     if args.index:
         from slice_st.cli.index import mine_index
 
+        if args.skip_bad:
+            raise ValueError("--skip-bad is for FILEs; an index holds only documents it could window.")
         return mine_index(args)
     if not args.files:
         raise ValueError("no input: give FILEs to search, or --index DIR.")
+    if args.approximate:
+        raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
     queries = read_queries(args)
     records = read_texts(args.files, args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device)
+    records = _windowable(model, records, args)
     result = slice_st.best_spans(
         model,
         queries,
@@ -92,3 +99,23 @@ def _mine(args) -> int:
     return 0
 
 
+def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
+    """The texts the model can cut into windows; one it cannot stops the run naming its file and line (or, with
+    ``--skip-bad``, is listed on stderr and left out)."""
+    from slice_st.encode import model_window, resolve_span_config
+    from slice_st.tokens import plan_windows
+
+    config = resolve_span_config(model, args.min_span, args.max_span, args.unit)
+    bad: list[tuple[int, str]] = []
+    plan_windows(model.tokenizer, [record.text for record in records], model_window(model), config.max_span, 16, config.unit, errors=bad)
+    if not bad:
+        return records
+    where = [(f"{records[position].source}:{records[position].line}", reason) for position, reason in bad]
+    if not args.skip_bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ValueError(f"{where[0][0]}: {where[0][1].rstrip('.')}{more}. Use --skip-bad to leave such texts out.")
+    for name, reason in where:
+        sys.stderr.write(f"slice-st: skipped {name}: {reason}\n")
+    sys.stderr.write(f"slice-st: {len(bad)} texts skipped\n")
+    dropped = {position for position, _ in bad}
+    return [record for position, record in enumerate(records) if position not in dropped]

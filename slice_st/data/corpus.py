@@ -5,7 +5,8 @@ unique; the index checks that too. Bad records raise :class:`CorpusError` (a ``V
 the file and the line; nothing is dropped silently except blank texts of plain text files.
 
 * Text files (``.txt`` or anything not JSONL): one document per line or per paragraph
-  (``split="paragraph"``: blank-line separated); the id is ``<path>:<line>``.
+  (``split="paragraph"``: blank-line separated); the id is ``<path>:<line>``, the path normalised
+  (``./a.txt`` and ``a.txt`` give the same ids). Lines end at ``\\n`` only (see :mod:`slice_st.text`).
 * JSONL (``.jsonl``/``.ndjson``, or ``fmt="jsonl"``): one JSON object per line with an id field and
   a text field (``id_field="id"``, ``text_field="text"`` by default; both configurable).
 * A ``datasets.Dataset`` (or any sequence of mappings): :func:`documents_from_dataset`.
@@ -14,13 +15,15 @@ the file and the line; nothing is dropped silently except blank texts of plain t
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slice_st.text import read_file, read_texts
+from slice_st.text import file_lines, read_texts
 
-__all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset"]
+__all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset",
+           "check_distinct_files", "check_unique_ids"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 
@@ -41,8 +44,12 @@ class Document:
 
 
 def read_text_file(path: str, split: str = "line") -> list[Document]:
-    """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``."""
-    return [Document(f"{record.source}:{record.line}", record.text, record.source, record.line, record.file_offset)
+    """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``.
+
+    The path in the id is normalised (``os.path.normpath``), so another spelling of it gives the same ids.
+    """
+    name = os.path.normpath(path) if path != "-" else path
+    return [Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
             for record in read_texts([path], split)]
 
 
@@ -56,8 +63,7 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
     [('a', 'first', 1), ('7', 'second', 2)]
     """
     documents = []
-    offset = 0
-    for number, raw in enumerate(read_file(path).splitlines(keepends=True), start=1):
+    for number, offset, raw in file_lines(path):
         line = raw.strip()
         if line:
             try:
@@ -70,7 +76,6 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
                 record = record | {"__line__": number}
             where = f"{path}, line {number}"
             documents.append(Document(*_id_and_text(record, id_field or "__line__", text_field, where), path, number, offset))
-        offset += len(raw)
     return documents
 
 
@@ -125,12 +130,27 @@ def read_corpus(
         paths = [paths]
     if fmt not in (None, "text", "jsonl"):
         raise ValueError(f"fmt must be 'text', 'jsonl' or None, got {fmt!r}.")
+    check_distinct_files(paths)
     documents: list[Document] = []
     for path in paths:
         kind = fmt or ("jsonl" if path.lower().endswith(JSONL_SUFFIXES) else "text")
         documents.extend(read_jsonl(path, id_field, text_field) if kind == "jsonl" else read_text_file(path, split))
     check_unique_ids(documents)
     return documents
+
+
+def check_distinct_files(paths: Sequence[str]) -> None:
+    """Refuse one file named twice (``a.txt`` and ``./a.txt``, a link to it…): its documents would be indexed twice."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # the reader reports it
+        key = (info.st_dev, info.st_ino)
+        if key in seen and path != "-":
+            raise CorpusError(f"{seen[key]} and {path} are the same file: give it once.")
+        seen[key] = path
 
 
 def check_unique_ids(documents: Iterable[Document]) -> None:

@@ -3,7 +3,7 @@
 One file per responsibility: ``span_index`` (build, add, remove, merge, search, save/load),
 ``sharded`` (several indexes searched together), ``search`` (option checks, ranking, the match type),
 ``candidates`` (the FAISS candidate stage), ``encoding`` (documents into arrays, multi-process
-encoding), ``storage`` (manifest, atomic writes, the save lock), ``fingerprint`` (which model built
+encoding), ``storage`` (manifest, atomic writes, the writer lock, checksums), ``fingerprint`` (which model built
 an index) and ``calibration`` (cosine → STS 0–5).
 """
 
@@ -12,10 +12,20 @@ from slice_st.index.fingerprint import model_fingerprint, model_identity, model_
 from slice_st.index.search import IndexMatch
 from slice_st.index.sharded import ShardedSpanIndex
 from slice_st.index.span_index import SpanIndex
-from slice_st.index.storage import INDEX_FORMAT_VERSION, LOCK_FILE, MANIFEST, read_manifest, shard_directories
+from slice_st.index.storage import (
+    INDEX_FORMAT_VERSION,
+    LOCK_FILE,
+    MANIFEST,
+    IndexBusyError,
+    IndexConflictError,
+    check_index_target,
+    index_lock,
+    read_manifest,
+    shard_directories,
+)
 
 __all__ = [
     "SpanIndex", "ShardedSpanIndex", "IndexMatch", "model_fingerprint", "model_identity", "model_source", "shard_directories",
     "read_manifest", "INDEX_FORMAT_VERSION", "MANIFEST", "LOCK_FILE", "Calibration", "CALIBRATION_FILE", "fit_calibration",
-    "fit_sts_calibration", "sts_pair_cosines",
+    "fit_sts_calibration", "sts_pair_cosines", "IndexBusyError", "IndexConflictError", "check_index_target", "index_lock",
 ]

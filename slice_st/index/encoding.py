@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st.config import check_device
 from slice_st.data.corpus import Document, documents_from_dataset
 from slice_st.encode import SpanInputError, as_text_list
 
@@ -76,16 +77,9 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
         raise SpanInputError(f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other.")
     for name in devices:
         try:
-            device = torch.device(name)
-        except RuntimeError:
-            raise SpanInputError(f"Unknown device {name!r} (expected e.g. 'cpu', 'cuda:0').") from None
-        if device.type == "cuda":
-            if not torch.cuda.is_available():
-                raise SpanInputError(f"Device {name!r} was asked for, but CUDA is not available here.")
-            if (device.index or 0) >= torch.cuda.device_count():
-                raise SpanInputError(f"Device {name!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
-        elif device.type != "cpu" and not hasattr(torch, device.type):
-            raise SpanInputError(f"Unsupported device {name!r}.")
+            check_device(name)
+        except ValueError as error:
+            raise SpanInputError(str(error)) from None
     return list(devices)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError, as_text_list
+from slice_st.encode import SpanInputError, as_text_list, check_threshold
 
 __all__ = ["IndexMatch", "SEARCH_THREADS", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
 
@@ -99,14 +99,24 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
     return query_list
 
 
-def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None) -> list[list[IndexMatch]]:
-    """Matches per query from ``scan(vectors, k)``; with ``per_document``, asks for more spans until ``top_k`` survive the cut."""
+def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None,
+           limit: int | None = None) -> list[list[IndexMatch]]:
+    """Matches per query from ``scan(vectors, k)``; with ``per_document``, asks for more spans until ``top_k`` survive the cut.
+
+    ``limit``: at least as many spans as the index holds; ``k`` never exceeds it (a huge ``top_k`` costs nothing).
+    """
+    threshold = check_threshold(threshold)
+    limit = max(1, limit) if limit is not None else None
+    if limit is not None:
+        top_k = min(top_k, limit)
     if per_document is None:
         scores, units, lengths = scan(vectors, top_k)
         return [to_matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(vectors))]
     results = []
     for q in range(len(vectors)):
         asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
+        if limit is not None:
+            asked = min(asked, limit)
         while True:
             scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
             matches = to_matches(q, scores, units, lengths, threshold)
@@ -115,9 +125,9 @@ def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float
                 if per_doc.get(match.doc_index, 0) < per_document:
                     per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
                     kept.append(match)
-            exhausted = len(matches) < asked  # every span (above the threshold) was ranked
+            exhausted = len(matches) < asked or (limit is not None and asked >= limit)  # every span was ranked
             if len(kept) >= top_k or exhausted:
                 break
-            asked *= 4
+            asked = asked * 4 if limit is None else min(asked * 4, limit)
         results.append(kept[:top_k])
     return results

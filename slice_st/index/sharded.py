@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import SpanInputError
+from slice_st.encode import SpanInputError, check_threshold
 from slice_st.index.search import IndexMatch, check_search, query_list, ranked
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
@@ -108,7 +108,9 @@ class ShardedSpanIndex:
             if missing:
                 raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
         scanners = [shard._scanner(wanted, approximate, candidates, nprobe) for shard in self.shards]
+        check_threshold(threshold)
         vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
+        limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
 
         def scan(query_vectors: torch.Tensor, k: int):
             """Shard by shard, merging into a running top-k; its k-th score lets later exact scans skip what cannot enter."""
@@ -129,7 +131,7 @@ class ShardedSpanIndex:
                 scores, units, lengths = take(merged_scores), take(merged_units), take(merged_lengths)
             return scores, units, lengths
 
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
         matches = []

@@ -20,12 +20,12 @@ manifest atomically, so a crash never leaves a half index that loads.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
-import tempfile
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -34,14 +34,31 @@ from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
-from slice_st.encode import SpanInputError, embed_texts, encode_windows, model_window, resolve_span_config, token_dimension
+from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode_windows, model_window, resolve_span_config, token_dimension
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity, model_source
 from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked, search_threads
-from slice_st.index.storage import ARRAYS, INDEX_FORMAT_VERSION, MANIFEST, read_manifest, save_array, save_lock, write_bytes
+from slice_st.index.storage import (
+    ARRAYS,
+    DATA_MARKER,
+    INDEX_FORMAT_VERSION,
+    MANIFEST,
+    IndexConflictError,
+    array_digest,
+    file_digest,
+    fsync_directory,
+    index_lock,
+    new_data_directory,
+    read_consistent,
+    read_manifest,
+    remove_old_data,
+    save_array,
+    write_bytes,
+)
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_sums
+from slice_st.text import FileAccessError
 from slice_st.tokens import plan_windows
 
 if TYPE_CHECKING:
@@ -79,6 +96,7 @@ class SpanIndex:
         self.calibration: Calibration | None = None
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
+        self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) it was loaded from
         self._arrays = empty_arrays(token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype))
 
     # ------------------------------------------------------------------ building
@@ -122,7 +140,7 @@ class SpanIndex:
         """
         from slice_st.config import load_model
 
-        model = model if model is not None else load_model()
+        model = _as_model(model) if model is not None else load_model()
         index = cls(model, resolve_span_config(model, min_span, max_span, unit), dtype)
         index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
                   on_error=on_error, devices=devices, processes=processes, pool=pool)
@@ -189,17 +207,23 @@ class SpanIndex:
         ids = list(ids)
         self._check_new_ids(ids, len(text_list))
         self.skipped = []
-        if on_error == "skip":
-            keep = []
-            for doc_id, text in zip(ids, text_list):
-                try:
-                    plan_windows(self.model.tokenizer, [text], model_window(self.model), self.span_config.max_span, 16)
-                    keep.append((doc_id, text))
-                except ValueError as error:
-                    self.skipped.append((doc_id, str(error).replace("Text 0", f"Document {doc_id!r}")))
-            if not keep:
+        # Windows are planned for every document before any is encoded: one that cannot be windowed is
+        # named by its id (a file's ``path:line``) at once, not after the documents before it were encoded.
+        bad: list[tuple[int, str]] = []
+        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, 16,
+                     self.span_config.unit, errors=bad)
+        if bad and on_error == "raise":
+            more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
+            raise SpanInputError(
+                f"Document {ids[bad[0][0]]!r}: {bad[0][1].rstrip('.')}{more}. on_error='skip' (--skip-bad) leaves such documents out."
+            )
+        if bad:
+            self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
+            if len(bad) == len(text_list):
                 raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
-            ids, text_list = [k[0] for k in keep], [k[1] for k in keep]
+            dropped = {position for position, _ in bad}
+            ids = [doc_id for position, doc_id in enumerate(ids) if position not in dropped]
+            text_list = [text for position, text in enumerate(text_list) if position not in dropped]
         if show_progress_bar is None:
             show_progress_bar = len(text_list) > 4 * batch_size
         pieces = []
@@ -261,8 +285,9 @@ class SpanIndex:
                     segments.append((
                         window.text_index, window.char_start, sums[row, :count],
                         chars[row, :count] + window.char_start, norms[row, :count], window.first_unit(config.unit),
+                        window.own_char_lo,
                     ))
-        segments.sort(key=lambda segment: (segment[0], segment[1]))
+        segments.sort(key=lambda segment: (segment[0], segment[1], segment[6]))  # text, then owned range
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
             return empty_arrays(dim, width, np.dtype(self.dtype))
@@ -276,8 +301,14 @@ class SpanIndex:
         }
 
     def remove(self, ids: Iterable[str]) -> int:
-        """Drop documents by id; returns how many were removed. Unknown ids raise (nothing is removed)."""
-        ids = list(ids)
+        """Drop documents by id (one id as a string, or several); returns how many were removed.
+
+        Unknown ids raise (nothing is removed). A string is one id, never a sequence of one-letter ids.
+        """
+        ids = [ids] if isinstance(ids, str) else list(ids)
+        for position, doc_id in enumerate(ids):
+            if not isinstance(doc_id, str):
+                raise SpanInputError(f"Document ids are strings; id at position {position} is {type(doc_id).__name__}: {doc_id!r:.40}.")
         position = {doc_id: index for index, doc_id in enumerate(self.doc_ids)}
         missing = [doc_id for doc_id in ids if doc_id not in position]
         if missing:
@@ -422,9 +453,11 @@ class SpanIndex:
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         if approximate and self._candidates is None:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+        check_threshold(threshold)
         vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
         scan = self._scanner(wanted, approximate, candidates, nprobe)
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document)
+        limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
         """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
@@ -504,58 +537,130 @@ class SpanIndex:
             "candidates": None if self._candidates is None else self._candidates.info(),
         }
 
-    def save(self, path: str | os.PathLike) -> str:
+    def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
         """Write the index to a directory, atomically (the previous version stays until the new one is complete).
 
-        Saves to one directory are serialised by a lock file (``.lock``, ``flock``): a second process
-        saving there at the same time gets a ``SpanInputError`` instead of racing the first.
+        Saves to one directory are serialised by its writer lock (``.lock``): another process saving
+        there at the same time makes this one wait up to ``timeout`` seconds (0: not at all, ``None``:
+        as long as it takes), then :class:`IndexBusyError`. An index loaded from ``path`` is saved back
+        only if nobody saved there since it was loaded (else :class:`IndexConflictError`: load again
+        and redo the change, or use :meth:`open_for_update`, which holds the lock from load to commit).
+        ``overwrite=False`` refuses to replace an index already at ``path`` that this one was not
+        loaded from. Only the data folders the index itself wrote are ever removed.
         """
         path = os.fspath(path)
-        os.makedirs(path, exist_ok=True)
-        with save_lock(path):
-            return self._save_locked(path)
+        with index_lock(path, timeout=timeout):
+            return self._save_locked(path, overwrite)
 
-    def _save_locked(self, path: str) -> str:
-        data_dir = tempfile.mkdtemp(prefix=f"data-{int(time.time() * 1000)}-", dir=path)
+    def _save_locked(self, path: str, overwrite: bool) -> str:
         try:
+            current = read_manifest(path, must_exist=False)
+        except SpanInputError:
+            current = None  # an unreadable manifest: nothing to keep or to check against
+        loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
+        if current is not None and loaded_here and (current["data"], current.get("generation")) != self._origin[1:]:
+            raise IndexConflictError(
+                f"{path} was saved by another process after this index was loaded from it (now {current['documents']} documents, "
+                f"data {current['data']}): saving would lose that change. Load the index again and redo yours "
+                "(SpanIndex.open_for_update holds the directory from load to save)."
+            )
+        if current is not None and not overwrite and not loaded_here:
+            raise SpanInputError(f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force).")
+        generation = int(current.get("generation", 0)) + 1 if current is not None else 1
+        data_dir = new_data_directory(path, generation)
+        try:
+            samples = {}
             for name, values in self._arrays.items():
-                save_array(os.path.join(data_dir, f"{name}.npy"), np.asarray(values))
+                values = np.asarray(values)
+                save_array(os.path.join(data_dir, f"{name}.npy"), values)
+                samples[name] = array_digest(values)
             encoded = [text.encode("utf-8") for text in self.texts]
             offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
             save_array(os.path.join(data_dir, "text_offsets.npy"), offsets)
+            samples["text_offsets"] = array_digest(offsets)
             write_bytes(os.path.join(data_dir, "texts.bin"), b"".join(encoded))
             write_bytes(os.path.join(data_dir, "doc_ids.json"), json.dumps(self.doc_ids, ensure_ascii=False).encode())
             if self.calibration is not None:
                 write_bytes(os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode())
             if self._candidates is not None:
                 self._candidates.save(data_dir)
-            manifest = self.info() | {"data": os.path.basename(data_dir), "span_config": self.span_config.to_dict()}
+            files = {
+                entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
+                for entry in sorted(os.scandir(data_dir), key=lambda e: e.name) if entry.name != DATA_MARKER
+            }
+            fsync_directory(data_dir)
+            manifest = self.info() | {
+                "data": os.path.basename(data_dir), "generation": generation, "span_config": self.span_config.to_dict(),
+                "files": files, "samples": samples,
+            }
             manifest_tmp = os.path.join(path, f".{MANIFEST}.tmp")
             write_bytes(manifest_tmp, json.dumps(manifest, indent=2).encode())
             os.replace(manifest_tmp, os.path.join(path, MANIFEST))  # the commit point
+            fsync_directory(path)
+        except OSError as error:
+            shutil.rmtree(data_dir, ignore_errors=True)
+            if isinstance(error, FileAccessError) or error.errno is None:
+                raise
+            raise FileAccessError(f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged).") from error
         except BaseException:
             shutil.rmtree(data_dir, ignore_errors=True)
             raise
-        for entry in os.listdir(path):  # earlier versions and leftovers of crashed saves
-            if entry.startswith("data-") and entry != manifest["data"]:
-                shutil.rmtree(os.path.join(path, entry), ignore_errors=True)
+        try:
+            remove_old_data(path, keep=manifest["data"], replaced=None if current is None else current["data"])
+        except OSError:  # pragma: no cover - committed already; the next save retries the clean-up
+            pass
+        self._origin = (os.path.realpath(path), manifest["data"], generation)
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike, model: SentenceTransformer | None = None, mmap: bool = True) -> SpanIndex:
-        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with.
+    @contextmanager
+    def open_for_update(
+        cls, path: str | os.PathLike, model: SentenceTransformer | str | None = None, *, timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None, mmap: bool = True,
+    ) -> Iterator[SpanIndex]:
+        """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
 
-        With no model, the index's recorded model name is loaded (the embedded default if none).
+        No other writer can change the directory between the load and the save, so concurrent
+        updates (``add``, ``remove``, calibration…) all land, one after the other. Another writer
+        holding the lock makes this wait (``timeout`` seconds; ``None``: as long as it takes;
+        ``on_wait(holder)`` is called before waiting). An error inside the block saves nothing.
+
+        >>> with SpanIndex.open_for_update("runs/corpus-index") as index:     # doctest: +SKIP
+        ...     index.add(["a new document"], ["doc-9"])
+        """
+        path = os.fspath(path)
+        if not os.path.exists(os.path.join(path, MANIFEST)):
+            read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
+        with index_lock(path, timeout=timeout, on_wait=on_wait):
+            index = cls.load(path, model, mmap=mmap)
+            yield index
+            index.save(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, model: SentenceTransformer | str | None = None, mmap: bool = True, *,
+             verify: bool = False) -> SpanIndex:
+        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub id).
+
+        With no model, the index's recorded model is loaded (the embedded default if none). Every load
+        checks file sizes, the texts' and ids' checksums and a sample of every array's rows against
+        the manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save
+        reads the new manifest and retries: it returns the old or the new index, never an error.
         """
         from slice_st.config import load_model
 
         path = os.fspath(path)
         manifest = read_manifest(path, must_exist=True)
-        if manifest.get("format_version") != INDEX_FORMAT_VERSION:
-            raise SpanInputError(f"{path}: index format {manifest.get('format_version')} is not supported (expected {INDEX_FORMAT_VERSION}).")
         if model is None:
             model = load_model(model_source(path, manifest))
+        model = _as_model(model)
         fingerprint = model_fingerprint(model)
+        index, manifest = read_consistent(path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify))
+        index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
+        return index
+
+    @classmethod
+    def _read_data(cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool) -> SpanIndex:
+        """The index named by one manifest; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         if fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
                 f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
@@ -564,29 +669,51 @@ class SpanIndex:
             )
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         data_dir = os.path.join(path, manifest["data"])
-        try:
-            arrays = {name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS}
-            blob = open(os.path.join(data_dir, "texts.bin"), "rb").read()
-            doc_ids = json.loads(open(os.path.join(data_dir, "doc_ids.json"), encoding="utf-8").read())
-        except (OSError, ValueError) as error:
-            raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+        files = manifest.get("files") or {}
+        for name, expected in files.items():
+            size = os.path.getsize(os.path.join(data_dir, name))
+            if size != expected.get("bytes"):
+                raise ValueError(f"{name} has {size} bytes, the manifest says {expected.get('bytes')}")
+            if verify and file_digest(os.path.join(data_dir, name)) != expected.get("sha256"):
+                raise ValueError(f"{name} does not match its checksum")
+        arrays = {name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS}
+        with open(os.path.join(data_dir, "texts.bin"), "rb") as handle:
+            blob = handle.read()
+        with open(os.path.join(data_dir, "doc_ids.json"), "rb") as handle:
+            ids_bytes = handle.read()
+        for name, data in (("texts.bin", blob), ("doc_ids.json", ids_bytes)):
+            if name in files and hashlib.sha256(data).hexdigest() != files[name].get("sha256"):
+                raise ValueError(f"{name} does not match its checksum")
+        for name, expected in (manifest.get("samples") or {}).items():
+            if name in arrays and array_digest(arrays[name]) != expected:
+                raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
+        doc_ids = json.loads(ids_bytes.decode("utf-8"))
         offsets = arrays.pop("text_offsets")
         if (
-            len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob) or len(arrays["unit_vectors"]) != manifest["units"]
-            or len(doc_ids) != manifest["documents"] or len(arrays["span_norms"]) != manifest["units"]
+            not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob)
+            or len(arrays["unit_vectors"]) != manifest["units"] or len(doc_ids) != manifest["documents"]
+            or len(arrays["span_norms"]) != manifest["units"]
             or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1 or arrays["segment_units"][-1] != manifest["units"]
         ):
-            raise SpanInputError(f"{path}: the index data does not match its manifest (corrupt or half-written).")
+            raise ValueError("the index data does not match its manifest (corrupt or half-written)")
         index._arrays = arrays
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
-        try:
-            if manifest.get("calibration"):
-                index.calibration = Calibration.load(os.path.join(data_dir, CALIBRATION_FILE))
-            if manifest.get("candidates"):
-                index._candidates = CandidateStage.load(data_dir, manifest["candidates"])
-        except (OSError, ValueError) as error:
-            raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+        if manifest.get("calibration"):
+            index.calibration = Calibration.load(os.path.join(data_dir, CALIBRATION_FILE))
+        if manifest.get("candidates"):
+            index._candidates = CandidateStage.load(data_dir, manifest["candidates"])
         return index
+
+
+def _as_model(model: Any) -> SentenceTransformer:
+    """A model object, or one loaded from a path / Hub id; anything else is a clear error."""
+    from slice_st.config import load_model
+
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(os.fspath(model))
+    if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
+        raise SpanInputError(f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}.")
+    return model

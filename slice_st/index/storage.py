@@ -1,65 +1,153 @@
-"""An index on disk: the manifest, atomic writes (fsync, then one ``os.replace``), the save lock, shard directories.
+"""An index on disk: the manifest, atomic writes (fsync, then one ``os.replace``), the writer lock, shard directories.
 
-A directory holds ``manifest.json``, which names a data folder ``data-<n>/`` of ``.npy`` arrays. A save
-writes a new data folder and then replaces the manifest atomically, so a crash never leaves a half
-index that loads; saves to one directory are serialised by ``.lock`` (``flock``).
+A directory holds ``manifest.json``, which names a data folder ``data-<generation>-<random>/`` of
+``.npy`` arrays and a few files. A save writes a new data folder, fsyncs it, then replaces the
+manifest atomically and fsyncs the directory, so a crash never leaves a half index that loads.
+
+* **Writers** hold ``DIR/.lock`` (``filelock``: an ``flock``, released if the process dies). A plain
+  save holds it while it writes; :meth:`SpanIndex.open_for_update` holds it from load to commit, so two
+  ``add``s at once both land. A save of an index loaded from the same directory checks that the
+  manifest is still the one it was loaded from (optimistic check): if another process saved in
+  between, :class:`IndexConflictError` instead of overwriting its work.
+* **Readers** take no lock (a read-only index loads). A save removes the previous data folder, so a
+  reader that read the old manifest may find its folder gone: it reads the manifest again and
+  retries with the new one (:func:`read_consistent`); readers see the old or the new index.
+* **Only what the index wrote is deleted**: data folders carrying the index's marker file, or the one
+  the replaced manifest named. Other files and folders in the directory (``data-raw/``…) are kept.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Sequence
+import re
+import secrets
+import shutil
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError
+from slice_st.text import FileAccessError
 
-__all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "save_lock", "write_bytes", "save_array", "read_manifest",
-           "shard_directories"]
+__all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
+           "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
+           "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories"]
 
 INDEX_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ARRAYS = ("unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 LOCK_FILE = ".lock"
+#: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are removed.
+DATA_MARKER = ".slice-st-data"
+_DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
+#: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
+SAMPLE_ROWS = 4096
+#: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
+READ_RETRIES = 20
+
+
+class IndexBusyError(SpanInputError):
+    """Another process holds the index directory's writer lock (it is saving or updating the index)."""
+
+
+class IndexConflictError(SpanInputError):
+    """The index directory was saved by someone else after this index was loaded from it: saving would lose that."""
+
+
+# ---------------------------------------------------------------------------------------------- writer lock
+_held = threading.local()
+
+
+def check_index_target(path: str | os.PathLike) -> str:
+    """Check, before any work, that an index can be written at ``path`` (creating nothing); returns the path.
+
+    ``path`` must be a writable folder, or not exist under a writable folder. Else :class:`FileAccessError`.
+    """
+    path = os.fspath(path)
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise FileAccessError(f"{path} is a file, not an index folder.")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise FileAccessError(f"{path} is not writable (permission denied): the index cannot be changed there.")
+        return path
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+    return path
+
+
+def _holder(lock_path: str) -> str:
+    try:
+        with open(lock_path, encoding="utf-8") as handle:
+            return handle.read().strip() or "another process"
+    except (OSError, ValueError):
+        return "another process"
 
 
 @contextmanager
-def save_lock(path: str):
-    """Hold ``path/.lock`` for a save (``fcntl.flock``, released if the process dies; ``O_EXCL`` where there is no fcntl)."""
-    lock_path = os.path.join(path, LOCK_FILE)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        try:
-            handle = os.open(lock_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            raise SpanInputError(
-                f"{path} is being saved by another process (lock file {lock_path}; delete it if no save is running)."
-            ) from None
-        try:
-            os.write(handle, f"pid {os.getpid()}".encode())
-            yield
-        finally:
-            os.close(handle)
-            os.remove(lock_path)
+def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Callable[[str], None] | None = None):
+    """Hold ``path/.lock``, the index directory's writer lock (the folder is created if needed).
+
+    ``timeout``: 0 fails at once if another process holds it, ``None`` waits as long as it takes
+    (``on_wait(holder)`` is called once before waiting), a number waits that many seconds. Failing:
+    :class:`IndexBusyError`. Re-entrant within a thread (``open_for_update`` then ``save``). A
+    directory that cannot be written gives :class:`FileAccessError` before anything is written.
+    """
+    from filelock import FileLock, Timeout
+
+    path = os.fspath(path)
+    key = os.path.realpath(path)
+    held = _held.__dict__.setdefault("paths", set())
+    if key in held:
+        yield
         return
-    with open(lock_path, "a+", encoding="utf-8") as handle:
+    check_index_target(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise FileAccessError(f"cannot create the index folder {path}: {error.strerror or error}.") from None
+    lock_path = os.path.join(path, LOCK_FILE)
+    lock = FileLock(lock_path)
+    busy = f"{path} is being saved by another process ({{holder}}); try again when that save or update has finished."
+    try:
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock.acquire(timeout=0)
+        except Timeout:
+            holder = _holder(lock_path)
+            if timeout == 0:
+                raise IndexBusyError(busy.format(holder=holder)) from None
+            if on_wait is not None:
+                on_wait(holder)
+            try:
+                lock.acquire(timeout=-1 if timeout is None else timeout)
+            except Timeout:
+                raise IndexBusyError(busy.format(holder=_holder(lock_path))) from None
+    except OSError as error:
+        raise FileAccessError(f"cannot lock the index folder {path} ({lock_path}): {error.strerror or error}.") from None
+    try:
+        try:
+            with open(lock_path, "w", encoding="utf-8") as handle:  # another descriptor: closing it keeps the flock
+                handle.write(f"pid {os.getpid()}")
         except OSError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise SpanInputError(f"{path} is being saved by another process ({holder}); try again when that save has finished.") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        yield  # closing the file releases the lock
+            pass
+        held.add(key)
+        yield
+    finally:
+        held.discard(key)
+        lock.release()
 
 
+# ---------------------------------------------------------------------------------------------- writing
 def write_bytes(path: str, data: bytes) -> None:
     with open(path, "wb") as handle:
         handle.write(data)
@@ -74,7 +162,83 @@ def save_array(path: str, values: np.ndarray) -> None:
         os.fsync(handle.fileno())
 
 
+def fsync_directory(path: str) -> None:
+    """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened)."""
+    try:
+        handle = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(handle)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
+        pass
+    finally:
+        os.close(handle)
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def array_digest(values: np.ndarray) -> str:
+    """SHA-256 of an array's shape, dtype and up to :data:`SAMPLE_ROWS` evenly spread rows (all of a small array).
+
+    Cheap enough to check on every load of a memory-mapped array; a shuffled, truncated or swapped
+    array fails it.
+
+    >>> array_digest(np.arange(6).reshape(3, 2)) == array_digest(np.arange(6).reshape(3, 2)[[0, 2, 1]])
+    False
+    """
+    values = np.asarray(values)
+    digest = hashlib.sha256(f"{values.shape}|{values.dtype.str}".encode())
+    if len(values):
+        rows = np.unique(np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64))
+        digest.update(np.ascontiguousarray(values[rows]).tobytes())
+    return digest.hexdigest()
+
+
+def new_data_directory(path: str, generation: int) -> str:
+    """Create ``path/data-<generation>-<random>/`` (normal permissions, as ``mkdir`` with the umask) with the marker."""
+    while True:
+        data_dir = os.path.join(path, f"data-{generation:06d}-{secrets.token_hex(4)}")
+        try:
+            os.mkdir(data_dir)
+            break
+        except FileExistsError:  # pragma: no cover - 2^32 names
+            continue
+    write_bytes(os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n")
+    return data_dir
+
+
+def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
+    """Remove the data folders this index wrote, except ``keep`` (the current one); nothing else is touched.
+
+    A folder is the index's own if it carries :data:`DATA_MARKER` (every save since the marker was
+    introduced, including the leftovers of crashed saves) or is ``replaced``, the folder named by the
+    manifest this save replaced. Runs under the writer lock, so no save in progress is touched.
+    """
+    for entry in os.scandir(path):
+        if entry.name == keep or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
+            continue
+        if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------- reading
+_REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int}
+
+
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
+    """The manifest of the index at ``path``, checked: a JSON object with every field a load needs.
+
+    ``None`` when there is none and ``must_exist`` is false; otherwise ``FileNotFoundError`` (no folder)
+    or :class:`SpanInputError` saying what is wrong.
+    """
     manifest_path = os.path.join(path, MANIFEST)
     if not os.path.exists(manifest_path):
         if must_exist:
@@ -84,13 +248,55 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         return None
     try:
         with open(manifest_path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError) as error:
+            manifest = json.load(handle)
+    except OSError as error:
+        raise FileAccessError(f"{path}: cannot read the index manifest ({error.strerror or error}).") from None
+    except ValueError as error:
         raise SpanInputError(f"{path}: unreadable index manifest ({error}).") from None
+    if not isinstance(manifest, dict):
+        raise SpanInputError(f"{path}: unreadable index manifest (a JSON {type(manifest).__name__}, not an object).")
+    if manifest.get("format_version") != INDEX_FORMAT_VERSION:
+        raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION}).")
+    for key, kind in _REQUIRED.items():
+        value = manifest.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+            raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
+    if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
+        raise SpanInputError(f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name).")
+    if manifest["dtype"] not in ("float32", "float16"):
+        raise SpanInputError(f"{path}: unreadable index manifest (dtype {manifest['dtype']!r}).")
+    try:
+        settings = manifest["span_config"]
+        SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
+    except (KeyError, TypeError, ValueError) as error:
+        raise SpanInputError(f"{path}: unreadable index manifest (span_config: {error}).") from None
+    return manifest
+
+
+def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[str, Any]], Any]):
+    """``read(manifest)``, retried with the new manifest while a concurrent save replaces the data under it.
+
+    ``read`` raises ``OSError``/``ValueError`` when the data folder is missing or does not match.
+    If the manifest on disk still names the same folder, the data really is broken: the error stands.
+    """
+    for _ in range(READ_RETRIES):
+        try:
+            return read(manifest), manifest
+        except (OSError, ValueError, RuntimeError) as error:  # faiss reports a bad file as RuntimeError
+            latest = read_manifest(path, must_exist=True)
+            if (latest["data"], latest.get("generation")) == (manifest["data"], manifest.get("generation")):
+                if isinstance(error, SpanInputError):
+                    raise
+                raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+            manifest = latest
+    raise SpanInputError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
 
 
 def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
     """Index directories named by ``paths``: each path is an index, or a directory of indexes (its sub-directories).
+
+    In a directory of indexes every (non-hidden) sub-directory must be an index: one without a
+    manifest (a shard whose build crashed) is an error, never skipped silently.
 
     >>> shard_directories([])
     Traceback (most recent call last):
@@ -104,9 +310,19 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
         elif os.path.isdir(path):
-            inside = sorted(e.path for e in os.scandir(path) if e.is_dir() and os.path.exists(os.path.join(e.path, MANIFEST)))
+            entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
+            if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
+                raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
+            inside = [e.path for e in entries if e.is_dir()]
             if not inside:
                 raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
+            broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]
+            if broken:
+                raise SpanInputError(
+                    f"{path} holds {len(broken)} folder(s) that are not indexes: {', '.join(broken[:3])}"
+                    f"{'…' if len(broken) > 3 else ''} (no {MANIFEST}: a shard build that did not finish?). "
+                    "Finish or remove them, or name the shards to search."
+                )
             directories.extend(inside)
         else:
             raise FileNotFoundError(f"No index at {path!r}.")
