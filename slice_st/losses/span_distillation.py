@@ -21,7 +21,8 @@ from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name"]
+__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name",
+           "frozen_teacher", "text_column"]
 
 logger = logging.getLogger(__name__)
 
@@ -104,19 +105,10 @@ class SpanDistillationLoss(nn.Module):
         self.generator = torch.Generator()
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.teacher_name = model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}"
-        if teacher is None:
-            teacher = copy.deepcopy(model)
-        elif isinstance(teacher, str):
-            from slice_st.config import load_model
-
-            teacher = load_model(teacher)
-        self.teacher = teacher
-        self.teacher.requires_grad_(False)
-        self.teacher.eval()
+        self.teacher, self.teacher_name = frozen_teacher(model, teacher)
         self.skipped_spans = 0
         enable_span_features(model)
-        self._ids_path = shares_wordpiece_tokenizer(model, teacher)
+        self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
 
     def train(self, mode: bool = True) -> SpanDistillationLoss:
         super().train(mode)
@@ -125,12 +117,7 @@ class SpanDistillationLoss(nn.Module):
 
     # ----------------------------------------------------------------------------------- forward
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
-        if len(columns) != 1:
-            raise ValueError(f"SpanDistillationLoss takes one text column, got {len(columns)}.")
-        features = columns[0]
-        if self.unit == "word" and "offset_mapping" not in features:
-            raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        features = text_column(sentence_features, self.unit, type(self).__name__)
         output = self.model(features)
         units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
         token_embeddings = output["token_embeddings"]
@@ -308,6 +295,30 @@ class SpanDistillationLoss(nn.Module):
     @property
     def citation(self) -> str:
         return DISTILLATION_CITATION
+
+
+def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
+    """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never trains."""
+    name = model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}"
+    if teacher is None:
+        teacher = copy.deepcopy(model)
+    elif isinstance(teacher, str):
+        from slice_st.config import load_model
+
+        teacher = load_model(teacher)
+    teacher.requires_grad_(False)
+    teacher.eval()
+    return teacher, name
+
+
+def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tensor]:
+    """The single text column of a distillation batch, checked (word units need the tokenizer's offsets)."""
+    columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
+    if len(columns) != 1:
+        raise ValueError(f"{loss_name} takes one text column, got {len(columns)}.")
+    if unit == "word" and "offset_mapping" not in columns[0]:
+        raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+    return columns[0]
 
 
 def span_token_inputs(tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:

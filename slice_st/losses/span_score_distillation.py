@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses.span_distillation import model_name, shares_wordpiece_tokenizer, span_token_inputs
+from slice_st.losses.span_distillation import frozen_teacher, shares_wordpiece_tokenizer, span_token_inputs, text_column
 from slice_st.spans import check_span_bounds, sample_spans, shift_spans, span_means
 from slice_st.tokens import unit_boundaries
 
@@ -88,20 +88,9 @@ class SpanScoreDistillationLoss(nn.Module):
         self.generator = torch.Generator()
         if seed is not None:
             self.generator.manual_seed(seed)
-        self.teacher_name = teacher if isinstance(teacher, str) else (model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}")
-        if teacher is None:
-            import copy
-
-            teacher = copy.deepcopy(model)
-        elif isinstance(teacher, str):
-            from slice_st.config import load_model
-
-            teacher = load_model(teacher)
-        self.teacher = teacher
-        self.teacher.requires_grad_(False)
-        self.teacher.eval()
+        self.teacher, self.teacher_name = frozen_teacher(model, teacher)
         enable_span_features(model)
-        self._ids_path = shares_wordpiece_tokenizer(model, teacher)
+        self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
         self.skipped_spans = 0
 
     def train(self, mode: bool = True) -> SpanScoreDistillationLoss:
@@ -110,12 +99,7 @@ class SpanScoreDistillationLoss(nn.Module):
         return self
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
-        columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
-        if len(columns) != 1:
-            raise ValueError(f"SpanScoreDistillationLoss takes one text column, got {len(columns)}.")
-        features = columns[0]
-        if self.unit == "word" and "offset_mapping" not in features:
-            raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        features = text_column(sentence_features, self.unit, type(self).__name__)
         output = self.model(features)
         token_embeddings = output["token_embeddings"]
         units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
