@@ -110,3 +110,18 @@ def test_damaged_adapter_is_refused_whole(tmp_path, damage):
     with pytest.raises((ValueError, FileNotFoundError)):
         merge_lora_adapter(model, str(folder))
     assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())  # nothing half-merged
+
+
+def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
+    """A bad or stale adapter file cannot ship silently: known best spans and scores (to 1e-3) of this adapter."""
+    shipped, base = shipped_and_base
+    texts = [
+        "Customer: My son plays the guitar and wants to bring it on board as hand luggage.",
+        "Agent: I'm sorry about that, the departure got delayed because of the storm in Chicago.",
+    ]
+    result = shipped.best_spans(["a man plays the guitar", "the flight was delayed"], texts, top_k=1)
+    assert (result[0][0][0].span, result[1][1][0].span) == ("plays the guitar", "the departure got delayed")
+    assert result[0][0][0].score == pytest.approx(0.8071, abs=1e-3)
+    assert result[1][1][0].score == pytest.approx(0.7145, abs=1e-3)
+    plain = base.best_spans(["the flight was delayed"], texts[1:], top_k=1)[0][0][0]
+    assert (plain.span, round(plain.score, 3)) == ("that, the departure got delayed", 0.660)  # the base model, for contrast
