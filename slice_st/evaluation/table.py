@@ -23,6 +23,7 @@ import numpy as np
 
 from slice_st.evaluation.setups import SETUPS, SetupResult
 from slice_st.evaluation.statistics import compare_to_best, correlations
+from slice_st.text import require
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint"]
 
@@ -207,7 +208,7 @@ def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Seq
 
 def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None) -> str:
     """Grouped bar chart (Spearman ×100 per setup, one bar per system) saved as PNG; returns ``path``."""
-    import matplotlib
+    matplotlib = require("matplotlib", "eval", "the bar chart")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

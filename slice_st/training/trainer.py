@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from slice_st.text import require
+
 __all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "save_adapter", "load_sts_data"]
 
 logger = logging.getLogger(__name__)
@@ -207,7 +209,7 @@ class TrainConfig:
 
 def load_training_data(config: TrainConfig):
     """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets`` folder."""
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
 
@@ -234,7 +236,7 @@ def load_distillation_data(config: TrainConfig, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
     from slice_st.data.passages import load_passages
 
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     shared = config.shared_data or _default_shared_data()
     exclude = _excluded_paths(config, shared)
@@ -272,7 +274,7 @@ def load_sts_data(config: TrainConfig, model):
     on-topic context (:func:`slice_st.data.contexts.offline_sts_contexts`, dev sentences removed); a
     saved ``datasets`` folder or a JSONL file must have ``query``, ``passage`` and ``score`` (0–1).
     """
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.data.contexts import offline_sts_contexts
 
@@ -306,7 +308,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly)."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.config import load_model, set_span_config
     from slice_st.losses.span_distillation import SpanDistillationLoss
@@ -385,10 +387,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers' ``add_adapter``."""
-    try:
-        from peft import LoraConfig
-    except ImportError as error:
-        raise ImportError("--lora-r needs peft: pip install 'slice-st[train]' (or pip install peft).") from error
+    LoraConfig = require("peft", "train", "--lora-r (LoRA training)").LoraConfig
     model.add_adapter(LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"))
 
 
