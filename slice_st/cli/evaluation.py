@@ -7,15 +7,27 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
-from slice_st.cli.common import positive_int
+from slice_st.cli.common import dumps_json, int_at_least, positive_int, report
 
 __all__ = ["add_evaluation_commands"]
 
 DEFAULT_SYSTEMS = ("default", "bm25", "glove", "densephrases")
+#: slice_st.evaluation.setups.SETUPS (importing it loads torch; tests check they agree)
+SETUP_NAMES = ("full", "ngram", "single")
+#: Correlations and the Williams test need at least this many pairs.
+MIN_PAIRS = 4
+
+
+def _setups(value: str) -> list[str]:
+    """``--setups``: comma-separated setup names, checked while parsing."""
+    setups = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in setups if name not in SETUP_NAMES]
+    if unknown or not setups:
+        raise argparse.ArgumentTypeError(f"unknown setup(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SETUP_NAMES)}")
+    return setups
 
 
 def add_evaluation_commands(commands) -> None:
@@ -27,12 +39,13 @@ def add_evaluation_commands(commands) -> None:
     table.add_argument("-s", "--system", action="append", default=None,
                        help="system spec, repeatable: default, st:MODEL (or a model id/path), bm25, glove, densephrases[:MODEL] "
                             f"(default: {' '.join(DEFAULT_SYSTEMS)})")
-    table.add_argument("--setups", default=None, help="comma-separated setups (default: full,ngram,single)")
+    table.add_argument("--setups", type=_setups, default=list(SETUP_NAMES), help="comma-separated setups (default: full,ngram,single)")
     table.add_argument("-o", "--out", default="runs/table", help="output folder for table.md, table.png, metrics.json, predictions.csv")
     table.add_argument("--cache", default=None, help="folder caching each (system, setup) result (default: OUT/cache)")
-    table.add_argument("--limit", type=positive_int, default=None, help="use a seeded sample of N pairs")
-    table.add_argument("--ngram-limit", type=positive_int, default=None,
-                       help="run the per-n-gram setup on a seeded sample of N pairs (it is N·K passes per passage)")
+    at_least_pairs = int_at_least(MIN_PAIRS, " (correlations and the Williams test need 4 pairs)")
+    table.add_argument("--limit", type=at_least_pairs, default=None, help="use a seeded sample of N pairs (N >= 4)")
+    table.add_argument("--ngram-limit", type=at_least_pairs, default=None,
+                       help="run the per-n-gram setup on a seeded sample of N pairs, N >= 4 (it is N·K passes per passage)")
     table.add_argument("--min-span", type=positive_int, default=1)
     table.add_argument("--max-span", type=positive_int, default=20)
     table.add_argument("--unit", choices=("word", "token"), default="word")
@@ -54,35 +67,42 @@ def add_evaluation_commands(commands) -> None:
 
 def _table_command(args) -> int:
     from slice_st.data import read_stsb_context
-    from slice_st.evaluation.setups import SETUPS
-    from slice_st.evaluation.table import bar_chart, markdown_table, run_table, subset_indices, table_metrics
+    from slice_st.evaluation.baselines import make_system
+    from slice_st.evaluation.table import bar_chart, markdown_table, run_table, subset_indices, system_labels, table_metrics
 
+    if args.min_span > args.max_span:
+        raise ValueError(f"--min-span ({args.min_span}) must be <= --max-span ({args.max_span}).")
     data = read_stsb_context(args.data, missing_paraphrase=args.missing_paraphrase)
+    if args.limit is not None and args.ngram_limit is not None and args.ngram_limit > args.limit:
+        raise ValueError(f"--ngram-limit ({args.ngram_limit}) cannot exceed --limit ({args.limit}).")
     indices = subset_indices(len(data), args.limit, args.seed)
     phrases = [data["line"][i] for i in indices]
     passages = [data["passage"][i] for i in indices]
     gold = [data["goldsim"][i] for i in indices]
-    setups = [s.strip() for s in (args.setups or ",".join(SETUPS)).split(",") if s.strip()]
-    systems = args.system or list(DEFAULT_SYSTEMS)
+    systems = [make_system(spec) for spec in (args.system or list(DEFAULT_SYSTEMS))]
+    labels = system_labels(systems)  # loads every model now: a missing one stops here, before any scoring
     cache = args.cache or os.path.join(args.out, "cache")
 
     def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
+        report(args, message, sys.stderr)
 
-    table = run_table(systems, phrases, passages, gold, setups=setups, min_span=args.min_span, max_span=args.max_span,
-                      unit=args.unit, batch_size=args.batch_size, cache_dir=cache, ngram_limit=args.ngram_limit, seed=args.seed, log=log)
+    table = run_table(systems, phrases, passages, gold, setups=args.setups, min_span=args.min_span, max_span=args.max_span,
+                      unit=args.unit, batch_size=args.batch_size, cache_dir=cache, ngram_limit=args.ngram_limit, seed=args.seed, log=log,
+                      show_progress_bar=False if args.no_progress else None)
     metrics = table_metrics(table)
     title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
     text = markdown_table(metrics, title=title)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as handle:
         handle.write(text)
+    systems_info = {label: {"key": system.cache_key, "spec": spec}
+                    for label, system, spec in zip(labels, systems, args.system or list(DEFAULT_SYSTEMS))}
     with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as handle:
-        json.dump({"data": str(args.data), "pairs": len(indices), "metrics": metrics}, handle, indent=1, default=float)
+        handle.write(dumps_json({"data": str(args.data), "pairs": len(indices), "systems": systems_info, "metrics": metrics}, indent=1) + "\n")
     _write_predictions(os.path.join(args.out, "predictions.csv"), table, phrases, passages)
     bar_chart(metrics, os.path.join(args.out, "table.png"), title=title)
     print(text)
-    print(f"wrote {args.out}/table.md, table.png, metrics.json, predictions.csv")
+    report(args, f"wrote {args.out}/table.md, table.png, metrics.json, predictions.csv", sys.stderr)
     return 0
 
 

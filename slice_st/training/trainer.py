@@ -170,6 +170,7 @@ class TrainConfig:
     lora_alpha: float | None = None
     # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays unseen
     dev_select: str = "all"
+    no_progress: bool = False
 
     @property
     def objectives(self) -> tuple[str, ...]:
@@ -372,6 +373,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         report_to=[],
         dataloader_drop_last=config.in_batch_negatives,
         multi_dataset_batch_sampler=config.mix,
+        disable_tqdm=config.no_progress or None,
         # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
         use_cpu=not _has_accelerator(),
     )
