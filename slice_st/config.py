@@ -355,13 +355,19 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     pooling = _span_pooling_module(model)
     if pooling is not None:
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
+        original, card = model, model.model_card_data
         model = SentenceTransformer(
             modules=modules,
             device=str(model.device),
             prompts=model.prompts,
             default_prompt_name=model.default_prompt_name,
             similarity_fn_name=model.similarity_fn_name,
+            model_card_data=card,  # the same card (a SLICE card, if training gave it one)
         )
+        set_span_config(model, settings.min_span, settings.max_span, settings.unit)
+        model.save(path, **save_kwargs)
+        card.register_model(original)
+        return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
     return path
