@@ -98,7 +98,7 @@ def _context_styles() -> tuple[str, ...]:
 def _make_context_command(args) -> int:
     import numpy as np
 
-    from slice_st.data import make_context, read_stsb, write_stsb_context
+    from slice_st.data import make_context, read_stsb, write_source_note, write_stsb_context
 
     check_output(args.output)
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
@@ -109,6 +109,9 @@ def _make_context_command(args) -> int:
     rows = make_context(pairs, seed=args.seed, styles=styles, words=args.words, limit=args.limit)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     count = write_stsb_context(rows, args.output, encoding=args.encoding)
+    # What the file is (glued STS-B sentences, not language-model passages): read by the STSBContext task.
+    write_source_note(args.output, "make-context", created_by="slice-st make-context", stsb_file=os.path.basename(args.stsb),
+                      seed=args.seed, styles=styles, words=args.words, limit=args.limit, pairs=count)
     lengths = [len(p.split()) for p in rows["passage"]]
     report(args, f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean {np.mean(lengths):.1f}; "
            f"seed {args.seed}; from {args.stsb})")

@@ -36,6 +36,10 @@ __all__ = [
     "write_stsb_context",
     "read_stsb",
     "make_context",
+    "SOURCE_SUFFIX",
+    "CONTEXT_SOURCES",
+    "write_source_note",
+    "read_source_note",
 ]
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
@@ -230,6 +234,46 @@ def write_stsb_context(rows, path: str | os.PathLike, *, encoding: str = "utf-8"
             count += 1
     return count
 
+
+
+#: A note beside an STS-B-Context TSV saying where its passages come from (``slice-st make-context`` writes one).
+SOURCE_SUFFIX = ".source.json"
+#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
+#: proxy (STS-B sentences glued around the pair's sentence), or unknown.
+CONTEXT_SOURCES = ("released", "make-context", "unknown")
+
+
+def write_source_note(path: str | os.PathLike, source: str, **details: Any) -> str:
+    """Record beside ``path`` (``PATH.source.json``) where its passages come from; returns the note's path.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
+    >>> _ = write_source_note(path, "make-context", seed=0)
+    >>> read_source_note(path)
+    'make-context'
+    """
+    import json
+
+    if source not in CONTEXT_SOURCES:
+        raise ValueError(f"source must be one of {CONTEXT_SOURCES}, got {source!r}.")
+    note = os.fspath(path) + SOURCE_SUFFIX
+    with open(note, "w", encoding="utf-8") as handle:
+        json.dump({"format": "STS-B-Context", "source": source, **details}, handle, indent=1)
+    return note
+
+
+def read_source_note(path: str | os.PathLike | None) -> str | None:
+    """The ``source`` recorded by :func:`write_source_note` beside ``path`` (``None`` without a readable note)."""
+    import json
+
+    if not path or not os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
+        return None
+    try:
+        with open(os.fspath(path) + SOURCE_SUFFIX, encoding="utf-8") as handle:
+            source = json.load(handle).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source if source in CONTEXT_SOURCES else None
 
 
 def read_stsb(path: str | os.PathLike):
