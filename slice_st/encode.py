@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -113,15 +114,18 @@ def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = N
     return (prompts.get(default) or "") if default else ""
 
 
-_CHECKED_POOLING: set[int] = set()
+_CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
 
 
 def check_span_pooling(model) -> None:
     """Warn (once per model) when the model's sentence embedding is not the mean of its token vectors."""
     target = getattr(model, "_model", model)  # a PooledEncoder stands for its model
-    if id(target) in _CHECKED_POOLING:
-        return
-    _CHECKED_POOLING.add(id(target))
+    try:
+        if target in _CHECKED_POOLING:
+            return
+        _CHECKED_POOLING.add(target)
+    except TypeError:  # not weak-referenceable: check every time
+        pass
     try:
         modules = list(target)
     except TypeError:

@@ -19,11 +19,11 @@ import os
 import sys
 from collections.abc import Sequence
 
+from slice_st.cli.common import add_output_options, apply_output_options
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.evaluation import add_evaluation_commands
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
-from slice_st.cli.common import add_output_options, apply_output_options
 from slice_st.cli.train import add_train_command
 from slice_st.text import MissingExtraError, TextRecord, read_texts
 
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``slice-st``; returns the exit code (2 for bad input, 130 when interrupted)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    apply_output_options(args)
+    restore = apply_output_options(args)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
@@ -113,3 +113,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         parser.exit(2, f"slice-st: error: {message}\n")
+    finally:
+        restore()  # main() may be called in-process (tests, notebooks): leave the environment as it was

@@ -52,21 +52,41 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
             pass
 
 
-def apply_output_options(args) -> None:
-    """Act on ``--quiet`` / ``--no-progress`` before a command runs (``--quiet`` implies ``--no-progress``)."""
+def apply_output_options(args):
+    """Act on ``--quiet`` / ``--no-progress`` before a command runs (``--quiet`` implies ``--no-progress``).
+
+    Returns a function that puts the environment variables and logger levels back.
+    """
+    saved_env = {name: os.environ.get(name) for name in _PROGRESS_ENV + ("TRANSFORMERS_VERBOSITY",)}
+    saved_levels = {}
     if getattr(args, "quiet", False):
         args.no_progress = True
         for name in ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st"):
+            saved_levels[name] = logging.getLogger(name).level
             logging.getLogger(name).setLevel(logging.ERROR)
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if getattr(args, "no_progress", False):
-        os.environ["TQDM_DISABLE"] = "1"  # tqdm bars created without an explicit ``disable`` (tqdm >= 4.66)
-        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-        os.environ["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
+        for name in _PROGRESS_ENV:  # tqdm >= 4.66 reads TQDM_DISABLE for bars made without an explicit ``disable``
+            os.environ[name] = "1"
         for module, function in (("transformers.utils.logging", "disable_progress_bar"),
                                  ("huggingface_hub.utils", "disable_progress_bars"), ("datasets.utils.logging", "disable_progress_bar")):
             if module.split(".")[0] in sys.modules:  # already imported: switch it off there too
                 getattr(importlib.import_module(module), function)()
+
+    def restore() -> None:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    return restore
+
+
+#: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
+_PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 
 def finite_float(value: str) -> float:
