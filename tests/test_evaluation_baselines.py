@@ -61,7 +61,7 @@ def test_make_system_specs():
     assert isinstance(make_system("bm25"), BM25System)
     assert isinstance(make_system("glove"), GloveSystem)
     assert make_system("st:some/model").name == "model"
-    assert make_system("default").name == "all-MiniLM-L6-v2"
+    assert make_system("default").name == "slice-minilm" and make_system("st:base").name == "all-MiniLM-L6-v2"
     assert make_system("densephrases:org/m").name == "DensePhrases-style (m)"
 
 

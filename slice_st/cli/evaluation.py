@@ -62,7 +62,7 @@ def add_evaluation_commands(commands) -> None:
     actions = mteb.add_subparsers(dest="mteb_command", required=True)
     run = actions.add_parser("run", help="evaluate a model on mteb tasks", description=mteb.description)
     run.add_argument("-t", "--tasks", nargs="+", default=["STSBContext"], metavar="TASK", help="mteb task names (default: STSBContext)")
-    run.add_argument("-m", "--model", default="default", help="model id or local folder (default: the embedded all-MiniLM-L6-v2)")
+    run.add_argument("-m", "--model", default="default", help="model id or local folder (default: slice-st's default model; base: all-MiniLM-L6-v2)")
     run.add_argument("--model-name", default=None, help="name for mteb's results (default: the Hub id, or local/<folder>)")
     run.add_argument("--revision", default=None, help="revision for mteb's results (default: the Hub revision, or the weights' fingerprint)")
     run.add_argument("--stsb-context", metavar="FILE", default=None, help="the STS-B-Context TSV (path or URL; or set SLICE_ST_STSB_CONTEXT)")

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from slice_st.config import model_fingerprint, model_identity
+from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.text import require
@@ -137,7 +137,9 @@ def _model_name(model: Any) -> str:
     tells them apart by their fingerprints (:func:`slice_st.evaluation.table.run_table`)."""
     import os
 
-    if model is None or model in ("default", "sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"):
+    if model is None or model == "default":
+        return DEFAULT_SHIPPED_MODEL  # what load_model() loads
+    if isinstance(model, str) and model in BASE_MODEL_NAMES:
         return "all-MiniLM-L6-v2"
     if not isinstance(model, str):
         model = model_identity(model)[1] or model_identity(model)[0] or type(model).__name__
@@ -382,7 +384,7 @@ def make_system(spec: str) -> System:
     ``densephrases`` (default model) or ``densephrases:MODEL``.
 
     >>> make_system("bm25").name, make_system("densephrases").name
-    ('BM25', 'DensePhrases-style (all-MiniLM-L6-v2)')
+    ('BM25', 'DensePhrases-style (slice-minilm)')
     """
     spec = spec.strip()
     lowered = spec.lower()

@@ -206,8 +206,8 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     """``model`` wrapped for ``mteb.evaluate`` with a proper name and revision (mteb's public
     ``SentenceTransformerEncoderWrapper`` and ``ModelMeta``).
 
-    Name: the model's Hub id (the embedded default: ``sentence-transformers/all-MiniLM-L6-v2``), or
-    ``local/<folder>`` for a local model (``local/runA-final``). Revision: the Hub revision when known,
+    Name: the model's Hub id (the embedded base: ``sentence-transformers/all-MiniLM-L6-v2``; a model shipped
+    in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision: the Hub revision when known,
     else the fingerprint of the weights, so results of different weights never share a folder.
     """
     from mteb import SentenceTransformerEncoderWrapper
@@ -216,8 +216,8 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
-    if name is None:
-        name = f"local/{identity.replace('/', '-')}" if path or "/" not in identity else identity
+    if name is None:  # mteb wants ORG/NAME
+        name = f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
     if revision is None:
         revision = getattr(model.model_card_data, "base_model_revision", None) if not path else None
         revision = revision or model_fingerprint(model)

@@ -66,20 +66,30 @@ DATA_SOURCES: dict[str, DataSource] = {
 DEFAULT_BASE_LICENSE = "apache-2.0"
 
 
-def training_sources(train_data: list[str] | None, distill_data: list[str] | None) -> tuple[list[str], list[str]]:
-    """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (no paths).
+#: What ``offline`` (and ``offline-context``) means for each kind of training data (see slice_st.training.trainer).
+OFFLINE_SOURCES = {
+    "slice": ["snli", "sick", "stsb", "ppdb"],
+    "distill": ["stsb", "sick", "snli", "parabank"],
+    "sts": ["stsb", "sick"],
+}
 
-    >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
-    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
+
+def training_sources(train_data: list[str] | None, distill_data: list[str] | None,
+                     sts_data: list[str] | None = None) -> tuple[list[str], list[str], list[str]]:
+    """The :data:`DATA_SOURCES` keys behind ``--train-data``, ``--distill-data`` and ``--sts-data`` (no paths).
+
+    >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"], ["offline"])
+    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'], ['stsb', 'sick'])
     """
     def keys(values, offline):
         found: list[str] = []
         for value in values or []:
             kind = value.split(":", 1)[0] if ":" in value and not os.path.exists(value) else value
-            found += offline if kind == "offline" else ["msmarco"] if kind == "msmarco" else ["local"]
+            found += offline if kind in ("offline", "offline-context") else ["msmarco"] if kind == "msmarco" else ["local"]
         return list(dict.fromkeys(found))
 
-    return keys(train_data, ["snli", "sick", "stsb", "ppdb"]), keys(distill_data, ["stsb", "sick", "snli", "parabank"])
+    return (keys(train_data, OFFLINE_SOURCES["slice"]), keys(distill_data, OFFLINE_SOURCES["distill"]),
+            keys(sts_data, OFFLINE_SOURCES["sts"]))
 
 
 def card_license(sources: list[str], base_model: str | None) -> tuple[str | None, str]:
@@ -143,10 +153,11 @@ def slice_template_path() -> Path:
 
 
 def _hub_base_model(name: str | None) -> str | None:
-    """A base model name fit for a public card: a Hub id, never a local path."""
-    from slice_st.config import default_model_path
+    """A base model name fit for a public card: a Hub id, never a local path (the embedded base and the
+    shipped ``slice-minilm``, itself all-MiniLM-L6-v2 with an adapter merged, are all-MiniLM-L6-v2)."""
+    from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, default_model_path
 
-    if name is None or name in (DEFAULT_MODEL_NAME, "all-MiniLM-L6-v2"):
+    if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
     if os.path.exists(path):
@@ -159,26 +170,27 @@ def _hub_base_model(name: str | None) -> str | None:
     return name if name.count("/") == 1 else None
 
 
-def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: bool = False) -> SliceModelCardData:
+def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: list[str] | None = None) -> SliceModelCardData:
     """Give ``model`` SLICE card data (kept by every later ``model.save`` and trainer push); returns it.
 
     ``config`` is the run's :class:`~slice_st.training.TrainConfig` (or a dict of it): base model,
     training data (by name: ``offline`` → SNLI, SICK, STS-B train, PPDB; ``msmarco:…`` → MS MARCO;
     anything else → "your own data"), losses and span settings. ``repo_id`` is the Hub repository.
-    ``trainer_datasets``: name the trainer's datasets (one entry per dataset; the trainer fills in their
-    statistics), for a card built before a ``SentenceTransformerTrainer``.
+    ``trainer_datasets``: the objectives (``slice``/``distill``/``sts``) of the trainer's datasets, in the
+    trainer's order, for a card built before a ``SentenceTransformerTrainer`` (one named entry per dataset;
+    the trainer fills in their statistics).
     """
     training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     old = model.model_card_data
     base_model = _hub_base_model(training.get("model")) if training else (old.base_model or _hub_base_model(None))
-    train_keys, distill_keys = training_sources(training.get("train_data"), training.get("distill_data"))
-    sources = list(dict.fromkeys(train_keys + distill_keys))
+    train_keys, distill_keys, sts_keys = training_sources(training.get("train_data"), training.get("distill_data"), training.get("sts_data"))
+    sources = list(dict.fromkeys(train_keys + distill_keys + sts_keys))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
         license_id, license_note = training["license"], f"Licence set for this run ({training['license']}). " + license_note
     span = get_span_config(model)
     losses = []
-    if training.get("train_data") or not training:
+    if training.get("train_data") or not (training.get("distill_data") or training.get("sts_data")):
         losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": {
             "scale": training.get("scale", 30.0), "min_span": training.get("min_span", span.min_span),
             "max_span": training.get("max_span", span.max_span), "unit": training.get("unit", span.unit)}})
@@ -187,16 +199,18 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
             "teacher": "a frozen copy of the base model" if not training.get("teacher") else (_hub_base_model(training["teacher"]) or "a local model"),
             **{key: training[key] for key in ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
                if key in training}}})
-    datasets_by_objective = {"slice": train_keys, "distill": distill_keys}
-    objectives = [name for name in ("slice", "distill") if datasets_by_objective[name]]
-    train_datasets = [{"name": ("SLICE triplets from " if name == "slice" else "Distillation passages from ")
-                       + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])} for name in objectives]
+    if training.get("sts_data"):
+        losses.append({"name": "SpanMaxCoSENTLoss", "settings": {key: training[key] for key in ("sts_scale", "sts_weight") if key in training}})
+    datasets_by_objective = {"slice": train_keys, "distill": distill_keys, "sts": sts_keys}
+    titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from ", "sts": "Graded pairs in context from "}
+    train_datasets = [{"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])}
+                      for name in trainer_datasets or [] if datasets_by_objective.get(name)]
     card = SliceModelCardData(
         language="en",
         license=license_id,
         model_name=f"SLICE span embeddings ({(base_model or 'a local base model').split('/')[-1]})",
         model_id=repo_id or old.model_id,
-        train_datasets=train_datasets if trainer_datasets else [],
+        train_datasets=train_datasets if trainer_datasets and len(train_datasets) == len(trainer_datasets) else [],
         tags=list(dict.fromkeys(list(old.tags) + SLICE_TAGS)),
         local_files_only=True,  # no Hub look-ups while rendering; metadata below is set directly
     )
@@ -210,6 +224,7 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
         "license_note": license_note,
         "model_id": repo_id or old.model_id,
         "steps": training.get("max_steps") if training else None,
+        "lora": {"r": training["lora_r"], "alpha": training.get("lora_alpha") or 2 * training["lora_r"]} if training.get("lora_r") else None,
         "citation": SLICE_CITATION.strip(),
     }
     model.model_card_data = card

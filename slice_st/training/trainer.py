@@ -368,8 +368,10 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     evaluator = _dev_evaluator(config)
     card_config = config if given is None else dataclasses.replace(
         config, train_data=config.train_data or (["local"] if "slice" in objectives else []),
-        distill_data=config.distill_data or (["local"] if "distill" in objectives else []))
-    apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=True)
+        distill_data=config.distill_data or (["local"] if "distill" in objectives else []),
+        sts_data=config.sts_data or (["local"] if "sts" in objectives else []))
+    order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])  # the trainer's datasets, in order
+    apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=order)
     args = SentenceTransformerTrainingArguments(
         output_dir=config.output_dir,
         max_steps=config.max_steps,
