@@ -7,7 +7,7 @@
 'played the guitar'
 
 Importing the package is light: every public name is loaded on first use (PEP 562), so the command
-line starts without torch. ``encode_spans``/``best_spans`` become methods of ``SentenceTransformer``
+line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of ``SentenceTransformer``
 as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._aliases`), and the module
 paths of the flat layout (``slice_st.pooling``, ``slice_st.train``, …) still import.
 """
@@ -41,6 +41,8 @@ _EXPORTS = {
     "best_spans_paired": "slice_st.encode",
     "embed_texts": "slice_st.encode",
     "encode_spans": "slice_st.encode",
+    "encode_span_queries": "slice_st.encode",
+    "SpanPoolingWarning": "slice_st.encode",
     "SpanPooling": "slice_st.models.span_pooling",
     "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
     "SpanDistillationLoss": "slice_st.losses.span_distillation",
@@ -89,6 +91,8 @@ __all__ = [
     "embed_texts",
     "enable_span_features",
     "encode_spans",
+    "encode_span_queries",
+    "SpanPoolingWarning",
     "get_span_config",
     "load_model",
     "save_slice_model",

@@ -4,7 +4,7 @@
   gives the module ``slice_st.models.span_pooling`` itself (the same object, so monkeypatching and
   ``isinstance`` behave), without a file per old path. Old paths that became subpackages
   (``slice_st.index``, ``slice_st.losses``, ``slice_st.evaluation``, ``slice_st.data``) need no alias.
-* :func:`attach_when_imported` adds ``encode_spans``/``best_spans`` to ``SentenceTransformer`` as soon
+* :func:`attach_when_imported` adds ``encode_spans``/``encode_span_queries``/``best_spans`` to ``SentenceTransformer`` as soon
   as ``sentence_transformers`` is imported (at once if it already is), so ``import slice_st`` stays
   light (no torch) and ``import slice_st; SentenceTransformer(...).encode_spans(...)`` still works.
 

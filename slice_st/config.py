@@ -11,12 +11,17 @@ attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pi
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slice_st.spans import check_span_bounds
+from slice_st.text import require
 from slice_st.tokens import check_unit
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config"]
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
+           "hub_offline", "model_fingerprint", "model_identity"]
 
 CONFIG_KEY = "slice_st"
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the embedded base model
@@ -175,6 +180,75 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
     return f"Cannot load model {name!r} from the Hugging Face Hub: {detail} ({type(error).__name__})."
 
 
+def hub_offline() -> bool:
+    """Whether the Hugging Face Hub is switched off (``HF_HUB_OFFLINE=1``)."""
+    import os
+
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def model_fingerprint(model: SentenceTransformer) -> str:
+    """A short hash of the model's weights and tokenizer: what identifies a model for the index (which
+    refuses another model) and for the Table-1 cache (whatever its folder is called).
+
+    Every parameter contributes (its shape and a strided sample of its values), so models that differ
+    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints.
+    """
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    tokenizer = model.tokenizer
+    digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
+    for parameter in model.parameters():
+        values = parameter.detach().flatten()
+        values = values[:: max(1, values.numel() // 4096)][:4096].float().cpu().numpy()
+        digest.update(str(tuple(parameter.shape)).encode())
+        digest.update(np.round(values, 5).tobytes())
+    return digest.hexdigest()[:16]
+
+
+def model_identity(model: SentenceTransformer) -> tuple[str, str]:
+    """``(name, path)`` of a model: a readable name, and the local directory it was loaded from (``""`` if none).
+
+    A Hub model is named by its id; a local one by its directory's name (with the parent's for
+    generic names such as ``final`` or ``checkpoint-500``); the embedded base by its Hub id, and a
+    model shipped in the package by its shipped name.
+
+    >>> model_identity(load_model("base")), model_identity(load_model())
+    (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
+    """
+    import os
+    import re
+
+    card = getattr(model, "model_card_data", None)
+    hub_id = getattr(card, "model_id", None) or getattr(card, "base_model", None) or ""
+    source = ""
+    try:
+        for module in model:
+            config = getattr(getattr(module, "auto_model", None), "config", None)
+            if config is not None:
+                source = str(getattr(config, "name_or_path", "") or "")
+                break
+    except TypeError:  # not a module list
+        pass
+    if not source or not os.path.isdir(source):
+        return (hub_id or source), ""
+    path = os.path.abspath(source)
+    if re.fullmatch(r"\d+_\w+", os.path.basename(path)):  # the transformer inside an ST folder (0_Transformer)
+        path = os.path.dirname(path)
+    try:
+        if os.path.samefile(path, default_model_path()):  # the embedded base, or a shipped model built on it
+            return hub_id or DEFAULT_MODEL_NAME, ""
+    except OSError:
+        pass
+    name = os.path.basename(path)
+    if re.fullmatch(r"(model|final|best|last|output|checkpoint(-\d+)?)", name, flags=re.IGNORECASE):
+        name = f"{os.path.basename(os.path.dirname(path))}/{name}"
+    return hub_id or name, path
+
+
 def _span_pooling_module(model):
     """The model's :class:`~slice_st.SpanPooling` module, if any (recognised by its marker: models sit above this layer)."""
     for module in model:
@@ -243,7 +317,7 @@ def merged_adapters(model):
         return model
     import copy
 
-    from peft.tuners.tuners_utils import BaseTunerLayer
+    BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
 
     clone = copy.deepcopy(model)
     for module in clone:
@@ -281,13 +355,19 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     pooling = _span_pooling_module(model)
     if pooling is not None:
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
+        original, card = model, model.model_card_data
         model = SentenceTransformer(
             modules=modules,
             device=str(model.device),
             prompts=model.prompts,
             default_prompt_name=model.default_prompt_name,
             similarity_fn_name=model.similarity_fn_name,
+            model_card_data=card,  # the same card (a SLICE card, if training gave it one)
         )
+        set_span_config(model, settings.min_span, settings.max_span, settings.unit)
+        model.save(path, **save_kwargs)
+        card.register_model(original)
+        return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
     return path

@@ -1,13 +1,23 @@
-"""``encode_spans`` and ``best_spans``: one forward pass per text, then every span is a cheap mean.
+"""``encode_spans``, ``encode_span_queries`` and ``best_spans``: one forward pass per text, then every
+span is a cheap mean.
 
-Importing :mod:`slice_st` attaches both as methods of ``SentenceTransformer``::
+Importing :mod:`slice_st` attaches them as methods of ``SentenceTransformer``::
 
     import slice_st
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer("org/slice-minilm")
     spans = model.encode_spans(["A man is playing a guitar on stage."])
+    queries = model.encode_span_queries(["plays the guitar"])        # the query vectors spans are compared with
     best = model.best_spans(["plays the guitar"], ["A man is playing a guitar on stage."])
+
+The two sides follow sentence-transformers' ``encode_document`` / ``encode_query``: texts whose spans
+are taken use ``prompt`` / ``prompt_name`` (default: the model's ``"document"``, ``"passage"`` or
+``"corpus"`` prompt, else its ``default_prompt_name``), queries use ``query_prompt`` /
+``query_prompt_name`` in :func:`best_spans` and ``prompt`` / ``prompt_name`` in
+:func:`encode_span_queries` (default: the model's ``"query"`` prompt). A prompt is prepended to each
+text (and each window of a long text) for the forward pass; its tokens condition the others but belong
+to no span, no unit and no offset, and are left out of a query's mean.
 
 Texts go through the model's own ``encode`` (public API: its tokenizer, truncation, lower-casing,
 devices), asking the tokenizer for character offsets. Texts longer than the model's window are split
@@ -22,6 +32,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,7 +44,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig, check_tokenizer, get_span_config
-from slice_st.spans import best_span_scores, pool_spans, pool_units
+from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
 
 if TYPE_CHECKING:
@@ -41,19 +52,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SpanInputError",
+    "SpanPoolingWarning",
     "SpanEncoding",
     "SpanMatch",
     "SpanSearchResult",
     "encode_spans",
+    "encode_span_queries",
     "best_spans",
     "best_spans_paired",
     "embed_texts",
     "check_threshold",
     "check_top_k",
+    "resolve_prompt",
+    "PRECISIONS",
 ]
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
 WINDOWS_PER_CALL = 1024
+#: ``precision`` values, as in ``SentenceTransformer.encode`` (quantised by sentence-transformers' ``quantize_embeddings``).
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+#: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
+DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 
 class SpanInputError(ValueError, TypeError):
@@ -61,6 +80,88 @@ class SpanInputError(ValueError, TypeError):
 
     A ``ValueError`` and, for wrong types, also a ``TypeError``, so either ``except`` catches it.
     """
+
+
+class SpanPoolingWarning(UserWarning):
+    """The model's sentence embedding is not a plain mean of its token vectors (CLS/max pooling, or a
+    Dense or other module after pooling), while span and query vectors are token means."""
+
+
+def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = None, role: str = "document") -> str:
+    """The prompt text for one side of span search (``""`` for none), chosen as sentence-transformers'
+    ``encode_query`` (``role="query"``) and ``encode_document`` (``role="document"``) choose it:
+    ``prompt`` if given, else ``model.prompts[prompt_name]``, else the model's ``"query"`` prompt
+    (queries) or its ``"document"``/``"passage"``/``"corpus"`` prompt (texts), else its
+    ``default_prompt_name``'s prompt.
+
+    >>> class M: prompts, default_prompt_name = {"query": "query: ", "passage": "passage: "}, None
+    >>> resolve_prompt(M(), role="query"), resolve_prompt(M()), resolve_prompt(M(), prompt="x: ")
+    ('query: ', 'passage: ', 'x: ')
+    """
+    if prompt is not None:
+        if not isinstance(prompt, str):
+            raise SpanInputError(f"prompt must be a string, got {type(prompt).__name__}.")
+        return prompt
+    prompts = getattr(model, "prompts", None) or {}
+    if prompt_name is not None:
+        if prompt_name not in prompts:
+            raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
+        return prompts[prompt_name] or ""
+    for name in ("query",) if role == "query" else DOCUMENT_PROMPT_NAMES:
+        if name in prompts:
+            return prompts[name] or ""
+    default = getattr(model, "default_prompt_name", None)
+    return (prompts.get(default) or "") if default else ""
+
+
+_CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
+
+
+def check_span_pooling(model) -> None:
+    """Warn (once per model) when the model's sentence embedding is not the mean of its token vectors."""
+    target = getattr(model, "_model", model)  # a PooledEncoder stands for its model
+    try:
+        if target in _CHECKED_POOLING:
+            return
+        _CHECKED_POOLING.add(target)
+    except TypeError:  # not weak-referenceable: check every time
+        pass
+    try:
+        modules = list(target)
+    except TypeError:
+        return
+    position = next((i for i, module in enumerate(modules) if hasattr(module, "pooling_mode")
+                     or getattr(type(module), "provides_span_embeddings", False) is True), None)
+    if position is None:
+        return
+    mode = getattr(modules[position], "pooling_mode", "mean")
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    after = [type(module).__name__ for module in modules[position + 1 :] if type(module).__name__ != "Normalize"]
+    problems = []
+    if modes != ("mean",):
+        problems.append(f"its pooling is {'+'.join(modes)}, not mean")
+    if after:
+        problems.append(f"{', '.join(after)} follow{'s' if len(after) == 1 else ''} its pooling")
+    if problems:
+        import warnings
+
+        warnings.warn(
+            f"This model's sentence embedding is not a mean of token vectors ({'; '.join(problems)}). Span and query "
+            "vectors are means of the transformer's token vectors, so they live in another space than model.encode's "
+            "embeddings; span scores may be poor. A SLICE model is Transformer → Pooling(mean) → (Normalize).",
+            SpanPoolingWarning,
+            stacklevel=4,
+        )
+
+
+def _check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
+
+
+def _check_truncate_dim(truncate_dim: int | None, dim: int) -> None:
+    if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim):
+        raise SpanInputError(f"truncate_dim must be an integer in 1..{dim}, got {truncate_dim!r}.")
 
 
 def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
@@ -184,6 +285,13 @@ class _Rows:
     char_ends: Tensor
 
 
+def prompt_tokens(model, prompt: str) -> int:
+    """How many tokens ``prompt`` takes in front of a text (0 for none)."""
+    if not prompt:
+        return 0
+    return len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+
+
 def encode_windows(
     model: SentenceTransformer,
     texts: Sequence[str],
@@ -192,20 +300,33 @@ def encode_windows(
     show_progress_bar: bool | None,
     window_context: int,
     desc: str = "Encoding spans",
+    *,
+    prompt: str = "",
+    device: str | None = None,
 ) -> Iterator[_WindowBatch]:
-    """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches."""
+    """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches.
+
+    ``prompt`` (a resolved prompt text, see :func:`resolve_prompt`) is prepended to every window; its
+    tokens are marked special, so they belong to no unit, and offsets stay relative to the text.
+    ``device`` goes to ``model.encode``.
+    """
     if batch_size < 1:
         raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
+    check_span_pooling(model)
+    room = model_window(model) - prompt_tokens(model, prompt)
+    if room < 1:
+        raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
     try:
-        windows = plan_windows(model.tokenizer, texts, model_window(model), span_config.max_span, window_context, span_config.unit)
+        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit)
     except WindowError as error:
         raised = SpanInputError(str(error))
         raised.text_index, raised.reason = error.text_index, error.reason  # for callers that name texts their own way
         raise raised from None
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    extra = {"device": device} if device is not None else {}
     if show_progress_bar is None:
         show_progress_bar = len(windows) > 4 * batch_size
     with tqdm(total=len(windows), desc=desc, unit="window", disable=not show_progress_bar) as progress:
@@ -215,13 +336,32 @@ def encode_windows(
                 [texts[w.text_index][w.char_start : w.char_end] for w in chunk],  # stripped: ST strips too
                 output_value=None,
                 processing_kwargs=SPAN_PROCESSING_KWARGS,
-                prompt="",
+                prompt=prompt,  # "" also keeps the model's default_prompt_name away
                 batch_size=batch_size,
                 show_progress_bar=False,
+                **extra,
             )
             strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]
+            if prompt:
+                outputs = [_without_prompt(out, len(prompt), prompt) for out in outputs]
             yield _pad_window_outputs(chunk, strings, outputs, span_config.unit)
             progress.update(len(chunk))
+
+
+def _without_prompt(out: dict[str, Any], prompt_chars: int, prompt: str) -> dict[str, Any]:
+    """A window's outputs with the prompt's tokens marked special and offsets made relative to the text."""
+    offsets = out["offset_mapping"]
+    special = out["special_tokens_mask"].bool()
+    in_prompt = ~special & (offsets[:, 0] < prompt_chars)
+    if bool((in_prompt & (offsets[:, 1] > prompt_chars)).any()):
+        raise SpanInputError(
+            f"The prompt {prompt!r} merges with the start of the text into one token; end the prompt with a space or punctuation."
+        )
+    return {
+        **out,
+        "special_tokens_mask": (special | in_prompt).to(out["special_tokens_mask"].dtype),
+        "offset_mapping": torch.where((special | in_prompt)[:, None], torch.zeros_like(offsets), offsets - prompt_chars),
+    }
 
 
 def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
@@ -289,22 +429,34 @@ def encode_spans(
     model: SentenceTransformer,
     texts: str | Sequence[str],
     *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
     min_span: int | None = None,
     max_span: int | None = None,
     unit: str | None = None,
     batch_size: int = 32,
     normalize_embeddings: bool = False,
+    precision: str = "float32",
+    truncate_dim: int | None = None,
     show_progress_bar: bool | None = None,
     convert_to_numpy: bool = True,
     convert_to_tensor: bool = False,
+    device: str | None = None,
     window_context: int = 16,
 ) -> list[SpanEncoding] | SpanEncoding:
     """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
 
     Span settings left as ``None`` come from the model (see :func:`slice_st.get_span_config`;
     defaults 1..20 words). ``unit`` is ``"word"`` or ``"token"``. Vectors are numpy arrays, or torch
-    tensors on the model's device with ``convert_to_tensor=True`` (as in ``SentenceTransformer.encode``).
-    A single string gives a single :class:`SpanEncoding`.
+    tensors with ``convert_to_tensor=True`` (as in ``SentenceTransformer.encode``). A single string
+    gives a single :class:`SpanEncoding`.
+
+    As in ``SentenceTransformer.encode_document``: ``prompt`` / ``prompt_name`` choose the prompt
+    (default: the model's ``"document"``/``"passage"``/``"corpus"`` prompt, if any; see
+    :func:`resolve_prompt`); its tokens are left out of every span, unit and offset. ``precision``
+    (``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``) quantises the span vectors
+    with sentence-transformers' ``quantize_embeddings`` (int8 ranges from all spans of the call),
+    after ``truncate_dim`` and ``normalize_embeddings``. ``device`` is passed to ``model.encode``.
 
     Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
 
@@ -314,17 +466,24 @@ def encode_spans(
     (['A', 'A man', 'man'], (9, 384))
     """
     _check_common(batch_size)
+    _check_precision(precision)
     text_list, single = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
+    prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
+    dim = token_dimension(model)
+    _check_truncate_dim(truncate_dim, dim)
     if convert_to_tensor:
         convert_to_numpy = False
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
-    for batch in encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context):
+    windows = encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device)
+    for batch in windows:
         for rows in batch.rows(batch_size):
             pooled = pool_spans(
                 rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
             )
             vectors = pooled.embeddings
+            if truncate_dim is not None:
+                vectors = vectors[..., :truncate_dim]
             if normalize_embeddings:
                 vectors = torch.nn.functional.normalize(vectors, dim=-1)
             char_starts = rows.char_starts[:, pooled.starts]
@@ -336,7 +495,7 @@ def encode_spans(
                 span_units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + unit_shift
                 per_text[window.text_index].append((window.own_char_lo, offsets, span_units, vectors[row][keep]))
 
-    dim = token_dimension(model)
+    dim = truncate_dim or dim
     results = []
     for text, parts in zip(text_list, per_text):
         if parts:
@@ -347,10 +506,30 @@ def encode_spans(
         else:
             offsets = np.zeros((0, 2), dtype=np.int64)
             span_units = np.zeros((0, 2), dtype=np.int64)
-            vectors = torch.zeros(0, dim, device=model.device)
+            vectors = torch.zeros(0, dim, device=device or model.device)
         embeddings = vectors.cpu().numpy() if convert_to_numpy else vectors
         results.append(SpanEncoding(text, offsets, span_units, embeddings))
+    if precision != "float32" and results:
+        _quantize_spans(results, precision, convert_to_numpy)
     return results[0] if single else results
+
+
+def _quantize(embeddings, precision: str):
+    from sentence_transformers import quantize_embeddings
+
+    try:
+        return quantize_embeddings(embeddings, precision=precision)
+    except ValueError as error:  # e.g. int8 ranges from a single vector
+        raise SpanInputError(f"precision={precision!r}: {error}") from None
+
+
+def _quantize_spans(results: list[SpanEncoding], precision: str, convert_to_numpy: bool) -> None:
+    """Quantise every text's span vectors in place, with int8/uint8 ranges shared by all spans of the call."""
+    matrices = [np.asarray(r.embeddings.float().cpu().numpy() if isinstance(r.embeddings, Tensor) else r.embeddings, dtype=np.float32)
+                for r in results]
+    quantized = _quantize(matrices, precision)
+    for result, values in zip(results, quantized):
+        result.embeddings = values if convert_to_numpy else torch.from_numpy(np.ascontiguousarray(values))
 
 
 def embed_texts(
@@ -360,11 +539,14 @@ def embed_texts(
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
     window_context: int = 16,
+    prompt: str = "",
+    device: str | None = None,
 ) -> Tensor:
-    """Each text as its own whole span: the mean of all its (non-special) token vectors, ``(N, d)``.
+    """Each text as its own whole span: the mean of all its (non-special) token vectors, ``(N, d)``, a
+    float tensor on the model's device. The engine of :func:`encode_span_queries`.
 
-    This is the query side of span search, so that queries and spans are the same kind of vector.
-    Long texts are windowed like passages, each token counted once. Texts without tokens raise.
+    ``prompt`` is a prompt *text* (already resolved), prepended for the forward pass and left out of
+    the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
     """
     _check_common(batch_size)
     text_list, _ = as_text_list(texts, "queries")
@@ -373,9 +555,11 @@ def embed_texts(
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
     span_config = SpanConfig(1, 1, "word")  # a query is one whole span: windows need no span room
     dim = token_dimension(model)
-    totals = torch.zeros(len(text_list), dim, device=model.device)
-    counts = torch.zeros(len(text_list), device=model.device)
-    for batch in encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries"):
+    windows = encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries",
+                             prompt=prompt, device=device)
+    totals = torch.zeros(len(text_list), dim, device=device or model.device)
+    counts = torch.zeros(len(text_list), device=totals.device)
+    for batch in windows:
         for rows in batch.rows(batch_size):
             index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
             total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
@@ -387,9 +571,71 @@ def embed_texts(
     return totals / counts[:, None]
 
 
+def encode_span_queries(
+    model: SentenceTransformer,
+    queries: str | Sequence[str],
+    *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    precision: str = "float32",
+    convert_to_numpy: bool = True,
+    convert_to_tensor: bool = False,
+    device: str | None = None,
+    normalize_embeddings: bool = False,
+    truncate_dim: int | None = None,
+    window_context: int = 16,
+):
+    """The query vectors that span vectors are compared with: each query encoded as one whole span, the
+    mean of its token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
+
+    Use this, not ``model.encode(query)``, to score queries against :func:`encode_spans` vectors:
+    ``encode`` gives the model's sentence embedding (its pooling, Dense or Normalize modules, special
+    tokens in the mean), a different vector, so its scores differ from :func:`best_spans`'.
+
+    As ``SentenceTransformer.encode_query``: ``prompt`` / ``prompt_name`` choose the prompt (default:
+    the model's ``"query"`` prompt, if any); its tokens condition the query's but are left out of the
+    mean. ``precision``, ``convert_to_numpy``, ``convert_to_tensor``, ``normalize_embeddings``,
+    ``truncate_dim`` and ``device`` are as in ``encode``. Returns ``(Q, d)`` (numpy by default), or
+    ``(d,)`` for a single string.
+
+    >>> from slice_st import load_model
+    >>> model = load_model()
+    >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
+    >>> vectors.shape, vectors.dtype
+    ((2, 384), dtype('float32'))
+    >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
+    >>> span = model.encode_spans("A man played the guitar.", max_span=3)
+    >>> vector = span.embeddings[span.spans.index(found.span)]
+    >>> import numpy as np
+    >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
+    True
+    """
+    _check_precision(precision)
+    single = isinstance(queries, str)
+    prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
+    _check_truncate_dim(truncate_dim, token_dimension(model))
+    vectors = embed_texts(model, queries, batch_size=batch_size, show_progress_bar=show_progress_bar, window_context=window_context,
+                          prompt=prompt_text, device=device)
+    if truncate_dim is not None:
+        vectors = vectors[:, :truncate_dim]
+    if normalize_embeddings:
+        vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    if convert_to_tensor:
+        convert_to_numpy = False
+    if precision != "float32":
+        quantized = _quantize(vectors.float().cpu().numpy(), precision)
+        vectors = quantized if convert_to_numpy else torch.from_numpy(quantized)
+    elif convert_to_numpy:
+        vectors = vectors.float().cpu().numpy()
+    return vectors[0] if single else vectors
+
+
 @dataclass(frozen=True)
 class SpanMatch:
-    """One matched span: ``text[start:end] == span``; ``score`` is the cosine to the query."""
+    """One matched span: ``text[start:end] == span``; ``score`` is its similarity to the query (the model's
+    ``similarity_fn_name``: cosine unless the model says otherwise)."""
 
     query_index: int
     text_index: int
@@ -406,12 +652,15 @@ class SpanSearchResult(Sequence):
 
     The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores`` (``-inf`` where a text has no span),
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
+    ``similarity_fn_name`` says what the scores are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
     """
 
-    def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends):
+    def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
+                 similarity_fn_name: str = "cosine"):
         self.queries, self.texts = queries, texts
         self.scores, self.starts, self.ends = scores, starts, ends
         self.unit_starts, self.unit_ends = unit_starts, unit_ends
+        self.similarity_fn_name = similarity_fn_name
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -452,23 +701,43 @@ class SpanSearchResult(Sequence):
         )
 
 
+def _similarity(model, similarity_fn_name: str | None) -> str:
+    name = similarity_fn_name or getattr(model, "similarity_fn_name", None) or "cosine"
+    name = getattr(name, "value", name)  # an enum member
+    if name not in SIMILARITIES:
+        raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES} for spans, got {name!r}.")
+    return name
+
+
 def best_spans(
     model: SentenceTransformer,
     queries: str | Sequence[str],
     texts: str | Sequence[str],
     *,
     top_k: int = 1,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    query_prompt_name: str | None = None,
+    query_prompt: str | None = None,
     min_span: int | None = None,
     max_span: int | None = None,
     unit: str | None = None,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
+    device: str | None = None,
+    similarity_fn_name: str | None = None,
     window_context: int = 16,
 ) -> SpanSearchResult:
-    """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query (cosine).
+    """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
     One forward pass per text and per query; scoring is fused (no span vectors are stored). The
-    query vector is the mean of the query's token vectors, like a span's.
+    query vector is :func:`encode_span_queries`' (the mean of the query's token vectors, like a span's).
+
+    Similarity: the model's ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"`` and
+    ``"manhattan"`` as sentence-transformers defines them, between the query vector and the span's
+    mean vector), or ``similarity_fn_name=`` here. Prompts: ``prompt`` / ``prompt_name`` for the texts
+    (default as ``encode_document``), ``query_prompt`` / ``query_prompt_name`` for the queries (default
+    as ``encode_query``); see :func:`resolve_prompt`.
 
     >>> from slice_st import load_model
     >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
@@ -485,10 +754,15 @@ def best_spans(
     text_list, _ = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
     top_k = min(top_k, _most_spans(text_list, span_config))
-    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
+    similarity = _similarity(model, similarity_fn_name)
+    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
+    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
+                                prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
 
-    scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context)
-    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+    scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context,
+                           prompt=text_prompt, device=device, similarity=similarity)
+    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"],
+                            similarity)
 
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
@@ -497,7 +771,8 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
-def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context):
+def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context, *,
+          prompt: str = "", device: str | None = None, similarity: str = "cosine"):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0).
@@ -505,7 +780,7 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context):
+    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
         for rows in batch.rows(batch_size):
             queries = query_vectors
             if paired:  # (rows, 1, d): each window against its own text's query
@@ -513,7 +788,7 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
                 queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
             found = best_span_scores(
                 queries, rows.token_embeddings, rows.boundaries, rows.num_units,
-                span_config.min_span, span_config.max_span, top_k, rows.owned,
+                span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity,
             )
             _collect(found, rows, span_config.unit, scores, arrays)
     return scores, arrays
@@ -569,17 +844,23 @@ def best_spans_paired(
     queries: Sequence[str],
     texts: Sequence[str],
     *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    query_prompt_name: str | None = None,
+    query_prompt: str | None = None,
     min_span: int | None = None,
     max_span: int | None = None,
     unit: str | None = None,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
+    device: str | None = None,
+    similarity_fn_name: str | None = None,
     window_context: int = 16,
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
 
-    Same scoring as :func:`best_spans`, but only the N pairs are scored instead of all N × N: the
-    evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
+    Same scoring and options as :func:`best_spans`, but only the N pairs are scored instead of all
+    N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
 
     >>> from slice_st import load_model
     >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
@@ -594,8 +875,12 @@ def best_spans_paired(
     if not query_list:
         return []
     span_config = resolve_span_config(model, min_span, max_span, unit)
-    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context)
-    scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context)
+    similarity = _similarity(model, similarity_fn_name)
+    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
+    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
+                                prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
+    scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context,
+                           prompt=text_prompt, device=device, similarity=similarity)
     result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
     matches: list[SpanMatch | None] = []
     for index, query in enumerate(query_list):
@@ -608,13 +893,14 @@ def best_spans_paired(
 
 
 def attach_methods() -> None:
-    """Make ``encode_spans``/``best_spans`` methods of every ``SentenceTransformer`` (never clobbering ST's own).
+    """Make ``encode_spans``/``encode_span_queries``/``best_spans`` methods of every ``SentenceTransformer``
+    (never clobbering ST's own).
 
     ``import slice_st`` arranges for this to run as soon as ``sentence_transformers`` is imported.
     """
     from sentence_transformers import SentenceTransformer
 
-    for function in (encode_spans, best_spans):
+    for function in (encode_spans, encode_span_queries, best_spans):
         existing = getattr(SentenceTransformer, function.__name__, None)
         if existing is None or getattr(existing, "__module__", "").startswith("slice_st"):
             setattr(SentenceTransformer, function.__name__, function)

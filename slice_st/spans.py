@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 __all__ = [
+    "SIMILARITIES",
     "SpanBatch",
     "BestSpans",
     "check_span_bounds",
@@ -44,6 +45,10 @@ __all__ = [
     "span_means",
     "sample_spans",
 ]
+
+
+#: Span similarities, named as sentence-transformers' ``similarity_fn_name``.
+SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def check_span_bounds(min_span: int, max_span: int) -> None:
@@ -254,8 +259,14 @@ def best_span_scores(
     top_k: int = 1,
     owned: tuple[Tensor, Tensor] | None = None,
     eps: float = 1e-12,
+    similarity: str = "cosine",
 ) -> BestSpans:
-    """Fused best-span search: the top-``k`` cosine between each query and all spans of each row.
+    """Fused best-span search: the top-``k`` similarity between each query and all spans of each row.
+
+    ``similarity`` is sentence-transformers' ``similarity_fn_name`` between the query vector and the
+    span's **mean** token vector: ``"cosine"`` (default), ``"dot"``, ``"euclidean"`` (minus the L2
+    distance) or ``"manhattan"`` (minus the L1 distance). Cosine, dot and euclidean need only the
+    span sums' dot products and norms; manhattan builds each span length's mean vectors in turn.
 
     ``queries`` is ``(Q, d)``, shared by all rows, or ``(B, Q, d)``: row ``b`` against its own queries
     (paired scoring, e.g. one origin phrase per passage). The ``(B, S, d)`` span matrix is never
@@ -276,27 +287,46 @@ def best_span_scores(
     batch = token_embeddings.shape[0]
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
         raise ValueError(f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}.")
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}.")
     num_queries = queries.shape[-2]
     device = token_embeddings.device
     width = boundaries.shape[1] - 1
-    unit_queries = torch.nn.functional.normalize(queries.float().to(device), dim=-1, eps=eps)
+    query_vectors = queries.float().to(device)
+    if similarity == "cosine":
+        query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
-    if unit_queries.dim() == 2:
-        query_sums = unit_prefix @ unit_queries.T  # (B, U+1, Q)
+    if query_vectors.dim() == 2:
+        query_sums = unit_prefix @ query_vectors.T  # (B, U+1, Q)
     else:
-        query_sums = unit_prefix @ unit_queries.transpose(1, 2)  # (B, U+1, d) @ (B, d, Q)
+        query_sums = unit_prefix @ query_vectors.transpose(1, 2)  # (B, U+1, d) @ (B, d, Q)
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
     exists = ~torch.isnan(norms)
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
+    query_norms2 = (query_vectors**2).sum(-1)  # (Q,) or (B, Q): for euclidean
+    query_norms2 = query_norms2[None, None, :] if query_vectors.dim() == 2 else query_norms2[:, None, :]
+    token_bounds = boundaries.to(device)
 
     best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
     best_starts = torch.full((batch, top_k, num_queries), -1, dtype=torch.long, device=device)
     best_ends = best_starts.clone()
     for length in range(min_span, min(max_span, width) + 1):
         count = width - length + 1
-        dots = query_sums[:, length : length + count] - query_sums[:, :count]  # (B, n, Q)
-        scores = dots / norms[:, :count, length - min_span, None]
+        dots = query_sums[:, length : length + count] - query_sums[:, :count]  # (B, n, Q): q · span sum
+        if similarity == "cosine":
+            scores = dots / norms[:, :count, length - min_span, None]
+        else:
+            tokens = (token_bounds[:, length : length + count] - token_bounds[:, :count]).clamp(min=1).float()[..., None]  # (B, n, 1)
+            if similarity == "dot":
+                scores = dots / tokens
+            elif similarity == "euclidean":
+                mean_norms2 = (norms[:, :count, length - min_span, None] / tokens) ** 2
+                scores = -(query_norms2 - 2 * dots / tokens + mean_norms2).clamp(min=0).sqrt()
+            else:  # manhattan: needs the mean vectors themselves
+                means = (unit_prefix[:, length : length + count] - unit_prefix[:, :count]) / tokens  # (B, n, d)
+                targets = query_vectors if query_vectors.dim() == 3 else query_vectors[None].expand(batch, -1, -1)
+                scores = -torch.cdist(means, targets, p=1)  # (B, n, Q)
         scores = scores.masked_fill(~exists[:, :count, length - min_span, None], float("-inf"))
         starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)
         merged_scores = torch.cat([best_scores, scores], dim=1)

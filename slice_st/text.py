@@ -1,4 +1,5 @@
-"""Text helpers shared by the library and the command line: reading UTF-8 files, cutting them into texts, tidying whitespace.
+"""Text helpers shared by the library and the command line: reading UTF-8 files, cutting them into texts
+and sentences, tidying whitespace; and :func:`require`, the import of an optional dependency.
 
 The lowest layer with :mod:`slice_st.spans` and :mod:`slice_st.tokens`: it imports nothing of ``slice_st``.
 
@@ -6,18 +7,55 @@ A **line** ends at ``\\n`` (``\\r\\n`` too); other characters Python's ``str.spl
 (``\\f``, ``\\v``, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028, U+2029, a lone ``\\r``) stay inside the line, so line numbers
 are those of ``grep -n`` and editors. A UTF-8 byte-order mark at the start of a file is not text: it is
 never part of a line, though it counts as the file's first character in file offsets.
+
+**Optional dependencies.** The core install (``pip install slice-st``) covers span encoding,
+``best_spans``, mining and the corpus index. Training, evaluation and the FAISS stage need extras
+(``slice-st[train]``, ``[eval]``, ``[faiss]``, or ``[all]``); every import of one goes through
+:func:`require`, which names the extra to install when the module is missing.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
-__all__ = ["FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize"]
+__all__ = [
+    "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
+    "MissingExtraError", "require",
+]
 
 BOM = "\ufeff"
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency is not installed; the message says which ``slice-st[extra]`` brings it."""
+
+
+def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
+    """Import ``module`` (from the ``extra`` extra of ``pyproject.toml``) or raise :class:`MissingExtraError`
+    naming the extra; ``feature`` says what needs it.
+
+    >>> require("json", "train").__name__
+    'json'
+    >>> require("no_such_module_xyz", "eval", "the Table-1 runner")
+    Traceback (most recent call last):
+    ...
+    slice_st.text.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        top = module.split(".")[0]
+        if error.name is not None and error.name.split(".")[0] != top:  # the module is there but one of *its* imports failed
+            raise
+        what = feature or f"this part of slice-st ({extra})"
+        raise MissingExtraError(f"{what} needs {top}, which is not installed: pip install 'slice-st[{extra}]'", name=top) from None
 
 
 @dataclass(frozen=True)
@@ -148,3 +186,41 @@ def detokenize(text: str) -> str:
     for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
         text = text.replace(mark, mark[1:])
     return text
+
+
+#: A place a sentence might end: final punctuation before whitespace, or a line break. Texts without one
+#: are a single sentence, and skip the segmenter (most training texts are single sentences).
+_MAYBE_END = re.compile(r"[.!?…][\"'”’)\]]*\s|\n")
+#: Closing quotes/brackets that pysbd sometimes leaves at the start of the next sentence (``quote." Next``).
+_LEADING_CLOSERS = re.compile(r"^([\"'”’)\]]+)(\s+|$)")
+
+
+@functools.lru_cache(maxsize=1)
+def _segmenter():
+    pysbd = require("pysbd", "train", "sentence splitting")
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``, stripped, by pysbd (rule-based, English: "Mr.", "U.S.", "e.g.", decimals and
+    initials do not end a sentence; a line break does).
+
+    >>> split_sentences("It rained. We stayed in! Did you? 'Yes.' Fine")
+    ['It rained.', 'We stayed in!', 'Did you?', "'Yes.'", 'Fine']
+    >>> split_sentences("Mr. Howard met the U.S. Military, e.g. for talks. They agreed.")
+    ['Mr. Howard met the U.S. Military, e.g. for talks.', 'They agreed.']
+    """
+    if not text.strip():
+        return []
+    if not _MAYBE_END.search(text.strip()):
+        return [text.strip()]
+    sentences: list[str] = []
+    for part in _segmenter().segment(text):
+        part = part.strip()
+        closers = _LEADING_CLOSERS.match(part)
+        if closers and sentences:  # a closing quote split off its sentence: give it back
+            sentences[-1] += closers.group(1)
+            part = part[closers.end() :].strip()
+        if part:
+            sentences.append(part)
+    return sentences

@@ -14,6 +14,7 @@ from slice_st.evaluation import ngram_offsets
 from slice_st.evaluation.table import bar_chart, markdown_table, run_table, table_metrics
 
 FIXTURES = Path(__file__).parent / "fixtures"
+DATA_SAMPLE = str(FIXTURES / "stsb_context_sample.tsv")
 PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
 PASSAGES = [
     "Late again. A man is playing a guitar on stage. The crowd cheered.",
@@ -60,7 +61,7 @@ def test_make_system_specs():
     assert isinstance(make_system("bm25"), BM25System)
     assert isinstance(make_system("glove"), GloveSystem)
     assert make_system("st:some/model").name == "model"
-    assert make_system("default").name == "all-MiniLM-L6-v2"
+    assert make_system("default").name == "slice-minilm" and make_system("st:base").name == "all-MiniLM-L6-v2"
     assert make_system("densephrases:org/m").name == "DensePhrases-style (m)"
 
 
@@ -93,3 +94,50 @@ def test_table_cli(tmp_path, capsys, tiny_model_dir):
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["pairs"] == 8 and set(metrics["metrics"]) == {"full", "single"}
     assert "| BM25 |" in capsys.readouterr().out
+
+
+def _two_runs_named_final(tmp_path, tiny_model_dir):
+    """runA/final and runB/final: the same architecture and folder name, different weights."""
+    import torch
+
+    import slice_st
+
+    folders = []
+    for run, seed in (("runA", 1), ("runB", 2)):
+        model = slice_st.load_model(tiny_model_dir)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
+        folder = tmp_path / run / "final"
+        model.save(str(folder))
+        folders.append(str(folder))
+    return folders
+
+
+def test_table_keys_systems_by_fingerprint_not_folder_name(tmp_path, tiny_model_dir, capsys):
+    """Two runs' `final` models in one table, each with its own cache entry; a later table of run B alone
+    reads B's results, never A's (the cache used to be keyed by the display name `final`)."""
+    run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
+    cache = tmp_path / "cache"
+    common = [DATA_SAMPLE, "--setups", "single", "--max-span", "4", "--cache", str(cache), "--quiet"]
+    assert main(["table", *common, "-s", f"st:{run_a}", "-s", f"st:{run_b}", "--out", str(tmp_path / "both")]) == 0
+    both = json.loads((tmp_path / "both" / "metrics.json").read_text())
+    assert set(both["metrics"]["single"]) == {"runA/final", "runB/final"}
+    assert both["systems"]["runA/final"]["key"] != both["systems"]["runB/final"]["key"]
+    assert len(list(cache.iterdir())) == 2
+    assert main(["table", *common, "-s", f"st:{run_b}", "--out", str(tmp_path / "b")]) == 0
+    alone = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert alone["metrics"]["single"]["runB/final"]["spearman"] == both["metrics"]["single"]["runB/final"]["spearman"]
+    assert len(list(cache.iterdir())) == 2  # reused B's entry
+
+
+def test_same_display_name_is_told_apart_by_fingerprint(tmp_path, tiny_model_dir):
+    from slice_st.evaluation.table import system_labels
+
+    run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
+    systems = [SentenceTransformerSystem(run_a, name="final"), SentenceTransformerSystem(run_b, name="final")]
+    labels = system_labels(systems)
+    assert labels[0] != labels[1] and all(label.startswith("final [st-") for label in labels)
+    with pytest.raises(ValueError, match="the same system is given twice"):
+        system_labels([SentenceTransformerSystem(run_a), SentenceTransformerSystem(run_a, name="again")])

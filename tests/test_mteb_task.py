@@ -1,8 +1,9 @@
-"""The STSBContext mteb task and the `slice-st mteb` pass-through (slice_st.integrations.mteb)."""
+"""The STSBContext mteb task and `slice-st mteb run` (slice_st.integrations.mteb): mteb's public API only."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,54 +11,91 @@ import pytest
 mteb = pytest.importorskip("mteb")
 
 from slice_st.cli import main  # noqa: E402
-from slice_st.integrations.mteb import DATA_ENV, STSBContext, _pop_option, register_tasks  # noqa: E402
+from slice_st.integrations.mteb import DATA_ENV, STSBContext, mteb_model  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "stsb_context_sample.tsv"
 
 
-def test_metadata_is_honest():
+def test_metadata_is_honest(tmp_path):
     meta = STSBContext.metadata
     assert meta.type == "STS" and meta.main_score == "cosine_spearman"
     assert "2405.07263" in meta.bibtex_citation and meta.license == "not specified"
+    unknown = STSBContext(FIXTURE).metadata  # no note beside it: its origin is not claimed
+    assert unknown.sample_creation == "found" and "origin is not recorded" in unknown.description
+    released = STSBContext(FIXTURE, source="released").metadata
+    assert released.sample_creation == "LM-generated and verified" and "language model" in released.description
 
 
-def test_evaluate_from_python(tiny_model):
+def test_make_context_output_is_described_as_glued_sentences(tmp_path, capsys):
+    """A `make-context` file is glued STS-B sentences: never "LM-generated"."""
+    stsb = tmp_path / "sts.csv"
+    rows = [("A man plays a guitar.", "A man is playing the guitar.", 4.8), ("A dog runs.", "The dog is running.", 4.5),
+            ("A woman cooks.", "Someone is cooking food.", 3.9), ("Kids play.", "Children are playing outside now.", 3.2),
+            ("Rain falls.", "It is raining hard today.", 4.0), ("A cat sleeps.", "The cat is sleeping on a sofa.", 4.1)]
+    stsb.write_text("".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows)))
+    out = tmp_path / "dev.tsv"
+    assert main(["make-context", str(stsb), "-o", str(out), "--words", "12", "--quiet"]) == 0
+    meta = STSBContext(out).metadata
+    assert meta.sample_creation == "created" and "make-context" in meta.description and "LM-generated" not in meta.description
+
+
+def test_evaluate_from_python_has_a_model_name_and_revision(tiny_model, tmp_path):
     task = STSBContext(FIXTURE, max_span=6)
-    result = mteb.evaluate(tiny_model, [task], cache=None, show_progress_bar=False)
+    result = mteb.evaluate(mteb_model(tiny_model), [task], cache=mteb.ResultCache(str(tmp_path)), show_progress_bar=False, co2_tracker=False)
     scores = result.task_results[0].scores["test"][0]
     assert scores["main_score"] == scores["cosine_spearman"] == scores["spearman"]
     assert -1 <= scores["cosine_pearson"] <= 1 and "full_context_cosine_spearman" in scores
-    assert scores["max_span"] == 6
+    assert scores["max_span"] == 6 and scores["pairs"] == 8
+    assert result.model_name.startswith("local/") and "no_model_name" not in result.model_name
+    from slice_st.config import model_fingerprint
+
+    assert result.model_revision == model_fingerprint(tiny_model)
+    saved = list(tmp_path.rglob("STSBContext.json"))
+    assert len(saved) == 1 and "no_revision_available" not in str(saved[0])
 
 
-def test_missing_data_is_a_clear_error(monkeypatch, tiny_model):
+def test_limit_is_a_seeded_sample_with_its_own_revision():
+    task = STSBContext(FIXTURE, limit=4)
+    task.load_data()
+    assert len(task.dataset["default"]["test"]) == 4
+    assert task.metadata.dataset["revision"].endswith("-limit4-seed0")
+    with pytest.raises(ValueError, match="limit"):
+        STSBContext(FIXTURE, limit=2)
+
+
+def test_missing_data_is_a_clear_error(monkeypatch):
     monkeypatch.delenv(DATA_ENV, raising=False)
     with pytest.raises(FileNotFoundError, match="STSBContext needs the STS-B-Context TSV"):
         STSBContext().load_data()
 
 
-def test_registered_for_mteb_lookups():
-    register_tasks()
-    register_tasks()  # idempotent
-    assert isinstance(mteb.get_task("STSBContext"), STSBContext)
-    assert [type(t) for t in mteb.get_tasks(tasks=["STSBContext"])] == [STSBContext]
-
-
-def test_pop_option():
-    argv = ["run", "--stsb-context", "a.tsv", "-t", "X"]
-    assert _pop_option(argv, "--stsb-context") == "a.tsv" and argv == ["run", "-t", "X"]
-    argv = ["run", "--stsb-context=b.tsv"]
-    assert _pop_option(argv, "--stsb-context") == "b.tsv" and argv == ["run"]
-
-
-def test_cli_pass_through_with_a_local_model_path(tiny_model_dir, tmp_path, monkeypatch):
+def test_cli_runs_mteb_evaluate_without_patching_mteb(tiny_model_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(DATA_ENV, raising=False)
+    get_model, registry = mteb.get_model, dict(vars(mteb))
+    model_dir = tmp_path / "runA" / "final"
+    shutil.copytree(tiny_model_dir, model_dir)
     out = tmp_path / "results"
-    code = main(["mteb", "run", "-t", "STSBContext", "-m", tiny_model_dir, "--stsb-context", str(FIXTURE),
-                 "--output-folder", str(out), "--batch-size", "8", "-v", "0", "--no-co2-tracker"])
+    code = main(["mteb", "run", "-t", "STSBContext", "-m", str(model_dir), "--stsb-context", str(FIXTURE), "--limit", "6",
+                 "--output-folder", str(out), "--batch-size", "8", "--max-span", "6", "--no-progress"])
     assert code == 0
     files = list(out.rglob("STSBContext.json"))
     assert len(files) == 1
-    assert files[0].parent.parent.name.startswith("local__")  # mteb's layout: results/<model>/<revision>/
+    model_folder, revision = files[0].parent.parent.name, files[0].parent.name
+    assert model_folder == "local__runA-final" and len(revision) == 16  # mteb's layout: results/<model>/<revision>/
     scores = json.loads(files[0].read_text())["scores"]["test"][0]
-    assert "cosine_spearman" in scores
+    assert scores["pairs"] == 6 and "cosine_spearman" in scores
+    printed = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert printed["task"] == "STSBContext" and printed["model"] == "local/runA-final"
+    assert mteb.get_model is get_model and dict(vars(mteb)).keys() == registry.keys()  # nothing patched
+    with pytest.raises(KeyError):
+        mteb.get_task("STSBContext")  # mteb's own registry is left alone
+
+
+def test_cli_errors_are_one_line(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mteb", "run", "--stsb-context", str(tmp_path / "missing.tsv")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"slice-st: error: --stsb-context: file not found: {tmp_path / 'missing.tsv'}"
+    with pytest.raises(SystemExit):
+        main(["mteb", "run", "--stsb-context", str(FIXTURE), "--limit", "2"])
+    assert "must be >= 4" in capsys.readouterr().err

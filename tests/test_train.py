@@ -40,19 +40,61 @@ def triplets_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
-class RecordingApi:
-    """Stands in for huggingface_hub.HfApi: records what would be pushed, keeps a copy of the card."""
+class FakeHfApi:
+    """Stands in for huggingface_hub.HfApi (the pre-training check) and for transformers' hf_api() (the
+    trainer's pushes): records every upload with a snapshot of the files and the card; no network."""
 
-    def __init__(self):
-        self.repos, self.uploads = [], []
+    def __init__(self, user="org", orgs=(), role="write", repos=()):
+        self.user, self.orgs, self.role, self.existing = user, list(orgs), role, set(repos)
+        self.created, self.uploads, self.calls = [], [], []
 
-    def create_repo(self, repo_id, exist_ok=False, private=None):
-        self.repos.append(repo_id)
+    def whoami(self, token=None, **kwargs):
+        self.calls.append("whoami")
+        return {"type": "user", "name": self.user, "orgs": [{"name": org} for org in self.orgs],
+                "auth": {"accessToken": {"role": self.role}}}
 
-    def upload_folder(self, repo_id, folder_path, commit_message, ignore_patterns):
-        files = sorted(os.listdir(folder_path))
-        card = Path(folder_path, "README.md").read_text(encoding="utf-8")
-        self.uploads.append({"repo_id": repo_id, "files": files, "message": commit_message, "ignore": ignore_patterns, "card": card})
+    def repo_info(self, repo_id, repo_type=None, **kwargs):
+        from huggingface_hub.errors import RepositoryNotFoundError
+
+        self.calls.append("repo_info")
+        if repo_id not in self.existing:
+            from types import SimpleNamespace
+
+            response = SimpleNamespace(status_code=404, headers={}, request=None)  # what the error reads of an HTTP response
+            raise RepositoryNotFoundError(f"{repo_id} not found", response=response)
+        return {"id": repo_id}
+
+    def create_repo(self, repo_id, token=None, private=None, exist_ok=False, **kwargs):
+        from types import SimpleNamespace
+
+        self.created.append((repo_id, private))
+        return SimpleNamespace(repo_id=repo_id)
+
+    def upload_folder(self, repo_id, folder_path, commit_message=None, ignore_patterns=None, run_as_future=False, path_in_repo=None, **kwargs):
+        import fnmatch
+        from concurrent.futures import Future
+
+        names = sorted(n for n in os.listdir(folder_path) if not any(fnmatch.fnmatch(n, p) for p in ignore_patterns or []))
+        card = Path(folder_path, "README.md")
+        self.uploads.append({"repo_id": repo_id, "files": names, "message": commit_message, "path_in_repo": path_in_repo,
+                             "card": card.read_text(encoding="utf-8") if card.exists() else None})
+        if run_as_future:
+            future = Future()
+            future.set_result(None)
+            return future
+        return None
+
+
+@pytest.fixture()
+def hub(monkeypatch):
+    """A fake Hub: HF_TOKEN set, the Hub switched on, transformers' hf_api() answering with the fake."""
+    import transformers.trainer
+
+    api = FakeHfApi(user="me", orgs=["org"])
+    monkeypatch.setenv("HF_TOKEN", "hf_fake_token")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
+    return api
 
 
 def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
@@ -64,42 +106,119 @@ def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
     return TrainConfig(**values)
 
 
-def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_model_dir, triplets_dir):
+def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_model_dir, triplets_dir, hub):
+    """Pushes are the trainer's own (hub_strategy every_save, then push_to_hub at the end) and carry the SLICE card."""
     from sentence_transformers import SentenceTransformer
 
-    api = RecordingApi()
-    config = _config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny")
-    train(config, hub_api=api)
+    config = _config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny", hub_private_repo=True)
+    train(config, hub_api=hub)
+    assert hub.calls[:2] == ["whoami", "repo_info"]  # checked before training
     run = Path(config.output_dir)
     checkpoints = sorted(p.name for p in run.iterdir() if p.name.startswith("checkpoint-"))
     assert checkpoints and len(checkpoints) <= config.save_total_limit
     state = json.loads((run / checkpoints[-1] / "trainer_state.json").read_text())
     assert any("eval_dev_single_spearman" in entry for entry in state["log_history"])
     assert state["best_metric"] is not None
+    assert not any(p.name.startswith("_final") for p in run.iterdir())
 
     loaded = SentenceTransformer(str(run / "final"))  # no trust flag
     assert slice_st.get_span_config(loaded) == slice_st.SpanConfig(1, 6, "word")
     assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
 
-    assert api.repos and set(api.repos) == {"org/slice-tiny"}
-    messages = [upload["message"] for upload in api.uploads]
-    assert "Checkpoint at step 2" in messages and messages[-1] == "Final SLICE model"
-    for upload in api.uploads:
-        assert "optimizer.pt" in upload["ignore"] and "README.md" in upload["files"]
+    assert hub.created == [("org/slice-tiny", True)]
+    messages = [upload["message"] for upload in hub.uploads]
+    assert "Training in progress, step 2" in messages and messages[-1] == "Final SLICE model"
+    final = hub.uploads[-1]
+    assert {"modules.json", "config.json", "model.safetensors", "README.md"} <= set(final["files"])
+    assert "final" not in final["files"] and "optimizer.pt" not in final["files"]
+    for upload in hub.uploads:
+        assert upload["repo_id"] == "org/slice-tiny"
+        assert "Span-Aggregatable, Contextualized Word Embeddings" in upload["card"] and "Late-Interaction" not in upload["card"]
         assert 'SentenceTransformer("org/slice-tiny")' in upload["card"]
-    assert "dev_single_spearman" in api.uploads[-1]["card"]
+        assert str(tmp_path) not in upload["card"]  # no local path in a public card
+    assert "dev_single_spearman" in final["card"] and "model-index" in final["card"]
+    local = (run / "final" / "README.md").read_text(encoding="utf-8")
+    assert _front_matter(local) == _front_matter(final["card"])  # one card path: the same metadata locally and on the Hub
+
+
+def _front_matter(card: str) -> dict:
+    import yaml
+
+    return yaml.safe_load(card.split("---", 2)[1])
+
+
+def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
+    """A local run's final/README.md is the SLICE card (not the generic sentence-transformers one), with no local paths."""
+    config = _config(tmp_path, tiny_model_dir, triplets_dir, max_steps=2, save_steps=2)
+    train(config)
+    card = (Path(config.output_dir) / "final" / "README.md").read_text(encoding="utf-8")
+    meta = _front_matter(card)
+    assert meta["language"] == ["en"] and meta["license"] == "other"  # a local dataset: its licence is unknown here
+    assert {"slice-st", "phrase-mining", "sentence-transformers"} <= set(meta["tags"])
+    assert "## SLICE: span embeddings for phrase mining" in card and "Span-Aggregatable, Contextualized Word Embeddings" in card
+    assert "SpanMaxCrossEntropyLoss" in card and "your own data" in card and "check the terms" in card
+    assert str(tmp_path) not in card and "offline:" not in card
+    assert "# SLICE span embeddings" in card  # the model name, not "SentenceTransformer"
 
 
 def test_model_card_content(tiny_model_dir):
     model = slice_st.load_model(tiny_model_dir)
     slice_st.set_span_config(model, max_span=12)
-    config = TrainConfig(output_dir="x", model="sentence-transformers/all-MiniLM-L6-v2", train_data=["offline"], max_steps=300, scale=20.0)
-    card = render_model_card(model, "org/slice-minilm", config=config, metrics={"dev_single_spearman": 0.61234})
-    assert card.startswith("---\nlibrary_name: sentence-transformers")
-    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card
-    assert "1..12 words" in card and "300 steps" in card and "offline" in card
-    assert '"scale": 20.0' in card and "| dev_single_spearman | 0.6123 |" in card
+    config = TrainConfig(output_dir="x", model="sentence-transformers/all-MiniLM-L6-v2", train_data=["offline:/somewhere/shared/data"],
+                         max_steps=300, scale=20.0)
+    card = render_model_card(model, config, repo_id="org/slice-minilm")
+    meta = _front_matter(card)
+    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["library_name"] == "sentence-transformers"
+    assert meta["license"] == "cc-by-nc-sa-4.0"  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
+    assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta["language"] == ["en"]
+    assert "1..12 words" in card and "**Steps:** 300" in card and '"scale": 20.0' in card
+    assert "SICK: CC BY-NC-SA 3.0" in card and "non-commercial" in card and "/somewhere" not in card
     assert "trust_remote_code" in card and "encode_spans" in card and "2405.07263" in card
+    assert 'SentenceTransformer("org/slice-minilm")' in card and "Late-Interaction" not in card
+
+
+@pytest.mark.parametrize(("train_data", "distill", "sts", "expected"), [
+    (["msmarco:/x/triples.tsv"], [], [], "cc-by-nc-sa-4.0"),
+    (["offline"], [], [], "cc-by-nc-sa-4.0"),
+    ([], [], ["offline"], "cc-by-nc-sa-4.0"),  # graded pairs from STS-B and SICK
+    ([], ["offline"], [], "other"),  # ParaBank states no licence
+    ([], [], [], "apache-2.0"),  # no SLICE data: the base model's
+])
+def test_card_licence_follows_the_training_data(train_data, distill, sts, expected):
+    from slice_st.training.hub import card_license, training_sources
+
+    keys = [key for part in training_sources(train_data, distill, sts) for key in part]
+    assert card_license(keys, "sentence-transformers/all-MiniLM-L6-v2")[0] == expected
+
+
+@pytest.mark.parametrize(("env", "api", "message"), [
+    ({"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_x"}, FakeHfApi(), "HF_HUB_OFFLINE=1"),
+    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}, FakeHfApi(), "no Hugging Face token"),
+    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(role="read"), "read-only"),
+    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(user="someone"), "not 'org'"),
+])
+def test_push_is_checked_before_anything_is_trained(tmp_path, tiny_model_dir, triplets_dir, monkeypatch, env, api, message):
+    import slice_st.config
+    from slice_st.training.hub import HubAccessError
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub"))
+    with pytest.raises(HubAccessError, match=message):
+        train(_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny"), hub_api=api)
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, triplets_dir, capsys, monkeypatch):
+    from slice_st.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--push-to-hub", "org/x"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("slice-st: error: cannot push to org/x: the Hub is switched off")
+    assert not (tmp_path / "run").exists()
 
 
 def test_config_from_cli_args_uses_preset_then_overrides():

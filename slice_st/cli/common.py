@@ -1,26 +1,92 @@
-"""Helpers shared by the command groups: argument types, progress switches, query files, match output."""
+"""Helpers shared by the command groups: argument types, output switches (--quiet, --no-progress),
+strict JSON, query files, match output."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import json
+import logging
+import math
 import os
+import sys
 
 from slice_st.text import FileAccessError, read_file, split_lines
 
-__all__ = ["positive_int", "finite_float", "check_output", "quiet_progress", "read_queries", "write_rows"]
+__all__ = [
+    "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
+    "report", "json_ready", "dumps_json", "read_queries", "write_rows",
+]
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
 PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
 
 
-def positive_int(value: str) -> int:
-    """An ``argparse`` type: an integer >= 1."""
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
+def int_at_least(minimum: int, why: str = ""):
+    """An ``argparse`` type: an integer >= ``minimum`` (checked while parsing, before any work)."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        if number < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}{why}, got {number}")
+        return number
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+positive_int = int_at_least(1)
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--quiet`` and ``--no-progress`` (every command has both; a command that already has one keeps it)."""
+    for flags, help_text in ((("--no-progress",), "hide progress bars"),
+                             (("--quiet",), "print only results and errors: no progress bars, status lines or library logs")):
+        try:
+            parser.add_argument(*flags, action="store_true", help=help_text)
+        except argparse.ArgumentError:  # the command defines it itself
+            pass
+
+
+def apply_output_options(args):
+    """Act on ``--quiet`` / ``--no-progress`` before a command runs (``--quiet`` implies ``--no-progress``).
+
+    Returns a function that puts the environment variables and logger levels back.
+    """
+    saved_env = {name: os.environ.get(name) for name in _PROGRESS_ENV + ("TRANSFORMERS_VERBOSITY",)}
+    saved_levels = {}
+    if getattr(args, "quiet", False):
+        args.no_progress = True
+        for name in ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st"):
+            saved_levels[name] = logging.getLogger(name).level
+            logging.getLogger(name).setLevel(logging.ERROR)
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if getattr(args, "no_progress", False):
+        for name in _PROGRESS_ENV:  # tqdm >= 4.66 reads TQDM_DISABLE for bars made without an explicit ``disable``
+            os.environ[name] = "1"
+        for module, function in (("transformers.utils.logging", "disable_progress_bar"),
+                                 ("huggingface_hub.utils", "disable_progress_bars"), ("datasets.utils.logging", "disable_progress_bar")):
+            if module.split(".")[0] in sys.modules:  # already imported: switch it off there too
+                getattr(importlib.import_module(module), function)()
+
+    def restore() -> None:
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+
+    return restore
+
+
+#: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
+_PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 
 def finite_float(value: str) -> float:
@@ -56,11 +122,39 @@ def check_output(path: str, kind: str = "file") -> str:
 
 
 def quiet_progress(args) -> None:
-    """With ``--no-progress``, silence the Hugging Face progress bars too."""
-    if getattr(args, "no_progress", False):
+    """With ``--no-progress`` (or ``--quiet``), silence the Hugging Face progress bars too."""
+    if getattr(args, "no_progress", False) or getattr(args, "quiet", False):
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.disable_progress_bar()
+
+
+def report(args, message: str, out=None) -> None:
+    """A status line (not a result): to ``out`` (standard output by default) unless ``--quiet``."""
+    if not getattr(args, "quiet", False):
+        (out or sys.stdout).write(message.rstrip("\n") + "\n")
+
+
+def json_ready(value):
+    """``value`` with NaN/inf floats as ``None`` and numpy scalars/arrays as Python values (strict JSON).
+
+    >>> json_ready({"a": float("nan"), "b": [1.5, float("inf")]})
+    {'a': None, 'b': [1.5, None]}
+    """
+    if isinstance(value, dict):
+        return {str(key): json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar or array, torch tensor
+        return json_ready(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def dumps_json(value, **kwargs) -> str:
+    """Strict JSON (``null`` for NaN/inf; never the bare ``NaN`` that JSON parsers reject)."""
+    return json.dumps(json_ready(value), allow_nan=False, **kwargs)
 
 
 def read_queries(args) -> list[str]:
@@ -87,7 +181,7 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
     """Write match rows as jsonl/csv (``fields``) or a table (``where``, span highlighted in ``text``; ``calibrated`` if present)."""
     if args.format == "jsonl":
         for row in rows:
-            out.write(json.dumps({key: row[key] for key in fields}, ensure_ascii=False) + "\n")
+            out.write(dumps_json({key: row[key] for key in fields}, ensure_ascii=False) + "\n")
     elif args.format == "csv":
         writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()

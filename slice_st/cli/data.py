@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import check_output, positive_int
+from slice_st.cli.common import check_output, positive_int, report
 
 __all__ = ["add_data_commands"]
 
@@ -43,18 +43,18 @@ def _add_passages_command(commands) -> None:
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help="offline[:SHARED_DATA_DIR] | text/TSV/JSONL files | saved datasets folders")
     parser.add_argument("-o", "--output", required=True, help="folder to save the dataset to (datasets.save_to_disk)")
     parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help="STS-B or STS-B-Context file whose sentences are kept out (repeatable)")
-    parser.add_argument("--min-words", type=int, default=20)
-    parser.add_argument("--max-words", type=int, default=80)
-    parser.add_argument("--limit", type=int, default=None, help="keep a seeded sample of N passages")
+    parser.add_argument("--min-words", type=positive_int, default=20)
+    parser.add_argument("--max-words", type=positive_int, default=80)
+    parser.add_argument("--limit", type=positive_int, default=None, help="keep a seeded sample of N passages")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--shared-data", help="the shared data folder for 'offline' (default: ../shared/data)")
     parser.add_argument("--cache-teacher", action="store_true", help="add a 'label' column with spans and teacher vectors")
     parser.add_argument("-m", "--model", help="the student/base model (its tokenizer defines word units; default: embedded all-MiniLM-L6-v2)")
     parser.add_argument("--teacher", help="teacher model (default: the base model itself)")
-    parser.add_argument("--spans", type=int, default=8, help="spans per passage (default 8)")
-    parser.add_argument("--max-span", type=int, default=12, help="longest span in words (default 12)")
-    parser.add_argument("--max-seq-length", type=int, default=None, help="the training run's max_seq_length (must match it)")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--spans", type=positive_int, default=8, help="spans per passage (default 8)")
+    parser.add_argument("--max-span", type=positive_int, default=12, help="longest span in words (default 12)")
+    parser.add_argument("--max-seq-length", type=positive_int, default=None, help="the training run's max_seq_length (must match it)")
+    parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.set_defaults(handler=_make_passages_command)
 
 
@@ -62,6 +62,8 @@ def _make_passages_command(args) -> int:
     from slice_st.data.passages import load_passages
 
     check_output(args.output, "folder")
+    if args.min_words > args.max_words:
+        raise ValueError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
     shared = args.shared_data or os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
     started = time.perf_counter()
     passages = load_passages(args.sources, shared_data=shared, exclude_paths=args.exclude, min_words=args.min_words,
@@ -69,7 +71,7 @@ def _make_passages_command(args) -> int:
     if len(passages) == 0:
         raise ValueError(f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "
                          f"--min-words {args.min_words} after excluding the dev sentences. Nothing was saved.")
-    print(f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    report(args, f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", sys.stderr)
     if args.cache_teacher:
         from slice_st.config import load_model
         from slice_st.losses import SpanDistillationLoss
@@ -79,11 +81,11 @@ def _make_passages_command(args) -> int:
             model.max_seq_length = args.max_seq_length
         loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)
         started = time.perf_counter()
-        passages = loss.cache_teacher_vectors(passages, batch_size=args.batch_size, seed=args.seed, show_progress_bar=True)
+        passages = loss.cache_teacher_vectors(passages, batch_size=args.batch_size, seed=args.seed, show_progress_bar=not args.no_progress)
         seconds = time.perf_counter() - started
-        print(f"teacher vectors: {seconds:.1f} s ({len(passages) / max(seconds, 1e-9):.1f} passages/s)", file=sys.stderr)
+        report(args, f"teacher vectors: {seconds:.1f} s ({len(passages) / max(seconds, 1e-9):.1f} passages/s)", sys.stderr)
     passages.save_to_disk(args.output)
-    print(f"saved {args.output}", file=sys.stderr)
+    report(args, f"saved {args.output}", sys.stderr)
     return 0
 
 
@@ -96,15 +98,21 @@ def _context_styles() -> tuple[str, ...]:
 def _make_context_command(args) -> int:
     import numpy as np
 
-    from slice_st.data import make_context, read_stsb, write_stsb_context
+    from slice_st.data import make_context, read_stsb, write_source_note, write_stsb_context
 
     check_output(args.output)
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    unknown = [style for style in styles if style not in _context_styles()]
+    if unknown or not styles:
+        raise ValueError(f"--styles: unknown style(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(_context_styles())}.")
     pairs = read_stsb(args.stsb)
     rows = make_context(pairs, seed=args.seed, styles=styles, words=args.words, limit=args.limit)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     count = write_stsb_context(rows, args.output, encoding=args.encoding)
+    # What the file is (glued STS-B sentences, not language-model passages): read by the STSBContext task.
+    write_source_note(args.output, "make-context", created_by="slice-st make-context", stsb_file=os.path.basename(args.stsb),
+                      seed=args.seed, styles=styles, words=args.words, limit=args.limit, pairs=count)
     lengths = [len(p.split()) for p in rows["passage"]]
-    print(f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean {np.mean(lengths):.1f}; "
-          f"seed {args.seed}; from {args.stsb})")
+    report(args, f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean {np.mean(lengths):.1f}; "
+           f"seed {args.seed}; from {args.stsb})")
     return 0

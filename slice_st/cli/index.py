@@ -13,12 +13,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
-from slice_st.cli.common import check_output, positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import check_output, dumps_json, positive_int, quiet_progress, read_queries, report, write_rows
 
 __all__ = ["add_index_command", "mine_index"]
 
@@ -106,14 +105,15 @@ def _documents(args):
     return documents
 
 
-def _report(verb: str, documents, index, seconds: float, out) -> None:
+def _report(verb: str, documents, index, seconds: float, args) -> None:
     skipped = {doc_id for doc_id, _ in index.skipped}
     documents = [d for d in documents if d.id not in skipped]
     words = sum(len(d.text.split()) for d in documents)
     rate = len(documents) / seconds if seconds > 0 else float("inf")
-    out.write(
+    report(
+        args,
         f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
-        f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, {index.num_units} units\n"
+        f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, {index.num_units} units",
     )
 
 
@@ -145,8 +145,8 @@ def _build(args) -> int:
     if args.calibration:
         index.set_calibration(args.calibration)
     index.save(args.output, overwrite=args.force, timeout=None)
-    _report("indexed", documents, index, seconds, sys.stdout)
-    sys.stdout.write(f"saved to {args.output}\n")
+    _report("indexed", documents, index, seconds, args)
+    report(args, f"saved to {args.output}")
     return 0
 
 
@@ -231,14 +231,14 @@ def _add(args) -> int:
                   on_error="skip" if args.skip_bad else "raise", devices=args.devices, processes=args.processes)
         _report_skipped(index)
         seconds = time.perf_counter() - start
-    _report("added", documents, index, seconds, sys.stdout)
+    _report("added", documents, index, seconds, args)
     return 0
 
 
 def _remove(args) -> int:
     with _update(args.directory) as index:
         removed = index.remove(args.ids)
-    sys.stdout.write(f"removed {removed} documents; the index holds {len(index)} documents\n")
+    report(args, f"removed {removed} documents; the index holds {len(index)} documents")
     return 0
 
 
@@ -254,7 +254,7 @@ def _merge(args) -> int:
         merged = SpanIndex.merge(shards)
         merged.model_name, merged.model_path = first.model_name, first.model_path
         merged.save(args.output)
-    sys.stdout.write(f"merged {len(shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}\n")
+    report(args, f"merged {len(shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}")
     return 0
 
 
@@ -272,7 +272,7 @@ def _info(args) -> int:
 
         SpanIndex.load(args.directory, _model_for(args.directory), verify=True)  # raises on any mismatch
         info["verified"] = True
-    sys.stdout.write(json.dumps(info, indent=2) + "\n")
+    sys.stdout.write(dumps_json(info, indent=2) + "\n")
     return 0
 
 
@@ -286,9 +286,10 @@ def _calibrate(args) -> int:
         index.set_calibration(calibration)
     if args.save_json:
         calibration.save(args.save_json)
-    sys.stdout.write(
+    report(
+        args,
         f"calibrated on {calibration.pairs} pairs of {calibration.source} ({calibration.pair_score} cosine, "
-        f"Spearman {calibration.spearman}); {len(calibration.x)} thresholds stored with {args.directory}\n"
+        f"Spearman {calibration.spearman}); {len(calibration.x)} thresholds stored with {args.directory}",
     )
     return 0
 
@@ -297,7 +298,7 @@ def _candidates(args) -> int:
     start = time.perf_counter()
     with _update(args.directory) as index:
         index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
-    sys.stdout.write(f"candidate stage built in {time.perf_counter() - start:.1f} s: {json.dumps(index.info()['candidates'])}\n")
+    report(args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {dumps_json(index.info()['candidates'])}")
     return 0
 
 

@@ -40,7 +40,13 @@ def add_train_command(commands) -> None:
     parser.add_argument("--unit", choices=("word", "token"), default=None)
     parser.add_argument("--in-batch-negatives", action="store_true", default=None)
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-    parser.add_argument("--push-to-hub", metavar="ORG/NAME", help="push every checkpoint and the final model with a model card")
+    parser.add_argument("--push-to-hub", metavar="ORG/NAME",
+                        help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write access)")
+    parser.add_argument("--hub-strategy", choices=("end", "every_save", "checkpoint", "all_checkpoints"), default=None,
+                        help="when the trainer pushes (TrainingArguments.hub_strategy; default: every_save)")
+    parser.add_argument("--hub-private-repo", action="store_true", default=None, help="create the Hub repository private")
+    parser.add_argument("--license", default=None,
+                        help="the model card's licence (default: chosen from the training data, e.g. cc-by-nc-sa-4.0 for SICK or MS MARCO)")
     parser.add_argument("--shared-data", help="folder of the shared data sets (for --train-data offline)")
     parser.set_defaults(handler=_train_command)
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from slice_st.data.passages import evaluation_sentences, read_texts
 from slice_st.data.stsb import read_stsb
-from slice_st.text import one_line
+from slice_st.text import one_line, require
 
 __all__ = ["ContextPassage", "on_topic_contexts", "offline_sts_contexts", "offline_context_passages", "STS_SOURCES"]
 
@@ -204,7 +204,7 @@ def offline_sts_contexts(
     first sentence is the origin phrase. Pairs with a sentence of ``exclude_paths`` (dev sets) are
     dropped. Licences: STS-B scores CC BY-SA 4.0; SICK CC BY-NC-SA 3.0 (non-commercial).
     """
-    import datasets
+    datasets = require("datasets", "train", "building training contexts")
 
     data_dir = os.fspath(data_dir)
     excluded = evaluation_sentences(exclude_paths)
@@ -233,7 +233,7 @@ def offline_context_passages(
     show_progress_bar: bool = False,
 ) -> Any:
     """Unlabeled on-topic passages (one ``text`` column) for span self-distillation, from STS-B train, SICK and SNLI sentences."""
-    import datasets
+    datasets = require("datasets", "train", "building training contexts")
 
     data_dir = os.fspath(data_dir)
     excluded = evaluation_sentences(exclude_paths)

@@ -15,31 +15,19 @@ import csv
 import json
 import os
 import random
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slice_st.data.corpus import read_jsonl, read_text_file
 from slice_st.data.stsb import DataFormatError, read_stsb, read_stsb_context
 from slice_st.text import detokenize as detokenize_text
-from slice_st.text import one_line
+from slice_st.text import one_line, require, split_sentences
 
 __all__ = ["read_texts", "split_sentences", "cut_passages", "evaluation_sentences", "offline_passages", "load_passages"]
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)\]])\s+")
 
 
 def _norm(sentence: str) -> str:
     return " ".join(sentence.lower().split())
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (split after ``.``, ``!``, ``?`` and an optional closing quote, before whitespace).
-
-    >>> split_sentences("It rained. We stayed in! Did you? 'Yes.' Fine")
-    ['It rained.', 'We stayed in!', 'Did you?', "'Yes.'", 'Fine']
-    """
-    return [part.strip() for part in _SENTENCE_END.split(text) if part and part.strip()]
 
 
 def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
@@ -57,8 +45,7 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
-            import datasets
-
+            datasets = require("datasets", "train", "reading a saved dataset")
             texts = _dataset_column(datasets.load_from_disk(path), field, path)
         elif not os.path.exists(path):
             raise FileNotFoundError(f"No such file or folder: {path}")
@@ -140,7 +127,7 @@ def cut_passages(
     >>> sorted(len(text.split()) for text in ds["text"])   # two documents; "Eleven twelve." is too short alone
     [4, 6]
     """
-    import datasets
+    datasets = require("datasets", "train", "building passages")
 
     if min_words < 1 or max_words < min_words:
         raise ValueError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
@@ -277,7 +264,7 @@ def load_passages(sources: Sequence[str], *, shared_data: str | None = None, exc
                   min_words: int = 20, max_words: int = 80, seed: int = 0, limit: int | None = None):
     """Distillation text for ``slice-st train --distill-data``: ``offline[:DIR]``, saved ``datasets`` folders
     (used as they are if they have a ``text`` column), or text/TSV/JSONL files (cut into passages)."""
-    import datasets
+    datasets = require("datasets", "train", "distillation passages")
 
     parts = []
     files: list[str] = []

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from slice_st.text import one_line
+from slice_st.text import one_line, require
 
 __all__ = [
     "DataFormatError",
@@ -36,6 +36,10 @@ __all__ = [
     "write_stsb_context",
     "read_stsb",
     "make_context",
+    "SOURCE_SUFFIX",
+    "CONTEXT_SOURCES",
+    "write_source_note",
+    "read_source_note",
 ]
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
@@ -52,6 +56,7 @@ def _read_bytes(path_or_url: str | os.PathLike) -> tuple[bytes, str]:
     """The raw bytes of a local file or a URL (downloaded and cached by ``datasets``), and a display name."""
     name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
+        require("datasets", "eval", "reading a URL")
         from datasets.utils.file_utils import cached_path
 
         try:
@@ -127,7 +132,7 @@ def read_stsb_context(
     >>> data[0]["paraphrase"], data[0]["goldsim"], data[0]["paraphrase_in_passage"]
     ('A dog is running.', 4.2, True)
     """
-    import datasets
+    datasets = require("datasets", "eval", "reading STS-B-Context")
 
     if missing_paraphrase not in ("warn", "error", "drop"):
         raise ValueError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
@@ -231,6 +236,46 @@ def write_stsb_context(rows, path: str | os.PathLike, *, encoding: str = "utf-8"
 
 
 
+#: A note beside an STS-B-Context TSV saying where its passages come from (``slice-st make-context`` writes one).
+SOURCE_SUFFIX = ".source.json"
+#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
+#: proxy (STS-B sentences glued around the pair's sentence), or unknown.
+CONTEXT_SOURCES = ("released", "make-context", "unknown")
+
+
+def write_source_note(path: str | os.PathLike, source: str, **details: Any) -> str:
+    """Record beside ``path`` (``PATH.source.json``) where its passages come from; returns the note's path.
+
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
+    >>> _ = write_source_note(path, "make-context", seed=0)
+    >>> read_source_note(path)
+    'make-context'
+    """
+    import json
+
+    if source not in CONTEXT_SOURCES:
+        raise ValueError(f"source must be one of {CONTEXT_SOURCES}, got {source!r}.")
+    note = os.fspath(path) + SOURCE_SUFFIX
+    with open(note, "w", encoding="utf-8") as handle:
+        json.dump({"format": "STS-B-Context", "source": source, **details}, handle, indent=1)
+    return note
+
+
+def read_source_note(path: str | os.PathLike | None) -> str | None:
+    """The ``source`` recorded by :func:`write_source_note` beside ``path`` (``None`` without a readable note)."""
+    import json
+
+    if not path or not os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
+        return None
+    try:
+        with open(os.fspath(path) + SOURCE_SUFFIX, encoding="utf-8") as handle:
+            source = json.load(handle).get("source")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return source if source in CONTEXT_SOURCES else None
+
+
 def read_stsb(path: str | os.PathLike):
     """Read an STS-benchmark TSV (no header: genre, file, year, id, score, sentence1, sentence2, extras…).
 
@@ -244,7 +289,7 @@ def read_stsb(path: str | os.PathLike):
     >>> read_stsb(path)[0]["sentence2"]
     'A man is playing.'
     """
-    import datasets
+    datasets = require("datasets", "eval", "reading STS-B")
 
     raw, name = _read_bytes(path)
     text = _decode(raw, name, "utf-8-sig")
@@ -315,7 +360,7 @@ def make_context(
     >>> all(row["paraphrase"] in row["passage"] for row in ctx), len(ctx)
     (True, 3)
     """
-    import datasets
+    datasets = require("datasets", "eval", "make_context")
 
     unknown = [style for style in styles if style not in CONTEXT_STYLES]
     if unknown or not styles:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slice_st.data.stsb import DataFormatError, make_context, read_stsb
-from slice_st.text import detokenize, one_line
+from slice_st.text import detokenize, one_line, require
 
 __all__ = [
     "read_msmarco_triples",
@@ -46,8 +46,8 @@ def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limi
     wrong number of columns or an empty field raise :class:`~slice_st.data.DataFormatError` naming
     the file and line.
     """
-    import datasets
-    import ftfy
+    datasets = require("datasets", "train", "reading MS MARCO triples")
+    ftfy = require("ftfy", "train", "repairing MS MARCO text")
 
     columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
     with _open_text(path) as handle:
@@ -79,7 +79,7 @@ def msmarco_triples_from_hub(
     The sentence-transformers MS MARCO datasets have ``query``/``positive``/``negative`` columns;
     they are renamed to ``anchor``/``positive``/``negative``.
     """
-    import datasets
+    datasets = require("datasets", "train", "loading Hub triples")
 
     dataset = datasets.load_dataset(dataset_id, subset, split=split)
     if limit is not None:
@@ -190,7 +190,7 @@ def build_training_triplets(
     Returns a ``Dataset`` with ``anchor``, ``positive``, ``negative`` (the passages) and, for
     inspection, ``positive_span`` and ``negative_span`` (the sentences placed).
     """
-    import datasets
+    datasets = require("datasets", "train", "building training triplets")
 
     excluded = {one_line(sentence) for sentence in exclude_sentences}
     kept = []

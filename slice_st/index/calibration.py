@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from slice_st.text import require
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -138,8 +140,8 @@ def fit_calibration(cosines: Sequence[float], scores: Sequence[float], *, low: f
     >>> cal([0.1, 0.4, 0.9]).round(2).tolist()
     [0.0, 0.9, 5.0]
     """
-    from scipy.stats import spearmanr
-    from sklearn.isotonic import IsotonicRegression
+    spearmanr = require("scipy.stats", "eval", "calibration").spearmanr
+    IsotonicRegression = require("sklearn.isotonic", "eval", "calibration").IsotonicRegression
 
     x = np.asarray(cosines, dtype=np.float64)
     y = np.asarray(scores, dtype=np.float64)

@@ -15,6 +15,7 @@ import torch
 from slice_st.index.search import blas_threads, search_threads
 from slice_st.index.storage import save_array
 from slice_st.spans import top_spans_from_dots
+from slice_st.text import require
 
 if TYPE_CHECKING:
     from slice_st.index.span_index import SpanIndex
@@ -67,7 +68,7 @@ class CandidateStage:
 
     @classmethod
     def create(cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int) -> CandidateStage:
-        import faiss
+        faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
         vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
@@ -89,7 +90,7 @@ class CandidateStage:
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
         """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
-        import faiss
+        faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         bounds = np.asarray(arrays["segment_units"])
         first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
@@ -104,7 +105,7 @@ class CandidateStage:
 
     # -------------------------------------------------------------- persistence
     def save(self, data_dir: str) -> None:
-        import faiss
+        faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         path = os.path.join(data_dir, self.FILE)
         faiss.write_index(self.faiss_index, path)
@@ -114,7 +115,7 @@ class CandidateStage:
 
     @classmethod
     def load(cls, data_dir: str, info: dict[str, Any]) -> CandidateStage:
-        import faiss
+        faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         path = os.path.join(data_dir, cls.FILE)
         if not os.path.exists(path):

@@ -84,8 +84,8 @@ class ShardedSpanIndex:
     def texts(self) -> list[str]:
         return [text for shard in self.shards for text in shard.texts]
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
-        return self.shards[0].embed_queries(queries, batch_size=batch_size)
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs) -> torch.Tensor:
+        return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
     def search(
         self,
@@ -100,6 +100,9 @@ class ShardedSpanIndex:
         candidates: int | None = None,
         nprobe: int | None = None,
         per_document: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        device: str | None = None,
     ) -> list[list[IndexMatch]]:
         """:meth:`SpanIndex.search` over all shards (same options); queries are embedded once."""
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
@@ -109,7 +112,7 @@ class ShardedSpanIndex:
                 raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
         scanners = [shard._scanner(wanted, approximate, candidates, nprobe) for shard in self.shards]
         check_threshold(threshold)
-        vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
+        vectors = self.embed_queries(query_list(queries), batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
 
         def scan(query_vectors: torch.Tensor, k: int):

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
-from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode_windows, model_window, resolve_span_config, token_dimension
+from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode_windows, model_window, resolve_prompt, resolve_span_config, token_dimension
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
@@ -271,7 +271,8 @@ class SpanIndex:
         """
         config = self.span_config
         segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing"):
+        prompt = resolve_prompt(self.model, role="document")  # the model's document prompt, as encode_document would use
+        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing", prompt=prompt):
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
@@ -436,8 +437,16 @@ class SpanIndex:
         candidates: int | None = None,
         nprobe: int | None = None,
         per_document: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        device: str | None = None,
     ) -> list[list[IndexMatch]]:
         """For each query, the ``top_k`` spans of the whole corpus by cosine, best first.
+
+        Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` /
+        ``prompt_name`` choose the query prompt (default: the model's ``"query"`` prompt, as
+        ``encode_query``; documents were indexed with its document prompt), ``device`` where the
+        queries are encoded.
 
         Exact: the same ranking and scores as materialising every span vector. ``min_span``/
         ``max_span`` may narrow the index's span range. ``threshold`` drops matches below it.
@@ -454,7 +463,7 @@ class SpanIndex:
         if approximate and self._candidates is None:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
         check_threshold(threshold)
-        vectors = self.embed_queries(query_list(queries), batch_size=batch_size)
+        vectors = self.embed_queries(query_list(queries), batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
@@ -465,9 +474,12 @@ class SpanIndex:
             return lambda queries, k: self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
         return lambda queries, k: self._top_spans(queries, k, wanted.min_span, wanted.max_span)
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, *, prompt_name: str | None = None, prompt: str | None = None,
+                      device: str | None = None) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
-        return torch.nn.functional.normalize(embed_texts(self.model, list(queries), batch_size=batch_size).float().cpu(), dim=-1)
+        vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=resolve_prompt(self.model, prompt, prompt_name, "query"),
+                              device=device)
+        return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
     def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None):
         """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.

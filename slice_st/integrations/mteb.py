@@ -1,17 +1,18 @@
 """``STSBContext``: the STS-B-Context phrase-in-context task for mteb 2, scored by best span.
 
-From Python::
+From Python (mteb's public API; :func:`mteb_model` gives the model a proper name and revision, so that
+results are not filed under ``no_model_name_available/no_revision_available``)::
 
     import mteb
-    from slice_st import STSBContext, load_model
+    from slice_st import load_model
+    from slice_st.integrations.mteb import STSBContext, mteb_model
 
     task = STSBContext("runs/dev/stsb-context-dev.tsv")       # or a URL; or set SLICE_ST_STSB_CONTEXT
-    results = mteb.evaluate(load_model(), [task], cache=mteb.ResultCache("results"))
+    results = mteb.evaluate(mteb_model(load_model()), [task], cache=mteb.ResultCache("results"))
 
-From the command line (mteb 2 has no plugin hook for external tasks, so ``mteb run -t STSBContext``
-cannot know this class; ``slice-st mteb`` registers it, then hands over to mteb's own CLI)::
+From the command line (builds the task, calls ``mteb.evaluate``)::
 
-    slice-st mteb run -t STSBContext -m path/to/model --stsb-context runs/dev/stsb-context-dev.tsv
+    slice-st mteb run -t STSBContext -m path/to/model --stsb-context runs/dev/stsb-context-dev.tsv --output-folder results
 
 A pair's score is the best cosine between the origin phrase (``line``) and any span of 1..20 words of
 the passage, from one forward pass per passage (:func:`slice_st.best_spans_paired`); the main score
@@ -22,22 +23,34 @@ reported alongside as ``full_context_cosine_*``.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import logging
 import os
-import sys
-from collections.abc import Sequence
 from typing import Any
 
-from mteb.abstasks.sts import AbsTaskSTS
-from mteb.abstasks.task_metadata import TaskMetadata
+from slice_st.text import require
 
-__all__ = ["STSBContext", "DATA_ENV", "register_tasks", "run_mteb_cli"]
+require("mteb", "eval", "the STSBContext mteb task")
+
+from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
+from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
+
+from slice_st.data.stsb import read_source_note  # noqa: E402
+
+__all__ = ["STSBContext", "DATA_ENV", "SOURCES", "mteb_model", "run_mteb"]
 
 logger = logging.getLogger(__name__)
 
-#: Environment variable naming the STS-B-Context TSV when the task is built without a path (mteb's CLI).
+#: Environment variable naming the STS-B-Context TSV when the task is built without a path.
 DATA_ENV = "SLICE_ST_STSB_CONTEXT"
+#: What a file in the STS-B-Context format can be: ``(description, mteb sample_creation)``.
+SOURCES = {
+    "released": ("the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) around "
+                 "the STS-B sentence", "LM-generated and verified"),
+    "make-context": ("a proxy built by `slice-st make-context`: each passage is the STS-B sentence glued among other STS-B "
+                     "sentences (no language model), which makes it easier than the released set", "created"),
+    "unknown": ("a file in the STS-B-Context format whose origin is not recorded (the released set's passages were written "
+                "by a language model; `slice-st make-context` glues STS-B sentences)", "found"),
+}
 
 _CITATION = r"""
 @misc{orbach2024slice,
@@ -55,11 +68,14 @@ _CITATION = r"""
 class STSBContext(AbsTaskSTS):
     """STS-B-Context (Orbach et al., 2024) as an mteb STS task whose passages are scored by best span.
 
-    ``path`` is the TSV in the public STS-B-Context format (or an STS-B-Context-style set from
+    ``path`` is the TSV in the public STS-B-Context format (the released set, or a set built by
     ``slice-st make-context``), a local path or URL; without it the ``SLICE_ST_STSB_CONTEXT``
-    environment variable is used. ``min_span``/``max_span``/``unit`` set the spans (default 1..20
-    words, the paper's setting). The model must be a sentence-transformers model (span scoring needs
-    its token vectors).
+    environment variable is used. ``source`` says what the file is (``"released"``,
+    ``"make-context"``, ``"unknown"``; default: the note ``make-context`` writes beside its output, else
+    ``"unknown"``); the task's metadata (description, ``sample_creation``) says so. ``limit`` keeps a
+    seeded sample of that many pairs (``seed``). ``min_span``/``max_span``/``unit`` set the spans
+    (default 1..20 words, the paper's setting). The model must be a sentence-transformers model (span
+    scoring needs its token vectors).
     """
 
     min_score = 0
@@ -70,9 +86,9 @@ class STSBContext(AbsTaskSTS):
         name="STSBContext",
         dataset={"path": "local:STS-B-Context", "revision": "local"},
         description=(
-            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer generated passage. "
-            "The score of a pair is the best similarity between the origin phrase and any 1..20-word span of the passage "
-            "(phrase mining in context). Read from a local TSV or URL (see slice_st.mteb_tasks)."
+            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The score of a pair "
+            "is the best similarity between the origin phrase and any 1..20-word span of the passage (phrase mining in context). "
+            "Read from a local TSV or URL: " + SOURCES["unknown"][0] + "."
         ),
         reference="https://arxiv.org/abs/2405.07263",
         type="STS",
@@ -89,32 +105,46 @@ class STSBContext(AbsTaskSTS):
         license="not specified",
         annotations_creators="human-annotated",
         dialect=[],
-        sample_creation="LM-generated and verified",
+        sample_creation=SOURCES["unknown"][1],
         bibtex_citation=_CITATION,
         adapted_from=["STSBenchmark"],
     )
 
-    def __init__(self, path: str | os.PathLike | None = None, *, min_span: int = 1, max_span: int = 20, unit: str = "word",
-                 missing_paraphrase: str = "warn", **kwargs: Any) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, *, source: str | None = None, limit: int | None = None, seed: int = 0,
+                 min_span: int = 1, max_span: int = 20, unit: str = "word", missing_paraphrase: str = "warn", **kwargs: Any) -> None:
         from slice_st.spans import check_span_bounds
         from slice_st.tokens import check_unit
 
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
         self.missing_paraphrase = missing_paraphrase
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
+            raise ValueError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
+        self.limit, self.seed = limit, seed
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
+        self.source = source if source is not None else (read_source_note(self.path) or "unknown")
+        if self.source not in SOURCES:
+            raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__(**kwargs)
+        what, creation = SOURCES[self.source]
+        update: dict[str, Any] = {
+            "description": self.metadata.description.split("Read from a local TSV or URL: ")[0] + f"Read from a local TSV or URL: {what}.",
+            "sample_creation": creation,
+        }
         if self.path and os.path.isfile(self.path):
             with open(self.path, "rb") as handle:
                 revision = hashlib.sha1(handle.read()).hexdigest()[:12]
-            # Results are cached per dataset revision: a different file is a different revision.
-            self.metadata = self.metadata.model_copy(update={"dataset": {"path": self.path, "revision": revision}})
+            if limit is not None:
+                revision += f"-limit{limit}-seed{seed}"
+            # Results are cached per dataset revision: a different file (or sample) is a different revision.
+            update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
+        self.metadata = self.metadata.model_copy(update=update)
 
     def load_data(self, num_proc: int | None = None, *, timer=None, **kwargs: Any) -> None:
         """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the ``test`` split."""
         if self.data_loaded:
             return
-        import datasets
+        datasets = require("datasets", "eval", "the STSBContext mteb task")
 
         from slice_st.data.stsb import read_stsb_context
 
@@ -124,6 +154,10 @@ class STSBContext(AbsTaskSTS):
                 "or give `--stsb-context FILE` to `slice-st mteb run`."
             )
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
+        if self.limit is not None:
+            from slice_st.evaluation.table import subset_indices
+
+            data = data.select(subset_indices(len(data), self.limit, self.seed))
         split = datasets.Dataset.from_dict({"sentence1": data["line"], "sentence2": data["passage"], "score": data["goldsim"]})
         self.dataset = {"default": datasets.DatasetDict({"test": split})}
         self.data_loaded = True
@@ -151,7 +185,7 @@ class STSBContext(AbsTaskSTS):
         return {
             "pearson": pearson, "spearman": spearman, "cosine_pearson": pearson, "cosine_spearman": spearman,
             "full_context_cosine_pearson": full_pearson, "full_context_cosine_spearman": full_spearman,
-            "min_span": self.min_span, "max_span": self.max_span,
+            "min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold),
         }
 
 
@@ -167,95 +201,59 @@ def _sentence_transformer(model):
     )
 
 
-# ------------------------------------------------------------------------------------- mteb CLI
-def register_tasks() -> None:
-    """Make ``mteb.get_task("STSBContext")`` / ``mteb.get_tasks(tasks=["STSBContext"])`` find the task.
+# ------------------------------------------------------------------------------------- models
+def mteb_model(model, name: str | None = None, revision: str | None = None):
+    """``model`` wrapped for ``mteb.evaluate`` with a proper name and revision (mteb's public
+    ``SentenceTransformerEncoderWrapper`` and ``ModelMeta``).
 
-    mteb 2 builds its task registry from its own ``mteb.tasks`` package at import time and has no
-    entry point for external tasks; this adds ours to that registry (idempotent).
-
-    >>> register_tasks()
-    >>> import mteb
-    >>> type(mteb.get_task("STSBContext")).__name__
-    'STSBContext'
+    Name: the model's Hub id (the embedded base: ``sentence-transformers/all-MiniLM-L6-v2``; a model shipped
+    in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision: the Hub revision when known,
+    else the fingerprint of the weights, so results of different weights never share a folder.
     """
-    registry_module = importlib.import_module("mteb.get_tasks")
-    registry_module._TASKS_REGISTRY.setdefault(STSBContext.metadata.name, STSBContext)
-    if STSBContext not in registry_module.TASK_LIST:
-        registry_module.TASK_LIST = (*registry_module.TASK_LIST, STSBContext)
+    from mteb import SentenceTransformerEncoderWrapper
+
+    from slice_st.config import model_fingerprint, model_identity
+
+    wrapper = SentenceTransformerEncoderWrapper(model)
+    identity, path = model_identity(model)
+    if name is None:  # mteb wants ORG/NAME
+        name = f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
+    if revision is None:
+        revision = getattr(model.model_card_data, "base_model_revision", None) if not path else None
+        revision = revision or model_fingerprint(model)
+    wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update={"name": name, "revision": revision})
+    return wrapper
 
 
-def _local_model_loader(original):
-    """Wrap ``mteb.get_model`` so that local folders (and ``default``) load through sentence-transformers."""
-
-    def get_model(model_name: str, revision: str | None = None, device: str | int | None = None, **kwargs: Any):
-        from mteb.models.sentence_transformer_wrapper import SentenceTransformerEncoderWrapper
-
-        from slice_st.config import load_model
-
-        path = os.path.expanduser(model_name)
-        if model_name != "default" and not os.path.isdir(path):
-            return original(model_name, revision, device=device, **kwargs)
-        if isinstance(device, int):
-            device = f"cuda:{device}"
-        model = load_model(None if model_name == "default" else path, device=device)
-        wrapper = SentenceTransformerEncoderWrapper(model)
-        name = "sentence-transformers/all-MiniLM-L6-v2" if model_name == "default" else f"local/{os.path.basename(os.path.abspath(path))}"
-        meta = wrapper.mteb_model_meta
-        if not meta.name or meta.name.startswith("no_model_name"):
-            meta = meta.model_copy(update={"name": name})
-        if not meta.revision or meta.revision.startswith("no_revision"):
-            meta = meta.model_copy(update={"revision": "local"})
-        wrapper.mteb_model_meta = meta
-        return wrapper
-
-    get_model.__wrapped__ = original  # type: ignore[attr-defined]
-    return get_model
-
-
-def _pop_option(argv: list[str], flag: str) -> str | None:
-    """Remove ``flag VALUE`` or ``flag=VALUE`` from ``argv``; return VALUE."""
-    for position, item in enumerate(argv):
-        if item == flag:
-            if position + 1 >= len(argv):
-                raise ValueError(f"{flag} needs a value.")
-            value = argv[position + 1]
-            del argv[position : position + 2]
-            return value
-        if item.startswith(flag + "="):
-            del argv[position]
-            return item.split("=", 1)[1]
-    return None
-
-
-def run_mteb_cli(argv: Sequence[str]) -> int:
-    """Run mteb's own CLI with ``STSBContext`` registered and local model folders accepted.
-
-    Extra option read here: ``--stsb-context FILE`` (sets ``SLICE_ST_STSB_CONTEXT``). Everything
-    else goes to mteb unchanged, so results land in mteb's usual layout under ``--output-folder``.
-    """
+def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | None = None, source: str | None = None,
+             limit: int | None = None, output_folder: str | None = None, model_name: str | None = None, revision: str | None = None,
+             batch_size: int = 32, device: str | None = None, overwrite_strategy: str = "only-missing", min_span: int = 1,
+             max_span: int = 20, show_progress_bar: bool = True):
+    """What ``slice-st mteb run`` does: build the tasks (``STSBContext`` from ``stsb_context``, others by
+    ``mteb.get_task``), load the model, and call ``mteb.evaluate``; results go to mteb's
+    ``ResultCache(output_folder)`` (``OUTPUT/results/<model>/<revision>/<task>.json``). Returns mteb's result."""
     import mteb
-    from mteb.cli.build_cli import build_cli
 
-    argv = list(argv)
-    data = _pop_option(argv, "--stsb-context")
-    if data is not None:
-        if not os.path.exists(data) and "://" not in data:
-            raise FileNotFoundError(f"--stsb-context: file not found: {data}")
-        os.environ[DATA_ENV] = data
-    register_tasks()
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: slice-st mteb {run,available-tasks,...} [mteb options] [--stsb-context FILE]\n\n"
-              "mteb's own command line, with the STSBContext task registered and local model folders accepted\n"
-              "(`-m path/to/model`, or `-m default` for the embedded all-MiniLM-L6-v2). mteb's help follows.\n")
-        build_cli().print_help()
-        return 0
-    if not getattr(mteb.get_model, "__wrapped__", None):
-        mteb.get_model = _local_model_loader(mteb.get_model)
-    parser = build_cli()
-    args = parser.parse_args(argv)
-    if not hasattr(args, "func"):
-        parser.print_help(sys.stderr)
-        return 2
-    args.func(args)
-    return 0
+    from slice_st.config import load_model
+
+    if limit is not None and any(task != "STSBContext" for task in tasks):
+        raise ValueError("--limit applies to STSBContext only.")
+    built = []
+    for task in tasks:
+        if task == "STSBContext":
+            path = stsb_context or os.environ.get(DATA_ENV)
+            if not path:
+                raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV}).")
+            if "://" not in path and not os.path.exists(path):
+                raise FileNotFoundError(f"--stsb-context: file not found: {path}")
+            built.append(STSBContext(path, source=source, limit=limit, min_span=min_span, max_span=max_span))
+        else:
+            try:
+                built.append(mteb.get_task(task))
+            except KeyError:
+                raise ValueError(f"unknown mteb task {task!r}.") from None
+    model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
+    cache = mteb.ResultCache(output_folder) if output_folder else None
+    return mteb.evaluate(mteb_model(model, model_name, revision), built, cache=cache, overwrite_strategy=overwrite_strategy,
+                         encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
+                         show_progress_bar=show_progress_bar, co2_tracker=False)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import check_span_bounds, sample_spans, span_means
+from slice_st.text import require
 from slice_st.tokens import unit_boundaries
 
 __all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name",
@@ -242,8 +243,9 @@ class SpanDistillationLoss(nn.Module):
         on-the-fly teacher encoding with the same spans, without running the teacher. Spans are drawn
         once (seeded), so every epoch sees the same spans: cache when the teacher is the bottleneck.
         """
-        import datasets
         from tqdm.auto import tqdm
+
+        datasets = require("datasets", "train", "caching teacher vectors")
 
         if column not in dataset.column_names:
             raise ValueError(f"dataset has no column {column!r}; columns: {dataset.column_names}.")

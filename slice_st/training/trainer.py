@@ -8,8 +8,9 @@ all-MiniLM-L6-v2 by default), the training triplets (MS MARCO TSV, the offline b
 ``TrainingArguments`` (checkpoints every N steps, the best one kept by dev single-pass Spearman,
 resume from the last checkpoint). It runs unchanged under ``accelerate launch`` (one process per
 device; only the main process writes). Checkpoints are flag-free SLICE checkpoints (see
-:func:`slice_st.save_slice_model`); with ``push_to_hub`` every save and the final model go to the
-Hub with a SLICE model card.
+:func:`slice_st.save_slice_model`) with a SLICE model card (:mod:`slice_st.training.hub`: the same card
+locally and on the Hub). ``push_to_hub`` uses the trainer's own Hub push (``hub_model_id``,
+``hub_strategy``, ``hub_private_repo``), checked before anything is loaded or trained.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from slice_st.text import require
 
 __all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "save_adapter", "load_sts_data"]
 
@@ -168,6 +171,11 @@ class TrainConfig:
     lora_alpha: float | None = None
     # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays unseen
     dev_select: str = "all"
+    no_progress: bool = False
+    # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
+    hub_strategy: str = "every_save"
+    hub_private_repo: bool | None = None
+    license: str | None = None
 
     @property
     def objectives(self) -> tuple[str, ...]:
@@ -189,6 +197,8 @@ class TrainConfig:
             raise ValueError("sts_weight must be >= 0 and sts_scale > 0.")
         if self.mix not in ("round_robin", "proportional"):
             raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
+        if self.hub_strategy not in ("end", "every_save", "checkpoint", "all_checkpoints"):
+            raise ValueError(f"hub_strategy must be end, every_save, checkpoint or all_checkpoints, got {self.hub_strategy!r}.")
         if self.distill_weight < 0 or self.distill_text_weight < 0:
             raise ValueError("distill weights must be >= 0.")
         if self.sts_dev_path is not None and not os.path.exists(self.sts_dev_path):
@@ -207,7 +217,7 @@ class TrainConfig:
 
 def load_training_data(config: TrainConfig):
     """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets`` folder."""
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
 
@@ -234,7 +244,7 @@ def load_distillation_data(config: TrainConfig, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
     from slice_st.data.passages import load_passages
 
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     shared = config.shared_data or _default_shared_data()
     exclude = _excluded_paths(config, shared)
@@ -272,7 +282,7 @@ def load_sts_data(config: TrainConfig, model):
     on-topic context (:func:`slice_st.data.contexts.offline_sts_contexts`, dev sentences removed); a
     saved ``datasets`` folder or a JSONL file must have ``query``, ``passage`` and ``score`` (0–1).
     """
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.data.contexts import offline_sts_contexts
 
@@ -303,17 +313,24 @@ def _default_shared_data() -> str:
 
 
 def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
-    """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly)."""
+    """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly).
+
+    With ``config.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
+    ``hub_api`` replaces ``huggingface_hub.HfApi()`` there), then the trainer pushes by itself.
+    """
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    import datasets
+    datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.config import load_model, set_span_config
     from slice_st.losses.span_distillation import SpanDistillationLoss
     from slice_st.losses.span_max_cosent import SpanMaxCoSENTLoss
     from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
+    from slice_st.training.hub import apply_model_card, check_hub_access
 
     config.validate(needs_train_data=train_dataset is None)
+    if config.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything: fail now, not at the first save
+        check_hub_access(config.push_to_hub, private=config.hub_private_repo, api=hub_api)
     model = model if model is not None else load_model(config.model or "base")  # recipes start from the plain base model
     if config.max_seq_length is not None:
         model.max_seq_length = config.max_seq_length
@@ -349,6 +366,12 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
     loss = losses[objectives[0]] if len(losses) == 1 else losses
     evaluator = _dev_evaluator(config)
+    card_config = config if given is None else dataclasses.replace(
+        config, train_data=config.train_data or (["local"] if "slice" in objectives else []),
+        distill_data=config.distill_data or (["local"] if "distill" in objectives else []),
+        sts_data=config.sts_data or (["local"] if "sts" in objectives else []))
+    order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])  # the trainer's datasets, in order
+    apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=order)
     args = SentenceTransformerTrainingArguments(
         output_dir=config.output_dir,
         max_steps=config.max_steps,
@@ -370,14 +393,15 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         report_to=[],
         dataloader_drop_last=config.in_batch_negatives,
         multi_dataset_batch_sampler=config.mix,
+        disable_tqdm=config.no_progress or None,
+        push_to_hub=bool(config.push_to_hub),
+        hub_model_id=config.push_to_hub,
+        hub_strategy=config.hub_strategy,
+        hub_private_repo=config.hub_private_repo,
         # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
         use_cpu=not _has_accelerator(),
     )
     callbacks = list(callbacks or [])
-    if config.push_to_hub:
-        from slice_st.training.hub import HubPushCallback
-
-        callbacks.append(HubPushCallback(config.push_to_hub, model, config=config, api=hub_api))
     return SentenceTransformerTrainer(
         model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator, callbacks=callbacks
     )
@@ -385,10 +409,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers' ``add_adapter``."""
-    try:
-        from peft import LoraConfig
-    except ImportError as error:
-        raise ImportError("--lora-r needs peft: pip install 'slice-st[train]' (or pip install peft).") from error
+    LoraConfig = require("peft", "train", "--lora-r (LoRA training)").LoraConfig
     model.add_adapter(LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"))
 
 
@@ -467,8 +488,11 @@ def _dev_evaluator(config: TrainConfig):
 def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
     """Train, save the final (best) model to ``output_dir/final`` and return the model.
 
-    ``hub_api`` replaces ``huggingface_hub.HfApi()`` for pushes (tests pass a recorder).
+    With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
+    ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
+    end, ``trainer.push_to_hub()`` uploads the final model with its card.
     """
+    import shutil
     import sys
 
     from slice_st.config import save_slice_model
@@ -485,22 +509,30 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}",
         file=sys.stderr,
     )
+    final = os.path.join(config.output_dir, "final")
+    # The trainer's push uploads output_dir except names starting with "_" and checkpoints: the new final/ is
+    # written under "_final.new" (and an earlier run's final/ parked as "_final.old") until the push is done.
+    staged, parked = os.path.join(config.output_dir, "_final.new"), os.path.join(config.output_dir, "_final.old")
     if trainer.is_world_process_zero():
-        final = os.path.join(config.output_dir, "final")
-        save_slice_model(model, final)  # LoRA adapters merged: a plain checkpoint
-        from slice_st.config import has_adapters
-
-        if has_adapters(model):
-            save_adapter(model, os.path.join(config.output_dir, "adapter"))
-        with open(os.path.join(final, "slice_train_config.json"), "w", encoding="utf-8") as handle:
+        for folder in (staged, parked):
+            shutil.rmtree(folder, ignore_errors=True)
+        save_slice_model(model, staged)
+        with open(os.path.join(staged, "slice_train_config.json"), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(config), handle, indent=2)
+    try:
         if config.push_to_hub:
-            from slice_st.training.hub import push_model
+            if trainer.is_world_process_zero() and os.path.isdir(final):
+                os.replace(final, parked)
+            trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
+    finally:
+        if trainer.is_world_process_zero():
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staged, final)
+            shutil.rmtree(parked, ignore_errors=True)
+            from slice_st.config import has_adapters
 
-            evaluations = [entry for entry in trainer.state.log_history if any(key.startswith("eval_") for key in entry)]
-            metrics = {key.removeprefix("eval_"): value for key, value in (evaluations[-1] if evaluations else {}).items()
-                       if key.startswith("eval_") and isinstance(value, (int, float))}
-            push_model(final, config.push_to_hub, model=model, config=config, metrics=metrics, commit_message="Final SLICE model", api=hub_api)
+            if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
+                save_adapter(model, os.path.join(config.output_dir, "adapter"))
     return model
 
 
