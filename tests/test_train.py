@@ -141,6 +141,17 @@ def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_mod
     assert _front_matter(local) == _front_matter(final["card"])  # one card path: the same metadata locally and on the Hub
 
 
+def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir, hub):
+    pytest.importorskip("peft")
+    config = _config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny-lora", lora_r=4, max_steps=2,
+                     eval_steps=2, save_steps=2)
+    train(config, hub_api=hub)
+    final = hub.uploads[-1]
+    assert final["message"] == "Final SLICE model"
+    assert "model.safetensors" in final["files"] and "adapter_model.safetensors" not in final["files"]  # merged weights
+    assert (Path(config.output_dir) / "adapter" / "adapter_model.safetensors").exists()  # the adapter stays local
+
+
 def _front_matter(card: str) -> dict:
     import yaml
 

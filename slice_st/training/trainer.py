@@ -396,7 +396,9 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         disable_tqdm=config.no_progress or None,
         push_to_hub=bool(config.push_to_hub),
         hub_model_id=config.push_to_hub,
-        hub_strategy=config.hub_strategy,
+        # A LoRA run's saves hold only the adapter, which must never reach the model repo (ST would load it as an
+        # adapter of its base): push once, at the end, the merged model.
+        hub_strategy="end" if config.lora_r else config.hub_strategy,
         hub_private_repo=config.hub_private_repo,
         # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
         use_cpu=not _has_accelerator(),
@@ -523,6 +525,13 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
         if config.push_to_hub:
             if trainer.is_world_process_zero() and os.path.isdir(final):
                 os.replace(final, parked)
+            from slice_st.config import has_adapters, merged_adapters
+
+            if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
+                trainer.model = merged_adapters(model)
+                for name in ("adapter_config.json", "adapter_model.safetensors"):  # left by the trainer's own saves
+                    if trainer.is_world_process_zero() and os.path.exists(os.path.join(config.output_dir, name)):
+                        os.remove(os.path.join(config.output_dir, name))
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
         if trainer.is_world_process_zero():
