@@ -81,3 +81,20 @@ def test_shift_spans_stays_inside_rows():
     assert bool(((s[0] >= 0) & (e[0] <= 7) & (e[0] > s[0])).all()) and bool((s[1] == -1).all())
     with pytest.raises(ValueError):
         shift_spans(starts, ends, torch.tensor([7, 0]), -1, 2)
+
+
+def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_dir, wide_teacher_dir):
+    from datasets import Dataset
+
+    from slice_st.training.trainer import TrainConfig, train
+
+    passages = tmp_path / "passages"
+    Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
+    config = TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[str(passages)], distill_loss="score",
+                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, max_steps=2, batch_size=4, learning_rate=1e-3,
+                         eval_steps=1, save_steps=1, logging_steps=1)
+    before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
+    after = train(config).encode(TEXTS)
+    assert abs(after - before).max() > 1e-6
+    with pytest.raises(ValueError, match="distill_loss"):
+        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()

@@ -22,6 +22,9 @@ def add_train_command(commands) -> None:
     parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
     parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     parser.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
+    parser.add_argument("--distill-loss", choices=("vector", "score"), default=None,
+                        help="vector: match the teacher's span vectors (same size); score: match its span similarities "
+                             "(SpanScoreDistillationLoss; any teacher, e.g. all-mpnet-base-v2). Default: vector")
     parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
     parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
     parser.add_argument("--sts-data", action="append",

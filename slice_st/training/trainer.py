@@ -173,6 +173,9 @@ class TrainConfig:
     dev_select: str = "all"
     no_progress: bool = False
     # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
+    # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors,
+    # same embedding size) or "score" (SpanScoreDistillationLoss: the teacher's span similarities, any size)
+    distill_loss: str = "vector"
     hub_strategy: str = "every_save"
     hub_private_repo: bool | None = None
     license: str | None = None
@@ -189,6 +192,10 @@ class TrainConfig:
                 "--distill-data (offline, offline-context, text/JSONL files, or a saved passages folder) and/or "
                 "--sts-data (offline, a JSONL file or saved dataset with query, passage, score)."
             )
+        if self.distill_loss not in ("vector", "score"):
+            raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
+        if self.distill_loss == "score" and self.cache_teacher:
+            raise ValueError("--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly.")
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
         if self.dev_select not in ("all", "even", "odd"):
@@ -344,7 +351,14 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
             in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
         )
-    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+    if "distill" in objectives and config.distill_loss == "score":  # teacher similarities: any model, any size
+        from slice_st.losses.span_score_distillation import SpanScoreDistillationLoss
+
+        losses["distill"] = SpanScoreDistillationLoss(
+            model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
+            max_span=config.distill_max_span, weight=config.distill_weight, seed=config.seed,
+        )
+    elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
             model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
             max_span=config.distill_max_span, unit=config.unit, metric=config.distill_metric,
