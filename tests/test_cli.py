@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -147,12 +146,18 @@ def test_setup_names_match_the_library():
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["mine", "--help"]])
-def test_help_and_version_are_fast(argv):
+def test_help_and_version_load_nothing_heavy(argv):
+    """--help / --version stay instant because they import no torch, transformers or sentence-transformers
+    (checked by module list, not by wall time: timings on a shared machine are noise; benchmarks measure time)."""
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "slice_st.cli", *argv], capture_output=True, text=True, env=env, timeout=60)
-        times.append(time.perf_counter() - start)
-        assert done.returncode == 0 and done.stdout, done.stderr
-    assert min(times) < 1.0, times
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['slice-st', *{argv!r}]\n"
+        "try:\n    runpy.run_module('slice_st.cli', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'sentence_transformers', 'datasets', 'mteb') if m in sys.modules)\n"
+        "print('HEAVY:' + ','.join(heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("HEAVY:"), done.stdout[-300:]
