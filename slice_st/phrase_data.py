@@ -171,10 +171,10 @@ def read_bird(path: str | os.PathLike) -> PhrasePairs:
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "bird.txt"
     >>> _ = path.write_text("pair\\tterm1\\tterm2\\tkind\\tsource\\trelation\\trelatedness score\\tpos\\n"
-    ...                     "(a b, c)\\taccess information\\tinquiry\\tunigram\\tX\\tNone\\t0.565\\tn-n\\n")
+    ...                     "(red wine, claret)\\tred wine\\tclaret\\tunigram\\tX\\tNone\\t0.8\\tn-n\\n")
     >>> data = read_bird(path)
     >>> data.phrase1, data.phrase2, data.labels
-    (['access information'], ['inquiry'], [0.565])
+    (['red wine'], ['claret'], [0.8])
     """
     text, name = _read_text(path)
     pairs = PhrasePairs([], [], [], name)
@@ -204,8 +204,8 @@ def read_bird(path: str | os.PathLike) -> PhrasePairs:
         pairs.labels.append(value)
     if header is None:
         raise DataFormatError(f"{name}: the file is empty (no header row).")
-    if len(pairs) < 3:
-        raise DataFormatError(f"{name}: need at least 3 rows for a correlation, got {len(pairs)}.")
+    if not len(pairs):
+        raise DataFormatError(f"{name}: no rows after the header.")
     return pairs
 
 
@@ -217,9 +217,9 @@ def read_turney(path: str | os.PathLike, *, keep_constituents: bool = False) -> 
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "turney.txt"
-    >>> _ = path.write_text("double star | binary | double | star | dual | lumen\\n")
+    >>> _ = path.write_text("rain coat | raincoat | rain | coat | jacket | meadow\\n")
     >>> read_turney(path).candidates
-    [['binary', 'dual', 'lumen']]
+    [['raincoat', 'jacket', 'meadow']]
     """
     text, name = _read_text(path)
     items = TurneyItems([], [], name)
@@ -274,10 +274,10 @@ def read_conll_entities(path: str | os.PathLike, *, types: Sequence[str] = CONLL
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "conll.json"
-    >>> _ = path.write_text('{"sentences": [["Peter", "Blackburn", "visits", "EU"]], "ner": [[[0, 1, "PER"], [3, 3, "ORG"]]]}\\n')
+    >>> _ = path.write_text('{"sentences": [["Anna", "Keller", "joins", "Nordbank"]], "ner": [[[0, 1, "PER"], [3, 3, "ORG"]]]}\\n')
     >>> data = read_conll_entities(path)
     >>> data.phrases, data.labels
-    (['Peter Blackburn', 'EU'], ['PER', 'ORG'])
+    (['Anna Keller', 'Nordbank'], ['PER', 'ORG'])
     """
     text, name = _read_text(path)
     wanted = set(types)

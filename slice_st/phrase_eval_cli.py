@@ -136,8 +136,8 @@ def format_table(results: list[dict[str, Any]]) -> str:
 
     >>> print(format_table([{"task": "bird", "n": 3, "metric": "pearson", "seconds": 1.0,
     ...                      "results": {"span": {"pearson": 0.61, "spearman": None}}}]))
-    task           variant        metric      x100  other               n  seconds
-    bird           span           pearson    61.00  spearman -            3      1.0
+    task           variant        metric      x100  other                n  seconds
+    bird           span           pearson    61.00  spearman -           3      1.0
     """
     lines = [f"{'task':<14} {'variant':<14} {'metric':<8} {'x100':>7}  {'other':<16} {'n':>5}  {'seconds':>7}"]
     for result in results:

@@ -195,7 +195,7 @@ class TurneyEvaluator(PhraseTaskEvaluator):
     Exact ties go to the earlier candidate, as ``numpy.argmax`` in PEARL's code.
 
     >>> from slice_st import load_model
-    >>> evaluator = TurneyEvaluator(["bass fiddle"], [["contrabass", "speedway", "snood"]], encodings=("span",))
+    >>> evaluator = TurneyEvaluator(["rain coat"], [["raincoat", "violin", "pepper"]], encodings=("span",))
     >>> evaluator(load_model())
     {'span_accuracy': 1.0}
     """
