@@ -42,6 +42,11 @@ _EXPORTS = {
     "SpanDistillationLoss": "slice_st.losses.span_distillation",
     "SpanRetrievalEvaluator": "slice_st.evaluation.span_retrieval",
     "williams_test": "slice_st.evaluation.statistics",
+    "BirdEvaluator": "slice_st.evaluation.phrase_tasks",
+    "TurneyEvaluator": "slice_st.evaluation.phrase_tasks",
+    "PairClassificationEvaluator": "slice_st.evaluation.phrase_tasks",
+    "EntityClusteringEvaluator": "slice_st.evaluation.phrase_tasks",
+    "ParaphraseIdentificationEvaluator": "slice_st.evaluation.document_similarity",
     "Calibration": "slice_st.index.calibration",
     "IndexMatch": "slice_st.index.search",
     "SpanIndex": "slice_st.index.span_index",
@@ -56,7 +61,12 @@ _SUBMODULES = (
 )
 
 __all__ = [
+    "BirdEvaluator",
     "Calibration",
+    "EntityClusteringEvaluator",
+    "PairClassificationEvaluator",
+    "ParaphraseIdentificationEvaluator",
+    "TurneyEvaluator",
     "ShardedSpanIndex",
     "SpanConfig",
     "IndexMatch",

@@ -16,14 +16,14 @@ from helpers import cosine
 
 from slice_st.cli import main
 from slice_st.data import DataFormatError
-from slice_st.document_similarity import (
+from slice_st.evaluation.document_similarity import (
     ParaphraseIdentificationEvaluator,
     encode_documents,
     maxsim_mean,
     reciprocal_ranks,
 )
 from slice_st.encode import embed_texts, encode_spans
-from slice_st.phrase_data import (
+from slice_st.data.phrase_tasks import (
     find_task_data,
     read_bird,
     read_conll_entities,
@@ -31,7 +31,7 @@ from slice_st.phrase_data import (
     read_ppdb,
     read_turney,
 )
-from slice_st.phrase_tasks import (
+from slice_st.evaluation.phrase_tasks import (
     BirdEvaluator,
     EntityClusteringEvaluator,
     PairClassificationEvaluator,
@@ -252,7 +252,8 @@ def test_maxsim_and_reciprocal_ranks():
 
 def test_paraphrase_evaluator_spans_equal_naive_maxsim(tiny_model, tmp_path):
     tasks = read_parabank_pi(PI_DEV)
-    evaluator = ParaphraseIdentificationEvaluator.from_tasks(tasks, max_span=3, ratios=(0.25, 1.0), cache_dir=str(tmp_path / "cache"))
+    evaluator = ParaphraseIdentificationEvaluator.from_tasks(tasks, max_span=3, ratios=(0.25, 1.0), cache_dir=str(tmp_path / "cache"),
+                                                             cache_key="tiny")
     metrics = evaluator(tiny_model, output_path=str(tmp_path))
     assert evaluator.primary_metric == "spans_mrr" and (tmp_path / "paraphrase_identification_evaluation_results.csv").is_file()
     expected = {"document", "mean", "tokens", "spans", "tile@0.25", "tile@1", "central@0.25", "central@1"}
@@ -303,13 +304,13 @@ def test_cli_table_and_json(tiny_model_dir, capsys):
 
 
 def test_cli_json_writes_null_for_nan(tiny_model_dir, capsys, monkeypatch):
-    import slice_st.phrase_eval_cli as cli_module
+    import slice_st.cli.phrase_eval as cli_module
 
     class Constant:
         def __call__(self, model):
             return {"span_pearson": float("nan"), "span_spearman": 0.5}
 
-    monkeypatch.setattr(cli_module, "_evaluator", lambda task, path, args: (Constant(), 6))
+    monkeypatch.setattr(cli_module, "_evaluator", lambda task, path, args, cache_key=None: (Constant(), 6))
     assert main(["phrase-eval", "-t", "bird", "-d", str(DATA), "-m", tiny_model_dir, "-f", "json"]) == 0
     out = capsys.readouterr().out
     assert "NaN" not in out and json.loads(out)[0]["results"]["span"] == {"pearson": None, "spearman": 0.5}

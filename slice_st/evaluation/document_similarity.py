@@ -1,7 +1,5 @@
 """Document similarity with span vectors: Nugget's ParaBank paraphrase identification (Qin & Van Durme, 2023).
 
-Provisional home (issue 13): moves to ``slice_st/evaluation/document_similarity.py`` with the package layout of issue 10.
-
 Each task is a source document and 20 candidates (one paraphrase, the others BM25-hard); a method
 scores every candidate and the task's reciprocal rank of the paraphrase is averaged (MRR; ties are
 broken uniformly at random, in expectation). Methods, by what a document is stored as:
@@ -51,7 +49,7 @@ from slice_st.spans import (
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.phrase_data import ParaphraseTasks
+    from slice_st.data.phrase_tasks import ParaphraseTasks
 
 __all__ = [
     "DocumentTokens",
@@ -240,10 +238,12 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     """Nugget's document paraphrase identification: MRR of the paraphrase among the candidates, per method.
 
     Reports ``{method}_mrr`` (0-1; ×100 is Nugget's scale) and ``{method}_vectors`` (mean vectors
-    stored per document) for each method (see :mod:`slice_st.document_similarity`); ``selected``
+    stored per document) for each method (see :mod:`slice_st.evaluation.document_similarity`); ``selected``
     expands to ``{rule}@{ratio}`` for every rule and ratio. Primary metric: ``spans_mrr`` (else the
-    first method's). ``cache_dir`` keeps the documents' token vectors (keyed by model and texts), so
-    a second run skips the encoding.
+    first method's). With ``cache_dir`` and a ``cache_key`` naming the model's weights (e.g.
+    :func:`slice_st.index.fingerprint.model_fingerprint`, as ``slice-st phrase-eval --cache`` does), the
+    documents' token vectors and ``model.encode`` vectors are kept there, keyed by that and the texts,
+    so a second run skips the encoding. Without a key nothing is cached (weights change in training).
 
     >>> from slice_st import load_model
     >>> docs = {"s": "A man is playing a guitar on stage tonight.", "p": "Tonight someone plays guitar on the stage.",
@@ -268,6 +268,7 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         max_span: int = 10,
         batch_size: int = 32,
         cache_dir: str | None = None,
+        cache_key: str | None = None,
         name: str = "",
         show_progress_bar: bool | None = None,
         write_csv: bool = True,
@@ -302,7 +303,7 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         self.rules, self.ratios = tuple(rules), tuple(float(r) for r in ratios)
         self.min_span, self.max_span = min_span, max_span
         self.batch_size = batch_size
-        self.cache_dir = cache_dir
+        self.cache_dir, self.cache_key = cache_dir, cache_key
         self.name = name
         self.show_progress_bar = show_progress_bar
         self.write_csv = write_csv
@@ -314,19 +315,17 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
 
     @classmethod
     def from_tasks(cls, tasks: ParaphraseTasks, limit: int | None = None, **kwargs: Any) -> ParaphraseIdentificationEvaluator:
-        """From :func:`slice_st.phrase_data.read_parabank_pi` (the first ``limit`` tasks if given)."""
+        """From :func:`slice_st.data.phrase_tasks.read_parabank_pi` (the first ``limit`` tasks if given)."""
         end = len(tasks) if limit is None else limit
         return cls(tasks.documents, tasks.sources[:end], tasks.candidates[:end], tasks.answers[:end], **kwargs)
 
     # ------------------------------------------------------------------ encoding (cached)
     def _cache_path(self, model: SentenceTransformer, kind: str) -> str | None:
-        if not self.cache_dir:
+        if not self.cache_dir or not self.cache_key:
             return None
-        from slice_st.index import model_fingerprint
-
         digest = hashlib.sha256("\x00".join(self.texts).encode("utf-8")).hexdigest()[:16]
         os.makedirs(self.cache_dir, exist_ok=True)
-        return os.path.join(self.cache_dir, f"{kind}-{model_fingerprint(model)}-{digest}.pt")
+        return os.path.join(self.cache_dir, f"{kind}-{self.cache_key}-{digest}.pt")
 
     def document_tokens(self, model: SentenceTransformer) -> DocumentTokens:
         """The documents' token vectors (from the cache when there is one)."""

@@ -1,7 +1,5 @@
 """``slice-st phrase-eval``: PEARL's phrase tasks and Nugget's ParaBank paraphrase identification.
 
-Provisional home (issue 13): moves to ``slice_st/cli/phrase_eval.py`` with the package layout of issue 10.
-
     slice-st phrase-eval --task all --data ../shared/data
     slice-st phrase-eval -t bird -t turney --data ../shared/data/pearl_eval --format json
 """
@@ -15,6 +13,8 @@ import os
 import sys
 import time
 from typing import Any
+
+from slice_st.cli.common import positive_int
 
 __all__ = ["TASKS", "add_phrase_eval_command", "run_phrase_eval", "format_table"]
 
@@ -42,13 +42,6 @@ def _word_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {number}")
-    return number
-
-
 def add_phrase_eval_command(commands) -> None:
     """Register ``phrase-eval`` on the ``slice-st`` sub-parsers."""
     parser = commands.add_parser(
@@ -71,20 +64,20 @@ def add_phrase_eval_command(commands) -> None:
     parser.add_argument("--rules", type=_word_list, default=["tile", "central"], help="span selection rules (default tile,central)")
     parser.add_argument("--ratios", type=_float_list, default=[0.05, 0.1, 0.25],
                         help="vectors kept per document, as a fraction of its tokens (default 0.05,0.1,0.25)")
-    parser.add_argument("--min-span", type=_positive_int, default=1, help="ParaBank: shortest span in words (default 1)")
-    parser.add_argument("--max-span", type=_positive_int, default=10, help="ParaBank: longest span in words (default 10)")
-    parser.add_argument("--limit", type=_positive_int, default=None, help="use the first N items of each task (quick runs)")
+    parser.add_argument("--min-span", type=positive_int, default=1, help="ParaBank: shortest span in words (default 1)")
+    parser.add_argument("--max-span", type=positive_int, default=10, help="ParaBank: longest span in words (default 10)")
+    parser.add_argument("--limit", type=positive_int, default=None, help="use the first N items of each task (quick runs)")
     parser.add_argument("--cache", default=None, metavar="DIR", help="ParaBank: keep the documents' token vectors here")
-    parser.add_argument("--batch-size", type=_positive_int, default=64)
+    parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
     parser.set_defaults(handler=_phrase_eval_command)
 
 
-def _evaluator(task: str, path: str, args) -> tuple[Any, int]:
-    """The evaluator of ``task`` on ``path`` and its number of items."""
-    from slice_st import phrase_data
-    from slice_st.phrase_tasks import BirdEvaluator, EntityClusteringEvaluator, PairClassificationEvaluator, TurneyEvaluator
+def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tuple[Any, int]:
+    """The evaluator of ``task`` on ``path`` and its number of items (``cache_key``: the model's, for ``--cache``)."""
+    from slice_st.data import phrase_tasks as phrase_data
+    from slice_st.evaluation.phrase_tasks import BirdEvaluator, EntityClusteringEvaluator, PairClassificationEvaluator, TurneyEvaluator
 
     limit = args.limit
     encodings = ("span", "sentence") if args.encoding == "both" else (args.encoding,)
@@ -102,25 +95,31 @@ def _evaluator(task: str, path: str, args) -> tuple[Any, int]:
     if task == "conll03":
         data = phrase_data.read_conll_entities(path)
         return EntityClusteringEvaluator(data.phrases[:limit], data.labels[:limit], **common), len(data.phrases[:limit])
-    from slice_st.document_similarity import ParaphraseIdentificationEvaluator
+    from slice_st.evaluation.document_similarity import ParaphraseIdentificationEvaluator
 
     tasks = phrase_data.read_parabank_pi(path)
     methods = args.methods or ("document", "mean", "tokens", "spans", "selected")
     evaluator = ParaphraseIdentificationEvaluator.from_tasks(
         tasks, limit=limit, methods=methods, rules=args.rules, ratios=args.ratios, min_span=args.min_span, max_span=args.max_span,
-        batch_size=args.batch_size, cache_dir=args.cache, show_progress_bar=args.progress)
+        batch_size=args.batch_size, cache_dir=args.cache, cache_key=cache_key,
+        show_progress_bar=args.progress)
     return evaluator, len(evaluator.sources)
 
 
 def run_phrase_eval(model, tasks: list[str], roots: list[str], args) -> list[dict[str, Any]]:
     """Run each task; one result object per task: ``task``, ``data``, ``n``, ``metric``, ``results`` (variant → metrics), ``seconds``."""
-    from slice_st.phrase_data import find_task_data
+    from slice_st.data.phrase_tasks import find_task_data
 
     paths = {task: find_task_data(task, roots, split=args.split) for task in tasks}  # every path checked before any work
+    cache_key = None
+    if getattr(args, "cache", None) and "parabank-pi" in tasks:
+        from slice_st.index.fingerprint import model_fingerprint
+
+        cache_key = model_fingerprint(model)
     results = []
     for task in tasks:
         start = time.perf_counter()
-        evaluator, count = _evaluator(task, paths[task], args)
+        evaluator, count = _evaluator(task, paths[task], args, cache_key)
         metrics = evaluator(model)
         grouped: dict[str, dict[str, float | None]] = {}
         for key, value in metrics.items():

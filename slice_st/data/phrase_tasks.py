@@ -1,7 +1,5 @@
 """Readers for the neighbouring systems' benchmarks: PEARL's phrase tasks and Nugget's ParaBank PI.
 
-Provisional home (issue 13): moves to ``slice_st/data/phrase_tasks.py`` with the package layout of issue 10.
-
 * **BIRD** (``bird/bird.txt``): TSV with a header; ``term1``, ``term2`` and ``relatedness score``.
 * **Turney** (``turney/turney.txt``): ``bigram | answer | word1 | word2 | distractor...`` per line. As
   in PEARL's evaluation code the bigram's own two words are left out of the candidates (5 choices).
@@ -24,7 +22,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from slice_st.data import DataFormatError
+from slice_st.data.stsb import DataFormatError
 
 __all__ = [
     "PHRASE_TASKS",

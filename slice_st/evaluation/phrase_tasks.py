@@ -1,7 +1,5 @@
 """PEARL's phrase tasks (Chen et al., 2024) as sentence-transformers evaluators.
 
-Provisional home (issue 13): moves to ``slice_st/evaluation/phrase_tasks.py`` with the package layout of issue 10.
-
 A SLICE model's query side is a phrase encoder; these tasks measure it the way PEARL's evaluation
 code does (``tigerchen52/PEARL``, ``evaluation/eval.py``):
 
@@ -175,8 +173,8 @@ class BirdEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> BirdEvaluator:
-        """From BIRD's ``bird.txt`` (:func:`slice_st.phrase_data.read_bird`)."""
-        from slice_st.phrase_data import read_bird
+        """From BIRD's ``bird.txt`` (:func:`slice_st.data.phrase_tasks.read_bird`)."""
+        from slice_st.data.phrase_tasks import read_bird
 
         data = read_bird(path)
         return cls(data.phrase1, data.phrase2, data.labels, **kwargs)
@@ -215,8 +213,8 @@ class TurneyEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> TurneyEvaluator:
-        """From Turney's ``turney.txt`` (:func:`slice_st.phrase_data.read_turney`, PEARL's 5 candidates)."""
-        from slice_st.phrase_data import read_turney
+        """From Turney's ``turney.txt`` (:func:`slice_st.data.phrase_tasks.read_turney`, PEARL's 5 candidates)."""
+        from slice_st.data.phrase_tasks import read_turney
 
         data = read_turney(path)
         return cls(data.queries, data.candidates, **kwargs)
@@ -297,8 +295,8 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> PairClassificationEvaluator:
-        """From a PEARL PPDB JSON file (:func:`slice_st.phrase_data.read_ppdb`)."""
-        from slice_st.phrase_data import read_ppdb
+        """From a PEARL PPDB JSON file (:func:`slice_st.data.phrase_tasks.read_ppdb`)."""
+        from slice_st.data.phrase_tasks import read_ppdb
 
         data = read_ppdb(path)
         return cls(data.phrase1, data.phrase2, data.labels, **kwargs)
@@ -339,8 +337,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> EntityClusteringEvaluator:
-        """From a CoNLL-03 JSON-lines file (:func:`slice_st.phrase_data.read_conll_entities`: PER, LOC, ORG)."""
-        from slice_st.phrase_data import read_conll_entities
+        """From a CoNLL-03 JSON-lines file (:func:`slice_st.data.phrase_tasks.read_conll_entities`: PER, LOC, ORG)."""
+        from slice_st.data.phrase_tasks import read_conll_entities
 
         data = read_conll_entities(path)
         return cls(data.phrases, data.labels, **kwargs)
