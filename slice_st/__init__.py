@@ -50,6 +50,11 @@ _EXPORTS = {
     "SpanScoreDistillationLoss": "slice_st.losses.span_score_distillation",
     "SpanRetrievalEvaluator": "slice_st.evaluation.span_retrieval",
     "williams_test": "slice_st.evaluation.statistics",
+    "BirdEvaluator": "slice_st.evaluation.phrase_tasks",
+    "TurneyEvaluator": "slice_st.evaluation.phrase_tasks",
+    "PairClassificationEvaluator": "slice_st.evaluation.phrase_tasks",
+    "EntityClusteringEvaluator": "slice_st.evaluation.phrase_tasks",
+    "ParaphraseIdentificationEvaluator": "slice_st.evaluation.document_similarity",
     "Calibration": "slice_st.index.calibration",
     "IndexMatch": "slice_st.index.search",
     "SpanIndex": "slice_st.index.span_index",
@@ -64,11 +69,16 @@ _SUBMODULES = (
 )
 
 __all__ = [
+    "BirdEvaluator",
     "Calibration",
     "FileAccessError",
     "IndexBusyError",
     "IndexConflictError",
     "ModelLoadError",
+    "EntityClusteringEvaluator",
+    "PairClassificationEvaluator",
+    "ParaphraseIdentificationEvaluator",
+    "TurneyEvaluator",
     "ShardedSpanIndex",
     "SpanConfig",
     "IndexMatch",

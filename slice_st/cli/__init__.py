@@ -24,6 +24,7 @@ from slice_st.cli.data import add_data_commands
 from slice_st.cli.evaluation import add_evaluation_commands
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
+from slice_st.cli.phrase_eval import add_phrase_eval_command
 from slice_st.cli.train import add_train_command
 from slice_st.text import MissingExtraError, TextRecord, read_texts
 
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_command(commands)
     add_data_commands(commands)  # make-passages, make-context
     add_evaluation_commands(commands)  # table, mteb
+    add_phrase_eval_command(commands)  # PEARL's phrase tasks, Nugget's ParaBank PI
     for command in _commands(parser):
         add_output_options(command)
     return parser

@@ -76,7 +76,7 @@ def _make_passages_command(args) -> int:
         from slice_st.config import load_model
         from slice_st.losses import SpanDistillationLoss
 
-        model = load_model(args.model)
+        model = load_model(args.model or "base")  # the student before training: the plain base
         if args.max_seq_length is not None:
             model.max_seq_length = args.max_seq_length
         loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)

@@ -44,7 +44,7 @@ def add_index_command(commands) -> None:
     build = actions.add_parser("build", help="encode a corpus into a new index directory")
     _corpus_arguments(build)
     build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
-    build.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    build.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")
     build.add_argument("--min-span", type=positive_int, default=None)
     build.add_argument("--max-span", type=positive_int, default=None)
     build.add_argument("--unit", choices=("word", "token"), default=None)

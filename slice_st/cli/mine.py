@@ -29,7 +29,7 @@ def add_mine_command(commands) -> None:
     mine.add_argument("--per-doc", type=int, default=1, metavar="N", help="with --index: at most N spans per document (0: no limit; default 1)")
     mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
     mine.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
-    mine.add_argument("-m", "--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    mine.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")
     mine.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a text is (default: line)")
     mine.add_argument("-k", "--top-k", type=positive_int, default=None, help="keep the N best texts per query")
     mine.add_argument("-t", "--threshold", type=finite_float, default=None, help="keep matches with cosine >= T")

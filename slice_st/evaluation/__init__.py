@@ -1,7 +1,16 @@
 """Span retrieval evaluation (STS-B-Context, Orbach et al., 2024): the evaluator, the three setups
 (``setups``: full context, per-n-gram forward, single forward), correlations and the Williams test
-(``statistics``), baselines and the Table-1 runner (``baselines``, ``table``).
+(``statistics``), baselines and the Table-1 runner (``baselines``, ``table``); PEARL's phrase tasks
+(``phrase_tasks``) and Nugget's document paraphrase identification with span vectors (``document_similarity``).
 """
+
+from slice_st.evaluation.document_similarity import ParaphraseIdentificationEvaluator
+from slice_st.evaluation.phrase_tasks import (
+    BirdEvaluator,
+    EntityClusteringEvaluator,
+    PairClassificationEvaluator,
+    TurneyEvaluator,
+)
 
 from slice_st.evaluation.setups import (
     NGRAMS_PER_CALL,
@@ -17,6 +26,11 @@ from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 from slice_st.evaluation.statistics import compare_to_best, correlations, williams_test
 
 __all__ = [
+    "BirdEvaluator",
+    "EntityClusteringEvaluator",
+    "PairClassificationEvaluator",
+    "ParaphraseIdentificationEvaluator",
+    "TurneyEvaluator",
     "SETUPS",
     "SCORERS",
     "NGRAMS_PER_CALL",
