@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch is pinned in the same pip command so the resolver never pulls a CUDA build; every extra
-	# (train, eval, faiss: see pyproject.toml) is installed so that the whole test suite runs.
+	# (train, eval, faiss, onnx, openvino: see pyproject.toml) is installed so that the whole test suite runs.
 	$(BIN)/python -m pip install -q "torch==2.13.0" -e ".[all,dev]"
 	touch $(STAMP)
 

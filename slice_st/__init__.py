@@ -25,6 +25,7 @@ _EXPORTS = {
     "SpanConfig": "slice_st.config",
     "default_model_path": "slice_st.config",
     "enable_span_features": "slice_st.config",
+    "export_model": "slice_st.config",
     "get_span_config": "slice_st.config",
     "load_model": "slice_st.config",
     "ModelLoadError": "slice_st.config",
@@ -64,7 +65,7 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
 _SUBMODULES = (
-    "spans", "tokens", "text", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "spans", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
     "integrations", "cli",
 )
 
@@ -103,6 +104,7 @@ __all__ = [
     "encode_spans",
     "encode_span_queries",
     "SpanPoolingWarning",
+    "export_model",
     "get_span_config",
     "load_model",
     "save_slice_model",

@@ -20,7 +20,7 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
            "hub_offline", "model_fingerprint", "model_identity"]
 
 CONFIG_KEY = "slice_st"
@@ -122,7 +122,17 @@ def check_tokenizer(model, name: str = "") -> None:
         )
 
 
-def load_model(model_name_or_path: str | None = None, **kwargs: Any):
+def load_model(
+    model_name_or_path: str | None = None,
+    *,
+    backend: str = "torch",
+    model_file: str | None = None,
+    quantized: bool | str = False,
+    dtype: Any = None,
+    threads: int | None = None,
+    export_dir: str | None = None,
+    **kwargs: Any,
+):
     """Load a ``SentenceTransformer``; with no name, the shipped SLICE model ``slice-minilm`` (offline).
 
     * ``None`` or ``"slice-minilm"``: the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged
@@ -131,6 +141,20 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
       embedded base model, as published.
     * Any other Hub id or local path, as ``SentenceTransformer`` loads it; keyword arguments go to
       ``SentenceTransformer``.
+
+    Where the forward pass runs (README, "Faster inference"):
+
+    * ``backend``: ``"torch"`` (default), ``"onnx"`` (ONNX Runtime) or ``"openvino"``: the transformer
+      runs from an exported file of the model folder (``onnx/model.onnx``, ``openvino/openvino_model.xml``;
+      see :mod:`slice_st.backends` and :func:`export_model`). With ``export_dir`` a missing export is
+      made there once (offline) and the model loaded from there.
+    * ``model_file``: which exported file, relative to the folder (``"onnx/model_qint8_avx512_vnni.onnx"``);
+      ``quantized=True`` picks the int8 ONNX file (or a config name: ``"avx2"``, …).
+    * ``dtype``: ``"float16"``/``"bfloat16"`` loads the torch weights in half precision (GPUs; bf16 also
+      on CPUs with AMX / AVX512-BF16): token vectors in half, span sums still float32. On OpenVINO it
+      sets the inference precision.
+    * ``threads``: intra-op threads of ONNX Runtime / OpenVINO (default
+      :func:`slice_st.backends.default_threads`); on torch, ``torch.set_num_threads(threads)``.
 
     A missing local path gives a ``FileNotFoundError``; a file, a folder with missing or broken weights, config
     or tokenizer, or a Hub id that cannot be fetched (offline) a :class:`ModelLoadError`; an unknown or absent
@@ -143,8 +167,21 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
 
     from sentence_transformers import SentenceTransformer
 
+    from slice_st.backends import check_backend, resolve_dtype
     from slice_st.pretrained import is_shipped_model_name, load_shipped_model
 
+    check_backend(backend)
+    torch_dtype = resolve_dtype(dtype)
+    if backend != "torch":
+        return _load_exported(model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs)
+    if model_file or quantized:
+        raise ValueError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
+    if torch_dtype is not None:
+        kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
+    if threads:
+        import torch
+
+        torch.set_num_threads(int(threads))
     kwargs["device"] = check_device(kwargs.get("device"))
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         return load_shipped_model(model_name_or_path or DEFAULT_SHIPPED_MODEL, default_model_path(), **kwargs)
@@ -165,6 +202,122 @@ def load_model(model_name_or_path: str | None = None, **kwargs: Any):
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
     return model
+
+
+def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
+    """:func:`load_model` for ONNX Runtime / OpenVINO: the model folder's pipeline, its transformer run from the exported file."""
+    import os
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from slice_st.backends import attach_runtime, model_file_for
+
+    device = check_device(kwargs.pop("device", None))
+    if device is not None and device != "cpu":
+        raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
+    if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
+        raise ValueError("dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...).")
+    folder = os.path.expanduser(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else None
+    if folder is not None and not os.path.isdir(folder):
+        if folder.startswith((".", "/", "~")) and not os.path.exists(folder):
+            raise FileNotFoundError(f"No model found at {name!r}.")
+        folder = None  # a shipped name or Hub id: only its export can be loaded
+    found = model_file_for(folder, backend, model_file, quantized) if folder else None
+    if found is None:
+        if model_file and folder:
+            raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
+        if export_dir is None:
+            what = "an int8 ONNX file" if quantized else f"a {backend} export"
+            quantize = ", quantize=True" if quantized else ""
+            raise FileNotFoundError(
+                f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
+                f"slice_st.export_model({name!r}, DIR, backend={backend!r}{quantize}) or `slice-st export "
+                f"{'' if name is None else str(name) + ' '}-o DIR --backend {backend}{' --quantize' if quantized else ''}`, "
+                "then load DIR; or pass export_dir=DIR (--export-dir) to do both."
+            )
+        found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
+        folder = os.fspath(export_dir)
+    runner_kwargs = {}
+    if backend == "openvino" and torch_dtype is not None:
+        runner_kwargs["precision"] = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[str(torch_dtype).removeprefix("torch.")]
+    try:
+        model = SentenceTransformer(folder, device="cpu", **kwargs)
+    except Exception as error:  # one clear message, the cause chained (as load_model)
+        raise ModelLoadError(_load_failure(folder, True, error)) from error
+    check_tokenizer(model, folder)
+    return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+
+
+def export_model(
+    model: Any = None,
+    output_dir: str | None = None,
+    backend: str = "onnx",
+    quantize: bool | str | None = None,
+    overwrite: bool = False,
+) -> str:
+    """Export a model for ONNX Runtime or OpenVINO into ``output_dir``; returns the exported file. Offline.
+
+    ``model``: a loaded torch ``SentenceTransformer``, or what :func:`load_model` takes (``None``: the
+    default model). ``output_dir`` (required; it is the cache) receives the sentence-transformers
+    model itself (tokenizer, pooling, span settings) and, beside it, ``onnx/model.onnx``; with
+    ``quantize`` (``True``: this CPU's setting, or ``"avx512_vnni"``, ``"avx2"``, ``"arm64"``, …)
+    the dynamic int8 ``onnx/model_qint8_<config>.onnx``; for OpenVINO ``openvino/openvino_model.xml``
+    (converted from the ONNX file). Files already there are reused unless ``overwrite``. Load the
+    result with ``load_model(output_dir, backend=..., quantized=...)``. Needs ``slice-st[onnx]``
+    (and ``[openvino]`` for OpenVINO).
+    """
+    import os
+    from pathlib import Path
+
+    from slice_st.backends import (
+        DEFAULT_FILES,
+        QUANTIZATION_CONFIGS,
+        backend_of,
+        check_backend,
+        cpu_quantization_config,
+        export_onnx,
+        export_openvino,
+        quantize_onnx,
+        require_export,
+    )
+
+    check_backend(backend)
+    if output_dir is None:
+        raise ValueError("export_model needs output_dir: the folder that keeps the exported model.")
+    if backend == "torch":
+        raise ValueError("backend='torch' needs no export: save the model with model.save(path).")
+    if quantize and backend != "onnx":
+        raise ValueError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
+    config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
+    if config is not None and config not in QUANTIZATION_CONFIGS:
+        raise ValueError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
+    output = Path(output_dir)
+    onnx_file = output / DEFAULT_FILES["onnx"]
+    if backend == "openvino":
+        target = output / DEFAULT_FILES["openvino"]
+    else:
+        target = output / "onnx" / f"model_qint8_{config}.onnx" if config else onnx_file
+    if target.is_file() and not overwrite:
+        return str(target)
+    require_export(backend)
+    if overwrite or not onnx_file.is_file():
+        if model is not None and not isinstance(model, (str, os.PathLike)):  # a loaded model
+            if backend_of(model) != "torch":
+                raise ValueError("Exporting needs the model loaded on the torch backend.")
+        elif (output / "modules.json").is_file() and not overwrite:
+            model = load_model(str(output), device="cpu")
+        else:
+            model = load_model(model, device="cpu")
+        if overwrite or not (output / "modules.json").is_file():
+            output.mkdir(parents=True, exist_ok=True)
+            model.save(str(output))
+        export_onnx(model, onnx_file)
+    if backend == "openvino":
+        return str(export_openvino(onnx_file, target))
+    if config:
+        return str(quantize_onnx(onnx_file, target, config))
+    return str(onnx_file)
 
 
 def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
@@ -192,15 +345,30 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     refuses another model) and for the Table-1 cache (whatever its folder is called).
 
     Every parameter contributes (its shape and a strided sample of its values), so models that differ
-    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints.
+    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints. A model running on
+    ONNX Runtime or OpenVINO is identified by its exported file (its bytes and the backend): its
+    vectors differ from the torch model's (int8: clearly), so an index built on one backend is
+    searched on the same one.
     """
     import hashlib
 
     import numpy as np
 
+    from slice_st.backends import backend_of, weight_files
+
     digest = hashlib.sha256()
     tokenizer = model.tokenizer
     digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
+    backend = backend_of(model)
+    if backend != "torch":
+        digest.update(backend.encode())
+        config = _hf_config(model)
+        digest.update(str(getattr(config, "hidden_size", "")).encode())
+        for file in weight_files(model):
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()[:16]
     for parameter in model.parameters():
         values = parameter.detach().flatten()
         values = values[:: max(1, values.numel() // 4096)][:4096].float().cpu().numpy()
