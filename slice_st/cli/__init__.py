@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from slice_st.cli.common import add_output_options, apply_output_options
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.evaluation import add_evaluation_commands
+from slice_st.cli.export import add_export_command
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_commands(commands)  # make-passages, make-context
     add_evaluation_commands(commands)  # table, mteb
     add_phrase_eval_command(commands)  # PEARL's phrase tasks, Nugget's ParaBank PI
+    add_export_command(commands)
     for command in _commands(parser):
         add_output_options(command)
     return parser

@@ -15,6 +15,7 @@ import sys
 from slice_st.text import FileAccessError, read_file, split_lines
 
 __all__ = [
+    "add_backend_arguments", "model_options",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
     "report", "json_ready", "dumps_json", "read_queries", "write_rows",
 ]
@@ -119,6 +120,40 @@ def check_output(path: str, kind: str = "file") -> str:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
     return path
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the forward pass runs: ``--backend``, ``--model-file``/``--quantized``, ``--model-dtype``, ``--threads``, ``--export-dir``."""
+    group = parser.add_argument_group("inference backend")
+    group.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch",
+                       help="run the model on torch (default), ONNX Runtime or OpenVINO (needs slice-st[onnx] / [openvino] and an export, see slice-st export)")
+    group.add_argument("--model-file", metavar="FILE", default=None,
+                       help="exported file inside the model folder, e.g. onnx/model_qint8_avx512_vnni.onnx")
+    group.add_argument("--quantized", action="store_true", help="with --backend onnx: the int8 file (onnx/model_qint8_*.onnx)")
+    group.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                       help="torch weights in half precision (GPUs; bfloat16 also on recent CPUs), or OpenVINO's inference precision")
+    group.add_argument("--threads", type=positive_int, default=None,
+                       help="intra-op threads of the forward pass (default: SLICE_ST_THREADS, OMP_NUM_THREADS, else torch's)")
+    group.add_argument("--export-dir", metavar="DIR", default=None,
+                       help="with --backend onnx/openvino: export the model into DIR first if it has no such file (offline, once)")
+
+
+def model_options(args) -> dict:
+    """``load_model`` keyword arguments from :func:`add_backend_arguments`' options (only those given).
+
+    Also sets torch's intra-op threads: ``--threads``, else :func:`slice_st.backends.default_threads`
+    (the cores other work leaves idle), which ONNX Runtime / OpenVINO sessions use too.
+    """
+    from slice_st.backends import set_torch_threads
+
+    set_torch_threads(getattr(args, "threads", None))
+    options = {
+        "backend": getattr(args, "backend", "torch"), "model_file": getattr(args, "model_file", None),
+        "quantized": getattr(args, "quantized", False), "dtype": getattr(args, "model_dtype", None),
+        "threads": getattr(args, "threads", None), "export_dir": getattr(args, "export_dir", None),
+    }
+    defaults = {"backend": "torch", "model_file": None, "quantized": False, "dtype": None, "threads": None, "export_dir": None}
+    return {key: value for key, value in options.items() if value != defaults[key]}
 
 
 def quiet_progress(args) -> None:

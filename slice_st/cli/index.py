@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import check_output, dumps_json, positive_int, quiet_progress, read_queries, report, write_rows
+from slice_st.cli.common import add_backend_arguments, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, write_rows
 
 __all__ = ["add_index_command", "mine_index"]
 
@@ -52,12 +52,14 @@ def add_index_command(commands) -> None:
     build.add_argument("--calibration", metavar="FILE", default=None, help="a calibration JSON to store with the index")
     build.add_argument("--device", default=None)
     build.add_argument("--force", action="store_true", help="replace an index already in DIR")
+    add_backend_arguments(build)
     build.set_defaults(handler=_build)
 
     add = actions.add_parser("add", help="append documents to an index (saved atomically)")
     add.add_argument("directory", metavar="DIR")
     _corpus_arguments(add)
     add.add_argument("--device", default=None)
+    add.add_argument("--threads", type=positive_int, default=None, help="intra-op threads of the forward pass")
     add.set_defaults(handler=_add)
 
     remove = actions.add_parser("remove", help="drop documents by id (saved atomically)")
@@ -133,7 +135,7 @@ def _build(args) -> int:
         raise ValueError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
     quiet_progress(args)
     documents = _documents(args)
-    model = slice_st.load_model(args.model, device=args.device)
+    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     start = time.perf_counter()
     index = SpanIndex.build(
         documents, model, min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype,
@@ -150,21 +152,26 @@ def _build(args) -> int:
     return 0
 
 
-def _model_for(directory: str, model_name: str | None = None, device: str | None = None):
-    """The model to open ``directory`` with: ``None`` (the index's recorded one) unless a name or device is given."""
+def _model_for(directory: str, model_name: str | None = None, device: str | None = None, options: dict | None = None):
+    """The model to open ``directory`` with: ``None`` (the index's recorded one, on its recorded backend and
+    exported file) unless a name, a device or backend ``options`` are given."""
     import slice_st
     from slice_st.index import model_source, read_manifest
 
-    if not (model_name or device):
+    options = dict(options or {})
+    if not (model_name or device or options):
         return None
     manifest = read_manifest(directory, must_exist=True)
-    return slice_st.load_model(model_name or model_source(directory, manifest), device=device)
+    recorded = manifest.get("model_backend", "torch")
+    if recorded != "torch" and "backend" not in options and not model_name:  # built on ONNX Runtime / OpenVINO
+        options.update(backend=recorded, model_file=options.get("model_file") or manifest.get("model_file"))
+    return slice_st.load_model(model_name or model_source(directory, manifest), device=device, **options)
 
 
-def _load(directory: str, model_name: str | None = None, device: str | None = None):
+def _load(directory: str, model_name: str | None = None, device: str | None = None, options: dict | None = None):
     from slice_st.index import SpanIndex
 
-    return SpanIndex.load(directory, _model_for(directory, model_name, device))
+    return SpanIndex.load(directory, _model_for(directory, model_name, device, options))
 
 
 def _waiting(directory: str):
@@ -175,21 +182,21 @@ def _waiting(directory: str):
     return report
 
 
-def _update(directory: str, device: str | None = None):
+def _update(directory: str, device: str | None = None, options: dict | None = None):
     """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message) for another writer."""
     from slice_st.index import SpanIndex, check_index_target, read_manifest
 
     read_manifest(directory, must_exist=True)  # not an index: said before anything else
     check_index_target(directory)  # read-only: said before the model loads
-    return SpanIndex.open_for_update(directory, _model_for(directory, None, device), timeout=None, on_wait=_waiting(directory))
+    return SpanIndex.open_for_update(directory, _model_for(directory, None, device, options), timeout=None, on_wait=_waiting(directory))
 
 
-def _open_for_search(paths, model_name: str | None = None, device: str | None = None):
+def _open_for_search(paths, model_name: str | None = None, device: str | None = None, options: dict | None = None):
     """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards)."""
     from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
 
     directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
-    first = _load(directories[0], model_name, device)
+    first = _load(directories[0], model_name, device, options)
     if len(directories) == 1:
         return first
     return ShardedSpanIndex([first] + [SpanIndex.load(path, first.model) for path in directories[1:]])
@@ -224,7 +231,10 @@ def _check_not_indexed_yet(index, documents) -> None:
 def _add(args) -> int:
     quiet_progress(args)
     documents = _documents(args)
-    with _update(args.directory, args.device) as index:
+    from slice_st.backends import set_torch_threads
+
+    threads = set_torch_threads(args.threads)
+    with _update(args.directory, args.device, {"threads": threads}) as index:
         _check_not_indexed_yet(index, documents)
         start = time.perf_counter()
         index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress,
@@ -311,7 +321,7 @@ def mine_index(args) -> int:
         raise ValueError("give either FILEs or --index DIR, not both.")
     quiet_progress(args)
     queries = read_queries(args)
-    index = _open_for_search(args.index, args.model, args.device)
+    index = _open_for_search(args.index, args.model, args.device, model_options(args))
     if args.unit is not None and args.unit != index.span_config.unit:
         raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
                          f"the index is built: `slice-st index build --unit {args.unit}`).")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import finite_float, positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import add_backend_arguments, finite_float, model_options, positive_int, quiet_progress, read_queries, write_rows
 from slice_st.text import TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -43,6 +43,7 @@ def add_mine_command(commands) -> None:
     mine.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     mine.add_argument("--skip-bad", action="store_true",
                       help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)")
+    add_backend_arguments(mine)
     mine.set_defaults(handler=_mine)
 
 
@@ -83,7 +84,7 @@ def _mine(args) -> int:
     queries = read_queries(args)
     records = read_texts(args.files, args.split)
     quiet_progress(args)
-    model = slice_st.load_model(args.model, device=args.device)
+    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     records = _windowable(model, records, args)
     result = slice_st.best_spans(
         model,

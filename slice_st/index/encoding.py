@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st.backends import backend_of
 from slice_st.config import check_device
 from slice_st.data.corpus import Document, documents_from_dataset
 from slice_st.encode import SpanInputError, as_text_list
@@ -110,11 +111,16 @@ def encoder_for(model: SentenceTransformer, targets: list[str] | None, pool: dic
     A pool started here is stopped on exit and the model moved back to its device
     (``start_multi_process_pool`` moves it to the CPU). CPU workers get ``cores / workers`` threads each.
     """
+    if targets is None and pool is None:
+        yield model
+        return
+    if backend_of(model) != "torch":
+        raise SpanInputError(
+            f"Multi-process encoding needs the torch backend; a model on {backend_of(model)} uses its threads "
+            "instead (load_model(..., threads=N))."
+        )
     if pool is not None:
         yield PooledEncoder(model, pool)
-        return
-    if targets is None:
-        yield model
         return
     device = model.device
     cpu_workers = sum(1 for target in targets if torch.device(target).type == "cpu")

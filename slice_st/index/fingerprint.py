@@ -9,10 +9,24 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from slice_st.backends import backend_of, runner_of
 from slice_st.config import model_fingerprint, model_identity
 from slice_st.encode import SpanInputError
 
-__all__ = ["model_fingerprint", "model_identity", "model_source"]
+__all__ = ["model_fingerprint", "model_identity", "model_runtime", "model_source"]
+
+
+def model_runtime(model) -> dict[str, str]:
+    """``{"backend": ..., "model_file": ...}`` for a model on ONNX Runtime / OpenVINO (file relative to
+    the model folder when inside it), ``{}`` on torch: what :func:`slice_st.load_model` needs to load it again."""
+    runner = runner_of(model)
+    if runner is None:
+        return {}
+    _, folder = model_identity(model)
+    path = os.path.abspath(runner.path)
+    if folder and os.path.commonpath([path, os.path.abspath(folder)]) == os.path.abspath(folder):
+        path = os.path.relpath(path, folder)
+    return {"backend": backend_of(model), "model_file": path}
 
 
 def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:

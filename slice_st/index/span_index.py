@@ -38,7 +38,7 @@ from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
-from slice_st.index.fingerprint import model_fingerprint, model_identity, model_source
+from slice_st.index.fingerprint import model_fingerprint, model_identity, model_runtime, model_source
 from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked, search_threads
 from slice_st.index.storage import (
     ARRAYS,
@@ -91,6 +91,7 @@ class SpanIndex:
         self.dtype = dtype
         self.fingerprint = model_fingerprint(model)
         self.model_name, self.model_path = model_identity(model)
+        self.model_runtime = model_runtime(model)  # {} on torch; else the backend and exported file
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
         self.calibration: Calibration | None = None
@@ -542,6 +543,8 @@ class SpanIndex:
             "model_name": self.model_name,
             "model_path": self.model_path,
             "model_fingerprint": self.fingerprint,
+            "model_backend": self.model_runtime.get("backend", "torch"),
+            "model_file": self.model_runtime.get("model_file"),
             "calibration": None if self.calibration is None else {
                 "pair_score": self.calibration.pair_score, "source": self.calibration.source,
                 "pairs": self.calibration.pairs, "spearman": self.calibration.spearman,
@@ -663,7 +666,10 @@ class SpanIndex:
         path = os.fspath(path)
         manifest = read_manifest(path, must_exist=True)
         if model is None:
-            model = load_model(model_source(path, manifest))
+            runtime = {}
+            if manifest.get("model_backend", "torch") != "torch":  # built on ONNX Runtime / OpenVINO: the same file
+                runtime = {"backend": manifest["model_backend"], "model_file": manifest.get("model_file")}
+            model = load_model(model_source(path, manifest), **runtime)
         model = _as_model(model)
         fingerprint = model_fingerprint(model)
         index, manifest = read_consistent(path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify))
