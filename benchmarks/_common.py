@@ -109,6 +109,34 @@ def build_passages_and_queries(
     return passages, queries
 
 
+# -------------------------------------------------------------------------------------------- model
+def add_model_arguments(parser) -> None:
+    """``--model`` and where it runs: ``--backend``, ``--quantized``, ``--model-file``, ``--model-dtype``, ``--export-dir``."""
+    parser.add_argument("--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch")
+    parser.add_argument("--quantized", action="store_true", help="with --backend onnx: the dynamic-int8 file")
+    parser.add_argument("--model-file", default=None, help="exported file inside the model folder")
+    parser.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
+                        help="torch weights' precision, or OpenVINO's inference precision")
+    parser.add_argument("--export-dir", default=None, help="with --backend onnx/openvino: where the export is made (once) and loaded from")
+
+
+def load_bench_model(args, threads: int | None = None):
+    """The model the arguments of :func:`add_model_arguments` describe, and a one-line description of it."""
+    import slice_st
+
+    options = {"backend": args.backend, "model_file": args.model_file, "quantized": args.quantized,
+               "dtype": args.model_dtype, "export_dir": args.export_dir}
+    if args.backend != "torch":
+        options["threads"] = threads
+    model_path = args.export_dir if args.backend != "torch" and args.export_dir else args.model
+    options = {key: value for key, value in options.items() if value not in (None, False)}
+    model = slice_st.load_model(model_path, **options)
+    runner = getattr(model[0], "model", None)
+    where = f"{args.backend} ({getattr(runner, 'path', '')}, {getattr(runner, 'threads', '?')} threads)" if args.backend != "torch" else "torch"
+    return model, f"{where}{', ' + args.model_dtype if args.model_dtype else ''}"
+
+
 # ------------------------------------------------------------------------------------------- timing
 class Stopwatch:
     """Accumulates wall time of wrapped calls (for breakdowns inside a library call)."""

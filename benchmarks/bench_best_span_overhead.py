@@ -15,6 +15,7 @@ best span. Breakdowns inside the library calls come from timing wrappers install
 
     .venv/bin/python benchmarks/bench_best_span_overhead.py                       # full run
     .venv/bin/python benchmarks/bench_best_span_overhead.py --n-passages 128 --repeats 2   # quick
+    .venv/bin/python benchmarks/bench_best_span_overhead.py --backend openvino --export-dir runs/export/minilm   # P1 on OpenVINO
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import time
 from _common import (
     DEFAULT_STS,
     Stopwatch,
+    add_model_arguments,
+    load_bench_model,
     build_passages_and_queries,
     environment_line,
     flush,
@@ -50,6 +53,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)")
     parser.add_argument("--chunk", type=int, default=128, help="passages per cosine chunk in the naive path")
+    add_model_arguments(parser)
     return parser.parse_args()
 
 
@@ -95,12 +99,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     sentences, source = load_sentences(args.sts)
     passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, args.n_queries, args.seed)
-    model = slice_st.load_model()
+    model, where = load_bench_model(args, args.threads)
     n_spans_per = sum(max(args.words - length + 1, 0) for length in range(args.min_span, args.max_span + 1))
 
     print("=" * 100)
     print("bench_best_span_overhead (P1): best_spans / plain encode")
     print(environment_line())
+    print(f"model on {where}")
     print(f"data: {source}")
     print(f"passages: {len(passages)} x {args.words} words | spans {args.min_span}..{args.max_span} words "
           f"({n_spans_per} per passage, {n_spans_per * len(passages):,} total) | {len(queries)} queries | "

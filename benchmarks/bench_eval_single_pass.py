@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/bench_eval_single_pass.py                 # 1,024 passages of 40 words
     .venv/bin/python benchmarks/bench_eval_single_pass.py --threads 1 --repeats 5
+    .venv/bin/python benchmarks/bench_eval_single_pass.py --model-dtype bfloat16        # AMX / AVX512-BF16 CPUs
+    .venv/bin/python benchmarks/bench_eval_single_pass.py --backend onnx --quantized --export-dir runs/export/minilm
 
 Case "single-pass evaluation": ``SpanRetrievalEvaluator(setups=("single",), max_span=20)`` called on
 the model: one forward pass per passage and per origin phrase, fused best-span scoring over every
@@ -17,7 +19,17 @@ import argparse
 import random
 import time
 
-from _common import build_passages_and_queries, environment_line, flush, load_line, load_sentences, median, run_interleaved
+from _common import (
+    add_model_arguments,
+    build_passages_and_queries,
+    environment_line,
+    flush,
+    load_bench_model,
+    load_line,
+    load_sentences,
+    median,
+    run_interleaved,
+)
 
 TARGET_SECONDS = 12.0
 
@@ -31,14 +43,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
     parser.add_argument("--sts", default=None, help="STS-benchmark TSV giving real sentences (default ../shared/data/.../sts-train.csv)")
-    parser.add_argument("--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    add_model_arguments(parser)
     args = parser.parse_args()
 
     import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    import slice_st
     from slice_st.evaluation import SpanRetrievalEvaluator
 
     print(environment_line())
@@ -48,7 +59,8 @@ def main() -> None:
     rng = random.Random(0)
     phrases = [queries[i % len(queries)] for i in range(len(passages))]
     gold = [rng.uniform(0, 5) for _ in passages]
-    model = slice_st.load_model(args.model)
+    model, where = load_bench_model(args, args.threads)
+    print(f"model on {where}")
     evaluator = SpanRetrievalEvaluator(phrases, passages, gold, setups=("single",), max_span=args.max_span,
                                        batch_size=args.batch_size, show_progress_bar=False)
     print(f"{len(passages)} passages of {args.words} words, spans 1..{args.max_span} words, batch {args.batch_size}, "

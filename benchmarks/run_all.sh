@@ -3,6 +3,10 @@
 #
 #   benchmarks/run_all.sh                                   # defaults (~5-15 min on 2 quiet cores)
 #   P1_ARGS="--n-passages 256" P2_ARGS="--extrapolate" benchmarks/run_all.sh   (P3_ARGS, P4_ARGS likewise)
+#   BACKENDS_ARGS="--dev ../shared/data/stsb_context/stsb-context-dev.tsv" benchmarks/run_all.sh   (THREADS_ARGS likewise)
+#
+# bench_backends and bench_threads export the model once into $EXPORT_DIR (default runs/export/minilm,
+# git-ignored; needs the onnx and openvino extras, which `make install` installs).
 #
 # PYTHON overrides the interpreter (default: the repo's .venv). Each script's exit status is reported;
 # bench_single_vs_ngram exits 2 when its pilot predicts the full n-gram baseline would exceed
@@ -11,16 +15,19 @@ set -u -o pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 PYTHON=${PYTHON:-.venv/bin/python}
+EXPORT_DIR=${EXPORT_DIR:-runs/export/minilm}
 mkdir -p benchmarks/results
 stamp=$(date +%Y%m%d-%H%M%S)
 status=0
-for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench_eval_single_pass bench_distill_step; do
+for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench_eval_single_pass bench_distill_step bench_backends bench_threads; do
     case $name in
         bench_best_span_overhead) args=${P1_ARGS:-} ;;
         bench_single_vs_ngram) args=${P2_ARGS:-} ;;
         bench_loss_step) args=${P3_ARGS:-} ;;
         bench_eval_single_pass) args=${P4_ARGS:-} ;;
         bench_distill_step) args=${P7_ARGS:-} ;;
+        bench_backends) args="--export-dir $EXPORT_DIR ${BACKENDS_ARGS:-}" ;;
+        bench_threads) args="--export-dir $EXPORT_DIR ${THREADS_ARGS:-}" ;;
     esac
     out=benchmarks/results/$stamp-$name.txt
     echo ">>> $PYTHON benchmarks/$name.py $args  (output: $out)"

@@ -216,6 +216,13 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     assert best.scores.dtype == np.float32
     assert np.abs(best.scores - torch_model.best_spans(QUERIES, TEXTS).scores)[np.isfinite(best.scores)].max() < 0.05
     assert slice_st.embed_texts(model, QUERIES).dtype == torch.float32
+    from slice_st import SpanIndex
+    from slice_st.evaluation import SpanRetrievalEvaluator
+
+    metrics = SpanRetrievalEvaluator(QUERIES, TEXTS[:3], [1.0, 3.0, 2.0], setups=("full", "single"), show_progress_bar=False)(model)
+    assert all(np.isfinite(value) for value in metrics.values())
+    index = SpanIndex.build(TEXTS, model, show_progress_bar=False)
+    assert index.search(QUERIES[0], top_k=1)[0][0].score == pytest.approx(float(best.scores[0].max()), abs=1e-3)
 
 
 def test_default_threads(monkeypatch):
