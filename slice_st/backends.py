@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -397,7 +398,8 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*(axis name|LeafSpec)", category=Warning)  # shared batch/sequence axes
         torch.onnx.export(
             wrapper,
             tuple(example[name] for name in names),
