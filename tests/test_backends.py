@@ -265,6 +265,8 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
     assert backend_of(model) == "openvino"
     assert slice_st.get_span_config(model) == slice_st.SpanConfig(**SPAN_SETTINGS)
     for e, g in zip(torch_model.encode_spans(TEXTS), model.encode_spans(TEXTS)):
-        assert g.offsets.tolist() == e.offsets.tolist()
-        if len(e):
-            assert np.abs(g.embeddings - e.embeddings).max() <= FP32_TOLERANCE
+        assert g.offsets.tolist() == e.offsets.tolist() and g.units.tolist() == e.units.tolist()
+        if len(e):  # optimum-intel compiles with its own OpenVINO settings: agreed to 1.6e-4 (transformers 5.5.4)
+            assert np.abs(g.embeddings - e.embeddings).max() <= 1e-3
+    best = model.best_spans(QUERIES, TEXTS)
+    assert np.nanmax(np.abs(np.where(np.isfinite(best.scores), best.scores - torch_model.best_spans(QUERIES, TEXTS).scores, 0))) <= 1e-3
