@@ -37,6 +37,8 @@ SHORT_SEQ_LEN = 24
 # Tiny models gain nothing from intra-op threads, and on a busy 2-core machine threaded matmuls are
 # up to 100x slower; SLICE_TEST_THREADS overrides.
 torch.set_num_threads(int(os.environ.get("SLICE_TEST_THREADS", "1")))
+# The command line sets torch's threads from slice_st.backends.default_threads(): keep it on the same count.
+os.environ.setdefault("SLICE_ST_THREADS", os.environ.get("SLICE_TEST_THREADS", "1"))
 
 
 @pytest.fixture(scope="session")
