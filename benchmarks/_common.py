@@ -112,7 +112,7 @@ def build_passages_and_queries(
 # -------------------------------------------------------------------------------------------- model
 def add_model_arguments(parser) -> None:
     """``--model`` and where it runs: ``--backend``, ``--quantized``, ``--model-file``, ``--model-dtype``, ``--export-dir``."""
-    parser.add_argument("--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
     parser.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch")
     parser.add_argument("--quantized", action="store_true", help="with --backend onnx: the dynamic-int8 file")
     parser.add_argument("--model-file", default=None, help="exported file inside the model folder")

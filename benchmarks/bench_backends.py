@@ -52,7 +52,7 @@ def load_variant(name: str, model: str | None, export_dir: str, threads: int | N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export-dir", required=True, help="folder keeping the exports (made there if missing)")
-    parser.add_argument("--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--dev", default=None, help="STS-B-Context TSV for the quality column (skipped if not given)")
     parser.add_argument("--n-passages", type=int, default=1024)

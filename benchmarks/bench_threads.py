@@ -22,7 +22,7 @@ from _common import build_passages_and_queries, environment_line, flush, load_li
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--export-dir", required=True, help="folder keeping the ONNX/OpenVINO exports (made if missing)")
-    parser.add_argument("--model", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
     parser.add_argument("--n-passages", type=int, default=256)
     parser.add_argument("--words", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=32)

@@ -249,6 +249,53 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
 
 
+EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
+
+
+def _export_source(model: Any) -> str:
+    """A comparable name for what :func:`export_model` exports: a shipped name, a Hub id or an absolute folder."""
+    import os
+
+    from slice_st.pretrained import is_shipped_model_name
+
+    if model is None:
+        return DEFAULT_SHIPPED_MODEL
+    if isinstance(model, (str, os.PathLike)):
+        name = os.fspath(model)
+        if is_shipped_model_name(name):
+            return name.removeprefix("slice-st/")
+        if name in BASE_MODEL_NAMES:
+            name = default_model_path()
+        local = os.path.expanduser(name)
+        return os.path.realpath(local) if os.path.exists(local) else name
+    model_id = getattr(getattr(model, "model_card_data", None), "model_id", None)
+    if model_id:
+        return str(model_id)
+    config = _hf_config(model)
+    name = str(getattr(config, "_name_or_path", "") or "") if config is not None else ""
+    return os.path.realpath(name) if name and os.path.exists(name) else name
+
+
+def _check_export_source(model: Any, output) -> None:
+    """Refuse to reuse an export folder that holds another model (a stale cache would silently answer for it)."""
+    import json
+    import os
+
+    record = output / EXPORT_RECORD
+    if not record.is_file() or (isinstance(model, (str, os.PathLike)) and os.path.realpath(os.path.expanduser(os.fspath(model))) == os.path.realpath(output)):
+        return
+    try:
+        held = json.loads(record.read_text(encoding="utf-8")).get("source") or ""
+    except (OSError, ValueError, AttributeError):
+        return
+    wanted = _export_source(model)
+    if held and wanted and held != wanted:
+        raise ValueError(
+            f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
+            "(--overwrite) to replace it."
+        )
+
+
 def export_model(
     model: Any = None,
     output_dir: str | None = None,
@@ -267,6 +314,7 @@ def export_model(
     result with ``load_model(output_dir, backend=..., quantized=...)``. Needs ``slice-st[onnx]``
     (and ``[openvino]`` for OpenVINO).
     """
+    import json
     import os
     from pathlib import Path
 
@@ -293,6 +341,8 @@ def export_model(
     if config is not None and config not in QUANTIZATION_CONFIGS:
         raise ValueError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
     output = Path(output_dir)
+    if not overwrite:
+        _check_export_source(model, output)
     onnx_file = output / DEFAULT_FILES["onnx"]
     if backend == "openvino":
         target = output / DEFAULT_FILES["openvino"]
@@ -312,6 +362,7 @@ def export_model(
         if overwrite or not (output / "modules.json").is_file():
             output.mkdir(parents=True, exist_ok=True)
             model.save(str(output))
+            (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
         export_onnx(model, onnx_file)
     if backend == "openvino":
         return str(export_openvino(onnx_file, target))

@@ -209,6 +209,8 @@ def test_missing_export_and_extra_are_clear(export_dir, tiny_model_dir, tmp_path
     monkeypatch.setitem(sys.modules, "openvino", None)
     with pytest.raises(BackendUnavailableError, match=r"slice-st\[openvino\]"):
         slice_st.load_model(export_dir, backend="openvino", model_file="onnx/model.onnx")
+    with pytest.raises(ValueError, match="holds an export of"):  # a cache of another model is never reused
+        slice_st.export_model(slice_st.default_model_path(), export_dir)
     with pytest.raises(ValueError, match="dtype applies"):
         slice_st.load_model(export_dir, backend="onnx", dtype="bfloat16")
     with pytest.raises(ValueError, match="backend must be one of"):

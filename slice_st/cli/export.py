@@ -1,6 +1,6 @@
 """``slice-st export``: a model exported for ONNX Runtime or OpenVINO (offline), into a folder you choose.
 
-    slice-st export -o runs/export/minilm                         # the embedded model → onnx/model.onnx
+    slice-st export -o runs/export/minilm                         # the default model → onnx/model.onnx
     slice-st export -o runs/export/minilm --quantize              # + onnx/model_qint8_<this CPU>.onnx
     slice-st export -o runs/export/minilm --backend openvino      # + openvino/openvino_model.xml
     slice-st mine --model runs/export/minilm --backend onnx --quantized -q "my bag was lost" notes.txt
@@ -21,7 +21,7 @@ def add_export_command(commands) -> None:
         help="export a model for ONNX Runtime / OpenVINO (int8 too), offline",
         description=__doc__.splitlines()[0],
     )
-    export.add_argument("model", nargs="?", default=None, help="model id or path (default: embedded all-MiniLM-L6-v2)")
+    export.add_argument("model", nargs="?", default=None, help="model id or path (default: slice-minilm; 'base': all-MiniLM-L6-v2)")
     export.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="folder receiving the model and its exported files (reused as a cache)")
     export.add_argument("--backend", choices=("onnx", "openvino"), default="onnx")
