@@ -128,7 +128,7 @@ def default_threads() -> int:
     ``SLICE_ST_THREADS``, else ``OMP_NUM_THREADS``, else the cores other work leaves idle: torch's
     setting (the number of cores) less the 1-minute load average, at least 1. On a 2-core machine
     that already runs one job, a second intra-op thread waits for a busy core at every operator:
-    measured 1.3–2.4× *slower* than one thread (README, "Threads").
+    measured 1.3–2.3× *slower* than one thread (README, "Faster inference").
     ONNX Runtime and OpenVINO sessions use it; the command line also sets torch's threads with it.
     """
     for name in ("SLICE_ST_THREADS", "OMP_NUM_THREADS"):
