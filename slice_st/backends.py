@@ -39,7 +39,6 @@ import torch
 __all__ = [
     "BACKENDS",
     "QUANTIZATION_CONFIGS",
-    "BackendUnavailableError",
     "OnnxEncoder",
     "OpenVINOEncoder",
     "attach_runtime",
@@ -54,15 +53,14 @@ __all__ = [
     "quantize_onnx",
     "cpu_quantization_config",
     "check_backend",
-    "require_export",
     "model_file_for",
     "resolve_dtype",
 ]
 
 BACKENDS = ("torch", "onnx", "openvino")
-#: What each backend imports at run time, and which extra installs it.
+#: What each backend imports (``slice_st.load_model``/``export_model`` check them first, naming the extra).
 RUNTIME_MODULES = {"onnx": ("onnxruntime",), "openvino": ("openvino",)}
-EXPORT_MODULES = ("onnx", "onnxscript")  # torch.onnx's exporter
+EXPORT_MODULES = ("onnxruntime", "onnx", "onnxscript")  # torch.onnx's exporter, ONNX Runtime's quantizer
 DEFAULT_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
 #: Dynamic int8 settings named like optimum's ``AutoQuantizationConfig`` (and sentence-transformers' file names).
 QUANTIZATION_CONFIGS = {
@@ -75,31 +73,6 @@ QUANTIZATION_CONFIGS = {
 QUANTIZED_OPS = ["MatMul", "Gemm"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
           "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-
-
-class BackendUnavailableError(ImportError):
-    """A backend's optional dependencies are missing; the message names the extra that installs them."""
-
-
-def _require(modules: tuple[str, ...], extra: str, what: str) -> None:
-    missing = []
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            missing.append(name)
-    if missing:
-        raise BackendUnavailableError(
-            f"{what} needs the optional dependencies of slice-st[{extra}] (missing: {', '.join(missing)}). "
-            f"Install them with: pip install \"slice-st[{extra}]\""
-        )
-
-
-def require_export(backend: str) -> None:
-    """Raise :class:`BackendUnavailableError` unless the packages to export for ``backend`` are installed."""
-    _require(RUNTIME_MODULES["onnx"] + EXPORT_MODULES, "onnx", "Exporting to ONNX")
-    if backend == "openvino":
-        _require(RUNTIME_MODULES["openvino"], "openvino", "Exporting to OpenVINO")
 
 
 def check_backend(backend: str) -> str:
@@ -223,7 +196,6 @@ class OnnxEncoder(_Runner):
 
     def __init__(self, config, path: str, threads: int | None = None, providers: list[str] | None = None) -> None:
         super().__init__(config, path)
-        _require(RUNTIME_MODULES["onnx"], "onnx", "The ONNX backend")
         import onnxruntime as ort
 
         options = ort.SessionOptions()
@@ -253,7 +225,6 @@ class OpenVINOEncoder(_Runner):
 
     def __init__(self, config, path: str, threads: int | None = None, precision: str = "f32", device: str = "CPU") -> None:
         super().__init__(config, path)
-        _require(RUNTIME_MODULES["openvino"], "openvino", "The OpenVINO backend")
         import openvino as ov
 
         self.threads = threads or default_threads()
@@ -385,7 +356,6 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     Uses ``torch.onnx.export`` (the ``torch.export`` exporter: the TorchScript one mis-traces the
     attention masks of transformers 5); batch and sequence length are dynamic.
     """
-    _require(EXPORT_MODULES, "onnx", "Exporting to ONNX")
     module = model[0]
     transformer = getattr(module, "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
@@ -422,7 +392,6 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
     """
     if config not in QUANTIZATION_CONFIGS:
         raise ValueError(f"quantization config must be one of {', '.join(QUANTIZATION_CONFIGS)}, got {config!r}.")
-    _require(("onnxruntime", "onnx"), "onnx", "Quantizing an ONNX model")
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -442,7 +411,6 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
 
 def export_openvino(onnx_path: str | os.PathLike, target: str | os.PathLike) -> Path:
     """Convert an ONNX file to an OpenVINO IR (``target`` ``.xml`` plus its ``.bin``), weights kept in float32."""
-    _require(RUNTIME_MODULES["openvino"], "openvino", "Exporting to OpenVINO")
     import openvino as ov
 
     target = Path(target)

@@ -20,7 +20,7 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "require_backend", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
            "hub_offline", "model_fingerprint", "model_identity"]
 
 CONFIG_KEY = "slice_st"
@@ -204,6 +204,19 @@ def load_model(
     return model
 
 
+def require_backend(backend: str, export: bool = False) -> None:
+    """Check that the optional packages for ``backend`` (and for exporting, with ``export``) are installed;
+    else :class:`slice_st.text.MissingExtraError` naming ``slice-st[onnx]`` / ``slice-st[openvino]``."""
+    if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
+        require("onnxruntime", "onnx", "Exporting to ONNX")
+        require("onnx", "onnx", "Exporting to ONNX")
+        require("onnxscript", "onnx", "Exporting to ONNX")
+    if backend == "onnx":
+        require("onnxruntime", "onnx", "The ONNX backend")
+    elif backend == "openvino":
+        require("openvino", "openvino", "The OpenVINO backend")
+
+
 def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
     """:func:`load_model` for ONNX Runtime / OpenVINO: the model folder's pipeline, its transformer run from the exported file."""
     import os
@@ -213,6 +226,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
 
     from slice_st.backends import attach_runtime, model_file_for
 
+    require_backend(backend)
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
         raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
@@ -327,7 +341,6 @@ def export_model(
         export_onnx,
         export_openvino,
         quantize_onnx,
-        require_export,
     )
 
     check_backend(backend)
@@ -350,7 +363,7 @@ def export_model(
         target = output / "onnx" / f"model_qint8_{config}.onnx" if config else onnx_file
     if target.is_file() and not overwrite:
         return str(target)
-    require_export(backend)
+    require_backend(backend, export=True)
     if overwrite or not onnx_file.is_file():
         if model is not None and not isinstance(model, (str, os.PathLike)):  # a loaded model
             if backend_of(model) != "torch":

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import slice_st
-from slice_st.backends import BackendUnavailableError, backend_of, default_threads, export_files
+from slice_st.backends import backend_of, default_threads, export_files
+from slice_st.text import MissingExtraError
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")),
@@ -158,6 +159,16 @@ def test_index_build_add_search_and_reload(export_dir, torch_model, tmp_path):
         SpanIndex.build(TEXTS[:2], model, processes=2)
 
 
+def test_cli_missing_extra_is_one_line(export_dir, tmp_path, monkeypatch, capsys):
+    from slice_st.cli import main
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    (tmp_path / "t.txt").write_text("a man plays the guitar\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "--model", export_dir, "--backend", "onnx", "-q", "guitar", str(tmp_path / "t.txt")])
+    assert exit_info.value.code == 2 and "pip install 'slice-st[onnx]'" in capsys.readouterr().err
+
+
 def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys):
     from slice_st.cli import main
 
@@ -203,18 +214,20 @@ def test_missing_export_and_extra_are_clear(export_dir, tiny_model_dir, tmp_path
     # export_dir: the export found there is reused, not made again
     model = slice_st.load_model(tiny_model_dir, backend="onnx", export_dir=export_dir, threads=1)
     assert backend_of(model) == "onnx"
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if slice-st[onnx] were not installed
-    with pytest.raises(BackendUnavailableError, match=r"slice-st\[onnx\]"):
-        slice_st.load_model(export_dir, backend="onnx")
-    monkeypatch.setitem(sys.modules, "openvino", None)
-    with pytest.raises(BackendUnavailableError, match=r"slice-st\[openvino\]"):
-        slice_st.load_model(export_dir, backend="openvino", model_file="onnx/model.onnx")
     with pytest.raises(ValueError, match="holds an export of"):  # a cache of another model is never reused
         slice_st.export_model(slice_st.default_model_path(), export_dir)
     with pytest.raises(ValueError, match="dtype applies"):
         slice_st.load_model(export_dir, backend="onnx", dtype="bfloat16")
     with pytest.raises(ValueError, match="backend must be one of"):
         slice_st.load_model(export_dir, backend="tensorrt")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # as if slice-st[onnx] were not installed
+    with pytest.raises(MissingExtraError, match=r"slice-st\[onnx\]"):
+        slice_st.load_model(export_dir, backend="onnx")
+    with pytest.raises(MissingExtraError, match=r"slice-st\[onnx\]"):
+        slice_st.export_model(tiny_model_dir, tmp_path / "new")
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    with pytest.raises(MissingExtraError, match=r"slice-st\[openvino\]"):
+        slice_st.load_model(export_dir, backend="openvino", model_file="onnx/model.onnx")
 
 
 def test_half_precision_on_cpu(export_dir, torch_model):
