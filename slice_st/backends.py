@@ -98,22 +98,26 @@ def resolve_dtype(dtype: Any) -> torch.dtype | None:
 def default_threads() -> int:
     """Intra-op threads for the forward pass when none are given.
 
-    ``SLICE_ST_THREADS``, else ``OMP_NUM_THREADS``, else the cores other work leaves idle: torch's
-    setting (the number of cores) less the 1-minute load average, at least 1. On a 2-core machine
-    that already runs one job, a second intra-op thread waits for a busy core at every operator:
-    measured 1.3–2.3× *slower* than one thread (README, "Faster inference").
-    ONNX Runtime and OpenVINO sessions use it; the command line also sets torch's threads with it.
+    ``SLICE_ST_THREADS``, else ``OMP_NUM_THREADS``, else: **1 on a machine of at most 2 cores**, and on
+    a larger one the cores other work leaves idle (torch's setting, the number of cores, less the
+    1-minute load average; at least 1). On this project's 2-vCPU machine a second intra-op thread was
+    slower in every condition measured (README, "Faster inference"): torch 2.7× slower at load
+    average 1, 2.3× at 7–8; ONNX Runtime int8 1.1× / 1.4×; OpenVINO 1.2× / 1.3×. ONNX Runtime and
+    OpenVINO sessions use it; the command line also sets torch's threads with it.
     """
     for name in ("SLICE_ST_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
+    cores = os.cpu_count() or 1
+    if cores <= 2:
+        return 1
     threads = max(1, torch.get_num_threads())
     try:
         busy = round(os.getloadavg()[0])
     except (AttributeError, OSError):  # no load average on this platform
         return threads
-    return max(1, min(threads, (os.cpu_count() or threads) - busy))
+    return max(1, min(threads, cores - busy))
 
 
 def set_torch_threads(threads: int | None = None) -> int:

@@ -262,13 +262,15 @@ def test_default_threads(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert default_threads() == 1
     monkeypatch.delenv("OMP_NUM_THREADS")
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
     monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert default_threads() == 1  # a 2-core machine: one thread, whatever the load
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
     monkeypatch.setattr("os.getloadavg", lambda: (0.3, 0.5, 0.5))
-    assert default_threads() == 2  # idle: every core
-    monkeypatch.setattr("os.getloadavg", lambda: (1.2, 1.0, 1.0))
-    assert default_threads() == 1  # one core busy with other work: one thread
-    monkeypatch.setattr("os.getloadavg", lambda: (6.0, 6.0, 6.0))
+    assert default_threads() == 8  # idle: every core
+    monkeypatch.setattr("os.getloadavg", lambda: (2.6, 1.0, 1.0))
+    assert default_threads() == 5  # three cores busy with other work
+    monkeypatch.setattr("os.getloadavg", lambda: (16.0, 6.0, 6.0))
     assert default_threads() == 1
 
 
