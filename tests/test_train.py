@@ -333,3 +333,17 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
     model = SentenceTransformer(str(tmp_path / "run" / "final"))
     best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][0]
     assert "guitar" in best.span and best.score > 0.5
+
+
+def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
+    from slice_st.training.trainer import _last_checkpoint
+
+    for step, complete in ((2, True), (4, True), (6, False)):  # checkpoint-6: the save a kill interrupted
+        folder = tmp_path / f"checkpoint-{step}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"")
+        if complete:
+            (folder / "trainer_state.json").write_text("{}")
+    (tmp_path / "checkpoint-x").mkdir()
+    assert _last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
+    assert _last_checkpoint(str(tmp_path / "nothing")) is None

@@ -514,10 +514,10 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     from slice_st.config import save_slice_model
 
     trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
-    resume = config.resume and _last_checkpoint(config.output_dir) is not None
-    if config.resume and not resume:
-        logger.warning("--resume: no checkpoint in %s yet, starting from scratch.", config.output_dir)
-    result = trainer.train(resume_from_checkpoint=True if resume else None)
+    checkpoint = _last_checkpoint(config.output_dir) if config.resume else None
+    if config.resume and checkpoint is None:
+        logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", config.output_dir)
+    result = trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model
     checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
     print(  # one line per process: under accelerate, every rank reports, and synced ranks share the checksum
@@ -560,9 +560,17 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
 
 
 def _last_checkpoint(output_dir: str) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest *complete* checkpoint of a run: a run killed mid-save leaves a newer folder without its
+    ``trainer_state.json`` (written last), which must not be resumed from."""
+    import re
 
-    return get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    if not os.path.isdir(output_dir):
+        return None
+    steps = sorted(
+        (int(match.group(1)), name) for name in os.listdir(output_dir)
+        if (match := re.fullmatch(r"checkpoint-(\d+)", name)) and os.path.isfile(os.path.join(output_dir, name, "trainer_state.json"))
+    )
+    return os.path.join(output_dir, steps[-1][1]) if steps else None
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
