@@ -52,7 +52,7 @@ def add_phrase_eval_command(commands) -> None:
                         help="task to run (repeatable; 'all' runs every task)")
     parser.add_argument("-d", "--data", action="append", required=True, metavar="DIR",
                         help="folder holding the task data (PEARL's pearl_eval/, Nugget's nugget_pi/, or their parent); repeatable")
-    parser.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; "base" for plain all-MiniLM-L6-v2)")
+    parser.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; 'base' for plain all-MiniLM-L6-v2)")
     parser.add_argument("-f", "--format", choices=("table", "json"), default="table")
     parser.add_argument("--encoding", choices=("span", "sentence", "both"), default="both",
                         help="phrase vectors: span (mean of non-special token vectors, as slice-st queries), sentence "
