@@ -535,7 +535,7 @@ def span_cosine_grid(
     [[[1.0, 0.7071], [0.0, nan]]]
     """
     check_span_bounds(min_span, max_span)
-    batch, width = token_embeddings.shape[0], boundaries.shape[1] - 1
+    width = boundaries.shape[1] - 1
     unit_vectors = torch.nn.functional.normalize(vectors.float().to(token_embeddings.device), dim=-1, eps=eps)
     with torch.inference_mode():
         unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d)
@@ -547,7 +547,7 @@ def span_cosine_grid(
             grid[:, :count, length - min_span] = (dot_prefix[:, length : length + count] - dot_prefix[:, :count]) / norms[
                 :, :count, length - min_span
             ].clamp(min=eps)
-        return grid.masked_fill(torch.isnan(norms), float("nan")) if batch else grid
+        return grid  # nan where the norm is nan: the span does not exist
 
 
 def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1) -> tuple[Tensor, Tensor]:

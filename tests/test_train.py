@@ -336,7 +336,7 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
 
 
 def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
-    from slice_st.training.trainer import _last_checkpoint
+    from slice_st.training.trainer import last_complete_checkpoint
 
     for step, complete in ((2, True), (4, True), (6, False)):  # checkpoint-6: the save a kill interrupted
         folder = tmp_path / f"checkpoint-{step}"
@@ -345,5 +345,5 @@ def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
         if complete:
             (folder / "trainer_state.json").write_text("{}")
     (tmp_path / "checkpoint-x").mkdir()
-    assert _last_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
-    assert _last_checkpoint(str(tmp_path / "nothing")) is None
+    assert last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
+    assert last_complete_checkpoint(str(tmp_path / "nothing")) is None

@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
 from sentence_transformers.base.evaluation import BaseEvaluator
+
+from slice_st.text import require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -184,6 +185,7 @@ class BirdEvaluator(PhraseTaskEvaluator):
         cosines = (vectors[: len(self.phrase1)] * vectors[len(self.phrase1) :]).sum(axis=1)
         if np.ptp(cosines) == 0:
             return {"pearson": math.nan, "spearman": math.nan}
+        stats = require("scipy.stats", "eval", "the BIRD correlations")
         return {"pearson": stats.pearsonr(cosines, self.scores)[0], "spearman": stats.spearmanr(cosines, self.scores)[0]}
 
 
@@ -244,8 +246,8 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, seed: int = 0, *, h
     >>> probe_accuracy(x, y, learning_rate=1e-2) > 0.9
     True
     """
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPClassifier
+    ConvergenceWarning = require("sklearn.exceptions", "eval", "the PPDB probe").ConvergenceWarning
+    MLPClassifier = require("sklearn.neural_network", "eval", "the PPDB probe").MLPClassifier
 
     features, labels = np.asarray(features, dtype=np.float32), np.asarray(labels)
     order = np.random.default_rng(seed).permutation(len(labels))
@@ -344,8 +346,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
         return cls(data.phrases, data.labels, **kwargs)
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
-        from sklearn.cluster import KMeans
-        from sklearn.metrics import normalized_mutual_info_score
+        KMeans = require("sklearn.cluster", "eval", "entity clustering").KMeans
+        normalized_mutual_info_score = require("sklearn.metrics", "eval", "entity clustering").normalized_mutual_info_score
 
         vectors = self.encode(model, self.phrases, encoding)
         clusters = KMeans(n_clusters=self.num_clusters, random_state=self.seed, n_init=self.n_init).fit_predict(vectors)

@@ -25,7 +25,7 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "save_adapter", "load_sts_data"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "save_adapter", "load_sts_data"]
 
 logger = logging.getLogger(__name__)
 
@@ -514,7 +514,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     from slice_st.config import save_slice_model
 
     trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
-    checkpoint = _last_checkpoint(config.output_dir) if config.resume else None
+    checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
     if config.resume and checkpoint is None:
         logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", config.output_dir)
     result = trainer.train(resume_from_checkpoint=checkpoint)
@@ -559,7 +559,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     return model
 
 
-def _last_checkpoint(output_dir: str) -> str | None:
+def last_complete_checkpoint(output_dir: str) -> str | None:
     """The newest *complete* checkpoint of a run: a run killed mid-save leaves a newer folder without its
     ``trainer_state.json`` (written last), which must not be resumed from."""
     import re
