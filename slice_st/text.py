@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 __all__ = [
+    "check_creatable",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
     "MissingExtraError", "require",
 ]
@@ -73,6 +74,18 @@ class FileAccessError(OSError, ValueError):
 
     An ``OSError`` (what the operating system said) and a ``ValueError`` (bad input), like ``io.UnsupportedOperation``.
     """
+
+
+def check_creatable(path: str) -> None:
+    """Raise :class:`FileAccessError` unless a missing ``path`` could be created: its nearest existing ancestor
+    must be a writable folder."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
 
 
 def split_lines(content: str) -> list[str]:

@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-from slice_st.text import FileAccessError, read_file, split_lines
+from slice_st.text import FileAccessError, check_creatable, read_file, split_lines
 
 __all__ = [
     "add_backend_arguments", "model_options",
@@ -112,13 +112,7 @@ def check_output(path: str, kind: str = "file") -> str:
         if not os.access(path, os.W_OK):
             raise FileAccessError(f"output {path} is not writable (permission denied).")
         return path
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+    check_creatable(path)
     return path
 
 

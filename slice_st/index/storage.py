@@ -33,7 +33,7 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError
-from slice_st.text import FileAccessError
+from slice_st.text import FileAccessError, check_creatable
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
@@ -76,13 +76,7 @@ def check_index_target(path: str | os.PathLike) -> str:
         if not os.access(path, os.W_OK | os.X_OK):
             raise FileAccessError(f"{path} is not writable (permission denied): the index cannot be changed there.")
         return path
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+    check_creatable(path)
     return path
 
 
