@@ -75,6 +75,10 @@ def test_on_topic_contexts_place_the_target_and_avoid_paraphrases(tiny_model_dir
         on_topic_contexts(targets, pool, model, avoid=["x"])
     with pytest.raises(ValueError, match="at least 3"):
         on_topic_contexts(targets, pool[:2], model)
+    for bad in (["  "], [123]):
+        with pytest.raises(ValueError, match=r"targets\[0\] is empty or not a string"):
+            on_topic_contexts(bad, pool, model)
+    assert on_topic_contexts([], pool, model) == []
 
 
 def test_train_sts_in_context_with_lora_saves_adapter_and_merged_model(tmp_path, tiny_model_dir, sts_jsonl):

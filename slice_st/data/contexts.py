@@ -116,6 +116,10 @@ def on_topic_contexts(
     """
     import torch
 
+    for what, texts in (("targets", targets), ("pool", pool), ("avoid", avoid or [])):
+        for index, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{what}[{index}] is empty or not a string: {text!r:.60}.")
     targets, pool = [one_line(t) for t in targets], [one_line(p) for p in pool]
     if avoid is not None and len(avoid) != len(targets):
         raise ValueError(f"avoid must give one text per target: {len(avoid)} for {len(targets)} targets.")
