@@ -58,6 +58,7 @@ def add_train_command(commands) -> None:
     ship.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
     ship.add_argument("-o", "--output", default=None, help="destination folder (default: the package's slice_st/pretrained/slice_minilm)")
     ship.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it for the provenance")
+    ship.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity of the base and the adapted model")
     ship.set_defaults(handler=_ship_command)
 
 
@@ -74,6 +75,6 @@ def _ship_command(args: argparse.Namespace) -> int:
     from slice_st.training.shipping import ship_adapter
 
     destination = args.output or shipped_model("slice-minilm").adapter_dir
-    provenance = ship_adapter(args.run_dir, destination, dev_path=args.dev_path)
+    provenance = ship_adapter(args.run_dir, destination, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path)
     print(json.dumps({"destination": destination, **provenance.get("dev_metrics", {})}, indent=2))
     return 0

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from typing import Any
 
-__all__ = ["ship_adapter", "dev_figures", "TRAINING_DATA_LICENCES"]
+__all__ = ["ship_adapter", "dev_figures", "sts_figures", "training_curve", "TRAINING_DATA_LICENCES"]
 
 #: What the offline training sets allow (see the shared DATA.md): the strictest governs the weights.
 TRAINING_DATA_LICENCES = {
@@ -53,10 +54,51 @@ def _commit() -> str:
         return "unknown"
 
 
-def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None, name: str = "slice-minilm") -> dict[str, Any]:
+def training_curve(run_dir: str) -> list[dict[str, Any]]:
+    """The run's evaluations, step by step (from its newest checkpoint's ``trainer_state.json``); ``[]`` if none.
+
+    >>> training_curve("/nonexistent")
+    []
+    """
+    checkpoints = []
+    if os.path.isdir(run_dir):
+        checkpoints = [name for name in os.listdir(run_dir) if re.fullmatch(r"checkpoint-\d+", name)
+                       and os.path.isfile(os.path.join(run_dir, name, "trainer_state.json"))]
+    if not checkpoints:
+        return []
+    newest = max(checkpoints, key=lambda name: int(name.split("-")[1]))
+    try:
+        with open(os.path.join(run_dir, newest, "trainer_state.json"), encoding="utf-8") as handle:
+            history = json.load(handle).get("log_history", [])
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{os.path.join(run_dir, newest, 'trainer_state.json')} is unreadable ({error}).") from None
+    curve = []
+    for entry in history:
+        scores = {key[len("eval_"):]: round(100 * value, 2) for key, value in entry.items()
+                  if key.startswith("eval_") and key.endswith(("_spearman", "_pearson")) and isinstance(value, (int, float))}
+        if scores and "step" in entry:
+            curve.append({"step": entry["step"], **scores})
+    return curve
+
+
+def sts_figures(model, sts_path: str) -> dict[str, float]:
+    """Sentence similarity on an STS-B file (cosine Spearman and Pearson ×100), to check that training kept it."""
+    from slice_st.data.stsb import read_stsb
+    from slice_st.evaluation.statistics import correlations
+
+    sts = read_stsb(sts_path)
+    first = model.encode(list(sts["sentence1"]), convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False)
+    second = model.encode(list(sts["sentence2"]), convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False)
+    pearson, spearman = correlations(list(sts["score"]), (first * second).sum(dim=1).cpu().numpy())
+    return {"spearman": round(100 * spearman, 2), "pearson": round(100 * pearson, 2)}
+
+
+def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None, sts_dev_path: str | None = None,
+                 name: str = "slice-minilm") -> dict[str, Any]:
     """Copy ``run_dir/adapter`` into ``destination`` with a ``provenance.json``; returns the provenance.
 
-    The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it.
+    The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
+    (and with ``sts_dev_path``, on STS-B sentence similarity); the run's dev curve is recorded too.
     Nothing in ``destination`` changes unless every step succeeds.
     """
     from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
@@ -86,14 +128,20 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
         "licence": f"{WEIGHTS_LICENCE}: trained on non-commercial data (SICK); the base model is Apache-2.0",
         "commit": _commit(),
         "adapter_bytes": size,
+        "curve": training_curve(run_dir),
     }
-    if dev_path:
+    if dev_path or sts_dev_path:
         from slice_st.config import load_model
 
-        base = load_model("base")
-        provenance["dev_metrics"] = {"data": os.path.basename(dev_path), "base": dev_figures(base, dev_path)}
-        merge_lora_adapter(base[0].auto_model, adapter)
-        provenance["dev_metrics"]["shipped"] = dev_figures(base, dev_path)
+        model = load_model("base")
+        metrics: dict[str, Any] = {"data": os.path.basename(dev_path) if dev_path else None}
+        for label in ("base", "shipped"):
+            if label == "shipped":
+                merge_lora_adapter(model[0].auto_model, adapter)
+            metrics[label] = dev_figures(model, dev_path) if dev_path else {}
+            if sts_dev_path:
+                metrics[label]["sts_dev"] = sts_figures(model, sts_dev_path)
+        provenance["dev_metrics"] = metrics
     staging = destination.rstrip("/") + ".staging"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
