@@ -314,6 +314,33 @@ class _ShardWriter:
         return {"result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})}
 
 
+def _user_error(error: BaseException) -> BaseException:
+    """The error a Ray worker raised, as the driver should say it: a ``ValueError``/``OSError`` among its causes (one line),
+    else ``error`` as Ray gave it."""
+    seen, todo = set(), [error]
+    while todo:
+        cause = todo.pop(0)
+        if cause is None or id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith("ray."):
+            if isinstance(cause, SpanInputError):
+                return SpanInputError(str(cause))
+            text = str(cause).strip()
+            return SpanInputError(text.splitlines()[-1] if text else type(cause).__name__)
+        todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
+    # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
+    for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
+        if not name.startswith("ray.") and name.rpartition(".")[2] in _USER_ERRORS:
+            return SpanInputError(message.strip())
+    return error
+
+
+#: Errors of a worker that are the user's to fix (bad input), by class name.
+_USER_ERRORS = {"SpanInputError", "CorpusError", "DataFormatError", "ValueError", "FileNotFoundError", "FileAccessError",
+                "PermissionError", "IsADirectoryError", "UnicodeDecodeError", "IndexBusyError", "MissingExtraError"}
+
+
 # ---------------------------------------------------------------------------------------------- the build
 def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
     name, path = model_identity(model)
@@ -478,17 +505,20 @@ def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, 
                                    "on_shard": on_shard},
         )
         results = {}
+        rows = iter(dataset.iter_rows())
         try:
-            for row in dataset.iter_rows():
+            for row in rows:
                 state = json.loads(row["result"])
                 results[state["group"]] = state
                 if progress is not None:
                     progress(state)
         except ray.exceptions.RayError as error:  # a worker's own error, e.g. a document that cannot be windowed
-            cause = getattr(error, "cause", None) or error
-            if isinstance(cause, (ValueError, OSError)):
-                raise type(cause)(str(cause)) if isinstance(cause, SpanInputError) else SpanInputError(str(cause)) from None
-            raise
+            clear = _user_error(error)
+            if clear is error:
+                raise
+            raise clear from None
+        finally:
+            getattr(rows, "close", lambda: None)()  # stops the actors at once when the driver stops early
         return results
     finally:
         model.to(device)
