@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from slice_st.index.span_index import SpanIndex
 
-__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "check_address", "require_ray", "corpus_files",
+__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "claim_workers", "check_address", "require_ray", "corpus_files",
            "DEFAULT_SHARD_BYTES", "BUILD_STATE"]
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
@@ -106,6 +106,36 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpu
     return True
 
 
+def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
+    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as the cluster holds, at
+    most ``limit``), once that many fit in the free resources; waits up to ``timeout`` s for actors still shutting down.
+
+    More than the cluster holds, or still not free after ``timeout``: :class:`SpanInputError` (an actor that cannot be
+    placed would wait for ever).
+    """
+    ray = require_ray()
+    total = ray.cluster_resources()
+
+    def room(resources: dict[str, float]) -> int:
+        cpus = int(resources.get("CPU", 0) // num_cpus)
+        return min(cpus, int(resources.get("GPU", 0) // num_gpus)) if num_gpus else cpus
+
+    size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
+    if room(total) < 1:
+        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU.")
+    wanted = min(workers or room(total), limit)
+    if wanted > room(total):
+        raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
+                             f"ask for at most {room(total)}.")
+    deadline = time.monotonic() + timeout
+    while room(ray.available_resources()) < wanted:
+        if time.monotonic() > deadline:
+            raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
+                                 f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again.")
+        time.sleep(0.2)
+    return wanted
+
+
 @contextmanager
 def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[Any]:
     """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
@@ -131,6 +161,8 @@ class RayBuild:
     shards_reused: int
     seconds: float
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: Seconds the actors spent on this run's groups (reading, encoding, saving), summed: ``seconds`` less start-up and waits.
+    worker_seconds: float = 0.0
 
     @property
     def shard_paths(self) -> list[str]:
@@ -473,7 +505,7 @@ def build_on_ray(
     return RayBuild(
         os.fspath(output), shards, totals["documents"], totals["units"], len(work), len(todo),
         sum(s["built"] for s in ordered), sum(s["reused"] for s in ordered), time.perf_counter() - start,
-        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
+        [tuple(pair) for s in ordered for pair in s.get("skipped", [])], sum(s.get("seconds", 0.0) for s in ordered),
     )
 
 
@@ -481,15 +513,7 @@ def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, 
          num_cpus, shard_bytes, force, progress, on_shard) -> dict[int, dict[str, Any]]:
     """Encode the groups still to do on an actor pool; ``{group: result}`` as they finish."""
     data = require("ray.data", "ray")
-    resources = ray.cluster_resources()
-    room = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(resources.get("CPU", 0) // num_cpus)
-    if room < 1:
-        raise SpanInputError(f"the Ray cluster has no room for one worker of {num_cpus} CPU and {num_gpus} GPU "
-                             f"(it has {resources.get('CPU', 0)} CPUs, {resources.get('GPU', 0)} GPUs).")
-    workers = min(concurrency or room, len(todo))
-    if workers > room:
-        raise SpanInputError(f"{workers} workers of {num_cpus} CPU and {num_gpus} GPU do not fit the Ray cluster "
-                             f"({resources.get('CPU', 0)} CPUs, {resources.get('GPU', 0)} GPUs): ask for at most {room}.")
+    workers = claim_workers(concurrency, len(todo), num_cpus, num_gpus)
     options = {"min_span": span_config.min_span, "max_span": span_config.max_span, "unit": span_config.unit, "dtype": dtype,
                "batch_size": batch_size, "on_error": on_error}
     context = data.DataContext.get_current()

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from slice_st.encode import SpanInputError
-from slice_st.index.ray_engine import connect_ray, require_ray
+from slice_st.index.ray_engine import claim_workers, connect_ray, require_ray
 from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, merge_top_spans
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
@@ -65,11 +65,7 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         self._started = connect_ray(address)
         try:
             ray = require_ray()
-            cpus = ray.cluster_resources().get("CPU", 0)
-            room = int(cpus // num_cpus)
-            workers = min(workers or max(room, 1), len(paths))
-            if workers > room:
-                raise SpanInputError(f"{workers} search workers of {num_cpus} CPU do not fit the Ray cluster ({cpus} CPUs).")
+            workers = claim_workers(workers, len(paths), num_cpus)
             groups = _contiguous_groups([shard.num_units for shard in self.shards], workers)
             self._group_bases = [int(self._unit_bases[group[0]]) for group in groups]
             model = ray.put(self.model)
