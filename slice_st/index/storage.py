@@ -243,6 +243,20 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
 _REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int}
 
 
+def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
+    """The JSON object in ``file_path`` (a file of the index at ``path``); else a clear error naming ``what``."""
+    try:
+        with open(file_path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except OSError as error:
+        raise FileAccessError(f"{path}: cannot read {what} ({error.strerror or error}).") from None
+    except ValueError as error:
+        raise SpanInputError(f"{path}: unreadable {short} ({error}).") from None
+    if not isinstance(value, dict):
+        raise SpanInputError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
+    return value
+
+
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     """The manifest of the index at ``path``, checked: a JSON object with every field a load needs.
 
@@ -256,15 +270,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
                 raise FileNotFoundError(f"No index at {path!r}.")
             raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
         return None
-    try:
-        with open(manifest_path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except OSError as error:
-        raise FileAccessError(f"{path}: cannot read the index manifest ({error.strerror or error}).") from None
-    except ValueError as error:
-        raise SpanInputError(f"{path}: unreadable index manifest ({error}).") from None
-    if not isinstance(manifest, dict):
-        raise SpanInputError(f"{path}: unreadable index manifest (a JSON {type(manifest).__name__}, not an object).")
+    manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
         raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION}).")
     for key, kind in _REQUIRED.items():
@@ -307,14 +313,8 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
     list_path = os.path.join(path, SHARD_LIST)
     if not os.path.isfile(list_path):
         return None
-    try:
-        with open(list_path, encoding="utf-8") as handle:
-            shard_list = json.load(handle)
-    except OSError as error:
-        raise FileAccessError(f"{path}: cannot read {SHARD_LIST} ({error.strerror or error}).") from None
-    except ValueError as error:
-        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} ({error}).") from None
-    if not isinstance(shard_list, dict) or not isinstance(shard_list.get("shards", []), list):
+    shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
+    if not isinstance(shard_list.get("shards", []), list):
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
     return shard_list
 
