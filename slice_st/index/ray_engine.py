@@ -22,6 +22,7 @@ The result is searched by :class:`slice_st.ShardedSpanIndex` (one process) or
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -129,6 +130,7 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
                              f"ask for at most {room(total)}.")
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
+        gc.collect()  # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
         if time.monotonic() > deadline:
             raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
                                  f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again.")
@@ -319,7 +321,7 @@ class _ShardWriter:
             documents = [Document(doc_id, text) for doc_id, text in work["documents"]]
         else:
             documents = [d for file in work["files"] for d in read_file_documents(file, **self.reading)]
-        shards, built, reused, units, skipped = [], 0, 0, 0, []
+        shards, built, reused, units, kept_total, skipped = [], 0, 0, 0, 0, []
         for number, chunk in enumerate(_chunks(documents, self.shard_bytes) if documents else []):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(self.output, name)
@@ -329,8 +331,14 @@ class _ShardWriter:
                 units += manifest["units"]
                 kept = manifest["documents"]
             else:
-                index = self.index_class.build([d.text for d in chunk], self.model, [d.id for d in chunk], show_progress_bar=False,
-                                               **self.options)
+                try:
+                    index = self.index_class.build([d.text for d in chunk], self.model, [d.id for d in chunk], show_progress_bar=False,
+                                                   **self.options)
+                except SpanInputError as error:
+                    if self.options["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
+                        raise
+                    skipped += [(d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}") for d in chunk]
+                    continue
                 index.save(folder, timeout=0)
                 built += 1
                 units += index.num_units
@@ -338,9 +346,10 @@ class _ShardWriter:
                 skipped += index.skipped
                 if self.on_shard is not None:
                     self.on_shard(name)
+            kept_total += kept
             if kept:
                 shards.append(name)
-        state = {"group": work["group"], "shards": shards, "documents": len(documents) - len(skipped), "units": units,
+        state = {"group": work["group"], "shards": shards, "documents": kept_total, "units": units,
                  "skipped": skipped}
         write_json(os.path.join(self.output, BUILD_STATE, f"group-{work['group']:05d}.json"), state)
         return {"result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})}
@@ -453,6 +462,8 @@ def build_on_ray(
     """
     if (files is None) == (texts is None):
         raise SpanInputError("build_on_ray needs either files or texts.")
+    if files is not None and ids is not None:
+        raise SpanInputError("ids are for in-memory texts; files carry their own ids (path:line, or the id field).")
     for name, value in (("shard_bytes", shard_bytes), ("concurrency", concurrency if concurrency is not None else 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
@@ -528,7 +539,7 @@ def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, 
                                    "reading": reading, "threads": int(num_cpus), "shard_bytes": shard_bytes, "force": force,
                                    "on_shard": on_shard},
         )
-        results = {}
+        results, failure = {}, None
         rows = iter(dataset.iter_rows())
         try:
             for row in rows:
@@ -537,12 +548,14 @@ def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, 
                 if progress is not None:
                     progress(state)
         except ray.exceptions.RayError as error:  # a worker's own error, e.g. a document that cannot be windowed
-            clear = _user_error(error)
-            if clear is error:
+            failure = _user_error(error)
+            if failure is error:
                 raise
-            raise clear from None
         finally:
             getattr(rows, "close", lambda: None)()  # stops the actors at once when the driver stops early
+            del rows, dataset
+        if failure is not None:  # raised outside the handler: nothing of the failed run stays reachable from it
+            raise failure
         return results
     finally:
         model.to(device)
