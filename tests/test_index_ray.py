@@ -107,12 +107,15 @@ def test_ray_build_of_texts_equals_single_process(model, tmp_path):
 
 
 def test_ray_search_equals_sharded_search(built, model):
-    output, _ = built
+    output, result = built
+    for path in result.shard_paths:  # the FAISS stage too: approximate search runs inside the actors
+        with SpanIndex.open_for_update(path, model) as shard:
+            shard.build_candidates(kind="flat", candidates=16)
     sharded = ShardedSpanIndex.load(str(output), model)
     with RayShardedSpanIndex.load(str(output), model, workers=2) as on_ray:
         assert on_ray.workers == 2 and len(on_ray) == len(sharded) and on_ray.info()["workers"] == 2
         for options in ({"top_k": 8}, {"top_k": 5, "per_document": 1}, {"top_k": 7, "min_span": 2, "max_span": 4, "threshold": 0.2},
-                        {"top_k": 10_000}):
+                        {"top_k": 10_000}, {"top_k": 6, "approximate": True}):
             assert _key(on_ray.search(QUERIES, **options)) == _key(sharded.search(QUERIES, **options)), options
     with pytest.raises(SpanInputError, match="closed"):
         on_ray.search("dog")
