@@ -60,6 +60,8 @@ _EXPORTS = {
     "IndexMatch": "slice_st.index.search",
     "SpanIndex": "slice_st.index.span_index",
     "ShardedSpanIndex": "slice_st.index.sharded",
+    "RayShardedSpanIndex": "slice_st.index.ray_search",
+    "RayBuild": "slice_st.index.ray_engine",
     "STSBContext": "slice_st.integrations.mteb",  # importing mteb takes seconds
 }
 
@@ -81,6 +83,8 @@ __all__ = [
     "ParaphraseIdentificationEvaluator",
     "TurneyEvaluator",
     "ShardedSpanIndex",
+    "RayShardedSpanIndex",
+    "RayBuild",
     "SpanConfig",
     "IndexMatch",
     "SpanEncoding",

@@ -15,7 +15,7 @@ import sys
 from slice_st.text import FileAccessError, check_creatable, read_file, split_lines
 
 __all__ = [
-    "add_backend_arguments", "model_options",
+    "add_backend_arguments", "model_options", "add_ray_argument",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
     "report", "json_ready", "dumps_json", "read_queries", "write_rows",
 ]
@@ -114,6 +114,15 @@ def check_output(path: str, kind: str = "file") -> str:
         return path
     check_creatable(path)
     return path
+
+
+def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ray [ADDRESS]`` (no address: Ray started on this machine) and ``--workers N`` (needs ``slice-st[ray]``)."""
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                        help=f"{what} on Ray (pip install 'slice-st[ray]'): no ADDRESS starts Ray here; auto, HOST:PORT or "
+                             "ray://HOST:PORT joins a cluster (write --ray=ADDRESS, or --ray last, so that no file is taken for it)")
+    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                        help="with --ray: Ray actors (default: as many as the cluster has room for)")
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:

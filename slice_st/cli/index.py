@@ -8,6 +8,8 @@
     slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
     slice-st index build big.jsonl -o runs/big --processes 2           # or --devices cuda:0 cuda:1
     slice-st mine --index runs/shards --query "my bag was lost"        # a directory of shards, searched together
+    slice-st index build calls/ -o runs/calls --ray --workers 2        # on Ray (here; --ray=auto: a cluster), resumable
+    slice-st mine --index runs/calls --query "my bag was lost" --ray   # its shards scanned on Ray actors
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import add_backend_arguments, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, write_rows
+from slice_st.cli.common import add_backend_arguments, add_ray_argument, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, write_rows
 
 __all__ = ["add_index_command", "mine_index"]
 
@@ -25,7 +27,8 @@ __all__ = ["add_index_command", "mine_index"]
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text files (one document per line/paragraph) or JSONL files")
     parser.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a document of a text file is (default: line)")
-    parser.add_argument("--input-format", choices=("auto", "text", "jsonl"), default="auto", help="auto: .jsonl/.ndjson files are JSONL")
+    parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
+                        help="auto: .jsonl/.ndjson files are JSONL, .parquet Parquet (with --ray)")
     parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
     parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
@@ -52,6 +55,10 @@ def add_index_command(commands) -> None:
     build.add_argument("--calibration", metavar="FILE", default=None, help="a calibration JSON to store with the index")
     build.add_argument("--device", default=None)
     build.add_argument("--force", action="store_true", help="replace an index already in DIR")
+    add_ray_argument(build, "encode")
+    build.add_argument("--gpus-per-worker", type=float, default=0, metavar="G", help="with --ray: GPUs per actor (e.g. 1, or 0.5)")
+    build.add_argument("--shard-mb", type=positive_int, default=None, metavar="MB",
+                       help="with --ray: MB of corpus text per shard (default 16); CORPUS may be folders, Parquet, s3://… URIs")
     add_backend_arguments(build)
     build.set_defaults(handler=_build)
 
@@ -130,6 +137,13 @@ def _build(args) -> int:
     import slice_st
     from slice_st.index import MANIFEST, SpanIndex, check_index_target
 
+    if args.ray is not None:
+        return _build_on_ray(args)
+    for option, given in (("--workers", args.workers), ("--gpus-per-worker", args.gpus_per_worker), ("--shard-mb", args.shard_mb)):
+        if given:
+            raise ValueError(f"{option} is an option of --ray.")
+    if args.input_format == "parquet" or any(path.lower().endswith(".parquet") for path in args.corpus):
+        raise ValueError("Parquet corpora are read with --ray (pip install 'slice-st[ray]').")
     check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
     if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force:
         raise ValueError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
@@ -149,6 +163,51 @@ def _build(args) -> int:
     index.save(args.output, overwrite=args.force, timeout=None)
     _report("indexed", documents, index, seconds, args)
     report(args, f"saved to {args.output}")
+    return 0
+
+
+def _build_on_ray(args) -> int:
+    """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
+    import slice_st
+    from slice_st.index import MANIFEST, SpanIndex, check_index_target
+    from slice_st.index.ray_engine import check_address, require_ray
+    from slice_st.index.storage import read_shard_list
+
+    if args.devices or args.processes:
+        raise ValueError("--devices/--processes are for a one-machine build; with --ray use --workers and --gpus-per-worker.")
+    if args.calibration:
+        raise ValueError("--calibration is not stored by a --ray build; fit it on one shard with `slice-st index calibrate`.")
+    if args.gpus_per_worker < 0:
+        raise ValueError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker}.")
+    address = check_address(args.ray)
+    require_ray()  # the missing extra is said before the model loads
+    check_index_target(args.output)
+    previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
+    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
+        raise ValueError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
+    if previous is not None and not previous.get("complete") and not args.force:
+        report(args, f"resuming the build in {args.output}", sys.stderr)
+    quiet_progress(args)
+    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
+
+    def progress(group: dict) -> None:
+        if not args.no_progress:
+            report(args, f"group {group['group']}: {len(group['shards'])} shards, {group['documents']} documents, "
+                         f"{group['units']} units ({group['built']} built, {group['reused']} already there)", sys.stderr)
+
+    result = SpanIndex.from_files(
+        args.corpus, model, split=args.split, fmt=None if args.input_format == "auto" else args.input_format, id_field=args.id_field,
+        text_field=args.text_field, engine="ray", output=args.output, address=address, concurrency=args.workers,
+        num_gpus=args.gpus_per_worker, shard_bytes=None if args.shard_mb is None else args.shard_mb << 20, force=args.force,
+        min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype, batch_size=args.batch_size,
+        on_error="skip" if args.skip_bad else "raise", progress=progress,
+    )
+    for doc_id, reason in result.skipped:
+        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+    seconds = result.seconds
+    report(args, f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
+                 f"({result.shards_built} built, {result.shards_reused} already there), "
+                 f"{result.units / seconds if seconds > 0 else float('inf'):.0f} units/s; saved to {args.output}")
     return 0
 
 
@@ -191,15 +250,25 @@ def _update(directory: str, device: str | None = None, options: dict | None = No
     return SpanIndex.open_for_update(directory, _model_for(directory, None, device, options), timeout=None, on_wait=_waiting(directory))
 
 
-def _open_for_search(paths, model_name: str | None = None, device: str | None = None, options: dict | None = None):
-    """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards)."""
+def _open_for_search(paths, model_name: str | None = None, device: str | None = None, options: dict | None = None,
+                     ray: str | None = None, workers: int | None = None):
+    """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards);
+    with ``ray`` (an address, or ``"local"``) a :class:`RayShardedSpanIndex` (close it)."""
     from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
 
+    if ray is not None:
+        from slice_st.index.ray_engine import check_address, require_ray
+
+        check_address(ray)
+        require_ray()
     directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
     first = _load(directories[0], model_name, device, options)
-    if len(directories) == 1:
-        return first
-    return ShardedSpanIndex([first] + [SpanIndex.load(path, first.model) for path in directories[1:]])
+    shards = [first] + [SpanIndex.load(path, first.model) for path in directories[1:]]
+    if ray is not None:
+        from slice_st.index.ray_search import RayShardedSpanIndex
+
+        return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
+    return shards[0] if len(shards) == 1 else ShardedSpanIndex(shards)
 
 
 def _indexed_files(doc_ids) -> dict[str, str]:
@@ -321,7 +390,15 @@ def mine_index(args) -> int:
         raise ValueError("give either FILEs or --index DIR, not both.")
     quiet_progress(args)
     queries = read_queries(args)
-    index = _open_for_search(args.index, args.model, args.device, model_options(args))
+    index = _open_for_search(args.index, args.model, args.device, model_options(args), getattr(args, "ray", None), getattr(args, "workers", None))
+    try:
+        return _search_and_write(index, queries, args)
+    finally:
+        if hasattr(index, "close"):
+            index.close()
+
+
+def _search_and_write(index, queries, args) -> int:
     if args.unit is not None and args.unit != index.span_config.unit:
         raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
                          f"the index is built: `slice-st index build --unit {args.unit}`).")

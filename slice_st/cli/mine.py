@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import add_backend_arguments, finite_float, model_options, positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import add_backend_arguments, add_ray_argument, finite_float, model_options, positive_int, quiet_progress, read_queries, write_rows
 from slice_st.text import TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -43,6 +43,7 @@ def add_mine_command(commands) -> None:
     mine.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     mine.add_argument("--skip-bad", action="store_true",
                       help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)")
+    add_ray_argument(mine, "with --index: scan the shards")
     add_backend_arguments(mine)
     mine.set_defaults(handler=_mine)
 
@@ -79,6 +80,8 @@ def _mine(args) -> int:
         return mine_index(args)
     if not args.files:
         raise ValueError("no input: give FILEs to search, or --index DIR.")
+    if args.ray is not None or args.workers is not None:
+        raise ValueError("--ray and --workers search a saved index: give --index DIR.")
     if args.approximate:
         raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
     queries = read_queries(args)

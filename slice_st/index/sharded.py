@@ -18,7 +18,31 @@ from slice_st.index.storage import shard_directories
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ShardedSpanIndex"]
+__all__ = ["ShardedSpanIndex", "merge_top_spans", "empty_top_spans"]
+
+TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def empty_top_spans(queries: int, k: int) -> TopSpans:
+    """A top-k with nothing in it yet: ``(queries, k)`` scores ``-inf``, units -1, lengths 0."""
+    return np.full((queries, k), -np.inf), np.full((queries, k), -1, dtype=np.int64), np.zeros((queries, k), dtype=np.int64)
+
+
+def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
+    """Merge one shard's top-k ``found`` (units numbered in the shard, which starts at unit ``base``) into ``running``.
+
+    Exact: the k best of both, ties to ``running`` (the earlier shards), as one scan of all shards would rank them.
+
+    >>> top = merge_top_spans(empty_top_spans(1, 2), (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]])), 0)
+    >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
+    array([[ 3, 10]])
+    """
+    k = running[0].shape[1]
+    scores = np.concatenate([running[0], found[0]], axis=1)
+    units = np.concatenate([running[1], np.where(found[1] >= 0, found[1] + base, -1)], axis=1)
+    lengths = np.concatenate([running[2], found[2]], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
+    return tuple(np.take_along_axis(values, order, axis=1) for values in (scores, units, lengths))
 
 
 class ShardedSpanIndex:
@@ -106,35 +130,43 @@ class ShardedSpanIndex:
     ) -> list[list[IndexMatch]]:
         """:meth:`SpanIndex.search` over all shards (same options); queries are embedded once."""
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
-        if approximate:
-            missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
-            if missing:
-                raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
-        scanners = [shard._scanner(wanted, approximate, candidates, nprobe) for shard in self.shards]
+        self._check_approximate(approximate)
         check_threshold(threshold)
         vectors = self.embed_queries(query_list(queries), batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
 
         def scan(query_vectors: torch.Tensor, k: int):
-            """Shard by shard, merging into a running top-k; its k-th score lets later exact scans skip what cannot enter."""
-            scores = np.full((len(query_vectors), k), -np.inf)
-            units = np.full((len(query_vectors), k), -1, dtype=np.int64)
-            lengths = np.zeros((len(query_vectors), k), dtype=np.int64)
-            for shard, scanner, base in zip(self.shards, scanners, self._unit_bases):
-                if approximate:
-                    found = scanner(query_vectors, k)
-                else:
-                    floor = scores[:, -1].copy()
-                    found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None)
-                merged_scores = np.concatenate([scores, found[0]], axis=1)
-                merged_units = np.concatenate([units, np.where(found[1] >= 0, found[1] + base, -1)], axis=1)
-                merged_lengths = np.concatenate([lengths, found[2]], axis=1)
-                order = np.argsort(-merged_scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
-                take = lambda values: np.take_along_axis(values, order, axis=1)  # noqa: E731
-                scores, units, lengths = take(merged_scores), take(merged_units), take(merged_lengths)
-            return scores, units, lengths
+            return self.scan(query_vectors, k, wanted.min_span, wanted.max_span, approximate=approximate, candidates=candidates,
+                             nprobe=nprobe)
 
         return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
+
+    def _check_approximate(self, approximate: bool) -> None:
+        if approximate:
+            missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
+            if missing:
+                raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
+
+    def scan(self, query_vectors: torch.Tensor, k: int, min_span: int | None = None, max_span: int | None = None, *,
+             approximate: bool = False, candidates: int | None = None, nprobe: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The raw top-``k`` spans of unit-normalised query vectors over all shards: ``(Q, k)`` scores, units (numbered
+        across the shards, -1: none) and lengths; what :meth:`search` ranks into matches.
+
+        Shard by shard, merged into a running top-k (:func:`merge_top_spans`); its k-th score lets later
+        exact scans skip what cannot enter.
+        """
+        wanted = check_search(self.span_config, k, None, min_span, max_span, candidates)
+        self._check_approximate(approximate)
+        running = empty_top_spans(len(query_vectors), k)
+        for shard, base in zip(self.shards, self._unit_bases):
+            if approximate:
+                found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
+            else:
+                floor = running[0][:, -1].copy()
+                found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None)
+            running = merge_top_spans(running, found, base)
+        return running
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
         matches = []

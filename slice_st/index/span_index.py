@@ -64,6 +64,8 @@ from slice_st.tokens import plan_windows
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+    from slice_st.index.ray_engine import RayBuild
+
 __all__ = ["SpanIndex", "SEARCH_BLOCK_UNITS", "SEARCH_SCORE_BUFFER", "DOCUMENTS_PER_STEP"]
 
 #: Units scored per block: bounds the (block, Q) float64 buffers and resets the prefix sums.
@@ -120,7 +122,14 @@ class SpanIndex:
         devices: Sequence[str] | None = None,
         processes: int | None = None,
         pool: dict[str, Any] | None = None,
-    ) -> SpanIndex:
+        engine: str = "local",
+        output: str | os.PathLike | None = None,
+        address: str | None = None,
+        concurrency: int | None = None,
+        num_gpus: float = 0,
+        shard_bytes: int | None = None,
+        force: bool = False,
+    ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
         ``texts`` is an iterable of strings, of :class:`slice_st.corpus.Document` (see
@@ -138,11 +147,30 @@ class SpanIndex:
 
         >>> from slice_st import SpanIndex, load_model
         >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(), processes=2)  # doctest: +SKIP
+
+        ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``): the documents are cut into
+        shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of
+        the cluster at ``address`` (``None``: Ray started here) and saved as a sharded index in
+        ``output``; returns a :class:`slice_st.index.ray_engine.RayBuild` (open the index with
+        :class:`ShardedSpanIndex` or :class:`slice_st.index.ray_search.RayShardedSpanIndex`). A rerun
+        resumes (shards already saved are skipped; ``force=True`` rebuilds). Same index as this
+        one-process build, shard by shard (:meth:`from_files` reads files on the workers).
+
+        >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index", concurrency=2)  # doctest: +SKIP
         """
         from slice_st.config import load_model
 
         model = _as_model(model) if model is not None else load_model()
-        index = cls(model, resolve_span_config(model, min_span, max_span, unit), dtype)
+        span_config = resolve_span_config(model, min_span, max_span, unit)
+        if engine != "local":
+            return cls._build_elsewhere(
+                engine, output, model, span_config, texts=texts, ids=ids, dtype=dtype, batch_size=batch_size, on_error=on_error,
+                text_field=text_field, id_field=id_field, address=address, concurrency=concurrency, num_gpus=num_gpus,
+                shard_bytes=shard_bytes, force=force, local=(devices, processes, pool),
+            )
+        if output is not None or address is not None or concurrency is not None:
+            raise SpanInputError("output, address and concurrency are options of engine='ray'; the local build returns the index (save it).")
+        index = cls(model, span_config, dtype)
         index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
                   on_error=on_error, devices=devices, processes=processes, pool=pool)
         return index
@@ -158,12 +186,42 @@ class SpanIndex:
         id_field: str = "id",
         text_field: str = "text",
         **options,
-    ) -> SpanIndex:
-        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text fields)."""
+    ) -> SpanIndex | RayBuild:
+        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text fields).
+
+        With ``engine="ray"`` (see :meth:`build`) the Ray workers read the files (also Parquet, and
+        ``pyarrow.fs`` URIs such as ``s3://bucket/corpus/``; a folder stands for its files).
+
+        >>> SpanIndex.from_files(["calls/"], engine="ray", output="runs/calls-index", address="auto")  # doctest: +SKIP
+        """
         from slice_st.data.corpus import read_corpus
 
+        if options.get("engine", "local") != "local":  # the workers read the files
+            from slice_st.config import load_model
+
+            model = _as_model(model) if model is not None else load_model()
+            span_config = resolve_span_config(model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None))
+            options.pop("show_progress_bar", None)
+            engine, output = options.pop("engine"), options.pop("output", None)
+            local = tuple(options.pop(name, None) for name in ("devices", "processes", "pool"))
+            return cls._build_elsewhere(engine, output, model, span_config, files=paths, split=split, fmt=fmt, id_field=id_field,
+                                        text_field=text_field, local=local, **options)
         documents = read_corpus(paths, split=split, fmt=fmt, id_field=id_field, text_field=text_field)
         return cls.build(documents, model, **options)
+
+    @classmethod
+    def _build_elsewhere(cls, engine: str, output, model, span_config: SpanConfig, *, local: tuple, shard_bytes: int | None = None,
+                         **options) -> RayBuild:
+        """``engine="ray"``: :func:`slice_st.index.ray_engine.build_on_ray`, each shard built by this class."""
+        if engine != "ray":
+            raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
+        if output is None:
+            raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
+        if any(value is not None for value in local):
+            raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=.")
+        from slice_st.index.ray_engine import DEFAULT_SHARD_BYTES, build_on_ray
+
+        return build_on_ray(cls, output, model, span_config, shard_bytes=shard_bytes or DEFAULT_SHARD_BYTES, **options)
 
     def add(
         self,

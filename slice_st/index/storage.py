@@ -37,12 +37,15 @@ from slice_st.text import FileAccessError, check_creatable
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
-           "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories"]
+           "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories", "SHARD_LIST",
+           "write_json", "read_shard_list"]
 
 INDEX_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 ARRAYS = ("unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 LOCK_FILE = ".lock"
+#: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards once complete.
+SHARD_LIST = "shards.json"
 #: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are removed.
 DATA_MARKER = ".slice-st-data"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
@@ -156,6 +159,19 @@ def save_array(path: str, values: np.ndarray) -> None:
         os.fsync(handle.fileno())
 
 
+def write_json(path: str, value: Any) -> None:
+    """Write a JSON file atomically (a temporary file, fsync, ``os.replace``, fsync of the folder)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    try:
+        write_bytes(temporary, json.dumps(value, indent=1, ensure_ascii=False).encode())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    fsync_directory(folder)
+
+
 def fsync_directory(path: str) -> None:
     """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened)."""
     try:
@@ -227,6 +243,20 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
 _REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int}
 
 
+def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
+    """The JSON object in ``file_path`` (a file of the index at ``path``); else a clear error naming ``what``."""
+    try:
+        with open(file_path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except OSError as error:
+        raise FileAccessError(f"{path}: cannot read {what} ({error.strerror or error}).") from None
+    except ValueError as error:
+        raise SpanInputError(f"{path}: unreadable {short} ({error}).") from None
+    if not isinstance(value, dict):
+        raise SpanInputError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
+    return value
+
+
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     """The manifest of the index at ``path``, checked: a JSON object with every field a load needs.
 
@@ -240,15 +270,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
                 raise FileNotFoundError(f"No index at {path!r}.")
             raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
         return None
-    try:
-        with open(manifest_path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except OSError as error:
-        raise FileAccessError(f"{path}: cannot read the index manifest ({error.strerror or error}).") from None
-    except ValueError as error:
-        raise SpanInputError(f"{path}: unreadable index manifest ({error}).") from None
-    if not isinstance(manifest, dict):
-        raise SpanInputError(f"{path}: unreadable index manifest (a JSON {type(manifest).__name__}, not an object).")
+    manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
         raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION}).")
     for key, kind in _REQUIRED.items():
@@ -286,11 +308,23 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
     raise SpanInputError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
 
 
+def read_shard_list(path: str) -> dict[str, Any] | None:
+    """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable: :class:`SpanInputError`."""
+    list_path = os.path.join(path, SHARD_LIST)
+    if not os.path.isfile(list_path):
+        return None
+    shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
+    if not isinstance(shard_list.get("shards", []), list):
+        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
+    return shard_list
+
+
 def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
     """Index directories named by ``paths``: each path is an index, or a directory of indexes (its sub-directories).
 
     In a directory of indexes every (non-hidden) sub-directory must be an index: one without a
-    manifest (a shard whose build crashed) is an error, never skipped silently.
+    manifest (a shard whose build crashed) is an error, never skipped silently. A directory with a
+    :data:`SHARD_LIST` (built on Ray) stands for the shards it lists, once its build is complete.
 
     >>> shard_directories([])
     Traceback (most recent call last):
@@ -301,8 +335,17 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
         paths = [paths]
     directories: list[str] = []
     for path in map(os.fspath, paths):
+        shard_list = None if os.path.exists(os.path.join(path, MANIFEST)) else read_shard_list(path)
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
+        elif shard_list is not None:  # built on Ray: its shards, in order, once the build is complete
+            if not shard_list.get("complete"):
+                raise SpanInputError(f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
+                                     "run the same build again to resume it.")
+            names = [name for name in shard_list["shards"] if isinstance(name, str) and re.fullmatch(r"[\w.-]+", name)]
+            if not names or len(names) != len(shard_list["shards"]):
+                raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
+            directories.extend(os.path.join(path, name) for name in names)
         elif os.path.isdir(path):
             entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
             if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):

@@ -1,0 +1,561 @@
+"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``slice-st index build --ray``).
+
+Ray Data fans the work out; an index is one folder of shards, each an ordinary :class:`SpanIndex`:
+
+* **Work items.** The driver lists the corpus files (local, or any ``pyarrow.fs`` URI: ``s3://``,
+  ``gs://``, ``hdfs://``…) and cuts them into groups of about ``shard_bytes`` (a bigger file is a group
+  of its own); in-memory documents are cut the same way. ``ray.data.from_items(groups)`` then
+  ``map_batches`` over a pool of ``concurrency`` actors (``num_gpus`` each), one group per call.
+* **Shards.** An actor reads its group (text, JSONL and Parquet: ids and offsets exactly as
+  :func:`slice_st.data.corpus.read_corpus` gives them), cuts its documents into shards of about
+  ``shard_bytes`` of text and builds each with the single-process path (``SpanIndex.build``, then
+  ``save``: atomic, fsynced). Shard ``part-<group>-<chunk>``; the folder order is the corpus order.
+* **Manifest and resume.** ``DIR/shards.json`` holds the plan (model fingerprint, span settings,
+  corpus files and sizes) from the start and the list of shards once complete; a finished group leaves
+  ``DIR/.slice-st-build/group-<n>.json``. A rerun of the same build skips finished groups and, inside a
+  group, shards already saved; a rerun with another model, other settings or another corpus is refused.
+
+The result is searched by :class:`slice_st.ShardedSpanIndex` (one process) or
+:class:`slice_st.index.ray_search.RayShardedSpanIndex` (shards on Ray actors): both open ``DIR``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from slice_st.config import SpanConfig
+from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
+from slice_st.encode import SpanInputError
+from slice_st.index.encoding import texts_and_ids
+from slice_st.index.fingerprint import model_fingerprint, model_identity
+from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, read_manifest, read_shard_list, write_json
+from slice_st.text import FileAccessError, require
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from slice_st.index.span_index import SpanIndex
+
+__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "claim_workers", "check_address", "require_ray", "corpus_files",
+           "DEFAULT_SHARD_BYTES", "BUILD_STATE"]
+
+#: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
+DEFAULT_SHARD_BYTES = 16 << 20
+#: Hidden folder of the groups already written (ignored by :func:`slice_st.index.shard_directories`).
+BUILD_STATE = ".slice-st-build"
+FORMATS = ("text", "jsonl", "parquet")
+_ADDRESS = re.compile(r"(auto|local|ray://[\w.-]+:\d+|[\w.-]+:\d+)")
+
+
+def require_ray(feature: str = "Ray (engine='ray', --ray)"):
+    """``ray`` with Ray Data, or :class:`slice_st.text.MissingExtraError` naming ``slice-st[ray]``."""
+    ray = require("ray", "ray", feature)
+    require("ray.data", "ray", feature)
+    return ray
+
+
+def check_address(address: str | None) -> str | None:
+    """A Ray address as ``ray.init`` takes it: ``None`` (start a local Ray), ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT``.
+
+    >>> check_address("local"), check_address("ray://head:10001")
+    (None, 'ray://head:10001')
+    >>> check_address("corpus.txt")
+    Traceback (most recent call last):
+    ...
+    slice_st.encode.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).
+    """
+    if address is None or address == "local":
+        return None
+    if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
+        raise SpanInputError(f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).")
+    return address
+
+
+def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> bool:
+    """Connect to Ray (``address``, see :func:`check_address`), or start it locally; ``True`` if this call started it.
+
+    An already initialised Ray is used as it is. A cluster that cannot be reached is a :class:`SpanInputError`.
+    """
+    ray = require_ray()
+    address = check_address(address)
+    if ray.is_initialized():
+        return False
+    local = address is None and not os.environ.get("RAY_ADDRESS")
+    try:
+        ray.init(address=address, num_cpus=num_cpus if local else None, num_gpus=num_gpus if local else None,
+                 include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
+        where = f"the Ray cluster at {address}" if address else "a local Ray"
+        raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
+    data = require("ray.data", "ray")
+    context = data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    return True
+
+
+def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
+    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as the cluster holds, at
+    most ``limit``), once that many fit in the free resources; waits up to ``timeout`` s for actors still shutting down.
+
+    More than the cluster holds, or still not free after ``timeout``: :class:`SpanInputError` (an actor that cannot be
+    placed would wait for ever).
+    """
+    ray = require_ray()
+    total = ray.cluster_resources()
+
+    def room(resources: dict[str, float]) -> int:
+        cpus = int(resources.get("CPU", 0) // num_cpus)
+        return min(cpus, int(resources.get("GPU", 0) // num_gpus)) if num_gpus else cpus
+
+    size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
+    if room(total) < 1:
+        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU.")
+    wanted = min(workers or room(total), limit)
+    if wanted > room(total):
+        raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
+                             f"ask for at most {room(total)}.")
+    deadline = time.monotonic() + timeout
+    while room(ray.available_resources()) < wanted:
+        gc.collect()  # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
+        if time.monotonic() > deadline:
+            raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
+                                 f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again.")
+        time.sleep(0.2)
+    return wanted
+
+
+@contextmanager
+def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[Any]:
+    """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
+    started = connect_ray(address, num_cpus)
+    try:
+        yield require_ray()
+    finally:
+        if started:
+            require_ray().shutdown()
+
+
+@dataclasses.dataclass
+class RayBuild:
+    """What :func:`build_on_ray` did: the index folder, its shards (in order) and the counts of this run."""
+
+    path: str
+    shards: list[str]
+    documents: int
+    units: int
+    groups: int
+    groups_built: int
+    shards_built: int
+    shards_reused: int
+    seconds: float
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: Seconds the actors spent on this run's groups (reading, encoding, saving), summed: ``seconds`` less start-up and waits.
+    worker_seconds: float = 0.0
+
+    @property
+    def shard_paths(self) -> list[str]:
+        return [os.path.join(self.path, name) for name in self.shards]
+
+
+# ---------------------------------------------------------------------------------------------- the corpus
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def _format(path: str, fmt: str | None) -> str:
+    if fmt is not None:
+        return fmt
+    lower = path.lower()
+    return "jsonl" if lower.endswith(JSONL_SUFFIXES) else "parquet" if lower.endswith(".parquet") else "text"
+
+
+def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
+    """``{"path", "format", "bytes"}`` of every corpus file, in order: files as given, folders' files sorted (hidden ones left out).
+
+    Paths are local or ``pyarrow.fs`` URIs. A path that does not exist is a ``FileNotFoundError``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if fmt not in (None, *FORMATS):
+        raise SpanInputError(f"fmt must be one of {', '.join(FORMATS)} or None, got {fmt!r}.")
+    found: list[dict[str, Any]] = []
+    for path in map(os.fspath, paths):
+        if _is_uri(path):
+            found += _remote_files(path, fmt)
+        elif os.path.isdir(path):
+            for folder, subfolders, names in os.walk(path):
+                subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+                for name in sorted(names):
+                    if not name.startswith("."):
+                        file = os.path.join(folder, name)
+                        found.append({"path": file, "format": _format(file, fmt), "bytes": os.path.getsize(file)})
+        elif os.path.isfile(path):
+            found.append({"path": path, "format": _format(path, fmt), "bytes": os.path.getsize(path)})
+        else:
+            raise FileNotFoundError(f"corpus path not found: {path}")
+    if not found:
+        raise SpanInputError(f"no corpus files in {', '.join(map(os.fspath, paths))}.")
+    real = {}
+    for file in found:
+        key = file["path"] if _is_uri(file["path"]) else os.path.realpath(file["path"])
+        if key in real:
+            raise SpanInputError(f"{real[key]} and {file['path']} are the same file: give it once.")
+        real[key] = file["path"]
+    return found
+
+
+def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
+    fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
+    try:
+        filesystem, root = fs_module.FileSystem.from_uri(uri)
+        info = filesystem.get_file_info(root)
+    except (OSError, ValueError) as error:
+        raise FileAccessError(f"cannot open the corpus at {uri}: {error}") from None
+    scheme = uri.split("://", 1)[0]
+    if info.type == fs_module.FileType.NotFound:
+        raise FileNotFoundError(f"corpus path not found: {uri}")
+    if info.type == fs_module.FileType.File:
+        return [{"path": uri, "format": _format(uri, fmt), "bytes": int(info.size)}]
+    selector = fs_module.FileSelector(root, recursive=True)
+    entries = sorted((e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path)
+    return [{"path": f"{scheme}://{e.path}", "format": _format(e.path, fmt), "bytes": int(e.size)}
+            for e in entries if not any(part.startswith(".") for part in e.path[len(root):].split("/"))]
+
+
+def _read_parquet(path: str, id_field: str | None, text_field: str) -> list[Document]:
+    parquet = require("pyarrow.parquet", "ray", "reading Parquet")
+    try:
+        columns = [text_field] + ([id_field] if id_field else [])
+        table = parquet.read_table(path, columns=columns)
+    except (OSError, ValueError, KeyError) as error:
+        raise SpanInputError(f"{path}: cannot read the Parquet columns {columns}: {' '.join(str(error).split())[:200]}") from None
+    try:
+        documents = documents_from_dataset(table.to_pylist(), text_field, id_field)
+    except ValueError as error:
+        raise SpanInputError(f"{path}: {str(error).removeprefix('list, ')}") from None
+    return [dataclasses.replace(d, source=path) for d in documents]
+
+
+def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_field: str) -> list[Document]:
+    """The documents of one corpus file (``{"path", "format"}``), as :func:`read_corpus` reads it; URIs are fetched first."""
+    path, fmt = file["path"], file["format"]
+    local, folder = path, None
+    if _is_uri(path):
+        fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
+        folder = tempfile.mkdtemp(prefix="slice-st-corpus-")
+        local = os.path.join(folder, "file")
+        filesystem, remote = fs_module.FileSystem.from_uri(path)
+        with filesystem.open_input_stream(remote) as source, open(local, "wb") as target:
+            shutil.copyfileobj(source, target, 1 << 22)
+    try:
+        if fmt == "parquet":
+            documents = _read_parquet(local, id_field, text_field)
+        else:
+            documents = read_corpus([local], split=split, fmt=fmt, id_field=id_field, text_field=text_field)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    if folder is not None:  # the ids and sources name the URI, not the temporary copy
+        name = os.path.normpath(local)
+        documents = [dataclasses.replace(d, source=path, id=f"{path}:{d.line}" if fmt == "text" and d.id == f"{name}:{d.line}" else d.id)
+                     for d in documents]
+    return documents
+
+
+def _groups(sizes: Sequence[int], shard_bytes: int) -> list[list[int]]:
+    """Consecutive items whose sizes add up to about ``shard_bytes`` (an item never split; a big one alone)."""
+    groups: list[list[int]] = []
+    total = 0
+    for position, size in enumerate(sizes):
+        if not groups or total + size > shard_bytes:
+            groups.append([])
+            total = 0
+        groups[-1].append(position)
+        total += size
+    return groups
+
+
+def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]:
+    """Documents cut into shards of about ``shard_bytes`` of UTF-8 text, in order (deterministic)."""
+    sizes = np.array([len(d.text.encode("utf-8")) for d in documents], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    chunk = np.unique(starts // shard_bytes, return_inverse=True)[1]
+    bounds = np.flatnonzero(np.diff(chunk)) + 1
+    return [documents[a:b] for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(documents)]]))]
+
+
+# ---------------------------------------------------------------------------------------------- the actors
+class _ShardWriter:
+    """A Ray Data actor: reads a group of files (or takes its documents), builds and saves its shards."""
+
+    def __init__(self, index_class, model, output: str, options: dict[str, Any], reading: dict[str, Any], threads: int,
+                 shard_bytes: int, force: bool, on_shard: Callable[[str], None] | None = None) -> None:
+        torch.set_num_threads(max(1, threads))
+        if torch.cuda.is_available():  # an actor given a GPU sees it (and only it) as cuda:0
+            model.to("cuda")
+        self.index_class, self.model, self.output = index_class, model, output
+        self.options, self.reading, self.shard_bytes, self.force, self.on_shard = options, reading, shard_bytes, force, on_shard
+        self.fingerprint = model_fingerprint(model)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
+        rows = [self.write_group(json.loads(work)) for work in batch["work"]]
+        return {key: [row[key] for row in rows] for key in rows[0]}
+
+    def write_group(self, work: dict[str, Any]) -> dict[str, Any]:
+        start = time.perf_counter()
+        if work.get("documents") is not None:
+            documents = [Document(doc_id, text) for doc_id, text in work["documents"]]
+        else:
+            documents = [d for file in work["files"] for d in read_file_documents(file, **self.reading)]
+        shards, built, reused, units, kept_total, skipped = [], 0, 0, 0, 0, []
+        for number, chunk in enumerate(_chunks(documents, self.shard_bytes) if documents else []):
+            name = f"part-{work['group']:05d}-{number:04d}"
+            folder = os.path.join(self.output, name)
+            manifest = read_manifest(folder, must_exist=False) if os.path.exists(os.path.join(folder, MANIFEST)) else None
+            if manifest is not None and not self.force and manifest["model_fingerprint"] == self.fingerprint:
+                reused += 1
+                units += manifest["units"]
+                kept = manifest["documents"]
+            else:
+                try:
+                    index = self.index_class.build([d.text for d in chunk], self.model, [d.id for d in chunk], show_progress_bar=False,
+                                                   **self.options)
+                except SpanInputError as error:
+                    if self.options["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
+                        raise
+                    skipped += [(d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}") for d in chunk]
+                    continue
+                index.save(folder, timeout=0)
+                built += 1
+                units += index.num_units
+                kept = len(index)
+                skipped += index.skipped
+                if self.on_shard is not None:
+                    self.on_shard(name)
+            kept_total += kept
+            if kept:
+                shards.append(name)
+        state = {"group": work["group"], "shards": shards, "documents": kept_total, "units": units,
+                 "skipped": skipped}
+        write_json(os.path.join(self.output, BUILD_STATE, f"group-{work['group']:05d}.json"), state)
+        return {"result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})}
+
+
+def _user_error(error: BaseException) -> BaseException:
+    """The error a Ray worker raised, as the driver should say it: a ``ValueError``/``OSError`` among its causes (one line),
+    else ``error`` as Ray gave it."""
+    seen, todo = set(), [error]
+    while todo:
+        cause = todo.pop(0)
+        if cause is None or id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith("ray."):
+            if isinstance(cause, SpanInputError):
+                return SpanInputError(str(cause))
+            text = str(cause).strip()
+            return SpanInputError(text.splitlines()[-1] if text else type(cause).__name__)
+        todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
+    # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
+    for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
+        if not name.startswith("ray.") and name.rpartition(".")[2] in _USER_ERRORS:
+            return SpanInputError(message.strip())
+    return error
+
+
+#: Errors of a worker that are the user's to fix (bad input), by class name.
+_USER_ERRORS = {"SpanInputError", "CorpusError", "DataFormatError", "ValueError", "FileNotFoundError", "FileAccessError",
+                "PermissionError", "IsADirectoryError", "UnicodeDecodeError", "IndexBusyError", "MissingExtraError"}
+
+
+# ---------------------------------------------------------------------------------------------- the build
+def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
+    name, path = model_identity(model)
+    return {"format_version": 1, "engine": "ray", "complete": False, "model_fingerprint": model_fingerprint(model),
+            "model_name": name, "model_path": path, "span_config": span_config.to_dict(), "dtype": dtype,
+            "shard_bytes": shard_bytes, "source": source}
+
+
+def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any] | None:
+    """The shard list already in ``output`` (``None``: a new build); another build there is refused unless ``force``."""
+    previous = read_shard_list(output)
+    if previous is None:
+        if os.path.exists(os.path.join(output, MANIFEST)) and not force:
+            raise SpanInputError(f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it.")
+        return None
+    if force:
+        return None
+    for key, what in (("model_fingerprint", "model"), ("span_config", "span settings"), ("dtype", "dtype"),
+                      ("shard_bytes", "shard size"), ("source", "corpus")):
+        if previous.get(key) != plan[key]:
+            raise SpanInputError(
+                f"{output} holds a sharded build with another {what} ({previous.get(key) if key != 'source' else 'other files or sizes'}; "
+                f"now {plan[key] if key != 'source' else 'these'}): resume it with the same model, settings and corpus, "
+                "use another folder, or force=True (--force) to rebuild it."
+            )
+    return previous
+
+
+def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
+    done = {}
+    folder = os.path.join(output, BUILD_STATE)
+    for number in range(groups):
+        path = os.path.join(folder, f"group-{number:05d}.json")
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    state = json.load(handle)
+            except (OSError, ValueError):
+                continue  # rewritten by the rerun
+            if all(os.path.exists(os.path.join(output, name, MANIFEST)) for name in state.get("shards", [])):
+                done[number] = state
+    return done
+
+
+def build_on_ray(
+    index_class: type[SpanIndex],
+    output: str | os.PathLike,
+    model: SentenceTransformer,
+    span_config: SpanConfig,
+    *,
+    files: str | Sequence[str] | None = None,
+    texts: Any = None,
+    ids: Sequence[str] | None = None,
+    dtype: str = "float32",
+    batch_size: int = 32,
+    on_error: str = "raise",
+    split: str = "line",
+    fmt: str | None = None,
+    text_field: str = "text",
+    id_field: str | None = "id",
+    address: str | None = None,
+    concurrency: int | None = None,
+    num_gpus: float = 0,
+    num_cpus: float = 1,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    force: bool = False,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+    on_shard: Callable[[str], None] | None = None,
+) -> RayBuild:
+    """Build a sharded index in ``output`` on Ray, from corpus ``files`` (read by the workers) or in-memory ``texts``.
+
+    Called by ``SpanIndex.build(..., engine="ray")`` and ``SpanIndex.from_files(..., engine="ray")``
+    (``index_class`` is the class whose single-process ``build`` and ``save`` make each shard).
+    ``concurrency`` actors (default: as many as the cluster has room for) of ``num_cpus`` CPUs and
+    ``num_gpus`` GPUs; ``shard_bytes`` of text per shard. A rerun resumes; ``force`` rebuilds every
+    shard. ``progress(group_result)`` is called on the driver as each group finishes; ``on_shard(name)``
+    in the actor after each shard is saved. Ray started here (no ``address``) is shut down at the end.
+    """
+    if (files is None) == (texts is None):
+        raise SpanInputError("build_on_ray needs either files or texts.")
+    if files is not None and ids is not None:
+        raise SpanInputError("ids are for in-memory texts; files carry their own ids (path:line, or the id field).")
+    for name, value in (("shard_bytes", shard_bytes), ("concurrency", concurrency if concurrency is not None else 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+    if not isinstance(num_gpus, (int, float)) or isinstance(num_gpus, bool) or num_gpus < 0:
+        raise SpanInputError(f"num_gpus must be a number >= 0, got {num_gpus!r}.")
+    if not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0:
+        raise SpanInputError(f"num_cpus must be a number > 0, got {num_cpus!r}.")
+    if on_error not in ("raise", "skip"):
+        raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
+    output = check_index_target(output)
+    if files is not None:
+        found = corpus_files(files, fmt)
+        source = {"files": [{"path": f["path"], "format": f["format"], "bytes": f["bytes"]} for f in found]}
+        work = [{"files": [found[i] for i in group]} for group in _groups([f["bytes"] for f in found], shard_bytes)]
+    else:
+        text_list, given_ids = texts_and_ids(texts, text_field, id_field)
+        if not text_list:
+            raise SpanInputError("No documents to add: the corpus is empty.")
+        ids = [str(n) for n in range(len(text_list))] if ids is None and given_ids is None else list(ids if ids is not None else given_ids)
+        if len(ids) != len(text_list) or len(set(ids)) != len(ids):
+            raise SpanInputError(f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, one per document.")
+        pairs = list(zip(ids, text_list))
+        sizes = [len(text.encode("utf-8")) for text in text_list]
+        source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
+        work = [{"documents": [pairs[i] for i in group]} for group in _groups(sizes, shard_bytes)]
+    for number, item in enumerate(work):
+        item["group"] = number
+    plan = _plan(model, span_config, dtype, shard_bytes, source)
+    _check_plan(output, plan, force)
+    os.makedirs(os.path.join(output, BUILD_STATE), exist_ok=True)
+    if force:
+        for entry in os.scandir(os.path.join(output, BUILD_STATE)):
+            os.remove(entry.path)
+    write_json(os.path.join(output, SHARD_LIST), plan)
+    done = {} if force else _finished_groups(output, len(work))
+    todo = [item for item in work if item["group"] not in done]
+    start = time.perf_counter()
+    results: dict[int, dict[str, Any]] = {number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()}
+    if todo:
+        with ray_session(address, num_cpus=None) as ray:
+            results |= _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, on_error,
+                            {"split": split, "id_field": id_field, "text_field": text_field}, concurrency, num_gpus, num_cpus,
+                            shard_bytes, force, progress, on_shard)
+    ordered = [results[number] for number in range(len(work))]
+    shards = [name for state in ordered for name in state["shards"]]
+    if not shards:
+        raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
+    totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
+    write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
+    return RayBuild(
+        os.fspath(output), shards, totals["documents"], totals["units"], len(work), len(todo),
+        sum(s["built"] for s in ordered), sum(s["reused"] for s in ordered), time.perf_counter() - start,
+        [tuple(pair) for s in ordered for pair in s.get("skipped", [])], sum(s.get("seconds", 0.0) for s in ordered),
+    )
+
+
+def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, on_error, reading, concurrency, num_gpus,
+         num_cpus, shard_bytes, force, progress, on_shard) -> dict[int, dict[str, Any]]:
+    """Encode the groups still to do on an actor pool; ``{group: result}`` as they finish."""
+    data = require("ray.data", "ray")
+    workers = claim_workers(concurrency, len(todo), num_cpus, num_gpus)
+    options = {"min_span": span_config.min_span, "max_span": span_config.max_span, "unit": span_config.unit, "dtype": dtype,
+               "batch_size": batch_size, "on_error": on_error}
+    context = data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    device = model.device
+    model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
+    try:
+        dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo)).map_batches(
+            _ShardWriter, batch_size=1, batch_format="numpy", compute=data.ActorPoolStrategy(min_size=1, max_size=workers),
+            num_cpus=num_cpus, num_gpus=num_gpus or None,
+            fn_constructor_kwargs={"index_class": index_class, "model": model, "output": os.path.abspath(output), "options": options,
+                                   "reading": reading, "threads": int(num_cpus), "shard_bytes": shard_bytes, "force": force,
+                                   "on_shard": on_shard},
+        )
+        results, failure = {}, None
+        rows = iter(dataset.iter_rows())
+        try:
+            for row in rows:
+                state = json.loads(row["result"])
+                results[state["group"]] = state
+                if progress is not None:
+                    progress(state)
+        except ray.exceptions.RayError as error:  # a worker's own error, e.g. a document that cannot be windowed
+            failure = _user_error(error)
+            if failure is error:
+                raise
+        finally:
+            getattr(rows, "close", lambda: None)()  # stops the actors at once when the driver stops early
+            del rows, dataset
+        if failure is not None:  # raised outside the handler: nothing of the failed run stays reachable from it
+            raise failure
+        return results
+    finally:
+        model.to(device)

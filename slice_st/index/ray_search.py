@@ -1,0 +1,141 @@
+"""``RayShardedSpanIndex``: a sharded index searched on Ray actors, each holding some shards memory-mapped.
+
+The driver embeds each query batch once and sends the vectors to every actor (one ``ray.put``); an
+actor scans its shards (:meth:`ShardedSpanIndex.scan`, exact) and returns its top-k; the driver merges
+them in shard order with :func:`slice_st.index.sharded.merge_top_spans`, the merge
+:class:`ShardedSpanIndex` uses between its shards: same spans, same scores, same ties. Matches are
+then made on the driver, which opens the shards too (memory-mapped: only the pages of the matches
+are read), so the shards must be at the same path on every node (a shared file system).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from slice_st.encode import SpanInputError
+from slice_st.index.ray_engine import claim_workers, connect_ray, require_ray
+from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, merge_top_spans
+from slice_st.index.span_index import SpanIndex
+from slice_st.index.storage import shard_directories
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+__all__ = ["RayShardedSpanIndex"]
+
+
+class _ShardScanner:
+    """A Ray actor: some shards, memory-mapped, scanned as one :class:`ShardedSpanIndex`."""
+
+    def __init__(self, paths: list[str], model, threads: int) -> None:
+        torch.set_num_threads(max(1, threads))
+        self.index = ShardedSpanIndex.load(paths, model, mmap=True)
+
+    def scan(self, queries: np.ndarray, k: int, min_span: int, max_span: int, approximate: bool, candidates: int | None,
+             nprobe: int | None):
+        return self.index.scan(torch.from_numpy(queries), k, min_span, max_span, approximate=approximate, candidates=candidates,
+                               nprobe=nprobe)
+
+
+class RayShardedSpanIndex(ShardedSpanIndex):
+    """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by units).
+
+    Same results as :class:`ShardedSpanIndex` (exact top-k merge). Connects to ``address`` (``None``:
+    starts Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``). :meth:`close` (or ``with``) ends
+    the actors, and Ray when it was started here.
+
+    >>> with RayShardedSpanIndex.load("runs/ray-index", workers=2) as index:  # doctest: +SKIP
+    ...     index.search("my bag was lost", top_k=5)
+    """
+
+    def __init__(self, shards: Sequence[SpanIndex], paths: Sequence[str | os.PathLike], *, address: str | None = None,
+                 workers: int | None = None, num_cpus: float = 1) -> None:
+        super().__init__(shards)
+        paths = [os.path.abspath(os.fspath(path)) for path in paths]
+        if len(paths) != len(self.shards):
+            raise SpanInputError(f"Got {len(paths)} shard paths for {len(self.shards)} shards.")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise SpanInputError(f"workers must be a positive integer, got {workers!r}.")
+        self._actors: list[Any] = []
+        self._started = connect_ray(address)
+        try:
+            ray = require_ray()
+            workers = claim_workers(workers, len(paths), num_cpus)
+            groups = _contiguous_groups([shard.num_units for shard in self.shards], workers)
+            self._group_bases = [int(self._unit_bases[group[0]]) for group in groups]
+            model = ray.put(self.model)
+            scanner = ray.remote(_ShardScanner).options(num_cpus=num_cpus)
+            self._actors = [scanner.remote([paths[i] for i in group], model, int(num_cpus)) for group in groups]
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def load(cls, paths: str | os.PathLike | Sequence[str | os.PathLike], model: SentenceTransformer | None = None, mmap: bool = True,
+             *, address: str | None = None, workers: int | None = None, num_cpus: float = 1) -> RayShardedSpanIndex:
+        """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the actors."""
+        directories = shard_directories(paths)
+        first = SpanIndex.load(directories[0], model, mmap=mmap)
+        shards = [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]
+        return cls(shards, directories, address=address, workers=workers, num_cpus=num_cpus)
+
+    @property
+    def workers(self) -> int:
+        return len(self._actors)
+
+    def scan(self, query_vectors: torch.Tensor, k: int, min_span: int | None = None, max_span: int | None = None, *,
+             approximate: bool = False, candidates: int | None = None, nprobe: int | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
+        if not self._actors:
+            raise SpanInputError("This RayShardedSpanIndex is closed.")
+        wanted = self.span_config.replace(min_span=min_span, max_span=max_span)
+        self._check_approximate(approximate)
+        ray = require_ray()
+        queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
+        found = ray.get([actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
+                         for actor in self._actors])
+        running = empty_top_spans(len(query_vectors), k)
+        for part, base in zip(found, self._group_bases):
+            running = merge_top_spans(running, part, base)
+        return running
+
+    def close(self) -> None:
+        """End the actors (and Ray, if this index started it)."""
+        actors, self._actors = self._actors, []
+        ray = require_ray()
+        for actor in actors:
+            ray.kill(actor)
+        if self._started and ray.is_initialized():
+            ray.shutdown()
+        self._started = False
+
+    def __enter__(self) -> RayShardedSpanIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def info(self) -> dict[str, Any]:
+        return super().info() | {"workers": self.workers}
+
+
+def _contiguous_groups(sizes: Sequence[int], groups: int) -> list[list[int]]:
+    """Split positions ``0..len(sizes)-1`` into ``groups`` non-empty contiguous runs of about equal total size.
+
+    >>> _contiguous_groups([5, 5, 5, 5], 2), _contiguous_groups([1, 1, 10], 2)
+    ([[0, 1], [2, 3]], [[0, 1], [2]])
+    """
+    cumulative = np.cumsum(sizes, dtype=np.float64)
+    targets = cumulative[-1] * np.arange(1, groups) / groups
+    cuts = np.searchsorted(cumulative, targets, side="left") + 1
+    bounds = [0]
+    for number, cut in enumerate(cuts, start=1):  # every run non-empty
+        bounds.append(int(min(max(cut, bounds[-1] + 1), len(sizes) - groups + number)))
+    bounds.append(len(sizes))
+    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
