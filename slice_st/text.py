@@ -28,7 +28,7 @@ from types import ModuleType
 __all__ = [
     "check_creatable",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
-    "MissingExtraError", "require",
+    "MissingExtraError", "require", "is_ray_address",
 ]
 
 BOM = "\ufeff"
@@ -237,3 +237,15 @@ def split_sentences(text: str) -> list[str]:
         if part:
             sentences.append(part)
     return sentences
+
+
+_RAY_ADDRESS = re.compile(r"(auto|local|ray://[\w.-]+:\d+|[\w.-]+:\d+)")
+
+
+def is_ray_address(value: object) -> bool:
+    """Whether ``value`` is a Ray address as ``slice-st … --ray ADDRESS`` takes it: ``auto``, ``local``, ``HOST:PORT``, ``ray://HOST:PORT``.
+
+    >>> is_ray_address("ray://head:10001"), is_ray_address("auto"), is_ray_address("calls.txt")
+    (True, True, False)
+    """
+    return isinstance(value, str) and _RAY_ADDRESS.fullmatch(value) is not None

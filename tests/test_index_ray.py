@@ -216,3 +216,14 @@ def test_missing_extra_names_it(model, corpus, tmp_path, capsys, monkeypatch):
     assert code == 2 and "pip install 'slice-st[ray]'" in out.err
     with pytest.raises(MissingExtraError, match=r"slice-st\[ray\]"):
         SpanIndex.build(["a b"], model, engine="ray", output=str(tmp_path / "ix"))
+
+
+def test_bare_ray_before_the_corpus_starts_ray_here(corpus, tmp_path):
+    """``--ray CORPUS``: the corpus is not taken for the address."""
+    from slice_st.cli import build_parser
+    from slice_st.cli.common import bare_ray_option
+
+    argv = bare_ray_option(["index", "build", "--ray", str(corpus[0][0]), "-o", str(tmp_path / "ix")])
+    args = build_parser().parse_args(argv)
+    assert args.ray == "local" and str(corpus[0][0]) in [str(path) for path in args.corpus]
+    assert bare_ray_option(["mine", "--ray", "auto", "--index", "ix"]) == ["mine", "--ray", "auto", "--index", "ix"]

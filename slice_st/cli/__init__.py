@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from slice_st.cli.common import add_output_options, apply_output_options
+from slice_st.cli.common import add_output_options, apply_output_options, bare_ray_option
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.evaluation import add_evaluation_commands
 from slice_st.cli.export import add_export_command
@@ -100,7 +100,7 @@ def _is_user_error(error: BaseException) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``slice-st``; returns the exit code (2 for bad input, 130 when interrupted)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(bare_ray_option(sys.argv[1:] if argv is None else argv))
     restore = apply_output_options(args)
     try:
         return args.handler(args)

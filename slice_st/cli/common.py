@@ -11,11 +11,12 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Sequence
 
-from slice_st.text import FileAccessError, check_creatable, read_file, split_lines
+from slice_st.text import FileAccessError, check_creatable, is_ray_address, read_file, split_lines
 
 __all__ = [
-    "add_backend_arguments", "model_options", "add_ray_argument",
+    "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
     "report", "json_ready", "dumps_json", "read_queries", "write_rows",
 ]
@@ -116,11 +117,33 @@ def check_output(path: str, kind: str = "file") -> str:
     return path
 
 
+def bare_ray_option(argv: Sequence[str]) -> list[str]:
+    """``--ray`` followed by an input rather than a Ray address (an existing file or folder, a URI) means Ray started here.
+
+    argparse would take the input for the optional ADDRESS; this spells it ``--ray=local`` first.
+    Anything else after ``--ray`` stays the ADDRESS (and a malformed one is a clear error later).
+
+    >>> bare_ray_option(["index", "build", "--ray", "s3://bucket/calls/", "-o", "idx"])
+    ['index', 'build', '--ray=local', 's3://bucket/calls/', '-o', 'idx']
+    >>> bare_ray_option(["mine", "--ray", "head:6379", "--index", "idx"])[1:3]
+    ['--ray', 'head:6379']
+    """
+    argv = list(argv)
+    for position, value in enumerate(argv[:-1]):
+        if value == "--":
+            break
+        following = argv[position + 1]
+        is_input = os.path.exists(following) or ("://" in following and not following.startswith("ray://"))
+        if value == "--ray" and not is_ray_address(following) and is_input:
+            argv[position] = "--ray=local"
+    return argv
+
+
 def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """``--ray [ADDRESS]`` (no address: Ray started on this machine) and ``--workers N`` (needs ``slice-st[ray]``)."""
     parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                         help=f"{what} on Ray (pip install 'slice-st[ray]'): no ADDRESS starts Ray here; auto, HOST:PORT or "
-                             "ray://HOST:PORT joins a cluster (write --ray=ADDRESS, or --ray last, so that no file is taken for it)")
+                             "ray://HOST:PORT joins a cluster")
     parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
                         help="with --ray: Ray actors (default: as many as the cluster has room for)")
 

@@ -43,7 +43,7 @@ from slice_st.encode import SpanInputError
 from slice_st.index.encoding import texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity
 from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, read_manifest, read_shard_list, write_json
-from slice_st.text import FileAccessError, require
+from slice_st.text import FileAccessError, is_ray_address, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -58,7 +58,6 @@ DEFAULT_SHARD_BYTES = 16 << 20
 #: Hidden folder of the groups already written (ignored by :func:`slice_st.index.shard_directories`).
 BUILD_STATE = ".slice-st-build"
 FORMATS = ("text", "jsonl", "parquet")
-_ADDRESS = re.compile(r"(auto|local|ray://[\w.-]+:\d+|[\w.-]+:\d+)")
 
 
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
@@ -80,7 +79,7 @@ def check_address(address: str | None) -> str | None:
     """
     if address is None or address == "local":
         return None
-    if not isinstance(address, str) or not _ADDRESS.fullmatch(address):
+    if not is_ray_address(address):
         raise SpanInputError(f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).")
     return address
 
