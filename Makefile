@@ -30,7 +30,7 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests
 
-# Retrain the shipped slice-minilm adapter from the shared data (about 20-40 min on 2 CPU cores) and put it
+# Retrain the shipped slice-minilm adapter from the shared data (about 25-45 min on 2 CPU cores) and put it
 # into the package (slice_st/pretrained/slice_minilm) with its provenance and dev figures.
 SHARED ?= ../shared/data
 model: $(STAMP)
