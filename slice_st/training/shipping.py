@@ -83,14 +83,10 @@ def training_curve(run_dir: str) -> list[dict[str, Any]]:
 
 def sts_figures(model, sts_path: str) -> dict[str, float]:
     """Sentence similarity on an STS-B file (cosine Spearman and Pearson ×100), to check that training kept it."""
-    from slice_st.data.stsb import read_stsb
-    from slice_st.evaluation.statistics import correlations
+    from slice_st.training.trainer import sts_evaluator
 
-    sts = read_stsb(sts_path)
-    first = model.encode(list(sts["sentence1"]), convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False)
-    second = model.encode(list(sts["sentence2"]), convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False)
-    pearson, spearman = correlations(list(sts["score"]), (first * second).sum(dim=1).cpu().numpy())
-    return {"spearman": round(100 * spearman, 2), "pearson": round(100 * pearson, 2)}
+    scores = sts_evaluator(sts_path, name="sts")(model)
+    return {"spearman": round(100 * scores["sts_spearman_cosine"], 2), "pearson": round(100 * scores["sts_pearson_cosine"], 2)}
 
 
 def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None, sts_dev_path: str | None = None,

@@ -25,7 +25,7 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "save_adapter", "load_sts_data"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "save_adapter", "load_sts_data", "sts_evaluator"]
 
 logger = logging.getLogger(__name__)
 
@@ -470,6 +470,18 @@ def _given_objectives(dataset) -> tuple[str, ...]:
     return ("sts",) if set(columns) == {"query", "passage", "score"} else ("slice",)
 
 
+def sts_evaluator(path: str, name: str = "sts-dev"):
+    """sentence-transformers' ``EmbeddingSimilarityEvaluator`` on an STS-B file (scores scaled to 0-1)."""
+    from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
+
+    from slice_st.data.stsb import read_stsb
+
+    sts = read_stsb(path)
+    return EmbeddingSimilarityEvaluator(
+        list(sts["sentence1"]), list(sts["sentence2"]), [score / 5 for score in sts["score"]], name=name, write_csv=False
+    )
+
+
 def _dev_evaluator(config: TrainConfig):
     evaluators = []
     if config.dev_path is not None:
@@ -485,14 +497,7 @@ def _dev_evaluator(config: TrainConfig):
             dev, setups=("single",), min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit, name="dev"
         ))
     if config.sts_dev_path is not None:  # sentence-level similarity, to see that it is kept
-        from sentence_transformers.sentence_transformer.evaluation import EmbeddingSimilarityEvaluator
-
-        from slice_st.data.stsb import read_stsb
-
-        sts = read_stsb(config.sts_dev_path)
-        evaluators.append(EmbeddingSimilarityEvaluator(
-            list(sts["sentence1"]), list(sts["sentence2"]), [score / 5 for score in sts["score"]], name="sts-dev", write_csv=False
-        ))
+        evaluators.append(sts_evaluator(config.sts_dev_path))
     if not evaluators:
         return None
     if len(evaluators) == 1:
