@@ -74,6 +74,23 @@ def test_bad_arguments_and_config(tiny_model_dir):
     assert "teacher" in loss.get_config_dict() and "score distillation" in loss.citation.lower()
 
 
+def test_phrase_term_matches_the_teachers_similarities_between_phrases_alone(tiny_model_dir, wide_teacher_dir):
+    model = slice_st.load_model(tiny_model_dir)
+    plain = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, seed=3)
+    keep = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, phrase_weight=2.0, seed=3)
+    with torch.no_grad():
+        a, b = plain([model.preprocess(TEXTS)]), keep([model.preprocess(TEXTS)])
+    assert "phrase" not in a and b["phrase"] > 0  # a random student's phrases disagree with a random teacher's
+    assert b["listwise"].item() == pytest.approx(a["listwise"].item(), abs=1e-5)  # same spans, same seed: only the new term
+    model.zero_grad()
+    b = keep([model.preprocess(TEXTS)])
+    b["phrase"].backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert keep.get_config_dict()["phrase_weight"] == 2.0
+    with pytest.raises(ValueError, match="weights"):
+        SpanScoreDistillationLoss(model, phrase_weight=-1.0)
+
+
 def test_shift_spans_stays_inside_rows():
     generator = torch.Generator().manual_seed(0)
     starts, ends = torch.tensor([[0, 3], [-1, -1]]), torch.tensor([[2, 6], [-1, -1]])
@@ -91,7 +108,7 @@ def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_
     passages = tmp_path / "passages"
     Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
     config = TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[str(passages)], distill_loss="score",
-                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, max_steps=2, batch_size=4, learning_rate=1e-3,
+                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, distill_phrase_weight=1.0, max_steps=2, batch_size=4, learning_rate=1e-3,
                          eval_steps=1, save_steps=1, logging_steps=1)
     before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
     after = train(config).encode(TEXTS)

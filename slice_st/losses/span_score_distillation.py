@@ -41,7 +41,9 @@ class SpanScoreDistillationLoss(nn.Module):
     the target cosines ``T``. The loss is a listwise KL per phrase over all candidate spans
     (``softmax(T / τ) ‖ softmax(S / τ)``: the max-over-spans decision the benchmark scores) times
     ``listwise_weight``, plus ``cosine_weight`` · MSE(S, T) so absolute scores, and thresholds, follow
-    the teacher. Returns ``{"listwise": …, "cosine": …}``.
+    the teacher. ``phrase_weight`` · MSE(Q, T) adds the similarities *between the phrases encoded alone*
+    (``Q = q · qᵀ``): the sentence similarity users get from ``model.encode``, kept at the teacher's.
+    Returns ``{"listwise": …, "cosine": …}`` (and ``"phrase"`` when ``phrase_weight > 0``).
 
     >>> import torch
     >>> from slice_st import SpanScoreDistillationLoss, load_model
@@ -65,6 +67,7 @@ class SpanScoreDistillationLoss(nn.Module):
         temperature: float = 0.05,
         listwise_weight: float = 1.0,
         cosine_weight: float = 1.0,
+        phrase_weight: float = 0.0,
         weight: float = 1.0,
         teacher_batch_size: int = 256,
         seed: int | None = None,
@@ -77,12 +80,13 @@ class SpanScoreDistillationLoss(nn.Module):
             raise ValueError(f"shifted_fraction must be in [0, 1), got {shifted_fraction}.")
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}.")
-        if min(listwise_weight, cosine_weight, weight) < 0:
+        if min(listwise_weight, cosine_weight, phrase_weight, weight) < 0:
             raise ValueError("weights must be >= 0.")
         self.model = model
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.shifted_fraction, self.max_shift = shifted_fraction, max_shift
         self.temperature, self.listwise_weight, self.cosine_weight, self.weight = temperature, listwise_weight, cosine_weight, weight
+        self.phrase_weight = phrase_weight
         self.unit = get_span_config(model).unit
         self.teacher_batch_size = teacher_batch_size
         self.generator = torch.Generator()
@@ -112,12 +116,13 @@ class SpanScoreDistillationLoss(nn.Module):
         if int(valid.sum()) < 2:
             self.skipped_spans += int((~valid).sum())
             zero = token_embeddings.sum() * 0.0
-            return {"listwise": zero, "cosine": zero}
+            return {name: zero for name in self._part_names()}
         span_inputs = span_token_inputs(self.model.tokenizer, features, units.boundaries, starts, ends, valid)
         phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
         with torch.no_grad():
             targets = self._teacher_vectors(features, span_inputs, units.boundaries, starts, ends, valid)
-        student = nn.functional.normalize(phrases, dim=-1) @ nn.functional.normalize(in_context[valid], dim=-1).T
+        queries = nn.functional.normalize(phrases, dim=-1)
+        student = queries @ nn.functional.normalize(in_context[valid], dim=-1).T
         teacher = nn.functional.normalize(targets.to(student.dtype), dim=-1)
         teacher = teacher @ teacher.T
         listwise = nn.functional.kl_div(
@@ -127,9 +132,14 @@ class SpanScoreDistillationLoss(nn.Module):
         )
         cosine = nn.functional.mse_loss(student, teacher)
         parts = {"listwise": self.weight * self.listwise_weight * listwise, "cosine": self.weight * self.cosine_weight * cosine}
+        if self.phrase_weight:
+            parts["phrase"] = self.weight * self.phrase_weight * nn.functional.mse_loss(queries @ queries.T, teacher)
         if any(torch.isnan(value) for value in parts.values()):
             raise FloatingPointError("SpanScoreDistillationLoss is NaN: check the inputs and the learning rate.")
         return parts
+
+    def _part_names(self) -> tuple[str, ...]:
+        return ("listwise", "cosine", "phrase") if self.phrase_weight else ("listwise", "cosine")
 
     def _alone_means(self, inputs: dict[str, Tensor]) -> Tensor:
         """Mean of the non-special token vectors of ``[CLS] span [SEP]`` rows: what ``embed_texts`` gives for the span text."""
@@ -161,7 +171,7 @@ class SpanScoreDistillationLoss(nn.Module):
             "teacher": self.teacher_name, "spans_per_text": self.spans_per_text, "min_span": self.min_span,
             "max_span": self.max_span, "shifted_fraction": self.shifted_fraction, "max_shift": self.max_shift,
             "temperature": self.temperature, "listwise_weight": self.listwise_weight, "cosine_weight": self.cosine_weight,
-            "weight": self.weight, "unit": self.unit,
+            "phrase_weight": self.phrase_weight, "weight": self.weight, "unit": self.unit,
         }
 
     @property
