@@ -91,6 +91,30 @@ def test_phrase_term_matches_the_teachers_similarities_between_phrases_alone(tin
         SpanScoreDistillationLoss(model, phrase_weight=-1.0)
 
 
+def test_frozen_phrases_train_only_the_single_pass_spans(tiny_model_dir):
+    model = slice_st.load_model(tiny_model_dir)
+    loss = SpanScoreDistillationLoss(model, spans_per_text=6, max_span=4, train_phrases=False, vector_weight=1.0, seed=2)
+    seen = []
+    encode_alone = loss._alone_means
+    loss._alone_means = lambda inputs: seen.append(encode_alone(inputs).requires_grad) or encode_alone(inputs)
+    parts = loss([model.preprocess(TEXTS)])
+    assert seen == [False]  # the phrases (queries) carry no gradient
+    assert set(parts) == {"listwise", "cosine", "vector"} and parts["vector"] >= 0
+    sum(parts.values()).backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    alone = loss._alone_means(model.tokenizer(["the guitar on the stage"], return_tensors="pt"))
+    assert alone.requires_grad  # the switch is per forward pass: encoding alone still trains elsewhere
+    with pytest.raises(ValueError, match="train_phrases"):
+        SpanScoreDistillationLoss(model, phrase_weight=1.0, train_phrases=False)
+    assert loss.get_config_dict()["train_phrases"] is False
+
+
+def test_vector_term_needs_a_teacher_of_the_students_size(tiny_model_dir, wide_teacher_dir):
+    model = slice_st.load_model(tiny_model_dir)
+    with pytest.raises(ValueError, match="student's size"):
+        SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, vector_weight=1.0)
+
+
 def test_shift_spans_stays_inside_rows():
     generator = torch.Generator().manual_seed(0)
     starts, ends = torch.tensor([[0, 3], [-1, -1]]), torch.tensor([[2, 6], [-1, -1]])

@@ -25,6 +25,8 @@ def add_train_command(commands) -> None:
     parser.add_argument("--distill-loss", choices=("vector", "score"), default=None,
                         help="vector: match the teacher's span vectors (same size); score: match its span similarities "
                              "(SpanScoreDistillationLoss; any teacher, e.g. all-mpnet-base-v2). Default: vector")
+    parser.add_argument("--distill-frozen-phrases", action="store_true", default=None,
+                        help="score distillation: encode the phrases without gradient, so only the single-pass spans learn")
     parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
     parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
     parser.add_argument("--sts-data", action="append",
@@ -35,7 +37,7 @@ def add_train_command(commands) -> None:
     defaults = TrainConfig(output_dir="")
     for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
                  "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
-                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "distill_phrase_weight", "passage_min_words", "passage_max_words",
+                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "distill_phrase_weight", "distill_vector_weight", "passage_min_words", "passage_max_words",
                  "distill_limit", "sts_weight", "sts_scale", "sts_limit", "lora_r", "lora_alpha"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name == "lora_alpha" else int

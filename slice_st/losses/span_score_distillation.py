@@ -43,7 +43,11 @@ class SpanScoreDistillationLoss(nn.Module):
     ``listwise_weight``, plus ``cosine_weight`` · MSE(S, T) so absolute scores, and thresholds, follow
     the teacher. ``phrase_weight`` · MSE(Q, T) adds the similarities *between the phrases encoded alone*
     (``Q = q · qᵀ``): the sentence similarity users get from ``model.encode``, kept at the teacher's.
-    Returns ``{"listwise": …, "cosine": …}`` (and ``"phrase"`` when ``phrase_weight > 0``).
+    With ``train_phrases=False`` the phrases are encoded without gradient: only the single-pass spans
+    learn, and what ``model.encode`` gives moves only as a side effect (as with vector distillation).
+    ``vector_weight`` (a teacher of the student's size only) adds the cosine distance between each
+    single-pass span and the teacher's vector for it (:class:`~slice_st.SpanDistillationLoss`'s term).
+    Returns ``{"listwise": …, "cosine": …}`` (and ``"phrase"`` / ``"vector"`` when their weights are > 0).
 
     >>> import torch
     >>> from slice_st import SpanScoreDistillationLoss, load_model
@@ -68,6 +72,8 @@ class SpanScoreDistillationLoss(nn.Module):
         listwise_weight: float = 1.0,
         cosine_weight: float = 1.0,
         phrase_weight: float = 0.0,
+        vector_weight: float = 0.0,
+        train_phrases: bool = True,
         weight: float = 1.0,
         teacher_batch_size: int = 256,
         seed: int | None = None,
@@ -80,13 +86,15 @@ class SpanScoreDistillationLoss(nn.Module):
             raise ValueError(f"shifted_fraction must be in [0, 1), got {shifted_fraction}.")
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}.")
-        if min(listwise_weight, cosine_weight, phrase_weight, weight) < 0:
+        if min(listwise_weight, cosine_weight, phrase_weight, vector_weight, weight) < 0:
             raise ValueError("weights must be >= 0.")
+        if phrase_weight and not train_phrases:
+            raise ValueError("phrase_weight needs train_phrases=True: frozen phrases give that term no gradient.")
         self.model = model
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.shifted_fraction, self.max_shift = shifted_fraction, max_shift
         self.temperature, self.listwise_weight, self.cosine_weight, self.weight = temperature, listwise_weight, cosine_weight, weight
-        self.phrase_weight = phrase_weight
+        self.phrase_weight, self.vector_weight, self.train_phrases = phrase_weight, vector_weight, train_phrases
         self.unit = get_span_config(model).unit
         self.teacher_batch_size = teacher_batch_size
         self.generator = torch.Generator()
@@ -95,6 +103,9 @@ class SpanScoreDistillationLoss(nn.Module):
         self.teacher, self.teacher_name = frozen_teacher(model, teacher)
         enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
+        sizes = (model.get_embedding_dimension(), self.teacher.get_embedding_dimension())
+        if vector_weight and sizes[0] != sizes[1]:
+            raise ValueError(f"vector_weight needs a teacher of the student's size ({sizes[0]}); this one has {sizes[1]}: use the score terms only.")
         self.skipped_spans = 0
 
     def train(self, mode: bool = True) -> SpanScoreDistillationLoss:
@@ -118,7 +129,8 @@ class SpanScoreDistillationLoss(nn.Module):
             zero = token_embeddings.sum() * 0.0
             return {name: zero for name in self._part_names()}
         span_inputs = span_token_inputs(self.model.tokenizer, features, units.boundaries, starts, ends, valid)
-        phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
+        with torch.set_grad_enabled(self.train_phrases and torch.is_grad_enabled()):
+            phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
         with torch.no_grad():
             targets = self._teacher_vectors(features, span_inputs, units.boundaries, starts, ends, valid)
         queries = nn.functional.normalize(phrases, dim=-1)
@@ -134,12 +146,16 @@ class SpanScoreDistillationLoss(nn.Module):
         parts = {"listwise": self.weight * self.listwise_weight * listwise, "cosine": self.weight * self.cosine_weight * cosine}
         if self.phrase_weight:
             parts["phrase"] = self.weight * self.phrase_weight * nn.functional.mse_loss(queries @ queries.T, teacher)
+        if self.vector_weight:
+            distance = 1 - nn.functional.cosine_similarity(in_context[valid], targets.to(in_context.dtype), dim=-1).mean()
+            parts["vector"] = self.weight * self.vector_weight * distance
         if any(torch.isnan(value) for value in parts.values()):
             raise FloatingPointError("SpanScoreDistillationLoss is NaN: check the inputs and the learning rate.")
         return parts
 
     def _part_names(self) -> tuple[str, ...]:
-        return ("listwise", "cosine", "phrase") if self.phrase_weight else ("listwise", "cosine")
+        optional = (("phrase", self.phrase_weight), ("vector", self.vector_weight))
+        return ("listwise", "cosine", *(name for name, weight in optional if weight))
 
     def _alone_means(self, inputs: dict[str, Tensor]) -> Tensor:
         """Mean of the non-special token vectors of ``[CLS] span [SEP]`` rows: what ``embed_texts`` gives for the span text."""
@@ -171,7 +187,7 @@ class SpanScoreDistillationLoss(nn.Module):
             "teacher": self.teacher_name, "spans_per_text": self.spans_per_text, "min_span": self.min_span,
             "max_span": self.max_span, "shifted_fraction": self.shifted_fraction, "max_shift": self.max_shift,
             "temperature": self.temperature, "listwise_weight": self.listwise_weight, "cosine_weight": self.cosine_weight,
-            "phrase_weight": self.phrase_weight, "weight": self.weight, "unit": self.unit,
+            "phrase_weight": self.phrase_weight, "vector_weight": self.vector_weight, "train_phrases": self.train_phrases, "weight": self.weight, "unit": self.unit,
         }
 
     @property

@@ -157,6 +157,10 @@ class TrainConfig:
     distill_text_weight: float = 1.0
     # score distillation only: weight of the similarities between phrases encoded alone (keeps sentence similarity)
     distill_phrase_weight: float = 0.0
+    # score distillation only: the teacher's span vectors too (a teacher of the student's size), and whether the
+    # phrases encoded alone (what model.encode gives) train, or only the single-pass spans do
+    distill_vector_weight: float = 0.0
+    distill_frozen_phrases: bool = False
     teacher: str | None = None
     cache_teacher: bool = False
     passage_min_words: int = 20
@@ -209,7 +213,7 @@ class TrainConfig:
             raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
         if self.hub_strategy not in ("end", "every_save", "checkpoint", "all_checkpoints"):
             raise ValueError(f"hub_strategy must be end, every_save, checkpoint or all_checkpoints, got {self.hub_strategy!r}.")
-        if min(self.distill_weight, self.distill_text_weight, self.distill_phrase_weight) < 0:
+        if min(self.distill_weight, self.distill_text_weight, self.distill_phrase_weight, self.distill_vector_weight) < 0:
             raise ValueError("distill weights must be >= 0.")
         if self.sts_dev_path is not None and not os.path.exists(self.sts_dev_path):
             raise FileNotFoundError(f"STS-B dev file not found: {self.sts_dev_path}")
@@ -359,8 +363,9 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
         losses["distill"] = SpanScoreDistillationLoss(
             model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
-            max_span=config.distill_max_span, phrase_weight=config.distill_phrase_weight, weight=config.distill_weight,
-            seed=config.seed,
+            max_span=config.distill_max_span, phrase_weight=config.distill_phrase_weight,
+            vector_weight=config.distill_vector_weight, train_phrases=not config.distill_frozen_phrases,
+            weight=config.distill_weight, seed=config.seed,
         )
     elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
