@@ -25,8 +25,6 @@ def add_train_command(commands) -> None:
     parser.add_argument("--distill-loss", choices=("vector", "score"), default=None,
                         help="vector: match the teacher's span vectors (same size); score: match its span similarities "
                              "(SpanScoreDistillationLoss; any teacher, e.g. all-mpnet-base-v2). Default: vector")
-    parser.add_argument("--distill-frozen-phrases", action="store_true", default=None,
-                        help="score distillation: encode the phrases without gradient, so only the single-pass spans learn")
     parser.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
     parser.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
     parser.add_argument("--sts-data", action="append",

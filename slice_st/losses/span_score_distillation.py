@@ -43,8 +43,6 @@ class SpanScoreDistillationLoss(nn.Module):
     ``listwise_weight``, plus ``cosine_weight`` · MSE(S, T) so absolute scores, and thresholds, follow
     the teacher. ``phrase_weight`` · MSE(Q, T) adds the similarities *between the phrases encoded alone*
     (``Q = q · qᵀ``): the sentence similarity users get from ``model.encode``, kept at the teacher's.
-    With ``train_phrases=False`` the phrases are encoded without gradient: only the single-pass spans
-    learn, and what ``model.encode`` gives moves only as a side effect (as with vector distillation).
     ``vector_weight`` (a teacher of the student's size only) adds the cosine distance between each
     single-pass span and the teacher's vector for it (:class:`~slice_st.SpanDistillationLoss`'s term).
     Returns ``{"listwise": …, "cosine": …}`` (and ``"phrase"`` / ``"vector"`` when their weights are > 0).
@@ -73,7 +71,6 @@ class SpanScoreDistillationLoss(nn.Module):
         cosine_weight: float = 1.0,
         phrase_weight: float = 0.0,
         vector_weight: float = 0.0,
-        train_phrases: bool = True,
         weight: float = 1.0,
         teacher_batch_size: int = 256,
         seed: int | None = None,
@@ -88,13 +85,11 @@ class SpanScoreDistillationLoss(nn.Module):
             raise ValueError(f"temperature must be > 0, got {temperature}.")
         if min(listwise_weight, cosine_weight, phrase_weight, vector_weight, weight) < 0:
             raise ValueError("weights must be >= 0.")
-        if phrase_weight and not train_phrases:
-            raise ValueError("phrase_weight needs train_phrases=True: frozen phrases give that term no gradient.")
         self.model = model
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.shifted_fraction, self.max_shift = shifted_fraction, max_shift
         self.temperature, self.listwise_weight, self.cosine_weight, self.weight = temperature, listwise_weight, cosine_weight, weight
-        self.phrase_weight, self.vector_weight, self.train_phrases = phrase_weight, vector_weight, train_phrases
+        self.phrase_weight, self.vector_weight = phrase_weight, vector_weight
         self.unit = get_span_config(model).unit
         self.teacher_batch_size = teacher_batch_size
         self.generator = torch.Generator()
@@ -129,8 +124,7 @@ class SpanScoreDistillationLoss(nn.Module):
             zero = token_embeddings.sum() * 0.0
             return {name: zero for name in self._part_names()}
         span_inputs = span_token_inputs(self.model.tokenizer, features, units.boundaries, starts, ends, valid)
-        with torch.set_grad_enabled(self.train_phrases and torch.is_grad_enabled()):
-            phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
+        phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
         with torch.no_grad():
             targets = self._teacher_vectors(features, span_inputs, units.boundaries, starts, ends, valid)
         queries = nn.functional.normalize(phrases, dim=-1)
@@ -187,7 +181,7 @@ class SpanScoreDistillationLoss(nn.Module):
             "teacher": self.teacher_name, "spans_per_text": self.spans_per_text, "min_span": self.min_span,
             "max_span": self.max_span, "shifted_fraction": self.shifted_fraction, "max_shift": self.max_shift,
             "temperature": self.temperature, "listwise_weight": self.listwise_weight, "cosine_weight": self.cosine_weight,
-            "phrase_weight": self.phrase_weight, "vector_weight": self.vector_weight, "train_phrases": self.train_phrases, "weight": self.weight, "unit": self.unit,
+            "phrase_weight": self.phrase_weight, "vector_weight": self.vector_weight, "weight": self.weight, "unit": self.unit,
         }
 
     @property

@@ -157,10 +157,8 @@ class TrainConfig:
     distill_text_weight: float = 1.0
     # score distillation only: weight of the similarities between phrases encoded alone (keeps sentence similarity)
     distill_phrase_weight: float = 0.0
-    # score distillation only: the teacher's span vectors too (a teacher of the student's size), and whether the
-    # phrases encoded alone (what model.encode gives) train, or only the single-pass spans do
+    # score distillation only: the teacher's span vectors too (a teacher of the student's size)
     distill_vector_weight: float = 0.0
-    distill_frozen_phrases: bool = False
     teacher: str | None = None
     cache_teacher: bool = False
     passage_min_words: int = 20
@@ -364,8 +362,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         losses["distill"] = SpanScoreDistillationLoss(
             model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
             max_span=config.distill_max_span, phrase_weight=config.distill_phrase_weight,
-            vector_weight=config.distill_vector_weight, train_phrases=not config.distill_frozen_phrases,
-            weight=config.distill_weight, seed=config.seed,
+            vector_weight=config.distill_vector_weight, weight=config.distill_weight, seed=config.seed,
         )
     elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
