@@ -35,7 +35,7 @@ test-slow: $(STAMP)
 SHARED ?= ../shared/data
 model: $(STAMP)
 	$(BIN)/slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data $(SHARED) \
-		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv
+		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
 	$(BIN)/slice-st ship-adapter runs/slice-minilm --dev $(SHARED)/stsb_context/stsb-context-dev.tsv \
 		--sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
 
