@@ -132,3 +132,5 @@ def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_
     assert abs(after - before).max() > 1e-6
     with pytest.raises(ValueError, match="distill_loss"):
         TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()
+    with pytest.raises(ValueError, match="distill-loss score"):
+        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_phrase_weight=1.0).validate()

@@ -35,8 +35,8 @@ def add_train_command(commands) -> None:
     defaults = TrainConfig(output_dir="")
     for name in ("max_steps", "batch_size", "learning_rate", "warmup_ratio", "min_span", "max_span", "eval_max_span", "scale",
                  "eval_steps", "save_steps", "save_total_limit", "logging_steps", "train_limit", "dev_limit", "max_seq_length", "seed",
-                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "distill_phrase_weight", "distill_vector_weight", "passage_min_words", "passage_max_words",
-                 "distill_limit", "sts_weight", "sts_scale", "sts_limit", "lora_r", "lora_alpha"):
+                 "distill_weight", "distill_spans", "distill_max_span", "distill_text_weight", "distill_phrase_weight",
+                 "distill_vector_weight", "passage_min_words", "passage_max_words", "distill_limit", "sts_weight", "sts_scale", "sts_limit", "lora_r", "lora_alpha"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name == "lora_alpha" else int
         parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")

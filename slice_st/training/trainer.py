@@ -199,6 +199,8 @@ class TrainConfig:
             )
         if self.distill_loss not in ("vector", "score"):
             raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
+        if self.distill_loss == "vector" and (self.distill_phrase_weight or self.distill_vector_weight):
+            raise ValueError("--distill-phrase-weight and --distill-vector-weight are terms of --distill-loss score.")
         if self.distill_loss == "score" and self.cache_teacher:
             raise ValueError("--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly.")
         if self.lora_r < 0:
