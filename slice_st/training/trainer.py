@@ -533,11 +533,13 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     result = trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model
     checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
-    print(  # one line per process: under accelerate, every rank reports, and synced ranks share the checksum
+    # One line per process (under accelerate every rank reports, and synced ranks share the checksum), written in one
+    # call so that the ranks' lines cannot interleave (print writes the text and the newline separately).
+    sys.stderr.write(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
-        f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}",
-        file=sys.stderr,
+        f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
+    sys.stderr.flush()
     final = os.path.join(config.output_dir, "final")
     # The trainer's push uploads output_dir except names starting with "_" and checkpoints: the new final/ is
     # written under "_final.new" (and an earlier run's final/ parked as "_final.old") until the push is done.
