@@ -125,8 +125,8 @@ def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_
     passages = tmp_path / "passages"
     Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
     config = TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[str(passages)], distill_loss="score",
-                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, distill_phrase_weight=1.0, max_steps=2, batch_size=4, learning_rate=1e-3,
-                         eval_steps=1, save_steps=1, logging_steps=1)
+                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, distill_phrase_weight=1.0, max_steps=2,
+                         batch_size=4, learning_rate=1e-3, eval_steps=1, save_steps=1, logging_steps=1)
     before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
     after = train(config).encode(TEXTS)
     assert abs(after - before).max() > 1e-6

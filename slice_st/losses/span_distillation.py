@@ -22,7 +22,7 @@ from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name",
+__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "vector_distance", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name",
            "frozen_teacher", "text_column"]
 
 logger = logging.getLogger(__name__)
@@ -130,8 +130,8 @@ class SpanDistillationLoss(nn.Module):
                 span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
         student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
         has_text = units.num_units > 0
-        span_loss = self._distance(student_spans[valid], span_targets[valid])
-        text_loss = self._distance(output["sentence_embedding"][has_text], text_targets[has_text])
+        span_loss = vector_distance(student_spans[valid], span_targets[valid], self.metric)
+        text_loss = vector_distance(output["sentence_embedding"][has_text], text_targets[has_text], self.metric)
         if not bool(valid.any()):
             self.skipped_spans += int(valid.numel())
             span_loss = token_embeddings.sum() * 0.0
@@ -141,12 +141,6 @@ class SpanDistillationLoss(nn.Module):
         if any(torch.isnan(value) for value in parts.values()):
             raise FloatingPointError("SpanDistillationLoss is NaN: check the inputs and the learning rate.")
         return parts
-
-    def _distance(self, student: Tensor, teacher: Tensor) -> Tensor:
-        teacher = teacher.to(student.dtype)
-        if self.metric == "cosine":
-            return (1 - nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
-        return nn.functional.mse_loss(student, teacher)
 
     def _from_labels(self, labels: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
@@ -297,6 +291,19 @@ class SpanDistillationLoss(nn.Module):
     @property
     def citation(self) -> str:
         return DISTILLATION_CITATION
+
+
+def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") -> Tensor:
+    """Mean distance between rows of student and teacher vectors: ``1 − cosine`` or MSE (``DISTILLATION_METRICS``).
+
+    >>> import torch
+    >>> float(vector_distance(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])))
+    1.0
+    """
+    teacher = teacher.to(student.dtype)
+    if metric == "cosine":
+        return (1 - nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
+    return nn.functional.mse_loss(student, teacher)
 
 
 def frozen_teacher(model, teacher=None) -> tuple[Any, str]:

@@ -10,7 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses.span_distillation import frozen_teacher, shares_wordpiece_tokenizer, span_token_inputs, text_column
+from slice_st.losses.span_distillation import (
+    frozen_teacher,
+    shares_wordpiece_tokenizer,
+    span_token_inputs,
+    text_column,
+    vector_distance,
+)
 from slice_st.spans import check_span_bounds, sample_spans, shift_spans, span_means
 from slice_st.tokens import unit_boundaries
 
@@ -141,8 +147,7 @@ class SpanScoreDistillationLoss(nn.Module):
         if self.phrase_weight:
             parts["phrase"] = self.weight * self.phrase_weight * nn.functional.mse_loss(queries @ queries.T, teacher)
         if self.vector_weight:
-            distance = 1 - nn.functional.cosine_similarity(in_context[valid], targets.to(in_context.dtype), dim=-1).mean()
-            parts["vector"] = self.weight * self.vector_weight * distance
+            parts["vector"] = self.weight * self.vector_weight * vector_distance(in_context[valid], targets)
         if any(torch.isnan(value) for value in parts.values()):
             raise FloatingPointError("SpanScoreDistillationLoss is NaN: check the inputs and the learning rate.")
         return parts
