@@ -1,0 +1,332 @@
+"""Span scorers: how the best span of a text is decided (one definition for ``best_spans``, the index, the CLI and the evaluator).
+
+The paper's protocol (Orbach et al., 2024) takes the span with the **maximum cosine** to the query. On
+real passages that span is often a clipped piece of the phrase a user wants: a sub-phrase that keeps
+the words shared with the query and drops the one that differs, a span that stops on "and"/"to", or
+one that runs over a sentence end. The ``"phrase"`` scorer (the default) keeps the cosine and
+subtracts small costs for what a phrase does not look like:
+
+* **length**: ``|log(L / Lq)|`` between the span's length ``L`` and the query's ``Lq`` (in units),
+  weighted separately when the span is shorter or longer (the query's length is a prior on the answer's);
+* **start**: the span starts on a function word ("and", "to", "of", ...), or right after a determiner
+  ("a", "the", "his", ...: it cuts a noun phrase), unless the query itself starts that way;
+* **end**: the span ends on a function word ("the", "and", "is", ...), unless the query ends that way;
+* **clause**: the span runs over a clause mark (``, ; :``) while the query has none inside it;
+* **sentence**: the span runs over a sentence end (``. ! ?``).
+
+Costs are never negative, so a score is never above the span's cosine; ``"max-cosine"`` sets every
+cost to 0 (the paper's protocol). Per-unit flags (:func:`unit_flags`) and per-query profiles
+(:func:`query_profiles`) are computed once per text and query; the costs of every span then come from
+per-unit and per-length tables and a prefix count of marks (:class:`SpanCosts`), so scoring stays
+fused: no loop over spans. The word lists are English; for other languages use ``"max-cosine"`` or a
+:class:`SpanScorer` with the word costs at 0.
+
+Pure Python, numpy and torch: the foundation layer (no sentence-transformers imports).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = [
+    "SpanScorer",
+    "SCORERS",
+    "DEFAULT_SCORER",
+    "resolve_scorer",
+    "unit_flags",
+    "query_profiles",
+    "SpanCosts",
+    "span_costs",
+    "costs_of_spans",
+    "mark_prefix",
+]
+
+#: A span should not start on these (unless the query does): conjunctions, prepositions, relatives.
+START_WORDS = frozenset(
+    "and or but nor to of in on at by for with from as that which who than so then while when where because "
+    "into onto upon over under about after before if".split()
+)
+#: A span should not end on these (unless the query does): articles, conjunctions, prepositions, auxiliaries, possessives.
+END_WORDS = frozenset(
+    "a an the and or but nor to of in on at by for with from as that which who whom whose is are was were be been "
+    "being its his her their our my your this these those than then so if because while into onto upon over under "
+    "about after before very each".split()
+)
+#: A span should not start right after these: it would cut a noun phrase ("a | man is ...").
+DETERMINERS = frozenset("a an the this these those my his her their our your its some several".split())
+
+#: Bits of :func:`unit_flags`.
+START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END = 1, 2, 4, 8, 16
+
+_NOT_WORD = re.compile(r"[^\w]+")
+_CLAUSE = re.compile(r"[,;:.!?][\W_]*$")
+_SENTENCE = re.compile(r"[.!?][\W_]*$")
+_INNER_CLAUSE = re.compile(r"[,;:]")
+
+
+@dataclass(frozen=True)
+class SpanScorer:
+    """How the best span of a text is decided: the span's cosine minus costs for what a phrase does not look like.
+
+    Every weight is a cost subtracted from the cosine (0 turns it off); see :mod:`slice_st.scoring`.
+
+    Args:
+        name: A label for reports (``"phrase"``, ``"max-cosine"`` or your own).
+        length_short: Cost per unit of ``log(Lq / L)`` when the span is shorter than the query.
+        length_long: Cost per unit of ``log(L / Lq)`` when the span is longer than the query.
+        start_word: Cost of starting on a function word ("and", "to", "of", ...) when the query does not.
+        after_determiner: Cost of starting right after a determiner ("a", "the", "his", ...).
+        end_word: Cost of ending on a function word ("the", "and", "is", ...) when the query does not.
+        clause: Cost of running over a clause mark (``, ; :``) when the query has none inside it.
+        sentence: Cost of running over a sentence end (``. ! ?``).
+
+    Example:
+        >>> from slice_st.scoring import SpanScorer, resolve_scorer
+        >>> resolve_scorer("max-cosine").is_plain
+        True
+        >>> SpanScorer(name="no-length", length_short=0.0, length_long=0.0).sentence
+        0.1
+    """
+
+    name: str = "phrase"
+    length_short: float = 0.1
+    length_long: float = 0.06
+    start_word: float = 0.02
+    after_determiner: float = 0.05
+    end_word: float = 0.05
+    clause: float = 0.02
+    sentence: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"SpanScorer name must be a non-empty string, got {self.name!r}.")
+        for field in fields(self)[1:]:
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"SpanScorer.{field.name} must be a finite number >= 0, got {value!r}.")
+
+    @property
+    def is_plain(self) -> bool:
+        """True when every cost is 0: the score is the cosine (the paper's max-cosine protocol)."""
+        return all(getattr(self, field.name) == 0 for field in fields(self)[1:])
+
+    def to_dict(self) -> dict:
+        """The scorer's settings (for reports, model cards and index manifests)."""
+        return asdict(self)
+
+
+#: The named scorers. ``"phrase"`` is the default; ``"max-cosine"`` is the paper's protocol.
+SCORERS: dict[str, SpanScorer] = {
+    "phrase": SpanScorer(),
+    "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+}
+#: The scorer used when none is given.
+DEFAULT_SCORER = "phrase"
+
+
+def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
+    """The :class:`SpanScorer` for a name of :data:`SCORERS`, a scorer, or ``None`` (the default, ``"phrase"``).
+
+    Args:
+        scorer: A name (``"phrase"``, ``"max-cosine"``), a :class:`SpanScorer`, or ``None``.
+
+    Returns:
+        The scorer. An unknown name or another type is a ``ValueError``.
+
+    Example:
+        >>> resolve_scorer(None).name, resolve_scorer("max-cosine").name
+        ('phrase', 'max-cosine')
+    """
+    if scorer is None:
+        return SCORERS[DEFAULT_SCORER]
+    if isinstance(scorer, SpanScorer):
+        return scorer
+    if isinstance(scorer, str) and scorer in SCORERS:
+        return SCORERS[scorer]
+    raise ValueError(f"scorer must be one of {sorted(SCORERS)} or a SpanScorer, got {scorer!r}.")
+
+
+def _word(unit: str) -> str:
+    return _NOT_WORD.sub("", unit.lower())
+
+
+def unit_flags(units: Sequence[str]) -> np.ndarray:
+    """Per-unit flags (``uint8`` bits) of one text's units, in order: what the ``"phrase"`` scorer's costs look at.
+
+    Bits: ``START_WORD`` (a function word, or no word at all: a span should not start here),
+    ``AFTER_DETERMINER`` (the previous unit is a determiner), ``END_WORD`` (a function word or no word:
+    a span should not end here), ``CLAUSE_MARK`` (the unit ends with ``, ; : . ! ?``) and
+    ``SENTENCE_END`` (it ends with ``. ! ?``).
+
+    Args:
+        units: The text of each unit (a word or a token), in order.
+
+    Returns:
+        ``(U,)`` ``uint8`` array.
+
+    Example:
+        >>> unit_flags(["the", "man", "left.", "And"]).tolist()
+        [4, 2, 24, 5]
+    """
+    words = [_word(unit) for unit in units]
+    flags = np.zeros(len(words), dtype=np.uint8)
+    for index, (unit, word) in enumerate(zip(units, words)):
+        value = 0
+        if not word or word in START_WORDS:
+            value |= START_WORD
+        if not word or word in END_WORDS:
+            value |= END_WORD
+        if index and words[index - 1] in DETERMINERS:
+            value |= AFTER_DETERMINER
+        if _CLAUSE.search(unit):
+            value |= CLAUSE_MARK
+        if _SENTENCE.search(unit):
+            value |= SENTENCE_END
+        flags[index] = value
+    return flags
+
+
+def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray:
+    """Per query: ``[length in units, starts on a function word, ends on a function word, has a clause mark inside]``.
+
+    Args:
+        queries: The query texts.
+        lengths: Each query's length in units (as the model splits it: :func:`slice_st.tokens.text_units`).
+
+    Returns:
+        ``(Q, 4)`` float32 array.
+
+    Example:
+        >>> query_profiles(["to the", "a man, tall"], [2, 3]).tolist()
+        [[2.0, 1.0, 1.0, 0.0], [3.0, 0.0, 0.0, 1.0]]
+    """
+    rows = []
+    for query, length in zip(queries, lengths):
+        words = [word for word in (_word(unit) for unit in query.split()) if word]
+        rows.append([
+            max(int(length), 1),
+            float(bool(words) and words[0] in START_WORDS),
+            float(bool(words) and words[-1] in END_WORDS),
+            float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
+        ])
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 4)
+
+
+@dataclass
+class SpanCosts:
+    """Costs of every span of a batch of rows, as tables the fused scorers add per span length.
+
+    ``start`` ``(B, U, Q)``: cost of a span starting at unit ``u``; ``end`` ``(B, U, Q)``: of one whose
+    last unit is ``u``; ``length`` ``(B, Q, K)``: of a span of ``min_span + j`` units; ``marks``
+    ``(B, U + 1, 2)``: prefix counts of clause marks and sentence ends over units; ``mark_cost``
+    ``(B, Q, 2)``: the cost of running over one (a span runs over a mark when one of its units but the
+    last carries it).
+    """
+
+    start: Tensor
+    end: Tensor
+    length: Tensor
+    marks: Tensor
+    mark_cost: Tensor
+
+    def of_length(self, length: int, count: int, min_span: int) -> Tensor:
+        """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1``."""
+        cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
+        cost = cost + self.length[:, None, :, length - min_span]
+        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]  # (B, count, 2): marks on units start..end-2
+        return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
+
+
+def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int) -> SpanCosts:
+    """The :class:`SpanCosts` of ``scorer`` for rows of units with ``flags`` ``(B, U)`` and queries ``profiles``.
+
+    Args:
+        scorer: The scorer.
+        flags: ``(B, U)`` integer flags of each row's units (:func:`unit_flags`; padding: any value).
+        profiles: ``(Q, 4)`` query profiles (:func:`query_profiles`) shared by all rows, or ``(B, Q, 4)``
+            (each row against its own queries).
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+
+    Returns:
+        The cost tables, on ``flags``' device.
+
+    Example:
+        >>> flags = torch.from_numpy(unit_flags(["a", "man", "sings."])).long()[None]
+        >>> profiles = torch.from_numpy(query_profiles(["a man sings"], [3]))
+        >>> costs = span_costs(resolve_scorer("phrase"), flags, profiles, 1, 3)
+        >>> [round(float(c), 3) for c in costs.of_length(3, 1, 1)[0, :, 0]]  # "a man sings.": nothing to pay
+        [0.0]
+    """
+    device = flags.device
+    flags = flags.long()
+    batch, width = flags.shape
+    if profiles.dim() == 2:
+        profiles = profiles[None].expand(batch, -1, -1)
+    profiles = profiles.to(device=device, dtype=torch.float32)
+    bit = lambda mask: ((flags & mask) > 0).float()[..., None]  # noqa: E731  (B, U, 1)
+    free_start = 1.0 - profiles[:, None, :, 1]  # (B, 1, Q): the query starts on a function word → no start cost
+    free_end = 1.0 - profiles[:, None, :, 2]
+    start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(AFTER_DETERMINER)
+    end = scorer.end_word * bit(END_WORD) * free_end
+    start = start.expand(batch, width, profiles.shape[1]).contiguous()
+    end = end.expand(batch, width, profiles.shape[1]).contiguous()
+    lengths = torch.arange(min_span, max_span + 1, device=device, dtype=torch.float32)
+    ratio = torch.log(lengths[None, None, :] / profiles[..., 0:1])  # (B, Q, K)
+    length = scorer.length_short * (-ratio).clamp(min=0) + scorer.length_long * ratio.clamp(min=0)
+    marks = torch.stack([bit(CLAUSE_MARK)[..., 0], bit(SENTENCE_END)[..., 0]], dim=-1)  # (B, U, 2)
+    marks = torch.cat([marks.new_zeros(batch, 1, 2), marks.cumsum(dim=1)], dim=1)
+    mark_cost = torch.stack([scorer.clause * (1.0 - profiles[..., 3]), torch.full_like(profiles[..., 3], scorer.sentence)], dim=-1)
+    return SpanCosts(start, end, length, marks, mark_cost)
+
+
+def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, profile: np.ndarray, starts: np.ndarray,
+                   lengths: np.ndarray) -> np.ndarray:
+    """Costs of given spans of one flat run of units (e.g. an index): the same costs as :func:`span_costs`, vectorised.
+
+    Args:
+        scorer: The scorer.
+        flags: ``(N,)`` unit flags of the run (spans never cross a document, so neighbours are of the same one,
+            except ``AFTER_DETERMINER``, which is computed per document).
+        marks: ``(N + 1, 2)`` their :func:`mark_prefix` (computed once per run).
+        profile: ``(4,)`` the query's profile (:func:`query_profiles`).
+        starts: ``(n,)`` first unit of each span.
+        lengths: ``(n,)`` span lengths in units.
+
+    Returns:
+        ``(n,)`` float64 costs (0 where ``starts < 0``).
+
+    Example:
+        >>> flags = unit_flags(["a", "man", "sings.", "And"])
+        >>> profile = query_profiles(["a man sings"], [3])[0]
+        >>> phrase = resolve_scorer("phrase")
+        >>> costs_of_spans(phrase, flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3, 3])).round(3).tolist()
+        [0.0, 0.22]
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    valid = (starts >= 0) & (lengths > 0)
+    first = np.where(valid, starts, 0)
+    last = np.where(valid, starts + lengths - 1, 0)
+    flags = np.asarray(flags).astype(np.int64)
+    bit = lambda index, mask: ((flags[index] & mask) > 0).astype(np.float64)  # noqa: E731
+    cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1]) + scorer.after_determiner * bit(first, AFTER_DETERMINER)
+    cost += scorer.end_word * bit(last, END_WORD) * (1.0 - profile[2])
+    ratio = np.log(np.maximum(lengths, 1) / max(float(profile[0]), 1.0))
+    cost += scorer.length_short * np.maximum(-ratio, 0) + scorer.length_long * np.maximum(ratio, 0)
+    inner = (marks[last] - marks[first]) > 0  # (n, 2): marks on the span's units but the last
+    cost += scorer.clause * (1.0 - profile[3]) * inner[:, 0] + scorer.sentence * inner[:, 1]
+    return np.where(valid, cost, 0.0)
+
+
+def mark_prefix(flags: np.ndarray) -> np.ndarray:
+    """``(N + 1, 2)`` prefix counts of clause marks and sentence ends over a run of unit flags (for :func:`costs_of_spans`)."""
+    flags = np.asarray(flags).astype(np.int64)
+    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=1).astype(np.int64)
+    return np.concatenate([np.zeros((1, 2), np.int64), np.cumsum(marks, axis=0)])
