@@ -44,8 +44,9 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig, check_tokenizer, get_span_config
+from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, text_units, unit_boundaries
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -634,8 +635,12 @@ def encode_span_queries(
 
 @dataclass(frozen=True)
 class SpanMatch:
-    """One matched span: ``text[start:end] == span``; ``score`` is its similarity to the query (the model's
-    ``similarity_fn_name``: cosine unless the model says otherwise)."""
+    """One matched span: ``text[start:end] == span``.
+
+    ``similarity`` is its similarity to the query (the model's ``similarity_fn_name``: cosine unless the
+    model says otherwise); ``score`` is what ranked it: the similarity minus the span scorer's costs
+    (:mod:`slice_st.scoring`; equal to ``similarity`` with ``scorer="max-cosine"``), never above it.
+    """
 
     query_index: int
     text_index: int
@@ -645,6 +650,7 @@ class SpanMatch:
     score: float
     unit_start: int
     unit_end: int
+    similarity: float | None = None
 
 
 class SpanSearchResult(Sequence):
@@ -652,15 +658,18 @@ class SpanSearchResult(Sequence):
 
     The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores`` (``-inf`` where a text has no span),
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
-    ``similarity_fn_name`` says what the scores are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
+    ``similarity_fn_name`` says what the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``);
+    ``similarities`` holds them, and ``scores`` the span scorer's scores (named by ``scorer``) that rank the spans.
     """
 
     def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
-                 similarity_fn_name: str = "cosine"):
+                 similarity_fn_name: str = "cosine", similarities=None, scorer: str = "max-cosine"):
         self.queries, self.texts = queries, texts
         self.scores, self.starts, self.ends = scores, starts, ends
         self.unit_starts, self.unit_ends = unit_starts, unit_ends
         self.similarity_fn_name = similarity_fn_name
+        self.similarities = scores if similarities is None else similarities
+        self.scorer = scorer
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -698,6 +707,7 @@ class SpanSearchResult(Sequence):
             query_index, text_index, start, end, self.texts[text_index][start:end],
             float(self.scores[query_index, text_index, rank]),
             int(self.unit_starts[query_index, text_index, rank]), int(self.unit_ends[query_index, text_index, rank]),
+            float(self.similarities[query_index, text_index, rank]),
         )
 
 
@@ -727,6 +737,8 @@ def best_spans(
     device: str | None = None,
     similarity_fn_name: str | None = None,
     window_context: int = 16,
+    scorer: str | SpanScorer | None = None,
+    overlap: bool = False,
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
@@ -739,11 +751,18 @@ def best_spans(
     (default as ``encode_document``), ``query_prompt`` / ``query_prompt_name`` for the queries (default
     as ``encode_query``); see :func:`resolve_prompt`.
 
+    Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
+    minus small costs for spans that do not look like a phrase (far from the query's length, starting or
+    ending on a function word, cutting a noun phrase, running over a clause or sentence end).
+    ``"max-cosine"`` is the paper's protocol (the highest similarity wins). ``SpanMatch.score`` is the
+    scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a text do not
+    overlap (a span overlapping a better one is dropped); ``overlap=True`` returns overlapping ones too.
+
     >>> from slice_st import load_model
     >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
     >>> match = result[0][0][0]
-    >>> match.span, round(match.score, 2) > 0.6
-    ('played the guitar', True)
+    >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
+    ('played the guitar', True, True)
     """
     _check_common(batch_size)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
@@ -756,13 +775,32 @@ def best_spans(
     top_k = min(top_k, _most_spans(text_list, span_config))
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
+    span_scorer = _check_scorer(scorer, overlap)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
-
+    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
     scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity)
+                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles, overlap=overlap)
     return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"],
-                            similarity)
+                            similarity, arrays["similarities"], span_scorer.name)
+
+
+def _check_scorer(scorer, overlap) -> SpanScorer:
+    """The one check of ``scorer`` and ``overlap`` on the span API."""
+    if not isinstance(overlap, bool):
+        raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
+    try:
+        return resolve_scorer(scorer)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+
+
+def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tensor | None:
+    """``(Q, 4)`` query profiles for the scorer's costs (``None`` for a plain scorer: nothing to pay)."""
+    if scorer.is_plain:
+        return None
+    lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, unit)]
+    return torch.from_numpy(query_profiles(queries, lengths))
 
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
@@ -772,29 +810,50 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
 
 
 def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context, *,
-          prompt: str = "", device: str | None = None, similarity: str = "cosine"):
+          prompt: str = "", device: str | None = None, similarity: str = "cosine", scorer: SpanScorer | None = None,
+          profiles: Tensor | None = None, overlap: bool = True):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
-    ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0).
+    ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
+    with ``profiles`` (:func:`_profiles`; ``None``: the plain similarity) decides the best spans;
+    ``arrays["similarities"]`` holds their plain similarities.
     """
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
+    arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
     for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
         for rows in batch.rows(batch_size):
-            queries = query_vectors
+            queries, row_profiles = query_vectors, profiles
             if paired:  # (rows, 1, d): each window against its own text's query
                 index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
                 queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
+                row_profiles = None if profiles is None else profiles[index.cpu()][:, None, :]
+            costs = None
+            if row_profiles is not None:
+                flags = _row_flags(rows, texts).to(rows.token_embeddings.device)
+                costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
             found = best_span_scores(
                 queries, rows.token_embeddings, rows.boundaries, rows.num_units,
-                span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity,
+                span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity, costs=costs, overlap=overlap,
             )
-            _collect(found, rows, span_config.unit, scores, arrays)
+            _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays
 
 
-def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray]) -> None:
+def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
+    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
+    flags = torch.zeros(rows.char_starts.shape, dtype=torch.long)
+    starts, ends = rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
+    for row, window in enumerate(rows.windows):
+        text = texts[window.text_index][window.char_start : window.char_end]
+        count = int(rows.num_units[row])
+        units = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
+        flags[row, :count] = torch.from_numpy(unit_flags(units).astype(np.int64))
+    return flags
+
+
+def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray], overlap: bool = True) -> None:
     """Turn one sub-batch's window-level best spans into text-level offsets and merge them in.
 
     Paired scoring passes one query per row and a ``(1, T, 1)`` store: query position 0.
@@ -811,9 +870,11 @@ def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str
         "unit_ends": found.ends + unit_shift,
     }
     candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
+    similarities = found.scores if found.similarities is None else found.similarities
+    candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
     window_scores = found.scores.cpu().numpy()
     for row, window in enumerate(rows.windows):
-        _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()})
+        _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()}, overlap)
 
 
 def _gather_units(values: Tensor, index: Tensor) -> Tensor:
@@ -823,8 +884,12 @@ def _gather_units(values: Tensor, index: Tensor) -> Tensor:
     return values.gather(1, index.flatten(1)).view_as(index)
 
 
-def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, new_scores: np.ndarray, new: dict[str, np.ndarray]) -> None:
-    """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few)."""
+def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, new_scores: np.ndarray, new: dict[str, np.ndarray],
+                 overlap: bool = True) -> None:
+    """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few).
+
+    Without ``overlap``, a candidate overlapping a better one of the text (another window's) is dropped.
+    """
     current = scores[:, text]
     if not np.isfinite(current).any():
         scores[:, text] = new_scores
@@ -833,10 +898,33 @@ def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, n
         return
     top_k = current.shape[1]
     merged = np.concatenate([current, new_scores], axis=1)
+    if not overlap and top_k > 1:
+        starts = np.concatenate([arrays["unit_starts"][:, text], new["unit_starts"]], axis=1)
+        ends = np.concatenate([arrays["unit_ends"][:, text], new["unit_ends"]], axis=1)
+        merged = _drop_overlapping(merged, starts, ends)
     order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
     scores[:, text] = np.take_along_axis(merged, order, axis=1)
     for name, values in new.items():
         arrays[name][:, text] = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
+
+
+def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``scores`` ``(Q, n)`` with ``-inf`` for each candidate overlapping a better one (greedy, best first).
+
+    Only used when a text's windows are merged: a few candidates per query, so a loop over them.
+    """
+    scores = scores.copy()
+    for query in range(scores.shape[0]):
+        kept: list[tuple[int, int]] = []
+        for column in np.argsort(-scores[query], kind="stable"):
+            if not np.isfinite(scores[query, column]):
+                break
+            start, end = int(starts[query, column]), int(ends[query, column])
+            if any(start < b and a < end for a, b in kept):
+                scores[query, column] = -np.inf
+            else:
+                kept.append((start, end))
+    return scores
 
 
 def best_spans_paired(
@@ -856,10 +944,11 @@ def best_spans_paired(
     device: str | None = None,
     similarity_fn_name: str | None = None,
     window_context: int = 16,
+    scorer: str | SpanScorer | None = None,
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
 
-    Same scoring and options as :func:`best_spans`, but only the N pairs are scored instead of all
+    Same scoring (``scorer``) and options as :func:`best_spans`, but only the N pairs are scored instead of all
     N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
 
     >>> from slice_st import load_model
@@ -877,18 +966,22 @@ def best_spans_paired(
     span_config = resolve_span_config(model, min_span, max_span, unit)
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
+    span_scorer = _check_scorer(scorer, False)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
+    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
     scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity)
-    result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"])
+                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles)
+    result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"],
+                              arrays["unit_ends"], similarity, arrays["similarities"], span_scorer.name)
     matches: list[SpanMatch | None] = []
     for index, query in enumerate(query_list):
         if not np.isfinite(scores[0, index, 0]):
             matches.append(None)
             continue
         match = result._match(0, index, 0)
-        matches.append(SpanMatch(index, index, match.start, match.end, match.span, match.score, match.unit_start, match.unit_end))
+        matches.append(SpanMatch(index, index, match.start, match.end, match.span, match.score, match.unit_start, match.unit_end,
+                                 match.similarity))
     return matches
 
 

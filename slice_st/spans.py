@@ -19,10 +19,13 @@ Conventions (decided here, never re-derived elsewhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from slice_st.scoring import SpanCosts
 
 __all__ = [
     "SIMILARITIES",
@@ -243,14 +246,17 @@ def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_s
 
 @dataclass
 class BestSpans:
-    """Top spans per (row, query): ``scores``, ``starts``, ``ends`` are ``(B, Q, k)``.
+    """Top spans per (row, query): ``scores``, ``starts``, ``ends`` (and ``similarities``) are ``(B, Q, k)``.
 
-    Missing entries (a row with fewer than ``k`` spans) have score ``-inf`` and start = end = -1.
+    ``scores`` rank the spans (the similarity minus the scorer's costs, if any); ``similarities`` are
+    the plain similarities of the same spans. Missing entries (a row with fewer than ``k`` spans) have
+    score ``-inf`` and start = end = -1.
     """
 
     scores: Tensor
     starts: Tensor
     ends: Tensor
+    similarities: Tensor | None = None
 
 
 def best_span_scores(
@@ -264,6 +270,8 @@ def best_span_scores(
     owned: tuple[Tensor, Tensor] | None = None,
     eps: float = 1e-12,
     similarity: str = "cosine",
+    costs: SpanCosts | None = None,
+    overlap: bool = True,
 ) -> BestSpans:
     """Fused best-span search: the top-``k`` similarity between each query and all spans of each row.
 
@@ -278,6 +286,13 @@ def best_span_scores(
     matmul with them (``q · (P_j - P_i)``), and span norms are computed one span length at a time with
     plain slices, so memory stays at the size of the token embeddings. The loop runs over the ``K``
     span lengths, never over spans.
+
+    ``costs`` (:class:`slice_st.scoring.SpanCosts`, from :func:`slice_st.scoring.span_costs`) are
+    subtracted from every span's similarity: the span scorer. ``BestSpans.scores`` are then the
+    scorer's scores and ``BestSpans.similarities`` the plain similarities of the same spans.
+    ``overlap=False`` makes the ``top_k`` spans of a (row, query) pairwise disjoint: greedy, best
+    first, a span overlapping a better one is dropped (the score grid is built, ``(B, U, K, Q)``, and
+    the loop runs over the ``k`` picks).
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -313,8 +328,11 @@ def best_span_scores(
     token_bounds = boundaries.to(device)
 
     best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
+    best_similarities = best_scores.clone()
     best_starts = torch.full((batch, top_k, num_queries), -1, dtype=torch.long, device=device)
     best_ends = best_starts.clone()
+    disjoint = not overlap and top_k > 1
+    grid_scores, grid_similarities = [], []
     for length in range(min_span, min(max_span, width) + 1):
         count = width - length + 1
         dots = query_sums[:, length : length + count] - query_sums[:, :count]  # (B, n, Q): q · span sum
@@ -332,17 +350,67 @@ def best_span_scores(
                 targets = query_vectors if query_vectors.dim() == 3 else query_vectors[None].expand(batch, -1, -1)
                 scores = -torch.cdist(means, targets, p=1)  # (B, n, Q)
         scores = scores.masked_fill(~exists[:, :count, length - min_span, None], float("-inf"))
+        similarities = scores
+        if costs is not None:
+            scores = scores - costs.of_length(length, count, min_span).to(scores.dtype)
+        if disjoint:
+            pad = (0, 0, 0, width - count)
+            grid_scores.append(torch.nn.functional.pad(scores, pad, value=float("-inf")))
+            grid_similarities.append(torch.nn.functional.pad(similarities, pad, value=float("-inf")))
+            continue
         starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)
         merged_scores = torch.cat([best_scores, scores], dim=1)
+        merged_similarities = torch.cat([best_similarities, similarities], dim=1)
         merged_starts = torch.cat([best_starts, starts], dim=1)
         merged_ends = torch.cat([best_ends, starts + length], dim=1)
         best_scores, order = merged_scores.topk(top_k, dim=1)  # merged has top_k + n rows: always enough
+        best_similarities = merged_similarities.gather(1, order)
         best_starts = merged_starts.gather(1, order)
         best_ends = merged_ends.gather(1, order)
+    if disjoint and grid_scores:
+        best_scores, best_similarities, best_starts, best_ends = _disjoint_top_k(
+            torch.stack(grid_scores, dim=2), torch.stack(grid_similarities, dim=2), top_k, min_span
+        )
     missing = torch.isinf(best_scores)
     best_starts = best_starts.masked_fill(missing, -1)
     best_ends = best_ends.masked_fill(missing, -1)
-    return BestSpans(best_scores.transpose(1, 2), best_starts.transpose(1, 2), best_ends.transpose(1, 2))
+    return BestSpans(best_scores.transpose(1, 2), best_starts.transpose(1, 2), best_ends.transpose(1, 2),
+                     best_similarities.transpose(1, 2))
+
+
+def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Greedy disjoint top-k over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends.
+
+    Each step takes every (row, query)'s best remaining span and masks the spans overlapping it; the
+    loop runs over the ``k`` picks, vectorised over rows, queries and spans.
+    """
+    batch, width, widths, num_queries = scores.shape
+    device = scores.device
+    remaining = scores.permute(0, 3, 1, 2).reshape(batch * num_queries, width, widths).clone()
+    plain = similarities.permute(0, 3, 1, 2).reshape(batch * num_queries, -1)
+    unit_starts = torch.arange(width, device=device)[:, None]
+    unit_ends = unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]
+    out_scores = torch.full((batch * num_queries, top_k), float("-inf"), device=device, dtype=scores.dtype)
+    out_similarities = out_scores.clone()
+    out_starts = torch.full((batch * num_queries, top_k), -1, dtype=torch.long, device=device)
+    out_ends = out_starts.clone()
+    for step in range(top_k):
+        values, flat = remaining.view(batch * num_queries, -1).max(dim=1)
+        take = torch.isfinite(values)
+        if not bool(take.any()):
+            break
+        start, end = flat // widths, flat // widths + flat % widths + min_span
+        out_scores[:, step] = torch.where(take, values, float("-inf"))
+        out_similarities[:, step] = torch.where(take, plain.gather(1, flat[:, None])[:, 0], float("-inf"))
+        out_starts[:, step] = torch.where(take, start, -1)
+        out_ends[:, step] = torch.where(take, end, -1)
+        hit = (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
+        remaining.masked_fill_(hit, float("-inf"))
+
+    def shaped(values: Tensor) -> Tensor:
+        return values.view(batch, num_queries, top_k).transpose(1, 2)
+
+    return shaped(out_scores), shaped(out_similarities), shaped(out_starts), shaped(out_ends)
 
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:

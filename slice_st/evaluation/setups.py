@@ -26,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from slice_st.encode import best_spans_paired
+from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import span_grid
 from slice_st.tokens import text_units
 
@@ -162,10 +163,13 @@ def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
 
 
 def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: Sequence[str], *, min_span: int = 1,
-                 max_span: int = 20, unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None) -> SetupResult:
+                 max_span: int = 20, unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None,
+                 scorer: str | SpanScorer | None = None) -> SetupResult:
     """Single-pass setup (SLICE): one forward pass per passage, best mean-pooled span per pair.
 
-    Goes through :func:`slice_st.best_spans_paired` (the span core's fused scoring).
+    Goes through :func:`slice_st.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
+    the best span and gives its score (:mod:`slice_st.scoring`; default ``"phrase"``, ``"max-cosine"`` is
+    the paper's protocol). ``extra["similarities"]`` holds the best spans' plain cosines.
 
     >>> from slice_st import load_model
     >>> score_single(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3).spans
@@ -173,10 +177,12 @@ def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: S
     """
     phrases, passages = check_inputs(phrases, passages)
     matches = best_spans_paired(model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit,
-                                batch_size=batch_size, show_progress_bar=show_progress_bar)
+                                batch_size=batch_size, show_progress_bar=show_progress_bar, scorer=scorer)
     scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
     check_all_scored(scores, passages)
-    return SetupResult(scores, [(match.start, match.end) for match in matches])
+    similarities = np.array([match.similarity for match in matches], dtype=np.float64)
+    return SetupResult(scores, [(match.start, match.end) for match in matches],
+                       extra={"scorer": resolve_scorer(scorer).name, "similarities": similarities})
 
 
 SCORERS = {"full": score_full, "ngram": score_ngram, "single": score_single}

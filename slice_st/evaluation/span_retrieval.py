@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from sentence_transformers.base.evaluation import BaseEvaluator
 
+from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
 from slice_st.evaluation.setups import SCORERS, SETUPS, SetupResult, check_inputs
 from slice_st.evaluation.statistics import correlations
+from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
@@ -33,7 +35,12 @@ class SpanRetrievalEvaluator(BaseEvaluator):
     For each pair (origin phrase, passage, gold score) it predicts a similarity in each setup of
     ``setups`` (``"full"``, ``"ngram"``, ``"single"``; see :mod:`slice_st.evaluation.setups`) and reports
     ``{setup}_pearson`` and ``{setup}_spearman``. The primary metric is ``single_spearman`` (else
-    the Spearman of the last setup). Works as ``evaluator=`` of ``SentenceTransformerTrainer`` and
+    the Spearman of the last setup). The single pass decides each passage's best span with ``scorer``
+    (:mod:`slice_st.scoring`: ``"phrase"`` by default, ``"max-cosine"`` for the paper's protocol; the
+    per-n-gram setup is the paper's, max cosine). With ``paraphrases`` (the phrase each passage holds),
+    it also reports where the best span lands (:func:`slice_st.evaluation.localisation.span_localisation`):
+    ``{setup}_exact`` and ``{setup}_word_f1`` on the rows whose passage holds its paraphrase, and
+    ``{setup}_strong_exact`` / ``{setup}_strong_word_f1`` on those with gold >= 3. Works as ``evaluator=`` of ``SentenceTransformerTrainer`` and
     records its metrics in the model card data. With ``output_path`` it appends the metrics to
     ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes the
     best span and score of every pair and setup to ``span_retrieval_predictions[_name].csv``.
@@ -66,6 +73,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         show_progress_bar: bool | None = None,
         write_csv: bool = True,
         write_predictions: bool = False,
+        paraphrases: Sequence[str] | None = None,
+        scorer: str | SpanScorer | None = None,
     ):
         super().__init__()
         self.phrases, self.passages = check_inputs(phrases, passages)
@@ -87,15 +96,29 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         self.write_csv = write_csv
         self.write_predictions = write_predictions
         self.primary_metric = "single_spearman" if "single" in setups else f"{setups[-1]}_spearman"
+        self.scorer = resolve_scorer(scorer)
+        if paraphrases is not None:
+            paraphrases = [str(p) for p in paraphrases]
+            if len(paraphrases) != len(self.phrases):
+                raise ValueError(f"got {len(paraphrases)} paraphrases for {len(self.phrases)} pairs.")
+        self.paraphrases = paraphrases
         suffix = f"_{name}" if name else ""
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
-        self.csv_headers = ["epoch", "steps"] + [f"{s}_{m}" for s in setups for m in ("pearson", "spearman")]
+        self.csv_headers = ["epoch", "steps"] + [f"{s}_{m}" for s in setups for m in self._metric_names(s)]
         self.last_results: dict[str, SetupResult] = {}
+
+    def _metric_names(self, setup: str) -> tuple[str, ...]:
+        if self.paraphrases is None or setup == "full":
+            return ("pearson", "spearman")
+        return ("pearson", "spearman", "exact", "word_f1", "strong_exact", "strong_word_f1")
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
-        """From rows with ``line``, ``passage`` and ``goldsim`` (e.g. :func:`slice_st.data.read_stsb_context`)."""
+        """From rows with ``line``, ``passage`` and ``goldsim`` (e.g. :func:`slice_st.data.read_stsb_context`);
+        a ``paraphrase`` column turns the localisation metrics on."""
+        if "paraphrase" in getattr(dataset, "column_names", ()) and "paraphrases" not in kwargs:
+            kwargs["paraphrases"] = dataset["paraphrase"]
         return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)
 
     def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
@@ -109,6 +132,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             if setup != "full":
                 kwargs |= {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
                 kwargs["show_progress_bar"] = self.show_progress_bar
+            if setup == "single":
+                kwargs["scorer"] = self.scorer
             else:
                 kwargs["show_progress_bar"] = bool(self.show_progress_bar)
             result = SCORERS[setup](model, self.phrases, self.passages, **kwargs)
@@ -127,6 +152,12 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             pearson, spearman = correlations(self.scores, result.scores)
             metrics[f"{setup}_pearson"], metrics[f"{setup}_spearman"] = pearson, spearman
             logger.info(f"{setup:>6}: Pearson {pearson:.4f}  Spearman {spearman:.4f}  ({result.seconds:.1f} s)")
+            if self.paraphrases is not None and result.spans is not None:
+                where = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
+                for name in ("exact", "word_f1", "strong_exact", "strong_word_f1"):
+                    metrics[f"{setup}_{name}"] = where[name]
+                logger.info(f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} rows; "
+                            f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}")
         if output_path is not None and self.write_csv:
             os.makedirs(output_path, exist_ok=True)
             path = os.path.join(output_path, self.csv_file)
@@ -165,4 +196,5 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         return "Span Retrieval"
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"setups": list(self.setups), "min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
+        return {"setups": list(self.setups), "min_span": self.min_span, "max_span": self.max_span, "unit": self.unit,
+                "scorer": self.scorer.name}

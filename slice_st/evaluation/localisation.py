@@ -1,0 +1,118 @@
+"""Where the best span lands: exact match and word-F1 against the paraphrase's place in its passage.
+
+STS-B-Context passages hold a paraphrase of their origin phrase; the evaluator's Spearman scores only
+the *value* of the best span, a user sees the *span*. Words here are whitespace-delimited, compared
+lowercased with punctuation stripped (``"Beach,"`` is ``beach``); a word with no letter or digit is
+left out. The paraphrase's place is the first run of passage words equal to its words; a predicted
+span covers the passage words its characters touch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["STRONG_GOLD", "span_words", "locate_paraphrase", "span_localisation"]
+
+#: Gold similarity from which a pair counts as "strong" (its paraphrase is a real match): 3 on the 0-5 scale.
+STRONG_GOLD = 3.0
+
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def span_words(text: str) -> list[tuple[int, int, str]]:
+    """``(start, end, word)`` of each whitespace-delimited word of ``text`` that has a letter or digit, lowercased.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The words with their character offsets.
+
+    Example:
+        >>> span_words("A man, he said -- left.")
+        [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
+    """
+    words = []
+    for match in re.finditer(r"\S+", text):
+        word = _NOT_WORD.sub("", match.group().lower())
+        if word:
+            words.append((match.start(), match.end(), word))
+    return words
+
+
+def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:
+    """The word range ``[first, end)`` of ``paraphrase`` in ``passage`` (words of :func:`span_words`), or ``None``.
+
+    Args:
+        passage: The passage.
+        paraphrase: The phrase to find, up to case and punctuation.
+
+    Returns:
+        The first matching run of words, or ``None`` when the passage does not hold it.
+
+    Example:
+        >>> locate_paraphrase("Look: a man is slicing a bun, slowly.", "A man is slicing a bun.")
+        (1, 7)
+    """
+    words = [w for _, _, w in span_words(passage)]
+    target = [w for _, _, w in span_words(paraphrase)]
+    if not target:
+        return None
+    size = len(target)
+    for first in range(len(words) - size + 1):
+        if words[first : first + size] == target:
+            return first, first + size
+    return None
+
+
+def _predicted_words(passage_words: list[tuple[int, int, str]], span: tuple[int, int]) -> tuple[int, int]:
+    inside = [i for i, (a, b, _) in enumerate(passage_words) if a < span[1] and span[0] < b]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def span_localisation(passages: Sequence[str], spans: Sequence[tuple[int, int] | None], paraphrases: Sequence[str],
+                      gold_scores: Sequence[float], strong: float = STRONG_GOLD) -> dict[str, float]:
+    """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places, on all located rows and on strong ones.
+
+    Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a
+    row without a predicted span counts as a miss. Word-F1 is between the two word ranges (positions, not
+    bags of words). ``shorter`` is the share of rows whose span has fewer words than the paraphrase.
+
+    Args:
+        passages: The passages.
+        spans: The predicted span of each passage as character offsets ``(start, end)``, or ``None``.
+        paraphrases: The paraphrase each passage holds.
+        gold_scores: Gold similarities (0-5): rows with ``gold >= strong`` are reported apart (``strong_*``).
+        strong: The gold score from which a row is strong.
+
+    Returns:
+        ``{"located", "exact", "word_f1", "shorter", "strong_located", "strong_exact", "strong_word_f1", "strong_shorter"}``
+        (``nan`` for an empty group).
+
+    Example:
+        >>> passage = "Look: a man is slicing a bun, slowly."
+        >>> result = span_localisation([passage], [(8, 28)], ["A man is slicing a bun."], [4.0])
+        >>> result["exact"], round(result["word_f1"], 1), result["strong_located"]
+        (0.0, 90.9, 1)
+    """
+    if not (len(passages) == len(spans) == len(paraphrases) == len(gold_scores)):
+        raise ValueError("passages, spans, paraphrases and gold_scores must have the same length.")
+    rows = []
+    for passage, span, paraphrase, gold in zip(passages, spans, paraphrases, gold_scores):
+        place = locate_paraphrase(passage, paraphrase)
+        if place is None:
+            continue
+        first, end = _predicted_words(span_words(passage), span) if span else (0, 0)
+        common = max(0, min(end, place[1]) - max(first, place[0]))
+        f1 = 2 * common / ((end - first) + (place[1] - place[0])) if common else 0.0
+        rows.append((float(gold) >= strong, (first, end) == place, f1, end - first < place[1] - place[0]))
+    result: dict[str, float] = {}
+    for prefix, group in (("", rows), ("strong_", [row for row in rows if row[0]])):
+        values = np.asarray([row[1:] for row in group], dtype=np.float64).reshape(-1, 3)
+        result[f"{prefix}located"] = len(group)
+        for column, name in enumerate(("exact", "word_f1", "shorter")):
+            result[f"{prefix}{name}"] = float(100 * values[:, column].mean()) if len(group) else float("nan")
+    return result
