@@ -20,7 +20,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def search(real_model) -> SpanSearchResult:
-    return real_model.best_spans(QUERIES, TEXTS, top_k=3, max_span=5)
+    # the paper's protocol: every span ranked by its cosine, overlapping spans allowed (brute-force comparable)
+    return real_model.best_spans(QUERIES, TEXTS, top_k=3, max_span=5, scorer="max-cosine", overlap=True)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +109,7 @@ def test_single_strings_and_top_k_one(real_model):
 
 
 def test_top_k_prefix_is_consistent(real_model, search):
-    top1 = real_model.best_spans(QUERIES, TEXTS, top_k=1, max_span=5)
+    top1 = real_model.best_spans(QUERIES, TEXTS, top_k=1, max_span=5, scorer="max-cosine")
     for q in range(len(QUERIES)):
         for t in range(len(TEXTS)):
             assert top1[q][t][0].span == search[q][t][0].span
@@ -116,7 +117,7 @@ def test_top_k_prefix_is_consistent(real_model, search):
 
 
 def test_min_span_longer_than_text_gives_no_match(tiny_model):
-    result = tiny_model.best_spans(["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5)
+    result = tiny_model.best_spans(["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5, overlap=True)
     assert result[0][0] == []
     assert np.isneginf(result.best(0)[0])
     assert sorted(m.span for m in result[0][1]) == ["one two three", "one two three four", "two three four"]
@@ -124,21 +125,22 @@ def test_min_span_longer_than_text_gives_no_match(tiny_model):
 
 def test_token_units(tiny_model):
     text = "Internationalization isn't trivial."
-    result = tiny_model.best_spans(["nation"], [text], unit="token", max_span=2, top_k=50)
+    result = tiny_model.best_spans(["nation"], [text], unit="token", max_span=2, top_k=50, overlap=True)
     encoding = tiny_model.encode_spans(text, unit="token", max_span=2)
     matches = result[0][0]
     assert len(matches) == len(encoding)  # top_k larger than the span count: every span, once
     assert {(m.start, m.end) for m in matches} == {tuple(o) for o in encoding.offsets.tolist()}
     query = slice_st.embed_texts(tiny_model, "nation")[0].numpy()
     lookup = {tuple(o): v for o, v in zip(encoding.offsets.tolist(), encoding.embeddings)}
-    for m in matches:
-        assert abs(cosine(query, lookup[(m.start, m.end)]) - m.score) < 1e-4
+    for m in matches:  # the default scorer ranks by cosine minus costs; similarity is the plain cosine
+        assert abs(cosine(query, lookup[(m.start, m.end)]) - m.similarity) < 1e-4
+        assert m.score <= m.similarity + 1e-6
 
 
 def test_saved_span_settings_are_used(make_tiny_model):
     model = make_tiny_model()
     slice_st.set_span_config(model, min_span=2, max_span=2)
-    result = model.best_spans(["x"], ["a b c d"], top_k=10)
+    result = model.best_spans(["x"], ["a b c d"], top_k=10, overlap=True)
     assert sorted(m.span for m in result[0][0]) == ["a b", "b c", "c d"]
 
 
@@ -150,7 +152,7 @@ def test_saved_span_settings_are_used(make_tiny_model):
 def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
     queries, texts = QUERIES + ["budget"], TEXTS[:2] + [TEXTS[3]]
     paired = slice_st.best_spans_paired(real_model, queries, texts, max_span=5)
-    full = real_model.best_spans(queries, texts, max_span=5)
+    full = real_model.best_spans(queries, texts, max_span=5)  # both with the default scorer
     assert len(paired) == len(queries)
     for i, match in enumerate(paired):
         expected = full[i][i][0]

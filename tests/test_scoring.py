@@ -1,0 +1,142 @@
+"""The span scorer (slice_st.scoring) through best_spans: equal to a brute-force reference, disjoint top-k, whole phrases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import slice_st
+from slice_st.encode import SpanInputError
+from slice_st.scoring import SCORERS, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.tokens import text_units
+
+TEXTS = [
+    "The cat sat on the mat, and then it left. A dog barked at the moon.",
+    "Hello",
+    "In the morning the committee discussed the budget for the coming year and the new plans.",
+]
+QUERIES = ["a dog barks", "the committee talked about money", "and then"]
+
+
+def _reference(model, query: str, text: str, scorer: SpanScorer, max_span: int, top_k: int):
+    """Every span materialised: cosine minus costs, then greedy disjoint picks (no fused code involved)."""
+    encoding = model.encode_spans(text, max_span=max_span)
+    if not len(encoding):
+        return []
+    vector = slice_st.embed_texts(model, query)[0].numpy()
+    embeddings = np.asarray(encoding.embeddings)
+    cosines = embeddings @ vector / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(vector)
+    starts, ends, _ = text_units(model.tokenizer, [text])[0]
+    units = [text[a:b] for a, b in zip(starts, ends)]
+    flags = unit_flags(units)
+    profile = query_profiles([query], [len(text_units(model.tokenizer, [query])[0][0])])[0]
+    spans = np.asarray(encoding.units)
+    scores = cosines - costs_of_spans(scorer, flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0])
+    kept: list[tuple[int, int, float, float]] = []
+    for index in np.argsort(-scores, kind="stable"):
+        start, end = (int(x) for x in spans[index])
+        if any(start < b and a < end for a, b, _, _ in kept):
+            continue
+        kept.append((start, end, float(scores[index]), float(cosines[index])))
+        if len(kept) == top_k:
+            break
+    return kept
+
+
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_default_scorer_equals_brute_force(tiny_model, top_k):
+    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=5, top_k=top_k)
+    assert result.scorer == "phrase"
+    for q, query in enumerate(QUERIES):
+        for t, text in enumerate(TEXTS):
+            expected = _reference(tiny_model, query, text, SCORERS["phrase"], 5, top_k)
+            found = result[q][t]
+            assert [(m.unit_start, m.unit_end) for m in found] == [(s, e) for s, e, _, _ in expected]
+            np.testing.assert_allclose([m.score for m in found], [x for _, _, x, _ in expected], atol=1e-4)
+            np.testing.assert_allclose([m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4)
+
+
+def test_custom_scorer_and_paired(tiny_model):
+    scorer = SpanScorer(name="length-only", length_short=0.3, length_long=0.3, start_word=0, after_determiner=0, end_word=0,
+                        clause=0, sentence=0)
+    paired = slice_st.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
+    for query, text, match in zip(QUERIES, TEXTS, paired):
+        (start, end, score, similarity), = _reference(tiny_model, query, text, scorer, 5, 1)
+        assert (match.unit_start, match.unit_end) == (start, end)
+        assert math.isclose(match.score, score, abs_tol=1e-4) and math.isclose(match.similarity, similarity, abs_tol=1e-4)
+
+
+def test_max_cosine_scores_are_cosines(tiny_model):
+    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=5, top_k=4, scorer="max-cosine", overlap=True)
+    for q in range(len(QUERIES)):
+        for t in range(len(TEXTS)):
+            for match in result[q][t]:
+                assert match.score == pytest.approx(match.similarity, abs=1e-6)
+
+
+def test_top_k_never_overlaps_by_default_even_across_windows(tiny_model_short):
+    long_text = " ".join(f"word{i} and the cat sat." for i in range(40))  # many windows of the short-window model
+    result = tiny_model_short.best_spans(["the cat sat", "word3"], [long_text, TEXTS[0]], max_span=4, top_k=12, window_context=2)
+    for q in range(2):
+        for t in range(2):
+            matches = result[q][t]
+            assert matches
+            spans = sorted((m.unit_start, m.unit_end) for m in matches)
+            assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+    overlapping = tiny_model_short.best_spans(["the cat sat"], [long_text], max_span=4, top_k=12, window_context=2, overlap=True)
+    spans = sorted((m.unit_start, m.unit_end) for m in overlapping[0][0])
+    assert any(a_end > b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+
+
+def test_costs_follow_the_rules():
+    flags = unit_flags(["I", "saw", "a", "man", "and", "left.", "Then", "rain"])
+    marks = mark_prefix(flags)
+    phrase = resolve_scorer("phrase")
+    profile = query_profiles(["saw a man"], [3])[0]
+    starts, lengths = np.array([1, 3, 1, 4]), np.array([3, 3, 4, 3])
+    # «saw a man»: free; «man and left.»: cut after "a"; «saw a man and»: ends on "and", longer;
+    # «and left. Then»: starts on "and", ends on "then", crosses a sentence end (also a clause mark)
+    costs = costs_of_spans(phrase, flags, marks, profile, starts, lengths)
+    assert costs[0] == 0
+    assert costs[1] == pytest.approx(phrase.after_determiner)
+    assert costs[2] == pytest.approx(phrase.end_word + phrase.length_long * math.log(4 / 3))
+    assert costs[3] == pytest.approx(phrase.start_word + phrase.end_word + phrase.sentence + phrase.clause)
+    # a query that starts on a function word lifts the start cost
+    assert costs_of_spans(phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2]))[0] == 0
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), True, "1"])
+def test_scorer_weights_are_checked(bad):
+    with pytest.raises(ValueError, match="length_short"):
+        SpanScorer(length_short=bad)
+
+
+def test_bad_scorer_and_overlap_are_clear_errors(tiny_model):
+    with pytest.raises(SpanInputError, match="scorer must be one of"):
+        tiny_model.best_spans("a", "a b", scorer="best")
+    with pytest.raises(SpanInputError, match="overlap must be True or False"):
+        tiny_model.best_spans("a", "a b", overlap="yes")
+    with pytest.raises(SpanInputError, match="scorer must be one of"):
+        slice_st.best_spans_paired(tiny_model, ["a"], ["a b"], scorer=3)
+
+
+# What users see first: the README / `make demo` cases come out as whole phrases (the real shipped model).
+WHOLE = [
+    ("a man plays the guitar", "Customer: My son plays the guitar and wants to bring it on board as hand luggage.", "plays the guitar"),
+    ("the flight was delayed", "Agent: I'm sorry about that, the departure got delayed because of the storm in Chicago.",
+     "the departure got delayed"),
+    ("my bag was lost", "Customer: Last time the luggage went missing for a week, which was a nightmare.",
+     "Last time the luggage went missing"),
+    ("take back the last edit", "Undo the last edit. Take care with the redo command.", "Undo the last edit."),
+]
+
+
+@pytest.mark.parametrize(("query", "text", "span"), WHOLE)
+def test_readme_cases_come_out_whole(real_model, query, text, span):
+    result = real_model.best_spans(query, text, top_k=3)
+    matches = result[0][0]
+    assert matches[0].span == span
+    spans = sorted((m.start, m.end) for m in matches)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
