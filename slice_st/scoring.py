@@ -36,7 +36,7 @@ from torch import Tensor
 
 __all__ = [
     "SpanScorer",
-    "SCORERS",
+    "SPAN_SCORERS",
     "DEFAULT_SCORER",
     "resolve_scorer",
     "unit_flags",
@@ -122,7 +122,7 @@ class SpanScorer:
 
 
 #: The named scorers. ``"phrase"`` is the default; ``"max-cosine"`` is the paper's protocol.
-SCORERS: dict[str, SpanScorer] = {
+SPAN_SCORERS: dict[str, SpanScorer] = {
     "phrase": SpanScorer(),
     "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
@@ -131,7 +131,7 @@ DEFAULT_SCORER = "phrase"
 
 
 def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The :class:`SpanScorer` for a name of :data:`SCORERS`, a scorer, or ``None`` (the default, ``"phrase"``).
+    """The :class:`SpanScorer` for a name of :data:`SPAN_SCORERS`, a scorer, or ``None`` (the default, ``"phrase"``).
 
     Args:
         scorer: A name (``"phrase"``, ``"max-cosine"``), a :class:`SpanScorer`, or ``None``.
@@ -144,12 +144,12 @@ def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
         ('phrase', 'max-cosine')
     """
     if scorer is None:
-        return SCORERS[DEFAULT_SCORER]
+        return SPAN_SCORERS[DEFAULT_SCORER]
     if isinstance(scorer, SpanScorer):
         return scorer
-    if isinstance(scorer, str) and scorer in SCORERS:
-        return SCORERS[scorer]
-    raise ValueError(f"scorer must be one of {sorted(SCORERS)} or a SpanScorer, got {scorer!r}.")
+    if isinstance(scorer, str) and scorer in SPAN_SCORERS:
+        return SPAN_SCORERS[scorer]
+    raise ValueError(f"scorer must be one of {sorted(SPAN_SCORERS)} or a SpanScorer, got {scorer!r}.")
 
 
 def _word(unit: str) -> str:

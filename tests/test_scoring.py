@@ -9,7 +9,7 @@ import pytest
 
 import slice_st
 from slice_st.encode import SpanInputError
-from slice_st.scoring import SCORERS, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.scoring import SPAN_SCORERS, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 
 TEXTS = [
@@ -51,7 +51,7 @@ def test_default_scorer_equals_brute_force(tiny_model, top_k):
     assert result.scorer == "phrase"
     for q, query in enumerate(QUERIES):
         for t, text in enumerate(TEXTS):
-            expected = _reference(tiny_model, query, text, SCORERS["phrase"], 5, top_k)
+            expected = _reference(tiny_model, query, text, SPAN_SCORERS["phrase"], 5, top_k)
             found = result[q][t]
             assert [(m.unit_start, m.unit_end) for m in found] == [(s, e) for s, e, _, _ in expected]
             np.testing.assert_allclose([m.score for m in found], [x for _, _, x, _ in expected], atol=1e-4)

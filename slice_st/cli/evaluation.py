@@ -82,7 +82,15 @@ def add_evaluation_commands(commands) -> None:
 def _table_command(args) -> int:
     from slice_st.data import read_stsb_context
     from slice_st.evaluation.baselines import make_system
-    from slice_st.evaluation.table import bar_chart, markdown_table, run_table, subset_indices, system_labels, table_metrics
+    from slice_st.evaluation.table import (
+        bar_chart,
+        localisation_table,
+        markdown_table,
+        run_table,
+        subset_indices,
+        system_labels,
+        table_metrics,
+    )
 
     if args.min_span > args.max_span:
         raise ValueError(f"--min-span ({args.min_span}) must be <= --max-span ({args.max_span}).")
@@ -103,9 +111,14 @@ def _table_command(args) -> int:
     table = run_table(systems, phrases, passages, gold, setups=args.setups, min_span=args.min_span, max_span=args.max_span,
                       unit=args.unit, batch_size=args.batch_size, cache_dir=cache, ngram_limit=args.ngram_limit, seed=args.seed, log=log,
                       show_progress_bar=False if args.no_progress else None)
-    metrics = table_metrics(table)
+    paraphrases = [data["paraphrase"][i] for i in indices]
+    metrics = table_metrics(table, passages, paraphrases)
     title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
     text = markdown_table(metrics, title=title)
+    where = localisation_table(metrics)
+    if where:  # single pass: the "phrase" span scorer unless a system says otherwise ("default@max-cosine")
+        text += "\n**Where the best span lands** (against the paraphrase's place; single pass: the system's span scorer, " \
+                "\"phrase\" unless its label names another; per-n-gram: max cosine)\n\n" + where
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as handle:
         handle.write(text)

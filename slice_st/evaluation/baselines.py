@@ -34,6 +34,7 @@ import torch
 
 from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
+from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.text import require
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
@@ -87,13 +88,19 @@ class System:
 
 
 class SentenceTransformerSystem(System):
-    """Any sentence-transformers model in the three setups (``model`` is a model or an id/path)."""
+    """Any sentence-transformers model in the three setups (``model`` is a model or an id/path).
+
+    The single pass decides the best span with ``scorer`` (:mod:`slice_st.scoring`; default ``"phrase"``,
+    ``"max-cosine"`` for the paper's protocol); a non-default scorer is named in the system's label.
+    """
 
     setups = ("full", "ngram", "single")
 
-    def __init__(self, model: Any = None, name: str | None = None):
+    def __init__(self, model: Any = None, name: str | None = None, scorer: Any = None):
         self._model = model
-        self.name = name or _model_name(model)
+        self.scorer = resolve_scorer(scorer)
+        suffix = "" if self.scorer.name == DEFAULT_SCORER else f" [{self.scorer.name}]"
+        self.name = name or _model_name(model) + suffix
 
     @cached_property
     def model(self):
@@ -101,14 +108,16 @@ class SentenceTransformerSystem(System):
 
     @property
     def cache_key(self) -> str:
-        """``st-<fingerprint>``: the model's weights and tokenizer (loads the model)."""
-        return f"st-{model_fingerprint(self.model)}"
+        """``st-<fingerprint>-<scorer>``: the model's weights and tokenizer (loads the model) and the span scorer."""
+        return f"st-{model_fingerprint(self.model)}-{self.scorer.name}"
 
     def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
         self._check_setup(setup)
         kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": bool(show_progress_bar) if setup == "full" else show_progress_bar}
         if setup != "full":
             kwargs |= {"min_span": min_span, "max_span": max_span, "unit": unit}
+        if setup == "single":
+            kwargs["scorer"] = self.scorer
         return SCORERS[setup](self.model, phrases, passages, **kwargs)
 
 
@@ -381,7 +390,8 @@ class DensePhrasesSystem(System):
 # ------------------------------------------------------------------------------------------ specs
 def make_system(spec: str) -> System:
     """A system from its spec: ``default``, ``st:MODEL`` or a model id/path, ``bm25``, ``glove``,
-    ``densephrases`` (default model) or ``densephrases:MODEL``.
+    ``densephrases`` (default model) or ``densephrases:MODEL``. A model spec may end with ``@SCORER``
+    (``default@max-cosine``: the single pass with the paper's max-cosine protocol; see :mod:`slice_st.scoring`).
 
     >>> make_system("bm25").name, make_system("densephrases").name
     ('BM25', 'DensePhrases-style (slice-minilm)')
@@ -396,13 +406,17 @@ def make_system(spec: str) -> System:
         return DensePhrasesSystem(None)
     if lowered.startswith("densephrases:"):
         return DensePhrasesSystem(spec.split(":", 1)[1])
+    scorer = None
+    if "@" in spec and spec.rsplit("@", 1)[1] in SPAN_SCORERS:
+        spec, scorer = spec.rsplit("@", 1)
+        lowered = spec.lower()
     if lowered == "default":
-        return SentenceTransformerSystem(None)
+        return SentenceTransformerSystem(None, scorer=scorer)
     if lowered.startswith("st:"):
-        return SentenceTransformerSystem(spec[3:])
+        return SentenceTransformerSystem(spec[3:], scorer=scorer)
     if not spec:
         raise ValueError("empty system spec.")
-    return SentenceTransformerSystem(spec)
+    return SentenceTransformerSystem(spec, scorer=scorer)
 
 
 def timed(system: System, setup: str, *args: Any, **kwargs: Any) -> SetupResult:

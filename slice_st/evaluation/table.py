@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.setups import SETUPS, SetupResult
 from slice_st.evaluation.statistics import compare_to_best, correlations
 from slice_st.text import require
@@ -175,9 +176,14 @@ def run_table(
     return table
 
 
-def table_metrics(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+def table_metrics(table: dict[str, dict[str, Any]], passages: Sequence[str] | None = None,
+                  paraphrases: Sequence[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
     """``{setup: {system: {"pearson", "spearman", "p_pearson", "p_spearman", "n", "seconds"}}}``; the
-    p-values are Williams tests against the best system of the setup (``nan`` for the best)."""
+    p-values are Williams tests against the best system of the setup (``nan`` for the best).
+
+    With ``passages`` and ``paraphrases`` (all pairs, as given to :func:`run_table`), span setups also get
+    where their best spans land (:func:`slice_st.evaluation.localisation.span_localisation`): ``exact``,
+    ``word_f1``, ``strong_exact``, ``strong_word_f1`` (×100) and ``located``."""
     metrics: dict[str, dict[str, dict[str, float]]] = {}
     for setup, entry in table.items():
         results, gold = entry["results"], entry["gold"]
@@ -189,7 +195,30 @@ def table_metrics(table: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[
             pearson, spearman = correlations(gold, result.scores)
             metrics[setup][name] = {"pearson": pearson, "spearman": spearman, "p_pearson": p_pearson[name],
                                     "p_spearman": p_spearman[name], "n": len(gold), "seconds": result.seconds}
+            if passages is not None and paraphrases is not None and result.spans is not None:
+                indices = entry["indices"]
+                where = span_localisation([passages[i] for i in indices], result.spans, [paraphrases[i] for i in indices], gold)
+                metrics[setup][name] |= {key: where[key] for key in ("located", "exact", "word_f1", "strong_exact", "strong_word_f1")}
     return metrics
+
+
+def localisation_table(metrics: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Where the best spans land, per span setup and system (empty when no localisation was measured).
+
+    >>> m = {"single": {"A": {"exact": 40.0, "word_f1": 88.0, "strong_exact": 50.0, "strong_word_f1": 90.0, "located": 9}}}
+    >>> print(localisation_table(m).splitlines()[2])
+    | A | Single forward | 40.0 | 88.0 | 50.0 | 90.0 | 9 |
+    """
+    lines = []
+    for setup in SETUPS:
+        for name, values in metrics.get(setup, {}).items():
+            if "exact" in values:
+                lines.append(f"| {name} | {SETUP_TITLES[setup]} | {values['exact']:.1f} | {values['word_f1']:.1f} | "
+                             f"{values['strong_exact']:.1f} | {values['strong_word_f1']:.1f} | {int(values['located'])} |")
+    if not lines:
+        return ""
+    header = ["| System | Setup | Exact | Word-F1 | Exact (gold ≥ 3) | Word-F1 (gold ≥ 3) | Rows |", "|---|---|---|---|---|---|---|"]
+    return "\n".join(header + lines) + "\n"
 
 
 def _cell(values: dict[str, float] | None, kind: str) -> str:

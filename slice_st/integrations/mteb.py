@@ -158,24 +158,36 @@ class STSBContext(AbsTaskSTS):
             from slice_st.evaluation.table import subset_indices
 
             data = data.select(subset_indices(len(data), self.limit, self.seed))
-        split = datasets.Dataset.from_dict({"sentence1": data["line"], "sentence2": data["passage"], "score": data["goldsim"]})
+        split = datasets.Dataset.from_dict({"sentence1": data["line"], "sentence2": data["passage"], "score": data["goldsim"],
+                                            "paraphrase": data["paraphrase"]})
         self.dataset = {"default": datasets.DatasetDict({"test": split})}
         self.data_loaded = True
 
     def _evaluate_subset(self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None,
                          num_proc=None, timer=None, **kwargs: Any) -> dict[str, float]:
+        from slice_st.evaluation.localisation import span_localisation
         from slice_st.evaluation.setups import score_full, score_single
         from slice_st.evaluation.statistics import correlations
+        from slice_st.scoring import DEFAULT_SCORER
 
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
         gold = [self._normalize(x) for x in data_split["score"]]
-        single = score_single(st_model, phrases, passages, min_span=self.min_span, max_span=self.max_span, unit=self.unit,
-                              batch_size=batch_size, show_progress_bar=bool(encode_kwargs.get("show_progress_bar", False)))
+        span_kwargs = dict(min_span=self.min_span, max_span=self.max_span, unit=self.unit, batch_size=batch_size,
+                           show_progress_bar=bool(encode_kwargs.get("show_progress_bar", False)))
+        single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **span_kwargs)
+        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **span_kwargs)  # the paper's protocol
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
         pearson, spearman = correlations(gold, single.scores)
+        paper_pearson, paper_spearman = correlations(gold, paper.scores)
         full_pearson, full_spearman = correlations(gold, full.scores)
+        where: dict[str, float] = {}
+        if "paraphrase" in getattr(data_split, "column_names", ()):
+            raw_gold = [float(x) for x in data_split["score"]]
+            for name, result in (("", single), ("max_cosine_", paper)):
+                found = span_localisation(passages, result.spans, list(data_split["paraphrase"]), raw_gold)
+                where |= {f"{name}{key}": found[key] for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")}
         if prediction_folder:
             self._save_task_predictions(
                 {"best_span_scores": single.scores.tolist(), "best_spans": [list(s) if s else None for s in single.spans],
@@ -184,8 +196,9 @@ class STSBContext(AbsTaskSTS):
             )
         return {
             "pearson": pearson, "spearman": spearman, "cosine_pearson": pearson, "cosine_spearman": spearman,
+            "max_cosine_pearson": paper_pearson, "max_cosine_spearman": paper_spearman,
             "full_context_cosine_pearson": full_pearson, "full_context_cosine_spearman": full_spearman,
-            "min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold),
+            "min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold), **where,
         }
 
 
