@@ -153,6 +153,12 @@ def run_command(command: str) -> str:
     return out.getvalue() + (err.getvalue() if status else "")
 
 
+def _keep_wildcards(shown: list[str], actual: str) -> list[str]:
+    """The actual output's lines, except that a line an expected ``...`` line matches keeps the expected form."""
+    wild = [line.rstrip() for line in shown if "..." in line and line.strip() != "..."]
+    return [next((w for w in wild if output_matches([w], line)), line.rstrip()) for line in actual.rstrip("\n").split("\n")]
+
+
 class Session:
     """Runs the blocks of one Markdown file in order in a scratch folder; collects rewrites for --update-docs."""
 
@@ -176,11 +182,11 @@ class Session:
         """New lines for ``block`` with every shown output replaced by the actual one."""
         new: list[str] = []
         if block.language == "python":
-            for (code, _), (_, actual) in zip(python_segments(block.lines), results, strict=True):
-                new += code + [(OUTPUT + line).rstrip() for line in actual.rstrip("\n").split("\n") if actual.strip()]
+            for (code, shown), (_, actual) in zip(python_segments(block.lines), results, strict=True):
+                new += code + ([(OUTPUT + line).rstrip() for line in _keep_wildcards(shown, actual)] if shown else [])
         else:
-            for (command, _), (_, actual) in zip(console_commands(block.lines), results, strict=True):
-                new += ["$ " + command] + [line.rstrip() for line in actual.rstrip("\n").split("\n") if actual.strip()]
+            for (command, shown), (_, actual) in zip(console_commands(block.lines), results, strict=True):
+                new += ["$ " + command] + (_keep_wildcards(shown, actual) if actual.strip() else [])
         self.rewrites[block.first] = new
 
     def save(self) -> None:
@@ -254,6 +260,7 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     assert not output_matches(["score 0.80"], "score 0.81\n")
     assert output_matches(["indexed 3 in ... s", "..."], "indexed 3 in 1.2 s\nmore\nlines\n")
     assert not output_matches(["a", "b"], "a\n")
+    assert _keep_wildcards(["took ... s", "x"], "took 1.5 s\ny\n") == ["took ... s", "y"]
     page = tmp_path / "page.md"
     page.write_text("x\n```python\nprint(round(2 / 3, 2))\n# → 0.6\nprint('ok')\n# → ok\n```\n", encoding="utf-8")
     (tmp_path / "examples").mkdir()
@@ -264,3 +271,17 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     session.rewrite(block, results)
     session.save()
     assert page.read_text(encoding="utf-8") == "x\n```python\nprint(round(2 / 3, 2))\n# → 0.67\nprint('ok')\n# → ok\n```\n"
+
+
+def test_citation_and_licence_match_the_package():
+    """CITATION.cff names the package's version and licence; LICENSE is the Apache-2.0 text pyproject.toml declares."""
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert (citation["version"], citation["license"]) == (project["version"], project["license"])
+    assert citation["references"][0]["url"] == "https://arxiv.org/abs/2405.07263"
+    licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["license"] == "Apache-2.0" and "Apache License" in licence and "END OF TERMS AND CONDITIONS" in licence
