@@ -69,7 +69,7 @@ def parse_blocks(path: Path) -> list[Block]:
         marker = MARKER.match(previous)
         block = Block(path, language, marker.group(1) if marker else None, index + 1)
         index += 1
-        while index < len(lines) and not lines[index].strip().startswith(fence[:3]):
+        while index < len(lines) and not re.fullmatch(re.escape(fence[0]) + "{%d,}" % len(fence), lines[index].strip()):
             block.lines.append(lines[index])
             index += 1
         blocks.append(block)
