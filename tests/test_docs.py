@@ -166,9 +166,24 @@ class Session:
         self.path, self.folder, self.namespace, self.done = path, folder, {"__name__": "__docs__"}, 0
         shutil.copytree(ROOT / "examples", folder / "examples")
         self.rewrites: dict[int, list[str]] = {}  # block's first line → its new lines
+        self.ran: set[int] = set()  # first lines of the blocks run so far
 
     def check(self, block: Block) -> list[tuple[list[str], str]]:
-        """(expected, actual) of every shown output of ``block``, mismatching or not."""
+        """(expected, actual) of every shown output of ``block``, mismatching or not.
+
+        Earlier blocks of the file that have not run yet (deselected, e.g. under ``-m slow``) run first, so a block
+        sees the names and files the page built before it; a fast block never depends on a slow one.
+        """
+        for earlier in parse_blocks(self.path):
+            if earlier.first >= block.first:
+                break
+            if (earlier.language in RUN_LANGUAGES and earlier.marker != "not-run" and earlier.first not in self.ran
+                    and (earlier.marker != "slow" or block.marker == "slow")):
+                self._run(earlier)
+        return self._run(block)
+
+    def _run(self, block: Block) -> list[tuple[list[str], str]]:
+        self.ran.add(block.first)
         previous = os.getcwd()
         os.chdir(self.folder)
         try:
@@ -231,7 +246,9 @@ def _updating(config) -> bool:
 def test_example(block: Block, sessions, request):
     session = sessions(block.path)
     results = session.check(block)
-    stale = [(shown, actual) for shown, actual in results if shown and not output_matches(shown, actual)]
+    # A python statement may print without showing it; a command shows all it prints (nothing shown: nothing printed).
+    stale = [(shown, actual) for shown, actual in results
+             if (shown or block.language == "console") and not output_matches(shown, actual)]
     if not stale:
         return
     if _updating(request.config):
