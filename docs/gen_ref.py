@@ -39,8 +39,18 @@ for sub in SUBPACKAGES:
     module = importlib.import_module(f"slice_st.{sub}")
     names = [n for n in getattr(module, "__all__", []) if n not in facade and not n.isupper()]
     if names:
-        lines += [f"### `slice_st.{sub}`", "", f"::: slice_st.{sub}", "    options:", "      show_root_heading: false",
-                  "      members:"] + [f"        - {n}" for n in names] + [""]
+        lines += (
+            [
+                f"### `slice_st.{sub}`",
+                "",
+                f"::: slice_st.{sub}",
+                "    options:",
+                "      show_root_heading: false",
+                "      members:",
+            ]
+            + [f"        - {n}" for n in names]
+            + [""]
+        )
 
 with mkdocs_gen_files.open("reference.md", "w") as page:
     page.write("\n".join(lines))

@@ -69,7 +69,7 @@ def parse_blocks(path: Path) -> list[Block]:
         marker = MARKER.match(previous)
         block = Block(path, language, marker.group(1) if marker else None, index + 1)
         index += 1
-        while index < len(lines) and not re.fullmatch(re.escape(fence[0]) + "{%d,}" % len(fence), lines[index].strip()):
+        while index < len(lines) and not re.fullmatch(re.escape(fence[0]) + f"{{{len(fence)},}}", lines[index].strip()):
             block.lines.append(lines[index])
             index += 1
         blocks.append(block)
@@ -78,12 +78,12 @@ def parse_blocks(path: Path) -> list[Block]:
 
 
 def output_matches(expected: list[str], actual: str) -> bool:
-    """``actual`` equals ``expected`` line by line (trailing spaces ignored), ``...`` as wildcard."""
+    """``actual`` equals ``expected`` line by line (trailing spaces and blank lines ignored), ``...`` as wildcard."""
     pattern = ""
-    for line in expected:
+    for line in "\n".join(expected).rstrip().split("\n") if expected else []:
         line = line.rstrip()
         pattern += r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line).replace(r"\.\.\.", r"[^\n]*") + r"\n"
-    return re.fullmatch(pattern, "".join(line.rstrip() + "\n" for line in actual.splitlines())) is not None
+    return re.fullmatch(pattern, "".join(line.rstrip() + "\n" for line in actual.rstrip().splitlines())) is not None
 
 
 def python_segments(lines: list[str]) -> list[tuple[list[str], list[str]]]:
@@ -91,7 +91,7 @@ def python_segments(lines: list[str]) -> list[tuple[list[str], list[str]]]:
     segments, code, shown = [], [], []
     for line in lines:
         if line.lstrip().startswith(OUTPUT.rstrip()):
-            shown.append(line.lstrip()[len(OUTPUT):] if len(line.lstrip()) > 2 else "")
+            shown.append(line.lstrip()[len(OUTPUT) :] if len(line.lstrip()) > 2 else "")
             continue
         if shown:
             segments.append((code, shown))
@@ -156,7 +156,9 @@ def run_command(command: str) -> str:
 def _keep_wildcards(shown: list[str], actual: str) -> list[str]:
     """The actual output's lines, except that a line an expected ``...`` line matches keeps the expected form."""
     wild = [line.rstrip() for line in shown if "..." in line and line.strip() != "..."]
-    return [next((w for w in wild if output_matches([w], line)), line.rstrip()) for line in actual.rstrip("\n").split("\n")]
+    return [
+        next((w for w in wild if output_matches([w], line)), line.rstrip()) for line in actual.rstrip("\n").split("\n")
+    ]
 
 
 class Session:
@@ -177,8 +179,12 @@ class Session:
         for earlier in parse_blocks(self.path):
             if earlier.first >= block.first:
                 break
-            if (earlier.language in RUN_LANGUAGES and earlier.marker != "not-run" and earlier.first not in self.ran
-                    and (earlier.marker != "slow" or block.marker == "slow")):
+            if (
+                earlier.language in RUN_LANGUAGES
+                and earlier.marker != "not-run"
+                and earlier.first not in self.ran
+                and (earlier.marker != "slow" or block.marker == "slow")
+            ):
                 self._run(earlier)
         return self._run(block)
 
@@ -188,7 +194,10 @@ class Session:
         os.chdir(self.folder)
         try:
             if block.language == "python":
-                return [(shown, run_python(code, self.namespace, bool(shown))) for code, shown in python_segments(block.lines)]
+                return [
+                    (shown, run_python(code, self.namespace, bool(shown)))
+                    for code, shown in python_segments(block.lines)
+                ]
             return [(shown, run_command(command)) for command, shown in console_commands(block.lines)]
         finally:
             os.chdir(previous)
@@ -247,23 +256,38 @@ def test_example(block: Block, sessions, request):
     session = sessions(block.path)
     results = session.check(block)
     # A python statement may print without showing it; a command shows all it prints (nothing shown: nothing printed).
-    stale = [(shown, actual) for shown, actual in results
-             if (shown or block.language == "console") and not output_matches(shown, actual)]
+    stale = [
+        (shown, actual)
+        for shown, actual in results
+        if (shown or block.language == "console") and not output_matches(shown, actual)
+    ]
     if not stale:
         return
     if _updating(request.config):
         session.rewrite(block, results)
         return
     diff = "\n".join(
-        "\n".join(difflib.unified_diff([s.rstrip() for s in shown], actual.rstrip("\n").split("\n"), "shown", "actual", lineterm=""))
+        "\n".join(
+            difflib.unified_diff(
+                [s.rstrip() for s in shown], actual.rstrip("\n").split("\n"), "shown", "actual", lineterm=""
+            )
+        )
         for shown, actual in stale
     )
-    pytest.fail(f"{block.id}: the output shown is stale:\n{diff}\n(update: pytest tests/test_docs.py --update-docs)", pytrace=False)
+    pytest.fail(
+        f"{block.id}: the output shown is stale:\n{diff}\n(update: pytest tests/test_docs.py --update-docs)",
+        pytrace=False,
+    )
 
 
 def test_every_code_block_is_run_or_marked():
     """A shell block is marked not-run (or written as a `console` session that runs); a run block shows output."""
-    unmarked = [b.id for p in markdown_files() for b in parse_blocks(p) if b.language in SHELL_LANGUAGES and b.marker != "not-run"]
+    unmarked = [
+        b.id
+        for p in markdown_files()
+        for b in parse_blocks(p)
+        if b.language in SHELL_LANGUAGES and b.marker != "not-run"
+    ]
     assert not unmarked, f"shell blocks without <!-- docs-test: not-run (reason) -->: {unmarked}"
     for path in markdown_files():
         for block in parse_blocks(path):
@@ -287,7 +311,9 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     assert [output_matches(shown, actual) for shown, actual in results] == [False, True]
     session.rewrite(block, results)
     session.save()
-    assert page.read_text(encoding="utf-8") == "x\n```python\nprint(round(2 / 3, 2))\n# → 0.67\nprint('ok')\n# → ok\n```\n"
+    assert (
+        page.read_text(encoding="utf-8") == "x\n```python\nprint(round(2 / 3, 2))\n# → 0.67\nprint('ok')\n# → ok\n```\n"
+    )
 
 
 def test_citation_and_licence_match_the_package():
@@ -301,4 +327,6 @@ def test_citation_and_licence_match_the_package():
     assert (citation["version"], citation["license"]) == (project["version"], project["license"])
     assert citation["references"][0]["url"] == "https://arxiv.org/abs/2405.07263"
     licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
-    assert project["license"] == "Apache-2.0" and "Apache License" in licence and "END OF TERMS AND CONDITIONS" in licence
+    assert (
+        project["license"] == "Apache-2.0" and "Apache License" in licence and "END OF TERMS AND CONDITIONS" in licence
+    )
