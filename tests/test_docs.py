@@ -330,3 +330,16 @@ def test_citation_and_licence_match_the_package():
     assert (
         project["license"] == "Apache-2.0" and "Apache License" in licence and "END OF TERMS AND CONDITIONS" in licence
     )
+
+
+def test_api_reference_fences_doctests():
+    """docs/griffe_doctests.py: doctest output such as ``x[0][1]`` is fenced, so it cannot read as a Markdown link."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("griffe_doctests", ROOT / "docs" / "griffe_doctests.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "Scores.\n\n>>> best[0][1]\n[0][1]\n\nMore text.\n```python\n>>> kept\n```"
+    assert module.fence_doctests(text) == (
+        "Scores.\n\n```pycon\n>>> best[0][1]\n[0][1]\n```\n\nMore text.\n```python\n>>> kept\n```"
+    )
