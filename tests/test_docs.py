@@ -343,3 +343,10 @@ def test_api_reference_fences_doctests():
     assert module.fence_doctests(text) == (
         "Scores.\n\n```pycon\n>>> best[0][1]\n[0][1]\n```\n\nMore text.\n```python\n>>> kept\n```"
     )
+
+
+def test_readme_links_point_at_files():
+    """README.md is not part of the site build, so its relative links are checked here."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme) if not t.startswith(("http", "#"))]
+    assert targets and not [t for t in targets if not (ROOT / t).exists()]
