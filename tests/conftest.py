@@ -101,3 +101,8 @@ def tokenizer(tiny_model):
 def real_model():
     """The embedded all-MiniLM-L6-v2 (offline). Treat as read-only."""
     return slice_st.load_model(device="cpu").eval()
+
+
+def pytest_addoption(parser):
+    """``--update-docs``: tests/test_docs.py rewrites the outputs shown in README.md and docs/ instead of failing."""
+    parser.addoption("--update-docs", action="store_true", default=False, help="rewrite the outputs shown in the docs")

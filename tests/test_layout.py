@@ -1,4 +1,4 @@
-"""The package layout (README "Layout"): layers, no import cycles, the CLI on top, no cross-module private names.
+"""The package layout (docs/layout.md): layers, no import cycles, the CLI on top, no cross-module private names.
 
 The import graph is read from the source with ``ast`` (nothing is imported). It counts every import
 statement, module-level **and inside functions** (a lazy import is still a dependency), and leaves out
@@ -105,7 +105,7 @@ def _group(module: str) -> tuple[int, str]:
             if module == group or module.startswith(group + "."):
                 if best is None or len(group) > len(best[1]):
                     best = (level, group)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS (and to README 'Layout')"
+    assert best is not None, f"{module} is in no layer: add it to LAYERS (and to docs/layout.md)"
     return best
 
 
@@ -168,12 +168,12 @@ def test_imports_follow_the_layers():
 
 
 def test_layers_are_documented_in_the_readme():
-    readme = (PACKAGE_DIR.parent / "README.md").read_text(encoding="utf-8")
+    readme = (PACKAGE_DIR.parent / "docs" / "layout.md").read_text(encoding="utf-8")
     layout = readme[readme.index("## Layout"):]
     for groups in LAYERS:
         for group in groups:
             short = group.removeprefix("slice_st.")
-            assert short in layout, f"{short} missing from README 'Layout'"
+            assert short in layout, f"{short} missing from docs/layout.md 'Layout'"
 
 
 # ------------------------------------------------------------------------------------- the package
