@@ -775,7 +775,7 @@ def best_spans(
     top_k = min(top_k, _most_spans(text_list, span_config))
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, overlap)
+    span_scorer = _check_scorer(scorer, overlap, similarity)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
     profiles = _profiles(model, query_list, span_config.unit, span_scorer)
@@ -785,14 +785,21 @@ def best_spans(
                             similarity, arrays["similarities"], span_scorer.name)
 
 
-def _check_scorer(scorer, overlap) -> SpanScorer:
-    """The one check of ``scorer`` and ``overlap`` on the span API."""
+def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
+    """The one check of ``scorer`` and ``overlap`` on the span API.
+
+    A scorer's costs are in cosine units: with another ``similarity_fn_name`` the spans are ranked by the
+    plain similarity (a scorer named ``max-<similarity>``).
+    """
     if not isinstance(overlap, bool):
         raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
     try:
-        return resolve_scorer(scorer)
+        span_scorer = resolve_scorer(scorer)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    if similarity != "cosine":
+        return SpanScorer(f"max-{similarity}", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    return span_scorer
 
 
 def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tensor | None:
@@ -966,7 +973,7 @@ def best_spans_paired(
     span_config = resolve_span_config(model, min_span, max_span, unit)
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, False)
+    span_scorer = _check_scorer(scorer, False, similarity)
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
     profiles = _profiles(model, query_list, span_config.unit, span_scorer)

@@ -77,16 +77,16 @@ def test_default_prompts_follow_encode_query_and_encode_document(prompted):
 
 def test_best_spans_prompts_per_side(prompted):
     """best_spans scores = cosine(encode_span_queries(query prompt), encode_spans(text prompt))."""
-    result = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="query: ", prompt="passage: ")
+    result = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="query: ", prompt="passage: ", scorer="max-cosine")
     match = result[0][0][0]
     query = prompted.encode_span_queries(QUERY, prompt="query: ")
     spans = prompted.encode_spans(TEXT, max_span=3, prompt="passage: ")
     cosines = spans.embeddings @ query / np.linalg.norm(spans.embeddings, axis=1) / np.linalg.norm(query)
     assert spans.spans[int(np.argmax(cosines))] == match.span
     assert match.score == pytest.approx(float(cosines.max()), abs=1e-5)
-    default = prompted.best_spans([QUERY], [TEXT], max_span=3)[0][0][0]
+    default = prompted.best_spans([QUERY], [TEXT], max_span=3, scorer="max-cosine")[0][0][0]
     assert default.score == pytest.approx(match.score, abs=1e-6)  # the defaults are those two prompts
-    other = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="", prompt="")[0][0][0]
+    other = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="", prompt="", scorer="max-cosine")[0][0][0]
     assert other.score != pytest.approx(match.score, abs=1e-6)
 
 
@@ -133,7 +133,7 @@ def test_best_spans_follows_similarity_fn_name(make_tiny_model, name):
     model = make_tiny_model(128)
     model.similarity_fn_name = name
     texts = [TEXT, "The flight was late again."]
-    result = model.best_spans([QUERY, "a flight"], texts, max_span=3, top_k=2)
+    result = model.best_spans([QUERY, "a flight"], texts, max_span=3, top_k=2, scorer="max-cosine", overlap=True)
     assert result.similarity_fn_name == name
     queries = torch.from_numpy(model.encode_span_queries([QUERY, "a flight"]))
     function = {"cosine": util.cos_sim, "dot": util.dot_score, "euclidean": util.euclidean_sim, "manhattan": util.manhattan_sim}[name]
@@ -144,6 +144,16 @@ def test_best_spans_follows_similarity_fn_name(make_tiny_model, name):
             best = scores[q].topk(2)
             assert [m.span for m in result[q][t]] == [spans.spans[i] for i in best.indices.tolist()]
             np.testing.assert_allclose([m.score for m in result[q][t]], best.values.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["dot", "euclidean", "manhattan"])
+def test_phrase_scorer_costs_are_for_cosine_only(make_tiny_model, name):
+    model = make_tiny_model(128)
+    model.similarity_fn_name = name
+    default = model.best_spans([QUERY], [TEXT], max_span=3, top_k=2)
+    plain = model.best_spans([QUERY], [TEXT], max_span=3, top_k=2, scorer="max-cosine")
+    assert default.scorer == f"max-{name}"
+    assert [(m.span, m.score) for m in default[0][0]] == [(m.span, m.score) for m in plain[0][0]]
 
 
 def test_unknown_similarity_is_a_clear_error(tiny_model):

@@ -211,8 +211,10 @@ def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
 def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
     capped = tiny_model.encode_spans("a man plays the guitar", max_span=10**9)  # no 72 GB allocation
     assert len(capped) == len(tiny_model.encode_spans("a man plays the guitar", max_span=5))
-    result = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2)
+    result = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2, overlap=True)
     assert result.scores.shape[2] < 1000 and len(result[0][1]) == 3
+    disjoint = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2)
+    assert disjoint.scores.shape[2] < 1000 and len(disjoint[0][1]) == 1  # "the guitar", "the", "guitar" overlap
     index = SpanIndex.build(["a man plays the guitar", "the dog barks"], tiny_model, max_span=3)
     real_scan = slice_st.index.span_index.top_spans_flat
     asked = []

@@ -109,7 +109,8 @@ def test_best_spans_over_windows_equal_brute_force(tiny_model_short):
     """Fused search merged across windows finds exactly the top-k of all encode_spans vectors."""
     queries = ["the lazy dog", "naïve café owner"]
     top_k = 4
-    found = tiny_model_short.best_spans(queries, [LONG_TEXT, "a short text"], top_k=top_k, max_span=3, window_context=2)
+    found = tiny_model_short.best_spans(queries, [LONG_TEXT, "a short text"], top_k=top_k, max_span=3, window_context=2,
+                                        scorer="max-cosine", overlap=True)
     spans = tiny_model_short.encode_spans(LONG_TEXT, max_span=3, window_context=2)
     query_vectors = slice_st.embed_texts(tiny_model_short, queries).numpy()
     for q, query in enumerate(query_vectors):

@@ -169,7 +169,7 @@ def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: S
 
     Goes through :func:`slice_st.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
     the best span and gives its score (:mod:`slice_st.scoring`; default ``"phrase"``, ``"max-cosine"`` is
-    the paper's protocol). ``extra["similarities"]`` holds the best spans' plain cosines.
+    the paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
 
     >>> from slice_st import load_model
     >>> score_single(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3).spans
@@ -180,7 +180,7 @@ def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: S
                                 batch_size=batch_size, show_progress_bar=show_progress_bar, scorer=scorer)
     scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
     check_all_scored(scores, passages)
-    similarities = np.array([match.similarity for match in matches], dtype=np.float64)
+    similarities = [float(match.similarity) for match in matches]  # JSON-ready: the table caches extras
     return SetupResult(scores, [(match.start, match.end) for match in matches],
                        extra={"scorer": resolve_scorer(scorer).name, "similarities": similarities})
 
