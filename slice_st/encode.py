@@ -853,10 +853,12 @@ def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
     flags = torch.zeros(rows.char_starts.shape, dtype=torch.long)
     starts, ends = rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
     for row, window in enumerate(rows.windows):
-        text = texts[window.text_index][window.char_start : window.char_end]
+        whole = texts[window.text_index]
+        text = whole[window.char_start : window.char_end]
         count = int(rows.num_units[row])
         units = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
-        flags[row, :count] = torch.from_numpy(unit_flags(units).astype(np.int64))
+        at_start, at_end = not whole[: window.char_start].strip(), not whole[window.char_end :].strip()
+        flags[row, :count] = torch.from_numpy(unit_flags(units, at_start, at_end).astype(np.int64))
     return flags
 
 

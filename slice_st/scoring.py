@@ -12,7 +12,11 @@ subtracts small costs for what a phrase does not look like:
   ("a", "the", "his", ...: it cuts a noun phrase), unless the query itself starts that way;
 * **end**: the span ends on a function word ("the", "and", "is", ...), unless the query ends that way;
 * **clause**: the span runs over a clause mark (``, ; :``) while the query has none inside it;
-* **sentence**: the span runs over a sentence end (``. ! ?``).
+* **sentence**: the span runs over a sentence end (``. ! ?``);
+* **open end / open start**: when the query is a whole sentence (it ends with ``. ! ?``), the span does not
+  end where a clause ends (punctuation, a closing quote or bracket, the end of the text) or does not start
+  where one starts (the text's start, after such an end, or on an opening quote or bracket): a sentence
+  query's answer is most often a whole clause.
 
 Costs are never negative, so a score is never above the span's cosine; ``"max-cosine"`` sets every
 cost to 0 (the paper's protocol). Per-unit flags (:func:`unit_flags`) and per-query profiles
@@ -62,12 +66,15 @@ END_WORDS = frozenset(
 DETERMINERS = frozenset("a an the this these those my his her their our your its some several".split())
 
 #: Bits of :func:`unit_flags`.
-START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END = 1, 2, 4, 8, 16
+START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = 1, 2, 4, 8, 16, 32, 64
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _CLAUSE = re.compile(r"[,;:.!?][\W_]*$")
 _SENTENCE = re.compile(r"[.!?][\W_]*$")
 _INNER_CLAUSE = re.compile(r"[,;:]")
+_CLAUSE_END = re.compile(r"[,;:.!?\"”’)\]][\W_]*$")
+_CLAUSE_OPEN = re.compile(r"^[\"“‘(\[]")
+_SENTENCE_QUERY = re.compile(r"[.!?][\W_]*$")
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,8 @@ class SpanScorer:
         end_word: Cost of ending on a function word ("the", "and", "is", ...) when the query does not.
         clause: Cost of running over a clause mark (``, ; :``) when the query has none inside it.
         sentence: Cost of running over a sentence end (``. ! ?``).
+        open_end: Cost, for a query that is a whole sentence, of a span that does not end where a clause ends.
+        open_start: Cost, for a query that is a whole sentence, of a span that does not start where a clause starts.
 
     Example:
         >>> from slice_st.scoring import SpanScorer, resolve_scorer
@@ -102,6 +111,8 @@ class SpanScorer:
     end_word: float = 0.05
     clause: float = 0.02
     sentence: float = 0.1
+    open_end: float = 0.05
+    open_start: float = 0.01
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -124,7 +135,7 @@ class SpanScorer:
 #: The named scorers. ``"phrase"`` is the default; ``"max-cosine"`` is the paper's protocol.
 SPAN_SCORERS: dict[str, SpanScorer] = {
     "phrase": SpanScorer(),
-    "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+    "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
 #: The scorer used when none is given.
 DEFAULT_SCORER = "phrase"
@@ -156,26 +167,33 @@ def _word(unit: str) -> str:
     return _NOT_WORD.sub("", unit.lower())
 
 
-def unit_flags(units: Sequence[str]) -> np.ndarray:
+def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = True) -> np.ndarray:
     """Per-unit flags (``uint8`` bits) of one text's units, in order: what the ``"phrase"`` scorer's costs look at.
 
     Bits: ``START_WORD`` (a function word, or no word at all: a span should not start here),
     ``AFTER_DETERMINER`` (the previous unit is a determiner), ``END_WORD`` (a function word or no word:
-    a span should not end here), ``CLAUSE_MARK`` (the unit ends with ``, ; : . ! ?``) and
-    ``SENTENCE_END`` (it ends with ``. ! ?``).
+    a span should not end here), ``CLAUSE_MARK`` (the unit ends with ``, ; : . ! ?``), ``SENTENCE_END``
+    (it ends with ``. ! ?``), ``CLAUSE_AFTER`` (a clause ends with the unit: punctuation, a closing quote or
+    bracket, or the text's end) and ``CLAUSE_BEFORE`` (a clause starts at the unit: the text's start, after a
+    ``CLAUSE_AFTER`` unit, or an opening quote or bracket).
 
     Args:
         units: The text of each unit (a word or a token), in order.
+        text_start: Whether the first unit starts the text (False for a window that starts inside it).
+        text_end: Whether the last unit ends the text (False for a window that ends inside it).
 
     Returns:
         ``(U,)`` ``uint8`` array.
 
     Example:
         >>> unit_flags(["the", "man", "left.", "And"]).tolist()
-        [4, 2, 24, 5]
+        [68, 2, 56, 101]
     """
     words = [_word(unit) for unit in units]
     flags = np.zeros(len(words), dtype=np.uint8)
+    closes = [bool(_CLAUSE_END.search(unit)) for unit in units]
+    if closes and text_end:
+        closes[-1] = True
     for index, (unit, word) in enumerate(zip(units, words)):
         value = 0
         if not word or word in START_WORDS:
@@ -188,23 +206,28 @@ def unit_flags(units: Sequence[str]) -> np.ndarray:
             value |= CLAUSE_MARK
         if _SENTENCE.search(unit):
             value |= SENTENCE_END
+        if closes[index]:
+            value |= CLAUSE_AFTER
+        if (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit):
+            value |= CLAUSE_BEFORE
         flags[index] = value
     return flags
 
 
 def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray:
-    """Per query: ``[length in units, starts on a function word, ends on a function word, has a clause mark inside]``.
+    """Per query: ``[length in units, starts on a function word, ends on a function word, has a clause mark inside,
+    is a whole sentence (ends with . ! ?)]``.
 
     Args:
         queries: The query texts.
         lengths: Each query's length in units (as the model splits it: :func:`slice_st.tokens.text_units`).
 
     Returns:
-        ``(Q, 4)`` float32 array.
+        ``(Q, 5)`` float32 array.
 
     Example:
-        >>> query_profiles(["to the", "a man, tall"], [2, 3]).tolist()
-        [[2.0, 1.0, 1.0, 0.0], [3.0, 0.0, 0.0, 1.0]]
+        >>> query_profiles(["to the", "A man, tall."], [2, 3]).tolist()
+        [[2.0, 1.0, 1.0, 0.0, 0.0], [3.0, 0.0, 0.0, 1.0, 1.0]]
     """
     rows = []
     for query, length in zip(queries, lengths):
@@ -214,8 +237,9 @@ def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray
             float(bool(words) and words[0] in START_WORDS),
             float(bool(words) and words[-1] in END_WORDS),
             float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
+            float(bool(_SENTENCE_QUERY.search(query.strip()))),
         ])
-    return np.asarray(rows, dtype=np.float32).reshape(-1, 4)
+    return np.asarray(rows, dtype=np.float32).reshape(-1, 5)
 
 
 @dataclass
@@ -249,7 +273,7 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     Args:
         scorer: The scorer.
         flags: ``(B, U)`` integer flags of each row's units (:func:`unit_flags`; padding: any value).
-        profiles: ``(Q, 4)`` query profiles (:func:`query_profiles`) shared by all rows, or ``(B, Q, 4)``
+        profiles: ``(Q, 5)`` query profiles (:func:`query_profiles`) shared by all rows, or ``(B, Q, 5)``
             (each row against its own queries).
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
@@ -273,8 +297,10 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     bit = lambda mask: ((flags & mask) > 0).float()[..., None]  # noqa: E731  (B, U, 1)
     free_start = 1.0 - profiles[:, None, :, 1]  # (B, 1, Q): the query starts on a function word → no start cost
     free_end = 1.0 - profiles[:, None, :, 2]
+    sentence_query = profiles[:, None, :, 4]  # (B, 1, Q): open starts and ends cost only for a sentence query
     start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(AFTER_DETERMINER)
-    end = scorer.end_word * bit(END_WORD) * free_end
+    start = start + scorer.open_start * (1.0 - bit(CLAUSE_BEFORE)) * sentence_query
+    end = scorer.end_word * bit(END_WORD) * free_end + scorer.open_end * (1.0 - bit(CLAUSE_AFTER)) * sentence_query
     start = start.expand(batch, width, profiles.shape[1]).contiguous()
     end = end.expand(batch, width, profiles.shape[1]).contiguous()
     lengths = torch.arange(min_span, max_span + 1, device=device, dtype=torch.float32)
@@ -295,7 +321,7 @@ def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, pro
         flags: ``(N,)`` unit flags of the run (spans never cross a document, so neighbours are of the same one,
             except ``AFTER_DETERMINER``, which is computed per document).
         marks: ``(N + 1, 2)`` their :func:`mark_prefix` (computed once per run).
-        profile: ``(4,)`` the query's profile (:func:`query_profiles`).
+        profile: ``(5,)`` the query's profile (:func:`query_profiles`).
         starts: ``(n,)`` first unit of each span.
         lengths: ``(n,)`` span lengths in units.
 
@@ -318,6 +344,7 @@ def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, pro
     bit = lambda index, mask: ((flags[index] & mask) > 0).astype(np.float64)  # noqa: E731
     cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1]) + scorer.after_determiner * bit(first, AFTER_DETERMINER)
     cost += scorer.end_word * bit(last, END_WORD) * (1.0 - profile[2])
+    cost += profile[4] * (scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE)) + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER)))
     ratio = np.log(np.maximum(lengths, 1) / max(float(profile[0]), 1.0))
     cost += scorer.length_short * np.maximum(-ratio, 0) + scorer.length_long * np.maximum(ratio, 0)
     inner = (marks[last] - marks[first]) > 0  # (n, 2): marks on the span's units but the last

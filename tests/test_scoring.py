@@ -106,6 +106,13 @@ def test_costs_follow_the_rules():
     # a query that starts on a function word lifts the start cost
     assert costs_of_spans(phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2]))[0] == 0
 
+    # a whole-sentence query: a span should also start and end where a clause does
+    sentence = query_profiles(["I saw a man."], [4])[0]
+    costs = costs_of_spans(phrase, flags, marks, sentence, np.array([0, 1, 0]), np.array([4, 3, 6]))
+    assert costs[0] == pytest.approx(phrase.open_end)  # «I saw a man»: open end ("man" ends no clause)
+    assert costs[1] == pytest.approx(phrase.open_start + phrase.open_end + phrase.length_short * math.log(4 / 3))
+    assert costs[2] == pytest.approx(phrase.length_long * math.log(6 / 4))  # «I saw a man and left.»: a whole clause
+
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), True, "1"])
 def test_scorer_weights_are_checked(bad):
