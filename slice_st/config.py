@@ -20,7 +20,7 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "require_backend", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "require_backend", "save_slice_model", "check_model_target", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
            "hub_offline", "model_fingerprint", "model_identity"]
 
 CONFIG_KEY = "slice_st"
@@ -570,7 +570,48 @@ def merged_adapters(model):
     return clone
 
 
-def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
+def check_model_target(path: str, overwrite: bool = False) -> str:
+    """Check, before any work, that a model can be saved at ``path``; returns it.
+
+    ``path`` must be a new folder under a writable one, or an empty folder (one with files in it only
+    with ``overwrite=True``: its files of the same names are then replaced). Else a
+    :class:`slice_st.text.FileAccessError` naming the path.
+
+    Args:
+        path: The folder to save into.
+        overwrite: Allow a folder that already has files in it.
+
+    Returns:
+        ``path``.
+
+    Example:
+        >>> check_model_target("notes.txt")  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        slice_st.text.FileAccessError: cannot save a model to notes.txt: it is a file, not a folder.
+    """
+    import os
+
+    from slice_st.text import FileAccessError, check_creatable
+
+    path = os.fspath(path)
+    if os.path.exists(path) or os.path.islink(path):
+        if not os.path.isdir(path):
+            raise FileAccessError(f"cannot save a model to {path}: it is a file, not a folder.")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise FileAccessError(f"cannot save a model to {path}: the folder is not writable (permission denied).")
+        if os.listdir(path) and not overwrite:
+            raise FileAccessError(f"cannot save a model to {path}: the folder is not empty (its README.md, config.json… would be "
+                                  "replaced); name a new or empty folder, or pass overwrite=True.")
+        return path
+    try:
+        check_creatable(path)
+    except FileAccessError as error:
+        raise FileAccessError(f"cannot save a model: {error}") from None
+    return path
+
+
+def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
     LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
@@ -578,7 +619,27 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
     into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
+
+    ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
+    ``config.json``…) is refused unless ``overwrite=True``; a file, a path under a file or an unwritable
+    parent is a :class:`slice_st.text.FileAccessError` (see :func:`check_model_target`), as is a
+    failed write.
     """
+    import os
+
+    from slice_st.text import FileAccessError
+
+    check_model_target(path, overwrite)
+    try:
+        return _save_slice_model(model, os.fspath(path), **save_kwargs)
+    except OSError as error:
+        if isinstance(error, FileAccessError) or error.errno is None:
+            raise
+        raise FileAccessError(f"cannot save a model to {path}: {error.strerror or error}"
+                              f"{f' ({error.filename})' if error.filename else ''}.") from error
+
+
+def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 

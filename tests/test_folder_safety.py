@@ -39,6 +39,21 @@ def _tree(path) -> dict[str, bytes]:
     return found
 
 
+def _deny_writes(monkeypatch, directory) -> None:
+    """Make ``directory`` read-only; as root (who may write anyway) also make ``os.access`` say so."""
+    os.chmod(directory, 0o555)
+    if os.geteuid() == 0:
+        real_access = os.access
+        denied = os.path.realpath(directory)
+
+        def access(path, mode, *args, **kwargs):
+            if os.path.realpath(path) == denied and mode & os.W_OK:
+                return False
+            return real_access(path, mode, *args, **kwargs)
+
+        monkeypatch.setattr(os, "access", access)
+
+
 def _bytes(path) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
@@ -138,3 +153,88 @@ def test_ship_adapter_failure_leaves_no_staging_folder(tmp_path, capsys):
         main(["ship-adapter", str(run), "-o", str(out), "--overwrite"])
     assert sorted(os.listdir(out)) == ["keep.txt"] and sorted(os.listdir(tmp_path)) == ["out", "run"]
     capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------------------ 2. save_slice_model
+def test_save_slice_model_refuses_a_folder_with_user_files(tiny_model, tmp_path):
+    from slice_st import FileAccessError, save_slice_model
+
+    target = tmp_path / "model"
+    target.mkdir()
+    (target / "README.md").write_text("my notes")
+    (target / "config.json").write_text('{"mine": true}')
+    with pytest.raises(FileAccessError, match="not empty.*overwrite=True"):
+        save_slice_model(tiny_model, str(target))
+    assert (target / "README.md").read_text() == "my notes" and sorted(os.listdir(target)) == ["README.md", "config.json"]
+    save_slice_model(tiny_model, str(target), overwrite=True)
+    assert json.loads((target / "config.json").read_text()) != {"mine": True}
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert save_slice_model(tiny_model, str(empty)) == str(empty)  # an empty folder is fine
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "read_only_parent"])
+def test_save_slice_model_bad_target_is_one_clear_error(tiny_model, tmp_path, where, monkeypatch):
+    from slice_st import FileAccessError, save_slice_model
+
+    (tmp_path / "notes.txt").write_text("x")
+    if where == "read_only_parent":
+        (tmp_path / "ro").mkdir()
+        _deny_writes(monkeypatch, tmp_path / "ro")
+    target = {"file": tmp_path / "notes.txt", "under_file": tmp_path / "notes.txt" / "model", "read_only_parent": tmp_path / "ro" / "model"}[where]
+    try:
+        with pytest.raises(FileAccessError, match=f"cannot save a model.*{'is a file' if where != 'read_only_parent' else 'not writable'}"):
+            save_slice_model(tiny_model, str(target))
+    finally:
+        os.chmod(tmp_path / "ro", 0o755) if where == "read_only_parent" else None
+    assert (tmp_path / "notes.txt").read_text() == "x"
+
+
+def test_save_slice_model_failed_write_is_a_file_access_error(tiny_model, tmp_path, monkeypatch):
+    import errno
+
+    from sentence_transformers import SentenceTransformer
+
+    from slice_st import FileAccessError, save_slice_model
+
+    def full_disk(self, path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(path, "model.safetensors"))
+
+    monkeypatch.setattr(SentenceTransformer, "save", full_disk)
+    with pytest.raises(FileAccessError, match="No space left on device.*model.safetensors"):
+        save_slice_model(tiny_model, str(tmp_path / "model"))
+
+
+# ------------------------------------------------------------------------------------------ 3. slice-st train -o
+def _earlier_run(path):
+    (path / "checkpoint-1").mkdir(parents=True)
+    (path / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (path / "final").mkdir()
+    (path / "final" / "README.md").write_text("my card")
+    return _tree(path)
+
+
+def test_train_refuses_a_folder_with_files_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch):
+    from slice_st import FileAccessError
+    from slice_st.training import trainer
+
+    run = tmp_path / "run"
+    before = _earlier_run(run)
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
+    error = _cli_error(["train", "-o", str(run), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
+    assert "not empty" in error and "--resume" in error and "--overwrite" in error
+    assert _tree(run) == before
+    with pytest.raises(FileAccessError, match="not empty"):
+        trainer.train(trainer.TrainConfig(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")]))
+    assert _tree(run) == before
+    assert trainer.check_train_output(str(run), resume=True) == str(run)  # --resume continues the run there
+    assert trainer.check_train_output(str(run), overwrite=True) == str(run)
+
+
+def test_train_into_a_file_is_one_clear_error(tmp_path, capsys, tiny_model_dir):
+    target = tmp_path / "notes.txt"
+    target.write_text("x")
+    for output in (target, target / "run"):
+        error = _cli_error(["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
+        assert "is a file" in error
+    assert target.read_text() == "x"

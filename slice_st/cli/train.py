@@ -43,6 +43,8 @@ def add_train_command(commands) -> None:
     parser.add_argument("--unit", choices=("word", "token"), default=None)
     parser.add_argument("--in-batch-negatives", action="store_true", default=None)
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="train into an --output-dir that already has files (its checkpoints and final/ may be replaced)")
     parser.add_argument("--push-to-hub", metavar="ORG/NAME",
                         help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write access)")
     parser.add_argument("--hub-strategy", choices=("end", "every_save", "checkpoint", "all_checkpoints"), default=None,
@@ -67,7 +69,8 @@ def add_train_command(commands) -> None:
 
 def _train_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    trainer.train(config)
+    trainer.check_train_output(config.output_dir, resume=config.resume, overwrite=args.overwrite)  # before loading anything
+    trainer.train(config, overwrite=args.overwrite)
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "save_adapter", "load_sts_data", "sts_evaluator"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output", "save_adapter", "load_sts_data", "sts_evaluator"]
 
 logger = logging.getLogger(__name__)
 
@@ -514,9 +514,45 @@ def _dev_evaluator(config: TrainConfig):
     return SequentialEvaluator(evaluators, main_score_function=lambda scores: scores[0])
 
 
-def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
+def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
+    """Check, before any work, that a run may write into ``output_dir``; returns it.
+
+    A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
+    ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
+    (the trainer may then replace and rotate what is there). A file, a path under a file or an
+    unwritable parent is a :class:`slice_st.text.FileAccessError` too.
+
+    Args:
+        output_dir: The run's folder (``slice-st train -o``).
+        resume: The run continues from its last checkpoint (``--resume``).
+        overwrite: Write into a folder that has files in it (``--overwrite``).
+
+    Returns:
+        ``output_dir``.
+
+    Example:
+        >>> check_train_output("runs/new-run")  # doctest: +SKIP
+        'runs/new-run'
+    """
+    from slice_st.text import FileAccessError, check_creatable
+
+    if os.path.exists(output_dir) or os.path.islink(output_dir):
+        if not os.path.isdir(output_dir):
+            raise FileAccessError(f"output {output_dir} is a file, not a folder.")
+        if not os.access(output_dir, os.W_OK | os.X_OK):
+            raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
+        if os.listdir(output_dir) and not (resume or overwrite):
+            raise FileAccessError(f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
+                                  "folder, continue that run with --resume, or pass --overwrite.")
+        return output_dir
+    check_creatable(output_dir)
+    return output_dir
+
+
+def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None, *, overwrite: bool = False):
     """Train, save the final (best) model to ``output_dir/final`` and return the model.
 
+    ``output_dir`` must be new or empty unless ``config.resume`` or ``overwrite`` (see :func:`check_train_output`).
     With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
     ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
     end, ``trainer.push_to_hub()`` uploads the final model with its card.
@@ -525,6 +561,9 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     import sys
 
     from slice_st.config import save_slice_model
+
+    if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
+        check_train_output(config.output_dir, resume=config.resume, overwrite=overwrite)
 
     trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
     checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
