@@ -238,3 +238,207 @@ def test_train_into_a_file_is_one_clear_error(tmp_path, capsys, tiny_model_dir):
         error = _cli_error(["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
         assert "is a file" in error
     assert target.read_text() == "x"
+
+
+# ------------------------------------------------------------------------------------------ indexes (items 4-7)
+DOCS = ["the dog barks at the mailman", "a man plays the guitar on stage", "my bag was lost at the airport", "the flight was delayed"]
+
+
+@pytest.fixture()
+def index_dir(tiny_model_dir, tmp_path, capsys):
+    """An index of 4 documents built through the CLI."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("\n".join(DOCS) + "\n")
+    out = tmp_path / "ix"
+    assert main(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--max-span", "4", "--no-progress"]) == 0
+    capsys.readouterr()
+    return out
+
+
+def _manifest(index_dir) -> dict:
+    from slice_st.index import MANIFEST
+
+    return json.loads((index_dir / MANIFEST).read_text())
+
+
+def _write_manifest(index_dir, manifest) -> None:
+    from slice_st.index import MANIFEST
+
+    (index_dir / MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_ray_force_build_never_follows_a_linked_build_state(tiny_model_dir, tmp_path, capsys):
+    """4. A ``.slice-st-build`` that is a link to a user's folder: refused, and that folder keeps every file."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("\n".join(DOCS) + "\n")
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "group-00000.json").write_text("mine")
+    (precious / "thesis.tex").write_text("mine")
+    out = tmp_path / "ix"
+    out.mkdir()
+    (out / ".slice-st-build").symlink_to(precious)
+    before = _tree(precious)
+    error = _cli_error(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--ray", "--force", "--no-progress"], capsys)
+    assert ".slice-st-build is a symbolic link" in error
+    assert _tree(precious) == before
+
+
+def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_model_dir, tmp_path, capsys):
+    """5. ``index add`` with ``.manifest.json.tmp`` a link to a file outside: that file is unchanged, manifest.json stays a file."""
+    from slice_st.index import MANIFEST
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    (index_dir / f".{MANIFEST}.tmp").symlink_to(outside)
+    more = tmp_path / "b.txt"
+    more.write_text("a cat sleeps on the sofa\n")
+    assert main(["index", "add", str(index_dir), str(more), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert outside.read_text() == "precious"
+    assert not os.path.islink(index_dir / MANIFEST) and _manifest(index_dir)["documents"] == 5
+    assert not [name for name in os.listdir(index_dir) if name.endswith(".tmp") and not os.path.islink(index_dir / name)]
+
+
+def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_path, capsys):
+    """5. ``manifest.json`` or ``.lock`` a link to outside: one clear error, the outside file neither read nor truncated."""
+    from slice_st.index import MANIFEST
+
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(_manifest(index_dir)))
+    before = outside.read_text()
+    os.remove(index_dir / ".lock")
+    (index_dir / ".lock").symlink_to(outside)
+    more = tmp_path / "b.txt"
+    more.write_text("a cat sleeps on the sofa\n")
+    error = _cli_error(["index", "add", str(index_dir), str(more), "--no-progress"], capsys)
+    assert ".lock is not a regular file" in error and outside.read_text() == before
+    os.remove(index_dir / ".lock")
+    os.replace(index_dir / MANIFEST, tmp_path / "kept.json")
+    (index_dir / MANIFEST).symlink_to(outside)
+    error = _cli_error(["index", "info", str(index_dir)], capsys)
+    assert "manifest.json is a symbolic link" in error and outside.read_text() == before
+
+
+def test_atomic_writes_never_follow_links(tmp_path):
+    """5. Every temporary file is new (``O_EXCL|O_NOFOLLOW``): a link at the target is replaced, its target untouched."""
+    from slice_st.index import Calibration
+    from slice_st.index.storage import write_bytes, write_json
+    from slice_st.text import atomic_file
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    folder = tmp_path / "ix"
+    folder.mkdir()
+    (folder / "shards.json").symlink_to(outside)
+    write_json(str(folder / "shards.json"), {"a": 1})
+    assert outside.read_text() == "precious" and not os.path.islink(folder / "shards.json")
+    (folder / "calibration.json.tmp").symlink_to(outside)  # the old fixed temporary name
+    Calibration(x=[0.0, 1.0], y=[0.0, 5.0]).save(str(folder / "calibration.json"))
+    assert outside.read_text() == "precious"
+    (folder / "texts.bin").symlink_to(outside)
+    with pytest.raises(FileExistsError):
+        write_bytes(str(folder / "texts.bin"), b"x")
+    assert outside.read_text() == "precious"
+    with pytest.raises(RuntimeError), atomic_file(str(folder / "x.json")) as handle:
+        handle.write(b"half")
+        raise RuntimeError("interrupted")
+    assert not (folder / "x.json").exists() and not [n for n in os.listdir(folder) if n.startswith(".x.json")]
+
+
+@pytest.mark.parametrize("name", ["../../outside.txt", "/etc/passwd", "..", ".", "sub/file", ".hidden"])
+def test_manifest_file_names_must_be_plain_names_in_the_folder(index_dir, tiny_model, tmp_path, capsys, monkeypatch, name):
+    """6. A ``files`` entry naming something outside: refused before anything is stat'ed or opened."""
+    from slice_st import SpanIndex, SpanInputError
+
+    manifest = _manifest(index_dir)
+    manifest["files"][name] = {"bytes": 10, "sha256": "0" * 64}
+    _write_manifest(index_dir, manifest)
+    touched = []
+    real_lstat, real_stat = os.lstat, os.stat
+    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_lstat(p, *a, **k))[1])
+    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_stat(p, *a, **k))[1])
+    with pytest.raises(SpanInputError, match="unreadable index manifest .files entry"):
+        SpanIndex.load(index_dir, tiny_model)
+    assert not [p for p in touched if "outside" in p or p.startswith("/etc")]
+    monkeypatch.undo()
+    assert "unreadable index manifest" in _cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+
+
+def test_verify_reads_only_regular_files_of_the_recorded_size(index_dir, tiny_model, capsys):
+    """6. A data file replaced by a link to ``/dev/zero`` (or to a file outside): an error at once, never read."""
+    from slice_st import SpanIndex, SpanInputError
+
+    data = index_dir / _manifest(index_dir)["data"]
+    os.remove(data / "texts.bin")
+    (data / "texts.bin").symlink_to("/dev/zero")
+    with pytest.raises(SpanInputError, match="texts.bin is not a regular file"):
+        SpanIndex.load(index_dir, tiny_model, verify=True)
+    assert "texts.bin is not a regular file" in _cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+
+
+def test_file_digest_stops_at_the_recorded_size(tmp_path):
+    from slice_st.index.storage import file_digest
+
+    path = tmp_path / "grown.bin"
+    path.write_bytes(b"x" * 10)
+    assert file_digest(str(path), 10) == file_digest(str(path))
+    path.write_bytes(b"x" * (3 << 20))
+    assert file_digest(str(path), 10) != file_digest(str(path))  # read 11 bytes, not 3 MiB: cannot match
+    with pytest.raises(ValueError, match="not a regular file"):
+        file_digest("/dev/zero", 10)
+
+
+@pytest.mark.parametrize("shard", ["..", "."])
+def test_shard_names_must_be_folders_inside_the_index(index_dir, tiny_model_dir, tmp_path, capsys, shard):
+    """6. ``shards.json`` naming ``..`` (the parent's index) or a path elsewhere: refused, the parent never searched."""
+    child = index_dir / "child"
+    child.mkdir()
+    (child / "shards.json").write_text(json.dumps({"complete": True, "shards": [shard]}))
+    error = _cli_error(["mine", "--index", str(child), "--model", tiny_model_dir, "-q", "dog"], capsys)
+    assert "unreadable shards.json" in error
+
+
+def test_shard_links_to_outside_are_refused(index_dir, tiny_model_dir, tmp_path, capsys):
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    (sharded / "part-00000-0000").symlink_to(index_dir)
+    (sharded / "shards.json").write_text(json.dumps({"complete": True, "shards": ["part-00000-0000"]}))
+    assert "unreadable shards.json" in _cli_error(["mine", "--index", str(sharded), "--model", tiny_model_dir, "-q", "dog"], capsys)
+
+
+@pytest.mark.parametrize("drop", ["samples", "files", "both"])
+def test_a_manifest_without_its_checksums_is_refused(index_dir, tiny_model, capsys, drop):
+    """7. Without ``samples``/``files`` every integrity check was off (a reversed array scored 1.258): now an error."""
+    from slice_st import SpanIndex, SpanInputError
+
+    manifest = _manifest(index_dir)
+    for key in ("samples", "files") if drop == "both" else (drop,):
+        del manifest[key]
+    _write_manifest(index_dir, manifest)
+    with pytest.raises(SpanInputError, match="unreadable index manifest"):
+        SpanIndex.load(index_dir, tiny_model)
+    assert "unreadable index manifest" in _cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+
+
+@pytest.mark.parametrize("edit", [{"min_span": 3}, {"max_span": 2}, {"unit": "token"}, {"min_span": 2, "max_span": 5}])
+def test_edited_span_settings_are_a_clear_error(index_dir, tiny_model, tiny_model_dir, capsys, edit):
+    """7. A hand-edited ``span_config`` (min_span 1 → 3 scored 2.93, a cosine above 1; unit word → token was accepted)."""
+    from slice_st import SpanIndex, SpanInputError
+
+    manifest = _manifest(index_dir)
+    manifest["span_config"] |= edit
+    _write_manifest(index_dir, manifest)
+    with pytest.raises(SpanInputError, match="span_config .* do not match what the index data was written with"):
+        SpanIndex.load(index_dir, tiny_model)
+    assert "the manifest was edited" in _cli_error(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog"], capsys)
+
+
+def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
+    """8. An index from before the whole-weights fingerprint: a clear message to rebuild, never a silent accept."""
+    from slice_st import SpanIndex, SpanInputError
+
+    _write_manifest(index_dir, _manifest(index_dir) | {"format_version": 1})
+    with pytest.raises(SpanInputError, match="older slice-st .index format 1.*rebuild it"):
+        SpanIndex.load(index_dir, tiny_model)
+    assert "rebuild it" in _cli_error(["index", "info", str(index_dir)], capsys)
