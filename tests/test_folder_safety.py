@@ -442,3 +442,20 @@ def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
     with pytest.raises(SpanInputError, match="older slice-st .index format 1.*rebuild it"):
         SpanIndex.load(index_dir, tiny_model)
     assert "rebuild it" in _cli_error(["index", "info", str(index_dir)], capsys)
+
+
+def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
+    """5 (audit). The Table-1 result cache used a fixed ``PATH.tmp``: a link planted there was written through."""
+    import numpy as np
+
+    from slice_st.evaluation.setups import SetupResult
+    from slice_st.evaluation.table import load_result, save_result
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    path = tmp_path / "cache" / "result.json"
+    path.parent.mkdir()
+    (tmp_path / "cache" / "result.json.tmp").symlink_to(outside)
+    save_result(str(path), SetupResult(scores=np.array([0.5, 0.25]), seconds=1.0))
+    assert outside.read_text() == "precious" and not os.path.islink(path)
+    assert list(load_result(str(path)).scores) == [0.5, 0.25]
