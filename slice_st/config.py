@@ -408,15 +408,16 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     """A short hash of the model's weights and tokenizer: what identifies a model for the index (which
     refuses another model) and for the Table-1 cache (whatever its folder is called).
 
-    Every parameter contributes (its shape and a strided sample of its values), so models that differ
-    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints. A model running on
+    Every weight contributes: the SHA-256 runs over every tensor of the state dict (name, shape, dtype
+    and all its bytes, in the state dict's order, one tensor at a time), so any change to any weight — a
+    merged LoRA adapter, one embedding row replaced — gives another fingerprint. A model running on
     ONNX Runtime or OpenVINO is identified by its exported file (its bytes and the backend): its
     vectors differ from the torch model's (int8: clearly), so an index built on one backend is
     searched on the same one.
     """
     import hashlib
 
-    import numpy as np
+    import torch
 
     from slice_st.backends import backend_of, weight_files
 
@@ -433,11 +434,10 @@ def model_fingerprint(model: SentenceTransformer) -> str:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
         return digest.hexdigest()[:16]
-    for parameter in model.parameters():
-        values = parameter.detach().flatten()
-        values = values[:: max(1, values.numel() // 4096)][:4096].float().cpu().numpy()
-        digest.update(str(tuple(parameter.shape)).encode())
-        digest.update(np.round(values, 5).tobytes())
+    for name, tensor in model.state_dict().items():
+        values = tensor.detach().reshape(-1).contiguous().cpu()
+        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
+        digest.update(values.view(torch.uint8).numpy())  # the raw bytes, whatever the dtype (bfloat16 too)
     return digest.hexdigest()[:16]
 
 

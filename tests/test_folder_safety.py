@@ -459,3 +459,28 @@ def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
     save_result(str(path), SetupResult(scores=np.array([0.5, 0.25]), seconds=1.0))
     assert outside.read_text() == "precious" and not os.path.islink(path)
     assert list(load_result(str(path)).scores) == [0.5, 0.25]
+
+
+# ------------------------------------------------------------------------------------------ 8. model fingerprint
+def test_fingerprint_covers_every_weight(make_tiny_model, tiny_model, index_dir):
+    """One embedding row replaced ("cat" by "dog"), or one value between the old sample points: another fingerprint,
+    and the index built with the original model refuses the changed one."""
+    import torch
+
+    from slice_st import SpanIndex, SpanInputError
+    from slice_st.config import model_fingerprint
+
+    original = model_fingerprint(tiny_model)
+    assert model_fingerprint(make_tiny_model(128)) == original  # stable: same weights, same fingerprint
+    embeddings = lambda model: model[0].auto_model.embeddings.word_embeddings.weight  # noqa: E731
+    changed = make_tiny_model(128)
+    cat, dog = changed.tokenizer.convert_tokens_to_ids(["cat", "dog"])
+    with torch.no_grad():
+        embeddings(changed)[cat] = embeddings(changed)[dog]
+    assert model_fingerprint(changed) != original
+    nudged = make_tiny_model(128)
+    with torch.no_grad():
+        embeddings(nudged).view(-1)[1] += 0.25  # the old stride sampled elements 0, 7, 14, …
+    assert model_fingerprint(nudged) != original
+    with pytest.raises(SpanInputError, match="built with another model"):
+        SpanIndex.load(index_dir, changed)
