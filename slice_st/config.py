@@ -372,16 +372,49 @@ def export_model(
             model = load_model(str(output), device="cpu")
         else:
             model = load_model(model, device="cpu")
-        if overwrite or not (output / "modules.json").is_file():
-            output.mkdir(parents=True, exist_ok=True)
-            model.save(str(output))
-            (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
-        export_onnx(model, onnx_file)
-    if backend == "openvino":
-        return str(export_openvino(onnx_file, target))
-    if config:
-        return str(quantize_onnx(onnx_file, target, config))
-    return str(onnx_file)
+    created = not os.path.lexists(output)
+    writing: list[Path] = []  # what a failed write leaves half-written, removed then (the whole folder if created here)
+    try:
+        if overwrite or not onnx_file.is_file():
+            if overwrite or not (output / "modules.json").is_file():
+                writing += [output / "modules.json", output / EXPORT_RECORD]
+                output.mkdir(parents=True, exist_ok=True)
+                model.save(str(output))
+                (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
+            writing.append(onnx_file)
+            export_onnx(model, onnx_file)
+        writing.append(target)
+        if backend == "openvino":
+            return str(export_openvino(onnx_file, target))
+        if config:
+            return str(quantize_onnx(onnx_file, target, config))
+        return str(onnx_file)
+    except Exception as error:  # a full disk or an I/O error: OSError, or safetensors' SafetensorError
+        if not (isinstance(error, OSError) or type(error).__name__ == "SafetensorError"):
+            raise
+        _remove_partial_export(output, created, writing)
+        from slice_st.text import FileAccessError
+
+        if isinstance(error, FileAccessError):
+            raise
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
+        raise FileAccessError(f"cannot export the model to {output}: {detail} (nothing half-written was kept).") from error
+
+
+def _remove_partial_export(output, created: bool, writing: list) -> None:
+    """After a failed export: the folder if this export created it, else only the files it was writing (links as links)."""
+    import os
+    import shutil
+
+    if created:
+        shutil.rmtree(output, ignore_errors=True)
+        return
+    for path in writing:
+        try:
+            if os.path.lexists(path) and not os.path.isdir(path) or os.path.islink(path):
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _load_failure(name: str, is_folder: bool, error: Exception) -> str:

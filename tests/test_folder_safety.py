@@ -484,3 +484,134 @@ def test_fingerprint_covers_every_weight(make_tiny_model, tiny_model, index_dir)
     assert model_fingerprint(nudged) != original
     with pytest.raises(SpanInputError, match="built with another model"):
         SpanIndex.load(index_dir, changed)
+
+
+# ------------------------------------------------------------------------------------------ 9. full disks
+def _no_leftovers(index_dir, data_before) -> None:
+    names = os.listdir(index_dir)
+    assert not [name for name in names if name.endswith(".tmp")], names
+    assert sorted(name for name in names if name.startswith("data-")) == data_before, names
+
+
+def _numpy_full_disk(path, values):
+    raise OSError("4096 requested and 1024 written")  # what numpy says on a full disk: no errno
+
+
+@pytest.mark.parametrize("action", ["add", "remove"])
+def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(index_dir, tiny_model, tmp_path, capsys, monkeypatch, action):
+    from slice_st import SpanIndex
+    from slice_st.index import span_index
+
+    data_before = sorted(name for name in os.listdir(index_dir) if name.startswith("data-"))
+    more = tmp_path / "b.txt"
+    more.write_text("a cat sleeps on the sofa\n")
+    monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
+    argv = ["index", "add", str(index_dir), str(more)] if action == "add" else ["index", "remove", str(index_dir), f"{tmp_path / 'a.txt'}:1"]
+    error = _cli_error(argv + ["--no-progress"], capsys)
+    assert f"cannot save the index to {index_dir}" in error and "requested and 1024 written" in error
+    _no_leftovers(index_dir, data_before)
+    monkeypatch.undo()
+    assert len(SpanIndex.load(index_dir, tiny_model)) == 4
+
+
+def test_full_disk_while_writing_the_manifest_leaves_no_temp_file(index_dir, tmp_path, capsys, monkeypatch):
+    import errno
+
+    data_before = sorted(name for name in os.listdir(index_dir) if name.startswith("data-"))
+    real_fsync = os.fsync
+
+    def fsync(descriptor):
+        if ".manifest.json." in os.readlink(f"/proc/self/fd/{descriptor}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    more = tmp_path / "b.txt"
+    more.write_text("a cat sleeps on the sofa\n")
+    error = _cli_error(["index", "add", str(index_dir), str(more), "--no-progress"], capsys)
+    assert f"cannot save the index to {index_dir}: No space left on device" in error
+    _no_leftovers(index_dir, data_before)
+    assert _manifest(index_dir)["documents"] == 4
+
+
+def test_full_disk_in_build_leaves_no_half_index(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    from slice_st.index import span_index
+
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("\n".join(DOCS) + "\n")
+    monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
+    out = tmp_path / "ix"
+    error = _cli_error(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"], capsys)
+    assert f"cannot save the index to {out}" in error
+    assert not [name for name in os.listdir(out) if name != ".lock"]
+
+
+def _partial_save_then(error):
+    def save(self, path, *args, **kwargs):
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "model.safetensors"), "wb") as handle:
+            handle.write(b"half")
+        raise error
+
+    return save
+
+
+def test_full_disk_in_export_leaves_no_partial_folder(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("onnx")
+    from safetensors import SafetensorError
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setattr(SentenceTransformer, "save", _partial_save_then(
+        SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')))
+    out = tmp_path / "export"
+    error = _cli_error(["export", tiny_model_dir, "-o", str(out)], capsys)
+    assert f"cannot export the model to {out}" in error and "StorageFull" in error
+    assert not out.exists()
+
+
+def test_full_disk_in_export_into_a_users_folder_removes_only_the_partial_files(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("onnx")
+    import errno
+
+    from slice_st import backends
+
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+
+    def export_onnx(model, path, *args, **kwargs):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as handle:
+            handle.write(b"half an onnx file")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(backends, "export_onnx", export_onnx)
+    error = _cli_error(["export", tiny_model_dir, "-o", str(out)], capsys)
+    assert f"cannot export the model to {out}: No space left on device" in error
+    assert (out / "notes.txt").read_text() == "mine" and not (out / "onnx" / "model.onnx").exists()
+    assert not (out / "modules.json").exists()  # a half export is never reused as the cache
+
+
+class _FullDisk:
+    """A standard output on a full disk (``mine -f jsonl > full/out``)."""
+
+    encoding = "utf-8"
+
+    def write(self, text):
+        import errno
+
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdout", _FullDisk())
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog", "-f", "jsonl", "--quiet"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and error == "slice-st: error: cannot write standard output: No space left on device.\n", error
