@@ -114,6 +114,7 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         yield
         return
     check_index_target(path)
+    created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
@@ -139,6 +140,7 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
                 raise IndexBusyError(busy.format(holder=_holder(lock_path))) from None
     except OSError as error:
         raise FileAccessError(f"cannot lock the index folder {path} ({lock_path}): {error.strerror or error}.") from None
+    failed = True
     try:
         try:
             descriptor = os.open(lock_path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
@@ -148,9 +150,22 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
             pass
         held.add(key)
         yield
+        failed = False
     finally:
         held.discard(key)
         lock.release()
+        if failed and created:  # a first save that failed (e.g. a full disk): no empty index folder left behind
+            _remove_empty_index_folder(path, lock_path)
+
+
+def _remove_empty_index_folder(path: str, lock_path: str) -> None:
+    """Remove a folder this lock created if it holds nothing but the lock file."""
+    try:
+        if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
+            os.unlink(lock_path)
+            os.rmdir(path)
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------------------------- writing
