@@ -133,8 +133,9 @@ def test_ship_adapter_to_a_link_or_a_file_is_one_clear_error(tmp_path, capsys, k
         if kind == "symlink":
             target.mkdir()
         out.symlink_to(target)
-    error = _cli_error(["ship-adapter", str(run), "-o", str(out)], capsys)
-    assert ("symbolic link" if kind != "file" else "is a file") in error and str(out) in error
+    for output in (str(out), str(out) + "/"):
+        error = _cli_error(["ship-adapter", str(run), "-o", output], capsys)
+        assert ("symbolic link" if kind != "file" else "is a file") in error and str(out) in error
     assert not target.exists() or os.listdir(target) == []
     assert not [name for name in os.listdir(tmp_path) if "staging" in name or name.startswith(".")]
 

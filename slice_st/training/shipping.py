@@ -38,6 +38,7 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     """Refuse, before any work, a ``destination`` :func:`ship_adapter` must not write: a symbolic link, a file,
     a folder with files in it (unless ``overwrite``), or one that cannot be created. Raises :class:`FileAccessError`.
     """
+    destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
     if os.path.islink(destination):
         raise FileAccessError(f"output {destination} is a symbolic link: name the real folder to ship the adapter into.")
     if os.path.exists(destination):
@@ -152,6 +153,7 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
         raise ValueError(f"the adapter is {size / 2**20:.1f} MiB; the package ships at most 4 MiB (lower --lora-r).")
+    destination = os.path.normpath(os.fspath(destination))
     check_ship_destination(destination, overwrite)
     config_path = os.path.join(run_dir, "final", "slice_train_config.json")
     recipe = {}
