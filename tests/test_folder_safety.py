@@ -619,3 +619,31 @@ def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, cap
         main(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog", "-f", "jsonl", "--quiet"])
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and error == "slice-st: error: cannot write standard output: No space left on device.\n", error
+
+
+def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_model, tmp_path, monkeypatch):
+    """3. ``_final.new`` / ``_final.old`` / ``final`` links in a resumed run's folder: removed as links, their targets untouched."""
+    from types import SimpleNamespace
+
+    from slice_st.training import trainer
+
+    model = make_tiny_model(128)
+    fake = SimpleNamespace(
+        model=model, train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
+        args=SimpleNamespace(process_index=0, world_size=1), state=SimpleNamespace(global_step=1), is_world_process_zero=lambda: True,
+    )
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: fake)
+    run = tmp_path / "run"
+    run.mkdir()
+    targets = {}
+    for name in ("_final.new", "_final.old", "final"):
+        target = tmp_path / f"user-{name.strip('_.')}"
+        target.mkdir()
+        if name != "_final.new":  # an empty folder behind _final.new: the old code saved the model into it
+            (target / "keep.txt").write_text("mine")
+        (run / name).symlink_to(target)
+        targets[target] = _tree(target)
+    trainer.train(trainer.TrainConfig(output_dir=str(run), resume=True, train_data=["unused"]))
+    assert {target: _tree(target) for target in targets} == targets
+    assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
+    assert sorted(os.listdir(run)) == ["final"]

@@ -557,7 +557,6 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
     end, ``trainer.push_to_hub()`` uploads the final model with its card.
     """
-    import shutil
     import sys
 
     from slice_st.config import save_slice_model
@@ -585,7 +584,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     staged, parked = os.path.join(config.output_dir, "_final.new"), os.path.join(config.output_dir, "_final.old")
     if trainer.is_world_process_zero():
         for folder in (staged, parked):
-            shutil.rmtree(folder, ignore_errors=True)
+            _remove_run_folder(folder)
         save_slice_model(model, staged)
         with open(os.path.join(staged, "slice_train_config.json"), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(config), handle, indent=2)
@@ -603,14 +602,25 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
         if trainer.is_world_process_zero():
-            shutil.rmtree(final, ignore_errors=True)
+            _remove_run_folder(final)
             os.replace(staged, final)
-            shutil.rmtree(parked, ignore_errors=True)
+            _remove_run_folder(parked)
             from slice_st.config import has_adapters
 
             if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
                 save_adapter(model, os.path.join(config.output_dir, "adapter"))
     return model
+
+
+def _remove_run_folder(path: str) -> None:
+    """Remove a folder of the run (``final``, ``_final.new``, ``_final.old``): a symbolic link there is removed as a
+    link, never followed (a user's folder it points to keeps its files)."""
+    import shutil
+
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
