@@ -20,7 +20,7 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "require_backend", "save_slice_model", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
+__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "enable_span_features", "export_model", "require_backend", "save_slice_model", "check_model_target", "SpanConfig", "CONFIG_KEY", "DEFAULT_MODEL_NAME", "default_model_path", "load_model", "get_span_config", "set_span_config",
            "hub_offline", "model_fingerprint", "model_identity"]
 
 CONFIG_KEY = "slice_st"
@@ -372,16 +372,49 @@ def export_model(
             model = load_model(str(output), device="cpu")
         else:
             model = load_model(model, device="cpu")
-        if overwrite or not (output / "modules.json").is_file():
-            output.mkdir(parents=True, exist_ok=True)
-            model.save(str(output))
-            (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
-        export_onnx(model, onnx_file)
-    if backend == "openvino":
-        return str(export_openvino(onnx_file, target))
-    if config:
-        return str(quantize_onnx(onnx_file, target, config))
-    return str(onnx_file)
+    created = not os.path.lexists(output)
+    writing: list[Path] = []  # what a failed write leaves half-written, removed then (the whole folder if created here)
+    try:
+        if overwrite or not onnx_file.is_file():
+            if overwrite or not (output / "modules.json").is_file():
+                writing += [output / "modules.json", output / EXPORT_RECORD]
+                output.mkdir(parents=True, exist_ok=True)
+                model.save(str(output))
+                (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
+            writing.append(onnx_file)
+            export_onnx(model, onnx_file)
+        writing.append(target)
+        if backend == "openvino":
+            return str(export_openvino(onnx_file, target))
+        if config:
+            return str(quantize_onnx(onnx_file, target, config))
+        return str(onnx_file)
+    except Exception as error:  # a full disk or an I/O error: OSError, or safetensors' SafetensorError
+        if not (isinstance(error, OSError) or type(error).__name__ == "SafetensorError"):
+            raise
+        _remove_partial_export(output, created, writing)
+        from slice_st.text import FileAccessError
+
+        if isinstance(error, FileAccessError):
+            raise
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
+        raise FileAccessError(f"cannot export the model to {output}: {detail} (nothing half-written was kept).") from error
+
+
+def _remove_partial_export(output, created: bool, writing: list) -> None:
+    """After a failed export: the folder if this export created it, else only the files it was writing (links as links)."""
+    import os
+    import shutil
+
+    if created:
+        shutil.rmtree(output, ignore_errors=True)
+        return
+    for path in writing:
+        try:
+            if os.path.lexists(path) and not os.path.isdir(path) or os.path.islink(path):
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
@@ -408,15 +441,16 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     """A short hash of the model's weights and tokenizer: what identifies a model for the index (which
     refuses another model) and for the Table-1 cache (whatever its folder is called).
 
-    Every parameter contributes (its shape and a strided sample of its values), so models that differ
-    only inside the encoder (e.g. a merged LoRA adapter) get different fingerprints. A model running on
+    Every weight contributes: the SHA-256 runs over every tensor of the state dict (name, shape, dtype
+    and all its bytes, in the state dict's order, one tensor at a time), so any change to any weight — a
+    merged LoRA adapter, one embedding row replaced — gives another fingerprint. A model running on
     ONNX Runtime or OpenVINO is identified by its exported file (its bytes and the backend): its
     vectors differ from the torch model's (int8: clearly), so an index built on one backend is
     searched on the same one.
     """
     import hashlib
 
-    import numpy as np
+    import torch
 
     from slice_st.backends import backend_of, weight_files
 
@@ -433,11 +467,10 @@ def model_fingerprint(model: SentenceTransformer) -> str:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
         return digest.hexdigest()[:16]
-    for parameter in model.parameters():
-        values = parameter.detach().flatten()
-        values = values[:: max(1, values.numel() // 4096)][:4096].float().cpu().numpy()
-        digest.update(str(tuple(parameter.shape)).encode())
-        digest.update(np.round(values, 5).tobytes())
+    for name, tensor in model.state_dict().items():
+        values = tensor.detach().reshape(-1).contiguous().cpu()
+        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
+        digest.update(values.view(torch.uint8).numpy())  # the raw bytes, whatever the dtype (bfloat16 too)
     return digest.hexdigest()[:16]
 
 
@@ -570,7 +603,48 @@ def merged_adapters(model):
     return clone
 
 
-def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
+def check_model_target(path: str, overwrite: bool = False) -> str:
+    """Check, before any work, that a model can be saved at ``path``; returns it.
+
+    ``path`` must be a new folder under a writable one, or an empty folder (one with files in it only
+    with ``overwrite=True``: its files of the same names are then replaced). Else a
+    :class:`slice_st.text.FileAccessError` naming the path.
+
+    Args:
+        path: The folder to save into.
+        overwrite: Allow a folder that already has files in it.
+
+    Returns:
+        ``path``.
+
+    Example:
+        >>> check_model_target("notes.txt")  # doctest: +SKIP
+        Traceback (most recent call last):
+        ...
+        slice_st.text.FileAccessError: cannot save a model to notes.txt: it is a file, not a folder.
+    """
+    import os
+
+    from slice_st.text import FileAccessError, check_creatable
+
+    path = os.fspath(path)
+    if os.path.exists(path) or os.path.islink(path):
+        if not os.path.isdir(path):
+            raise FileAccessError(f"cannot save a model to {path}: it is a file, not a folder.")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise FileAccessError(f"cannot save a model to {path}: the folder is not writable (permission denied).")
+        if os.listdir(path) and not overwrite:
+            raise FileAccessError(f"cannot save a model to {path}: the folder is not empty (its README.md, config.json… would be "
+                                  "replaced); name a new or empty folder, or pass overwrite=True.")
+        return path
+    try:
+        check_creatable(path)
+    except FileAccessError as error:
+        raise FileAccessError(f"cannot save a model: {error}") from None
+    return path
+
+
+def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
     LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
@@ -578,7 +652,27 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
     into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
+
+    ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
+    ``config.json``…) is refused unless ``overwrite=True``; a file, a path under a file or an unwritable
+    parent is a :class:`slice_st.text.FileAccessError` (see :func:`check_model_target`), as is a
+    failed write.
     """
+    import os
+
+    from slice_st.text import FileAccessError
+
+    check_model_target(path, overwrite)
+    try:
+        return _save_slice_model(model, os.fspath(path), **save_kwargs)
+    except OSError as error:
+        if isinstance(error, FileAccessError) or error.errno is None:
+            raise
+        raise FileAccessError(f"cannot save a model to {path}: {error.strerror or error}"
+                              f"{f' ({error.filename})' if error.filename else ''}.") from error
+
+
+def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 

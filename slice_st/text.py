@@ -20,13 +20,15 @@ import functools
 import importlib
 import os
 import re
+import secrets
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
 __all__ = [
-    "check_creatable",
+    "check_creatable", "atomic_file", "create_new_file",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
     "MissingExtraError", "require", "is_ray_address",
 ]
@@ -86,6 +88,72 @@ def check_creatable(path: str) -> None:
         raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+
+
+#: ``os.open`` flags of a file that must be new: never an existing file, never through a symbolic link planted there.
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
+    """Open a file that must not exist yet for writing (``O_CREAT|O_EXCL|O_NOFOLLOW``; permissions as ``open``'s, umask applied).
+
+    A file, a folder or a symbolic link already at ``path`` is ``FileExistsError``: nothing is written through a planted link.
+
+    Args:
+        path: The new file.
+        mode: ``"wb"`` or ``"w"``.
+        encoding: For ``"w"``.
+
+    Returns:
+        The open file object.
+
+    Example:
+        >>> with create_new_file("fresh.bin") as handle:  # doctest: +SKIP
+        ...     handle.write(b"data")
+    """
+    return os.fdopen(os.open(path, NEW_FILE_FLAGS, 0o666), mode, encoding=encoding)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True) -> Iterator:
+    """Write ``path`` all at once: yield a new temporary file beside it, then fsync it and ``os.replace`` it onto ``path``.
+
+    The temporary file has a random name and is created with :func:`create_new_file` (never an existing
+    file or a planted symbolic link); if ``path`` is a symbolic link, the link itself is replaced, never
+    its target. On any error the temporary file is removed and ``path`` is unchanged.
+
+    Args:
+        path: The file to (re)place.
+        mode: ``"wb"`` or ``"w"``.
+        encoding: For ``"w"``.
+        sync: fsync the file before the rename.
+
+    Example:
+        >>> with atomic_file("manifest.json", "w", encoding="utf-8") as handle:  # doctest: +SKIP
+        ...     handle.write("{}")
+    """
+    path = os.fspath(path)
+    folder, name = os.path.split(os.path.abspath(path))
+    while True:
+        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+        try:
+            handle = create_new_file(temporary, mode, encoding)
+            break
+        except FileExistsError:  # pragma: no cover - 2^48 names
+            continue
+    try:
+        with handle:
+            yield handle
+            handle.flush()
+            if sync:
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def split_lines(content: str) -> list[str]:

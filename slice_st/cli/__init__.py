@@ -15,7 +15,9 @@ keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 from collections.abc import Sequence
 
@@ -97,6 +99,31 @@ def _is_user_error(error: BaseException) -> bool:
     return config is not None and isinstance(error, config.ModelLoadError)
 
 
+#: A write that failed for want of room or of a working disk: a full disk, a quota, a file too large, an I/O error.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+
+
+def _stdout_name() -> str:
+    """Standard output, named by the file it goes to when it is one (``slice-st mine … > out.jsonl``)."""
+    try:
+        if stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode):
+            return f"the output file {os.readlink(f'/proc/self/fd/{sys.stdout.fileno()}')} (standard output)"
+    except (OSError, ValueError, AttributeError):
+        pass
+    return "standard output"
+
+
+def _silence_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``slice-st``; returns the exit code (2 for bad input, 130 when interrupted)."""
     parser = build_parser()
@@ -112,6 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         return 0
+    except OSError as error:
+        if error.errno not in _WRITE_ERRNOS:
+            if not _is_user_error(error):
+                raise
+            parser.exit(2, f"slice-st: error: {' '.join(str(error).split()) or type(error).__name__}\n")
+        _silence_stdout()  # what is still buffered cannot be written either: no second error at exit
+        where = error.filename or _stdout_name()
+        parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
     except Exception as error:
         if not _is_user_error(error):
             raise

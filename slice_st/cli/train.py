@@ -43,6 +43,8 @@ def add_train_command(commands) -> None:
     parser.add_argument("--unit", choices=("word", "token"), default=None)
     parser.add_argument("--in-batch-negatives", action="store_true", default=None)
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="train into an --output-dir that already has files (its checkpoints and final/ may be replaced)")
     parser.add_argument("--push-to-hub", metavar="ORG/NAME",
                         help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write access)")
     parser.add_argument("--hub-strategy", choices=("end", "every_save", "checkpoint", "all_checkpoints"), default=None,
@@ -56,7 +58,10 @@ def add_train_command(commands) -> None:
     ship = commands.add_parser("ship-adapter", help="put a LoRA run's adapter into the package as the shipped model (make model)",
                                description="Copy RUN/adapter into DEST with a provenance.json (recipe, data licences, commit, dev figures).")
     ship.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
-    ship.add_argument("-o", "--output", default=None, help="destination folder (default: the package's slice_st/pretrained/slice_minilm)")
+    ship.add_argument("-o", "--output", required=True,
+                      help="destination folder, new or empty (the package's own is slice_st/pretrained/slice_minilm, as make model does)")
+    ship.add_argument("--overwrite", action="store_true",
+                      help="ship into a folder that has files: replace only adapter_config.json, adapter_model.safetensors and provenance.json")
     ship.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it for the provenance")
     ship.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity of the base and the adapted model")
     ship.set_defaults(handler=_ship_command)
@@ -64,17 +69,17 @@ def add_train_command(commands) -> None:
 
 def _train_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    trainer.train(config)
+    trainer.check_train_output(config.output_dir, resume=config.resume, overwrite=args.overwrite)  # before loading anything
+    trainer.train(config, overwrite=args.overwrite)
     return 0
 
 
 def _ship_command(args: argparse.Namespace) -> int:
     import json
 
-    from slice_st.pretrained import shipped_model
     from slice_st.training.shipping import ship_adapter
 
-    destination = args.output or shipped_model("slice-minilm").adapter_dir
-    provenance = ship_adapter(args.run_dir, destination, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path)
+    destination = args.output
+    provenance = ship_adapter(args.run_dir, destination, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path, overwrite=args.overwrite)
     print(json.dumps({"destination": destination, **provenance.get("dev_metrics", {})}, indent=2))
     return 0

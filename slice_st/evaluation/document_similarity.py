@@ -45,6 +45,7 @@ from slice_st.spans import (
     span_means,
     tile_spans,
 )
+from slice_st.text import atomic_file
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -113,8 +114,8 @@ class DocumentTokens:
             boundaries[row, len(starts) :] = len(values)
         return embeddings, boundaries, num_units
 
-    def save(self, path: str) -> None:
-        """Write the arrays to ``path`` (``torch.save``)."""
+    def save(self, path) -> None:
+        """Write the arrays to ``path``, a file name or a binary file object (``torch.save``)."""
         torch.save({key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")}, path)
 
     @classmethod
@@ -334,8 +335,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             return DocumentTokens.load(path)
         store = encode_documents(model, self.texts, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar)
         if path:
-            store.save(path + ".tmp")
-            os.replace(path + ".tmp", path)
+            with atomic_file(path) as handle:  # a new temporary file (never through a link), then os.replace
+                store.save(handle)
         return store
 
     def document_vectors(self, model: SentenceTransformer) -> Tensor:
@@ -347,8 +348,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                                show_progress_bar=bool(self.show_progress_bar)).float().cpu()
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
         if path:
-            torch.save(vectors, path + ".tmp")
-            os.replace(path + ".tmp", path)
+            with atomic_file(path) as handle:
+                torch.save(vectors, handle)
         return vectors
 
     # ------------------------------------------------------------------ scoring

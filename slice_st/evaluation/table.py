@@ -26,7 +26,7 @@ import numpy as np
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.setups import SETUPS, SetupResult
 from slice_st.evaluation.statistics import compare_to_best, correlations
-from slice_st.text import require
+from slice_st.text import atomic_file, require
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels"]
 
@@ -64,10 +64,8 @@ def save_result(path: str, result: SetupResult, **meta: Any) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     payload = {**meta, "seconds": result.seconds, "extra": result.extra, "scores": [_finite_or_none(x) for x in result.scores],
                "spans": None if result.spans is None else [list(s) if s else None for s in result.spans]}
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_file(path, "w", encoding="utf-8") as handle:  # a new temporary file (never through a link), then os.replace
         json.dump(payload, handle, allow_nan=False)
-    os.replace(tmp, path)
 
 
 def load_result(path: str) -> SetupResult:

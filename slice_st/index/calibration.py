@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from slice_st.text import require
+from slice_st.text import atomic_file, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -109,12 +109,8 @@ class Calibration:
         path = os.fspath(path)
         if os.path.isdir(path):
             path = os.path.join(path, CALIBRATION_FILE)
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
+        with atomic_file(path, "w", encoding="utf-8") as handle:  # a new temporary file, then os.replace
             json.dump(self.to_dict(), handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
         return path
 
     @classmethod

@@ -42,7 +42,7 @@ from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_datase
 from slice_st.encode import SpanInputError
 from slice_st.index.encoding import texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity
-from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, read_manifest, read_shard_list, write_json
+from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, is_plain_name, read_manifest, read_shard_list, write_json
 from slice_st.text import FileAccessError, is_ray_address, require
 
 if TYPE_CHECKING:
@@ -409,18 +409,30 @@ def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any
     return previous
 
 
+def _build_state_folder(output: str) -> str:
+    """``output/.slice-st-build``, created if missing; a symbolic link or a file there is refused (never followed)."""
+    folder = os.path.join(output, BUILD_STATE)
+    if os.path.islink(folder) or (os.path.exists(folder) and not os.path.isdir(folder)):
+        raise SpanInputError(f"{folder} is a {'symbolic link' if os.path.islink(folder) else 'file'}, not the build state "
+                             "this index wrote: remove it (nothing outside the index folder is followed or deleted).")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
 def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
     done = {}
     folder = os.path.join(output, BUILD_STATE)
     for number in range(groups):
         path = os.path.join(folder, f"group-{number:05d}.json")
-        if os.path.isfile(path):
+        if os.path.isfile(path) and not os.path.islink(path):
             try:
                 with open(path, encoding="utf-8") as handle:
                     state = json.load(handle)
             except (OSError, ValueError):
                 continue  # rewritten by the rerun
-            if all(os.path.exists(os.path.join(output, name, MANIFEST)) for name in state.get("shards", [])):
+            shards = state.get("shards", []) if isinstance(state, dict) else None
+            if isinstance(shards, list) and all(is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST))
+                                                for name in shards):
                 done[number] = state
     return done
 
@@ -492,10 +504,11 @@ def build_on_ray(
         item["group"] = number
     plan = _plan(model, span_config, dtype, shard_bytes, source)
     _check_plan(output, plan, force)
-    os.makedirs(os.path.join(output, BUILD_STATE), exist_ok=True)
-    if force:
-        for entry in os.scandir(os.path.join(output, BUILD_STATE)):
-            os.remove(entry.path)
+    state_folder = _build_state_folder(output)
+    if force:  # only the group files this build wrote: regular files, links removed as links, never followed
+        for entry in os.scandir(state_folder):
+            if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
+                os.unlink(entry.path)
     write_json(os.path.join(output, SHARD_LIST), plan)
     done = {} if force else _finished_groups(output, len(work))
     todo = [item for item in work if item["group"] not in done]

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ from slice_st.index.storage import (
     DATA_MARKER,
     INDEX_FORMAT_VERSION,
     MANIFEST,
+    SETTINGS_FILE,
     IndexConflictError,
     array_digest,
     file_digest,
@@ -56,6 +58,7 @@ from slice_st.index.storage import (
     remove_old_data,
     save_array,
     write_bytes,
+    write_manifest,
 )
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_sums
 from slice_st.text import FileAccessError
@@ -657,6 +660,7 @@ class SpanIndex:
                 write_bytes(os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode())
             if self._candidates is not None:
                 self._candidates.save(data_dir)
+            write_bytes(os.path.join(data_dir, SETTINGS_FILE), json.dumps(self._settings()).encode())
             files = {
                 entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
                 for entry in sorted(os.scandir(data_dir), key=lambda e: e.name) if entry.name != DATA_MARKER
@@ -666,13 +670,10 @@ class SpanIndex:
                 "data": os.path.basename(data_dir), "generation": generation, "span_config": self.span_config.to_dict(),
                 "files": files, "samples": samples,
             }
-            manifest_tmp = os.path.join(path, f".{MANIFEST}.tmp")
-            write_bytes(manifest_tmp, json.dumps(manifest, indent=2).encode())
-            os.replace(manifest_tmp, os.path.join(path, MANIFEST))  # the commit point
-            fsync_directory(path)
-        except OSError as error:
+            write_manifest(path, manifest)  # the commit point: a new temporary file, then os.replace
+        except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
             shutil.rmtree(data_dir, ignore_errors=True)
-            if isinstance(error, FileAccessError) or error.errno is None:
+            if isinstance(error, FileAccessError):
                 raise
             raise FileAccessError(f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged).") from error
         except BaseException:
@@ -684,6 +685,10 @@ class SpanIndex:
             pass
         self._origin = (os.path.realpath(path), manifest["data"], generation)
         return path
+
+    def _settings(self) -> dict[str, Any]:
+        """What the arrays were written with, stored in the data folder (:data:`SETTINGS_FILE`) and checked against the manifest."""
+        return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
 
     @classmethod
     @contextmanager
@@ -745,13 +750,30 @@ class SpanIndex:
             )
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         data_dir = os.path.join(path, manifest["data"])
-        files = manifest.get("files") or {}
+        if os.path.islink(data_dir):
+            raise SpanInputError(f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is read).")
+        files = manifest["files"]  # plain names, checked by read_manifest
         for name, expected in files.items():
-            size = os.path.getsize(os.path.join(data_dir, name))
-            if size != expected.get("bytes"):
-                raise ValueError(f"{name} has {size} bytes, the manifest says {expected.get('bytes')}")
-            if verify and file_digest(os.path.join(data_dir, name)) != expected.get("sha256"):
+            found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
+            if not stat.S_ISREG(found.st_mode):
+                raise ValueError(f"{name} is not a regular file")
+            if found.st_size != expected["bytes"]:
+                raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
+            if verify and file_digest(os.path.join(data_dir, name), expected["bytes"]) != expected["sha256"]:
                 raise ValueError(f"{name} does not match its checksum")
+        with open(os.path.join(data_dir, SETTINGS_FILE), "rb") as handle:
+            settings_bytes = handle.read()
+        if hashlib.sha256(settings_bytes).hexdigest() != files[SETTINGS_FILE]["sha256"]:
+            raise ValueError(f"{SETTINGS_FILE} does not match its checksum")
+        stored = json.loads(settings_bytes.decode("utf-8"))
+        recorded = {"span_config": index.span_config.to_dict(), "dtype": manifest["dtype"], "model_fingerprint": manifest["model_fingerprint"]}
+        changed = [key for key in recorded if stored.get(key) != recorded[key]]
+        if changed:
+            raise SpanInputError(
+                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) do not match what the "
+                f"index data was written with ({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
+                "Restore it or rebuild the index."
+            )
         arrays = {name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS}
         with open(os.path.join(data_dir, "texts.bin"), "rb") as handle:
             blob = handle.read()
@@ -770,6 +792,9 @@ class SpanIndex:
             or len(arrays["unit_vectors"]) != manifest["units"] or len(doc_ids) != manifest["documents"]
             or len(arrays["span_norms"]) != manifest["units"]
             or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1 or arrays["segment_units"][-1] != manifest["units"]
+            or arrays["span_norms"].ndim != 2
+            or arrays["span_norms"].shape[1] != index.span_config.max_span - index.span_config.min_span + 1
+            or arrays["unit_vectors"].ndim != 2 or arrays["unit_vectors"].shape[1] != index._arrays["unit_vectors"].shape[1]
         ):
             raise ValueError("the index data does not match its manifest (corrupt or half-written)")
         index._arrays = arrays

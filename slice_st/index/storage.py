@@ -24,6 +24,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -33,15 +34,19 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError
-from slice_st.text import FileAccessError, check_creatable
+from slice_st.text import FileAccessError, atomic_file, check_creatable, create_new_file
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
            "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories", "SHARD_LIST",
-           "write_json", "read_shard_list"]
+           "write_json", "read_shard_list", "is_plain_name", "SETTINGS_FILE", "write_manifest"]
 
-INDEX_FORMAT_VERSION = 1
+#: 2: the model fingerprint covers every weight (:func:`slice_st.config.model_fingerprint`), and the data folder
+#: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
+INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+#: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
+SETTINGS_FILE = "settings.json"
 ARRAYS = ("unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 LOCK_FILE = ".lock"
 #: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards once complete.
@@ -109,11 +114,15 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         yield
         return
     check_index_target(path)
+    created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         raise FileAccessError(f"cannot create the index folder {path}: {error.strerror or error}.") from None
     lock_path = os.path.join(path, LOCK_FILE)
+    if os.path.islink(lock_path) or (os.path.exists(lock_path) and not os.path.isfile(lock_path)):
+        raise FileAccessError(f"cannot lock the index folder {path}: {lock_path} is not a regular file (a symbolic link?); "
+                              "remove it (nothing outside the index folder is written through it).")
     lock = FileLock(lock_path)
     busy = f"{path} is being saved by another process ({{holder}}); try again when that save or update has finished."
     try:
@@ -131,45 +140,65 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
                 raise IndexBusyError(busy.format(holder=_holder(lock_path))) from None
     except OSError as error:
         raise FileAccessError(f"cannot lock the index folder {path} ({lock_path}): {error.strerror or error}.") from None
+    failed = True
     try:
         try:
-            with open(lock_path, "w", encoding="utf-8") as handle:  # another descriptor: closing it keeps the flock
+            descriptor = os.open(lock_path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # another descriptor: closing it keeps the flock
                 handle.write(f"pid {os.getpid()}")
         except OSError:
             pass
         held.add(key)
         yield
+        failed = False
     finally:
         held.discard(key)
         lock.release()
+        if failed and created:  # a first save that failed (e.g. a full disk): no empty index folder left behind
+            _remove_empty_index_folder(path, lock_path)
+
+
+def _remove_empty_index_folder(path: str, lock_path: str) -> None:
+    """Remove a folder this lock created if it holds nothing but the lock file."""
+    try:
+        if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
+            os.unlink(lock_path)
+            os.rmdir(path)
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------------------------------------- writing
 def write_bytes(path: str, data: bytes) -> None:
-    with open(path, "wb") as handle:
+    """Write a new file (in a fresh data folder) and fsync it; an existing file or link there is ``FileExistsError``."""
+    with create_new_file(path) as handle:
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
 
 
 def save_array(path: str, values: np.ndarray) -> None:
-    with open(path, "wb") as handle:
+    """:func:`numpy.save` to a new file, fsynced (as :func:`write_bytes`)."""
+    with create_new_file(path) as handle:
         np.save(handle, values)
         handle.flush()
         os.fsync(handle.fileno())
 
 
-def write_json(path: str, value: Any) -> None:
-    """Write a JSON file atomically (a temporary file, fsync, ``os.replace``, fsync of the folder)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    try:
-        write_bytes(temporary, json.dumps(value, indent=1, ensure_ascii=False).encode())
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-    fsync_directory(folder)
+def write_json(path: str, value: Any, indent: int = 1) -> None:
+    """Write a JSON file atomically (a new temporary file, fsync, ``os.replace``, fsync of the folder).
+
+    The temporary file is created ``O_EXCL|O_NOFOLLOW`` under a random name (:func:`slice_st.text.atomic_file`):
+    nothing is written through a link planted in the folder, and a link at ``path`` is replaced, not followed.
+    """
+    with atomic_file(path) as handle:
+        handle.write(json.dumps(value, indent=indent, ensure_ascii=False).encode())
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def write_manifest(path: str, manifest: dict[str, Any]) -> None:
+    """Replace ``path/manifest.json`` atomically (the commit point of a save)."""
+    write_json(os.path.join(path, MANIFEST), manifest, indent=2)
 
 
 def fsync_directory(path: str) -> None:
@@ -186,13 +215,35 @@ def fsync_directory(path: str) -> None:
         os.close(handle)
 
 
-def file_digest(path: str) -> str:
-    """SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
+def file_digest(path: str, size: int | None = None) -> str:
+    """SHA-256 of a regular file's bytes (a link, a device or a pipe is a ``ValueError``, never read).
+
+    With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
+    or is endless, is never read whole.
+    """
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(f"{os.path.basename(path)} is not a regular file")
+        digest = hashlib.sha256()
+        left = None if size is None else size + 1
+        while left is None or left > 0:
+            block = handle.read(1 << 20 if left is None else min(1 << 20, left))
+            if not block:
+                break
             digest.update(block)
+            if left is not None:
+                left -= len(block)
     return digest.hexdigest()
+
+
+def is_plain_name(name: Any) -> bool:
+    """Whether ``name`` is a plain file or folder name inside a folder: no separator, not ``.``/``..``, not hidden, not absolute.
+
+    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd", "a/b", "")]
+    [True, True, False, False, False, False, False, False]
+    """
+    return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
 
 
 def array_digest(values: np.ndarray) -> str:
@@ -240,7 +291,10 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading
-_REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int}
+_REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int,
+             "generation": int, "files": dict, "samples": dict}
+#: Files every data folder holds (besides optional calibration and candidate files).
+_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
 
 def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
@@ -264,6 +318,9 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     or :class:`SpanInputError` saying what is wrong.
     """
     manifest_path = os.path.join(path, MANIFEST)
+    if os.path.islink(manifest_path):
+        raise SpanInputError(f"{path}: unreadable index manifest ({MANIFEST} is a symbolic link; an index writes a regular file "
+                             "and reads nothing outside its folder).")
     if not os.path.exists(manifest_path):
         if must_exist:
             if not os.path.isdir(path):
@@ -271,6 +328,9 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
+    if manifest.get("format_version") == 1:
+        raise SpanInputError(f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
+                             "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save).")
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
         raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION}).")
     for key, kind in _REQUIRED.items():
@@ -281,6 +341,17 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         raise SpanInputError(f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name).")
     if manifest["dtype"] not in ("float32", "float16"):
         raise SpanInputError(f"{path}: unreadable index manifest (dtype {manifest['dtype']!r}).")
+    for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
+        if (not is_plain_name(name) or not isinstance(entry, dict) or not isinstance(entry.get("bytes"), int)
+                or isinstance(entry.get("bytes"), bool) or entry["bytes"] < 0
+                or not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]))):
+            raise SpanInputError(f"{path}: unreadable index manifest (files entry {name!r} is not a file name in the data folder "
+                                 "with its bytes and sha256).")
+    missing = [name for name in _REQUIRED_FILES if name not in manifest["files"]]
+    if missing:
+        raise SpanInputError(f"{path}: unreadable index manifest (files lacks {', '.join(missing)}).")
+    if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
+        raise SpanInputError(f"{path}: unreadable index manifest (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
     try:
         settings = manifest["span_config"]
         SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
@@ -311,11 +382,17 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable: :class:`SpanInputError`."""
     list_path = os.path.join(path, SHARD_LIST)
+    if os.path.islink(list_path):
+        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (a symbolic link; nothing outside the index folder is read).")
     if not os.path.isfile(list_path):
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
-    if not isinstance(shard_list.get("shards", []), list):
+    shards = shard_list.get("shards", [])
+    if not isinstance(shards, list):
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
+    bad = [name for name in shards if not is_plain_name(name) or os.path.islink(os.path.join(path, name))]
+    if bad:
+        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (shard {bad[0]!r} is not a folder name inside the index folder).")
     return shard_list
 
 
@@ -342,7 +419,7 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
             if not shard_list.get("complete"):
                 raise SpanInputError(f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
                                      "run the same build again to resume it.")
-            names = [name for name in shard_list["shards"] if isinstance(name, str) and re.fullmatch(r"[\w.-]+", name)]
+            names = [name for name in shard_list["shards"] if is_plain_name(name)]
             if not names or len(names) != len(shard_list["shards"]):
                 raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
             directories.extend(os.path.join(path, name) for name in names)

@@ -27,7 +27,7 @@ from sentence_transformers.sentence_transformer.model_card import SentenceTransf
 
 from slice_st.config import DEFAULT_MODEL_NAME, get_span_config, hub_offline
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
-from slice_st.text import require
+from slice_st.text import atomic_file, require
 
 __all__ = [
     "SliceModelCardData", "DataSource", "DATA_SOURCES", "training_sources", "card_license", "apply_model_card", "render_model_card",
@@ -146,9 +146,8 @@ def slice_template_path() -> Path:
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(composed, encoding="utf-8")
-        os.replace(tmp, path)
+        with atomic_file(path, "w", encoding="utf-8", sync=False) as handle:  # shared temp folder: never through a planted link
+            handle.write(composed)
     return path
 
 

@@ -16,7 +16,10 @@ import shutil
 import subprocess
 from typing import Any
 
-__all__ = ["ship_adapter", "dev_figures", "sts_figures", "training_curve", "TRAINING_DATA_LICENCES"]
+from slice_st.text import FileAccessError, check_creatable
+
+__all__ = ["SHIPPED_FILES", "TRAINING_DATA_LICENCES", "check_ship_destination", "dev_figures", "ship_adapter", "sts_figures",
+           "training_curve"]
 
 #: What the offline training sets allow (see the shared DATA.md): the strictest governs the weights.
 TRAINING_DATA_LICENCES = {
@@ -27,6 +30,42 @@ TRAINING_DATA_LICENCES = {
     "msmarco": "CC BY-NC-SA 4.0 (non-commercial; MS MARCO terms)",
 }
 WEIGHTS_LICENCE = "cc-by-nc-sa-4.0"
+#: The files :func:`ship_adapter` writes into its destination (and the only ones it replaces there).
+SHIPPED_FILES = ("adapter_config.json", "adapter_model.safetensors", "provenance.json")
+
+
+def check_ship_destination(destination: str, overwrite: bool = False) -> None:
+    """Refuse, before any work, a ``destination`` :func:`ship_adapter` must not write: a symbolic link, a file,
+    a folder with files in it (unless ``overwrite``), or one that cannot be created. Raises :class:`FileAccessError`.
+    """
+    destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
+    if os.path.islink(destination):
+        raise FileAccessError(f"output {destination} is a symbolic link: name the real folder to ship the adapter into.")
+    if os.path.exists(destination):
+        if not os.path.isdir(destination):
+            raise FileAccessError(f"output {destination} is a file, not a folder.")
+        if not os.access(destination, os.W_OK | os.X_OK):
+            raise FileAccessError(f"output {destination} is not writable (permission denied).")
+        if os.listdir(destination) and not overwrite:
+            raise FileAccessError(f"output {destination} is not empty: name a new or empty folder, or pass --overwrite "
+                                  f"(overwrite=True) to replace only {', '.join(SHIPPED_FILES)} in it.")
+        for file in SHIPPED_FILES:
+            target = os.path.join(destination, file)
+            if os.path.isdir(target) and not os.path.islink(target):
+                raise FileAccessError(f"cannot ship the adapter to {destination}: {target} is a folder.")
+        return
+    check_creatable(destination)
+
+
+def _staging_folder(destination: str) -> str:
+    """A fresh, private folder to assemble the shipped files in: inside ``destination`` if it exists, else beside it."""
+    import tempfile
+
+    if os.path.isdir(destination):
+        return tempfile.mkdtemp(prefix=".ship-adapter-", dir=destination)
+    parent = os.path.dirname(os.path.abspath(destination))
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(destination))}.ship-adapter-", dir=parent)
 
 
 def dev_figures(model, dev_path: str, *, setups: tuple[str, ...] = ("full", "single"), batch_size: int = 32) -> dict[str, Any]:
@@ -90,12 +129,18 @@ def sts_figures(model, sts_path: str) -> dict[str, float]:
 
 
 def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None, sts_dev_path: str | None = None,
-                 name: str = "slice-minilm") -> dict[str, Any]:
+                 name: str = "slice-minilm", overwrite: bool = False) -> dict[str, Any]:
     """Copy ``run_dir/adapter`` into ``destination`` with a ``provenance.json``; returns the provenance.
 
     The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
     (and with ``sts_dev_path``, on STS-B sentence similarity); the run's dev curve is recorded too.
     Nothing in ``destination`` changes unless every step succeeds.
+
+    ``destination`` must be a new or empty folder; a folder with files in it is refused unless
+    ``overwrite=True``, and then only the shipped files (:data:`SHIPPED_FILES`) are replaced — nothing
+    else in it is touched. A ``destination`` that is a file or a symbolic link is a
+    :class:`slice_st.text.FileAccessError`. The files are staged in a fresh temporary folder, removed
+    whatever happens.
     """
     from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
     from slice_st.pretrained import merge_lora_adapter
@@ -108,6 +153,8 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
         raise ValueError(f"the adapter is {size / 2**20:.1f} MiB; the package ships at most 4 MiB (lower --lora-r).")
+    destination = os.path.normpath(os.fspath(destination))
+    check_ship_destination(destination, overwrite)
     config_path = os.path.join(run_dir, "final", "slice_train_config.json")
     recipe = {}
     if os.path.isfile(config_path):
@@ -138,23 +185,30 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
             if sts_dev_path:
                 metrics[label]["sts_dev"] = sts_figures(model, sts_dev_path)
         provenance["dev_metrics"] = metrics
-    staging = destination.rstrip("/") + ".staging"
-    shutil.rmtree(staging, ignore_errors=True)
-    os.makedirs(staging)
-    for file in files:
-        shutil.copyfile(os.path.join(adapter, file), os.path.join(staging, file))
-        os.chmod(os.path.join(staging, file), 0o644)
-    with open(os.path.join(staging, "adapter_config.json"), encoding="utf-8") as handle:
-        adapter_config = json.load(handle)
-    adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME
-    with open(os.path.join(staging, "adapter_config.json"), "w", encoding="utf-8") as handle:
-        json.dump(adapter_config, handle, indent=2, sort_keys=True)
-    with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
-        json.dump(provenance, handle, indent=2)
-    merge_lora_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter before replacing
-    if os.path.isdir(destination):
-        shutil.rmtree(destination)
-    os.replace(staging, destination)
+    staging = _staging_folder(destination)
+    try:
+        for file in files:
+            shutil.copyfile(os.path.join(adapter, file), os.path.join(staging, file))
+            os.chmod(os.path.join(staging, file), 0o644)
+        with open(os.path.join(staging, "adapter_config.json"), encoding="utf-8") as handle:
+            adapter_config = json.load(handle)
+        adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME
+        with open(os.path.join(staging, "adapter_config.json"), "w", encoding="utf-8") as handle:
+            json.dump(adapter_config, handle, indent=2, sort_keys=True)
+        with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
+            json.dump(provenance, handle, indent=2)
+        merge_lora_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter before replacing
+        if os.path.isdir(destination):  # --overwrite: replace only the files shipped (a link among them: the link itself)
+            for file in SHIPPED_FILES:
+                os.replace(os.path.join(staging, file), os.path.join(destination, file))
+        else:
+            os.rename(staging, destination)
+    except OSError as error:
+        if isinstance(error, FileAccessError) or error.errno is None:
+            raise
+        raise FileAccessError(f"cannot ship the adapter to {destination}: {error.strerror or error}.") from error
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # the fresh folder made above, never a user's
     return provenance
 
 

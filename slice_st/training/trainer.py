@@ -25,7 +25,7 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "save_adapter", "load_sts_data", "sts_evaluator"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output", "save_adapter", "load_sts_data", "sts_evaluator"]
 
 logger = logging.getLogger(__name__)
 
@@ -514,17 +514,55 @@ def _dev_evaluator(config: TrainConfig):
     return SequentialEvaluator(evaluators, main_score_function=lambda scores: scores[0])
 
 
-def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
+def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
+    """Check, before any work, that a run may write into ``output_dir``; returns it.
+
+    A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
+    ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
+    (the trainer may then replace and rotate what is there). A file, a path under a file or an
+    unwritable parent is a :class:`slice_st.text.FileAccessError` too.
+
+    Args:
+        output_dir: The run's folder (``slice-st train -o``).
+        resume: The run continues from its last checkpoint (``--resume``).
+        overwrite: Write into a folder that has files in it (``--overwrite``).
+
+    Returns:
+        ``output_dir``.
+
+    Example:
+        >>> check_train_output("runs/new-run")  # doctest: +SKIP
+        'runs/new-run'
+    """
+    from slice_st.text import FileAccessError, check_creatable
+
+    if os.path.exists(output_dir) or os.path.islink(output_dir):
+        if not os.path.isdir(output_dir):
+            raise FileAccessError(f"output {output_dir} is a file, not a folder.")
+        if not os.access(output_dir, os.W_OK | os.X_OK):
+            raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
+        if os.listdir(output_dir) and not (resume or overwrite):
+            raise FileAccessError(f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
+                                  "folder, continue that run with --resume, or pass --overwrite.")
+        return output_dir
+    check_creatable(output_dir)
+    return output_dir
+
+
+def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None, *, overwrite: bool = False):
     """Train, save the final (best) model to ``output_dir/final`` and return the model.
 
+    ``output_dir`` must be new or empty unless ``config.resume`` or ``overwrite`` (see :func:`check_train_output`).
     With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
     ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
     end, ``trainer.push_to_hub()`` uploads the final model with its card.
     """
-    import shutil
     import sys
 
     from slice_st.config import save_slice_model
+
+    if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
+        check_train_output(config.output_dir, resume=config.resume, overwrite=overwrite)
 
     trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
     checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
@@ -546,7 +584,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     staged, parked = os.path.join(config.output_dir, "_final.new"), os.path.join(config.output_dir, "_final.old")
     if trainer.is_world_process_zero():
         for folder in (staged, parked):
-            shutil.rmtree(folder, ignore_errors=True)
+            _remove_run_folder(folder)
         save_slice_model(model, staged)
         with open(os.path.join(staged, "slice_train_config.json"), "w", encoding="utf-8") as handle:
             json.dump(dataclasses.asdict(config), handle, indent=2)
@@ -564,14 +602,25 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
         if trainer.is_world_process_zero():
-            shutil.rmtree(final, ignore_errors=True)
+            _remove_run_folder(final)
             os.replace(staged, final)
-            shutil.rmtree(parked, ignore_errors=True)
+            _remove_run_folder(parked)
             from slice_st.config import has_adapters
 
             if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
                 save_adapter(model, os.path.join(config.output_dir, "adapter"))
     return model
+
+
+def _remove_run_folder(path: str) -> None:
+    """Remove a folder of the run (``final``, ``_final.new``, ``_final.old``): a symbolic link there is removed as a
+    link, never followed (a user's folder it points to keeps its files)."""
+    import shutil
+
+    if os.path.islink(path) or os.path.isfile(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
