@@ -3,6 +3,8 @@ span, results of one document never overlap by default, "max-cosine" with overla
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from test_index import QUERIES, make_docs
@@ -216,3 +218,34 @@ def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
         assert all(m.score <= m.cosine for m in matches)
         assert all(a.unit_end <= b.unit_start or b.unit_end <= a.unit_start
                    for a in matches for b in matches if a is not b and a.doc_index == b.doc_index)
+
+
+def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp_path, capsys):
+    from slice_st.cli import main
+    from slice_st.scoring import DEFAULT_SCORER, SCORERS
+
+    index = SpanIndex.build(docs[:40], tiny_model, max_span=MAX_SPAN)
+    index.save(tmp_path / "ix")
+    query = SCORED_QUERIES[0]
+
+    def mine(*options):
+        code = main(["mine", "--index", str(tmp_path / "ix"), "--model", tiny_model_dir, "-q", query, "-k", "15", "--per-doc", "0",
+                     "-f", "jsonl", *options])
+        assert code == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    seen = set()
+    for options, scorer, overlap in (((), DEFAULT_SCORER, False), (("--scorer", "max-cosine"), "max-cosine", False),
+                                     (("--scorer", "max-cosine", "--overlap"), "max-cosine", True), (("--overlap",), "phrase", True)):
+        rows = mine(*options)
+        expected = index.search(query, top_k=15, scorer=scorer, overlap=overlap)[0]
+        assert [(r["doc_id"], r["start"], r["end"]) for r in rows] == [(m.doc_id, m.start, m.end) for m in expected]
+        assert [r["score"] for r in rows] == [round(m.score, 6) for m in expected]
+        assert [r["cosine"] for r in rows] == [round(m.cosine, 6) for m in expected]
+        assert {r["scorer"] for r in rows} == {scorer}
+        seen.add(tuple((r["doc_id"], r["start"], r["end"], r["score"]) for r in rows))
+    assert len(seen) == 4  # each option changes the result: none is ignored
+    assert set(SCORERS) == {"phrase", "max-cosine"}  # the CLI's --scorer choices
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "--index", str(tmp_path / "ix"), "-q", "dog", "--scorer", "cosine"])
+    assert exit_info.value.code == 2 and "invalid choice: 'cosine'" in capsys.readouterr().err
