@@ -38,22 +38,22 @@ def sharded(tiny_model, docs):
     ])
 
 
-def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN):
+def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, unit="word"):
     """Every span of every text materialised (``encode_spans``): per query, arrays doc, unit start, unit end, cosine, score.
 
     The costs come from each text's own units (``text_units``), flagged text by text: independent of the index's arrays.
     """
     scorer = resolve_scorer(scorer)
-    encodings = model.encode_spans(texts, min_span=min_span, max_span=max_span, show_progress_bar=False)
+    encodings = model.encode_spans(texts, min_span=min_span, max_span=max_span, unit=unit, show_progress_bar=False)
     vectors = np.concatenate([e.embeddings for e in encodings]).astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     docs = np.concatenate([np.full(len(e), t) for t, e in enumerate(encodings)])
     units = np.concatenate([e.units for e in encodings]).astype(np.int64)
     query_vectors = slice_st.embed_texts(model, queries).double().numpy()
     query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
-    profiles = query_profiles(queries, [len(s) for s, _, _ in text_units(model.tokenizer, queries, "word")])
+    profiles = query_profiles(queries, [len(s) for s, _, _ in text_units(model.tokenizer, queries, unit)])
     flags = []
-    for text, (starts, ends, _) in zip(texts, text_units(model.tokenizer, texts, "word")):
+    for text, (starts, ends, _) in zip(texts, text_units(model.tokenizer, texts, unit)):
         flags.append(unit_flags([text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]))
     out = []
     for q in range(len(queries)):
@@ -117,6 +117,16 @@ def test_scored_search_equals_brute_force(tiny_model, docs, index, sharded, scor
                 for match in got:
                     assert match.span == docs[match.doc_index][match.start : match.end] and match.doc_id == str(match.doc_index)
                     assert match.score <= match.cosine + 1e-12
+
+
+def test_token_spans_and_a_sub_range_equal_brute_force(tiny_model, docs):
+    """Token units: the queries' lengths and the flags are counted in tokens ("city." is two units, "." a sentence end)."""
+    tokens = SpanIndex.build(docs[:40], tiny_model, max_span=5, unit="token")
+    spans = every_span(tiny_model, docs[:40], SCORED_QUERIES, "phrase", min_span=2, max_span=4, unit="token")
+    for overlap, per_document in ((False, None), (True, 2)):
+        results = tokens.search(SCORED_QUERIES, top_k=12, min_span=2, max_span=4, per_document=per_document, overlap=overlap)
+        for got, want in zip(results, spans):
+            assert_same(got, reference(want, 12, per_document, None, overlap))
 
 
 def test_phrase_is_the_default_and_changes_the_ranking(docs, index):
