@@ -272,10 +272,13 @@ def _greedy(order: np.ndarray, docs: np.ndarray, starts: np.ndarray, ends: np.nd
             overlap: bool) -> np.ndarray:
     """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap filter.
 
-    Loops over the kept spans only: each keep drops, in one vectorised step, every later span of its
-    document that overlaps it (``[start, end)`` in document units) or that would pass the cap.
+    Loops over the kept spans only: each keep drops, in one vectorised step over the later spans of its
+    document, those that overlap it (``[start, end)`` in document units) or that would pass the cap.
     """
     alive = np.ones(len(order), dtype=bool)
+    by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
+    doc_values, doc_first = np.unique(docs[by_doc], return_index=True)
+    doc_bounds = dict(zip(doc_values.tolist(), zip(doc_first.tolist(), np.append(doc_first[1:], len(by_doc)).tolist())))
     kept: list[int] = []
     used: dict[int, int] = {}
     position = 0
@@ -285,12 +288,13 @@ def _greedy(order: np.ndarray, docs: np.ndarray, starts: np.ndarray, ends: np.nd
             break
         kept.append(position)
         doc = int(docs[position])
+        lo, hi = doc_bounds[doc]
+        later = by_doc[lo:hi]
+        later = later[later > position]  # the document's spans ranked below this one
+        used[doc] = used.get(doc, 0) + 1
+        if per_document is not None and used[doc] >= per_document:
+            alive[later] = False
+        elif not overlap:
+            alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = False
         position += 1
-        same = docs[position:] == doc
-        if not overlap:
-            alive[position:] &= ~(same & (starts[position:] < ends[position - 1]) & (ends[position:] > starts[position - 1]))
-        if per_document is not None:
-            used[doc] = used.get(doc, 0) + 1
-            if used[doc] >= per_document:
-                alive[position:] &= ~same
     return order[np.asarray(kept, dtype=np.int64)]
