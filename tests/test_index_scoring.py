@@ -203,6 +203,7 @@ def test_unit_flags_are_per_document_and_follow_changes(tiny_model, tiny_model_s
     for text, (starts, ends, _) in zip(texts, text_units(tiny_model_short.tokenizer, texts, "word")):
         expected.append(unit_flags([text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]))
     docs, first, _ = index._locate(np.arange(index.num_units), np.ones(index.num_units, dtype=np.int64))
+    assert np.array_equal(marks, mark_prefix(flags))
     assert flags.tolist() == [int(expected[d][u]) for d, u in zip(docs, first)]
     assert not flags[np.flatnonzero((docs == 1) & (first == 0))[0]] & AFTER_DETERMINER  # "man," follows "the" of another text
     assert index._unit_flags()[0] is flags  # cached
