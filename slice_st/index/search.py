@@ -122,6 +122,7 @@ def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
 
 
 def check_overlap(overlap: bool) -> bool:
+    """``overlap`` if it is a bool (whether a search may return spans overlapping a better one of the same document)."""
     if not isinstance(overlap, bool):
         raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
     return overlap
