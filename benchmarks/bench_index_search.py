@@ -14,6 +14,10 @@ B. ~1M tokens: the real index's arrays **replicated** (``SpanIndex.merge`` of R 
    hour). Exact search of 1 query (target <= 1 s) and a batch of 32 (queries/s); the same R copies
    as R memory-mapped shards searched together (``ShardedSpanIndex``); the FAISS stage on it
    (recall by score, since every span exists R times).
+D. The span scorer's cost (issue 22): ``search()`` with ``scorer="phrase", overlap=False`` (the default) against
+   ``scorer="max-cosine", overlap=True`` (the plain cosine top-k), side by side round-robin in this one run on the same
+   index (the real one, and with ``--scorer-tokens N`` its arrays replicated to ~N tokens), 1 query and 32, top_k=10,
+   without and with per_document=1; the ratio of medians, and how many scans and spans each asked for.
 C. Build throughput: ``SpanIndex.build`` vs plain ``model.encode`` of the same documents (which
    truncates them at max_seq_length) and vs ``model.encode`` of the same windows (same tokens).
    ``--build-processes N`` adds a build encoding in an N-process pool (sentence-transformers'
@@ -96,17 +100,74 @@ def faiss_grid(index, query_vectors, exact, exact_seconds, grid, label):
     return rows
 
 
+def replicated(index, copies: int):
+    """``copies`` copies of an index's documents merged in memory (the same arrays, new ids)."""
+    from slice_st import SpanIndex
+
+    shards = []
+    for copy in range(copies):
+        shard = SpanIndex.__new__(SpanIndex)
+        shard.__dict__.update(index.__dict__)
+        shard.doc_ids = [f"{doc_id}#{copy}" for doc_id in index.doc_ids]
+        shards.append(shard)
+    return SpanIndex.merge(shards)
+
+
+def scorer_cost(index, queries, label: str, repeats: int) -> dict:
+    """D: search() time, phrase + no overlap vs max-cosine + overlap, interleaved; returns the figures."""
+    from _common import run_interleaved
+
+    _, flag_seconds = timed(index._unit_flags)
+    print(f"  unit flags of {index.num_units} units computed once (cached on the index): {flag_seconds:.2f} s")
+    setups = {"max-cosine, overlap": {"scorer": "max-cosine", "overlap": True}, "phrase, no overlap": {"scorer": "phrase", "overlap": False}}
+    cases, scans = {}, {}
+    real_top_spans = index._top_spans
+    for per_document in (None, 1):
+        for batch in (1, 32):
+            for name, options in setups.items():
+                case = f"{name}, {batch}q, per_doc={per_document}"
+                picked = queries[1:2] if batch == 1 else queries
+
+                def run(picked=picked, options=options, per_document=per_document):
+                    start = time.perf_counter()
+                    index.search(picked, top_k=10, per_document=per_document, **options)
+                    return {"wall": time.perf_counter() - start}
+
+                asked = []
+                index._top_spans = lambda vectors, k, *rest: asked.append((len(vectors), k)) or real_top_spans(vectors, k, *rest)
+                run()  # warm, and count the scans
+                index._top_spans = real_top_spans
+                scans[case] = asked
+                cases[case] = run
+    results = run_interleaved(cases, repeats, log=lambda line: None)
+    figures = {}
+    print(f"  {'search(), top_k=10':<34}{'max-cosine+overlap':>19}{'phrase, no overlap':>19}{'ratio':>7}   scans (queries, k) phrase")
+    for per_document in (None, 1):
+        for batch in (1, 32):
+            plain = median(r["wall"] for r in results[f"max-cosine, overlap, {batch}q, per_doc={per_document}"])
+            phrase_case = f"phrase, no overlap, {batch}q, per_doc={per_document}"
+            phrase = median(r["wall"] for r in results[phrase_case])
+            row = f"{batch} quer{'y' if batch == 1 else 'ies'}, per_document={per_document}"
+            print(f"  {row:<34}{plain:>17.3f} s{phrase:>17.3f} s{phrase / plain:>6.2f}x   {scans[phrase_case]}")
+            figures[f"{label}_{batch}q_per_doc_{per_document}"] = {"max_cosine_overlap_s": plain, "phrase_no_overlap_s": phrase,
+                                                                  "ratio": phrase / plain, "phrase_scans": scans[phrase_case]}
+    flush()
+    return figures | {f"{label}_flags_s": flag_seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", default="runs/bench_index")
     parser.add_argument("--queries-from", default=os.path.join("..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"))
     parser.add_argument("--target-tokens", type=int, default=1_000_000)
     parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
-    parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C")
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C,D")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (model encoding)")
     parser.add_argument("--search-threads", type=int, default=None,
                         help="torch threads of the exact scan (default: slice_st.index.search.SEARCH_THREADS = 1; 0: torch's setting)")
     parser.add_argument("--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)")
+    parser.add_argument("--scorer-tokens", type=int, default=0, help="D: also on the real index replicated to ~N tokens")
+    parser.add_argument("--scorer-repeats", type=int, default=3, help="D: timed repetitions of each case (round-robin)")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
     import torch
@@ -176,6 +237,18 @@ def main() -> None:
                     "B_merged_search32_s": merged_search, "B_sharded_same": same}
         figures["B_faiss"] = faiss_grid(big, query_vectors, exact, batch, [("ivf", 4, 2, [32, 64, 128], [512, 1024])], "B")
         del big, shards
+
+    if "D" not in skip:
+        print(f"\nD. the span scorer's cost: search() with scorer='phrase', overlap=False vs 'max-cosine', overlap=True "
+              f"(medians of {args.scorer_repeats}, round-robin; query encoding included)")
+        print(f"  real index ({tokens} tokens, {index.num_units} units)")
+        figures["D"] = scorer_cost(index, queries, "real", args.scorer_repeats)
+        if args.scorer_tokens:
+            copies = max(1, math.ceil(args.scorer_tokens / tokens))
+            big = replicated(index, copies)
+            print(f"  the real index replicated {copies}x ({copies * tokens} tokens, {big.num_units} units)")
+            figures["D"] |= scorer_cost(big, queries, f"x{copies}", args.scorer_repeats)
+            del big
 
     if "C" not in skip:
         from build_corpus_index import read_docs

@@ -225,7 +225,7 @@ def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
         return real_scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs)
 
     monkeypatch.setattr(slice_st.index.span_index, "top_spans_flat", scan)
-    assert len(index.search("guitar", top_k=10**7)[0]) == 5 * 3 - 3 + 3 * 3 - 3  # every span of both documents
+    assert len(index.search("guitar", top_k=10**7, overlap=True)[0]) == 5 * 3 - 3 + 3 * 3 - 3  # every span of both documents
     assert len(index.search("guitar", top_k=10**7, per_document=1)[0]) == 2
     with pytest.raises(SpanInputError, match="min_span=200 is longer than a model window"):
         tiny_model.encode_spans("a b", min_span=200, max_span=10**9)

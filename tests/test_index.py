@@ -70,7 +70,7 @@ def index(tiny_model, docs):
 
 def test_search_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 25, 1, 8)
-    results = index.search(QUERIES, top_k=25)
+    results = index.search(QUERIES, top_k=25, scorer="max-cosine", overlap=True)  # the cosine ranking (the scorer: test_index_scoring)
     for got, want in zip(results, expected):
         assert_same_ranking(got, want)
         for match in got:
@@ -80,7 +80,7 @@ def test_search_equals_brute_force(tiny_model, docs, index):
 
 def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES[:2], 15, 2, 5)
-    for got, want in zip(index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5), expected):
+    for got, want in zip(index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5, scorer="max-cosine", overlap=True), expected):
         assert_same_ranking(got, want)
         assert all(2 <= m.unit_end - m.unit_start <= 5 for m in got)
 
@@ -88,7 +88,7 @@ def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
 def test_per_document_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 100_000, 1, 8)
     for per_document in (1, 2):
-        for got, want in zip(index.search(QUERIES, top_k=12, per_document=per_document), expected):
+        for got, want in zip(index.search(QUERIES, top_k=12, per_document=per_document, scorer="max-cosine", overlap=True), expected):
             kept, seen = [], {}
             for entry in want:
                 if seen.get(entry[0], 0) < per_document:
@@ -112,7 +112,7 @@ def test_windowed_documents_equal_brute_force(make_tiny_model):
     index = SpanIndex.build(docs, model, max_span=4)
     assert index.info()["segments"] > 3 * len(docs)
     expected = brute_force(model, docs, QUERIES, 30, 1, 4)
-    for got, want in zip(index.search(QUERIES, top_k=30), expected):
+    for got, want in zip(index.search(QUERIES, top_k=30, scorer="max-cosine", overlap=True), expected):
         assert_same_ranking(got, want)
 
 
@@ -122,10 +122,10 @@ def test_20k_word_document_is_exact(tiny_model):
     index = SpanIndex.build([document], tiny_model, max_span=6)
     assert index.num_units >= 20_000
     expected = brute_force(tiny_model, [document], QUERIES[:2], 20, 1, 6)
-    for got, want in zip(index.search(QUERIES[:2], top_k=20), expected):
+    for got, want in zip(index.search(QUERIES[:2], top_k=20, scorer="max-cosine", overlap=True), expected):
         assert_same_ranking(got, want, tolerance=1e-5)
     # every span's score, not only the top: compare the whole ranking of one query
-    everything = index.search(QUERIES[0], top_k=2000)[0]
+    everything = index.search(QUERIES[0], top_k=2000, scorer="max-cosine", overlap=True)[0]
     want = brute_force(tiny_model, [document], QUERIES[:1], 2000, 1, 6)[0]
     np.testing.assert_allclose([m.score for m in everything], [w[3] for w in want], atol=1e-5, rtol=0)
 
@@ -207,7 +207,11 @@ def test_merge_shards_equals_one_index(tiny_model, docs, index):
     shards = [SpanIndex.build(docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8) for i in (0, 100, 200)]
     merged = SpanIndex.merge(shards)
     assert merged.doc_ids == index.doc_ids
-    _same(merged.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
+    _same(merged.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True), index.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True))
+    # the default scorer too (separately built: the unit sums differ by float rounding, ~1e-7)
+    for x, y in zip(merged.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10)):
+        assert [(m.doc_id, m.start, m.end) for m in x] == [(m.doc_id, m.start, m.end) for m in y]
+        np.testing.assert_allclose([m.score for m in x], [m.score for m in y], atol=1e-6)
     with pytest.raises(SpanInputError, match="Duplicate"):
         SpanIndex.merge([shards[0], shards[0]])
     with pytest.raises(SpanInputError, match="other settings"):

@@ -50,11 +50,11 @@ def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
     lines = out.out.splitlines()
     assert "== a man plays the guitar" in lines and "== my bag" in lines
     assert sum(1 for line in lines if "«" in line and "»" in line) == 6  # highlighted spans
-    assert "0-5" not in out.out  # no calibration yet
+    assert "score   0-5" not in out.out  # no calibration yet: no 0-5 column
 
     code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "jsonl")
     rows = [json.loads(line) for line in out.out.splitlines()]
-    assert len(rows) == 2 and set(rows[0]) == {"query", "rank", "score", "doc_id", "start", "end", "span"}
+    assert len(rows) == 2 and set(rows[0]) == {"query", "rank", "score", "cosine", "scorer", "doc_id", "start", "end", "span"}
     code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "csv", "--threshold", "-1")
     table = list(csv.DictReader(io.StringIO(out.out)))
     assert [row["rank"] for row in table] == ["1", "2"]

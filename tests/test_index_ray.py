@@ -115,7 +115,8 @@ def test_ray_search_equals_sharded_search(built, model):
     with RayShardedSpanIndex.load(str(output), model, workers=2) as on_ray:
         assert on_ray.workers == 2 and len(on_ray) == len(sharded) and on_ray.info()["workers"] == 2
         for options in ({"top_k": 8}, {"top_k": 5, "per_document": 1}, {"top_k": 7, "min_span": 2, "max_span": 4, "threshold": 0.2},
-                        {"top_k": 10_000}, {"top_k": 6, "approximate": True}):
+                        {"top_k": 10_000}, {"top_k": 6, "approximate": True}, {"top_k": 8, "scorer": "max-cosine", "overlap": True},
+                        {"top_k": 5, "per_document": 2, "overlap": True}, {"top_k": 6, "scorer": "max-cosine", "approximate": True}):
             assert _key(on_ray.search(QUERIES, **options)) == _key(sharded.search(QUERIES, **options)), options
     with pytest.raises(SpanInputError, match="closed"):
         on_ray.search("dog")

@@ -381,7 +381,7 @@ def _candidates(args) -> int:
     return 0
 
 
-INDEX_FIELDS = ["query", "rank", "score", "calibrated", "doc_id", "start", "end", "span"]
+INDEX_FIELDS = ["query", "rank", "score", "cosine", "scorer", "calibrated", "doc_id", "start", "end", "span"]
 
 
 def mine_index(args) -> int:
@@ -402,16 +402,20 @@ def _search_and_write(index, queries, args) -> int:
     if args.unit is not None and args.unit != index.span_config.unit:
         raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
                          f"the index is built: `slice-st index build --unit {args.unit}`).")
+    from slice_st.scoring import resolve_scorer
+
+    scorer = resolve_scorer(getattr(args, "scorer", None))
     results = index.search(
         queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
         batch_size=args.batch_size, approximate=getattr(args, "approximate", False),
-        per_document=None if args.per_doc == 0 else args.per_doc,
+        per_document=None if args.per_doc == 0 else args.per_doc, scorer=scorer, overlap=getattr(args, "overlap", False),
     )
     rows = []
     for query, matches in zip(queries, results):
         for rank, match in enumerate(matches, start=1):
             rows.append({
-                "query": query, "rank": rank, "score": round(match.score, 6), "calibrated": match.calibrated,
+                "query": query, "rank": rank, "score": round(match.score, 6), "cosine": round(match.cosine, 6), "scorer": scorer.name,
+                "calibrated": match.calibrated,
                 "doc_id": match.doc_id, "start": match.start, "end": match.end, "span": match.span,
                 "where": os.path.basename(match.doc_id), "text": index.texts[match.doc_index],
             })

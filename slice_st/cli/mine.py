@@ -27,6 +27,9 @@ def add_mine_command(commands) -> None:
                       help="search a saved corpus index instead of FILEs (slice-st index build); repeat it, or name a directory of indexes, to search shards together")
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
     mine.add_argument("--per-doc", type=int, default=1, metavar="N", help="with --index: at most N spans per document (0: no limit; default 1)")
+    mine.add_argument("--scorer", choices=("phrase", "max-cosine"), default=None,
+                      help="with --index: 'phrase' (default: the cosine less costs for clipped phrases) or 'max-cosine' (the paper's)")
+    mine.add_argument("--overlap", action="store_true", help="with --index: allow spans overlapping a better one of the same document")
     mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
     mine.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
     mine.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")

@@ -1,9 +1,11 @@
-"""What searching an index shares: option checks, the per-document ranking loop, scan threads, the match type."""
+"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), scan threads,
+the unit flags the scorer reads, the match type."""
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -12,8 +14,13 @@ import torch
 
 from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError, as_text_list, check_threshold
+from slice_st.scoring import AFTER_DETERMINER, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.tokens import text_units
 
-__all__ = ["IndexMatch", "SEARCH_THREADS", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
+__all__ = [
+    "IndexMatch", "SEARCH_THREADS", "SCORED_SCAN_FACTOR", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list",
+    "ranked", "search_scorer", "check_overlap", "span_costs_for", "index_unit_flags", "cached_unit_flags",
+]
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,13 @@ class IndexMatch:
     unit_end: int
     #: The cosine on the STS 0–5 scale when the index has a calibration (:meth:`SpanIndex.set_calibration`).
     calibrated: float | None = None
+    #: The span's raw cosine to the query; ``score`` is the scorer's (``cosine`` minus its costs, never above it).
+    cosine: float | None = None
 
+
+#: With a scorer that has costs, or the overlap filter, the first scan asks for this many spans per result kept
+#: (``top_k × per_document``): nested spans of one place and spans whose costs drop them crowd the top by cosine.
+SCORED_SCAN_FACTOR = 64
 
 #: Torch intra-op threads of the exact scan (``None``: torch's own setting). The scan is memory-bound;
 #: on a shared 2-core machine a second thread waiting for a busy core made a 32-query batch 4x slower.
@@ -99,35 +112,190 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
     return query_list
 
 
-def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None,
-           limit: int | None = None) -> list[list[IndexMatch]]:
-    """Matches per query from ``scan(vectors, k)``; with ``per_document``, asks for more spans until ``top_k`` survive the cut.
+def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
+    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default), resolved once; a bad one is a
+    :class:`SpanInputError`."""
+    try:
+        return resolve_scorer(scorer)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
 
+
+def check_overlap(overlap: bool) -> bool:
+    """``overlap`` if it is a bool (whether a search may return spans overlapping a better one of the same document)."""
+    if not isinstance(overlap, bool):
+        raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
+    return overlap
+
+
+def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table: Callable[[], tuple[np.ndarray, np.ndarray]]):
+    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain scorer).
+
+    ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
+    when a scorer has costs); the queries' profiles use their lengths in the index's ``unit``.
+    """
+    if scorer.is_plain:
+        return None
+    lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)]
+    profiles = query_profiles(queries, lengths)
+    flags, marks = flag_table()
+
+    def costs(query_index: int, units: np.ndarray, span_lengths: np.ndarray) -> np.ndarray:
+        return costs_of_spans(scorer, flags, marks, profiles[query_index], units, span_lengths)
+
+    return costs
+
+
+def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.ndarray:
+    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays, computed per document.
+
+    Rows are units of segments (model windows, which may overlap): each row is mapped to its
+    document's unit number, the document's units are taken in order (``texts[doc][start:end]`` from
+    ``unit_chars``) and flagged together, so ``AFTER_DETERMINER`` looks at the previous unit of the same
+    document, never of another. Runs ``unit_flags`` over chunks of units (one unit of overlap between chunks).
+    """
+    bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
+    total = int(bounds[-1]) if len(bounds) else 0
+    if not total:
+        return np.zeros(0, dtype=np.uint8)
+    counts = np.diff(bounds)
+    row_docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), counts)
+    row_units = np.repeat(np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1], counts) + np.arange(total)
+    order = np.lexsort((row_units, row_docs))
+    docs, units = row_docs[order], row_units[order]
+    first = np.ones(total, dtype=bool)
+    first[1:] = (docs[1:] != docs[:-1]) | (units[1:] != units[:-1])
+    unique_rows = order[first]
+    unique_docs, unique_units = docs[first], units[first]
+    chars = np.asarray(arrays["unit_chars"])[unique_rows]
+    flags = np.zeros(len(unique_rows), dtype=np.uint8)
+    for lo in range(0, len(unique_rows), chunk):
+        hi = min(lo + chunk, len(unique_rows))
+        start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
+        strings = [texts[doc][a:b] for doc, a, b in zip(unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(),
+                                                        chars[start:hi, 1].tolist())]
+        flags[lo:hi] = unit_flags(strings)[lo - start :]
+    # a document's first unit (or one after a gap) follows no unit of its own document
+    follows = np.zeros(len(flags), dtype=bool)
+    follows[1:] = (unique_docs[1:] == unique_docs[:-1]) & (unique_units[1:] == unique_units[:-1] + 1)
+    flags[~follows] &= np.uint8(~AFTER_DETERMINER & 0xFF)
+    row_flags = np.empty(total, dtype=np.uint8)
+    row_flags[order] = flags[np.cumsum(first) - 1]
+    return row_flags
+
+
+def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(flags, mark_prefix(flags))`` of ``owner``, computed once and kept while ``key`` (an array the flags derive
+    from, e.g. ``unit_chars``) is the same object; an index that changes its arrays gets new flags."""
+    cache = getattr(owner, "_unit_flag_cache", None)
+    if cache is not None and cache[0]() is key:
+        return cache[1], cache[2]
+    flags = compute()
+    marks = mark_prefix(flags)
+    owner._unit_flag_cache = (weakref.ref(key), flags, marks)
+    return flags, marks
+
+
+def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None,
+           limit: int | None = None, *, costs=None, locate=None, overlap: bool = True) -> list[list[IndexMatch]]:
+    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's score.
+
+    ``costs(query_index, units, lengths)``: the scorer's costs (``None``: every cost 0, the cosine is the
+    score). ``locate(units, lengths)``: each span's ``(document, first unit, end unit)`` in its document,
+    needed by ``per_document`` and by the overlap filter (``overlap=False``: a span overlapping a
+    better-scoring kept span of the same document is dropped, greedily, best first).
     ``limit``: at least as many spans as the index holds; ``k`` never exceeds it (a huge ``top_k`` costs nothing).
+
+    Exact, because every cost is >= 0: a score is never above its cosine. The scan returns the ``M``
+    best spans by cosine; every span it left out has cosine, hence score, at most the ``M``-th cosine
+    ``c_M``. The scanned spans are scored, sorted by score, capped per document and filtered for overlap
+    (best first); once ``top_k`` are kept and the ``top_k``-th kept score is >= ``c_M``, no span left out
+    could rank above a kept one or drop one (the filter only ever drops a span for a better one), so the
+    result is the one a ranking of every span would give (up to exact ties). Else ``M`` grows 4x and the
+    scan runs again, until the scan holds every span, or (with ``threshold``, which applies to the score)
+    ``c_M`` is below the threshold (nothing left out can pass it). Queries are scanned together; only
+    those not settled are scanned again.
     """
     threshold = check_threshold(threshold)
     limit = max(1, limit) if limit is not None else None
     if limit is not None:
         top_k = min(top_k, limit)
-    if per_document is None:
-        scores, units, lengths = scan(vectors, top_k)
-        return [to_matches(q, scores[q], units[q], lengths[q], threshold) for q in range(len(vectors))]
-    results = []
-    for q in range(len(vectors)):
-        asked = 16 * top_k * per_document  # overlapping spans of one document crowd the top
+    if costs is None and overlap:  # the cosine order: one scan (none per document), or today's 16x for the cap
+        asked = top_k if per_document is None else 16 * top_k * per_document
+    else:
+        asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
+    results: list[list[IndexMatch] | None] = [None] * len(vectors)
+    pending = list(range(len(vectors)))
+    while pending:
         if limit is not None:
             asked = min(asked, limit)
-        while True:
-            scores, units, lengths = (values[0] for values in scan(vectors[q : q + 1], asked))
-            matches = to_matches(q, scores, units, lengths, threshold)
-            kept, per_doc = [], {}
-            for match in matches:
-                if per_doc.get(match.doc_index, 0) < per_document:
-                    per_doc[match.doc_index] = per_doc.get(match.doc_index, 0) + 1
-                    kept.append(match)
-            exhausted = len(matches) < asked or (limit is not None and asked >= limit)  # every span was ranked
-            if len(kept) >= top_k or exhausted:
-                break
-            asked = asked * 4 if limit is None else min(asked * 4, limit)
-        results.append(kept[:top_k])
+        batch = vectors if len(pending) == len(vectors) else vectors[pending]
+        scores, units, lengths = scan(batch, asked)
+        unsettled = []
+        for row, query_index in enumerate(pending):
+            settled = _select(query_index, scores[row], units[row], lengths[row], asked, limit, top_k, threshold, per_document,
+                              costs, locate, overlap)
+            if settled is None:
+                unsettled.append(query_index)
+                continue
+            cosines, scored, chosen_units, chosen_lengths = settled
+            results[query_index] = to_matches(query_index, scored, chosen_units, chosen_lengths, None, cosines=cosines)
+        pending = unsettled
+        asked *= 4
     return results
+
+
+def _select(query_index: int, cosines, units, lengths, asked: int, limit: int | None, top_k: int, threshold: float | None,
+            per_document: int | None, costs, locate, overlap: bool):
+    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None`` when the
+    scan was too short to be sure of them (see :func:`ranked`)."""
+    cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
+    valid = np.isfinite(cosines) & (units >= 0)
+    scanned = int(valid.sum())
+    cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
+    exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
+    lowest = float(cosines.min()) if scanned else -np.inf
+    scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
+    candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+    order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order (cosine, then position)
+    if per_document is None and overlap:
+        chosen = order[:top_k]
+    else:
+        chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
+    settled = (exhausted or (threshold is not None and lowest < threshold)
+               or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest))
+    if not settled:
+        return None
+    return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
+
+
+def _greedy(order: np.ndarray, docs: np.ndarray, starts: np.ndarray, ends: np.ndarray, top_k: int, per_document: int | None,
+            overlap: bool) -> np.ndarray:
+    """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap filter.
+
+    Loops over the kept spans only: each keep drops, in one vectorised step over the later spans of its
+    document, those that overlap it (``[start, end)`` in document units) or that would pass the cap.
+    """
+    alive = np.ones(len(order), dtype=bool)
+    by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
+    doc_values, doc_first = np.unique(docs[by_doc], return_index=True)
+    doc_bounds = dict(zip(doc_values.tolist(), zip(doc_first.tolist(), np.append(doc_first[1:], len(by_doc)).tolist())))
+    kept: list[int] = []
+    used: dict[int, int] = {}
+    position = 0
+    while len(kept) < top_k and position < len(order):
+        position += int(np.argmax(alive[position:]))
+        if not alive[position]:
+            break
+        kept.append(position)
+        doc = int(docs[position])
+        lo, hi = doc_bounds[doc]
+        later = by_doc[lo:hi]
+        later = later[later > position]  # the document's spans ranked below this one
+        used[doc] = used.get(doc, 0) + 1
+        if per_document is not None and used[doc] >= per_document:
+            alive[later] = False
+        elif not overlap:
+            alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = False
+        position += 1
+    return order[np.asarray(kept, dtype=np.int64)]

@@ -11,12 +11,15 @@ import numpy as np
 import torch
 
 from slice_st.encode import SpanInputError, check_threshold
-from slice_st.index.search import IndexMatch, check_search, query_list, ranked
+from slice_st.index.search import IndexMatch, check_overlap, check_search, query_list, ranked, search_scorer, span_costs_for
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
+from slice_st.scoring import mark_prefix
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from slice_st.scoring import SpanScorer
 
 __all__ = ["ShardedSpanIndex", "merge_top_spans", "empty_top_spans"]
 
@@ -124,22 +127,48 @@ class ShardedSpanIndex:
         candidates: int | None = None,
         nprobe: int | None = None,
         per_document: int | None = None,
+        scorer: str | SpanScorer | None = None,
+        overlap: bool = False,
         prompt_name: str | None = None,
         prompt: str | None = None,
         device: str | None = None,
     ) -> list[list[IndexMatch]]:
-        """:meth:`SpanIndex.search` over all shards (same options); queries are embedded once."""
+        """:meth:`SpanIndex.search` over all shards (same options, same exact scorer ranking); queries are embedded once."""
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
         check_threshold(threshold)
-        vectors = self.embed_queries(query_list(queries), batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
+        scorer, overlap = search_scorer(scorer), check_overlap(overlap)
+        query_texts = query_list(queries)
+        vectors = self.embed_queries(query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
+        costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
 
         def scan(query_vectors: torch.Tensor, k: int):
             return self.scan(query_vectors, k, wanted.min_span, wanted.max_span, approximate=approximate, candidates=candidates,
                              nprobe=nprobe)
 
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit, costs=costs, locate=self._locate,
+                      overlap=overlap)
+
+    def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed once."""
+        keys = [shard._unit_flags()[0] for shard in self.shards]
+        cache = getattr(self, "_unit_flag_cache", None)
+        if cache is None or len(cache[0]) != len(keys) or any(a is not b for a, b in zip(cache[0], keys)):
+            flags = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint8)
+            self._unit_flag_cache = (keys, flags, mark_prefix(flags))
+        return self._unit_flag_cache[1], self._unit_flag_cache[2]
+
+    def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`SpanIndex._locate` for units numbered across the shards; documents numbered across them too."""
+        units, lengths = np.asarray(units, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+        positions = np.searchsorted(self._unit_bases, units, side="right") - 1
+        docs, first, end = (np.zeros(len(units), dtype=np.int64) for _ in range(3))
+        for position in np.unique(positions).tolist():
+            rows = positions == position
+            shard_docs, shard_first, shard_end = self.shards[position]._locate(units[rows] - self._unit_bases[position], lengths[rows])
+            docs[rows], first[rows], end[rows] = shard_docs + self._doc_bases[position], shard_first, shard_end
+        return docs, first, end
 
     def _check_approximate(self, approximate: bool) -> None:
         if approximate:
@@ -168,15 +197,15 @@ class ShardedSpanIndex:
             running = merge_top_spans(running, found, base)
         return running
 
-    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
+    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None) -> list[IndexMatch]:
         matches = []
-        for score, unit, length in zip(scores, units, lengths):
+        for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             if not np.isfinite(score) or unit < 0:
                 continue
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             shard = self.shards[position]
-            for match in shard._matches(query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold):
-                calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
+            for match in shard._matches(query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]):
+                calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
                 matches.append(dataclasses.replace(match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated))
         return matches
 

@@ -40,7 +40,10 @@ from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity, model_runtime, model_source
-from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked, search_threads
+from slice_st.index.search import (
+    IndexMatch, as_tensor, cached_unit_flags, check_overlap, check_search, index_unit_flags, query_list, ranked, search_scorer, search_threads,
+    span_costs_for,
+)
 from slice_st.index.storage import (
     ARRAYS,
     DATA_MARKER,
@@ -68,6 +71,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from slice_st.index.ray_engine import RayBuild
+    from slice_st.scoring import SpanScorer
 
 __all__ = ["SpanIndex", "SEARCH_BLOCK_UNITS", "SEARCH_SCORE_BUFFER", "DOCUMENTS_PER_STEP"]
 
@@ -499,11 +503,13 @@ class SpanIndex:
         candidates: int | None = None,
         nprobe: int | None = None,
         per_document: int | None = None,
+        scorer: str | SpanScorer | None = None,
+        overlap: bool = False,
         prompt_name: str | None = None,
         prompt: str | None = None,
         device: str | None = None,
     ) -> list[list[IndexMatch]]:
-        """For each query, the ``top_k`` spans of the whole corpus by cosine, best first.
+        """For each query, the ``top_k`` best spans of the whole corpus by the scorer's score, best first.
 
         Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` /
         ``prompt_name`` choose the query prompt (default: the model's ``"query"`` prompt, as
@@ -518,17 +524,47 @@ class SpanIndex:
         exactly (same scores as the exact search; only spans outside the candidates can be missed).
 
         ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
-        documents, each with its best span). Still exact: the scan asks for more spans (doubling)
-        until ``top_k`` survive the per-document cut or every span has been ranked.
+        documents, each with its best span).
+
+        ``scorer`` (a name of :data:`slice_st.scoring.SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
+        default ``"phrase"``) decides the ranking: a match's ``score`` is the span's ``cosine`` minus the
+        scorer's costs (length against the query's, function-word starts and ends, cut noun phrases,
+        clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine alone (the paper's
+        protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that
+        overlaps a better-scoring kept span of the same document (no nested copies of one place);
+        ``overlap=True`` returns them too.
+
+        Still exact with a scorer, the cap and the filter: costs are never negative, so no span scores
+        above its cosine. The scan takes the ``M`` best spans by cosine, scores them, sorts by score and
+        applies the cap and the filter; when the ``top_k``-th kept score is at least the ``M``-th
+        (lowest scanned) cosine, no span left out can outrank or displace a kept one. Otherwise ``M``
+        grows 4x and the scan runs again (until every span was ranked, or the lowest scanned cosine is
+        below ``threshold``). With ``"max-cosine"`` and ``overlap=True`` this is the plain cosine top-k.
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         if approximate and self._candidates is None:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
         check_threshold(threshold)
-        vectors = self.embed_queries(query_list(queries), batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
+        scorer, overlap = search_scorer(scorer), check_overlap(overlap)
+        query_texts = query_list(queries)
+        vectors = self.embed_queries(query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit)
+        costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
+        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit, costs=costs, locate=self._locate,
+                      overlap=overlap)
+
+    def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the arrays stay."""
+        return cached_unit_flags(self, self._arrays["unit_chars"], lambda: index_unit_flags(self.texts, self._arrays))
+
+    def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Spans (start unit rows, lengths) as ``(document, first unit, end unit)`` in their documents' unit numbers."""
+        arrays = self._arrays
+        units = np.asarray(units, dtype=np.int64)
+        segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
+        first = np.asarray(arrays["segment_first_unit"])[segments] + units - np.asarray(arrays["segment_units"])[segments]
+        return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
         """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
@@ -560,10 +596,11 @@ class SpanIndex:
             )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
-    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
+    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None) -> list[IndexMatch]:
+        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the cosines)."""
         arrays = self._arrays
         matches = []
-        for score, unit, length in zip(scores, units, lengths):
+        for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             if not np.isfinite(score) or (threshold is not None and score < threshold):
                 continue
             segment = int(np.searchsorted(arrays["segment_units"], unit, side="right")) - 1
@@ -571,10 +608,10 @@ class SpanIndex:
             start = int(arrays["unit_chars"][unit, 0])
             end = int(arrays["unit_chars"][unit + length - 1, 1])
             unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
-            calibrated = None if self.calibration is None else round(self.calibration.degree(float(score)), 4)
+            calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
             matches.append(IndexMatch(
                 query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score),
-                unit_start, unit_start + int(length), calibrated,
+                unit_start, unit_start + int(length), calibrated, float(cosine),
             ))
         return matches
 
