@@ -163,12 +163,13 @@ def test_unknown_similarity_is_a_clear_error(tiny_model):
 
 def test_index_search_prompt_and_device(prompted):
     index = SpanIndex.build([TEXT, "The flight was late again."], prompted, max_span=3)
-    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu", scorer="max-cosine")[0][0]  # best_spans: the max cosine
+    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][0]  # the same default scorer as best_spans
     expected = prompted.best_spans([QUERY], [TEXT, "The flight was late again."], max_span=3)
     best = expected.ranked(0)[0]
     assert (found.span, found.doc_index) == (best.span, best.text_index)
     assert found.score == pytest.approx(best.score, abs=1e-5)
-    assert index.search(QUERY, top_k=1, scorer="max-cosine")[0][0].score == pytest.approx(found.score, abs=1e-6)  # default: the "query" prompt
+    assert found.cosine == pytest.approx(best.similarity, abs=1e-5)
+    assert index.search(QUERY, top_k=1)[0][0].score == pytest.approx(found.score, abs=1e-6)  # default: the "query" prompt
 
 
 def _pooling_model(tiny_model_dir, mode="mean", dense=False):

@@ -233,7 +233,7 @@ def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
 
 def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp_path, capsys):
     from slice_st.cli import main
-    from slice_st.scoring import DEFAULT_SCORER, SCORERS
+    from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS
 
     index = SpanIndex.build(docs[:40], tiny_model, max_span=MAX_SPAN)
     index.save(tmp_path / "ix")
@@ -256,7 +256,7 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
         assert {r["scorer"] for r in rows} == {scorer}
         seen.add(tuple((r["doc_id"], r["start"], r["end"], r["score"]) for r in rows))
     assert len(seen) == 4  # each option changes the result: none is ignored
-    assert set(SCORERS) == {"phrase", "max-cosine"}  # the CLI's --scorer choices
+    assert set(SPAN_SCORERS) == {"phrase", "max-cosine"}  # the CLI's --scorer choices
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(tmp_path / "ix"), "-q", "dog", "--scorer", "cosine"])
     assert exit_info.value.code == 2 and "invalid choice: 'cosine'" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import torch
 
 from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError, as_text_list, check_threshold
-from slice_st.scoring import AFTER_DETERMINER, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.scoring import AFTER_DETERMINER, CLAUSE_AFTER, CLAUSE_BEFORE, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 
 __all__ = [
@@ -174,11 +174,16 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
         start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
         strings = [texts[doc][a:b] for doc, a, b in zip(unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(),
                                                         chars[start:hi, 1].tolist())]
-        flags[lo:hi] = unit_flags(strings)[lo - start :]
+        flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     follows = np.zeros(len(flags), dtype=bool)
     follows[1:] = (unique_docs[1:] == unique_docs[:-1]) & (unique_units[1:] == unique_units[:-1] + 1)
     flags[~follows] &= np.uint8(~AFTER_DETERMINER & 0xFF)
+    # clauses start at a document's first unit and end at its last (not at a chunk's edges)
+    flags[unique_units == 0] |= np.uint8(CLAUSE_BEFORE)
+    last = np.ones(len(flags), dtype=bool)
+    last[:-1] = unique_docs[1:] != unique_docs[:-1]
+    flags[last] |= np.uint8(CLAUSE_AFTER)
     row_flags = np.empty(total, dtype=np.uint8)
     row_flags[order] = flags[np.cumsum(first) - 1]
     return row_flags

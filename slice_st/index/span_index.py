@@ -526,7 +526,7 @@ class SpanIndex:
         ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
         documents, each with its best span).
 
-        ``scorer`` (a name of :data:`slice_st.scoring.SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
+        ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
         default ``"phrase"``) decides the ranking: a match's ``score`` is the span's ``cosine`` minus the
         scorer's costs (length against the query's, function-word starts and ends, cut noun phrases,
         clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine alone (the paper's
