@@ -822,21 +822,31 @@ def flat_span_scores(
     [[0.7071, 1.0]]
     """
     unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
-    scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=unit_vectors.device)
+    device = unit_vectors.device
+    scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=device)
     rows, slots = (starts >= 0).nonzero(as_tuple=True)
     if not rows.numel():
         return scores
-    widest = int(lengths.max())
-    steps = torch.arange(widest, device=unit_vectors.device)
-    for first in range(0, rows.numel(), chunk):
-        r, s = rows[first : first + chunk], slots[first : first + chunk]
-        span_starts, span_lengths = starts[r, s], lengths[r, s]
-        units = (span_starts[:, None] + steps[None, :]).clamp(max=unit_vectors.shape[0] - 1)
-        inside = steps[None, :] < span_lengths[:, None]
-        vectors = unit_vectors[units.flatten()].double().view(len(r), widest, -1)
-        numerators = ((vectors * unit_queries[r][:, None, :]).sum(-1) * inside).sum(-1)
-        norms = span_norms[span_starts, span_lengths - norm_min_span].double()
-        scores[r, s] = torch.where(torch.isfinite(norms) & (norms > 0), numerators / norms, float("-inf"))
+    span_starts, span_lengths = starts[rows, slots], lengths[rows, slots]
+    widest = int(span_lengths.max())
+    steps = torch.arange(widest, device=device)
+    total = unit_vectors.shape[0]
+    units = (span_starts[:, None] + steps[None, :]).clamp(max=total - 1)  # (n, widest)
+    inside = steps[None, :] < span_lengths[:, None]
+    # Each (query, unit) dot product once, however many candidate spans of that query cover the unit
+    # (a query's top spans overlap heavily): float64 dots of the distinct pairs, then summed per span.
+    keys = (rows[:, None] * total + units)[inside]
+    distinct, inverse = torch.unique(keys, return_inverse=True)
+    dots = torch.empty(distinct.numel(), dtype=torch.float64, device=device)
+    for first in range(0, distinct.numel(), chunk):
+        part = distinct[first : first + chunk]
+        vectors = unit_vectors[part % total].double()
+        dots[first : first + chunk] = (vectors * unit_queries[part // total]).sum(-1)
+    per_unit = torch.zeros(units.shape, dtype=torch.float64, device=device)
+    per_unit[inside] = dots[inverse]
+    numerators = per_unit.sum(-1)
+    norms = span_norms[span_starts, span_lengths - norm_min_span].double()
+    scores[rows, slots] = torch.where(torch.isfinite(norms) & (norms > 0), numerators / norms, float("-inf"))
     return scores
 
 
