@@ -26,6 +26,7 @@ from slice_st.cli.export import add_export_command
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
+from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import add_train_command
 from slice_st.text import MissingExtraError, TextRecord, read_texts
 
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     add_mine_command(commands)
     add_index_command(commands)
+    add_serve_command(commands)
     add_train_command(commands)
     add_data_commands(commands)  # make-passages, make-context
     add_evaluation_commands(commands)  # table, mteb
