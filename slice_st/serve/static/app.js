@@ -42,7 +42,7 @@ async function search(event) {
     const body = await api("/api/search", {
       method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ queries: [query], top_k: parseInt($("top-k").value, 10) || 50,
-                             per_document: parseInt($("per-document").value, 10) || 5 }),
+                             per_document: parseInt($("per-document").value, 10) || 3 }),
     });
     state.query = query;
     state.results = body.results[0].matches;
