@@ -21,15 +21,19 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
 __all__ = [
     "check_creatable",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
-    "MissingExtraError", "require", "is_ray_address",
+    "MissingExtraError", "require", "is_ray_address", "guess_split", "SPLITS",
 ]
+
+#: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
+#: (:func:`guess_split`, per file).
+SPLITS = ("auto", "line", "paragraph")
 
 BOM = "\ufeff"
 
@@ -156,15 +160,17 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
     >>> [(r.line, r.text) for r in read_texts([str(path)], "paragraph")]
     [(1, 'first line'), (3, 'second\\nstill second')]
     """
-    if split not in ("line", "paragraph"):
-        raise ValueError(f"split must be 'line' or 'paragraph', got {split!r}.")
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
     records: list[TextRecord] = []
     for path in paths:
         block: list[str] = []
         block_start, block_line = 0, 0
-        for number, offset, raw in file_lines(path):
+        lines = file_lines(path)
+        mode = guess_split(raw for _, _, raw in lines) if split == "auto" else split
+        for number, offset, raw in lines:
             text = raw.rstrip("\r\n")
-            if split == "line":
+            if mode == "line":
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
             elif text.strip():
@@ -177,6 +183,43 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
         if block:
             records.append(_paragraph(path, block_line, block_start, block))
     return records
+
+
+#: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
+_LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
+#: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100 columns).
+WRAPPED_MIN_LENGTH = 40
+
+
+def guess_split(lines: Iterable[str]) -> str:
+    """``"paragraph"`` when a text's lines are hard-wrapped (a paragraph broken over several lines), else ``"line"``.
+
+    The heuristic looks at the *inner* lines: non-blank lines followed by another non-blank line (a
+    line inside a block). Lines are hard-wrapped when (1) at least half of the non-blank lines are inner
+    lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
+    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters. One text per
+    line (chat turns, tickets, a list of phrases: short lines or lines ending a sentence) stays ``"line"``.
+
+    >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
+    'line'
+    >>> wrapped = ["The installer copies the files into the folder that you chose in the\\n",
+    ...            "first step, then asks whether the service should start when the computer\\n",
+    ...            "boots. Choose yes unless another program already uses the same port.\\n", "\\n",
+    ...            "To remove it, open the control panel and select the entry named after\\n", "the product.\\n"]
+    >>> guess_split(wrapped)
+    'paragraph'
+    """
+    texts = [line.rstrip("\r\n") for line in lines]
+    filled = [bool(text.strip()) for text in texts]
+    inner = [texts[i] for i in range(len(texts) - 1) if filled[i] and filled[i + 1]]
+    nonblank = sum(filled)
+    if not inner or 2 * len(inner) < nonblank:
+        return "line"
+    open_ended = sum(1 for text in inner if not _LINE_END.search(text))
+    lengths = sorted(len(text.strip()) for text in inner)
+    if open_ended < 0.6 * len(inner) or lengths[(len(lengths) - 1) // 2] < WRAPPED_MIN_LENGTH:
+        return "line"
+    return "paragraph"
 
 
 def _paragraph(path: str, line: int, offset: int, lines: list[str]) -> TextRecord:
