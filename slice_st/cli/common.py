@@ -22,7 +22,7 @@ __all__ = [
     "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
     "report", "json_ready", "dumps_json", "read_queries", "write_rows", "expand_inputs", "add_format_argument", "FORMATS",
-    "CORPUS_SUFFIXES", "write_records", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
+    "CORPUS_SUFFIXES", "write_records", "html_document", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
 ]
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
@@ -402,6 +402,17 @@ _HTML_STYLE = (
     "vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     "mark{background:#ffe27a}.where{color:#52607a;white-space:nowrap}"
 )
+
+
+def html_document(title: str, blocks: Sequence[tuple[str, str]]) -> str:
+    """One self-contained HTML page: ``blocks`` are ``(tag, text)`` pairs (e.g. ``("pre", table)``), every text escaped.
+
+    >>> html_document("t", [("pre", "a < b")]).count("a &lt; b")
+    1
+    """
+    body = "".join(f"<{tag}>{html.escape(text)}</{tag}>" for tag, text in blocks)
+    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_HTML_STYLE}</style></head><body>{body}</body></html>\n")
 
 
 def _html_page(rows: list[dict], threshold) -> str:

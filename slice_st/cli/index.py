@@ -422,6 +422,30 @@ def _candidates(args) -> int:
 INDEX_FIELDS = ["query", "rank", "score", "calibrated", "doc_id", "start", "end", "span"]
 
 
+def _best_documents(index, queries: list[str], texts: int, per_text: int | None, spans: int | None, options: dict) -> list[list]:
+    """The spans of each query's ``texts`` best documents (``per_text`` each), at most ``spans`` in all.
+
+    The search asks for ``texts × per_text`` spans (at most ``per_text`` per document), and for 4 times more
+    while the best documents could still have more spans to show; the first ``texts`` documents of a
+    ranking are always the ``texts`` best, whatever the number asked.
+    """
+    cap = max(len(index), 1) * (per_text or 1)
+    first = min(texts * (per_text or 1), cap)
+    results = []
+    for query, matches in zip(queries, index.search(queries, top_k=first, **options)):  # one batch; more only where needed
+        asked = first
+        while True:
+            best = list(dict.fromkeys(match.doc_id for match in matches))[:texts]
+            kept = [match for match in matches if match.doc_id in set(best)]
+            complete = per_text is not None and len(kept) >= len(best) * per_text and len(best) == texts
+            if complete or len(matches) < asked or asked >= cap:
+                break
+            asked = min(asked * 4, cap)
+            matches = index.search([query], top_k=asked, **options)[0]
+        results.append(kept[:spans] if spans else kept)
+    return results
+
+
 def _search(args) -> int:
     """``slice-st index search DIR…``: :func:`mine_index` with the directories as positional arguments."""
     args.index = args.index if isinstance(args.index, list) else [args.index]
@@ -447,15 +471,14 @@ def _search_and_write(index, queries, args) -> int:
         raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
                          f"the index is built: `slice-st index build --unit {args.unit}`).")
     texts, per_text, spans = result_counts(args, index=True)
-    results = index.search(
-        queries, top_k=spans or (texts or max(len(index), 1)) * (per_text or 1), threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
-        batch_size=args.batch_size, approximate=getattr(args, "approximate", False), per_document=per_text,
-    )
+    options = {"threshold": args.threshold, "min_span": args.min_span, "max_span": args.max_span, "batch_size": args.batch_size,
+               "approximate": getattr(args, "approximate", False), "per_document": per_text}
+    if texts is None:
+        results = index.search(queries, top_k=spans or max(len(index), 1) * (per_text or 1), **options)
+    else:
+        results = _best_documents(index, queries, texts, per_text, spans, options)
     rows = []
     for query, matches in zip(queries, results):
-        if texts is not None:  # the spans of the best ``texts`` documents
-            shown = list(dict.fromkeys(match.doc_id for match in matches))[:texts]
-            matches = [match for match in matches if match.doc_id in set(shown)]
         for rank, match in enumerate(matches, start=1):
             rows.append({
                 "query": query, "rank": rank, "score": round(match.score, 6), "calibrated": match.calibrated,
