@@ -197,8 +197,10 @@ def guess_split(lines: Iterable[str]) -> str:
     The heuristic looks at the *inner* lines: non-blank lines followed by another non-blank line (a
     line inside a block). Lines are hard-wrapped when (1) at least half of the non-blank lines are inner
     lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
-    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters. One text per
-    line (chat turns, tickets, a list of phrases: short lines or lines ending a sentence) stays ``"line"``.
+    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) at
+    least 75% of them are at least 70% as long as the wrapping width (the 90th percentile of their lengths):
+    filled to a width. One text per line (chat turns, tickets, a list of phrases: short lines, lines ending a
+    sentence, or lines of any length) stays ``"line"``.
 
     >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
     'line'
@@ -219,6 +221,9 @@ def guess_split(lines: Iterable[str]) -> str:
     lengths = sorted(len(text.strip()) for text in inner)
     if open_ended < 0.6 * len(inner) or lengths[(len(lengths) - 1) // 2] < WRAPPED_MIN_LENGTH:
         return "line"
+    wrap = lengths[int(0.9 * (len(lengths) - 1))]  # about the wrapping width
+    if sum(1 for length in lengths if length >= 0.7 * wrap) < 0.75 * len(lengths):
+        return "line"  # lengths all over the place: one text per line, not a paragraph filled to a width
     return "paragraph"
 
 

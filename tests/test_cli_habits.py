@@ -226,3 +226,12 @@ def test_columns_stay_aligned_with_long_paths():
     assert all(line[column:].startswith("0-4 ") for line in body), out.getvalue()
     context = header.index("match in context")
     assert all(line[context:].startswith("«text»") for line in body)
+
+
+def test_guess_split_keeps_unpunctuated_lines_of_any_length():
+    import random
+
+    rng = random.Random(9)
+    words = "the dog barks late today house green river city plays guitar flight".split()
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 20))) + "\n" for _ in range(12)]
+    assert guess_split(lines) == "line"
