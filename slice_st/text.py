@@ -189,6 +189,8 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
 #: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100 columns).
 WRAPPED_MIN_LENGTH = 40
+#: ``guess_split``: the widest hard-wrapped line (text is wrapped at 60-100 columns).
+WRAPPED_MAX_WIDTH = 100
 
 
 def guess_split(lines: Iterable[str]) -> str:
@@ -197,9 +199,9 @@ def guess_split(lines: Iterable[str]) -> str:
     The heuristic looks at the *inner* lines: non-blank lines followed by another non-blank line (a
     line inside a block). Lines are hard-wrapped when (1) at least half of the non-blank lines are inner
     lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
-    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) at
-    least 75% of them are at least 70% as long as the wrapping width (the 90th percentile of their lengths):
-    filled to a width. One text per line (chat turns, tickets, a list of phrases: short lines, lines ending a
+    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) they
+    are filled to a width: the longest is at most :data:`WRAPPED_MAX_WIDTH` characters and at least 75% of
+    them are within 20 characters of it. One text per line (chat turns, tickets, a list of phrases: short lines, lines ending a
     sentence, or lines of any length) stays ``"line"``.
 
     >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
@@ -221,8 +223,8 @@ def guess_split(lines: Iterable[str]) -> str:
     lengths = sorted(len(text.strip()) for text in inner)
     if open_ended < 0.6 * len(inner) or lengths[(len(lengths) - 1) // 2] < WRAPPED_MIN_LENGTH:
         return "line"
-    wrap = lengths[int(0.9 * (len(lengths) - 1))]  # about the wrapping width
-    if sum(1 for length in lengths if length >= 0.7 * wrap) < 0.75 * len(lengths):
+    width = lengths[-1]  # the wrapping width: a wrapped line breaks before the word that would pass it
+    if width > WRAPPED_MAX_WIDTH or sum(1 for length in lengths if length >= width - 20) < 0.75 * len(lengths):
         return "line"  # lengths all over the place: one text per line, not a paragraph filled to a width
     return "paragraph"
 

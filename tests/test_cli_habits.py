@@ -235,3 +235,17 @@ def test_guess_split_keeps_unpunctuated_lines_of_any_length():
     words = "the dog barks late today house green river city plays guitar flight".split()
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 20))) + "\n" for _ in range(12)]
     assert guess_split(lines) == "line"
+
+
+
+def test_guess_split_needs_lines_filled_to_a_width():
+    """Unpunctuated lines whose lengths happen to cluster, but past a wrapping width (or spread out): lines."""
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from test_index import make_docs
+
+    texts = make_docs(12, seed=9, low=4, high=20)  # tests/test_index_shards.py's corpus: one document per line
+    for part in (texts, texts[:6], texts[6:]):
+        assert guess_split([text + "\n" for text in part]) == "line"
+    assert guess_split(["x" * 70 + " end\n", "y" * 66 + " more\n", "z" * 72 + " tail\n", "last line.\n"]) == "paragraph"

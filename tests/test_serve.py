@@ -241,3 +241,16 @@ def test_cli_serve_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", str(tmp_path / "missing.txt"), "--quiet"])
     assert exit_info.value.code == 2 and "slice-st: error:" in capsys.readouterr().err
+
+
+def test_cli_serve_refuses_shards(saved, tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    from slice_st.cli import main
+
+    path, _ = saved
+    shards = tmp_path / "shards"
+    shutil.copytree(path, shards / "a")
+    with pytest.raises(SystemExit):
+        main(["serve", str(shards), "--model", tiny_model_dir, "--quiet"])
+    assert "holds index shards" in capsys.readouterr().err

@@ -11,11 +11,13 @@ import os
 
 from slice_st.cli.common import (
     add_backend_arguments,
+    expand_inputs,
     model_options,
     positive_int,
     quiet_progress,
     report,
 )
+from slice_st.text import SPLITS
 
 __all__ = ["add_serve_command"]
 
@@ -33,7 +35,8 @@ def add_serve_command(commands) -> None:
                        help="model for CORPUS files (default: the shipped slice-minilm); for an index, default: the one it was built with")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=positive_int, default=8000, help="TCP port (default 8000)")
-    serve.add_argument("--split", choices=("line", "paragraph"), default="line", help="with CORPUS: what a document of a text file is")
+    serve.add_argument("--split", choices=SPLITS, default="auto",
+                       help="with CORPUS: what a document of a text file is (default auto: paragraphs when lines are hard-wrapped)")
     serve.add_argument("--max-span", type=positive_int, default=None, help="with CORPUS: longest span indexed")
     serve.add_argument("--max-queries", type=positive_int, default=64, help="queries per search request (default 64)")
     serve.add_argument("--max-top-k", type=positive_int, default=1000, help="largest top_k / per_document of a request (default 1000)")
@@ -62,8 +65,13 @@ def _serve(args) -> int:
         if args.max_span is not None:
             raise ValueError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
     else:
+        for path in args.source:
+            if os.path.isdir(path) and (os.path.exists(os.path.join(path, "shards.json")) or any(
+                    os.path.exists(os.path.join(entry.path, MANIFEST)) for entry in os.scandir(path) if entry.is_dir())):
+                raise ValueError(f"{path} holds index shards: serve takes one index directory (merge them first: slice-st index merge).")
+        files = expand_inputs(args.source)
         model = load_model(args.model, device=args.device, **options)
-        source = IndexSource.from_files(args.source, model, split=args.split, max_span=args.max_span,
+        source = IndexSource.from_files(files, model, split=args.split, max_span=args.max_span,
                                         show_progress_bar=not args.no_progress)
     index = source.current()
     report(args, f"serving {len(index)} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")

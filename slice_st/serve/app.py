@@ -17,6 +17,7 @@ is answered 503 (the search finishes in the background).
 
 
 import asyncio
+import functools
 import inspect
 import math
 import threading
@@ -165,6 +166,10 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         except (OSError, ValueError) as error:
             raise fastapi.HTTPException(status_code=503, detail=f"the index cannot be read now: {error}") from None
 
+    @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+    def positions(index: SpanIndex) -> dict[str, int]:
+        return {doc_id: number for number, doc_id in enumerate(index.doc_ids)}
+
     def query_texts(queries: str | list[str]) -> list[str]:
         texts = [queries] if isinstance(queries, str) else list(queries)
         if not texts:
@@ -206,7 +211,7 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
              responses={404: {"description": "unknown document id"}})
     async def document(id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None) -> dict[str, Any]:
         index = current()
-        position = {doc_id: number for number, doc_id in enumerate(index.doc_ids)}.get(id)
+        position = positions(index).get(id)
         if position is None:
             raise bad_request(f"no document with id {id!r:.80}.", 404)
         query = query_texts(q)[0] if q is not None else None
