@@ -15,7 +15,8 @@ What is measured, all in this one run:
    port), ``POST /api/search`` with the same options from 1 client and from ``--clients`` clients (threads,
    one keep-alive HTTP connection each, stdlib ``http.client``), each request's latency.
 
-Printed: p50 / p95 per case (ms) and server / in-process ratios at p50 and p95 (target: <= 1.20 at p50).
+The four cases run interleaved in ``--rounds`` rounds (a share of the queries each), so that a change of the
+machine's load hits them alike. Printed: p50 / p95 / mean per case (ms), requests/s and server / in-process ratios at p50 and p95 (target: <= 1.20 at p50).
 Both sides use the same torch thread count (slice_st.backends.default_threads, as the CLI does). Cases run
 after 10 warm-up requests each; the server answers checked equal to the in-process results.
 """
@@ -64,8 +65,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_clients(queries: list[str], clients: int, request) -> list[float]:
-    """Latencies (s) of ``request(query, state)`` over ``queries`` split among ``clients`` threads started together."""
+def run_clients(queries: list[str], clients: int, request) -> tuple[list[float], float]:
+    """Latencies (s) of ``request(query, state)`` over ``queries`` split among ``clients`` threads started together, and the wall time."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients)
 
@@ -79,11 +80,12 @@ def run_clients(queries: list[str], clients: int, request) -> list[float]:
         state.get("close", lambda: None)()
 
     threads = [threading.Thread(target=work, args=(number,)) for number in range(clients)]
+    start = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return [value for part in latencies for value in part]
+    return [value for part in latencies for value in part], time.perf_counter() - start
 
 
 def main() -> int:
@@ -94,6 +96,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients of the second case (default 8)")
     parser.add_argument("--model", default=None, help="model (default: the shipped slice-minilm)")
     parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4, help="the cases run interleaved in this many rounds (default 4)")
     args = parser.parse_args()
 
     from slice_st.backends import set_torch_threads
@@ -110,8 +113,8 @@ def main() -> int:
     folder = tempfile.mkdtemp(prefix="bench-serve-")
     path = os.path.join(folder, "ix")
     start = time.perf_counter()
-    index = SpanIndex.build(texts, model, ids)
-    index.save(path)
+    SpanIndex.build(texts, model, ids).save(path)
+    index = SpanIndex.load(path, model)  # memory-mapped, as the server opens it
     print(f"index: {len(index)} documents, {index.num_units} words, spans 1..{index.span_config.max_span}; built in "
           f"{time.perf_counter() - start:.1f} s")
     queries = make_queries(lines, args.queries)
@@ -124,10 +127,6 @@ def main() -> int:
 
     for query in queries[:10]:
         in_process(query, {})
-    results = {}
-    results["in-process, 1 client"] = run_clients(queries, 1, in_process)
-    results[f"in-process, {args.clients} clients"] = run_clients(queries, args.clients, in_process)
-    flush()
 
     port = free_port()
     command = [sys.executable, "-m", "slice_st.cli", "serve", path, "--port", str(port), "--quiet", "--max-queries", "1"]
@@ -135,6 +134,7 @@ def main() -> int:
         command += ["--model", args.model]
     server = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
+    results: dict[str, tuple[list[float], float]] = {}
     try:
         deadline = time.monotonic() + 300
         while True:
@@ -163,28 +163,37 @@ def main() -> int:
             return json.loads(data)
 
         check: dict = {}
-        for query in queries[:10]:
+        for query in queries[:10]:  # warm-up, and the answers checked against the in-process search
             got = over_http(query, check)["results"][0]["matches"]
             want = index.search([query], **options)[0]
             assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want], query
         check["close"]()
-        results["server, 1 client"] = run_clients(queries, 1, over_http)
-        results[f"server, {args.clients} clients"] = run_clients(queries, args.clients, over_http)
+        # the cases interleaved in rounds (a quarter of the queries each), so that a change of the machine's load hits all alike
+        cases = [(f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
+                 for clients in (1, args.clients) for where, request in (("in-process", in_process), ("server", over_http))]
+        for round_number in range(args.rounds):
+            part = queries[round_number :: args.rounds]
+            for name, clients, request in cases:
+                values, wall = run_clients(part, clients, request)
+                before, before_wall = results.get(name, ([], 0.0))
+                results[name] = (before + values, before_wall + wall)
+            flush()
     finally:
         server.terminate()
         server.wait(30)
 
     print(f"\n{len(queries)} queries per case, top_k={args.top_k}, per_document=1; latency per request (ms)")
-    print(f"{'case':<28} {'p50':>8} {'p95':>8}")
-    for name, values in results.items():
+    print(f"{'case':<28} {'p50':>8} {'p95':>8} {'mean':>8} {'req/s':>7}")
+    for name, (values, wall) in results.items():
         p50, p95 = percentiles(values)
-        print(f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f}")
-    print("\nserver / in-process")
+        print(f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f} {1000 * float(np.mean(values)):8.2f} {len(values) / wall:7.1f}")
+    print("\nserver / in-process (latency ratios; throughput as in-process / server)")
     for clients in (1, args.clients):
         label = f"{clients} client{'s' if clients > 1 else ''}"
-        server_p = percentiles(results[f"server, {label}"])
-        local_p = percentiles(results[f"in-process, {label}"])
-        print(f"{label:<12} p50 {server_p[0] / local_p[0]:.3f}   p95 {server_p[1] / local_p[1]:.3f}   (target p50 <= 1.20)")
+        (server_values, server_wall), (local_values, local_wall) = results[f"server, {label}"], results[f"in-process, {label}"]
+        server_p, local_p = percentiles(server_values), percentiles(local_values)
+        print(f"{label:<12} p50 {server_p[0] / local_p[0]:.3f}   p95 {server_p[1] / local_p[1]:.3f}   "
+              f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}   (target p50 <= 1.20)")
     return 0
 
 
