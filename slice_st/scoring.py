@@ -34,9 +34,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import Tensor
+
+if TYPE_CHECKING:  # torch is imported by the functions that need it: the CLI reads SPAN_SCORERS without it
+    from torch import Tensor
 
 __all__ = [
     "SpanScorer",
@@ -282,12 +285,15 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
         The cost tables, on ``flags``' device.
 
     Example:
+        >>> import torch
         >>> flags = torch.from_numpy(unit_flags(["a", "man", "sings."])).long()[None]
         >>> profiles = torch.from_numpy(query_profiles(["a man sings"], [3]))
         >>> costs = span_costs(resolve_scorer("phrase"), flags, profiles, 1, 3)
         >>> [round(float(c), 3) for c in costs.of_length(3, 1, 1)[0, :, 0]]  # "a man sings.": nothing to pay
         [0.0]
     """
+    import torch
+
     device = flags.device
     flags = flags.long()
     batch, width = flags.shape

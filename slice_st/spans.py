@@ -40,6 +40,7 @@ __all__ = [
     "unit_sums",
     "span_sum_norms",
     "best_span_scores",
+    "unit_peak_scores",
     "span_cosines",
     "FlatTopSpans",
     "top_spans_flat",
@@ -848,6 +849,38 @@ def flat_span_scores(
     norms = span_norms[span_starts, span_lengths - norm_min_span].double()
     scores[rows, slots] = torch.where(torch.isfinite(norms) & (norms > 0), numerators / norms, float("-inf"))
     return scores
+
+
+def unit_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1) -> Tensor:
+    """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a query peaks.
+
+    ``dots`` ``(Q, N)`` are the dot products of unit-norm queries with the unit sums of a flat run of
+    ``N`` units, and ``span_norms`` ``(N, K)`` the stored span-sum norms (``nan`` where a span does not
+    exist), as :func:`top_spans_flat` takes them. A span's cosine is a float64 prefix-sum difference
+    over its norm; each unit then takes the maximum over the spans covering it, a sliding-window
+    maximum per span length (the loop runs over span lengths, never over spans). Units that no
+    existing span covers get ``-inf``. Returns ``(Q, N)`` float64.
+
+    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
+    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
+    >>> unit_peak_scores(dots, norms, 1, 2).round(decimals=4).tolist()
+    [[0.7071, 1.0, 0.8944]]
+    """
+    if dots.dim() != 2 or not dots.is_floating_point():
+        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+    first_column = _check_flat(span_norms, dots.shape[1], 1, min_span, max_span, norm_min_span)
+    num_queries, total = dots.shape
+    with torch.inference_mode():
+        prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
+        best = torch.full((num_queries, total), float("-inf"), dtype=torch.float64, device=dots.device)
+        for length in range(min_span, min(max_span, total) + 1):
+            count = total - length + 1
+            norms = span_norms[:count, first_column + length - min_span].double()
+            scores = torch.where(torch.isfinite(norms) & (norms > 0), (prefix[:, length:] - prefix[:, :count]) / norms, float("-inf"))
+            # unit u is covered by the spans starting at u - length + 1 .. u: a sliding maximum of width ``length``
+            padded = torch.nn.functional.pad(scores, (length - 1, length - 1), value=float("-inf"))
+            best = torch.maximum(best, padded.unfold(-1, length, 1).amax(dim=-1))
+        return best
 
 
 def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:

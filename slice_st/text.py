@@ -22,7 +22,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
@@ -30,8 +30,12 @@ from types import ModuleType
 __all__ = [
     "check_creatable", "atomic_file", "create_new_file",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
-    "MissingExtraError", "require", "is_ray_address",
+    "MissingExtraError", "require", "is_ray_address", "guess_split", "SPLITS",
 ]
+
+#: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
+#: (:func:`guess_split`, per file).
+SPLITS = ("auto", "line", "paragraph")
 
 BOM = "\ufeff"
 
@@ -224,15 +228,17 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
     >>> [(r.line, r.text) for r in read_texts([str(path)], "paragraph")]
     [(1, 'first line'), (3, 'second\\nstill second')]
     """
-    if split not in ("line", "paragraph"):
-        raise ValueError(f"split must be 'line' or 'paragraph', got {split!r}.")
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
     records: list[TextRecord] = []
     for path in paths:
         block: list[str] = []
         block_start, block_line = 0, 0
-        for number, offset, raw in file_lines(path):
+        lines = file_lines(path)
+        mode = guess_split(raw for _, _, raw in lines) if split == "auto" else split
+        for number, offset, raw in lines:
             text = raw.rstrip("\r\n")
-            if split == "line":
+            if mode == "line":
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
             elif text.strip():
@@ -245,6 +251,50 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
         if block:
             records.append(_paragraph(path, block_line, block_start, block))
     return records
+
+
+#: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
+_LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
+#: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100 columns).
+WRAPPED_MIN_LENGTH = 40
+#: ``guess_split``: the widest hard-wrapped line (text is wrapped at 60-100 columns).
+WRAPPED_MAX_WIDTH = 100
+
+
+def guess_split(lines: Iterable[str]) -> str:
+    """``"paragraph"`` when a text's lines are hard-wrapped (a paragraph broken over several lines), else ``"line"``.
+
+    The heuristic looks at the *inner* lines: non-blank lines followed by another non-blank line (a
+    line inside a block). Lines are hard-wrapped when (1) at least half of the non-blank lines are inner
+    lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
+    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) they
+    are filled to a width: the longest is at most :data:`WRAPPED_MAX_WIDTH` characters and at least 75% of
+    them are within 20 characters of it. One text per line (chat turns, tickets, a list of phrases: short lines, lines ending a
+    sentence, or lines of any length) stays ``"line"``.
+
+    >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
+    'line'
+    >>> wrapped = ["The installer copies the files into the folder that you chose in the\\n",
+    ...            "first step, then asks whether the service should start when the computer\\n",
+    ...            "boots. Choose yes unless another program already uses the same port.\\n", "\\n",
+    ...            "To remove it, open the control panel and select the entry named after\\n", "the product.\\n"]
+    >>> guess_split(wrapped)
+    'paragraph'
+    """
+    texts = [line.rstrip("\r\n") for line in lines]
+    filled = [bool(text.strip()) for text in texts]
+    inner = [texts[i] for i in range(len(texts) - 1) if filled[i] and filled[i + 1]]
+    nonblank = sum(filled)
+    if not inner or 2 * len(inner) < nonblank:
+        return "line"
+    open_ended = sum(1 for text in inner if not _LINE_END.search(text))
+    lengths = sorted(len(text.strip()) for text in inner)
+    if open_ended < 0.6 * len(inner) or lengths[(len(lengths) - 1) // 2] < WRAPPED_MIN_LENGTH:
+        return "line"
+    width = lengths[-1]  # the wrapping width: a wrapped line breaks before the word that would pass it
+    if width > WRAPPED_MAX_WIDTH or sum(1 for length in lengths if length >= width - 20) < 0.75 * len(lengths):
+        return "line"  # lengths all over the place: one text per line, not a paragraph filled to a width
+    return "paragraph"
 
 
 def _paragraph(path: str, line: int, offset: int, lines: list[str]) -> TextRecord:

@@ -347,3 +347,23 @@ def test_documents_without_spans_are_fine(tiny_model):
     index = SpanIndex.build(["", "   ", "a dog barks"], tiny_model, max_span=3)
     assert len(index) == 3
     assert {m.doc_id for m in index.search("dog", top_k=10)[0]} == {"2"}
+
+
+def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
+    """Long documents (several windows) too: the profile's maximum is the document's best span score, on its words."""
+    docs = make_docs(6, seed=3, low=20, high=60)
+    index = SpanIndex.build(docs, tiny_model_short, max_span=4)
+    assert len(index._arrays["segment_docs"]) > len(docs)  # windowed
+    query = "a quiet morning walk"
+    best = {match.doc_id: match for match in index.search(query, top_k=len(docs), per_document=1, min_span=2)[0]}
+    for doc_id, text in zip(index.doc_ids, docs):
+        chars, scores = index.unit_profile(query, doc_id, min_span=2)
+        assert [text[start:end] for start, end in chars] == text.split()
+        assert scores.max() == pytest.approx(best[doc_id].score, abs=1e-5)
+        assert np.allclose(scores[best[doc_id].unit_start : best[doc_id].unit_end], best[doc_id].score, atol=1e-5)
+        assert np.all(np.isfinite(scores))
+    assert index.unit_profile(None, index.doc_ids[0])[1] is None
+    with pytest.raises(SpanInputError, match="Unknown document"):
+        index.unit_profile(query, "missing")
+    with pytest.raises(SpanInputError, match="cannot search"):
+        index.unit_profile(query, index.doc_ids[0], max_span=9)

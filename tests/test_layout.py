@@ -34,6 +34,7 @@ LAYERS: list[list[str]] = [
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components
     ["slice_st.evaluation", "slice_st.index"],  # applications
     ["slice_st.training", "slice_st.integrations"],  # workflows
+    ["slice_st.serve"],  # the JSON API and search page: imported only by the CLI
     ["slice_st.cli"],  # the command line: imported by nothing in the library
 ]
 FACADE = "slice_st"  # slice_st/__init__.py: lazy names; only the CLI may import it
@@ -139,6 +140,12 @@ def test_no_import_cycles():
 def test_library_never_imports_the_cli():
     bad = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, _, line in imports
            if not module.startswith("slice_st.cli") and (target == "slice_st.cli" or target.startswith("slice_st.cli."))]
+    assert not bad, bad
+
+
+def test_library_never_imports_the_server():
+    bad = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, _, line in imports
+           if not module.startswith(("slice_st.serve", "slice_st.cli")) and (target == "slice_st.serve" or target.startswith("slice_st.serve."))]
     assert not bad, bad
 
 

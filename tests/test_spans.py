@@ -413,3 +413,40 @@ def test_best_span_scores_rejects_bad_query_shapes(shape):
 def test_best_span_scores_rejects_bad_bounds():
     with pytest.raises(ValueError):
         best_span_scores(torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 3, 2)
+
+
+@given(st.integers(1, 12), st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**16))
+def test_unit_peak_scores_is_the_best_covering_span(units, max_span, queries, seed):
+    from slice_st.spans import unit_peak_scores
+
+    generator = torch.Generator().manual_seed(seed)
+    vectors = torch.randn(units, 5, generator=generator)
+    query = torch.nn.functional.normalize(torch.randn(queries, 5, generator=generator), dim=-1)
+    boundary = int(torch.randint(0, units + 1, (1,), generator=generator))  # two documents: no span crosses it
+    norms = torch.full((units, max_span), float("nan"))
+    for start in range(units):
+        for length in range(1, max_span + 1):
+            end = start + length
+            if end <= units and not (start < boundary < end):
+                norms[start, length - 1] = vectors[start:end].sum(0).norm()
+    min_span = 1 + seed % max_span
+    found = unit_peak_scores(query @ vectors.T, norms, min_span, max_span)
+    expected = torch.full((queries, units), float("-inf"), dtype=torch.float64)
+    for q in range(queries):
+        for start in range(units):
+            for length in range(min_span, max_span + 1):
+                if start + length <= units and torch.isfinite(norms[start, length - 1]):
+                    score = float(query[q] @ vectors[start : start + length].sum(0)) / float(norms[start, length - 1])
+                    for unit in range(start, start + length):
+                        expected[q, unit] = max(expected[q, unit], score)
+    assert found.shape == (queries, units) and found.dtype == torch.float64
+    assert torch.allclose(found, expected, atol=1e-5)
+
+
+def test_unit_peak_scores_rejects_bad_input():
+    from slice_st.spans import unit_peak_scores
+
+    with pytest.raises(ValueError, match="dots"):
+        unit_peak_scores(torch.zeros(3), torch.ones(3, 2), 1, 2)
+    with pytest.raises(ValueError, match="span_norms"):
+        unit_peak_scores(torch.zeros(1, 3), torch.ones(3, 2), 1, 3)

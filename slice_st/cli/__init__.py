@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from slice_st.cli.export import add_export_command
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
+from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import add_train_command
 from slice_st.text import MissingExtraError, TextRecord, read_texts
 
@@ -51,13 +53,58 @@ class ArgumentParser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(2, f"slice-st: error: {message}\n")
 
+    def format_help(self) -> str:
+        return plain_text(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain_text(super().format_usage())
+
+
+#: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
+COMMAND_GROUPS = {
+    "mining": ("mine", "serve"),
+    "index": ("index",),
+    "evaluation": ("table", "mteb", "phrase-eval"),
+    "training": ("train", "make-passages", "make-context", "ship-adapter"),
+    "export": ("export",),
+}
+
+_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def plain_text(text: str) -> str:
+    """Help text without Sphinx markup: ````x```` → ``x``, ``:class:`~a.B``` → ``a.B``.
+
+    >>> plain_text("``slice-st index`` over :class:`slice_st.SpanIndex` and :func:`~slice_st.best_spans`")
+    'slice-st index over slice_st.SpanIndex and slice_st.best_spans'
+    """
+    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
+
+
+def _grouped_commands(commands) -> str:
+    """The command list of ``slice-st --help``, one block per :data:`COMMAND_GROUPS` entry."""
+    helps = {action.dest: action.help or "" for action in commands._choices_actions}
+    listed = [name for names in COMMAND_GROUPS.values() for name in names]
+    groups = dict(COMMAND_GROUPS)
+    if set(helps) - set(listed):
+        groups["other"] = tuple(sorted(set(helps) - set(listed)))
+    width = max(len(name) for name in helps) + 2
+    lines = ["commands (slice-st COMMAND --help for each):"]
+    for title, names in groups.items():
+        lines.append(f"  {title}:")
+        lines.extend(f"    {name:<{width}}{helps[name]}" for name in names if name in helps)
+    return "\n".join(lines)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="slice-st", description="Phrase mining with SLICE span embeddings.")
+    parser = ArgumentParser(prog="slice-st", description="Phrase mining with SLICE span embeddings.", usage="%(prog)s [-h] [--version] COMMAND ...",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
     add_mine_command(commands)
     add_index_command(commands)
+    add_serve_command(commands)
     add_train_command(commands)
     add_data_commands(commands)  # make-passages, make-context
     add_evaluation_commands(commands)  # table, mteb
@@ -65,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(commands)
     for command in _commands(parser):
         add_output_options(command)
+    parser.epilog = _grouped_commands(commands)
     return parser
 
 

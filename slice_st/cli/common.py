@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import csv
+import glob
+import html
 import importlib
 import json
 import logging
 import math
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from slice_st.text import FileAccessError, check_creatable, is_ray_address, read_file, split_lines
@@ -18,8 +21,17 @@ from slice_st.text import FileAccessError, check_creatable, is_ray_address, read
 __all__ = [
     "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
-    "report", "json_ready", "dumps_json", "read_queries", "write_rows",
+    "report", "json_ready", "dumps_json", "read_queries", "write_rows", "expand_inputs", "add_format_argument", "FORMATS",
+    "CORPUS_SUFFIXES", "write_records", "html_document", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
 ]
+
+#: Texts (documents) shown per query when ``--texts`` is not given.
+DEFAULT_TEXTS = 10
+
+#: ``--format`` of every command that prints results: text (aligned columns), one JSON document, JSON lines, one HTML page.
+FORMATS = ("text", "json", "jsonl", "html")
+#: Files a directory given as input stands for (searched recursively; hidden files and folders left out).
+CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
 PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
@@ -61,9 +73,12 @@ def apply_output_options(args):
     """
     saved_env = {name: os.environ.get(name) for name in _PROGRESS_ENV + ("TRANSFORMERS_VERBOSITY",)}
     saved_levels = {}
+    saved_filters = warnings.catch_warnings()  # restores the warning filters on exit
+    saved_filters.__enter__()
     if getattr(args, "quiet", False):
         args.no_progress = True
-        for name in ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st"):
+        warnings.simplefilter("ignore")  # library warnings (torch, transformers, sentence-transformers, slice_st) too
+        for name in ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st", "py.warnings"):
             saved_levels[name] = logging.getLogger(name).level
             logging.getLogger(name).setLevel(logging.ERROR)
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -83,12 +98,117 @@ def apply_output_options(args):
                 os.environ[name] = value
         for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
+        saved_filters.__exit__(None, None, None)
 
     return restore
 
 
 #: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
 _PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+
+
+def expand_inputs(paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES) -> list[str]:
+    """Input files named by ``paths``: a file stays, a folder stands for its files (recursively, in sorted order,
+    those ending in ``suffixes``; hidden ones and linked folders left out), a glob pattern (``*``, ``?``, ``[``,
+    ``**``) for the paths it matches. ``-`` (standard input) stays. A folder or pattern that names no file is an error.
+
+    >>> expand_inputs(["-"])
+    ['-']
+    """
+    found: list[str] = []
+    for path in paths:
+        if path == "-" or os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
+            found.append(path)
+        elif os.path.isdir(path):
+            files = []
+            for folder, folders, names in os.walk(path):
+                folders[:] = sorted(name for name in folders if not name.startswith("."))
+                files.extend(os.path.join(folder, name) for name in sorted(names)
+                             if not name.startswith(".") and name.lower().endswith(tuple(suffixes)))
+            if not files:
+                raise ValueError(f"no {', '.join(suffixes)} file in the folder {path}.")
+            found.extend(files)
+        elif glob.has_magic(path):
+            matches = sorted(match for match in glob.glob(path, recursive=True) if os.path.isfile(match))
+            if not matches:
+                raise ValueError(f"no file matches {path}.")
+            found.extend(matches)
+        else:
+            found.append(path)  # missing: the reader names it
+    return found
+
+
+def add_format_argument(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS, extra: Sequence[str] = ()) -> None:
+    """``-f/--format`` with the shared choices (``table`` is still accepted for ``text``)."""
+    choices = tuple(formats) + tuple(extra)
+
+    def parse(value: str) -> str:
+        value = "text" if value == "table" else value
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"invalid choice: {value!r} (choose from {', '.join(choices)})")
+        return value
+
+    parse.__name__ = "format"
+    parser.add_argument("-f", "--format", type=parse, default="text", metavar="{" + ",".join(choices) + "}",
+                        help="text: aligned columns (default); json: one JSON document; jsonl: one JSON object per line; "
+                             "html: one self-contained page" if "html" in choices else "output format (default: text)")
+
+
+def add_query_arguments(parser: argparse.ArgumentParser) -> None:
+    """The query, result-count and output options shared by ``mine`` and ``index search``.
+
+    Three counts, each with its own name: ``--texts`` (texts or documents per query), ``--per-text``
+    (spans of one text or document), ``--spans`` (spans per query in all); ``-k/--top-k`` is the old name
+    (``--texts`` with FILEs, ``--spans`` with an index).
+    """
+    parser.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
+    parser.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
+    counts = parser.add_argument_group("how many results")
+    counts.add_argument("--texts", type=int_at_least(0), default=None, metavar="N",
+                        help=f"show the N best texts (documents of an index) per query (default {DEFAULT_TEXTS}; 0: all)")
+    counts.add_argument("--per-text", "--per-doc", dest="per_text", type=int_at_least(0), default=1, metavar="M",
+                        help="spans shown of each text or document (default 1; 0 with an index: no limit). --per-doc is the old name")
+    counts.add_argument("--spans", type=positive_int, default=None, metavar="N",
+                        help="at most N spans per query in all (default: texts x per-text)")
+    counts.add_argument("-k", "--top-k", type=positive_int, default=None, metavar="N",
+                        help="old name: --texts N with FILEs, --spans N with an index")
+    parser.add_argument("-t", "--threshold", type=finite_float, default=None, help="keep matches whose score is >= T")
+    which = parser.add_argument_group("which spans")
+    from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS  # numpy only: --help stays fast
+
+    which.add_argument("--scorer", choices=tuple(SPAN_SCORERS), default=DEFAULT_SCORER,
+                       help=f"how the best span is chosen: 'phrase' (the cosine less small costs for clipped phrases) or "
+                            f"'max-cosine' (the paper's protocol) (default {DEFAULT_SCORER})")
+    which.add_argument("--overlap", action="store_true", help="also show spans overlapping a better one of the same text")
+    add_format_argument(parser, extra=("csv",))
+    parser.add_argument("--min-span", type=positive_int, default=None, help="shortest span (default: the model's, 1)")
+    parser.add_argument("--max-span", type=positive_int, default=None, help="longest span (default: the model's, 20)")
+    parser.add_argument("--unit", choices=("word", "token"), default=None, help="span unit (default: the model's, word)")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in text output")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def result_counts(args, index: bool) -> tuple[int | None, int | None, int | None]:
+    """``(texts, per_text, spans)`` from :func:`add_query_arguments`' options; ``None``: no limit.
+
+    ``-k/--top-k`` is ``--texts`` with FILEs and ``--spans`` with an index (its old meanings); it cannot be
+    given with the option it stands for.
+    """
+    texts, spans, per_text = args.texts, args.spans, args.per_text
+    if args.top_k is not None:
+        if (spans if index else texts) is not None:
+            raise ValueError(f"-k/--top-k is the old name of {'--spans' if index else '--texts'}: give one of them.")
+        if index:
+            spans = args.top_k
+        else:
+            texts = args.top_k
+    if not index and per_text == 0:
+        raise ValueError("--per-text 0 (no limit) is for an index; with FILEs give a number of spans per text.")
+    if texts is None:
+        texts = None if spans is not None else DEFAULT_TEXTS
+    return (texts or None), (per_text or None), spans
 
 
 def finite_float(value: str) -> float:
@@ -239,30 +359,90 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
 
 
 def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
-    """Write match rows as jsonl/csv (``fields``) or a table (``where``, span highlighted in ``text``; ``calibrated`` if present)."""
-    if args.format == "jsonl":
-        for row in rows:
-            out.write(dumps_json({key: row[key] for key in fields}, ensure_ascii=False) + "\n")
-    elif args.format == "csv":
-        writer = csv.DictWriter(out, fieldnames=fields, extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row)
-    else:
-        color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
-        calibrated = "calibrated" in fields
-        current = None
-        for row in rows:
-            if row["query"] != current:
-                sts = f"  {'0-5':>4}" if calibrated else ""
-                out.write(f"\n== {row['query']}\n{'rank':>4}  {'score':>6}{sts}  {'where':<24} {'chars':<11} match in context\n")
-                current = row["query"]
-            sts = ""
-            if calibrated:
-                sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
-            chars = f"{row['start']}-{row['end']}"
-            snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
-            out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {row['where']:<24} {chars:<11} {snippet}\n")
-        if not rows:
-            out.write("no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n")
+    """Write match rows as json/jsonl/csv (``fields``), an HTML page, or aligned text columns (``where``, span highlighted in ``text``)."""
+    if args.format in ("json", "jsonl", "csv"):
+        return write_records([{key: row[key] for key in fields} for row in rows], fields, args.format, out)
+    if args.format == "html":
+        out.write(_html_page(rows, getattr(args, "threshold", None)))
+        return len(rows)
+    color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
+    calibrated = "calibrated" in fields
+    where_width = max([24] + [len(row["where"]) for row in rows])  # every row's "where" fits: the columns stay aligned
+    chars_width = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
+    current = None
+    for row in rows:
+        if row["query"] != current:
+            sts = f"  {'0-5':>4}" if calibrated else ""
+            out.write(f"\n== {row['query']}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n")
+            current = row["query"]
+        sts = ""
+        if calibrated:
+            sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+        chars = f"{row['start']}-{row['end']}"
+        snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
+        out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {row['where']:<{where_width}} {chars:<{chars_width}} {snippet}\n")
+    if not rows:
+        out.write("no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n")
     return len(rows)
+
+
+def write_records(records: list[dict], fields: Sequence[str], fmt: str, out) -> int:
+    """``records`` as one JSON array (``json``), JSON lines (``jsonl``) or CSV with a header (``csv``); strict JSON."""
+    if fmt == "json":
+        out.write(dumps_json(list(records), ensure_ascii=False, indent=1) + "\n")
+    elif fmt == "jsonl":
+        for record in records:
+            out.write(dumps_json(record, ensure_ascii=False) + "\n")
+    elif fmt == "csv":
+        writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
+        writer.writeheader()
+        for record in records:
+            writer.writerow(record)
+    else:
+        raise ValueError(f"format {fmt!r} is not a record format.")
+    return len(records)
+
+
+_HTML_STYLE = (
+    "body{font:15px/1.5 system-ui,sans-serif;margin:24px;color:#1d2330}h2{font-size:16px;margin-top:28px}"
+    "table{border-collapse:collapse;width:100%}td,th{padding:3px 8px;border-bottom:1px solid #e3e6ea;text-align:left;"
+    "vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "mark{background:#ffe27a}.where{color:#52607a;white-space:nowrap}"
+)
+
+
+def html_document(title: str, blocks: Sequence[tuple[str, str]]) -> str:
+    """One self-contained HTML page: ``blocks`` are ``(tag, text)`` pairs (e.g. ``("pre", table)``), every text escaped.
+
+    >>> html_document("t", [("pre", "a < b")]).count("a &lt; b")
+    1
+    """
+    body = "".join(f"<{tag}>{html.escape(text)}</{tag}>" for tag, text in blocks)
+    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{_HTML_STYLE}</style></head><body>{body}</body></html>\n")
+
+
+def _html_page(rows: list[dict], threshold) -> str:
+    """One self-contained HTML page (inline style, no script, nothing fetched): a table per query, spans marked in context.
+
+    Every piece of input text is escaped (``html.escape``), so a corpus holding markup shows it as text.
+    """
+    parts = ["<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>slice-st matches</title>",
+             f"<style>{_HTML_STYLE}</style></head><body>"]
+    current = None
+    for row in rows:
+        if row["query"] != current:
+            if current is not None:
+                parts.append("</table>")
+            current = row["query"]
+            parts.append(f"<h2>{html.escape(row['query'])}</h2><table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>")
+        text, start, end = row["text"], row["start"], row["end"]
+        context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
+        parts.append(f"<tr><td class=\"n\">{row['rank']}</td><td class=\"n\">{row['score']:.3f}</td>"
+                     f"<td class=\"where\">{html.escape(str(row['where']))}</td><td>{context}</td></tr>")
+    if current is not None:
+        parts.append("</table>")
+    if not rows:
+        parts.append("<p>no match" + (f" at or above threshold {html.escape(str(threshold))}" if threshold is not None else "") + "</p>")
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -19,14 +19,35 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import add_backend_arguments, add_ray_argument, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, write_rows
+from slice_st.cli.common import (
+    add_backend_arguments,
+    add_format_argument,
+    add_query_arguments,
+    add_ray_argument,
+    check_output,
+    dumps_json,
+    expand_inputs,
+    model_options,
+    positive_int,
+    quiet_progress,
+    read_queries,
+    report,
+    result_counts,
+    write_rows,
+)
+from slice_st.text import SPLITS
 
 __all__ = ["add_index_command", "mine_index"]
 
 
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text files (one document per line/paragraph) or JSONL files")
-    parser.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a document of a text file is (default: line)")
+    parser.add_argument("corpus", nargs="+", metavar="CORPUS",
+                        help="text files (one document per line/paragraph), JSONL files, folders (their .txt/.md/.rst/.jsonl files, "
+                             "recursively) or glob patterns")
+    parser.add_argument("--split", choices=SPLITS, default="auto",
+                        help="what a document of a text file is: a line, a paragraph, or auto (default: paragraphs when the file's "
+                             "lines are hard-wrapped, else lines)")
+    add_format_argument(parser, formats=("text", "json", "jsonl"))
     parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
                         help="auto: .jsonl/.ndjson files are JSONL, .parquet Parquet (with --ray)")
     parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
@@ -43,6 +64,16 @@ def add_index_command(commands) -> None:
     """Register ``slice-st index {build,add,remove,info,calibrate,candidates}`` on the top-level subparsers."""
     index = commands.add_parser("index", help="build and maintain a corpus SpanIndex", description=__doc__.splitlines()[0])
     actions = index.add_subparsers(dest="index_command", required=True)
+
+    search = actions.add_parser("search", help="search a saved index (the same options and output as mine --index)",
+                                description="For each query, the index's best-matching spans, best first (as slice-st mine --index).")
+    search.add_argument("index", nargs="+", metavar="DIR", help="an index directory (several, or a directory of indexes: shards searched together)")
+    search.add_argument("-m", "--model", default=None, help="model id or path (default: the one the index was built with)")
+    search.add_argument("--approximate", action="store_true", help="use the index's FAISS candidate stage")
+    add_query_arguments(search)
+    add_ray_argument(search, "scan the shards")
+    add_backend_arguments(search)
+    search.set_defaults(handler=_search, files=[])
 
     build = actions.add_parser("build", help="encode a corpus into a new index directory")
     _corpus_arguments(build)
@@ -108,7 +139,7 @@ def _documents(args):
     from slice_st.data.corpus import read_corpus
 
     fmt = None if args.input_format == "auto" else args.input_format
-    documents = read_corpus(args.corpus, split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field)
+    documents = read_corpus(expand_inputs(args.corpus), split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field)
     if not documents:
         raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")
     return documents
@@ -119,6 +150,12 @@ def _report(verb: str, documents, index, seconds: float, args) -> None:
     documents = [d for d in documents if d.id not in skipped]
     words = sum(len(d.text.split()) for d in documents)
     rate = len(documents) / seconds if seconds > 0 else float("inf")
+    if getattr(args, "format", "text") != "text":
+        summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3),
+                   "documents_per_second": round(rate, 3), "index_documents": len(index), "index_units": index.num_units,
+                   "skipped": [doc_id for doc_id, _ in index.skipped]}
+        sys.stdout.write(dumps_json(summary, ensure_ascii=False, indent=1 if args.format == "json" else None) + "\n")
+        return
     report(
         args,
         f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
@@ -162,7 +199,8 @@ def _build(args) -> int:
         index.set_calibration(args.calibration)
     index.save(args.output, overwrite=args.force, timeout=None)
     _report("indexed", documents, index, seconds, args)
-    report(args, f"saved to {args.output}")
+    if args.format == "text":
+        report(args, f"saved to {args.output}")
     return 0
 
 
@@ -384,6 +422,36 @@ def _candidates(args) -> int:
 INDEX_FIELDS = ["query", "rank", "score", "cosine", "scorer", "calibrated", "doc_id", "start", "end", "span"]
 
 
+def _best_documents(index, queries: list[str], texts: int, per_text: int | None, spans: int | None, options: dict) -> list[list]:
+    """The spans of each query's ``texts`` best documents (``per_text`` each), at most ``spans`` in all.
+
+    The search asks for ``texts × per_text`` spans (at most ``per_text`` per document), and for 4 times more
+    while the best documents could still have more spans to show; the first ``texts`` documents of a
+    ranking are always the ``texts`` best, whatever the number asked.
+    """
+    cap = max(len(index), 1) * (per_text or 1)
+    first = min(texts * (per_text or 1), cap)
+    results = []
+    for query, matches in zip(queries, index.search(queries, top_k=first, **options)):  # one batch; more only where needed
+        asked = first
+        while True:
+            best = list(dict.fromkeys(match.doc_id for match in matches))[:texts]
+            kept = [match for match in matches if match.doc_id in set(best)]
+            complete = per_text is not None and len(kept) >= len(best) * per_text and len(best) == texts
+            if complete or len(matches) < asked or asked >= cap:
+                break
+            asked = min(asked * 4, cap)
+            matches = index.search([query], top_k=asked, **options)[0]
+        results.append(kept[:spans] if spans else kept)
+    return results
+
+
+def _search(args) -> int:
+    """``slice-st index search DIR…``: :func:`mine_index` with the directories as positional arguments."""
+    args.index = args.index if isinstance(args.index, list) else [args.index]
+    return mine_index(args)
+
+
 def mine_index(args) -> int:
     """``slice-st mine --index DIR``: search a saved index; same output formats as ``mine``."""
     if args.files:
@@ -404,12 +472,15 @@ def _search_and_write(index, queries, args) -> int:
                          f"the index is built: `slice-st index build --unit {args.unit}`).")
     from slice_st.scoring import resolve_scorer
 
+    texts, per_text, spans = result_counts(args, index=True)
     scorer = resolve_scorer(getattr(args, "scorer", None))
-    results = index.search(
-        queries, top_k=args.top_k or 10, threshold=args.threshold, min_span=args.min_span, max_span=args.max_span,
-        batch_size=args.batch_size, approximate=getattr(args, "approximate", False),
-        per_document=None if args.per_doc == 0 else args.per_doc, scorer=scorer, overlap=getattr(args, "overlap", False),
-    )
+    options = {"threshold": args.threshold, "min_span": args.min_span, "max_span": args.max_span, "batch_size": args.batch_size,
+               "approximate": getattr(args, "approximate", False), "per_document": per_text, "scorer": scorer,
+               "overlap": getattr(args, "overlap", False)}
+    if texts is None:
+        results = index.search(queries, top_k=spans or max(len(index), 1) * (per_text or 1), **options)
+    else:
+        results = _best_documents(index, queries, texts, per_text, spans, options)
     rows = []
     for query, matches in zip(queries, results):
         for rank, match in enumerate(matches, start=1):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import add_backend_arguments, add_ray_argument, finite_float, model_options, positive_int, quiet_progress, read_queries, write_rows
-from slice_st.text import TextRecord, read_texts
+from slice_st.cli.common import add_backend_arguments, add_query_arguments, add_ray_argument, expand_inputs, model_options, quiet_progress, read_queries, result_counts, write_rows
+from slice_st.text import SPLITS, TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
 
@@ -22,28 +22,15 @@ def add_mine_command(commands) -> None:
         help="find the best-matching span of each text for each query",
         description="For each query, print the texts' best-matching spans, best first.",
     )
-    mine.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files to search ('-' for standard input)")
+    mine.add_argument("files", nargs="*", metavar="FILE",
+                      help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': standard input)")
     mine.add_argument("--index", metavar="DIR", action="append", default=None,
-                      help="search a saved corpus index instead of FILEs (slice-st index build); repeat it, or name a directory of indexes, to search shards together")
+                      help="search a saved corpus index instead of FILEs (as slice-st index search); repeat it, or name a directory of indexes, to search shards together")
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
-    mine.add_argument("--per-doc", type=int, default=1, metavar="N", help="with --index: at most N spans per document (0: no limit; default 1)")
-    mine.add_argument("--scorer", choices=("phrase", "max-cosine"), default=None,
-                      help="with --index: 'phrase' (default: the cosine less costs for clipped phrases) or 'max-cosine' (the paper's)")
-    mine.add_argument("--overlap", action="store_true", help="with --index: allow spans overlapping a better one of the same document")
-    mine.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
-    mine.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
     mine.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")
-    mine.add_argument("--split", choices=("line", "paragraph"), default="line", help="what a text is (default: line)")
-    mine.add_argument("-k", "--top-k", type=positive_int, default=None, help="keep the N best texts per query")
-    mine.add_argument("-t", "--threshold", type=finite_float, default=None, help="keep matches with cosine >= T")
-    mine.add_argument("-f", "--format", choices=("table", "jsonl", "csv"), default="table")
-    mine.add_argument("--min-span", type=positive_int, default=None, help="shortest span (default: the model's, 1)")
-    mine.add_argument("--max-span", type=positive_int, default=None, help="longest span (default: the model's, 20)")
-    mine.add_argument("--unit", choices=("word", "token"), default=None, help="span unit (default: the model's, word)")
-    mine.add_argument("--batch-size", type=positive_int, default=32)
-    mine.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
-    mine.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in table output")
-    mine.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    mine.add_argument("--split", choices=SPLITS, default="auto",
+                      help="what a text is: a line, a paragraph (blank-line separated), or auto (default: paragraphs when a file's lines are hard-wrapped, else lines)")
+    add_query_arguments(mine)
     mine.add_argument("--skip-bad", action="store_true",
                       help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)")
     add_ray_argument(mine, "with --index: scan the shards")
@@ -51,11 +38,16 @@ def add_mine_command(commands) -> None:
     mine.set_defaults(handler=_mine)
 
 
-def _rows(result, records: list[TextRecord], top_k: int | None, threshold: float | None):
+def _rows(result, records: list[TextRecord], texts: int | None, per_text: int, spans: int | None, threshold: float | None):
+    """The best ``texts`` texts per query, each with its ``per_text`` best spans, at most ``spans`` in all."""
     for query_index, query in enumerate(result.queries):
-        for rank, match in enumerate(result.ranked(query_index, top_k=top_k, threshold=threshold), start=1):
-            record = records[match.text_index]
-            yield query, rank, match, record
+        rank = 0
+        for best in result.ranked(query_index, top_k=texts, threshold=threshold):
+            for match in result.matches(query_index, best.text_index)[:per_text]:
+                if (threshold is not None and match.score < threshold) or (spans is not None and rank >= spans):
+                    continue
+                rank += 1
+                yield query, rank, match, records[match.text_index]
 
 
 def _write(result, records, args, out) -> int:
@@ -67,7 +59,7 @@ def _write(result, records, args, out) -> int:
             "file_end": record.file_offset + match.end, "span": match.span, "text": record.text,
             "where": f"{os.path.basename(record.source)}:{record.line}",
         }
-        for query, rank, match, record in _rows(result, records, args.top_k, args.threshold)
+        for query, rank, match, record in _rows(result, records, *result_counts(args, index=False), args.threshold)
     ]
     return write_rows(rows, fields, args, out)
 
@@ -87,8 +79,9 @@ def _mine(args) -> int:
         raise ValueError("--ray and --workers search a saved index: give --index DIR.")
     if args.approximate:
         raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
+    _, per_text, _ = result_counts(args, index=False)
     queries = read_queries(args)
-    records = read_texts(args.files, args.split)
+    records = read_texts(expand_inputs(args.files), args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     records = _windowable(model, records, args)
@@ -101,6 +94,9 @@ def _mine(args) -> int:
         unit=args.unit,
         batch_size=args.batch_size,
         show_progress_bar=not args.no_progress,
+        top_k=per_text,
+        scorer=args.scorer,
+        overlap=args.overlap,
     )
     _write(result, records, args, sys.stdout)
     return 0

@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from slice_st.cli.common import positive_int
+from slice_st.cli.common import add_format_argument, html_document, positive_int
 
 __all__ = ["TASKS", "add_phrase_eval_command", "run_phrase_eval", "format_table"]
 
@@ -53,7 +53,7 @@ def add_phrase_eval_command(commands) -> None:
     parser.add_argument("-d", "--data", action="append", required=True, metavar="DIR",
                         help="folder holding the task data (PEARL's pearl_eval/, Nugget's nugget_pi/, or their parent); repeatable")
     parser.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; 'base' for plain all-MiniLM-L6-v2)")
-    parser.add_argument("-f", "--format", choices=("table", "json"), default="table")
+    add_format_argument(parser)
     parser.add_argument("--encoding", choices=("span", "sentence", "both"), default="both",
                         help="phrase vectors: span (mean of non-special token vectors, as slice-st queries), sentence "
                              "(model.encode) or both (default)")
@@ -175,6 +175,10 @@ def _phrase_eval_command(args) -> int:
     results = run_phrase_eval(model, tasks, args.data, args)
     if args.format == "json":
         sys.stdout.write(json.dumps(results, indent=2, allow_nan=False) + "\n")
+    elif args.format == "jsonl":
+        sys.stdout.writelines(json.dumps(result, allow_nan=False) + "\n" for result in results)
+    elif args.format == "html":
+        sys.stdout.write(html_document("slice-st phrase-eval", [("pre", format_table(results))]))
     else:
         sys.stdout.write(format_table(results) + "\n")
     return 0

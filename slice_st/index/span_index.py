@@ -63,7 +63,7 @@ from slice_st.index.storage import (
     write_bytes,
     write_manifest,
 )
-from slice_st.spans import span_sum_norms, top_spans_flat, unit_sums
+from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.text import FileAccessError
 from slice_st.tokens import plan_windows
 
@@ -614,6 +614,42 @@ class SpanIndex:
                 unit_start, unit_start + int(length), calibrated, float(cosine),
             ))
         return matches
+
+    def unit_profile(self, query: str | None, doc_id: str, min_span: int | None = None, max_span: int | None = None, *,
+                     prompt_name: str | None = None, prompt: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Where along one document the query peaks: each unit's character range and its best covering span's cosine.
+
+        Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the start and end offset of each unit of the
+        document (word or token, in order) and ``scores`` ``(U,)`` the cosine of the best span of
+        ``min_span..max_span`` units containing it (:func:`slice_st.spans.unit_peak_scores`, one pass
+        over the document's units; ``-inf`` for a unit no span covers). The query is encoded as in
+        :meth:`search`. A long document's windows each score the spans they own, as the search does.
+        ``query=None`` returns only the units (``scores`` is ``None``; nothing is encoded).
+
+        >>> chars, scores = index.unit_profile("plays the guitar", "0")  # doctest: +SKIP
+        """
+        wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
+        position = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}.get(doc_id) if isinstance(doc_id, str) else None
+        if position is None:
+            raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
+        arrays = self._arrays
+        segments = np.flatnonzero(np.asarray(arrays["segment_docs"]) == position)
+        bounds = np.asarray(arrays["segment_units"])
+        lengths = bounds[segments + 1] - bounds[segments]
+        rows = np.repeat(bounds[segments] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        doc_units = np.repeat(np.asarray(arrays["segment_first_unit"])[segments] - bounds[segments], lengths) + rows
+        count = int(doc_units.max()) + 1 if len(doc_units) else 0
+        chars = np.zeros((count, 2), dtype=np.int64)
+        chars[doc_units] = np.asarray(arrays["unit_chars"][rows])
+        if query is None:
+            return chars, None
+        vector = self.embed_queries(query_list(query)[:1], prompt_name=prompt_name, prompt=prompt)
+        vectors = torch.from_numpy(np.asarray(arrays["unit_vectors"][rows], dtype=np.float32))
+        norms = torch.from_numpy(np.asarray(arrays["span_norms"][rows], dtype=np.float32))
+        scores = unit_peak_scores(vector @ vectors.T, norms, wanted.min_span, wanted.max_span, norm_min_span=self.span_config.min_span)[0]
+        best = np.full(count, -np.inf)
+        np.maximum.at(best, doc_units, scores.numpy())  # overlapping windows share units: each keeps its best
+        return chars, best
 
     # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:

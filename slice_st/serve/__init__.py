@@ -1,0 +1,15 @@
+"""``slice-st serve``: a corpus index behind a JSON API and a search page (the extra ``slice-st[serve]``).
+
+    from slice_st.serve import create_app, IndexSource
+    app = create_app(IndexSource.from_directory("runs/corpus-index"))   # an ASGI app (FastAPI)
+
+The model and the index are loaded once; each request is a thin call of :meth:`SpanIndex.search`.
+A directory index is re-opened when another process saves it (``slice-st index add``): a request sees
+the old or the new index, never a half-written one. Nothing in the library imports this package
+(only the CLI does); FastAPI and uvicorn are imported when an app is made.
+"""
+
+from slice_st.serve.app import LIMITS, ServeLimits, create_app, run_server
+from slice_st.serve.source import IndexSource
+
+__all__ = ["LIMITS", "IndexSource", "ServeLimits", "create_app", "run_server"]

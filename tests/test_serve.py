@@ -1,0 +1,256 @@
+"""`slice-st serve`'s JSON API through FastAPI's in-process client: the same results as SpanIndex.search, 4xx for bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi", reason="slice-st[serve] (fastapi) is not installed")
+pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
+from fastapi.testclient import TestClient
+
+from slice_st.index.span_index import SpanIndex
+from slice_st.serve import IndexSource, ServeLimits, create_app
+from slice_st.text import MissingExtraError
+
+DOCS = [
+    "Customer: my bag was lost on the way to Denver.",
+    "Agent: the flight was delayed by the storm over the lakes.",
+    "A man plays the guitar at the gate while people wait for the late flight.",
+    "Refund the ticket please, the train never came.",
+]
+IDS = ["calls:1", "calls:3", "tickets/T1", "tickets/T2"]
+
+
+@pytest.fixture()
+def saved(tiny_model, tmp_path):
+    index = SpanIndex.build(DOCS, tiny_model, IDS, max_span=5)
+    path = tmp_path / "ix"
+    index.save(path)
+    return path, index
+
+
+@pytest.fixture()
+def client(saved, tiny_model):
+    path, _ = saved
+    source = IndexSource.from_directory(path, tiny_model)
+    with TestClient(create_app(source, ServeLimits(max_queries=4, max_query_chars=50, max_top_k=100, max_body_bytes=4096))) as client:
+        client.source = source
+        yield client
+
+
+def _as_dicts(results):
+    return [[dataclasses.asdict(match) for match in matches] for matches in results]
+
+
+@pytest.mark.parametrize("body, options", [
+    ({"queries": "the flight was late"}, {}),
+    ({"queries": ["the flight was late", "lost bag", "guitar"], "top_k": 7}, {"top_k": 7}),
+    ({"queries": ["the flight was late"], "top_k": 3, "per_document": 1}, {"top_k": 3, "per_document": 1}),
+    ({"queries": "a refund", "top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
+     {"top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4}),
+])
+def test_search_equals_span_index_search(client, saved, body, options):
+    _, index = saved
+    response = client.post("/api/search", json=body)
+    assert response.status_code == 200, response.text
+    queries = [body["queries"]] if isinstance(body["queries"], str) else body["queries"]
+    results = response.json()["results"]
+    assert [result["query"] for result in results] == queries
+    expected = _as_dicts(index.search(queries, **options))
+    got = [result["matches"] for result in results]
+    assert [[{k: v for k, v in m.items() if k != "score"} for m in q] for q in got] == \
+        [[{k: v for k, v in m.items() if k != "score"} for m in q] for q in expected]
+    assert np.allclose([m["score"] for q in got for m in q], [m["score"] for q in expected for m in q], atol=1e-6)
+    assert any(got)
+
+
+def test_extra_search_options_pass_through(client, saved, monkeypatch):
+    """A keyword option of SpanIndex.search not named by the API (here ``approximate``) reaches it unchanged."""
+    response = client.post("/api/search", json={"queries": "late", "approximate": True})
+    assert response.status_code == 400 and "candidate stage" in response.json()["detail"]  # the library's own refusal
+    assert "approximate" in client.get("/api/info").json()["search_options"]
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"queries": []}, 400, "empty"),
+    ({"queries": "   "}, 400, "whitespace"),
+    ({"queries": ["a", 3]}, 422, ""),
+    ({"queries": "late", "top_k": 0}, 422, ""),
+    ({"queries": "late", "top_k": 101}, 422, ""),
+    ({"queries": "late", "top_k": "many"}, 422, ""),
+    ({"queries": "late", "per_document": -1}, 422, ""),
+    ({"queries": "late", "threshold": 2}, 422, ""),
+    ({"queries": "late", "min_span": 3, "max_span": 2}, 400, "span"),
+    ({"queries": "late", "max_span": 9}, 400, "cannot search"),
+    ({"queries": ["a", "b", "c", "d", "e"]}, 413, "at most 4 queries"),
+    ({"queries": "x" * 51}, 413, "characters"),
+    ({"queries": "late", "scorer_of_doom": 1}, 400, "unknown search options"),
+    ({"queries": "late", "device": "cuda:7"}, 400, "unknown search options"),
+    ({"queries": "late", "candidates": [1, 2]}, 400, "must be a string"),
+    ({}, 422, ""),
+])
+def test_bad_search_requests_are_json_4xx(client, body, status, words):
+    response = client.post("/api/search", json=body)
+    assert response.status_code == status, response.text
+    detail = response.json()["detail"]
+    assert detail
+    assert words.lower() in str(detail).lower()
+
+
+def test_bad_bodies_are_json_4xx(client):
+    assert client.post("/api/search", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
+    big = b'{"queries": "' + b"a" * 5000 + b'"}'
+    response = client.post("/api/search", content=big, headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "bytes" in response.json()["detail"]
+    assert client.get("/api/search").status_code == 405
+    assert client.get("/api/nothing-here").status_code == 404
+
+
+def test_document_endpoint_and_profile(client, saved):
+    _, index = saved
+    response = client.get("/api/documents", params={"id": "tickets/T1"})
+    assert response.status_code == 200
+    doc = response.json()
+    assert doc["text"] == DOCS[2] and doc["index"] == 2 and doc["profile"] is None
+    words = [doc["text"][start:end] for start, end in doc["units"]]
+    assert words[:4] == ["A", "man", "plays", "the"]
+    query = "the late flight"
+    with_query = client.get("/api/documents", params={"id": "tickets/T1", "q": query}).json()
+    profile = with_query["profile"]
+    assert len(profile) == len(doc["units"]) and all(score is not None for score in profile)
+    best = index.search(query, top_k=len(DOCS), per_document=1)[0]
+    best_here = next(match for match in best if match.doc_id == "tickets/T1")
+    assert max(profile) == pytest.approx(best_here.score, abs=1e-5)
+    for unit in range(best_here.unit_start, best_here.unit_end):  # the best span's words peak at its score
+        assert profile[unit] == pytest.approx(best_here.score, abs=1e-5)
+
+
+@pytest.mark.parametrize("params, status", [
+    ({"id": "nope"}, 404), ({}, 422), ({"id": "calls:1", "q": "x" * 51}, 413), ({"id": "calls:1", "q": " "}, 400),
+    ({"id": "calls:1", "q": "late", "max_span": 50}, 400),
+])
+def test_bad_document_requests_are_json_4xx(client, params, status):
+    response = client.get("/api/documents", params=params)
+    assert response.status_code == status, response.text
+    assert response.json()["detail"]
+
+
+def test_info_openapi_and_page(client):
+    info = client.get("/api/info").json()
+    assert info["index"]["documents"] == 4 and info["limits"]["max_queries"] == 4
+    schema = client.get("/openapi.json").json()
+    assert {"/api/search", "/api/documents", "/api/info"} <= set(schema["paths"])
+    page = client.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    for name in ("app.js", "style.css"):
+        asset = client.get(f"/static/{name}")
+        assert asset.status_code == 200
+        assert "http://" not in asset.text and "https://" not in asset.text  # nothing fetched from elsewhere: works offline
+    assert "http" not in page.text.replace('http-equiv', '')
+
+
+def test_a_save_by_another_writer_is_seen_by_the_next_request(client, saved, tiny_model):
+    path, _ = saved
+    before = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0]["matches"]
+    assert {m["doc_id"] for m in before} == set(IDS)
+    with SpanIndex.open_for_update(path, tiny_model) as writer:  # as `slice-st index add` does
+        writer.add(["A violin concert in the old church."], ["new-doc"])
+    after = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0]["matches"]
+    assert {m["doc_id"] for m in after} == set(IDS) | {"new-doc"}
+    assert client.get("/api/documents", params={"id": "new-doc"}).status_code == 200
+    assert client.source.reloads == 1
+
+
+def test_a_save_racing_the_reload_gives_the_new_index(client, saved, tiny_model, monkeypatch):
+    """The reload reads the manifest, then another process saves (removing the data folder just named):
+    the reader's retry returns the new index, and the request answers from it, never an error."""
+    path, _ = saved
+    with SpanIndex.open_for_update(path, tiny_model) as writer:
+        writer.add(["First added document."], ["added-1"])
+    read_data = SpanIndex._read_data
+    raced = []
+
+    def racing(cls, *args, **kwargs):
+        if not raced:
+            raced.append(True)
+            with SpanIndex.open_for_update(path, tiny_model) as writer:  # the save lands between manifest read and data read
+                writer.add(["Second added document."], ["added-2"])
+        return read_data.__func__(cls, *args, **kwargs)
+
+    monkeypatch.setattr(SpanIndex, "_read_data", classmethod(racing))
+    response = client.post("/api/search", json={"queries": "added document", "top_k": 100})
+    assert response.status_code == 200 and raced
+    ids = {m["doc_id"] for m in response.json()["results"][0]["matches"]}
+    assert {"added-1", "added-2"} <= ids
+
+
+def test_a_slow_search_is_answered_503_not_held(saved, tiny_model, monkeypatch):
+    path, _ = saved
+    release = threading.Event()
+    index = SpanIndex.load(path, tiny_model)
+    real_search = index.search
+
+    def blocked(*args, **kwargs):
+        release.wait(10)
+        return real_search(*args, **kwargs)
+
+    monkeypatch.setattr(index, "search", blocked)
+    with TestClient(create_app(index, ServeLimits(timeout_s=0.05))) as client:
+        response = client.post("/api/search", json={"queries": "late"})
+        release.set()
+    assert response.status_code == 503 and "ran past" in response.json()["detail"]
+
+
+def test_missing_extra_is_a_clear_error(saved, monkeypatch):
+    _, index = saved
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    with pytest.raises(MissingExtraError, match=r"slice-st\[serve\]"):
+        create_app(index)
+
+
+@pytest.mark.parametrize("kind", ["index", "corpus"])
+def test_cli_serve_loads_once_and_binds_loopback(saved, tiny_model_dir, tmp_path, monkeypatch, kind):
+    import slice_st.serve
+    from slice_st.cli import main
+
+    path, _ = saved
+    calls = []
+    monkeypatch.setattr(slice_st.serve, "run_server", lambda source, **options: calls.append((source, options)))
+    if kind == "index":
+        argv = ["serve", str(path), "--model", tiny_model_dir, "--quiet"]
+    else:
+        corpus = tmp_path / "c.txt"
+        corpus.write_text("\n".join(DOCS) + "\n")
+        argv = ["serve", str(corpus), "--model", tiny_model_dir, "--max-span", "4", "--port", "8123", "--quiet"]
+    assert main(argv) == 0
+    source, options = calls[0]
+    assert len(source.current()) == 4 and options["host"] == "127.0.0.1"
+    assert (source.directory is None) == (kind == "corpus")
+    if kind == "corpus":
+        assert options["port"] == 8123 and source.current().span_config.max_span == 4
+
+
+def test_cli_serve_errors(tmp_path, capsys):
+    from slice_st.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", str(tmp_path / "missing.txt"), "--quiet"])
+    assert exit_info.value.code == 2 and "slice-st: error:" in capsys.readouterr().err
+
+
+def test_cli_serve_refuses_shards(saved, tiny_model_dir, tmp_path, capsys):
+    import shutil
+
+    from slice_st.cli import main
+
+    path, _ = saved
+    shards = tmp_path / "shards"
+    shutil.copytree(path, shards / "a")
+    with pytest.raises(SystemExit):
+        main(["serve", str(shards), "--model", tiny_model_dir, "--quiet"])
+    assert "holds index shards" in capsys.readouterr().err
