@@ -63,9 +63,11 @@ def test_search_equals_span_index_search(client, saved, body, options):
     assert [result["query"] for result in results] == queries
     expected = _as_dicts(index.search(queries, **options))
     got = [result["matches"] for result in results]
-    assert [[{k: v for k, v in m.items() if k != "score"} for m in q] for q in got] == \
-        [[{k: v for k, v in m.items() if k != "score"} for m in q] for q in expected]
-    assert np.allclose([m["score"] for q in got for m in q], [m["score"] for q in expected for m in q], atol=1e-6)
+    floats = ("score", "cosine")
+    assert [[{k: v for k, v in m.items() if k not in floats} for m in q] for q in got] == \
+        [[{k: v for k, v in m.items() if k not in floats} for m in q] for q in expected]
+    for name in floats:
+        assert np.allclose([m[name] for q in got for m in q], [m[name] for q in expected for m in q], atol=1e-6)
     assert any(got)
 
 
@@ -123,7 +125,7 @@ def test_document_endpoint_and_profile(client, saved):
     with_query = client.get("/api/documents", params={"id": "tickets/T1", "q": query}).json()
     profile = with_query["profile"]
     assert len(profile) == len(doc["units"]) and all(score is not None for score in profile)
-    best = index.search(query, top_k=len(DOCS), per_document=1)[0]
+    best = index.search(query, top_k=len(DOCS), per_document=1, scorer="max-cosine")[0]  # the profile is of cosines
     best_here = next(match for match in best if match.doc_id == "tickets/T1")
     assert max(profile) == pytest.approx(best_here.score, abs=1e-5)
     for unit in range(best_here.unit_start, best_here.unit_end):  # the best span's words peak at its score

@@ -23,7 +23,7 @@ import math
 import threading
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from slice_st.index.span_index import SpanIndex
 from slice_st.serve.source import IndexSource
@@ -99,7 +99,9 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         queries: str | list[str] = Field(description="one query, or a list of queries")
         top_k: int = Field(10, ge=1, le=limits.max_top_k, description="spans per query, best first")
         per_document: int | None = Field(None, ge=1, le=limits.max_top_k, description="at most this many spans of each document")
-        threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans with a cosine at or above it")
+        threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
+        scorer: Literal["phrase", "max-cosine"] = Field("phrase", description="how the best spans are chosen (slice_st.scoring)")
+        overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
         min_span: int | None = Field(None, ge=1, description="shortest span (default: the index's)")
         max_span: int | None = Field(None, ge=1, description="longest span (default: the index's)")
 
@@ -114,6 +116,7 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         unit_start: int
         unit_end: int
         calibrated: float | None = None
+        cosine: float | None = None
 
     class QueryResult(BaseModel):
         query: str
@@ -194,7 +197,8 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
             if not (value is None or isinstance(value, (str, bool, int, float))) or (isinstance(value, float) and not math.isfinite(value)):
                 raise bad_request(f"option {name} must be a string, number, boolean or null.")
         options = {"top_k": request.top_k, "per_document": request.per_document, "threshold": request.threshold,
-                   "min_span": request.min_span, "max_span": request.max_span} | extra
+                   "min_span": request.min_span, "max_span": request.max_span, "scorer": request.scorer,
+                   "overlap": request.overlap} | extra
         index = current()
 
         def run():
