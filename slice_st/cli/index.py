@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import add_backend_arguments, add_ray_argument, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, write_rows
+from slice_st.cli.common import add_backend_arguments, add_ray_argument, check_output, dumps_json, model_options, positive_int, quiet_progress, read_queries, report, terminal_safe, write_rows
 
 __all__ = ["add_index_command", "mine_index"]
 
@@ -128,7 +128,7 @@ def _report(verb: str, documents, index, seconds: float, args) -> None:
 
 def _report_skipped(index) -> None:
     for doc_id, reason in index.skipped:
-        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(doc_id)}: {terminal_safe(reason)}\n")
     if index.skipped:
         sys.stderr.write(f"slice-st: {len(index.skipped)} documents skipped\n")
 
@@ -203,7 +203,7 @@ def _build_on_ray(args) -> int:
         on_error="skip" if args.skip_bad else "raise", progress=progress,
     )
     for doc_id, reason in result.skipped:
-        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(doc_id)}: {terminal_safe(reason)}\n")
     seconds = result.seconds
     report(args, f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
                  f"({result.shards_built} built, {result.shards_reused} already there), "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import add_backend_arguments, add_ray_argument, finite_float, model_options, positive_int, quiet_progress, read_queries, write_rows
+from slice_st.cli.common import add_backend_arguments, add_ray_argument, finite_float, model_options, positive_int, quiet_progress, read_queries, terminal_safe, write_rows
 from slice_st.text import TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -119,7 +119,7 @@ def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise ValueError(f"{where[0][0]}: {where[0][1].rstrip('.')}{more}. Use --skip-bad to leave such texts out.")
     for name, reason in where:
-        sys.stderr.write(f"slice-st: skipped {name}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(name)}: {terminal_safe(reason)}\n")
     sys.stderr.write(f"slice-st: {len(bad)} texts skipped\n")
     dropped = {position for position, _ in bad}
     return [record for position, record in enumerate(records) if position not in dropped]
