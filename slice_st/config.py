@@ -184,7 +184,11 @@ def load_model(
         torch.set_num_threads(int(threads))
     kwargs["device"] = check_device(kwargs.get("device"))
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
-        return load_shipped_model(model_name_or_path or DEFAULT_SHIPPED_MODEL, default_model_path(), **kwargs)
+        name = model_name_or_path or DEFAULT_SHIPPED_MODEL
+        try:
+            return load_shipped_model(name, default_model_path(), **kwargs)
+        except ValueError as error:  # a damaged or unsupported adapter in the package
+            raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
     if model_name_or_path in BASE_MODEL_NAMES:
         model_name_or_path = default_model_path()
     if not isinstance(model_name_or_path, (str, os.PathLike)):

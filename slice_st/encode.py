@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import SpanConfig, check_tokenizer, get_span_config
+from slice_st.config import ModelLoadError, SpanConfig, check_tokenizer, get_span_config
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
 
@@ -370,6 +370,10 @@ def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
 
 def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
     token_embeddings = _pad([out["token_embeddings"] for out in outputs])
+    if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
+        row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
+        raise ModelLoadError(f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
+                             "broken (a damaged checkpoint or adapter, or an overflow in half precision).")
     units = unit_boundaries(
         _pad([out["attention_mask"] for out in outputs]),
         _pad([out["special_tokens_mask"] for out in outputs], 1),
