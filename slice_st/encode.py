@@ -771,7 +771,7 @@ def best_spans(
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps ``top_k``."""
-    units = max((len(text.encode("utf-8")) for text in texts), default=0)
+    units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)  # lone surrogates: said later
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 

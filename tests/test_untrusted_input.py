@@ -6,6 +6,7 @@ A CLI error is one line ``slice-st: error: …`` with exit 2, never a traceback.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -150,3 +151,49 @@ def test_nan_vectors_are_an_error_not_no_match(make_tiny_model, tmp_path, monkey
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
     assert "NaN or infinite token vectors" in _fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")
+
+
+# ------------------------------------------------------------------------------------------ inputs named twice, JSONL ids, surrogates
+def test_mine_reads_a_file_named_twice_once(tmp_path, tiny_model_dir, capsys, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("a man plays the guitar\nthe dog barks\n")
+    os.symlink(tmp_path / "a.txt", tmp_path / "link.txt")
+    code, out = _run(capsys, "mine", "-q", "dog", "a.txt", "./a.txt", "link.txt", "-m", tiny_model_dir, "-f", "jsonl", "--no-progress")
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert code == 0 and [(row["file"], row["line"]) for row in rows] == [("a.txt", 2), ("a.txt", 1)]
+    assert "./a.txt is the same file as a.txt: read once" in out.err and "link.txt is the same file as a.txt" in out.err
+
+
+@pytest.mark.parametrize("line, expected", [
+    ({"id": 5, "text": "the dog"}, "id field 'id' must be a string, got int 5"),
+    ({"id": 5.0, "text": "the dog"}, "id field .id. must be a string, got float"),
+    ({"id": "", "text": "the dog"}, "empty id"),
+    ({"text": "the dog"}, "missing id field 'id'"),
+])
+def test_jsonl_ids_are_non_empty_strings(tmp_path, capsys, line, expected):
+    from slice_st.data.corpus import CorpusError, read_jsonl
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "a cat"}) + "\n" + json.dumps(line) + "\n")
+    with pytest.raises(CorpusError, match=f"c.jsonl, line 2: {expected}"):
+        read_jsonl(str(corpus))
+    assert re.search(expected, _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix"))
+
+
+def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_model_dir, tmp_path, capsys):
+    from slice_st import SpanIndex, SpanInputError
+
+    bad = "the dog \ud800 barks"
+    for call in (lambda: tiny_model.best_spans("dog", ["fine", bad]), lambda: tiny_model.best_spans(bad, "the dog"),
+                 lambda: tiny_model.encode_spans(bad), lambda: SpanIndex.build(["fine", bad], tiny_model)):
+        with pytest.raises(SpanInputError, match="lone surrogate"):
+            call()
+    index = SpanIndex.build(["the cat", bad], tiny_model, on_error="skip")
+    assert index.doc_ids == ["0"] and "lone surrogate" in index.skipped[0][1]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "ok", "text": "the cat sat"}) + "\n" + json.dumps({"id": "bad", "text": bad}) + "\n")
+    assert "lone surrogate" in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir)
+    code, out = _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress")
+    assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]

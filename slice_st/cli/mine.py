@@ -85,7 +85,7 @@ def _mine(args) -> int:
     if args.approximate:
         raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
     queries = read_queries(args)
-    records = read_texts(args.files, args.split)
+    records = read_texts(_distinct_files(args.files), args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     records = _windowable(model, records, args)
@@ -101,6 +101,21 @@ def _mine(args) -> int:
     )
     _write(result, records, args, sys.stdout)
     return 0
+
+
+def _distinct_files(files: list[str]) -> list[str]:
+    """``files`` with each file once (``a.txt ./a.txt``, or a link to it, name one file): later spellings are dropped,
+    with a note on stderr, so no match is listed twice."""
+    seen: dict[str, str] = {}
+    kept = []
+    for name in files:
+        real = os.path.realpath(name) if name != "-" else name
+        if real in seen:
+            sys.stderr.write(f"slice-st: note: {terminal_safe(name)} is the same file as {terminal_safe(seen[real])}: read once\n")
+            continue
+        seen[real] = name
+        kept.append(name)
+    return kept
 
 
 def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
