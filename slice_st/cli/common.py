@@ -26,7 +26,7 @@ PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
 
 #: Control characters (C0 but tab and newline, DEL, C1): untrusted text printed as is could drive the terminal
 #: (ESC sequences, OSC titles and hyperlinks, BEL).
-_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
 _CONTROL_AND_NEWLINE = _CONTROL | {0x0A: "\\x0a"}
 
 
