@@ -167,10 +167,12 @@ def load_model(
 
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.backends import check_backend, resolve_dtype
+    from slice_st.backends import check_backend, check_parallelism, resolve_dtype
     from slice_st.pretrained import is_shipped_model_name, load_shipped_model
 
     check_backend(backend)
+    if threads is not None:
+        check_parallelism(threads, "threads")
     torch_dtype = resolve_dtype(dtype)
     if backend != "torch":
         return _load_exported(model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs)

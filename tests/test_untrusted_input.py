@@ -197,3 +197,73 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_mo
     assert "lone surrogate" in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir)
     code, out = _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress")
     assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
+
+
+# ------------------------------------------------------------------------------------------ hangs and unbounded resources
+def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from slice_st import SpanInputError
+    from slice_st.index.ray_engine import probe_address
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(SpanInputError, match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused"):
+        probe_address(f"127.0.0.1:{port}")
+    with pytest.raises(SpanInputError, match="cannot connect to the Ray cluster at ray://127.0.0.1"):
+        probe_address(f"ray://127.0.0.1:{port}")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.getcwd())
+    command = [sys.executable, "-m", "slice_st.cli", "index", "build", str(corpus), "-o", str(tmp_path / "ix"), "-m", tiny_model_dir,
+               "--ray", f"127.0.0.1:{port}", "--no-progress"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)  # ray.init used to wait for ever
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"slice-st: error: cannot connect to the Ray cluster at 127.0.0.1:{port}")
+
+
+def test_threads_and_processes_are_bounded(tiny_model, tiny_model_dir, tmp_path, capsys):
+    import slice_st
+    from slice_st import SpanIndex, SpanInputError
+    from slice_st.backends import parallelism_limit
+
+    limit = parallelism_limit()
+    with pytest.raises(SpanInputError, match=f"processes={limit + 1} is more than this machine can use: at most {limit}"):
+        SpanIndex.build(["the dog"], tiny_model, processes=limit + 1)
+    with pytest.raises(SpanInputError, match="processes=100000 is more than"):
+        SpanIndex.build(["the dog"], tiny_model, devices=["cpu"] * 100000)
+    with pytest.raises(ValueError, match="threads=1000000 is more than this machine can use"):
+        slice_st.load_model(tiny_model_dir, threads=1_000_000)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    assert "threads=1000000 is more than" in _fails(capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "--threads", "1000000")
+    assert "processes=100000 is more than" in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir,
+                                                     "--processes", "100000")
+
+
+def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys):
+    import os
+    from collections.abc import Iterator
+
+    from slice_st.text import FileAccessError, file_lines, read_texts
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it for reading would block: it is refused unopened
+    for device in ("/dev/zero", "/dev/urandom", str(fifo)):
+        with pytest.raises(FileAccessError, match="not a regular file"):
+            read_texts([device])
+    assert "not a regular file" in _fails(capsys, "mine", "-q", "cat", "/dev/zero", "-m", tiny_model_dir)
+    assert "not a regular file" in _fails(capsys, "index", "build", "/dev/urandom", "-o", tmp_path / "ix", "-m", tiny_model_dir)
+    assert "not a regular file" in _fails(capsys, "mine", "--queries", "/dev/zero", tmp_path / "pipe", "-m", tiny_model_dir)
+    text = tmp_path / "a.txt"
+    text.write_bytes("\ufeffone\r\ntwo caf\u00e9\n\nthree".encode())
+    lines = file_lines(str(text))
+    assert isinstance(lines, Iterator)  # streamed, line by line
+    assert list(lines) == [(1, 1, "one\r\n"), (2, 6, "two caf\u00e9\n"), (3, 15, "\n"), (4, 16, "three")]
+    text.write_bytes(b"ok\nbad \xff here\n")
+    with pytest.raises(ValueError, match="is not UTF-8 text \\(invalid start byte at byte 7, line 2\\)"):
+        list(file_lines(str(text)))
