@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from slice_st.spans import check_span_bounds
-from slice_st.text import require
+from slice_st.text import FileAccessError, require
 from slice_st.tokens import check_unit
 
 if TYPE_CHECKING:
@@ -233,6 +233,11 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     from slice_st.backends import attach_runtime, model_file_for
 
     require_backend(backend)
+    if quantized and backend != "onnx":
+        raise ValueError(f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
+                         f"for {backend} give model_file=... (--model-file FILE) instead.")
+    if export_dir is not None and os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into.")
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
         raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
@@ -248,7 +253,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         if model_file and folder:
             raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
         if export_dir is None:
-            what = "an int8 ONNX file" if quantized else f"a {backend} export"
+            what = "int8 ONNX file" if quantized else {"onnx": "ONNX export", "openvino": "OpenVINO export"}[backend]
             quantize = ", quantize=True" if quantized else ""
             raise FileNotFoundError(
                 f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
@@ -266,7 +271,11 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     except Exception as error:  # one clear message, the cause chained (as load_model)
         raise ModelLoadError(_load_failure(folder, True, error)) from error
     check_tokenizer(model, folder)
-    return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+    try:
+        return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+    except Exception as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
+        message = " ".join(str(error).split())[:300] or type(error).__name__
+        raise ModelLoadError(f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message}).") from error
 
 
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds

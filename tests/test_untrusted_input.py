@@ -267,3 +267,41 @@ def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys
     text.write_bytes(b"ok\nbad \xff here\n")
     with pytest.raises(ValueError, match="is not UTF-8 text \\(invalid start byte at byte 7, line 2\\)"):
         list(file_lines(str(text)))
+
+
+# ------------------------------------------------------------------------------------------ tracebacks → one line
+def test_nlist_above_the_chunks_is_a_clear_error(tiny_model, tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("faiss")
+    from slice_st import SpanIndex, SpanInputError
+
+    index = SpanIndex.build(["the dog barks at the mailman", "a man plays the guitar"], tiny_model, max_span=3)
+    with pytest.raises(SpanInputError, match="nlist=5000 is more than the .* chunks of this index"):
+        index.build_candidates(kind="ivf", nlist=5000)
+    index.save(str(tmp_path / "ix"))
+    assert "nlist=5000 is more than" in _fails(capsys, "index", "candidates", tmp_path / "ix", "--nlist", "5000")
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng_state.pth", "rng_state_1.pth"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "code"])
+def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
+    import pickle
+
+    import torch
+
+    from slice_st.training.trainer import check_checkpoint_state
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    torch.save({"state": {}, "param_groups": [{"lr": 0.1}]}, checkpoint / "optimizer.pt")
+    check_checkpoint_state(str(checkpoint))  # a good one passes
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    data = (checkpoint / "optimizer.pt").read_bytes()
+    (checkpoint / name).write_bytes({"truncated": data[: len(data) // 2], "empty": b"", "code": pickle.dumps(Payload())}[damage])
+    with pytest.raises(ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"):
+        check_checkpoint_state(str(checkpoint))
+    assert not marker.exists()  # nothing of the pickle was run
