@@ -31,6 +31,17 @@ class ShippedModel:
         with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
             return json.load(handle)
 
+    @property
+    def licence(self) -> str:
+        """The weights' licence id from ``provenance.json`` (``"cc-by-nc-sa-4.0"``: trained on non-commercial data)."""
+        return str(self.provenance["licence"]).split(":")[0].strip()
+
+    @property
+    def base_model(self) -> str:
+        """The Hub id of the base model the adapter was trained on (``adapter_config.json``'s ``base_model_name_or_path``)."""
+        with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
+            return str(json.load(handle)["base_model_name_or_path"])
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -149,5 +160,8 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     shipped = shipped_model(name)
     model = SentenceTransformer(base_path, **kwargs)
     merge_lora_adapter(model[0].auto_model, shipped.adapter_dir)
-    model.model_card_data.model_id = shipped.name
+    card = model.model_card_data
+    card.model_id = shipped.name
+    card.base_model = shipped.base_model
+    card.license = shipped.licence
     return model
