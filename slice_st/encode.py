@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import ModelLoadError, SpanConfig, check_tokenizer, get_span_config
+from slice_st.config import ModelLoadError, SpanConfig, check_device, check_tokenizer, get_span_config
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
 
@@ -237,6 +237,14 @@ def model_window(model) -> int:
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
 
+def model_truncate_dim(model) -> int | None:
+    """The model's own ``truncate_dim`` (``SentenceTransformer(..., truncate_dim=32)``), checked; ``None`` when it has none."""
+    dim = getattr(model, "truncate_dim", None)
+    if dim is not None:
+        _check_truncate_dim(dim, token_dimension(model))
+    return dim
+
+
 def token_dimension(model) -> int:
     """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says)."""
     return model[0].get_embedding_dimension()
@@ -315,6 +323,7 @@ def encode_windows(
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     check_span_pooling(model)
+    device = check_device(device)  # "cuda" on a CPU-only torch: a ValueError, not torch's bare AssertionError
     room = model_window(model) - prompt_tokens(model, prompt)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
@@ -475,6 +484,8 @@ def encode_spans(
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
     dim = token_dimension(model)
+    if truncate_dim is None:  # as SentenceTransformer.encode: the model's own truncate_dim
+        truncate_dim = model_truncate_dim(model)
     _check_truncate_dim(truncate_dim, dim)
     if convert_to_tensor:
         convert_to_numpy = False
@@ -553,6 +564,7 @@ def embed_texts(
     the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
     """
     _check_common(batch_size)
+    device = check_device(device)
     text_list, _ = as_text_list(texts, "queries")
     for index, text in enumerate(text_list):
         if not text.strip():
@@ -619,6 +631,8 @@ def encode_span_queries(
     _check_precision(precision)
     single = isinstance(queries, str)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
+    if truncate_dim is None:  # as SentenceTransformer.encode_query: the model's own truncate_dim
+        truncate_dim = model_truncate_dim(model)
     _check_truncate_dim(truncate_dim, token_dimension(model))
     vectors = embed_texts(model, queries, batch_size=batch_size, show_progress_bar=show_progress_bar, window_context=window_context,
                           prompt=prompt_text, device=device)
@@ -783,6 +797,9 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
     """
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
+    dim = model_truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
+    if dim is not None:
+        query_vectors = query_vectors[..., :dim]
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
     for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
         for rows in batch.rows(batch_size):
@@ -791,7 +808,7 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
                 index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
                 queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
             found = best_span_scores(
-                queries, rows.token_embeddings, rows.boundaries, rows.num_units,
+                queries, rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim], rows.boundaries, rows.num_units,
                 span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity,
             )
             _collect(found, rows, span_config.unit, scores, arrays)

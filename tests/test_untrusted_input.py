@@ -305,3 +305,31 @@ def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
     with pytest.raises(ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"):
         check_checkpoint_state(str(checkpoint))
     assert not marker.exists()  # nothing of the pickle was run
+
+
+# ------------------------------------------------------------------------------------------ truncate_dim, devices
+def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    short = SentenceTransformer(tiny_model_dir, device="cpu", truncate_dim=8)
+    full = SentenceTransformer(tiny_model_dir, device="cpu")
+    assert short.encode("the dog").shape == (8,)
+    assert short.encode_spans("the dog barks", max_span=2).embeddings.shape == (5, 8)  # like encode: 8-d, not 32-d
+    assert short.encode_span_queries("dog").shape == (8,)
+    assert short.encode_spans("the dog barks", max_span=2, truncate_dim=4).embeddings.shape == (5, 4)  # the argument wins
+    found = short.best_spans("dog", "the dog barks at the mailman", max_span=2)[0][0][0]
+    spans = full.encode_spans("the dog barks at the mailman", max_span=2)
+    query, vector = full.encode_span_queries("dog")[:8], spans.embeddings[spans.spans.index(found.span)][:8]
+    assert abs(found.score - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5  # scored in 8-d
+
+
+def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for call in (lambda: tiny_model.encode_spans("the dog", device="cuda"), lambda: tiny_model.best_spans("dog", "the dog", device="cuda"),
+                 lambda: tiny_model.encode_span_queries("dog", device="cuda:0")):
+        with pytest.raises(ValueError, match="CUDA is not available here"):
+            call()
