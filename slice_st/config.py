@@ -613,11 +613,27 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
         )
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         model.save(path, **save_kwargs)
+        _usual_permissions(path)
         card.register_model(original)
         return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
+    _usual_permissions(path)
     return path
+
+
+def _usual_permissions(path: str) -> None:
+    """Give the ``.safetensors`` files just saved in ``path`` the permissions of the other files (``0666 & ~umask``):
+    the writer makes them through a private temporary file (0600) while ``config.json`` and the rest are 0644."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    for folder, _, names in os.walk(path):
+        for name in names:
+            file = os.path.join(folder, name)
+            if name.endswith(".safetensors") and not os.path.islink(file) and os.path.isfile(file):
+                os.chmod(file, 0o666 & ~mask)
 
 
 def enable_span_features(model):

@@ -194,7 +194,11 @@ def check_threshold(threshold: Any) -> float | None:
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
-    return value
+    # Scores are float32: a cut-off beyond its range (1e308) means the same as its largest value, without an overflow warning.
+    return min(max(value, -_FLOAT32_MAX), _FLOAT32_MAX)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int | None:

@@ -333,3 +333,51 @@ def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
                  lambda: tiny_model.encode_span_queries("dog", device="cuda:0")):
         with pytest.raises(ValueError, match="CUDA is not available here"):
             call()
+
+
+def test_a_slice_minilm_folder_in_the_cwd_is_not_an_indexs_model(tmp_path, monkeypatch, tiny_model_dir):
+    import slice_st
+    from slice_st import SpanIndex
+    from slice_st.index.fingerprint import model_source
+
+    index = SpanIndex.build(["the dog barks"], slice_st.load_model(), max_span=2)
+    index.save(str(tmp_path / "ix"))
+    monkeypatch.chdir(tmp_path)
+    slice_st.load_model(tiny_model_dir).save(str(tmp_path / "slice-minilm"))  # an unrelated folder of that name
+    assert model_source(str(tmp_path / "ix"), {"model_name": "slice-minilm"}) == "slice-st/slice-minilm"
+    loaded = SpanIndex.load(str(tmp_path / "ix"))
+    assert loaded.search("dog", top_k=1)[0][0].span  # the shipped model (the tiny one would be refused: another fingerprint)
+    assert slice_st.load_model("slice-minilm").get_embedding_dimension() == 32  # a bare name still means the folder here
+
+
+def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_path):
+    import os
+
+    import slice_st
+
+    slice_st.save_slice_model(tiny_model, str(tmp_path / "saved"))
+    modes = {name: os.stat(tmp_path / "saved" / name).st_mode & 0o777 for name in ("model.safetensors", "config.json", "modules.json")}
+    assert len(set(modes.values())) == 1, modes  # model.safetensors was 0600 while the rest was 0644
+
+
+def test_huge_threshold_is_no_warning(tiny_model_dir, tmp_path, capsys):
+    import warnings
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        code, out = _run(capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "-t", "1e308", "--no-progress")
+    assert code == 0 and out.out.strip() == "no match at or above threshold 1e+308"
+
+
+def test_a_bad_training_config_is_named(tmp_path):
+    from slice_st.training.shipping import ship_adapter
+
+    run = tmp_path / "run"
+    _tiny_adapter(run / "adapter")
+    (run / "final").mkdir()
+    (run / "final" / "slice_train_config.json").write_text("{not json")
+    with pytest.raises(ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"):
+        ship_adapter(str(run), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()

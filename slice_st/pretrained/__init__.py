@@ -55,8 +55,10 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 
 
 def is_shipped_model_name(name: str | None) -> bool:
-    """True for the name of a model shipped in the package (``"slice-minilm"`` or ``"slice-st/slice-minilm"``)."""
-    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and not os.path.exists(name)
+    """True for the name of a model shipped in the package: ``"slice-st/slice-minilm"`` always, ``"slice-minilm"``
+    unless a folder of that name is in the working directory (then that folder is meant)."""
+    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and (
+        name.startswith("slice-st/") or not os.path.exists(name))
 
 
 def shipped_model(name: str) -> ShippedModel:
