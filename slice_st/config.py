@@ -618,8 +618,24 @@ def save_slice_model(model, path: str, **save_kwargs: Any) -> str:
         return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
+    _card_of_changed_weights(model, path)
     _usual_permissions(path)
     return path
+
+
+def _card_of_changed_weights(model, path: str) -> None:
+    """A shipped model (base weights + a merged adapter) saved untrained: sentence-transformers would copy the
+    *base* model's README (its licence, its name); write the card of the model's own ``model_card_data`` instead."""
+    import os
+
+    from sentence_transformers.base.model_card import generate_model_card
+
+    from slice_st.pretrained import SHIPPED_MODELS
+
+    card = model.model_card_data
+    if card.model_id in SHIPPED_MODELS and "generated_from_trainer" not in (card.tags or []):
+        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as handle:
+            handle.write(generate_model_card(model))
 
 
 def _usual_permissions(path: str) -> None:

@@ -381,3 +381,20 @@ def test_a_bad_training_config_is_named(tmp_path):
     with pytest.raises(ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"):
         ship_adapter(str(run), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------------------ cards
+def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
+    import slice_st
+
+    model = slice_st.load_model()
+    card = model.model_card_data
+    assert (card.license, card.base_model) == ("cc-by-nc-sa-4.0", "sentence-transformers/all-MiniLM-L6-v2")
+    slice_st.save_slice_model(model, str(tmp_path / "saved"))
+    text = (tmp_path / "saved" / "README.md").read_text()
+    head = text.split("---")[1]
+    assert "license: cc-by-nc-sa-4.0" in head and "license: apache-2.0" not in head  # not the base model's card
+    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in head and "# all-MiniLM-L6-v2\n" not in text
+    assert "# slice-minilm" in text and "slice-st" in head
+    reloaded = slice_st.load_model(str(tmp_path / "saved"))
+    assert reloaded.encode("a test").shape == (384,)

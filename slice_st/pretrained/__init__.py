@@ -166,4 +166,7 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     card.model_id = shipped.name
     card.base_model = shipped.base_model
     card.license = shipped.licence
+    card.model_name = f"{shipped.name}: {shipped.description}"
+    card.local_files_only = True  # no Hub look-ups when the card is rendered
+    card.tags = list(dict.fromkeys([*(card.tags or []), "slice-st", "slice", "span-embeddings", "phrase-mining"]))
     return model
