@@ -106,7 +106,8 @@ def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, c
 
     made = {}
     for key, kind in (tensors or {}).items():
-        made[key] = torch.full((4, 32), float("nan")) if kind == "nan" else torch.zeros(32 if key.endswith("bias") else 32, 4 if "lora_B" in key else 1).squeeze(-1)
+        shape = (4, 32) if kind == "nan" else (32, 4) if "lora_B" in key else (32,)
+        made[key] = torch.full(shape, float("nan")) if kind == "nan" else torch.zeros(shape)
     folder = _tiny_adapter(tmp_path / "adapter", config, made)
     base = BertModel.from_pretrained(tiny_model_dir)
     before = {name: value.clone() for name, value in base.state_dict().items()}
