@@ -399,3 +399,23 @@ def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
     assert "# slice-minilm" in text and "slice-st" in head
     reloaded = slice_st.load_model(str(tmp_path / "saved"))
     assert reloaded.encode("a test").shape == (384,)
+
+
+def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
+    """The SentenceTransformerTrainer renders the card from the same model_card_data: no "Base model: Unknown", no missing licence."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+
+    import slice_st
+
+    model = slice_st.load_model()
+    data = Dataset.from_dict({"anchor": ["a dog runs", "a cat sleeps"], "positive": ["the dog is running", "the cat is asleep"]})
+    args = SentenceTransformerTrainingArguments(str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=2, report_to=[],
+                                                save_strategy="no", use_cpu=True)
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=MultipleNegativesRankingLoss(model)).train()
+    slice_st.save_slice_model(model, str(tmp_path / "out"))
+    text = (tmp_path / "out" / "README.md").read_text()
+    head = text.split("---")[1]
+    assert "license: cc-by-nc-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
+    assert "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-nc-sa-4.0" in text
