@@ -390,6 +390,7 @@ def export_model(
         if overwrite or not (output / "modules.json").is_file():
             output.mkdir(parents=True, exist_ok=True)
             model.save(str(output))
+            _usual_permissions(str(output))
             (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
         export_onnx(model, onnx_file)
     if backend == "openvino":

@@ -325,3 +325,7 @@ def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, cap
     assert "use backend='onnx' (--backend onnx)" in advice and "--backend openvino --quantize" not in advice
     assert "has no ONNX export" in fails("--backend", "onnx") and "has no a " not in fails("--backend", "onnx")
     assert not (tmp_path / "a-file").is_dir()
+    import os
+
+    modes = {name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777 for name in ("model.safetensors", "config.json")}
+    assert len(set(modes.values())) == 1, modes  # the export's weights are not 0600 while the rest is 0644
