@@ -47,6 +47,9 @@ __all__ = [
     "weight_files",
     "default_threads",
     "set_torch_threads",
+    "parallelism_limit",
+    "check_parallelism",
+    "PER_CORE_LIMIT",
     "export_files",
     "export_onnx",
     "export_openvino",
@@ -120,9 +123,46 @@ def default_threads() -> int:
     return max(1, min(threads, cores - busy))
 
 
+#: At most this many threads or encoding processes per CPU core this process may use (more only thrash).
+PER_CORE_LIMIT = 4
+
+
+def parallelism_limit() -> int:
+    """The most threads (``--threads``) or CPU encoding processes (``--processes``) accepted:
+    :data:`PER_CORE_LIMIT` per CPU core this process may use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity on this platform
+        cores = os.cpu_count() or 1
+    return PER_CORE_LIMIT * max(1, cores)
+
+
+def check_parallelism(value: int, name: str) -> int:
+    """``value`` if it is a positive integer within :func:`parallelism_limit`, else a ``ValueError`` naming ``name``.
+
+    Args:
+        value: a number of threads or processes.
+        name: what it is, for the message (``"threads"``, ``"processes"``).
+
+    Returns:
+        ``value``.
+
+    Example:
+        >>> check_parallelism(1, "threads")
+        1
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+    limit = parallelism_limit()
+    if value > limit:
+        raise ValueError(f"{name}={value} is more than this machine can use: at most {limit} "
+                         f"({PER_CORE_LIMIT} per CPU core available to this process).")
+    return value
+
+
 def set_torch_threads(threads: int | None = None) -> int:
-    """``torch.set_num_threads(threads or default_threads())``; returns the number set."""
-    threads = int(threads) if threads else default_threads()
+    """``torch.set_num_threads(threads or default_threads())``; returns the number set (at most :func:`parallelism_limit`)."""
+    threads = check_parallelism(int(threads), "threads") if threads else default_threads()
     torch.set_num_threads(threads)
     return threads
 

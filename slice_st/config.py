@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from slice_st.spans import check_span_bounds
-from slice_st.text import require
+from slice_st.text import FileAccessError, require
 from slice_st.tokens import check_unit
 
 if TYPE_CHECKING:
@@ -167,10 +167,12 @@ def load_model(
 
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.backends import check_backend, resolve_dtype
+    from slice_st.backends import check_backend, check_parallelism, resolve_dtype
     from slice_st.pretrained import is_shipped_model_name, load_shipped_model
 
     check_backend(backend)
+    if threads is not None:
+        check_parallelism(threads, "threads")
     torch_dtype = resolve_dtype(dtype)
     if backend != "torch":
         return _load_exported(model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs)
@@ -184,7 +186,11 @@ def load_model(
         torch.set_num_threads(int(threads))
     kwargs["device"] = check_device(kwargs.get("device"))
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
-        return load_shipped_model(model_name_or_path or DEFAULT_SHIPPED_MODEL, default_model_path(), **kwargs)
+        name = model_name_or_path or DEFAULT_SHIPPED_MODEL
+        try:
+            return load_shipped_model(name, default_model_path(), **kwargs)
+        except ValueError as error:  # a damaged or unsupported adapter in the package
+            raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
     if model_name_or_path in BASE_MODEL_NAMES:
         model_name_or_path = default_model_path()
     if not isinstance(model_name_or_path, (str, os.PathLike)):
@@ -227,6 +233,11 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     from slice_st.backends import attach_runtime, model_file_for
 
     require_backend(backend)
+    if quantized and backend != "onnx":
+        raise ValueError(f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
+                         f"for {backend} give model_file=... (--model-file FILE) instead.")
+    if export_dir is not None and os.path.exists(export_dir) and not os.path.isdir(export_dir):
+        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into.")
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
         raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
@@ -242,7 +253,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         if model_file and folder:
             raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
         if export_dir is None:
-            what = "an int8 ONNX file" if quantized else f"a {backend} export"
+            what = "int8 ONNX file" if quantized else {"onnx": "ONNX export", "openvino": "OpenVINO export"}[backend]
             quantize = ", quantize=True" if quantized else ""
             raise FileNotFoundError(
                 f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
@@ -260,7 +271,11 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     except Exception as error:  # one clear message, the cause chained (as load_model)
         raise ModelLoadError(_load_failure(folder, True, error)) from error
     check_tokenizer(model, folder)
-    return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+    try:
+        return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+    except Exception as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
+        message = " ".join(str(error).split())[:300] or type(error).__name__
+        raise ModelLoadError(f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message}).") from error
 
 
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
@@ -380,6 +395,7 @@ def export_model(
                 writing += [output / "modules.json", output / EXPORT_RECORD]
                 output.mkdir(parents=True, exist_ok=True)
                 model.save(str(output))
+                _usual_permissions(str(output))
                 (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
             writing.append(onnx_file)
             export_onnx(model, onnx_file)
@@ -692,11 +708,43 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
         )
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         model.save(path, **save_kwargs)
+        _usual_permissions(path)
         card.register_model(original)
         return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
+    _card_of_changed_weights(model, path)
+    _usual_permissions(path)
     return path
+
+
+def _card_of_changed_weights(model, path: str) -> None:
+    """A shipped model (base weights + a merged adapter) saved untrained: sentence-transformers would copy the
+    *base* model's README (its licence, its name); write the card of the model's own ``model_card_data`` instead."""
+    import os
+
+    from sentence_transformers.base.model_card import generate_model_card
+
+    from slice_st.pretrained import SHIPPED_MODELS
+
+    card = model.model_card_data
+    if card.model_id in SHIPPED_MODELS and "generated_from_trainer" not in (card.tags or []):
+        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as handle:
+            handle.write(generate_model_card(model))
+
+
+def _usual_permissions(path: str) -> None:
+    """Give the ``.safetensors`` files just saved in ``path`` the permissions of the other files (``0666 & ~umask``):
+    the writer makes them through a private temporary file (0600) while ``config.json`` and the rest are 0644."""
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    for folder, _, names in os.walk(path):
+        for name in names:
+            file = os.path.join(folder, name)
+            if name.endswith(".safetensors") and not os.path.islink(file) and os.path.isfile(file):
+                os.chmod(file, 0o666 & ~mask)
 
 
 def enable_span_features(model):

@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import SpanConfig, check_tokenizer, get_span_config
+from slice_st.config import ModelLoadError, SpanConfig, check_device, check_tokenizer, get_span_config
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, text_units, unit_boundaries
@@ -195,7 +195,11 @@ def check_threshold(threshold: Any) -> float | None:
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
-    return value
+    # Scores are float32: a cut-off beyond its range (1e308) means the same as its largest value, without an overflow warning.
+    return min(max(value, -_FLOAT32_MAX), _FLOAT32_MAX)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int | None:
@@ -236,6 +240,14 @@ def model_window(model) -> int:
     max_length = min(int(max_length), 1_000_000)
     check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
+
+
+def model_truncate_dim(model) -> int | None:
+    """The model's own ``truncate_dim`` (``SentenceTransformer(..., truncate_dim=32)``), checked; ``None`` when it has none."""
+    dim = getattr(model, "truncate_dim", None)
+    if dim is not None:
+        _check_truncate_dim(dim, token_dimension(model))
+    return dim
 
 
 def token_dimension(model) -> int:
@@ -316,6 +328,7 @@ def encode_windows(
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     check_span_pooling(model)
+    device = check_device(device)  # "cuda" on a CPU-only torch: a ValueError, not torch's bare AssertionError
     room = model_window(model) - prompt_tokens(model, prompt)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
@@ -371,6 +384,10 @@ def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
 
 def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
     token_embeddings = _pad([out["token_embeddings"] for out in outputs])
+    if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
+        row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
+        raise ModelLoadError(f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
+                             "broken (a damaged checkpoint or adapter, or an overflow in half precision).")
     units = unit_boundaries(
         _pad([out["attention_mask"] for out in outputs]),
         _pad([out["special_tokens_mask"] for out in outputs], 1),
@@ -472,6 +489,8 @@ def encode_spans(
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
     dim = token_dimension(model)
+    if truncate_dim is None:  # as SentenceTransformer.encode: the model's own truncate_dim
+        truncate_dim = model_truncate_dim(model)
     _check_truncate_dim(truncate_dim, dim)
     if convert_to_tensor:
         convert_to_numpy = False
@@ -550,6 +569,7 @@ def embed_texts(
     the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
     """
     _check_common(batch_size)
+    device = check_device(device)
     text_list, _ = as_text_list(texts, "queries")
     for index, text in enumerate(text_list):
         if not text.strip():
@@ -616,6 +636,8 @@ def encode_span_queries(
     _check_precision(precision)
     single = isinstance(queries, str)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
+    if truncate_dim is None:  # as SentenceTransformer.encode_query: the model's own truncate_dim
+        truncate_dim = model_truncate_dim(model)
     _check_truncate_dim(truncate_dim, token_dimension(model))
     vectors = embed_texts(model, queries, batch_size=batch_size, show_progress_bar=show_progress_bar, window_context=window_context,
                           prompt=prompt_text, device=device)
@@ -812,7 +834,7 @@ def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tenso
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps ``top_k``."""
-    units = max((len(text.encode("utf-8")) for text in texts), default=0)
+    units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)  # lone surrogates: said later
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
@@ -827,6 +849,9 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
     """
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
+    dim = model_truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
+    if dim is not None:
+        query_vectors = query_vectors[..., :dim]
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
     arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
     for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
@@ -841,7 +866,7 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
                 flags = _row_flags(rows, texts).to(rows.token_embeddings.device)
                 costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
             found = best_span_scores(
-                queries, rows.token_embeddings, rows.boundaries, rows.num_units,
+                queries, rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim], rows.boundaries, rows.num_units,
                 span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity, costs=costs, overlap=overlap,
             )
             _collect(found, rows, span_config.unit, scores, arrays, overlap)

@@ -21,6 +21,7 @@ import importlib
 import os
 import re
 import secrets
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -171,52 +172,80 @@ def split_lines(content: str) -> list[str]:
     return [line + "\n" for line in lines] + ([last] if last else [])
 
 
+def _open_regular(path: str):
+    """``path`` opened for reading in binary; only a regular file (a device, FIFO or socket would never end, or block)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"input file not found: {path}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"input is a directory, not a file: {path}")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO does not block the open
+    except OSError as error:
+        raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise FileAccessError(f"cannot read {path}: not a regular file (a device, pipe or socket); "
+                              "give a text file, or '-' to read standard input.")
+    return os.fdopen(descriptor, "rb")
+
+
+def _binary_lines(path: str):
+    """``(name, lines)``: the raw lines of ``path`` (``"-"``: standard input), each ending in ``\\n`` but the last, streamed."""
+    if path == "-":
+        data = getattr(sys.stdin, "buffer", None)
+        if data is None:  # a text stream without bytes (e.g. replaced in tests): re-check its characters
+            return "standard input", iter([line.encode("utf-8", "surrogateescape") for line in split_lines(sys.stdin.read())])
+        return "standard input", iter(data)
+    handle = _open_regular(path)
+
+    def lines():
+        with handle:
+            try:
+                yield from handle
+            except OSError as error:
+                raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
+
+    return path, lines()
+
+
+def _decoded_lines(path: str):
+    """The lines of ``path`` decoded as UTF-8 one by one (byte-order mark included), never the whole file at once."""
+    name, raw_lines = _binary_lines(path)
+    done_bytes = 0
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{name} is not UTF-8 text ({error.reason} at byte {done_bytes + error.start}, line {number}).") from None
+        done_bytes += len(raw)
+
+
 def _read_raw(path: str) -> str:
     """The whole file decoded as UTF-8 (``"-"``: standard input's bytes), byte-order mark included."""
-    if path == "-":
-        name, data = "standard input", getattr(sys.stdin, "buffer", None)
-        raw = data.read() if data is not None else sys.stdin.read()
-        if isinstance(raw, str):  # a text stream without bytes (e.g. replaced in tests): re-check its characters
-            raw = raw.encode("utf-8", "surrogateescape")
-    else:
-        name = path
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"input file not found: {path}")
-        if os.path.isdir(path):
-            raise IsADirectoryError(f"input is a directory, not a file: {path}")
-        try:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-        except OSError as error:
-            raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
-        raise ValueError(f"{name} is not UTF-8 text ({error.reason} at byte {error.start}, line {line}).") from None
+    return "".join(_decoded_lines(path))
 
 
 def read_file(path: str) -> str:
     """The content of a UTF-8 text file (``"-"``: standard input), without a leading byte-order mark.
 
-    Clear errors for a missing file, a directory, a file that cannot be read (:class:`FileAccessError`)
-    and bytes that are not UTF-8 (``ValueError``, also for standard input).
+    Clear errors for a missing file, a directory, a device or pipe, a file that cannot be read
+    (:class:`FileAccessError`) and bytes that are not UTF-8 (``ValueError``, also for standard input).
     """
     return _read_raw(path).removeprefix(BOM)
 
 
-def file_lines(path: str) -> list[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (see the module notes), line ends kept.
+def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
+    """``(line number, file offset, line)`` for each line of a UTF-8 file (see the module notes), line ends kept; streamed.
 
-    Offsets are character offsets in the file as decoded, a leading byte-order mark included.
+    Offsets are character offsets in the file as decoded, a leading byte-order mark included. Only regular
+    files (and ``"-"``, standard input) are read: a device such as ``/dev/zero`` is a :class:`FileAccessError`.
     """
-    content = _read_raw(path)
-    offset = 1 if content.startswith(BOM) else 0
-    lines = []
-    for number, raw in enumerate(split_lines(content[offset:]), start=1):
-        lines.append((number, offset, raw))
+    offset = 0
+    for number, raw in enumerate(_decoded_lines(path), start=1):
+        if number == 1 and raw.startswith(BOM):
+            raw, offset = raw[1:], 1
+        yield number, offset, raw
         offset += len(raw)
-    return lines
 
 
 def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:

@@ -296,8 +296,8 @@ def plan_windows(
     only if the model window is too small for that). Texts that fit get a single window. Texts
     without any token get no window.
 
-    A text that cannot be cut (a single word, or ``max_span`` units, longer than a window) raises
-    :class:`WindowError` naming it; with an ``errors`` list it is appended there as
+    A text that cannot be cut (a single word, or ``max_span`` units, longer than a window) or that is not
+    valid Unicode (a lone surrogate) raises :class:`WindowError` naming it; with an ``errors`` list it is appended there as
     ``(text index, reason)`` and gets no window instead.
     """
     check_unit(unit)
@@ -309,7 +309,16 @@ def plan_windows(
     to_plan = []
     for text_index, text in enumerate(texts):
         stripped = text.strip()
-        if stripped and len(stripped.encode("utf-8")) + 2 <= max_tokens:
+        try:
+            size = len(stripped.encode("utf-8"))
+        except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+            reason = (f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text; "
+                      "fix or drop that text.")
+            if errors is None:
+                raise WindowError(text_index, reason) from None
+            errors.append((text_index, reason))
+            continue
+        if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
             windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
         elif stripped:
@@ -324,6 +333,8 @@ def plan_windows(
                 raise
             errors.append((error.text_index, error.reason))
     windows.sort(key=lambda window: (window.text_index, window.char_start))
+    if errors is not None:
+        errors.sort()
     return windows
 
 

@@ -289,3 +289,43 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
             assert np.abs(g.embeddings - e.embeddings).max() <= 1e-3
     best = model.best_spans(QUERIES, TEXTS)
     assert np.nanmax(np.abs(np.where(np.isfinite(best.scores), best.scores - torch_model.best_spans(QUERIES, TEXTS).scores, 0))) <= 1e-3
+
+
+def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, capsys):
+    """Issue 24: a non-ONNX --model-file, a truncated model.onnx, an --export-dir that is a file, --quantized with OpenVINO."""
+    import shutil
+
+    from slice_st.cli import main
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(export_dir, damaged)
+    data = (damaged / "onnx" / "model.onnx").read_bytes()
+    (damaged / "onnx" / "model.onnx").write_bytes(data[: len(data) // 3])  # a copy cut short
+    (damaged / "onnx" / "config.onnx").write_bytes((damaged / "config.json").read_bytes())  # not ONNX at all
+    with pytest.raises(slice_st.ModelLoadError, match="model.onnx with onnx: not a valid \\(or a truncated\\) onnx model file"):
+        slice_st.load_model(str(damaged), backend="onnx")
+    with pytest.raises(slice_st.ModelLoadError, match="config.onnx with onnx: not a valid"):
+        slice_st.load_model(str(damaged), backend="onnx", model_file="onnx/config.onnx")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+
+    def fails(*argv):
+        with pytest.raises(SystemExit) as stop:
+            main(["mine", "-q", "dog", str(corpus), "--no-progress", *argv])
+        error = capsys.readouterr().err
+        assert stop.value.code == 2 and "Traceback" not in error, error
+        return error.strip().splitlines()[-1]
+
+    assert "not a valid (or a truncated) onnx model file" in fails("-m", str(damaged), "--backend", "onnx")
+    assert "not a valid" in fails("-m", str(damaged), "--backend", "onnx", "--model-file", "onnx/config.onnx")
+    assert "is a file, not a folder" in fails("-m", str(damaged), "--backend", "onnx", "--export-dir", str(a_file))
+    advice = fails("--backend", "openvino", "--quantized")
+    assert "use backend='onnx' (--backend onnx)" in advice and "--backend openvino --quantize" not in advice
+    assert "has no ONNX export" in fails("--backend", "onnx") and "has no a " not in fails("--backend", "onnx")
+    assert not (tmp_path / "a-file").is_dir()
+    import os
+
+    modes = {name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777 for name in ("model.safetensors", "config.json")}
+    assert len(set(modes.values())) == 1, modes  # the export's weights are not 0600 while the rest is 0644

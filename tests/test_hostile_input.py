@@ -176,9 +176,17 @@ def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(file, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def denying_os_open(file, *args, **kwargs):  # corpora are opened with os.open (only regular files are read)
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_os_open(file, *args, **kwargs)
+
     from slice_st.text import FileAccessError
 
     monkeypatch.setattr(builtins, "open", denying_open)
+    monkeypatch.setattr(os, "open", denying_os_open)
     with pytest.raises(FileAccessError, match="cannot read .*secret.txt: Permission denied"):
         read_texts([str(path)])
     assert "Permission denied" in _fails(capsys, "mine", "-q", "guitar", path)

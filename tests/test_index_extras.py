@@ -26,9 +26,13 @@ def test_text_file_lines_and_paragraphs(tmp_path):
 
 def test_jsonl_fields_and_errors(tmp_path):
     path = tmp_path / "tickets.jsonl"
-    path.write_text('{"ticket": "T1", "body": "refund please"}\n\n{"ticket": 2, "body": "lost bag"}\n')
+    path.write_text('{"ticket": "T1", "body": "refund please"}\n\n{"ticket": "2", "body": "lost bag"}\n')
     documents = read_corpus([str(path)], id_field="ticket", text_field="body")
     assert [(d.id, d.text, d.line) for d in documents] == [("T1", "refund please", 1), ("2", "lost bag", 3)]
+    numeric = tmp_path / "numeric.jsonl"
+    numeric.write_text('{"ticket": 2, "body": "lost bag"}\n')  # ids are strings (README): not silently "2"
+    with pytest.raises(CorpusError, match=r"line 1: id field 'ticket' must be a string, got int 2"):
+        read_corpus([str(numeric)], id_field="ticket", text_field="body")
     with pytest.raises(CorpusError, match=r"tickets.jsonl, line 1: missing id field 'id'"):
         read_jsonl(str(path))
     with pytest.raises(CorpusError, match=r"line 1: missing text field 'text'"):

@@ -99,3 +99,53 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["mteb", "run", "--stsb-context", str(FIXTURE), "--limit", "2"])
     assert "must be >= 4" in capsys.readouterr().err
+
+
+def test_a_dev_file_is_filed_under_dev(tiny_model, tmp_path):
+    """Issue 24: results of a dev file were written under split "test"."""
+    dev = tmp_path / "stsb-context-dev.tsv"
+    shutil.copy(FIXTURE, dev)
+    task = STSBContext(dev, max_span=6)
+    assert task.metadata.eval_splits == ["dev"] and STSBContext(FIXTURE).metadata.eval_splits == ["test"]
+    assert STSBContext(FIXTURE, split="dev").metadata.eval_splits == ["dev"]
+    result = mteb.evaluate(mteb_model(tiny_model), [task], cache=mteb.ResultCache(str(tmp_path / "out")), show_progress_bar=False,
+                           co2_tracker=False)
+    assert list(result.task_results[0].scores) == ["dev"]
+    saved = json.loads(next((tmp_path / "out").rglob("STSBContext.json")).read_text())
+    assert list(saved["scores"]) == ["dev"]
+    with pytest.raises(ValueError, match="split must be one of"):
+        STSBContext(FIXTURE, split="validation")
+
+
+def test_model_meta_has_licence_base_and_size(tiny_model):
+    import slice_st
+
+    meta = mteb_model(slice_st.load_model()).mteb_model_meta
+    assert meta.license == "cc-by-nc-sa-4.0" and meta.adapted_from == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta.n_parameters == 22_713_216 and meta.name == "slice-st/slice-minilm"
+    base = mteb_model(slice_st.load_model("base")).mteb_model_meta
+    assert base.license == "apache-2.0" and base.adapted_from is None
+    tiny = mteb_model(tiny_model).mteb_model_meta
+    assert tiny.n_parameters == sum(p.numel() for p in tiny_model.parameters()) and tiny.license == "not specified"
+
+
+def test_offline_hub_task_and_file_as_output_folder_are_one_line(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    import slice_st
+
+    loaded = []
+    monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir))
+    a_file = tmp_path / "results"
+    a_file.write_text("x")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mteb", "run", "-t", "STSBContext", "--stsb-context", str(FIXTURE), "--output-folder", str(a_file)])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in error
+    assert error.strip().splitlines()[-1] == f"slice-st: error: --output-folder {a_file} is a file, not a folder."
+    assert loaded == []  # said before the model was loaded or anything evaluated
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mteb", "run", "-t", "STSBenchmark", "--output-folder", str(tmp_path / "out"), "--no-progress"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in error, error
+    assert "the data of mteb task(s) STSBenchmark is not available here" in error.strip().splitlines()[-1]

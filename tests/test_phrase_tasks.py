@@ -262,7 +262,7 @@ def test_paraphrase_evaluator_spans_equal_naive_maxsim(tiny_model, tmp_path):
     assert metrics["document_vectors"] == 1.0 and metrics["tile@0.25_vectors"] < metrics["tile@1_vectors"] <= metrics["tokens_vectors"]
     # the empty source (task 3) ties all candidates for the multi-vector methods: expected RR of a 4-way tie
     scores = evaluator.scores(tiny_model)
-    assert np.allclose(scores["spans"][0][2], 0.0) and len(list((tmp_path / "cache").glob("doc-tokens-*.pt"))) == 1
+    assert np.allclose(scores["spans"][0][2], 0.0) and len(list((tmp_path / "cache").glob("doc-tokens-*.npz"))) == 1
 
     # spans: naive MaxSim-mean of the source's materialised spans against each candidate's
     spans = {d: encode_spans(tiny_model, tasks.documents[d], max_span=3).embeddings for d in ("L0", "R0", "R2", "R3", "R4")}
@@ -335,3 +335,34 @@ def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["phrase-eval", "-t", "parabank-pi", "-d", str(DATA), "-m", tiny_model_dir, "--rules", "random"])
     assert exit_info.value.code == 2 and "unknown selection rule 'random'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "pickle"])
+def test_a_damaged_cache_is_rebuilt_never_unpickled(tiny_model, tmp_path, caplog, damage):
+    """Issue 24: a corrupt or 0-byte --cache file was an UnpicklingError/EOFError traceback; the cache is .npz, not a pickle."""
+    import logging
+    import pickle
+
+    tasks = read_parabank_pi(PI_DEV)
+
+    def evaluator():
+        return ParaphraseIdentificationEvaluator.from_tasks(tasks, max_span=3, ratios=(1.0,), cache_dir=str(tmp_path / "cache"),
+                                                            cache_key="tiny")
+
+    first = evaluator().scores(tiny_model)
+    files = sorted((tmp_path / "cache").glob("*.npz"))
+    assert files and not list((tmp_path / "cache").glob("*.pt"))
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    for path in files:
+        data = path.read_bytes()
+        path.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "pickle": pickle.dumps(Payload())}[damage])
+    with caplog.at_level(logging.WARNING):
+        again = evaluator().scores(tiny_model)
+    assert "not a readable cache archive" in caplog.text and "rebuilding it" in caplog.text and not marker.exists()
+    assert all(np.allclose(first[method][0], again[method][0]) for method in first)
+    assert all(path.stat().st_size > 100 for path in files)  # rewritten whole

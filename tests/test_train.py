@@ -182,6 +182,7 @@ def test_model_card_content(tiny_model_dir):
     assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["library_name"] == "sentence-transformers"
     assert meta["license"] == "cc-by-nc-sa-4.0"  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
     assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta["language"] == ["en"]
+    assert "RobZamp/sick" in meta["datasets"]  # SICK is used (offline): listed too (issue 24)
     assert "1..12 words" in card and "**Steps:** 300" in card and '"scale": 20.0' in card
     assert "SICK: CC BY-NC-SA 3.0" in card and "non-commercial" in card and "/somewhere" not in card
     assert "trust_remote_code" in card and "encode_spans" in card and "2405.07263" in card

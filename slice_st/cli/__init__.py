@@ -22,7 +22,7 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from slice_st.cli.common import add_output_options, apply_output_options, bare_ray_option
+from slice_st.cli.common import add_output_options, apply_output_options, bare_ray_option, terminal_safe
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.evaluation import add_evaluation_commands
 from slice_st.cli.export import add_export_command
@@ -198,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if not _is_user_error(error):
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
+        message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
         parser.exit(2, f"slice-st: error: {message}\n")
     finally:
         restore()  # main() may be called in-process (tests, notebooks): leave the environment as it was

@@ -22,7 +22,7 @@ __all__ = [
     "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
     "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
     "report", "json_ready", "dumps_json", "read_queries", "write_rows", "expand_inputs", "add_format_argument", "FORMATS",
-    "CORPUS_SUFFIXES", "write_records", "html_document", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
+    "CORPUS_SUFFIXES", "terminal_safe", "write_records", "html_document", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
 ]
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
@@ -35,6 +35,28 @@ CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
 PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
+
+#: Control characters (C0 but tab and newline, DEL, C1): untrusted text printed as is could drive the terminal
+#: (ESC sequences, OSC titles and hyperlinks, BEL).
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+_CONTROL_AND_NEWLINE = _CONTROL | {0x0A: "\\x0a"}
+
+
+def terminal_safe(text: str, keep_newlines: bool = False) -> str:
+    """``text`` with every control character but tab (and, with ``keep_newlines``, newline) shown as ``\\xNN``.
+
+    Args:
+        text: untrusted text (a document id, a document's text, a query) about to be printed for a person.
+        keep_newlines: leave newlines as line breaks.
+
+    Returns:
+        The text with ESC, BEL, CR, the other C0 and C1 controls and DEL escaped (JSON and CSV output keep the text exact).
+
+    Example:
+        >>> print(terminal_safe("id\\x1b]0;title\\x07"))
+        id\\x1b]0;title\\x07
+    """
+    return text.translate(_CONTROL if keep_newlines else _CONTROL_AND_NEWLINE)
 
 
 def int_at_least(minimum: int, why: str = ""):
@@ -355,7 +377,7 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
     left = ("…" if left_start > 0 else "") + flat[left_start:start]
     right = flat[end:right_end] + ("…" if right_end < len(flat) else "")
     on, off = (HIGHLIGHT_ON, HIGHLIGHT_OFF) if color else (PLAIN_OPEN, PLAIN_CLOSE)
-    return f"{left}{on}{flat[start:end]}{off}{right}"
+    return f"{terminal_safe(left)}{on}{terminal_safe(flat[start:end])}{off}{terminal_safe(right)}"
 
 
 def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
@@ -367,20 +389,20 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         return len(rows)
     color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
     calibrated = "calibrated" in fields
-    where_width = max([24] + [len(row["where"]) for row in rows])  # every row's "where" fits: the columns stay aligned
+    where_width = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # every row's "where" fits: the columns stay aligned
     chars_width = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     current = None
     for row in rows:
         if row["query"] != current:
             sts = f"  {'0-5':>4}" if calibrated else ""
-            out.write(f"\n== {row['query']}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n")
+            out.write(f"\n== {terminal_safe(row['query'])}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n")
             current = row["query"]
         sts = ""
         if calibrated:
             sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
         chars = f"{row['start']}-{row['end']}"
         snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
-        out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {row['where']:<{where_width}} {chars:<{chars_width}} {snippet}\n")
+        out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}} {snippet}\n")
     if not rows:
         out.write("no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n")
     return len(rows)

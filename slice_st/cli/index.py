@@ -33,6 +33,7 @@ from slice_st.cli.common import (
     read_queries,
     report,
     result_counts,
+    terminal_safe,
     write_rows,
 )
 from slice_st.text import SPLITS
@@ -165,7 +166,7 @@ def _report(verb: str, documents, index, seconds: float, args) -> None:
 
 def _report_skipped(index) -> None:
     for doc_id, reason in index.skipped:
-        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(doc_id)}: {terminal_safe(reason)}\n")
     if index.skipped:
         sys.stderr.write(f"slice-st: {len(index.skipped)} documents skipped\n")
 
@@ -241,7 +242,7 @@ def _build_on_ray(args) -> int:
         on_error="skip" if args.skip_bad else "raise", progress=progress,
     )
     for doc_id, reason in result.skipped:
-        sys.stderr.write(f"slice-st: skipped {doc_id}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(doc_id)}: {terminal_safe(reason)}\n")
     seconds = result.seconds
     report(args, f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
                  f"({result.shards_built} built, {result.shards_reused} already there), "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import add_backend_arguments, add_query_arguments, add_ray_argument, expand_inputs, model_options, quiet_progress, read_queries, result_counts, write_rows
+from slice_st.cli.common import add_backend_arguments, add_query_arguments, add_ray_argument, expand_inputs, model_options, quiet_progress, read_queries, result_counts, terminal_safe, write_rows
 from slice_st.text import SPLITS, TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -81,7 +81,7 @@ def _mine(args) -> int:
         raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
     _, per_text, _ = result_counts(args, index=False)
     queries = read_queries(args)
-    records = read_texts(expand_inputs(args.files), args.split)
+    records = read_texts(_distinct_files(expand_inputs(args.files)), args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     records = _windowable(model, records, args)
@@ -102,6 +102,21 @@ def _mine(args) -> int:
     return 0
 
 
+def _distinct_files(files: list[str]) -> list[str]:
+    """``files`` with each file once (``a.txt ./a.txt``, or a link to it, name one file): later spellings are dropped,
+    with a note on stderr, so no match is listed twice."""
+    seen: dict[str, str] = {}
+    kept = []
+    for name in files:
+        real = os.path.realpath(name) if name != "-" else name
+        if real in seen:
+            sys.stderr.write(f"slice-st: note: {terminal_safe(name)} is the same file as {terminal_safe(seen[real])}: read once\n")
+            continue
+        seen[real] = name
+        kept.append(name)
+    return kept
+
+
 def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
     """The texts the model can cut into windows; one it cannot stops the run naming its file and line (or, with
     ``--skip-bad``, is listed on stderr and left out)."""
@@ -118,7 +133,7 @@ def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raise ValueError(f"{where[0][0]}: {where[0][1].rstrip('.')}{more}. Use --skip-bad to leave such texts out.")
     for name, reason in where:
-        sys.stderr.write(f"slice-st: skipped {name}: {reason}\n")
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(name)}: {terminal_safe(reason)}\n")
     sys.stderr.write(f"slice-st: {len(bad)} texts skipped\n")
     dropped = {position for position, _ in bad}
     return [record for position, record in enumerate(records) if position not in dropped]

@@ -56,9 +56,11 @@ def read_text_file(path: str, split: str = "line") -> list[Document]:
 def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
     """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field`` (``id_field=None``: ids are line numbers).
 
+    Ids are non-empty strings: a number (``"id": 7``) is a :class:`CorpusError` (write ``"7"``).
+
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
-    >>> _ = path.write_text('{"id": "a", "text": "first"}\\n{"id": 7, "text": "second"}\\n')
+    >>> _ = path.write_text('{"id": "a", "text": "first"}\\n{"id": "7", "text": "second"}\\n')
     >>> [(d.id, d.text, d.line) for d in read_jsonl(str(path))]
     [('a', 'first', 1), ('7', 'second', 2)]
     """
@@ -75,16 +77,23 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
             if id_field is None:
                 record = record | {"__line__": number}
             where = f"{path}, line {number}"
-            documents.append(Document(*_id_and_text(record, id_field or "__line__", text_field, where), path, number, offset))
+            documents.append(Document(*_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
+                                      path, number, offset))
     return documents
 
 
-def _id_and_text(record: Any, id_field: str, text_field: str | None, where: str) -> tuple[str, str]:
-    if id_field not in record or record[id_field] is None or record[id_field] == "":
+def _id_and_text(record: Any, id_field: str, text_field: str | None, where: str, string_ids: bool = False) -> tuple[str, str]:
+    """``(id, text)`` of one record; ``string_ids``: the id must be a string (JSONL: ``"5"``, not ``5``)."""
+    if id_field not in record or record[id_field] is None:
         raise CorpusError(f"{where}: missing id field {id_field!r} (fields: {sorted(record)[:10]}).")
+    if record[id_field] == "":
+        raise CorpusError(f"{where}: empty id (field {id_field!r} is \"\"): every document needs a non-empty id.")
     if text_field not in record or record[text_field] is None:
         raise CorpusError(f"{where}: missing text field {text_field!r} (fields: {sorted(record)[:10]}).")
     doc_id, text = record[id_field], record[text_field]
+    if string_ids and not isinstance(doc_id, str):
+        raise CorpusError(f"{where}: id field {id_field!r} must be a string, got {type(doc_id).__name__} {doc_id!r:.40} "
+                          f"(write it as \"{doc_id!s:.40}\" if that is the id you mean).")
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise CorpusError(f"{where}: id field {id_field!r} must be a string or an integer, got {doc_id!r:.40}.")
     if not isinstance(text, str):

@@ -114,14 +114,31 @@ class DocumentTokens:
             boundaries[row, len(starts) :] = len(values)
         return embeddings, boundaries, num_units
 
-    def save(self, path) -> None:
-        """Write the arrays to ``path``, a file name or a binary file object (``torch.save``)."""
-        torch.save({key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")}, path)
+    def save(self, path: str) -> None:
+        """Write the arrays to ``path`` as a NumPy ``.npz`` archive (plain arrays: no pickle)."""
+        _save_arrays(path, {key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")})
 
     @classmethod
     def load(cls, path: str) -> DocumentTokens:
-        """Read what :meth:`save` wrote."""
-        return cls(**torch.load(path, weights_only=True))
+        """Read what :meth:`save` wrote (a ``ValueError`` if the file is damaged or not such an archive)."""
+        return cls(**_load_arrays(path, ("vectors", "token_offsets", "word_starts", "word_offsets")))
+
+
+def _save_arrays(path: str, arrays: dict[str, Tensor]) -> None:
+    """``arrays`` into ``path`` as an ``.npz`` archive (plain arrays, no pickle), written beside it then renamed."""
+    with atomic_file(path) as handle:  # a new temporary file (never through a planted link), then os.replace
+        np.savez(handle, **{key: value.detach().cpu().numpy() for key, value in arrays.items()})
+
+
+def _load_arrays(path: str, keys: Sequence[str]) -> dict[str, Tensor]:
+    """The tensors :func:`_save_arrays` wrote; a ``ValueError`` for a damaged, empty or foreign file (never unpickled)."""
+    import zipfile
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {key: torch.from_numpy(np.array(archive[key])) for key in keys}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise ValueError(f"{path}: not a readable cache archive ({type(error).__name__}: {error})") from None
 
 
 def encode_documents(
@@ -326,30 +343,34 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             return None
         digest = hashlib.sha256("\x00".join(self.texts).encode("utf-8")).hexdigest()[:16]
         os.makedirs(self.cache_dir, exist_ok=True)
-        return os.path.join(self.cache_dir, f"{kind}-{self.cache_key}-{digest}.pt")
+        return os.path.join(self.cache_dir, f"{kind}-{self.cache_key}-{digest}.npz")
 
     def document_tokens(self, model: SentenceTransformer) -> DocumentTokens:
-        """The documents' token vectors (from the cache when there is one)."""
+        """The documents' token vectors (from the cache when there is one; a damaged cache file is rebuilt, with a warning)."""
         path = self._cache_path(model, "doc-tokens")
         if path and os.path.isfile(path):
-            return DocumentTokens.load(path)
+            try:
+                return DocumentTokens.load(path)
+            except ValueError as error:
+                logger.warning("%s; rebuilding it.", error)
         store = encode_documents(model, self.texts, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar)
         if path:
-            with atomic_file(path) as handle:  # a new temporary file (never through a link), then os.replace
-                store.save(handle)
+            store.save(path)
         return store
 
     def document_vectors(self, model: SentenceTransformer) -> Tensor:
-        """``model.encode`` of every document, normalised (from the cache when there is one)."""
+        """``model.encode`` of every document, normalised (from the cache when there is one; a damaged one is rebuilt)."""
         path = self._cache_path(model, "doc-encode")
         if path and os.path.isfile(path):
-            return torch.load(path, weights_only=True)
+            try:
+                return _load_arrays(path, ("vectors",))["vectors"]
+            except ValueError as error:
+                logger.warning("%s; rebuilding it.", error)
         vectors = model.encode(self.texts, batch_size=self.batch_size, convert_to_tensor=True,
                                show_progress_bar=bool(self.show_progress_bar)).float().cpu()
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
         if path:
-            with atomic_file(path) as handle:
-                torch.save(vectors, handle)
+            _save_arrays(path, {"vectors": vectors})
         return vectors
 
     # ------------------------------------------------------------------ scoring

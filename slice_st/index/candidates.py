@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st.encode import SpanInputError
 from slice_st.index.search import blas_threads, search_threads
 from slice_st.index.storage import save_array
 from slice_st.spans import top_spans_from_dots
@@ -78,6 +79,9 @@ class CandidateStage:
         else:
             if nlist is None:
                 nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
+            elif nlist > len(vectors):  # k-means cannot make more lists than it has points (a FAISS RuntimeError)
+                raise SpanInputError(f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
+                                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'.")
             quantizer = faiss.IndexFlatIP(dim)
             faiss_index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
             sample = vectors

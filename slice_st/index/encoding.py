@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.backends import backend_of
+from slice_st.backends import backend_of, check_parallelism
 from slice_st.config import check_device
 from slice_st.data.corpus import Document, documents_from_dataset
 from slice_st.encode import SpanInputError, as_text_list
@@ -70,6 +70,12 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
         return None
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise SpanInputError(f"processes must be a positive integer, got {processes!r}.")
+    cpu_processes = processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
+    if cpu_processes:
+        try:
+            check_parallelism(cpu_processes, "processes")
+        except ValueError as error:
+            raise SpanInputError(f"{error} Each process loads its own copy of the model.") from None
     if devices is None:
         return None if processes in (None, 1) else ["cpu"] * processes
     if isinstance(devices, str) or not all(isinstance(d, str) and d for d in devices) or not len(devices):

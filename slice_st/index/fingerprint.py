@@ -12,6 +12,7 @@ from typing import Any
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import model_fingerprint, model_identity
 from slice_st.encode import SpanInputError
+from slice_st.pretrained import is_shipped_model_name
 
 __all__ = ["model_fingerprint", "model_identity", "model_runtime", "model_source"]
 
@@ -39,4 +40,7 @@ def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
             f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
             "which is not there any more: pass the model (model=..., --model)."
         )
-    return manifest.get("model_name") or None
+    name = manifest.get("model_name") or None
+    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder of the working directory
+        return f"slice-st/{name}"
+    return name

@@ -28,8 +28,10 @@ import logging
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
     from slice_st.index.span_index import SpanIndex
 
-__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "claim_workers", "check_address", "require_ray", "corpus_files",
+__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "probe_address", "claim_workers", "check_address", "require_ray", "corpus_files",
            "DEFAULT_SHARD_BYTES", "BUILD_STATE"]
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
@@ -84,6 +86,38 @@ def check_address(address: str | None) -> str | None:
     return address
 
 
+#: Seconds to wait for a Ray head's port to answer before giving up (ray.init itself may wait for ever).
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Check that ``HOST:PORT`` (or ``ray://HOST:PORT``) accepts a TCP connection within ``timeout`` seconds, so that a
+    closed port or an unreachable host is a :class:`SpanInputError` at once rather than a ``ray.init`` that never returns.
+
+    ``None`` and ``"auto"`` (found by Ray itself) are not probed.
+
+    >>> probe_address("127.0.0.1:1")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    slice_st.encode.SpanInputError: cannot connect to the Ray cluster at 127.0.0.1:1: ...
+    """
+    if address is None or address in ("auto", "local"):
+        return
+    parts = urllib.parse.urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        return  # not HOST:PORT: left to ray.init
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        why = "no answer within {:g} s".format(timeout) if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        raise SpanInputError(f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`).") from None
+
+
 def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> bool:
     """Connect to Ray (``address``, see :func:`check_address`), or start it locally; ``True`` if this call started it.
 
@@ -94,6 +128,7 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpu
     if ray.is_initialized():
         return False
     local = address is None and not os.environ.get("RAY_ADDRESS")
+    probe_address(address or os.environ.get("RAY_ADDRESS"))
     try:
         ray.init(address=address, num_cpus=num_cpus if local else None, num_gpus=num_gpus if local else None,
                  include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)

@@ -27,16 +27,16 @@ import logging
 import os
 from typing import Any
 
-from slice_st.text import require
+from slice_st.text import FileAccessError, check_creatable, require
 
 require("mteb", "eval", "the STSBContext mteb task")
 
 from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
-from slice_st.data.stsb import read_source_note  # noqa: E402
+from slice_st.data.stsb import SOURCE_SUFFIX, read_source_note  # noqa: E402
 
-__all__ = ["STSBContext", "DATA_ENV", "SOURCES", "mteb_model", "run_mteb"]
+__all__ = ["STSBContext", "DATA_ENV", "SOURCES", "SPLITS", "infer_split", "mteb_model", "run_mteb"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,37 @@ _CITATION = r"""
   year = {2024},
 }
 """
+
+
+#: The splits an STS-B-Context file can be (results are filed under it).
+SPLITS = ("dev", "test", "train")
+
+
+def infer_split(path: str | os.PathLike | None) -> str:
+    """The STS-B split a file holds: ``dev``/``train`` when its name (or the STS-B file its note records) says so, else ``test``.
+
+    >>> infer_split("runs/stsb-context-dev.tsv"), infer_split("sts-train.csv"), infer_split("released.tsv")
+    ('dev', 'train', 'test')
+    """
+    import json
+    import re
+
+    names = [os.path.basename(os.fspath(path))] if path else []
+    if path and os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
+        try:
+            with open(os.fspath(path) + SOURCE_SUFFIX, encoding="utf-8") as handle:
+                names.insert(0, str(json.load(handle).get("stsb_file") or ""))
+        except (OSError, ValueError, AttributeError):
+            pass
+    for name in names:
+        words = set(re.split(r"[^a-z]+", name.lower()))
+        if words & {"dev", "validation", "val"}:
+            return "dev"
+        if "train" in words:
+            return "train"
+        if "test" in words:
+            return "test"
+    return "test"
 
 
 class STSBContext(AbsTaskSTS):
@@ -111,7 +142,8 @@ class STSBContext(AbsTaskSTS):
     )
 
     def __init__(self, path: str | os.PathLike | None = None, *, source: str | None = None, limit: int | None = None, seed: int = 0,
-                 min_span: int = 1, max_span: int = 20, unit: str = "word", missing_paraphrase: str = "warn", **kwargs: Any) -> None:
+                 min_span: int = 1, max_span: int = 20, unit: str = "word", missing_paraphrase: str = "warn", split: str | None = None,
+                 **kwargs: Any) -> None:
         from slice_st.spans import check_span_bounds
         from slice_st.tokens import check_unit
 
@@ -126,10 +158,14 @@ class STSBContext(AbsTaskSTS):
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__(**kwargs)
+        self.split = split if split is not None else infer_split(self.path)
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}.")
         what, creation = SOURCES[self.source]
         update: dict[str, Any] = {
             "description": self.metadata.description.split("Read from a local TSV or URL: ")[0] + f"Read from a local TSV or URL: {what}.",
             "sample_creation": creation,
+            "eval_splits": [self.split],
         }
         if self.path and os.path.isfile(self.path):
             with open(self.path, "rb") as handle:
@@ -141,7 +177,7 @@ class STSBContext(AbsTaskSTS):
         self.metadata = self.metadata.model_copy(update=update)
 
     def load_data(self, num_proc: int | None = None, *, timer=None, **kwargs: Any) -> None:
-        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the ``test`` split."""
+        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's split (``dev``, ``test``, ``train``)."""
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
@@ -160,7 +196,7 @@ class STSBContext(AbsTaskSTS):
             data = data.select(subset_indices(len(data), self.limit, self.seed))
         split = datasets.Dataset.from_dict({"sentence1": data["line"], "sentence2": data["passage"], "score": data["goldsim"],
                                             "paraphrase": data["paraphrase"]})
-        self.dataset = {"default": datasets.DatasetDict({"test": split})}
+        self.dataset = {"default": datasets.DatasetDict({self.split: split})}
         self.data_loaded = True
 
     def _evaluate_subset(self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None,
@@ -215,9 +251,16 @@ def _sentence_transformer(model):
 
 
 # ------------------------------------------------------------------------------------- models
+#: The licence of the embedded base model (sentence-transformers/all-MiniLM-L6-v2).
+BASE_LICENCE = "apache-2.0"
+
+
 def mteb_model(model, name: str | None = None, revision: str | None = None):
     """``model`` wrapped for ``mteb.evaluate`` with a proper name and revision (mteb's public
     ``SentenceTransformerEncoderWrapper`` and ``ModelMeta``).
+
+    The meta also carries the number of parameters, the licence (the model card's; the embedded base is
+    Apache-2.0, the shipped ``slice-minilm`` CC BY-NC-SA 4.0) and ``adapted_from`` (the card's base model).
 
     Name: the model's Hub id (the embedded base: ``sentence-transformers/all-MiniLM-L6-v2``; a model shipped
     in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision: the Hub revision when known,
@@ -225,7 +268,7 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     """
     from mteb import SentenceTransformerEncoderWrapper
 
-    from slice_st.config import model_fingerprint, model_identity
+    from slice_st.config import DEFAULT_MODEL_NAME, model_fingerprint, model_identity
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
@@ -234,7 +277,12 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     if revision is None:
         revision = getattr(model.model_card_data, "base_model_revision", None) if not path else None
         revision = revision or model_fingerprint(model)
-    wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update={"name": name, "revision": revision})
+    card = model.model_card_data
+    base = getattr(card, "base_model", None)
+    licence = getattr(card, "license", None) or (BASE_LICENCE if identity == DEFAULT_MODEL_NAME else "not specified")
+    update = {"name": name, "revision": revision, "n_parameters": sum(p.numel() for p in model.parameters()), "license": licence,
+              "adapted_from": base if base and base != identity else None}
+    wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
     return wrapper
 
 
@@ -265,8 +313,16 @@ def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | No
                 built.append(mteb.get_task(task))
             except KeyError:
                 raise ValueError(f"unknown mteb task {task!r}.") from None
+    if output_folder:  # said before the evaluation, not after it
+        if os.path.exists(output_folder) and not os.path.isdir(output_folder):
+            raise FileAccessError(f"--output-folder {output_folder} is a file, not a folder.")
+        check_creatable(os.path.join(output_folder, "results"))
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
-    return mteb.evaluate(mteb_model(model, model_name, revision), built, cache=cache, overwrite_strategy=overwrite_strategy,
-                         encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
-                         show_progress_bar=show_progress_bar, co2_tracker=False)
+    try:
+        return mteb.evaluate(mteb_model(model, model_name, revision), built, cache=cache, overwrite_strategy=overwrite_strategy,
+                             encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
+                             show_progress_bar=show_progress_bar, co2_tracker=False)
+    except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
+        raise FileNotFoundError(f"the data of mteb task(s) {', '.join(tasks)} is not available here ({' '.join(str(error).split())[:200]}): "
+                                "run once with network access (HF_HUB_OFFLINE unset) to cache it.") from None

@@ -10,6 +10,7 @@ ordinary ``SentenceTransformer``: no ``peft`` needed, no extra cost per forward 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,17 @@ class ShippedModel:
         with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
             return json.load(handle)
 
+    @property
+    def licence(self) -> str:
+        """The weights' licence id from ``provenance.json`` (``"cc-by-nc-sa-4.0"``: trained on non-commercial data)."""
+        return str(self.provenance["licence"]).split(":")[0].strip()
+
+    @property
+    def base_model(self) -> str:
+        """The Hub id of the base model the adapter was trained on (``adapter_config.json``'s ``base_model_name_or_path``)."""
+        with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
+            return str(json.load(handle)["base_model_name_or_path"])
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,8 +55,10 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 
 
 def is_shipped_model_name(name: str | None) -> bool:
-    """True for the name of a model shipped in the package (``"slice-minilm"`` or ``"slice-st/slice-minilm"``)."""
-    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and not os.path.exists(name)
+    """True for the name of a model shipped in the package: ``"slice-st/slice-minilm"`` always, ``"slice-minilm"``
+    unless a folder of that name is in the working directory (then that folder is meant)."""
+    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and (
+        name.startswith("slice-st/") or not os.path.exists(name))
 
 
 def shipped_model(name: str) -> ShippedModel:
@@ -58,8 +72,10 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into ``transformer``'s weights.
 
     ``transformer`` is a Hugging Face model (e.g. ``model[0].auto_model``). Returns the number of
-    linear layers changed. Raises ``ValueError`` on a corrupt or mismatched adapter (bad config,
-    missing tensors, wrong shapes), never merging part of it.
+    linear layers changed. Raises ``ValueError`` on a corrupt or mismatched adapter (bad config, missing
+    tensors, wrong shapes, ``r`` unlike the tensors' rank, ``lora_alpha`` not finite and > 0, NaN or
+    infinite values) or one with options it does not apply (bias, ``modules_to_save``,
+    ``fan_in_fan_out``, DoRA, rank/alpha patterns, …), never merging part of it.
     """
     import torch
     from safetensors.torch import load_file
@@ -72,16 +88,33 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     try:
         with open(config_path, encoding="utf-8") as handle:
             config = json.load(handle)
-        rank, alpha = int(config["r"]), float(config["lora_alpha"])
+        rank, alpha = config["r"], config["lora_alpha"]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{config_path}: not a LoRA adapter config ({error}).") from error
-    if config.get("peft_type", "LORA") != "LORA" or config.get("use_dora") or rank < 1 or config.get("rank_pattern") or config.get("alpha_pattern"):
-        raise ValueError(f"{config_path}: only plain LoRA adapters can be merged (got {config.get('peft_type')}, r={rank}).")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ValueError(f"{config_path}: r must be a positive integer, got {rank!r}.")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"{config_path}: lora_alpha must be a finite number > 0, got {alpha!r}.")
+    if config.get("peft_type", "LORA") != "LORA":
+        raise ValueError(f"{config_path}: only plain LoRA adapters can be merged (got peft_type {config.get('peft_type')!r}).")
+    if config.get("bias", "none") != "none":
+        raise ValueError(f"{config_path}: bias={config.get('bias')!r} is not applied by this loader: only bias='none' adapters can be merged.")
+    unapplied = [key for key in _UNAPPLIED_LORA_OPTIONS if config.get(key)]
+    if unapplied:
+        raise ValueError(f"{config_path}: {', '.join(f'{key}={config[key]!r}' for key in unapplied)} not applied by this loader: "
+                         "only plain LoRA adapters (r, lora_alpha, use_rslora, target linear layers) can be merged.")
     scale = alpha / (rank ** 0.5 if config.get("use_rslora") else rank)
     try:
         tensors = load_file(weights_path)
     except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
         raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
+    unknown = sorted(key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight")))
+    if unknown:
+        raise ValueError(f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
+                         f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}.")
+    orphans = sorted(key for key in tensors if key.endswith(".lora_B.weight") and key.replace(".lora_B.", ".lora_A.") not in tensors)
+    if orphans:
+        raise ValueError(f"{weights_path}: {orphans[0]} has no lora_A tensor.")
     updates: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
     for key, lora_a in tensors.items():
         if not key.endswith(".lora_A.weight"):
@@ -93,15 +126,29 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
         except AttributeError as error:
             raise ValueError(f"{weights_path}: adapter targets {module_path!r}, which the base model lacks.") from error
         weight = getattr(module, "weight", None)
-        if lora_b is None or weight is None or lora_b.shape[0] != weight.shape[0] or lora_a.shape[1] != weight.shape[1] or lora_a.shape[0] != lora_b.shape[1]:
+        if lora_b is None or weight is None or lora_a.dim() != 2 or lora_b.dim() != 2 or lora_b.shape[0] != weight.shape[0] \
+                or lora_a.shape[1] != weight.shape[1] or lora_a.shape[0] != lora_b.shape[1]:
             raise ValueError(f"{weights_path}: tensors for {module_path!r} are missing or do not fit the base model.")
-        updates.append((weight, (lora_b.float() @ lora_a.float()) * scale))
+        if lora_a.shape[0] != rank:
+            raise ValueError(f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says r={rank}.")
+        if not (torch.isfinite(lora_a).all() and torch.isfinite(lora_b).all()):
+            raise ValueError(f"{weights_path}: tensors for {module_path!r} hold NaN or infinite values.")
+        delta = (lora_b.float() @ lora_a.float()) * scale
+        if not torch.isfinite(delta).all():
+            raise ValueError(f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r}).")
+        updates.append((weight, delta))
     if not updates:
         raise ValueError(f"{weights_path}: no LoRA tensors found.")
     with torch.no_grad():
         for weight, delta in updates:
             weight += delta.to(weight.dtype).to(weight.device)
     return len(updates)
+
+
+#: ``adapter_config.json`` options this loader does not apply: a true/non-empty value is refused, never ignored.
+_UNAPPLIED_LORA_OPTIONS = ("use_dora", "fan_in_fan_out", "modules_to_save", "rank_pattern", "alpha_pattern", "lora_bias",
+                           "layers_to_transform", "layer_replication", "trainable_token_indices", "target_parameters",
+                           "use_qalora", "use_bdlora", "alora_invocation_tokens", "arrow_config")
 
 
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):
@@ -115,5 +162,11 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     shipped = shipped_model(name)
     model = SentenceTransformer(base_path, **kwargs)
     merge_lora_adapter(model[0].auto_model, shipped.adapter_dir)
-    model.model_card_data.model_id = shipped.name
+    card = model.model_card_data
+    card.model_id = shipped.name
+    card.base_model = shipped.base_model
+    card.license = shipped.licence
+    card.model_name = f"{shipped.name}: {shipped.description}"
+    card.local_files_only = True  # no Hub look-ups when the card is rendered
+    card.tags = list(dict.fromkeys([*(card.tags or []), "slice-st", "slice", "span-embeddings", "phrase-mining"]))
     return model

@@ -56,7 +56,7 @@ class DataSource:
 DATA_SOURCES: dict[str, DataSource] = {
     "msmarco": DataSource("MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use (MS MARCO terms)", "nc"),
     "snli": DataSource("SNLI", "stanfordnlp/snli", "CC BY-SA 4.0", "sa"),
-    "sick": DataSource("SICK", None, "CC BY-NC-SA 3.0", "nc"),
+    "sick": DataSource("SICK", "RobZamp/sick", "CC BY-NC-SA 3.0", "nc"),
     "stsb": DataSource("STS benchmark (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores; sentences under their sources' terms)", "sa"),
     "ppdb": DataSource("PPDB phrase pairs (PEARL's filtered set)", None, "CC BY 3.0", "by"),
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),

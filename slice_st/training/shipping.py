@@ -158,8 +158,14 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     config_path = os.path.join(run_dir, "final", "slice_train_config.json")
     recipe = {}
     if os.path.isfile(config_path):
-        with open(config_path, encoding="utf-8") as handle:
-            recipe = {key: value for key, value in json.load(handle).items() if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")}
+        try:
+            with open(config_path, encoding="utf-8") as handle:
+                recorded = json.load(handle)
+            if not isinstance(recorded, dict):
+                raise ValueError(f"a JSON {type(recorded).__name__}, not an object")
+        except (ValueError, UnicodeDecodeError) as error:
+            raise ValueError(f"{config_path}: not a training config written by slice-st train ({error}).") from None
+        recipe = {key: value for key, value in recorded.items() if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")}
     sources = sorted({"stsb", "sick", "snli", "parabank"} if "offline" in recipe.get("distill_data", ["offline"]) else set())
     provenance: dict[str, Any] = {
         "name": name,

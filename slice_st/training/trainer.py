@@ -25,7 +25,8 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output", "save_adapter", "load_sts_data", "sts_evaluator"]
+__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output",
+           "check_checkpoint_state", "save_adapter", "load_sts_data", "sts_evaluator"]
 
 logger = logging.getLogger(__name__)
 
@@ -568,6 +569,8 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
     if config.resume and checkpoint is None:
         logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", config.output_dir)
+    if checkpoint is not None:
+        check_checkpoint_state(checkpoint)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model
     checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
@@ -621,6 +624,45 @@ def _remove_run_folder(path: str) -> None:
         os.unlink(path)
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+#: The files of a checkpoint that ``Trainer`` reads back on resume with ``torch.load(weights_only=True)``.
+RESUMED_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
+
+
+def check_checkpoint_state(checkpoint: str) -> None:
+    """Check that the optimizer, scheduler, scaler and RNG states of ``checkpoint`` load as plain tensor data.
+
+    Each file is read as the trainer reads it on resume (``torch.load(weights_only=True)``: a pickle that would
+    run code is refused, never executed), so a damaged or foreign file is one clear error before training
+    starts instead of a traceback in the middle of ``Trainer.train``. (``training_args.bin`` is not read on resume.)
+
+    Args:
+        checkpoint: a ``checkpoint-N`` folder.
+
+    Raises:
+        ValueError: naming the file, its checkpoint and what to do.
+
+    Example:
+        >>> check_checkpoint_state("runs/slice/checkpoint-200")  # doctest: +SKIP
+    """
+    import glob
+    import pickle
+
+    import torch
+    from transformers.trainer_pt_utils import safe_globals  # the numpy types rng_state.pth holds, as the trainer allows them
+
+    names = [name for name in RESUMED_STATE_FILES if os.path.exists(os.path.join(checkpoint, name))]
+    names += sorted(os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    for name in names:
+        path = os.path.join(checkpoint, name)
+        try:
+            with safe_globals():
+                torch.load(path, map_location="cpu", weights_only=True)
+        except (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError) as error:
+            why = " ".join(str(error).split())[:200] or type(error).__name__
+            raise ValueError(f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "
+                             f"{checkpoint} to resume from an earlier checkpoint, or train without --resume.") from None
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
