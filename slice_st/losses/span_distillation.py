@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
+from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
@@ -28,15 +29,6 @@ __all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "vector_distance", "s
 logger = logging.getLogger(__name__)
 
 DISTILLATION_METRICS = ("cosine", "mse")
-
-DISTILLATION_CITATION = """
-@misc{slice_st_span_distillation,
-    title={Span self-distillation: single-pass span vectors taught by encoding each n-gram alone},
-    author={slice-st contributors},
-    year={2026},
-    note={slice-st, SpanDistillationLoss; builds on Orbach et al. (2024), arXiv:2405.07263},
-}
-"""
 
 _TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -290,7 +282,7 @@ class SpanDistillationLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return DISTILLATION_CITATION
+        return SLICE_CITATION
 
 
 def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") -> Tensor:
