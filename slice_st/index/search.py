@@ -13,7 +13,7 @@ import torch
 from slice_st.config import SpanConfig
 from slice_st.encode import SpanInputError, as_text_list, check_threshold
 
-__all__ = ["IndexMatch", "SEARCH_THREADS", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
+__all__ = ["IndexMatch", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
 
 
 @dataclass(frozen=True)
@@ -31,25 +31,6 @@ class IndexMatch:
     unit_end: int
     #: The cosine on the STS 0–5 scale when the index has a calibration (:meth:`SpanIndex.set_calibration`).
     calibrated: float | None = None
-
-
-#: Torch intra-op threads of the exact scan (``None``: torch's own setting). The scan is memory-bound;
-#: on a shared 2-core machine a second thread waiting for a busy core made a 32-query batch 4x slower.
-SEARCH_THREADS: int | None = 1
-
-
-@contextmanager
-def search_threads():
-    """Run the scan with ``SEARCH_THREADS`` torch threads (restored afterwards); no-op when ``None``."""
-    if SEARCH_THREADS is None or SEARCH_THREADS == torch.get_num_threads():
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(SEARCH_THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def as_tensor(values: np.ndarray) -> torch.Tensor:

@@ -39,7 +39,7 @@ from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity, model_runtime, model_source
-from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked, search_threads
+from slice_st.index.search import IndexMatch, as_tensor, check_search, query_list, ranked
 from slice_st.index.storage import (
     ARRAYS,
     DATA_MARKER,
@@ -549,12 +549,11 @@ class SpanIndex:
         """
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
-        with search_threads():
-            found = top_spans_flat(
-                queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
-                min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
-                floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
-            )
+        found = top_spans_flat(
+            queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
+            min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
+            floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+        )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None) -> list[IndexMatch]:
