@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig, check_tokenizer, get_span_config
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, WINDOW_CONTEXT, UnitBoundaries, Window, WindowError, plan_windows, unit_boundaries
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -303,12 +303,15 @@ def encode_windows(
     *,
     prompt: str = "",
     device: str | None = None,
+    errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_WindowBatch]:
     """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches.
 
     ``prompt`` (a resolved prompt text, see :func:`resolve_prompt`) is prepended to every window; its
     tokens are marked special, so they belong to no unit, and offsets stay relative to the text.
-    ``device`` goes to ``model.encode``.
+    ``device`` goes to ``model.encode``. Texts that cannot be cut into windows raise a :class:`SpanInputError`
+    naming the first (``text_index``, ``reason``, and ``errors``: every such text), before any text is
+    encoded; with an ``errors`` list they are appended there as ``(text index, reason)`` and get no window.
     """
     if batch_size < 1:
         raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
@@ -318,14 +321,19 @@ def encode_windows(
     room = model_window(model) - prompt_tokens(model, prompt)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
+    bad: list[tuple[int, str]] = []
     try:
-        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit)
-    except WindowError as error:
-        raised = SpanInputError(str(error))
-        raised.text_index, raised.reason = error.text_index, error.reason  # for callers that name texts their own way
-        raise raised from None
+        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    if bad and errors is None:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raised = SpanInputError(f"{WindowError(*bad[0])}{more}")
+        raised.text_index, raised.reason = bad[0]  # for callers that name texts their own way
+        raised.errors = bad
+        raise raised
+    if errors is not None:
+        errors.extend(bad)
     extra = {"device": device} if device is not None else {}
     if show_progress_bar is None:
         show_progress_bar = len(windows) > 4 * batch_size
@@ -442,7 +450,7 @@ def encode_spans(
     convert_to_numpy: bool = True,
     convert_to_tensor: bool = False,
     device: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ) -> list[SpanEncoding] | SpanEncoding:
     """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
 
@@ -538,7 +546,7 @@ def embed_texts(
     *,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
     prompt: str = "",
     device: str | None = None,
 ) -> Tensor:
@@ -585,7 +593,7 @@ def encode_span_queries(
     device: str | None = None,
     normalize_embeddings: bool = False,
     truncate_dim: int | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ):
     """The query vectors that span vectors are compared with: each query encoded as one whole span, the
     mean of its token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
@@ -656,8 +664,10 @@ class SpanSearchResult(Sequence):
     """
 
     def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
-                 similarity_fn_name: str = "cosine"):
+                 similarity_fn_name: str = "cosine", skipped: list[tuple[int, str]] | None = None):
         self.queries, self.texts = queries, texts
+        #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
+        self.skipped = list(skipped or [])
         self.scores, self.starts, self.ends = scores, starts, ends
         self.unit_starts, self.unit_ends = unit_starts, unit_ends
         self.similarity_fn_name = similarity_fn_name
@@ -726,7 +736,8 @@ def best_spans(
     show_progress_bar: bool | None = None,
     device: str | None = None,
     similarity_fn_name: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
+    on_error: str = "raise",
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
@@ -739,6 +750,10 @@ def best_spans(
     (default as ``encode_document``), ``query_prompt`` / ``query_prompt_name`` for the queries (default
     as ``encode_query``); see :func:`resolve_prompt`.
 
+    A text that cannot be cut into model windows (a word, or ``max_span`` units, longer than a window) raises a
+    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves such texts without
+    spans instead and lists them in ``result.skipped``.
+
     >>> from slice_st import load_model
     >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
     >>> match = result[0][0][0]
@@ -746,8 +761,9 @@ def best_spans(
     ('played the guitar', True)
     """
     _check_common(batch_size)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+    top_k = check_top_k(top_k)
+    if on_error not in ("raise", "skip"):
+        raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     query_list, _ = as_text_list(queries, "queries")
     if not query_list:
         raise SpanInputError("queries is empty: give at least one query.")
@@ -759,10 +775,11 @@ def best_spans(
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
 
+    skipped: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity)
+                           prompt=text_prompt, device=device, similarity=similarity, errors=skipped)
     return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"],
-                            similarity)
+                            similarity, skipped)
 
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
@@ -772,7 +789,7 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
 
 
 def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context, *,
-          prompt: str = "", device: str | None = None, similarity: str = "cosine"):
+          prompt: str = "", device: str | None = None, similarity: str = "cosine", errors: list[tuple[int, str]] | None = None):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0).
@@ -780,7 +797,8 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
+    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device,
+                                errors=errors):
         for rows in batch.rows(batch_size):
             queries = query_vectors
             if paired:  # (rows, 1, d): each window against its own text's query
@@ -855,7 +873,7 @@ def best_spans_paired(
     show_progress_bar: bool | None = None,
     device: str | None = None,
     similarity_fn_name: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
 

@@ -45,6 +45,7 @@ from slice_st.spans import (
     span_means,
     tile_spans,
 )
+from slice_st.tokens import WINDOW_CONTEXT
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -129,7 +130,7 @@ def encode_documents(
     *,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ) -> DocumentTokens:
     """Token vectors of each text from one pass (long texts windowed, each token taken once) and its words.
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError, as_text_list, check_threshold
+from slice_st.encode import SpanInputError, as_text_list, check_threshold, check_top_k
 
 __all__ = ["IndexMatch", "blas_threads", "as_tensor", "check_search", "query_list", "ranked"]
 
@@ -55,12 +55,9 @@ def blas_threads(count: int):
 def check_search(built: SpanConfig, top_k: int, per_document: int | None, min_span: int | None, max_span: int | None,
                   candidates: int | None) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
-    if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
-        raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
-    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
-        raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
+    check_top_k(top_k)
+    check_top_k(per_document, "per_document", optional=True)
+    check_top_k(candidates, "candidates", optional=True)
     try:
         wanted = built.replace(min_span=min_span, max_span=max_span)
     except ValueError as error:

@@ -59,7 +59,7 @@ from slice_st.index.storage import (
 )
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_sums
 from slice_st.text import FileAccessError
-from slice_st.tokens import plan_windows
+from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -269,7 +269,7 @@ class SpanIndex:
         # Windows are planned for every document before any is encoded: one that cannot be windowed is
         # named by its id (a file's ``path:line``) at once, not after the documents before it were encoded.
         bad: list[tuple[int, str]] = []
-        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, 16,
+        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, WINDOW_CONTEXT,
                      self.span_config.unit, errors=bad)
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
@@ -331,7 +331,7 @@ class SpanIndex:
         config = self.span_config
         segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
         prompt = resolve_prompt(self.model, role="document")  # the model's document prompt, as encode_document would use
-        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing", prompt=prompt):
+        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, WINDOW_CONTEXT, "Indexing", prompt=prompt):
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
