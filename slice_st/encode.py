@@ -412,6 +412,12 @@ class SpanEncoding:
     words or tokens, and ``embeddings`` ``(S, d)``; ``spans[i] == text[offsets[i, 0]:offsets[i, 1]]``.
 
     Spans are ordered by start, then by length. An empty text has ``S = 0``.
+
+    Args:
+        text: The text.
+        offsets: Character offsets ``(S, 2)`` of each span.
+        units: Unit offsets ``(S, 2)`` (start, end) of each span.
+        embeddings: Span vectors ``(S, d)``, numpy or torch.
     """
 
     text: str
@@ -468,10 +474,33 @@ def encode_spans(
 
     Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
 
-    >>> from slice_st import load_model
-    >>> result = load_model().encode_spans("A man plays the guitar.", max_span=2)
-    >>> result.spans[:3], result.embeddings.shape
-    (['A', 'A man', 'man'], (9, 384))
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        texts: A text or a list of texts.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text, overriding ``prompt_name``; its tokens belong to no span.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        normalize_embeddings: L2-normalise each span vector.
+        precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
+        truncate_dim: Keep the first ``truncate_dim`` dimensions (Matryoshka models).
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        convert_to_numpy: Numpy vectors (else torch tensors).
+        convert_to_tensor: Torch tensors (overrides ``convert_to_numpy``).
+        device: Passed to ``model.encode``.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        A :class:`SpanEncoding` per text (one for a single string): offsets, units, span strings and vectors.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = load_model().encode_spans("A man plays the guitar.", max_span=2)
+        >>> result.spans[:3], result.embeddings.shape
+        (['A', 'A man', 'man'], (9, 384))
     """
     _check_common(batch_size)
     _check_precision(precision)
@@ -555,6 +584,19 @@ def embed_texts(
 
     ``prompt`` is a prompt *text* (already resolved), prepended for the forward pass and left out of
     the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
+
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        texts: A text or a list of texts (non-empty).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+        prompt: A prompt text (already resolved), left out of the mean.
+        device: Passed to ``model.encode``.
+
+    Returns:
+        A float tensor ``(N, d)`` on the model's device.
     """
     _check_common(batch_size)
     text_list, _ = as_text_list(texts, "queries")
@@ -608,17 +650,37 @@ def encode_span_queries(
     ``truncate_dim`` and ``device`` are as in ``encode``. Returns ``(Q, d)`` (numpy by default), or
     ``(d,)`` for a single string.
 
-    >>> from slice_st import load_model
-    >>> model = load_model()
-    >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
-    >>> vectors.shape, vectors.dtype
-    ((2, 384), dtype('float32'))
-    >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
-    >>> span = model.encode_spans("A man played the guitar.", max_span=3)
-    >>> vector = span.embeddings[span.spans.index(found.span)]
-    >>> import numpy as np
-    >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
-    True
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: A query or a list of queries.
+        prompt_name: A key of ``model.prompts`` (default as ``encode_query``).
+        prompt: A prompt text, overriding ``prompt_name``.
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        precision: As in ``encode``: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``.
+        convert_to_numpy: A numpy array (else a torch tensor).
+        convert_to_tensor: A torch tensor (overrides ``convert_to_numpy``).
+        device: Passed to ``model.encode``.
+        normalize_embeddings: L2-normalise each vector.
+        truncate_dim: Keep the first ``truncate_dim`` dimensions.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        ``(Q, d)`` query vectors, or ``(d,)`` for a single string.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> model = load_model()
+        >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
+        >>> vectors.shape, vectors.dtype
+        ((2, 384), dtype('float32'))
+        >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
+        >>> span = model.encode_spans("A man played the guitar.", max_span=3)
+        >>> vector = span.embeddings[span.spans.index(found.span)]
+        >>> import numpy as np
+        >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
+        True
     """
     _check_precision(precision)
     single = isinstance(queries, str)
@@ -643,7 +705,18 @@ def encode_span_queries(
 @dataclass(frozen=True)
 class SpanMatch:
     """One matched span: ``text[start:end] == span``; ``score`` is its similarity to the query (the model's
-    ``similarity_fn_name``: cosine unless the model says otherwise)."""
+    ``similarity_fn_name``: cosine unless the model says otherwise).
+
+    Args:
+        query_index: Position of the query.
+        text_index: Position of the text.
+        start: First character of the span in the text.
+        end: Character after the span.
+        span: ``text[start:end]``.
+        score: Similarity of the span to the query.
+        unit_start: First unit (word or token) of the span.
+        unit_end: Unit after the span.
+    """
 
     query_index: int
     text_index: int
@@ -661,6 +734,17 @@ class SpanSearchResult(Sequence):
     The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores`` (``-inf`` where a text has no span),
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
     ``similarity_fn_name`` says what the scores are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
+
+    Args:
+        queries: The queries.
+        texts: The texts searched.
+        scores: ``(Q, T, k)`` scores, ``-inf`` where missing.
+        starts: ``(Q, T, k)`` first characters.
+        ends: ``(Q, T, k)`` end characters.
+        unit_starts: ``(Q, T, k)`` first units (-1: missing).
+        unit_ends: ``(Q, T, k)`` end units (-1: missing).
+        similarity_fn_name: What the scores are.
+        skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
     """
 
     def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
@@ -754,11 +838,36 @@ def best_spans(
     :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves such texts without
     spans instead and lists them in ``result.skipped``.
 
-    >>> from slice_st import load_model
-    >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
-    >>> match = result[0][0][0]
-    >>> match.span, round(match.score, 2) > 0.6
-    ('played the guitar', True)
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: A query or a list of queries.
+        texts: A text or a list of texts to search.
+        top_k: Spans kept per (query, text) pair.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text for the texts, overriding ``prompt_name``.
+        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
+        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        device: Passed to ``model.encode``.
+        similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"`` (it gets no
+            spans; see ``result.skipped``).
+
+    Returns:
+        A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
+        >>> match = result[0][0][0]
+        >>> match.span, round(match.score, 2) > 0.6
+        ('played the guitar', True)
     """
     _check_common(batch_size)
     top_k = check_top_k(top_k)
@@ -880,10 +989,32 @@ def best_spans_paired(
     Same scoring and options as :func:`best_spans`, but only the N pairs are scored instead of all
     N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
 
-    >>> from slice_st import load_model
-    >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
-    >>> matches[0].span
-    'the puppy'
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: One query per text.
+        texts: The texts, paired with ``queries`` by position.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text for the texts, overriding ``prompt_name``.
+        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
+        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        device: Passed to ``model.encode``.
+        similarity_fn_name: As in :func:`best_spans`.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        A :class:`SpanMatch` per pair (``None`` for a text without spans).
+
+    Example:
+        >>> from slice_st import load_model
+        >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
+        >>> matches[0].span
+        'the puppy'
     """
     _check_common(batch_size)
     query_list, _ = as_text_list(queries, "queries")

@@ -18,7 +18,20 @@ __all__ = ["IndexMatch", "blas_threads", "as_tensor", "check_search", "query_lis
 
 @dataclass(frozen=True)
 class IndexMatch:
-    """One span found in the corpus: ``text[start:end] == span`` for the document ``doc_id``."""
+    """One span found in the corpus: ``text[start:end] == span`` for the document ``doc_id``.
+
+    Args:
+        query_index: Position of the query.
+        doc_id: Id of the document.
+        doc_index: Position of the document in the index.
+        start: First character of the span in the document.
+        end: Character after the span.
+        span: ``text[start:end]``.
+        score: Cosine of the span with the query.
+        unit_start: First unit of the span.
+        unit_end: Unit after the span.
+        calibrated: The score on the STS 0–5 scale, with a calibration.
+    """
 
     query_index: int
     doc_id: str

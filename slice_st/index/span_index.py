@@ -79,10 +79,20 @@ DOCUMENTS_PER_STEP = 256
 class SpanIndex:
     """Exact top-k span search over a corpus, with ``d + K`` stored numbers per unit.
 
-    >>> from slice_st import SpanIndex, load_model
-    >>> index = SpanIndex.build(["A man played the guitar on stage.", "The flight was late."], load_model(), max_span=5)
-    >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
-    [('0', 'played the guitar')]
+    Args:
+        model: The ``SentenceTransformer`` that encodes documents and queries.
+        span_config: The spans the index holds (:class:`~slice_st.SpanConfig`).
+        dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
+
+    Note:
+        Build one with :meth:`SpanIndex.build`, :meth:`SpanIndex.from_files` or :meth:`SpanIndex.load`; the constructor
+        makes an empty index.
+
+    Example:
+        >>> from slice_st import SpanIndex, load_model
+        >>> index = SpanIndex.build(["A man played the guitar on stage.", "The flight was late."], load_model(), max_span=5)
+        >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
+        [('0', 'played the guitar')]
     """
 
     def __init__(self, model: SentenceTransformer, span_config: SpanConfig, dtype: str = "float32") -> None:

@@ -130,7 +130,64 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class TrainConfig:
-    """Everything ``slice-st train`` takes (see ``slice-st train --help``)."""
+    """Everything ``slice-st train`` takes (see ``slice-st train --help``); the first arguments are the ones to set.
+
+    Args:
+        output_dir: Folder of the checkpoints and of ``final/`` (the best model).
+        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
+        train_data: SLICE triplets: ``msmarco:PATH``, ``offline[:DIR]`` or saved ``datasets`` folders.
+        dev_path: STS-B-Context TSV of the evaluator; the best checkpoint is chosen by its single-pass Spearman.
+        max_steps: Training steps.
+        batch_size: Rows per device and step.
+        learning_rate: Peak learning rate.
+        warmup_ratio: Warm-up, as a fraction of ``max_steps``.
+        weight_decay: AdamW weight decay.
+        min_span: Shortest span, in units (training and the saved model).
+        max_span: Longest span of the SLICE loss.
+        eval_max_span: Longest span of the evaluator and of the saved model (the paper's 20 words).
+        unit: ``"word"`` or ``"token"``.
+        scale: λ of :class:`~slice_st.SpanMaxCrossEntropyLoss`.
+        in_batch_negatives: The other rows' passages are extra negatives (SLICE loss).
+        eval_steps: Evaluate every N steps.
+        save_steps: Save a checkpoint every N steps (a multiple of ``eval_steps`` with ``dev_path``).
+        save_total_limit: Checkpoints kept.
+        logging_steps: Log every N steps.
+        train_limit: Use the first N triplets.
+        dev_limit: Use the first N dev rows.
+        max_seq_length: The model's ``max_seq_length`` during training (``None``: keep).
+        seed: Seed of data order, sampling and initialisation.
+        resume: Continue from the last complete checkpoint in ``output_dir``.
+        push_to_hub: Hub repository ``ORG/NAME`` to push to (checked before training).
+        shared_data: Data folder for ``offline`` sources given without ``:DIR``.
+        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`: ``offline[:DIR]``, text/TSV/JSONL
+            files or saved passages folders.
+        distill_weight: Weight of the distillation loss (with both losses).
+        distill_spans: Spans drawn per passage.
+        distill_max_span: Longest distilled span, in units.
+        distill_metric: ``"cosine"`` or ``"mse"``.
+        distill_text_weight: Weight of the whole-text term.
+        teacher: Teacher model id or path (``None``: a frozen copy of the base model).
+        cache_teacher: Precompute the teacher's span vectors once.
+        passage_min_words: Shortest passage, in words.
+        passage_max_words: Longest passage, in words.
+        distill_limit: Use at most N passages.
+        mix: How batches of the two datasets alternate: ``"round_robin"`` or ``"proportional"``.
+        sts_dev_path: STS-B TSV: also report sentence similarity at each evaluation.
+        lora_r: Rank of a LoRA adapter to train (0: every weight).
+        lora_alpha: LoRA alpha (``None``: ``2 * lora_r``).
+        dev_select: Dev rows that choose the best checkpoint: ``"all"``, ``"even"`` or ``"odd"``.
+        no_progress: Hide progress bars.
+        distill_loss: ``"vector"`` (:class:`~slice_st.SpanDistillationLoss`) or ``"score"`` (experimental:
+            :class:`slice_st.experimental.SpanScoreDistillationLoss`).
+        hub_strategy: When the trainer pushes (``TrainingArguments.hub_strategy``).
+        hub_private_repo: Create the Hub repository private.
+        license: The model card's licence (``None``: chosen from the training data).
+
+    Example:
+        >>> config = TrainConfig("runs/distill", distill_data=["offline:DATA"], dev_path=None, max_steps=10)
+        >>> config.objectives
+        ('distill',)
+    """
 
     output_dir: str
     model: str | None = None
@@ -192,6 +249,11 @@ class TrainConfig:
         return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
 
     def validate(self, needs_train_data: bool = True) -> None:
+        """Check every setting at once (a clear ``ValueError``/``FileNotFoundError`` before anything is loaded).
+
+        Args:
+            needs_train_data: Whether the config itself must name training data (not when a dataset is passed in).
+        """
         if needs_train_data and not self.train_data and not self.distill_data:
             raise ValueError(
                 "no training data: give --train-data (msmarco:PATH, offline[:DIR], or a saved dataset folder) and/or "
@@ -278,6 +340,16 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     With ``config.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
     ``hub_api`` replaces ``huggingface_hub.HfApi()`` there), then the trainer pushes by itself.
+
+    Args:
+        config: The run's :class:`TrainConfig`.
+        model: A ``SentenceTransformer`` (``None``: ``config.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        callbacks: Extra ``transformers`` trainer callbacks.
+        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
+
+    Returns:
+        A ``SentenceTransformerTrainer``, not started.
     """
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
@@ -457,6 +529,16 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
     ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
     end, ``trainer.push_to_hub()`` uploads the final model with its card.
+
+    Args:
+        config: The run's :class:`TrainConfig`.
+        model: A ``SentenceTransformer`` to train (``None``: ``config.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        callbacks: Extra ``transformers`` trainer callbacks.
+        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check (tests).
+
+    Returns:
+        The trained (best) model, also saved to ``output_dir/final``.
     """
     import shutil
     import sys
@@ -526,7 +608,14 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given."""
+    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given.
+
+    Args:
+        args: Parsed ``slice-st train`` options.
+
+    Returns:
+        The :class:`TrainConfig`.
+    """
     values: dict[str, Any] = dict(PRESETS.get(args.preset, {})) if args.preset else {}
     for item in dataclasses.fields(TrainConfig):
         value = getattr(args, item.name, None)
