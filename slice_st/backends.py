@@ -112,7 +112,8 @@ def default_threads() -> int:
 
     Example:
         >>> import torch
-        >>> default_threads() == (int(os.environ["SLICE_ST_THREADS"]) if "SLICE_ST_THREADS" in os.environ else torch.get_num_threads())
+        >>> given = os.environ.get("SLICE_ST_THREADS")
+        >>> default_threads() == (int(given) if given else torch.get_num_threads())
         True
     """
     return _env_threads() or max(1, torch.get_num_threads())

@@ -864,7 +864,8 @@ def best_spans(
 
     Example:
         >>> from slice_st import load_model
-        >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
+        >>> texts = ["Yesterday a man played the guitar badly."]
+        >>> result = load_model().best_spans(["plays the guitar"], texts, max_span=4)
         >>> match = result[0][0][0]
         >>> match.span, round(match.score, 2) > 0.6
         ('played the guitar', True)

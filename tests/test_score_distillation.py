@@ -1,4 +1,4 @@
-"""slice_st.experimental.SpanScoreDistillationLoss: teacher similarities (any embedding size) distilled into single-pass spans."""
+"""slice_st.experimental.SpanScoreDistillationLoss: teacher similarities (any size) distilled into single-pass spans."""
 
 from __future__ import annotations
 

@@ -159,7 +159,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
                        help="torch weights in half precision (GPUs; bfloat16 also on recent CPUs), or OpenVINO's inference precision")
     group.add_argument("--threads", type=positive_int, default=None,
-                       help="intra-op threads of the forward pass (default: SLICE_ST_THREADS, else torch's own setting; "
+                       help="intra-op threads of the forward pass "
+                            "(default: SLICE_ST_THREADS, else torch's own setting; "
                             "on a small shared machine, 1)")
     group.add_argument("--export-dir", metavar="DIR", default=None,
                        help="with --backend onnx/openvino: export the model into DIR first if it has no such file (offline, once)")

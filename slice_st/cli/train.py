@@ -28,8 +28,8 @@ def _numbers(group, defaults: TrainConfig, names: tuple[str, ...]) -> None:
 
 def add_train_command(commands) -> None:
     """Register ``slice-st train`` (and the maintainer command ``ship-adapter``) on the CLI's subparsers."""
-    parser = commands.add_parser("train", help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)",
-                                 description=trainer.__doc__.split("\n\n")[0])
+    parser = commands.add_parser("train", description=trainer.__doc__.split("\n\n")[0],
+                                 help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)")
     defaults = TrainConfig(output_dir="")
     parser.add_argument("-o", "--output-dir", required=True)
     parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
@@ -37,7 +37,8 @@ def add_train_command(commands) -> None:
     parser.add_argument("--train-data", action="append",
                         help="SLICE triplets: msmarco:PATH | offline[:DATA_DIR] | a saved datasets folder (repeatable)")
     parser.add_argument("--distill-data", action="append",
-                        help="unlabeled text for span self-distillation: offline[:DATA_DIR] | text/TSV/JSONL files | a saved passages folder (repeatable)")
+                        help="unlabeled text for span self-distillation: offline[:DATA_DIR] | text/TSV/JSONL files | "
+                             "a saved passages folder (repeatable)")
     parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)")
     parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     _numbers(parser, defaults, ("max_steps", "batch_size", "learning_rate", "lora_r", "seed"))
@@ -53,20 +54,24 @@ def add_train_command(commands) -> None:
     schedule = parser.add_argument_group("schedule and checkpoints (advanced)")
     _numbers(schedule, defaults, ("warmup_ratio", "eval_steps", "save_steps", "save_total_limit", "logging_steps", "max_seq_length", "lora_alpha"))
     schedule.add_argument("--dev-select", choices=DEV_SELECTIONS, default=None,
-                          help="dev rows that choose the best checkpoint (default: all; 'even' keeps the odd rows unseen)")
+                          help="dev rows that choose the best checkpoint (default: all; 'even' keeps the odd rows "
+                               "unseen)")
 
     distill = parser.add_argument_group("distillation (advanced)")
-    distill.add_argument("--teacher", help="distillation teacher model id or path (default: a frozen copy of the base model)")
+    distill.add_argument("--teacher", help="distillation teacher id or path (default: a frozen copy of the base model)")
     distill.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
-    distill.add_argument("--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once")
+    distill.add_argument("--cache-teacher", action="store_true", default=None,
+                         help="precompute the teacher's span vectors once")
     _numbers(distill, defaults, ("distill_weight", "distill_spans", "distill_max_span", "distill_text_weight"))
     distill.add_argument("--distill-loss", choices=DISTILL_LOSSES, default=None,
                          help="vector: match the teacher's span vectors (same size; default); score: experimental "
-                              "(slice_st.experimental.SpanScoreDistillationLoss: its span similarities, any teacher size)")
+                              "(slice_st.experimental.SpanScoreDistillationLoss: its span similarities, any "
+                              "teacher size)")
 
     data = parser.add_argument_group("data (advanced)")
     data.add_argument("--shared-data", help="data folder for --train-data/--distill-data offline (or give offline:DIR)")
-    data.add_argument("--mix", choices=MIXES, default=None, help="how batches of the two datasets alternate (default: round_robin)")
+    data.add_argument("--mix", choices=MIXES, default=None,
+                      help="how batches of the two datasets alternate (default: round_robin)")
     _numbers(data, defaults, ("train_limit", "dev_limit", "distill_limit", "passage_min_words", "passage_max_words"))
 
     hub = parser.add_argument_group("Hub and model card (advanced)")
@@ -74,12 +79,14 @@ def add_train_command(commands) -> None:
                      help="when the trainer pushes (TrainingArguments.hub_strategy; default: every_save)")
     hub.add_argument("--hub-private-repo", action="store_true", default=None, help="create the Hub repository private")
     hub.add_argument("--license", default=None,
-                     help="the model card's licence (default: chosen from the training data, e.g. cc-by-nc-sa-4.0 for SICK or MS MARCO)")
+                     help="the model card's licence (default: chosen from the training data, e.g. cc-by-nc-sa-4.0 "
+                          "for SICK or MS MARCO)")
     parser.set_defaults(handler=_train_command)
 
     # A maintainer command: no help= so that it is not listed (the CLI hides MAINTAINER_COMMANDS from the usage too).
-    ship = commands.add_parser("ship-adapter", description="Maintainers (make model): copy RUN/adapter into DEST with a "
-                               "provenance.json (recipe, data licences, commit, dev figures) as the shipped slice-minilm.")
+    ship = commands.add_parser("ship-adapter", description="Maintainers (make model): copy RUN/adapter into DEST with "
+                               "a provenance.json (recipe, data licences, commit, dev figures) as the shipped "
+                               "slice-minilm.")
     ship.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
     ship.add_argument("-o", "--output", default=None, help="destination folder (default: the package's slice_st/pretrained/slice_minilm)")
     ship.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it for the provenance")

@@ -323,7 +323,8 @@ def read_stsb(path: str | os.PathLike):
     Example:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "sts.csv"
-        >>> _ = path.write_text("main-captions\\tMSRvid\\t2012test\\t0001\\t5.000\\tA man plays.\\tA man is playing.\\n")
+        >>> row = "main-captions\\tMSRvid\\t2012test\\t0001\\t5.000\\tA man plays.\\tA man is playing.\\n"
+        >>> _ = path.write_text(row)
         >>> read_stsb(path)[0]["sentence2"]
         'A man is playing.'
     """

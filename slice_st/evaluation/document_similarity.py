@@ -265,9 +265,11 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
 
     Example:
         >>> from slice_st import load_model
-        >>> docs = {"s": "A man is playing a guitar on stage tonight.", "p": "Tonight someone plays guitar on the stage.",
+        >>> docs = {"s": "A man is playing a guitar on stage tonight.",
+        ...         "p": "Tonight someone plays guitar on the stage.",
         ...         "n": "The stock market fell sharply on Monday."}
-        >>> evaluator = ParaphraseIdentificationEvaluator(docs, ["s"], [["n", "p"]], [1], methods=("mean", "spans"), max_span=3)
+        >>> evaluator = ParaphraseIdentificationEvaluator(docs, ["s"], [["n", "p"]], [1], methods=("mean", "spans"),
+        ...                                               max_span=3)
         >>> metrics = evaluator(load_model())
         >>> metrics["spans_mrr"], evaluator.primary_metric
         (1.0, 'spans_mrr')

@@ -168,7 +168,8 @@ class BirdEvaluator(PhraseTaskEvaluator):
 
     Example:
         >>> from slice_st import load_model
-        >>> evaluator = BirdEvaluator(["a dog", "a car", "red wine"], ["a puppy", "a banana", "white wine"], [0.9, 0.1, 0.6])
+        >>> evaluator = BirdEvaluator(["a dog", "a car", "red wine"], ["a puppy", "a banana", "white wine"],
+        ...                           [0.9, 0.1, 0.6])
         >>> sorted(evaluator(load_model())), evaluator.primary_metric
         (['sentence_pearson', 'sentence_spearman', 'span_pearson', 'span_spearman'], 'span_pearson')
     """
@@ -371,8 +372,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
 
     Example:
         >>> from slice_st import load_model
-        >>> evaluator = EntityClusteringEvaluator(["Paris", "London", "Berlin", "John Smith", "Mary Jones", "Peter Pan"],
-        ...                                       ["LOC"] * 3 + ["PER"] * 3, encodings=("span",))
+        >>> mentions = ["Paris", "London", "Berlin", "John Smith", "Mary Jones", "Peter Pan"]
+        >>> evaluator = EntityClusteringEvaluator(mentions, ["LOC"] * 3 + ["PER"] * 3, encodings=("span",))
         >>> evaluator(load_model())["span_nmi"] > 0.5
         True
     """

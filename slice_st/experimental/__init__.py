@@ -13,7 +13,9 @@ from slice_st.experimental.span_score_distillation import SpanScoreDistillationL
 
 #: One line per experiment: its status.
 STATUS = {
-    "SpanScoreDistillationLoss": "experimental: 75.36 single pass (selection rows, step 300) but STS-B dev -2.5 (84.23); not shipped",
+    "SpanScoreDistillationLoss": (
+        "experimental: 75.36 single pass (selection rows, step 300) but STS-B dev -2.5 (84.23); not shipped"
+    ),
 }
 
 __all__ = ["SpanScoreDistillationLoss", "STATUS"]

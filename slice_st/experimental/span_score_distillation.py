@@ -57,7 +57,8 @@ class SpanScoreDistillationLoss(nn.Module):
         seed: Seed of the span sampler.
 
     References:
-        - Orbach et al. (2024), *SLICE: Span-Aggregatable, Contextualized Word Embeddings*: https://arxiv.org/abs/2405.07263
+        - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*:
+          https://arxiv.org/abs/2405.07263
 
     Inputs:
         +-------------------+--------+

@@ -42,7 +42,8 @@ def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
         The merged ``(scores, units, lengths)``.
 
     Example:
-        >>> top = merge_top_spans(empty_top_spans(1, 2), (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]])), 0)
+        >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
+        >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
         >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
         array([[ 3, 10]])
     """

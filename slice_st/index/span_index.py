@@ -90,7 +90,8 @@ class SpanIndex:
 
     Example:
         >>> from slice_st import SpanIndex, load_model
-        >>> index = SpanIndex.build(["A man played the guitar on stage.", "The flight was late."], load_model(), max_span=5)
+        >>> documents = ["A man played the guitar on stage.", "The flight was late."]
+        >>> index = SpanIndex.build(documents, load_model(), max_span=5)
         >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
         [('0', 'played the guitar')]
     """

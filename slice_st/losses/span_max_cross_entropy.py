@@ -127,7 +127,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         >>> from slice_st import SpanMaxCrossEntropyLoss, load_model
         >>> model = load_model()
         >>> loss = SpanMaxCrossEntropyLoss(model, max_span=4)
-        >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."], ["The stock market fell sharply today."]]
+        >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."],
+        ...            ["The stock market fell sharply today."]]
         >>> features = [model.preprocess(column) for column in columns]
         >>> value = loss(features, torch.tensor([0]))
         >>> bool(0 <= value.item() < 1)

@@ -199,7 +199,8 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
             "max_span": training.get("max_span", span.max_span), "unit": training.get("unit", span.unit)}})
     if training.get("distill_data"):
         score = training.get("distill_loss") == "score"
-        losses.append({"name": "SpanScoreDistillationLoss (experimental)" if score else "SpanDistillationLoss", "settings": {
+        name = "SpanScoreDistillationLoss (experimental)" if score else "SpanDistillationLoss"
+        losses.append({"name": name, "settings": {
             "teacher": "a frozen copy of the base model" if not training.get("teacher") else (_hub_base_model(training["teacher"]) or "a local model"),
             **{key: training[key] for key in ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
                if key in training}}})
