@@ -290,7 +290,7 @@ def test_distillation_presets_and_cli_args():
     assert config.objectives == ("slice", "distill")
     assert config.distill_weight == 0.5 and config.cache_teacher and config.max_steps == PRESETS["cpu-minilm-both"]["max_steps"]
     with pytest.raises(ValueError, match="mix"):
-        TrainConfig(output_dir="x", distill_data=["offline"], mix="zigzag").validate()
+        TrainConfig(output_dir="x", distill_data=["x"], mix="zigzag").validate()
     with pytest.raises(ValueError, match="distill-data"):
         TrainConfig(output_dir="x").validate()
 
@@ -326,10 +326,10 @@ def test_dev_select_lora_and_offline_data_are_checked(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="lora_r"):
         TrainConfig(output_dir=str(tmp_path), distill_data=["x"], lora_r=-1).validate()
     # ``offline`` without a data folder: a clear error, never a guessed path next to the working directory
-    with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
-        train(TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, train_data=["offline"], max_steps=1))
-    with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
-        train(TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=["offline"], max_steps=1))
+    for data in ({"train_data": ["offline"]}, {"distill_data": ["offline"]}):
+        with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
+            train(TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, max_steps=1, **data))
+    TrainConfig(output_dir=str(tmp_path), distill_data=["offline"], shared_data=str(tmp_path)).validate()
 
 
 def test_experiment_fields_and_options_are_gone():

@@ -259,6 +259,8 @@ class TrainConfig:
                 "no training data: give --train-data (msmarco:PATH, offline[:DIR], or a saved dataset folder) and/or "
                 "--distill-data (offline[:DIR], text/JSONL files, or a saved passages folder)."
             )
+        if not self.shared_data and "offline" in self.train_data + self.distill_data:
+            raise ValueError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
         if self.distill_loss not in DISTILL_LOSSES:
             raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
         if self.distill_loss == "score" and self.cache_teacher:
@@ -298,9 +300,7 @@ def load_training_data(config: TrainConfig):
         if source.startswith("msmarco:"):
             parts.append(read_msmarco_triples(source.split(":", 1)[1]))
         elif source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else config.shared_data
-            if not data_dir:
-                raise ValueError("--train-data offline needs the shared data folder (offline:DIR or --shared-data).")
+            data_dir = source.split(":", 1)[1] if ":" in source else config.shared_data  # checked by TrainConfig.validate
             dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
             parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed))
         elif os.path.isdir(source):
