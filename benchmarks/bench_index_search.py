@@ -162,9 +162,7 @@ def main() -> None:
     parser.add_argument("--target-tokens", type=int, default=1_000_000)
     parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C,D")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads (model encoding)")
-    parser.add_argument("--search-threads", type=int, default=None,
-                        help="torch threads of the exact scan (default: slice_st.index.search.SEARCH_THREADS = 1; 0: torch's setting)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (encoding and the exact scan; default: torch's own)")
     parser.add_argument("--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)")
     parser.add_argument("--scorer-tokens", type=int, default=0, help="D: also on the real index replicated to ~N tokens")
     parser.add_argument("--scorer-repeats", type=int, default=3, help="D: timed repetitions of each case (round-robin)")
@@ -173,14 +171,12 @@ def main() -> None:
     import torch
 
     from slice_st import ShardedSpanIndex, SpanIndex
-    from slice_st.index import search as index_module
 
-    torch.set_num_threads(args.threads)
-    if args.search_threads is not None:
-        index_module.SEARCH_THREADS = args.search_threads or None
+    if args.threads:
+        torch.set_num_threads(args.threads)
     skip = set(args.skip.upper().split(",")) - {""}
     print(environment_line())
-    print(f"exact scan: slice_st.spans.top_spans_flat (torch), {index_module.SEARCH_THREADS or torch.get_num_threads()} thread(s)")
+    print(f"exact scan: slice_st.spans.top_spans_flat (torch), {torch.get_num_threads()} thread(s)")
     index = SpanIndex.load(args.index)
     report = json.load(open(os.path.join(args.index, "build_report.json"))) if os.path.exists(os.path.join(args.index, "build_report.json")) else {}
     tokens = report.get("tokens") or sum(len(t) for t in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"])

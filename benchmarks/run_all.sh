@@ -24,7 +24,7 @@ for name in bench_best_span_overhead bench_single_vs_ngram bench_loss_step bench
         bench_best_span_overhead) args=${P1_ARGS:-} ;;
         bench_single_vs_ngram) args=${P2_ARGS:-} ;;
         bench_loss_step) args=${P3_ARGS:-} ;;
-        bench_eval_single_pass) args=${P4_ARGS:-} ;;
+        bench_eval_single_pass) args=${P4_ARGS:---dev ${DATA:-../shared/data}/stsb_context/stsb-context-dev.tsv --threads 1} ;;
         bench_distill_step) args=${P7_ARGS:-} ;;
         bench_backends) args="--export-dir $EXPORT_DIR ${BACKENDS_ARGS:-}" ;;
         bench_threads) args="--export-dir $EXPORT_DIR ${THREADS_ARGS:-}" ;;

@@ -47,8 +47,6 @@ _EXPORTS = {
     "SpanPooling": "slice_st.models.span_pooling",
     "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
     "SpanDistillationLoss": "slice_st.losses.span_distillation",
-    "SpanMaxCoSENTLoss": "slice_st.losses.span_max_cosent",
-    "SpanScoreDistillationLoss": "slice_st.losses.span_score_distillation",
     "SpanRetrievalEvaluator": "slice_st.evaluation.span_retrieval",
     "williams_test": "slice_st.evaluation.statistics",
     "BirdEvaluator": "slice_st.evaluation.phrase_tasks",
@@ -68,7 +66,7 @@ _EXPORTS = {
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
 _SUBMODULES = (
     "spans", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
-    "integrations", "cli",
+    "integrations", "experimental", "cli",
 )
 
 __all__ = [
@@ -93,8 +91,6 @@ __all__ = [
     "SpanMatch",
     "SpanMaxCrossEntropyLoss",
     "SpanDistillationLoss",
-    "SpanMaxCoSENTLoss",
-    "SpanScoreDistillationLoss",
     "SpanPooling",
     "SpanRetrievalEvaluator",
     "STSBContext",

@@ -28,7 +28,6 @@ exported here is also what ``SentenceTransformer(folder, backend=...)`` looks fo
 
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from pathlib import Path
@@ -98,29 +97,29 @@ def resolve_dtype(dtype: Any) -> torch.dtype | None:
 
 
 # ------------------------------------------------------------------------------------------ threads
-def default_threads() -> int:
-    """Intra-op threads for the forward pass when none are given.
+def _env_threads() -> int | None:
+    value = os.environ.get("SLICE_ST_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
 
-    ``SLICE_ST_THREADS``, else ``OMP_NUM_THREADS``, else: **1 on a machine of at most 2 cores**, and on
-    a larger one the cores other work leaves idle (torch's setting, the number of cores, less the
-    1-minute load average; at least 1). On this project's 2-vCPU machine a second intra-op thread was
-    slower in every condition measured (README, "Faster inference"): torch 2.7× slower at load
-    average 1, 2.3× at 7–8; ONNX Runtime int8 1.1× / 1.4×; OpenVINO 1.2× / 1.3×. ONNX Runtime and
-    OpenVINO sessions use it; the command line also sets torch's threads with it.
+
+def default_threads() -> int:
+    """Intra-op threads of the forward pass when none are given: ``SLICE_ST_THREADS`` if set, else torch's own.
+
+    Torch's own setting is ``torch.get_num_threads()`` (the machine's cores, or ``OMP_NUM_THREADS``), right on a
+    laptop, a many-core server and a GPU box alike. On a small machine shared with other jobs, set fewer (e.g.
+    ``SLICE_ST_THREADS=1`` or ``--threads 1``): threads waiting for a busy core slow the forward pass down.
+    ONNX Runtime and OpenVINO sessions use this count too.
+
+    Returns:
+        The number of threads, at least 1.
+
+    Example:
+        >>> import torch
+        >>> given = os.environ.get("SLICE_ST_THREADS")
+        >>> default_threads() == (int(given) if given else torch.get_num_threads())
+        True
     """
-    for name in ("SLICE_ST_THREADS", "OMP_NUM_THREADS"):
-        value = os.environ.get(name, "").strip()
-        if value.isdigit() and int(value) > 0:
-            return int(value)
-    cores = os.cpu_count() or 1
-    if cores <= 2:
-        return 1
-    threads = max(1, torch.get_num_threads())
-    try:
-        busy = round(os.getloadavg()[0])
-    except (AttributeError, OSError):  # no load average on this platform
-        return threads
-    return max(1, min(threads, cores - busy))
+    return _env_threads() or max(1, torch.get_num_threads())
 
 
 #: At most this many threads or encoding processes per CPU core this process may use (more only thrash).
@@ -161,10 +160,19 @@ def check_parallelism(value: int, name: str) -> int:
 
 
 def set_torch_threads(threads: int | None = None) -> int:
-    """``torch.set_num_threads(threads or default_threads())``; returns the number set (at most :func:`parallelism_limit`)."""
-    threads = check_parallelism(int(threads), "threads") if threads else default_threads()
-    torch.set_num_threads(threads)
-    return threads
+    """Set torch's intra-op threads to ``threads`` (or ``SLICE_ST_THREADS``); with neither, leave torch's own setting.
+
+    Args:
+        threads: The number of threads (at most :func:`parallelism_limit`), or ``None`` to keep torch's setting
+            (unless ``SLICE_ST_THREADS`` is set).
+
+    Returns:
+        torch's number of intra-op threads afterwards.
+    """
+    threads = check_parallelism(int(threads), "threads") if threads else _env_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
 
 
 # ------------------------------------------------------------------------------------------ runners

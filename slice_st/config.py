@@ -35,8 +35,14 @@ DEFAULT_SHIPPED_MODEL = "slice-minilm"
 class SpanConfig:
     """Which spans a model enumerates: ``min_span..max_span`` units of kind ``unit`` ("word"/"token").
 
-    >>> SpanConfig(1, 20, "word").replace(max_span=10)
-    SpanConfig(min_span=1, max_span=10, unit='word')
+    Args:
+        min_span: Shortest span, in units (≥ 1).
+        max_span: Longest span, in units (≥ ``min_span``).
+        unit: ``"word"`` (whitespace-delimited words) or ``"token"``.
+
+    Example:
+        >>> SpanConfig(1, 20, "word").replace(max_span=10)
+        SpanConfig(min_span=1, max_span=10, unit='word')
     """
 
     min_span: int = 1
@@ -160,8 +166,23 @@ def load_model(
     or tokenizer, or a Hub id that cannot be fetched (offline) a :class:`ModelLoadError`; an unknown or absent
     ``device`` a ``ValueError``, all before anything is loaded where that can be known.
 
-    >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
-    ('slice-minilm', None)
+    Args:
+        model_name_or_path: A Hub id, a local folder, ``"slice-minilm"`` or ``"base"`` (``None``: the shipped
+            slice-minilm).
+        backend: ``"torch"``, ``"onnx"`` or ``"openvino"``.
+        model_file: Exported file inside the folder (ONNX/OpenVINO).
+        quantized: Pick the int8 ONNX file (or a config name).
+        dtype: ``"float16"``/``"bfloat16"`` weights, or OpenVINO's precision.
+        threads: Intra-op threads (default: torch's own, or ``SLICE_ST_THREADS``).
+        export_dir: With ONNX/OpenVINO: export there first if needed.
+        **kwargs: Passed to ``SentenceTransformer`` (``device``, ``revision``, …).
+
+    Returns:
+        A ``SentenceTransformer`` with span features switched on.
+
+    Example:
+        >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
+        ('slice-minilm', None)
     """
     import os
 
@@ -342,6 +363,17 @@ def export_model(
     (converted from the ONNX file). Files already there are reused unless ``overwrite``. Load the
     result with ``load_model(output_dir, backend=..., quantized=...)``. Needs ``slice-st[onnx]``
     (and ``[openvino]`` for OpenVINO).
+
+    Args:
+        model: A loaded torch ``SentenceTransformer``, or what :func:`load_model` takes (``None``: the default model).
+        output_dir: Folder of the export (required; it is the cache).
+        backend: ``"onnx"`` or ``"openvino"``.
+        quantize: ``True`` (this CPU's int8 setting) or a config name (``"avx512_vnni"``, ``"avx2"``, ``"arm64"``, …);
+            ONNX only.
+        overwrite: Export again even if the file exists.
+
+    Returns:
+        The path of the exported file.
     """
     import json
     import os
@@ -463,6 +495,12 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     ONNX Runtime or OpenVINO is identified by its exported file (its bytes and the backend): its
     vectors differ from the torch model's (int8: clearly), so an index built on one backend is
     searched on the same one.
+
+    Args:
+        model: A ``SentenceTransformer``.
+
+    Returns:
+        A short hex digest.
     """
     import hashlib
 
@@ -497,8 +535,15 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     generic names such as ``final`` or ``checkpoint-500``); the embedded base by its Hub id, and a
     model shipped in the package by its shipped name.
 
-    >>> model_identity(load_model("base")), model_identity(load_model())
-    (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
+    Args:
+        model: A ``SentenceTransformer``.
+
+    Returns:
+        ``(name, path)``.
+
+    Example:
+        >>> model_identity(load_model("base")), model_identity(load_model())
+        (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
     """
     import os
     import re
@@ -550,8 +595,15 @@ def _hf_config(model):
 def get_span_config(model) -> SpanConfig:
     """The span settings saved with ``model`` (a ``SpanPooling`` module wins), else the defaults.
 
-    >>> get_span_config([])  # a model without settings gets the defaults
-    SpanConfig(min_span=1, max_span=20, unit='word')
+    Args:
+        model: A ``SentenceTransformer``.
+
+    Returns:
+        Its :class:`SpanConfig` (saved with the model), or the defaults.
+
+    Example:
+        >>> get_span_config([])  # a model without settings gets the defaults
+        SpanConfig(min_span=1, max_span=20, unit='word')
     """
     pooling = _span_pooling_module(model)
     if pooling is not None:
@@ -567,6 +619,15 @@ def set_span_config(model, min_span: int | None = None, max_span: int | None = N
     """Record span settings in ``model`` so that ``model.save(path)`` carries them; returns them.
 
     They are written to the transformer's config (and to a ``SpanPooling`` module if present).
+
+    Args:
+        model: A ``SentenceTransformer``.
+        min_span: Shortest span (``None``: keep).
+        max_span: Longest span (``None``: keep).
+        unit: ``"word"`` or ``"token"`` (``None``: keep).
+
+    Returns:
+        The new :class:`SpanConfig`, also stored in the model's config.
     """
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = _span_pooling_module(model)
@@ -673,6 +734,15 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
     ``config.json``…) is refused unless ``overwrite=True``; a file, a path under a file or an unwritable
     parent is a :class:`slice_st.text.FileAccessError` (see :func:`check_model_target`), as is a
     failed write.
+
+    Args:
+        model: The ``SentenceTransformer`` to save.
+        path: Output folder.
+        overwrite: Replace the files of a folder that already holds some (only the checkpoint's own files).
+        **save_kwargs: Passed to ``model.save``.
+
+    Returns:
+        ``path``.
     """
     import os
 
@@ -754,6 +824,12 @@ def enable_span_features(model):
     module's ``processing_kwargs`` (saved with the model), so it also reaches training batches made
     by sentence-transformers' data collator. Harmless elsewhere: sentence-transformers keeps these
     tokenizer extras out of the transformer's forward call.
+
+    Args:
+        model: A ``SentenceTransformer``.
+
+    Returns:
+        Nothing; the model's tokenizer is asked for offsets and special-token masks from now on.
     """
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 

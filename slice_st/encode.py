@@ -30,6 +30,7 @@ Empty, whitespace-only or token-less texts are valid input: they have no spans (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 import weakref
@@ -46,7 +47,16 @@ from tqdm.auto import tqdm
 from slice_st.config import ModelLoadError, SpanConfig, check_device, check_tokenizer, get_span_config
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, UnitBoundaries, Window, WindowError, plan_windows, text_units, unit_boundaries
+from slice_st.tokens import (
+    SPAN_PROCESSING_KWARGS,
+    WINDOW_CONTEXT,
+    UnitBoundaries,
+    Window,
+    WindowError,
+    plan_windows,
+    text_units,
+    unit_boundaries,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -316,12 +326,15 @@ def encode_windows(
     *,
     prompt: str = "",
     device: str | None = None,
+    errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_WindowBatch]:
     """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches.
 
     ``prompt`` (a resolved prompt text, see :func:`resolve_prompt`) is prepended to every window; its
     tokens are marked special, so they belong to no unit, and offsets stay relative to the text.
-    ``device`` goes to ``model.encode``.
+    ``device`` goes to ``model.encode``. Texts that cannot be cut into windows raise a :class:`SpanInputError`
+    naming the first (``text_index``, ``reason``, and ``errors``: every such text), before any text is
+    encoded; with an ``errors`` list they are appended there as ``(text index, reason)`` and get no window.
     """
     if batch_size < 1:
         raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
@@ -332,14 +345,19 @@ def encode_windows(
     room = model_window(model) - prompt_tokens(model, prompt)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
+    bad: list[tuple[int, str]] = []
     try:
-        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit)
-    except WindowError as error:
-        raised = SpanInputError(str(error))
-        raised.text_index, raised.reason = error.text_index, error.reason  # for callers that name texts their own way
-        raise raised from None
+        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    if bad and errors is None:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raised = SpanInputError(f"{WindowError(*bad[0])}{more}")
+        raised.text_index, raised.reason = bad[0]  # for callers that name texts their own way
+        raised.errors = bad
+        raise raised
+    if errors is not None:
+        errors.extend(bad)
     extra = {"device": device} if device is not None else {}
     if show_progress_bar is None:
         show_progress_bar = len(windows) > 4 * batch_size
@@ -422,6 +440,12 @@ class SpanEncoding:
     words or tokens, and ``embeddings`` ``(S, d)``; ``spans[i] == text[offsets[i, 0]:offsets[i, 1]]``.
 
     Spans are ordered by start, then by length. An empty text has ``S = 0``.
+
+    Args:
+        text: The text.
+        offsets: Character offsets ``(S, 2)`` of each span.
+        units: Unit offsets ``(S, 2)`` (start, end) of each span.
+        embeddings: Span vectors ``(S, d)``, numpy or torch.
     """
 
     text: str
@@ -460,7 +484,7 @@ def encode_spans(
     convert_to_numpy: bool = True,
     convert_to_tensor: bool = False,
     device: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ) -> list[SpanEncoding] | SpanEncoding:
     """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
 
@@ -478,10 +502,33 @@ def encode_spans(
 
     Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
 
-    >>> from slice_st import load_model
-    >>> result = load_model().encode_spans("A man plays the guitar.", max_span=2)
-    >>> result.spans[:3], result.embeddings.shape
-    (['A', 'A man', 'man'], (9, 384))
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        texts: A text or a list of texts.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text, overriding ``prompt_name``; its tokens belong to no span.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        normalize_embeddings: L2-normalise each span vector.
+        precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
+        truncate_dim: Keep the first ``truncate_dim`` dimensions (Matryoshka models).
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        convert_to_numpy: Numpy vectors (else torch tensors).
+        convert_to_tensor: Torch tensors (overrides ``convert_to_numpy``).
+        device: Passed to ``model.encode``.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        A :class:`SpanEncoding` per text (one for a single string): offsets, units, span strings and vectors.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = load_model().encode_spans("A man plays the guitar.", max_span=2)
+        >>> result.spans[:3], result.embeddings.shape
+        (['A', 'A man', 'man'], (9, 384))
     """
     _check_common(batch_size)
     _check_precision(precision)
@@ -558,7 +605,7 @@ def embed_texts(
     *,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
     prompt: str = "",
     device: str | None = None,
 ) -> Tensor:
@@ -567,6 +614,19 @@ def embed_texts(
 
     ``prompt`` is a prompt *text* (already resolved), prepended for the forward pass and left out of
     the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
+
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        texts: A text or a list of texts (non-empty).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+        prompt: A prompt text (already resolved), left out of the mean.
+        device: Passed to ``model.encode``.
+
+    Returns:
+        A float tensor ``(N, d)`` on the model's device.
     """
     _check_common(batch_size)
     device = check_device(device)
@@ -606,7 +666,7 @@ def encode_span_queries(
     device: str | None = None,
     normalize_embeddings: bool = False,
     truncate_dim: int | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ):
     """The query vectors that span vectors are compared with: each query encoded as one whole span, the
     mean of its token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
@@ -621,17 +681,37 @@ def encode_span_queries(
     ``truncate_dim`` and ``device`` are as in ``encode``. Returns ``(Q, d)`` (numpy by default), or
     ``(d,)`` for a single string.
 
-    >>> from slice_st import load_model
-    >>> model = load_model()
-    >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
-    >>> vectors.shape, vectors.dtype
-    ((2, 384), dtype('float32'))
-    >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
-    >>> span = model.encode_spans("A man played the guitar.", max_span=3)
-    >>> vector = span.embeddings[span.spans.index(found.span)]
-    >>> import numpy as np
-    >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
-    True
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: A query or a list of queries.
+        prompt_name: A key of ``model.prompts`` (default as ``encode_query``).
+        prompt: A prompt text, overriding ``prompt_name``.
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        precision: As in ``encode``: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``.
+        convert_to_numpy: A numpy array (else a torch tensor).
+        convert_to_tensor: A torch tensor (overrides ``convert_to_numpy``).
+        device: Passed to ``model.encode``.
+        normalize_embeddings: L2-normalise each vector.
+        truncate_dim: Keep the first ``truncate_dim`` dimensions.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        ``(Q, d)`` query vectors, or ``(d,)`` for a single string.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> model = load_model()
+        >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
+        >>> vectors.shape, vectors.dtype
+        ((2, 384), dtype('float32'))
+        >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
+        >>> span = model.encode_spans("A man played the guitar.", max_span=3)
+        >>> vector = span.embeddings[span.spans.index(found.span)]
+        >>> import numpy as np
+        >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
+        True
     """
     _check_precision(precision)
     single = isinstance(queries, str)
@@ -662,6 +742,17 @@ class SpanMatch:
     ``similarity`` is its similarity to the query (the model's ``similarity_fn_name``: cosine unless the
     model says otherwise); ``score`` is what ranked it: the similarity minus the span scorer's costs
     (:mod:`slice_st.scoring`; equal to ``similarity`` with ``scorer="max-cosine"``), never above it.
+
+    Args:
+        query_index: Position of the query.
+        text_index: Position of the text.
+        start: First character of the span in the text.
+        end: Character after the span.
+        span: ``text[start:end]``.
+        score: The span scorer's score: what ranks the span and what thresholds compare.
+        unit_start: First unit (word or token) of the span.
+        unit_end: Unit after the span.
+        similarity: The span's plain similarity to the query.
     """
 
     query_index: int
@@ -682,11 +773,27 @@ class SpanSearchResult(Sequence):
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
     ``similarity_fn_name`` says what the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``);
     ``similarities`` holds them, and ``scores`` the span scorer's scores (named by ``scorer``) that rank the spans.
+
+    Args:
+        queries: The queries.
+        texts: The texts searched.
+        scores: ``(Q, T, k)`` span scorer's scores, ``-inf`` where missing.
+        starts: ``(Q, T, k)`` first characters.
+        ends: ``(Q, T, k)`` end characters.
+        unit_starts: ``(Q, T, k)`` first units (-1: missing).
+        unit_ends: ``(Q, T, k)`` end units (-1: missing).
+        similarity_fn_name: What the similarities are.
+        similarities: ``(Q, T, k)`` plain similarities of the same spans (``None``: the scores).
+        scorer: The name of the span scorer behind ``scores``.
+        skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
     """
 
     def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
-                 similarity_fn_name: str = "cosine", similarities=None, scorer: str = "max-cosine"):
+                 similarity_fn_name: str = "cosine", similarities=None, scorer: str = "max-cosine",
+                 skipped: list[tuple[int, str]] | None = None):
         self.queries, self.texts = queries, texts
+        #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
+        self.skipped = list(skipped or [])
         self.scores, self.starts, self.ends = scores, starts, ends
         self.unit_starts, self.unit_ends = unit_starts, unit_ends
         self.similarity_fn_name = similarity_fn_name
@@ -758,9 +865,10 @@ def best_spans(
     show_progress_bar: bool | None = None,
     device: str | None = None,
     similarity_fn_name: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
     scorer: str | SpanScorer | None = None,
     overlap: bool = False,
+    on_error: str = "raise",
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
@@ -780,15 +888,48 @@ def best_spans(
     scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a text do not
     overlap (a span overlapping a better one is dropped); ``overlap=True`` returns overlapping ones too.
 
-    >>> from slice_st import load_model
-    >>> result = load_model().best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=4)
-    >>> match = result[0][0][0]
-    >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
-    ('played the guitar', True, True)
+    A text that cannot be cut into model windows (a word, or ``max_span`` units, longer than a window) raises a
+    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves such texts without
+    spans instead and lists them in ``result.skipped``.
+
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: A query or a list of queries.
+        texts: A text or a list of texts to search.
+        top_k: Spans kept per (query, text) pair.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text for the texts, overriding ``prompt_name``.
+        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
+        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        device: Passed to ``model.encode``.
+        similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+        scorer: ``"phrase"`` (default), ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
+        overlap: Also return spans overlapping a better one of the same text.
+        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"`` (it gets no
+            spans; see ``result.skipped``).
+
+    Returns:
+        A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> texts = ["Yesterday a man played the guitar badly."]
+        >>> result = load_model().best_spans(["plays the guitar"], texts, max_span=4)
+        >>> match = result[0][0][0]
+        >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
+        ('played the guitar', True, True)
     """
     _check_common(batch_size)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
+    top_k = check_top_k(top_k)
+    if on_error not in ("raise", "skip"):
+        raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     query_list, _ = as_text_list(queries, "queries")
     if not query_list:
         raise SpanInputError("queries is empty: give at least one query.")
@@ -801,10 +942,12 @@ def best_spans(
     query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
                                 prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
     profiles = _profiles(model, query_list, span_config.unit, span_scorer)
+    skipped: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles, overlap=overlap)
+                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles, overlap=overlap,
+                           errors=skipped)
     return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"],
-                            similarity, arrays["similarities"], span_scorer.name)
+                            similarity, arrays["similarities"], span_scorer.name, skipped)
 
 
 def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
@@ -820,12 +963,12 @@ def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     if similarity != "cosine":
-        return SpanScorer(f"max-{similarity}", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{similarity}")
     return span_scorer
 
 
 def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tensor | None:
-    """``(Q, 4)`` query profiles for the scorer's costs (``None`` for a plain scorer: nothing to pay)."""
+    """``(Q, 5)`` query profiles for the scorer's costs (``None`` for a plain scorer: nothing to pay)."""
     if scorer.is_plain:
         return None
     lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, unit)]
@@ -840,7 +983,7 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
 
 def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context, *,
           prompt: str = "", device: str | None = None, similarity: str = "cosine", scorer: SpanScorer | None = None,
-          profiles: Tensor | None = None, overlap: bool = True):
+          profiles: Tensor | None = None, overlap: bool = True, errors: list[tuple[int, str]] | None = None):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
@@ -854,7 +997,8 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
         query_vectors = query_vectors[..., :dim]
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
     arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
-    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device):
+    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device,
+                                errors=errors):
         for rows in batch.rows(batch_size):
             queries, row_profiles = query_vectors, profiles
             if paired:  # (rows, 1, d): each window against its own text's query
@@ -977,7 +1121,7 @@ def best_spans_paired(
     show_progress_bar: bool | None = None,
     device: str | None = None,
     similarity_fn_name: str | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
     scorer: str | SpanScorer | None = None,
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
@@ -985,10 +1129,32 @@ def best_spans_paired(
     Same scoring (``scorer``) and options as :func:`best_spans`, but only the N pairs are scored instead of all
     N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
 
-    >>> from slice_st import load_model
-    >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
-    >>> matches[0].span
-    'the puppy'
+    Args:
+        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        queries: One query per text.
+        texts: The texts, paired with ``queries`` by position.
+        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
+        prompt: A prompt text for the texts, overriding ``prompt_name``.
+        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
+        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
+        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
+        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
+        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
+        batch_size: Windows per forward pass.
+        show_progress_bar: Show a progress bar (``None``: only for long inputs).
+        device: Passed to ``model.encode``.
+        similarity_fn_name: As in :func:`best_spans`.
+        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
+            window.
+
+    Returns:
+        A :class:`SpanMatch` per pair (``None`` for a text without spans).
+
+    Example:
+        >>> from slice_st import load_model
+        >>> matches = best_spans_paired(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
+        >>> matches[0].span
+        'the puppy'
     """
     _check_common(batch_size)
     query_list, _ = as_text_list(queries, "queries")

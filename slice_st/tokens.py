@@ -32,6 +32,7 @@ __all__ = [
     "WindowError",
     "plan_windows",
     "text_units",
+    "WINDOW_CONTEXT",
 ]
 
 UNITS = ("word", "token")
@@ -278,12 +279,16 @@ def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tupl
     return groups
 
 
+#: Units of context kept on each side of the spans a window owns (``window_context`` everywhere).
+WINDOW_CONTEXT = 16
+
+
 def plan_windows(
     tokenizer,
     texts: Sequence[str],
     max_tokens: int,
     max_span: int,
-    context: int = 16,
+    context: int = WINDOW_CONTEXT,
     unit: str = "word",
     errors: list[tuple[int, str]] | None = None,
 ) -> list[Window]:

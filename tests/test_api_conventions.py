@@ -199,3 +199,51 @@ def test_no_warning_for_mean_pooling_and_normalize(tiny_model_dir):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpanPoolingWarning)
         model.best_spans([QUERY], [TEXT], max_span=2)
+
+
+# ------------------------------------------------------------------------- docstrings (sentence-transformers style)
+DOCUMENTED_MODULES = ("slice_st", "slice_st.losses", "slice_st.models", "slice_st.evaluation", "slice_st.index", "slice_st.data",
+                      "slice_st.training", "slice_st.experimental")
+
+
+def _public_callables():
+    """Every public class and function exported by the package and its API sub-packages (``__all__``)."""
+    import importlib
+    import inspect
+
+    seen = {}
+    for module_name in DOCUMENTED_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            value = getattr(module, name)
+            if (inspect.isclass(value) or inspect.isfunction(value)) and id(value) not in seen:
+                seen[id(value)] = (f"{module_name}.{name}", value)
+    return sorted(seen.values(), key=lambda item: item[0])
+
+
+def _takes_arguments(value) -> bool:
+    import dataclasses
+    import inspect
+
+    target = value.__init__ if inspect.isclass(value) else value
+    if inspect.isclass(value) and (target is object.__init__ or dataclasses.is_dataclass(value) and not value.__doc__):
+        return False
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+    return any(name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for name, p in parameters.items())
+
+
+@pytest.mark.parametrize(("name", "value"), _public_callables(), ids=lambda item: item if isinstance(item, str) else "")
+def test_public_names_have_sentence_transformers_style_docstrings(name, value):
+    """Every public class and function has a docstring; those that take arguments document them in an ``Args:``
+    section (as sentence-transformers does); losses also say ``References:`` and ``Inputs:``."""
+    import inspect
+
+    doc = inspect.getdoc(value)
+    assert doc and len(doc.strip()) > 20, f"{name} has no docstring"
+    if _takes_arguments(value):
+        assert "\nArgs:\n" in "\n" + doc, f"{name}: no 'Args:' section"
+    if name.endswith("Loss"):
+        assert "\nReferences:\n" in doc and "\nInputs:\n" in doc, f"{name}: losses document References and Inputs"

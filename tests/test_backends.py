@@ -256,22 +256,22 @@ def test_half_precision_on_cpu(export_dir, torch_model):
 
 
 def test_default_threads(monkeypatch):
+    """SLICE_ST_THREADS when set, else torch's own setting: never tuned to the machine's size or its load."""
+    from slice_st.backends import set_torch_threads
+
     monkeypatch.setenv("SLICE_ST_THREADS", "3")
     assert default_threads() == 3
     monkeypatch.delenv("SLICE_ST_THREADS")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert default_threads() == 1
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert default_threads() == 1  # a 2-core machine: one thread, whatever the load
     monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
-    monkeypatch.setattr("os.getloadavg", lambda: (0.3, 0.5, 0.5))
-    assert default_threads() == 8  # idle: every core
-    monkeypatch.setattr("os.getloadavg", lambda: (2.6, 1.0, 1.0))
-    assert default_threads() == 5  # three cores busy with other work
-    monkeypatch.setattr("os.getloadavg", lambda: (16.0, 6.0, 6.0))
-    assert default_threads() == 1
+    for cores, load in ((2, 0.3), (8, 0.3), (8, 2.6), (16, 16.0)):
+        monkeypatch.setattr("os.cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr("os.getloadavg", lambda load=load: (load, load, load))
+        assert default_threads() == 8
+    calls = []
+    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    assert set_torch_threads(None) == 8 and calls == []  # nothing given: torch keeps its setting
+    set_torch_threads(2)
+    assert calls == [2]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("optimum") is None, reason="sentence-transformers' own OpenVINO backend needs optimum-intel")

@@ -161,3 +161,27 @@ def test_help_and_version_load_nothing_heavy(argv):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("HEAVY:"), done.stdout[-300:]
+
+
+def test_ship_adapter_is_a_hidden_maintainer_command(capsys):
+    """ship-adapter (make model) still parses, but the user's ``slice-st --help`` does not list it."""
+    from slice_st.cli import build_parser
+
+    parser = build_parser()
+    help_text = parser.format_help()
+    assert "ship-adapter" not in help_text and "train" in help_text
+    args = parser.parse_args(["ship-adapter", "runs/x", "-o", "dest"])
+    assert args.run_dir == "runs/x" and args.output == "dest"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--help"])
+    assert "ship-adapter" not in capsys.readouterr().out
+
+
+def test_train_help_groups_the_advanced_options():
+    from slice_st.cli import build_parser
+
+    train = next(action for action in build_parser()._subparsers._group_actions[0].choices.items() if action[0] == "train")[1]
+    titles = [group.title for group in train._action_groups]
+    assert {"spans (advanced)", "distillation (advanced)", "Hub and model card (advanced)"} <= set(titles)
+    main_options = {option for action in train._action_groups[1]._group_actions for option in action.option_strings}
+    assert "--output-dir" in main_options and "--distill-text-weight" not in main_options

@@ -168,7 +168,7 @@ def test_bad_arguments_and_inputs_are_clear_errors(make_tiny_model):
     plain = dict(model.tokenizer(TEXTS, padding=True, return_tensors="pt"))
     with pytest.raises(ValueError, match="offsets"):
         loss([plain])
-    assert loss.get_config_dict()["metric"] == "cosine" and "slice-st" in loss.citation
+    assert loss.get_config_dict()["metric"] == "cosine" and "2405.07263" in loss.citation and "contributors" not in loss.citation
 
 
 def test_empty_texts_give_a_zero_loss_not_nan(make_tiny_model):
@@ -290,9 +290,58 @@ def test_distillation_presets_and_cli_args():
     assert config.objectives == ("slice", "distill")
     assert config.distill_weight == 0.5 and config.cache_teacher and config.max_steps == PRESETS["cpu-minilm-both"]["max_steps"]
     with pytest.raises(ValueError, match="mix"):
-        TrainConfig(output_dir="x", distill_data=["offline"], mix="zigzag").validate()
+        TrainConfig(output_dir="x", distill_data=["x"], mix="zigzag").validate()
     with pytest.raises(ValueError, match="distill-data"):
         TrainConfig(output_dir="x").validate()
+
+
+def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_model_dir, passages_dir):
+    pytest.importorskip("peft")
+    import os
+
+    from sentence_transformers import SentenceTransformer
+
+    import slice_st
+    from slice_st.config import has_adapters
+
+    config = TrainConfig(
+        output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[passages_dir], dev_path=DEV, dev_select="even",
+        max_steps=4, batch_size=4, learning_rate=1e-2, eval_steps=2, save_steps=2, logging_steps=1, eval_max_span=6, lora_r=4,
+        distill_spans=4, distill_max_span=5,
+    )
+    model = train(config)
+    final, adapter = tmp_path / "run" / "final", tmp_path / "run" / "adapter"
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(adapter))
+    assert not json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"].startswith("/")
+    loaded = SentenceTransformer(str(final))  # merged: a plain checkpoint
+    assert not has_adapters(loaded)
+    text = ["Later a man played the guitar on stage."]
+    assert abs(loaded.encode(text) - model.encode(text)).max() < 1e-4
+    assert abs(loaded.encode(text) - slice_st.load_model(tiny_model_dir).encode(text)).max() > 1e-6  # the adapter changed something
+
+
+def test_dev_select_lora_and_offline_data_are_checked(tmp_path, tiny_model_dir):
+    with pytest.raises(ValueError, match="dev_select"):
+        TrainConfig(output_dir=str(tmp_path), distill_data=["x"], dev_select="half").validate()
+    with pytest.raises(ValueError, match="lora_r"):
+        TrainConfig(output_dir=str(tmp_path), distill_data=["x"], lora_r=-1).validate()
+    # ``offline`` without a data folder: a clear error, never a guessed path next to the working directory
+    for data in ({"train_data": ["offline"]}, {"distill_data": ["offline"]}):
+        with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
+            train(TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, max_steps=1, **data))
+    TrainConfig(output_dir=str(tmp_path), distill_data=["offline"], shared_data=str(tmp_path)).validate()
+
+
+def test_experiment_fields_and_options_are_gone():
+    import dataclasses
+
+    from slice_st.cli import build_parser
+
+    fields = {item.name for item in dataclasses.fields(TrainConfig)}
+    assert not fields & {"sts_data", "sts_weight", "sts_scale", "sts_limit", "distill_phrase_weight", "distill_vector_weight"}
+    for option in ("--sts-data", "--distill-phrase-weight", "--distill-vector-weight"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["train", "-o", "x", option, "1"])
 
 
 def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model):

@@ -315,3 +315,33 @@ def test_b25_ctrl_c_is_one_line_not_a_traceback(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 130 and done.stderr == "slice-st: interrupted\n", done.stderr[-2000:]
+
+
+def test_mine_plans_windows_once_and_best_spans_can_skip(tmp_path, capsys, make_tiny_model, monkeypatch):
+    """``slice-st mine`` plans each text's windows once (inside best_spans), and names every unwindowable text."""
+    import slice_st.encode
+    import slice_st.tokens
+    from slice_st.encode import SpanInputError
+
+    short = make_tiny_model(24)
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)
+    calls = []
+    for module in (slice_st.tokens, slice_st.encode):
+        original = module.plan_windows
+        monkeypatch.setattr(module, "plan_windows", lambda *a, _original=original, **k: calls.append(list(a[1])) or _original(*a, **k))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n" + "." * 80 + " tail\n" + "," * 80 + "\nmy bag was lost\n")
+    error = _fails(capsys, "mine", "-q", "guitar", corpus, "--max-span", "3")
+    assert f"{corpus}:2: a word of" in error and "(and 1 more)" in error
+    calls.clear()
+    code, out = _run(capsys, "mine", "-q", "guitar", corpus, "--max-span", "3", "--skip-bad", "-f", "jsonl")
+    assert code == 0 and "2 texts skipped" in out.err
+    assert sum("my bag was lost" in texts for texts in calls) == 1  # the corpus: once (the query is planned on its own)
+    texts = ["a man plays the guitar", "." * 80 + " tail"]
+    result = slice_st.encode.best_spans(short, "guitar", texts, max_span=3, on_error="skip")
+    assert [index for index, _ in result.skipped] == [1] and result[0][1] == [] and result[0][0]
+    with pytest.raises(SpanInputError, match="Text 1: a word of") as raised:
+        slice_st.encode.best_spans(short, "guitar", texts, max_span=3)
+    assert raised.value.text_index == 1
+    with pytest.raises(SpanInputError, match="on_error"):
+        slice_st.encode.best_spans(short, "guitar", texts, on_error="ignore")

@@ -32,7 +32,7 @@ LAYERS: list[list[str]] = [
     ["slice_st.config"],  # span settings, model loading, flag-free checkpoints
     ["slice_st.encode"],  # encode_spans / best_spans
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components
-    ["slice_st.evaluation", "slice_st.index"],  # applications
+    ["slice_st.evaluation", "slice_st.index", "slice_st.experimental"],  # applications; experiments under study
     ["slice_st.training", "slice_st.integrations"],  # workflows
     ["slice_st.serve"],  # the JSON API and search page: imported only by the CLI
     ["slice_st.cli"],  # the command line: imported by nothing in the library

@@ -1,4 +1,4 @@
-"""SpanScoreDistillationLoss: teacher similarities (any embedding size) distilled into single-pass spans."""
+"""slice_st.experimental.SpanScoreDistillationLoss: teacher similarities (any size) distilled into single-pass spans."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import slice_st
-from slice_st import SpanScoreDistillationLoss
+from slice_st.experimental import SpanScoreDistillationLoss
 from slice_st.spans import shift_spans
 
 TEXTS = ["A man is playing the guitar on the stage tonight.", "The flight to Denver was delayed by three hours because of a storm."]
@@ -71,41 +71,7 @@ def test_bad_arguments_and_config(tiny_model_dir):
     with torch.no_grad():  # one-word texts: a single span each, in-batch candidates still give a list to rank
         parts = loss([model.preprocess(["guitar", "storm"])])
     assert all(torch.isfinite(value) for value in parts.values())
-    assert "teacher" in loss.get_config_dict() and "score distillation" in loss.citation.lower()
-
-
-def test_phrase_term_matches_the_teachers_similarities_between_phrases_alone(tiny_model_dir, wide_teacher_dir):
-    model = slice_st.load_model(tiny_model_dir)
-    plain = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, seed=3)
-    keep = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, phrase_weight=2.0, seed=3)
-    with torch.no_grad():
-        a, b = plain([model.preprocess(TEXTS)]), keep([model.preprocess(TEXTS)])
-    assert "phrase" not in a and b["phrase"] > 0  # a random student's phrases disagree with a random teacher's
-    assert b["listwise"].item() == pytest.approx(a["listwise"].item(), abs=1e-5)  # same spans, same seed: only the new term
-    model.zero_grad()
-    b = keep([model.preprocess(TEXTS)])
-    b["phrase"].backward()
-    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
-    assert keep.get_config_dict()["phrase_weight"] == 2.0
-    with pytest.raises(ValueError, match="weights"):
-        SpanScoreDistillationLoss(model, phrase_weight=-1.0)
-
-
-def test_vector_term_pulls_single_pass_spans_to_the_teachers_vectors(tiny_model_dir):
-    model = slice_st.load_model(tiny_model_dir)
-    plain = SpanScoreDistillationLoss(model, spans_per_text=6, max_span=4, seed=2)
-    both = SpanScoreDistillationLoss(model, spans_per_text=6, max_span=4, vector_weight=1.0, seed=2)
-    with torch.no_grad():
-        a, b = plain([model.preprocess(TEXTS)]), both([model.preprocess(TEXTS)])
-    assert "vector" not in a and set(b) == {"listwise", "cosine", "vector"}
-    assert 0 < b["vector"].item() < 2 and b["listwise"].item() == pytest.approx(a["listwise"].item(), abs=1e-5)
-    assert both.get_config_dict()["vector_weight"] == 1.0
-
-
-def test_vector_term_needs_a_teacher_of_the_students_size(tiny_model_dir, wide_teacher_dir):
-    model = slice_st.load_model(tiny_model_dir)
-    with pytest.raises(ValueError, match="student's size"):
-        SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, vector_weight=1.0)
+    assert "teacher" in loss.get_config_dict() and "2405.07263" in loss.citation and "contributors" not in loss.citation
 
 
 def test_shift_spans_stays_inside_rows():
@@ -125,12 +91,25 @@ def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_
     passages = tmp_path / "passages"
     Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
     config = TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[str(passages)], distill_loss="score",
-                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, distill_phrase_weight=1.0, max_steps=2,
+                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, max_steps=2,
                          batch_size=4, learning_rate=1e-3, eval_steps=1, save_steps=1, logging_steps=1)
     before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
     after = train(config).encode(TEXTS)
     assert abs(after - before).max() > 1e-6
     with pytest.raises(ValueError, match="distill_loss"):
         TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()
-    with pytest.raises(ValueError, match="distill-loss score"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_phrase_weight=1.0).validate()
+    with pytest.raises(ValueError, match="cache-teacher"):
+        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="score", cache_teacher=True).validate()
+
+
+def test_experiments_are_not_top_level_names():
+    import slice_st.experimental
+    import slice_st.losses
+
+    for name in slice_st.experimental.__all__:
+        assert name not in slice_st.__all__ and name not in slice_st.losses.__all__
+    assert set(slice_st.experimental.STATUS) == set(slice_st.experimental.__all__) - {"STATUS"}
+    assert "Status:" in slice_st.experimental.SpanScoreDistillationLoss.__doc__
+    for name in ("SpanMaxCoSENTLoss", "SpanScoreDistillationLoss"):
+        with pytest.raises(AttributeError):
+            getattr(slice_st, name)

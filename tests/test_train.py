@@ -189,17 +189,16 @@ def test_model_card_content(tiny_model_dir):
     assert 'SentenceTransformer("org/slice-minilm")' in card and "Late-Interaction" not in card
 
 
-@pytest.mark.parametrize(("train_data", "distill", "sts", "expected"), [
-    (["msmarco:/x/triples.tsv"], [], [], "cc-by-nc-sa-4.0"),
-    (["offline"], [], [], "cc-by-nc-sa-4.0"),
-    ([], [], ["offline"], "cc-by-nc-sa-4.0"),  # graded pairs from STS-B and SICK
-    ([], ["offline"], [], "other"),  # ParaBank states no licence
-    ([], [], [], "apache-2.0"),  # no SLICE data: the base model's
+@pytest.mark.parametrize(("train_data", "distill", "expected"), [
+    (["msmarco:/x/triples.tsv"], [], "cc-by-nc-sa-4.0"),
+    (["offline"], [], "cc-by-nc-sa-4.0"),
+    ([], ["offline"], "other"),  # ParaBank states no licence
+    ([], [], "apache-2.0"),  # no SLICE data: the base model's
 ])
-def test_card_licence_follows_the_training_data(train_data, distill, sts, expected):
+def test_card_licence_follows_the_training_data(train_data, distill, expected):
     from slice_st.training.hub import card_license, training_sources
 
-    keys = [key for part in training_sources(train_data, distill, sts) for key in part]
+    keys = [key for part in training_sources(train_data, distill) for key in part]
     assert card_license(keys, "sentence-transformers/all-MiniLM-L6-v2")[0] == expected
 
 

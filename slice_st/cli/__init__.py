@@ -30,7 +30,7 @@ from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
 from slice_st.cli.serve import add_serve_command
-from slice_st.cli.train import add_train_command
+from slice_st.cli.train import MAINTAINER_COMMANDS, add_train_command
 from slice_st.text import MissingExtraError, TextRecord, read_texts
 
 __all__ = ["main", "build_parser", "read_texts", "TextRecord"]
@@ -110,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluation_commands(commands)  # table, mteb
     add_phrase_eval_command(commands)  # PEARL's phrase tasks, Nugget's ParaBank PI
     add_export_command(commands)
+    commands.metavar = "{" + ",".join(name for name in commands.choices if name not in MAINTAINER_COMMANDS) + "}"
     for command in _commands(parser):
         add_output_options(command)
     parser.epilog = _grouped_commands(commands)

@@ -301,7 +301,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
                        help="torch weights in half precision (GPUs; bfloat16 also on recent CPUs), or OpenVINO's inference precision")
     group.add_argument("--threads", type=positive_int, default=None,
-                       help="intra-op threads of the forward pass (default: SLICE_ST_THREADS, OMP_NUM_THREADS, else 1 on <= 2 cores, the idle cores on more)")
+                       help="intra-op threads of the forward pass "
+                            "(default: SLICE_ST_THREADS, else torch's own setting; "
+                            "on a small shared machine, 1)")
     group.add_argument("--export-dir", metavar="DIR", default=None,
                        help="with --backend onnx/openvino: export the model into DIR first if it has no such file (offline, once)")
 
@@ -309,8 +311,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
 def model_options(args) -> dict:
     """``load_model`` keyword arguments from :func:`add_backend_arguments`' options (only those given).
 
-    Also sets torch's intra-op threads: ``--threads``, else :func:`slice_st.backends.default_threads`
-    (1 on a machine of at most 2 cores, else the idle cores), which ONNX Runtime / OpenVINO sessions use too.
+    Also sets torch's intra-op threads when ``--threads`` (or ``SLICE_ST_THREADS``) is given; else torch keeps
+    its own setting (:func:`slice_st.backends.set_torch_threads`).
     """
     from slice_st.backends import set_torch_threads
 

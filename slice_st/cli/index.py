@@ -4,7 +4,7 @@
     slice-st index add runs/corpus-index new_calls.txt
     slice-st index info runs/corpus-index
     slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
-    slice-st index calibrate runs/corpus-index --sts ../shared/data/stsbenchmark/sts-train.csv
+    slice-st index calibrate runs/corpus-index --sts DATA/stsbenchmark/sts-train.csv
     slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
     slice-st index build big.jsonl -o runs/big --processes 2           # or --devices cuda:0 cuda:1
     slice-st mine --index runs/shards --query "my bag was lost"        # a directory of shards, searched together

@@ -84,20 +84,33 @@ def _mine(args) -> int:
     records = read_texts(_distinct_files(expand_inputs(args.files)), args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
-    records = _windowable(model, records, args)
-    result = slice_st.best_spans(
-        model,
-        queries,
-        [record.text for record in records],
-        min_span=args.min_span,
-        max_span=args.max_span,
-        unit=args.unit,
-        batch_size=args.batch_size,
-        show_progress_bar=not args.no_progress,
-        top_k=per_text,
-        scorer=args.scorer,
-        overlap=args.overlap,
-    )
+    from slice_st.encode import SpanInputError
+
+    try:  # windows are planned once, inside best_spans; a text that cannot be windowed is named by its file and line
+        result = slice_st.best_spans(
+            model,
+            queries,
+            [record.text for record in records],
+            min_span=args.min_span,
+            max_span=args.max_span,
+            unit=args.unit,
+            batch_size=args.batch_size,
+            show_progress_bar=not args.no_progress,
+            top_k=per_text,
+            scorer=args.scorer,
+            overlap=args.overlap,
+            on_error="skip" if args.skip_bad else "raise",
+        )
+    except SpanInputError as error:
+        if getattr(error, "text_index", None) is None:
+            raise
+        record, more = records[error.text_index], len(error.errors) - 1
+        raise ValueError(f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "
+                         "Use --skip-bad to leave such texts out.") from None
+    for position, reason in result.skipped:
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(records[position].source)}:{records[position].line}: {terminal_safe(reason)}\n")
+    if result.skipped:
+        sys.stderr.write(f"slice-st: {len(result.skipped)} texts skipped\n")
     _write(result, records, args, sys.stdout)
     return 0
 
@@ -115,25 +128,3 @@ def _distinct_files(files: list[str]) -> list[str]:
         seen[real] = name
         kept.append(name)
     return kept
-
-
-def _windowable(model, records: list[TextRecord], args) -> list[TextRecord]:
-    """The texts the model can cut into windows; one it cannot stops the run naming its file and line (or, with
-    ``--skip-bad``, is listed on stderr and left out)."""
-    from slice_st.encode import model_window, resolve_span_config
-    from slice_st.tokens import plan_windows
-
-    config = resolve_span_config(model, args.min_span, args.max_span, args.unit)
-    bad: list[tuple[int, str]] = []
-    plan_windows(model.tokenizer, [record.text for record in records], model_window(model), config.max_span, 16, config.unit, errors=bad)
-    if not bad:
-        return records
-    where = [(f"{records[position].source}:{records[position].line}", reason) for position, reason in bad]
-    if not args.skip_bad:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raise ValueError(f"{where[0][0]}: {where[0][1].rstrip('.')}{more}. Use --skip-bad to leave such texts out.")
-    for name, reason in where:
-        sys.stderr.write(f"slice-st: skipped {terminal_safe(name)}: {terminal_safe(reason)}\n")
-    sys.stderr.write(f"slice-st: {len(bad)} texts skipped\n")
-    dropped = {position for position, _ in bad}
-    return [record for position, record in enumerate(records) if position not in dropped]

@@ -1,7 +1,7 @@
 """``slice-st phrase-eval``: PEARL's phrase tasks and Nugget's ParaBank paraphrase identification.
 
-    slice-st phrase-eval --task all --data ../shared/data
-    slice-st phrase-eval -t bird -t turney --data ../shared/data/pearl_eval --format json
+    slice-st phrase-eval --task all --data DATA
+    slice-st phrase-eval -t bird -t turney --data DATA/pearl_eval --format json
 """
 
 from __future__ import annotations

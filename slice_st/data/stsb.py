@@ -124,13 +124,22 @@ def read_stsb_context(
     ``"error"`` raises, ``"drop"`` drops it and warns. Any other bad row raises
     :class:`DataFormatError` naming the file and line.
 
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "ctx.tsv"
-    >>> _ = path.write_bytes(b"\\tline\\tparaphrase\\tpassage\\tgoldsim\\r\\n0\\tA dog runs.\\tA dog is running.\\t"
-    ...                      b"It was late. A dog is running. Nobody saw it.\\t4.2\\n")
-    >>> data = read_stsb_context(path)
-    >>> data[0]["paraphrase"], data[0]["goldsim"], data[0]["paraphrase_in_passage"]
-    ('A dog is running.', 4.2, True)
+    Args:
+        path_or_url: A local TSV or an http(s) URL.
+        encoding: ``"auto"`` (UTF-8 or cp1252) or a codec name.
+        missing_paraphrase: A row whose passage lacks its paraphrase: ``"warn"``, ``"error"`` or ``"drop"``.
+
+    Returns:
+        A ``datasets.Dataset``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "ctx.tsv"
+        >>> _ = path.write_bytes(b"\\tline\\tparaphrase\\tpassage\\tgoldsim\\r\\n0\\tA dog runs.\\tA dog is running.\\t"
+        ...                      b"It was late. A dog is running. Nobody saw it.\\t4.2\\n")
+        >>> data = read_stsb_context(path)
+        >>> data[0]["paraphrase"], data[0]["goldsim"], data[0]["paraphrase_in_passage"]
+        ('A dog is running.', 4.2, True)
     """
     datasets = require("datasets", "eval", "reading STS-B-Context")
 
@@ -217,12 +226,21 @@ def write_stsb_context(rows, path: str | os.PathLike, *, encoding: str = "utf-8"
     """Write rows (a ``Dataset`` or dicts with ``line``, ``paraphrase``, ``passage``, ``goldsim``) in the
     STS-B-Context TSV format (unnamed index column first); returns the number of rows written.
 
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "out.tsv"
-    >>> write_stsb_context([{"line": "a", "paraphrase": "b", "passage": "x b y", "goldsim": 1.0}], path)
-    1
-    >>> path.read_text().splitlines()[0].split("\\t")
-    ['', 'line', 'paraphrase', 'passage', 'goldsim']
+    Args:
+        rows: A ``Dataset`` or dicts with ``line``, ``paraphrase``, ``passage``, ``goldsim``.
+        path: The TSV to write.
+        encoding: Text encoding of the file.
+
+    Returns:
+        The number of rows written.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "out.tsv"
+        >>> write_stsb_context([{"line": "a", "paraphrase": "b", "passage": "x b y", "goldsim": 1.0}], path)
+        1
+        >>> path.read_text().splitlines()[0].split("\\t")
+        ['', 'line', 'paraphrase', 'passage', 'goldsim']
     """
     count = 0
     with open(path, "w", encoding=encoding, newline="") as handle:
@@ -246,11 +264,20 @@ CONTEXT_SOURCES = ("released", "make-context", "unknown")
 def write_source_note(path: str | os.PathLike, source: str, **details: Any) -> str:
     """Record beside ``path`` (``PATH.source.json``) where its passages come from; returns the note's path.
 
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
-    >>> _ = write_source_note(path, "make-context", seed=0)
-    >>> read_source_note(path)
-    'make-context'
+    Args:
+        path: The data file the note describes.
+        source: Where its passages come from (e.g. ``"make-context"``).
+        **details: Anything else to record (JSON values).
+
+    Returns:
+        The note's path.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "dev.tsv"
+        >>> _ = write_source_note(path, "make-context", seed=0)
+        >>> read_source_note(path)
+        'make-context'
     """
     import json
 
@@ -263,7 +290,14 @@ def write_source_note(path: str | os.PathLike, source: str, **details: Any) -> s
 
 
 def read_source_note(path: str | os.PathLike | None) -> str | None:
-    """The ``source`` recorded by :func:`write_source_note` beside ``path`` (``None`` without a readable note)."""
+    """The ``source`` recorded by :func:`write_source_note` beside ``path`` (``None`` without a readable note).
+
+    Args:
+        path: The data file (``None``: no note).
+
+    Returns:
+        The recorded source, or ``None``.
+    """
     import json
 
     if not path or not os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
@@ -283,11 +317,16 @@ def read_stsb(path: str | os.PathLike):
     ``sentence1``, ``sentence2`` and ``file_line``. Fields are read with ``csv.QUOTE_NONE`` (the file
     contains bare quotes); extra trailing columns are ignored.
 
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "sts.csv"
-    >>> _ = path.write_text("main-captions\\tMSRvid\\t2012test\\t0001\\t5.000\\tA man plays.\\tA man is playing.\\n")
-    >>> read_stsb(path)[0]["sentence2"]
-    'A man is playing.'
+    Args:
+        path: An STS-benchmark TSV (e.g. ``sts-dev.csv``).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "sts.csv"
+        >>> row = "main-captions\\tMSRvid\\t2012test\\t0001\\t5.000\\tA man plays.\\tA man is playing.\\n"
+        >>> _ = path.write_text(row)
+        >>> read_stsb(path)[0]["sentence2"]
+        'A man is playing.'
     """
     datasets = require("datasets", "eval", "reading STS-B")
 
@@ -353,12 +392,20 @@ def make_context(
     Returns a ``Dataset`` with ``line`` (sentence1), ``paraphrase`` (sentence2), ``passage``,
     ``goldsim``, ``style`` and ``source_index`` (the pair's position in ``pairs``).
 
-    >>> pairs = [{"sentence1": "A man plays guitar.", "sentence2": "Someone is playing a guitar.", "score": 4.2},
-    ...          {"sentence1": "The cat sleeps.", "sentence2": "A kitten is napping on a sofa.", "score": 3.5},
-    ...          {"sentence1": "Stocks fell sharply.", "sentence2": "Markets dropped on Monday.", "score": 3.9}]
-    >>> ctx = make_context(pairs, seed=1, words=12)
-    >>> all(row["paraphrase"] in row["passage"] for row in ctx), len(ctx)
-    (True, 3)
+    Args:
+        pairs: A ``Dataset`` or dicts with ``sentence1``, ``sentence2``, ``score`` (as from :func:`read_stsb`).
+        seed: Seed of the context, the styles and the sample.
+        styles: Styles to choose from, per pair.
+        words: Least number of words per passage.
+        limit: Keep a seeded sample of that many pairs.
+
+    Example:
+        >>> pairs = [{"sentence1": "A man plays guitar.", "sentence2": "Someone is playing a guitar.", "score": 4.2},
+        ...          {"sentence1": "The cat sleeps.", "sentence2": "A kitten is napping on a sofa.", "score": 3.5},
+        ...          {"sentence1": "Stocks fell sharply.", "sentence2": "Markets dropped on Monday.", "score": 3.9}]
+        >>> ctx = make_context(pairs, seed=1, words=12)
+        >>> all(row["paraphrase"] in row["passage"] for row in ctx), len(ctx)
+        (True, 3)
     """
     datasets = require("datasets", "eval", "make_context")
 

@@ -46,6 +46,7 @@ from slice_st.spans import (
     tile_spans,
 )
 from slice_st.text import atomic_file
+from slice_st.tokens import WINDOW_CONTEXT
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -147,7 +148,7 @@ def encode_documents(
     *,
     batch_size: int = 32,
     show_progress_bar: bool | None = None,
-    window_context: int = 16,
+    window_context: int = WINDOW_CONTEXT,
 ) -> DocumentTokens:
     """Token vectors of each text from one pass (long texts windowed, each token taken once) and its words.
 
@@ -263,13 +264,33 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     documents' token vectors and ``model.encode`` vectors are kept there, keyed by that and the texts,
     so a second run skips the encoding. Without a key nothing is cached (weights change in training).
 
-    >>> from slice_st import load_model
-    >>> docs = {"s": "A man is playing a guitar on stage tonight.", "p": "Tonight someone plays guitar on the stage.",
-    ...         "n": "The stock market fell sharply on Monday."}
-    >>> evaluator = ParaphraseIdentificationEvaluator(docs, ["s"], [["n", "p"]], [1], methods=("mean", "spans"), max_span=3)
-    >>> metrics = evaluator(load_model())
-    >>> metrics["spans_mrr"], evaluator.primary_metric
-    (1.0, 'spans_mrr')
+    Args:
+        documents: Document id → text.
+        sources: Id of each task's source document.
+        candidates: Candidate document ids per task.
+        answers: Position of the paraphrase among each task's candidates.
+        methods: Which document representations to compare (see :mod:`slice_st.evaluation.document_similarity`).
+        rules: Span selection rules of the ``selected`` method.
+        ratios: Fractions of spans kept by the ``selected`` method.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        batch_size: Batch size of the encoding.
+        cache_dir: Folder for the encoded documents (with ``cache_key``).
+        cache_key: Names the model's weights in the cache (no key: no cache).
+        name: Suffix of the metric names and the CSV file.
+        show_progress_bar: Show progress bars (``None``: for long inputs).
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> docs = {"s": "A man is playing a guitar on stage tonight.",
+        ...         "p": "Tonight someone plays guitar on the stage.",
+        ...         "n": "The stock market fell sharply on Monday."}
+        >>> evaluator = ParaphraseIdentificationEvaluator(docs, ["s"], [["n", "p"]], [1], methods=("mean", "spans"),
+        ...                                               max_span=3)
+        >>> metrics = evaluator(load_model())
+        >>> metrics["spans_mrr"], evaluator.primary_metric
+        (1.0, 'spans_mrr')
     """
 
     def __init__(

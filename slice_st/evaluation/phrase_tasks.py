@@ -154,10 +154,24 @@ class PhraseTaskEvaluator(BaseEvaluator):
 class BirdEvaluator(PhraseTaskEvaluator):
     """BIRD: Pearson (primary) and Spearman of the cosine of each phrase pair with the gold relatedness.
 
-    >>> from slice_st import load_model
-    >>> evaluator = BirdEvaluator(["a dog", "a car", "red wine"], ["a puppy", "a banana", "white wine"], [0.9, 0.1, 0.6])
-    >>> sorted(evaluator(load_model())), evaluator.primary_metric
-    (['sentence_pearson', 'sentence_spearman', 'span_pearson', 'span_spearman'], 'span_pearson')
+    Args:
+        phrase1: First phrase of each pair.
+        phrase2: Second phrase of each pair.
+        scores: Gold relatedness of each pair.
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see below).
+        encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
+            ``"sentence"`` (``model.encode``); the first is the primary metric's.
+        batch_size: Batch size of the encoding.
+        name: Suffix of the metric names and the CSV file.
+        show_progress_bar: Show progress bars.
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> evaluator = BirdEvaluator(["a dog", "a car", "red wine"], ["a puppy", "a banana", "white wine"],
+        ...                           [0.9, 0.1, 0.6])
+        >>> sorted(evaluator(load_model())), evaluator.primary_metric
+        (['sentence_pearson', 'sentence_spearman', 'span_pearson', 'span_spearman'], 'span_pearson')
     """
 
     task = "bird"
@@ -194,10 +208,22 @@ class TurneyEvaluator(PhraseTaskEvaluator):
 
     Exact ties go to the earlier candidate, as ``numpy.argmax`` in PEARL's code.
 
-    >>> from slice_st import load_model
-    >>> evaluator = TurneyEvaluator(["rain coat"], [["raincoat", "violin", "pepper"]], encodings=("span",))
-    >>> evaluator(load_model())
-    {'span_accuracy': 1.0}
+    Args:
+        queries: The bigrams.
+        candidates: Candidate words per bigram, the answer first.
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see below).
+        encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
+            ``"sentence"`` (``model.encode``); the first is the primary metric's.
+        batch_size: Batch size of the encoding.
+        name: Suffix of the metric names and the CSV file.
+        show_progress_bar: Show progress bars.
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> evaluator = TurneyEvaluator(["rain coat"], [["raincoat", "violin", "pepper"]], encodings=("span",))
+        >>> evaluator(load_model())
+        {'span_accuracy': 1.0}
     """
 
     task = "turney"
@@ -271,11 +297,26 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
 
     Reports ``accuracy`` (mean over ``seeds``) and ``accuracy_std``.
 
-    >>> from slice_st import load_model
-    >>> pairs = [("big", "large", 1), ("big", "blue", 0), ("fast", "quick", 1), ("fast", "fish", 0)] * 10
-    >>> evaluator = PairClassificationEvaluator(*zip(*pairs), encodings=("span",), seeds=(0,))
-    >>> sorted(evaluator(load_model()))
-    ['span_accuracy', 'span_accuracy_std']
+    Args:
+        phrase1: First phrase of each pair.
+        phrase2: Second phrase of each pair.
+        labels: Gold label of each pair (1: paraphrase).
+        seeds: Seeds of the probe's splits; the accuracy is their mean.
+        probe_options: Keyword arguments of :func:`probe_accuracy`.
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv``.
+        encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
+            ``"sentence"`` (``model.encode``); the first is the primary metric's.
+        batch_size: Batch size of the encoding.
+        name: Suffix of the metric names and the CSV file.
+        show_progress_bar: Show progress bars.
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> pairs = [("big", "large", 1), ("big", "blue", 0), ("fast", "quick", 1), ("fast", "fish", 0)] * 10
+        >>> evaluator = PairClassificationEvaluator(*zip(*pairs), encodings=("span",), seeds=(0,))
+        >>> sorted(evaluator(load_model()))
+        ['span_accuracy', 'span_accuracy_std']
     """
 
     task = "ppdb"
@@ -316,11 +357,25 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
 class EntityClusteringEvaluator(PhraseTaskEvaluator):
     """CoNLL-03 entity clustering: NMI of k-means clusters of the mention vectors with the entity types.
 
-    >>> from slice_st import load_model
-    >>> evaluator = EntityClusteringEvaluator(["Paris", "London", "Berlin", "John Smith", "Mary Jones", "Peter Pan"],
-    ...                                       ["LOC"] * 3 + ["PER"] * 3, encodings=("span",))
-    >>> evaluator(load_model())["span_nmi"] > 0.5
-    True
+    Args:
+        phrases: Entity mentions.
+        labels: Entity type of each mention.
+        seed: Seed of k-means.
+        n_init: k-means restarts.
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv``.
+        encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
+            ``"sentence"`` (``model.encode``); the first is the primary metric's.
+        batch_size: Batch size of the encoding.
+        name: Suffix of the metric names and the CSV file.
+        show_progress_bar: Show progress bars.
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> mentions = ["Paris", "London", "Berlin", "John Smith", "Mary Jones", "Peter Pan"]
+        >>> evaluator = EntityClusteringEvaluator(mentions, ["LOC"] * 3 + ["PER"] * 3, encodings=("span",))
+        >>> evaluator(load_model())["span_nmi"] > 0.5
+        True
     """
 
     task = "conll03"

@@ -43,7 +43,14 @@ NGRAMS_PER_CALL = 8192
 @dataclass
 class SetupResult:
     """Predicted scores of one system in one setup: ``scores`` ``(N,)`` and, for span setups, the
-    best span of each passage as character offsets ``spans[i] = (start, end)`` (``None`` for none)."""
+    best span of each passage as character offsets ``spans[i] = (start, end)`` (``None`` for none).
+
+    Args:
+        scores: ``(N,)`` predicted scores.
+        spans: Best span per passage as ``(start, end)`` characters (span setups).
+        seconds: Wall time of the setup.
+        extra: Anything else the setup reports (e.g. ``ngrams``).
+    """
 
     scores: np.ndarray
     spans: list[tuple[int, int] | None] | None = None
@@ -68,12 +75,23 @@ def ngram_offsets(tokenizer, texts: Sequence[str], min_span: int = 1, max_span: 
     Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from :func:`slice_st.spans.span_grid`, so they are exactly the
     spans :func:`slice_st.encode_spans` produces.
 
-    >>> from transformers import AutoTokenizer
-    >>> from slice_st import default_model_path
-    >>> tokenizer = AutoTokenizer.from_pretrained(default_model_path())
-    >>> text = "A man's guitar."
-    >>> [text[s:e] for s, e in ngram_offsets(tokenizer, [text], 1, 2)[0]]
-    ['A', "A man's", "man's", "man's guitar.", 'guitar.']
+    Args:
+        tokenizer: The model's fast tokenizer.
+        texts: The passages.
+        min_span: Shortest n-gram, in units.
+        max_span: Longest n-gram, in units.
+        unit: ``"word"`` or ``"token"``.
+
+    Returns:
+        One ``(S, 2)`` array of character offsets per text.
+
+    Example:
+        >>> from transformers import AutoTokenizer
+        >>> from slice_st import default_model_path
+        >>> tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+        >>> text = "A man's guitar."
+        >>> [text[s:e] for s, e in ngram_offsets(tokenizer, [text], 1, 2)[0]]
+        ['A', "A man's", "man's", "man's guitar.", 'guitar.']
     """
     result = []
     for char_starts, char_ends, _ in text_units(tokenizer, list(texts), unit):
@@ -91,10 +109,21 @@ def score_full(model: SentenceTransformer, phrases: Sequence[str], passages: Seq
                show_progress_bar: bool = False) -> SetupResult:
     """Full-context setup: cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
-    >>> from slice_st import load_model
-    >>> result = score_full(load_model(), ["a dog"], ["A puppy slept on the porch."])
-    >>> result.scores.shape
-    (1,)
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        batch_size: Batch size of ``model.encode``.
+        show_progress_bar: Show a progress bar.
+
+    Returns:
+        A :class:`SetupResult` with one cosine per pair.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = score_full(load_model(), ["a dog"], ["A puppy slept on the porch."])
+        >>> result.scores.shape
+        (1,)
     """
     phrases, passages = check_inputs(phrases, passages)
     queries = _encode(model, phrases, batch_size, show_progress_bar)
@@ -109,10 +138,24 @@ def score_ngram(model: SentenceTransformer, phrases: Sequence[str], passages: Se
     N·K forward passes (batched, deduplicated within a call of :data:`NGRAMS_PER_CALL` n-grams; an
     n-gram is encoded exactly like a sentence, through ``model.encode``).
 
-    >>> from slice_st import load_model
-    >>> result = score_ngram(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
-    >>> "The cat and the puppy slept."[slice(*result.spans[0])]
-    'the puppy'
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        batch_size: Batch size of the forward passes.
+        show_progress_bar: Show a progress bar (``None``: for long inputs).
+
+    Returns:
+        A :class:`SetupResult` with the best cosine and span per pair.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = score_ngram(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
+        >>> "The cat and the puppy slept."[slice(*result.spans[0])]
+        'the puppy'
     """
     phrases, passages = check_inputs(phrases, passages)
     offsets = ngram_offsets(model.tokenizer, passages, min_span, max_span, unit)
@@ -171,9 +214,23 @@ def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: S
     the best span and gives its score (:mod:`slice_st.scoring`; default ``"phrase"``, ``"max-cosine"`` is
     the paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
 
-    >>> from slice_st import load_model
-    >>> score_single(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3).spans
-    [(12, 21)]
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        batch_size: Batch size of the forward passes.
+        show_progress_bar: Show a progress bar (``None``: for long inputs).
+
+    Returns:
+        A :class:`SetupResult` with the best cosine and span per pair.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> score_single(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3).spans
+        [(12, 21)]
     """
     phrases, passages = check_inputs(phrases, passages)
     matches = best_spans_paired(model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit,

@@ -45,17 +45,32 @@ class SpanRetrievalEvaluator(BaseEvaluator):
     ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes the
     best span and score of every pair and setup to ``span_retrieval_predictions[_name].csv``.
 
-    >>> from slice_st import load_model
-    >>> evaluator = SpanRetrievalEvaluator(
-    ...     ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks"],
-    ...     ["Late again. A man is playing a guitar on stage. The crowd cheered.",
-    ...      "It rained all day. A cat sleeps on the sofa. Nobody came.",
-    ...      "Prices rose. Shares dropped sharply on Monday. Traders left early.",
-    ...      "The bus was late. A lady is preparing food. It smelled good."],
-    ...     [4.8, 1.0, 3.9, 4.2], setups=("full", "single"), max_span=10)
-    >>> metrics = evaluator(load_model())
-    >>> sorted(metrics), evaluator.primary_metric
-    (['full_pearson', 'full_spearman', 'single_pearson', 'single_spearman'], 'single_spearman')
+    Args:
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair (it holds a paraphrase).
+        scores: Gold similarity of each pair (0–5).
+        setups: Any of ``"full"``, ``"ngram"``, ``"single"``.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        batch_size: Batch size of the forward passes.
+        name: Suffix of the metric names and the CSV files.
+        show_progress_bar: Show progress bars (``None``: for long inputs).
+        write_csv: Append the metrics to a CSV file when called with ``output_path``.
+        write_predictions: Also write every pair's best span and score.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> evaluator = SpanRetrievalEvaluator(
+        ...     ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks"],
+        ...     ["Late again. A man is playing a guitar on stage. The crowd cheered.",
+        ...      "It rained all day. A cat sleeps on the sofa. Nobody came.",
+        ...      "Prices rose. Shares dropped sharply on Monday. Traders left early.",
+        ...      "The bus was late. A lady is preparing food. It smelled good."],
+        ...     [4.8, 1.0, 3.9, 4.2], setups=("full", "single"), max_span=10)
+        >>> metrics = evaluator(load_model())
+        >>> sorted(metrics), evaluator.primary_metric
+        (['full_pearson', 'full_spearman', 'single_pearson', 'single_spearman'], 'single_spearman')
     """
 
     def __init__(

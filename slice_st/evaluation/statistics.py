@@ -17,8 +17,16 @@ __all__ = ["correlations", "williams_test", "compare_to_best"]
 def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
     """Pearson and Spearman correlation of ``predicted`` with ``gold``.
 
-    >>> correlations([0, 1, 2, 3], [0.1, 0.2, 0.25, 0.9])  # doctest: +ELLIPSIS
-    (0.8696..., 1.0)
+    Args:
+        gold: Gold scores.
+        predicted: Predicted scores.
+
+    Returns:
+        ``(pearson, spearman)``.
+
+    Example:
+        >>> correlations([0, 1, 2, 3], [0.1, 0.2, 0.25, 0.9])  # doctest: +ELLIPSIS
+        (0.8696..., 1.0)
     """
     gold_array, predicted_array = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
@@ -33,10 +41,20 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     is the gold score, 2 and 3 are two systems' predictions, ``r23`` their correlation with each
     other, ``n`` the number of pairs. Small p: system 2 correlates significantly better than 3.
 
-    >>> round(williams_test(0.80, 0.70, 0.75, 1000), 6) < 0.001
-    True
-    >>> round(williams_test(0.70, 0.70, 0.9, 100), 3)
-    0.5
+    Args:
+        r12: Correlation of the gold scores (variable 1) with system 2's predictions.
+        r13: Correlation of the gold scores with system 3's predictions.
+        r23: Correlation of the two systems' predictions.
+        n: Number of pairs.
+
+    Returns:
+        The p-value.
+
+    Example:
+        >>> round(williams_test(0.80, 0.70, 0.75, 1000), 6) < 0.001
+        True
+        >>> round(williams_test(0.70, 0.70, 0.9, 100), 3)
+        0.5
     """
     if n <= 3:
         raise ValueError(f"the Williams test needs n > 3 pairs, got {n}.")
@@ -51,10 +69,19 @@ def compare_to_best(gold: Sequence[float], predictions: dict[str, Sequence[float
 
     The best system gets ``nan``. Spearman uses the same test on ranks.
 
-    >>> gold = np.arange(50.0)
-    >>> p = compare_to_best(gold, {"good": gold + np.sin(gold), "bad": gold[::-1] * 0 + np.cos(gold)})
-    >>> math.isnan(p["good"]), p["bad"] < 0.01
-    (True, True)
+    Args:
+        gold: Gold scores.
+        predictions: System name → predicted scores.
+        method: ``"pearson"`` or ``"spearman"``.
+
+    Returns:
+        System name → p-value (``nan`` for the best system).
+
+    Example:
+        >>> gold = np.arange(50.0)
+        >>> p = compare_to_best(gold, {"good": gold + np.sin(gold), "bad": gold[::-1] * 0 + np.cos(gold)})
+        >>> math.isnan(p["good"]), p["bad"] < 0.01
+        (True, True)
     """
     if method not in ("pearson", "spearman"):
         raise ValueError(f"method must be 'pearson' or 'spearman', got {method!r}.")

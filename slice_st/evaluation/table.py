@@ -1,6 +1,6 @@
 """Table 1 of the SLICE paper for your own systems: run systems × setups, write markdown and a bar chart.
 
-    slice-st make-context ../shared/data/stsbenchmark/sts-dev.csv -o runs/dev/stsb-context-dev.tsv --limit 1024
+    slice-st make-context DATA/stsbenchmark/sts-dev.csv -o runs/dev/stsb-context-dev.tsv --limit 1024
     slice-st table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
         --system densephrases --out runs/dev/table --cache runs/dev/cache
 

@@ -44,9 +44,20 @@ class Calibration:
     ``x`` (ascending cosines) and ``y`` (non-decreasing degrees) are the isotonic fit's thresholds;
     values outside ``[x[0], x[-1]]`` are clipped to the end degrees.
 
-    >>> calibration = Calibration(x=[0.2, 0.5, 0.9], y=[0.0, 2.0, 5.0])
-    >>> calibration([0.1, 0.35, 0.7, 1.0]).round(6).tolist()
-    [0.0, 1.0, 3.5, 5.0]
+    Args:
+        x: Ascending cosine thresholds.
+        y: Non-decreasing degrees (0–5) at those thresholds.
+        pair_score: How a pair was scored when fitting (``"sentence"`` or a span setting).
+        source: What it was fitted on.
+        pairs: How many pairs.
+        model_fingerprint: The model it was fitted for.
+        spearman: Spearman of the fit on its pairs.
+        extra: Anything else to keep.
+
+    Example:
+        >>> calibration = Calibration(x=[0.2, 0.5, 0.9], y=[0.0, 2.0, 5.0])
+        >>> calibration([0.1, 0.35, 0.7, 1.0]).round(6).tolist()
+        [0.0, 1.0, 3.5, 5.0]
     """
 
     x: list[float]
@@ -132,9 +143,20 @@ class Calibration:
 def fit_calibration(cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info) -> Calibration:
     """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores.
 
-    >>> cal = fit_calibration([0.1, 0.3, 0.5, 0.7, 0.9], [0.0, 1.0, 0.8, 4.0, 5.0])
-    >>> cal([0.1, 0.4, 0.9]).round(2).tolist()
-    [0.0, 0.9, 5.0]
+    Args:
+        cosines: Cosines of the pairs.
+        scores: Their gold scores.
+        low: Lowest degree.
+        high: Highest degree.
+        **info: Stored in the :class:`Calibration` (``source``, ``pairs``, …).
+
+    Returns:
+        The fitted :class:`Calibration`.
+
+    Example:
+        >>> cal = fit_calibration([0.1, 0.3, 0.5, 0.7, 0.9], [0.0, 1.0, 0.8, 4.0, 5.0])
+        >>> cal([0.1, 0.4, 0.9]).round(2).tolist()
+        [0.0, 0.9, 5.0]
     """
     spearmanr = require("scipy.stats", "eval", "calibration").spearmanr
     IsotonicRegression = require("sklearn.isotonic", "eval", "calibration").IsotonicRegression
@@ -159,7 +181,19 @@ def sts_pair_cosines(
     model: SentenceTransformer, sentences1: Sequence[str], sentences2: Sequence[str], pair_score: str = "sentence",
     *, batch_size: int = 32, max_span: int | None = None,
 ) -> np.ndarray:
-    """Cosine of each pair ``(sentences1[i], sentences2[i])``, scored as the index scores spans (see module doc)."""
+    """Cosine of each pair ``(sentences1[i], sentences2[i])``, scored as the index scores spans (see module doc).
+
+    Args:
+        model: The ``SentenceTransformer``.
+        sentences1: First sentence of each pair.
+        sentences2: Second sentence of each pair.
+        pair_score: How a pair is scored (see above).
+        batch_size: Batch size of the encoding.
+        max_span: Longest span for span scoring.
+
+    Returns:
+        ``(N,)`` cosines.
+    """
     from slice_st.encode import best_spans_paired, embed_texts
 
     if pair_score not in PAIR_SCORES:
@@ -178,7 +212,19 @@ def fit_sts_calibration(
     model: SentenceTransformer, path: str | os.PathLike, pair_score: str = "sentence", *,
     limit: int | None = None, batch_size: int = 32, max_span: int | None = None,
 ) -> Calibration:
-    """Fit the cosine → 0–5 map on an STS-benchmark TSV (e.g. ``sts-train.csv``), read in place from ``path``."""
+    """Fit the cosine → 0–5 map on an STS-benchmark TSV (e.g. ``sts-train.csv``), read in place from ``path``.
+
+    Args:
+        model: The ``SentenceTransformer``.
+        path: An STS-benchmark TSV (e.g. ``sts-train.csv``).
+        pair_score: How a pair is scored (see :func:`sts_pair_cosines`).
+        limit: Use the first ``limit`` pairs.
+        batch_size: Batch size of the encoding.
+        max_span: Longest span for span scoring.
+
+    Returns:
+        The fitted :class:`Calibration`.
+    """
     from slice_st.data.stsb import read_stsb
     from slice_st.index.fingerprint import model_fingerprint
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from slice_st.encode import SpanInputError
-from slice_st.index.search import blas_threads, search_threads
+from slice_st.index.search import blas_threads
 from slice_st.index.storage import save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
@@ -150,7 +150,7 @@ class CandidateStage:
         lengths = np.arange(min_span, max_span + 1)
         unit_vectors = np.asarray(arrays["unit_vectors"])  # a plain view: no memmap overhead per slice
         span_norms = np.asarray(arrays["span_norms"])
-        with blas_threads(1), search_threads():
+        with blas_threads(1):  # one small product per query and run: threading costs more than it saves
             for q in range(num_queries):
                 chosen = self.chunks[found[q][found[q] >= 0]]
                 if not len(chosen):

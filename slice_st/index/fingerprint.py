@@ -31,7 +31,15 @@ def model_runtime(model) -> dict[str, str]:
 
 
 def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
-    """What to load when an index is opened without a model: its recorded local path, else its name (None: the default)."""
+    """What to load when an index is opened without a model: its recorded local path, else its name (None: the default).
+
+    Args:
+        index_path: The index folder.
+        manifest: Its manifest.
+
+    Returns:
+        A local path or model name, or ``None`` (the default model).
+    """
     model_path = manifest.get("model_path") or ""
     if model_path:
         if os.path.isdir(model_path):

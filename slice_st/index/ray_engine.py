@@ -185,7 +185,21 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
 
 @dataclasses.dataclass
 class RayBuild:
-    """What :func:`build_on_ray` did: the index folder, its shards (in order) and the counts of this run."""
+    """What :func:`build_on_ray` did: the index folder, its shards (in order) and the counts of this run.
+
+    Args:
+        path: The index folder.
+        shards: Its shard folders, in order.
+        documents: Documents indexed.
+        units: Units indexed.
+        groups: Work groups of the corpus.
+        groups_built: Groups built by this run.
+        shards_built: Shards written by this run.
+        shards_reused: Shards kept from an earlier run.
+        seconds: Wall time.
+        skipped: ``(document id, reason)`` of documents left out.
+        worker_seconds: Time spent in the workers, summed.
+    """
 
     path: str
     shards: list[str]
@@ -505,6 +519,33 @@ def build_on_ray(
     ``num_gpus`` GPUs; ``shard_bytes`` of text per shard. A rerun resumes; ``force`` rebuilds every
     shard. ``progress(group_result)`` is called on the driver as each group finishes; ``on_shard(name)``
     in the actor after each shard is saved. Ray started here (no ``address``) is shut down at the end.
+
+    Args:
+        index_class: The index class whose ``build`` and ``save`` make each shard.
+        output: The index folder.
+        model: The ``SentenceTransformer``.
+        span_config: The spans to index.
+        files: Corpus files or URIs, read by the workers.
+        texts: In-memory texts (instead of ``files``).
+        ids: Ids of ``texts``.
+        dtype: Stored vector type.
+        batch_size: Windows per forward pass.
+        on_error: ``"raise"`` or ``"skip"`` documents that cannot be windowed.
+        split: How files are cut into documents (``"line"``, ``"paragraph"``, ``"file"``).
+        fmt: File format (``None``: from the extension).
+        text_field: JSONL/Parquet field of the text.
+        id_field: Field of the document id (``None``: ``path:line``).
+        address: Ray address (``None``: start Ray here).
+        concurrency: Actors (default: as many as the cluster has room for).
+        num_gpus: GPUs per actor.
+        num_cpus: CPUs per actor.
+        shard_bytes: Text per shard.
+        force: Rebuild every shard.
+        progress: Called on the driver with each group's result.
+        on_shard: Called in the actor after each shard is saved.
+
+    Returns:
+        A :class:`RayBuild`.
     """
     if (files is None) == (texts is None):
         raise SpanInputError("build_on_ray needs either files or texts.")

@@ -49,8 +49,16 @@ class RayShardedSpanIndex(ShardedSpanIndex):
     starts Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``). :meth:`close` (or ``with``) ends
     the actors, and Ray when it was started here.
 
-    >>> with RayShardedSpanIndex.load("runs/ray-index", workers=2) as index:  # doctest: +SKIP
-    ...     index.search("my bag was lost", top_k=5)
+    Args:
+        shards: The loaded shards.
+        paths: Their folders (the actors load them).
+        address: Ray address (``None``: start Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``).
+        workers: Number of actors (default: one per shard, at most the cluster's CPUs).
+        num_cpus: CPUs per actor.
+
+    Example:
+        >>> with RayShardedSpanIndex.load("runs/ray-index", workers=2) as index:  # doctest: +SKIP
+        ...     index.search("my bag was lost", top_k=5)
     """
 
     def __init__(self, shards: Sequence[SpanIndex], paths: Sequence[str | os.PathLike], *, address: str | None = None,

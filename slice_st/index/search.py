@@ -13,19 +13,42 @@ import numpy as np
 import torch
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError, as_text_list, check_threshold
-from slice_st.scoring import AFTER_DETERMINER, CLAUSE_AFTER, CLAUSE_BEFORE, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.encode import SpanInputError, as_text_list, check_threshold, check_top_k
+from slice_st.scoring import (
+    AFTER_DETERMINER,
+    CLAUSE_AFTER,
+    CLAUSE_BEFORE,
+    SpanScorer,
+    costs_of_spans,
+    mark_prefix,
+    query_profiles,
+    resolve_scorer,
+    unit_flags,
+)
 from slice_st.tokens import text_units
 
 __all__ = [
-    "IndexMatch", "SEARCH_THREADS", "SCORED_SCAN_FACTOR", "search_threads", "blas_threads", "as_tensor", "check_search", "query_list",
+    "IndexMatch", "SCORED_SCAN_FACTOR", "blas_threads", "as_tensor", "check_search", "query_list",
     "ranked", "search_scorer", "check_overlap", "span_costs_for", "index_unit_flags", "cached_unit_flags",
 ]
 
 
 @dataclass(frozen=True)
 class IndexMatch:
-    """One span found in the corpus: ``text[start:end] == span`` for the document ``doc_id``."""
+    """One span found in the corpus: ``text[start:end] == span`` for the document ``doc_id``.
+
+    Args:
+        query_index: Position of the query.
+        doc_id: Id of the document.
+        doc_index: Position of the document in the index.
+        start: First character of the span in the document.
+        end: Character after the span.
+        span: ``text[start:end]``.
+        score: Cosine of the span with the query.
+        unit_start: First unit of the span.
+        unit_end: Unit after the span.
+        calibrated: The score on the STS 0–5 scale, with a calibration.
+    """
 
     query_index: int
     doc_id: str
@@ -45,24 +68,6 @@ class IndexMatch:
 #: With a scorer that has costs, or the overlap filter, the first scan asks for this many spans per result kept
 #: (``top_k × per_document``): nested spans of one place and spans whose costs drop them crowd the top by cosine.
 SCORED_SCAN_FACTOR = 64
-
-#: Torch intra-op threads of the exact scan (``None``: torch's own setting). The scan is memory-bound;
-#: on a shared 2-core machine a second thread waiting for a busy core made a 32-query batch 4x slower.
-SEARCH_THREADS: int | None = 1
-
-
-@contextmanager
-def search_threads():
-    """Run the scan with ``SEARCH_THREADS`` torch threads (restored afterwards); no-op when ``None``."""
-    if SEARCH_THREADS is None or SEARCH_THREADS == torch.get_num_threads():
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(SEARCH_THREADS)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def as_tensor(values: np.ndarray) -> torch.Tensor:
@@ -87,12 +92,9 @@ def blas_threads(count: int):
 def check_search(built: SpanConfig, top_k: int, per_document: int | None, min_span: int | None, max_span: int | None,
                   candidates: int | None) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise SpanInputError(f"top_k must be a positive integer, got {top_k!r}.")
-    if per_document is not None and (isinstance(per_document, bool) or not isinstance(per_document, int) or per_document < 1):
-        raise SpanInputError(f"per_document must be a positive integer, got {per_document!r}.")
-    if candidates is not None and (isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1):
-        raise SpanInputError(f"candidates must be a positive integer, got {candidates!r}.")
+    check_top_k(top_k)
+    check_top_k(per_document, "per_document", optional=True)
+    check_top_k(candidates, "candidates", optional=True)
     try:
         wanted = built.replace(min_span=min_span, max_span=max_span)
     except ValueError as error:

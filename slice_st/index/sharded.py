@@ -36,9 +36,19 @@ def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
 
     Exact: the k best of both, ties to ``running`` (the earlier shards), as one scan of all shards would rank them.
 
-    >>> top = merge_top_spans(empty_top_spans(1, 2), (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]])), 0)
-    >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
-    array([[ 3, 10]])
+    Args:
+        running: The top spans so far: ``(scores, units, lengths)``, each ``(Q, k)``.
+        found: One shard's top spans, units numbered within the shard.
+        base: The shard's first unit in the whole index.
+
+    Returns:
+        The merged ``(scores, units, lengths)``.
+
+    Example:
+        >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
+        >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
+        >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
+        array([[ 3, 10]])
     """
     k = running[0].shape[1]
     scores = np.concatenate([running[0], found[0]], axis=1)
@@ -56,9 +66,13 @@ class ShardedSpanIndex:
     same scores, ``doc_index`` numbered across the shards in order. All shards must share the model
     (fingerprint) and span settings; document ids must be unique across them.
 
-    >>> from slice_st import ShardedSpanIndex
-    >>> shards = ShardedSpanIndex.load(["runs/shard-0", "runs/shard-1"])        # doctest: +SKIP
-    >>> shards.search("my bag was lost", top_k=5)[0]                             # doctest: +SKIP
+    Args:
+        shards: Loaded :class:`SpanIndex` shards (same model and span settings).
+
+    Example:
+        >>> from slice_st import ShardedSpanIndex
+        >>> shards = ShardedSpanIndex.load(["runs/shard-0", "runs/shard-1"])        # doctest: +SKIP
+        >>> shards.search("my bag was lost", top_k=5)[0]                             # doctest: +SKIP
     """
 
     def __init__(self, shards: Sequence[SpanIndex]) -> None:

@@ -41,7 +41,15 @@ from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity, model_runtime, model_source
 from slice_st.index.search import (
-    IndexMatch, as_tensor, cached_unit_flags, check_overlap, check_search, index_unit_flags, query_list, ranked, search_scorer, search_threads,
+    IndexMatch,
+    as_tensor,
+    cached_unit_flags,
+    check_overlap,
+    check_search,
+    index_unit_flags,
+    query_list,
+    ranked,
+    search_scorer,
     span_costs_for,
 )
 from slice_st.index.storage import (
@@ -65,7 +73,7 @@ from slice_st.index.storage import (
 )
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.text import FileAccessError
-from slice_st.tokens import plan_windows
+from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -86,10 +94,21 @@ DOCUMENTS_PER_STEP = 256
 class SpanIndex:
     """Exact top-k span search over a corpus, with ``d + K`` stored numbers per unit.
 
-    >>> from slice_st import SpanIndex, load_model
-    >>> index = SpanIndex.build(["A man played the guitar on stage.", "The flight was late."], load_model(), max_span=5)
-    >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
-    [('0', 'played the guitar')]
+    Args:
+        model: The ``SentenceTransformer`` that encodes documents and queries.
+        span_config: The spans the index holds (:class:`~slice_st.SpanConfig`).
+        dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
+
+    Note:
+        Build one with :meth:`SpanIndex.build`, :meth:`SpanIndex.from_files` or :meth:`SpanIndex.load`; the constructor
+        makes an empty index.
+
+    Example:
+        >>> from slice_st import SpanIndex, load_model
+        >>> documents = ["A man played the guitar on stage.", "The flight was late."]
+        >>> index = SpanIndex.build(documents, load_model(), max_span=5)
+        >>> [(m.doc_id, m.span) for m in index.search("plays the guitar", top_k=1)[0]]
+        [('0', 'played the guitar')]
     """
 
     def __init__(self, model: SentenceTransformer, span_config: SpanConfig, dtype: str = "float32") -> None:
@@ -276,7 +295,7 @@ class SpanIndex:
         # Windows are planned for every document before any is encoded: one that cannot be windowed is
         # named by its id (a file's ``path:line``) at once, not after the documents before it were encoded.
         bad: list[tuple[int, str]] = []
-        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, 16,
+        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, WINDOW_CONTEXT,
                      self.span_config.unit, errors=bad)
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
@@ -338,7 +357,7 @@ class SpanIndex:
         config = self.span_config
         segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
         prompt = resolve_prompt(self.model, role="document")  # the model's document prompt, as encode_document would use
-        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, 16, "Indexing", prompt=prompt):
+        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, WINDOW_CONTEXT, "Indexing", prompt=prompt):
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
@@ -588,12 +607,11 @@ class SpanIndex:
         """
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
-        with search_threads():
-            found = top_spans_flat(
-                queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
-                min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
-                floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
-            )
+        found = top_spans_flat(
+            queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
+            min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
+            floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+        )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def _matches(self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None) -> list[IndexMatch]:

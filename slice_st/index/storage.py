@@ -76,6 +76,12 @@ def check_index_target(path: str | os.PathLike) -> str:
     """Check, before any work, that an index can be written at ``path`` (creating nothing); returns the path.
 
     ``path`` must be a writable folder, or not exist under a writable folder. Else :class:`FileAccessError`.
+
+    Args:
+        path: The index folder to write.
+
+    Returns:
+        The path, checked.
     """
     path = os.fspath(path)
     if os.path.exists(path):
@@ -104,6 +110,11 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
     (``on_wait(holder)`` is called once before waiting), a number waits that many seconds. Failing:
     :class:`IndexBusyError`. Re-entrant within a thread (``open_for_update`` then ``save``). A
     directory that cannot be written gives :class:`FileAccessError` before anything is written.
+
+    Args:
+        path: The index folder.
+        timeout: 0: fail at once; ``None``: wait; a number: wait that many seconds.
+        on_wait: Called once with the holder before waiting.
     """
     from filelock import FileLock, Timeout
 
@@ -316,6 +327,13 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
 
     ``None`` when there is none and ``must_exist`` is false; otherwise ``FileNotFoundError`` (no folder)
     or :class:`SpanInputError` saying what is wrong.
+
+    Args:
+        path: The index folder.
+        must_exist: Raise when there is no manifest (else return ``None``).
+
+    Returns:
+        The manifest as a dict, or ``None``.
     """
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.islink(manifest_path):
@@ -403,10 +421,17 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
     manifest (a shard whose build crashed) is an error, never skipped silently. A directory with a
     :data:`SHARD_LIST` (built on Ray) stands for the shards it lists, once its build is complete.
 
-    >>> shard_directories([])
-    Traceback (most recent call last):
-    ...
-    slice_st.encode.SpanInputError: No index directories given.
+    Args:
+        paths: An index folder, a sharded build's folder, or a list of them.
+
+    Returns:
+        The shard folders, in order.
+
+    Example:
+        >>> shard_directories([])
+        Traceback (most recent call last):
+        ...
+        slice_st.encode.SpanInputError: No index directories given.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

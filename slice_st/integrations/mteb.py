@@ -107,6 +107,17 @@ class STSBContext(AbsTaskSTS):
     seeded sample of that many pairs (``seed``). ``min_span``/``max_span``/``unit`` set the spans
     (default 1..20 words, the paper's setting). The model must be a sentence-transformers model (span
     scoring needs its token vectors).
+
+    Args:
+        path: The TSV, a local path or URL (``None``: ``SLICE_ST_STSB_CONTEXT``).
+        source: ``"released"``, ``"make-context"`` or ``"unknown"`` (``None``: the note beside the file, else unknown).
+        limit: Keep a seeded sample of that many pairs.
+        seed: Seed of the sample.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        missing_paraphrase: As in :func:`slice_st.data.read_stsb_context`.
+        **kwargs: Passed to mteb's ``AbsTaskSTS``.
     """
 
     min_score = 0

@@ -1,10 +1,8 @@
-"""Training losses, one per file: :class:`SpanMaxCrossEntropyLoss` (SLICE), :class:`SpanDistillationLoss`
-(span self-distillation), :class:`SpanScoreDistillationLoss` (span similarities of a teacher of any size) and
-:class:`SpanMaxCoSENTLoss` (graded similarity of the best span)."""
+"""Training losses, one per file: :class:`SpanMaxCrossEntropyLoss` (SLICE, Orbach et al., 2024) and
+:class:`SpanDistillationLoss` (span self-distillation, no labels). Losses under study live in
+:mod:`slice_st.experimental`."""
 
 from slice_st.losses.span_distillation import DISTILLATION_METRICS, SpanDistillationLoss
-from slice_st.losses.span_max_cosent import SpanMaxCoSENTLoss
-from slice_st.losses.span_score_distillation import SpanScoreDistillationLoss
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores
 
-__all__ = ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss", "SpanMaxCoSENTLoss", "SpanScoreDistillationLoss", "column_span_scores", "DISTILLATION_METRICS", "SLICE_CITATION"]
+__all__ = ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss", "column_span_scores", "DISTILLATION_METRICS", "SLICE_CITATION"]

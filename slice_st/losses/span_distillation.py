@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
+from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
@@ -28,15 +29,6 @@ __all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "vector_distance", "s
 logger = logging.getLogger(__name__)
 
 DISTILLATION_METRICS = ("cosine", "mse")
-
-DISTILLATION_CITATION = """
-@misc{slice_st_span_distillation,
-    title={Span self-distillation: single-pass span vectors taught by encoding each n-gram alone},
-    author={slice-st contributors},
-    year={2026},
-    note={slice-st, SpanDistillationLoss; builds on Orbach et al. (2024), arXiv:2405.07263},
-}
-"""
 
 _TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -62,17 +54,41 @@ class SpanDistillationLoss(nn.Module):
     Teacher vectors can be precomputed once per dataset with :meth:`cache_teacher_vectors`, which
     adds a ``label`` column (spans + teacher vectors); batches carrying it skip the teacher.
 
-    Inputs: one text column (e.g. ``{"text": [...]}``), optional cached labels.
+    Args:
+        model: The student ``SentenceTransformer`` (span features are switched on).
+        teacher: A ``SentenceTransformer`` or model name (``None``: a frozen copy of ``model`` taken now).
+        spans_per_text: Spans drawn per text, lengths stratified.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"`` (``None``: the model's span setting).
+        metric: ``"cosine"`` (1 − cos) or ``"mse"`` (on the raw vectors).
+        text_weight: Weight of the whole-text term (keeps sentence embeddings on the teacher's).
+        weight: Scales the whole loss (to mix it with other losses in one run).
+        teacher_batch_size: Batch size of the teacher when span strings are encoded.
+        seed: Seed of the span sampler.
 
-    >>> import torch
-    >>> from slice_st import SpanDistillationLoss, load_model
-    >>> model = load_model()
-    >>> loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5)
-    >>> features = [model.preprocess(["A man is playing the guitar on stage tonight."])]
-    >>> with torch.no_grad():
-    ...     parts = loss(features)      # before training: whole texts agree, spans do not yet
-    >>> sorted(parts), abs(round(parts["text"].item(), 4)), parts["span"].item() > 0.05
-    (['span', 'text'], 0.0, True)
+    References:
+        - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*
+          (the per-n-gram setup it distils from): https://arxiv.org/abs/2405.07263
+        - Hinton et al. (2015), *Distilling the Knowledge in a Neural Network*: https://arxiv.org/abs/1503.02531
+
+    Inputs:
+        +--------+--------------------------------------------------------------+
+        | Texts  | Labels                                                       |
+        +========+==============================================================+
+        | (text) | none, or the cached teacher vectors of cache_teacher_vectors |
+        +--------+--------------------------------------------------------------+
+
+    Example:
+        >>> import torch
+        >>> from slice_st import SpanDistillationLoss, load_model
+        >>> model = load_model()
+        >>> loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5)
+        >>> features = [model.preprocess(["A man is playing the guitar on stage tonight."])]
+        >>> with torch.no_grad():
+        ...     parts = loss(features)      # before training: whole texts agree, spans do not yet
+        >>> sorted(parts), abs(round(parts["text"].item(), 4)), parts["span"].item() > 0.05
+        (['span', 'text'], 0.0, True)
     """
 
     def __init__(
@@ -290,7 +306,7 @@ class SpanDistillationLoss(nn.Module):
 
     @property
     def citation(self) -> str:
-        return DISTILLATION_CITATION
+        return SLICE_CITATION
 
 
 def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") -> Tensor:

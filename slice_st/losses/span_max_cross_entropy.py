@@ -54,6 +54,17 @@ def column_span_scores(
 
     ``features`` is a forward pass's output (``token_embeddings``, masks, offsets). Differentiable:
     the gradient reaches the arg-max span's tokens and the queries. Rows without any span score ``-inf``.
+
+    Args:
+        queries: ``(B, d)`` query vectors, or ``(Q, d)`` with ``shared``.
+        features: A forward pass's output (``token_embeddings``, masks, offsets).
+        unit: ``"word"`` or ``"token"``.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        shared: Score every row against every query.
+
+    Returns:
+        ``(B,)`` or ``(B, Q)`` best-span cosines.
     """
     units = _units(features, unit)
     token_embeddings = features["token_embeddings"]
@@ -79,24 +90,49 @@ class SpanMaxCrossEntropyLoss(nn.Module):
     vector is the mean of the query's (non-special) token vectors, exactly what
     :func:`slice_st.best_spans` uses at inference.
 
-    Inputs: columns (anchor, positive, negative) or (anchor, positive, negative_1, …, negative_n);
-    with ``in_batch_negatives=True`` the other rows' passages are extra negatives (and anchor,
-    positive pairs alone suffice); ``gather_across_devices=True`` extends them to the passages of
-    every process under ``accelerate launch``/DDP. Rows whose positive has no span (empty, or shorter than
+    With ``in_batch_negatives=True`` the other rows' passages are extra negatives (and anchor, positive
+    pairs alone suffice); ``gather_across_devices=True`` extends them to the passages of every process
+    under ``accelerate launch``/DDP. Rows whose positive has no span (empty, or shorter than
     ``min_span``) are skipped, logged and counted in ``skipped_rows``; a NaN loss raises.
 
     Constructing the loss makes the model's tokenizer return offsets (see
     :func:`slice_st.enable_span_features`), which word units need; that setting is saved with it.
 
-    >>> import torch
-    >>> from slice_st import SpanMaxCrossEntropyLoss, load_model
-    >>> model = load_model()
-    >>> loss = SpanMaxCrossEntropyLoss(model, max_span=4)
-    >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."], ["The stock market fell sharply today."]]
-    >>> features = [model.preprocess(column) for column in columns]
-    >>> value = loss(features, torch.tensor([0]))
-    >>> bool(0 <= value.item() < 1)
-    True
+    Args:
+        model: The ``SentenceTransformer`` to train (its tokenizer is asked for offsets).
+        scale: λ, the inverse temperature of the softmax over the best-span similarities.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"`` (``None``: the model's span setting).
+        in_batch_negatives: Also use the other rows' passages as negatives.
+        gather_across_devices: With ``in_batch_negatives``, also the passages of every other process (DDP).
+
+    References:
+        - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*:
+          https://arxiv.org/abs/2405.07263
+
+    Inputs:
+        +-------------------------------------------------+--------+
+        | Texts                                           | Labels |
+        +=================================================+========+
+        | (anchor, positive, negative) triplets           | none   |
+        +-------------------------------------------------+--------+
+        | (anchor, positive, negative_1, ..., negative_n) | none   |
+        +-------------------------------------------------+--------+
+        | (anchor, positive) with in_batch_negatives=True | none   |
+        +-------------------------------------------------+--------+
+
+    Example:
+        >>> import torch
+        >>> from slice_st import SpanMaxCrossEntropyLoss, load_model
+        >>> model = load_model()
+        >>> loss = SpanMaxCrossEntropyLoss(model, max_span=4)
+        >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."],
+        ...            ["The stock market fell sharply today."]]
+        >>> features = [model.preprocess(column) for column in columns]
+        >>> value = loss(features, torch.tensor([0]))
+        >>> bool(0 <= value.item() < 1)
+        True
     """
 
     def __init__(

@@ -34,11 +34,19 @@ class SpanPooling(Module):
     loading it needs ``trust_remote_code=True`` (and ``slice_st`` installed). To share a model that
     loads anywhere with no flag, save it with :func:`slice_st.save_slice_model`.
 
-    >>> from slice_st import SpanPooling, load_model
-    >>> model = SpanPooling.attach(load_model(), max_span=3)
-    >>> out = model.encode(["A man plays the guitar."], output_value=None)[0]
-    >>> out["span_embeddings"][out["span_mask"]].shape
-    torch.Size([12, 384])
+    Args:
+        embedding_dimension: Dimension of the token vectors.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        output_spans: Also output the span vectors (else it is plain mean pooling).
+
+    Example:
+        >>> from slice_st import SpanPooling, load_model
+        >>> model = SpanPooling.attach(load_model(), max_span=3)
+        >>> out = model.encode(["A man plays the guitar."], output_value=None)[0]
+        >>> out["span_embeddings"][out["span_mask"]].shape
+        torch.Size([12, 384])
     """
 
     #: Read by :func:`slice_st.get_span_config` to find this module in a model without importing this class.

@@ -31,11 +31,9 @@ from slice_st.text import atomic_file, require
 
 __all__ = [
     "SliceModelCardData", "DataSource", "DATA_SOURCES", "training_sources", "card_license", "apply_model_card", "render_model_card",
-    "HubAccessError", "check_hub_access", "HUB_STRATEGIES",
+    "HubAccessError", "check_hub_access",
 ]
 
-#: ``TrainingArguments.hub_strategy`` values.
-HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
 #: Tags every SLICE card carries (sentence-transformers adds its own).
 SLICE_TAGS = ["slice-st", "slice", "span-embeddings", "phrase-mining"]
 SLICE_EXPANSION = "Span-Aggregatable, Contextualized Word Embeddings"
@@ -66,30 +64,35 @@ DATA_SOURCES: dict[str, DataSource] = {
 DEFAULT_BASE_LICENSE = "apache-2.0"
 
 
-#: What ``offline`` (and ``offline-context``) means for each kind of training data (see slice_st.training.trainer).
+#: What ``offline`` means for each kind of training data (see slice_st.training.trainer).
 OFFLINE_SOURCES = {
     "slice": ["snli", "sick", "stsb", "ppdb"],
     "distill": ["stsb", "sick", "snli", "parabank"],
-    "sts": ["stsb", "sick"],
 }
 
 
-def training_sources(train_data: list[str] | None, distill_data: list[str] | None,
-                     sts_data: list[str] | None = None) -> tuple[list[str], list[str], list[str]]:
-    """The :data:`DATA_SOURCES` keys behind ``--train-data``, ``--distill-data`` and ``--sts-data`` (no paths).
+def training_sources(train_data: list[str] | None, distill_data: list[str] | None) -> tuple[list[str], list[str]]:
+    """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (no paths).
 
-    >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"], ["offline"])
-    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'], ['stsb', 'sick'])
+    Args:
+        train_data: ``TrainConfig.train_data`` (``offline[:DIR]``, ``msmarco:PATH`` or local folders).
+        distill_data: ``TrainConfig.distill_data`` (``offline[:DIR]`` or local files and folders).
+
+    Returns:
+        The source keys of the SLICE triplets and of the distillation passages, each without duplicates.
+
+    Example:
+        >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
+        (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
     """
     def keys(values, offline):
         found: list[str] = []
         for value in values or []:
             kind = value.split(":", 1)[0] if ":" in value and not os.path.exists(value) else value
-            found += offline if kind in ("offline", "offline-context") else ["msmarco"] if kind == "msmarco" else ["local"]
+            found += offline if kind == "offline" else ["msmarco"] if kind == "msmarco" else ["local"]
         return list(dict.fromkeys(found))
 
-    return (keys(train_data, OFFLINE_SOURCES["slice"]), keys(distill_data, OFFLINE_SOURCES["distill"]),
-            keys(sts_data, OFFLINE_SOURCES["sts"]))
+    return keys(train_data, OFFLINE_SOURCES["slice"]), keys(distill_data, OFFLINE_SOURCES["distill"])
 
 
 def card_license(sources: list[str], base_model: str | None) -> tuple[str | None, str]:
@@ -175,33 +178,33 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
     ``config`` is the run's :class:`~slice_st.training.TrainConfig` (or a dict of it): base model,
     training data (by name: ``offline`` → SNLI, SICK, STS-B train, PPDB; ``msmarco:…`` → MS MARCO;
     anything else → "your own data"), losses and span settings. ``repo_id`` is the Hub repository.
-    ``trainer_datasets``: the objectives (``slice``/``distill``/``sts``) of the trainer's datasets, in the
+    ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in the
     trainer's order, for a card built before a ``SentenceTransformerTrainer`` (one named entry per dataset;
     the trainer fills in their statistics).
     """
     training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     old = model.model_card_data
     base_model = _hub_base_model(training.get("model")) if training else (old.base_model or _hub_base_model(None))
-    train_keys, distill_keys, sts_keys = training_sources(training.get("train_data"), training.get("distill_data"), training.get("sts_data"))
-    sources = list(dict.fromkeys(train_keys + distill_keys + sts_keys))
+    train_keys, distill_keys = training_sources(training.get("train_data"), training.get("distill_data"))
+    sources = list(dict.fromkeys(train_keys + distill_keys))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
         license_id, license_note = training["license"], f"Licence set for this run ({training['license']}). " + license_note
     span = get_span_config(model)
     losses = []
-    if training.get("train_data") or not (training.get("distill_data") or training.get("sts_data")):
+    if training.get("train_data") or not training.get("distill_data"):
         losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": {
             "scale": training.get("scale", 30.0), "min_span": training.get("min_span", span.min_span),
             "max_span": training.get("max_span", span.max_span), "unit": training.get("unit", span.unit)}})
     if training.get("distill_data"):
-        losses.append({"name": "SpanDistillationLoss", "settings": {
+        score = training.get("distill_loss") == "score"
+        name = "SpanScoreDistillationLoss (experimental)" if score else "SpanDistillationLoss"
+        losses.append({"name": name, "settings": {
             "teacher": "a frozen copy of the base model" if not training.get("teacher") else (_hub_base_model(training["teacher"]) or "a local model"),
             **{key: training[key] for key in ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
                if key in training}}})
-    if training.get("sts_data"):
-        losses.append({"name": "SpanMaxCoSENTLoss", "settings": {key: training[key] for key in ("sts_scale", "sts_weight") if key in training}})
-    datasets_by_objective = {"slice": train_keys, "distill": distill_keys, "sts": sts_keys}
-    titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from ", "sts": "Graded pairs in context from "}
+    datasets_by_objective = {"slice": train_keys, "distill": distill_keys}
+    titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
     train_datasets = [{"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])}
                       for name in trainer_datasets or [] if datasets_by_objective.get(name)]
     card = SliceModelCardData(

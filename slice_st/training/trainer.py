@@ -26,16 +26,25 @@ from typing import Any
 from slice_st.text import require
 
 __all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output",
-           "check_checkpoint_state", "save_adapter", "load_sts_data", "sts_evaluator"]
+           "check_checkpoint_state", "save_adapter", "sts_evaluator", "HUB_STRATEGIES", "DISTILL_LOSSES", "DEV_SELECTIONS", "MIXES"]
 
 logger = logging.getLogger(__name__)
+
+#: ``TrainingArguments.hub_strategy`` values (``--hub-strategy``).
+HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
+#: ``--distill-loss``: ``vector`` (SpanDistillationLoss) or ``score`` (experimental SpanScoreDistillationLoss).
+DISTILL_LOSSES = ("vector", "score")
+#: ``--dev-select``: the dev rows that choose the best checkpoint.
+DEV_SELECTIONS = ("all", "even", "odd")
+#: ``--mix``: sentence-transformers' multi-dataset batch samplers.
+MIXES = ("round_robin", "proportional")
 
 #: Documented presets; explicit options override them.
 PRESETS: dict[str, dict[str, Any]] = {
     # The shipped slice-minilm (make model): a LoRA adapter (r = 16, every linear layer) trained by span
-    # self-distillation on the shared unlabeled passages, 16 spans of 1..20 words per passage (the benchmark's
-    # span range); the best checkpoint is chosen on the even rows of the dev half (--dev), so its odd rows stay
-    # unseen. 800 steps: about 25-45 min on 2 CPU cores (79 min here on a machine shared with three other jobs).
+    # self-distillation on the offline unlabeled passages, 16 spans of 1..20 words per passage (the benchmark's
+    # span range); the best checkpoint is chosen on the even rows of the dev file (--dev), so its odd rows stay
+    # unseen. 800 steps of 16 passages: a CPU run.
     "cpu-minilm-slice": {
         "distill_data": ["offline"],
         "lora_r": 16,
@@ -52,7 +61,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_seq_length": 128,
     },
     # The same recipe for a GPU and a bigger corpus: add --distill-data YOUR_TEXT (files, JSONL, a datasets folder)
-    # and --dev YOUR_DEV.tsv. Not run here (no GPU in this project's sessions so far).
+    # and --dev YOUR_DEV.tsv.
     "gpu-minilm-slice": {
         "distill_data": ["offline"],
         "lora_r": 16,
@@ -68,7 +77,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dev_select": "even",
         "max_seq_length": 256,
     },
-    # all-MiniLM-L6-v2 on 2 CPU cores in about half an hour (the README's recipe table comes from it).
+    # SLICE triplets (SpanMaxCrossEntropyLoss) for all-MiniLM-L6-v2, a short CPU run.
     "cpu-minilm": {
         "max_steps": 200,
         "batch_size": 16,
@@ -82,7 +91,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dev_limit": 256,
         "max_seq_length": 128,
     },
-    # Span self-distillation only (no labels): unlabeled passages from the shared data, teacher = frozen base model.
+    # Span self-distillation only (no labels): the offline unlabeled passages, teacher = frozen base model.
     "cpu-minilm-distill": {
         "distill_data": ["offline"],
         "max_steps": 600,
@@ -121,7 +130,64 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclass
 class TrainConfig:
-    """Everything ``slice-st train`` takes (see ``slice-st train --help``)."""
+    """Everything ``slice-st train`` takes (see ``slice-st train --help``); the first arguments are the ones to set.
+
+    Args:
+        output_dir: Folder of the checkpoints and of ``final/`` (the best model).
+        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
+        train_data: SLICE triplets: ``msmarco:PATH``, ``offline[:DIR]`` or saved ``datasets`` folders.
+        dev_path: STS-B-Context TSV of the evaluator; the best checkpoint is chosen by its single-pass Spearman.
+        max_steps: Training steps.
+        batch_size: Rows per device and step.
+        learning_rate: Peak learning rate.
+        warmup_ratio: Warm-up, as a fraction of ``max_steps``.
+        weight_decay: AdamW weight decay.
+        min_span: Shortest span, in units (training and the saved model).
+        max_span: Longest span of the SLICE loss.
+        eval_max_span: Longest span of the evaluator and of the saved model (the paper's 20 words).
+        unit: ``"word"`` or ``"token"``.
+        scale: λ of :class:`~slice_st.SpanMaxCrossEntropyLoss`.
+        in_batch_negatives: The other rows' passages are extra negatives (SLICE loss).
+        eval_steps: Evaluate every N steps.
+        save_steps: Save a checkpoint every N steps (a multiple of ``eval_steps`` with ``dev_path``).
+        save_total_limit: Checkpoints kept.
+        logging_steps: Log every N steps.
+        train_limit: Use the first N triplets.
+        dev_limit: Use the first N dev rows.
+        max_seq_length: The model's ``max_seq_length`` during training (``None``: keep).
+        seed: Seed of data order, sampling and initialisation.
+        resume: Continue from the last complete checkpoint in ``output_dir``.
+        push_to_hub: Hub repository ``ORG/NAME`` to push to (checked before training).
+        shared_data: Data folder for ``offline`` sources given without ``:DIR``.
+        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`: ``offline[:DIR]``, text/TSV/JSONL
+            files or saved passages folders.
+        distill_weight: Weight of the distillation loss (with both losses).
+        distill_spans: Spans drawn per passage.
+        distill_max_span: Longest distilled span, in units.
+        distill_metric: ``"cosine"`` or ``"mse"``.
+        distill_text_weight: Weight of the whole-text term.
+        teacher: Teacher model id or path (``None``: a frozen copy of the base model).
+        cache_teacher: Precompute the teacher's span vectors once.
+        passage_min_words: Shortest passage, in words.
+        passage_max_words: Longest passage, in words.
+        distill_limit: Use at most N passages.
+        mix: How batches of the two datasets alternate: ``"round_robin"`` or ``"proportional"``.
+        sts_dev_path: STS-B TSV: also report sentence similarity at each evaluation.
+        lora_r: Rank of a LoRA adapter to train (0: every weight).
+        lora_alpha: LoRA alpha (``None``: ``2 * lora_r``).
+        dev_select: Dev rows that choose the best checkpoint: ``"all"``, ``"even"`` or ``"odd"``.
+        no_progress: Hide progress bars.
+        distill_loss: ``"vector"`` (:class:`~slice_st.SpanDistillationLoss`) or ``"score"`` (experimental:
+            :class:`slice_st.experimental.SpanScoreDistillationLoss`).
+        hub_strategy: When the trainer pushes (``TrainingArguments.hub_strategy``).
+        hub_private_repo: Create the Hub repository private.
+        license: The model card's licence (``None``: chosen from the training data).
+
+    Example:
+        >>> config = TrainConfig("runs/distill", distill_data=["offline:DATA"], dev_path=None, max_steps=10)
+        >>> config.objectives
+        ('distill',)
+    """
 
     output_dir: str
     model: str | None = None
@@ -156,10 +222,6 @@ class TrainConfig:
     distill_max_span: int = 12
     distill_metric: str = "cosine"
     distill_text_weight: float = 1.0
-    # score distillation only: weight of the similarities between phrases encoded alone (keeps sentence similarity)
-    distill_phrase_weight: float = 0.0
-    # score distillation only: the teacher's span vectors too (a teacher of the student's size)
-    distill_vector_weight: float = 0.0
     teacher: str | None = None
     cache_teacher: bool = False
     passage_min_words: int = 20
@@ -167,21 +229,16 @@ class TrainConfig:
     distill_limit: int | None = None
     mix: str = "round_robin"
     sts_dev_path: str | None = None
-    # graded pairs in context (SpanMaxCoSENTLoss); on when sts_data is given
-    sts_data: list[str] = field(default_factory=list)
-    sts_weight: float = 1.0
-    sts_scale: float = 20.0
-    sts_limit: int | None = None
     # train a LoRA adapter instead of every weight (0: full fine-tune)
     lora_r: int = 0
     lora_alpha: float | None = None
     # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays unseen
     dev_select: str = "all"
     no_progress: bool = False
-    # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
     # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors,
-    # same embedding size) or "score" (SpanScoreDistillationLoss: the teacher's span similarities, any size)
+    # same embedding size) or "score" (experimental: slice_st.experimental.SpanScoreDistillationLoss, any teacher size)
     distill_loss: str = "vector"
+    # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
     hub_strategy: str = "every_save"
     hub_private_repo: bool | None = None
     license: str | None = None
@@ -189,32 +246,34 @@ class TrainConfig:
     @property
     def objectives(self) -> tuple[str, ...]:
         """Which losses this run trains: ``("slice",)``, ``("distill",)`` or both."""
-        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data), ("sts", self.sts_data)) if data)
+        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
 
     def validate(self, needs_train_data: bool = True) -> None:
-        if needs_train_data and not self.train_data and not self.distill_data and not self.sts_data:
+        """Check every setting at once (a clear ``ValueError``/``FileNotFoundError`` before anything is loaded).
+
+        Args:
+            needs_train_data: Whether the config itself must name training data (not when a dataset is passed in).
+        """
+        if needs_train_data and not self.train_data and not self.distill_data:
             raise ValueError(
-                "no training data: give --train-data (msmarco:PATH, offline, or a saved dataset folder), "
-                "--distill-data (offline, offline-context, text/JSONL files, or a saved passages folder) and/or "
-                "--sts-data (offline, a JSONL file or saved dataset with query, passage, score)."
+                "no training data: give --train-data (msmarco:PATH, offline[:DIR], or a saved dataset folder) and/or "
+                "--distill-data (offline[:DIR], text/JSONL files, or a saved passages folder)."
             )
-        if self.distill_loss not in ("vector", "score"):
+        if not self.shared_data and "offline" in self.train_data + self.distill_data:
+            raise ValueError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
+        if self.distill_loss not in DISTILL_LOSSES:
             raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
-        if self.distill_loss == "vector" and (self.distill_phrase_weight or self.distill_vector_weight):
-            raise ValueError("--distill-phrase-weight and --distill-vector-weight are terms of --distill-loss score.")
         if self.distill_loss == "score" and self.cache_teacher:
             raise ValueError("--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly.")
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
-        if self.dev_select not in ("all", "even", "odd"):
+        if self.dev_select not in DEV_SELECTIONS:
             raise ValueError(f"dev_select must be 'all', 'even' or 'odd', got {self.dev_select!r}.")
-        if self.sts_weight < 0 or self.sts_scale <= 0:
-            raise ValueError("sts_weight must be >= 0 and sts_scale > 0.")
-        if self.mix not in ("round_robin", "proportional"):
+        if self.mix not in MIXES:
             raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
-        if self.hub_strategy not in ("end", "every_save", "checkpoint", "all_checkpoints"):
-            raise ValueError(f"hub_strategy must be end, every_save, checkpoint or all_checkpoints, got {self.hub_strategy!r}.")
-        if min(self.distill_weight, self.distill_text_weight, self.distill_phrase_weight, self.distill_vector_weight) < 0:
+        if self.hub_strategy not in HUB_STRATEGIES:
+            raise ValueError(f"hub_strategy must be one of {', '.join(HUB_STRATEGIES)}, got {self.hub_strategy!r}.")
+        if min(self.distill_weight, self.distill_text_weight) < 0:
             raise ValueError("distill weights must be >= 0.")
         if self.sts_dev_path is not None and not os.path.exists(self.sts_dev_path):
             raise FileNotFoundError(f"STS-B dev file not found: {self.sts_dev_path}")
@@ -241,7 +300,7 @@ def load_training_data(config: TrainConfig):
         if source.startswith("msmarco:"):
             parts.append(read_msmarco_triples(source.split(":", 1)[1]))
         elif source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else (config.shared_data or _default_shared_data())
+            data_dir = source.split(":", 1)[1] if ":" in source else config.shared_data  # checked by TrainConfig.validate
             dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
             parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed))
         elif os.path.isdir(source):
@@ -259,72 +318,21 @@ def load_distillation_data(config: TrainConfig, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
     from slice_st.data.passages import load_passages
 
-    datasets = require("datasets", "train", "slice-st train")
-
-    shared = config.shared_data or _default_shared_data()
-    exclude = _excluded_paths(config, shared)
-    sources = [source for source in config.distill_data if not source.startswith("offline-context")]
-    parts = []
-    if sources:
-        parts.append(load_passages(
-            sources, shared_data=shared, exclude_paths=exclude, min_words=config.passage_min_words,
-            max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
-        ))
-    for source in config.distill_data:
-        if source.startswith("offline-context"):  # on-topic contexts built from the shared sentences
-            from slice_st.config import load_model
-            from slice_st.data.contexts import offline_context_passages
-
-            data_dir = source.split(":", 1)[1] if ":" in source else shared
-            parts.append(offline_context_passages(data_dir, load_model("base"), exclude_paths=exclude, seed=config.seed,
-                                                  count=config.distill_limit or 12000))
-    passages = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts).shuffle(seed=config.seed)
+    passages = load_passages(
+        config.distill_data, shared_data=config.shared_data, exclude_paths=_excluded_paths(config),
+        min_words=config.passage_min_words, max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
+    )
     if config.cache_teacher and loss is not None and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=config.seed)
     return passages
 
 
-def _excluded_paths(config: TrainConfig, shared: str) -> list[str]:
-    """Evaluation files whose sentences never enter training text: the dev set, STS-B dev, the STS-B dev option."""
-    candidates = (config.dev_path, os.path.join(shared, "stsbenchmark", "sts-dev.csv"), config.sts_dev_path)
-    return [path for path in candidates if path and os.path.exists(path)]
-
-
-def load_sts_data(config: TrainConfig, model):
-    """Graded (query, passage, score) rows for :class:`~slice_st.SpanMaxCoSENTLoss`.
-
-    ``offline[:DIR]`` builds them from the shared STS-B train and SICK pairs, the second sentence inside
-    on-topic context (:func:`slice_st.data.contexts.offline_sts_contexts`, dev sentences removed); a
-    saved ``datasets`` folder or a JSONL file must have ``query``, ``passage`` and ``score`` (0–1).
-    """
-    datasets = require("datasets", "train", "slice-st train")
-
-    from slice_st.data.contexts import offline_sts_contexts
-
-    shared = config.shared_data or _default_shared_data()
-    parts = []
-    for source in config.sts_data:
-        if source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else shared
-            parts.append(offline_sts_contexts(data_dir, model, exclude_paths=_excluded_paths(config, data_dir), seed=config.seed))
-        elif os.path.isdir(source):
-            parts.append(datasets.load_from_disk(source))
-        elif source.endswith(".jsonl") and os.path.isfile(source):
-            parts.append(datasets.Dataset.from_json(source))
-        else:
-            raise FileNotFoundError(f"STS data {source!r}: not offline[:DIR], a saved dataset folder or a .jsonl file.")
-    for part in parts:
-        missing = {"query", "passage", "score"} - set(part.column_names)
-        if missing:
-            raise ValueError(f"STS data needs columns query, passage, score; missing {sorted(missing)}.")
-    dataset = datasets.concatenate_datasets([part.select_columns(["query", "passage", "score"]) for part in parts]).shuffle(seed=config.seed)
-    if config.sts_limit is not None:
-        dataset = dataset.select(range(min(config.sts_limit, len(dataset))))
-    return dataset
-
-
-def _default_shared_data() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(os.getcwd())), "shared", "data")
+def _excluded_paths(config: TrainConfig) -> list[str]:
+    """Evaluation files whose sentences never enter training text: the dev set, the STS-B dev option and the
+    STS-B dev file of every data folder used (``--shared-data``, ``offline:DIR``)."""
+    folders = [config.shared_data] + [source.split(":", 1)[1] for source in config.distill_data if source.startswith("offline:")]
+    candidates = [config.dev_path, config.sts_dev_path] + [os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f]
+    return list(dict.fromkeys(path for path in candidates if path and os.path.exists(path)))
 
 
 def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
@@ -332,6 +340,16 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     With ``config.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
     ``hub_api`` replaces ``huggingface_hub.HfApi()`` there), then the trainer pushes by itself.
+
+    Args:
+        config: The run's :class:`TrainConfig`.
+        model: A ``SentenceTransformer`` (``None``: ``config.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        callbacks: Extra ``transformers`` trainer callbacks.
+        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
+
+    Returns:
+        A ``SentenceTransformerTrainer``, not started.
     """
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
@@ -339,7 +357,6 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     from slice_st.config import load_model, set_span_config
     from slice_st.losses.span_distillation import SpanDistillationLoss
-    from slice_st.losses.span_max_cosent import SpanMaxCoSENTLoss
     from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
     from slice_st.training.hub import apply_model_card, check_hub_access
 
@@ -359,13 +376,12 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
             in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
         )
-    if "distill" in objectives and config.distill_loss == "score":  # teacher similarities: any model, any size
-        from slice_st.losses.span_score_distillation import SpanScoreDistillationLoss
+    if "distill" in objectives and config.distill_loss == "score":  # experimental: teacher similarities, any size
+        from slice_st.experimental.span_score_distillation import SpanScoreDistillationLoss
 
         losses["distill"] = SpanScoreDistillationLoss(
             model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
-            max_span=config.distill_max_span, phrase_weight=config.distill_phrase_weight,
-            vector_weight=config.distill_vector_weight, weight=config.distill_weight, seed=config.seed,
+            max_span=config.distill_max_span, weight=config.distill_weight, seed=config.seed,
         )
     elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
@@ -373,9 +389,6 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             max_span=config.distill_max_span, unit=config.unit, metric=config.distill_metric,
             text_weight=config.distill_text_weight, weight=config.distill_weight, seed=config.seed,
         )
-    if "sts" in objectives:
-        losses["sts"] = SpanMaxCoSENTLoss(model, scale=config.sts_scale, min_span=config.min_span, max_span=config.eval_max_span,
-                                          unit=config.unit, weight=config.sts_weight)
     if config.lora_r:  # after the distillation teacher was copied: it stays the plain base model
         _add_lora(model, config.lora_r, config.lora_alpha)
     if given is None:
@@ -384,15 +397,12 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             parts["slice"] = load_training_data(config)
         if "distill" in losses:
             parts["distill"] = load_distillation_data(config, losses["distill"])
-        if "sts" in losses:
-            parts["sts"] = load_sts_data(config, model)
         train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
     loss = losses[objectives[0]] if len(losses) == 1 else losses
     evaluator = _dev_evaluator(config)
     card_config = config if given is None else dataclasses.replace(
         config, train_data=config.train_data or (["local"] if "slice" in objectives else []),
-        distill_data=config.distill_data or (["local"] if "distill" in objectives else []),
-        sts_data=config.sts_data or (["local"] if "sts" in objectives else []))
+        distill_data=config.distill_data or (["local"] if "distill" in objectives else []))
     order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])  # the trainer's datasets, in order
     apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=order)
     args = SentenceTransformerTrainingArguments(
@@ -468,14 +478,12 @@ def _given_objectives(dataset) -> tuple[str, ...]:
     """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
     SLICE triplets unless it is a one-column (``text``) passages set."""
     if isinstance(dataset, dict):
-        unknown = set(dataset) - {"slice", "distill", "sts"}
+        unknown = set(dataset) - {"slice", "distill"}
         if unknown:
-            raise ValueError(f"training DatasetDict keys must be 'slice', 'distill' and/or 'sts', got {sorted(unknown)}.")
-        return tuple(name for name in ("slice", "distill", "sts") if name in dataset)
+            raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
+        return tuple(name for name in ("slice", "distill") if name in dataset)
     columns = [column for column in dataset.column_names if column != "label"]
-    if columns == ["text"]:
-        return ("distill",)
-    return ("sts",) if set(columns) == {"query", "passage", "score"} else ("slice",)
+    return ("distill",) if columns == ["text"] else ("slice",)
 
 
 def sts_evaluator(path: str, name: str = "sts-dev"):
@@ -557,6 +565,16 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
     ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
     end, ``trainer.push_to_hub()`` uploads the final model with its card.
+
+    Args:
+        config: The run's :class:`TrainConfig`.
+        model: A ``SentenceTransformer`` to train (``None``: ``config.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        callbacks: Extra ``transformers`` trainer callbacks.
+        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check (tests).
+
+    Returns:
+        The trained (best) model, also saved to ``output_dir/final``.
     """
     import sys
 
@@ -680,7 +698,14 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given."""
+    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given.
+
+    Args:
+        args: Parsed ``slice-st train`` options.
+
+    Returns:
+        The :class:`TrainConfig`.
+    """
     values: dict[str, Any] = dict(PRESETS.get(args.preset, {})) if args.preset else {}
     for item in dataclasses.fields(TrainConfig):
         value = getattr(args, item.name, None)
