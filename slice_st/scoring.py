@@ -30,15 +30,15 @@ Pure Python, numpy and torch: the foundation layer (no sentence-transformers imp
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-if TYPE_CHECKING:  # torch is imported by the functions that need it: the CLI reads SPAN_SCORERS without it
+if TYPE_CHECKING:  # numpy and torch are imported by the functions that need them: `slice-st --help` reads SPAN_SCORERS
+    import numpy as np
     from torch import Tensor
 
 __all__ = [
@@ -122,7 +122,7 @@ class SpanScorer:
             raise ValueError(f"SpanScorer name must be a non-empty string, got {self.name!r}.")
         for field in fields(self)[1:]:
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"SpanScorer.{field.name} must be a finite number >= 0, got {value!r}.")
 
     @property
@@ -192,6 +192,8 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
         >>> unit_flags(["the", "man", "left.", "And"]).tolist()
         [68, 2, 56, 101]
     """
+    import numpy as np
+
     words = [_word(unit) for unit in units]
     flags = np.zeros(len(words), dtype=np.uint8)
     closes = [bool(_CLAUSE_END.search(unit)) for unit in units]
@@ -232,6 +234,8 @@ def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray
         >>> query_profiles(["to the", "A man, tall."], [2, 3]).tolist()
         [[2.0, 1.0, 1.0, 0.0, 0.0], [3.0, 0.0, 0.0, 1.0, 1.0]]
     """
+    import numpy as np
+
     rows = []
     for query, length in zip(queries, lengths):
         words = [word for word in (_word(unit) for unit in query.split()) if word]
@@ -337,10 +341,13 @@ def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, pro
     Example:
         >>> flags = unit_flags(["a", "man", "sings.", "And"])
         >>> profile = query_profiles(["a man sings"], [3])[0]
+        >>> import numpy as np
         >>> phrase = resolve_scorer("phrase")
         >>> costs_of_spans(phrase, flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3, 3])).round(3).tolist()
         [0.0, 0.22]
     """
+    import numpy as np
+
     starts = np.asarray(starts, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
     valid = (starts >= 0) & (lengths > 0)
@@ -360,6 +367,8 @@ def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, pro
 
 def mark_prefix(flags: np.ndarray) -> np.ndarray:
     """``(N + 1, 2)`` prefix counts of clause marks and sentence ends over a run of unit flags (for :func:`costs_of_spans`)."""
+    import numpy as np
+
     flags = np.asarray(flags).astype(np.int64)
     marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=1).astype(np.int64)
     return np.concatenate([np.zeros((1, 2), np.int64), np.cumsum(marks, axis=0)])

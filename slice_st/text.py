@@ -263,7 +263,9 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
     for path in paths:
         block: list[str] = []
         block_start, block_line = 0, 0
-        lines = file_lines(path)
+        lines = file_lines(path)  # streamed; "auto" looks at the whole file first, so it keeps its lines
+        if split == "auto":
+            lines = list(lines)
         mode = guess_split(raw for _, _, raw in lines) if split == "auto" else split
         for number, offset, raw in lines:
             text = raw.rstrip("\r\n")

@@ -322,7 +322,7 @@ def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
     found = short.best_spans("dog", "the dog barks at the mailman", max_span=2)[0][0][0]
     spans = full.encode_spans("the dog barks at the mailman", max_span=2)
     query, vector = full.encode_span_queries("dog")[:8], spans.embeddings[spans.spans.index(found.span)][:8]
-    assert abs(found.score - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5  # scored in 8-d
+    assert abs(found.similarity - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5  # scored in 8-d
 
 
 def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):

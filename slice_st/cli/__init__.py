@@ -192,10 +192,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if error.errno not in _WRITE_ERRNOS:
             if not _is_user_error(error):
                 raise
-            parser.exit(2, f"slice-st: error: {' '.join(str(error).split()) or type(error).__name__}\n")
+            parser.exit(2, f"slice-st: error: {terminal_safe(' '.join(str(error).split())) or type(error).__name__}\n")
         _silence_stdout()  # what is still buffered cannot be written either: no second error at exit
         where = error.filename or _stdout_name()
-        parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
+        parser.exit(2, f"slice-st: error: cannot write {terminal_safe(str(where))}: {error.strerror or error}.\n")
     except Exception as error:
         if not _is_user_error(error):
             raise

@@ -81,8 +81,9 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse
     from fastapi.staticfiles import StaticFiles
-    from pydantic import BaseModel, ConfigDict, Field
-    from starlette.concurrency import run_in_threadpool
+    pydantic = require("pydantic", "serve", "slice-st serve")  # installed with fastapi
+    BaseModel, ConfigDict, Field = pydantic.BaseModel, pydantic.ConfigDict, pydantic.Field
+    run_in_threadpool = require("starlette.concurrency", "serve", "slice-st serve").run_in_threadpool
 
     if isinstance(source, SpanIndex):
         source = IndexSource(source)
