@@ -189,7 +189,7 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     out_dir = tmp_path / "ix"
     assert main(["index", "build", str(corpus), "-o", str(out_dir), "--model", export_dir, "--backend", "onnx", "--no-progress"]) == 0
     capsys.readouterr()
-    assert main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "-k", "2", "-f", "jsonl", "--scorer", "max-cosine"]) == 0  # as best_spans
+    assert main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "-k", "2", "-f", "jsonl"]) == 0  # the same default scorer as best_spans
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rows[0]["score"] == pytest.approx(torch_rows[0]["score"], abs=FP32_TOLERANCE)
 
@@ -252,7 +252,7 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     metrics = SpanRetrievalEvaluator(QUERIES, TEXTS[:3], [1.0, 3.0, 2.0], setups=("full", "single"), show_progress_bar=False)(model)
     assert all(np.isfinite(value) for value in metrics.values())
     index = SpanIndex.build(TEXTS, model, show_progress_bar=False)
-    assert index.search(QUERIES[0], top_k=1, scorer="max-cosine")[0][0].score == pytest.approx(float(best.scores[0].max()), abs=1e-3)
+    assert index.search(QUERIES[0], top_k=1)[0][0].score == pytest.approx(float(best.scores[0].max()), abs=1e-3)  # same scorer
 
 
 def test_default_threads(monkeypatch):

@@ -355,7 +355,7 @@ def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
     index = SpanIndex.build(docs, tiny_model_short, max_span=4)
     assert len(index._arrays["segment_docs"]) > len(docs)  # windowed
     query = "a quiet morning walk"
-    best = {match.doc_id: match for match in index.search(query, top_k=len(docs), per_document=1, min_span=2)[0]}
+    best = {match.doc_id: match for match in index.search(query, top_k=len(docs), per_document=1, min_span=2, scorer="max-cosine")[0]}
     for doc_id, text in zip(index.doc_ids, docs):
         chars, scores = index.unit_profile(query, doc_id, min_span=2)
         assert [text[start:end] for start, end in chars] == text.split()
