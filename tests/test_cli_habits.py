@@ -178,6 +178,7 @@ def test_help_is_plain_text_and_grouped(capsys):
     markup = re.compile(r"``|:(class|func|meth|attr|mod):`")
     for name, command in _leaf_commands(parser):
         assert not markup.search(command.format_help()), " ".join(name)
+        assert command.format_usage().startswith(f"usage: slice-st {' '.join(name)} "), " ".join(name)  # not "slice-st [-h] … mine"
     for group in parser.command_groups:
         for child in group.choices.values():
             assert not markup.search(child.format_help())
