@@ -44,6 +44,7 @@ _EXPORTS = {
     "encode_spans": "slice_st.encode",
     "encode_span_queries": "slice_st.encode",
     "SpanPoolingWarning": "slice_st.encode",
+    "SpanScorer": "slice_st.scoring",
     "SpanPooling": "slice_st.models.span_pooling",
     "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
     "SpanDistillationLoss": "slice_st.losses.span_distillation",
@@ -65,7 +66,7 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
 _SUBMODULES = (
-    "spans", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "spans", "scoring", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
     "integrations", "experimental", "cli",
 )
 
@@ -96,6 +97,7 @@ __all__ = [
     "STSBContext",
     "williams_test",
     "SpanSearchResult",
+    "SpanScorer",
     "best_spans",
     "best_spans_paired",
     "default_model_path",

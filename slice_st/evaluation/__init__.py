@@ -1,10 +1,11 @@
 """Span retrieval evaluation (STS-B-Context, Orbach et al., 2024): the evaluator, the three setups
 (``setups``: full context, per-n-gram forward, single forward), correlations and the Williams test
-(``statistics``), baselines and the Table-1 runner (``baselines``, ``table``); PEARL's phrase tasks
+(``statistics``), where the best span lands (``localisation``), baselines and the Table-1 runner (``baselines``, ``table``); PEARL's phrase tasks
 (``phrase_tasks``) and Nugget's document paraphrase identification with span vectors (``document_similarity``).
 """
 
 from slice_st.evaluation.document_similarity import ParaphraseIdentificationEvaluator
+from slice_st.evaluation.localisation import locate_paraphrase, span_localisation
 from slice_st.evaluation.phrase_tasks import (
     BirdEvaluator,
     EntityClusteringEvaluator,
@@ -36,6 +37,8 @@ __all__ = [
     "NGRAMS_PER_CALL",
     "SetupResult",
     "SpanRetrievalEvaluator",
+    "span_localisation",
+    "locate_paraphrase",
     "correlations",
     "ngram_offsets",
     "score_full",
