@@ -28,14 +28,14 @@ _EXPORTS = {
     "export_model": "slice_st.config",
     "get_span_config": "slice_st.config",
     "load_model": "slice_st.config",
-    "ModelLoadError": "slice_st.config",
-    "FileAccessError": "slice_st.text",
-    "IndexBusyError": "slice_st.index.storage",
-    "IndexConflictError": "slice_st.index.storage",
+    "ModelLoadError": "slice_st.errors",
+    "FileAccessError": "slice_st.errors",
+    "IndexBusyError": "slice_st.errors",
+    "IndexConflictError": "slice_st.errors",
     "save_slice_model": "slice_st.config",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
-    "SpanInputError": "slice_st.encode",
+    "SpanInputError": "slice_st.errors",
     "SpanMatch": "slice_st.encode",
     "SpanSearchResult": "slice_st.encode",
     "best_spans": "slice_st.encode",
@@ -43,7 +43,7 @@ _EXPORTS = {
     "embed_texts": "slice_st.encode",
     "encode_spans": "slice_st.encode",
     "encode_span_queries": "slice_st.encode",
-    "SpanPoolingWarning": "slice_st.encode",
+    "SpanPoolingWarning": "slice_st.errors",
     "SpanPooling": "slice_st.models.span_pooling",
     "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
     "SpanDistillationLoss": "slice_st.losses.span_distillation",
@@ -65,7 +65,7 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
 _SUBMODULES = (
-    "spans", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "spans", "tokens", "text", "backends", "errors", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
     "integrations", "experimental", "cli",
 )
 

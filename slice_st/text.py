@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+from slice_st.errors import FileAccessError, MissingExtraError
 
 __all__ = [
     "check_creatable", "atomic_file", "create_new_file",
@@ -41,10 +42,6 @@ SPLITS = ("auto", "line", "paragraph")
 BOM = "\ufeff"
 
 
-class MissingExtraError(ImportError):
-    """An optional dependency is not installed; the message says which ``slice-st[extra]`` brings it."""
-
-
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
     """Import ``module`` (from the ``extra`` extra of ``pyproject.toml``) or raise :class:`MissingExtraError`
     naming the extra; ``feature`` says what needs it.
@@ -54,7 +51,7 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
     >>> require("no_such_module_xyz", "eval", "the Table-1 runner")
     Traceback (most recent call last):
     ...
-    slice_st.text.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
+    slice_st.errors.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
     """
     try:
         return importlib.import_module(module)
@@ -74,13 +71,6 @@ class TextRecord:
     line: int
     file_offset: int
     text: str
-
-
-class FileAccessError(OSError, ValueError):
-    """A file or folder that exists but cannot be read or written (permissions, a file where a folder is needed…).
-
-    An ``OSError`` (what the operating system said) and a ``ValueError`` (bad input), like ``io.UnsupportedOperation``.
-    """
 
 
 def check_creatable(path: str) -> None:

@@ -28,7 +28,8 @@ PACKAGE_DIR = Path(slice_st.__file__).parent
 #: The layers, lowest first. A module may import modules of its own group, and any module of a lower
 #: layer; nothing else (no upward import, no import sideways into another group of the same layer).
 LAYERS: list[list[str]] = [
-    ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._aliases", "slice_st.pretrained"],  # foundation: no slice_st imports
+    ["slice_st.errors"],  # every exception and warning class: no slice_st imports
+    ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._aliases", "slice_st.pretrained"],  # foundation: imports only errors
     ["slice_st.config"],  # span settings, model loading, flag-free checkpoints
     ["slice_st.encode"],  # encode_spans / best_spans
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components

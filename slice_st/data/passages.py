@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slice_st.data.corpus import read_jsonl, read_text_file
-from slice_st.data.stsb import DataFormatError, read_stsb, read_stsb_context
+from slice_st.data.stsb import read_stsb, read_stsb_context
+from slice_st.errors import DataFormatError
 from slice_st.text import detokenize as detokenize_text
 from slice_st.text import one_line, require, split_sentences
 

@@ -13,7 +13,8 @@ import torch
 from slice_st.backends import backend_of, check_parallelism
 from slice_st.config import check_device
 from slice_st.data.corpus import Document, documents_from_dataset
-from slice_st.encode import SpanInputError, as_text_list
+from slice_st.encode import as_text_list
+from slice_st.errors import SpanInputError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

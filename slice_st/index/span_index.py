@@ -35,7 +35,16 @@ from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
-from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode_windows, model_window, resolve_prompt, resolve_span_config, token_dimension
+from slice_st.encode import (
+    check_threshold,
+    embed_texts,
+    encode_windows,
+    model_window,
+    resolve_prompt,
+    resolve_span_config,
+    token_dimension,
+)
+from slice_st.errors import SpanInputError
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
@@ -58,7 +67,6 @@ from slice_st.index.storage import (
     INDEX_FORMAT_VERSION,
     MANIFEST,
     SETTINGS_FILE,
-    IndexConflictError,
     array_digest,
     file_digest,
     fsync_directory,
@@ -71,8 +79,9 @@ from slice_st.index.storage import (
     write_bytes,
     write_manifest,
 )
+from slice_st.errors import IndexConflictError
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
-from slice_st.text import FileAccessError
+from slice_st.errors import FileAccessError
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:

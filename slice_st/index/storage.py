@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError
-from slice_st.text import FileAccessError, atomic_file, check_creatable, create_new_file
+from slice_st.text import atomic_file, check_creatable, create_new_file
+from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
@@ -58,14 +58,6 @@ _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
 READ_RETRIES = 20
-
-
-class IndexBusyError(SpanInputError):
-    """Another process holds the index directory's writer lock (it is saving or updating the index)."""
-
-
-class IndexConflictError(SpanInputError):
-    """The index directory was saved by someone else after this index was loaded from it: saving would lose that."""
 
 
 # ---------------------------------------------------------------------------------------------- writer lock
@@ -431,7 +423,7 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
         >>> shard_directories([])
         Traceback (most recent call last):
         ...
-        slice_st.encode.SpanInputError: No index directories given.
+        slice_st.errors.SpanInputError: No index directories given.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

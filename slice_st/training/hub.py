@@ -28,6 +28,7 @@ from sentence_transformers.sentence_transformer.model_card import SentenceTransf
 from slice_st.config import DEFAULT_MODEL_NAME, get_span_config, hub_offline
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.text import atomic_file, require
+from slice_st.errors import HubAccessError
 
 __all__ = [
     "SliceModelCardData", "DataSource", "DATA_SOURCES", "training_sources", "card_license", "apply_model_card", "render_model_card",
@@ -244,10 +245,6 @@ def render_model_card(model, config: Any = None, *, repo_id: str | None = None) 
 
 
 # ------------------------------------------------------------------------------------------- Hub
-class HubAccessError(ValueError):
-    """A Hub push that cannot succeed (offline, no token, no write access), found before training."""
-
-
 def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> dict[str, Any]:
     """Check that ``repo_id`` can be pushed to, before any training: raise :class:`HubAccessError` saying why not.
 

@@ -529,7 +529,7 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
     ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
     (the trainer may then replace and rotate what is there). A file, a path under a file or an
-    unwritable parent is a :class:`slice_st.text.FileAccessError` too.
+    unwritable parent is a :class:`slice_st.errors.FileAccessError` too.
 
     Args:
         output_dir: The run's folder (``slice-st train -o``).
@@ -543,7 +543,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
         >>> check_train_output("runs/new-run")  # doctest: +SKIP
         'runs/new-run'
     """
-    from slice_st.text import FileAccessError, check_creatable
+    from slice_st.text import check_creatable
+    from slice_st.errors import FileAccessError
 
     if os.path.exists(output_dir) or os.path.islink(output_dir):
         if not os.path.isdir(output_dir):
