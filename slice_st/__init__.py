@@ -23,16 +23,16 @@ __version__ = "0.1.0"
 #: Public name → the module that defines it.
 _EXPORTS = {
     "SpanConfig": "slice_st.config",
-    "default_model_path": "slice_st.config",
+    "default_model_path": "slice_st.loading",
     "enable_span_features": "slice_st.config",
-    "export_model": "slice_st.config",
+    "export_model": "slice_st.loading",
     "get_span_config": "slice_st.config",
-    "load_model": "slice_st.config",
+    "load_model": "slice_st.loading",
     "ModelLoadError": "slice_st.errors",
     "FileAccessError": "slice_st.errors",
     "IndexBusyError": "slice_st.errors",
     "IndexConflictError": "slice_st.errors",
-    "save_slice_model": "slice_st.config",
+    "save_slice_model": "slice_st.loading",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
     "SpanInputError": "slice_st.errors",
@@ -65,7 +65,7 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
 _SUBMODULES = (
-    "spans", "tokens", "text", "backends", "errors", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "spans", "tokens", "text", "backends", "errors", "config", "loading", "encode", "models", "losses", "data", "evaluation", "index", "training",
     "integrations", "experimental", "cli",
 )
 

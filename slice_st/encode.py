@@ -44,7 +44,8 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import SpanConfig, check_device, check_tokenizer, get_span_config
+from slice_st.config import SpanConfig, get_span_config
+from slice_st.loading import check_device, check_tokenizer
 from slice_st.errors import ModelLoadError
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units

@@ -302,7 +302,7 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     from sentence_transformers import SentenceTransformer
 
     import slice_st
-    from slice_st.config import has_adapters
+    from slice_st.loading import has_adapters
 
     config = TrainConfig(
         output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[passages_dir], dev_path=DEV, dev_select="even",

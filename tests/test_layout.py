@@ -30,7 +30,8 @@ PACKAGE_DIR = Path(slice_st.__file__).parent
 LAYERS: list[list[str]] = [
     ["slice_st.errors"],  # every exception and warning class: no slice_st imports
     ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._aliases", "slice_st.pretrained"],  # foundation: imports only errors
-    ["slice_st.config"],  # span settings, model loading, flag-free checkpoints
+    ["slice_st.config"],  # span settings saved with a model
+    ["slice_st.loading"],  # model loading, saving, export, devices, fingerprints
     ["slice_st.encode"],  # encode_spans / best_spans
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components
     ["slice_st.evaluation", "slice_st.index", "slice_st.experimental"],  # applications; experiments under study

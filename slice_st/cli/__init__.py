@@ -145,7 +145,7 @@ USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryEr
 def _is_user_error(error: BaseException) -> bool:
     if isinstance(error, USER_ERRORS):
         return True
-    config = sys.modules.get("slice_st.config")  # imported whenever a model was loaded
+    config = sys.modules.get("slice_st.loading")  # imported whenever a model was loaded
     return config is not None and isinstance(error, config.ModelLoadError)
 
 

@@ -193,7 +193,7 @@ class SpanIndex:
 
         >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index", concurrency=2)  # doctest: +SKIP
         """
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         model = _as_model(model) if model is not None else load_model()
         span_config = resolve_span_config(model, min_span, max_span, unit)
@@ -232,7 +232,7 @@ class SpanIndex:
         from slice_st.data.corpus import read_corpus
 
         if options.get("engine", "local") != "local":  # the workers read the files
-            from slice_st.config import load_model
+            from slice_st.loading import load_model
 
             model = _as_model(model) if model is not None else load_model()
             span_config = resolve_span_config(model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None))
@@ -824,7 +824,7 @@ class SpanIndex:
         the manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save
         reads the new manifest and retries: it returns the old or the new index, never an error.
         """
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         path = os.fspath(path)
         manifest = read_manifest(path, must_exist=True)
@@ -911,7 +911,7 @@ class SpanIndex:
 
 def _as_model(model: Any) -> SentenceTransformer:
     """A model object, or one loaded from a path / Hub id; anything else is a clear error."""
-    from slice_st.config import load_model
+    from slice_st.loading import load_model
 
     if isinstance(model, (str, os.PathLike)):
         return load_model(os.fspath(model))

@@ -41,7 +41,7 @@ __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARK
            "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories", "SHARD_LIST",
            "write_json", "read_shard_list", "is_plain_name", "SETTINGS_FILE", "write_manifest"]
 
-#: 2: the model fingerprint covers every weight (:func:`slice_st.config.model_fingerprint`), and the data folder
+#: 2: the model fingerprint covers every weight (:func:`slice_st.loading.model_fingerprint`), and the data folder
 #: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
 INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"

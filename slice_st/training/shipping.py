@@ -143,7 +143,7 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     :class:`slice_st.errors.FileAccessError`. The files are staged in a fresh temporary folder, removed
     whatever happens.
     """
-    from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
+    from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
     from slice_st.pretrained import merge_lora_adapter
 
     adapter = os.path.join(run_dir, "adapter")
@@ -181,7 +181,7 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
         "curve": training_curve(run_dir),
     }
     if dev_path or sts_dev_path:
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         model = load_model("base")
         metrics: dict[str, Any] = {"data": os.path.basename(dev_path) if dev_path else None}
