@@ -8,15 +8,14 @@
 
 Importing the package is light: every public name is loaded on first use (PEP 562), so the command
 line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of ``SentenceTransformer``
-as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._aliases`), and the module
-paths of the flat layout (``slice_st.pooling``, ``slice_st.train``, …) still import.
+as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._attach`).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from slice_st import _aliases
+from slice_st import _attach
 
 __version__ = "0.1.0"
 
@@ -63,7 +62,7 @@ _EXPORTS = {
     "STSBContext": "slice_st.integrations.mteb",  # importing mteb takes seconds
 }
 
-#: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
+#: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
     "spans", "tokens", "text", "backends", "errors", "config", "loading", "encode", "models", "losses", "data", "evaluation", "index", "training",
     "integrations", "experimental", "cli",
@@ -115,7 +114,7 @@ __all__ = [
 def __getattr__(name: str):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name in _SUBMODULES or f"{__name__}.{name}" in _aliases.ALIASES:
+    elif name in _SUBMODULES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -131,5 +130,4 @@ def _attach_methods() -> None:
     importlib.import_module("slice_st.encode").attach_methods()
 
 
-_aliases.install()
-_aliases.attach_when_imported("sentence_transformers", _attach_methods)
+_attach.attach_when_imported("sentence_transformers", _attach_methods)

@@ -80,7 +80,7 @@ def _dataset_column(dataset, field: str, name: str) -> list[str]:
 
 
 def _read_json_list_texts(path: str, field: str) -> list[str]:
-    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.corpus.read_jsonl`)."""
+    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.data.corpus.read_jsonl`)."""
     with open(path, encoding="utf-8") as handle:
         try:
             rows = json.load(handle)

@@ -167,8 +167,8 @@ class SpanIndex:
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
-        ``texts`` is an iterable of strings, of :class:`slice_st.corpus.Document` (see
-        :func:`slice_st.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
+        ``texts`` is an iterable of strings, of :class:`slice_st.data.corpus.Document` (see
+        :func:`slice_st.data.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
         (columns ``text_field`` and ``id_field``). ``ids`` default to ``"0"``, ``"1"``, …; they must
         be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
         searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
