@@ -13,7 +13,7 @@ mteb = pytest.importorskip("mteb")
 from slice_st.cli import main  # noqa: E402
 from slice_st.integrations.mteb import DATA_ENV, STSBContext, mteb_model  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "stsb_context_sample.tsv"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "stsb_context_sample.tsv"
 
 
 def test_metadata_is_honest(tmp_path):

@@ -16,9 +16,9 @@ import slice_st
 from slice_st.training.hub import render_model_card
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
 
 TEXTS = [
