@@ -16,6 +16,7 @@ never part of a line, though it counts as the file's first character in file off
 
 from __future__ import annotations
 
+import csv
 import functools
 import importlib
 import os
@@ -30,7 +31,7 @@ from types import ModuleType
 from slice_st.errors import FileAccessError, MissingExtraError
 
 __all__ = [
-    "check_creatable", "atomic_file", "create_new_file",
+    "check_creatable", "atomic_file", "create_new_file", "append_csv_row",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
     "MissingExtraError", "require", "is_ray_address", "guess_split", "SPLITS",
 ]
@@ -87,6 +88,31 @@ def check_creatable(path: str) -> None:
 
 #: ``os.open`` flags of a file that must be new: never an existing file, never through a symbolic link planted there.
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequence) -> str:
+    """Append ``row`` to the CSV file ``folder/file_name`` (creating the folder), writing ``header`` first in a new file.
+
+    The evaluators' results log, as sentence-transformers' evaluators keep it (one row per call).
+
+    Args:
+        folder: The output folder (created if missing).
+        file_name: The CSV file's name in it.
+        header: The column names, written when the file is new.
+        row: The values of one row.
+
+    Returns:
+        The path of the CSV file.
+    """
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, file_name)
+    exists = os.path.isfile(path)
+    with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        if not exists:
+            writer.writerow(header)
+        writer.writerow(row)
+    return path
 
 
 def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
