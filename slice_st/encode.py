@@ -45,8 +45,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig, get_span_config
+from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
-from slice_st.errors import ModelLoadError
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import (
@@ -58,8 +58,6 @@ from slice_st.tokens import (
     text_units,
     unit_boundaries,
 )
-from slice_st.errors import WindowError
-from slice_st.errors import SpanInputError, SpanPoolingWarning
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

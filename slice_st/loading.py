@@ -600,8 +600,8 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
     """
     import os
 
-    from slice_st.text import check_creatable
     from slice_st.errors import FileAccessError
+    from slice_st.text import check_creatable
 
     path = os.fspath(path)
     if os.path.exists(path) or os.path.islink(path):

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
+
 from slice_st.errors import FileAccessError, MissingExtraError
 
 __all__ = [

@@ -31,8 +31,8 @@ from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
 from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import MAINTAINER_COMMANDS, add_train_command
-from slice_st.text import TextRecord, read_texts
 from slice_st.errors import MissingExtraError
+from slice_st.text import TextRecord, read_texts
 
 __all__ = ["main", "build_parser", "read_texts", "TextRecord"]
 

@@ -16,8 +16,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
 from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
 
 __all__ = [
     "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",

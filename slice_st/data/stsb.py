@@ -26,8 +26,8 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from slice_st.text import one_line, require
 from slice_st.errors import DataFormatError
+from slice_st.text import one_line, require
 
 __all__ = [
     "DataFormatError",

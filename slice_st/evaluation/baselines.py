@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
+from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.text import require

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from slice_st.config import SpanConfig
-from slice_st.text import atomic_file, check_creatable, create_new_file
 from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
+from slice_st.text import atomic_file, check_creatable, create_new_file
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",

@@ -27,8 +27,8 @@ import logging
 import os
 from typing import Any
 
-from slice_st.text import check_creatable, require
 from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable, require
 
 require("mteb", "eval", "the STSBContext mteb task")
 

@@ -26,10 +26,10 @@ from typing import Any
 from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
 
 from slice_st.config import get_span_config
+from slice_st.errors import HubAccessError
 from slice_st.loading import DEFAULT_MODEL_NAME, hub_offline
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.text import atomic_file, require
-from slice_st.errors import HubAccessError
 
 __all__ = [
     "SliceModelCardData", "DataSource", "DATA_SOURCES", "training_sources", "card_license", "apply_model_card", "render_model_card",

@@ -16,8 +16,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from slice_st.text import check_creatable
 from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable
 
 __all__ = ["SHIPPED_FILES", "TRAINING_DATA_LICENCES", "check_ship_destination", "dev_figures", "ship_adapter", "sts_figures",
            "training_curve"]
