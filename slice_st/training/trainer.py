@@ -544,8 +544,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
         >>> check_train_output("runs/new-run")  # doctest: +SKIP
         'runs/new-run'
     """
-    from slice_st.text import check_creatable
     from slice_st.errors import FileAccessError
+    from slice_st.text import check_creatable
 
     if os.path.exists(output_dir) or os.path.islink(output_dir):
         if not os.path.isdir(output_dir):
