@@ -100,8 +100,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from slice_st.backends import set_torch_threads
-    from slice_st.config import load_model
     from slice_st.index.span_index import SpanIndex
+    from slice_st.loading import load_model
 
     set_torch_threads(None)  # as the CLI (and so the server) does
     print(environment_line())

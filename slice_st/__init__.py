@@ -8,34 +8,33 @@
 
 Importing the package is light: every public name is loaded on first use (PEP 562), so the command
 line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of ``SentenceTransformer``
-as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._aliases`), and the module
-paths of the flat layout (``slice_st.pooling``, ``slice_st.train``, …) still import.
+as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._attach`).
 """
 
 from __future__ import annotations
 
 import importlib
 
-from slice_st import _aliases
+from slice_st import _attach
 
 __version__ = "0.1.0"
 
 #: Public name → the module that defines it.
 _EXPORTS = {
     "SpanConfig": "slice_st.config",
-    "default_model_path": "slice_st.config",
+    "default_model_path": "slice_st.loading",
     "enable_span_features": "slice_st.config",
-    "export_model": "slice_st.config",
+    "export_model": "slice_st.loading",
     "get_span_config": "slice_st.config",
-    "load_model": "slice_st.config",
-    "ModelLoadError": "slice_st.config",
-    "FileAccessError": "slice_st.text",
-    "IndexBusyError": "slice_st.index.storage",
-    "IndexConflictError": "slice_st.index.storage",
-    "save_slice_model": "slice_st.config",
+    "load_model": "slice_st.loading",
+    "ModelLoadError": "slice_st.errors",
+    "FileAccessError": "slice_st.errors",
+    "IndexBusyError": "slice_st.errors",
+    "IndexConflictError": "slice_st.errors",
+    "save_slice_model": "slice_st.loading",
     "set_span_config": "slice_st.config",
     "SpanEncoding": "slice_st.encode",
-    "SpanInputError": "slice_st.encode",
+    "SpanInputError": "slice_st.errors",
     "SpanMatch": "slice_st.encode",
     "SpanSearchResult": "slice_st.encode",
     "best_spans": "slice_st.encode",
@@ -43,7 +42,7 @@ _EXPORTS = {
     "embed_texts": "slice_st.encode",
     "encode_spans": "slice_st.encode",
     "encode_span_queries": "slice_st.encode",
-    "SpanPoolingWarning": "slice_st.encode",
+    "SpanPoolingWarning": "slice_st.errors",
     "SpanScorer": "slice_st.scoring",
     "SpanPooling": "slice_st.models.span_pooling",
     "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
@@ -64,9 +63,10 @@ _EXPORTS = {
     "STSBContext": "slice_st.integrations.mteb",  # importing mteb takes seconds
 }
 
-#: Sub-modules and sub-packages reachable as attributes (``slice_st.index``), plus the old paths of :data:`_aliases.ALIASES`.
+#: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
-    "spans", "scoring", "tokens", "text", "backends", "config", "encode", "models", "losses", "data", "evaluation", "index", "training",
+    "spans", "scoring", "tokens", "text", "backends", "errors", "config", "loading", "encode", "models", "losses", "data", "evaluation",
+    "index", "training",
     "integrations", "experimental", "cli",
 )
 
@@ -117,7 +117,7 @@ __all__ = [
 def __getattr__(name: str):
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    elif name in _SUBMODULES or f"{__name__}.{name}" in _aliases.ALIASES:
+    elif name in _SUBMODULES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -133,5 +133,4 @@ def _attach_methods() -> None:
     importlib.import_module("slice_st.encode").attach_methods()
 
 
-_aliases.install()
-_aliases.attach_when_imported("sentence_transformers", _attach_methods)
+_attach.attach_when_imported("sentence_transformers", _attach_methods)

@@ -44,7 +44,9 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st.config import ModelLoadError, SpanConfig, check_device, check_tokenizer, get_span_config
+from slice_st.config import SpanConfig, get_span_config
+from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
+from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import (
@@ -52,7 +54,6 @@ from slice_st.tokens import (
     WINDOW_CONTEXT,
     UnitBoundaries,
     Window,
-    WindowError,
     plan_windows,
     text_units,
     unit_boundaries,
@@ -84,18 +85,6 @@ WINDOWS_PER_CALL = 1024
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 #: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
-
-
-class SpanInputError(ValueError, TypeError):
-    """Bad input to the span API (not a string, empty query list, impossible settings).
-
-    A ``ValueError`` and, for wrong types, also a ``TypeError``, so either ``except`` catches it.
-    """
-
-
-class SpanPoolingWarning(UserWarning):
-    """The model's sentence embedding is not a plain mean of its token vectors (CLS/max pooling, or a
-    Dense or other module after pooling), while span and query vectors are token means."""
 
 
 def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = None, role: str = "document") -> str:
@@ -196,7 +185,7 @@ def check_threshold(threshold: Any) -> float | None:
     >>> check_threshold(float("nan"))
     Traceback (most recent call last):
     ...
-    slice_st.encode.SpanInputError: threshold must be a finite number, got nan.
+    slice_st.errors.SpanInputError: threshold must be a finite number, got nan.
     """
     if threshold is None:
         return None

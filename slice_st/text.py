@@ -16,6 +16,7 @@ never part of a line, though it counts as the file's first character in file off
 
 from __future__ import annotations
 
+import csv
 import functools
 import importlib
 import os
@@ -28,8 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
+from slice_st.errors import FileAccessError, MissingExtraError
+
 __all__ = [
-    "check_creatable", "atomic_file", "create_new_file",
+    "check_creatable", "atomic_file", "create_new_file", "append_csv_row",
     "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
     "MissingExtraError", "require", "is_ray_address", "guess_split", "SPLITS",
 ]
@@ -41,10 +44,6 @@ SPLITS = ("auto", "line", "paragraph")
 BOM = "\ufeff"
 
 
-class MissingExtraError(ImportError):
-    """An optional dependency is not installed; the message says which ``slice-st[extra]`` brings it."""
-
-
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
     """Import ``module`` (from the ``extra`` extra of ``pyproject.toml``) or raise :class:`MissingExtraError`
     naming the extra; ``feature`` says what needs it.
@@ -54,7 +53,7 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
     >>> require("no_such_module_xyz", "eval", "the Table-1 runner")
     Traceback (most recent call last):
     ...
-    slice_st.text.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
+    slice_st.errors.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
     """
     try:
         return importlib.import_module(module)
@@ -76,13 +75,6 @@ class TextRecord:
     text: str
 
 
-class FileAccessError(OSError, ValueError):
-    """A file or folder that exists but cannot be read or written (permissions, a file where a folder is needed…).
-
-    An ``OSError`` (what the operating system said) and a ``ValueError`` (bad input), like ``io.UnsupportedOperation``.
-    """
-
-
 def check_creatable(path: str) -> None:
     """Raise :class:`FileAccessError` unless a missing ``path`` could be created: its nearest existing ancestor
     must be a writable folder."""
@@ -97,6 +89,31 @@ def check_creatable(path: str) -> None:
 
 #: ``os.open`` flags of a file that must be new: never an existing file, never through a symbolic link planted there.
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequence) -> str:
+    """Append ``row`` to the CSV file ``folder/file_name`` (creating the folder), writing ``header`` first in a new file.
+
+    The evaluators' results log, as sentence-transformers' evaluators keep it (one row per call).
+
+    Args:
+        folder: The output folder (created if missing).
+        file_name: The CSV file's name in it.
+        header: The column names, written when the file is new.
+        row: The values of one row.
+
+    Returns:
+        The path of the CSV file.
+    """
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, file_name)
+    exists = os.path.isfile(path)
+    with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        if not exists:
+            writer.writerow(header)
+        writer.writerow(row)
+    return path
 
 
 def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):

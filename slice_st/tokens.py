@@ -21,6 +21,7 @@ import re
 import numpy as np
 import torch
 from torch import Tensor
+from slice_st.errors import WindowError
 
 __all__ = [
     "UNITS",
@@ -241,14 +242,6 @@ def _margins(context: int) -> list[int]:
     while margins[-1] > 0:
         margins.append(margins[-1] // 2)
     return margins
-
-
-class WindowError(ValueError):
-    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why (without the index)."""
-
-    def __init__(self, text_index: int, reason: str) -> None:
-        super().__init__(f"Text {text_index}: {reason}")
-        self.text_index, self.reason = text_index, reason
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

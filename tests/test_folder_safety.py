@@ -469,7 +469,7 @@ def test_fingerprint_covers_every_weight(make_tiny_model, tiny_model, index_dir)
     import torch
 
     from slice_st import SpanIndex, SpanInputError
-    from slice_st.config import model_fingerprint
+    from slice_st.loading import model_fingerprint
 
     original = model_fingerprint(tiny_model)
     assert model_fingerprint(make_tiny_model(128)) == original  # stable: same weights, same fingerprint

@@ -21,18 +21,20 @@ from pathlib import Path
 import pytest
 
 import slice_st
-from slice_st import _aliases
 
 PACKAGE_DIR = Path(slice_st.__file__).parent
 
 #: The layers, lowest first. A module may import modules of its own group, and any module of a lower
 #: layer; nothing else (no upward import, no import sideways into another group of the same layer).
 LAYERS: list[list[str]] = [
-    ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._aliases", "slice_st.pretrained"],  # foundation: no slice_st imports
-    ["slice_st.config"],  # span settings, model loading, flag-free checkpoints
+    ["slice_st.errors"],  # every exception and warning class: no slice_st imports
+    ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._attach", "slice_st.pretrained"],  # foundation: imports only errors
+    ["slice_st.config"],  # span settings saved with a model
+    ["slice_st.loading"],  # model loading, saving, export, devices, fingerprints
     ["slice_st.encode"],  # encode_spans / best_spans
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components
-    ["slice_st.evaluation", "slice_st.index", "slice_st.experimental"],  # applications; experiments under study
+    ["slice_st.evaluation", "slice_st.index", "slice_st.experimental", "slice_st.pooling"],  # applications; experiments
+    # under study; pooling: the deprecated path of SpanPooling, for checkpoints saved before 0.2
     ["slice_st.training", "slice_st.integrations"],  # workflows
     ["slice_st.serve"],  # the JSON API and search page: imported only by the CLI
     ["slice_st.cli"],  # the command line: imported by nothing in the library
@@ -192,14 +194,6 @@ def test_public_names_and_dir():
         slice_st.no_such_name  # noqa: B018
 
 
-@pytest.mark.parametrize("old", sorted(_aliases.ALIASES))
-def test_old_module_paths_are_aliases(old):
-    module = importlib.import_module(old)
-    assert module is importlib.import_module(_aliases.ALIASES[old])
-    assert module.__spec__.name == _aliases.ALIASES[old]
-    assert getattr(slice_st, old.rpartition(".")[2]) is module
-
-
 def test_old_package_paths_keep_their_names():
     from slice_st.data import CONTEXT_STYLES, DataFormatError, make_context, read_stsb, read_stsb_context, write_stsb_context  # noqa: F401
     from slice_st.evaluation import SCORERS, SETUPS, SetupResult, SpanRetrievalEvaluator, compare_to_best, correlations  # noqa: F401
@@ -207,11 +201,22 @@ def test_old_package_paths_keep_their_names():
     from slice_st.index import INDEX_FORMAT_VERSION, LOCK_FILE, MANIFEST, IndexMatch, ShardedSpanIndex, SpanIndex  # noqa: F401
     from slice_st.index import model_fingerprint, model_identity, shard_directories  # noqa: F401
     from slice_st.losses import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores  # noqa: F401
-    from slice_st.pooling import SpanPooling
-    from slice_st.train import PRESETS, TrainConfig, config_from_args, train  # noqa: F401
+    from slice_st.training import PRESETS, TrainConfig, config_from_args, train  # noqa: F401
 
-    assert SpanPooling is slice_st.SpanPooling
-    assert f"{SpanPooling.__module__}.{SpanPooling.__name__}" == "slice_st.pooling.SpanPooling"  # the name in modules.json
+
+def test_old_span_pooling_path_loads_with_a_deprecation_warning():
+    """Checkpoints saved before 0.2 name ``slice_st.pooling.SpanPooling`` in modules.json: that path still imports."""
+    sys.modules.pop("slice_st.pooling", None)
+    with pytest.warns(DeprecationWarning, match="slice_st.pooling is deprecated"):
+        module = importlib.import_module("slice_st.pooling")
+    assert module.SpanPooling is slice_st.SpanPooling
+    assert f"{slice_st.SpanPooling.__module__}.SpanPooling" == "slice_st.models.span_pooling.SpanPooling"  # saved now
+
+
+def test_old_flat_module_paths_are_gone():
+    for old in ("slice_st.train", "slice_st.corpus", "slice_st.index_cli"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
 
 
 def test_methods_attached_when_sentence_transformers_was_imported_first():

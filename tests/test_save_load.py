@@ -125,7 +125,7 @@ def test_span_pooling_pipeline_needs_trust_remote_code(make_tiny_model, tmp_path
     model = SpanPooling.attach(make_tiny_model(), min_span=1, max_span=4, unit="token")
     path = str(tmp_path / "span_pooling")
     model.save(path)
-    assert "slice_st.pooling.SpanPooling" in module_types(path)
+    assert "slice_st.models.span_pooling.SpanPooling" in module_types(path)
     with pytest.raises(ValueError):
         SentenceTransformer(path, device="cpu")
     loaded = SentenceTransformer(path, device="cpu", trust_remote_code=True)

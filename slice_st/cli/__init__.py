@@ -31,7 +31,8 @@ from slice_st.cli.mine import add_mine_command
 from slice_st.cli.phrase_eval import add_phrase_eval_command
 from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import MAINTAINER_COMMANDS, add_train_command
-from slice_st.text import MissingExtraError, TextRecord, read_texts
+from slice_st.errors import MissingExtraError
+from slice_st.text import TextRecord, read_texts
 
 __all__ = ["main", "build_parser", "read_texts", "TextRecord"]
 
@@ -137,14 +138,14 @@ def _version() -> str:
 
 #: Errors the user can fix; they end a command with one line. (``ValueError`` covers the library's own
 #: ``SpanInputError``, ``DataFormatError``, ``CorpusError``; a model that cannot be loaded is a
-#: ``slice_st.config.ModelLoadError``, an ``OSError``; a missing extra is a ``MissingExtraError``.)
+#: ``slice_st.errors.ModelLoadError``, an ``OSError``; a missing extra is a ``MissingExtraError``.)
 USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, MissingExtraError)
 
 
 def _is_user_error(error: BaseException) -> bool:
     if isinstance(error, USER_ERRORS):
         return True
-    config = sys.modules.get("slice_st.config")  # imported whenever a model was loaded
+    config = sys.modules.get("slice_st.loading")  # imported whenever a model was loaded
     return config is not None and isinstance(error, config.ModelLoadError)
 
 

@@ -16,7 +16,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from slice_st.text import FileAccessError, check_creatable, is_ray_address, read_file, split_lines
+from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
 
 __all__ = [
     "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
@@ -245,7 +246,7 @@ def check_output(path: str, kind: str = "file") -> str:
     """Check before any work that ``path`` can be written as a ``"file"`` or a ``"folder"`` (nothing is created).
 
     A folder where a file is wanted (or the reverse), or a parent that is a file or not writable, is a
-    :class:`slice_st.text.FileAccessError` naming the path, so a long run never ends in a failed write.
+    :class:`slice_st.errors.FileAccessError` naming the path, so a long run never ends in a failed write.
     """
     if os.path.exists(path):
         if kind == "file" and os.path.isdir(path):

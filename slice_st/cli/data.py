@@ -72,7 +72,7 @@ def _make_passages_command(args) -> int:
                          f"--min-words {args.min_words} after excluding the dev sentences. Nothing was saved.")
     report(args, f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", sys.stderr)
     if args.cache_teacher:
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
         from slice_st.losses import SpanDistillationLoss
 
         model = load_model(args.model or "base")  # the student before training: the plain base

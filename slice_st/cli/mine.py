@@ -84,7 +84,7 @@ def _mine(args) -> int:
     records = read_texts(_distinct_files(expand_inputs(args.files)), args.split)
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
-    from slice_st.encode import SpanInputError
+    from slice_st.errors import SpanInputError
 
     try:  # windows are planned once, inside best_spans; a text that cannot be windowed is named by its file and line
         result = slice_st.best_spans(

@@ -47,8 +47,8 @@ def add_serve_command(commands) -> None:
 
 
 def _serve(args) -> int:
-    from slice_st.config import load_model
     from slice_st.index import MANIFEST
+    from slice_st.loading import load_model
     from slice_st.serve import IndexSource, ServeLimits, run_server
     from slice_st.text import require
 

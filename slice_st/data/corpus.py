@@ -20,16 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from slice_st.errors import CorpusError
 from slice_st.text import file_lines, read_texts
 
 __all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset",
            "check_distinct_files", "check_unique_ids"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
-
-
-class CorpusError(ValueError):
-    """A corpus record that cannot be indexed; the message names the file and the line."""
 
 
 @dataclass(frozen=True)

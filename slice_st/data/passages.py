@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slice_st.data.corpus import read_jsonl, read_text_file
-from slice_st.data.stsb import DataFormatError, read_stsb, read_stsb_context
+from slice_st.data.stsb import read_stsb, read_stsb_context
+from slice_st.errors import DataFormatError
 from slice_st.text import detokenize as detokenize_text
 from slice_st.text import one_line, require, split_sentences
 
@@ -79,7 +80,7 @@ def _dataset_column(dataset, field: str, name: str) -> list[str]:
 
 
 def _read_json_list_texts(path: str, field: str) -> list[str]:
-    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.corpus.read_jsonl`)."""
+    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.data.corpus.read_jsonl`)."""
     with open(path, encoding="utf-8") as handle:
         try:
             rows = json.load(handle)

@@ -11,7 +11,7 @@
 * **ParaBank paraphrase identification** (Nugget; ``paraphrase_identification/{split}/``):
   ``docs.txt`` (``id TAB document``) and ``task.jsonl`` (``source``, 20 ``candidates``, ``answer``).
 
-Bad input raises :class:`slice_st.data.DataFormatError` (a ``ValueError``) naming the file and line.
+Bad input raises :class:`slice_st.errors.DataFormatError` (a ``ValueError``) naming the file and line.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from slice_st.data.stsb import DataFormatError
+from slice_st.errors import DataFormatError
 
 __all__ = [
     "PHRASE_TASKS",

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from slice_st.errors import DataFormatError
 from slice_st.text import one_line, require
 
 __all__ = [
@@ -45,10 +46,6 @@ __all__ = [
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 CONTEXT_STYLES = ("preceding", "following", "surrounding", "clause")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
-
-
-class DataFormatError(ValueError):
-    """A data file that cannot be used as it is; the message names the file and the line."""
 
 
 # ------------------------------------------------------------------------------------------ reading

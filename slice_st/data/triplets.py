@@ -17,7 +17,8 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slice_st.data.stsb import DataFormatError, make_context, read_stsb
+from slice_st.data.stsb import make_context, read_stsb
+from slice_st.errors import DataFormatError
 from slice_st.text import detokenize, one_line, require
 
 __all__ = [
@@ -43,7 +44,7 @@ def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limi
     """MS MARCO training triples from a TSV of ``query, positive passage, negative passage`` → ``Dataset``.
 
     ``fix_text`` repairs mojibake (UTF-8 read as cp1252, e.g. ``donâ€™t``) with ftfy. Rows with the
-    wrong number of columns or an empty field raise :class:`~slice_st.data.DataFormatError` naming
+    wrong number of columns or an empty field raise :class:`~slice_st.errors.DataFormatError` naming
     the file and line.
     """
     datasets = require("datasets", "train", "reading MS MARCO triples")

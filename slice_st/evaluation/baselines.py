@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
+from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.text import require
@@ -55,7 +55,7 @@ def default_tokenizer():
     """The default model's (fast) tokenizer: it defines words for the baselines that have no model."""
     from transformers import AutoTokenizer
 
-    from slice_st.config import default_model_path
+    from slice_st.loading import default_model_path
 
     return AutoTokenizer.from_pretrained(default_model_path())
 
@@ -130,7 +130,7 @@ def _shared_model(model: Any):
         return model
     key = None if model in (None, "default") else model
     if key not in _LOADED:
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         _LOADED[key] = load_model(key)
     return _LOADED[key]

@@ -22,7 +22,6 @@ Every document is encoded once (one forward pass per model window, windows as in
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import logging
 import os
@@ -45,7 +44,7 @@ from slice_st.spans import (
     span_means,
     tile_spans,
 )
-from slice_st.text import atomic_file
+from slice_st.text import append_csv_row, atomic_file
 from slice_st.tokens import WINDOW_CONTEXT
 
 if TYPE_CHECKING:
@@ -477,14 +476,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             metrics[f"{method}_vectors"] = memory
             logger.info(f"{method:>14}: MRR {100 * metrics[f'{method}_mrr']:.2f}  vectors/doc {memory:.1f}  ({self.seconds[method]:.1f} s)")
         if output_path is not None and self.write_csv:
-            os.makedirs(output_path, exist_ok=True)
-            path = os.path.join(output_path, self.csv_file)
-            exists = os.path.isfile(path)
-            with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                if not exists:
-                    writer.writerow(self.csv_headers)
-                writer.writerow([epoch, steps] + [metrics[header] for header in self.csv_headers[2:]])
+            row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
+            append_csv_row(output_path, self.csv_file, self.csv_headers, row)
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics

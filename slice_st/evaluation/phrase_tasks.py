@@ -25,10 +25,8 @@ primary metric is that of the first encoding.
 
 from __future__ import annotations
 
-import csv
 import logging
 import math
-import os
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
-from slice_st.text import require
+from slice_st.text import append_csv_row, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -134,14 +132,7 @@ class PhraseTaskEvaluator(BaseEvaluator):
                 metrics[f"{encoding}_{key}"] = float(value)
         logger.info(f"{type(self).__name__}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         if output_path is not None and self.write_csv:
-            os.makedirs(output_path, exist_ok=True)
-            path = os.path.join(output_path, self.csv_file)
-            exists = os.path.isfile(path)
-            with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                if not exists:
-                    writer.writerow(["epoch", "steps", *metrics])
-                writer.writerow([epoch, steps, *metrics.values()])
+            append_csv_row(output_path, self.csv_file, ["epoch", "steps", *metrics], [epoch, steps, *metrics.values()])
         self.primary_metric = f"{self.encodings[0]}_{self.metric}"
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)

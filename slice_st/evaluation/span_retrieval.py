@@ -19,6 +19,7 @@ from slice_st.evaluation.setups import SCORERS, SETUPS, SetupResult, check_input
 from slice_st.evaluation.statistics import correlations
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import check_span_bounds
+from slice_st.text import append_csv_row
 from slice_st.tokens import check_unit
 
 if TYPE_CHECKING:
@@ -174,14 +175,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                 logger.info(f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} rows; "
                             f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}")
         if output_path is not None and self.write_csv:
-            os.makedirs(output_path, exist_ok=True)
-            path = os.path.join(output_path, self.csv_file)
-            exists = os.path.isfile(path)
-            with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
-                writer = csv.writer(handle)
-                if not exists:
-                    writer.writerow(self.csv_headers)
-                writer.writerow([epoch, steps] + [metrics[header] for header in self.csv_headers[2:]])
+            row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
+            append_csv_row(output_path, self.csv_file, self.csv_headers, row)
         if output_path is not None and self.write_predictions:
             self.save_predictions(os.path.join(output_path, self.predictions_file), results)
         self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"

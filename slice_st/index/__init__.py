@@ -20,13 +20,12 @@ from slice_st.index.storage import (
     LOCK_FILE,
     MANIFEST,
     SHARD_LIST,
-    IndexBusyError,
-    IndexConflictError,
     check_index_target,
     index_lock,
     read_manifest,
     shard_directories,
 )
+from slice_st.errors import IndexBusyError, IndexConflictError
 
 __all__ = [
     "SpanIndex", "ShardedSpanIndex", "IndexMatch", "model_fingerprint", "model_identity", "model_source", "shard_directories",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import SpanInputError
+from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
 from slice_st.index.storage import save_array
 from slice_st.spans import top_spans_from_dots

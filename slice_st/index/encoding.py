@@ -11,9 +11,10 @@ import numpy as np
 import torch
 
 from slice_st.backends import backend_of, check_parallelism
-from slice_st.config import check_device
 from slice_st.data.corpus import Document, documents_from_dataset
-from slice_st.encode import SpanInputError, as_text_list
+from slice_st.encode import as_text_list
+from slice_st.errors import SpanInputError
+from slice_st.loading import check_device
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

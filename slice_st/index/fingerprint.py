@@ -1,6 +1,6 @@
 """Which model an index (or a calibration) was built with: a weights fingerprint, a readable name and path.
 
-The fingerprint and the name are :mod:`slice_st.config`'s (the Table-1 cache keys models by the same
+The fingerprint and the name are :mod:`slice_st.loading`'s (the Table-1 cache keys models by the same
 fingerprint); this module adds where to load an index's model from.
 """
 
@@ -10,8 +10,8 @@ import os
 from typing import Any
 
 from slice_st.backends import backend_of, runner_of
-from slice_st.config import model_fingerprint, model_identity
-from slice_st.encode import SpanInputError
+from slice_st.errors import SpanInputError
+from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
 
 __all__ = ["model_fingerprint", "model_identity", "model_runtime", "model_source"]

@@ -41,11 +41,12 @@ import torch
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
-from slice_st.encode import SpanInputError
+from slice_st.errors import SpanInputError
 from slice_st.index.encoding import texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity
 from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, is_plain_name, read_manifest, read_shard_list, write_json
-from slice_st.text import FileAccessError, is_ray_address, require
+from slice_st.text import is_ray_address, require
+from slice_st.errors import FileAccessError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -63,7 +64,7 @@ FORMATS = ("text", "jsonl", "parquet")
 
 
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
-    """``ray`` with Ray Data, or :class:`slice_st.text.MissingExtraError` naming ``slice-st[ray]``."""
+    """``ray`` with Ray Data, or :class:`slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
     ray = require("ray", "ray", feature)
     require("ray.data", "ray", feature)
     return ray
@@ -77,7 +78,7 @@ def check_address(address: str | None) -> str | None:
     >>> check_address("corpus.txt")
     Traceback (most recent call last):
     ...
-    slice_st.encode.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).
+    slice_st.errors.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).
     """
     if address is None or address == "local":
         return None
@@ -99,7 +100,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
     >>> probe_address("127.0.0.1:1")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    slice_st.encode.SpanInputError: cannot connect to the Ray cluster at 127.0.0.1:1: ...
+    slice_st.errors.SpanInputError: cannot connect to the Ray cluster at 127.0.0.1:1: ...
     """
     if address is None or address in ("auto", "local"):
         return

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import SpanInputError
+from slice_st.errors import SpanInputError
 from slice_st.index.ray_engine import claim_workers, connect_ray, require_ray
 from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, merge_top_spans
 from slice_st.index.span_index import SpanIndex

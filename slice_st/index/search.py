@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError, as_text_list, check_threshold, check_top_k
+from slice_st.encode import as_text_list, check_threshold, check_top_k
+from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,

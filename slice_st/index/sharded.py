@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import SpanInputError, check_threshold
+from slice_st.encode import check_threshold
+from slice_st.errors import SpanInputError
 from slice_st.index.search import IndexMatch, check_overlap, check_search, query_list, ranked, search_scorer, span_costs_for
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories

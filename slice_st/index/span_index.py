@@ -35,7 +35,16 @@ from tqdm.auto import tqdm
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
-from slice_st.encode import SpanInputError, check_threshold, embed_texts, encode_windows, model_window, resolve_prompt, resolve_span_config, token_dimension
+from slice_st.encode import (
+    check_threshold,
+    embed_texts,
+    encode_windows,
+    model_window,
+    resolve_prompt,
+    resolve_span_config,
+    token_dimension,
+)
+from slice_st.errors import SpanInputError
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
@@ -58,7 +67,6 @@ from slice_st.index.storage import (
     INDEX_FORMAT_VERSION,
     MANIFEST,
     SETTINGS_FILE,
-    IndexConflictError,
     array_digest,
     file_digest,
     fsync_directory,
@@ -71,8 +79,9 @@ from slice_st.index.storage import (
     write_bytes,
     write_manifest,
 )
+from slice_st.errors import IndexConflictError
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
-from slice_st.text import FileAccessError
+from slice_st.errors import FileAccessError
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -158,8 +167,8 @@ class SpanIndex:
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
 
-        ``texts`` is an iterable of strings, of :class:`slice_st.corpus.Document` (see
-        :func:`slice_st.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
+        ``texts`` is an iterable of strings, of :class:`slice_st.data.corpus.Document` (see
+        :func:`slice_st.data.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
         (columns ``text_field`` and ``id_field``). ``ids`` default to ``"0"``, ``"1"``, …; they must
         be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
         searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
@@ -184,7 +193,7 @@ class SpanIndex:
 
         >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index", concurrency=2)  # doctest: +SKIP
         """
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         model = _as_model(model) if model is not None else load_model()
         span_config = resolve_span_config(model, min_span, max_span, unit)
@@ -223,7 +232,7 @@ class SpanIndex:
         from slice_st.data.corpus import read_corpus
 
         if options.get("engine", "local") != "local":  # the workers read the files
-            from slice_st.config import load_model
+            from slice_st.loading import load_model
 
             model = _as_model(model) if model is not None else load_model()
             span_config = resolve_span_config(model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None))
@@ -815,7 +824,7 @@ class SpanIndex:
         the manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save
         reads the new manifest and retries: it returns the old or the new index, never an error.
         """
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         path = os.fspath(path)
         manifest = read_manifest(path, must_exist=True)
@@ -902,7 +911,7 @@ class SpanIndex:
 
 def _as_model(model: Any) -> SentenceTransformer:
     """A model object, or one loaded from a path / Hub id; anything else is a clear error."""
-    from slice_st.config import load_model
+    from slice_st.loading import load_model
 
     if isinstance(model, (str, os.PathLike)):
         return load_model(os.fspath(model))

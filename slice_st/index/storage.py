@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 
 from slice_st.config import SpanConfig
-from slice_st.encode import SpanInputError
-from slice_st.text import FileAccessError, atomic_file, check_creatable, create_new_file
+from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
+from slice_st.text import atomic_file, check_creatable, create_new_file
 
 __all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
            "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
            "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories", "SHARD_LIST",
            "write_json", "read_shard_list", "is_plain_name", "SETTINGS_FILE", "write_manifest"]
 
-#: 2: the model fingerprint covers every weight (:func:`slice_st.config.model_fingerprint`), and the data folder
+#: 2: the model fingerprint covers every weight (:func:`slice_st.loading.model_fingerprint`), and the data folder
 #: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
 INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
@@ -58,14 +58,6 @@ _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
 READ_RETRIES = 20
-
-
-class IndexBusyError(SpanInputError):
-    """Another process holds the index directory's writer lock (it is saving or updating the index)."""
-
-
-class IndexConflictError(SpanInputError):
-    """The index directory was saved by someone else after this index was loaded from it: saving would lose that."""
 
 
 # ---------------------------------------------------------------------------------------------- writer lock
@@ -431,7 +423,7 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
         >>> shard_directories([])
         Traceback (most recent call last):
         ...
-        slice_st.encode.SpanInputError: No index directories given.
+        slice_st.errors.SpanInputError: No index directories given.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

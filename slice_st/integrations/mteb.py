@@ -27,7 +27,8 @@ import logging
 import os
 from typing import Any
 
-from slice_st.text import FileAccessError, check_creatable, require
+from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable, require
 
 require("mteb", "eval", "the STSBContext mteb task")
 
@@ -279,7 +280,7 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     """
     from mteb import SentenceTransformerEncoderWrapper
 
-    from slice_st.config import DEFAULT_MODEL_NAME, model_fingerprint, model_identity
+    from slice_st.loading import DEFAULT_MODEL_NAME, model_fingerprint, model_identity
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
@@ -306,7 +307,7 @@ def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | No
     ``ResultCache(output_folder)`` (``OUTPUT/results/<model>/<revision>/<task>.json``). Returns mteb's result."""
     import mteb
 
-    from slice_st.config import load_model
+    from slice_st.loading import load_model
 
     if limit is not None and any(task != "STSBContext" for task in tasks):
         raise ValueError("--limit applies to STSBContext only.")

@@ -328,7 +328,7 @@ def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
     if teacher is None:
         teacher = copy.deepcopy(model)
     elif isinstance(teacher, str):
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         teacher = load_model(teacher)
     teacher.requires_grad_(False)

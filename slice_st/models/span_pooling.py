@@ -30,7 +30,7 @@ class SpanPooling(Module):
     The tokenizer only returns offsets when asked: :meth:`attach` puts this module in a model and
     asks the model's ``Transformer`` for them, in a way that is saved with the model.
 
-    Saving a model with this module names ``slice_st.pooling.SpanPooling`` in ``modules.json``, so
+    Saving a model with this module names ``slice_st.models.span_pooling.SpanPooling`` in ``modules.json``, so
     loading it needs ``trust_remote_code=True`` (and ``slice_st`` installed). To share a model that
     loads anywhere with no flag, save it with :func:`slice_st.save_slice_model`.
 
@@ -114,11 +114,3 @@ class SpanPooling(Module):
         model[positions[0]] = cls(old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans)
         enable_span_features(model)
         return model
-
-
-# The class keeps the module path it had before the package layout: ``modules.json`` of a saved model
-# names ``slice_st.pooling.SpanPooling`` (resolved by the alias in ``slice_st._aliases``), so checkpoints
-# saved before and after the move are the same files. Its docstring example then runs from ``__test__``
-# (doctest collects only classes whose ``__module__`` is the module being collected).
-SpanPooling.__module__ = "slice_st.pooling"
-__test__ = {"SpanPooling": SpanPooling.__doc__}

@@ -25,7 +25,9 @@ from typing import Any
 
 from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
 
-from slice_st.config import DEFAULT_MODEL_NAME, get_span_config, hub_offline
+from slice_st.config import get_span_config
+from slice_st.errors import HubAccessError
+from slice_st.loading import DEFAULT_MODEL_NAME, hub_offline
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.text import atomic_file, require
 
@@ -157,7 +159,7 @@ def slice_template_path() -> Path:
 def _hub_base_model(name: str | None) -> str | None:
     """A base model name fit for a public card: a Hub id, never a local path (the embedded base and the
     shipped ``slice-minilm``, itself all-MiniLM-L6-v2 with an adapter merged, are all-MiniLM-L6-v2)."""
-    from slice_st.config import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, default_model_path
+    from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, default_model_path
 
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
@@ -244,10 +246,6 @@ def render_model_card(model, config: Any = None, *, repo_id: str | None = None) 
 
 
 # ------------------------------------------------------------------------------------------- Hub
-class HubAccessError(ValueError):
-    """A Hub push that cannot succeed (offline, no token, no write access), found before training."""
-
-
 def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> dict[str, Any]:
     """Check that ``repo_id`` can be pushed to, before any training: raise :class:`HubAccessError` saying why not.
 

@@ -16,7 +16,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from slice_st.text import FileAccessError, check_creatable
+from slice_st.errors import FileAccessError
+from slice_st.text import check_creatable
 
 __all__ = ["SHIPPED_FILES", "TRAINING_DATA_LICENCES", "check_ship_destination", "dev_figures", "ship_adapter", "sts_figures",
            "training_curve"]
@@ -139,10 +140,10 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     ``destination`` must be a new or empty folder; a folder with files in it is refused unless
     ``overwrite=True``, and then only the shipped files (:data:`SHIPPED_FILES`) are replaced — nothing
     else in it is touched. A ``destination`` that is a file or a symbolic link is a
-    :class:`slice_st.text.FileAccessError`. The files are staged in a fresh temporary folder, removed
+    :class:`slice_st.errors.FileAccessError`. The files are staged in a fresh temporary folder, removed
     whatever happens.
     """
-    from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
+    from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
     from slice_st.pretrained import merge_lora_adapter
 
     adapter = os.path.join(run_dir, "adapter")
@@ -180,7 +181,7 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
         "curve": training_curve(run_dir),
     }
     if dev_path or sts_dev_path:
-        from slice_st.config import load_model
+        from slice_st.loading import load_model
 
         model = load_model("base")
         metrics: dict[str, Any] = {"data": os.path.basename(dev_path) if dev_path else None}

@@ -355,7 +355,8 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     datasets = require("datasets", "train", "slice-st train")
 
-    from slice_st.config import load_model, set_span_config
+    from slice_st.config import set_span_config
+    from slice_st.loading import load_model
     from slice_st.losses.span_distillation import SpanDistillationLoss
     from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
     from slice_st.training.hub import apply_model_card, check_hub_access
@@ -459,7 +460,7 @@ def save_adapter(model, path: str) -> str:
         adapter_config = _json.load(handle)
     base = adapter_config.get("base_model_name_or_path") or ""
     if os.path.isabs(base):  # no local paths in what may be published
-        from slice_st.config import DEFAULT_MODEL_NAME, default_model_path
+        from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
 
         same = os.path.isdir(base) and os.path.samefile(base, default_model_path())
         adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME if same else os.path.basename(base.rstrip("/"))
@@ -529,7 +530,7 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
     ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
     (the trainer may then replace and rotate what is there). A file, a path under a file or an
-    unwritable parent is a :class:`slice_st.text.FileAccessError` too.
+    unwritable parent is a :class:`slice_st.errors.FileAccessError` too.
 
     Args:
         output_dir: The run's folder (``slice-st train -o``).
@@ -543,7 +544,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
         >>> check_train_output("runs/new-run")  # doctest: +SKIP
         'runs/new-run'
     """
-    from slice_st.text import FileAccessError, check_creatable
+    from slice_st.errors import FileAccessError
+    from slice_st.text import check_creatable
 
     if os.path.exists(output_dir) or os.path.islink(output_dir):
         if not os.path.isdir(output_dir):
@@ -578,7 +580,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
     """
     import sys
 
-    from slice_st.config import save_slice_model
+    from slice_st.loading import save_slice_model
 
     if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
         check_train_output(config.output_dir, resume=config.resume, overwrite=overwrite)
@@ -613,7 +615,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
         if config.push_to_hub:
             if trainer.is_world_process_zero() and os.path.isdir(final):
                 os.replace(final, parked)
-            from slice_st.config import has_adapters, merged_adapters
+            from slice_st.loading import has_adapters, merged_adapters
 
             if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
                 trainer.model = merged_adapters(model)
@@ -626,7 +628,7 @@ def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, h
             _remove_run_folder(final)
             os.replace(staged, final)
             _remove_run_folder(parked)
-            from slice_st.config import has_adapters
+            from slice_st.loading import has_adapters
 
             if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
                 save_adapter(model, os.path.join(config.output_dir, "adapter"))

@@ -13,7 +13,7 @@ mteb = pytest.importorskip("mteb")
 from slice_st.cli import main  # noqa: E402
 from slice_st.integrations.mteb import DATA_ENV, STSBContext, mteb_model  # noqa: E402
 
-FIXTURE = Path(__file__).parent / "fixtures" / "stsb_context_sample.tsv"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "stsb_context_sample.tsv"
 
 
 def test_metadata_is_honest(tmp_path):
@@ -47,7 +47,7 @@ def test_evaluate_from_python_has_a_model_name_and_revision(tiny_model, tmp_path
     assert -1 <= scores["cosine_pearson"] <= 1 and "full_context_cosine_spearman" in scores
     assert scores["max_span"] == 6 and scores["pairs"] == 8
     assert result.model_name.startswith("local/") and "no_model_name" not in result.model_name
-    from slice_st.config import model_fingerprint
+    from slice_st.loading import model_fingerprint
 
     assert result.model_revision == model_fingerprint(tiny_model)
     saved = list(tmp_path.rglob("STSBContext.json"))
@@ -133,7 +133,7 @@ def test_offline_hub_task_and_file_as_output_folder_are_one_line(tiny_model_dir,
     import slice_st
 
     loaded = []
-    monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir))
+    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir))
     a_file = tmp_path / "results"
     a_file.write_text("x")
     with pytest.raises(SystemExit) as exit_info:

@@ -13,7 +13,7 @@ from slice_st.cli import main
 from slice_st.evaluation import ngram_offsets
 from slice_st.evaluation.table import bar_chart, markdown_table, run_table, table_metrics
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DATA_SAMPLE = str(FIXTURES / "stsb_context_sample.tsv")
 PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
 PASSAGES = [

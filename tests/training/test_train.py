@@ -16,9 +16,9 @@ import slice_st
 from slice_st.training.hub import render_model_card
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -209,13 +209,13 @@ def test_card_licence_follows_the_training_data(train_data, distill, expected):
     ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(user="someone"), "not 'org'"),
 ])
 def test_push_is_checked_before_anything_is_trained(tmp_path, tiny_model_dir, triplets_dir, monkeypatch, env, api, message):
-    import slice_st.config
+    import slice_st.loading
     from slice_st.training.hub import HubAccessError
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub"))
+    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub"))
     with pytest.raises(HubAccessError, match=message):
         train(_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny"), hub_api=api)
     assert not (tmp_path / "run").exists()

@@ -14,7 +14,7 @@ import pytest
 from slice_st.cli import build_parser, main
 from slice_st.cli.common import dumps_json
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DATA = str(FIXTURES / "stsb_context_sample.tsv")
 
 

@@ -41,7 +41,7 @@ from slice_st.evaluation.phrase_tasks import (
 )
 from slice_st.spans import greedy_disjoint_spans, max_span_cosines, pool_spans, span_cosine_grid, tile_spans
 
-DATA = Path(__file__).parent / "fixtures" / "phrase_tasks"
+DATA = Path(__file__).parents[1] / "fixtures" / "phrase_tasks"
 PEARL = DATA / "pearl_eval"
 PI_DEV = DATA / "nugget_pi" / "paraphrase_identification" / "dev"
 

@@ -16,7 +16,7 @@ from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
 
 TEXTS = [
@@ -302,7 +302,7 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     from sentence_transformers import SentenceTransformer
 
     import slice_st
-    from slice_st.config import has_adapters
+    from slice_st.loading import has_adapters
 
     config = TrainConfig(
         output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[passages_dir], dev_path=DEV, dev_select="even",

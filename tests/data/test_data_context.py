@@ -10,7 +10,7 @@ import pytest
 from slice_st.cli import main
 from slice_st.data import DataFormatError, make_context, read_stsb, read_stsb_context, write_stsb_context
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 CONTEXT = FIXTURES / "stsb_context_sample.tsv"
 STS = FIXTURES / "sts_sample.csv"
 HEADER = b"\tline\tparaphrase\tpassage\tgoldsim\r\n"

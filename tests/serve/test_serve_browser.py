@@ -1,7 +1,7 @@
 """`slice-st serve` in a real browser: headless Chromium (the distribution's package) driven by Playwright against a
 uvicorn server started here. Slow; skipped with the reason when Chromium or Playwright is missing.
 
-    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/test_serve_browser.py    # also refreshes the docs' picture
+    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/serve/test_serve_browser.py    # also refreshes the docs' picture
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = os.environ.get("SLICE_ST_CHROMIUM", "/usr/bin/chromium")
 LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                "--disable-sync", "--no-first-run"]
-SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "sample_corpus.txt")
+SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt")
 
 
 @pytest.fixture(scope="module")

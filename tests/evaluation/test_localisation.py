@@ -12,7 +12,7 @@ from slice_st.evaluation import SpanRetrievalEvaluator
 from slice_st.evaluation.localisation import locate_paraphrase, span_localisation, span_words
 from slice_st.evaluation.table import localisation_table, run_table, table_metrics
 
-FIXTURE = Path(__file__).parent / "fixtures" / "stsb_context_sample.tsv"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "stsb_context_sample.tsv"
 PASSAGE = 'He said: "A man is slicing a bun," and left the kitchen.'
 PARAPHRASE = "A man is slicing a bun."
 

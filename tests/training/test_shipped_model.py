@@ -144,7 +144,7 @@ def _fake_run(tmp_path):
 def test_ship_adapter_writes_adapter_provenance_curve_and_figures(tmp_path):
     from slice_st.training.shipping import ship_adapter
 
-    fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
+    fixtures = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures")
     destination = tmp_path / "shipped"
     provenance = ship_adapter(str(_fake_run(tmp_path)), str(destination), dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
                               sts_dev_path=os.path.join(fixtures, "sts_sample.csv"))

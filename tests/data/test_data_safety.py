@@ -353,7 +353,7 @@ def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(bui
     corpus = _write_corpus(tmp_path / "b.txt", "b", 2)
     _deny_writes(monkeypatch, built)
     try:
-        monkeypatch.setattr(slice_st.config, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
+        monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
         for argv in (["index", "add", str(built), str(corpus)], ["index", "remove", str(built), "x"],
                      ["index", "candidates", str(built)]):
             with pytest.raises(SystemExit) as exit_info:
