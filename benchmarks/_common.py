@@ -39,22 +39,72 @@ def read_sts_sentences(path: str | os.PathLike) -> list[str]:
     return sentences
 
 
-_SUBJECTS = ["A man", "A woman", "The child", "Two dogs", "A young girl", "The old farmer", "A chef",
-             "The team", "A musician", "Several students", "The pilot", "A small cat", "The doctor"]
-_VERBS = ["is playing", "was cutting", "is riding", "watched", "is cooking", "repaired", "is reading",
-          "carried", "is painting", "cleaned", "is climbing", "sold", "is feeding"]
-_OBJECTS = ["a guitar", "an onion", "a horse", "the old bridge", "some noodles", "a broken bicycle",
-            "a long novel", "the heavy boxes", "a blue fence", "the kitchen floor", "a steep hill",
-            "fresh vegetables", "the hungry ducks"]
-_TAILS = ["in the park.", "on a sunny morning.", "near the river.", "with great care.", "before dinner.",
-          "at the market.", "while it rained.", "for the first time.", "in front of a crowd.", "quickly."]
+_SUBJECTS = [
+    "A man",
+    "A woman",
+    "The child",
+    "Two dogs",
+    "A young girl",
+    "The old farmer",
+    "A chef",
+    "The team",
+    "A musician",
+    "Several students",
+    "The pilot",
+    "A small cat",
+    "The doctor",
+]
+_VERBS = [
+    "is playing",
+    "was cutting",
+    "is riding",
+    "watched",
+    "is cooking",
+    "repaired",
+    "is reading",
+    "carried",
+    "is painting",
+    "cleaned",
+    "is climbing",
+    "sold",
+    "is feeding",
+]
+_OBJECTS = [
+    "a guitar",
+    "an onion",
+    "a horse",
+    "the old bridge",
+    "some noodles",
+    "a broken bicycle",
+    "a long novel",
+    "the heavy boxes",
+    "a blue fence",
+    "the kitchen floor",
+    "a steep hill",
+    "fresh vegetables",
+    "the hungry ducks",
+]
+_TAILS = [
+    "in the park.",
+    "on a sunny morning.",
+    "near the river.",
+    "with great care.",
+    "before dinner.",
+    "at the market.",
+    "while it rained.",
+    "for the first time.",
+    "in front of a crowd.",
+    "quickly.",
+]
 
 
 def generated_sentences(count: int = 2000, seed: int = 1234) -> list[str]:
     """Fallback corpus: simple template sentences (used only when the STS file is missing)."""
     rng = random.Random(seed)
-    return [f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}"
-            for _ in range(count)]
+    return [
+        f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}"
+        for _ in range(count)
+    ]
 
 
 def load_sentences(sts_path: str | os.PathLike | None) -> tuple[list[str], str]:
@@ -65,12 +115,18 @@ def load_sentences(sts_path: str | os.PathLike | None) -> tuple[list[str], str]:
         if len(sentences) >= 100:
             return sentences, f"STS-benchmark sentences from {path} ({len(sentences)} unique)"
     sentences = generated_sentences()
-    return sentences, (f"WARNING: {path} not found or too small; using the built-in GENERATED template corpus "
-                       f"({len(sentences)} sentences). Numbers are still valid timings but not on real text.")
+    return sentences, (
+        f"WARNING: {path} not found or too small; using the built-in GENERATED template corpus "
+        f"({len(sentences)} sentences). Numbers are still valid timings but not on real text."
+    )
 
 
 def build_passages_and_queries(
-    sentences: list[str], n_passages: int, words: int = 40, n_queries: int = 8, seed: int = 0,
+    sentences: list[str],
+    n_passages: int,
+    words: int = 40,
+    n_queries: int = 8,
+    seed: int = 0,
     query_words: tuple[int, int] = (3, 5),
 ) -> tuple[list[str], list[str]]:
     """``n_passages`` passages of exactly ``words`` whitespace words, and ``n_queries`` short phrases.
@@ -112,28 +168,49 @@ def build_passages_and_queries(
 # -------------------------------------------------------------------------------------------- model
 def add_model_arguments(parser) -> None:
     """``--model`` and where it runs: ``--backend``, ``--quantized``, ``--model-file``, ``--model-dtype``, ``--export-dir``."""
-    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)",
+    )
     parser.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch")
     parser.add_argument("--quantized", action="store_true", help="with --backend onnx: the dynamic-int8 file")
     parser.add_argument("--model-file", default=None, help="exported file inside the model folder")
-    parser.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
-                        help="torch weights' precision, or OpenVINO's inference precision")
-    parser.add_argument("--export-dir", default=None, help="with --backend onnx/openvino: where the export is made (once) and loaded from")
+    parser.add_argument(
+        "--model-dtype",
+        choices=("float32", "float16", "bfloat16"),
+        default=None,
+        help="torch weights' precision, or OpenVINO's inference precision",
+    )
+    parser.add_argument(
+        "--export-dir",
+        default=None,
+        help="with --backend onnx/openvino: where the export is made (once) and loaded from",
+    )
 
 
 def load_bench_model(args, threads: int | None = None):
     """The model the arguments of :func:`add_model_arguments` describe, and a one-line description of it."""
     import slice_st
 
-    options = {"backend": args.backend, "model_file": args.model_file, "quantized": args.quantized,
-               "dtype": args.model_dtype, "export_dir": args.export_dir}
+    options = {
+        "backend": args.backend,
+        "model_file": args.model_file,
+        "quantized": args.quantized,
+        "dtype": args.model_dtype,
+        "export_dir": args.export_dir,
+    }
     if args.backend != "torch":
         options["threads"] = threads
     model_path = args.export_dir if args.backend != "torch" and args.export_dir else args.model
     options = {key: value for key, value in options.items() if value not in (None, False)}
     model = slice_st.load_model(model_path, **options)
     runner = getattr(model[0], "model", None)
-    where = f"{args.backend} ({getattr(runner, 'path', '')}, {getattr(runner, 'threads', '?')} threads)" if args.backend != "torch" else "torch"
+    where = (
+        f"{args.backend} ({getattr(runner, 'path', '')}, {getattr(runner, 'threads', '?')} threads)"
+        if args.backend != "torch"
+        else "torch"
+    )
     return model, f"{where}{', ' + args.model_dtype if args.model_dtype else ''}"
 
 
@@ -158,7 +235,9 @@ class Stopwatch:
         return timed
 
 
-def run_interleaved(cases: dict[str, Callable[[], dict]], repeats: int | dict[str, int], log=print) -> dict[str, list[dict]]:
+def run_interleaved(
+    cases: dict[str, Callable[[], dict]], repeats: int | dict[str, int], log=print
+) -> dict[str, list[dict]]:
     """Run ``cases`` round-robin (a, b, c, a, b, c, ...). Each case returns a dict that must hold
     ``"wall"`` (seconds) and may hold other timings. Returns every repetition's dict per case."""
     counts = {name: repeats if isinstance(repeats, int) else repeats[name] for name in cases}
@@ -182,8 +261,16 @@ def git_state() -> str:
     import subprocess
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "slice_st"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "slice_st"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "git n/a"
     return f"git {commit or 'n/a'}{' + uncommitted slice_st changes' if dirty else ''}"
@@ -201,16 +288,20 @@ def environment_line() -> str:
     import sentence_transformers
     import torch
 
-    line = (f"python {platform.python_version()} | torch {torch.__version__} (threads={torch.get_num_threads()}) | "
-            f"sentence-transformers {sentence_transformers.__version__} | {platform.machine()} "
-            f"{os.cpu_count()} logical CPUs | device cpu | {git_state()} | {load_line()} at start")
+    line = (
+        f"python {platform.python_version()} | torch {torch.__version__} (threads={torch.get_num_threads()}) | "
+        f"sentence-transformers {sentence_transformers.__version__} | {platform.machine()} "
+        f"{os.cpu_count()} logical CPUs | device cpu | {git_state()} | {load_line()} at start"
+    )
     try:
         busy = os.getloadavg()[0] > (os.cpu_count() or 1) and torch.get_num_threads() > 1
     except OSError:
         busy = False
     if busy:
-        line += ("\nWARNING: the machine is already loaded; torch's OpenMP threads then wait on each other and every small op "
-                 "slows down a lot. Ratios stay comparable within this run, but consider --threads 1 for steadier numbers.")
+        line += (
+            "\nWARNING: the machine is already loaded; torch's OpenMP threads then wait on each other and every small op "
+            "slows down a lot. Ratios stay comparable within this run, but consider --threads 1 for steadier numbers."
+        )
     return line
 
 

@@ -45,14 +45,23 @@ def load_variant(name: str, model: str | None, export_dir: str, threads: int | N
     backend, _, variant = name.partition("-")
     if backend == "torch":
         return slice_st.load_model(model, dtype="bfloat16" if variant == "bf16" else None)
-    return slice_st.load_model(export_dir, backend=backend, quantized=variant == "int8",
-                               dtype="bfloat16" if variant == "bf16" else None, threads=threads)
+    return slice_st.load_model(
+        export_dir,
+        backend=backend,
+        quantized=variant == "int8",
+        dtype="bfloat16" if variant == "bf16" else None,
+        threads=threads,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export-dir", required=True, help="folder keeping the exports (made there if missing)")
-    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)",
+    )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--dev", default=None, help="STS-B-Context TSV for the quality column (skipped if not given)")
     parser.add_argument("--n-passages", type=int, default=1024)
@@ -61,8 +70,14 @@ def main() -> None:
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="intra-op threads for every backend (default: the library's)")
-    parser.add_argument("--sts", default=None, help="STS-benchmark TSV giving the timing passages (default ../shared/data/.../sts-train.csv)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="intra-op threads for every backend (default: the library's)"
+    )
+    parser.add_argument(
+        "--sts",
+        default=None,
+        help="STS-benchmark TSV giving the timing passages (default ../shared/data/.../sts-train.csv)",
+    )
     args = parser.parse_args()
 
     import torch
@@ -73,7 +88,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(environment_line())
-    print(f"intra-op threads: torch {torch.get_num_threads()}, ONNX Runtime / OpenVINO {args.threads or default_threads()}")
+    print(
+        f"intra-op threads: torch {torch.get_num_threads()}, ONNX Runtime / OpenVINO {args.threads or default_threads()}"
+    )
     for backend, quantize in (("onnx", None), ("onnx", True), ("openvino", None)):
         if any(v.startswith(backend) and (quantize is None) == (not v.endswith("int8")) for v in args.variants):
             start = time.perf_counter()
@@ -87,8 +104,9 @@ def main() -> None:
         from slice_st.evaluation import SpanRetrievalEvaluator
 
         data = read_stsb_context(args.dev)
-        evaluator = SpanRetrievalEvaluator.from_dataset(data, setups=("single",), max_span=args.max_span,
-                                                        batch_size=args.batch_size, show_progress_bar=False)
+        evaluator = SpanRetrievalEvaluator.from_dataset(
+            data, setups=("single",), max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False
+        )
         print(f"quality: {len(data)} pairs of {args.dev}, single pass, spans 1..{args.max_span} words")
         for name, model in models.items():
             start = time.perf_counter()
@@ -98,12 +116,15 @@ def main() -> None:
 
     sentences, source = load_sentences(args.sts)
     passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, args.n_queries)
-    print(f"timing: {source}; {len(passages)} passages x {args.words} words, {len(queries)} queries, "
-          f"spans 1..{args.max_span}, batch {args.batch_size}, {args.repeats} interleaved rounds after a warm-up")
+    print(
+        f"timing: {source}; {len(passages)} passages x {args.words} words, {len(queries)} queries, "
+        f"spans 1..{args.max_span}, batch {args.batch_size}, {args.repeats} interleaved rounds after a warm-up"
+    )
     flush()
     kwargs = dict(max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False)
     cases = {}
     for name, model in models.items():
+
         def spans(model=model) -> dict:
             start = time.perf_counter()
             model.best_spans(queries, passages, **kwargs)
@@ -114,14 +135,19 @@ def main() -> None:
             model.encode(passages, batch_size=args.batch_size, show_progress_bar=False)
             return {"wall": time.perf_counter() - start}
 
-        model.best_spans(queries, passages[:64], **kwargs), model.encode(passages[:64], batch_size=args.batch_size)  # warm-up
+        (
+            model.best_spans(queries, passages[:64], **kwargs),
+            model.encode(passages[:64], batch_size=args.batch_size),
+        )  # warm-up
         cases[f"{name} best_spans"], cases[f"{name} encode"] = spans, encode
     results = run_interleaved(cases, args.repeats, log=lambda line: (print(line), flush()))
 
     reference = [r["wall"] for r in results[f"{args.variants[0]} best_spans"]]
     print("-" * 112)
-    print(f"{'variant':<15}{'best_spans s':>13}{'encode s':>10}{'speed-up vs ' + args.variants[0]:>20}{'P1 spans/encode':>17}"
-          f"{'Spearman':>10}{'lost (points)':>15}")
+    print(
+        f"{'variant':<15}{'best_spans s':>13}{'encode s':>10}{'speed-up vs ' + args.variants[0]:>20}{'P1 spans/encode':>17}"
+        f"{'Spearman':>10}{'lost (points)':>15}"
+    )
     for name in args.variants:
         spans = [r["wall"] for r in results[f"{name} best_spans"]]
         encode = [r["wall"] for r in results[f"{name} encode"]]

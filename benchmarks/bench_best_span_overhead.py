@@ -29,10 +29,10 @@ from _common import (
     DEFAULT_STS,
     Stopwatch,
     add_model_arguments,
-    load_bench_model,
     build_passages_and_queries,
     environment_line,
     flush,
+    load_bench_model,
     load_line,
     load_sentences,
     median,
@@ -84,7 +84,10 @@ def instrument(model, watches: dict[str, Stopwatch]):
 
 
 def new_watches() -> dict[str, Stopwatch]:
-    return {name: Stopwatch() for name in ("forward", "plan_windows", "pad_units", "fused_scoring", "pool_spans", "embed_queries")}
+    return {
+        name: Stopwatch()
+        for name in ("forward", "plan_windows", "pad_units", "fused_scoring", "pool_spans", "embed_queries")
+    }
 
 
 def main() -> None:
@@ -107,15 +110,19 @@ def main() -> None:
     print(environment_line())
     print(f"model on {where}")
     print(f"data: {source}")
-    print(f"passages: {len(passages)} x {args.words} words | spans {args.min_span}..{args.max_span} words "
-          f"({n_spans_per} per passage, {n_spans_per * len(passages):,} total) | {len(queries)} queries | "
-          f"batch_size {args.batch_size} | repeats {args.repeats} (interleaved a,b,c)")
+    print(
+        f"passages: {len(passages)} x {args.words} words | spans {args.min_span}..{args.max_span} words "
+        f"({n_spans_per} per passage, {n_spans_per * len(passages):,} total) | {len(queries)} queries | "
+        f"batch_size {args.batch_size} | repeats {args.repeats} (interleaved a,b,c)"
+    )
     print(f"queries: {queries}")
     tokens = model.tokenizer(passages[:256], add_special_tokens=True)["input_ids"]
     print(f"mean tokens per passage (incl. [CLS]/[SEP], first 256): {np.mean([len(t) for t in tokens]):.1f}")
     flush()
 
-    span_kwargs = dict(min_span=args.min_span, max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False)
+    span_kwargs = dict(
+        min_span=args.min_span, max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False
+    )
     last: dict[str, object] = {}
 
     def timed(function, watches=None):
@@ -171,8 +178,11 @@ def main() -> None:
     model.best_spans(queries, passages[:64], **span_kwargs)
     model.encode_spans(passages[:64], **span_kwargs)
 
-    results = run_interleaved({"(a) encode": case_a, "(b) best_spans": case_b, "(c) encode_spans+cosine": case_c},
-                              args.repeats, log=lambda line: (print(line), flush()))
+    results = run_interleaved(
+        {"(a) encode": case_a, "(b) best_spans": case_b, "(c) encode_spans+cosine": case_c},
+        args.repeats,
+        log=lambda line: (print(line), flush()),
+    )
     ra, rb, rc = (results[k] for k in ("(a) encode", "(b) best_spans", "(c) encode_spans+cosine"))
 
     def med(rows, key):
@@ -186,17 +196,23 @@ def main() -> None:
     ratio_b = [b["wall"] / a["wall"] for a, b in zip(ra, rb)]
     ratio_c = [c["wall"] / a["wall"] for a, c in zip(ra, rc)]
     print("-" * 100)
-    print(f"RATIO b/a (best_spans / encode), median of medians: {med(rb, 'wall') / med(ra, 'wall'):.3f}   "
-          f"median of per-round ratios: {median(ratio_b):.3f}   per round: {[round(x, 3) for x in ratio_b]}   "
-          f"target <= 1.05 -> {'MET' if med(rb, 'wall') / med(ra, 'wall') <= 1.05 else 'NOT MET'}")
-    print(f"RATIO c/a (naive  / encode), median of medians: {med(rc, 'wall') / med(ra, 'wall'):.3f}   "
-          f"median of per-round ratios: {median(ratio_c):.3f}   per round: {[round(x, 3) for x in ratio_c]}")
+    print(
+        f"RATIO b/a (best_spans / encode), median of medians: {med(rb, 'wall') / med(ra, 'wall'):.3f}   "
+        f"median of per-round ratios: {median(ratio_b):.3f}   per round: {[round(x, 3) for x in ratio_b]}   "
+        f"target <= 1.05 -> {'MET' if med(rb, 'wall') / med(ra, 'wall') <= 1.05 else 'NOT MET'}"
+    )
+    print(
+        f"RATIO c/a (naive  / encode), median of medians: {med(rc, 'wall') / med(ra, 'wall'):.3f}   "
+        f"median of per-round ratios: {median(ratio_c):.3f}   per round: {[round(x, 3) for x in ratio_c]}"
+    )
     print(f"RATIO c/b (naive / best_spans): {med(rc, 'wall') / med(rb, 'wall'):.3f}")
     print(f"cpu-time ratios: b/a {med(rb, 'cpu') / med(ra, 'cpu'):.3f}   c/a {med(rc, 'cpu') / med(ra, 'cpu'):.3f}")
 
     print("-" * 100)
     print("breakdown (median s over repetitions; 'forward' = model.encode calls incl. their tokenization;")
-    print("           'other' = wall - listed parts: rows()/top-k merge/numpy conversion, or encode_spans' per-row loop)")
+    print(
+        "           'other' = wall - listed parts: rows()/top-k merge/numpy conversion, or encode_spans' per-row loop)"
+    )
     for name, rows, parts in (
         ("(b) best_spans", rb, ["forward", "plan_windows", "pad_units", "fused_scoring", "embed_queries"]),
         ("(c) naive", rc, ["forward", "plan_windows", "pad_units", "pool_spans", "cosine_max", "embed_queries"]),
@@ -208,9 +224,11 @@ def main() -> None:
         pieces = "  ".join(f"{p} {med(rows, p):.3f} ({100 * med(rows, p) / wall:.1f}%)" for p in parts)
         print(f"  {name:<16} wall {wall:.3f}: {pieces}  other {other:.3f} ({100 * other / wall:.1f}%)")
     a_wall = med(ra, "wall")
-    print(f"  scoring alone: fused best_span_scores = {med(rb, 'fused_scoring'):.3f} s "
-          f"({100 * med(rb, 'fused_scoring') / a_wall:.1f}% of (a));  naive pool_spans + cosine/max = "
-          f"{med(rc, 'pool_spans') + med(rc, 'cosine_max'):.3f} s ({100 * (med(rc, 'pool_spans') + med(rc, 'cosine_max')) / a_wall:.1f}% of (a))")
+    print(
+        f"  scoring alone: fused best_span_scores = {med(rb, 'fused_scoring'):.3f} s "
+        f"({100 * med(rb, 'fused_scoring') / a_wall:.1f}% of (a));  naive pool_spans + cosine/max = "
+        f"{med(rc, 'pool_spans') + med(rc, 'cosine_max'):.3f} s ({100 * (med(rc, 'pool_spans') + med(rc, 'cosine_max')) / a_wall:.1f}% of (a))"
+    )
     print(f"  forward only: (b) model.encode calls / (a) = {med(rb, 'forward') / a_wall:.3f}")
 
     # Agreement of (b) and (c) on the best span.
@@ -231,8 +249,10 @@ def main() -> None:
             same += span_b == span_c
             close += span_b != span_c and diff <= 1e-5
         label = "AGREEMENT" if q == 0 else "agreement"
-        print(f"{label} query {q} {queries[q]!r:<38} same best span {same}/{total} = {same / max(total, 1):.4f}"
-              f"  (+{close} ties within 1e-5)  max |score_b - score_c| = {max_diff:.2e}")
+        print(
+            f"{label} query {q} {queries[q]!r:<38} same best span {same}/{total} = {same / max(total, 1):.4f}"
+            f"  (+{close} ties within 1e-5)  max |score_b - score_c| = {max_diff:.2e}"
+        )
     print(f"{load_line()} at end (timings above are only as quiet as this machine was)")
     print("=" * 100)
     flush()

@@ -16,9 +16,8 @@ import statistics
 import time
 
 import torch
-from datasets import Dataset
-
 from _common import load_sentences
+from datasets import Dataset
 
 import slice_st
 from slice_st.losses import SpanDistillationLoss
@@ -42,7 +41,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--spans", type=int, default=12)
     parser.add_argument("--max-span", type=int, default=20)
-    parser.add_argument("--sts", default=None, help="STS-B train TSV (default: ../shared/data/stsbenchmark/sts-train.csv)")
+    parser.add_argument(
+        "--sts", default=None, help="STS-B train TSV (default: ../shared/data/stsbenchmark/sts-train.csv)"
+    )
     args = parser.parse_args()
 
     sentences, source = load_sentences(args.sts)
@@ -73,11 +74,15 @@ def main() -> None:
         fly.append(step(False))
         cache.append(step(True))
     fly_median, cache_median = statistics.median(fly), statistics.median(cache)
-    print(f"source: {source}; {len(texts)} passages × ~50 words, {args.spans} spans of 1..{args.max_span} words, torch threads {torch.get_num_threads()}")
+    print(
+        f"source: {source}; {len(texts)} passages × ~50 words, {args.spans} spans of 1..{args.max_span} words, torch threads {torch.get_num_threads()}"
+    )
     print(f"on-the-fly teacher step: median {fly_median:.2f} s  ({', '.join(f'{t:.2f}' for t in fly)})")
     print(f"cached teacher step:     median {cache_median:.2f} s  ({', '.join(f'{t:.2f}' for t in cache)})")
     print(f"building the cache for this batch: {cache_seconds:.2f} s ({len(texts) / cache_seconds:.1f} passages/s)")
-    print(f"ratio on-the-fly / cached = {fly_median / cache_median:.2f}  (the teacher's share of a step: {1 - cache_median / fly_median:.0%})")
+    print(
+        f"ratio on-the-fly / cached = {fly_median / cache_median:.2f}  (the teacher's share of a step: {1 - cache_median / fly_median:.0%})"
+    )
 
 
 if __name__ == "__main__":

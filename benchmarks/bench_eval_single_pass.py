@@ -45,11 +45,21 @@ def _pairs(args) -> tuple[list[str], list[str], list[float], str]:
         dev = read_stsb_context(args.dev)
         if args.limit:
             dev = dev.select(range(min(args.limit, len(dev))))
-        return list(dev["line"]), list(dev["passage"]), list(dev["goldsim"]), f"STS-B-Context rows from {args.dev} ({len(dev)})"
+        return (
+            list(dev["line"]),
+            list(dev["passage"]),
+            list(dev["goldsim"]),
+            f"STS-B-Context rows from {args.dev} ({len(dev)})",
+        )
     sentences, source = load_sentences(args.sts)
     passages, queries = build_passages_and_queries(sentences, args.limit or 512, words=40, n_queries=64)
     rng = random.Random(0)
-    return [queries[i % len(queries)] for i in range(len(passages))], passages, [rng.uniform(0, 5) for _ in passages], source
+    return (
+        [queries[i % len(queries)] for i in range(len(passages))],
+        passages,
+        [rng.uniform(0, 5) for _ in passages],
+        source,
+    )
 
 
 def main() -> None:
@@ -75,17 +85,30 @@ def main() -> None:
     print(source)
     model, where = load_bench_model(args, args.threads)
     print(f"model on {where}")
-    evaluator = SpanRetrievalEvaluator(phrases, passages, gold, setups=("single",), max_span=args.max_span,
-                                       batch_size=args.batch_size, show_progress_bar=False)
+    evaluator = SpanRetrievalEvaluator(
+        phrases,
+        passages,
+        gold,
+        setups=("single",),
+        max_span=args.max_span,
+        batch_size=args.batch_size,
+        show_progress_bar=False,
+    )
     texts = phrases + passages
-    print(f"{len(phrases)} pairs = {len(texts)} texts, spans 1..{args.max_span} words, batch {args.batch_size}, "
-          f"{args.repeats} interleaved repeats after one warm-up each")
+    print(
+        f"{len(phrases)} pairs = {len(texts)} texts, spans 1..{args.max_span} words, batch {args.batch_size}, "
+        f"{args.repeats} interleaved repeats after one warm-up each"
+    )
     flush()
 
     def evaluate() -> dict:
         start, cpu = time.perf_counter(), time.process_time()
         metrics = evaluator(model)
-        return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu, "spearman": metrics["single_spearman"]}
+        return {
+            "wall": time.perf_counter() - start,
+            "cpu": time.process_time() - cpu,
+            "spearman": metrics["single_spearman"],
+        }
 
     def encode() -> dict:
         start, cpu = time.perf_counter(), time.process_time()
@@ -93,17 +116,23 @@ def main() -> None:
         return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu}
 
     evaluate(), encode()  # warm-up
-    results = run_interleaved({"single-pass evaluation": evaluate, "bare encode (token_embeddings)": encode}, args.repeats)
+    results = run_interleaved(
+        {"single-pass evaluation": evaluate, "bare encode (token_embeddings)": encode}, args.repeats
+    )
     print(f"\nsingle-pass Spearman: {results['single-pass evaluation'][0]['spearman']:.4f}")
     for clock in ("wall", "cpu"):
         evaluation = [r[clock] for r in results["single-pass evaluation"]]
         bare = [r[clock] for r in results["bare encode (token_embeddings)"]]
         ratios = [e / b for e, b in zip(evaluation, bare)]
-        print(f"{clock:>4}: median evaluation {median(evaluation):.2f} s, median bare encode {median(bare):.2f} s; "
-              f"ratio per repeat {', '.join(f'{r:.3f}' for r in ratios)}")
+        print(
+            f"{clock:>4}: median evaluation {median(evaluation):.2f} s, median bare encode {median(bare):.2f} s; "
+            f"ratio per repeat {', '.join(f'{r:.3f}' for r in ratios)}"
+        )
         ratio = median(ratios)
-        print(f"{clock:>4}: median ratio evaluation / encode: {ratio:.3f}x (min {min(ratios):.3f}, max {max(ratios):.3f}, "
-              f"stdev {statistics.pstdev(ratios):.3f}; target ≤ {TARGET_RATIO:.2f}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'})")
+        print(
+            f"{clock:>4}: median ratio evaluation / encode: {ratio:.3f}x (min {min(ratios):.3f}, max {max(ratios):.3f}, "
+            f"stdev {statistics.pstdev(ratios):.3f}; target ≤ {TARGET_RATIO:.2f}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'})"
+        )
     print(f"{load_line()} at end")
 
 

@@ -17,9 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import environment_line  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _common import environment_line  # noqa: E402
 
 
 def main() -> None:
@@ -61,20 +60,27 @@ def main() -> None:
     if index.dtype == "float16":
         index_bytes, half_bytes = index_bytes + np.asarray(arrays["unit_vectors"]).nbytes, index_bytes
     materialised = spans * (dim * 4 + 8)  # float32 vector + (start, end) int32 per span
-    print(f"corpus: {len(index)} documents, {words} words, {tokens} tokens; {units} stored units "
-          f"({units / words:.3f} per word: window overlap of long documents), {info['segments']} segments")
+    print(
+        f"corpus: {len(index)} documents, {words} words, {tokens} tokens; {units} stored units "
+        f"({units / words:.3f} per word: window overlap of long documents), {info['segments']} segments"
+    )
     print(f"spans: {spans} ({spans / words:.2f} per word; K = {width}, d = {dim})")
     print()
     print(f"{'':<34}{'total MB':>10}{'bytes/token':>13}{'bytes/word':>12}{'vs materialised':>17}")
-    for name, size in (("materialised span vectors (fp32)", materialised), ("SpanIndex float32", index_bytes),
-                       ("SpanIndex float16", half_bytes)):
+    for name, size in (
+        ("materialised span vectors (fp32)", materialised),
+        ("SpanIndex float32", index_bytes),
+        ("SpanIndex float16", half_bytes),
+    ):
         print(f"{name:<34}{size / 1e6:>10.1f}{size / tokens:>13.0f}{size / words:>12.0f}{materialised / size:>16.1f}x")
     print()
     per_unit = (dim + width) * 4 + 8
-    print(f"per stored unit: (d + K)·4 + 8 = {per_unit} bytes (float32) vs K·d·4 = {width * dim * 4} bytes for the K spans "
-          f"starting there: {width * dim * 4 / per_unit:.1f}x at most; measured {materialised / index_bytes:.1f}x (float32), "
-          f"{materialised / half_bytes:.1f}x (float16). Target >= 15x: "
-          f"{'met' if materialised / index_bytes >= 15 else 'NOT met'}.")
+    print(
+        f"per stored unit: (d + K)·4 + 8 = {per_unit} bytes (float32) vs K·d·4 = {width * dim * 4} bytes for the K spans "
+        f"starting there: {width * dim * 4 / per_unit:.1f}x at most; measured {materialised / index_bytes:.1f}x (float32), "
+        f"{materialised / half_bytes:.1f}x (float16). Target >= 15x: "
+        f"{'met' if materialised / index_bytes >= 15 else 'NOT met'}."
+    )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import environment_line, flush, median  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _common import environment_line, flush, median  # noqa: E402
 
 
 def phrases(path: str, count: int, seed: int = 0) -> list[str]:
@@ -90,12 +89,25 @@ def faiss_grid(index, query_vectors, exact, exact_seconds, grid, label):
         for nprobe in nprobes:
             for count in candidates:
                 stage.top_spans(index, query_vectors[:2], 10, 1, index.span_config.max_span, count, nprobe)  # warm
-                found, seconds = timed(lambda: stage.top_spans(index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe))
+                found, seconds = timed(
+                    lambda: stage.top_spans(index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe)
+                )
                 set_recall, score_recall = recall(exact, found)
                 name = f"{kind} chunk={chunk}/{stride} nprobe={nprobe if kind == 'ivf' else '-'} cand={count}"
-                print(f"  {name:<34}{build_seconds:>8.1f}{set_recall:>10.3f}{score_recall:>9.3f}{seconds:>8.2f}{exact_seconds / seconds:>8.1f}x")
-                rows.append({"where": label, "stage": name, "nlist": stage.settings["nlist"], "recall": set_recall,
-                             "recall_by_score": score_recall, "seconds": seconds, "speedup": exact_seconds / seconds})
+                print(
+                    f"  {name:<34}{build_seconds:>8.1f}{set_recall:>10.3f}{score_recall:>9.3f}{seconds:>8.2f}{exact_seconds / seconds:>8.1f}x"
+                )
+                rows.append(
+                    {
+                        "where": label,
+                        "stage": name,
+                        "nlist": stage.settings["nlist"],
+                        "recall": set_recall,
+                        "recall_by_score": score_recall,
+                        "seconds": seconds,
+                        "speedup": exact_seconds / seconds,
+                    }
+                )
                 flush()
     return rows
 
@@ -119,7 +131,10 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
 
     _, flag_seconds = timed(index._unit_flags)
     print(f"  unit flags of {index.num_units} units computed once (cached on the index): {flag_seconds:.2f} s")
-    setups = {"max-cosine, overlap": {"scorer": "max-cosine", "overlap": True}, "phrase, no overlap": {"scorer": "phrase", "overlap": False}}
+    setups = {
+        "max-cosine, overlap": {"scorer": "max-cosine", "overlap": True},
+        "phrase, no overlap": {"scorer": "phrase", "overlap": False},
+    }
     cases, scans = {}, {}
     real_top_spans = index._top_spans
     for per_document in (None, 1):
@@ -134,14 +149,18 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
                     return {"wall": time.perf_counter() - start}
 
                 asked = []
-                index._top_spans = lambda vectors, k, *rest: asked.append((len(vectors), k)) or real_top_spans(vectors, k, *rest)
+                index._top_spans = lambda vectors, k, *rest: (
+                    asked.append((len(vectors), k)) or real_top_spans(vectors, k, *rest)
+                )
                 run()  # warm, and count the scans
                 index._top_spans = real_top_spans
                 scans[case] = asked
                 cases[case] = run
     results = run_interleaved(cases, repeats, log=lambda line: None)
     figures = {}
-    print(f"  {'search(), top_k=10':<34}{'max-cosine+overlap':>19}{'phrase, no overlap':>19}{'ratio':>7}   scans (queries, k) phrase")
+    print(
+        f"  {'search(), top_k=10':<34}{'max-cosine+overlap':>19}{'phrase, no overlap':>19}{'ratio':>7}   scans (queries, k) phrase"
+    )
     for per_document in (None, 1):
         for batch in (1, 32):
             plain = median(r["wall"] for r in results[f"max-cosine, overlap, {batch}q, per_doc={per_document}"])
@@ -149,8 +168,12 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
             phrase = median(r["wall"] for r in results[phrase_case])
             row = f"{batch} quer{'y' if batch == 1 else 'ies'}, per_document={per_document}"
             print(f"  {row:<34}{plain:>17.3f} s{phrase:>17.3f} s{phrase / plain:>6.2f}x   {scans[phrase_case]}")
-            figures[f"{label}_{batch}q_per_doc_{per_document}"] = {"max_cosine_overlap_s": plain, "phrase_no_overlap_s": phrase,
-                                                                  "ratio": phrase / plain, "phrase_scans": scans[phrase_case]}
+            figures[f"{label}_{batch}q_per_doc_{per_document}"] = {
+                "max_cosine_overlap_s": plain,
+                "phrase_no_overlap_s": phrase,
+                "ratio": phrase / plain,
+                "phrase_scans": scans[phrase_case],
+            }
     flush()
     return figures | {f"{label}_flags_s": flag_seconds}
 
@@ -158,13 +181,22 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", default="runs/bench_index")
-    parser.add_argument("--queries-from", default=os.path.join("..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"))
+    parser.add_argument(
+        "--queries-from",
+        default=os.path.join("..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"),
+    )
     parser.add_argument("--target-tokens", type=int, default=1_000_000)
     parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
     parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C,D")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (encoding and the exact scan; default: torch's own)")
-    parser.add_argument("--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)")
-    parser.add_argument("--scorer-tokens", type=int, default=0, help="D: also on the real index replicated to ~N tokens")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (encoding and the exact scan; default: torch's own)"
+    )
+    parser.add_argument(
+        "--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)"
+    )
+    parser.add_argument(
+        "--scorer-tokens", type=int, default=0, help="D: also on the real index replicated to ~N tokens"
+    )
     parser.add_argument("--scorer-repeats", type=int, default=3, help="D: timed repetitions of each case (round-robin)")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
@@ -178,12 +210,20 @@ def main() -> None:
     print(environment_line())
     print(f"exact scan: slice_st.spans.top_spans_flat (torch), {torch.get_num_threads()} thread(s)")
     index = SpanIndex.load(args.index)
-    report = json.load(open(os.path.join(args.index, "build_report.json"))) if os.path.exists(os.path.join(args.index, "build_report.json")) else {}
-    tokens = report.get("tokens") or sum(len(t) for t in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"])
+    report = (
+        json.load(open(os.path.join(args.index, "build_report.json")))
+        if os.path.exists(os.path.join(args.index, "build_report.json"))
+        else {}
+    )
+    tokens = report.get("tokens") or sum(
+        len(t) for t in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"]
+    )
     queries = phrases(args.queries_from, 32)
     query_vectors = index.embed_queries(queries)
     max_span = index.span_config.max_span
-    print(f"index: {args.index}: {len(index)} documents, {tokens} tokens, {index.num_units} units, K={max_span}, dtype {index.dtype}")
+    print(
+        f"index: {args.index}: {len(index)} documents, {tokens} tokens, {index.num_units} units, K={max_span}, dtype {index.dtype}"
+    )
     print(f"queries: 32 phrases of 3-6 words from {args.queries_from}, e.g. {queries[:3]}")
     figures: dict = {"tokens_real": tokens}
     flush()
@@ -208,13 +248,17 @@ def main() -> None:
             shard.doc_ids = [f"{doc_id}#{copy}" for doc_id in index.doc_ids]
             shards.append(shard)
         big, seconds = timed(lambda: SpanIndex.merge(shards))
-        print(f"  merged in {seconds:.1f} s: {len(big)} documents, {big.num_units} units, "
-              f"{big.info()['array_bytes'] / 1e9:.2f} GB of arrays (in memory)")
+        print(
+            f"  merged in {seconds:.1f} s: {len(big)} documents, {big.num_units} units, "
+            f"{big.info()['array_bytes'] / 1e9:.2f} GB of arrays (in memory)"
+        )
         big._top_spans(query_vectors[:1], 10, 1, max_span)
         _, one = timed(lambda: big._top_spans(query_vectors[1:2], 10, 1, max_span), 3)
         exact, batch = timed(lambda: big._top_spans(query_vectors, 10, 1, max_span))
         verdict = "met" if one <= 1.0 else "NOT met"
-        print(f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = {32 / batch:.2f} queries/s")
+        print(
+            f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = {32 / batch:.2f} queries/s"
+        )
         figures |= {"B_tokens": copies * tokens, "B_exact_one_s": one, "B_exact_batch32_s": batch}
         # the same corpus as {copies} shards searched together (each shard the real index's memory-mapped arrays)
         sharded = ShardedSpanIndex(shards)
@@ -223,20 +267,33 @@ def main() -> None:
         _, sharded_one = timed(lambda: sharded.search(queries[1:2], top_k=10), 3)
         _, merged_one = timed(lambda: big.search(queries[1:2], top_k=10), 3)
         # every span exists {copies} times with the same score: compare spans up to which copy was picked
-        same = all([(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in a]
-                   == [(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in b]
-                   for a, b in zip(merged_results, sharded_results))
-        print(f"  {copies} memory-mapped shards searched together (ShardedSpanIndex, nothing merged), search() with query "
-              f"encoding: 1 query {sharded_one:.3f} s vs {merged_one:.3f} s merged in memory; 32 queries {sharded_search:.1f} s "
-              f"vs {merged_search:.1f} s; same results: {same}")
-        figures |= {"B_sharded_one_s": sharded_one, "B_merged_search_one_s": merged_one, "B_sharded_batch32_s": sharded_search,
-                    "B_merged_search32_s": merged_search, "B_sharded_same": same}
-        figures["B_faiss"] = faiss_grid(big, query_vectors, exact, batch, [("ivf", 4, 2, [32, 64, 128], [512, 1024])], "B")
+        same = all(
+            [(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in a]
+            == [(m.doc_id.split("#")[0], m.start, m.end, round(m.score, 9)) for m in b]
+            for a, b in zip(merged_results, sharded_results)
+        )
+        print(
+            f"  {copies} memory-mapped shards searched together (ShardedSpanIndex, nothing merged), search() with query "
+            f"encoding: 1 query {sharded_one:.3f} s vs {merged_one:.3f} s merged in memory; 32 queries {sharded_search:.1f} s "
+            f"vs {merged_search:.1f} s; same results: {same}"
+        )
+        figures |= {
+            "B_sharded_one_s": sharded_one,
+            "B_merged_search_one_s": merged_one,
+            "B_sharded_batch32_s": sharded_search,
+            "B_merged_search32_s": merged_search,
+            "B_sharded_same": same,
+        }
+        figures["B_faiss"] = faiss_grid(
+            big, query_vectors, exact, batch, [("ivf", 4, 2, [32, 64, 128], [512, 1024])], "B"
+        )
         del big, shards
 
     if "D" not in skip:
-        print(f"\nD. the span scorer's cost: search() with scorer='phrase', overlap=False vs 'max-cosine', overlap=True "
-              f"(medians of {args.scorer_repeats}, round-robin; query encoding included)")
+        print(
+            f"\nD. the span scorer's cost: search() with scorer='phrase', overlap=False vs 'max-cosine', overlap=True "
+            f"(medians of {args.scorer_repeats}, round-robin; query encoding included)"
+        )
         print(f"  real index ({tokens} tokens, {index.num_units} units)")
         figures["D"] = scorer_cost(index, queries, "real", args.scorer_repeats)
         if args.scorer_tokens:
@@ -261,12 +318,21 @@ def main() -> None:
         pool = None
         if args.build_processes > 1:  # started once: its start-up (spawn, import, model copy) is reported apart
             pool, pool_seconds = timed(lambda: model.start_multi_process_pool(["cpu"] * args.build_processes))
-            print(f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): {pool_seconds:.1f} s")
+            print(
+                f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): {pool_seconds:.1f} s"
+            )
             figures["C_pool_start_s"] = pool_seconds
         cases = {
             "SpanIndex.build": lambda: SpanIndex.build(texts, model, show_progress_bar=False),
-            **({f"build, {args.build_processes}-process pool": lambda: SpanIndex.build(
-                texts, model, show_progress_bar=False, pool=pool)} if pool is not None else {}),
+            **(
+                {
+                    f"build, {args.build_processes}-process pool": lambda: SpanIndex.build(
+                        texts, model, show_progress_bar=False, pool=pool
+                    )
+                }
+                if pool is not None
+                else {}
+            ),
             "model.encode(documents)": lambda: model.encode(texts, batch_size=32),
             "model.encode(windows)": lambda: model.encode(window_texts, batch_size=32),
         }
@@ -277,15 +343,22 @@ def main() -> None:
         base = median(times["model.encode(windows)"])
         for name in cases:
             seconds = median(times[name])
-            print(f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} words/s  "
-                  f"{seconds / base:>5.2f}x the time of encoding the same windows")
+            print(
+                f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} words/s  "
+                f"{seconds / base:>5.2f}x the time of encoding the same windows"
+            )
         if pool is not None:
             model.stop_multi_process_pool(pool)
         print("  (model.encode(documents) truncates every document at max_seq_length=256 tokens: it encodes less text)")
-        figures["C"] = {name: median(values) for name, values in times.items()} | {"documents": len(texts), "words": words}
+        figures["C"] = {name: median(values) for name, values in times.items()} | {
+            "documents": len(texts),
+            "words": words,
+        }
         if report:
-            print(f"  the real index build ({report['documents']} documents): {report['build_seconds']} s, "
-                  f"{report['documents_per_s']} documents/s, {report['tokens_per_s']} tokens/s")
+            print(
+                f"  the real index build ({report['documents']} documents): {report['build_seconds']} s, "
+                f"{report['documents_per_s']} documents/s, {report['tokens_per_s']} tokens/s"
+            )
 
     if args.json:
         with open(args.json, "w") as handle:

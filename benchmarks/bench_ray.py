@@ -29,20 +29,34 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import add_model_arguments, build_passages_and_queries, environment_line, flush, load_bench_model, load_sentences, median  # noqa: E402
+from _common import (
+    add_model_arguments,
+    build_passages_and_queries,
+    environment_line,
+    flush,
+    load_bench_model,
+    load_sentences,
+    median,
+)  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_arguments(parser)
     parser.set_defaults(model="base")
-    parser.add_argument("--sts", default=None, help="STS-benchmark TSV for real sentences (default ../shared/data/stsbenchmark/sts-train.csv)")
+    parser.add_argument(
+        "--sts",
+        default=None,
+        help="STS-benchmark TSV for real sentences (default ../shared/data/stsbenchmark/sts-train.csv)",
+    )
     parser.add_argument("--passages", type=int, default=800, help="documents of 40 words (default 800: ~40k tokens)")
     parser.add_argument("--files", type=int, default=4, help="corpus files (the Ray build's work items)")
     parser.add_argument("--shard-kb", type=int, default=48, help="text per shard (KB)")
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--dtype", default="float16", choices=("float32", "float16"))
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the one-process cases (Ray actors: 1 each)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads of the one-process cases (Ray actors: 1 each)"
+    )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--search-repeats", type=int, default=5)
     args = parser.parse_args()
@@ -60,8 +74,10 @@ def main() -> int:
     model, where = load_bench_model(args)
     tokens = sum(len(ids) for ids in model.tokenizer(passages, add_special_tokens=False)["input_ids"])
     words = sum(len(p.split()) for p in passages)
-    print(f"model {args.model} on {where}; {len(passages)} documents, {words} words, {tokens} tokens in {args.files} files; "
-          f"K = {args.max_span}, {args.dtype}, shards of {args.shard_kb} KB of text")
+    print(
+        f"model {args.model} on {where}; {len(passages)} documents, {words} words, {tokens} tokens in {args.files} files; "
+        f"K = {args.max_span}, {args.dtype}, shards of {args.shard_kb} KB of text"
+    )
     folder = tempfile.mkdtemp(prefix="bench-ray-")
     files = []
     per_file = -(-len(passages) // args.files)
@@ -86,9 +102,22 @@ def main() -> int:
     def on_ray(workers: int):
         def case() -> dict:
             begin = time.perf_counter()
-            result = SpanIndex.from_files(files, model, engine="ray", output=os.path.join(folder, f"ray{workers}"), concurrency=workers,
-                                          shard_bytes=args.shard_kb << 10, force=True, **options)
-            return {"wall": time.perf_counter() - begin, "shards": len(result.shards), "inside": result.worker_seconds / workers}
+            result = SpanIndex.from_files(
+                files,
+                model,
+                engine="ray",
+                output=os.path.join(folder, f"ray{workers}"),
+                concurrency=workers,
+                shard_bytes=args.shard_kb << 10,
+                force=True,
+                **options,
+            )
+            return {
+                "wall": time.perf_counter() - begin,
+                "shards": len(result.shards),
+                "inside": result.worker_seconds / workers,
+            }
+
         return case
 
     cases = {"one process": one_process, "Ray, 1 worker": on_ray(1), "Ray, 2 workers": on_ray(2)}
@@ -113,18 +142,23 @@ def main() -> int:
 
     index_dir = os.path.join(folder, "ray2")
     sharded = ShardedSpanIndex.load(index_dir, model)
-    print(f"\nB. search over {len(sharded.shards)} shards, {sharded.num_units} units (median of {args.search_repeats}; seconds per batch)")
+    print(
+        f"\nB. search over {len(sharded.shards)} shards, {sharded.num_units} units (median of {args.search_repeats}; seconds per batch)"
+    )
     searchers = {"one process": sharded}
     for workers in (1, 2):
         begin = time.perf_counter()
-        searcher = RayShardedSpanIndex.load(index_dir, model, workers=workers, num_cpus=0.5)  # both sets of actors fit 2 CPUs
+        searcher = RayShardedSpanIndex.load(
+            index_dir, model, workers=workers, num_cpus=0.5
+        )  # both sets of actors fit 2 CPUs
         searcher.search(queries[:1], top_k=10)  # the actors are up and have their shards
         print(f"  RayShardedSpanIndex with {workers} worker(s): started in {time.perf_counter() - begin:.1f} s")
         searchers[f"Ray, {workers} worker{'s' if workers > 1 else ''}"] = searcher
     expected = sharded.search(queries, top_k=10)
     for name, searcher in searchers.items():
-        assert [[(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in searcher.search(queries, top_k=10)] == \
-               [[(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in expected], name
+        assert [[(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in searcher.search(queries, top_k=10)] == [
+            [(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in expected
+        ], name
     timings = {name: {1: [], 32: []} for name in searchers}
     for _ in range(args.search_repeats):
         for name, searcher in searchers.items():
@@ -135,8 +169,10 @@ def main() -> int:
     one = {batch: median(timings["one process"][batch]) for batch in (1, 32)}
     for name, by_batch in timings.items():
         t1, t32 = median(by_batch[1]), median(by_batch[32])
-        print(f"  {name:<16} 1 query {t1:6.3f} s ({one[1] / t1:4.2f}x)   32 queries {t32:6.3f} s = {32 / t32:6.1f} queries/s "
-              f"({one[32] / t32:4.2f}x)   (results identical)")
+        print(
+            f"  {name:<16} 1 query {t1:6.3f} s ({one[1] / t1:4.2f}x)   32 queries {t32:6.3f} s = {32 / t32:6.1f} queries/s "
+            f"({one[32] / t32:4.2f}x)   (results identical)"
+        )
     for searcher in searchers.values():
         if isinstance(searcher, RayShardedSpanIndex):
             searcher.close()
@@ -149,11 +185,15 @@ def main() -> int:
         sharded.scan(vectors, 10)
     scan = (time.perf_counter() - begin) / args.search_repeats
     print("\nC. per-shard figures (this run's shards)")
-    print(f"  {info['array_bytes']} array bytes for {tokens} tokens, {words} words, {info['units']} units: "
-          f"{info['array_bytes'] / tokens:.0f} bytes/token, {info['array_bytes'] / info['units']:.0f} bytes/unit, "
-          f"{info['units'] / tokens:.3f} units/token; median shard {median(i['array_bytes'] for i in info['per_shard']) / 1e6:.2f} MB")
-    print(f"  exact scan, 32 queries, 1 thread: {scan:.3f} s = {tokens * 32 / scan / 1e6:.2f} M token-queries/s "
-          f"(small shards: per-call overhead dominates; see bench_index_search.py for ~1M tokens)")
+    print(
+        f"  {info['array_bytes']} array bytes for {tokens} tokens, {words} words, {info['units']} units: "
+        f"{info['array_bytes'] / tokens:.0f} bytes/token, {info['array_bytes'] / info['units']:.0f} bytes/unit, "
+        f"{info['units'] / tokens:.3f} units/token; median shard {median(i['array_bytes'] for i in info['per_shard']) / 1e6:.2f} MB"
+    )
+    print(
+        f"  exact scan, 32 queries, 1 thread: {scan:.3f} s = {tokens * 32 / scan / 1e6:.2f} M token-queries/s "
+        f"(small shards: per-call overhead dominates; see bench_index_search.py for ~1M tokens)"
+    )
     ray.shutdown()
     shutil.rmtree(folder, ignore_errors=True)
     return 0

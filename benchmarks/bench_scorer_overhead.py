@@ -54,8 +54,10 @@ def main() -> None:
     print("=" * 100)
     print("bench_scorer_overhead: best_spans default scorer + disjoint top-k / max-cosine fused path")
     print(environment_line())
-    print(f"model on {where} | data: {source} | {len(passages)} passages x {args.words} words | {len(queries)} queries | "
-          f"spans 1..{args.max_span} | repeats {args.repeats}")
+    print(
+        f"model on {where} | data: {source} | {len(passages)} passages x {args.words} words | {len(queries)} queries | "
+        f"spans 1..{args.max_span} | repeats {args.repeats}"
+    )
     flush()
     common = dict(max_span=args.max_span, show_progress_bar=False)
     model.best_spans(queries, passages[:64], **common)  # warm-up
@@ -66,17 +68,22 @@ def main() -> None:
             start = time.perf_counter()
             model.best_spans(queries, passages, top_k=top_k, **common, **kwargs)
             return {"wall": time.perf_counter() - start}
+
         return run
 
     for top_k in (1, 5):
-        cases = {f"(a) max-cosine k={top_k}": case(top_k, scorer="max-cosine", overlap=True),
-                 f"(b) default    k={top_k}": case(top_k)}
+        cases = {
+            f"(a) max-cosine k={top_k}": case(top_k, scorer="max-cosine", overlap=True),
+            f"(b) default    k={top_k}": case(top_k),
+        }
         results = run_interleaved(cases, args.repeats, log=lambda line: (print(line), flush()))
         a, b = results.values()
         ratios = [y["wall"] / x["wall"] for x, y in zip(a, b)]
-        print(f"k={top_k}: median wall a {median(r['wall'] for r in a):.3f} s, b {median(r['wall'] for r in b):.3f} s | "
-              f"RATIO b/a median of per-round ratios {median(ratios):.3f} per round {[round(r, 3) for r in ratios]} "
-              f"target <= 1.10 -> {'MET' if median(ratios) <= 1.10 else 'NOT MET'}")
+        print(
+            f"k={top_k}: median wall a {median(r['wall'] for r in a):.3f} s, b {median(r['wall'] for r in b):.3f} s | "
+            f"RATIO b/a median of per-round ratios {median(ratios):.3f} per round {[round(r, 3) for r in ratios]} "
+            f"target <= 1.10 -> {'MET' if median(ratios) <= 1.10 else 'NOT MET'}"
+        )
         flush()
 
 

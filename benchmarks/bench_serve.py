@@ -36,9 +36,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _common import REPO_ROOT, environment_line, flush  # noqa: E402
-
 import numpy as np  # noqa: E402
+from _common import REPO_ROOT, environment_line, flush  # noqa: E402
 
 SAMPLE = REPO_ROOT / "examples" / "sample_corpus.txt"
 
@@ -90,13 +89,17 @@ def run_clients(queries: list[str], clients: int, request) -> tuple[list[float],
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", default=str(SAMPLE), help="a text file, one document per line (default: examples/sample_corpus.txt)")
+    parser.add_argument(
+        "--corpus", default=str(SAMPLE), help="a text file, one document per line (default: examples/sample_corpus.txt)"
+    )
     parser.add_argument("--replicate", type=int, default=20, help="copies of the corpus in the index (default 20)")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients of the second case (default 8)")
     parser.add_argument("--model", default=None, help="model (default: the shipped slice-minilm)")
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=4, help="the cases run interleaved in this many rounds (default 4)")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="the cases run interleaved in this many rounds (default 4)"
+    )
     args = parser.parse_args()
 
     from slice_st.backends import set_torch_threads
@@ -115,8 +118,10 @@ def main() -> int:
     start = time.perf_counter()
     SpanIndex.build(texts, model, ids).save(path)
     index = SpanIndex.load(path, model)  # memory-mapped, as the server opens it
-    print(f"index: {len(index)} documents, {index.num_units} words, spans 1..{index.span_config.max_span}; built in "
-          f"{time.perf_counter() - start:.1f} s")
+    print(
+        f"index: {len(index)} documents, {index.num_units} words, spans 1..{index.span_config.max_span}; built in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
     queries = make_queries(lines, args.queries)
     options = {"top_k": args.top_k, "per_document": 1}
     lock = threading.Lock()
@@ -129,11 +134,27 @@ def main() -> int:
         in_process(query, {})
 
     port = free_port()
-    command = [sys.executable, "-m", "slice_st.cli", "serve", path, "--port", str(port), "--quiet", "--max-queries", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "slice_st.cli",
+        "serve",
+        path,
+        "--port",
+        str(port),
+        "--quiet",
+        "--max-queries",
+        "1",
+    ]
     if args.model:
         command += ["--model", args.model]
-    server = subprocess.Popen(command, cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     results: dict[str, tuple[list[float], float]] = {}
     try:
         deadline = time.monotonic() + 300
@@ -166,11 +187,16 @@ def main() -> int:
         for query in queries[:10]:  # warm-up, and the answers checked against the in-process search
             got = over_http(query, check)["results"][0]["matches"]
             want = index.search([query], **options)[0]
-            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want], query
+            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want], (
+                query
+            )
         check["close"]()
         # the cases interleaved in rounds (a quarter of the queries each), so that a change of the machine's load hits all alike
-        cases = [(f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
-                 for clients in (1, args.clients) for where, request in (("in-process", in_process), ("server", over_http))]
+        cases = [
+            (f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
+            for clients in (1, args.clients)
+            for where, request in (("in-process", in_process), ("server", over_http))
+        ]
         for round_number in range(args.rounds):
             part = queries[round_number :: args.rounds]
             for name, clients, request in cases:
@@ -186,14 +212,21 @@ def main() -> int:
     print(f"{'case':<28} {'p50':>8} {'p95':>8} {'mean':>8} {'req/s':>7}")
     for name, (values, wall) in results.items():
         p50, p95 = percentiles(values)
-        print(f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f} {1000 * float(np.mean(values)):8.2f} {len(values) / wall:7.1f}")
+        print(
+            f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f} {1000 * float(np.mean(values)):8.2f} {len(values) / wall:7.1f}"
+        )
     print("\nserver / in-process (latency ratios; throughput as in-process / server)")
     for clients in (1, args.clients):
         label = f"{clients} client{'s' if clients > 1 else ''}"
-        (server_values, server_wall), (local_values, local_wall) = results[f"server, {label}"], results[f"in-process, {label}"]
+        (server_values, server_wall), (local_values, local_wall) = (
+            results[f"server, {label}"],
+            results[f"in-process, {label}"],
+        )
         server_p, local_p = percentiles(server_values), percentiles(local_values)
-        print(f"{label:<12} p50 {server_p[0] / local_p[0]:.3f}   p95 {server_p[1] / local_p[1]:.3f}   "
-              f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}   (target p50 <= 1.20)")
+        print(
+            f"{label:<12} p50 {server_p[0] / local_p[0]:.3f}   p95 {server_p[1] / local_p[1]:.3f}   "
+            f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}   (target p50 <= 1.20)"
+        )
     return 0
 
 

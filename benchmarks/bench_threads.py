@@ -16,13 +16,27 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import build_passages_and_queries, environment_line, flush, load_line, load_sentences, median, run_interleaved
+from _common import (
+    build_passages_and_queries,
+    environment_line,
+    flush,
+    load_line,
+    load_sentences,
+    median,
+    run_interleaved,
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--export-dir", required=True, help="folder keeping the ONNX/OpenVINO exports (made if missing)")
-    parser.add_argument("--model", default=None, help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--export-dir", required=True, help="folder keeping the ONNX/OpenVINO exports (made if missing)"
+    )
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)",
+    )
     parser.add_argument("--n-passages", type=int, default=256)
     parser.add_argument("--words", type=int, default=40)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -68,7 +82,9 @@ def main() -> None:
 
             case()  # warm-up
             cases[f"{name} x{threads}"] = case
-    print(f"{len(passages)} passages of {args.words} words, batch {args.batch_size}, {args.repeats} interleaved repeats")
+    print(
+        f"{len(passages)} passages of {args.words} words, batch {args.batch_size}, {args.repeats} interleaved repeats"
+    )
     flush()
     results = run_interleaved(cases, args.repeats, log=lambda line: (print(line), flush()))
     print("-" * 80)

@@ -69,9 +69,17 @@ def main() -> None:
     index = slice_st.SpanIndex.build(texts, model, ids=ids, show_progress_bar=True)
     seconds = time.perf_counter() - start
     index.save(args.output)
-    report = {"documents": len(texts), "words": words, "tokens": tokens, "build_seconds": round(seconds, 1),
-              "documents_per_s": round(len(texts) / seconds, 2), "tokens_per_s": round(tokens / seconds, 1),
-              "source": args.docs, "limit": args.limit, "skipped": skipped} | index.info()
+    report = {
+        "documents": len(texts),
+        "words": words,
+        "tokens": tokens,
+        "build_seconds": round(seconds, 1),
+        "documents_per_s": round(len(texts) / seconds, 2),
+        "tokens_per_s": round(tokens / seconds, 1),
+        "source": args.docs,
+        "limit": args.limit,
+        "skipped": skipped,
+    } | index.info()
     with open(os.path.join(args.output, "build_report.json"), "w") as handle:
         json.dump(report, handle, indent=2)
     print(json.dumps(report, indent=2))

@@ -33,15 +33,24 @@ def main() -> None:
     triplets = offline_training_triplets(args.shared_data, dev_path=exclude[0], limit=4 * args.steps)
     losses = {
         "slice": slice_st.SpanMaxCrossEntropyLoss(model, max_span=10),
-        "distill": slice_st.SpanDistillationLoss(model, spans_per_text=12, max_span=20),  # teacher: frozen copy, taken now
+        "distill": slice_st.SpanDistillationLoss(
+            model, spans_per_text=12, max_span=20
+        ),  # teacher: frozen copy, taken now
     }
     trainer = SentenceTransformerTrainer(
         model=model,
         args=SentenceTransformerTrainingArguments(
-            output_dir=args.output_dir, max_steps=args.steps, per_device_train_batch_size=16, learning_rate=5e-5,
-            multi_dataset_batch_sampler="proportional", report_to=[], save_strategy="no",
+            output_dir=args.output_dir,
+            max_steps=args.steps,
+            per_device_train_batch_size=16,
+            learning_rate=5e-5,
+            multi_dataset_batch_sampler="proportional",
+            report_to=[],
+            save_strategy="no",
         ),
-        train_dataset=DatasetDict({"slice": triplets.select_columns(["anchor", "positive", "negative"]), "distill": passages}),
+        train_dataset=DatasetDict(
+            {"slice": triplets.select_columns(["anchor", "positive", "negative"]), "distill": passages}
+        ),
         loss=losses,
     )
     trainer.train()

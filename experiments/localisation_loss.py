@@ -12,24 +12,39 @@ runs/localise 200 1e-4 20 1 100 --eval0`` (arguments: OUT STEPS LR SCALE USE_COS
 is ``$DATA``, default ``data`` in the working directory).
 """
 
-import json, os, random, sys, time
-import numpy as np, torch
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+
 from slice_st import load_model
 from slice_st.config import enable_span_features
 from slice_st.data import read_stsb_context
-from slice_st.data.contexts import on_topic_contexts, _sts_pairs, _context_pool
+from slice_st.data.contexts import _context_pool, _sts_pairs, on_topic_contexts
 from slice_st.data.passages import evaluation_sentences
 from slice_st.evaluation import SpanRetrievalEvaluator
-from slice_st.scoring import resolve_scorer, span_costs, unit_flags, query_profiles
+from slice_st.scoring import query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import prefix_sums, span_sum_norms
 from slice_st.tokens import unit_boundaries
 from slice_st.training.trainer import sts_evaluator
 
-out, steps, lr, scale, use_costs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5] == "1"
+out, steps, lr, scale, use_costs = (
+    sys.argv[1],
+    int(sys.argv[2]),
+    float(sys.argv[3]),
+    float(sys.argv[4]),
+    sys.argv[5] == "1",
+)
 anchor = float(os.environ.get("ANCHOR", "0"))
-torch.manual_seed(0); random.seed(0)
+torch.manual_seed(0)
+random.seed(0)
 D = os.environ.get("DATA", "data")
-DEV = f"{D}/stsb_context/stsb-context-dev.tsv"; STS = f"{D}/stsbenchmark/sts-dev.csv"
+DEV = f"{D}/stsb_context/stsb-context-dev.tsv"
+STS = f"{D}/stsbenchmark/sts-dev.csv"
 os.makedirs(out, exist_ok=True)
 log = open(f"{out}/log.jsonl", "a")
 model = load_model()
@@ -40,10 +55,22 @@ if os.path.exists(cache):
 else:
     excluded = evaluation_sentences([DEV, STS])
     norm = lambda t: " ".join(t.lower().split())
-    pairs = [(a, b) for a, b, s, src in _sts_pairs(D, ("stsb", "sick")) if s >= 0.8 and norm(a) not in excluded and norm(b) not in excluded
-             and a.strip() and b.strip() and len(b.split()) <= 20]
+    pairs = [
+        (a, b)
+        for a, b, s, src in _sts_pairs(D, ("stsb", "sick"))
+        if s >= 0.8
+        and norm(a) not in excluded
+        and norm(b) not in excluded
+        and a.strip()
+        and b.strip()
+        and len(b.split()) <= 20
+    ]
     random.Random(0).shuffle(pairs)
-    pool = [t for t in dict.fromkeys(_context_pool(D, [p[0] for p in pairs] + [p[1] for p in pairs])) if norm(t) not in excluded and 3 <= len(t.split()) <= 30]
+    pool = [
+        t
+        for t in dict.fromkeys(_context_pool(D, [p[0] for p in pairs] + [p[1] for p in pairs]))
+        if norm(t) not in excluded and 3 <= len(t.split()) <= 30
+    ]
     ctx = on_topic_contexts([p[1] for p in pairs], pool, load_model("base"), avoid=[p[0] for p in pairs], seed=0)
     data = [dict(query=a, passage=c.text, start=c.start, end=c.end) for (a, b), c in zip(pairs, ctx)]
     json.dump(data, open(cache, "w"))
@@ -55,11 +82,14 @@ sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 10) 
 scorer = resolve_scorer("phrase")
 K = 20
 
+
 def features(texts):
     return model.preprocess(texts)
 
+
 def units_of(feat, out_):
     return unit_boundaries(out_["attention_mask"], out_.get("special_tokens_mask"), out_.get("offset_mapping"), "word")
+
 
 def evaluate(step):
     model.eval()
@@ -70,29 +100,43 @@ def evaluate(step):
             for part, start in (("even", 0), ("odd", 1)):
                 sub = rows.select(range(start, len(rows), 2))
                 m = SpanRetrievalEvaluator.from_dataset(sub, setups=("single",), scorer=sc, write_csv=False)(model)
-                res[f"{sc}_{part}"] = {k.replace("single_", ""): round(float(v) * (100 if "spear" in k or "pear" in k else 1), 2) for k, v in m.items()}
+                res[f"{sc}_{part}"] = {
+                    k.replace("single_", ""): round(float(v) * (100 if "spear" in k or "pear" in k else 1), 2)
+                    for k, v in m.items()
+                }
         res["sts_dev"] = round(100 * float(sts_evaluator(STS)(model)["sts-dev_spearman_cosine"]), 2)
     model.eval()  # no dropout: the anchor compares with the frozen model
-    print(json.dumps(res), flush=True); log.write(json.dumps(res) + "\n"); log.flush()
+    print(json.dumps(res), flush=True)
+    log.write(json.dumps(res) + "\n")
+    log.flush()
+
 
 evaluate(0) if "--eval0" in sys.argv else None
 model.eval()
 B = 16
-order = list(range(len(data))); random.Random(1).shuffle(order)
+order = list(range(len(data)))
+random.Random(1).shuffle(order)
 t0 = time.time()
 for step in range(1, steps + 1):
     batch = [data[order[(step * B + i) % len(order)]] for i in range(B)]
-    qf = features([b["query"] for b in batch]); pf = features([b["passage"] for b in batch])
-    qo = model(qf); po = model(pf)
-    qu = units_of(qf, qo); pu = units_of(pf, po)
+    qf = features([b["query"] for b in batch])
+    pf = features([b["passage"] for b in batch])
+    qo = model(qf)
+    po = model(pf)
+    qu = units_of(qf, qo)
+    pu = units_of(pf, po)
     # query vectors: mean of unit tokens
-    te = qo["token_embeddings"]; bnd = qu.boundaries
-    first = bnd[:, 0]; last = bnd.gather(1, qu.num_units[:, None])[:, 0]
+    te = qo["token_embeddings"]
+    bnd = qu.boundaries
+    first = bnd[:, 0]
+    last = bnd.gather(1, qu.num_units[:, None])[:, 0]
     pos = torch.arange(te.shape[1])[None, :]
     mask = ((pos >= first[:, None]) & (pos < last[:, None])).float()[..., None]
     qv = (te * mask).sum(1) / mask.sum(1).clamp(min=1)
     qv = torch.nn.functional.normalize(qv, dim=-1)
-    emb = po["token_embeddings"]; pb = pu.boundaries; nu = pu.num_units
+    emb = po["token_embeddings"]
+    pb = pu.boundaries
+    nu = pu.num_units
     width = pb.shape[1] - 1
     up = torch.gather(prefix_sums(emb), 1, pb[..., None].expand(-1, -1, emb.shape[-1]))  # (B, U+1, d)
     dp = (up * qv[:, None, :]).sum(-1)  # (B, U+1)
@@ -103,7 +147,10 @@ for step in range(1, steps + 1):
         flags = torch.zeros(B, width, dtype=torch.long)
         cs, ce = pu.char_starts, pu.char_ends
         for r, b in enumerate(batch):
-            n = int(nu[r]); flags[r, :n] = torch.from_numpy(unit_flags([b["passage"][int(cs[r, i]):int(ce[r, i])] for i in range(n)]).astype(np.int64))
+            n = int(nu[r])
+            flags[r, :n] = torch.from_numpy(
+                unit_flags([b["passage"][int(cs[r, i]) : int(ce[r, i])] for i in range(n)]).astype(np.int64)
+            )
         qlen = qu.num_units.tolist()
         prof = torch.from_numpy(query_profiles([b["query"] for b in batch], qlen))[:, None, :]
         costs = span_costs(scorer, flags, prof, 1, K)
@@ -111,20 +158,27 @@ for step in range(1, steps + 1):
         c = width - L + 1
         n_ = norms[:, :c, L - 1]
         ok = ~torch.isnan(n_)
-        cos = (dp[:, L:L + c] - dp[:, :c]) / torch.where(ok, n_, torch.ones_like(n_)).clamp(min=1e-6)
+        cos = (dp[:, L : L + c] - dp[:, :c]) / torch.where(ok, n_, torch.ones_like(n_)).clamp(min=1e-6)
         if costs is not None:
             cos = cos - costs.of_length(L, c, 1)[..., 0]
         logits[:, :c, L - 1] = torch.where(ok, cos * scale, torch.full_like(cos, float("-inf")))
     # targets: units inside [start, end)
     targets, keep = [], []
     for r, b in enumerate(batch):
-        n = int(nu[r]); cs = pu.char_starts[r, :n]; ce = pu.char_ends[r, :n]
+        n = int(nu[r])
+        cs = pu.char_starts[r, :n]
+        ce = pu.char_ends[r, :n]
         inside = ((cs >= b["start"]) & (ce <= b["end"] + 1)).nonzero()[:, 0]
-        if len(inside) == 0: targets.append(0); keep.append(False); continue
+        if len(inside) == 0:
+            targets.append(0)
+            keep.append(False)
+            continue
         s, e = int(inside[0]), int(inside[-1]) + 1
         ok = e - s <= K and torch.isfinite(logits[r, s, e - s - 1])
-        targets.append(s * K + (e - s - 1)); keep.append(bool(ok))
-    keep = torch.tensor(keep); tgt = torch.tensor(targets)
+        targets.append(s * K + (e - s - 1))
+        keep.append(bool(ok))
+    keep = torch.tensor(keep)
+    tgt = torch.tensor(targets)
     loss = torch.nn.functional.cross_entropy(logits.view(B, -1)[keep], tgt[keep])
     if anchor:
         model[0].auto_model.disable_adapters()
@@ -135,7 +189,10 @@ for step in range(1, steps + 1):
         dist = 1 - torch.nn.functional.cosine_similarity(emb, teacher, dim=-1)
         anchor_loss = dist[tok_mask].mean()
         loss = loss + anchor * anchor_loss
-    opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    sched.step()
     if step % 10 == 0:
         print(f"step {step} loss {loss.item():.3f} kept {int(keep.sum())} {time.time() - t0:.0f}s", flush=True)
     if step % int(sys.argv[6] if len(sys.argv) > 6 and sys.argv[6].isdigit() else 100) == 0 or step == steps:

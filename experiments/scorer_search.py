@@ -54,7 +54,9 @@ def cosine_grids(model_name: str, dev: str) -> list[dict]:
                     dots = (unit_prefix[b, : n + 1] @ vectors[text]).numpy()
                     grid = np.full((n, MAX_SPAN), np.nan, np.float32)
                     for length in range(1, min(MAX_SPAN, n) + 1):
-                        grid[: n - length + 1, length - 1] = (dots[length:] - dots[:-length]) / norms[b, : n - length + 1, length - 1].numpy()
+                        grid[: n - length + 1, length - 1] = (dots[length:] - dots[:-length]) / norms[
+                            b, : n - length + 1, length - 1
+                        ].numpy()
                     chars = zip(part.char_starts[b, :n].tolist(), part.char_ends[b, :n].tolist())
                     out[text] = {"grid": grid, "units": [passages[text][s:e] for s, e in chars]}
     lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries)]
@@ -99,7 +101,11 @@ def evaluate(rows: list[dict], scorer: SpanScorer, subset) -> dict[str, float]:
         common = sum((Counter(predicted) & Counter(d["target"])).values())
         exact.append(float(predicted == d["target"]))
         f1.append(2 * common / (len(predicted) + len(d["target"])) if common else 0.0)
-    return {"spearman": 100 * spearmanr(golds, values).statistic, "exact": 100 * np.mean(exact), "f1": 100 * np.mean(f1)}
+    return {
+        "spearman": 100 * spearmanr(golds, values).statistic,
+        "exact": 100 * np.mean(exact),
+        "f1": 100 * np.mean(f1),
+    }
 
 
 def main() -> None:
@@ -118,13 +124,28 @@ def main() -> None:
         rows = pickle.load(handle)
     even, odd = range(0, len(rows), 2), range(1, len(rows), 2)
     default = SpanScorer()
-    variants = [("phrase (default)", {}), ("− length (both)", {"length_short": 0, "length_long": 0}),
-                ("− start word", {"start_word": 0}), ("− after determiner", {"after_determiner": 0}), ("− end word", {"end_word": 0}),
-                ("− clause", {"clause": 0}), ("− sentence", {"sentence": 0}), ("− open end", {"open_end": 0}),
-                ("− open start", {"open_start": 0}),
-                ("length only", {k: 0 for k in ("start_word", "after_determiner", "end_word", "clause", "sentence", "open_end", "open_start")}),
-                ("max-cosine (paper)", {k: 0 for k in default.to_dict() if k != "name"})]
-    print("| scorer | Spearman all | exact (gold ≥ 3) all | word-F1 (gold ≥ 3) all | even: Spearman / exact / F1 | odd: Spearman / exact / F1 |")
+    variants = [
+        ("phrase (default)", {}),
+        ("− length (both)", {"length_short": 0, "length_long": 0}),
+        ("− start word", {"start_word": 0}),
+        ("− after determiner", {"after_determiner": 0}),
+        ("− end word", {"end_word": 0}),
+        ("− clause", {"clause": 0}),
+        ("− sentence", {"sentence": 0}),
+        ("− open end", {"open_end": 0}),
+        ("− open start", {"open_start": 0}),
+        (
+            "length only",
+            {
+                k: 0
+                for k in ("start_word", "after_determiner", "end_word", "clause", "sentence", "open_end", "open_start")
+            },
+        ),
+        ("max-cosine (paper)", {k: 0 for k in default.to_dict() if k != "name"}),
+    ]
+    print(
+        "| scorer | Spearman all | exact (gold ≥ 3) all | word-F1 (gold ≥ 3) all | even: Spearman / exact / F1 | odd: Spearman / exact / F1 |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for name, change in variants:
         scorer = SpanScorer(**{**default.to_dict(), **change, "name": "x"})
@@ -133,9 +154,19 @@ def main() -> None:
         print(f"| {name} | {a['spearman']:.2f} | {a['exact']:.1f} | {a['f1']:.1f} | {f(e)} | {f(o)} |")
     if args.grid:  # the last stage: clause-edge costs and the length prior, the other costs at their defaults
         results = []
-        for short, long, end, start in itertools.product([.1, .15, .2], [.06, .1], [.05, .07, .1, .15], [0, .01, .02, .04]):
-            scorer = SpanScorer(**{**default.to_dict(), "name": "x", "length_short": short, "length_long": long,
-                                   "open_end": end, "open_start": start})
+        for short, long, end, start in itertools.product(
+            [0.1, 0.15, 0.2], [0.06, 0.1], [0.05, 0.07, 0.1, 0.15], [0, 0.01, 0.02, 0.04]
+        ):
+            scorer = SpanScorer(
+                **{
+                    **default.to_dict(),
+                    "name": "x",
+                    "length_short": short,
+                    "length_long": long,
+                    "open_end": end,
+                    "open_start": start,
+                }
+            )
             results.append(((short, long, end, start), evaluate(rows, scorer, even)))
         for config, r in sorted(results, key=lambda x: -x[1]["exact"])[:5]:
             print(config, {k: round(v, 2) for k, v in r.items()})

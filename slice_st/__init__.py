@@ -65,9 +65,24 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
-    "spans", "scoring", "tokens", "text", "backends", "errors", "config", "loading", "encode", "models", "losses", "data", "evaluation",
-    "index", "training",
-    "integrations", "experimental", "cli",
+    "spans",
+    "scoring",
+    "tokens",
+    "text",
+    "backends",
+    "errors",
+    "config",
+    "loading",
+    "encode",
+    "models",
+    "losses",
+    "data",
+    "evaluation",
+    "index",
+    "training",
+    "integrations",
+    "experimental",
+    "cli",
 )
 
 __all__ = [

@@ -73,8 +73,15 @@ QUANTIZATION_CONFIGS = {
 }
 #: Operators quantized to int8 (the matrix products: nearly all of a BERT's time; embeddings stay float).
 QUANTIZED_OPS = ["MatMul", "Gemm"]
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16,
-          "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "half": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
 
 
 def check_backend(backend: str) -> str:
@@ -154,8 +161,10 @@ def check_parallelism(value: int, name: str) -> int:
         raise ValueError(f"{name} must be a positive integer, got {value!r}.")
     limit = parallelism_limit()
     if value > limit:
-        raise ValueError(f"{name}={value} is more than this machine can use: at most {limit} "
-                         f"({PER_CORE_LIMIT} per CPU core available to this process).")
+        raise ValueError(
+            f"{name}={value} is more than this machine can use: at most {limit} "
+            f"({PER_CORE_LIMIT} per CPU core available to this process)."
+        )
     return value
 
 
@@ -258,7 +267,9 @@ class OnnxEncoder(_Runner):
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.threads = options.intra_op_num_threads
-        self.session = ort.InferenceSession(str(path), sess_options=options, providers=providers or ["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(path), sess_options=options, providers=providers or ["CPUExecutionProvider"]
+        )
         self.input_names = [item.name for item in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
 
@@ -275,13 +286,19 @@ class OpenVINOEncoder(_Runner):
 
     backend = "openvino"
 
-    def __init__(self, config, path: str, threads: int | None = None, precision: str = "f32", device: str = "CPU") -> None:
+    def __init__(
+        self, config, path: str, threads: int | None = None, precision: str = "f32", device: str = "CPU"
+    ) -> None:
         super().__init__(config, path)
         import openvino as ov
 
         self.threads = threads or default_threads()
-        properties = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1,
-                      "INFERENCE_PRECISION_HINT": precision}
+        properties = {
+            "INFERENCE_NUM_THREADS": self.threads,
+            "PERFORMANCE_HINT": "LATENCY",
+            "NUM_STREAMS": 1,
+            "INFERENCE_PRECISION_HINT": precision,
+        }
         core = ov.Core()
         self.compiled = core.compile_model(core.read_model(str(path)), device, properties)
         self.request = self.compiled.create_infer_request()
@@ -349,7 +366,9 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
 
 
 # ------------------------------------------------------------------------------------------ exports
-def model_file_for(folder: str | os.PathLike, backend: str, model_file: str | None = None, quantized: bool | str = False) -> Path | None:
+def model_file_for(
+    folder: str | os.PathLike, backend: str, model_file: str | None = None, quantized: bool | str = False
+) -> Path | None:
     """The exported file to load from ``folder`` (``None`` if there is none yet).
 
     ``model_file`` is relative to ``folder`` (``"onnx/model_qint8_avx512_vnni.onnx"``); ``quantized``
@@ -362,7 +381,11 @@ def model_file_for(folder: str | os.PathLike, backend: str, model_file: str | No
     if quantized:
         if backend != "onnx":
             raise ValueError("quantized=True selects an int8 ONNX export; for OpenVINO pass model_file=... instead.")
-        names = [f"model_qint8_{quantized}.onnx"] if isinstance(quantized, str) else [f"model_qint8_{cpu_quantization_config()}.onnx"]
+        names = (
+            [f"model_qint8_{quantized}.onnx"]
+            if isinstance(quantized, str)
+            else [f"model_qint8_{cpu_quantization_config()}.onnx"]
+        )
         names += sorted(path.name for path in (folder / "onnx").glob("model_qint8_*.onnx"))
         return next((folder / "onnx" / name for name in names if (folder / "onnx" / name).is_file()), None)
     candidate = folder / DEFAULT_FILES[backend]
@@ -421,7 +444,9 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*(axis name|LeafSpec)", category=Warning)  # shared batch/sequence axes
+        warnings.filterwarnings(
+            "ignore", message=r".*(axis name|LeafSpec)", category=Warning
+        )  # shared batch/sequence axes
         torch.onnx.export(
             wrapper,
             tuple(example[name] for name in names),
@@ -453,8 +478,12 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
     try:
         quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
         quantize_dynamic(
-            str(prepared), str(target), weight_type=QuantType.QInt8, op_types_to_quantize=QUANTIZED_OPS,
-            per_channel=settings["per_channel"], reduce_range=settings["reduce_range"],
+            str(prepared),
+            str(target),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=QUANTIZED_OPS,
+            per_channel=settings["per_channel"],
+            reduce_range=settings["reduce_range"],
         )
     finally:
         prepared.unlink(missing_ok=True)

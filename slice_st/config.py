@@ -101,7 +101,9 @@ def get_span_config(model) -> SpanConfig:
     return SpanConfig()
 
 
-def set_span_config(model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None) -> SpanConfig:
+def set_span_config(
+    model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
+) -> SpanConfig:
     """Record span settings in ``model`` so that ``model.save(path)`` carries them; returns them.
 
     They are written to the transformer's config (and to a ``SpanPooling`` module if present).
@@ -146,7 +148,9 @@ def enable_span_features(model):
     input_module = model[0]
     processing_kwargs = getattr(input_module, "processing_kwargs", None)
     if processing_kwargs is None:
-        raise ValueError("Span features need a sentence-transformers Transformer input module (with processing_kwargs).")
+        raise ValueError(
+            "Span features need a sentence-transformers Transformer input module (with processing_kwargs)."
+        )
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model

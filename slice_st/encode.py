@@ -130,8 +130,14 @@ def check_span_pooling(model) -> None:
         modules = list(target)
     except TypeError:
         return
-    position = next((i for i, module in enumerate(modules) if hasattr(module, "pooling_mode")
-                     or getattr(type(module), "provides_span_embeddings", False) is True), None)
+    position = next(
+        (
+            i
+            for i, module in enumerate(modules)
+            if hasattr(module, "pooling_mode") or getattr(type(module), "provides_span_embeddings", False) is True
+        ),
+        None,
+    )
     if position is None:
         return
     mode = getattr(modules[position], "pooling_mode", "mean")
@@ -160,7 +166,9 @@ def _check_precision(precision: str) -> None:
 
 
 def _check_truncate_dim(truncate_dim: int | None, dim: int) -> None:
-    if truncate_dim is not None and (isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim):
+    if truncate_dim is not None and (
+        isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim
+    ):
         raise SpanInputError(f"truncate_dim must be an integer in 1..{dim}, got {truncate_dim!r}.")
 
 
@@ -190,7 +198,9 @@ def check_threshold(threshold: Any) -> float | None:
     if threshold is None:
         return None
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise SpanInputError(f"threshold must be a number (a cosine), got {type(threshold).__name__}: {threshold!r:.40}.")
+        raise SpanInputError(
+            f"threshold must be a number (a cosine), got {type(threshold).__name__}: {threshold!r:.40}."
+        )
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
@@ -333,10 +343,14 @@ def encode_windows(
     device = check_device(device)  # "cuda" on a CPU-only torch: a ValueError, not torch's bare AssertionError
     room = model_window(model) - prompt_tokens(model, prompt)
     if room < 1:
-        raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens.")
+        raise SpanInputError(
+            f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens."
+        )
     bad: list[tuple[int, str]] = []
     try:
-        windows = plan_windows(model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad)
+        windows = plan_windows(
+            model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad
+        )
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     if bad and errors is None:
@@ -381,7 +395,9 @@ def _without_prompt(out: dict[str, Any], prompt_chars: int, prompt: str) -> dict
     return {
         **out,
         "special_tokens_mask": (special | in_prompt).to(out["special_tokens_mask"].dtype),
-        "offset_mapping": torch.where((special | in_prompt)[:, None], torch.zeros_like(offsets), offsets - prompt_chars),
+        "offset_mapping": torch.where(
+            (special | in_prompt)[:, None], torch.zeros_like(offsets), offsets - prompt_chars
+        ),
     }
 
 
@@ -389,12 +405,16 @@ def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
     return torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=padding_value)
 
 
-def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _WindowBatch:
+def _pad_window_outputs(
+    windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str
+) -> _WindowBatch:
     token_embeddings = _pad([out["token_embeddings"] for out in outputs])
     if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
         row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
-        raise ModelLoadError(f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
-                             "broken (a damaged checkpoint or adapter, or an overflow in half precision).")
+        raise ModelLoadError(
+            f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
+            "broken (a damaged checkpoint or adapter, or an overflow in half precision)."
+        )
     units = unit_boundaries(
         _pad([out["attention_mask"] for out in outputs]),
         _pad([out["special_tokens_mask"] for out in outputs], 1),
@@ -531,11 +551,18 @@ def encode_spans(
     if convert_to_tensor:
         convert_to_numpy = False
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
-    windows = encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device)
+    windows = encode_windows(
+        model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
+    )
     for batch in windows:
         for rows in batch.rows(batch_size):
             pooled = pool_spans(
-                rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
+                rows.token_embeddings,
+                rows.boundaries,
+                rows.num_units,
+                span_config.min_span,
+                span_config.max_span,
+                rows.owned,
             )
             vectors = pooled.embeddings
             if truncate_dim is not None:
@@ -555,7 +582,9 @@ def encode_spans(
     results = []
     for text, parts in zip(text_list, per_text):
         if parts:
-            parts = [part[1:] for part in sorted(parts, key=lambda part: part[0])]  # windows in text order (owned ranges)
+            parts = [
+                part[1:] for part in sorted(parts, key=lambda part: part[0])
+            ]  # windows in text order (owned ranges)
             offsets = torch.cat([p[0] for p in parts]).cpu().numpy()
             span_units = torch.cat([p[1] for p in parts]).cpu().numpy()
             vectors = torch.cat([p[2] for p in parts])
@@ -581,8 +610,12 @@ def _quantize(embeddings, precision: str):
 
 def _quantize_spans(results: list[SpanEncoding], precision: str, convert_to_numpy: bool) -> None:
     """Quantise every text's span vectors in place, with int8/uint8 ranges shared by all spans of the call."""
-    matrices = [np.asarray(r.embeddings.float().cpu().numpy() if isinstance(r.embeddings, Tensor) else r.embeddings, dtype=np.float32)
-                for r in results]
+    matrices = [
+        np.asarray(
+            r.embeddings.float().cpu().numpy() if isinstance(r.embeddings, Tensor) else r.embeddings, dtype=np.float32
+        )
+        for r in results
+    ]
     quantized = _quantize(matrices, precision)
     for result, values in zip(results, quantized):
         result.embeddings = values if convert_to_numpy else torch.from_numpy(np.ascontiguousarray(values))
@@ -625,8 +658,17 @@ def embed_texts(
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
     span_config = SpanConfig(1, 1, "word")  # a query is one whole span: windows need no span room
     dim = token_dimension(model)
-    windows = encode_windows(model, text_list, span_config, batch_size, show_progress_bar, window_context, "Encoding queries",
-                             prompt=prompt, device=device)
+    windows = encode_windows(
+        model,
+        text_list,
+        span_config,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        "Encoding queries",
+        prompt=prompt,
+        device=device,
+    )
     totals = torch.zeros(len(text_list), dim, device=device or model.device)
     counts = torch.zeros(len(text_list), device=totals.device)
     for batch in windows:
@@ -708,8 +750,15 @@ def encode_span_queries(
     if truncate_dim is None:  # as SentenceTransformer.encode_query: the model's own truncate_dim
         truncate_dim = model_truncate_dim(model)
     _check_truncate_dim(truncate_dim, token_dimension(model))
-    vectors = embed_texts(model, queries, batch_size=batch_size, show_progress_bar=show_progress_bar, window_context=window_context,
-                          prompt=prompt_text, device=device)
+    vectors = embed_texts(
+        model,
+        queries,
+        batch_size=batch_size,
+        show_progress_bar=show_progress_bar,
+        window_context=window_context,
+        prompt=prompt_text,
+        device=device,
+    )
     if truncate_dim is not None:
         vectors = vectors[:, :truncate_dim]
     if normalize_embeddings:
@@ -777,9 +826,20 @@ class SpanSearchResult(Sequence):
         skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
     """
 
-    def __init__(self, queries: list[str], texts: list[str], scores, starts, ends, unit_starts, unit_ends,
-                 similarity_fn_name: str = "cosine", similarities=None, scorer: str = "max-cosine",
-                 skipped: list[tuple[int, str]] | None = None):
+    def __init__(
+        self,
+        queries: list[str],
+        texts: list[str],
+        scores,
+        starts,
+        ends,
+        unit_starts,
+        unit_ends,
+        similarity_fn_name: str = "cosine",
+        similarities=None,
+        scorer: str = "max-cosine",
+        skipped: list[tuple[int, str]] | None = None,
+    ):
         self.queries, self.texts = queries, texts
         #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
         self.skipped = list(skipped or [])
@@ -822,9 +882,14 @@ class SpanSearchResult(Sequence):
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         start, end = int(self.starts[query_index, text_index, rank]), int(self.ends[query_index, text_index, rank])
         return SpanMatch(
-            query_index, text_index, start, end, self.texts[text_index][start:end],
+            query_index,
+            text_index,
+            start,
+            end,
+            self.texts[text_index][start:end],
             float(self.scores[query_index, text_index, rank]),
-            int(self.unit_starts[query_index, text_index, rank]), int(self.unit_ends[query_index, text_index, rank]),
+            int(self.unit_starts[query_index, text_index, rank]),
+            int(self.unit_ends[query_index, text_index, rank]),
             float(self.similarities[query_index, text_index, rank]),
         )
 
@@ -928,15 +993,48 @@ def best_spans(
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
     span_scorer = _check_scorer(scorer, overlap, similarity)
-    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
-                                prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
+    query_vectors = embed_texts(
+        model,
+        query_list,
+        batch_size=batch_size,
+        show_progress_bar=False,
+        window_context=window_context,
+        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
+        device=device,
+    )
     profiles = _profiles(model, query_list, span_config.unit, span_scorer)
     skipped: list[tuple[int, str]] | None = [] if on_error == "skip" else None
-    scores, arrays = _scan(model, text_list, span_config, query_vectors, top_k, False, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles, overlap=overlap,
-                           errors=skipped)
-    return SpanSearchResult(query_list, text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"], arrays["unit_ends"],
-                            similarity, arrays["similarities"], span_scorer.name, skipped)
+    scores, arrays = _scan(
+        model,
+        text_list,
+        span_config,
+        query_vectors,
+        top_k,
+        False,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        prompt=text_prompt,
+        device=device,
+        similarity=similarity,
+        scorer=span_scorer,
+        profiles=profiles,
+        overlap=overlap,
+        errors=skipped,
+    )
+    return SpanSearchResult(
+        query_list,
+        text_list,
+        scores,
+        arrays["starts"],
+        arrays["ends"],
+        arrays["unit_starts"],
+        arrays["unit_ends"],
+        similarity,
+        arrays["similarities"],
+        span_scorer.name,
+        skipped,
+    )
 
 
 def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
@@ -966,13 +1064,31 @@ def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tenso
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps ``top_k``."""
-    units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)  # lone surrogates: said later
+    units = max(
+        (len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0
+    )  # lone surrogates: said later
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
-def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, show_progress_bar, window_context, *,
-          prompt: str = "", device: str | None = None, similarity: str = "cosine", scorer: SpanScorer | None = None,
-          profiles: Tensor | None = None, overlap: bool = True, errors: list[tuple[int, str]] | None = None):
+def _scan(
+    model,
+    texts,
+    span_config,
+    query_vectors,
+    top_k,
+    paired,
+    batch_size,
+    show_progress_bar,
+    window_context,
+    *,
+    prompt: str = "",
+    device: str | None = None,
+    similarity: str = "cosine",
+    scorer: SpanScorer | None = None,
+    profiles: Tensor | None = None,
+    overlap: bool = True,
+    errors: list[tuple[int, str]] | None = None,
+):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
@@ -986,8 +1102,17 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
         query_vectors = query_vectors[..., :dim]
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
     arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
-    for batch in encode_windows(model, texts, span_config, batch_size, show_progress_bar, window_context, prompt=prompt, device=device,
-                                errors=errors):
+    for batch in encode_windows(
+        model,
+        texts,
+        span_config,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        prompt=prompt,
+        device=device,
+        errors=errors,
+    ):
         for rows in batch.rows(batch_size):
             queries, row_profiles = query_vectors, profiles
             if paired:  # (rows, 1, d): each window against its own text's query
@@ -999,8 +1124,17 @@ def _scan(model, texts, span_config, query_vectors, top_k, paired, batch_size, s
                 flags = _row_flags(rows, texts).to(rows.token_embeddings.device)
                 costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
             found = best_span_scores(
-                queries, rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim], rows.boundaries, rows.num_units,
-                span_config.min_span, span_config.max_span, top_k, rows.owned, similarity=similarity, costs=costs, overlap=overlap,
+                queries,
+                rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim],
+                rows.boundaries,
+                rows.num_units,
+                span_config.min_span,
+                span_config.max_span,
+                top_k,
+                rows.owned,
+                similarity=similarity,
+                costs=costs,
+                overlap=overlap,
             )
             _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays
@@ -1020,7 +1154,9 @@ def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
     return flags
 
 
-def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray], overlap: bool = True) -> None:
+def _collect(
+    found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray], overlap: bool = True
+) -> None:
     """Turn one sub-batch's window-level best spans into text-level offsets and merge them in.
 
     Paired scoring passes one query per row and a ``(1, T, 1)`` store: query position 0.
@@ -1041,7 +1177,9 @@ def _collect(found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str
     candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
     window_scores = found.scores.cpu().numpy()
     for row, window in enumerate(rows.windows):
-        _merge_top_k(scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()}, overlap)
+        _merge_top_k(
+            scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()}, overlap
+        )
 
 
 def _gather_units(values: Tensor, index: Tensor) -> Tensor:
@@ -1051,8 +1189,14 @@ def _gather_units(values: Tensor, index: Tensor) -> Tensor:
     return values.gather(1, index.flatten(1)).view_as(index)
 
 
-def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, new_scores: np.ndarray, new: dict[str, np.ndarray],
-                 overlap: bool = True) -> None:
+def _merge_top_k(
+    scores: np.ndarray,
+    arrays: dict[str, np.ndarray],
+    text: int,
+    new_scores: np.ndarray,
+    new: dict[str, np.ndarray],
+    overlap: bool = True,
+) -> None:
     """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few).
 
     Without ``overlap``, a candidate overlapping a better one of the text (another window's) is dropped.
@@ -1072,7 +1216,9 @@ def _merge_top_k(scores: np.ndarray, arrays: dict[str, np.ndarray], text: int, n
     order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
     scores[:, text] = np.take_along_axis(merged, order, axis=1)
     for name, values in new.items():
-        arrays[name][:, text] = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
+        arrays[name][:, text] = np.take_along_axis(
+            np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1
+        )
 
 
 def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -1149,28 +1295,72 @@ def best_spans_paired(
     query_list, _ = as_text_list(queries, "queries")
     text_list, _ = as_text_list(texts)
     if len(query_list) != len(text_list):
-        raise SpanInputError(f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts.")
+        raise SpanInputError(
+            f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts."
+        )
     if not query_list:
         return []
     span_config = resolve_span_config(model, min_span, max_span, unit)
     similarity = _similarity(model, similarity_fn_name)
     text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
     span_scorer = _check_scorer(scorer, False, similarity)
-    query_vectors = embed_texts(model, query_list, batch_size=batch_size, show_progress_bar=False, window_context=window_context,
-                                prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"), device=device)
+    query_vectors = embed_texts(
+        model,
+        query_list,
+        batch_size=batch_size,
+        show_progress_bar=False,
+        window_context=window_context,
+        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
+        device=device,
+    )
     profiles = _profiles(model, query_list, span_config.unit, span_scorer)
-    scores, arrays = _scan(model, text_list, span_config, query_vectors, 1, True, batch_size, show_progress_bar, window_context,
-                           prompt=text_prompt, device=device, similarity=similarity, scorer=span_scorer, profiles=profiles)
-    result = SpanSearchResult(["" for _ in query_list], text_list, scores, arrays["starts"], arrays["ends"], arrays["unit_starts"],
-                              arrays["unit_ends"], similarity, arrays["similarities"], span_scorer.name)
+    scores, arrays = _scan(
+        model,
+        text_list,
+        span_config,
+        query_vectors,
+        1,
+        True,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        prompt=text_prompt,
+        device=device,
+        similarity=similarity,
+        scorer=span_scorer,
+        profiles=profiles,
+    )
+    result = SpanSearchResult(
+        ["" for _ in query_list],
+        text_list,
+        scores,
+        arrays["starts"],
+        arrays["ends"],
+        arrays["unit_starts"],
+        arrays["unit_ends"],
+        similarity,
+        arrays["similarities"],
+        span_scorer.name,
+    )
     matches: list[SpanMatch | None] = []
     for index, query in enumerate(query_list):
         if not np.isfinite(scores[0, index, 0]):
             matches.append(None)
             continue
         match = result._match(0, index, 0)
-        matches.append(SpanMatch(index, index, match.start, match.end, match.span, match.score, match.unit_start, match.unit_end,
-                                 match.similarity))
+        matches.append(
+            SpanMatch(
+                index,
+                index,
+                match.start,
+                match.end,
+                match.span,
+                match.score,
+                match.unit_start,
+                match.unit_end,
+                match.similarity,
+            )
+        )
     return matches
 
 

@@ -21,8 +21,25 @@ from slice_st.text import require
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["ModelLoadError", "check_device", "check_tokenizer", "has_adapters", "merged_adapters", "BASE_MODEL_NAMES", "DEFAULT_SHIPPED_MODEL", "export_model", "require_backend", "save_slice_model", "check_model_target", "DEFAULT_MODEL_NAME", "default_model_path", "load_model",
-           "hub_offline", "model_fingerprint", "model_identity"]
+__all__ = [
+    "ModelLoadError",
+    "check_device",
+    "check_tokenizer",
+    "has_adapters",
+    "merged_adapters",
+    "BASE_MODEL_NAMES",
+    "DEFAULT_SHIPPED_MODEL",
+    "export_model",
+    "require_backend",
+    "save_slice_model",
+    "check_model_target",
+    "DEFAULT_MODEL_NAME",
+    "default_model_path",
+    "load_model",
+    "hub_offline",
+    "model_fingerprint",
+    "model_identity",
+]
 
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the embedded base model
 #: Names that load the plain embedded base model.
@@ -160,7 +177,9 @@ def load_model(
         check_parallelism(threads, "threads")
     torch_dtype = resolve_dtype(dtype)
     if backend != "torch":
-        return _load_exported(model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs)
+        return _load_exported(
+            model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
+        )
     if model_file or quantized:
         raise ValueError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
     if torch_dtype is not None:
@@ -219,15 +238,21 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
 
     require_backend(backend)
     if quantized and backend != "onnx":
-        raise ValueError(f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
-                         f"for {backend} give model_file=... (--model-file FILE) instead.")
+        raise ValueError(
+            f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
+            f"for {backend} give model_file=... (--model-file FILE) instead."
+        )
     if export_dir is not None and os.path.exists(export_dir) and not os.path.isdir(export_dir):
-        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into.")
+        raise FileAccessError(
+            f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into."
+        )
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
         raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
     if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
-        raise ValueError("dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...).")
+        raise ValueError(
+            "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
+        )
     folder = os.path.expanduser(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else None
     if folder is not None and not os.path.isdir(folder):
         if folder.startswith((".", "/", "~")) and not os.path.exists(folder):
@@ -250,7 +275,9 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         folder = os.fspath(export_dir)
     runner_kwargs = {}
     if backend == "openvino" and torch_dtype is not None:
-        runner_kwargs["precision"] = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[str(torch_dtype).removeprefix("torch.")]
+        runner_kwargs["precision"] = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}[
+            str(torch_dtype).removeprefix("torch.")
+        ]
     try:
         model = SentenceTransformer(folder, device="cpu", **kwargs)
     except Exception as error:  # one clear message, the cause chained (as load_model)
@@ -260,7 +287,9 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
     except Exception as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
         message = " ".join(str(error).split())[:300] or type(error).__name__
-        raise ModelLoadError(f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message}).") from error
+        raise ModelLoadError(
+            f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message})."
+        ) from error
 
 
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
@@ -296,7 +325,10 @@ def _check_export_source(model: Any, output) -> None:
     import os
 
     record = output / EXPORT_RECORD
-    if not record.is_file() or (isinstance(model, (str, os.PathLike)) and os.path.realpath(os.path.expanduser(os.fspath(model))) == os.path.realpath(output)):
+    if not record.is_file() or (
+        isinstance(model, (str, os.PathLike))
+        and os.path.realpath(os.path.expanduser(os.fspath(model))) == os.path.realpath(output)
+    ):
         return
     try:
         held = json.loads(record.read_text(encoding="utf-8")).get("source") or ""
@@ -392,7 +424,9 @@ def export_model(
                 output.mkdir(parents=True, exist_ok=True)
                 model.save(str(output))
                 _usual_permissions(str(output))
-                (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8")
+                (output / EXPORT_RECORD).write_text(
+                    json.dumps({"source": _export_source(model)}) + "\n", encoding="utf-8"
+                )
             writing.append(onnx_file)
             export_onnx(model, onnx_file)
         writing.append(target)
@@ -410,7 +444,9 @@ def export_model(
         if isinstance(error, FileAccessError):
             raise
         detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
-        raise FileAccessError(f"cannot export the model to {output}: {detail} (nothing half-written was kept).") from error
+        raise FileAccessError(
+            f"cannot export the model to {output}: {detail} (nothing half-written was kept)."
+        ) from error
 
 
 def _remove_partial_export(output, created: bool, writing: list) -> None:
@@ -437,8 +473,10 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
         return f"Cannot load the model in {name}: {detail} ({type(error).__name__})."
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     if offline:
-        return (f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
-                "so it cannot be downloaded: give a local folder, or download it first.")
+        return (
+            f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
+            "so it cannot be downloaded: give a local folder, or download it first."
+        )
     return f"Cannot load model {name!r} from the Hugging Face Hub: {detail} ({type(error).__name__})."
 
 
@@ -568,7 +606,9 @@ def merged_adapters(model):
             if isinstance(layer, BaseTunerLayer):
                 layer.merge(safe_merge=True)
                 parent_name, _, child = name.rpartition(".")
-                setattr(auto_model.get_submodule(parent_name) if parent_name else auto_model, child, layer.get_base_layer())
+                setattr(
+                    auto_model.get_submodule(parent_name) if parent_name else auto_model, child, layer.get_base_layer()
+                )
         # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
         fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
         fresh.load_state_dict(auto_model.state_dict())
@@ -610,8 +650,10 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
         if not os.access(path, os.W_OK | os.X_OK):
             raise FileAccessError(f"cannot save a model to {path}: the folder is not writable (permission denied).")
         if os.listdir(path) and not overwrite:
-            raise FileAccessError(f"cannot save a model to {path}: the folder is not empty (its README.md, config.json… would be "
-                                  "replaced); name a new or empty folder, or pass overwrite=True.")
+            raise FileAccessError(
+                f"cannot save a model to {path}: the folder is not empty (its README.md, config.json… would be "
+                "replaced); name a new or empty folder, or pass overwrite=True."
+            )
         return path
     try:
         check_creatable(path)
@@ -653,8 +695,10 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
     except OSError as error:
         if isinstance(error, FileAccessError) or error.errno is None:
             raise
-        raise FileAccessError(f"cannot save a model to {path}: {error.strerror or error}"
-                              f"{f' ({error.filename})' if error.filename else ''}.") from error
+        raise FileAccessError(
+            f"cannot save a model to {path}: {error.strerror or error}"
+            f"{f' ({error.filename})' if error.filename else ''}."
+        ) from error
 
 
 def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:

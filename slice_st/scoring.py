@@ -34,7 +34,6 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy and torch are imported by the functions that need them: `slice-st --help` reads SPAN_SCORERS
@@ -239,13 +238,15 @@ def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray
     rows = []
     for query, length in zip(queries, lengths):
         words = [word for word in (_word(unit) for unit in query.split()) if word]
-        rows.append([
-            max(int(length), 1),
-            float(bool(words) and words[0] in START_WORDS),
-            float(bool(words) and words[-1] in END_WORDS),
-            float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
-            float(bool(_SENTENCE_QUERY.search(query.strip()))),
-        ])
+        rows.append(
+            [
+                max(int(length), 1),
+                float(bool(words) and words[0] in START_WORDS),
+                float(bool(words) and words[-1] in END_WORDS),
+                float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
+                float(bool(_SENTENCE_QUERY.search(query.strip()))),
+            ]
+        )
     return np.asarray(rows, dtype=np.float32).reshape(-1, 5)
 
 
@@ -270,7 +271,9 @@ class SpanCosts:
         """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1``."""
         cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
         cost = cost + self.length[:, None, :, length - min_span]
-        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]  # (B, count, 2): marks on units start..end-2
+        inner = (
+            self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
+        )  # (B, count, 2): marks on units start..end-2
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
 
@@ -318,12 +321,20 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     length = scorer.length_short * (-ratio).clamp(min=0) + scorer.length_long * ratio.clamp(min=0)
     marks = torch.stack([bit(CLAUSE_MARK)[..., 0], bit(SENTENCE_END)[..., 0]], dim=-1)  # (B, U, 2)
     marks = torch.cat([marks.new_zeros(batch, 1, 2), marks.cumsum(dim=1)], dim=1)
-    mark_cost = torch.stack([scorer.clause * (1.0 - profiles[..., 3]), torch.full_like(profiles[..., 3], scorer.sentence)], dim=-1)
+    mark_cost = torch.stack(
+        [scorer.clause * (1.0 - profiles[..., 3]), torch.full_like(profiles[..., 3], scorer.sentence)], dim=-1
+    )
     return SpanCosts(start, end, length, marks, mark_cost)
 
 
-def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, profile: np.ndarray, starts: np.ndarray,
-                   lengths: np.ndarray) -> np.ndarray:
+def costs_of_spans(
+    scorer: SpanScorer,
+    flags: np.ndarray,
+    marks: np.ndarray,
+    profile: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+) -> np.ndarray:
     """Costs of given spans of one flat run of units (e.g. an index): the same costs as :func:`span_costs`, vectorised.
 
     Args:
@@ -355,9 +366,13 @@ def costs_of_spans(scorer: SpanScorer, flags: np.ndarray, marks: np.ndarray, pro
     last = np.where(valid, starts + lengths - 1, 0)
     flags = np.asarray(flags).astype(np.int64)
     bit = lambda index, mask: ((flags[index] & mask) > 0).astype(np.float64)  # noqa: E731
-    cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1]) + scorer.after_determiner * bit(first, AFTER_DETERMINER)
+    cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1]) + scorer.after_determiner * bit(
+        first, AFTER_DETERMINER
+    )
     cost += scorer.end_word * bit(last, END_WORD) * (1.0 - profile[2])
-    cost += profile[4] * (scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE)) + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER)))
+    cost += profile[4] * (
+        scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE)) + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER))
+    )
     ratio = np.log(np.maximum(lengths, 1) / max(float(profile[0]), 1.0))
     cost += scorer.length_short * np.maximum(-ratio, 0) + scorer.length_long * np.maximum(ratio, 0)
     inner = (marks[last] - marks[first]) > 0  # (n, 2): marks on the span's units but the last

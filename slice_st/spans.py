@@ -77,7 +77,9 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
         raise ValueError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
-def span_grid(num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
+def span_grid(
+    num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None
+) -> tuple[Tensor, Tensor]:
     """All spans over ``num_units`` units, start-major: returns ``(starts, ends)``, each of shape ``(S,)``.
 
     Spans running past ``num_units`` are not produced.
@@ -173,9 +175,7 @@ def pool_spans(
     return SpanBatch(totals / counts, starts, ends, mask)
 
 
-def pool_units(
-    token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor
-) -> tuple[Tensor, Tensor]:
+def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
     """Sum and token count of units ``[lo, hi)`` of each row: ``((B, d), (B,))``.
 
     The mean over all units of a text (``lo = 0``, ``hi = num_units``) is the text's own span vector:
@@ -340,7 +340,9 @@ def best_span_scores(
         if similarity == "cosine":
             scores = dots / norms[:, :count, length - min_span, None]
         else:
-            tokens = (token_bounds[:, length : length + count] - token_bounds[:, :count]).clamp(min=1).float()[..., None]  # (B, n, 1)
+            tokens = (
+                (token_bounds[:, length : length + count] - token_bounds[:, :count]).clamp(min=1).float()[..., None]
+            )  # (B, n, 1)
             if similarity == "dot":
                 scores = dots / tokens
             elif similarity == "euclidean":
@@ -375,11 +377,17 @@ def best_span_scores(
     missing = torch.isinf(best_scores)
     best_starts = best_starts.masked_fill(missing, -1)
     best_ends = best_ends.masked_fill(missing, -1)
-    return BestSpans(best_scores.transpose(1, 2), best_starts.transpose(1, 2), best_ends.transpose(1, 2),
-                     best_similarities.transpose(1, 2))
+    return BestSpans(
+        best_scores.transpose(1, 2),
+        best_starts.transpose(1, 2),
+        best_ends.transpose(1, 2),
+        best_similarities.transpose(1, 2),
+    )
 
 
-def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _disjoint_top_k(
+    scores: Tensor, similarities: Tensor, top_k: int, min_span: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Greedy disjoint top-k over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends.
 
     Each step takes every (row, query)'s best remaining span and masks the spans overlapping it; the
@@ -464,7 +472,9 @@ def sample_spans(
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
     strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans  # (B, n) in [0, 1)
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(max=(choices - 1).clamp(min=0)[:, None])
-    lengths = lengths.gather(1, torch.argsort(torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1))
+    lengths = lengths.gather(
+        1, torch.argsort(torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1)
+    )
     room = (num_units[:, None] - lengths + 1).clamp(min=1)
     starts = (torch.rand(batch, num_spans, generator=generator, device="cpu").to(device) * room).floor().long()
     starts = torch.minimum(starts, room - 1)
@@ -474,7 +484,12 @@ def sample_spans(
 
 
 def shift_spans(
-    starts: Tensor, ends: Tensor, num_units: Tensor, count: int, max_shift: int, min_span: int = 1,
+    starts: Tensor,
+    ends: Tensor,
+    num_units: Tensor,
+    count: int,
+    max_shift: int,
+    min_span: int = 1,
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``count`` extra spans per row that overlap drawn ones: copies with each end moved by up to ``max_shift`` units.
@@ -494,7 +509,11 @@ def shift_spans(
     batch, drawn = starts.shape
     valid = starts >= 0
     weights = valid.float() + (~valid.any(dim=1, keepdim=True)).float()  # rows without a span: any pick, masked below
-    pick = torch.multinomial(weights.cpu(), count, replacement=True, generator=generator).to(device) if count else starts[:, :0]
+    pick = (
+        torch.multinomial(weights.cpu(), count, replacement=True, generator=generator).to(device)
+        if count
+        else starts[:, :0]
+    )
     base_starts, base_ends = starts.gather(1, pick), ends.gather(1, pick)
     moves = torch.randint(-max_shift, max_shift + 1, (2, batch, count), generator=generator).to(device)
     new_starts = (base_starts + moves[0]).clamp(min=0)
@@ -577,7 +596,9 @@ def max_span_cosines(
             for length in range(min_span, min(max_span, width) + 1):
                 count, column = width - length + 1, length - min_span
                 dots = torch.sub(query_sums[:, length : length + count], query_sums[:, :count], out=buffer[:, :count])
-                scores = torch.addcmul(absent[:, :count, column, None], dots, inverse[:, :count, column, None], out=buffer[:, :count])
+                scores = torch.addcmul(
+                    absent[:, :count, column, None], dots, inverse[:, :count, column, None], out=buffer[:, :count]
+                )
                 torch.maximum(running, scores.amax(dim=1), out=running)
     return best
 
@@ -613,9 +634,9 @@ def span_cosine_grid(
         grid = torch.full_like(norms, float("nan"))
         for length in range(min_span, min(max_span, width) + 1):
             count = width - length + 1
-            grid[:, :count, length - min_span] = (dot_prefix[:, length : length + count] - dot_prefix[:, :count]) / norms[
-                :, :count, length - min_span
-            ].clamp(min=eps)
+            grid[:, :count, length - min_span] = (
+                dot_prefix[:, length : length + count] - dot_prefix[:, :count]
+            ) / norms[:, :count, length - min_span].clamp(min=eps)
         return grid  # nan where the norm is nan: the span does not exist
 
 
@@ -634,7 +655,11 @@ def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1
     """
     batch, width, widths = scores.shape
     device = scores.device
-    counts = torch.as_tensor(count, device=device).expand(batch) if not torch.is_tensor(count) or count.dim() == 0 else count.to(device)
+    counts = (
+        torch.as_tensor(count, device=device).expand(batch)
+        if not torch.is_tensor(count) or count.dim() == 0
+        else count.to(device)
+    )
     steps = int(counts.max()) if batch else 0
     starts_out = torch.full((batch, steps), -1, dtype=torch.long, device=device)
     ends_out = starts_out.clone()
@@ -650,7 +675,9 @@ def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1
         start, end = flat // widths, flat // widths + flat % widths + min_span
         starts_out[:, step] = torch.where(take, start, -1)
         ends_out[:, step] = torch.where(take, end, -1)
-        overlap = (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
+        overlap = (
+            (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
+        )
         remaining.masked_fill_(overlap, float("-inf"))
         remaining[rows[~take]] = float("-inf")
     return starts_out, ends_out
@@ -669,8 +696,11 @@ def tile_spans(num_units: Tensor, count: Tensor | int) -> tuple[Tensor, Tensor]:
             [1, 2]]))
     """
     num_units = num_units.long()
-    counts = torch.as_tensor(count, device=num_units.device).long().expand(num_units.shape[0]).clone() \
-        if not torch.is_tensor(count) or count.dim() == 0 else count.long().clone()
+    counts = (
+        torch.as_tensor(count, device=num_units.device).long().expand(num_units.shape[0]).clone()
+        if not torch.is_tensor(count) or count.dim() == 0
+        else count.long().clone()
+    )
     counts = torch.minimum(counts, num_units)
     steps = int(counts.max()) if counts.numel() else 0
     index = torch.arange(steps, device=num_units.device)[None, :]
@@ -768,7 +798,9 @@ def top_spans_flat(
             # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
             return torch.mv(vectors, unit_queries[0])[None] if num_queries == 1 else unit_queries @ vectors.T
 
-        best_scores, best_ids = _scan_top_k(block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor)
+        best_scores, best_ids = _scan_top_k(
+            block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor
+        )
         starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
         exact = flat_span_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span=norm_min_span)
         return _ranked_spans(exact, best_ids, starts, lengths)
@@ -801,14 +833,21 @@ def top_spans_from_dots(
     first_column = _check_flat(span_norms, dots.shape[1], top_k, min_span, max_span, norm_min_span)
     block = _block_size(block, max_span - min_span + 1, dots.shape[0])
     with torch.inference_mode():
-        best_scores, best_ids = _scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span,
-                                            first_column, block)
+        best_scores, best_ids = _scan_top_k(
+            lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
+        )
         starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
 def flat_span_scores(
-    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, *, norm_min_span: int = 1,
+    queries: Tensor,
+    unit_vectors: Tensor,
+    span_norms: Tensor,
+    starts: Tensor,
+    lengths: Tensor,
+    *,
+    norm_min_span: int = 1,
     chunk: int = 4096,
 ) -> Tensor:
     """Float64 cosines of the given spans of a flat corpus (``-inf`` where ``starts < 0`` or the span does not exist).
@@ -851,7 +890,9 @@ def flat_span_scores(
     return scores
 
 
-def unit_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1) -> Tensor:
+def unit_peak_scores(
+    dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
+) -> Tensor:
     """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a query peaks.
 
     ``dots`` ``(Q, N)`` are the dot products of unit-norm queries with the unit sums of a flat run of
@@ -876,7 +917,9 @@ def unit_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int, max_span: 
         for length in range(min_span, min(max_span, total) + 1):
             count = total - length + 1
             norms = span_norms[:count, first_column + length - min_span].double()
-            scores = torch.where(torch.isfinite(norms) & (norms > 0), (prefix[:, length:] - prefix[:, :count]) / norms, float("-inf"))
+            scores = torch.where(
+                torch.isfinite(norms) & (norms > 0), (prefix[:, length:] - prefix[:, :count]) / norms, float("-inf")
+            )
             # unit u is covered by the spans starting at u - length + 1 .. u: a sliding maximum of width ``length``
             padded = torch.nn.functional.pad(scores, (length - 1, length - 1), value=float("-inf"))
             best = torch.maximum(best, padded.unfold(-1, length, 1).amax(dim=-1))
@@ -890,7 +933,12 @@ def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_s
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
     first_column = min_span - norm_min_span
     widths = max_span - min_span + 1
-    if span_norms.dim() != 2 or span_norms.shape[0] != total or first_column < 0 or first_column + widths > span_norms.shape[1]:
+    if (
+        span_norms.dim() != 2
+        or span_norms.shape[0] != total
+        or first_column < 0
+        or first_column + widths > span_norms.shape[1]
+    ):
         raise ValueError(
             f"span_norms {tuple(span_norms.shape)} must be (N={total}, K) with columns for span lengths "
             f"{min_span}..{max_span} (column 0 = length {norm_min_span})."
@@ -906,8 +954,17 @@ def _block_size(block: int | None, widths: int, num_queries: int) -> int:
     return max(int(block), 1)
 
 
-def _scan_top_k(block_dots, span_norms: Tensor, num_queries: int, top_k: int, min_span: int, max_span: int, first_column: int,
-                block: int, floor: Tensor | None = None) -> tuple[Tensor, Tensor]:
+def _scan_top_k(
+    block_dots,
+    span_norms: Tensor,
+    num_queries: int,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    first_column: int,
+    block: int,
+    floor: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
     """The blockwise scan: running top-k float64 scores and span ids (``start * widths + column``), each ``(Q, k)``."""
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
@@ -982,7 +1039,9 @@ def _block_top_k(prefix: Tensor, inverse: Tensor, top_k: int, min_span: int, uni
     return rows[finite], columns[finite], values[finite]
 
 
-def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, min_span: int, units: int, count: int):
+def _block_survivors(
+    prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, min_span: int, units: int, count: int
+):
     """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
 
     One pass per span length keeps, per (query, start unit), the best score over lengths; spans
@@ -1019,7 +1078,9 @@ def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: 
     return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
 
 
-def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor) -> tuple[Tensor, Tensor]:
+def _merge_top_k(
+    best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor
+) -> tuple[Tensor, Tensor]:
     """Merge candidates ``(rows, scores, ids)`` into each query's running top-k ``(Q, k)``, best first."""
     num_queries, top_k = best_scores.shape
     counts = torch.bincount(rows, minlength=num_queries)

@@ -32,9 +32,24 @@ from types import ModuleType
 from slice_st.errors import FileAccessError, MissingExtraError
 
 __all__ = [
-    "check_creatable", "atomic_file", "create_new_file", "append_csv_row",
-    "FileAccessError", "TextRecord", "read_file", "read_texts", "file_lines", "split_lines", "one_line", "detokenize", "split_sentences",
-    "MissingExtraError", "require", "is_ray_address", "guess_split", "SPLITS",
+    "check_creatable",
+    "atomic_file",
+    "create_new_file",
+    "append_csv_row",
+    "FileAccessError",
+    "TextRecord",
+    "read_file",
+    "read_texts",
+    "file_lines",
+    "split_lines",
+    "one_line",
+    "detokenize",
+    "split_sentences",
+    "MissingExtraError",
+    "require",
+    "is_ray_address",
+    "guess_split",
+    "SPLITS",
 ]
 
 #: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
@@ -59,10 +74,14 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as error:
         top = module.split(".")[0]
-        if error.name is not None and error.name.split(".")[0] != top:  # the module is there but one of *its* imports failed
+        if (
+            error.name is not None and error.name.split(".")[0] != top
+        ):  # the module is there but one of *its* imports failed
             raise
         what = feature or f"this part of slice-st ({extra})"
-        raise MissingExtraError(f"{what} needs {top}, which is not installed: pip install 'slice-st[{extra}]'", name=top) from None
+        raise MissingExtraError(
+            f"{what} needs {top}, which is not installed: pip install 'slice-st[{extra}]'", name=top
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -137,7 +156,9 @@ def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
 
 
 @contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True) -> Iterator:
+def atomic_file(
+    path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True
+) -> Iterator:
     """Write ``path`` all at once: yield a new temporary file beside it, then fsync it and ``os.replace`` it onto ``path``.
 
     The temporary file has a random name and is created with :func:`create_new_file` (never an existing
@@ -201,8 +222,10 @@ def _open_regular(path: str):
         raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
-        raise FileAccessError(f"cannot read {path}: not a regular file (a device, pipe or socket); "
-                              "give a text file, or '-' to read standard input.")
+        raise FileAccessError(
+            f"cannot read {path}: not a regular file (a device, pipe or socket); "
+            "give a text file, or '-' to read standard input."
+        )
     return os.fdopen(descriptor, "rb")
 
 
@@ -211,7 +234,9 @@ def _binary_lines(path: str):
     if path == "-":
         data = getattr(sys.stdin, "buffer", None)
         if data is None:  # a text stream without bytes (e.g. replaced in tests): re-check its characters
-            return "standard input", iter([line.encode("utf-8", "surrogateescape") for line in split_lines(sys.stdin.read())])
+            return "standard input", iter(
+                [line.encode("utf-8", "surrogateescape") for line in split_lines(sys.stdin.read())]
+            )
         return "standard input", iter(data)
     handle = _open_regular(path)
 
@@ -233,7 +258,9 @@ def _decoded_lines(path: str):
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(f"{name} is not UTF-8 text ({error.reason} at byte {done_bytes + error.start}, line {number}).") from None
+            raise ValueError(
+                f"{name} is not UTF-8 text ({error.reason} at byte {done_bytes + error.start}, line {number})."
+            ) from None
         done_bytes += len(raw)
 
 

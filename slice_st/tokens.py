@@ -13,14 +13,14 @@ window planner all call :func:`unit_boundaries`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import re
 
 import numpy as np
 import torch
 from torch import Tensor
+
 from slice_st.errors import WindowError
 
 __all__ = [
@@ -118,7 +118,9 @@ def unit_boundaries(
         else:
             spaces = _space_prefix_counts(texts, content.device)  # (B, L + 1)
             limit = spaces.shape[1] - 1
-            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, limit)) > spaces.gather(1, previous_end.clamp(0, limit))
+            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, limit)) > spaces.gather(
+                1, previous_end.clamp(0, limit)
+            )
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
@@ -231,8 +233,7 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
     bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
     char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
     return [
-        (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1]))
-        for row, n in enumerate(num_units)
+        (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1])) for row, n in enumerate(num_units)
     ]
 
 
@@ -268,7 +269,9 @@ def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tupl
                 ends[-1] = max(ends[-1], end)
                 counts[-1] += 1
             previous = word
-        groups.append((np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), np.asarray(counts, dtype=np.int64)))
+        groups.append(
+            (np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+        )
     return groups
 
 
@@ -310,8 +313,10 @@ def plan_windows(
         try:
             size = len(stripped.encode("utf-8"))
         except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
-            reason = (f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text; "
-                      "fix or drop that text.")
+            reason = (
+                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text; "
+                "fix or drop that text."
+            )
             if errors is None:
                 raise WindowError(text_index, reason) from None
             errors.append((text_index, reason))
@@ -325,7 +330,9 @@ def plan_windows(
     planned = _token_groups(tokenizer, chosen, max_tokens) if unit == "token" else text_units(tokenizer, chosen)
     for text_index, (starts, ends, counts) in zip(to_plan, planned):
         try:
-            windows.extend(_text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit))
+            windows.extend(
+                _text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit)
+            )
         except WindowError as error:
             if errors is None:
                 raise
@@ -336,8 +343,17 @@ def plan_windows(
     return windows
 
 
-def _text_windows(text: str, text_index: int, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray, max_tokens: int,
-                  max_span: int, context: int, unit: str) -> list[Window]:
+def _text_windows(
+    text: str,
+    text_index: int,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    counts: np.ndarray,
+    max_tokens: int,
+    max_span: int,
+    context: int,
+    unit: str,
+) -> list[Window]:
     """The windows of one text from its planning units (words, or token runs for token units)."""
     num_words = len(counts)
     if num_words == 0:
@@ -347,17 +363,27 @@ def _text_windows(text: str, text_index: int, starts: np.ndarray, ends: np.ndarr
         return [Window(text_index, int(starts[0]), int(ends[-1]), 0, num_words, 0, int(cumulative[-1]), 0, len(text))]
     if counts.max() > max_tokens:
         word = int(np.argmax(counts))
-        raise WindowError(text_index, (
-            f"a word of {int(counts[word])} tokens ({text[starts[word]:ends[word]][:40]!r}...) is longer than the model window "
-            f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
-        ))
+        raise WindowError(
+            text_index,
+            (
+                f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than the model window "
+                f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
+            ),
+        )
     end_of_text = len(text)
 
     def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
         own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
         return Window(
-            text_index, int(starts[first]), int(ends[last - 1]), first, last - first,
-            int(cumulative[first]), int(cumulative[last] - cumulative[first]), int(starts[own_lo]), own_char_hi,
+            text_index,
+            int(starts[first]),
+            int(ends[last - 1]),
+            first,
+            last - first,
+            int(cumulative[first]),
+            int(cumulative[last] - cumulative[first]),
+            int(starts[own_lo]),
+            own_char_hi,
         )
 
     windows = []
@@ -376,10 +402,13 @@ def _text_windows(text: str, text_index: int, starts: np.ndarray, ends: np.ndarr
                 planned = (first, last, own_hi)
                 break
         if planned is None:
-            raise WindowError(text_index, (
-                f"spans of max_span={max_span} {unit}s do not fit in a model window of "
-                f"{max_tokens} tokens; lower max_span or raise max_seq_length."
-            ))
+            raise WindowError(
+                text_index,
+                (
+                    f"spans of max_span={max_span} {unit}s do not fit in a model window of "
+                    f"{max_tokens} tokens; lower max_span or raise max_seq_length."
+                ),
+            )
         first, last, own_hi = planned
         windows.append(window(first, last, own_lo, own_hi))
         own_lo = own_hi

@@ -36,14 +36,64 @@ def cosine(a, b) -> float:
 # Words the MiniLM (BERT uncased) tokenizer keeps whole: no characters dropped by its normalizer, so a
 # "word" (run of touching tokens) is exactly a whitespace-delimited word. 1..4 tokens each.
 WORDS = [
-    "a", "man", "plays", "the", "guitar.", "don't", "Café", "naïve", "résumé!", "😀", "🎸", "中文", "e.g.",
-    "3.14", "$5", "—", "“quotes”", "internationalization", "x", "hello,world", "(parenthesis)", "ÜBER",
-    "Straße", "xyzzy", "...", "?!", "über-cool", "it's", "Ω", "naïveté", "l'été", "東京", "İstanbul",
+    "a",
+    "man",
+    "plays",
+    "the",
+    "guitar.",
+    "don't",
+    "Café",
+    "naïve",
+    "résumé!",
+    "😀",
+    "🎸",
+    "中文",
+    "e.g.",
+    "3.14",
+    "$5",
+    "—",
+    "“quotes”",
+    "internationalization",
+    "x",
+    "hello,world",
+    "(parenthesis)",
+    "ÜBER",
+    "Straße",
+    "xyzzy",
+    "...",
+    "?!",
+    "über-cool",
+    "it's",
+    "Ω",
+    "naïveté",
+    "l'été",
+    "東京",
+    "İstanbul",
 ]
 #: The words of WORDS with at most 2 tokens.
 SHORT_WORDS = [
-    "a", "man", "plays", "the", "guitar.", "Café", "naïve", "résumé!", "😀", "🎸", "中文", "$5", "—",
-    "internationalization", "x", "ÜBER", "Straße", "?!", "Ω", "naïveté", "東京", "İstanbul",
+    "a",
+    "man",
+    "plays",
+    "the",
+    "guitar.",
+    "Café",
+    "naïve",
+    "résumé!",
+    "😀",
+    "🎸",
+    "中文",
+    "$5",
+    "—",
+    "internationalization",
+    "x",
+    "ÜBER",
+    "Straße",
+    "?!",
+    "Ω",
+    "naïveté",
+    "東京",
+    "İstanbul",
 ]
 SEPARATORS = [" ", " ", " ", "  ", "\t", "\n", " \n\t ", "\u3000", "\xa0"]
 
@@ -85,4 +135,6 @@ def naive_word_span_vectors(model, text: str, min_span: int, max_span: int) -> d
 
 def naive_token_span_vectors(model, text: str, min_span: int, max_span: int) -> dict[tuple[int, int], np.ndarray]:
     vectors, _ = naive_token_vectors(model, text)
-    return {span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)}
+    return {
+        span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)
+    }

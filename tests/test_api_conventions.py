@@ -29,8 +29,11 @@ def _naive_spans(model, text, prompt, max_span):
     """Span means from model.encode(prompt + text) token vectors, the prompt's tokens dropped."""
     vectors = model.encode([prompt + text], output_value="token_embeddings", prompt="")[0].float()
     encoded = model.tokenizer(prompt + text, return_offsets_mapping=True, return_special_tokens_mask=True)
-    keep = [i for i, (special, (start, _)) in enumerate(zip(encoded["special_tokens_mask"], encoded["offset_mapping"]))
-            if not special and start >= len(prompt)]
+    keep = [
+        i
+        for i, (special, (start, _)) in enumerate(zip(encoded["special_tokens_mask"], encoded["offset_mapping"]))
+        if not special and start >= len(prompt)
+    ]
     words = []  # whitespace words of the text → their token rows
     for i in keep:
         start = encoded["offset_mapping"][i][0] - len(prompt)
@@ -50,7 +53,11 @@ def _naive_spans(model, text, prompt, max_span):
 def test_prompt_tokens_belong_to_no_span(tiny_model, prompt):
     plain = tiny_model.encode_spans(TEXT, max_span=3, prompt="")
     with_prompt = tiny_model.encode_spans(TEXT, max_span=3, prompt=prompt)
-    assert with_prompt.spans == plain.spans and (with_prompt.offsets == plain.offsets).all() and (with_prompt.units == plain.units).all()
+    assert (
+        with_prompt.spans == plain.spans
+        and (with_prompt.offsets == plain.offsets).all()
+        and (with_prompt.units == plain.units).all()
+    )
     assert not np.allclose(with_prompt.embeddings, plain.embeddings)  # the prompt conditions the tokens
     naive = _naive_spans(tiny_model, TEXT, prompt, 3)
     for (start, end), vector in zip(with_prompt.units.tolist(), with_prompt.embeddings):
@@ -66,8 +73,12 @@ def test_prompt_with_long_texts_is_in_every_window(tiny_model_short):
 def test_default_prompts_follow_encode_query_and_encode_document(prompted):
     assert slice_st.encode.resolve_prompt(prompted, role="query") == "query: "
     spans = prompted.encode_spans(TEXT, max_span=2)
-    np.testing.assert_allclose(spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt="passage: ").embeddings, atol=1e-6)
-    np.testing.assert_allclose(spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt_name="document").embeddings, atol=1e-6)
+    np.testing.assert_allclose(
+        spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt="passage: ").embeddings, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt_name="document").embeddings, atol=1e-6
+    )
     queries = prompted.encode_span_queries([QUERY])
     np.testing.assert_allclose(queries, prompted.encode_span_queries([QUERY], prompt="query: "), atol=1e-6)
     assert not np.allclose(queries, prompted.encode_span_queries([QUERY], prompt=""))
@@ -77,7 +88,9 @@ def test_default_prompts_follow_encode_query_and_encode_document(prompted):
 
 def test_best_spans_prompts_per_side(prompted):
     """best_spans scores = cosine(encode_span_queries(query prompt), encode_spans(text prompt))."""
-    result = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="query: ", prompt="passage: ", scorer="max-cosine")
+    result = prompted.best_spans(
+        [QUERY], [TEXT], max_span=3, query_prompt="query: ", prompt="passage: ", scorer="max-cosine"
+    )
     match = result[0][0][0]
     query = prompted.encode_span_queries(QUERY, prompt="query: ")
     spans = prompted.encode_spans(TEXT, max_span=3, prompt="passage: ")
@@ -111,7 +124,10 @@ def test_precision_as_in_encode(tiny_model, precision):
         assert got.embeddings.dtype == want.dtype and np.array_equal(got.embeddings, want)
     assert quantized[0].spans == floats[0].spans
     queries = tiny_model.encode_span_queries(["a man", "a flight", "a guitar"], precision=precision)
-    assert np.array_equal(queries, quantize_embeddings(tiny_model.encode_span_queries(["a man", "a flight", "a guitar"]), precision=precision))
+    assert np.array_equal(
+        queries,
+        quantize_embeddings(tiny_model.encode_span_queries(["a man", "a flight", "a guitar"]), precision=precision),
+    )
     with pytest.raises(SpanInputError, match="precision"):
         tiny_model.encode_spans(texts, precision="float16")
 
@@ -136,7 +152,12 @@ def test_best_spans_follows_similarity_fn_name(make_tiny_model, name):
     result = model.best_spans([QUERY, "a flight"], texts, max_span=3, top_k=2, scorer="max-cosine", overlap=True)
     assert result.similarity_fn_name == name
     queries = torch.from_numpy(model.encode_span_queries([QUERY, "a flight"]))
-    function = {"cosine": util.cos_sim, "dot": util.dot_score, "euclidean": util.euclidean_sim, "manhattan": util.manhattan_sim}[name]
+    function = {
+        "cosine": util.cos_sim,
+        "dot": util.dot_score,
+        "euclidean": util.euclidean_sim,
+        "manhattan": util.manhattan_sim,
+    }[name]
     for t, text in enumerate(texts):
         spans = model.encode_spans(text, max_span=3)
         scores = function(queries, torch.from_numpy(spans.embeddings))  # (Q, S), as sentence-transformers defines them
@@ -169,7 +190,9 @@ def test_index_search_prompt_and_device(prompted):
     assert (found.span, found.doc_index) == (best.span, best.text_index)
     assert found.score == pytest.approx(best.score, abs=1e-5)
     assert found.cosine == pytest.approx(best.similarity, abs=1e-5)
-    assert index.search(QUERY, top_k=1)[0][0].score == pytest.approx(found.score, abs=1e-6)  # default: the "query" prompt
+    assert index.search(QUERY, top_k=1)[0][0].score == pytest.approx(
+        found.score, abs=1e-6
+    )  # default: the "query" prompt
 
 
 def _pooling_model(tiny_model_dir, mode="mean", dense=False):
@@ -184,7 +207,9 @@ def _pooling_model(tiny_model_dir, mode="mean", dense=False):
     return SentenceTransformer(modules=modules, device="cpu")
 
 
-@pytest.mark.parametrize(("mode", "dense", "expected"), [("cls", False, "pooling is cls"), ("mean", True, "Dense follows")])
+@pytest.mark.parametrize(
+    ("mode", "dense", "expected"), [("cls", False, "pooling is cls"), ("mean", True, "Dense follows")]
+)
 def test_warning_when_pooling_is_not_a_token_mean(tiny_model_dir, mode, dense, expected):
     model = _pooling_model(tiny_model_dir, mode, dense)
     with pytest.warns(SpanPoolingWarning, match=expected):
@@ -202,8 +227,16 @@ def test_no_warning_for_mean_pooling_and_normalize(tiny_model_dir):
 
 
 # ------------------------------------------------------------------------- docstrings (sentence-transformers style)
-DOCUMENTED_MODULES = ("slice_st", "slice_st.losses", "slice_st.models", "slice_st.evaluation", "slice_st.index", "slice_st.data",
-                      "slice_st.training", "slice_st.experimental")
+DOCUMENTED_MODULES = (
+    "slice_st",
+    "slice_st.losses",
+    "slice_st.models",
+    "slice_st.evaluation",
+    "slice_st.index",
+    "slice_st.data",
+    "slice_st.training",
+    "slice_st.experimental",
+)
 
 
 def _public_callables():
@@ -232,7 +265,10 @@ def _takes_arguments(value) -> bool:
         parameters = inspect.signature(target).parameters
     except (TypeError, ValueError):
         return False
-    return any(name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for name, p in parameters.items())
+    return any(
+        name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for name, p in parameters.items()
+    )
 
 
 @pytest.mark.parametrize(("name", "value"), _public_callables(), ids=lambda item: item if isinstance(item, str) else "")

@@ -63,7 +63,11 @@ def _load(export_dir, backend, **kwargs):
     return slice_st.load_model(export_dir, backend=backend, threads=1, **kwargs)
 
 
-BACKENDS = [("onnx", {}, FP32_TOLERANCE), ("openvino", {}, FP32_TOLERANCE), ("onnx", {"quantized": True}, INT8_TOLERANCE)]
+BACKENDS = [
+    ("onnx", {}, FP32_TOLERANCE),
+    ("openvino", {}, FP32_TOLERANCE),
+    ("onnx", {"quantized": True}, INT8_TOLERANCE),
+]
 IDS = ["onnx", "openvino", "onnx-int8"]
 
 
@@ -72,7 +76,10 @@ def test_export_layout_and_cache(export_dir):
     assert "onnx/model.onnx" in files["onnx"] and "onnx/model_qint8_avx512_vnni.onnx" in files["onnx"]
     assert files["openvino"] == (["openvino/openvino_model.xml"] if HAS_OPENVINO else [])
     # a second export is the cached file, not a new export
-    before = (sorted(files["onnx"]), [p.stat().st_mtime_ns for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))])
+    before = (
+        sorted(files["onnx"]),
+        [p.stat().st_mtime_ns for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))],
+    )
     assert slice_st.export_model(export_dir, export_dir, backend="onnx").endswith("onnx/model.onnx")
     after = [p.stat().st_mtime_ns for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))]
     assert before[1] == after
@@ -128,7 +135,9 @@ def test_evaluator_on_onnx(export_dir, torch_model):
 
     phrases = ["a man plays guitar", "delayed flight", "word3", "a bag", "hand luggage"]
     passages = TEXTS[:4] + [TEXTS[5]]
-    evaluator = SpanRetrievalEvaluator(phrases, passages, [4.0, 3.0, 1.0, 2.5, 0.5], setups=("full", "single"), show_progress_bar=False)
+    evaluator = SpanRetrievalEvaluator(
+        phrases, passages, [4.0, 3.0, 1.0, 2.5, 0.5], setups=("full", "single"), show_progress_bar=False
+    )
     expected = evaluator(torch_model)
     got = evaluator(_load(export_dir, "onnx"))
     assert set(got) == set(expected)
@@ -152,7 +161,9 @@ def test_index_build_add_search_and_reload(export_dir, torch_model, tmp_path):
     assert manifest["model_backend"] == "onnx" and manifest["model_file"] == "onnx/model.onnx"
     reloaded = SpanIndex.load(tmp_path / "ix")  # no model given: the same backend and file again
     assert backend_of(reloaded.model) == "onnx"
-    assert [m.score for m in reloaded.search(QUERIES[0], top_k=3)[0]] == pytest.approx([m.score for m in got[0][:3]], abs=1e-6)
+    assert [m.score for m in reloaded.search(QUERIES[0], top_k=3)[0]] == pytest.approx(
+        [m.score for m in got[0][:3]], abs=1e-6
+    )
     with pytest.raises(slice_st.SpanInputError, match="another model"):
         SpanIndex.load(tmp_path / "ix", torch_model)  # torch vectors are not the ONNX file's
     with pytest.raises(slice_st.SpanInputError, match="torch backend"):
@@ -178,18 +189,56 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     assert "model_qint8_avx512_vnni.onnx" in capsys.readouterr().out
 
     def mine(*extra):
-        assert main(["mine", "--model", export_dir, "-q", QUERIES[0], "-q", QUERIES[1], "-f", "jsonl", str(corpus), "--no-progress", *extra]) == 0
+        assert (
+            main(
+                [
+                    "mine",
+                    "--model",
+                    export_dir,
+                    "-q",
+                    QUERIES[0],
+                    "-q",
+                    QUERIES[1],
+                    "-f",
+                    "jsonl",
+                    str(corpus),
+                    "--no-progress",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
     torch_rows, onnx_rows = mine(), mine("--backend", "onnx", "--threads", "1")
-    assert [(r["line"], r["start"], r["end"]) for r in onnx_rows][:2] == [(r["line"], r["start"], r["end"]) for r in torch_rows][:2]
+    assert [(r["line"], r["start"], r["end"]) for r in onnx_rows][:2] == [
+        (r["line"], r["start"], r["end"]) for r in torch_rows
+    ][:2]
     assert [r["score"] for r in onnx_rows] == pytest.approx([r["score"] for r in torch_rows], abs=FP32_TOLERANCE)
     assert len(mine("--backend", "onnx", "--quantized")) == len(torch_rows)
 
     out_dir = tmp_path / "ix"
-    assert main(["index", "build", str(corpus), "-o", str(out_dir), "--model", export_dir, "--backend", "onnx", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(out_dir),
+                "--model",
+                export_dir,
+                "--backend",
+                "onnx",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "-k", "2", "-f", "jsonl"]) == 0  # the same default scorer as best_spans
+    assert (
+        main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "-k", "2", "-f", "jsonl"]) == 0
+    )  # the same default scorer as best_spans
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rows[0]["score"] == pytest.approx(torch_rows[0]["score"], abs=FP32_TOLERANCE)
 
@@ -249,10 +298,14 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     from slice_st import SpanIndex
     from slice_st.evaluation import SpanRetrievalEvaluator
 
-    metrics = SpanRetrievalEvaluator(QUERIES, TEXTS[:3], [1.0, 3.0, 2.0], setups=("full", "single"), show_progress_bar=False)(model)
+    metrics = SpanRetrievalEvaluator(
+        QUERIES, TEXTS[:3], [1.0, 3.0, 2.0], setups=("full", "single"), show_progress_bar=False
+    )(model)
     assert all(np.isfinite(value) for value in metrics.values())
     index = SpanIndex.build(TEXTS, model, show_progress_bar=False)
-    assert index.search(QUERIES[0], top_k=1)[0][0].score == pytest.approx(float(best.scores[0].max()), abs=1e-3)  # same scorer
+    assert index.search(QUERIES[0], top_k=1)[0][0].score == pytest.approx(
+        float(best.scores[0].max()), abs=1e-3
+    )  # same scorer
 
 
 def test_default_threads(monkeypatch):
@@ -274,13 +327,18 @@ def test_default_threads(monkeypatch):
     assert calls == [2]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("optimum") is None, reason="sentence-transformers' own OpenVINO backend needs optimum-intel")
+@pytest.mark.skipif(
+    importlib.util.find_spec("optimum") is None,
+    reason="sentence-transformers' own OpenVINO backend needs optimum-intel",
+)
 def test_sentence_transformers_openvino_backend(export_dir, torch_model):
     """A model loaded by sentence-transformers' own ``backend="openvino"`` works with the span API too."""
     pytest.importorskip("optimum.intel")
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(export_dir, backend="openvino", model_kwargs={"file_name": "openvino/openvino_model.xml"})
+    model = SentenceTransformer(
+        export_dir, backend="openvino", model_kwargs={"file_name": "openvino/openvino_model.xml"}
+    )
     assert backend_of(model) == "openvino"
     assert slice_st.get_span_config(model) == slice_st.SpanConfig(**SPAN_SETTINGS)
     for e, g in zip(torch_model.encode_spans(TEXTS), model.encode_spans(TEXTS)):
@@ -288,7 +346,12 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
         if len(e):  # optimum-intel compiles with its own OpenVINO settings: agreed to 1.6e-4 (transformers 5.5.4)
             assert np.abs(g.embeddings - e.embeddings).max() <= 1e-3
     best = model.best_spans(QUERIES, TEXTS)
-    assert np.nanmax(np.abs(np.where(np.isfinite(best.scores), best.scores - torch_model.best_spans(QUERIES, TEXTS).scores, 0))) <= 1e-3
+    assert (
+        np.nanmax(
+            np.abs(np.where(np.isfinite(best.scores), best.scores - torch_model.best_spans(QUERIES, TEXTS).scores, 0))
+        )
+        <= 1e-3
+    )
 
 
 def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, capsys):
@@ -302,7 +365,9 @@ def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, cap
     data = (damaged / "onnx" / "model.onnx").read_bytes()
     (damaged / "onnx" / "model.onnx").write_bytes(data[: len(data) // 3])  # a copy cut short
     (damaged / "onnx" / "config.onnx").write_bytes((damaged / "config.json").read_bytes())  # not ONNX at all
-    with pytest.raises(slice_st.ModelLoadError, match="model.onnx with onnx: not a valid \\(or a truncated\\) onnx model file"):
+    with pytest.raises(
+        slice_st.ModelLoadError, match="model.onnx with onnx: not a valid \\(or a truncated\\) onnx model file"
+    ):
         slice_st.load_model(str(damaged), backend="onnx")
     with pytest.raises(slice_st.ModelLoadError, match="config.onnx with onnx: not a valid"):
         slice_st.load_model(str(damaged), backend="onnx", model_file="onnx/config.onnx")
@@ -327,5 +392,7 @@ def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, cap
     assert not (tmp_path / "a-file").is_dir()
     import os
 
-    modes = {name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777 for name in ("model.safetensors", "config.json")}
+    modes = {
+        name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777 for name in ("model.safetensors", "config.json")
+    }
     assert len(set(modes.values())) == 1, modes  # the export's weights are not 0600 while the rest is 0644

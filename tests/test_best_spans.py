@@ -117,7 +117,9 @@ def test_top_k_prefix_is_consistent(real_model, search):
 
 
 def test_min_span_longer_than_text_gives_no_match(tiny_model):
-    result = tiny_model.best_spans(["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5, overlap=True)
+    result = tiny_model.best_spans(
+        ["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5, overlap=True
+    )
     assert result[0][0] == []
     assert np.isneginf(result.best(0)[0])
     assert sorted(m.span for m in result[0][1]) == ["one two three", "one two three four", "two three four"]

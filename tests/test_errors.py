@@ -57,7 +57,9 @@ def test_encode_spans_rejects_bad_settings(tiny_model, kwargs):
         tiny_model.encode_spans("a man plays the guitar", **kwargs)
 
 
-@pytest.mark.parametrize("kwargs", BAD_SETTINGS + [dict(top_k=0), dict(top_k=-1), dict(top_k=1.0), dict(top_k=True)], ids=repr)
+@pytest.mark.parametrize(
+    "kwargs", BAD_SETTINGS + [dict(top_k=0), dict(top_k=-1), dict(top_k=1.0), dict(top_k=True)], ids=repr
+)
 def test_best_spans_rejects_bad_settings(tiny_model, kwargs):
     with pytest.raises(SpanInputError):
         tiny_model.best_spans("guitar", ["a man plays the guitar"], **kwargs)

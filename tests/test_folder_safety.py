@@ -166,7 +166,10 @@ def test_save_slice_model_refuses_a_folder_with_user_files(tiny_model, tmp_path)
     (target / "config.json").write_text('{"mine": true}')
     with pytest.raises(FileAccessError, match="not empty.*overwrite=True"):
         save_slice_model(tiny_model, str(target))
-    assert (target / "README.md").read_text() == "my notes" and sorted(os.listdir(target)) == ["README.md", "config.json"]
+    assert (target / "README.md").read_text() == "my notes" and sorted(os.listdir(target)) == [
+        "README.md",
+        "config.json",
+    ]
     save_slice_model(tiny_model, str(target), overwrite=True)
     assert json.loads((target / "config.json").read_text()) != {"mine": True}
     empty = tmp_path / "empty"
@@ -182,9 +185,16 @@ def test_save_slice_model_bad_target_is_one_clear_error(tiny_model, tmp_path, wh
     if where == "read_only_parent":
         (tmp_path / "ro").mkdir()
         _deny_writes(monkeypatch, tmp_path / "ro")
-    target = {"file": tmp_path / "notes.txt", "under_file": tmp_path / "notes.txt" / "model", "read_only_parent": tmp_path / "ro" / "model"}[where]
+    target = {
+        "file": tmp_path / "notes.txt",
+        "under_file": tmp_path / "notes.txt" / "model",
+        "read_only_parent": tmp_path / "ro" / "model",
+    }[where]
     try:
-        with pytest.raises(FileAccessError, match=f"cannot save a model.*{'is a file' if where != 'read_only_parent' else 'not writable'}"):
+        with pytest.raises(
+            FileAccessError,
+            match=f"cannot save a model.*{'is a file' if where != 'read_only_parent' else 'not writable'}",
+        ):
             save_slice_model(tiny_model, str(target))
     finally:
         os.chmod(tmp_path / "ro", 0o755) if where == "read_only_parent" else None
@@ -236,13 +246,20 @@ def test_train_into_a_file_is_one_clear_error(tmp_path, capsys, tiny_model_dir):
     target = tmp_path / "notes.txt"
     target.write_text("x")
     for output in (target, target / "run"):
-        error = _cli_error(["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
+        error = _cli_error(
+            ["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys
+        )
         assert "is a file" in error
     assert target.read_text() == "x"
 
 
 # ------------------------------------------------------------------------------------------ indexes (items 4-7)
-DOCS = ["the dog barks at the mailman", "a man plays the guitar on stage", "my bag was lost at the airport", "the flight was delayed"]
+DOCS = [
+    "the dog barks at the mailman",
+    "a man plays the guitar on stage",
+    "my bag was lost at the airport",
+    "the flight was delayed",
+]
 
 
 @pytest.fixture()
@@ -251,7 +268,23 @@ def index_dir(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "a.txt"
     corpus.write_text("\n".join(DOCS) + "\n")
     out = tmp_path / "ix"
-    assert main(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--max-span", "4", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(out),
+                "--model",
+                tiny_model_dir,
+                "--max-span",
+                "4",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     return out
 
@@ -280,7 +313,10 @@ def test_ray_force_build_never_follows_a_linked_build_state(tiny_model_dir, tmp_
     out.mkdir()
     (out / ".slice-st-build").symlink_to(precious)
     before = _tree(precious)
-    error = _cli_error(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--ray", "--force", "--no-progress"], capsys)
+    error = _cli_error(
+        ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--ray", "--force", "--no-progress"],
+        capsys,
+    )
     assert ".slice-st-build is a symbolic link" in error
     assert _tree(precious) == before
 
@@ -298,7 +334,9 @@ def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_m
     capsys.readouterr()
     assert outside.read_text() == "precious"
     assert not os.path.islink(index_dir / MANIFEST) and _manifest(index_dir)["documents"] == 5
-    assert not [name for name in os.listdir(index_dir) if name.endswith(".tmp") and not os.path.islink(index_dir / name)]
+    assert not [
+        name for name in os.listdir(index_dir) if name.endswith(".tmp") and not os.path.islink(index_dir / name)
+    ]
 
 
 def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_path, capsys):
@@ -348,7 +386,9 @@ def test_atomic_writes_never_follow_links(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["../../outside.txt", "/etc/passwd", "..", ".", "sub/file", ".hidden"])
-def test_manifest_file_names_must_be_plain_names_in_the_folder(index_dir, tiny_model, tmp_path, capsys, monkeypatch, name):
+def test_manifest_file_names_must_be_plain_names_in_the_folder(
+    index_dir, tiny_model, tmp_path, capsys, monkeypatch, name
+):
     """6. A ``files`` entry naming something outside: refused before anything is stat'ed or opened."""
     from slice_st import SpanIndex, SpanInputError
 
@@ -405,7 +445,9 @@ def test_shard_links_to_outside_are_refused(index_dir, tiny_model_dir, tmp_path,
     sharded.mkdir()
     (sharded / "part-00000-0000").symlink_to(index_dir)
     (sharded / "shards.json").write_text(json.dumps({"complete": True, "shards": ["part-00000-0000"]}))
-    assert "unreadable shards.json" in _cli_error(["mine", "--index", str(sharded), "--model", tiny_model_dir, "-q", "dog"], capsys)
+    assert "unreadable shards.json" in _cli_error(
+        ["mine", "--index", str(sharded), "--model", tiny_model_dir, "-q", "dog"], capsys
+    )
 
 
 @pytest.mark.parametrize("drop", ["samples", "files", "both"])
@@ -432,7 +474,9 @@ def test_edited_span_settings_are_a_clear_error(index_dir, tiny_model, tiny_mode
     _write_manifest(index_dir, manifest)
     with pytest.raises(SpanInputError, match="span_config .* do not match what the index data was written with"):
         SpanIndex.load(index_dir, tiny_model)
-    assert "the manifest was edited" in _cli_error(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog"], capsys)
+    assert "the manifest was edited" in _cli_error(
+        ["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog"], capsys
+    )
 
 
 def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
@@ -502,7 +546,9 @@ def _numpy_full_disk(path, values):
 
 
 @pytest.mark.parametrize("action", ["add", "remove"])
-def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(index_dir, tiny_model, tmp_path, capsys, monkeypatch, action):
+def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(
+    index_dir, tiny_model, tmp_path, capsys, monkeypatch, action
+):
     from slice_st import SpanIndex
     from slice_st.index import span_index
 
@@ -510,7 +556,11 @@ def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(index_dir, t
     more = tmp_path / "b.txt"
     more.write_text("a cat sleeps on the sofa\n")
     monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
-    argv = ["index", "add", str(index_dir), str(more)] if action == "add" else ["index", "remove", str(index_dir), f"{tmp_path / 'a.txt'}:1"]
+    argv = (
+        ["index", "add", str(index_dir), str(more)]
+        if action == "add"
+        else ["index", "remove", str(index_dir), f"{tmp_path / 'a.txt'}:1"]
+    )
     error = _cli_error(argv + ["--no-progress"], capsys)
     assert f"cannot save the index to {index_dir}" in error and "requested and 1024 written" in error
     _no_leftovers(index_dir, data_before)
@@ -545,7 +595,9 @@ def test_full_disk_in_build_leaves_no_half_index(tiny_model_dir, tmp_path, capsy
     corpus.write_text("\n".join(DOCS) + "\n")
     monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
     out = tmp_path / "ix"
-    error = _cli_error(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"], capsys)
+    error = _cli_error(
+        ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"], capsys
+    )
     assert f"cannot save the index to {out}" in error
     assert not out.exists()  # the folder the build created, empty but for its lock, is removed too
 
@@ -565,15 +617,24 @@ def test_full_disk_in_export_leaves_no_partial_folder(tiny_model_dir, tmp_path, 
     from safetensors import SafetensorError
     from sentence_transformers import SentenceTransformer
 
-    monkeypatch.setattr(SentenceTransformer, "save", _partial_save_then(
-        SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')))
+    monkeypatch.setattr(
+        SentenceTransformer,
+        "save",
+        _partial_save_then(
+            SafetensorError(
+                'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+            )
+        ),
+    )
     out = tmp_path / "export"
     error = _cli_error(["export", tiny_model_dir, "-o", str(out)], capsys)
     assert f"cannot export the model to {out}" in error and "StorageFull" in error
     assert not out.exists()
 
 
-def test_full_disk_in_export_into_a_users_folder_removes_only_the_partial_files(tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_full_disk_in_export_into_a_users_folder_removes_only_the_partial_files(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     pytest.importorskip("onnx")
     import errno
 
@@ -618,7 +679,10 @@ def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, cap
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog", "-f", "jsonl", "--quiet"])
     error = capsys.readouterr().err
-    assert exit_info.value.code == 2 and error == "slice-st: error: cannot write standard output: No space left on device.\n", error
+    assert (
+        exit_info.value.code == 2
+        and error == "slice-st: error: cannot write standard output: No space left on device.\n"
+    ), error
 
 
 def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_model, tmp_path, monkeypatch):
@@ -629,8 +693,11 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
 
     model = make_tiny_model(128)
     fake = SimpleNamespace(
-        model=model, train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
-        args=SimpleNamespace(process_index=0, world_size=1), state=SimpleNamespace(global_step=1), is_world_process_zero=lambda: True,
+        model=model,
+        train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
+        args=SimpleNamespace(process_index=0, world_size=1),
+        state=SimpleNamespace(global_step=1),
+        is_world_process_zero=lambda: True,
     )
     monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: fake)
     run = tmp_path / "run"

@@ -87,7 +87,9 @@ def test_b14_unloadable_models_are_one_clean_error(tiny_model_dir, tmp_path, cap
     assert expected in _fails(capsys, "mine", "-q", "guitar", corpus, "-m", model)
 
 
-@pytest.mark.parametrize("device, expected", [("banana", "Unknown device 'banana'"), ("cuda:7", "cuda:7"), ("", "A device is a name")])
+@pytest.mark.parametrize(
+    "device, expected", [("banana", "Unknown device 'banana'"), ("cuda:7", "cuda:7"), ("", "A device is a name")]
+)
 def test_b15_bad_devices_are_refused_before_loading(tmp_path, capsys, monkeypatch, device, expected):
     import torch
 
@@ -118,17 +120,26 @@ def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
     queries = tmp_path / "queries.txt"
     queries.write_bytes("the last\u2028line\nseparator\x85inside\n".encode("utf-8"))
     code, out = _run(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "-k", "1")
-    assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == ["the last\u2028line", "separator\x85inside"]
+    assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == [
+        "the last\u2028line",
+        "separator\x85inside",
+    ]
 
 
 def test_b08_paragraph_offsets_of_crlf_files_are_file_offsets(tmp_path, tiny_model_dir, capsys):
     path = tmp_path / "crlf.txt"
-    path.write_bytes(b"first paragraph line one\r\nline two of it\r\n\r\nsecond paragraph\r\nwith a guitar in line two\r\n")
+    path.write_bytes(
+        b"first paragraph line one\r\nline two of it\r\n\r\nsecond paragraph\r\nwith a guitar in line two\r\n"
+    )
     content = path.read_bytes().decode("utf-8")
     records = read_texts([str(path)], "paragraph")
-    assert [(r.line, r.text) for r in records] == [(1, "first paragraph line one\r\nline two of it"),
-                                                   (4, "second paragraph\r\nwith a guitar in line two")]
-    code, out = _run(capsys, "mine", "-q", "a guitar", path, "--split", "paragraph", "-m", tiny_model_dir, "-f", "jsonl")
+    assert [(r.line, r.text) for r in records] == [
+        (1, "first paragraph line one\r\nline two of it"),
+        (4, "second paragraph\r\nwith a guitar in line two"),
+    ]
+    code, out = _run(
+        capsys, "mine", "-q", "a guitar", path, "--split", "paragraph", "-m", tiny_model_dir, "-f", "jsonl"
+    )
     for row in map(json.loads, out.out.splitlines()):
         assert content[row["file_start"] : row["file_end"]] == row["span"]
 
@@ -136,7 +147,10 @@ def test_b08_paragraph_offsets_of_crlf_files_are_file_offsets(tmp_path, tiny_mod
 def test_b09_jsonl_strings_may_hold_line_separators(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_bytes('{"id": "a", "text": "one\u2028two\x85three"}\n{"id": "b", "text": "plain"}\n'.encode("utf-8"))
-    assert [(d.id, d.text, d.line) for d in read_jsonl(str(path))] == [("a", "one\u2028two\x85three", 1), ("b", "plain", 2)]
+    assert [(d.id, d.text, d.line) for d in read_jsonl(str(path))] == [
+        ("a", "one\u2028two\x85three", 1),
+        ("b", "plain", 2),
+    ]
 
 
 def test_b21_byte_order_mark_is_not_text(tmp_path, tiny_model_dir, capsys):
@@ -210,8 +224,22 @@ def test_b14_search_threshold_must_be_a_number(tiny_model):
 def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("a man plays the guitar\n")
-    _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--max-span", "3", "--no-progress")
-    assert "this index holds word spans" in _fails(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token")
+    _run(
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        tmp_path / "ix",
+        "-m",
+        tiny_model_dir,
+        "--max-span",
+        "3",
+        "--no-progress",
+    )
+    assert "this index holds word spans" in _fails(
+        capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token"
+    )
     assert _run(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "word")[0] == 0
     assert "needs --index" in _fails(capsys, "mine", "-q", "guitar", corpus, "--approximate")
 
@@ -233,7 +261,9 @@ def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
         return real_scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs)
 
     monkeypatch.setattr(slice_st.index.span_index, "top_spans_flat", scan)
-    assert len(index.search("guitar", top_k=10**7, overlap=True)[0]) == 5 * 3 - 3 + 3 * 3 - 3  # every span of both documents
+    assert (
+        len(index.search("guitar", top_k=10**7, overlap=True)[0]) == 5 * 3 - 3 + 3 * 3 - 3
+    )  # every span of both documents
     assert len(index.search("guitar", top_k=10**7, per_document=1)[0]) == 2
     with pytest.raises(SpanInputError, match="min_span=200 is longer than a model window"):
         tiny_model.encode_spans("a b", min_span=200, max_span=10**9)
@@ -252,8 +282,12 @@ def test_b18_nan_threshold_is_one_error_everywhere(tiny_model, tiny_model_dir, t
     result = tiny_model.best_spans(["guitar"], ["a guitar"], max_span=2)
     index = SpanIndex.build(["a guitar"], tiny_model, max_span=2)
     sharded = slice_st.ShardedSpanIndex([index])
-    for call in (lambda: result.ranked(0, threshold=nan), lambda: index.search("guitar", threshold=nan),
-                 lambda: sharded.search("guitar", threshold=nan), lambda: index.search("guitar", threshold=float("inf"))):
+    for call in (
+        lambda: result.ranked(0, threshold=nan),
+        lambda: index.search("guitar", threshold=nan),
+        lambda: sharded.search("guitar", threshold=nan),
+        lambda: index.search("guitar", threshold=float("inf")),
+    ):
         with pytest.raises(SpanInputError, match="threshold must be a finite number"):
             call()
     corpus = tmp_path / "c.txt"
@@ -275,7 +309,11 @@ def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny
     assert f"Document '{second}:2': a word of" in error and "--skip-bad" in error
     code, out = _run(capsys, "mine", "-q", "guitar", first, second, "--max-span", "3", "--skip-bad", "-f", "jsonl")
     assert code == 0 and f"skipped {second}:2" in out.err and "1 texts skipped" in out.err
-    assert {(row["file"], row["line"]) for row in map(json.loads, out.out.splitlines())} == {(str(first), 1), (str(second), 1), (str(second), 3)}
+    assert {(row["file"], row["line"]) for row in map(json.loads, out.out.splitlines())} == {
+        (str(first), 1),
+        (str(second), 1),
+        (str(second), 3),
+    }
 
 
 # ------------------------------------------------------------------------------------------ B22, B24, B25
@@ -286,7 +324,9 @@ def test_b22_one_file_under_two_spellings_is_indexed_once(tmp_path, tiny_model_d
     with pytest.raises(CorpusError, match="are the same file"):
         read_corpus(["a.txt", "./a.txt"])
     os.symlink(tmp_path / "a.txt", tmp_path / "link.txt")
-    assert "are the same file" in _fails(capsys, "index", "build", "a.txt", "link.txt", "-o", "ix", "-m", tiny_model_dir)
+    assert "are the same file" in _fails(
+        capsys, "index", "build", "a.txt", "link.txt", "-o", "ix", "-m", tiny_model_dir
+    )
     _run(capsys, "index", "build", "a.txt", "-o", "ix", "-m", tiny_model_dir, "--no-progress")
     assert "Duplicate document id 'a.txt:1'" in _fails(capsys, "index", "add", "ix", "./a.txt")
     assert "already in the index as a.txt" in _fails(capsys, "index", "add", "ix", str(tmp_path / "a.txt"))
@@ -328,7 +368,9 @@ def test_mine_plans_windows_once_and_best_spans_can_skip(tmp_path, capsys, make_
     calls = []
     for module in (slice_st.tokens, slice_st.encode):
         original = module.plan_windows
-        monkeypatch.setattr(module, "plan_windows", lambda *a, _original=original, **k: calls.append(list(a[1])) or _original(*a, **k))
+        monkeypatch.setattr(
+            module, "plan_windows", lambda *a, _original=original, **k: calls.append(list(a[1])) or _original(*a, **k)
+        )
     corpus = tmp_path / "c.txt"
     corpus.write_text("a man plays the guitar\n" + "." * 80 + " tail\n" + "," * 80 + "\nmy bag was lost\n")
     error = _fails(capsys, "mine", "-q", "guitar", corpus, "--max-span", "3")

@@ -28,7 +28,15 @@ PACKAGE_DIR = Path(slice_st.__file__).parent
 #: layer; nothing else (no upward import, no import sideways into another group of the same layer).
 LAYERS: list[list[str]] = [
     ["slice_st.errors"],  # every exception and warning class: no slice_st imports
-    ["slice_st.spans", "slice_st.scoring", "slice_st.tokens", "slice_st.text", "slice_st.backends", "slice_st._attach", "slice_st.pretrained"],  # foundation: imports only errors
+    [
+        "slice_st.spans",
+        "slice_st.scoring",
+        "slice_st.tokens",
+        "slice_st.text",
+        "slice_st.backends",
+        "slice_st._attach",
+        "slice_st.pretrained",
+    ],  # foundation: imports only errors
     ["slice_st.config"],  # span settings saved with a model
     ["slice_st.loading"],  # model loading, saving, export, devices, fingerprints
     ["slice_st.encode"],  # encode_spans / best_spans
@@ -119,8 +127,10 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_cycles():
-    edges = {module: sorted({target for target, _, _ in imports if target in MODULES and target != module})
-             for module, imports in GRAPH.items()}
+    edges = {
+        module: sorted({target for target, _, _ in imports if target in MODULES and target != module})
+        for module, imports in GRAPH.items()
+    }
     state: dict[str, int] = {}  # 1: on the stack, 2: done
     cycles = []
 
@@ -128,7 +138,7 @@ def test_no_import_cycles():
         state[module] = 1
         for target in edges[module]:
             if state.get(target) == 1:
-                cycles.append(trail[trail.index(target):] + [target] if target in trail else [module, target])
+                cycles.append(trail[trail.index(target) :] + [target] if target in trail else [module, target])
             elif target not in state:
                 visit(target, trail + [target])
         state[module] = 2
@@ -140,22 +150,39 @@ def test_no_import_cycles():
 
 
 def test_library_never_imports_the_cli():
-    bad = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, _, line in imports
-           if not module.startswith("slice_st.cli") and (target == "slice_st.cli" or target.startswith("slice_st.cli."))]
+    bad = [
+        f"{module}:{line} imports {target}"
+        for module, imports in GRAPH.items()
+        for target, _, line in imports
+        if not module.startswith("slice_st.cli") and (target == "slice_st.cli" or target.startswith("slice_st.cli."))
+    ]
     assert not bad, bad
 
 
 def test_library_never_imports_the_server():
-    bad = [f"{module}:{line} imports {target}" for module, imports in GRAPH.items() for target, _, line in imports
-           if not module.startswith(("slice_st.serve", "slice_st.cli")) and (target == "slice_st.serve" or target.startswith("slice_st.serve."))]
+    bad = [
+        f"{module}:{line} imports {target}"
+        for module, imports in GRAPH.items()
+        for target, _, line in imports
+        if not module.startswith(("slice_st.serve", "slice_st.cli"))
+        and (target == "slice_st.serve" or target.startswith("slice_st.serve."))
+    ]
     assert not bad, bad
 
 
 def test_no_private_names_across_modules():
-    bad = [f"{module}:{line} imports {name} from {target}" for module, imports in GRAPH.items() for target, name, line in imports
-           if name is not None and name.startswith("_") and not name.startswith("__") and target != module]
-    bad += [f"{module}:{line} imports private module {target}" for module, imports in GRAPH.items() for target, _, line in imports
-            if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")) and module != FACADE]
+    bad = [
+        f"{module}:{line} imports {name} from {target}"
+        for module, imports in GRAPH.items()
+        for target, name, line in imports
+        if name is not None and name.startswith("_") and not name.startswith("__") and target != module
+    ]
+    bad += [
+        f"{module}:{line} imports private module {target}"
+        for module, imports in GRAPH.items()
+        for target, _, line in imports
+        if any(part.startswith("_") and not part.startswith("__") for part in target.split(".")) and module != FACADE
+    ]
     assert not bad, bad
 
 
@@ -172,13 +199,15 @@ def test_imports_follow_the_layers():
                 continue
             target_level, target_group = _group(target)
             if target_level > level or (target_level == level and target_group != group):
-                bad.append(f"{module}:{line} ({group}, layer {level}) imports {target} ({target_group}, layer {target_level})")
+                bad.append(
+                    f"{module}:{line} ({group}, layer {level}) imports {target} ({target_group}, layer {target_level})"
+                )
     assert not bad, "imports against the layer order:\n" + "\n".join(bad)
 
 
 def test_layers_are_documented_in_the_readme():
     readme = (PACKAGE_DIR.parent / "docs" / "layout.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout"):]
+    layout = readme[readme.index("## Layout") :]
     for groups in LAYERS:
         for group in groups:
             short = group.removeprefix("slice_st.")
@@ -195,11 +224,30 @@ def test_public_names_and_dir():
 
 
 def test_old_package_paths_keep_their_names():
-    from slice_st.data import CONTEXT_STYLES, DataFormatError, make_context, read_stsb, read_stsb_context, write_stsb_context  # noqa: F401
-    from slice_st.evaluation import SCORERS, SETUPS, SetupResult, SpanRetrievalEvaluator, compare_to_best, correlations  # noqa: F401
-    from slice_st.evaluation import ngram_offsets, score_full, score_ngram, score_single, williams_test  # noqa: F401
-    from slice_st.index import INDEX_FORMAT_VERSION, LOCK_FILE, MANIFEST, IndexMatch, ShardedSpanIndex, SpanIndex  # noqa: F401
-    from slice_st.index import model_fingerprint, model_identity, shard_directories  # noqa: F401
+    from slice_st.evaluation import (  # noqa: F401  # noqa: F401
+        SCORERS,
+        SETUPS,
+        SetupResult,
+        SpanRetrievalEvaluator,
+        compare_to_best,
+        correlations,
+        ngram_offsets,
+        score_full,
+        score_ngram,
+        score_single,
+        williams_test,
+    )
+    from slice_st.index import (  # noqa: F401  # noqa: F401
+        INDEX_FORMAT_VERSION,
+        LOCK_FILE,
+        MANIFEST,
+        IndexMatch,
+        ShardedSpanIndex,
+        SpanIndex,
+        model_fingerprint,
+        model_identity,
+        shard_directories,
+    )
     from slice_st.losses import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores  # noqa: F401
     from slice_st.training import PRESETS, TrainConfig, config_from_args, train  # noqa: F401
 

@@ -42,7 +42,9 @@ def test_span_config_defaults_and_replace():
     assert SpanConfig(2, 3, "token").to_dict() == {"min_span": 2, "max_span": 3, "unit": "token"}
 
 
-@pytest.mark.parametrize("kwargs", [dict(min_span=0), dict(min_span=3, max_span=2), dict(unit="char"), dict(max_span=2.5)])
+@pytest.mark.parametrize(
+    "kwargs", [dict(min_span=0), dict(min_span=3, max_span=2), dict(unit="char"), dict(max_span=2.5)]
+)
 def test_span_config_validates(kwargs):
     with pytest.raises(ValueError):
         SpanConfig(**kwargs)
@@ -64,7 +66,9 @@ def test_set_span_config_updates_model_and_encode_defaults(make_tiny_model):
     lengths = result.units[:, 1] - result.units[:, 0]
     assert set(lengths.tolist()) == {2, 3}
     # explicit arguments still win
-    assert set((lambda r: (r.units[:, 1] - r.units[:, 0]).tolist())(model.encode_spans("a b c", min_span=1, max_span=1))) == {1}
+    assert set(
+        (lambda r: (r.units[:, 1] - r.units[:, 0]).tolist())(model.encode_spans("a b c", min_span=1, max_span=1))
+    ) == {1}
 
 
 def test_set_span_config_rejects_bad_settings(make_tiny_model):

@@ -9,7 +9,15 @@ import pytest
 
 import slice_st
 from slice_st.encode import SpanInputError
-from slice_st.scoring import SPAN_SCORERS, SpanScorer, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
+from slice_st.scoring import (
+    SPAN_SCORERS,
+    SpanScorer,
+    costs_of_spans,
+    mark_prefix,
+    query_profiles,
+    resolve_scorer,
+    unit_flags,
+)
 from slice_st.tokens import text_units
 
 TEXTS = [
@@ -33,7 +41,9 @@ def _reference(model, query: str, text: str, scorer: SpanScorer, max_span: int, 
     flags = unit_flags(units)
     profile = query_profiles([query], [len(text_units(model.tokenizer, [query])[0][0])])[0]
     spans = np.asarray(encoding.units)
-    scores = cosines - costs_of_spans(scorer, flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0])
+    scores = cosines - costs_of_spans(
+        scorer, flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0]
+    )
     kept: list[tuple[int, int, float, float]] = []
     for index in np.argsort(-scores, kind="stable"):
         start, end = (int(x) for x in spans[index])
@@ -59,13 +69,23 @@ def test_default_scorer_equals_brute_force(tiny_model, top_k):
 
 
 def test_custom_scorer_and_paired(tiny_model):
-    scorer = SpanScorer(name="length-only", length_short=0.3, length_long=0.3, start_word=0, after_determiner=0, end_word=0,
-                        clause=0, sentence=0)
+    scorer = SpanScorer(
+        name="length-only",
+        length_short=0.3,
+        length_long=0.3,
+        start_word=0,
+        after_determiner=0,
+        end_word=0,
+        clause=0,
+        sentence=0,
+    )
     paired = slice_st.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
     for query, text, match in zip(QUERIES, TEXTS, paired):
-        (start, end, score, similarity), = _reference(tiny_model, query, text, scorer, 5, 1)
+        ((start, end, score, similarity),) = _reference(tiny_model, query, text, scorer, 5, 1)
         assert (match.unit_start, match.unit_end) == (start, end)
-        assert math.isclose(match.score, score, abs_tol=1e-4) and math.isclose(match.similarity, similarity, abs_tol=1e-4)
+        assert math.isclose(match.score, score, abs_tol=1e-4) and math.isclose(
+            match.similarity, similarity, abs_tol=1e-4
+        )
 
 
 def test_max_cosine_scores_are_cosines(tiny_model):
@@ -78,14 +98,18 @@ def test_max_cosine_scores_are_cosines(tiny_model):
 
 def test_top_k_never_overlaps_by_default_even_across_windows(tiny_model_short):
     long_text = " ".join(f"word{i} and the cat sat." for i in range(40))  # many windows of the short-window model
-    result = tiny_model_short.best_spans(["the cat sat", "word3"], [long_text, TEXTS[0]], max_span=4, top_k=12, window_context=2)
+    result = tiny_model_short.best_spans(
+        ["the cat sat", "word3"], [long_text, TEXTS[0]], max_span=4, top_k=12, window_context=2
+    )
     for q in range(2):
         for t in range(2):
             matches = result[q][t]
             assert matches
             spans = sorted((m.unit_start, m.unit_end) for m in matches)
             assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
-    overlapping = tiny_model_short.best_spans(["the cat sat"], [long_text], max_span=4, top_k=12, window_context=2, overlap=True)
+    overlapping = tiny_model_short.best_spans(
+        ["the cat sat"], [long_text], max_span=4, top_k=12, window_context=2, overlap=True
+    )
     spans = sorted((m.unit_start, m.unit_end) for m in overlapping[0][0])
     assert any(a_end > b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
 
@@ -104,7 +128,9 @@ def test_costs_follow_the_rules():
     assert costs[2] == pytest.approx(phrase.end_word + phrase.length_long * math.log(4 / 3))
     assert costs[3] == pytest.approx(phrase.start_word + phrase.end_word + phrase.sentence + phrase.clause)
     # a query that starts on a function word lifts the start cost
-    assert costs_of_spans(phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2]))[0] == 0
+    assert (
+        costs_of_spans(phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2]))[0] == 0
+    )
 
     # a whole-sentence query: a span should also start and end where a clause does
     sentence = query_profiles(["I saw a man."], [4])[0]
@@ -131,11 +157,21 @@ def test_bad_scorer_and_overlap_are_clear_errors(tiny_model):
 
 # What users see first: the README / `make demo` cases come out as whole phrases (the real shipped model).
 WHOLE = [
-    ("a man plays the guitar", "Customer: My son plays the guitar and wants to bring it on board as hand luggage.", "plays the guitar"),
-    ("the flight was delayed", "Agent: I'm sorry about that, the departure got delayed because of the storm in Chicago.",
-     "the departure got delayed"),
-    ("my bag was lost", "Customer: Last time the luggage went missing for a week, which was a nightmare.",
-     "Last time the luggage went missing"),
+    (
+        "a man plays the guitar",
+        "Customer: My son plays the guitar and wants to bring it on board as hand luggage.",
+        "plays the guitar",
+    ),
+    (
+        "the flight was delayed",
+        "Agent: I'm sorry about that, the departure got delayed because of the storm in Chicago.",
+        "the departure got delayed",
+    ),
+    (
+        "my bag was lost",
+        "Customer: Last time the luggage went missing for a week, which was a nightmare.",
+        "Last time the luggage went missing",
+    ),
     ("take back the last edit", "Undo the last edit. Take care with the redo command.", "Undo the last edit."),
 ]
 

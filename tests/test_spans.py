@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from helpers import expected_span_units
 from hypothesis import given
 from hypothesis import strategies as st
-from helpers import expected_span_units
 
 from slice_st.spans import (
     best_span_scores,
@@ -388,7 +388,9 @@ def test_best_span_scores_row_without_units():
 @pytest.mark.parametrize("top_k", [0, -1])
 def test_best_span_scores_rejects_bad_top_k(top_k):
     with pytest.raises(ValueError, match="top_k"):
-        best_span_scores(torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 1, 2, top_k=top_k)
+        best_span_scores(
+            torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 1, 2, top_k=top_k
+        )
 
 
 def test_best_span_scores_paired_equals_one_row_at_a_time():
@@ -399,7 +401,9 @@ def test_best_span_scores_paired_equals_one_row_at_a_time():
     queries = torch.randn(3, 2, 4, generator=generator)
     paired = best_span_scores(queries, emb, boundaries, num_units, 1, 2, top_k=2)
     for row in range(3):
-        alone = best_span_scores(queries[row], emb[row : row + 1], boundaries[row : row + 1], num_units[row : row + 1], 1, 2, top_k=2)
+        alone = best_span_scores(
+            queries[row], emb[row : row + 1], boundaries[row : row + 1], num_units[row : row + 1], 1, 2, top_k=2
+        )
         assert torch.allclose(paired.scores[row], alone.scores[0], atol=1e-6)
         assert torch.equal(paired.starts[row], alone.starts[0]) and torch.equal(paired.ends[row], alone.ends[0])
 
@@ -407,7 +411,9 @@ def test_best_span_scores_paired_equals_one_row_at_a_time():
 @pytest.mark.parametrize("shape", [(4,), (2, 1, 3, 4), (3, 1, 4)])
 def test_best_span_scores_rejects_bad_query_shapes(shape):
     with pytest.raises(ValueError, match="queries must be"):
-        best_span_scores(torch.randn(*shape), torch.randn(2, 4, 4), torch.tensor([[1, 2, 3], [1, 2, 3]]), torch.tensor([2, 2]), 1, 2)
+        best_span_scores(
+            torch.randn(*shape), torch.randn(2, 4, 4), torch.tensor([[1, 2, 3], [1, 2, 3]]), torch.tensor([2, 2]), 1, 2
+        )
 
 
 def test_best_span_scores_rejects_bad_bounds():

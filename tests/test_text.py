@@ -14,9 +14,14 @@ from slice_st.text import MissingExtraError, require, split_sentences
     ("text", "expected"),
     [
         ("Mr. Howard arrived late. Nobody minded.", ["Mr. Howard arrived late.", "Nobody minded."]),
-        ("He served in the U.S. Military for ten years. Then he retired.",
-         ["He served in the U.S. Military for ten years.", "Then he retired."]),
-        ("Bring tools, e.g. for cutting wood. We start at nine.", ["Bring tools, e.g. for cutting wood.", "We start at nine."]),
+        (
+            "He served in the U.S. Military for ten years. Then he retired.",
+            ["He served in the U.S. Military for ten years.", "Then he retired."],
+        ),
+        (
+            "Bring tools, e.g. for cutting wood. We start at nine.",
+            ["Bring tools, e.g. for cutting wood.", "We start at nine."],
+        ),
         ("It cost 3.5 dollars. Dr. Smith paid.", ["It cost 3.5 dollars.", "Dr. Smith paid."]),
         ('She said "Go." Then she left.', ['She said "Go."', "Then she left."]),
         ('An unopened quote ends here." And then more.', ['An unopened quote ends here."', "And then more."]),

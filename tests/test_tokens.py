@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import texts, whitespace_words
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from helpers import texts, whitespace_words
 
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, Window, check_unit, plan_windows, unit_boundaries
 
@@ -27,7 +27,9 @@ def token_count(tokenizer, text: str) -> int:
 @given(batch=st.lists(texts(), min_size=1, max_size=4))
 def test_word_units_are_whitespace_words_and_skip_specials(tokenizer, batch):
     encoded = tokenize(tokenizer, batch)
-    units = unit_boundaries(encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word")
+    units = unit_boundaries(
+        encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word"
+    )
     content = encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()
     width = units.boundaries.shape[1] - 1
     assert units.char_starts.shape == units.char_ends.shape == (len(batch), width)
@@ -37,7 +39,7 @@ def test_word_units_are_whitespace_words_and_skip_specials(tokenizer, batch):
         assert n == len(words)
         cuts = units.boundaries[row].tolist()
         # strictly increasing over real units, then padded by repeating the last boundary
-        assert all(a < b for a, b in zip(cuts[: n], cuts[1 : n + 1]))
+        assert all(a < b for a, b in zip(cuts[:n], cuts[1 : n + 1]))
         assert all(c == cuts[n] for c in cuts[n:])
         # the tokens inside units are exactly the content tokens: no special token, no padding
         in_units = torch.zeros_like(content[row])
@@ -54,7 +56,9 @@ def test_word_units_are_whitespace_words_and_skip_specials(tokenizer, batch):
 @given(batch=st.lists(texts(), min_size=1, max_size=4))
 def test_token_units_are_content_tokens(tokenizer, batch):
     encoded = tokenize(tokenizer, batch)
-    units = unit_boundaries(encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "token")
+    units = unit_boundaries(
+        encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "token"
+    )
     content = encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()
     for row, text in enumerate(batch):
         positions = content[row].nonzero().flatten().tolist()
@@ -81,14 +85,18 @@ def test_unit_boundaries_doc_example():
 def test_word_units_never_split_contractions_or_punctuation(tokenizer):
     text = "I don't know... ok?! e.g. U.S.A. (yes)"
     encoded = tokenize(tokenizer, [text])
-    units = unit_boundaries(encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word")
+    units = unit_boundaries(
+        encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word"
+    )
     got = [text[s:e] for s, e in zip(units.char_starts[0].tolist(), units.char_ends[0].tolist())]
     assert got == text.split()
 
 
 def test_padding_row_has_no_units(tokenizer):
     encoded = tokenize(tokenizer, ["a man plays", ""])
-    units = unit_boundaries(encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word")
+    units = unit_boundaries(
+        encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "word"
+    )
     assert units.num_units.tolist() == [3, 0]
 
 
@@ -135,7 +143,9 @@ def word_tokens(tokenizer, text: str) -> list[int]:
     return [token_count(tokenizer, text[s:e]) for s, e in whitespace_words(text)]
 
 
-def check_windows(tokenizer, batch: list[str], windows: list[Window], max_tokens: int, max_span: int, context: int | None):
+def check_windows(
+    tokenizer, batch: list[str], windows: list[Window], max_tokens: int, max_span: int, context: int | None
+):
     """Every invariant plan_windows promises; ``context`` is checked only when given."""
     for text_index, text in enumerate(batch):
         words = whitespace_words(text)

@@ -43,7 +43,10 @@ def test_control_characters_are_escaped_in_table_output(tmp_path, tiny_model_dir
     corpus.write_text(json.dumps({"id": HOSTILE_ID, "text": HOSTILE_TEXT}) + "\n")
     _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--no-progress", "--quiet")
     common = ("-m", tiny_model_dir, "--no-progress", "--max-span", "3")
-    for where, seen in (((text_file,), "calls\\x1b]0;owned\\x07.txt:1"), (("--index", tmp_path / "ix"), "doc\\x1b]0;owned\\x07")):
+    for where, seen in (
+        ((text_file,), "calls\\x1b]0;owned\\x07.txt:1"),
+        (("--index", tmp_path / "ix"), "doc\\x1b]0;owned\\x07"),
+    ):
         code, out = _run(capsys, "mine", "-q", "dog\x1b[5m", *where, *common, "--color", "never")
         assert code == 0 and seen in out.out and "dog\\x1b[5m" in out.out and "\\x1b[31mbarks" in out.out, out.out
         assert not any(ch in out.out for ch in "\x1b\x07\x9b\r"), out.out
@@ -66,8 +69,19 @@ def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    config = {"peft_type": "LORA", "r": rank, "lora_alpha": 8, "bias": "none", "fan_in_fan_out": False, "modules_to_save": None,
-              "use_dora": False, "use_rslora": False, "rank_pattern": {}, "alpha_pattern": {}, "lora_bias": False}
+    config = {
+        "peft_type": "LORA",
+        "r": rank,
+        "lora_alpha": 8,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "modules_to_save": None,
+        "use_dora": False,
+        "use_rslora": False,
+        "rank_pattern": {},
+        "alpha_pattern": {},
+        "lora_bias": False,
+    }
     config.update(config_changes or {})
     (folder / "adapter_config.json").write_text(json.dumps(config))
     generator = torch.Generator().manual_seed(0)
@@ -81,23 +95,30 @@ def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
     return str(folder)
 
 
-@pytest.mark.parametrize("config, tensors, expected", [
-    ({"r": 8}, None, "rank 4, but .* says r=8"),
-    ({"r": 2}, None, "rank 4, but .* says r=2"),
-    ({"r": 4.0}, None, "r must be a positive integer"),
-    ({"lora_alpha": 0}, None, "lora_alpha must be a finite number > 0"),
-    ({"lora_alpha": -16}, None, "lora_alpha must be a finite number > 0"),
-    ({"lora_alpha": float("nan")}, None, "lora_alpha must be a finite number > 0"),
-    ({"lora_alpha": float("inf")}, None, "lora_alpha must be a finite number > 0"),
-    ({"lora_alpha": "16"}, None, "lora_alpha must be a finite number > 0"),
-    ({"bias": "all"}, None, "bias='all' is not applied"),
-    ({"modules_to_save": ["pooler"]}, None, "modules_to_save=\\['pooler'\\] not applied"),
-    ({"fan_in_fan_out": True}, None, "fan_in_fan_out=True not applied"),
-    ({"use_dora": True}, None, "use_dora=True not applied"),
-    (None, {"base_model.model.encoder.layer.0.attention.self.query.lora_A.weight": "nan"}, "NaN or infinite"),
-    (None, {"base_model.model.encoder.layer.0.attention.self.query.bias": "zeros"}, "tensors this loader does not apply"),
-    (None, {"base_model.model.pooler.dense.lora_B.weight": "zeros"}, "has no lora_A tensor"),
-])
+@pytest.mark.parametrize(
+    "config, tensors, expected",
+    [
+        ({"r": 8}, None, "rank 4, but .* says r=8"),
+        ({"r": 2}, None, "rank 4, but .* says r=2"),
+        ({"r": 4.0}, None, "r must be a positive integer"),
+        ({"lora_alpha": 0}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": -16}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": float("nan")}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": float("inf")}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": "16"}, None, "lora_alpha must be a finite number > 0"),
+        ({"bias": "all"}, None, "bias='all' is not applied"),
+        ({"modules_to_save": ["pooler"]}, None, "modules_to_save=\\['pooler'\\] not applied"),
+        ({"fan_in_fan_out": True}, None, "fan_in_fan_out=True not applied"),
+        ({"use_dora": True}, None, "use_dora=True not applied"),
+        (None, {"base_model.model.encoder.layer.0.attention.self.query.lora_A.weight": "nan"}, "NaN or infinite"),
+        (
+            None,
+            {"base_model.model.encoder.layer.0.attention.self.query.bias": "zeros"},
+            "tensors this loader does not apply",
+        ),
+        (None, {"base_model.model.pooler.dense.lora_B.weight": "zeros"}, "has no lora_A tensor"),
+    ],
+)
 def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, config, tensors, expected):
     import torch
     from transformers import BertModel
@@ -161,18 +182,34 @@ def test_mine_reads_a_file_named_twice_once(tmp_path, tiny_model_dir, capsys, mo
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.txt").write_text("a man plays the guitar\nthe dog barks\n")
     os.symlink(tmp_path / "a.txt", tmp_path / "link.txt")
-    code, out = _run(capsys, "mine", "-q", "dog", "a.txt", "./a.txt", "link.txt", "-m", tiny_model_dir, "-f", "jsonl", "--no-progress")
+    code, out = _run(
+        capsys,
+        "mine",
+        "-q",
+        "dog",
+        "a.txt",
+        "./a.txt",
+        "link.txt",
+        "-m",
+        tiny_model_dir,
+        "-f",
+        "jsonl",
+        "--no-progress",
+    )
     rows = [json.loads(line) for line in out.out.splitlines()]
     assert code == 0 and [(row["file"], row["line"]) for row in rows] == [("a.txt", 2), ("a.txt", 1)]
     assert "./a.txt is the same file as a.txt: read once" in out.err and "link.txt is the same file as a.txt" in out.err
 
 
-@pytest.mark.parametrize("line, expected", [
-    ({"id": 5, "text": "the dog"}, "id field 'id' must be a string, got int 5"),
-    ({"id": 5.0, "text": "the dog"}, "id field .id. must be a string, got float"),
-    ({"id": "", "text": "the dog"}, "empty id"),
-    ({"text": "the dog"}, "missing id field 'id'"),
-])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ({"id": 5, "text": "the dog"}, "id field 'id' must be a string, got int 5"),
+        ({"id": 5.0, "text": "the dog"}, "id field .id. must be a string, got float"),
+        ({"id": "", "text": "the dog"}, "empty id"),
+        ({"text": "the dog"}, "missing id field 'id'"),
+    ],
+)
 def test_jsonl_ids_are_non_empty_strings(tmp_path, capsys, line, expected):
     from slice_st.data.corpus import CorpusError, read_jsonl
 
@@ -187,16 +224,24 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_mo
     from slice_st import SpanIndex, SpanInputError
 
     bad = "the dog \ud800 barks"
-    for call in (lambda: tiny_model.best_spans("dog", ["fine", bad]), lambda: tiny_model.best_spans(bad, "the dog"),
-                 lambda: tiny_model.encode_spans(bad), lambda: SpanIndex.build(["fine", bad], tiny_model)):
+    for call in (
+        lambda: tiny_model.best_spans("dog", ["fine", bad]),
+        lambda: tiny_model.best_spans(bad, "the dog"),
+        lambda: tiny_model.encode_spans(bad),
+        lambda: SpanIndex.build(["fine", bad], tiny_model),
+    ):
         with pytest.raises(SpanInputError, match="lone surrogate"):
             call()
     index = SpanIndex.build(["the cat", bad], tiny_model, on_error="skip")
     assert index.doc_ids == ["0"] and "lone surrogate" in index.skipped[0][1]
     corpus = tmp_path / "c.jsonl"
-    corpus.write_text(json.dumps({"id": "ok", "text": "the cat sat"}) + "\n" + json.dumps({"id": "bad", "text": bad}) + "\n")
+    corpus.write_text(
+        json.dumps({"id": "ok", "text": "the cat sat"}) + "\n" + json.dumps({"id": "bad", "text": bad}) + "\n"
+    )
     assert "lone surrogate" in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir)
-    code, out = _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress")
+    code, out = _run(
+        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress"
+    )
     assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
 
 
@@ -213,18 +258,39 @@ def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    with pytest.raises(SpanInputError, match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused"):
+    with pytest.raises(
+        SpanInputError, match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused"
+    ):
         probe_address(f"127.0.0.1:{port}")
     with pytest.raises(SpanInputError, match="cannot connect to the Ray cluster at ray://127.0.0.1"):
         probe_address(f"ray://127.0.0.1:{port}")
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.getcwd())
-    command = [sys.executable, "-m", "slice_st.cli", "index", "build", str(corpus), "-o", str(tmp_path / "ix"), "-m", tiny_model_dir,
-               "--ray", f"127.0.0.1:{port}", "--no-progress"]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)  # ray.init used to wait for ever
+    command = [
+        sys.executable,
+        "-m",
+        "slice_st.cli",
+        "index",
+        "build",
+        str(corpus),
+        "-o",
+        str(tmp_path / "ix"),
+        "-m",
+        tiny_model_dir,
+        "--ray",
+        f"127.0.0.1:{port}",
+        "--no-progress",
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=300
+    )  # ray.init used to wait for ever
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(f"slice-st: error: cannot connect to the Ray cluster at 127.0.0.1:{port}")
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"slice-st: error: cannot connect to the Ray cluster at 127.0.0.1:{port}")
+    )
 
 
 def test_threads_and_processes_are_bounded(tiny_model, tiny_model_dir, tmp_path, capsys):
@@ -233,7 +299,9 @@ def test_threads_and_processes_are_bounded(tiny_model, tiny_model_dir, tmp_path,
     from slice_st.backends import parallelism_limit
 
     limit = parallelism_limit()
-    with pytest.raises(SpanInputError, match=f"processes={limit + 1} is more than this machine can use: at most {limit}"):
+    with pytest.raises(
+        SpanInputError, match=f"processes={limit + 1} is more than this machine can use: at most {limit}"
+    ):
         SpanIndex.build(["the dog"], tiny_model, processes=limit + 1)
     with pytest.raises(SpanInputError, match="processes=100000 is more than"):
         SpanIndex.build(["the dog"], tiny_model, devices=["cpu"] * 100000)
@@ -241,9 +309,12 @@ def test_threads_and_processes_are_bounded(tiny_model, tiny_model_dir, tmp_path,
         slice_st.load_model(tiny_model_dir, threads=1_000_000)
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
-    assert "threads=1000000 is more than" in _fails(capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "--threads", "1000000")
-    assert "processes=100000 is more than" in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir,
-                                                     "--processes", "100000")
+    assert "threads=1000000 is more than" in _fails(
+        capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "--threads", "1000000"
+    )
+    assert "processes=100000 is more than" in _fails(
+        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--processes", "100000"
+    )
 
 
 def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys):
@@ -258,8 +329,12 @@ def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys
         with pytest.raises(FileAccessError, match="not a regular file"):
             read_texts([device])
     assert "not a regular file" in _fails(capsys, "mine", "-q", "cat", "/dev/zero", "-m", tiny_model_dir)
-    assert "not a regular file" in _fails(capsys, "index", "build", "/dev/urandom", "-o", tmp_path / "ix", "-m", tiny_model_dir)
-    assert "not a regular file" in _fails(capsys, "mine", "--queries", "/dev/zero", tmp_path / "pipe", "-m", tiny_model_dir)
+    assert "not a regular file" in _fails(
+        capsys, "index", "build", "/dev/urandom", "-o", tmp_path / "ix", "-m", tiny_model_dir
+    )
+    assert "not a regular file" in _fails(
+        capsys, "mine", "--queries", "/dev/zero", tmp_path / "pipe", "-m", tiny_model_dir
+    )
     text = tmp_path / "a.txt"
     text.write_bytes("\ufeffone\r\ntwo caf\u00e9\n\nthree".encode())
     lines = file_lines(str(text))
@@ -302,8 +377,12 @@ def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
             return (open, (str(marker), "w"))
 
     data = (checkpoint / "optimizer.pt").read_bytes()
-    (checkpoint / name).write_bytes({"truncated": data[: len(data) // 2], "empty": b"", "code": pickle.dumps(Payload())}[damage])
-    with pytest.raises(ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"):
+    (checkpoint / name).write_bytes(
+        {"truncated": data[: len(data) // 2], "empty": b"", "code": pickle.dumps(Payload())}[damage]
+    )
+    with pytest.raises(
+        ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"
+    ):
         check_checkpoint_state(str(checkpoint))
     assert not marker.exists()  # nothing of the pickle was run
 
@@ -318,11 +397,16 @@ def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
     assert short.encode("the dog").shape == (8,)
     assert short.encode_spans("the dog barks", max_span=2).embeddings.shape == (5, 8)  # like encode: 8-d, not 32-d
     assert short.encode_span_queries("dog").shape == (8,)
-    assert short.encode_spans("the dog barks", max_span=2, truncate_dim=4).embeddings.shape == (5, 4)  # the argument wins
+    assert short.encode_spans("the dog barks", max_span=2, truncate_dim=4).embeddings.shape == (
+        5,
+        4,
+    )  # the argument wins
     found = short.best_spans("dog", "the dog barks at the mailman", max_span=2)[0][0][0]
     spans = full.encode_spans("the dog barks at the mailman", max_span=2)
     query, vector = full.encode_span_queries("dog")[:8], spans.embeddings[spans.spans.index(found.span)][:8]
-    assert abs(found.similarity - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5  # scored in 8-d
+    assert (
+        abs(found.similarity - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5
+    )  # scored in 8-d
 
 
 def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
@@ -330,8 +414,11 @@ def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    for call in (lambda: tiny_model.encode_spans("the dog", device="cuda"), lambda: tiny_model.best_spans("dog", "the dog", device="cuda"),
-                 lambda: tiny_model.encode_span_queries("dog", device="cuda:0")):
+    for call in (
+        lambda: tiny_model.encode_spans("the dog", device="cuda"),
+        lambda: tiny_model.best_spans("dog", "the dog", device="cuda"),
+        lambda: tiny_model.encode_span_queries("dog", device="cuda:0"),
+    ):
         with pytest.raises(ValueError, match="CUDA is not available here"):
             call()
 
@@ -347,8 +434,12 @@ def test_a_slice_minilm_folder_in_the_cwd_is_not_an_indexs_model(tmp_path, monke
     slice_st.load_model(tiny_model_dir).save(str(tmp_path / "slice-minilm"))  # an unrelated folder of that name
     assert model_source(str(tmp_path / "ix"), {"model_name": "slice-minilm"}) == "slice-st/slice-minilm"
     loaded = SpanIndex.load(str(tmp_path / "ix"))
-    assert loaded.search("dog", top_k=1)[0][0].span  # the shipped model (the tiny one would be refused: another fingerprint)
-    assert slice_st.load_model("slice-minilm").get_embedding_dimension() == 32  # a bare name still means the folder here
+    assert loaded.search("dog", top_k=1)[0][
+        0
+    ].span  # the shipped model (the tiny one would be refused: another fingerprint)
+    assert (
+        slice_st.load_model("slice-minilm").get_embedding_dimension() == 32
+    )  # a bare name still means the folder here
 
 
 def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_path):
@@ -357,7 +448,10 @@ def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_p
     import slice_st
 
     slice_st.save_slice_model(tiny_model, str(tmp_path / "saved"))
-    modes = {name: os.stat(tmp_path / "saved" / name).st_mode & 0o777 for name in ("model.safetensors", "config.json", "modules.json")}
+    modes = {
+        name: os.stat(tmp_path / "saved" / name).st_mode & 0o777
+        for name in ("model.safetensors", "config.json", "modules.json")
+    }
     assert len(set(modes.values())) == 1, modes  # model.safetensors was 0600 while the rest was 0644
 
 
@@ -379,7 +473,9 @@ def test_a_bad_training_config_is_named(tmp_path):
     _tiny_adapter(run / "adapter")
     (run / "final").mkdir()
     (run / "final" / "slice_train_config.json").write_text("{not json")
-    with pytest.raises(ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"):
+    with pytest.raises(
+        ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"
+    ):
         ship_adapter(str(run), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
@@ -410,12 +506,24 @@ def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
     import slice_st
 
     model = slice_st.load_model()
-    data = Dataset.from_dict({"anchor": ["a dog runs", "a cat sleeps"], "positive": ["the dog is running", "the cat is asleep"]})
-    args = SentenceTransformerTrainingArguments(str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=2, report_to=[],
-                                                save_strategy="no", use_cpu=True)
-    SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=MultipleNegativesRankingLoss(model)).train()
+    data = Dataset.from_dict(
+        {"anchor": ["a dog runs", "a cat sleeps"], "positive": ["the dog is running", "the cat is asleep"]}
+    )
+    args = SentenceTransformerTrainingArguments(
+        str(tmp_path / "run"),
+        max_steps=1,
+        per_device_train_batch_size=2,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+    )
+    SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=data, loss=MultipleNegativesRankingLoss(model)
+    ).train()
     slice_st.save_slice_model(model, str(tmp_path / "out"))
     text = (tmp_path / "out" / "README.md").read_text()
     head = text.split("---")[1]
     assert "license: cc-by-nc-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
-    assert "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-nc-sa-4.0" in text
+    assert (
+        "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-nc-sa-4.0" in text
+    )

@@ -39,7 +39,9 @@ def test_long_text_needs_several_windows(tiny_model_short, tiny_model):
 @pytest.mark.parametrize("window_context", [0, 2, 6, 16])
 @pytest.mark.parametrize("min_span, max_span", [(1, 3), (2, 4)])
 def test_windowed_spans_equal_full_span_set(tiny_model_short, tiny_model, window_context, min_span, max_span):
-    windowed = tiny_model_short.encode_spans(LONG_TEXT, min_span=min_span, max_span=max_span, window_context=window_context)
+    windowed = tiny_model_short.encode_spans(
+        LONG_TEXT, min_span=min_span, max_span=max_span, window_context=window_context
+    )
     full = tiny_model.encode_spans(LONG_TEXT, min_span=min_span, max_span=max_span)
     assert_same_spans(windowed, full)
     words = whitespace_words(LONG_TEXT)
@@ -65,9 +67,13 @@ def test_windowed_token_units_equal_full_span_set(tiny_model_short, tiny_model):
     window_context=st.integers(0, 3),
     batch_size=st.integers(1, 5),
 )
-def test_windowed_batches_equal_full_span_sets_property(tiny_model_short, tiny_model, batch, max_span, window_context, batch_size):
+def test_windowed_batches_equal_full_span_sets_property(
+    tiny_model_short, tiny_model, batch, max_span, window_context, batch_size
+):
     batch = batch + ["a b c"]  # at least one text with tokens (all-empty calls: known bug, see test_encode)
-    windowed = tiny_model_short.encode_spans(batch, max_span=max_span, window_context=window_context, batch_size=batch_size)
+    windowed = tiny_model_short.encode_spans(
+        batch, max_span=max_span, window_context=window_context, batch_size=batch_size
+    )
     full = tiny_model.encode_spans(batch, max_span=max_span)
     for text, w, f in zip(batch, windowed, full):
         assert w.text == text
@@ -109,8 +115,15 @@ def test_best_spans_over_windows_equal_brute_force(tiny_model_short):
     """Fused search merged across windows finds exactly the top-k of all encode_spans vectors."""
     queries = ["the lazy dog", "naïve café owner"]
     top_k = 4
-    found = tiny_model_short.best_spans(queries, [LONG_TEXT, "a short text"], top_k=top_k, max_span=3, window_context=2,
-                                        scorer="max-cosine", overlap=True)
+    found = tiny_model_short.best_spans(
+        queries,
+        [LONG_TEXT, "a short text"],
+        top_k=top_k,
+        max_span=3,
+        window_context=2,
+        scorer="max-cosine",
+        overlap=True,
+    )
     spans = tiny_model_short.encode_spans(LONG_TEXT, max_span=3, window_context=2)
     query_vectors = slice_st.embed_texts(tiny_model_short, queries).numpy()
     for q, query in enumerate(query_vectors):

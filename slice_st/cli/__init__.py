@@ -99,10 +99,16 @@ def _grouped_commands(commands) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="slice-st", description="Phrase mining with SLICE span embeddings.", usage="%(prog)s [-h] [--version] COMMAND ...",
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(
+        prog="slice-st",
+        description="Phrase mining with SLICE span embeddings.",
+        usage="%(prog)s [-h] [--version] COMMAND ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    commands = parser.add_subparsers(prog="slice-st", dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
+    commands = parser.add_subparsers(
+        prog="slice-st", dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
+    )
     add_mine_command(commands)
     add_index_command(commands)
     add_serve_command(commands)

@@ -20,10 +20,32 @@ from slice_st.errors import FileAccessError
 from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
 
 __all__ = [
-    "add_backend_arguments", "model_options", "add_ray_argument", "bare_ray_option",
-    "positive_int", "int_at_least", "finite_float", "check_output", "add_output_options", "apply_output_options", "quiet_progress",
-    "report", "json_ready", "dumps_json", "read_queries", "write_rows", "expand_inputs", "add_format_argument", "FORMATS",
-    "CORPUS_SUFFIXES", "terminal_safe", "write_records", "html_document", "add_query_arguments", "result_counts", "DEFAULT_TEXTS",
+    "add_backend_arguments",
+    "model_options",
+    "add_ray_argument",
+    "bare_ray_option",
+    "positive_int",
+    "int_at_least",
+    "finite_float",
+    "check_output",
+    "add_output_options",
+    "apply_output_options",
+    "quiet_progress",
+    "report",
+    "json_ready",
+    "dumps_json",
+    "read_queries",
+    "write_rows",
+    "expand_inputs",
+    "add_format_argument",
+    "FORMATS",
+    "CORPUS_SUFFIXES",
+    "terminal_safe",
+    "write_records",
+    "html_document",
+    "add_query_arguments",
+    "result_counts",
+    "DEFAULT_TEXTS",
 ]
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
@@ -81,8 +103,10 @@ positive_int = int_at_least(1)
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` and ``--no-progress`` (every command has both; a command that already has one keeps it)."""
-    for flags, help_text in ((("--no-progress",), "hide progress bars"),
-                             (("--quiet",), "print only results and errors: no progress bars, status lines or library logs")):
+    for flags, help_text in (
+        (("--no-progress",), "hide progress bars"),
+        (("--quiet",), "print only results and errors: no progress bars, status lines or library logs"),
+    ):
         try:
             parser.add_argument(*flags, action="store_true", help=help_text)
         except argparse.ArgumentError:  # the command defines it itself
@@ -101,15 +125,27 @@ def apply_output_options(args):
     if getattr(args, "quiet", False):
         args.no_progress = True
         warnings.simplefilter("ignore")  # library warnings (torch, transformers, sentence-transformers, slice_st) too
-        for name in ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st", "py.warnings"):
+        for name in (
+            "transformers",
+            "sentence_transformers",
+            "huggingface_hub",
+            "datasets",
+            "mteb",
+            "accelerate",
+            "slice_st",
+            "py.warnings",
+        ):
             saved_levels[name] = logging.getLogger(name).level
             logging.getLogger(name).setLevel(logging.ERROR)
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if getattr(args, "no_progress", False):
         for name in _PROGRESS_ENV:  # tqdm >= 4.66 reads TQDM_DISABLE for bars made without an explicit ``disable``
             os.environ[name] = "1"
-        for module, function in (("transformers.utils.logging", "disable_progress_bar"),
-                                 ("huggingface_hub.utils", "disable_progress_bars"), ("datasets.utils.logging", "disable_progress_bar")):
+        for module, function in (
+            ("transformers.utils.logging", "disable_progress_bar"),
+            ("huggingface_hub.utils", "disable_progress_bars"),
+            ("datasets.utils.logging", "disable_progress_bar"),
+        ):
             if module.split(".")[0] in sys.modules:  # already imported: switch it off there too
                 getattr(importlib.import_module(module), function)()
 
@@ -146,8 +182,11 @@ def expand_inputs(paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXE
             files = []
             for folder, folders, names in os.walk(path):
                 folders[:] = sorted(name for name in folders if not name.startswith("."))
-                files.extend(os.path.join(folder, name) for name in sorted(names)
-                             if not name.startswith(".") and name.lower().endswith(tuple(suffixes)))
+                files.extend(
+                    os.path.join(folder, name)
+                    for name in sorted(names)
+                    if not name.startswith(".") and name.lower().endswith(tuple(suffixes))
+                )
             if not files:
                 raise ValueError(f"no {', '.join(suffixes)} file in the folder {path}.")
             found.extend(files)
@@ -161,7 +200,9 @@ def expand_inputs(paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXE
     return found
 
 
-def add_format_argument(parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS, extra: Sequence[str] = ()) -> None:
+def add_format_argument(
+    parser: argparse.ArgumentParser, formats: Sequence[str] = FORMATS, extra: Sequence[str] = ()
+) -> None:
     """``-f/--format`` with the shared choices (``table`` is still accepted for ``text``)."""
     choices = tuple(formats) + tuple(extra)
 
@@ -172,9 +213,17 @@ def add_format_argument(parser: argparse.ArgumentParser, formats: Sequence[str] 
         return value
 
     parse.__name__ = "format"
-    parser.add_argument("-f", "--format", type=parse, default="text", metavar="{" + ",".join(choices) + "}",
-                        help="text: aligned columns (default); json: one JSON document; jsonl: one JSON object per line; "
-                             "html: one self-contained page" if "html" in choices else "output format (default: text)")
+    parser.add_argument(
+        "-f",
+        "--format",
+        type=parse,
+        default="text",
+        metavar="{" + ",".join(choices) + "}",
+        help="text: aligned columns (default); json: one JSON document; jsonl: one JSON object per line; "
+        "html: one self-contained page"
+        if "html" in choices
+        else "output format (default: text)",
+    )
 
 
 def add_query_arguments(parser: argparse.ArgumentParser) -> None:
@@ -187,29 +236,62 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--query", action="append", help="an origin phrase (repeatable)")
     parser.add_argument("--queries", action="append", metavar="FILE", help="a file with one query per line")
     counts = parser.add_argument_group("how many results")
-    counts.add_argument("--texts", type=int_at_least(0), default=None, metavar="N",
-                        help=f"show the N best texts (documents of an index) per query (default {DEFAULT_TEXTS}; 0: all)")
-    counts.add_argument("--per-text", "--per-doc", dest="per_text", type=int_at_least(0), default=1, metavar="M",
-                        help="spans shown of each text or document (default 1; 0 with an index: no limit). --per-doc is the old name")
-    counts.add_argument("--spans", type=positive_int, default=None, metavar="N",
-                        help="at most N spans per query in all (default: texts x per-text)")
-    counts.add_argument("-k", "--top-k", type=positive_int, default=None, metavar="N",
-                        help="old name: --texts N with FILEs, --spans N with an index")
+    counts.add_argument(
+        "--texts",
+        type=int_at_least(0),
+        default=None,
+        metavar="N",
+        help=f"show the N best texts (documents of an index) per query (default {DEFAULT_TEXTS}; 0: all)",
+    )
+    counts.add_argument(
+        "--per-text",
+        "--per-doc",
+        dest="per_text",
+        type=int_at_least(0),
+        default=1,
+        metavar="M",
+        help="spans shown of each text or document (default 1; 0 with an index: no limit). --per-doc is the old name",
+    )
+    counts.add_argument(
+        "--spans",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="at most N spans per query in all (default: texts x per-text)",
+    )
+    counts.add_argument(
+        "-k",
+        "--top-k",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="old name: --texts N with FILEs, --spans N with an index",
+    )
     parser.add_argument("-t", "--threshold", type=finite_float, default=None, help="keep matches whose score is >= T")
     which = parser.add_argument_group("which spans")
     from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS  # numpy only: --help stays fast
 
-    which.add_argument("--scorer", choices=tuple(SPAN_SCORERS), default=DEFAULT_SCORER,
-                       help=f"how the best span is chosen: 'phrase' (the cosine less small costs for clipped phrases) or "
-                            f"'max-cosine' (the paper's protocol) (default {DEFAULT_SCORER})")
-    which.add_argument("--overlap", action="store_true", help="also show spans overlapping a better one of the same text")
+    which.add_argument(
+        "--scorer",
+        choices=tuple(SPAN_SCORERS),
+        default=DEFAULT_SCORER,
+        help=f"how the best span is chosen: 'phrase' (the cosine less small costs for clipped phrases) or "
+        f"'max-cosine' (the paper's protocol) (default {DEFAULT_SCORER})",
+    )
+    which.add_argument(
+        "--overlap", action="store_true", help="also show spans overlapping a better one of the same text"
+    )
     add_format_argument(parser, extra=("csv",))
     parser.add_argument("--min-span", type=positive_int, default=None, help="shortest span (default: the model's, 1)")
     parser.add_argument("--max-span", type=positive_int, default=None, help="longest span (default: the model's, 20)")
-    parser.add_argument("--unit", choices=("word", "token"), default=None, help="span unit (default: the model's, word)")
+    parser.add_argument(
+        "--unit", choices=("word", "token"), default=None, help="span unit (default: the model's, word)"
+    )
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in text output")
+    parser.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto", help="highlight spans in text output"
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -284,29 +366,62 @@ def bare_ray_option(argv: Sequence[str]) -> list[str]:
 
 def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """``--ray [ADDRESS]`` (no address: Ray started on this machine) and ``--workers N`` (needs ``slice-st[ray]``)."""
-    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
-                        help=f"{what} on Ray (pip install 'slice-st[ray]'): no ADDRESS starts Ray here; auto, HOST:PORT or "
-                             "ray://HOST:PORT joins a cluster")
-    parser.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                        help="with --ray: Ray actors (default: as many as the cluster has room for)")
+    parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help=f"{what} on Ray (pip install 'slice-st[ray]'): no ADDRESS starts Ray here; auto, HOST:PORT or "
+        "ray://HOST:PORT joins a cluster",
+    )
+    parser.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --ray: Ray actors (default: as many as the cluster has room for)",
+    )
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """Where the forward pass runs: ``--backend``, ``--model-file``/``--quantized``, ``--model-dtype``, ``--threads``, ``--export-dir``."""
     group = parser.add_argument_group("inference backend")
-    group.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch",
-                       help="run the model on torch (default), ONNX Runtime or OpenVINO (needs slice-st[onnx] / [openvino] and an export, see slice-st export)")
-    group.add_argument("--model-file", metavar="FILE", default=None,
-                       help="exported file inside the model folder, e.g. onnx/model_qint8_avx512_vnni.onnx")
-    group.add_argument("--quantized", action="store_true", help="with --backend onnx: the int8 file (onnx/model_qint8_*.onnx)")
-    group.add_argument("--model-dtype", choices=("float32", "float16", "bfloat16"), default=None,
-                       help="torch weights in half precision (GPUs; bfloat16 also on recent CPUs), or OpenVINO's inference precision")
-    group.add_argument("--threads", type=positive_int, default=None,
-                       help="intra-op threads of the forward pass "
-                            "(default: SLICE_ST_THREADS, else torch's own setting; "
-                            "on a small shared machine, 1)")
-    group.add_argument("--export-dir", metavar="DIR", default=None,
-                       help="with --backend onnx/openvino: export the model into DIR first if it has no such file (offline, once)")
+    group.add_argument(
+        "--backend",
+        choices=("torch", "onnx", "openvino"),
+        default="torch",
+        help="run the model on torch (default), ONNX Runtime or OpenVINO (needs slice-st[onnx] / [openvino] and an export, see slice-st export)",
+    )
+    group.add_argument(
+        "--model-file",
+        metavar="FILE",
+        default=None,
+        help="exported file inside the model folder, e.g. onnx/model_qint8_avx512_vnni.onnx",
+    )
+    group.add_argument(
+        "--quantized", action="store_true", help="with --backend onnx: the int8 file (onnx/model_qint8_*.onnx)"
+    )
+    group.add_argument(
+        "--model-dtype",
+        choices=("float32", "float16", "bfloat16"),
+        default=None,
+        help="torch weights in half precision (GPUs; bfloat16 also on recent CPUs), or OpenVINO's inference precision",
+    )
+    group.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="intra-op threads of the forward pass "
+        "(default: SLICE_ST_THREADS, else torch's own setting; "
+        "on a small shared machine, 1)",
+    )
+    group.add_argument(
+        "--export-dir",
+        metavar="DIR",
+        default=None,
+        help="with --backend onnx/openvino: export the model into DIR first if it has no such file (offline, once)",
+    )
 
 
 def model_options(args) -> dict:
@@ -319,11 +434,21 @@ def model_options(args) -> dict:
 
     set_torch_threads(getattr(args, "threads", None))
     options = {
-        "backend": getattr(args, "backend", "torch"), "model_file": getattr(args, "model_file", None),
-        "quantized": getattr(args, "quantized", False), "dtype": getattr(args, "model_dtype", None),
-        "threads": getattr(args, "threads", None), "export_dir": getattr(args, "export_dir", None),
+        "backend": getattr(args, "backend", "torch"),
+        "model_file": getattr(args, "model_file", None),
+        "quantized": getattr(args, "quantized", False),
+        "dtype": getattr(args, "model_dtype", None),
+        "threads": getattr(args, "threads", None),
+        "export_dir": getattr(args, "export_dir", None),
     }
-    defaults = {"backend": "torch", "model_file": None, "quantized": False, "dtype": None, "threads": None, "export_dir": None}
+    defaults = {
+        "backend": "torch",
+        "model_file": None,
+        "quantized": False,
+        "dtype": None,
+        "threads": None,
+        "export_dir": None,
+    }
     return {key: value for key, value in options.items() if value != defaults[key]}
 
 
@@ -392,22 +517,30 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         return len(rows)
     color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
     calibrated = "calibrated" in fields
-    where_width = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # every row's "where" fits: the columns stay aligned
+    where_width = max(
+        [24] + [len(terminal_safe(row["where"])) for row in rows]
+    )  # every row's "where" fits: the columns stay aligned
     chars_width = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     current = None
     for row in rows:
         if row["query"] != current:
             sts = f"  {'0-5':>4}" if calibrated else ""
-            out.write(f"\n== {terminal_safe(row['query'])}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n")
+            out.write(
+                f"\n== {terminal_safe(row['query'])}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n"
+            )
             current = row["query"]
         sts = ""
         if calibrated:
             sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
         chars = f"{row['start']}-{row['end']}"
         snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
-        out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}} {snippet}\n")
+        out.write(
+            f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}} {snippet}\n"
+        )
     if not rows:
-        out.write("no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n")
+        out.write(
+            "no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "") + "\n"
+        )
     return len(rows)
 
 
@@ -443,8 +576,10 @@ def html_document(title: str, blocks: Sequence[tuple[str, str]]) -> str:
     1
     """
     body = "".join(f"<{tag}>{html.escape(text)}</{tag}>" for tag, text in blocks)
-    return (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{_HTML_STYLE}</style></head><body>{body}</body></html>\n")
+    return (
+        f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{_HTML_STYLE}</style></head><body>{body}</body></html>\n"
+    )
 
 
 def _html_page(rows: list[dict], threshold) -> str:
@@ -452,22 +587,32 @@ def _html_page(rows: list[dict], threshold) -> str:
 
     Every piece of input text is escaped (``html.escape``), so a corpus holding markup shows it as text.
     """
-    parts = ["<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>slice-st matches</title>",
-             f"<style>{_HTML_STYLE}</style></head><body>"]
+    parts = [
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>slice-st matches</title>',
+        f"<style>{_HTML_STYLE}</style></head><body>",
+    ]
     current = None
     for row in rows:
         if row["query"] != current:
             if current is not None:
                 parts.append("</table>")
             current = row["query"]
-            parts.append(f"<h2>{html.escape(row['query'])}</h2><table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>")
+            parts.append(
+                f"<h2>{html.escape(row['query'])}</h2><table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>"
+            )
         text, start, end = row["text"], row["start"], row["end"]
         context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
-        parts.append(f"<tr><td class=\"n\">{row['rank']}</td><td class=\"n\">{row['score']:.3f}</td>"
-                     f"<td class=\"where\">{html.escape(str(row['where']))}</td><td>{context}</td></tr>")
+        parts.append(
+            f'<tr><td class="n">{row["rank"]}</td><td class="n">{row["score"]:.3f}</td>'
+            f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
+        )
     if current is not None:
         parts.append("</table>")
     if not rows:
-        parts.append("<p>no match" + (f" at or above threshold {html.escape(str(threshold))}" if threshold is not None else "") + "</p>")
+        parts.append(
+            "<p>no match"
+            + (f" at or above threshold {html.escape(str(threshold))}" if threshold is not None else "")
+            + "</p>"
+        )
     parts.append("</body></html>\n")
     return "".join(parts)

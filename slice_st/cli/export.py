@@ -1,9 +1,9 @@
 """``slice-st export``: a model exported for ONNX Runtime or OpenVINO (offline), into a folder you choose.
 
-    slice-st export -o runs/export/minilm                         # the default model → onnx/model.onnx
-    slice-st export -o runs/export/minilm --quantize              # + onnx/model_qint8_<this CPU>.onnx
-    slice-st export -o runs/export/minilm --backend openvino      # + openvino/openvino_model.xml
-    slice-st mine --model runs/export/minilm --backend onnx --quantized -q "my bag was lost" notes.txt
+slice-st export -o runs/export/minilm                         # the default model → onnx/model.onnx
+slice-st export -o runs/export/minilm --quantize              # + onnx/model_qint8_<this CPU>.onnx
+slice-st export -o runs/export/minilm --backend openvino      # + openvino/openvino_model.xml
+slice-st mine --model runs/export/minilm --backend onnx --quantized -q "my bag was lost" notes.txt
 """
 
 from __future__ import annotations
@@ -21,12 +21,25 @@ def add_export_command(commands) -> None:
         help="export a model for ONNX Runtime / OpenVINO (int8 too), offline",
         description=__doc__.splitlines()[0],
     )
-    export.add_argument("model", nargs="?", default=None, help="model id or path (default: slice-minilm; 'base': all-MiniLM-L6-v2)")
-    export.add_argument("-o", "--output", required=True, metavar="DIR",
-                        help="folder receiving the model and its exported files (reused as a cache)")
+    export.add_argument(
+        "model", nargs="?", default=None, help="model id or path (default: slice-minilm; 'base': all-MiniLM-L6-v2)"
+    )
+    export.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="DIR",
+        help="folder receiving the model and its exported files (reused as a cache)",
+    )
     export.add_argument("--backend", choices=("onnx", "openvino"), default="onnx")
-    export.add_argument("--quantize", nargs="?", const=True, default=None, metavar="CONFIG",
-                        help="ONNX dynamic int8; CONFIG: avx512_vnni, avx512, avx2 or arm64 (default: this CPU's)")
+    export.add_argument(
+        "--quantize",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="CONFIG",
+        help="ONNX dynamic int8; CONFIG: avx512_vnni, avx512, avx2 or arm64 (default: this CPU's)",
+    )
     export.add_argument("--overwrite", action="store_true", help="export again even if the file exists")
     export.set_defaults(handler=_export)
 
@@ -35,7 +48,9 @@ def _export(args) -> int:
     import slice_st
 
     start = time.perf_counter()
-    path = slice_st.export_model(args.model, args.output, backend=args.backend, quantize=args.quantize, overwrite=args.overwrite)
+    path = slice_st.export_model(
+        args.model, args.output, backend=args.backend, quantize=args.quantize, overwrite=args.overwrite
+    )
     quantized = " --quantized" if args.quantize else ""
     sys.stdout.write(
         f"{path} ({time.perf_counter() - start:.1f} s)\n"

@@ -1,15 +1,15 @@
 """``slice-st index …`` and ``slice-st mine --index``: the command line over :class:`slice_st.SpanIndex`.
 
-    slice-st index build calls/*.txt tickets.jsonl -o runs/corpus-index
-    slice-st index add runs/corpus-index new_calls.txt
-    slice-st index info runs/corpus-index
-    slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
-    slice-st index calibrate runs/corpus-index --sts DATA/stsbenchmark/sts-train.csv
-    slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
-    slice-st index build big.jsonl -o runs/big --processes 2           # or --devices cuda:0 cuda:1
-    slice-st mine --index runs/shards --query "my bag was lost"        # a directory of shards, searched together
-    slice-st index build calls/ -o runs/calls --ray --workers 2        # on Ray (here; --ray=auto: a cluster), resumable
-    slice-st mine --index runs/calls --query "my bag was lost" --ray   # its shards scanned on Ray actors
+slice-st index build calls/*.txt tickets.jsonl -o runs/corpus-index
+slice-st index add runs/corpus-index new_calls.txt
+slice-st index info runs/corpus-index
+slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
+slice-st index calibrate runs/corpus-index --sts DATA/stsbenchmark/sts-train.csv
+slice-st mine --index runs/corpus-index --query "my bag was lost" --top-k 5
+slice-st index build big.jsonl -o runs/big --processes 2           # or --devices cuda:0 cuda:1
+slice-st mine --index runs/shards --query "my bag was lost"        # a directory of shards, searched together
+slice-st index build calls/ -o runs/calls --ray --workers 2        # on Ray (here; --ray=auto: a cluster), resumable
+slice-st mine --index runs/calls --query "my bag was lost" --ray   # its shards scanned on Ray actors
 """
 
 from __future__ import annotations
@@ -42,34 +42,67 @@ __all__ = ["add_index_command", "mine_index"]
 
 
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("corpus", nargs="+", metavar="CORPUS",
-                        help="text files (one document per line/paragraph), JSONL files, folders (their .txt/.md/.rst/.jsonl files, "
-                             "recursively) or glob patterns")
-    parser.add_argument("--split", choices=SPLITS, default="auto",
-                        help="what a document of a text file is: a line, a paragraph, or auto (default: paragraphs when the file's "
-                             "lines are hard-wrapped, else lines)")
+    parser.add_argument(
+        "corpus",
+        nargs="+",
+        metavar="CORPUS",
+        help="text files (one document per line/paragraph), JSONL files, folders (their .txt/.md/.rst/.jsonl files, "
+        "recursively) or glob patterns",
+    )
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="auto",
+        help="what a document of a text file is: a line, a paragraph, or auto (default: paragraphs when the file's "
+        "lines are hard-wrapped, else lines)",
+    )
     add_format_argument(parser, formats=("text", "json", "jsonl"))
-    parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto",
-                        help="auto: .jsonl/.ndjson files are JSONL, .parquet Parquet (with --ray)")
+    parser.add_argument(
+        "--input-format",
+        choices=("auto", "text", "jsonl", "parquet"),
+        default="auto",
+        help="auto: .jsonl/.ndjson files are JSONL, .parquet Parquet (with --ray)",
+    )
     parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
     parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    parser.add_argument("--skip-bad", action="store_true", help="leave out (and list) documents the model cannot window instead of failing")
-    parser.add_argument("--devices", nargs="+", metavar="DEV", default=None,
-                        help="encode in one process per device, e.g. --devices cuda:0 cuda:1, or cpu cpu (sentence-transformers' pool)")
+    parser.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out (and list) documents the model cannot window instead of failing",
+    )
+    parser.add_argument(
+        "--devices",
+        nargs="+",
+        metavar="DEV",
+        default=None,
+        help="encode in one process per device, e.g. --devices cuda:0 cuda:1, or cpu cpu (sentence-transformers' pool)",
+    )
     parser.add_argument("--processes", type=positive_int, default=None, metavar="N", help="encode in N CPU processes")
 
 
 def add_index_command(commands) -> None:
     """Register ``slice-st index {build,add,remove,info,calibrate,candidates}`` on the top-level subparsers."""
-    index = commands.add_parser("index", help="build and maintain a corpus SpanIndex", description=__doc__.splitlines()[0])
+    index = commands.add_parser(
+        "index", help="build and maintain a corpus SpanIndex", description=__doc__.splitlines()[0]
+    )
     actions = index.add_subparsers(dest="index_command", required=True)
 
-    search = actions.add_parser("search", help="search a saved index (the same options and output as mine --index)",
-                                description="For each query, the index's best-matching spans, best first (as slice-st mine --index).")
-    search.add_argument("index", nargs="+", metavar="DIR", help="an index directory (several, or a directory of indexes: shards searched together)")
-    search.add_argument("-m", "--model", default=None, help="model id or path (default: the one the index was built with)")
+    search = actions.add_parser(
+        "search",
+        help="search a saved index (the same options and output as mine --index)",
+        description="For each query, the index's best-matching spans, best first (as slice-st mine --index).",
+    )
+    search.add_argument(
+        "index",
+        nargs="+",
+        metavar="DIR",
+        help="an index directory (several, or a directory of indexes: shards searched together)",
+    )
+    search.add_argument(
+        "-m", "--model", default=None, help="model id or path (default: the one the index was built with)"
+    )
     search.add_argument("--approximate", action="store_true", help="use the index's FAISS candidate stage")
     add_query_arguments(search)
     add_ray_argument(search, "scan the shards")
@@ -79,18 +112,35 @@ def add_index_command(commands) -> None:
     build = actions.add_parser("build", help="encode a corpus into a new index directory")
     _corpus_arguments(build)
     build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
-    build.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")
+    build.add_argument(
+        "-m",
+        "--model",
+        default=None,
+        help='model id or path (default: the shipped slice-minilm; "base" for plain all-MiniLM-L6-v2)',
+    )
     build.add_argument("--min-span", type=positive_int, default=None)
     build.add_argument("--max-span", type=positive_int, default=None)
     build.add_argument("--unit", choices=("word", "token"), default=None)
-    build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors (float16: half the memory, scores ±1e-3)")
+    build.add_argument(
+        "--dtype",
+        choices=("float32", "float16"),
+        default="float32",
+        help="unit vectors (float16: half the memory, scores ±1e-3)",
+    )
     build.add_argument("--calibration", metavar="FILE", default=None, help="a calibration JSON to store with the index")
     build.add_argument("--device", default=None)
     build.add_argument("--force", action="store_true", help="replace an index already in DIR")
     add_ray_argument(build, "encode")
-    build.add_argument("--gpus-per-worker", type=float, default=0, metavar="G", help="with --ray: GPUs per actor (e.g. 1, or 0.5)")
-    build.add_argument("--shard-mb", type=positive_int, default=None, metavar="MB",
-                       help="with --ray: MB of corpus text per shard (default 16); CORPUS may be folders, Parquet, s3://… URIs")
+    build.add_argument(
+        "--gpus-per-worker", type=float, default=0, metavar="G", help="with --ray: GPUs per actor (e.g. 1, or 0.5)"
+    )
+    build.add_argument(
+        "--shard-mb",
+        type=positive_int,
+        default=None,
+        metavar="MB",
+        help="with --ray: MB of corpus text per shard (default 16); CORPUS may be folders, Parquet, s3://… URIs",
+    )
     add_backend_arguments(build)
     build.set_defaults(handler=_build)
 
@@ -114,7 +164,9 @@ def add_index_command(commands) -> None:
 
     info = actions.add_parser("info", help="print what an index holds (JSON)")
     info.add_argument("directory", metavar="DIR")
-    info.add_argument("--verify", action="store_true", help="also load the index and check every file's SHA-256 against the manifest")
+    info.add_argument(
+        "--verify", action="store_true", help="also load the index and check every file's SHA-256 against the manifest"
+    )
     info.set_defaults(handler=_info)
 
     calibrate = actions.add_parser("calibrate", help="fit cosine → STS 0–5 (isotonic) and store it with the index")
@@ -140,7 +192,9 @@ def _documents(args):
     from slice_st.data.corpus import read_corpus
 
     fmt = None if args.input_format == "auto" else args.input_format
-    documents = read_corpus(expand_inputs(args.corpus), split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field)
+    documents = read_corpus(
+        expand_inputs(args.corpus), split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field
+    )
     if not documents:
         raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")
     return documents
@@ -152,9 +206,16 @@ def _report(verb: str, documents, index, seconds: float, args) -> None:
     words = sum(len(d.text.split()) for d in documents)
     rate = len(documents) / seconds if seconds > 0 else float("inf")
     if getattr(args, "format", "text") != "text":
-        summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3),
-                   "documents_per_second": round(rate, 3), "index_documents": len(index), "index_units": index.num_units,
-                   "skipped": [doc_id for doc_id, _ in index.skipped]}
+        summary = {
+            "action": verb,
+            "documents": len(documents),
+            "words": words,
+            "seconds": round(seconds, 3),
+            "documents_per_second": round(rate, 3),
+            "index_documents": len(index),
+            "index_units": index.num_units,
+            "skipped": [doc_id for doc_id, _ in index.skipped],
+        }
         sys.stdout.write(dumps_json(summary, ensure_ascii=False, indent=1 if args.format == "json" else None) + "\n")
         return
     report(
@@ -177,7 +238,11 @@ def _build(args) -> int:
 
     if args.ray is not None:
         return _build_on_ray(args)
-    for option, given in (("--workers", args.workers), ("--gpus-per-worker", args.gpus_per_worker), ("--shard-mb", args.shard_mb)):
+    for option, given in (
+        ("--workers", args.workers),
+        ("--gpus-per-worker", args.gpus_per_worker),
+        ("--shard-mb", args.shard_mb),
+    ):
         if given:
             raise ValueError(f"{option} is an option of --ray.")
     if args.input_format == "parquet" or any(path.lower().endswith(".parquet") for path in args.corpus):
@@ -190,9 +255,17 @@ def _build(args) -> int:
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     start = time.perf_counter()
     index = SpanIndex.build(
-        documents, model, min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype,
-        batch_size=args.batch_size, show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise",
-        devices=args.devices, processes=args.processes,
+        documents,
+        model,
+        min_span=args.min_span,
+        max_span=args.max_span,
+        unit=args.unit,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        show_progress_bar=not args.no_progress,
+        on_error="skip" if args.skip_bad else "raise",
+        devices=args.devices,
+        processes=args.processes,
     )
     _report_skipped(index)
     seconds = time.perf_counter() - start
@@ -213,9 +286,13 @@ def _build_on_ray(args) -> int:
     from slice_st.index.storage import read_shard_list
 
     if args.devices or args.processes:
-        raise ValueError("--devices/--processes are for a one-machine build; with --ray use --workers and --gpus-per-worker.")
+        raise ValueError(
+            "--devices/--processes are for a one-machine build; with --ray use --workers and --gpus-per-worker."
+        )
     if args.calibration:
-        raise ValueError("--calibration is not stored by a --ray build; fit it on one shard with `slice-st index calibrate`.")
+        raise ValueError(
+            "--calibration is not stored by a --ray build; fit it on one shard with `slice-st index calibrate`."
+        )
     if args.gpus_per_worker < 0:
         raise ValueError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker}.")
     address = check_address(args.ray)
@@ -231,22 +308,44 @@ def _build_on_ray(args) -> int:
 
     def progress(group: dict) -> None:
         if not args.no_progress:
-            report(args, f"group {group['group']}: {len(group['shards'])} shards, {group['documents']} documents, "
-                         f"{group['units']} units ({group['built']} built, {group['reused']} already there)", sys.stderr)
+            report(
+                args,
+                f"group {group['group']}: {len(group['shards'])} shards, {group['documents']} documents, "
+                f"{group['units']} units ({group['built']} built, {group['reused']} already there)",
+                sys.stderr,
+            )
 
     result = SpanIndex.from_files(
-        args.corpus, model, split=args.split, fmt=None if args.input_format == "auto" else args.input_format, id_field=args.id_field,
-        text_field=args.text_field, engine="ray", output=args.output, address=address, concurrency=args.workers,
-        num_gpus=args.gpus_per_worker, shard_bytes=None if args.shard_mb is None else args.shard_mb << 20, force=args.force,
-        min_span=args.min_span, max_span=args.max_span, unit=args.unit, dtype=args.dtype, batch_size=args.batch_size,
-        on_error="skip" if args.skip_bad else "raise", progress=progress,
+        args.corpus,
+        model,
+        split=args.split,
+        fmt=None if args.input_format == "auto" else args.input_format,
+        id_field=args.id_field,
+        text_field=args.text_field,
+        engine="ray",
+        output=args.output,
+        address=address,
+        concurrency=args.workers,
+        num_gpus=args.gpus_per_worker,
+        shard_bytes=None if args.shard_mb is None else args.shard_mb << 20,
+        force=args.force,
+        min_span=args.min_span,
+        max_span=args.max_span,
+        unit=args.unit,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        on_error="skip" if args.skip_bad else "raise",
+        progress=progress,
     )
     for doc_id, reason in result.skipped:
         sys.stderr.write(f"slice-st: skipped {terminal_safe(doc_id)}: {terminal_safe(reason)}\n")
     seconds = result.seconds
-    report(args, f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
-                 f"({result.shards_built} built, {result.shards_reused} already there), "
-                 f"{result.units / seconds if seconds > 0 else float('inf'):.0f} units/s; saved to {args.output}")
+    report(
+        args,
+        f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
+        f"({result.shards_built} built, {result.shards_reused} already there), "
+        f"{result.units / seconds if seconds > 0 else float('inf'):.0f} units/s; saved to {args.output}",
+    )
     return 0
 
 
@@ -274,7 +373,9 @@ def _load(directory: str, model_name: str | None = None, device: str | None = No
 
 def _waiting(directory: str):
     def report(holder: str) -> None:
-        sys.stderr.write(f"slice-st: {directory} is being changed by another process ({holder}); waiting for it to finish\n")
+        sys.stderr.write(
+            f"slice-st: {directory} is being changed by another process ({holder}); waiting for it to finish\n"
+        )
         sys.stderr.flush()
 
     return report
@@ -286,11 +387,19 @@ def _update(directory: str, device: str | None = None, options: dict | None = No
 
     read_manifest(directory, must_exist=True)  # not an index: said before anything else
     check_index_target(directory)  # read-only: said before the model loads
-    return SpanIndex.open_for_update(directory, _model_for(directory, None, device, options), timeout=None, on_wait=_waiting(directory))
+    return SpanIndex.open_for_update(
+        directory, _model_for(directory, None, device, options), timeout=None, on_wait=_waiting(directory)
+    )
 
 
-def _open_for_search(paths, model_name: str | None = None, device: str | None = None, options: dict | None = None,
-                     ray: str | None = None, workers: int | None = None):
+def _open_for_search(
+    paths,
+    model_name: str | None = None,
+    device: str | None = None,
+    options: dict | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+):
     """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards);
     with ``ray`` (an address, or ``"local"``) a :class:`RayShardedSpanIndex` (close it)."""
     from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
@@ -325,15 +434,19 @@ def _indexed_files(doc_ids) -> dict[str, str]:
 
 def _check_not_indexed_yet(index, documents) -> None:
     """Refuse a file already indexed under another spelling of its path (``a.txt`` vs ``/abs/a.txt``, a link)."""
-    sources = {d.source for d in documents if d.source and d.source != "-" and d.id == f"{os.path.normpath(d.source)}:{d.line}"}
+    sources = {
+        d.source for d in documents if d.source and d.source != "-" and d.id == f"{os.path.normpath(d.source)}:{d.line}"
+    }
     if not sources:
         return
     indexed = _indexed_files(index.doc_ids)
     for source in sorted(sources):
         spelling = indexed.get(os.path.realpath(source))
         if spelling is not None and os.path.normpath(spelling) != os.path.normpath(source):
-            raise ValueError(f"{source} is already in the index as {spelling} (the same file): remove those documents first, "
-                             "or give the file as it was indexed.")
+            raise ValueError(
+                f"{source} is already in the index as {spelling} (the same file): remove those documents first, "
+                "or give the file as it was indexed."
+            )
 
 
 def _add(args) -> int:
@@ -345,8 +458,14 @@ def _add(args) -> int:
     with _update(args.directory, args.device, {"threads": threads}) as index:
         _check_not_indexed_yet(index, documents)
         start = time.perf_counter()
-        index.add(documents, batch_size=args.batch_size, show_progress_bar=not args.no_progress,
-                  on_error="skip" if args.skip_bad else "raise", devices=args.devices, processes=args.processes)
+        index.add(
+            documents,
+            batch_size=args.batch_size,
+            show_progress_bar=not args.no_progress,
+            on_error="skip" if args.skip_bad else "raise",
+            devices=args.devices,
+            processes=args.processes,
+        )
         _report_skipped(index)
         seconds = time.perf_counter() - start
     _report("added", documents, index, seconds, args)
@@ -416,14 +535,18 @@ def _candidates(args) -> int:
     start = time.perf_counter()
     with _update(args.directory) as index:
         index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
-    report(args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {dumps_json(index.info()['candidates'])}")
+    report(
+        args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {dumps_json(index.info()['candidates'])}"
+    )
     return 0
 
 
 INDEX_FIELDS = ["query", "rank", "score", "cosine", "scorer", "calibrated", "doc_id", "start", "end", "span"]
 
 
-def _best_documents(index, queries: list[str], texts: int, per_text: int | None, spans: int | None, options: dict) -> list[list]:
+def _best_documents(
+    index, queries: list[str], texts: int, per_text: int | None, spans: int | None, options: dict
+) -> list[list]:
     """The spans of each query's ``texts`` best documents (``per_text`` each), at most ``spans`` in all.
 
     The search asks for ``texts × per_text`` spans (at most ``per_text`` per document), and for 4 times more
@@ -433,7 +556,9 @@ def _best_documents(index, queries: list[str], texts: int, per_text: int | None,
     cap = max(len(index), 1) * (per_text or 1)
     first = min(texts * (per_text or 1), cap)
     results = []
-    for query, matches in zip(queries, index.search(queries, top_k=first, **options)):  # one batch; more only where needed
+    for query, matches in zip(
+        queries, index.search(queries, top_k=first, **options)
+    ):  # one batch; more only where needed
         asked = first
         while True:
             best = list(dict.fromkeys(match.doc_id for match in matches))[:texts]
@@ -459,7 +584,14 @@ def mine_index(args) -> int:
         raise ValueError("give either FILEs or --index DIR, not both.")
     quiet_progress(args)
     queries = read_queries(args)
-    index = _open_for_search(args.index, args.model, args.device, model_options(args), getattr(args, "ray", None), getattr(args, "workers", None))
+    index = _open_for_search(
+        args.index,
+        args.model,
+        args.device,
+        model_options(args),
+        getattr(args, "ray", None),
+        getattr(args, "workers", None),
+    )
     try:
         return _search_and_write(index, queries, args)
     finally:
@@ -469,15 +601,24 @@ def mine_index(args) -> int:
 
 def _search_and_write(index, queries, args) -> int:
     if args.unit is not None and args.unit != index.span_config.unit:
-        raise ValueError(f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
-                         f"the index is built: `slice-st index build --unit {args.unit}`).")
+        raise ValueError(
+            f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
+            f"the index is built: `slice-st index build --unit {args.unit}`)."
+        )
     from slice_st.scoring import resolve_scorer
 
     texts, per_text, spans = result_counts(args, index=True)
     scorer = resolve_scorer(getattr(args, "scorer", None))
-    options = {"threshold": args.threshold, "min_span": args.min_span, "max_span": args.max_span, "batch_size": args.batch_size,
-               "approximate": getattr(args, "approximate", False), "per_document": per_text, "scorer": scorer,
-               "overlap": getattr(args, "overlap", False)}
+    options = {
+        "threshold": args.threshold,
+        "min_span": args.min_span,
+        "max_span": args.max_span,
+        "batch_size": args.batch_size,
+        "approximate": getattr(args, "approximate", False),
+        "per_document": per_text,
+        "scorer": scorer,
+        "overlap": getattr(args, "overlap", False),
+    }
     if texts is None:
         results = index.search(queries, top_k=spans or max(len(index), 1) * (per_text or 1), **options)
     else:
@@ -485,12 +626,22 @@ def _search_and_write(index, queries, args) -> int:
     rows = []
     for query, matches in zip(queries, results):
         for rank, match in enumerate(matches, start=1):
-            rows.append({
-                "query": query, "rank": rank, "score": round(match.score, 6), "cosine": round(match.cosine, 6), "scorer": scorer.name,
-                "calibrated": match.calibrated,
-                "doc_id": match.doc_id, "start": match.start, "end": match.end, "span": match.span,
-                "where": os.path.basename(match.doc_id), "text": index.texts[match.doc_index],
-            })
+            rows.append(
+                {
+                    "query": query,
+                    "rank": rank,
+                    "score": round(match.score, 6),
+                    "cosine": round(match.cosine, 6),
+                    "scorer": scorer.name,
+                    "calibrated": match.calibrated,
+                    "doc_id": match.doc_id,
+                    "start": match.start,
+                    "end": match.end,
+                    "span": match.span,
+                    "where": os.path.basename(match.doc_id),
+                    "text": index.texts[match.doc_index],
+                }
+            )
     fields = INDEX_FIELDS if index.calibration is not None else [f for f in INDEX_FIELDS if f != "calibrated"]
     write_rows(rows, fields, args, sys.stdout)
     return 0

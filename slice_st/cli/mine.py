@@ -1,7 +1,7 @@
 """``slice-st mine``: the best-matching span of each text (or of a saved index) for each query.
 
-    slice-st mine --query "a man plays the guitar" notes.txt calls/*.txt
-    slice-st mine --queries phrases.txt --split paragraph --threshold 0.6 --format jsonl docs.txt
+slice-st mine --query "a man plays the guitar" notes.txt calls/*.txt
+slice-st mine --queries phrases.txt --split paragraph --threshold 0.6 --format jsonl docs.txt
 """
 
 from __future__ import annotations
@@ -9,7 +9,18 @@ from __future__ import annotations
 import os
 import sys
 
-from slice_st.cli.common import add_backend_arguments, add_query_arguments, add_ray_argument, expand_inputs, model_options, quiet_progress, read_queries, result_counts, terminal_safe, write_rows
+from slice_st.cli.common import (
+    add_backend_arguments,
+    add_query_arguments,
+    add_ray_argument,
+    expand_inputs,
+    model_options,
+    quiet_progress,
+    read_queries,
+    result_counts,
+    terminal_safe,
+    write_rows,
+)
 from slice_st.text import SPLITS, TextRecord, read_texts
 
 __all__ = ["add_mine_command", "read_texts", "TextRecord"]
@@ -22,23 +33,46 @@ def add_mine_command(commands) -> None:
         help="find the best-matching span of each text for each query",
         description="For each query, print the texts' best-matching spans, best first.",
     )
-    mine.add_argument("files", nargs="*", metavar="FILE",
-                      help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': standard input)")
-    mine.add_argument("--index", metavar="DIR", action="append", default=None,
-                      help="search a saved corpus index instead of FILEs (as slice-st index search); repeat it, or name a directory of indexes, to search shards together")
+    mine.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': standard input)",
+    )
+    mine.add_argument(
+        "--index",
+        metavar="DIR",
+        action="append",
+        default=None,
+        help="search a saved corpus index instead of FILEs (as slice-st index search); repeat it, or name a directory of indexes, to search shards together",
+    )
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
-    mine.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; \"base\" for plain all-MiniLM-L6-v2)")
-    mine.add_argument("--split", choices=SPLITS, default="auto",
-                      help="what a text is: a line, a paragraph (blank-line separated), or auto (default: paragraphs when a file's lines are hard-wrapped, else lines)")
+    mine.add_argument(
+        "-m",
+        "--model",
+        default=None,
+        help='model id or path (default: the shipped slice-minilm; "base" for plain all-MiniLM-L6-v2)',
+    )
+    mine.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="auto",
+        help="what a text is: a line, a paragraph (blank-line separated), or auto (default: paragraphs when a file's lines are hard-wrapped, else lines)",
+    )
     add_query_arguments(mine)
-    mine.add_argument("--skip-bad", action="store_true",
-                      help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)")
+    mine.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave out (and list) texts the model cannot window instead of failing (as index build --skip-bad)",
+    )
     add_ray_argument(mine, "with --index: scan the shards")
     add_backend_arguments(mine)
     mine.set_defaults(handler=_mine)
 
 
-def _rows(result, records: list[TextRecord], texts: int | None, per_text: int, spans: int | None, threshold: float | None):
+def _rows(
+    result, records: list[TextRecord], texts: int | None, per_text: int, spans: int | None, threshold: float | None
+):
     """The best ``texts`` texts per query, each with its ``per_text`` best spans, at most ``spans`` in all."""
     for query_index, query in enumerate(result.queries):
         rank = 0
@@ -54,9 +88,17 @@ def _write(result, records, args, out) -> int:
     fields = ["query", "rank", "score", "file", "line", "start", "end", "file_start", "file_end", "span", "text"]
     rows = [
         {
-            "query": query, "rank": rank, "score": round(match.score, 6), "file": record.source, "line": record.line,
-            "start": match.start, "end": match.end, "file_start": record.file_offset + match.start,
-            "file_end": record.file_offset + match.end, "span": match.span, "text": record.text,
+            "query": query,
+            "rank": rank,
+            "score": round(match.score, 6),
+            "file": record.source,
+            "line": record.line,
+            "start": match.start,
+            "end": match.end,
+            "file_start": record.file_offset + match.start,
+            "file_end": record.file_offset + match.end,
+            "span": match.span,
+            "text": record.text,
             "where": f"{os.path.basename(record.source)}:{record.line}",
         }
         for query, rank, match, record in _rows(result, records, *result_counts(args, index=False), args.threshold)
@@ -105,10 +147,14 @@ def _mine(args) -> int:
         if getattr(error, "text_index", None) is None:
             raise
         record, more = records[error.text_index], len(error.errors) - 1
-        raise ValueError(f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "
-                         "Use --skip-bad to leave such texts out.") from None
+        raise ValueError(
+            f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "
+            "Use --skip-bad to leave such texts out."
+        ) from None
     for position, reason in result.skipped:
-        sys.stderr.write(f"slice-st: skipped {terminal_safe(records[position].source)}:{records[position].line}: {terminal_safe(reason)}\n")
+        sys.stderr.write(
+            f"slice-st: skipped {terminal_safe(records[position].source)}:{records[position].line}: {terminal_safe(reason)}\n"
+        )
     if result.skipped:
         sys.stderr.write(f"slice-st: {len(result.skipped)} texts skipped\n")
     _write(result, records, args, sys.stdout)
@@ -123,7 +169,9 @@ def _distinct_files(files: list[str]) -> list[str]:
     for name in files:
         real = os.path.realpath(name) if name != "-" else name
         if real in seen:
-            sys.stderr.write(f"slice-st: note: {terminal_safe(name)} is the same file as {terminal_safe(seen[real])}: read once\n")
+            sys.stderr.write(
+                f"slice-st: note: {terminal_safe(name)} is the same file as {terminal_safe(seen[real])}: read once\n"
+            )
             continue
         seen[real] = name
         kept.append(name)

@@ -1,7 +1,7 @@
 """``slice-st phrase-eval``: PEARL's phrase tasks and Nugget's ParaBank paraphrase identification.
 
-    slice-st phrase-eval --task all --data DATA
-    slice-st phrase-eval -t bird -t turney --data DATA/pearl_eval --format json
+slice-st phrase-eval --task all --data DATA
+slice-st phrase-eval -t bird -t turney --data DATA/pearl_eval --format json
 """
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ __all__ = ["TASKS", "add_phrase_eval_command", "run_phrase_eval", "format_table"
 
 TASKS = ("bird", "turney", "ppdb", "ppdb-filtered", "conll03", "parabank-pi")
 #: Primary metric of each task (×100 in the table).
-TASK_METRICS = {"bird": "pearson", "turney": "accuracy", "ppdb": "accuracy", "ppdb-filtered": "accuracy", "conll03": "nmi",
-                "parabank-pi": "mrr"}
+TASK_METRICS = {
+    "bird": "pearson",
+    "turney": "accuracy",
+    "ppdb": "accuracy",
+    "ppdb-filtered": "accuracy",
+    "conll03": "nmi",
+    "parabank-pi": "mrr",
+}
 
 
 def _int_list(value: str) -> list[int]:
@@ -45,28 +51,65 @@ def _word_list(value: str) -> list[str]:
 def add_phrase_eval_command(commands) -> None:
     """Register ``phrase-eval`` on the ``slice-st`` sub-parsers."""
     parser = commands.add_parser(
-        "phrase-eval", help="PEARL's phrase tasks and Nugget's document paraphrase identification",
+        "phrase-eval",
+        help="PEARL's phrase tasks and Nugget's document paraphrase identification",
         description="Score a model on PEARL's phrase tasks (BIRD, Turney, PPDB, PPDB-filtered, CoNLL-03 entity clustering) "
-                    "and Nugget's ParaBank paraphrase identification. Tables show metrics x100; JSON keeps them on the 0-1 scale.")
-    parser.add_argument("-t", "--task", action="append", required=True, choices=(*TASKS, "all"),
-                        help="task to run (repeatable; 'all' runs every task)")
-    parser.add_argument("-d", "--data", action="append", required=True, metavar="DIR",
-                        help="folder holding the task data (PEARL's pearl_eval/, Nugget's nugget_pi/, or their parent); repeatable")
-    parser.add_argument("-m", "--model", default=None, help="model id or path (default: the shipped slice-minilm; 'base' for plain all-MiniLM-L6-v2)")
+        "and Nugget's ParaBank paraphrase identification. Tables show metrics x100; JSON keeps them on the 0-1 scale.",
+    )
+    parser.add_argument(
+        "-t",
+        "--task",
+        action="append",
+        required=True,
+        choices=(*TASKS, "all"),
+        help="task to run (repeatable; 'all' runs every task)",
+    )
+    parser.add_argument(
+        "-d",
+        "--data",
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="folder holding the task data (PEARL's pearl_eval/, Nugget's nugget_pi/, or their parent); repeatable",
+    )
+    parser.add_argument(
+        "-m",
+        "--model",
+        default=None,
+        help="model id or path (default: the shipped slice-minilm; 'base' for plain all-MiniLM-L6-v2)",
+    )
     add_format_argument(parser)
-    parser.add_argument("--encoding", choices=("span", "sentence", "both"), default="both",
-                        help="phrase vectors: span (mean of non-special token vectors, as slice-st queries), sentence "
-                             "(model.encode) or both (default)")
+    parser.add_argument(
+        "--encoding",
+        choices=("span", "sentence", "both"),
+        default="both",
+        help="phrase vectors: span (mean of non-special token vectors, as slice-st queries), sentence "
+        "(model.encode) or both (default)",
+    )
     parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2], help="PPDB probe seeds (default 0,1,2)")
     parser.add_argument("--split", default="dev", help="ParaBank split (default dev, as Nugget reports)")
-    parser.add_argument("--methods", type=_word_list, default=None,
-                        help="ParaBank methods: document,mean,tokens,spans,selected (default: all)")
-    parser.add_argument("--rules", type=_word_list, default=["tile", "central"], help="span selection rules (default tile,central)")
-    parser.add_argument("--ratios", type=_float_list, default=[0.05, 0.1, 0.25],
-                        help="vectors kept per document, as a fraction of its tokens (default 0.05,0.1,0.25)")
+    parser.add_argument(
+        "--methods",
+        type=_word_list,
+        default=None,
+        help="ParaBank methods: document,mean,tokens,spans,selected (default: all)",
+    )
+    parser.add_argument(
+        "--rules", type=_word_list, default=["tile", "central"], help="span selection rules (default tile,central)"
+    )
+    parser.add_argument(
+        "--ratios",
+        type=_float_list,
+        default=[0.05, 0.1, 0.25],
+        help="vectors kept per document, as a fraction of its tokens (default 0.05,0.1,0.25)",
+    )
     parser.add_argument("--min-span", type=positive_int, default=1, help="ParaBank: shortest span in words (default 1)")
-    parser.add_argument("--max-span", type=positive_int, default=10, help="ParaBank: longest span in words (default 10)")
-    parser.add_argument("--limit", type=positive_int, default=None, help="use the first N items of each task (quick runs)")
+    parser.add_argument(
+        "--max-span", type=positive_int, default=10, help="ParaBank: longest span in words (default 10)"
+    )
+    parser.add_argument(
+        "--limit", type=positive_int, default=None, help="use the first N items of each task (quick runs)"
+    )
     parser.add_argument("--cache", default=None, metavar="DIR", help="ParaBank: keep the documents' token vectors here")
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
@@ -77,20 +120,29 @@ def add_phrase_eval_command(commands) -> None:
 def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tuple[Any, int]:
     """The evaluator of ``task`` on ``path`` and its number of items (``cache_key``: the model's, for ``--cache``)."""
     from slice_st.data import phrase_tasks as phrase_data
-    from slice_st.evaluation.phrase_tasks import BirdEvaluator, EntityClusteringEvaluator, PairClassificationEvaluator, TurneyEvaluator
+    from slice_st.evaluation.phrase_tasks import (
+        BirdEvaluator,
+        EntityClusteringEvaluator,
+        PairClassificationEvaluator,
+        TurneyEvaluator,
+    )
 
     limit = args.limit
     encodings = ("span", "sentence") if args.encoding == "both" else (args.encoding,)
     common = {"encodings": encodings, "batch_size": args.batch_size, "show_progress_bar": args.progress}
     if task == "bird":
         data = phrase_data.read_bird(path)
-        return BirdEvaluator(data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], **common), len(data.labels[:limit])
+        return BirdEvaluator(data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], **common), len(
+            data.labels[:limit]
+        )
     if task == "turney":
         data = phrase_data.read_turney(path)
         return TurneyEvaluator(data.queries[:limit], data.candidates[:limit], **common), len(data.queries[:limit])
     if task in ("ppdb", "ppdb-filtered"):
         data = phrase_data.read_ppdb(path)
-        evaluator = PairClassificationEvaluator(data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], seeds=args.seeds, **common)
+        evaluator = PairClassificationEvaluator(
+            data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], seeds=args.seeds, **common
+        )
         return evaluator, len(data.labels[:limit])
     if task == "conll03":
         data = phrase_data.read_conll_entities(path)
@@ -100,9 +152,18 @@ def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tupl
     tasks = phrase_data.read_parabank_pi(path)
     methods = args.methods or ("document", "mean", "tokens", "spans", "selected")
     evaluator = ParaphraseIdentificationEvaluator.from_tasks(
-        tasks, limit=limit, methods=methods, rules=args.rules, ratios=args.ratios, min_span=args.min_span, max_span=args.max_span,
-        batch_size=args.batch_size, cache_dir=args.cache, cache_key=cache_key,
-        show_progress_bar=args.progress)
+        tasks,
+        limit=limit,
+        methods=methods,
+        rules=args.rules,
+        ratios=args.ratios,
+        min_span=args.min_span,
+        max_span=args.max_span,
+        batch_size=args.batch_size,
+        cache_dir=args.cache,
+        cache_key=cache_key,
+        show_progress_bar=args.progress,
+    )
     return evaluator, len(evaluator.sources)
 
 
@@ -110,7 +171,9 @@ def run_phrase_eval(model, tasks: list[str], roots: list[str], args) -> list[dic
     """Run each task; one result object per task: ``task``, ``data``, ``n``, ``metric``, ``results`` (variant → metrics), ``seconds``."""
     from slice_st.data.phrase_tasks import find_task_data
 
-    paths = {task: find_task_data(task, roots, split=args.split) for task in tasks}  # every path checked before any work
+    paths = {
+        task: find_task_data(task, roots, split=args.split) for task in tasks
+    }  # every path checked before any work
     cache_key = None
     if getattr(args, "cache", None) and "parabank-pi" in tasks:
         from slice_st.index.fingerprint import model_fingerprint
@@ -124,9 +187,19 @@ def run_phrase_eval(model, tasks: list[str], roots: list[str], args) -> list[dic
         grouped: dict[str, dict[str, float | None]] = {}
         for key, value in metrics.items():
             variant, metric = key.rsplit("_", 1) if task == "parabank-pi" else key.split("_", 1)
-            grouped.setdefault(variant, {})[metric] = None if value is None or not math.isfinite(value) else float(value)
-        results.append({"task": task, "data": paths[task], "n": count, "metric": TASK_METRICS[task], "results": grouped,
-                        "seconds": round(time.perf_counter() - start, 1)})
+            grouped.setdefault(variant, {})[metric] = (
+                None if value is None or not math.isfinite(value) else float(value)
+            )
+        results.append(
+            {
+                "task": task,
+                "data": paths[task],
+                "n": count,
+                "metric": TASK_METRICS[task],
+                "results": grouped,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
     return results
 
 
@@ -153,8 +226,10 @@ def format_table(results: list[dict[str, Any]]) -> str:
                     extras.append(f"± {100 * extra:.2f}" if extra is not None else "± -")
                 else:
                     extras.append(f"{key} {100 * extra:.2f}" if extra is not None else f"{key} -")
-            lines.append(f"{result['task']:<14} {variant:<14} {result['metric']:<8} {shown:>7}  {', '.join(extras):<16} "
-                         f"{result['n']:>5}  {result['seconds']:>7.1f}")
+            lines.append(
+                f"{result['task']:<14} {variant:<14} {result['metric']:<8} {shown:>7}  {', '.join(extras):<16} "
+                f"{result['n']:>5}  {result['seconds']:>7.1f}"
+            )
     return "\n".join(lines)
 
 

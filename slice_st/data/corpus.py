@@ -23,8 +23,16 @@ from typing import Any
 from slice_st.errors import CorpusError
 from slice_st.text import file_lines, read_texts
 
-__all__ = ["CorpusError", "Document", "read_corpus", "read_jsonl", "read_text_file", "documents_from_dataset",
-           "check_distinct_files", "check_unique_ids"]
+__all__ = [
+    "CorpusError",
+    "Document",
+    "read_corpus",
+    "read_jsonl",
+    "read_text_file",
+    "documents_from_dataset",
+    "check_distinct_files",
+    "check_unique_ids",
+]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 
@@ -46,8 +54,10 @@ def read_text_file(path: str, split: str = "line") -> list[Document]:
     The path in the id is normalised (``os.path.normpath``), so another spelling of it gives the same ids.
     """
     name = os.path.normpath(path) if path != "-" else path
-    return [Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
-            for record in read_texts([path], split)]
+    return [
+        Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
+        for record in read_texts([path], split)
+    ]
 
 
 def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
@@ -74,23 +84,33 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
             if id_field is None:
                 record = record | {"__line__": number}
             where = f"{path}, line {number}"
-            documents.append(Document(*_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
-                                      path, number, offset))
+            documents.append(
+                Document(
+                    *_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
+                    path,
+                    number,
+                    offset,
+                )
+            )
     return documents
 
 
-def _id_and_text(record: Any, id_field: str, text_field: str | None, where: str, string_ids: bool = False) -> tuple[str, str]:
+def _id_and_text(
+    record: Any, id_field: str, text_field: str | None, where: str, string_ids: bool = False
+) -> tuple[str, str]:
     """``(id, text)`` of one record; ``string_ids``: the id must be a string (JSONL: ``"5"``, not ``5``)."""
     if id_field not in record or record[id_field] is None:
         raise CorpusError(f"{where}: missing id field {id_field!r} (fields: {sorted(record)[:10]}).")
     if record[id_field] == "":
-        raise CorpusError(f"{where}: empty id (field {id_field!r} is \"\"): every document needs a non-empty id.")
+        raise CorpusError(f'{where}: empty id (field {id_field!r} is ""): every document needs a non-empty id.')
     if text_field not in record or record[text_field] is None:
         raise CorpusError(f"{where}: missing text field {text_field!r} (fields: {sorted(record)[:10]}).")
     doc_id, text = record[id_field], record[text_field]
     if string_ids and not isinstance(doc_id, str):
-        raise CorpusError(f"{where}: id field {id_field!r} must be a string, got {type(doc_id).__name__} {doc_id!r:.40} "
-                          f"(write it as \"{doc_id!s:.40}\" if that is the id you mean).")
+        raise CorpusError(
+            f"{where}: id field {id_field!r} must be a string, got {type(doc_id).__name__} {doc_id!r:.40} "
+            f'(write it as "{doc_id!s:.40}" if that is the id you mean).'
+        )
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
         raise CorpusError(f"{where}: id field {id_field!r} must be a string or an integer, got {doc_id!r:.40}.")
     if not isinstance(text, str):

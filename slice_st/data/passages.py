@@ -156,7 +156,9 @@ def cut_passages(
     if limit is not None:
         unique = rng.sample(unique, min(limit, len(unique)))
     dataset = datasets.Dataset.from_dict({"text": unique})
-    dataset.info.description = f"{len(unique)} passages of {min_words}-{max_words} words; {removed} excluded sentence(s) removed."
+    dataset.info.description = (
+        f"{len(unique)} passages of {min_words}-{max_words} words; {removed} excluded sentence(s) removed."
+    )
     return dataset
 
 
@@ -165,7 +167,11 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
     pieces: list[str] = []
     for sentence in sentences:
         words = sentence.split()
-        pieces += [" ".join(words[lo : lo + max_words]) for lo in range(0, len(words), max_words)] if len(words) > max_words else [sentence]
+        pieces += (
+            [" ".join(words[lo : lo + max_words]) for lo in range(0, len(words), max_words)]
+            if len(words) > max_words
+            else [sentence]
+        )
     passages: list[str] = []
     current: list[str] = []
     count, target = 0, rng.randint(min_words, max_words)
@@ -258,11 +264,21 @@ def offline_passages(
         else:
             raise ValueError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
     excluded = evaluation_sentences(exclude_paths)
-    return cut_passages(texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed, limit=limit)
+    return cut_passages(
+        texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed, limit=limit
+    )
 
 
-def load_passages(sources: Sequence[str], *, shared_data: str | None = None, exclude_paths: Sequence[str] = (),
-                  min_words: int = 20, max_words: int = 80, seed: int = 0, limit: int | None = None):
+def load_passages(
+    sources: Sequence[str],
+    *,
+    shared_data: str | None = None,
+    exclude_paths: Sequence[str] = (),
+    min_words: int = 20,
+    max_words: int = 80,
+    seed: int = 0,
+    limit: int | None = None,
+):
     """Distillation text for ``slice-st train --distill-data``: ``offline[:DIR]``, saved ``datasets`` folders
     (used as they are if they have a ``text`` column), or text/TSV/JSONL files (cut into passages)."""
     datasets = require("datasets", "train", "distillation passages")
@@ -274,19 +290,35 @@ def load_passages(sources: Sequence[str], *, shared_data: str | None = None, exc
             data_dir = source.split(":", 1)[1] if ":" in source else shared_data
             if not data_dir:
                 raise ValueError("--distill-data offline needs the shared data folder (offline:DIR or --shared-data).")
-            parts.append(offline_passages(data_dir, exclude_paths=exclude_paths, min_words=min_words, max_words=max_words, seed=seed))
+            parts.append(
+                offline_passages(
+                    data_dir, exclude_paths=exclude_paths, min_words=min_words, max_words=max_words, seed=seed
+                )
+            )
         elif os.path.isdir(source):
             dataset = datasets.load_from_disk(source)
             if "text" not in dataset.column_names:
-                raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {dataset.column_names}.")
+                raise DataFormatError(
+                    f"{source}: a distillation dataset needs a 'text' column; columns: {dataset.column_names}."
+                )
             parts.append(dataset)
         else:
             files.append(source)
     if files:
         texts = [text for path in files for text in read_texts(path)]
-        parts.append(cut_passages(texts, min_words=min_words, max_words=max_words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed))
+        parts.append(
+            cut_passages(
+                texts,
+                min_words=min_words,
+                max_words=max_words,
+                exclude_sentences=evaluation_sentences(exclude_paths),
+                seed=seed,
+            )
+        )
     if not parts:
-        raise ValueError("no distillation text: give --distill-data offline[:DIR], a saved dataset folder, or text/JSONL files.")
+        raise ValueError(
+            "no distillation text: give --distill-data offline[:DIR], a saved dataset folder, or text/JSONL files."
+        )
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]
     dataset = datasets.concatenate_datasets([part.select_columns(columns) for part in parts]).shuffle(seed=seed)
     if limit is not None:

@@ -185,11 +185,15 @@ def read_bird(path: str | os.PathLike) -> PhrasePairs:
             header = [cell.strip().lower() for cell in fields]
             needed = ("term1", "term2", "relatedness score")
             if any(column not in header for column in needed):
-                raise DataFormatError(f"{name}, line {line}: header {fields} lacks one of the columns {list(needed)} (tab-separated).")
+                raise DataFormatError(
+                    f"{name}, line {line}: header {fields} lacks one of the columns {list(needed)} (tab-separated)."
+                )
             columns = [header.index(column) for column in needed]
             continue
         if len(fields) != len(header):
-            raise DataFormatError(f"{name}, line {line}: expected {len(header)} tab-separated fields, got {len(fields)}.")
+            raise DataFormatError(
+                f"{name}, line {line}: expected {len(header)} tab-separated fields, got {len(fields)}."
+            )
         term1, term2, score = (fields[c] for c in columns)
         try:
             value = float(score)
@@ -252,7 +256,9 @@ def read_ppdb(path: str | os.PathLike) -> PhrasePairs:
     pairs = PhrasePairs([], [], [], name)
     for line, item in _json_array(text, name):
         if not isinstance(item, list) or len(item) < 3:
-            raise DataFormatError(f"{name}, line {line}: expected [phrase1, phrase2, \"pos\" | \"neg\", ...], got {item!r:.80}.")
+            raise DataFormatError(
+                f'{name}, line {line}: expected [phrase1, phrase2, "pos" | "neg", ...], got {item!r:.80}.'
+            )
         label = item[2]
         if label not in ("pos", "neg"):
             raise DataFormatError(f"{name}, line {line}: label {label!r} is not 'pos' or 'neg'.")
@@ -264,7 +270,9 @@ def read_ppdb(path: str | os.PathLike) -> PhrasePairs:
     return pairs
 
 
-def read_conll_entities(path: str | os.PathLike, *, types: Sequence[str] = CONLL_TYPES, first_sentence_only: bool = True) -> EntityMentions:
+def read_conll_entities(
+    path: str | os.PathLike, *, types: Sequence[str] = CONLL_TYPES, first_sentence_only: bool = True
+) -> EntityMentions:
     """Entity mentions of a CoNLL-03 JSON-lines file (PEARL's format), keeping entity ``types``.
 
     Like PEARL's evaluation, only the first sentence of each line is read (the files hold one) and
@@ -287,26 +295,46 @@ def read_conll_entities(path: str | os.PathLike, *, types: Sequence[str] = CONLL
             record = json.loads(row)
         except json.JSONDecodeError as error:
             raise DataFormatError(f"{name}, line {line}: invalid JSON ({error.msg}).") from None
-        if not isinstance(record, dict) or not isinstance(record.get("sentences"), list) or not isinstance(record.get("ner"), list):
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("sentences"), list)
+            or not isinstance(record.get("ner"), list)
+        ):
             raise DataFormatError(f"{name}, line {line}: expected an object with 'sentences' and 'ner' lists.")
         if len(record["sentences"]) != len(record["ner"]):
-            raise DataFormatError(f"{name}, line {line}: {len(record['sentences'])} sentences but {len(record['ner'])} 'ner' lists.")
+            raise DataFormatError(
+                f"{name}, line {line}: {len(record['sentences'])} sentences but {len(record['ner'])} 'ner' lists."
+            )
         pairs = list(zip(record["sentences"], record["ner"]))
         for tokens, entities in pairs[:1] if first_sentence_only else pairs:
-            if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens) or not isinstance(entities, list):
-                raise DataFormatError(f"{name}, line {line}: a sentence must be a list of token strings with a list of entities.")
+            if (
+                not isinstance(tokens, list)
+                or not all(isinstance(t, str) for t in tokens)
+                or not isinstance(entities, list)
+            ):
+                raise DataFormatError(
+                    f"{name}, line {line}: a sentence must be a list of token strings with a list of entities."
+                )
             for entity in entities:
-                if (not isinstance(entity, list) or len(entity) != 3 or not all(isinstance(v, int) for v in entity[:2])
-                        or not isinstance(entity[2], str)):
+                if (
+                    not isinstance(entity, list)
+                    or len(entity) != 3
+                    or not all(isinstance(v, int) for v in entity[:2])
+                    or not isinstance(entity[2], str)
+                ):
                     raise DataFormatError(f"{name}, line {line}: entity {entity!r:.60} is not [start, end, type].")
                 start, end, kind = entity
                 if not 0 <= start <= end < len(tokens):
-                    raise DataFormatError(f"{name}, line {line}: entity [{start}, {end}] is outside the sentence's {len(tokens)} tokens.")
+                    raise DataFormatError(
+                        f"{name}, line {line}: entity [{start}, {end}] is outside the sentence's {len(tokens)} tokens."
+                    )
                 if kind in wanted:
                     mentions.phrases.append(_phrase(" ".join(tokens[start : end + 1]), name, line, "entity"))
                     mentions.labels.append(kind)
     if len(set(mentions.labels)) < 2:
-        raise DataFormatError(f"{name}: need entities of at least 2 of the types {sorted(wanted)}, found {sorted(set(mentions.labels))}.")
+        raise DataFormatError(
+            f"{name}: need entities of at least 2 of the types {sorted(wanted)}, found {sorted(set(mentions.labels))}."
+        )
     return mentions
 
 
@@ -326,7 +354,9 @@ def read_parabank_pi(folder: str | os.PathLike) -> ParaphraseTasks:
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
-        raise FileNotFoundError(f"paraphrase identification folder not found: {folder} (expected docs.txt and task.jsonl in it)")
+        raise FileNotFoundError(
+            f"paraphrase identification folder not found: {folder} (expected docs.txt and task.jsonl in it)"
+        )
     docs_text, docs_name = _read_text(os.path.join(folder, "docs.txt"))
     documents: dict[str, str] = {}
     for line, row in _lines(docs_text):
@@ -348,12 +378,16 @@ def read_parabank_pi(folder: str | os.PathLike) -> ParaphraseTasks:
         except json.JSONDecodeError as error:
             raise DataFormatError(f"{task_name}, line {line}: invalid JSON ({error.msg}).") from None
         if not isinstance(record, dict) or not {"source", "candidates", "answer"} <= set(record):
-            raise DataFormatError(f"{task_name}, line {line}: expected an object with 'source', 'candidates' and 'answer'.")
+            raise DataFormatError(
+                f"{task_name}, line {line}: expected an object with 'source', 'candidates' and 'answer'."
+            )
         source, candidates, answer = record["source"], record["candidates"], record["answer"]
         if not isinstance(candidates, list) or len(candidates) < 2:
             raise DataFormatError(f"{task_name}, line {line}: 'candidates' must be a list of at least 2 document ids.")
         if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(candidates):
-            raise DataFormatError(f"{task_name}, line {line}: answer {answer!r} is not a position in the {len(candidates)} candidates.")
+            raise DataFormatError(
+                f"{task_name}, line {line}: answer {answer!r} is not a position in the {len(candidates)} candidates."
+            )
         for doc_id in [source, *candidates]:
             if doc_id not in documents:
                 raise DataFormatError(f"{task_name}, line {line}: document id {doc_id!r} is not in {docs_name}.")

@@ -145,7 +145,9 @@ def read_stsb_context(
     raw, name = _read_bytes(path_or_url)
     text = _decode(raw, name, encoding)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
-    columns: dict[str, list[Any]] = {key: [] for key in ("index", *STSB_CONTEXT_COLUMNS, "paraphrase_in_passage", "file_line")}
+    columns: dict[str, list[Any]] = {
+        key: [] for key in ("index", *STSB_CONTEXT_COLUMNS, "paraphrase_in_passage", "file_line")
+    }
     header: list[str] | None = None
     has_index = True
     missing: list[int] = []
@@ -194,10 +196,14 @@ def read_stsb_context(
         if not inside:
             missing.append(line)
             if missing_paraphrase == "error":
-                raise DataFormatError(f"{name}, line {line}: the passage does not contain the paraphrase {paraphrase.strip()!r:.80}.")
+                raise DataFormatError(
+                    f"{name}, line {line}: the passage does not contain the paraphrase {paraphrase.strip()!r:.80}."
+                )
             if missing_paraphrase == "drop":
                 continue
-        for key, value in zip(columns, (index, origin.strip(), paraphrase.strip(), passage.strip(), score, inside, line)):
+        for key, value in zip(
+            columns, (index, origin.strip(), paraphrase.strip(), passage.strip(), score, inside, line)
+        ):
             columns[key].append(value)
     if header is None:
         raise DataFormatError(f"{name}: the file is empty (no header row).")
@@ -211,11 +217,17 @@ def read_stsb_context(
             f"lines {shown}.",
             stacklevel=2,
         )
-    features = datasets.Features({
-        "index": datasets.Value("int64"), "line": datasets.Value("string"), "paraphrase": datasets.Value("string"),
-        "passage": datasets.Value("string"), "goldsim": datasets.Value("float64"),
-        "paraphrase_in_passage": datasets.Value("bool"), "file_line": datasets.Value("int64"),
-    })
+    features = datasets.Features(
+        {
+            "index": datasets.Value("int64"),
+            "line": datasets.Value("string"),
+            "paraphrase": datasets.Value("string"),
+            "passage": datasets.Value("string"),
+            "goldsim": datasets.Value("float64"),
+            "paraphrase_in_passage": datasets.Value("bool"),
+            "file_line": datasets.Value("int64"),
+        }
+    )
     return datasets.Dataset.from_dict(columns, features=features)
 
 
@@ -248,7 +260,6 @@ def write_stsb_context(rows, path: str | os.PathLike, *, encoding: str = "utf-8"
             writer.writerow([index, *cells, f"{float(row['goldsim']):g}"])
             count += 1
     return count
-
 
 
 #: A note beside an STS-B-Context TSV saying where its passages come from (``slice-st make-context`` writes one).
@@ -329,19 +340,25 @@ def read_stsb(path: str | os.PathLike):
 
     raw, name = _read_bytes(path)
     text = _decode(raw, name, "utf-8-sig")
-    columns: dict[str, list[Any]] = {key: [] for key in ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")}
+    columns: dict[str, list[Any]] = {
+        key: [] for key in ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
+    }
     for number, raw_line in enumerate(text.splitlines(), start=1):
         if not raw_line.strip():
             raise DataFormatError(f"{name}, line {number}: empty line.")
         fields = next(csv.reader([raw_line], delimiter="\t", quoting=csv.QUOTE_NONE))
         if len(fields) < 7:
-            raise DataFormatError(f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, sentence1, sentence2), got {len(fields)}.")
+            raise DataFormatError(
+                f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, sentence1, sentence2), got {len(fields)}."
+            )
         genre, source, year, pair_id, score, sentence1, sentence2 = fields[:7]
         score_value = _float_score(score.strip(), name, number, "score")
         for column, value in (("sentence1", sentence1), ("sentence2", sentence2)):
             if not value.strip():
                 raise DataFormatError(f"{name}, line {number}: empty {column}.")
-        for key, value in zip(columns, (genre, source, year, pair_id, score_value, sentence1.strip(), sentence2.strip(), number)):
+        for key, value in zip(
+            columns, (genre, source, year, pair_id, score_value, sentence1.strip(), sentence2.strip(), number)
+        ):
             columns[key].append(value)
     if not columns["score"]:
         raise DataFormatError(f"{name}: no rows.")
@@ -349,10 +366,20 @@ def read_stsb(path: str | os.PathLike):
 
 
 # ------------------------------------------------------------------------------------- context sets
-_LEADS = ("According to the report:", "One caption simply read:", "Then came the update:", "As someone put it:",
-          "The note said:", "Meanwhile, another line stood out:")
-_TRAILS = ("— or so it was reported.", "— at least, that is how it was described.", "— nobody disputed that.",
-           "— according to the caption.")
+_LEADS = (
+    "According to the report:",
+    "One caption simply read:",
+    "Then came the update:",
+    "As someone put it:",
+    "The note said:",
+    "Meanwhile, another line stood out:",
+)
+_TRAILS = (
+    "— or so it was reported.",
+    "— at least, that is how it was described.",
+    "— nobody disputed that.",
+    "— according to the caption.",
+)
 _WORD = re.compile(r"\w+")
 
 
@@ -436,7 +463,9 @@ def make_context(
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}.")
         chosen = sorted(rng.sample(range(len(rows)), min(limit, len(rows))))
-    out: dict[str, list[Any]] = {key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style", "source_index")}
+    out: dict[str, list[Any]] = {
+        key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style", "source_index")
+    }
     for position in chosen:
         row = rows[position]
         origin, target = one_line(row["sentence1"]), one_line(row["sentence2"])

@@ -15,7 +15,6 @@ import json
 import os
 import random
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from slice_st.data.stsb import make_context, read_stsb
 from slice_st.errors import DataFormatError
@@ -58,7 +57,9 @@ def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limi
                 continue
             fields = line.split("\t")
             if len(fields) != 3:
-                raise DataFormatError(f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got {len(fields)}.")
+                raise DataFormatError(
+                    f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got {len(fields)}."
+                )
             if fix_text:
                 fields = [ftfy.fix_text(field) for field in fields]
             for name, value in zip(columns, fields):
@@ -73,7 +74,10 @@ def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limi
 
 
 def msmarco_triples_from_hub(
-    dataset_id: str = "sentence-transformers/msmarco-bm25", subset: str = "triplet", split: str = "train", limit: int | None = None
+    dataset_id: str = "sentence-transformers/msmarco-bm25",
+    subset: str = "triplet",
+    split: str = "train",
+    limit: int | None = None,
 ):
     """MS MARCO (query, positive, negative) triples from the Hugging Face Hub (needs network access).
 
@@ -108,7 +112,6 @@ def read_snli_triplets(path: str | os.PathLike) -> list[tuple[str, str, str]]:
     return triples
 
 
-
 def read_sick_pairs(path: str | os.PathLike, min_relatedness: float = 4.0) -> list[tuple[str, str]]:
     """SICK (TSV with header) sentence pairs whose relatedness (1–5) is at least ``min_relatedness``."""
     pairs = []
@@ -121,7 +124,9 @@ def read_sick_pairs(path: str | os.PathLike, min_relatedness: float = 4.0) -> li
             try:
                 score = float(row["relatedness_score"])
             except (TypeError, ValueError):
-                raise DataFormatError(f"{path}, line {number}: relatedness_score {row['relatedness_score']!r} is not a number.") from None
+                raise DataFormatError(
+                    f"{path}, line {number}: relatedness_score {row['relatedness_score']!r} is not a number."
+                ) from None
             if score >= min_relatedness:
                 pairs.append((row["sentence_A"].strip(), row["sentence_B"].strip()))
     return pairs
@@ -243,7 +248,9 @@ def offline_training_triplets(
             for split in ("dev", "test"):
                 triples += read_snli_triplets(os.path.join(data_dir, "snli", f"snli_{split}_triplets.tsv"))
         elif source == "sick":
-            triples += pairs_to_triples(read_sick_pairs(os.path.join(data_dir, "sick", "SICK.txt"), min_score), seed=seed)
+            triples += pairs_to_triples(
+                read_sick_pairs(os.path.join(data_dir, "sick", "SICK.txt"), min_score), seed=seed
+            )
         elif source == "stsb":
             rows = read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
             pairs = [(row["sentence1"], row["sentence2"]) for row in rows if float(row["score"]) >= min_score]

@@ -12,7 +12,6 @@ from slice_st.evaluation.phrase_tasks import (
     PairClassificationEvaluator,
     TurneyEvaluator,
 )
-
 from slice_st.evaluation.setups import (
     NGRAMS_PER_CALL,
     SCORERS,

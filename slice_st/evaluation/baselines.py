@@ -75,8 +75,18 @@ class System:
     def cache_key(self) -> str:
         return self.name
 
-    def score(self, setup: str, phrases: Sequence[str], passages: Sequence[str], *, min_span: int = 1, max_span: int = 20,
-              unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None) -> SetupResult:
+    def score(
+        self,
+        setup: str,
+        phrases: Sequence[str],
+        passages: Sequence[str],
+        *,
+        min_span: int = 1,
+        max_span: int = 20,
+        unit: str = "word",
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+    ) -> SetupResult:
         raise NotImplementedError
 
     def _check_setup(self, setup: str) -> None:
@@ -111,9 +121,14 @@ class SentenceTransformerSystem(System):
         """``st-<fingerprint>-<scorer>``: the model's weights and tokenizer (loads the model) and the span scorer."""
         return f"st-{model_fingerprint(self.model)}-{self.scorer.name}"
 
-    def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
+    def score(
+        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+    ):
         self._check_setup(setup)
-        kwargs: dict[str, Any] = {"batch_size": batch_size, "show_progress_bar": bool(show_progress_bar) if setup == "full" else show_progress_bar}
+        kwargs: dict[str, Any] = {
+            "batch_size": batch_size,
+            "show_progress_bar": bool(show_progress_bar) if setup == "full" else show_progress_bar,
+        }
         if setup != "full":
             kwargs |= {"min_span": min_span, "max_span": max_span, "unit": unit}
         if setup == "single":
@@ -200,7 +215,9 @@ class BM25System(System):
             return np.zeros(retriever.scores["num_docs"], dtype=np.float64)
         return np.asarray(retriever.get_scores(known), dtype=np.float64)
 
-    def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
+    def score(
+        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+    ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
         queries = self._tokens(phrases)
@@ -281,7 +298,9 @@ class GloveSystem(System):
         _, vectors = self._token_vectors(text)
         return vectors.sum(0)
 
-    def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
+    def score(
+        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+    ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
         queries = np.stack([self._mean(phrase) for phrase in phrases])
@@ -306,8 +325,12 @@ class GloveSystem(System):
             # Unit u covers the GloVe tokens starting inside its character range.
             boundaries = np.searchsorted(token_starts, np.concatenate([unit_starts, [unit_ends[-1]]]), side="left")
             found = best_span_scores(
-                torch.from_numpy(queries[i : i + 1]), torch.from_numpy(vectors)[None], torch.from_numpy(boundaries)[None],
-                torch.tensor([count]), min_span, max_span,
+                torch.from_numpy(queries[i : i + 1]),
+                torch.from_numpy(vectors)[None],
+                torch.from_numpy(boundaries)[None],
+                torch.tensor([count]),
+                min_span,
+                max_span,
             )
             start, end = int(found.starts[0, 0, 0]), int(found.ends[0, 0, 0])
             if start < 0:
@@ -346,13 +369,23 @@ class DensePhrasesSystem(System):
         return f"densephrases-{model_fingerprint(self.model)}"
 
     def _encode(self, texts: list[str], batch_size: int, unit: str):
-        outputs = self.model.encode(texts, output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS, prompt="",
-                                    batch_size=batch_size, show_progress_bar=False)
+        outputs = self.model.encode(
+            texts,
+            output_value=None,
+            processing_kwargs=SPAN_PROCESSING_KWARGS,
+            prompt="",
+            batch_size=batch_size,
+            show_progress_bar=False,
+        )
         for text, out in zip(texts, outputs):
-            units = unit_boundaries(out["attention_mask"][None], out["special_tokens_mask"][None], out["offset_mapping"][None], unit)
+            units = unit_boundaries(
+                out["attention_mask"][None], out["special_tokens_mask"][None], out["offset_mapping"][None], unit
+            )
             yield text, out["token_embeddings"].float(), units
 
-    def score(self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None):
+    def score(
+        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+    ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
         check_unit(unit)
@@ -382,7 +415,9 @@ class DensePhrasesSystem(System):
             scores[i] = float(cosines[top])
             spans[i] = (int(units.char_starts[0, starts[top]]), int(units.char_ends[0, ends[top] - 1]))
         if truncated:
-            warnings.warn(f"{self.name}: {truncated} passage(s) longer than the model window were truncated.", stacklevel=2)
+            warnings.warn(
+                f"{self.name}: {truncated} passage(s) longer than the model window were truncated.", stacklevel=2
+            )
         check_all_scored(scores, passages)
         return SetupResult(scores, spans)
 

@@ -116,7 +116,9 @@ class DocumentTokens:
 
     def save(self, path: str) -> None:
         """Write the arrays to ``path`` as a NumPy ``.npz`` archive (plain arrays: no pickle)."""
-        _save_arrays(path, {key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")})
+        _save_arrays(
+            path, {key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")}
+        )
 
     @classmethod
     def load(cls, path: str) -> DocumentTokens:
@@ -163,8 +165,16 @@ def encode_documents(
     from slice_st.tokens import unit_boundaries
 
     texts = list(texts)
-    encodings = encode_spans(model, texts, min_span=1, max_span=1, unit="token", batch_size=batch_size,
-                             show_progress_bar=show_progress_bar, window_context=window_context)
+    encodings = encode_spans(
+        model,
+        texts,
+        min_span=1,
+        max_span=1,
+        unit="token",
+        batch_size=batch_size,
+        show_progress_bar=show_progress_bar,
+        window_context=window_context,
+    )
     vectors, token_counts, word_starts, word_counts = [], [], [], []
     for text, encoding in zip(texts, encodings):
         count = len(encoding)
@@ -222,8 +232,9 @@ def reciprocal_ranks(scores: np.ndarray, answers: Sequence[int]) -> np.ndarray:
     return np.array([np.mean(1.0 / np.arange(g + 1, g + t + 1)) for g, t in zip(greater, tied)])
 
 
-def _selected_spans(store: DocumentTokens, indices: Sequence[int], rule: str, ratio: float, min_span: int,
-                    max_span: int) -> tuple[Tensor, Tensor]:
+def _selected_spans(
+    store: DocumentTokens, indices: Sequence[int], rule: str, ratio: float, min_span: int, max_span: int
+) -> tuple[Tensor, Tensor]:
     """``⌈ratio · tokens⌉`` span vectors of each document chosen by ``rule``: ``(vectors (B, m, d), valid (B, m))``."""
     embeddings, boundaries, num_units = store.batch(indices)
     tokens = boundaries.gather(1, num_units[:, None])[:, 0]
@@ -314,14 +325,18 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         super().__init__()
         check_span_bounds(min_span, max_span)
         if len(sources) != len(candidates) or len(sources) != len(answers) or not sources:
-            raise ValueError(f"need one candidate list and answer per source: got {len(sources)} sources, "
-                             f"{len(candidates)} candidate lists, {len(answers)} answers.")
+            raise ValueError(
+                f"need one candidate list and answer per source: got {len(sources)} sources, "
+                f"{len(candidates)} candidate lists, {len(answers)} answers."
+            )
         for position, (source, options, answer) in enumerate(zip(sources, candidates, answers)):
             missing = [doc_id for doc_id in (source, *options) if doc_id not in documents]
             if missing:
                 raise ValueError(f"task {position}: document {missing[0]!r} is not among the documents.")
             if not 0 <= int(answer) < len(options):
-                raise ValueError(f"task {position}: answer {answer} is not a position in its {len(options)} candidates.")
+                raise ValueError(
+                    f"task {position}: answer {answer} is not a position in its {len(options)} candidates."
+                )
         for rule in rules:
             if rule not in SELECTION_RULES:
                 raise ValueError(f"unknown selection rule {rule!r}; choose from {SELECTION_RULES}.")
@@ -331,7 +346,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         self.methods = _method_names(methods, rules, ratios)
         if not self.methods:
             raise ValueError("no method to evaluate.")
-        used = list(dict.fromkeys([doc_id for source, options in zip(sources, candidates) for doc_id in (source, *options)]))
+        used = list(
+            dict.fromkeys([doc_id for source, options in zip(sources, candidates) for doc_id in (source, *options)])
+        )
         self.doc_ids = used
         self.texts = [documents[doc_id] for doc_id in used]
         position = {doc_id: index for index, doc_id in enumerate(used)}
@@ -352,7 +369,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         self.seconds: dict[str, float] = {}
 
     @classmethod
-    def from_tasks(cls, tasks: ParaphraseTasks, limit: int | None = None, **kwargs: Any) -> ParaphraseIdentificationEvaluator:
+    def from_tasks(
+        cls, tasks: ParaphraseTasks, limit: int | None = None, **kwargs: Any
+    ) -> ParaphraseIdentificationEvaluator:
         """From :func:`slice_st.data.phrase_tasks.read_parabank_pi` (the first ``limit`` tasks if given)."""
         end = len(tasks) if limit is None else limit
         return cls(tasks.documents, tasks.sources[:end], tasks.candidates[:end], tasks.answers[:end], **kwargs)
@@ -373,7 +392,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                 return DocumentTokens.load(path)
             except ValueError as error:
                 logger.warning("%s; rebuilding it.", error)
-        store = encode_documents(model, self.texts, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar)
+        store = encode_documents(
+            model, self.texts, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar
+        )
         if path:
             store.save(path)
         return store
@@ -386,8 +407,16 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                 return _load_arrays(path, ("vectors",))["vectors"]
             except ValueError as error:
                 logger.warning("%s; rebuilding it.", error)
-        vectors = model.encode(self.texts, batch_size=self.batch_size, convert_to_tensor=True,
-                               show_progress_bar=bool(self.show_progress_bar)).float().cpu()
+        vectors = (
+            model.encode(
+                self.texts,
+                batch_size=self.batch_size,
+                convert_to_tensor=True,
+                show_progress_bar=bool(self.show_progress_bar),
+            )
+            .float()
+            .cpu()
+        )
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
         if path:
             _save_arrays(path, {"vectors": vectors})
@@ -410,7 +439,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                     vectors = self.document_vectors(model)
                 else:
                     sums = torch.zeros(len(store), store.vectors.shape[1]).index_add_(
-                        0, torch.repeat_interleave(torch.arange(len(store)), store.num_tokens()), store.vectors)
+                        0, torch.repeat_interleave(torch.arange(len(store)), store.num_tokens()), store.vectors
+                    )
                     vectors = torch.nn.functional.normalize(sums, dim=-1)
                 for row, (source, options) in enumerate(zip(self.sources, self.candidates)):
                     table[row, : len(options)] = (vectors[options] @ vectors[source]).numpy()
@@ -433,7 +463,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                 rule, ratio = method.split("@")
                 selected, valid = self._selection(store, rule, float(ratio))
                 for row, (source, options) in enumerate(zip(self.sources, self.candidates)):
-                    table[row, : len(options)] = maxsim_mean(selected[source][valid[source]], selected[options], valid[options]).numpy()
+                    table[row, : len(options)] = maxsim_mean(
+                        selected[source][valid[source]], selected[options], valid[options]
+                    ).numpy()
                 memory = float(valid[self._used()].sum(dim=1).double().mean())
             self.seconds[method] = time.perf_counter() - start
             results[method] = (table, memory)
@@ -467,14 +499,18 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             row += len(part_vectors)
         return vectors, valid
 
-    def __call__(self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def __call__(
+        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
         logger.info(f"ParaphraseIdentificationEvaluator: {len(self.sources)} tasks, methods {', '.join(self.methods)}")
         results = self.scores(model)
         metrics: dict[str, float] = {}
         for method, (table, memory) in results.items():
             metrics[f"{method}_mrr"] = float(reciprocal_ranks(table, self.answers).mean())
             metrics[f"{method}_vectors"] = memory
-            logger.info(f"{method:>14}: MRR {100 * metrics[f'{method}_mrr']:.2f}  vectors/doc {memory:.1f}  ({self.seconds[method]:.1f} s)")
+            logger.info(
+                f"{method:>14}: MRR {100 * metrics[f'{method}_mrr']:.2f}  vectors/doc {memory:.1f}  ({self.seconds[method]:.1f} s)"
+            )
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
             append_csv_row(output_path, self.csv_file, self.csv_headers, row)

@@ -73,8 +73,13 @@ def _predicted_words(passage_words: list[tuple[int, int, str]], span: tuple[int,
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
 
 
-def span_localisation(passages: Sequence[str], spans: Sequence[tuple[int, int] | None], paraphrases: Sequence[str],
-                      gold_scores: Sequence[float], strong: float = STRONG_GOLD) -> dict[str, float]:
+def span_localisation(
+    passages: Sequence[str],
+    spans: Sequence[tuple[int, int] | None],
+    paraphrases: Sequence[str],
+    gold_scores: Sequence[float],
+    strong: float = STRONG_GOLD,
+) -> dict[str, float]:
     """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places, on all located rows and on strong ones.
 
     Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a

@@ -55,8 +55,14 @@ logger = logging.getLogger(__name__)
 ENCODINGS = ("span", "sentence")
 
 
-def encode_phrases(model: SentenceTransformer, phrases: Sequence[str], encoding: str = "span", *, batch_size: int = 64,
-                   show_progress_bar: bool = False) -> np.ndarray:
+def encode_phrases(
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    encoding: str = "span",
+    *,
+    batch_size: int = 64,
+    show_progress_bar: bool = False,
+) -> np.ndarray:
     """Vectors ``(N, d)`` float32 of ``phrases`` (each distinct phrase encoded once).
 
     ``encoding="span"``: the mean of the phrase's non-special token vectors (:func:`slice_st.embed_texts`,
@@ -73,10 +79,14 @@ def encode_phrases(model: SentenceTransformer, phrases: Sequence[str], encoding:
     if encoding == "span":
         from slice_st.encode import embed_texts
 
-        vectors = embed_texts(model, unique, batch_size=batch_size, show_progress_bar=show_progress_bar).float().cpu().numpy()
+        vectors = (
+            embed_texts(model, unique, batch_size=batch_size, show_progress_bar=show_progress_bar).float().cpu().numpy()
+        )
     else:
-        vectors = np.asarray(model.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True),
-                             dtype=np.float32)
+        vectors = np.asarray(
+            model.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True),
+            dtype=np.float32,
+        )
     position = {phrase: row for row, phrase in enumerate(unique)}
     return vectors[[position[phrase] for phrase in phrases]]
 
@@ -102,8 +112,15 @@ class PhraseTaskEvaluator(BaseEvaluator):
     task = "phrase"
     metric = "score"
 
-    def __init__(self, *, encodings: Sequence[str] = ENCODINGS, batch_size: int = 64, name: str = "",
-                 show_progress_bar: bool = False, write_csv: bool = True):
+    def __init__(
+        self,
+        *,
+        encodings: Sequence[str] = ENCODINGS,
+        batch_size: int = 64,
+        name: str = "",
+        show_progress_bar: bool = False,
+        write_csv: bool = True,
+    ):
         super().__init__()
         encodings = tuple(encodings)
         if not encodings or any(e not in ENCODINGS for e in encodings) or len(set(encodings)) != len(encodings):
@@ -119,13 +136,17 @@ class PhraseTaskEvaluator(BaseEvaluator):
         self.csv_file = f"{self.task}_evaluation{'_' + name if name else ''}_results.csv"
 
     def encode(self, model: SentenceTransformer, phrases: Sequence[str], encoding: str) -> np.ndarray:
-        return encode_phrases(model, phrases, encoding, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar)
+        return encode_phrases(
+            model, phrases, encoding, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar
+        )
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
         """Metrics of ``model`` with one encoding, unprefixed (e.g. ``{"pearson": 0.61}``)."""
         raise NotImplementedError
 
-    def __call__(self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def __call__(
+        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for encoding in self.encodings:
             for key, value in self.compute(model, encoding).items():
@@ -173,7 +194,9 @@ class BirdEvaluator(PhraseTaskEvaluator):
         self.phrase1, self.phrase2 = _check_phrases(phrase1, "phrase1"), _check_phrases(phrase2, "phrase2")
         self.scores = np.asarray(scores, dtype=np.float64)
         if not len(self.phrase1) == len(self.phrase2) == len(self.scores):
-            raise ValueError(f"got {len(self.phrase1)} phrase1, {len(self.phrase2)} phrase2 and {len(self.scores)} scores.")
+            raise ValueError(
+                f"got {len(self.phrase1)} phrase1, {len(self.phrase2)} phrase2 and {len(self.scores)} scores."
+            )
         if len(self.scores) < 3 or np.ptp(self.scores) == 0:
             raise ValueError("need at least 3 pairs with different scores for a correlation.")
 
@@ -191,7 +214,10 @@ class BirdEvaluator(PhraseTaskEvaluator):
         if np.ptp(cosines) == 0:
             return {"pearson": math.nan, "spearman": math.nan}
         stats = require("scipy.stats", "eval", "the BIRD correlations")
-        return {"pearson": stats.pearsonr(cosines, self.scores)[0], "spearman": stats.spearmanr(cosines, self.scores)[0]}
+        return {
+            "pearson": stats.pearsonr(cosines, self.scores)[0],
+            "spearman": stats.spearmanr(cosines, self.scores)[0],
+        }
 
 
 class TurneyEvaluator(PhraseTaskEvaluator):
@@ -250,8 +276,18 @@ class TurneyEvaluator(PhraseTaskEvaluator):
         return {"accuracy": float((scores.argmax(axis=1) == 0).mean())}
 
 
-def probe_accuracy(features: np.ndarray, labels: np.ndarray, seed: int = 0, *, hidden: int = 256, learning_rate: float = 1e-4,
-                   batch_size: int = 200, max_epochs: int = 100, patience: int = 5, split: tuple[float, float] = (0.70, 0.85)) -> float:
+def probe_accuracy(
+    features: np.ndarray,
+    labels: np.ndarray,
+    seed: int = 0,
+    *,
+    hidden: int = 256,
+    learning_rate: float = 1e-4,
+    batch_size: int = 200,
+    max_epochs: int = 100,
+    patience: int = 5,
+    split: tuple[float, float] = (0.70, 0.85),
+) -> float:
     """Test accuracy of PEARL's probe: an MLP trained on a seeded 70/15/15 train/validation/test cut.
 
     scikit-learn's ``MLPClassifier`` (one ReLU hidden layer, logistic output, Adam, no weight
@@ -273,9 +309,18 @@ def probe_accuracy(features: np.ndarray, labels: np.ndarray, seed: int = 0, *, h
     if len(test) == 0 or len(np.unique(labels[train])) < 2:
         raise ValueError(f"too few pairs ({len(labels)}) for a train/validation/test cut with both labels.")
     probe = MLPClassifier(
-        hidden_layer_sizes=(hidden,), activation="relu", solver="adam", alpha=0.0, batch_size=min(batch_size, cut_valid),
-        learning_rate_init=learning_rate, max_iter=max_epochs, early_stopping=True,
-        validation_fraction=(cut_test - cut_valid) / cut_test, n_iter_no_change=patience, tol=0.0, random_state=seed,
+        hidden_layer_sizes=(hidden,),
+        activation="relu",
+        solver="adam",
+        alpha=0.0,
+        batch_size=min(batch_size, cut_valid),
+        learning_rate_init=learning_rate,
+        max_iter=max_epochs,
+        early_stopping=True,
+        validation_fraction=(cut_test - cut_valid) / cut_test,
+        n_iter_no_change=patience,
+        tol=0.0,
+        random_state=seed,
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -313,13 +358,23 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
     task = "ppdb"
     metric = "accuracy"
 
-    def __init__(self, phrase1: Sequence[str], phrase2: Sequence[str], labels: Sequence[float], *, seeds: Sequence[int] = (0, 1, 2),
-                 probe_options: dict[str, Any] | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        phrase1: Sequence[str],
+        phrase2: Sequence[str],
+        labels: Sequence[float],
+        *,
+        seeds: Sequence[int] = (0, 1, 2),
+        probe_options: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(**kwargs)
         self.phrase1, self.phrase2 = _check_phrases(phrase1, "phrase1"), _check_phrases(phrase2, "phrase2")
         self.labels = np.asarray(labels, dtype=np.int64)
         if not len(self.phrase1) == len(self.phrase2) == len(self.labels):
-            raise ValueError(f"got {len(self.phrase1)} phrase1, {len(self.phrase2)} phrase2 and {len(self.labels)} labels.")
+            raise ValueError(
+                f"got {len(self.phrase1)} phrase1, {len(self.phrase2)} phrase2 and {len(self.labels)} labels."
+            )
         if set(np.unique(self.labels).tolist()) != {0, 1}:
             raise ValueError("labels must be 0/1 and hold both classes.")
         self.seeds = tuple(int(seed) for seed in seeds)
@@ -372,7 +427,9 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
     task = "conll03"
     metric = "nmi"
 
-    def __init__(self, phrases: Sequence[str], labels: Sequence[str], *, seed: int = 0, n_init: int = 10, **kwargs: Any):
+    def __init__(
+        self, phrases: Sequence[str], labels: Sequence[str], *, seed: int = 0, n_init: int = 10, **kwargs: Any
+    ):
         super().__init__(**kwargs)
         self.phrases = _check_phrases(phrases, "phrases")
         self.labels = list(labels)
@@ -393,7 +450,9 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
         KMeans = require("sklearn.cluster", "eval", "entity clustering").KMeans
-        normalized_mutual_info_score = require("sklearn.metrics", "eval", "entity clustering").normalized_mutual_info_score
+        normalized_mutual_info_score = require(
+            "sklearn.metrics", "eval", "entity clustering"
+        ).normalized_mutual_info_score
 
         vectors = self.encode(model, self.phrases, encoding)
         clusters = KMeans(n_clusters=self.num_clusters, random_state=self.seed, n_init=self.n_init).fit_predict(vectors)

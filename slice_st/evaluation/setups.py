@@ -14,7 +14,6 @@ Units are those of the span core (:mod:`slice_st.tokens`): a word is a whitespac
 the usual tokenizers, so n-grams and single-pass spans are the same character ranges.
 """
 
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,7 +32,17 @@ from slice_st.tokens import text_units
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SETUPS", "SetupResult", "SCORERS", "check_inputs", "check_all_scored", "ngram_offsets", "score_full", "score_ngram", "score_single"]
+__all__ = [
+    "SETUPS",
+    "SetupResult",
+    "SCORERS",
+    "check_inputs",
+    "check_all_scored",
+    "ngram_offsets",
+    "score_full",
+    "score_ngram",
+    "score_single",
+]
 
 SETUPS = ("full", "ngram", "single")
 #: n-grams sent to one ``model.encode`` call in the per-n-gram setup (bounds memory).
@@ -69,7 +78,9 @@ def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[
     return phrases, passages
 
 
-def ngram_offsets(tokenizer, texts: Sequence[str], min_span: int = 1, max_span: int = 20, unit: str = "word") -> list[np.ndarray]:
+def ngram_offsets(
+    tokenizer, texts: Sequence[str], min_span: int = 1, max_span: int = 20, unit: str = "word"
+) -> list[np.ndarray]:
     """Character offsets ``(S, 2)`` of every ``min_span..max_span``-unit n-gram of each text, start-major.
 
     Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from :func:`slice_st.spans.span_grid`, so they are exactly the
@@ -96,7 +107,9 @@ def ngram_offsets(tokenizer, texts: Sequence[str], min_span: int = 1, max_span: 
     result = []
     for char_starts, char_ends, _ in text_units(tokenizer, list(texts), unit):
         starts, ends = span_grid(len(char_starts), min_span, max_span)
-        result.append(np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1).astype(np.int64).reshape(-1, 2))
+        result.append(
+            np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1).astype(np.int64).reshape(-1, 2)
+        )
     return result
 
 
@@ -105,8 +118,14 @@ def _encode(model, texts: list[str], batch_size: int, show_progress_bar: bool) -
     return torch.nn.functional.normalize(vectors.float(), dim=-1)
 
 
-def score_full(model: SentenceTransformer, phrases: Sequence[str], passages: Sequence[str], *, batch_size: int = 32,
-               show_progress_bar: bool = False) -> SetupResult:
+def score_full(
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
+) -> SetupResult:
     """Full-context setup: cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
     Args:
@@ -131,8 +150,17 @@ def score_full(model: SentenceTransformer, phrases: Sequence[str], passages: Seq
     return SetupResult((queries * documents).sum(-1).cpu().numpy().astype(np.float64))
 
 
-def score_ngram(model: SentenceTransformer, phrases: Sequence[str], passages: Sequence[str], *, min_span: int = 1,
-                max_span: int = 20, unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None) -> SetupResult:
+def score_ngram(
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    min_span: int = 1,
+    max_span: int = 20,
+    unit: str = "word",
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+) -> SetupResult:
     """Per-n-gram setup: every n-gram of each passage encoded as its own input; best cosine per pair.
 
     N·K forward passes (batched, deduplicated within a call of :data:`NGRAMS_PER_CALL` n-grams; an
@@ -202,12 +230,23 @@ def score_ngram(model: SentenceTransformer, phrases: Sequence[str], passages: Se
 def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
     missing = np.flatnonzero(~np.isfinite(scores))
     if len(missing):
-        raise ValueError(f"passages[{int(missing[0])}] has no span to score (no tokens?): {passages[int(missing[0])]!r:.60}.")
+        raise ValueError(
+            f"passages[{int(missing[0])}] has no span to score (no tokens?): {passages[int(missing[0])]!r:.60}."
+        )
 
 
-def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: Sequence[str], *, min_span: int = 1,
-                 max_span: int = 20, unit: str = "word", batch_size: int = 32, show_progress_bar: bool | None = None,
-                 scorer: str | SpanScorer | None = None) -> SetupResult:
+def score_single(
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    min_span: int = 1,
+    max_span: int = 20,
+    unit: str = "word",
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+    scorer: str | SpanScorer | None = None,
+) -> SetupResult:
     """Single-pass setup (SLICE): one forward pass per passage, best mean-pooled span per pair.
 
     Goes through :func:`slice_st.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
@@ -233,13 +272,25 @@ def score_single(model: SentenceTransformer, phrases: Sequence[str], passages: S
         [(12, 21)]
     """
     phrases, passages = check_inputs(phrases, passages)
-    matches = best_spans_paired(model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit,
-                                batch_size=batch_size, show_progress_bar=show_progress_bar, scorer=scorer)
+    matches = best_spans_paired(
+        model,
+        phrases,
+        passages,
+        min_span=min_span,
+        max_span=max_span,
+        unit=unit,
+        batch_size=batch_size,
+        show_progress_bar=show_progress_bar,
+        scorer=scorer,
+    )
     scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
     check_all_scored(scores, passages)
     similarities = [float(match.similarity) for match in matches]  # JSON-ready: the table caches extras
-    return SetupResult(scores, [(match.start, match.end) for match in matches],
-                       extra={"scorer": resolve_scorer(scorer).name, "similarities": similarities})
+    return SetupResult(
+        scores,
+        [(match.start, match.end) for match in matches],
+        extra={"scorer": resolve_scorer(scorer).name, "similarities": similarities},
+    )
 
 
 SCORERS = {"full": score_full, "ngram": score_ngram, "single": score_single}

@@ -157,7 +157,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             results[setup] = result
         return results
 
-    def __call__(self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def __call__(
+        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
         where = f" after epoch {epoch}" if epoch != -1 else ""
         where += f" ({steps} steps)" if steps != -1 else ""
         logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'}{where}")
@@ -172,8 +174,10 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                 where = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
                 for name in ("exact", "word_f1", "strong_exact", "strong_word_f1"):
                     metrics[f"{setup}_{name}"] = where[name]
-                logger.info(f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} rows; "
-                            f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}")
+                logger.info(
+                    f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} rows; "
+                    f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}"
+                )
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
             append_csv_row(output_path, self.csv_file, self.csv_headers, row)
@@ -198,7 +202,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                     span = result.spans[index] if result.spans else None
                     start, end = span if span else ("", "")
                     text = self.passages[index][span[0] : span[1]] if span else ""
-                    writer.writerow([index, setup, self.scores[index], f"{score:.6f}", start, end, text, self.phrases[index]])
+                    writer.writerow(
+                        [index, setup, self.scores[index], f"{score:.6f}", start, end, text, self.phrases[index]]
+                    )
         return path
 
     @property
@@ -206,5 +212,10 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         return "Span Retrieval"
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"setups": list(self.setups), "min_span": self.min_span, "max_span": self.max_span, "unit": self.unit,
-                "scorer": self.scorer.name}
+        return {
+            "setups": list(self.setups),
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "unit": self.unit,
+            "scorer": self.scorer.name,
+        }

@@ -64,7 +64,9 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     return float(stats.t.sf(t_value, df=n - 3))
 
 
-def compare_to_best(gold: Sequence[float], predictions: dict[str, Sequence[float]], method: str = "pearson") -> dict[str, float]:
+def compare_to_best(
+    gold: Sequence[float], predictions: dict[str, Sequence[float]], method: str = "pearson"
+) -> dict[str, float]:
     """Williams p-value of each system against the best one (by ``method`` correlation with ``gold``).
 
     The best system gets ``nan``. Spearman uses the same test on ranks.

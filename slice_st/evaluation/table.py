@@ -50,7 +50,9 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "system"
 
 
-def cache_path(cache_dir: str, system_key: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str) -> str:
+def cache_path(
+    cache_dir: str, system_key: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str
+) -> str:
     """Where the result of one (system, setup) on one data set is cached (``system_key``: :attr:`System.cache_key`)."""
     return os.path.join(cache_dir, f"{_slug(system_key)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json")
 
@@ -62,9 +64,16 @@ def _finite_or_none(value: float) -> float | None:
 def save_result(path: str, result: SetupResult, **meta: Any) -> None:
     """Write a :class:`SetupResult` as strict JSON (a non-finite score is ``null``)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    payload = {**meta, "seconds": result.seconds, "extra": result.extra, "scores": [_finite_or_none(x) for x in result.scores],
-               "spans": None if result.spans is None else [list(s) if s else None for s in result.spans]}
-    with atomic_file(path, "w", encoding="utf-8") as handle:  # a new temporary file (never through a link), then os.replace
+    payload = {
+        **meta,
+        "seconds": result.seconds,
+        "extra": result.extra,
+        "scores": [_finite_or_none(x) for x in result.scores],
+        "spans": None if result.spans is None else [list(s) if s else None for s in result.spans],
+    }
+    with atomic_file(
+        path, "w", encoding="utf-8"
+    ) as handle:  # a new temporary file (never through a link), then os.replace
         json.dump(payload, handle, allow_nan=False)
 
 
@@ -154,13 +163,26 @@ def run_table(
         for system, name in zip(systems, names):
             if setup not in system.setups:
                 continue
-            path = cache_path(cache_dir, system.cache_key, setup, min_span, max_span, unit, fingerprint) if cache_dir else None
+            path = (
+                cache_path(cache_dir, system.cache_key, setup, min_span, max_span, unit, fingerprint)
+                if cache_dir
+                else None
+            )
             if path and os.path.exists(path):
                 result = load_result(path)
                 source = "cached"
             else:
-                result = timed(system, setup, sub_phrases, sub_passages, min_span=min_span, max_span=max_span, unit=unit,
-                               batch_size=batch_size, show_progress_bar=show_progress_bar)
+                result = timed(
+                    system,
+                    setup,
+                    sub_phrases,
+                    sub_passages,
+                    min_span=min_span,
+                    max_span=max_span,
+                    unit=unit,
+                    batch_size=batch_size,
+                    show_progress_bar=show_progress_bar,
+                )
                 source = "ran"
                 if path:
                     save_result(path, result, system=name, system_key=system.cache_key, setup=setup)
@@ -168,14 +190,20 @@ def run_table(
                 log(f"{setup:>6}  {name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
             results[name] = result
         if results:  # a setup none of the systems has is left out of the table
-            table[setup] = {"indices": indices, "gold": gold_array[indices], "results": results, "fingerprint": fingerprint}
+            table[setup] = {
+                "indices": indices,
+                "gold": gold_array[indices],
+                "results": results,
+                "fingerprint": fingerprint,
+            }
     if not table:
         raise ValueError(f"none of the systems {names} has any of the setups {list(setups)}.")
     return table
 
 
-def table_metrics(table: dict[str, dict[str, Any]], passages: Sequence[str] | None = None,
-                  paraphrases: Sequence[str] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+def table_metrics(
+    table: dict[str, dict[str, Any]], passages: Sequence[str] | None = None, paraphrases: Sequence[str] | None = None
+) -> dict[str, dict[str, dict[str, float]]]:
     """``{setup: {system: {"pearson", "spearman", "p_pearson", "p_spearman", "n", "seconds"}}}``; the
     p-values are Williams tests against the best system of the setup (``nan`` for the best).
 
@@ -186,17 +214,31 @@ def table_metrics(table: dict[str, dict[str, Any]], passages: Sequence[str] | No
     for setup, entry in table.items():
         results, gold = entry["results"], entry["gold"]
         predictions = {name: result.scores for name, result in results.items()}
-        p_pearson = compare_to_best(gold, predictions, "pearson") if len(results) > 1 else {n: math.nan for n in results}
-        p_spearman = compare_to_best(gold, predictions, "spearman") if len(results) > 1 else {n: math.nan for n in results}
+        p_pearson = (
+            compare_to_best(gold, predictions, "pearson") if len(results) > 1 else {n: math.nan for n in results}
+        )
+        p_spearman = (
+            compare_to_best(gold, predictions, "spearman") if len(results) > 1 else {n: math.nan for n in results}
+        )
         metrics[setup] = {}
         for name, result in results.items():
             pearson, spearman = correlations(gold, result.scores)
-            metrics[setup][name] = {"pearson": pearson, "spearman": spearman, "p_pearson": p_pearson[name],
-                                    "p_spearman": p_spearman[name], "n": len(gold), "seconds": result.seconds}
+            metrics[setup][name] = {
+                "pearson": pearson,
+                "spearman": spearman,
+                "p_pearson": p_pearson[name],
+                "p_spearman": p_spearman[name],
+                "n": len(gold),
+                "seconds": result.seconds,
+            }
             if passages is not None and paraphrases is not None and result.spans is not None:
                 indices = entry["indices"]
-                where = span_localisation([passages[i] for i in indices], result.spans, [paraphrases[i] for i in indices], gold)
-                metrics[setup][name] |= {key: where[key] for key in ("located", "exact", "word_f1", "strong_exact", "strong_word_f1")}
+                where = span_localisation(
+                    [passages[i] for i in indices], result.spans, [paraphrases[i] for i in indices], gold
+                )
+                metrics[setup][name] |= {
+                    key: where[key] for key in ("located", "exact", "word_f1", "strong_exact", "strong_word_f1")
+                }
     return metrics
 
 
@@ -211,11 +253,16 @@ def localisation_table(metrics: dict[str, dict[str, dict[str, float]]]) -> str:
     for setup in SETUPS:
         for name, values in metrics.get(setup, {}).items():
             if "exact" in values:
-                lines.append(f"| {name} | {SETUP_TITLES[setup]} | {values['exact']:.1f} | {values['word_f1']:.1f} | "
-                             f"{values['strong_exact']:.1f} | {values['strong_word_f1']:.1f} | {int(values['located'])} |")
+                lines.append(
+                    f"| {name} | {SETUP_TITLES[setup]} | {values['exact']:.1f} | {values['word_f1']:.1f} | "
+                    f"{values['strong_exact']:.1f} | {values['strong_word_f1']:.1f} | {int(values['located'])} |"
+                )
     if not lines:
         return ""
-    header = ["| System | Setup | Exact | Word-F1 | Exact (gold ≥ 3) | Word-F1 (gold ≥ 3) | Rows |", "|---|---|---|---|---|---|---|"]
+    header = [
+        "| System | Setup | Exact | Word-F1 | Exact (gold ≥ 3) | Word-F1 (gold ≥ 3) | Rows |",
+        "|---|---|---|---|---|---|---|",
+    ]
     return "\n".join(header + lines) + "\n"
 
 
@@ -229,7 +276,9 @@ def _cell(values: dict[str, float] | None, kind: str) -> str:
     return text + ("†" if p_value < SIGNIFICANCE else "")
 
 
-def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Sequence[str] | None = None, title: str | None = None) -> str:
+def markdown_table(
+    metrics: dict[str, dict[str, dict[str, float]]], systems: Sequence[str] | None = None, title: str | None = None
+) -> str:
     """A Table-1-style markdown table: Pearson and Spearman (×100) per setup, best in bold, † when
     significantly worse than the best of its setup (Williams test, one-sided, p < 0.05).
 
@@ -240,7 +289,9 @@ def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Seq
     setups = [s for s in SETUPS if s in metrics]
     if systems is None:
         systems = list(dict.fromkeys(name for setup in setups for name in metrics[setup]))
-    header = "| System | " + " | ".join(f"{SETUP_TITLES[s]} Pearson | {SETUP_TITLES[s]} Spearman" for s in setups) + " |"
+    header = (
+        "| System | " + " | ".join(f"{SETUP_TITLES[s]} Pearson | {SETUP_TITLES[s]} Spearman" for s in setups) + " |"
+    )
     lines = [header, "|" + "---|" * (1 + 2 * len(setups))]
     for name in systems:
         cells = []
@@ -254,8 +305,10 @@ def markdown_table(metrics: dict[str, dict[str, dict[str, float]]], systems: Seq
         timing = ", ".join(f"{name} {values['seconds']:.1f} s" for name, values in metrics[setup].items())
         notes.append(f"{SETUP_TITLES[setup]}: n = {n} pairs; wall time {timing}.")
     text = (f"**{title}**\n\n" if title else "") + "\n".join(lines)
-    text += "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p < 0.05). " \
-            "—: setup not applicable.\n" + "\n".join(f"* {note}" for note in notes) + "\n"
+    text += (
+        "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p < 0.05). "
+        "—: setup not applicable.\n" + "\n".join(f"* {note}" for note in notes) + "\n"
+    )
     return text
 
 
@@ -276,14 +329,22 @@ def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title:
         width = 0.8 / max(len(present), 1)
         for k, name in enumerate(present):
             value = 100 * metrics[setup][name]["spearman"]
-            bars = axis.bar([j + (k - (len(present) - 1) / 2) * width], [value], width=width * 0.95, color=colors[name],
-                            label=None if name in labelled else name)
+            bars = axis.bar(
+                [j + (k - (len(present) - 1) / 2) * width],
+                [value],
+                width=width * 0.95,
+                color=colors[name],
+                label=None if name in labelled else name,
+            )
             labelled.add(name)
             axis.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
     axis.set_xticks(range(len(setups)))
     axis.set_xticklabels([f"{SETUP_TITLES[s]}\n(n = {next(iter(metrics[s].values()))['n']})" for s in setups])
     axis.set_ylabel("Spearman × 100")
-    lowest = min((100 * v["spearman"] for setup in setups for v in metrics[setup].values() if not math.isnan(v["spearman"])), default=0)
+    lowest = min(
+        (100 * v["spearman"] for setup in setups for v in metrics[setup].values() if not math.isnan(v["spearman"])),
+        default=0,
+    )
     axis.set_ylim(min(0, lowest - 5), 100)
     axis.axhline(0, color="black", linewidth=0.6)
     axis.set_title(title or "STS-B-Context-style evaluation")

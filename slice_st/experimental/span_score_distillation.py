@@ -108,7 +108,12 @@ class SpanScoreDistillationLoss(nn.Module):
         self.model = model
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.shifted_fraction, self.max_shift = shifted_fraction, max_shift
-        self.temperature, self.listwise_weight, self.cosine_weight, self.weight = temperature, listwise_weight, cosine_weight, weight
+        self.temperature, self.listwise_weight, self.cosine_weight, self.weight = (
+            temperature,
+            listwise_weight,
+            cosine_weight,
+            weight,
+        )
         self.unit = get_span_config(model).unit
         self.teacher_batch_size = teacher_batch_size
         self.generator = torch.Generator()
@@ -124,13 +129,19 @@ class SpanScoreDistillationLoss(nn.Module):
         self.teacher.eval()
         return self
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         features = text_column(sentence_features, self.unit, type(self).__name__)
         output = self.model(features)
         token_embeddings = output["token_embeddings"]
-        units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+        units = unit_boundaries(
+            features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
+        )
         shifted = int(round(self.spans_per_text * self.shifted_fraction))
-        starts, ends = sample_spans(units.num_units, self.spans_per_text - shifted, self.min_span, self.max_span, self.generator)
+        starts, ends = sample_spans(
+            units.num_units, self.spans_per_text - shifted, self.min_span, self.max_span, self.generator
+        )
         if shifted:
             more = shift_spans(starts, ends, units.num_units, shifted, self.max_shift, self.min_span, self.generator)
             starts, ends = torch.cat([starts, more[0]], dim=1), torch.cat([ends, more[1]], dim=1)
@@ -150,10 +161,14 @@ class SpanScoreDistillationLoss(nn.Module):
         listwise = nn.functional.kl_div(
             nn.functional.log_softmax(student / self.temperature, dim=-1),
             nn.functional.log_softmax(teacher / self.temperature, dim=-1),
-            log_target=True, reduction="batchmean",
+            log_target=True,
+            reduction="batchmean",
         )
         cosine = nn.functional.mse_loss(student, teacher)
-        parts = {"listwise": self.weight * self.listwise_weight * listwise, "cosine": self.weight * self.cosine_weight * cosine}
+        parts = {
+            "listwise": self.weight * self.listwise_weight * listwise,
+            "cosine": self.weight * self.cosine_weight * cosine,
+        }
         if any(torch.isnan(value) for value in parts.values()):
             raise FloatingPointError("SpanScoreDistillationLoss is NaN: check the inputs and the learning rate.")
         return parts
@@ -180,15 +195,24 @@ class SpanScoreDistillationLoss(nn.Module):
         rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
         pieces = [ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo[valid].tolist(), token_hi[valid].tolist())]
         strings = self.model.tokenizer.batch_decode(pieces, skip_special_tokens=True)
-        vectors = self.teacher.encode(strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False)
+        vectors = self.teacher.encode(
+            strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False
+        )
         return vectors.to(device).float()
 
     def get_config_dict(self) -> dict[str, Any]:
         return {
-            "teacher": self.teacher_name, "spans_per_text": self.spans_per_text, "min_span": self.min_span,
-            "max_span": self.max_span, "shifted_fraction": self.shifted_fraction, "max_shift": self.max_shift,
-            "temperature": self.temperature, "listwise_weight": self.listwise_weight, "cosine_weight": self.cosine_weight,
-            "weight": self.weight, "unit": self.unit,
+            "teacher": self.teacher_name,
+            "spans_per_text": self.spans_per_text,
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "shifted_fraction": self.shifted_fraction,
+            "max_shift": self.max_shift,
+            "temperature": self.temperature,
+            "listwise_weight": self.listwise_weight,
+            "cosine_weight": self.cosine_weight,
+            "weight": self.weight,
+            "unit": self.unit,
         }
 
     @property

@@ -109,7 +109,11 @@ class Calibration:
             raise ValueError(f"{name}: not an isotonic calibration.")
         if data.get("format_version") != CALIBRATION_FORMAT_VERSION:
             raise ValueError(f"{name}: calibration format {data.get('format_version')} is not supported.")
-        fields = {key: data[key] for key in ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra") if key in data}
+        fields = {
+            key: data[key]
+            for key in ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra")
+            if key in data
+        }
         try:
             return cls(**fields)
         except (TypeError, ValueError) as error:
@@ -140,7 +144,9 @@ class Calibration:
         return cls.from_dict(data, path)
 
 
-def fit_calibration(cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info) -> Calibration:
+def fit_calibration(
+    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info
+) -> Calibration:
     """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores.
 
     Args:
@@ -172,14 +178,22 @@ def fit_calibration(cosines: Sequence[float], scores: Sequence[float], *, low: f
     model = IsotonicRegression(y_min=low, y_max=high, increasing=True, out_of_bounds="clip").fit(x, y)
     rho = spearmanr(x, y).statistic
     return Calibration(
-        x=model.X_thresholds_.tolist(), y=model.y_thresholds_.tolist(), pairs=len(x),
-        spearman=None if not np.isfinite(rho) else round(float(rho), 4), **info,
+        x=model.X_thresholds_.tolist(),
+        y=model.y_thresholds_.tolist(),
+        pairs=len(x),
+        spearman=None if not np.isfinite(rho) else round(float(rho), 4),
+        **info,
     )
 
 
 def sts_pair_cosines(
-    model: SentenceTransformer, sentences1: Sequence[str], sentences2: Sequence[str], pair_score: str = "sentence",
-    *, batch_size: int = 32, max_span: int | None = None,
+    model: SentenceTransformer,
+    sentences1: Sequence[str],
+    sentences2: Sequence[str],
+    pair_score: str = "sentence",
+    *,
+    batch_size: int = 32,
+    max_span: int | None = None,
 ) -> np.ndarray:
     """Cosine of each pair ``(sentences1[i], sentences2[i])``, scored as the index scores spans (see module doc).
 
@@ -201,16 +215,25 @@ def sts_pair_cosines(
     if pair_score == "sentence":
         import torch
 
-        first = torch.nn.functional.normalize(embed_texts(model, list(sentences1), batch_size=batch_size).float(), dim=-1)
-        second = torch.nn.functional.normalize(embed_texts(model, list(sentences2), batch_size=batch_size).float(), dim=-1)
+        first = torch.nn.functional.normalize(
+            embed_texts(model, list(sentences1), batch_size=batch_size).float(), dim=-1
+        )
+        second = torch.nn.functional.normalize(
+            embed_texts(model, list(sentences2), batch_size=batch_size).float(), dim=-1
+        )
         return (first * second).sum(dim=-1).cpu().numpy().astype(np.float64)
     matches = best_spans_paired(model, list(sentences1), list(sentences2), batch_size=batch_size, max_span=max_span)
     return np.array([match.score if match is not None else np.nan for match in matches], dtype=np.float64)
 
 
 def fit_sts_calibration(
-    model: SentenceTransformer, path: str | os.PathLike, pair_score: str = "sentence", *,
-    limit: int | None = None, batch_size: int = 32, max_span: int | None = None,
+    model: SentenceTransformer,
+    path: str | os.PathLike,
+    pair_score: str = "sentence",
+    *,
+    limit: int | None = None,
+    batch_size: int = 32,
+    max_span: int | None = None,
 ) -> Calibration:
     """Fit the cosine → 0–5 map on an STS-benchmark TSV (e.g. ``sts-train.csv``), read in place from ``path``.
 
@@ -231,10 +254,15 @@ def fit_sts_calibration(
     rows = read_stsb(path)
     if limit is not None:
         rows = rows.select(range(min(limit, len(rows))))
-    cosines = sts_pair_cosines(model, rows["sentence1"], rows["sentence2"], pair_score, batch_size=batch_size, max_span=max_span)
+    cosines = sts_pair_cosines(
+        model, rows["sentence1"], rows["sentence2"], pair_score, batch_size=batch_size, max_span=max_span
+    )
     gold = np.asarray(rows["score"], dtype=np.float64)
     keep = np.isfinite(cosines)
     return fit_calibration(
-        cosines[keep], gold[keep], pair_score=pair_score, source=os.path.basename(os.fspath(path)),
+        cosines[keep],
+        gold[keep],
+        pair_score=pair_score,
+        source=os.path.basename(os.fspath(path)),
         model_fingerprint=model_fingerprint(model),
     )

@@ -68,7 +68,9 @@ class CandidateStage:
         return out / np.maximum(norms, 1e-12)
 
     @classmethod
-    def create(cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int) -> CandidateStage:
+    def create(
+        cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int
+    ) -> CandidateStage:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
@@ -80,16 +82,27 @@ class CandidateStage:
             if nlist is None:
                 nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
             elif nlist > len(vectors):  # k-means cannot make more lists than it has points (a FAISS RuntimeError)
-                raise SpanInputError(f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
-                                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'.")
+                raise SpanInputError(
+                    f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
+                    f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'."
+                )
             quantizer = faiss.IndexFlatIP(dim)
-            faiss_index = faiss.IndexIVFScalarQuantizer(quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT)
+            faiss_index = faiss.IndexIVFScalarQuantizer(
+                quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            )
             sample = vectors
             if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
                 sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
             faiss_index.train(sample)
         faiss_index.add(vectors)
-        settings = {"kind": kind, "chunk": chunk, "stride": stride, "nlist": int(nlist), "nprobe": nprobe, "candidates": candidates}
+        settings = {
+            "kind": kind,
+            "chunk": chunk,
+            "stride": stride,
+            "nlist": int(nlist),
+            "nprobe": nprobe,
+            "candidates": candidates,
+        }
         return cls(faiss_index, chunks, settings)
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
@@ -132,8 +145,16 @@ class CandidateStage:
         return cls(faiss_index, chunks, settings)
 
     # -------------------------------------------------------------- searching
-    def top_spans(self, index: SpanIndex, queries: torch.Tensor, top_k: int, min_span: int, max_span: int,
-                  candidates: int | None, nprobe: int | None):
+    def top_spans(
+        self,
+        index: SpanIndex,
+        queries: torch.Tensor,
+        top_k: int,
+        min_span: int,
+        max_span: int,
+        candidates: int | None,
+        nprobe: int | None,
+    ):
         """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
         candidates = candidates or self.settings["candidates"]
         if hasattr(self.faiss_index, "nprobe"):
@@ -159,8 +180,12 @@ class CandidateStage:
                 lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
                 run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
                 # dot products over each contiguous run of needed units (views of the array, no gather)
-                dots = np.concatenate([np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
-                                       for a, b in zip(run_lo.tolist(), run_hi.tolist())])
+                dots = np.concatenate(
+                    [
+                        np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
+                        for a, b in zip(run_lo.tolist(), run_hi.tolist())
+                    ]
+                )
                 needed = _ranges_to_indices(run_lo, run_hi)
                 # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
                 # that stay inside one run: every other span gets a NaN norm (it does not exist here)
@@ -169,8 +194,14 @@ class CandidateStage:
                 norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
                 run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
                 norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
-                top = top_spans_from_dots(torch.from_numpy(dots)[None], torch.from_numpy(norms), top_k, min_span, max_span,
-                                          norm_min_span=min_span)
+                top = top_spans_from_dots(
+                    torch.from_numpy(dots)[None],
+                    torch.from_numpy(norms),
+                    top_k,
+                    min_span,
+                    max_span,
+                    norm_min_span=min_span,
+                )
                 keep = int((top.starts[0] >= 0).sum())
                 best_scores[q, :keep] = top.scores[0, :keep].numpy()
                 best_units[q, :keep] = needed[top.starts[0, :keep].numpy()]

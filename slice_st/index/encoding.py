@@ -19,7 +19,15 @@ from slice_st.loading import check_device
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["empty_arrays", "concat_parts", "char_offsets", "texts_and_ids", "pool_devices", "PooledEncoder", "encoder_for"]
+__all__ = [
+    "empty_arrays",
+    "concat_parts",
+    "char_offsets",
+    "texts_and_ids",
+    "pool_devices",
+    "PooledEncoder",
+    "encoder_for",
+]
 
 
 def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
@@ -38,8 +46,13 @@ def concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     if len(parts) == 1:
         return parts[0]
     bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
-    out = {name: np.concatenate([p[name] for p in parts]) for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")}
-    out["segment_units"] = np.concatenate([[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]).astype(np.int64)
+    out = {
+        name: np.concatenate([p[name] for p in parts])
+        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")
+    }
+    out["segment_units"] = np.concatenate(
+        [[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]
+    ).astype(np.int64)
     return out
 
 
@@ -71,7 +84,9 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
         return None
     if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
         raise SpanInputError(f"processes must be a positive integer, got {processes!r}.")
-    cpu_processes = processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
+    cpu_processes = (
+        processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
+    )
     if cpu_processes:
         try:
             check_parallelism(cpu_processes, "processes")
@@ -80,9 +95,13 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
     if devices is None:
         return None if processes in (None, 1) else ["cpu"] * processes
     if isinstance(devices, str) or not all(isinstance(d, str) and d for d in devices) or not len(devices):
-        raise SpanInputError(f"devices must be a non-empty list of device names such as ['cuda:0', 'cuda:1'], got {devices!r}.")
+        raise SpanInputError(
+            f"devices must be a non-empty list of device names such as ['cuda:0', 'cuda:1'], got {devices!r}."
+        )
     if processes is not None and processes != len(devices):
-        raise SpanInputError(f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other.")
+        raise SpanInputError(
+            f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other."
+        )
     for name in devices:
         try:
             check_device(name)

@@ -49,6 +49,8 @@ def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
             "which is not there any more: pass the model (model=..., --model)."
         )
     name = manifest.get("model_name") or None
-    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder of the working directory
+    if name is not None and is_shipped_model_name(
+        f"slice-st/{name}"
+    ):  # never a ./slice-minilm folder of the working directory
         return f"slice-st/{name}"
     return name

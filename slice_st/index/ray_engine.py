@@ -41,20 +41,38 @@ import torch
 
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
-from slice_st.errors import SpanInputError
+from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.index.encoding import texts_and_ids
 from slice_st.index.fingerprint import model_fingerprint, model_identity
-from slice_st.index.storage import MANIFEST, SHARD_LIST, check_index_target, is_plain_name, read_manifest, read_shard_list, write_json
+from slice_st.index.storage import (
+    MANIFEST,
+    SHARD_LIST,
+    check_index_target,
+    is_plain_name,
+    read_manifest,
+    read_shard_list,
+    write_json,
+)
 from slice_st.text import is_ray_address, require
-from slice_st.errors import FileAccessError
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from slice_st.index.span_index import SpanIndex
 
-__all__ = ["RayBuild", "build_on_ray", "ray_session", "connect_ray", "probe_address", "claim_workers", "check_address", "require_ray", "corpus_files",
-           "DEFAULT_SHARD_BYTES", "BUILD_STATE"]
+__all__ = [
+    "RayBuild",
+    "build_on_ray",
+    "ray_session",
+    "connect_ray",
+    "probe_address",
+    "claim_workers",
+    "check_address",
+    "require_ray",
+    "corpus_files",
+    "DEFAULT_SHARD_BYTES",
+    "BUILD_STATE",
+]
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
 DEFAULT_SHARD_BYTES = 16 << 20
@@ -83,7 +101,9 @@ def check_address(address: str | None) -> str | None:
     if address is None or address == "local":
         return None
     if not is_ray_address(address):
-        raise SpanInputError(f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).")
+        raise SpanInputError(
+            f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here)."
+        )
     return address
 
 
@@ -115,8 +135,14 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as error:
-        why = "no answer within {:g} s".format(timeout) if isinstance(error, TimeoutError) else (error.strerror or str(error))
-        raise SpanInputError(f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`).") from None
+        why = (
+            f"no answer within {timeout:g} s"
+            if isinstance(error, TimeoutError)
+            else (error.strerror or str(error))
+        )
+        raise SpanInputError(
+            f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`)."
+        ) from None
 
 
 def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> bool:
@@ -131,8 +157,14 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpu
     local = address is None and not os.environ.get("RAY_ADDRESS")
     probe_address(address or os.environ.get("RAY_ADDRESS"))
     try:
-        ray.init(address=address, num_cpus=num_cpus if local else None, num_gpus=num_gpus if local else None,
-                 include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        ray.init(
+            address=address,
+            num_cpus=num_cpus if local else None,
+            num_gpus=num_gpus if local else None,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
@@ -158,17 +190,23 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
 
     size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
     if room(total) < 1:
-        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU.")
+        raise SpanInputError(
+            f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU."
+        )
     wanted = min(workers or room(total), limit)
     if wanted > room(total):
-        raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
-                             f"ask for at most {room(total)}.")
+        raise SpanInputError(
+            f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
+            f"ask for at most {room(total)}."
+        )
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
         gc.collect()  # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
         if time.monotonic() > deadline:
-            raise SpanInputError(f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
-                                 f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again.")
+            raise SpanInputError(
+                f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
+                f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again."
+            )
         time.sleep(0.2)
     return wanted
 
@@ -280,9 +318,14 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
     if info.type == fs_module.FileType.File:
         return [{"path": uri, "format": _format(uri, fmt), "bytes": int(info.size)}]
     selector = fs_module.FileSelector(root, recursive=True)
-    entries = sorted((e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path)
-    return [{"path": f"{scheme}://{e.path}", "format": _format(e.path, fmt), "bytes": int(e.size)}
-            for e in entries if not any(part.startswith(".") for part in e.path[len(root):].split("/"))]
+    entries = sorted(
+        (e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path
+    )
+    return [
+        {"path": f"{scheme}://{e.path}", "format": _format(e.path, fmt), "bytes": int(e.size)}
+        for e in entries
+        if not any(part.startswith(".") for part in e.path[len(root) :].split("/"))
+    ]
 
 
 def _read_parquet(path: str, id_field: str | None, text_field: str) -> list[Document]:
@@ -291,7 +334,9 @@ def _read_parquet(path: str, id_field: str | None, text_field: str) -> list[Docu
         columns = [text_field] + ([id_field] if id_field else [])
         table = parquet.read_table(path, columns=columns)
     except (OSError, ValueError, KeyError) as error:
-        raise SpanInputError(f"{path}: cannot read the Parquet columns {columns}: {' '.join(str(error).split())[:200]}") from None
+        raise SpanInputError(
+            f"{path}: cannot read the Parquet columns {columns}: {' '.join(str(error).split())[:200]}"
+        ) from None
     try:
         documents = documents_from_dataset(table.to_pylist(), text_field, id_field)
     except ValueError as error:
@@ -320,8 +365,12 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
             shutil.rmtree(folder, ignore_errors=True)
     if folder is not None:  # the ids and sources name the URI, not the temporary copy
         name = os.path.normpath(local)
-        documents = [dataclasses.replace(d, source=path, id=f"{path}:{d.line}" if fmt == "text" and d.id == f"{name}:{d.line}" else d.id)
-                     for d in documents]
+        documents = [
+            dataclasses.replace(
+                d, source=path, id=f"{path}:{d.line}" if fmt == "text" and d.id == f"{name}:{d.line}" else d.id
+            )
+            for d in documents
+        ]
     return documents
 
 
@@ -351,13 +400,29 @@ def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]
 class _ShardWriter:
     """A Ray Data actor: reads a group of files (or takes its documents), builds and saves its shards."""
 
-    def __init__(self, index_class, model, output: str, options: dict[str, Any], reading: dict[str, Any], threads: int,
-                 shard_bytes: int, force: bool, on_shard: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        index_class,
+        model,
+        output: str,
+        options: dict[str, Any],
+        reading: dict[str, Any],
+        threads: int,
+        shard_bytes: int,
+        force: bool,
+        on_shard: Callable[[str], None] | None = None,
+    ) -> None:
         torch.set_num_threads(max(1, threads))
         if torch.cuda.is_available():  # an actor given a GPU sees it (and only it) as cuda:0
             model.to("cuda")
         self.index_class, self.model, self.output = index_class, model, output
-        self.options, self.reading, self.shard_bytes, self.force, self.on_shard = options, reading, shard_bytes, force, on_shard
+        self.options, self.reading, self.shard_bytes, self.force, self.on_shard = (
+            options,
+            reading,
+            shard_bytes,
+            force,
+            on_shard,
+        )
         self.fingerprint = model_fingerprint(model)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
@@ -374,19 +439,29 @@ class _ShardWriter:
         for number, chunk in enumerate(_chunks(documents, self.shard_bytes) if documents else []):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(self.output, name)
-            manifest = read_manifest(folder, must_exist=False) if os.path.exists(os.path.join(folder, MANIFEST)) else None
+            manifest = (
+                read_manifest(folder, must_exist=False) if os.path.exists(os.path.join(folder, MANIFEST)) else None
+            )
             if manifest is not None and not self.force and manifest["model_fingerprint"] == self.fingerprint:
                 reused += 1
                 units += manifest["units"]
                 kept = manifest["documents"]
             else:
                 try:
-                    index = self.index_class.build([d.text for d in chunk], self.model, [d.id for d in chunk], show_progress_bar=False,
-                                                   **self.options)
+                    index = self.index_class.build(
+                        [d.text for d in chunk],
+                        self.model,
+                        [d.id for d in chunk],
+                        show_progress_bar=False,
+                        **self.options,
+                    )
                 except SpanInputError as error:
                     if self.options["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
                         raise
-                    skipped += [(d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}") for d in chunk]
+                    skipped += [
+                        (d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}")
+                        for d in chunk
+                    ]
                     continue
                 index.save(folder, timeout=0)
                 built += 1
@@ -398,10 +473,11 @@ class _ShardWriter:
             kept_total += kept
             if kept:
                 shards.append(name)
-        state = {"group": work["group"], "shards": shards, "documents": kept_total, "units": units,
-                 "skipped": skipped}
+        state = {"group": work["group"], "shards": shards, "documents": kept_total, "units": units, "skipped": skipped}
         write_json(os.path.join(self.output, BUILD_STATE, f"group-{work['group']:05d}.json"), state)
-        return {"result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})}
+        return {
+            "result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})
+        }
 
 
 def _user_error(error: BaseException) -> BaseException:
@@ -427,16 +503,36 @@ def _user_error(error: BaseException) -> BaseException:
 
 
 #: Errors of a worker that are the user's to fix (bad input), by class name.
-_USER_ERRORS = {"SpanInputError", "CorpusError", "DataFormatError", "ValueError", "FileNotFoundError", "FileAccessError",
-                "PermissionError", "IsADirectoryError", "UnicodeDecodeError", "IndexBusyError", "MissingExtraError"}
+_USER_ERRORS = {
+    "SpanInputError",
+    "CorpusError",
+    "DataFormatError",
+    "ValueError",
+    "FileNotFoundError",
+    "FileAccessError",
+    "PermissionError",
+    "IsADirectoryError",
+    "UnicodeDecodeError",
+    "IndexBusyError",
+    "MissingExtraError",
+}
 
 
 # ---------------------------------------------------------------------------------------------- the build
 def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
     name, path = model_identity(model)
-    return {"format_version": 1, "engine": "ray", "complete": False, "model_fingerprint": model_fingerprint(model),
-            "model_name": name, "model_path": path, "span_config": span_config.to_dict(), "dtype": dtype,
-            "shard_bytes": shard_bytes, "source": source}
+    return {
+        "format_version": 1,
+        "engine": "ray",
+        "complete": False,
+        "model_fingerprint": model_fingerprint(model),
+        "model_name": name,
+        "model_path": path,
+        "span_config": span_config.to_dict(),
+        "dtype": dtype,
+        "shard_bytes": shard_bytes,
+        "source": source,
+    }
 
 
 def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any] | None:
@@ -444,12 +540,19 @@ def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any
     previous = read_shard_list(output)
     if previous is None:
         if os.path.exists(os.path.join(output, MANIFEST)) and not force:
-            raise SpanInputError(f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it.")
+            raise SpanInputError(
+                f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
+            )
         return None
     if force:
         return None
-    for key, what in (("model_fingerprint", "model"), ("span_config", "span settings"), ("dtype", "dtype"),
-                      ("shard_bytes", "shard size"), ("source", "corpus")):
+    for key, what in (
+        ("model_fingerprint", "model"),
+        ("span_config", "span settings"),
+        ("dtype", "dtype"),
+        ("shard_bytes", "shard size"),
+        ("source", "corpus"),
+    ):
         if previous.get(key) != plan[key]:
             raise SpanInputError(
                 f"{output} holds a sharded build with another {what} ({previous.get(key) if key != 'source' else 'other files or sizes'}; "
@@ -463,8 +566,10 @@ def _build_state_folder(output: str) -> str:
     """``output/.slice-st-build``, created if missing; a symbolic link or a file there is refused (never followed)."""
     folder = os.path.join(output, BUILD_STATE)
     if os.path.islink(folder) or (os.path.exists(folder) and not os.path.isdir(folder)):
-        raise SpanInputError(f"{folder} is a {'symbolic link' if os.path.islink(folder) else 'file'}, not the build state "
-                             "this index wrote: remove it (nothing outside the index folder is followed or deleted).")
+        raise SpanInputError(
+            f"{folder} is a {'symbolic link' if os.path.islink(folder) else 'file'}, not the build state "
+            "this index wrote: remove it (nothing outside the index folder is followed or deleted)."
+        )
     os.makedirs(folder, exist_ok=True)
     return folder
 
@@ -481,8 +586,9 @@ def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
             except (OSError, ValueError):
                 continue  # rewritten by the rerun
             shards = state.get("shards", []) if isinstance(state, dict) else None
-            if isinstance(shards, list) and all(is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST))
-                                                for name in shards):
+            if isinstance(shards, list) and all(
+                is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST)) for name in shards
+            ):
                 done[number] = state
     return done
 
@@ -570,9 +676,15 @@ def build_on_ray(
         text_list, given_ids = texts_and_ids(texts, text_field, id_field)
         if not text_list:
             raise SpanInputError("No documents to add: the corpus is empty.")
-        ids = [str(n) for n in range(len(text_list))] if ids is None and given_ids is None else list(ids if ids is not None else given_ids)
+        ids = (
+            [str(n) for n in range(len(text_list))]
+            if ids is None and given_ids is None
+            else list(ids if ids is not None else given_ids)
+        )
         if len(ids) != len(text_list) or len(set(ids)) != len(ids):
-            raise SpanInputError(f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, one per document.")
+            raise SpanInputError(
+                f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, one per document."
+            )
         pairs = list(zip(ids, text_list))
         sizes = [len(text.encode("utf-8")) for text in text_list]
         source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
@@ -590,12 +702,30 @@ def build_on_ray(
     done = {} if force else _finished_groups(output, len(work))
     todo = [item for item in work if item["group"] not in done]
     start = time.perf_counter()
-    results: dict[int, dict[str, Any]] = {number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()}
+    results: dict[int, dict[str, Any]] = {
+        number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()
+    }
     if todo:
         with ray_session(address, num_cpus=None) as ray:
-            results |= _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, on_error,
-                            {"split": split, "id_field": id_field, "text_field": text_field}, concurrency, num_gpus, num_cpus,
-                            shard_bytes, force, progress, on_shard)
+            results |= _run(
+                ray,
+                todo,
+                index_class,
+                model,
+                output,
+                span_config,
+                dtype,
+                batch_size,
+                on_error,
+                {"split": split, "id_field": id_field, "text_field": text_field},
+                concurrency,
+                num_gpus,
+                num_cpus,
+                shard_bytes,
+                force,
+                progress,
+                on_shard,
+            )
     ordered = [results[number] for number in range(len(work))]
     shards = [name for state in ordered for name in state["shards"]]
     if not shards:
@@ -603,30 +733,75 @@ def build_on_ray(
     totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
     write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
     return RayBuild(
-        os.fspath(output), shards, totals["documents"], totals["units"], len(work), len(todo),
-        sum(s["built"] for s in ordered), sum(s["reused"] for s in ordered), time.perf_counter() - start,
-        [tuple(pair) for s in ordered for pair in s.get("skipped", [])], sum(s.get("seconds", 0.0) for s in ordered),
+        os.fspath(output),
+        shards,
+        totals["documents"],
+        totals["units"],
+        len(work),
+        len(todo),
+        sum(s["built"] for s in ordered),
+        sum(s["reused"] for s in ordered),
+        time.perf_counter() - start,
+        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
+        sum(s.get("seconds", 0.0) for s in ordered),
     )
 
 
-def _run(ray, todo, index_class, model, output, span_config, dtype, batch_size, on_error, reading, concurrency, num_gpus,
-         num_cpus, shard_bytes, force, progress, on_shard) -> dict[int, dict[str, Any]]:
+def _run(
+    ray,
+    todo,
+    index_class,
+    model,
+    output,
+    span_config,
+    dtype,
+    batch_size,
+    on_error,
+    reading,
+    concurrency,
+    num_gpus,
+    num_cpus,
+    shard_bytes,
+    force,
+    progress,
+    on_shard,
+) -> dict[int, dict[str, Any]]:
     """Encode the groups still to do on an actor pool; ``{group: result}`` as they finish."""
     data = require("ray.data", "ray")
     workers = claim_workers(concurrency, len(todo), num_cpus, num_gpus)
-    options = {"min_span": span_config.min_span, "max_span": span_config.max_span, "unit": span_config.unit, "dtype": dtype,
-               "batch_size": batch_size, "on_error": on_error}
+    options = {
+        "min_span": span_config.min_span,
+        "max_span": span_config.max_span,
+        "unit": span_config.unit,
+        "dtype": dtype,
+        "batch_size": batch_size,
+        "on_error": on_error,
+    }
     context = data.DataContext.get_current()
     context.execution_options.preserve_order = True
     device = model.device
     model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
     try:
-        dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo)).map_batches(
-            _ShardWriter, batch_size=1, batch_format="numpy", compute=data.ActorPoolStrategy(min_size=1, max_size=workers),
-            num_cpus=num_cpus, num_gpus=num_gpus or None,
-            fn_constructor_kwargs={"index_class": index_class, "model": model, "output": os.path.abspath(output), "options": options,
-                                   "reading": reading, "threads": int(num_cpus), "shard_bytes": shard_bytes, "force": force,
-                                   "on_shard": on_shard},
+        dataset = data.from_items(
+            [{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo)
+        ).map_batches(
+            _ShardWriter,
+            batch_size=1,
+            batch_format="numpy",
+            compute=data.ActorPoolStrategy(min_size=1, max_size=workers),
+            num_cpus=num_cpus,
+            num_gpus=num_gpus or None,
+            fn_constructor_kwargs={
+                "index_class": index_class,
+                "model": model,
+                "output": os.path.abspath(output),
+                "options": options,
+                "reading": reading,
+                "threads": int(num_cpus),
+                "shard_bytes": shard_bytes,
+                "force": force,
+                "on_shard": on_shard,
+            },
         )
         results, failure = {}, None
         rows = iter(dataset.iter_rows())

@@ -36,10 +36,25 @@ class _ShardScanner:
         torch.set_num_threads(max(1, threads))
         self.index = ShardedSpanIndex.load(paths, model, mmap=True)
 
-    def scan(self, queries: np.ndarray, k: int, min_span: int, max_span: int, approximate: bool, candidates: int | None,
-             nprobe: int | None):
-        return self.index.scan(torch.from_numpy(queries), k, min_span, max_span, approximate=approximate, candidates=candidates,
-                               nprobe=nprobe)
+    def scan(
+        self,
+        queries: np.ndarray,
+        k: int,
+        min_span: int,
+        max_span: int,
+        approximate: bool,
+        candidates: int | None,
+        nprobe: int | None,
+    ):
+        return self.index.scan(
+            torch.from_numpy(queries),
+            k,
+            min_span,
+            max_span,
+            approximate=approximate,
+            candidates=candidates,
+            nprobe=nprobe,
+        )
 
 
 class RayShardedSpanIndex(ShardedSpanIndex):
@@ -61,8 +76,15 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         ...     index.search("my bag was lost", top_k=5)
     """
 
-    def __init__(self, shards: Sequence[SpanIndex], paths: Sequence[str | os.PathLike], *, address: str | None = None,
-                 workers: int | None = None, num_cpus: float = 1) -> None:
+    def __init__(
+        self,
+        shards: Sequence[SpanIndex],
+        paths: Sequence[str | os.PathLike],
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        num_cpus: float = 1,
+    ) -> None:
         super().__init__(shards)
         paths = [os.path.abspath(os.fspath(path)) for path in paths]
         if len(paths) != len(self.shards):
@@ -84,8 +106,16 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             raise
 
     @classmethod
-    def load(cls, paths: str | os.PathLike | Sequence[str | os.PathLike], model: SentenceTransformer | None = None, mmap: bool = True,
-             *, address: str | None = None, workers: int | None = None, num_cpus: float = 1) -> RayShardedSpanIndex:
+    def load(
+        cls,
+        paths: str | os.PathLike | Sequence[str | os.PathLike],
+        model: SentenceTransformer | None = None,
+        mmap: bool = True,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        num_cpus: float = 1,
+    ) -> RayShardedSpanIndex:
         """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the actors."""
         directories = shard_directories(paths)
         first = SpanIndex.load(directories[0], model, mmap=mmap)
@@ -96,9 +126,17 @@ class RayShardedSpanIndex(ShardedSpanIndex):
     def workers(self) -> int:
         return len(self._actors)
 
-    def scan(self, query_vectors: torch.Tensor, k: int, min_span: int | None = None, max_span: int | None = None, *,
-             approximate: bool = False, candidates: int | None = None, nprobe: int | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def scan(
+        self,
+        query_vectors: torch.Tensor,
+        k: int,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
         if not self._actors:
             raise SpanInputError("This RayShardedSpanIndex is closed.")
@@ -106,8 +144,12 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         self._check_approximate(approximate)
         ray = require_ray()
         queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
-        found = ray.get([actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
-                         for actor in self._actors])
+        found = ray.get(
+            [
+                actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
+                for actor in self._actors
+            ]
+        )
         running = empty_top_spans(len(query_vectors), k)
         for part, base in zip(found, self._group_bases):
             running = merge_top_spans(running, part, base)

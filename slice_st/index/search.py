@@ -29,8 +29,18 @@ from slice_st.scoring import (
 from slice_st.tokens import text_units
 
 __all__ = [
-    "IndexMatch", "SCORED_SCAN_FACTOR", "blas_threads", "as_tensor", "check_search", "query_list",
-    "ranked", "search_scorer", "check_overlap", "span_costs_for", "index_unit_flags", "cached_unit_flags",
+    "IndexMatch",
+    "SCORED_SCAN_FACTOR",
+    "blas_threads",
+    "as_tensor",
+    "check_search",
+    "query_list",
+    "ranked",
+    "search_scorer",
+    "check_overlap",
+    "span_costs_for",
+    "index_unit_flags",
+    "cached_unit_flags",
 ]
 
 
@@ -90,8 +100,14 @@ def blas_threads(count: int):
         yield
 
 
-def check_search(built: SpanConfig, top_k: int, per_document: int | None, min_span: int | None, max_span: int | None,
-                  candidates: int | None) -> SpanConfig:
+def check_search(
+    built: SpanConfig,
+    top_k: int,
+    per_document: int | None,
+    min_span: int | None,
+    max_span: int | None,
+    candidates: int | None,
+) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
     check_top_k(top_k)
     check_top_k(per_document, "per_document", optional=True)
@@ -131,7 +147,13 @@ def check_overlap(overlap: bool) -> bool:
     return overlap
 
 
-def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table: Callable[[], tuple[np.ndarray, np.ndarray]]):
+def span_costs_for(
+    scorer: SpanScorer,
+    model,
+    unit: str,
+    queries: Sequence[str],
+    flag_table: Callable[[], tuple[np.ndarray, np.ndarray]],
+):
     """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain scorer).
 
     ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
@@ -163,7 +185,9 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
         return np.zeros(0, dtype=np.uint8)
     counts = np.diff(bounds)
     row_docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), counts)
-    row_units = np.repeat(np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1], counts) + np.arange(total)
+    row_units = np.repeat(np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1], counts) + np.arange(
+        total
+    )
     order = np.lexsort((row_units, row_docs))
     docs, units = row_docs[order], row_units[order]
     first = np.ones(total, dtype=bool)
@@ -175,8 +199,12 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     for lo in range(0, len(unique_rows), chunk):
         hi = min(lo + chunk, len(unique_rows))
         start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
-        strings = [texts[doc][a:b] for doc, a, b in zip(unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(),
-                                                        chars[start:hi, 1].tolist())]
+        strings = [
+            texts[doc][a:b]
+            for doc, a, b in zip(
+                unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(), chars[start:hi, 1].tolist()
+            )
+        ]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     follows = np.zeros(len(flags), dtype=bool)
@@ -204,8 +232,19 @@ def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray])
     return flags, marks
 
 
-def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float | None, per_document: int | None,
-           limit: int | None = None, *, costs=None, locate=None, overlap: bool = True) -> list[list[IndexMatch]]:
+def ranked(
+    scan,
+    to_matches,
+    vectors: torch.Tensor,
+    top_k: int,
+    threshold: float | None,
+    per_document: int | None,
+    limit: int | None = None,
+    *,
+    costs=None,
+    locate=None,
+    overlap: bool = True,
+) -> list[list[IndexMatch]]:
     """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's score.
 
     ``costs(query_index, units, lengths)``: the scorer's costs (``None``: every cost 0, the cosine is the
@@ -241,8 +280,20 @@ def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float
         scores, units, lengths = scan(batch, asked)
         unsettled = []
         for row, query_index in enumerate(pending):
-            settled = _select(query_index, scores[row], units[row], lengths[row], asked, limit, top_k, threshold, per_document,
-                              costs, locate, overlap)
+            settled = _select(
+                query_index,
+                scores[row],
+                units[row],
+                lengths[row],
+                asked,
+                limit,
+                top_k,
+                threshold,
+                per_document,
+                costs,
+                locate,
+                overlap,
+            )
             if settled is None:
                 unsettled.append(query_index)
                 continue
@@ -253,8 +304,20 @@ def ranked(scan, to_matches, vectors: torch.Tensor, top_k: int, threshold: float
     return results
 
 
-def _select(query_index: int, cosines, units, lengths, asked: int, limit: int | None, top_k: int, threshold: float | None,
-            per_document: int | None, costs, locate, overlap: bool):
+def _select(
+    query_index: int,
+    cosines,
+    units,
+    lengths,
+    asked: int,
+    limit: int | None,
+    top_k: int,
+    threshold: float | None,
+    per_document: int | None,
+    costs,
+    locate,
+    overlap: bool,
+):
     """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None`` when the
     scan was too short to be sure of them (see :func:`ranked`)."""
     cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
@@ -270,15 +333,25 @@ def _select(query_index: int, cosines, units, lengths, asked: int, limit: int | 
         chosen = order[:top_k]
     else:
         chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
-    settled = (exhausted or (threshold is not None and lowest < threshold)
-               or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest))
+    settled = (
+        exhausted
+        or (threshold is not None and lowest < threshold)
+        or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest)
+    )
     if not settled:
         return None
     return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
 
 
-def _greedy(order: np.ndarray, docs: np.ndarray, starts: np.ndarray, ends: np.ndarray, top_k: int, per_document: int | None,
-            overlap: bool) -> np.ndarray:
+def _greedy(
+    order: np.ndarray,
+    docs: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    top_k: int,
+    per_document: int | None,
+    overlap: bool,
+) -> np.ndarray:
     """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap filter.
 
     Loops over the kept spans only: each keep drops, in one vectorised step over the later spans of its

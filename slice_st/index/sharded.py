@@ -12,7 +12,15 @@ import torch
 
 from slice_st.encode import check_threshold
 from slice_st.errors import SpanInputError
-from slice_st.index.search import IndexMatch, check_overlap, check_search, query_list, ranked, search_scorer, span_costs_for
+from slice_st.index.search import (
+    IndexMatch,
+    check_overlap,
+    check_search,
+    query_list,
+    ranked,
+    search_scorer,
+    span_costs_for,
+)
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
 from slice_st.scoring import mark_prefix
@@ -29,7 +37,11 @@ TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def empty_top_spans(queries: int, k: int) -> TopSpans:
     """A top-k with nothing in it yet: ``(queries, k)`` scores ``-inf``, units -1, lengths 0."""
-    return np.full((queries, k), -np.inf), np.full((queries, k), -1, dtype=np.int64), np.zeros((queries, k), dtype=np.int64)
+    return (
+        np.full((queries, k), -np.inf),
+        np.full((queries, k), -1, dtype=np.int64),
+        np.zeros((queries, k), dtype=np.int64),
+    )
 
 
 def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
@@ -89,12 +101,16 @@ class ShardedSpanIndex:
                     f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != {first.fingerprint})."
                 )
             if shard.span_config != first.span_config:
-                raise SpanInputError(f"Shard {position} has other span settings ({shard.span_config}) than shard 0 ({first.span_config}).")
+                raise SpanInputError(
+                    f"Shard {position} has other span settings ({shard.span_config}) than shard 0 ({first.span_config})."
+                )
         seen: set[str] = set()
         for position, shard in enumerate(shards):
             for doc_id in shard.doc_ids:
                 if doc_id in seen:
-                    raise SpanInputError(f"Document id {doc_id!r} is in more than one shard (shard {position} and an earlier one).")
+                    raise SpanInputError(
+                        f"Document id {doc_id!r} is in more than one shard (shard {position} and an earlier one)."
+                    )
                 seen.add(doc_id)
         self.shards = shards
         self.model = first.model
@@ -104,8 +120,12 @@ class ShardedSpanIndex:
         self._doc_bases = np.cumsum([0] + [len(shard) for shard in shards])
 
     @classmethod
-    def load(cls, paths: str | os.PathLike | Sequence[str | os.PathLike], model: SentenceTransformer | None = None,
-             mmap: bool = True) -> ShardedSpanIndex:
+    def load(
+        cls,
+        paths: str | os.PathLike | Sequence[str | os.PathLike],
+        model: SentenceTransformer | None = None,
+        mmap: bool = True,
+    ) -> ShardedSpanIndex:
         """Open shards by path; a directory without ``manifest.json`` stands for the index directories inside it."""
         directories = shard_directories(paths)
         first = SpanIndex.load(directories[0], model, mmap=mmap)
@@ -154,16 +174,35 @@ class ShardedSpanIndex:
         check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
-        vectors = self.embed_queries(query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
+        vectors = self.embed_queries(
+            query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
+        )
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
 
         def scan(query_vectors: torch.Tensor, k: int):
-            return self.scan(query_vectors, k, wanted.min_span, wanted.max_span, approximate=approximate, candidates=candidates,
-                             nprobe=nprobe)
+            return self.scan(
+                query_vectors,
+                k,
+                wanted.min_span,
+                wanted.max_span,
+                approximate=approximate,
+                candidates=candidates,
+                nprobe=nprobe,
+            )
 
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit, costs=costs, locate=self._locate,
-                      overlap=overlap)
+        return ranked(
+            scan,
+            self._matches,
+            vectors,
+            top_k,
+            threshold,
+            per_document,
+            limit,
+            costs=costs,
+            locate=self._locate,
+            overlap=overlap,
+        )
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed once."""
@@ -181,7 +220,9 @@ class ShardedSpanIndex:
         docs, first, end = (np.zeros(len(units), dtype=np.int64) for _ in range(3))
         for position in np.unique(positions).tolist():
             rows = positions == position
-            shard_docs, shard_first, shard_end = self.shards[position]._locate(units[rows] - self._unit_bases[position], lengths[rows])
+            shard_docs, shard_first, shard_end = self.shards[position]._locate(
+                units[rows] - self._unit_bases[position], lengths[rows]
+            )
             docs[rows], first[rows], end[rows] = shard_docs + self._doc_bases[position], shard_first, shard_end
         return docs, first, end
 
@@ -189,11 +230,21 @@ class ShardedSpanIndex:
         if approximate:
             missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
             if missing:
-                raise SpanInputError(f"approximate search needs a candidate stage in every shard; shards {missing} have none.")
+                raise SpanInputError(
+                    f"approximate search needs a candidate stage in every shard; shards {missing} have none."
+                )
 
-    def scan(self, query_vectors: torch.Tensor, k: int, min_span: int | None = None, max_span: int | None = None, *,
-             approximate: bool = False, candidates: int | None = None, nprobe: int | None = None
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def scan(
+        self,
+        query_vectors: torch.Tensor,
+        k: int,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        *,
+        approximate: bool = False,
+        candidates: int | None = None,
+        nprobe: int | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The raw top-``k`` spans of unit-normalised query vectors over all shards: ``(Q, k)`` scores, units (numbered
         across the shards, -1: none) and lengths; what :meth:`search` ranks into matches.
 
@@ -208,27 +259,41 @@ class ShardedSpanIndex:
                 found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
             else:
                 floor = running[0][:, -1].copy()
-                found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None)
+                found = shard._top_spans(
+                    query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None
+                )
             running = merge_top_spans(running, found, base)
         return running
 
-    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None) -> list[IndexMatch]:
+    def _matches(
+        self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
+    ) -> list[IndexMatch]:
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             if not np.isfinite(score) or unit < 0:
                 continue
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             shard = self.shards[position]
-            for match in shard._matches(query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]):
+            for match in shard._matches(
+                query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
+            ):
                 calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-                matches.append(dataclasses.replace(match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated))
+                matches.append(
+                    dataclasses.replace(
+                        match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated
+                    )
+                )
         return matches
 
     def info(self) -> dict[str, Any]:
         """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
         infos = [shard.info() for shard in self.shards]
         return {
-            "shards": len(self.shards), "documents": len(self), "units": self.num_units,
-            "array_bytes": sum(i["array_bytes"] for i in infos), "model_name": infos[0]["model_name"],
-            "model_fingerprint": infos[0]["model_fingerprint"], "per_shard": infos,
+            "shards": len(self.shards),
+            "documents": len(self),
+            "units": self.num_units,
+            "array_bytes": sum(i["array_bytes"] for i in infos),
+            "model_name": infos[0]["model_name"],
+            "model_fingerprint": infos[0]["model_fingerprint"],
+            "per_shard": infos,
         }

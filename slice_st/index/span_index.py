@@ -44,7 +44,7 @@ from slice_st.encode import (
     resolve_span_config,
     token_dimension,
 )
-from slice_st.errors import SpanInputError
+from slice_st.errors import FileAccessError, IndexConflictError, SpanInputError
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
@@ -79,9 +79,7 @@ from slice_st.index.storage import (
     write_bytes,
     write_manifest,
 )
-from slice_st.errors import IndexConflictError
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
-from slice_st.errors import FileAccessError
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -134,8 +132,12 @@ class SpanIndex:
         self.calibration: Calibration | None = None
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
-        self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) it was loaded from
-        self._arrays = empty_arrays(token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype))
+        self._origin: tuple[str, str, int | None] | None = (
+            None  # (directory, data folder, generation) it was loaded from
+        )
+        self._arrays = empty_arrays(
+            token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype)
+        )
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -199,15 +201,41 @@ class SpanIndex:
         span_config = resolve_span_config(model, min_span, max_span, unit)
         if engine != "local":
             return cls._build_elsewhere(
-                engine, output, model, span_config, texts=texts, ids=ids, dtype=dtype, batch_size=batch_size, on_error=on_error,
-                text_field=text_field, id_field=id_field, address=address, concurrency=concurrency, num_gpus=num_gpus,
-                shard_bytes=shard_bytes, force=force, local=(devices, processes, pool),
+                engine,
+                output,
+                model,
+                span_config,
+                texts=texts,
+                ids=ids,
+                dtype=dtype,
+                batch_size=batch_size,
+                on_error=on_error,
+                text_field=text_field,
+                id_field=id_field,
+                address=address,
+                concurrency=concurrency,
+                num_gpus=num_gpus,
+                shard_bytes=shard_bytes,
+                force=force,
+                local=(devices, processes, pool),
             )
         if output is not None or address is not None or concurrency is not None:
-            raise SpanInputError("output, address and concurrency are options of engine='ray'; the local build returns the index (save it).")
+            raise SpanInputError(
+                "output, address and concurrency are options of engine='ray'; the local build returns the index (save it)."
+            )
         index = cls(model, span_config, dtype)
-        index.add(texts, ids, batch_size=batch_size, show_progress_bar=show_progress_bar, text_field=text_field, id_field=id_field,
-                  on_error=on_error, devices=devices, processes=processes, pool=pool)
+        index.add(
+            texts,
+            ids,
+            batch_size=batch_size,
+            show_progress_bar=show_progress_bar,
+            text_field=text_field,
+            id_field=id_field,
+            on_error=on_error,
+            devices=devices,
+            processes=processes,
+            pool=pool,
+        )
         return index
 
     @classmethod
@@ -235,25 +263,49 @@ class SpanIndex:
             from slice_st.loading import load_model
 
             model = _as_model(model) if model is not None else load_model()
-            span_config = resolve_span_config(model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None))
+            span_config = resolve_span_config(
+                model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None)
+            )
             options.pop("show_progress_bar", None)
             engine, output = options.pop("engine"), options.pop("output", None)
             local = tuple(options.pop(name, None) for name in ("devices", "processes", "pool"))
-            return cls._build_elsewhere(engine, output, model, span_config, files=paths, split=split, fmt=fmt, id_field=id_field,
-                                        text_field=text_field, local=local, **options)
+            return cls._build_elsewhere(
+                engine,
+                output,
+                model,
+                span_config,
+                files=paths,
+                split=split,
+                fmt=fmt,
+                id_field=id_field,
+                text_field=text_field,
+                local=local,
+                **options,
+            )
         documents = read_corpus(paths, split=split, fmt=fmt, id_field=id_field, text_field=text_field)
         return cls.build(documents, model, **options)
 
     @classmethod
-    def _build_elsewhere(cls, engine: str, output, model, span_config: SpanConfig, *, local: tuple, shard_bytes: int | None = None,
-                         **options) -> RayBuild:
+    def _build_elsewhere(
+        cls,
+        engine: str,
+        output,
+        model,
+        span_config: SpanConfig,
+        *,
+        local: tuple,
+        shard_bytes: int | None = None,
+        **options,
+    ) -> RayBuild:
         """``engine="ray"``: :func:`slice_st.index.ray_engine.build_on_ray`, each shard built by this class."""
         if engine != "ray":
             raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
         if output is None:
             raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
         if any(value is not None for value in local):
-            raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=.")
+            raise SpanInputError(
+                "devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=."
+            )
         from slice_st.index.ray_engine import DEFAULT_SHARD_BYTES, build_on_ray
 
         return build_on_ray(cls, output, model, span_config, shard_bytes=shard_bytes or DEFAULT_SHARD_BYTES, **options)
@@ -304,8 +356,15 @@ class SpanIndex:
         # Windows are planned for every document before any is encoded: one that cannot be windowed is
         # named by its id (a file's ``path:line``) at once, not after the documents before it were encoded.
         bad: list[tuple[int, str]] = []
-        plan_windows(self.model.tokenizer, text_list, model_window(self.model), self.span_config.max_span, WINDOW_CONTEXT,
-                     self.span_config.unit, errors=bad)
+        plan_windows(
+            self.model.tokenizer,
+            text_list,
+            model_window(self.model),
+            self.span_config.max_span,
+            WINDOW_CONTEXT,
+            self.span_config.unit,
+            errors=bad,
+        )
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
             raise SpanInputError(
@@ -314,16 +373,19 @@ class SpanIndex:
         if bad:
             self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
             if len(bad) == len(text_list):
-                raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
+                raise SpanInputError(
+                    f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}"
+                )
             dropped = {position for position, _ in bad}
             ids = [doc_id for position, doc_id in enumerate(ids) if position not in dropped]
             text_list = [text for position, text in enumerate(text_list) if position not in dropped]
         if show_progress_bar is None:
             show_progress_bar = len(text_list) > 4 * batch_size
         pieces = []
-        with encoder_for(self.model, targets, pool) as encoder, tqdm(
-            total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar
-        ) as progress:
+        with (
+            encoder_for(self.model, targets, pool) as encoder,
+            tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar) as progress,
+        ):
             for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
                 part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False, encoder)
                 part["segment_docs"] = part["segment_docs"] + first
@@ -358,15 +420,28 @@ class SpanIndex:
                 raise SpanInputError(f"Duplicate document id {doc_id!r}.")
             seen.add(doc_id)
 
-    def _encode(self, texts: list[str], batch_size: int, show_progress_bar: bool | None, encoder=None) -> dict[str, np.ndarray]:
+    def _encode(
+        self, texts: list[str], batch_size: int, show_progress_bar: bool | None, encoder=None
+    ) -> dict[str, np.ndarray]:
         """Segments (windows) of ``texts`` in order: unit sums, unit char offsets, span norms.
 
         ``encoder`` is the model, or the model seen through a multi-process pool (:func:`encoder_for`).
         """
         config = self.span_config
         segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-        prompt = resolve_prompt(self.model, role="document")  # the model's document prompt, as encode_document would use
-        for batch in encode_windows(encoder or self.model, texts, config, batch_size, show_progress_bar, WINDOW_CONTEXT, "Indexing", prompt=prompt):
+        prompt = resolve_prompt(
+            self.model, role="document"
+        )  # the model's document prompt, as encode_document would use
+        for batch in encode_windows(
+            encoder or self.model,
+            texts,
+            config,
+            batch_size,
+            show_progress_bar,
+            WINDOW_CONTEXT,
+            "Indexing",
+            prompt=prompt,
+        ):
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
@@ -377,11 +452,17 @@ class SpanIndex:
                 chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
                 for row, window in enumerate(rows.windows):
                     count = int(rows.num_units[row])
-                    segments.append((
-                        window.text_index, window.char_start, sums[row, :count],
-                        chars[row, :count] + window.char_start, norms[row, :count], window.first_unit(config.unit),
-                        window.own_char_lo,
-                    ))
+                    segments.append(
+                        (
+                            window.text_index,
+                            window.char_start,
+                            sums[row, :count],
+                            chars[row, :count] + window.char_start,
+                            norms[row, :count],
+                            window.first_unit(config.unit),
+                            window.own_char_lo,
+                        )
+                    )
         segments.sort(key=lambda segment: (segment[0], segment[1], segment[6]))  # text, then owned range
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
@@ -403,7 +484,9 @@ class SpanIndex:
         ids = [ids] if isinstance(ids, str) else list(ids)
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str):
-                raise SpanInputError(f"Document ids are strings; id at position {position} is {type(doc_id).__name__}: {doc_id!r:.40}.")
+                raise SpanInputError(
+                    f"Document ids are strings; id at position {position} is {type(doc_id).__name__}: {doc_id!r:.40}."
+                )
         position = {doc_id: index for index, doc_id in enumerate(self.doc_ids)}
         missing = [doc_id for doc_id in ids if doc_id not in position]
         if missing:
@@ -445,7 +528,9 @@ class SpanIndex:
         first = indexes[0]
         for position, other in enumerate(indexes[1:], start=1):
             if other.fingerprint != first.fingerprint:
-                raise SpanInputError(f"Index {position} was built with another model (fingerprint {other.fingerprint} != {first.fingerprint}).")
+                raise SpanInputError(
+                    f"Index {position} was built with another model (fingerprint {other.fingerprint} != {first.fingerprint})."
+                )
             if other.span_config != first.span_config or other.dtype != first.dtype:
                 raise SpanInputError(
                     f"Index {position} has other settings ({other.span_config}, {other.dtype}) than index 0 "
@@ -462,8 +547,12 @@ class SpanIndex:
             "unit_vectors": np.concatenate([np.asarray(p["unit_vectors"]) for p in parts]),
             "unit_chars": np.concatenate([np.asarray(p["unit_chars"]) for p in parts]),
             "span_norms": np.concatenate([np.asarray(p["span_norms"]) for p in parts]),
-            "segment_units": np.concatenate([[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]).astype(np.int64),
-            "segment_docs": np.concatenate([np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]).astype(np.int64),
+            "segment_units": np.concatenate(
+                [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
+            ).astype(np.int64),
+            "segment_docs": np.concatenate(
+                [np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]
+            ).astype(np.int64),
             "segment_first_unit": np.concatenate([np.asarray(p["segment_first_unit"]) for p in parts]).astype(np.int64),
         }
         merged.doc_ids = ids
@@ -478,7 +567,11 @@ class SpanIndex:
         """
         if calibration is not None and not isinstance(calibration, Calibration):
             calibration = Calibration.load(calibration)
-        if calibration is not None and calibration.model_fingerprint and calibration.model_fingerprint != self.fingerprint:
+        if (
+            calibration is not None
+            and calibration.model_fingerprint
+            and calibration.model_fingerprint != self.fingerprint
+        ):
             raise SpanInputError(
                 f"This calibration was fitted with another model (fingerprint {calibration.model_fingerprint}); "
                 f"the index's model is {self.fingerprint}."
@@ -487,7 +580,12 @@ class SpanIndex:
 
     # ------------------------------------------------------------------ FAISS candidate stage
     def build_candidates(
-        self, kind: str = "ivf", chunk: int = 4, stride: int = 2, nlist: int | None = None, nprobe: int = 128,
+        self,
+        kind: str = "ivf",
+        chunk: int = 4,
+        stride: int = 2,
+        nlist: int | None = None,
+        nprobe: int = 128,
         candidates: int = 512,
     ) -> None:
         """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
@@ -575,12 +673,24 @@ class SpanIndex:
         check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
-        vectors = self.embed_queries(query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device)
+        vectors = self.embed_queries(
+            query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
+        )
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
-        return ranked(scan, self._matches, vectors, top_k, threshold, per_document, limit, costs=costs, locate=self._locate,
-                      overlap=overlap)
+        return ranked(
+            scan,
+            self._matches,
+            vectors,
+            top_k,
+            threshold,
+            per_document,
+            limit,
+            costs=costs,
+            locate=self._locate,
+            overlap=overlap,
+        )
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the arrays stay."""
@@ -591,23 +701,41 @@ class SpanIndex:
         arrays = self._arrays
         units = np.asarray(units, dtype=np.int64)
         segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
-        first = np.asarray(arrays["segment_first_unit"])[segments] + units - np.asarray(arrays["segment_units"])[segments]
+        first = (
+            np.asarray(arrays["segment_first_unit"])[segments] + units - np.asarray(arrays["segment_units"])[segments]
+        )
         return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
         """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
         if approximate:
-            return lambda queries, k: self._candidates.top_spans(self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe)
+            return lambda queries, k: self._candidates.top_spans(
+                self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe
+            )
         return lambda queries, k: self._top_spans(queries, k, wanted.min_span, wanted.max_span)
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, *, prompt_name: str | None = None, prompt: str | None = None,
-                      device: str | None = None) -> torch.Tensor:
+    def embed_queries(
+        self,
+        queries: Sequence[str],
+        batch_size: int = 32,
+        *,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        device: str | None = None,
+    ) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
-        vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=resolve_prompt(self.model, prompt, prompt_name, "query"),
-                              device=device)
+        vectors = embed_texts(
+            self.model,
+            list(queries),
+            batch_size=batch_size,
+            prompt=resolve_prompt(self.model, prompt, prompt_name, "query"),
+            device=device,
+        )
         return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
-    def _top_spans(self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None):
+    def _top_spans(
+        self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None
+    ):
         """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.
 
         The math is :func:`slice_st.spans.top_spans_flat` over the (memory-mapped) arrays, seen as
@@ -617,13 +745,21 @@ class SpanIndex:
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
         found = top_spans_flat(
-            queries, as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"]), top_k,
-            min_span, max_span, norm_min_span=self.span_config.min_span, block=block,
+            queries,
+            as_tensor(self._arrays["unit_vectors"]),
+            as_tensor(self._arrays["span_norms"]),
+            top_k,
+            min_span,
+            max_span,
+            norm_min_span=self.span_config.min_span,
+            block=block,
             floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
         )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
-    def _matches(self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None) -> list[IndexMatch]:
+    def _matches(
+        self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
+    ) -> list[IndexMatch]:
         """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the cosines)."""
         arrays = self._arrays
         matches = []
@@ -636,14 +772,33 @@ class SpanIndex:
             end = int(arrays["unit_chars"][unit + length - 1, 1])
             unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-            matches.append(IndexMatch(
-                query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score),
-                unit_start, unit_start + int(length), calibrated, float(cosine),
-            ))
+            matches.append(
+                IndexMatch(
+                    query_index,
+                    self.doc_ids[doc],
+                    doc,
+                    start,
+                    end,
+                    self.texts[doc][start:end],
+                    float(score),
+                    unit_start,
+                    unit_start + int(length),
+                    calibrated,
+                    float(cosine),
+                )
+            )
         return matches
 
-    def unit_profile(self, query: str | None, doc_id: str, min_span: int | None = None, max_span: int | None = None, *,
-                     prompt_name: str | None = None, prompt: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    def unit_profile(
+        self,
+        query: str | None,
+        doc_id: str,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        *,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """Where along one document the query peaks: each unit's character range and its best covering span's cosine.
 
         Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the start and end offset of each unit of the
@@ -656,7 +811,11 @@ class SpanIndex:
         >>> chars, scores = index.unit_profile("plays the guitar", "0")  # doctest: +SKIP
         """
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
-        position = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}.get(doc_id) if isinstance(doc_id, str) else None
+        position = (
+            {doc_id: number for number, doc_id in enumerate(self.doc_ids)}.get(doc_id)
+            if isinstance(doc_id, str)
+            else None
+        )
         if position is None:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
         arrays = self._arrays
@@ -673,7 +832,9 @@ class SpanIndex:
         vector = self.embed_queries(query_list(query)[:1], prompt_name=prompt_name, prompt=prompt)
         vectors = torch.from_numpy(np.asarray(arrays["unit_vectors"][rows], dtype=np.float32))
         norms = torch.from_numpy(np.asarray(arrays["span_norms"][rows], dtype=np.float32))
-        scores = unit_peak_scores(vector @ vectors.T, norms, wanted.min_span, wanted.max_span, norm_min_span=self.span_config.min_span)[0]
+        scores = unit_peak_scores(
+            vector @ vectors.T, norms, wanted.min_span, wanted.max_span, norm_min_span=self.span_config.min_span
+        )[0]
         best = np.full(count, -np.inf)
         np.maximum.at(best, doc_units, scores.numpy())  # overlapping windows share units: each keeps its best
         return chars, best
@@ -686,7 +847,9 @@ class SpanIndex:
         dim = arrays["unit_vectors"].shape[1]
         # what materialising every span vector (float32) would cost: one d-vector per existing span
         norms = arrays["span_norms"]
-        spans = sum(int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS))
+        spans = sum(
+            int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
+        )
         materialised = spans * dim * 4
         return {
             "format_version": INDEX_FORMAT_VERSION,
@@ -706,9 +869,13 @@ class SpanIndex:
             "model_fingerprint": self.fingerprint,
             "model_backend": self.model_runtime.get("backend", "torch"),
             "model_file": self.model_runtime.get("model_file"),
-            "calibration": None if self.calibration is None else {
-                "pair_score": self.calibration.pair_score, "source": self.calibration.source,
-                "pairs": self.calibration.pairs, "spearman": self.calibration.spearman,
+            "calibration": None
+            if self.calibration is None
+            else {
+                "pair_score": self.calibration.pair_score,
+                "source": self.calibration.source,
+                "pairs": self.calibration.pairs,
+                "spearman": self.calibration.spearman,
             },
             "candidates": None if self._candidates is None else self._candidates.info(),
         }
@@ -741,7 +908,9 @@ class SpanIndex:
                 "(SpanIndex.open_for_update holds the directory from load to save)."
             )
         if current is not None and not overwrite and not loaded_here:
-            raise SpanInputError(f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force).")
+            raise SpanInputError(
+                f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force)."
+            )
         generation = int(current.get("generation", 0)) + 1 if current is not None else 1
         data_dir = new_data_directory(path, generation)
         try:
@@ -757,25 +926,33 @@ class SpanIndex:
             write_bytes(os.path.join(data_dir, "texts.bin"), b"".join(encoded))
             write_bytes(os.path.join(data_dir, "doc_ids.json"), json.dumps(self.doc_ids, ensure_ascii=False).encode())
             if self.calibration is not None:
-                write_bytes(os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode())
+                write_bytes(
+                    os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode()
+                )
             if self._candidates is not None:
                 self._candidates.save(data_dir)
             write_bytes(os.path.join(data_dir, SETTINGS_FILE), json.dumps(self._settings()).encode())
             files = {
                 entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
-                for entry in sorted(os.scandir(data_dir), key=lambda e: e.name) if entry.name != DATA_MARKER
+                for entry in sorted(os.scandir(data_dir), key=lambda e: e.name)
+                if entry.name != DATA_MARKER
             }
             fsync_directory(data_dir)
             manifest = self.info() | {
-                "data": os.path.basename(data_dir), "generation": generation, "span_config": self.span_config.to_dict(),
-                "files": files, "samples": samples,
+                "data": os.path.basename(data_dir),
+                "generation": generation,
+                "span_config": self.span_config.to_dict(),
+                "files": files,
+                "samples": samples,
             }
             write_manifest(path, manifest)  # the commit point: a new temporary file, then os.replace
         except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
             shutil.rmtree(data_dir, ignore_errors=True)
             if isinstance(error, FileAccessError):
                 raise
-            raise FileAccessError(f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged).") from error
+            raise FileAccessError(
+                f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged)."
+            ) from error
         except BaseException:
             shutil.rmtree(data_dir, ignore_errors=True)
             raise
@@ -793,8 +970,13 @@ class SpanIndex:
     @classmethod
     @contextmanager
     def open_for_update(
-        cls, path: str | os.PathLike, model: SentenceTransformer | str | None = None, *, timeout: float | None = None,
-        on_wait: Callable[[str], None] | None = None, mmap: bool = True,
+        cls,
+        path: str | os.PathLike,
+        model: SentenceTransformer | str | None = None,
+        *,
+        timeout: float | None = None,
+        on_wait: Callable[[str], None] | None = None,
+        mmap: bool = True,
     ) -> Iterator[SpanIndex]:
         """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
 
@@ -815,8 +997,14 @@ class SpanIndex:
             index.save(path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, model: SentenceTransformer | str | None = None, mmap: bool = True, *,
-             verify: bool = False) -> SpanIndex:
+    def load(
+        cls,
+        path: str | os.PathLike,
+        model: SentenceTransformer | str | None = None,
+        mmap: bool = True,
+        *,
+        verify: bool = False,
+    ) -> SpanIndex:
         """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub id).
 
         With no model, the index's recorded model is loaded (the embedded default if none). Every load
@@ -835,12 +1023,16 @@ class SpanIndex:
             model = load_model(model_source(path, manifest), **runtime)
         model = _as_model(model)
         fingerprint = model_fingerprint(model)
-        index, manifest = read_consistent(path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify))
+        index, manifest = read_consistent(
+            path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify)
+        )
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
         return index
 
     @classmethod
-    def _read_data(cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool) -> SpanIndex:
+    def _read_data(
+        cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool
+    ) -> SpanIndex:
         """The index named by one manifest; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         if fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
@@ -851,7 +1043,9 @@ class SpanIndex:
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         data_dir = os.path.join(path, manifest["data"])
         if os.path.islink(data_dir):
-            raise SpanInputError(f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is read).")
+            raise SpanInputError(
+                f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is read)."
+            )
         files = manifest["files"]  # plain names, checked by read_manifest
         for name, expected in files.items():
             found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
@@ -866,7 +1060,11 @@ class SpanIndex:
         if hashlib.sha256(settings_bytes).hexdigest() != files[SETTINGS_FILE]["sha256"]:
             raise ValueError(f"{SETTINGS_FILE} does not match its checksum")
         stored = json.loads(settings_bytes.decode("utf-8"))
-        recorded = {"span_config": index.span_config.to_dict(), "dtype": manifest["dtype"], "model_fingerprint": manifest["model_fingerprint"]}
+        recorded = {
+            "span_config": index.span_config.to_dict(),
+            "dtype": manifest["dtype"],
+            "model_fingerprint": manifest["model_fingerprint"],
+        }
         changed = [key for key in recorded if stored.get(key) != recorded[key]]
         if changed:
             raise SpanInputError(
@@ -874,7 +1072,9 @@ class SpanIndex:
                 f"index data was written with ({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
                 "Restore it or rebuild the index."
             )
-        arrays = {name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS}
+        arrays = {
+            name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS
+        }
         with open(os.path.join(data_dir, "texts.bin"), "rb") as handle:
             blob = handle.read()
         with open(os.path.join(data_dir, "doc_ids.json"), "rb") as handle:
@@ -888,13 +1088,18 @@ class SpanIndex:
         doc_ids = json.loads(ids_bytes.decode("utf-8"))
         offsets = arrays.pop("text_offsets")
         if (
-            not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob)
-            or len(arrays["unit_vectors"]) != manifest["units"] or len(doc_ids) != manifest["documents"]
+            not isinstance(doc_ids, list)
+            or len(offsets) != len(doc_ids) + 1
+            or offsets[-1] != len(blob)
+            or len(arrays["unit_vectors"]) != manifest["units"]
+            or len(doc_ids) != manifest["documents"]
             or len(arrays["span_norms"]) != manifest["units"]
-            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1 or arrays["segment_units"][-1] != manifest["units"]
+            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1
+            or arrays["segment_units"][-1] != manifest["units"]
             or arrays["span_norms"].ndim != 2
             or arrays["span_norms"].shape[1] != index.span_config.max_span - index.span_config.min_span + 1
-            or arrays["unit_vectors"].ndim != 2 or arrays["unit_vectors"].shape[1] != index._arrays["unit_vectors"].shape[1]
+            or arrays["unit_vectors"].ndim != 2
+            or arrays["unit_vectors"].shape[1] != index._arrays["unit_vectors"].shape[1]
         ):
             raise ValueError("the index data does not match its manifest (corrupt or half-written)")
         index._arrays = arrays
@@ -916,5 +1121,7 @@ def _as_model(model: Any) -> SentenceTransformer:
     if isinstance(model, (str, os.PathLike)):
         return load_model(os.fspath(model))
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
-        raise SpanInputError(f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}.")
+        raise SpanInputError(
+            f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."
+        )
     return model

@@ -36,10 +36,33 @@ from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
 from slice_st.text import atomic_file, check_creatable, create_new_file
 
-__all__ = ["INDEX_FORMAT_VERSION", "MANIFEST", "ARRAYS", "LOCK_FILE", "DATA_MARKER", "IndexBusyError", "IndexConflictError",
-           "index_lock", "check_index_target", "write_bytes", "save_array", "file_digest", "array_digest", "fsync_directory",
-           "new_data_directory", "remove_old_data", "read_manifest", "read_consistent", "shard_directories", "SHARD_LIST",
-           "write_json", "read_shard_list", "is_plain_name", "SETTINGS_FILE", "write_manifest"]
+__all__ = [
+    "INDEX_FORMAT_VERSION",
+    "MANIFEST",
+    "ARRAYS",
+    "LOCK_FILE",
+    "DATA_MARKER",
+    "IndexBusyError",
+    "IndexConflictError",
+    "index_lock",
+    "check_index_target",
+    "write_bytes",
+    "save_array",
+    "file_digest",
+    "array_digest",
+    "fsync_directory",
+    "new_data_directory",
+    "remove_old_data",
+    "read_manifest",
+    "read_consistent",
+    "shard_directories",
+    "SHARD_LIST",
+    "write_json",
+    "read_shard_list",
+    "is_plain_name",
+    "SETTINGS_FILE",
+    "write_manifest",
+]
 
 #: 2: the model fingerprint covers every weight (:func:`slice_st.loading.model_fingerprint`), and the data folder
 #: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
@@ -47,7 +70,15 @@ INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 #: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
 SETTINGS_FILE = "settings.json"
-ARRAYS = ("unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
+ARRAYS = (
+    "unit_vectors",
+    "unit_chars",
+    "span_norms",
+    "segment_units",
+    "segment_docs",
+    "segment_first_unit",
+    "text_offsets",
+)
 LOCK_FILE = ".lock"
 #: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards once complete.
 SHARD_LIST = "shards.json"
@@ -124,8 +155,10 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         raise FileAccessError(f"cannot create the index folder {path}: {error.strerror or error}.") from None
     lock_path = os.path.join(path, LOCK_FILE)
     if os.path.islink(lock_path) or (os.path.exists(lock_path) and not os.path.isfile(lock_path)):
-        raise FileAccessError(f"cannot lock the index folder {path}: {lock_path} is not a regular file (a symbolic link?); "
-                              "remove it (nothing outside the index folder is written through it).")
+        raise FileAccessError(
+            f"cannot lock the index folder {path}: {lock_path} is not a regular file (a symbolic link?); "
+            "remove it (nothing outside the index folder is written through it)."
+        )
     lock = FileLock(lock_path)
     busy = f"{path} is being saved by another process ({{holder}}); try again when that save or update has finished."
     try:
@@ -142,12 +175,16 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
             except Timeout:
                 raise IndexBusyError(busy.format(holder=_holder(lock_path))) from None
     except OSError as error:
-        raise FileAccessError(f"cannot lock the index folder {path} ({lock_path}): {error.strerror or error}.") from None
+        raise FileAccessError(
+            f"cannot lock the index folder {path} ({lock_path}): {error.strerror or error}."
+        ) from None
     failed = True
     try:
         try:
             descriptor = os.open(lock_path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # another descriptor: closing it keeps the flock
+            with os.fdopen(
+                descriptor, "w", encoding="utf-8"
+            ) as handle:  # another descriptor: closing it keeps the flock
                 handle.write(f"pid {os.getpid()}")
         except OSError:
             pass
@@ -275,7 +312,9 @@ def new_data_directory(path: str, generation: int) -> str:
             break
         except FileExistsError:  # pragma: no cover - 2^32 names
             continue
-    write_bytes(os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n")
+    write_bytes(
+        os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n"
+    )
     return data_dir
 
 
@@ -294,8 +333,17 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading
-_REQUIRED = {"data": str, "model_fingerprint": str, "span_config": dict, "dtype": str, "units": int, "documents": int,
-             "generation": int, "files": dict, "samples": dict}
+_REQUIRED = {
+    "data": str,
+    "model_fingerprint": str,
+    "span_config": dict,
+    "dtype": str,
+    "units": int,
+    "documents": int,
+    "generation": int,
+    "files": dict,
+    "samples": dict,
+}
 #: Files every data folder holds (besides optional calibration and candidate files).
 _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
@@ -329,8 +377,10 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     """
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.islink(manifest_path):
-        raise SpanInputError(f"{path}: unreadable index manifest ({MANIFEST} is a symbolic link; an index writes a regular file "
-                             "and reads nothing outside its folder).")
+        raise SpanInputError(
+            f"{path}: unreadable index manifest ({MANIFEST} is a symbolic link; an index writes a regular file "
+            "and reads nothing outside its folder)."
+        )
     if not os.path.exists(manifest_path):
         if must_exist:
             if not os.path.isdir(path):
@@ -339,29 +389,44 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
     if manifest.get("format_version") == 1:
-        raise SpanInputError(f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
-                             "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save).")
+        raise SpanInputError(
+            f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
+            "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save)."
+        )
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
-        raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION}).")
+        raise SpanInputError(
+            f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION})."
+        )
     for key, kind in _REQUIRED.items():
         value = manifest.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
             raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
     if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
-        raise SpanInputError(f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name).")
+        raise SpanInputError(
+            f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name)."
+        )
     if manifest["dtype"] not in ("float32", "float16"):
         raise SpanInputError(f"{path}: unreadable index manifest (dtype {manifest['dtype']!r}).")
     for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
-        if (not is_plain_name(name) or not isinstance(entry, dict) or not isinstance(entry.get("bytes"), int)
-                or isinstance(entry.get("bytes"), bool) or entry["bytes"] < 0
-                or not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]))):
-            raise SpanInputError(f"{path}: unreadable index manifest (files entry {name!r} is not a file name in the data folder "
-                                 "with its bytes and sha256).")
+        if (
+            not is_plain_name(name)
+            or not isinstance(entry, dict)
+            or not isinstance(entry.get("bytes"), int)
+            or isinstance(entry.get("bytes"), bool)
+            or entry["bytes"] < 0
+            or not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]))
+        ):
+            raise SpanInputError(
+                f"{path}: unreadable index manifest (files entry {name!r} is not a file name in the data folder "
+                "with its bytes and sha256)."
+            )
     missing = [name for name in _REQUIRED_FILES if name not in manifest["files"]]
     if missing:
         raise SpanInputError(f"{path}: unreadable index manifest (files lacks {', '.join(missing)}).")
     if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
-        raise SpanInputError(f"{path}: unreadable index manifest (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
+        raise SpanInputError(
+            f"{path}: unreadable index manifest (samples must hold a checksum of each of {', '.join(ARRAYS)})."
+        )
     try:
         settings = manifest["span_config"]
         SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
@@ -393,7 +458,9 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable: :class:`SpanInputError`."""
     list_path = os.path.join(path, SHARD_LIST)
     if os.path.islink(list_path):
-        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (a symbolic link; nothing outside the index folder is read).")
+        raise SpanInputError(
+            f"{path}: unreadable {SHARD_LIST} (a symbolic link; nothing outside the index folder is read)."
+        )
     if not os.path.isfile(list_path):
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
@@ -402,7 +469,9 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
     bad = [name for name in shards if not is_plain_name(name) or os.path.islink(os.path.join(path, name))]
     if bad:
-        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (shard {bad[0]!r} is not a folder name inside the index folder).")
+        raise SpanInputError(
+            f"{path}: unreadable {SHARD_LIST} (shard {bad[0]!r} is not a folder name inside the index folder)."
+        )
     return shard_list
 
 
@@ -434,11 +503,15 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
             directories.append(path)
         elif shard_list is not None:  # built on Ray: its shards, in order, once the build is complete
             if not shard_list.get("complete"):
-                raise SpanInputError(f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
-                                     "run the same build again to resume it.")
+                raise SpanInputError(
+                    f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
+                    "run the same build again to resume it."
+                )
             names = [name for name in shard_list["shards"] if is_plain_name(name)]
             if not names or len(names) != len(shard_list["shards"]):
-                raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
+                raise SpanInputError(
+                    f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name)."
+                )
             directories.extend(os.path.join(path, name) for name in names)
         elif os.path.isdir(path):
             entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)

@@ -45,12 +45,21 @@ logger = logging.getLogger(__name__)
 DATA_ENV = "SLICE_ST_STSB_CONTEXT"
 #: What a file in the STS-B-Context format can be: ``(description, mteb sample_creation)``.
 SOURCES = {
-    "released": ("the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) around "
-                 "the STS-B sentence", "LM-generated and verified"),
-    "make-context": ("a proxy built by `slice-st make-context`: each passage is the STS-B sentence glued among other STS-B "
-                     "sentences (no language model), which makes it easier than the released set", "created"),
-    "unknown": ("a file in the STS-B-Context format whose origin is not recorded (the released set's passages were written "
-                "by a language model; `slice-st make-context` glues STS-B sentences)", "found"),
+    "released": (
+        "the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) around "
+        "the STS-B sentence",
+        "LM-generated and verified",
+    ),
+    "make-context": (
+        "a proxy built by `slice-st make-context`: each passage is the STS-B sentence glued among other STS-B "
+        "sentences (no language model), which makes it easier than the released set",
+        "created",
+    ),
+    "unknown": (
+        "a file in the STS-B-Context format whose origin is not recorded (the released set's passages were written "
+        "by a language model; `slice-st make-context` glues STS-B sentences)",
+        "found",
+    ),
 }
 
 _CITATION = r"""
@@ -153,9 +162,20 @@ class STSBContext(AbsTaskSTS):
         adapted_from=["STSBenchmark"],
     )
 
-    def __init__(self, path: str | os.PathLike | None = None, *, source: str | None = None, limit: int | None = None, seed: int = 0,
-                 min_span: int = 1, max_span: int = 20, unit: str = "word", missing_paraphrase: str = "warn", split: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike | None = None,
+        *,
+        source: str | None = None,
+        limit: int | None = None,
+        seed: int = 0,
+        min_span: int = 1,
+        max_span: int = 20,
+        unit: str = "word",
+        missing_paraphrase: str = "warn",
+        split: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         from slice_st.spans import check_span_bounds
         from slice_st.tokens import check_unit
 
@@ -175,7 +195,8 @@ class STSBContext(AbsTaskSTS):
             raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}.")
         what, creation = SOURCES[self.source]
         update: dict[str, Any] = {
-            "description": self.metadata.description.split("Read from a local TSV or URL: ")[0] + f"Read from a local TSV or URL: {what}.",
+            "description": self.metadata.description.split("Read from a local TSV or URL: ")[0]
+            + f"Read from a local TSV or URL: {what}.",
             "sample_creation": creation,
             "eval_splits": [self.split],
         }
@@ -206,13 +227,30 @@ class STSBContext(AbsTaskSTS):
             from slice_st.evaluation.table import subset_indices
 
             data = data.select(subset_indices(len(data), self.limit, self.seed))
-        split = datasets.Dataset.from_dict({"sentence1": data["line"], "sentence2": data["passage"], "score": data["goldsim"],
-                                            "paraphrase": data["paraphrase"]})
+        split = datasets.Dataset.from_dict(
+            {
+                "sentence1": data["line"],
+                "sentence2": data["passage"],
+                "score": data["goldsim"],
+                "paraphrase": data["paraphrase"],
+            }
+        )
         self.dataset = {"default": datasets.DatasetDict({self.split: split})}
         self.data_loaded = True
 
-    def _evaluate_subset(self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None,
-                         num_proc=None, timer=None, **kwargs: Any) -> dict[str, float]:
+    def _evaluate_subset(
+        self,
+        model,
+        data_split,
+        *,
+        encode_kwargs,
+        hf_split,
+        hf_subset,
+        prediction_folder=None,
+        num_proc=None,
+        timer=None,
+        **kwargs: Any,
+    ) -> dict[str, float]:
         from slice_st.evaluation.localisation import span_localisation
         from slice_st.evaluation.setups import score_full, score_single
         from slice_st.evaluation.statistics import correlations
@@ -222,8 +260,13 @@ class STSBContext(AbsTaskSTS):
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
         gold = [self._normalize(x) for x in data_split["score"]]
-        span_kwargs = dict(min_span=self.min_span, max_span=self.max_span, unit=self.unit, batch_size=batch_size,
-                           show_progress_bar=bool(encode_kwargs.get("show_progress_bar", False)))
+        span_kwargs = dict(
+            min_span=self.min_span,
+            max_span=self.max_span,
+            unit=self.unit,
+            batch_size=batch_size,
+            show_progress_bar=bool(encode_kwargs.get("show_progress_bar", False)),
+        )
         single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **span_kwargs)
         paper = score_single(st_model, phrases, passages, scorer="max-cosine", **span_kwargs)  # the paper's protocol
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
@@ -238,15 +281,29 @@ class STSBContext(AbsTaskSTS):
                 where |= {f"{name}{key}": found[key] for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")}
         if prediction_folder:
             self._save_task_predictions(
-                {"best_span_scores": single.scores.tolist(), "best_spans": [list(s) if s else None for s in single.spans],
-                 "full_context_scores": full.scores.tolist()},
-                model, prediction_folder, hf_subset=hf_subset, hf_split=hf_split,
+                {
+                    "best_span_scores": single.scores.tolist(),
+                    "best_spans": [list(s) if s else None for s in single.spans],
+                    "full_context_scores": full.scores.tolist(),
+                },
+                model,
+                prediction_folder,
+                hf_subset=hf_subset,
+                hf_split=hf_split,
             )
         return {
-            "pearson": pearson, "spearman": spearman, "cosine_pearson": pearson, "cosine_spearman": spearman,
-            "max_cosine_pearson": paper_pearson, "max_cosine_spearman": paper_spearman,
-            "full_context_cosine_pearson": full_pearson, "full_context_cosine_spearman": full_spearman,
-            "min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold), **where,
+            "pearson": pearson,
+            "spearman": spearman,
+            "cosine_pearson": pearson,
+            "cosine_spearman": spearman,
+            "max_cosine_pearson": paper_pearson,
+            "max_cosine_spearman": paper_spearman,
+            "full_context_cosine_pearson": full_pearson,
+            "full_context_cosine_spearman": full_spearman,
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "pairs": len(gold),
+            **where,
         }
 
 
@@ -285,23 +342,43 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
     if name is None:  # mteb wants ORG/NAME
-        name = f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
+        name = (
+            f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
+        )
     if revision is None:
         revision = getattr(model.model_card_data, "base_model_revision", None) if not path else None
         revision = revision or model_fingerprint(model)
     card = model.model_card_data
     base = getattr(card, "base_model", None)
     licence = getattr(card, "license", None) or (BASE_LICENCE if identity == DEFAULT_MODEL_NAME else "not specified")
-    update = {"name": name, "revision": revision, "n_parameters": sum(p.numel() for p in model.parameters()), "license": licence,
-              "adapted_from": base if base and base != identity else None}
+    update = {
+        "name": name,
+        "revision": revision,
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "license": licence,
+        "adapted_from": base if base and base != identity else None,
+    }
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
     return wrapper
 
 
-def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | None = None, source: str | None = None,
-             limit: int | None = None, output_folder: str | None = None, model_name: str | None = None, revision: str | None = None,
-             batch_size: int = 32, device: str | None = None, overwrite_strategy: str = "only-missing", min_span: int = 1,
-             max_span: int = 20, show_progress_bar: bool = True):
+def run_mteb(
+    model_spec: str | None,
+    tasks: list[str],
+    *,
+    stsb_context: str | None = None,
+    source: str | None = None,
+    limit: int | None = None,
+    output_folder: str | None = None,
+    model_name: str | None = None,
+    revision: str | None = None,
+    batch_size: int = 32,
+    device: str | None = None,
+    overwrite_strategy: str = "only-missing",
+    min_span: int = 1,
+    max_span: int = 20,
+    show_progress_bar: bool = True,
+):
     """What ``slice-st mteb run`` does: build the tasks (``STSBContext`` from ``stsb_context``, others by
     ``mteb.get_task``), load the model, and call ``mteb.evaluate``; results go to mteb's
     ``ResultCache(output_folder)`` (``OUTPUT/results/<model>/<revision>/<task>.json``). Returns mteb's result."""
@@ -316,7 +393,9 @@ def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | No
         if task == "STSBContext":
             path = stsb_context or os.environ.get(DATA_ENV)
             if not path:
-                raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV}).")
+                raise FileNotFoundError(
+                    f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV})."
+                )
             if "://" not in path and not os.path.exists(path):
                 raise FileNotFoundError(f"--stsb-context: file not found: {path}")
             built.append(STSBContext(path, source=source, limit=limit, min_span=min_span, max_span=max_span))
@@ -332,9 +411,17 @@ def run_mteb(model_spec: str | None, tasks: list[str], *, stsb_context: str | No
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
     try:
-        return mteb.evaluate(mteb_model(model, model_name, revision), built, cache=cache, overwrite_strategy=overwrite_strategy,
-                             encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
-                             show_progress_bar=show_progress_bar, co2_tracker=False)
+        return mteb.evaluate(
+            mteb_model(model, model_name, revision),
+            built,
+            cache=cache,
+            overwrite_strategy=overwrite_strategy,
+            encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
+            show_progress_bar=show_progress_bar,
+            co2_tracker=False,
+        )
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
-        raise FileNotFoundError(f"the data of mteb task(s) {', '.join(tasks)} is not available here ({' '.join(str(error).split())[:200]}): "
-                                "run once with network access (HF_HUB_OFFLINE unset) to cache it.") from None
+        raise FileNotFoundError(
+            f"the data of mteb task(s) {', '.join(tasks)} is not available here ({' '.join(str(error).split())[:200]}): "
+            "run once with network access (HF_HUB_OFFLINE unset) to cache it."
+        ) from None

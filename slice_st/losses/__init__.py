@@ -5,4 +5,10 @@
 from slice_st.losses.span_distillation import DISTILLATION_METRICS, SpanDistillationLoss
 from slice_st.losses.span_max_cross_entropy import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores
 
-__all__ = ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss", "column_span_scores", "DISTILLATION_METRICS", "SLICE_CITATION"]
+__all__ = [
+    "SpanMaxCrossEntropyLoss",
+    "SpanDistillationLoss",
+    "column_span_scores",
+    "DISTILLATION_METRICS",
+    "SLICE_CITATION",
+]

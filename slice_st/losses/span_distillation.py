@@ -23,8 +23,16 @@ from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanDistillationLoss", "DISTILLATION_METRICS", "vector_distance", "span_token_inputs", "shares_wordpiece_tokenizer", "model_name",
-           "frozen_teacher", "text_column"]
+__all__ = [
+    "SpanDistillationLoss",
+    "DISTILLATION_METRICS",
+    "vector_distance",
+    "span_token_inputs",
+    "shares_wordpiece_tokenizer",
+    "model_name",
+    "frozen_teacher",
+    "text_column",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -133,15 +141,25 @@ class SpanDistillationLoss(nn.Module):
         return self
 
     # ----------------------------------------------------------------------------------- forward
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> dict[str, Tensor]:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> dict[str, Tensor]:
         features = text_column(sentence_features, self.unit, type(self).__name__)
         output = self.model(features)
-        units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+        units = unit_boundaries(
+            features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
+        )
         token_embeddings = output["token_embeddings"]
-        if labels is not None and labels.dim() >= 2:  # cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored
-            starts, ends, span_targets, text_targets = self._from_labels(labels.to(token_embeddings.device), units.num_units)
+        if (
+            labels is not None and labels.dim() >= 2
+        ):  # cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored
+            starts, ends, span_targets, text_targets = self._from_labels(
+                labels.to(token_embeddings.device), units.num_units
+            )
         else:
-            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, self.generator)
+            starts, ends = sample_spans(
+                units.num_units, self.spans_per_text, self.min_span, self.max_span, self.generator
+            )
             with torch.no_grad():
                 span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
         student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
@@ -171,12 +189,23 @@ class SpanDistillationLoss(nn.Module):
         dropped = int(((starts >= 0) & ~fits).sum())
         if dropped:
             self.skipped_spans += dropped
-            logger.warning("SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); skipped.", dropped)
+            logger.warning(
+                "SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); skipped.",
+                dropped,
+            )
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
     # ----------------------------------------------------------------------------------- teacher
-    def _teacher_vectors(self, features: dict[str, Any], boundaries: Tensor, starts: Tensor, ends: Tensor, texts: Sequence[str] | None = None, char_spans=None) -> tuple[Tensor, Tensor]:
+    def _teacher_vectors(
+        self,
+        features: dict[str, Any],
+        boundaries: Tensor,
+        starts: Tensor,
+        ends: Tensor,
+        texts: Sequence[str] | None = None,
+        char_spans=None,
+    ) -> tuple[Tensor, Tensor]:
         """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
         teacher = self.teacher
         device = features["input_ids"].device
@@ -203,7 +232,9 @@ class SpanDistillationLoss(nn.Module):
             span_vectors[valid] = self._teacher_encode(span_strings, device)
         return span_vectors, text_vectors
 
-    def _span_token_inputs(self, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:
+    def _span_token_inputs(
+        self, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor
+    ) -> dict[str, Tensor]:
         return span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
 
     def _decoded_spans(self, features, boundaries, starts, ends, valid) -> list[str]:
@@ -233,7 +264,9 @@ class SpanDistillationLoss(nn.Module):
         return vectors
 
     def _teacher_encode(self, strings: list[str], device) -> Tensor:
-        vectors = self.teacher.encode(strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False)
+        vectors = self.teacher.encode(
+            strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False
+        )
         return vectors.to(device).float()
 
     # ------------------------------------------------------------------------------------- cache
@@ -265,11 +298,22 @@ class SpanDistillationLoss(nn.Module):
         device = next(self.model.parameters()).device
         labels = []
         batches = range(0, len(texts), batch_size)
-        for lo in tqdm(batches, desc="teacher vectors", disable=show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)):
+        for lo in tqdm(
+            batches,
+            desc="teacher vectors",
+            disable=show_progress_bar is False or (show_progress_bar is None and len(batches) < 20),
+        ):
             chunk = texts[lo : lo + batch_size]
             features = self.model.preprocess(chunk)
-            features = {key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()}
-            units = unit_boundaries(features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+            features = {
+                key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()
+            }
+            units = unit_boundaries(
+                features["attention_mask"],
+                features.get("special_tokens_mask"),
+                features.get("offset_mapping"),
+                self.unit,
+            )
             starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
             char_spans = None
             if not self._ids_path:
@@ -279,7 +323,9 @@ class SpanDistillationLoss(nn.Module):
                 hi_chars = units.char_ends.gather(1, (ends - 1).clamp(min=0))[valid].tolist()
                 char_spans = list(zip(rows, lo_chars, hi_chars))
             with torch.no_grad():
-                span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans)
+                span_vectors, text_vectors = self._teacher_vectors(
+                    features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans
+                )
             block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + dim)
             block[:, 0, 1] = units.num_units.float().cpu()
             block[:, 0, 2:] = text_vectors.cpu()
@@ -288,7 +334,9 @@ class SpanDistillationLoss(nn.Module):
             block[:, 1:, 2:] = span_vectors.cpu()
             labels.append(block)
         label_array = torch.cat(labels).numpy() if labels else torch.zeros(0, 1 + self.spans_per_text, 2 + dim).numpy()
-        features = datasets.Features({column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")})
+        features = datasets.Features(
+            {column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")}
+        )
         return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
 
     # -------------------------------------------------------------------------------- ST protocol
@@ -342,11 +390,15 @@ def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tenso
     if len(columns) != 1:
         raise ValueError(f"{loss_name} takes one text column, got {len(columns)}.")
     if unit == "word" and "offset_mapping" not in columns[0]:
-        raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+        raise ValueError(
+            "Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model)."
+        )
     return columns[0]
 
 
-def span_token_inputs(tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor) -> dict[str, Tensor]:
+def span_token_inputs(
+    tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor
+) -> dict[str, Tensor]:
     """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised, no loop over spans).
 
     The rows are exactly what the tokenizer gives for the span text alone when words tokenize alone as in
@@ -392,7 +444,12 @@ def shares_wordpiece_tokenizer(student, teacher) -> bool:
     if a is None or b is None or type(a) is not type(b):
         return False
     backend = getattr(a, "backend_tokenizer", None)
-    if backend is None or type(backend.model).__name__ != "WordPiece" or a.cls_token_id is None or a.sep_token_id is None:
+    if (
+        backend is None
+        or type(backend.model).__name__ != "WordPiece"
+        or a.cls_token_id is None
+        or a.sep_token_id is None
+    ):
         return False
     same_normaliser = getattr(a, "do_lower_case", None) == getattr(b, "do_lower_case", None)
     return same_normaliser and a.get_vocab() == b.get_vocab()

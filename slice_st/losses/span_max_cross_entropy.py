@@ -7,9 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch import Tensor, nn
-
 from sentence_transformers.base.losses.merged_forward import merge_feature_batches
+from torch import Tensor, nn
 
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import best_span_scores, pool_units, span_cosines
@@ -71,7 +70,13 @@ def column_span_scores(
     query_input = queries if shared else queries[:, None, :]
     with torch.no_grad():  # find the arg-max spans cheaply, then differentiate only those
         best = best_span_scores(
-            query_input.detach(), token_embeddings.detach(), units.boundaries, units.num_units, min_span, max_span, top_k=1
+            query_input.detach(),
+            token_embeddings.detach(),
+            units.boundaries,
+            units.num_units,
+            min_span,
+            max_span,
+            top_k=1,
         )
     scores = span_cosines(query_input, token_embeddings, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0])
     return scores if shared else scores[:, 0]
@@ -160,9 +165,13 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         minimum = 2 if self.in_batch_negatives else 3
         if len(columns) < minimum:
             hint = "" if self.in_batch_negatives else " (or anchor, positive with in_batch_negatives=True)"
-            raise ValueError(f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} column(s).")
+            raise ValueError(
+                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} column(s)."
+            )
         if self.unit == "word" and any("offset_mapping" not in column for column in columns):
-            raise ValueError("Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model).")
+            raise ValueError(
+                "Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model)."
+            )
         anchor = self.model(columns[0])
         queries, valid = query_vectors(anchor, self.unit)
 
@@ -172,7 +181,13 @@ class SpanMaxCrossEntropyLoss(nn.Module):
             logits, targets = self._in_batch_logits(queries, passages, rows)
         else:
             scores = [
-                column_span_scores(queries.repeat(len(out["token_embeddings"]) // rows, 1), out, self.unit, self.min_span, self.max_span)
+                column_span_scores(
+                    queries.repeat(len(out["token_embeddings"]) // rows, 1),
+                    out,
+                    self.unit,
+                    self.min_span,
+                    self.max_span,
+                )
                 for out in passages
             ]
             logits = torch.cat(scores).view(num_columns, rows).T  # (B, 1 + n_negatives); positive first
@@ -182,7 +197,9 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         if not bool(valid.all()):
             skipped = int((~valid).sum())
             self.skipped_rows += skipped
-            logger.warning("SpanMaxCrossEntropyLoss skipped %d row(s) with an empty anchor or a positive without spans.", skipped)
+            logger.warning(
+                "SpanMaxCrossEntropyLoss skipped %d row(s) with an empty anchor or a positive without spans.", skipped
+            )
         if not bool(valid.any()):
             return anchor["token_embeddings"].sum() * 0.0
         similarities = (logits[valid] + 1) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
@@ -204,7 +221,12 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
             all_queries = all_gather_with_grad(queries)
             offset = torch.distributed.get_rank() * rows
-        scores = torch.cat([column_span_scores(all_queries, out, self.unit, self.min_span, self.max_span, shared=True) for out in passages])
+        scores = torch.cat(
+            [
+                column_span_scores(all_queries, out, self.unit, self.min_span, self.max_span, shared=True)
+                for out in passages
+            ]
+        )
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)

@@ -76,7 +76,9 @@ class SpanPooling(Module):
         features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
         if not self.output_spans:
             return features
-        units = unit_boundaries(attention_mask, features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit)
+        units = unit_boundaries(
+            attention_mask, features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
+        )
         spans = pool_spans(token_embeddings, units.boundaries, units.num_units, self.min_span, self.max_span)
         last = (spans.ends - 1).clamp(min=0)
         features.update(
@@ -96,7 +98,14 @@ class SpanPooling(Module):
         self.save_config(output_path)
 
     @classmethod
-    def attach(cls, model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None, output_spans: bool = True):
+    def attach(
+        cls,
+        model,
+        min_span: int | None = None,
+        max_span: int | None = None,
+        unit: str | None = None,
+        output_spans: bool = True,
+    ):
         """Replace the model's mean ``Pooling`` by ``SpanPooling`` (in place) and return the model.
 
         Span settings default to those saved with the model. The model's input module is set to
@@ -111,6 +120,8 @@ class SpanPooling(Module):
         old = model[positions[0]]
         if isinstance(old, Pooling) and old.pooling_mode != "mean":
             raise ValueError(f"SpanPooling replaces mean pooling only; this model pools with {old.pooling_mode!r}.")
-        model[positions[0]] = cls(old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans)
+        model[positions[0]] = cls(
+            old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans
+        )
         enable_span_features(model)
         return model

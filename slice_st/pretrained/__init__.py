@@ -15,7 +15,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SHIPPED_MODELS", "ShippedModel", "shipped_model", "merge_lora_adapter", "is_shipped_model_name", "load_shipped_model"]
+__all__ = [
+    "SHIPPED_MODELS",
+    "ShippedModel",
+    "shipped_model",
+    "merge_lora_adapter",
+    "is_shipped_model_name",
+    "load_shipped_model",
+]
 
 
 @dataclass(frozen=True)
@@ -57,8 +64,11 @@ SHIPPED_MODELS: dict[str, ShippedModel] = {
 def is_shipped_model_name(name: str | None) -> bool:
     """True for the name of a model shipped in the package: ``"slice-st/slice-minilm"`` always, ``"slice-minilm"``
     unless a folder of that name is in the working directory (then that folder is meant)."""
-    return isinstance(name, str) and name.removeprefix("slice-st/") in SHIPPED_MODELS and (
-        name.startswith("slice-st/") or not os.path.exists(name))
+    return (
+        isinstance(name, str)
+        and name.removeprefix("slice-st/") in SHIPPED_MODELS
+        and (name.startswith("slice-st/") or not os.path.exists(name))
+    )
 
 
 def shipped_model(name: str) -> ShippedModel:
@@ -96,23 +106,33 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
         raise ValueError(f"{config_path}: lora_alpha must be a finite number > 0, got {alpha!r}.")
     if config.get("peft_type", "LORA") != "LORA":
-        raise ValueError(f"{config_path}: only plain LoRA adapters can be merged (got peft_type {config.get('peft_type')!r}).")
+        raise ValueError(
+            f"{config_path}: only plain LoRA adapters can be merged (got peft_type {config.get('peft_type')!r})."
+        )
     if config.get("bias", "none") != "none":
-        raise ValueError(f"{config_path}: bias={config.get('bias')!r} is not applied by this loader: only bias='none' adapters can be merged.")
+        raise ValueError(
+            f"{config_path}: bias={config.get('bias')!r} is not applied by this loader: only bias='none' adapters can be merged."
+        )
     unapplied = [key for key in _UNAPPLIED_LORA_OPTIONS if config.get(key)]
     if unapplied:
-        raise ValueError(f"{config_path}: {', '.join(f'{key}={config[key]!r}' for key in unapplied)} not applied by this loader: "
-                         "only plain LoRA adapters (r, lora_alpha, use_rslora, target linear layers) can be merged.")
-    scale = alpha / (rank ** 0.5 if config.get("use_rslora") else rank)
+        raise ValueError(
+            f"{config_path}: {', '.join(f'{key}={config[key]!r}' for key in unapplied)} not applied by this loader: "
+            "only plain LoRA adapters (r, lora_alpha, use_rslora, target linear layers) can be merged."
+        )
+    scale = alpha / (rank**0.5 if config.get("use_rslora") else rank)
     try:
         tensors = load_file(weights_path)
     except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
         raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
     unknown = sorted(key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight")))
     if unknown:
-        raise ValueError(f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
-                         f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}.")
-    orphans = sorted(key for key in tensors if key.endswith(".lora_B.weight") and key.replace(".lora_B.", ".lora_A.") not in tensors)
+        raise ValueError(
+            f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
+            f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}."
+        )
+    orphans = sorted(
+        key for key in tensors if key.endswith(".lora_B.weight") and key.replace(".lora_B.", ".lora_A.") not in tensors
+    )
     if orphans:
         raise ValueError(f"{weights_path}: {orphans[0]} has no lora_A tensor.")
     updates: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
@@ -126,16 +146,27 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
         except AttributeError as error:
             raise ValueError(f"{weights_path}: adapter targets {module_path!r}, which the base model lacks.") from error
         weight = getattr(module, "weight", None)
-        if lora_b is None or weight is None or lora_a.dim() != 2 or lora_b.dim() != 2 or lora_b.shape[0] != weight.shape[0] \
-                or lora_a.shape[1] != weight.shape[1] or lora_a.shape[0] != lora_b.shape[1]:
+        if (
+            lora_b is None
+            or weight is None
+            or lora_a.dim() != 2
+            or lora_b.dim() != 2
+            or lora_b.shape[0] != weight.shape[0]
+            or lora_a.shape[1] != weight.shape[1]
+            or lora_a.shape[0] != lora_b.shape[1]
+        ):
             raise ValueError(f"{weights_path}: tensors for {module_path!r} are missing or do not fit the base model.")
         if lora_a.shape[0] != rank:
-            raise ValueError(f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says r={rank}.")
+            raise ValueError(
+                f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says r={rank}."
+            )
         if not (torch.isfinite(lora_a).all() and torch.isfinite(lora_b).all()):
             raise ValueError(f"{weights_path}: tensors for {module_path!r} hold NaN or infinite values.")
         delta = (lora_b.float() @ lora_a.float()) * scale
         if not torch.isfinite(delta).all():
-            raise ValueError(f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r}).")
+            raise ValueError(
+                f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r})."
+            )
         updates.append((weight, delta))
     if not updates:
         raise ValueError(f"{weights_path}: no LoRA tensors found.")
@@ -146,9 +177,22 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
 
 
 #: ``adapter_config.json`` options this loader does not apply: a true/non-empty value is refused, never ignored.
-_UNAPPLIED_LORA_OPTIONS = ("use_dora", "fan_in_fan_out", "modules_to_save", "rank_pattern", "alpha_pattern", "lora_bias",
-                           "layers_to_transform", "layer_replication", "trainable_token_indices", "target_parameters",
-                           "use_qalora", "use_bdlora", "alora_invocation_tokens", "arrow_config")
+_UNAPPLIED_LORA_OPTIONS = (
+    "use_dora",
+    "fan_in_fan_out",
+    "modules_to_save",
+    "rank_pattern",
+    "alpha_pattern",
+    "lora_bias",
+    "layers_to_transform",
+    "layer_replication",
+    "trainable_token_indices",
+    "target_parameters",
+    "use_qalora",
+    "use_bdlora",
+    "alora_invocation_tokens",
+    "arrow_config",
+)
 
 
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):

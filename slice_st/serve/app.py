@@ -15,7 +15,6 @@ document, 413 for a body over the limit, 422 for malformed fields); a search tha
 is answered 503 (the search finishes in the background).
 """
 
-
 import asyncio
 import functools
 import inspect
@@ -81,6 +80,7 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import HTMLResponse, JSONResponse
     from fastapi.staticfiles import StaticFiles
+
     pydantic = require("pydantic", "serve", "slice-st serve")  # installed with fastapi
     BaseModel, ConfigDict, Field = pydantic.BaseModel, pydantic.ConfigDict, pydantic.Field
     run_in_threadpool = require("starlette.concurrency", "serve", "slice-st serve").run_in_threadpool
@@ -89,19 +89,26 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         source = IndexSource(source)
     search_lock = threading.Lock()  # one search at a time: the model's tokenizer is not safe to share across threads
     passed_through = sorted(
-        name for name, parameter in inspect.signature(SpanIndex.search).parameters.items()
+        name
+        for name, parameter in inspect.signature(SpanIndex.search).parameters.items()
         if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in SEARCH_PASS_THROUGH_DENIED
     )
 
     class SearchRequest(BaseModel):
         """One search: the queries and :meth:`SpanIndex.search`'s options (other keyword options pass through)."""
 
-        model_config = ConfigDict(extra="allow", json_schema_extra={"example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}})
+        model_config = ConfigDict(
+            extra="allow", json_schema_extra={"example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}}
+        )
         queries: str | list[str] = Field(description="one query, or a list of queries")
         top_k: int = Field(10, ge=1, le=limits.max_top_k, description="spans per query, best first")
-        per_document: int | None = Field(None, ge=1, le=limits.max_top_k, description="at most this many spans of each document")
+        per_document: int | None = Field(
+            None, ge=1, le=limits.max_top_k, description="at most this many spans of each document"
+        )
         threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
-        scorer: Literal["phrase", "max-cosine"] = Field("phrase", description="how the best spans are chosen (slice_st.scoring)")
+        scorer: Literal["phrase", "max-cosine"] = Field(
+            "phrase", description="how the best spans are chosen (slice_st.scoring)"
+        )
         overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
         min_span: int | None = Field(None, ge=1, description="shortest span (default: the index's)")
         max_span: int | None = Field(None, ge=1, description="longest span (default: the index's)")
@@ -132,10 +139,12 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         text: str
         units: list[tuple[int, int]] = Field(description="start and end character of each unit (word or token)")
         profile: list[float | None] | None = Field(
-            None, description="with a query: each unit's best covering span score (null: no span covers it)")
+            None, description="with a query: each unit's best covering span score (null: no span covers it)"
+        )
 
     app = fastapi.FastAPI(
-        title="slice-st serve", version="1",
+        title="slice-st serve",
+        version="1",
         description="Span search over a corpus index: the best-matching spans of each query, grouped by document.",
     )
 
@@ -161,8 +170,9 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
         try:
             return await asyncio.wait_for(run_in_threadpool(function, *args), timeout=limits.timeout_s)
         except TimeoutError:
-            raise fastapi.HTTPException(status_code=503, detail=f"the search ran past {limits.timeout_s:g} s.",
-                                        headers={"Retry-After": "5"}) from None
+            raise fastapi.HTTPException(
+                status_code=503, detail=f"the search ran past {limits.timeout_s:g} s.", headers={"Retry-After": "5"}
+            ) from None
 
     def current() -> SpanIndex:
         try:
@@ -182,24 +192,40 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
             raise bad_request(f"at most {limits.max_queries} queries per search, got {len(texts)}.", 413)
         for position, text in enumerate(texts):
             if len(text) > limits.max_query_chars:
-                raise bad_request(f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.", 413)
+                raise bad_request(
+                    f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.", 413
+                )
         return texts
 
-    @app.post("/api/search", response_model=SearchResponse, summary="Search the corpus",
-              responses={400: {"description": "options the index refuses"}, 413: {"description": "request over the limits"}})
+    @app.post(
+        "/api/search",
+        response_model=SearchResponse,
+        summary="Search the corpus",
+        responses={400: {"description": "options the index refuses"}, 413: {"description": "request over the limits"}},
+    )
     async def search(request: SearchRequest) -> dict[str, Any]:
         queries = query_texts(request.queries)
         extra = dict(request.model_extra or {})
         unknown = sorted(set(extra) - set(passed_through))
         if unknown:
-            raise bad_request(f"unknown search options {unknown}; the options are top_k, per_document, threshold, min_span, "
-                              f"max_span and {', '.join(passed_through)}.")
+            raise bad_request(
+                f"unknown search options {unknown}; the options are top_k, per_document, threshold, min_span, "
+                f"max_span and {', '.join(passed_through)}."
+            )
         for name, value in extra.items():
-            if not (value is None or isinstance(value, (str, bool, int, float))) or (isinstance(value, float) and not math.isfinite(value)):
+            if not (value is None or isinstance(value, (str, bool, int, float))) or (
+                isinstance(value, float) and not math.isfinite(value)
+            ):
                 raise bad_request(f"option {name} must be a string, number, boolean or null.")
-        options = {"top_k": request.top_k, "per_document": request.per_document, "threshold": request.threshold,
-                   "min_span": request.min_span, "max_span": request.max_span, "scorer": request.scorer,
-                   "overlap": request.overlap} | extra
+        options = {
+            "top_k": request.top_k,
+            "per_document": request.per_document,
+            "threshold": request.threshold,
+            "min_span": request.min_span,
+            "max_span": request.max_span,
+            "scorer": request.scorer,
+            "overlap": request.overlap,
+        } | extra
         index = current()
 
         def run():
@@ -210,11 +236,22 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
             found = await in_time(run)
         except (ValueError, TypeError) as error:
             raise bad_request(str(error)) from None
-        return {"results": [{"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)]}
+        return {
+            "results": [
+                {"query": query, "matches": [asdict(match) for match in matches]}
+                for query, matches in zip(queries, found)
+            ]
+        }
 
-    @app.get("/api/documents", response_model=DocumentResponse, summary="One document, its units and the query's profile",
-             responses={404: {"description": "unknown document id"}})
-    async def document(id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None) -> dict[str, Any]:
+    @app.get(
+        "/api/documents",
+        response_model=DocumentResponse,
+        summary="One document, its units and the query's profile",
+        responses={404: {"description": "unknown document id"}},
+    )
+    async def document(
+        id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
+    ) -> dict[str, Any]:
         index = current()
         position = positions(index).get(id)
         if position is None:
@@ -238,8 +275,11 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
     async def info() -> dict[str, Any]:
         index = current()
         details = index.info()
-        return {"index": {key: value for key, value in details.items() if key != "model_path"},
-                "limits": asdict(limits), "search_options": passed_through}
+        return {
+            "index": {key: value for key, value in details.items() if key != "model_path"},
+            "limits": asdict(limits),
+            "search_options": passed_through,
+        }
 
     static = resources.files("slice_st.serve") / "static"
 
@@ -251,8 +291,13 @@ def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
     return app
 
 
-def run_server(source: IndexSource | SpanIndex, host: str = "127.0.0.1", port: int = 8000, limits: ServeLimits = LIMITS,
-               log_level: str = "info") -> None:
+def run_server(
+    source: IndexSource | SpanIndex,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServeLimits = LIMITS,
+    log_level: str = "info",
+) -> None:
     """Serve ``source`` with uvicorn until interrupted (bound to 127.0.0.1 unless ``host`` says otherwise).
 
     Args:

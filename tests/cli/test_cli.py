@@ -87,7 +87,9 @@ def test_missing_extra_is_one_line(capsys, monkeypatch):
 
     monkeypatch.setattr(baselines.BM25System, "score", missing)
     line = _error_line(capsys, ["table", DATA, "-s", "bm25", "--setups", "full"])
-    assert line == "slice-st: error: the BM25 baseline needs bm25s, which is not installed: pip install 'slice-st[eval]'"
+    assert (
+        line == "slice-st: error: the BM25 baseline needs bm25s, which is not installed: pip install 'slice-st[eval]'"
+    )
 
 
 def test_keyboard_interrupt_is_exit_130(capsys, monkeypatch, tmp_path):
@@ -114,7 +116,10 @@ def test_strict_json():
     assert dumps_json({"p": float("nan"), "q": [float("-inf"), 0.5]}) == '{"p": null, "q": [null, 0.5]}'
     import numpy as np
 
-    assert json.loads(dumps_json({"x": np.float32(0.25), "y": np.array([1.0, np.nan])})) == {"x": 0.25, "y": [1.0, None]}
+    assert json.loads(dumps_json({"x": np.float32(0.25), "y": np.array([1.0, np.nan])})) == {
+        "x": 0.25,
+        "y": [1.0, None],
+    }
 
 
 def test_table_metrics_json_is_strict(tmp_path, capsys):
@@ -131,7 +136,23 @@ def test_table_metrics_json_is_strict(tmp_path, capsys):
 def test_quiet_index_build_prints_nothing(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("A man plays the guitar.\nThe flight was late.\n")
-    assert main(["index", "build", str(corpus), "-o", str(tmp_path / "ix"), "-m", tiny_model_dir, "--max-span", "3", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(tmp_path / "ix"),
+                "-m",
+                tiny_model_dir,
+                "--max-span",
+                "3",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err == ""
     assert main(["index", "info", str(tmp_path / "ix"), "--quiet"]) == 0
@@ -180,7 +201,9 @@ def test_ship_adapter_is_a_hidden_maintainer_command(capsys):
 def test_train_help_groups_the_advanced_options():
     from slice_st.cli import build_parser
 
-    train = next(action for action in build_parser()._subparsers._group_actions[0].choices.items() if action[0] == "train")[1]
+    train = next(
+        action for action in build_parser()._subparsers._group_actions[0].choices.items() if action[0] == "train"
+    )[1]
     titles = [group.title for group in train._action_groups]
     assert {"spans (advanced)", "distillation (advanced)", "Hub and model card (advanced)"} <= set(titles)
     main_options = {option for action in train._action_groups[1]._group_actions for option in action.option_strings}

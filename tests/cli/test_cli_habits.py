@@ -24,9 +24,28 @@ WRAPPED = (
     "after the product, then press the button labelled uninstall and confirm\n"
     "that the settings stored in your home folder may be deleted as well.\n"
 )
-SENTENCES = [f"line {n}: the {word} was lost at the airport." for n, word in enumerate(
-    ["bag", "suitcase", "ticket", "passport", "phone", "wallet", "laptop", "jacket", "camera", "umbrella", "guitar", "book",
-     "charger", "watch", "scarf"])]
+SENTENCES = [
+    f"line {n}: the {word} was lost at the airport."
+    for n, word in enumerate(
+        [
+            "bag",
+            "suitcase",
+            "ticket",
+            "passport",
+            "phone",
+            "wallet",
+            "laptop",
+            "jacket",
+            "camera",
+            "umbrella",
+            "guitar",
+            "book",
+            "charger",
+            "watch",
+            "scarf",
+        ]
+    )
+]
 
 
 def _leaf_commands(parser, prefix=()):
@@ -56,19 +75,28 @@ def corpus(tmp_path):
 @pytest.fixture()
 def built(tiny_model_dir, corpus, tmp_path, capsys):
     out = tmp_path / "ix"
-    assert _run(capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", "4", "--quiet")[0] == 0
+    assert (
+        _run(capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", "4", "--quiet")[0]
+        == 0
+    )
     return out
 
 
 # ---------------------------------------------------------------- --split auto
-@pytest.mark.parametrize("lines, expected", [
-    (WRAPPED.splitlines(keepends=True), "paragraph"),
-    ([s + "\n" for s in SENTENCES], "line"),                        # one text per line, ending sentences
-    (["guitar\n", "flight delay\n", "lost bag\n", "refund\n"], "line"),  # a phrase list: short lines
-    (["Agent: how can I help you today\n", "Customer: my flight to Denver was pushed back by three hours\n"], "line"),
-    ([], "line"),
-    (["one single line without an end but long enough to look like it was wrapped\n"], "line"),
-])
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        (WRAPPED.splitlines(keepends=True), "paragraph"),
+        ([s + "\n" for s in SENTENCES], "line"),  # one text per line, ending sentences
+        (["guitar\n", "flight delay\n", "lost bag\n", "refund\n"], "line"),  # a phrase list: short lines
+        (
+            ["Agent: how can I help you today\n", "Customer: my flight to Denver was pushed back by three hours\n"],
+            "line",
+        ),
+        ([], "line"),
+        (["one single line without an end but long enough to look like it was wrapped\n"], "line"),
+    ],
+)
 def test_guess_split(lines, expected):
     assert guess_split(lines) == expected
 
@@ -77,21 +105,57 @@ def test_split_auto_is_the_default_and_decides_per_file(tiny_model_dir, corpus, 
     manual = tmp_path / "manual.txt"
     manual.write_text(WRAPPED)
     assert [r.line for r in read_texts([str(manual), str(corpus)], "auto")] == [1, 5] + list(range(1, 16))
-    rows = _jsonl(_run(capsys, "mine", manual, "-q", "remove the program", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[1].out)
+    rows = _jsonl(
+        _run(capsys, "mine", manual, "-q", "remove the program", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[
+            1
+        ].out
+    )
     assert sorted(row["line"] for row in rows) == [1, 5]  # two paragraphs, not seven lines
-    rows = _jsonl(_run(capsys, "mine", manual, "-q", "remove", "--split", "line", "--model", tiny_model_dir, "-f", "jsonl",
-                       "--quiet", "--texts", "0")[1].out)
+    rows = _jsonl(
+        _run(
+            capsys,
+            "mine",
+            manual,
+            "-q",
+            "remove",
+            "--split",
+            "line",
+            "--model",
+            tiny_model_dir,
+            "-f",
+            "jsonl",
+            "--quiet",
+            "--texts",
+            "0",
+        )[1].out
+    )
     assert len(rows) == 6
 
 
 # ---------------------------------------------------------------- result counts
 def test_mine_default_count_and_named_counts(tiny_model_dir, corpus, capsys):
-    base = ["mine", corpus, "-q", "my bag was lost", "--model", tiny_model_dir, "-f", "jsonl", "--quiet", "--max-span", "4"]
+    base = [
+        "mine",
+        corpus,
+        "-q",
+        "my bag was lost",
+        "--model",
+        tiny_model_dir,
+        "-f",
+        "jsonl",
+        "--quiet",
+        "--max-span",
+        "4",
+    ]
     assert len(_jsonl(_run(capsys, *base)[1].out)) == 10  # not every text
     assert len(_jsonl(_run(capsys, *base, "--texts", "0")[1].out)) == 15
     assert len(_jsonl(_run(capsys, *base, "-k", "3")[1].out)) == 3  # the old name of --texts
     rows = _jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2")[1].out)
-    assert len(rows) == 6 and len({row["line"] for row in rows}) == 3 and [row["rank"] for row in rows] == list(range(1, 7))
+    assert (
+        len(rows) == 6
+        and len({row["line"] for row in rows}) == 3
+        and [row["rank"] for row in rows] == list(range(1, 7))
+    )
     assert len(_jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2", "--spans", "4")[1].out)) == 4
     with pytest.raises(SystemExit):
         main([str(a) for a in base] + ["-k", "3", "--texts", "2"])
@@ -106,8 +170,10 @@ def test_index_search_equals_mine_index_and_counts(built, capsys):
     searched = _run(capsys, "index", "search", built, *query)[1].out
     mined = _run(capsys, "mine", "--index", built, *query)[1].out
     assert searched == mined and len(_jsonl(searched)) == 10
-    assert _run(capsys, "index", "search", built, "-q", "my bag was lost", "--quiet")[1].out == \
-        _run(capsys, "mine", "--index", built, "-q", "my bag was lost", "--quiet")[1].out  # text output too
+    assert (
+        _run(capsys, "index", "search", built, "-q", "my bag was lost", "--quiet")[1].out
+        == _run(capsys, "mine", "--index", built, "-q", "my bag was lost", "--quiet")[1].out
+    )  # text output too
     rows = _jsonl(_run(capsys, "index", "search", built, *query, "--texts", "2", "--per-text", "3")[1].out)
     assert len({row["doc_id"] for row in rows}) == 2 and len(rows) == 6
     assert len(_jsonl(_run(capsys, "index", "search", built, *query, "-k", "3")[1].out)) == 3  # old meaning: spans
@@ -128,14 +194,34 @@ def test_folders_and_globs_for_mine_and_index_build(tiny_model_dir, tmp_path, ca
     (root / "sub" / "deeper" / "c.jsonl").write_text('{"id": "c1", "text": "refund the ticket."}\n')
     (root / "sub" / "image.png").write_bytes(b"\x89PNG")
     (root / ".hidden" / "secret.txt").write_text("not indexed.\n")
-    code, out = _run(capsys, "index", "build", root, "-o", tmp_path / "ix", "--model", tiny_model_dir, "--max-span", "3", "-f", "json")
+    code, out = _run(
+        capsys,
+        "index",
+        "build",
+        root,
+        "-o",
+        tmp_path / "ix",
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        "3",
+        "-f",
+        "json",
+    )
     summary = json.loads(out.out)
     assert code == 0 and summary["documents"] == 3 and summary["index_documents"] == 3
     rows = _jsonl(_run(capsys, "mine", root, "-q", "late", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[1].out)
     assert {row["span"] for row in rows} and len(rows) == 3
-    rows = _jsonl(_run(capsys, "mine", str(root / "**" / "*.md"), "-q", "bag", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[1].out)
+    rows = _jsonl(
+        _run(
+            capsys, "mine", str(root / "**" / "*.md"), "-q", "bag", "--model", tiny_model_dir, "-f", "jsonl", "--quiet"
+        )[1].out
+    )
     assert [row["file"].endswith("b.md") for row in rows] == [True]
-    for argv in (["mine", str(root / "*.nothing"), "-q", "x"], ["index", "build", str(tmp_path / "empty*"), "-o", str(tmp_path / "i2")]):
+    for argv in (
+        ["mine", str(root / "*.nothing"), "-q", "x"],
+        ["index", "build", str(tmp_path / "empty*"), "-o", str(tmp_path / "i2")],
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv + ["--model", tiny_model_dir, "--quiet"])
         assert exit_info.value.code == 2 and "no file matches" in capsys.readouterr().err
@@ -155,7 +241,9 @@ def test_every_command_that_prints_results_has_one_format_option():
     for name in [("index", "build"), ("index", "add")]:
         formats = next(a for a in commands[name]._actions if "--format" in a.option_strings)
         assert {"text", "json", "jsonl"} <= set(formats.metavar.strip("{}").split(",")), name
-    assert parser.parse_args(["phrase-eval", "-t", "bird", "-d", "x", "-f", "table"]).format == "text"  # the old name still parses
+    assert (
+        parser.parse_args(["phrase-eval", "-t", "bird", "-d", "x", "-f", "table"]).format == "text"
+    )  # the old name still parses
 
 
 def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):
@@ -169,7 +257,10 @@ def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):
     assert "<b>flight</b>" not in page and "&lt;b&gt;" in page and "&amp;" in page
     assert page.count("<mark>") == 2 and "<script" not in page and "http" not in page  # self-contained, nothing fetched
     top = rows[0]
-    assert f"<mark>{top['span'].replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace(chr(34), '&quot;')}</mark>" in page
+    assert (
+        f"<mark>{top['span'].replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace(chr(34), '&quot;')}</mark>"
+        in page
+    )
 
 
 # ---------------------------------------------------------------- help
@@ -178,7 +269,9 @@ def test_help_is_plain_text_and_grouped(capsys):
     markup = re.compile(r"``|:(class|func|meth|attr|mod):`")
     for name, command in _leaf_commands(parser):
         assert not markup.search(command.format_help()), " ".join(name)
-        assert command.format_usage().startswith(f"usage: slice-st {' '.join(name)} "), " ".join(name)  # not "slice-st [-h] … mine"
+        assert command.format_usage().startswith(f"usage: slice-st {' '.join(name)} "), " ".join(
+            name
+        )  # not "slice-st [-h] … mine"
     for group in parser.command_groups:
         for child in group.choices.values():
             assert not markup.search(child.format_help())
@@ -210,17 +303,35 @@ def test_quiet_silences_library_warnings(monkeypatch, capsys):
         assert not caught
         assert "a library log line" not in capsys.readouterr().err
         main(["export", "model-folder", "-o", "out"])
-        assert [str(w.message) for w in caught] == ["a library warning"]  # without --quiet it is shown, and the filters are back
+        assert [str(w.message) for w in caught] == [
+            "a library warning"
+        ]  # without --quiet it is shown, and the filters are back
 
 
 # ---------------------------------------------------------------- aligned columns
 def test_columns_stay_aligned_with_long_paths():
     rows = [
-        {"query": "q", "rank": rank, "score": 0.5, "where": where, "start": 0, "end": 4, "text": "text of the row", "span": "text"}
-        for rank, where in enumerate(["a.txt:1", "a/very/long/folder/name/with/many/levels/and/a_long_file_name.txt:12345", "b:2"], 1)
+        {
+            "query": "q",
+            "rank": rank,
+            "score": 0.5,
+            "where": where,
+            "start": 0,
+            "end": 4,
+            "text": "text of the row",
+            "span": "text",
+        }
+        for rank, where in enumerate(
+            ["a.txt:1", "a/very/long/folder/name/with/many/levels/and/a_long_file_name.txt:12345", "b:2"], 1
+        )
     ]
     out = io.StringIO()
-    write_rows(rows, ["query", "rank", "score", "where", "start", "end", "span"], argparse.Namespace(format="text", color="never", threshold=None), out)
+    write_rows(
+        rows,
+        ["query", "rank", "score", "where", "start", "end", "span"],
+        argparse.Namespace(format="text", color="never", threshold=None),
+        out,
+    )
     lines = [line for line in out.getvalue().splitlines() if line and not line.startswith("==")]
     header, body = lines[0], lines[1:]
     column = header.index("chars")
@@ -236,7 +347,6 @@ def test_guess_split_keeps_unpunctuated_lines_of_any_length():
     words = "the dog barks late today house green river city plays guitar flight".split()
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 20))) + "\n" for _ in range(12)]
     assert guess_split(lines) == "line"
-
 
 
 def test_guess_split_needs_lines_filled_to_a_width():

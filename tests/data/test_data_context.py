@@ -36,7 +36,11 @@ def test_read_fixture():
     assert data["index"] == list(range(8))
     assert data["goldsim"][0] == 4.8 and data["goldsim"][5] == 0.2
     assert "café" in data["passage"][0]
-    assert "\u2014" in data["passage"][1] and "\u201cclosed\u201d" in data["passage"][2] and "5\u20ac" in data["passage"][5]
+    assert (
+        "\u2014" in data["passage"][1]
+        and "\u201cclosed\u201d" in data["passage"][2]
+        and "5\u20ac" in data["passage"][5]
+    )
     assert data["passage"][3].startswith('"Analysts were nervous," one trader said.')  # pandas quoting undone
     assert all(data["paraphrase_in_passage"])
     assert all("\r" not in p for p in data["passage"])
@@ -86,7 +90,10 @@ def test_missing_file():
 
 def test_paraphrase_missing_is_reported_not_silently_dropped(tmp_path):
     path = write(tmp_path, b"0\ta\tbee\tx b y\t1\n1\ta\tb\tx b y\t2\n")
-    with pytest.warns(UserWarning, match=r"1 row\(s\) whose passage does not contain the paraphrase, even up to case and punctuation \(kept\); lines 2"):
+    with pytest.warns(
+        UserWarning,
+        match=r"1 row\(s\) whose passage does not contain the paraphrase, even up to case and punctuation \(kept\); lines 2",
+    ):
         data = read_stsb_context(path)
     assert len(data) == 2 and data["paraphrase_in_passage"] == [False, True]
     with pytest.warns(UserWarning, match=r"\(dropped\); lines 2"):
@@ -97,7 +104,10 @@ def test_paraphrase_missing_is_reported_not_silently_dropped(tmp_path):
 
 def test_paraphrase_written_mid_sentence_counts_as_inside(tmp_path):
     # the real STS-B-Context lower-cases the paraphrase and drops its full stop inside a longer sentence
-    path = write(tmp_path, b"0\tA man cuts a bun.\tA man is slicing a bun.\tHolding a patty, a man is slicing a bun with the other hand.\t2\n")
+    path = write(
+        tmp_path,
+        b"0\tA man cuts a bun.\tA man is slicing a bun.\tHolding a patty, a man is slicing a bun with the other hand.\t2\n",
+    )
     import warnings
 
     with warnings.catch_warnings():

@@ -34,6 +34,8 @@ def _no_stray_children():
     for child in multiprocessing.active_children():
         child.kill()
         child.join(5)
+
+
 WAIT = float(os.environ.get("SLICE_TEST_WAIT", "120"))  # seconds: a safety net for a hung child, never a measured time
 
 
@@ -68,7 +70,23 @@ def built(tiny_model_dir, tmp_path, capsys):
     """An index of 6 documents built through the CLI (records the tiny model's folder)."""
     corpus = _write_corpus(tmp_path / "a.txt", "a", 6)
     out = tmp_path / "ix"
-    assert main(["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--max-span", "4", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                str(corpus),
+                "-o",
+                str(out),
+                "--model",
+                tiny_model_dir,
+                "--max-span",
+                "4",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     return out
 
@@ -83,7 +101,18 @@ def test_b01_save_deletes_only_what_the_index_wrote(tiny_model_dir, tmp_path, ca
     (project / "data.csv").write_text("also mine\n")
     corpus = _write_corpus(tmp_path / "a.txt", "a", 4)
     more = _write_corpus(tmp_path / "b.txt", "b", 2)
-    build = ["index", "build", str(corpus), "-o", str(project), "--model", tiny_model_dir, "--max-span", "3", "--no-progress"]
+    build = [
+        "index",
+        "build",
+        str(corpus),
+        "-o",
+        str(project),
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        "3",
+        "--no-progress",
+    ]
     assert main(build) == 0
     assert main(build + ["--force"]) == 0
     assert main(["index", "add", str(project), str(more), "--no-progress"]) == 0
@@ -195,7 +224,9 @@ def test_b02_sigkill_mid_add_loses_nothing(built, tmp_path, tiny_model, capsys):
     corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
     for attempt in range(3):  # a forked child can stall before it starts (a lock held by another thread at fork time)
         entered = FORK.Event()
-        child = FORK.Process(target=_add_killed_mid_save, args=(built, corpus, tmp_path / f"child{attempt}.log", entered))
+        child = FORK.Process(
+            target=_add_killed_mid_save, args=(built, corpus, tmp_path / f"child{attempt}.log", entered)
+        )
         child.start()
         if entered.wait(WAIT):
             break
@@ -354,8 +385,11 @@ def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(bui
     _deny_writes(monkeypatch, built)
     try:
         monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
-        for argv in (["index", "add", str(built), str(corpus)], ["index", "remove", str(built), "x"],
-                     ["index", "candidates", str(built)]):
+        for argv in (
+            ["index", "add", str(built), str(corpus)],
+            ["index", "remove", str(built), "x"],
+            ["index", "candidates", str(built)],
+        ):
             with pytest.raises(SystemExit) as exit_info:
                 main(argv)
             error = capsys.readouterr().err

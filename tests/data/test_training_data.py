@@ -40,7 +40,11 @@ def test_msmarco_mojibake_is_repaired(tmp_path):
 
 @pytest.mark.parametrize(
     "content, message",
-    [("only\ttwo\n", "line 1: expected 3"), ("q\t \tneg\n", "line 1: the positive field is empty"), ("\n\n", "no triples")],
+    [
+        ("only\ttwo\n", "line 1: expected 3"),
+        ("q\t \tneg\n", "line 1: the positive field is empty"),
+        ("\n\n", "no triples"),
+    ],
 )
 def test_msmarco_bad_rows_name_the_line(tmp_path, content, message):
     path = tmp_path / "bad.tsv"
@@ -56,7 +60,9 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 def test_snli_sick_ppdb_readers(tmp_path):
     snli = tmp_path / "snli.tsv"
-    snli.write_text("anchor\tpositive\tnegative\nTwo women are embracing . \tTwo women hug . \tMen fight . \n", encoding="utf-8")
+    snli.write_text(
+        "anchor\tpositive\tnegative\nTwo women are embracing . \tTwo women hug . \tMen fight . \n", encoding="utf-8"
+    )
     assert read_snli_triplets(snli) == [("Two women are embracing.", "Two women hug.", "Men fight.")]
     bad = tmp_path / "bad_snli.tsv"
     bad.write_text("a\tb\n", encoding="utf-8")
@@ -72,7 +78,9 @@ def test_snli_sick_ppdb_readers(tmp_path):
     assert read_sick_pairs(sick) == [("A dog runs.", "A dog is running.")]
 
     ppdb = tmp_path / "ppdb.json"
-    ppdb.write_text(json.dumps([["very hard", "really hard", "pos"], ["very hard", "been hard", "neg"]]), encoding="utf-8")
+    ppdb.write_text(
+        json.dumps([["very hard", "really hard", "pos"], ["very hard", "been hard", "neg"]]), encoding="utf-8"
+    )
     positives, negatives = read_ppdb_pairs(ppdb)
     assert positives == [("very hard", "really hard")] and negatives == {"very hard": ["been hard"]}
     ppdb.write_text(json.dumps([["a", "b", "maybe"]]), encoding="utf-8")

@@ -50,7 +50,11 @@ def test_ngram_setup_encodes_every_ngram_on_its_own(tiny_model, monkeypatch):
     monkeypatch.setattr(type(tiny_model), "encode", counting_encode)
     result = score_ngram(tiny_model, PHRASES[:2], PASSAGES[:2], max_span=3, batch_size=16)
     monkeypatch.undo()
-    ngrams = [text[s:e] for text, rows in zip(PASSAGES[:2], ngram_offsets(tiny_model.tokenizer, PASSAGES[:2], 1, 3)) for s, e in rows]
+    ngrams = [
+        text[s:e]
+        for text, rows in zip(PASSAGES[:2], ngram_offsets(tiny_model.tokenizer, PASSAGES[:2], 1, 3))
+        for s, e in rows
+    ]
     assert set(ngrams) <= set(seen)  # every n-gram was an input of its own
     for i in range(2):  # the score is the cosine of the best n-gram's own embedding
         start, end = result.spans[i]
@@ -154,11 +158,19 @@ def test_works_as_trainer_evaluator(make_tiny_model, tmp_path):
     train = Dataset.from_dict({"anchor": PHRASES, "positive": PASSAGES})
     evaluator = SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD, setups=("full", "single"), max_span=3, name="ctx")
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=5, eval_strategy="steps", eval_steps=1,
-        save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+        output_dir=str(tmp_path),
+        max_steps=1,
+        per_device_train_batch_size=5,
+        eval_strategy="steps",
+        eval_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
     )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model),
-                                         evaluator=evaluator)
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model), evaluator=evaluator
+    )
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "eval_ctx_single_spearman" in entry]
     assert logged and -1 <= logged[-1]["eval_ctx_single_spearman"] <= 1

@@ -8,9 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slice_st.evaluation.baselines import BM25System, DensePhrasesSystem, GloveSystem, SentenceTransformerSystem, glove_tokenize, make_system
 from slice_st.cli import main
 from slice_st.evaluation import ngram_offsets
+from slice_st.evaluation.baselines import (
+    BM25System,
+    DensePhrasesSystem,
+    GloveSystem,
+    SentenceTransformerSystem,
+    glove_tokenize,
+    make_system,
+)
 from slice_st.evaluation.table import bar_chart, markdown_table, run_table, table_metrics
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -66,7 +73,11 @@ def test_make_system_specs():
 
 
 def test_table_markdown_png_and_cache(tiny_model, tokenizer, tmp_path):
-    systems = [SentenceTransformerSystem(tiny_model, name="tiny"), BM25System(tokenizer=tokenizer), DensePhrasesSystem(tiny_model, name="dp")]
+    systems = [
+        SentenceTransformerSystem(tiny_model, name="tiny"),
+        BM25System(tokenizer=tokenizer),
+        DensePhrasesSystem(tiny_model, name="dp"),
+    ]
     phrases, passages, gold = PHRASES * 2, PASSAGES[1:] + PASSAGES[:1] + PASSAGES, GOLD * 2
     table = run_table(systems, phrases, passages, gold, max_span=3, cache_dir=str(tmp_path / "cache"), ngram_limit=6)
     assert len(table["ngram"]["indices"]) == 6 and len(table["full"]["indices"]) == 10
@@ -87,8 +98,22 @@ def test_table_markdown_png_and_cache(tiny_model, tokenizer, tmp_path):
 
 def test_table_cli(tmp_path, capsys, tiny_model_dir):
     out = tmp_path / "out"
-    code = main(["table", str(FIXTURES / "stsb_context_sample.tsv"), "--system", "bm25", "--system", f"st:{tiny_model_dir}",
-                 "--setups", "full,single", "--max-span", "4", "--out", str(out)])
+    code = main(
+        [
+            "table",
+            str(FIXTURES / "stsb_context_sample.tsv"),
+            "--system",
+            "bm25",
+            "--system",
+            f"st:{tiny_model_dir}",
+            "--setups",
+            "full,single",
+            "--max-span",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     assert {"table.md", "table.png", "metrics.json", "predictions.csv"} <= {p.name for p in out.iterdir()}
     metrics = json.loads((out / "metrics.json").read_text())

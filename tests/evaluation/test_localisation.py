@@ -52,10 +52,14 @@ def test_evaluator_reports_localisation_next_to_spearman(tiny_model):
     assert evaluator.get_config_dict()["scorer"] == "phrase" and "single_strong_exact" in evaluator.csv_headers
     single = evaluator.last_results["single"]
     expected = span_localisation(list(rows["passage"]), single.spans, list(rows["paraphrase"]), list(rows["goldsim"]))
-    assert metrics["single_exact"] == expected["exact"] and metrics["single_strong_word_f1"] == expected["strong_word_f1"]
+    assert (
+        metrics["single_exact"] == expected["exact"] and metrics["single_strong_word_f1"] == expected["strong_word_f1"]
+    )
     paper = SpanRetrievalEvaluator.from_dataset(rows, setups=("single",), max_span=6, scorer="max-cosine")(tiny_model)
     assert paper["single_spearman"] != metrics["single_spearman"] or paper["single_exact"] != metrics["single_exact"]
-    plain = SpanRetrievalEvaluator(list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), setups=("single",), max_span=6)
+    plain = SpanRetrievalEvaluator(
+        list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), setups=("single",), max_span=6
+    )
     assert "single_exact" not in plain(tiny_model)  # no paraphrases given: no localisation
     with pytest.raises(ValueError, match="paraphrases"):
         SpanRetrievalEvaluator(list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), paraphrases=["a"])
@@ -68,7 +72,10 @@ def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
 
     rows = read_stsb_context(FIXTURE)
     phrases, passages, gold = list(rows["line"]), list(rows["passage"]), list(rows["goldsim"])
-    systems = [SentenceTransformerSystem(tiny_model, name="tiny"), SentenceTransformerSystem(tiny_model, name="tiny-paper", scorer="max-cosine")]
+    systems = [
+        SentenceTransformerSystem(tiny_model, name="tiny"),
+        SentenceTransformerSystem(tiny_model, name="tiny-paper", scorer="max-cosine"),
+    ]
     table = run_table(systems, phrases, passages, gold, setups=("single",), max_span=6, cache_dir=str(tmp_path))
     metrics = table_metrics(table, passages, list(rows["paraphrase"]))
     for name in ("tiny", "tiny-paper"):
@@ -76,7 +83,9 @@ def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
     text = localisation_table(metrics)
     assert "| tiny | Single forward |" in text and "| tiny-paper | Single forward |" in text
     assert systems[0].cache_key != systems[1].cache_key  # a cached single pass is never reused under another scorer
-    assert make_system("default@max-cosine").scorer.name == "max-cosine" and make_system("default").scorer.name == "phrase"
+    assert (
+        make_system("default@max-cosine").scorer.name == "max-cosine" and make_system("default").scorer.name == "phrase"
+    )
     assert "[max-cosine]" in make_system("default@max-cosine").name
 
 
@@ -84,8 +93,13 @@ def test_mteb_task_extra_scores_include_localisation(tiny_model, tmp_path):
     mteb = pytest.importorskip("mteb")
     from slice_st.integrations.mteb import STSBContext, mteb_model
 
-    result = mteb.evaluate(mteb_model(tiny_model), [STSBContext(FIXTURE, max_span=6)], cache=mteb.ResultCache(str(tmp_path)),
-                           show_progress_bar=False, co2_tracker=False)
+    result = mteb.evaluate(
+        mteb_model(tiny_model),
+        [STSBContext(FIXTURE, max_span=6)],
+        cache=mteb.ResultCache(str(tmp_path)),
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
     scores = next(iter(result.task_results[0].scores.values()))[0]
     for name in ("exact", "word_f1", "strong_exact", "strong_word_f1", "max_cosine_spearman", "max_cosine_exact"):
         assert name in scores

@@ -16,13 +16,6 @@ from helpers import cosine
 
 from slice_st.cli import main
 from slice_st.data import DataFormatError
-from slice_st.evaluation.document_similarity import (
-    ParaphraseIdentificationEvaluator,
-    encode_documents,
-    maxsim_mean,
-    reciprocal_ranks,
-)
-from slice_st.encode import embed_texts, encode_spans
 from slice_st.data.phrase_tasks import (
     find_task_data,
     read_bird,
@@ -30,6 +23,13 @@ from slice_st.data.phrase_tasks import (
     read_parabank_pi,
     read_ppdb,
     read_turney,
+)
+from slice_st.encode import embed_texts, encode_spans
+from slice_st.evaluation.document_similarity import (
+    ParaphraseIdentificationEvaluator,
+    encode_documents,
+    maxsim_mean,
+    reciprocal_ranks,
 )
 from slice_st.evaluation.phrase_tasks import (
     BirdEvaluator,
@@ -51,8 +51,18 @@ def test_readers_parse_the_fixtures():
     bird = read_bird(PEARL / "bird" / "bird.txt")
     assert (bird.phrase1[0], bird.phrase2[0], bird.labels[0]) == ("red wine", "white wine", 0.71) and len(bird) == 6
     turney = read_turney(PEARL / "turney" / "turney.txt")
-    assert turney.queries[0] == "piano tuner" and turney.candidates[0] == ["technician", "pianist", "drummer", "teapot", "glacier"]
-    assert read_turney(PEARL / "turney" / "turney.txt", keep_constituents=True).candidates[0][:3] == ["technician", "piano", "tuner"]
+    assert turney.queries[0] == "piano tuner" and turney.candidates[0] == [
+        "technician",
+        "pianist",
+        "drummer",
+        "teapot",
+        "glacier",
+    ]
+    assert read_turney(PEARL / "turney" / "turney.txt", keep_constituents=True).candidates[0][:3] == [
+        "technician",
+        "piano",
+        "tuner",
+    ]
     ppdb, filtered = read_ppdb(PEARL / "ppdb" / "ppdb.json"), read_ppdb(PEARL / "ppdb" / "ppdb_filtered.json")
     assert len(ppdb) == len(filtered) == 24 and sum(ppdb.labels) == 12 and ppdb.labels == filtered.labels
     conll = read_conll_entities(PEARL / "conll2003" / "all_data_small.json")
@@ -76,16 +86,36 @@ def test_find_task_data_accepts_parent_or_own_folder(tmp_path):
     ("reader", "name", "content", "message"),
     [
         (read_bird, "bird.txt", "term1\tterm2\tscore\na\tb\t0.1\n", "lacks one of the columns"),
-        (read_bird, "bird.txt", "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\t0.5\nx\ta\tb\thigh\n", r"line 3: relatedness score 'high'"),
-        (read_bird, "bird.txt", "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\n", r"line 2: expected 4 tab-separated fields, got 3"),
+        (
+            read_bird,
+            "bird.txt",
+            "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\t0.5\nx\ta\tb\thigh\n",
+            r"line 3: relatedness score 'high'",
+        ),
+        (
+            read_bird,
+            "bird.txt",
+            "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\n",
+            r"line 2: expected 4 tab-separated fields, got 3",
+        ),
         (read_bird, "bird.txt", "pair\tterm1\tterm2\trelatedness score\nx\t \tb\t0.2\n", r"line 2: term1 is empty"),
         (read_turney, "turney.txt", "a b | c | a | b | d\nx y | z | x\n", r"line 2: expected 'bigram \| answer"),
         (read_ppdb, "ppdb.json", '[\n ["a", "b", "pos"],\n ["a", "c", "maybe"]\n]', r"line 3: label 'maybe'"),
         (read_ppdb, "ppdb.json", '[\n ["a", "b", "pos"],\n ["a", "c" "neg"]\n]', r"line 3: invalid JSON"),
         (read_ppdb, "ppdb.json", '{"a": 1}', r"line 1: expected a JSON array"),
         (read_ppdb, "ppdb.json", '[["a", "b", "pos"], ["c", "d", "pos"]]', "need both 'pos' and 'neg'"),
-        (read_conll_entities, "c.json", '{"sentences": [["A", "B"]], "ner": [[[0, 5, "PER"]]]}\n', r"line 1: entity \[0, 5\] is outside"),
-        (read_conll_entities, "c.json", '{"sentences": [["A"]], "ner": [[[0, 0, "PER"]]]}\n{"oops"\n', r"line 2: invalid JSON"),
+        (
+            read_conll_entities,
+            "c.json",
+            '{"sentences": [["A", "B"]], "ner": [[[0, 5, "PER"]]]}\n',
+            r"line 1: entity \[0, 5\] is outside",
+        ),
+        (
+            read_conll_entities,
+            "c.json",
+            '{"sentences": [["A"]], "ner": [[[0, 0, "PER"]]]}\n{"oops"\n',
+            r"line 2: invalid JSON",
+        ),
     ],
 )
 def test_readers_name_file_and_line(tmp_path, reader, name, content, message):
@@ -171,7 +201,9 @@ def test_span_cosine_grid_and_selection():
 # ------------------------------------------------------------------------------------- evaluators
 def test_phrase_encodings(tiny_model):
     span = encode_phrases(tiny_model, ["red wine", "claret", "red wine"], "span")
-    assert np.allclose(span[0], span[2]) and np.allclose(span[0], embed_texts(tiny_model, ["red wine"])[0].numpy(), atol=1e-6)
+    assert np.allclose(span[0], span[2]) and np.allclose(
+        span[0], embed_texts(tiny_model, ["red wine"])[0].numpy(), atol=1e-6
+    )
     sentence = encode_phrases(tiny_model, ["red wine"], "sentence")
     assert np.allclose(sentence[0], tiny_model.encode(["red wine"])[0], atol=1e-6)
     with pytest.raises(ValueError, match="encoding must be one of"):
@@ -182,7 +214,11 @@ def test_bird_and_turney_match_naive(tiny_model):
     bird = BirdEvaluator.from_file(str(PEARL / "bird" / "bird.txt"), name="bird")
     metrics = bird(tiny_model)
     assert bird.primary_metric == "bird_span_pearson" and set(metrics) == {
-        "bird_span_pearson", "bird_span_spearman", "bird_sentence_pearson", "bird_sentence_spearman"}
+        "bird_span_pearson",
+        "bird_span_spearman",
+        "bird_sentence_pearson",
+        "bird_sentence_spearman",
+    }
     data = read_bird(PEARL / "bird" / "bird.txt")
     left, right = embed_texts(tiny_model, data.phrase1).numpy(), embed_texts(tiny_model, data.phrase2).numpy()
     naive = np.corrcoef([cosine(a, b) for a, b in zip(left, right)], data.labels)[0, 1]
@@ -198,14 +234,22 @@ def test_bird_and_turney_match_naive(tiny_model):
 
 
 def test_ppdb_probe_is_seeded_and_conll_clusters(tiny_model, tmp_path):
-    evaluator = PairClassificationEvaluator.from_file(str(PEARL / "ppdb" / "ppdb.json"), encodings=("span",), seeds=(0, 1))
+    evaluator = PairClassificationEvaluator.from_file(
+        str(PEARL / "ppdb" / "ppdb.json"), encodings=("span",), seeds=(0, 1)
+    )
     first, second = evaluator(tiny_model, output_path=str(tmp_path)), evaluator(tiny_model)
     assert first == second and 0 <= first["span_accuracy"] <= 1 and first["span_accuracy_std"] >= 0
-    assert (tmp_path / "ppdb_evaluation_results.csv").read_text().startswith("epoch,steps,span_accuracy,span_accuracy_std")
+    assert (
+        (tmp_path / "ppdb_evaluation_results.csv").read_text().startswith("epoch,steps,span_accuracy,span_accuracy_std")
+    )
     rng = np.random.default_rng(0)
     features = rng.normal(size=(300, 6))
     labels = (features[:, 0] + features[:, 3] > 0).astype(int)
-    assert probe_accuracy(features, labels, 0, learning_rate=1e-2) == probe_accuracy(features, labels, 0, learning_rate=1e-2) > 0.85
+    assert (
+        probe_accuracy(features, labels, 0, learning_rate=1e-2)
+        == probe_accuracy(features, labels, 0, learning_rate=1e-2)
+        > 0.85
+    )
     with pytest.raises(ValueError, match="both classes"):
         PairClassificationEvaluator(["a", "b"], ["c", "d"], [1, 1])
 
@@ -227,8 +271,12 @@ def test_evaluator_input_errors():
 
 # ----------------------------------------------------------------------------- document similarity
 def test_encode_documents_tokens_and_words(tiny_model_short):
-    texts = ["one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-             "eighteen nineteen twenty twenty-one twenty-two", "Short text, here.", ""]
+    texts = [
+        "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+        "eighteen nineteen twenty twenty-one twenty-two",
+        "Short text, here.",
+        "",
+    ]
     store = encode_documents(tiny_model_short, texts)  # 22-token windows: the first text is windowed
     tokens = encode_spans(tiny_model_short, texts, min_span=1, max_span=1, unit="token")
     assert store.num_tokens().tolist() == [len(t) for t in tokens]
@@ -244,7 +292,7 @@ def test_maxsim_and_reciprocal_ranks():
     queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     documents = torch.tensor([[[1.0, 0.0], [0.0, 0.0]], [[0.0, 1.0], [1.0, 1.0]]])
     mask = torch.tensor([[True, False], [True, True]])
-    assert torch.allclose(maxsim_mean(queries, documents, mask), torch.tensor([0.5, (2 ** -0.5 + 1) / 2]))
+    assert torch.allclose(maxsim_mean(queries, documents, mask), torch.tensor([0.5, (2**-0.5 + 1) / 2]))
     assert maxsim_mean(queries[:0], documents).tolist() == [0.0, 0.0]
     ranks = reciprocal_ranks(np.array([[0.1, 0.5, 0.5, 0.2], [0.0, 0.0, 0.0, 0.0]]), [1, 3])
     assert np.allclose(ranks, [(1 + 1 / 2) / 2, np.mean(1 / np.arange(1, 5))])
@@ -252,20 +300,29 @@ def test_maxsim_and_reciprocal_ranks():
 
 def test_paraphrase_evaluator_spans_equal_naive_maxsim(tiny_model, tmp_path):
     tasks = read_parabank_pi(PI_DEV)
-    evaluator = ParaphraseIdentificationEvaluator.from_tasks(tasks, max_span=3, ratios=(0.25, 1.0), cache_dir=str(tmp_path / "cache"),
-                                                             cache_key="tiny")
+    evaluator = ParaphraseIdentificationEvaluator.from_tasks(
+        tasks, max_span=3, ratios=(0.25, 1.0), cache_dir=str(tmp_path / "cache"), cache_key="tiny"
+    )
     metrics = evaluator(tiny_model, output_path=str(tmp_path))
-    assert evaluator.primary_metric == "spans_mrr" and (tmp_path / "paraphrase_identification_evaluation_results.csv").is_file()
+    assert (
+        evaluator.primary_metric == "spans_mrr"
+        and (tmp_path / "paraphrase_identification_evaluation_results.csv").is_file()
+    )
     expected = {"document", "mean", "tokens", "spans", "tile@0.25", "tile@1", "central@0.25", "central@1"}
     assert {key.rsplit("_", 1)[0] for key in metrics} == expected
     assert all(0 < metrics[f"{m}_mrr"] <= 1 for m in expected)
-    assert metrics["document_vectors"] == 1.0 and metrics["tile@0.25_vectors"] < metrics["tile@1_vectors"] <= metrics["tokens_vectors"]
+    assert (
+        metrics["document_vectors"] == 1.0
+        and metrics["tile@0.25_vectors"] < metrics["tile@1_vectors"] <= metrics["tokens_vectors"]
+    )
     # the empty source (task 3) ties all candidates for the multi-vector methods: expected RR of a 4-way tie
     scores = evaluator.scores(tiny_model)
     assert np.allclose(scores["spans"][0][2], 0.0) and len(list((tmp_path / "cache").glob("doc-tokens-*.npz"))) == 1
 
     # spans: naive MaxSim-mean of the source's materialised spans against each candidate's
-    spans = {d: encode_spans(tiny_model, tasks.documents[d], max_span=3).embeddings for d in ("L0", "R0", "R2", "R3", "R4")}
+    spans = {
+        d: encode_spans(tiny_model, tasks.documents[d], max_span=3).embeddings for d in ("L0", "R0", "R2", "R3", "R4")
+    }
     naive = []
     for candidate in tasks.candidates[0]:
         sims = np.array([[cosine(q, s) for s in spans[candidate]] for q in spans["L0"]])
@@ -294,9 +351,35 @@ def test_cli_table_and_json(tiny_model_dir, capsys):
         assert f"\n{task} " in table
     assert "tile@0.05" in table and "central@0.25" in table
 
-    assert main(["phrase-eval", "-t", "bird", "-t", "parabank-pi", "-d", str(PEARL), "-d", str(DATA / "nugget_pi"), "-m", tiny_model_dir,
-                 "-f", "json", "--encoding", "span", "--methods", "mean,spans", "--limit", "3"]) == 0
-    results = json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"))
+    assert (
+        main(
+            [
+                "phrase-eval",
+                "-t",
+                "bird",
+                "-t",
+                "parabank-pi",
+                "-d",
+                str(PEARL),
+                "-d",
+                str(DATA / "nugget_pi"),
+                "-m",
+                tiny_model_dir,
+                "-f",
+                "json",
+                "--encoding",
+                "span",
+                "--methods",
+                "mean,spans",
+                "--limit",
+                "3",
+            ]
+        )
+        == 0
+    )
+    results = json.loads(
+        capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}")
+    )
     assert [r["task"] for r in results] == ["bird", "parabank-pi"]
     assert set(results[0]["results"]) == {"span"} and set(results[0]["results"]["span"]) == {"pearson", "spearman"}
     assert results[0]["metric"] == "pearson" and results[0]["n"] == 3 and results[1]["n"] == 3
@@ -328,7 +411,12 @@ def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["phrase-eval", "-t", "bird", "-d", str(tmp_path), "-m", tiny_model_dir])
     err = capsys.readouterr().err
-    assert exit_info.value.code == 2 and err.startswith("slice-st: error: ") and "bird.txt, line 3" in err and "Traceback" not in err
+    assert (
+        exit_info.value.code == 2
+        and err.startswith("slice-st: error: ")
+        and "bird.txt, line 3" in err
+        and "Traceback" not in err
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["phrase-eval", "-t", "yago", "-d", str(DATA)])
     assert exit_info.value.code == 2 and "invalid choice: 'yago'" in capsys.readouterr().err
@@ -346,8 +434,9 @@ def test_a_damaged_cache_is_rebuilt_never_unpickled(tiny_model, tmp_path, caplog
     tasks = read_parabank_pi(PI_DEV)
 
     def evaluator():
-        return ParaphraseIdentificationEvaluator.from_tasks(tasks, max_span=3, ratios=(1.0,), cache_dir=str(tmp_path / "cache"),
-                                                            cache_key="tiny")
+        return ParaphraseIdentificationEvaluator.from_tasks(
+            tasks, max_span=3, ratios=(1.0,), cache_dir=str(tmp_path / "cache"), cache_key="tiny"
+        )
 
     first = evaluator().scores(tiny_model)
     files = sorted((tmp_path / "cache").glob("*.npz"))

@@ -70,7 +70,9 @@ def index(tiny_model, docs):
 
 def test_search_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 25, 1, 8)
-    results = index.search(QUERIES, top_k=25, scorer="max-cosine", overlap=True)  # the cosine ranking (the scorer: test_index_scoring)
+    results = index.search(
+        QUERIES, top_k=25, scorer="max-cosine", overlap=True
+    )  # the cosine ranking (the scorer: test_index_scoring)
     for got, want in zip(results, expected):
         assert_same_ranking(got, want)
         for match in got:
@@ -80,7 +82,9 @@ def test_search_equals_brute_force(tiny_model, docs, index):
 
 def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES[:2], 15, 2, 5)
-    for got, want in zip(index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5, scorer="max-cosine", overlap=True), expected):
+    for got, want in zip(
+        index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5, scorer="max-cosine", overlap=True), expected
+    ):
         assert_same_ranking(got, want)
         assert all(2 <= m.unit_end - m.unit_start <= 5 for m in got)
 
@@ -88,7 +92,9 @@ def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
 def test_per_document_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 100_000, 1, 8)
     for per_document in (1, 2):
-        for got, want in zip(index.search(QUERIES, top_k=12, per_document=per_document, scorer="max-cosine", overlap=True), expected):
+        for got, want in zip(
+            index.search(QUERIES, top_k=12, per_document=per_document, scorer="max-cosine", overlap=True), expected
+        ):
             kept, seen = [], {}
             for entry in want:
                 if seen.get(entry[0], 0) < per_document:
@@ -152,7 +158,9 @@ def test_float16_is_close(tiny_model, docs, index):
 
 def test_memory_is_much_smaller_than_materialised(index):
     info = index.info()
-    assert info["spans"] == sum(len(e) for e in index.model.encode_spans(index.texts, max_span=8, show_progress_bar=False))
+    assert info["spans"] == sum(
+        len(e) for e in index.model.encode_spans(index.texts, max_span=8, show_progress_bar=False)
+    )
     assert info["array_bytes"] < info["materialised_span_bytes"] / 3  # short docs, K=8: see the benchmark for K=20
 
 
@@ -204,10 +212,16 @@ def test_auto_ids_skip_existing(tiny_model):
 
 
 def test_merge_shards_equals_one_index(tiny_model, docs, index):
-    shards = [SpanIndex.build(docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8) for i in (0, 100, 200)]
+    shards = [
+        SpanIndex.build(docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8)
+        for i in (0, 100, 200)
+    ]
     merged = SpanIndex.merge(shards)
     assert merged.doc_ids == index.doc_ids
-    _same(merged.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True), index.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True))
+    _same(
+        merged.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True),
+        index.search(QUERIES, top_k=10, scorer="max-cosine", overlap=True),
+    )
     # the default scorer too (separately built: the unit sums differ by float rounding, ~1e-7)
     for x, y in zip(merged.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10)):
         assert [(m.doc_id, m.start, m.end) for m in x] == [(m.doc_id, m.start, m.end) for m in y]
@@ -355,7 +369,10 @@ def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
     index = SpanIndex.build(docs, tiny_model_short, max_span=4)
     assert len(index._arrays["segment_docs"]) > len(docs)  # windowed
     query = "a quiet morning walk"
-    best = {match.doc_id: match for match in index.search(query, top_k=len(docs), per_document=1, min_span=2, scorer="max-cosine")[0]}
+    best = {
+        match.doc_id: match
+        for match in index.search(query, top_k=len(docs), per_document=1, min_span=2, scorer="max-cosine")[0]
+    }
     for doc_id, text in zip(index.doc_ids, docs):
         chars, scores = index.unit_profile(query, doc_id, min_span=2)
         assert [text[start:end] for start, end in chars] == text.split()

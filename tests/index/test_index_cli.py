@@ -11,7 +11,9 @@ from test_index_extras import STS_ROWS
 
 from slice_st.cli import main
 
-STS_LINES = "".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS))
+STS_LINES = "".join(
+    f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS)
+)
 
 
 @pytest.fixture()
@@ -19,7 +21,9 @@ def corpus(tmp_path):
     calls = tmp_path / "calls.txt"
     calls.write_text("Customer: my bag was lost on the way to Denver.\n\nAgent: the flight was delayed by the storm.\n")
     tickets = tmp_path / "tickets.jsonl"
-    tickets.write_text('{"key": "T1", "body": "A man plays the guitar at the gate."}\n{"key": "T2", "body": "Refund the ticket please."}\n')
+    tickets.write_text(
+        '{"key": "T1", "body": "A man plays the guitar at the gate."}\n{"key": "T2", "body": "Refund the ticket please."}\n'
+    )
     return calls, tickets
 
 
@@ -31,7 +35,9 @@ def _run(capsys, *argv):
 def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
     calls, tickets = corpus
     out_dir = tmp_path / "ix"
-    code, out = _run(capsys, "index", "build", calls, "-o", out_dir, "--model", tiny_model_dir, "--max-span", "6", "--no-progress")
+    code, out = _run(
+        capsys, "index", "build", calls, "-o", out_dir, "--model", tiny_model_dir, "--max-span", "6", "--no-progress"
+    )
     assert code == 0
     assert "indexed 2 documents" in out.out and "documents/s" in out.out
     code, out = _run(capsys, "index", "info", out_dir)
@@ -42,10 +48,25 @@ def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
         main(["index", "build", str(calls), "-o", str(out_dir), "--model", tiny_model_dir])
     assert exit_info.value.code == 2 and "already holds an index" in capsys.readouterr().err
 
-    code, out = _run(capsys, "index", "add", out_dir, tickets, "--id-field", "key", "--text-field", "body", "--no-progress")
+    code, out = _run(
+        capsys, "index", "add", out_dir, tickets, "--id-field", "key", "--text-field", "body", "--no-progress"
+    )
     assert "added 2 documents" in out.out and "holds 4 documents" in out.out
 
-    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "a man plays the guitar", "-q", "my bag", "-k", "3", "--color", "never")
+    code, out = _run(
+        capsys,
+        "mine",
+        "--index",
+        out_dir,
+        "-q",
+        "a man plays the guitar",
+        "-q",
+        "my bag",
+        "-k",
+        "3",
+        "--color",
+        "never",
+    )
     assert code == 0
     lines = out.out.splitlines()
     assert "== a man plays the guitar" in lines and "== my bag" in lines
@@ -54,7 +75,17 @@ def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
 
     code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "jsonl")
     rows = [json.loads(line) for line in out.out.splitlines()]
-    assert len(rows) == 2 and set(rows[0]) == {"query", "rank", "score", "cosine", "scorer", "doc_id", "start", "end", "span"}
+    assert len(rows) == 2 and set(rows[0]) == {
+        "query",
+        "rank",
+        "score",
+        "cosine",
+        "scorer",
+        "doc_id",
+        "start",
+        "end",
+        "span",
+    }
     code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "csv", "--threshold", "-1")
     table = list(csv.DictReader(io.StringIO(out.out)))
     assert [row["rank"] for row in table] == ["1", "2"]
@@ -84,12 +115,29 @@ def test_calibrate_candidates_and_approximate_mine(tiny_model_dir, corpus, tmp_p
     code, out = _run(capsys, "index", "candidates", out_dir, "--kind", "flat")
     assert "candidate stage built" in out.out
     exact = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "3", "-f", "jsonl")[1].out
-    approximate = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "3", "-f", "jsonl", "--approximate")[1].out
-    assert [json.loads(x)["span"] for x in exact.splitlines()] == [json.loads(x)["span"] for x in approximate.splitlines()]
+    approximate = _run(
+        capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "3", "-f", "jsonl", "--approximate"
+    )[1].out
+    assert [json.loads(x)["span"] for x in exact.splitlines()] == [
+        json.loads(x)["span"] for x in approximate.splitlines()
+    ]
 
     # a build can carry a calibration JSON
-    code, out = _run(capsys, "index", "build", calls, "-o", tmp_path / "ix2", "--model", tiny_model_dir, "--max-span", "5",
-                     "--calibration", tmp_path / "cal.json", "--no-progress")
+    code, out = _run(
+        capsys,
+        "index",
+        "build",
+        calls,
+        "-o",
+        tmp_path / "ix2",
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        "5",
+        "--calibration",
+        tmp_path / "cal.json",
+        "--no-progress",
+    )
     assert json.loads(_run(capsys, "index", "info", tmp_path / "ix2")[1].out)["calibration"]["pairs"] == 8
 
 
@@ -113,8 +161,14 @@ def test_cli_errors(tiny_model_dir, corpus, tmp_path, capsys, argv, message):
     (tmp_path / "empty.txt").write_text("\n\n")
     (tmp_path / "bad.jsonl").write_text('{"text": "no id"}\n')
     capsys.readouterr()
-    values = {"missing": tmp_path / "missing", "ix": ix, "calls": calls, "tmp": tmp_path,
-              "empty": tmp_path / "empty.txt", "bad_jsonl": tmp_path / "bad.jsonl"}
+    values = {
+        "missing": tmp_path / "missing",
+        "ix": ix,
+        "calls": calls,
+        "tmp": tmp_path,
+        "empty": tmp_path / "empty.txt",
+        "bad_jsonl": tmp_path / "bad.jsonl",
+    }
     with pytest.raises(SystemExit) as exit_info:
         main([part.format(**values) for part in argv])
     assert exit_info.value.code == 2
@@ -128,7 +182,9 @@ def test_merge_shards(tiny_model_dir, corpus, tmp_path, capsys):
     _run(capsys, "index", "build", tickets, "-o", tmp_path / "b", "--id-field", "key", "--text-field", "body", *common)
     code, out = _run(capsys, "index", "merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "all")
     assert code == 0 and "merged 2 shards: 4 documents" in out.out
-    rows = _run(capsys, "mine", "--index", tmp_path / "all", "-q", "refund", "-k", "50", "-f", "jsonl")[1].out.splitlines()
+    rows = _run(capsys, "mine", "--index", tmp_path / "all", "-q", "refund", "-k", "50", "-f", "jsonl")[
+        1
+    ].out.splitlines()
     assert {json.loads(r)["doc_id"] for r in rows} >= {"T1", "T2"}
     with pytest.raises(SystemExit):
         main(["index", "merge", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "dup")])
@@ -141,7 +197,18 @@ def test_skip_bad_documents(tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["index", "build", str(corpus), "-o", str(tmp_path / "ix"), "--model", tiny_model_dir, "--no-progress"])
     assert "longer than the model window" in capsys.readouterr().err
-    code, out = _run(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--model", tiny_model_dir, "--no-progress", "--skip-bad")
+    code, out = _run(
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        tmp_path / "ix",
+        "--model",
+        tiny_model_dir,
+        "--no-progress",
+        "--skip-bad",
+    )
     assert code == 0 and "indexed 2 documents" in out.out
     assert f"skipped {corpus}:2" in out.err and "1 documents skipped" in out.err
     assert json.loads(_run(capsys, "index", "info", tmp_path / "ix")[1].out)["documents"] == 2

@@ -9,8 +9,8 @@ import pytest
 from test_index import QUERIES, make_docs
 
 from slice_st import SpanIndex, SpanInputError
-from slice_st.index.calibration import Calibration, fit_calibration, fit_sts_calibration
 from slice_st.data.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl
+from slice_st.index.calibration import Calibration, fit_calibration, fit_sts_calibration
 
 
 # ------------------------------------------------------------------------------------ loaders
@@ -19,7 +19,10 @@ def test_text_file_lines_and_paragraphs(tmp_path):
     path.write_text("first call\n\nsecond call\nstill second\n")
     lines = read_corpus([str(path)])
     assert [(d.id, d.text, d.line) for d in lines] == [
-        (f"{path}:1", "first call", 1), (f"{path}:3", "second call", 3), (f"{path}:4", "still second", 4)]
+        (f"{path}:1", "first call", 1),
+        (f"{path}:3", "second call", 3),
+        (f"{path}:4", "still second", 4),
+    ]
     paragraphs = read_corpus([str(path)], split="paragraph")
     assert [d.text for d in paragraphs] == ["first call", "second call\nstill second"]
 
@@ -67,7 +70,9 @@ def test_build_from_files_documents_and_dataset(tiny_model, tmp_path):
     from_documents = SpanIndex.build([Document("x", "the dog barks"), Document("y", "a cat")], tiny_model, max_span=3)
     assert from_documents.doc_ids == ["x", "y"]
     a, b = from_files.search(QUERIES, top_k=5), from_dataset.search(QUERIES, top_k=5)
-    assert [[(m.doc_id, m.span, m.score) for m in x] for x in a] == [[(m.doc_id, m.span, m.score) for m in x] for x in b]
+    assert [[(m.doc_id, m.span, m.score) for m in x] for x in a] == [
+        [(m.doc_id, m.span, m.score) for m in x] for x in b
+    ]
     with pytest.raises(CorpusError, match="no column 'body'"):
         documents_from_dataset(rows, text_field="body")
 
@@ -78,7 +83,7 @@ def test_calibration_matches_sklearn_and_round_trips(tmp_path):
 
     rng = np.random.default_rng(0)
     cosines = rng.uniform(0, 1, 300)
-    gold = np.clip(5 * cosines ** 2 + rng.normal(0, 0.7, 300), 0, 5)
+    gold = np.clip(5 * cosines**2 + rng.normal(0, 0.7, 300), 0, 5)
     calibration = fit_calibration(cosines, gold)
     reference = IsotonicRegression(y_min=0, y_max=5, out_of_bounds="clip").fit(cosines, gold)
     probe = np.linspace(-0.5, 1.5, 101)
@@ -112,16 +117,24 @@ STS_ROWS = [
 
 def test_sts_calibration_with_the_index(tiny_model, tmp_path, make_tiny_model):
     sts = tmp_path / "sts.csv"
-    sts.write_text("".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS)))
+    sts.write_text(
+        "".join(
+            f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS)
+        )
+    )
     calibration = fit_sts_calibration(tiny_model, sts)
-    assert calibration.pairs == len(STS_ROWS) and calibration.source == "sts.csv" and calibration.pair_score == "sentence"
+    assert (
+        calibration.pairs == len(STS_ROWS) and calibration.source == "sts.csv" and calibration.pair_score == "sentence"
+    )
     spans = fit_sts_calibration(tiny_model, sts, "best_span", limit=4)
     assert spans.pairs == 4 and spans.pair_score == "best_span"
     index = SpanIndex.build(make_docs(20), tiny_model, max_span=4)
     index.set_calibration(calibration)
     matches = index.search(QUERIES, top_k=3)
     for match in (m for ms in matches for m in ms):
-        assert match.calibrated == pytest.approx(calibration.degree(match.cosine), abs=1e-4)  # the cosine, not the score
+        assert match.calibrated == pytest.approx(
+            calibration.degree(match.cosine), abs=1e-4
+        )  # the cosine, not the score
         assert 0.0 <= match.calibrated <= 5.0
     index.save(tmp_path / "ix")
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)

@@ -22,7 +22,6 @@ from slice_st.index.storage import DATA_MARKER, SHARD_LIST
 from slice_st.text import MissingExtraError
 
 
-
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
     """One local Ray for the module: 2 CPUs, no dashboard; shut down at the end."""
@@ -43,13 +42,18 @@ def corpus(tmp_path_factory):
     docs = make_docs(80, seed=11, low=3, high=70)
     for number in range(3):
         (folder / f"calls-{number}.txt").write_text("\n".join(docs[number * 20 : number * 20 + 20]) + "\n\n")
-    (folder / "tickets.jsonl").write_text("".join(json.dumps({"id": f"t{i}", "text": text}) + "\n" for i, text in enumerate(docs[60:70])))
+    (folder / "tickets.jsonl").write_text(
+        "".join(json.dumps({"id": f"t{i}", "text": text}) + "\n" for i, text in enumerate(docs[60:70]))
+    )
     import pyarrow
     import pyarrow.parquet
 
     rows = {"id": [f"p{i}" for i in range(10)], "text": docs[70:80]}
     pyarrow.parquet.write_table(pyarrow.table(rows), str(folder / "contracts.parquet"))
-    files = [str(folder / name) for name in ("calls-0.txt", "calls-1.txt", "calls-2.txt", "tickets.jsonl", "contracts.parquet")]
+    files = [
+        str(folder / name)
+        for name in ("calls-0.txt", "calls-1.txt", "calls-2.txt", "tickets.jsonl", "contracts.parquet")
+    ]
     parquet_docs = [Document(doc_id, text) for doc_id, text in zip(rows["id"], rows["text"])]
     return files, parquet_docs
 
@@ -61,11 +65,16 @@ def _assert_same_index(shards: ShardedSpanIndex, one: SpanIndex) -> None:
         other = np.asarray(merged._arrays[name])
         assert other.shape == values.shape and other.dtype == values.dtype, name
         tolerance = 2e-3 if other.dtype == np.float16 else 1e-5  # one float16 step where float32 batches round apart
-        np.testing.assert_allclose(other, np.asarray(values), atol=tolerance, rtol=tolerance, equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(
+            other, np.asarray(values), atol=tolerance, rtol=tolerance, equal_nan=True, err_msg=name
+        )
 
 
 def _key(results):
-    return [[(m.doc_id, m.doc_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score) for m in matches] for matches in results]
+    return [
+        [(m.doc_id, m.doc_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score) for m in matches]
+        for matches in results
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +87,9 @@ def single(model, corpus):
 def built(model, corpus, tmp_path_factory):
     """The corpus built on Ray: 2 actors, ~1.5 kB of text per shard (several groups, several shards per group)."""
     output = tmp_path_factory.mktemp("ray_index") / "index"
-    result = SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=2, shard_bytes=1500)
+    result = SpanIndex.from_files(
+        corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=2, shard_bytes=1500
+    )
     return output, result
 
 
@@ -89,18 +100,33 @@ def test_ray_build_equals_single_process(built, single, model):
     listed = json.loads((output / SHARD_LIST).read_text())
     assert listed["complete"] and listed["shards"] == result.shards == sorted(result.shards)
     shards = ShardedSpanIndex.load(str(output), model)
-    assert [os.path.basename(s) for s in result.shard_paths] == result.shards and len(shards.shards) == len(result.shards)
+    assert [os.path.basename(s) for s in result.shard_paths] == result.shards and len(shards.shards) == len(
+        result.shards
+    )
     _assert_same_index(shards, single)  # ids, texts, offsets, unit sums and span norms
     found, expected = shards.search(QUERIES, top_k=6), single.search(QUERIES, top_k=6)
-    assert [[key[:-1] for key in keys] for keys in _key(found)] == [[key[:-1] for key in keys] for keys in _key(expected)]
-    np.testing.assert_allclose([[m.score for m in ms] for ms in found], [[m.score for m in ms] for ms in expected], atol=1e-5)
+    assert [[key[:-1] for key in keys] for keys in _key(found)] == [
+        [key[:-1] for key in keys] for keys in _key(expected)
+    ]
+    np.testing.assert_allclose(
+        [[m.score for m in ms] for ms in found], [[m.score for m in ms] for ms in expected], atol=1e-5
+    )
 
 
 def test_ray_build_of_texts_equals_single_process(model, tmp_path):
     docs = make_docs(30, seed=3, low=2, high=40)
     docs[7] = "." * 400 + " tail"  # cannot be windowed: left out and listed with on_error="skip"
-    result = SpanIndex.build(docs, model, engine="ray", output=tmp_path / "ix", max_span=4, dtype="float16", shard_bytes=400,
-                             on_error="skip", concurrency=1)
+    result = SpanIndex.build(
+        docs,
+        model,
+        engine="ray",
+        output=tmp_path / "ix",
+        max_span=4,
+        dtype="float16",
+        shard_bytes=400,
+        on_error="skip",
+        concurrency=1,
+    )
     assert len(result.shards) > 2 and result.documents == 29 and [doc_id for doc_id, _ in result.skipped] == ["7"]
     single = SpanIndex.build(docs, model, max_span=4, dtype="float16", on_error="skip")
     _assert_same_index(ShardedSpanIndex.load(tmp_path / "ix", model), single)
@@ -114,9 +140,16 @@ def test_ray_search_equals_sharded_search(built, model):
     sharded = ShardedSpanIndex.load(str(output), model)
     with RayShardedSpanIndex.load(str(output), model, workers=2) as on_ray:
         assert on_ray.workers == 2 and len(on_ray) == len(sharded) and on_ray.info()["workers"] == 2
-        for options in ({"top_k": 8}, {"top_k": 5, "per_document": 1}, {"top_k": 7, "min_span": 2, "max_span": 4, "threshold": 0.2},
-                        {"top_k": 10_000}, {"top_k": 6, "approximate": True}, {"top_k": 8, "scorer": "max-cosine", "overlap": True},
-                        {"top_k": 5, "per_document": 2, "overlap": True}, {"top_k": 6, "scorer": "max-cosine", "approximate": True}):
+        for options in (
+            {"top_k": 8},
+            {"top_k": 5, "per_document": 1},
+            {"top_k": 7, "min_span": 2, "max_span": 4, "threshold": 0.2},
+            {"top_k": 10_000},
+            {"top_k": 6, "approximate": True},
+            {"top_k": 8, "scorer": "max-cosine", "overlap": True},
+            {"top_k": 5, "per_document": 2, "overlap": True},
+            {"top_k": 6, "scorer": "max-cosine", "approximate": True},
+        ):
             assert _key(on_ray.search(QUERIES, **options)) == _key(sharded.search(QUERIES, **options)), options
     with pytest.raises(SpanInputError, match="closed"):
         on_ray.search("dog")
@@ -138,8 +171,17 @@ def test_killed_build_resumes(model, corpus, single, built, tmp_path):
             raise ValueError(f"injected fault after {name}")
 
     with pytest.raises(SpanInputError, match="injected fault after"):
-        SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=1, shard_bytes=1500,
-                             progress=finished.append, on_shard=fail_in_target_group)
+        SpanIndex.from_files(
+            corpus[0],
+            model,
+            engine="ray",
+            output=str(output),
+            max_span=6,
+            concurrency=1,
+            shard_bytes=1500,
+            progress=finished.append,
+            on_shard=fail_in_target_group,
+        )
     assert not json.loads((output / SHARD_LIST).read_text())["complete"]
     with pytest.raises(SpanInputError, match="has not finished"):
         ShardedSpanIndex.load(str(output), model)
@@ -157,7 +199,9 @@ def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     before = {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in done}
     with pytest.raises(SpanInputError, match="another span settings"):  # not the same build: refused, nothing written
         SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=5, shard_bytes=1500)
-    result = SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=1, shard_bytes=1500)
+    result = SpanIndex.from_files(
+        corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=1, shard_bytes=1500
+    )
     assert result.shards_reused >= len(done) and result.shards_built == len(result.shards) - result.shards_reused
     assert result.groups_built == result.groups - len(states)  # the finished groups are not run again
     assert {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in done} == before  # not rewritten
@@ -178,7 +222,15 @@ def test_bad_inputs_are_clear_errors(model, tmp_path):
     with pytest.raises(SpanInputError, match="concurrency"):
         SpanIndex.build(["a b c"], model, engine="ray", output=str(tmp_path / "ix"), concurrency=0)
     with pytest.raises(SpanInputError, match="do not fit"):
-        SpanIndex.build(["a b c"] * 6, model, ids=list("abcdef"), engine="ray", output=str(tmp_path / "ix"), concurrency=5, shard_bytes=1)
+        SpanIndex.build(
+            ["a b c"] * 6,
+            model,
+            ids=list("abcdef"),
+            engine="ray",
+            output=str(tmp_path / "ix"),
+            concurrency=5,
+            shard_bytes=1,
+        )
     with pytest.raises(SpanInputError, match="not a Ray address"):
         check_address("corpus.txt")
     bad = tmp_path / "dirty.txt"
@@ -197,10 +249,38 @@ def _run(capsys, *argv):
 
 def test_cli_build_and_mine_on_ray(tiny_model_dir, corpus, tmp_path, capsys):
     output = tmp_path / "cli-index"
-    code, out = _run(capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--max-span", "5", "--no-progress",
-                     "--ray", "--workers", "2")
+    code, out = _run(
+        capsys,
+        "index",
+        "build",
+        *corpus[0],
+        "-o",
+        output,
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        "5",
+        "--no-progress",
+        "--ray",
+        "--workers",
+        "2",
+    )
     assert code == 0 and "on Ray" in out.out and "indexed 80 documents" in out.out, out.err
-    common = ["mine", "--index", output, "--model", tiny_model_dir, "-q", "my bag was lost", "-q", "dog", "-k", "4", "--format", "jsonl"]
+    common = [
+        "mine",
+        "--index",
+        output,
+        "--model",
+        tiny_model_dir,
+        "-q",
+        "my bag was lost",
+        "-q",
+        "dog",
+        "-k",
+        "4",
+        "--format",
+        "jsonl",
+    ]
     code, plain = _run(capsys, *common)
     assert code == 0 and plain.out.count("\n") == 8
     code, on_ray = _run(capsys, *common, "--ray", "--workers", "2")
@@ -209,13 +289,19 @@ def test_cli_build_and_mine_on_ray(tiny_model_dir, corpus, tmp_path, capsys):
     assert code == 2 and "already holds an index" in out.err
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["mine", "--ray", "-q", "dog", "{corpus}"], "--ray and --workers search a saved index"),
-    (["index", "build", "{corpus}", "-o", "{out}", "--workers", "2"], "--workers is an option of --ray"),
-    (["index", "build", "{parquet}", "-o", "{out}"], "Parquet corpora are read with --ray"),
-    (["index", "build", "{corpus}", "-o", "{out}", "--ray", "no-port"], "is not a Ray address"),
-    (["index", "build", "{corpus}", "-o", "{out}", "--ray", "--processes", "2"], "--devices/--processes are for a one-machine build"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["mine", "--ray", "-q", "dog", "{corpus}"], "--ray and --workers search a saved index"),
+        (["index", "build", "{corpus}", "-o", "{out}", "--workers", "2"], "--workers is an option of --ray"),
+        (["index", "build", "{parquet}", "-o", "{out}"], "Parquet corpora are read with --ray"),
+        (["index", "build", "{corpus}", "-o", "{out}", "--ray", "no-port"], "is not a Ray address"),
+        (
+            ["index", "build", "{corpus}", "-o", "{out}", "--ray", "--processes", "2"],
+            "--devices/--processes are for a one-machine build",
+        ),
+    ],
+)
 def test_cli_errors(corpus, tmp_path, capsys, argv, message):
     values = {"corpus": corpus[0][0], "parquet": corpus[0][4], "out": tmp_path / "ix"}
     code, out = _run(capsys, *[part.format(**values) for part in argv])

@@ -49,8 +49,14 @@ def test_top_spans_flat_equals_enumeration(block):
     queries = torch.randn(3, vectors.shape[1], generator=torch.Generator().manual_seed(1))
     for min_span, max_span, top_k in ((1, 5, 12), (2, 4, 7), (5, 5, 3), (1, 5, 500)):
         found = top_spans_flat(queries, vectors.float(), norms.float(), top_k, min_span, max_span, block=block)
-        for q, expected in enumerate(naive(queries, vectors.float().double(), norms.float().double(), top_k, min_span, max_span)):
-            got = [(s, u, l) for s, u, l in zip(found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist()) if u >= 0]
+        for q, expected in enumerate(
+            naive(queries, vectors.float().double(), norms.float().double(), top_k, min_span, max_span)
+        ):
+            got = [
+                (s, u, l)
+                for s, u, l in zip(found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist())
+                if u >= 0
+            ]
             assert len(got) == len(expected)
             np.testing.assert_allclose([g[0] for g in got], [e[0] for e in expected], atol=1e-6)
             assert [(g[1], g[2]) for g in got] == [(e[1], e[2]) for e in expected]
@@ -74,7 +80,9 @@ def test_long_corpus_precision():
     vectors, norms = flat_corpus(4, [3000], dim=4, max_span=3)
     vectors = vectors + 50.0  # large, same-sign dot products: cumulative sums grow to ~1e5
     for length in range(1, 4):
-        norms[: 3000 - length + 1, length - 1] = torch.stack([vectors[u : u + length].sum(0) for u in range(3000 - length + 1)]).norm(dim=1)
+        norms[: 3000 - length + 1, length - 1] = torch.stack(
+            [vectors[u : u + length].sum(0) for u in range(3000 - length + 1)]
+        ).norm(dim=1)
     query = torch.randn(1, 4, generator=torch.Generator().manual_seed(5))
     found = top_spans_flat(query, vectors.float(), norms.float(), 50, 1, 3, block=512)
     expected = naive(query, vectors.float().double(), norms.float().double(), 50, 1, 3)[0]
@@ -106,6 +114,8 @@ def test_floor_leaves_out_what_cannot_enter():
     for q in range(2):
         kept = cut.starts[q] >= 0
         assert int(kept.sum()) == 4  # only the spans strictly above the floor
-        assert torch.equal(cut.starts[q][kept], full.starts[q][:4]) and torch.allclose(cut.scores[q][kept], full.scores[q][:4])
+        assert torch.equal(cut.starts[q][kept], full.starts[q][:4]) and torch.allclose(
+            cut.scores[q][kept], full.scores[q][:4]
+        )
     with pytest.raises(ValueError, match="one score per query"):
         top_spans_flat(queries, vectors.float(), norms.float(), 10, 1, 5, floor=floor[:1])

@@ -33,9 +33,12 @@ def index(tiny_model, docs):
 def sharded(tiny_model, docs):
     parts = [docs[:30], docs[30:55], docs[55:]]
     bases = [0, 30, 55]
-    return ShardedSpanIndex([
-        SpanIndex.build(part, tiny_model, [str(base + i) for i in range(len(part))], max_span=MAX_SPAN) for part, base in zip(parts, bases)
-    ])
+    return ShardedSpanIndex(
+        [
+            SpanIndex.build(part, tiny_model, [str(base + i) for i in range(len(part))], max_span=MAX_SPAN)
+            for part, base in zip(parts, bases)
+        ]
+    )
 
 
 def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, unit="word"):
@@ -61,8 +64,9 @@ def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, uni
         costs = np.zeros(len(cosines))
         for t, doc_flags in enumerate(flags):
             rows = docs == t
-            costs[rows] = costs_of_spans(scorer, doc_flags, mark_prefix(doc_flags), profiles[q], units[rows, 0],
-                                         units[rows, 1] - units[rows, 0])
+            costs[rows] = costs_of_spans(
+                scorer, doc_flags, mark_prefix(doc_flags), profiles[q], units[rows, 0], units[rows, 1] - units[rows, 0]
+            )
         out.append((docs, units[:, 0], units[:, 1], cosines, cosines - costs))
     return out
 
@@ -109,13 +113,18 @@ OPTIONS = [
 def test_scored_search_equals_brute_force(tiny_model, docs, index, sharded, scorer, options):
     spans = every_span(tiny_model, docs, SCORED_QUERIES, scorer)
     for overlap in (False, True):
-        expected = [reference(s, options["top_k"], options.get("per_document"), options.get("threshold"), overlap) for s in spans]
+        expected = [
+            reference(s, options["top_k"], options.get("per_document"), options.get("threshold"), overlap)
+            for s in spans
+        ]
         for searched in (index, sharded):
             results = searched.search(SCORED_QUERIES, scorer=scorer, overlap=overlap, **options)
             for got, want in zip(results, expected):
                 assert_same(got, want)
                 for match in got:
-                    assert match.span == docs[match.doc_index][match.start : match.end] and match.doc_id == str(match.doc_index)
+                    assert match.span == docs[match.doc_index][match.start : match.end] and match.doc_id == str(
+                        match.doc_index
+                    )
                     assert match.score <= match.cosine + 1e-12
 
 
@@ -124,7 +133,9 @@ def test_token_spans_and_a_sub_range_equal_brute_force(tiny_model, docs):
     tokens = SpanIndex.build(docs[:40], tiny_model, max_span=5, unit="token")
     spans = every_span(tiny_model, docs[:40], SCORED_QUERIES, "phrase", min_span=2, max_span=4, unit="token")
     for overlap, per_document in ((False, None), (True, 2)):
-        results = tokens.search(SCORED_QUERIES, top_k=12, min_span=2, max_span=4, per_document=per_document, overlap=overlap)
+        results = tokens.search(
+            SCORED_QUERIES, top_k=12, min_span=2, max_span=4, per_document=per_document, overlap=overlap
+        )
         for got, want in zip(results, spans):
             assert_same(got, reference(want, 12, per_document, None, overlap))
 
@@ -135,7 +146,9 @@ def test_phrase_is_the_default_and_changes_the_ranking(docs, index):
     plain = index.search(SCORED_QUERIES, top_k=10, scorer="max-cosine", overlap=True)
     assert default == phrase
     assert any(m.score < m.cosine for matches in default for m in matches)  # costs were paid
-    assert [[(m.doc_index, m.start, m.end) for m in ms] for ms in default] != [[(m.doc_index, m.start, m.end) for m in ms] for ms in plain]
+    assert [[(m.doc_index, m.start, m.end) for m in ms] for ms in default] != [
+        [(m.doc_index, m.start, m.end) for m in ms] for ms in plain
+    ]
 
 
 @pytest.mark.parametrize("searched", ["index", "sharded"])
@@ -144,7 +157,9 @@ def test_max_cosine_with_overlap_is_the_plain_cosine_top_k(searched, index, shar
     searched = {"index": index, "sharded": sharded}[searched]
     vectors = searched.embed_queries(SCORED_QUERIES)
     everything = searched.num_units * MAX_SPAN
-    full = (index._top_spans(vectors, everything, 1, MAX_SPAN) if searched is index else searched.scan(vectors, everything))
+    full = (
+        index._top_spans(vectors, everything, 1, MAX_SPAN) if searched is index else searched.scan(vectors, everything)
+    )
     for options in ({"top_k": 15}, {"top_k": 9, "per_document": 1}, {"top_k": 20, "per_document": 3, "threshold": 0.8}):
         results = searched.search(SCORED_QUERIES, scorer="max-cosine", overlap=True, **options)
         for q, matches in enumerate(results):
@@ -171,8 +186,13 @@ def test_results_of_one_document_never_overlap_by_default(index, sharded):
                             assert a.unit_end <= b.unit_start or b.unit_end <= a.unit_start, (a, b)
     # the filter is what keeps them apart: with overlap=True nested copies of one place come back
     allowed = index.search(SCORED_QUERIES, top_k=60, overlap=True)
-    assert any(a.doc_index == b.doc_index and a.unit_start < b.unit_end and b.unit_start < a.unit_end
-               for matches in allowed for a in matches for b in matches if a is not b)
+    assert any(
+        a.doc_index == b.doc_index and a.unit_start < b.unit_end and b.unit_start < a.unit_end
+        for matches in allowed
+        for a in matches
+        for b in matches
+        if a is not b
+    )
 
 
 def test_bad_scorer_and_overlap_are_clear_errors(index, sharded):
@@ -186,8 +206,16 @@ def test_bad_scorer_and_overlap_are_clear_errors(index, sharded):
 
 
 def test_a_scorer_object_is_used_as_given(index):
-    custom = slice_st.scoring.SpanScorer(name="sentences-only", length_short=0, length_long=0, start_word=0, after_determiner=0,
-                                         end_word=0, clause=0, sentence=0.5)
+    custom = slice_st.scoring.SpanScorer(
+        name="sentences-only",
+        length_short=0,
+        length_long=0,
+        start_word=0,
+        after_determiner=0,
+        end_word=0,
+        clause=0,
+        sentence=0.5,
+    )
     for matches in index.search(SCORED_QUERIES, top_k=20, scorer=custom, overlap=True):
         for match in matches:
             crossed = any(ch in match.span[:-1] for ch in ".")  # "city." inside the span: a sentence end crossed
@@ -205,12 +233,21 @@ def test_unit_flags_are_per_document_and_follow_changes(tiny_model, tiny_model_s
     docs, first, _ = index._locate(np.arange(index.num_units), np.ones(index.num_units, dtype=np.int64))
     assert np.array_equal(marks, mark_prefix(flags))
     assert flags.tolist() == [int(expected[d][u]) for d, u in zip(docs, first)]
-    assert not flags[np.flatnonzero((docs == 1) & (first == 0))[0]] & AFTER_DETERMINER  # "man," follows "the" of another text
+    assert (
+        not flags[np.flatnonzero((docs == 1) & (first == 0))[0]] & AFTER_DETERMINER
+    )  # "man," follows "the" of another text
     assert index._unit_flags()[0] is flags  # cached
     index.add(["the end"])
     assert len(index._unit_flags()[0]) == index.num_units  # new arrays: new flags
-    assert index_unit_flags([], {"segment_units": np.zeros(1, np.int64), "segment_docs": np.zeros(0, np.int64),
-                                  "segment_first_unit": np.zeros(0, np.int64), "unit_chars": np.zeros((0, 2), np.int64)}).shape == (0,)
+    assert index_unit_flags(
+        [],
+        {
+            "segment_units": np.zeros(1, np.int64),
+            "segment_docs": np.zeros(0, np.int64),
+            "segment_first_unit": np.zeros(0, np.int64),
+            "unit_chars": np.zeros((0, 2), np.int64),
+        },
+    ).shape == (0,)
 
 
 def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
@@ -218,17 +255,27 @@ def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
     copy = SpanIndex.merge([index])
     copy.build_candidates(kind="flat", chunk=4, stride=2)
     chunks = len(copy._candidates.chunks)  # every chunk a candidate: the approximate search sees every span
-    for options in ({"top_k": 10}, {"top_k": 6, "per_document": 1}, {"top_k": 8, "scorer": "max-cosine", "overlap": True}):
+    for options in (
+        {"top_k": 10},
+        {"top_k": 6, "per_document": 1},
+        {"top_k": 8, "scorer": "max-cosine", "overlap": True},
+    ):
         exact = copy.search(SCORED_QUERIES, **options)
         approximate = copy.search(SCORED_QUERIES, approximate=True, candidates=chunks, **options)
         for a, b in zip(exact, approximate):
-            assert [(m.doc_index, m.unit_start, m.unit_end) for m in a] == [(m.doc_index, m.unit_start, m.unit_end) for m in b]
+            assert [(m.doc_index, m.unit_start, m.unit_end) for m in a] == [
+                (m.doc_index, m.unit_start, m.unit_end) for m in b
+            ]
             np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=1e-6)
     few = copy.search(SCORED_QUERIES, top_k=10, approximate=True, candidates=4)
     for matches in few:
         assert all(m.score <= m.cosine for m in matches)
-        assert all(a.unit_end <= b.unit_start or b.unit_end <= a.unit_start
-                   for a in matches for b in matches if a is not b and a.doc_index == b.doc_index)
+        assert all(
+            a.unit_end <= b.unit_start or b.unit_end <= a.unit_start
+            for a in matches
+            for b in matches
+            if a is not b and a.doc_index == b.doc_index
+        )
 
 
 def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp_path, capsys):
@@ -240,14 +287,34 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
     query = SCORED_QUERIES[0]
 
     def mine(*options):
-        code = main(["mine", "--index", str(tmp_path / "ix"), "--model", tiny_model_dir, "-q", query, "-k", "15", "--per-doc", "0",
-                     "-f", "jsonl", *options])
+        code = main(
+            [
+                "mine",
+                "--index",
+                str(tmp_path / "ix"),
+                "--model",
+                tiny_model_dir,
+                "-q",
+                query,
+                "-k",
+                "15",
+                "--per-doc",
+                "0",
+                "-f",
+                "jsonl",
+                *options,
+            ]
+        )
         assert code == 0
         return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
     seen = set()
-    for options, scorer, overlap in (((), DEFAULT_SCORER, False), (("--scorer", "max-cosine"), "max-cosine", False),
-                                     (("--scorer", "max-cosine", "--overlap"), "max-cosine", True), (("--overlap",), "phrase", True)):
+    for options, scorer, overlap in (
+        ((), DEFAULT_SCORER, False),
+        (("--scorer", "max-cosine"), "max-cosine", False),
+        (("--scorer", "max-cosine", "--overlap"), "max-cosine", True),
+        (("--overlap",), "phrase", True),
+    ):
         rows = mine(*options)
         expected = index.search(query, top_k=15, scorer=scorer, overlap=overlap)[0]
         assert [(r["doc_id"], r["start"], r["end"]) for r in rows] == [(m.doc_id, m.start, m.end) for m in expected]

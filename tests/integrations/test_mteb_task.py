@@ -29,19 +29,36 @@ def test_metadata_is_honest(tmp_path):
 def test_make_context_output_is_described_as_glued_sentences(tmp_path, capsys):
     """A `make-context` file is glued STS-B sentences: never "LM-generated"."""
     stsb = tmp_path / "sts.csv"
-    rows = [("A man plays a guitar.", "A man is playing the guitar.", 4.8), ("A dog runs.", "The dog is running.", 4.5),
-            ("A woman cooks.", "Someone is cooking food.", 3.9), ("Kids play.", "Children are playing outside now.", 3.2),
-            ("Rain falls.", "It is raining hard today.", 4.0), ("A cat sleeps.", "The cat is sleeping on a sofa.", 4.1)]
-    stsb.write_text("".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows)))
+    rows = [
+        ("A man plays a guitar.", "A man is playing the guitar.", 4.8),
+        ("A dog runs.", "The dog is running.", 4.5),
+        ("A woman cooks.", "Someone is cooking food.", 3.9),
+        ("Kids play.", "Children are playing outside now.", 3.2),
+        ("Rain falls.", "It is raining hard today.", 4.0),
+        ("A cat sleeps.", "The cat is sleeping on a sofa.", 4.1),
+    ]
+    stsb.write_text(
+        "".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows))
+    )
     out = tmp_path / "dev.tsv"
     assert main(["make-context", str(stsb), "-o", str(out), "--words", "12", "--quiet"]) == 0
     meta = STSBContext(out).metadata
-    assert meta.sample_creation == "created" and "make-context" in meta.description and "LM-generated" not in meta.description
+    assert (
+        meta.sample_creation == "created"
+        and "make-context" in meta.description
+        and "LM-generated" not in meta.description
+    )
 
 
 def test_evaluate_from_python_has_a_model_name_and_revision(tiny_model, tmp_path):
     task = STSBContext(FIXTURE, max_span=6)
-    result = mteb.evaluate(mteb_model(tiny_model), [task], cache=mteb.ResultCache(str(tmp_path)), show_progress_bar=False, co2_tracker=False)
+    result = mteb.evaluate(
+        mteb_model(tiny_model),
+        [task],
+        cache=mteb.ResultCache(str(tmp_path)),
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
     scores = result.task_results[0].scores["test"][0]
     assert scores["main_score"] == scores["cosine_spearman"] == scores["spearman"]
     assert -1 <= scores["cosine_pearson"] <= 1 and "full_context_cosine_spearman" in scores
@@ -75,8 +92,27 @@ def test_cli_runs_mteb_evaluate_without_patching_mteb(tiny_model_dir, tmp_path, 
     model_dir = tmp_path / "runA" / "final"
     shutil.copytree(tiny_model_dir, model_dir)
     out = tmp_path / "results"
-    code = main(["mteb", "run", "-t", "STSBContext", "-m", str(model_dir), "--stsb-context", str(FIXTURE), "--limit", "6",
-                 "--output-folder", str(out), "--batch-size", "8", "--max-span", "6", "--no-progress"])
+    code = main(
+        [
+            "mteb",
+            "run",
+            "-t",
+            "STSBContext",
+            "-m",
+            str(model_dir),
+            "--stsb-context",
+            str(FIXTURE),
+            "--limit",
+            "6",
+            "--output-folder",
+            str(out),
+            "--batch-size",
+            "8",
+            "--max-span",
+            "6",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     files = list(out.rglob("STSBContext.json"))
     assert len(files) == 1
@@ -95,7 +131,10 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         main(["mteb", "run", "--stsb-context", str(tmp_path / "missing.tsv")])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == f"slice-st: error: --stsb-context: file not found: {tmp_path / 'missing.tsv'}"
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1]
+        == f"slice-st: error: --stsb-context: file not found: {tmp_path / 'missing.tsv'}"
+    )
     with pytest.raises(SystemExit):
         main(["mteb", "run", "--stsb-context", str(FIXTURE), "--limit", "2"])
     assert "must be >= 4" in capsys.readouterr().err
@@ -108,8 +147,13 @@ def test_a_dev_file_is_filed_under_dev(tiny_model, tmp_path):
     task = STSBContext(dev, max_span=6)
     assert task.metadata.eval_splits == ["dev"] and STSBContext(FIXTURE).metadata.eval_splits == ["test"]
     assert STSBContext(FIXTURE, split="dev").metadata.eval_splits == ["dev"]
-    result = mteb.evaluate(mteb_model(tiny_model), [task], cache=mteb.ResultCache(str(tmp_path / "out")), show_progress_bar=False,
-                           co2_tracker=False)
+    result = mteb.evaluate(
+        mteb_model(tiny_model),
+        [task],
+        cache=mteb.ResultCache(str(tmp_path / "out")),
+        show_progress_bar=False,
+        co2_tracker=False,
+    )
     assert list(result.task_results[0].scores) == ["dev"]
     saved = json.loads(next((tmp_path / "out").rglob("STSBContext.json")).read_text())
     assert list(saved["scores"]) == ["dev"]
@@ -133,7 +177,9 @@ def test_offline_hub_task_and_file_as_output_folder_are_one_line(tiny_model_dir,
     import slice_st
 
     loaded = []
-    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir))
+    monkeypatch.setattr(
+        slice_st.loading, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir)
+    )
     a_file = tmp_path / "results"
     a_file.write_text("x")
     with pytest.raises(SystemExit) as exit_info:

@@ -75,7 +75,9 @@ def test_loss_is_zero_when_student_and_teacher_agree(make_tiny_model):
     features = _batch(model)
     with torch.no_grad():
         out = model(dict(features))
-        units = unit_boundaries(features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word")
+        units = unit_boundaries(
+            features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word"
+        )
         starts, ends = sample_spans(units.num_units, 6, 1, 5, torch.Generator().manual_seed(1))
         means, _ = span_means(out["token_embeddings"], units.boundaries, starts, ends)
     labels = torch.zeros(len(TEXTS), 7, 2 + model.get_embedding_dimension())
@@ -95,12 +97,17 @@ def test_teacher_vectors_are_the_spans_encoded_alone(make_tiny_model):
     loss = SpanDistillationLoss(model, spans_per_text=8, max_span=6, seed=0)
     assert loss._ids_path  # same WordPiece tokenizer: span ids cut from the batch
     features = _batch(model)
-    units = unit_boundaries(features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word", TEXTS)
+    units = unit_boundaries(
+        features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word", TEXTS
+    )
     starts, ends = sample_spans(units.num_units, 8, 1, 6, torch.Generator().manual_seed(2))
     with torch.no_grad():
         spans, texts = loss._teacher_vectors(dict(features), units.boundaries, starts, ends)
     rows, columns = torch.nonzero(starts >= 0, as_tuple=True)
-    strings = [TEXTS[r][int(units.char_starts[r, starts[r, c]]) : int(units.char_ends[r, ends[r, c] - 1])] for r, c in zip(rows.tolist(), columns.tolist())]
+    strings = [
+        TEXTS[r][int(units.char_starts[r, starts[r, c]]) : int(units.char_ends[r, ends[r, c] - 1])]
+        for r, c in zip(rows.tolist(), columns.tolist())
+    ]
     expected = loss.teacher.encode(strings, convert_to_tensor=True)
     assert torch.allclose(spans[rows, columns], expected, atol=1e-5)
     assert torch.allclose(texts, loss.teacher.encode(TEXTS, convert_to_tensor=True), atol=1e-5)
@@ -168,7 +175,11 @@ def test_bad_arguments_and_inputs_are_clear_errors(make_tiny_model):
     plain = dict(model.tokenizer(TEXTS, padding=True, return_tensors="pt"))
     with pytest.raises(ValueError, match="offsets"):
         loss([plain])
-    assert loss.get_config_dict()["metric"] == "cosine" and "2405.07263" in loss.citation and "contributors" not in loss.citation
+    assert (
+        loss.get_config_dict()["metric"] == "cosine"
+        and "2405.07263" in loss.citation
+        and "contributors" not in loss.citation
+    )
 
 
 def test_empty_texts_give_a_zero_loss_not_nan(make_tiny_model):
@@ -199,7 +210,9 @@ def test_read_texts_formats_and_errors(tmp_path):
     from datasets import Dataset
 
     (tmp_path / "a.txt").write_text("First line.\n\nSecond line.\n", encoding="utf-8")
-    (tmp_path / "b.jsonl").write_text(json.dumps({"text": "JSON text."}) + "\n" + json.dumps({"text": "More."}) + "\n", encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(
+        json.dumps({"text": "JSON text."}) + "\n" + json.dumps({"text": "More."}) + "\n", encoding="utf-8"
+    )
     (tmp_path / "c.tsv").write_text("d1\tDo n't stop .\nd2\tIt 's fine .\n", encoding="utf-8")
     Dataset.from_dict({"text": ["From datasets."]}).save_to_disk(str(tmp_path / "ds"))
     assert read_texts(tmp_path / "a.txt") == ["First line.", "Second line."]
@@ -223,7 +236,9 @@ def test_load_passages_never_contains_dev_sentences(tmp_path):
     dev = evaluation_sentences([DEV])
     assert dev
     leaked = sorted(dev)[:3]
-    (tmp_path / "corpus.txt").write_text("\n".join([" ".join(leaked + ["Something else entirely happened today."] * 3)] * 2), encoding="utf-8")
+    (tmp_path / "corpus.txt").write_text(
+        "\n".join([" ".join(leaked + ["Something else entirely happened today."] * 3)] * 2), encoding="utf-8"
+    )
     passages = load_passages([str(tmp_path / "corpus.txt")], exclude_paths=[DEV], min_words=3, max_words=40)
     for text in passages["text"]:
         assert not any(sentence in text for sentence in leaked)
@@ -262,11 +277,23 @@ def triplets_dir(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("objective", ["distill", "both"])
-def test_training_with_distillation_alone_and_mixed(tmp_path, tiny_model_dir, passages_dir, triplets_dir, objective, capsys):
+def test_training_with_distillation_alone_and_mixed(
+    tmp_path, tiny_model_dir, passages_dir, triplets_dir, objective, capsys
+):
     config = TrainConfig(
-        output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[passages_dir],
-        train_data=[triplets_dir] if objective == "both" else [], dev_path=DEV, sts_dev_path=str(FIXTURES / "sts_sample.csv"),
-        max_steps=4, batch_size=4, eval_steps=2, save_steps=2, logging_steps=1, distill_spans=4, distill_max_span=5,
+        output_dir=str(tmp_path / "run"),
+        model=tiny_model_dir,
+        distill_data=[passages_dir],
+        train_data=[triplets_dir] if objective == "both" else [],
+        dev_path=DEV,
+        sts_dev_path=str(FIXTURES / "sts_sample.csv"),
+        max_steps=4,
+        batch_size=4,
+        eval_steps=2,
+        save_steps=2,
+        logging_steps=1,
+        distill_spans=4,
+        distill_max_span=5,
         cache_teacher=objective == "distill",
     )
     assert config.objectives == (("slice", "distill") if objective == "both" else ("distill",))
@@ -285,10 +312,16 @@ def test_training_with_distillation_alone_and_mixed(tmp_path, tiny_model_dir, pa
 def test_distillation_presets_and_cli_args():
     from slice_st.cli import build_parser
 
-    args = build_parser().parse_args(["train", "-o", "x", "--preset", "cpu-minilm-both", "--distill-weight", "0.5", "--cache-teacher"])
+    args = build_parser().parse_args(
+        ["train", "-o", "x", "--preset", "cpu-minilm-both", "--distill-weight", "0.5", "--cache-teacher"]
+    )
     config = config_from_args(args)
     assert config.objectives == ("slice", "distill")
-    assert config.distill_weight == 0.5 and config.cache_teacher and config.max_steps == PRESETS["cpu-minilm-both"]["max_steps"]
+    assert (
+        config.distill_weight == 0.5
+        and config.cache_teacher
+        and config.max_steps == PRESETS["cpu-minilm-both"]["max_steps"]
+    )
     with pytest.raises(ValueError, match="mix"):
         TrainConfig(output_dir="x", distill_data=["x"], mix="zigzag").validate()
     with pytest.raises(ValueError, match="distill-data"):
@@ -305,9 +338,21 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     from slice_st.loading import has_adapters
 
     config = TrainConfig(
-        output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[passages_dir], dev_path=DEV, dev_select="even",
-        max_steps=4, batch_size=4, learning_rate=1e-2, eval_steps=2, save_steps=2, logging_steps=1, eval_max_span=6, lora_r=4,
-        distill_spans=4, distill_max_span=5,
+        output_dir=str(tmp_path / "run"),
+        model=tiny_model_dir,
+        distill_data=[passages_dir],
+        dev_path=DEV,
+        dev_select="even",
+        max_steps=4,
+        batch_size=4,
+        learning_rate=1e-2,
+        eval_steps=2,
+        save_steps=2,
+        logging_steps=1,
+        eval_max_span=6,
+        lora_r=4,
+        distill_spans=4,
+        distill_max_span=5,
     )
     model = train(config)
     final, adapter = tmp_path / "run" / "final", tmp_path / "run" / "adapter"
@@ -317,7 +362,9 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     assert not has_adapters(loaded)
     text = ["Later a man played the guitar on stage."]
     assert abs(loaded.encode(text) - model.encode(text)).max() < 1e-4
-    assert abs(loaded.encode(text) - slice_st.load_model(tiny_model_dir).encode(text)).max() > 1e-6  # the adapter changed something
+    assert (
+        abs(loaded.encode(text) - slice_st.load_model(tiny_model_dir).encode(text)).max() > 1e-6
+    )  # the adapter changed something
 
 
 def test_dev_select_lora_and_offline_data_are_checked(tmp_path, tiny_model_dir):
@@ -338,7 +385,14 @@ def test_experiment_fields_and_options_are_gone():
     from slice_st.cli import build_parser
 
     fields = {item.name for item in dataclasses.fields(TrainConfig)}
-    assert not fields & {"sts_data", "sts_weight", "sts_scale", "sts_limit", "distill_phrase_weight", "distill_vector_weight"}
+    assert not fields & {
+        "sts_data",
+        "sts_weight",
+        "sts_scale",
+        "sts_limit",
+        "distill_phrase_weight",
+        "distill_vector_weight",
+    }
     for option in ("--sts-data", "--distill-phrase-weight", "--distill-vector-weight"):
         with pytest.raises(SystemExit):
             build_parser().parse_args(["train", "-o", "x", option, "1"])
@@ -347,7 +401,9 @@ def test_experiment_fields_and_options_are_gone():
 def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model):
     model = make_tiny_model()
     features = _batch(model)
-    units = unit_boundaries(features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word")
+    units = unit_boundaries(
+        features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word"
+    )
     starts, ends = sample_spans(units.num_units, 16, 1, 8, torch.Generator().manual_seed(3))
     content = features["attention_mask"].bool() & ~features["special_tokens_mask"].bool()
     for row, column in zip(*torch.nonzero(starts >= 0, as_tuple=True)):
@@ -359,7 +415,9 @@ def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model)
 def test_legacy_fit_labels_are_ignored(make_tiny_model):
     model = make_tiny_model()
     features = _batch(model)
-    a = SpanDistillationLoss(model, spans_per_text=4, seed=5)([features], torch.zeros(len(TEXTS)))  # model.fit's dummy labels
+    a = SpanDistillationLoss(model, spans_per_text=4, seed=5)(
+        [features], torch.zeros(len(TEXTS))
+    )  # model.fit's dummy labels
     b = SpanDistillationLoss(model, spans_per_text=4, seed=5)([features])
     assert float(a["span"]) == pytest.approx(float(b["span"]))
     with pytest.raises(ValueError, match="cached labels"):
@@ -375,8 +433,13 @@ def test_legacy_model_fit_trains_the_student_only(make_tiny_model):
     student_before = [p.detach().clone() for p in model.parameters()]
     teacher_before = [p.detach().clone() for p in loss.teacher.parameters()]
     examples = [InputExample(texts=[text]) for text in TEXTS]
-    model.fit(train_objectives=[(DataLoader(examples, batch_size=3), loss)], epochs=1, warmup_steps=0,
-              optimizer_params={"lr": 1e-3}, show_progress_bar=False)
+    model.fit(
+        train_objectives=[(DataLoader(examples, batch_size=3), loss)],
+        epochs=1,
+        warmup_steps=0,
+        optimizer_params={"lr": 1e-3},
+        show_progress_bar=False,
+    )
     assert any(not torch.equal(a, b) for a, b in zip(student_before, model.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(teacher_before, loss.teacher.parameters()))
 

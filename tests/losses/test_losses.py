@@ -37,7 +37,11 @@ def _naive_loss(model, columns, scale, min_span, max_span, in_batch=False):
     outputs = [model(model.preprocess(column)) for column in columns]
 
     def units(out, row):
-        return _naive_words(out["offset_mapping"][row].tolist(), out["special_tokens_mask"][row].tolist(), out["attention_mask"][row].tolist())
+        return _naive_words(
+            out["offset_mapping"][row].tolist(),
+            out["special_tokens_mask"][row].tolist(),
+            out["attention_mask"][row].tolist(),
+        )
 
     def query(row):
         out = outputs[0]
@@ -102,7 +106,12 @@ def test_several_negatives_and_config(make_tiny_model):
     reference = _naive_loss(model, columns, 30.0, 1, 3)
     assert value.item() == pytest.approx(reference.item(), rel=1e-4)
     assert loss.get_config_dict() == {
-        "scale": 30.0, "min_span": 1, "max_span": 3, "unit": "word", "in_batch_negatives": False, "gather_across_devices": False,
+        "scale": 30.0,
+        "min_span": 1,
+        "max_span": 3,
+        "unit": "word",
+        "in_batch_negatives": False,
+        "gather_across_devices": False,
     }
     assert "2405.07263" in loss.citation
 
@@ -112,7 +121,9 @@ def test_formula_for_one_triplet(make_tiny_model):
     model = make_tiny_model()
     loss = SpanMaxCrossEntropyLoss(model, scale=30.0, max_span=10)
     value = loss([model.preprocess(c) for c in (ANCHORS[:1], POSITIVES[:1], NEGATIVES[:1])], torch.zeros(1)).item()
-    result = slice_st.best_spans_paired(model, ANCHORS[:1] * 2, [POSITIVES[0], NEGATIVES[0]], max_span=10, scorer="max-cosine")
+    result = slice_st.best_spans_paired(
+        model, ANCHORS[:1] * 2, [POSITIVES[0], NEGATIVES[0]], max_span=10, scorer="max-cosine"
+    )
     positive, negative = ((m.score + 1) / 2 for m in result)
     expected = -30 * positive + math.log(math.exp(30 * positive) + math.exp(30 * negative))
     assert value == pytest.approx(expected, rel=1e-3, abs=1e-5)
@@ -146,8 +157,13 @@ def test_trainer_and_fit_both_train(make_tiny_model, tmp_path):
     loss = SpanMaxCrossEntropyLoss(model, max_span=4)
     dataset = Dataset.from_dict({"anchor": ANCHORS, "positive": POSITIVES, "negative": NEGATIVES})
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=3, report_to=[], save_strategy="no",
-        learning_rate=1e-3, use_cpu=True,
+        output_dir=str(tmp_path / "out"),
+        max_steps=2,
+        per_device_train_batch_size=3,
+        report_to=[],
+        save_strategy="no",
+        learning_rate=1e-3,
+        use_cpu=True,
     )
     SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss).train()
     after_trainer = [p.detach().clone() for p in model.parameters()]
@@ -155,5 +171,11 @@ def test_trainer_and_fit_both_train(make_tiny_model, tmp_path):
     assert all(torch.isfinite(p).all() for p in after_trainer)
 
     examples = [InputExample(texts=list(row)) for row in zip(ANCHORS, POSITIVES, NEGATIVES)]
-    model.fit(train_objectives=[(DataLoader(examples, batch_size=3), loss)], epochs=1, warmup_steps=0, optimizer_params={"lr": 1e-3}, show_progress_bar=False)
+    model.fit(
+        train_objectives=[(DataLoader(examples, batch_size=3), loss)],
+        epochs=1,
+        warmup_steps=0,
+        optimizer_params={"lr": 1e-3},
+        show_progress_bar=False,
+    )
     assert any(not torch.equal(a, p.detach()) for a, p in zip(after_trainer, model.parameters()))

@@ -12,7 +12,10 @@ import slice_st
 from slice_st.experimental import SpanScoreDistillationLoss
 from slice_st.spans import shift_spans
 
-TEXTS = ["A man is playing the guitar on the stage tonight.", "The flight to Denver was delayed by three hours because of a storm."]
+TEXTS = [
+    "A man is playing the guitar on the stage tonight.",
+    "The flight to Denver was delayed by three hours because of a storm.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +30,16 @@ def wide_teacher_dir(tmp_path_factory, tiny_model_dir) -> str:
         if name.startswith(("tokenizer", "vocab", "special")):
             shutil.copy(os.path.join(tiny_model_dir, name), folder / name)
     torch.manual_seed(1)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=48, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                         max_position_embeddings=128)).save_pretrained(str(folder))
+    BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=48,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=128,
+        )
+    ).save_pretrained(str(folder))
     transformer = models.Transformer(str(folder))
     model = SentenceTransformer(modules=[transformer, models.Pooling(48, "mean")])
     out = tmp_path_factory.mktemp("wide_st") / "model"
@@ -90,16 +101,30 @@ def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_
 
     passages = tmp_path / "passages"
     Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
-    config = TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, distill_data=[str(passages)], distill_loss="score",
-                         teacher=wide_teacher_dir, distill_spans=4, distill_max_span=3, max_steps=2,
-                         batch_size=4, learning_rate=1e-3, eval_steps=1, save_steps=1, logging_steps=1)
+    config = TrainConfig(
+        output_dir=str(tmp_path / "run"),
+        model=tiny_model_dir,
+        distill_data=[str(passages)],
+        distill_loss="score",
+        teacher=wide_teacher_dir,
+        distill_spans=4,
+        distill_max_span=3,
+        max_steps=2,
+        batch_size=4,
+        learning_rate=1e-3,
+        eval_steps=1,
+        save_steps=1,
+        logging_steps=1,
+    )
     before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
     after = train(config).encode(TEXTS)
     assert abs(after - before).max() > 1e-6
     with pytest.raises(ValueError, match="distill_loss"):
         TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()
     with pytest.raises(ValueError, match="cache-teacher"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="score", cache_teacher=True).validate()
+        TrainConfig(
+            output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="score", cache_teacher=True
+        ).validate()
 
 
 def test_experiments_are_not_top_level_names():

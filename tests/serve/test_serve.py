@@ -38,7 +38,9 @@ def saved(tiny_model, tmp_path):
 def client(saved, tiny_model):
     path, _ = saved
     source = IndexSource.from_directory(path, tiny_model)
-    with TestClient(create_app(source, ServeLimits(max_queries=4, max_query_chars=50, max_top_k=100, max_body_bytes=4096))) as client:
+    with TestClient(
+        create_app(source, ServeLimits(max_queries=4, max_query_chars=50, max_top_k=100, max_body_bytes=4096))
+    ) as client:
         client.source = source
         yield client
 
@@ -47,13 +49,18 @@ def _as_dicts(results):
     return [[dataclasses.asdict(match) for match in matches] for matches in results]
 
 
-@pytest.mark.parametrize("body, options", [
-    ({"queries": "the flight was late"}, {}),
-    ({"queries": ["the flight was late", "lost bag", "guitar"], "top_k": 7}, {"top_k": 7}),
-    ({"queries": ["the flight was late"], "top_k": 3, "per_document": 1}, {"top_k": 3, "per_document": 1}),
-    ({"queries": "a refund", "top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
-     {"top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4}),
-])
+@pytest.mark.parametrize(
+    "body, options",
+    [
+        ({"queries": "the flight was late"}, {}),
+        ({"queries": ["the flight was late", "lost bag", "guitar"], "top_k": 7}, {"top_k": 7}),
+        ({"queries": ["the flight was late"], "top_k": 3, "per_document": 1}, {"top_k": 3, "per_document": 1}),
+        (
+            {"queries": "a refund", "top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
+            {"top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
+        ),
+    ],
+)
 def test_search_equals_span_index_search(client, saved, body, options):
     _, index = saved
     response = client.post("/api/search", json=body)
@@ -64,8 +71,9 @@ def test_search_equals_span_index_search(client, saved, body, options):
     expected = _as_dicts(index.search(queries, **options))
     got = [result["matches"] for result in results]
     floats = ("score", "cosine")
-    assert [[{k: v for k, v in m.items() if k not in floats} for m in q] for q in got] == \
-        [[{k: v for k, v in m.items() if k not in floats} for m in q] for q in expected]
+    assert [[{k: v for k, v in m.items() if k not in floats} for m in q] for q in got] == [
+        [{k: v for k, v in m.items() if k not in floats} for m in q] for q in expected
+    ]
     for name in floats:
         assert np.allclose([m[name] for q in got for m in q], [m[name] for q in expected for m in q], atol=1e-6)
     assert any(got)
@@ -78,24 +86,27 @@ def test_extra_search_options_pass_through(client, saved, monkeypatch):
     assert "approximate" in client.get("/api/info").json()["search_options"]
 
 
-@pytest.mark.parametrize("body, status, words", [
-    ({"queries": []}, 400, "empty"),
-    ({"queries": "   "}, 400, "whitespace"),
-    ({"queries": ["a", 3]}, 422, ""),
-    ({"queries": "late", "top_k": 0}, 422, ""),
-    ({"queries": "late", "top_k": 101}, 422, ""),
-    ({"queries": "late", "top_k": "many"}, 422, ""),
-    ({"queries": "late", "per_document": -1}, 422, ""),
-    ({"queries": "late", "threshold": 2}, 422, ""),
-    ({"queries": "late", "min_span": 3, "max_span": 2}, 400, "span"),
-    ({"queries": "late", "max_span": 9}, 400, "cannot search"),
-    ({"queries": ["a", "b", "c", "d", "e"]}, 413, "at most 4 queries"),
-    ({"queries": "x" * 51}, 413, "characters"),
-    ({"queries": "late", "scorer_of_doom": 1}, 400, "unknown search options"),
-    ({"queries": "late", "device": "cuda:7"}, 400, "unknown search options"),
-    ({"queries": "late", "candidates": [1, 2]}, 400, "must be a string"),
-    ({}, 422, ""),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({"queries": []}, 400, "empty"),
+        ({"queries": "   "}, 400, "whitespace"),
+        ({"queries": ["a", 3]}, 422, ""),
+        ({"queries": "late", "top_k": 0}, 422, ""),
+        ({"queries": "late", "top_k": 101}, 422, ""),
+        ({"queries": "late", "top_k": "many"}, 422, ""),
+        ({"queries": "late", "per_document": -1}, 422, ""),
+        ({"queries": "late", "threshold": 2}, 422, ""),
+        ({"queries": "late", "min_span": 3, "max_span": 2}, 400, "span"),
+        ({"queries": "late", "max_span": 9}, 400, "cannot search"),
+        ({"queries": ["a", "b", "c", "d", "e"]}, 413, "at most 4 queries"),
+        ({"queries": "x" * 51}, 413, "characters"),
+        ({"queries": "late", "scorer_of_doom": 1}, 400, "unknown search options"),
+        ({"queries": "late", "device": "cuda:7"}, 400, "unknown search options"),
+        ({"queries": "late", "candidates": [1, 2]}, 400, "must be a string"),
+        ({}, 422, ""),
+    ],
+)
 def test_bad_search_requests_are_json_4xx(client, body, status, words):
     response = client.post("/api/search", json=body)
     assert response.status_code == status, response.text
@@ -105,7 +116,10 @@ def test_bad_search_requests_are_json_4xx(client, body, status, words):
 
 
 def test_bad_bodies_are_json_4xx(client):
-    assert client.post("/api/search", content=b"{not json", headers={"content-type": "application/json"}).status_code == 422
+    assert (
+        client.post("/api/search", content=b"{not json", headers={"content-type": "application/json"}).status_code
+        == 422
+    )
     big = b'{"queries": "' + b"a" * 5000 + b'"}'
     response = client.post("/api/search", content=big, headers={"content-type": "application/json"})
     assert response.status_code == 413 and "bytes" in response.json()["detail"]
@@ -132,10 +146,16 @@ def test_document_endpoint_and_profile(client, saved):
         assert profile[unit] == pytest.approx(best_here.score, abs=1e-5)
 
 
-@pytest.mark.parametrize("params, status", [
-    ({"id": "nope"}, 404), ({}, 422), ({"id": "calls:1", "q": "x" * 51}, 413), ({"id": "calls:1", "q": " "}, 400),
-    ({"id": "calls:1", "q": "late", "max_span": 50}, 400),
-])
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"id": "nope"}, 404),
+        ({}, 422),
+        ({"id": "calls:1", "q": "x" * 51}, 413),
+        ({"id": "calls:1", "q": " "}, 400),
+        ({"id": "calls:1", "q": "late", "max_span": 50}, 400),
+    ],
+)
 def test_bad_document_requests_are_json_4xx(client, params, status):
     response = client.get("/api/documents", params=params)
     assert response.status_code == status, response.text
@@ -152,17 +172,23 @@ def test_info_openapi_and_page(client):
     for name in ("app.js", "style.css"):
         asset = client.get(f"/static/{name}")
         assert asset.status_code == 200
-        assert "http://" not in asset.text and "https://" not in asset.text  # nothing fetched from elsewhere: works offline
-    assert "http" not in page.text.replace('http-equiv', '')
+        assert (
+            "http://" not in asset.text and "https://" not in asset.text
+        )  # nothing fetched from elsewhere: works offline
+    assert "http" not in page.text.replace("http-equiv", "")
 
 
 def test_a_save_by_another_writer_is_seen_by_the_next_request(client, saved, tiny_model):
     path, _ = saved
-    before = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0]["matches"]
+    before = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0][
+        "matches"
+    ]
     assert {m["doc_id"] for m in before} == set(IDS)
     with SpanIndex.open_for_update(path, tiny_model) as writer:  # as `slice-st index add` does
         writer.add(["A violin concert in the old church."], ["new-doc"])
-    after = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0]["matches"]
+    after = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0][
+        "matches"
+    ]
     assert {m["doc_id"] for m in after} == set(IDS) | {"new-doc"}
     assert client.get("/api/documents", params={"id": "new-doc"}).status_code == 200
     assert client.source.reloads == 1
@@ -180,7 +206,9 @@ def test_a_save_racing_the_reload_gives_the_new_index(client, saved, tiny_model,
     def racing(cls, *args, **kwargs):
         if not raced:
             raced.append(True)
-            with SpanIndex.open_for_update(path, tiny_model) as writer:  # the save lands between manifest read and data read
+            with SpanIndex.open_for_update(
+                path, tiny_model
+            ) as writer:  # the save lands between manifest read and data read
                 writer.add(["Second added document."], ["added-2"])
         return read_data.__func__(cls, *args, **kwargs)
 

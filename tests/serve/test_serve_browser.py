@@ -17,8 +17,15 @@ import pytest
 pytestmark = pytest.mark.slow
 
 CHROMIUM = os.environ.get("SLICE_ST_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-               "--disable-sync", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt")
 
 
@@ -43,11 +50,15 @@ def server_url(real_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve") / "ix"
     with open(SAMPLE, encoding="utf-8") as handle:
         lines = [(number, line.strip()) for number, line in enumerate(handle, start=1) if line.strip()]
-    SpanIndex.build([text for _, text in lines], real_model, [f"sample_corpus.txt:{number}" for number, _ in lines]).save(folder)
+    SpanIndex.build(
+        [text for _, text in lines], real_model, [f"sample_corpus.txt:{number}" for number, _ in lines]
+    ).save(folder)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(IndexSource.from_directory(folder, real_model)), log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(IndexSource.from_directory(folder, real_model)), log_level="warning")
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -104,9 +115,12 @@ def test_search_highlight_and_open_a_document(browser, server_url, tmp_path):
     assert page.locator("#document-title").inner_text() == first_doc.get_attribute("data-doc")
     painted = page.evaluate(
         "() => { const c = document.getElementById('strip'); const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }")
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }"
+    )
     assert painted > 0
     page.click("#close-document")
     assert page.locator("#results").is_visible()
-    assert all(url.startswith(server_url) for url in requests), [url for url in requests if not url.startswith(server_url)]
+    assert all(url.startswith(server_url) for url in requests), [
+        url for url in requests if not url.startswith(server_url)
+    ]
     page.close()

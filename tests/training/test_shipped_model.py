@@ -125,7 +125,10 @@ def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
     assert result[1][1][0].similarity == pytest.approx(0.7076, abs=1e-3)
     assert result[0][0][0].score == pytest.approx(0.7549, abs=1e-3)  # the "phrase" scorer: shorter than the query
     plain = base.best_spans(["the flight was delayed"], texts[1:], top_k=1, scorer="max-cosine")[0][0][0]
-    assert (plain.span, round(plain.score, 3)) == ("that, the departure got delayed", 0.660)  # the base model, for contrast
+    assert (plain.span, round(plain.score, 3)) == (
+        "that, the departure got delayed",
+        0.660,
+    )  # the base model, for contrast
 
 
 def _fake_run(tmp_path):
@@ -133,10 +136,14 @@ def _fake_run(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
     (run / "final").mkdir()
-    (run / "final" / "slice_train_config.json").write_text(json.dumps({"output_dir": "/secret/run", "lora_r": 16, "distill_data": ["offline"]}))
+    (run / "final" / "slice_train_config.json").write_text(
+        json.dumps({"output_dir": "/secret/run", "lora_r": 16, "distill_data": ["offline"]})
+    )
     for step in (100, 200):
         (run / f"checkpoint-{step}").mkdir()
-        history = [{"step": 10, "loss": 0.4}] + [{"step": s, "eval_dev_single_spearman": 0.7 + s / 10000} for s in range(100, step + 1, 100)]
+        history = [{"step": 10, "loss": 0.4}] + [
+            {"step": s, "eval_dev_single_spearman": 0.7 + s / 10000} for s in range(100, step + 1, 100)
+        ]
         (run / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
     return run
 
@@ -146,11 +153,18 @@ def test_ship_adapter_writes_adapter_provenance_curve_and_figures(tmp_path):
 
     fixtures = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures")
     destination = tmp_path / "shipped"
-    provenance = ship_adapter(str(_fake_run(tmp_path)), str(destination), dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
-                              sts_dev_path=os.path.join(fixtures, "sts_sample.csv"))
+    provenance = ship_adapter(
+        str(_fake_run(tmp_path)),
+        str(destination),
+        dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
+        sts_dev_path=os.path.join(fixtures, "sts_sample.csv"),
+    )
     assert sorted(os.listdir(destination)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
     assert json.loads((destination / "provenance.json").read_text()) == provenance
-    assert provenance["curve"] == [{"step": 100, "dev_single_spearman": 71.0}, {"step": 200, "dev_single_spearman": 72.0}]  # newest checkpoint
+    assert provenance["curve"] == [
+        {"step": 100, "dev_single_spearman": 71.0},
+        {"step": 200, "dev_single_spearman": 72.0},
+    ]  # newest checkpoint
     assert "output_dir" not in provenance["recipe"]  # no local paths
     base, shipped = provenance["dev_metrics"]["base"], provenance["dev_metrics"]["shipped"]
     assert set(base) == set(shipped) >= {"single_all", "full_all", "sts_dev"}

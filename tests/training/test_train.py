@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import slice_st
-from slice_st.training.hub import render_model_card
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
+from slice_st.training.hub import render_model_card
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -32,8 +32,15 @@ def triplets_dir(tmp_path_factory) -> str:
             "Nobody expected it. On Monday the markets dropped sharply.",
             "In the park two dogs were running after a ball.",
             "The kitchen was warm. A lady is preparing dinner for six.",
-        ] * 4,
-        "negative": ["The cat sleeps all day.", "A woman is cooking rice.", "Tea is served at five.", "Trains were late."] * 4,
+        ]
+        * 4,
+        "negative": [
+            "The cat sleeps all day.",
+            "A woman is cooking rice.",
+            "Tea is served at five.",
+            "Trains were late.",
+        ]
+        * 4,
     }
     folder = tmp_path_factory.mktemp("triplets") / "data"
     Dataset.from_dict(rows).save_to_disk(str(folder))
@@ -50,8 +57,12 @@ class FakeHfApi:
 
     def whoami(self, token=None, **kwargs):
         self.calls.append("whoami")
-        return {"type": "user", "name": self.user, "orgs": [{"name": org} for org in self.orgs],
-                "auth": {"accessToken": {"role": self.role}}}
+        return {
+            "type": "user",
+            "name": self.user,
+            "orgs": [{"name": org} for org in self.orgs],
+            "auth": {"accessToken": {"role": self.role}},
+        }
 
     def repo_info(self, repo_id, repo_type=None, **kwargs):
         from huggingface_hub.errors import RepositoryNotFoundError
@@ -60,7 +71,9 @@ class FakeHfApi:
         if repo_id not in self.existing:
             from types import SimpleNamespace
 
-            response = SimpleNamespace(status_code=404, headers={}, request=None)  # what the error reads of an HTTP response
+            response = SimpleNamespace(
+                status_code=404, headers={}, request=None
+            )  # what the error reads of an HTTP response
             raise RepositoryNotFoundError(f"{repo_id} not found", response=response)
         return {"id": repo_id}
 
@@ -70,14 +83,32 @@ class FakeHfApi:
         self.created.append((repo_id, private))
         return SimpleNamespace(repo_id=repo_id)
 
-    def upload_folder(self, repo_id, folder_path, commit_message=None, ignore_patterns=None, run_as_future=False, path_in_repo=None, **kwargs):
+    def upload_folder(
+        self,
+        repo_id,
+        folder_path,
+        commit_message=None,
+        ignore_patterns=None,
+        run_as_future=False,
+        path_in_repo=None,
+        **kwargs,
+    ):
         import fnmatch
         from concurrent.futures import Future
 
-        names = sorted(n for n in os.listdir(folder_path) if not any(fnmatch.fnmatch(n, p) for p in ignore_patterns or []))
+        names = sorted(
+            n for n in os.listdir(folder_path) if not any(fnmatch.fnmatch(n, p) for p in ignore_patterns or [])
+        )
         card = Path(folder_path, "README.md")
-        self.uploads.append({"repo_id": repo_id, "files": names, "message": commit_message, "path_in_repo": path_in_repo,
-                             "card": card.read_text(encoding="utf-8") if card.exists() else None})
+        self.uploads.append(
+            {
+                "repo_id": repo_id,
+                "files": names,
+                "message": commit_message,
+                "path_in_repo": path_in_repo,
+                "card": card.read_text(encoding="utf-8") if card.exists() else None,
+            }
+        )
         if run_as_future:
             future = Future()
             future.set_result(None)
@@ -99,8 +130,18 @@ def hub(monkeypatch):
 
 def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
     values = dict(
-        output_dir=str(tmp_path / "run"), model=tiny_model_dir, train_data=[triplets_dir], dev_path=DEV, max_steps=4,
-        batch_size=4, learning_rate=1e-3, eval_steps=2, save_steps=2, logging_steps=1, max_span=4, eval_max_span=6,
+        output_dir=str(tmp_path / "run"),
+        model=tiny_model_dir,
+        train_data=[triplets_dir],
+        dev_path=DEV,
+        max_steps=4,
+        batch_size=4,
+        learning_rate=1e-3,
+        eval_steps=2,
+        save_steps=2,
+        logging_steps=1,
+        max_span=4,
+        eval_max_span=6,
     )
     values.update(overrides)
     return TrainConfig(**values)
@@ -133,18 +174,31 @@ def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_mod
     assert "final" not in final["files"] and "optimizer.pt" not in final["files"]
     for upload in hub.uploads:
         assert upload["repo_id"] == "org/slice-tiny"
-        assert "Span-Aggregatable, Contextualized Word Embeddings" in upload["card"] and "Late-Interaction" not in upload["card"]
+        assert (
+            "Span-Aggregatable, Contextualized Word Embeddings" in upload["card"]
+            and "Late-Interaction" not in upload["card"]
+        )
         assert 'SentenceTransformer("org/slice-tiny")' in upload["card"]
         assert str(tmp_path) not in upload["card"]  # no local path in a public card
     assert "dev_single_spearman" in final["card"] and "model-index" in final["card"]
     local = (run / "final" / "README.md").read_text(encoding="utf-8")
-    assert _front_matter(local) == _front_matter(final["card"])  # one card path: the same metadata locally and on the Hub
+    assert _front_matter(local) == _front_matter(
+        final["card"]
+    )  # one card path: the same metadata locally and on the Hub
 
 
 def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir, hub):
     pytest.importorskip("peft")
-    config = _config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny-lora", lora_r=4, max_steps=2,
-                     eval_steps=2, save_steps=2)
+    config = _config(
+        tmp_path,
+        tiny_model_dir,
+        triplets_dir,
+        push_to_hub="org/slice-tiny-lora",
+        lora_r=4,
+        max_steps=2,
+        eval_steps=2,
+        save_steps=2,
+    )
     train(config, hub_api=hub)
     final = hub.uploads[-1]
     assert final["message"] == "Final SLICE model"
@@ -166,7 +220,10 @@ def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
     meta = _front_matter(card)
     assert meta["language"] == ["en"] and meta["license"] == "other"  # a local dataset: its licence is unknown here
     assert {"slice-st", "phrase-mining", "sentence-transformers"} <= set(meta["tags"])
-    assert "## SLICE: span embeddings for phrase mining" in card and "Span-Aggregatable, Contextualized Word Embeddings" in card
+    assert (
+        "## SLICE: span embeddings for phrase mining" in card
+        and "Span-Aggregatable, Contextualized Word Embeddings" in card
+    )
     assert "SpanMaxCrossEntropyLoss" in card and "your own data" in card and "check the terms" in card
     assert str(tmp_path) not in card and "offline:" not in card
     assert "# SLICE span embeddings" in card  # the model name, not "SentenceTransformer"
@@ -175,11 +232,19 @@ def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
 def test_model_card_content(tiny_model_dir):
     model = slice_st.load_model(tiny_model_dir)
     slice_st.set_span_config(model, max_span=12)
-    config = TrainConfig(output_dir="x", model="sentence-transformers/all-MiniLM-L6-v2", train_data=["offline:/somewhere/shared/data"],
-                         max_steps=300, scale=20.0)
+    config = TrainConfig(
+        output_dir="x",
+        model="sentence-transformers/all-MiniLM-L6-v2",
+        train_data=["offline:/somewhere/shared/data"],
+        max_steps=300,
+        scale=20.0,
+    )
     card = render_model_card(model, config, repo_id="org/slice-minilm")
     meta = _front_matter(card)
-    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["library_name"] == "sentence-transformers"
+    assert (
+        meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+        and meta["library_name"] == "sentence-transformers"
+    )
     assert meta["license"] == "cc-by-nc-sa-4.0"  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
     assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta["language"] == ["en"]
     assert "RobZamp/sick" in meta["datasets"]  # SICK is used (offline): listed too (issue 24)
@@ -189,12 +254,15 @@ def test_model_card_content(tiny_model_dir):
     assert 'SentenceTransformer("org/slice-minilm")' in card and "Late-Interaction" not in card
 
 
-@pytest.mark.parametrize(("train_data", "distill", "expected"), [
-    (["msmarco:/x/triples.tsv"], [], "cc-by-nc-sa-4.0"),
-    (["offline"], [], "cc-by-nc-sa-4.0"),
-    ([], ["offline"], "other"),  # ParaBank states no licence
-    ([], [], "apache-2.0"),  # no SLICE data: the base model's
-])
+@pytest.mark.parametrize(
+    ("train_data", "distill", "expected"),
+    [
+        (["msmarco:/x/triples.tsv"], [], "cc-by-nc-sa-4.0"),
+        (["offline"], [], "cc-by-nc-sa-4.0"),
+        ([], ["offline"], "other"),  # ParaBank states no licence
+        ([], [], "apache-2.0"),  # no SLICE data: the base model's
+    ],
+)
 def test_card_licence_follows_the_training_data(train_data, distill, expected):
     from slice_st.training.hub import card_license, training_sources
 
@@ -202,20 +270,27 @@ def test_card_licence_follows_the_training_data(train_data, distill, expected):
     assert card_license(keys, "sentence-transformers/all-MiniLM-L6-v2")[0] == expected
 
 
-@pytest.mark.parametrize(("env", "api", "message"), [
-    ({"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_x"}, FakeHfApi(), "HF_HUB_OFFLINE=1"),
-    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}, FakeHfApi(), "no Hugging Face token"),
-    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(role="read"), "read-only"),
-    ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(user="someone"), "not 'org'"),
-])
-def test_push_is_checked_before_anything_is_trained(tmp_path, tiny_model_dir, triplets_dir, monkeypatch, env, api, message):
+@pytest.mark.parametrize(
+    ("env", "api", "message"),
+    [
+        ({"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_x"}, FakeHfApi(), "HF_HUB_OFFLINE=1"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}, FakeHfApi(), "no Hugging Face token"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(role="read"), "read-only"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(user="someone"), "not 'org'"),
+    ],
+)
+def test_push_is_checked_before_anything_is_trained(
+    tmp_path, tiny_model_dir, triplets_dir, monkeypatch, env, api, message
+):
     import slice_st.loading
     from slice_st.training.hub import HubAccessError
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub"))
+    monkeypatch.setattr(
+        slice_st.loading, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub")
+    )
     with pytest.raises(HubAccessError, match=message):
         train(_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub="org/slice-tiny"), hub_api=api)
     assert not (tmp_path / "run").exists()
@@ -226,16 +301,35 @@ def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, 
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit_info:
-        main(["train", "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--push-to-hub", "org/x"])
+        main(
+            [
+                "train",
+                "-o",
+                str(tmp_path / "run"),
+                "-m",
+                tiny_model_dir,
+                "--train-data",
+                triplets_dir,
+                "--push-to-hub",
+                "org/x",
+            ]
+        )
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("slice-st: error: cannot push to org/x: the Hub is switched off")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("slice-st: error: cannot push to org/x: the Hub is switched off")
+    )
     assert not (tmp_path / "run").exists()
 
 
 def test_config_from_cli_args_uses_preset_then_overrides():
     from slice_st.cli import build_parser
 
-    args = build_parser().parse_args(["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"])
+    args = build_parser().parse_args(
+        ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"]
+    )
     config = config_from_args(args)
     assert config.max_steps == 7 and config.batch_size == PRESETS["cpu-minilm"]["batch_size"]
     assert config.train_data == ["offline"]
@@ -258,12 +352,34 @@ def _cli(*args: str) -> list[str]:
 
 def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     output = tmp_path / "run"
-    common = ["-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "4",
-              "--save-steps", "2", "--logging-steps", "1", "--max-span", "4", "--save-total-limit", "10"]
+    common = [
+        "-o",
+        str(output),
+        "-m",
+        tiny_model_dir,
+        "--train-data",
+        triplets_dir,
+        "--batch-size",
+        "4",
+        "--save-steps",
+        "2",
+        "--logging-steps",
+        "1",
+        "--max-span",
+        "4",
+        "--save-total-limit",
+        "10",
+    ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     log = tmp_path / "first_run.log"
     with open(log, "w") as handle:
-        process = subprocess.Popen(_cli(*common, "--max-steps", "400"), env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            _cli(*common, "--max-steps", "400"),
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.time() + 240
     try:
         while not (output / "checkpoint-4" / "trainer_state.json").exists():
@@ -274,14 +390,22 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    killed_at = max(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*") if (p / "trainer_state.json").exists())
+    killed_at = max(
+        int(p.name.split("-")[1]) for p in output.glob("checkpoint-*") if (p / "trainer_state.json").exists()
+    )
     assert 4 <= killed_at < 400
-    result = subprocess.run(_cli(*common, "--max-steps", str(killed_at + 4), "--resume"), env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        _cli(*common, "--max-steps", str(killed_at + 4), "--resume"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"trained to step {killed_at + 4}" in result.stderr
     state = json.loads((output / f"checkpoint-{killed_at + 4}" / "trainer_state.json").read_text())
     steps = [entry["step"] for entry in state["log_history"] if "loss" in entry]
-    assert steps[: killed_at] == list(range(1, killed_at + 1))  # the killed run's history was restored
+    assert steps[:killed_at] == list(range(1, killed_at + 1))  # the killed run's history was restored
     assert steps[-1] == killed_at + 4 and len(steps) == len(set(steps))  # continued, not restarted
 
 
@@ -292,16 +416,45 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
     command = [
         # accelerate's --cpu launcher starts one process (several need MPI); --multi_gpu starts torchrun
         # processes, and on a machine without GPUs the trainer joins them in a gloo group on the CPU.
-        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", str(ROOT / "examples" / "train_slice.py"),
-        "-o", str(output), "-m", tiny_model_dir, "--train-data", triplets_dir, "--batch-size", "2", "--max-steps", "2",
-        "--save-steps", "2", "--eval-steps", "2", "--max-span", "4", "--dev", DEV,
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(ROOT / "examples" / "train_slice.py"),
+        "-o",
+        str(output),
+        "-m",
+        tiny_model_dir,
+        "--train-data",
+        triplets_dir,
+        "--batch-size",
+        "2",
+        "--max-steps",
+        "2",
+        "--save-steps",
+        "2",
+        "--eval-steps",
+        "2",
+        "--max-span",
+        "4",
+        "--dev",
+        DEV,
     ] + (["--in-batch-negatives"] if in_batch else [])
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     import re
 
-    reports = dict(re.findall(r"\[rank (\d)/2\] trained to step 2, .*?parameter checksum (-?[0-9]+\.[0-9]+)", result.stderr))
+    reports = dict(
+        re.findall(r"\[rank (\d)/2\] trained to step 2, .*?parameter checksum (-?[0-9]+\.[0-9]+)", result.stderr)
+    )
     assert set(reports) == {"0", "1"}, result.stderr[-2000:]  # both ranks trained
     assert reports["0"] == reports["1"]  # gradients were averaged: the replicas stayed identical
     assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-2"]
@@ -324,14 +477,24 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
 
     triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
     assert len(triplets) == 200
-    config = TrainConfig(output_dir=str(tmp_path / "run"), dev_path=DEV, max_steps=20, batch_size=8,
-                         eval_steps=10, save_steps=20, logging_steps=5, max_seq_length=128)
+    config = TrainConfig(
+        output_dir=str(tmp_path / "run"),
+        dev_path=DEV,
+        max_steps=20,
+        batch_size=8,
+        eval_steps=10,
+        save_steps=20,
+        logging_steps=5,
+        max_seq_length=128,
+    )
     train(config, train_dataset=triplets)
     state = json.loads((tmp_path / "run" / "checkpoint-20" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert losses and all(loss == loss and loss < 10 for loss in losses)
     model = SentenceTransformer(str(tmp_path / "run" / "final"))
-    best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][0]
+    best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][
+        0
+    ]
     assert "guitar" in best.span and best.score > 0.5
 
 
