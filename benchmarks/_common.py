@@ -167,7 +167,8 @@ def build_passages_and_queries(
 
 # -------------------------------------------------------------------------------------------- model
 def add_model_arguments(parser) -> None:
-    """``--model`` and where it runs: ``--backend``, ``--quantized``, ``--model-file``, ``--model-dtype``, ``--export-dir``."""
+    """``--model`` and where it runs: ``--backend``, ``--quantized``, ``--model-file``, ``--model-dtype``,
+    ``--export-dir``."""
     parser.add_argument(
         "--model",
         default=None,
@@ -299,7 +300,8 @@ def environment_line() -> str:
         busy = False
     if busy:
         line += (
-            "\nWARNING: the machine is already loaded; torch's OpenMP threads then wait on each other and every small op "
+            "\nWARNING: the machine is already loaded; torch's OpenMP threads then wait on each other and every "
+            "small op "
             "slows down a lot. Ratios stay comparable within this run, but consider --threads 1 for steadier numbers."
         )
     return line

@@ -89,7 +89,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(environment_line())
     print(
-        f"intra-op threads: torch {torch.get_num_threads()}, ONNX Runtime / OpenVINO {args.threads or default_threads()}"
+        f"intra-op threads: torch {torch.get_num_threads()}, ONNX Runtime / OpenVINO "
+        f"{args.threads or default_threads()}"
     )
     for backend, quantize in (("onnx", None), ("onnx", True), ("openvino", None)):
         if any(v.startswith(backend) and (quantize is None) == (not v.endswith("int8")) for v in args.variants):
@@ -145,7 +146,8 @@ def main() -> None:
     reference = [r["wall"] for r in results[f"{args.variants[0]} best_spans"]]
     print("-" * 112)
     print(
-        f"{'variant':<15}{'best_spans s':>13}{'encode s':>10}{'speed-up vs ' + args.variants[0]:>20}{'P1 spans/encode':>17}"
+        f"{'variant':<15}{'best_spans s':>13}{'encode s':>10}"
+        f"{'speed-up vs ' + args.variants[0]:>20}{'P1 spans/encode':>17}"
         f"{'Spearman':>10}{'lost (points)':>15}"
     )
     for name in args.variants:

@@ -15,7 +15,8 @@ best span. Breakdowns inside the library calls come from timing wrappers install
 
     .venv/bin/python benchmarks/bench_best_span_overhead.py                       # full run
     .venv/bin/python benchmarks/bench_best_span_overhead.py --n-passages 128 --repeats 2   # quick
-    .venv/bin/python benchmarks/bench_best_span_overhead.py --backend openvino --export-dir runs/export/minilm   # P1 on OpenVINO
+    .venv/bin/python benchmarks/bench_best_span_overhead.py --backend openvino --export-dir runs/export/minilm   # P1
+    on OpenVINO
 """
 
 from __future__ import annotations
@@ -227,7 +228,8 @@ def main() -> None:
     print(
         f"  scoring alone: fused best_span_scores = {med(rb, 'fused_scoring'):.3f} s "
         f"({100 * med(rb, 'fused_scoring') / a_wall:.1f}% of (a));  naive pool_spans + cosine/max = "
-        f"{med(rc, 'pool_spans') + med(rc, 'cosine_max'):.3f} s ({100 * (med(rc, 'pool_spans') + med(rc, 'cosine_max')) / a_wall:.1f}% of (a))"
+        f"{med(rc, 'pool_spans') + med(rc, 'cosine_max'):.3f} s "
+        f"({100 * (med(rc, 'pool_spans') + med(rc, 'cosine_max')) / a_wall:.1f}% of (a))"
     )
     print(f"  forward only: (b) model.encode calls / (a) = {med(rb, 'forward') / a_wall:.3f}")
 

@@ -75,13 +75,15 @@ def main() -> None:
         cache.append(step(True))
     fly_median, cache_median = statistics.median(fly), statistics.median(cache)
     print(
-        f"source: {source}; {len(texts)} passages × ~50 words, {args.spans} spans of 1..{args.max_span} words, torch threads {torch.get_num_threads()}"
+        f"source: {source}; {len(texts)} passages × ~50 words, {args.spans} spans of 1..{args.max_span} words, torch "
+        f"threads {torch.get_num_threads()}"
     )
     print(f"on-the-fly teacher step: median {fly_median:.2f} s  ({', '.join(f'{t:.2f}' for t in fly)})")
     print(f"cached teacher step:     median {cache_median:.2f} s  ({', '.join(f'{t:.2f}' for t in cache)})")
     print(f"building the cache for this batch: {cache_seconds:.2f} s ({len(texts) / cache_seconds:.1f} passages/s)")
     print(
-        f"ratio on-the-fly / cached = {fly_median / cache_median:.2f}  (the teacher's share of a step: {1 - cache_median / fly_median:.0%})"
+        f"ratio on-the-fly / cached = {fly_median / cache_median:.2f}  (the teacher's share of a step: "
+        f"{1 - cache_median / fly_median:.0%})"
     )
 
 

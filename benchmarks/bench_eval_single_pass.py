@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/bench_eval_single_pass.py --dev DATA/stsb_context/stsb-context-dev.tsv
     .venv/bin/python benchmarks/bench_eval_single_pass.py --dev DEV.tsv --threads 1 --repeats 7
-    .venv/bin/python benchmarks/bench_eval_single_pass.py --dev DEV.tsv --backend onnx --quantized --export-dir runs/export/minilm
+    .venv/bin/python benchmarks/bench_eval_single_pass.py --dev DEV.tsv --backend onnx --quantized --export-dir
+    runs/export/minilm
 
 Case "single-pass evaluation": ``SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), max_span=20)``
 called on the model: one forward pass per origin phrase and per passage (512 rows × 2 = 1,024 texts), fused
@@ -130,8 +131,10 @@ def main() -> None:
         )
         ratio = median(ratios)
         print(
-            f"{clock:>4}: median ratio evaluation / encode: {ratio:.3f}x (min {min(ratios):.3f}, max {max(ratios):.3f}, "
-            f"stdev {statistics.pstdev(ratios):.3f}; target ≤ {TARGET_RATIO:.2f}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'})"
+            f"{clock:>4}: median ratio evaluation / encode: {ratio:.3f}x (min {min(ratios):.3f}, max "
+            f"{max(ratios):.3f}, "
+            f"stdev {statistics.pstdev(ratios):.3f}; target ≤ {TARGET_RATIO:.2f}x: "
+            f"{'met' if ratio <= TARGET_RATIO else 'NOT met'})"
         )
     print(f"{load_line()} at end")
 

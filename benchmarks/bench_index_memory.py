@@ -1,7 +1,8 @@
 """Memory of a SpanIndex vs materialised span vectors, computed from the real arrays of a real index.
 
     python benchmarks/bench_index_memory.py --index runs/bench_index
-    python benchmarks/bench_index_memory.py --docs ../shared/data/nugget_pi/paraphrase_identification/train/docs.txt --limit 40
+    python benchmarks/bench_index_memory.py --docs ../shared/data/nugget_pi/paraphrase_identification/train/docs.txt
+    --limit 40
 
 The index stores per unit (word) its token-vector sum (d numbers) and the norms of the K span sums
 starting there (K float32), plus character offsets; materialising every span stores one d-vector per
@@ -76,8 +77,10 @@ def main() -> None:
     print()
     per_unit = (dim + width) * 4 + 8
     print(
-        f"per stored unit: (d + K)·4 + 8 = {per_unit} bytes (float32) vs K·d·4 = {width * dim * 4} bytes for the K spans "
-        f"starting there: {width * dim * 4 / per_unit:.1f}x at most; measured {materialised / index_bytes:.1f}x (float32), "
+        f"per stored unit: (d + K)·4 + 8 = {per_unit} bytes (float32) vs K·d·4 = {width * dim * 4} bytes for the K "
+        f"spans "
+        f"starting there: {width * dim * 4 / per_unit:.1f}x at most; measured {materialised / index_bytes:.1f}x "
+        f"(float32), "
         f"{materialised / half_bytes:.1f}x (float16). Target >= 15x: "
         f"{'met' if materialised / index_bytes >= 15 else 'NOT met'}."
     )

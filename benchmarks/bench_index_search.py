@@ -84,18 +84,23 @@ def faiss_grid(index, query_vectors, exact, exact_seconds, grid, label):
     print(f"  {'stage':<34}{'build s':>8}{'recall@10':>10}{'by score':>9}{'s/32 q':>8}{'speed-up':>9}")
     rows = []
     for kind, chunk, stride, nprobes, candidates in grid:
-        _, build_seconds = timed(lambda: index.build_candidates(kind, chunk, stride))
+        _, build_seconds = timed(
+            lambda kind=kind, chunk=chunk, stride=stride: index.build_candidates(kind, chunk, stride)
+        )
         stage = index._candidates
         for nprobe in nprobes:
             for count in candidates:
                 stage.top_spans(index, query_vectors[:2], 10, 1, index.span_config.max_span, count, nprobe)  # warm
                 found, seconds = timed(
-                    lambda: stage.top_spans(index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe)
+                    lambda stage=stage, count=count, nprobe=nprobe: stage.top_spans(
+                        index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe
+                    )
                 )
                 set_recall, score_recall = recall(exact, found)
                 name = f"{kind} chunk={chunk}/{stride} nprobe={nprobe if kind == 'ivf' else '-'} cand={count}"
                 print(
-                    f"  {name:<34}{build_seconds:>8.1f}{set_recall:>10.3f}{score_recall:>9.3f}{seconds:>8.2f}{exact_seconds / seconds:>8.1f}x"
+                    f"  {name:<34}{build_seconds:>8.1f}{set_recall:>10.3f}{score_recall:>9.3f}{seconds:>8.2f}"
+                    f"{exact_seconds / seconds:>8.1f}x"
                 )
                 rows.append(
                     {
@@ -149,7 +154,7 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
                     return {"wall": time.perf_counter() - start}
 
                 asked = []
-                index._top_spans = lambda vectors, k, *rest: (
+                index._top_spans = lambda vectors, k, *rest, asked=asked: (
                     asked.append((len(vectors), k)) or real_top_spans(vectors, k, *rest)
                 )
                 run()  # warm, and count the scans
@@ -159,7 +164,8 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
     results = run_interleaved(cases, repeats, log=lambda line: None)
     figures = {}
     print(
-        f"  {'search(), top_k=10':<34}{'max-cosine+overlap':>19}{'phrase, no overlap':>19}{'ratio':>7}   scans (queries, k) phrase"
+        f"  {'search(), top_k=10':<34}{'max-cosine+overlap':>19}{'phrase, no overlap':>19}{'ratio':>7}   scans "
+        f"(queries, k) phrase"
     )
     for per_document in (None, 1):
         for batch in (1, 32):
@@ -222,7 +228,8 @@ def main() -> None:
     query_vectors = index.embed_queries(queries)
     max_span = index.span_config.max_span
     print(
-        f"index: {args.index}: {len(index)} documents, {tokens} tokens, {index.num_units} units, K={max_span}, dtype {index.dtype}"
+        f"index: {args.index}: {len(index)} documents, {tokens} tokens, {index.num_units} units, K={max_span}, dtype "
+        f"{index.dtype}"
     )
     print(f"queries: 32 phrases of 3-6 words from {args.queries_from}, e.g. {queries[:3]}")
     figures: dict = {"tokens_real": tokens}
@@ -257,7 +264,8 @@ def main() -> None:
         exact, batch = timed(lambda: big._top_spans(query_vectors, 10, 1, max_span))
         verdict = "met" if one <= 1.0 else "NOT met"
         print(
-            f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = {32 / batch:.2f} queries/s"
+            f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = "
+            f"{32 / batch:.2f} queries/s"
         )
         figures |= {"B_tokens": copies * tokens, "B_exact_one_s": one, "B_exact_batch32_s": batch}
         # the same corpus as {copies} shards searched together (each shard the real index's memory-mapped arrays)
@@ -273,8 +281,10 @@ def main() -> None:
             for a, b in zip(merged_results, sharded_results)
         )
         print(
-            f"  {copies} memory-mapped shards searched together (ShardedSpanIndex, nothing merged), search() with query "
-            f"encoding: 1 query {sharded_one:.3f} s vs {merged_one:.3f} s merged in memory; 32 queries {sharded_search:.1f} s "
+            f"  {copies} memory-mapped shards searched together (ShardedSpanIndex, nothing merged), search() with "
+            f"query "
+            f"encoding: 1 query {sharded_one:.3f} s vs {merged_one:.3f} s merged in memory; 32 queries "
+            f"{sharded_search:.1f} s "
             f"vs {merged_search:.1f} s; same results: {same}"
         )
         figures |= {
@@ -319,7 +329,8 @@ def main() -> None:
         if args.build_processes > 1:  # started once: its start-up (spawn, import, model copy) is reported apart
             pool, pool_seconds = timed(lambda: model.start_multi_process_pool(["cpu"] * args.build_processes))
             print(
-                f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): {pool_seconds:.1f} s"
+                f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): "
+                f"{pool_seconds:.1f} s"
             )
             figures["C_pool_start_s"] = pool_seconds
         cases = {
@@ -344,7 +355,8 @@ def main() -> None:
         for name in cases:
             seconds = median(times[name])
             print(
-                f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} words/s  "
+                f"  {name:<26}{seconds:>7.1f} s  {len(texts) / seconds:>6.2f} documents/s  {words / seconds:>6.0f} "
+                f"words/s  "
                 f"{seconds / base:>5.2f}x the time of encoding the same windows"
             )
         if pool is not None:

@@ -72,13 +72,16 @@ def main() -> None:
         times["mnrl"].append(step_time(mnrl_model, mnrl_loss, mnrl_features, optimizers["mnrl"]))
     slice_median, mnrl_median = statistics.median(times["slice"]), statistics.median(times["mnrl"])
     print(
-        f"batch: {args.batch_size} triplets, positive passages ~{tokens} tokens, spans 1..{args.max_span} words, {args.repeats} repeats"
+        f"batch: {args.batch_size} triplets, positive passages ~{tokens} tokens, spans 1..{args.max_span} words, "
+        f"{args.repeats} repeats"
     )
     print(
-        f"MultipleNegativesRankingLoss step: median {mnrl_median:.3f} s  (all: {', '.join(f'{t:.2f}' for t in times['mnrl'])})"
+        f"MultipleNegativesRankingLoss step: median {mnrl_median:.3f} s  (all: "
+        f"{', '.join(f'{t:.2f}' for t in times['mnrl'])})"
     )
     print(
-        f"SpanMaxCrossEntropyLoss step:      median {slice_median:.3f} s  (all: {', '.join(f'{t:.2f}' for t in times['slice'])})"
+        f"SpanMaxCrossEntropyLoss step:      median {slice_median:.3f} s  (all: "
+        f"{', '.join(f'{t:.2f}' for t in times['slice'])})"
     )
     print(f"P3 ratio SLICE / MNRL: {slice_median / mnrl_median:.3f}  (target <= 1.25)")
 

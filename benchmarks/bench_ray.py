@@ -1,6 +1,7 @@
 """The index on Ray vs one process: build throughput and search latency, single process vs Ray with 1 and 2 workers.
 
-    python benchmarks/bench_ray.py                                  # base all-MiniLM-L6-v2, ~40k tokens, a local Ray of 2 CPUs
+    python benchmarks/bench_ray.py                                  # base all-MiniLM-L6-v2, ~40k tokens, a local Ray
+    of 2 CPUs
     python benchmarks/bench_ray.py --passages 600 --repeats 3
 
 What is measured (one run, cases interleaved so that the machine's load hits them alike):
@@ -75,7 +76,8 @@ def main() -> int:
     tokens = sum(len(ids) for ids in model.tokenizer(passages, add_special_tokens=False)["input_ids"])
     words = sum(len(p.split()) for p in passages)
     print(
-        f"model {args.model} on {where}; {len(passages)} documents, {words} words, {tokens} tokens in {args.files} files; "
+        f"model {args.model} on {where}; {len(passages)} documents, {words} words, {tokens} tokens in {args.files} "
+        f"files; "
         f"K = {args.max_span}, {args.dtype}, shards of {args.shard_kb} KB of text"
     )
     folder = tempfile.mkdtemp(prefix="bench-ray-")
@@ -136,14 +138,18 @@ def main() -> int:
         line = f"  {name:<16} {wall:7.1f} s  {tokens / wall:8.0f} tokens/s  {base / wall:5.2f}x"
         if "inside" in outs[0]:  # the actors' own time per worker: what is left once Ray's start-up is paid
             inside = median(o["inside"] for o in outs)
-            line += f"   inside the actors {inside:6.1f} s per worker = {tokens / inside:6.0f} tokens/s; start-up and hand-over {wall - inside:5.1f} s"
+            line += (
+                f"   inside the actors {inside:6.1f} s per worker = {tokens / inside:6.0f} tokens/s; "
+                f"start-up and hand-over {wall - inside:5.1f} s"
+            )
         print(line)
     flush()
 
     index_dir = os.path.join(folder, "ray2")
     sharded = ShardedSpanIndex.load(index_dir, model)
     print(
-        f"\nB. search over {len(sharded.shards)} shards, {sharded.num_units} units (median of {args.search_repeats}; seconds per batch)"
+        f"\nB. search over {len(sharded.shards)} shards, {sharded.num_units} units (median of {args.search_repeats}; "
+        f"seconds per batch)"
     )
     searchers = {"one process": sharded}
     for workers in (1, 2):
@@ -170,7 +176,8 @@ def main() -> int:
     for name, by_batch in timings.items():
         t1, t32 = median(by_batch[1]), median(by_batch[32])
         print(
-            f"  {name:<16} 1 query {t1:6.3f} s ({one[1] / t1:4.2f}x)   32 queries {t32:6.3f} s = {32 / t32:6.1f} queries/s "
+            f"  {name:<16} 1 query {t1:6.3f} s ({one[1] / t1:4.2f}x)   32 queries {t32:6.3f} s = {32 / t32:6.1f} "
+            f"queries/s "
             f"({one[32] / t32:4.2f}x)   (results identical)"
         )
     for searcher in searchers.values():
@@ -188,7 +195,8 @@ def main() -> int:
     print(
         f"  {info['array_bytes']} array bytes for {tokens} tokens, {words} words, {info['units']} units: "
         f"{info['array_bytes'] / tokens:.0f} bytes/token, {info['array_bytes'] / info['units']:.0f} bytes/unit, "
-        f"{info['units'] / tokens:.3f} units/token; median shard {median(i['array_bytes'] for i in info['per_shard']) / 1e6:.2f} MB"
+        f"{info['units'] / tokens:.3f} units/token; median shard "
+        f"{median(i['array_bytes'] for i in info['per_shard']) / 1e6:.2f} MB"
     )
     print(
         f"  exact scan, 32 queries, 1 thread: {scan:.3f} s = {tokens * 32 / scan / 1e6:.2f} M token-queries/s "

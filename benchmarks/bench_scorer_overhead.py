@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The span scorer's cost: ``best_spans`` with the default scorer and disjoint top-k against the paper's fused max-cosine path.
+"""The span scorer's cost: ``best_spans`` with the default scorer and disjoint top-k against the paper's fused
+max-cosine path.
 
 On the same passages (default 1,024 passages of 40 words, spans of 1..20 words, 8 queries), round-robin in one
 process, medians of per-round ratios:

@@ -16,7 +16,8 @@ What is measured, all in this one run:
    one keep-alive HTTP connection each, stdlib ``http.client``), each request's latency.
 
 The four cases run interleaved in ``--rounds`` rounds (a share of the queries each), so that a change of the
-machine's load hits them alike. Printed: p50 / p95 / mean per case (ms), requests/s and server / in-process ratios at p50 and p95 (target: <= 1.20 at p50).
+machine's load hits them alike. Printed: p50 / p95 / mean per case (ms), requests/s and server / in-process ratios at
+p50 and p95 (target: <= 1.20 at p50).
 Both sides use the same torch thread count (slice_st.backends.default_threads, as the CLI does). Cases run
 after 10 warm-up requests each; the server answers checked equal to the in-process results.
 """
@@ -65,7 +66,8 @@ def free_port() -> int:
 
 
 def run_clients(queries: list[str], clients: int, request) -> tuple[list[float], float]:
-    """Latencies (s) of ``request(query, state)`` over ``queries`` split among ``clients`` threads started together, and the wall time."""
+    """Latencies (s) of ``request(query, state)`` over ``queries`` split among ``clients`` threads started together,
+    and the wall time."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     barrier = threading.Barrier(clients)
 
@@ -191,7 +193,8 @@ def main() -> int:
                 query
             )
         check["close"]()
-        # the cases interleaved in rounds (a quarter of the queries each), so that a change of the machine's load hits all alike
+        # the cases interleaved in rounds (a quarter of the queries each), so that a change of the machine's load hits
+        # all alike
         cases = [
             (f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
             for clients in (1, args.clients)
@@ -213,7 +216,8 @@ def main() -> int:
     for name, (values, wall) in results.items():
         p50, p95 = percentiles(values)
         print(
-            f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f} {1000 * float(np.mean(values)):8.2f} {len(values) / wall:7.1f}"
+            f"{name:<28} {1000 * p50:8.2f} {1000 * p95:8.2f} {1000 * float(np.mean(values)):8.2f} "
+            f"{len(values) / wall:7.1f}"
         )
     print("\nserver / in-process (latency ratios; throughput as in-process / server)")
     for clients in (1, args.clients):
@@ -225,7 +229,8 @@ def main() -> int:
         server_p, local_p = percentiles(server_values), percentiles(local_values)
         print(
             f"{label:<12} p50 {server_p[0] / local_p[0]:.3f}   p95 {server_p[1] / local_p[1]:.3f}   "
-            f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}   (target p50 <= 1.20)"
+            f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}  "
+            f" (target p50 <= 1.20)"
         )
     return 0
 

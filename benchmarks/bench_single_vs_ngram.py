@@ -186,7 +186,8 @@ def main() -> None:
     scale = len(passages) / n_baseline
     print("-" * 100)
     print(
-        f"(a) best_spans, {len(passages)} passages:            median {a_wall:8.3f} s  (min {min(r['wall'] for r in ra):.3f}, "
+        f"(a) best_spans, {len(passages)} passages:            median {a_wall:8.3f} s  (min "
+        f"{min(r['wall'] for r in ra):.3f}, "
         f"{len(ra)} runs) = {1e3 * a_wall / len(passages):.1f} ms/passage"
     )
     print(
@@ -205,7 +206,8 @@ def main() -> None:
         print(f"(b) MEASURED on all {len(passages)} passages (no extrapolation)")
     print("-" * 100)
     print(
-        f"RATIO a:b = 1:{b_full / a_wall:.1f}  ->  single pass is {b_full / a_wall:.1f}x faster than per-n-gram encoding "
+        f"RATIO a:b = 1:{b_full / a_wall:.1f}  ->  single pass is {b_full / a_wall:.1f}x faster than per-n-gram "
+        f"encoding "
         f"({'extrapolated' if args.extrapolate else 'measured'}; target >= 100x -> "
         f"{'MET' if b_full / a_wall >= 100 else 'NOT MET'})"
     )

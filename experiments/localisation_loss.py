@@ -54,7 +54,10 @@ if os.path.exists(cache):
     data = json.load(open(cache))
 else:
     excluded = evaluation_sentences([DEV, STS])
-    norm = lambda t: " ".join(t.lower().split())
+
+    def norm(t):
+        return " ".join(t.lower().split())
+
     pairs = [
         (a, b)
         for a, b, s, src in _sts_pairs(D, ("stsb", "sick"))

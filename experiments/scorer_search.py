@@ -144,7 +144,8 @@ def main() -> None:
         ("max-cosine (paper)", {k: 0 for k in default.to_dict() if k != "name"}),
     ]
     print(
-        "| scorer | Spearman all | exact (gold ≥ 3) all | word-F1 (gold ≥ 3) all | even: Spearman / exact / F1 | odd: Spearman / exact / F1 |"
+        "| scorer | Spearman all | exact (gold ≥ 3) all | word-F1 (gold ≥ 3) all | even: Spearman / exact / F1 | "
+        "odd: Spearman / exact / F1 |"
     )
     print("| --- | --- | --- | --- | --- | --- |")
     for name, change in variants:

@@ -7,7 +7,8 @@
 'played the guitar'
 
 Importing the package is light: every public name is loaded on first use (PEP 562), so the command
-line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of ``SentenceTransformer``
+line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of
+``SentenceTransformer``
 as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._attach`).
 """
 

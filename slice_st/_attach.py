@@ -1,6 +1,7 @@
 """Import hook of the ``slice_st`` package: the ``SentenceTransformer`` methods.
 
-:func:`attach_when_imported` adds ``encode_spans``/``encode_span_queries``/``best_spans`` to ``SentenceTransformer`` as soon
+:func:`attach_when_imported` adds ``encode_spans``/``encode_span_queries``/``best_spans`` to ``SentenceTransformer`` as
+soon
 as ``sentence_transformers`` is imported (at once if it already is), so ``import slice_st`` stays
 light (no torch) and ``import slice_st; SentenceTransformer(...).encode_spans(...)`` still works.
 

@@ -62,7 +62,8 @@ class SpanConfig:
 
 
 def span_pooling_module(model):
-    """The model's :class:`~slice_st.SpanPooling` module, if any (recognised by its marker: models sit above this layer)."""
+    """The model's :class:`~slice_st.SpanPooling` module, if any (recognised by its marker: models sit above this
+    layer)."""
     for module in model:
         if getattr(type(module), "provides_span_embeddings", False) is True:
             return module

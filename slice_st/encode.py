@@ -81,7 +81,8 @@ __all__ = [
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
 WINDOWS_PER_CALL = 1024
-#: ``precision`` values, as in ``SentenceTransformer.encode`` (quantised by sentence-transformers' ``quantize_embeddings``).
+#: ``precision`` values, as in ``SentenceTransformer.encode`` (quantised by sentence-transformers'
+#: ``quantize_embeddings``).
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 #: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
@@ -204,7 +205,8 @@ def check_threshold(threshold: Any) -> float | None:
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
-    # Scores are float32: a cut-off beyond its range (1e308) means the same as its largest value, without an overflow warning.
+    # Scores are float32: a cut-off beyond its range (1e308) means the same as its largest value, without an overflow
+    # warning.
     return min(max(value, -_FLOAT32_MAX), _FLOAT32_MAX)
 
 
@@ -252,7 +254,8 @@ def model_window(model) -> int:
 
 
 def model_truncate_dim(model) -> int | None:
-    """The model's own ``truncate_dim`` (``SentenceTransformer(..., truncate_dim=32)``), checked; ``None`` when it has none."""
+    """The model's own ``truncate_dim`` (``SentenceTransformer(..., truncate_dim=32)``), checked; ``None`` when it has
+    none."""
     dim = getattr(model, "truncate_dim", None)
     if dim is not None:
         _check_truncate_dim(dim, token_dimension(model))
@@ -390,7 +393,8 @@ def _without_prompt(out: dict[str, Any], prompt_chars: int, prompt: str) -> dict
     in_prompt = ~special & (offsets[:, 0] < prompt_chars)
     if bool((in_prompt & (offsets[:, 1] > prompt_chars)).any()):
         raise SpanInputError(
-            f"The prompt {prompt!r} merges with the start of the text into one token; end the prompt with a space or punctuation."
+            f"The prompt {prompt!r} merges with the start of the text into one token; end the prompt with a space or "
+            f"punctuation."
         )
     return {
         **out,
@@ -807,7 +811,8 @@ class SpanMatch:
 class SpanSearchResult(Sequence):
     """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
 
-    The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores`` (``-inf`` where a text has no span),
+    The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores``
+    (``-inf`` where a text has no span),
     ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
     ``similarity_fn_name`` says what the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``);
     ``similarities`` holds them, and ``scores`` the span scorer's scores (named by ``scorer``) that rank the spans.
@@ -1063,7 +1068,8 @@ def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tenso
 
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
-    """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps ``top_k``."""
+    """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps
+    ``top_k``."""
     units = max(
         (len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0
     )  # lone surrogates: said later
@@ -1343,7 +1349,7 @@ def best_spans_paired(
         span_scorer.name,
     )
     matches: list[SpanMatch | None] = []
-    for index, query in enumerate(query_list):
+    for index in range(len(query_list)):
         if not np.isfinite(scores[0, index, 0]):
             matches.append(None)
             continue

@@ -50,7 +50,8 @@ class FileAccessError(OSError, ValueError):
 
 
 class WindowError(ValueError):
-    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why (without the index)."""
+    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why (without the
+    index)."""
 
     def __init__(self, text_index: int, reason: str) -> None:
         super().__init__(f"Text {text_index}: {reason}")

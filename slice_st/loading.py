@@ -228,7 +228,8 @@ def require_backend(backend: str, export: bool = False) -> None:
 
 
 def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
-    """:func:`load_model` for ONNX Runtime / OpenVINO: the model folder's pipeline, its transformer run from the exported file."""
+    """:func:`load_model` for ONNX Runtime / OpenVINO: the model folder's pipeline, its transformer run from the
+    exported file."""
     import os
 
     import torch
@@ -268,7 +269,8 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             raise FileNotFoundError(
                 f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
                 f"slice_st.export_model({name!r}, DIR, backend={backend!r}{quantize}) or `slice-st export "
-                f"{'' if name is None else str(name) + ' '}-o DIR --backend {backend}{' --quantize' if quantized else ''}`, "
+                f"{'' if name is None else str(name) + ' '}-o DIR --backend "
+                f"{backend}{' --quantize' if quantized else ''}`, "
                 "then load DIR; or pass export_dir=DIR (--export-dir) to do both."
             )
         found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
@@ -450,7 +452,8 @@ def export_model(
 
 
 def _remove_partial_export(output, created: bool, writing: list) -> None:
-    """After a failed export: the folder if this export created it, else only the files it was writing (links as links)."""
+    """After a failed export: the folder if this export created it, else only the files it was writing (links as
+    links)."""
     import os
     import shutil
 

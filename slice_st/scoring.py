@@ -1,4 +1,5 @@
-"""Span scorers: how the best span of a text is decided (one definition for ``best_spans``, the index, the CLI and the evaluator).
+"""Span scorers: how the best span of a text is decided (one definition for ``best_spans``, the index, the CLI and the
+evaluator).
 
 The paper's protocol (Orbach et al., 2024) takes the span with the **maximum cosine** to the query. On
 real passages that span is often a clipped piece of the phrase a user wants: a sub-phrase that keeps
@@ -58,7 +59,8 @@ START_WORDS = frozenset(
     "and or but nor to of in on at by for with from as that which who than so then while when where because "
     "into onto upon over under about after before if".split()
 )
-#: A span should not end on these (unless the query does): articles, conjunctions, prepositions, auxiliaries, possessives.
+#: A span should not end on these (unless the query does): articles, conjunctions, prepositions, auxiliaries,
+#: possessives.
 END_WORDS = frozenset(
     "a an the and or but nor to of in on at by for with from as that which who whom whose is are was were be been "
     "being its his her their our my your this these those than then so if because while into onto upon over under "
@@ -354,7 +356,8 @@ def costs_of_spans(
         >>> profile = query_profiles(["a man sings"], [3])[0]
         >>> import numpy as np
         >>> phrase = resolve_scorer("phrase")
-        >>> costs_of_spans(phrase, flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3, 3])).round(3).tolist()
+        >>> costs_of_spans(phrase, flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3,
+        ...     3])).round(3).tolist()
         [0.0, 0.22]
     """
     import numpy as np
@@ -381,7 +384,8 @@ def costs_of_spans(
 
 
 def mark_prefix(flags: np.ndarray) -> np.ndarray:
-    """``(N + 1, 2)`` prefix counts of clause marks and sentence ends over a run of unit flags (for :func:`costs_of_spans`)."""
+    """``(N + 1, 2)`` prefix counts of clause marks and sentence ends over a run of unit flags (for
+    :func:`costs_of_spans`)."""
     import numpy as np
 
     flags = np.asarray(flags).astype(np.int64)

@@ -429,7 +429,8 @@ def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
     missing span, whose vector is zero and ``valid`` is false.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])     # unit 0 = token 0, unit 1 = tokens 1..2
-    >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2, -1]]))
+    >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2,
+    ...     -1]]))
     >>> means[0].tolist(), valid.tolist()
     ([[1.0, 1.0], [1.0, 1.5], [0.0, 0.0]], [[True, True, False]])
     """
@@ -499,7 +500,8 @@ def shift_spans(
     ``-max_shift..max_shift``, kept inside the row's units and at least ``min_span`` long; rows
     without a valid span get ``-1``. Returns ``(starts, ends)`` of shape ``(B, count)``.
 
-    >>> s, e = shift_spans(torch.tensor([[2, -1]]), torch.tensor([[5, -1]]), torch.tensor([9]), 3, 1, generator=torch.Generator().manual_seed(0))
+    >>> s, e = shift_spans(torch.tensor([[2, -1]]), torch.tensor([[5, -1]]), torch.tensor([9]), 3, 1,
+    ...     generator=torch.Generator().manual_seed(0))
     >>> bool(((s >= 1) & (s <= 3) & (e >= 4) & (e <= 6) & (e - s >= 1)).all())
     True
     """
@@ -532,7 +534,8 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
     gradient to its arg-max, so the gradient is the same as differentiating the full max.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
-    >>> span_cosines(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([[1]]), torch.tensor([[2]])).tolist()
+    >>> span_cosines(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([[1]]),
+    ...     torch.tensor([[2]])).tolist()
     [[1.0]]
     """
     batch = token_embeddings.shape[0]
@@ -570,7 +573,8 @@ def max_span_cosines(
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
-    >>> max_span_cosines(torch.tensor([[0.0, 1.0], [1.0, 1.0]]), emb, bounds, torch.tensor([3]), 1, 2).round(decimals=4).tolist()
+    >>> max_span_cosines(torch.tensor([[0.0, 1.0], [1.0, 1.0]]), emb, bounds, torch.tensor([3]), 1,
+    ...     2).round(decimals=4).tolist()
     [[1.0, 1.0]]
     """
     check_span_bounds(min_span, max_span)
@@ -621,7 +625,8 @@ def span_cosine_grid(
     document's mean vector ("centrality").
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
-    >>> span_cosine_grid(torch.tensor([[1.0, 0.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2).double().round(decimals=4).tolist()
+    >>> span_cosine_grid(torch.tensor([[1.0, 0.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1,
+    ...     2).double().round(decimals=4).tolist()
     [[[1.0, 0.7071], [0.0, nan]]]
     """
     check_span_bounds(min_span, max_span)
@@ -773,7 +778,8 @@ def top_spans_flat(
     """
     if queries.dim() != 2 or unit_vectors.dim() != 2 or queries.shape[1] != unit_vectors.shape[1]:
         raise ValueError(
-            f"queries must be (Q, d) and unit_vectors (N, d) with the same d, got {tuple(queries.shape)} and {tuple(unit_vectors.shape)}."
+            f"queries must be (Q, d) and unit_vectors (N, d) with the same d, got {tuple(queries.shape)} and "
+            f"{tuple(unit_vectors.shape)}."
         )
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
@@ -858,7 +864,8 @@ def flat_span_scores(
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
-    >>> flat_span_scores(torch.tensor([[0.0, 1.0]]), vectors, norms, torch.tensor([[0, 1]]), torch.tensor([[2, 1]])).round(decimals=4).tolist()
+    >>> flat_span_scores(torch.tensor([[0.0, 1.0]]), vectors, norms, torch.tensor([[0, 1]]), torch.tensor([[2,
+    ...     1]])).round(decimals=4).tolist()
     [[0.7071, 1.0]]
     """
     unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
@@ -893,7 +900,8 @@ def flat_span_scores(
 def unit_peak_scores(
     dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
 ) -> Tensor:
-    """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a query peaks.
+    """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a
+    query peaks.
 
     ``dots`` ``(Q, N)`` are the dot products of unit-norm queries with the unit sums of a flat run of
     ``N`` units, and ``span_norms`` ``(N, K)`` the stored span-sum norms (``nan`` where a span does not
@@ -1022,7 +1030,8 @@ def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Ten
 
 
 def _block_top_k(prefix: Tensor, inverse: Tensor, top_k: int, min_span: int, units: int, count: int):
-    """The block's best ``top_k`` spans per query: ``(rows, columns, scores)`` with columns ``length column * count + offset``."""
+    """The block's best ``top_k`` spans per query: ``(rows, columns, scores)`` with columns ``length column * count +
+    offset``."""
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     scores = torch.empty(num_queries, widths, count, dtype=prefix.dtype, device=prefix.device)
     for column in range(widths):

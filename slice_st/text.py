@@ -65,10 +65,10 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
 
     >>> require("json", "train").__name__
     'json'
-    >>> require("no_such_module_xyz", "eval", "the Table-1 runner")
+    >>> require("no_such_module_xyz", "eval", "the Table-1 runner")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    slice_st.errors.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: pip install 'slice-st[eval]'
+    slice_st.errors.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: ...
     """
     try:
         return importlib.import_module(module)
@@ -111,7 +111,8 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW"
 
 
 def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequence) -> str:
-    """Append ``row`` to the CSV file ``folder/file_name`` (creating the folder), writing ``header`` first in a new file.
+    """Append ``row`` to the CSV file ``folder/file_name`` (creating the folder), writing ``header`` first in a new
+    file.
 
     The evaluators' results log, as sentence-transformers' evaluators keep it (one row per call).
 
@@ -136,9 +137,11 @@ def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequ
 
 
 def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
-    """Open a file that must not exist yet for writing (``O_CREAT|O_EXCL|O_NOFOLLOW``; permissions as ``open``'s, umask applied).
+    """Open a file that must not exist yet for writing (``O_CREAT|O_EXCL|O_NOFOLLOW``; permissions as ``open``'s, umask
+    applied).
 
-    A file, a folder or a symbolic link already at ``path`` is ``FileExistsError``: nothing is written through a planted link.
+    A file, a folder or a symbolic link already at ``path`` is ``FileExistsError``: nothing is written through a
+    planted link.
 
     Args:
         path: The new file.
@@ -159,7 +162,8 @@ def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
 def atomic_file(
     path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True
 ) -> Iterator:
-    """Write ``path`` all at once: yield a new temporary file beside it, then fsync it and ``os.replace`` it onto ``path``.
+    """Write ``path`` all at once: yield a new temporary file beside it, then fsync it and ``os.replace`` it onto
+    ``path``.
 
     The temporary file has a random name and is created with :func:`create_new_file` (never an existing
     file or a planted symbolic link); if ``path`` is a symbolic link, the link itself is replaced, never
@@ -211,7 +215,8 @@ def split_lines(content: str) -> list[str]:
 
 
 def _open_regular(path: str):
-    """``path`` opened for reading in binary; only a regular file (a device, FIFO or socket would never end, or block)."""
+    """``path`` opened for reading in binary; only a regular file (a device, FIFO or socket would never end, or
+    block)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"input file not found: {path}")
     if os.path.isdir(path):
@@ -230,7 +235,8 @@ def _open_regular(path: str):
 
 
 def _binary_lines(path: str):
-    """``(name, lines)``: the raw lines of ``path`` (``"-"``: standard input), each ending in ``\\n`` but the last, streamed."""
+    """``(name, lines)``: the raw lines of ``path`` (``"-"``: standard input), each ending in ``\\n`` but the last,
+    streamed."""
     if path == "-":
         data = getattr(sys.stdin, "buffer", None)
         if data is None:  # a text stream without bytes (e.g. replaced in tests): re-check its characters
@@ -279,7 +285,8 @@ def read_file(path: str) -> str:
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (see the module notes), line ends kept; streamed.
+    """``(line number, file offset, line)`` for each line of a UTF-8 file (see the module notes), line ends kept;
+    streamed.
 
     Offsets are character offsets in the file as decoded, a leading byte-order mark included. Only regular
     files (and ``"-"``, standard input) are read: a device such as ``/dev/zero`` is a :class:`FileAccessError`.
@@ -330,7 +337,8 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
 
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
-#: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100 columns).
+#: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100
+#: columns).
 WRAPPED_MIN_LENGTH = 40
 #: ``guess_split``: the widest hard-wrapped line (text is wrapped at 60-100 columns).
 WRAPPED_MAX_WIDTH = 100
@@ -344,7 +352,8 @@ def guess_split(lines: Iterable[str]) -> str:
     lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
     (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) they
     are filled to a width: the longest is at most :data:`WRAPPED_MAX_WIDTH` characters and at least 75% of
-    them are within 20 characters of it. One text per line (chat turns, tickets, a list of phrases: short lines, lines ending a
+    them are within 20 characters of it. One text per line (chat turns, tickets, a list of phrases: short lines, lines
+    ending a
     sentence, or lines of any length) stays ``"line"``.
 
     >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])

@@ -246,7 +246,8 @@ def _margins(context: int) -> list[int]:
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as ``text_units`` gives.
+    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as ``text_units``
+    gives.
 
     Windows are cut between these runs, where the tokenizer itself cuts, so a window's text tokenizes
     into the same tokens as inside the whole text. Scripts without spaces (Chinese, Japanese) are one
@@ -298,7 +299,8 @@ def plan_windows(
     without any token get no window.
 
     A text that cannot be cut (a single word, or ``max_span`` units, longer than a window) or that is not
-    valid Unicode (a lone surrogate) raises :class:`WindowError` naming it; with an ``errors`` list it is appended there as
+    valid Unicode (a lone surrogate) raises :class:`WindowError` naming it; with an ``errors`` list it is appended
+    there as
     ``(text index, reason)`` and gets no window instead.
     """
     check_unit(unit)
@@ -366,7 +368,8 @@ def _text_windows(
         raise WindowError(
             text_index,
             (
-                f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than the model window "
+                f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than "
+                f"the model window "
                 f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
             ),
         )

@@ -355,7 +355,8 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
 
 
 def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, capsys):
-    """Issue 24: a non-ONNX --model-file, a truncated model.onnx, an --export-dir that is a file, --quantized with OpenVINO."""
+    """Issue 24: a non-ONNX --model-file, a truncated model.onnx, an --export-dir that is a file, --quantized with
+    OpenVINO."""
     import shutil
 
     from slice_st.cli import main

@@ -322,7 +322,8 @@ def test_ray_force_build_never_follows_a_linked_build_state(tiny_model_dir, tmp_
 
 
 def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_model_dir, tmp_path, capsys):
-    """5. ``index add`` with ``.manifest.json.tmp`` a link to a file outside: that file is unchanged, manifest.json stays a file."""
+    """5. ``index add`` with ``.manifest.json.tmp`` a link to a file outside: that file is unchanged, manifest.json
+    stays a file."""
     from slice_st.index import MANIFEST
 
     outside = tmp_path / "outside.txt"
@@ -340,7 +341,8 @@ def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_m
 
 
 def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_path, capsys):
-    """5. ``manifest.json`` or ``.lock`` a link to outside: one clear error, the outside file neither read nor truncated."""
+    """5. ``manifest.json`` or ``.lock`` a link to outside: one clear error, the outside file neither read nor
+    truncated."""
     from slice_st.index import MANIFEST
 
     outside = tmp_path / "outside.json"
@@ -360,7 +362,8 @@ def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_pat
 
 
 def test_atomic_writes_never_follow_links(tmp_path):
-    """5. Every temporary file is new (``O_EXCL|O_NOFOLLOW``): a link at the target is replaced, its target untouched."""
+    """5. Every temporary file is new (``O_EXCL|O_NOFOLLOW``): a link at the target is replaced, its target
+    untouched."""
     from slice_st.index import Calibration
     from slice_st.index.storage import write_bytes, write_json
     from slice_st.text import atomic_file
@@ -466,7 +469,8 @@ def test_a_manifest_without_its_checksums_is_refused(index_dir, tiny_model, caps
 
 @pytest.mark.parametrize("edit", [{"min_span": 3}, {"max_span": 2}, {"unit": "token"}, {"min_span": 2, "max_span": 5}])
 def test_edited_span_settings_are_a_clear_error(index_dir, tiny_model, tiny_model_dir, capsys, edit):
-    """7. A hand-edited ``span_config`` (min_span 1 → 3 scored 2.93, a cosine above 1; unit word → token was accepted)."""
+    """7. A hand-edited ``span_config`` (min_span 1 → 3 scored 2.93, a cosine above 1; unit word → token was
+    accepted)."""
     from slice_st import SpanIndex, SpanInputError
 
     manifest = _manifest(index_dir)
@@ -622,7 +626,8 @@ def test_full_disk_in_export_leaves_no_partial_folder(tiny_model_dir, tmp_path, 
         "save",
         _partial_save_then(
             SafetensorError(
-                'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+                'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on '
+                'device" })'
             )
         ),
     )
@@ -686,7 +691,8 @@ def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, cap
 
 
 def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_model, tmp_path, monkeypatch):
-    """3. ``_final.new`` / ``_final.old`` / ``final`` links in a resumed run's folder: removed as links, their targets untouched."""
+    """3. ``_final.new`` / ``_final.old`` / ``final`` links in a resumed run's folder: removed as links, their targets
+    untouched."""
     from types import SimpleNamespace
 
     from slice_st.training import trainer

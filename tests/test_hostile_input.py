@@ -1,4 +1,5 @@
-"""Hostile input to the library and the CLI (issue 17 B3, B6–B11, B14–B22, B24, B25): a clear error or a documented result.
+"""Hostile input to the library and the CLI (issue 17 B3, B6–B11, B14–B22, B24, B25): a clear error or a documented
+result.
 
 A CLI error is one line ``slice-st: error: …`` with exit 2, never a traceback.
 """
@@ -104,7 +105,8 @@ def test_b15_bad_devices_are_refused_before_loading(tmp_path, capsys, monkeypatc
     assert expected in _fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--device", device)
 
 
-# ------------------------------------------------------------------------------------------ B7, B8, B9, B21 (reading files)
+# ------------------------------------------------------------------------------------------ B7, B8, B9, B21 (reading
+# files)
 SEPARATORS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
 
 

@@ -275,7 +275,8 @@ def test_methods_attached_when_sentence_transformers_was_imported_first():
 
 
 def test_import_is_light_and_methods_attach_on_later_import():
-    """In a fresh interpreter: ``import slice_st`` and the CLI parser load no torch; importing ST later attaches the methods."""
+    """In a fresh interpreter: ``import slice_st`` and the CLI parser load no torch; importing ST later attaches the
+    methods."""
     code = (
         "import sys, slice_st, slice_st.cli\n"
         "slice_st.cli.build_parser()\n"
@@ -285,7 +286,8 @@ def test_import_is_light_and_methods_attach_on_later_import():
         "assert SentenceTransformer.encode_spans is slice_st.encode_spans\n"
         "assert SentenceTransformer.best_spans is slice_st.best_spans\n"
         "import sentence_transformers\n"
-        "assert type(sentence_transformers.__loader__).__name__ == 'SourceFileLoader', sentence_transformers.__loader__\n"
+        "assert type(sentence_transformers.__loader__).__name__ == 'SourceFileLoader', "
+        "sentence_transformers.__loader__\n"
         "print('ok')\n"
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1")

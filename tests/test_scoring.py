@@ -1,4 +1,5 @@
-"""The span scorer (slice_st.scoring) through best_spans: equal to a brute-force reference, disjoint top-k, whole phrases."""
+"""The span scorer (slice_st.scoring) through best_spans: equal to a brute-force reference, disjoint top-k, whole
+phrases."""
 
 from __future__ import annotations
 

@@ -175,7 +175,8 @@ def test_nan_vectors_are_an_error_not_no_match(make_tiny_model, tmp_path, monkey
     assert "NaN or infinite token vectors" in _fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")
 
 
-# ------------------------------------------------------------------------------------------ inputs named twice, JSONL ids, surrogates
+# ------------------------------------------------------------------------------------------ inputs named twice, JSONL
+# ids, surrogates
 def test_mine_reads_a_file_named_twice_once(tmp_path, tiny_model_dir, capsys, monkeypatch):
     import os
 
@@ -245,7 +246,8 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_mo
     assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
 
 
-# ------------------------------------------------------------------------------------------ hangs and unbounded resources
+# ------------------------------------------------------------------------------------------ hangs and unbounded
+# resources
 def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
     import os
     import socket
@@ -498,7 +500,8 @@ def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
 
 
 def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
-    """The SentenceTransformerTrainer renders the card from the same model_card_data: no "Base model: Unknown", no missing licence."""
+    """The SentenceTransformerTrainer renders the card from the same model_card_data: no "Base model: Unknown", no
+    missing licence."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss

@@ -51,7 +51,8 @@ __all__ = [
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
 
-#: ``--format`` of every command that prints results: text (aligned columns), one JSON document, JSON lines, one HTML page.
+#: ``--format`` of every command that prints results: text (aligned columns), one JSON document, JSON lines, one HTML
+#: page.
 FORMATS = ("text", "json", "jsonl", "html")
 #: Files a directory given as input stands for (searched recursively; hidden files and folders left out).
 CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
@@ -73,7 +74,8 @@ def terminal_safe(text: str, keep_newlines: bool = False) -> str:
         keep_newlines: leave newlines as line breaks.
 
     Returns:
-        The text with ESC, BEL, CR, the other C0 and C1 controls and DEL escaped (JSON and CSV output keep the text exact).
+        The text with ESC, BEL, CR, the other C0 and C1 controls and DEL escaped (JSON and CSV output keep the text
+        exact).
 
     Example:
         >>> print(terminal_safe("id\\x1b]0;title\\x07"))
@@ -343,7 +345,8 @@ def check_output(path: str, kind: str = "file") -> str:
 
 
 def bare_ray_option(argv: Sequence[str]) -> list[str]:
-    """``--ray`` followed by an input rather than a Ray address (an existing file or folder, a URI) means Ray started here.
+    """``--ray`` followed by an input rather than a Ray address (an existing file or folder, a URI) means Ray started
+    here.
 
     argparse would take the input for the optional ADDRESS; this spells it ``--ray=local`` first.
     Anything else after ``--ray`` stays the ADDRESS (and a malformed one is a clear error later).
@@ -385,13 +388,15 @@ def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the forward pass runs: ``--backend``, ``--model-file``/``--quantized``, ``--model-dtype``, ``--threads``, ``--export-dir``."""
+    """Where the forward pass runs: ``--backend``, ``--model-file``/``--quantized``, ``--model-dtype``, ``--threads``,
+    ``--export-dir``."""
     group = parser.add_argument_group("inference backend")
     group.add_argument(
         "--backend",
         choices=("torch", "onnx", "openvino"),
         default="torch",
-        help="run the model on torch (default), ONNX Runtime or OpenVINO (needs slice-st[onnx] / [openvino] and an export, see slice-st export)",
+        help="run the model on torch (default), ONNX Runtime or OpenVINO (needs slice-st[onnx] / [openvino] and an "
+        "export, see slice-st export)",
     )
     group.add_argument(
         "--model-file",
@@ -509,7 +514,8 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
 
 
 def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
-    """Write match rows as json/jsonl/csv (``fields``), an HTML page, or aligned text columns (``where``, span highlighted in ``text``)."""
+    """Write match rows as json/jsonl/csv (``fields``), an HTML page, or aligned text columns (``where``, span
+    highlighted in ``text``)."""
     if args.format in ("json", "jsonl", "csv"):
         return write_records([{key: row[key] for key in fields} for row in rows], fields, args.format, out)
     if args.format == "html":
@@ -526,7 +532,8 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         if row["query"] != current:
             sts = f"  {'0-5':>4}" if calibrated else ""
             out.write(
-                f"\n== {terminal_safe(row['query'])}\n{'rank':>4}  {'score':>6}{sts}  {'where':<{where_width}} {'chars':<{chars_width}} match in context\n"
+                f"\n== {terminal_safe(row['query'])}\n{'rank':>4}  {'score':>6}{sts}  "
+                f"{'where':<{where_width}} {'chars':<{chars_width}} match in context\n"
             )
             current = row["query"]
         sts = ""
@@ -535,7 +542,8 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         chars = f"{row['start']}-{row['end']}"
         snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
         out.write(
-            f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}} {snippet}\n"
+            f"{row['rank']:>4}  {row['score']:6.3f}{sts}  "
+            f"{terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}} {snippet}\n"
         )
     if not rows:
         out.write(
@@ -583,7 +591,8 @@ def html_document(title: str, blocks: Sequence[tuple[str, str]]) -> str:
 
 
 def _html_page(rows: list[dict], threshold) -> str:
-    """One self-contained HTML page (inline style, no script, nothing fetched): a table per query, spans marked in context.
+    """One self-contained HTML page (inline style, no script, nothing fetched): a table per query, spans marked in
+    context.
 
     Every piece of input text is escaped (``html.escape``), so a corpus holding markup shows it as text.
     """
@@ -598,7 +607,8 @@ def _html_page(rows: list[dict], threshold) -> str:
                 parts.append("</table>")
             current = row["query"]
             parts.append(
-                f"<h2>{html.escape(row['query'])}</h2><table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>"
+                f"<h2>{html.escape(row['query'])}</h2><table><tr><th>rank</th><th>score</th><th>where</th><th>match "
+                f"in context</th></tr>"
             )
         text, start, end = row["text"], row["start"], row["end"]
         context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"

@@ -42,7 +42,8 @@ def _add_passages_command(commands) -> None:
         "make-passages",
         help="cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)",
         description="Build a distillation passages folder for `slice-st train --distill-data DIR`. Dev sentences "
-        "(--exclude) never reach a passage. With --cache-teacher the teacher's span vectors are computed once and saved.",
+        "(--exclude) never reach a passage. With --cache-teacher the teacher's span vectors are computed once and "
+        "saved.",
     )
     parser.add_argument(
         "sources",
@@ -161,7 +162,8 @@ def _make_context_command(args) -> int:
     lengths = [len(p.split()) for p in rows["passage"]]
     report(
         args,
-        f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean {np.mean(lengths):.1f}; "
+        f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean "
+        f"{np.mean(lengths):.1f}; "
         f"seed {args.seed}; from {args.stsb})",
     )
     return 0

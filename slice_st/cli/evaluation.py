@@ -1,4 +1,5 @@
-"""``slice-st table`` (Table 1 of the SLICE paper for your systems) and ``slice-st mteb run`` (mteb.evaluate with the STSBContext task).
+"""``slice-st table`` (Table 1 of the SLICE paper for your systems) and ``slice-st mteb run`` (mteb.evaluate with the
+STSBContext task).
 
     slice-st table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
         --system densephrases --out runs/dev/table --cache runs/dev/cache
@@ -75,7 +76,8 @@ def add_evaluation_commands(commands) -> None:
     mteb = commands.add_parser(
         "mteb",
         help="run mteb tasks (STSBContext included) through mteb's public evaluate()",
-        description="Build the STSBContext task (and any other mteb task named) and evaluate a model with mteb.evaluate; "
+        description="Build the STSBContext task (and any other mteb task named) and evaluate a model with "
+        "mteb.evaluate; "
         "results land in mteb's layout, OUTPUT/results/<model>/<revision>/<task>.json.",
     )
     actions = mteb.add_subparsers(dest="mteb_command", required=True)

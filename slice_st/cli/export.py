@@ -55,6 +55,7 @@ def _export(args) -> int:
     sys.stdout.write(
         f"{path} ({time.perf_counter() - start:.1f} s)\n"
         f"use it: slice-st mine --model {args.output} --backend {args.backend}{quantized} ...   "
-        f"or slice_st.load_model({args.output!r}, backend={args.backend!r}{', quantized=True' if args.quantize else ''})\n"
+        f"or slice_st.load_model({args.output!r}, "
+        f"backend={args.backend!r}{', quantized=True' if args.quantize else ''})\n"
     )
     return 0

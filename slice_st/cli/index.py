@@ -221,7 +221,8 @@ def _report(verb: str, documents, index, seconds: float, args) -> None:
     report(
         args,
         f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
-        f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, {index.num_units} units",
+        f"{words / seconds if seconds > 0 else float('inf'):.0f} words/s; the index holds {len(index)} documents, "
+        f"{index.num_units} units",
     )
 
 
@@ -342,7 +343,8 @@ def _build_on_ray(args) -> int:
     seconds = result.seconds
     report(
         args,
-        f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} shards "
+        f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: "
+        f"{len(result.shards)} shards "
         f"({result.shards_built} built, {result.shards_reused} already there), "
         f"{result.units / seconds if seconds > 0 else float('inf'):.0f} units/s; saved to {args.output}",
     )
@@ -382,7 +384,8 @@ def _waiting(directory: str):
 
 
 def _update(directory: str, device: str | None = None, options: dict | None = None):
-    """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message) for another writer."""
+    """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message) for another
+    writer."""
     from slice_st.index import SpanIndex, check_index_target, read_manifest
 
     read_manifest(directory, must_exist=True)  # not an index: said before anything else
@@ -400,7 +403,8 @@ def _open_for_search(
     ray: str | None = None,
     workers: int | None = None,
 ):
-    """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory of shards);
+    """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory
+    of shards);
     with ``ray`` (an address, or ``"local"``) a :class:`RayShardedSpanIndex` (close it)."""
     from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
 

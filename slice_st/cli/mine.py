@@ -37,14 +37,16 @@ def add_mine_command(commands) -> None:
         "files",
         nargs="*",
         metavar="FILE",
-        help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': standard input)",
+        help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': "
+        "standard input)",
     )
     mine.add_argument(
         "--index",
         metavar="DIR",
         action="append",
         default=None,
-        help="search a saved corpus index instead of FILEs (as slice-st index search); repeat it, or name a directory of indexes, to search shards together",
+        help="search a saved corpus index instead of FILEs (as slice-st index search); repeat it, or name a "
+        "directory of indexes, to search shards together",
     )
     mine.add_argument("--approximate", action="store_true", help="with --index: use its FAISS candidate stage")
     mine.add_argument(
@@ -57,7 +59,8 @@ def add_mine_command(commands) -> None:
         "--split",
         choices=SPLITS,
         default="auto",
-        help="what a text is: a line, a paragraph (blank-line separated), or auto (default: paragraphs when a file's lines are hard-wrapped, else lines)",
+        help="what a text is: a line, a paragraph (blank-line separated), or auto (default: paragraphs when a file's "
+        "lines are hard-wrapped, else lines)",
     )
     add_query_arguments(mine)
     mine.add_argument(
@@ -153,7 +156,8 @@ def _mine(args) -> int:
         ) from None
     for position, reason in result.skipped:
         sys.stderr.write(
-            f"slice-st: skipped {terminal_safe(records[position].source)}:{records[position].line}: {terminal_safe(reason)}\n"
+            f"slice-st: skipped {terminal_safe(records[position].source)}:{records[position].line}: "
+            f"{terminal_safe(reason)}\n"
         )
     if result.skipped:
         sys.stderr.write(f"slice-st: {len(result.skipped)} texts skipped\n")

@@ -53,7 +53,8 @@ def add_phrase_eval_command(commands) -> None:
     parser = commands.add_parser(
         "phrase-eval",
         help="PEARL's phrase tasks and Nugget's document paraphrase identification",
-        description="Score a model on PEARL's phrase tasks (BIRD, Turney, PPDB, PPDB-filtered, CoNLL-03 entity clustering) "
+        description="Score a model on PEARL's phrase tasks (BIRD, Turney, PPDB, PPDB-filtered, CoNLL-03 entity "
+        "clustering) "
         "and Nugget's ParaBank paraphrase identification. Tables show metrics x100; JSON keeps them on the 0-1 scale.",
     )
     parser.add_argument(
@@ -168,7 +169,8 @@ def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tupl
 
 
 def run_phrase_eval(model, tasks: list[str], roots: list[str], args) -> list[dict[str, Any]]:
-    """Run each task; one result object per task: ``task``, ``data``, ``n``, ``metric``, ``results`` (variant → metrics), ``seconds``."""
+    """Run each task; one result object per task: ``task``, ``data``, ``n``, ``metric``, ``results`` (variant →
+    metrics), ``seconds``."""
     from slice_st.data.phrase_tasks import find_task_data
 
     paths = {

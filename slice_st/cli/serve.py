@@ -40,7 +40,8 @@ def add_serve_command(commands) -> None:
         "-m",
         "--model",
         default=None,
-        help="model for CORPUS files (default: the shipped slice-minilm); for an index, default: the one it was built with",
+        help="model for CORPUS files (default: the shipped slice-minilm); for an index, default: the one it was "
+        "built with",
     )
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)"
@@ -100,7 +101,8 @@ def _serve(args) -> int:
                 )
             ):
                 raise ValueError(
-                    f"{path} holds index shards: serve takes one index directory (merge them first: slice-st index merge)."
+                    f"{path} holds index shards: serve takes one index directory (merge them first: slice-st index "
+                    f"merge)."
                 )
         files = expand_inputs(args.source)
         model = load_model(args.model, device=args.device, **options)

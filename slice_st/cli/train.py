@@ -74,7 +74,8 @@ def add_train_command(commands) -> None:
     parser.add_argument(
         "--push-to-hub",
         metavar="ORG/NAME",
-        help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write access)",
+        help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write "
+        "access)",
     )
 
     spans = parser.add_argument_group("spans (advanced)")
@@ -154,12 +155,14 @@ def add_train_command(commands) -> None:
         "-o",
         "--output",
         required=True,
-        help="destination folder, new or empty (the package's own is slice_st/pretrained/slice_minilm, as make model does)",
+        help="destination folder, new or empty (the package's own is slice_st/pretrained/slice_minilm, as make model "
+        "does)",
     )
     ship.add_argument(
         "--overwrite",
         action="store_true",
-        help="ship into a folder that has files: replace only adapter_config.json, adapter_model.safetensors and provenance.json",
+        help="ship into a folder that has files: replace only adapter_config.json, adapter_model.safetensors and "
+        "provenance.json",
     )
     ship.add_argument(
         "--dev",

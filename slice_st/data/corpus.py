@@ -61,7 +61,8 @@ def read_text_file(path: str, split: str = "line") -> list[Document]:
 
 
 def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
-    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field`` (``id_field=None``: ids are line numbers).
+    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field`` (``id_field=None``: ids are
+    line numbers).
 
     Ids are non-empty strings: a number (``"id": 7``) is a :class:`CorpusError` (write ``"7"``).
 

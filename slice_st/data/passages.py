@@ -124,7 +124,8 @@ def cut_passages(
     ``exclude_sentences`` (compared case- and space-insensitively) are removed first. Duplicates are
     dropped; ``limit`` keeps a seeded sample.
 
-    >>> ds = cut_passages(["One two three. Four five six.", "Seven eight. Nine ten.", "Eleven twelve."], min_words=4, max_words=6)
+    >>> ds = cut_passages(["One two three. Four five six.", "Seven eight. Nine ten.", "Eleven twelve."], min_words=4,
+    ...     max_words=6)
     >>> sorted(len(text.split()) for text in ds["text"])   # two documents; "Eleven twelve." is too short alone
     [4, 6]
     """
@@ -163,7 +164,8 @@ def cut_passages(
 
 
 def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random, spill: list[str]) -> list[str]:
-    """Consecutive sentences → passages; a final piece shorter than ``min_words`` joins the previous passage or ``spill``."""
+    """Consecutive sentences → passages; a final piece shorter than ``min_words`` joins the previous passage or
+    ``spill``."""
     pieces: list[str] = []
     for sentence in sentences:
         words = sentence.split()

@@ -280,7 +280,8 @@ def read_conll_entities(
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "conll.json"
-    >>> _ = path.write_text('{"sentences": [["Anna", "Keller", "joins", "Nordbank"]], "ner": [[[0, 1, "PER"], [3, 3, "ORG"]]]}\\n')
+    >>> _ = path.write_text('{"sentences": [["Anna", "Keller", "joins", "Nordbank"]], '
+    ...                     '"ner": [[[0, 1, "PER"], [3, 3, "ORG"]]]}\\n')
     >>> data = read_conll_entities(path)
     >>> data.phrases, data.labels
     (['Anna Keller', 'Nordbank'], ['PER', 'ORG'])
@@ -405,10 +406,10 @@ def find_task_data(task: str, roots: Sequence[str | os.PathLike], split: str = "
 
     Each root may be the task's own folder set (``…/pearl_eval``, ``…/nugget_pi``) or their parent.
 
-    >>> find_task_data("bird", ["/nonexistent"])
+    >>> find_task_data("bird", ["/nonexistent"])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    FileNotFoundError: no data for task 'bird' under /nonexistent (looked for bird/bird.txt, pearl_eval/bird/bird.txt, nugget_pi/bird/bird.txt).
+    FileNotFoundError: no data for task 'bird' under /nonexistent (looked for bird/bird.txt, ...).
     """
     if task not in PHRASE_TASKS:
         raise ValueError(f"unknown task {task!r}; choose from {', '.join(PHRASE_TASKS)}.")

@@ -117,7 +117,8 @@ def read_stsb_context(
     Columns: ``index`` (the file's index column), ``line``, ``paraphrase``, ``passage``, ``goldsim``
     (float, 0-5), ``paraphrase_in_passage`` (bool) and ``file_line`` (1-based line of the row).
     ``encoding="auto"`` reads UTF-8 or cp1252. A row whose passage does not contain its paraphrase
-    (verbatim, or up to case, punctuation and spacing, as the real set writes it mid-sentence) is reported: ``missing_paraphrase="warn"`` keeps it and warns (naming the rows),
+    (verbatim, or up to case, punctuation and spacing, as the real set writes it mid-sentence) is reported:
+    ``missing_paraphrase="warn"`` keeps it and warns (naming the rows),
     ``"error"`` raises, ``"drop"`` drops it and warns. Any other bad row raises
     :class:`DataFormatError` naming the file and line.
 
@@ -213,7 +214,8 @@ def read_stsb_context(
         action = "dropped" if missing_paraphrase == "drop" else "kept"
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
         warnings.warn(
-            f"{name}: {len(missing)} row(s) whose passage does not contain the paraphrase, even up to case and punctuation ({action}); "
+            f"{name}: {len(missing)} row(s) whose passage does not contain the paraphrase, even up to case and "
+            f"punctuation ({action}); "
             f"lines {shown}.",
             stacklevel=2,
         )
@@ -349,7 +351,8 @@ def read_stsb(path: str | os.PathLike):
         fields = next(csv.reader([raw_line], delimiter="\t", quoting=csv.QUOTE_NONE))
         if len(fields) < 7:
             raise DataFormatError(
-                f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, sentence1, sentence2), got {len(fields)}."
+                f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, "
+                f"sentence1, sentence2), got {len(fields)}."
             )
         genre, source, year, pair_id, score, sentence1, sentence2 = fields[:7]
         score_value = _float_score(score.strip(), name, number, "score")

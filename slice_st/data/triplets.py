@@ -58,7 +58,8 @@ def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limi
             fields = line.split("\t")
             if len(fields) != 3:
                 raise DataFormatError(
-                    f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got {len(fields)}."
+                    f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got "
+                    f"{len(fields)}."
                 )
             if fix_text:
                 fields = [ftfy.fix_text(field) for field in fields]

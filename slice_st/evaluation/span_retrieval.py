@@ -41,7 +41,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
     per-n-gram setup is the paper's, max cosine). With ``paraphrases`` (the phrase each passage holds),
     it also reports where the best span lands (:func:`slice_st.evaluation.localisation.span_localisation`):
     ``{setup}_exact`` and ``{setup}_word_f1`` on the rows whose passage holds its paraphrase, and
-    ``{setup}_strong_exact`` / ``{setup}_strong_word_f1`` on those with gold >= 3. Works as ``evaluator=`` of ``SentenceTransformerTrainer`` and
+    ``{setup}_strong_exact`` / ``{setup}_strong_word_f1`` on those with gold >= 3. Works as ``evaluator=`` of
+    ``SentenceTransformerTrainer`` and
     records its metrics in the model card data. With ``output_path`` it appends the metrics to
     ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes the
     best span and score of every pair and setup to ``span_retrieval_predictions[_name].csv``.
@@ -175,7 +176,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                 for name in ("exact", "word_f1", "strong_exact", "strong_word_f1"):
                     metrics[f"{setup}_{name}"] = where[name]
                 logger.info(
-                    f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} rows; "
+                    f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} "
+                    f"rows; "
                     f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}"
                 )
         if output_path is not None and self.write_csv:

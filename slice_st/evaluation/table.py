@@ -245,7 +245,8 @@ def table_metrics(
 def localisation_table(metrics: dict[str, dict[str, dict[str, float]]]) -> str:
     """Where the best spans land, per span setup and system (empty when no localisation was measured).
 
-    >>> m = {"single": {"A": {"exact": 40.0, "word_f1": 88.0, "strong_exact": 50.0, "strong_word_f1": 90.0, "located": 9}}}
+    >>> m = {"single": {"A": {"exact": 40.0, "word_f1": 88.0, "strong_exact": 50.0, "strong_word_f1": 90.0,
+    ...     "located": 9}}}
     >>> print(localisation_table(m).splitlines()[2])
     | A | Single forward | 40.0 | 88.0 | 50.0 | 90.0 | 9 |
     """
@@ -282,7 +283,8 @@ def markdown_table(
     """A Table-1-style markdown table: Pearson and Spearman (×100) per setup, best in bold, † when
     significantly worse than the best of its setup (Williams test, one-sided, p < 0.05).
 
-    >>> m = {"single": {"A": {"pearson": .8, "spearman": .7, "p_pearson": math.nan, "p_spearman": math.nan, "n": 9, "seconds": 1.0}}}
+    >>> m = {"single": {"A": {"pearson": .8, "spearman": .7, "p_pearson": math.nan, "p_spearman": math.nan, "n": 9,
+    ...     "seconds": 1.0}}}
     >>> print(markdown_table(m).splitlines()[2])
     | A | **80.0** | **70.0** |
     """
@@ -306,7 +308,8 @@ def markdown_table(
         notes.append(f"{SETUP_TITLES[setup]}: n = {n} pairs; wall time {timing}.")
     text = (f"**{title}**\n\n" if title else "") + "\n".join(lines)
     text += (
-        "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p < 0.05). "
+        "\n\nBold: best in its setup. †: significantly worse than the best of its setup (Williams test, one-sided, p "
+        "< 0.05). "
         "—: setup not applicable.\n" + "\n".join(f"* {note}" for note in notes) + "\n"
     )
     return text

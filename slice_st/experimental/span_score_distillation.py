@@ -174,7 +174,8 @@ class SpanScoreDistillationLoss(nn.Module):
         return parts
 
     def _alone_means(self, inputs: dict[str, Tensor]) -> Tensor:
-        """Mean of the non-special token vectors of ``[CLS] span [SEP]`` rows: what ``embed_texts`` gives for the span text."""
+        """Mean of the non-special token vectors of ``[CLS] span [SEP]`` rows: what ``embed_texts`` gives for the span
+        text."""
         tokens = self.model(dict(inputs))["token_embeddings"]
         mask = inputs["attention_mask"].clone()
         mask[:, 0] = 0

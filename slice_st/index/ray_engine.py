@@ -1,4 +1,5 @@
-"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``slice-st index build --ray``).
+"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``slice-st index build
+--ray``).
 
 Ray Data fans the work out; an index is one folder of shards, each an ordinary :class:`SpanIndex`:
 
@@ -93,16 +94,17 @@ def check_address(address: str | None) -> str | None:
 
     >>> check_address("local"), check_address("ray://head:10001")
     (None, 'ray://head:10001')
-    >>> check_address("corpus.txt")
+    >>> check_address("corpus.txt")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    slice_st.errors.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here).
+    slice_st.errors.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT ...
     """
     if address is None or address == "local":
         return None
     if not is_ray_address(address):
         raise SpanInputError(
-            f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray here)."
+            f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray "
+            f"here)."
         )
     return address
 
@@ -113,7 +115,8 @@ RAY_CONNECT_TIMEOUT = 10.0
 
 def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
     """Check that ``HOST:PORT`` (or ``ray://HOST:PORT``) accepts a TCP connection within ``timeout`` seconds, so that a
-    closed port or an unreachable host is a :class:`SpanInputError` at once rather than a ``ray.init`` that never returns.
+    closed port or an unreachable host is a :class:`SpanInputError` at once rather than a ``ray.init`` that never
+    returns.
 
     ``None`` and ``"auto"`` (found by Ray itself) are not probed.
 
@@ -135,11 +138,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as error:
-        why = (
-            f"no answer within {timeout:g} s"
-            if isinstance(error, TimeoutError)
-            else (error.strerror or str(error))
-        )
+        why = f"no answer within {timeout:g} s" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise SpanInputError(
             f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`)."
         ) from None
@@ -201,7 +200,8 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
         )
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
-        gc.collect()  # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
+        # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
+        gc.collect()
         if time.monotonic() > deadline:
             raise SpanInputError(
                 f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
@@ -250,7 +250,8 @@ class RayBuild:
     shards_reused: int
     seconds: float
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: Seconds the actors spent on this run's groups (reading, encoding, saving), summed: ``seconds`` less start-up and waits.
+    #: Seconds the actors spent on this run's groups (reading, encoding, saving), summed: ``seconds`` less start-up and
+    #: waits.
     worker_seconds: float = 0.0
 
     @property
@@ -271,7 +272,8 @@ def _format(path: str, fmt: str | None) -> str:
 
 
 def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
-    """``{"path", "format", "bytes"}`` of every corpus file, in order: files as given, folders' files sorted (hidden ones left out).
+    """``{"path", "format", "bytes"}`` of every corpus file, in order: files as given, folders' files sorted (hidden
+    ones left out).
 
     Paths are local or ``pyarrow.fs`` URIs. A path that does not exist is a ``FileNotFoundError``.
     """
@@ -345,7 +347,8 @@ def _read_parquet(path: str, id_field: str | None, text_field: str) -> list[Docu
 
 
 def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_field: str) -> list[Document]:
-    """The documents of one corpus file (``{"path", "format"}``), as :func:`read_corpus` reads it; URIs are fetched first."""
+    """The documents of one corpus file (``{"path", "format"}``), as :func:`read_corpus` reads it; URIs are fetched
+    first."""
     path, fmt = file["path"], file["format"]
     local, folder = path, None
     if _is_uri(path):
@@ -481,7 +484,8 @@ class _ShardWriter:
 
 
 def _user_error(error: BaseException) -> BaseException:
-    """The error a Ray worker raised, as the driver should say it: a ``ValueError``/``OSError`` among its causes (one line),
+    """The error a Ray worker raised, as the driver should say it: a ``ValueError``/``OSError`` among its causes (one
+    line),
     else ``error`` as Ray gave it."""
     seen, todo = set(), [error]
     while todo:
@@ -555,8 +559,10 @@ def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any
     ):
         if previous.get(key) != plan[key]:
             raise SpanInputError(
-                f"{output} holds a sharded build with another {what} ({previous.get(key) if key != 'source' else 'other files or sizes'}; "
-                f"now {plan[key] if key != 'source' else 'these'}): resume it with the same model, settings and corpus, "
+                f"{output} holds a sharded build with another {what} "
+                f"({previous.get(key) if key != 'source' else 'other files or sizes'}; "
+                f"now {plan[key] if key != 'source' else 'these'}): resume it with the same model, settings and "
+                f"corpus, "
                 "use another folder, or force=True (--force) to rebuild it."
             )
     return previous
@@ -683,7 +689,8 @@ def build_on_ray(
         )
         if len(ids) != len(text_list) or len(set(ids)) != len(ids):
             raise SpanInputError(
-                f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, one per document."
+                f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, "
+                f"one per document."
             )
         pairs = list(zip(ids, text_list))
         sizes = [len(text.encode("utf-8")) for text in text_list]

@@ -58,7 +58,8 @@ class _ShardScanner:
 
 
 class RayShardedSpanIndex(ShardedSpanIndex):
-    """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by units).
+    """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by
+    units).
 
     Same results as :class:`ShardedSpanIndex` (exact top-k merge). Connects to ``address`` (``None``:
     starts Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``). :meth:`close` (or ``with``) ends
@@ -116,7 +117,8 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         workers: int | None = None,
         num_cpus: float = 1,
     ) -> RayShardedSpanIndex:
-        """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the actors."""
+        """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the
+        actors."""
         directories = shard_directories(paths)
         first = SpanIndex.load(directories[0], model, mmap=mmap)
         shards = [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]

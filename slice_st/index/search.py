@@ -1,4 +1,5 @@
-"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), scan threads,
+"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), scan
+threads,
 the unit flags the scorer reads, the match type."""
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def span_costs_for(
     queries: Sequence[str],
     flag_table: Callable[[], tuple[np.ndarray, np.ndarray]],
 ):
-    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain scorer).
+    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain
+    scorer).
 
     ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
     when a scorer has costs); the queries' profiles use their lengths in the index's ``unit``.
@@ -245,7 +247,8 @@ def ranked(
     locate=None,
     overlap: bool = True,
 ) -> list[list[IndexMatch]]:
-    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's score.
+    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's
+    score.
 
     ``costs(query_index, units, lengths)``: the scorer's costs (``None``: every cost 0, the cosine is the
     score). ``locate(units, lengths)``: each span's ``(document, first unit, end unit)`` in its document,
@@ -318,7 +321,8 @@ def _select(
     locate,
     overlap: bool,
 ):
-    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None`` when the
+    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None`` when
+    the
     scan was too short to be sure of them (see :func:`ranked`)."""
     cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
     valid = np.isfinite(cosines) & (units >= 0)
@@ -352,7 +356,8 @@ def _greedy(
     per_document: int | None,
     overlap: bool,
 ) -> np.ndarray:
-    """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap filter.
+    """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap
+    filter.
 
     Loops over the kept spans only: each keep drops, in one vectorised step over the later spans of its
     document, those that overlap it (``[start, end)`` in document units) or that would pass the cap.

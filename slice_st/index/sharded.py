@@ -98,11 +98,13 @@ class ShardedSpanIndex:
                 raise SpanInputError(f"Shard {position} is a {type(shard).__name__}, not a SpanIndex.")
             if shard.fingerprint != first.fingerprint:
                 raise SpanInputError(
-                    f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != {first.fingerprint})."
+                    f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != "
+                    f"{first.fingerprint})."
                 )
             if shard.span_config != first.span_config:
                 raise SpanInputError(
-                    f"Shard {position} has other span settings ({shard.span_config}) than shard 0 ({first.span_config})."
+                    f"Shard {position} has other span settings ({shard.span_config}) than shard 0 "
+                    f"({first.span_config})."
                 )
         seen: set[str] = set()
         for position, shard in enumerate(shards):
@@ -168,7 +170,8 @@ class ShardedSpanIndex:
         prompt: str | None = None,
         device: str | None = None,
     ) -> list[list[IndexMatch]]:
-        """:meth:`SpanIndex.search` over all shards (same options, same exact scorer ranking); queries are embedded once."""
+        """:meth:`SpanIndex.search` over all shards (same options, same exact scorer ranking); queries are embedded
+        once."""
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
         check_threshold(threshold)
@@ -205,7 +208,8 @@ class ShardedSpanIndex:
         )
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed once."""
+        """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed
+        once."""
         keys = [shard._unit_flags()[0] for shard in self.shards]
         cache = getattr(self, "_unit_flag_cache", None)
         if cache is None or len(cache[0]) != len(keys) or any(a is not b for a, b in zip(cache[0], keys)):

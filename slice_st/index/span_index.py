@@ -183,7 +183,8 @@ class SpanIndex:
         one-process build (to float tolerance: batches are padded differently).
 
         >>> from slice_st import SpanIndex, load_model
-        >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(), processes=2)  # doctest: +SKIP
+        >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(),  # doctest: +SKIP
+        ...     processes=2)
 
         ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``): the documents are cut into
         shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of
@@ -221,7 +222,8 @@ class SpanIndex:
             )
         if output is not None or address is not None or concurrency is not None:
             raise SpanInputError(
-                "output, address and concurrency are options of engine='ray'; the local build returns the index (save it)."
+                "output, address and concurrency are options of engine='ray'; the local build returns the index "
+                "(save it)."
             )
         index = cls(model, span_config, dtype)
         index.add(
@@ -250,7 +252,8 @@ class SpanIndex:
         text_field: str = "text",
         **options,
     ) -> SpanIndex | RayBuild:
-        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text fields).
+        """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text
+        fields).
 
         With ``engine="ray"`` (see :meth:`build`) the Ray workers read the files (also Parquet, and
         ``pyarrow.fs`` URIs such as ``s3://bucket/corpus/``; a folder stands for its files).
@@ -368,7 +371,8 @@ class SpanIndex:
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
             raise SpanInputError(
-                f"Document {ids[bad[0][0]]!r}: {bad[0][1].rstrip('.')}{more}. on_error='skip' (--skip-bad) leaves such documents out."
+                f"Document {ids[bad[0][0]]!r}: {bad[0][1].rstrip('.')}{more}. on_error='skip' (--skip-bad) leaves "
+                f"such documents out."
             )
         if bad:
             self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
@@ -529,7 +533,8 @@ class SpanIndex:
         for position, other in enumerate(indexes[1:], start=1):
             if other.fingerprint != first.fingerprint:
                 raise SpanInputError(
-                    f"Index {position} was built with another model (fingerprint {other.fingerprint} != {first.fingerprint})."
+                    f"Index {position} was built with another model (fingerprint {other.fingerprint} != "
+                    f"{first.fingerprint})."
                 )
             if other.span_config != first.span_config or other.dtype != first.dtype:
                 raise SpanInputError(
@@ -693,7 +698,8 @@ class SpanIndex:
         )
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the arrays stay."""
+        """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the
+        arrays stay."""
         return cached_unit_flags(self, self._arrays["unit_chars"], lambda: index_unit_flags(self.texts, self._arrays))
 
     def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -707,7 +713,8 @@ class SpanIndex:
         return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
-        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS stage."""
+        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS
+        stage."""
         if approximate:
             return lambda queries, k: self._candidates.top_spans(
                 self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe
@@ -760,7 +767,8 @@ class SpanIndex:
     def _matches(
         self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
     ) -> list[IndexMatch]:
-        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the cosines)."""
+        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the
+        cosines)."""
         arrays = self._arrays
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
@@ -903,7 +911,8 @@ class SpanIndex:
         loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
         if current is not None and loaded_here and (current["data"], current.get("generation")) != self._origin[1:]:
             raise IndexConflictError(
-                f"{path} was saved by another process after this index was loaded from it (now {current['documents']} documents, "
+                f"{path} was saved by another process after this index was loaded from it (now "
+                f"{current['documents']} documents, "
                 f"data {current['data']}): saving would lose that change. Load the index again and redo yours "
                 "(SpanIndex.open_for_update holds the directory from load to save)."
             )
@@ -964,7 +973,8 @@ class SpanIndex:
         return path
 
     def _settings(self) -> dict[str, Any]:
-        """What the arrays were written with, stored in the data folder (:data:`SETTINGS_FILE`) and checked against the manifest."""
+        """What the arrays were written with, stored in the data folder (:data:`SETTINGS_FILE`) and checked against the
+        manifest."""
         return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
 
     @classmethod
@@ -1005,7 +1015,8 @@ class SpanIndex:
         *,
         verify: bool = False,
     ) -> SpanIndex:
-        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub id).
+        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub
+        id).
 
         With no model, the index's recorded model is loaded (the embedded default if none). Every load
         checks file sizes, the texts' and ids' checksums and a sample of every array's rows against
@@ -1033,7 +1044,8 @@ class SpanIndex:
     def _read_data(
         cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool
     ) -> SpanIndex:
-        """The index named by one manifest; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
+        """The index named by one manifest; ``OSError``/``ValueError`` if its data folder is missing or does not
+        match."""
         if fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
                 f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
@@ -1044,7 +1056,8 @@ class SpanIndex:
         data_dir = os.path.join(path, manifest["data"])
         if os.path.islink(data_dir):
             raise SpanInputError(
-                f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is read)."
+                f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is "
+                f"read)."
             )
         files = manifest["files"]  # plain names, checked by read_manifest
         for name, expected in files.items():
@@ -1068,8 +1081,10 @@ class SpanIndex:
         changed = [key for key in recorded if stored.get(key) != recorded[key]]
         if changed:
             raise SpanInputError(
-                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) do not match what the "
-                f"index data was written with ({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
+                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
+                f"do not match what the "
+                f"index data was written with ({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest "
+                f"was edited. "
                 "Restore it or rebuild the index."
             )
         arrays = {

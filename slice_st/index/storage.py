@@ -80,9 +80,11 @@ ARRAYS = (
     "text_offsets",
 )
 LOCK_FILE = ".lock"
-#: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards once complete.
+#: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards
+#: once complete.
 SHARD_LIST = "shards.json"
-#: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are removed.
+#: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are
+#: removed.
 DATA_MARKER = ".slice-st-data"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
 #: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
@@ -278,9 +280,11 @@ def file_digest(path: str, size: int | None = None) -> str:
 
 
 def is_plain_name(name: Any) -> bool:
-    """Whether ``name`` is a plain file or folder name inside a folder: no separator, not ``.``/``..``, not hidden, not absolute.
+    """Whether ``name`` is a plain file or folder name inside a folder: no separator, not ``.``/``..``, not hidden, not
+    absolute.
 
-    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd", "a/b", "")]
+    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd",
+    ...     "a/b", "")]
     [True, True, False, False, False, False, False, False]
     """
     return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
@@ -395,7 +399,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         )
     if manifest.get("format_version") != INDEX_FORMAT_VERSION:
         raise SpanInputError(
-            f"{path}: index format {manifest.get('format_version')!r} is not supported (expected {INDEX_FORMAT_VERSION})."
+            f"{path}: index format {manifest.get('format_version')!r} is not supported (expected "
+            f"{INDEX_FORMAT_VERSION})."
         )
     for key, kind in _REQUIRED.items():
         value = manifest.get(key)
@@ -455,7 +460,8 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 
 
 def read_shard_list(path: str) -> dict[str, Any] | None:
-    """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable: :class:`SpanInputError`."""
+    """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable:
+    :class:`SpanInputError`."""
     list_path = os.path.join(path, SHARD_LIST)
     if os.path.islink(list_path):
         raise SpanInputError(

@@ -12,7 +12,8 @@ results are not filed under ``no_model_name_available/no_revision_available``)::
 
 From the command line (builds the task, calls ``mteb.evaluate``)::
 
-    slice-st mteb run -t STSBContext -m path/to/model --stsb-context runs/dev/stsb-context-dev.tsv --output-folder results
+    slice-st mteb run -t STSBContext -m path/to/model --stsb-context runs/dev/stsb-context-dev.tsv --output-folder
+    results
 
 A pair's score is the best cosine between the origin phrase (``line``) and any span of 1..20 words of
 the passage, from one forward pass per passage (:func:`slice_st.best_spans_paired`); the main score
@@ -46,7 +47,8 @@ DATA_ENV = "SLICE_ST_STSB_CONTEXT"
 #: What a file in the STS-B-Context format can be: ``(description, mteb sample_creation)``.
 SOURCES = {
     "released": (
-        "the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) around "
+        "the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) "
+        "around "
         "the STS-B sentence",
         "LM-generated and verified",
     ),
@@ -80,7 +82,8 @@ SPLITS = ("dev", "test", "train")
 
 
 def infer_split(path: str | os.PathLike | None) -> str:
-    """The STS-B split a file holds: ``dev``/``train`` when its name (or the STS-B file its note records) says so, else ``test``.
+    """The STS-B split a file holds: ``dev``/``train`` when its name (or the STS-B file its note records) says so, else
+    ``test``.
 
     >>> infer_split("runs/stsb-context-dev.tsv"), infer_split("sts-train.csv"), infer_split("released.tsv")
     ('dev', 'train', 'test')
@@ -138,8 +141,10 @@ class STSBContext(AbsTaskSTS):
         name="STSBContext",
         dataset={"path": "local:STS-B-Context", "revision": "local"},
         description=(
-            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The score of a pair "
-            "is the best similarity between the origin phrase and any 1..20-word span of the passage (phrase mining in context). "
+            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The "
+            "score of a pair "
+            "is the best similarity between the origin phrase and any 1..20-word span of the passage (phrase mining "
+            "in context). "
             "Read from a local TSV or URL: " + SOURCES["unknown"][0] + "."
         ),
         reference="https://arxiv.org/abs/2405.07263",
@@ -210,7 +215,8 @@ class STSBContext(AbsTaskSTS):
         self.metadata = self.metadata.model_copy(update=update)
 
     def load_data(self, num_proc: int | None = None, *, timer=None, **kwargs: Any) -> None:
-        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's split (``dev``, ``test``, ``train``)."""
+        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's split (``dev``,
+        ``test``, ``train``)."""
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
@@ -315,7 +321,8 @@ def _sentence_transformer(model):
         if isinstance(candidate, SentenceTransformer):
             return candidate
     raise TypeError(
-        f"STSBContext scores spans from token vectors, so it needs a sentence-transformers model; got {type(model).__name__}."
+        f"STSBContext scores spans from token vectors, so it needs a sentence-transformers model; got "
+        f"{type(model).__name__}."
     )
 
 
@@ -332,7 +339,8 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     Apache-2.0, the shipped ``slice-minilm`` CC BY-NC-SA 4.0) and ``adapted_from`` (the card's base model).
 
     Name: the model's Hub id (the embedded base: ``sentence-transformers/all-MiniLM-L6-v2``; a model shipped
-    in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision: the Hub revision when known,
+    in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision:
+    the Hub revision when known,
     else the fingerprint of the weights, so results of different weights never share a folder.
     """
     from mteb import SentenceTransformerEncoderWrapper
@@ -422,6 +430,7 @@ def run_mteb(
         )
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
         raise FileNotFoundError(
-            f"the data of mteb task(s) {', '.join(tasks)} is not available here ({' '.join(str(error).split())[:200]}): "
+            f"the data of mteb task(s) {', '.join(tasks)} is not available here "
+            f"({' '.join(str(error).split())[:200]}): "
             "run once with network access (HF_HUB_OFFLINE unset) to cache it."
         ) from None

@@ -181,7 +181,8 @@ class SpanDistillationLoss(nn.Module):
         dim = self.model.get_embedding_dimension()
         if labels.dim() != 3 or labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
             raise ValueError(
-                f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from cache_teacher_vectors()."
+                f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from "
+                f"cache_teacher_vectors()."
             )
         starts = labels[:, 1:, 0].round().long()
         ends = labels[:, 1:, 1].round().long()
@@ -190,7 +191,8 @@ class SpanDistillationLoss(nn.Module):
         if dropped:
             self.skipped_spans += dropped
             logger.warning(
-                "SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); skipped.",
+                "SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); "
+                "skipped.",
                 dropped,
             )
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
@@ -371,7 +373,8 @@ def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") ->
 
 
 def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
-    """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never trains."""
+    """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never
+    trains."""
     name = model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}"
     if teacher is None:
         teacher = copy.deepcopy(model)
@@ -399,7 +402,8 @@ def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tenso
 def span_token_inputs(
     tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor
 ) -> dict[str, Tensor]:
-    """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised, no loop over spans).
+    """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised, no loop over
+    spans).
 
     The rows are exactly what the tokenizer gives for the span text alone when words tokenize alone as in
     context (WordPiece): the per-n-gram input of a span, without re-tokenizing.
@@ -439,7 +443,8 @@ def model_name(model) -> str:
 
 
 def shares_wordpiece_tokenizer(student, teacher) -> bool:
-    """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in context)."""
+    """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in
+    context)."""
     a, b = getattr(student, "tokenizer", None), getattr(teacher, "tokenizer", None)
     if a is None or b is None or type(a) is not type(b):
         return False

@@ -166,7 +166,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         if len(columns) < minimum:
             hint = "" if self.in_batch_negatives else " (or anchor, positive with in_batch_negatives=True)"
             raise ValueError(
-                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} column(s)."
+                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} "
+                f"column(s)."
             )
         if self.unit == "word" and any("offset_mapping" not in column for column in columns):
             raise ValueError(
@@ -236,7 +237,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         return logits, targets
 
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge them."""
+        """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge
+        them."""
         if len(columns) > 1:
             merged = merge_feature_batches(columns)
             if merged is not None:

@@ -45,7 +45,8 @@ class ShippedModel:
 
     @property
     def base_model(self) -> str:
-        """The Hub id of the base model the adapter was trained on (``adapter_config.json``'s ``base_model_name_or_path``)."""
+        """The Hub id of the base model the adapter was trained on (``adapter_config.json``'s
+        ``base_model_name_or_path``)."""
         with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
             return str(json.load(handle)["base_model_name_or_path"])
 
@@ -79,7 +80,8 @@ def shipped_model(name: str) -> ShippedModel:
 
 
 def merge_lora_adapter(transformer, adapter_dir: str) -> int:
-    """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into ``transformer``'s weights.
+    """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into ``transformer``'s
+    weights.
 
     ``transformer`` is a Hugging Face model (e.g. ``model[0].auto_model``). Returns the number of
     linear layers changed. Raises ``ValueError`` on a corrupt or mismatched adapter (bad config, missing
@@ -111,7 +113,8 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
         )
     if config.get("bias", "none") != "none":
         raise ValueError(
-            f"{config_path}: bias={config.get('bias')!r} is not applied by this loader: only bias='none' adapters can be merged."
+            f"{config_path}: bias={config.get('bias')!r} is not applied by this loader: only bias='none' adapters "
+            f"can be merged."
         )
     unapplied = [key for key in _UNAPPLIED_LORA_OPTIONS if config.get(key)]
     if unapplied:
@@ -158,7 +161,8 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
             raise ValueError(f"{weights_path}: tensors for {module_path!r} are missing or do not fit the base model.")
         if lora_a.shape[0] != rank:
             raise ValueError(
-                f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says r={rank}."
+                f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says "
+                f"r={rank}."
             )
         if not (torch.isfinite(lora_a).all() and torch.isfinite(lora_b).all()):
             raise ValueError(f"{weights_path}: tensors for {module_path!r} hold NaN or infinite values.")

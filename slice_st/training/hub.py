@@ -320,7 +320,8 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
         raise HubAccessError(f"--push-to-hub needs a repository id ORG/NAME, got {repo_id!r}.")
     if hub_offline():
         raise HubAccessError(
-            f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it, or train without --push-to-hub."
+            f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it, or train without "
+            f"--push-to-hub."
         )
     huggingface_hub = require("huggingface_hub", "train", "pushing to the Hub")
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
@@ -345,7 +346,8 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
     mine = {me.get("name")} | {org.get("name") for org in me.get("orgs") or []}
     if namespace not in mine:
         raise HubAccessError(
-            f"cannot push to {repo_id}: the token's user {me.get('name')!r} is not {namespace!r} nor one of its organisations."
+            f"cannot push to {repo_id}: the token's user {me.get('name')!r} is not {namespace!r} nor one of its "
+            f"organisations."
         )
     try:
         api.repo_info(repo_id, repo_type="model")

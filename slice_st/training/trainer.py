@@ -246,7 +246,8 @@ class TrainConfig:
     # train a LoRA adapter instead of every weight (0: full fine-tune)
     lora_r: int = 0
     lora_alpha: float | None = None
-    # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays unseen
+    # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays
+    # unseen
     dev_select: str = "all"
     no_progress: bool = False
     # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors,
@@ -279,7 +280,8 @@ class TrainConfig:
             raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
         if self.distill_loss == "score" and self.cache_teacher:
             raise ValueError(
-                "--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher on the fly."
+                "--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher "
+                "on the fly."
             )
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
@@ -306,7 +308,8 @@ class TrainConfig:
 
 
 def load_training_data(config: TrainConfig):
-    """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets`` folder."""
+    """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets``
+    folder."""
     datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
@@ -337,7 +340,8 @@ def load_training_data(config: TrainConfig):
 
 
 def load_distillation_data(config: TrainConfig, loss=None):
-    """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if asked."""
+    """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if
+    asked."""
     from slice_st.data.passages import load_passages
 
     passages = load_passages(
@@ -504,7 +508,8 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
-    """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers' ``add_adapter``."""
+    """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers'
+    ``add_adapter``."""
     LoraConfig = require("peft", "train", "--lora-r (LoRA training)").LoraConfig
     model.add_adapter(
         LoraConfig(

@@ -176,7 +176,8 @@ def test_help_and_version_load_nothing_heavy(argv):
         f"sys.argv = ['slice-st', *{argv!r}]\n"
         "try:\n    runpy.run_module('slice_st.cli', run_name='__main__')\n"
         "except SystemExit:\n    pass\n"
-        "heavy = sorted(m for m in ('torch', 'transformers', 'sentence_transformers', 'datasets', 'mteb') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'sentence_transformers', 'datasets', 'mteb') if m in "
+        "sys.modules)\n"
         "print('HEAVY:' + ','.join(heavy))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

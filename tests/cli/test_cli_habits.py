@@ -1,5 +1,6 @@
 """The command line as people use it (issue 23): index search, result counts with their own names, folders and globs,
---split auto, one --format everywhere (html escaped), plain grouped --help, --quiet silencing warnings, aligned columns."""
+--split auto, one --format everywhere (html escaped), plain grouped --help, --quiet silencing warnings, aligned
+columns."""
 
 from __future__ import annotations
 
@@ -257,10 +258,8 @@ def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):
     assert "<b>flight</b>" not in page and "&lt;b&gt;" in page and "&amp;" in page
     assert page.count("<mark>") == 2 and "<script" not in page and "http" not in page  # self-contained, nothing fetched
     top = rows[0]
-    assert (
-        f"<mark>{top['span'].replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace(chr(34), '&quot;')}</mark>"
-        in page
-    )
+    escaped = top["span"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace(chr(34), "&quot;")
+    assert f"<mark>{escaped}</mark>" in page
 
 
 # ---------------------------------------------------------------- help

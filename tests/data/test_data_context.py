@@ -92,7 +92,8 @@ def test_paraphrase_missing_is_reported_not_silently_dropped(tmp_path):
     path = write(tmp_path, b"0\ta\tbee\tx b y\t1\n1\ta\tb\tx b y\t2\n")
     with pytest.warns(
         UserWarning,
-        match=r"1 row\(s\) whose passage does not contain the paraphrase, even up to case and punctuation \(kept\); lines 2",
+        match=r"1 row\(s\) whose passage does not contain the paraphrase, even up to case and punctuation \(kept\); "
+        r"lines 2",
     ):
         data = read_stsb_context(path)
     assert len(data) == 2 and data["paraphrase_in_passage"] == [False, True]
@@ -106,7 +107,8 @@ def test_paraphrase_written_mid_sentence_counts_as_inside(tmp_path):
     # the real STS-B-Context lower-cases the paraphrase and drops its full stop inside a longer sentence
     path = write(
         tmp_path,
-        b"0\tA man cuts a bun.\tA man is slicing a bun.\tHolding a patty, a man is slicing a bun with the other hand.\t2\n",
+        b"0\tA man cuts a bun.\tA man is slicing a bun.\tHolding a patty, a man is slicing a bun with the other "
+        b"hand.\t2\n",
     )
     import warnings
 

@@ -1,4 +1,5 @@
-"""Index data safety under hostile use (issue 17 B1–B5, B12, B23; issue 11 item 1): real processes where it is about concurrency.
+"""Index data safety under hostile use (issue 17 B1–B5, B12, B23; issue 11 item 1): real processes where it is about
+concurrency.
 
 Concurrency tests fork real processes (``multiprocessing`` "fork": the tiny model is inherited, no
 start-up cost) and order them with events, never with sleeps: an interleaving that loses data on the
@@ -160,7 +161,8 @@ def test_b02_manifest_replace_is_followed_by_a_directory_fsync(tiny_model, tmp_p
 
 # ------------------------------------------------------------------------------------------ B2 (issue 11 item 1)
 def _add_in_child(index_dir, corpus, log_path, entered, go):
-    """``slice-st index add`` in a forked process; signals ``entered`` from inside ``add`` and, with ``go``, waits there."""
+    """``slice-st index add`` in a forked process; signals ``entered`` from inside ``add`` and, with ``go``, waits
+    there."""
     _quiet_child(log_path)
     real_add = SpanIndex.add
 

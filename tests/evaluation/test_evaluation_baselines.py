@@ -1,4 +1,5 @@
-"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.evaluation.baselines, slice_st.evaluation.table)."""
+"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.evaluation.baselines,
+slice_st.evaluation.table)."""
 
 from __future__ import annotations
 

@@ -427,7 +427,8 @@ def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "pickle"])
 def test_a_damaged_cache_is_rebuilt_never_unpickled(tiny_model, tmp_path, caplog, damage):
-    """Issue 24: a corrupt or 0-byte --cache file was an UnpicklingError/EOFError traceback; the cache is .npz, not a pickle."""
+    """Issue 24: a corrupt or 0-byte --cache file was an UnpicklingError/EOFError traceback; the cache is .npz, not a
+    pickle."""
     import logging
     import pickle
 

@@ -22,7 +22,8 @@ def corpus(tmp_path):
     calls.write_text("Customer: my bag was lost on the way to Denver.\n\nAgent: the flight was delayed by the storm.\n")
     tickets = tmp_path / "tickets.jsonl"
     tickets.write_text(
-        '{"key": "T1", "body": "A man plays the guitar at the gate."}\n{"key": "T2", "body": "Refund the ticket please."}\n'
+        '{"key": "T1", "body": "A man plays the guitar at the gate."}\n{"key": "T2", "body": "Refund the ticket '
+        'please."}\n'
     )
     return calls, tickets
 

@@ -157,7 +157,8 @@ def test_ray_search_equals_sharded_search(built, model):
 
 def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     output = tmp_path / "ix"
-    # The build is stopped at a fixed point, never raced against the actors: the actor fails in the first group of several
+    # The build is stopped at a fixed point, never raced against the actors: the actor fails in the first group of
+    # several
     # shards after group 0, right after saving that group's first shard (other groups may or may not be done by then).
     by_group = {}
     for name in built[1].shards:

@@ -53,8 +53,8 @@ def test_top_spans_flat_equals_enumeration(block):
             naive(queries, vectors.float().double(), norms.float().double(), top_k, min_span, max_span)
         ):
             got = [
-                (s, u, l)
-                for s, u, l in zip(found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist())
+                (s, u, length)
+                for s, u, length in zip(found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist())
                 if u >= 0
             ]
             assert len(got) == len(expected)

@@ -42,7 +42,8 @@ def sharded(tiny_model, docs):
 
 
 def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, unit="word"):
-    """Every span of every text materialised (``encode_spans``): per query, arrays doc, unit start, unit end, cosine, score.
+    """Every span of every text materialised (``encode_spans``): per query, arrays doc, unit start, unit end, cosine,
+    score.
 
     The costs come from each text's own units (``text_units``), flagged text by text: independent of the index's arrays.
     """
@@ -72,7 +73,8 @@ def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, uni
 
 
 def reference(spans, top_k, per_document=None, threshold=None, overlap=False):
-    """Sort every span by score, drop those below ``threshold``, then keep greedily (per-document cap, overlap filter)."""
+    """Sort every span by score, drop those below ``threshold``, then keep greedily (per-document cap, overlap
+    filter)."""
     docs, starts, ends, cosines, scores = spans
     kept, used = [], {}
     for i in np.argsort(-scores, kind="stable"):
@@ -129,7 +131,8 @@ def test_scored_search_equals_brute_force(tiny_model, docs, index, sharded, scor
 
 
 def test_token_spans_and_a_sub_range_equal_brute_force(tiny_model, docs):
-    """Token units: the queries' lengths and the flags are counted in tokens ("city." is two units, "." a sentence end)."""
+    """Token units: the queries' lengths and the flags are counted in tokens ("city." is two units, "." a sentence
+    end)."""
     tokens = SpanIndex.build(docs[:40], tiny_model, max_span=5, unit="token")
     spans = every_span(tiny_model, docs[:40], SCORED_QUERIES, "phrase", min_span=2, max_span=4, unit="token")
     for overlap, per_document in ((False, None), (True, 2)):
@@ -166,7 +169,7 @@ def test_max_cosine_with_overlap_is_the_plain_cosine_top_k(searched, index, shar
             scores, units, _ = (values[q] for values in full)
             docs, first, _ = searched._locate(units, full[2][q])
             expected, used = [], {}
-            for score, unit, doc, start in zip(scores, units, docs, first):
+            for score, _unit, doc, start in zip(scores, units, docs, first):
                 cap = options.get("per_document")
                 if (cap is not None and used.get(doc, 0) >= cap) or score < options.get("threshold", -np.inf):
                     continue

@@ -1,4 +1,5 @@
-"""`slice-st serve`'s JSON API through FastAPI's in-process client: the same results as SpanIndex.search, 4xx for bad input."""
+"""`slice-st serve`'s JSON API through FastAPI's in-process client: the same results as SpanIndex.search, 4xx for bad
+input."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """`slice-st serve` in a real browser: headless Chromium (the distribution's package) driven by Playwright against a
 uvicorn server started here. Slow; skipped with the reason when Chromium or Playwright is missing.
 
-    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/serve/test_serve_browser.py    # also refreshes the docs' picture
+    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/serve/test_serve_browser.py    # also refreshes the docs'
+    picture
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def test_search_highlight_and_open_a_document(browser, server_url, tmp_path):
     assert page.locator("#document-text mark").count() >= 1
     assert page.locator("#document-title").inner_text() == first_doc.get_attribute("data-doc")
     painted = page.evaluate(
-        "() => { const c = document.getElementById('strip'); const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "() => { const c = document.getElementById('strip'); const d = c.getContext('2d').getImageData(0, 0, "
+        "c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }"
     )
     assert painted > 0

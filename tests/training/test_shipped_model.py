@@ -132,7 +132,8 @@ def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
 
 
 def _fake_run(tmp_path):
-    """A LoRA run folder as ``slice-st train --lora-r`` leaves it: adapter, final config, a checkpoint's trainer state."""
+    """A LoRA run folder as ``slice-st train --lora-r`` leaves it: adapter, final config, a checkpoint's trainer
+    state."""
     run = tmp_path / "run"
     shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
     (run / "final").mkdir()

@@ -213,7 +213,8 @@ def _front_matter(card: str) -> dict:
 
 
 def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
-    """A local run's final/README.md is the SLICE card (not the generic sentence-transformers one), with no local paths."""
+    """A local run's final/README.md is the SLICE card (not the generic sentence-transformers one), with no local
+    paths."""
     config = _config(tmp_path, tiny_model_dir, triplets_dir, max_steps=2, save_steps=2)
     train(config)
     card = (Path(config.output_dir) / "final" / "README.md").read_text(encoding="utf-8")
