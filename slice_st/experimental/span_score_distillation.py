@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from slice_st.card import SLICE_CITATION, slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.losses.span_distillation import frozen_teacher, shares_wordpiece_tokenizer, span_token_inputs, text_column
-from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.spans import check_span_bounds, sample_spans, shift_spans, span_means
 from slice_st.tokens import unit_boundaries
 
@@ -123,6 +123,7 @@ class SpanScoreDistillationLoss(nn.Module):
         enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
         self.skipped_spans = 0
+        slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def train(self, mode: bool = True) -> SpanScoreDistillationLoss:
         super().train(mode)

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from slice_st.card import SLICE_CITATION, slice_card_data
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses.span_max_cross_entropy import SLICE_CITATION
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
@@ -134,6 +134,7 @@ class SpanDistillationLoss(nn.Module):
         self.skipped_spans = 0
         enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
+        slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def train(self, mode: bool = True) -> SpanDistillationLoss:
         super().train(mode)

