@@ -619,7 +619,7 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
     """Check, before any work, that a model can be saved at ``path``; returns it.
 
     ``path`` must be a new folder under a writable one, or an empty folder (one with files in it only
-    with ``overwrite=True``: its files of the same names are then replaced). Else a
+    with ``overwrite=True``: its files of the same names are then replaced), never a symbolic link. Else a
     :class:`slice_st.errors.FileAccessError` naming the path.
 
     Args:
@@ -638,10 +638,11 @@ def check_model_target(path: str, overwrite: bool = False) -> str:
     import os
 
     from slice_st.errors import FileAccessError
-    from slice_st.text import check_creatable
+    from slice_st.text import check_creatable, check_not_link
 
     path = os.fspath(path)
-    if os.path.exists(path) or os.path.islink(path):
+    check_not_link(path, "cannot save a model: output", "to save it into")  # nothing is written through a link
+    if os.path.exists(path):
         if not os.path.isdir(path):
             raise FileAccessError(f"cannot save a model to {path}: it is a file, not a folder.")
         if not os.access(path, os.W_OK | os.X_OK):
@@ -669,8 +670,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
 
     ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
-    ``config.json``…) is refused unless ``overwrite=True``; a file, a path under a file or an unwritable
-    parent is a :class:`slice_st.errors.FileAccessError` (see :func:`check_model_target`), as is a
+    ``config.json``…) is refused unless ``overwrite=True``; a symbolic link, a file, a path under a file or an
+    unwritable parent is a :class:`slice_st.errors.FileAccessError` (see :func:`check_model_target`), as is a
     failed write.
 
     Args:

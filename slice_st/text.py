@@ -17,6 +17,7 @@ never part of a line, though it counts as the file's first character in file off
 from __future__ import annotations
 
 import csv
+import errno
 import functools
 import importlib
 import os
@@ -33,8 +34,10 @@ from slice_st.errors import FileAccessError, MissingExtraError
 
 __all__ = [
     "check_creatable",
+    "check_not_link",
     "atomic_file",
     "create_new_file",
+    "open_regular_file",
     "append_csv_row",
     "FileAccessError",
     "TextRecord",
@@ -106,6 +109,30 @@ def check_creatable(path: str) -> None:
         raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
 
 
+def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
+    """Raise :class:`FileAccessError` if ``path`` is a symbolic link (to a folder, a file or nothing); returns ``path``.
+
+    An output folder the user names must be the folder itself: writing through a link would write
+    wherever it points. A trailing separator does not hide the link (``link/`` is the link itself).
+
+    Args:
+        path: The output path to check.
+        what: How the error names it (``"output"``).
+        purpose: What the real folder is for, ending the error message (``"to ship the adapter into"``).
+
+    Returns:
+        ``path``, unchanged.
+
+    Example:
+        >>> check_not_link("runs/new-run")
+        'runs/new-run'
+    """
+    normal = os.path.normpath(os.fspath(path))
+    if os.path.islink(normal):
+        raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
+    return path
+
+
 #: ``os.open`` flags of a file that must be new: never an existing file, never through a symbolic link planted there.
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -156,6 +183,53 @@ def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
         ...     handle.write(b"data")
     """
     return os.fdopen(os.open(path, NEW_FILE_FLAGS, 0o666), mode, encoding=encoding)
+
+
+#: ``os.open`` flags of a file read where it is: never through a symbolic link, and the open of a FIFO does not block.
+READ_FILE_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def open_regular_file(path: str | os.PathLike, size: int | None = None):
+    """Open ``path`` for reading in binary only if it is a regular file itself: never through a symbolic link.
+
+    One ``os.open`` (``O_NOFOLLOW``, so a link swapped in after an earlier check is not followed, and
+    ``O_NONBLOCK``, so a FIFO cannot block the open), then ``os.fstat`` of that descriptor: a link, a
+    folder, a device, a pipe or a socket is a :class:`FileAccessError`, as is a file whose size is not
+    ``size``. What is checked is what is read. Other failures (a missing file, permissions) are the
+    ``OSError`` of the open.
+
+    Args:
+        path: The file to read.
+        size: Its expected size in bytes (``None``: any).
+
+    Returns:
+        The open binary file object (blocking).
+
+    Example:
+        >>> with open_regular_file("manifest.json") as handle:  # doctest: +SKIP
+        ...     data = handle.read()
+    """
+    path = os.fspath(path)
+    try:
+        descriptor = os.open(path, READ_FILE_FLAGS)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) or os.path.islink(path):  # EMLINK: FreeBSD's O_NOFOLLOW
+            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
+        raise
+    try:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            raise FileAccessError(f"{path} is not a regular file: a folder, device, pipe or socket is never read")
+        if size is not None and found.st_size != size:
+            raise FileAccessError(f"{path} has {found.st_size} bytes, not the {size} expected")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 @contextmanager

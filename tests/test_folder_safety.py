@@ -720,3 +720,201 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
     assert {target: _tree(target) for target in targets} == targets
     assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
     assert sorted(os.listdir(run)) == ["final"]
+
+
+# ------------------------------------------------------------------------------------------ links never followed
+def _second_index(tmp_path, tiny_model_dir, capsys, name="other"):
+    """Another index of other documents (ids ``b.txt:N``), so shards cannot clash on ids."""
+    corpus = tmp_path / "b.txt"
+    corpus.write_text("a cat sleeps on the sofa\nthe train leaves at noon\n")
+    out = tmp_path / name
+    argv = ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--max-span", "4"]
+    assert main([*argv, "--no-progress"]) == 0
+    capsys.readouterr()
+    return out
+
+
+@pytest.mark.parametrize("where", ["outside", "inside"])
+def test_a_directory_of_indexes_never_follows_a_linked_index(index_dir, tiny_model_dir, tmp_path, capsys, where):
+    """A directory of indexes (no shards.json) holding a link to an index: refused, as a linked shard of shards.json
+    is; the linked index is never searched. (Before: a link to an index outside was searched with the real one.)"""
+    from slice_st import ShardedSpanIndex, SpanInputError
+    from slice_st.index import shard_directories
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    shutil.copytree(index_dir, shards / "a-real")
+    linked = _second_index(tmp_path, tiny_model_dir, capsys) if where == "outside" else shards / "a-real"
+    (shards / "b-link").symlink_to(linked)
+    with pytest.raises(SpanInputError, match="shard 'b-link' is a symbolic link"):
+        shard_directories(shards)
+    with pytest.raises(SpanInputError, match="shard 'b-link' is a symbolic link"):
+        ShardedSpanIndex.load(shards)
+    for argv in (
+        ["mine", "--index", str(shards), "--model", tiny_model_dir, "-q", "dog"],
+        ["index", "search", str(shards), "-q", "dog"],
+    ):
+        error = _cli_error(argv, capsys)
+        assert f"{shards}: a directory of indexes holds a link (shard 'b-link' is a symbolic link" in error
+    os.remove(shards / "b-link")
+    assert shard_directories(shards) == [str(shards / "a-real")]  # without the link: the real index alone
+
+
+@pytest.mark.parametrize("kind", ["symlink", "symlink_to_nothing"])
+def test_save_slice_model_to_a_link_is_refused(tiny_model, tmp_path, kind):
+    """``save_slice_model`` to a link (to an empty folder, or dangling): ship-adapter's refusal, nothing written
+    through it. (Before: a link to a folder was saved through, a dangling one called 'a file'.)"""
+    from slice_st import FileAccessError, save_slice_model
+
+    target, link = tmp_path / "target", tmp_path / "model"
+    if kind == "symlink":
+        target.mkdir()
+    link.symlink_to(target)
+    for path in (str(link), str(link) + "/"):
+        with pytest.raises(FileAccessError, match=f"output {link} is a symbolic link: name the real folder"):
+            save_slice_model(tiny_model, path)
+        with pytest.raises(FileAccessError, match="symbolic link"):
+            save_slice_model(tiny_model, path, overwrite=True)
+    assert (os.listdir(target) == []) if kind == "symlink" else not target.exists()
+    assert sorted(os.listdir(tmp_path)) == (["model", "target"] if kind == "symlink" else ["model"])
+
+
+@pytest.mark.parametrize("kind", ["symlink", "symlink_to_nothing"])
+def test_train_into_a_link_is_one_clear_error_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch, kind):
+    """``slice-st train -o LINK`` (also ``LINK/``, ``--resume``, ``--overwrite``): one error line, exit 2, before the
+    model or data are loaded; nothing written through the link. (Before: a link to an empty folder was trained in.)"""
+    from slice_st import FileAccessError
+    from slice_st.training import trainer
+
+    target, link = tmp_path / "target", tmp_path / "run"
+    if kind == "symlink":
+        target.mkdir()
+    link.symlink_to(target)
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
+    train = ["train", "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")]
+    for extra in ([], ["--resume"], ["--overwrite"]):
+        for output in (str(link), str(link) + "/"):
+            error = _cli_error([*train, "-o", output, *extra], capsys)
+            assert f"output {link} is a symbolic link: name the real folder for the run." in error
+    with pytest.raises(FileAccessError, match="is a symbolic link"):
+        trainer.check_train_output(str(link), resume=True)
+    assert (os.listdir(target) == []) if kind == "symlink" else not target.exists()
+
+
+def test_open_regular_file_refuses_links_fifos_and_folders(tmp_path):
+    """The one helper every index read goes through: O_NOFOLLOW, then fstat of what was opened; a FIFO never blocks."""
+    import signal
+
+    from slice_st import FileAccessError
+    from slice_st.text import open_regular_file
+
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"0123456789")
+    with open_regular_file(str(data)) as handle:
+        assert handle.read() == b"0123456789"
+    with open_regular_file(data, size=10) as handle:
+        assert handle.read(4) == b"0123" and not handle.closed
+    with pytest.raises(FileAccessError, match="has 10 bytes, not the 11 expected"):
+        open_regular_file(data, size=11)
+    (tmp_path / "link").symlink_to(data)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    for name in ("link", "dangling"):
+        with pytest.raises(FileAccessError, match=f"{name} is a symbolic link, not followed"):
+            open_regular_file(tmp_path / name)
+    with pytest.raises(FileAccessError, match="is not a regular file"):
+        open_regular_file(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        open_regular_file(tmp_path / "missing")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo")  # no writer: a blocking open for reading would wait for ever
+
+        def hung(*_):
+            raise AssertionError("opening a FIFO blocked")
+
+        previous = signal.signal(signal.SIGALRM, hung)
+        signal.alarm(10)
+        try:
+            with pytest.raises(FileAccessError, match="fifo is not a regular file"):
+                open_regular_file(tmp_path / "fifo")
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _swap_for_a_link_after_lstat(monkeypatch, target, outside):
+    """Right after the first ``lstat`` of ``target`` (the check; ``os.path.islink`` calls it too), replace ``target``
+    by a link to ``outside``: the check saw a regular file, the read that follows finds the link."""
+    real_lstat = os.lstat
+    swapped = []
+
+    def lstat(path, *args, **kwargs):
+        found = real_lstat(path, *args, **kwargs)
+        if not swapped and os.fspath(path) == str(target):
+            swapped.append(True)
+            os.replace(target, str(target) + ".kept")
+            os.symlink(outside, target)
+        return found
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    return swapped
+
+
+@pytest.mark.parametrize(
+    ("name", "mmap"),
+    [
+        ("manifest.json", True),
+        ("settings.json", True),
+        ("unit_vectors.npy", True),
+        ("unit_vectors.npy", False),
+        ("span_norms.npy", True),
+        ("texts.bin", True),
+        ("doc_ids.json", False),
+    ],
+)
+def test_a_link_swapped_in_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch, name, mmap):
+    """Check-then-open race: the file passes the ``lstat`` check, then a link to a valid copy outside takes its place.
+    The read opens ``O_NOFOLLOW`` and ``fstat``s what it opened, so it refuses the link. (Before: the copy outside
+    was read, and the index loaded from it.)"""
+    from slice_st import SpanIndex, SpanInputError
+
+    folder = index_dir if name == "manifest.json" else index_dir / _manifest(index_dir)["data"]
+    outside = tmp_path / f"outside-{name}"
+    shutil.copy(folder / name, outside)  # a valid copy: reading it would load the index
+    swapped = _swap_for_a_link_after_lstat(monkeypatch, folder / name, outside)
+    with pytest.raises(SpanInputError, match=f"{name} is a symbolic link"):
+        SpanIndex.load(index_dir, tiny_model, mmap=mmap)
+    assert swapped and os.path.islink(folder / name)
+    monkeypatch.undo()
+    os.replace(str(folder / name) + ".kept", folder / name)
+    assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(DOCS)  # the real file: it loads
+
+
+def test_a_shard_list_swapped_for_a_link_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch):
+    """The same race on ``shards.json``: checked as a regular file, then a link; refused, the copy outside unread."""
+    from slice_st import ShardedSpanIndex, SpanInputError
+
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    shutil.copytree(index_dir, sharded / "part-00000-0000")
+    (sharded / "shards.json").write_text(json.dumps({"complete": True, "shards": ["part-00000-0000"]}))
+    outside = tmp_path / "outside-shards.json"
+    shutil.copy(sharded / "shards.json", outside)
+    swapped = _swap_for_a_link_after_lstat(monkeypatch, sharded / "shards.json", outside)
+    with pytest.raises(SpanInputError, match="unreadable shards.json .*shards.json is a symbolic link"):
+        ShardedSpanIndex.load(sharded, tiny_model)
+    assert swapped
+    monkeypatch.undo()
+    os.replace(str(sharded / "shards.json") + ".kept", sharded / "shards.json")
+    assert len(ShardedSpanIndex.load(sharded, tiny_model)) == len(DOCS)
+
+
+def test_a_planted_array_link_is_refused(index_dir, tiny_model, tmp_path, capsys):
+    """A link planted at an array's path (to a valid copy outside): refused with the index's error, never followed."""
+    from slice_st import SpanIndex, SpanInputError
+
+    data = index_dir / _manifest(index_dir)["data"]
+    os.replace(data / "unit_vectors.npy", tmp_path / "outside.npy")
+    (data / "unit_vectors.npy").symlink_to(tmp_path / "outside.npy")
+    with pytest.raises(SpanInputError, match="missing or corrupt .unit_vectors.npy is not a regular file"):
+        SpanIndex.load(index_dir, tiny_model)
+    assert "unit_vectors.npy is not a regular file" in _cli_error(["index", "info", str(index_dir), "--verify"], capsys)

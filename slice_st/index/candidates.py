@@ -14,7 +14,7 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
-from slice_st.index.storage import save_array
+from slice_st.index.storage import load_array, read_bytes, save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
 
@@ -135,10 +135,11 @@ class CandidateStage:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
         path = os.path.join(data_dir, cls.FILE)
-        if not os.path.exists(path):
+        if not os.path.lexists(path):
             raise OSError(f"missing {cls.FILE}")
-        faiss_index = faiss.read_index(path)
-        chunks = np.load(os.path.join(data_dir, cls.CHUNKS))
+        # Both opened without following a link (O_NOFOLLOW, then fstat), as every file of the index.
+        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(path), dtype=np.uint8))
+        chunks = load_array(os.path.join(data_dir, cls.CHUNKS))
         if faiss_index.ntotal != len(chunks):
             raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}

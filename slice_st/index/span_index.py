@@ -71,7 +71,9 @@ from slice_st.index.storage import (
     file_digest,
     fsync_directory,
     index_lock,
+    load_array,
     new_data_directory,
+    read_bytes,
     read_consistent,
     read_manifest,
     remove_old_data,
@@ -1068,8 +1070,9 @@ class SpanIndex:
                 raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
             if verify and file_digest(os.path.join(data_dir, name), expected["bytes"]) != expected["sha256"]:
                 raise ValueError(f"{name} does not match its checksum")
-        with open(os.path.join(data_dir, SETTINGS_FILE), "rb") as handle:
-            settings_bytes = handle.read()
+        # Each file is opened once, without following a link (O_NOFOLLOW, then fstat): a link swapped in after the
+        # lstat checks above is refused, never read.
+        settings_bytes = read_bytes(os.path.join(data_dir, SETTINGS_FILE), files[SETTINGS_FILE]["bytes"])
         if hashlib.sha256(settings_bytes).hexdigest() != files[SETTINGS_FILE]["sha256"]:
             raise ValueError(f"{SETTINGS_FILE} does not match its checksum")
         stored = json.loads(settings_bytes.decode("utf-8"))
@@ -1088,12 +1091,11 @@ class SpanIndex:
                 "Restore it or rebuild the index."
             )
         arrays = {
-            name: np.load(os.path.join(data_dir, f"{name}.npy"), mmap_mode="r" if mmap else None) for name in ARRAYS
+            name: load_array(os.path.join(data_dir, f"{name}.npy"), mmap, files[f"{name}.npy"]["bytes"])
+            for name in ARRAYS
         }
-        with open(os.path.join(data_dir, "texts.bin"), "rb") as handle:
-            blob = handle.read()
-        with open(os.path.join(data_dir, "doc_ids.json"), "rb") as handle:
-            ids_bytes = handle.read()
+        blob = read_bytes(os.path.join(data_dir, "texts.bin"), files["texts.bin"]["bytes"])
+        ids_bytes = read_bytes(os.path.join(data_dir, "doc_ids.json"), files["doc_ids.json"]["bytes"])
         for name, data in (("texts.bin", blob), ("doc_ids.json", ids_bytes)):
             if name in files and hashlib.sha256(data).hexdigest() != files[name].get("sha256"):
                 raise ValueError(f"{name} does not match its checksum")
@@ -1123,7 +1125,10 @@ class SpanIndex:
         index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         if manifest.get("calibration"):
-            index.calibration = Calibration.load(os.path.join(data_dir, CALIBRATION_FILE))
+            stored_calibration = read_bytes(
+                os.path.join(data_dir, CALIBRATION_FILE), files.get(CALIBRATION_FILE, {}).get("bytes")
+            )
+            index.calibration = Calibration.from_dict(json.loads(stored_calibration.decode("utf-8")), CALIBRATION_FILE)
         if manifest.get("candidates"):
             index._candidates = CandidateStage.load(data_dir, manifest["candidates"])
         return index

@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import stat
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -34,7 +33,7 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
-from slice_st.text import atomic_file, check_creatable, create_new_file
+from slice_st.text import atomic_file, check_creatable, create_new_file, open_regular_file
 
 __all__ = [
     "INDEX_FORMAT_VERSION",
@@ -59,6 +58,9 @@ __all__ = [
     "SHARD_LIST",
     "write_json",
     "read_shard_list",
+    "refuse_linked_shards",
+    "load_array",
+    "read_bytes",
     "is_plain_name",
     "SETTINGS_FILE",
     "write_manifest",
@@ -263,10 +265,7 @@ def file_digest(path: str, size: int | None = None) -> str:
     With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
     or is endless, is never read whole.
     """
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(descriptor, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise ValueError(f"{os.path.basename(path)} is not a regular file")
+    with open_regular_file(path) as handle:  # FileAccessError (a ValueError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = None if size is None else size + 1
         while left is None or left > 0:
@@ -352,11 +351,48 @@ _REQUIRED = {
 _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
 
+def read_bytes(path: str, size: int | None = None) -> bytes:
+    """The bytes of a regular file of an index, opened without following a link
+    (:func:`slice_st.text.open_regular_file`).
+
+    What was checked is what is read: a link swapped in after an ``lstat`` check is refused, not followed.
+    A link, a non-regular file or one whose size is not ``size``: :class:`FileAccessError`.
+    """
+    with open_regular_file(path, size) as handle:
+        return handle.read()
+
+
+def load_array(path: str, mmap: bool = False, size: int | None = None) -> np.ndarray:
+    """An ``.npy`` array of an index (no pickles), opened without following a link; memory-mapped with ``mmap``.
+
+    The file is opened once (:func:`slice_st.text.open_regular_file`: ``O_NOFOLLOW``, then ``fstat``) and
+    the array read or mapped from that descriptor, so a link swapped in after an earlier check is
+    never followed. Not an ``.npy`` file, or one holding Python objects: ``ValueError``.
+    """
+    with open_regular_file(path, size) as handle:
+        if not mmap:
+            return np.load(handle, allow_pickle=False)
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            raise ValueError(f"{os.path.basename(path)}: .npy format {version} cannot be memory-mapped")
+        if dtype.hasobject:
+            raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
+        return np.memmap(
+            handle, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C", offset=handle.tell()
+        )
+
+
 def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
-    """The JSON object in ``file_path`` (a file of the index at ``path``); else a clear error naming ``what``."""
+    """The JSON object in ``file_path`` (a file of the index at ``path``, never read through a link); else a clear
+    error naming ``what``."""
     try:
-        with open(file_path, encoding="utf-8") as handle:
-            value = json.load(handle)
+        value = json.loads(read_bytes(file_path).decode("utf-8"))
+    except FileAccessError as error:  # a link or not a regular file: refused, never followed
+        raise SpanInputError(f"{path}: unreadable {short} ({error})") from None
     except OSError as error:
         raise FileAccessError(f"{path}: cannot read {what} ({error.strerror or error}).") from None
     except ValueError as error:
@@ -473,19 +509,40 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
     shards = shard_list.get("shards", [])
     if not isinstance(shards, list):
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
-    bad = [name for name in shards if not is_plain_name(name) or os.path.islink(os.path.join(path, name))]
+    bad = [name for name in shards if not is_plain_name(name)]
     if bad:
         raise SpanInputError(
             f"{path}: unreadable {SHARD_LIST} (shard {bad[0]!r} is not a folder name inside the index folder)."
         )
+    refuse_linked_shards(path, shards, f"unreadable {SHARD_LIST}")
     return shard_list
+
+
+def refuse_linked_shards(path: str, names: Sequence[str], what: str) -> None:
+    """Refuse shards of the sharded index or directory of indexes ``path`` that are symbolic links.
+
+    A shard is a folder inside ``path`` itself: a link (to an index outside, or to another shard inside)
+    is never followed, the whole search is refused (:class:`SpanInputError` beginning ``path: what``).
+
+    Args:
+        path: The folder holding the shards.
+        names: The shards' names in it.
+        what: What is wrong with ``path``, the start of the message (``"unreadable shards.json"``).
+    """
+    for name in names:
+        if os.path.islink(os.path.join(path, name)):
+            raise SpanInputError(
+                f"{path}: {what} (shard {name!r} is a symbolic link, not a folder inside the index folder; "
+                "nothing outside it is read: name the index it points to instead)."
+            )
 
 
 def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
     """Index directories named by ``paths``: each path is an index, or a directory of indexes (its sub-directories).
 
     In a directory of indexes every (non-hidden) sub-directory must be an index: one without a
-    manifest (a shard whose build crashed) is an error, never skipped silently. A directory with a
+    manifest (a shard whose build crashed) is an error, never skipped silently, and so is a symbolic
+    link to a folder (:func:`refuse_linked_shards`, as for a sharded build's shards). A directory with a
     :data:`SHARD_LIST` (built on Ray) stands for the shards it lists, once its build is complete.
 
     Args:
@@ -523,7 +580,8 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
             entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
             if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
                 raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
-            inside = [e.path for e in entries if e.is_dir()]
+            refuse_linked_shards(path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link")
+            inside = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
             if not inside:
                 raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
             broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]

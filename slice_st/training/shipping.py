@@ -17,7 +17,7 @@ import subprocess
 from typing import Any
 
 from slice_st.errors import FileAccessError
-from slice_st.text import check_creatable
+from slice_st.text import check_creatable, check_not_link
 
 __all__ = [
     "SHIPPED_FILES",
@@ -47,10 +47,7 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     a folder with files in it (unless ``overwrite``), or one that cannot be created. Raises :class:`FileAccessError`.
     """
     destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
-    if os.path.islink(destination):
-        raise FileAccessError(
-            f"output {destination} is a symbolic link: name the real folder to ship the adapter into."
-        )
+    check_not_link(destination, purpose="to ship the adapter into")
     if os.path.exists(destination):
         if not os.path.isdir(destination):
             raise FileAccessError(f"output {destination} is a file, not a folder.")

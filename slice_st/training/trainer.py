@@ -609,8 +609,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
 
     A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
     ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
-    (the trainer may then replace and rotate what is there). A file, a path under a file or an
-    unwritable parent is a :class:`slice_st.errors.FileAccessError` too.
+    (the trainer may then replace and rotate what is there). A symbolic link (even with ``resume``), a
+    file, a path under a file or an unwritable parent is a :class:`slice_st.errors.FileAccessError` too.
 
     Args:
         output_dir: The run's folder (``slice-st train -o``).
@@ -625,9 +625,10 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
         'runs/new-run'
     """
     from slice_st.errors import FileAccessError
-    from slice_st.text import check_creatable
+    from slice_st.text import check_creatable, check_not_link
 
-    if os.path.exists(output_dir) or os.path.islink(output_dir):
+    check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
+    if os.path.exists(output_dir):
         if not os.path.isdir(output_dir):
             raise FileAccessError(f"output {output_dir} is a file, not a folder.")
         if not os.access(output_dir, os.W_OK | os.X_OK):
