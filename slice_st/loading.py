@@ -715,6 +715,7 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
             prompts=model.prompts,
             default_prompt_name=model.default_prompt_name,
             similarity_fn_name=model.similarity_fn_name,
+            truncate_dim=model.truncate_dim,
             model_card_data=card,  # the same card (a SLICE card, if training gave it one)
         )
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
@@ -724,25 +725,8 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
         return path
     set_span_config(model, settings.min_span, settings.max_span, settings.unit)
     model.save(path, **save_kwargs)
-    _write_own_card(model, path)
     _usual_permissions(path)
     return path
-
-
-def _write_own_card(model, path: str) -> None:
-    """A model with a SLICE card that no trainer touched (the shipped model: base weights + a merged adapter):
-    sentence-transformers would copy the README it was loaded with (the *base* model's: its licence, its name);
-    write the card of the model's own ``model_card_data`` instead."""
-    import os
-
-    from sentence_transformers.base.model_card import generate_model_card
-
-    from slice_st.card import SliceModelCardData
-
-    card = model.model_card_data
-    if isinstance(card, SliceModelCardData) and "generated_from_trainer" not in (card.tags or []):
-        with open(os.path.join(path, "README.md"), "w", encoding="utf-8") as handle:
-            handle.write(generate_model_card(model))
 
 
 def _usual_permissions(path: str) -> None:

@@ -594,10 +594,22 @@ def test_the_shipped_model_has_its_slice_card_from_load(tmp_path):
     assert isinstance(card, SliceModelCardData) and card.model_id == "slice-minilm"
     assert card.slice_section["steps"] == 800 and card.slice_section["lora"] == {"r": 16, "alpha": 32}
     slice_st.save_slice_model(model, str(tmp_path / "saved"))
-    text = (tmp_path / "saved" / "README.md").read_text()
-    _slice_card_checks(text, "cc-by-nc-sa-4.0", "SpanDistillationLoss")
-    assert "Trained on non-commercial data (SICK)" in text and "ParaBank" in text
-    assert 'SentenceTransformer("path/to/this/model")' in text  # a saved copy is not loaded by the shipped name
+    model.save(str(tmp_path / "plain"))  # sentence-transformers' own save: the same card, not the base's README
+    for folder in ("saved", "plain"):
+        text = (tmp_path / folder / "README.md").read_text()
+        _slice_card_checks(text, "cc-by-nc-sa-4.0", "SpanDistillationLoss")
+        assert "Trained on non-commercial data (SICK)" in text and "ParaBank" in text
+        assert 'SentenceTransformer("path/to/this/model")' in text  # a saved copy is not loaded by the shipped name
+
+
+def test_the_shipped_model_keeps_the_options_it_was_loaded_with():
+    """load_model() options reach the shipped model (it is rebuilt over the base's modules for its own card)."""
+    import slice_st
+
+    model = slice_st.load_model(truncate_dim=32, prompts={"query": "query: "}, similarity_fn_name="dot")
+    assert model.encode("a test").shape == (32,) and model.prompts["query"] == "query: "
+    assert model.similarity_fn_name == "dot" and model.model_card_data.model_id == "slice-minilm"
+    assert model.best_spans(["a test"], ["This is a test of the span search."])[0][0][0].span
 
 
 def test_a_user_model_card_keeps_what_it_said(tiny_model_dir):

@@ -227,8 +227,19 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     from sentence_transformers import SentenceTransformer
 
     shipped = shipped_model(name)
-    model = SentenceTransformer(base_path, **kwargs)
-    merge_lora_adapter(model[0].auto_model, shipped.adapter_dir)
+    base = SentenceTransformer(base_path, **kwargs)
+    merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
+    # The same modules in a model not loaded from the base folder: sentence-transformers saves the README a model was
+    # loaded with as long as no trainer touched it, and the base model's card (its name, Apache-2.0) does not describe
+    # these weights (sentence-transformers' own model merging starts a fresh card for the same reason).
+    model = SentenceTransformer(
+        modules=list(base),
+        device=str(base.device),
+        prompts=base.prompts,
+        default_prompt_name=base.default_prompt_name,
+        similarity_fn_name=base.similarity_fn_name,
+        truncate_dim=base.truncate_dim,
+    )
     model.model_card_data.model_id = shipped.name
     model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
     return model
