@@ -38,6 +38,7 @@ __all__ = [
     "atomic_file",
     "create_new_file",
     "open_regular_file",
+    "open_folder",
     "append_csv_row",
     "FileAccessError",
     "TextRecord",
@@ -191,7 +192,7 @@ READ_FILE_FLAGS = (
 )
 
 
-def open_regular_file(path: str | os.PathLike, size: int | None = None):
+def open_regular_file(path: str | os.PathLike, size: int | None = None, *, folder: int | None = None):
     """Open ``path`` for reading in binary only if it is a regular file itself: never through a symbolic link.
 
     One ``os.open`` (``O_NOFOLLOW``, so a link swapped in after an earlier check is not followed, and
@@ -203,6 +204,8 @@ def open_regular_file(path: str | os.PathLike, size: int | None = None):
     Args:
         path: The file to read.
         size: Its expected size in bytes (``None``: any).
+        folder: A descriptor from :func:`open_folder`: ``path`` is then a name inside that very folder, so a
+            link swapped in for the folder itself is not followed either.
 
     Returns:
         The open binary file object (blocking).
@@ -213,9 +216,9 @@ def open_regular_file(path: str | os.PathLike, size: int | None = None):
     """
     path = os.fspath(path)
     try:
-        descriptor = os.open(path, READ_FILE_FLAGS)
+        descriptor = os.open(path, READ_FILE_FLAGS, dir_fd=folder)
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) or os.path.islink(path):  # EMLINK: FreeBSD's O_NOFOLLOW
+        if error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder):  # EMLINK: FreeBSD's O_NOFOLLOW
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         raise
     try:
@@ -230,6 +233,58 @@ def open_regular_file(path: str | os.PathLike, size: int | None = None):
     except BaseException:
         os.close(descriptor)
         raise
+
+
+def _is_link(path: str, folder: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+#: ``os.open`` flags of a folder opened where it is (:func:`open_folder`).
+FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+@contextmanager
+def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
+    """A descriptor of the folder ``path`` itself, never of a folder a symbolic link there points to.
+
+    Files opened relative to it (``open_regular_file(name, folder=fd)``) are those of this very folder,
+    even if the folder is swapped for a link after it was checked. Where the system cannot open files
+    relative to a folder (Windows), yields ``None`` and callers use paths.
+
+    Args:
+        path: The folder.
+
+    Yields:
+        An ``os.open`` descriptor (closed on exit), or ``None``.
+
+    Raises:
+        FileAccessError: ``path`` is a symbolic link or not a folder.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as where, open_folder(where) as folder:
+        ...     isinstance(folder, int) or folder is None
+        True
+    """
+    path = os.fspath(path)
+    if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
+        yield None
+        return
+    try:
+        descriptor = os.open(path, FOLDER_FLAGS)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.EMLINK) or os.path.islink(path):
+            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
+        if error.errno == errno.ENOTDIR:
+            raise FileAccessError(f"{path} is not a folder") from None
+        raise
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
 
 
 @contextmanager

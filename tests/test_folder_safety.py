@@ -889,6 +889,29 @@ def test_a_link_swapped_in_after_the_check_is_never_read(index_dir, tiny_model, 
     assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(DOCS)  # the real file: it loads
 
 
+@pytest.mark.parametrize("mmap", [True, False])
+def test_a_data_folder_swapped_for_a_link_after_the_check_is_never_read(
+    index_dir, tiny_model, tmp_path, monkeypatch, mmap
+):
+    """The race one level up: the data folder passes its link check, then a link to a valid copy outside takes its
+    place. The folder is opened ``O_DIRECTORY|O_NOFOLLOW`` and every file is opened inside that descriptor, so the copy
+    outside is never read. (Before: O_NOFOLLOW guards only a path's last part, and the files were read through the
+    linked folder.)"""
+    from slice_st import SpanIndex, SpanInputError
+
+    data = index_dir / _manifest(index_dir)["data"]
+    outside = tmp_path / "outside-data"
+    shutil.copytree(data, outside)  # a valid copy: reading it would load the index
+    swapped = _swap_for_a_link_after_lstat(monkeypatch, data, outside)
+    with pytest.raises(SpanInputError, match="is a symbolic link"):
+        SpanIndex.load(index_dir, tiny_model, mmap=mmap)
+    assert swapped and os.path.islink(data)
+    monkeypatch.undo()
+    os.unlink(data)
+    os.replace(str(data) + ".kept", data)
+    assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(DOCS)
+
+
 def test_a_shard_list_swapped_for_a_link_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch):
     """The same race on ``shards.json``: checked as a regular file, then a link; refused, the copy outside unread."""
     from slice_st import ShardedSpanIndex, SpanInputError

@@ -131,15 +131,21 @@ class CandidateStage:
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
-    def load(cls, data_dir: str, info: dict[str, Any]) -> CandidateStage:
+    def load(cls, data_dir: str, info: dict[str, Any], folder: int | None = None) -> CandidateStage:
+        """The stage saved in ``data_dir`` (``folder``: that folder's descriptor from
+        :func:`slice_st.text.open_folder`, so the files are read from the folder itself, never through a link)."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
-        path = os.path.join(data_dir, cls.FILE)
-        if not os.path.lexists(path):
-            raise OSError(f"missing {cls.FILE}")
+        def entry(name: str) -> str:
+            return name if folder is not None else os.path.join(data_dir, name)
+
+        try:
+            os.stat(entry(cls.FILE), dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            raise OSError(f"missing {cls.FILE}") from None
         # Both opened without following a link (O_NOFOLLOW, then fstat), as every file of the index.
-        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(path), dtype=np.uint8))
-        chunks = load_array(os.path.join(data_dir, cls.CHUNKS))
+        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(entry(cls.FILE), folder=folder), dtype=np.uint8))
+        chunks = load_array(entry(cls.CHUNKS), folder=folder)
         if faiss_index.ntotal != len(chunks):
             raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}

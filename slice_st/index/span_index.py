@@ -82,6 +82,7 @@ from slice_st.index.storage import (
     write_manifest,
 )
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
+from slice_st.text import open_folder
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -1061,6 +1062,27 @@ class SpanIndex:
                 f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is "
                 f"read)."
             )
+        # The data folder is opened once, without following a link, and every file is opened inside that very
+        # folder: a link swapped in for the folder (or a file) after the checks below is refused, never read.
+        with open_folder(data_dir) as folder:
+            return cls._read_data_files(path, manifest, index, data_dir, folder, mmap, verify)
+
+    @classmethod
+    def _read_data_files(
+        cls,
+        path: str,
+        manifest: dict[str, Any],
+        index: SpanIndex,
+        data_dir: str,
+        folder: int | None,
+        mmap: bool,
+        verify: bool,
+    ) -> SpanIndex:
+        """:meth:`_read_data` for the data folder open as ``folder`` (:func:`slice_st.text.open_folder`)."""
+
+        def entry(name: str) -> str:  # a name inside the open folder, or a path where folders cannot be opened
+            return name if folder is not None else os.path.join(data_dir, name)
+
         files = manifest["files"]  # plain names, checked by read_manifest
         for name, expected in files.items():
             found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
@@ -1068,11 +1090,11 @@ class SpanIndex:
                 raise ValueError(f"{name} is not a regular file")
             if found.st_size != expected["bytes"]:
                 raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
-            if verify and file_digest(os.path.join(data_dir, name), expected["bytes"]) != expected["sha256"]:
+            if verify and file_digest(entry(name), expected["bytes"], folder=folder) != expected["sha256"]:
                 raise ValueError(f"{name} does not match its checksum")
         # Each file is opened once, without following a link (O_NOFOLLOW, then fstat): a link swapped in after the
         # lstat checks above is refused, never read.
-        settings_bytes = read_bytes(os.path.join(data_dir, SETTINGS_FILE), files[SETTINGS_FILE]["bytes"])
+        settings_bytes = read_bytes(entry(SETTINGS_FILE), files[SETTINGS_FILE]["bytes"], folder=folder)
         if hashlib.sha256(settings_bytes).hexdigest() != files[SETTINGS_FILE]["sha256"]:
             raise ValueError(f"{SETTINGS_FILE} does not match its checksum")
         stored = json.loads(settings_bytes.decode("utf-8"))
@@ -1091,11 +1113,11 @@ class SpanIndex:
                 "Restore it or rebuild the index."
             )
         arrays = {
-            name: load_array(os.path.join(data_dir, f"{name}.npy"), mmap, files[f"{name}.npy"]["bytes"])
+            name: load_array(entry(f"{name}.npy"), mmap, files[f"{name}.npy"]["bytes"], folder=folder)
             for name in ARRAYS
         }
-        blob = read_bytes(os.path.join(data_dir, "texts.bin"), files["texts.bin"]["bytes"])
-        ids_bytes = read_bytes(os.path.join(data_dir, "doc_ids.json"), files["doc_ids.json"]["bytes"])
+        blob = read_bytes(entry("texts.bin"), files["texts.bin"]["bytes"], folder=folder)
+        ids_bytes = read_bytes(entry("doc_ids.json"), files["doc_ids.json"]["bytes"], folder=folder)
         for name, data in (("texts.bin", blob), ("doc_ids.json", ids_bytes)):
             if name in files and hashlib.sha256(data).hexdigest() != files[name].get("sha256"):
                 raise ValueError(f"{name} does not match its checksum")
@@ -1126,11 +1148,11 @@ class SpanIndex:
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         if manifest.get("calibration"):
             stored_calibration = read_bytes(
-                os.path.join(data_dir, CALIBRATION_FILE), files.get(CALIBRATION_FILE, {}).get("bytes")
+                entry(CALIBRATION_FILE), files.get(CALIBRATION_FILE, {}).get("bytes"), folder=folder
             )
             index.calibration = Calibration.from_dict(json.loads(stored_calibration.decode("utf-8")), CALIBRATION_FILE)
         if manifest.get("candidates"):
-            index._candidates = CandidateStage.load(data_dir, manifest["candidates"])
+            index._candidates = CandidateStage.load(data_dir, manifest["candidates"], folder=folder)
         return index
 
 

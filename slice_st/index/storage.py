@@ -259,13 +259,13 @@ def fsync_directory(path: str) -> None:
         os.close(handle)
 
 
-def file_digest(path: str, size: int | None = None) -> str:
+def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
     """SHA-256 of a regular file's bytes (a link, a device or a pipe is a ``ValueError``, never read).
 
     With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
     or is endless, is never read whole.
     """
-    with open_regular_file(path) as handle:  # FileAccessError (a ValueError): a link, a device, a pipe
+    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (a ValueError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = None if size is None else size + 1
         while left is None or left > 0:
@@ -351,25 +351,26 @@ _REQUIRED = {
 _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
 
-def read_bytes(path: str, size: int | None = None) -> bytes:
+def read_bytes(path: str, size: int | None = None, *, folder: int | None = None) -> bytes:
     """The bytes of a regular file of an index, opened without following a link
     (:func:`slice_st.text.open_regular_file`).
 
     What was checked is what is read: a link swapped in after an ``lstat`` check is refused, not followed.
     A link, a non-regular file or one whose size is not ``size``: :class:`FileAccessError`.
     """
-    with open_regular_file(path, size) as handle:
+    with open_regular_file(path, size, folder=folder) as handle:
         return handle.read()
 
 
-def load_array(path: str, mmap: bool = False, size: int | None = None) -> np.ndarray:
+def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None) -> np.ndarray:
     """An ``.npy`` array of an index (no pickles), opened without following a link; memory-mapped with ``mmap``.
 
     The file is opened once (:func:`slice_st.text.open_regular_file`: ``O_NOFOLLOW``, then ``fstat``) and
     the array read or mapped from that descriptor, so a link swapped in after an earlier check is
-    never followed. Not an ``.npy`` file, or one holding Python objects: ``ValueError``.
+    never followed. Not an ``.npy`` file, or one holding Python objects: ``ValueError``. ``folder``: a
+    descriptor from :func:`slice_st.text.open_folder` that ``path`` (then a name) is inside.
     """
-    with open_regular_file(path, size) as handle:
+    with open_regular_file(path, size, folder=folder) as handle:
         if not mmap:
             return np.load(handle, allow_pickle=False)
         version = np.lib.format.read_magic(handle)
