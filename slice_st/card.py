@@ -198,9 +198,17 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         logs, registered model): every dataclass field is carried over, the template is the SLICE one."""
         if isinstance(card, cls):
             return card
-        new = cls(**{item.name: getattr(card, item.name) for item in dataclasses.fields(card) if item.init})
+        # model_id is set after construction: sentence-transformers warns about (and drops) an id without an
+        # organisation, such as the shipped model's name.
+        new = cls(
+            **{
+                item.name: getattr(card, item.name)
+                for item in dataclasses.fields(card)
+                if item.init and item.name != "model_id"
+            }
+        )
         for item in dataclasses.fields(card):
-            if not item.init and item.name != "template_path":
+            if (not item.init or item.name == "model_id") and item.name != "template_path":
                 setattr(new, item.name, getattr(card, item.name))
         return new
 
@@ -317,11 +325,11 @@ def apply_model_card(
         language="en",
         license=license_id,
         model_name=f"SLICE span embeddings ({(base_model or 'a local base model').split('/')[-1]})",
-        model_id=repo_id or old.model_id,
         train_datasets=train_datasets if trainer_datasets and len(train_datasets) == len(trainer_datasets) else [],
         tags=list(dict.fromkeys(list(old.tags) + SLICE_TAGS)),
         local_files_only=True,  # no Hub look-ups while rendering; metadata below is set directly
     )
+    card.model_id = repo_id or old.model_id  # after construction: the shipped name has no organisation
     card.base_model = base_model
     card.datasets = list(dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id))
     card.slice_section = _slice_section(

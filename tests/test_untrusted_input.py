@@ -630,3 +630,18 @@ def test_a_user_model_card_keeps_what_it_said(tiny_model_dir):
     assert names == ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss"]
     assert tiny_model_dir not in json.dumps(card.slice_section)
     assert card.model is model
+
+
+def test_loading_the_shipped_model_warns_of_nothing(caplog):
+    """The card keeps the shipped name as model_id without sentence-transformers' warning about an id without an
+    organisation (it would print on every load_model())."""
+    import logging
+
+    import slice_st
+    from slice_st.losses import SpanMaxCrossEntropyLoss
+
+    with caplog.at_level(logging.WARNING):
+        model = slice_st.load_model()
+        SpanMaxCrossEntropyLoss(model)
+    assert model.model_card_data.model_id == "slice-minilm"
+    assert not [record for record in caplog.records if "model_id" in record.getMessage()]
