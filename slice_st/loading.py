@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
 from slice_st.errors import FileAccessError, ModelLoadError
-from slice_st.pretrained import BASE_MODEL_NAMES, DEFAULT_MODEL_NAME, DEFAULT_SHIPPED_MODEL, default_model_path
+from slice_st.pretrained import (
+    BASE_MODEL_NAMES,
+    DEFAULT_MODEL_NAME,
+    DEFAULT_SHIPPED_MODEL,
+    default_model_path,
+    rebuilt_model,
+)
 from slice_st.text import require
 
 if TYPE_CHECKING:
@@ -700,7 +706,6 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
 
 
 def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     settings = get_span_config(model)
@@ -709,15 +714,7 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     if pooling is not None:
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
         original, card = model, model.model_card_data
-        model = SentenceTransformer(
-            modules=modules,
-            device=str(model.device),
-            prompts=model.prompts,
-            default_prompt_name=model.default_prompt_name,
-            similarity_fn_name=model.similarity_fn_name,
-            truncate_dim=model.truncate_dim,
-            model_card_data=card,  # the same card (a SLICE card, if training gave it one)
-        )
+        model = rebuilt_model(model, modules, model_card_data=card)  # the same card (a SLICE one, if trained)
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         model.save(path, **save_kwargs)
         _usual_permissions(path)

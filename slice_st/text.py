@@ -276,7 +276,7 @@ def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
     try:
         descriptor = os.open(path, FOLDER_FLAGS)
     except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) or os.path.islink(path):
+        if error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, None):
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR:
             raise FileAccessError(f"{path} is not a folder") from None

@@ -14,7 +14,7 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
-from slice_st.index.storage import load_array, read_bytes, save_array
+from slice_st.index.storage import folder_entry, load_array, read_bytes, save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
 
@@ -136,16 +136,14 @@ class CandidateStage:
         :func:`slice_st.text.open_folder`, so the files are read from the folder itself, never through a link)."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
-        def entry(name: str) -> str:
-            return name if folder is not None else os.path.join(data_dir, name)
-
+        path, chunks_path = (folder_entry(data_dir, name, folder) for name in (cls.FILE, cls.CHUNKS))
         try:
-            os.stat(entry(cls.FILE), dir_fd=folder, follow_symlinks=False)
+            os.stat(path, dir_fd=folder, follow_symlinks=False)
         except FileNotFoundError:
             raise OSError(f"missing {cls.FILE}") from None
         # Both opened without following a link (O_NOFOLLOW, then fstat), as every file of the index.
-        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(entry(cls.FILE), folder=folder), dtype=np.uint8))
-        chunks = load_array(entry(cls.CHUNKS), folder=folder)
+        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(path, folder=folder), dtype=np.uint8))
+        chunks = load_array(chunks_path, folder=folder)
         if faiss_index.ntotal != len(chunks):
             raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}

@@ -69,6 +69,7 @@ from slice_st.index.storage import (
     SETTINGS_FILE,
     array_digest,
     file_digest,
+    folder_entry,
     fsync_directory,
     index_lock,
     load_array,
@@ -1080,8 +1081,8 @@ class SpanIndex:
     ) -> SpanIndex:
         """:meth:`_read_data` for the data folder open as ``folder`` (:func:`slice_st.text.open_folder`)."""
 
-        def entry(name: str) -> str:  # a name inside the open folder, or a path where folders cannot be opened
-            return name if folder is not None else os.path.join(data_dir, name)
+        def entry(name: str) -> str:
+            return folder_entry(data_dir, name, folder)
 
         files = manifest["files"]  # plain names, checked by read_manifest
         for name, expected in files.items():

@@ -60,6 +60,7 @@ __all__ = [
     "read_shard_list",
     "refuse_linked_shards",
     "load_array",
+    "folder_entry",
     "read_bytes",
     "is_plain_name",
     "SETTINGS_FILE",
@@ -349,6 +350,12 @@ _REQUIRED = {
 }
 #: Files every data folder holds (besides optional calibration and candidate files).
 _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
+
+
+def folder_entry(data_dir: str, name: str, folder: int | None) -> str:
+    """The file ``name`` of ``data_dir`` as the index readers open it: the bare name inside the open ``folder`` (a
+    descriptor from :func:`slice_st.text.open_folder`), or its path where folders cannot be opened (``None``)."""
+    return name if folder is not None else os.path.join(data_dir, name)
 
 
 def read_bytes(path: str, size: int | None = None, *, folder: int | None = None) -> bytes:

@@ -26,6 +26,7 @@ __all__ = [
     "merge_lora_adapter",
     "is_shipped_model_name",
     "load_shipped_model",
+    "rebuilt_model",
 ]
 
 #: The embedded base model's Hub id.
@@ -217,6 +218,23 @@ _UNAPPLIED_LORA_OPTIONS = (
 )
 
 
+def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None):
+    """A new ``SentenceTransformer`` over ``modules`` (default: ``model``'s own) with ``model``'s options: device,
+    prompts, default prompt, similarity function and ``truncate_dim``. It was not loaded from a folder, so it keeps no
+    README of one; ``model_card_data``: its card (default: a new one)."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(
+        modules=list(model) if modules is None else modules,
+        device=str(model.device),
+        prompts=model.prompts,
+        default_prompt_name=model.default_prompt_name,
+        similarity_fn_name=model.similarity_fn_name,
+        truncate_dim=model.truncate_dim,
+        model_card_data=model_card_data,
+    )
+
+
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     """The shipped model ``name``: the base model at ``base_path`` with the adapter merged in.
 
@@ -232,14 +250,7 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     # The same modules in a model not loaded from the base folder: sentence-transformers saves the README a model was
     # loaded with as long as no trainer touched it, and the base model's card (its name, Apache-2.0) does not describe
     # these weights (sentence-transformers' own model merging starts a fresh card for the same reason).
-    model = SentenceTransformer(
-        modules=list(base),
-        device=str(base.device),
-        prompts=base.prompts,
-        default_prompt_name=base.default_prompt_name,
-        similarity_fn_name=base.similarity_fn_name,
-        truncate_dim=base.truncate_dim,
-    )
+    model = rebuilt_model(base)
     model.model_card_data.model_id = shipped.name
     model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
     return model

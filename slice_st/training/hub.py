@@ -15,31 +15,21 @@ from typing import Any
 
 from slice_st.card import (
     DATA_SOURCES,
-    DEFAULT_BASE_LICENSE,
-    OFFLINE_SOURCES,
-    SLICE_EXPANSION,
-    SLICE_TAGS,
     DataSource,
     SliceModelCardData,
     apply_model_card,
     card_license,
     render_model_card,
-    slice_template_path,
     training_sources,
 )
 from slice_st.errors import HubAccessError
 from slice_st.loading import hub_offline
 from slice_st.text import require
 
-__all__ = [
+__all__ = [  # the card's names as this module had them before slice_st.card, then the Hub check
     "SliceModelCardData",
     "DataSource",
     "DATA_SOURCES",
-    "DEFAULT_BASE_LICENSE",
-    "OFFLINE_SOURCES",
-    "SLICE_EXPANSION",
-    "SLICE_TAGS",
-    "slice_template_path",
     "training_sources",
     "card_license",
     "apply_model_card",

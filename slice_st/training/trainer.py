@@ -390,11 +390,12 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
     datasets = require("datasets", "train", "slice-st train")
 
+    from slice_st.card import apply_model_card
     from slice_st.config import set_span_config
     from slice_st.loading import load_model
     from slice_st.losses.span_distillation import SpanDistillationLoss
     from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
-    from slice_st.training.hub import apply_model_card, check_hub_access
+    from slice_st.training.hub import check_hub_access
 
     config.validate(needs_train_data=train_dataset is None)
     if (
