@@ -44,7 +44,15 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st import _rerank
+from slice_st._rerank import (
+    MOVES,
+    Reranker,
+    candidate_features,
+    load_reranker,
+    query_edges,
+    query_word_ids,
+    unit_words,
+)
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
@@ -1190,7 +1198,7 @@ def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
 class _Rerank:
     """What re-ranking needs of the queries: the shipped model, each query's word ids and first / last word."""
 
-    reranker: _rerank.Reranker
+    reranker: Reranker
     word_ids: np.ndarray
     edges: np.ndarray
 
@@ -1200,10 +1208,10 @@ def _rerank_context(scorer: SpanScorer, queries: list[str]) -> _Rerank | None:
     if scorer.rerank is None:
         return None
     try:
-        reranker = _rerank.load_reranker(scorer.rerank)
+        reranker = load_reranker(scorer.rerank)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
-    return _Rerank(reranker, _rerank.query_word_ids(queries), _rerank.query_edges(queries))
+    return _Rerank(reranker, query_word_ids(queries), query_edges(queries))
 
 
 def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, profiles, rerank: _Rerank, pairs, config):
@@ -1218,7 +1226,7 @@ def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, prof
     vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
     vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
     moved_cosines, moved_scores = [], []
-    for _, shift_start, shift_end in _rerank.MOVES:
+    for _, shift_start, shift_end in MOVES:
         first, end = starts + shift_start, ends + shift_end
         ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
         ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
@@ -1233,7 +1241,7 @@ def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, prof
     query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
     profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
     strings = [strings for strings, _, _ in units]
-    values = _rerank.candidate_features(
+    values = candidate_features(
         found.similarities.float().cpu().numpy().reshape(cells),
         found.scores.float().cpu().numpy().reshape(cells),
         torch.stack(moved_cosines).float().cpu().numpy().reshape(4, *cells),
@@ -1243,7 +1251,7 @@ def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, prof
         rows.num_units.cpu().numpy()[rows_of],
         flags.cpu().numpy()[rows_of],
         profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
-        _rerank.unit_words(strings, flags.shape[1]),
+        unit_words(strings, flags.shape[1]),
         rows_of,
         rerank.word_ids[query_of],
         rerank.edges[query_of],

@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 
 from slice_st import best_spans_paired, load_model
 from slice_st.data import read_stsb_context
-from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
+from slice_st.evaluation.localisation import span_localisation
 
 
 def per_row(model, rows, scorer: str) -> dict[str, np.ndarray]:
@@ -75,13 +75,14 @@ def main() -> None:
     parts = {"all": np.arange(len(rows)), "even": np.arange(0, len(rows), 2), "odd": np.arange(1, len(rows), 2)}
     results = {scorer: per_row(model, rows, scorer) for scorer in args.scorers}
     print(
-        "| scorer | Spearman all / even / odd | exact (gold ≥ 3) all / even / odd | word-F1 (gold ≥ 3) all / even / odd |"
+        "| scorer | Spearman all / even / odd | exact (gold ≥ 3) all / even / odd | "
+        "word-F1 (gold ≥ 3) all / even / odd |"
     )
     print("| --- | --- | --- | --- |")
     for scorer, result in results.items():
         s = {name: summary(result, gold, part) for name, part in parts.items()}
-        cell = lambda key: " / ".join(f"{s[p][key]:.2f}" for p in parts)  # noqa: E731
-        print(f"| `{scorer}` | {cell('spearman')} | {cell('exact')} | {cell('f1')} |")
+        cells = [" / ".join(f"{s[p][key]:.2f}" for p in parts) for key in ("spearman", "exact", "f1")]
+        print(f"| `{scorer}` | " + " | ".join(cells) + " |")
     if "phrase" in results:
         for scorer in results:
             if scorer != "phrase":
