@@ -34,8 +34,7 @@ MAX_SPAN = 5
 
 
 def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
-    """Every span materialised: phrase scores, the top candidates, the re-ranker's features and picks (no fused code).
-    """
+    """Every span materialised: phrase scores, top candidates, the re-ranker's features and picks (no fused code)."""
     encoding = model.encode_spans(text, max_span=MAX_SPAN)
     if not len(encoding):
         return []
