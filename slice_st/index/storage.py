@@ -463,8 +463,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
     if manifest["generation"] > MAX_GENERATION:
         raise SpanInputError(
-            f"{path}: unreadable index manifest (generation {manifest['generation']:.3g} is past {MAX_GENERATION:.0e};"
-            " no index is saved that often)."
+            f"{path}: unreadable index manifest (generation {str(manifest['generation'])[:20]}… is past "
+            f"{MAX_GENERATION}; no index is saved that often)."
         )
     if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
         raise SpanInputError(
