@@ -456,8 +456,9 @@ def read_texts(
     """Cut files into texts, one per line or per paragraph (blank-line separated); blank ones are skipped.
 
     A JSONL file (:func:`is_jsonl`, or ``fmt="jsonl"``; ``fmt="text"``: never) gives the ``text_field`` of each of
-    its objects, as the corpus index reads it (:func:`jsonl_records`). With ``split="auto"``, :func:`guess_split` decides per file, and the
-    choice is logged (logger ``slice_st.text``) and passed to ``report(path, mode)``.
+    its objects, as the corpus index reads it (:func:`jsonl_records`). With ``split="auto"``,
+    :func:`guess_split` decides per file, and the choice is logged (logger ``slice_st.text``) and passed to
+    ``report(path, mode)``.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
@@ -561,11 +562,12 @@ def guess_split(lines: Iterable[str]) -> str:
     It looks at each line break between two lines of the same indentation inside a block of non-blank
     lines. The break is a *wrapping* break when the next line's first word would not have fitted on the
     line: the line plus that word is wider than its neighbours (two lines either side, the width it
-    was wrapped to, at least :data:`WRAPPED_MIN_WIDTH`; indentation counts, as on screen); a line that stops mid-sentence may fall
-    :data:`WRAPPED_SLACK` characters short (wrapped by hand). Lines are hard-wrapped when they are not
-    records, at least :data:`WRAPPED_SHARE` of the breaks are wrapping breaks and 90% of the lines are at most
-    :data:`WRAPPED_MAX_WIDTH` characters wide. This reads ``man`` pages (justified), ``pydoc`` output
-    (ragged, indented, code examples among the prose) and wrapped e-mails or READMEs as paragraphs.
+    was wrapped to, at least :data:`WRAPPED_MIN_WIDTH`; indentation counts, as on screen); a line that
+    stops mid-sentence may fall :data:`WRAPPED_SLACK` characters short (wrapped by hand). Lines are
+    hard-wrapped when they are not records, at least :data:`WRAPPED_SHARE` of the breaks are wrapping
+    breaks and 90% of the lines are at most :data:`WRAPPED_MAX_WIDTH` characters wide. This reads ``man``
+    pages (justified), ``pydoc`` output (ragged, indented, code examples among the prose) and wrapped
+    e-mails or READMEs as paragraphs.
 
     Records, one per line, stay ``"line"`` whatever their widths: log lines (most lines open alike, with
     a date, a time or a number: ``2026-11-25 10:01:02 INFO …``, ``Nov 25 10:01:02 host …``), CSV-like lines

@@ -192,7 +192,7 @@ def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- CSV cells
 @pytest.mark.parametrize(
-    "cell", ["=HYPERLINK(\"http://x\")", "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx", "\rx"]
+    "cell", ['=HYPERLINK("http://x")', "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx", "\rx"]
 )
 def test_csv_cells_that_start_a_formula_are_quoted(cell):
     assert csv_safe(cell) == "'" + cell

@@ -16,7 +16,15 @@ import warnings
 from collections.abc import Sequence
 
 from slice_st.errors import FileAccessError
-from slice_st.text import CORPUS_SUFFIXES, check_creatable, csv_safe, expand_paths, is_ray_address, read_file, split_lines
+from slice_st.text import (
+    CORPUS_SUFFIXES,
+    check_creatable,
+    csv_safe,
+    expand_paths,
+    is_ray_address,
+    read_file,
+    split_lines,
+)
 
 __all__ = [
     "add_backend_arguments",

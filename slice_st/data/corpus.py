@@ -14,7 +14,6 @@ the file and the line; nothing is dropped silently except blank texts of plain t
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ __all__ = [
     "check_unique_ids",
 ]
 
+
 @dataclass(frozen=True)
 class Document:
     """One document: ``id``, ``text``, and its origin (file, 1-based line, character offset in the file)."""
@@ -46,9 +46,7 @@ class Document:
     file_offset: int = 0
 
 
-def read_text_file(
-    path: str, split: str = "line", report: Callable[[str, str], None] | None = None
-) -> list[Document]:
+def read_text_file(path: str, split: str = "line", report: Callable[[str, str], None] | None = None) -> list[Document]:
     """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``.
 
     The path in the id is normalised (``os.path.normpath``), so another spelling of it gives the same ids.

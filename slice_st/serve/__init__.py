@@ -14,4 +14,13 @@ from slice_st.serve.guards import listening_socket
 from slice_st.serve.server import run_server
 from slice_st.serve.source import IndexSource
 
-__all__ = ["LIMITS", "IndexSource", "SearchRequest", "ServeLimits", "create_app", "listening_socket", "router", "run_server"]
+__all__ = [
+    "LIMITS",
+    "IndexSource",
+    "SearchRequest",
+    "ServeLimits",
+    "create_app",
+    "listening_socket",
+    "router",
+    "run_server",
+]

@@ -38,6 +38,7 @@ from fastapi.staticfiles import StaticFiles  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 
+from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
@@ -113,23 +114,9 @@ class SearchRequest(BaseModel):
         return self.model_dump(exclude={"queries"})
 
 
-class Match(BaseModel):
-    query_index: int
-    doc_id: str
-    doc_index: int
-    start: int
-    end: int
-    span: str
-    score: float
-    unit_start: int
-    unit_end: int
-    calibrated: float | None = None
-    cosine: float | None = None
-
-
 class QueryResult(BaseModel):
     query: str
-    matches: list[Match]
+    matches: list[IndexMatch]
 
 
 class SearchResponse(BaseModel):

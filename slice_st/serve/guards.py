@@ -75,9 +75,7 @@ class BodyLimit:
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await _send_json(
-                    send, 413, f"request body over {self.max_bytes} bytes.", [(b"connection", b"close")]
-                )
+                await _send_json(send, 413, f"request body over {self.max_bytes} bytes.", [(b"connection", b"close")])
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -113,7 +111,13 @@ class TokenGate:
             return
         if scope["path"] == "/" and any(hmac.compare_digest(c, self.token) for c in offered["query"]):
             cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
-            await send({"type": "http.response.start", "status": 303, "headers": [(b"location", b"/"), (b"set-cookie", cookie)]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 303,
+                    "headers": [(b"location", b"/"), (b"set-cookie", cookie)],
+                }
+            )
             await send({"type": "http.response.body", "body": b""})
             return
         await _send_json(

@@ -17,9 +17,10 @@ class IndexSource:
 
     Each :meth:`current` call compares the manifest file's identity (inode, size, mtime) with the one
     loaded; an index (or folder) removed since is an error (``FileNotFoundError`` or
-    :class:`~slice_st.errors.SpanInputError`), never the removed documents; when a save replaced it, the index is loaded again with the same model (the load's own
-    retry makes a load that races a save return the old or the new index). A search holding an older
-    index keeps reading it: its memory-mapped arrays stay valid after the save removes their folder.
+    :class:`~slice_st.errors.SpanInputError`), never the removed documents; when a save replaced it, the
+    index is loaded again with the same model (the load's own retry makes a load that races a save return
+    the old or the new index). A search holding an older index keeps reading it: its memory-mapped
+    arrays stay valid after the save removes their folder.
 
     Args:
         index: the index to serve.

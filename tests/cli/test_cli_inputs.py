@@ -9,7 +9,7 @@ import json
 
 from slice_st.cli import main
 
-FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"click\")", "=cmd|' /C calc'!A0", "@SUM(1+1)", "+1+cmd"]
+FORMULAS = ['=HYPERLINK("http://evil.example","click")', "=cmd|' /C calc'!A0", "@SUM(1+1)", "+1+cmd"]
 
 
 def test_mine_reads_jsonl_texts_not_json_syntax(tiny_model_dir, tmp_path, capsys):

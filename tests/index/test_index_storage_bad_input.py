@@ -11,8 +11,7 @@ import pytest
 
 from slice_st.cli import main
 from slice_st.errors import FileAccessError, SpanInputError
-from slice_st.index import MANIFEST
-from slice_st.index import storage
+from slice_st.index import MANIFEST, storage
 from slice_st.index.span_index import SpanIndex
 
 DOCS = ["a cat sleeps on the sofa", "the dog barks at the door", "my bag was lost", "the train never came"]
@@ -51,9 +50,7 @@ def test_a_save_on_a_full_disk_is_a_file_access_error_and_leaves_no_data_folder(
     assert _data_folders(saved) == before
 
 
-def test_index_remove_on_a_full_disk_names_the_index_not_standard_output(
-    saved, tiny_model_dir, capsys, monkeypatch
-):
+def test_index_remove_on_a_full_disk_names_the_index_not_standard_output(saved, tiny_model_dir, capsys, monkeypatch):
     before = _data_folders(saved)
     _full_disk_at_the_marker(monkeypatch)
     for _ in range(2):

@@ -16,7 +16,7 @@ pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 from fastapi.testclient import TestClient
 
 from slice_st.index.span_index import SpanIndex
-from slice_st.serve import IndexSource, ServeLimits, create_app
+from slice_st.serve import LIMITS, IndexSource, ServeLimits, create_app
 
 DOCS = [
     "Customer: my bag was lost on the way to Denver.",
@@ -34,7 +34,7 @@ def index(tiny_model):
     return SpanIndex.build(DOCS, tiny_model, IDS, max_span=5)
 
 
-def _client(index_or_source, limits=ServeLimits(), **options):
+def _client(index_or_source, limits=LIMITS, **options):
     return TestClient(create_app(index_or_source, limits, **options), base_url=BASE)
 
 
