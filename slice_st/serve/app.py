@@ -30,13 +30,14 @@ from typing import Any, Literal
 from slice_st.text import require
 
 require("fastapi", "serve", "slice-st serve")
+require("pydantic", "serve", "slice-st serve")  # installed with fastapi
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
-from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
