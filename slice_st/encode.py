@@ -1162,7 +1162,21 @@ def _scan(
                 logits = _reranked(
                     found, rows, units, flags, embeddings, queries, costs, row_profiles, rerank, pairs, span_config
                 )
-                found = _pick(found, logits, top_k, overlap)
+                places = None
+                if top_k > 1 and not overlap:  # the scorer's own disjoint places fill what the candidates leave
+                    places = best_span_scores(
+                        queries,
+                        embeddings,
+                        rows.boundaries,
+                        rows.num_units,
+                        span_config.min_span,
+                        span_config.max_span,
+                        top_k,
+                        rows.owned,
+                        costs=costs,
+                        overlap=False,
+                    )
+                found = _pick(found, logits, top_k, overlap, places)
             _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays
 
@@ -1261,15 +1275,22 @@ def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, prof
     return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
 
 
-def _pick(found, logits: np.ndarray, top_k: int, overlap: bool):
-    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``."""
-    scores = torch.as_tensor(logits)
+def _pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
+    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
+
+    ``places``: the scorer's own disjoint top-k; once the candidates are used up (they often crowd one place), the
+    places not overlapping a kept span follow, in the scorer's order.
+    """
+    key = torch.as_tensor(logits) + 1e6  # every candidate before any place
+    if places is not None:
+        rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)
+        key = torch.cat([key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2)
+        found = BestSpans(*(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values())))
     starts, ends = found.starts.cpu(), found.ends.cpu()
-    alive = torch.isfinite(scores)
-    chosen = torch.full((*scores.shape[:2], top_k), -1, dtype=torch.long)
-    for step in range(min(top_k, scores.shape[2])):
-        masked = scores.masked_fill(~alive, float("-inf"))
-        best, pick = masked.max(dim=2)
+    alive = torch.isfinite(key)
+    chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
+    for step in range(min(top_k, key.shape[2])):
+        best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
         ok = torch.isfinite(best)
         chosen[..., step] = torch.where(ok, pick, -1)
         if overlap:

@@ -80,7 +80,15 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
             continue
         kept.append((a, b, float(scores[top][index]), float(cosines[top][index])))
         if len(kept) == top_k:
-            break
+            return kept
+    if not overlap:  # the phrase scorer's own disjoint places fill what the candidates leave
+        places: list[tuple[int, int]] = []
+        for index in np.argsort(-scores, kind="stable"):
+            a, b = (int(x) for x in spans[index])
+            if len(places) < top_k and not any(a < y and x < b for x, y in places):
+                places.append((a, b))
+                if not any(a < y and x < b for x, y, _, _ in kept) and len(kept) < top_k:
+                    kept.append((a, b, float(scores[index]), float(cosines[index])))
     return kept
 
 
