@@ -5,7 +5,8 @@ phrase itself is among its top candidates (overlaps allowed). The re-ranker scor
 candidates from what the single pass already has: the cosine and the scorer's score and costs, the rank, how the
 cosine and score change when the span grows or shrinks by one unit on either side (a local peak?), the boundary
 units' word classes, the words shared with the query, the position in the text. The candidate with the highest
-re-ranker score is the text's best span; its reported score stays the scorer's score (so texts are still ranked
+re-ranker score is the text's best span (a query shorter than any the model was trained on keeps the scorer's
+choice); its reported score stays the scorer's score (so texts are still ranked
 by it).
 
 The model is a softmax over a text's candidates (a conditional logit): one weight per feature, shipped as JSON
@@ -52,14 +53,23 @@ class Reranker:
 
     name: str
     candidates: int
+    min_query_units: int
     features: tuple[str, ...]
     mean: np.ndarray
     scale: np.ndarray
     weights: np.ndarray
 
-    def logits(self, values: np.ndarray) -> np.ndarray:
-        """``(..., F)`` features (in :attr:`features` order) → ``(...)`` re-ranker scores."""
-        return ((values - self.mean) / self.scale) @ self.weights
+    def logits(self, values: np.ndarray, query_units: np.ndarray | None = None) -> np.ndarray:
+        """``(N, k, F)`` features (in :attr:`features` order) → ``(N, k)`` re-ranker scores.
+
+        ``query_units`` ``(N,)``: a query shorter than :attr:`min_query_units` (shorter than any it was trained on)
+        keeps the scorer's order (its candidates come best first).
+        """
+        scores = ((values - self.mean) / self.scale) @ self.weights
+        if query_units is None:
+            return scores
+        keep = -np.arange(scores.shape[-1], dtype=np.float64)
+        return np.where((np.asarray(query_units) < self.min_query_units)[:, None], keep, scores)
 
 
 @functools.lru_cache(maxsize=4)
@@ -74,6 +84,7 @@ def load_reranker(name: str) -> Reranker:
     return Reranker(
         name,
         int(data["candidates"]),
+        int(data.get("min_query_units", 1)),
         tuple(data["features"]),
         np.asarray(data["mean"], np.float64),
         np.asarray(data["scale"], np.float64),

@@ -1270,7 +1270,8 @@ def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, prof
         rerank.word_ids[query_of],
         rerank.edges[query_of],
     )
-    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1))
+    query_units = profile.cpu().numpy().reshape(batch * num_queries, -1)[:, 0]
+    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
     missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
     return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
 

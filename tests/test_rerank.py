@@ -73,6 +73,8 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
         _rerank.query_edges([query]),
     )
     logits = reranker.logits(np.stack([values[name] for name in reranker.features], axis=-1))[0]
+    if profile[0] < reranker.min_query_units:  # shorter than any training query: the phrase scorer's order
+        logits = -np.arange(len(top), dtype=np.float64)
     kept: list[tuple[int, int, float, float]] = []
     for index in np.argsort(-logits, kind="stable"):
         a, b = int(first[index]), int(end[index])
@@ -133,6 +135,7 @@ def test_the_shipped_reranker_file():
     assert len(path.read_bytes()) < 64 * 1024
     assert {"model", "train", "data", "command"} <= set(data["provenance"])
     assert len(reranker.features) == len(reranker.weights) == len(reranker.mean) == len(reranker.scale)
+    assert reranker.candidates == 20 and reranker.min_query_units == 4
     assert np.isfinite(reranker.weights).all() and (reranker.scale > 0).all()
     empty = np.zeros((1, 2))
     values = _rerank.candidate_features(
@@ -162,3 +165,14 @@ def test_an_index_does_not_rerank(tiny_model):
     assert default == index.search(QUERIES, top_k=3, scorer="phrase")
     with pytest.raises(SpanInputError, match="re-ranks"):
         index.search(QUERIES, scorer="reranked")
+
+
+def test_a_short_query_keeps_the_phrase_choice(tiny_model):
+    """Queries shorter than any the re-ranker was trained on (under 4 words) get the "phrase" scorer's spans."""
+    short = ["a dog barks", "and then", "budget"]
+    for overlap in (False, True):
+        reranked = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap)
+        phrase = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap, scorer="phrase")
+        np.testing.assert_array_equal(reranked.unit_starts, phrase.unit_starts)
+        np.testing.assert_array_equal(reranked.unit_ends, phrase.unit_ends)
+        np.testing.assert_allclose(reranked.scores, phrase.scores, atol=1e-6)

@@ -251,6 +251,7 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
     data = {
         "format": "slice-st re-ranker 1: softmax over a text's candidates of ((features - mean) / scale) @ weights",
         "candidates": args.k,
+        "min_query_units": 4,
         "features": [names[i].split(":", 1)[1] for i in columns],
         "mean": [round(float(v), 8) for v in mean],
         "scale": [round(float(v), 8) for v in std],
@@ -262,6 +263,8 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
             "data": "STS-B-Context dev half, even rows (odd rows held out); weak rows: STS-B train pairs, the second "
             "sentence put in place of the paraphrase of an even row's passage, labelled with its own place",
             "l2": args.l2[0],
+            "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
+            "and weak rows) have >= 4 words",
             "command": "python research/rerank/cache.py && python research/rerank/study.py " + " ".join(sys.argv[1:]),
         },
     }
