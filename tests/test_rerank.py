@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +177,15 @@ def test_a_short_query_keeps_the_phrase_choice(tiny_model):
         np.testing.assert_array_equal(reranked.unit_starts, phrase.unit_starts)
         np.testing.assert_array_equal(reranked.unit_ends, phrase.unit_ends)
         np.testing.assert_allclose(reranked.scores, phrase.scores, atol=1e-6)
+
+
+def test_the_demo_flight_comes_out_whole(real_model):
+    """`make demo`: "the flight was delayed" over the sample corpus finds the whole clause of line 2, where the
+    "phrase" scorer showed only «my flight»."""
+    with open(Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8") as handle:
+        texts = [line.rstrip("\n") for line in handle if line.strip()]
+    line = texts.index("Customer: Hi, my flight to Denver was pushed back by three hours and nobody told me.")
+    for scorer, expected in (("reranked", "my flight to Denver was pushed back"), ("phrase", "my flight")):
+        result = real_model.best_spans(["the flight was delayed"], texts, top_k=3, scorer=scorer)
+        top = result.ranked(0, top_k=3)
+        assert expected in [match.span for match in top if match.text_index == line]
