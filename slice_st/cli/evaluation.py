@@ -183,10 +183,10 @@ def _table_command(args) -> int:
     title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
     text = markdown_table(metrics, title=title)
     where = localisation_table(metrics)
-    if where:  # single pass: the "phrase" span scorer unless a system says otherwise ("default@max-cosine")
+    if where:  # single pass: the default span scorer unless a system says otherwise ("default@max-cosine")
         text += (
             "\n**Where the best span lands** (against the paraphrase's place; single pass: the system's span scorer, "
-            '"phrase" unless its label names another; per-n-gram: max cosine)\n\n' + where
+            '"reranked" unless its label names another; per-n-gram: max cosine)\n\n' + where
         )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as handle:
