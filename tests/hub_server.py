@@ -14,6 +14,7 @@ Endpoints (``{repo}`` is ``NAMESPACE/NAME``; ``{rev}`` a branch or a commit id):
 
 * ``GET /api/whoami-v2`` (``HfApi.whoami``);
 * ``POST /api/validate-yaml`` (``upload_folder`` checks a ``README.md``'s metadata block first);
+* ``GET /api/agent-harnesses`` (the client's user-agent registry, fetched once a day: empty here);
 * ``POST /api/repos/create`` (``HfApi.create_repo``): a new repository has one commit with ``.gitattributes``;
 * ``GET /api/models/{repo}`` and ``/api/models/{repo}/revision/{rev}`` (``HfApi.repo_info`` / ``model_info``,
   ``snapshot_download``): id, sha, private, siblings;
@@ -25,8 +26,9 @@ Endpoints (``{repo}`` is ``NAMESPACE/NAME``; ``{rev}`` a branch or a commit id):
 * ``HEAD``/``GET /{repo}/resolve/{rev}/{path}`` (``hf_hub_download``, every model load): ``X-Repo-Commit`` and
   ``ETag``; an LFS file answers ``302`` to another host name of this server (as the Hub sends the client to its
   CDN) with ``X-Linked-Etag`` (the sha256) and ``X-Linked-Size``;
-* ``GET /api/models/{repo}/refs`` (``list_repo_refs``) and ``/api/models/{repo}/commits/{rev}``
-  (``list_repo_commits``).
+* ``GET /api/models/{repo}/refs`` (``list_repo_refs``), ``/api/models/{repo}/commits/{rev}``
+  (``list_repo_commits``) and ``/api/models/{repo}/tree/{rev}[/{path}]`` (``list_repo_tree``: transformers looks
+  for a tokenizer's chat templates this way).
 
 Errors carry the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the client
 raises its own exceptions. A private repository is, to a request without its owner's token, a repository that does
@@ -174,6 +176,8 @@ class HubApp:
             ("/api/models/{repo}/commit/{rev}", self.commit, ["POST"]),
             ("/api/models/{repo}/refs", self.refs, ["GET"]),
             ("/api/models/{repo}/commits/{rev}", self.commits, ["GET"]),
+            ("/api/models/{repo}/tree/{rev}", self.tree, ["GET"]),
+            ("/api/models/{repo}/tree/{rev}/{path:path}", self.tree, ["GET"]),
             ("/{repo}.git/info/lfs/objects/batch", self.lfs_batch, ["POST"]),
             ("/{repo}/resolve/{rev}/{path:path}", self.resolve, ["GET", "HEAD"]),
         ]
@@ -182,6 +186,7 @@ class HubApp:
             Route("/api/whoami-v2", self.whoami),
             Route("/api/repos/create", self.create_repo, methods=["POST"]),
             Route("/api/validate-yaml", self.validate_yaml, methods=["POST"]),
+            Route("/api/agent-harnesses", lambda request: JSONResponse({"standardEnvVars": [], "harnesses": {}})),
             Route("/lfs-objects/{sha256}", self.lfs_upload, methods=["PUT"]),
             Route("/lfs-objects/{sha256}", self.lfs_download, methods=["GET", "HEAD"]),
             Route("/lfs-verify/{sha256}", self.lfs_verify, methods=["POST"]),
@@ -320,6 +325,37 @@ class HubApp:
                 for commit_id, record in self.store.history(repo, sha)
             ]
         )
+
+    async def tree(self, request: Request) -> Response:
+        """The files and folders under a path of a revision (``recursive=true``: all below it)."""
+        _, repo, refused = self.find(request)
+        if refused:
+            return refused
+        sha = self.store.resolve(repo, request.path_params["rev"])
+        if sha is None:
+            return _error(404, "Invalid rev id", "RevisionNotFound")
+        base = request.path_params.get("path", "").strip("/")
+        prefix = f"{base}/" if base else ""
+        recursive = request.query_params.get("recursive", "false").lower() == "true"
+        files = repo["commits"][sha]["files"]
+        below = {path: entry for path, entry in files.items() if path.startswith(prefix)}
+        if base and not below:
+            return _error(404, f"{base} does not exist in this revision", "EntryNotFound")
+        entries, folders = [], set()
+        for path, entry in sorted(below.items()):
+            parts = path[len(prefix) :].split("/")
+            for depth in range(1, len(parts)):
+                folder = prefix + "/".join(parts[:depth])
+                if (recursive or depth == 1) and folder not in folders:
+                    folders.add(folder)
+                    entries.append({"type": "directory", "oid": git_blob_sha(folder.encode()), "path": folder})
+            if recursive or len(parts) == 1:
+                item = {"type": "file", "oid": entry["oid"], "size": entry["size"], "path": path}
+                if entry.get("lfs"):
+                    item["size"] = entry["lfs"]["size"]
+                    item["lfs"] = {**entry["lfs"], "oid": entry["lfs"]["sha256"], "pointerSize": entry["size"]}
+                entries.append(item)
+        return JSONResponse(entries)
 
     # -- uploads ---------------------------------------------------------------------------------------
     async def preupload(self, request: Request) -> Response:
@@ -502,14 +538,17 @@ def make_app(data: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = 
 
 
 @contextmanager
-def running_hub(data: str | os.PathLike, port: int = 0, **kwargs):
-    """Serve the test Hub in a background thread on 127.0.0.1 (``port=0``: a free port); yields its URL."""
+def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False, **kwargs):
+    """Serve the test Hub in a background thread on 127.0.0.1 (``port=0``: a free port); yields its URL.
+    ``access_log``: print a line per request."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
-    server = uvicorn.Server(uvicorn.Config(make_app(data, **kwargs), log_level="warning", lifespan="off"))
+    level = "info" if access_log else "warning"
+    config = uvicorn.Config(make_app(data, **kwargs), log_level=level, access_log=access_log, lifespan="off")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -531,8 +570,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", required=True, help="folder that stores the repositories")
     parser.add_argument("--user", default="me")
     parser.add_argument("--org", action="append", help="an organisation of the user (repeatable; default: org)")
+    parser.add_argument("--access-log", action="store_true", help="print a line per request")
     args = parser.parse_args(argv)
-    with running_hub(args.data, args.port, user=args.user, orgs=tuple(args.org or ["org"])) as url:
+    orgs = tuple(args.org or ["org"])
+    with running_hub(args.data, args.port, access_log=args.access_log, user=args.user, orgs=orgs) as url:
         print(f"test Hub at {url} (data in {args.data}); HF_ENDPOINT={url} HF_HUB_DISABLE_XET=1", flush=True)
         try:
             threading.Event().wait()

@@ -8,6 +8,8 @@ new empty folder (an empty cache), ``HF_HUB_OFFLINE=0`` (the test suite is other
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import subprocess
 import sys
 import urllib.request
@@ -267,3 +269,44 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
         assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("slice-st: error: "), done.stderr
         assert expected in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------- the docs' round trip
+HUB_MARKER = "tests/test_hub.py runs this block"
+
+
+def hub_blocks(path: Path) -> list[tuple[str, list[str]]]:
+    """``(language, lines)`` of each block of a Markdown file that is marked as run here against the test Hub."""
+    lines, blocks, index = path.read_text(encoding="utf-8").splitlines(), [], 0
+    while index < len(lines):
+        if HUB_MARKER in lines[index] and lines[index + 1].startswith("```"):
+            language, end = lines[index + 1].strip("`").strip(), lines.index("```", index + 2)
+            blocks.append((language, lines[index + 2 : end]))
+            index = end
+        index += 1
+    return blocks
+
+
+def matches(expected: str, line: str) -> bool:
+    """``line`` is ``expected``, where ``...`` in ``expected`` stands for anything (the docs tests' rule)."""
+    return re.fullmatch(".*".join(re.escape(part) for part in expected.split("...")), line) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("document", ["README.md", "docs/guides/training.md"])
+def test_the_docs_hub_round_trip_runs(hub, tmp_path, document):
+    """The Hub blocks of the README and the training guide run as written (each Python block in a new process, as on
+    another machine), against the test Hub, and print what they show."""
+    blocks = hub_blocks(ROOT / document)
+    assert blocks and any(language == "python" for language, _ in blocks)
+    env = hub_env(hub, tmp_path / "home")
+    for language, lines in blocks:
+        if language == "python":
+            expected = [line.removeprefix("# → ") for line in lines if line.startswith("# → ")]
+            shown = run_python("\n".join(lines), env).stdout.splitlines()
+        else:
+            assert language == "console" and lines[0].startswith("$ slice-st ")
+            done = run_cli(env, *shlex.split(lines[0])[2:])
+            assert done.returncode == 0, done.stderr
+            expected, shown = lines[1:], done.stdout.splitlines()
+        assert len(shown) == len(expected) and all(map(matches, expected, shown)), (expected, shown)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -307,3 +308,97 @@ def test_enable_span_features(make_tiny_model):
     np.testing.assert_allclose(model.encode(["a man"]), make_tiny_model().encode(["a man"]), atol=1e-6)
     with pytest.raises(ValueError, match="processing_kwargs"):
         slice_st.enable_span_features([Pooling(8, "mean")])
+
+
+# ---------------------------------------------------------------------------------------------
+# sentence-transformers' own save/load and model card checks, for the shipped model and for it with SpanPooling
+# attached (restated from what sentence-transformers' test suite asserts of its own models)
+# ---------------------------------------------------------------------------------------------
+ST_OUTPUT_KEYS = {
+    "input_ids",
+    "token_type_ids",
+    "attention_mask",
+    "sentence_embedding",
+    "token_embeddings",
+    "prompt_length",
+    "modality",
+}
+PLACEHOLDER = 'SentenceTransformer("sentence_transformers_model_id")'
+
+
+@pytest.fixture(params=["shipped", "span-pooling"])
+def slice_model(request):
+    """A fresh slice-minilm (safe to change), as loaded or with SpanPooling attached."""
+    model = slice_st.load_model(device="cpu")
+    return SpanPooling.attach(model, max_span=5) if request.param == "span-pooling" else model
+
+
+def test_st_save_then_plain_load_gives_the_same_model(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "m"))
+    assert list(tmp_path.rglob("model.safetensors")) and not list(tmp_path.rglob("pytorch_model.bin"))
+    loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")  # no trust_remote_code
+    assert [type(module) for module in loaded] == [type(module) for module in slice_model]
+    np.testing.assert_allclose(loaded.encode(TEXTS), slice_model.encode(TEXTS), rtol=1e-4, atol=1e-6)
+    assert get_span_config(loaded) == get_span_config(slice_model)
+
+
+def test_st_prompts_and_similarity_function_are_saved(slice_model, tmp_path):
+    slice_model.prompts = {"query": "query: ", "document": ""}
+    slice_model.default_prompt_name = "query"
+    slice_model.similarity_fn_name = "euclidean"
+    slice_model.save(str(tmp_path / "m"))
+    saved = json.loads((tmp_path / "m" / "config_sentence_transformers.json").read_text())
+    assert saved["prompts"] == {"query": "query: ", "document": ""} and saved["default_prompt_name"] == "query"
+    loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    assert loaded.prompts == {"query": "query: ", "document": ""} and loaded.default_prompt_name == "query"
+    assert loaded.similarity_fn_name == "euclidean"
+    assert SentenceTransformer(str(tmp_path / "m"), similarity_fn_name="manhattan").similarity_fn_name == "manhattan"
+
+
+def test_st_loads_without_its_normalize_folder(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "m"))
+    folders = [path for path in (tmp_path / "m").iterdir() if path.name.endswith("_Normalize")]
+    assert len(folders) == 1
+    shutil.rmtree(folders[0])
+    assert isinstance(SentenceTransformer(str(tmp_path / "m"), device="cpu"), SentenceTransformer)
+
+
+def test_st_card_names_the_id_it_was_saved_as(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "a"))
+    card = (tmp_path / "a" / "README.md").read_text()
+    assert card.count(PLACEHOLDER) == 2 and 'SentenceTransformer("slice-minilm")' not in card  # ST's and SLICE's
+    loaded = SentenceTransformer(str(tmp_path / "a"), device="cpu")
+    loaded.save(str(tmp_path / "b"), model_name="test_user/test_model")
+    card = (tmp_path / "b" / "README.md").read_text()
+    assert card.count('SentenceTransformer("test_user/test_model")') == 2 and PLACEHOLDER not in card
+    slice_model.save(str(tmp_path / "c"), model_name="test_user/other")  # the shipped name is no model id
+    assert (tmp_path / "c" / "README.md").read_text().count('SentenceTransformer("test_user/other")') == 2
+
+
+def test_st_generated_card_is_valid(slice_model):
+    from sentence_transformers.base.model_card import generate_model_card
+
+    card = generate_model_card(slice_model)
+    assert "```python" in card and "SentenceTransformer" in card and "\n\n\n" not in card
+    slice_model.model_card_data.model_id = "tomaarsen/test-model"
+    assert generate_model_card(slice_model).count('SentenceTransformer("tomaarsen/test-model")') == 2
+
+
+def test_st_loaded_card_is_reused_until_training(slice_model, tmp_path):
+    from sentence_transformers import SentenceTransformerTrainer
+
+    slice_model.save(str(tmp_path / "a"))
+    slice_model.save(str(tmp_path / "again"))
+    written = (tmp_path / "a" / "README.md").read_text()
+    assert (tmp_path / "again" / "README.md").read_text() == written
+    loaded = slice_st.load_model(str(tmp_path / "a"), device="cpu")
+    loaded.save(str(tmp_path / "b"))
+    assert (tmp_path / "b" / "README.md").read_text() == written  # kept as it was
+    SentenceTransformerTrainer(model=loaded)
+    loaded.save(str(tmp_path / "c"))
+    assert (tmp_path / "c" / "README.md").read_text() != written  # a trainer touched it: a new card
+
+
+def test_st_output_value_none_keys(slice_model):
+    outputs = slice_model.encode(["Text one", "Text two"], prompt="query: ", output_value=None)
+    assert isinstance(outputs, list) and [set(out) for out in outputs] == [ST_OUTPUT_KEYS, ST_OUTPUT_KEYS]
