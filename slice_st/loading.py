@@ -6,8 +6,9 @@ A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` â†
 â†’ optional ``Normalize``), so ``SentenceTransformer(path)`` loads it with no trust flag and its
 mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
 transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
-attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
-:class:`~slice_st.SpanPooling` module instead keeps its settings in that module.
+attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). :class:`~slice_st.SpanPooling`
+attached to a model leaves these modules as they are, so ``save()`` / ``push_to_hub()`` write the same plain
+checkpoint; :func:`load_model` also opens the folders slice-st once saved with ``SpanPooling`` as a module.
 """
 
 from __future__ import annotations
@@ -777,8 +778,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
 
     LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
 
-    A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
-    into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
+    The span settings go into the transformer's ``config.json`` (``encode_spans`` on the loaded model uses them); a
+    pipeline built with ``SpanPooling`` as a module is written with the equivalent mean ``Pooling``.
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
 
     ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
