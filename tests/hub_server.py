@@ -219,6 +219,16 @@ class HubApp:
             return repo_id, None, _error(401 if role is None else 403, "You don't have write access to this repo")
         return repo_id, repo, None
 
+    def find_revision(self, request: Request, default: str | None = None) -> tuple[dict | None, str, Response | None]:
+        """The repository and the commit id of the request's revision (``rev``, else ``default``), or the answer."""
+        _, repo, refused = self.find(request)
+        if refused:
+            return None, "", refused
+        sha = self.store.resolve(repo, request.path_params.get("rev", default))
+        if sha is None:
+            return None, "", _error(404, "Invalid rev id", "RevisionNotFound")
+        return repo, sha, None
+
     # -- account and repositories ----------------------------------------------------------------------
     async def whoami(self, request: Request) -> Response:
         role = self.role(request)
@@ -272,12 +282,10 @@ class HubApp:
         return JSONResponse({"errors": [], "warnings": []})
 
     async def repo_info(self, request: Request) -> Response:
-        repo_id, repo, refused = self.find(request)
+        repo, sha, refused = self.find_revision(request, "main")
         if refused:
             return refused
-        sha = self.store.resolve(repo, request.path_params.get("rev", "main"))
-        if sha is None:
-            return _error(404, "Invalid rev id", "RevisionNotFound")
+        repo_id = repo["id"]
         files = repo["commits"][sha]["files"]
         return JSONResponse(
             {
@@ -307,12 +315,9 @@ class HubApp:
         return JSONResponse({"branches": branches, "tags": [], "converts": [], "pullRequests": []})
 
     async def commits(self, request: Request) -> Response:
-        _, repo, refused = self.find(request)
+        repo, sha, refused = self.find_revision(request)
         if refused:
             return refused
-        sha = self.store.resolve(repo, request.path_params["rev"])
-        if sha is None:
-            return _error(404, "Invalid rev id", "RevisionNotFound")
         return JSONResponse(
             [
                 {
@@ -328,12 +333,9 @@ class HubApp:
 
     async def tree(self, request: Request) -> Response:
         """The files and folders under a path of a revision (``recursive=true``: all below it)."""
-        _, repo, refused = self.find(request)
+        repo, sha, refused = self.find_revision(request)
         if refused:
             return refused
-        sha = self.store.resolve(repo, request.path_params["rev"])
-        if sha is None:
-            return _error(404, "Invalid rev id", "RevisionNotFound")
         base = request.path_params.get("path", "").strip("/")
         prefix = f"{base}/" if base else ""
         recursive = request.query_params.get("recursive", "false").lower() == "true"
@@ -481,12 +483,9 @@ class HubApp:
 
     # -- downloads -------------------------------------------------------------------------------------
     async def resolve(self, request: Request) -> Response:
-        _, repo, refused = self.find(request)
+        repo, sha, refused = self.find_revision(request)
         if refused:
             return refused
-        sha = self.store.resolve(repo, request.path_params["rev"])
-        if sha is None:
-            return _error(404, "Invalid rev id", "RevisionNotFound")
         entry = repo["commits"][sha]["files"].get(request.path_params["path"])
         if entry is None:
             return _error(404, "Entry not found", "EntryNotFound")

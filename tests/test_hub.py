@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -89,6 +90,37 @@ def assert_same_spans(model, found: dict) -> None:
     np.testing.assert_allclose(
         [m[3] for row in found["best"] for m in row], [m[3] for row in expected for m in row], atol=1e-6
     )
+
+
+def test_the_test_hub_runs_on_its_own(tmp_path):
+    """``python tests/hub_server.py --port P --data D`` prints one line once it answers, ``GET /`` is 200, and a push
+    (creating a repository) without a token is refused with 401, as on the Hub."""
+    import socket
+
+    with socket.socket() as probe:  # a free port, given back before the server binds it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "hub_server.py"), "--port", str(port), "--data", str(tmp_path / "d")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = server.stdout.readline()  # nothing is printed before the server answers
+        assert ready.startswith(f"test Hub at http://127.0.0.1:{port} ")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as response:
+            assert response.status == 200
+        create = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/repos/create",
+            data=json.dumps({"name": "x", "organization": "org"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            urllib.request.urlopen(create, timeout=30)
+        assert (tmp_path / "d" / "repos").is_dir() and not list((tmp_path / "d" / "repos").iterdir())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 # -------------------------------------------------------------------------------------------- the fast case
