@@ -575,13 +575,13 @@ def _hub_problem(error: BaseException) -> str | None:
             f"no such repository on {endpoint}, or it is private and no token with access to it is set "
             "(HF_TOKEN or `hf auth login`)"
         )
-    if {"EntryNotFoundError", "RemoteEntryNotFoundError"} & names:
-        return "the repository lacks a file the model needs (is it a sentence-transformers model?)"
     if {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "LocalEntryNotFoundError"} & names:
         return (
             f"the Hub at {endpoint} cannot be reached and the model is not in the local cache; check the network "
             "(or HF_ENDPOINT), or download the model once while online"
         )
+    if "RemoteEntryNotFoundError" in names:
+        return "the repository lacks a file the model needs (is it a sentence-transformers model?)"
     return None
 
 
