@@ -617,10 +617,10 @@ def _search_and_write(index, queries, args) -> int:
             f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when "
             f"the index is built: `slice-st index build --unit {args.unit}`)."
         )
-    from slice_st.scoring import resolve_scorer
+    from slice_st.index.search import search_scorer
 
     texts, per_text, spans = result_counts(args, index=True)
-    scorer = resolve_scorer(getattr(args, "scorer", None))
+    scorer = search_scorer(getattr(args, "scorer", None))
     options = {
         "threshold": args.threshold,
         "min_span": args.min_span,
