@@ -12,6 +12,7 @@ attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pi
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
@@ -205,13 +206,29 @@ def load_model(
     if os.path.exists(local) and not os.path.isdir(local):
         raise ModelLoadError(f"{model_name_or_path} is a file, not a model folder (or a Hub id).")
     try:
-        model = SentenceTransformer(model_name_or_path, **kwargs)
+        with _no_weight_bar():
+            model = SentenceTransformer(model_name_or_path, **kwargs)
     except Exception as error:  # many loaders, many error types: one clear message, the cause chained
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
     if embedded_base:
         describe_embedded_base(model)
     return model
+
+
+@contextmanager
+def _no_weight_bar():
+    """transformers draws a "Loading weights" bar on every model load: noise for a load of a few seconds, in a
+    script or a command. Off while the model loads (transformers' public switch), then as it was."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
 
 
 def require_backend(backend: str, export: bool = False) -> None:
@@ -281,7 +298,8 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             str(torch_dtype).removeprefix("torch.")
         ]
     try:
-        model = SentenceTransformer(folder, device="cpu", **kwargs)
+        with _no_weight_bar():
+            model = SentenceTransformer(folder, device="cpu", **kwargs)
     except Exception as error:  # one clear message, the cause chained (as load_model)
         raise ModelLoadError(_load_failure(folder, True, error)) from error
     check_tokenizer(model, folder)

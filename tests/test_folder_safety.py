@@ -236,7 +236,9 @@ def test_train_refuses_a_folder_with_files_before_any_work(tmp_path, capsys, tin
     assert "not empty" in error and "--resume" in error and "--overwrite" in error
     assert _tree(run) == before
     with pytest.raises(FileAccessError, match="not empty"):
-        trainer.train(trainer.TrainConfig(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")]))
+        trainer.train(
+            *trainer.training_arguments(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")])
+        )
     assert _tree(run) == before
     assert trainer.check_train_output(str(run), resume=True) == str(run)  # --resume continues the run there
     assert trainer.check_train_output(str(run), overwrite=True) == str(run)
@@ -701,7 +703,7 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
     fake = SimpleNamespace(
         model=model,
         train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
-        args=SimpleNamespace(process_index=0, world_size=1),
+        args=SimpleNamespace(process_index=0, world_size=1, output_dir=str(tmp_path / "run"), push_to_hub=False),
         state=SimpleNamespace(global_step=1),
         is_world_process_zero=lambda: True,
     )
@@ -716,7 +718,7 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
             (target / "keep.txt").write_text("mine")
         (run / name).symlink_to(target)
         targets[target] = _tree(target)
-    trainer.train(trainer.TrainConfig(output_dir=str(run), resume=True, train_data=["unused"]))
+    trainer.train(*trainer.training_arguments(output_dir=str(run), resume=True, train_data=["unused"]))
     assert {target: _tree(target) for target in targets} == targets
     assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
     assert sorted(os.listdir(run)) == ["final"]
