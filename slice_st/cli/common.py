@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import difflib
-import glob
 import html
 import json
 import logging
@@ -16,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 
 from slice_st.errors import FileAccessError
-from slice_st.text import check_creatable, read_file, split_lines
+from slice_st.text import CORPUS_SUFFIXES, check_creatable, csv_safe, expand_paths, read_file, split_lines
 
 __all__ = [
     "UsageError",
@@ -44,8 +43,6 @@ __all__ = [
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
-#: Files a folder given as input stands for (searched recursively; hidden files and folders left out).
-CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
 
 #: Control characters (C0 but tab and newline, DEL, C1): untrusted text printed as is could drive the terminal.
 _CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
@@ -158,35 +155,13 @@ def check_output(path: str, kind: str = "file") -> str:
     return path
 
 
-def expand_inputs(paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES) -> list[str]:
-    """Input files named by ``paths``: a file stays, a folder stands for its files (recursively, sorted, those ending
-    in ``suffixes``; hidden ones left out), a glob pattern for the files it matches; ``-`` (standard input) stays.
+def expand_inputs(paths: Sequence[str], follow_links: bool = False) -> list[str]:
+    """Input files named by ``paths`` (:func:`slice_st.text.expand_paths`: folders, globs, ``-``).
 
     >>> expand_inputs(["-"])
     ['-']
     """
-    found: list[str] = []
-    for path in paths:
-        if os.path.isdir(path):
-            files = []
-            for folder, folders, names in os.walk(path):
-                folders[:] = sorted(name for name in folders if not name.startswith("."))
-                files += [
-                    os.path.join(folder, n)
-                    for n in sorted(names)
-                    if not n.startswith(".") and n.lower().endswith(tuple(suffixes))
-                ]
-            if not files:
-                raise UsageError(f"no {', '.join(suffixes)} file in the folder {path}.")
-            found += files
-        elif glob.has_magic(path) and not os.path.exists(path):
-            matches = sorted(match for match in glob.glob(path, recursive=True) if os.path.isfile(match))
-            if not matches:
-                raise UsageError(f"no file matches {path}.")
-            found += matches
-        else:
-            found.append(path)  # a file, standard input, or missing: the reader names it
-    return found
+    return expand_paths(paths, CORPUS_SUFFIXES, follow_links=follow_links)
 
 
 def read_queries(args) -> list[str]:
@@ -333,8 +308,8 @@ def write_records(records: list[dict], fields: Sequence[str], fmt: str, out) -> 
         out.writelines(dumps_json(record, ensure_ascii=False) + "\n" for record in records)
     else:
         writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
+        writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '
+        writer.writerows({key: csv_safe(value) for key, value in record.items()} for record in records)
     return len(records)
 
 
