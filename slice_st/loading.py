@@ -188,7 +188,8 @@ def load_model(
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         name = model_name_or_path or DEFAULT_SHIPPED_MODEL
         try:
-            model = load_shipped_model(name, default_model_path(), **kwargs)
+            with _no_weight_bar():
+                model = load_shipped_model(name, default_model_path(), **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
         describe_shipped_model(model, name)
