@@ -31,8 +31,6 @@ from slice_st.cli.mine import add_mine_command
 from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import add_train_command
 
-__all__ = ["main", "build_parser"]
-
 #: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
 COMMAND_GROUPS = {
     "mining": ("mine", "serve"),

@@ -17,30 +17,6 @@ from collections.abc import Sequence
 from slice_st.errors import FileAccessError
 from slice_st.text import CORPUS_SUFFIXES, check_creatable, csv_safe, expand_paths, read_file, split_lines
 
-__all__ = [
-    "UsageError",
-    "suggestion",
-    "add_backend_arguments",
-    "model_options",
-    "add_ray_argument",
-    "positive_int",
-    "int_at_least",
-    "finite_float",
-    "check_output",
-    "apply_output_options",
-    "quiet_progress",
-    "report",
-    "dumps_json",
-    "read_queries",
-    "write_rows",
-    "write_records",
-    "expand_inputs",
-    "add_format_argument",
-    "add_query_arguments",
-    "result_counts",
-    "terminal_safe",
-]
-
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
 

@@ -12,8 +12,6 @@ import time
 
 from slice_st.cli.common import check_output, positive_int, report
 
-__all__ = ["add_data_commands"]
-
 
 def add_data_commands(commands) -> None:
     """Register ``make-passages`` and ``make-context`` on the ``slice-st`` sub-parsers."""

@@ -9,8 +9,6 @@ import sys
 
 from slice_st.cli.common import UsageError, dumps_json, int_at_least, positive_int, report
 
-__all__ = ["add_mteb_command"]
-
 
 def add_mteb_command(commands) -> None:
     mteb = commands.add_parser(

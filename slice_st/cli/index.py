@@ -33,8 +33,6 @@ from slice_st.cli.common import (
 from slice_st.cli.mine import _report_skipped, add_search_command
 from slice_st.text import SPLITS
 
-__all__ = ["add_index_command"]
-
 
 def add_index_command(commands) -> None:
     index = commands.add_parser(

@@ -24,8 +24,6 @@ from slice_st.cli.common import (
 )
 from slice_st.text import SPLITS, read_texts
 
-__all__ = ["add_mine_command", "add_search_command", "FIELDS"]
-
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
 FIELDS = [
     "query", "rank", "score", "cosine", "scorer", "calibrated", "doc_id", "start", "end", "span", "text",

@@ -15,8 +15,6 @@ import json
 from slice_st.cli.common import UsageError, suggestion
 from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 
-__all__ = ["add_train_command"]
-
 
 def add_train_command(commands) -> None:
     parser = commands.add_parser(
