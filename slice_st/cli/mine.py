@@ -84,7 +84,7 @@ def _mine(args) -> int:
     elif not args.files:
         raise UsageError("no input: give FILEs to search, or --index DIR.")
     elif args.ray is not None or args.workers is not None or args.approximate:
-        raise UsageError("--ray, --workers and --approximate search a saved index: give --index DIR.")
+        raise UsageError("--ray, --workers and --approximate search a saved index: each needs --index DIR.")
     elif args.per_text == 0:
         raise UsageError("--per-text 0 (no limit) is for an index; with FILEs give a number of spans per text.")
     else:
