@@ -281,7 +281,8 @@ def write_records(records: list[dict], fields: Sequence[str], fmt: str, out) -> 
     if fmt == "json":
         out.write(dumps_json(list(records), ensure_ascii=False, indent=1) + "\n")
     elif fmt == "jsonl":
-        out.writelines(dumps_json(record, ensure_ascii=False) + "\n" for record in records)
+        for record in records:
+            out.write(dumps_json(record, ensure_ascii=False) + "\n")
     else:
         writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
         writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '

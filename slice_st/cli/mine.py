@@ -83,8 +83,10 @@ def _mine(args) -> int:
         rows = _search_index(args, read_queries(args))
     elif not args.files:
         raise UsageError("no input: give FILEs to search, or --index DIR.")
-    elif args.ray is not None or args.workers is not None or args.approximate:
-        raise UsageError("--ray, --workers and --approximate search a saved index: each needs --index DIR.")
+    elif args.ray is not None or args.workers is not None:
+        raise UsageError("--ray and --workers search a saved index: give --index DIR.")
+    elif args.approximate:
+        raise UsageError("--approximate needs --index DIR (a saved index with a candidate stage).")
     elif args.per_text == 0:
         raise UsageError("--per-text 0 (no limit) is for an index; with FILEs give a number of spans per text.")
     else:
