@@ -24,8 +24,18 @@ from slice_st.text import MissingExtraError
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    """One local Ray for the module: 2 CPUs, no dashboard; shut down at the end."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    """One local Ray for the module: 2 CPUs, no dashboard; shut down at the end.
+
+    Ray gives its raylet a fixed 30 s to register; on a loaded machine that can pass, so the start is tried again
+    (a start that failed three times is a real failure)."""
+    for attempt in range(3):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            break
+        except Exception as error:  # Ray raises a bare Exception for "timed out during startup"
+            ray.shutdown()
+            if "timed out during startup" not in str(error) or attempt == 2:
+                raise
     yield
     ray.shutdown()
 
