@@ -39,7 +39,8 @@ def _train(args) -> int:
 
     parser = _trainer_parser()
     defaults = {**trainer.TRAINING_DEFAULTS, **trainer.PRESETS.get(args.preset, {}), **_read_config(args.config)}
-    defaults.update({} if args.output_dir is None else {"output_dir": args.output_dir})
+    # No folder given is an error here, not the trainer's silent "trainer_output".
+    defaults["output_dir"] = args.output_dir or defaults.get("output_dir") or ""
     defaults.update({"disable_tqdm": True} if args.no_progress else {})
     known = {action.dest for action in parser._actions}
     unknown = sorted(set(defaults) - known)

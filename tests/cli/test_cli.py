@@ -185,6 +185,7 @@ def test_train_takes_the_trainers_own_arguments(capsys, tmp_path):
     assert (
         line.startswith("slice-st: error: unrecognized arguments: --max-stepz") and "did you mean --max-steps?" in line
     )
+    assert "give -o/--output-dir DIR" in _error_line(capsys, ["train", "--train-data", "x"])  # never "trainer_output"
     config = tmp_path / "run.json"
     config.write_text('{"distill_spanz": 4}')
     assert "did you mean distill_spans?" in _error_line(capsys, ["train", "--config", str(config)])
