@@ -118,8 +118,8 @@ def training_sources(train_data: list[str] | None, distill_data: list[str] | Non
     """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (no paths).
 
     Args:
-        train_data: ``TrainConfig.train_data`` (``offline[:DIR]``, ``msmarco:PATH`` or local folders).
-        distill_data: ``TrainConfig.distill_data`` (``offline[:DIR]`` or local files and folders).
+        train_data: ``SliceArguments.train_data`` (``offline[:DIR]``, ``msmarco:PATH`` or local folders).
+        distill_data: ``SliceArguments.distill_data`` (``offline[:DIR]`` or local files and folders).
 
     Returns:
         The source keys of the SLICE triplets and of the distillation passages, each without duplicates.
@@ -262,7 +262,7 @@ def apply_model_card(
 ) -> SliceModelCardData:
     """Give ``model`` SLICE card data (kept by every later ``model.save`` and trainer push); returns it.
 
-    ``config`` is the run's :class:`~slice_st.training.TrainConfig` (or a dict of it): base model,
+    ``config`` is the run's settings (a dict, or a :class:`~slice_st.training.SliceArguments`): base model,
     training data (by name: ``offline`` → SNLI, SICK, STS-B train, PPDB; ``msmarco:…`` → MS MARCO;
     anything else → "your own data"), losses and span settings. ``repo_id`` is the Hub repository.
     ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in the

@@ -13,10 +13,11 @@ checkpoint; :func:`load_model` also opens the folders slice-st once saved with `
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
-from slice_st.errors import FileAccessError, ModelLoadError
+from slice_st.errors import FileAccessError, ModelLoadError, SpanInputError
 from slice_st.pretrained import (
     BASE_MODEL_NAMES,
     DEFAULT_MODEL_NAME,
@@ -65,21 +66,23 @@ def check_device(device: Any) -> str | None:
     import torch
 
     if not isinstance(device, (str, torch.device)) or (isinstance(device, str) and not device.strip()):
-        raise ValueError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
+        raise SpanInputError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
-        raise ValueError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
+        raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
+            raise SpanInputError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
         if (parsed.index or 0) >= torch.cuda.device_count():
-            raise ValueError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+            raise SpanInputError(
+                f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here."
+            )
     elif parsed.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ValueError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
+            raise SpanInputError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
     elif parsed.type != "cpu" and not hasattr(torch, parsed.type):
-        raise ValueError(f"Unsupported device {str(device)!r}.")
+        raise SpanInputError(f"Unsupported device {str(device)!r}.")
     return str(device)
 
 
@@ -177,7 +180,7 @@ def load_model(
             model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
         )
     if model_file or quantized:
-        raise ValueError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
+        raise SpanInputError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
     if torch_dtype is not None:
         kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
     if threads:
@@ -188,7 +191,8 @@ def load_model(
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         name = model_name_or_path or DEFAULT_SHIPPED_MODEL
         try:
-            model = load_shipped_model(name, default_model_path(), **kwargs)
+            with _no_weight_bar():
+                model = load_shipped_model(name, default_model_path(), **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
         describe_shipped_model(model, name)
@@ -207,10 +211,11 @@ def load_model(
         raise ModelLoadError(f"{model_name_or_path} is a file, not a model folder (or a Hub id).")
     own_modules = _own_module_entries(local) if os.path.isdir(local) else []
     try:
-        if own_modules:
-            model = _load_with_own_modules(local, own_modules, kwargs)
-        else:
-            model = SentenceTransformer(model_name_or_path, **kwargs)
+        with _no_weight_bar():
+            if own_modules:
+                model = _load_with_own_modules(local, own_modules, kwargs)
+            else:
+                model = SentenceTransformer(model_name_or_path, **kwargs)
     except Exception as error:  # many loaders, many error types: one clear message, the cause chained
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
@@ -282,6 +287,21 @@ def _load_with_own_modules(folder: str, own: list[dict[str, Any]], kwargs: dict[
     return model
 
 
+@contextmanager
+def _no_weight_bar():
+    """transformers draws a "Loading weights" bar on every model load: noise for a load of a few seconds, in a
+    script or a command. Off while the model loads (transformers' public switch), then as it was."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
+
+
 def require_backend(backend: str, export: bool = False) -> None:
     """Check that the optional packages for ``backend`` (and for exporting, with ``export``) are installed;
     else :class:`slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``slice-st[openvino]``."""
@@ -307,7 +327,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
 
     require_backend(backend)
     if quantized and backend != "onnx":
-        raise ValueError(
+        raise SpanInputError(
             f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
             f"for {backend} give model_file=... (--model-file FILE) instead."
         )
@@ -317,9 +337,9 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         )
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
-        raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
+        raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
     if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
-        raise ValueError(
+        raise SpanInputError(
             "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
         )
     folder = os.path.expanduser(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else None
@@ -349,7 +369,8 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             str(torch_dtype).removeprefix("torch.")
         ]
     try:
-        model = SentenceTransformer(folder, device="cpu", **kwargs)
+        with _no_weight_bar():
+            model = SentenceTransformer(folder, device="cpu", **kwargs)
     except Exception as error:  # one clear message, the cause chained (as load_model)
         raise ModelLoadError(_load_failure(folder, True, error)) from error
     check_tokenizer(model, folder)
@@ -407,7 +428,7 @@ def _check_export_source(model: Any, output) -> None:
         return
     wanted = _export_source(model)
     if held and wanted and held != wanted:
-        raise ValueError(
+        raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
         )
@@ -459,14 +480,14 @@ def export_model(
 
     check_backend(backend)
     if output_dir is None:
-        raise ValueError("export_model needs output_dir: the folder that keeps the exported model.")
+        raise SpanInputError("export_model needs output_dir: the folder that keeps the exported model.")
     if backend == "torch":
-        raise ValueError("backend='torch' needs no export: save the model with model.save(path).")
+        raise SpanInputError("backend='torch' needs no export: save the model with model.save(path).")
     if quantize and backend != "onnx":
-        raise ValueError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
+        raise SpanInputError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
     config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
     if config is not None and config not in QUANTIZATION_CONFIGS:
-        raise ValueError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
+        raise SpanInputError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
     output = Path(output_dir)
     if not overwrite:
         _check_export_source(model, output)
@@ -481,7 +502,7 @@ def export_model(
     if overwrite or not onnx_file.is_file():
         if model is not None and not isinstance(model, (str, os.PathLike)):  # a loaded model
             if backend_of(model) != "torch":
-                raise ValueError("Exporting needs the model loaded on the torch backend.")
+                raise SpanInputError("Exporting needs the model loaded on the torch backend.")
         elif (output / "modules.json").is_file() and not overwrite:
             model = load_model(str(output), device="cpu")
         else:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import slice_st
-from slice_st.training import PRESETS, TrainConfig, config_from_args, train
+from slice_st.training import PRESETS, train, training_arguments
 from slice_st.training.hub import render_model_card
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -49,14 +49,15 @@ def triplets_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
-def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
+def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides):
+    """``(training arguments, SLICE settings)`` of a tiny run."""
     values = dict(
         output_dir=str(tmp_path / "run"),
         model=tiny_model_dir,
         train_data=[triplets_dir],
-        dev_path=DEV,
+        dev=DEV,
         max_steps=4,
-        batch_size=4,
+        per_device_train_batch_size=4,
         learning_rate=1e-3,
         eval_steps=2,
         save_steps=2,
@@ -65,7 +66,7 @@ def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides) -> TrainConfig:
         eval_max_span=6,
     )
     values.update(overrides)
-    return TrainConfig(**values)
+    return training_arguments(**values)
 
 
 def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_dir, triplets_dir):
@@ -73,10 +74,10 @@ def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_di
     from sentence_transformers import SentenceTransformer
 
     config = _config(tmp_path, tiny_model_dir, triplets_dir)
-    train(config)
-    run = Path(config.output_dir)
+    train(*config)
+    run = Path(config[0].output_dir)
     checkpoints = sorted(p.name for p in run.iterdir() if p.name.startswith("checkpoint-"))
-    assert checkpoints and len(checkpoints) <= config.save_total_limit
+    assert checkpoints and len(checkpoints) <= config[0].save_total_limit
     state = json.loads((run / checkpoints[-1] / "trainer_state.json").read_text())
     assert any("eval_dev_single_spearman" in entry for entry in state["log_history"])
     assert state["best_metric"] is not None
@@ -89,8 +90,8 @@ def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_di
 
 def _train_command(tmp_path, tiny_model_dir, triplets_dir, *extra: str) -> list[str]:
     return _cli(
-        "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--dev", DEV,
-        "--max-steps", "4", "--batch-size", "4", "--learning-rate", "1e-3", "--eval-steps", "2", "--save-steps", "2",
+        "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--dev", DEV, "--max-steps",
+        "4", "--per-device-train-batch-size", "4", "--learning-rate", "1e-3", "--eval-steps", "2", "--save-steps", "2",
         "--logging-steps", "1", "--max-span", "4", "--eval-max-span", "6", "--no-progress", *extra,
     )  # fmt: skip
 
@@ -103,7 +104,7 @@ def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_
     from helpers import hub_env, hub_file, hub_json
 
     done = subprocess.run(
-        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "org/slice-tiny", "--hub-private-repo"),
+        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny", "--hub-private-repo"),
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -134,7 +135,7 @@ def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir
     from helpers import hub_env, hub_json
 
     done = subprocess.run(
-        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "org/slice-tiny-lora", "--lora-r", "4"),
+        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny-lora", "--lora-r", "4"),
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -155,8 +156,8 @@ def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
     """A local run's final/README.md is the SLICE card (not the generic sentence-transformers one), with no local
     paths."""
     config = _config(tmp_path, tiny_model_dir, triplets_dir, max_steps=2, save_steps=2)
-    train(config)
-    card = (Path(config.output_dir) / "final" / "README.md").read_text(encoding="utf-8")
+    train(*config)
+    card = (Path(config[0].output_dir) / "final" / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
     assert meta["language"] == ["en"] and meta["license"] == "other"  # a local dataset: its licence is unknown here
     assert {"slice-st", "phrase-mining", "sentence-transformers"} <= set(meta["tags"])
@@ -172,13 +173,12 @@ def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
 def test_model_card_content(tiny_model_dir):
     model = slice_st.load_model(tiny_model_dir)
     slice_st.set_span_config(model, max_span=12)
-    config = TrainConfig(
-        output_dir="x",
-        model="sentence-transformers/all-MiniLM-L6-v2",
-        train_data=["offline:/somewhere/shared/data"],
-        max_steps=300,
-        scale=20.0,
-    )
+    config = {
+        "model": "sentence-transformers/all-MiniLM-L6-v2",
+        "train_data": ["offline:/somewhere/shared/data"],
+        "max_steps": 300,
+        "scale": 20.0,
+    }
     card = render_model_card(model, config, repo_id="org/slice-minilm")
     meta = _front_matter(card)
     assert (
@@ -239,7 +239,10 @@ def test_push_is_checked_before_anything_is_trained(
     )
     api = huggingface_hub.HfApi(endpoint=hub)
     with pytest.raises(HubAccessError, match=message):
-        train(_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub=repo_id), hub_api=api)
+        train(
+            *_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id=repo_id),
+            hub_api=api,
+        )
     assert not (tmp_path / "run").exists()
 
 
@@ -258,6 +261,7 @@ def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, 
                 "--train-data",
                 triplets_dir,
                 "--push-to-hub",
+                "--hub-model-id",
                 "org/x",
             ]
         )
@@ -271,26 +275,31 @@ def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, 
     assert not (tmp_path / "run").exists()
 
 
-def test_config_from_cli_args_uses_preset_then_overrides():
-    from slice_st.cli import build_parser
+def test_cli_arguments_are_the_preset_then_the_options(monkeypatch):
+    import slice_st.training.trainer as trainer_module
+    from slice_st.cli import main
 
-    args = build_parser().parse_args(
-        ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"]
+    runs = []
+    monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
+    argv = ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"]
+    assert main(argv) == 0
+    args, settings = runs[0]
+    assert (
+        args.max_steps == 7 and args.per_device_train_batch_size == PRESETS["cpu-minilm"]["per_device_train_batch_size"]
     )
-    config = config_from_args(args)
-    assert config.max_steps == 7 and config.batch_size == PRESETS["cpu-minilm"]["batch_size"]
-    assert config.train_data == ["offline"]
+    assert settings.train_data == ["offline"] and settings.max_span == PRESETS["cpu-minilm"]["max_span"]
+    assert args.output_dir == "out" and args.learning_rate == PRESETS["cpu-minilm"]["learning_rate"]
 
 
 def test_bad_config_is_a_clear_error(tmp_path, tiny_model_dir, triplets_dir):
     with pytest.raises(ValueError, match="no training data"):
-        train(_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[]))
+        train(*_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[]))
     with pytest.raises(FileNotFoundError, match="dev file not found"):
-        train(_config(tmp_path, tiny_model_dir, triplets_dir, dev_path=str(tmp_path / "missing.tsv")))
+        train(*_config(tmp_path, tiny_model_dir, triplets_dir, dev=str(tmp_path / "missing.tsv")))
     with pytest.raises(ValueError, match="multiple of eval_steps"):
-        train(_config(tmp_path, tiny_model_dir, triplets_dir, save_steps=3, eval_steps=2))
+        train(*_config(tmp_path, tiny_model_dir, triplets_dir, save_steps=3, eval_steps=2))
     with pytest.raises(FileNotFoundError, match="training data"):
-        train(_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[str(tmp_path / "nope")]))
+        train(*_config(tmp_path, tiny_model_dir, triplets_dir, train_data=[str(tmp_path / "nope")]))
 
 
 def _cli(*args: str) -> list[str]:
@@ -306,7 +315,7 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
         tiny_model_dir,
         "--train-data",
         triplets_dir,
-        "--batch-size",
+        "--per-device-train-batch-size",
         "4",
         "--save-steps",
         "2",
@@ -382,7 +391,7 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
         tiny_model_dir,
         "--train-data",
         triplets_dir,
-        "--batch-size",
+        "--per-device-train-batch-size",
         "2",
         "--max-steps",
         "2",
@@ -424,17 +433,17 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
 
     triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
     assert len(triplets) == 200
-    config = TrainConfig(
+    config = training_arguments(
         output_dir=str(tmp_path / "run"),
-        dev_path=DEV,
+        dev=DEV,
         max_steps=20,
-        batch_size=8,
+        per_device_train_batch_size=8,
         eval_steps=10,
         save_steps=20,
         logging_steps=5,
         max_seq_length=128,
     )
-    train(config, train_dataset=triplets)
+    train(*config, train_dataset=triplets)
     state = json.loads((tmp_path / "run" / "checkpoint-20" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert losses and all(loss == loss and loss < 10 for loss in losses)
