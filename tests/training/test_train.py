@@ -104,7 +104,10 @@ def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_
     from helpers import hub_env, hub_file, hub_json
 
     done = subprocess.run(
-        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny", "--hub-private-repo"),
+        _train_command(
+            tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny",
+            "--hub-private-repo",
+        ),
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -135,7 +138,10 @@ def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir
     from helpers import hub_env, hub_json
 
     done = subprocess.run(
-        _train_command(tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny-lora", "--lora-r", "4"),
+        _train_command(
+            tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny-lora",
+            "--lora-r", "4",
+        ),
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
