@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 import numbers
 import weakref
@@ -941,25 +942,15 @@ def best_spans(
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
-    One forward pass per text and per query; scoring is fused (no span vectors are stored). The
-    query vector is :func:`encode_span_queries`' (the mean of the query's token vectors, like a span's).
-
-    Similarity: the model's ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"`` and
-    ``"manhattan"`` as sentence-transformers defines them, between the query vector and the span's
-    mean vector), or ``similarity_fn_name=`` here. Prompts: ``prompt`` / ``prompt_name`` for the texts
-    (default as ``encode_document``), ``query_prompt`` / ``query_prompt_name`` for the queries (default
-    as ``encode_query``); see :func:`resolve_prompt`.
-
-    Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
-    minus small costs for spans that do not look like a phrase (far from the query's length, starting or
-    ending on a function word, cutting a noun phrase, running over a clause or sentence end).
-    ``"max-cosine"`` is the paper's protocol (the highest similarity wins). ``SpanMatch.score`` is the
-    scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a text do not
-    overlap (a span overlapping a better one is dropped); ``overlap=True`` returns overlapping ones too.
-
-    A text that cannot be cut into model windows (a word, or ``max_span`` units, longer than a window) raises a
-    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves such texts without
-    spans instead and lists them in ``result.skipped``.
+    One forward pass per text and per query; scoring is fused (no span vectors are stored); a query's vector is
+    :func:`encode_span_queries`' (the mean of its token vectors, like a span's). Similarity: the model's
+    ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"``, ``"manhattan"`` as sentence-transformers
+    defines them). Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
+    minus small costs for spans that do not look like a phrase; ``"max-cosine"`` is the paper's protocol.
+    ``SpanMatch.score`` is the scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a
+    text do not overlap unless ``overlap=True``. A text that cannot be cut into model windows raises a
+    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves it without spans and
+    lists it in ``result.skipped``.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
@@ -977,12 +968,10 @@ def best_spans(
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
         device: Passed to ``model.encode``.
         similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        window_context: Units of context kept on each side of the spans a window owns (texts longer than a window).
         scorer: ``"phrase"`` (default), ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
         overlap: Also return spans overlapping a better one of the same text.
-        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"`` (it gets no
-            spans; see ``result.skipped``).
+        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"``.
 
     Returns:
         A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
@@ -990,67 +979,61 @@ def best_spans(
     Example:
         >>> from slice_st import load_model
         >>> texts = ["Yesterday a man played the guitar badly."]
-        >>> result = load_model().best_spans(["plays the guitar"], texts, max_span=4)
-        >>> match = result[0][0][0]
+        >>> match = load_model().best_spans(["plays the guitar"], texts, max_span=4)[0][0][0]
         >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
         ('played the guitar', True, True)
     """
-    _check_common(batch_size)
     top_k = check_top_k(top_k)
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    query_list, _ = as_text_list(queries, "queries")
-    if not query_list:
+    if not as_text_list(queries, "queries")[0]:
         raise SpanInputError("queries is empty: give at least one query.")
-    text_list, _ = as_text_list(texts)
-    span_config = resolve_span_config(model, min_span, max_span, unit)
-    top_k = min(top_k, _most_spans(text_list, span_config))
-    similarity = _similarity(model, similarity_fn_name)
-    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, overlap, similarity)
+    options = {name: value for name, value in locals().items() if name not in ("top_k", "on_error")}
+    return _best_spans(top_k=top_k, paired=False, errors=[] if on_error == "skip" else None, **options)
+
+
+def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, overlap: bool = False, **options):
+    """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
+    ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
+    _check_common(options["batch_size"])
+    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
+    span_config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
+    top_k = top_k if paired else min(top_k, _most_spans(text_list, span_config))
+    similarity = _similarity(model, options["similarity_fn_name"])
+    span_scorer = _check_scorer(options["scorer"], overlap, similarity)
     query_vectors = embed_texts(
         model,
         query_list,
-        batch_size=batch_size,
+        batch_size=options["batch_size"],
         show_progress_bar=False,
-        window_context=window_context,
-        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
-        device=device,
+        window_context=options["window_context"],
+        prompt=resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query"),
+        device=options["device"],
     )
-    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
     rerank = _rerank_context(span_scorer, query_list)
-    skipped: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     scores, arrays = _scan(
         model,
         text_list,
         span_config,
         query_vectors,
         top_k,
-        False,
-        batch_size,
-        show_progress_bar,
-        window_context,
-        prompt=text_prompt,
-        device=device,
+        paired,
+        options["batch_size"],
+        options["show_progress_bar"],
+        options["window_context"],
+        prompt=resolve_prompt(model, options["prompt"], options["prompt_name"], "document"),
+        device=options["device"],
         similarity=similarity,
         scorer=span_scorer,
-        profiles=profiles,
+        profiles=_profiles(model, query_list, span_config.unit, span_scorer),
         overlap=overlap,
-        errors=skipped,
+        errors=errors,
         rerank=rerank,
     )
+    spans = [arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends")]
+    queries = [""] * len(query_list) if paired else query_list
     return SpanSearchResult(
-        query_list,
-        text_list,
-        scores,
-        arrays["starts"],
-        arrays["ends"],
-        arrays["unit_starts"],
-        arrays["unit_ends"],
-        similarity,
-        arrays["similarities"],
-        span_scorer.name,
-        skipped,
+        queries, text_list, scores, *spans, similarity, arrays["similarities"], span_scorer.name, errors
     )
 
 
@@ -1390,46 +1373,19 @@ def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) 
 
 
 def best_spans_paired(
-    model: SentenceTransformer,
-    queries: Sequence[str],
-    texts: Sequence[str],
-    *,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-    query_prompt_name: str | None = None,
-    query_prompt: str | None = None,
-    min_span: int | None = None,
-    max_span: int | None = None,
-    unit: str | None = None,
-    batch_size: int = 32,
-    show_progress_bar: bool | None = None,
-    device: str | None = None,
-    similarity_fn_name: str | None = None,
-    window_context: int = WINDOW_CONTEXT,
-    scorer: str | SpanScorer | None = None,
+    model: SentenceTransformer, queries: Sequence[str], texts: Sequence[str], **options: Any
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
 
-    Same scoring (``scorer``) and options as :func:`best_spans`, but only the N pairs are scored instead of all
-    N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
+    :func:`best_spans`' machinery and options (but ``top_k``, ``overlap`` and ``on_error``: one best span per pair),
+    scoring only the N pairs instead of all N × N: the evaluation setting (an origin phrase and its passage).
+    ``SpanMatch.query_index == text_index == i``.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: One query per text.
         texts: The texts, paired with ``queries`` by position.
-        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
-        prompt: A prompt text for the texts, overriding ``prompt_name``.
-        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
-        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
-        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
-        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
-        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
-        batch_size: Windows per forward pass.
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        device: Passed to ``model.encode``.
-        similarity_fn_name: As in :func:`best_spans`.
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        options: Keyword options of :func:`best_spans` (``max_span``, ``scorer``, ``batch_size``, prompts, …).
 
     Returns:
         A :class:`SpanMatch` per pair (``None`` for a text without spans).
@@ -1440,78 +1396,31 @@ def best_spans_paired(
         >>> matches[0].span
         'the puppy'
     """
-    _check_common(batch_size)
-    query_list, _ = as_text_list(queries, "queries")
-    text_list, _ = as_text_list(texts)
+    unknown = sorted(set(options) - set(_PAIRED_OPTIONS))
+    if unknown:
+        raise SpanInputError(f"best_spans_paired has no option {unknown[0]!r}; it takes {', '.join(_PAIRED_OPTIONS)}.")
+    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
     if len(query_list) != len(text_list):
         raise SpanInputError(
             f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts."
         )
     if not query_list:
         return []
-    span_config = resolve_span_config(model, min_span, max_span, unit)
-    similarity = _similarity(model, similarity_fn_name)
-    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, False, similarity)
-    query_vectors = embed_texts(
-        model,
-        query_list,
-        batch_size=batch_size,
-        show_progress_bar=False,
-        window_context=window_context,
-        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
-        device=device,
-    )
-    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
-    scores, arrays = _scan(
-        model,
-        text_list,
-        span_config,
-        query_vectors,
-        1,
-        True,
-        batch_size,
-        show_progress_bar,
-        window_context,
-        prompt=text_prompt,
-        device=device,
-        similarity=similarity,
-        scorer=span_scorer,
-        profiles=profiles,
-        rerank=_rerank_context(span_scorer, query_list),
-    )
-    result = SpanSearchResult(
-        ["" for _ in query_list],
-        text_list,
-        scores,
-        arrays["starts"],
-        arrays["ends"],
-        arrays["unit_starts"],
-        arrays["unit_ends"],
-        similarity,
-        arrays["similarities"],
-        span_scorer.name,
-    )
-    matches: list[SpanMatch | None] = []
-    for index in range(len(query_list)):
-        if not np.isfinite(scores[0, index, 0]):
-            matches.append(None)
-            continue
-        match = result._match(0, index, 0)
-        matches.append(
-            SpanMatch(
-                index,
-                index,
-                match.start,
-                match.end,
-                match.span,
-                match.score,
-                match.unit_start,
-                match.unit_end,
-                match.similarity,
-            )
-        )
-    return matches
+    result = _best_spans(model, query_list, text_list, top_k=1, paired=True, errors=None, **_PAIRED_OPTIONS | options)
+    return [
+        dataclasses.replace(result._match(0, index, 0), query_index=index)
+        if np.isfinite(result.scores[0, index, 0])
+        else None
+        for index in range(len(query_list))
+    ]
+
+
+#: best_spans_paired's options: best_spans' keyword options and defaults, but those that pick several spans.
+_PAIRED_OPTIONS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(best_spans).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("top_k", "overlap", "on_error")
+}
 
 
 def attach_methods() -> None:

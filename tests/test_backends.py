@@ -237,7 +237,7 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     )
     capsys.readouterr()
     assert (
-        main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "-k", "2", "-f", "jsonl"]) == 0
+        main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "--spans", "2", "-f", "jsonl"]) == 0
     )  # the index's default scorer, "phrase"
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rows[0]["score"] == pytest.approx(torch_rows[0]["score"], abs=FP32_TOLERANCE)

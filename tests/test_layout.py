@@ -255,7 +255,7 @@ def test_old_package_paths_keep_their_names():
         shard_directories,
     )
     from slice_st.losses import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores  # noqa: F401
-    from slice_st.training import PRESETS, TrainConfig, config_from_args, train  # noqa: F401
+    from slice_st.training import PRESETS, SliceArguments, train, training_arguments  # noqa: F401
 
 
 def test_old_span_pooling_path_loads_with_a_deprecation_warning():
