@@ -83,6 +83,15 @@ def test_citation_is_in_mtebs_bibtex_format():
     assert writer.write(bibtexparser.loads(citation, parser)).strip() == citation
 
 
+def test_it_describes_the_same_data_as_slice_sts_task():
+    """The upstream copy stands alone (mteb cannot import slice-st): what both say of the data is kept in step."""
+    from slice_st.integrations.mteb import STSBContext
+
+    ours, theirs = STSBContext.metadata, upstream.STSBContextSTS.metadata
+    for field in ("name", "type", "main_score", "eval_splits", "eval_langs", "bibtex_citation", "reference", "date"):
+        assert getattr(theirs, field) == getattr(ours, field), field
+
+
 def test_statistics_match_slice_sts_and_pass_mtebs_quality_checks():
     stats = json.loads((HERE / "descriptive_stats" / "STS" / "STSBContext.json").read_text())
     assert stats == json.loads(SHIPPED.read_text())  # one computation, two places: kept in step
