@@ -37,6 +37,16 @@ def _port(value: str) -> int:
     return number
 
 
+def _cost(value: str) -> int:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 1 <= number < 1e18 or number != int(number):
+        raise argparse.ArgumentTypeError(f"a whole number from 1 (e.g. 2e8), got {value}")
+    return int(number)
+
+
 def add_serve_command(commands) -> None:
     """Register ``slice-st serve`` on the top-level subparsers."""
     serve = commands.add_parser(
@@ -72,6 +82,13 @@ def add_serve_command(commands) -> None:
     serve.add_argument("--max-queries", type=positive_int, default=64, help="queries per search request (default 64)")
     serve.add_argument(
         "--max-top-k", type=positive_int, default=1000, help="largest top_k / per_document of a request (default 1000)"
+    )
+    serve.add_argument(
+        "--max-search-cost",
+        type=_cost,
+        default=2 * 10**8,
+        metavar="N",
+        help="refuse (413) a search whose query characters times the index's units pass N (default 2e8)",
     )
     serve.add_argument(
         "--timeout",
@@ -128,7 +145,12 @@ def _serve(args) -> int:
         source = _source(args, IndexSource)
         index = source.current()
         report(args, f"serving {len(index)} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
-        limits = ServeLimits(max_queries=args.max_queries, max_top_k=args.max_top_k, timeout_s=args.timeout)
+        limits = ServeLimits(
+            max_queries=args.max_queries,
+            max_top_k=args.max_top_k,
+            timeout_s=args.timeout,
+            max_search_cost=args.max_search_cost,
+        )
         run_server(
             source,
             host=args.host,

@@ -345,5 +345,6 @@ def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_p
     assert "warning: serving on 0.0.0.0 with no token" in capsys.readouterr().err
     assert calls[0]["token"] is None and calls[0]["allowed_hosts"] == ["search.example"]
     monkeypatch.setenv("SLICE_ST_TOKEN", "s3cret")
-    assert main(["serve", str(path), "--host", "0.0.0.0"]) == 0
+    assert main(["serve", str(path), "--host", "0.0.0.0", "--max-search-cost", "1e6"]) == 0
     assert "warning" not in capsys.readouterr().err and calls[1]["token"] == "s3cret"
+    assert calls[0]["limits"].max_search_cost == 2 * 10**8 and calls[1]["limits"].max_search_cost == 10**6
