@@ -201,7 +201,7 @@ def _documents(args):
         fmt=fmt,
         id_field=args.id_field,
         text_field=args.text_field,
-        report=lambda path, mode: report(args, f"{path}: --split auto reads one document per {mode}", sys.stderr),
+        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
     )
     if not documents:
         raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")
@@ -657,3 +657,8 @@ def _search_and_write(index, queries, args) -> int:
     fields = INDEX_FIELDS if index.calibration is not None else [f for f in INDEX_FIELDS if f != "calibrated"]
     write_rows(rows, fields, args, sys.stdout)
     return 0
+
+
+def _say_paragraphs(args, path: str) -> None:
+    """``--split auto`` read ``path`` as wrapped text: say so (one document per line is what a plain file gives)."""
+    report(args, f"{path}: --split auto reads one document per paragraph (its lines are wrapped)", sys.stderr)

@@ -196,9 +196,14 @@ def _source(args, IndexSource):
     documents = read_corpus(
         expand_inputs(args.source, follow_links=args.follow_links),
         split=args.split,
-        report=lambda path, mode: report(args, f"{path}: --split auto reads one document per {mode}", sys.stderr),
+        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
     )
     model = load_model(args.model, device=args.device, **options)
     return IndexSource(
         SpanIndex.build(documents, model, max_span=args.max_span, show_progress_bar=not args.no_progress)
     )
+
+
+def _say_paragraphs(args, path: str) -> None:
+    """``--split auto`` read ``path`` as wrapped text: say so (one document per line is what a plain file gives)."""
+    report(args, f"{path}: --split auto reads one document per paragraph (its lines are wrapped)", sys.stderr)

@@ -297,7 +297,7 @@ def create_app(
         source: the index (a directory source is re-opened when another process saves it).
         limits: request bounds (:class:`ServeLimits`).
         allowed_hosts: the ``Host`` header values answered (others: 400), e.g. ``["127.0.0.1", "localhost"]``
-            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1 and port 8000; a test client
+            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1, any port; a test client
             needs ``base_url="http://localhost"``); ``["*"]`` answers any.
         token: a secret every request must carry (``Authorization: Bearer``, or the page's cookie set by
             ``/?token=``); ``None``: none.
@@ -328,6 +328,6 @@ def create_app(
     app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     app.add_middleware(TokenGate, token=token)
-    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1", 8000)
+    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1")
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)  # outermost: a rebinding page gets nothing
     return app
