@@ -59,103 +59,6 @@ def _bytes(path) -> bytes:
         return handle.read()
 
 
-# ------------------------------------------------------------------------------------------ 1. ship-adapter
-def _run(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
-    return run
-
-
-def _user_folder(path):
-    (path / "src").mkdir(parents=True)
-    (path / "thesis.tex").write_text("\\chapter{mine}")
-    (path / "src" / "main.py").write_text("print('mine')")
-    return _tree(path)
-
-
-def test_ship_adapter_refuses_a_folder_with_user_files(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    before = _user_folder(out)
-    error = _cli_error(["ship-adapter", str(run), "-o", str(out)], capsys)
-    assert "not empty" in error and "--overwrite" in error
-    assert _tree(out) == before
-
-
-def test_ship_adapter_dot_never_deletes_the_working_directory(tmp_path, capsys, monkeypatch):
-    run, work = _run(tmp_path), tmp_path / "work"
-    before = _user_folder(work)
-    monkeypatch.chdir(work)
-    _cli_error(["ship-adapter", str(run), "-o", "."], capsys)
-    assert _tree(work) == before
-
-
-def test_ship_adapter_overwrite_replaces_only_its_own_files(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    before = _user_folder(out)
-    (out / "provenance.json").write_text("{}")
-    staging = tmp_path / "out.staging"
-    staging.mkdir()
-    (staging / "notes.txt").write_text("a user's folder that happens to have this name")
-    assert main(["ship-adapter", str(run), "-o", str(out), "--overwrite", "--quiet"]) == 0
-    after = _tree(out)
-    assert {name: after[name] for name in before} == before  # thesis.tex and src/ untouched
-    assert set(after) - set(before) == {"adapter_config.json", "adapter_model.safetensors", "provenance.json"}
-    assert json.loads(after["provenance.json"])["name"] == "slice-minilm"
-    assert (staging / "notes.txt").exists()  # never deleted: it is not ours
-    assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]  # no temporary folder left
-    capsys.readouterr()
-
-
-def test_ship_adapter_into_a_new_folder_keeps_a_users_staging_folder(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    (tmp_path / "out.staging").mkdir()
-    (tmp_path / "out.staging" / "keep.txt").write_text("mine")
-    assert main(["ship-adapter", str(run), "-o", str(out), "--quiet"]) == 0
-    assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
-    assert (tmp_path / "out.staging" / "keep.txt").read_text() == "mine"
-    assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]
-    capsys.readouterr()
-
-
-def test_ship_adapter_needs_an_explicit_output(tmp_path, capsys):
-    installed = _tree(SHIPPED.adapter_dir)
-    error = _cli_error(["ship-adapter", str(_run(tmp_path))], capsys)
-    assert "-o/--output" in error
-    assert _tree(SHIPPED.adapter_dir) == installed
-
-
-@pytest.mark.parametrize("kind", ["symlink", "file", "symlink_to_nothing"])
-def test_ship_adapter_to_a_link_or_a_file_is_one_clear_error(tmp_path, capsys, kind):
-    run, out, target = _run(tmp_path), tmp_path / "out", tmp_path / "target"
-    if kind == "file":
-        out.write_text("not a folder")
-    else:
-        if kind == "symlink":
-            target.mkdir()
-        out.symlink_to(target)
-    for output in (str(out), str(out) + "/"):
-        error = _cli_error(["ship-adapter", str(run), "-o", output], capsys)
-        assert ("symbolic link" if kind != "file" else "is a file") in error and str(out) in error
-    assert not target.exists() or os.listdir(target) == []
-    assert not [name for name in os.listdir(tmp_path) if "staging" in name or name.startswith(".")]
-
-
-def test_ship_adapter_failure_leaves_no_staging_folder(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    weights = run / "adapter" / "adapter_model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:1000])  # truncated: the test merge refuses it
-    with pytest.raises(SystemExit) as exit_info:
-        main(["ship-adapter", str(run), "-o", str(out)])
-    assert exit_info.value.code == 2, capsys.readouterr().err
-    assert sorted(os.listdir(tmp_path)) == ["run"]  # neither out nor a staging folder
-    out.mkdir()
-    (out / "keep.txt").write_text("x")
-    with pytest.raises(SystemExit):
-        main(["ship-adapter", str(run), "-o", str(out), "--overwrite"])
-    assert sorted(os.listdir(out)) == ["keep.txt"] and sorted(os.listdir(tmp_path)) == ["out", "run"]
-    capsys.readouterr()
-
-
 # ------------------------------------------------------------------------------------------ 2. save_slice_model
 def test_save_slice_model_refuses_a_folder_with_user_files(tiny_model, tmp_path):
     from slice_st import FileAccessError, save_slice_model
@@ -236,7 +139,9 @@ def test_train_refuses_a_folder_with_files_before_any_work(tmp_path, capsys, tin
     assert "not empty" in error and "--resume" in error and "--overwrite" in error
     assert _tree(run) == before
     with pytest.raises(FileAccessError, match="not empty"):
-        trainer.train(trainer.TrainConfig(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")]))
+        trainer.train(
+            *trainer.training_arguments(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")])
+        )
     assert _tree(run) == before
     assert trainer.check_train_output(str(run), resume=True) == str(run)  # --resume continues the run there
     assert trainer.check_train_output(str(run), overwrite=True) == str(run)
@@ -701,7 +606,7 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
     fake = SimpleNamespace(
         model=model,
         train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
-        args=SimpleNamespace(process_index=0, world_size=1),
+        args=SimpleNamespace(process_index=0, world_size=1, output_dir=str(tmp_path / "run"), push_to_hub=False),
         state=SimpleNamespace(global_step=1),
         is_world_process_zero=lambda: True,
     )
@@ -716,7 +621,7 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
             (target / "keep.txt").write_text("mine")
         (run / name).symlink_to(target)
         targets[target] = _tree(target)
-    trainer.train(trainer.TrainConfig(output_dir=str(run), resume=True, train_data=["unused"]))
+    trainer.train(*trainer.training_arguments(output_dir=str(run), resume=True, train_data=["unused"]))
     assert {target: _tree(target) for target in targets} == targets
     assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
     assert sorted(os.listdir(run)) == ["final"]

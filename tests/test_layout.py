@@ -35,6 +35,7 @@ LAYERS: list[list[str]] = [
         "slice_st.text",
         "slice_st.backends",
         "slice_st._attach",
+        "slice_st._rerank",
         "slice_st.pretrained",
     ],  # foundation: imports only errors
     ["slice_st.config"],  # span settings saved with a model
@@ -250,7 +251,7 @@ def test_old_package_paths_keep_their_names():
         shard_directories,
     )
     from slice_st.losses import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores  # noqa: F401
-    from slice_st.training import PRESETS, TrainConfig, config_from_args, train  # noqa: F401
+    from slice_st.training import PRESETS, SliceArguments, train, training_arguments  # noqa: F401
 
 
 def test_old_span_pooling_path_loads_with_a_deprecation_warning():

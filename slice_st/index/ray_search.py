@@ -128,34 +128,26 @@ class RayShardedSpanIndex(ShardedSpanIndex):
     def workers(self) -> int:
         return len(self._actors)
 
-    def scan(
-        self,
-        query_vectors: torch.Tensor,
-        k: int,
-        min_span: int | None = None,
-        max_span: int | None = None,
-        *,
-        approximate: bool = False,
-        candidates: int | None = None,
-        nprobe: int | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
         """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
         if not self._actors:
             raise SpanInputError("This RayShardedSpanIndex is closed.")
-        wanted = self.span_config.replace(min_span=min_span, max_span=max_span)
-        self._check_approximate(approximate)
         ray = require_ray()
-        queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
-        found = ray.get(
-            [
-                actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
-                for actor in self._actors
-            ]
-        )
-        running = empty_top_spans(len(query_vectors), k)
-        for part, base in zip(found, self._group_bases):
-            running = merge_top_spans(running, part, base)
-        return running
+
+        def scan(query_vectors: torch.Tensor, k: int):
+            queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
+            found = ray.get(
+                [
+                    actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
+                    for actor in self._actors
+                ]
+            )
+            running = empty_top_spans(len(query_vectors), k)
+            for part, base in zip(found, self._group_bases):
+                running = merge_top_spans(running, part, base)
+            return running
+
+        return scan
 
     def close(self) -> None:
         """End the actors (and Ray, if this index started it)."""

@@ -95,36 +95,20 @@ def test_shift_spans_stays_inside_rows():
 
 
 def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_dir, wide_teacher_dir):
+    """The score loss trains on sentence-transformers' own trainer (slice-st train runs the two SLICE losses)."""
     from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    from slice_st.training.trainer import TrainConfig, train
-
-    passages = tmp_path / "passages"
-    Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
-    config = TrainConfig(
-        output_dir=str(tmp_path / "run"),
-        model=tiny_model_dir,
-        distill_data=[str(passages)],
-        distill_loss="score",
-        teacher=wide_teacher_dir,
-        distill_spans=4,
-        distill_max_span=3,
-        max_steps=2,
-        batch_size=4,
-        learning_rate=1e-3,
-        eval_steps=1,
-        save_steps=1,
-        logging_steps=1,
+    model = slice_st.load_model(tiny_model_dir)
+    loss = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=4, max_span=3)
+    args = SentenceTransformerTrainingArguments(
+        str(tmp_path / "run"), max_steps=2, per_device_train_batch_size=4, learning_rate=1e-3, use_cpu=True
     )
-    before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
-    after = train(config).encode(TEXTS)
-    assert abs(after - before).max() > 1e-6
-    with pytest.raises(ValueError, match="distill_loss"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()
-    with pytest.raises(ValueError, match="cache-teacher"):
-        TrainConfig(
-            output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="score", cache_teacher=True
-        ).validate()
+    before = model.encode(TEXTS)
+    SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"text": TEXTS * 8}), loss=loss
+    ).train()
+    assert abs(model.encode(TEXTS) - before).max() > 1e-6
 
 
 def test_experiments_are_not_top_level_names():
