@@ -133,7 +133,10 @@ def _serve(args) -> int:
     if not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
-    sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
+    try:
+        sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     try:
         if not is_loopback(args.host) and token is None:
             report(
