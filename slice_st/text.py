@@ -593,11 +593,13 @@ def guess_split(lines: Iterable[str]) -> str:
     for run in _runs(texts):
         for number, (line, following) in enumerate(zip(run, run[1:])):
             width = max(len(text) for text in run[max(0, number - 2) : number + 3])
-            if width < WRAPPED_MIN_WIDTH:  # short lines (a list of names, code): no evidence either way
-                continue
+            word = following.split()[0]
+            long_word = len(word) > WRAPPED_MIN_WIDTH // 2 and len(line) < width - WRAPPED_MIN_WIDTH // 2
+            if width < WRAPPED_MIN_WIDTH or long_word:
+                continue  # short lines (names, code), or a short line before a huge word: no evidence either way
             slack = 0 if _LINE_END.search(line) else WRAPPED_SLACK
             breaks += 1
-            wrapping += len(line) + 1 + len(following.split()[0]) > width - slack
+            wrapping += len(line) + 1 + len(word) > width - slack
     return "paragraph" if breaks >= 2 and wrapping >= WRAPPED_SHARE * breaks else "line"
 
 

@@ -138,7 +138,7 @@ def _documents(args):
         fmt=fmt,
         id_field=args.id_field,
         text_field=args.text_field,
-        report=lambda path, mode: report(args, f"{path}: --split auto reads one document per {mode}", sys.stderr),
+        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
     )
     if not documents:
         raise UsageError(f"no documents in {', '.join(args.corpus)} (all empty?).")
@@ -366,3 +366,8 @@ def _candidates(args) -> int:
         args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {dumps_json(index.info()['candidates'])}"
     )
     return 0
+
+
+def _say_paragraphs(args, path: str) -> None:
+    """``--split auto`` read ``path`` as wrapped text: say so (one document per line is what a plain file gives)."""
+    report(args, f"{path}: --split auto reads one document per paragraph (its lines are wrapped)", sys.stderr)

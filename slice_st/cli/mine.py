@@ -101,7 +101,7 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     records = read_texts(
         _distinct_files(expand_inputs(args.files, follow_links=args.follow_links)),
         args.split,
-        report=lambda path, mode: report(args, f"{path}: --split auto reads one text per {mode}", sys.stderr),
+        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
     )
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
@@ -241,3 +241,8 @@ def _distinct_files(files: list[str]) -> list[str]:
             )
         seen.setdefault(real, name)
     return list(seen.values())
+
+
+def _say_paragraphs(args, path: str) -> None:
+    """``--split auto`` read ``path`` as wrapped text: say so (one text per line is what a plain file gives)."""
+    report(args, f"{path}: --split auto reads one text per paragraph (its lines are wrapped)", sys.stderr)

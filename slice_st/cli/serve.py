@@ -38,6 +38,16 @@ def _port(value: str) -> int:
     return number
 
 
+def _cost(value: str) -> int:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not 1 <= number < 1e18 or number != int(number):
+        raise argparse.ArgumentTypeError(f"a whole number from 1 (e.g. 2e8), got {value}")
+    return int(number)
+
+
 def add_serve_command(commands) -> None:
     """Register ``slice-st serve`` on the top-level subparsers."""
     serve = commands.add_parser(
@@ -73,6 +83,13 @@ def add_serve_command(commands) -> None:
     serve.add_argument("--max-queries", type=positive_int, default=64, help="queries per search request (default 64)")
     serve.add_argument(
         "--max-top-k", type=positive_int, default=1000, help="largest top_k / per_document of a request (default 1000)"
+    )
+    serve.add_argument(
+        "--max-search-cost",
+        type=_cost,
+        default=2 * 10**8,
+        metavar="N",
+        help="refuse (413) a search whose query characters times the index's units pass N (default 2e8)",
     )
     serve.add_argument(
         "--timeout",
@@ -116,7 +133,10 @@ def _serve(args) -> int:
     if not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
-    sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
+    try:
+        sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     try:
         if not is_loopback(args.host) and token is None:
             report(
@@ -129,7 +149,12 @@ def _serve(args) -> int:
         source = _source(args, IndexSource)
         index = source.current()
         report(args, f"serving {len(index)} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
-        limits = ServeLimits(max_queries=args.max_queries, max_top_k=args.max_top_k, timeout_s=args.timeout)
+        limits = ServeLimits(
+            max_queries=args.max_queries,
+            max_top_k=args.max_top_k,
+            timeout_s=args.timeout,
+            max_search_cost=args.max_search_cost,
+        )
         run_server(
             source,
             host=args.host,
@@ -175,9 +200,14 @@ def _source(args, IndexSource):
     documents = read_corpus(
         expand_inputs(args.source, follow_links=args.follow_links),
         split=args.split,
-        report=lambda path, mode: report(args, f"{path}: --split auto reads one document per {mode}", sys.stderr),
+        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
     )
     model = load_model(args.model, device=args.device, **options)
     return IndexSource(
         SpanIndex.build(documents, model, max_span=args.max_span, show_progress_bar=not args.no_progress)
     )
+
+
+def _say_paragraphs(args, path: str) -> None:
+    """``--split auto`` read ``path`` as wrapped text: say so (one document per line is what a plain file gives)."""
+    report(args, f"{path}: --split auto reads one document per paragraph (its lines are wrapped)", sys.stderr)

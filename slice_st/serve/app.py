@@ -66,7 +66,8 @@ class ServeLimits:
         max_body_bytes: bytes of a request body, counted as read (larger: 413).
         timeout_s: seconds a search may run before it is answered 503 and stopped.
         max_search_cost: the most a search may cost before it starts (:func:`search_cost`: query characters
-            times units in the index); larger: 413.
+            times units in the index); larger: 413. The default lets a 20-character query search 10 million
+            units, a 2,000-character one 100,000 (a few seconds of CPU each).
         request_timeout_s: seconds a connection may stay open without sending a request (and idle between them).
         max_connections: connections held at once; more are closed at once, and requests past it answered 503.
     """
@@ -76,7 +77,7 @@ class ServeLimits:
     max_top_k: int = 1000
     max_body_bytes: int = 1 << 20
     timeout_s: float = 30.0
-    max_search_cost: int = 2 * 10**9
+    max_search_cost: int = 2 * 10**8
     request_timeout_s: float = 10.0
     max_connections: int = 256
 
@@ -296,7 +297,7 @@ def create_app(
         source: the index (a directory source is re-opened when another process saves it).
         limits: request bounds (:class:`ServeLimits`).
         allowed_hosts: the ``Host`` header values answered (others: 400), e.g. ``["127.0.0.1", "localhost"]``
-            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1 and port 8000; a test client
+            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1, any port; a test client
             needs ``base_url="http://localhost"``); ``["*"]`` answers any.
         token: a secret every request must carry (``Authorization: Bearer``, or the page's cookie set by
             ``/?token=``); ``None``: none.
@@ -327,6 +328,6 @@ def create_app(
     app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     app.add_middleware(TokenGate, token=token)
-    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1", 8000)
+    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1")
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)  # outermost: a rebinding page gets nothing
     return app

@@ -235,23 +235,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def default_hosts(host: str, port: int) -> list[str]:
-    """The ``Host`` values a server bound to ``host`` answers: that address and ``localhost`` (with and without the
-    port). A page of another name pointed at this address (DNS rebinding) is refused.
+def default_hosts(host: str) -> list[str]:
+    """The ``Host`` names a server bound to ``host`` answers (any port): that address and ``localhost``; for every
+    interface (``0.0.0.0``), ``localhost`` and ``127.0.0.1``. A page of another name pointed at this address (DNS
+    rebinding) is refused.
 
-    >>> default_hosts("127.0.0.1", 8000)
-    ['127.0.0.1', 'localhost', '127.0.0.1:8000', 'localhost:8000']
+    >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0")
+    (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1'])
     """
-    names = [host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1"]
-    names = [f"[{name}]" if ":" in name else name for name in names]
-    return names + [f"{name}:{port}" for name in names]
+    return [host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1"]
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening; a bad port, a name that does not resolve or an address in use
     is a ``ValueError`` saying so (checked before the model loads)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port must be a number from 1 to 65535, got {port!r}.")
+        raise ValueError(f"port must be a number from 0 (any free port) to 65535, got {port!r}.")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as error:

@@ -48,14 +48,13 @@ def run_server(
     """
     uvicorn = require("uvicorn", "serve", "slice-st serve")
     sock = sock if sock is not None else listening_socket(host, port)
-    port = sock.getsockname()[1]
     if not is_loopback(host) and token is None:
         logger.warning(
             "serving %s to every client that can reach it, with no token: anyone there can read the whole corpus "
             "(give --token, or bind 127.0.0.1)",
             host,
         )
-    app = create_app(source, limits, allowed_hosts=default_hosts(host, port) + list(allowed_hosts or []), token=token)
+    app = create_app(source, limits, allowed_hosts=default_hosts(host) + list(allowed_hosts or []), token=token)
     config = uvicorn.Config(
         app,
         log_level=log_level,

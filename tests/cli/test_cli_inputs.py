@@ -38,8 +38,15 @@ def test_mine_csv_cells_never_start_a_formula(tiny_model_dir, tmp_path, capsys):
     assert any(cell.startswith("'=") or cell.startswith("'@") or cell.startswith("'+") for row in rows for cell in row)
 
 
-def test_split_auto_says_what_it_chose(tiny_model_dir, tmp_path, capsys):
-    corpus = tmp_path / "notes.txt"
-    corpus.write_text("Agent: how can I help you today?\nCustomer: my bag was lost on the way to Denver.\n")
-    assert main(["mine", str(corpus), "-q", "lost bag", "--model", tiny_model_dir, "-f", "jsonl"]) == 0
-    assert f"{corpus}: --split auto reads one text per line" in capsys.readouterr().err
+def test_split_auto_says_when_it_reads_paragraphs(tiny_model_dir, tmp_path, capsys):
+    wrapped = tmp_path / "manual.txt"
+    wrapped.write_text(
+        "The installer copies the files into the folder that you chose in the\n"
+        "first step, then asks whether the service should start when the computer\n"
+        "boots. Choose yes unless another program already uses the same port.\n"
+    )
+    lines = tmp_path / "chat.txt"
+    lines.write_text("Agent: how can I help you today?\nCustomer: my bag was lost on the way to Denver.\n")
+    assert main(["mine", str(wrapped), str(lines), "-q", "lost bag", "--model", tiny_model_dir, "-f", "jsonl"]) == 0
+    error = capsys.readouterr().err
+    assert f"{wrapped}: --split auto reads one text per paragraph" in error and str(lines) not in error

@@ -208,12 +208,13 @@ def test_a_removed_manifest_is_noticed(index, tiny_model, tmp_path):
 
 # ------------------------------------------------------------------ a real server on loopback
 @pytest.fixture()
-def live_server(index):
-    """uvicorn with the guards (run_server's protocol and limits) on 127.0.0.1, in a thread; yields the port."""
+def live_server(index, request):
+    """uvicorn with the guards (run_server's protocol and limits) on 127.0.0.1, in a thread; yields the port.
+    The request timeout is 0.5 s, or the test's parameter."""
     uvicorn = pytest.importorskip("uvicorn")
     from slice_st.serve.guards import guarded_protocol, listening_socket
 
-    limits = ServeLimits(max_body_bytes=4096, request_timeout_s=0.5, max_connections=8)
+    limits = ServeLimits(max_body_bytes=4096, request_timeout_s=getattr(request, "param", 0.5), max_connections=8)
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     app = create_app(index, limits, allowed_hosts=["127.0.0.1", f"127.0.0.1:{port}"])
@@ -250,6 +251,7 @@ def test_an_idle_connection_is_closed(live_server):
         assert _closed_by_server(idle)  # it never sent a request
 
 
+@pytest.mark.parametrize("live_server", [600.0], indirect=True)  # no idle timeout within the test's wait
 def test_connections_past_the_cap_are_closed_at_once(live_server):
     held = [socket.create_connection(("127.0.0.1", live_server), timeout=WAIT) for _ in range(8)]
     try:
@@ -345,5 +347,6 @@ def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_p
     assert "warning: serving on 0.0.0.0 with no token" in capsys.readouterr().err
     assert calls[0]["token"] is None and calls[0]["allowed_hosts"] == ["search.example"]
     monkeypatch.setenv("SLICE_ST_TOKEN", "s3cret")
-    assert main(["serve", str(path), "--host", "0.0.0.0"]) == 0
+    assert main(["serve", str(path), "--host", "0.0.0.0", "--max-search-cost", "1e6"]) == 0
     assert "warning" not in capsys.readouterr().err and calls[1]["token"] == "s3cret"
+    assert calls[0]["limits"].max_search_cost == 2 * 10**8 and calls[1]["limits"].max_search_cost == 10**6
