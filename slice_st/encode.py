@@ -63,8 +63,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 __all__ = [
-    "SpanInputError",
-    "SpanPoolingWarning",
     "SpanEncoding",
     "SpanMatch",
     "SpanSearchResult",
@@ -73,10 +71,6 @@ __all__ = [
     "best_spans",
     "best_spans_paired",
     "embed_texts",
-    "check_threshold",
-    "check_top_k",
-    "resolve_prompt",
-    "PRECISIONS",
 ]
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.

@@ -20,7 +20,7 @@ from hypothesis import given
 from sentence_transformers import SentenceTransformer
 
 import slice_st
-from slice_st import SpanEncoding
+from slice_st.encode import SpanEncoding
 
 UNICODE_TEXTS = [
     "A man plays the guitar.",
@@ -227,7 +227,7 @@ def test_word_spans_align_with_whitespace_words_for_dropped_characters(tiny_mode
 
 def test_embed_texts_is_mean_of_content_tokens(tiny_model):
     queries = ["plays the guitar", "Don't stop believing!", "  spaced  out  "]
-    vectors = slice_st.embed_texts(tiny_model, queries)
+    vectors = slice_st.encode.embed_texts(tiny_model, queries)
     assert isinstance(vectors, torch.Tensor) and vectors.shape == (3, 32)
     for query, vector in zip(queries, vectors):
         tokens, _ = naive_token_vectors(tiny_model, query)
@@ -236,7 +236,7 @@ def test_embed_texts_is_mean_of_content_tokens(tiny_model):
 
 def test_embed_texts_equals_whole_text_span(tiny_model):
     text = "a man plays the guitar"
-    vector = slice_st.embed_texts(tiny_model, text)[0].cpu().numpy()
+    vector = slice_st.encode.embed_texts(tiny_model, text)[0].cpu().numpy()
     spans = tiny_model.encode_spans(text, min_span=5, max_span=5)
     assert len(spans) == 1
     np.testing.assert_allclose(spans.embeddings[0], vector, atol=1e-5)

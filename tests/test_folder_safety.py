@@ -59,103 +59,6 @@ def _bytes(path) -> bytes:
         return handle.read()
 
 
-# ------------------------------------------------------------------------------------------ 1. ship-adapter
-def _run(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
-    return run
-
-
-def _user_folder(path):
-    (path / "src").mkdir(parents=True)
-    (path / "thesis.tex").write_text("\\chapter{mine}")
-    (path / "src" / "main.py").write_text("print('mine')")
-    return _tree(path)
-
-
-def test_ship_adapter_refuses_a_folder_with_user_files(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    before = _user_folder(out)
-    error = _cli_error(["ship-adapter", str(run), "-o", str(out)], capsys)
-    assert "not empty" in error and "--overwrite" in error
-    assert _tree(out) == before
-
-
-def test_ship_adapter_dot_never_deletes_the_working_directory(tmp_path, capsys, monkeypatch):
-    run, work = _run(tmp_path), tmp_path / "work"
-    before = _user_folder(work)
-    monkeypatch.chdir(work)
-    _cli_error(["ship-adapter", str(run), "-o", "."], capsys)
-    assert _tree(work) == before
-
-
-def test_ship_adapter_overwrite_replaces_only_its_own_files(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    before = _user_folder(out)
-    (out / "provenance.json").write_text("{}")
-    staging = tmp_path / "out.staging"
-    staging.mkdir()
-    (staging / "notes.txt").write_text("a user's folder that happens to have this name")
-    assert main(["ship-adapter", str(run), "-o", str(out), "--overwrite", "--quiet"]) == 0
-    after = _tree(out)
-    assert {name: after[name] for name in before} == before  # thesis.tex and src/ untouched
-    assert set(after) - set(before) == {"adapter_config.json", "adapter_model.safetensors", "provenance.json"}
-    assert json.loads(after["provenance.json"])["name"] == "slice-minilm"
-    assert (staging / "notes.txt").exists()  # never deleted: it is not ours
-    assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]  # no temporary folder left
-    capsys.readouterr()
-
-
-def test_ship_adapter_into_a_new_folder_keeps_a_users_staging_folder(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    (tmp_path / "out.staging").mkdir()
-    (tmp_path / "out.staging" / "keep.txt").write_text("mine")
-    assert main(["ship-adapter", str(run), "-o", str(out), "--quiet"]) == 0
-    assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
-    assert (tmp_path / "out.staging" / "keep.txt").read_text() == "mine"
-    assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]
-    capsys.readouterr()
-
-
-def test_ship_adapter_needs_an_explicit_output(tmp_path, capsys):
-    installed = _tree(SHIPPED.adapter_dir)
-    error = _cli_error(["ship-adapter", str(_run(tmp_path))], capsys)
-    assert "-o/--output" in error
-    assert _tree(SHIPPED.adapter_dir) == installed
-
-
-@pytest.mark.parametrize("kind", ["symlink", "file", "symlink_to_nothing"])
-def test_ship_adapter_to_a_link_or_a_file_is_one_clear_error(tmp_path, capsys, kind):
-    run, out, target = _run(tmp_path), tmp_path / "out", tmp_path / "target"
-    if kind == "file":
-        out.write_text("not a folder")
-    else:
-        if kind == "symlink":
-            target.mkdir()
-        out.symlink_to(target)
-    for output in (str(out), str(out) + "/"):
-        error = _cli_error(["ship-adapter", str(run), "-o", output], capsys)
-        assert ("symbolic link" if kind != "file" else "is a file") in error and str(out) in error
-    assert not target.exists() or os.listdir(target) == []
-    assert not [name for name in os.listdir(tmp_path) if "staging" in name or name.startswith(".")]
-
-
-def test_ship_adapter_failure_leaves_no_staging_folder(tmp_path, capsys):
-    run, out = _run(tmp_path), tmp_path / "out"
-    weights = run / "adapter" / "adapter_model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:1000])  # truncated: the test merge refuses it
-    with pytest.raises(SystemExit) as exit_info:
-        main(["ship-adapter", str(run), "-o", str(out)])
-    assert exit_info.value.code == 2, capsys.readouterr().err
-    assert sorted(os.listdir(tmp_path)) == ["run"]  # neither out nor a staging folder
-    out.mkdir()
-    (out / "keep.txt").write_text("x")
-    with pytest.raises(SystemExit):
-        main(["ship-adapter", str(run), "-o", str(out), "--overwrite"])
-    assert sorted(os.listdir(out)) == ["keep.txt"] and sorted(os.listdir(tmp_path)) == ["out", "run"]
-    capsys.readouterr()
-
-
 # ------------------------------------------------------------------------------------------ 2. save_slice_model
 def test_save_slice_model_refuses_a_folder_with_user_files(tiny_model, tmp_path):
     from slice_st import FileAccessError, save_slice_model
@@ -290,13 +193,13 @@ def index_dir(tiny_model_dir, tmp_path, capsys):
 
 
 def _manifest(index_dir) -> dict:
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
 
     return json.loads((index_dir / MANIFEST).read_text())
 
 
 def _write_manifest(index_dir, manifest) -> None:
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
 
     (index_dir / MANIFEST).write_text(json.dumps(manifest))
 
@@ -324,7 +227,7 @@ def test_ray_force_build_never_follows_a_linked_build_state(tiny_model_dir, tmp_
 def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_model_dir, tmp_path, capsys):
     """5. ``index add`` with ``.manifest.json.tmp`` a link to a file outside: that file is unchanged, manifest.json
     stays a file."""
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious")
@@ -343,7 +246,7 @@ def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_m
 def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_path, capsys):
     """5. ``manifest.json`` or ``.lock`` a link to outside: one clear error, the outside file neither read nor
     truncated."""
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
 
     outside = tmp_path / "outside.json"
     outside.write_text(json.dumps(_manifest(index_dir)))
@@ -491,23 +394,6 @@ def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
     with pytest.raises(SpanInputError, match="older slice-st .index format 1.*rebuild it"):
         SpanIndex.load(index_dir, tiny_model)
     assert "rebuild it" in _cli_error(["index", "info", str(index_dir)], capsys)
-
-
-def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
-    """5 (audit). The Table-1 result cache used a fixed ``PATH.tmp``: a link planted there was written through."""
-    import numpy as np
-
-    from slice_st.evaluation.setups import SetupResult
-    from slice_st.evaluation.table import load_result, save_result
-
-    outside = tmp_path / "outside.txt"
-    outside.write_text("precious")
-    path = tmp_path / "cache" / "result.json"
-    path.parent.mkdir()
-    (tmp_path / "cache" / "result.json.tmp").symlink_to(outside)
-    save_result(str(path), SetupResult(scores=np.array([0.5, 0.25]), seconds=1.0))
-    assert outside.read_text() == "precious" and not os.path.islink(path)
-    assert list(load_result(str(path)).scores) == [0.5, 0.25]
 
 
 # ------------------------------------------------------------------------------------------ 8. model fingerprint
@@ -738,8 +624,9 @@ def _second_index(tmp_path, tiny_model_dir, capsys, name="other"):
 def test_a_directory_of_indexes_never_follows_a_linked_index(index_dir, tiny_model_dir, tmp_path, capsys, where):
     """A directory of indexes (no shards.json) holding a link to an index: refused, as a linked shard of shards.json
     is; the linked index is never searched. (Before: a link to an index outside was searched with the real one.)"""
-    from slice_st import ShardedSpanIndex, SpanInputError
-    from slice_st.index import shard_directories
+    from slice_st import SpanInputError
+    from slice_st.index import ShardedSpanIndex
+    from slice_st.index.storage import shard_directories
 
     shards = tmp_path / "shards"
     shards.mkdir()
@@ -914,7 +801,8 @@ def test_a_data_folder_swapped_for_a_link_after_the_check_is_never_read(
 
 def test_a_shard_list_swapped_for_a_link_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch):
     """The same race on ``shards.json``: checked as a regular file, then a link; refused, the copy outside unread."""
-    from slice_st import ShardedSpanIndex, SpanInputError
+    from slice_st import SpanInputError
+    from slice_st.index import ShardedSpanIndex
 
     sharded = tmp_path / "sharded"
     sharded.mkdir()

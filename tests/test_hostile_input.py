@@ -283,7 +283,7 @@ def test_b18_nan_threshold_is_one_error_everywhere(tiny_model, tiny_model_dir, t
     nan = float("nan")
     result = tiny_model.best_spans(["guitar"], ["a guitar"], max_span=2)
     index = SpanIndex.build(["a guitar"], tiny_model, max_span=2)
-    sharded = slice_st.ShardedSpanIndex([index])
+    sharded = slice_st.index.ShardedSpanIndex([index])
     for call in (
         lambda: result.ranked(0, threshold=nan),
         lambda: index.search("guitar", threshold=nan),

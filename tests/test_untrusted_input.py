@@ -468,20 +468,6 @@ def test_huge_threshold_is_no_warning(tiny_model_dir, tmp_path, capsys):
     assert code == 0 and out.out.strip() == "no match at or above threshold 1e+308"
 
 
-def test_a_bad_training_config_is_named(tmp_path):
-    from slice_st.training.shipping import ship_adapter
-
-    run = tmp_path / "run"
-    _tiny_adapter(run / "adapter")
-    (run / "final").mkdir()
-    (run / "final" / "slice_train_config.json").write_text("{not json")
-    with pytest.raises(
-        ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"
-    ):
-        ship_adapter(str(run), str(tmp_path / "out"))
-    assert not (tmp_path / "out").exists()
-
-
 # ------------------------------------------------------------------------------------------ cards
 def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
     import slice_st

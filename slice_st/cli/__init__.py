@@ -28,13 +28,13 @@ from slice_st.cli.evaluation import add_evaluation_commands
 from slice_st.cli.export import add_export_command
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
-from slice_st.cli.phrase_eval import add_phrase_eval_command
 from slice_st.cli.serve import add_serve_command
-from slice_st.cli.train import MAINTAINER_COMMANDS, add_train_command
-from slice_st.errors import MissingExtraError
-from slice_st.text import TextRecord, read_texts
+from slice_st.cli.train import add_train_command
+from slice_st.errors import FileAccessError, MissingExtraError, ModelLoadError
 
-__all__ = ["main", "build_parser", "read_texts", "TextRecord"]
+__all__ = [
+    "main",
+]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -65,8 +65,8 @@ class ArgumentParser(argparse.ArgumentParser):
 COMMAND_GROUPS = {
     "mining": ("mine", "serve"),
     "index": ("index",),
-    "evaluation": ("table", "mteb", "phrase-eval"),
-    "training": ("train", "make-passages", "make-context", "ship-adapter"),
+    "evaluation": ("mteb",),
+    "training": ("train", "make-passages", "make-context"),
     "export": ("export",),
 }
 
@@ -114,10 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(commands)
     add_train_command(commands)
     add_data_commands(commands)  # make-passages, make-context
-    add_evaluation_commands(commands)  # table, mteb
-    add_phrase_eval_command(commands)  # PEARL's phrase tasks, Nugget's ParaBank PI
+    add_evaluation_commands(commands)  # mteb
     add_export_command(commands)
-    commands.metavar = "{" + ",".join(name for name in commands.choices if name not in MAINTAINER_COMMANDS) + "}"
+    commands.metavar = "{" + ",".join(commands.choices) + "}"
     for command in _commands(parser):
         add_output_options(command)
     parser.epilog = _grouped_commands(commands)
@@ -143,16 +142,21 @@ def _version() -> str:
 
 
 #: Errors the user can fix; they end a command with one line. (``ValueError`` covers the library's own
-#: ``SpanInputError``, ``DataFormatError``, ``CorpusError``; a model that cannot be loaded is a
-#: ``slice_st.errors.ModelLoadError``, an ``OSError``; a missing extra is a ``MissingExtraError``.)
-USER_ERRORS = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, MissingExtraError)
+#: ``SpanInputError``, ``DataFormatError``, ``CorpusError``.)
+USER_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+    MissingExtraError,
+    FileAccessError,
+    ModelLoadError,
+)
 
 
 def _is_user_error(error: BaseException) -> bool:
-    if isinstance(error, USER_ERRORS):
-        return True
-    config = sys.modules.get("slice_st.loading")  # imported whenever a model was loaded
-    return config is not None and isinstance(error, config.ModelLoadError)
+    return isinstance(error, USER_ERRORS)
 
 
 #: A write that failed for want of room or of a working disk: a full disk, a quota, a file too large, an I/O error.

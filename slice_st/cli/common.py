@@ -19,35 +19,6 @@ from collections.abc import Sequence
 from slice_st.errors import FileAccessError
 from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
 
-__all__ = [
-    "add_backend_arguments",
-    "model_options",
-    "add_ray_argument",
-    "bare_ray_option",
-    "positive_int",
-    "int_at_least",
-    "finite_float",
-    "check_output",
-    "add_output_options",
-    "apply_output_options",
-    "quiet_progress",
-    "report",
-    "json_ready",
-    "dumps_json",
-    "read_queries",
-    "write_rows",
-    "expand_inputs",
-    "add_format_argument",
-    "FORMATS",
-    "CORPUS_SUFFIXES",
-    "terminal_safe",
-    "write_records",
-    "html_document",
-    "add_query_arguments",
-    "result_counts",
-    "DEFAULT_TEXTS",
-]
-
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import sys
 import time
 
-__all__ = ["add_export_command"]
-
 
 def add_export_command(commands) -> None:
     """Register ``slice-st export`` on the top-level subparsers."""

@@ -38,8 +38,6 @@ from slice_st.cli.common import (
 )
 from slice_st.text import SPLITS
 
-__all__ = ["add_index_command", "mine_index"]
-
 
 def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -235,7 +233,8 @@ def _report_skipped(index) -> None:
 
 def _build(args) -> int:
     import slice_st
-    from slice_st.index import MANIFEST, SpanIndex, check_index_target
+    from slice_st.index import SpanIndex
+    from slice_st.index.storage import MANIFEST, check_index_target
 
     if args.ray is not None:
         return _build_on_ray(args)
@@ -282,9 +281,9 @@ def _build(args) -> int:
 def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     import slice_st
-    from slice_st.index import MANIFEST, SpanIndex, check_index_target
+    from slice_st.index import SpanIndex
     from slice_st.index.ray_engine import check_address, require_ray
-    from slice_st.index.storage import read_shard_list
+    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
 
     if args.devices or args.processes:
         raise ValueError(
@@ -355,7 +354,8 @@ def _model_for(directory: str, model_name: str | None = None, device: str | None
     """The model to open ``directory`` with: ``None`` (the index's recorded one, on its recorded backend and
     exported file) unless a name, a device or backend ``options`` are given."""
     import slice_st
-    from slice_st.index import model_source, read_manifest
+    from slice_st.index.fingerprint import model_source
+    from slice_st.index.storage import read_manifest
 
     options = dict(options or {})
     if not (model_name or device or options):
@@ -386,7 +386,8 @@ def _waiting(directory: str):
 def _update(directory: str, device: str | None = None, options: dict | None = None):
     """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message) for another
     writer."""
-    from slice_st.index import SpanIndex, check_index_target, read_manifest
+    from slice_st.index import SpanIndex
+    from slice_st.index.storage import check_index_target, read_manifest
 
     read_manifest(directory, must_exist=True)  # not an index: said before anything else
     check_index_target(directory)  # read-only: said before the model loads
@@ -406,7 +407,8 @@ def _open_for_search(
     """``mine --index``: one index, or a :class:`ShardedSpanIndex` over several (repeated ``--index``, or a directory
     of shards);
     with ``ray`` (an address, or ``"local"``) a :class:`RayShardedSpanIndex` (close it)."""
-    from slice_st.index import ShardedSpanIndex, SpanIndex, shard_directories
+    from slice_st.index import ShardedSpanIndex, SpanIndex
+    from slice_st.index.storage import shard_directories
 
     if ray is not None:
         from slice_st.index.ray_engine import check_address, require_ray
@@ -484,7 +486,8 @@ def _remove(args) -> int:
 
 
 def _merge(args) -> int:
-    from slice_st.index import MANIFEST, SpanIndex, check_index_target, index_lock
+    from slice_st.index import SpanIndex
+    from slice_st.index.storage import MANIFEST, check_index_target, index_lock
 
     check_index_target(args.output)
     if os.path.exists(os.path.join(args.output, MANIFEST)) and not args.force and args.output not in args.shards:
@@ -500,7 +503,7 @@ def _merge(args) -> int:
 
 
 def _info(args) -> int:
-    from slice_st.index import read_manifest
+    from slice_st.index.storage import read_manifest
 
     manifest = read_manifest(args.directory, must_exist=True)
     info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}

@@ -23,8 +23,6 @@ from slice_st.cli.common import (
 )
 from slice_st.text import SPLITS, TextRecord, read_texts
 
-__all__ = ["add_mine_command", "read_texts", "TextRecord"]
-
 
 def add_mine_command(commands) -> None:
     """Register ``slice-st mine`` on the top-level subparsers."""

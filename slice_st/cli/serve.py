@@ -19,8 +19,6 @@ from slice_st.cli.common import (
 )
 from slice_st.text import SPLITS
 
-__all__ = ["add_serve_command"]
-
 
 def add_serve_command(commands) -> None:
     """Register ``slice-st serve`` on the top-level subparsers."""
@@ -71,7 +69,7 @@ def add_serve_command(commands) -> None:
 
 
 def _serve(args) -> int:
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
     from slice_st.loading import load_model
     from slice_st.serve import IndexSource, ServeLimits, run_server
     from slice_st.text import require

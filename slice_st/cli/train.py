@@ -1,8 +1,7 @@
 """``slice-st train``: SLICE training (:func:`slice_st.training.train`) from the command line.
 
 ``slice-st train --help`` lists the options a user sets first; the rest are in titled groups (spans, schedule
-and checkpoints, distillation, data, Hub). ``ship-adapter`` (put a LoRA run into the package as the shipped
-model, ``make model``) is a maintainer command: it runs, but ``slice-st --help`` does not list it.
+and checkpoints, distillation, data, Hub).
 """
 
 from __future__ import annotations
@@ -20,11 +19,6 @@ from slice_st.training.trainer import (
     config_from_args,
 )
 
-__all__ = ["add_train_command", "MAINTAINER_COMMANDS"]
-
-#: Commands that run but are not listed in ``slice-st --help`` (maintainers only).
-MAINTAINER_COMMANDS = ("ship-adapter",)
-
 
 def _numbers(group, defaults: TrainConfig, names: tuple[str, ...]) -> None:
     """One ``--name`` option per numeric :class:`TrainConfig` field, its default shown in the help."""
@@ -35,7 +29,7 @@ def _numbers(group, defaults: TrainConfig, names: tuple[str, ...]) -> None:
 
 
 def add_train_command(commands) -> None:
-    """Register ``slice-st train`` (and the maintainer command ``ship-adapter``) on the CLI's subparsers."""
+    """Register ``slice-st train`` on the CLI's subparsers."""
     parser = commands.add_parser(
         "train",
         description=trainer.__doc__.split("\n\n")[0],
@@ -115,9 +109,7 @@ def add_train_command(commands) -> None:
         "--distill-loss",
         choices=DISTILL_LOSSES,
         default=None,
-        help="vector: match the teacher's span vectors (same size; default); score: experimental "
-        "(slice_st.experimental.SpanScoreDistillationLoss: its span similarities, any "
-        "teacher size)",
+        help="vector: match the teacher's span vectors (same size; default)",
     )
 
     data = parser.add_argument_group("data (advanced)")
@@ -143,39 +135,6 @@ def add_train_command(commands) -> None:
     )
     parser.set_defaults(handler=_train_command)
 
-    # A maintainer command: no help= so that it is not listed (the CLI hides MAINTAINER_COMMANDS from the usage too).
-    ship = commands.add_parser(
-        "ship-adapter",
-        description="Maintainers (make model): copy RUN/adapter into DEST with "
-        "a provenance.json (recipe, data licences, commit, dev figures) as the shipped "
-        "slice-minilm.",
-    )
-    ship.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
-    ship.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="destination folder, new or empty (the package's own is slice_st/pretrained/slice_minilm, as make model "
-        "does)",
-    )
-    ship.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="ship into a folder that has files: replace only adapter_config.json, adapter_model.safetensors and "
-        "provenance.json",
-    )
-    ship.add_argument(
-        "--dev",
-        dest="dev_path",
-        help="STS-B-Context TSV: score the base and the adapted model on it for the provenance",
-    )
-    ship.add_argument(
-        "--sts-dev",
-        dest="sts_dev_path",
-        help="STS-B TSV: also record sentence similarity of the base and the adapted model",
-    )
-    ship.set_defaults(handler=_ship_command)
-
 
 def _train_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
@@ -183,17 +142,4 @@ def _train_command(args: argparse.Namespace) -> int:
         config.output_dir, resume=config.resume, overwrite=args.overwrite
     )  # before loading anything
     trainer.train(config, overwrite=args.overwrite)
-    return 0
-
-
-def _ship_command(args: argparse.Namespace) -> int:
-    import json
-
-    from slice_st.training.shipping import ship_adapter
-
-    destination = args.output
-    provenance = ship_adapter(
-        args.run_dir, destination, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path, overwrite=args.overwrite
-    )
-    print(json.dumps({"destination": destination, **provenance.get("dev_metrics", {})}, indent=2))
     return 0

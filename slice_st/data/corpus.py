@@ -23,17 +23,6 @@ from typing import Any
 from slice_st.errors import CorpusError
 from slice_st.text import file_lines, read_texts
 
-__all__ = [
-    "CorpusError",
-    "Document",
-    "read_corpus",
-    "read_jsonl",
-    "read_text_file",
-    "documents_from_dataset",
-    "check_distinct_files",
-    "check_unique_ids",
-]
-
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 
 

@@ -26,8 +26,6 @@ from slice_st.index.storage import shard_directories
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["RayShardedSpanIndex"]
-
 
 class _ShardScanner:
     """A Ray actor: some shards, memory-mapped, scanned as one :class:`ShardedSpanIndex`."""

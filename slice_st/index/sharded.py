@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 
     from slice_st.scoring import SpanScorer
 
-__all__ = ["ShardedSpanIndex", "merge_top_spans", "empty_top_spans"]
-
 TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
@@ -83,7 +81,7 @@ class ShardedSpanIndex:
         shards: Loaded :class:`SpanIndex` shards (same model and span settings).
 
     Example:
-        >>> from slice_st import ShardedSpanIndex
+        >>> from slice_st.index import ShardedSpanIndex
         >>> shards = ShardedSpanIndex.load(["runs/shard-0", "runs/shard-1"])        # doctest: +SKIP
         >>> shards.search("my bag was lost", top_k=5)[0]                             # doctest: +SKIP
     """

@@ -16,7 +16,7 @@ From the command line (builds the task, calls ``mteb.evaluate``)::
     results
 
 A pair's score is the best cosine between the origin phrase (``line``) and any span of 1..20 words of
-the passage, from one forward pass per passage (:func:`slice_st.best_spans_paired`); the main score
+the passage, from one forward pass per passage (:func:`slice_st.encode.best_spans_paired`); the main score
 is the Spearman correlation with ``goldsim``. The full-context cosine (one vector per passage) is
 reported alongside as ``full_context_cosine_*``.
 """
@@ -38,7 +38,11 @@ from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.data.stsb import SOURCE_SUFFIX, read_source_note  # noqa: E402
 
-__all__ = ["STSBContext", "DATA_ENV", "SOURCES", "SPLITS", "infer_split", "mteb_model", "run_mteb"]
+__all__ = [
+    "STSBContext",
+    "mteb_model",
+    "run_mteb",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -230,7 +234,7 @@ class STSBContext(AbsTaskSTS):
             )
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None:
-            from slice_st.evaluation.table import subset_indices
+            from slice_st.evaluation.statistics import subset_indices
 
             data = data.select(subset_indices(len(data), self.limit, self.seed))
         split = datasets.Dataset.from_dict(

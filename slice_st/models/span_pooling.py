@@ -11,8 +11,6 @@ from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
 
-__all__ = ["SpanPooling"]
-
 
 class SpanPooling(Module):
     """Mean pooling that also yields span vectors: a drop-in for ``Pooling(pooling_mode="mean")``.

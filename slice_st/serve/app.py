@@ -28,8 +28,6 @@ from slice_st.index.span_index import SpanIndex
 from slice_st.serve.source import IndexSource
 from slice_st.text import require
 
-__all__ = ["LIMITS", "SEARCH_PASS_THROUGH_DENIED", "ServeLimits", "create_app", "run_server"]
-
 #: Keyword options of :meth:`SpanIndex.search` a request may not set (where the work runs, or the queries themselves).
 SEARCH_PASS_THROUGH_DENIED = frozenset({"self", "queries", "batch_size", "device", "prompt"})
 

@@ -25,29 +25,12 @@ from typing import Any
 
 from slice_st.text import require
 
-__all__ = [
-    "TrainConfig",
-    "PRESETS",
-    "train",
-    "build_trainer",
-    "config_from_args",
-    "last_complete_checkpoint",
-    "check_train_output",
-    "check_checkpoint_state",
-    "save_adapter",
-    "sts_evaluator",
-    "HUB_STRATEGIES",
-    "DISTILL_LOSSES",
-    "DEV_SELECTIONS",
-    "MIXES",
-]
-
 logger = logging.getLogger(__name__)
 
 #: ``TrainingArguments.hub_strategy`` values (``--hub-strategy``).
 HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
-#: ``--distill-loss``: ``vector`` (SpanDistillationLoss) or ``score`` (experimental SpanScoreDistillationLoss).
-DISTILL_LOSSES = ("vector", "score")
+#: ``--distill-loss``: ``vector`` (SpanDistillationLoss); the score loss is a study in research/.
+DISTILL_LOSSES = ("vector",)
 #: ``--dev-select``: the dev rows that choose the best checkpoint.
 DEV_SELECTIONS = ("all", "even", "odd")
 #: ``--mix``: sentence-transformers' multi-dataset batch samplers.
@@ -191,8 +174,7 @@ class TrainConfig:
         lora_alpha: LoRA alpha (``None``: ``2 * lora_r``).
         dev_select: Dev rows that choose the best checkpoint: ``"all"``, ``"even"`` or ``"odd"``.
         no_progress: Hide progress bars.
-        distill_loss: ``"vector"`` (:class:`~slice_st.SpanDistillationLoss`) or ``"score"`` (experimental:
-            :class:`slice_st.experimental.SpanScoreDistillationLoss`).
+        distill_loss: ``"vector"`` (:class:`~slice_st.SpanDistillationLoss`).
         hub_strategy: When the trainer pushes (``TrainingArguments.hub_strategy``).
         hub_private_repo: Create the Hub repository private.
         license: The model card's licence (``None``: chosen from the training data).
@@ -250,8 +232,7 @@ class TrainConfig:
     # unseen
     dev_select: str = "all"
     no_progress: bool = False
-    # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors,
-    # same embedding size) or "score" (experimental: slice_st.experimental.SpanScoreDistillationLoss, any teacher size)
+    # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors)
     distill_loss: str = "vector"
     # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
     hub_strategy: str = "every_save"
@@ -277,12 +258,7 @@ class TrainConfig:
         if not self.shared_data and "offline" in self.train_data + self.distill_data:
             raise ValueError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
         if self.distill_loss not in DISTILL_LOSSES:
-            raise ValueError(f"distill_loss must be 'vector' or 'score', got {self.distill_loss!r}.")
-        if self.distill_loss == "score" and self.cache_teacher:
-            raise ValueError(
-                "--cache-teacher caches span vectors for --distill-loss vector; score distillation runs its teacher "
-                "on the fly."
-            )
+            raise ValueError(f"distill_loss must be 'vector', got {self.distill_loss!r}.")
         if self.lora_r < 0:
             raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
         if self.dev_select not in DEV_SELECTIONS:
@@ -422,19 +398,7 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
             in_batch_negatives=config.in_batch_negatives,
             gather_across_devices=config.in_batch_negatives,
         )
-    if "distill" in objectives and config.distill_loss == "score":  # experimental: teacher similarities, any size
-        from slice_st.experimental.span_score_distillation import SpanScoreDistillationLoss
-
-        losses["distill"] = SpanScoreDistillationLoss(
-            model,
-            teacher=config.teacher,
-            spans_per_text=config.distill_spans,
-            min_span=config.min_span,
-            max_span=config.distill_max_span,
-            weight=config.distill_weight,
-            seed=config.seed,
-        )
-    elif "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         losses["distill"] = SpanDistillationLoss(
             model,
             teacher=config.teacher,

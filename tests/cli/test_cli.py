@@ -36,7 +36,7 @@ def _error_line(capsys, argv, code=2) -> str:
 
 def test_every_command_has_quiet_and_no_progress():
     commands = list(_leaf_commands(build_parser()))
-    assert len(commands) >= 12  # mine, index ×7, train, make-passages, make-context, table, mteb
+    assert len(commands) >= 12  # mine, index ×7, train, make-passages, make-context, mteb
     for name, parser in commands:
         options = {option for action in parser._actions for option in action.option_strings}
         assert {"--quiet", "--no-progress"} <= options, " ".join(name)
@@ -57,14 +57,7 @@ def test_missing_local_model_is_one_line(tmp_path, capsys):
     assert line.startswith("slice-st: error: No model found at")
 
 
-def test_bad_option_values_are_rejected_while_parsing(capsys, monkeypatch):
-    """--ngram-limit 2 used to be rejected only after the whole table ran; now before anything is read."""
-    import slice_st.evaluation.table as table_module
-
-    monkeypatch.setattr(table_module, "run_table", lambda *a, **k: pytest.fail("ran the table"))
-    line = _error_line(capsys, ["table", DATA, "--ngram-limit", "2", "-s", "bm25"])
-    assert line.startswith("slice-st: error: argument --ngram-limit: must be >= 4")
-    assert "--setups" in _error_line(capsys, ["table", DATA, "--setups", "full,cheap"])
+def test_bad_option_values_are_rejected_while_parsing(capsys):
     assert "must be >= 1" in _error_line(capsys, ["mine", "-q", "x", "--top-k", "0", "f.txt"])
     assert "invalid choice" in _error_line(capsys, ["mine", "-q", "x", "--unit", "char", "f.txt"])
     assert _error_line(capsys, ["index", "build"]).startswith("slice-st: error: the following arguments are required")
@@ -73,23 +66,19 @@ def test_bad_option_values_are_rejected_while_parsing(capsys, monkeypatch):
 def test_library_errors_are_one_line(capsys, tmp_path):
     line = _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "missing.txt")])
     assert line == f"slice-st: error: input file not found: {tmp_path / 'missing.txt'}"
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("not\ta\tcontext\tfile\n")
-    assert _error_line(capsys, ["table", str(bad), "-s", "bm25"]).startswith("slice-st: error: ")
 
 
-def test_missing_extra_is_one_line(capsys, monkeypatch):
-    from slice_st.evaluation import baselines
-    from slice_st.text import MissingExtraError
+def test_missing_extra_is_one_line(capsys, monkeypatch, tmp_path):
+    import slice_st.cli.mine as mine_module
+    from slice_st.errors import MissingExtraError
 
-    def missing(*args, **kwargs):
-        raise MissingExtraError("the BM25 baseline needs bm25s, which is not installed: pip install 'slice-st[eval]'")
+    def missing(args):
+        raise MissingExtraError("the index needs faiss, which is not installed: pip install 'slice-st[faiss]'")
 
-    monkeypatch.setattr(baselines.BM25System, "score", missing)
-    line = _error_line(capsys, ["table", DATA, "-s", "bm25", "--setups", "full"])
-    assert (
-        line == "slice-st: error: the BM25 baseline needs bm25s, which is not installed: pip install 'slice-st[eval]'"
-    )
+    monkeypatch.setattr(mine_module, "read_queries", missing)
+    (tmp_path / "t.txt").write_text("x\n")
+    line = _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "t.txt")])
+    assert line == "slice-st: error: the index needs faiss, which is not installed: pip install 'slice-st[faiss]'"
 
 
 def test_keyboard_interrupt_is_exit_130(capsys, monkeypatch, tmp_path):
@@ -122,17 +111,6 @@ def test_strict_json():
     }
 
 
-def test_table_metrics_json_is_strict(tmp_path, capsys):
-    """A single system has no Williams test against a better one: its p-values were bare NaN (invalid JSON)."""
-    out = tmp_path / "out"
-    assert main(["table", DATA, "-s", "bm25", "--setups", "full", "--out", str(out), "--quiet"]) == 0
-    text = (out / "metrics.json").read_text()
-    assert "NaN" not in text
-    metrics = json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in metrics.json"))
-    assert metrics["metrics"]["full"]["BM25"]["p_pearson"] is None
-    assert capsys.readouterr().err == ""  # --quiet: no status lines
-
-
 def test_quiet_index_build_prints_nothing(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("A man plays the guitar.\nThe flight was late.\n")
@@ -159,13 +137,6 @@ def test_quiet_index_build_prints_nothing(tiny_model_dir, tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["documents"] == 2  # results still print
 
 
-def test_setup_names_match_the_library():
-    from slice_st.cli.evaluation import SETUP_NAMES
-    from slice_st.evaluation.setups import SETUPS
-
-    assert SETUP_NAMES == SETUPS
-
-
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["mine", "--help"]])
 def test_help_and_version_load_nothing_heavy(argv):
     """--help / --version stay instant because they import no torch, transformers or sentence-transformers
@@ -183,20 +154,6 @@ def test_help_and_version_load_nothing_heavy(argv):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("HEAVY:"), done.stdout[-300:]
-
-
-def test_ship_adapter_is_a_hidden_maintainer_command(capsys):
-    """ship-adapter (make model) still parses, but the user's ``slice-st --help`` does not list it."""
-    from slice_st.cli import build_parser
-
-    parser = build_parser()
-    help_text = parser.format_help()
-    assert "ship-adapter" not in help_text and "train" in help_text
-    args = parser.parse_args(["ship-adapter", "runs/x", "-o", "dest"])
-    assert args.run_dir == "runs/x" and args.output == "dest"
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--help"])
-    assert "ship-adapter" not in capsys.readouterr().out
 
 
 def test_train_help_groups_the_advanced_options():

@@ -236,15 +236,13 @@ def test_folders_and_globs_for_mine_and_index_build(tiny_model_dir, tmp_path, ca
 def test_every_command_that_prints_results_has_one_format_option():
     parser = build_parser()
     commands = dict(_leaf_commands(parser))
-    for name in [("mine",), ("index", "search"), ("phrase-eval",)]:
+    for name in [("mine",), ("index", "search")]:
         formats = next(a for a in commands[name]._actions if "--format" in a.option_strings)
         assert {"text", "json", "jsonl", "html"} <= set(formats.metavar.strip("{}").split(",")), name
     for name in [("index", "build"), ("index", "add")]:
         formats = next(a for a in commands[name]._actions if "--format" in a.option_strings)
         assert {"text", "json", "jsonl"} <= set(formats.metavar.strip("{}").split(",")), name
-    assert (
-        parser.parse_args(["phrase-eval", "-t", "bird", "-d", "x", "-f", "table"]).format == "text"
-    )  # the old name still parses
+    assert parser.parse_args(["mine", "-q", "x", "f.txt", "-f", "table"]).format == "text"  # the old name still parses
 
 
 def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):

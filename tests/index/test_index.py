@@ -12,7 +12,7 @@ import torch
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
-from slice_st.index import MANIFEST
+from slice_st.index.storage import MANIFEST
 
 VOCABULARY = (
     "the a man woman child dog cat plays played is was guitar piano song loud quietly on stage in park "
@@ -35,7 +35,7 @@ def brute_force(model, texts, queries, top_k, min_span, max_span):
     vectors = np.concatenate([e.embeddings for e in encodings]).astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     meta = [(t, int(s), int(e)) for t, enc in enumerate(encodings) for s, e in enc.offsets]
-    query_vectors = slice_st.embed_texts(model, queries).double().numpy()
+    query_vectors = slice_st.encode.embed_texts(model, queries).double().numpy()
     query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
     results = []
     for q in range(len(queries)):

@@ -63,7 +63,8 @@ def test_merge_equals_peft(shipped_and_base):
 
 
 def test_reopens_by_name_and_index_identity(shipped_and_base):
-    from slice_st.index.fingerprint import model_fingerprint, model_identity
+    from slice_st.index.fingerprint import model_identity
+    from slice_st.loading import model_fingerprint
 
     shipped, base = shipped_and_base
     assert model_identity(shipped) == ("slice-minilm", "")
@@ -105,7 +106,7 @@ def test_damaged_adapter_is_refused_whole(tmp_path, damage):
         key = next(k for k in tensors if k.endswith("lora_A.weight"))
         tensors[key] = torch.zeros(3, 5)
         save_file(tensors, str(weights))
-    model = BertModel.from_pretrained(slice_st.default_model_path())
+    model = BertModel.from_pretrained(slice_st.loading.default_model_path())
     before = {name: value.clone() for name, value in model.state_dict().items()}
     with pytest.raises((ValueError, FileNotFoundError)):
         merge_lora_adapter(model, str(folder))
@@ -129,57 +130,3 @@ def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
         "that, the departure got delayed",
         0.660,
     )  # the base model, for contrast
-
-
-def _fake_run(tmp_path):
-    """A LoRA run folder as ``slice-st train --lora-r`` leaves it: adapter, final config, a checkpoint's trainer
-    state."""
-    run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
-    (run / "final").mkdir()
-    (run / "final" / "slice_train_config.json").write_text(
-        json.dumps({"output_dir": "/secret/run", "lora_r": 16, "distill_data": ["offline"]})
-    )
-    for step in (100, 200):
-        (run / f"checkpoint-{step}").mkdir()
-        history = [{"step": 10, "loss": 0.4}] + [
-            {"step": s, "eval_dev_single_spearman": 0.7 + s / 10000} for s in range(100, step + 1, 100)
-        ]
-        (run / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
-    return run
-
-
-def test_ship_adapter_writes_adapter_provenance_curve_and_figures(tmp_path):
-    from slice_st.training.shipping import ship_adapter
-
-    fixtures = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures")
-    destination = tmp_path / "shipped"
-    provenance = ship_adapter(
-        str(_fake_run(tmp_path)),
-        str(destination),
-        dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
-        sts_dev_path=os.path.join(fixtures, "sts_sample.csv"),
-    )
-    assert sorted(os.listdir(destination)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
-    assert json.loads((destination / "provenance.json").read_text()) == provenance
-    assert provenance["curve"] == [
-        {"step": 100, "dev_single_spearman": 71.0},
-        {"step": 200, "dev_single_spearman": 72.0},
-    ]  # newest checkpoint
-    assert "output_dir" not in provenance["recipe"]  # no local paths
-    base, shipped = provenance["dev_metrics"]["base"], provenance["dev_metrics"]["shipped"]
-    assert set(base) == set(shipped) >= {"single_all", "full_all", "sts_dev"}
-    assert base["sts_dev"] != shipped["sts_dev"]  # the adapter was merged before the second scoring
-
-
-def test_ship_adapter_without_adapter_leaves_the_destination(tmp_path):
-    from slice_st.training.shipping import ship_adapter
-
-    run = _fake_run(tmp_path)
-    shutil.rmtree(run / "adapter")
-    destination = tmp_path / "shipped"
-    destination.mkdir()
-    (destination / "keep.txt").write_text("old")
-    with pytest.raises(FileNotFoundError, match="adapter"):
-        ship_adapter(str(run), str(destination))
-    assert os.listdir(destination) == ["keep.txt"]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import slice_st
+from slice_st.card import render_model_card
 from slice_st.training import PRESETS, TrainConfig, config_from_args, train
-from slice_st.training.hub import render_model_card
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -163,7 +163,7 @@ def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_mod
     assert not any(p.name.startswith("_final") for p in run.iterdir())
 
     loaded = SentenceTransformer(str(run / "final"))  # no trust flag
-    assert slice_st.get_span_config(loaded) == slice_st.SpanConfig(1, 6, "word")
+    assert slice_st.get_span_config(loaded) == slice_st.config.SpanConfig(1, 6, "word")
     assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
 
     assert hub.created == [("org/slice-tiny", True)]
@@ -265,7 +265,7 @@ def test_model_card_content(tiny_model_dir):
     ],
 )
 def test_card_licence_follows_the_training_data(train_data, distill, expected):
-    from slice_st.training.hub import card_license, training_sources
+    from slice_st.card import card_license, training_sources
 
     keys = [key for part in training_sources(train_data, distill) for key in part]
     assert card_license(keys, "sentence-transformers/all-MiniLM-L6-v2")[0] == expected

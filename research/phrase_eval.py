@@ -1,7 +1,7 @@
-"""``slice-st phrase-eval``: PEARL's phrase tasks and Nugget's ParaBank paraphrase identification.
+"""PEARL's phrase tasks and Nugget's ParaBank paraphrase identification for a model.
 
-slice-st phrase-eval --task all --data DATA
-slice-st phrase-eval -t bird -t turney --data DATA/pearl_eval --format json
+python -m research.phrase_eval --task all --data DATA
+python -m research.phrase_eval -t bird -t turney --data DATA/pearl_eval --format json
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import sys
 import time
 from typing import Any
 
-from slice_st.cli.common import add_format_argument, html_document, positive_int
+from research._cli import positive_int, run
 
-__all__ = ["TASKS", "add_phrase_eval_command", "run_phrase_eval", "format_table"]
+__all__ = ["TASKS", "build_parser", "main", "run_phrase_eval", "format_table"]
 
 TASKS = ("bird", "turney", "ppdb", "ppdb-filtered", "conll03", "parabank-pi")
 #: Primary metric of each task (×100 in the table).
@@ -48,11 +48,9 @@ def _word_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
 
 
-def add_phrase_eval_command(commands) -> None:
-    """Register ``phrase-eval`` on the ``slice-st`` sub-parsers."""
-    parser = commands.add_parser(
-        "phrase-eval",
-        help="PEARL's phrase tasks and Nugget's document paraphrase identification",
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m research.phrase_eval",
         description="Score a model on PEARL's phrase tasks (BIRD, Turney, PPDB, PPDB-filtered, CoNLL-03 entity "
         "clustering) "
         "and Nugget's ParaBank paraphrase identification. Tables show metrics x100; JSON keeps them on the 0-1 scale.",
@@ -79,7 +77,7 @@ def add_phrase_eval_command(commands) -> None:
         default=None,
         help="model id or path (default: the shipped slice-minilm; 'base' for plain all-MiniLM-L6-v2)",
     )
-    add_format_argument(parser)
+    parser.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text")
     parser.add_argument(
         "--encoding",
         choices=("span", "sentence", "both"),
@@ -115,13 +113,13 @@ def add_phrase_eval_command(commands) -> None:
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
-    parser.set_defaults(handler=_phrase_eval_command)
+    return parser
 
 
 def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tuple[Any, int]:
     """The evaluator of ``task`` on ``path`` and its number of items (``cache_key``: the model's, for ``--cache``)."""
-    from slice_st.data import phrase_tasks as phrase_data
-    from slice_st.evaluation.phrase_tasks import (
+    from research import phrase_data
+    from research.phrase_tasks import (
         BirdEvaluator,
         EntityClusteringEvaluator,
         PairClassificationEvaluator,
@@ -148,7 +146,7 @@ def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tupl
     if task == "conll03":
         data = phrase_data.read_conll_entities(path)
         return EntityClusteringEvaluator(data.phrases[:limit], data.labels[:limit], **common), len(data.phrases[:limit])
-    from slice_st.evaluation.document_similarity import ParaphraseIdentificationEvaluator
+    from research.document_similarity import ParaphraseIdentificationEvaluator
 
     tasks = phrase_data.read_parabank_pi(path)
     methods = args.methods or ("document", "mean", "tokens", "spans", "selected")
@@ -171,14 +169,14 @@ def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tupl
 def run_phrase_eval(model, tasks: list[str], roots: list[str], args) -> list[dict[str, Any]]:
     """Run each task; one result object per task: ``task``, ``data``, ``n``, ``metric``, ``results`` (variant →
     metrics), ``seconds``."""
-    from slice_st.data.phrase_tasks import find_task_data
+    from research.phrase_data import find_task_data
 
     paths = {
         task: find_task_data(task, roots, split=args.split) for task in tasks
     }  # every path checked before any work
     cache_key = None
     if getattr(args, "cache", None) and "parabank-pi" in tasks:
-        from slice_st.index.fingerprint import model_fingerprint
+        from slice_st.loading import model_fingerprint
 
         cache_key = model_fingerprint(model)
     results = []
@@ -244,18 +242,20 @@ def _phrase_eval_command(args) -> int:
             raise FileNotFoundError(f"--data folder not found: {root}")
     if not args.seeds:
         raise ValueError("--seeds needs at least one integer.")
-    if not args.progress:
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()
     model = slice_st.load_model(args.model, device=args.device)
     results = run_phrase_eval(model, tasks, args.data, args)
     if args.format == "json":
         sys.stdout.write(json.dumps(results, indent=2, allow_nan=False) + "\n")
     elif args.format == "jsonl":
         sys.stdout.writelines(json.dumps(result, allow_nan=False) + "\n" for result in results)
-    elif args.format == "html":
-        sys.stdout.write(html_document("slice-st phrase-eval", [("pre", format_table(results))]))
     else:
         sys.stdout.write(format_table(results) + "\n")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), _phrase_eval_command, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

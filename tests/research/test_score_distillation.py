@@ -1,4 +1,4 @@
-"""slice_st.experimental.SpanScoreDistillationLoss: teacher similarities (any size) distilled into single-pass spans."""
+"""SpanScoreDistillationLoss (research/): teacher similarities (any size) distilled into single-pass spans."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import slice_st
-from slice_st.experimental import SpanScoreDistillationLoss
+from research.span_score_distillation import SpanScoreDistillationLoss
 from slice_st.spans import shift_spans
 
 TEXTS = [
@@ -95,46 +95,33 @@ def test_shift_spans_stays_inside_rows():
 
 
 def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_dir, wide_teacher_dir):
+    """The loss trains with sentence-transformers' own trainer, on a column of texts, against a wider teacher."""
     from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    from slice_st.training.trainer import TrainConfig, train
-
-    passages = tmp_path / "passages"
-    Dataset.from_dict({"text": TEXTS * 8}).save_to_disk(str(passages))
-    config = TrainConfig(
+    model = slice_st.load_model(tiny_model_dir)
+    before = model.encode(TEXTS)
+    loss = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=4, max_span=3, seed=0)
+    args = SentenceTransformerTrainingArguments(
         output_dir=str(tmp_path / "run"),
-        model=tiny_model_dir,
-        distill_data=[str(passages)],
-        distill_loss="score",
-        teacher=wide_teacher_dir,
-        distill_spans=4,
-        distill_max_span=3,
         max_steps=2,
-        batch_size=4,
+        per_device_train_batch_size=4,
         learning_rate=1e-3,
-        eval_steps=1,
-        save_steps=1,
-        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
     )
-    before = slice_st.load_model(tiny_model_dir).encode(TEXTS)
-    after = train(config).encode(TEXTS)
-    assert abs(after - before).max() > 1e-6
-    with pytest.raises(ValueError, match="distill_loss"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="both").validate()
-    with pytest.raises(ValueError, match="cache-teacher"):
-        TrainConfig(
-            output_dir=str(tmp_path), distill_data=[str(passages)], distill_loss="score", cache_teacher=True
-        ).validate()
+    SentenceTransformerTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"text": TEXTS * 8}), loss=loss
+    ).train()
+    assert abs(model.encode(TEXTS) - before).max() > 1e-6
 
 
-def test_experiments_are_not_top_level_names():
-    import slice_st.experimental
+def test_the_loss_under_study_is_not_in_the_package():
     import slice_st.losses
 
-    for name in slice_st.experimental.__all__:
-        assert name not in slice_st.__all__ and name not in slice_st.losses.__all__
-    assert set(slice_st.experimental.STATUS) == set(slice_st.experimental.__all__) - {"STATUS"}
-    assert "Status:" in slice_st.experimental.SpanScoreDistillationLoss.__doc__
+    assert "Status:" in SpanScoreDistillationLoss.__doc__
     for name in ("SpanMaxCoSENTLoss", "SpanScoreDistillationLoss"):
+        assert name not in slice_st.__all__ and name not in slice_st.losses.__all__
         with pytest.raises(AttributeError):
             getattr(slice_st, name)
