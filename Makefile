@@ -10,17 +10,42 @@ export TOKENIZERS_PARALLELISM := false
 export DISABLE_MKDOCS_2_WARNING := true
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install demo test test-slow lint docs bench model clean
+# The environment is locked (requirements/lock.txt, written by `make lock`) and installed with uv, with the package
+# indexes of this machine's pip configuration (tools/pip_index_args.py): nothing here names a registry.
+UV_VERSION := 0.13.9
+UV         := $(BIN)/uv
+UV_ENV      = $(shell $(PYTHON) tools/pip_index_args.py --env)
+UV_INDEXES  = $(shell $(PYTHON) tools/pip_index_args.py) --index-strategy unsafe-best-match
+LOCK       := requirements/lock.txt
 
-$(STAMP): pyproject.toml
+.PHONY: install lock lock-upgrade test-latest demo test test-slow lint docs bench model clean
+
+$(UV):
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	# torch is pinned in the same pip command so the resolver never pulls a CUDA build; every extra
-	# (see pyproject.toml) and dev (pytest, ruff, the docs tools) are installed so that the whole test suite runs.
-	$(BIN)/python -m pip install -q "torch==2.13.0" -e ".[all,dev]"
+	$(BIN)/python -m pip install -q "uv==$(UV_VERSION)"
+
+# The locked versions of everything (the CPU torch wheel, every extra, the dev tools), then slice-st itself.
+$(STAMP): $(LOCK) pyproject.toml | $(UV)
+	$(UV_ENV) $(UV) pip install -q --python $(BIN)/python $(UV_INDEXES) -r $(LOCK)
+	$(UV_ENV) $(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Re-resolve the lock: pyproject.toml with every extra, plus the CPU torch build (requirements/lock.in), for
+# Linux x86-64 and Python 3.11 (what CI runs). Run after changing a dependency range; see docs/contributing.md.
+# `make lock` keeps every pin the ranges still allow; `make lock-upgrade` moves everything to the newest allowed.
+lock: | $(UV)
+	$(UV_ENV) $(UV) pip compile -q pyproject.toml requirements/lock.in --all-extras $(LOCK_FLAGS) \
+		--python-version 3.11 --python-platform x86_64-manylinux_2_28 $(UV_INDEXES) -o $(LOCK)
+
+lock-upgrade:
+	$(MAKE) --no-print-directory lock LOCK_FLAGS=--upgrade
+
+# Drift, on purpose: a fresh venv with the newest versions our ranges allow, the fast suite, and a report of what
+# moved and what broke. Not part of CI; see docs/contributing.md for when to run it.
+test-latest: | $(UV)
+	$(UV_ENV) $(PYTHON) tools/test_latest.py --uv $(UV) --lock $(LOCK) $(UV_INDEXES)
 
 demo: $(STAMP)
 	$(BIN)/slice-st mine --top-k 3 --no-progress \
@@ -56,4 +81,4 @@ bench: $(STAMP)
 	bash benchmarks/run_all.sh
 
 clean:
-	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV)-latest build dist site *.egg-info .pytest_cache .hypothesis

@@ -13,7 +13,10 @@ What is measured, all in this one run:
    the model's tokenizer is not shared across threads), each request's latency.
 4. Through the server: ``slice-st serve INDEX`` started as its own process (uvicorn on 127.0.0.1, a free
    port), ``POST /api/search`` with the same options from 1 client and from ``--clients`` clients (threads,
-   one keep-alive HTTP connection each, stdlib ``http.client``), each request's latency.
+   one keep-alive HTTP connection each, stdlib ``http.client``), each request's latency. The server runs with
+   every guard on (Host allow-list, body limit as read, cost bound, chunked cancellable search, connection
+   limits): a search that finds another running is answered 503 at once, and the client asks again at once
+   (its latency includes those tries; their count is printed).
 
 The four cases run interleaved in ``--rounds`` rounds (a share of the queries each), so that a change of the
 machine's load hits them alike. Printed: p50 / p95 / mean per case (ms), requests/s and server / in-process ratios at
@@ -89,7 +92,7 @@ def run_clients(queries: list[str], clients: int, request) -> tuple[list[float],
     return [value for part in latencies for value in part], time.perf_counter() - start
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--corpus", default=str(SAMPLE), help="a text file, one document per line (default: examples/sample_corpus.txt)"
@@ -102,40 +105,30 @@ def main() -> int:
     parser.add_argument(
         "--rounds", type=int, default=4, help="the cases run interleaved in this many rounds (default 4)"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from slice_st.backends import set_torch_threads
+
+def build_index(args, lines: list[str]):
+    """The index of the corpus ``--replicate`` times, saved and loaded memory-mapped (as the server opens it)."""
     from slice_st.index.span_index import SpanIndex
     from slice_st.loading import load_model
 
-    set_torch_threads(None)  # as the CLI (and so the server) does
-    print(environment_line())
-    with open(args.corpus, encoding="utf-8") as handle:
-        lines = [line.strip() for line in handle if line.strip()]
     model = load_model(args.model)
     texts = lines * args.replicate
     ids = [f"copy{copy}:{number}" for copy in range(args.replicate) for number in range(len(lines))]
-    folder = tempfile.mkdtemp(prefix="bench-serve-")
-    path = os.path.join(folder, "ix")
+    path = os.path.join(tempfile.mkdtemp(prefix="bench-serve-"), "ix")
     start = time.perf_counter()
     SpanIndex.build(texts, model, ids).save(path)
-    index = SpanIndex.load(path, model)  # memory-mapped, as the server opens it
+    index = SpanIndex.load(path, model)
     print(
         f"index: {len(index)} documents, {index.num_units} words, spans 1..{index.span_config.max_span}; built in "
         f"{time.perf_counter() - start:.1f} s"
     )
-    queries = make_queries(lines, args.queries)
-    options = {"top_k": args.top_k, "per_document": 1}
-    lock = threading.Lock()
+    return path, index
 
-    def in_process(query: str, state: dict) -> None:
-        with lock:
-            index.search([query], **options)
 
-    for query in queries[:10]:
-        in_process(query, {})
-
-    port = free_port()
+def start_server(args, path: str, port: int) -> subprocess.Popen:
+    """``slice-st serve INDEX`` in its own process, once it answers ``/api/info``."""
     command = [
         sys.executable,
         "-m",
@@ -157,61 +150,62 @@ def main() -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    results: dict[str, tuple[list[float], float]] = {}
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                connection.request("GET", "/api/info")
-                if connection.getresponse().status == 200:
-                    connection.close()
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the server did not start: {server.stderr.read().decode()[-2000:]}")
-            time.sleep(0.2)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/api/info")
+            if connection.getresponse().status == 200:
+                connection.close()
+                return server
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.terminate()
+            raise SystemExit(f"the server did not start: {server.stderr.read().decode()[-2000:]}")
+        time.sleep(0.2)
 
-        def over_http(query: str, state: dict) -> dict:
-            if "connection" not in state:
-                state["connection"] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-                state["close"] = state["connection"].close
-            body = json.dumps({"queries": [query], **options})
+
+def http_client(port: int, options: dict, busy: list[int]):
+    """``request(query, state)`` over one keep-alive connection per client; a 503 (busy) is asked again at once."""
+
+    def over_http(query: str, state: dict) -> dict:
+        if "connection" not in state:
+            state["connection"] = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            state["close"] = state["connection"].close
+        body = json.dumps({"queries": [query], **options})
+        while True:
             state["connection"].request("POST", "/api/search", body, {"Content-Type": "application/json"})
             response = state["connection"].getresponse()
             data = response.read()
-            if response.status != 200:
-                raise SystemExit(f"server answered {response.status}: {data[:500]!r}")
-            return json.loads(data)
+            if response.status != 503:
+                break
+            busy[0] += 1  # another client's search is running: ask again
+            time.sleep(0.001)
+        if response.status != 200:
+            raise SystemExit(f"server answered {response.status}: {data[:500]!r}")
+        return json.loads(data)
 
-        check: dict = {}
-        for query in queries[:10]:  # warm-up, and the answers checked against the in-process search
-            got = over_http(query, check)["results"][0]["matches"]
-            want = index.search([query], **options)[0]
-            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want], (
-                query
-            )
-        check["close"]()
-        # the cases interleaved in rounds (a quarter of the queries each), so that a change of the machine's load hits
-        # all alike
-        cases = [
-            (f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
-            for clients in (1, args.clients)
-            for where, request in (("in-process", in_process), ("server", over_http))
-        ]
-        for round_number in range(args.rounds):
-            part = queries[round_number :: args.rounds]
-            for name, clients, request in cases:
-                values, wall = run_clients(part, clients, request)
-                before, before_wall = results.get(name, ([], 0.0))
-                results[name] = (before + values, before_wall + wall)
-            flush()
-    finally:
-        server.terminate()
-        server.wait(30)
+    return over_http
 
+
+def measure(args, queries, cases) -> dict[str, tuple[list[float], float]]:
+    """The cases interleaved in rounds (a share of the queries each), so that a change of the machine's load hits all
+    alike."""
+    results: dict[str, tuple[list[float], float]] = {}
+    for round_number in range(args.rounds):
+        part = queries[round_number :: args.rounds]
+        for name, clients, request in cases:
+            values, wall = run_clients(part, clients, request)
+            before, before_wall = results.get(name, ([], 0.0))
+            results[name] = (before + values, before_wall + wall)
+        flush()
+    return results
+
+
+def print_results(args, queries, results, busy: int) -> None:
     print(f"\n{len(queries)} queries per case, top_k={args.top_k}, per_document=1; latency per request (ms)")
+    print(f"server answers 503 (busy, asked again): {busy}")
     print(f"{'case':<28} {'p50':>8} {'p95':>8} {'mean':>8} {'req/s':>7}")
     for name, (values, wall) in results.items():
         p50, p95 = percentiles(values)
@@ -232,6 +226,47 @@ def main() -> int:
             f"mean {np.mean(server_values) / np.mean(local_values):.3f}   throughput {server_wall / local_wall:.3f}  "
             f" (target p50 <= 1.20)"
         )
+
+
+def main() -> int:
+    args = parse_args()
+    from slice_st.backends import set_torch_threads
+
+    set_torch_threads(None)  # as the CLI (and so the server) does
+    print(environment_line())
+    with open(args.corpus, encoding="utf-8") as handle:
+        lines = [line.strip() for line in handle if line.strip()]
+    path, index = build_index(args, lines)
+    queries = make_queries(lines, args.queries)
+    options = {"top_k": args.top_k, "per_document": 1}
+    lock = threading.Lock()
+
+    def in_process(query: str, state: dict) -> None:
+        with lock:
+            index.search([query], **options)
+
+    for query in queries[:10]:
+        in_process(query, {})
+    port, busy = free_port(), [0]
+    server = start_server(args, path, port)
+    try:
+        over_http = http_client(port, options, busy)
+        check: dict = {}
+        for query in queries[:10]:  # warm-up, and the answers checked against the in-process search
+            got = over_http(query, check)["results"][0]["matches"]
+            want = index.search([query], **options)[0]
+            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want]
+        check["close"]()
+        cases = [
+            (f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)
+            for clients in (1, args.clients)
+            for where, request in (("in-process", in_process), ("server", over_http))
+        ]
+        results = measure(args, queries, cases)
+    finally:
+        server.terminate()
+        server.wait(30)
+    print_results(args, queries, results, busy[0])
     return 0
 
 

@@ -272,7 +272,7 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     stored per document) for each method (see :mod:`research.document_similarity`); ``selected``
     expands to ``{rule}@{ratio}`` for every rule and ratio. Primary metric: ``spans_mrr`` (else the
     first method's). With ``cache_dir`` and a ``cache_key`` naming the model's weights (e.g.
-    :func:`slice_st.index.fingerprint.model_fingerprint`, as ``slice-st phrase-eval --cache`` does), the
+    :func:`slice_st.index.fingerprint.model_fingerprint`, as ``python -m research.phrase_eval --cache`` does), the
     documents' token vectors and ``model.encode`` vectors are kept there, keyed by that and the texts,
     so a second run skips the encoding. Without a key nothing is cached (weights change in training).
 

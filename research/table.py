@@ -29,7 +29,7 @@ from research._cli import dumps_json, int_at_least, log, positive_int, run
 from research.statistics import compare_to_best
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.setups import SETUPS, SetupResult
-from slice_st.evaluation.statistics import correlations, subset_indices
+from slice_st.evaluation.statistics import correlations
 from slice_st.text import atomic_file, require
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels", "main"]
@@ -107,6 +107,21 @@ def system_labels(systems: Sequence[Any]) -> list[str]:
             first = keys.index(key)
             raise ValueError(f"the same system is given twice: {names[first]!r} and {names[position]!r} (both {key}).")
     return [f"{name} [{key[:11]}]" if names.count(name) > 1 else name for name, key in zip(names, keys)]
+
+
+def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
+    """A seeded sample of ``size`` pair indices in file order (all of them when ``size`` is None or ≥ total).
+
+    >>> subset_indices(10, 4, seed=0)
+    [0, 2, 6, 9]
+    """
+    import random
+
+    if size is None or size >= total:
+        return list(range(total))
+    if size < 4:
+        raise ValueError(f"a subset needs at least 4 pairs for correlations and the Williams test, got {size}.")
+    return sorted(random.Random(seed).sample(range(total), size))
 
 
 # ----------------------------------------------------------------------------------------- running

@@ -681,15 +681,36 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
     from slice_st.errors import FileAccessError
 
     check_model_target(path, overwrite)
+    created = not os.path.lexists(path)
+    was_empty = created or not os.listdir(path)
     try:
         return _save_slice_model(model, os.fspath(path), **save_kwargs)
-    except OSError as error:
-        if isinstance(error, FileAccessError) or error.errno is None:
+    except Exception as error:  # a full disk: OSError, or safetensors' SafetensorError
+        if not (isinstance(error, OSError) or type(error).__name__ == "SafetensorError"):
             raise
-        raise FileAccessError(
-            f"cannot save a model to {path}: {error.strerror or error}"
-            f"{f' ({error.filename})' if error.filename else ''}."
-        ) from error
+        if was_empty:  # nothing of the user's was there: leave nothing half-written
+            _empty_folder(os.fspath(path))
+            if created and os.path.isdir(path) and not os.path.islink(path):
+                os.rmdir(path)
+        if isinstance(error, FileAccessError):
+            raise
+        detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
+        where = f" ({error.filename})" if isinstance(error, OSError) and error.filename else ""
+        raise FileAccessError(f"cannot save a model to {path}: {detail}{where}.") from error
+
+
+def _empty_folder(path: str) -> None:
+    """Remove what a failed save wrote into the new or empty folder ``path`` (links as links, never followed)."""
+    import os
+    import shutil
+
+    if not os.path.isdir(path) or os.path.islink(path):
+        return
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
 
 
 def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:

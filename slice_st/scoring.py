@@ -72,6 +72,10 @@ _CLAUSE_OPEN = re.compile(r"^[\"“‘(\[]")
 _SENTENCE_QUERY = re.compile(r"[.!?][\W_]*$")
 
 
+#: The largest cost a :class:`SpanScorer` takes (costs are compared with cosines, which lie in [-1, 1]).
+MAX_COST = 1e6
+
+
 @dataclass(frozen=True)
 class SpanScorer:
     """How the best span of a text is decided: the span's cosine minus costs for what a phrase does not look like.
@@ -114,8 +118,13 @@ class SpanScorer:
             raise ValueError(f"SpanScorer name must be a non-empty string, got {self.name!r}.")
         for field in fields(self)[1:]:
             value = getattr(self, field.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"SpanScorer.{field.name} must be a finite number >= 0, got {value!r}.")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not 0 <= value <= MAX_COST
+            ):  # scores are float32: a larger cost overflows there
+                raise ValueError(f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}.")
 
     @property
     def is_plain(self) -> bool:

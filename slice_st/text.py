@@ -18,25 +18,36 @@ from __future__ import annotations
 
 import csv
 import errno
+import fnmatch
 import functools
+import glob
 import importlib
+import json
+import logging
 import os
 import re
 import secrets
 import stat
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
-from slice_st.errors import FileAccessError, MissingExtraError
+from slice_st.errors import CorpusError, FileAccessError, MissingExtraError
 
 #: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
 #: (:func:`guess_split`, per file).
 SPLITS = ("auto", "line", "paragraph")
 
 BOM = "\ufeff"
+
+#: Files read as JSONL (one JSON object per line) wherever a corpus is read: ``mine``, ``index build``, ``serve``.
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
+#: Files a folder given as input stands for (searched recursively; hidden files and folders left out).
+CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
+
+logger = logging.getLogger(__name__)
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
@@ -404,8 +415,20 @@ def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
         offset += len(raw)
 
 
-def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
+def read_texts(
+    paths: Sequence[str],
+    split: str = "line",
+    *,
+    fmt: str | None = None,
+    text_field: str = "text",
+    report: Callable[[str, str], None] | None = None,
+) -> list[TextRecord]:
     """Cut files into texts, one per line or per paragraph (blank-line separated); blank ones are skipped.
+
+    A JSONL file (:func:`is_jsonl`, or ``fmt="jsonl"``; ``fmt="text"``: never) gives the ``text_field`` of each of
+    its objects, as the corpus index reads it (:func:`jsonl_records`). With ``split="auto"``,
+    :func:`guess_split` decides per file, and the choice is logged (logger ``slice_st.text``) and passed to
+    ``report(path, mode)``.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
@@ -417,49 +440,109 @@ def read_texts(paths: Sequence[str], split: str = "line") -> list[TextRecord]:
         raise ValueError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
     records: list[TextRecord] = []
     for path in paths:
-        block: list[str] = []
-        block_start, block_line = 0, 0
-        lines = file_lines(path)  # streamed; "auto" looks at the whole file first, so it keeps its lines
-        if split == "auto":
-            lines = list(lines)
-        mode = guess_split(raw for _, _, raw in lines) if split == "auto" else split
-        for number, offset, raw in lines:
-            text = raw.rstrip("\r\n")
-            if mode == "line":
+        if fmt == "jsonl" or (fmt is None and is_jsonl(path)):
+            for number, offset, record in jsonl_records(path):
+                text = record.get(text_field)
+                if not isinstance(text, str):
+                    raise CorpusError(f"{path}, line {number}: text field {text_field!r} is missing or not a string.")
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
-            elif text.strip():
-                if not block:
-                    block_start, block_line = offset, number
-                block.append(raw)
-            elif block:
-                records.append(_paragraph(path, block_line, block_start, block))
-                block = []
-        if block:
-            records.append(_paragraph(path, block_line, block_start, block))
+            continue
+        lines = file_lines(path)  # streamed; "auto" looks at the whole file first, so it keeps its lines
+        mode = split
+        if split == "auto":
+            lines = list(lines)
+            mode = guess_split(raw for _, _, raw in lines)
+            logger.info("%s: --split auto reads it as one text per %s", path, mode)
+            if report is not None:
+                report(path, mode)
+        records.extend(_cut(path, lines, mode))
     return records
 
 
+def _cut(path: str, lines: Iterable[tuple[int, int, str]], mode: str) -> Iterator[TextRecord]:
+    """The texts of one file's lines: one per non-blank line, or one per paragraph."""
+    block: list[str] = []
+    block_start, block_line = 0, 0
+    for number, offset, raw in lines:
+        text = raw.rstrip("\r\n")
+        if mode == "line":
+            if text.strip():
+                yield TextRecord(path, number, offset, text)
+        elif text.strip():
+            if not block:
+                block_start, block_line = offset, number
+            block.append(raw)
+        elif block:
+            yield _paragraph(path, block_line, block_start, block)
+            block = []
+    if block:
+        yield _paragraph(path, block_line, block_start, block)
+
+
+def is_jsonl(path: str) -> bool:
+    """Whether ``path`` is read as JSONL (its name ends in one of :data:`JSONL_SUFFIXES`, any case).
+
+    >>> is_jsonl("tickets.JSONL"), is_jsonl("notes.txt"), is_jsonl("-")
+    (True, False, False)
+    """
+    return path.lower().endswith(JSONL_SUFFIXES)
+
+
+def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
+    """``(line number, file offset, object)`` for each non-blank line of a JSONL file; streamed.
+
+    A line that is not JSON, or not a JSON object, is a :class:`~slice_st.errors.CorpusError` naming the file
+    and the line (nesting too deep for the parser too).
+    """
+    for number, offset, raw in file_lines(path):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as error:
+            reason = error if isinstance(error, ValueError) else "nested too deeply"
+            raise CorpusError(f"{path}, line {number}: not valid JSON ({reason}).") from None
+        if not isinstance(record, dict):
+            raise CorpusError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
+        yield number, offset, record
+
+
+#: ``guess_split``: the widest hard-wrapped line, indentation included (text is wrapped at 60-120 columns).
+WRAPPED_MAX_WIDTH = 120
+#: ``guess_split``: the narrowest width text is wrapped to (shorter lines are phrases, names, headings).
+WRAPPED_MIN_WIDTH = 40
+#: ``guess_split``: the share of inner line breaks that must be wrapping breaks.
+WRAPPED_SHARE = 0.6
+#: ``guess_split``: how much shorter than its neighbours a line a person wrapped by hand may end mid-sentence.
+WRAPPED_SLACK = 10
+#: ``guess_split``: the share of lines that must open alike (a date, a time, a number) or split into the same
+#: number of fields for a file to be one record per line.
+RECORD_SHARE = 0.6
+#: Field separators of one-record-per-line files (CSV, TSV, pipe or semicolon tables).
+_SEPARATORS = (",", "\t", "|", ";")
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
-#: ``guess_split``: the shortest median length of a hard-wrapped paragraph's inner lines (wrapping is at 60-100
-#: columns).
-WRAPPED_MIN_LENGTH = 40
-#: ``guess_split``: the widest hard-wrapped line (text is wrapped at 60-100 columns).
-WRAPPED_MAX_WIDTH = 100
 
 
 def guess_split(lines: Iterable[str]) -> str:
     """``"paragraph"`` when a text's lines are hard-wrapped (a paragraph broken over several lines), else ``"line"``.
 
-    The heuristic looks at the *inner* lines: non-blank lines followed by another non-blank line (a
-    line inside a block). Lines are hard-wrapped when (1) at least half of the non-blank lines are inner
-    lines, (2) at least 60% of the inner lines end mid-sentence (no ``. ! ? … : ;`` at their end) and
-    (3) the inner lines' (lower) median length is at least :data:`WRAPPED_MIN_LENGTH` characters and (4) they
-    are filled to a width: the longest is at most :data:`WRAPPED_MAX_WIDTH` characters and at least 75% of
-    them are within 20 characters of it. One text per line (chat turns, tickets, a list of phrases: short lines, lines
-    ending a
-    sentence, or lines of any length) stays ``"line"``.
+    It looks at each line break between two lines of the same indentation inside a block of non-blank
+    lines. The break is a *wrapping* break when the next line's first word would not have fitted on the
+    line: the line plus that word is wider than its neighbours (two lines either side, the width it
+    was wrapped to, at least :data:`WRAPPED_MIN_WIDTH`; indentation counts, as on screen); a line that
+    stops mid-sentence may fall :data:`WRAPPED_SLACK` characters short (wrapped by hand). Lines are
+    hard-wrapped when they are not records, at least :data:`WRAPPED_SHARE` of the breaks are wrapping
+    breaks and 90% of the lines are at most :data:`WRAPPED_MAX_WIDTH` characters wide. This reads ``man``
+    pages (justified), ``pydoc`` output (ragged, indented, code examples among the prose) and wrapped
+    e-mails or READMEs as paragraphs.
+
+    Records, one per line, stay ``"line"`` whatever their widths: log lines (most lines open alike, with
+    a date, a time or a number: ``2026-11-25 10:01:02 INFO …``, ``Nov 25 10:01:02 host …``), CSV-like lines
+    (most lines hold the same number of ``, ; | tab`` separators), chat turns, tickets, phrase lists.
+    :func:`read_texts` logs the choice for each file (logger ``slice_st.text``) and can report it.
 
     >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
     'line'
@@ -470,25 +553,193 @@ def guess_split(lines: Iterable[str]) -> str:
     >>> guess_split(wrapped)
     'paragraph'
     """
-    texts = [line.rstrip("\r\n") for line in lines]
-    filled = [bool(text.strip()) for text in texts]
-    inner = [texts[i] for i in range(len(texts) - 1) if filled[i] and filled[i + 1]]
-    nonblank = sum(filled)
-    if not inner or 2 * len(inner) < nonblank:
+    texts = [line.rstrip("\r\n").rstrip() for line in lines]
+    nonblank = sorted(len(text) for text in texts if text.strip())
+    if len(nonblank) < 2 or nonblank[int(0.9 * (len(nonblank) - 1))] > WRAPPED_MAX_WIDTH:
         return "line"
-    open_ended = sum(1 for text in inner if not _LINE_END.search(text))
-    lengths = sorted(len(text.strip()) for text in inner)
-    if open_ended < 0.6 * len(inner) or lengths[(len(lengths) - 1) // 2] < WRAPPED_MIN_LENGTH:
+    if _records([text for text in texts if text.strip()]):
         return "line"
-    width = lengths[-1]  # the wrapping width: a wrapped line breaks before the word that would pass it
-    if width > WRAPPED_MAX_WIDTH or sum(1 for length in lengths if length >= width - 20) < 0.75 * len(lengths):
-        return "line"  # lengths all over the place: one text per line, not a paragraph filled to a width
-    return "paragraph"
+    breaks = wrapping = 0
+    for run in _runs(texts):
+        for number, (line, following) in enumerate(zip(run, run[1:])):
+            width = max(len(text) for text in run[max(0, number - 2) : number + 3])
+            if width < WRAPPED_MIN_WIDTH:  # short lines (a list of names, code): no evidence either way
+                continue
+            slack = 0 if _LINE_END.search(line) else WRAPPED_SLACK
+            breaks += 1
+            wrapping += len(line) + 1 + len(following.split()[0]) > width - slack
+    return "paragraph" if breaks >= 2 and wrapping >= WRAPPED_SHARE * breaks else "line"
+
+
+def _runs(texts: list[str]) -> Iterator[list[str]]:
+    """Runs of two or more lines with text and the same indentation (a line of only ``|`` or spaces is blank, as
+    ``pydoc`` draws them; a heading and its indented body are two runs)."""
+    run: list[str] = []
+    for text in texts + [""]:
+        has_text = _WORD.search(text) is not None
+        if has_text and run and _indent(text) == _indent(run[-1]):
+            run.append(text)
+            continue
+        if len(run) > 1:
+            yield run
+        run = [text] if has_text else []
+
+
+_WORD = re.compile(r"\w")
+
+
+def _indent(text: str) -> int:
+    """Where the text of a line starts (``pydoc`` draws a class's members behind ``|``)."""
+    return len(text) - len(text.lstrip(" \t|"))
+
+
+def _records(texts: list[str]) -> bool:
+    """Whether most lines open alike with a digit in the opening (a log's date or time, a numbered list) or split
+    into the same number of fields (CSV-like)."""
+    texts = [text.lstrip(" \t|") for text in texts]  # pydoc's class drawing is not a field separator
+    openings: dict[str, int] = {}
+    for text in texts:
+        shape = re.sub(r"(\d)\d*|([^\W\d])[^\W\d]*", lambda m: "0" if m.group(1) else "a", text[:24])
+        openings[shape] = openings.get(shape, 0) + 1
+    shape, count = max(openings.items(), key=lambda item: item[1])
+    if "0" in shape and count >= RECORD_SHARE * len(texts):
+        return True
+    for separator in _SEPARATORS:
+        fields: dict[int, int] = {}
+        for text in texts:
+            fields[text.count(separator)] = fields.get(text.count(separator), 0) + 1
+        number, count = max(fields.items(), key=lambda item: item[1])
+        if number and count >= max(2, 0.8 * len(texts)):
+            return True
+    return False
 
 
 def _paragraph(path: str, line: int, offset: int, lines: list[str]) -> TextRecord:
     """A paragraph is the file's own characters (inner ``\\r\\n`` kept), so offsets inside it are file offsets."""
     return TextRecord(path, line, offset, "".join(lines).rstrip("\r\n"))
+
+
+def expand_paths(
+    paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES, *, follow_links: bool = False
+) -> list[str]:
+    """The input files ``paths`` name: a file stays, a folder stands for its files (recursively, sorted, those ending
+    in ``suffixes``; hidden ones left out), a glob pattern (``*``, ``?``, ``[``, ``**``) for the files it matches.
+    ``-`` (standard input) and a missing path (its reader names it) stay.
+
+    What a folder or pattern stands for stays inside it and is read once: linked folders are not entered
+    (so ``**`` never loops), a file reached twice (through a link inside the folder) is listed once, and a
+    file link pointing outside the folder (or outside a pattern's fixed leading folder) is a
+    :class:`~slice_st.errors.FileAccessError` unless ``follow_links``. A sub-folder that cannot be read is a
+    :class:`~slice_st.errors.FileAccessError`, as is a folder or pattern that names no file (``ValueError``).
+
+    >>> expand_paths(["-"])
+    ['-']
+    """
+    found: list[str] = []
+    for path in paths:
+        if path == "-" or os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
+            found.append(path)
+        elif os.path.isdir(path):
+            files = _inside(path, _walk(path, tuple(suffixes)), follow_links)
+            if not files:
+                raise ValueError(f"no {', '.join(suffixes)} file in the folder {path}.")
+            found.extend(files)
+        elif glob.has_magic(path):
+            root, parts = _fixed_folder(path)
+            files = _inside(root or os.curdir, sorted(_glob(root, parts)), follow_links)
+            if not files:
+                raise ValueError(f"no file matches {path}.")
+            found.extend(files)
+        else:
+            found.append(path)
+    return found
+
+
+def _scan(folder: str) -> list[os.DirEntry]:
+    try:
+        with os.scandir(folder or os.curdir) as entries:
+            return sorted(entries, key=lambda entry: entry.name)
+    except OSError as error:
+        raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
+
+
+def _walk(folder: str, suffixes: tuple[str, ...]) -> Iterator[str]:
+    """The files under ``folder`` ending in ``suffixes``, depth first in sorted order; linked folders not entered."""
+    for entry in _scan(folder):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(entry.path, suffixes)
+        elif entry.name.lower().endswith(suffixes) and entry.is_file():
+            yield entry.path
+
+
+def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
+    """A pattern's leading folder without wildcards and its other parts: ``t2/**/*.txt`` → ``("t2", ["**",
+    "*.txt"])``."""
+    parts = pattern.split(os.sep)
+    fixed = 0
+    while fixed < len(parts) - 1 and not glob.has_magic(parts[fixed]):
+        fixed += 1
+    root = os.sep.join(parts[:fixed]) or (os.sep if pattern.startswith(os.sep) else "")
+    return root, parts[fixed:]
+
+
+def _glob(folder: str, parts: list[str]) -> Iterator[str]:
+    """Paths under ``folder`` matching ``parts``; ``**`` spans any number of folders but never enters a link."""
+    if not parts:
+        if os.path.isfile(folder):
+            yield folder
+        return
+    head, rest = parts[0], parts[1:]
+    join = (lambda name: os.path.join(folder, name)) if folder else (lambda name: name)
+    if head == "**":
+        yield from _glob(folder, rest)
+        for entry in _scan(folder):
+            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                yield from _glob(join(entry.name), parts)
+    elif glob.has_magic(head):
+        for entry in _scan(folder):
+            if fnmatch.fnmatchcase(entry.name, head) and (
+                not entry.name.startswith(".") or head.startswith(".")
+            ):  # as glob: a wildcard does not match a hidden name
+                yield from _glob(join(entry.name), rest)
+    elif head and os.path.lexists(join(head)):
+        yield from _glob(join(head), rest)
+
+
+def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
+    """``files`` once each (a file reached twice through links is listed once), refusing a link out of ``folder``."""
+    top = os.path.realpath(folder)
+    kept: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for path in files:
+        real = os.path.realpath(path)
+        if not follow_links and os.path.commonpath([top, real]) != top:
+            raise FileAccessError(
+                f"{path} leads outside {folder} (to {real}): not read. Name that file itself, or follow links "
+                "out of the folder (follow_links=True, --follow-links)."
+            )
+        info = os.stat(path)
+        if (info.st_dev, info.st_ino) not in seen:
+            seen.add((info.st_dev, info.st_ino))
+            kept.append(path)
+    return kept
+
+
+def csv_safe(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, a tab or a carriage return gets a
+    leading ``'`` (spreadsheets would run it as a formula: ``=HYPERLINK(…)``); other values are unchanged.
+
+    >>> [csv_safe(value) for value in ("=1+1", "@SUM(A1)", "-2", "plain", -2, 0.5)]
+    ["'=1+1", "'@SUM(A1)", "'-2", 'plain', -2, 0.5]
+    """
+    if isinstance(value, str) and value[:1] in _FORMULA_STARTS:
+        return "'" + value
+    return value
+
+
+_FORMULA_STARTS = frozenset("=+-@\t\r")
 
 
 def one_line(value: str) -> str:

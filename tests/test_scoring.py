@@ -184,3 +184,14 @@ def test_readme_cases_come_out_whole(real_model, query, text, span):
     assert matches[0].span == span
     spans = sorted((m.start, m.end) for m in matches)
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("field", ["sentence", "clause", "length_short"])
+@pytest.mark.parametrize("value", [3.5e38, 1e300, 1e6 + 1])
+def test_span_scorer_refuses_costs_past_float32(field, value):
+    """A cost past MAX_COST would overflow the float32 scores (a raw RuntimeError, or no match at all)."""
+    from slice_st.scoring import SpanScorer
+
+    with pytest.raises(ValueError, match=f"SpanScorer.{field} must be a number from 0 to"):
+        SpanScorer(**{field: value})
+    assert SpanScorer(**{field: 1e6}).to_dict()[field] == 1e6

@@ -1,13 +1,26 @@
-"""slice_st.text: sentence splitting through pysbd (abbreviations kept whole), and require() for optional extras."""
+"""slice_st.text: sentence splitting through pysbd (abbreviations kept whole), require() for optional extras, and the
+input readers (--split auto on real files, JSONL, folders, globs and links, CSV cells)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from slice_st.text import MissingExtraError, require, split_sentences
+from slice_st.errors import CorpusError, FileAccessError
+from slice_st.text import (
+    MissingExtraError,
+    csv_safe,
+    expand_paths,
+    guess_split,
+    jsonl_records,
+    read_texts,
+    require,
+    split_sentences,
+)
 
 
 @pytest.mark.parametrize(
@@ -56,3 +69,131 @@ def test_missing_extra_message_in_a_fresh_process():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "pip install 'slice-st[train]'" in done.stdout, done.stderr
+
+
+# ---------------------------------------------------------------- --split auto on real files
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "split")
+PYDOC_MODULES = ["json", "textwrap", "csv", "re", "argparse", "logging", "shutil"]
+
+
+def _pydoc_lines(module: str) -> list[str]:
+    import importlib
+    import pydoc
+
+    return pydoc.render_doc(importlib.import_module(module), renderer=pydoc.plaintext).splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("module", PYDOC_MODULES)
+def test_split_auto_reads_pydoc_output_as_paragraphs(module):
+    """pydoc's text output: ragged, indented, drawn with ``|``, code examples among the prose."""
+    assert guess_split(_pydoc_lines(module)) == "paragraph"
+
+
+@pytest.mark.parametrize("page", ["ls", "grep", "tar", "find", "cp", "sed", "ps", "sort", "gzip"])
+def test_split_auto_reads_man_pages_as_paragraphs(page):
+    if shutil.which("man") is None:
+        pytest.skip("no man command here (the fixture test below covers the layout)")
+    done = subprocess.run(
+        ["man", "-P", "cat", page], capture_output=True, text=True, env={**os.environ, "MANWIDTH": "80"}, check=False
+    )
+    if done.returncode != 0 or len(done.stdout) < 500:
+        pytest.skip(f"no man page for {page} here")
+    assert guess_split(done.stdout.splitlines(keepends=True)) == "paragraph"
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [("manpage.txt", "paragraph"), ("service.log", "line"), ("tickets.csv", "line")],
+)
+def test_split_auto_on_fixture_files(name, expected):
+    """A man page (justified, indented), a log of equal-width records, a CSV-like file."""
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        assert guess_split(handle.readlines()) == expected
+
+
+def test_split_auto_log_records_are_one_text_each_and_the_choice_is_reported():
+    heard = []
+    records = read_texts([os.path.join(FIXTURES, "service.log")], "auto", report=lambda *pair: heard.append(pair))
+    assert len(records) == 120 and [r.line for r in records[:3]] == [1, 2, 3]
+    assert heard == [(os.path.join(FIXTURES, "service.log"), "line")]
+    records = read_texts([os.path.join(FIXTURES, "manpage.txt")], "auto", report=lambda *pair: heard.append(pair))
+    assert heard[-1][1] == "paragraph" and any(r.text.count("\n") >= 4 for r in records)
+
+
+# ---------------------------------------------------------------- one JSONL reader
+def test_read_texts_parses_jsonl_as_the_index_does(tmp_path):
+    path = tmp_path / "tickets.jsonl"
+    path.write_text('{"id": "a", "text": "my bag was lost"}\n\n{"id": "b", "text": "the train never came"}\n')
+    records = read_texts([str(path)], "auto")
+    assert [(r.line, r.text) for r in records] == [(1, "my bag was lost"), (3, "the train never came")]
+    path.write_text('{"id": "a", "txt": "typo"}\n')
+    with pytest.raises(CorpusError, match="line 1: text field 'text'"):
+        read_texts([str(path)])
+
+
+def test_jsonl_nested_too_deeply_is_a_corpus_error(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 100_000 + "\n")
+    with pytest.raises(CorpusError, match="line 1: not valid JSON"):
+        list(jsonl_records(str(path)))
+
+
+# ---------------------------------------------------------------- folders, globs and links
+def test_a_double_star_glob_with_links_to_its_folder_ends_and_reads_each_file_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("t2/sub")
+    for name in ("t2/a.txt", "t2/sub/b.txt"):
+        with open(name, "w") as handle:
+            handle.write("a cat\n")
+    os.symlink(".", "t2/l1")
+    os.symlink(".", "t2/l2")
+    os.symlink("a.txt", "t2/sub/same.txt")
+    assert expand_paths(["t2/**/*.txt"]) == ["t2/a.txt", "t2/sub/b.txt"]
+    assert expand_paths(["t2"]) == ["t2/a.txt", "t2/sub/b.txt"]
+
+
+def test_a_file_link_out_of_a_named_folder_is_not_followed_unless_asked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("outside")
+    os.makedirs("t3")
+    with open("outside/secret.txt", "w") as handle:
+        handle.write("secret\n")
+    with open("t3/ok.txt", "w") as handle:
+        handle.write("fine\n")
+    os.symlink("../outside/secret.txt", "t3/link.txt")
+    for named in ("t3", "t3/*.txt", "t3/**/*.txt"):
+        with pytest.raises(FileAccessError, match="leads outside t3"):
+            expand_paths([named])
+    assert expand_paths(["t3"], follow_links=True) == ["t3/link.txt", "t3/ok.txt"]
+    assert expand_paths(["t3/link.txt"]) == ["t3/link.txt"]  # a file named itself is read
+
+
+def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
+    (tmp_path / "corpus" / "locked").mkdir(parents=True)
+    (tmp_path / "corpus" / "a.txt").write_text("a cat\n")
+    (tmp_path / "corpus" / "locked" / "b.txt").write_text("a dog\n")
+    locked = str(tmp_path / "corpus" / "locked")
+    os.chmod(locked, 0)
+    if os.geteuid() == 0:  # root reads it anyway: make the folder's listing fail as it does for anyone else
+        real_scandir = os.scandir
+
+        def scandir(path="."):
+            if os.path.realpath(path) == os.path.realpath(locked):
+                raise PermissionError(13, "Permission denied", path)
+            return real_scandir(path)
+
+        monkeypatch.setattr(os, "scandir", scandir)
+    try:
+        with pytest.raises(FileAccessError, match="cannot read the folder .*locked: Permission denied"):
+            expand_paths([str(tmp_path / "corpus")])
+    finally:
+        os.chmod(locked, 0o755)
+
+
+# ---------------------------------------------------------------- CSV cells
+@pytest.mark.parametrize(
+    "cell", ['=HYPERLINK("http://x")', "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx", "\rx"]
+)
+def test_csv_cells_that_start_a_formula_are_quoted(cell):
+    assert csv_safe(cell) == "'" + cell
+    assert csv_safe("plain text") == "plain text" and csv_safe(-2.5) == -2.5

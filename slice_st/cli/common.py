@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import glob
 import html
 import importlib
 import json
@@ -17,7 +16,15 @@ import warnings
 from collections.abc import Sequence
 
 from slice_st.errors import FileAccessError
-from slice_st.text import check_creatable, is_ray_address, read_file, split_lines
+from slice_st.text import (
+    CORPUS_SUFFIXES,
+    check_creatable,
+    csv_safe,
+    expand_paths,
+    is_ray_address,
+    read_file,
+    split_lines,
+)
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
@@ -25,8 +32,6 @@ DEFAULT_TEXTS = 10
 #: ``--format`` of every command that prints results: text (aligned columns), one JSON document, JSON lines, one HTML
 #: page.
 FORMATS = ("text", "json", "jsonl", "html")
-#: Files a directory given as input stands for (searched recursively; hidden files and folders left out).
-CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
 
 HIGHLIGHT_ON, HIGHLIGHT_OFF = "\x1b[1;33m", "\x1b[0m"
 PLAIN_OPEN, PLAIN_CLOSE = "«", "»"
@@ -139,38 +144,15 @@ def apply_output_options(args):
 _PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 
 
-def expand_inputs(paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES) -> list[str]:
-    """Input files named by ``paths``: a file stays, a folder stands for its files (recursively, in sorted order,
-    those ending in ``suffixes``; hidden ones and linked folders left out), a glob pattern (``*``, ``?``, ``[``,
-    ``**``) for the paths it matches. ``-`` (standard input) stays. A folder or pattern that names no file is an error.
+def expand_inputs(
+    paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES, follow_links: bool = False
+) -> list[str]:
+    """Input files named by ``paths`` (:func:`slice_st.text.expand_paths`: folders, globs, ``-``).
 
     >>> expand_inputs(["-"])
     ['-']
     """
-    found: list[str] = []
-    for path in paths:
-        if path == "-" or os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
-            found.append(path)
-        elif os.path.isdir(path):
-            files = []
-            for folder, folders, names in os.walk(path):
-                folders[:] = sorted(name for name in folders if not name.startswith("."))
-                files.extend(
-                    os.path.join(folder, name)
-                    for name in sorted(names)
-                    if not name.startswith(".") and name.lower().endswith(tuple(suffixes))
-                )
-            if not files:
-                raise ValueError(f"no {', '.join(suffixes)} file in the folder {path}.")
-            found.extend(files)
-        elif glob.has_magic(path):
-            matches = sorted(match for match in glob.glob(path, recursive=True) if os.path.isfile(match))
-            if not matches:
-                raise ValueError(f"no file matches {path}.")
-            found.extend(matches)
-        else:
-            found.append(path)  # missing: the reader names it
-    return found
+    return expand_paths(paths, suffixes, follow_links=follow_links)
 
 
 def add_format_argument(
@@ -524,7 +506,10 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
 
 
 def write_records(records: list[dict], fields: Sequence[str], fmt: str, out) -> int:
-    """``records`` as one JSON array (``json``), JSON lines (``jsonl``) or CSV with a header (``csv``); strict JSON."""
+    """``records`` as one JSON array (``json``), JSON lines (``jsonl``) or CSV with a header (``csv``); strict JSON.
+
+    CSV cells that a spreadsheet would run as a formula get a leading ``'`` (:func:`slice_st.text.csv_safe`).
+    """
     if fmt == "json":
         out.write(dumps_json(list(records), ensure_ascii=False, indent=1) + "\n")
     elif fmt == "jsonl":
@@ -534,7 +519,7 @@ def write_records(records: list[dict], fields: Sequence[str], fmt: str, out) -> 
         writer = csv.DictWriter(out, fieldnames=list(fields), extrasaction="ignore")
         writer.writeheader()
         for record in records:
-            writer.writerow(record)
+            writer.writerow({key: csv_safe(value) for key, value in record.items()})
     else:
         raise ValueError(f"format {fmt!r} is not a record format.")
     return len(records)

@@ -61,6 +61,9 @@ def _corpus_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto: .jsonl/.ndjson files are JSONL, .parquet Parquet (with --ray)",
     )
+    parser.add_argument(
+        "--follow-links", action="store_true", help="also read file links leading out of a folder or pattern named"
+    )
     parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
     parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
@@ -191,7 +194,12 @@ def _documents(args):
 
     fmt = None if args.input_format == "auto" else args.input_format
     documents = read_corpus(
-        expand_inputs(args.corpus), split=args.split, fmt=fmt, id_field=args.id_field, text_field=args.text_field
+        expand_inputs(args.corpus, follow_links=args.follow_links),
+        split=args.split,
+        fmt=fmt,
+        id_field=args.id_field,
+        text_field=args.text_field,
+        report=lambda path, mode: report(args, f"{path}: --split auto reads one document per {mode}", sys.stderr),
     )
     if not documents:
         raise ValueError(f"no documents in {', '.join(args.corpus)} (all empty?).")

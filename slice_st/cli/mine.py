@@ -17,6 +17,7 @@ from slice_st.cli.common import (
     model_options,
     quiet_progress,
     read_queries,
+    report,
     result_counts,
     terminal_safe,
     write_rows,
@@ -37,6 +38,9 @@ def add_mine_command(commands) -> None:
         metavar="FILE",
         help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files, recursively) or glob patterns ('-': "
         "standard input)",
+    )
+    mine.add_argument(
+        "--follow-links", action="store_true", help="also read file links leading out of a folder or pattern named"
     )
     mine.add_argument(
         "--index",
@@ -124,7 +128,11 @@ def _mine(args) -> int:
         raise ValueError("--approximate needs --index DIR (a saved index with a candidate stage).")
     _, per_text, _ = result_counts(args, index=False)
     queries = read_queries(args)
-    records = read_texts(_distinct_files(expand_inputs(args.files)), args.split)
+    records = read_texts(
+        _distinct_files(expand_inputs(args.files, follow_links=args.follow_links)),
+        args.split,
+        report=lambda path, mode: report(args, f"{path}: --split auto reads one text per {mode}", sys.stderr),
+    )
     quiet_progress(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     from slice_st.errors import SpanInputError

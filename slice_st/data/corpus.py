@@ -14,16 +14,14 @@ the file and the line; nothing is dropped silently except blank texts of plain t
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from slice_st.errors import CorpusError
-from slice_st.text import file_lines, read_texts
-
-JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
+from slice_st.text import JSONL_SUFFIXES as JSONL_SUFFIXES  # where the readers of ray_engine look
+from slice_st.text import is_jsonl, jsonl_records, read_texts
 
 
 @dataclass(frozen=True)
@@ -37,15 +35,16 @@ class Document:
     file_offset: int = 0
 
 
-def read_text_file(path: str, split: str = "line") -> list[Document]:
+def read_text_file(path: str, split: str = "line", report: Callable[[str, str], None] | None = None) -> list[Document]:
     """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``.
 
     The path in the id is normalised (``os.path.normpath``), so another spelling of it gives the same ids.
+    ``report(path, mode)`` hears which mode ``split="auto"`` chose (:func:`slice_st.text.read_texts`).
     """
     name = os.path.normpath(path) if path != "-" else path
     return [
         Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
-        for record in read_texts([path], split)
+        for record in read_texts([path], split, fmt="text", report=report)
     ]
 
 
@@ -62,26 +61,18 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
     [('a', 'first', 1), ('7', 'second', 2)]
     """
     documents = []
-    for number, offset, raw in file_lines(path):
-        line = raw.strip()
-        if line:
-            try:
-                record = json.loads(line)
-            except ValueError as error:
-                raise CorpusError(f"{path}, line {number}: not valid JSON ({error}).") from None
-            if not isinstance(record, dict):
-                raise CorpusError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
-            if id_field is None:
-                record = record | {"__line__": number}
-            where = f"{path}, line {number}"
-            documents.append(
-                Document(
-                    *_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
-                    path,
-                    number,
-                    offset,
-                )
+    for number, offset, record in jsonl_records(path):
+        if id_field is None:
+            record = record | {"__line__": number}
+        where = f"{path}, line {number}"
+        documents.append(
+            Document(
+                *_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
+                path,
+                number,
+                offset,
             )
+        )
     return documents
 
 
@@ -140,8 +131,12 @@ def read_corpus(
     fmt: str | None = None,
     id_field: str = "id",
     text_field: str = "text",
+    report: Callable[[str, str], None] | None = None,
 ) -> list[Document]:
-    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix). Checks ids are unique."""
+    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix). Checks ids are unique.
+
+    ``report(path, mode)`` hears which mode ``split="auto"`` chose for each text file.
+    """
     if isinstance(paths, str):
         paths = [paths]
     if fmt not in (None, "text", "jsonl"):
@@ -149,8 +144,10 @@ def read_corpus(
     check_distinct_files(paths)
     documents: list[Document] = []
     for path in paths:
-        kind = fmt or ("jsonl" if path.lower().endswith(JSONL_SUFFIXES) else "text")
-        documents.extend(read_jsonl(path, id_field, text_field) if kind == "jsonl" else read_text_file(path, split))
+        kind = fmt or ("jsonl" if is_jsonl(path) else "text")
+        documents.extend(
+            read_jsonl(path, id_field, text_field) if kind == "jsonl" else read_text_file(path, split, report)
+        )
     check_unique_ids(documents)
     return documents
 

@@ -1,4 +1,4 @@
-"""Correlations with gold scores, and the seeded pair sample the evaluators and the mteb task share."""
+"""Correlations with gold scores."""
 
 from __future__ import annotations
 
@@ -29,18 +29,3 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")
     return float(stats.pearsonr(gold_array, predicted_array)[0]), float(stats.spearmanr(gold_array, predicted_array)[0])
-
-
-def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
-    """A seeded sample of ``size`` pair indices in file order (all of them when ``size`` is None or ≥ total).
-
-    >>> subset_indices(10, 4, seed=0)
-    [0, 2, 6, 9]
-    """
-    import random
-
-    if size is None or size >= total:
-        return list(range(total))
-    if size < 4:
-        raise ValueError(f"a subset needs at least 4 pairs for correlations and the Williams test, got {size}.")
-    return sorted(random.Random(seed).sample(range(total), size))

@@ -924,8 +924,9 @@ class SpanIndex:
                 f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force)."
             )
         generation = int(current.get("generation", 0)) + 1 if current is not None else 1
-        data_dir = new_data_directory(path, generation)
+        data_dir = None
         try:
+            data_dir = new_data_directory(path, generation)
             samples = {}
             for name, values in self._arrays.items():
                 values = np.asarray(values)
@@ -959,14 +960,16 @@ class SpanIndex:
             }
             write_manifest(path, manifest)  # the commit point: a new temporary file, then os.replace
         except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
-            shutil.rmtree(data_dir, ignore_errors=True)
+            if data_dir is not None:
+                shutil.rmtree(data_dir, ignore_errors=True)
             if isinstance(error, FileAccessError):
                 raise
             raise FileAccessError(
                 f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged)."
             ) from error
         except BaseException:
-            shutil.rmtree(data_dir, ignore_errors=True)
+            if data_dir is not None:
+                shutil.rmtree(data_dir, ignore_errors=True)
             raise
         try:
             remove_old_data(path, keep=manifest["data"], replaced=None if current is None else current["data"])

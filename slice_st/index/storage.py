@@ -276,7 +276,10 @@ def array_digest(values: np.ndarray) -> str:
 
 
 def new_data_directory(path: str, generation: int) -> str:
-    """Create ``path/data-<generation>-<random>/`` (normal permissions, as ``mkdir`` with the umask) with the marker."""
+    """Create ``path/data-<generation>-<random>/`` (normal permissions, as ``mkdir`` with the umask) with the marker.
+
+    If the marker cannot be written (a full disk), the new folder is removed before the error is raised.
+    """
     while True:
         data_dir = os.path.join(path, f"data-{generation:06d}-{secrets.token_hex(4)}")
         try:
@@ -284,9 +287,13 @@ def new_data_directory(path: str, generation: int) -> str:
             break
         except FileExistsError:  # pragma: no cover - 2^32 names
             continue
-    write_bytes(
-        os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n"
-    )
+    try:
+        write_bytes(
+            os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n"
+        )
+    except BaseException:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     return data_dir
 
 
@@ -305,6 +312,8 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- reading
+#: The largest ``generation`` a manifest may hold (one save a second for 30,000 years).
+MAX_GENERATION = 10**12
 _REQUIRED = {
     "data": str,
     "model_fingerprint": str,
@@ -373,6 +382,8 @@ def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, 
         raise FileAccessError(f"{path}: cannot read {what} ({error.strerror or error}).") from None
     except ValueError as error:
         raise SpanInputError(f"{path}: unreadable {short} ({error}).") from None
+    except RecursionError:  # e.g. 100,000 nested "[": deeper than any index writes
+        raise SpanInputError(f"{path}: unreadable {short} (JSON nested too deeply).") from None
     if not isinstance(value, dict):
         raise SpanInputError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
     return value
@@ -418,6 +429,11 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         value = manifest.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
             raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
+    if manifest["generation"] > MAX_GENERATION:
+        raise SpanInputError(
+            f"{path}: unreadable index manifest (generation {str(manifest['generation'])[:20]}… is past "
+            f"{MAX_GENERATION}; no index is saved that often)."
+        )
     if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
         raise SpanInputError(
             f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name)."

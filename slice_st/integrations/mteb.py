@@ -19,6 +19,13 @@ A pair's score is the best cosine between the origin phrase (``line``) and any s
 the passage, from one forward pass per passage (:func:`slice_st.encode.best_spans_paired`); the main score
 is the Spearman correlation with ``goldsim``. The full-context cosine (one vector per passage) is
 reported alongside as ``full_context_cosine_*``.
+
+Split: ``test``, whatever the file (STS-B-Context is built on STS-B's test split and released as one evaluation
+set; which file, or which sample of it, was scored is the result's ``dataset_revision``). Descriptive statistics
+ship for the dev half of the released file (:data:`STATS_REVISION`); for any other file
+``task.calculate_descriptive_statistics()`` computes them and writes them beside that file. mteb's results tools
+look tasks up by name in mteb's own registry, which a task defined outside mteb cannot join:
+:func:`load_results` reads STSBContext results back through mteb's ``ResultCache`` with the task object.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from slice_st.errors import FileAccessError
@@ -36,13 +44,9 @@ require("mteb", "eval", "the STSBContext mteb task")
 from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
-from slice_st.data.stsb import SOURCE_SUFFIX, read_source_note  # noqa: E402
+from slice_st.data.stsb import read_source_note  # noqa: E402
 
-__all__ = [
-    "STSBContext",
-    "mteb_model",
-    "run_mteb",
-]
+__all__ = ["STSBContext", "load_results", "mteb_model", "run_mteb"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,36 +85,48 @@ _CITATION = r"""
 """
 
 
-#: The splits an STS-B-Context file can be (results are filed under it).
-SPLITS = ("dev", "test", "train")
+#: The one split of the task, whatever the file: STS-B-Context is built on STS-B's test split and released as a
+#: single evaluation set (mteb's name for such a set is ``test``). Which file or sample was scored is the result's
+#: ``dataset_revision``, not its split.
+SPLIT = "test"
+#: The revision (first 12 hex digits of the SHA-1 of the file's bytes) of the file the shipped descriptive statistics
+#: describe: the dev half of the released STS-B-Context (512 of its 1,024 rows), the only part at hand when they
+#: were computed. ``STSBContext(FILE).calculate_descriptive_statistics()`` computes them for any other file.
+STATS_REVISION = "aaccb8ff467e"
+_SHIPPED_STATS = Path(__file__).with_name("stsb_context_stats.json")
 
 
-def infer_split(path: str | os.PathLike | None) -> str:
-    """The STS-B split a file holds: ``dev``/``train`` when its name (or the STS-B file its note records) says so, else
-    ``test``.
+class _Metadata(TaskMetadata):
+    """mteb's ``TaskMetadata`` whose descriptive statistics live with slice-st or beside the task's file.
 
-    >>> infer_split("runs/stsb-context-dev.tsv"), infer_split("sts-train.csv"), infer_split("released.tsv")
-    ('dev', 'train', 'test')
+    mteb keeps them inside its own package, under the task's name; one name here covers any file, so the
+    statistics are kept per file instead (``None`` for a URL: they need a local file).
     """
-    import json
-    import re
 
-    names = [os.path.basename(os.fspath(path))] if path else []
-    if path and os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
-        try:
-            with open(os.fspath(path) + SOURCE_SUFFIX, encoding="utf-8") as handle:
-                names.insert(0, str(json.load(handle).get("stsb_file") or ""))
-        except (OSError, ValueError, AttributeError):
-            pass
-    for name in names:
-        words = set(re.split(r"[^a-z]+", name.lower()))
-        if words & {"dev", "validation", "val"}:
-            return "dev"
-        if "train" in words:
-            return "train"
-        if "test" in words:
-            return "test"
-    return "test"
+    _stats_path: Path | None = None  # a pydantic private attribute, copied by model_copy
+
+    @property
+    def descriptive_stat_path(self) -> Path:
+        if self._stats_path is None:
+            raise ValueError(
+                f"STSBContext keeps descriptive statistics beside a local file; {self.dataset['path']} is not one "
+                "(download it and pass its path)."
+            )
+        return self._stats_path
+
+    @property
+    def descriptive_stats(self):
+        return None if self._stats_path is None else super().descriptive_stats
+
+
+def _stats_path(path: str | None, revision: str) -> Path | None:
+    """Where the descriptive statistics of ``path`` (at ``revision``) are: the shipped file for the file they describe,
+    else beside the file, named by its revision (so an edited file never reads stale statistics)."""
+    if revision == STATS_REVISION:
+        return _SHIPPED_STATS
+    if path and os.path.isfile(path):
+        return Path(f"{path}.stats-{revision}.json")
+    return None
 
 
 class STSBContext(AbsTaskSTS):
@@ -122,8 +138,12 @@ class STSBContext(AbsTaskSTS):
     ``"make-context"``, ``"unknown"``; default: the note ``make-context`` writes beside its output, else
     ``"unknown"``); the task's metadata (description, ``sample_creation``) says so. ``limit`` keeps a
     seeded sample of that many pairs (``seed``). ``min_span``/``max_span``/``unit`` set the spans
-    (default 1..20 words, the paper's setting). The model must be a sentence-transformers model (span
-    scoring needs its token vectors).
+    (default 1..20 words, the paper's setting). The model must be a sentence-transformers model whose
+    first module is a transformer with a fast tokenizer (span scoring needs its token vectors).
+
+    The data is ``task.dataset["test"]`` (mteb's layout for a task with one subset); the metadata (split
+    ``test``, the file's name and revision, its descriptive statistics) is the file's and stays so after mteb's
+    ``unload_data()``, so one object can be evaluated again, from a cache or not.
 
     Args:
         path: The TSV, a local path or URL (``None``: ``SLICE_ST_STSB_CONTEXT``).
@@ -134,16 +154,15 @@ class STSBContext(AbsTaskSTS):
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
         missing_paraphrase: As in :func:`slice_st.data.read_stsb_context`.
-        **kwargs: Passed to mteb's ``AbsTaskSTS``.
     """
 
     min_score = 0
     max_score = 5
     column_names = ("sentence1", "sentence2")
 
-    metadata = TaskMetadata(
+    metadata = _Metadata(
         name="STSBContext",
-        dataset={"path": "local:STS-B-Context", "revision": "local"},
+        dataset={"path": "STS-B-Context", "revision": STATS_REVISION},
         description=(
             "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The "
             "score of a pair "
@@ -155,7 +174,7 @@ class STSBContext(AbsTaskSTS):
         type="STS",
         category="t2t",
         modalities=["text"],
-        eval_splits=["test"],
+        eval_splits=[SPLIT],
         eval_langs=["eng-Latn"],
         main_score="cosine_spearman",
         date=("2024-05-12", "2024-05-12"),
@@ -170,6 +189,7 @@ class STSBContext(AbsTaskSTS):
         bibtex_citation=_CITATION,
         adapted_from=["STSBenchmark"],
     )
+    metadata._stats_path = _SHIPPED_STATS
 
     def __init__(
         self,
@@ -182,8 +202,6 @@ class STSBContext(AbsTaskSTS):
         max_span: int = 20,
         unit: str = "word",
         missing_paraphrase: str = "warn",
-        split: str | None = None,
-        **kwargs: Any,
     ) -> None:
         from slice_st.spans import check_span_bounds
         from slice_st.tokens import check_unit
@@ -198,29 +216,41 @@ class STSBContext(AbsTaskSTS):
         self.source = source if source is not None else (read_source_note(self.path) or "unknown")
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
-        super().__init__(**kwargs)
-        self.split = split if split is not None else infer_split(self.path)
-        if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}.")
+        super().__init__()
         what, creation = SOURCES[self.source]
         update: dict[str, Any] = {
             "description": self.metadata.description.split("Read from a local TSV or URL: ")[0]
             + f"Read from a local TSV or URL: {what}.",
             "sample_creation": creation,
-            "eval_splits": [self.split],
         }
+        stats_path = None
         if self.path and os.path.isfile(self.path):
             with open(self.path, "rb") as handle:
                 revision = hashlib.sha1(handle.read()).hexdigest()[:12]
             if limit is not None:
                 revision += f"-limit{limit}-seed{seed}"
-            # Results are cached per dataset revision: a different file (or sample) is a different revision.
+            # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
-        self.metadata = self.metadata.model_copy(update=update)
+            stats_path = _stats_path(self.path, revision)
+        elif self.path:
+            update["dataset"] = {"path": self.path, "revision": "unknown"}
+        metadata = self.metadata.model_copy(update=update)
+        metadata._stats_path = stats_path
+        # The file's own metadata, which mteb's unload_data() would otherwise swap for the class's.
+        self.metadata = self._file_metadata = metadata
+
+    def unload_data(self) -> None:
+        """Free the data (mteb's ``unload_data``), keeping the metadata of the task's own file.
+
+        mteb restores the class's metadata on unloading, as its tasks reload their published data; this task
+        reloads the file it was built on, so the same object evaluates again with the same splits and revision.
+        """
+        super().unload_data()
+        self.metadata = self._file_metadata
 
     def load_data(self, num_proc: int | None = None, *, timer=None, **kwargs: Any) -> None:
-        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's split (``dev``,
-        ``test``, ``train``)."""
+        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's one split,
+        ``task.dataset["test"]`` (mteb's layout for a task with one subset)."""
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
@@ -233,10 +263,10 @@ class STSBContext(AbsTaskSTS):
                 "or give `--stsb-context FILE` to `slice-st mteb run`."
             )
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
-        if self.limit is not None:
-            from slice_st.evaluation.statistics import subset_indices
+        if self.limit is not None and self.limit < len(data):
+            import random
 
-            data = data.select(subset_indices(len(data), self.limit, self.seed))
+            data = data.select(sorted(random.Random(self.seed).sample(range(len(data)), self.limit)))
         split = datasets.Dataset.from_dict(
             {
                 "sentence1": data["line"],
@@ -245,7 +275,7 @@ class STSBContext(AbsTaskSTS):
                 "paraphrase": data["paraphrase"],
             }
         )
-        self.dataset = {"default": datasets.DatasetDict({self.split: split})}
+        self.dataset = datasets.DatasetDict({SPLIT: split})
         self.data_loaded = True
 
     def _evaluate_subset(
@@ -318,16 +348,63 @@ class STSBContext(AbsTaskSTS):
 
 
 def _sentence_transformer(model):
-    """The ``SentenceTransformer`` behind an mteb model wrapper (or the model itself)."""
+    """The ``SentenceTransformer`` behind an mteb model wrapper (or the model itself), checked to give token vectors
+    with character offsets (a transformer module first, with a fast tokenizer)."""
     from sentence_transformers import SentenceTransformer
 
     for candidate in (model, getattr(model, "model", None)):
         if isinstance(candidate, SentenceTransformer):
-            return candidate
+            try:
+                tokenizer = candidate.tokenizer
+            except (IndexError, AttributeError, KeyError):  # no modules, or a first module without a tokenizer
+                tokenizer = None
+            if getattr(tokenizer, "is_fast", False):
+                return candidate
+            first = f"its first module is a {type(candidate[0]).__name__}" if len(candidate) else "it has no modules"
+            raise TypeError(
+                "STSBContext scores spans from token vectors, so it needs a sentence-transformers model whose first "
+                f"module is a transformer with a fast tokenizer; {first}."
+            )
     raise TypeError(
         f"STSBContext scores spans from token vectors, so it needs a sentence-transformers model; got "
         f"{type(model).__name__}."
     )
+
+
+# ------------------------------------------------------------------------------------- results
+def load_results(folder: str | os.PathLike, task: STSBContext, *, models: list[str] | None = None):
+    """The STSBContext results of ``task``'s file saved under ``folder``, read and validated by mteb.
+
+    ``folder`` is an mteb result cache (``folder/results/<model>/<revision>/STSBContext.json``, as
+    ``mteb.evaluate(..., cache=mteb.ResultCache(folder))`` and ``slice-st mteb run --output-folder`` write it).
+    mteb's ``ResultCache.load_results`` reads every result with the task object (mteb's results tools look a task up
+    by name in mteb's own registry, which a task defined outside mteb cannot join) and validates it against the
+    task's split; results of another file or sample (another ``dataset_revision``) are left out.
+
+    Args:
+        folder: The result cache folder.
+        task: The ``STSBContext`` the results were evaluated on (the same file, and ``limit``/``seed``).
+        models: Model names to keep (``None``: all).
+
+    Returns:
+        mteb's ``BenchmarkResults`` (``get_score()`` of each ``TaskResult``; ``to_dataframe()`` and anything else
+        that looks the task up by name raise mteb's ``KeyError``).
+    """
+    import mteb
+
+    if not isinstance(task, STSBContext):
+        raise TypeError(f"task must be an STSBContext, got {type(task).__name__}.")
+    if not os.path.isdir(folder):  # ResultCache would create it
+        raise FileNotFoundError(f"results folder not found: {os.fspath(folder)}")
+    loaded = mteb.ResultCache(folder).load_results(
+        models=models, tasks=[task], require_model_meta=False, include_remote=False, validate_and_filter=True
+    )
+    kept = []
+    for model_result in loaded.model_results:
+        results = [r for r in model_result.task_results if r.dataset_revision == task.metadata.revision]
+        if results:
+            kept.append(model_result.model_copy(update={"task_results": results}))
+    return loaded.model_copy(update={"model_results": kept})
 
 
 # ------------------------------------------------------------------------------------- models
@@ -422,9 +499,14 @@ def run_mteb(
         check_creatable(os.path.join(output_folder, "results"))
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
+    wrapped = mteb_model(model, model_name, revision)
+    if cache is not None and overwrite_strategy != "always":
+        for task in built:
+            if isinstance(task, STSBContext):
+                _check_cached_revision(cache, task, wrapped.mteb_model_meta)
     try:
         return mteb.evaluate(
-            mteb_model(model, model_name, revision),
+            wrapped,
             built,
             cache=cache,
             overwrite_strategy=overwrite_strategy,
@@ -438,3 +520,16 @@ def run_mteb(
             f"({' '.join(str(error).split())[:200]}): "
             "run once with network access (HF_HUB_OFFLINE unset) to cache it."
         ) from None
+
+
+def _check_cached_revision(cache, task: STSBContext, meta) -> None:
+    """Refuse a cached STSBContext result of another file or sample: mteb finds cached results by task name and
+    model alone, so it would return that file's scores for this one."""
+    cached = cache.load_task_result(task.metadata.name, meta)
+    if cached is not None and cached.dataset_revision != task.metadata.revision:
+        where = cache.get_task_result_path(task.metadata.name, meta.model_name_as_path(), meta.revision)
+        raise FileAccessError(
+            f"{where} holds STSBContext results of another file or sample (dataset revision "
+            f"{cached.dataset_revision}; this one is {task.metadata.revision}): give another --output-folder, or "
+            "--overwrite-strategy always to replace them."
+        )

@@ -6,10 +6,21 @@
 The model and the index are loaded once; each request is a thin call of :meth:`SpanIndex.search`.
 A directory index is re-opened when another process saves it (``slice-st index add``): a request sees
 the old or the new index, never a half-written one. Nothing in the library imports this package
-(only the CLI does); FastAPI and uvicorn are imported when an app is made.
+(only the CLI does); importing it without FastAPI installed is a :class:`~slice_st.errors.MissingExtraError`.
 """
 
-from slice_st.serve.app import LIMITS, ServeLimits, create_app, run_server
+from slice_st.serve.app import LIMITS, SearchRequest, ServeLimits, create_app, router
+from slice_st.serve.guards import listening_socket
+from slice_st.serve.server import run_server
 from slice_st.serve.source import IndexSource
 
-__all__ = ["LIMITS", "IndexSource", "ServeLimits", "create_app", "run_server"]
+__all__ = [
+    "LIMITS",
+    "IndexSource",
+    "SearchRequest",
+    "ServeLimits",
+    "create_app",
+    "listening_socket",
+    "router",
+    "run_server",
+]

@@ -1,47 +1,72 @@
 """The FastAPI app of ``slice-st serve``: a JSON API over :meth:`SpanIndex.search` and the search page.
 
-Endpoints (OpenAPI schema at ``/openapi.json``, interactive docs at ``/docs``):
+Endpoints (OpenAPI schema at ``/openapi.json``; no interactive docs page, which would load its script from
+a CDN):
 
-- ``POST /api/search``: ``{"queries": "..." | [...], "top_k", "per_document", "threshold", "min_span",
-  "max_span", ...}``; any other field naming a keyword option of :meth:`SpanIndex.search` (e.g.
-  ``approximate``) is passed through to it. Returns the matches of each query, best first.
+- ``POST /api/search``: ``{"queries": "..." | [...], "top_k", "per_document", "threshold", "scorer", "overlap",
+  "min_span", "max_span", "approximate", "candidates", "nprobe"}`` (:class:`SearchRequest`; any other field is
+  refused). Returns the matches of each query, best first.
 - ``GET /api/documents?id=ID[&q=QUERY]``: a document's text, the character range of each unit and,
   with a query, each unit's best covering span score (:meth:`SpanIndex.unit_profile`).
 - ``GET /api/info``: what the index holds (:meth:`SpanIndex.info`) and the server's limits.
 - ``GET /``: the search page (static HTML/CSS/JS shipped in the package; no network needed).
 
+Character offsets (``start``, ``end``, ``units``) count code points, as Python's ``str`` does.
+
 Bad requests are JSON errors with a 4xx status (400 for values the library refuses, 404 for an unknown
-document, 413 for a body over the limit, 422 for malformed fields); a search that runs past the timeout
-is answered 503 (the search finishes in the background).
+document, 413 for a body or a search over the limits, 422 for malformed or unknown fields, 400 for a
+``Host`` the server does not answer to). A search that finds another one running, or that runs past the
+timeout, is answered 503 at once (with ``Retry-After``); a timed-out search stops at its next query chunk.
 """
 
-import asyncio
+from __future__ import annotations
+
 import functools
-import inspect
 import math
-import threading
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal
 
-from slice_st.index.span_index import SpanIndex
-from slice_st.serve.source import IndexSource
 from slice_st.text import require
 
-#: Keyword options of :meth:`SpanIndex.search` a request may not set (where the work runs, or the queries themselves).
-SEARCH_PASS_THROUGH_DENIED = frozenset({"self", "queries", "batch_size", "device", "prompt"})
+require("fastapi", "serve", "slice-st serve")
+require("pydantic", "serve", "slice-st serve")  # installed with fastapi
+
+from fastapi import APIRouter, FastAPI, HTTPException, Request  # noqa: E402
+from fastapi.exceptions import RequestValidationError  # noqa: E402
+from fastapi.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
+from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
+from fastapi.staticfiles import StaticFiles  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+
+from slice_st.index.search import IndexMatch  # noqa: E402
+from slice_st.index.span_index import SpanIndex  # noqa: E402
+from slice_st.serve.guards import (  # noqa: E402
+    BodyLimit,
+    SearchBusy,
+    SearchCancelled,
+    SearchRunner,
+    TokenGate,
+    chunked,
+    default_hosts,
+)
+from slice_st.serve.source import IndexSource  # noqa: E402
 
 
 @dataclass(frozen=True)
 class ServeLimits:
-    """Bounds on one request.
+    """Bounds on one request and on the server's connections.
 
     Args:
         max_queries: queries in one search.
         max_query_chars: characters of one query.
         max_top_k: ``top_k`` and ``per_document`` of one search.
-        max_body_bytes: bytes of a request body (larger: 413).
-        timeout_s: seconds a search may run before the request is answered 503.
+        max_body_bytes: bytes of a request body, counted as read (larger: 413).
+        timeout_s: seconds a search may run before it is answered 503 and stopped.
+        max_search_cost: the most a search may cost before it starts (:func:`search_cost`: query characters
+            times units in the index); larger: 413.
+        request_timeout_s: seconds a connection may stay open without sending a request (and idle between them).
+        max_connections: connections held at once; more are closed at once, and requests past it answered 503.
     """
 
     max_queries: int = 64
@@ -49,264 +74,257 @@ class ServeLimits:
     max_top_k: int = 1000
     max_body_bytes: int = 1 << 20
     timeout_s: float = 30.0
+    max_search_cost: int = 2 * 10**9
+    request_timeout_s: float = 10.0
+    max_connections: int = 256
 
 
 #: The default limits.
 LIMITS = ServeLimits()
 
+#: Queries searched at a time: a timed-out search stops after the chunk it is in.
+QUERY_CHUNK = 8
 
-def _fastapi():
-    return require("fastapi", "serve", "slice-st serve")
+
+class SearchRequest(BaseModel):
+    """One search: the queries and the options of :meth:`SpanIndex.search` a request may set, each bounded.
+
+    ``top_k`` and ``per_document`` are bounded again by the server's :class:`ServeLimits`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}},
+    )
+    queries: str | list[str] = Field(description="one query, or a list of queries")
+    top_k: int = Field(10, ge=1, le=100_000, description="spans per query, best first")
+    per_document: int | None = Field(None, ge=1, le=100_000, description="at most this many spans of each document")
+    threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
+    scorer: Literal["phrase", "max-cosine"] = Field("phrase", description="how the best spans are chosen")
+    overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
+    min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
+    max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")
+    approximate: bool = Field(False, description="use the index's candidate stage (built with --candidates)")
+    candidates: int | None = Field(None, ge=1, le=65_536, description="candidate chunks per query (approximate)")
+    nprobe: int | None = Field(None, ge=1, le=65_536, description="FAISS lists probed per query (approximate)")
+
+    def options(self) -> dict[str, Any]:
+        """The keyword options of :meth:`SpanIndex.search`."""
+        return self.model_dump(exclude={"queries"})
 
 
-def create_app(source: "IndexSource | SpanIndex", limits: ServeLimits = LIMITS):
+class QueryResult(BaseModel):
+    query: str
+    matches: list[IndexMatch]
+
+
+class SearchResponse(BaseModel):
+    results: list[QueryResult]
+
+
+class DocumentResponse(BaseModel):
+    id: str
+    index: int
+    text: str
+    units: list[tuple[int, int]] = Field(description="start and end character (code point) of each unit")
+    profile: list[float | None] | None = Field(
+        None, description="with a query: each unit's best covering span score (null: no span covers it)"
+    )
+
+
+def search_cost(queries: list[str], index: SpanIndex) -> int:
+    """What a search costs before it starts: the characters of its queries (at least 16 each) times the units in
+    the index. A search's time and memory grow with both (a long query makes the scorer rescan more spans)."""
+    return sum(max(16, len(query)) for query in queries) * max(1, index.num_units)
+
+
+router = APIRouter()
+
+
+def _limits(request: Request) -> ServeLimits:
+    return request.app.state.limits
+
+
+def _busy(detail: str) -> HTTPException:
+    return HTTPException(status_code=503, detail=detail, headers={"Retry-After": "1"})
+
+
+def _current(request: Request) -> SpanIndex:
+    try:
+        return request.app.state.source.current()
+    except (OSError, ValueError) as error:
+        raise _busy(f"the index cannot be read now: {error}") from None
+
+
+def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
+    texts = [queries] if isinstance(queries, str) else list(queries)
+    if not texts:
+        raise HTTPException(400, "queries is empty: give at least one query.")
+    if len(texts) > limits.max_queries:
+        raise HTTPException(413, f"at most {limits.max_queries} queries per search, got {len(texts)}.")
+    for position, text in enumerate(texts):
+        if len(text) > limits.max_query_chars:
+            raise HTTPException(413, f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.")
+    return texts
+
+
+def _check_bounds(body: SearchRequest, limits: ServeLimits) -> None:
+    for name in ("top_k", "per_document"):
+        value = getattr(body, name)
+        if value is not None and value > limits.max_top_k:
+            message = f"Input should be less than or equal to {limits.max_top_k}"
+            detail = [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}]
+            raise HTTPException(422, detail)
+
+
+async def _run(request: Request, work):
+    """``work(cancelled)`` on the search runner; busy or past the timeout: 503 at once; refused values: 400."""
+    runner: SearchRunner = request.app.state.runner
+    try:
+        return await runner.run(work)
+    except SearchBusy:
+        raise _busy("another search is running; try again in a moment.") from None
+    except (TimeoutError, SearchCancelled):
+        raise _busy(f"the search ran past {runner.timeout_s:g} s and was stopped.") from None
+    except (ValueError, TypeError) as error:
+        raise HTTPException(400, str(error)) from None
+
+
+@router.post(
+    "/api/search",
+    response_model=SearchResponse,
+    summary="Search the corpus",
+    responses={
+        400: {"description": "options the index refuses"},
+        413: {"description": "request over the limits"},
+        503: {"description": "another search is running, or this one ran past the timeout"},
+    },
+)
+async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
+    limits = _limits(request)
+    queries = _query_texts(body.queries, limits)
+    _check_bounds(body, limits)
+    index = _current(request)
+    cost = search_cost(queries, index)
+    if cost > limits.max_search_cost:
+        raise HTTPException(
+            413,
+            f"this search would cost {cost:.3g} (query characters × {index.num_units} units in the index); at most "
+            f"{limits.max_search_cost:.3g}: send shorter or fewer queries.",
+        )
+    options = body.options()
+
+    def work(cancelled):
+        return chunked(lambda part: index.search(part, **options), queries, cancelled, QUERY_CHUNK)
+
+    found = await _run(request, work)
+    return {
+        "results": [
+            {"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)
+        ]
+    }
+
+
+@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+def _positions(index: SpanIndex) -> dict[str, int]:
+    return {doc_id: number for number, doc_id in enumerate(index.doc_ids)}
+
+
+@router.get(
+    "/api/documents",
+    response_model=DocumentResponse,
+    summary="One document, its units and the query's profile",
+    responses={404: {"description": "unknown document id"}},
+)
+async def document(
+    request: Request, id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
+) -> dict[str, Any]:
+    limits = _limits(request)
+    index = _current(request)
+    position = _positions(index).get(id)
+    if position is None:
+        raise HTTPException(404, f"no document with id {id!r:.80}.")
+    query = _query_texts(q, limits)[0] if q is not None else None
+    if query is None:  # no model needed: never waits for a search
+        try:
+            chars, scores = index.unit_profile(None, id, min_span, max_span)
+        except (ValueError, TypeError) as error:
+            raise HTTPException(400, str(error)) from None
+    else:
+        chars, scores = await _run(request, lambda cancelled: index.unit_profile(query, id, min_span, max_span))
+    profile = None
+    if query is not None:
+        profile = [round(float(score), 6) if math.isfinite(score) else None for score in scores]
+    return {"id": id, "index": position, "text": index.texts[position], "units": chars.tolist(), "profile": profile}
+
+
+@router.get("/api/info", summary="What the index holds, and the server's limits")
+async def info(request: Request) -> dict[str, Any]:
+    details = _current(request).info()
+    return {
+        "index": {key: value for key, value in details.items() if key != "model_path"},
+        "limits": asdict(_limits(request)),
+        "search_options": sorted(SearchRequest.model_fields.keys() - {"queries"}),
+    }
+
+
+_STATIC = resources.files("slice_st.serve") / "static"
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def page() -> str:
+    return (_STATIC / "index.html").read_text(encoding="utf-8")
+
+
+async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    details = [{key: item.get(key) for key in ("loc", "msg", "type")} for item in error.errors()]
+    return JSONResponse({"detail": details}, status_code=422)
+
+
+def create_app(
+    source: IndexSource | SpanIndex,
+    limits: ServeLimits = LIMITS,
+    *,
+    allowed_hosts: list[str] | None = None,
+    token: str | None = None,
+) -> FastAPI:
     """The ASGI app (FastAPI) answering from ``source`` (an :class:`IndexSource`, or an in-memory index).
 
     Args:
         source: the index (a directory source is re-opened when another process saves it).
         limits: request bounds (:class:`ServeLimits`).
+        allowed_hosts: the ``Host`` header values answered (others: 400), e.g. ``["127.0.0.1", "localhost"]``
+            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1 and port 8000; a test client
+            needs ``base_url="http://localhost"``); ``["*"]`` answers any.
+        token: a secret every request must carry (``Authorization: Bearer``, or the page's cookie set by
+            ``/?token=``); ``None``: none.
 
     Returns:
         A ``fastapi.FastAPI`` app; run it with uvicorn (:func:`run_server`) or test it with ``fastapi.testclient``.
 
     Example:
         >>> from fastapi.testclient import TestClient  # doctest: +SKIP
-        >>> client = TestClient(create_app(IndexSource.from_directory("runs/corpus-index")))  # doctest: +SKIP
+        >>> app = create_app(IndexSource.from_directory("runs/corpus-index"))  # doctest: +SKIP
+        >>> client = TestClient(app, base_url="http://localhost")  # doctest: +SKIP
         >>> client.post("/api/search", json={"queries": "late flight", "top_k": 3}).json()  # doctest: +SKIP
     """
-    fastapi = _fastapi()
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import HTMLResponse, JSONResponse
-    from fastapi.staticfiles import StaticFiles
-
-    pydantic = require("pydantic", "serve", "slice-st serve")  # installed with fastapi
-    BaseModel, ConfigDict, Field = pydantic.BaseModel, pydantic.ConfigDict, pydantic.Field
-    run_in_threadpool = require("starlette.concurrency", "serve", "slice-st serve").run_in_threadpool
-
     if isinstance(source, SpanIndex):
         source = IndexSource(source)
-    search_lock = threading.Lock()  # one search at a time: the model's tokenizer is not safe to share across threads
-    passed_through = sorted(
-        name
-        for name, parameter in inspect.signature(SpanIndex.search).parameters.items()
-        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in SEARCH_PASS_THROUGH_DENIED
-    )
-
-    class SearchRequest(BaseModel):
-        """One search: the queries and :meth:`SpanIndex.search`'s options (other keyword options pass through)."""
-
-        model_config = ConfigDict(
-            extra="allow", json_schema_extra={"example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}}
-        )
-        queries: str | list[str] = Field(description="one query, or a list of queries")
-        top_k: int = Field(10, ge=1, le=limits.max_top_k, description="spans per query, best first")
-        per_document: int | None = Field(
-            None, ge=1, le=limits.max_top_k, description="at most this many spans of each document"
-        )
-        threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
-        scorer: Literal["phrase", "max-cosine"] = Field(
-            "phrase", description="how the best spans are chosen (slice_st.scoring)"
-        )
-        overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
-        min_span: int | None = Field(None, ge=1, description="shortest span (default: the index's)")
-        max_span: int | None = Field(None, ge=1, description="longest span (default: the index's)")
-
-    class Match(BaseModel):
-        query_index: int
-        doc_id: str
-        doc_index: int
-        start: int
-        end: int
-        span: str
-        score: float
-        unit_start: int
-        unit_end: int
-        calibrated: float | None = None
-        cosine: float | None = None
-
-    class QueryResult(BaseModel):
-        query: str
-        matches: list[Match]
-
-    class SearchResponse(BaseModel):
-        results: list[QueryResult]
-
-    class DocumentResponse(BaseModel):
-        id: str
-        index: int
-        text: str
-        units: list[tuple[int, int]] = Field(description="start and end character of each unit (word or token)")
-        profile: list[float | None] | None = Field(
-            None, description="with a query: each unit's best covering span score (null: no span covers it)"
-        )
-
-    app = fastapi.FastAPI(
+    app = FastAPI(
         title="slice-st serve",
         version="1",
         description="Span search over a corpus index: the best-matching spans of each query, grouped by document.",
+        docs_url=None,
+        redoc_url=None,
     )
-
-    @app.middleware("http")
-    async def bounded_body(request, call_next):
-        if request.method in ("POST", "PUT", "PATCH"):
-            length = request.headers.get("content-length")
-            if length is None:
-                return JSONResponse({"detail": "a request body needs a Content-Length header."}, status_code=411)
-            if not length.isdigit() or int(length) > limits.max_body_bytes:
-                return JSONResponse({"detail": f"request body over {limits.max_body_bytes} bytes."}, status_code=413)
-        return await call_next(request)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request, error: RequestValidationError):
-        details = [{key: item.get(key) for key in ("loc", "msg", "type")} for item in error.errors()]
-        return JSONResponse({"detail": details}, status_code=422)
-
-    def bad_request(message: str, status: int = 400):
-        return fastapi.HTTPException(status_code=status, detail=message)
-
-    async def in_time(function, *args):
-        try:
-            return await asyncio.wait_for(run_in_threadpool(function, *args), timeout=limits.timeout_s)
-        except TimeoutError:
-            raise fastapi.HTTPException(
-                status_code=503, detail=f"the search ran past {limits.timeout_s:g} s.", headers={"Retry-After": "5"}
-            ) from None
-
-    def current() -> SpanIndex:
-        try:
-            return source.current()
-        except (OSError, ValueError) as error:
-            raise fastapi.HTTPException(status_code=503, detail=f"the index cannot be read now: {error}") from None
-
-    @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
-    def positions(index: SpanIndex) -> dict[str, int]:
-        return {doc_id: number for number, doc_id in enumerate(index.doc_ids)}
-
-    def query_texts(queries: str | list[str]) -> list[str]:
-        texts = [queries] if isinstance(queries, str) else list(queries)
-        if not texts:
-            raise bad_request("queries is empty: give at least one query.")
-        if len(texts) > limits.max_queries:
-            raise bad_request(f"at most {limits.max_queries} queries per search, got {len(texts)}.", 413)
-        for position, text in enumerate(texts):
-            if len(text) > limits.max_query_chars:
-                raise bad_request(
-                    f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.", 413
-                )
-        return texts
-
-    @app.post(
-        "/api/search",
-        response_model=SearchResponse,
-        summary="Search the corpus",
-        responses={400: {"description": "options the index refuses"}, 413: {"description": "request over the limits"}},
-    )
-    async def search(request: SearchRequest) -> dict[str, Any]:
-        queries = query_texts(request.queries)
-        extra = dict(request.model_extra or {})
-        unknown = sorted(set(extra) - set(passed_through))
-        if unknown:
-            raise bad_request(
-                f"unknown search options {unknown}; the options are top_k, per_document, threshold, min_span, "
-                f"max_span and {', '.join(passed_through)}."
-            )
-        for name, value in extra.items():
-            if not (value is None or isinstance(value, (str, bool, int, float))) or (
-                isinstance(value, float) and not math.isfinite(value)
-            ):
-                raise bad_request(f"option {name} must be a string, number, boolean or null.")
-        options = {
-            "top_k": request.top_k,
-            "per_document": request.per_document,
-            "threshold": request.threshold,
-            "min_span": request.min_span,
-            "max_span": request.max_span,
-            "scorer": request.scorer,
-            "overlap": request.overlap,
-        } | extra
-        index = current()
-
-        def run():
-            with search_lock:
-                return index.search(queries, **options)
-
-        try:
-            found = await in_time(run)
-        except (ValueError, TypeError) as error:
-            raise bad_request(str(error)) from None
-        return {
-            "results": [
-                {"query": query, "matches": [asdict(match) for match in matches]}
-                for query, matches in zip(queries, found)
-            ]
-        }
-
-    @app.get(
-        "/api/documents",
-        response_model=DocumentResponse,
-        summary="One document, its units and the query's profile",
-        responses={404: {"description": "unknown document id"}},
-    )
-    async def document(
-        id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
-    ) -> dict[str, Any]:
-        index = current()
-        position = positions(index).get(id)
-        if position is None:
-            raise bad_request(f"no document with id {id!r:.80}.", 404)
-        query = query_texts(q)[0] if q is not None else None
-
-        def run():
-            with search_lock:
-                return index.unit_profile(query, id, min_span, max_span)
-
-        try:
-            chars, scores = await in_time(run)
-        except (ValueError, TypeError) as error:
-            raise bad_request(str(error)) from None
-        profile = None
-        if query is not None:
-            profile = [round(float(score), 6) if math.isfinite(score) else None for score in scores]
-        return {"id": id, "index": position, "text": index.texts[position], "units": chars.tolist(), "profile": profile}
-
-    @app.get("/api/info", summary="What the index holds, and the server's limits")
-    async def info() -> dict[str, Any]:
-        index = current()
-        details = index.info()
-        return {
-            "index": {key: value for key, value in details.items() if key != "model_path"},
-            "limits": asdict(limits),
-            "search_options": passed_through,
-        }
-
-    static = resources.files("slice_st.serve") / "static"
-
-    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def page() -> str:
-        return (static / "index.html").read_text(encoding="utf-8")
-
-    app.mount("/static", StaticFiles(directory=str(static)), name="static")
+    app.state.source = source
+    app.state.limits = limits
+    app.state.runner = SearchRunner(limits.timeout_s)
+    app.include_router(router)
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(TokenGate, token=token)
+    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1", 8000)
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)  # outermost: a rebinding page gets nothing
     return app
-
-
-def run_server(
-    source: IndexSource | SpanIndex,
-    host: str = "127.0.0.1",
-    port: int = 8000,
-    limits: ServeLimits = LIMITS,
-    log_level: str = "info",
-) -> None:
-    """Serve ``source`` with uvicorn until interrupted (bound to 127.0.0.1 unless ``host`` says otherwise).
-
-    Args:
-        source: the index (see :func:`create_app`).
-        host: the address to listen on (``0.0.0.0``: every interface).
-        port: the TCP port.
-        limits: request bounds.
-        log_level: uvicorn's log level.
-
-    Example:
-        >>> run_server(IndexSource.from_directory("runs/corpus-index"), port=8080)  # doctest: +SKIP
-    """
-    uvicorn = require("uvicorn", "serve", "slice-st serve")
-    uvicorn.run(create_app(source, limits), host=host, port=port, log_level=log_level)

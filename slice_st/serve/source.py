@@ -14,9 +14,11 @@ class IndexSource:
     """Hands out the current :class:`SpanIndex`; for a directory, the latest saved version.
 
     Each :meth:`current` call compares the manifest file's identity (inode, size, mtime) with the one
-    loaded; when a save replaced it, the index is loaded again with the same model (the load's own
-    retry makes a load that races a save return the old or the new index). A search holding an older
-    index keeps reading it: its memory-mapped arrays stay valid after the save removes their folder.
+    loaded; an index (or folder) removed since is an error (``FileNotFoundError`` or
+    :class:`~slice_st.errors.SpanInputError`), never the removed documents; when a save replaced it, the
+    index is loaded again with the same model (the load's own retry makes a load that races a save return
+    the old or the new index). A search holding an older index keeps reading it: its memory-mapped
+    arrays stay valid after the save removes their folder.
 
     Args:
         index: the index to serve.
@@ -58,7 +60,9 @@ class IndexSource:
         if self.directory is None:
             return self._index
         stamp = self._manifest_stamp()
-        if stamp == self._stamp or stamp is None:
+        if stamp is None:  # a save replaces the manifest in one rename: it is never missing, unless removed
+            read_manifest(self.directory, must_exist=True)  # the error saying what is gone
+        if stamp == self._stamp:
             return self._index
         with self._lock:
             if stamp == self._stamp:

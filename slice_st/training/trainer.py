@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from slice_st.errors import MissingExtraError
 from slice_st.text import require
 
 logger = logging.getLogger(__name__)
@@ -474,13 +475,23 @@ def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers'
-    ``add_adapter``."""
-    LoraConfig = require("peft", "train", "--lora-r (LoRA training)").LoraConfig
-    model.add_adapter(
-        LoraConfig(
-            r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
-        )
+    ``add_adapter``; a transformers release that refuses the installed peft is one clear error."""
+    peft = require("peft", "train", "--lora-r (LoRA training)")
+    config = peft.LoraConfig(
+        r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
     )
+    try:
+        model.add_adapter(config)
+    except ValueError as error:
+        if "version of PEFT" not in str(error):
+            raise
+        import transformers
+
+        raise MissingExtraError(
+            f"LoRA training (--lora-r) cannot run on transformers {transformers.__version__} with peft "
+            f"{peft.__version__}: {error}; pip install 'slice-st[train]' installs a pair that works",
+            name="peft",
+        ) from None
 
 
 def save_adapter(model, path: str) -> str:

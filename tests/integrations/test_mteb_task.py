@@ -11,7 +11,7 @@ import pytest
 mteb = pytest.importorskip("mteb")
 
 from slice_st.cli import main  # noqa: E402
-from slice_st.integrations.mteb import DATA_ENV, STSBContext, mteb_model  # noqa: E402
+from slice_st.integrations.mteb import DATA_ENV, SPLIT, STSBContext, mteb_model  # noqa: E402
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "stsb_context_sample.tsv"
 
@@ -74,7 +74,7 @@ def test_evaluate_from_python_has_a_model_name_and_revision(tiny_model, tmp_path
 def test_limit_is_a_seeded_sample_with_its_own_revision():
     task = STSBContext(FIXTURE, limit=4)
     task.load_data()
-    assert len(task.dataset["default"]["test"]) == 4
+    assert len(task.dataset["test"]) == 4
     assert task.metadata.dataset["revision"].endswith("-limit4-seed0")
     with pytest.raises(ValueError, match="limit"):
         STSBContext(FIXTURE, limit=2)
@@ -140,13 +140,14 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
     assert "must be >= 4" in capsys.readouterr().err
 
 
-def test_a_dev_file_is_filed_under_dev(tiny_model, tmp_path):
-    """Issue 24: results of a dev file were written under split "test"."""
+def test_one_split_whatever_the_file(tiny_model, tmp_path):
+    """One split name in the class, the instance, the results: a dev-named file is still split "test" (its file and
+    sample are the result's dataset_revision)."""
     dev = tmp_path / "stsb-context-dev.tsv"
     shutil.copy(FIXTURE, dev)
     task = STSBContext(dev, max_span=6)
-    assert task.metadata.eval_splits == ["dev"] and STSBContext(FIXTURE).metadata.eval_splits == ["test"]
-    assert STSBContext(FIXTURE, split="dev").metadata.eval_splits == ["dev"]
+    assert STSBContext.metadata.eval_splits == task.metadata.eval_splits == list(task.eval_splits) == [SPLIT]
+    assert SPLIT == "test"
     result = mteb.evaluate(
         mteb_model(tiny_model),
         [task],
@@ -154,11 +155,12 @@ def test_a_dev_file_is_filed_under_dev(tiny_model, tmp_path):
         show_progress_bar=False,
         co2_tracker=False,
     )
-    assert list(result.task_results[0].scores) == ["dev"]
+    assert list(result.task_results[0].scores) == ["test"]
     saved = json.loads(next((tmp_path / "out").rglob("STSBContext.json")).read_text())
-    assert list(saved["scores"]) == ["dev"]
-    with pytest.raises(ValueError, match="split must be one of"):
-        STSBContext(FIXTURE, split="validation")
+    assert list(saved["scores"]) == ["test"] and saved["dataset_revision"] == task.metadata.revision
+    assert STSBContext(FIXTURE).metadata.revision == task.metadata.revision  # same bytes, same revision
+    with pytest.raises(TypeError, match="split"):
+        STSBContext(FIXTURE, split="dev")
 
 
 def test_model_meta_has_licence_base_and_size(tiny_model):

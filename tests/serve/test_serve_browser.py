@@ -27,6 +27,12 @@ LAUNCH_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+#: Documents that broke the page: emoji before the match (offsets in code points, JavaScript counts UTF-16 units)
+#: and an id that is a property of every JavaScript object.
+HOSTILE = {
+    "emoji-first": "🎸🎸🎸🎸🎸🎸🎸🎸🎸🎸 Homer: my son plays the guitar in the garage every evening.",
+    "__proto__": "Marge: the neighbour plays the guitar far too loudly at night.",
+}
 SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt")
 
 
@@ -51,9 +57,9 @@ def server_url(real_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve") / "ix"
     with open(SAMPLE, encoding="utf-8") as handle:
         lines = [(number, line.strip()) for number, line in enumerate(handle, start=1) if line.strip()]
-    SpanIndex.build(
-        [text for _, text in lines], real_model, [f"sample_corpus.txt:{number}" for number, _ in lines]
-    ).save(folder)
+    texts = [text for _, text in lines] + list(HOSTILE.values())
+    ids = [f"sample_corpus.txt:{number}" for number, _ in lines] + list(HOSTILE)
+    SpanIndex.build(texts, real_model, ids).save(folder)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
     port = sock.getsockname()[1]
@@ -125,4 +131,33 @@ def test_search_highlight_and_open_a_document(browser, server_url, tmp_path):
     assert all(url.startswith(server_url) for url in requests), [
         url for url in requests if not url.startswith(server_url)
     ]
+    page.close()
+
+
+def test_highlights_match_the_api_spans_after_emoji_and_for_any_id(browser, server_url):
+    page = browser.new_page(viewport={"width": 1000, "height": 640})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(server_url + "/")
+    page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
+    page.fill("#query", "plays the guitar")
+    page.locator("#threshold").fill("-0.2")
+    page.click("#search-button")
+    page.wait_for_selector("article.doc mark")
+    found = page.evaluate(
+        "async () => (await (await fetch('/api/search', {method: 'POST', headers: {'Content-Type': "
+        "'application/json'}, body: JSON.stringify({queries: ['plays the guitar'], top_k: 50, per_document: 3})}))"
+        ".json()).results[0].matches"
+    )
+    for doc_id in HOSTILE:
+        spans = [match["span"] for match in found if match["doc_id"] == doc_id]
+        assert spans, doc_id
+        card = page.locator("article.doc").filter(has=page.locator("button.doc-id", has_text=doc_id)).first
+        assert card.locator("mark").all_inner_texts() == spans
+        card.locator("button.doc-id").click()
+        page.wait_for_selector("#document:not([hidden]) #document-text mark")
+        assert page.locator("#document-title").inner_text() == doc_id
+        assert page.locator("#document-text").inner_text() == HOSTILE[doc_id]
+        page.click("#close-document")
+    assert not errors, errors
     page.close()

@@ -1,7 +1,9 @@
 // slice-st serve: the search page. Plain JS, no build step, no network beyond this server.
 "use strict";
 const $ = (id) => document.getElementById(id);
-const state = { query: "", results: [], documentId: null };
+// Offsets from the API count code points (Python's str); JavaScript strings index UTF-16 units, so every
+// offset goes through doc.at (code point -> UTF-16 index) before it touches a string.
+const state = { query: "", results: [], documentId: null, docs: new Map(), searchTurn: 0, documentTurn: 0 };
 const CONTEXT = 90;
 
 function el(tag, attrs, ...children) {
@@ -17,19 +19,35 @@ function threshold() { return parseFloat($("threshold").value); }
 
 async function api(path, options) {
   const response = await fetch(path, options);
-  const body = await response.json();
-  if (!response.ok) {
-    const detail = Array.isArray(body.detail) ? body.detail.map((d) => d.msg).join("; ") : body.detail;
-    throw new Error(detail || response.statusText);
+  const json = (response.headers.get("content-type") || "").includes("application/json");
+  if (!response.ok) {  // the status first: a proxy's or a busy server's answer may not be JSON
+    let detail = response.status === 503 ? "the server is busy; try again in a moment" : response.statusText;
+    if (json) {
+      const body = await response.json().catch(() => ({}));
+      if (Array.isArray(body.detail)) detail = body.detail.map((d) => d.msg).join("; ");
+      else if (typeof body.detail === "string") detail = body.detail;
+    }
+    throw new Error(`${response.status}: ${detail}`);
   }
-  return body;
+  if (!json) throw new Error(`unexpected answer (${response.headers.get("content-type") || "no content type"})`);
+  return response.json();
 }
 
-function snippet(text, start, end) {
-  const left = Math.max(0, start - CONTEXT), right = Math.min(text.length, end + CONTEXT);
+function withOffsets(doc) {
+  const at = [];
+  let index = 0;
+  for (const character of doc.text) { at.push(index); index += character.length; }
+  at.push(index);
+  return { ...doc, at, length: at.length - 1 };  // length: in code points, as the API counts
+}
+
+function slice(doc, start, end) { return doc.text.slice(doc.at[start], doc.at[end]); }
+
+function snippet(doc, start, end) {
+  const left = Math.max(0, start - CONTEXT), right = Math.min(doc.length, end + CONTEXT);
   return el("span", { class: "context" },
-    (left > 0 ? "…" : "") + text.slice(left, start), el("mark", {}, text.slice(start, end)),
-    text.slice(end, right) + (right < text.length ? "…" : ""));
+    (left > 0 ? "…" : "") + slice(doc, left, start), el("mark", {}, slice(doc, start, end)),
+    slice(doc, end, right) + (right < doc.length ? "…" : ""));
 }
 
 async function search(event) {
@@ -38,29 +56,33 @@ async function search(event) {
   if (!query) return;
   $("status").textContent = "searching…";
   $("status").className = "muted";
+  const turn = ++state.searchTurn;  // a slower answer to an earlier search is dropped
   try {
     const body = await api("/api/search", {
       method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ queries: [query], top_k: parseInt($("top-k").value, 10) || 50,
                              per_document: parseInt($("per-document").value, 10) || 3 }),
     });
+    const docs = await loadDocuments(body.results[0].matches);
+    if (turn !== state.searchTurn) return;
     state.query = query;
     state.results = body.results[0].matches;
-    state.texts = {};
-    await loadTexts(state.results);
+    state.docs = docs;
     renderResults();
   } catch (error) {
+    if (turn !== state.searchTurn) return;
     $("status").textContent = "error: " + error.message;
     $("status").className = "error";
   }
 }
 
-async function loadTexts(matches) {
+async function loadDocuments(matches) {
+  const docs = new Map();  // a Map: an id such as "__proto__" is a key like any other
   const ids = [...new Set(matches.map((m) => m.doc_id))];
   await Promise.all(ids.map(async (id) => {
-    const doc = await api("/api/documents?id=" + encodeURIComponent(id));
-    state.texts[id] = doc.text;
+    docs.set(id, withOffsets(await api("/api/documents?id=" + encodeURIComponent(id))));
   }));
+  return docs;
 }
 
 function renderResults() {
@@ -79,7 +101,7 @@ function renderResults() {
       el("div", { class: "doc-head" }, open, el("span", { class: "muted" }, `${matches.length} match${matches.length > 1 ? "es" : ""}`)));
     for (const match of matches) {
       card.append(el("div", { class: "match" }, el("span", { class: "score" }, match.score.toFixed(3)),
-        snippet(state.texts[id], match.start, match.end)));
+        snippet(state.docs.get(id), match.start, match.end)));
     }
     results.append(card);
   }
@@ -93,14 +115,17 @@ function renderResults() {
 async function openDocument(id) {
   state.documentId = id;
   const query = state.query ? "&q=" + encodeURIComponent(state.query) : "";
+  const turn = ++state.documentTurn;
   let doc;
   try {
-    doc = await api("/api/documents?id=" + encodeURIComponent(id) + query);
+    doc = withOffsets(await api("/api/documents?id=" + encodeURIComponent(id) + query));
   } catch (error) {
+    if (turn !== state.documentTurn) return;
     $("status").textContent = "error: " + error.message;
     $("status").className = "error";
     return;
   }
+  if (turn !== state.documentTurn || state.documentId !== id) return;  // another document was opened since
   $("document-title").textContent = doc.id;
   const matches = state.results.filter((m) => m.doc_id === id && m.score >= threshold()).sort((a, b) => a.start - b.start);
   const best = Math.max(...matches.map((m) => m.score));
@@ -109,13 +134,13 @@ async function openDocument(id) {
   let at = 0;
   for (const match of matches) {
     if (match.start < at) continue;  // overlapping spans: the earlier one stays highlighted
-    text.append(doc.text.slice(at, match.start));
-    const mark = el("mark", { title: match.score.toFixed(3) }, doc.text.slice(match.start, match.end));
+    text.append(slice(doc, at, match.start));
+    const mark = el("mark", { title: match.score.toFixed(3) }, slice(doc, match.start, match.end));
     if (match.score === best) mark.className = "best";
     text.append(mark);
     at = match.end;
   }
-  text.append(doc.text.slice(at));
+  text.append(slice(doc, at, doc.length));
   drawStrip(doc);
   $("results").hidden = true;
   $("document").hidden = false;
@@ -128,7 +153,7 @@ function drawStrip(doc) {
   const context = canvas.getContext("2d");
   context.clearRect(0, 0, width, height);
   const profile = doc.profile || [];
-  const length = doc.text.length || 1;
+  const length = doc.length || 1;
   const scores = profile.filter((s) => s !== null);
   if (!scores.length) return;
   const low = Math.min(...scores), high = Math.max(...scores);

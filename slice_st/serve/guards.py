@@ -1,0 +1,256 @@
+"""What keeps ``slice-st serve`` answering only its user, and answering at all.
+
+* :class:`BodyLimit`: a request body is counted as it is read (``Content-Length`` or chunked, whatever the
+  headers say) and refused with 413 past the limit; nothing larger is ever held in memory.
+* :class:`TokenGate`: with a token, every request must carry it (``Authorization: Bearer …`` or the cookie the
+  page gets from ``/?token=…``).
+* :class:`SearchRunner`: one search at a time, never queued (a second is answered 503 at once), bounded by
+  its cost before it starts, and stopped between query chunks once it runs past the timeout, so the lock
+  is given back.
+* :func:`guarded_protocol`: uvicorn's HTTP protocol that closes a connection that sends no request in time
+  and refuses connections past a cap, so idle clients cannot use up the file handles.
+* :func:`listening_socket`: the address checked and bound before anything slow (the model) is loaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import socket
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from fastapi.concurrency import run_in_threadpool
+
+T = TypeVar("T")
+
+#: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).
+TOKEN_COOKIE = "slice_st_token"
+
+
+async def _send_json(send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """ASGI middleware: read a request body up to ``max_bytes`` (counting the bytes received, chunked or not), then
+    hand it to the app; past the limit, 413 and the connection closed, whatever ``Content-Length`` claimed."""
+
+    def __init__(self, app, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await _send_json(send, 413, f"request body over {self.max_bytes} bytes.", [(b"connection", b"close")])
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay():
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class TokenGate:
+    """ASGI middleware: with ``token`` set, a request needs ``Authorization: Bearer TOKEN`` or the page's cookie
+    (401 otherwise). ``GET /?token=TOKEN`` sets that cookie and sends the browser on to ``/``."""
+
+    def __init__(self, app, token: str | None) -> None:
+        self.app = app
+        self.token = token.encode() if token else None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.token is None:
+            await self.app(scope, receive, send)
+            return
+        offered = _offered_tokens(scope)
+        if any(hmac.compare_digest(candidate, self.token) for candidate in offered["header"] + offered["cookie"]):
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] == "/" and any(hmac.compare_digest(c, self.token) for c in offered["query"]):
+            cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 303,
+                    "headers": [(b"location", b"/"), (b"set-cookie", cookie)],
+                }
+            )
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await _send_json(
+            send, 401, "this server needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN."
+        )
+
+
+def _offered_tokens(scope) -> dict[str, list[bytes]]:
+    offered: dict[str, list[bytes]] = {"header": [], "cookie": [], "query": []}
+    for name, value in scope.get("headers", []):
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            offered["header"].append(value[7:].strip())
+        elif name == b"cookie":
+            for part in value.split(b";"):
+                key, _, cookie = part.strip().partition(b"=")
+                if key == TOKEN_COOKIE.encode():
+                    offered["cookie"].append(cookie)
+    for part in scope.get("query_string", b"").split(b"&"):
+        key, _, value = part.partition(b"=")
+        if key == b"token":
+            offered["query"].append(value)
+    return offered
+
+
+class SearchBusy(RuntimeError):
+    """Another search holds the model (answered 503 at once)."""
+
+
+class SearchCancelled(RuntimeError):
+    """A search stopped between query chunks because its request timed out."""
+
+
+class SearchRunner:
+    """Runs one search at a time in a worker thread: never queued, stopped when its request gives up.
+
+    The model's tokenizer is not safe to share across threads, so searches hold one lock; a request
+    that finds it taken is refused at once (:class:`SearchBusy`) rather than queued behind it. A
+    search runs its queries in chunks and checks between chunks whether its request timed out
+    (:class:`SearchCancelled`): the lock is back within one chunk's time, and each chunk is bounded
+    by the cost check made before the search starts.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    async def run(self, work: Callable[[threading.Event], T]) -> T:
+        """``work(cancelled)`` in a thread under the lock; raises :class:`SearchBusy` or ``TimeoutError``."""
+        if not self._lock.acquire(blocking=False):
+            raise SearchBusy("another search is running")
+        cancelled = threading.Event()
+
+        def locked() -> T:
+            try:
+                return work(cancelled)
+            finally:
+                self._lock.release()
+
+        try:
+            return await asyncio.wait_for(run_in_threadpool(locked), timeout=self.timeout_s)
+        except BaseException:
+            cancelled.set()  # the thread stops at its next chunk and gives the lock back
+            raise
+
+
+def chunked(run_chunk: Callable[[list[str]], list[Any]], queries: list[str], cancelled: threading.Event, size: int):
+    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with :class:`SearchCancelled` once ``cancelled``."""
+    results: list[Any] = []
+    for start in range(0, len(queries), size):
+        if cancelled.is_set():
+            raise SearchCancelled("the search ran past its time")
+        results.extend(run_chunk(queries[start : start + size]))
+    return results
+
+
+def guarded_protocol(request_timeout_s: float, max_connections: int):
+    """uvicorn's h11 protocol, closing a connection that sends no complete request head within ``request_timeout_s``
+    and refusing (closing at once) connections past ``max_connections``."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11Protocol(H11Protocol):
+        def connection_made(self, transport) -> None:
+            if len(self.connections) >= max_connections:  # no file handle is held for it
+                transport.close()
+                return
+            super().connection_made(transport)
+            self.loop.call_later(request_timeout_s, self._close_if_silent)
+
+        def _close_if_silent(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():  # not one request head yet
+                self.transport.close()
+
+        def connection_lost(self, exc) -> None:
+            if self in self.connections:
+                super().connection_lost(exc)
+
+    return GuardedH11Protocol
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is an address of this machine only (``127.0.0.0/8``, ``::1``, ``localhost``).
+
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0"), is_loopback("192.168.1.4")
+    (True, True, False, False)
+    """
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def default_hosts(host: str, port: int) -> list[str]:
+    """The ``Host`` values a server bound to ``host`` answers: that address and ``localhost`` (with and without the
+    port). A page of another name pointed at this address (DNS rebinding) is refused.
+
+    >>> default_hosts("127.0.0.1", 8000)
+    ['127.0.0.1', 'localhost', '127.0.0.1:8000', 'localhost:8000']
+    """
+    names = [host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1"]
+    names = [f"[{name}]" if ":" in name else name for name in names]
+    return names + [f"{name}:{port}" for name in names]
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening; a bad port, a name that does not resolve or an address in use
+    is a ``ValueError`` saying so (checked before the model loads)."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be a number from 1 to 65535, got {port!r}.")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        raise ValueError(f"cannot listen on {host}: the name does not resolve ({error}).") from None
+    family, kind, protocol, _, address = infos[0]
+    sock = socket.socket(family, kind, protocol)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as error:
+        sock.close()
+        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}.") from None
+    sock.setblocking(False)
+    return sock

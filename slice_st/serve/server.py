@@ -1,0 +1,66 @@
+"""Running ``slice-st serve``'s app with uvicorn: the address bound first, then the guarded connection handling."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from slice_st.index.span_index import SpanIndex
+from slice_st.serve.app import LIMITS, ServeLimits, create_app
+from slice_st.serve.guards import default_hosts, guarded_protocol, is_loopback, listening_socket
+from slice_st.serve.source import IndexSource
+from slice_st.text import require
+
+logger = logging.getLogger(__name__)
+
+
+def run_server(
+    source: IndexSource | SpanIndex,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServeLimits = LIMITS,
+    log_level: str = "info",
+    *,
+    allowed_hosts: list[str] | None = None,
+    token: str | None = None,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve ``source`` with uvicorn until interrupted (bound to 127.0.0.1 unless ``host`` says otherwise).
+
+    Connections that send no request within ``limits.request_timeout_s`` are closed, as are connections past
+    ``limits.max_connections``. A non-loopback ``host`` without a ``token`` logs a warning: anyone who can
+    reach the address can read the corpus.
+
+    Args:
+        source: the index (see :func:`~slice_st.serve.create_app`).
+        host: the address to listen on (``0.0.0.0``: every interface).
+        port: the TCP port.
+        limits: request and connection bounds.
+        log_level: uvicorn's log level.
+        allowed_hosts: ``Host`` values answered besides ``host`` and ``localhost`` (a name the server is reached by).
+        token: a secret every request must carry (see :func:`~slice_st.serve.create_app`).
+        sock: a socket already bound and listening (:func:`listening_socket`); default: bound here.
+
+    Example:
+        >>> run_server(IndexSource.from_directory("runs/corpus-index"), port=8080)  # doctest: +SKIP
+    """
+    uvicorn = require("uvicorn", "serve", "slice-st serve")
+    sock = sock if sock is not None else listening_socket(host, port)
+    port = sock.getsockname()[1]
+    if not is_loopback(host) and token is None:
+        logger.warning(
+            "serving %s to every client that can reach it, with no token: anyone there can read the whole corpus "
+            "(give --token, or bind 127.0.0.1)",
+            host,
+        )
+    app = create_app(source, limits, allowed_hosts=default_hosts(host, port) + list(allowed_hosts or []), token=token)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        http=guarded_protocol(limits.request_timeout_s, limits.max_connections),
+        timeout_keep_alive=max(1, int(limits.request_timeout_s)),
+        limit_concurrency=limits.max_connections,
+        ws="none",
+        lifespan="off",
+    )
+    uvicorn.Server(config).run(sockets=[sock])

@@ -1,0 +1,349 @@
+"""`slice-st serve` answers only its user and survives hostile requests: Host allow-list, token, body limit on the bytes
+read, one search at a time (503 at once when busy or timed out, the lock given back), cost bound, idle connections
+closed, no CDN docs page, a removed index noticed, address errors before the model loads. Network tests use loopback
+only, with bounded waits."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+
+import pytest
+
+pytest.importorskip("fastapi", reason="slice-st[serve] (fastapi) is not installed")
+pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
+from fastapi.testclient import TestClient
+
+from slice_st.index.span_index import SpanIndex
+from slice_st.serve import LIMITS, IndexSource, ServeLimits, create_app
+
+DOCS = [
+    "Customer: my bag was lost on the way to Denver.",
+    "Agent: the flight was delayed by the storm over the lakes.",
+    "A man plays the guitar at the gate while people wait for the late flight.",
+    "Refund the ticket please, the train never came.",
+]
+IDS = ["calls:1", "calls:3", "tickets/T1", "tickets/T2"]
+BASE = "http://localhost"
+WAIT = 20  # seconds a bounded wait may take on a loaded machine before the test fails
+
+
+@pytest.fixture()
+def index(tiny_model):
+    return SpanIndex.build(DOCS, tiny_model, IDS, max_span=5)
+
+
+def _client(index_or_source, limits=LIMITS, **options):
+    return TestClient(create_app(index_or_source, limits, **options), base_url=BASE)
+
+
+# ------------------------------------------------------------------ who is answered
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8000", "127.0.0.1.evil.example"])
+def test_a_page_of_another_name_reads_nothing(index, host):
+    """DNS rebinding: a page at http://evil.example:PORT/ whose name now points at 127.0.0.1."""
+    with _client(index) as client:
+        headers = {"Host": host}
+        assert client.post("/api/search", json={"queries": "late"}, headers=headers).status_code == 400
+        assert client.get("/api/documents", params={"id": "calls:1"}, headers=headers).status_code == 400
+        assert client.get("/api/info", headers=headers).status_code == 400
+        for host_ok in ("localhost", "127.0.0.1:8000"):
+            assert client.get("/api/info", headers={"Host": host_ok}).status_code == 200
+
+
+def test_more_host_names_are_answered_when_allowed(index):
+    with _client(index, allowed_hosts=["search.example"]) as client:
+        assert client.get("/api/info", headers={"Host": "search.example"}).status_code == 200
+        assert client.get("/api/info", headers={"Host": "evil.example"}).status_code == 400
+
+
+def test_a_token_is_needed_when_given(index):
+    with _client(index, token="s3cret-token") as client:
+        assert client.post("/api/search", json={"queries": "late"}).status_code == 401
+        assert client.get("/api/documents", params={"id": "calls:1"}).status_code == 401
+        assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        ok = client.post("/api/search", json={"queries": "late"}, headers={"Authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200
+        entry = client.get("/", params={"token": "s3cret-token"}, follow_redirects=False)
+        assert entry.status_code == 303 and "HttpOnly" in entry.headers["set-cookie"]
+        assert client.get("/api/info").status_code == 200  # the page's cookie from now on
+
+
+def test_no_interactive_docs_page_from_a_cdn(index):
+    with _client(index) as client:
+        for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
+            assert client.get(path).status_code == 404
+        assert "/api/search" in client.get("/openapi.json").json()["paths"]
+
+
+# ------------------------------------------------------------------ bodies and options
+def test_a_chunked_body_over_the_limit_is_refused_as_read(index):
+    """No Content-Length (chunked): the limit counts the bytes as they arrive (a live server stops reading there:
+    see the lying-Content-Length test below)."""
+
+    def body():
+        for _ in range(64):
+            yield b"x" * 1024
+
+    with _client(index, ServeLimits(max_body_bytes=4096)) as client:
+        response = client.post("/api/search", content=body(), headers={"Content-Type": "application/json"})
+        assert response.status_code == 413 and "bytes" in response.json()["detail"]
+        small = client.post(
+            "/api/search", content=iter([b'{"queries": ', b'"late"}']), headers={"Content-Type": "application/json"}
+        )
+        assert small.status_code == 200
+
+
+def test_only_allowed_options_reach_the_search(index, monkeypatch):
+    seen = []
+    real = index.search
+
+    def recording(queries, **options):
+        seen.append(options)
+        return real(queries, **options)
+
+    monkeypatch.setattr(index, "search", recording)
+    with _client(index) as client:
+        assert client.post("/api/search", json={"queries": "late", "batch_size": 10**6}).status_code == 422
+        assert client.post("/api/search", json={"queries": "late", "device": "cuda:0"}).status_code == 422
+        assert client.post("/api/search", json={"queries": "late", "top_k": 3}).status_code == 200
+    assert len(seen) == 1 and set(seen[0]) == {
+        "top_k",
+        "per_document",
+        "threshold",
+        "scorer",
+        "overlap",
+        "min_span",
+        "max_span",
+        "approximate",
+        "candidates",
+        "nprobe",
+    }
+
+
+def test_a_search_over_the_cost_bound_is_refused_before_it_starts(index, monkeypatch):
+    calls = []
+    monkeypatch.setattr(index, "search", lambda *args, **kwargs: calls.append(args))
+    cost_of_one = 2000 * index.num_units
+    with _client(index, ServeLimits(max_search_cost=cost_of_one)) as client:
+        response = client.post("/api/search", json={"queries": ["x" * 2000, "y" * 2000]})
+    assert response.status_code == 413 and "would cost" in response.json()["detail"] and not calls
+
+
+# ------------------------------------------------------------------ one search at a time, never queued
+def _blocking_search(index, monkeypatch):
+    started, release, calls = threading.Event(), threading.Event(), []
+    real = index.search
+
+    def blocked(queries, **options):
+        calls.append(list(queries))
+        started.set()
+        release.wait(WAIT)
+        return real(queries, **options)
+
+    monkeypatch.setattr(index, "search", blocked)
+    return started, release, calls
+
+
+def test_a_second_search_while_one_runs_is_answered_503_at_once(index, monkeypatch):
+    started, release, _ = _blocking_search(index, monkeypatch)
+    with _client(index) as client:
+        first = {}
+        worker = threading.Thread(target=lambda: first.update(r=client.post("/api/search", json={"queries": "late"})))
+        worker.start()
+        assert started.wait(WAIT)
+        second = client.post("/api/search", json={"queries": "guitar"})
+        profile = client.get("/api/documents", params={"id": "calls:1", "q": "late"})
+        text_only = client.get("/api/documents", params={"id": "calls:1"})  # needs no model: never refused
+        release.set()
+        worker.join(WAIT)
+    assert second.status_code == 503 and "another search" in second.json()["detail"]
+    assert second.headers["retry-after"] and profile.status_code == 503
+    assert text_only.status_code == 200 and first["r"].status_code == 200
+
+
+def test_a_timed_out_search_stops_and_gives_the_lock_back(index, monkeypatch):
+    started, release, calls = _blocking_search(index, monkeypatch)
+    queries = [f"query {number}" for number in range(20)]  # three chunks of queries
+    with _client(index, ServeLimits(timeout_s=0.05)) as client:
+        response = client.post("/api/search", json={"queries": queries})
+        assert response.status_code == 503 and "ran past" in response.json()["detail"]
+        runner = client.app.state.runner
+        assert runner.busy  # the first chunk is still running
+        release.set()
+        for _ in range(WAIT * 100):  # bounded: the chunk ends, the search stops, the lock is back
+            if not runner.busy:
+                break
+            threading.Event().wait(0.01)
+        assert not runner.busy
+        assert len(calls) == 1  # the later chunks never ran
+        monkeypatch.undo()
+        runner.timeout_s = WAIT  # the next search runs in full
+        assert client.post("/api/search", json={"queries": "late"}).status_code == 200
+
+
+# ------------------------------------------------------------------ the index on disk
+def test_a_removed_index_is_noticed(index, tiny_model, tmp_path):
+    path = tmp_path / "ix"
+    index.save(path)
+    with _client(IndexSource.from_directory(path, tiny_model)) as client:
+        assert client.get("/api/documents", params={"id": "calls:1"}).status_code == 200
+        shutil.rmtree(path)
+        for response in (
+            client.get("/api/documents", params={"id": "calls:1"}),
+            client.post("/api/search", json={"queries": "bag"}),
+            client.get("/api/info"),
+        ):
+            assert response.status_code == 503 and "No index" in response.json()["detail"]
+
+
+def test_a_removed_manifest_is_noticed(index, tiny_model, tmp_path):
+    path = tmp_path / "ix"
+    index.save(path)
+    with _client(IndexSource.from_directory(path, tiny_model)) as client:
+        (path / "manifest.json").unlink()
+        response = client.post("/api/search", json={"queries": "bag"})
+        assert response.status_code == 503 and "not a SpanIndex" in response.json()["detail"]
+
+
+# ------------------------------------------------------------------ a real server on loopback
+@pytest.fixture()
+def live_server(index):
+    """uvicorn with the guards (run_server's protocol and limits) on 127.0.0.1, in a thread; yields the port."""
+    uvicorn = pytest.importorskip("uvicorn")
+    from slice_st.serve.guards import guarded_protocol, listening_socket
+
+    limits = ServeLimits(max_body_bytes=4096, request_timeout_s=0.5, max_connections=8)
+    sock = listening_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = create_app(index, limits, allowed_hosts=["127.0.0.1", f"127.0.0.1:{port}"])
+    config = uvicorn.Config(
+        app,
+        log_level="error",
+        http=guarded_protocol(limits.request_timeout_s, limits.max_connections),
+        limit_concurrency=limits.max_connections,
+        lifespan="off",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    for _ in range(WAIT * 100):
+        if server.started:
+            break
+        threading.Event().wait(0.01)
+    yield port
+    server.should_exit = True
+    thread.join(WAIT)
+    sock.close()
+
+
+def _closed_by_server(connection: socket.socket) -> bool:
+    connection.settimeout(WAIT)
+    try:
+        return connection.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_an_idle_connection_is_closed(live_server):
+    with socket.create_connection(("127.0.0.1", live_server), timeout=WAIT) as idle:
+        assert _closed_by_server(idle)  # it never sent a request
+
+
+def test_connections_past_the_cap_are_closed_at_once(live_server):
+    held = [socket.create_connection(("127.0.0.1", live_server), timeout=WAIT) for _ in range(8)]
+    try:
+        with socket.create_connection(("127.0.0.1", live_server), timeout=WAIT) as extra:
+            assert _closed_by_server(extra)
+    finally:
+        for connection in held:
+            connection.close()
+
+
+def test_a_lying_content_length_with_a_chunked_body_is_read_only_to_the_limit(live_server):
+    """``Content-Length: 10`` and ``Transfer-Encoding: chunked``: the chunks are counted as read, 413 past 4 KB."""
+    head = (
+        f"POST /api/search HTTP/1.1\r\nHost: 127.0.0.1:{live_server}\r\nContent-Type: application/json\r\n"
+        "Content-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    chunk = b"%x\r\n%s\r\n" % (1024, b"x" * 1024)
+    with socket.create_connection(("127.0.0.1", live_server), timeout=WAIT) as connection:
+        connection.sendall(head)
+        answer = b""
+        try:
+            for _ in range(64):  # 64 KB offered; the server answers (and closes) long before
+                connection.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        connection.settimeout(WAIT)
+        try:
+            while not answer.endswith(b"}") and len(answer) < 10_000:
+                part = connection.recv(4096)
+                if not part:
+                    break
+                answer += part
+        except ConnectionResetError:
+            pass
+    status = answer.split(b"\r\n", 1)[0]
+    assert status.startswith((b"HTTP/1.1 413", b"HTTP/1.1 400")), answer[:200]  # 400: h11 refuses the pair itself
+
+
+# ------------------------------------------------------------------ the command line
+def _cli_error(argv, capsys, monkeypatch) -> str:
+    import slice_st.loading
+    from slice_st.cli import main
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded before the address was checked")
+
+    monkeypatch.setattr(slice_st.loading, "load_model", no_model)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2, error
+    assert error.strip().splitlines()[-1].startswith("slice-st: error:"), error  # argparse's usage may come first
+    assert "Traceback" not in error
+    return error
+
+
+def test_cli_port_out_of_range_is_one_line(tmp_path, capsys, monkeypatch):
+    error = _cli_error(["serve", str(tmp_path), "--port", "70000"], capsys, monkeypatch)
+    assert "1 to 65535" in error
+
+
+def test_cli_port_in_use_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(DOCS) + "\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        error = _cli_error(["serve", str(corpus), "--port", str(port)], capsys, monkeypatch)
+    assert f"cannot listen on 127.0.0.1:{port}" in error and "in use" in error
+
+
+def test_cli_unresolvable_host_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(DOCS) + "\n")
+    error = _cli_error(["serve", str(corpus), "--host", "no-such-host.invalid"], capsys, monkeypatch)
+    assert "cannot listen on no-such-host.invalid" in error
+
+
+def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_path, capsys, monkeypatch):
+    """``--host 0.0.0.0``: the warning. (The socket is a loopback one: no test listens beyond this machine.)"""
+    import slice_st.serve
+    from slice_st.cli import main
+    from slice_st.serve.guards import listening_socket
+
+    path = tmp_path / "ix"
+    index.save(path)
+    calls = []
+    monkeypatch.setattr(slice_st.serve, "listening_socket", lambda host, port: listening_socket("127.0.0.1", 0))
+    monkeypatch.setattr(slice_st.serve, "run_server", lambda source, **options: calls.append(options))
+    monkeypatch.delenv("SLICE_ST_TOKEN", raising=False)
+    assert main(["serve", str(path), "--host", "0.0.0.0", "--allow-host", "search.example"]) == 0
+    assert "warning: serving on 0.0.0.0 with no token" in capsys.readouterr().err
+    assert calls[0]["token"] is None and calls[0]["allowed_hosts"] == ["search.example"]
+    monkeypatch.setenv("SLICE_ST_TOKEN", "s3cret")
+    assert main(["serve", str(path), "--host", "0.0.0.0"]) == 0
+    assert "warning" not in capsys.readouterr().err and calls[1]["token"] == "s3cret"
