@@ -234,7 +234,7 @@ def file_digest(path: str, size: int | None = None, *, folder: int | None = None
     With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
     or is endless, is never read whole.
     """
-    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (a ValueError): a link, a device, a pipe
+    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = None if size is None else size + 1
         while left is None or left > 0:

@@ -153,6 +153,7 @@ def test_verify_reads_only_regular_files_of_the_recorded_size(index_dir, tiny_mo
 
 
 def test_file_digest_stops_at_the_recorded_size(tmp_path):
+    from slice_st.errors import FileAccessError
     from slice_st.index.storage import file_digest
 
     path = tmp_path / "grown.bin"
@@ -160,7 +161,7 @@ def test_file_digest_stops_at_the_recorded_size(tmp_path):
     assert file_digest(str(path), 10) == file_digest(str(path))
     path.write_bytes(b"x" * (3 << 20))
     assert file_digest(str(path), 10) != file_digest(str(path))  # read 11 bytes, not 3 MiB: cannot match
-    with pytest.raises(ValueError, match="not a regular file"):
+    with pytest.raises(FileAccessError, match="not a regular file"):
         file_digest("/dev/zero", 10)
 
 
