@@ -35,6 +35,8 @@ from typing import Any
 
 import torch
 
+from slice_st.errors import SpanInputError
+
 BACKENDS = ("torch", "onnx", "openvino")
 #: What each backend imports (``slice_st.load_model``/``export_model`` check them first, naming the extra).
 RUNTIME_MODULES = {"onnx": ("onnxruntime",), "openvino": ("openvino",)}
@@ -62,7 +64,7 @@ DTYPES = {
 
 def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+        raise SpanInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
     return backend
 
 
@@ -76,7 +78,7 @@ def resolve_dtype(dtype: Any) -> torch.dtype | None:
         return dtype
     if isinstance(dtype, str) and dtype.lower() in DTYPES:
         return DTYPES[dtype.lower()]
-    raise ValueError(f"dtype must be one of {', '.join(sorted(DTYPES))}, got {dtype!r}.")
+    raise SpanInputError(f"dtype must be one of {', '.join(sorted(DTYPES))}, got {dtype!r}.")
 
 
 # ------------------------------------------------------------------------------------------ threads
@@ -134,10 +136,10 @@ def check_parallelism(value: int, name: str) -> int:
         1
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
     limit = parallelism_limit()
     if value > limit:
-        raise ValueError(
+        raise SpanInputError(
             f"{name}={value} is more than this machine can use: at most {limit} "
             f"({PER_CORE_LIMIT} per CPU core available to this process)."
         )
@@ -191,7 +193,7 @@ class _Runner(torch.nn.Module):
             value = features.get(name)
             if value is None:
                 if name != "token_type_ids":
-                    raise ValueError(f"The {self.backend} model needs the input {name!r}.")
+                    raise SpanInputError(f"The {self.backend} model needs the input {name!r}.")
                 value = torch.zeros_like(features["input_ids"])
             inputs[name] = value.detach().cpu().numpy().astype("int64", copy=False)
         return inputs
@@ -333,7 +335,7 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
     module = model[0]
     config = getattr(getattr(module, "model", None), "config", None)
     if config is None:
-        raise ValueError("The model's first module has no Hugging Face transformer to replace.")
+        raise SpanInputError("The model's first module has no Hugging Face transformer to replace.")
     runner_class = {"onnx": OnnxEncoder, "openvino": OpenVINOEncoder}[backend]
     module.model = runner_class(config, str(path), threads=threads, **runner_kwargs)
     module.backend = backend
@@ -356,7 +358,9 @@ def model_file_for(
         return candidate if candidate.is_file() else None
     if quantized:
         if backend != "onnx":
-            raise ValueError("quantized=True selects an int8 ONNX export; for OpenVINO pass model_file=... instead.")
+            raise SpanInputError(
+                "quantized=True selects an int8 ONNX export; for OpenVINO pass model_file=... instead."
+            )
         names = (
             [f"model_qint8_{quantized}.onnx"]
             if isinstance(quantized, str)
@@ -410,7 +414,7 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     module = model[0]
     transformer = getattr(module, "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
-        raise ValueError("Exporting needs the model loaded on the torch backend.")
+        raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     tokenizer = model.tokenizer
     example = tokenizer(["A short example sentence for the export.", "Two words"], padding=True, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
@@ -444,7 +448,7 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
     :data:`QUANTIZATION_CONFIGS`). Only the matrix products are quantized.
     """
     if config not in QUANTIZATION_CONFIGS:
-        raise ValueError(f"quantization config must be one of {', '.join(QUANTIZATION_CONFIGS)}, got {config!r}.")
+        raise SpanInputError(f"quantization config must be one of {', '.join(QUANTIZATION_CONFIGS)}, got {config!r}.")
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 

@@ -31,6 +31,7 @@ Empty, whitespace-only or token-less texts are valid input: they have no spans (
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import numbers
 import weakref
@@ -44,11 +45,20 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
+from slice_st._rerank import (
+    MOVES,
+    Reranker,
+    candidate_features,
+    load_reranker,
+    query_edges,
+    query_word_ids,
+    unit_words,
+)
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
-from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
+from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, pool_spans, pool_units, span_cosines
 from slice_st.tokens import (
     SPAN_PROCESSING_KWARGS,
     WINDOW_CONTEXT,
@@ -925,25 +935,15 @@ def best_spans(
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
-    One forward pass per text and per query; scoring is fused (no span vectors are stored). The
-    query vector is :func:`encode_span_queries`' (the mean of the query's token vectors, like a span's).
-
-    Similarity: the model's ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"`` and
-    ``"manhattan"`` as sentence-transformers defines them, between the query vector and the span's
-    mean vector), or ``similarity_fn_name=`` here. Prompts: ``prompt`` / ``prompt_name`` for the texts
-    (default as ``encode_document``), ``query_prompt`` / ``query_prompt_name`` for the queries (default
-    as ``encode_query``); see :func:`resolve_prompt`.
-
-    Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
-    minus small costs for spans that do not look like a phrase (far from the query's length, starting or
-    ending on a function word, cutting a noun phrase, running over a clause or sentence end).
-    ``"max-cosine"`` is the paper's protocol (the highest similarity wins). ``SpanMatch.score`` is the
-    scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a text do not
-    overlap (a span overlapping a better one is dropped); ``overlap=True`` returns overlapping ones too.
-
-    A text that cannot be cut into model windows (a word, or ``max_span`` units, longer than a window) raises a
-    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves such texts without
-    spans instead and lists them in ``result.skipped``.
+    One forward pass per text and per query; scoring is fused (no span vectors are stored); a query's vector is
+    :func:`encode_span_queries`' (the mean of its token vectors, like a span's). Similarity: the model's
+    ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"``, ``"manhattan"`` as sentence-transformers
+    defines them). Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
+    minus small costs for spans that do not look like a phrase; ``"max-cosine"`` is the paper's protocol.
+    ``SpanMatch.score`` is the scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a
+    text do not overlap unless ``overlap=True``. A text that cannot be cut into model windows raises a
+    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves it without spans and
+    lists it in ``result.skipped``.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
@@ -961,12 +961,10 @@ def best_spans(
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
         device: Passed to ``model.encode``.
         similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        window_context: Units of context kept on each side of the spans a window owns (texts longer than a window).
         scorer: ``"phrase"`` (default), ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
         overlap: Also return spans overlapping a better one of the same text.
-        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"`` (it gets no
-            spans; see ``result.skipped``).
+        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"``.
 
     Returns:
         A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
@@ -974,65 +972,61 @@ def best_spans(
     Example:
         >>> from slice_st import load_model
         >>> texts = ["Yesterday a man played the guitar badly."]
-        >>> result = load_model().best_spans(["plays the guitar"], texts, max_span=4)
-        >>> match = result[0][0][0]
+        >>> match = load_model().best_spans(["plays the guitar"], texts, max_span=4)[0][0][0]
         >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
         ('played the guitar', True, True)
     """
-    _check_common(batch_size)
     top_k = check_top_k(top_k)
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    query_list, _ = as_text_list(queries, "queries")
-    if not query_list:
+    if not as_text_list(queries, "queries")[0]:
         raise SpanInputError("queries is empty: give at least one query.")
-    text_list, _ = as_text_list(texts)
-    span_config = resolve_span_config(model, min_span, max_span, unit)
-    top_k = min(top_k, _most_spans(text_list, span_config))
-    similarity = _similarity(model, similarity_fn_name)
-    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, overlap, similarity)
+    options = {name: value for name, value in locals().items() if name not in ("top_k", "on_error")}
+    return _best_spans(top_k=top_k, paired=False, errors=[] if on_error == "skip" else None, **options)
+
+
+def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, overlap: bool = False, **options):
+    """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
+    ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
+    _check_common(options["batch_size"])
+    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
+    span_config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
+    top_k = top_k if paired else min(top_k, _most_spans(text_list, span_config))
+    similarity = _similarity(model, options["similarity_fn_name"])
+    span_scorer = _check_scorer(options["scorer"], overlap, similarity)
     query_vectors = embed_texts(
         model,
         query_list,
-        batch_size=batch_size,
+        batch_size=options["batch_size"],
         show_progress_bar=False,
-        window_context=window_context,
-        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
-        device=device,
+        window_context=options["window_context"],
+        prompt=resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query"),
+        device=options["device"],
     )
-    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
-    skipped: list[tuple[int, str]] | None = [] if on_error == "skip" else None
+    rerank = _rerank_context(span_scorer, query_list)
     scores, arrays = _scan(
         model,
         text_list,
         span_config,
         query_vectors,
         top_k,
-        False,
-        batch_size,
-        show_progress_bar,
-        window_context,
-        prompt=text_prompt,
-        device=device,
+        paired,
+        options["batch_size"],
+        options["show_progress_bar"],
+        options["window_context"],
+        prompt=resolve_prompt(model, options["prompt"], options["prompt_name"], "document"),
+        device=options["device"],
         similarity=similarity,
         scorer=span_scorer,
-        profiles=profiles,
+        profiles=_profiles(model, query_list, span_config.unit, span_scorer),
         overlap=overlap,
-        errors=skipped,
+        errors=errors,
+        rerank=rerank,
     )
+    spans = [arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends")]
+    queries = [""] * len(query_list) if paired else query_list
     return SpanSearchResult(
-        query_list,
-        text_list,
-        scores,
-        arrays["starts"],
-        arrays["ends"],
-        arrays["unit_starts"],
-        arrays["unit_ends"],
-        similarity,
-        arrays["similarities"],
-        span_scorer.name,
-        skipped,
+        queries, text_list, scores, *spans, similarity, arrays["similarities"], span_scorer.name, errors
     )
 
 
@@ -1088,12 +1082,14 @@ def _scan(
     profiles: Tensor | None = None,
     overlap: bool = True,
     errors: list[tuple[int, str]] | None = None,
+    rerank: _Rerank | None = None,
 ):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
     with ``profiles`` (:func:`_profiles`; ``None``: the plain similarity) decides the best spans;
-    ``arrays["similarities"]`` holds their plain similarities.
+    ``arrays["similarities"]`` holds their plain similarities. ``rerank`` (:func:`_rerank_context`): the scorer's
+    top candidates are re-ranked by the shipped re-ranker.
     """
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
@@ -1119,39 +1115,176 @@ def _scan(
                 index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
                 queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
                 row_profiles = None if profiles is None else profiles[index.cpu()][:, None, :]
-            costs = None
+            costs = units = None
             if row_profiles is not None:
-                flags = _row_flags(rows, texts).to(rows.token_embeddings.device)
+                units = _row_units(rows, texts)
+                flags = _unit_flags_of(units).to(rows.token_embeddings.device)
                 costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
+            embeddings = rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim]
             found = best_span_scores(
                 queries,
-                rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim],
+                embeddings,
                 rows.boundaries,
                 rows.num_units,
                 span_config.min_span,
                 span_config.max_span,
-                top_k,
+                top_k if rerank is None else max(top_k, rerank.reranker.candidates),
                 rows.owned,
                 similarity=similarity,
                 costs=costs,
-                overlap=overlap,
+                overlap=overlap or rerank is not None,
             )
+            if rerank is not None and costs is not None:
+                pairs = index.cpu().numpy()[:, None] if paired else np.arange(len(query_vectors))[None, :]
+                logits = _reranked(
+                    found, rows, units, flags, embeddings, queries, costs, row_profiles, rerank, pairs, span_config
+                )
+                places = None
+                if top_k > 1 and not overlap:  # the scorer's own disjoint places fill what the candidates leave
+                    places = best_span_scores(
+                        queries,
+                        embeddings,
+                        rows.boundaries,
+                        rows.num_units,
+                        span_config.min_span,
+                        span_config.max_span,
+                        top_k,
+                        rows.owned,
+                        costs=costs,
+                        overlap=False,
+                    )
+                found = _pick(found, logits, top_k, overlap, places)
             _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays
 
 
-def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
-    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
-    flags = torch.zeros(rows.char_starts.shape, dtype=torch.long)
+def _row_units(rows: _Rows, texts: Sequence[str]) -> list[tuple[list[str], bool, bool]]:
+    """Each window's unit strings, and whether it starts and ends its text."""
+    out = []
     starts, ends = rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
     for row, window in enumerate(rows.windows):
         whole = texts[window.text_index]
         text = whole[window.char_start : window.char_end]
         count = int(rows.num_units[row])
         units = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
-        at_start, at_end = not whole[: window.char_start].strip(), not whole[window.char_end :].strip()
-        flags[row, :count] = torch.from_numpy(unit_flags(units, at_start, at_end).astype(np.int64))
+        out.append((units, not whole[: window.char_start].strip(), not whole[window.char_end :].strip()))
+    return out
+
+
+def _unit_flags_of(units: list[tuple[list[str], bool, bool]], width: int | None = None) -> Tensor:
+    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
+    width = max((len(strings) for strings, _, _ in units), default=0) if width is None else width
+    flags = torch.zeros((len(units), width), dtype=torch.long)
+    for row, (strings, at_start, at_end) in enumerate(units):
+        flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
     return flags
+
+
+def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
+    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
+    return _unit_flags_of(_row_units(rows, texts), rows.char_starts.shape[1])
+
+
+@dataclass
+class _Rerank:
+    """What re-ranking needs of the queries: the shipped model, each query's word ids and first / last word."""
+
+    reranker: Reranker
+    word_ids: np.ndarray
+    edges: np.ndarray
+
+
+def _rerank_context(scorer: SpanScorer, queries: list[str]) -> _Rerank | None:
+    """The re-ranking context of ``scorer`` (``None`` when it does not re-rank)."""
+    if scorer.rerank is None:
+        return None
+    try:
+        reranker = load_reranker(scorer.rerank)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+    return _Rerank(reranker, query_word_ids(queries), query_edges(queries))
+
+
+def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, profiles, rerank: _Rerank, pairs, config):
+    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf`` where there is none).
+
+    ``pairs`` ``(B, Q)``: the query index of each (row, query) cell (its own text's query when paired).
+    """
+    starts, ends = found.starts, found.ends
+    batch, num_queries, k = starts.shape
+    width = rows.boundaries.shape[1] - 1
+    num_units = rows.num_units.to(starts.device)[:, None, None]
+    vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
+    vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
+    moved_cosines, moved_scores = [], []
+    for _, shift_start, shift_end in MOVES:
+        first, end = starts + shift_start, ends + shift_end
+        ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
+        ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
+        first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
+        cosines = span_cosines(vectors, embeddings, rows.boundaries, first.flatten(1), end.flatten(1)).view_as(first)
+        scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
+        nan = torch.full_like(cosines, float("nan"))
+        moved_cosines.append(torch.where(ok, cosines, nan))
+        moved_scores.append(torch.where(ok, scores, nan))
+    cells = (batch * num_queries, k)
+    rows_of = np.repeat(np.arange(batch), num_queries)
+    query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
+    profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
+    strings = [strings for strings, _, _ in units]
+    values = candidate_features(
+        found.similarities.float().cpu().numpy().reshape(cells),
+        found.scores.float().cpu().numpy().reshape(cells),
+        torch.stack(moved_cosines).float().cpu().numpy().reshape(4, *cells),
+        torch.stack(moved_scores).float().cpu().numpy().reshape(4, *cells),
+        starts.cpu().numpy().reshape(cells),
+        ends.cpu().numpy().reshape(cells),
+        rows.num_units.cpu().numpy()[rows_of],
+        flags.cpu().numpy()[rows_of],
+        profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
+        unit_words(strings, flags.shape[1]),
+        rows_of,
+        rerank.word_ids[query_of],
+        rerank.edges[query_of],
+    )
+    query_units = profile.cpu().numpy().reshape(batch * num_queries, -1)[:, 0]
+    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
+    missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
+    return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
+
+
+def _pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
+    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
+
+    ``places``: the scorer's own disjoint top-k; once the candidates are used up (they often crowd one place), the
+    places not overlapping a kept span follow, in the scorer's order.
+    """
+    key = torch.as_tensor(logits) + 1e6  # every candidate before any place
+    if places is not None:
+        rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)
+        key = torch.cat([key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2)
+        found = BestSpans(*(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values())))
+    starts, ends = found.starts.cpu(), found.ends.cpu()
+    alive = torch.isfinite(key)
+    chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
+    for step in range(min(top_k, key.shape[2])):
+        best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
+        ok = torch.isfinite(best)
+        chosen[..., step] = torch.where(ok, pick, -1)
+        if overlap:
+            alive.scatter_(2, pick[..., None], False)
+            continue
+        first, end = starts.gather(2, pick[..., None]), ends.gather(2, pick[..., None])
+        alive &= ~((starts < end) & (ends > first) & ok[..., None])
+    missing = (chosen < 0).to(found.scores.device)
+    index = chosen.clamp(min=0).to(found.scores.device)
+    take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731
+    return BestSpans(
+        take(found.scores, float("-inf")),
+        take(found.starts, -1),
+        take(found.ends, -1),
+        take(found.similarities, float("-inf")),
+    )
 
 
 def _collect(
@@ -1241,46 +1374,19 @@ def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) 
 
 
 def best_spans_paired(
-    model: SentenceTransformer,
-    queries: Sequence[str],
-    texts: Sequence[str],
-    *,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-    query_prompt_name: str | None = None,
-    query_prompt: str | None = None,
-    min_span: int | None = None,
-    max_span: int | None = None,
-    unit: str | None = None,
-    batch_size: int = 32,
-    show_progress_bar: bool | None = None,
-    device: str | None = None,
-    similarity_fn_name: str | None = None,
-    window_context: int = WINDOW_CONTEXT,
-    scorer: str | SpanScorer | None = None,
+    model: SentenceTransformer, queries: Sequence[str], texts: Sequence[str], **options: Any
 ) -> list[SpanMatch | None]:
     """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
 
-    Same scoring (``scorer``) and options as :func:`best_spans`, but only the N pairs are scored instead of all
-    N × N: the evaluation setting (an origin phrase and its passage). ``SpanMatch.query_index == text_index == i``.
+    :func:`best_spans`' machinery and options (but ``top_k``, ``overlap`` and ``on_error``: one best span per pair),
+    scoring only the N pairs instead of all N × N: the evaluation setting (an origin phrase and its passage).
+    ``SpanMatch.query_index == text_index == i``.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: One query per text.
         texts: The texts, paired with ``queries`` by position.
-        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
-        prompt: A prompt text for the texts, overriding ``prompt_name``.
-        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
-        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
-        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
-        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
-        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
-        batch_size: Windows per forward pass.
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        device: Passed to ``model.encode``.
-        similarity_fn_name: As in :func:`best_spans`.
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        options: Keyword options of :func:`best_spans` (``max_span``, ``scorer``, ``batch_size``, prompts, …).
 
     Returns:
         A :class:`SpanMatch` per pair (``None`` for a text without spans).
@@ -1291,77 +1397,31 @@ def best_spans_paired(
         >>> matches[0].span
         'the puppy'
     """
-    _check_common(batch_size)
-    query_list, _ = as_text_list(queries, "queries")
-    text_list, _ = as_text_list(texts)
+    unknown = sorted(set(options) - set(_PAIRED_OPTIONS))
+    if unknown:
+        raise SpanInputError(f"best_spans_paired has no option {unknown[0]!r}; it takes {', '.join(_PAIRED_OPTIONS)}.")
+    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
     if len(query_list) != len(text_list):
         raise SpanInputError(
             f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts."
         )
     if not query_list:
         return []
-    span_config = resolve_span_config(model, min_span, max_span, unit)
-    similarity = _similarity(model, similarity_fn_name)
-    text_prompt = resolve_prompt(model, prompt, prompt_name, "document")
-    span_scorer = _check_scorer(scorer, False, similarity)
-    query_vectors = embed_texts(
-        model,
-        query_list,
-        batch_size=batch_size,
-        show_progress_bar=False,
-        window_context=window_context,
-        prompt=resolve_prompt(model, query_prompt, query_prompt_name, "query"),
-        device=device,
-    )
-    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
-    scores, arrays = _scan(
-        model,
-        text_list,
-        span_config,
-        query_vectors,
-        1,
-        True,
-        batch_size,
-        show_progress_bar,
-        window_context,
-        prompt=text_prompt,
-        device=device,
-        similarity=similarity,
-        scorer=span_scorer,
-        profiles=profiles,
-    )
-    result = SpanSearchResult(
-        ["" for _ in query_list],
-        text_list,
-        scores,
-        arrays["starts"],
-        arrays["ends"],
-        arrays["unit_starts"],
-        arrays["unit_ends"],
-        similarity,
-        arrays["similarities"],
-        span_scorer.name,
-    )
-    matches: list[SpanMatch | None] = []
-    for index in range(len(query_list)):
-        if not np.isfinite(scores[0, index, 0]):
-            matches.append(None)
-            continue
-        match = result._match(0, index, 0)
-        matches.append(
-            SpanMatch(
-                index,
-                index,
-                match.start,
-                match.end,
-                match.span,
-                match.score,
-                match.unit_start,
-                match.unit_end,
-                match.similarity,
-            )
-        )
-    return matches
+    result = _best_spans(model, query_list, text_list, top_k=1, paired=True, errors=None, **_PAIRED_OPTIONS | options)
+    return [
+        dataclasses.replace(result._match(0, index, 0), query_index=index)
+        if np.isfinite(result.scores[0, index, 0])
+        else None
+        for index in range(len(query_list))
+    ]
+
+
+#: best_spans_paired's options: best_spans' keyword options and defaults, but those that pick several spans.
+_PAIRED_OPTIONS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(best_spans).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("top_k", "overlap", "on_error")
+}
 
 
 def attach_methods() -> None:

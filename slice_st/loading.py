@@ -6,16 +6,18 @@ A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` â†
 â†’ optional ``Normalize``), so ``SentenceTransformer(path)`` loads it with no trust flag and its
 mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
 transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
-attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
-:class:`~slice_st.SpanPooling` module instead keeps its settings in that module.
+attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). :class:`~slice_st.SpanPooling`
+attached to a model leaves these modules as they are, so ``save()`` / ``push_to_hub()`` write the same plain
+checkpoint; :func:`load_model` also opens the folders slice-st once saved with ``SpanPooling`` as a module.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
-from slice_st.errors import FileAccessError, ModelLoadError
+from slice_st.errors import FileAccessError, ModelLoadError, SpanInputError
 from slice_st.pretrained import (
     BASE_MODEL_NAMES,
     DEFAULT_MODEL_NAME,
@@ -51,21 +53,23 @@ def check_device(device: Any) -> str | None:
     import torch
 
     if not isinstance(device, (str, torch.device)) or (isinstance(device, str) and not device.strip()):
-        raise ValueError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
+        raise SpanInputError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
-        raise ValueError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
+        raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
+            raise SpanInputError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
         if (parsed.index or 0) >= torch.cuda.device_count():
-            raise ValueError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+            raise SpanInputError(
+                f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here."
+            )
     elif parsed.type == "mps":
         if not torch.backends.mps.is_available():
-            raise ValueError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
+            raise SpanInputError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
     elif parsed.type != "cpu" and not hasattr(torch, parsed.type):
-        raise ValueError(f"Unsupported device {str(device)!r}.")
+        raise SpanInputError(f"Unsupported device {str(device)!r}.")
     return str(device)
 
 
@@ -143,8 +147,8 @@ def load_model(
         A ``SentenceTransformer`` with span features switched on.
 
     Example:
-        >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
-        ('slice-minilm', None)
+        >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
+        ('slice-minilm', 'sentence-transformers/all-MiniLM-L6-v2')
     """
     import os
 
@@ -163,7 +167,7 @@ def load_model(
             model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
         )
     if model_file or quantized:
-        raise ValueError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
+        raise SpanInputError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
     if torch_dtype is not None:
         kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
     if threads:
@@ -174,7 +178,8 @@ def load_model(
     if model_name_or_path is None or is_shipped_model_name(model_name_or_path):
         name = model_name_or_path or DEFAULT_SHIPPED_MODEL
         try:
-            model = load_shipped_model(name, default_model_path(), **kwargs)
+            with _no_weight_bar():
+                model = load_shipped_model(name, default_model_path(), **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
         describe_shipped_model(model, name)
@@ -191,14 +196,97 @@ def load_model(
         raise FileNotFoundError(f"No model found at {model_name_or_path!r}.")
     if os.path.exists(local) and not os.path.isdir(local):
         raise ModelLoadError(f"{model_name_or_path} is a file, not a model folder (or a Hub id).")
+    own_modules = _own_module_entries(local) if os.path.isdir(local) else []
     try:
-        model = SentenceTransformer(model_name_or_path, **kwargs)
+        with _no_weight_bar():
+            if own_modules:
+                model = _load_with_own_modules(local, own_modules, kwargs)
+            else:
+                model = SentenceTransformer(model_name_or_path, **kwargs)
     except Exception as error:  # many loaders, many error types: one clear message, the cause chained
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
     if embedded_base:
         describe_embedded_base(model)
     return model
+
+
+#: The module classes slice-st itself has written into a ``modules.json`` (a pipeline with ``SpanPooling`` as a
+#: module, under its current and its former path): trusted by name, nothing else.
+OWN_MODULE_TYPES = ("slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling")
+
+
+def _own_module_entries(folder: str) -> list[dict[str, Any]]:
+    """The ``modules.json`` entries of ``folder`` that name slice-st's own module classes, when every other entry is
+    sentence-transformers' own ([] otherwise: that folder is for sentence-transformers, and its trust flag, to judge).
+    """
+    import json
+    import os
+
+    try:
+        with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
+            entries = json.load(handle)
+        types = [entry["type"] for entry in entries]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
+    others_plain = all(kind in OWN_MODULE_TYPES or kind.startswith("sentence_transformers.") for kind in types)
+    return own if own and others_plain else []
+
+
+def _load_with_own_modules(folder: str, own: list[dict[str, Any]], kwargs: dict[str, Any]):
+    """Load a folder whose pipeline has slice-st's ``SpanPooling`` as a module (as slice-st once saved them) with no
+    trust flag: through a temporary view of the folder (links to its files) where that module is the equivalent mean
+    ``Pooling``; its span settings are recorded as a plain SLICE checkpoint records them. Nothing in ``folder`` is
+    written; attach ``SpanPooling`` again where spans are needed inside the forward pass."""
+    import json
+    import os
+    import tempfile
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    folder = os.path.abspath(folder)
+    with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
+        entries = json.load(handle)
+    replaced = {entry["path"] for entry in own}
+    settings = {}
+    with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
+        for name in os.listdir(folder):
+            if name != "modules.json" and name not in replaced:
+                os.symlink(os.path.join(folder, name), os.path.join(view, name))
+        for entry in entries:
+            if entry["type"] not in OWN_MODULE_TYPES:
+                continue
+            with open(os.path.join(folder, os.path.basename(entry["path"]), "config.json"), encoding="utf-8") as handle:
+                config = json.load(handle)
+            settings = {key: config[key] for key in ("min_span", "max_span", "unit") if key in config}
+            entry["type"] = f"{Pooling.__module__}.Pooling"
+            os.makedirs(os.path.join(view, entry["path"]))
+            Pooling(int(config["embedding_dimension"]), "mean").save(os.path.join(view, entry["path"]))
+        with open(os.path.join(view, "modules.json"), "w", encoding="utf-8") as handle:
+            json.dump(entries, handle, indent=2)
+        model = SentenceTransformer(view, **kwargs)
+    transformer_config = hf_config(model)
+    if transformer_config is not None:
+        transformer_config._name_or_path = folder  # the model's identity is its folder, not the view
+    set_span_config(model, **settings)
+    return model
+
+
+@contextmanager
+def _no_weight_bar():
+    """transformers draws a "Loading weights" bar on every model load: noise for a load of a few seconds, in a
+    script or a command. Off while the model loads (transformers' public switch), then as it was."""
+    from transformers.utils import logging as transformers_logging
+
+    shown = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            transformers_logging.enable_progress_bar()
 
 
 def require_backend(backend: str, export: bool = False) -> None:
@@ -226,7 +314,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
 
     require_backend(backend)
     if quantized and backend != "onnx":
-        raise ValueError(
+        raise SpanInputError(
             f"quantized=True (--quantized) picks an int8 ONNX file: use backend='onnx' (--backend onnx) with it; "
             f"for {backend} give model_file=... (--model-file FILE) instead."
         )
@@ -236,9 +324,9 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         )
     device = check_device(kwargs.pop("device", None))
     if device is not None and device != "cpu":
-        raise ValueError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
+        raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
     if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
-        raise ValueError(
+        raise SpanInputError(
             "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
         )
     folder = os.path.expanduser(os.fspath(name)) if isinstance(name, (str, os.PathLike)) else None
@@ -268,7 +356,8 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             str(torch_dtype).removeprefix("torch.")
         ]
     try:
-        model = SentenceTransformer(folder, device="cpu", **kwargs)
+        with _no_weight_bar():
+            model = SentenceTransformer(folder, device="cpu", **kwargs)
     except Exception as error:  # one clear message, the cause chained (as load_model)
         raise ModelLoadError(_load_failure(folder, True, error)) from error
     check_tokenizer(model, folder)
@@ -300,7 +389,8 @@ def _export_source(model: Any) -> str:
             name = default_model_path()
         local = os.path.expanduser(name)
         return os.path.realpath(local) if os.path.exists(local) else name
-    model_id = getattr(getattr(model, "model_card_data", None), "model_id", None)
+    card = getattr(model, "model_card_data", None)
+    model_id = getattr(card, "model_id", None) or getattr(card, "shipped_name", None)
     if model_id:
         return str(model_id)
     config = hf_config(model)
@@ -325,7 +415,7 @@ def _check_export_source(model: Any, output) -> None:
         return
     wanted = _export_source(model)
     if held and wanted and held != wanted:
-        raise ValueError(
+        raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
         )
@@ -377,14 +467,14 @@ def export_model(
 
     check_backend(backend)
     if output_dir is None:
-        raise ValueError("export_model needs output_dir: the folder that keeps the exported model.")
+        raise SpanInputError("export_model needs output_dir: the folder that keeps the exported model.")
     if backend == "torch":
-        raise ValueError("backend='torch' needs no export: save the model with model.save(path).")
+        raise SpanInputError("backend='torch' needs no export: save the model with model.save(path).")
     if quantize and backend != "onnx":
-        raise ValueError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
+        raise SpanInputError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
     config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
     if config is not None and config not in QUANTIZATION_CONFIGS:
-        raise ValueError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
+        raise SpanInputError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
     output = Path(output_dir)
     if not overwrite:
         _check_export_source(model, output)
@@ -399,7 +489,7 @@ def export_model(
     if overwrite or not onnx_file.is_file():
         if model is not None and not isinstance(model, (str, os.PathLike)):  # a loaded model
             if backend_of(model) != "torch":
-                raise ValueError("Exporting needs the model loaded on the torch backend.")
+                raise SpanInputError("Exporting needs the model loaded on the torch backend.")
         elif (output / "modules.json").is_file() and not overwrite:
             model = load_model(str(output), device="cpu")
         else:
@@ -467,7 +557,40 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
             f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
             "so it cannot be downloaded: give a local folder, or download it first."
         )
+    problem = _hub_problem(error)
+    if problem:
+        return f"Cannot load model {name!r} from the Hugging Face Hub: {problem}."
     return f"Cannot load model {name!r} from the Hugging Face Hub: {detail} ({type(error).__name__})."
+
+
+def _hub_problem(error: BaseException) -> str | None:
+    """What a Hub download error means to a user, from ``huggingface_hub``'s own error classes anywhere in the chain
+    of causes (transformers and sentence-transformers wrap them); ``None`` if none is there."""
+    import os
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    seen: list[BaseException] = []
+    while error is not None and error not in seen and len(seen) < 20:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    names = {base.__name__ for item in seen for base in type(item).__mro__}
+    if "GatedRepoError" in names:
+        return "the repository is gated: accept its conditions on the Hub and set a token (HF_TOKEN or `hf auth login`)"
+    if "RevisionNotFoundError" in names:
+        return "the repository has no such revision (branch, tag or commit)"
+    if "RepositoryNotFoundError" in names:
+        return (
+            f"no such repository on {endpoint}, or it is private and no token with access to it is set "
+            "(HF_TOKEN or `hf auth login`)"
+        )
+    if {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "LocalEntryNotFoundError"} & names:
+        return (
+            f"the Hub at {endpoint} cannot be reached and the model is not in the local cache; check the network "
+            "(or HF_ENDPOINT), or download the model once while online"
+        )
+    if "RemoteEntryNotFoundError" in names:
+        return "the repository lacks a file the model needs (is it a sentence-transformers model?)"
+    return None
 
 
 def hub_offline() -> bool:
@@ -541,7 +664,12 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     import re
 
     card = getattr(model, "model_card_data", None)
-    hub_id = getattr(card, "model_id", None) or getattr(card, "base_model", None) or ""
+    hub_id = (
+        getattr(card, "model_id", None)
+        or getattr(card, "shipped_name", None)
+        or getattr(card, "base_model", None)
+        or ""
+    )
     source = ""
     try:
         for module in model:
@@ -658,8 +786,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
 
     LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
 
-    A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
-    into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
+    The span settings go into the transformer's ``config.json`` (``encode_spans`` on the loaded model uses them); a
+    pipeline built with ``SpanPooling`` as a module is written with the equivalent mean ``Pooling``.
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
 
     ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
@@ -719,7 +847,7 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     settings = get_span_config(model)
     model = merged_adapters(model)
     pooling = span_pooling_module(model)
-    if pooling is not None:
+    if pooling is not None and any(module is pooling for module in model):  # a pipeline with SpanPooling as a module
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
         original, card = model, model.model_card_data
         model = rebuilt_model(model, modules, model_card_data=card)  # the same card (a SLICE one, if trained)

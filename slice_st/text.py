@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import ModuleType
 
-from slice_st.errors import CorpusError, FileAccessError, MissingExtraError
+from slice_st.errors import CorpusError, DataFormatError, FileAccessError, MissingExtraError, SpanInputError
 
 #: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
 #: (:func:`guess_split`, per file).
@@ -380,7 +380,7 @@ def _decoded_lines(path: str):
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as error:
-            raise ValueError(
+            raise DataFormatError(
                 f"{name} is not UTF-8 text ({error.reason} at byte {done_bytes + error.start}, line {number})."
             ) from None
         done_bytes += len(raw)
@@ -437,7 +437,7 @@ def read_texts(
     [(1, 'first line'), (3, 'second\\nstill second')]
     """
     if split not in SPLITS:
-        raise ValueError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
+        raise SpanInputError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
     records: list[TextRecord] = []
     for path in paths:
         if fmt == "jsonl" or (fmt is None and is_jsonl(path)):
@@ -642,13 +642,13 @@ def expand_paths(
         elif os.path.isdir(path):
             files = _inside(path, _walk(path, tuple(suffixes)), follow_links)
             if not files:
-                raise ValueError(f"no {', '.join(suffixes)} file in the folder {path}.")
+                raise FileNotFoundError(f"no {', '.join(suffixes)} file in the folder {path}.")
             found.extend(files)
         elif glob.has_magic(path):
             root, parts = _fixed_folder(path)
             files = _inside(root or os.curdir, sorted(_glob(root, parts)), follow_links)
             if not files:
-                raise ValueError(f"no file matches {path}.")
+                raise FileNotFoundError(f"no file matches {path}.")
             found.extend(files)
         else:
             found.append(path)

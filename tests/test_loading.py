@@ -129,7 +129,7 @@ def test_full_disk_in_export_into_a_users_folder_removes_only_the_partial_files(
 
 @pytest.mark.parametrize("kind", ["symlink", "symlink_to_nothing"])
 def test_save_slice_model_to_a_link_is_refused(tiny_model, tmp_path, kind):
-    """``save_slice_model`` to a link (to an empty folder, or dangling): ship-adapter's refusal, nothing written
+    """``save_slice_model`` to a link (to an empty folder, or dangling): refused, nothing written
     through it. (Before: a link to a folder was saved through, a dangling one called 'a file'.)"""
     from slice_st import FileAccessError, save_slice_model
 

@@ -285,7 +285,7 @@ def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
     assert [d.id for d in read_corpus([str(path)])][-1] == f"{path}:{len(lines)}"
     queries = tmp_path / "queries.txt"
     queries.write_bytes("the last\u2028line\nseparator\x85inside\n".encode("utf-8"))
-    code, out = run_cli(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "-k", "1")
+    code, out = run_cli(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "--texts", "1")
     assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == [
         "the last\u2028line",
         "separator\x85inside",

@@ -6,10 +6,10 @@
 Nothing in the library imports this package. Building the parser imports only the command modules
 (argparse); each handler imports the library (torch, sentence-transformers) when it runs.
 
-Errors: every error the user can fix (bad option values, missing files or models, an offline Hub, bad
-input data, a missing optional extra) ends the command with one line ``slice-st: error: …`` and exit
-status 2; Ctrl-C ends it with ``slice-st: interrupted`` and status 130. Anything else is a bug and
-keeps its traceback.
+Errors: a bad argument, and every error of :mod:`slice_st.errors` (or a file that is missing or cannot be read or
+written), ends the command with one line ``slice-st: error: …`` and exit status 2; Ctrl-C ends it with
+``slice-st: interrupted`` and status 130. Anything else is a bug: it keeps its traceback, under a line asking for
+an issue report.
 """
 
 from __future__ import annotations
@@ -22,24 +22,34 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from slice_st.cli.common import add_output_options, apply_output_options, bare_ray_option, terminal_safe
+from slice_st.cli.common import UsageError, apply_output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
-from slice_st.cli.evaluation import add_evaluation_commands
+from slice_st.cli.evaluation import add_mteb_command
 from slice_st.cli.export import add_export_command
 from slice_st.cli.index import add_index_command
 from slice_st.cli.mine import add_mine_command
 from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import add_train_command
-from slice_st.errors import FileAccessError, MissingExtraError, ModelLoadError
 
-__all__ = [
-    "main",
-]
+#: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
+COMMAND_GROUPS = {
+    "mining": ("mine", "serve"),
+    "index": ("index",),
+    "evaluation": ("mteb",),
+    "training": ("train", "make-passages", "make-context"),
+    "export": ("export",),
+}
+_MARKUP = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`|``(.+?)``")
+#: Errors the user can fix besides :mod:`slice_st.errors`: a file that is missing or of the wrong kind, permissions.
+_FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+#: A write that failed for want of room or of a working disk.
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+_BUG = "slice-st: unexpected error, most likely a bug: please open an issue with the command and the traceback below\n"
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with parse errors worded like every other error (``slice-st: error: …``, exit status 2), that
-    remembers its sub-command groups (``command_groups``) so that options can be added to every command."""
+    """argparse whose errors are one line (``slice-st: error: …``, exit status 2) with a did-you-mean, and whose help
+    is plain text; it remembers its sub-command groups (``command_groups``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -50,55 +60,36 @@ class ArgumentParser(argparse.ArgumentParser):
         self.command_groups.append(group)
         return group
 
+    def parse_known_args(self, args=None, namespace=None):
+        self.argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(self.argv, namespace)
+
     def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(2, f"slice-st: error: {message}\n")
+        self.exit(2, f"slice-st: error: {message}{self._suggestion(message)} (see {self._command().prog} --help)\n")
+
+    def _command(self) -> ArgumentParser:
+        """The (sub-)command the arguments name: where an unknown option is looked up."""
+        parser = self
+        for word in getattr(self, "argv", []):
+            child = next((group.choices[word] for group in parser.command_groups if word in group.choices), None)
+            parser = child or parser
+        return parser
+
+    def _suggestion(self, message: str) -> str:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown:
+            return suggestion(unknown.group(1).split("=")[0], self._command()._option_string_actions)
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        return suggestion(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else ""
 
     def format_help(self) -> str:
-        return plain_text(super().format_help())
+        return _MARKUP.sub(lambda match: match.group(1) or match.group(2), super().format_help())
 
     def format_usage(self) -> str:
-        return plain_text(super().format_usage())
+        return _MARKUP.sub(lambda match: match.group(1) or match.group(2), super().format_usage())
 
 
-#: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
-COMMAND_GROUPS = {
-    "mining": ("mine", "serve"),
-    "index": ("index",),
-    "evaluation": ("mteb",),
-    "training": ("train", "make-passages", "make-context"),
-    "export": ("export",),
-}
-
-_ROLE = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`")
-_LITERAL = re.compile(r"``(.+?)``")
-
-
-def plain_text(text: str) -> str:
-    """Help text without Sphinx markup: ````x```` → ``x``, ``:class:`~a.B``` → ``a.B``.
-
-    >>> plain_text("``slice-st index`` over :class:`slice_st.SpanIndex` and :func:`~slice_st.best_spans`")
-    'slice-st index over slice_st.SpanIndex and slice_st.best_spans'
-    """
-    return _LITERAL.sub(r"\1", _ROLE.sub(r"\1", text))
-
-
-def _grouped_commands(commands) -> str:
-    """The command list of ``slice-st --help``, one block per :data:`COMMAND_GROUPS` entry."""
-    helps = {action.dest: action.help or "" for action in commands._choices_actions}
-    listed = [name for names in COMMAND_GROUPS.values() for name in names]
-    groups = dict(COMMAND_GROUPS)
-    if set(helps) - set(listed):
-        groups["other"] = tuple(sorted(set(helps) - set(listed)))
-    width = max(len(name) for name in helps) + 2
-    lines = ["commands (slice-st COMMAND --help for each):"]
-    for title, names in groups.items():
-        lines.append(f"  {title}:")
-        lines.extend(f"    {name:<{width}}{helps[name]}" for name in names if name in helps)
-    return "\n".join(lines)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
         prog="slice-st",
         description="Phrase mining with SLICE span embeddings.",
@@ -109,26 +100,35 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         prog="slice-st", dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
     )
-    add_mine_command(commands)
-    add_index_command(commands)
-    add_serve_command(commands)
-    add_train_command(commands)
-    add_data_commands(commands)  # make-passages, make-context
-    add_evaluation_commands(commands)  # mteb
-    add_export_command(commands)
-    commands.metavar = "{" + ",".join(commands.choices) + "}"
+    for add in (
+        add_mine_command,
+        add_index_command,
+        add_serve_command,
+        add_train_command,
+        add_data_commands,
+        add_mteb_command,
+        add_export_command,
+    ):
+        add(commands)
     for command in _commands(parser):
-        add_output_options(command)
-    parser.epilog = _grouped_commands(commands)
+        for flag, text in (("--no-progress", "hide progress bars"), ("--quiet", "print only results and errors")):
+            if flag not in command._option_string_actions:
+                command.add_argument(flag, action="store_true", help=text)
+    helps = {action.dest: action.help or "" for action in commands._choices_actions}
+    width = max(map(len, helps)) + 2
+    lines = ["commands (slice-st COMMAND --help for each):"]
+    for title, names in COMMAND_GROUPS.items():
+        lines += [f"  {title}:"] + [f"    {name:<{width}}{helps[name]}" for name in names]
+    parser.epilog = "\n".join(lines)
     return parser
 
 
-def _commands(parser: argparse.ArgumentParser):
+def _commands(parser: ArgumentParser):
     """Every leaf command's parser (``mine``, ``index build``, …)."""
     if not parser.command_groups:
         yield parser
     for group in parser.command_groups:
-        for child in dict.fromkeys(group.choices.values()):  # aliases map to the same parser
+        for child in dict.fromkeys(group.choices.values()):
             yield from _commands(child)
 
 
@@ -141,26 +141,11 @@ def _version() -> str:
         return "unknown"
 
 
-#: Errors the user can fix; they end a command with one line. (``ValueError`` covers the library's own
-#: ``SpanInputError``, ``DataFormatError``, ``CorpusError``.)
-USER_ERRORS = (
-    ValueError,
-    FileNotFoundError,
-    IsADirectoryError,
-    NotADirectoryError,
-    PermissionError,
-    MissingExtraError,
-    FileAccessError,
-    ModelLoadError,
-)
-
-
-def _is_user_error(error: BaseException) -> bool:
-    return isinstance(error, USER_ERRORS)
-
-
-#: A write that failed for want of room or of a working disk: a full disk, a quota, a file too large, an I/O error.
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
+def _is_known(error: BaseException) -> bool:
+    """An error the user can fix: one of :mod:`slice_st.errors`, a file error, or a usage error of this CLI."""
+    return isinstance(error, (UsageError, *_FILE_ERRORS)) or any(
+        cls.__module__ == "slice_st.errors" for cls in type(error).__mro__
+    )
 
 
 def _stdout_name() -> str:
@@ -174,6 +159,7 @@ def _stdout_name() -> str:
 
 
 def _silence_stdout() -> None:
+    """Point standard output at the null device: what is still buffered cannot be written (no second error at exit)."""
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
@@ -187,28 +173,25 @@ def _silence_stdout() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``slice-st``; returns the exit code (2 for bad input, 130 when interrupted)."""
     parser = build_parser()
-    args = parser.parse_args(bare_ray_option(sys.argv[1:] if argv is None else argv))
+    args, rest = parser.parse_known_args(argv)
+    if rest and not getattr(args, "takes_trainer_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.trainer_arguments = rest
     restore = apply_output_options(args)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
         parser.exit(130, "slice-st: interrupted\n")
     except BrokenPipeError:  # e.g. `slice-st mine … | head`: stop quietly
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _silence_stdout()
         return 0
-    except OSError as error:
-        if error.errno not in _WRITE_ERRNOS:
-            if not _is_user_error(error):
-                raise
-            parser.exit(2, f"slice-st: error: {terminal_safe(' '.join(str(error).split())) or type(error).__name__}\n")
-        _silence_stdout()  # what is still buffered cannot be written either: no second error at exit
-        where = error.filename or _stdout_name()
-        parser.exit(2, f"slice-st: error: cannot write {terminal_safe(str(where))}: {error.strerror or error}.\n")
     except Exception as error:
-        if not _is_user_error(error):
+        if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+            _silence_stdout()
+            where = error.filename or _stdout_name()
+            parser.exit(2, f"slice-st: error: cannot write {terminal_safe(str(where))}: {error.strerror or error}.\n")
+        if not _is_known(error):
+            sys.stderr.write(_BUG)
             raise
         message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
         parser.exit(2, f"slice-st: error: {message}\n")

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from slice_st.cli.common import check_output, positive_int, report
+from slice_st.cli.common import UsageError, check_output, positive_int, report
 
 
 def add_data_commands(commands) -> None:
@@ -85,7 +85,7 @@ def _make_passages_command(args) -> int:
 
     check_output(args.output, "folder")
     if args.min_words > args.max_words:
-        raise ValueError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
+        raise UsageError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
     started = time.perf_counter()
     passages = load_passages(
         args.sources,
@@ -97,7 +97,7 @@ def _make_passages_command(args) -> int:
         limit=args.limit,
     )
     if len(passages) == 0:
-        raise ValueError(
+        raise UsageError(
             f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "
             f"--min-words {args.min_words} after excluding the dev sentences. Nothing was saved."
         )
@@ -138,7 +138,7 @@ def _make_context_command(args) -> int:
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     unknown = [style for style in styles if style not in _context_styles()]
     if unknown or not styles:
-        raise ValueError(
+        raise UsageError(
             f"--styles: unknown style(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(_context_styles())}."
         )
     pairs = read_stsb(args.stsb)

@@ -12,6 +12,7 @@ import os
 import sys
 
 from slice_st.cli.common import (
+    UsageError,
     add_backend_arguments,
     expand_inputs,
     model_options,
@@ -111,7 +112,7 @@ def _serve(args) -> int:
 
     require("uvicorn", "serve", "slice-st serve")
     if not args.timeout > 0:
-        raise ValueError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
     try:
@@ -151,7 +152,7 @@ def _source(args, IndexSource):
     first = args.source[0]
     if len(args.source) == 1 and os.path.isdir(first) and os.path.exists(os.path.join(first, MANIFEST)):
         if args.max_span is not None:
-            raise ValueError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
+            raise UsageError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
         model = (
             load_model(args.model, device=args.device, **options)
             if args.model is not None or options or args.device
@@ -163,7 +164,7 @@ def _source(args, IndexSource):
             os.path.exists(os.path.join(path, "shards.json"))
             or any(os.path.exists(os.path.join(entry.path, MANIFEST)) for entry in os.scandir(path) if entry.is_dir())
         ):
-            raise ValueError(
+            raise UsageError(
                 f"{path} holds index shards: serve takes one index directory (merge them first: slice-st index merge)."
             )
     from slice_st.data.corpus import read_corpus

@@ -1,145 +1,99 @@
-"""``slice-st train``: SLICE training (:func:`slice_st.training.train`) from the command line.
+"""slice-st train: SLICE training (slice_st.training.train) from the command line.
 
-``slice-st train --help`` lists the options a user sets first; the rest are in titled groups (spans, schedule
-and checkpoints, distillation, data, Hub).
+Its options are sentence-transformers' training arguments (--max-steps, --per-device-train-batch-size,
+--learning-rate, --push-to-hub --hub-model-id ORG/NAME, ...) and slice_st.training.SliceArguments (--train-data,
+--distill-data, --dev, --lora-r, ...), parsed by HfArgumentParser. --preset NAME or --config FILE (a JSON object of
+settings) gives the defaults; options given with them override them.
+
+    slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data DATA --dev runs/dev/dev.tsv
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 
-from slice_st.training import trainer
-from slice_st.training.trainer import (
-    DEV_SELECTIONS,
-    DISTILL_LOSSES,
-    HUB_STRATEGIES,
-    MIXES,
-    PRESETS,
-    TrainConfig,
-    config_from_args,
-)
-
-
-def _numbers(group, defaults: TrainConfig, names: tuple[str, ...]) -> None:
-    """One ``--name`` option per numeric :class:`TrainConfig` field, its default shown in the help."""
-    for name in names:
-        value = getattr(defaults, name)
-        kind = float if isinstance(value, float) or name == "lora_alpha" else int
-        group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=f"default: {value}")
+from slice_st.cli.common import UsageError, suggestion
+from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 
 
 def add_train_command(commands) -> None:
-    """Register ``slice-st train`` on the CLI's subparsers."""
     parser = commands.add_parser(
         "train",
-        description=trainer.__doc__.split("\n\n")[0],
         help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)",
+        description=__doc__.split("\n\n")[1],
+        add_help=False,  # --help lists the trainer's arguments too: the handler's parser answers it
     )
-    defaults = TrainConfig(output_dir="")
-    parser.add_argument("-o", "--output-dir", required=True)
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; explicit options override them")
-    parser.add_argument("-m", "--model", help="base model id or path (default: embedded all-MiniLM-L6-v2)")
-    parser.add_argument(
-        "--train-data",
-        action="append",
-        help="SLICE triplets: msmarco:PATH | offline[:DATA_DIR] | a saved datasets folder (repeatable)",
-    )
-    parser.add_argument(
-        "--distill-data",
-        action="append",
-        help="unlabeled text for span self-distillation: offline[:DATA_DIR] | text/TSV/JSONL files | "
-        "a saved passages folder (repeatable)",
-    )
-    parser.add_argument(
-        "--dev", dest="dev_path", help="STS-B-Context TSV for the evaluator (e.g. from slice-st make-context)"
-    )
-    parser.add_argument(
-        "--sts-dev",
-        dest="sts_dev_path",
-        help="STS-B TSV: also report sentence similarity (Spearman) at each evaluation",
-    )
-    _numbers(parser, defaults, ("max_steps", "batch_size", "learning_rate", "lora_r", "seed"))
-    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --output-dir")
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="train into an --output-dir that already has files (its checkpoints and final/ may be replaced)",
-    )
-    parser.add_argument(
-        "--push-to-hub",
-        metavar="ORG/NAME",
-        help="push to this Hub repository with the trainer (checked before training: token, HF_HUB_OFFLINE, write "
-        "access)",
-    )
-
-    spans = parser.add_argument_group("spans (advanced)")
-    _numbers(spans, defaults, ("min_span", "max_span", "eval_max_span", "scale"))
-    spans.add_argument("--unit", choices=("word", "token"), default=None)
-    spans.add_argument("--in-batch-negatives", action="store_true", default=None)
-
-    schedule = parser.add_argument_group("schedule and checkpoints (advanced)")
-    _numbers(
-        schedule,
-        defaults,
-        (
-            "warmup_ratio",
-            "eval_steps",
-            "save_steps",
-            "save_total_limit",
-            "logging_steps",
-            "max_seq_length",
-            "lora_alpha",
-        ),
-    )
-    schedule.add_argument(
-        "--dev-select",
-        choices=DEV_SELECTIONS,
-        default=None,
-        help="dev rows that choose the best checkpoint (default: all; 'even' keeps the odd rows unseen)",
-    )
-
-    distill = parser.add_argument_group("distillation (advanced)")
-    distill.add_argument("--teacher", help="distillation teacher id or path (default: a frozen copy of the base model)")
-    distill.add_argument("--distill-metric", choices=("cosine", "mse"), default=None)
-    distill.add_argument(
-        "--cache-teacher", action="store_true", default=None, help="precompute the teacher's span vectors once"
-    )
-    _numbers(distill, defaults, ("distill_weight", "distill_spans", "distill_max_span", "distill_text_weight"))
-    distill.add_argument(
-        "--distill-loss",
-        choices=DISTILL_LOSSES,
-        default=None,
-        help="vector: match the teacher's span vectors (same size; default)",
-    )
-
-    data = parser.add_argument_group("data (advanced)")
-    data.add_argument("--shared-data", help="data folder for --train-data/--distill-data offline (or give offline:DIR)")
-    data.add_argument(
-        "--mix", choices=MIXES, default=None, help="how batches of the two datasets alternate (default: round_robin)"
-    )
-    _numbers(data, defaults, ("train_limit", "dev_limit", "distill_limit", "passage_min_words", "passage_max_words"))
-
-    hub = parser.add_argument_group("Hub and model card (advanced)")
-    hub.add_argument(
-        "--hub-strategy",
-        choices=HUB_STRATEGIES,
-        default=None,
-        help="when the trainer pushes (TrainingArguments.hub_strategy; default: every_save)",
-    )
-    hub.add_argument("--hub-private-repo", action="store_true", default=None, help="create the Hub repository private")
-    hub.add_argument(
-        "--license",
-        default=None,
-        help="the model card's licence (default: chosen from the training data, e.g. cc-by-nc-sa-4.0 "
-        "for SICK or MS MARCO)",
-    )
-    parser.set_defaults(handler=_train_command)
+    _own_arguments(parser, "--output-dir", "--output_dir")
+    parser.set_defaults(handler=_train, takes_trainer_arguments=True)
 
 
-def _train_command(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
-    trainer.check_train_output(
-        config.output_dir, resume=config.resume, overwrite=args.overwrite
-    )  # before loading anything
-    trainer.train(config, overwrite=args.overwrite)
+def _own_arguments(parser, *flags: str) -> None:
+    """``-o`` (the trainer's ``--output-dir``), ``--preset`` and ``--config``; ``flags``: more of them."""
+    parser.add_argument("-o", *flags, dest="output_dir", help="the run's folder: checkpoints, final/ (the best model)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; options override them")
+    parser.add_argument("--config", metavar="FILE", help="settings as one JSON object (the options' names)")
+
+
+def _train(args) -> int:
+    from slice_st.training import trainer
+
+    parser = _trainer_parser()
+    defaults = {**trainer.TRAINING_DEFAULTS, **trainer.PRESETS.get(args.preset, {}), **_read_config(args.config)}
+    # No folder given is an error here, not the trainer's silent "trainer_output".
+    defaults["output_dir"] = args.output_dir or defaults.get("output_dir") or ""
+    defaults.update({"disable_tqdm": True} if args.no_progress else {})
+    known = {action.dest for action in parser._actions}
+    unknown = sorted(set(defaults) - known)
+    if unknown:
+        where = args.config or "the preset"
+        raise UsageError(f"unknown setting {unknown[0]!r} in {where}{suggestion(unknown[0], known)}")
+    parser.set_defaults(**defaults)
+    settings, training, *_, rest = parser.parse_args_into_dataclasses(
+        args.trainer_arguments, return_remaining_strings=True, look_for_args_file=False
+    )
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if not training.output_dir:
+        raise UsageError("the run needs a folder: give -o/--output-dir DIR.")
+    trainer.check_train_output(training.output_dir, resume=settings.resume, overwrite=settings.overwrite)
+    trainer.train(training, settings)
     return 0
+
+
+def _trainer_parser():
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from transformers import HfArgumentParser
+
+    from slice_st.training import SliceArguments
+
+    class Parser(HfArgumentParser):
+        def error(self, message: str):
+            option = message.split(": ", 1)[-1].split()[0] if "unrecognized" in message else ""
+            option = option.split("=")[0]
+            raise UsageError(message + suggestion(option, self._option_string_actions))
+
+    parser = Parser(
+        (SliceArguments, SentenceTransformerTrainingArguments),
+        prog="slice-st train",
+        usage="%(prog)s -o DIR [--preset NAME | --config FILE] [OPTION ...]",
+        description=__doc__.split("\n\n")[1],
+    )
+    own = parser.add_argument_group("slice-st train")
+    _own_arguments(own)
+    for flag in ("--quiet", "--no-progress"):
+        own.add_argument(flag, action="store_true", help="print only results and errors" if "q" in flag else "no bars")
+    return parser
+
+
+def _read_config(path: str | None) -> dict:
+    if path is None:
+        return {}
+    from slice_st.text import read_file
+
+    try:
+        values = json.loads(read_file(path))
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--config {path}: not JSON ({error}).") from None
+    if not isinstance(values, dict):
+        raise UsageError(f"--config {path}: a JSON object of settings is needed, not a {type(values).__name__}.")
+    return {key.replace("-", "_"): value for key, value in values.items()}

@@ -130,7 +130,7 @@ def cut_passages(
     datasets = require("datasets", "train", "building passages")
 
     if min_words < 1 or max_words < min_words:
-        raise ValueError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
+        raise DataFormatError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
     rng = random.Random(seed)
     excluded = {_norm(sentence) for sentence in exclude_sentences}
     passages: list[str] = []
@@ -262,7 +262,7 @@ def offline_passages(
                 raise FileNotFoundError(f"No such file: {path}")
             texts += read_texts(_read_tsv_texts(path, -1), detokenize=True)  # "id<TAB>document" rows
         else:
-            raise ValueError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
+            raise DataFormatError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
     excluded = evaluation_sentences(exclude_paths)
     return cut_passages(
         texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed, limit=limit
@@ -289,7 +289,9 @@ def load_passages(
         if source == "offline" or source.startswith("offline:"):
             data_dir = source.split(":", 1)[1] if ":" in source else shared_data
             if not data_dir:
-                raise ValueError("--distill-data offline needs the shared data folder (offline:DIR or --shared-data).")
+                raise DataFormatError(
+                    "--distill-data offline needs the shared data folder (offline:DIR or --shared-data)."
+                )
             parts.append(
                 offline_passages(
                     data_dir, exclude_paths=exclude_paths, min_words=min_words, max_words=max_words, seed=seed
@@ -316,7 +318,7 @@ def load_passages(
             )
         )
     if not parts:
-        raise ValueError(
+        raise DataFormatError(
             "no distillation text: give --distill-data offline[:DIR], a saved dataset folder, or text/JSONL files."
         )
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]

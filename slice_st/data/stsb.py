@@ -128,7 +128,7 @@ def read_stsb_context(
     datasets = require("datasets", "eval", "reading STS-B-Context")
 
     if missing_paraphrase not in ("warn", "error", "drop"):
-        raise ValueError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
+        raise DataFormatError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
     raw, name = _read_bytes(path_or_url)
     text = _decode(raw, name, encoding)
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
@@ -278,7 +278,7 @@ def write_source_note(path: str | os.PathLike, source: str, **details: Any) -> s
     import json
 
     if source not in CONTEXT_SOURCES:
-        raise ValueError(f"source must be one of {CONTEXT_SOURCES}, got {source!r}.")
+        raise DataFormatError(f"source must be one of {CONTEXT_SOURCES}, got {source!r}.")
     note = os.fspath(path) + SOURCE_SUFFIX
     with open(note, "w", encoding="utf-8") as handle:
         json.dump({"format": "STS-B-Context", "source": source, **details}, handle, indent=1)
@@ -424,17 +424,17 @@ def make_context(
 
     unknown = [style for style in styles if style not in CONTEXT_STYLES]
     if unknown or not styles:
-        raise ValueError(f"styles must be a non-empty subset of {CONTEXT_STYLES}, got {list(styles)}.")
+        raise DataFormatError(f"styles must be a non-empty subset of {CONTEXT_STYLES}, got {list(styles)}.")
     if words < 1:
-        raise ValueError(f"words must be >= 1, got {words}.")
+        raise DataFormatError(f"words must be >= 1, got {words}.")
     rows = [dict(row) for row in pairs]
     for position, row in enumerate(rows):
         for key in ("sentence1", "sentence2", "score"):
             if key not in row:
-                raise ValueError(f"pair {position} has no {key!r} field.")
+                raise DataFormatError(f"pair {position} has no {key!r} field.")
         for key in ("sentence1", "sentence2"):
             if not isinstance(row[key], str) or not row[key].strip():
-                raise ValueError(f"pair {position}: {key} is empty or not a string.")
+                raise DataFormatError(f"pair {position}: {key} is empty or not a string.")
     pool: list[str] = []
     seen: set[str] = set()
     for row in rows:
@@ -444,13 +444,13 @@ def make_context(
                 seen.add(sentence)
                 pool.append(sentence)
     if len(pool) < 3:
-        raise ValueError(f"need at least 3 distinct sentences to build context, got {len(pool)}.")
+        raise DataFormatError(f"need at least 3 distinct sentences to build context, got {len(pool)}.")
     pool_words = [_words(sentence) for sentence in pool]
     rng = random.Random(seed)
     chosen = range(len(rows))
     if limit is not None:
         if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}.")
+            raise DataFormatError(f"limit must be >= 1, got {limit}.")
         chosen = sorted(rng.sample(range(len(rows)), min(limit, len(rows))))
     out: dict[str, list[Any]] = {
         key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style", "source_index")
@@ -475,7 +475,7 @@ def make_context(
             context.append(sentence)
             count += len(sentence.split())
         if not context:
-            raise ValueError(f"pair {position}: found no context sentence unlike the pair's own sentences.")
+            raise DataFormatError(f"pair {position}: found no context sentence unlike the pair's own sentences.")
         if style == "preceding":
             parts = [*context, core]
         elif style == "following":

@@ -10,7 +10,7 @@ an index) and ``calibration`` (cosine → STS 0–5).
 
 from slice_st.index.calibration import Calibration
 from slice_st.index.ray_engine import RayBuild
-from slice_st.index.ray_search import RayShardedSpanIndex
+from slice_st.index.ray_search import RayShardedSpanIndex, open_index
 from slice_st.index.search import IndexMatch
 from slice_st.index.sharded import ShardedSpanIndex
 from slice_st.index.span_index import SpanIndex
@@ -18,6 +18,7 @@ from slice_st.index.span_index import SpanIndex
 __all__ = [
     "SpanIndex",
     "ShardedSpanIndex",
+    "open_index",
     "RayShardedSpanIndex",
     "RayBuild",
     "IndexMatch",

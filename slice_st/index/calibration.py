@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from slice_st.errors import DataFormatError
 from slice_st.text import atomic_file, require
 
 if TYPE_CHECKING:
@@ -70,11 +71,11 @@ class Calibration:
     def __post_init__(self) -> None:
         x, y = np.asarray(self.x, dtype=np.float64), np.asarray(self.y, dtype=np.float64)
         if x.ndim != 1 or x.shape != y.shape or len(x) == 0:
-            raise ValueError("A calibration needs equally long, non-empty threshold lists x and y.")
+            raise DataFormatError("A calibration needs equally long, non-empty threshold lists x and y.")
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-            raise ValueError("Calibration thresholds must be finite numbers.")
+            raise DataFormatError("Calibration thresholds must be finite numbers.")
         if np.any(np.diff(x) < 0) or np.any(np.diff(y) < 0):
-            raise ValueError("Calibration thresholds must be non-decreasing in x and y.")
+            raise DataFormatError("Calibration thresholds must be non-decreasing in x and y.")
 
     def __call__(self, cosines) -> np.ndarray:
         """Degrees (0–5) for an array of cosines."""
@@ -104,9 +105,9 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: dict[str, Any], name: str = "calibration") -> Calibration:
         if not isinstance(data, dict) or data.get("kind") != "isotonic":
-            raise ValueError(f"{name}: not an isotonic calibration.")
+            raise DataFormatError(f"{name}: not an isotonic calibration.")
         if data.get("format_version") != CALIBRATION_FORMAT_VERSION:
-            raise ValueError(f"{name}: calibration format {data.get('format_version')} is not supported.")
+            raise DataFormatError(f"{name}: calibration format {data.get('format_version')} is not supported.")
         fields = {
             key: data[key]
             for key in ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra")
@@ -115,7 +116,7 @@ class Calibration:
         try:
             return cls(**fields)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"{name}: invalid calibration ({error}).") from None
+            raise DataFormatError(f"{name}: invalid calibration ({error}).") from None
 
     def save(self, path: str | os.PathLike) -> str:
         """Write JSON to ``path`` (a file, or a folder such as a saved model: ``<folder>/calibration.json``)."""
@@ -138,7 +139,7 @@ class Calibration:
             with open(path, encoding="utf-8") as handle:
                 data = json.load(handle)
         except ValueError as error:
-            raise ValueError(f"{path}: unreadable calibration ({error}).") from None
+            raise DataFormatError(f"{path}: unreadable calibration ({error}).") from None
         return cls.from_dict(data, path)
 
 
@@ -168,11 +169,11 @@ def fit_calibration(
     x = np.asarray(cosines, dtype=np.float64)
     y = np.asarray(scores, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape:
-        raise ValueError(f"cosines and scores must be equally long 1-d sequences, got {x.shape} and {y.shape}.")
+        raise DataFormatError(f"cosines and scores must be equally long 1-d sequences, got {x.shape} and {y.shape}.")
     if len(x) < 2:
-        raise ValueError("Calibration needs at least 2 scored pairs.")
+        raise DataFormatError("Calibration needs at least 2 scored pairs.")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-        raise ValueError("Calibration pairs must have finite cosines and scores.")
+        raise DataFormatError("Calibration pairs must have finite cosines and scores.")
     model = IsotonicRegression(y_min=low, y_max=high, increasing=True, out_of_bounds="clip").fit(x, y)
     rho = spearmanr(x, y).statistic
     return Calibration(
@@ -209,7 +210,7 @@ def sts_pair_cosines(
     from slice_st.encode import best_spans_paired, embed_texts
 
     if pair_score not in PAIR_SCORES:
-        raise ValueError(f"pair_score must be one of {PAIR_SCORES}, got {pair_score!r}.")
+        raise DataFormatError(f"pair_score must be one of {PAIR_SCORES}, got {pair_score!r}.")
     if pair_score == "sentence":
         import torch
 

@@ -126,34 +126,26 @@ class RayShardedSpanIndex(ShardedSpanIndex):
     def workers(self) -> int:
         return len(self._actors)
 
-    def scan(
-        self,
-        query_vectors: torch.Tensor,
-        k: int,
-        min_span: int | None = None,
-        max_span: int | None = None,
-        *,
-        approximate: bool = False,
-        candidates: int | None = None,
-        nprobe: int | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
         """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
         if not self._actors:
             raise SpanInputError("This RayShardedSpanIndex is closed.")
-        wanted = self.span_config.replace(min_span=min_span, max_span=max_span)
-        self._check_approximate(approximate)
         ray = require_ray()
-        queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
-        found = ray.get(
-            [
-                actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
-                for actor in self._actors
-            ]
-        )
-        running = empty_top_spans(len(query_vectors), k)
-        for part, base in zip(found, self._group_bases):
-            running = merge_top_spans(running, part, base)
-        return running
+
+        def scan(query_vectors: torch.Tensor, k: int):
+            queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
+            found = ray.get(
+                [
+                    actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
+                    for actor in self._actors
+                ]
+            )
+            running = empty_top_spans(len(query_vectors), k)
+            for part, base in zip(found, self._group_bases):
+                running = merge_top_spans(running, part, base)
+            return running
+
+        return scan
 
     def close(self) -> None:
         """End the actors (and Ray, if this index started it)."""
@@ -189,3 +181,34 @@ def _contiguous_groups(sizes: Sequence[int], groups: int) -> list[list[int]]:
         bounds.append(int(min(max(cut, bounds[-1] + 1), len(sizes) - groups + number)))
     bounds.append(len(sizes))
     return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
+def open_index(
+    paths: str | os.PathLike | Sequence[str | os.PathLike],
+    model: SentenceTransformer | str | None = None,
+    *,
+    device: str | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+    **model_options: Any,
+) -> SpanIndex | ShardedSpanIndex:
+    """One saved index, or several (a list, or a folder of index folders) searched together as a
+    :class:`ShardedSpanIndex`; with ``ray`` (an address, or ``"local"``) a
+    :class:`~slice_st.index.RayShardedSpanIndex` whose shards are scanned on Ray actors (close it).
+
+    ``model``, ``device`` and ``model_options`` load the model as :meth:`SpanIndex.load` does (default: the
+    recorded one).
+
+    >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
+    """
+    if ray is not None:
+        from slice_st.index.ray_engine import check_address, require_ray
+
+        check_address(ray)
+        require_ray()
+    directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
+    first = SpanIndex.load(directories[0], model, device=device, **model_options)
+    shards = [first] + [SpanIndex.load(path, first.model) for path in directories[1:]]
+    if ray is not None:
+        return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
+    return first if len(shards) == 1 else ShardedSpanIndex(shards)

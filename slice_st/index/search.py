@@ -117,13 +117,24 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
     return query_list
 
 
+#: The scorer of an index search when none is given: the re-ranker (the default of ``best_spans``) is not run by an
+#: index, whose ranking over the whole corpus stays exact for the scorer's costs.
+INDEX_SCORER = "phrase"
+
+
 def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default), resolved once; a bad one is a
-    :class:`SpanInputError`."""
+    """The scorer of a search (name, :class:`SpanScorer` or ``None``: ``"phrase"``), resolved once; a bad one, or one
+    that re-ranks, is a :class:`SpanInputError`."""
     try:
-        return resolve_scorer(scorer)
+        resolved = resolve_scorer(INDEX_SCORER if scorer is None else scorer)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    if resolved.rerank is not None:
+        raise SpanInputError(
+            f"scorer {resolved.name!r} re-ranks each text's candidates: an index ranks by 'phrase' or 'max-cosine' "
+            "(or a SpanScorer without rerank); use best_spans / `slice-st mine FILE` for the re-ranker."
+        )
+    return resolved
 
 
 def check_overlap(overlap: bool) -> bool:
@@ -370,3 +381,40 @@ def _greedy(
             alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = False
         position += 1
     return order[np.asarray(kept, dtype=np.int64)]
+
+
+def search_documents(
+    index,
+    queries: Sequence[str],
+    documents: int | None = 10,
+    per_document: int | None = 1,
+    top_k: int | None = None,
+    **options,
+) -> list[list[IndexMatch]]:
+    """For each query, the spans of its ``documents`` best documents (``per_document`` each; ``None``: no limit), at
+    most ``top_k`` in all: ``index.search`` (a :class:`~slice_st.SpanIndex`, sharded or not) with ``options``.
+
+    With ``documents=None`` it is ``index.search(top_k=...)`` (every span when ``top_k`` is ``None`` too). Otherwise
+    the search asks for ``documents × per_document`` spans, and 4 times more while the best documents could still
+    have more to show; the first ``documents`` documents of a ranking are the best ones, whatever the number asked.
+
+    >>> search_documents(index, ["my bag was lost"], documents=3, per_document=2)  # doctest: +SKIP
+    """
+    queries = list(queries)
+    cap = max(len(index), 1) * (per_document or 1)
+    if documents is None:
+        return index.search(queries, top_k=top_k or cap, per_document=per_document, **options)
+    first = min(documents * (per_document or 1), cap)
+    results = []
+    for query, matches in zip(queries, index.search(queries, top_k=first, per_document=per_document, **options)):
+        asked = first
+        while True:
+            best = set(list(dict.fromkeys(match.doc_id for match in matches))[:documents])
+            kept = [match for match in matches if match.doc_id in best]
+            complete = per_document is not None and len(kept) >= len(best) * per_document and len(best) == documents
+            if complete or len(matches) < asked or asked >= cap:
+                break
+            asked = min(asked * 4, cap)
+            matches = index.search([query], top_k=asked, per_document=per_document, **options)[0]
+        results.append(kept[:top_k])
+    return results

@@ -10,16 +10,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import check_threshold
 from slice_st.errors import SpanInputError
 from slice_st.index.search import (
     IndexMatch,
-    check_overlap,
     check_search,
-    query_list,
-    ranked,
-    search_scorer,
-    span_costs_for,
 )
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
@@ -28,7 +22,6 @@ from slice_st.scoring import mark_prefix
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.scoring import SpanScorer
 
 TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -149,61 +142,9 @@ class ShardedSpanIndex:
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs) -> torch.Tensor:
         return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
-    def search(
-        self,
-        queries: str | Sequence[str],
-        top_k: int = 10,
-        threshold: float | None = None,
-        min_span: int | None = None,
-        max_span: int | None = None,
-        batch_size: int = 32,
-        *,
-        approximate: bool = False,
-        candidates: int | None = None,
-        nprobe: int | None = None,
-        per_document: int | None = None,
-        scorer: str | SpanScorer | None = None,
-        overlap: bool = False,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        device: str | None = None,
-    ) -> list[list[IndexMatch]]:
-        """:meth:`SpanIndex.search` over all shards (same options, same exact scorer ranking); queries are embedded
-        once."""
-        wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
-        self._check_approximate(approximate)
-        check_threshold(threshold)
-        scorer, overlap = search_scorer(scorer), check_overlap(overlap)
-        query_texts = query_list(queries)
-        vectors = self.embed_queries(
-            query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
-        )
-        limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
-        costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
-
-        def scan(query_vectors: torch.Tensor, k: int):
-            return self.scan(
-                query_vectors,
-                k,
-                wanted.min_span,
-                wanted.max_span,
-                approximate=approximate,
-                candidates=candidates,
-                nprobe=nprobe,
-            )
-
-        return ranked(
-            scan,
-            self._matches,
-            vectors,
-            top_k,
-            threshold,
-            per_document,
-            limit,
-            costs=costs,
-            locate=self._locate,
-            overlap=overlap,
-        )
+    #: :meth:`SpanIndex.search` over all shards (same options, same exact ranking): one search path for both, through
+    #: :meth:`_scanner` (each shard scanned, the top spans merged); queries are embedded once.
+    search = SpanIndex.search
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed
@@ -255,17 +196,25 @@ class ShardedSpanIndex:
         """
         wanted = check_search(self.span_config, k, None, min_span, max_span, candidates)
         self._check_approximate(approximate)
-        running = empty_top_spans(len(query_vectors), k)
-        for shard, base in zip(self.shards, self._unit_bases):
-            if approximate:
-                found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
-            else:
-                floor = running[0][:, -1].copy()
-                found = shard._top_spans(
-                    query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None
-                )
-            running = merge_top_spans(running, found, base)
-        return running
+        return self._scanner(wanted, approximate, candidates, nprobe)(query_vectors, k)
+
+    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
+        """``scan(query_vectors, k)``: shard by shard, merged into a running top-k (:func:`merge_top_spans`)."""
+
+        def scan(query_vectors: torch.Tensor, k: int) -> TopSpans:
+            running = empty_top_spans(len(query_vectors), k)
+            for shard, base in zip(self.shards, self._unit_bases):
+                if approximate:
+                    found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
+                else:  # the k-th score so far lets the exact scan skip what cannot enter
+                    floor = running[0][:, -1].copy()
+                    found = shard._top_spans(
+                        query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None
+                    )
+                running = merge_top_spans(running, found, base)
+            return running
+
+        return scan
 
     def _matches(
         self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None

@@ -68,6 +68,7 @@ from slice_st.index.storage import (
     MANIFEST,
     SETTINGS_FILE,
     array_digest,
+    check_index_target,
     file_digest,
     folder_entry,
     fsync_directory,
@@ -341,6 +342,7 @@ class SpanIndex:
         if on_error not in ("raise", "skip"):
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         targets = pool_devices(devices, processes, pool)
+        _check_not_indexed_yet(self.doc_ids, texts if isinstance(texts, list) else [])
         text_list, given_ids = texts_and_ids(texts, text_field, id_field)
         if ids is None:
             ids = given_ids
@@ -676,8 +678,7 @@ class SpanIndex:
         below ``threshold``). With ``"max-cosine"`` and ``overlap=True`` this is the plain cosine top-k.
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
-        if approximate and self._candidates is None:
-            raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+        self._check_approximate(approximate)
         check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
@@ -699,6 +700,10 @@ class SpanIndex:
             locate=self._locate,
             overlap=overlap,
         )
+
+    def _check_approximate(self, approximate: bool) -> None:
+        if approximate and self._candidates is None:
+            raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the
@@ -993,6 +998,7 @@ class SpanIndex:
         timeout: float | None = None,
         on_wait: Callable[[str], None] | None = None,
         mmap: bool = True,
+        **model_options: Any,
     ) -> Iterator[SpanIndex]:
         """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
 
@@ -1007,10 +1013,47 @@ class SpanIndex:
         path = os.fspath(path)
         if not os.path.exists(os.path.join(path, MANIFEST)):
             read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
+        check_index_target(path)  # read-only: said before the model loads
         with index_lock(path, timeout=timeout, on_wait=on_wait):
-            index = cls.load(path, model, mmap=mmap)
+            index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
+
+    @classmethod
+    def merge_saved(
+        cls,
+        paths: Sequence[str | os.PathLike],
+        output: str | os.PathLike,
+        *,
+        force: bool = False,
+        on_wait: Callable[[str], None] | None = None,
+    ) -> SpanIndex:
+        """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
+        an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
+        paths, output = [os.fspath(path) for path in paths], os.fspath(output)
+        check_index_target(output)
+        if os.path.exists(os.path.join(output, MANIFEST)) and not force and output not in paths:
+            raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
+        with index_lock(output, timeout=None, on_wait=on_wait):
+            first = cls.load(paths[0])
+            merged = cls.merge([first] + [cls.load(path, first.model) for path in paths[1:]])
+            merged.model_name, merged.model_path = first.model_name, first.model_path
+            merged.save(output)
+        return merged
+
+    @classmethod
+    def describe(cls, path: str | os.PathLike, *, verify: bool = False) -> dict[str, Any]:
+        """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
+        file's SHA-256 (raising on any mismatch)."""
+        manifest = read_manifest(os.fspath(path), must_exist=True)
+        info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
+        array_bytes = info.get("array_bytes") or 0
+        info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
+        info["smaller_than_materialised"] = round((info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1)
+        if verify:
+            cls.load(path, verify=True)
+            info["verified"] = True
+        return info
 
     @classmethod
     def load(
@@ -1020,6 +1063,8 @@ class SpanIndex:
         mmap: bool = True,
         *,
         verify: bool = False,
+        device: str | None = None,
+        **model_options: Any,
     ) -> SpanIndex:
         """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub
         id).
@@ -1028,16 +1073,23 @@ class SpanIndex:
         checks file sizes, the texts' and ids' checksums and a sample of every array's rows against
         the manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save
         reads the new manifest and retries: it returns the old or the new index, never an error.
+
+        A model named by a path or id, or the recorded one, is loaded with ``device`` and ``model_options``
+        (:func:`slice_st.load_model`'s ``backend``, ``model_file``, ``threads``, …); the recorded one on the
+        backend and exported file the index was built with unless ``backend`` is given.
         """
         from slice_st.loading import load_model
 
         path = os.fspath(path)
         manifest = read_manifest(path, must_exist=True)
-        if model is None:
-            runtime = {}
-            if manifest.get("model_backend", "torch") != "torch":  # built on ONNX Runtime / OpenVINO: the same file
-                runtime = {"backend": manifest["model_backend"], "model_file": manifest.get("model_file")}
-            model = load_model(model_source(path, manifest), **runtime)
+        if model is None or isinstance(model, (str, os.PathLike)):
+            recorded = manifest.get("model_backend", "torch")
+            if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
+                model_options.update(
+                    backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
+                )
+            source = model_source(path, manifest) if model is None else os.fspath(model)
+            model = load_model(source, device=device, **model_options)
         model = _as_model(model)
         fingerprint = model_fingerprint(model)
         index, manifest = read_consistent(
@@ -1157,6 +1209,28 @@ class SpanIndex:
         if manifest.get("candidates"):
             index._candidates = CandidateStage.load(data_dir, manifest["candidates"], folder=folder)
         return index
+
+
+def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:
+    """Refuse a file already indexed under another spelling of its path (``a.txt`` vs ``/abs/a.txt``, a link)."""
+    sources = {
+        d.source
+        for d in documents
+        if isinstance(d, Document) and d.source and d.source != "-" and d.id == f"{os.path.normpath(d.source)}:{d.line}"
+    }
+    if not sources:
+        return
+    indexed: dict[str, str] = {}  # real path → the spelling it was indexed under, for ids <path>:<line>
+    for path in dict.fromkeys(doc_id.rpartition(":")[0] for doc_id in doc_ids if doc_id.rpartition(":")[2].isdigit()):
+        if path and os.path.isfile(path):
+            indexed.setdefault(os.path.realpath(path), path)
+    for source in sorted(sources):
+        spelling = indexed.get(os.path.realpath(source))
+        if spelling is not None and os.path.normpath(spelling) != os.path.normpath(source):
+            raise SpanInputError(
+                f"{source} is already in the index as {spelling} (the same file): remove those documents first, "
+                "or give the file as it was indexed."
+            )
 
 
 def _as_model(model: Any) -> SentenceTransformer:

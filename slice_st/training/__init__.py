@@ -4,6 +4,6 @@ Importing this package is light (no torch); ``slice_st.training.hub`` (the SLICE
 imports ``sentence_transformers``.
 """
 
-from slice_st.training.trainer import PRESETS, TrainConfig, build_trainer, config_from_args, train
+from slice_st.training.trainer import PRESETS, SliceArguments, build_trainer, train, training_arguments
 
-__all__ = ["TrainConfig", "PRESETS", "train", "build_trainer", "config_from_args"]
+__all__ = ["SliceArguments", "PRESETS", "training_arguments", "train", "build_trainer"]

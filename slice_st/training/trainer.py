@@ -1,86 +1,73 @@
 """SLICE training on sentence-transformers' trainer: ``slice-st train`` and :func:`train`.
 
-One function builds everything from a :class:`TrainConfig`: the base model (the embedded
-all-MiniLM-L6-v2 by default), the training triplets (MS MARCO TSV, the offline builder, or a saved
-``datasets`` folder) for :class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled passages for
-:class:`~slice_st.SpanDistillationLoss` (either or both: two datasets and two losses in one run), the
-:class:`~slice_st.SpanRetrievalEvaluator` on an STS-B-Context dev file, and Hugging Face
-``TrainingArguments`` (checkpoints every N steps, the best one kept by dev single-pass Spearman,
-resume from the last checkpoint). It runs unchanged under ``accelerate launch`` (one process per
-device; only the main process writes). Checkpoints are flag-free SLICE checkpoints (see
-:func:`slice_st.save_slice_model`) with a SLICE model card (:mod:`slice_st.training.hub`: the same card
-locally and on the Hub). ``push_to_hub`` uses the trainer's own Hub push (``hub_model_id``,
-``hub_strategy``, ``hub_private_repo``), checked before anything is loaded or trained.
+A run is the trainer's own :class:`~sentence_transformers.SentenceTransformerTrainingArguments` (steps, batch size,
+learning rate, checkpoints, Hub push) plus :class:`SliceArguments`, the few settings that are SLICE's: the base model,
+the training triplets (MS MARCO TSV, the offline builder, or a saved ``datasets`` folder) for
+:class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled passages for :class:`~slice_st.SpanDistillationLoss` (either or
+both: two datasets and two losses in one run), the :class:`~slice_st.SpanRetrievalEvaluator` on an STS-B-Context dev
+file (the best checkpoint is kept by its single-pass Spearman), spans and LoRA. ``slice-st train`` parses both with
+``HfArgumentParser``; a preset or an argument file (JSON/YAML) gives the defaults, options override them. It runs
+unchanged under ``accelerate launch`` (only the main process writes). Checkpoints are flag-free SLICE checkpoints
+(:func:`slice_st.save_slice_model`) with a SLICE model card; the trainer's own Hub push is checked before anything is
+loaded or trained.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from slice_st.errors import MissingExtraError
+from slice_st.errors import MissingExtraError, SpanInputError
 from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 
-#: ``TrainingArguments.hub_strategy`` values (``--hub-strategy``).
-HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
-#: ``--distill-loss``: ``vector`` (SpanDistillationLoss); the score loss is a study in research/.
-DISTILL_LOSSES = ("vector",)
-#: ``--dev-select``: the dev rows that choose the best checkpoint.
-DEV_SELECTIONS = ("all", "even", "odd")
-#: ``--mix``: sentence-transformers' multi-dataset batch samplers.
-MIXES = ("round_robin", "proportional")
+#: Where ``slice-st train`` starts when neither a preset nor an option says otherwise (the trainer's own defaults
+#: suit epochs of a labelled set; a SLICE run is counted in steps and checks its dev score every 100).
+TRAINING_DEFAULTS: dict[str, Any] = {
+    "max_steps": 1000,
+    "per_device_train_batch_size": 32,
+    "learning_rate": 2e-5,
+    "warmup_steps": 0.1,  # transformers 5: a float below 1 is a ratio of max_steps
+    "weight_decay": 0.01,
+    "eval_steps": 100,
+    "save_steps": 100,
+    "save_total_limit": 2,
+    "logging_steps": 10,
+    "seed": 42,
+    "multi_dataset_batch_sampler": "round_robin",
+}
 
-#: Documented presets; explicit options override them.
+_CPU_DISTILL = {"distill_data": ["offline"], "per_device_train_batch_size": 16, "warmup_steps": 0.05,
+                "distill_max_span": 20, "eval_steps": 200, "save_steps": 200, "max_seq_length": 128}  # fmt: skip
+_LORA_RECIPE = {"lora_r": 16, "learning_rate": 3e-4, "distill_spans": 16, "distill_text_weight": 0.0,
+                "dev_select": "even"}  # fmt: skip
+#: Documented settings (``slice-st train --preset NAME``); options given with it override them.
 PRESETS: dict[str, dict[str, Any]] = {
     # The shipped slice-minilm (make model): a LoRA adapter (r = 16, every linear layer) trained by span
-    # self-distillation on the offline unlabeled passages, 16 spans of 1..20 words per passage (the benchmark's
-    # span range); the best checkpoint is chosen on the even rows of the dev file (--dev), so its odd rows stay
-    # unseen. 800 steps of 16 passages: a CPU run.
-    "cpu-minilm-slice": {
-        "distill_data": ["offline"],
-        "lora_r": 16,
-        "max_steps": 800,
-        "batch_size": 16,
-        "learning_rate": 3e-4,
-        "warmup_ratio": 0.05,
-        "distill_spans": 16,
-        "distill_max_span": 20,
-        "distill_text_weight": 0.0,
-        "eval_steps": 200,
-        "save_steps": 200,
-        "dev_select": "even",
-        "max_seq_length": 128,
-    },
-    # The same recipe for a GPU and a bigger corpus: add --distill-data YOUR_TEXT (files, JSONL, a datasets folder)
-    # and --dev YOUR_DEV.tsv.
+    # self-distillation on the offline passages, 16 spans of 1..20 words each; the best checkpoint is chosen on the
+    # even rows of the dev file (--dev), so its odd rows stay unseen. 800 steps of 16 passages: a CPU run.
+    "cpu-minilm-slice": {**_CPU_DISTILL, **_LORA_RECIPE, "max_steps": 800},
+    # The same recipe for a GPU and a bigger corpus: add --distill-data YOUR_TEXT and --dev YOUR_DEV.tsv.
     "gpu-minilm-slice": {
-        "distill_data": ["offline"],
-        "lora_r": 16,
+        **_CPU_DISTILL,
+        **_LORA_RECIPE,
         "max_steps": 4000,
-        "batch_size": 64,
-        "learning_rate": 3e-4,
-        "warmup_ratio": 0.05,
-        "distill_spans": 16,
-        "distill_max_span": 20,
-        "distill_text_weight": 0.0,
+        "per_device_train_batch_size": 64,
         "eval_steps": 500,
         "save_steps": 500,
-        "dev_select": "even",
         "max_seq_length": 256,
-    },
+    },  # fmt: skip
     # SLICE triplets (SpanMaxCrossEntropyLoss) for all-MiniLM-L6-v2, a short CPU run.
     "cpu-minilm": {
         "max_steps": 200,
-        "batch_size": 16,
+        "per_device_train_batch_size": 16,
         "learning_rate": 2e-5,
-        "warmup_ratio": 0.1,
+        "warmup_steps": 0.1,
         "max_span": 10,
         "scale": 30.0,
         "eval_steps": 100,
@@ -88,203 +75,140 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_limit": 8000,
         "dev_limit": 256,
         "max_seq_length": 128,
-    },
-    # Span self-distillation only (no labels): the offline unlabeled passages, teacher = frozen base model.
+    },  # fmt: skip
+    # Span self-distillation only (no labels): the offline passages, teacher = the frozen base model.
     "cpu-minilm-distill": {
-        "distill_data": ["offline"],
+        **_CPU_DISTILL,
         "max_steps": 600,
-        "batch_size": 16,
         "learning_rate": 5e-5,
-        "warmup_ratio": 0.05,
         "distill_spans": 12,
-        "distill_max_span": 20,
-        "eval_steps": 200,
-        "save_steps": 200,
         "dev_limit": 256,
-        "max_seq_length": 128,
-    },
-    # SLICE triplets and distillation passages in one run; batches drawn in proportion to the sets' sizes
-    # (3,200 triplets vs ~16,600 passages: about one SLICE batch in six).
+    },  # fmt: skip
+    # SLICE triplets and distillation passages in one run, batches in proportion to the sets' sizes (3,200 triplets
+    # vs ~16,600 passages: about one SLICE batch in six).
     "cpu-minilm-both": {
+        **_CPU_DISTILL,
         "train_data": ["offline"],
-        "distill_data": ["offline"],
         "max_steps": 600,
-        "batch_size": 16,
         "learning_rate": 5e-5,
-        "warmup_ratio": 0.05,
         "max_span": 10,
         "scale": 30.0,
         "distill_spans": 12,
-        "distill_max_span": 20,
-        "mix": "proportional",
-        "eval_steps": 200,
-        "save_steps": 200,
         "train_limit": 3200,
         "dev_limit": 256,
-        "max_seq_length": 128,
-    },
+        "multi_dataset_batch_sampler": "proportional",
+    },  # fmt: skip
 }
 
 
-@dataclass
-class TrainConfig:
-    """Everything ``slice-st train`` takes (see ``slice-st train --help``); the first arguments are the ones to set.
+def _option(text: str, default: Any = None, **metadata: Any):
+    """A :class:`SliceArguments` field: its default and its ``--help`` text."""
+    if isinstance(default, list):
+        return field(default_factory=list, metadata={"help": text, **metadata})
+    return field(default=default, metadata={"help": text, **metadata})
 
-    Args:
-        output_dir: Folder of the checkpoints and of ``final/`` (the best model).
-        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
-        train_data: SLICE triplets: ``msmarco:PATH``, ``offline[:DIR]`` or saved ``datasets`` folders.
-        dev_path: STS-B-Context TSV of the evaluator; the best checkpoint is chosen by its single-pass Spearman.
-        max_steps: Training steps.
-        batch_size: Rows per device and step.
-        learning_rate: Peak learning rate.
-        warmup_ratio: Warm-up, as a fraction of ``max_steps``.
-        weight_decay: AdamW weight decay.
-        min_span: Shortest span, in units (training and the saved model).
-        max_span: Longest span of the SLICE loss.
-        eval_max_span: Longest span of the evaluator and of the saved model (the paper's 20 words).
-        unit: ``"word"`` or ``"token"``.
-        scale: λ of :class:`~slice_st.SpanMaxCrossEntropyLoss`.
-        in_batch_negatives: The other rows' passages are extra negatives (SLICE loss).
-        eval_steps: Evaluate every N steps.
-        save_steps: Save a checkpoint every N steps (a multiple of ``eval_steps`` with ``dev_path``).
-        save_total_limit: Checkpoints kept.
-        logging_steps: Log every N steps.
-        train_limit: Use the first N triplets.
-        dev_limit: Use the first N dev rows.
-        max_seq_length: The model's ``max_seq_length`` during training (``None``: keep).
-        seed: Seed of data order, sampling and initialisation.
-        resume: Continue from the last complete checkpoint in ``output_dir``.
-        push_to_hub: Hub repository ``ORG/NAME`` to push to (checked before training).
-        shared_data: Data folder for ``offline`` sources given without ``:DIR``.
-        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`: ``offline[:DIR]``, text/TSV/JSONL
-            files or saved passages folders.
-        distill_weight: Weight of the distillation loss (with both losses).
-        distill_spans: Spans drawn per passage.
-        distill_max_span: Longest distilled span, in units.
-        distill_metric: ``"cosine"`` or ``"mse"``.
-        distill_text_weight: Weight of the whole-text term.
-        teacher: Teacher model id or path (``None``: a frozen copy of the base model).
-        cache_teacher: Precompute the teacher's span vectors once.
-        passage_min_words: Shortest passage, in words.
-        passage_max_words: Longest passage, in words.
-        distill_limit: Use at most N passages.
-        mix: How batches of the two datasets alternate: ``"round_robin"`` or ``"proportional"``.
-        sts_dev_path: STS-B TSV: also report sentence similarity at each evaluation.
-        lora_r: Rank of a LoRA adapter to train (0: every weight).
-        lora_alpha: LoRA alpha (``None``: ``2 * lora_r``).
-        dev_select: Dev rows that choose the best checkpoint: ``"all"``, ``"even"`` or ``"odd"``.
-        no_progress: Hide progress bars.
-        distill_loss: ``"vector"`` (:class:`~slice_st.SpanDistillationLoss`).
-        hub_strategy: When the trainer pushes (``TrainingArguments.hub_strategy``).
-        hub_private_repo: Create the Hub repository private.
-        license: The model card's licence (``None``: chosen from the training data).
+
+@dataclass
+class SliceArguments:
+    """The SLICE settings of a run; everything else is the trainer's
+    :class:`~sentence_transformers.SentenceTransformerTrainingArguments`.
 
     Example:
-        >>> config = TrainConfig("runs/distill", distill_data=["offline:DATA"], dev_path=None, max_steps=10)
-        >>> config.objectives
+        >>> SliceArguments(distill_data=["offline:DATA"]).objectives
         ('distill',)
     """
 
-    output_dir: str
-    model: str | None = None
-    train_data: list[str] = field(default_factory=list)
-    dev_path: str | None = None
-    max_steps: int = 1000
-    batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    min_span: int = 1
-    max_span: int = 10
-    eval_max_span: int = 20
-    unit: str = "word"
-    scale: float = 30.0
-    in_batch_negatives: bool = False
-    eval_steps: int = 100
-    save_steps: int = 100
-    save_total_limit: int = 2
-    logging_steps: int = 10
-    train_limit: int | None = None
-    dev_limit: int | None = None
-    max_seq_length: int | None = None
-    seed: int = 42
-    resume: bool = False
-    push_to_hub: str | None = None
-    shared_data: str | None = None
-    # span self-distillation (SpanDistillationLoss); on when distill_data is given
-    distill_data: list[str] = field(default_factory=list)
-    distill_weight: float = 1.0
-    distill_spans: int = 8
-    distill_max_span: int = 12
-    distill_metric: str = "cosine"
-    distill_text_weight: float = 1.0
-    teacher: str | None = None
-    cache_teacher: bool = False
-    passage_min_words: int = 20
-    passage_max_words: int = 80
-    distill_limit: int | None = None
-    mix: str = "round_robin"
-    sts_dev_path: str | None = None
-    # train a LoRA adapter instead of every weight (0: full fine-tune)
-    lora_r: int = 0
-    lora_alpha: float | None = None
-    # the dev rows that choose the best checkpoint: all, or every other row ("even"/"odd"), so that the rest stays
-    # unseen
-    dev_select: str = "all"
-    no_progress: bool = False
-    # which distillation loss trains on the passages: "vector" (SpanDistillationLoss: the teacher's span vectors)
-    distill_loss: str = "vector"
-    # Hub push through the trainer (TrainingArguments.hub_strategy / hub_private_repo); the card's licence
-    hub_strategy: str = "every_save"
-    hub_private_repo: bool | None = None
-    license: str | None = None
+    model: str | None = _option("base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"])
+    train_data: list[str] = _option("SLICE triplets: msmarco:PATH | offline[:DATA_DIR] | a saved datasets folder", [])
+    distill_data: list[str] = _option(
+        "unlabeled text for span self-distillation: offline[:DATA_DIR] | text/TSV/JSONL files | a passages folder", []
+    )
+    dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
+    sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
+    dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
+    shared_data: str | None = _option("data folder of 'offline' sources given without :DIR")
+    resume: bool = _option("continue from the last complete checkpoint in the output folder", False)
+    overwrite: bool = _option("train into an output folder that already has files", False)
+    min_span: int = _option("shortest span, in units (training and the saved model)", 1)
+    max_span: int = _option("longest span of the SLICE loss", 10)
+    eval_max_span: int = _option("longest span of the evaluator and of the saved model", 20)
+    unit: Literal["word", "token"] = _option("span unit", "word")
+    scale: float = _option("λ of SpanMaxCrossEntropyLoss", 30.0)
+    in_batch_negatives: bool = _option("the other rows' passages are extra negatives (SLICE loss)", False)
+    distill_weight: float = _option("weight of the distillation loss (with both losses)", 1.0)
+    distill_spans: int = _option("spans drawn per passage", 8)
+    distill_max_span: int = _option("longest distilled span, in units", 12)
+    distill_metric: Literal["cosine", "mse"] = _option("how span vectors are compared", "cosine")
+    distill_text_weight: float = _option("weight of the whole-text term", 1.0)
+    teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
+    cache_teacher: bool = _option("precompute the teacher's span vectors once", False)
+    passage_min_words: int = _option("shortest passage, in words", 20)
+    passage_max_words: int = _option("longest passage, in words", 80)
+    train_limit: int | None = _option("use the first N triplets")
+    dev_limit: int | None = _option("use the first N dev rows")
+    distill_limit: int | None = _option("use at most N passages")
+    max_seq_length: int | None = _option("the model's max_seq_length during training (default: keep)")
+    lora_r: int = _option("rank of a LoRA adapter to train (0: every weight)", 0)
+    lora_alpha: float | None = _option("LoRA alpha (default: 2 x lora_r)")
+    license: str | None = _option("the model card's licence (default: chosen from the training data)")
 
     @property
     def objectives(self) -> tuple[str, ...]:
         """Which losses this run trains: ``("slice",)``, ``("distill",)`` or both."""
         return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
 
-    def validate(self, needs_train_data: bool = True) -> None:
-        """Check every setting at once (a clear ``ValueError``/``FileNotFoundError`` before anything is loaded).
-
-        Args:
-            needs_train_data: Whether the config itself must name training data (not when a dataset is passed in).
-        """
-        if needs_train_data and not self.train_data and not self.distill_data:
-            raise ValueError(
+    def check(self, args, needs_train_data: bool = True) -> None:
+        """Check every setting, with the trainer's ``args``, before anything is loaded (a clear error)."""
+        if needs_train_data and not self.objectives:
+            raise SpanInputError(
                 "no training data: give --train-data (msmarco:PATH, offline[:DIR], or a saved dataset folder) and/or "
                 "--distill-data (offline[:DIR], text/JSONL files, or a saved passages folder)."
             )
         if not self.shared_data and "offline" in self.train_data + self.distill_data:
-            raise ValueError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
-        if self.distill_loss not in DISTILL_LOSSES:
-            raise ValueError(f"distill_loss must be 'vector', got {self.distill_loss!r}.")
+            raise SpanInputError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
+        for name, kind in get_type_hints(SliceArguments).items():
+            if get_origin(kind) is Literal and getattr(self, name) not in get_args(kind):
+                raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
         if self.lora_r < 0:
-            raise ValueError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
-        if self.dev_select not in DEV_SELECTIONS:
-            raise ValueError(f"dev_select must be 'all', 'even' or 'odd', got {self.dev_select!r}.")
-        if self.mix not in MIXES:
-            raise ValueError(f"mix must be 'round_robin' or 'proportional', got {self.mix!r}.")
-        if self.hub_strategy not in HUB_STRATEGIES:
-            raise ValueError(f"hub_strategy must be one of {', '.join(HUB_STRATEGIES)}, got {self.hub_strategy!r}.")
+            raise SpanInputError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
         if min(self.distill_weight, self.distill_text_weight) < 0:
-            raise ValueError("distill weights must be >= 0.")
-        if self.sts_dev_path is not None and not os.path.exists(self.sts_dev_path):
-            raise FileNotFoundError(f"STS-B dev file not found: {self.sts_dev_path}")
-        for name in ("max_steps", "batch_size", "eval_steps", "save_steps", "logging_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
-        if self.dev_path is not None and not os.path.exists(self.dev_path):
-            raise FileNotFoundError(f"dev file not found: {self.dev_path}")
-        if self.dev_path is not None and self.save_steps % self.eval_steps:
-            raise ValueError(
-                f"save_steps ({self.save_steps}) must be a multiple of eval_steps ({self.eval_steps}) so that the best "
+            raise SpanInputError("distill weights must be >= 0.")
+        for path in (self.dev, self.sts_dev):
+            if path is not None and not os.path.exists(path):
+                raise FileNotFoundError(f"dev file not found: {path}")
+        for name in ("max_steps", "per_device_train_batch_size", "eval_steps", "save_steps", "logging_steps"):
+            if (getattr(args, name) or 0) < 1:
+                raise SpanInputError(f"{name} must be >= 1, got {getattr(args, name)}.")
+        if self.dev is not None and args.save_steps % args.eval_steps:
+            raise SpanInputError(
+                f"save_steps ({args.save_steps}) must be a multiple of eval_steps ({args.eval_steps}) so that the best "
                 "checkpoint can be chosen by the dev score."
             )
+        if args.push_to_hub and not args.hub_model_id:
+            raise SpanInputError("push_to_hub needs the repository: give --hub-model-id ORG/NAME.")
 
 
-def load_training_data(config: TrainConfig):
+def training_arguments(preset: str | None = None, **values: Any):
+    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``, from one set of settings
+    named as ``slice-st train``'s options: :data:`TRAINING_DEFAULTS`, then the ``preset``'s, then ``values``.
+
+    Example:
+        >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["offline:DATA"])
+        >>> args.max_steps, settings.objectives
+        (200, ('slice',))
+        >>> train(args, settings)  # doctest: +SKIP
+    """
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from transformers import HfArgumentParser
+
+    if preset is not None and preset not in PRESETS:
+        raise SpanInputError(f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}.")
+    parser = HfArgumentParser((SliceArguments, SentenceTransformerTrainingArguments))
+    settings, args = parser.parse_dict({**TRAINING_DEFAULTS, **PRESETS.get(preset, {}), **values})
+    return args, settings
+
+
+def load_training_data(settings: SliceArguments, seed: int):
     """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets``
     folder."""
     datasets = require("datasets", "train", "slice-st train")
@@ -292,17 +216,13 @@ def load_training_data(config: TrainConfig):
     from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
 
     parts = []
-    for source in config.train_data:
+    for source in settings.train_data:
         if source.startswith("msmarco:"):
             parts.append(read_msmarco_triples(source.split(":", 1)[1]))
         elif source == "offline" or source.startswith("offline:"):
-            data_dir = (
-                source.split(":", 1)[1] if ":" in source else config.shared_data
-            )  # checked by TrainConfig.validate
+            data_dir = source.split(":", 1)[1] if ":" in source else settings.shared_data  # checked by check()
             dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
-            parts.append(
-                offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=config.seed)
-            )
+            parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=seed))
         elif os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
         else:
@@ -310,166 +230,144 @@ def load_training_data(config: TrainConfig):
                 f"training data {source!r}: not msmarco:PATH, offline[:DIR], or a saved dataset folder."
             )
     dataset = datasets.concatenate_datasets([part.select_columns(["anchor", "positive", "negative"]) for part in parts])
-    dataset = dataset.shuffle(seed=config.seed)
-    if config.train_limit is not None:
-        dataset = dataset.select(range(min(config.train_limit, len(dataset))))
+    dataset = dataset.shuffle(seed=seed)
+    if settings.train_limit is not None:
+        dataset = dataset.select(range(min(settings.train_limit, len(dataset))))
     return dataset
 
 
-def load_distillation_data(config: TrainConfig, loss=None):
+def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
     """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if
     asked."""
     from slice_st.data.passages import load_passages
 
+    folders = [settings.shared_data] + [s.split(":", 1)[1] for s in settings.distill_data if s.startswith("offline:")]
+    # Evaluation files whose sentences never enter training text: the dev sets and every data folder's STS-B dev.
+    excluded = [settings.dev, settings.sts_dev] + [os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f]
     passages = load_passages(
-        config.distill_data,
-        shared_data=config.shared_data,
-        exclude_paths=_excluded_paths(config),
-        min_words=config.passage_min_words,
-        max_words=config.passage_max_words,
-        seed=config.seed,
-        limit=config.distill_limit,
+        settings.distill_data,
+        shared_data=settings.shared_data,
+        exclude_paths=list(dict.fromkeys(path for path in excluded if path and os.path.exists(path))),
+        min_words=settings.passage_min_words,
+        max_words=settings.passage_max_words,
+        seed=seed,
+        limit=settings.distill_limit,
     )
-    if config.cache_teacher and loss is not None and "label" not in passages.column_names:
-        passages = loss.cache_teacher_vectors(passages, seed=config.seed)
+    if settings.cache_teacher and loss is not None and "label" not in passages.column_names:
+        passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages
 
 
-def _excluded_paths(config: TrainConfig) -> list[str]:
-    """Evaluation files whose sentences never enter training text: the dev set, the STS-B dev option and the
-    STS-B dev file of every data folder used (``--shared-data``, ``offline:DIR``)."""
-    folders = [config.shared_data] + [
-        source.split(":", 1)[1] for source in config.distill_data if source.startswith("offline:")
-    ]
-    candidates = [config.dev_path, config.sts_dev_path] + [
-        os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f
-    ]
-    return list(dict.fromkeys(path for path in candidates if path and os.path.exists(path)))
+def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
+    from slice_st.losses.span_distillation import SpanDistillationLoss
+    from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
+
+    losses: dict[str, Any] = {}
+    if "slice" in objectives:
+        losses["slice"] = SpanMaxCrossEntropyLoss(
+            model,
+            scale=settings.scale,
+            min_span=settings.min_span,
+            max_span=settings.max_span,
+            unit=settings.unit,
+            in_batch_negatives=settings.in_batch_negatives,
+            gather_across_devices=settings.in_batch_negatives,
+        )
+    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+        losses["distill"] = SpanDistillationLoss(
+            model,
+            teacher=settings.teacher,
+            spans_per_text=settings.distill_spans,
+            min_span=settings.min_span,
+            max_span=settings.distill_max_span,
+            unit=settings.unit,
+            metric=settings.distill_metric,
+            text_weight=settings.distill_text_weight,
+            weight=settings.distill_weight,
+            seed=seed,
+        )
+    return losses
 
 
-def build_trainer(config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None):
-    """The ``SentenceTransformerTrainer`` for ``config`` (model and data may be given directly).
+def _run_arguments(args, settings: SliceArguments, evaluator):
+    """The trainer's arguments with what a SLICE run decides itself: evaluation when there is a dev set, the best
+    checkpoint by its single-pass Spearman, the Hub strategy of a LoRA run, CPU processes without an accelerator."""
+    return dataclasses.replace(
+        args,
+        eval_strategy="steps" if evaluator is not None else "no",
+        eval_on_start=evaluator is not None,  # the base model's dev score, for before/after
+        save_strategy="steps",
+        load_best_model_at_end=settings.dev is not None,
+        metric_for_best_model="eval_dev_single_spearman" if settings.dev is not None else None,
+        greater_is_better=True,
+        dataloader_drop_last=settings.in_batch_negatives or args.dataloader_drop_last,
+        # A LoRA run's saves hold only the adapter, which must never reach the model repo (ST would load it as an
+        # adapter of its base): push once, at the end, the merged model.
+        hub_strategy="end" if settings.lora_r else args.hub_strategy,
+        # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
+        use_cpu=args.use_cpu or not _has_accelerator(),
+    )
 
-    With ``config.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
+
+def build_trainer(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None,
+                  hub_api=None):  # fmt: skip
+    """The ``SentenceTransformerTrainer`` of a run (model and data may be given directly).
+
+    With ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
     ``hub_api`` replaces ``huggingface_hub.HfApi()`` there), then the trainer pushes by itself.
 
     Args:
-        config: The run's :class:`TrainConfig`.
-        model: A ``SentenceTransformer`` (``None``: ``config.model``).
-        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        args: The trainer's ``SentenceTransformerTrainingArguments``.
+        settings: The run's :class:`SliceArguments` (default: all defaults).
+        model: A ``SentenceTransformer`` (``None``: ``settings.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``settings``' data.
         callbacks: Extra ``transformers`` trainer callbacks.
         hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
 
     Returns:
         A ``SentenceTransformerTrainer``, not started.
     """
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import SentenceTransformerTrainer
 
     datasets = require("datasets", "train", "slice-st train")
 
     from slice_st.card import apply_model_card
     from slice_st.config import set_span_config
     from slice_st.loading import load_model
-    from slice_st.losses.span_distillation import SpanDistillationLoss
-    from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
     from slice_st.training.hub import check_hub_access
 
-    config.validate(needs_train_data=train_dataset is None)
-    if (
-        config.push_to_hub and os.environ.get("RANK", "0") == "0"
-    ):  # before loading anything: fail now, not at the first save
-        check_hub_access(config.push_to_hub, private=config.hub_private_repo, api=hub_api)
-    model = (
-        model if model is not None else load_model(config.model or "base")
-    )  # recipes start from the plain base model
-    if config.max_seq_length is not None:
-        model.max_seq_length = config.max_seq_length
+    settings = settings or SliceArguments()
+    settings.check(args, needs_train_data=train_dataset is None)
+    if args.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything, not at the first save
+        check_hub_access(args.hub_model_id, private=args.hub_private_repo, api=hub_api)
+    model = model if model is not None else load_model(settings.model or "base")  # recipes start from the base
+    if settings.max_seq_length is not None:
+        model.max_seq_length = settings.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
-    set_span_config(model, min_span=config.min_span, max_span=config.eval_max_span, unit=config.unit)
-    given = train_dataset
-    objectives = config.objectives if given is None else _given_objectives(given)
-    losses: dict[str, Any] = {}
-    if "slice" in objectives:
-        losses["slice"] = SpanMaxCrossEntropyLoss(
-            model,
-            scale=config.scale,
-            min_span=config.min_span,
-            max_span=config.max_span,
-            unit=config.unit,
-            in_batch_negatives=config.in_batch_negatives,
-            gather_across_devices=config.in_batch_negatives,
-        )
-    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
-        losses["distill"] = SpanDistillationLoss(
-            model,
-            teacher=config.teacher,
-            spans_per_text=config.distill_spans,
-            min_span=config.min_span,
-            max_span=config.distill_max_span,
-            unit=config.unit,
-            metric=config.distill_metric,
-            text_weight=config.distill_text_weight,
-            weight=config.distill_weight,
-            seed=config.seed,
-        )
-    if config.lora_r:  # after the distillation teacher was copied: it stays the plain base model
-        _add_lora(model, config.lora_r, config.lora_alpha)
-    if given is None:
-        parts = {}
-        if "slice" in losses:
-            parts["slice"] = load_training_data(config)
+    set_span_config(model, min_span=settings.min_span, max_span=settings.eval_max_span, unit=settings.unit)
+    objectives = settings.objectives if train_dataset is None else _given_objectives(train_dataset)
+    losses = _losses(model, settings, objectives, args.seed)
+    if settings.lora_r:  # after the distillation teacher was copied: it stays the plain base model
+        _add_lora(model, settings.lora_r, settings.lora_alpha)
+    card = {**dataclasses.asdict(settings), "max_steps": args.max_steps}
+    if train_dataset is None:
+        parts = {"slice": load_training_data(settings, args.seed)} if "slice" in losses else {}
         if "distill" in losses:
-            parts["distill"] = load_distillation_data(config, losses["distill"])
+            parts["distill"] = load_distillation_data(settings, args.seed, losses["distill"])
         train_dataset = parts[objectives[0]] if len(parts) == 1 else datasets.DatasetDict(parts)
-    loss = losses[objectives[0]] if len(losses) == 1 else losses
-    evaluator = _dev_evaluator(config)
-    card_config = (
-        config
-        if given is None
-        else dataclasses.replace(
-            config,
-            train_data=config.train_data or (["local"] if "slice" in objectives else []),
-            distill_data=config.distill_data or (["local"] if "distill" in objectives else []),
-        )
-    )
-    order = (
-        list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
-    )  # the trainer's datasets, in order
-    apply_model_card(model, card_config, repo_id=config.push_to_hub, trainer_datasets=order)
-    args = SentenceTransformerTrainingArguments(
-        output_dir=config.output_dir,
-        max_steps=config.max_steps,
-        per_device_train_batch_size=config.batch_size,
-        learning_rate=config.learning_rate,
-        warmup_steps=config.warmup_ratio,  # transformers 5: a float below 1 is a ratio of max_steps
-        weight_decay=config.weight_decay,
-        eval_strategy="steps" if evaluator is not None else "no",  # evaluator: dev spans, STS-B dev, or both
-        eval_on_start=evaluator is not None,  # the base model's dev score, for before/after
-        eval_steps=config.eval_steps,
-        save_strategy="steps",
-        save_steps=config.save_steps,
-        save_total_limit=config.save_total_limit,
-        load_best_model_at_end=config.dev_path is not None,
-        metric_for_best_model="eval_dev_single_spearman" if config.dev_path is not None else None,
-        greater_is_better=True,
-        logging_steps=config.logging_steps,
-        seed=config.seed,
-        report_to=[],
-        dataloader_drop_last=config.in_batch_negatives,
-        multi_dataset_batch_sampler=config.mix,
-        disable_tqdm=config.no_progress or None,
-        push_to_hub=bool(config.push_to_hub),
-        hub_model_id=config.push_to_hub,
-        # A LoRA run's saves hold only the adapter, which must never reach the model repo (ST would load it as an
-        # adapter of its base): push once, at the end, the merged model.
-        hub_strategy="end" if config.lora_r else config.hub_strategy,
-        hub_private_repo=config.hub_private_repo,
-        # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
-        use_cpu=not _has_accelerator(),
-    )
-    callbacks = list(callbacks or [])
+    else:
+        for name, key in (("slice", "train_data"), ("distill", "distill_data")):
+            card[key] = card[key] or (["local"] if name in objectives else [])
+    evaluator = _dev_evaluator(settings)
+    order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
+    apply_model_card(model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order)
     return SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=train_dataset, loss=loss, evaluator=evaluator, callbacks=callbacks
+        model=model,
+        args=_run_arguments(args, settings, evaluator),
+        train_dataset=train_dataset,
+        loss=losses[objectives[0]] if len(losses) == 1 else losses,
+        evaluator=evaluator,
+        callbacks=list(callbacks or []),
     )
 
 
@@ -548,29 +446,29 @@ def sts_evaluator(path: str, name: str = "sts-dev"):
     )
 
 
-def _dev_evaluator(config: TrainConfig):
+def _dev_evaluator(settings: SliceArguments):
     evaluators = []
-    if config.dev_path is not None:
+    if settings.dev is not None:
         from slice_st.data.stsb import read_stsb_context
         from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
-        dev = read_stsb_context(config.dev_path)
-        if config.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
-            dev = dev.select(range(0 if config.dev_select == "even" else 1, len(dev), 2))
-        if config.dev_limit is not None:
-            dev = dev.select(range(min(config.dev_limit, len(dev))))
+        dev = read_stsb_context(settings.dev)
+        if settings.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
+            dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
+        if settings.dev_limit is not None:
+            dev = dev.select(range(min(settings.dev_limit, len(dev))))
         evaluators.append(
             SpanRetrievalEvaluator.from_dataset(
                 dev,
                 setups=("single",),
-                min_span=config.min_span,
-                max_span=config.eval_max_span,
-                unit=config.unit,
+                min_span=settings.min_span,
+                max_span=settings.eval_max_span,
+                unit=settings.unit,
                 name="dev",
             )
         )
-    if config.sts_dev_path is not None:  # sentence-level similarity, to see that it is kept
-        evaluators.append(sts_evaluator(config.sts_dev_path))
+    if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
+        evaluators.append(sts_evaluator(settings.sts_dev))
     if not evaluators:
         return None
     if len(evaluators) == 1:
@@ -619,81 +517,92 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     return output_dir
 
 
-def train(
-    config: TrainConfig, model=None, train_dataset=None, callbacks=None, hub_api=None, *, overwrite: bool = False
-):
-    """Train, save the final (best) model to ``output_dir/final`` and return the model.
+def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
+    """Train, save the final (best) model to ``args.output_dir/final`` and return the model.
 
-    ``output_dir`` must be new or empty unless ``config.resume`` or ``overwrite`` (see :func:`check_train_output`).
-    With ``config.push_to_hub`` the Hub access is checked before anything else (``hub_api`` replaces
-    ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy`` and, at the
-    end, ``trainer.push_to_hub()`` uploads the final model with its card.
+    The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite`` (see
+    :func:`check_train_output`). With ``args.push_to_hub`` the Hub access is checked before anything else
+    (``hub_api`` replaces ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy``
+    and, at the end, ``trainer.push_to_hub()`` uploads the final model with its card.
 
     Args:
-        config: The run's :class:`TrainConfig`.
-        model: A ``SentenceTransformer`` to train (``None``: ``config.model``).
-        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``config``'s data.
+        args: The trainer's ``SentenceTransformerTrainingArguments``.
+        settings: The run's :class:`SliceArguments`.
+        model: A ``SentenceTransformer`` to train (``None``: ``settings.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``settings``' data.
         callbacks: Extra ``transformers`` trainer callbacks.
         hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check (tests).
 
     Returns:
         The trained (best) model, also saved to ``output_dir/final``.
+
+    Example:
+        >>> from sentence_transformers import SentenceTransformerTrainingArguments
+        >>> args = SentenceTransformerTrainingArguments("runs/distill", max_steps=100)  # doctest: +SKIP
+        >>> train(args, SliceArguments(distill_data=["offline:DATA"]))  # doctest: +SKIP
     """
-    import sys
-
-    from slice_st.loading import save_slice_model
-
+    settings = settings or SliceArguments()
     if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
-        check_train_output(config.output_dir, resume=config.resume, overwrite=overwrite)
-
-    trainer = build_trainer(config, model, train_dataset, callbacks, hub_api)
-    checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
-    if config.resume and checkpoint is None:
-        logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", config.output_dir)
+        check_train_output(args.output_dir, resume=settings.resume, overwrite=settings.overwrite)
+    trainer = build_trainer(args, settings, model, train_dataset, callbacks, hub_api)
+    checkpoint = last_complete_checkpoint(args.output_dir) if settings.resume else None
+    if settings.resume and checkpoint is None:
+        logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", args.output_dir)
     if checkpoint is not None:
         check_checkpoint_state(checkpoint)
     result = trainer.train(resume_from_checkpoint=checkpoint)
     model = trainer.model
+    _report_rank(trainer, result, model)
+    recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
+    _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
+    return model
+
+
+def _report_rank(trainer, result, model) -> None:
+    """One line per process (under accelerate every rank reports, and synced ranks share the checksum), written in
+    one call so that the ranks' lines cannot interleave."""
+    import sys
+
     checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
-    # One line per process (under accelerate every rank reports, and synced ranks share the checksum), written in one
-    # call so that the ranks' lines cannot interleave (print writes the text and the newline separately).
     sys.stderr.write(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
     sys.stderr.flush()
-    final = os.path.join(config.output_dir, "final")
+
+
+def _save_final(trainer, model, run_config: dict) -> None:
+    """``final/`` (with the run's settings), pushed when asked; a LoRA run also keeps its adapter in ``adapter/``."""
+    from slice_st.loading import has_adapters, merged_adapters, save_slice_model
+
+    output_dir, main = trainer.args.output_dir, trainer.is_world_process_zero()
+    final = os.path.join(output_dir, "final")
     # The trainer's push uploads output_dir except names starting with "_" and checkpoints: the new final/ is
     # written under "_final.new" (and an earlier run's final/ parked as "_final.old") until the push is done.
-    staged, parked = os.path.join(config.output_dir, "_final.new"), os.path.join(config.output_dir, "_final.old")
-    if trainer.is_world_process_zero():
+    staged, parked = os.path.join(output_dir, "_final.new"), os.path.join(output_dir, "_final.old")
+    if main:
         for folder in (staged, parked):
             _remove_run_folder(folder)
         save_slice_model(model, staged)
         with open(os.path.join(staged, "slice_train_config.json"), "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(config), handle, indent=2)
+            json.dump(run_config, handle, indent=2, default=str)
     try:
-        if config.push_to_hub:
-            if trainer.is_world_process_zero() and os.path.isdir(final):
+        if trainer.args.push_to_hub:
+            if main and os.path.isdir(final):
                 os.replace(final, parked)
-            from slice_st.loading import has_adapters, merged_adapters
-
             if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
                 trainer.model = merged_adapters(model)
                 for name in ("adapter_config.json", "adapter_model.safetensors"):  # left by the trainer's own saves
-                    if trainer.is_world_process_zero() and os.path.exists(os.path.join(config.output_dir, name)):
-                        os.remove(os.path.join(config.output_dir, name))
+                    if main and os.path.exists(os.path.join(output_dir, name)):
+                        os.remove(os.path.join(output_dir, name))
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
-        if trainer.is_world_process_zero():
+        if main:
             _remove_run_folder(final)
             os.replace(staged, final)
             _remove_run_folder(parked)
-            from slice_st.loading import has_adapters
-
             if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
-                save_adapter(model, os.path.join(config.output_dir, "adapter"))
-    return model
+                save_adapter(model, os.path.join(output_dir, "adapter"))
 
 
 def _remove_run_folder(path: str) -> None:
@@ -775,20 +684,3 @@ def last_complete_checkpoint(output_dir: str) -> str | None:
         and os.path.isfile(os.path.join(output_dir, name, "trainer_state.json"))
     )
     return os.path.join(output_dir, steps[-1][1]) if steps else None
-
-
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """A :class:`TrainConfig` from parsed ``slice-st train`` options: the preset's values, then every option given.
-
-    Args:
-        args: Parsed ``slice-st train`` options.
-
-    Returns:
-        The :class:`TrainConfig`.
-    """
-    values: dict[str, Any] = dict(PRESETS.get(args.preset, {})) if args.preset else {}
-    for item in dataclasses.fields(TrainConfig):
-        value = getattr(args, item.name, None)
-        if value is not None:
-            values[item.name] = value
-    return TrainConfig(**values)

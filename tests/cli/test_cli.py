@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,9 +16,6 @@ import slice_st
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import build_parser, main
 from slice_st.cli.common import dumps_json
-
-FIXTURES = Path(__file__).parents[1] / "fixtures"
-DATA = str(FIXTURES / "stsb_context_sample.tsv")
 
 
 def _leaf_commands(parser, prefix=()):
@@ -40,7 +36,7 @@ def _error_line(capsys, argv, code=2) -> str:
 
 def test_every_command_has_quiet_and_no_progress():
     commands = list(_leaf_commands(build_parser()))
-    assert len(commands) >= 12  # mine, index ×7, train, make-passages, make-context, mteb
+    assert len(commands) >= 15  # mine, index ×8, serve, train, make-passages, make-context, mteb run, export
     for name, parser in commands:
         options = {option for action in parser._actions for option in action.option_strings}
         assert {"--quiet", "--no-progress"} <= options, " ".join(name)
@@ -62,27 +58,43 @@ def test_missing_local_model_is_one_line(tmp_path, capsys):
 
 
 def test_bad_option_values_are_rejected_while_parsing(capsys):
-    assert "must be >= 1" in _error_line(capsys, ["mine", "-q", "x", "--top-k", "0", "f.txt"])
+    assert "must be >= 0" in _error_line(capsys, ["mine", "-q", "x", "--texts", "-1", "f.txt"])
     assert "invalid choice" in _error_line(capsys, ["mine", "-q", "x", "--unit", "char", "f.txt"])
     assert _error_line(capsys, ["index", "build"]).startswith("slice-st: error: the following arguments are required")
+
+
+def test_an_argument_error_is_one_line_with_a_did_you_mean(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "-q", "x", "--texs", "3", "f.txt"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith("slice-st: error: unrecognized arguments: --texs") and "did you mean --texts?" in err
+    assert "did you mean search?" in _error_line(capsys, ["index", "serch", "ix"])
+    for old in (["-k", "3"], ["--top-k", "3"], ["--per-doc", "2"]):  # the old aliases are gone
+        assert "unrecognized arguments" in _error_line(capsys, ["mine", "-q", "x", *old, "f.txt"])
 
 
 def test_library_errors_are_one_line(capsys, tmp_path):
     line = _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "missing.txt")])
     assert line == f"slice-st: error: input file not found: {tmp_path / 'missing.txt'}"
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("not\ta\tcontext\tfile\n")
+    assert _error_line(capsys, ["make-context", str(bad), "-o", str(tmp_path / "out.tsv")]).startswith(
+        "slice-st: error: "
+    )
 
 
-def test_missing_extra_is_one_line(capsys, monkeypatch, tmp_path):
-    import slice_st.cli.mine as mine_module
+def test_missing_extra_is_one_line(capsys, monkeypatch):
+    import slice_st
     from slice_st.errors import MissingExtraError
 
-    def missing(args):
-        raise MissingExtraError("the index needs faiss, which is not installed: pip install 'slice-st[faiss]'")
+    def missing(*args, **kwargs):
+        raise MissingExtraError("ONNX export needs optimum, which is not installed: pip install 'slice-st[onnx]'")
 
-    monkeypatch.setattr(mine_module, "read_queries", missing)
-    (tmp_path / "t.txt").write_text("x\n")
-    line = _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "t.txt")])
-    assert line == "slice-st: error: the index needs faiss, which is not installed: pip install 'slice-st[faiss]'"
+    monkeypatch.setattr(slice_st, "export_model", missing)
+    line = _error_line(capsys, ["export", "-o", "out"])
+    assert line == "slice-st: error: ONNX export needs optimum, which is not installed: pip install 'slice-st[onnx]'"
 
 
 def test_keyboard_interrupt_is_exit_130(capsys, monkeypatch, tmp_path):
@@ -96,13 +108,19 @@ def test_keyboard_interrupt_is_exit_130(capsys, monkeypatch, tmp_path):
     assert _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "t.txt")], code=130) == "slice-st: interrupted"
 
 
-def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+@pytest.mark.parametrize("bug", [ZeroDivisionError, ValueError])
+def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path, capsys, bug):
+    """Anything but the library's own errors (even a plain ValueError) is a bug: its traceback, under an issue hint."""
     import slice_st.cli.mine as mine_module
 
-    monkeypatch.setattr(mine_module, "read_queries", lambda args: 1 / 0)
+    def broken(args):
+        raise bug("broken")
+
+    monkeypatch.setattr(mine_module, "read_queries", broken)
     (tmp_path / "t.txt").write_text("x\n")
-    with pytest.raises(ZeroDivisionError):
+    with pytest.raises(bug):
         main(["mine", "-q", "x", str(tmp_path / "t.txt")])
+    assert "please open an issue" in capsys.readouterr().err
 
 
 def test_strict_json():
@@ -159,16 +177,21 @@ def test_help_and_version_load_nothing_heavy(argv):
     assert done.stdout.strip().endswith("HEAVY:"), done.stdout[-300:]
 
 
-def test_train_help_groups_the_advanced_options():
-    from slice_st.cli import build_parser
-
-    train = next(
-        action for action in build_parser()._subparsers._group_actions[0].choices.items() if action[0] == "train"
-    )[1]
-    titles = [group.title for group in train._action_groups]
-    assert {"spans (advanced)", "distillation (advanced)", "Hub and model card (advanced)"} <= set(titles)
-    main_options = {option for action in train._action_groups[1]._group_actions for option in action.option_strings}
-    assert "--output-dir" in main_options and "--distill-text-weight" not in main_options
+def test_train_takes_the_trainers_own_arguments(capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    for option in ("--per-device-train-batch-size", "--hub-model-id", "--distill-data", "--lora-r", "--preset", "-o"):
+        assert option in help_text
+    line = _error_line(capsys, ["train", "-o", "runs/x", "--max-stepz", "3"])
+    assert (
+        line.startswith("slice-st: error: unrecognized arguments: --max-stepz") and "did you mean --max-steps?" in line
+    )
+    assert "give -o/--output-dir DIR" in _error_line(capsys, ["train", "--train-data", "x"])  # never "trainer_output"
+    config = tmp_path / "run.json"
+    config.write_text('{"distill_spanz": 4}')
+    assert "did you mean distill_spans?" in _error_line(capsys, ["train", "--config", str(config)])
 
 
 def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny_model, tiny_model_dir, monkeypatch):

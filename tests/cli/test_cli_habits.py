@@ -150,7 +150,7 @@ def test_mine_default_count_and_named_counts(tiny_model_dir, corpus, capsys):
     ]
     assert len(_jsonl(_run(capsys, *base)[1].out)) == 10  # not every text
     assert len(_jsonl(_run(capsys, *base, "--texts", "0")[1].out)) == 15
-    assert len(_jsonl(_run(capsys, *base, "-k", "3")[1].out)) == 3  # the old name of --texts
+    assert len(_jsonl(_run(capsys, *base, "--texts", "3")[1].out)) == 3
     rows = _jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2")[1].out)
     assert (
         len(rows) == 6
@@ -158,9 +158,6 @@ def test_mine_default_count_and_named_counts(tiny_model_dir, corpus, capsys):
         and [row["rank"] for row in rows] == list(range(1, 7))
     )
     assert len(_jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2", "--spans", "4")[1].out)) == 4
-    with pytest.raises(SystemExit):
-        main([str(a) for a in base] + ["-k", "3", "--texts", "2"])
-    assert "old name of --texts" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([str(a) for a in base] + ["--per-text", "0"])
     assert "--per-text 0" in capsys.readouterr().err
@@ -177,10 +174,10 @@ def test_index_search_equals_mine_index_and_counts(built, capsys):
     )  # text output too
     rows = _jsonl(_run(capsys, "index", "search", built, *query, "--texts", "2", "--per-text", "3")[1].out)
     assert len({row["doc_id"] for row in rows}) == 2 and len(rows) == 6
-    assert len(_jsonl(_run(capsys, "index", "search", built, *query, "-k", "3")[1].out)) == 3  # old meaning: spans
+    assert len(_jsonl(_run(capsys, "index", "search", built, *query, "--spans", "3")[1].out)) == 3
     from slice_st.index import SpanIndex
 
-    rows = _jsonl(_run(capsys, "index", "search", built, *query, "--spans", "5", "--per-doc", "0")[1].out)
+    rows = _jsonl(_run(capsys, "index", "search", built, *query, "--spans", "5", "--per-text", "0")[1].out)
     expected = SpanIndex.load(built).search("my bag was lost", top_k=5)[0]  # no per-document limit
     assert [(row["doc_id"], row["start"], row["end"]) for row in rows] == [(m.doc_id, m.start, m.end) for m in expected]
 
@@ -238,11 +235,20 @@ def test_every_command_that_prints_results_has_one_format_option():
     commands = dict(_leaf_commands(parser))
     for name in [("mine",), ("index", "search")]:
         formats = next(a for a in commands[name]._actions if "--format" in a.option_strings)
-        assert {"text", "json", "jsonl", "html"} <= set(formats.metavar.strip("{}").split(",")), name
+        assert {"text", "json", "jsonl", "html", "csv"} <= set(formats.choices), name
     for name in [("index", "build"), ("index", "add")]:
         formats = next(a for a in commands[name]._actions if "--format" in a.option_strings)
-        assert {"text", "json", "jsonl"} <= set(formats.metavar.strip("{}").split(",")), name
-    assert parser.parse_args(["mine", "-q", "x", "f.txt", "-f", "table"]).format == "text"  # the old name still parses
+        assert {"text", "json", "jsonl"} <= set(formats.choices), name
+
+
+def test_file_and_index_rows_carry_the_same_fields(built, corpus, tiny_model_dir, capsys):
+    query = ["-q", "my bag was lost", "-f", "jsonl", "--quiet", "--texts", "2"]
+    from_files = _jsonl(_run(capsys, "mine", corpus, "--model", tiny_model_dir, "--max-span", "4", *query)[1].out)
+    from_index = _jsonl(_run(capsys, "mine", "--index", built, *query)[1].out)
+    assert from_files and from_index and list(from_files[0]) == list(from_index[0])
+    assert from_files[0]["doc_id"] == f"{from_files[0]['file']}:{from_files[0]['line']}"
+    assert from_index[0]["file"] is None and from_files[0]["calibrated"] is None
+    assert {row["scorer"] for row in from_files + from_index} == {"phrase"}
 
 
 def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):

@@ -10,6 +10,7 @@ import pytest
 from test_index_extras import STS_ROWS
 
 from slice_st.cli import main
+from slice_st.cli.mine import FIELDS
 
 STS_LINES = "".join(
     f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS)
@@ -63,7 +64,7 @@ def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
         "a man plays the guitar",
         "-q",
         "my bag",
-        "-k",
+        "--spans",
         "3",
         "--color",
         "never",
@@ -74,20 +75,13 @@ def test_build_info_mine_add_remove(tiny_model_dir, corpus, tmp_path, capsys):
     assert sum(1 for line in lines if "«" in line and "»" in line) == 6  # highlighted spans
     assert "score   0-5" not in out.out  # no calibration yet: no 0-5 column
 
-    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "jsonl")
+    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "--spans", "2", "-f", "jsonl")
     rows = [json.loads(line) for line in out.out.splitlines()]
-    assert len(rows) == 2 and set(rows[0]) == {
-        "query",
-        "rank",
-        "score",
-        "cosine",
-        "scorer",
-        "doc_id",
-        "start",
-        "end",
-        "span",
-    }
-    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "-k", "2", "-f", "csv", "--threshold", "-1")
+    assert len(rows) == 2 and list(rows[0]) == FIELDS  # the fields of mine with files: what an index lacks is null
+    assert rows[0]["file"] is None and rows[0]["calibrated"] is None
+    code, out = _run(
+        capsys, "mine", "--index", out_dir, "-q", "refund", "--spans", "2", "-f", "csv", "--threshold", "-1"
+    )
     table = list(csv.DictReader(io.StringIO(out.out)))
     assert [row["rank"] for row in table] == ["1", "2"]
     code, out = _run(capsys, "mine", "--index", out_dir, "-q", "refund", "--threshold", "1.01")
@@ -108,16 +102,18 @@ def test_calibrate_candidates_and_approximate_mine(tiny_model_dir, corpus, tmp_p
     code, out = _run(capsys, "index", "calibrate", out_dir, "--sts", sts, "--save-json", tmp_path / "cal.json")
     assert code == 0 and "calibrated on 8 pairs of sts.csv" in out.out
     assert json.loads((tmp_path / "cal.json").read_text())["kind"] == "isotonic"
-    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "2", "--color", "never")
+    code, out = _run(
+        capsys, "mine", "--index", out_dir, "-q", "the flight was late", "--spans", "2", "--color", "never"
+    )
     assert "0-5" in out.out
-    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "2", "-f", "jsonl")
+    code, out = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "--spans", "2", "-f", "jsonl")
     assert all(0 <= json.loads(line)["calibrated"] <= 5 for line in out.out.splitlines())
 
     code, out = _run(capsys, "index", "candidates", out_dir, "--kind", "flat")
     assert "candidate stage built" in out.out
-    exact = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "3", "-f", "jsonl")[1].out
+    exact = _run(capsys, "mine", "--index", out_dir, "-q", "the flight was late", "--spans", "3", "-f", "jsonl")[1].out
     approximate = _run(
-        capsys, "mine", "--index", out_dir, "-q", "the flight was late", "-k", "3", "-f", "jsonl", "--approximate"
+        capsys, "mine", "--index", out_dir, "-q", "the flight was late", "--spans", "3", "-f", "jsonl", "--approximate"
     )[1].out
     assert [json.loads(x)["span"] for x in exact.splitlines()] == [
         json.loads(x)["span"] for x in approximate.splitlines()
@@ -183,7 +179,7 @@ def test_merge_shards(tiny_model_dir, corpus, tmp_path, capsys):
     _run(capsys, "index", "build", tickets, "-o", tmp_path / "b", "--id-field", "key", "--text-field", "body", *common)
     code, out = _run(capsys, "index", "merge", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "all")
     assert code == 0 and "merged 2 shards: 4 documents" in out.out
-    rows = _run(capsys, "mine", "--index", tmp_path / "all", "-q", "refund", "-k", "50", "-f", "jsonl")[
+    rows = _run(capsys, "mine", "--index", tmp_path / "all", "-q", "refund", "--spans", "50", "-f", "jsonl")[
         1
     ].out.splitlines()
     assert {json.loads(r)["doc_id"] for r in rows} >= {"T1", "T2"}

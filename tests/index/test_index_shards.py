@@ -133,7 +133,7 @@ def test_cli_mine_over_a_directory_of_shards(tiny_model_dir, tmp_path, capsys):
     assert main(["index", "build", str(part_a), "-o", str(tmp_path / "shards" / "a"), *common]) == 0
     assert main(["index", "build", str(part_b), "-o", str(tmp_path / "shards" / "b"), *common]) == 0
     capsys.readouterr()
-    query = ["-q", "a man plays the guitar", "-k", "5", "-f", "jsonl", "--per-doc", "0"]
+    query = ["-q", "a man plays the guitar", "--spans", "5", "-f", "jsonl", "--per-text", "0"]
     main(["mine", "--index", str(tmp_path / "whole"), *query])
     whole = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     main(["mine", "--index", str(tmp_path / "shards"), *query])

@@ -15,7 +15,7 @@ from slice_st.config import enable_span_features
 from slice_st.data.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
 from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
-from slice_st.training import PRESETS, TrainConfig, config_from_args, train
+from slice_st.training import PRESETS, SliceArguments, train, training_arguments
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -281,15 +281,15 @@ def triplets_dir(tmp_path_factory) -> str:
 def test_training_with_distillation_alone_and_mixed(
     tmp_path, tiny_model_dir, passages_dir, triplets_dir, objective, capsys
 ):
-    config = TrainConfig(
+    args, config = training_arguments(
         output_dir=str(tmp_path / "run"),
         model=tiny_model_dir,
         distill_data=[passages_dir],
         train_data=[triplets_dir] if objective == "both" else [],
-        dev_path=DEV,
-        sts_dev_path=str(FIXTURES / "sts_sample.csv"),
+        dev=DEV,
+        sts_dev=str(FIXTURES / "sts_sample.csv"),
         max_steps=4,
-        batch_size=4,
+        per_device_train_batch_size=4,
         eval_steps=2,
         save_steps=2,
         logging_steps=1,
@@ -298,7 +298,7 @@ def test_training_with_distillation_alone_and_mixed(
         cache_teacher=objective == "distill",
     )
     assert config.objectives == (("slice", "distill") if objective == "both" else ("distill",))
-    model = train(config)
+    model = train(args, config)
     final = tmp_path / "run" / "final"
     assert (final / "config.json").exists()
     saved = json.loads((final / "slice_train_config.json").read_text())
@@ -310,23 +310,23 @@ def test_training_with_distillation_alone_and_mixed(
     assert model is not None
 
 
-def test_distillation_presets_and_cli_args():
-    from slice_st.cli import build_parser
+def test_distillation_presets_and_cli_args(monkeypatch):
+    import slice_st.training.trainer as trainer_module
+    from slice_st.cli import main
 
-    args = build_parser().parse_args(
-        ["train", "-o", "x", "--preset", "cpu-minilm-both", "--distill-weight", "0.5", "--cache-teacher"]
-    )
-    config = config_from_args(args)
+    runs = []
+    monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
+    assert main(["train", "-o", "x", "--preset", "cpu-minilm-both", "--distill-weight", "0.5", "--cache-teacher"]) == 0
+    args, config = runs[0]
     assert config.objectives == ("slice", "distill")
+    assert config.distill_weight == 0.5 and config.cache_teacher
     assert (
-        config.distill_weight == 0.5
-        and config.cache_teacher
-        and config.max_steps == PRESETS["cpu-minilm-both"]["max_steps"]
+        args.max_steps == PRESETS["cpu-minilm-both"]["max_steps"] and args.multi_dataset_batch_sampler == "proportional"
     )
-    with pytest.raises(ValueError, match="mix"):
-        TrainConfig(output_dir="x", distill_data=["x"], mix="zigzag").validate()
+    with pytest.raises(ValueError, match="MultiDatasetBatchSamplers"):
+        training_arguments(output_dir="x", distill_data=["x"], multi_dataset_batch_sampler="zigzag")
     with pytest.raises(ValueError, match="distill-data"):
-        TrainConfig(output_dir="x").validate()
+        SliceArguments().check(training_arguments(output_dir="x")[0])
 
 
 def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_model_dir, passages_dir):
@@ -338,14 +338,14 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     import slice_st
     from slice_st.loading import has_adapters
 
-    config = TrainConfig(
+    args, config = training_arguments(
         output_dir=str(tmp_path / "run"),
         model=tiny_model_dir,
         distill_data=[passages_dir],
-        dev_path=DEV,
+        dev=DEV,
         dev_select="even",
         max_steps=4,
-        batch_size=4,
+        per_device_train_batch_size=4,
         learning_rate=1e-2,
         eval_steps=2,
         save_steps=2,
@@ -355,7 +355,7 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
         distill_spans=4,
         distill_max_span=5,
     )
-    model = train(config)
+    model = train(args, config)
     final, adapter = tmp_path / "run" / "final", tmp_path / "run" / "adapter"
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(adapter))
     assert not json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"].startswith("/")
@@ -369,15 +369,16 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
 
 
 def test_dev_select_lora_and_offline_data_are_checked(tmp_path, tiny_model_dir):
+    args = training_arguments(output_dir=str(tmp_path))[0]
     with pytest.raises(ValueError, match="dev_select"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=["x"], dev_select="half").validate()
+        SliceArguments(distill_data=["x"], dev_select="half").check(args)
     with pytest.raises(ValueError, match="lora_r"):
-        TrainConfig(output_dir=str(tmp_path), distill_data=["x"], lora_r=-1).validate()
+        SliceArguments(distill_data=["x"], lora_r=-1).check(args)
     # ``offline`` without a data folder: a clear error, never a guessed path next to the working directory
     for data in ({"train_data": ["offline"]}, {"distill_data": ["offline"]}):
         with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
-            train(TrainConfig(output_dir=str(tmp_path / "run"), model=tiny_model_dir, max_steps=1, **data))
-    TrainConfig(output_dir=str(tmp_path), distill_data=["offline"], shared_data=str(tmp_path)).validate()
+            train(*training_arguments(output_dir=str(tmp_path / "run"), model=tiny_model_dir, max_steps=1, **data))
+    SliceArguments(distill_data=["offline"], shared_data=str(tmp_path)).check(args)
 
 
 def test_experiment_fields_and_options_are_gone():
@@ -385,7 +386,7 @@ def test_experiment_fields_and_options_are_gone():
 
     from slice_st.cli import build_parser
 
-    fields = {item.name for item in dataclasses.fields(TrainConfig)}
+    fields = {item.name for item in dataclasses.fields(SliceArguments)}
     assert not fields & {
         "sts_data",
         "sts_weight",
