@@ -74,7 +74,7 @@ SHARED ?= ../shared/data
 model: $(STAMP)
 	$(BIN)/slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data $(SHARED) \
 		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
-	$(BIN)/slice-st ship-adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite \
+	$(BIN)/python -m research.ship_adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite \
 		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
 
 bench: $(STAMP)

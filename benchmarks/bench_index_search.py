@@ -208,7 +208,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from slice_st import ShardedSpanIndex, SpanIndex
+    from slice_st import SpanIndex
+    from slice_st.index import ShardedSpanIndex
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -65,7 +65,8 @@ def main() -> int:
     import ray
     import torch
 
-    from slice_st import RayShardedSpanIndex, ShardedSpanIndex, SpanIndex
+    from slice_st import SpanIndex
+    from slice_st.index import RayShardedSpanIndex, ShardedSpanIndex
 
     torch.set_num_threads(args.threads)
     print(environment_line())

@@ -14,8 +14,6 @@ import importlib.abc
 import sys
 from collections.abc import Callable
 
-__all__ = ["attach_when_imported"]
-
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Run ``callback`` once, right after the module ``name`` has been executed (a post-import hook)."""

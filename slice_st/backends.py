@@ -37,30 +37,6 @@ import torch
 
 from slice_st.errors import SpanInputError
 
-__all__ = [
-    "BACKENDS",
-    "QUANTIZATION_CONFIGS",
-    "OnnxEncoder",
-    "OpenVINOEncoder",
-    "attach_runtime",
-    "backend_of",
-    "runner_of",
-    "weight_files",
-    "default_threads",
-    "set_torch_threads",
-    "parallelism_limit",
-    "check_parallelism",
-    "PER_CORE_LIMIT",
-    "export_files",
-    "export_onnx",
-    "export_openvino",
-    "quantize_onnx",
-    "cpu_quantization_config",
-    "check_backend",
-    "model_file_for",
-    "resolve_dtype",
-]
-
 BACKENDS = ("torch", "onnx", "openvino")
 #: What each backend imports (``slice_st.load_model``/``export_model`` check them first, naming the extra).
 RUNTIME_MODULES = {"onnx": ("onnxruntime",), "openvino": ("openvino",)}

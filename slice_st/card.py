@@ -39,25 +39,6 @@ from slice_st.pretrained import (
 )
 from slice_st.text import atomic_file
 
-__all__ = [
-    "SliceModelCardData",
-    "DataSource",
-    "DATA_SOURCES",
-    "DEFAULT_BASE_LICENSE",
-    "OFFLINE_SOURCES",
-    "SLICE_TAGS",
-    "SLICE_EXPANSION",
-    "slice_template_path",
-    "SLICE_CITATION",
-    "training_sources",
-    "card_license",
-    "apply_model_card",
-    "slice_card_data",
-    "describe_shipped_model",
-    "describe_embedded_base",
-    "render_model_card",
-]
-
 SLICE_CITATION = """
 @misc{orbach2024slice,
     title={Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},

@@ -18,13 +18,10 @@ from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
 __all__ = [
-    "CONFIG_KEY",
     "SpanConfig",
     "enable_span_features",
     "get_span_config",
-    "hf_config",
     "set_span_config",
-    "span_pooling_module",
 ]
 
 CONFIG_KEY = "slice_st"

@@ -74,8 +74,6 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 __all__ = [
-    "SpanInputError",
-    "SpanPoolingWarning",
     "SpanEncoding",
     "SpanMatch",
     "SpanSearchResult",
@@ -84,10 +82,6 @@ __all__ = [
     "best_spans",
     "best_spans_paired",
     "embed_texts",
-    "check_threshold",
-    "check_top_k",
-    "resolve_prompt",
-    "PRECISIONS",
 ]
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.

@@ -1,7 +1,6 @@
 """Every exception and warning class of slice-st, in one place (the lowest layer: no slice_st imports).
 
-The modules that raise them re-export them under their old names too (``slice_st.errors.SpanInputError`` is
-:class:`SpanInputError`), so ``except`` clauses written against either path catch the same class.
+Each subclasses one built-in, so ``except ValueError`` / ``except OSError`` catch them as Python's own would.
 """
 
 from __future__ import annotations
@@ -21,11 +20,8 @@ __all__ = [
 ]
 
 
-class SpanInputError(ValueError, TypeError):
-    """Bad input to the span API (not a string, empty query list, impossible settings).
-
-    A ``ValueError`` and, for wrong types, also a ``TypeError``, so either ``except`` catches it.
-    """
+class SpanInputError(ValueError):
+    """Bad input to the span API (not a string, empty query list, impossible settings)."""
 
 
 class SpanPoolingWarning(UserWarning):
@@ -33,20 +29,17 @@ class SpanPoolingWarning(UserWarning):
     Dense or other module after pooling), while span and query vectors are token means."""
 
 
-class ModelLoadError(OSError, ValueError):
+class ModelLoadError(OSError):
     """A model that cannot be loaded or used: not a model folder, missing or broken weights/config/tokenizer,
-    a Hub id that cannot be fetched (offline). An ``OSError`` (as Hugging Face's loaders raise) and a ``ValueError``."""
+    a Hub id that cannot be fetched (offline). An ``OSError``, as Hugging Face's loaders raise."""
 
 
 class MissingExtraError(ImportError):
     """An optional dependency is not installed; the message says which ``slice-st[extra]`` brings it."""
 
 
-class FileAccessError(OSError, ValueError):
-    """A file or folder that exists but cannot be read or written (permissions, a file where a folder is needed…).
-
-    An ``OSError`` (what the operating system said) and a ``ValueError`` (bad input), like ``io.UnsupportedOperation``.
-    """
+class FileAccessError(OSError):
+    """A file or folder that exists but cannot be read or written (permissions, a file where a folder is needed…)."""
 
 
 class WindowError(ValueError):

@@ -31,23 +31,10 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 __all__ = [
-    "ModelLoadError",
-    "check_device",
-    "check_tokenizer",
-    "has_adapters",
-    "merged_adapters",
-    "BASE_MODEL_NAMES",
-    "DEFAULT_SHIPPED_MODEL",
-    "export_model",
-    "require_backend",
-    "save_slice_model",
-    "check_model_target",
-    "DEFAULT_MODEL_NAME",
-    "default_model_path",
     "load_model",
-    "hub_offline",
-    "model_fingerprint",
-    "model_identity",
+    "save_slice_model",
+    "export_model",
+    "default_model_path",
 ]
 
 

@@ -49,15 +49,6 @@ if TYPE_CHECKING:  # numpy and torch are imported by the functions that need the
 
 __all__ = [
     "SpanScorer",
-    "SPAN_SCORERS",
-    "DEFAULT_SCORER",
-    "resolve_scorer",
-    "unit_flags",
-    "query_profiles",
-    "SpanCosts",
-    "span_costs",
-    "costs_of_spans",
-    "mark_prefix",
 ]
 
 #: A span should not start on these (unless the query does): conjunctions, prepositions, relatives.

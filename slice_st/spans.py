@@ -27,34 +27,6 @@ from torch import Tensor
 if TYPE_CHECKING:
     from slice_st.scoring import SpanCosts
 
-__all__ = [
-    "SIMILARITIES",
-    "SpanBatch",
-    "BestSpans",
-    "check_span_bounds",
-    "span_grid",
-    "prefix_sums",
-    "pool_spans",
-    "shift_spans",
-    "pool_units",
-    "unit_sums",
-    "span_sum_norms",
-    "best_span_scores",
-    "unit_peak_scores",
-    "span_cosines",
-    "FlatTopSpans",
-    "top_spans_flat",
-    "top_spans_from_dots",
-    "flat_span_scores",
-    "span_means",
-    "sample_spans",
-    "max_span_cosines",
-    "span_cosine_grid",
-    "greedy_disjoint_spans",
-    "tile_spans",
-]
-
-
 #: Span similarities, named as sentence-transformers' ``similarity_fn_name``.
 SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 

@@ -36,36 +36,6 @@ from types import ModuleType
 
 from slice_st.errors import CorpusError, DataFormatError, FileAccessError, MissingExtraError, SpanInputError
 
-__all__ = [
-    "check_creatable",
-    "check_not_link",
-    "atomic_file",
-    "create_new_file",
-    "open_regular_file",
-    "open_folder",
-    "append_csv_row",
-    "FileAccessError",
-    "TextRecord",
-    "read_file",
-    "read_texts",
-    "jsonl_records",
-    "is_jsonl",
-    "expand_paths",
-    "CORPUS_SUFFIXES",
-    "JSONL_SUFFIXES",
-    "csv_safe",
-    "file_lines",
-    "split_lines",
-    "one_line",
-    "detokenize",
-    "split_sentences",
-    "MissingExtraError",
-    "require",
-    "is_ray_address",
-    "guess_split",
-    "SPLITS",
-]
-
 #: How a text file is cut into texts: one per line, one per paragraph (blank-line separated), or ``auto``
 #: (:func:`guess_split`, per file).
 SPLITS = ("auto", "line", "paragraph")

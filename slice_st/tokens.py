@@ -23,19 +23,6 @@ from torch import Tensor
 
 from slice_st.errors import WindowError
 
-__all__ = [
-    "UNITS",
-    "SPAN_PROCESSING_KWARGS",
-    "check_unit",
-    "UnitBoundaries",
-    "unit_boundaries",
-    "Window",
-    "WindowError",
-    "plan_windows",
-    "text_units",
-    "WINDOW_CONTEXT",
-]
-
 UNITS = ("word", "token")
 
 #: Per-call ``processing_kwargs`` for ``SentenceTransformer.encode``/``preprocess`` that make the
@@ -212,7 +199,7 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
     The same units as inside the model (:func:`unit_boundaries` with the texts), batched.
 
     >>> from transformers import AutoTokenizer
-    >>> from slice_st import default_model_path
+    >>> from slice_st.loading import default_model_path
     >>> starts, ends, counts = text_units(AutoTokenizer.from_pretrained(default_model_path()), ["I ❤️ guitars."])[0]
     >>> starts.tolist(), ends.tolist(), counts.tolist()
     ([0, 2, 5], [1, 4, 13], [1, 1, 2])

@@ -47,7 +47,7 @@ def tiny_model_dir(tmp_path_factory) -> str:
     from transformers import BertConfig, BertModel
 
     folder = tmp_path_factory.mktemp("tiny_bert")
-    source = slice_st.default_model_path()
+    source = slice_st.loading.default_model_path()
     for name in TOKENIZER_FILES:
         shutil.copy(os.path.join(source, name), folder / name)
     torch.manual_seed(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -138,6 +139,78 @@ def naive_token_span_vectors(model, text: str, min_span: int, max_span: int) -> 
     return {
         span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)
     }
+
+
+def cli_error(argv, capsys) -> str:
+    """Run ``slice-st argv``, expect exit 2 with one ``slice-st: error:`` line and no traceback; return that line."""
+    import pytest
+
+    from slice_st.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2, error
+    last = error.strip().splitlines()[-1]
+    assert last.startswith("slice-st: error:") and "Traceback" not in error, error
+    return last
+
+
+def file_tree(path) -> dict[str, bytes]:
+    """Every file under ``path`` (links not followed) and its bytes: what must not change."""
+    found = {}
+    for root, _, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            if os.path.islink(full):
+                found[os.path.relpath(full, path)] = b"LINK"
+            else:
+                with open(full, "rb") as handle:
+                    found[os.path.relpath(full, path)] = handle.read()
+    return found
+
+
+def deny_writes(monkeypatch, directory) -> None:
+    """Make ``directory`` read-only; as root (who may write anyway) also make ``os.access`` say so."""
+    os.chmod(directory, 0o555)
+    if os.geteuid() == 0:
+        real_access = os.access
+        denied = os.path.realpath(directory)
+
+        def access(path, mode, *args, **kwargs):
+            if os.path.realpath(path) == denied and mode & os.W_OK:
+                return False
+            return real_access(path, mode, *args, **kwargs)
+
+        monkeypatch.setattr(os, "access", access)
+
+
+def run_cli(capsys, *argv):
+    """Run ``slice-st argv`` in-process: its exit code and what it printed."""
+    from slice_st.cli import main
+
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr()
+
+
+def cli_fails(capsys, *argv) -> str:
+    """Run ``slice-st argv`` expecting exit 2 and one line ``slice-st: error: …`` (no traceback); return that line.
+
+    (Loading a model may draw progress bars on stderr before it; they are not part of the error.)
+    """
+    import pytest
+
+    from slice_st.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in argv])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2, error
+    assert "Traceback" not in error, error
+    last = error.rstrip("\n").split("\n")[-1].rpartition("\r")[2]
+    assert last.startswith("slice-st: error: ") and error.count("slice-st: error: ") == 1, error
+    return last
 
 
 # ------------------------------------------------------------------------------------ the test Hub's clients

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import slice_st
-from slice_st import SpanIndex, SpanInputError, SpanPoolingWarning
+from slice_st import SpanIndex, SpanInputError
+from slice_st.errors import SpanPoolingWarning
 
 TEXT = "Yesterday a man played the guitar on the stage."
 QUERY = "plays the guitar"
@@ -106,7 +107,7 @@ def test_best_spans_prompts_per_side(prompted):
 def test_encode_span_queries_is_the_query_side_of_best_spans(real_model):
     query = real_model.encode_span_queries(QUERY)
     assert query.shape == (384,)
-    torch.testing.assert_close(torch.from_numpy(query), slice_st.embed_texts(real_model, [QUERY])[0].cpu())
+    torch.testing.assert_close(torch.from_numpy(query), slice_st.encode.embed_texts(real_model, [QUERY])[0].cpu())
     from sentence_transformers import SentenceTransformer
 
     assert SentenceTransformer.encode_span_queries is slice_st.encode_span_queries
@@ -235,7 +236,9 @@ DOCUMENTED_MODULES = (
     "slice_st.index",
     "slice_st.data",
     "slice_st.training",
-    "slice_st.experimental",
+    "slice_st.encode",
+    "slice_st.config",
+    "slice_st.loading",
 )
 
 

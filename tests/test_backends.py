@@ -90,7 +90,9 @@ def test_export_layout_and_cache(export_dir):
 def test_encode_spans_match_torch(export_dir, torch_model, backend, options, tolerance, window):
     model = _load(export_dir, backend, **options)
     assert backend_of(model) == backend and backend_of(torch_model) == "torch"
-    assert slice_st.get_span_config(model) == slice_st.SpanConfig(**SPAN_SETTINGS)  # the slice_st key of config.json
+    assert slice_st.get_span_config(model) == slice_st.config.SpanConfig(
+        **SPAN_SETTINGS
+    )  # the slice_st key of config.json
     torch_model.max_seq_length = model.max_seq_length = window
     try:
         expected = torch_model.encode_spans(TEXTS)
@@ -264,7 +266,7 @@ def test_missing_export_and_extra_are_clear(export_dir, tiny_model_dir, tmp_path
     model = slice_st.load_model(tiny_model_dir, backend="onnx", export_dir=export_dir, threads=1)
     assert backend_of(model) == "onnx"
     with pytest.raises(ValueError, match="holds an export of"):  # a cache of another model is never reused
-        slice_st.export_model(slice_st.default_model_path(), export_dir)
+        slice_st.export_model(slice_st.loading.default_model_path(), export_dir)
     with pytest.raises(ValueError, match="dtype applies"):
         slice_st.load_model(export_dir, backend="onnx", dtype="bfloat16")
     with pytest.raises(ValueError, match="backend must be one of"):
@@ -295,7 +297,7 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     finite = np.isfinite(best.scores)
     plain = torch_model.best_spans(QUERIES, TEXTS, scorer="phrase").scores
     assert np.abs(best.scores[finite] - plain[finite]).max() < 0.05
-    assert slice_st.embed_texts(model, QUERIES).dtype == torch.float32
+    assert slice_st.encode.embed_texts(model, QUERIES).dtype == torch.float32
     from slice_st import SpanIndex
     from slice_st.evaluation import SpanRetrievalEvaluator
 
@@ -341,7 +343,7 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
         export_dir, backend="openvino", model_kwargs={"file_name": "openvino/openvino_model.xml"}
     )
     assert backend_of(model) == "openvino"
-    assert slice_st.get_span_config(model) == slice_st.SpanConfig(**SPAN_SETTINGS)
+    assert slice_st.get_span_config(model) == slice_st.config.SpanConfig(**SPAN_SETTINGS)
     for e, g in zip(torch_model.encode_spans(TEXTS), model.encode_spans(TEXTS)):
         assert g.offsets.tolist() == e.offsets.tolist() and g.units.tolist() == e.units.tolist()
         if len(e):  # optimum-intel compiles with its own OpenVINO settings: agreed to 1.6e-4 (transformers 5.5.4)

@@ -7,7 +7,7 @@ import pytest
 from helpers import cosine
 
 import slice_st
-from slice_st import SpanMatch, SpanSearchResult
+from slice_st.encode import SpanMatch, SpanSearchResult
 
 QUERIES = ["plays the guitar", "a pot of soup"]
 TEXTS = [
@@ -31,7 +31,7 @@ def spans(real_model):
 
 @pytest.fixture(scope="module")
 def query_vectors(real_model):
-    return slice_st.embed_texts(real_model, QUERIES).cpu().numpy()
+    return slice_st.encode.embed_texts(real_model, QUERIES).cpu().numpy()
 
 
 def test_result_structure(search):
@@ -132,7 +132,7 @@ def test_token_units(tiny_model):
     matches = result[0][0]
     assert len(matches) == len(encoding)  # top_k larger than the span count: every span, once
     assert {(m.start, m.end) for m in matches} == {tuple(o) for o in encoding.offsets.tolist()}
-    query = slice_st.embed_texts(tiny_model, "nation")[0].numpy()
+    query = slice_st.encode.embed_texts(tiny_model, "nation")[0].numpy()
     lookup = {tuple(o): v for o, v in zip(encoding.offsets.tolist(), encoding.embeddings)}
     for m in matches:  # the default scorer ranks by cosine minus costs; similarity is the plain cosine
         assert abs(cosine(query, lookup[(m.start, m.end)]) - m.similarity) < 1e-4
@@ -153,7 +153,7 @@ def test_saved_span_settings_are_used(make_tiny_model):
 
 def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
     queries, texts = QUERIES + ["budget"], TEXTS[:2] + [TEXTS[3]]
-    paired = slice_st.best_spans_paired(real_model, queries, texts, max_span=5)
+    paired = slice_st.encode.best_spans_paired(real_model, queries, texts, max_span=5)
     full = real_model.best_spans(queries, texts, max_span=5)  # both with the default scorer
     assert len(paired) == len(queries)
     for i, match in enumerate(paired):
@@ -168,7 +168,7 @@ def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
 def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
     long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
     queries, texts = ["lazy dog", "x", "brown fox"], [long_text, "", "one"]
-    paired = slice_st.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
+    paired = slice_st.encode.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
     assert paired[1] is None
     full = tiny_model_short.best_spans(queries, texts, max_span=3, window_context=2)
     for i in (0, 2):
@@ -177,12 +177,12 @@ def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
 
 
 def test_best_spans_paired_input_errors(tiny_model):
-    assert slice_st.best_spans_paired(tiny_model, [], []) == []
+    assert slice_st.encode.best_spans_paired(tiny_model, [], []) == []
     with pytest.raises(slice_st.SpanInputError, match="pair up"):
-        slice_st.best_spans_paired(tiny_model, ["a", "b"], ["a b"])
+        slice_st.encode.best_spans_paired(tiny_model, ["a", "b"], ["a b"])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.best_spans_paired(tiny_model, [" "], ["a b"])
+        slice_st.encode.best_spans_paired(tiny_model, [" "], ["a b"])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.best_spans_paired(tiny_model, ["a"], [None])
+        slice_st.encode.best_spans_paired(tiny_model, ["a"], [None])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)
+        slice_st.encode.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)

@@ -20,7 +20,8 @@ from hypothesis import given
 from sentence_transformers import SentenceTransformer
 
 import slice_st
-from slice_st import SpanEncoding
+from slice_st import SpanIndex, SpanInputError
+from slice_st.encode import SpanEncoding
 
 UNICODE_TEXTS = [
     "A man plays the guitar.",
@@ -227,7 +228,7 @@ def test_word_spans_align_with_whitespace_words_for_dropped_characters(tiny_mode
 
 def test_embed_texts_is_mean_of_content_tokens(tiny_model):
     queries = ["plays the guitar", "Don't stop believing!", "  spaced  out  "]
-    vectors = slice_st.embed_texts(tiny_model, queries)
+    vectors = slice_st.encode.embed_texts(tiny_model, queries)
     assert isinstance(vectors, torch.Tensor) and vectors.shape == (3, 32)
     for query, vector in zip(queries, vectors):
         tokens, _ = naive_token_vectors(tiny_model, query)
@@ -236,7 +237,67 @@ def test_embed_texts_is_mean_of_content_tokens(tiny_model):
 
 def test_embed_texts_equals_whole_text_span(tiny_model):
     text = "a man plays the guitar"
-    vector = slice_st.embed_texts(tiny_model, text)[0].cpu().numpy()
+    vector = slice_st.encode.embed_texts(tiny_model, text)[0].cpu().numpy()
     spans = tiny_model.encode_spans(text, min_span=5, max_span=5)
     assert len(spans) == 1
     np.testing.assert_allclose(spans.embeddings[0], vector, atol=1e-5)
+
+
+def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
+    capped = tiny_model.encode_spans("a man plays the guitar", max_span=10**9)  # no 72 GB allocation
+    assert len(capped) == len(tiny_model.encode_spans("a man plays the guitar", max_span=5))
+    result = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2, overlap=True)
+    assert result.scores.shape[2] < 1000 and len(result[0][1]) == 3
+    disjoint = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2)
+    assert disjoint.scores.shape[2] < 1000 and len(disjoint[0][1]) == 1  # "the guitar", "the", "guitar" overlap
+    index = SpanIndex.build(["a man plays the guitar", "the dog barks"], tiny_model, max_span=3)
+    real_scan = slice_st.index.span_index.top_spans_flat
+    asked = []
+
+    def scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs):
+        asked.append(top_k)
+        assert top_k <= 1000, "top_k was not capped"
+        return real_scan(queries, unit_vectors, span_norms, top_k, *args, **kwargs)
+
+    monkeypatch.setattr(slice_st.index.span_index, "top_spans_flat", scan)
+    assert (
+        len(index.search("guitar", top_k=10**7, overlap=True)[0]) == 5 * 3 - 3 + 3 * 3 - 3
+    )  # every span of both documents
+    assert len(index.search("guitar", top_k=10**7, per_document=1)[0]) == 2
+    with pytest.raises(SpanInputError, match="min_span=200 is longer than a model window"):
+        tiny_model.encode_spans("a b", min_span=200, max_span=10**9)
+
+
+def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+
+    short = SentenceTransformer(tiny_model_dir, device="cpu", truncate_dim=8)
+    full = SentenceTransformer(tiny_model_dir, device="cpu")
+    assert short.encode("the dog").shape == (8,)
+    assert short.encode_spans("the dog barks", max_span=2).embeddings.shape == (5, 8)  # like encode: 8-d, not 32-d
+    assert short.encode_span_queries("dog").shape == (8,)
+    assert short.encode_spans("the dog barks", max_span=2, truncate_dim=4).embeddings.shape == (
+        5,
+        4,
+    )  # the argument wins
+    found = short.best_spans("dog", "the dog barks at the mailman", max_span=2)[0][0][0]
+    spans = full.encode_spans("the dog barks at the mailman", max_span=2)
+    query, vector = full.encode_span_queries("dog")[:8], spans.embeddings[spans.spans.index(found.span)][:8]
+    assert (
+        abs(found.similarity - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5
+    )  # scored in 8-d
+
+
+def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    for call in (
+        lambda: tiny_model.encode_spans("the dog", device="cuda"),
+        lambda: tiny_model.best_spans("dog", "the dog", device="cuda"),
+        lambda: tiny_model.encode_span_queries("dog", device="cuda:0"),
+    ):
+        with pytest.raises(ValueError, match="CUDA is not available here"):
+            call()

@@ -28,9 +28,24 @@ BAD_SETTINGS = [
 ]
 
 
-def test_span_input_error_is_value_and_type_error():
-    assert issubclass(SpanInputError, ValueError)
-    assert issubclass(SpanInputError, TypeError)
+def test_each_library_error_subclasses_one_built_in():
+    import builtins
+    import inspect
+
+    import slice_st.errors
+
+    for name in slice_st.errors.__all__:
+        error = getattr(slice_st.errors, name)
+        built_ins = {base for base in error.__mro__ if getattr(builtins, base.__name__, None) is base} - {
+            object,
+            BaseException,
+            Exception,
+            Warning,
+        }
+        # one built-in and its own built-in bases (OSError is an Exception): a single chain, never two branches
+        assert len([b for b in built_ins if not any(b is not o and issubclass(o, b) for o in built_ins)]) == 1, name
+        assert inspect.getmro(error).count(ValueError) + inspect.getmro(error).count(OSError) <= 1, name
+    assert issubclass(SpanInputError, ValueError) and not issubclass(SpanInputError, TypeError)
 
 
 @pytest.mark.parametrize("texts", BAD_TEXTS, ids=repr)
@@ -73,11 +88,11 @@ def test_best_spans_rejects_empty_queries(tiny_model, queries):
 
 def test_embed_texts_rejects_empty_queries(tiny_model):
     with pytest.raises(SpanInputError, match="empty"):
-        slice_st.embed_texts(tiny_model, ["fine", " "])
+        slice_st.encode.embed_texts(tiny_model, ["fine", " "])
     with pytest.raises(SpanInputError):
-        slice_st.embed_texts(tiny_model, None)
+        slice_st.encode.embed_texts(tiny_model, None)
     with pytest.raises(SpanInputError):
-        slice_st.embed_texts(tiny_model, "fine", batch_size=0)
+        slice_st.encode.embed_texts(tiny_model, "fine", batch_size=0)
 
 
 def test_tokenless_query_is_a_span_input_error(tiny_model):

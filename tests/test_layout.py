@@ -1,12 +1,5 @@
-"""The package layout (docs/layout.md): layers, no import cycles, the CLI on top, no cross-module private names.
-
-The import graph is read from the source with ``ast`` (nothing is imported). It counts every import
-statement, module-level **and inside functions** (a lazy import is still a dependency), and leaves out
-only the blocks under ``if TYPE_CHECKING:`` (they never run). ``from slice_st.x import y`` depends on
-the module ``slice_st.x.y`` when that is a module, else on ``slice_st.x``. Importing a sub-module runs its
-package's ``__init__`` first; that implicit edge is not counted (Python allows it: the package is
-already being imported), but a module that imports a *package* depends on everything its ``__init__``
-imports.
+"""The package layout (docs/layout.md): the layers and acyclic sub-packages (import-linter, with the contracts in
+pyproject.toml), the facade imported only by the CLI, no cross-module private names, a small public API.
 """
 
 from __future__ import annotations
@@ -16,6 +9,7 @@ import importlib
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -23,204 +17,85 @@ import pytest
 import slice_st
 
 PACKAGE_DIR = Path(slice_st.__file__).parent
-
-#: The layers, lowest first. A module may import modules of its own group, and any module of a lower
-#: layer; nothing else (no upward import, no import sideways into another group of the same layer).
-LAYERS: list[list[str]] = [
-    ["slice_st.errors"],  # every exception and warning class: no slice_st imports
-    [
-        "slice_st.spans",
-        "slice_st.scoring",
-        "slice_st.tokens",
-        "slice_st.text",
-        "slice_st.backends",
-        "slice_st._attach",
-        "slice_st.pretrained",
-    ],  # foundation: imports only errors
-    ["slice_st._rerank"],  # the default scorer's learned re-ranker (a private module: shared by encode and its tests)
-    ["slice_st.config"],  # span settings saved with a model
-    ["slice_st.card"],  # the SLICE model card (one path for every card slice-st writes)
-    ["slice_st.loading"],  # model loading, saving, export, devices, fingerprints
-    ["slice_st.encode"],  # encode_spans / best_spans
-    ["slice_st.models", "slice_st.losses", "slice_st.data"],  # components
-    ["slice_st.evaluation", "slice_st.index", "slice_st.experimental", "slice_st.pooling"],  # applications; experiments
-    # under study; pooling: the deprecated path of SpanPooling, for checkpoints saved before 0.2
-    ["slice_st.training", "slice_st.integrations"],  # workflows
-    ["slice_st.serve"],  # the JSON API and search page: imported only by the CLI
-    ["slice_st.cli"],  # the command line: imported by nothing in the library
-]
+ROOT = PACKAGE_DIR.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 FACADE = "slice_st"  # slice_st/__init__.py: lazy names; only the CLI may import it
-#: Private modules holding helpers shared by several modules (imported by them, never part of the public API).
-SHARED_PRIVATE = {"slice_st._rerank"}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _graph():
+    import grimp
+
+    return grimp.build_graph("slice_st", exclude_type_checking_imports=True)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in sorted(PACKAGE_DIR.rglob("*.py"))}
+def test_import_contracts_hold(capsys):
+    """The layers and the acyclic sub-packages of pyproject.toml ([tool.importlinter]), checked by import-linter; it
+    reads every import, those inside functions too, but not those under ``if TYPE_CHECKING:``."""
+    from importlinter.cli import lint_imports
 
-
-MODULES = _modules()
-
-
-def _is_type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _import_nodes(tree: ast.AST):
-    """Every Import/ImportFrom node, skipping ``if TYPE_CHECKING:`` bodies."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            stack.extend(node.orelse)
-            continue
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _imports(name: str, path: Path) -> list[tuple[str, str | None, int]]:
-    """``(module depended on, imported name or None, line)`` for each slice_st import of one module."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = []
-    for node in _import_nodes(tree):
-        if isinstance(node, ast.Import):
-            found += [(alias.name, None, node.lineno) for alias in node.names if alias.name.split(".")[0] == "slice_st"]
-            continue
-        base = node.module or ""
-        if node.level:  # relative import
-            anchor = package.split(".")
-            anchor = anchor[: len(anchor) - node.level + 1]
-            base = ".".join(anchor + ([base] if base else []))
-        if base.split(".")[0] != "slice_st":
-            continue
-        for alias in node.names:
-            submodule = f"{base}.{alias.name}"
-            found.append((submodule, None, node.lineno) if submodule in MODULES else (base, alias.name, node.lineno))
-    return found
-
-
-GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
-
-
-def _group(module: str) -> tuple[int, str]:
-    best = None
-    for level, groups in enumerate(LAYERS):
-        for group in groups:
-            if module == group or module.startswith(group + "."):
-                if best is None or len(group) > len(best[1]):
-                    best = (level, group)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS (and to docs/layout.md)"
-    return best
+    status = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    assert status == 0, capsys.readouterr().out[-4000:]
 
 
 def test_every_module_has_a_layer():
-    for module in MODULES:
+    layers = PYPROJECT["tool"]["importlinter"]["contracts"][0]["layers"]
+    groups = {group.strip() for layer in layers for group in layer.split("|")}
+    for module in _graph().modules:
         if module != FACADE:
-            _group(module)
+            assert any(module == g or module.startswith(g + ".") for g in groups), f"{module} is in no layer"
 
 
-def test_no_import_cycles():
-    edges = {
-        module: sorted({target for target, _, _ in imports if target in MODULES and target != module})
-        for module, imports in GRAPH.items()
-    }
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
-    cycles = []
-
-    def visit(module: str, trail: list[str]) -> None:
-        state[module] = 1
-        for target in edges[module]:
-            if state.get(target) == 1:
-                cycles.append(trail[trail.index(target) :] + [target] if target in trail else [module, target])
-            elif target not in state:
-                visit(target, trail + [target])
-        state[module] = 2
-
-    for module in edges:
-        if module not in state:
-            visit(module, [module])
-    assert not cycles, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in cycles)
+def test_only_the_cli_imports_the_facade():
+    importers = _graph().find_modules_that_directly_import(FACADE)
+    assert {m for m in importers if not m.startswith("slice_st.cli")} == set(), "import from the defining module"
 
 
-def test_library_never_imports_the_cli():
-    bad = [
-        f"{module}:{line} imports {target}"
-        for module, imports in GRAPH.items()
-        for target, _, line in imports
-        if not module.startswith("slice_st.cli") and (target == "slice_st.cli" or target.startswith("slice_st.cli."))
-    ]
-    assert not bad, bad
-
-
-def test_library_never_imports_the_server():
-    bad = [
-        f"{module}:{line} imports {target}"
-        for module, imports in GRAPH.items()
-        for target, _, line in imports
-        if not module.startswith(("slice_st.serve", "slice_st.cli"))
-        and (target == "slice_st.serve" or target.startswith("slice_st.serve."))
-    ]
-    assert not bad, bad
+def _imported_names(path: Path):
+    """``(module, name, line)`` of every ``from slice_st… import name`` in a file."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("slice_st"):
+            for alias in node.names:
+                yield node.module, alias.name, node.lineno
 
 
 def test_no_private_names_across_modules():
+    """A helper two modules share lives under a public name (in the lowest layer that needs it), or in a private
+    ``_module`` of their sub-package; no module reaches into another for its ``_private`` names."""
     bad = [
-        f"{module}:{line} imports {name} from {target}"
-        for module, imports in GRAPH.items()
-        for target, name, line in imports
-        if name is not None and name.startswith("_") and not name.startswith("__") and target != module
-    ]
-    bad += [
-        f"{module}:{line} imports private module {target}"
-        for module, imports in GRAPH.items()
-        for target, _, line in imports
-        if any(part.startswith("_") and not part.startswith("__") for part in target.split("."))
-        and module != FACADE
-        and target not in SHARED_PRIVATE
+        f"{path.relative_to(ROOT)}:{line} imports {name} from {module}"
+        for path in PACKAGE_DIR.rglob("*.py")
+        for module, name, line in _imported_names(path)
+        if name.startswith("_") and not name.startswith("__") and not _is_module(f"{module}.{name}")
     ]
     assert not bad, bad
 
 
-def test_imports_follow_the_layers():
-    bad = []
-    for module, imports in GRAPH.items():
-        if module == FACADE:
-            continue
-        level, group = _group(module)
-        for target, _, line in imports:
-            if target == FACADE:  # ``import slice_st`` for its lazy names: the top, only the CLI uses it
-                if not module.startswith("slice_st.cli"):
-                    bad.append(f"{module}:{line} imports the package facade (import from the defining module)")
-                continue
-            target_level, target_group = _group(target)
-            if target_level > level or (target_level == level and target_group != group):
-                bad.append(
-                    f"{module}:{line} ({group}, layer {level}) imports {target} ({target_group}, layer {target_level})"
-                )
-    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+def _is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def test_layers_are_documented_in_the_readme():
-    readme = (PACKAGE_DIR.parent / "docs" / "layout.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout") :]
-    for groups in LAYERS:
-        for group in groups:
-            short = group.removeprefix("slice_st.")
-            assert short in layout, f"{short} missing from docs/layout.md 'Layout'"
+def test_layers_are_documented():
+    layout = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    layout = layout[layout.index("## Layout") :]
+    for layer in PYPROJECT["tool"]["importlinter"]["contracts"][0]["layers"]:
+        for group in layer.split("|"):
+            short = group.strip().removeprefix("slice_st.")
+            assert f"`{short}`" in layout, f"{short} missing from docs/layout.md 'Layout'"
 
 
 # ------------------------------------------------------------------------------------- the package
+def test_public_api_is_small():
+    """At most 20 top-level names and 150 ``__all__`` entries in the whole package (what users are recommended)."""
+    entries = 0
+    for path in PACKAGE_DIR.rglob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                entries += len(ast.literal_eval(node.value))  # a literal list, so that tools can read it
+    assert len(slice_st.__all__) <= 20 and entries <= 150, (len(slice_st.__all__), entries)
+    assert list(slice_st.__all__) == list(slice_st._EXPORTS)
+
+
 def test_public_names_and_dir():
     for name in slice_st.__all__:
         assert getattr(slice_st, name) is not None
@@ -229,46 +104,8 @@ def test_public_names_and_dir():
         slice_st.no_such_name  # noqa: B018
 
 
-def test_old_package_paths_keep_their_names():
-    from slice_st.evaluation import (  # noqa: F401  # noqa: F401
-        SCORERS,
-        SETUPS,
-        SetupResult,
-        SpanRetrievalEvaluator,
-        compare_to_best,
-        correlations,
-        ngram_offsets,
-        score_full,
-        score_ngram,
-        score_single,
-        williams_test,
-    )
-    from slice_st.index import (  # noqa: F401  # noqa: F401
-        INDEX_FORMAT_VERSION,
-        LOCK_FILE,
-        MANIFEST,
-        IndexMatch,
-        ShardedSpanIndex,
-        SpanIndex,
-        model_fingerprint,
-        model_identity,
-        shard_directories,
-    )
-    from slice_st.losses import SLICE_CITATION, SpanMaxCrossEntropyLoss, column_span_scores  # noqa: F401
-    from slice_st.training import PRESETS, SliceArguments, train, training_arguments  # noqa: F401
-
-
-def test_old_span_pooling_path_loads_with_a_deprecation_warning():
-    """Checkpoints saved before 0.2 name ``slice_st.pooling.SpanPooling`` in modules.json: that path still imports."""
-    sys.modules.pop("slice_st.pooling", None)
-    with pytest.warns(DeprecationWarning, match="slice_st.pooling is deprecated"):
-        module = importlib.import_module("slice_st.pooling")
-    assert module.SpanPooling is slice_st.SpanPooling
-    assert f"{slice_st.SpanPooling.__module__}.SpanPooling" == "slice_st.models.span_pooling.SpanPooling"  # saved now
-
-
 def test_old_flat_module_paths_are_gone():
-    for old in ("slice_st.train", "slice_st.corpus", "slice_st.index_cli"):
+    for old in ("slice_st.train", "slice_st.corpus", "slice_st.index_cli", "slice_st.pooling", "slice_st.experimental"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(old)
 
@@ -301,10 +138,11 @@ def test_import_is_light_and_methods_attach_on_later_import():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
-def test_pyproject_lists_every_subpackage():
-    import tomllib
-
-    config = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))
-    listed = set(config["tool"]["setuptools"]["packages"])
-    packages = {_module_name(path.parent / "__init__.py") for path in PACKAGE_DIR.rglob("__init__.py")}
+def test_pyproject_lists_every_subpackage_and_research_is_not_installed():
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    packages = {".".join(path.parent.relative_to(ROOT).parts) for path in PACKAGE_DIR.rglob("__init__.py")}
     assert packages <= listed, sorted(packages - listed)
+    assert not any(name.split(".")[0] == "research" for name in listed)
+    assert (PACKAGE_DIR / "py.typed").is_file() and "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"][
+        "slice_st"
+    ]

@@ -39,7 +39,7 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
     encoding = model.encode_spans(text, max_span=MAX_SPAN)
     if not len(encoding):
         return []
-    vector = slice_st.embed_texts(model, query)[0].numpy()
+    vector = slice_st.encode.embed_texts(model, query)[0].numpy()
     embeddings = np.asarray(encoding.embeddings, np.float64)
     cosines = embeddings @ vector / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(vector)
     starts, ends, _ = text_units(model.tokenizer, [text])[0]
@@ -110,7 +110,7 @@ def test_default_scorer_reranks_like_the_reference(tiny_model, top_k, overlap):
 
 
 def test_paired_and_windowed_texts_rerank_the_same(tiny_model, tiny_model_short):
-    paired = slice_st.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=MAX_SPAN)
+    paired = slice_st.encode.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=MAX_SPAN)
     full = tiny_model.best_spans(QUERIES, TEXTS, max_span=MAX_SPAN)
     for i, match in enumerate(paired):
         expected = full[i][i][0] if full[i][i] else None

@@ -15,7 +15,8 @@ from sentence_transformers.sentence_transformer.modules import Pooling
 
 import slice_st
 import slice_st.loading
-from slice_st import SpanConfig, SpanPooling, get_span_config, save_slice_model, set_span_config
+from slice_st import SpanPooling, get_span_config, save_slice_model, set_span_config
+from slice_st.config import SpanConfig
 from slice_st.tokens import SPAN_PROCESSING_KWARGS
 
 TEXTS = ["A man plays the guitar on stage.", "Don't stop — café au lait!", "x"]
@@ -247,7 +248,7 @@ def test_a_training_batch_without_span_features_is_refused(make_tiny_model):
     model = SpanPooling.attach(make_tiny_model()).train()
     with pytest.raises(ValueError, match="enable_span_features"):
         model(model.preprocess(TEXTS[:1]))
-    slice_st.enable_span_features(model)
+    slice_st.config.enable_span_features(model)
     assert "span_embeddings" in model(model.preprocess(TEXTS[:1]))
 
 
@@ -300,14 +301,14 @@ def test_load_model_default_and_missing(real_model):
 def test_enable_span_features(make_tiny_model):
     model = make_tiny_model()
     model[0].processing_kwargs = {"text": {"padding": True}}
-    assert slice_st.enable_span_features(model) is model
+    assert slice_st.config.enable_span_features(model) is model
     text_kwargs = model[0].processing_kwargs["text"]
     assert text_kwargs == {"padding": True, "return_offsets_mapping": True, "return_special_tokens_mask": True}
     out = model.encode(["a man"], output_value=None)[0]
     assert "offset_mapping" in out and "special_tokens_mask" in out
     np.testing.assert_allclose(model.encode(["a man"]), make_tiny_model().encode(["a man"]), atol=1e-6)
     with pytest.raises(ValueError, match="processing_kwargs"):
-        slice_st.enable_span_features([Pooling(8, "mean")])
+        slice_st.config.enable_span_features([Pooling(8, "mean")])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def _reference(model, query: str, text: str, scorer: SpanScorer, max_span: int, 
     encoding = model.encode_spans(text, max_span=max_span)
     if not len(encoding):
         return []
-    vector = slice_st.embed_texts(model, query)[0].numpy()
+    vector = slice_st.encode.embed_texts(model, query)[0].numpy()
     embeddings = np.asarray(encoding.embeddings)
     cosines = embeddings @ vector / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(vector)
     starts, ends, _ = text_units(model.tokenizer, [text])[0]
@@ -80,7 +80,7 @@ def test_custom_scorer_and_paired(tiny_model):
         clause=0,
         sentence=0,
     )
-    paired = slice_st.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
+    paired = slice_st.encode.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
     for query, text, match in zip(QUERIES, TEXTS, paired):
         ((start, end, score, similarity),) = _reference(tiny_model, query, text, scorer, 5, 1)
         assert (match.unit_start, match.unit_end) == (start, end)
@@ -153,7 +153,7 @@ def test_bad_scorer_and_overlap_are_clear_errors(tiny_model):
     with pytest.raises(SpanInputError, match="overlap must be True or False"):
         tiny_model.best_spans("a", "a b", overlap="yes")
     with pytest.raises(SpanInputError, match="scorer must be one of"):
-        slice_st.best_spans_paired(tiny_model, ["a"], ["a b"], scorer=3)
+        slice_st.encode.best_spans_paired(tiny_model, ["a"], ["a b"], scorer=3)
 
 
 # What users see first: the README / `make demo` cases come out as whole phrases (the real shipped model).

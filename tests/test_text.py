@@ -3,13 +3,18 @@ input readers (--split auto on real files, JSONL, folders, globs and links, CSV 
 
 from __future__ import annotations
 
+import builtins
+import io
+import json
 import os
 import shutil
 import subprocess
 import sys
 
 import pytest
+from helpers import cli_fails, run_cli
 
+from slice_st.data.corpus import read_corpus, read_jsonl
 from slice_st.errors import CorpusError, FileAccessError
 from slice_st.text import (
     MissingExtraError,
@@ -197,3 +202,156 @@ def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
 def test_csv_cells_that_start_a_formula_are_quoted(cell):
     assert csv_safe(cell) == "'" + cell
     assert csv_safe("plain text") == "plain text" and csv_safe(-2.5) == -2.5
+
+
+def test_atomic_writes_never_follow_links(tmp_path):
+    """Every temporary file is new (``O_EXCL|O_NOFOLLOW``): a link at the target is replaced, its target
+    untouched."""
+    from slice_st.index import Calibration
+    from slice_st.index.storage import write_bytes, write_json
+    from slice_st.text import atomic_file
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    folder = tmp_path / "ix"
+    folder.mkdir()
+    (folder / "shards.json").symlink_to(outside)
+    write_json(str(folder / "shards.json"), {"a": 1})
+    assert outside.read_text() == "precious" and not os.path.islink(folder / "shards.json")
+    (folder / "calibration.json.tmp").symlink_to(outside)  # the old fixed temporary name
+    Calibration(x=[0.0, 1.0], y=[0.0, 5.0]).save(str(folder / "calibration.json"))
+    assert outside.read_text() == "precious"
+    (folder / "texts.bin").symlink_to(outside)
+    with pytest.raises(FileExistsError):
+        write_bytes(str(folder / "texts.bin"), b"x")
+    assert outside.read_text() == "precious"
+    with pytest.raises(RuntimeError), atomic_file(str(folder / "x.json")) as handle:
+        handle.write(b"half")
+        raise RuntimeError("interrupted")
+    assert not (folder / "x.json").exists() and not [n for n in os.listdir(folder) if n.startswith(".x.json")]
+
+
+def test_open_regular_file_refuses_links_fifos_and_folders(tmp_path):
+    """The one helper every index read goes through: O_NOFOLLOW, then fstat of what was opened; a FIFO never blocks."""
+    import signal
+
+    from slice_st import FileAccessError
+    from slice_st.text import open_regular_file
+
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"0123456789")
+    with open_regular_file(str(data)) as handle:
+        assert handle.read() == b"0123456789"
+    with open_regular_file(data, size=10) as handle:
+        assert handle.read(4) == b"0123" and not handle.closed
+    with pytest.raises(FileAccessError, match="has 10 bytes, not the 11 expected"):
+        open_regular_file(data, size=11)
+    (tmp_path / "link").symlink_to(data)
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    for name in ("link", "dangling"):
+        with pytest.raises(FileAccessError, match=f"{name} is a symbolic link, not followed"):
+            open_regular_file(tmp_path / name)
+    with pytest.raises(FileAccessError, match="is not a regular file"):
+        open_regular_file(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        open_regular_file(tmp_path / "missing")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo")  # no writer: a blocking open for reading would wait for ever
+
+        def hung(*_):
+            raise AssertionError("opening a FIFO blocked")
+
+        previous = signal.signal(signal.SIGALRM, hung)
+        signal.alarm(10)
+        try:
+            with pytest.raises(FileAccessError, match="fifo is not a regular file"):
+                open_regular_file(tmp_path / "fifo")
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+SEPARATORS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\r"]
+
+
+def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "odd.txt"
+    lines = [f"line {n} has a{sep}separator inside" for n, sep in enumerate(SEPARATORS, start=1)] + ["the last line"]
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    records = read_texts([str(path)])
+    assert [(r.line, r.text) for r in records] == list(enumerate(lines, start=1))
+    content = path.read_bytes().decode("utf-8")
+    assert all(content[r.file_offset : r.file_offset + len(r.text)] == r.text for r in records)
+    assert [d.id for d in read_corpus([str(path)])][-1] == f"{path}:{len(lines)}"
+    queries = tmp_path / "queries.txt"
+    queries.write_bytes("the last\u2028line\nseparator\x85inside\n".encode("utf-8"))
+    code, out = run_cli(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "--texts", "1")
+    assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == [
+        "the last\u2028line",
+        "separator\x85inside",
+    ]
+
+
+def test_b08_paragraph_offsets_of_crlf_files_are_file_offsets(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(
+        b"first paragraph line one\r\nline two of it\r\n\r\nsecond paragraph\r\nwith a guitar in line two\r\n"
+    )
+    content = path.read_bytes().decode("utf-8")
+    records = read_texts([str(path)], "paragraph")
+    assert [(r.line, r.text) for r in records] == [
+        (1, "first paragraph line one\r\nline two of it"),
+        (4, "second paragraph\r\nwith a guitar in line two"),
+    ]
+    code, out = run_cli(
+        capsys, "mine", "-q", "a guitar", path, "--split", "paragraph", "-m", tiny_model_dir, "-f", "jsonl"
+    )
+    for row in map(json.loads, out.out.splitlines()):
+        assert content[row["file_start"] : row["file_end"]] == row["span"]
+
+
+def test_b21_byte_order_mark_is_not_text(tmp_path, tiny_model_dir, capsys):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeffguitar lessons today\nsecond line\n".encode("utf-8"))
+    records = read_texts([str(path)])
+    assert records[0].text == "guitar lessons today" and records[0].file_offset == 1
+    code, out = run_cli(capsys, "mine", "-q", "guitar", path, "-m", tiny_model_dir, "-f", "jsonl", "--max-span", "1")
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert all("\ufeff" not in row["span"] for row in rows)
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes('\ufeff{"id": "a", "text": "with a mark"}\n'.encode("utf-8"))
+    assert [d.text for d in read_jsonl(str(jsonl))] == ["with a mark"]
+
+
+def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "secret.txt"
+    path.write_text("a man plays the guitar\n")
+    real_open = builtins.open
+
+    def denying_open(file, *args, **kwargs):
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(file, *args, **kwargs)
+
+    real_os_open = os.open
+
+    def denying_os_open(file, *args, **kwargs):  # corpora are opened with os.open (only regular files are read)
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_os_open(file, *args, **kwargs)
+
+    from slice_st.text import FileAccessError
+
+    monkeypatch.setattr(builtins, "open", denying_open)
+    monkeypatch.setattr(os, "open", denying_os_open)
+    with pytest.raises(FileAccessError, match="cannot read .*secret.txt: Permission denied"):
+        read_texts([str(path)])
+    assert "Permission denied" in cli_fails(capsys, "mine", "-q", "guitar", path)
+    assert "Permission denied" in cli_fails(capsys, "index", "build", path, "-o", tmp_path / "ix")
+    assert "Permission denied" in cli_fails(capsys, "mine", "--queries", path, path)
+
+
+def test_b20_non_utf8_standard_input(tmp_path, capsys, monkeypatch):
+    raw = "café\n".encode("latin-1")  # not UTF-8
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape"))
+    assert "standard input is not UTF-8" in cli_fails(capsys, "mine", "-q", "coffee", "-")

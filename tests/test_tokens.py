@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from helpers import texts, whitespace_words
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from slice_st import SpanIndex, SpanInputError
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, Window, check_unit, plan_windows, unit_boundaries
 
 
@@ -286,3 +288,15 @@ def test_plan_windows_shrinks_context_instead_of_failing(tokenizer):
     check_windows(tokenizer, [text], plan_windows(tokenizer, [text], 4, 1, 0), 4, 1, context=None)  # fine
     windows = plan_windows(tokenizer, [text], 4, 1, 16)  # raises ValueError
     check_windows(tokenizer, [text], windows, 4, 1, context=None)
+
+
+def test_b10_token_units_cut_unspaced_script_between_tokens(tiny_model_short, tiny_model):
+    text = "东京中文字" * 20  # 100 characters, 100 tokens, no space: one "word" of 100 tokens
+    with pytest.raises(SpanInputError, match="word of 100 tokens"):
+        tiny_model_short.encode_spans(text, max_span=3)  # word units: as documented, use unit='token'
+    windowed = tiny_model_short.encode_spans(text, max_span=3, unit="token")
+    whole = tiny_model.encode_spans(text, max_span=3, unit="token")  # one window of the bigger model
+    np.testing.assert_array_equal(windowed.offsets, whole.offsets)
+    np.testing.assert_array_equal(windowed.units, whole.units)
+    index = SpanIndex.build([text * 3, "a short one"], tiny_model_short, unit="token", max_span=3)
+    assert len(index.search("中文", top_k=3)[0]) == 3

@@ -125,7 +125,7 @@ def test_best_spans_over_windows_equal_brute_force(tiny_model_short):
         overlap=True,
     )
     spans = tiny_model_short.encode_spans(LONG_TEXT, max_span=3, window_context=2)
-    query_vectors = slice_st.embed_texts(tiny_model_short, queries).numpy()
+    query_vectors = slice_st.encode.embed_texts(tiny_model_short, queries).numpy()
     for q, query in enumerate(query_vectors):
         brute = np.array([cosine(query, vector) for vector in spans.embeddings])
         order = np.argsort(-brute, kind="stable")[:top_k]
@@ -182,6 +182,6 @@ def test_real_model_long_text_same_best_span_as_short_text(real_model, real_mode
 
 def test_long_query_on_small_window_model(tiny_model_short):
     query = " ".join(["internationalization"] * 30)  # 60 tokens, 2 per word
-    assert slice_st.embed_texts(tiny_model_short, query).shape == (1, 32)
+    assert slice_st.encode.embed_texts(tiny_model_short, query).shape == (1, 32)
     result = tiny_model_short.best_spans([query], ["a b"], max_span=2, window_context=0)
     assert len(result[0][0]) == 1

@@ -44,7 +44,7 @@ def tiny():
     folder = os.path.join(tmp, "tiny")
     os.makedirs(folder)
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        shutil.copy(os.path.join(slice_st.default_model_path(), name), folder)
+        shutil.copy(os.path.join(slice_st.loading.default_model_path(), name), folder)
     torch.manual_seed(0)
     BertModel(
         BertConfig(

@@ -15,8 +15,9 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from slice_st import best_spans_paired, load_model
+from slice_st import load_model
 from slice_st.data import read_stsb_context
+from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import span_localisation
 
 

@@ -124,7 +124,7 @@ def _make_passages_command(args) -> int:
 
 
 def _context_styles() -> tuple[str, ...]:
-    from slice_st.data import CONTEXT_STYLES
+    from slice_st.data.stsb import CONTEXT_STYLES
 
     return CONTEXT_STYLES
 
@@ -132,7 +132,7 @@ def _context_styles() -> tuple[str, ...]:
 def _make_context_command(args) -> int:
     import numpy as np
 
-    from slice_st.data import make_context, read_stsb, write_source_note, write_stsb_context
+    from slice_st.data.stsb import make_context, read_stsb, write_source_note, write_stsb_context
 
     check_output(args.output)
     styles = [s.strip() for s in args.styles.split(",") if s.strip()]

@@ -173,7 +173,8 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 
 def _build(args) -> int:
     import slice_st
-    from slice_st.index import MANIFEST, SpanIndex, check_index_target
+    from slice_st.index import SpanIndex
+    from slice_st.index.storage import MANIFEST, check_index_target
 
     if args.ray is not None:
         return _build_on_ray(args)
@@ -217,9 +218,9 @@ def _build(args) -> int:
 def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     import slice_st
-    from slice_st.index import MANIFEST, SpanIndex, check_index_target
+    from slice_st.index import SpanIndex
     from slice_st.index.ray_engine import check_address, require_ray
-    from slice_st.index.storage import read_shard_list
+    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
 
     if args.devices or args.processes:
         raise UsageError("--devices/--processes are for a one-machine build; with --ray use --workers.")

@@ -165,7 +165,8 @@ def _file_row(query: str, rank: int, match, result, records) -> dict:
 
 
 def _search_index(args, queries: list[str]) -> list[dict]:
-    from slice_st.index import open_index, search_documents
+    from slice_st.index import open_index
+    from slice_st.index.search import search_documents
 
     quiet_progress(args)
     index = open_index(

@@ -22,8 +22,6 @@ from slice_st.cli.common import (
 )
 from slice_st.text import SPLITS
 
-__all__ = ["add_serve_command"]
-
 #: The environment variable ``--token`` is read from when not given (a command line is visible to other users).
 TOKEN_VARIABLE = "SLICE_ST_TOKEN"
 
@@ -172,7 +170,7 @@ def _serve(args) -> int:
 
 def _source(args, IndexSource):
     """The index to serve: a saved index directory, or CORPUS files indexed in memory."""
-    from slice_st.index import MANIFEST
+    from slice_st.index.storage import MANIFEST
     from slice_st.loading import load_model
 
     options = model_options(args)

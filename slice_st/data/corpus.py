@@ -23,17 +23,6 @@ from slice_st.errors import CorpusError
 from slice_st.text import JSONL_SUFFIXES as JSONL_SUFFIXES  # where the readers of ray_engine look
 from slice_st.text import is_jsonl, jsonl_records, read_texts
 
-__all__ = [
-    "CorpusError",
-    "Document",
-    "read_corpus",
-    "read_jsonl",
-    "read_text_file",
-    "documents_from_dataset",
-    "check_distinct_files",
-    "check_unique_ids",
-]
-
 
 @dataclass(frozen=True)
 class Document:

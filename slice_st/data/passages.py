@@ -24,8 +24,6 @@ from slice_st.errors import DataFormatError
 from slice_st.text import detokenize as detokenize_text
 from slice_st.text import one_line, require, split_sentences
 
-__all__ = ["read_texts", "split_sentences", "cut_passages", "evaluation_sentences", "offline_passages", "load_passages"]
-
 
 def _norm(sentence: str) -> str:
     return " ".join(sentence.lower().split())

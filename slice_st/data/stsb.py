@@ -29,20 +29,6 @@ from typing import Any
 from slice_st.errors import DataFormatError
 from slice_st.text import one_line, require
 
-__all__ = [
-    "DataFormatError",
-    "STSB_CONTEXT_COLUMNS",
-    "CONTEXT_STYLES",
-    "read_stsb_context",
-    "write_stsb_context",
-    "read_stsb",
-    "make_context",
-    "SOURCE_SUFFIX",
-    "CONTEXT_SOURCES",
-    "write_source_note",
-    "read_source_note",
-]
-
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 CONTEXT_STYLES = ("preceding", "following", "surrounding", "clause")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0

@@ -20,17 +20,6 @@ from slice_st.data.stsb import make_context, read_stsb
 from slice_st.errors import DataFormatError
 from slice_st.text import detokenize, one_line, require
 
-__all__ = [
-    "read_msmarco_triples",
-    "msmarco_triples_from_hub",
-    "read_snli_triplets",
-    "read_sick_pairs",
-    "read_ppdb_pairs",
-    "pairs_to_triples",
-    "build_training_triplets",
-    "offline_training_triplets",
-]
-
 
 def _open_text(path: str | os.PathLike):
     path = os.fspath(path)

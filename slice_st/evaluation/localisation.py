@@ -14,8 +14,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["STRONG_GOLD", "span_words", "locate_paraphrase", "span_localisation"]
-
 #: Gold similarity from which a pair counts as "strong" (its paraphrase is a real match): 3 on the 0-5 scale.
 STRONG_GOLD = 3.0
 

@@ -8,7 +8,7 @@ correlation with the gold 0-5 scores. Three setups (Table 1 of the paper):
 * ``ngram``: every ``min_span..max_span``-unit n-gram of the passage encoded **on its own**
   (``model.encode``, one input per n-gram: N·K forward passes); the best cosine wins;
 * ``single``: one forward pass per passage, every span mean-pooled from its token vectors
-  (:func:`slice_st.best_spans_paired`); the best cosine wins.
+  (:func:`slice_st.encode.best_spans_paired`); the best cosine wins.
 
 Units are those of the span core (:mod:`slice_st.tokens`): a word is a whitespace-delimited word for
 the usual tokenizers, so n-grams and single-pass spans are the same character ranges.
@@ -31,18 +31,6 @@ from slice_st.tokens import text_units
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
-
-__all__ = [
-    "SETUPS",
-    "SetupResult",
-    "SCORERS",
-    "check_inputs",
-    "check_all_scored",
-    "ngram_offsets",
-    "score_full",
-    "score_ngram",
-    "score_single",
-]
 
 SETUPS = ("full", "ngram", "single")
 #: n-grams sent to one ``model.encode`` call in the per-n-gram setup (bounds memory).
@@ -99,7 +87,7 @@ def ngram_offsets(
 
     Example:
         >>> from transformers import AutoTokenizer
-        >>> from slice_st import default_model_path
+        >>> from slice_st.loading import default_model_path
         >>> tokenizer = AutoTokenizer.from_pretrained(default_model_path())
         >>> text = "A man's guitar."
         >>> [text[s:e] for s, e in ngram_offsets(tokenizer, [text], 1, 2)[0]]
@@ -250,7 +238,7 @@ def score_single(
 ) -> SetupResult:
     """Single-pass setup (SLICE): one forward pass per passage, best mean-pooled span per pair.
 
-    Goes through :func:`slice_st.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
+    Goes through :func:`slice_st.encode.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
     the best span and gives its score (:mod:`slice_st.scoring`; default ``"phrase"``, ``"max-cosine"`` is
     the paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
 

@@ -25,8 +25,6 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SpanRetrievalEvaluator"]
-
 logger = logging.getLogger(__name__)
 
 

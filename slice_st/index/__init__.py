@@ -8,57 +8,19 @@ encoding), ``storage`` (manifest, atomic writes, the writer lock, checksums), ``
 an index) and ``calibration`` (cosine → STS 0–5).
 """
 
-from slice_st.errors import IndexBusyError, IndexConflictError
-from slice_st.index.calibration import (
-    CALIBRATION_FILE,
-    Calibration,
-    fit_calibration,
-    fit_sts_calibration,
-    sts_pair_cosines,
-)
-from slice_st.index.fingerprint import model_fingerprint, model_identity, model_source
-from slice_st.index.ray_engine import RayBuild, build_on_ray
-from slice_st.index.ray_search import RayShardedSpanIndex
-from slice_st.index.search import IndexMatch, search_documents
-from slice_st.index.sharded import ShardedSpanIndex, merge_top_spans, open_index
+from slice_st.index.calibration import Calibration
+from slice_st.index.ray_engine import RayBuild
+from slice_st.index.ray_search import RayShardedSpanIndex, open_index
+from slice_st.index.search import IndexMatch
+from slice_st.index.sharded import ShardedSpanIndex
 from slice_st.index.span_index import SpanIndex
-from slice_st.index.storage import (
-    INDEX_FORMAT_VERSION,
-    LOCK_FILE,
-    MANIFEST,
-    SHARD_LIST,
-    check_index_target,
-    index_lock,
-    read_manifest,
-    shard_directories,
-)
 
 __all__ = [
     "SpanIndex",
     "ShardedSpanIndex",
     "open_index",
-    "search_documents",
-    "IndexMatch",
-    "model_fingerprint",
-    "model_identity",
-    "model_source",
-    "shard_directories",
-    "read_manifest",
-    "RayBuild",
     "RayShardedSpanIndex",
-    "build_on_ray",
-    "merge_top_spans",
-    "SHARD_LIST",
-    "INDEX_FORMAT_VERSION",
-    "MANIFEST",
-    "LOCK_FILE",
+    "RayBuild",
+    "IndexMatch",
     "Calibration",
-    "CALIBRATION_FILE",
-    "fit_calibration",
-    "fit_sts_calibration",
-    "sts_pair_cosines",
-    "IndexBusyError",
-    "IndexConflictError",
-    "check_index_target",
-    "index_lock",
 ]

@@ -7,10 +7,10 @@ piecewise-linear function given by its thresholds, saved as JSON (with the index
 model) and applied with ``numpy.interp`` — no scikit-learn needed to use it.
 
 Which cosine is fitted: ``pair_score="sentence"`` (default) scores a pair by the cosine of the two
-sentences' mean token vectors (:func:`slice_st.embed_texts`). That is exactly the cosine the index
+sentences' mean token vectors (:func:`slice_st.encode.embed_texts`). That is exactly the cosine the index
 reports for a span that covers the whole of sentence 2 — a span vector *is* a mean of token vectors
 — and the STS gold score describes the whole sentences, so cosine and gold refer to the same
-pieces of text. ``pair_score="best_span"`` (:func:`slice_st.best_spans_paired`) scores the best
+pieces of text. ``pair_score="best_span"`` (:func:`slice_st.encode.best_spans_paired`) scores the best
 sub-span of sentence 2 instead: it is ≥ the sentence cosine and its gold label still describes the
 whole sentence, so it maps high cosines to lower degrees (conservative); offered for comparison.
 """
@@ -30,8 +30,6 @@ from slice_st.text import atomic_file, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
-
-__all__ = ["Calibration", "fit_calibration", "fit_sts_calibration", "sts_pair_cosines", "CALIBRATION_FILE"]
 
 CALIBRATION_FILE = "calibration.json"
 CALIBRATION_FORMAT_VERSION = 1
@@ -250,7 +248,7 @@ def fit_sts_calibration(
         The fitted :class:`Calibration`.
     """
     from slice_st.data.stsb import read_stsb
-    from slice_st.index.fingerprint import model_fingerprint
+    from slice_st.loading import model_fingerprint
 
     rows = read_stsb(path)
     if limit is not None:

@@ -21,8 +21,6 @@ from slice_st.text import require
 if TYPE_CHECKING:
     from slice_st.index.span_index import SpanIndex
 
-__all__ = ["CandidateStage"]
-
 
 class CandidateStage:
     """FAISS over normalised chunk vectors (chunks of units inside segments) → candidate span starts."""

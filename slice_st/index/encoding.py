@@ -19,16 +19,6 @@ from slice_st.loading import check_device
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = [
-    "empty_arrays",
-    "concat_parts",
-    "char_offsets",
-    "texts_and_ids",
-    "pool_devices",
-    "PooledEncoder",
-    "encoder_for",
-]
-
 
 def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
     return {

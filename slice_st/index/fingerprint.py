@@ -11,10 +11,8 @@ from typing import Any
 
 from slice_st.backends import backend_of, runner_of
 from slice_st.errors import SpanInputError
-from slice_st.loading import model_fingerprint, model_identity
+from slice_st.loading import model_identity
 from slice_st.pretrained import is_shipped_model_name
-
-__all__ = ["model_fingerprint", "model_identity", "model_runtime", "model_source"]
 
 
 def model_runtime(model) -> dict[str, str]:

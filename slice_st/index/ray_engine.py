@@ -16,7 +16,7 @@ Ray Data fans the work out; an index is one folder of shards, each an ordinary :
   ``DIR/.slice-st-build/group-<n>.json``. A rerun of the same build skips finished groups and, inside a
   group, shards already saved; a rerun with another model, other settings or another corpus is refused.
 
-The result is searched by :class:`slice_st.ShardedSpanIndex` (one process) or
+The result is searched by :class:`slice_st.index.ShardedSpanIndex` (one process) or
 :class:`slice_st.index.ray_search.RayShardedSpanIndex` (shards on Ray actors): both open ``DIR``.
 """
 
@@ -44,7 +44,7 @@ from slice_st.config import SpanConfig
 from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
 from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.index.encoding import texts_and_ids
-from slice_st.index.fingerprint import model_fingerprint, model_identity
+from slice_st.index.fingerprint import model_identity
 from slice_st.index.storage import (
     MANIFEST,
     SHARD_LIST,
@@ -54,26 +54,13 @@ from slice_st.index.storage import (
     read_shard_list,
     write_json,
 )
+from slice_st.loading import model_fingerprint
 from slice_st.text import is_ray_address, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
     from slice_st.index.span_index import SpanIndex
-
-__all__ = [
-    "RayBuild",
-    "build_on_ray",
-    "ray_session",
-    "connect_ray",
-    "probe_address",
-    "claim_workers",
-    "check_address",
-    "require_ray",
-    "corpus_files",
-    "DEFAULT_SHARD_BYTES",
-    "BUILD_STATE",
-]
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
 DEFAULT_SHARD_BYTES = 16 << 20

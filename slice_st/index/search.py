@@ -29,22 +29,6 @@ from slice_st.scoring import (
 )
 from slice_st.tokens import text_units
 
-__all__ = [
-    "search_documents",
-    "IndexMatch",
-    "SCORED_SCAN_FACTOR",
-    "blas_threads",
-    "as_tensor",
-    "check_search",
-    "query_list",
-    "ranked",
-    "search_scorer",
-    "check_overlap",
-    "span_costs_for",
-    "index_unit_flags",
-    "cached_unit_flags",
-]
-
 
 @dataclass(frozen=True)
 class IndexMatch:

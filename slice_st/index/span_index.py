@@ -48,7 +48,7 @@ from slice_st.errors import FileAccessError, IndexConflictError, SpanInputError
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
-from slice_st.index.fingerprint import model_fingerprint, model_identity, model_runtime, model_source
+from slice_st.index.fingerprint import model_identity, model_runtime, model_source
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -83,6 +83,7 @@ from slice_st.index.storage import (
     write_bytes,
     write_manifest,
 )
+from slice_st.loading import model_fingerprint
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.text import open_folder
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
@@ -92,8 +93,6 @@ if TYPE_CHECKING:
 
     from slice_st.index.ray_engine import RayBuild
     from slice_st.scoring import SpanScorer
-
-__all__ = ["SpanIndex", "SEARCH_BLOCK_UNITS", "SEARCH_SCORE_BUFFER", "DOCUMENTS_PER_STEP"]
 
 #: Units scored per block: bounds the (block, Q) float64 buffers and resets the prefix sums.
 SEARCH_BLOCK_UNITS = 1 << 16
@@ -108,7 +107,7 @@ class SpanIndex:
 
     Args:
         model: The ``SentenceTransformer`` that encodes documents and queries.
-        span_config: The spans the index holds (:class:`~slice_st.SpanConfig`).
+        span_config: The spans the index holds (:class:`~slice_st.config.SpanConfig`).
         dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
 
     Note:

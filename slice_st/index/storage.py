@@ -32,40 +32,8 @@ from typing import Any
 import numpy as np
 
 from slice_st.config import SpanConfig
-from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, SpanInputError
+from slice_st.errors import FileAccessError, IndexBusyError, SpanInputError
 from slice_st.text import atomic_file, check_creatable, create_new_file, open_regular_file
-
-__all__ = [
-    "INDEX_FORMAT_VERSION",
-    "MANIFEST",
-    "ARRAYS",
-    "LOCK_FILE",
-    "DATA_MARKER",
-    "IndexBusyError",
-    "IndexConflictError",
-    "index_lock",
-    "check_index_target",
-    "write_bytes",
-    "save_array",
-    "file_digest",
-    "array_digest",
-    "fsync_directory",
-    "new_data_directory",
-    "remove_old_data",
-    "read_manifest",
-    "read_consistent",
-    "shard_directories",
-    "SHARD_LIST",
-    "write_json",
-    "read_shard_list",
-    "refuse_linked_shards",
-    "load_array",
-    "folder_entry",
-    "read_bytes",
-    "is_plain_name",
-    "SETTINGS_FILE",
-    "write_manifest",
-]
 
 #: 2: the model fingerprint covers every weight (:func:`slice_st.loading.model_fingerprint`), and the data folder
 #: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
@@ -266,7 +234,7 @@ def file_digest(path: str, size: int | None = None, *, folder: int | None = None
     With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
     or is endless, is never read whole.
     """
-    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (a ValueError): a link, a device, a pipe
+    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = None if size is None else size + 1
         while left is None or left > 0:

@@ -16,7 +16,7 @@ From the command line (builds the task, calls ``mteb.evaluate``)::
     results
 
 A pair's score is the best cosine between the origin phrase (``line``) and any span of 1..20 words of
-the passage, from one forward pass per passage (:func:`slice_st.best_spans_paired`); the main score
+the passage, from one forward pass per passage (:func:`slice_st.encode.best_spans_paired`); the main score
 is the Spearman correlation with ``goldsim``. The full-context cosine (one vector per passage) is
 reported alongside as ``full_context_cosine_*``.
 
@@ -46,7 +46,7 @@ from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.data.stsb import read_source_note  # noqa: E402
 
-__all__ = ["STSBContext", "DATA_ENV", "SOURCES", "SPLIT", "STATS_REVISION", "load_results", "mteb_model", "run_mteb"]
+__all__ = ["STSBContext", "load_results", "mteb_model", "run_mteb"]
 
 logger = logging.getLogger(__name__)
 

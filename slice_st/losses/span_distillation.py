@@ -23,17 +23,6 @@ from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 from slice_st.tokens import unit_boundaries
 
-__all__ = [
-    "SpanDistillationLoss",
-    "DISTILLATION_METRICS",
-    "vector_distance",
-    "span_token_inputs",
-    "shares_wordpiece_tokenizer",
-    "model_name",
-    "frozen_teacher",
-    "text_column",
-]
-
 logger = logging.getLogger(__name__)
 
 DISTILLATION_METRICS = ("cosine", "mse")
@@ -395,7 +384,7 @@ def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tenso
         raise ValueError(f"{loss_name} takes one text column, got {len(columns)}.")
     if unit == "word" and "offset_mapping" not in columns[0]:
         raise ValueError(
-            "Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model)."
+            "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
         )
     return columns[0]
 

@@ -15,8 +15,6 @@ from slice_st.config import enable_span_features, get_span_config
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 from slice_st.tokens import unit_boundaries
 
-__all__ = ["SpanMaxCrossEntropyLoss", "column_span_scores", "query_vectors"]
-
 logger = logging.getLogger(__name__)
 
 
@@ -90,7 +88,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
     ``min_span``) are skipped, logged and counted in ``skipped_rows``; a NaN loss raises.
 
     Constructing the loss makes the model's tokenizer return offsets (see
-    :func:`slice_st.enable_span_features`), which word units need; that setting is saved with it.
+    :func:`slice_st.config.enable_span_features`), which word units need; that setting is saved with it.
 
     Args:
         model: The ``SentenceTransformer`` to train (its tokenizer is asked for offsets).
@@ -161,7 +159,7 @@ class SpanMaxCrossEntropyLoss(nn.Module):
             )
         if self.unit == "word" and any("offset_mapping" not in column for column in columns):
             raise ValueError(
-                "Word units need offsets: the batch was tokenized without slice_st.enable_span_features(model)."
+                "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
             )
         anchor = self.model(columns[0])
         queries, valid = query_vectors(anchor, self.unit)

@@ -11,8 +11,6 @@ from slice_st.config import get_span_config, set_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
 
-__all__ = ["SpanPooling"]
-
 
 class SpanPooling(Module):
     """Span vectors from a model's mean pooling: every span's mean token vector, beside the sentence embedding.
@@ -24,7 +22,7 @@ class SpanPooling(Module):
 
     On a batch tokenized with the span features (``special_tokens_mask`` and ``offset_mapping``: ask for them per
     call with ``processing_kwargs=slice_st.tokens.SPAN_PROCESSING_KWARGS``, or for every batch with
-    :func:`slice_st.enable_span_features`, as the SLICE losses do for training) it adds to the features:
+    :func:`slice_st.config.enable_span_features`, as the SLICE losses do for training) it adds to the features:
 
     * ``span_embeddings`` ``(B, S, d)``: mean token vector of every span of ``min_span..max_span`` units,
     * ``span_units`` ``(B, S, 2)``: (start, end) unit of each span (the same grid in every row),
@@ -95,7 +93,7 @@ class SpanPooling(Module):
             if self.training:
                 raise ValueError(
                     "SpanPooling: this training batch was tokenized without the span features; call "
-                    "slice_st.enable_span_features(model) before training (the SLICE losses do)."
+                    "slice_st.config.enable_span_features(model) before training (the SLICE losses do)."
                 )
             return features
         token_embeddings, attention_mask = features["token_embeddings"], features["attention_mask"]

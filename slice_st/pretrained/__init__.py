@@ -15,20 +15,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "DEFAULT_MODEL_NAME",
-    "BASE_MODEL_NAMES",
-    "DEFAULT_SHIPPED_MODEL",
-    "default_model_path",
-    "SHIPPED_MODELS",
-    "ShippedModel",
-    "shipped_model",
-    "merge_lora_adapter",
-    "is_shipped_model_name",
-    "load_shipped_model",
-    "rebuilt_model",
-]
-
 #: The embedded base model's Hub id.
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: Names that load the plain embedded base model.

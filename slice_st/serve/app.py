@@ -52,8 +52,6 @@ from slice_st.serve.guards import (  # noqa: E402
 )
 from slice_st.serve.source import IndexSource  # noqa: E402
 
-__all__ = ["LIMITS", "ServeLimits", "SearchRequest", "create_app", "router", "search_cost"]
-
 
 @dataclass(frozen=True)
 class ServeLimits:

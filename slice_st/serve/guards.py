@@ -25,19 +25,6 @@ from typing import Any, TypeVar
 
 from fastapi.concurrency import run_in_threadpool
 
-__all__ = [
-    "BodyLimit",
-    "TokenGate",
-    "SearchRunner",
-    "SearchBusy",
-    "SearchCancelled",
-    "guarded_protocol",
-    "listening_socket",
-    "is_loopback",
-    "default_hosts",
-    "TOKEN_COOKIE",
-]
-
 T = TypeVar("T")
 
 #: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).

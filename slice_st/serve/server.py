@@ -11,8 +11,6 @@ from slice_st.serve.guards import default_hosts, guarded_protocol, is_loopback, 
 from slice_st.serve.source import IndexSource
 from slice_st.text import require
 
-__all__ = ["run_server", "listening_socket", "is_loopback", "default_hosts"]
-
 logger = logging.getLogger(__name__)
 
 

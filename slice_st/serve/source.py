@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import MANIFEST, read_manifest
 
-__all__ = ["IndexSource"]
-
 
 class IndexSource:
     """Hands out the current :class:`SpanIndex`; for a directory, the latest saved version.

@@ -13,30 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from slice_st.card import (
-    DATA_SOURCES,
-    DataSource,
-    SliceModelCardData,
-    apply_model_card,
-    card_license,
-    render_model_card,
-    training_sources,
-)
 from slice_st.errors import HubAccessError
 from slice_st.loading import hub_offline
 from slice_st.text import require
-
-__all__ = [  # the card's names as this module had them before slice_st.card, then the Hub check
-    "SliceModelCardData",
-    "DataSource",
-    "DATA_SOURCES",
-    "training_sources",
-    "card_license",
-    "apply_model_card",
-    "render_model_card",
-    "HubAccessError",
-    "check_hub_access",
-]
 
 
 # ------------------------------------------------------------------------------------------- Hub

@@ -24,20 +24,6 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 from slice_st.errors import MissingExtraError, SpanInputError
 from slice_st.text import require
 
-__all__ = [
-    "SliceArguments",
-    "PRESETS",
-    "TRAINING_DEFAULTS",
-    "training_arguments",
-    "train",
-    "build_trainer",
-    "last_complete_checkpoint",
-    "check_train_output",
-    "check_checkpoint_state",
-    "save_adapter",
-    "sts_evaluator",
-]
-
 logger = logging.getLogger(__name__)
 
 #: Where ``slice-st train`` starts when neither a preset nor an option says otherwise (the trainer's own defaults

@@ -8,8 +8,12 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+from helpers import cli_fails, run_cli
 
+import slice_st
+from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import build_parser, main
 from slice_st.cli.common import dumps_json
 
@@ -121,7 +125,6 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path, capsys, bug):
 
 def test_strict_json():
     assert dumps_json({"p": float("nan"), "q": [float("-inf"), 0.5]}) == '{"p": null, "q": [null, 0.5]}'
-    import numpy as np
 
     assert json.loads(dumps_json({"x": np.float32(0.25), "y": np.array([1.0, np.nan])})) == {
         "x": 0.25,
@@ -189,3 +192,143 @@ def test_train_takes_the_trainers_own_arguments(capsys, tmp_path):
     config = tmp_path / "run.json"
     config.write_text('{"distill_spanz": 4}')
     assert "did you mean distill_spans?" in _error_line(capsys, ["train", "--config", str(config)])
+
+
+def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny_model, tiny_model_dir, monkeypatch):
+    short = make_tiny_model(24)
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)
+    first, second = tmp_path / "one.txt", tmp_path / "two.txt"
+    first.write_text("the dog barks\n")
+    second.write_text("a man plays the guitar\n" + "." * 80 + " tail\nmy bag was lost\n")
+    error = cli_fails(capsys, "mine", "-q", "guitar", first, second, "--max-span", "3")
+    assert f"{second}:2: a word of" in error and "--skip-bad" in error
+    error = cli_fails(capsys, "index", "build", first, second, "-o", tmp_path / "ix", "--max-span", "3")
+    assert f"Document '{second}:2': a word of" in error and "--skip-bad" in error
+    code, out = run_cli(capsys, "mine", "-q", "guitar", first, second, "--max-span", "3", "--skip-bad", "-f", "jsonl")
+    assert code == 0 and f"skipped {second}:2" in out.err and "1 texts skipped" in out.err
+    assert {(row["file"], row["line"]) for row in map(json.loads, out.out.splitlines())} == {
+        (str(first), 1),
+        (str(second), 1),
+        (str(second), 3),
+    }
+
+
+def test_b24_make_passages_from_nothing_is_an_error(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert "no passages from" in cli_fails(capsys, "make-passages", empty, "-o", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    assert "is a file, not a folder" in cli_fails(capsys, "make-passages", empty, "-o", empty)
+
+
+def test_b25_ctrl_c_is_one_line_not_a_traceback(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    code = (
+        "import sys, slice_st.cli.mine as mine\n"
+        "def interrupted(*args, **kwargs):\n"
+        "    raise KeyboardInterrupt\n"
+        "mine.read_texts = interrupted\n"
+        "from slice_st.cli import main\n"
+        f"sys.exit(main(['mine', '-q', 'guitar', {str(corpus)!r}]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130 and done.stderr == "slice-st: interrupted\n", done.stderr[-2000:]
+
+
+def test_mine_plans_windows_once_and_best_spans_can_skip(tmp_path, capsys, make_tiny_model, monkeypatch):
+    """``slice-st mine`` plans each text's windows once (inside best_spans), and names every unwindowable text."""
+    import slice_st.encode
+    import slice_st.tokens
+    from slice_st.encode import SpanInputError
+
+    short = make_tiny_model(24)
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)
+    calls = []
+    for module in (slice_st.tokens, slice_st.encode):
+        original = module.plan_windows
+        monkeypatch.setattr(
+            module, "plan_windows", lambda *a, _original=original, **k: calls.append(list(a[1])) or _original(*a, **k)
+        )
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n" + "." * 80 + " tail\n" + "," * 80 + "\nmy bag was lost\n")
+    error = cli_fails(capsys, "mine", "-q", "guitar", corpus, "--max-span", "3")
+    assert f"{corpus}:2: a word of" in error and "(and 1 more)" in error
+    calls.clear()
+    code, out = run_cli(capsys, "mine", "-q", "guitar", corpus, "--max-span", "3", "--skip-bad", "-f", "jsonl")
+    assert code == 0 and "2 texts skipped" in out.err
+    assert sum("my bag was lost" in texts for texts in calls) == 1  # the corpus: once (the query is planned on its own)
+    texts = ["a man plays the guitar", "." * 80 + " tail"]
+    result = slice_st.encode.best_spans(short, "guitar", texts, max_span=3, on_error="skip")
+    assert [index for index, _ in result.skipped] == [1] and result[0][1] == [] and result[0][0]
+    with pytest.raises(SpanInputError, match="Text 1: a word of") as raised:
+        slice_st.encode.best_spans(short, "guitar", texts, max_span=3)
+    assert raised.value.text_index == 1
+    with pytest.raises(SpanInputError, match="on_error"):
+        slice_st.encode.best_spans(short, "guitar", texts, on_error="ignore")
+
+
+HOSTILE_ID = "doc\x1b]0;owned\x07\x1b[2J\x9b31m"
+
+
+HOSTILE_TEXT = "the dog \x1b[31mbarks\x1b[0m at the \x07 mailman\r"
+
+
+def test_control_characters_are_escaped_in_table_output(tmp_path, tiny_model_dir, capsys):
+    text_file = tmp_path / "calls\x1b]0;owned\x07.txt"  # mine reads text files: the file name is the id
+    text_file.write_text(HOSTILE_TEXT.replace("\r", "") + "\n")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": HOSTILE_ID, "text": HOSTILE_TEXT}) + "\n")
+    run_cli(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--no-progress", "--quiet")
+    common = ("-m", tiny_model_dir, "--no-progress", "--max-span", "3")
+    for where, seen in (
+        ((text_file,), "calls\\x1b]0;owned\\x07.txt:1"),
+        (("--index", tmp_path / "ix"), "doc\\x1b]0;owned\\x07"),
+    ):
+        code, out = run_cli(capsys, "mine", "-q", "dog\x1b[5m", *where, *common, "--color", "never")
+        assert code == 0 and seen in out.out and "dog\\x1b[5m" in out.out and "\\x1b[31mbarks" in out.out, out.out
+        assert not any(ch in out.out for ch in "\x1b\x07\x9b\r"), out.out
+        code, out = run_cli(capsys, "mine", "-q", "dog", *where, *common, "-f", "jsonl")
+        row = json.loads(out.out.splitlines()[0])  # JSON keeps the text exact (JSON escapes it itself)
+        if where[0] == text_file:
+            assert code == 0 and row["file"] == str(text_file) and row["span"] in HOSTILE_TEXT, row
+        else:
+            assert code == 0 and row["doc_id"] == HOSTILE_ID and row["span"] in HOSTILE_TEXT, row
+
+
+def test_control_characters_are_escaped_in_error_lines(tmp_path, capsys):
+    assert "\\x1b]0;x\\x07" in cli_fails(capsys, "mine", "-q", "dog", tmp_path / "missing\x1b]0;x\x07.txt")
+
+
+def test_threads_and_processes_are_bounded(tiny_model, tiny_model_dir, tmp_path, capsys):
+    import slice_st
+    from slice_st.backends import parallelism_limit
+
+    limit = parallelism_limit()
+    with pytest.raises(
+        SpanInputError, match=f"processes={limit + 1} is more than this machine can use: at most {limit}"
+    ):
+        SpanIndex.build(["the dog"], tiny_model, processes=limit + 1)
+    with pytest.raises(SpanInputError, match="processes=100000 is more than"):
+        SpanIndex.build(["the dog"], tiny_model, devices=["cpu"] * 100000)
+    with pytest.raises(ValueError, match="threads=1000000 is more than this machine can use"):
+        slice_st.load_model(tiny_model_dir, threads=1_000_000)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    assert "threads=1000000 is more than" in cli_fails(
+        capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "--threads", "1000000"
+    )
+    assert "processes=100000 is more than" in cli_fails(
+        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--processes", "100000"
+    )
+
+
+def test_huge_threshold_is_no_warning(tiny_model_dir, tmp_path, capsys):
+    import warnings
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        code, out = run_cli(capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "-t", "1e308", "--no-progress")
+    assert code == 0 and out.out.strip() == "no match at or above threshold 1e+308"

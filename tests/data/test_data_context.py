@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from slice_st.cli import main
-from slice_st.data import DataFormatError, make_context, read_stsb, read_stsb_context, write_stsb_context
+from slice_st.data import make_context, read_stsb, read_stsb_context, write_stsb_context
+from slice_st.errors import DataFormatError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 CONTEXT = FIXTURES / "stsb_context_sample.tsv"

@@ -22,7 +22,7 @@ import pytest
 import slice_st
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
-from slice_st.index import MANIFEST
+from slice_st.index.storage import MANIFEST
 
 FORK = multiprocessing.get_context("fork")
 
@@ -285,14 +285,14 @@ def test_b04_shard_without_manifest_is_an_error_not_skipped(tiny_model, tiny_mod
     crashed = shards / "b"
     (crashed / "data-000001-deadbeef").mkdir(parents=True)  # a shard build that died before its manifest
     with pytest.raises(SpanInputError, match="not indexes.*shards/b"):
-        slice_st.ShardedSpanIndex.load(shards, tiny_model)
+        slice_st.index.ShardedSpanIndex.load(shards, tiny_model)
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(shards), "-q", "dog"])
     assert exit_info.value.code == 2 and "shards/b" in capsys.readouterr().err
     crashed.rename(tmp_path / "b-crashed")
     assert main(["mine", "--index", str(shards), "-q", "dog", "-f", "jsonl"]) == 0
     with pytest.raises(SpanInputError, match="not a SpanIndex"):  # the crashed shard itself
-        slice_st.ShardedSpanIndex.load(tmp_path / "b-crashed", tiny_model)
+        slice_st.index.ShardedSpanIndex.load(tmp_path / "b-crashed", tiny_model)
 
 
 # ------------------------------------------------------------------------------------------ B5

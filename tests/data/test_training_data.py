@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from slice_st.data import DataFormatError
 from slice_st.data.triplets import (
     build_training_triplets,
     pairs_to_triples,
@@ -15,6 +14,7 @@ from slice_st.data.triplets import (
     read_sick_pairs,
     read_snli_triplets,
 )
+from slice_st.errors import DataFormatError
 
 SENTENCES = [
     "A man is playing a guitar on stage.",

@@ -1,24 +1,16 @@
-"""SpanRetrievalEvaluator, the three setups and the Williams test (slice_st.evaluation)."""
+"""SpanRetrievalEvaluator and the three setups (slice_st.evaluation)."""
 
 from __future__ import annotations
 
 import csv
-import math
 
 import numpy as np
 import pytest
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 import slice_st
-from slice_st.evaluation import (
-    SpanRetrievalEvaluator,
-    compare_to_best,
-    ngram_offsets,
-    score_full,
-    score_ngram,
-    score_single,
-    williams_test,
-)
+from slice_st.evaluation import SpanRetrievalEvaluator, score_full, score_ngram, score_single
+from slice_st.evaluation.setups import ngram_offsets
 
 PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
 PASSAGES = [
@@ -67,7 +59,7 @@ def test_ngram_setup_encodes_every_ngram_on_its_own(tiny_model, monkeypatch):
 
 def test_single_setup_is_best_spans_paired(tiny_model):
     result = score_single(tiny_model, PHRASES, PASSAGES, max_span=5)
-    matches = slice_st.best_spans_paired(tiny_model, PHRASES, PASSAGES, max_span=5)
+    matches = slice_st.encode.best_spans_paired(tiny_model, PHRASES, PASSAGES, max_span=5)
     assert result.scores.tolist() == pytest.approx([m.score for m in matches])
     assert result.spans == [(m.start, m.end) for m in matches]
 
@@ -114,39 +106,6 @@ def test_evaluator_setups_and_bad_input(tiny_model):
         SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD[:2])
     with pytest.raises(ValueError, match="min_span"):
         SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD, min_span=3, max_span=2)
-
-
-def test_williams_test_values():
-    assert williams_test(0.7, 0.7, 0.9, 100) == pytest.approx(0.5)
-    assert williams_test(0.8, 0.7, 0.75, 1000) < 1e-6
-    assert williams_test(0.7, 0.8, 0.75, 1000) > 1 - 1e-6
-    # more agreement between the systems makes the same gap more significant
-    assert williams_test(0.6, 0.55, 0.9, 200) < williams_test(0.6, 0.55, 0.5, 200)
-    with pytest.raises(ValueError, match="n > 3"):
-        williams_test(0.5, 0.4, 0.3, 3)
-
-
-def test_williams_test_is_calibrated_under_the_null():
-    """Two systems equally correlated with gold: one-sided p < 0.05 about 5% of the time."""
-    rng = np.random.default_rng(0)
-    n, trials, rejections = 60, 1000, 0
-    for _ in range(trials):
-        gold = rng.normal(size=n)
-        shared = rng.normal(size=n)
-        a = gold + shared + rng.normal(size=n)
-        b = gold + shared + rng.normal(size=n)
-        r = np.corrcoef([gold, a, b])
-        rejections += williams_test(r[0, 1], r[0, 2], r[1, 2], n) < 0.05
-    assert 0.03 < rejections / trials < 0.07
-
-
-def test_compare_to_best():
-    rng = np.random.default_rng(1)
-    gold = rng.normal(size=300)
-    systems = {"good": gold + 0.3 * rng.normal(size=300), "bad": gold + 2.0 * rng.normal(size=300)}
-    for method in ("pearson", "spearman"):
-        p = compare_to_best(gold, systems, method)
-        assert math.isnan(p["good"]) and p["bad"] < 1e-6
 
 
 def test_works_as_trainer_evaluator(make_tiny_model, tmp_path):

@@ -1,4 +1,4 @@
-"""Where the best span lands (slice_st.evaluation.localisation) in the evaluator, `slice-st table` and the MTEB task."""
+"""Where the best span lands (slice_st.evaluation.localisation) in the evaluator and the MTEB task."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 from slice_st.data import read_stsb_context
 from slice_st.evaluation import SpanRetrievalEvaluator
 from slice_st.evaluation.localisation import locate_paraphrase, span_localisation, span_words
-from slice_st.evaluation.table import localisation_table, run_table, table_metrics
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "stsb_context_sample.tsv"
 PASSAGE = 'He said: "A man is slicing a bun," and left the kitchen.'
@@ -65,27 +64,6 @@ def test_evaluator_reports_localisation_next_to_spearman(tiny_model):
         SpanRetrievalEvaluator(list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), paraphrases=["a"])
     with pytest.raises(ValueError, match="scorer"):
         SpanRetrievalEvaluator.from_dataset(rows, scorer="longest")
-
-
-def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
-    from slice_st.evaluation.baselines import SentenceTransformerSystem, make_system
-
-    rows = read_stsb_context(FIXTURE)
-    phrases, passages, gold = list(rows["line"]), list(rows["passage"]), list(rows["goldsim"])
-    systems = [
-        SentenceTransformerSystem(tiny_model, name="tiny"),
-        SentenceTransformerSystem(tiny_model, name="tiny-paper", scorer="max-cosine"),
-    ]
-    table = run_table(systems, phrases, passages, gold, setups=("single",), max_span=6, cache_dir=str(tmp_path))
-    metrics = table_metrics(table, passages, list(rows["paraphrase"]))
-    for name in ("tiny", "tiny-paper"):
-        assert {"exact", "word_f1", "strong_exact", "strong_word_f1", "located"} <= set(metrics["single"][name])
-    text = localisation_table(metrics)
-    assert "| tiny | Single forward |" in text and "| tiny-paper | Single forward |" in text
-    assert systems[0].cache_key != systems[1].cache_key  # a cached single pass is never reused under another scorer
-    assert make_system("default@max-cosine").scorer.name == "max-cosine"
-    assert make_system("default").scorer.name == "reranked"
-    assert "[max-cosine]" in make_system("default@max-cosine").name
 
 
 def test_mteb_task_extra_scores_include_localisation(tiny_model, tmp_path):

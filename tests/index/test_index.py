@@ -9,10 +9,12 @@ import random
 import numpy as np
 import pytest
 import torch
+from helpers import cli_fails, run_cli
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
-from slice_st.index import MANIFEST
+from slice_st.cli import main
+from slice_st.index.storage import MANIFEST
 
 VOCABULARY = (
     "the a man woman child dog cat plays played is was guitar piano song loud quietly on stage in park "
@@ -35,7 +37,7 @@ def brute_force(model, texts, queries, top_k, min_span, max_span):
     vectors = np.concatenate([e.embeddings for e in encodings]).astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     meta = [(t, int(s), int(e)) for t, enc in enumerate(encodings) for s, e in enc.offsets]
-    query_vectors = slice_st.embed_texts(model, queries).double().numpy()
+    query_vectors = slice_st.encode.embed_texts(model, queries).double().numpy()
     query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
     results = []
     for q in range(len(queries)):
@@ -384,3 +386,89 @@ def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
         index.unit_profile(query, "missing")
     with pytest.raises(SpanInputError, match="cannot search"):
         index.unit_profile(query, index.doc_ids[0], max_span=9)
+
+
+def test_b14_search_threshold_must_be_a_number(tiny_model):
+    index = SpanIndex.build(["a man plays the guitar"], tiny_model, max_span=3)
+    with pytest.raises(SpanInputError, match="threshold must be a number"):
+        index.search("guitar", threshold="0.5")
+
+
+def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a man plays the guitar\n")
+    run_cli(
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        tmp_path / "ix",
+        "-m",
+        tiny_model_dir,
+        "--max-span",
+        "3",
+        "--no-progress",
+    )
+    assert "this index holds word spans" in cli_fails(
+        capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token"
+    )
+    assert run_cli(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "word")[0] == 0
+    assert "needs --index" in cli_fails(capsys, "mine", "-q", "guitar", corpus, "--approximate")
+
+
+@pytest.mark.parametrize("top_k", [-1, 0, 1.5, True])
+def test_b18_ranked_top_k_is_checked(tiny_model, top_k):
+    result = tiny_model.best_spans(["guitar"], ["a guitar", "the man", "x"], max_span=2)
+    assert len(result.ranked(0, top_k=None)) == 3
+    with pytest.raises(SpanInputError, match="top_k must be a positive integer"):
+        result.ranked(0, top_k=top_k)
+
+
+def test_b18_nan_threshold_is_one_error_everywhere(tiny_model, tiny_model_dir, tmp_path, capsys):
+    nan = float("nan")
+    result = tiny_model.best_spans(["guitar"], ["a guitar"], max_span=2)
+    index = SpanIndex.build(["a guitar"], tiny_model, max_span=2)
+    sharded = slice_st.index.ShardedSpanIndex([index])
+    for call in (
+        lambda: result.ranked(0, threshold=nan),
+        lambda: index.search("guitar", threshold=nan),
+        lambda: sharded.search("guitar", threshold=nan),
+        lambda: index.search("guitar", threshold=float("inf")),
+    ):
+        with pytest.raises(SpanInputError, match="threshold must be a finite number"):
+            call()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a guitar\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["mine", "-q", "guitar", str(corpus), "--threshold", "nan", "-m", tiny_model_dir])
+    assert exit_info.value.code == 2 and "must be a finite number" in capsys.readouterr().err
+
+
+def test_nan_vectors_are_an_error_not_no_match(make_tiny_model, tmp_path, monkeypatch, capsys):
+    import torch
+
+    import slice_st
+
+    model = make_tiny_model(128)
+    with torch.no_grad():
+        model[0].auto_model.embeddings.LayerNorm.weight[0] = float("nan")  # as a NaN in a damaged checkpoint or adapter
+    with pytest.raises(slice_st.ModelLoadError, match="NaN or infinite token vectors"):
+        model.best_spans("dog", "the dog barks")
+    with pytest.raises(slice_st.ModelLoadError, match="NaN or infinite token vectors"):
+        model.encode_spans("the dog barks")
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: model)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    assert "NaN or infinite token vectors" in cli_fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")
+
+
+def test_nlist_above_the_chunks_is_a_clear_error(tiny_model, tiny_model_dir, tmp_path, capsys):
+    pytest.importorskip("faiss")
+    from slice_st import SpanIndex, SpanInputError
+
+    index = SpanIndex.build(["the dog barks at the mailman", "a man plays the guitar"], tiny_model, max_span=3)
+    with pytest.raises(SpanInputError, match="nlist=5000 is more than the .* chunks of this index"):
+        index.build_candidates(kind="ivf", nlist=5000)
+    index.save(str(tmp_path / "ix"))
+    assert "nlist=5000 is more than" in cli_fails(capsys, "index", "candidates", tmp_path / "ix", "--nlist", "5000")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -12,13 +13,13 @@ import pytest
 import ray  # slice-st[ray]: `make test` installs every extra
 from test_index import QUERIES, make_docs
 
-from slice_st import ShardedSpanIndex, SpanIndex, SpanInputError
+from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
-from slice_st.index import MANIFEST
+from slice_st.index import ShardedSpanIndex
 from slice_st.index.ray_engine import BUILD_STATE, RayBuild, check_address
 from slice_st.index.ray_search import RayShardedSpanIndex
-from slice_st.index.storage import DATA_MARKER, SHARD_LIST
+from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
 from slice_st.text import MissingExtraError
 
 
@@ -250,7 +251,7 @@ def test_bad_inputs_are_clear_errors(model, tmp_path):
         SpanIndex.from_files([str(bad)], model, engine="ray", output=str(tmp_path / "dirty"), max_span=6, concurrency=1)
 
 
-def _run(capsys, *argv):
+def run_cli(capsys, *argv):
     try:
         code = main([str(a) for a in argv])
     except SystemExit as stop:
@@ -260,7 +261,7 @@ def _run(capsys, *argv):
 
 def test_cli_build_and_mine_on_ray(tiny_model_dir, corpus, tmp_path, capsys):
     output = tmp_path / "cli-index"
-    code, out = _run(
+    code, out = run_cli(
         capsys,
         "index",
         "build",
@@ -292,11 +293,11 @@ def test_cli_build_and_mine_on_ray(tiny_model_dir, corpus, tmp_path, capsys):
         "--format",
         "jsonl",
     ]
-    code, plain = _run(capsys, *common)
+    code, plain = run_cli(capsys, *common)
     assert code == 0 and plain.out.count("\n") == 8
-    code, on_ray = _run(capsys, *common, "--ray", "--workers", "2")
+    code, on_ray = run_cli(capsys, *common, "--ray", "--workers", "2")
     assert code == 0 and on_ray.out == plain.out
-    code, out = _run(capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--ray")
+    code, out = run_cli(capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--ray")
     assert code == 2 and "already holds an index" in out.err
 
 
@@ -315,13 +316,13 @@ def test_cli_build_and_mine_on_ray(tiny_model_dir, corpus, tmp_path, capsys):
 )
 def test_cli_errors(corpus, tmp_path, capsys, argv, message):
     values = {"corpus": corpus[0][0], "parquet": corpus[0][4], "out": tmp_path / "ix"}
-    code, out = _run(capsys, *[part.format(**values) for part in argv])
+    code, out = run_cli(capsys, *[part.format(**values) for part in argv])
     assert code == 2 and message in out.err and "Traceback" not in out.err
 
 
 def test_missing_extra_names_it(model, corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if slice-st[ray] were not installed
-    code, out = _run(capsys, "index", "build", corpus[0][0], "-o", tmp_path / "ix", "--ray")
+    code, out = run_cli(capsys, "index", "build", corpus[0][0], "-o", tmp_path / "ix", "--ray")
     assert code == 2 and "pip install 'slice-st[ray]'" in out.err
     with pytest.raises(MissingExtraError, match=r"slice-st\[ray\]"):
         SpanIndex.build(["a b"], model, engine="ray", output=str(tmp_path / "ix"))
@@ -337,3 +338,49 @@ def test_ray_takes_an_optional_address(corpus, tmp_path):
     assert args.ray == "local" and [str(path) for path in args.corpus] == [str(corpus[0][0])]
     assert parser.parse_args(["index", "build", str(corpus[0][0]), "-o", "ix", "--ray"]).ray == "local"
     assert parser.parse_args(["mine", "--ray", "auto", "--index", "ix"]).ray == "auto"
+
+
+def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
+    import os
+    import socket
+    import sys
+
+    from slice_st import SpanInputError
+    from slice_st.index.ray_engine import probe_address
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(
+        SpanInputError, match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused"
+    ):
+        probe_address(f"127.0.0.1:{port}")
+    with pytest.raises(SpanInputError, match="cannot connect to the Ray cluster at ray://127.0.0.1"):
+        probe_address(f"ray://127.0.0.1:{port}")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.getcwd())
+    command = [
+        sys.executable,
+        "-m",
+        "slice_st.cli",
+        "index",
+        "build",
+        str(corpus),
+        "-o",
+        str(tmp_path / "ix"),
+        "-m",
+        tiny_model_dir,
+        "--ray",
+        f"127.0.0.1:{port}",
+        "--no-progress",
+    ]
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, timeout=300
+    )  # ray.init used to wait for ever
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"slice-st: error: cannot connect to the Ray cluster at 127.0.0.1:{port}")
+    )

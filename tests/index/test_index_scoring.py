@@ -10,7 +10,8 @@ import pytest
 from test_index import QUERIES, make_docs
 
 import slice_st
-from slice_st import ShardedSpanIndex, SpanIndex, SpanInputError
+from slice_st import SpanIndex, SpanInputError
+from slice_st.index import ShardedSpanIndex
 from slice_st.index.search import index_unit_flags
 from slice_st.scoring import AFTER_DETERMINER, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
@@ -53,7 +54,7 @@ def every_span(model, texts, queries, scorer, min_span=1, max_span=MAX_SPAN, uni
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     docs = np.concatenate([np.full(len(e), t) for t, e in enumerate(encodings)])
     units = np.concatenate([e.units for e in encodings]).astype(np.int64)
-    query_vectors = slice_st.embed_texts(model, queries).double().numpy()
+    query_vectors = slice_st.encode.embed_texts(model, queries).double().numpy()
     query_vectors /= np.linalg.norm(query_vectors, axis=1, keepdims=True)
     profiles = query_profiles(queries, [len(s) for s, _, _ in text_units(model.tokenizer, queries, unit)])
     flags = []

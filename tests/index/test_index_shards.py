@@ -12,9 +12,11 @@ import torch
 from test_index import QUERIES, make_docs
 
 import slice_st
-from slice_st import ShardedSpanIndex, SpanIndex, SpanInputError
+from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
-from slice_st.index import LOCK_FILE, model_identity
+from slice_st.index import ShardedSpanIndex
+from slice_st.index.fingerprint import model_identity
+from slice_st.index.storage import LOCK_FILE
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,9 @@ import pytest
 
 from slice_st.cli import main
 from slice_st.errors import FileAccessError, SpanInputError
-from slice_st.index import MANIFEST, storage
+from slice_st.index import storage
 from slice_st.index.span_index import SpanIndex
+from slice_st.index.storage import MANIFEST
 
 DOCS = ["a cat sleeps on the sofa", "the dog barks at the door", "my bag was lost", "the train never came"]
 

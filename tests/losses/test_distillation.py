@@ -10,7 +10,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slice_st import SpanDistillationLoss, enable_span_features
+from slice_st import SpanDistillationLoss
+from slice_st.config import enable_span_features
 from slice_st.data.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
 from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries

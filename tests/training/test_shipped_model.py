@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 import torch
+from helpers import cli_fails
 
 import slice_st
 from slice_st.pretrained import SHIPPED_MODELS, is_shipped_model_name, merge_lora_adapter, shipped_model
@@ -63,7 +64,8 @@ def test_merge_equals_peft(shipped_and_base):
 
 
 def test_reopens_by_name_and_index_identity(shipped_and_base):
-    from slice_st.index.fingerprint import model_fingerprint, model_identity
+    from slice_st.index.fingerprint import model_identity
+    from slice_st.loading import model_fingerprint
 
     shipped, base = shipped_and_base
     assert model_identity(shipped) == ("slice-minilm", "")
@@ -105,7 +107,7 @@ def test_damaged_adapter_is_refused_whole(tmp_path, damage):
         key = next(k for k in tensors if k.endswith("lora_A.weight"))
         tensors[key] = torch.zeros(3, 5)
         save_file(tensors, str(weights))
-    model = BertModel.from_pretrained(slice_st.default_model_path())
+    model = BertModel.from_pretrained(slice_st.loading.default_model_path())
     before = {name: value.clone() for name, value in model.state_dict().items()}
     with pytest.raises((ValueError, FileNotFoundError)):
         merge_lora_adapter(model, str(folder))
@@ -131,55 +133,95 @@ def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
     )  # the base model, for contrast
 
 
-def _fake_run(tmp_path):
-    """A LoRA run folder as ``slice-st train --lora-r`` leaves it: adapter, final config, a checkpoint's trainer
-    state."""
-    run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
-    (run / "final").mkdir()
-    (run / "final" / "slice_train_config.json").write_text(
-        json.dumps({"output_dir": "/secret/run", "lora_r": 16, "distill_data": ["offline"]})
-    )
-    for step in (100, 200):
-        (run / f"checkpoint-{step}").mkdir()
-        history = [{"step": 10, "loss": 0.4}] + [
-            {"step": s, "eval_dev_single_spearman": 0.7 + s / 10000} for s in range(100, step + 1, 100)
-        ]
-        (run / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
-    return run
+def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
+    """A LoRA adapter for the tiny BERT (d=32): the query and value layers of layer 0, ``rank`` r."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "peft_type": "LORA",
+        "r": rank,
+        "lora_alpha": 8,
+        "bias": "none",
+        "fan_in_fan_out": False,
+        "modules_to_save": None,
+        "use_dora": False,
+        "use_rslora": False,
+        "rank_pattern": {},
+        "alpha_pattern": {},
+        "lora_bias": False,
+    }
+    config.update(config_changes or {})
+    (folder / "adapter_config.json").write_text(json.dumps(config))
+    generator = torch.Generator().manual_seed(0)
+    tensors = {}
+    for layer in ("query", "value"):
+        key = f"base_model.model.encoder.layer.0.attention.self.{layer}"
+        tensors[f"{key}.lora_A.weight"] = torch.randn(rank, 32, generator=generator) * 0.1
+        tensors[f"{key}.lora_B.weight"] = torch.randn(32, rank, generator=generator) * 0.1
+    tensors.update(tensors_changes or {})
+    save_file(tensors, str(folder / "adapter_model.safetensors"))
+    return str(folder)
 
 
-def test_ship_adapter_writes_adapter_provenance_curve_and_figures(tmp_path):
-    from slice_st.training.shipping import ship_adapter
+@pytest.mark.parametrize(
+    "config, tensors, expected",
+    [
+        ({"r": 8}, None, "rank 4, but .* says r=8"),
+        ({"r": 2}, None, "rank 4, but .* says r=2"),
+        ({"r": 4.0}, None, "r must be a positive integer"),
+        ({"lora_alpha": 0}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": -16}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": float("nan")}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": float("inf")}, None, "lora_alpha must be a finite number > 0"),
+        ({"lora_alpha": "16"}, None, "lora_alpha must be a finite number > 0"),
+        ({"bias": "all"}, None, "bias='all' is not applied"),
+        ({"modules_to_save": ["pooler"]}, None, "modules_to_save=\\['pooler'\\] not applied"),
+        ({"fan_in_fan_out": True}, None, "fan_in_fan_out=True not applied"),
+        ({"use_dora": True}, None, "use_dora=True not applied"),
+        (None, {"base_model.model.encoder.layer.0.attention.self.query.lora_A.weight": "nan"}, "NaN or infinite"),
+        (
+            None,
+            {"base_model.model.encoder.layer.0.attention.self.query.bias": "zeros"},
+            "tensors this loader does not apply",
+        ),
+        (None, {"base_model.model.pooler.dense.lora_B.weight": "zeros"}, "has no lora_A tensor"),
+    ],
+)
+def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, config, tensors, expected):
+    import torch
+    from transformers import BertModel
 
-    fixtures = os.path.join(os.path.dirname(__file__), os.pardir, "fixtures")
-    destination = tmp_path / "shipped"
-    provenance = ship_adapter(
-        str(_fake_run(tmp_path)),
-        str(destination),
-        dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
-        sts_dev_path=os.path.join(fixtures, "sts_sample.csv"),
-    )
-    assert sorted(os.listdir(destination)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
-    assert json.loads((destination / "provenance.json").read_text()) == provenance
-    assert provenance["curve"] == [
-        {"step": 100, "dev_single_spearman": 71.0},
-        {"step": 200, "dev_single_spearman": 72.0},
-    ]  # newest checkpoint
-    assert "output_dir" not in provenance["recipe"]  # no local paths
-    base, shipped = provenance["dev_metrics"]["base"], provenance["dev_metrics"]["shipped"]
-    assert set(base) == set(shipped) >= {"single_all", "full_all", "sts_dev"}
-    assert base["sts_dev"] != shipped["sts_dev"]  # the adapter was merged before the second scoring
+    from slice_st.pretrained import merge_lora_adapter
+
+    made = {}
+    for key, kind in (tensors or {}).items():
+        shape = (4, 32) if kind == "nan" else (32, 4) if "lora_B" in key else (32,)
+        made[key] = torch.full(shape, float("nan")) if kind == "nan" else torch.zeros(shape)
+    folder = _tiny_adapter(tmp_path / "adapter", config, made)
+    base = BertModel.from_pretrained(tiny_model_dir)
+    before = {name: value.clone() for name, value in base.state_dict().items()}
+    with pytest.raises(ValueError, match=expected):
+        merge_lora_adapter(base, folder)
+    assert all(torch.equal(before[name], value) for name, value in base.state_dict().items())  # nothing merged
+    assert merge_lora_adapter(base, _tiny_adapter(tmp_path / "good")) == 2  # a plain adapter still merges
 
 
-def test_ship_adapter_without_adapter_leaves_the_destination(tmp_path):
-    from slice_st.training.shipping import ship_adapter
+def test_shipped_adapter_with_a_wrong_rank_is_a_model_load_error(tmp_path, monkeypatch, capsys):
+    import shutil
 
-    run = _fake_run(tmp_path)
-    shutil.rmtree(run / "adapter")
-    destination = tmp_path / "shipped"
-    destination.mkdir()
-    (destination / "keep.txt").write_text("old")
-    with pytest.raises(FileNotFoundError, match="adapter"):
-        ship_adapter(str(run), str(destination))
-    assert os.listdir(destination) == ["keep.txt"]
+    import slice_st
+    from slice_st.pretrained import SHIPPED_MODELS, ShippedModel
+
+    shipped = SHIPPED_MODELS["slice-minilm"]
+    folder = tmp_path / "slice_minilm"
+    shutil.copytree(shipped.adapter_dir, folder)
+    config = json.loads((folder / "adapter_config.json").read_text())
+    (folder / "adapter_config.json").write_text(json.dumps(config | {"r": 8}))  # tensors are rank 16: scale 4, not 2
+    monkeypatch.setitem(SHIPPED_MODELS, "slice-minilm", ShippedModel("slice-minilm", str(folder), shipped.description))
+    with pytest.raises(slice_st.ModelLoadError, match="cannot load the shipped model slice-minilm: .* says r=8"):
+        slice_st.load_model()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the dog barks\n")
+    assert "says r=8" in cli_fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,10 +14,12 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from helpers import cli_error, file_tree
 
 import slice_st
+from slice_st.card import render_model_card
+from slice_st.cli import main
 from slice_st.training import PRESETS, train, training_arguments
-from slice_st.training.hub import render_model_card
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -84,7 +87,7 @@ def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_di
     assert not any(p.name.startswith("_final") for p in run.iterdir())
 
     loaded = SentenceTransformer(str(run / "final"))  # no trust flag
-    assert slice_st.get_span_config(loaded) == slice_st.SpanConfig(1, 6, "word")
+    assert slice_st.get_span_config(loaded) == slice_st.config.SpanConfig(1, 6, "word")
     assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
 
 
@@ -210,7 +213,7 @@ def test_model_card_content(tiny_model_dir):
     ],
 )
 def test_card_licence_follows_the_training_data(train_data, distill, expected):
-    from slice_st.training.hub import card_license, training_sources
+    from slice_st.card import card_license, training_sources
 
     keys = [key for part in training_sources(train_data, distill) for key in part]
     assert card_license(keys, "sentence-transformers/all-MiniLM-L6-v2")[0] == expected
@@ -253,7 +256,6 @@ def test_push_is_checked_before_anything_is_trained(
 
 
 def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, triplets_dir, capsys, monkeypatch):
-    from slice_st.cli import main
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit_info:
@@ -412,7 +414,6 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
     ] + (["--in-batch-negatives"] if in_batch else [])
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    import re
 
     reports = dict(
         re.findall(r"\[rank (\d)/2\] trained to step 2, .*?parameter checksum (-?[0-9]+\.[0-9]+)", result.stderr)
@@ -472,3 +473,125 @@ def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
     (tmp_path / "checkpoint-x").mkdir()
     assert last_complete_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-4")
     assert last_complete_checkpoint(str(tmp_path / "nothing")) is None
+
+
+def _earlier_run(path):
+    (path / "checkpoint-1").mkdir(parents=True)
+    (path / "checkpoint-1" / "trainer_state.json").write_text("{}")
+    (path / "final").mkdir()
+    (path / "final" / "README.md").write_text("my card")
+    return file_tree(path)
+
+
+def test_train_refuses_a_folder_with_files_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch):
+    from slice_st import FileAccessError
+    from slice_st.training import trainer
+
+    run = tmp_path / "run"
+    before = _earlier_run(run)
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
+    error = cli_error(["train", "-o", str(run), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
+    assert "not empty" in error and "--resume" in error and "--overwrite" in error
+    assert file_tree(run) == before
+    with pytest.raises(FileAccessError, match="not empty"):
+        trainer.train(
+            *trainer.training_arguments(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")])
+        )
+    assert file_tree(run) == before
+    assert trainer.check_train_output(str(run), resume=True) == str(run)  # --resume continues the run there
+    assert trainer.check_train_output(str(run), overwrite=True) == str(run)
+
+
+def test_train_into_a_file_is_one_clear_error(tmp_path, capsys, tiny_model_dir):
+    target = tmp_path / "notes.txt"
+    target.write_text("x")
+    for output in (target, target / "run"):
+        error = cli_error(
+            ["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys
+        )
+        assert "is a file" in error
+    assert target.read_text() == "x"
+
+
+def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_model, tmp_path, monkeypatch):
+    """``_final.new`` / ``_final.old`` / ``final`` links in a resumed run's folder: removed as links, their targets
+    untouched."""
+    from types import SimpleNamespace
+
+    from slice_st.training import trainer
+
+    model = make_tiny_model(128)
+    fake = SimpleNamespace(
+        model=model,
+        train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
+        args=SimpleNamespace(process_index=0, world_size=1, output_dir=str(tmp_path / "run"), push_to_hub=False),
+        state=SimpleNamespace(global_step=1),
+        is_world_process_zero=lambda: True,
+    )
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: fake)
+    run = tmp_path / "run"
+    run.mkdir()
+    targets = {}
+    for name in ("_final.new", "_final.old", "final"):
+        target = tmp_path / f"user-{name.strip('_.')}"
+        target.mkdir()
+        if name != "_final.new":  # an empty folder behind _final.new: the old code saved the model into it
+            (target / "keep.txt").write_text("mine")
+        (run / name).symlink_to(target)
+        targets[target] = file_tree(target)
+    trainer.train(*trainer.training_arguments(output_dir=str(run), resume=True, train_data=["unused"]))
+    assert {target: file_tree(target) for target in targets} == targets
+    assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
+    assert sorted(os.listdir(run)) == ["final"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "symlink_to_nothing"])
+def test_train_into_a_link_is_one_clear_error_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch, kind):
+    """``slice-st train -o LINK`` (also ``LINK/``, ``--resume``, ``--overwrite``): one error line, exit 2, before the
+    model or data are loaded; nothing written through the link. (Before: a link to an empty folder was trained in.)"""
+    from slice_st import FileAccessError
+    from slice_st.training import trainer
+
+    target, link = tmp_path / "target", tmp_path / "run"
+    if kind == "symlink":
+        target.mkdir()
+    link.symlink_to(target)
+    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
+    train = ["train", "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")]
+    for extra in ([], ["--resume"], ["--overwrite"]):
+        for output in (str(link), str(link) + "/"):
+            error = cli_error([*train, "-o", output, *extra], capsys)
+            assert f"output {link} is a symbolic link: name the real folder for the run." in error
+    with pytest.raises(FileAccessError, match="is a symbolic link"):
+        trainer.check_train_output(str(link), resume=True)
+    assert (os.listdir(target) == []) if kind == "symlink" else not target.exists()
+
+
+@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng_state.pth", "rng_state_1.pth"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "code"])
+def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
+    import pickle
+
+    import torch
+
+    from slice_st.training.trainer import check_checkpoint_state
+
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    torch.save({"state": {}, "param_groups": [{"lr": 0.1}]}, checkpoint / "optimizer.pt")
+    check_checkpoint_state(str(checkpoint))  # a good one passes
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    data = (checkpoint / "optimizer.pt").read_bytes()
+    (checkpoint / name).write_bytes(
+        {"truncated": data[: len(data) // 2], "empty": b"", "code": pickle.dumps(Payload())}[damage]
+    )
+    with pytest.raises(
+        ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"
+    ):
+        check_checkpoint_state(str(checkpoint))
+    assert not marker.exists()  # nothing of the pickle was run

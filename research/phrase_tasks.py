@@ -16,7 +16,7 @@ code does (``tigerchen52/PEARL``, ``evaluation/eval.py``):
   ``random_state=0``, 10 initialisations) on the mention vectors against their types.
 
 Each phrase is encoded in one or both ``encodings``: ``"span"``, as slice-st encodes queries and
-spans (the mean of the phrase's non-special token vectors, :func:`slice_st.embed_texts`), and
+spans (the mean of the phrase's non-special token vectors, :func:`slice_st.encode.embed_texts`), and
 ``"sentence"``, the model's own ``model.encode`` (for all-MiniLM-L6-v2: mean over all tokens
 including [CLS]/[SEP], then normalised; PEARL's models pool like this too, without the
 normalisation). Metrics are ``{encoding}_{metric}`` (e.g. ``span_pearson``), on the 0-1 scale; the
@@ -65,7 +65,7 @@ def encode_phrases(
 ) -> np.ndarray:
     """Vectors ``(N, d)`` float32 of ``phrases`` (each distinct phrase encoded once).
 
-    ``encoding="span"``: the mean of the phrase's non-special token vectors (:func:`slice_st.embed_texts`,
+    ``encoding="span"``: the mean of the phrase's non-special token vectors (:func:`slice_st.encode.embed_texts`,
     how slice-st encodes a query); ``"sentence"``: ``model.encode``.
 
     >>> from slice_st import load_model
@@ -204,8 +204,8 @@ class BirdEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> BirdEvaluator:
-        """From BIRD's ``bird.txt`` (:func:`slice_st.data.phrase_tasks.read_bird`)."""
-        from slice_st.data.phrase_tasks import read_bird
+        """From BIRD's ``bird.txt`` (:func:`research.phrase_data.read_bird`)."""
+        from research.phrase_data import read_bird
 
         data = read_bird(path)
         return cls(data.phrase1, data.phrase2, data.labels, **kwargs)
@@ -262,8 +262,8 @@ class TurneyEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> TurneyEvaluator:
-        """From Turney's ``turney.txt`` (:func:`slice_st.data.phrase_tasks.read_turney`, PEARL's 5 candidates)."""
-        from slice_st.data.phrase_tasks import read_turney
+        """From Turney's ``turney.txt`` (:func:`research.phrase_data.read_turney`, PEARL's 5 candidates)."""
+        from research.phrase_data import read_turney
 
         data = read_turney(path)
         return cls(data.queries, data.candidates, **kwargs)
@@ -390,8 +390,8 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> PairClassificationEvaluator:
-        """From a PEARL PPDB JSON file (:func:`slice_st.data.phrase_tasks.read_ppdb`)."""
-        from slice_st.data.phrase_tasks import read_ppdb
+        """From a PEARL PPDB JSON file (:func:`research.phrase_data.read_ppdb`)."""
+        from research.phrase_data import read_ppdb
 
         data = read_ppdb(path)
         return cls(data.phrase1, data.phrase2, data.labels, **kwargs)
@@ -450,8 +450,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> EntityClusteringEvaluator:
-        """From a CoNLL-03 JSON-lines file (:func:`slice_st.data.phrase_tasks.read_conll_entities`: PER, LOC, ORG)."""
-        from slice_st.data.phrase_tasks import read_conll_entities
+        """From a CoNLL-03 JSON-lines file (:func:`research.phrase_data.read_conll_entities`: PER, LOC, ORG)."""
+        from research.phrase_data import read_conll_entities
 
         data = read_conll_entities(path)
         return cls(data.phrases, data.labels, **kwargs)

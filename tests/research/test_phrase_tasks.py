@@ -1,4 +1,4 @@
-"""PEARL's phrase tasks and Nugget's ParaBank PI (issue 13): readers, span math, evaluators, CLI.
+"""PEARL's phrase tasks and Nugget's ParaBank PI : readers, span math, evaluators, CLI.
 
 Fixtures: ``tests/fixtures/phrase_tasks`` (synthetic rows in the real formats); models: the tiny random BERT.
 """
@@ -14,9 +14,13 @@ import pytest
 import torch
 from helpers import cosine
 
-from slice_st.cli import main
-from slice_st.data import DataFormatError
-from slice_st.data.phrase_tasks import (
+from research.document_similarity import (
+    ParaphraseIdentificationEvaluator,
+    encode_documents,
+    maxsim_mean,
+    reciprocal_ranks,
+)
+from research.phrase_data import (
     find_task_data,
     read_bird,
     read_conll_entities,
@@ -24,14 +28,8 @@ from slice_st.data.phrase_tasks import (
     read_ppdb,
     read_turney,
 )
-from slice_st.encode import embed_texts, encode_spans
-from slice_st.evaluation.document_similarity import (
-    ParaphraseIdentificationEvaluator,
-    encode_documents,
-    maxsim_mean,
-    reciprocal_ranks,
-)
-from slice_st.evaluation.phrase_tasks import (
+from research.phrase_eval import main
+from research.phrase_tasks import (
     BirdEvaluator,
     EntityClusteringEvaluator,
     PairClassificationEvaluator,
@@ -39,6 +37,8 @@ from slice_st.evaluation.phrase_tasks import (
     encode_phrases,
     probe_accuracy,
 )
+from slice_st.encode import embed_texts, encode_spans
+from slice_st.errors import DataFormatError
 from slice_st.spans import greedy_disjoint_spans, max_span_cosines, pool_spans, span_cosine_grid, tile_spans
 
 DATA = Path(__file__).parents[1] / "fixtures" / "phrase_tasks"
@@ -344,7 +344,7 @@ def test_paraphrase_evaluator_errors():
 
 # -------------------------------------------------------------------------------------------- CLI
 def test_cli_table_and_json(tiny_model_dir, capsys):
-    argv = ["phrase-eval", "-t", "all", "-d", str(DATA), "-m", tiny_model_dir, "--seeds", "0", "--max-span", "3"]
+    argv = ["-t", "all", "-d", str(DATA), "-m", tiny_model_dir, "--seeds", "0", "--max-span", "3"]
     assert main(argv) == 0
     table = capsys.readouterr().out
     for task in ("bird", "turney", "ppdb", "ppdb-filtered", "conll03", "parabank-pi"):
@@ -354,7 +354,6 @@ def test_cli_table_and_json(tiny_model_dir, capsys):
     assert (
         main(
             [
-                "phrase-eval",
                 "-t",
                 "bird",
                 "-t",
@@ -387,47 +386,47 @@ def test_cli_table_and_json(tiny_model_dir, capsys):
 
 
 def test_cli_json_writes_null_for_nan(tiny_model_dir, capsys, monkeypatch):
-    import slice_st.cli.phrase_eval as cli_module
+    import research.phrase_eval as cli_module
 
     class Constant:
         def __call__(self, model):
             return {"span_pearson": float("nan"), "span_spearman": 0.5}
 
     monkeypatch.setattr(cli_module, "_evaluator", lambda task, path, args, cache_key=None: (Constant(), 6))
-    assert main(["phrase-eval", "-t", "bird", "-d", str(DATA), "-m", tiny_model_dir, "-f", "json"]) == 0
+    assert main(["-t", "bird", "-d", str(DATA), "-m", tiny_model_dir, "-f", "json"]) == 0
     out = capsys.readouterr().out
     assert "NaN" not in out and json.loads(out)[0]["results"]["span"] == {"pearson": None, "spearman": 0.5}
 
 
 def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["phrase-eval", "-t", "bird", "-d", str(tmp_path / "nowhere"), "-m", tiny_model_dir])
-    assert exit_info.value.code == 2 and "slice-st: error: --data folder not found" in capsys.readouterr().err
+        main(["-t", "bird", "-d", str(tmp_path / "nowhere"), "-m", tiny_model_dir])
+    assert exit_info.value.code == 2 and "error: --data folder not found" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
-        main(["phrase-eval", "-t", "ppdb", "-d", str(tmp_path), "-m", tiny_model_dir])
+        main(["-t", "ppdb", "-d", str(tmp_path), "-m", tiny_model_dir])
     assert exit_info.value.code == 2 and "no data for task 'ppdb'" in capsys.readouterr().err
     (tmp_path / "bird").mkdir()
     (tmp_path / "bird" / "bird.txt").write_text("pair\tterm1\tterm2\trelatedness score\nx\ta\tb\t0.5\nx\ta\tb\tn/a\n")
     with pytest.raises(SystemExit) as exit_info:
-        main(["phrase-eval", "-t", "bird", "-d", str(tmp_path), "-m", tiny_model_dir])
+        main(["-t", "bird", "-d", str(tmp_path), "-m", tiny_model_dir])
     err = capsys.readouterr().err
     assert (
         exit_info.value.code == 2
-        and err.startswith("slice-st: error: ")
+        and err.startswith("python -m research.phrase_eval: error: ")
         and "bird.txt, line 3" in err
         and "Traceback" not in err
     )
     with pytest.raises(SystemExit) as exit_info:
-        main(["phrase-eval", "-t", "yago", "-d", str(DATA)])
+        main(["-t", "yago", "-d", str(DATA)])
     assert exit_info.value.code == 2 and "invalid choice: 'yago'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
-        main(["phrase-eval", "-t", "parabank-pi", "-d", str(DATA), "-m", tiny_model_dir, "--rules", "random"])
+        main(["-t", "parabank-pi", "-d", str(DATA), "-m", tiny_model_dir, "--rules", "random"])
     assert exit_info.value.code == 2 and "unknown selection rule 'random'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "pickle"])
 def test_a_damaged_cache_is_rebuilt_never_unpickled(tiny_model, tmp_path, caplog, damage):
-    """Issue 24: a corrupt or 0-byte --cache file was an UnpicklingError/EOFError traceback; the cache is .npz, not a
+    """A corrupt or 0-byte --cache file was an UnpicklingError/EOFError traceback; the cache is .npz, not a
     pickle."""
     import logging
     import pickle

@@ -158,7 +158,7 @@ _GENERIC_FOLDER = re.compile(r"(model|final|best|last|output|checkpoint(-\d+)?)"
 def _model_name(model: Any) -> str:
     """A short display name: a Hub id's last part, a local folder's name (with its parent's for generic
     names such as ``final``: ``runA/final``), or a loaded model's identity. Two systems may still share one; the table
-    tells them apart by their fingerprints (:func:`slice_st.evaluation.table.run_table`)."""
+    tells them apart by their fingerprints (:func:`research.table.run_table`)."""
     import os
 
     if model is None or model == "default":

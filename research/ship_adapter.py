@@ -1,5 +1,7 @@
 """Turn a LoRA training run into the model shipped in the package (``make model``): adapter + provenance.
 
+    python -m research.ship_adapter RUN -o slice_st/pretrained/slice_minilm --overwrite --dev DEV [--sts-dev STS]
+
 :func:`ship_adapter` copies ``RUN/adapter`` (written by ``slice-st train --lora-r …``) into a
 folder such as ``slice_st/pretrained/slice_minilm`` and writes ``provenance.json`` beside it: the
 recipe (the run's ``slice_train_config.json``), the training data and its licences, the base model,
@@ -14,8 +16,10 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from typing import Any
 
+from research._cli import run
 from slice_st.errors import FileAccessError
 from slice_st.text import check_creatable, check_not_link
 
@@ -213,7 +217,7 @@ def ship_adapter(
         "merged into the base weights at load",
         "recipe": recipe,
         "command": "make model  (slice-st train --preset cpu-minilm-slice --dev DEV; "
-        "slice-st ship-adapter RUN DEST --dev DEV)",
+        "python -m research.ship_adapter RUN -o DEST --dev DEV)",
         "training_data": {source: TRAINING_DATA_LICENCES[source] for source in sources},
         "licence": f"{WEIGHTS_LICENCE}: trained on non-commercial data (SICK); the base model is Apache-2.0",
         "commit": _commit(),
@@ -266,3 +270,41 @@ def _base_transformer(path: str):
     from transformers import AutoModel
 
     return AutoModel.from_pretrained(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m research.ship_adapter``: prints the destination and the dev figures as JSON."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m research.ship_adapter",
+        description="Copy RUN/adapter into DEST with a provenance.json (recipe, data licences, commit, dev figures) "
+        "as the shipped slice-minilm (make model).",
+    )
+    parser.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="destination folder, new or empty (the package's: slice_st/pretrained/slice_minilm)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"ship into a folder that has files: replace only {', '.join(SHIPPED_FILES)}",
+    )
+    parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it")
+    parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity")
+    return run(parser, _ship_command, argv)
+
+
+def _ship_command(args) -> int:
+    provenance = ship_adapter(
+        args.run_dir, args.output, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path, overwrite=args.overwrite
+    )
+    print(json.dumps({"destination": args.output, **provenance.get("dev_metrics", {})}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -31,7 +31,7 @@ class SpanScoreDistillationLoss(nn.Module):
     ``min_span..max_span`` units); a fraction ``shifted_fraction`` of them are copies of the others
     moved by up to ``max_shift`` units at each end (hard negatives: overlapping and shifted spans).
     Every drawn span is also an origin phrase: the student encodes it *alone*, exactly as
-    :func:`slice_st.embed_texts` encodes queries (mean of its non-special token vectors), and scores
+    :func:`slice_st.encode.embed_texts` encodes queries (mean of its non-special token vectors), and scores
     it against every drawn span's single-pass vector of the batch (``S = q · cᵀ``, cosines). The
     teacher encodes the span strings alone (``teacher.encode``: any model, any dimension) and gives
     the target cosines ``T``. The loss is a listwise KL per phrase over all candidate spans
@@ -39,7 +39,7 @@ class SpanScoreDistillationLoss(nn.Module):
     ``listwise_weight``, plus ``cosine_weight`` · MSE(S, T) so absolute scores, and thresholds, follow
     the teacher.
 
-    Status: experimental (see :mod:`slice_st.experimental`).
+    Status: experimental (see :mod:`research.span_score_distillation`).
 
     Args:
         model: The ``SentenceTransformer`` to train (span features are switched on).
@@ -70,7 +70,7 @@ class SpanScoreDistillationLoss(nn.Module):
     Example:
         >>> import torch
         >>> from slice_st import load_model
-        >>> from slice_st.experimental import SpanScoreDistillationLoss
+        >>> from research.span_score_distillation import SpanScoreDistillationLoss
         >>> model = load_model("base")          # teacher: a frozen copy (or any model, e.g. all-mpnet-base-v2)
         >>> loss = SpanScoreDistillationLoss(model, spans_per_text=4, max_span=4, seed=0)
         >>> with torch.no_grad():

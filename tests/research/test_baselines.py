@@ -1,5 +1,5 @@
-"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (slice_st.evaluation.baselines,
-slice_st.evaluation.table)."""
+"""Baselines (BM25, GloVe, DensePhrases-style, any ST model) and the Table-1 writer (research.baselines,
+research.table)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slice_st.cli import main
-from slice_st.evaluation import ngram_offsets
-from slice_st.evaluation.baselines import (
+from research.baselines import (
     BM25System,
     DensePhrasesSystem,
     GloveSystem,
@@ -19,7 +17,8 @@ from slice_st.evaluation.baselines import (
     glove_tokenize,
     make_system,
 )
-from slice_st.evaluation.table import bar_chart, markdown_table, run_table, table_metrics
+from research.table import bar_chart, localisation_table, main, markdown_table, run_table, table_metrics
+from slice_st.evaluation.setups import ngram_offsets
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DATA_SAMPLE = str(FIXTURES / "stsb_context_sample.tsv")
@@ -101,7 +100,6 @@ def test_table_cli(tmp_path, capsys, tiny_model_dir):
     out = tmp_path / "out"
     code = main(
         [
-            "table",
             str(FIXTURES / "stsb_context_sample.tsv"),
             "--system",
             "bm25",
@@ -147,19 +145,19 @@ def test_table_keys_systems_by_fingerprint_not_folder_name(tmp_path, tiny_model_
     run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
     cache = tmp_path / "cache"
     common = [DATA_SAMPLE, "--setups", "single", "--max-span", "4", "--cache", str(cache), "--quiet"]
-    assert main(["table", *common, "-s", f"st:{run_a}", "-s", f"st:{run_b}", "--out", str(tmp_path / "both")]) == 0
+    assert main([*common, "-s", f"st:{run_a}", "-s", f"st:{run_b}", "--out", str(tmp_path / "both")]) == 0
     both = json.loads((tmp_path / "both" / "metrics.json").read_text())
     assert set(both["metrics"]["single"]) == {"runA/final", "runB/final"}
     assert both["systems"]["runA/final"]["key"] != both["systems"]["runB/final"]["key"]
     assert len(list(cache.iterdir())) == 2
-    assert main(["table", *common, "-s", f"st:{run_b}", "--out", str(tmp_path / "b")]) == 0
+    assert main([*common, "-s", f"st:{run_b}", "--out", str(tmp_path / "b")]) == 0
     alone = json.loads((tmp_path / "b" / "metrics.json").read_text())
     assert alone["metrics"]["single"]["runB/final"]["spearman"] == both["metrics"]["single"]["runB/final"]["spearman"]
     assert len(list(cache.iterdir())) == 2  # reused B's entry
 
 
 def test_same_display_name_is_told_apart_by_fingerprint(tmp_path, tiny_model_dir):
-    from slice_st.evaluation.table import system_labels
+    from research.table import system_labels
 
     run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
     systems = [SentenceTransformerSystem(run_a, name="final"), SentenceTransformerSystem(run_b, name="final")]
@@ -167,3 +165,40 @@ def test_same_display_name_is_told_apart_by_fingerprint(tmp_path, tiny_model_dir
     assert labels[0] != labels[1] and all(label.startswith("final [st-") for label in labels)
     with pytest.raises(ValueError, match="the same system is given twice"):
         system_labels([SentenceTransformerSystem(run_a), SentenceTransformerSystem(run_a, name="again")])
+
+
+def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
+    """The Table-1 result cache used a fixed ``PATH.tmp``: a link planted there was written through."""
+    from research.table import load_result, save_result
+    from slice_st.evaluation.setups import SetupResult
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("precious")
+    path = tmp_path / "cache" / "result.json"
+    path.parent.mkdir()
+    (tmp_path / "cache" / "result.json.tmp").symlink_to(outside)
+    save_result(str(path), SetupResult(scores=np.array([0.5, 0.25]), seconds=1.0))
+    assert outside.read_text() == "precious" and not path.is_symlink()
+    assert list(load_result(str(path)).scores) == [0.5, 0.25]
+
+
+def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
+    from slice_st.data import read_stsb_context
+
+    rows = read_stsb_context(DATA_SAMPLE)
+    phrases, passages, gold = list(rows["line"]), list(rows["passage"]), list(rows["goldsim"])
+    systems = [
+        SentenceTransformerSystem(tiny_model, name="tiny"),
+        SentenceTransformerSystem(tiny_model, name="tiny-paper", scorer="max-cosine"),
+    ]
+    table = run_table(systems, phrases, passages, gold, setups=("single",), max_span=6, cache_dir=str(tmp_path))
+    metrics = table_metrics(table, passages, list(rows["paraphrase"]))
+    for name in ("tiny", "tiny-paper"):
+        assert {"exact", "word_f1", "strong_exact", "strong_word_f1", "located"} <= set(metrics["single"][name])
+    text = localisation_table(metrics)
+    assert "| tiny | Single forward |" in text and "| tiny-paper | Single forward |" in text
+    assert systems[0].cache_key != systems[1].cache_key  # a cached single pass is never reused under another scorer
+    assert (
+        make_system("default@max-cosine").scorer.name == "max-cosine" and make_system("default").scorer.name == "phrase"
+    )
+    assert "[max-cosine]" in make_system("default@max-cosine").name

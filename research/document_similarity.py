@@ -50,7 +50,7 @@ from slice_st.tokens import WINDOW_CONTEXT
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-    from slice_st.data.phrase_tasks import ParaphraseTasks
+    from research.phrase_data import ParaphraseTasks
 
 __all__ = [
     "DocumentTokens",
@@ -269,10 +269,10 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     """Nugget's document paraphrase identification: MRR of the paraphrase among the candidates, per method.
 
     Reports ``{method}_mrr`` (0-1; ×100 is Nugget's scale) and ``{method}_vectors`` (mean vectors
-    stored per document) for each method (see :mod:`slice_st.evaluation.document_similarity`); ``selected``
+    stored per document) for each method (see :mod:`research.document_similarity`); ``selected``
     expands to ``{rule}@{ratio}`` for every rule and ratio. Primary metric: ``spans_mrr`` (else the
     first method's). With ``cache_dir`` and a ``cache_key`` naming the model's weights (e.g.
-    :func:`slice_st.index.fingerprint.model_fingerprint`, as ``slice-st phrase-eval --cache`` does), the
+    :func:`slice_st.index.fingerprint.model_fingerprint`, as ``python -m research.phrase_eval --cache`` does), the
     documents' token vectors and ``model.encode`` vectors are kept there, keyed by that and the texts,
     so a second run skips the encoding. Without a key nothing is cached (weights change in training).
 
@@ -281,7 +281,7 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         sources: Id of each task's source document.
         candidates: Candidate document ids per task.
         answers: Position of the paraphrase among each task's candidates.
-        methods: Which document representations to compare (see :mod:`slice_st.evaluation.document_similarity`).
+        methods: Which document representations to compare (see :mod:`research.document_similarity`).
         rules: Span selection rules of the ``selected`` method.
         ratios: Fractions of spans kept by the ``selected`` method.
         min_span: Shortest span, in units.
@@ -374,7 +374,7 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     def from_tasks(
         cls, tasks: ParaphraseTasks, limit: int | None = None, **kwargs: Any
     ) -> ParaphraseIdentificationEvaluator:
-        """From :func:`slice_st.data.phrase_tasks.read_parabank_pi` (the first ``limit`` tasks if given)."""
+        """From :func:`research.phrase_data.read_parabank_pi` (the first ``limit`` tasks if given)."""
         end = len(tasks) if limit is None else limit
         return cls(tasks.documents, tasks.sources[:end], tasks.candidates[:end], tasks.answers[:end], **kwargs)
 

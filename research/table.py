@@ -1,7 +1,7 @@
 """Table 1 of the SLICE paper for your own systems: run systems × setups, write markdown and a bar chart.
 
     slice-st make-context DATA/stsbenchmark/sts-dev.csv -o runs/dev/stsb-context-dev.tsv --limit 1024
-    slice-st table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
+    python -m research.table runs/dev/stsb-context-dev.tsv --system default --system bm25 --system glove \\
         --system densephrases --out runs/dev/table --cache runs/dev/cache
 
 Each (system, setup) result is cached as JSON (scores and best spans), keyed by what the system
@@ -13,22 +13,26 @@ per-n-gram setup.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
 import os
 import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from research._cli import dumps_json, int_at_least, log, positive_int, run
+from research.statistics import compare_to_best
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.setups import SETUPS, SetupResult
-from slice_st.evaluation.statistics import compare_to_best, correlations
+from slice_st.evaluation.statistics import correlations
 from slice_st.text import atomic_file, require
 
-__all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels"]
+__all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels", "main"]
 
 SETUP_TITLES = {"full": "Full context", "ngram": "Per-n-gram forward", "single": "Single forward"}
 SIGNIFICANCE = 0.05
@@ -138,14 +142,14 @@ def run_table(
     log=None,
     show_progress_bar: bool | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Score every system (:class:`slice_st.evaluation.baselines.System` or spec string) in every setup it has.
+    """Score every system (:class:`research.baselines.System` or spec string) in every setup it has.
 
     Returns ``{setup: {"indices": [...], "gold": array, "results": {system label: SetupResult}}}`` (labels:
     :func:`system_labels`).
     ``ngram_limit`` runs the per-n-gram setup on a seeded sample of that many pairs (it costs N·K
     forward passes per passage); the other setups use all pairs. Results are cached in ``cache_dir``.
     """
-    from slice_st.evaluation.baselines import make_system, timed
+    from research.baselines import make_system, timed
 
     for setup in setups:
         if setup not in SETUPS:
@@ -357,3 +361,157 @@ def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title:
     figure.savefig(path, dpi=130)
     plt.close(figure)
     return path
+
+
+# ----------------------------------------------------------------------------------------- command line
+DEFAULT_SYSTEMS = ("default", "bm25", "glove", "densephrases")
+#: Correlations and the Williams test need at least this many pairs.
+MIN_PAIRS = 4
+
+
+def _setups(value: str) -> list[str]:
+    """``--setups``: comma-separated setup names, checked while parsing."""
+    setups = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in setups if name not in SETUPS]
+    if unknown or not setups:
+        raise argparse.ArgumentTypeError(
+            f"unknown setup(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SETUPS)}"
+        )
+    return setups
+
+
+def build_parser() -> argparse.ArgumentParser:
+    table = argparse.ArgumentParser(
+        prog="python -m research.table",
+        description="Score systems on an STS-B-Context(-style) TSV in the full / per-n-gram / single-pass setups.",
+    )
+    table.add_argument("data", metavar="DATA", help="STS-B-Context TSV (path or URL)")
+    table.add_argument(
+        "-s",
+        "--system",
+        action="append",
+        default=None,
+        help="system spec, repeatable: default, st:MODEL (or a model id/path), bm25, glove, densephrases[:MODEL] "
+        f"(default: {' '.join(DEFAULT_SYSTEMS)})",
+    )
+    table.add_argument(
+        "--setups", type=_setups, default=list(SETUPS), help="comma-separated setups (default: full,ngram,single)"
+    )
+    table.add_argument(
+        "-o", "--out", default="runs/table", help="output folder for table.md, table.png, metrics.json, predictions.csv"
+    )
+    table.add_argument("--cache", default=None, help="folder caching each (system, setup) result (default: OUT/cache)")
+    at_least_pairs = int_at_least(MIN_PAIRS, " (correlations and the Williams test need 4 pairs)")
+    table.add_argument("--limit", type=at_least_pairs, default=None, help="use a seeded sample of N pairs (N >= 4)")
+    table.add_argument(
+        "--ngram-limit",
+        type=at_least_pairs,
+        default=None,
+        help="run the per-n-gram setup on a seeded sample of N pairs, N >= 4 (it is N·K passes per passage)",
+    )
+    table.add_argument("--min-span", type=positive_int, default=1)
+    table.add_argument("--max-span", type=positive_int, default=20)
+    table.add_argument("--unit", choices=("word", "token"), default="word")
+    table.add_argument("--batch-size", type=positive_int, default=32)
+    table.add_argument("--seed", type=int, default=0)
+    table.add_argument("--title", default=None)
+    table.add_argument("--missing-paraphrase", choices=("warn", "error", "drop"), default="warn")
+    table.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    table.add_argument("--quiet", action="store_true", help="print only the table and errors")
+    return table
+
+
+def _table_command(args) -> int:
+    from research.baselines import make_system
+    from slice_st.data import read_stsb_context
+
+    if args.min_span > args.max_span:
+        raise ValueError(f"--min-span ({args.min_span}) must be <= --max-span ({args.max_span}).")
+    data = read_stsb_context(args.data, missing_paraphrase=args.missing_paraphrase)
+    if args.limit is not None and args.ngram_limit is not None and args.ngram_limit > args.limit:
+        raise ValueError(f"--ngram-limit ({args.ngram_limit}) cannot exceed --limit ({args.limit}).")
+    indices = subset_indices(len(data), args.limit, args.seed)
+    phrases = [data["line"][i] for i in indices]
+    passages = [data["passage"][i] for i in indices]
+    gold = [data["goldsim"][i] for i in indices]
+    systems = [make_system(spec) for spec in (args.system or list(DEFAULT_SYSTEMS))]
+    labels = system_labels(systems)  # loads every model now: a missing one stops here, before any scoring
+    cache = args.cache or os.path.join(args.out, "cache")
+
+    table = run_table(
+        systems,
+        phrases,
+        passages,
+        gold,
+        setups=args.setups,
+        min_span=args.min_span,
+        max_span=args.max_span,
+        unit=args.unit,
+        batch_size=args.batch_size,
+        cache_dir=cache,
+        ngram_limit=args.ngram_limit,
+        seed=args.seed,
+        log=lambda message: log(args, message),
+        show_progress_bar=False if args.no_progress else None,
+    )
+    paraphrases = [data["paraphrase"][i] for i in indices]
+    metrics = table_metrics(table, passages, paraphrases)
+    title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
+    text = markdown_table(metrics, title=title)
+    where = localisation_table(metrics)
+    if where:  # single pass: the "phrase" span scorer unless a system says otherwise ("default@max-cosine")
+        text += (
+            "\n**Where the best span lands** (against the paraphrase's place; single pass: the system's span scorer, "
+            '"phrase" unless its label names another; per-n-gram: max cosine)\n\n' + where
+        )
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "table.md"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    systems_info = {
+        label: {"key": system.cache_key, "spec": spec}
+        for label, system, spec in zip(labels, systems, args.system or list(DEFAULT_SYSTEMS))
+    }
+    with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as handle:
+        handle.write(
+            dumps_json(
+                {"data": str(args.data), "pairs": len(indices), "systems": systems_info, "metrics": metrics}, indent=1
+            )
+            + "\n"
+        )
+    _write_predictions(os.path.join(args.out, "predictions.csv"), table, phrases, passages)
+    bar_chart(metrics, os.path.join(args.out, "table.png"), title=title)
+    print(text)
+    log(args, f"wrote {args.out}/table.md, table.png, metrics.json, predictions.csv")
+    return 0
+
+
+def _write_predictions(path: str, table, phrases, passages) -> None:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["pair", "setup", "system", "gold", "score", "start", "end", "span", "phrase"])
+        for setup, entry in table.items():
+            for name, result in entry["results"].items():
+                for k, index in enumerate(entry["indices"]):
+                    span = result.spans[k] if result.spans else None
+                    writer.writerow(
+                        [
+                            index,
+                            setup,
+                            name,
+                            entry["gold"][k],
+                            f"{result.scores[k]:.6f}",
+                            *(span if span else ("", "")),
+                            passages[index][span[0] : span[1]] if span else "",
+                            phrases[index],
+                        ]
+                    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), _table_command, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
