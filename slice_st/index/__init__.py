@@ -18,9 +18,9 @@ from slice_st.index.calibration import (
 )
 from slice_st.index.fingerprint import model_fingerprint, model_identity, model_source
 from slice_st.index.ray_engine import RayBuild, build_on_ray
-from slice_st.index.ray_search import RayShardedSpanIndex
+from slice_st.index.ray_search import RayShardedSpanIndex, open_index
 from slice_st.index.search import IndexMatch, search_documents
-from slice_st.index.sharded import ShardedSpanIndex, merge_top_spans, open_index
+from slice_st.index.sharded import ShardedSpanIndex, merge_top_spans
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import (
     INDEX_FORMAT_VERSION,

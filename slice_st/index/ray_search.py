@@ -26,7 +26,7 @@ from slice_st.index.storage import shard_directories
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["RayShardedSpanIndex"]
+__all__ = ["RayShardedSpanIndex", "open_index"]
 
 
 class _ShardScanner:
@@ -183,3 +183,43 @@ def _contiguous_groups(sizes: Sequence[int], groups: int) -> list[list[int]]:
         bounds.append(int(min(max(cut, bounds[-1] + 1), len(sizes) - groups + number)))
     bounds.append(len(sizes))
     return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
+def open_index(
+    paths: str | os.PathLike | Sequence[str | os.PathLike],
+    model: SentenceTransformer | str | None = None,
+    *,
+    device: str | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+    **model_options: Any,
+) -> SpanIndex | ShardedSpanIndex:
+    """One saved index, or several searched together as a :class:`ShardedSpanIndex`; with ``ray`` a
+    :class:`RayShardedSpanIndex` whose shards are scanned on Ray actors (close it). Every kind searches through
+    :meth:`SpanIndex.search`.
+
+    Args:
+        paths: An index folder, several, or a folder of index folders (shards).
+        model: The model, or its path or Hub id (default: the one the index records).
+        device: Where a model loaded here runs.
+        ray: A Ray address (``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``) or ``"local"`` (Ray started here).
+        workers: Ray actors (default: as many as the cluster has room for).
+        model_options: :func:`slice_st.load_model` options for a model loaded here (``backend``, ``threads``, …).
+
+    Returns:
+        A :class:`SpanIndex`, :class:`ShardedSpanIndex` or :class:`RayShardedSpanIndex`.
+
+    Example:
+        >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
+    """
+    if ray is not None:
+        from slice_st.index.ray_engine import check_address
+
+        check_address(ray)
+        require_ray()
+    directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
+    first = SpanIndex.load(directories[0], model, device=device, **model_options)
+    shards = [first] + [SpanIndex.load(path, first.model) for path in directories[1:]]
+    if ray is not None:
+        return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
+    return first if len(shards) == 1 else ShardedSpanIndex(shards)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
-__all__ = ["ShardedSpanIndex", "open_index", "merge_top_spans", "empty_top_spans"]
+__all__ = ["ShardedSpanIndex", "merge_top_spans", "empty_top_spans"]
 
 TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -250,36 +250,3 @@ class ShardedSpanIndex:
             "model_fingerprint": infos[0]["model_fingerprint"],
             "per_shard": infos,
         }
-
-
-def open_index(
-    paths: str | os.PathLike | Sequence[str | os.PathLike],
-    model: SentenceTransformer | str | None = None,
-    *,
-    device: str | None = None,
-    ray: str | None = None,
-    workers: int | None = None,
-    **model_options: Any,
-) -> SpanIndex | ShardedSpanIndex:
-    """One saved index, or several (a list, or a folder of index folders) searched together as a
-    :class:`ShardedSpanIndex`; with ``ray`` (an address, or ``"local"``) a
-    :class:`~slice_st.index.RayShardedSpanIndex` whose shards are scanned on Ray actors (close it).
-
-    ``model``, ``device`` and ``model_options`` load the model as :meth:`SpanIndex.load` does (default: the
-    recorded one).
-
-    >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
-    """
-    if ray is not None:
-        from slice_st.index.ray_engine import check_address, require_ray
-
-        check_address(ray)
-        require_ray()
-    directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
-    first = SpanIndex.load(directories[0], model, device=device, **model_options)
-    shards = [first] + [SpanIndex.load(path, first.model) for path in directories[1:]]
-    if ray is not None:
-        from slice_st.index.ray_search import RayShardedSpanIndex
-
-        return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
-    return first if len(shards) == 1 else ShardedSpanIndex(shards)
