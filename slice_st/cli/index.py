@@ -299,6 +299,10 @@ def _update(directory: str, **model_options):
 
 
 def _add(args) -> int:
+    from slice_st.index import check_index_target, read_manifest
+
+    read_manifest(args.directory, must_exist=True)  # not an index, or read-only: said before any file is read
+    check_index_target(args.directory)
     quiet_progress(args)
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
