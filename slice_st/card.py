@@ -180,6 +180,10 @@ class SliceModelCardData(SentenceTransformerModelCardData):
     ``model_card/template.md`` inside sentence-transformers' template)."""
 
     slice_section: dict[str, Any] = field(default_factory=dict)
+    #: The shipped model's name (``slice-minilm``) for the model that is it: what indexes record and
+    #: ``slice_st.load_model`` reopens. Not a Hub id: the card's usage lines name ``model_id`` (set by ``push_to_hub``
+    #: and ``save(path, model_name=…)``), else sentence-transformers' placeholder.
+    shipped_name: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -337,7 +341,6 @@ def apply_model_card(
         losses=losses,
         sources=[dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
         license_note=license_note,
-        model_id=repo_id or old.model_id,
         steps=training.get("max_steps") if training else None,
         lora={"r": training["lora_r"], "alpha": training.get("lora_alpha") or 2 * training["lora_r"]}
         if training.get("lora_r")
@@ -363,7 +366,6 @@ def _slice_section(model, **values: Any) -> dict[str, Any]:
         "losses": [],
         "sources": [],
         "license_note": "",
-        "model_id": None,
         "steps": None,
         "lora": None,
         "citation": SLICE_CITATION.strip(),
@@ -429,17 +431,17 @@ def describe_embedded_base(model) -> None:
 def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
     """Give the shipped model ``name`` (loaded by :func:`slice_st.pretrained.load_shipped_model`) its SLICE card:
     the base model, the licence of ``provenance.json``, the recipe (losses, steps, LoRA rank, data by name); returns
-    it. The model keeps ``name`` as its ``model_id`` (indexes record it)."""
+    it. The card keeps ``name`` as its ``shipped_name`` (indexes record it)."""
     shipped = shipped_model(name)
     provenance = shipped.provenance
     card = apply_model_card(model, provenance.get("recipe") or {})
-    card.model_id = shipped.name
+    card.model_id = None  # a saved or pushed copy is loaded by the id it is saved or pushed as, never by this name
+    card.shipped_name = shipped.name
     card.model_name = f"{shipped.name}: {shipped.description}"
     card.base_model = shipped.base_model
     card.license = shipped.licence
     note = str(provenance.get("licence", "")).split(":", 1)[-1].strip()
     card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
-    card.slice_section["model_id"] = None  # a saved copy is loaded from its folder, not by this name
     return card
 
 

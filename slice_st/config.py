@@ -5,7 +5,7 @@ A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` â†
 mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
 transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
 attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
-:class:`~slice_st.SpanPooling` module instead keeps its settings in that module. Loading, saving and
+:class:`~slice_st.SpanPooling` module attached keeps them too. Loading, saving and
 exporting models is :mod:`slice_st.loading`.
 """
 
@@ -62,11 +62,12 @@ class SpanConfig:
 
 
 def span_pooling_module(model):
-    """The model's :class:`~slice_st.SpanPooling` module, if any (recognised by its marker: models sit above this
-    layer)."""
+    """The model's :class:`~slice_st.SpanPooling` module, if any: a module of the pipeline, or attached to its
+    ``Pooling`` (recognised by its marker: models sit above this layer)."""
     for module in model:
-        if getattr(type(module), "provides_span_embeddings", False) is True:
-            return module
+        for candidate in (module, getattr(module, "span_pooling", None)):
+            if getattr(type(candidate), "provides_span_embeddings", False) is True:
+                return candidate
     return None
 
 

@@ -6,8 +6,9 @@ A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` â†
 â†’ optional ``Normalize``), so ``SentenceTransformer(path)`` loads it with no trust flag and its
 mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
 transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
-attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
-:class:`~slice_st.SpanPooling` module instead keeps its settings in that module.
+attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). :class:`~slice_st.SpanPooling`
+attached to a model leaves these modules as they are, so ``save()`` / ``push_to_hub()`` write the same plain
+checkpoint; :func:`load_model` also opens the folders slice-st once saved with ``SpanPooling`` as a module.
 """
 
 from __future__ import annotations
@@ -159,8 +160,8 @@ def load_model(
         A ``SentenceTransformer`` with span features switched on.
 
     Example:
-        >>> load_model().model_card_data.model_id, load_model("base").model_card_data.model_id
-        ('slice-minilm', None)
+        >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
+        ('slice-minilm', 'sentence-transformers/all-MiniLM-L6-v2')
     """
     import os
 
@@ -208,14 +209,81 @@ def load_model(
         raise FileNotFoundError(f"No model found at {model_name_or_path!r}.")
     if os.path.exists(local) and not os.path.isdir(local):
         raise ModelLoadError(f"{model_name_or_path} is a file, not a model folder (or a Hub id).")
+    own_modules = _own_module_entries(local) if os.path.isdir(local) else []
     try:
         with _no_weight_bar():
-            model = SentenceTransformer(model_name_or_path, **kwargs)
+            if own_modules:
+                model = _load_with_own_modules(local, own_modules, kwargs)
+            else:
+                model = SentenceTransformer(model_name_or_path, **kwargs)
     except Exception as error:  # many loaders, many error types: one clear message, the cause chained
         raise ModelLoadError(_load_failure(model_name_or_path, os.path.isdir(local), error)) from error
     check_tokenizer(model, model_name_or_path)
     if embedded_base:
         describe_embedded_base(model)
+    return model
+
+
+#: The module classes slice-st itself has written into a ``modules.json`` (a pipeline with ``SpanPooling`` as a
+#: module, under its current and its former path): trusted by name, nothing else.
+OWN_MODULE_TYPES = ("slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling")
+
+
+def _own_module_entries(folder: str) -> list[dict[str, Any]]:
+    """The ``modules.json`` entries of ``folder`` that name slice-st's own module classes, when every other entry is
+    sentence-transformers' own ([] otherwise: that folder is for sentence-transformers, and its trust flag, to judge).
+    """
+    import json
+    import os
+
+    try:
+        with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
+            entries = json.load(handle)
+        types = [entry["type"] for entry in entries]
+    except (OSError, ValueError, TypeError, KeyError):
+        return []
+    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
+    others_plain = all(kind in OWN_MODULE_TYPES or kind.startswith("sentence_transformers.") for kind in types)
+    return own if own and others_plain else []
+
+
+def _load_with_own_modules(folder: str, own: list[dict[str, Any]], kwargs: dict[str, Any]):
+    """Load a folder whose pipeline has slice-st's ``SpanPooling`` as a module (as slice-st once saved them) with no
+    trust flag: through a temporary view of the folder (links to its files) where that module is the equivalent mean
+    ``Pooling``; its span settings are recorded as a plain SLICE checkpoint records them. Nothing in ``folder`` is
+    written; attach ``SpanPooling`` again where spans are needed inside the forward pass."""
+    import json
+    import os
+    import tempfile
+
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    folder = os.path.abspath(folder)
+    with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
+        entries = json.load(handle)
+    replaced = {entry["path"] for entry in own}
+    settings = {}
+    with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
+        for name in os.listdir(folder):
+            if name != "modules.json" and name not in replaced:
+                os.symlink(os.path.join(folder, name), os.path.join(view, name))
+        for entry in entries:
+            if entry["type"] not in OWN_MODULE_TYPES:
+                continue
+            with open(os.path.join(folder, os.path.basename(entry["path"]), "config.json"), encoding="utf-8") as handle:
+                config = json.load(handle)
+            settings = {key: config[key] for key in ("min_span", "max_span", "unit") if key in config}
+            entry["type"] = f"{Pooling.__module__}.Pooling"
+            os.makedirs(os.path.join(view, entry["path"]))
+            Pooling(int(config["embedding_dimension"]), "mean").save(os.path.join(view, entry["path"]))
+        with open(os.path.join(view, "modules.json"), "w", encoding="utf-8") as handle:
+            json.dump(entries, handle, indent=2)
+        model = SentenceTransformer(view, **kwargs)
+    transformer_config = hf_config(model)
+    if transformer_config is not None:
+        transformer_config._name_or_path = folder  # the model's identity is its folder, not the view
+    set_span_config(model, **settings)
     return model
 
 
@@ -334,7 +402,8 @@ def _export_source(model: Any) -> str:
             name = default_model_path()
         local = os.path.expanduser(name)
         return os.path.realpath(local) if os.path.exists(local) else name
-    model_id = getattr(getattr(model, "model_card_data", None), "model_id", None)
+    card = getattr(model, "model_card_data", None)
+    model_id = getattr(card, "model_id", None) or getattr(card, "shipped_name", None)
     if model_id:
         return str(model_id)
     config = hf_config(model)
@@ -501,7 +570,40 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
             f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
             "so it cannot be downloaded: give a local folder, or download it first."
         )
+    problem = _hub_problem(error)
+    if problem:
+        return f"Cannot load model {name!r} from the Hugging Face Hub: {problem}."
     return f"Cannot load model {name!r} from the Hugging Face Hub: {detail} ({type(error).__name__})."
+
+
+def _hub_problem(error: BaseException) -> str | None:
+    """What a Hub download error means to a user, from ``huggingface_hub``'s own error classes anywhere in the chain
+    of causes (transformers and sentence-transformers wrap them); ``None`` if none is there."""
+    import os
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    seen: list[BaseException] = []
+    while error is not None and error not in seen and len(seen) < 20:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    names = {base.__name__ for item in seen for base in type(item).__mro__}
+    if "GatedRepoError" in names:
+        return "the repository is gated: accept its conditions on the Hub and set a token (HF_TOKEN or `hf auth login`)"
+    if "RevisionNotFoundError" in names:
+        return "the repository has no such revision (branch, tag or commit)"
+    if "RepositoryNotFoundError" in names:
+        return (
+            f"no such repository on {endpoint}, or it is private and no token with access to it is set "
+            "(HF_TOKEN or `hf auth login`)"
+        )
+    if {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "LocalEntryNotFoundError"} & names:
+        return (
+            f"the Hub at {endpoint} cannot be reached and the model is not in the local cache; check the network "
+            "(or HF_ENDPOINT), or download the model once while online"
+        )
+    if "RemoteEntryNotFoundError" in names:
+        return "the repository lacks a file the model needs (is it a sentence-transformers model?)"
+    return None
 
 
 def hub_offline() -> bool:
@@ -575,7 +677,12 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     import re
 
     card = getattr(model, "model_card_data", None)
-    hub_id = getattr(card, "model_id", None) or getattr(card, "base_model", None) or ""
+    hub_id = (
+        getattr(card, "model_id", None)
+        or getattr(card, "shipped_name", None)
+        or getattr(card, "base_model", None)
+        or ""
+    )
     source = ""
     try:
         for module in model:
@@ -692,8 +799,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
 
     LoRA adapters (training with ``--lora-r``) are merged into the weights first (:func:`merged_adapters`).
 
-    A ``SpanPooling`` module is written as the equivalent mean ``Pooling`` and the span settings go
-    into the transformer's ``config.json``; ``encode_spans`` on the loaded model uses them.
+    The span settings go into the transformer's ``config.json`` (``encode_spans`` on the loaded model uses them); a
+    pipeline built with ``SpanPooling`` as a module is written with the equivalent mean ``Pooling``.
     Keyword arguments go to ``SentenceTransformer.save``. Returns ``path``.
 
     ``path`` must be a new or empty folder: a folder with files in it (a user's ``README.md``,
@@ -753,7 +860,7 @@ def _save_slice_model(model, path: str, **save_kwargs: Any) -> str:
     settings = get_span_config(model)
     model = merged_adapters(model)
     pooling = span_pooling_module(model)
-    if pooling is not None:
+    if pooling is not None and any(module is pooling for module in model):  # a pipeline with SpanPooling as a module
         modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
         original, card = model, model.model_card_data
         model = rebuilt_model(model, modules, model_card_data=card)  # the same card (a SLICE one, if trained)

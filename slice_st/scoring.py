@@ -19,6 +19,12 @@ subtracts small costs for what a phrase does not look like:
   where one starts (the text's start, after such an end, or on an opening quote or bracket): a sentence
   query's answer is most often a whole clause.
 
+**Re-ranking** (the ``"reranked"`` scorer, the default): the ``"phrase"`` costs give each text's top
+candidates (overlaps allowed), and a small learned model shipped with the package (``rerank``, a linear
+model over features of the candidates: cosine, costs, rank, how the cosine changes when the span grows or
+shrinks by a unit, boundary word classes, words shared with the query, position) picks among them. The
+chosen span's ``score`` stays its ``"phrase"`` score, so texts are still ranked by it.
+
 Costs are never negative, so a score is never above the span's cosine; ``"max-cosine"`` sets every
 cost to 0 (the paper's protocol). Per-unit flags (:func:`unit_flags`) and per-query profiles
 (:func:`query_profiles`) are computed once per text and query; the costs of every span then come from
@@ -102,6 +108,8 @@ class SpanScorer:
         sentence: Cost of running over a sentence end (``. ! ?``).
         open_end: Cost, for a query that is a whole sentence, of a span that does not end where a clause ends.
         open_start: Cost, for a query that is a whole sentence, of a span that does not start where a clause starts.
+        rerank: The shipped re-ranker (a file name of ``slice_st/pretrained/rerank/``) that picks the best span among
+            the scorer's top candidates, or ``None`` (the costs alone decide); see "Re-ranking" above.
 
     Example:
         >>> from slice_st.scoring import SpanScorer, resolve_scorer
@@ -121,11 +129,14 @@ class SpanScorer:
     sentence: float = 0.1
     open_end: float = 0.05
     open_start: float = 0.01
+    rerank: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"SpanScorer name must be a non-empty string, got {self.name!r}.")
-        for field in fields(self)[1:]:
+        if self.rerank is not None and (not isinstance(self.rerank, str) or not re.fullmatch(r"[\w.-]+", self.rerank)):
+            raise ValueError(f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}.")
+        for field in _cost_fields():
             value = getattr(self, field.name)
             if (
                 isinstance(value, bool)
@@ -137,21 +148,27 @@ class SpanScorer:
 
     @property
     def is_plain(self) -> bool:
-        """True when every cost is 0: the score is the cosine (the paper's max-cosine protocol)."""
-        return all(getattr(self, field.name) == 0 for field in fields(self)[1:])
+        """True when every cost is 0 and nothing re-ranks: the score is the cosine (the paper's max-cosine protocol)."""
+        return self.rerank is None and all(getattr(self, field.name) == 0 for field in _cost_fields())
 
     def to_dict(self) -> dict:
         """The scorer's settings (for reports, model cards and index manifests)."""
         return asdict(self)
 
 
-#: The named scorers. ``"phrase"`` is the default; ``"max-cosine"`` is the paper's protocol.
+def _cost_fields():
+    return [field for field in fields(SpanScorer) if field.name not in ("name", "rerank")]
+
+
+#: The named scorers. ``"reranked"`` is the default: the ``"phrase"`` costs, then the shipped re-ranker;
+#: ``"max-cosine"`` is the paper's protocol.
 SPAN_SCORERS: dict[str, SpanScorer] = {
+    "reranked": SpanScorer("reranked", rerank="slice-minilm-rerank"),
     "phrase": SpanScorer(),
     "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
 #: The scorer used when none is given.
-DEFAULT_SCORER = "phrase"
+DEFAULT_SCORER = "reranked"
 
 
 def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
@@ -277,6 +294,22 @@ class SpanCosts:
     length: Tensor
     marks: Tensor
     mark_cost: Tensor
+
+    def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
+        """``(B, Q, k)`` costs of given spans ``[starts, ends)`` ``(B, Q, k)`` of units (each of a valid length)."""
+        import torch
+
+        batch, num_queries, _ = starts.shape
+        width = self.start.shape[1]
+        first = starts.clamp(0, width - 1).transpose(1, 2)  # (B, k, Q)
+        last = (ends - 1).clamp(0, width - 1).transpose(1, 2)
+        rows = torch.arange(batch, device=starts.device)[:, None, None]
+        queries = torch.arange(num_queries, device=starts.device)[None, None, :]
+        cost = self.start[rows, first, queries] + self.end[rows, last, queries]
+        lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
+        cost = cost.transpose(1, 2) + self.length.gather(2, lengths)
+        inner = ((self.marks[rows, last] - self.marks[rows, first]) > 0).to(cost.dtype)  # (B, k, Q, 2)
+        return cost + torch.einsum("bkqm,bqm->bqk", inner, self.mark_cost)
 
     def of_length(self, length: int, count: int, min_span: int) -> Tensor:
         """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1``."""

@@ -106,3 +106,13 @@ def real_model():
 def pytest_addoption(parser):
     """``--update-docs``: tests/test_docs.py rewrites the outputs shown in README.md and docs/ instead of failing."""
     parser.addoption("--update-docs", action="store_true", default=False, help="rewrite the outputs shown in the docs")
+
+
+@pytest.fixture()
+def hub(tmp_path_factory):
+    """The test Hub (tests/hub_server.py) on a free port of 127.0.0.1, its repositories in a new folder; yields its
+    URL. Clients reach it in new processes with ``helpers.hub_env(url, home)``."""
+    from hub_server import running_hub
+
+    with running_hub(tmp_path_factory.mktemp("hub-data")) as url:
+        yield url

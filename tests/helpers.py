@@ -138,3 +138,54 @@ def naive_token_span_vectors(model, text: str, min_span: int, max_span: int) -> 
     return {
         span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)
     }
+
+
+# ------------------------------------------------------------------------------------ the test Hub's clients
+HUB_TOKEN = "hf_test_token"
+
+
+def hub_env(url: str, home, *, token: str | None = HUB_TOKEN, offline: bool = False) -> dict[str, str]:
+    """The environment of a process that uses the test Hub at ``url`` with the cache folder ``home``, as a user's
+    would: ``HF_ENDPOINT`` there, ``HF_HUB_OFFLINE`` off (unless ``offline``), a token unless ``token=None``, and
+    ``HF_HUB_DISABLE_XET=1`` (the test Hub stores large files over LFS; it offers no Xet storage)."""
+    import os
+
+    env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    env.update(
+        HF_ENDPOINT=url,
+        HF_HOME=str(home),
+        HF_HUB_OFFLINE="1" if offline else "0",
+        TRANSFORMERS_OFFLINE="1" if offline else "0",
+        HF_HUB_DISABLE_XET="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        TOKENIZERS_PARALLELISM="false",
+        OMP_NUM_THREADS="1",
+        SLICE_ST_THREADS="1",
+    )
+    if token:
+        env["HF_TOKEN"] = token
+    return env
+
+
+def hub_file(url: str, repo_id: str, path: str, revision: str = "main", token: str | None = HUB_TOKEN) -> bytes:
+    """A file of a repository of the test Hub over plain HTTP (the LFS redirect followed)."""
+    import urllib.request
+
+    request = urllib.request.Request(f"{url}/{repo_id}/resolve/{revision}/{path}")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.read()
+
+
+def hub_json(url: str, path: str, token: str | None = HUB_TOKEN):
+    """A JSON answer of the test Hub's API (``path`` without the leading slash) over plain HTTP."""
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(f"{url}/{path}")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())

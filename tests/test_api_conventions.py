@@ -184,8 +184,8 @@ def test_unknown_similarity_is_a_clear_error(tiny_model):
 
 def test_index_search_prompt_and_device(prompted):
     index = SpanIndex.build([TEXT, "The flight was late again."], prompted, max_span=3)
-    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][0]  # the same default scorer as best_spans
-    expected = prompted.best_spans([QUERY], [TEXT, "The flight was late again."], max_span=3)
+    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][0]  # the index's default: "phrase"
+    expected = prompted.best_spans([QUERY], [TEXT, "The flight was late again."], max_span=3, scorer="phrase")
     best = expected.ranked(0)[0]
     assert (found.span, found.doc_index) == (best.span, best.text_index)
     assert found.score == pytest.approx(best.score, abs=1e-5)

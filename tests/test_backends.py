@@ -238,7 +238,7 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     capsys.readouterr()
     assert (
         main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "--spans", "2", "-f", "jsonl"]) == 0
-    )  # the same default scorer as best_spans
+    )  # the index's default scorer, "phrase"
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rows[0]["score"] == pytest.approx(torch_rows[0]["score"], abs=FP32_TOLERANCE)
 
@@ -290,10 +290,11 @@ def test_half_precision_on_cpu(export_dir, torch_model):
         assert g.offsets.tolist() == e.offsets.tolist() and g.embeddings.dtype == np.float32
         if len(e):
             assert np.all(np.sum(_unit(e.embeddings) * _unit(g.embeddings), axis=1) > 0.97)
-    best = model.best_spans(QUERIES, TEXTS)
+    best = model.best_spans(QUERIES, TEXTS, scorer="phrase")  # the index's scorer, compared below
     assert best.scores.dtype == np.float32
     finite = np.isfinite(best.scores)
-    assert np.abs(best.scores[finite] - torch_model.best_spans(QUERIES, TEXTS).scores[finite]).max() < 0.05
+    plain = torch_model.best_spans(QUERIES, TEXTS, scorer="phrase").scores
+    assert np.abs(best.scores[finite] - plain[finite]).max() < 0.05
     assert slice_st.embed_texts(model, QUERIES).dtype == torch.float32
     from slice_st import SpanIndex
     from slice_st.evaluation import SpanRetrievalEvaluator

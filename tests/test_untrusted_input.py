@@ -591,7 +591,7 @@ def test_the_shipped_model_has_its_slice_card_from_load(tmp_path):
 
     model = slice_st.load_model()
     card = model.model_card_data
-    assert isinstance(card, SliceModelCardData) and card.model_id == "slice-minilm"
+    assert isinstance(card, SliceModelCardData) and card.shipped_name == "slice-minilm" and card.model_id is None
     assert card.slice_section["steps"] == 800 and card.slice_section["lora"] == {"r": 16, "alpha": 32}
     slice_st.save_slice_model(model, str(tmp_path / "saved"))
     model.save(str(tmp_path / "plain"))  # sentence-transformers' own save: the same card, not the base's README
@@ -599,7 +599,7 @@ def test_the_shipped_model_has_its_slice_card_from_load(tmp_path):
         text = (tmp_path / folder / "README.md").read_text()
         _slice_card_checks(text, "cc-by-nc-sa-4.0", "SpanDistillationLoss")
         assert "Trained on non-commercial data (SICK)" in text and "ParaBank" in text
-        assert 'SentenceTransformer("path/to/this/model")' in text  # a saved copy is not loaded by the shipped name
+        assert 'SentenceTransformer("sentence_transformers_model_id")' in text  # not by the shipped name: no id yet
 
 
 def test_the_shipped_model_keeps_the_options_it_was_loaded_with():
@@ -608,7 +608,7 @@ def test_the_shipped_model_keeps_the_options_it_was_loaded_with():
 
     model = slice_st.load_model(truncate_dim=32, prompts={"query": "query: "}, similarity_fn_name="dot")
     assert model.encode("a test").shape == (32,) and model.prompts["query"] == "query: "
-    assert model.similarity_fn_name == "dot" and model.model_card_data.model_id == "slice-minilm"
+    assert model.similarity_fn_name == "dot" and model.model_card_data.shipped_name == "slice-minilm"
     assert model.best_spans(["a test"], ["This is a test of the span search."])[0][0][0].span
 
 
@@ -643,5 +643,5 @@ def test_loading_the_shipped_model_warns_of_nothing(caplog):
     with caplog.at_level(logging.WARNING):
         model = slice_st.load_model()
         SpanMaxCrossEntropyLoss(model)
-    assert model.model_card_data.model_id == "slice-minilm"
+    assert model.model_card_data.shipped_name == "slice-minilm"
     assert not [record for record in caplog.records if "model_id" in record.getMessage()]

@@ -193,8 +193,11 @@ def _search_index(args, queries: list[str]) -> list[dict]:
             scorer=args.scorer,
             overlap=args.overlap,
         )
+        from slice_st.index.search import search_scorer
+
+        scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
         return [
-            _index_row(query, rank, match, index, args.scorer)
+            _index_row(query, rank, match, index, scorer)
             for query, matches in zip(queries, found)
             for rank, match in enumerate(matches, start=1)
         ]

@@ -133,13 +133,24 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
     return query_list
 
 
+#: The scorer of an index search when none is given: the re-ranker (the default of ``best_spans``) is not run by an
+#: index, whose ranking over the whole corpus stays exact for the scorer's costs.
+INDEX_SCORER = "phrase"
+
+
 def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default), resolved once; a bad one is a
-    :class:`SpanInputError`."""
+    """The scorer of a search (name, :class:`SpanScorer` or ``None``: ``"phrase"``), resolved once; a bad one, or one
+    that re-ranks, is a :class:`SpanInputError`."""
     try:
-        return resolve_scorer(scorer)
+        resolved = resolve_scorer(INDEX_SCORER if scorer is None else scorer)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+    if resolved.rerank is not None:
+        raise SpanInputError(
+            f"scorer {resolved.name!r} re-ranks each text's candidates: an index ranks by 'phrase' or 'max-cosine' "
+            "(or a SpanScorer without rerank); use best_spans / `slice-st mine FILE` for the re-ranker."
+        )
+    return resolved
 
 
 def check_overlap(overlap: bool) -> bool:

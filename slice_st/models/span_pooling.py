@@ -1,4 +1,4 @@
-"""``SpanPooling``: a sentence-transformers module that adds every span's mean vector to the features."""
+"""``SpanPooling``: every span's mean vector beside a model's mean pooling, with nothing but plain modules saved."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules import Module
 
-from slice_st.config import enable_span_features, get_span_config
+from slice_st.config import get_span_config, set_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
 
@@ -15,11 +15,16 @@ __all__ = ["SpanPooling"]
 
 
 class SpanPooling(Module):
-    """Mean pooling that also yields span vectors: a drop-in for ``Pooling(pooling_mode="mean")``.
+    """Span vectors from a model's mean pooling: every span's mean token vector, beside the sentence embedding.
 
-    From ``token_embeddings`` and ``attention_mask`` it sets ``sentence_embedding`` (mean of all
-    attended tokens, exactly like mean ``Pooling``). With ``output_spans=True`` it also adds, from the
-    tokenizer's ``special_tokens_mask`` and ``offset_mapping``:
+    :meth:`attach` puts it on a model's mean ``Pooling`` module, which stays in the pipeline: the model saves,
+    pushes and loads as plain sentence-transformers modules (``SentenceTransformer(path)``, no ``trust_remote_code``),
+    with the span settings in the transformer's ``config.json``. Attach it again after loading where spans are
+    needed inside the forward pass (a custom span loss, say); ``encode_spans`` and ``best_spans`` need no module.
+
+    On a batch tokenized with the span features (``special_tokens_mask`` and ``offset_mapping``: ask for them per
+    call with ``processing_kwargs=slice_st.tokens.SPAN_PROCESSING_KWARGS``, or for every batch with
+    :func:`slice_st.enable_span_features`, as the SLICE losses do for training) it adds to the features:
 
     * ``span_embeddings`` ``(B, S, d)``: mean token vector of every span of ``min_span..max_span`` units,
     * ``span_units`` ``(B, S, 2)``: (start, end) unit of each span (the same grid in every row),
@@ -27,26 +32,32 @@ class SpanPooling(Module):
     * ``span_offsets`` ``(B, S, 2)``: character offsets of each span,
     * ``unit_boundaries`` ``(B, U + 1)`` and ``num_units`` ``(B,)`` (see :mod:`slice_st.spans`).
 
-    The tokenizer only returns offsets when asked: :meth:`attach` puts this module in a model and
-    asks the model's ``Transformer`` for them, in a way that is saved with the model.
+    Other batches get plain mean pooling, so ``encode(output_value=None)`` carries sentence-transformers' own keys
+    unless the caller asks for the span features. A training batch without them is an error (a loss would look for
+    spans that are not there).
 
-    Saving a model with this module names ``slice_st.models.span_pooling.SpanPooling`` in ``modules.json``, so
-    loading it needs ``trust_remote_code=True`` (and ``slice_st`` installed). To share a model that
-    loads anywhere with no flag, save it with :func:`slice_st.save_slice_model`.
+    Used as a module of its own (``SentenceTransformer(modules=[transformer, SpanPooling(d)])``), it also computes
+    the mean-pooled ``sentence_embedding``; such a pipeline names this class in ``modules.json``, which
+    :func:`slice_st.load_model` loads (and plain sentence-transformers only with ``trust_remote_code=True``).
 
     Args:
         embedding_dimension: Dimension of the token vectors.
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
-        output_spans: Also output the span vectors (else it is plain mean pooling).
+        output_spans: Add the span outputs (else it is plain mean pooling).
 
     Example:
         >>> from slice_st import SpanPooling, load_model
+        >>> from slice_st.tokens import SPAN_PROCESSING_KWARGS
         >>> model = SpanPooling.attach(load_model(), max_span=3)
-        >>> out = model.encode(["A man plays the guitar."], output_value=None)[0]
-        >>> out["span_embeddings"][out["span_mask"]].shape
+        >>> type(model[1]).__name__  # still sentence-transformers' own module
+        'Pooling'
+        >>> out = model.encode(["A man plays the guitar."], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)
+        >>> out[0]["span_embeddings"][out[0]["span_mask"]].shape
         torch.Size([12, 384])
+        >>> sorted(model.encode(["A man plays the guitar."], output_value=None)[0])
+        ['attention_mask', 'input_ids', 'modality', 'sentence_embedding', 'token_embeddings', 'token_type_ids']
     """
 
     #: Read by :func:`slice_st.get_span_config` to find this module in a model without importing this class.
@@ -71,14 +82,24 @@ class SpanPooling(Module):
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         token_embeddings = features["token_embeddings"]
-        attention_mask = features["attention_mask"]
-        weights = attention_mask.unsqueeze(-1).to(token_embeddings.dtype)
+        weights = features["attention_mask"].unsqueeze(-1).to(token_embeddings.dtype)
         features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        return self.add_spans(features)
+
+    def add_spans(self, features: dict[str, Any]) -> dict[str, Any]:
+        """Add the span outputs to ``features`` (pooled already) if the batch carries the span features."""
         if not self.output_spans:
             return features
-        units = unit_boundaries(
-            attention_mask, features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
-        )
+        special, offsets = features.get("special_tokens_mask"), features.get("offset_mapping")
+        if special is None or (offsets is None and self.unit == "word"):
+            if self.training:
+                raise ValueError(
+                    "SpanPooling: this training batch was tokenized without the span features; call "
+                    "slice_st.enable_span_features(model) before training (the SLICE losses do)."
+                )
+            return features
+        token_embeddings, attention_mask = features["token_embeddings"], features["attention_mask"]
+        units = unit_boundaries(attention_mask, special, offsets, self.unit)
         spans = pool_spans(token_embeddings, units.boundaries, units.num_units, self.min_span, self.max_span)
         last = (spans.ends - 1).clamp(min=0)
         features.update(
@@ -90,6 +111,10 @@ class SpanPooling(Module):
             num_units=units.num_units,
         )
         return features
+
+    def _after_pooling(self, module, args, output):
+        """Forward hook on the attached ``Pooling``: its output, with the span outputs added."""
+        return self.add_spans(output)
 
     def get_embedding_dimension(self) -> int:
         return self.embedding_dimension
@@ -106,22 +131,28 @@ class SpanPooling(Module):
         unit: str | None = None,
         output_spans: bool = True,
     ):
-        """Replace the model's mean ``Pooling`` by ``SpanPooling`` (in place) and return the model.
+        """Give the model's mean ``Pooling`` module span outputs (in place) and return the model.
 
-        Span settings default to those saved with the model. The model's input module is set to
-        return offsets and special-token masks (saved with the model), which word units need.
+        The ``Pooling`` module stays (sentence-transformers' own class): this module is hung on it, as a child
+        and a forward hook, which ``save()`` / ``push_to_hub()`` do not write; the span settings are recorded in
+        the transformer's config, which they do. Settings default to those saved with the model; attaching again
+        replaces the earlier settings.
         """
         from sentence_transformers.sentence_transformer.modules import Pooling
 
         settings = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
-        positions = [index for index, module in enumerate(model) if isinstance(module, (Pooling, cls))]
-        if not positions:
-            raise ValueError("SpanPooling.attach needs a model with a mean Pooling module to replace.")
-        old = model[positions[0]]
-        if isinstance(old, Pooling) and old.pooling_mode != "mean":
-            raise ValueError(f"SpanPooling replaces mean pooling only; this model pools with {old.pooling_mode!r}.")
-        model[positions[0]] = cls(
-            old.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans
+        pooling = next((module for module in model if isinstance(module, Pooling)), None)
+        if pooling is None:
+            raise ValueError("SpanPooling.attach needs a model with a mean Pooling module.")
+        if pooling.pooling_mode != "mean":
+            raise ValueError(f"SpanPooling extends mean pooling only; this model pools with {pooling.pooling_mode!r}.")
+        old = getattr(pooling, "span_pooling", None)
+        if isinstance(old, cls):
+            old._hook.remove()
+        span_pooling = cls(
+            pooling.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans
         )
-        enable_span_features(model)
+        pooling.span_pooling = span_pooling  # a child: found by get_span_config, moved by .to(), never saved
+        span_pooling._hook = pooling.register_forward_hook(span_pooling._after_pooling)
+        set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         return model

@@ -238,9 +238,9 @@ def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = 
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     """The shipped model ``name``: the base model at ``base_path`` with the adapter merged in.
 
-    The model is named ``name`` in ``model.model_card_data.model_id`` (indexes record it, and
-    ``slice_st.load_model(name)`` reopens it); keyword arguments go to ``SentenceTransformer``.
-    :func:`slice_st.load_model` also gives it its model card (:func:`slice_st.card.describe_shipped_model`).
+    :func:`slice_st.load_model` gives it its model card (:func:`slice_st.card.describe_shipped_model`), which names it
+    ``name`` (indexes record it, and ``slice_st.load_model(name)`` reopens it); keyword arguments go to
+    ``SentenceTransformer``.
     """
     from sentence_transformers import SentenceTransformer
 
@@ -251,6 +251,5 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     # loaded with as long as no trainer touched it, and the base model's card (its name, Apache-2.0) does not describe
     # these weights (sentence-transformers' own model merging starts a fresh card for the same reason).
     model = rebuilt_model(base)
-    model.model_card_data.model_id = shipped.name
     model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
     return model

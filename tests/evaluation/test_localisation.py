@@ -49,7 +49,7 @@ def test_evaluator_reports_localisation_next_to_spearman(tiny_model):
     for name in ("single_exact", "single_word_f1", "single_strong_exact", "single_strong_word_f1"):
         assert 0 <= metrics[name] <= 100
     assert "full_exact" not in metrics  # one vector per passage: no span
-    assert evaluator.get_config_dict()["scorer"] == "phrase" and "single_strong_exact" in evaluator.csv_headers
+    assert evaluator.get_config_dict()["scorer"] == "reranked" and "single_strong_exact" in evaluator.csv_headers
     single = evaluator.last_results["single"]
     expected = span_localisation(list(rows["passage"]), single.spans, list(rows["paraphrase"]), list(rows["goldsim"]))
     assert (

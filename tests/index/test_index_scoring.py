@@ -200,7 +200,7 @@ def test_results_of_one_document_never_overlap_by_default(index, sharded):
 
 def test_bad_scorer_and_overlap_are_clear_errors(index, sharded):
     for searched in (index, sharded):
-        with pytest.raises(SpanInputError, match=r"scorer must be one of \['max-cosine', 'phrase'\]"):
+        with pytest.raises(SpanInputError, match=r"scorer must be one of \['max-cosine', 'phrase', 'reranked'\]"):
             searched.search("dog", scorer="cosine")
         with pytest.raises(SpanInputError, match="scorer must be one of"):
             searched.search("dog", scorer=3)
@@ -313,7 +313,7 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
 
     seen = set()
     for options, scorer, overlap in (
-        ((), DEFAULT_SCORER, False),
+        ((), "phrase", False),  # an index's default: it does not re-rank
         (("--scorer", "max-cosine"), "max-cosine", False),
         (("--scorer", "max-cosine", "--overlap"), "max-cosine", True),
         (("--overlap",), "phrase", True),
@@ -326,7 +326,7 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
         assert {r["scorer"] for r in rows} == {scorer}
         seen.add(tuple((r["doc_id"], r["start"], r["end"], r["score"]) for r in rows))
     assert len(seen) == 4  # each option changes the result: none is ignored
-    assert set(SPAN_SCORERS) == {"phrase", "max-cosine"}  # the CLI's --scorer choices
+    assert set(SPAN_SCORERS) == {DEFAULT_SCORER, "phrase", "max-cosine"}  # the CLI's --scorer choices
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(tmp_path / "ix"), "-q", "dog", "--scorer", "cosine"])
     assert exit_info.value.code == 2 and "invalid choice: 'cosine'" in capsys.readouterr().err

@@ -41,8 +41,8 @@ def shipped_and_base():
 
 def test_default_is_the_shipped_model(shipped_and_base):
     shipped, base = shipped_and_base
-    assert shipped.model_card_data.model_id == "slice-minilm"
-    assert base.model_card_data.model_id is None
+    assert shipped.model_card_data.shipped_name == "slice-minilm"  # its name, not a Hub id the card would print
+    assert shipped.model_card_data.model_id is None and base.model_card_data.model_id is None
     changed = [
         name for (name, a), (_, b) in zip(shipped.named_parameters(), base.named_parameters()) if not torch.equal(a, b)
     ]
@@ -119,7 +119,7 @@ def test_pinned_behaviour_of_the_shipped_adapter(shipped_and_base):
         "Customer: My son plays the guitar and wants to bring it on board as hand luggage.",
         "Agent: I'm sorry about that, the departure got delayed because of the storm in Chicago.",
     ]
-    result = shipped.best_spans(["a man plays the guitar", "the flight was delayed"], texts, top_k=1)
+    result = shipped.best_spans(["a man plays the guitar", "the flight was delayed"], texts, top_k=1, scorer="phrase")
     assert (result[0][0][0].span, result[1][1][0].span) == ("plays the guitar", "the departure got delayed")
     assert result[0][0][0].similarity == pytest.approx(0.8060, abs=1e-3)
     assert result[1][1][0].similarity == pytest.approx(0.7076, abs=1e-3)

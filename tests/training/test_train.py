@@ -1,4 +1,5 @@
-"""slice-st train: end to end on a tiny model, resume after a real kill, Hub pushes, model card, accelerate."""
+"""slice-st train: end to end on a tiny model, resume after a real kill, Hub pushes (to the test Hub,
+tests/hub_server.py, with the real client), model card, accelerate."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -47,87 +49,6 @@ def triplets_dir(tmp_path_factory) -> str:
     return str(folder)
 
 
-class FakeHfApi:
-    """Stands in for huggingface_hub.HfApi (the pre-training check) and for transformers' hf_api() (the
-    trainer's pushes): records every upload with a snapshot of the files and the card; no network."""
-
-    def __init__(self, user="org", orgs=(), role="write", repos=()):
-        self.user, self.orgs, self.role, self.existing = user, list(orgs), role, set(repos)
-        self.created, self.uploads, self.calls = [], [], []
-
-    def whoami(self, token=None, **kwargs):
-        self.calls.append("whoami")
-        return {
-            "type": "user",
-            "name": self.user,
-            "orgs": [{"name": org} for org in self.orgs],
-            "auth": {"accessToken": {"role": self.role}},
-        }
-
-    def repo_info(self, repo_id, repo_type=None, **kwargs):
-        from huggingface_hub.errors import RepositoryNotFoundError
-
-        self.calls.append("repo_info")
-        if repo_id not in self.existing:
-            from types import SimpleNamespace
-
-            response = SimpleNamespace(
-                status_code=404, headers={}, request=None
-            )  # what the error reads of an HTTP response
-            raise RepositoryNotFoundError(f"{repo_id} not found", response=response)
-        return {"id": repo_id}
-
-    def create_repo(self, repo_id, token=None, private=None, exist_ok=False, **kwargs):
-        from types import SimpleNamespace
-
-        self.created.append((repo_id, private))
-        return SimpleNamespace(repo_id=repo_id)
-
-    def upload_folder(
-        self,
-        repo_id,
-        folder_path,
-        commit_message=None,
-        ignore_patterns=None,
-        run_as_future=False,
-        path_in_repo=None,
-        **kwargs,
-    ):
-        import fnmatch
-        from concurrent.futures import Future
-
-        names = sorted(
-            n for n in os.listdir(folder_path) if not any(fnmatch.fnmatch(n, p) for p in ignore_patterns or [])
-        )
-        card = Path(folder_path, "README.md")
-        self.uploads.append(
-            {
-                "repo_id": repo_id,
-                "files": names,
-                "message": commit_message,
-                "path_in_repo": path_in_repo,
-                "card": card.read_text(encoding="utf-8") if card.exists() else None,
-            }
-        )
-        if run_as_future:
-            future = Future()
-            future.set_result(None)
-            return future
-        return None
-
-
-@pytest.fixture()
-def hub(monkeypatch):
-    """A fake Hub: HF_TOKEN set, the Hub switched on, transformers' hf_api() answering with the fake."""
-    import transformers.trainer
-
-    api = FakeHfApi(user="me", orgs=["org"])
-    monkeypatch.setenv("HF_TOKEN", "hf_fake_token")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
-    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: api)
-    return api
-
-
 def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides):
     """``(training arguments, SLICE settings)`` of a tiny run."""
     values = dict(
@@ -148,15 +69,12 @@ def _config(tmp_path, tiny_model_dir, triplets_dir, **overrides):
     return training_arguments(**values)
 
 
-def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_model_dir, triplets_dir, hub):
-    """Pushes are the trainer's own (hub_strategy every_save, then push_to_hub at the end) and carry the SLICE card."""
+def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_dir, triplets_dir):
+    """Checkpoints within the limit, the dev evaluator's metric in the trainer state, the best model in final/."""
     from sentence_transformers import SentenceTransformer
 
-    config = _config(
-        tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id="org/slice-tiny", hub_private_repo=True
-    )
-    train(*config, hub_api=hub)
-    assert hub.calls[:2] == ["whoami", "repo_info"]  # checked before training
+    config = _config(tmp_path, tiny_model_dir, triplets_dir)
+    train(*config)
     run = Path(config[0].output_dir)
     checkpoints = sorted(p.name for p in run.iterdir() if p.name.startswith("checkpoint-"))
     assert checkpoints and len(checkpoints) <= config[0].save_total_limit
@@ -169,45 +87,69 @@ def test_train_end_to_end_with_evaluator_checkpoints_and_push(tmp_path, tiny_mod
     assert slice_st.get_span_config(loaded) == slice_st.SpanConfig(1, 6, "word")
     assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
 
-    assert hub.created == [("org/slice-tiny", True)]
-    messages = [upload["message"] for upload in hub.uploads]
-    assert "Training in progress, step 2" in messages and messages[-1] == "Final SLICE model"
-    final = hub.uploads[-1]
-    assert {"modules.json", "config.json", "model.safetensors", "README.md"} <= set(final["files"])
-    assert "final" not in final["files"] and "optimizer.pt" not in final["files"]
-    for upload in hub.uploads:
-        assert upload["repo_id"] == "org/slice-tiny"
-        assert (
-            "Span-Aggregatable, Contextualized Word Embeddings" in upload["card"]
-            and "Late-Interaction" not in upload["card"]
-        )
-        assert 'SentenceTransformer("org/slice-tiny")' in upload["card"]
-        assert str(tmp_path) not in upload["card"]  # no local path in a public card
-    assert "dev_single_spearman" in final["card"] and "model-index" in final["card"]
-    local = (run / "final" / "README.md").read_text(encoding="utf-8")
-    assert _front_matter(local) == _front_matter(
-        final["card"]
-    )  # one card path: the same metadata locally and on the Hub
+
+def _train_command(tmp_path, tiny_model_dir, triplets_dir, *extra: str) -> list[str]:
+    return _cli(
+        "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--dev", DEV, "--max-steps",
+        "4", "--per-device-train-batch-size", "4", "--learning-rate", "1e-3", "--eval-steps", "2", "--save-steps", "2",
+        "--logging-steps", "1", "--max-span", "4", "--eval-max-span", "6", "--no-progress", *extra,
+    )  # fmt: skip
 
 
+@pytest.mark.slow
+def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_model_dir, triplets_dir, hub):
+    """``slice-st train --push-to-hub`` against the test Hub with the real client: the trainer's every_save pushes and
+    the final push are the repository's commits, its README is the SLICE card (the local one), and the repository
+    loads by its id with plain sentence-transformers in a new process."""
+    from helpers import hub_env, hub_file, hub_json
+
+    done = subprocess.run(
+        _train_command(
+            tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny",
+            "--hub-private-repo",
+        ),
+        env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    titles = [commit["title"] for commit in hub_json(hub, "api/models/org/slice-tiny/commits/main")]
+    assert titles[0] == "Final SLICE model" and titles[-1] == "initial commit"
+    assert "Training in progress, step 2" in titles and "Training in progress, step 4" in titles
+    assert hub_json(hub, "api/models/org/slice-tiny")["private"] is True
+    with pytest.raises(urllib.error.HTTPError, match="401"):
+        hub_file(hub, "org/slice-tiny", "README.md", token=None)  # private: no token, no repository
+    files = {sibling["rfilename"] for sibling in hub_json(hub, "api/models/org/slice-tiny")["siblings"]}
+    assert {"modules.json", "config.json", "model.safetensors", "README.md"} <= files
+    assert not any(name.startswith(("final/", "checkpoint-", "_final")) for name in files)
+    assert "optimizer.pt" not in files
+    card = hub_file(hub, "org/slice-tiny", "README.md").decode()
+    assert "Span-Aggregatable, Contextualized Word Embeddings" in card and "Late-Interaction" not in card
+    assert 'SentenceTransformer("org/slice-tiny")' in card and str(tmp_path) not in card
+    assert "dev_single_spearman" in card and "model-index" in card and "\n\n\n" not in card
+    local = (tmp_path / "run" / "final" / "README.md").read_text(encoding="utf-8")
+    assert _front_matter(local) == _front_matter(card)  # one card path: the same metadata locally and on the Hub
+    modules = json.loads(hub_file(hub, "org/slice-tiny", "modules.json"))
+    assert all(entry["type"].startswith("sentence_transformers.") for entry in modules)
+
+
+@pytest.mark.slow
 def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir, hub):
+    """A LoRA run pushes once, at the end, the merged model: plain weights, never the adapter."""
     pytest.importorskip("peft")
-    config = _config(
-        tmp_path,
-        tiny_model_dir,
-        triplets_dir,
-        push_to_hub=True,
-        hub_model_id="org/slice-tiny-lora",
-        lora_r=4,
-        max_steps=2,
-        eval_steps=2,
-        save_steps=2,
-    )
-    train(*config, hub_api=hub)
-    final = hub.uploads[-1]
-    assert final["message"] == "Final SLICE model"
-    assert "model.safetensors" in final["files"] and "adapter_model.safetensors" not in final["files"]  # merged weights
-    assert (Path(config[0].output_dir) / "adapter" / "adapter_model.safetensors").exists()  # the adapter stays local
+    from helpers import hub_env, hub_json
+
+    done = subprocess.run(
+        _train_command(
+            tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny-lora",
+            "--lora-r", "4",
+        ),
+        env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    titles = [commit["title"] for commit in hub_json(hub, "api/models/org/slice-tiny-lora/commits/main")]
+    assert titles == ["Final SLICE model", "initial commit"]
+    files = {sibling["rfilename"] for sibling in hub_json(hub, "api/models/org/slice-tiny-lora")["siblings"]}
+    assert "model.safetensors" in files and "adapter_model.safetensors" not in files  # merged weights
+    assert (tmp_path / "run" / "adapter" / "adapter_model.safetensors").exists()  # the adapter stays local
 
 
 def _front_matter(card: str) -> dict:
@@ -275,29 +217,36 @@ def test_card_licence_follows_the_training_data(train_data, distill, expected):
 
 
 @pytest.mark.parametrize(
-    ("env", "api", "message"),
+    ("env", "repo_id", "message"),
     [
-        ({"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_x"}, FakeHfApi(), "HF_HUB_OFFLINE=1"),
-        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}, FakeHfApi(), "no Hugging Face token"),
-        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(role="read"), "read-only"),
-        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, FakeHfApi(user="someone"), "not 'org'"),
+        ({"HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_x"}, "org/slice-tiny", "HF_HUB_OFFLINE=1"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": ""}, "org/slice-tiny", "no Hugging Face token"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_read_x"}, "org/slice-tiny", "read-only"),
+        ({"HF_HUB_OFFLINE": "0", "HF_TOKEN": "hf_x"}, "someone/slice-tiny", "not 'someone'"),
     ],
 )
 def test_push_is_checked_before_anything_is_trained(
-    tmp_path, tiny_model_dir, triplets_dir, monkeypatch, env, api, message
+    tmp_path, tiny_model_dir, triplets_dir, monkeypatch, hub, env, repo_id, message
 ):
+    """The check asks the test Hub with the real client (``HfApi`` given the Hub's address, as this test process
+    cannot point ``HF_ENDPOINT`` at it once ``huggingface_hub`` is imported)."""
+    import huggingface_hub
+    import huggingface_hub.constants
+
     import slice_st.loading
     from slice_st.training.hub import HubAccessError
 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr("huggingface_hub.constants.HF_TOKEN_PATH", str(tmp_path / "no-token"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", env["HF_HUB_OFFLINE"] == "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
     monkeypatch.setattr(
         slice_st.loading, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub")
     )
+    api = huggingface_hub.HfApi(endpoint=hub)
     with pytest.raises(HubAccessError, match=message):
         train(
-            *_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id="org/slice-tiny"),
+            *_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id=repo_id),
             hub_api=api,
         )
     assert not (tmp_path / "run").exists()

@@ -1,0 +1,136 @@
+"""Cache, once, what the re-ranker study needs from the single pass: every span's cosine (1..20 words) per row.
+
+Rows: the STS-B-Context dev half (``dev``) and weakly labelled rows (``weak``): STS-B train pairs whose second sentence
+replaces the paraphrase of an even dev row's passage (the passage's case and end punctuation kept), labelled with its
+own place; the query is the first sentence. Odd dev rows' passages are never used for weak rows.
+
+    python research/rerank/cache.py --data /work/shared/data --out runs/rerank
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import pickle
+import random
+import re
+
+import numpy as np
+import torch
+
+from slice_st import load_model
+from slice_st.data import read_stsb_context
+from slice_st.encode import embed_texts, encode_windows, resolve_span_config
+from slice_st.evaluation.localisation import locate_paraphrase, span_words
+from slice_st.scoring import mark_prefix, query_profiles, unit_flags
+from slice_st.spans import prefix_sums, span_sum_norms
+from slice_st.tokens import text_units
+
+MAX_SPAN = 20
+
+
+def single_pass(model, queries: list[str], passages: list[str]) -> list[dict]:
+    """Per row: ``grid`` (U, 20) cosines of every span, unit char offsets, flags, marks, query profile."""
+    config = resolve_span_config(model, 1, MAX_SPAN, "word")
+    vectors = torch.nn.functional.normalize(embed_texts(model, queries, batch_size=32).float(), dim=-1)
+    out: list[dict] = [{} for _ in passages]
+    with torch.no_grad():
+        for batch in encode_windows(model, passages, config, 32, False, 16):
+            for part in batch.rows(32):
+                sums = prefix_sums(part.token_embeddings)
+                unit_prefix = torch.gather(sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1]))
+                norms = span_sum_norms(part.token_embeddings, part.boundaries, part.num_units, 1, MAX_SPAN)
+                for b, window in enumerate(part.windows):
+                    n, text = int(part.num_units[b]), window.text_index
+                    assert window.char_start == 0, "passages fit one window"
+                    dots = (unit_prefix[b, : n + 1] @ vectors[text]).numpy()
+                    grid = np.full((n, MAX_SPAN), np.nan, np.float32)
+                    for length in range(1, min(MAX_SPAN, n) + 1):
+                        grid[: n - length + 1, length - 1] = (dots[length:] - dots[:-length]) / norms[
+                            b, : n - length + 1, length - 1
+                        ].numpy()
+                    chars = np.stack([part.char_starts[b, :n].numpy(), part.char_ends[b, :n].numpy()], 1)
+                    out[text] = {"grid": grid, "chars": chars}
+    lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries)]
+    for row, (query, passage, length) in enumerate(zip(queries, passages, lengths)):
+        d = out[row]
+        units = [passage[a:b] for a, b in d["chars"]]
+        d.update(query=query, passage=passage, units=units, profile=query_profiles([query], [length])[0])
+        d["flags"] = unit_flags(units)
+        d["marks"] = mark_prefix(d["flags"])
+        # the evaluator's words: each unit's word index (-1: no word), for exact / word-F1 as the evaluator counts
+        words = span_words(passage)
+        d["unit_word"] = np.array(
+            [next((i for i, (s, e, _) in enumerate(words) if s < b and a < e), -1) for a, b in d["chars"]]
+        )
+    return out
+
+
+def dev_rows(model, path: str) -> list[dict]:
+    data = read_stsb_context(path)
+    rows = single_pass(model, list(data["line"]), list(data["passage"]))
+    for d, paraphrase, gold in zip(rows, data["paraphrase"], data["goldsim"]):
+        d["gold"], d["paraphrase"], d["place"] = float(gold), paraphrase, locate_paraphrase(d["passage"], paraphrase)
+    return rows
+
+
+def _insert(passage: str, place: tuple[int, int], sentence: str) -> str:
+    """``passage`` with its words ``place`` replaced by ``sentence``, in the passage's case and end punctuation."""
+    words = span_words(passage)
+    start, end = words[place[0]][0], words[place[1] - 1][1]
+    old, new = passage[start:end], sentence.strip()
+    tail = re.search(r"[^\w]*$", old).group()
+    new = re.sub(r"[.!?]+$", "", new) + tail
+    if old[:1].islower() and not re.match(r"I\b", new):
+        new = new[:1].lower() + new[1:]
+    return passage[:start] + new + passage[end:]
+
+
+def weak_rows(model, data_dir: str, dev: list[dict], count: int, seed: int = 0) -> list[dict]:
+    pairs = []
+    with open(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"), encoding="utf-8") as handle:
+        for fields in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
+            if len(fields) >= 7:
+                pairs.append((float(fields[4]), fields[5], fields[6]))
+    rng = random.Random(seed)
+    rng.shuffle(pairs)
+    hosts = [d for i, d in enumerate(dev) if i % 2 == 0 and d["place"] is not None]
+    queries, passages, meta = [], [], []
+    for score, first, second in pairs[:count]:
+        host = rng.choice(hosts)
+        passage = _insert(host["passage"], host["place"], second)
+        place = locate_paraphrase(passage, second)
+        if place is None or len(passage.split()) > 200:
+            continue
+        queries.append(first)
+        passages.append(passage)
+        meta.append((score, second, place))
+    rows = single_pass(model, queries, passages)
+    for d, (score, second, place) in zip(rows, meta):
+        d["gold"], d["paraphrase"], d["place"] = score, second, place
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default="/work/shared/data")
+    parser.add_argument("--out", default="runs/rerank")
+    parser.add_argument("--weak", type=int, default=3000)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(args.out, exist_ok=True)
+    model = load_model()
+    model.eval()
+    dev = dev_rows(model, os.path.join(args.data, "stsb_context", "stsb-context-dev.tsv"))
+    with open(os.path.join(args.out, "dev.pkl"), "wb") as handle:
+        pickle.dump(dev, handle)
+    print("dev", len(dev), flush=True)
+    weak = weak_rows(model, args.data, dev, args.weak)
+    with open(os.path.join(args.out, "weak.pkl"), "wb") as handle:
+        pickle.dump(weak, handle)
+    print("weak", len(weak), flush=True)
+
+
+if __name__ == "__main__":
+    main()

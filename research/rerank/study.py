@@ -1,0 +1,363 @@
+"""Re-rank the phrase scorer's top-k spans with a small learned model: features, training, held-out evaluation.
+
+Reads the cache of ``cache.py``. Candidates: the top-``k`` spans of a row by the ``"phrase"`` score (overlaps allowed).
+Labels: the candidate whose word range is the paraphrase's. Models are fitted on even dev rows (and/or weak rows), and
+reported on odd rows (held out) and all rows: exact match and word-F1 on strong rows (gold >= 3) as the evaluator
+counts them, Spearman of the chosen value, a paired bootstrap interval of the gain, and feature-group ablations.
+
+    python research/rerank/study.py --cache runs/rerank
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from slice_st._rerank import MOVES, candidate_features, query_edges, query_word_ids, unit_words
+from slice_st.scoring import SpanScorer, costs_of_spans
+
+PHRASE = SpanScorer()
+STRONG = 3.0
+
+
+def row_scores(d: dict) -> np.ndarray:
+    """(U, 20) phrase scores (nan where no span)."""
+    grid = d["grid"]
+    starts, lengths = np.nonzero(~np.isnan(grid))
+    scores = np.full(grid.shape, np.nan, np.float64)
+    scores[starts, lengths] = grid[starts, lengths] - costs_of_spans(
+        PHRASE, d["flags"], d["marks"], d["profile"], starts, lengths + 1
+    )
+    return scores
+
+
+def word_range(d: dict, start: int, end: int) -> tuple[int, int]:
+    """The evaluator's word range of units ``start..end-1``."""
+    inside = d["unit_word"][start:end]
+    inside = inside[inside >= 0]
+    return (int(inside[0]), int(inside[-1]) + 1) if len(inside) else (0, 0)
+
+
+def candidates(d: dict, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    scores = row_scores(d)
+    flat = np.where(np.isnan(scores), -np.inf, scores).ravel()
+    order = np.argsort(-flat, kind="stable")[:k]
+    order = order[np.isfinite(flat[order])]
+    starts, lengths = np.divmod(order, scores.shape[1])
+    return starts, lengths + 1, scores
+
+
+#: Feature groups (for the ablation): the package's features by name.
+GROUP_OF = {
+    **dict.fromkeys(["cos", "phrase", "gap_top", "gap_maxcos", "log_rank", "is_top"], "score"),
+    **dict.fromkeys(
+        [
+            "len_short",
+            "len_long",
+            "start_word",
+            "after_det",
+            "end_word",
+            "clause",
+            "sentence",
+            "open_end",
+            "open_start",
+        ],
+        "costs",
+    ),
+    **dict.fromkeys(["cos_local_peak", "dcos_grow_max", "dcos_shrink_max"], "peak"),
+    **{f"{kind}_{name}": "peak" for kind in ("dcos", "dscore") for name, _, _ in MOVES},
+    **dict.fromkeys(
+        [
+            "first_det",
+            "first_start_word",
+            "first_clause_before",
+            "first_capital",
+            "last_end_word",
+            "last_clause_after",
+            "last_sentence_end",
+            "last_mark",
+            "before_det",
+            "before_start_word",
+            "after_start_word",
+            "after_end_word",
+            "after_capital",
+        ],
+        "boundary",
+    ),
+    **dict.fromkeys(
+        ["cand_in_query", "query_in_cand", "first_match", "last_match", "before_in_query", "after_in_query"], "lexical"
+    ),
+    **dict.fromkeys(["text_start", "text_end", "rel_start", "rel_end", "sentence_start"], "position"),
+}
+
+
+def features(d: dict, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """Per candidate: the package's features (n, F), starts, lengths, and the feature names (``group:name``)."""
+    starts, lengths, scores = candidates(d, k)
+    grid = d["grid"]
+    n_units, width = grid.shape
+
+    def at(table, s, length):
+        ok = (s >= 0) & (length >= 1) & (length <= width) & (s + length <= n_units)
+        out = np.full(len(s), np.nan)
+        out[ok] = table[s[ok], length[ok] - 1]
+        return out
+
+    moved = [(starts + a, lengths - a + b) for _, a, b in MOVES]
+    values = candidate_features(
+        grid[starts, lengths - 1][None].astype(np.float64),
+        scores[starts, lengths - 1][None],
+        np.stack([at(grid, s, n) for s, n in moved])[:, None],
+        np.stack([at(scores, s, n) for s, n in moved])[:, None],
+        starts[None],
+        (starts + lengths)[None],
+        np.array([n_units]),
+        d["flags"][None].astype(np.int64),
+        d["profile"][None].astype(np.float64),
+        unit_words([d["units"]]),
+        np.array([0]),
+        query_word_ids([d["query"]]),
+        query_edges([d["query"]]),
+    )
+    names = [f"{GROUP_OF[name]}:{name}" for name in values]
+    return np.stack([v[0] for v in values.values()], 1), starts, lengths, names
+
+
+def build(rows: list[dict], k: int) -> list[dict]:
+    out = []
+    for d in rows:
+        x, starts, lengths, names = features(d, k)
+        ranges = [word_range(d, s, s + n) for s, n in zip(starts, lengths)]
+        label = np.array([r == d["place"] for r in ranges], np.float64) if d["place"] else np.zeros(len(ranges))
+        f1 = np.zeros(len(ranges))
+        if d["place"]:
+            p = d["place"]
+            for i, (a, b) in enumerate(ranges):
+                common = max(0, min(b, p[1]) - max(a, p[0]))
+                f1[i] = 2 * common / ((b - a) + (p[1] - p[0])) if common else 0.0
+        out.append(dict(x=x, label=label, f1=f1, names=names, gold=d["gold"], located=d["place"] is not None))
+    return out
+
+
+def fit_softmax(items: list[dict], columns: np.ndarray, l2: float) -> tuple[np.ndarray, ...]:
+    """Conditional logit (softmax over a row's candidates), L2-regularised, standardised features; LBFGS."""
+    import torch
+
+    x_all = np.concatenate([it["x"][:, columns] for it in items])
+    mean, std = x_all.mean(0), x_all.std(0) + 1e-6
+    used = [it for it in items if it["label"].max() > 0]
+    k = max(len(it["label"]) for it in used)
+    x = np.zeros((len(used), k, len(columns)))
+    y = np.zeros((len(used), k))
+    mask = np.zeros((len(used), k), bool)
+    for i, it in enumerate(used):
+        n = len(it["label"])
+        x[i, :n], y[i, :n], mask[i, :n] = (it["x"][:, columns] - mean) / std, it["label"], True
+    x, y, mask = torch.tensor(x), torch.tensor(y / y.sum(1, keepdims=True)), torch.tensor(mask)
+    w = torch.zeros(len(columns), dtype=torch.float64, requires_grad=True)
+    optimiser = torch.optim.LBFGS([w], max_iter=500, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimiser.zero_grad()
+        logits = (x @ w).masked_fill(~mask, float("-inf"))
+        loss = -(y * torch.log_softmax(logits, 1).masked_fill(~mask, 0)).sum(1).mean() + l2 * (w @ w)
+        loss.backward()
+        return loss
+
+    optimiser.step(closure)
+    return w.detach().numpy(), mean, std
+
+
+def predict(items, columns, model) -> list[int]:
+    w, mean, std = model
+    return [int(np.argmax(((it["x"][:, columns] - mean) / std) @ w)) for it in items]
+
+
+def metrics(items, picks, subset, value=None) -> dict:
+    exact, f1, values, golds = [], [], [], []
+    for i in subset:
+        it, p = items[i], picks[i]
+        golds.append(it["gold"])
+        values.append(it["x"][0, 1] if value is None else value(it, p))
+        if it["located"] and it["gold"] >= STRONG:
+            exact.append(it["label"][p])
+            f1.append(it["f1"][p])
+    return {
+        "exact": 100 * np.mean(exact),
+        "f1": 100 * np.mean(f1),
+        "spearman": 100 * spearmanr(golds, values).statistic,
+        "per_row": (np.array(exact), np.array(f1)),
+    }
+
+
+def bootstrap_gain(base: dict, new: dict, samples: int = 2000, seed: int = 0) -> tuple[float, float, float, float]:
+    """Paired bootstrap 95% intervals of the exact and word-F1 gains (percentage points)."""
+    rng = np.random.default_rng(seed)
+    de = new["per_row"][0] - base["per_row"][0]
+    df = new["per_row"][1] - base["per_row"][1]
+    idx = rng.integers(0, len(de), (samples, len(de)))
+    ge, gf = 100 * de[idx].mean(1), 100 * df[idx].mean(1)
+    return (*np.percentile(ge, [2.5, 97.5]), *np.percentile(gf, [2.5, 97.5]))
+
+
+def load_items(cache: str, name: str, k: int) -> list[dict]:
+    built = os.path.join(cache, f"{name}-k{k}.features3.pkl")
+    if os.path.exists(built):
+        with open(built, "rb") as handle:
+            return pickle.load(handle)
+    source = os.path.join(cache, f"{name}.pkl")
+    if not os.path.exists(source):
+        return []
+    with open(source, "rb") as handle:
+        items = build(pickle.load(handle), k)
+    with open(built, "wb") as handle:
+        pickle.dump(items, handle)
+    return items
+
+
+def even_cv(dev: list[dict], train_name: str, columns, l2: float, extra: list[dict], folds: int = 5) -> float:
+    """Exact match on strong even rows, each fold predicted by a model fitted on the other even folds (+ ``extra``)."""
+    even = list(range(0, len(dev), 2))
+    hits = []
+    for fold in range(folds):
+        held = even[fold::folds]
+        rest = [dev[i] for i in even if i not in set(held)]
+        if train_name.startswith("even-strong"):
+            rest = [it for it in rest if it["gold"] >= STRONG]
+        model = fit_softmax(rest + extra, columns, l2)
+        picks = predict([dev[i] for i in held], columns, model)
+        hits += [dev[i]["label"][p] for i, p in zip(held, picks) if dev[i]["located"] and dev[i]["gold"] >= STRONG]
+    return 100 * float(np.mean(hits))
+
+
+def cosine_units(items, columns, model, picks) -> list[float]:
+    """The chosen span's learned score in cosine units: the logit over the phrase score's weight."""
+    w, mean, std = model
+    phrase = list(columns).index(1)
+    scale = w[phrase] / std[phrase]
+    return [float(((it["x"][p, columns] - mean) / std) @ w / scale) for it, p in zip(items, picks)]
+
+
+def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> None:
+    """Write the shipped re-ranker: features (package names), standardisation, weights, provenance."""
+    import json
+    import sys
+
+    w, mean, std = fit_softmax(train, columns, args.l2[0])
+    data = {
+        "format": "slice-st re-ranker 1: softmax over a text's candidates of ((features - mean) / scale) @ weights",
+        "candidates": args.k,
+        "min_query_units": 4,
+        "features": [names[i].split(":", 1)[1] for i in columns],
+        "mean": [round(float(v), 8) for v in mean],
+        "scale": [round(float(v), 8) for v in std],
+        "weights": [round(float(v), 8) for v in w],
+        "provenance": {
+            "model": "slice-minilm (slice_st.load_model()), spans 1-20 words, the 'phrase' scorer's top candidates",
+            "train": f"{args.train[0]}: {len(train)} rows ({sum(it['label'].max() > 0 for it in train)} with the "
+            "paraphrase among the candidates)",
+            "data": "STS-B-Context dev half, even rows (odd rows held out); weak rows: STS-B train pairs, the second "
+            "sentence put in place of the paraphrase of an even row's passage, labelled with its own place",
+            "l2": args.l2[0],
+            "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
+            "and weak rows) have >= 4 words",
+            "command": "python research/rerank/cache.py && python research/rerank/study.py " + " ".join(sys.argv[1:]),
+        },
+    }
+    os.makedirs(os.path.dirname(args.export) or ".", exist_ok=True)
+    with open(args.export, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+        handle.write("\n")
+    print("wrote", args.export)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", default="runs/rerank")
+    parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--l2", type=float, nargs="+", default=[1e-3])
+    parser.add_argument("--train", nargs="+", default=["even"], help="even, even-strong, weak, even+weak")
+    parser.add_argument("--ablate", action="store_true")
+    parser.add_argument("--drop", nargs="*", default=[], help="feature groups left out of every model")
+    parser.add_argument("--export", help="fit the first --train set with the first --l2 and write the re-ranker JSON")
+    parser.add_argument(
+        "--cv", action="store_true", help="5-fold CV on the even rows (choose settings without odd rows)"
+    )
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    dev = load_items(args.cache, "dev", args.k)
+    weak = load_items(args.cache, "weak", args.k)
+    names = dev[0]["names"]
+    every = np.array([i for i, n in enumerate(names) if n.split(":")[0] not in args.drop])
+    even, odd, whole = range(0, len(dev), 2), range(1, len(dev), 2), range(len(dev))
+    top = [0] * len(dev)
+    parts = (("even", even), ("odd", odd), ("all", whole))
+    base = {part: metrics(dev, top, r) for part, r in parts}
+    oracle = [int(np.argmax(it["label"])) for it in dev]
+    print("k", args.k, "oracle odd exact", round(metrics(dev, oracle, odd)["exact"], 1), "features", len(names))
+    show = lambda m: f"{m['exact']:.1f} / {m['f1']:.1f} / {m['spearman']:.2f}"  # noqa: E731
+    print(
+        "| model | even: exact / F1 / Spearman | odd (held out) | all | odd gain, 95% bootstrap | Spearman by "
+        "chosen phrase / learned (odd, all) |"
+    )
+    print(f"| phrase | {show(base['even'])} | {show(base['odd'])} | {show(base['all'])} | | |")
+    strong_even = [dev[i] for i in even if dev[i]["gold"] >= STRONG]
+    train_sets = {
+        "even": [dev[i] for i in even],
+        "even-strong": strong_even,
+        "weak": weak,
+        "weak-strong": [it for it in weak if it["gold"] >= STRONG],
+        "even+weak": [dev[i] for i in even] + weak,
+        "even-strong+weak-strong": strong_even + [it for it in weak if it["gold"] >= STRONG],
+    }
+    if args.export:
+        export(args, train_sets[args.train[0]], every, names)
+        return
+    configs = [(t, l2, "all", every) for t in args.train for l2 in args.l2]
+    if args.ablate:
+        groups = sorted({n.split(":")[0] for n in names})
+        for group in groups:
+            keep = np.array([i for i in every if names[i].split(":")[0] != group or names[i] == "score:phrase"])
+            configs.append((args.train[0], args.l2[0], f"- {group}", keep))
+        for group in groups:
+            keep = np.array([i for i, n in enumerate(names) if n.split(":")[0] == group or n == "score:phrase"])
+            configs.append((args.train[0], args.l2[0], f"only {group}", keep))
+    for train_name, l2, label, columns in configs:
+        train = train_sets[train_name]
+        if not train:
+            continue
+        if args.cv:
+            extra = (
+                [it for it in weak if "strong" not in train_name or it["gold"] >= STRONG]
+                if "weak" in train_name
+                else []
+            )
+            print(
+                f"| {train_name} l2={l2:g} {label} | even 5-fold CV exact "
+                f"{even_cv(dev, train_name, columns, l2, extra):.1f} |",
+                flush=True,
+            )
+            continue
+        model = fit_softmax(train, columns, l2)
+        picks = predict(dev, columns, model)
+        res = {part: metrics(dev, picks, r) for part, r in parts}
+        ci = bootstrap_gain(base["odd"], res["odd"])
+        learned = cosine_units(dev, columns, model, picks)
+        chosen = [float(it["x"][p, 1]) for it, p in zip(dev, picks)]
+        rho = lambda values, r: 100 * spearmanr([dev[i]["gold"] for i in r], [values[i] for i in r]).statistic  # noqa
+        print(
+            f"| {train_name} l2={l2:g} {label} | {show(res['even'])} | {show(res['odd'])} | {show(res['all'])} | "
+            f"exact [{ci[0]:+.1f}, {ci[1]:+.1f}] F1 [{ci[2]:+.1f}, {ci[3]:+.1f}] | "
+            f"{rho(chosen, odd):.2f} / {rho(learned, odd):.2f}, {rho(chosen, whole):.2f} / {rho(learned, whole):.2f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""The learned re-ranker of the span scorer: a linear model over a few features of the scorer's top candidates.
+
+The ``"phrase"`` scorer's best span is often a clipped or stretched piece of the phrase a user wants, while the
+phrase itself is among its top candidates (overlaps allowed). The re-ranker scores each of a text's top ``k``
+candidates from what the single pass already has: the cosine and the scorer's score and costs, the rank, how the
+cosine and score change when the span grows or shrinks by one unit on either side (a local peak?), the boundary
+units' word classes, the words shared with the query, the position in the text. The candidate with the highest
+re-ranker score is the text's best span (a query shorter than any the model was trained on keeps the scorer's
+choice); its reported score stays the scorer's score (so texts are still ranked
+by it).
+
+The model is a softmax over a text's candidates (a conditional logit): one weight per feature, shipped as JSON
+(``slice_st/pretrained/rerank/``) with its provenance. Features are computed for many (text, query) rows at once,
+as ``(N, k)`` arrays; the word lists are English, like the scorer's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+
+from slice_st.scoring import (
+    AFTER_DETERMINER,
+    CLAUSE_AFTER,
+    CLAUSE_BEFORE,
+    CLAUSE_MARK,
+    DETERMINERS,
+    END_WORD,
+    SENTENCE_END,
+    START_WORD,
+)
+
+#: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
+MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
+
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def word(unit: str) -> str:
+    """A unit's word: lowercased, punctuation stripped (``""`` for a unit with no letter or digit)."""
+    return _NOT_WORD.sub("", unit.lower())
+
+
+@dataclass(frozen=True)
+class Reranker:
+    """A shipped re-ranker: feature names, standardisation and weights, the number of candidates it re-ranks."""
+
+    name: str
+    candidates: int
+    min_query_units: int
+    features: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+
+    def logits(self, values: np.ndarray, query_units: np.ndarray | None = None) -> np.ndarray:
+        """``(N, k, F)`` features (in :attr:`features` order) → ``(N, k)`` re-ranker scores.
+
+        ``query_units`` ``(N,)``: a query shorter than :attr:`min_query_units` (shorter than any it was trained on)
+        keeps the scorer's order (its candidates come best first).
+        """
+        scores = ((values - self.mean) / self.scale) @ self.weights
+        if query_units is None:
+            return scores
+        keep = -np.arange(scores.shape[-1], dtype=np.float64)
+        return np.where((np.asarray(query_units) < self.min_query_units)[:, None], keep, scores)
+
+
+@functools.lru_cache(maxsize=4)
+def load_reranker(name: str) -> Reranker:
+    """The re-ranker shipped as ``slice_st/pretrained/rerank/<name>.json``."""
+    if not re.fullmatch(r"[\w.-]+", name):
+        raise ValueError(f"re-ranker name must be a plain file name, got {name!r}.")
+    path = resources.files("slice_st.pretrained").joinpath("rerank", f"{name}.json")
+    if not path.is_file():
+        raise ValueError(f"no shipped re-ranker named {name!r}.")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return Reranker(
+        name,
+        int(data["candidates"]),
+        int(data.get("min_query_units", 1)),
+        tuple(data["features"]),
+        np.asarray(data["mean"], np.float64),
+        np.asarray(data["scale"], np.float64),
+        np.asarray(data["weights"], np.float64),
+    )
+
+
+@dataclass
+class UnitWords:
+    """Per row (a text or window, padded to ``U`` units): what the features read of each unit."""
+
+    ids: np.ndarray  # (B, U) int64 word ids (hashes; -1: no word or padding)
+    determiner: np.ndarray  # (B, U) bool
+    capital: np.ndarray  # (B, U) bool
+
+
+def _id(text: str) -> int:
+    return hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1  # within one process: only compared to each other
+
+
+def unit_words(units: Sequence[Sequence[str]], width: int | None = None) -> UnitWords:
+    """:class:`UnitWords` of rows of unit strings (padded to ``width`` units, default the longest row)."""
+    width = max((len(row) for row in units), default=0) if width is None else width
+    ids = np.full((len(units), width), -1, np.int64)
+    determiner = np.zeros((len(units), width), bool)
+    capital = np.zeros((len(units), width), bool)
+    for row, strings in enumerate(units):
+        words = [word(unit) for unit in strings[:width]]
+        ids[row, : len(words)] = [_id(w) for w in words]
+        determiner[row, : len(words)] = [w in DETERMINERS for w in words]
+        capital[row, : len(words)] = [unit[:1].isupper() for unit in strings[:width]]
+    return UnitWords(ids, determiner, capital)
+
+
+def query_word_ids(queries: Sequence[str]) -> np.ndarray:
+    """``(Q, J)`` word ids of each query's distinct words, in order (``-2``: padding)."""
+    lists = [list(dict.fromkeys(_id(w) for w in query_words(query))) for query in queries]
+    out = np.full((len(lists), max((len(ids) for ids in lists), default=1) or 1), -2, np.int64)
+    for row, ids in enumerate(lists):
+        out[row, : len(ids)] = ids
+    return out
+
+
+def query_words(query: str) -> list[str]:
+    """The query's words (lowercased, punctuation stripped)."""
+    return [w for w in (word(unit) for unit in query.split()) if w]
+
+
+def query_edges(queries: Sequence[str]) -> np.ndarray:
+    """``(Q, 2)`` ids of each query's first and last word (``-2``: no word)."""
+    out = np.full((len(queries), 2), -2, np.int64)
+    for row, query in enumerate(queries):
+        words = query_words(query)
+        if words:
+            out[row] = _id(words[0]), _id(words[-1])
+    return out
+
+
+def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``values (N, U)`` at ``index (N, k)`` (clipped to the row)."""
+    return np.take_along_axis(values, np.clip(index, 0, values.shape[1] - 1), axis=1)
+
+
+def candidate_features(
+    cosines: np.ndarray,
+    scores: np.ndarray,
+    moved_cosines: np.ndarray,
+    moved_scores: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    num_units: np.ndarray,
+    flags: np.ndarray,
+    profiles: np.ndarray,
+    units: UnitWords,
+    rows: np.ndarray,
+    queries: np.ndarray,
+    edges: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The re-ranker's features of ``N`` (row, query) pairs' ``k`` candidates, best (by the scorer) first.
+
+    Args:
+        cosines, scores: ``(N, k)`` candidates' cosines and scorer's scores (``-inf``: no candidate).
+        moved_cosines, moved_scores: ``(4, N, k)`` the same for each of :data:`MOVES` (``nan``: no such span).
+        starts, ends: ``(N, k)`` candidates' units ``[start, end)`` in their row.
+        num_units: ``(N,)`` units of each pair's row.
+        flags: ``(N, U)`` unit flags of each pair's row (:func:`slice_st.scoring.unit_flags`).
+        profiles: ``(N, 5)`` each pair's query profile (:func:`slice_st.scoring.query_profiles`).
+        units: The rows' :class:`UnitWords`; ``rows`` ``(N,)`` each pair's row in it.
+        queries: ``(N, J)`` each pair's query word ids (:func:`query_word_ids`).
+        edges: ``(N, 2)`` each pair's query's first and last word ids (:func:`query_edges`).
+
+    Returns:
+        Feature name → ``(N, k)`` float64 values.
+    """
+    valid = np.isfinite(scores)
+    cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
+    starts, ends = np.where(valid, starts, 0), np.where(valid, ends, 1)
+    n_units = num_units[:, None].astype(np.float64)
+    flags = flags.astype(np.int64)
+    out: dict[str, np.ndarray] = {}
+    best = lambda values: np.where(valid, values, -np.inf).max(1, keepdims=True)  # noqa: E731
+    out["cos"], out["phrase"] = cosines, scores
+    out["gap_top"], out["gap_maxcos"] = scores - best(scores), cosines - best(cosines)
+    rank = np.broadcast_to(np.arange(scores.shape[1], dtype=np.float64), scores.shape)
+    out["log_rank"], out["is_top"] = np.log1p(rank), (rank == 0).astype(np.float64)
+    first_flags, last_flags = _take(flags, starts), _take(flags, ends - 1)
+    bit = lambda values, mask: ((values & mask) > 0).astype(np.float64)  # noqa: E731
+    lengths, query_length = (ends - starts).astype(np.float64), np.maximum(profiles[:, 0:1], 1.0)
+    ratio, sentence_query = np.log(np.maximum(lengths, 1) / query_length), profiles[:, 4:5]
+    out["len_short"], out["len_long"] = np.maximum(-ratio, 0), np.maximum(ratio, 0)
+    out["start_word"] = bit(first_flags, START_WORD) * (1 - profiles[:, 1:2])
+    out["after_det"] = bit(first_flags, AFTER_DETERMINER)
+    out["end_word"] = bit(last_flags, END_WORD) * (1 - profiles[:, 2:3])
+    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
+    marks = np.concatenate([np.zeros((len(flags), 1, 2), np.int64), marks.cumsum(1)], axis=1)
+    inner = [_take(marks[..., m], ends - 1) - _take(marks[..., m], starts) > 0 for m in (0, 1)]
+    out["clause"], out["sentence"] = inner[0] * (1 - profiles[:, 3:4]), inner[1].astype(np.float64)
+    out["open_end"] = (1 - bit(last_flags, CLAUSE_AFTER)) * sentence_query
+    out["open_start"] = (1 - bit(first_flags, CLAUSE_BEFORE)) * sentence_query
+    peak = np.ones(scores.shape)
+    for (name, _, _), moved_cos, moved_score in zip(MOVES, moved_cosines, moved_scores):
+        delta = moved_cos - cosines
+        out[f"dcos_{name}"] = np.nan_to_num(delta)
+        out[f"dscore_{name}"] = np.nan_to_num(moved_score - scores)
+        peak *= ~(delta > 0)
+    out["cos_local_peak"] = peak
+    out["dcos_grow_max"] = np.maximum(out["dcos_grow_left"], out["dcos_grow_right"])
+    out["dcos_shrink_max"] = np.maximum(out["dcos_shrink_left"], out["dcos_shrink_right"])
+    determiner, capital = units.determiner[rows], units.capital[rows]  # (N, U): the rows' width, as flags
+    before, after = starts - 1, ends
+    has_before, has_after = (starts > 0).astype(np.float64), (ends < num_units[:, None]).astype(np.float64)
+    out["first_det"], out["first_start_word"] = _take(determiner, starts), bit(first_flags, START_WORD)
+    out["first_clause_before"], out["first_capital"] = bit(first_flags, CLAUSE_BEFORE), _take(capital, starts)
+    out["last_end_word"], out["last_clause_after"] = bit(last_flags, END_WORD), bit(last_flags, CLAUSE_AFTER)
+    out["last_sentence_end"], out["last_mark"] = bit(last_flags, SENTENCE_END), bit(last_flags, CLAUSE_MARK)
+    out["before_det"] = has_before * _take(determiner, before)
+    out["before_start_word"] = has_before * bit(_take(flags, before), START_WORD)
+    out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
+    out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
+    out["after_capital"] = has_after * _take(capital, after)
+    ids = units.ids[rows]  # (N, U)
+    has_word = (ids >= 0).astype(np.int64)
+    hits = ids[:, :, None] == queries[:, None, :]  # (N, U, J): unit u is query word j
+    in_query = hits.any(-1)
+    zero = np.zeros((len(rows), 1), np.int64)
+    word_prefix = np.concatenate([zero, has_word.cumsum(1)], axis=1)
+    hit_prefix = np.concatenate([zero, in_query.cumsum(1)], axis=1)
+    words_inside = _take(word_prefix, ends) - _take(word_prefix, starts)
+    out["cand_in_query"] = (_take(hit_prefix, ends) - _take(hit_prefix, starts)) / np.maximum(words_inside, 1)
+    prefix = np.concatenate([np.zeros((len(rows), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1)
+    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(prefix, starts[..., None], 1)
+    distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
+    out["query_in_cand"] = (present > 0).sum(-1) / distinct
+    out["first_match"] = _edge_word_is(ids, edges[:, 0], starts, ends, first=True)
+    out["last_match"] = _edge_word_is(ids, edges[:, 1], starts, ends, first=False)
+    out["before_in_query"] = has_before * _take(in_query, before)
+    out["after_in_query"] = has_after * _take(in_query, after)
+    out["text_start"], out["text_end"] = (starts == 0).astype(np.float64), (ends >= num_units[:, None]) * 1.0
+    out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units
+    out["sentence_start"] = np.maximum(starts == 0, has_before * bit(_take(flags, before), SENTENCE_END))
+    return {name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()}
+
+
+def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: bool) -> np.ndarray:
+    """Whether the first (or last) unit with a word in ``[start, end)`` is the word ``target`` (``(N,)`` ids)."""
+    width = ids.shape[1]
+    position = np.arange(width)[None, None, :]
+    inside = (position >= starts[..., None]) & (position < ends[..., None]) & (ids[:, None, :] >= 0)  # (N, k, U)
+    edge = np.where(inside, position, width if first else -1)
+    at = edge.min(-1) if first else edge.max(-1)
+    found = (at >= 0) & (at < width)
+    return (found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])).astype(np.float64)

@@ -1,0 +1,191 @@
+"""The learned re-ranker (the default "reranked" scorer): equal to a reference built from every materialised span,
+disjoint results, the shipped file, the cases it was built for, and the index's refusal."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slice_st
+from slice_st import _rerank
+from slice_st.encode import SpanInputError
+from slice_st.scoring import (
+    DEFAULT_SCORER,
+    SPAN_SCORERS,
+    SpanScorer,
+    costs_of_spans,
+    mark_prefix,
+    query_profiles,
+    resolve_scorer,
+    unit_flags,
+)
+from slice_st.tokens import text_units
+
+TEXTS = [
+    "The cat sat on the mat, and then it left. A dog barked at the moon.",
+    "Hello",
+    "In the morning the committee discussed the budget for the coming year and the new plans.",
+]
+QUERIES = ["a dog barks", "the committee talked about money", "and then"]
+MAX_SPAN = 5
+
+
+def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
+    """Every span materialised: phrase scores, top candidates, the re-ranker's features and picks (no fused code)."""
+    encoding = model.encode_spans(text, max_span=MAX_SPAN)
+    if not len(encoding):
+        return []
+    vector = slice_st.embed_texts(model, query)[0].numpy()
+    embeddings = np.asarray(encoding.embeddings, np.float64)
+    cosines = embeddings @ vector / np.linalg.norm(embeddings, axis=1) / np.linalg.norm(vector)
+    starts, ends, _ = text_units(model.tokenizer, [text])[0]
+    units = [text[a:b] for a, b in zip(starts, ends)]
+    flags = unit_flags(units)
+    profile = query_profiles([query], [len(text_units(model.tokenizer, [query])[0][0])])[0]
+    spans = np.asarray(encoding.units)
+    scores = cosines - costs_of_spans(
+        SPAN_SCORERS["phrase"], flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0]
+    )
+    by_span = {(int(a), int(b)): (c, s) for (a, b), c, s in zip(spans, cosines, scores)}
+    reranker = _rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
+    top = np.argsort(-scores, kind="stable")[: reranker.candidates]
+    first, end = spans[top, 0], spans[top, 1]
+    moved = [
+        [by_span.get((int(a) + da, int(b) + db), (np.nan, np.nan)) for a, b in zip(first, end)]
+        for _, da, db in _rerank.MOVES
+    ]
+    values = _rerank.candidate_features(
+        cosines[top][None],
+        scores[top][None],
+        np.array([[[c for c, _ in move]] for move in moved]),
+        np.array([[[s for _, s in move]] for move in moved]),
+        first[None],
+        end[None],
+        np.array([len(units)]),
+        flags[None].astype(np.int64),
+        profile[None].astype(np.float64),
+        _rerank.unit_words([units]),
+        np.array([0]),
+        _rerank.query_word_ids([query]),
+        _rerank.query_edges([query]),
+    )
+    logits = reranker.logits(np.stack([values[name] for name in reranker.features], axis=-1))[0]
+    if profile[0] < reranker.min_query_units:  # shorter than any training query: the phrase scorer's order
+        logits = -np.arange(len(top), dtype=np.float64)
+    kept: list[tuple[int, int, float, float]] = []
+    for index in np.argsort(-logits, kind="stable"):
+        a, b = int(first[index]), int(end[index])
+        if not overlap and any(a < y and x < b for x, y, _, _ in kept):
+            continue
+        kept.append((a, b, float(scores[top][index]), float(cosines[top][index])))
+        if len(kept) == top_k:
+            return kept
+    if not overlap:  # the phrase scorer's own disjoint places fill what the candidates leave
+        places: list[tuple[int, int]] = []
+        for index in np.argsort(-scores, kind="stable"):
+            a, b = (int(x) for x in spans[index])
+            if len(places) < top_k and not any(a < y and x < b for x, y in places):
+                places.append((a, b))
+                if not any(a < y and x < b for x, y, _, _ in kept) and len(kept) < top_k:
+                    kept.append((a, b, float(scores[index]), float(cosines[index])))
+    return kept
+
+
+@pytest.mark.parametrize(("top_k", "overlap"), [(1, False), (3, False), (3, True)])
+def test_default_scorer_reranks_like_the_reference(tiny_model, top_k, overlap):
+    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=MAX_SPAN, top_k=top_k, overlap=overlap)
+    assert result.scorer == DEFAULT_SCORER == "reranked"
+    for q, query in enumerate(QUERIES):
+        for t, text in enumerate(TEXTS):
+            expected = _reference(tiny_model, query, text, top_k, overlap)
+            found = result[q][t]
+            assert [(m.unit_start, m.unit_end) for m in found] == [(a, b) for a, b, _, _ in expected]
+            np.testing.assert_allclose([m.score for m in found], [s for _, _, s, _ in expected], atol=1e-4)
+            np.testing.assert_allclose([m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4)
+            assert all(m.score <= m.similarity + 1e-6 for m in found)  # the score stays the phrase score
+
+
+def test_paired_and_windowed_texts_rerank_the_same(tiny_model, tiny_model_short):
+    paired = slice_st.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=MAX_SPAN)
+    full = tiny_model.best_spans(QUERIES, TEXTS, max_span=MAX_SPAN)
+    for i, match in enumerate(paired):
+        expected = full[i][i][0] if full[i][i] else None
+        assert (match is None) == (expected is None)
+        if match is not None:
+            assert (match.unit_start, match.unit_end, match.score) == pytest.approx(
+                (expected.unit_start, expected.unit_end, expected.score), abs=1e-5
+            )
+    # texts longer than one window: spans stay disjoint and inside their text
+    long_text = " ".join(TEXTS) * 3
+    windowed = tiny_model_short.best_spans(QUERIES, [long_text], max_span=4, top_k=6)
+    for q in range(len(QUERIES)):
+        ranges = sorted((m.unit_start, m.unit_end) for m in windowed[q][0])
+        assert len(ranges) == 6 and all(b <= c for (_, b), (c, _) in zip(ranges, ranges[1:]))
+        assert all(long_text[m.start : m.end] == m.span for m in windowed[q][0])
+
+
+def test_the_shipped_reranker_file():
+    """The file names exactly the features the package computes, with finite weights and its provenance."""
+    path = resources.files("slice_st.pretrained").joinpath("rerank", "slice-minilm-rerank.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    reranker = _rerank.load_reranker("slice-minilm-rerank")
+    assert len(path.read_bytes()) < 64 * 1024
+    assert {"model", "train", "data", "command"} <= set(data["provenance"])
+    assert len(reranker.features) == len(reranker.weights) == len(reranker.mean) == len(reranker.scale)
+    assert reranker.candidates == 20 and reranker.min_query_units == 4
+    assert np.isfinite(reranker.weights).all() and (reranker.scale > 0).all()
+    empty = np.zeros((1, 2))
+    values = _rerank.candidate_features(
+        empty, empty, np.full((4, 1, 2), np.nan), np.full((4, 1, 2), np.nan), np.array([[0, 1]]), np.array([[1, 2]]),
+        np.array([2]), np.zeros((1, 2), np.int64), np.ones((1, 5)), _rerank.unit_words([["a", "b"]]), np.array([0]),
+        _rerank.query_word_ids(["a"]), _rerank.query_edges(["a"]),
+    )  # fmt: skip
+    assert set(values) == set(reranker.features)
+
+
+def test_scorer_and_reranker_names_are_checked(tiny_model):
+    assert resolve_scorer(None).rerank == "slice-minilm-rerank" and not resolve_scorer(None).is_plain
+    assert resolve_scorer("phrase").rerank is None
+    for bad in ("../secrets", "", 3):
+        with pytest.raises(ValueError, match="rerank"):
+            SpanScorer(name="x", rerank=bad)
+    with pytest.raises(SpanInputError, match="no shipped re-ranker"):
+        tiny_model.best_spans("a", "a b", scorer=SpanScorer(name="x", rerank="missing"))
+
+
+def test_an_index_does_not_rerank(tiny_model):
+    """An index ranks by the phrase scorer (its default); asking it for the re-ranker is a clear error."""
+    from slice_st.index import SpanIndex
+
+    index = SpanIndex.build(TEXTS, tiny_model, max_span=MAX_SPAN)
+    default = index.search(QUERIES, top_k=3)
+    assert default == index.search(QUERIES, top_k=3, scorer="phrase")
+    with pytest.raises(SpanInputError, match="re-ranks"):
+        index.search(QUERIES, scorer="reranked")
+
+
+def test_a_short_query_keeps_the_phrase_choice(tiny_model):
+    """Queries shorter than any the re-ranker was trained on (under 4 words) get the "phrase" scorer's spans."""
+    short = ["a dog barks", "and then", "budget"]
+    for overlap in (False, True):
+        reranked = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap)
+        phrase = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap, scorer="phrase")
+        np.testing.assert_array_equal(reranked.unit_starts, phrase.unit_starts)
+        np.testing.assert_array_equal(reranked.unit_ends, phrase.unit_ends)
+        np.testing.assert_allclose(reranked.scores, phrase.scores, atol=1e-6)
+
+
+def test_the_demo_flight_comes_out_whole(real_model):
+    """`make demo`: "the flight was delayed" over the sample corpus finds the whole clause of line 2, where the
+    "phrase" scorer showed only «my flight»."""
+    with open(Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8") as handle:
+        texts = [line.rstrip("\n") for line in handle if line.strip()]
+    line = texts.index("Customer: Hi, my flight to Denver was pushed back by three hours and nobody told me.")
+    for scorer, expected in (("reranked", "my flight to Denver was pushed back"), ("phrase", "my flight")):
+        result = real_model.best_spans(["the flight was delayed"], texts, top_k=3, scorer=scorer)
+        top = result.ranked(0, top_k=3)
+        assert expected in [match.span for match in top if match.text_index == line]
