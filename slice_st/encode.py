@@ -31,6 +31,7 @@ Empty, whitespace-only or token-less texts are valid input: they have no spans (
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import math
 import numbers
@@ -1127,17 +1128,20 @@ def _scan(
                 flags = _unit_flags_of(units).to(rows.token_embeddings.device)
                 costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
             embeddings = rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim]
-            found = best_span_scores(
+            fused = functools.partial(
+                best_span_scores,
                 queries,
                 embeddings,
                 rows.boundaries,
                 rows.num_units,
                 span_config.min_span,
                 span_config.max_span,
-                top_k if rerank is None else max(top_k, rerank.reranker.candidates),
-                rows.owned,
+                owned=rows.owned,
                 similarity=similarity,
                 costs=costs,
+            )
+            found = fused(
+                top_k if rerank is None else max(top_k, rerank.reranker.candidates),
                 overlap=overlap or rerank is not None,
             )
             if rerank is not None and costs is not None:
@@ -1147,18 +1151,7 @@ def _scan(
                 )
                 places = None
                 if top_k > 1 and not overlap:  # the scorer's own disjoint places fill what the candidates leave
-                    places = best_span_scores(
-                        queries,
-                        embeddings,
-                        rows.boundaries,
-                        rows.num_units,
-                        span_config.min_span,
-                        span_config.max_span,
-                        top_k,
-                        rows.owned,
-                        costs=costs,
-                        overlap=False,
-                    )
+                    places = fused(top_k, overlap=False)
                 found = _pick(found, logits, top_k, overlap, places)
             _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays

@@ -179,7 +179,7 @@ WHOLE = [
 
 @pytest.mark.parametrize(("query", "text", "span"), WHOLE)
 def test_readme_cases_come_out_whole(real_model, query, text, span):
-    result = real_model.best_spans(query, text, top_k=3)
+    result = real_model.best_spans(query, text, top_k=3, scorer="phrase")
     matches = result[0][0]
     assert matches[0].span == span
     spans = sorted((m.start, m.end) for m in matches)
