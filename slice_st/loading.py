@@ -39,14 +39,14 @@ __all__ = [
 
 
 def check_device(device: Any) -> str | None:
-    """``device`` as a string if this machine has it (``None`` stays ``None``), else a clear ``ValueError``.
+    """``device`` as a string if this machine has it (``None`` stays ``None``), else a clear ``SpanInputError``.
 
     >>> check_device("cpu")
     'cpu'
     >>> check_device("banana")
     Traceback (most recent call last):
     ...
-    ValueError: Unknown device 'banana' (expected e.g. 'cpu', 'cuda:0').
+    slice_st.errors.SpanInputError: Unknown device 'banana' (expected e.g. 'cpu', 'cuda:0').
     """
     if device is None:
         return None

@@ -373,3 +373,11 @@ def _html_page(rows: list[dict], threshold) -> str:
         where = f" at or above threshold {html.escape(str(threshold))}" if threshold is not None else ""
         parts.append(f"<p>no match{where}</p>")
     return "".join(parts) + "</body></html>\n"
+
+
+def report_skipped(skipped, what: str) -> None:
+    """Name each ``(where, why)`` left out by ``--skip-bad`` on standard error, then their count."""
+    for where, reason in skipped:
+        sys.stderr.write(f"slice-st: skipped {terminal_safe(where)}: {terminal_safe(reason)}\n")
+    if skipped:
+        sys.stderr.write(f"slice-st: {len(skipped)} {what} skipped\n")

@@ -29,8 +29,9 @@ from slice_st.cli.common import (
     positive_int,
     quiet_progress,
     report,
+    report_skipped,
 )
-from slice_st.cli.mine import _report_skipped, add_search_command
+from slice_st.cli.mine import add_search_command
 from slice_st.text import SPLITS
 
 
@@ -204,7 +205,7 @@ def _build(args) -> int:
         devices=args.devices,
         processes=args.processes,
     )
-    _report_skipped(index.skipped, "documents")
+    report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
     if args.calibration:
         index.set_calibration(args.calibration)
@@ -270,7 +271,7 @@ def _build_on_ray(args) -> int:
         on_error="skip" if args.skip_bad else "raise",
         progress=progress,
     )
-    _report_skipped(result.skipped, "documents")
+    report_skipped(result.skipped, "documents")
     seconds = result.seconds
     report(
         args,
@@ -299,6 +300,10 @@ def _update(directory: str, **model_options):
 
 
 def _add(args) -> int:
+    from slice_st.index.storage import check_index_target, read_manifest
+
+    read_manifest(args.directory, must_exist=True)  # not an index, or read-only: said before any file is read
+    check_index_target(args.directory)
     quiet_progress(args)
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
@@ -311,7 +316,7 @@ def _add(args) -> int:
             devices=args.devices,
             processes=args.processes,
         )
-        _report_skipped(index.skipped, "documents")
+        report_skipped(index.skipped, "documents")
         seconds = time.perf_counter() - start
     _summary("added", documents, index, seconds, args)
     return 0

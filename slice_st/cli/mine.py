@@ -18,6 +18,7 @@ from slice_st.cli.common import (
     quiet_progress,
     read_queries,
     report,
+    report_skipped,
     result_counts,
     terminal_safe,
     write_rows,
@@ -129,7 +130,7 @@ def _search_files(args, queries: list[str]) -> list[dict]:
             f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "
             "Use --skip-bad to leave such texts out."
         ) from None
-    _report_skipped([(f"{records[i].source}:{records[i].line}", why) for i, why in result.skipped], "texts")
+    report_skipped([(f"{records[i].source}:{records[i].line}", why) for i, why in result.skipped], "texts")
     rows = []
     for query_index, query in enumerate(result.queries):
         kept = [
@@ -222,13 +223,6 @@ def _index_row(query: str, rank: int, match, index, scorer: str) -> dict:
         **dict.fromkeys(("file", "line", "file_start", "file_end")),
         "where": os.path.basename(match.doc_id),
     }
-
-
-def _report_skipped(skipped, what: str) -> None:
-    for where, reason in skipped:
-        sys.stderr.write(f"slice-st: skipped {terminal_safe(where)}: {terminal_safe(reason)}\n")
-    if skipped:
-        sys.stderr.write(f"slice-st: {len(skipped)} {what} skipped\n")
 
 
 def _distinct_files(files: list[str]) -> list[str]:

@@ -192,17 +192,26 @@ def open_index(
     workers: int | None = None,
     **model_options: Any,
 ) -> SpanIndex | ShardedSpanIndex:
-    """One saved index, or several (a list, or a folder of index folders) searched together as a
-    :class:`ShardedSpanIndex`; with ``ray`` (an address, or ``"local"``) a
-    :class:`~slice_st.index.RayShardedSpanIndex` whose shards are scanned on Ray actors (close it).
+    """One saved index, or several searched together as a :class:`ShardedSpanIndex`; with ``ray`` a
+    :class:`RayShardedSpanIndex` whose shards are scanned on Ray actors (close it). Every kind searches through
+    :meth:`SpanIndex.search`.
 
-    ``model``, ``device`` and ``model_options`` load the model as :meth:`SpanIndex.load` does (default: the
-    recorded one).
+    Args:
+        paths: An index folder, several, or a folder of index folders (shards).
+        model: The model, or its path or Hub id (default: the one the index records).
+        device: Where a model loaded here runs.
+        ray: A Ray address (``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``) or ``"local"`` (Ray started here).
+        workers: Ray actors (default: as many as the cluster has room for).
+        model_options: :func:`slice_st.load_model` options for a model loaded here (``backend``, ``threads``, …).
 
-    >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
+    Returns:
+        A :class:`SpanIndex`, :class:`ShardedSpanIndex` or :class:`RayShardedSpanIndex`.
+
+    Example:
+        >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
     """
     if ray is not None:
-        from slice_st.index.ray_engine import check_address, require_ray
+        from slice_st.index.ray_engine import check_address
 
         check_address(ray)
         require_ray()

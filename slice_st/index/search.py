@@ -391,14 +391,26 @@ def search_documents(
     top_k: int | None = None,
     **options,
 ) -> list[list[IndexMatch]]:
-    """For each query, the spans of its ``documents`` best documents (``per_document`` each; ``None``: no limit), at
-    most ``top_k`` in all: ``index.search`` (a :class:`~slice_st.SpanIndex`, sharded or not) with ``options``.
+    """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
+    all: what ``slice-st mine --index`` shows.
 
-    With ``documents=None`` it is ``index.search(top_k=...)`` (every span when ``top_k`` is ``None`` too). Otherwise
-    the search asks for ``documents × per_document`` spans, and 4 times more while the best documents could still
-    have more to show; the first ``documents`` documents of a ranking are the best ones, whatever the number asked.
+    With ``documents=None`` it is ``index.search(top_k=...)``. Otherwise the search asks for ``documents ×
+    per_document`` spans, and 4 times more while the best documents could still have more to show; the first
+    ``documents`` documents of a ranking are the best ones, whatever the number asked.
 
-    >>> search_documents(index, ["my bag was lost"], documents=3, per_document=2)  # doctest: +SKIP
+    Args:
+        index: A :class:`~slice_st.SpanIndex`, sharded or not.
+        queries: The queries.
+        documents: The best documents per query (``None``: no limit).
+        per_document: Spans of each document (``None``: no limit).
+        top_k: At most this many spans per query in all (``None``: no limit).
+        options: Other options of :meth:`SpanIndex.search` (``threshold``, ``scorer``, ``approximate``, …).
+
+    Returns:
+        Per query, its matches, best document first.
+
+    Example:
+        >>> search_documents(index, ["my bag was lost"], documents=3, per_document=2)  # doctest: +SKIP
     """
     queries = list(queries)
     cap = max(len(index), 1) * (per_document or 1)

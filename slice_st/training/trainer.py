@@ -111,7 +111,22 @@ def _option(text: str, default: Any = None, **metadata: Any):
 @dataclass
 class SliceArguments:
     """The SLICE settings of a run; everything else is the trainer's
-    :class:`~sentence_transformers.SentenceTransformerTrainingArguments`.
+    :class:`~sentence_transformers.SentenceTransformerTrainingArguments`. ``slice-st train`` reads both with
+    ``HfArgumentParser``; each field's ``--help`` text is in its metadata.
+
+    Args:
+        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
+        train_data: SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`.
+        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`.
+        dev: STS-B-Context TSV whose single-pass Spearman chooses the best checkpoint.
+        sts_dev: STS-B TSV, also scored at each evaluation.
+        dev_select, shared_data, resume, overwrite: Which dev rows choose; the ``offline`` data folder; continue the
+            last checkpoint; train into a folder with files.
+        min_span, max_span, eval_max_span, unit, scale, in_batch_negatives: Spans and the SLICE loss.
+        distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
+            Span self-distillation.
+        passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
+        lora_r, lora_alpha, license: A LoRA adapter instead of every weight; the model card's licence.
 
     Example:
         >>> SliceArguments(distill_data=["offline:DATA"]).objectives
@@ -191,6 +206,13 @@ class SliceArguments:
 def training_arguments(preset: str | None = None, **values: Any):
     """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``, from one set of settings
     named as ``slice-st train``'s options: :data:`TRAINING_DEFAULTS`, then the ``preset``'s, then ``values``.
+
+    Args:
+        preset: A name of :data:`PRESETS` (``None``: none).
+        values: Settings of either half, by field name (``output_dir``, ``max_steps``, ``distill_data``, …).
+
+    Returns:
+        ``(args, settings)`` for :func:`train`.
 
     Example:
         >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["offline:DATA"])
