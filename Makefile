@@ -48,7 +48,7 @@ test-latest: | $(UV)
 	$(UV_ENV) $(PYTHON) tools/test_latest.py --uv $(UV) --lock $(LOCK) $(UV_INDEXES)
 
 demo: $(STAMP)
-	$(BIN)/slice-st mine --top-k 3 --no-progress \
+	$(BIN)/slice-st mine --texts 3 --no-progress \
 		--query "a man plays the guitar" --query "the flight was delayed" --query "my bag was lost" \
 		examples/sample_corpus.txt
 

@@ -25,6 +25,8 @@ from typing import Any, TypeVar
 
 from fastapi.concurrency import run_in_threadpool
 
+from slice_st.errors import SpanInputError
+
 T = TypeVar("T")
 
 #: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).
@@ -237,11 +239,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening; a bad port, a name that does not resolve or an address in use
     is a ``ValueError`` saying so (checked before the model loads)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ValueError(f"port must be a number from 0 (any free port) to 65535, got {port!r}.")
+        raise SpanInputError(f"port must be a number from 0 (any free port) to 65535, got {port!r}.")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as error:
-        raise ValueError(f"cannot listen on {host}: the name does not resolve ({error}).") from None
+        raise SpanInputError(f"cannot listen on {host}: the name does not resolve ({error}).") from None
     family, kind, protocol, _, address = infos[0]
     sock = socket.socket(family, kind, protocol)
     try:
@@ -250,6 +252,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as error:
         sock.close()
-        raise ValueError(f"cannot listen on {host}:{port}: {error.strerror or error}.") from None
+        raise SpanInputError(f"cannot listen on {host}:{port}: {error.strerror or error}.") from None
     sock.setblocking(False)
     return sock
