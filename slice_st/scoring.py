@@ -173,7 +173,7 @@ def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
 
     Example:
         >>> resolve_scorer(None).name, resolve_scorer("max-cosine").name
-        ('phrase', 'max-cosine')
+        ('reranked', 'max-cosine')
     """
     if scorer is None:
         return SPAN_SCORERS[DEFAULT_SCORER]
