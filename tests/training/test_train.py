@@ -109,7 +109,7 @@ def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_
     done = subprocess.run(
         _train_command(
             tmp_path, tiny_model_dir, triplets_dir, "--push-to-hub", "--hub-model-id", "org/slice-tiny",
-            "--hub-private-repo",
+            "--hub-private-repo", "true",
         ),
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
