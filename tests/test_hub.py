@@ -294,6 +294,7 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
                 "--train-data",
                 str(tmp_path),
                 "--push-to-hub",
+                "--hub-model-id",
                 "org/x",
             ],
             "no Hugging Face token",
