@@ -22,6 +22,7 @@ import re
 import secrets
 import stat
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,13 +49,7 @@ logger = logging.getLogger(__name__)
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingExtraError` naming the extra that installs it.
-
-    >>> require("no_such_module_xyz", "eval", "the Table-1 runner")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.MissingExtraError: the Table-1 runner needs no_such_module_xyz, which is not installed: ...
-    """
+    """Import ``module``, or a :class:`MissingExtraError` naming the extra that installs it (``feature`` needs it)."""
     try:
         return importlib.import_module(module)
     except ImportError as error:
@@ -79,8 +74,7 @@ class TextRecord:
 
 # ------------------------------------------------------------------------------------------ safe files
 def check_creatable(path: str) -> None:
-    """A :class:`FileAccessError` unless ``path`` could be created (its nearest existing ancestor is a writable
-    folder)."""
+    """A :class:`FileAccessError` unless ``path``'s nearest existing ancestor is a writable folder."""
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -91,12 +85,8 @@ def check_creatable(path: str) -> None:
 
 
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
-    """``path`` unchanged, or a :class:`FileAccessError` if it is a symbolic link (``link/`` too): output named by
-    the user is written in the folder itself, never wherever a link points.
-
-    >>> check_not_link("runs/new-run")
-    'runs/new-run'
-    """
+    """``path``, or a :class:`FileAccessError` if it is a symbolic link (``link/`` too): output goes into the folder
+    named, never wherever a link points."""
     normal = os.path.normpath(os.fspath(path))
     if os.path.islink(normal):
         raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
@@ -104,10 +94,7 @@ def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str =
 
 
 def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequence) -> str:
-    """Append ``row`` to ``folder/file_name`` (both created if missing, ``header`` first); returns the file's path.
-
-    The evaluators' results log, as sentence-transformers' evaluators keep it.
-    """
+    """Append ``row`` to the CSV file ``folder/file_name`` (a new one starts with ``header``); returns its path."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, file_name)
     exists = os.path.isfile(path)
@@ -128,21 +115,9 @@ def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
 def open_regular_file(
     path: str | os.PathLike, size: int | None = None, *, folder: int | None = None, follow_links: bool = False
 ):
-    """Open ``path`` for reading in binary if it is a regular file, checked on the descriptor that is read.
-
-    One ``os.open`` (:data:`READ_FILE_FLAGS`: a link swapped in after an earlier check is not followed, a FIFO does
-    not block), then ``os.fstat``: a link, folder, device, pipe or socket is a :class:`FileAccessError`, as is a
-    file whose size is not ``size``. Other failures are the ``OSError`` of the open.
-
-    Args:
-        path: The file to read.
-        size: Its expected size in bytes (``None``: any).
-        folder: A descriptor from :func:`open_folder`: ``path`` is then a name inside that very folder.
-        follow_links: Read a file through a link (an input file the user named).
-
-    Returns:
-        The open binary file object (blocking).
-    """
+    """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked with
+    ``fstat`` on the very descriptor read: else a :class:`FileAccessError`. A link is refused unless
+    ``follow_links`` (an input the user named); ``folder``: an :func:`open_folder` descriptor ``path`` is inside."""
     path = os.fspath(path)
     try:
         descriptor = os.open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, dir_fd=folder)
@@ -173,17 +148,8 @@ def _is_link(path: str, folder: int | None) -> bool:
 
 @contextmanager
 def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
-    """A descriptor of the folder ``path`` itself, never of one a link there points to (``None`` where files cannot
-    be opened relative to a folder: callers use paths then).
-
-    Files opened relative to it (``open_regular_file(name, folder=fd)``) are this very folder's, even if it is
-    swapped for a link after it was checked. A link or a file is a :class:`FileAccessError`.
-
-    >>> import tempfile
-    >>> with tempfile.TemporaryDirectory() as where, open_folder(where) as folder:
-    ...     isinstance(folder, int) or folder is None
-    True
-    """
+    """A descriptor of the folder ``path`` itself, never a link's target (a :class:`FileAccessError`), for opening
+    its files even if it is swapped for a link later; ``None`` where the system cannot (callers use paths)."""
     path = os.fspath(path)
     if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
         yield None
@@ -204,12 +170,8 @@ def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
 
 @contextmanager
 def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True):
-    """Write ``path`` all at once: yield a new temporary file beside it, then (fsync and) ``os.replace`` it onto
-    ``path``.
-
-    The temporary file has a random name and is made by :func:`create_new_file`; a link at ``path`` is replaced,
-    never its target. On any error the temporary file is removed and ``path`` is unchanged.
-    """
+    """Write ``path`` all at once: a new temporary file beside it (:func:`create_new_file`), then (fsync and)
+    ``os.replace``; a link at ``path`` is replaced, never its target; on any error ``path`` is unchanged."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
     while True:
         temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
@@ -235,11 +197,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
 
 # ------------------------------------------------------------------------------------------ reading texts
 def split_lines(content: str) -> list[str]:
-    """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``).
-
-    >>> split_lines("a\\r\\nb\\u2028still b\\x85\\fb\\nc")
-    ['a\\r\\n', 'b\\u2028still b\\x85\\x0cb\\n', 'c']
-    """
+    """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``)."""
     lines = content.split("\n")
     last = lines.pop()
     return [line + "\n" for line in lines] + ([last] if last else [])
@@ -274,11 +232,10 @@ def _raw_lines(path: str) -> Iterator[bytes]:
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), line ends
-    kept; streamed.
+    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed.
 
-    Offsets count characters of the decoded file, a leading byte-order mark included. A file that is not a regular
-    one (``/dev/zero``) or cannot be read is a :class:`FileAccessError`; bytes that are not UTF-8 a ``ValueError``.
+    Offsets count decoded characters, a leading byte-order mark included. A file that is not a regular one or cannot
+    be read is a :class:`FileAccessError`; bytes that are not UTF-8 a ``ValueError``.
     """
     name = "standard input" if path == "-" else path
     offset = done = 0
@@ -310,17 +267,10 @@ def read_texts(
     text_field: str = "text",
     report: Callable[[str, str], None] | None = None,
 ) -> list[TextRecord]:
-    """Cut files into texts, one per line or per paragraph (blank-line separated); blank ones are skipped.
+    """Cut files into texts, one per non-blank line or per paragraph (blank-line separated).
 
-    A JSONL file (:func:`is_jsonl`, or ``fmt="jsonl"``; ``fmt="text"``: never) gives the ``text_field`` of each
-    object, as the corpus index reads it. With ``split="auto"``, :func:`guess_split` decides per file; the choice is
-    logged and passed to ``report(path, mode)``.
-
-    >>> import tempfile, pathlib
-    >>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
-    >>> _ = path.write_text("first line\\n\\nsecond\\nstill second\\n")
-    >>> [(r.line, r.text) for r in read_texts([str(path)], "paragraph")]
-    [(1, 'first line'), (3, 'second\\nstill second')]
+    A JSONL file (:func:`is_jsonl`, or ``fmt="jsonl"``; ``fmt="text"``: never) gives each object's ``text_field``.
+    With ``split="auto"``, :func:`guess_split` decides per file; the choice is logged and told to ``report``.
     """
     if split not in SPLITS:
         raise SpanInputError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
@@ -366,17 +316,13 @@ def _cut(path: str, lines: Iterable[tuple[int, int, str]], mode: str) -> Iterato
 
 
 def is_jsonl(path: str) -> bool:
-    """Whether ``path`` is read as JSONL (its name ends in one of :data:`JSONL_SUFFIXES`, any case).
-
-    >>> is_jsonl("tickets.JSONL"), is_jsonl("notes.txt"), is_jsonl("-")
-    (True, False, False)
-    """
+    """Whether ``path`` is read as JSONL (its name ends in one of :data:`JSONL_SUFFIXES`, any case)."""
     return path.lower().endswith(JSONL_SUFFIXES)
 
 
 def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
-    """``(line number, file offset, object)`` for each non-blank line of a JSONL file; streamed. A line that is not
-    a JSON object (or nests too deeply) is a :class:`~slice_st.errors.CorpusError` naming the file and line."""
+    """``(line number, file offset, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
+    object is a :class:`~slice_st.errors.CorpusError` naming the file and line."""
     for number, offset, raw in file_lines(path):
         line = raw.strip()
         if not line:
@@ -409,24 +355,12 @@ _WORD = re.compile(r"\w")
 
 
 def guess_split(lines: Iterable[str]) -> str:
-    """``"paragraph"`` when a text's lines are hard-wrapped (a paragraph broken over several lines), else ``"line"``.
+    """``"paragraph"`` when a text's lines are hard-wrapped (man pages, pydoc output, wrapped e-mails), else ``"line"``.
 
-    A line break inside a run of same-indented lines is a *wrapping* break when the next line's first word would not
-    have fitted: the line plus that word is wider than its neighbours (two lines either side, at least
-    :data:`WRAPPED_MIN_WIDTH`); a line that stops mid-sentence may fall :data:`WRAPPED_SLACK` short. Lines are
-    hard-wrapped when at least :data:`WRAPPED_SHARE` of the breaks wrap and 90% of the lines are at most
-    :data:`WRAPPED_MAX_WIDTH` wide: ``man`` pages, ``pydoc`` output, wrapped e-mails and READMEs. Records stay
-    ``"line"`` whatever their widths: log lines (most open alike, with a date or a number), CSV-like lines, chat
-    turns, phrase lists.
-
-    >>> guess_split(["Agent: how can I help?\\n", "Customer: my bag was lost.\\n"])
-    'line'
-    >>> wrapped = ["The installer copies the files into the folder that you chose in the\\n",
-    ...            "first step, then asks whether the service should start when the computer\\n",
-    ...            "boots. Choose yes unless another program already uses the same port.\\n", "\\n",
-    ...            "To remove it, open the control panel and select the entry named after\\n", "the product.\\n"]
-    >>> guess_split(wrapped)
-    'paragraph'
+    A break between same-indented lines *wraps* when the next line's first word would not have fitted beside its
+    neighbours (a line that stops mid-sentence may fall :data:`WRAPPED_SLACK` short). Lines are hard-wrapped when
+    :data:`WRAPPED_SHARE` of the breaks wrap and 90% of them are at most :data:`WRAPPED_MAX_WIDTH` wide; records
+    (log lines opening alike, CSV-like lines) stay ``"line"`` whatever their widths.
     """
     texts = [line.rstrip("\r\n").rstrip() for line in lines]
     nonblank = sorted(len(text) for text in texts if text.strip())
@@ -469,18 +403,13 @@ def _indent(text: str) -> int:
 def _records(texts: list[str]) -> bool:
     """Whether most lines open alike with a digit (a log's date, a numbered list) or have as many fields (CSV)."""
     texts = [text.lstrip(" \t|") for text in texts]  # pydoc's class drawing is not a field separator
-    openings: dict[str, int] = {}
-    for text in texts:
-        shape = re.sub(r"(\d)\d*|([^\W\d])[^\W\d]*", lambda m: "0" if m.group(1) else "a", text[:24])
-        openings[shape] = openings.get(shape, 0) + 1
-    shape, count = max(openings.items(), key=lambda item: item[1])
+    word_or_number = re.compile(r"(\d)\d*|([^\W\d])[^\W\d]*")
+    shapes = Counter(word_or_number.sub(lambda m: "0" if m.group(1) else "a", text[:24]) for text in texts)
+    shape, count = shapes.most_common(1)[0]
     if "0" in shape and count >= RECORD_SHARE * len(texts):
         return True
     for separator in _SEPARATORS:
-        fields: dict[int, int] = {}
-        for text in texts:
-            fields[text.count(separator)] = fields.get(text.count(separator), 0) + 1
-        number, count = max(fields.items(), key=lambda item: item[1])
+        number, count = Counter(text.count(separator) for text in texts).most_common(1)[0]
         if number and count >= max(2, 0.8 * len(texts)):
             return True
     return False
@@ -490,17 +419,12 @@ def _records(texts: list[str]) -> bool:
 def expand_paths(
     paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES, *, follow_links: bool = False
 ) -> list[str]:
-    """The input files ``paths`` name: a file stays, a folder stands for its files (recursively, sorted, ending in
-    ``suffixes``, hidden ones left out), a glob pattern (``*``, ``?``, ``[``, ``**``) for the files it matches.
-    ``-`` (standard input) and a missing path (its reader names it) stay.
+    """The input files ``paths`` name: a file (or ``-``, or a missing path) stays; a folder stands for its files
+    ending in ``suffixes`` (recursively, sorted, hidden ones left out), a glob pattern (``**`` too) for its matches.
 
-    What a folder or pattern stands for stays inside it, read once: linked folders are not entered, a file reached
-    twice is listed once, and a file link out of the folder (or the pattern's fixed leading folder) is a
-    :class:`~slice_st.errors.FileAccessError` unless ``follow_links``, as is a sub-folder that cannot be read. A
-    folder or pattern naming no file is a ``FileNotFoundError``.
-
-    >>> expand_paths(["-"])
-    ['-']
+    They stay inside the folder or pattern, each once: linked folders are not entered, and a file link out of it is a
+    :class:`~slice_st.errors.FileAccessError` unless ``follow_links``. A folder or pattern naming no file is a
+    ``FileNotFoundError``.
     """
     found: list[str] = []
     for path in paths:
@@ -596,22 +520,14 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
 # ------------------------------------------------------------------------------------------ strings
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, a tab or a carriage return (a
-    formula to a spreadsheet) gets a leading ``'``.
-
-    >>> [csv_safe(value) for value in ("=1+1", "@SUM(A1)", "-2", "plain", -2, 0.5)]
-    ["'=1+1", "'@SUM(A1)", "'-2", 'plain', -2, 0.5]
-    """
+    formula to a spreadsheet) gets a leading ``'``."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
 
 
 def one_line(value: str) -> str:
-    """``value`` with every run of whitespace (newlines included) turned into one space, stripped.
-
-    >>> one_line("  two\\tspaced   words ")
-    'two spaced words'
-    """
+    """``value`` with every run of whitespace (newlines included) turned into one space, stripped."""
     return " ".join(value.split())
 
 
@@ -637,11 +553,7 @@ def _segmenter():
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "U.S.", "e.g.", decimals and initials do not
-    end a sentence; a line break does).
-
-    >>> split_sentences("Mr. Howard met the U.S. Military, e.g. for talks. They agreed.")
-    ['Mr. Howard met the U.S. Military, e.g. for talks.', 'They agreed.']
-    """
+    end a sentence; a line break does)."""
     if not text.strip():
         return []
     if not _MAYBE_END.search(text.strip()):
