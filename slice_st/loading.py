@@ -165,7 +165,7 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     folder = _local_folder(default_model_path() if embedded_base else name)
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
-    model = _sentence_transformer(folder or os.fspath(name), kwargs, _own_module_entries(folder) if folder else [])
+    model = _sentence_transformer(folder or os.fspath(name), kwargs, _with_own_modules(folder) if folder else None)
     if embedded_base:
         describe_embedded_base(model)
     return model
@@ -185,7 +185,7 @@ def _local_folder(name: Any) -> str | None:
     return None
 
 
-def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[dict[str, Any]]):
+def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[dict[str, Any]] | None = None):
     """``SentenceTransformer(name, **kwargs)`` with no weights bar and its tokenizer checked; any failure one
     :class:`ModelLoadError`, its cause chained."""
     from sentence_transformers import SentenceTransformer
@@ -216,9 +216,9 @@ def _no_weight_bar() -> Iterator[None]:
             transformers_logging.enable_progress_bar()
 
 
-def _own_module_entries(folder: str) -> list[dict[str, Any]]:
-    """The ``modules.json`` entries of ``folder`` naming slice-st's own module classes, when all others are
-    sentence-transformers' own ([] otherwise: that folder is for sentence-transformers' trust flag to judge)."""
+def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
+    """The ``modules.json`` entries of ``folder`` if some name slice-st's own module classes and all others are
+    sentence-transformers' own (``None`` otherwise: that folder is for sentence-transformers' trust flag to judge)."""
     import json
 
     try:
@@ -226,13 +226,13 @@ def _own_module_entries(folder: str) -> list[dict[str, Any]]:
             entries = json.load(handle)
         types = [entry["type"] for entry in entries]
     except (OSError, ValueError, TypeError, KeyError):
-        return []
-    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
+        return None
+    own = any(kind in OWN_MODULE_TYPES for kind in types)
     others_plain = all(kind in OWN_MODULE_TYPES or kind.startswith("sentence_transformers.") for kind in types)
-    return own if own and others_plain else []
+    return entries if own and others_plain else None
 
 
-def _load_with_own_modules(folder: str, own: list[dict[str, Any]], kwargs: dict[str, Any]):
+def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: dict[str, Any]):
     """Load a folder with ``SpanPooling`` as a module, no trust flag: through a temporary view of it (links to its
     files) where that module is the equivalent mean ``Pooling``, its span settings recorded as a plain checkpoint
     records them. Nothing in ``folder`` is written."""
@@ -243,9 +243,7 @@ def _load_with_own_modules(folder: str, own: list[dict[str, Any]], kwargs: dict[
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     folder = os.path.abspath(folder)
-    with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
-        entries = json.load(handle)
-    replaced = {entry["path"] for entry in own}
+    replaced = {entry["path"] for entry in entries if entry["type"] in OWN_MODULE_TYPES}
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
         for name in os.listdir(folder):
@@ -367,7 +365,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     runner_kwargs = {}
     if backend == "openvino" and torch_dtype is not None:
         runner_kwargs["precision"] = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[torch_dtype]
-    model = _sentence_transformer(folder, {"device": "cpu", **kwargs}, [])
+    model = _sentence_transformer(folder, {"device": "cpu", **kwargs})
     try:
         return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
     except Exception as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file

@@ -53,14 +53,9 @@ class ShippedModel:
             return str(json.load(handle)["base_model_name_or_path"])
 
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-SHIPPED_MODELS: dict[str, ShippedModel] = {
-    "slice-minilm": ShippedModel(
-        "slice-minilm",
-        os.path.join(_HERE, "slice_minilm"),
-        "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)",
-    ),
+_SLICE_MINILM = "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)"
+SHIPPED_MODELS = {
+    "slice-minilm": ShippedModel("slice-minilm", os.path.join(os.path.dirname(__file__), "slice_minilm"), _SLICE_MINILM)
 }
 
 
