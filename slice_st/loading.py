@@ -320,8 +320,9 @@ def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        for module in ("onnxruntime", "onnx", "onnxscript"):
-            require(module, "onnx", "Exporting to ONNX")
+        require("onnxruntime", "onnx", "Exporting to ONNX")
+        require("onnx", "onnx", "Exporting to ONNX")
+        require("onnxscript", "onnx", "Exporting to ONNX")
     if backend == "onnx":
         require("onnxruntime", "onnx", "The ONNX backend")
     elif backend == "openvino":
