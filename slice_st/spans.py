@@ -473,22 +473,14 @@ def top_spans_flat(
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
 
-    The corpus is ``N`` units (words or tokens) of many documents (or windows of them) laid end to
-    end: ``unit_vectors`` ``(N, d)`` holds the sum of each unit's token vectors (computed in float32;
-    float16 storage is upcast one block at a time) and ``span_norms`` ``(N, K)`` the norm of the sum
-    of the span of ``norm_min_span + j`` units starting at each unit (``nan`` where that span does
-    not exist: it would cross a document/segment boundary, as :func:`span_sum_norms` marks them). A
-    span's cosine is ``q · (P_end - P_start) / norm`` with ``P`` prefix sums of the dot products
-    ``unit_vectors @ q``: per block of units, one matmul, a float64 cumulative sum (restarted every
-    block: the precision guard for long corpora), then per span length one subtraction and product
-    and a running top-``k`` merged with :func:`torch.topk` (once it is full, only spans beating each
-    query's ``k``-th score are kept). The loops run over blocks and span lengths, never over spans.
-    The final ``k`` scores are recomputed in float64 from the unit vectors (:func:`flat_span_scores`)
-    and ranked by them (exact ties: the earlier span first).
-
-    ``floor`` ``(Q,)`` lets the scan leave out spans scoring at or below each query's floor (e.g. the
-    ``k``-th best score of another shard already searched): fewer than ``k`` may then be returned.
-    Memory-mapped numpy arrays can be passed through ``torch.from_numpy`` (no copy).
+    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each
+    unit's token-vector sum and ``span_norms`` ``(N, K)`` the norm of the sum of the span of
+    ``norm_min_span + j`` units starting at each unit (``nan``: no such span, e.g. it would cross a
+    document). Per block of units: one matmul, a float64 prefix sum of the dot products (restarted
+    every block, the precision guard), then per span length one subtraction and product into a
+    running top-``k``; loops run over blocks and lengths, never spans. The final ``k`` scores are
+    recomputed in float64 from the unit vectors (exact ties: the earlier span first). ``floor``
+    ``(Q,)`` lets the scan leave out spans scoring at or below it (fewer than ``k`` may come back).
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -542,11 +534,8 @@ def top_spans_from_dots(
     norm_min_span: int = 1,
     block: int | None = None,
 ) -> FlatTopSpans:
-    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors.
-
-    For callers that compute the dot products themselves (e.g. only over some runs of units, such as
-    the candidates of an approximate stage, with ``nan`` norms marking spans to leave out). The
-    scores are the float64 prefix-sum scores (no recomputation from the vectors).
+    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
+    (float64 prefix-sum scores, not recomputed).
 
     >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
@@ -554,9 +543,7 @@ def top_spans_from_dots(
     >>> found.scores.round(decimals=4).tolist(), found.starts.tolist(), found.lengths.tolist()
     ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
     """
-    if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
-    first_column = _check_flat(span_norms, dots.shape[1], top_k, min_span, max_span, norm_min_span)
+    first_column = _check_flat(span_norms, _dots_width(dots), top_k, min_span, max_span, norm_min_span)
     block = _block_size(block, max_span - min_span + 1, dots.shape[0])
     with torch.inference_mode():
         best_scores, best_ids = _scan_top_k(
@@ -620,24 +607,16 @@ def flat_span_scores(
 def unit_peak_scores(
     dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
 ) -> Tensor:
-    """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a
-    query peaks.
-
-    ``dots`` ``(Q, N)`` are the dot products of unit-norm queries with the unit sums of a flat run of
-    ``N`` units, and ``span_norms`` ``(N, K)`` the stored span-sum norms (``nan`` where a span does not
-    exist), as :func:`top_spans_flat` takes them. A span's cosine is a float64 prefix-sum difference
-    over its norm; each unit then takes the maximum over the spans covering it, a sliding-window
-    maximum per span length (the loop runs over span lengths, never over spans). Units that no
-    existing span covers get ``-inf``. Returns ``(Q, N)`` float64.
+    """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
+    float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
+    per span length.
 
     >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
     >>> unit_peak_scores(dots, norms, 1, 2).round(decimals=4).tolist()
     [[0.7071, 1.0, 0.8944]]
     """
-    if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
-    first_column = _check_flat(span_norms, dots.shape[1], 1, min_span, max_span, norm_min_span)
+    first_column = _check_flat(span_norms, _dots_width(dots), 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -655,7 +634,7 @@ def unit_peak_scores(
 
 
 def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:
-    """Validate the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
+    """The one check of the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
@@ -674,6 +653,13 @@ def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_s
     if not span_norms.is_floating_point():
         raise ValueError("span_norms must be floating point.")
     return first_column
+
+
+def _dots_width(dots: Tensor) -> int:
+    """``N`` of checked ``(Q, N)`` dot products."""
+    if dots.dim() != 2 or not dots.is_floating_point():
+        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+    return dots.shape[1]
 
 
 def _block_size(block: int | None, widths: int, num_queries: int) -> int:
