@@ -43,7 +43,15 @@ from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
-from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, pool_spans, pool_units, span_cosines
+from slice_st.spans import (
+    SIMILARITIES,
+    BestSpans,
+    best_span_scores,
+    greedy_disjoint,
+    pool_spans,
+    pool_units,
+    span_cosines,
+)
 from slice_st.tokens import (
     SPAN_PROCESSING_KWARGS,
     WINDOW_CONTEXT,
@@ -1220,10 +1228,8 @@ def _merge_top_k(
     new: dict[str, np.ndarray],
     overlap: bool = True,
 ) -> None:
-    """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few).
-
-    Without ``overlap``, a candidate overlapping a better one of the text (another window's) is dropped.
-    """
+    """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping a
+    better one of the text (another window's) is dropped."""
     current = scores[:, text]
     if not np.isfinite(current).any():
         scores[:, text] = new_scores
@@ -1232,35 +1238,17 @@ def _merge_top_k(
         return
     top_k = current.shape[1]
     merged = np.concatenate([current, new_scores], axis=1)
-    if not overlap and top_k > 1:
-        starts = np.concatenate([arrays["unit_starts"][:, text], new["unit_starts"]], axis=1)
-        ends = np.concatenate([arrays["unit_ends"][:, text], new["unit_ends"]], axis=1)
-        merged = _drop_overlapping(merged, starts, ends)
-    order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
-    scores[:, text] = np.take_along_axis(merged, order, axis=1)
+    if overlap or top_k == 1:
+        order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
+        missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))
+    else:
+        bounds = (np.concatenate([arrays[name][:, text], new[name]], axis=1) for name in ("unit_starts", "unit_ends"))
+        order = greedy_disjoint(torch.from_numpy(merged), *map(torch.from_numpy, bounds), top_k).numpy()
+        missing, order = order < 0, order.clip(min=0)
+    scores[:, text] = np.where(missing, -np.inf, np.take_along_axis(merged, order, axis=1))
     for name, values in new.items():
-        arrays[name][:, text] = np.take_along_axis(
-            np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1
-        )
-
-
-def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``scores`` ``(Q, n)`` with ``-inf`` for each candidate overlapping a better one (greedy, best first).
-
-    Only used when a text's windows are merged: a few candidates per query, so a loop over them.
-    """
-    scores = scores.copy()
-    for query in range(scores.shape[0]):
-        kept: list[tuple[int, int]] = []
-        for column in np.argsort(-scores[query], kind="stable"):
-            if not np.isfinite(scores[query, column]):
-                break
-            start, end = int(starts[query, column]), int(ends[query, column])
-            if any(start < b and a < end for a, b in kept):
-                scores[query, column] = -np.inf
-            else:
-                kept.append((start, end))
-    return scores
+        kept = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
+        arrays[name][:, text] = np.where(missing, -np.inf if name == "similarities" else -1, kept)
 
 
 def best_spans_paired(

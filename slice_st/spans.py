@@ -27,13 +27,7 @@ SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def check_span_bounds(min_span: int, max_span: int) -> None:
-    """Raise a clear ``ValueError`` for impossible span bounds.
-
-    >>> check_span_bounds(3, 2)
-    Traceback (most recent call last):
-    ...
-    ValueError: min_span (3) must be <= max_span (2).
-    """
+    """Raise a clear ``ValueError`` for impossible span bounds."""
     for name, value in (("min_span", min_span), ("max_span", max_span)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer, got {value!r}.")
@@ -46,12 +40,7 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
 def span_grid(
     num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None
 ) -> tuple[Tensor, Tensor]:
-    """All spans over ``num_units`` units, start-major, as ``(starts, ends)``.
-
-    >>> starts, ends = span_grid(3, 1, 2)
-    >>> list(zip(starts.tolist(), ends.tolist()))
-    [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
-    """
+    """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
     starts = torch.arange(max(num_units, 0), device=device)
@@ -62,11 +51,7 @@ def span_grid(
 
 
 def prefix_sums(token_embeddings: Tensor) -> Tensor:
-    """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row (keep ``T`` a model window).
-
-    >>> prefix_sums(torch.ones(1, 3, 2))[0, :, 0].tolist()
-    [0.0, 1.0, 2.0, 3.0]
-    """
+    """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row (keep ``T`` a model window)."""
     x = token_embeddings.float()
     zeros = x.new_zeros(x.shape[0], 1, x.shape[2])
     return torch.cat([zeros, x.cumsum(dim=1)], dim=1)
@@ -134,12 +119,7 @@ def pool_spans(
 
 
 def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
-    """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector.
-
-    >>> total, count = pool_units(torch.ones(1, 4, 2), torch.tensor([[1, 2, 3]]), torch.tensor([0]), torch.tensor([2]))
-    >>> total.tolist(), count.tolist()
-    ([[2.0, 2.0]], [2])
-    """
+    """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector."""
     sums = prefix_sums(token_embeddings)
     token_lo = boundaries.gather(1, lo[:, None].long())
     token_hi = boundaries.gather(1, hi[:, None].long())
@@ -148,12 +128,7 @@ def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Ten
 
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
-    """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``.
-
-    >>> sums, counts = unit_sums(torch.ones(1, 4, 2), torch.tensor([[1, 2, 4]]))
-    >>> sums.tolist(), counts.tolist()
-    ([[[1.0, 1.0], [2.0, 2.0]]], [[1, 2]])
-    """
+    """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
     sums = prefix_sums(token_embeddings)
     return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
 
@@ -170,10 +145,6 @@ def span_sum_norms(
 
     ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; ``nan`` where it does
     not exist (past the text, or a start outside ``owned``).
-
-    >>> emb = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
-    >>> span_sum_norms(emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2).tolist()
-    [[[3.0, 5.0], [4.0, nan]]]
     """
     check_span_bounds(min_span, max_span)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
@@ -329,27 +300,39 @@ def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor
 
 
 def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int) -> tuple[Tensor, ...]:
-    """Greedy disjoint top-k over a ``(B, U, L, Q)`` score grid, a loop over the ``k`` picks: ``(B, k, Q)`` scores,
-    similarities, starts and ends."""
+    """:func:`greedy_disjoint` over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends."""
     batch, width, widths, num_queries = scores.shape
-    device = scores.device
-    remaining = scores.permute(0, 3, 1, 2).reshape(batch * num_queries, width, widths).clone()
-    plain = similarities.permute(0, 3, 1, 2).reshape(batch * num_queries, -1)
-    unit_starts = torch.arange(width, device=device)[:, None]
-    unit_ends = unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]
-    out = _no_spans((batch * num_queries, top_k), device)
-    for step in range(top_k):
-        values, flat = remaining.view(batch * num_queries, -1).max(dim=1)
-        take = torch.isfinite(values)
-        if not bool(take.any()):
-            break
-        start, end = flat // widths, flat // widths + flat % widths + min_span
-        picked = (values, plain.gather(1, flat[:, None])[:, 0], start, end)
-        for column, value, missing in zip(out, picked, (float("-inf"), float("-inf"), -1, -1)):
-            column[:, step] = torch.where(take, value, missing)
-        hit = (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
-        remaining.masked_fill_(hit, float("-inf"))
+    rows, device = batch * num_queries, scores.device
+    flat = scores.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    plain = similarities.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    starts = torch.arange(width, device=device).repeat_interleave(widths)
+    ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
+    starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
+    picks = greedy_disjoint(flat, starts, ends, top_k)
+    missing, index = picks < 0, picks.clamp(min=0)
+    out = [values.gather(1, index).masked_fill(missing, float("-inf")) for values in (flat, plain)]
+    out += [values.gather(1, index).masked_fill(missing, -1) for values in (starts, ends)]
     return tuple(values.view(batch, num_queries, top_k).transpose(1, 2) for values in out)
+
+
+def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) -> Tensor:
+    """Positions ``(..., k)`` along the last dim of the ``top_k`` best candidates that overlap no better one (greedy,
+    best first, exact ties: the earlier one; ``-1`` past the last). The loop runs over the ``k`` picks.
+
+    >>> greedy_disjoint(torch.tensor([[0.9, 0.8, 0.5]]), torch.tensor([[0, 1, 3]]), torch.tensor([[2, 3, 4]]), 3)
+    tensor([[ 0,  2, -1]])
+    """
+    alive = torch.isfinite(scores)
+    chosen = torch.full((*scores.shape[:-1], top_k), -1, dtype=torch.long, device=scores.device)
+    for step in range(min(top_k, scores.shape[-1])):
+        best, pick = scores.masked_fill(~alive, float("-inf")).max(dim=-1)
+        found = torch.isfinite(best)
+        if not bool(found.any()):
+            break
+        chosen[..., step] = torch.where(found, pick, -1)
+        first, end = starts.gather(-1, pick[..., None]), ends.gather(-1, pick[..., None])
+        alive &= ~((starts < end) & (ends > first) & found[..., None])
+    return chosen
 
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
@@ -609,13 +592,7 @@ def unit_peak_scores(
 ) -> Tensor:
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
-    per span length.
-
-    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
-    >>> unit_peak_scores(dots, norms, 1, 2).round(decimals=4).tolist()
-    [[0.7071, 1.0, 0.8944]]
-    """
+    per span length."""
     first_column = _check_flat(span_norms, _dots_width(dots), 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():

@@ -26,11 +26,7 @@ SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_speci
 
 
 def check_unit(unit: str) -> str:
-    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``.
-
-    >>> check_unit("word")
-    'word'
-    """
+    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}.")
     return unit
