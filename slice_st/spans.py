@@ -702,10 +702,9 @@ def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) 
 
 
 def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
-    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0`` where the span does not exist).
+    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span).
 
-    The transposing copy goes a few thousand rows at a time: one strided copy of the whole block
-    is several times slower (cache misses), as slow as the block's matmul.
+    Copied a few thousand rows at a time: one strided copy of the whole block is as slow as its matmul.
     """
     for first in range(0, norms.shape[0], rows_per_copy):
         out[:, first : first + rows_per_copy].copy_(norms[first : first + rows_per_copy].T)
@@ -736,10 +735,9 @@ def _block_survivors(
 ):
     """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
 
-    One pass per span length keeps, per (query, start unit), the best score over lengths; spans
-    that do not exist score ``±0`` in this pass (their inverse norm is 0), so where the threshold is
-    negative they only cost time. The few start units whose best beats the threshold have their
-    spans of every length scored again with the stored norms (NaN never passes) and filtered.
+    One pass per span length keeps each (query, start unit)'s best score (spans that do not exist score ``±0``:
+    inverse norm 0); the few start units beating the threshold are scored again per length with the stored norms
+    (NaN never passes) and filtered.
     """
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
