@@ -31,17 +31,19 @@ def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]
     }
 
 
-def concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Concatenate encoded pieces (document numbers already global), shifting their segment unit offsets."""
-    if len(parts) == 1:
-        return parts[0]
-    bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
+    unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+    doc_bases = [0] * len(parts) if doc_bases is None else doc_bases
     out = {
-        name: np.concatenate([p[name] for p in parts])
-        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")
+        name: np.concatenate([np.asarray(p[name]) for p in parts])
+        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
     }
     out["segment_units"] = np.concatenate(
-        [[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]
+        [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
+    ).astype(np.int64)
+    out["segment_docs"] = np.concatenate(
+        [np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]
     ).astype(np.int64)
     return out
 
