@@ -103,11 +103,8 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
 
 
 class PooledEncoder:
-    """The model as ``encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool.
-
-    Only public API: ``model.encode(..., pool=pool)`` passes ``output_value=None`` and
-    ``processing_kwargs`` on to the workers, which return the same per-window outputs.
-    """
+    """The model as ``encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool (public API:
+    ``model.encode(..., pool=pool)`` passes ``output_value=None`` and ``processing_kwargs`` on to the workers)."""
 
     def __init__(self, model: SentenceTransformer, pool: dict[str, Any]) -> None:
         self._model, self._pool = model, pool
@@ -124,11 +121,8 @@ class PooledEncoder:
 
 @contextmanager
 def encoder_for(model: SentenceTransformer, targets: list[str] | None, pool: dict[str, Any] | None):
-    """Yield what encodes the windows: the model itself, or the model through a (started or given) pool.
-
-    A pool started here is stopped on exit and the model moved back to its device
-    (``start_multi_process_pool`` moves it to the CPU). CPU workers get ``cores / workers`` threads each.
-    """
+    """Yield what encodes the windows: the model, or the model through a given pool or one started here (stopped on
+    exit, the model moved back to its device; CPU workers get ``cores / workers`` threads each)."""
     if targets is None and pool is None:
         yield model
         return
