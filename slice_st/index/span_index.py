@@ -351,29 +351,21 @@ class SpanIndex:
                 norms = norms.cpu().numpy()
                 chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
                 for row, window in enumerate(rows.windows):
-                    count = int(rows.num_units[row])
-                    segments.append(
-                        (
-                            window.text_index,
-                            window.char_start,
-                            sums[row, :count],
-                            chars[row, :count] + window.char_start,
-                            norms[row, :count],
-                            window.first_unit(config.unit),
-                            window.own_char_lo,
-                        )
-                    )
-        segments.sort(key=lambda segment: (segment[0], segment[1], segment[6]))  # text, then owned range
+                    own = slice(0, int(rows.num_units[row]))
+                    key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
+                    first = window.first_unit(config.unit)
+                    segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
+        segments.sort(key=lambda segment: segment[0])
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
             return empty_arrays(dim, width, np.dtype(self.dtype))
         return {
-            "unit_vectors": np.concatenate([s[2] for s in segments]).reshape(-1, dim),
-            "unit_chars": char_offsets(np.concatenate([s[3] for s in segments]).reshape(-1, 2)),
-            "span_norms": np.concatenate([s[4] for s in segments]).reshape(-1, width).astype(np.float32),
-            "segment_units": np.concatenate([[0], np.cumsum([len(s[2]) for s in segments])]).astype(np.int64),
-            "segment_docs": np.array([s[0] for s in segments], dtype=np.int64),
-            "segment_first_unit": np.array([s[5] for s in segments], dtype=np.int64),
+            "unit_vectors": np.concatenate([s[1] for s in segments]).reshape(-1, dim),
+            "unit_chars": char_offsets(np.concatenate([s[2] for s in segments]).reshape(-1, 2)),
+            "span_norms": np.concatenate([s[3] for s in segments]).reshape(-1, width).astype(np.float32),
+            "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
+            "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
+            "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
         }
 
     def remove(self, ids: Iterable[str]) -> int:
@@ -748,12 +740,7 @@ class SpanIndex:
             "model_file": self.model_runtime.get("model_file"),
             "calibration": None
             if calibration is None
-            else {
-                "pair_score": calibration.pair_score,
-                "source": calibration.source,
-                "pairs": calibration.pairs,
-                "spearman": calibration.spearman,
-            },
+            else {key: getattr(calibration, key) for key in ("pair_score", "source", "pairs", "spearman")},
             "candidates": None if self._candidates is None else self._candidates.info(),
         }
 

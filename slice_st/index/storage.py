@@ -72,19 +72,7 @@ _held = threading.local()
 
 # ---------------------------------------------------------------------------------------------- writer lock
 def check_index_target(path: str | os.PathLike) -> str:
-    """Check, before any work, that an index can be written at ``path`` (creating nothing); returns the path.
-
-    ``path`` must be a writable folder, or not exist under a writable folder.
-
-    Args:
-        path: The index folder to write.
-
-    Returns:
-        The path, checked.
-
-    Raises:
-        FileAccessError: A file, or no write permission.
-    """
+    """``path``, checked before any work to be a writable folder or creatable in one (else FileAccessError)."""
     path = os.fspath(path)
     if os.path.exists(path):
         if not os.path.isdir(path):
@@ -106,12 +94,8 @@ def _holder(lock_path: str) -> str:
 
 @contextmanager
 def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Callable[[str], None] | None = None):
-    """Hold ``path/.lock``, the index folder's writer lock (the folder is created if needed; re-entrant in a thread).
-
-    ``timeout``: 0 fails at once if another process holds it, ``None`` waits (``on_wait(holder)`` is called once
-    before waiting), a number waits that many seconds; then :class:`IndexBusyError`. A folder that cannot be written
-    gives :class:`FileAccessError` before anything is written.
-    """
+    """Hold ``path/.lock``, the writer lock (re-entrant in a thread; the folder created if needed); ``timeout``: 0
+    fails at once, ``None`` waits (``on_wait(holder)`` first), seconds; then IndexBusyError."""
     from filelock import FileLock, Timeout
 
     path = os.fspath(path)
@@ -220,12 +204,9 @@ def fsync_directory(path: str) -> None:
 def commit_data(
     path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
 ) -> str:
-    """Save one index version: a new data folder filled by ``write(folder)`` (which returns the arrays' samples), then
-    the manifest naming it, written atomically (the commit point); returns the data folder's name.
-
-    On any failure the new folder is removed and the previous version stays (an ``OSError`` becomes a
-    :class:`FileAccessError`). After the commit the data folders this index wrote (and ``replaced``) are removed.
-    """
+    """Save one version: a new data folder filled by ``write(folder)`` (returning the arrays' samples), then the
+    manifest naming it, replaced atomically (the commit point), then the older data folders removed; returns the new
+    folder's name. On a failure the new folder is removed and the previous version stays."""
     data_dir = None
     try:
         data_dir = new_data_directory(path, generation)
@@ -359,8 +340,8 @@ def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder
 
 
 class DataFolder:
-    """A data folder named by a manifest, opened once without following a link; its files read by name, each checked
-    against the manifest (type and size; SHA-256 of the small files, of every file with ``verify``)."""
+    """A manifest's data folder, opened once without following a link; its files read by name, checked against the
+    manifest (type and size; SHA-256 of the small files, of every file with ``verify``)."""
 
     def __init__(self, data_dir: str, files: dict[str, Any], folder: int | None) -> None:
         self.data_dir, self.files, self.folder = data_dir, files, folder
@@ -422,19 +403,8 @@ def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, 
 
 
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
-    """The manifest of the index at ``path``, checked: a JSON object with every field a load needs.
-
-    Args:
-        path: The index folder.
-        must_exist: Raise when there is no manifest (else return ``None``).
-
-    Returns:
-        The manifest as a dict, or ``None``.
-
-    Raises:
-        FileNotFoundError: No folder at ``path``.
-        SpanInputError: No manifest, or what is wrong with it.
-    """
+    """The manifest of the index at ``path``, checked to hold every field a load needs (else SpanInputError); without
+    one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else SpanInputError)."""
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.islink(manifest_path):
         raise SpanInputError(
@@ -547,17 +517,8 @@ def refuse_linked_shards(path: str, names: Sequence[str], what: str) -> None:
 
 
 def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Index folders named by ``paths``: each is an index, a sharded build's folder, or a folder of indexes.
-
-    In a folder of indexes every (non-hidden) sub-folder must be an index (a crashed shard is an error, never
-    skipped) and none a symbolic link; a sharded build (:data:`SHARD_LIST`) stands for its shards once complete.
-
-    Example:
-        >>> shard_directories([])
-        Traceback (most recent call last):
-        ...
-        slice_st.errors.SpanInputError: No index directories given.
-    """
+    """Index folders named by ``paths``: each an index, a complete sharded build's folder (its shards), or a folder
+    of indexes (every non-hidden sub-folder, each an index and none a link: a crashed shard is never skipped)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     directories: list[str] = []
