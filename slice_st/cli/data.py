@@ -52,14 +52,8 @@ def _make_passages_command(args) -> int:
     if args.min_words > args.max_words:
         raise UsageError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
     started = time.perf_counter()
-    passages = load_passages(
-        args.sources,
-        exclude_paths=args.exclude,
-        min_words=args.min_words,
-        max_words=args.max_words,
-        seed=args.seed,
-        limit=args.limit,
-    )
+    words = {"min_words": args.min_words, "max_words": args.max_words}
+    passages = load_passages(args.sources, exclude_paths=args.exclude, seed=args.seed, limit=args.limit, **words)
     if len(passages) == 0:
         raise UsageError(
             f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "

@@ -26,12 +26,10 @@ def _norm(sentence: str) -> str:
 
 
 def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
-    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings.
+    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings, blank ones skipped.
 
-    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row, default
-    the last), anything else plain text with one text per line. Blank texts are skipped.
-    ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``). Missing files and
-    malformed rows raise errors naming the file and line.
+    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
+    per line. ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``).
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -195,11 +193,7 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
 
 
 def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
-    """Every sentence of evaluation files, to keep out of training text.
-
-    Reads STS-B-Context TSVs (origin phrases, paraphrases, and each passage split into sentences) and
-    STS-B TSVs (both sentences); the format is told by the STS-B-Context header.
-    """
+    """Every sentence of evaluation files (STS-B-Context or STS-B TSVs), to keep out of training text."""
     sentences: set[str] = set()
     for path in paths:
         path = os.fspath(path)

@@ -28,14 +28,13 @@ SETUPS = ("full", "single")
 
 @dataclass
 class SetupResult:
-    """Predicted scores of one system in one setup: ``scores`` ``(N,)`` and, for span setups, the
-    best span of each passage as character offsets ``spans[i] = (start, end)`` (``None`` for none).
+    """Predicted scores of one system in one setup.
 
     Args:
         scores: ``(N,)`` predicted scores.
-        spans: Best span per passage as ``(start, end)`` characters (span setups).
+        spans: Best span per passage as ``(start, end)`` characters (span setups; ``None`` for none).
         seconds: Wall time of the setup.
-        extra: Anything else the setup reports (e.g. ``ngrams``).
+        extra: Anything else the setup reports.
     """
 
     scores: np.ndarray
@@ -45,6 +44,7 @@ class SetupResult:
 
 
 def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The pairs as lists, checked: as many phrases as passages, none empty."""
     phrases, passages = list(phrases), list(passages)
     if len(phrases) != len(passages):
         raise ValueError(f"phrases and passages must pair up: got {len(phrases)} phrases and {len(passages)} passages.")
@@ -70,16 +70,6 @@ def score_full(
 ) -> SetupResult:
     """Full-context setup: cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
-    Args:
-        model: A ``SentenceTransformer``.
-        phrases: Origin phrase of each pair.
-        passages: Passage of each pair.
-        batch_size: Batch size of ``model.encode``.
-        show_progress_bar: Show a progress bar.
-
-    Returns:
-        A :class:`SetupResult` with one cosine per pair.
-
     Example:
         >>> from slice_st import load_model
         >>> result = score_full(load_model(), ["a dog"], ["A puppy slept on the porch."])
@@ -93,6 +83,7 @@ def score_full(
 
 
 def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
+    """Refuse a passage without a span to score (no tokens)."""
     missing = np.flatnonzero(~np.isfinite(scores))
     if len(missing):
         raise ValueError(
@@ -112,24 +103,11 @@ def score_single(
     show_progress_bar: bool | None = None,
     scorer: str | SpanScorer | None = None,
 ) -> SetupResult:
-    """Single-pass setup (SLICE): one forward pass per passage, best mean-pooled span per pair.
+    """Single-pass setup (SLICE): one forward pass per passage, the best span per pair.
 
-    Goes through :func:`slice_st.encode.best_spans_paired` (the span core's fused scoring); ``scorer`` decides
-    the best span and gives its score (:mod:`slice_st.scoring`; default ``"phrase"``, ``"max-cosine"`` is
-    the paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
-
-    Args:
-        model: A ``SentenceTransformer``.
-        phrases: Origin phrase of each pair.
-        passages: Passage of each pair.
-        min_span: Shortest span, in units.
-        max_span: Longest span, in units.
-        unit: ``"word"`` or ``"token"``.
-        batch_size: Batch size of the forward passes.
-        show_progress_bar: Show a progress bar (``None``: for long inputs).
-
-    Returns:
-        A :class:`SetupResult` with the best cosine and span per pair.
+    The arguments are :func:`slice_st.encode.best_spans_paired`'s, which scores; ``scorer`` decides the best span
+    and gives its score (``"max-cosine"`` is the paper's protocol). ``extra["similarities"]`` lists the best spans'
+    plain cosines.
 
     Example:
         >>> from slice_st import load_model
@@ -137,16 +115,9 @@ def score_single(
         [(12, 21)]
     """
     phrases, passages = check_inputs(phrases, passages)
+    spans = {"min_span": min_span, "max_span": max_span, "unit": unit, "scorer": scorer}
     matches = best_spans_paired(
-        model,
-        phrases,
-        passages,
-        min_span=min_span,
-        max_span=max_span,
-        unit=unit,
-        batch_size=batch_size,
-        show_progress_bar=show_progress_bar,
-        scorer=scorer,
+        model, phrases, passages, batch_size=batch_size, show_progress_bar=show_progress_bar, **spans
     )
     scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
     check_all_scored(scores, passages)

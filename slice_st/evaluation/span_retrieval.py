@@ -133,23 +133,15 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         """Predicted scores (and best spans) of ``model`` in every setup."""
         import time
 
+        single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "scorer": self.scorer}
+        single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
             if setup == "full":
                 result = score_full(model, self.phrases, self.passages, batch_size=self.batch_size)
             else:
-                result = score_single(
-                    model,
-                    self.phrases,
-                    self.passages,
-                    min_span=self.min_span,
-                    max_span=self.max_span,
-                    unit=self.unit,
-                    batch_size=self.batch_size,
-                    show_progress_bar=self.show_progress_bar,
-                    scorer=self.scorer,
-                )
+                result = score_single(model, self.phrases, self.passages, **single)
             result.seconds = time.perf_counter() - start
             results[setup] = result
         return results

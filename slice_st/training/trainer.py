@@ -90,26 +90,26 @@ class SliceArguments:
     dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
     sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
+    dev_limit: int | None = _option("use the first N dev rows")
     resume: bool = _option("continue from the last complete checkpoint in the output folder", False)
     overwrite: bool = _option("train into an output folder that already has files", False)
     min_span: int = _option("shortest span, in units (training and the saved model)", 1)
     max_span: int = _option("longest span of the SLICE loss", 10)
     eval_max_span: int = _option("longest span of the evaluator and of the saved model", 20)
+    train_limit: int | None = _option("use the first N triplets")
     unit: Literal["word", "token"] = _option("span unit", "word")
     scale: float = _option("λ of SpanMaxCrossEntropyLoss", 30.0)
     in_batch_negatives: bool = _option("the other rows' passages are extra negatives (SLICE loss)", False)
+    teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
     distill_weight: float = _option("weight of the distillation loss (with both losses)", 1.0)
     distill_spans: int = _option("spans drawn per passage", 8)
     distill_max_span: int = _option("longest distilled span, in units", 12)
     distill_metric: Literal["cosine", "mse"] = _option("how span vectors are compared", "cosine")
+    distill_limit: int | None = _option("use at most N passages")
     distill_text_weight: float = _option("weight of the whole-text term", 1.0)
-    teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
     cache_teacher: bool = _option("precompute the teacher's span vectors once", False)
     passage_min_words: int = _option("shortest passage, in words", 20)
     passage_max_words: int = _option("longest passage, in words", 80)
-    train_limit: int | None = _option("use the first N triplets")
-    dev_limit: int | None = _option("use the first N dev rows")
-    distill_limit: int | None = _option("use at most N passages")
     max_seq_length: int | None = _option("the model's max_seq_length during training (default: keep)")
     lora_r: int = _option("rank of a LoRA adapter to train (0: every weight)", 0)
     lora_alpha: float | None = _option("LoRA alpha (default: 2 x lora_r)")
@@ -224,25 +224,13 @@ def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: 
     losses: dict[str, Any] = {}
     if "slice" in objectives:
         negatives = settings.in_batch_negatives
-        losses["slice"] = SpanMaxCrossEntropyLoss(
-            model,
-            settings.scale,
-            max_span=settings.max_span,
-            in_batch_negatives=negatives,
-            gather_across_devices=negatives,
-            **spans,
-        )
+        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives}
+        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, max_span=settings.max_span, **batch, **spans)
     if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+        distill = {"max_span": settings.distill_max_span, "metric": settings.distill_metric, "seed": seed}
+        weights = {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight}
         losses["distill"] = SpanDistillationLoss(
-            model,
-            settings.teacher,
-            settings.distill_spans,
-            max_span=settings.distill_max_span,
-            metric=settings.distill_metric,
-            text_weight=settings.distill_text_weight,
-            weight=settings.distill_weight,
-            seed=seed,
-            **spans,
+            model, settings.teacher, settings.distill_spans, **distill, **weights, **spans
         )
     return losses
 
@@ -383,13 +371,9 @@ def sts_evaluator(path: str, name: str = "sts-dev"):
     from slice_st.data.stsb import read_stsb
 
     sts = read_stsb(path)
-    return EmbeddingSimilarityEvaluator(
-        list(sts["sentence1"]),
-        list(sts["sentence2"]),
-        [score / 5 for score in sts["score"]],
-        name=name,
-        write_csv=False,
-    )
+    scores = [score / 5 for score in sts["score"]]
+    pairs = list(sts["sentence1"]), list(sts["sentence2"])
+    return EmbeddingSimilarityEvaluator(*pairs, scores, name=name, write_csv=False)
 
 
 def _dev_evaluator(settings: SliceArguments):
@@ -401,18 +385,9 @@ def _dev_evaluator(settings: SliceArguments):
         dev = read_stsb_context(settings.dev)
         if settings.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
-        if settings.dev_limit is not None:
-            dev = dev.select(range(min(settings.dev_limit, len(dev))))
-        evaluators.append(
-            SpanRetrievalEvaluator.from_dataset(
-                dev,
-                setups=("single",),
-                min_span=settings.min_span,
-                max_span=settings.eval_max_span,
-                unit=settings.unit,
-                name="dev",
-            )
-        )
+        spans = {"min_span": settings.min_span, "max_span": settings.eval_max_span, "unit": settings.unit}
+        dev = first_rows(dev, settings.dev_limit)
+        evaluators.append(SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans))
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
     if not evaluators:
@@ -468,9 +443,8 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
         The trained (best) model, also saved to ``output_dir/final``.
 
     Example:
-        >>> from sentence_transformers import SentenceTransformerTrainingArguments
-        >>> args = SentenceTransformerTrainingArguments("runs/distill", max_steps=100)  # doctest: +SKIP
-        >>> train(args, SliceArguments(distill_data=["offline:DATA"]))  # doctest: +SKIP
+        >>> args, settings = training_arguments(output_dir="runs/mine", distill_data=["notes.txt"])
+        >>> train(args, settings)  # doctest: +SKIP
     """
     settings = settings or SliceArguments()
     if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
