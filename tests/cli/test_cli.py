@@ -80,9 +80,7 @@ def test_library_errors_are_one_line(capsys, tmp_path):
     assert line == f"slice-st: error: input file not found: {tmp_path / 'missing.txt'}"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{broken\n')
-    assert _error_line(capsys, ["make-passages", str(bad), "-o", str(tmp_path / "out")]).startswith(
-        "slice-st: error: "
-    )
+    assert _error_line(capsys, ["make-passages", str(bad), "-o", str(tmp_path / "out")]).startswith("slice-st: error: ")
 
 
 def test_missing_extra_is_one_line(capsys, monkeypatch):
