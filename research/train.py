@@ -17,7 +17,8 @@ import sys
 
 from research._cli import handle
 
-PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets")
+#: The recipes of the results page, as argument files.
+RECIPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets")
 
 
 def _data_dir(source: str, shared_data: str | None) -> str:
@@ -85,6 +86,8 @@ def _train_command(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from slice_st.training import trainer
+
     parser = argparse.ArgumentParser(
         prog="python -m research.train",
         allow_abbrev=False,
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("-o", "--output-dir", dest="output_dir", help="the run's folder")
     parser.add_argument("--shared-data", help="the data folder of 'offline' sources given without :DIR")
-    parser.add_argument("--preset", help="a slice-st train preset")
+    parser.add_argument("--preset", choices=sorted(trainer.PRESETS), help="a slice-st train preset")
     parser.add_argument(
         "--config", metavar="FILE", help="an argument file, e.g. research/presets/cpu-minilm-slice.json"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import slice_st.training.trainer as trainer_module
-from research.train import PRESETS, main, offline_datasets
+from research.train import RECIPES, main, offline_datasets
 from slice_st.training import train, training_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def shared_data(tmp_path) -> Path:
 
 
 def test_offline_datasets_follow_the_recipe_and_keep_dev_sentences_out(shared_data):
-    values = json.loads((Path(PRESETS) / "cpu-minilm-both.json").read_text())
+    values = json.loads((Path(RECIPES) / "cpu-minilm-both.json").read_text())
     _, settings = training_arguments(output_dir="x", **{**values, "passage_min_words": 10, "passage_max_words": 30})
     parts = offline_datasets(settings, str(shared_data), seed=1)
     assert list(parts) == ["slice", "distill"] and len(parts["slice"]) and len(parts["distill"])
@@ -56,12 +56,12 @@ def test_offline_datasets_follow_the_recipe_and_keep_dev_sentences_out(shared_da
     assert not any(sentence in text for sentence in dev for text in parts["distill"]["text"])
 
 
-@pytest.mark.parametrize("name", sorted(path.name for path in Path(PRESETS).glob("*.json")))
+@pytest.mark.parametrize("name", sorted(path.name for path in Path(RECIPES).glob("*.json")))
 def test_recipes_are_slice_st_train_arguments(name, monkeypatch, tmp_path):
     runs = []
     monkeypatch.setattr(trainer_module, "train", lambda args, settings, train_dataset: runs.append(train_dataset))
     monkeypatch.setattr("research.train.offline_datasets", lambda settings, folder, seed: {"distill": folder})
-    config = str(Path(PRESETS) / name)
+    config = str(Path(RECIPES) / name)
     assert main(["--config", config, "-o", str(tmp_path / "run"), "--shared-data", "DATA", "--max-steps", "3"]) == 0
     assert runs == ["DATA"]
 
