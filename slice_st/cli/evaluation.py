@@ -17,7 +17,7 @@ def add_commands(commands) -> None:
         description="Evaluate a model with mteb.evaluate on the STSBContext task (and any other mteb task named); "
         "results land in mteb's layout, OUTPUT/results/<model>/<revision>/<task>.json.",
     )
-    run = mteb.add_subparsers(dest="mteb_command", required=True).add_parser(
+    run = mteb.add_subparsers(dest="mteb_command", required=True, metavar="COMMAND").add_parser(
         "run", help="evaluate a model on mteb tasks", description=mteb.description
     )
     run.add_argument("-t", "--tasks", nargs="+", default=["STSBContext"], metavar="TASK", help="mteb task names")

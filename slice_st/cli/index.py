@@ -38,7 +38,7 @@ def add_commands(commands) -> None:
     index = commands.add_parser(
         "index", help="build and maintain a corpus SpanIndex", description="Build and maintain a corpus SpanIndex."
     )
-    actions = index.add_subparsers(dest="index_command", required=True)
+    actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
     build = _command(actions, "build", "encode a corpus into a new index directory", _build, directory=False)
     _corpus_options(build)
@@ -117,10 +117,8 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
     if args.format != "text":
         summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3)}
         summary.update(documents_per_second=round(rate, 3), index_documents=len(index), index_units=index.num_units)
-        sys.stdout.write(
-            dumps_json({**summary, "skipped": sorted(skipped)}, indent=1 if args.format == "json" else None)
-        )
-        sys.stdout.write("\n")
+        summary["skipped"] = sorted(skipped)
+        print(dumps_json(summary, indent=1 if args.format == "json" else None))
         return
     report(
         args,
@@ -136,14 +134,10 @@ def _build(args) -> int:
     from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
 
     ray = args.ray is not None
-    ray_options = (
-        ("--workers", args.workers),
-        ("--gpus-per-worker", args.gpus_per_worker),
-        ("--shard-mb", args.shard_mb),
-    )
+    ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
     parquet = args.input_format == "parquet" or any(path.lower().endswith(".parquet") for path in args.corpus)
     refuse(
-        *((not ray and value, f"{flag} is an option of --ray.") for flag, value in ray_options),
+        *((not ray and value, f"{flag} is an option of --ray.") for flag, value in ray_options.items()),
         (not ray and parquet, "Parquet corpora are read with --ray (pip install 'slice-st[ray]')."),
         (ray and (args.devices or args.processes), "--devices/--processes are for a one-machine build; use --workers."),
         (ray and args.calibration, "--calibration is not stored by a --ray build: fit it with `index calibrate`."),
@@ -154,12 +148,8 @@ def _build(args) -> int:
     check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
     previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
     if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        fix = (
-            "use another folder, or --force to rebuild it"
-            if ray
-            else "use `slice-st index add`, or --force to replace it"
-        )
-        raise UsageError(f"{args.output} already holds an index: {fix}.")
+        fix = "another folder, or --force to rebuild it" if ray else "`slice-st index add`, or --force to replace it"
+        raise UsageError(f"{args.output} already holds an index: use {fix}.")
     if previous is not None and not args.force:
         report(args, f"resuming the build in {args.output}", sys.stderr)
     documents = None if ray else _documents(args)
@@ -225,13 +215,9 @@ def _update(directory: str, **model_options):
 
 
 def _waiting(directory: str):
-    def say(holder: str) -> None:
-        sys.stderr.write(
-            f"slice-st: {directory} is being changed by another process ({holder}); waiting for it to finish\n"
-        )
-        sys.stderr.flush()
-
-    return say
+    """``on_wait``: say on standard error that another process is changing the index, and that we wait."""
+    busy = f"slice-st: {directory} is being changed by another process"
+    return lambda holder: print(f"{busy} ({holder}); waiting for it to finish", file=sys.stderr, flush=True)
 
 
 def _add(args) -> int:
@@ -270,7 +256,7 @@ def _merge(args) -> int:
 def _info(args) -> int:
     from slice_st.index import SpanIndex
 
-    sys.stdout.write(dumps_json(SpanIndex.describe(args.directory, verify=args.verify), indent=2) + "\n")
+    print(dumps_json(SpanIndex.describe(args.directory, verify=args.verify), indent=2))
     return 0
 
 
@@ -285,10 +271,8 @@ def _calibrate(args) -> int:
     if args.save_json:
         calibration.save(args.save_json)
     fit = f"{calibration.pairs} pairs of {calibration.source} ({calibration.pair_score} cosine"
-    report(
-        args,
-        f"calibrated on {fit}, Spearman {calibration.spearman}); {len(calibration.x)} thresholds stored with {args.directory}",
-    )
+    stored = f"{len(calibration.x)} thresholds stored with {args.directory}"
+    report(args, f"calibrated on {fit}, Spearman {calibration.spearman}); {stored}")
     return 0
 
 
