@@ -46,20 +46,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import (
-    MOVES,
-    Reranker,
-    candidate_features,
-    load_reranker,
-    query_edges,
-    query_word_ids,
-    unit_words,
-)
+from slice_st._rerank import Rerank, RerankRows, rerank_context
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
-from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, pool_spans, pool_units, span_cosines
+from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
 from slice_st.tokens import (
     SPAN_PROCESSING_KWARGS,
     WINDOW_CONTEXT,
@@ -1004,7 +996,7 @@ def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, over
         prompt=resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query"),
         device=options["device"],
     )
-    rerank = _rerank_context(span_scorer, query_list)
+    rerank = rerank_context(span_scorer, query_list)
     scores, arrays = _scan(
         model,
         text_list,
@@ -1083,14 +1075,14 @@ def _scan(
     profiles: Tensor | None = None,
     overlap: bool = True,
     errors: list[tuple[int, str]] | None = None,
-    rerank: _Rerank | None = None,
+    rerank: Rerank | None = None,
 ):
     """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
 
     ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
     with ``profiles`` (:func:`_profiles`; ``None``: the plain similarity) decides the best spans;
-    ``arrays["similarities"]`` holds their plain similarities. ``rerank`` (:func:`_rerank_context`): the scorer's
-    top candidates are re-ranked by the shipped re-ranker.
+    ``arrays["similarities"]`` holds their plain similarities. ``rerank``
+    (:func:`slice_st._rerank.rerank_context`): the scorer's top candidates are re-ranked by the shipped re-ranker.
     """
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
@@ -1134,19 +1126,12 @@ def _scan(
                 similarity=similarity,
                 costs=costs,
             )
-            found = fused(
-                top_k if rerank is None else max(top_k, rerank.reranker.candidates),
-                overlap=overlap or rerank is not None,
-            )
-            if rerank is not None and costs is not None:
+            if rerank is None or costs is None:
+                found = fused(top_k, overlap=overlap)
+            else:
                 pairs = index.cpu().numpy()[:, None] if paired else np.arange(len(query_vectors))[None, :]
-                logits = _reranked(
-                    found, rows, units, flags, embeddings, queries, costs, row_profiles, rerank, pairs, span_config
-                )
-                places = None
-                if top_k > 1 and not overlap:  # the scorer's own disjoint places fill what the candidates leave
-                    places = fused(top_k, overlap=False)
-                found = _pick(found, logits, top_k, overlap, places)
+                window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
+                found = rerank.best(fused, top_k, overlap, window, queries, costs, row_profiles, pairs, span_config)
             _collect(found, rows, span_config.unit, scores, arrays, overlap)
     return scores, arrays
 
@@ -1176,108 +1161,6 @@ def _unit_flags_of(units: list[tuple[list[str], bool, bool]], width: int | None 
 def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
     """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
     return _unit_flags_of(_row_units(rows, texts), rows.char_starts.shape[1])
-
-
-@dataclass
-class _Rerank:
-    """What re-ranking needs of the queries: the shipped model, each query's word ids and first / last word."""
-
-    reranker: Reranker
-    word_ids: np.ndarray
-    edges: np.ndarray
-
-
-def _rerank_context(scorer: SpanScorer, queries: list[str]) -> _Rerank | None:
-    """The re-ranking context of ``scorer`` (``None`` when it does not re-rank)."""
-    if scorer.rerank is None:
-        return None
-    try:
-        reranker = load_reranker(scorer.rerank)
-    except ValueError as error:
-        raise SpanInputError(str(error)) from None
-    return _Rerank(reranker, query_word_ids(queries), query_edges(queries))
-
-
-def _reranked(found, rows: _Rows, units, flags, embeddings, queries, costs, profiles, rerank: _Rerank, pairs, config):
-    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf`` where there is none).
-
-    ``pairs`` ``(B, Q)``: the query index of each (row, query) cell (its own text's query when paired).
-    """
-    starts, ends = found.starts, found.ends
-    batch, num_queries, k = starts.shape
-    width = rows.boundaries.shape[1] - 1
-    num_units = rows.num_units.to(starts.device)[:, None, None]
-    vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
-    vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
-    moved_cosines, moved_scores = [], []
-    for _, shift_start, shift_end in MOVES:
-        first, end = starts + shift_start, ends + shift_end
-        ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
-        ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
-        first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-        cosines = span_cosines(vectors, embeddings, rows.boundaries, first.flatten(1), end.flatten(1)).view_as(first)
-        scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
-        nan = torch.full_like(cosines, float("nan"))
-        moved_cosines.append(torch.where(ok, cosines, nan))
-        moved_scores.append(torch.where(ok, scores, nan))
-    cells = (batch * num_queries, k)
-    rows_of = np.repeat(np.arange(batch), num_queries)
-    query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
-    profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
-    strings = [strings for strings, _, _ in units]
-    values = candidate_features(
-        found.similarities.float().cpu().numpy().reshape(cells),
-        found.scores.float().cpu().numpy().reshape(cells),
-        torch.stack(moved_cosines).float().cpu().numpy().reshape(4, *cells),
-        torch.stack(moved_scores).float().cpu().numpy().reshape(4, *cells),
-        starts.cpu().numpy().reshape(cells),
-        ends.cpu().numpy().reshape(cells),
-        rows.num_units.cpu().numpy()[rows_of],
-        flags.cpu().numpy()[rows_of],
-        profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
-        unit_words(strings, flags.shape[1]),
-        rows_of,
-        rerank.word_ids[query_of],
-        rerank.edges[query_of],
-    )
-    query_units = profile.cpu().numpy().reshape(batch * num_queries, -1)[:, 0]
-    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
-    missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
-    return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
-
-
-def _pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
-    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
-
-    ``places``: the scorer's own disjoint top-k; once the candidates are used up (they often crowd one place), the
-    places not overlapping a kept span follow, in the scorer's order.
-    """
-    key = torch.as_tensor(logits) + 1e6  # every candidate before any place
-    if places is not None:
-        rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)
-        key = torch.cat([key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2)
-        found = BestSpans(*(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values())))
-    starts, ends = found.starts.cpu(), found.ends.cpu()
-    alive = torch.isfinite(key)
-    chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
-    for step in range(min(top_k, key.shape[2])):
-        best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
-        ok = torch.isfinite(best)
-        chosen[..., step] = torch.where(ok, pick, -1)
-        if overlap:
-            alive.scatter_(2, pick[..., None], False)
-            continue
-        first, end = starts.gather(2, pick[..., None]), ends.gather(2, pick[..., None])
-        alive &= ~((starts < end) & (ends > first) & ok[..., None])
-    missing = (chosen < 0).to(found.scores.device)
-    index = chosen.clamp(min=0).to(found.scores.device)
-    take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731
-    return BestSpans(
-        take(found.scores, float("-inf")),
-        take(found.starts, -1),
-        take(found.ends, -1),
-        take(found.similarities, float("-inf")),
-    )
 
 
 def _collect(
