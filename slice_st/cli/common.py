@@ -20,8 +20,8 @@ from slice_st.text import SPLITS, check_creatable, csv_safe, read_file, split_li
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
-#: Control characters (C0 but tab and newline, DEL, C1): untrusted text printed as is could drive the terminal.
-_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+#: Control characters (C0 but tab, DEL, C1) and how they are shown.
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
 #: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
 _PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
 _LOGGERS = ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st")
@@ -41,13 +41,13 @@ def suggestion(word: str, known) -> str:
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def terminal_safe(text: str, keep_newlines: bool = False) -> str:
-    """``text`` with every control character but tab (and, with ``keep_newlines``, newline) shown as ``\\xNN``.
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but tab shown as ``\\xNN`` (untrusted text cannot drive the terminal).
 
     >>> print(terminal_safe("id\\x1b]0;title\\x07"))
     id\\x1b]0;title\\x07
     """
-    return text.translate(_CONTROL if keep_newlines else _CONTROL | {0x0A: "\\x0a"})
+    return text.translate(_CONTROL)
 
 
 def refuse(*rules) -> None:
@@ -126,6 +126,13 @@ QUERY = (
     *("--color", "--approximate", "--model", "--min-span", "--max-span", "--unit", "--batch-size", "--device"),
     *("--ray", "--workers"),
 )
+
+
+def add_command(commands, name: str, help: str, handler=None, description: str | None = None, **defaults):
+    """The (sub-)command ``name``: ``help`` is its line in the list (and its description unless one is given)."""
+    parser = commands.add_parser(name, help=help, description=description or f"{help[0].upper()}{help[1:]}.")
+    parser.set_defaults(**defaults, **({"handler": handler} if handler else {}))
+    return parser
 
 
 def add_options(parser, *names: str, **defaults) -> None:

@@ -7,19 +7,14 @@ from __future__ import annotations
 
 import sys
 
-from slice_st.cli.common import UsageError, add_options, at_least, dumps_json, pick, report
+from slice_st.cli.common import UsageError, add_command, add_options, at_least, dumps_json, pick, report
 
 
 def add_commands(commands) -> None:
-    mteb = commands.add_parser(
-        "mteb",
-        help="run mteb tasks (STSBContext included) through mteb's public evaluate()",
-        description="Evaluate a model with mteb.evaluate on the STSBContext task (and any other mteb task named); "
-        "results land in mteb's layout, OUTPUT/results/<model>/<revision>/<task>.json.",
-    )
-    run = mteb.add_subparsers(dest="mteb_command", required=True, metavar="COMMAND").add_parser(
-        "run", help="evaluate a model on mteb tasks", description=mteb.description
-    )
+    about = "Evaluate a model with mteb.evaluate; results in OUTPUT/results/<model>/<revision>/<task>.json."
+    mteb = add_command(commands, "mteb", "run mteb tasks (STSBContext included) through mteb's evaluate()")
+    actions = mteb.add_subparsers(dest="mteb_command", required=True, metavar="COMMAND")
+    run = add_command(actions, "run", "evaluate a model on mteb tasks (STSBContext and any other)", _run, about)
     run.add_argument("-t", "--tasks", nargs="+", default=["STSBContext"], metavar="TASK", help="mteb task names")
     add_options(run, "--model", "--batch-size", "--device", "--min-span", "--max-span", model="default")
     run.set_defaults(min_span=1, max_span=20)
@@ -31,7 +26,6 @@ def add_commands(commands) -> None:
     run.add_argument("--output-folder", default="results", help="mteb's result cache folder (default: results)")
     strategies = ("always", "never", "only-missing", "only-cache")
     run.add_argument("--overwrite-strategy", choices=strategies, default="only-missing")
-    run.set_defaults(handler=_run)
 
 
 def _run(args) -> int:

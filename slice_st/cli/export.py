@@ -10,20 +10,17 @@ from __future__ import annotations
 import sys
 import time
 
+from slice_st.cli.common import add_command
+
 
 def add_commands(commands) -> None:
-    export = commands.add_parser(
-        "export",
-        help="export a model for ONNX Runtime / OpenVINO (int8 too), offline",
-        description="Export a model for ONNX Runtime or OpenVINO, offline.",
-    )
+    export = add_command(commands, "export", "export a model for ONNX Runtime / OpenVINO (int8 too), offline", _export)
     export.add_argument("model", nargs="?", help="model id or path (default: slice-minilm; base: all-MiniLM-L6-v2)")
     export.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the model and its exports")
     export.add_argument("--backend", choices=("onnx", "openvino"), default="onnx")
     quantize = "ONNX dynamic int8; CONFIG: avx512_vnni, avx512, avx2 or arm64 (default: this CPU's)"
     export.add_argument("--quantize", nargs="?", const=True, metavar="CONFIG", help=quantize)
     export.add_argument("--overwrite", action="store_true", help="export again even if the file exists")
-    export.set_defaults(handler=_export)
 
 
 def _export(args) -> int:

@@ -16,6 +16,7 @@ import time
 from slice_st.cli.common import (
     BACKEND,
     UsageError,
+    add_command,
     add_options,
     at_least,
     check_output,
@@ -35,9 +36,7 @@ _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype", "batch_size")
 
 
 def add_commands(commands) -> None:
-    index = commands.add_parser(
-        "index", help="build and maintain a corpus SpanIndex", description="Build and maintain a corpus SpanIndex."
-    )
+    index = add_command(commands, "index", "build and maintain a corpus SpanIndex")
     actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
     build = _command(actions, "build", "encode a corpus into a new index directory", _build, directory=False)
@@ -75,10 +74,9 @@ def add_commands(commands) -> None:
 
 def _command(actions, name: str, help: str, handler, directory: bool = True):
     """A sub-command of ``index``; ``directory``: it takes the index folder ``DIR`` first."""
-    parser = actions.add_parser(name, help=help, description=help)
+    parser = add_command(actions, name, help, handler)
     if directory:
         parser.add_argument("directory", metavar="DIR")
-    parser.set_defaults(handler=handler)
     return parser
 
 

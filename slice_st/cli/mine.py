@@ -12,6 +12,7 @@ import sys
 
 from slice_st.cli.common import (
     UsageError,
+    add_command,
     add_options,
     add_query_options,
     model_options,
@@ -31,27 +32,17 @@ FIELDS = "query rank score cosine scorer calibrated doc_id start end span text f
 
 
 def add_commands(commands) -> None:
-    mine = commands.add_parser(
-        "mine",
-        help="find the best-matching span of each text for each query",
-        description="For each query, print the texts' best-matching spans, best first.",
-    )
+    mine = add_command(commands, "mine", "find the best-matching span of each text for each query", _mine)
     mine.add_argument("files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)")
     mine.add_argument("--index", metavar="DIR", action="append", help="search a saved index (or shards) instead")
     add_options(mine, "--split", "--follow-links", "--skip-bad")
     add_query_options(mine)
-    mine.set_defaults(handler=_mine)
 
 
 def add_search_command(actions) -> None:
-    search = actions.add_parser(
-        "search",
-        help="search a saved index (the same options and output as mine --index)",
-        description="For each query, the index's best-matching spans, best first (as slice-st mine --index).",
-    )
+    search = add_command(actions, "search", "search a saved index (as mine --index)", _mine, files=[], skip_bad=False)
     search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
     add_query_options(search)
-    search.set_defaults(handler=_mine, files=[], skip_bad=False)
 
 
 def _mine(args) -> int:

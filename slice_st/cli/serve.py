@@ -9,9 +9,18 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 
-from slice_st.cli.common import BACKEND, UsageError, add_options, at_least, model_options, paragraph_note, report
+from slice_st.cli.common import (
+    BACKEND,
+    UsageError,
+    add_command,
+    add_options,
+    at_least,
+    model_options,
+    paragraph_note,
+    pick,
+    report,
+)
 from slice_st.text import expand_paths
 
 #: The environment variable ``--token`` is read from when not given (a command line is visible to other users).
@@ -19,12 +28,8 @@ TOKEN_VARIABLE = "SLICE_ST_TOKEN"
 
 
 def add_commands(commands) -> None:
-    serve = commands.add_parser(
-        "serve",
-        help="search a corpus in the browser (JSON API and page; slice-st[serve])",
-        description="Serve a saved index, or CORPUS files indexed in memory, over HTTP: the search page at /, the "
-        "JSON API under /api (schema at /openapi.json).",
-    )
+    about = "Serve an index over HTTP: the search page at /, the JSON API under /api (schema at /openapi.json)."
+    serve = add_command(commands, "serve", "search a corpus in the browser (slice-st[serve])", _serve, about)
     serve.add_argument("source", nargs="+", metavar="INDEX_DIR|CORPUS", help="an index folder, or text/JSONL files")
     add_options(serve, "--model", "--split", "--max-span", "--follow-links", "--device")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
@@ -35,9 +40,10 @@ def add_commands(commands) -> None:
     serve.add_argument("--max-top-k", type=at_least(1), default=1000, help="largest top_k of a request (default 1000)")
     cost = at_least(1, 10**18)
     serve.add_argument("--max-search-cost", type=cost, default=2 * 10**8, metavar="N", help="query chars × units")
-    serve.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="stop a search after (503)")
+    serve.add_argument(
+        "--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="stop a search after S"
+    )
     add_options(serve.add_argument_group("inference backend"), *BACKEND)
-    serve.set_defaults(handler=_serve)
 
 
 def _serve(args) -> int:
@@ -46,8 +52,8 @@ def _serve(args) -> int:
     from slice_st.text import require
 
     require("uvicorn", "serve", "slice-st serve")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout}.")
+    if not args.timeout_s > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     try:
         sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
@@ -59,12 +65,12 @@ def _serve(args) -> int:
             report(args, f"warning: {warning} (set {TOKEN_VARIABLE} or --token)", sys.stderr)
         source = _source(args, IndexSource)
         report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
-        limits = ServeLimits(max_queries=args.max_queries, max_top_k=args.max_top_k, timeout_s=args.timeout)
+        limits = ServeLimits(**pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost"))
         run_server(
             source,
             host=args.host,
             port=args.port,
-            limits=replace(limits, max_search_cost=args.max_search_cost),
+            limits=limits,
             log_level="warning" if args.quiet else "info",
             allowed_hosts=args.allow_host,
             token=token,
