@@ -71,13 +71,14 @@ def at_least(minimum: float, maximum: float | None = None, cast: type = int):
         if number < minimum or (maximum is not None and number > maximum):
             bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
             raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
-        return int(value) if cast is int and value.strip().lstrip("-").isdigit() else cast(number)
+        return cast(number)
 
     parse.__name__ = f"number >= {minimum}"
     return parse
 
 
 positive_int = at_least(1)
+count = at_least(0)
 finite_float = at_least(-math.inf, cast=float)
 
 
@@ -89,13 +90,10 @@ def _table(*rows: tuple) -> dict[str, tuple[list[str], dict]]:
 OPTIONS = _table(
     ("-q --query", dict(action="append", help="an origin phrase (repeatable)")),
     ("--queries", dict(action="append", metavar="FILE", help="a file with one query per line")),
-    (
-        "--texts",
-        dict(type=at_least(0), metavar="N", help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)"),
-    ),
-    ("--per-text", dict(type=at_least(0), default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
+    ("--texts", dict(type=count, metavar="N", help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)")),
+    ("--per-text", dict(type=count, default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
     ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
-    ("-t --threshold", dict(type=finite_float, help="keep matches whose score is >= T")),
+    ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
     ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked; phrase with an index)")),
     ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
     ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
@@ -183,7 +181,10 @@ def apply_output_options(args):
 
     def restore() -> None:
         for name, value in saved_env.items():
-            os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
         filters.__exit__(None, None, None)
