@@ -26,7 +26,7 @@ COMMAND_GROUPS = {
     "mining": ("mine", "serve"),
     "index": ("index",),
     "evaluation": ("mteb",),
-    "training": ("train", "make-passages", "make-context"),
+    "training": ("train", "make-passages"),
     "export": ("export",),
 }
 _MARKUP = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`|``(.+?)``")
