@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
+import torch
 
+from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,
@@ -34,7 +36,9 @@ from slice_st.scoring import (
     END_WORD,
     SENTENCE_END,
     START_WORD,
+    SpanScorer,
 )
+from slice_st.spans import BestSpans, span_cosines
 
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
@@ -257,3 +261,135 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
     at = edge.min(-1) if first else edge.max(-1)
     found = (at >= 0) & (at < width)
     return (found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])).astype(np.float64)
+
+
+@dataclass
+class RerankRows:
+    """The rows (windows of texts, or an index's segments) whose candidates are re-ranked, as the fused scan sees them.
+
+    ``boundaries`` ``(B, U + 1)`` and ``embeddings`` ``(B, T, d)``: units as token ranges of the rows' vectors;
+    ``num_units`` ``(B,)``; ``units``: each row's unit strings and whether it starts and ends its text; ``flags``
+    ``(B, U)`` their :func:`slice_st.scoring.unit_flags`.
+    """
+
+    boundaries: torch.Tensor
+    num_units: torch.Tensor
+    units: list[tuple[list[str], bool, bool]]
+    flags: torch.Tensor
+    embeddings: torch.Tensor
+
+
+@dataclass
+class Rerank:
+    """What re-ranking needs of the queries: the shipped model, each query's word ids and first / last word."""
+
+    reranker: Reranker
+    word_ids: np.ndarray
+    edges: np.ndarray
+
+    def best(self, fused, top_k: int, overlap: bool, rows: RerankRows, queries, costs, profiles, pairs, config):
+        """The ``top_k`` spans of each (row, query) picked by the re-ranker among the scorer's top candidates.
+
+        ``fused(k, overlap=...)``: the scorer's top ``k`` spans of the rows (:func:`slice_st.spans.best_span_scores`
+        with the rows, the queries and the costs bound). ``pairs`` ``(B, Q)``: the query index of each (row, query)
+        cell. Without ``overlap`` and with ``top_k > 1``, the scorer's own disjoint places fill what the candidates
+        leave.
+        """
+        found = fused(max(top_k, self.reranker.candidates), overlap=True)
+        logits = reranked(found, rows, queries, costs, profiles, self, pairs, config)
+        places = fused(top_k, overlap=False) if top_k > 1 and not overlap else None
+        return pick(found, logits, top_k, overlap, places)
+
+
+def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
+    """The re-ranking context of ``scorer`` (``None`` when it does not re-rank)."""
+    if scorer.rerank is None:
+        return None
+    try:
+        reranker = load_reranker(scorer.rerank)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+    return Rerank(reranker, query_word_ids(queries), query_edges(queries))
+
+
+def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, pairs, config) -> np.ndarray:
+    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf`` where there is none).
+
+    ``pairs`` ``(B, Q)``: the query index of each (row, query) cell (its own text's query when paired).
+    """
+    starts, ends = found.starts, found.ends
+    batch, num_queries, k = starts.shape
+    width = rows.boundaries.shape[1] - 1
+    num_units = rows.num_units.to(starts.device)[:, None, None]
+    vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
+    vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
+    moved_cosines, moved_scores = [], []
+    for _, shift_start, shift_end in MOVES:
+        first, end = starts + shift_start, ends + shift_end
+        ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
+        ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
+        first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
+        cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        cosines = cosines.view_as(first)
+        scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
+        nan = torch.full_like(cosines, float("nan"))
+        moved_cosines.append(torch.where(ok, cosines, nan))
+        moved_scores.append(torch.where(ok, scores, nan))
+    cells = (batch * num_queries, k)
+    rows_of = np.repeat(np.arange(batch), num_queries)
+    query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
+    profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
+    flags = rows.flags
+    values = candidate_features(
+        found.similarities.float().cpu().numpy().reshape(cells),
+        found.scores.float().cpu().numpy().reshape(cells),
+        torch.stack(moved_cosines).float().cpu().numpy().reshape(4, *cells),
+        torch.stack(moved_scores).float().cpu().numpy().reshape(4, *cells),
+        starts.cpu().numpy().reshape(cells),
+        ends.cpu().numpy().reshape(cells),
+        rows.num_units.cpu().numpy()[rows_of],
+        flags.cpu().numpy()[rows_of],
+        profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
+        unit_words([strings for strings, _, _ in rows.units], flags.shape[1]),
+        rows_of,
+        rerank.word_ids[query_of],
+        rerank.edges[query_of],
+    )
+    query_units = profile.cpu().numpy().reshape(batch * num_queries, -1)[:, 0]
+    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
+    missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
+    return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
+
+
+def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
+    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
+
+    ``places``: the scorer's own disjoint top-k; once the candidates are used up (they often crowd one place), the
+    places not overlapping a kept span follow, in the scorer's order.
+    """
+    key = torch.as_tensor(logits) + 1e6  # every candidate before any place
+    if places is not None:
+        rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)
+        key = torch.cat([key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2)
+        found = BestSpans(*(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values())))
+    starts, ends = found.starts.cpu(), found.ends.cpu()
+    alive = torch.isfinite(key)
+    chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
+    for step in range(min(top_k, key.shape[2])):
+        best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
+        ok = torch.isfinite(best)
+        chosen[..., step] = torch.where(ok, pick, -1)
+        if overlap:
+            alive.scatter_(2, pick[..., None], False)
+            continue
+        first, end = starts.gather(2, pick[..., None]), ends.gather(2, pick[..., None])
+        alive &= ~((starts < end) & (ends > first) & ok[..., None])
+    missing = (chosen < 0).to(found.scores.device)
+    index = chosen.clamp(min=0).to(found.scores.device)
+    take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731
+    return BestSpans(
+        take(found.scores, float("-inf")),
+        take(found.starts, -1),
+        take(found.ends, -1),
+        take(found.similarities, float("-inf")),
+    )
