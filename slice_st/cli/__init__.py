@@ -8,6 +8,7 @@ Ctrl-C with ``slice-st: interrupted`` (130); anything else is a bug and keeps it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import re
@@ -118,24 +119,18 @@ def _is_known(error: BaseException) -> bool:
 
 def _stdout_name() -> str:
     """Standard output, named by the file it goes to when it is one (``slice-st mine … > out.jsonl``)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         if stat.S_ISREG(os.fstat(sys.stdout.fileno()).st_mode):
             return f"the output file {os.readlink(f'/proc/self/fd/{sys.stdout.fileno()}')} (standard output)"
-    except (OSError, ValueError, AttributeError):
-        pass
     return "standard output"
 
 
 def _silence_stdout() -> None:
     """Point standard output at the null device: what is still buffered cannot be written (no second error at exit)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
-    try:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:

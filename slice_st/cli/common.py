@@ -66,8 +66,10 @@ def at_least(minimum: float, maximum: float | None = None, cast: type = int):
             number = float(value)
         except ValueError:
             number = math.nan
-        if not math.isfinite(number) or (cast is int and not number.is_integer()):
-            raise argparse.ArgumentTypeError(f"not {'an integer' if cast is int else 'a finite number'}: {value!r}")
+        if cast is int and not (math.isfinite(number) and number.is_integer()):
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}")
+        if not math.isfinite(number):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {value}")
         if number < minimum or (maximum is not None and number > maximum):
             bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
             raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")

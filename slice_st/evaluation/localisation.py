@@ -21,7 +21,7 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, word)`` of each whitespace-delimited word of ``text`` that has a letter or digit, lowercased.
 
     >>> span_words("A man, he said -- left.")
-        [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
+    [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
     """
     words = []
     for match in re.finditer(r"\S+", text):

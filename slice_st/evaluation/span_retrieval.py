@@ -163,16 +163,17 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                 where = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
                 for name in ("exact", "word_f1", "strong_exact", "strong_word_f1"):
                     metrics[f"{setup}_{name}"] = where[name]
+                strong = f"exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}"
                 logger.info(
                     f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} "
-                    f"rows; "
-                    f"gold >= {STRONG_GOLD:g}: exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}"
+                    f"rows; gold >= {STRONG_GOLD:g}: {strong}"
                 )
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
             append_csv_row(output_path, self.csv_file, self.csv_headers, row)
         if output_path is not None and self.write_predictions:
             self.save_predictions(os.path.join(output_path, self.predictions_file), results)
+        # prefix_name_to_metrics prefixes primary_metric with the name: start again from the bare name at every call
         self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
@@ -202,10 +203,5 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         return "Span Retrieval"
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {
-            "setups": list(self.setups),
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "scorer": self.scorer.name,
-        }
+        spans = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
+        return {"setups": list(self.setups), **spans, "scorer": self.scorer.name}

@@ -205,7 +205,6 @@ def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
     assert "[max-cosine]" in make_system("default@max-cosine").name
 
 
-PHRASES = ["a man plays guitar", "a dog runs"]
 NGRAM_PASSAGES = [
     "Late again. A man is playing a guitar on stage. The crowd cheered.",
     "It rained all day. A cat sleeps on the sofa, don't wake it. Nobody came.",
