@@ -54,7 +54,7 @@ demo: $(STAMP)
 
 # The fast tests (doctests and every example of README.md and docs/ included), then the docs site and the linter.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" --doctest-modules slice_st tests
+	$(BIN)/python -m pytest -q -n auto -m "not slow" --doctest-modules slice_st tests
 	# the STSBContext task written as an MTEB contribution, under MTEB's own generic task checks
 	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider research/mteb
 	$(MAKE) --no-print-directory docs lint
@@ -74,7 +74,8 @@ test-slow: $(STAMP)
 # into the package (slice_st/pretrained/slice_minilm) with its provenance and dev figures.
 SHARED ?= ../shared/data
 model: $(STAMP)
-	$(BIN)/slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data $(SHARED) \
+	$(BIN)/python -m research.train --config research/presets/cpu-minilm-slice.json -o runs/slice-minilm \
+		--shared-data $(SHARED) \
 		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
 	$(BIN)/python -m research.ship_adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite \
 		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv

@@ -10,7 +10,7 @@ broken uniformly at random, in expectation). Methods, by what a document is stor
   cosine among the candidate's vectors; the source's vectors are averaged);
 * ``spans``: all its spans of ``min_span..max_span`` words (the mean of their token vectors); the
   source's spans are the queries, and the best span of each candidate comes from the fused span math
-  (:func:`slice_st.spans.max_span_cosines`, no span matrix for the candidates);
+  (:func:`research.span_lab.max_span_cosines`, no span matrix for the candidates);
 * ``{rule}@{r}``: ``⌈r · tokens⌉`` span vectors per document (``r`` of the token count, Nugget's
   ratio), chosen by ``tile`` (the document cut into that many contiguous near-equal spans: every
   word covered once) or ``central`` (greedy non-overlapping spans of ``min_span..max_span`` words
@@ -35,15 +35,8 @@ import torch
 from sentence_transformers.base.evaluation import BaseEvaluator
 from torch import Tensor
 
-from slice_st.spans import (
-    check_span_bounds,
-    greedy_disjoint_spans,
-    max_span_cosines,
-    pool_spans,
-    span_cosine_grid,
-    span_means,
-    tile_spans,
-)
+from research.span_lab import greedy_disjoint_spans, max_span_cosines, span_cosine_grid, tile_spans
+from slice_st.spans import check_span_bounds, pool_spans, span_means
 from slice_st.text import append_csv_row, atomic_file
 from slice_st.tokens import WINDOW_CONTEXT
 

@@ -13,10 +13,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from research.span_lab import shift_spans
 from slice_st.card import SLICE_CITATION, slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.losses.span_distillation import frozen_teacher, shares_wordpiece_tokenizer, span_token_inputs, text_column
-from slice_st.spans import check_span_bounds, sample_spans, shift_spans, span_means
+from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 
 __all__ = ["SpanScoreDistillationLoss"]

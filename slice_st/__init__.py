@@ -6,10 +6,9 @@
 >>> best[0][0][0].span
 'played the guitar'
 
-Importing the package is light: every public name is loaded on first use (PEP 562), so the command
-line starts without torch. ``encode_spans``/``encode_span_queries``/``best_spans`` become methods of
-``SentenceTransformer``
-as soon as ``sentence_transformers`` is imported (see :mod:`slice_st._attach`).
+Importing the package is light: every public name is loaded on first use (PEP 562). ``encode_spans``,
+``encode_span_queries`` and ``best_spans`` become methods of ``SentenceTransformer`` as soon as
+``sentence_transformers`` is imported (:mod:`slice_st._attach`).
 """
 
 from __future__ import annotations
@@ -47,23 +46,8 @@ _EXPORTS = {
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
-    "spans",
-    "scoring",
-    "tokens",
-    "text",
-    "backends",
-    "errors",
-    "config",
-    "loading",
-    "encode",
-    "models",
-    "losses",
-    "data",
-    "evaluation",
-    "index",
-    "training",
-    "integrations",
-    "cli",
+    *("spans", "scoring", "tokens", "text", "backends", "errors", "config", "loading", "encode", "models"),
+    *("losses", "data", "evaluation", "index", "training", "integrations", "cli"),
 )
 
 __all__ = [

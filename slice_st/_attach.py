@@ -1,11 +1,5 @@
-"""Import hook of the ``slice_st`` package: the ``SentenceTransformer`` methods.
-
-:func:`attach_when_imported` adds ``encode_spans``/``encode_span_queries``/``best_spans`` to ``SentenceTransformer`` as
-soon
-as ``sentence_transformers`` is imported (at once if it already is), so ``import slice_st`` stays
-light (no torch) and ``import slice_st; SentenceTransformer(...).encode_spans(...)`` still works.
-
-Standard library only: this module is imported by ``slice_st/__init__.py`` on every import.
+"""Post-import hook: ``encode_spans``/``encode_span_queries``/``best_spans`` become ``SentenceTransformer`` methods as
+soon as ``sentence_transformers`` is imported, so ``import slice_st`` stays light (standard library only).
 """
 
 from __future__ import annotations

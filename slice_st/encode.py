@@ -1,31 +1,14 @@
-"""``encode_spans``, ``encode_span_queries`` and ``best_spans``: one forward pass per text, then every
-span is a cheap mean.
-
-Importing :mod:`slice_st` attaches them as methods of ``SentenceTransformer``::
-
-    import slice_st
-    from sentence_transformers import SentenceTransformer
+"""``encode_spans``, ``encode_span_queries`` and ``best_spans``: one forward pass per text, then every span is a cheap
+mean. Importing :mod:`slice_st` makes them methods of ``SentenceTransformer``::
 
     model = SentenceTransformer("org/slice-minilm")
     spans = model.encode_spans(["A man is playing a guitar on stage."])
-    queries = model.encode_span_queries(["plays the guitar"])        # the query vectors spans are compared with
     best = model.best_spans(["plays the guitar"], ["A man is playing a guitar on stage."])
 
-The two sides follow sentence-transformers' ``encode_document`` / ``encode_query``: texts whose spans
-are taken use ``prompt`` / ``prompt_name`` (default: the model's ``"document"``, ``"passage"`` or
-``"corpus"`` prompt, else its ``default_prompt_name``), queries use ``query_prompt`` /
-``query_prompt_name`` in :func:`best_spans` and ``prompt`` / ``prompt_name`` in
-:func:`encode_span_queries` (default: the model's ``"query"`` prompt). A prompt is prepended to each
-text (and each window of a long text) for the forward pass; its tokens condition the others but belong
-to no span, no unit and no offset, and are left out of a query's mean.
-
-Texts go through the model's own ``encode`` (public API: its tokenizer, truncation, lower-casing,
-devices), asking the tokenizer for character offsets. Texts longer than the model's window are split
-into overlapping windows (:func:`slice_st.tokens.plan_windows`); each span comes from the one window
-where it has context on both sides, so nothing is truncated and nothing is counted twice.
-
-Empty, whitespace-only or token-less texts are valid input: they have no spans (an empty
-``SpanEncoding``, no matches). Anything that is not a string raises :class:`SpanInputError`.
+Prompts follow ``encode_document`` / ``encode_query``; a prompt's tokens condition the others but belong to no span,
+unit or offset. Texts longer than the model's window are split into overlapping windows
+(:func:`slice_st.tokens.plan_windows`), each span taken from the one window where it has context on both sides.
+Empty texts have no spans; anything that is not a string raises :class:`SpanInputError`.
 """
 
 from __future__ import annotations
@@ -35,6 +18,7 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -51,7 +35,7 @@ from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
-from slice_st.spans import SIMILARITIES, best_span_scores, pool_spans, pool_units
+from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, pool_spans, pool_units
 from slice_st.tokens import (
     SPAN_PROCESSING_KWARGS,
     WINDOW_CONTEXT,
@@ -78,19 +62,17 @@ __all__ = [
 
 #: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
 WINDOWS_PER_CALL = 1024
-#: ``precision`` values, as in ``SentenceTransformer.encode`` (quantised by sentence-transformers'
-#: ``quantize_embeddings``).
+#: ``precision`` values, as in ``SentenceTransformer.encode``.
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 #: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = None, role: str = "document") -> str:
-    """The prompt text for one side of span search (``""`` for none), chosen as sentence-transformers'
-    ``encode_query`` (``role="query"``) and ``encode_document`` (``role="document"``) choose it:
-    ``prompt`` if given, else ``model.prompts[prompt_name]``, else the model's ``"query"`` prompt
-    (queries) or its ``"document"``/``"passage"``/``"corpus"`` prompt (texts), else its
-    ``default_prompt_name``'s prompt.
+    """The prompt text of one side (``""`` for none), chosen as ``encode_query`` (``role="query"``) and
+    ``encode_document`` choose it: ``prompt``, else ``model.prompts[prompt_name]``, else the role's prompt, else the
+    model's ``default_prompt_name``'s.
 
     >>> class M: prompts, default_prompt_name = {"query": "query: ", "passage": "passage: "}, None
     >>> resolve_prompt(M(), role="query"), resolve_prompt(M()), resolve_prompt(M(), prompt="x: ")
@@ -128,27 +110,21 @@ def check_span_pooling(model) -> None:
         modules = list(target)
     except TypeError:
         return
-    position = next(
-        (
-            i
-            for i, module in enumerate(modules)
-            if hasattr(module, "pooling_mode") or getattr(type(module), "provides_span_embeddings", False) is True
-        ),
-        None,
+    provides = (
+        i
+        for i, module in enumerate(modules)
+        if hasattr(module, "pooling_mode") or getattr(type(module), "provides_span_embeddings", False) is True
     )
+    position = next(provides, None)
     if position is None:
         return
     mode = getattr(modules[position], "pooling_mode", "mean")
     modes = (mode,) if isinstance(mode, str) else tuple(mode)
     after = [type(module).__name__ for module in modules[position + 1 :] if type(module).__name__ != "Normalize"]
-    problems = []
-    if modes != ("mean",):
-        problems.append(f"its pooling is {'+'.join(modes)}, not mean")
+    problems = [f"its pooling is {'+'.join(modes)}, not mean"] if modes != ("mean",) else []
     if after:
         problems.append(f"{', '.join(after)} follow{'s' if len(after) == 1 else ''} its pooling")
     if problems:
-        import warnings
-
         warnings.warn(
             f"This model's sentence embedding is not a mean of token vectors ({'; '.join(problems)}). Span and query "
             "vectors are means of the transformer's token vectors, so they live in another space than model.encode's "
@@ -163,11 +139,16 @@ def _check_precision(precision: str) -> None:
         raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
 
 
-def _check_truncate_dim(truncate_dim: int | None, dim: int) -> None:
-    if truncate_dim is not None and (
-        isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim
-    ):
+def _truncate_dim(model, truncate_dim: int | None = None) -> int | None:
+    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation."""
+    if truncate_dim is None:
+        truncate_dim = getattr(model, "truncate_dim", None)
+    if truncate_dim is None:
+        return None
+    dim = token_dimension(model)
+    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim:
         raise SpanInputError(f"truncate_dim must be an integer in 1..{dim}, got {truncate_dim!r}.")
+    return truncate_dim
 
 
 def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
@@ -186,8 +167,6 @@ def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
 def check_threshold(threshold: Any) -> float | None:
     """``None`` or a finite real number (a cosine cut-off), as a float; anything else is a :class:`SpanInputError`.
 
-    >>> check_threshold(0.5), check_threshold(None)
-    (0.5, None)
     >>> check_threshold(float("nan"))
     Traceback (most recent call last):
     ...
@@ -202,12 +181,8 @@ def check_threshold(threshold: Any) -> float | None:
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
-    # Scores are float32: a cut-off beyond its range (1e308) means the same as its largest value, without an overflow
-    # warning.
+    # Scores are float32: a cut-off beyond its range means its largest value, without an overflow warning.
     return min(max(value, -_FLOAT32_MAX), _FLOAT32_MAX)
-
-
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int | None:
@@ -220,11 +195,8 @@ def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int 
 
 
 def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
-    """The model's span settings with the given overrides; ``max_span`` is capped at what one model window holds.
-
-    No span can be longer than a model window (in tokens, so in words too): a larger ``max_span``
-    would only allocate room for spans that cannot exist, so it is lowered to the window size.
-    """
+    """The model's span settings with the given overrides; ``max_span`` capped at one model window (no span is
+    longer)."""
     try:
         config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     except ValueError as error:
@@ -248,15 +220,6 @@ def model_window(model) -> int:
     max_length = min(int(max_length), 1_000_000)
     check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
-
-
-def model_truncate_dim(model) -> int | None:
-    """The model's own ``truncate_dim`` (``SentenceTransformer(..., truncate_dim=32)``), checked; ``None`` when it has
-    none."""
-    dim = getattr(model, "truncate_dim", None)
-    if dim is not None:
-        _check_truncate_dim(dim, token_dimension(model))
-    return dim
 
 
 def token_dimension(model) -> int:
@@ -307,13 +270,6 @@ class _Rows:
     char_ends: Tensor
 
 
-def prompt_tokens(model, prompt: str) -> int:
-    """How many tokens ``prompt`` takes in front of a text (0 for none)."""
-    if not prompt:
-        return 0
-    return len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
-
-
 def encode_windows(
     model: SentenceTransformer,
     texts: Sequence[str],
@@ -327,21 +283,23 @@ def encode_windows(
     device: str | None = None,
     errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_WindowBatch]:
-    """Plan windows for ``texts``, run them through ``model.encode`` and yield padded batches.
+    """Plan windows for ``texts`` and check every setting at once, then yield their padded batches from
+    ``model.encode``.
 
-    ``prompt`` (a resolved prompt text, see :func:`resolve_prompt`) is prepended to every window; its
-    tokens are marked special, so they belong to no unit, and offsets stay relative to the text.
-    ``device`` goes to ``model.encode``. Texts that cannot be cut into windows raise a :class:`SpanInputError`
-    naming the first (``text_index``, ``reason``, and ``errors``: every such text), before any text is
-    encoded; with an ``errors`` list they are appended there as ``(text index, reason)`` and get no window.
+    The one check of ``batch_size``, ``window_context`` and ``device``. ``prompt`` (a resolved prompt text) is
+    prepended to every window; its tokens are marked special. Texts that cannot be cut into windows raise a
+    :class:`SpanInputError` naming the first (``text_index``, ``reason``; ``errors``: all of them), before any text
+    is encoded; with an ``errors`` list they are appended there as ``(text index, reason)`` and get no window.
     """
-    if batch_size < 1:
-        raise SpanInputError(f"batch_size must be >= 1, got {batch_size}.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SpanInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     check_span_pooling(model)
-    device = check_device(device)  # "cuda" on a CPU-only torch: a ValueError, not torch's bare AssertionError
-    room = model_window(model) - prompt_tokens(model, prompt)
+    device = check_device(device)  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
+    room = model_window(model)
+    if prompt:
+        room -= len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
     if room < 1:
         raise SpanInputError(
             f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens."
@@ -361,14 +319,21 @@ def encode_windows(
         raise raised
     if errors is not None:
         errors.extend(bad)
-    extra = {"device": device} if device is not None else {}
     if show_progress_bar is None:
         show_progress_bar = len(windows) > 4 * batch_size
-    with tqdm(total=len(windows), desc=desc, unit="window", disable=not show_progress_bar) as progress:
+    options = {"batch_size": batch_size, "prompt": prompt, "device": device, "desc": desc, "show": show_progress_bar}
+    return _encoded_windows(model, texts, windows, span_config.unit, **options)
+
+
+def _encoded_windows(model, texts, windows: list[Window], unit: str, *, batch_size, prompt, device, desc, show):
+    """:func:`encode_windows`' batches, ``WINDOWS_PER_CALL`` windows per ``model.encode`` call."""
+    extra = {"device": device} if device is not None else {}
+    with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
         for start in range(0, len(windows), WINDOWS_PER_CALL):
             chunk = windows[start : start + WINDOWS_PER_CALL]
+            strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
             outputs = model.encode(
-                [texts[w.text_index][w.char_start : w.char_end] for w in chunk],  # stripped: ST strips too
+                strings,
                 output_value=None,
                 processing_kwargs=SPAN_PROCESSING_KWARGS,
                 prompt=prompt,  # "" also keeps the model's default_prompt_name away
@@ -376,10 +341,9 @@ def encode_windows(
                 show_progress_bar=False,
                 **extra,
             )
-            strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]
             if prompt:
                 outputs = [_without_prompt(out, len(prompt), prompt) for out in outputs]
-            yield _pad_window_outputs(chunk, strings, outputs, span_config.unit)
+            yield _pad_window_outputs(chunk, strings, outputs, unit)
             progress.update(len(chunk))
 
 
@@ -446,15 +410,12 @@ def _pad_window_outputs(
 
 @dataclass
 class SpanEncoding:
-    """All spans of one text: character ``offsets`` ``(S, 2)``, ``units`` ``(S, 2)`` (start, end) in
-    words or tokens, and ``embeddings`` ``(S, d)``; ``spans[i] == text[offsets[i, 0]:offsets[i, 1]]``.
-
-    Spans are ordered by start, then by length. An empty text has ``S = 0``.
+    """All spans of one text, ordered by start, then by length; ``spans[i] == text[offsets[i, 0]:offsets[i, 1]]``.
 
     Args:
         text: The text.
-        offsets: Character offsets ``(S, 2)`` of each span.
-        units: Unit offsets ``(S, 2)`` (start, end) of each span.
+        offsets: Character offsets ``(S, 2)`` of each span (``S = 0`` for an empty text).
+        units: Unit offsets ``(S, 2)`` (start, end) of each span, in words or tokens.
         embeddings: Span vectors ``(S, d)``, numpy or torch.
     """
 
@@ -470,11 +431,6 @@ class SpanEncoding:
 
     def __len__(self) -> int:
         return len(self.offsets)
-
-
-def _check_common(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise SpanInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
 
 
 def encode_spans(
@@ -498,19 +454,9 @@ def encode_spans(
 ) -> list[SpanEncoding] | SpanEncoding:
     """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
 
-    Span settings left as ``None`` come from the model (see :func:`slice_st.get_span_config`;
-    defaults 1..20 words). ``unit`` is ``"word"`` or ``"token"``. Vectors are numpy arrays, or torch
-    tensors with ``convert_to_tensor=True`` (as in ``SentenceTransformer.encode``). A single string
-    gives a single :class:`SpanEncoding`.
-
-    As in ``SentenceTransformer.encode_document``: ``prompt`` / ``prompt_name`` choose the prompt
-    (default: the model's ``"document"``/``"passage"``/``"corpus"`` prompt, if any; see
-    :func:`resolve_prompt`); its tokens are left out of every span, unit and offset. ``precision``
-    (``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``) quantises the span vectors
-    with sentence-transformers' ``quantize_embeddings`` (int8 ranges from all spans of the call),
-    after ``truncate_dim`` and ``normalize_embeddings``. ``device`` is passed to ``model.encode``.
-
-    Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
+    Options are as in ``SentenceTransformer.encode_document``; ``precision`` quantises the span vectors after
+    ``truncate_dim`` and ``normalize_embeddings`` (int8 ranges from all spans of the call). Memory grows as
+    words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
@@ -523,16 +469,15 @@ def encode_spans(
         batch_size: Windows per forward pass.
         normalize_embeddings: L2-normalise each span vector.
         precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
-        truncate_dim: Keep the first ``truncate_dim`` dimensions (Matryoshka models).
+        truncate_dim: Keep the first ``truncate_dim`` dimensions (default: the model's own).
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
         convert_to_numpy: Numpy vectors (else torch tensors).
         convert_to_tensor: Torch tensors (overrides ``convert_to_numpy``).
         device: Passed to ``model.encode``.
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
 
     Returns:
-        A :class:`SpanEncoding` per text (one for a single string): offsets, units, span strings and vectors.
+        A :class:`SpanEncoding` per text, or one for a single string.
 
     Example:
         >>> from slice_st import load_model
@@ -540,86 +485,72 @@ def encode_spans(
         >>> result.spans[:3], result.embeddings.shape
         (['A', 'A man', 'man'], (9, 384))
     """
-    _check_common(batch_size)
     _check_precision(precision)
     text_list, single = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
-    dim = token_dimension(model)
-    if truncate_dim is None:  # as SentenceTransformer.encode: the model's own truncate_dim
-        truncate_dim = model_truncate_dim(model)
-    _check_truncate_dim(truncate_dim, dim)
-    if convert_to_tensor:
-        convert_to_numpy = False
-    per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
+    truncate_dim = _truncate_dim(model, truncate_dim)
     windows = encode_windows(
         model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
     )
+    per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
     for batch in windows:
         for rows in batch.rows(batch_size):
-            pooled = pool_spans(
-                rows.token_embeddings,
-                rows.boundaries,
-                rows.num_units,
-                span_config.min_span,
-                span_config.max_span,
-                rows.owned,
-            )
-            vectors = pooled.embeddings
-            if truncate_dim is not None:
-                vectors = vectors[..., :truncate_dim]
-            if normalize_embeddings:
-                vectors = torch.nn.functional.normalize(vectors, dim=-1)
-            char_starts = rows.char_starts[:, pooled.starts]
-            char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
-            for row, window in enumerate(rows.windows):
-                keep = pooled.mask[row]
-                char_shift, unit_shift = window.char_start, window.first_unit(span_config.unit)
-                offsets = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + char_shift
-                span_units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + unit_shift
-                per_text[window.text_index].append((window.own_char_lo, offsets, span_units, vectors[row][keep]))
-
-    dim = truncate_dim or dim
-    results = []
-    for text, parts in zip(text_list, per_text):
-        if parts:
-            parts = [
-                part[1:] for part in sorted(parts, key=lambda part: part[0])
-            ]  # windows in text order (owned ranges)
-            offsets = torch.cat([p[0] for p in parts]).cpu().numpy()
-            span_units = torch.cat([p[1] for p in parts]).cpu().numpy()
-            vectors = torch.cat([p[2] for p in parts])
-        else:
-            offsets = np.zeros((0, 2), dtype=np.int64)
-            span_units = np.zeros((0, 2), dtype=np.int64)
-            vectors = torch.zeros(0, dim, device=device or model.device)
-        embeddings = vectors.cpu().numpy() if convert_to_numpy else vectors
-        results.append(SpanEncoding(text, offsets, span_units, embeddings))
+            for text_index, part in _window_spans(rows, span_config, truncate_dim, normalize_embeddings):
+                per_text[text_index].append(part)
+    dim, to_numpy = truncate_dim or token_dimension(model), convert_to_numpy and not convert_to_tensor
+    results = [
+        _span_encoding(text, parts, dim, device or model.device, to_numpy) for text, parts in zip(text_list, per_text)
+    ]
     if precision != "float32" and results:
-        _quantize_spans(results, precision, convert_to_numpy)
+        quantized = _quantize([np.asarray(_as_numpy(r.embeddings), dtype=np.float32) for r in results], precision)
+        for result, values in zip(results, quantized):
+            result.embeddings = values if to_numpy else torch.from_numpy(np.ascontiguousarray(values))
     return results[0] if single else results
 
 
+def _window_spans(rows: _Rows, span_config: SpanConfig, truncate_dim: int | None, normalize: bool):
+    """Each window's spans: ``(text index, (first owned character, offsets, units, vectors))``."""
+    pooled = pool_spans(
+        rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
+    )
+    vectors = pooled.embeddings if truncate_dim is None else pooled.embeddings[..., :truncate_dim]
+    if normalize:
+        vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    char_starts = rows.char_starts[:, pooled.starts]
+    char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
+    for row, window in enumerate(rows.windows):
+        keep = pooled.mask[row]
+        offsets = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + window.char_start
+        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + window.first_unit(span_config.unit)
+        yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
+
+
+def _span_encoding(text: str, parts: list, dim: int, device, to_numpy: bool) -> SpanEncoding:
+    """One text's :class:`SpanEncoding` from its windows' parts, put in text order."""
+    parts = sorted(parts, key=lambda part: part[0])
+    if not parts:
+        empty = np.zeros((0, 2), dtype=np.int64)
+        vectors = torch.zeros(0, dim, device=device)
+        return SpanEncoding(text, empty, empty.copy(), vectors.cpu().numpy() if to_numpy else vectors)
+    offsets, units, vectors = (torch.cat([part[i] for part in parts]) for i in (1, 2, 3))
+    return SpanEncoding(
+        text, offsets.cpu().numpy(), units.cpu().numpy(), vectors.cpu().numpy() if to_numpy else vectors
+    )
+
+
+def _as_numpy(values) -> np.ndarray:
+    return values.float().cpu().numpy() if isinstance(values, Tensor) else values
+
+
 def _quantize(embeddings, precision: str):
+    """sentence-transformers' ``quantize_embeddings``, its errors (int8 ranges from one vector) as input errors."""
     from sentence_transformers import quantize_embeddings
 
     try:
         return quantize_embeddings(embeddings, precision=precision)
-    except ValueError as error:  # e.g. int8 ranges from a single vector
+    except ValueError as error:
         raise SpanInputError(f"precision={precision!r}: {error}") from None
-
-
-def _quantize_spans(results: list[SpanEncoding], precision: str, convert_to_numpy: bool) -> None:
-    """Quantise every text's span vectors in place, with int8/uint8 ranges shared by all spans of the call."""
-    matrices = [
-        np.asarray(
-            r.embeddings.float().cpu().numpy() if isinstance(r.embeddings, Tensor) else r.embeddings, dtype=np.float32
-        )
-        for r in results
-    ]
-    quantized = _quantize(matrices, precision)
-    for result, values in zip(results, quantized):
-        result.embeddings = values if convert_to_numpy else torch.from_numpy(np.ascontiguousarray(values))
 
 
 def embed_texts(
@@ -632,37 +563,32 @@ def embed_texts(
     prompt: str = "",
     device: str | None = None,
 ) -> Tensor:
-    """Each text as its own whole span: the mean of all its (non-special) token vectors, ``(N, d)``, a
-    float tensor on the model's device. The engine of :func:`encode_span_queries`.
+    """Each text as its own whole span: the mean of its token vectors, ``(N, d)`` on the model's device.
 
-    ``prompt`` is a prompt *text* (already resolved), prepended for the forward pass and left out of
-    the mean. Long texts are windowed like passages, each token counted once. Texts without tokens raise.
+    The engine of :func:`encode_span_queries`. ``prompt`` is a prompt *text* (already resolved), left out of the
+    mean. Long texts are windowed like passages, each token counted once. Empty or token-less texts raise.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         texts: A text or a list of texts (non-empty).
         batch_size: Windows per forward pass.
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
         prompt: A prompt text (already resolved), left out of the mean.
         device: Passed to ``model.encode``.
 
     Returns:
         A float tensor ``(N, d)`` on the model's device.
     """
-    _check_common(batch_size)
-    device = check_device(device)
     text_list, _ = as_text_list(texts, "queries")
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    span_config = SpanConfig(1, 1, "word")  # a query is one whole span: windows need no span room
-    dim = token_dimension(model)
+    # a query is one whole span: its windows need no room for spans
     windows = encode_windows(
         model,
         text_list,
-        span_config,
+        SpanConfig(1, 1, "word"),
         batch_size,
         show_progress_bar,
         window_context,
@@ -670,7 +596,7 @@ def embed_texts(
         prompt=prompt,
         device=device,
     )
-    totals = torch.zeros(len(text_list), dim, device=device or model.device)
+    totals = torch.zeros(len(text_list), token_dimension(model), device=device or model.device)
     counts = torch.zeros(len(text_list), device=totals.device)
     for batch in windows:
         for rows in batch.rows(batch_size):
@@ -700,18 +626,12 @@ def encode_span_queries(
     truncate_dim: int | None = None,
     window_context: int = WINDOW_CONTEXT,
 ):
-    """The query vectors that span vectors are compared with: each query encoded as one whole span, the
-    mean of its token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
+    """The query vectors that span vectors are compared with: each query encoded as one whole span, the mean of its
+    token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
 
-    Use this, not ``model.encode(query)``, to score queries against :func:`encode_spans` vectors:
-    ``encode`` gives the model's sentence embedding (its pooling, Dense or Normalize modules, special
-    tokens in the mean), a different vector, so its scores differ from :func:`best_spans`'.
-
-    As ``SentenceTransformer.encode_query``: ``prompt`` / ``prompt_name`` choose the prompt (default:
-    the model's ``"query"`` prompt, if any); its tokens condition the query's but are left out of the
-    mean. ``precision``, ``convert_to_numpy``, ``convert_to_tensor``, ``normalize_embeddings``,
-    ``truncate_dim`` and ``device`` are as in ``encode``. Returns ``(Q, d)`` (numpy by default), or
-    ``(d,)`` for a single string.
+    Use this, not ``model.encode(query)``, to score queries against :func:`encode_spans` vectors: ``encode`` gives
+    the model's sentence embedding (its pooling and modules, special tokens in the mean), another vector. Options
+    are as in ``SentenceTransformer.encode_query``; the prompt's tokens are left out of the mean.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
@@ -720,14 +640,13 @@ def encode_span_queries(
         prompt: A prompt text, overriding ``prompt_name``.
         batch_size: Windows per forward pass.
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        precision: As in ``encode``: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"``, ``"ubinary"``.
+        precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
         convert_to_numpy: A numpy array (else a torch tensor).
         convert_to_tensor: A torch tensor (overrides ``convert_to_numpy``).
         device: Passed to ``model.encode``.
         normalize_embeddings: L2-normalise each vector.
-        truncate_dim: Keep the first ``truncate_dim`` dimensions.
-        window_context: Units of context kept on each side of the spans a window owns, for texts longer than one model
-            window.
+        truncate_dim: Keep the first ``truncate_dim`` dimensions (default: the model's own).
+        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
 
     Returns:
         ``(Q, d)`` query vectors, or ``(d,)`` for a single string.
@@ -746,11 +665,8 @@ def encode_span_queries(
         True
     """
     _check_precision(precision)
-    single = isinstance(queries, str)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
-    if truncate_dim is None:  # as SentenceTransformer.encode_query: the model's own truncate_dim
-        truncate_dim = model_truncate_dim(model)
-    _check_truncate_dim(truncate_dim, token_dimension(model))
+    truncate_dim = _truncate_dim(model, truncate_dim)
     vectors = embed_texts(
         model,
         queries,
@@ -764,23 +680,18 @@ def encode_span_queries(
         vectors = vectors[:, :truncate_dim]
     if normalize_embeddings:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    if convert_to_tensor:
-        convert_to_numpy = False
+    to_numpy = convert_to_numpy and not convert_to_tensor
     if precision != "float32":
         quantized = _quantize(vectors.float().cpu().numpy(), precision)
-        vectors = quantized if convert_to_numpy else torch.from_numpy(quantized)
-    elif convert_to_numpy:
+        vectors = quantized if to_numpy else torch.from_numpy(quantized)
+    elif to_numpy:
         vectors = vectors.float().cpu().numpy()
-    return vectors[0] if single else vectors
+    return vectors[0] if isinstance(queries, str) else vectors
 
 
 @dataclass(frozen=True)
 class SpanMatch:
     """One matched span: ``text[start:end] == span``.
-
-    ``similarity`` is its similarity to the query (the model's ``similarity_fn_name``: cosine unless the
-    model says otherwise); ``score`` is what ranked it: the similarity minus the span scorer's costs
-    (:mod:`slice_st.scoring`; equal to ``similarity`` with ``scorer="max-cosine"``), never above it.
 
     Args:
         query_index: Position of the query.
@@ -788,10 +699,11 @@ class SpanMatch:
         start: First character of the span in the text.
         end: Character after the span.
         span: ``text[start:end]``.
-        score: The span scorer's score: what ranks the span and what thresholds compare.
+        score: The span scorer's score (:mod:`slice_st.scoring`): what ranks the span and what thresholds compare;
+            never above ``similarity``.
         unit_start: First unit (word or token) of the span.
         unit_end: Unit after the span.
-        similarity: The span's plain similarity to the query.
+        similarity: The span's plain similarity to the query (the model's ``similarity_fn_name``).
     """
 
     query_index: int
@@ -808,21 +720,15 @@ class SpanMatch:
 class SpanSearchResult(Sequence):
     """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
 
-    The raw arrays are ``(Q, T, k)`` (``k = top_k``, or less when no text can hold that many spans): ``scores``
-    (``-inf`` where a text has no span),
-    ``starts``/``ends`` (character offsets) and ``unit_starts``/``unit_ends`` (-1 where missing).
-    ``similarity_fn_name`` says what the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``);
-    ``similarities`` holds them, and ``scores`` the span scorer's scores (named by ``scorer``) that rank the spans.
-
     Args:
         queries: The queries.
         texts: The texts searched.
-        scores: ``(Q, T, k)`` span scorer's scores, ``-inf`` where missing.
-        starts: ``(Q, T, k)`` first characters.
+        scores: ``(Q, T, k)`` span scorer's scores, ``-inf`` where a text has fewer spans (``k = top_k`` or less).
+        starts: ``(Q, T, k)`` first characters (-1: missing).
         ends: ``(Q, T, k)`` end characters.
-        unit_starts: ``(Q, T, k)`` first units (-1: missing).
-        unit_ends: ``(Q, T, k)`` end units (-1: missing).
-        similarity_fn_name: What the similarities are.
+        unit_starts: ``(Q, T, k)`` first units.
+        unit_ends: ``(Q, T, k)`` end units.
+        similarity_fn_name: What the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
         similarities: ``(Q, T, k)`` plain similarities of the same spans (``None``: the scores).
         scorer: The name of the span scorer behind ``scores``.
         skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
@@ -882,17 +788,18 @@ class SpanSearchResult(Sequence):
         return [self._match(range(len(self.queries))[query_index], int(t), 0) for t in order]
 
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
-        start, end = int(self.starts[query_index, text_index, rank]), int(self.ends[query_index, text_index, rank])
+        at = (query_index, text_index, rank)
+        start, end = int(self.starts[at]), int(self.ends[at])
         return SpanMatch(
             query_index,
             text_index,
             start,
             end,
             self.texts[text_index][start:end],
-            float(self.scores[query_index, text_index, rank]),
-            int(self.unit_starts[query_index, text_index, rank]),
-            int(self.unit_ends[query_index, text_index, rank]),
-            float(self.similarities[query_index, text_index, rank]),
+            float(self.scores[at]),
+            int(self.unit_starts[at]),
+            int(self.unit_ends[at]),
+            float(self.similarities[at]),
         )
 
 
@@ -928,15 +835,10 @@ def best_spans(
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
-    One forward pass per text and per query; scoring is fused (no span vectors are stored); a query's vector is
-    :func:`encode_span_queries`' (the mean of its token vectors, like a span's). Similarity: the model's
-    ``similarity_fn_name`` (cosine unless set; ``"dot"``, ``"euclidean"``, ``"manhattan"`` as sentence-transformers
-    defines them). Which span is best: ``scorer`` (:mod:`slice_st.scoring`), by default ``"phrase"``: the similarity
-    minus small costs for spans that do not look like a phrase; ``"max-cosine"`` is the paper's protocol.
-    ``SpanMatch.score`` is the scorer's score, ``SpanMatch.similarity`` the plain similarity. The ``top_k`` spans of a
-    text do not overlap unless ``overlap=True``. A text that cannot be cut into model windows raises a
-    :class:`SpanInputError` naming it before any text is encoded; ``on_error="skip"`` leaves it without spans and
-    lists it in ``result.skipped``.
+    One forward pass per text and per query, fused scoring (no span vectors stored); a query's vector is
+    :func:`encode_span_queries`'. The ``scorer`` (:mod:`slice_st.scoring`) decides which span is best: by default
+    ``"phrase"``, the similarity minus small costs for spans that do not look like a phrase; ``"max-cosine"`` is the
+    paper's protocol. A text's ``top_k`` spans do not overlap unless ``overlap=True``.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
@@ -954,10 +856,11 @@ def best_spans(
         show_progress_bar: Show a progress bar (``None``: only for long inputs).
         device: Passed to ``model.encode``.
         similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
-        window_context: Units of context kept on each side of the spans a window owns (texts longer than a window).
+        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
         scorer: ``"phrase"`` (default), ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
         overlap: Also return spans overlapping a better one of the same text.
-        on_error: ``"raise"`` (a text that cannot be windowed is a :class:`SpanInputError`) or ``"skip"``.
+        on_error: ``"raise"`` (a text that cannot be cut into windows is a :class:`SpanInputError`, raised before any
+            text is encoded) or ``"skip"`` (it gets no spans and is listed in ``result.skipped``).
 
     Returns:
         A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
@@ -981,7 +884,6 @@ def best_spans(
 def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, overlap: bool = False, **options):
     """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
     ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
-    _check_common(options["batch_size"])
     query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
     span_config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
     top_k = top_k if paired else min(top_k, _most_spans(text_list, span_config))
@@ -997,25 +899,27 @@ def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, over
         device=options["device"],
     )
     rerank = rerank_context(span_scorer, query_list)
-    scores, arrays = _scan(
+    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
+    batch_size = options["batch_size"]
+    windows = encode_windows(
         model,
         text_list,
         span_config,
-        query_vectors,
-        top_k,
-        paired,
-        options["batch_size"],
+        batch_size,
         options["show_progress_bar"],
         options["window_context"],
         prompt=resolve_prompt(model, options["prompt"], options["prompt_name"], "document"),
         device=options["device"],
-        similarity=similarity,
-        scorer=span_scorer,
-        profiles=_profiles(model, query_list, span_config.unit, span_scorer),
-        overlap=overlap,
         errors=errors,
-        rerank=rerank,
     )
+    scoring = {
+        "similarity": similarity,
+        "scorer": span_scorer,
+        "profiles": profiles,
+        "overlap": overlap,
+        "rerank": rerank,
+    }
+    scores, arrays = _scan(model, text_list, windows, span_config, query_vectors, top_k, paired, batch_size, **scoring)
     spans = [arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends")]
     queries = [""] * len(query_list) if paired else query_list
     return SpanSearchResult(
@@ -1057,83 +961,60 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
-def _scan(
-    model,
-    texts,
-    span_config,
-    query_vectors,
-    top_k,
-    paired,
-    batch_size,
-    show_progress_bar,
-    window_context,
-    *,
-    prompt: str = "",
-    device: str | None = None,
-    similarity: str = "cosine",
-    scorer: SpanScorer | None = None,
-    profiles: Tensor | None = None,
-    overlap: bool = True,
-    errors: list[tuple[int, str]] | None = None,
-    rerank: Rerank | None = None,
-):
-    """Encode ``texts`` window by window and keep each text's top spans: ``(Q, T, k)`` scores and offsets.
-
-    ``paired``: text ``i`` is scored only against query ``i`` (stored at query position 0). ``scorer``
-    with ``profiles`` (:func:`_profiles`; ``None``: the plain similarity) decides the best spans;
-    ``arrays["similarities"]`` holds their plain similarities. ``rerank``
-    (:func:`slice_st._rerank.rerank_context`): the scorer's top candidates are re-ranked by the shipped re-ranker.
-    """
+def _scan(model, texts, windows, span_config, query_vectors, top_k, paired, batch_size, **scoring):
+    """Keep each text's top spans from its encoded ``windows``: ``(Q, T, k)`` scores and ``arrays`` of offsets and plain
+    similarities (``paired``: text ``i`` against query ``i`` only, stored at query position 0)."""
     shape = (1 if paired else len(query_vectors), len(texts), top_k)
     scores = np.full(shape, -np.inf, dtype=np.float32)
-    dim = model_truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
-    if dim is not None:
-        query_vectors = query_vectors[..., :dim]
     arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
     arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
-    for batch in encode_windows(
-        model,
-        texts,
-        span_config,
-        batch_size,
-        show_progress_bar,
-        window_context,
-        prompt=prompt,
-        device=device,
-        errors=errors,
-    ):
+    dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
+    if dim is not None:
+        query_vectors = query_vectors[..., :dim]
+    for batch in windows:
         for rows in batch.rows(batch_size):
-            queries, row_profiles = query_vectors, profiles
-            if paired:  # (rows, 1, d): each window against its own text's query
-                index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
-                queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
-                row_profiles = None if profiles is None else profiles[index.cpu()][:, None, :]
-            costs = units = None
-            if row_profiles is not None:
-                units = _row_units(rows, texts)
-                flags = _unit_flags_of(units).to(rows.token_embeddings.device)
-                costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
-            embeddings = rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim]
-            fused = functools.partial(
-                best_span_scores,
-                queries,
-                embeddings,
-                rows.boundaries,
-                rows.num_units,
-                span_config.min_span,
-                span_config.max_span,
-                owned=rows.owned,
-                similarity=similarity,
-                costs=costs,
-            )
-            if rerank is None or costs is None:
-                found = fused(top_k, overlap=overlap)
-            else:
-                pairs = index.cpu().numpy()[:, None] if paired else np.arange(len(query_vectors))[None, :]
-                window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
-                found = rerank.best(fused, top_k, overlap, window, queries, costs, row_profiles, pairs, span_config)
-            _collect(found, rows, span_config.unit, scores, arrays, overlap)
+            found = _best_of_rows(rows, texts, span_config, query_vectors, top_k, paired, dim, **scoring)
+            _collect(found, rows, span_config.unit, scores, arrays, scoring["overlap"])
     return scores, arrays
+
+
+def _best_of_rows(
+    rows: _Rows,
+    texts: Sequence[str],
+    span_config: SpanConfig,
+    query_vectors: Tensor,
+    top_k: int,
+    paired: bool,
+    dim: int | None,
+    *,
+    similarity: str,
+    scorer: SpanScorer,
+    profiles: Tensor | None,
+    overlap: bool,
+    rerank: Rerank | None,
+) -> BestSpans:
+    """The best spans of one sub-batch of windows: the scorer's (with ``profiles``; ``None``: the plain similarity),
+    re-ranked by the shipped re-ranker when ``rerank`` (:func:`slice_st._rerank.rerank_context`) says so."""
+    queries, row_profiles = query_vectors, profiles
+    if paired:  # (rows, 1, d): each window against its own text's query
+        index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
+        queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
+        row_profiles = None if profiles is None else profiles[index.cpu()][:, None, :]
+    costs = units = None
+    if row_profiles is not None:
+        units = _row_units(rows, texts)
+        flags = _unit_flags_of(units).to(rows.token_embeddings.device)
+        costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
+    embeddings = rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim]
+    bounds = (rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span)
+    fused = functools.partial(
+        best_span_scores, queries, embeddings, *bounds, owned=rows.owned, similarity=similarity, costs=costs
+    )
+    if rerank is None or costs is None:
+        return fused(top_k, overlap=overlap)
+    pairs = index.cpu().numpy()[:, None] if paired else np.arange(len(query_vectors))[None, :]
+    window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
+    return rerank.best(fused, top_k, overlap, window, queries, costs, row_profiles, pairs, span_config)
 
 
 def _row_units(rows: _Rows, texts: Sequence[str]) -> list[tuple[list[str], bool, bool]]:
@@ -1156,11 +1037,6 @@ def _unit_flags_of(units: list[tuple[list[str], bool, bool]], width: int | None 
     for row, (strings, at_start, at_end) in enumerate(units):
         flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
     return flags
-
-
-def _row_flags(rows: _Rows, texts: Sequence[str]) -> Tensor:
-    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
-    return _unit_flags_of(_row_units(rows, texts), rows.char_starts.shape[1])
 
 
 def _collect(
@@ -1206,10 +1082,8 @@ def _merge_top_k(
     new: dict[str, np.ndarray],
     overlap: bool = True,
 ) -> None:
-    """Merge one window's ``(Q, k)`` candidates into the text's running top-k (windows of a text rarely exceed a few).
-
-    Without ``overlap``, a candidate overlapping a better one of the text (another window's) is dropped.
-    """
+    """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping a
+    better one of the text (another window's) is dropped."""
     current = scores[:, text]
     if not np.isfinite(current).any():
         scores[:, text] = new_scores
@@ -1218,35 +1092,17 @@ def _merge_top_k(
         return
     top_k = current.shape[1]
     merged = np.concatenate([current, new_scores], axis=1)
-    if not overlap and top_k > 1:
-        starts = np.concatenate([arrays["unit_starts"][:, text], new["unit_starts"]], axis=1)
-        ends = np.concatenate([arrays["unit_ends"][:, text], new["unit_ends"]], axis=1)
-        merged = _drop_overlapping(merged, starts, ends)
-    order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
-    scores[:, text] = np.take_along_axis(merged, order, axis=1)
+    if overlap or top_k == 1:
+        order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
+        missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))
+    else:
+        bounds = (np.concatenate([arrays[name][:, text], new[name]], axis=1) for name in ("unit_starts", "unit_ends"))
+        order = greedy_disjoint(torch.from_numpy(merged), *map(torch.from_numpy, bounds), top_k).numpy()
+        missing, order = order < 0, order.clip(min=0)
+    scores[:, text] = np.where(missing, -np.inf, np.take_along_axis(merged, order, axis=1))
     for name, values in new.items():
-        arrays[name][:, text] = np.take_along_axis(
-            np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1
-        )
-
-
-def _drop_overlapping(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """``scores`` ``(Q, n)`` with ``-inf`` for each candidate overlapping a better one (greedy, best first).
-
-    Only used when a text's windows are merged: a few candidates per query, so a loop over them.
-    """
-    scores = scores.copy()
-    for query in range(scores.shape[0]):
-        kept: list[tuple[int, int]] = []
-        for column in np.argsort(-scores[query], kind="stable"):
-            if not np.isfinite(scores[query, column]):
-                break
-            start, end = int(starts[query, column]), int(ends[query, column])
-            if any(start < b and a < end for a, b in kept):
-                scores[query, column] = -np.inf
-            else:
-                kept.append((start, end))
-    return scores
+        kept = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
+        arrays[name][:, text] = np.where(missing, -np.inf if name == "similarities" else -1, kept)
 
 
 def best_spans_paired(

@@ -1,19 +1,14 @@
-"""Span math: the one home for span enumeration, prefix-sum pooling and fused best-span scoring.
-
-Plain torch, no sentence-transformers imports. Every consumer (``SpanPooling``, ``encode_spans``,
-``best_spans``, the losses, the evaluator, the index) calls these functions.
+"""Span math: span enumeration, prefix-sum pooling and fused best-span scoring, in plain torch.
 
 Conventions (decided here, never re-derived elsewhere):
 
-* A **unit** is a word or a sub-word token. Units of a row are described by ``boundaries``, a
-  ``(B, U + 1)`` long tensor of token positions: unit ``u`` of row ``b`` covers tokens
-  ``boundaries[b, u] : boundaries[b, u + 1]``. Rows with fewer units are padded by repeating their
-  last boundary; ``num_units[b]`` says how many units row ``b`` really has. Special tokens and
-  padding lie outside every unit, so they can never belong to a span.
-* A **span** is ``(start, end)`` in units, end exclusive, with ``min_span <= end - start <= max_span``.
-  Spans are enumerated start-major: by start unit, then by length.
-* A span's vector is the **mean of its token vectors** (SLICE); its cosine to a query only needs the
-  sum, which prefix sums give in O(1) per span.
+* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit
+  ``u`` of row ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat
+  their last boundary and ``num_units[b]`` says how many units row ``b`` has. Special tokens and
+  padding lie outside every unit.
+* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``,
+  enumerated start-major (by start, then by length).
+* A span's vector is the **mean of its token vectors** (SLICE); prefix sums give its sum in O(1).
 """
 
 from __future__ import annotations
@@ -32,14 +27,7 @@ SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def check_span_bounds(min_span: int, max_span: int) -> None:
-    """Raise a clear ``ValueError`` for impossible span bounds.
-
-    >>> check_span_bounds(1, 20)
-    >>> check_span_bounds(3, 2)
-    Traceback (most recent call last):
-    ...
-    ValueError: min_span (3) must be <= max_span (2).
-    """
+    """Raise a clear ``ValueError`` for impossible span bounds."""
     for name, value in (("min_span", min_span), ("max_span", max_span)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer, got {value!r}.")
@@ -52,14 +40,7 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
 def span_grid(
     num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None
 ) -> tuple[Tensor, Tensor]:
-    """All spans over ``num_units`` units, start-major: returns ``(starts, ends)``, each of shape ``(S,)``.
-
-    Spans running past ``num_units`` are not produced.
-
-    >>> starts, ends = span_grid(3, 1, 2)
-    >>> list(zip(starts.tolist(), ends.tolist()))
-    [(0, 1), (0, 2), (1, 2), (1, 3), (2, 3)]
-    """
+    """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
     starts = torch.arange(max(num_units, 0), device=device)
@@ -70,14 +51,7 @@ def span_grid(
 
 
 def prefix_sums(token_embeddings: Tensor) -> Tensor:
-    """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row.
-
-    Half-precision inputs are summed in float32. Keep ``T`` moderate (a model window, a few hundred
-    tokens) so that differences of prefix sums stay exact to float tolerance.
-
-    >>> prefix_sums(torch.ones(1, 3, 2))[0, :, 0].tolist()
-    [0.0, 1.0, 2.0, 3.0]
-    """
+    """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row (keep ``T`` a model window)."""
     x = token_embeddings.float()
     zeros = x.new_zeros(x.shape[0], 1, x.shape[2])
     return torch.cat([zeros, x.cumsum(dim=1)], dim=1)
@@ -103,11 +77,8 @@ def _start_mask(num_units: Tensor, width: int, owned: tuple[Tensor, Tensor] | No
 
 @dataclass
 class SpanBatch:
-    """Mean-pooled spans of a padded batch.
-
-    ``embeddings`` is ``(B, S, d)``; ``starts``/``ends`` are the shared ``(S,)`` unit grid; ``mask``
-    ``(B, S)`` says which spans exist in each row.
-    """
+    """Mean-pooled spans of a padded batch: ``embeddings`` ``(B, S, d)``, the ``(S,)`` unit grid ``starts``/``ends``,
+    and ``mask`` ``(B, S)``: which spans exist in each row."""
 
     embeddings: Tensor
     starts: Tensor
@@ -123,10 +94,10 @@ def pool_spans(
     max_span: int,
     owned: tuple[Tensor, Tensor] | None = None,
 ) -> SpanBatch:
-    """Mean vector of every span of ``min_span..max_span`` units, by prefix sums (no loop over spans).
+    """Mean vector of every span of ``min_span..max_span`` units, by prefix sums.
 
-    ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans whose start unit lies in ``[lo, hi)``; long
-    texts split into windows use it so that each span is produced by exactly one window.
+    ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans starting in ``[lo, hi)``: the windows of a long
+    text use it so that each span comes from exactly one window.
 
     >>> emb = torch.arange(6.0).reshape(1, 3, 2)          # 3 tokens, d = 2
     >>> bounds = torch.tensor([[0, 1, 3]])                 # unit 0 = token 0, unit 1 = tokens 1..2
@@ -148,15 +119,7 @@ def pool_spans(
 
 
 def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
-    """Sum and token count of units ``[lo, hi)`` of each row: ``((B, d), (B,))``.
-
-    The mean over all units of a text (``lo = 0``, ``hi = num_units``) is the text's own span vector:
-    the representation queries get, so that query and span vectors are comparable.
-
-    >>> total, count = pool_units(torch.ones(1, 4, 2), torch.tensor([[1, 2, 3]]), torch.tensor([0]), torch.tensor([2]))
-    >>> total.tolist(), count.tolist()
-    ([[2.0, 2.0]], [2])
-    """
+    """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector."""
     sums = prefix_sums(token_embeddings)
     token_lo = boundaries.gather(1, lo[:, None].long())
     token_hi = boundaries.gather(1, hi[:, None].long())
@@ -165,14 +128,7 @@ def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Ten
 
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
-    """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``.
-
-    A span's sum is the sum of its units' sums, so an index can store one vector per unit.
-
-    >>> sums, counts = unit_sums(torch.ones(1, 4, 2), torch.tensor([[1, 2, 4]]))
-    >>> sums.tolist(), counts.tolist()
-    ([[[1.0, 1.0], [2.0, 2.0]]], [[1, 2]])
-    """
+    """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
     sums = prefix_sums(token_embeddings)
     return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
 
@@ -185,14 +141,10 @@ def span_sum_norms(
     max_span: int,
     owned: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
-    """L2 norm of the token-vector **sum** of every span, as a ``(B, U, L)`` grid over (start, length).
+    """L2 norm of every span's token-vector **sum**, a ``(B, U, L)`` grid over (start, length).
 
-    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; spans that do not
-    exist (past the text, or a start outside ``owned``) are ``nan``. Computed one length at a time.
-
-    >>> emb = torch.tensor([[[3.0, 0.0], [0.0, 4.0]]])
-    >>> span_sum_norms(emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2).tolist()
-    [[[3.0, 5.0], [4.0, nan]]]
+    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; ``nan`` where it does
+    not exist (past the text, or a start outside ``owned``).
     """
     check_span_bounds(min_span, max_span)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
@@ -200,7 +152,7 @@ def span_sum_norms(
 
 
 def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_span: int, owned) -> Tensor:
-    """:func:`span_sum_norms` from the prefix sums at unit boundaries ``(B, U + 1, d)``: plain slices per length."""
+    """:func:`span_sum_norms` from the prefix sums at unit boundaries ``(B, U + 1, d)``, one length at a time."""
     batch, width = unit_prefix.shape[0], unit_prefix.shape[1] - 1
     device = unit_prefix.device
     norms = torch.full((batch, width, max_span - min_span + 1), float("nan"), device=device)
@@ -219,12 +171,8 @@ def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_s
 
 @dataclass
 class BestSpans:
-    """Top spans per (row, query): ``scores``, ``starts``, ``ends`` (and ``similarities``) are ``(B, Q, k)``.
-
-    ``scores`` rank the spans (the similarity minus the scorer's costs, if any); ``similarities`` are
-    the plain similarities of the same spans. Missing entries (a row with fewer than ``k`` spans) have
-    score ``-inf`` and start = end = -1.
-    """
+    """Top spans per (row, query), each ``(B, Q, k)``: ``scores`` rank them (the similarity minus the scorer's costs),
+    ``similarities`` are plain. Missing entries have score ``-inf`` and start = end = -1."""
 
     scores: Tensor
     starts: Tensor
@@ -246,26 +194,15 @@ def best_span_scores(
     costs: SpanCosts | None = None,
     overlap: bool = True,
 ) -> BestSpans:
-    """Fused best-span search: the top-``k`` similarity between each query and all spans of each row.
+    """Fused best-span search: the top-``k`` spans of each row for each query.
 
-    ``similarity`` is sentence-transformers' ``similarity_fn_name`` between the query vector and the
-    span's **mean** token vector: ``"cosine"`` (default), ``"dot"``, ``"euclidean"`` (minus the L2
-    distance) or ``"manhattan"`` (minus the L1 distance). Cosine, dot and euclidean need only the
-    span sums' dot products and norms; manhattan builds each span length's mean vectors in turn.
-
-    ``queries`` is ``(Q, d)``, shared by all rows, or ``(B, Q, d)``: row ``b`` against its own queries
-    (paired scoring, e.g. one origin phrase per passage). The ``(B, S, d)`` span matrix is never
-    built: prefix sums are gathered once at the unit boundaries, query dot products come from one
-    matmul with them (``q · (P_j - P_i)``), and span norms are computed one span length at a time with
-    plain slices, so memory stays at the size of the token embeddings. The loop runs over the ``K``
-    span lengths, never over spans.
-
-    ``costs`` (:class:`slice_st.scoring.SpanCosts`, from :func:`slice_st.scoring.span_costs`) are
-    subtracted from every span's similarity: the span scorer. ``BestSpans.scores`` are then the
-    scorer's scores and ``BestSpans.similarities`` the plain similarities of the same spans.
-    ``overlap=False`` makes the ``top_k`` spans of a (row, query) pairwise disjoint: greedy, best
-    first, a span overlapping a better one is dropped (the score grid is built, ``(B, U, K, Q)``, and
-    the loop runs over the ``k`` picks).
+    ``similarity`` is sentence-transformers' ``similarity_fn_name`` between the query and the span's
+    mean vector (``"euclidean"``/``"manhattan"``: minus the distance). ``queries`` is ``(Q, d)``, shared
+    by all rows, or ``(B, Q, d)``: row ``b`` against its own queries. No span matrix is built: query
+    dot products come from one matmul with the prefix sums at unit boundaries (``q · (P_j - P_i)``)
+    and span norms one length at a time, so the loop runs over the ``K`` lengths, never over spans.
+    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted from the similarities to rank the
+    spans. ``overlap=False`` keeps a (row, query)'s spans pairwise disjoint (greedy, best first).
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -276,122 +213,126 @@ def best_span_scores(
     check_span_bounds(min_span, max_span)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    batch = token_embeddings.shape[0]
+    batch, device, width = token_embeddings.shape[0], token_embeddings.device, boundaries.shape[1] - 1
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
         raise ValueError(f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}.")
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}.")
-    num_queries = queries.shape[-2]
-    device = token_embeddings.device
-    width = boundaries.shape[1] - 1
     query_vectors = queries.float().to(device)
     if similarity == "cosine":
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
-    if query_vectors.dim() == 2:
-        query_sums = unit_prefix @ query_vectors.T  # (B, U+1, Q)
-    else:
-        query_sums = unit_prefix @ query_vectors.transpose(1, 2)  # (B, U+1, d) @ (B, d, Q)
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
     exists = ~torch.isnan(norms)
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
-    query_norms2 = (query_vectors**2).sum(-1)  # (Q,) or (B, Q): for euclidean
-    query_norms2 = query_norms2[None, None, :] if query_vectors.dim() == 2 else query_norms2[:, None, :]
-    token_bounds = boundaries.to(device)
-
-    best_scores = torch.full((batch, top_k, num_queries), float("-inf"), device=device)
-    best_similarities = best_scores.clone()
-    best_starts = torch.full((batch, top_k, num_queries), -1, dtype=torch.long, device=device)
-    best_ends = best_starts.clone()
-    disjoint = not overlap and top_k > 1
-    grid_scores, grid_similarities = [], []
+    lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
+    num_queries = queries.shape[-2]
+    best = _no_spans((batch, top_k, num_queries), device)
+    grid = []
     for length in range(min_span, min(max_span, width) + 1):
-        count = width - length + 1
-        dots = query_sums[:, length : length + count] - query_sums[:, :count]  # (B, n, Q): q · span sum
-        if similarity == "cosine":
-            scores = dots / norms[:, :count, length - min_span, None]
-        else:
-            tokens = (
-                (token_bounds[:, length : length + count] - token_bounds[:, :count]).clamp(min=1).float()[..., None]
-            )  # (B, n, 1)
-            if similarity == "dot":
-                scores = dots / tokens
-            elif similarity == "euclidean":
-                mean_norms2 = (norms[:, :count, length - min_span, None] / tokens) ** 2
-                scores = -(query_norms2 - 2 * dots / tokens + mean_norms2).clamp(min=0).sqrt()
-            else:  # manhattan: needs the mean vectors themselves
-                means = (unit_prefix[:, length : length + count] - unit_prefix[:, :count]) / tokens  # (B, n, d)
-                targets = query_vectors if query_vectors.dim() == 3 else query_vectors[None].expand(batch, -1, -1)
-                scores = -torch.cdist(means, targets, p=1)  # (B, n, Q)
-        scores = scores.masked_fill(~exists[:, :count, length - min_span, None], float("-inf"))
-        similarities = scores
+        count, column = width - length + 1, length - min_span
+        similarities = lengths(length, count, norms[:, :count, column, None])
+        similarities = similarities.masked_fill(~exists[:, :count, column, None], float("-inf"))
+        scores = similarities
         if costs is not None:
             scores = scores - costs.of_length(length, count, min_span).to(scores.dtype)
-        if disjoint:
-            pad = (0, 0, 0, width - count)
-            grid_scores.append(torch.nn.functional.pad(scores, pad, value=float("-inf")))
-            grid_similarities.append(torch.nn.functional.pad(similarities, pad, value=float("-inf")))
-            continue
-        starts = torch.arange(count, device=device)[None, :, None].expand(batch, count, num_queries)
-        merged_scores = torch.cat([best_scores, scores], dim=1)
-        merged_similarities = torch.cat([best_similarities, similarities], dim=1)
-        merged_starts = torch.cat([best_starts, starts], dim=1)
-        merged_ends = torch.cat([best_ends, starts + length], dim=1)
-        best_scores, order = merged_scores.topk(top_k, dim=1)  # merged has top_k + n rows: always enough
-        best_similarities = merged_similarities.gather(1, order)
-        best_starts = merged_starts.gather(1, order)
-        best_ends = merged_ends.gather(1, order)
-    if disjoint and grid_scores:
-        best_scores, best_similarities, best_starts, best_ends = _disjoint_top_k(
-            torch.stack(grid_scores, dim=2), torch.stack(grid_similarities, dim=2), top_k, min_span
-        )
-    missing = torch.isinf(best_scores)
-    best_starts = best_starts.masked_fill(missing, -1)
-    best_ends = best_ends.masked_fill(missing, -1)
+        if overlap or top_k == 1:
+            best = _merge_length(best, scores, similarities, length)
+        else:
+            grid.append(
+                [
+                    torch.nn.functional.pad(x, (0, 0, 0, width - count), value=float("-inf"))
+                    for x in (scores, similarities)
+                ]
+            )
+    if grid:
+        best = _disjoint_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
+    scores, similarities, starts, ends = best
+    missing = torch.isinf(scores)
     return BestSpans(
-        best_scores.transpose(1, 2),
-        best_starts.transpose(1, 2),
-        best_ends.transpose(1, 2),
-        best_similarities.transpose(1, 2),
+        scores.transpose(1, 2),
+        starts.masked_fill(missing, -1).transpose(1, 2),
+        ends.masked_fill(missing, -1).transpose(1, 2),
+        similarities.transpose(1, 2),
     )
 
 
-def _disjoint_top_k(
-    scores: Tensor, similarities: Tensor, top_k: int, min_span: int
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Greedy disjoint top-k over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends.
+class _LengthSimilarity:
+    """The ``(B, n, Q)`` similarities of all ``n`` spans of one length to the queries, from the prefix sums."""
 
-    Each step takes every (row, query)'s best remaining span and masks the spans overlapping it; the
-    loop runs over the ``k`` picks, vectorised over rows, queries and spans.
-    """
+    def __init__(self, similarity: str, unit_prefix: Tensor, query_vectors: Tensor, token_bounds: Tensor) -> None:
+        self.similarity, self.unit_prefix, self.token_bounds = similarity, unit_prefix, token_bounds
+        shared = query_vectors.dim() == 2
+        self.query_sums = unit_prefix @ (query_vectors.T if shared else query_vectors.transpose(1, 2))  # (B, U+1, Q)
+        norms2 = (query_vectors**2).sum(-1)  # for euclidean
+        self.query_norms2 = norms2[None, None, :] if shared else norms2[:, None, :]
+        self.targets = query_vectors[None].expand(unit_prefix.shape[0], -1, -1) if shared else query_vectors
+
+    def __call__(self, length: int, count: int, norms: Tensor) -> Tensor:
+        dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]  # q · span sum
+        if self.similarity == "cosine":
+            return dots / norms
+        bounds = self.token_bounds
+        tokens = (bounds[:, length : length + count] - bounds[:, :count]).clamp(min=1).float()[..., None]
+        if self.similarity == "dot":
+            return dots / tokens
+        if self.similarity == "euclidean":
+            return -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
+        means = (self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]) / tokens  # manhattan
+        return -torch.cdist(means, self.targets, p=1)
+
+
+def _no_spans(shape: tuple[int, ...], device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """An empty running top-k: scores and similarities ``-inf``, starts and ends ``-1``."""
+    scores = torch.full(shape, float("-inf"), device=device)
+    starts = torch.full(shape, -1, dtype=torch.long, device=device)
+    return scores, scores.clone(), starts, starts.clone()
+
+
+def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int) -> tuple[Tensor, ...]:
+    """Merge the ``(B, n, Q)`` spans of one length into the running ``(B, k, Q)`` top-k."""
+    batch, count, num_queries = scores.shape
+    starts = torch.arange(count, device=scores.device)[None, :, None].expand(batch, count, num_queries)
+    merged = [torch.cat(pair, dim=1) for pair in zip(best, (scores, similarities, starts, starts + length))]
+    top, order = merged[0].topk(best[0].shape[1], dim=1)  # merged has k + n rows: always enough
+    return (top, *(values.gather(1, order) for values in merged[1:]))
+
+
+def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int) -> tuple[Tensor, ...]:
+    """:func:`greedy_disjoint` over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends."""
     batch, width, widths, num_queries = scores.shape
-    device = scores.device
-    remaining = scores.permute(0, 3, 1, 2).reshape(batch * num_queries, width, widths).clone()
-    plain = similarities.permute(0, 3, 1, 2).reshape(batch * num_queries, -1)
-    unit_starts = torch.arange(width, device=device)[:, None]
-    unit_ends = unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]
-    out_scores = torch.full((batch * num_queries, top_k), float("-inf"), device=device, dtype=scores.dtype)
-    out_similarities = out_scores.clone()
-    out_starts = torch.full((batch * num_queries, top_k), -1, dtype=torch.long, device=device)
-    out_ends = out_starts.clone()
-    for step in range(top_k):
-        values, flat = remaining.view(batch * num_queries, -1).max(dim=1)
-        take = torch.isfinite(values)
-        if not bool(take.any()):
+    rows, device = batch * num_queries, scores.device
+    flat = scores.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    plain = similarities.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    starts = torch.arange(width, device=device).repeat_interleave(widths)
+    ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
+    starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
+    picks = greedy_disjoint(flat, starts, ends, top_k)
+    missing, index = picks < 0, picks.clamp(min=0)
+    out = [values.gather(1, index).masked_fill(missing, float("-inf")) for values in (flat, plain)]
+    out += [values.gather(1, index).masked_fill(missing, -1) for values in (starts, ends)]
+    return tuple(values.view(batch, num_queries, top_k).transpose(1, 2) for values in out)
+
+
+def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) -> Tensor:
+    """Positions ``(..., k)`` along the last dim of the ``top_k`` best candidates that overlap no better one (greedy,
+    best first, exact ties: the earlier one; ``-1`` past the last). The loop runs over the ``k`` picks.
+
+    >>> greedy_disjoint(torch.tensor([[0.9, 0.8, 0.5]]), torch.tensor([[0, 1, 3]]), torch.tensor([[2, 3, 4]]), 3)
+    tensor([[ 0,  2, -1]])
+    """
+    alive = torch.isfinite(scores)
+    chosen = torch.full((*scores.shape[:-1], top_k), -1, dtype=torch.long, device=scores.device)
+    for step in range(min(top_k, scores.shape[-1])):
+        best, pick = scores.masked_fill(~alive, float("-inf")).max(dim=-1)
+        found = torch.isfinite(best)
+        if not bool(found.any()):
             break
-        start, end = flat // widths, flat // widths + flat % widths + min_span
-        out_scores[:, step] = torch.where(take, values, float("-inf"))
-        out_similarities[:, step] = torch.where(take, plain.gather(1, flat[:, None])[:, 0], float("-inf"))
-        out_starts[:, step] = torch.where(take, start, -1)
-        out_ends[:, step] = torch.where(take, end, -1)
-        hit = (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
-        remaining.masked_fill_(hit, float("-inf"))
-
-    def shaped(values: Tensor) -> Tensor:
-        return values.view(batch, num_queries, top_k).transpose(1, 2)
-
-    return shaped(out_scores), shaped(out_similarities), shaped(out_starts), shaped(out_ends)
+        chosen[..., step] = torch.where(found, pick, -1)
+        first, end = starts.gather(-1, pick[..., None]), ends.gather(-1, pick[..., None])
+        alive &= ~((starts < end) & (ends > first) & found[..., None])
+    return chosen
 
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
@@ -456,47 +397,6 @@ def sample_spans(
     return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
 
 
-def shift_spans(
-    starts: Tensor,
-    ends: Tensor,
-    num_units: Tensor,
-    count: int,
-    max_shift: int,
-    min_span: int = 1,
-    generator: torch.Generator | None = None,
-) -> tuple[Tensor, Tensor]:
-    """``count`` extra spans per row that overlap drawn ones: copies with each end moved by up to ``max_shift`` units.
-
-    Hard negatives for span training (a span and its near neighbours must be told apart). Each new
-    span copies a random valid span of its row and moves its start and end independently by
-    ``-max_shift..max_shift``, kept inside the row's units and at least ``min_span`` long; rows
-    without a valid span get ``-1``. Returns ``(starts, ends)`` of shape ``(B, count)``.
-
-    >>> s, e = shift_spans(torch.tensor([[2, -1]]), torch.tensor([[5, -1]]), torch.tensor([9]), 3, 1,
-    ...     generator=torch.Generator().manual_seed(0))
-    >>> bool(((s >= 1) & (s <= 3) & (e >= 4) & (e <= 6) & (e - s >= 1)).all())
-    True
-    """
-    if count < 0 or max_shift < 0:
-        raise ValueError(f"count and max_shift must be >= 0, got {count} and {max_shift}.")
-    device = starts.device
-    batch, drawn = starts.shape
-    valid = starts >= 0
-    weights = valid.float() + (~valid.any(dim=1, keepdim=True)).float()  # rows without a span: any pick, masked below
-    pick = (
-        torch.multinomial(weights.cpu(), count, replacement=True, generator=generator).to(device)
-        if count
-        else starts[:, :0]
-    )
-    base_starts, base_ends = starts.gather(1, pick), ends.gather(1, pick)
-    moves = torch.randint(-max_shift, max_shift + 1, (2, batch, count), generator=generator).to(device)
-    new_starts = (base_starts + moves[0]).clamp(min=0)
-    new_ends = torch.minimum(base_ends + moves[1], num_units[:, None])
-    new_ends = torch.maximum(new_ends, new_starts + min_span)
-    bad = (base_starts < 0) | (new_ends > num_units[:, None])
-    return new_starts.masked_fill(bad, -1), new_ends.masked_fill(bad, -1)
-
-
 def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
     """Cosine between queries and the given spans, differentiable: ``(B, Q)``.
 
@@ -517,175 +417,6 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
     span_sums, _ = _span_sums(token_embeddings, boundaries, starts, ends)  # (B, Q, d)
     cosines = torch.nn.functional.cosine_similarity(span_sums, queries.to(span_sums.dtype), dim=-1)
     return cosines.masked_fill(missing, float("-inf"))
-
-
-# ---------------------------------------------------------------------------------------------
-# Multi-vector documents: MaxSim over all spans, span selection (document similarity, issue 13)
-# ---------------------------------------------------------------------------------------------
-def max_span_cosines(
-    queries: Tensor,
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-    *,
-    query_chunk: int = 1024,
-    eps: float = 1e-12,
-) -> Tensor:
-    """For every query and row, the best cosine over **all** spans of the row: ``(B, Q)`` (MaxSim).
-
-    ``queries`` ``(Q, d)`` are shared by all rows. The same fused math as :func:`best_span_scores`
-    (prefix sums gathered at unit boundaries, one matmul with the queries, span norms one length at
-    a time) with a running maximum instead of a top-k: no ``(B, S, d)`` span matrix and no span
-    indices; per span length one subtraction, one fused multiply-add (inverse norm, ``-inf`` for
-    spans that do not exist) and one max. Queries go ``query_chunk`` at a time to bound the
-    ``(B, U, chunk)`` buffers. Rows without a span give ``-inf``.
-
-    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
-    >>> bounds = torch.tensor([[0, 1, 2, 3]])
-    >>> max_span_cosines(torch.tensor([[0.0, 1.0], [1.0, 1.0]]), emb, bounds, torch.tensor([3]), 1,
-    ...     2).round(decimals=4).tolist()
-    [[1.0, 1.0]]
-    """
-    check_span_bounds(min_span, max_span)
-    if queries.dim() != 2 or queries.shape[1] != token_embeddings.shape[-1]:
-        raise ValueError(f"queries must be (Q, d={token_embeddings.shape[-1]}), got {tuple(queries.shape)}.")
-    batch, device = token_embeddings.shape[0], token_embeddings.device
-    width = boundaries.shape[1] - 1
-    unit_queries = torch.nn.functional.normalize(queries.float().to(device), dim=-1, eps=eps)
-    best = torch.full((batch, unit_queries.shape[0]), float("-inf"), device=device)
-    if width == 0 or unit_queries.shape[0] == 0:
-        return best
-    with torch.inference_mode():
-        unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d)
-        norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)  # (B, U, L), nan: no span
-        exists = ~torch.isnan(norms)
-        inverse = torch.where(exists, 1.0 / norms.clamp(min=eps), torch.zeros_like(norms))
-        absent = torch.where(exists, torch.zeros_like(norms), torch.full_like(norms, float("-inf")))
-        for first in range(0, unit_queries.shape[0], query_chunk):
-            chunk = unit_queries[first : first + query_chunk]
-            query_sums = unit_prefix @ chunk.T  # (B, U+1, q)
-            running = best[:, first : first + chunk.shape[0]]
-            buffer = torch.empty(batch, width, chunk.shape[0], device=device)
-            for length in range(min_span, min(max_span, width) + 1):
-                count, column = width - length + 1, length - min_span
-                dots = torch.sub(query_sums[:, length : length + count], query_sums[:, :count], out=buffer[:, :count])
-                scores = torch.addcmul(
-                    absent[:, :count, column, None], dots, inverse[:, :count, column, None], out=buffer[:, :count]
-                )
-                torch.maximum(running, scores.amax(dim=1), out=running)
-    return best
-
-
-def span_cosine_grid(
-    vectors: Tensor,
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-    eps: float = 1e-12,
-) -> Tensor:
-    """Cosine of every span of row ``b`` to ``vectors[b]``, as a ``(B, U, L)`` grid over (start, length).
-
-    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u`` (``nan`` where it does
-    not exist), the layout of :func:`span_sum_norms`. Fused: one dot product per token (the span's
-    numerator is a difference of their prefix sums), no span matrix. E.g. each span's cosine to its
-    document's mean vector ("centrality").
-
-    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
-    >>> span_cosine_grid(torch.tensor([[1.0, 0.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1,
-    ...     2).double().round(decimals=4).tolist()
-    [[[1.0, 0.7071], [0.0, nan]]]
-    """
-    check_span_bounds(min_span, max_span)
-    width = boundaries.shape[1] - 1
-    unit_vectors = torch.nn.functional.normalize(vectors.float().to(token_embeddings.device), dim=-1, eps=eps)
-    with torch.inference_mode():
-        unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d)
-        dot_prefix = (unit_prefix @ unit_vectors[:, :, None])[..., 0]  # (B, U+1)
-        norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
-        grid = torch.full_like(norms, float("nan"))
-        for length in range(min_span, min(max_span, width) + 1):
-            count = width - length + 1
-            grid[:, :count, length - min_span] = (
-                dot_prefix[:, length : length + count] - dot_prefix[:, :count]
-            ) / norms[:, :count, length - min_span].clamp(min=eps)
-        return grid  # nan where the norm is nan: the span does not exist
-
-
-def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1) -> tuple[Tensor, Tensor]:
-    """Greedy non-overlapping spans by score: ``(starts, ends)`` ``(B, m)`` in units, ``-1`` where none.
-
-    ``scores`` is a ``(B, U, L)`` grid over (start unit, length ``min_span + l``) as
-    :func:`span_sum_norms` lays it out (``nan`` or ``-inf``: not a candidate). Row ``b`` takes up to
-    ``count[b]`` spans (``m = max(count)``): repeatedly the best remaining span, after which every
-    span overlapping it is dropped. Spans come in the order they were chosen. The loop runs over
-    the ``m`` choices, each vectorised over rows and spans.
-
-    >>> grid = torch.tensor([[[0.1, 0.9], [0.5, float("nan")]]])     # 2 units, lengths 1 and 2
-    >>> greedy_disjoint_spans(grid, 2)
-    (tensor([[ 0, -1]]), tensor([[ 2, -1]]))
-    """
-    batch, width, widths = scores.shape
-    device = scores.device
-    counts = (
-        torch.as_tensor(count, device=device).expand(batch)
-        if not torch.is_tensor(count) or count.dim() == 0
-        else count.to(device)
-    )
-    steps = int(counts.max()) if batch else 0
-    starts_out = torch.full((batch, steps), -1, dtype=torch.long, device=device)
-    ends_out = starts_out.clone()
-    if steps == 0 or width == 0:
-        return starts_out, ends_out
-    remaining = torch.nan_to_num(scores.float(), nan=float("-inf")).clone()
-    unit_starts = torch.arange(width, device=device)[:, None]  # (U, 1)
-    unit_ends = unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]  # (U, L)
-    rows = torch.arange(batch, device=device)
-    for step in range(steps):
-        values, flat = remaining.view(batch, -1).max(dim=1)
-        take = torch.isfinite(values) & (step < counts)
-        start, end = flat // widths, flat // widths + flat % widths + min_span
-        starts_out[:, step] = torch.where(take, start, -1)
-        ends_out[:, step] = torch.where(take, end, -1)
-        overlap = (
-            (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
-        )
-        remaining.masked_fill_(overlap, float("-inf"))
-        remaining[rows[~take]] = float("-inf")
-    return starts_out, ends_out
-
-
-def tile_spans(num_units: Tensor, count: Tensor | int) -> tuple[Tensor, Tensor]:
-    """Cut each row's units into ``count`` contiguous, near-equal spans covering all of them.
-
-    Returns ``(starts, ends)`` ``(B, m)`` in units (``m = max(count)``, ``-1`` past a row's
-    tiles); a row with fewer units than ``count`` gets one span per unit. Tile ``i`` of a row of
-    ``U`` units and ``c`` tiles is ``[⌊iU/c⌋, ⌊(i+1)U/c⌋)``.
-
-    >>> tile_spans(torch.tensor([5, 2]), 2)
-    (tensor([[0, 2],
-            [0, 1]]), tensor([[2, 5],
-            [1, 2]]))
-    """
-    num_units = num_units.long()
-    counts = (
-        torch.as_tensor(count, device=num_units.device).long().expand(num_units.shape[0]).clone()
-        if not torch.is_tensor(count) or count.dim() == 0
-        else count.long().clone()
-    )
-    counts = torch.minimum(counts, num_units)
-    steps = int(counts.max()) if counts.numel() else 0
-    index = torch.arange(steps, device=num_units.device)[None, :]
-    safe = counts.clamp(min=1)[:, None]
-    starts = index * num_units[:, None] // safe
-    ends = (index + 1) * num_units[:, None] // safe
-    missing = index >= counts[:, None]
-    return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -725,22 +456,14 @@ def top_spans_flat(
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
 
-    The corpus is ``N`` units (words or tokens) of many documents (or windows of them) laid end to
-    end: ``unit_vectors`` ``(N, d)`` holds the sum of each unit's token vectors (computed in float32;
-    float16 storage is upcast one block at a time) and ``span_norms`` ``(N, K)`` the norm of the sum
-    of the span of ``norm_min_span + j`` units starting at each unit (``nan`` where that span does
-    not exist: it would cross a document/segment boundary, as :func:`span_sum_norms` marks them). A
-    span's cosine is ``q · (P_end - P_start) / norm`` with ``P`` prefix sums of the dot products
-    ``unit_vectors @ q``: per block of units, one matmul, a float64 cumulative sum (restarted every
-    block: the precision guard for long corpora), then per span length one subtraction and product
-    and a running top-``k`` merged with :func:`torch.topk` (once it is full, only spans beating each
-    query's ``k``-th score are kept). The loops run over blocks and span lengths, never over spans.
-    The final ``k`` scores are recomputed in float64 from the unit vectors (:func:`flat_span_scores`)
-    and ranked by them (exact ties: the earlier span first).
-
-    ``floor`` ``(Q,)`` lets the scan leave out spans scoring at or below each query's floor (e.g. the
-    ``k``-th best score of another shard already searched): fewer than ``k`` may then be returned.
-    Memory-mapped numpy arrays can be passed through ``torch.from_numpy`` (no copy).
+    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each
+    unit's token-vector sum and ``span_norms`` ``(N, K)`` the norm of the sum of the span of
+    ``norm_min_span + j`` units starting at each unit (``nan``: no such span, e.g. it would cross a
+    document). Per block of units: one matmul, a float64 prefix sum of the dot products (restarted
+    every block, the precision guard), then per span length one subtraction and product into a
+    running top-``k``; loops run over blocks and lengths, never spans. The final ``k`` scores are
+    recomputed in float64 from the unit vectors (exact ties: the earlier span first). ``floor``
+    ``(Q,)`` lets the scan leave out spans scoring at or below it (fewer than ``k`` may come back).
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -794,11 +517,8 @@ def top_spans_from_dots(
     norm_min_span: int = 1,
     block: int | None = None,
 ) -> FlatTopSpans:
-    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors.
-
-    For callers that compute the dot products themselves (e.g. only over some runs of units, such as
-    the candidates of an approximate stage, with ``nan`` norms marking spans to leave out). The
-    scores are the float64 prefix-sum scores (no recomputation from the vectors).
+    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
+    (float64 prefix-sum scores, not recomputed).
 
     >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
@@ -806,9 +526,7 @@ def top_spans_from_dots(
     >>> found.scores.round(decimals=4).tolist(), found.starts.tolist(), found.lengths.tolist()
     ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
     """
-    if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
-    first_column = _check_flat(span_norms, dots.shape[1], top_k, min_span, max_span, norm_min_span)
+    first_column = _check_flat(span_norms, _dots_width(dots), top_k, min_span, max_span, norm_min_span)
     block = _block_size(block, max_span - min_span + 1, dots.shape[0])
     with torch.inference_mode():
         best_scores, best_ids = _scan_top_k(
@@ -872,24 +590,10 @@ def flat_span_scores(
 def unit_peak_scores(
     dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
 ) -> Tensor:
-    """Per unit, the best cosine of any span of ``min_span..max_span`` units that contains it: where along a text a
-    query peaks.
-
-    ``dots`` ``(Q, N)`` are the dot products of unit-norm queries with the unit sums of a flat run of
-    ``N`` units, and ``span_norms`` ``(N, K)`` the stored span-sum norms (``nan`` where a span does not
-    exist), as :func:`top_spans_flat` takes them. A span's cosine is a float64 prefix-sum difference
-    over its norm; each unit then takes the maximum over the spans covering it, a sliding-window
-    maximum per span length (the loop runs over span lengths, never over spans). Units that no
-    existing span covers get ``-inf``. Returns ``(Q, N)`` float64.
-
-    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
-    >>> unit_peak_scores(dots, norms, 1, 2).round(decimals=4).tolist()
-    [[0.7071, 1.0, 0.8944]]
-    """
-    if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
-    first_column = _check_flat(span_norms, dots.shape[1], 1, min_span, max_span, norm_min_span)
+    """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
+    float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
+    per span length."""
+    first_column = _check_flat(span_norms, _dots_width(dots), 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -907,7 +611,7 @@ def unit_peak_scores(
 
 
 def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:
-    """Validate the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
+    """The one check of the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
@@ -926,6 +630,13 @@ def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_s
     if not span_norms.is_floating_point():
         raise ValueError("span_norms must be floating point.")
     return first_column
+
+
+def _dots_width(dots: Tensor) -> int:
+    """``N`` of checked ``(Q, N)`` dot products."""
+    if dots.dim() != 2 or not dots.is_floating_point():
+        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+    return dots.shape[1]
 
 
 def _block_size(block: int | None, widths: int, num_queries: int) -> int:
@@ -991,10 +702,9 @@ def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) 
 
 
 def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
-    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0`` where the span does not exist).
+    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span).
 
-    The transposing copy goes a few thousand rows at a time: one strided copy of the whole block
-    is several times slower (cache misses), as slow as the block's matmul.
+    Copied a few thousand rows at a time: one strided copy of the whole block is as slow as its matmul.
     """
     for first in range(0, norms.shape[0], rows_per_copy):
         out[:, first : first + rows_per_copy].copy_(norms[first : first + rows_per_copy].T)
@@ -1025,10 +735,9 @@ def _block_survivors(
 ):
     """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
 
-    One pass per span length keeps, per (query, start unit), the best score over lengths; spans
-    that do not exist score ``±0`` in this pass (their inverse norm is 0), so where the threshold is
-    negative they only cost time. The few start units whose best beats the threshold have their
-    spans of every length scored again with the stored norms (NaN never passes) and filtered.
+    One pass per span length keeps each (query, start unit)'s best score (spans that do not exist score ``±0``:
+    inverse norm 0); the few start units beating the threshold are scored again per length with the stored norms
+    (NaN never passes) and filtered.
     """
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)

@@ -1,14 +1,8 @@
-"""Units and windows: from tokenizer offsets to unit boundaries, and long texts to overlapping windows.
+"""Units and windows: tokenizer offsets to unit boundaries (the only place that does it), long texts to windows.
 
-A **word** is a maximal run of tokens whose character offsets touch (no gap between one token's end
-and the next one's start). For the usual tokenizers (WordPiece, BPE, SentencePiece with trimmed
-offsets) that is exactly a whitespace-delimited word: ``"guitar."`` and ``"don't"`` are one word
-each, so word-unit spans never split a word. Scripts written without spaces (Chinese, Japanese)
-form one word per run; use ``unit="token"`` for them. A **token** unit is one sub-word token.
-Special tokens and padding are never units.
-
-This is the only place that turns offsets into units; ``SpanPooling``, ``encode_spans`` and the
-window planner all call :func:`unit_boundaries`.
+A **word** is a whitespace-delimited run of tokens (``"guitar."`` and ``"don't"`` are one word each), so word
+spans never split a word; scripts without spaces (Chinese, Japanese) want ``unit="token"``, one sub-word token
+per unit. Special tokens and padding are never units.
 """
 
 from __future__ import annotations
@@ -25,20 +19,14 @@ from slice_st.errors import WindowError
 
 UNITS = ("word", "token")
 
-#: Per-call ``processing_kwargs`` for ``SentenceTransformer.encode``/``preprocess`` that make the
-#: tokenizer return what span units need. Both keys are tokenizer extras that sentence-transformers
-#: keeps out of the transformer's forward call.
 _SPACE = re.compile(r"\s")
-
+#: ``processing_kwargs`` for ``SentenceTransformer.encode`` that make the tokenizer return what span units need
+#: (tokenizer extras that sentence-transformers keeps out of the forward call).
 SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}}
 
 
 def check_unit(unit: str) -> str:
-    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``.
-
-    >>> check_unit("word")
-    'word'
-    """
+    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``."""
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}.")
     return unit
@@ -67,11 +55,9 @@ def unit_boundaries(
 ) -> UnitBoundaries:
     """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
 
-    With the ``texts`` that were tokenized, words are exactly whitespace-delimited: a new word starts
-    where whitespace separates two tokens, and each word's character range covers its whole
-    whitespace-delimited run, including characters the tokenizer dropped (combining accents,
-    variation selectors). Without texts (inside a model, where only offsets exist) a new word starts
-    wherever two tokens' offsets do not touch.
+    With the tokenized ``texts``, a word starts where whitespace separates two tokens and covers its whole
+    whitespace-delimited run (also characters the tokenizer dropped); without them (inside a model) a word
+    starts wherever two tokens' offsets do not touch.
 
     >>> offsets = torch.tensor([[[0, 0], [0, 1], [2, 5], [5, 6], [0, 0]]])   # [CLS] a man . [SEP]  ("a man.")
     >>> special = torch.tensor([[1, 0, 0, 0, 1]])
@@ -168,14 +154,11 @@ def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_
 
 @dataclass(frozen=True)
 class Window:
-    """A piece of one text that fits the model, with the span starts it is responsible for.
+    """A piece of one text that fits the model: ``text[char_start:char_end]``, holding words ``first_word`` +
+    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning).
 
-    ``text[char_start:char_end]`` is what gets encoded; it holds the text's words
-    ``first_word .. first_word + num_words`` and tokens ``first_token .. first_token + num_tokens``.
-    It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so
-    every span of the text comes from one window. All offsets are relative to the whole text.
-    ``num_words``/``num_tokens`` are -1 for a short text whose whole content is one window and that
-    was not tokenized while planning.
+    It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so every span of
+    the text comes from one window. Offsets are relative to the whole text.
     """
 
     text_index: int
@@ -194,9 +177,7 @@ class Window:
 
 
 def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per text (tokenized whole, no special tokens): unit char starts, unit char ends, tokens per unit.
-
-    The same units as inside the model (:func:`unit_boundaries` with the texts), batched.
+    """Per text (tokenized whole): unit char starts, unit char ends and tokens per unit, as inside the model.
 
     >>> from transformers import AutoTokenizer
     >>> from slice_st.loading import default_model_path
@@ -233,13 +214,9 @@ def _margins(context: int) -> list[int]:
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as ``text_units``
-    gives.
-
-    Windows are cut between these runs, where the tokenizer itself cuts, so a window's text tokenizes
-    into the same tokens as inside the whole text. Scripts without spaces (Chinese, Japanese) are one
-    run per character for BERT-style tokenizers. A run longer than a window is cut between its tokens.
-    """
+    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as
+    :func:`text_units` gives; windows cut between them tokenize as inside the whole text. A run longer than a
+    window is cut between its tokens."""
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
@@ -276,18 +253,12 @@ def plan_windows(
     unit: str = "word",
     errors: list[tuple[int, str]] | None = None,
 ) -> list[Window]:
-    """Split texts into windows of at most ``max_tokens`` content tokens (special tokens excluded).
+    """Split texts into windows of at most ``max_tokens`` content tokens, cut between units.
 
-    Windows are cut between words (``unit="word"``), or for ``unit="token"`` between the tokenizer's
-    own pre-tokenized pieces (every character of a Chinese text), so a run of unspaced script longer
-    than a window is no error with token units. Every span of up to ``max_span`` units lies wholly
-    inside the window that owns it, with ``context`` units on each side where the text has them (less
-    only if the model window is too small for that). Texts that fit get a single window. Texts
-    without any token get no window.
-
-    A text that cannot be cut (a single word, or ``max_span`` units, longer than a window) or that is not
-    valid Unicode (a lone surrogate) raises :class:`WindowError` naming it; with an ``errors`` list it is appended
-    there as
+    Every span of up to ``max_span`` units lies inside the window that owns it, with ``context`` units on each
+    side where the text has them (less if the window is too small). Texts that fit get one window, texts without
+    tokens none. A text that cannot be cut (a word, or ``max_span`` units, longer than a window) or that is not
+    valid Unicode raises :class:`WindowError` naming it; with an ``errors`` list it is appended there as
     ``(text index, reason)`` and gets no window instead.
     """
     check_unit(unit)

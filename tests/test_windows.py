@@ -139,6 +139,22 @@ def test_best_spans_over_windows_equal_brute_force(tiny_model_short):
             assert match.span == LONG_TEXT[match.start : match.end]
 
 
+def test_disjoint_best_spans_over_windows(tiny_model_short):
+    """Without overlap, the spans merged across windows are disjoint, best first, and the first is the global best."""
+    found = tiny_model_short.best_spans(
+        ["the lazy dog"], [LONG_TEXT], top_k=6, max_span=3, window_context=2, scorer="max-cosine"
+    )
+    spans = tiny_model_short.encode_spans(LONG_TEXT, max_span=3, window_context=2)
+    query = slice_st.encode.embed_texts(tiny_model_short, ["the lazy dog"]).numpy()[0]
+    brute = np.array([cosine(query, vector) for vector in spans.embeddings])
+    matches = found[0][0]
+    assert len(matches) == 6 and abs(matches[0].score - brute.max()) < 1e-4
+    assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
+    for i, a in enumerate(matches):
+        assert all(a.unit_end <= b.unit_start or b.unit_end <= a.unit_start for b in matches[i + 1 :])
+    assert (found.unit_starts[0, 0] >= 0).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # Real model: the best span of a long text is found as in the short text
 # ---------------------------------------------------------------------------------------------

@@ -37,9 +37,10 @@ from research.phrase_tasks import (
     encode_phrases,
     probe_accuracy,
 )
+from research.span_lab import greedy_disjoint_spans, max_span_cosines, span_cosine_grid, tile_spans
 from slice_st.encode import embed_texts, encode_spans
 from slice_st.errors import DataFormatError
-from slice_st.spans import greedy_disjoint_spans, max_span_cosines, pool_spans, span_cosine_grid, tile_spans
+from slice_st.spans import pool_spans
 
 DATA = Path(__file__).parents[1] / "fixtures" / "phrase_tasks"
 PEARL = DATA / "pearl_eval"

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import slice_st
+from research.span_lab import shift_spans
 from research.span_score_distillation import SpanScoreDistillationLoss
-from slice_st.spans import shift_spans
 
 TEXTS = [
     "A man is playing the guitar on the stage tonight.",
