@@ -1,6 +1,6 @@
 """Train a SLICE model: the same as `slice-st train`, as a script `accelerate launch` can run.
 
-python examples/train_slice.py -o runs/slice-minilm --preset cpu-minilm --train-data offline --dev dev.tsv
+python examples/train_slice.py -o runs/slice-minilm --preset cpu-minilm --train-data msmarco:triples.tsv --dev dev.tsv
 accelerate launch --num_processes 2 examples/train_slice.py -o runs/slice-minilm --train-data msmarco:triples.tsv
 """
 

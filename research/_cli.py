@@ -47,7 +47,11 @@ def dumps_json(value, **kwargs) -> str:
 
 def run(parser: argparse.ArgumentParser, handler: Callable, argv: Sequence[str] | None) -> int:
     """Parse ``argv`` and run ``handler(args)``; an error the user can fix ends with one line and status 2."""
-    args = parser.parse_args(argv)
+    return handle(parser, handler, parser.parse_args(argv))
+
+
+def handle(parser: argparse.ArgumentParser, handler: Callable, args: argparse.Namespace) -> int:
+    """Run ``handler(args)``; an error the user can fix ends with one line and status 2."""
     if getattr(args, "quiet", False) or getattr(args, "no_progress", False) or not getattr(args, "progress", True):
         from transformers.utils import logging as transformers_logging
 

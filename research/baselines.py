@@ -31,13 +31,21 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
-from slice_st.evaluation.setups import SCORERS, SetupResult, check_all_scored, check_inputs, ngram_offsets
+from slice_st.evaluation import setups
+from slice_st.evaluation.setups import SetupResult, check_all_scored, check_inputs
 from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.text import require
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, unit_boundaries
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, text_units, unit_boundaries
+
+#: Table 1's three setups: the package's two and the per-n-gram one (every n-gram encoded on its own).
+SETUPS = ("full", "ngram", "single")
+#: n-grams sent to one ``model.encode`` call in the per-n-gram setup (bounds memory).
+NGRAMS_PER_CALL = 8192
+
 
 __all__ = [
     "System",
@@ -49,6 +57,127 @@ __all__ = [
     "default_tokenizer",
     "glove_tokenize",
 ]
+
+
+def ngram_offsets(
+    tokenizer, texts: Sequence[str], min_span: int = 1, max_span: int = 20, unit: str = "word"
+) -> list[np.ndarray]:
+    """Character offsets ``(S, 2)`` of every ``min_span..max_span``-unit n-gram of each text, start-major.
+
+    Units come from :func:`slice_st.tokens.text_units` (the span core's definition), and n-grams from
+    :func:`slice_st.spans.span_grid`, so they are exactly the
+    spans :func:`slice_st.encode_spans` produces.
+
+    Args:
+        tokenizer: The model's fast tokenizer.
+        texts: The passages.
+        min_span: Shortest n-gram, in units.
+        max_span: Longest n-gram, in units.
+        unit: ``"word"`` or ``"token"``.
+
+    Returns:
+        One ``(S, 2)`` array of character offsets per text.
+
+    Example:
+        >>> from transformers import AutoTokenizer
+        >>> from slice_st.loading import default_model_path
+        >>> tokenizer = AutoTokenizer.from_pretrained(default_model_path())
+        >>> text = "A man's guitar."
+        >>> [text[s:e] for s, e in ngram_offsets(tokenizer, [text], 1, 2)[0]]
+        ['A', "A man's", "man's", "man's guitar.", 'guitar.']
+    """
+    result = []
+    for char_starts, char_ends, _ in text_units(tokenizer, list(texts), unit):
+        starts, ends = span_grid(len(char_starts), min_span, max_span)
+        result.append(
+            np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1).astype(np.int64).reshape(-1, 2)
+        )
+    return result
+
+
+def score_ngram(
+    model,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    min_span: int = 1,
+    max_span: int = 20,
+    unit: str = "word",
+    batch_size: int = 32,
+    show_progress_bar: bool | None = None,
+) -> SetupResult:
+    """Per-n-gram setup: every n-gram of each passage encoded as its own input; best cosine per pair.
+
+    N·K forward passes (batched, deduplicated within a call of :data:`NGRAMS_PER_CALL` n-grams; an
+    n-gram is encoded exactly like a sentence, through ``model.encode``).
+
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        batch_size: Batch size of the forward passes.
+        show_progress_bar: Show a progress bar (``None``: for long inputs).
+
+    Returns:
+        A :class:`SetupResult` with the best cosine and span per pair.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> result = score_ngram(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3)
+        >>> "The cat and the puppy slept."[slice(*result.spans[0])]
+        'the puppy'
+    """
+    phrases, passages = check_inputs(phrases, passages)
+    offsets = ngram_offsets(model.tokenizer, passages, min_span, max_span, unit)
+    queries = _encode(model, phrases, batch_size, False)
+    total = sum(len(o) for o in offsets)
+    scores = np.full(len(passages), -np.inf)
+    best: list[tuple[int, int] | None] = [None] * len(passages)
+    if show_progress_bar is None:
+        show_progress_bar = total > 4 * NGRAMS_PER_CALL
+    with tqdm(total=total, desc="Encoding n-grams", unit="n-gram", disable=not show_progress_bar) as progress:
+        pending: list[int] = []
+        pending_size = 0
+
+        def flush() -> None:
+            strings = [passages[i][s:e] for i in pending for s, e in offsets[i]]
+            unique = list(dict.fromkeys(strings))
+            position = {text: k for k, text in enumerate(unique)}
+            vectors = _encode(model, unique, batch_size, False)
+            cursor = 0
+            for i in pending:
+                count = len(offsets[i])
+                rows = torch.tensor([position[t] for t in strings[cursor : cursor + count]], device=vectors.device)
+                cosines = vectors[rows] @ queries[i]
+                top = int(torch.argmax(cosines))
+                scores[i] = float(cosines[top])
+                best[i] = (int(offsets[i][top, 0]), int(offsets[i][top, 1]))
+                cursor += count
+            progress.update(len(strings))
+
+        for index, passage_offsets in enumerate(offsets):
+            if len(passage_offsets) == 0:
+                continue
+            pending.append(index)
+            pending_size += len(passage_offsets)
+            if pending_size >= NGRAMS_PER_CALL:
+                flush()
+                pending, pending_size = [], 0
+        if pending:
+            flush()
+    check_all_scored(scores, passages)
+    return SetupResult(scores, best, extra={"ngrams": total})
+
+
+SCORERS = {**setups.SCORERS, "ngram": score_ngram}
+
+
+def _encode(model, texts: list[str], batch_size: int, show_progress_bar: bool) -> torch.Tensor:
+    vectors = model.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_tensor=True)
+    return torch.nn.functional.normalize(vectors.float(), dim=-1)
 
 
 def default_tokenizer():

@@ -184,8 +184,8 @@ def ship_adapter(
     for file in files:
         if not os.path.isfile(os.path.join(adapter, file)):
             raise FileNotFoundError(
-                f"{os.path.join(adapter, file)} is missing: train with --lora-r (slice-st train --preset "
-                f"cpu-minilm-slice)."
+                f"{os.path.join(adapter, file)} is missing: train with --lora-r (the recipe "
+                "research/presets/cpu-minilm-slice.json has it)."
             )
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
@@ -216,7 +216,7 @@ def ship_adapter(
         "form": f"LoRA adapter (r = {recipe.get('lora_r', '?')}, every linear layer), float32, "
         "merged into the base weights at load",
         "recipe": recipe,
-        "command": "make model  (slice-st train --preset cpu-minilm-slice --dev DEV; "
+        "command": "make model  (python -m research.train --config research/presets/cpu-minilm-slice.json --dev DEV; "
         "python -m research.ship_adapter RUN -o DEST --dev DEV)",
         "training_data": {source: TRAINING_DATA_LICENCES[source] for source in sources},
         "licence": f"{WEIGHTS_LICENCE}: trained on non-commercial data (SICK); the base model is Apache-2.0",

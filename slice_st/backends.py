@@ -1,29 +1,9 @@
-"""Inference backends for span encoding: ONNX Runtime and OpenVINO, int8 exports, half precision, threads.
+"""Inference backends for the forward pass: ONNX Runtime and OpenVINO runners, ONNX/int8/OpenVINO exports, threads.
 
-Span encoding only needs the transformer's token vectors, so the forward pass can run anywhere that
-returns them. A sentence-transformers model keeps its transformer in ``model[0].model`` (alias
-``auto_model``); this module puts an ONNX Runtime or OpenVINO runner there (:class:`OnnxEncoder`,
-:class:`OpenVINOEncoder`), keeping the model's own tokenizer, ``max_seq_length``, pooling, span
-settings (the ``slice_st`` key of its config) and ``encode`` — so offsets, windows and spans are
-exactly the torch ones. Only the token vectors differ, by float tolerance (int8: more).
-
-Why not ``SentenceTransformer(path, backend="onnx")``? sentence-transformers 6.2 loads that backend
-through ``optimum-onnx``, whose only release (0.1.0) needs ``transformers<4.58`` while
-sentence-transformers 6 needs ``transformers>=5``: ``pip install "sentence-transformers[onnx]"``
-cannot resolve, and forcing it fails at import. Its OpenVINO backend (``optimum-intel`` 2.2) needs
-``transformers<5.6`` and ``huggingface-hub<1.22``. Models loaded that way still work with every
-slice-st function (nothing here assumes a torch transformer); this module is what works on the
-current stack with two small extras:
-
-* ``pip install "slice-st[onnx]"``: ``onnxruntime`` (run), ``onnx`` + ``onnxscript`` (export with
-  ``torch.onnx``), quantization with ONNX Runtime's own dynamic int8 quantizer;
-* ``pip install "slice-st[openvino]"``: ``openvino`` (runs the IR converted from the ONNX export,
-  which therefore also needs the ``onnx`` extra to be made).
-
-Files use sentence-transformers' layout and names (``onnx/model.onnx``,
-``onnx/model_qint8_avx512_vnni.onnx``, ``openvino/openvino_model.xml``), with the usual
-``input_ids``/``attention_mask``/``token_type_ids`` → ``last_hidden_state`` signature, so a folder
-exported here is also what ``SentenceTransformer(folder, backend=...)`` looks for.
+Span encoding only needs the transformer's token vectors: a runner here takes the place of ``model[0].model``, and
+the model keeps its own tokenizer, pooling, span settings and ``encode``, so offsets, windows and spans are the torch
+ones. Files use sentence-transformers' layout and names (``onnx/model.onnx``, ``onnx/model_qint8_avx2.onnx``,
+``openvino/openvino_model.xml``); why not its own ``backend="onnx"``: docs/guides/backends.md.
 """
 
 from __future__ import annotations
@@ -38,28 +18,13 @@ import torch
 from slice_st.errors import SpanInputError
 
 BACKENDS = ("torch", "onnx", "openvino")
-#: What each backend imports (``slice_st.load_model``/``export_model`` check them first, naming the extra).
-RUNTIME_MODULES = {"onnx": ("onnxruntime",), "openvino": ("openvino",)}
-EXPORT_MODULES = ("onnxruntime", "onnx", "onnxscript")  # torch.onnx's exporter, ONNX Runtime's quantizer
 DEFAULT_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
-#: Dynamic int8 settings named like optimum's ``AutoQuantizationConfig`` (and sentence-transformers' file names).
-QUANTIZATION_CONFIGS = {
-    "avx512_vnni": {"per_channel": True, "reduce_range": False},
-    "avx512": {"per_channel": True, "reduce_range": False},
-    "avx2": {"per_channel": True, "reduce_range": True},
-    "arm64": {"per_channel": True, "reduce_range": False},
-}
+#: Dynamic int8 settings (per-channel, ``reduce_range``) named like optimum's ``AutoQuantizationConfig``.
+QUANTIZATION_CONFIGS = {"avx512_vnni": False, "avx512": False, "avx2": True, "arm64": False}
 #: Operators quantized to int8 (the matrix products: nearly all of a BERT's time; embeddings stay float).
 QUANTIZED_OPS = ["MatMul", "Gemm"]
-DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "half": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-}
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
+DTYPES |= {"half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 
 def check_backend(backend: str) -> str:
@@ -69,11 +34,7 @@ def check_backend(backend: str) -> str:
 
 
 def resolve_dtype(dtype: Any) -> torch.dtype | None:
-    """``"bf16"``/``"bfloat16"``/``torch.bfloat16`` → ``torch.bfloat16`` (``None`` stays ``None``).
-
-    >>> resolve_dtype("bf16"), resolve_dtype(None)
-    (torch.bfloat16, None)
-    """
+    """``"bf16"``/``"bfloat16"``/``torch.bfloat16`` → ``torch.bfloat16`` (``None`` stays ``None``)."""
     if dtype is None or isinstance(dtype, torch.dtype):
         return dtype
     if isinstance(dtype, str) and dtype.lower() in DTYPES:
@@ -88,22 +49,8 @@ def _env_threads() -> int | None:
 
 
 def default_threads() -> int:
-    """Intra-op threads of the forward pass when none are given: ``SLICE_ST_THREADS`` if set, else torch's own.
-
-    Torch's own setting is ``torch.get_num_threads()`` (the machine's cores, or ``OMP_NUM_THREADS``), right on a
-    laptop, a many-core server and a GPU box alike. On a small machine shared with other jobs, set fewer (e.g.
-    ``SLICE_ST_THREADS=1`` or ``--threads 1``): threads waiting for a busy core slow the forward pass down.
-    ONNX Runtime and OpenVINO sessions use this count too.
-
-    Returns:
-        The number of threads, at least 1.
-
-    Example:
-        >>> import torch
-        >>> given = os.environ.get("SLICE_ST_THREADS")
-        >>> default_threads() == (int(given) if given else torch.get_num_threads())
-        True
-    """
+    """Intra-op threads of the forward pass when none are given (ONNX Runtime and OpenVINO sessions too):
+    ``SLICE_ST_THREADS`` if set, else torch's own (the machine's cores, or ``OMP_NUM_THREADS``)."""
     return _env_threads() or max(1, torch.get_num_threads())
 
 
@@ -122,19 +69,8 @@ def parallelism_limit() -> int:
 
 
 def check_parallelism(value: int, name: str) -> int:
-    """``value`` if it is a positive integer within :func:`parallelism_limit`, else a ``ValueError`` naming ``name``.
-
-    Args:
-        value: a number of threads or processes.
-        name: what it is, for the message (``"threads"``, ``"processes"``).
-
-    Returns:
-        ``value``.
-
-    Example:
-        >>> check_parallelism(1, "threads")
-        1
-    """
+    """``value`` (threads or processes) if it is a positive integer within :func:`parallelism_limit`, else a
+    ``ValueError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
     limit = parallelism_limit()
@@ -147,15 +83,8 @@ def check_parallelism(value: int, name: str) -> int:
 
 
 def set_torch_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads to ``threads`` (or ``SLICE_ST_THREADS``); with neither, leave torch's own setting.
-
-    Args:
-        threads: The number of threads (at most :func:`parallelism_limit`), or ``None`` to keep torch's setting
-            (unless ``SLICE_ST_THREADS`` is set).
-
-    Returns:
-        torch's number of intra-op threads afterwards.
-    """
+    """Set torch's intra-op threads to ``threads`` (or ``SLICE_ST_THREADS``; with neither, leave torch's setting);
+    returns torch's thread count afterwards."""
     threads = check_parallelism(int(threads), "threads") if threads else _env_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -164,28 +93,17 @@ def set_torch_threads(threads: int | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------ runners
 class _Runner(torch.nn.Module):
-    """What ``Transformer.model`` is for a non-torch backend: token vectors from an exported graph.
-
-    A module without parameters (so ``model.to``/``eval``/``half`` are no-ops), with the transformer's
-    Hugging Face ``config`` (span settings and the embedding size are read from it), a ``device``, and
-    a ``forward`` taking the tokenizer's tensors and returning ``last_hidden_state`` as a CPU float32
-    torch tensor.
-    """
+    """``Transformer.model`` for a non-torch backend: a module without parameters (``to``/``eval``/``half`` are
+    no-ops) with the transformer's Hugging Face ``config``; ``forward`` returns ``last_hidden_state`` (float32)."""
 
     backend = "torch"
+    device = torch.device("cpu")
+    dtype = torch.float32
 
     def __init__(self, config, path: str) -> None:
         super().__init__()
         self.config, self.path = config, str(path)
         self.input_names: list[str] = []
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("cpu")
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return torch.float32
 
     def _inputs(self, features: dict[str, Any]) -> dict[str, Any]:
         inputs = {}
@@ -209,14 +127,6 @@ class _Runner(torch.nn.Module):
 
     def _run(self, inputs: dict[str, Any]):  # pragma: no cover - overridden
         raise NotImplementedError
-
-    def files(self) -> list[Path]:
-        """The files the weights are read from (an OpenVINO ``.xml`` has its ``.bin`` beside it)."""
-        path = Path(self.path)
-        files = [path]
-        if path.suffix == ".xml" and path.with_suffix(".bin").is_file():
-            files.append(path.with_suffix(".bin"))
-        return files
 
     def save_pretrained(self, *_: Any, **__: Any) -> None:
         raise NotImplementedError(
@@ -256,11 +166,8 @@ class OnnxEncoder(_Runner):
 
 
 class OpenVINOEncoder(_Runner):
-    """An OpenVINO IR (``.xml`` + ``.bin``) or ONNX file compiled by OpenVINO for the CPU.
-
-    ``precision`` is OpenVINO's inference precision: ``"f32"`` (default: the exported weights as they
-    are; on CPUs with AMX or AVX512-BF16 OpenVINO would otherwise pick bf16) or ``"bf16"``/``"f16"``.
-    """
+    """An OpenVINO IR (``.xml`` + ``.bin``) or ONNX file compiled by OpenVINO for the CPU. ``precision``: ``"f32"``
+    (default; OpenVINO would pick bf16 on CPUs with AMX or AVX512-BF16), ``"bf16"`` or ``"f16"``."""
 
     backend = "openvino"
 
@@ -301,13 +208,10 @@ def runner_of(model) -> _Runner | None:
 
 
 def weight_files(model) -> list[Path]:
-    """The files a non-torch model runs from: this module's runner's, or (best effort) those of a model
-    loaded by sentence-transformers' own ``backend="onnx"|"openvino"`` (optimum's ``model_path``)."""
-    runner = runner_of(model)
-    if runner is not None:
-        return runner.files()
+    """The files a non-torch model runs from (an OpenVINO ``.xml`` with its ``.bin``): this module's runner's, or
+    those of a model loaded by sentence-transformers' own ``backend=...`` (optimum's ``model_path``)."""
     try:
-        inner = getattr(model[0], "model", None)
+        inner = runner_of(model) or getattr(model[0], "model", None)
     except (TypeError, IndexError):
         return []
     path = getattr(inner, "model_path", None) or getattr(inner, "path", None)
@@ -331,7 +235,6 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
 
     The model keeps its tokenizer, pooling and settings. Its torch transformer is dropped.
     """
-    check_backend(backend)
     module = model[0]
     config = getattr(getattr(module, "model", None), "config", None)
     if config is None:
@@ -347,20 +250,13 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
 def model_file_for(
     folder: str | os.PathLike, backend: str, model_file: str | None = None, quantized: bool | str = False
 ) -> Path | None:
-    """The exported file to load from ``folder`` (``None`` if there is none yet).
-
-    ``model_file`` is relative to ``folder`` (``"onnx/model_qint8_avx512_vnni.onnx"``); ``quantized``
-    picks ``onnx/model_qint8_<config>.onnx`` (``True``: the first there is, preferring this CPU's config).
-    """
+    """The exported file to load from ``folder``, ``None`` if there is none yet: ``model_file`` (relative to
+    ``folder``), or with ``quantized`` ``onnx/model_qint8_<config>.onnx`` (``True``: this CPU's config first)."""
     folder = Path(folder)
     if model_file:
         candidate = Path(model_file) if Path(model_file).is_absolute() else folder / model_file
         return candidate if candidate.is_file() else None
     if quantized:
-        if backend != "onnx":
-            raise SpanInputError(
-                "quantized=True selects an int8 ONNX export; for OpenVINO pass model_file=... instead."
-            )
         names = (
             [f"model_qint8_{quantized}.onnx"]
             if isinstance(quantized, str)
@@ -406,11 +302,8 @@ class _TokenTypeEncoder(_Encoder):
 
 
 def export_onnx(model, path: str | os.PathLike) -> Path:
-    """Export the transformer of a (torch) sentence-transformers ``model`` to the ONNX file ``path``.
-
-    Uses ``torch.onnx.export`` (the ``torch.export`` exporter: the TorchScript one mis-traces the
-    attention masks of transformers 5); batch and sequence length are dynamic.
-    """
+    """Export the transformer of a torch sentence-transformers ``model`` to the ONNX file ``path`` (dynamic batch and
+    sequence length; the ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
     module = model[0]
     transformer = getattr(module, "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
@@ -424,9 +317,7 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message=r".*(axis name|LeafSpec)", category=Warning
-        )  # shared batch/sequence axes
+        warnings.filterwarnings("ignore", message=r".*(axis name|LeafSpec)", category=Warning)  # shared axes
         torch.onnx.export(
             wrapper,
             tuple(example[name] for name in names),
@@ -442,17 +333,11 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
 
 
 def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: str = "avx512_vnni") -> Path:
-    """Dynamic int8 quantization of an ONNX file (weights int8, activations quantized on the fly).
-
-    ``config`` names the target CPU like optimum's ``AutoQuantizationConfig`` (see
-    :data:`QUANTIZATION_CONFIGS`). Only the matrix products are quantized.
-    """
-    if config not in QUANTIZATION_CONFIGS:
-        raise SpanInputError(f"quantization config must be one of {', '.join(QUANTIZATION_CONFIGS)}, got {config!r}.")
+    """Dynamic int8 quantization of an ONNX file's matrix products; ``config`` names the target CPU
+    (:data:`QUANTIZATION_CONFIGS`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    settings = QUANTIZATION_CONFIGS[config]
     target = Path(target)
     prepared = target.with_name(target.stem + ".prep.onnx")
     try:
@@ -462,8 +347,8 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
             str(target),
             weight_type=QuantType.QInt8,
             op_types_to_quantize=QUANTIZED_OPS,
-            per_channel=settings["per_channel"],
-            reduce_range=settings["reduce_range"],
+            per_channel=True,
+            reduce_range=QUANTIZATION_CONFIGS[config],
         )
     finally:
         prepared.unlink(missing_ok=True)
@@ -478,16 +363,3 @@ def export_openvino(onnx_path: str | os.PathLike, target: str | os.PathLike) -> 
     target.parent.mkdir(parents=True, exist_ok=True)
     ov.save_model(ov.convert_model(str(onnx_path)), str(target), compress_to_fp16=False)
     return target
-
-
-def export_files(folder: str | os.PathLike) -> dict[str, list[str]]:
-    """The exported files a model folder holds, by backend.
-
-    >>> export_files("/nonexistent")
-    {'onnx': [], 'openvino': []}
-    """
-    folder = Path(folder)
-    return {
-        "onnx": sorted(p.relative_to(folder).as_posix() for p in (folder / "onnx").glob("*.onnx")),
-        "openvino": sorted(p.relative_to(folder).as_posix() for p in (folder / "openvino").glob("*.xml")),
-    }

@@ -1,19 +1,9 @@
-"""The SLICE model card: sentence-transformers' own card data, filled in for a SLICE model, from one path.
+"""The SLICE model card: sentence-transformers' own card data plus a SLICE section, from one path.
 
-Every card slice-st gives a model comes from here and is rendered by sentence-transformers (``model.save``,
-the trainer's checkpoints and Hub pushes): :class:`SliceModelCardData` is ``SentenceTransformerModelCardData``
-plus a SLICE section (``model_card/template.md``, inserted before sentence-transformers' "Model Details": span
-settings, losses, training data and their licences, the citation).
-
-* :func:`slice_st.load_model` gives the shipped ``slice-minilm`` its card at load (base model, licence, recipe:
-  :func:`describe_shipped_model`) and names the embedded base model's Hub id and licence
-  (:func:`describe_embedded_base`);
-* a SLICE loss (``SpanMaxCrossEntropyLoss``, ``SpanDistillationLoss``) turns its model's card into a SLICE card
-  when it is built (:func:`slice_card_data`), so ``model.fit()`` and the ``SentenceTransformerTrainer`` write one,
-  keeping the base model and licence the card already had;
-* ``slice-st train`` describes the whole run: data by name, the licence chosen with that data in mind
-  (:func:`apply_model_card`);
-* :func:`slice_st.save_slice_model` writes the model's own card, never the base model's README.
+:class:`SliceModelCardData` is ``SentenceTransformerModelCardData`` with a SLICE section (``model_card/template.md``,
+inserted before "## Model Details": span settings, losses, training data and their licences, the citation). It is
+given by :func:`slice_st.load_model` to the shipped model, by the SLICE losses when built (so ``fit()`` and the
+Trainer write one), and by ``slice-st train`` (:func:`apply_model_card`); sentence-transformers renders it.
 """
 
 from __future__ import annotations
@@ -51,19 +41,18 @@ SLICE_CITATION = """
 }
 """
 
-#: Tags every SLICE card carries (sentence-transformers adds its own).
 SLICE_TAGS = ["slice-st", "slice", "span-embeddings", "phrase-mining"]
 SLICE_EXPANSION = "Span-Aggregatable, Contextualized Word Embeddings"
 
 
 @dataclass(frozen=True)
 class DataSource:
-    """A training data source as the card names it: display name, Hub dataset id (if it has a public one), licence."""
+    """A training data source as the card names it; ``terms``: ``"nc"`` (non-commercial), ``"sa"`` (share-alike),
+    ``"by"`` (attribution) or ``"unknown"``."""
 
     name: str
     hub_id: str | None
     license: str
-    #: ``"nc"`` (non-commercial), ``"sa"`` (share-alike), ``"by"`` (attribution) or ``"unknown"``.
     terms: str
 
 
@@ -84,30 +73,17 @@ DATA_SOURCES: dict[str, DataSource] = {
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),
     "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),
 }
-#: The licence of the embedded default base model (all-MiniLM-L6-v2).
-DEFAULT_BASE_LICENSE = "apache-2.0"
-
-
+DEFAULT_BASE_LICENSE = "apache-2.0"  # all-MiniLM-L6-v2's
 #: What ``offline`` means for each kind of training data (see slice_st.training.trainer).
-OFFLINE_SOURCES = {
-    "slice": ["snli", "sick", "stsb", "ppdb"],
-    "distill": ["stsb", "sick", "snli", "parabank"],
-}
+OFFLINE_SOURCES = {"slice": ["snli", "sick", "stsb", "ppdb"], "distill": ["stsb", "sick", "snli", "parabank"]}
 
 
 def training_sources(train_data: list[str] | None, distill_data: list[str] | None) -> tuple[list[str], list[str]]:
-    """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (no paths).
+    """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (``offline[:DIR]``,
+    ``msmarco:PATH`` or local paths): those of the SLICE triplets and of the distillation passages.
 
-    Args:
-        train_data: ``SliceArguments.train_data`` (``offline[:DIR]``, ``msmarco:PATH`` or local folders).
-        distill_data: ``SliceArguments.distill_data`` (``offline[:DIR]`` or local files and folders).
-
-    Returns:
-        The source keys of the SLICE triplets and of the distillation passages, each without duplicates.
-
-    Example:
-        >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
-        (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
+    >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
+    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
     """
 
     def keys(values, offline):
@@ -121,11 +97,8 @@ def training_sources(train_data: list[str] | None, distill_data: list[str] | Non
 
 
 def card_license(sources: list[str], base_model: str | None) -> tuple[str | None, str]:
-    """``(Hub licence id, note)`` for weights trained on ``sources`` from ``base_model``.
-
-    Data without a stated licence → ``other`` (check before use); else non-commercial data →
-    ``cc-by-nc-sa-4.0``; else share-alike data → ``cc-by-sa-4.0``; else attribution → ``cc-by-4.0``;
-    no training data → the base model's licence (all-MiniLM-L6-v2: Apache-2.0).
+    """``(Hub licence id, note)`` for weights trained on ``sources`` from ``base_model``: the most restrictive terms
+    win (unknown → ``other``, then non-commercial, share-alike, attribution); no data → the base model's licence.
 
     >>> card_license(["snli", "sick", "stsb", "ppdb"], "sentence-transformers/all-MiniLM-L6-v2")[0]
     'cc-by-nc-sa-4.0'
@@ -141,29 +114,32 @@ def card_license(sources: list[str], base_model: str | None) -> tuple[str | None
             f"Trained on data whose licence is not stated or not known here ({unknown}); check the terms of every "
             f"source before using these weights. Sources: {listed}."
         )
-    if "nc" in terms:
-        return "cc-by-nc-sa-4.0", (
-            f"Trained on non-commercial data, so the weights are for non-commercial use (CC BY-NC-SA 4.0). "
-            f"Sources: {listed}."
-        )
-    if "sa" in terms:
-        return "cc-by-sa-4.0", f"Trained on share-alike data (CC BY-SA 4.0). Sources: {listed}."
-    if "by" in terms:
-        return "cc-by-4.0", f"Sources: {listed}."
+    for kind, licence, note in _LICENCES:  # the most restrictive terms win
+        if kind in terms:
+            return licence, f"{note}Sources: {listed}."
     if base_model == DEFAULT_MODEL_NAME:
         return DEFAULT_BASE_LICENSE, "No SLICE training data; the licence is the base model's."
     return None, "No SLICE training data; see the base model's licence."
 
 
+_LICENCES = (
+    (
+        "nc",
+        "cc-by-nc-sa-4.0",
+        "Trained on non-commercial data, so the weights are for non-commercial use (CC BY-NC-SA 4.0). ",
+    ),
+    ("sa", "cc-by-sa-4.0", "Trained on share-alike data (CC BY-SA 4.0). "),
+    ("by", "cc-by-4.0", ""),
+)
+
+
 @dataclass
 class SliceModelCardData(SentenceTransformerModelCardData):
-    """sentence-transformers' model card data, with a SLICE section (``slice_section``, rendered by
-    ``model_card/template.md`` inside sentence-transformers' template)."""
+    """sentence-transformers' model card data with a SLICE section (``slice_section``, rendered by
+    ``model_card/template.md``). ``shipped_name``: the shipped model's name (``slice-minilm``) for the model that is
+    it, which indexes record and ``load_model`` reopens (not a Hub id: usage lines name ``model_id``)."""
 
     slice_section: dict[str, Any] = field(default_factory=dict)
-    #: The shipped model's name (``slice-minilm``) for the model that is it: what indexes record and
-    #: ``slice_st.load_model`` reopens. Not a Hub id: the card's usage lines name ``model_id`` (set by ``push_to_hub``
-    #: and ``save(path, model_name=…)``), else sentence-transformers' placeholder.
     shipped_name: str | None = None
 
     def __post_init__(self) -> None:
@@ -171,60 +147,51 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         self.template_path = slice_template_path()
 
     def to_dict(self) -> dict[str, Any]:
-        """sentence-transformers' card variables; the SLICE section's span settings are read from the model
-        at render time (they may have changed since the card was made)."""
+        """sentence-transformers' card variables, the span settings read from the model at render time."""
         if self.model is not None and self.slice_section:
             self.slice_section["span"] = get_span_config(self.model).to_dict()
         return super().to_dict()
 
     @classmethod
     def from_card(cls, card: SentenceTransformerModelCardData) -> SliceModelCardData:
-        """A SLICE card holding everything ``card`` holds (base model, licence, model id, datasets, training
-        logs, registered model): every dataclass field is carried over, the template is the SLICE one."""
+        """A SLICE card holding every field ``card`` holds (base model, licence, model id, datasets, training logs,
+        registered model), with the SLICE template."""
         if isinstance(card, cls):
             return card
         # model_id is set after construction: sentence-transformers warns about (and drops) an id without an
         # organisation, such as the shipped model's name.
-        new = cls(
-            **{
-                item.name: getattr(card, item.name)
-                for item in dataclasses.fields(card)
-                if item.init and item.name != "model_id"
-            }
-        )
-        for item in dataclasses.fields(card):
+        fields = dataclasses.fields(card)
+        new = cls(**{item.name: getattr(card, item.name) for item in fields if item.init and item.name != "model_id"})
+        for item in fields:
             if (not item.init or item.name == "model_id") and item.name != "template_path":
                 setattr(new, item.name, getattr(card, item.name))
         return new
 
 
 def slice_template_path() -> Path:
-    """sentence-transformers' card template with the SLICE section inserted before "## Model Details"
-    (written once per template version to a cache file, since huggingface_hub renders from a path)."""
+    """sentence-transformers' card template with the SLICE section before "## Model Details" (a cache file written once
+    per template version: huggingface_hub renders from a path)."""
     base_path = next(
         f.default for f in dataclasses.fields(SentenceTransformerModelCardData) if f.name == "template_path"
     )
     base = Path(base_path).read_text(encoding="utf-8")
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
-    composed = (
-        base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
-        if marker in base
-        else base.rstrip() + "\n\n" + section
-    )
+    if marker in base:
+        composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
+    else:
+        composed = base.rstrip() + "\n\n" + section
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
-        with atomic_file(
-            path, "w", encoding="utf-8", sync=False
-        ) as handle:  # shared temp folder: never through a planted link
+        with atomic_file(path, "w", encoding="utf-8", sync=False) as handle:  # a shared temp folder: never via a link
             handle.write(composed)
     return path
 
 
 def _hub_base_model(name: str | None) -> str | None:
-    """A base model name fit for a public card: a Hub id, never a local path (the embedded base and the
-    shipped ``slice-minilm``, itself all-MiniLM-L6-v2 with an adapter merged, are all-MiniLM-L6-v2)."""
+    """A base model name fit for a public card: a Hub id, never a local path (the embedded base and the shipped
+    ``slice-minilm`` are all-MiniLM-L6-v2)."""
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
@@ -241,95 +208,70 @@ def _hub_base_model(name: str | None) -> str | None:
 def apply_model_card(
     model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: list[str] | None = None
 ) -> SliceModelCardData:
-    """Give ``model`` SLICE card data (kept by every later ``model.save`` and trainer push); returns it.
+    """Give ``model`` SLICE card data for a ``slice-st train`` run (kept by every later save and push); returns it.
 
-    ``config`` is the run's settings (a dict, or a :class:`~slice_st.training.SliceArguments`): base model,
-    training data (by name: ``offline`` → SNLI, SICK, STS-B train, PPDB; ``msmarco:…`` → MS MARCO;
-    anything else → "your own data"), losses and span settings. ``repo_id`` is the Hub repository.
-    ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in the
-    trainer's order, for a card built before a ``SentenceTransformerTrainer`` (one named entry per dataset;
-    the trainer fills in their statistics).
+    ``config`` is the run's settings (a dict or :class:`~slice_st.training.SliceArguments`): base model, training
+    data by name (:func:`training_sources`), losses, span settings. ``repo_id``: the Hub repository.
+    ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in its order, for a card
+    made before the ``SentenceTransformerTrainer`` (which fills in their statistics).
     """
     training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     old = model.model_card_data
     base_model = _hub_base_model(training.get("model")) if training else (old.base_model or _hub_base_model(None))
-    train_keys, distill_keys = training_sources(training.get("train_data"), training.get("distill_data"))
-    sources = list(dict.fromkeys(train_keys + distill_keys))
+    keys = dict(zip(("slice", "distill"), training_sources(training.get("train_data"), training.get("distill_data"))))
+    sources = list(dict.fromkeys(keys["slice"] + keys["distill"]))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
         license_id, license_note = (
             training["license"],
-            f"Licence set for this run ({training['license']}). " + license_note,
+            f"Licence set for this run ({training['license']}). {license_note}",
         )
-    span = get_span_config(model)
-    losses = []
-    if training.get("train_data") or not training.get("distill_data"):
-        losses.append(
-            {
-                "name": "SpanMaxCrossEntropyLoss",
-                "settings": {
-                    "scale": training.get("scale", 30.0),
-                    "min_span": training.get("min_span", span.min_span),
-                    "max_span": training.get("max_span", span.max_span),
-                    "unit": training.get("unit", span.unit),
-                },
-            }
-        )
-    if training.get("distill_data"):
-        score = training.get("distill_loss") == "score"
-        name = "SpanScoreDistillationLoss (experimental)" if score else "SpanDistillationLoss"
-        losses.append(
-            {
-                "name": name,
-                "settings": {
-                    "teacher": "a frozen copy of the base model"
-                    if not training.get("teacher")
-                    else (_hub_base_model(training["teacher"]) or "a local model"),
-                    **{
-                        key: training[key]
-                        for key in (
-                            "distill_spans",
-                            "distill_max_span",
-                            "distill_metric",
-                            "distill_text_weight",
-                            "distill_weight",
-                        )
-                        if key in training
-                    },
-                },
-            }
-        )
-    datasets_by_objective = {"slice": train_keys, "distill": distill_keys}
     titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
-    train_datasets = [
-        {"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in datasets_by_objective[name])}
+    datasets = [
+        {"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in keys[name])}
         for name in trainer_datasets or []
-        if datasets_by_objective.get(name)
+        if keys.get(name)
     ]
     card = SliceModelCardData(
         language="en",
         license=license_id,
         model_name=f"SLICE span embeddings ({(base_model or 'a local base model').split('/')[-1]})",
-        train_datasets=train_datasets if trainer_datasets and len(train_datasets) == len(trainer_datasets) else [],
+        train_datasets=datasets if trainer_datasets and len(datasets) == len(trainer_datasets) else [],
         tags=list(dict.fromkeys(list(old.tags) + SLICE_TAGS)),
         local_files_only=True,  # no Hub look-ups while rendering; metadata below is set directly
     )
     card.model_id = repo_id or old.model_id  # after construction: the shipped name has no organisation
     card.base_model = base_model
     card.datasets = list(dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id))
+    lora_r = training.get("lora_r")
     card.slice_section = _slice_section(
         model,
-        losses=losses,
+        losses=_run_losses(training, get_span_config(model)),
         sources=[dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
         license_note=license_note,
         steps=training.get("max_steps") if training else None,
-        lora={"r": training["lora_r"], "alpha": training.get("lora_alpha") or 2 * training["lora_r"]}
-        if training.get("lora_r")
-        else None,
+        lora={"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None,
     )
     model.model_card_data = card
     card.register_model(model)
     return card
+
+
+def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
+    """The losses of a ``slice-st train`` run and their settings, as the card lists them."""
+    losses = []
+    if training.get("train_data") or not training.get("distill_data"):
+        settings = {"scale": 30.0, **span.to_dict()}
+        settings.update({key: training[key] for key in settings if key in training})
+        losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": settings})
+    if training.get("distill_data"):
+        teacher = "a frozen copy of the base model"
+        if training.get("teacher"):
+            teacher = _hub_base_model(training["teacher"]) or "a local model"
+        names = ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
+        settings = {"teacher": teacher, **{key: training[key] for key in names if key in training}}
+        losses.append({"name": "SpanDistillationLoss", "settings": settings})
+    return losses
 
 
 def _public(value: Any) -> Any:
@@ -357,25 +299,8 @@ def _slice_section(model, **values: Any) -> dict[str, Any]:
 def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
     """Make ``model``'s card a SLICE card (if it is not one yet), keeping all it says; returns it.
 
-    The SLICE losses call this when they are built, so ``model.fit()`` and a ``SentenceTransformerTrainer``
-    write a card with the SLICE section, the base model and licence the card already had (the shipped model's,
-    or the embedded base's, see :func:`slice_st.load_model`). ``loss``, if given, is listed under "SLICE
-    training" with its settings (``get_config_dict()``), once per loss class.
-
-    Args:
-        model: A ``SentenceTransformer``.
-        loss: The SLICE loss being built on ``model``, or ``None``.
-
-    Returns:
-        The model's (new) ``model_card_data``.
-
-    Example:
-        >>> from slice_st import load_model
-        >>> from slice_st.losses import SpanMaxCrossEntropyLoss
-        >>> model = load_model("base")
-        >>> card = SpanMaxCrossEntropyLoss(model).model.model_card_data
-        >>> type(card).__name__, card.base_model, card.license, card.slice_section["losses"][0]["name"]
-        ('SliceModelCardData', 'sentence-transformers/all-MiniLM-L6-v2', 'apache-2.0', 'SpanMaxCrossEntropyLoss')
+    The SLICE losses call this when they are built, so ``fit()`` and the Trainer write the SLICE section with the
+    base model and licence the card had. ``loss`` is listed with its settings (``get_config_dict()``), once per class.
     """
     old = model.model_card_data
     card = SliceModelCardData.from_card(old)
@@ -401,8 +326,8 @@ def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
 
 
 def describe_embedded_base(model) -> None:
-    """Name the embedded base model on ``model``'s card: its Hub id and licence (offline, a local folder would
-    otherwise leave both unknown, and a card of a model trained from it would say "Base model: Unknown")."""
+    """Name the embedded base model's Hub id and licence on ``model``'s card (a local folder would leave both
+    unknown)."""
     card = model.model_card_data
     card.base_model = card.base_model or DEFAULT_MODEL_NAME
     card.license = card.license or DEFAULT_BASE_LICENSE
@@ -410,9 +335,8 @@ def describe_embedded_base(model) -> None:
 
 
 def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
-    """Give the shipped model ``name`` (loaded by :func:`slice_st.pretrained.load_shipped_model`) its SLICE card:
-    the base model, the licence of ``provenance.json``, the recipe (losses, steps, LoRA rank, data by name); returns
-    it. The card keeps ``name`` as its ``shipped_name`` (indexes record it)."""
+    """Give the shipped model ``name`` its SLICE card from ``provenance.json`` (base model, licence, recipe); returns
+    it. The card keeps ``name`` as its ``shipped_name``."""
     shipped = shipped_model(name)
     provenance = shipped.provenance
     card = apply_model_card(model, provenance.get("recipe") or {})

@@ -1,12 +1,8 @@
-"""Span settings of a model: which spans it enumerates, saved with the model.
+"""Span settings saved with a model: which spans it enumerates.
 
-A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` → ``Pooling(mean)``
-→ optional ``Normalize``), so ``SentenceTransformer(path)`` loads it with no trust flag and its
-mean-pooled sentence embeddings work anywhere (mteb included). Its span settings travel inside the
-transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
-attributes through ``save_pretrained``/``from_pretrained`` and Hub pushes). A pipeline that uses the
-:class:`~slice_st.SpanPooling` module attached keeps them too. Loading, saving and
-exporting models is :mod:`slice_st.loading`.
+They travel in the transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
+attributes through ``save_pretrained``, ``from_pretrained`` and Hub pushes), so a SLICE checkpoint stays a plain
+sentence-transformers pipeline.
 """
 
 from __future__ import annotations
@@ -17,12 +13,7 @@ from typing import Any
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
-__all__ = [
-    "SpanConfig",
-    "enable_span_features",
-    "get_span_config",
-    "set_span_config",
-]
+__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
 
@@ -51,16 +42,14 @@ class SpanConfig:
 
     def replace(self, **overrides: Any) -> SpanConfig:
         """A copy with the non-``None`` overrides applied (and validated)."""
-        values = asdict(self) | {key: value for key, value in overrides.items() if value is not None}
-        return SpanConfig(**values)
+        return SpanConfig(**asdict(self) | {key: value for key, value in overrides.items() if value is not None})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def span_pooling_module(model):
-    """The model's :class:`~slice_st.SpanPooling` module, if any: a module of the pipeline, or attached to its
-    ``Pooling`` (recognised by its marker: models sit above this layer)."""
+    """The model's :class:`~slice_st.SpanPooling`, a module or attached to its ``Pooling`` (found by its marker)."""
     for module in model:
         for candidate in (module, getattr(module, "span_pooling", None)):
             if getattr(type(candidate), "provides_span_embeddings", False) is True:
@@ -78,13 +67,13 @@ def hf_config(model):
 
 
 def get_span_config(model) -> SpanConfig:
-    """The span settings saved with ``model`` (a ``SpanPooling`` module wins), else the defaults.
+    """The span settings saved with ``model`` (a ``SpanPooling`` module's win), else the defaults.
 
     Args:
         model: A ``SentenceTransformer``.
 
     Returns:
-        Its :class:`SpanConfig` (saved with the model), or the defaults.
+        Its :class:`SpanConfig`.
 
     Example:
         >>> get_span_config([])  # a model without settings gets the defaults
@@ -103,9 +92,7 @@ def get_span_config(model) -> SpanConfig:
 def set_span_config(
     model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
 ) -> SpanConfig:
-    """Record span settings in ``model`` so that ``model.save(path)`` carries them; returns them.
-
-    They are written to the transformer's config (and to a ``SpanPooling`` module if present).
+    """Record span settings in the transformer's config (and a ``SpanPooling``) so ``model.save`` carries them.
 
     Args:
         model: A ``SentenceTransformer``.
@@ -114,7 +101,7 @@ def set_span_config(
         unit: ``"word"`` or ``"token"`` (``None``: keep).
 
     Returns:
-        The new :class:`SpanConfig`, also stored in the model's config.
+        The new :class:`SpanConfig`.
     """
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = span_pooling_module(model)
@@ -129,18 +116,17 @@ def set_span_config(
 
 
 def enable_span_features(model):
-    """Make the model's tokenizer step always return offsets and special-token masks; returns the model.
+    """Make the model's tokenizer always return the offsets and special-token masks span units need.
 
-    Span units need them (see :mod:`slice_st.tokens`). The setting lives in the ``Transformer``
-    module's ``processing_kwargs`` (saved with the model), so it also reaches training batches made
-    by sentence-transformers' data collator. Harmless elsewhere: sentence-transformers keeps these
-    tokenizer extras out of the transformer's forward call.
+    The setting lives in the ``Transformer`` module's ``processing_kwargs`` (saved with the model), so it also
+    reaches training batches made by sentence-transformers' data collator, which keeps these extras out of the
+    forward call.
 
     Args:
         model: A ``SentenceTransformer``.
 
     Returns:
-        Nothing; the model's tokenizer is asked for offsets and special-token masks from now on.
+        ``model``.
     """
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 

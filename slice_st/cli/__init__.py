@@ -1,15 +1,8 @@
 """The ``slice-st`` command line: a thin layer over the library, one module per command group.
 
-    slice-st mine --query "a man plays the guitar" notes.txt calls/*.txt
-    slice-st mine --queries phrases.txt --split paragraph --threshold 0.6 --format jsonl docs.txt
-
-Nothing in the library imports this package. Building the parser imports only the command modules
-(argparse); each handler imports the library (torch, sentence-transformers) when it runs.
-
-Errors: a bad argument, and every error of :mod:`slice_st.errors` (or a file that is missing or cannot be read or
-written), ends the command with one line ``slice-st: error: …`` and exit status 2; Ctrl-C ends it with
-``slice-st: interrupted`` and status 130. Anything else is a bug: it keeps its traceback, under a line asking for
-an issue report.
+Building the parser imports no torch; each handler imports the library when it runs. A bad argument, an error of
+:mod:`slice_st.errors` or a file error ends the command with one line ``slice-st: error: …`` (exit status 2);
+Ctrl-C with ``slice-st: interrupted`` (130); anything else is a bug and keeps its traceback, under an issue hint.
 """
 
 from __future__ import annotations
@@ -22,13 +15,9 @@ import stat
 import sys
 from collections.abc import Sequence
 
+from slice_st.cli import evaluation, export, index, mine, serve
 from slice_st.cli.common import UsageError, apply_output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
-from slice_st.cli.evaluation import add_mteb_command
-from slice_st.cli.export import add_export_command
-from slice_st.cli.index import add_index_command
-from slice_st.cli.mine import add_mine_command
-from slice_st.cli.serve import add_serve_command
 from slice_st.cli.train import add_train_command
 
 #: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
@@ -36,7 +25,7 @@ COMMAND_GROUPS = {
     "mining": ("mine", "serve"),
     "index": ("index",),
     "evaluation": ("mteb",),
-    "training": ("train", "make-passages", "make-context"),
+    "training": ("train", "make-passages"),
     "export": ("export",),
 }
 _MARKUP = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`|``(.+?)``")
@@ -48,8 +37,8 @@ _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are one line (``slice-st: error: …``, exit status 2) with a did-you-mean, and whose help
-    is plain text; it remembers its sub-command groups (``command_groups``)."""
+    """argparse with one-line errors (``slice-st: error: …``, exit 2) and a did-you-mean, plain-text help, and a
+    list of its sub-command groups (``command_groups``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -60,33 +49,17 @@ class ArgumentParser(argparse.ArgumentParser):
         self.command_groups.append(group)
         return group
 
-    def parse_known_args(self, args=None, namespace=None):
-        self.argv = list(sys.argv[1:] if args is None else args)
-        return super().parse_known_args(self.argv, namespace)
-
     def error(self, message: str):
-        self.exit(2, f"slice-st: error: {message}{self._suggestion(message)} (see {self._command().prog} --help)\n")
-
-    def _command(self) -> ArgumentParser:
-        """The (sub-)command the arguments name: where an unknown option is looked up."""
-        parser = self
-        for word in getattr(self, "argv", []):
-            child = next((group.choices[word] for group in parser.command_groups if word in group.choices), None)
-            parser = child or parser
-        return parser
-
-    def _suggestion(self, message: str) -> str:
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
-        if unknown:
-            return suggestion(unknown.group(1).split("=")[0], self._command()._option_string_actions)
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
-        return suggestion(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else ""
+        if unknown:
+            hint = suggestion(unknown.group(1).split("=")[0], self._option_string_actions)
+        else:
+            hint = suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")]) if choice else ""
+        self.exit(2, f"slice-st: error: {message}{hint} (see {self.prog} --help)\n")
 
     def format_help(self) -> str:
         return _MARKUP.sub(lambda match: match.group(1) or match.group(2), super().format_help())
-
-    def format_usage(self) -> str:
-        return _MARKUP.sub(lambda match: match.group(1) or match.group(2), super().format_usage())
 
 
 def build_parser() -> ArgumentParser:
@@ -100,17 +73,12 @@ def build_parser() -> ArgumentParser:
     commands = parser.add_subparsers(
         prog="slice-st", dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
     )
-    for add in (
-        add_mine_command,
-        add_index_command,
-        add_serve_command,
-        add_train_command,
-        add_data_commands,
-        add_mteb_command,
-        add_export_command,
-    ):
+    for add in (mine.add_commands, index.add_commands, serve.add_commands, add_train_command, add_data_commands):
         add(commands)
+    evaluation.add_commands(commands)
+    export.add_commands(commands)
     for command in _commands(parser):
+        command.set_defaults(parser=command)  # where an unrecognized option is looked up
         for flag, text in (("--no-progress", "hide progress bars"), ("--quiet", "print only results and errors")):
             if flag not in command._option_string_actions:
                 command.add_argument(flag, action="store_true", help=text)
@@ -175,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "takes_trainer_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        args.parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.trainer_arguments = rest
     restore = apply_output_options(args)
     try:

@@ -12,86 +12,54 @@ import sys
 
 from slice_st.cli.common import (
     UsageError,
-    add_query_arguments,
-    expand_inputs,
+    add_command,
+    add_options,
+    add_query_options,
     model_options,
-    quiet_progress,
+    paragraph_note,
+    pick,
     read_queries,
-    report,
+    refuse,
     report_skipped,
     result_counts,
     terminal_safe,
     write_rows,
 )
-from slice_st.text import SPLITS, read_texts
+from slice_st.text import expand_paths, read_texts
 
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
-FIELDS = [
-    "query", "rank", "score", "cosine", "scorer", "calibrated", "doc_id", "start", "end", "span", "text",
-    "file", "line", "file_start", "file_end",
-]  # fmt: skip
+FIELDS = "query rank score cosine scorer calibrated doc_id start end span text file line file_start file_end".split()
 
 
-def add_mine_command(commands) -> None:
-    mine = commands.add_parser(
-        "mine",
-        help="find the best-matching span of each text for each query",
-        description="For each query, print the texts' best-matching spans, best first.",
-    )
-    mine.add_argument(
-        "files",
-        nargs="*",
-        metavar="FILE",
-        help="UTF-8 text files, folders (their .txt/.md/.rst/.jsonl files) or glob patterns ('-': standard input)",
-    )
-    mine.add_argument(
-        "--follow-links", action="store_true", help="also read file links leading out of a folder or pattern named"
-    )
-    mine.add_argument(
-        "--index",
-        metavar="DIR",
-        action="append",
-        help="search a saved index instead of FILEs (repeat it, or name a folder of indexes: shards searched together)",
-    )
-    mine.add_argument(
-        "--split",
-        choices=SPLITS,
-        default="auto",
-        help="what a text is: a line, a paragraph, or auto (paragraphs when a file's lines are hard-wrapped)",
-    )
-    mine.add_argument("--skip-bad", action="store_true", help="leave out (and list) texts the model cannot window")
-    add_query_arguments(mine)
-    mine.set_defaults(handler=_mine)
+def add_commands(commands) -> None:
+    mine = add_command(commands, "mine", "find the best-matching span of each text for each query", _mine)
+    mine.add_argument("files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)")
+    mine.add_argument("--index", metavar="DIR", action="append", help="search a saved index (or shards) instead")
+    add_options(mine, "--split", "--follow-links", "--skip-bad")
+    add_query_options(mine)
 
 
 def add_search_command(actions) -> None:
-    search = actions.add_parser(
-        "search",
-        help="search a saved index (the same options and output as mine --index)",
-        description="For each query, the index's best-matching spans, best first (as slice-st mine --index).",
-    )
+    search = add_command(actions, "search", "search a saved index (as mine --index)", _mine, files=[], skip_bad=False)
     search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
-    add_query_arguments(search)
-    search.set_defaults(handler=_mine, files=[], skip_bad=False)
+    add_query_options(search)
 
 
 def _mine(args) -> int:
-    if args.index and args.files:
-        raise UsageError("give either FILEs or --index DIR, not both.")
-    if args.index:
-        if args.skip_bad:
-            raise UsageError("--skip-bad is for FILEs; an index holds only documents it could window.")
-        rows = _search_index(args, read_queries(args))
-    elif not args.files:
-        raise UsageError("no input: give FILEs to search, or --index DIR.")
-    elif args.ray is not None or args.workers is not None:
-        raise UsageError("--ray and --workers search a saved index: give --index DIR.")
-    elif args.approximate:
-        raise UsageError("--approximate needs --index DIR (a saved index with a candidate stage).")
-    elif args.per_text == 0:
-        raise UsageError("--per-text 0 (no limit) is for an index; with FILEs give a number of spans per text.")
-    else:
-        rows = _search_files(args, read_queries(args))
+    refuse(
+        (args.index and args.files, "give either FILEs or --index DIR, not both."),
+        (args.index and args.skip_bad, "--skip-bad is for FILEs; an index holds only documents it could window."),
+        (not args.index and not args.files, "no input: give FILEs to search, or --index DIR."),
+    )
+    if not args.index:
+        ray = args.ray is not None or args.workers is not None
+        refuse(
+            (ray, "--ray and --workers search a saved index: give --index DIR."),
+            (args.approximate, "--approximate needs --index DIR (a saved index with a candidate stage)."),
+            (args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
+        )
+    queries = read_queries(args)
+    rows = _search_index(args, queries) if args.index else _search_files(args, queries)
     write_rows(rows, FIELDS, args, sys.stdout)
     return 0
 
@@ -99,12 +67,8 @@ def _mine(args) -> int:
 def _search_files(args, queries: list[str]) -> list[dict]:
     import slice_st
 
-    records = read_texts(
-        _distinct_files(expand_inputs(args.files, follow_links=args.follow_links)),
-        args.split,
-        report=lambda path, mode: _say_paragraphs(args, path) if mode == "paragraph" else None,
-    )
-    quiet_progress(args)
+    paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
+    records = read_texts(paths, args.split, report=paragraph_note(args))
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     texts, per_text, spans = result_counts(args)
     try:
@@ -112,14 +76,9 @@ def _search_files(args, queries: list[str]) -> list[dict]:
             model,
             queries,
             [record.text for record in records],
-            min_span=args.min_span,
-            max_span=args.max_span,
-            unit=args.unit,
-            batch_size=args.batch_size,
+            **pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap"),
             show_progress_bar=not args.no_progress,
             top_k=per_text,
-            scorer=args.scorer,
-            overlap=args.overlap,
             on_error="skip" if args.skip_bad else "raise",
         )
     except slice_st.SpanInputError as error:  # a text that cannot be windowed: named by its file and line
@@ -139,42 +98,23 @@ def _search_files(args, queries: list[str]) -> list[dict]:
             for match in result.matches(query_index, best.text_index)[:per_text]
             if args.threshold is None or match.score >= args.threshold
         ][:spans]
-        rows += [_file_row(query, rank, match, result, records) for rank, match in enumerate(kept, start=1)]
+        for rank, match in enumerate(kept, start=1):
+            record, offset = records[match.text_index], records[match.text_index].file_offset
+            cosine = match.similarity if match.similarity is not None else match.score
+            where = {"file": record.source, "line": record.line, "doc_id": f"{record.source}:{record.line}"}
+            where.update(file_start=offset + match.start, file_end=offset + match.end)
+            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
     return rows
-
-
-def _file_row(query: str, rank: int, match, result, records) -> dict:
-    record = records[match.text_index]
-    return {
-        "query": query,
-        "rank": rank,
-        "score": round(match.score, 6),
-        "cosine": round(match.similarity if match.similarity is not None else match.score, 6),
-        "scorer": result.scorer,
-        "calibrated": None,
-        "doc_id": f"{record.source}:{record.line}",
-        "start": match.start,
-        "end": match.end,
-        "span": match.span,
-        "text": record.text,
-        "file": record.source,
-        "line": record.line,
-        "file_start": record.file_offset + match.start,
-        "file_end": record.file_offset + match.end,
-        "where": f"{os.path.basename(record.source)}:{record.line}",
-    }
 
 
 def _search_index(args, queries: list[str]) -> list[dict]:
     from slice_st.index import open_index
-    from slice_st.index.search import search_documents
+    from slice_st.index.search import search_documents, search_scorer
 
-    quiet_progress(args)
-    index = open_index(
-        args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **model_options(args)
-    )
+    options = model_options(args)
+    index = open_index(args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options)
     try:
-        if args.unit is not None and args.unit != index.span_config.unit:
+        if args.unit not in (None, index.span_config.unit):
             raise UsageError(
                 f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when the "
                 f"index is built: `slice-st index build --unit {args.unit}`)."
@@ -186,43 +126,25 @@ def _search_index(args, queries: list[str]) -> list[dict]:
             documents=texts,
             per_document=per_text,
             top_k=spans,
-            threshold=args.threshold,
-            min_span=args.min_span,
-            max_span=args.max_span,
-            batch_size=args.batch_size,
-            approximate=args.approximate,
-            scorer=args.scorer,
-            overlap=args.overlap,
+            **pick(args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap"),
         )
-        from slice_st.index.search import search_scorer
-
         scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
-        return [
-            _index_row(query, rank, match, index, scorer)
-            for query, matches in zip(queries, found)
-            for rank, match in enumerate(matches, start=1)
-        ]
+        rows = []
+        for query, matches in zip(queries, found):
+            for rank, match in enumerate(matches, start=1):
+                text, where = index.texts[match.doc_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
+                rows.append(_row(query, rank, match, match.cosine, scorer, text, **where))
+        return rows
     finally:
         if hasattr(index, "close"):
             index.close()
 
 
-def _index_row(query: str, rank: int, match, index, scorer: str) -> dict:
-    return {
-        "query": query,
-        "rank": rank,
-        "score": round(match.score, 6),
-        "cosine": round(match.cosine, 6),
-        "scorer": scorer,
-        "calibrated": match.calibrated,
-        "doc_id": match.doc_id,
-        "start": match.start,
-        "end": match.end,
-        "span": match.span,
-        "text": index.texts[match.doc_index],
-        **dict.fromkeys(("file", "line", "file_start", "file_end")),
-        "where": os.path.basename(match.doc_id),
-    }
+def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **fields) -> dict:
+    """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
+    row = dict.fromkeys(FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6), "scorer": scorer}
+    row.update(cosine=round(cosine, 6), start=match.start, end=match.end, span=match.span, text=text, **fields)
+    return row | {"where": os.path.basename(row["doc_id"])}
 
 
 def _distinct_files(files: list[str]) -> list[str]:
@@ -236,8 +158,3 @@ def _distinct_files(files: list[str]) -> list[str]:
             )
         seen.setdefault(real, name)
     return list(seen.values())
-
-
-def _say_paragraphs(args, path: str) -> None:
-    """``--split auto`` read ``path`` as wrapped text: say so (one text per line is what a plain file gives)."""
-    report(args, f"{path}: --split auto reads one text per paragraph (its lines are wrapped)", sys.stderr)

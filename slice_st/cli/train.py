@@ -5,7 +5,7 @@ Its options are sentence-transformers' training arguments (--max-steps, --per-de
 --distill-data, --dev, --lora-r, ...), parsed by HfArgumentParser. --preset NAME or --config FILE (a JSON object of
 settings) gives the defaults; options given with them override them.
 
-    slice-st train --preset cpu-minilm-slice -o runs/slice-minilm --shared-data DATA --dev runs/dev/dev.tsv
+    slice-st train --preset gpu-minilm-slice -o runs/mine --distill-data my_corpus.jsonl --dev runs/dev/dev.tsv
 """
 
 from __future__ import annotations
@@ -37,6 +37,17 @@ def _own_arguments(parser, *flags: str) -> None:
 def _train(args) -> int:
     from slice_st.training import trainer
 
+    training, settings = parse_train_arguments(args)
+    trainer.check_train_output(training.output_dir, resume=settings.resume, overwrite=settings.overwrite)
+    trainer.train(training, settings)
+    return 0
+
+
+def parse_train_arguments(args):
+    """``(SentenceTransformerTrainingArguments, SliceArguments)`` of ``slice-st train``'s parsed ``args``: the
+    defaults, the preset's, the ``--config`` file's, then the options."""
+    from slice_st.training import trainer
+
     parser = _trainer_parser()
     defaults = {**trainer.TRAINING_DEFAULTS, **trainer.PRESETS.get(args.preset, {}), **_read_config(args.config)}
     # No folder given is an error here, not the trainer's silent "trainer_output".
@@ -55,9 +66,7 @@ def _train(args) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if not training.output_dir:
         raise UsageError("the run needs a folder: give -o/--output-dir DIR.")
-    trainer.check_train_output(training.output_dir, resume=settings.resume, overwrite=settings.overwrite)
-    trainer.train(training, settings)
-    return 0
+    return training, settings
 
 
 def _trainer_parser():

@@ -1,15 +1,7 @@
 """Corpus loaders for :class:`slice_st.SpanIndex`: text files, JSONL files with an id field, ``datasets``.
 
-Every loader returns :class:`Document` s (``id``, ``text``, and where it came from). Ids must be
-unique; the index checks that too. Bad records raise :class:`CorpusError` (a ``ValueError``) naming
-the file and the line; nothing is dropped silently except blank texts of plain text files.
-
-* Text files (``.txt`` or anything not JSONL): one document per line or per paragraph
-  (``split="paragraph"``: blank-line separated); the id is ``<path>:<line>``, the path normalised
-  (``./a.txt`` and ``a.txt`` give the same ids). Lines end at ``\\n`` only (see :mod:`slice_st.text`).
-* JSONL (``.jsonl``/``.ndjson``, or ``fmt="jsonl"``): one JSON object per line with an id field and
-  a text field (``id_field="id"``, ``text_field="text"`` by default; both configurable).
-* A ``datasets.Dataset`` (or any sequence of mappings): :func:`documents_from_dataset`.
+Every loader returns :class:`Document` s with unique ids; a bad record is a :class:`CorpusError` (a ``ValueError``)
+naming the file and line. Text files give a document per line (or paragraph), id ``<path>:<line>``.
 """
 
 from __future__ import annotations
@@ -36,11 +28,8 @@ class Document:
 
 
 def read_text_file(path: str, split: str = "line", report: Callable[[str, str], None] | None = None) -> list[Document]:
-    """Documents of a UTF-8 text file, one per line (or paragraph); blank ones are skipped. Id: ``path:line``.
-
-    The path in the id is normalised (``os.path.normpath``), so another spelling of it gives the same ids.
-    ``report(path, mode)`` hears which mode ``split="auto"`` chose (:func:`slice_st.text.read_texts`).
-    """
+    """Documents of a UTF-8 text file, one per line (or paragraph), blank ones skipped; id ``path:line`` (the path
+    normalised). ``report(path, mode)`` hears which mode ``split="auto"`` chose."""
     name = os.path.normpath(path) if path != "-" else path
     return [
         Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
@@ -49,10 +38,8 @@ def read_text_file(path: str, split: str = "line", report: Callable[[str, str], 
 
 
 def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
-    """Documents of a JSONL file: each line an object with ``id_field`` and ``text_field`` (``id_field=None``: ids are
-    line numbers).
-
-    Ids are non-empty strings: a number (``"id": 7``) is a :class:`CorpusError` (write ``"7"``).
+    """Documents of a JSONL file: each line an object with ``id_field`` (a non-empty string; ``None``: line numbers)
+    and ``text_field``.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
@@ -133,10 +120,7 @@ def read_corpus(
     text_field: str = "text",
     report: Callable[[str, str], None] | None = None,
 ) -> list[Document]:
-    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix). Checks ids are unique.
-
-    ``report(path, mode)`` hears which mode ``split="auto"`` chose for each text file.
-    """
+    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix); ids checked unique."""
     if isinstance(paths, str):
         paths = [paths]
     if fmt not in (None, "text", "jsonl"):

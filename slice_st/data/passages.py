@@ -1,12 +1,8 @@
 """Unlabeled passages for span self-distillation: read texts, cut them into passages, keep dev text out.
 
-:class:`~slice_st.SpanDistillationLoss` needs nothing but text. :func:`read_texts` reads plain text
-(one text per line), TSV (a chosen column), JSONL/JSON (a field) and ``datasets`` (a saved folder or a
-``Dataset``); :func:`cut_passages` splits texts into sentences and packs consecutive sentences into
-passages of a chosen word range, so passages hold multi-sentence context; texts that are single
-sentences (STS-B, SNLI) are glued, in seeded random order, into passages of the same range.
-Sentences of the dev/evaluation data (``exclude_sentences``) are removed before packing, so no
-passage contains one. :func:`offline_passages` builds the set from the shared data folder.
+:func:`read_texts` reads plain text (a text per line), TSV, JSONL/JSON and ``datasets``; :func:`cut_passages` packs
+consecutive sentences into passages of a word range (single-sentence texts are glued in seeded order), after
+removing every sentence of the evaluation data.
 """
 
 from __future__ import annotations
@@ -30,12 +26,10 @@ def _norm(sentence: str) -> str:
 
 
 def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
-    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings.
+    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings, blank ones skipped.
 
-    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row, default
-    the last), anything else plain text with one text per line. Blank texts are skipped.
-    ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``). Missing files and
-    malformed rows raise errors naming the file and line.
+    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
+    per line. ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``).
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -199,11 +193,7 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
 
 
 def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
-    """Every sentence of evaluation files, to keep out of training text.
-
-    Reads STS-B-Context TSVs (origin phrases, paraphrases, and each passage split into sentences) and
-    STS-B TSVs (both sentences); the format is told by the STS-B-Context header.
-    """
+    """Every sentence of evaluation files (STS-B-Context or STS-B TSVs), to keep out of training text."""
     sentences: set[str] = set()
     for path in paths:
         path = os.fspath(path)
@@ -221,108 +211,37 @@ def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
     return sentences
 
 
-OFFLINE_SOURCES = ("stsb", "sick", "snli", "parabank")
-
-
-def offline_passages(
-    data_dir: str | os.PathLike,
-    *,
-    sources: Sequence[str] = OFFLINE_SOURCES,
-    exclude_paths: Sequence[str | os.PathLike] = (),
-    min_words: int = 20,
-    max_words: int = 80,
-    seed: int = 0,
-    limit: int | None = None,
-):
-    """Distillation passages from the shared data folder (see ``shared/DATA.md``).
-
-    Sources: ``stsb`` (STS-B *train* sentences), ``sick`` (SICK sentences), ``snli`` (SNLI dev and
-    test sentences), ``parabank`` (Nugget's ParaBank documents, train split: real multi-sentence
-    text). Sentences of ``exclude_paths`` (your dev set, and STS-B dev, which it is built from) are
-    removed. Pre-tokenised sources are detokenised.
-    """
-    data_dir = os.fspath(data_dir)
-    texts: list[str] = []
-    for source in sources:
-        if source == "stsb":
-            rows = read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
-            texts += list(dict.fromkeys(list(rows["sentence1"]) + list(rows["sentence2"])))
-        elif source == "sick":
-            with open(os.path.join(data_dir, "sick", "SICK.txt"), encoding="utf-8", newline="") as handle:
-                rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-            texts += list(dict.fromkeys([row["sentence_A"] for row in rows] + [row["sentence_B"] for row in rows]))
-        elif source == "snli":
-            lines: list[str] = []
-            for name in ("s1.dev", "s2.dev", "s1.test", "s2.test"):
-                lines += read_texts(os.path.join(data_dir, "snli", name), detokenize=True)
-            texts += list(dict.fromkeys(lines))
-        elif source == "parabank":
-            path = os.path.join(data_dir, "nugget_pi", "paraphrase_identification", "train", "docs.txt")
-            if not os.path.exists(path):
-                raise FileNotFoundError(f"No such file: {path}")
-            texts += read_texts(_read_tsv_texts(path, -1), detokenize=True)  # "id<TAB>document" rows
-        else:
-            raise DataFormatError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
-    excluded = evaluation_sentences(exclude_paths)
-    return cut_passages(
-        texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed, limit=limit
-    )
-
-
 def load_passages(
     sources: Sequence[str],
     *,
-    shared_data: str | None = None,
     exclude_paths: Sequence[str] = (),
     min_words: int = 20,
     max_words: int = 80,
     seed: int = 0,
     limit: int | None = None,
 ):
-    """Distillation text for ``slice-st train --distill-data``: ``offline[:DIR]``, saved ``datasets`` folders
-    (used as they are if they have a ``text`` column), or text/TSV/JSONL files (cut into passages)."""
+    """Distillation text for ``slice-st train --distill-data``, shuffled: saved ``datasets`` folders (used as they are;
+    a ``text`` column) and text/TSV/JSONL files (cut into passages without the sentences of ``exclude_paths``)."""
     datasets = require("datasets", "train", "distillation passages")
 
     parts = []
-    files: list[str] = []
     for source in sources:
-        if source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else shared_data
-            if not data_dir:
-                raise DataFormatError(
-                    "--distill-data offline needs the shared data folder (offline:DIR or --shared-data)."
-                )
-            parts.append(
-                offline_passages(
-                    data_dir, exclude_paths=exclude_paths, min_words=min_words, max_words=max_words, seed=seed
-                )
-            )
-        elif os.path.isdir(source):
+        if os.path.isdir(source):
             dataset = datasets.load_from_disk(source)
             if "text" not in dataset.column_names:
                 raise DataFormatError(
                     f"{source}: a distillation dataset needs a 'text' column; columns: {dataset.column_names}."
                 )
             parts.append(dataset)
-        else:
-            files.append(source)
+    files = [source for source in sources if not os.path.isdir(source)]
     if files:
         texts = [text for path in files for text in read_texts(path)]
+        excluded = evaluation_sentences(exclude_paths)
         parts.append(
-            cut_passages(
-                texts,
-                min_words=min_words,
-                max_words=max_words,
-                exclude_sentences=evaluation_sentences(exclude_paths),
-                seed=seed,
-            )
+            cut_passages(texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed)
         )
     if not parts:
-        raise DataFormatError(
-            "no distillation text: give --distill-data offline[:DIR], a saved dataset folder, or text/JSONL files."
-        )
+        raise DataFormatError("no distillation text: give --distill-data a saved dataset folder or text/JSONL files.")
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]
     dataset = datasets.concatenate_datasets([part.select_columns(columns) for part in parts]).shuffle(seed=seed)
-    if limit is not None:
-        dataset = dataset.select(range(min(limit, len(dataset))))
-    return dataset
+    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))

@@ -1,10 +1,7 @@
 """Where the best span lands: exact match and word-F1 against the paraphrase's place in its passage.
 
-STS-B-Context passages hold a paraphrase of their origin phrase; the evaluator's Spearman scores only
-the *value* of the best span, a user sees the *span*. Words here are whitespace-delimited, compared
-lowercased with punctuation stripped (``"Beach,"`` is ``beach``); a word with no letter or digit is
-left out. The paraphrase's place is the first run of passage words equal to its words; a predicted
-span covers the passage words its characters touch.
+Words are whitespace-delimited, lowercased, without punctuation (``"Beach,"`` is ``beach``); the paraphrase's place
+is the first run of passage words equal to its words; a predicted span covers the passage words its characters touch.
 """
 
 from __future__ import annotations
@@ -23,14 +20,7 @@ _NOT_WORD = re.compile(r"[^\w]+")
 def span_words(text: str) -> list[tuple[int, int, str]]:
     """``(start, end, word)`` of each whitespace-delimited word of ``text`` that has a letter or digit, lowercased.
 
-    Args:
-        text: Any text.
-
-    Returns:
-        The words with their character offsets.
-
-    Example:
-        >>> span_words("A man, he said -- left.")
+    >>> span_words("A man, he said -- left.")
         [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
     """
     words = []
@@ -42,14 +32,7 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
 
 
 def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:
-    """The word range ``[first, end)`` of ``paraphrase`` in ``passage`` (words of :func:`span_words`), or ``None``.
-
-    Args:
-        passage: The passage.
-        paraphrase: The phrase to find, up to case and punctuation.
-
-    Returns:
-        The first matching run of words, or ``None`` when the passage does not hold it.
+    """The word range ``[first, end)`` of ``paraphrase`` in ``passage``, up to case and punctuation, or ``None``.
 
     Example:
         >>> locate_paraphrase("Look: a man is slicing a bun, slowly.", "A man is slicing a bun.")
@@ -78,12 +61,11 @@ def span_localisation(
     gold_scores: Sequence[float],
     strong: float = STRONG_GOLD,
 ) -> dict[str, float]:
-    """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places, on all located rows and on
-    strong ones.
+    """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places.
 
-    Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a
-    row without a predicted span counts as a miss. Word-F1 is between the two word ranges (positions, not
-    bags of words). ``shorter`` is the share of rows whose span has fewer words than the paraphrase.
+    Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a row without a
+    predicted span is a miss. Word-F1 compares word positions; ``shorter``: the share of spans shorter than the
+    paraphrase.
 
     Args:
         passages: The passages.
@@ -93,9 +75,7 @@ def span_localisation(
         strong: The gold score from which a row is strong.
 
     Returns:
-        ``{"located", "exact", "word_f1", "shorter", "strong_located", "strong_exact", "strong_word_f1",
-        "strong_shorter"}``
-        (``nan`` for an empty group).
+        ``located``, ``exact``, ``word_f1``, ``shorter`` and the same with ``strong_`` (``nan`` for an empty group).
 
     Example:
         >>> passage = "Look: a man is slicing a bun, slowly."

@@ -1,8 +1,4 @@
-"""``SpanRetrievalEvaluator``: a sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
-
-See :mod:`slice_st.evaluation.setups` for the three setups and :mod:`slice_st.evaluation.statistics`
-for the correlations and the Williams test.
-"""
+"""``SpanRetrievalEvaluator``: a sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context)."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
-from slice_st.evaluation.setups import SCORERS, SETUPS, SetupResult, check_inputs
+from slice_st.evaluation.setups import SETUPS, SetupResult, check_inputs, score_full, score_single
 from slice_st.evaluation.statistics import correlations
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import check_span_bounds
@@ -31,25 +27,20 @@ logger = logging.getLogger(__name__)
 class SpanRetrievalEvaluator(BaseEvaluator):
     """Sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
 
-    For each pair (origin phrase, passage, gold score) it predicts a similarity in each setup of
-    ``setups`` (``"full"``, ``"ngram"``, ``"single"``; see :mod:`slice_st.evaluation.setups`) and reports
-    ``{setup}_pearson`` and ``{setup}_spearman``. The primary metric is ``single_spearman`` (else
-    the Spearman of the last setup). The single pass decides each passage's best span with ``scorer``
-    (:mod:`slice_st.scoring`: ``"phrase"`` by default, ``"max-cosine"`` for the paper's protocol; the
-    per-n-gram setup is the paper's, max cosine). With ``paraphrases`` (the phrase each passage holds),
-    it also reports where the best span lands (:func:`slice_st.evaluation.localisation.span_localisation`):
-    ``{setup}_exact`` and ``{setup}_word_f1`` on the rows whose passage holds its paraphrase, and
-    ``{setup}_strong_exact`` / ``{setup}_strong_word_f1`` on those with gold >= 3. Works as ``evaluator=`` of
-    ``SentenceTransformerTrainer`` and
-    records its metrics in the model card data. With ``output_path`` it appends the metrics to
-    ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes the
-    best span and score of every pair and setup to ``span_retrieval_predictions[_name].csv``.
+    For each pair (origin phrase, passage, gold score) it predicts a similarity in each of ``setups`` (``"full"``:
+    one vector per passage; ``"single"``: the best span of one forward pass, chosen by ``scorer``) and reports
+    ``{setup}_pearson`` and ``{setup}_spearman``; the primary metric is ``single_spearman``. With ``paraphrases``
+    it also reports where the best span lands: ``single_exact``, ``single_word_f1`` and, on pairs with gold >= 3,
+    ``single_strong_exact`` / ``single_strong_word_f1``. It works as ``evaluator=`` of
+    ``SentenceTransformerTrainer`` and records its metrics in the model card data. With ``output_path`` it appends
+    the metrics to ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes
+    every pair's best span and score to ``span_retrieval_predictions[_name].csv``.
 
     Args:
         phrases: Origin phrase of each pair.
         passages: Passage of each pair (it holds a paraphrase).
         scores: Gold similarity of each pair (0–5).
-        setups: Any of ``"full"``, ``"ngram"``, ``"single"``.
+        setups: ``"full"`` and/or ``"single"``.
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
@@ -58,6 +49,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         show_progress_bar: Show progress bars (``None``: for long inputs).
         write_csv: Append the metrics to a CSV file when called with ``output_path``.
         write_predictions: Also write every pair's best span and score.
+        paraphrases: The paraphrase each passage holds (turns the localisation metrics on).
+        scorer: How the single pass picks the best span (:mod:`slice_st.scoring`; ``"max-cosine"``: the paper's).
 
     Example:
         >>> from slice_st import load_model
@@ -140,18 +133,15 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         """Predicted scores (and best spans) of ``model`` in every setup."""
         import time
 
+        single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "scorer": self.scorer}
+        single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
-            kwargs: dict[str, Any] = {"batch_size": self.batch_size}
-            if setup != "full":
-                kwargs |= {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
-                kwargs["show_progress_bar"] = self.show_progress_bar
-            if setup == "single":
-                kwargs["scorer"] = self.scorer
+            if setup == "full":
+                result = score_full(model, self.phrases, self.passages, batch_size=self.batch_size)
             else:
-                kwargs["show_progress_bar"] = bool(self.show_progress_bar)
-            result = SCORERS[setup](model, self.phrases, self.passages, **kwargs)
+                result = score_single(model, self.phrases, self.passages, **single)
             result.seconds = time.perf_counter() - start
             results[setup] = result
         return results

@@ -1,18 +1,7 @@
-"""Calibrated similarity: map a span cosine to the STS 0–5 scale with isotonic regression.
+"""Calibrated similarity: a span cosine mapped to the STS 0–5 scale by isotonic regression.
 
-A cosine is only comparable within one model; users want a *degree* of similarity to threshold.
-:func:`fit_calibration` fits a monotone map cosine → 0–5 (scikit-learn's ``IsotonicRegression``) on
-scored pairs, e.g. the STS benchmark train split (:func:`fit_sts_calibration`). The fitted map is a
-piecewise-linear function given by its thresholds, saved as JSON (with the index, or beside a
-model) and applied with ``numpy.interp`` — no scikit-learn needed to use it.
-
-Which cosine is fitted: ``pair_score="sentence"`` (default) scores a pair by the cosine of the two
-sentences' mean token vectors (:func:`slice_st.encode.embed_texts`). That is exactly the cosine the index
-reports for a span that covers the whole of sentence 2 — a span vector *is* a mean of token vectors
-— and the STS gold score describes the whole sentences, so cosine and gold refer to the same
-pieces of text. ``pair_score="best_span"`` (:func:`slice_st.encode.best_spans_paired`) scores the best
-sub-span of sentence 2 instead: it is ≥ the sentence cosine and its gold label still describes the
-whole sentence, so it maps high cosines to lower degrees (conservative); offered for comparison.
+The fitted map is piecewise linear (its thresholds saved as JSON, with the index or beside a model) and applied with
+``numpy.interp``: no scikit-learn needed to use it. Which cosine is fitted: docs/guides/corpus-index.md.
 """
 
 from __future__ import annotations
@@ -38,15 +27,12 @@ PAIR_SCORES = ("sentence", "best_span")
 
 @dataclass(frozen=True)
 class Calibration:
-    """A monotone piecewise-linear map from cosine to a 0–5 degree of similarity.
-
-    ``x`` (ascending cosines) and ``y`` (non-decreasing degrees) are the isotonic fit's thresholds;
-    values outside ``[x[0], x[-1]]`` are clipped to the end degrees.
+    """A monotone piecewise-linear map from cosine to a 0–5 degree of similarity (clipped outside ``[x[0], x[-1]]``).
 
     Args:
         x: Ascending cosine thresholds.
         y: Non-decreasing degrees (0–5) at those thresholds.
-        pair_score: How a pair was scored when fitting (``"sentence"`` or a span setting).
+        pair_score: How a pair was scored when fitting (``"sentence"`` or ``"best_span"``).
         source: What it was fitted on.
         pairs: How many pairs.
         model_fingerprint: The model it was fitted for.
@@ -79,8 +65,7 @@ class Calibration:
 
     def __call__(self, cosines) -> np.ndarray:
         """Degrees (0–5) for an array of cosines."""
-        values = np.asarray(cosines, dtype=np.float64)
-        return np.interp(values, self.x, self.y)
+        return np.interp(np.asarray(cosines, dtype=np.float64), self.x, self.y)
 
     def degree(self, cosine: float) -> float:
         """One cosine → one degree."""
@@ -98,7 +83,6 @@ class Calibration:
             return float(x[i])
         return float(x[i - 1] + (degree - y[i - 1]) * (x[i] - x[i - 1]) / (y[i] - y[i - 1]))
 
-    # -------------------------------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": CALIBRATION_FORMAT_VERSION, "kind": "isotonic"} | asdict(self)
 
@@ -108,13 +92,9 @@ class Calibration:
             raise DataFormatError(f"{name}: not an isotonic calibration.")
         if data.get("format_version") != CALIBRATION_FORMAT_VERSION:
             raise DataFormatError(f"{name}: calibration format {data.get('format_version')} is not supported.")
-        fields = {
-            key: data[key]
-            for key in ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra")
-            if key in data
-        }
+        names = ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra")
         try:
-            return cls(**fields)
+            return cls(**{key: data[key] for key in names if key in data})
         except (TypeError, ValueError) as error:
             raise DataFormatError(f"{name}: invalid calibration ({error}).") from None
 
@@ -166,8 +146,7 @@ def fit_calibration(
     spearmanr = require("scipy.stats", "eval", "calibration").spearmanr
     IsotonicRegression = require("sklearn.isotonic", "eval", "calibration").IsotonicRegression
 
-    x = np.asarray(cosines, dtype=np.float64)
-    y = np.asarray(scores, dtype=np.float64)
+    x, y = np.asarray(cosines, dtype=np.float64), np.asarray(scores, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape:
         raise DataFormatError(f"cosines and scores must be equally long 1-d sequences, got {x.shape} and {y.shape}.")
     if len(x) < 2:
@@ -194,19 +173,9 @@ def sts_pair_cosines(
     batch_size: int = 32,
     max_span: int | None = None,
 ) -> np.ndarray:
-    """Cosine of each pair ``(sentences1[i], sentences2[i])``, scored as the index scores spans (see module doc).
-
-    Args:
-        model: The ``SentenceTransformer``.
-        sentences1: First sentence of each pair.
-        sentences2: Second sentence of each pair.
-        pair_score: How a pair is scored (see above).
-        batch_size: Batch size of the encoding.
-        max_span: Longest span for span scoring.
-
-    Returns:
-        ``(N,)`` cosines.
-    """
+    """``(N,)`` cosines of the pairs ``(sentences1[i], sentences2[i])``: of the two sentences' mean token vectors
+    (``"sentence"``, the cosine the index gives a span covering sentence 2), or of sentence 2's best span
+    (``"best_span"``, at most ``max_span`` words)."""
     from slice_st.encode import best_spans_paired, embed_texts
 
     if pair_score not in PAIR_SCORES:
@@ -214,11 +183,9 @@ def sts_pair_cosines(
     if pair_score == "sentence":
         import torch
 
-        first = torch.nn.functional.normalize(
-            embed_texts(model, list(sentences1), batch_size=batch_size).float(), dim=-1
-        )
-        second = torch.nn.functional.normalize(
-            embed_texts(model, list(sentences2), batch_size=batch_size).float(), dim=-1
+        first, second = (
+            torch.nn.functional.normalize(embed_texts(model, list(texts), batch_size=batch_size).float(), dim=-1)
+            for texts in (sentences1, sentences2)
         )
         return (first * second).sum(dim=-1).cpu().numpy().astype(np.float64)
     matches = best_spans_paired(model, list(sentences1), list(sentences2), batch_size=batch_size, max_span=max_span)
@@ -238,11 +205,11 @@ def fit_sts_calibration(
 
     Args:
         model: The ``SentenceTransformer``.
-        path: An STS-benchmark TSV (e.g. ``sts-train.csv``).
-        pair_score: How a pair is scored (see :func:`sts_pair_cosines`).
+        path: An STS-benchmark TSV.
+        pair_score: How a pair is scored: ``"sentence"`` or ``"best_span"`` (:func:`sts_pair_cosines`).
         limit: Use the first ``limit`` pairs.
         batch_size: Batch size of the encoding.
-        max_span: Longest span for span scoring.
+        max_span: Longest span for ``"best_span"``.
 
     Returns:
         The fitted :class:`Calibration`.

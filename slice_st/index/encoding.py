@@ -31,17 +31,19 @@ def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]
     }
 
 
-def concat_parts(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Concatenate encoded pieces (document numbers already global), shifting their segment unit offsets."""
-    if len(parts) == 1:
-        return parts[0]
-    bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+    """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
+    unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+    doc_bases = [0] * len(parts) if doc_bases is None else doc_bases
     out = {
-        name: np.concatenate([p[name] for p in parts])
-        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_docs", "segment_first_unit")
+        name: np.concatenate([np.asarray(p[name]) for p in parts])
+        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
     }
     out["segment_units"] = np.concatenate(
-        [[0]] + [p["segment_units"][1:] + base for p, base in zip(parts, bases)]
+        [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
+    ).astype(np.int64)
+    out["segment_docs"] = np.concatenate(
+        [np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]
     ).astype(np.int64)
     return out
 
@@ -101,11 +103,8 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
 
 
 class PooledEncoder:
-    """The model as ``encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool.
-
-    Only public API: ``model.encode(..., pool=pool)`` passes ``output_value=None`` and
-    ``processing_kwargs`` on to the workers, which return the same per-window outputs.
-    """
+    """The model as ``encode_windows`` sees it, with ``encode`` running in a sentence-transformers pool (public API:
+    ``model.encode(..., pool=pool)`` passes ``output_value=None`` and ``processing_kwargs`` on to the workers)."""
 
     def __init__(self, model: SentenceTransformer, pool: dict[str, Any]) -> None:
         self._model, self._pool = model, pool
@@ -122,11 +121,8 @@ class PooledEncoder:
 
 @contextmanager
 def encoder_for(model: SentenceTransformer, targets: list[str] | None, pool: dict[str, Any] | None):
-    """Yield what encodes the windows: the model itself, or the model through a (started or given) pool.
-
-    A pool started here is stopped on exit and the model moved back to its device
-    (``start_multi_process_pool`` moves it to the CPU). CPU workers get ``cores / workers`` threads each.
-    """
+    """Yield what encodes the windows: the model, or the model through a given pool or one started here (stopped on
+    exit, the model moved back to its device; CPU workers get ``cores / workers`` threads each)."""
     if targets is None and pool is None:
         yield model
         return

@@ -1,8 +1,4 @@
-"""Which model an index (or a calibration) was built with: a weights fingerprint, a readable name and path.
-
-The fingerprint and the name are :mod:`slice_st.loading`'s (the Table-1 cache keys models by the same
-fingerprint); this module adds where to load an index's model from.
-"""
+"""Which model an index was built with, and where to load it from (the fingerprint and name are ``loading``'s)."""
 
 from __future__ import annotations
 
@@ -29,15 +25,8 @@ def model_runtime(model) -> dict[str, str]:
 
 
 def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
-    """What to load when an index is opened without a model: its recorded local path, else its name (None: the default).
-
-    Args:
-        index_path: The index folder.
-        manifest: Its manifest.
-
-    Returns:
-        A local path or model name, or ``None`` (the default model).
-    """
+    """What to load when an index is opened without a model: its recorded local path, else its name (None: the
+    default model)."""
     model_path = manifest.get("model_path") or ""
     if model_path:
         if os.path.isdir(model_path):
@@ -47,8 +36,6 @@ def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
             "which is not there any more: pass the model (model=..., --model)."
         )
     name = manifest.get("model_name") or None
-    if name is not None and is_shipped_model_name(
-        f"slice-st/{name}"
-    ):  # never a ./slice-minilm folder of the working directory
+    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder here
         return f"slice-st/{name}"
     return name

@@ -1,23 +1,8 @@
-"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``slice-st index build
---ray``).
+"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``).
 
-Ray Data fans the work out; an index is one folder of shards, each an ordinary :class:`SpanIndex`:
-
-* **Work items.** The driver lists the corpus files (local, or any ``pyarrow.fs`` URI: ``s3://``,
-  ``gs://``, ``hdfs://``…) and cuts them into groups of about ``shard_bytes`` (a bigger file is a group
-  of its own); in-memory documents are cut the same way. ``ray.data.from_items(groups)`` then
-  ``map_batches`` over a pool of ``concurrency`` actors (``num_gpus`` each), one group per call.
-* **Shards.** An actor reads its group (text, JSONL and Parquet: ids and offsets exactly as
-  :func:`slice_st.data.corpus.read_corpus` gives them), cuts its documents into shards of about
-  ``shard_bytes`` of text and builds each with the single-process path (``SpanIndex.build``, then
-  ``save``: atomic, fsynced). Shard ``part-<group>-<chunk>``; the folder order is the corpus order.
-* **Manifest and resume.** ``DIR/shards.json`` holds the plan (model fingerprint, span settings,
-  corpus files and sizes) from the start and the list of shards once complete; a finished group leaves
-  ``DIR/.slice-st-build/group-<n>.json``. A rerun of the same build skips finished groups and, inside a
-  group, shards already saved; a rerun with another model, other settings or another corpus is refused.
-
-The result is searched by :class:`slice_st.index.ShardedSpanIndex` (one process) or
-:class:`slice_st.index.ray_search.RayShardedSpanIndex` (shards on Ray actors): both open ``DIR``.
+The driver cuts the corpus (files or ``pyarrow.fs`` URIs, or in-memory documents) into groups of about
+``shard_bytes``; Ray Data actors build and save each group's shards with the one-process path (``SpanIndex.build``,
+then ``save``). ``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
 """
 
 from __future__ import annotations
@@ -64,11 +49,28 @@ if TYPE_CHECKING:
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
 DEFAULT_SHARD_BYTES = 16 << 20
-#: Hidden folder of the groups already written (ignored by :func:`slice_st.index.shard_directories`).
+#: Hidden folder of the groups already written (ignored by :func:`slice_st.index.storage.shard_directories`).
 BUILD_STATE = ".slice-st-build"
 FORMATS = ("text", "jsonl", "parquet")
+#: Seconds to wait for a Ray head's port to answer before giving up (ray.init itself may wait for ever).
+RAY_CONNECT_TIMEOUT = 10.0
+#: Errors of a worker that are the user's to fix (bad input), by class name.
+_USER_ERRORS = {
+    "SpanInputError",
+    "CorpusError",
+    "DataFormatError",
+    "ValueError",
+    "FileNotFoundError",
+    "FileAccessError",
+    "PermissionError",
+    "IsADirectoryError",
+    "UnicodeDecodeError",
+    "IndexBusyError",
+    "MissingExtraError",
+}
 
 
+# ---------------------------------------------------------------------------------------------- Ray itself
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
     """``ray`` with Ray Data, or :class:`slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
     ray = require("ray", "ray", feature)
@@ -96,16 +98,9 @@ def check_address(address: str | None) -> str | None:
     return address
 
 
-#: Seconds to wait for a Ray head's port to answer before giving up (ray.init itself may wait for ever).
-RAY_CONNECT_TIMEOUT = 10.0
-
-
 def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
-    """Check that ``HOST:PORT`` (or ``ray://HOST:PORT``) accepts a TCP connection within ``timeout`` seconds, so that a
-    closed port or an unreachable host is a :class:`SpanInputError` at once rather than a ``ray.init`` that never
-    returns.
-
-    ``None`` and ``"auto"`` (found by Ray itself) are not probed.
+    """Check that ``HOST:PORT`` (or ``ray://HOST:PORT``) answers within ``timeout`` seconds, so that an unreachable
+    cluster is a :class:`SpanInputError` at once rather than a ``ray.init`` that never returns (``"auto"``: not probed).
 
     >>> probe_address("127.0.0.1:1")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -132,7 +127,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
 
 
 def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> bool:
-    """Connect to Ray (``address``, see :func:`check_address`), or start it locally; ``True`` if this call started it.
+    """Connect to Ray at ``address`` (:func:`check_address`), or start it here; ``True`` if this call started it.
 
     An already initialised Ray is used as it is. A cluster that cannot be reached is a :class:`SpanInputError`.
     """
@@ -154,15 +149,13 @@ def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpu
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
-    data = require("ray.data", "ray")
-    context = data.DataContext.get_current()
-    context.execution_options.preserve_order = True
+    require("ray.data", "ray").DataContext.get_current().execution_options.preserve_order = True
     return True
 
 
 def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
     """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as the cluster holds, at
-    most ``limit``), once that many fit in the free resources; waits up to ``timeout`` s for actors still shutting down.
+    most ``limit``), once that many fit in the free resources (waiting up to ``timeout`` s for ones shutting down).
 
     More than the cluster holds, or still not free after ``timeout``: :class:`SpanInputError` (an actor that cannot be
     placed would wait for ever).
@@ -187,8 +180,7 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
         )
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
-        # Ray Data frees a finished dataset's actors (and their CPUs/GPUs) only when the dataset is collected
-        gc.collect()
+        gc.collect()  # Ray Data frees a finished dataset's actors only when the dataset is collected
         if time.monotonic() > deadline:
             raise SpanInputError(
                 f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
@@ -199,14 +191,36 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
 
 
 @contextmanager
-def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[Any]:
+def ray_session(address: str | None = None) -> Iterator[Any]:
     """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
-    started = connect_ray(address, num_cpus)
+    started = connect_ray(address)
     try:
         yield require_ray()
     finally:
         if started:
             require_ray().shutdown()
+
+
+def _user_error(error: BaseException) -> BaseException:
+    """The error a Ray worker raised as the driver says it: a ``ValueError``/``OSError`` among its causes (one line),
+    else ``error`` as Ray gave it."""
+    seen, todo = set(), [error]
+    while todo:
+        cause = todo.pop(0)
+        if cause is None or id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith("ray."):
+            if isinstance(cause, SpanInputError):
+                return SpanInputError(str(cause))
+            text = str(cause).strip()
+            return SpanInputError(text.splitlines()[-1] if text else type(cause).__name__)
+        todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
+    # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
+    for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
+        if not name.startswith("ray.") and name.rpartition(".")[2] in _USER_ERRORS:
+            return SpanInputError(message.strip())
+    return error
 
 
 @dataclasses.dataclass
@@ -224,7 +238,7 @@ class RayBuild:
         shards_reused: Shards kept from an earlier run.
         seconds: Wall time.
         skipped: ``(document id, reason)`` of documents left out.
-        worker_seconds: Time spent in the workers, summed.
+        worker_seconds: Seconds the actors spent on this run's groups, summed (``seconds`` less start-up and waits).
     """
 
     path: str
@@ -237,8 +251,6 @@ class RayBuild:
     shards_reused: int
     seconds: float
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: Seconds the actors spent on this run's groups (reading, encoding, saving), summed: ``seconds`` less start-up and
-    #: waits.
     worker_seconds: float = 0.0
 
     @property
@@ -390,202 +402,69 @@ def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]
 class _ShardWriter:
     """A Ray Data actor: reads a group of files (or takes its documents), builds and saves its shards."""
 
-    def __init__(
-        self,
-        index_class,
-        model,
-        output: str,
-        options: dict[str, Any],
-        reading: dict[str, Any],
-        threads: int,
-        shard_bytes: int,
-        force: bool,
-        on_shard: Callable[[str], None] | None = None,
-    ) -> None:
-        torch.set_num_threads(max(1, threads))
+    def __init__(self, job: dict[str, Any]) -> None:
+        torch.set_num_threads(max(1, int(job["num_cpus"])))
         if torch.cuda.is_available():  # an actor given a GPU sees it (and only it) as cuda:0
-            model.to("cuda")
-        self.index_class, self.model, self.output = index_class, model, output
-        self.options, self.reading, self.shard_bytes, self.force, self.on_shard = (
-            options,
-            reading,
-            shard_bytes,
-            force,
-            on_shard,
-        )
-        self.fingerprint = model_fingerprint(model)
+            job["model"].to("cuda")
+        self.job = job
+        self.fingerprint = model_fingerprint(job["model"])
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
         rows = [self.write_group(json.loads(work)) for work in batch["work"]]
         return {key: [row[key] for row in rows] for key in rows[0]}
 
     def write_group(self, work: dict[str, Any]) -> dict[str, Any]:
-        start = time.perf_counter()
+        start, job = time.perf_counter(), self.job
         if work.get("documents") is not None:
             documents = [Document(doc_id, text) for doc_id, text in work["documents"]]
         else:
-            documents = [d for file in work["files"] for d in read_file_documents(file, **self.reading)]
-        shards, built, reused, units, kept_total, skipped = [], 0, 0, 0, 0, []
-        for number, chunk in enumerate(_chunks(documents, self.shard_bytes) if documents else []):
+            documents = [d for file in work["files"] for d in read_file_documents(file, **job["reading"])]
+        state = {"group": work["group"], "shards": [], "documents": 0, "units": 0, "skipped": []}
+        built = reused = 0
+        for number, chunk in enumerate(_chunks(documents, job["shard_bytes"]) if documents else []):
             name = f"part-{work['group']:05d}-{number:04d}"
-            folder = os.path.join(self.output, name)
+            folder = os.path.join(job["output"], name)
             manifest = (
                 read_manifest(folder, must_exist=False) if os.path.exists(os.path.join(folder, MANIFEST)) else None
             )
-            if manifest is not None and not self.force and manifest["model_fingerprint"] == self.fingerprint:
+            if manifest is not None and not job["force"] and manifest["model_fingerprint"] == self.fingerprint:
                 reused += 1
-                units += manifest["units"]
-                kept = manifest["documents"]
+                units, kept = manifest["units"], manifest["documents"]
             else:
-                try:
-                    index = self.index_class.build(
-                        [d.text for d in chunk],
-                        self.model,
-                        [d.id for d in chunk],
-                        show_progress_bar=False,
-                        **self.options,
-                    )
-                except SpanInputError as error:
-                    if self.options["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
-                        raise
-                    skipped += [
-                        (d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}")
-                        for d in chunk
-                    ]
+                index = self._build_shard(chunk, state["skipped"])
+                if index is None:
                     continue
                 index.save(folder, timeout=0)
                 built += 1
-                units += index.num_units
-                kept = len(index)
-                skipped += index.skipped
-                if self.on_shard is not None:
-                    self.on_shard(name)
-            kept_total += kept
+                units, kept = index.num_units, len(index)
+                state["skipped"] += index.skipped
+                if job["on_shard"] is not None:
+                    job["on_shard"](name)
+            state["units"] += units
+            state["documents"] += kept
             if kept:
-                shards.append(name)
-        state = {"group": work["group"], "shards": shards, "documents": kept_total, "units": units, "skipped": skipped}
-        write_json(os.path.join(self.output, BUILD_STATE, f"group-{work['group']:05d}.json"), state)
+                state["shards"].append(name)
+        write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
         return {
             "result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})
         }
 
-
-def _user_error(error: BaseException) -> BaseException:
-    """The error a Ray worker raised, as the driver should say it: a ``ValueError``/``OSError`` among its causes (one
-    line),
-    else ``error`` as Ray gave it."""
-    seen, todo = set(), [error]
-    while todo:
-        cause = todo.pop(0)
-        if cause is None or id(cause) in seen:
-            continue
-        seen.add(id(cause))
-        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith("ray."):
-            if isinstance(cause, SpanInputError):
-                return SpanInputError(str(cause))
-            text = str(cause).strip()
-            return SpanInputError(text.splitlines()[-1] if text else type(cause).__name__)
-        todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
-    # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
-    for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
-        if not name.startswith("ray.") and name.rpartition(".")[2] in _USER_ERRORS:
-            return SpanInputError(message.strip())
-    return error
-
-
-#: Errors of a worker that are the user's to fix (bad input), by class name.
-_USER_ERRORS = {
-    "SpanInputError",
-    "CorpusError",
-    "DataFormatError",
-    "ValueError",
-    "FileNotFoundError",
-    "FileAccessError",
-    "PermissionError",
-    "IsADirectoryError",
-    "UnicodeDecodeError",
-    "IndexBusyError",
-    "MissingExtraError",
-}
+    def _build_shard(self, chunk: list[Document], skipped: list) -> SpanIndex | None:
+        """One shard by the one-process build; ``None`` if ``on_error="skip"`` left every document out."""
+        job = self.job
+        try:
+            ids = [d.id for d in chunk]
+            return job["index_class"].build([d.text for d in chunk], job["model"], ids, **job["build"])
+        except SpanInputError as error:
+            if job["build"]["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
+                raise
+            skipped += [
+                (d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}") for d in chunk
+            ]
+            return None
 
 
 # ---------------------------------------------------------------------------------------------- the build
-def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
-    name, path = model_identity(model)
-    return {
-        "format_version": 1,
-        "engine": "ray",
-        "complete": False,
-        "model_fingerprint": model_fingerprint(model),
-        "model_name": name,
-        "model_path": path,
-        "span_config": span_config.to_dict(),
-        "dtype": dtype,
-        "shard_bytes": shard_bytes,
-        "source": source,
-    }
-
-
-def _check_plan(output: str, plan: dict[str, Any], force: bool) -> dict[str, Any] | None:
-    """The shard list already in ``output`` (``None``: a new build); another build there is refused unless ``force``."""
-    previous = read_shard_list(output)
-    if previous is None:
-        if os.path.exists(os.path.join(output, MANIFEST)) and not force:
-            raise SpanInputError(
-                f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
-            )
-        return None
-    if force:
-        return None
-    for key, what in (
-        ("model_fingerprint", "model"),
-        ("span_config", "span settings"),
-        ("dtype", "dtype"),
-        ("shard_bytes", "shard size"),
-        ("source", "corpus"),
-    ):
-        if previous.get(key) != plan[key]:
-            raise SpanInputError(
-                f"{output} holds a sharded build with another {what} "
-                f"({previous.get(key) if key != 'source' else 'other files or sizes'}; "
-                f"now {plan[key] if key != 'source' else 'these'}): resume it with the same model, settings and "
-                f"corpus, "
-                "use another folder, or force=True (--force) to rebuild it."
-            )
-    return previous
-
-
-def _build_state_folder(output: str) -> str:
-    """``output/.slice-st-build``, created if missing; a symbolic link or a file there is refused (never followed)."""
-    folder = os.path.join(output, BUILD_STATE)
-    if os.path.islink(folder) or (os.path.exists(folder) and not os.path.isdir(folder)):
-        raise SpanInputError(
-            f"{folder} is a {'symbolic link' if os.path.islink(folder) else 'file'}, not the build state "
-            "this index wrote: remove it (nothing outside the index folder is followed or deleted)."
-        )
-    os.makedirs(folder, exist_ok=True)
-    return folder
-
-
-def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
-    done = {}
-    folder = os.path.join(output, BUILD_STATE)
-    for number in range(groups):
-        path = os.path.join(folder, f"group-{number:05d}.json")
-        if os.path.isfile(path) and not os.path.islink(path):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    state = json.load(handle)
-            except (OSError, ValueError):
-                continue  # rewritten by the rerun
-            shards = state.get("shards", []) if isinstance(state, dict) else None
-            if isinstance(shards, list) and all(
-                is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST)) for name in shards
-            ):
-                done[number] = state
-    return done
-
-
 def build_on_ray(
     index_class: type[SpanIndex],
     output: str | os.PathLike,
@@ -613,40 +492,70 @@ def build_on_ray(
 ) -> RayBuild:
     """Build a sharded index in ``output`` on Ray, from corpus ``files`` (read by the workers) or in-memory ``texts``.
 
-    Called by ``SpanIndex.build(..., engine="ray")`` and ``SpanIndex.from_files(..., engine="ray")``
-    (``index_class`` is the class whose single-process ``build`` and ``save`` make each shard).
-    ``concurrency`` actors (default: as many as the cluster has room for) of ``num_cpus`` CPUs and
-    ``num_gpus`` GPUs; ``shard_bytes`` of text per shard. A rerun resumes; ``force`` rebuilds every
-    shard. ``progress(group_result)`` is called on the driver as each group finishes; ``on_shard(name)``
-    in the actor after each shard is saved. Ray started here (no ``address``) is shut down at the end.
-
-    Args:
-        index_class: The index class whose ``build`` and ``save`` make each shard.
-        output: The index folder.
-        model: The ``SentenceTransformer``.
-        span_config: The spans to index.
-        files: Corpus files or URIs, read by the workers.
-        texts: In-memory texts (instead of ``files``).
-        ids: Ids of ``texts``.
-        dtype: Stored vector type.
-        batch_size: Windows per forward pass.
-        on_error: ``"raise"`` or ``"skip"`` documents that cannot be windowed.
-        split: How files are cut into documents (``"line"``, ``"paragraph"``, ``"file"``).
-        fmt: File format (``None``: from the extension).
-        text_field: JSONL/Parquet field of the text.
-        id_field: Field of the document id (``None``: ``path:line``).
-        address: Ray address (``None``: start Ray here).
-        concurrency: Actors (default: as many as the cluster has room for).
-        num_gpus: GPUs per actor.
-        num_cpus: CPUs per actor.
-        shard_bytes: Text per shard.
-        force: Rebuild every shard.
-        progress: Called on the driver with each group's result.
-        on_shard: Called in the actor after each shard is saved.
+    Called by ``SpanIndex.build(..., engine="ray")`` and ``SpanIndex.from_files(..., engine="ray")``, whose arguments
+    these are; ``index_class`` builds and saves each shard. ``concurrency`` actors (default: as many as the cluster
+    has room for) of ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``shard_bytes`` of text per shard. A rerun resumes;
+    ``force`` rebuilds every shard. ``progress(group_result)`` is called on the driver as each group finishes,
+    ``on_shard(name)`` in the actor after each shard is saved. A Ray started here is shut down at the end.
 
     Returns:
         A :class:`RayBuild`.
     """
+    _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
+    output = check_index_target(output)
+    work, source = (
+        _work(files, fmt, shard_bytes)
+        if files is not None
+        else _text_work(texts, ids, shard_bytes, text_field, id_field)
+    )
+    plan = _plan(model, span_config, dtype, shard_bytes, source)
+    done = _start(output, plan, len(work), force)
+    todo = [item for item in work if item["group"] not in done]
+    start = time.perf_counter()
+    results = {number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()}
+    if todo:
+        job = {
+            "index_class": index_class,
+            "model": model,
+            "output": os.path.abspath(output),
+            "build": {"dtype": dtype, "batch_size": batch_size, "on_error": on_error, "show_progress_bar": False}
+            | {"min_span": span_config.min_span, "max_span": span_config.max_span, "unit": span_config.unit},
+            "reading": {"split": split, "id_field": id_field, "text_field": text_field},
+            "num_cpus": num_cpus,
+            "shard_bytes": shard_bytes,
+            "force": force,
+            "on_shard": on_shard,
+        }
+        with ray_session(address) as ray:
+            results |= _run(
+                ray, todo, job, claim_workers(concurrency, len(todo), num_cpus, num_gpus), num_gpus, progress
+            )
+    return _finish(output, plan, [results[number] for number in range(len(work))], len(todo), start)
+
+
+def _finish(output: str, plan: dict[str, Any], ordered: list[dict[str, Any]], built: int, start: float) -> RayBuild:
+    """Mark the build complete in :data:`SHARD_LIST` with its shards, in order; what it did."""
+    shards = [name for state in ordered for name in state["shards"]]
+    if not shards:
+        raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
+    totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
+    write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
+    return RayBuild(
+        os.fspath(output),
+        shards,
+        totals["documents"],
+        totals["units"],
+        len(ordered),
+        built,
+        sum(s["built"] for s in ordered),
+        sum(s["reused"] for s in ordered),
+        time.perf_counter() - start,
+        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
+        sum(s.get("seconds", 0.0) for s in ordered),
+    )
+
+
+def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error) -> None:
     if (files is None) == (texts is None):
         raise SpanInputError("build_on_ray needs either files or texts.")
     if files is not None and ids is not None:
@@ -660,142 +569,122 @@ def build_on_ray(
         raise SpanInputError(f"num_cpus must be a number > 0, got {num_cpus!r}.")
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    output = check_index_target(output)
-    if files is not None:
-        found = corpus_files(files, fmt)
-        source = {"files": [{"path": f["path"], "format": f["format"], "bytes": f["bytes"]} for f in found]}
-        work = [{"files": [found[i] for i in group]} for group in _groups([f["bytes"] for f in found], shard_bytes)]
-    else:
-        text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-        if not text_list:
-            raise SpanInputError("No documents to add: the corpus is empty.")
-        ids = (
-            [str(n) for n in range(len(text_list))]
-            if ids is None and given_ids is None
-            else list(ids if ids is not None else given_ids)
+
+
+def _work(files, fmt: str | None, shard_bytes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The work groups of corpus files (read by the workers), numbered, and the corpus as the plan records it."""
+    found = corpus_files(files, fmt)
+    source = {"files": [{"path": f["path"], "format": f["format"], "bytes": f["bytes"]} for f in found]}
+    groups = _groups([f["bytes"] for f in found], shard_bytes)
+    return [{"group": number, "files": [found[i] for i in group]} for number, group in enumerate(groups)], source
+
+
+def _text_work(texts, ids, shard_bytes: int, text_field: str, id_field: str | None):
+    """The work groups of in-memory documents, numbered, and the corpus as the plan records it."""
+    text_list, given_ids = texts_and_ids(texts, text_field, id_field)
+    if not text_list:
+        raise SpanInputError("No documents to add: the corpus is empty.")
+    ids = list(ids if ids is not None else given_ids if given_ids is not None else map(str, range(len(text_list))))
+    if len(ids) != len(text_list) or len(set(ids)) != len(ids):
+        raise SpanInputError(
+            f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, "
+            f"one per document."
         )
-        if len(ids) != len(text_list) or len(set(ids)) != len(ids):
+    pairs = list(zip(ids, text_list))
+    sizes = [len(text.encode("utf-8")) for text in text_list]
+    source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
+    groups = _groups(sizes, shard_bytes)
+    return [{"group": number, "documents": [pairs[i] for i in group]} for number, group in enumerate(groups)], source
+
+
+def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
+    name, path = model_identity(model)
+    return {
+        "format_version": 1,
+        "engine": "ray",
+        "complete": False,
+        "model_fingerprint": model_fingerprint(model),
+        "model_name": name,
+        "model_path": path,
+        "span_config": span_config.to_dict(),
+        "dtype": dtype,
+        "shard_bytes": shard_bytes,
+        "source": source,
+    }
+
+
+def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[int, dict[str, Any]]:
+    """Check that ``output`` holds no other build (unless ``force``), write the plan; the groups already done."""
+    previous = read_shard_list(output)
+    if previous is None and os.path.exists(os.path.join(output, MANIFEST)) and not force:
+        raise SpanInputError(
+            f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
+        )
+    for key, what in (
+        ("model_fingerprint", "model"),
+        ("span_config", "span settings"),
+        ("dtype", "dtype"),
+        ("shard_bytes", "shard size"),
+        ("source", "corpus"),
+    ):
+        if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
-                f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, "
-                f"one per document."
+                f"{output} holds a sharded build with another {what} "
+                f"({previous.get(key) if key != 'source' else 'other files or sizes'}; "
+                f"now {plan[key] if key != 'source' else 'these'}): resume it with the same model, settings and "
+                f"corpus, use another folder, or force=True (--force) to rebuild it."
             )
-        pairs = list(zip(ids, text_list))
-        sizes = [len(text.encode("utf-8")) for text in text_list]
-        source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
-        work = [{"documents": [pairs[i] for i in group]} for group in _groups(sizes, shard_bytes)]
-    for number, item in enumerate(work):
-        item["group"] = number
-    plan = _plan(model, span_config, dtype, shard_bytes, source)
-    _check_plan(output, plan, force)
-    state_folder = _build_state_folder(output)
+    folder = os.path.join(output, BUILD_STATE)
+    if os.path.islink(folder) or (os.path.exists(folder) and not os.path.isdir(folder)):
+        raise SpanInputError(
+            f"{folder} is a {'symbolic link' if os.path.islink(folder) else 'file'}, not the build state "
+            "this index wrote: remove it (nothing outside the index folder is followed or deleted)."
+        )
+    os.makedirs(folder, exist_ok=True)
     if force:  # only the group files this build wrote: regular files, links removed as links, never followed
-        for entry in os.scandir(state_folder):
+        for entry in os.scandir(folder):
             if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
                 os.unlink(entry.path)
     write_json(os.path.join(output, SHARD_LIST), plan)
-    done = {} if force else _finished_groups(output, len(work))
-    todo = [item for item in work if item["group"] not in done]
-    start = time.perf_counter()
-    results: dict[int, dict[str, Any]] = {
-        number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()
-    }
-    if todo:
-        with ray_session(address, num_cpus=None) as ray:
-            results |= _run(
-                ray,
-                todo,
-                index_class,
-                model,
-                output,
-                span_config,
-                dtype,
-                batch_size,
-                on_error,
-                {"split": split, "id_field": id_field, "text_field": text_field},
-                concurrency,
-                num_gpus,
-                num_cpus,
-                shard_bytes,
-                force,
-                progress,
-                on_shard,
-            )
-    ordered = [results[number] for number in range(len(work))]
-    shards = [name for state in ordered for name in state["shards"]]
-    if not shards:
-        raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
-    totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
-    write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
-    return RayBuild(
-        os.fspath(output),
-        shards,
-        totals["documents"],
-        totals["units"],
-        len(work),
-        len(todo),
-        sum(s["built"] for s in ordered),
-        sum(s["reused"] for s in ordered),
-        time.perf_counter() - start,
-        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
-        sum(s.get("seconds", 0.0) for s in ordered),
-    )
+    return {} if force else _finished_groups(output, groups)
 
 
-def _run(
-    ray,
-    todo,
-    index_class,
-    model,
-    output,
-    span_config,
-    dtype,
-    batch_size,
-    on_error,
-    reading,
-    concurrency,
-    num_gpus,
-    num_cpus,
-    shard_bytes,
-    force,
-    progress,
-    on_shard,
-) -> dict[int, dict[str, Any]]:
-    """Encode the groups still to do on an actor pool; ``{group: result}`` as they finish."""
+def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
+    done = {}
+    for number in range(groups):
+        path = os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                state = json.load(handle)
+        except (OSError, ValueError):
+            continue  # rewritten by the rerun
+        shards = state.get("shards", []) if isinstance(state, dict) else None
+        if isinstance(shards, list) and all(
+            is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST)) for name in shards
+        ):
+            done[number] = state
+    return done
+
+
+def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress) -> dict[int, dict[str, Any]]:
+    """Build the groups still to do on a pool of ``workers`` actors; ``{group: result}`` as they finish."""
     data = require("ray.data", "ray")
-    workers = claim_workers(concurrency, len(todo), num_cpus, num_gpus)
-    options = {
-        "min_span": span_config.min_span,
-        "max_span": span_config.max_span,
-        "unit": span_config.unit,
-        "dtype": dtype,
-        "batch_size": batch_size,
-        "on_error": on_error,
-    }
-    context = data.DataContext.get_current()
-    context.execution_options.preserve_order = True
+    data.DataContext.get_current().execution_options.preserve_order = True
+    model = job["model"]
     device = model.device
     model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
     try:
-        dataset = data.from_items(
-            [{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo)
-        ).map_batches(
+        dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
+        dataset = dataset.map_batches(
             _ShardWriter,
             batch_size=1,
             batch_format="numpy",
             compute=data.ActorPoolStrategy(min_size=1, max_size=workers),
-            num_cpus=num_cpus,
+            num_cpus=job["num_cpus"],
             num_gpus=num_gpus or None,
-            fn_constructor_kwargs={
-                "index_class": index_class,
-                "model": model,
-                "output": os.path.abspath(output),
-                "options": options,
-                "reading": reading,
-                "threads": int(num_cpus),
-                "shard_bytes": shard_bytes,
-                "force": force,
-                "on_shard": on_shard,
-            },
+            fn_constructor_kwargs={"job": job},
         )
         results, failure = {}, None
         rows = iter(dataset.iter_rows())

@@ -1,30 +1,15 @@
-"""``SpanIndex``: exact span search over a corpus without storing a vector per span.
+"""``SpanIndex``: exact span search over a corpus with ``d + K`` stored numbers per unit instead of a vector per span.
 
-A SLICE span vector is the mean of its token vectors, so its cosine to a query ``q`` is
-``q · S / ‖S‖`` with ``S`` the sum of the span's unit sums. The index stores, per unit (word or
-token), the **sum of its token vectors** (``d`` numbers) and, per span starting at that unit, the
-**norm of the span's sum** (``K`` scalars). A search is one matmul ``units @ q`` (N dot products per
-query), a float64 prefix sum of those scalars, and one subtraction and division per span: exact,
-with ``d + K`` numbers per unit instead of the ``K · d`` of materialised span vectors. The scan is
-:func:`slice_st.spans.top_spans_flat` (torch), run over the memory-mapped arrays without a copy;
-:class:`ShardedSpanIndex` runs it over several indexes (shards) and merges their top-k.
-
-Long documents are stored as their model windows (segments): a span's numbers all come from the
-one window that owns it, exactly as in :func:`slice_st.encode_spans`. Prefix sums are float64 and
-reset per block of units, so a 20k-word document scores as exactly as a sentence.
-
-On disk an index is a directory: ``manifest.json`` names a data folder ``data-<n>/`` holding the
-arrays (``.npy``, memory-mapped on load). A save writes a new data folder and then replaces the
-manifest atomically, so a crash never leaves a half index that loads.
+Per unit (word or token) the index stores the sum of its token vectors and, per span starting there, the norm of the
+span's sum; a search is one matmul, a float64 prefix sum and one division per span
+(:func:`slice_st.spans.top_spans_flat`). Long documents are stored as their model windows. See
+docs/guides/corpus-index.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
-import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -44,7 +29,7 @@ from slice_st.encode import (
     resolve_span_config,
     token_dimension,
 )
-from slice_st.errors import FileAccessError, IndexConflictError, SpanInputError
+from slice_st.errors import IndexConflictError, SpanInputError
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
@@ -63,29 +48,21 @@ from slice_st.index.search import (
 )
 from slice_st.index.storage import (
     ARRAYS,
-    DATA_MARKER,
     INDEX_FORMAT_VERSION,
     MANIFEST,
     SETTINGS_FILE,
+    DataFolder,
     array_digest,
     check_index_target,
-    file_digest,
-    folder_entry,
-    fsync_directory,
+    commit_data,
     index_lock,
-    load_array,
-    new_data_directory,
-    read_bytes,
     read_consistent,
     read_manifest,
-    remove_old_data,
     save_array,
     write_bytes,
-    write_manifest,
 )
 from slice_st.loading import model_fingerprint
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
-from slice_st.text import open_folder
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -100,6 +77,8 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
+#: Options of ``build(..., engine="ray")`` a local build refuses when given.
+_RAY_ONLY = ("output", "address", "concurrency")
 
 
 class SpanIndex:
@@ -136,12 +115,9 @@ class SpanIndex:
         self.calibration: Calibration | None = None
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
-        self._origin: tuple[str, str, int | None] | None = (
-            None  # (directory, data folder, generation) it was loaded from
-        )
-        self._arrays = empty_arrays(
-            token_dimension(model), span_config.max_span - span_config.min_span + 1, np.dtype(dtype)
-        )
+        self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
+        width = span_config.max_span - span_config.min_span + 1
+        self._arrays = empty_arrays(token_dimension(model), width, np.dtype(dtype))
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -155,93 +131,53 @@ class SpanIndex:
         max_span: int | None = None,
         unit: str | None = None,
         dtype: str = "float32",
-        batch_size: int = 32,
-        show_progress_bar: bool | None = None,
-        text_field: str = "text",
-        id_field: str | None = "id",
-        on_error: str = "raise",
-        devices: Sequence[str] | None = None,
-        processes: int | None = None,
-        pool: dict[str, Any] | None = None,
         engine: str = "local",
-        output: str | os.PathLike | None = None,
-        address: str | None = None,
-        concurrency: int | None = None,
-        num_gpus: float = 0,
-        shard_bytes: int | None = None,
-        force: bool = False,
+        **options: Any,
     ) -> SpanIndex | RayBuild:
-        """Encode ``texts`` (one forward pass each, long ones windowed) into a new index.
+        """Encode ``texts`` (one forward pass each, long ones windowed) into a new index: :meth:`add` to an empty one.
 
-        ``texts`` is an iterable of strings, of :class:`slice_st.data.corpus.Document` (see
-        :func:`slice_st.data.corpus.read_corpus` for text and JSONL files), or a ``datasets.Dataset``
-        (columns ``text_field`` and ``id_field``). ``ids`` default to ``"0"``, ``"1"``, …; they must
-        be unique strings. Span settings default to the model's (see :func:`slice_st.get_span_config`);
-        searches may use any sub-range of them. ``dtype="float16"`` halves the unit vectors (scores
-        then differ from float32 by about 1e-3 and near-ties may swap; span norms stay float32).
+        ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``, see docs/guides/ray.md): the documents are
+        cut into shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of the
+        cluster at ``address`` (``None``: Ray started here) and saved as a sharded index in ``output``, the same index
+        as this build shard by shard. A rerun resumes (``force=True`` rebuilds). Open it with
+        :class:`~slice_st.index.ShardedSpanIndex` or :class:`~slice_st.index.RayShardedSpanIndex`.
 
-        Encoding can run in several processes through sentence-transformers' multi-process pool:
-        ``devices=["cuda:0", "cuda:1"]`` (one process per entry; ``["cpu", "cpu"]`` for CPU
-        processes), ``processes=N`` (N CPU processes), or ``pool=`` a pool you started with
-        ``model.start_multi_process_pool(...)`` (reused, not stopped). The index is the same as a
-        one-process build (to float tolerance: batches are padded differently).
+        Args:
+            texts: Strings, :class:`~slice_st.data.corpus.Document` s, or a ``datasets.Dataset``.
+            model: The ``SentenceTransformer`` (or its path / Hub id; default: the default model).
+            ids: Unique string ids (default ``"0"``, ``"1"``, …).
+            min_span: Shortest span held (default: the model's, :func:`slice_st.get_span_config`).
+            max_span: Longest span held; searches may use any sub-range.
+            unit: ``"word"`` or ``"token"``.
+            dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap).
+            engine: ``"local"`` or ``"ray"``.
+            **options: Those of :meth:`add` (``batch_size``, ``devices``, ``processes``, ``on_error``…); with
+                ``engine="ray"``: ``output``, ``address``, ``concurrency``, ``num_gpus``, ``shard_bytes``, ``force``
+                and those of :func:`slice_st.index.ray_engine.build_on_ray`.
 
-        >>> from slice_st import SpanIndex, load_model
-        >>> index = SpanIndex.build(["The flight was late.", "My bag was lost."] * 8, load_model(),  # doctest: +SKIP
-        ...     processes=2)
+        Returns:
+            The index; with ``engine="ray"`` a :class:`~slice_st.index.RayBuild`.
 
-        ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``): the documents are cut into
-        shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of
-        the cluster at ``address`` (``None``: Ray started here) and saved as a sharded index in
-        ``output``; returns a :class:`slice_st.index.ray_engine.RayBuild` (open the index with
-        :class:`ShardedSpanIndex` or :class:`slice_st.index.ray_search.RayShardedSpanIndex`). A rerun
-        resumes (shards already saved are skipped; ``force=True`` rebuilds). Same index as this
-        one-process build, shard by shard (:meth:`from_files` reads files on the workers).
-
-        >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index", concurrency=2)  # doctest: +SKIP
+        Example:
+            >>> from slice_st import SpanIndex, load_model
+            >>> index = SpanIndex.build(["The flight was late."] * 8, load_model(), processes=2)  # doctest: +SKIP
+            >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index")  # doctest: +SKIP
         """
         from slice_st.loading import load_model
 
         model = _as_model(model) if model is not None else load_model()
         span_config = resolve_span_config(model, min_span, max_span, unit)
         if engine != "local":
-            return cls._build_elsewhere(
-                engine,
-                output,
-                model,
-                span_config,
-                texts=texts,
-                ids=ids,
-                dtype=dtype,
-                batch_size=batch_size,
-                on_error=on_error,
-                text_field=text_field,
-                id_field=id_field,
-                address=address,
-                concurrency=concurrency,
-                num_gpus=num_gpus,
-                shard_bytes=shard_bytes,
-                force=force,
-                local=(devices, processes, pool),
-            )
-        if output is not None or address is not None or concurrency is not None:
+            return cls._build_on_ray(engine, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
+        if any(options.pop(name, None) is not None for name in _RAY_ONLY):
             raise SpanInputError(
                 "output, address and concurrency are options of engine='ray'; the local build returns the index "
                 "(save it)."
             )
+        for name in ("num_gpus", "shard_bytes", "force"):  # Ray's, harmless here
+            options.pop(name, None)
         index = cls(model, span_config, dtype)
-        index.add(
-            texts,
-            ids,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            text_field=text_field,
-            id_field=id_field,
-            on_error=on_error,
-            devices=devices,
-            processes=processes,
-            pool=pool,
-        )
+        index.add(texts, ids, **options)
         return index
 
     @classmethod
@@ -254,68 +190,39 @@ class SpanIndex:
         fmt: str | None = None,
         id_field: str = "id",
         text_field: str = "text",
-        **options,
+        **options: Any,
     ) -> SpanIndex | RayBuild:
         """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text
-        fields).
+        fields); ``options`` are :meth:`build`'s.
 
-        With ``engine="ray"`` (see :meth:`build`) the Ray workers read the files (also Parquet, and
-        ``pyarrow.fs`` URIs such as ``s3://bucket/corpus/``; a folder stands for its files).
+        With ``engine="ray"`` the Ray workers read the files (also Parquet, and ``pyarrow.fs`` URIs such as
+        ``s3://bucket/corpus/``; a folder stands for its files).
 
         >>> SpanIndex.from_files(["calls/"], engine="ray", output="runs/calls-index", address="auto")  # doctest: +SKIP
         """
         from slice_st.data.corpus import read_corpus
 
+        reading = {"split": split, "fmt": fmt, "id_field": id_field, "text_field": text_field}
         if options.get("engine", "local") != "local":  # the workers read the files
-            from slice_st.loading import load_model
-
-            model = _as_model(model) if model is not None else load_model()
-            span_config = resolve_span_config(
-                model, options.pop("min_span", None), options.pop("max_span", None), options.pop("unit", None)
-            )
-            options.pop("show_progress_bar", None)
-            engine, output = options.pop("engine"), options.pop("output", None)
-            local = tuple(options.pop(name, None) for name in ("devices", "processes", "pool"))
-            return cls._build_elsewhere(
-                engine,
-                output,
-                model,
-                span_config,
-                files=paths,
-                split=split,
-                fmt=fmt,
-                id_field=id_field,
-                text_field=text_field,
-                local=local,
-                **options,
-            )
-        documents = read_corpus(paths, split=split, fmt=fmt, id_field=id_field, text_field=text_field)
-        return cls.build(documents, model, **options)
+            return cls.build(None, model, files=paths, **reading, **options)
+        return cls.build(read_corpus(paths, **reading), model, **options)
 
     @classmethod
-    def _build_elsewhere(
-        cls,
-        engine: str,
-        output,
-        model,
-        span_config: SpanConfig,
-        *,
-        local: tuple,
-        shard_bytes: int | None = None,
-        **options,
-    ) -> RayBuild:
+    def _build_on_ray(cls, engine: str, model, span_config: SpanConfig, output=None, **options: Any) -> RayBuild:
         """``engine="ray"``: :func:`slice_st.index.ray_engine.build_on_ray`, each shard built by this class."""
         if engine != "ray":
             raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
         if output is None:
             raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
-        if any(value is not None for value in local):
+        if any(options.pop(name, None) is not None for name in ("devices", "processes", "pool")):
             raise SpanInputError(
                 "devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=."
             )
         from slice_st.index.ray_engine import DEFAULT_SHARD_BYTES, build_on_ray
 
-        return build_on_ray(cls, output, model, span_config, shard_bytes=shard_bytes or DEFAULT_SHARD_BYTES, **options)
+        options.pop("show_progress_bar", None)
+        options["shard_bytes"] = options.get("shard_bytes") or DEFAULT_SHARD_BYTES
+        return build_on_ray(cls, output, model, span_config, **options)
 
     def add(
         self,
@@ -331,90 +238,64 @@ class SpanIndex:
         processes: int | None = None,
         pool: dict[str, Any] | None = None,
     ) -> list[str]:
-        """Append documents (same inputs as :meth:`build`); returns their ids. On any error the index is left as it was.
+        """Append documents; returns their ids. On any error the index is left as it was.
 
-        ``devices``/``processes``/``pool`` encode in several processes, as in :meth:`build`.
+        Args:
+            texts: Strings, :class:`~slice_st.data.corpus.Document` s (each with its id), or a ``datasets.Dataset``.
+            ids: Unique new string ids (default: the next free numbers).
+            batch_size: Windows per forward pass.
+            show_progress_bar: Show a progress bar (default: for more than four batches).
+            text_field: The Dataset column of the texts.
+            id_field: The Dataset column of the ids (``None``: numbered).
+            on_error: ``"skip"`` leaves out documents the model cannot window (a span of ``max_span`` words longer
+                than a window, e.g. runs of dot leaders), listed in ``self.skipped`` as ``(id, reason)``; ``"raise"``.
+            devices: Encode in one process per device (``["cuda:0", "cuda:1"]``; ``["cpu", "cpu"]``) through
+                sentence-transformers' multi-process pool: the same index, to float tolerance.
+            processes: Encode in that many CPU processes.
+            pool: A pool from ``model.start_multi_process_pool(...)`` (reused, not stopped).
 
-        ``on_error="skip"`` leaves out documents the model cannot window (a span of ``max_span``
-        words longer than a model window, e.g. runs of dot leaders) instead of failing the whole
-        batch; they are listed in ``self.skipped`` as ``(id, reason)``.
+        Returns:
+            The ids of the documents added.
         """
         if on_error not in ("raise", "skip"):
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         targets = pool_devices(devices, processes, pool)
         _check_not_indexed_yet(self.doc_ids, texts if isinstance(texts, list) else [])
         text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-        if ids is None:
-            ids = given_ids
         if not text_list:
             raise SpanInputError("No documents to add: the corpus is empty.")
-        if ids is None:
-            start = len(self.doc_ids)
-            existing = set(self.doc_ids)
-            ids = []
-            number = start
-            for _ in text_list:
-                while str(number) in existing:
-                    number += 1
-                ids.append(str(number))
-                number += 1
-        ids = list(ids)
-        self._check_new_ids(ids, len(text_list))
+        ids = self._new_ids(ids if ids is not None else given_ids, len(text_list))
         self.skipped = []
-        # Windows are planned for every document before any is encoded: one that cannot be windowed is
-        # named by its id (a file's ``path:line``) at once, not after the documents before it were encoded.
-        bad: list[tuple[int, str]] = []
-        plan_windows(
-            self.model.tokenizer,
-            text_list,
-            model_window(self.model),
-            self.span_config.max_span,
-            WINDOW_CONTEXT,
-            self.span_config.unit,
-            errors=bad,
-        )
-        if bad and on_error == "raise":
-            more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
-            raise SpanInputError(
-                f"Document {ids[bad[0][0]]!r}: {bad[0][1].rstrip('.')}{more}. on_error='skip' (--skip-bad) leaves "
-                f"such documents out."
-            )
-        if bad:
-            self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
-            if len(bad) == len(text_list):
-                raise SpanInputError(
-                    f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}"
-                )
-            dropped = {position for position, _ in bad}
-            ids = [doc_id for position, doc_id in enumerate(ids) if position not in dropped]
-            text_list = [text for position, text in enumerate(text_list) if position not in dropped]
+        text_list, ids = self._windowable(text_list, ids, on_error)
         if show_progress_bar is None:
             show_progress_bar = len(text_list) > 4 * batch_size
-        pieces = []
+        parts, doc_bases = [self._arrays], [0]
         with (
             encoder_for(self.model, targets, pool) as encoder,
             tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar) as progress,
         ):
             for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
-                part = self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, False, encoder)
-                part["segment_docs"] = part["segment_docs"] + first
-                pieces.append(part)
+                parts.append(self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder))
+                doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
-        new = concat_parts(pieces)
-        arrays = self._arrays
-        unit_base, doc_base = len(arrays["unit_vectors"]), len(self.doc_ids)
-        self._arrays = {
-            "unit_vectors": np.concatenate([arrays["unit_vectors"], new["unit_vectors"]]),
-            "unit_chars": np.concatenate([arrays["unit_chars"], new["unit_chars"]]),
-            "span_norms": np.concatenate([arrays["span_norms"], new["span_norms"]]),
-            "segment_units": np.concatenate([arrays["segment_units"], new["segment_units"][1:] + unit_base]),
-            "segment_docs": np.concatenate([arrays["segment_docs"], new["segment_docs"] + doc_base]),
-            "segment_first_unit": np.concatenate([arrays["segment_first_unit"], new["segment_first_unit"]]),
-        }
+        unit_base = self.num_units
+        self._arrays = concat_parts(parts, doc_bases)
         if self._candidates is not None:
             self._candidates = self._candidates.extended(self._arrays, unit_base)
         self.doc_ids = self.doc_ids + ids
         self.texts = self.texts + text_list
+        return ids
+
+    def _new_ids(self, ids: Sequence[str] | None, count: int) -> list[str]:
+        """``ids`` checked (unique, new, one per document), or the next free numbers."""
+        if ids is None:
+            existing, ids, number = set(self.doc_ids), [], len(self.doc_ids)
+            while len(ids) < count:
+                if str(number) not in existing:
+                    ids.append(str(number))
+                number += 1
+        ids = list(ids)
+        self._check_new_ids(ids, count)
         return ids
 
     def _check_new_ids(self, ids: list[str], count: int) -> None:
@@ -429,28 +310,38 @@ class SpanIndex:
                 raise SpanInputError(f"Duplicate document id {doc_id!r}.")
             seen.add(doc_id)
 
-    def _encode(
-        self, texts: list[str], batch_size: int, show_progress_bar: bool | None, encoder=None
-    ) -> dict[str, np.ndarray]:
-        """Segments (windows) of ``texts`` in order: unit sums, unit char offsets, span norms.
+    def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
+        """The documents the model can window, all planned before any is encoded (a bad one is named by its id at
+        once); the others raise, or are left out and listed in ``self.skipped``."""
+        bad: list[tuple[int, str]] = []
+        window = model_window(self.model)
+        plan_windows(
+            self.model.tokenizer, texts, window, self.span_config.max_span, WINDOW_CONTEXT, self.span_config.unit, bad
+        )
+        if bad and on_error == "raise":
+            more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
+            raise SpanInputError(
+                f"Document {ids[bad[0][0]]!r}: {bad[0][1].rstrip('.')}{more}. on_error='skip' (--skip-bad) leaves "
+                f"such documents out."
+            )
+        if not bad:
+            return texts, ids
+        self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
+        if len(bad) == len(texts):
+            raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
+        dropped = {position for position, _ in bad}
+        keep = [position for position in range(len(texts)) if position not in dropped]
+        return [texts[position] for position in keep], [ids[position] for position in keep]
 
-        ``encoder`` is the model, or the model seen through a multi-process pool (:func:`encoder_for`).
-        """
+    def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
+        """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
         config = self.span_config
-        segments: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-        prompt = resolve_prompt(
-            self.model, role="document"
-        )  # the model's document prompt, as encode_document would use
-        for batch in encode_windows(
-            encoder or self.model,
-            texts,
-            config,
-            batch_size,
-            show_progress_bar,
-            WINDOW_CONTEXT,
-            "Indexing",
-            prompt=prompt,
-        ):
+        segments = []
+        prompt = resolve_prompt(self.model, role="document")  # as encode_document would use
+        windows = encode_windows(
+            encoder or self.model, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt
+        )
+        for batch in windows:
             for rows in batch.rows(batch_size):
                 sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
                 norms = span_sum_norms(
@@ -460,29 +351,21 @@ class SpanIndex:
                 norms = norms.cpu().numpy()
                 chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
                 for row, window in enumerate(rows.windows):
-                    count = int(rows.num_units[row])
-                    segments.append(
-                        (
-                            window.text_index,
-                            window.char_start,
-                            sums[row, :count],
-                            chars[row, :count] + window.char_start,
-                            norms[row, :count],
-                            window.first_unit(config.unit),
-                            window.own_char_lo,
-                        )
-                    )
-        segments.sort(key=lambda segment: (segment[0], segment[1], segment[6]))  # text, then owned range
+                    own = slice(0, int(rows.num_units[row]))
+                    key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
+                    first = window.first_unit(config.unit)
+                    segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
+        segments.sort(key=lambda segment: segment[0])
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
             return empty_arrays(dim, width, np.dtype(self.dtype))
         return {
-            "unit_vectors": np.concatenate([s[2] for s in segments]).reshape(-1, dim),
-            "unit_chars": char_offsets(np.concatenate([s[3] for s in segments]).reshape(-1, 2)),
-            "span_norms": np.concatenate([s[4] for s in segments]).reshape(-1, width).astype(np.float32),
-            "segment_units": np.concatenate([[0], np.cumsum([len(s[2]) for s in segments])]).astype(np.int64),
-            "segment_docs": np.array([s[0] for s in segments], dtype=np.int64),
-            "segment_first_unit": np.array([s[5] for s in segments], dtype=np.int64),
+            "unit_vectors": np.concatenate([s[1] for s in segments]).reshape(-1, dim),
+            "unit_chars": char_offsets(np.concatenate([s[2] for s in segments]).reshape(-1, 2)),
+            "span_norms": np.concatenate([s[3] for s in segments]).reshape(-1, width).astype(np.float32),
+            "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
+            "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
+            "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
         }
 
     def remove(self, ids: Iterable[str]) -> int:
@@ -506,13 +389,12 @@ class SpanIndex:
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
         keep_units = np.repeat(keep_segments, lengths)
-        new_doc_index = np.cumsum(~drop) - 1
         self._arrays = {
             "unit_vectors": np.asarray(arrays["unit_vectors"])[keep_units],
             "unit_chars": np.asarray(arrays["unit_chars"])[keep_units],
             "span_norms": np.asarray(arrays["span_norms"])[keep_units],
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
-            "segment_docs": new_doc_index[arrays["segment_docs"][keep_segments]],
+            "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": np.asarray(arrays["segment_first_unit"])[keep_segments],
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
@@ -527,9 +409,8 @@ class SpanIndex:
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
         """One index holding the documents of several (shards built separately, e.g. in parallel).
 
-        All must share the model (fingerprint), span settings and dtype; ids must be unique across
-        them. The result is in memory (save it to persist); its calibration is the first shard's;
-        a FAISS candidate stage is not carried over (call :meth:`build_candidates`).
+        All must share the model (fingerprint), span settings and dtype; ids must be unique across them. The result
+        is in memory (save it); its calibration is the first's; a FAISS stage is not carried over.
         """
         indexes = list(indexes)
         if not indexes:
@@ -550,45 +431,25 @@ class SpanIndex:
         merged.calibration = first.calibration
         ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged._check_new_ids(ids, len(ids))
-        parts = [index._arrays for index in indexes]
-        unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
-        merged._arrays = {
-            "unit_vectors": np.concatenate([np.asarray(p["unit_vectors"]) for p in parts]),
-            "unit_chars": np.concatenate([np.asarray(p["unit_chars"]) for p in parts]),
-            "span_norms": np.concatenate([np.asarray(p["span_norms"]) for p in parts]),
-            "segment_units": np.concatenate(
-                [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
-            ).astype(np.int64),
-            "segment_docs": np.concatenate(
-                [np.asarray(p["segment_docs"]) + base for p, base in zip(parts, doc_bases)]
-            ).astype(np.int64),
-            "segment_first_unit": np.concatenate([np.asarray(p["segment_first_unit"]) for p in parts]).astype(np.int64),
-        }
+        merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
         merged.doc_ids = ids
         merged.texts = [text for index in indexes for text in index.texts]
         return merged
 
-    # ------------------------------------------------------------------ calibration
     def set_calibration(self, calibration: Calibration | str | os.PathLike | None) -> None:
-        """Attach a cosine → 0–5 calibration (or a path to its JSON); matches then carry ``calibrated``.
-
-        A calibration fitted with another model is refused. ``None`` removes it. Saved with the index.
-        """
+        """Attach a cosine → 0–5 calibration (or a path to its JSON; ``None`` removes it); matches then carry
+        ``calibrated``. One fitted with another model is refused. Saved with the index."""
         if calibration is not None and not isinstance(calibration, Calibration):
             calibration = Calibration.load(calibration)
-        if (
-            calibration is not None
-            and calibration.model_fingerprint
-            and calibration.model_fingerprint != self.fingerprint
-        ):
+        fitted_for = calibration.model_fingerprint if calibration is not None else None
+        if fitted_for and fitted_for != self.fingerprint:
             raise SpanInputError(
-                f"This calibration was fitted with another model (fingerprint {calibration.model_fingerprint}); "
+                f"This calibration was fitted with another model (fingerprint {fitted_for}); "
                 f"the index's model is {self.fingerprint}."
             )
         self.calibration = calibration
 
-    # ------------------------------------------------------------------ FAISS candidate stage
     def build_candidates(
         self,
         kind: str = "ivf",
@@ -600,12 +461,11 @@ class SpanIndex:
     ) -> None:
         """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
 
-        Every segment is cut into chunks of ``chunk`` units every ``stride`` units; a chunk's vector
-        is the normalised sum of its unit vectors (the chunk's own span vector direction). FAISS
-        (inner product; ``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive)
-        finds the best chunks for a query; every span overlapping them is then scored exactly.
-        Costs ``d / stride`` bytes per unit with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist``
-        defaults to √chunks, ``nprobe`` lists are visited per query (more: better recall, slower).
+        Every segment is cut into chunks of ``chunk`` units every ``stride`` units, each a normalised sum of its unit
+        vectors; FAISS (``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive) finds the best
+        chunks for a query, and every span overlapping them is scored exactly. Costs ``d / stride`` bytes per unit
+        with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist`` defaults to √chunks, ``nprobe`` lists are
+        visited per query (more: better recall, slower).
         """
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
@@ -817,21 +677,16 @@ class SpanIndex:
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Where along one document the query peaks: each unit's character range and its best covering span's cosine.
 
-        Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the start and end offset of each unit of the
-        document (word or token, in order) and ``scores`` ``(U,)`` the cosine of the best span of
-        ``min_span..max_span`` units containing it (:func:`slice_st.spans.unit_peak_scores`, one pass
-        over the document's units; ``-inf`` for a unit no span covers). The query is encoded as in
-        :meth:`search`. A long document's windows each score the spans they own, as the search does.
-        ``query=None`` returns only the units (``scores`` is ``None``; nothing is encoded).
+        Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the offsets of each unit of the document, ``scores`` ``(U,)``
+        the cosine of the best span of ``min_span..max_span`` units containing it
+        (:func:`slice_st.spans.unit_peak_scores`; ``-inf`` where no span covers it). The query is encoded as in
+        :meth:`search`; ``query=None`` returns only the units (``scores`` is ``None``).
 
         >>> chars, scores = index.unit_profile("plays the guitar", "0")  # doctest: +SKIP
         """
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
-        position = (
-            {doc_id: number for number, doc_id in enumerate(self.doc_ids)}.get(doc_id)
-            if isinstance(doc_id, str)
-            else None
-        )
+        numbers = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}
+        position = numbers.get(doc_id) if isinstance(doc_id, str) else None
         if position is None:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
         arrays = self._arrays
@@ -857,16 +712,14 @@ class SpanIndex:
 
     # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:
-        """What the index holds and what it costs in memory."""
+        """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
         arrays = self._arrays
-        nbytes = sum(np.asarray(arrays[name]).nbytes for name in arrays)
-        dim = arrays["unit_vectors"].shape[1]
-        # what materialising every span vector (float32) would cost: one d-vector per existing span
         norms = arrays["span_norms"]
         spans = sum(
             int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
         )
-        materialised = spans * dim * 4
+        dim = arrays["unit_vectors"].shape[1]
+        calibration = self.calibration
         return {
             "format_version": INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
@@ -878,114 +731,76 @@ class SpanIndex:
             "max_span": self.span_config.max_span,
             "dimension": dim,
             "dtype": self.dtype,
-            "array_bytes": int(nbytes),
-            "materialised_span_bytes": int(materialised),
+            "array_bytes": int(sum(np.asarray(values).nbytes for values in arrays.values())),
+            "materialised_span_bytes": int(spans * dim * 4),
             "model_name": self.model_name,
             "model_path": self.model_path,
             "model_fingerprint": self.fingerprint,
             "model_backend": self.model_runtime.get("backend", "torch"),
             "model_file": self.model_runtime.get("model_file"),
             "calibration": None
-            if self.calibration is None
-            else {
-                "pair_score": self.calibration.pair_score,
-                "source": self.calibration.source,
-                "pairs": self.calibration.pairs,
-                "spearman": self.calibration.spearman,
-            },
+            if calibration is None
+            else {key: getattr(calibration, key) for key in ("pair_score", "source", "pairs", "spearman")},
             "candidates": None if self._candidates is None else self._candidates.info(),
         }
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
-        """Write the index to a directory, atomically (the previous version stays until the new one is complete).
+        """Write the index to a folder, atomically (the previous version stays until the new one is complete).
 
-        Saves to one directory are serialised by its writer lock (``.lock``): another process saving
-        there at the same time makes this one wait up to ``timeout`` seconds (0: not at all, ``None``:
-        as long as it takes), then :class:`IndexBusyError`. An index loaded from ``path`` is saved back
-        only if nobody saved there since it was loaded (else :class:`IndexConflictError`: load again
-        and redo the change, or use :meth:`open_for_update`, which holds the lock from load to commit).
-        ``overwrite=False`` refuses to replace an index already at ``path`` that this one was not
-        loaded from. Only the data folders the index itself wrote are ever removed.
+        Saves to one folder are serialised by its writer lock (``.lock``): another process saving there makes this
+        one wait up to ``timeout`` seconds (0: not at all, ``None``: as long as it takes), then
+        :class:`IndexBusyError`. An index loaded from ``path`` is saved back only if nobody saved there since (else
+        :class:`IndexConflictError`: load again, or use :meth:`open_for_update`). ``overwrite=False`` refuses to
+        replace an index at ``path`` this one was not loaded from. Only the data folders the index wrote are removed.
         """
         path = os.fspath(path)
         with index_lock(path, timeout=timeout):
-            return self._save_locked(path, overwrite)
-
-    def _save_locked(self, path: str, overwrite: bool) -> str:
-        try:
-            current = read_manifest(path, must_exist=False)
-        except SpanInputError:
-            current = None  # an unreadable manifest: nothing to keep or to check against
-        loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
-        if current is not None and loaded_here and (current["data"], current.get("generation")) != self._origin[1:]:
-            raise IndexConflictError(
-                f"{path} was saved by another process after this index was loaded from it (now "
-                f"{current['documents']} documents, "
-                f"data {current['data']}): saving would lose that change. Load the index again and redo yours "
-                "(SpanIndex.open_for_update holds the directory from load to save)."
-            )
-        if current is not None and not overwrite and not loaded_here:
-            raise SpanInputError(
-                f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force)."
-            )
-        generation = int(current.get("generation", 0)) + 1 if current is not None else 1
-        data_dir = None
-        try:
-            data_dir = new_data_directory(path, generation)
-            samples = {}
-            for name, values in self._arrays.items():
-                values = np.asarray(values)
-                save_array(os.path.join(data_dir, f"{name}.npy"), values)
-                samples[name] = array_digest(values)
-            encoded = [text.encode("utf-8") for text in self.texts]
-            offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
-            save_array(os.path.join(data_dir, "text_offsets.npy"), offsets)
-            samples["text_offsets"] = array_digest(offsets)
-            write_bytes(os.path.join(data_dir, "texts.bin"), b"".join(encoded))
-            write_bytes(os.path.join(data_dir, "doc_ids.json"), json.dumps(self.doc_ids, ensure_ascii=False).encode())
-            if self.calibration is not None:
-                write_bytes(
-                    os.path.join(data_dir, CALIBRATION_FILE), json.dumps(self.calibration.to_dict(), indent=1).encode()
+            try:
+                current = read_manifest(path, must_exist=False)
+            except SpanInputError:
+                current = None  # an unreadable manifest: nothing to keep or to check against
+            loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
+            if current is not None and loaded_here and (current["data"], current["generation"]) != self._origin[1:]:
+                raise IndexConflictError(
+                    f"{path} was saved by another process after this index was loaded from it (now "
+                    f"{current['documents']} documents, data {current['data']}): saving would lose that change. "
+                    "Load the index again and redo yours (SpanIndex.open_for_update holds the directory from load "
+                    "to save)."
                 )
-            if self._candidates is not None:
-                self._candidates.save(data_dir)
-            write_bytes(os.path.join(data_dir, SETTINGS_FILE), json.dumps(self._settings()).encode())
-            files = {
-                entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
-                for entry in sorted(os.scandir(data_dir), key=lambda e: e.name)
-                if entry.name != DATA_MARKER
-            }
-            fsync_directory(data_dir)
-            manifest = self.info() | {
-                "data": os.path.basename(data_dir),
-                "generation": generation,
-                "span_config": self.span_config.to_dict(),
-                "files": files,
-                "samples": samples,
-            }
-            write_manifest(path, manifest)  # the commit point: a new temporary file, then os.replace
-        except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
-            if data_dir is not None:
-                shutil.rmtree(data_dir, ignore_errors=True)
-            if isinstance(error, FileAccessError):
-                raise
-            raise FileAccessError(
-                f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged)."
-            ) from error
-        except BaseException:
-            if data_dir is not None:
-                shutil.rmtree(data_dir, ignore_errors=True)
-            raise
-        try:
-            remove_old_data(path, keep=manifest["data"], replaced=None if current is None else current["data"])
-        except OSError:  # pragma: no cover - committed already; the next save retries the clean-up
-            pass
-        self._origin = (os.path.realpath(path), manifest["data"], generation)
+            if current is not None and not overwrite and not loaded_here:
+                raise SpanInputError(
+                    f"{path} already holds an index: add to it, or replace it explicitly (overwrite=True, --force)."
+                )
+            generation = current["generation"] + 1 if current is not None else 1
+            manifest = self.info() | {"span_config": self.span_config.to_dict()}
+            data = commit_data(path, generation, self._write_data, manifest, current and current["data"])
+            self._origin = (os.path.realpath(path), data, generation)
         return path
 
+    def _write_data(self, data_dir: str) -> dict[str, str]:
+        """Write the index's files into a new data folder; returns the arrays' sample checksums."""
+        encoded = [text.encode("utf-8") for text in self.texts]
+        offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
+        samples = {}
+        for name, values in [*self._arrays.items(), ("text_offsets", offsets)]:
+            values = np.asarray(values)
+            save_array(os.path.join(data_dir, f"{name}.npy"), values)
+            samples[name] = array_digest(values)
+        files = {
+            "texts.bin": b"".join(encoded),
+            "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
+            SETTINGS_FILE: json.dumps(self._settings()).encode(),
+        }
+        if self.calibration is not None:
+            files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
+        for name, data in files.items():
+            write_bytes(os.path.join(data_dir, name), data)
+        if self._candidates is not None:
+            self._candidates.save(data_dir)
+        return samples
+
     def _settings(self) -> dict[str, Any]:
-        """What the arrays were written with, stored in the data folder (:data:`SETTINGS_FILE`) and checked against the
-        manifest."""
+        """What the arrays were written with (:data:`SETTINGS_FILE`, checked against the manifest on load)."""
         return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
 
     @classmethod
@@ -1002,10 +817,9 @@ class SpanIndex:
     ) -> Iterator[SpanIndex]:
         """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
 
-        No other writer can change the directory between the load and the save, so concurrent
-        updates (``add``, ``remove``, calibration…) all land, one after the other. Another writer
-        holding the lock makes this wait (``timeout`` seconds; ``None``: as long as it takes;
-        ``on_wait(holder)`` is called before waiting). An error inside the block saves nothing.
+        No other writer can change the folder between the load and the save, so concurrent updates all land, one
+        after the other. Another writer holding the lock makes this wait (``timeout`` seconds; ``None``: as long as it
+        takes; ``on_wait(holder)`` is called before waiting). An error inside the block saves nothing.
 
         >>> with SpanIndex.open_for_update("runs/corpus-index") as index:     # doctest: +SKIP
         ...     index.add(["a new document"], ["doc-9"])
@@ -1066,17 +880,23 @@ class SpanIndex:
         device: str | None = None,
         **model_options: Any,
     ) -> SpanIndex:
-        """Open a saved index (arrays memory-mapped). ``model`` must be the one it was built with (or its path / Hub
-        id).
+        """Open a saved index (arrays memory-mapped) with the model it was built with.
 
-        With no model, the index's recorded model is loaded (the embedded default if none). Every load
-        checks file sizes, the texts' and ids' checksums and a sample of every array's rows against
-        the manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save
-        reads the new manifest and retries: it returns the old or the new index, never an error.
+        Every load checks file sizes, the small files' checksums and a sample of every array's rows against the
+        manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save returns the old or
+        the new index, never an error.
 
-        A model named by a path or id, or the recorded one, is loaded with ``device`` and ``model_options``
-        (:func:`slice_st.load_model`'s ``backend``, ``model_file``, ``threads``, …); the recorded one on the
-        backend and exported file the index was built with unless ``backend`` is given.
+        Args:
+            path: The index folder.
+            model: The model it was built with, or its path / Hub id (default: the one the index recorded, on the
+                backend and exported file it was built with unless ``backend`` is given).
+            mmap: Memory-map the arrays.
+            verify: Check every file's SHA-256.
+            device: Where a model loaded here runs.
+            **model_options: :func:`slice_st.load_model`'s (``backend``, ``model_file``, ``threads``…).
+
+        Returns:
+            The index.
         """
         from slice_st.loading import load_model
 
@@ -1102,8 +922,7 @@ class SpanIndex:
     def _read_data(
         cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool
     ) -> SpanIndex:
-        """The index named by one manifest; ``OSError``/``ValueError`` if its data folder is missing or does not
-        match."""
+        """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         if fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
                 f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
@@ -1111,104 +930,60 @@ class SpanIndex:
                 "Load it with the model it was built with, or rebuild the index."
             )
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
-        data_dir = os.path.join(path, manifest["data"])
-        if os.path.islink(data_dir):
-            raise SpanInputError(
-                f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is "
-                f"read)."
-            )
-        # The data folder is opened once, without following a link, and every file is opened inside that very
-        # folder: a link swapped in for the folder (or a file) after the checks below is refused, never read.
-        with open_folder(data_dir) as folder:
-            return cls._read_data_files(path, manifest, index, data_dir, folder, mmap, verify)
-
-    @classmethod
-    def _read_data_files(
-        cls,
-        path: str,
-        manifest: dict[str, Any],
-        index: SpanIndex,
-        data_dir: str,
-        folder: int | None,
-        mmap: bool,
-        verify: bool,
-    ) -> SpanIndex:
-        """:meth:`_read_data` for the data folder open as ``folder`` (:func:`slice_st.text.open_folder`)."""
-
-        def entry(name: str) -> str:
-            return folder_entry(data_dir, name, folder)
-
-        files = manifest["files"]  # plain names, checked by read_manifest
-        for name, expected in files.items():
-            found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
-            if not stat.S_ISREG(found.st_mode):
-                raise ValueError(f"{name} is not a regular file")
-            if found.st_size != expected["bytes"]:
-                raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
-            if verify and file_digest(entry(name), expected["bytes"], folder=folder) != expected["sha256"]:
-                raise ValueError(f"{name} does not match its checksum")
-        # Each file is opened once, without following a link (O_NOFOLLOW, then fstat): a link swapped in after the
-        # lstat checks above is refused, never read.
-        settings_bytes = read_bytes(entry(SETTINGS_FILE), files[SETTINGS_FILE]["bytes"], folder=folder)
-        if hashlib.sha256(settings_bytes).hexdigest() != files[SETTINGS_FILE]["sha256"]:
-            raise ValueError(f"{SETTINGS_FILE} does not match its checksum")
-        stored = json.loads(settings_bytes.decode("utf-8"))
-        recorded = {
-            "span_config": index.span_config.to_dict(),
-            "dtype": manifest["dtype"],
-            "model_fingerprint": manifest["model_fingerprint"],
-        }
-        changed = [key for key in recorded if stored.get(key) != recorded[key]]
-        if changed:
-            raise SpanInputError(
-                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
-                f"do not match what the "
-                f"index data was written with ({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest "
-                f"was edited. "
-                "Restore it or rebuild the index."
-            )
-        arrays = {
-            name: load_array(entry(f"{name}.npy"), mmap, files[f"{name}.npy"]["bytes"], folder=folder)
-            for name in ARRAYS
-        }
-        blob = read_bytes(entry("texts.bin"), files["texts.bin"]["bytes"], folder=folder)
-        ids_bytes = read_bytes(entry("doc_ids.json"), files["doc_ids.json"]["bytes"], folder=folder)
-        for name, data in (("texts.bin", blob), ("doc_ids.json", ids_bytes)):
-            if name in files and hashlib.sha256(data).hexdigest() != files[name].get("sha256"):
-                raise ValueError(f"{name} does not match its checksum")
-        for name, expected in (manifest.get("samples") or {}).items():
-            if name in arrays and array_digest(arrays[name]) != expected:
-                raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
-        doc_ids = json.loads(ids_bytes.decode("utf-8"))
-        offsets = arrays.pop("text_offsets")
-        if (
-            not isinstance(doc_ids, list)
-            or len(offsets) != len(doc_ids) + 1
-            or offsets[-1] != len(blob)
-            or len(arrays["unit_vectors"]) != manifest["units"]
-            or len(doc_ids) != manifest["documents"]
-            or len(arrays["span_norms"]) != manifest["units"]
-            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1
-            or arrays["segment_units"][-1] != manifest["units"]
-            or arrays["span_norms"].ndim != 2
-            or arrays["span_norms"].shape[1] != index.span_config.max_span - index.span_config.min_span + 1
-            or arrays["unit_vectors"].ndim != 2
-            or arrays["unit_vectors"].shape[1] != index._arrays["unit_vectors"].shape[1]
-        ):
-            raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-        index._arrays = arrays
+        with DataFolder.open(path, manifest, verify) as data:
+            index._check_settings(path, manifest, data.json(SETTINGS_FILE))
+            arrays = {name: data.array(f"{name}.npy", mmap) for name in ARRAYS}
+            blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
+            for name, expected in manifest["samples"].items():
+                if name in arrays and array_digest(arrays[name]) != expected:
+                    raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
+            offsets = arrays.pop("text_offsets")
+            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
+                raise ValueError("the index data does not match its manifest (corrupt or half-written)")
+            index._set_arrays(arrays, manifest, len(doc_ids))
+            if manifest.get("calibration"):
+                index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
+            if manifest.get("candidates"):
+                index._candidates = CandidateStage.load(data.data_dir, manifest["candidates"], folder=data.folder)
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
-        if manifest.get("calibration"):
-            stored_calibration = read_bytes(
-                entry(CALIBRATION_FILE), files.get(CALIBRATION_FILE, {}).get("bytes"), folder=folder
-            )
-            index.calibration = Calibration.from_dict(json.loads(stored_calibration.decode("utf-8")), CALIBRATION_FILE)
-        if manifest.get("candidates"):
-            index._candidates = CandidateStage.load(data_dir, manifest["candidates"], folder=folder)
         return index
+
+    def _check_settings(self, path: str, manifest: dict[str, Any], stored: Any) -> None:
+        """Refuse a manifest whose settings differ from those its data folder was written with (an edited one)."""
+        recorded = {
+            "span_config": self.span_config.to_dict(),
+            "dtype": manifest["dtype"],
+            "model_fingerprint": manifest["model_fingerprint"],
+        }
+        changed = [key for key in recorded if not isinstance(stored, dict) or stored.get(key) != recorded[key]]
+        if changed:
+            stored = stored if isinstance(stored, dict) else {}
+            raise SpanInputError(
+                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
+                f"do not match what the index data was written with "
+                f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
+                "Restore it or rebuild the index."
+            )
+
+    def _set_arrays(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], documents: int) -> None:
+        """Take the loaded ``arrays`` once their shapes match the manifest (``ValueError`` if not)."""
+        units, vectors, norms = manifest["units"], arrays["unit_vectors"], arrays["span_norms"]
+        if (
+            len(vectors) != units
+            or documents != manifest["documents"]
+            or len(norms) != units
+            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1
+            or arrays["segment_units"][-1] != units
+            or norms.ndim != 2
+            or norms.shape[1] != self._arrays["span_norms"].shape[1]
+            or vectors.ndim != 2
+            or vectors.shape[1] != self._arrays["unit_vectors"].shape[1]
+        ):
+            raise ValueError("the index data does not match its manifest (corrupt or half-written)")
+        self._arrays = arrays
 
 
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:

@@ -1,19 +1,9 @@
-"""An index on disk: the manifest, atomic writes (fsync, then one ``os.replace``), the writer lock, shard directories.
+"""An index on disk: the manifest, atomic writes, the writer lock, checksums, shard directories.
 
-A directory holds ``manifest.json``, which names a data folder ``data-<generation>-<random>/`` of
-``.npy`` arrays and a few files. A save writes a new data folder, fsyncs it, then replaces the
-manifest atomically and fsyncs the directory, so a crash never leaves a half index that loads.
-
-* **Writers** hold ``DIR/.lock`` (``filelock``: an ``flock``, released if the process dies). A plain
-  save holds it while it writes; :meth:`SpanIndex.open_for_update` holds it from load to commit, so two
-  ``add``s at once both land. A save of an index loaded from the same directory checks that the
-  manifest is still the one it was loaded from (optimistic check): if another process saved in
-  between, :class:`IndexConflictError` instead of overwriting its work.
-* **Readers** take no lock (a read-only index loads). A save removes the previous data folder, so a
-  reader that read the old manifest may find its folder gone: it reads the manifest again and
-  retries with the new one (:func:`read_consistent`); readers see the old or the new index.
-* **Only what the index wrote is deleted**: data folders carrying the index's marker file, or the one
-  the replaced manifest named. Other files and folders in the directory (``data-raw/``…) are kept.
+``manifest.json`` names a data folder ``data-<generation>-<random>/`` of ``.npy`` arrays and a few files; a save
+writes a new data folder, then replaces the manifest atomically (the commit point). Writers hold ``DIR/.lock``;
+readers take no lock and retry when a save replaced the data under them. Only folders the index wrote are deleted.
+See docs/guides/corpus-index.md ("On disk") for the design.
 """
 
 from __future__ import annotations
@@ -24,8 +14,9 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -33,10 +24,9 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, SpanInputError
-from slice_st.text import atomic_file, check_creatable, create_new_file, open_regular_file
+from slice_st.text import atomic_file, check_creatable, create_new_file, open_folder, open_regular_file
 
-#: 2: the model fingerprint covers every weight (:func:`slice_st.loading.model_fingerprint`), and the data folder
-#: records its settings (:data:`SETTINGS_FILE`). A format-1 index must be rebuilt.
+#: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
 INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 #: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
@@ -51,8 +41,7 @@ ARRAYS = (
     "text_offsets",
 )
 LOCK_FILE = ".lock"
-#: The manifest of a sharded index built by :func:`slice_st.index.ray_engine.build_on_ray`: its plan, and its shards
-#: once complete.
+#: The manifest of a sharded index built on Ray: its plan, and its shards once complete.
 SHARD_LIST = "shards.json"
 #: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are
 #: removed.
@@ -62,23 +51,28 @@ _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
 READ_RETRIES = 20
+#: The largest ``generation`` a manifest may hold (one save a second for 30,000 years).
+MAX_GENERATION = 10**12
+_REQUIRED = {
+    "data": str,
+    "model_fingerprint": str,
+    "span_config": dict,
+    "dtype": str,
+    "units": int,
+    "documents": int,
+    "generation": int,
+    "files": dict,
+    "samples": dict,
+}
+#: Files every data folder holds (besides optional calibration and candidate files).
+_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
-
-# ---------------------------------------------------------------------------------------------- writer lock
 _held = threading.local()
 
 
+# ---------------------------------------------------------------------------------------------- writer lock
 def check_index_target(path: str | os.PathLike) -> str:
-    """Check, before any work, that an index can be written at ``path`` (creating nothing); returns the path.
-
-    ``path`` must be a writable folder, or not exist under a writable folder. Else :class:`FileAccessError`.
-
-    Args:
-        path: The index folder to write.
-
-    Returns:
-        The path, checked.
-    """
+    """``path``, checked before any work to be a writable folder or creatable in one (else FileAccessError)."""
     path = os.fspath(path)
     if os.path.exists(path):
         if not os.path.isdir(path):
@@ -100,18 +94,8 @@ def _holder(lock_path: str) -> str:
 
 @contextmanager
 def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Callable[[str], None] | None = None):
-    """Hold ``path/.lock``, the index directory's writer lock (the folder is created if needed).
-
-    ``timeout``: 0 fails at once if another process holds it, ``None`` waits as long as it takes
-    (``on_wait(holder)`` is called once before waiting), a number waits that many seconds. Failing:
-    :class:`IndexBusyError`. Re-entrant within a thread (``open_for_update`` then ``save``). A
-    directory that cannot be written gives :class:`FileAccessError` before anything is written.
-
-    Args:
-        path: The index folder.
-        timeout: 0: fail at once; ``None``: wait; a number: wait that many seconds.
-        on_wait: Called once with the holder before waiting.
-    """
+    """Hold ``path/.lock``, the writer lock (re-entrant in a thread; the folder created if needed); ``timeout``: 0
+    fails at once, ``None`` waits (``on_wait(holder)`` first), seconds; then IndexBusyError."""
     from filelock import FileLock, Timeout
 
     path = os.fspath(path)
@@ -153,11 +137,9 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         ) from None
     failed = True
     try:
-        try:
+        try:  # another descriptor: closing it keeps the flock
             descriptor = os.open(lock_path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(
-                descriptor, "w", encoding="utf-8"
-            ) as handle:  # another descriptor: closing it keeps the flock
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(f"pid {os.getpid()}")
         except OSError:
             pass
@@ -182,36 +164,27 @@ def _remove_empty_index_folder(path: str, lock_path: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- writing
-def write_bytes(path: str, data: bytes) -> None:
-    """Write a new file (in a fresh data folder) and fsync it; an existing file or link there is ``FileExistsError``."""
+def write_bytes(path: str, data: bytes | np.ndarray) -> None:
+    """Write a new file (an array as ``.npy``) and fsync it; an existing file or link there is ``FileExistsError``."""
     with create_new_file(path) as handle:
-        handle.write(data)
+        if isinstance(data, np.ndarray):
+            np.save(handle, data)
+        else:
+            handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
 
 
 def save_array(path: str, values: np.ndarray) -> None:
-    """:func:`numpy.save` to a new file, fsynced (as :func:`write_bytes`)."""
-    with create_new_file(path) as handle:
-        np.save(handle, values)
-        handle.flush()
-        os.fsync(handle.fileno())
+    """:func:`numpy.save` to a new file, fsynced (:func:`write_bytes`)."""
+    write_bytes(path, np.asarray(values))
 
 
 def write_json(path: str, value: Any, indent: int = 1) -> None:
-    """Write a JSON file atomically (a new temporary file, fsync, ``os.replace``, fsync of the folder).
-
-    The temporary file is created ``O_EXCL|O_NOFOLLOW`` under a random name (:func:`slice_st.text.atomic_file`):
-    nothing is written through a link planted in the folder, and a link at ``path`` is replaced, not followed.
-    """
+    """Write a JSON file atomically (a new temporary file never written through a link, fsync, ``os.replace``)."""
     with atomic_file(path) as handle:
         handle.write(json.dumps(value, indent=indent, ensure_ascii=False).encode())
     fsync_directory(os.path.dirname(os.path.abspath(path)))
-
-
-def write_manifest(path: str, manifest: dict[str, Any]) -> None:
-    """Replace ``path/manifest.json`` atomically (the commit point of a save)."""
-    write_json(os.path.join(path, MANIFEST), manifest, indent=2)
 
 
 def fsync_directory(path: str) -> None:
@@ -228,58 +201,46 @@ def fsync_directory(path: str) -> None:
         os.close(handle)
 
 
-def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
-    """SHA-256 of a regular file's bytes (a link, a device or a pipe is a ``ValueError``, never read).
-
-    With ``size``, at most ``size + 1`` bytes are read (a longer file cannot match), so a file that grew,
-    or is endless, is never read whole.
-    """
-    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
-        digest = hashlib.sha256()
-        left = None if size is None else size + 1
-        while left is None or left > 0:
-            block = handle.read(1 << 20 if left is None else min(1 << 20, left))
-            if not block:
-                break
-            digest.update(block)
-            if left is not None:
-                left -= len(block)
-    return digest.hexdigest()
-
-
-def is_plain_name(name: Any) -> bool:
-    """Whether ``name`` is a plain file or folder name inside a folder: no separator, not ``.``/``..``, not hidden, not
-    absolute.
-
-    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd",
-    ...     "a/b", "")]
-    [True, True, False, False, False, False, False, False]
-    """
-    return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
-
-
-def array_digest(values: np.ndarray) -> str:
-    """SHA-256 of an array's shape, dtype and up to :data:`SAMPLE_ROWS` evenly spread rows (all of a small array).
-
-    Cheap enough to check on every load of a memory-mapped array; a shuffled, truncated or swapped
-    array fails it.
-
-    >>> array_digest(np.arange(6).reshape(3, 2)) == array_digest(np.arange(6).reshape(3, 2)[[0, 2, 1]])
-    False
-    """
-    values = np.asarray(values)
-    digest = hashlib.sha256(f"{values.shape}|{values.dtype.str}".encode())
-    if len(values):
-        rows = np.unique(np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64))
-        digest.update(np.ascontiguousarray(values[rows]).tobytes())
-    return digest.hexdigest()
+def commit_data(
+    path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
+) -> str:
+    """Save one version: a new data folder filled by ``write(folder)`` (returning the arrays' samples), then the
+    manifest naming it, replaced atomically (the commit point), then the older data folders removed; returns the new
+    folder's name. On a failure the new folder is removed and the previous version stays."""
+    data_dir = None
+    try:
+        data_dir = new_data_directory(path, generation)
+        samples = write(data_dir)
+        files = {
+            entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
+            for entry in sorted(os.scandir(data_dir), key=lambda e: e.name)
+            if entry.name != DATA_MARKER
+        }
+        fsync_directory(data_dir)
+        name = os.path.basename(data_dir)
+        manifest = manifest | {"data": name, "generation": generation, "files": files, "samples": samples}
+        write_json(os.path.join(path, MANIFEST), manifest, indent=2)
+    except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        if isinstance(error, FileAccessError):
+            raise
+        raise FileAccessError(
+            f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged)."
+        ) from error
+    except BaseException:
+        if data_dir is not None:
+            shutil.rmtree(data_dir, ignore_errors=True)
+        raise
+    try:
+        remove_old_data(path, keep=name, replaced=replaced)
+    except OSError:  # pragma: no cover - committed already; the next save retries the clean-up
+        pass
+    return name
 
 
 def new_data_directory(path: str, generation: int) -> str:
-    """Create ``path/data-<generation>-<random>/`` (normal permissions, as ``mkdir`` with the umask) with the marker.
-
-    If the marker cannot be written (a full disk), the new folder is removed before the error is raised.
-    """
+    """Create ``path/data-<generation>-<random>/`` with the marker (removed again if the marker cannot be written)."""
     while True:
         data_dir = os.path.join(path, f"data-{generation:06d}-{secrets.token_hex(4)}")
         try:
@@ -298,12 +259,7 @@ def new_data_directory(path: str, generation: int) -> str:
 
 
 def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
-    """Remove the data folders this index wrote, except ``keep`` (the current one); nothing else is touched.
-
-    A folder is the index's own if it carries :data:`DATA_MARKER` (every save since the marker was
-    introduced, including the leftovers of crashed saves) or is ``replaced``, the folder named by the
-    manifest this save replaced. Runs under the writer lock, so no save in progress is touched.
-    """
+    """Remove the data folders this index wrote (carrying :data:`DATA_MARKER`, or ``replaced``) except ``keep``."""
     for entry in os.scandir(path):
         if entry.name == keep or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
             continue
@@ -311,49 +267,61 @@ def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
             shutil.rmtree(entry.path, ignore_errors=True)
 
 
+# ---------------------------------------------------------------------------------------------- checksums
+def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
+    """SHA-256 of a regular file (a link, a device or a pipe is refused); with ``size``, at most ``size + 1`` bytes
+    are read (a longer file cannot match)."""
+    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
+        digest = hashlib.sha256()
+        left = None if size is None else size + 1
+        while left is None or left > 0:
+            block = handle.read(1 << 20 if left is None else min(1 << 20, left))
+            if not block:
+                break
+            digest.update(block)
+            if left is not None:
+                left -= len(block)
+    return digest.hexdigest()
+
+
+def array_digest(values: np.ndarray) -> str:
+    """SHA-256 of an array's shape, dtype and up to :data:`SAMPLE_ROWS` evenly spread rows (cheap on every load).
+
+    >>> array_digest(np.arange(6).reshape(3, 2)) == array_digest(np.arange(6).reshape(3, 2)[[0, 2, 1]])
+    False
+    """
+    values = np.asarray(values)
+    digest = hashlib.sha256(f"{values.shape}|{values.dtype.str}".encode())
+    if len(values):
+        rows = np.unique(np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64))
+        digest.update(np.ascontiguousarray(values[rows]).tobytes())
+    return digest.hexdigest()
+
+
+def is_plain_name(name: Any) -> bool:
+    """Whether ``name`` is a plain, non-hidden file or folder name (no separator, not ``.``/``..``).
+
+    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd",
+    ...     "a/b", "")]
+    [True, True, False, False, False, False, False, False]
+    """
+    return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
+
+
 # ---------------------------------------------------------------------------------------------- reading
-#: The largest ``generation`` a manifest may hold (one save a second for 30,000 years).
-MAX_GENERATION = 10**12
-_REQUIRED = {
-    "data": str,
-    "model_fingerprint": str,
-    "span_config": dict,
-    "dtype": str,
-    "units": int,
-    "documents": int,
-    "generation": int,
-    "files": dict,
-    "samples": dict,
-}
-#: Files every data folder holds (besides optional calibration and candidate files).
-_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
-
-
 def folder_entry(data_dir: str, name: str, folder: int | None) -> str:
-    """The file ``name`` of ``data_dir`` as the index readers open it: the bare name inside the open ``folder`` (a
-    descriptor from :func:`slice_st.text.open_folder`), or its path where folders cannot be opened (``None``)."""
+    """``name`` as the readers open it: the bare name inside the open ``folder``, else its path (``folder`` None)."""
     return name if folder is not None else os.path.join(data_dir, name)
 
 
 def read_bytes(path: str, size: int | None = None, *, folder: int | None = None) -> bytes:
-    """The bytes of a regular file of an index, opened without following a link
-    (:func:`slice_st.text.open_regular_file`).
-
-    What was checked is what is read: a link swapped in after an ``lstat`` check is refused, not followed.
-    A link, a non-regular file or one whose size is not ``size``: :class:`FileAccessError`.
-    """
+    """The bytes of a regular file, opened without following a link (a link, or another size: FileAccessError)."""
     with open_regular_file(path, size, folder=folder) as handle:
         return handle.read()
 
 
 def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None) -> np.ndarray:
-    """An ``.npy`` array of an index (no pickles), opened without following a link; memory-mapped with ``mmap``.
-
-    The file is opened once (:func:`slice_st.text.open_regular_file`: ``O_NOFOLLOW``, then ``fstat``) and
-    the array read or mapped from that descriptor, so a link swapped in after an earlier check is
-    never followed. Not an ``.npy`` file, or one holding Python objects: ``ValueError``. ``folder``: a
-    descriptor from :func:`slice_st.text.open_folder` that ``path`` (then a name) is inside.
-    """
+    """An ``.npy`` array (no pickles), opened once without following a link; memory-mapped with ``mmap``."""
     with open_regular_file(path, size, folder=folder) as handle:
         if not mmap:
             return np.load(handle, allow_pickle=False)
@@ -371,9 +339,54 @@ def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder
         )
 
 
+class DataFolder:
+    """A manifest's data folder, opened once without following a link; its files read by name, checked against the
+    manifest (type and size; SHA-256 of the small files, of every file with ``verify``)."""
+
+    def __init__(self, data_dir: str, files: dict[str, Any], folder: int | None) -> None:
+        self.data_dir, self.files, self.folder = data_dir, files, folder
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: str, manifest: dict[str, Any], verify: bool) -> Iterator[DataFolder]:
+        data_dir = os.path.join(path, manifest["data"])
+        if os.path.islink(data_dir):
+            raise SpanInputError(
+                f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is "
+                f"read)."
+            )
+        # Opened once: a link swapped in for the folder (or a file) after these checks is refused, never read.
+        with open_folder(data_dir) as folder:
+            data = cls(data_dir, manifest["files"], folder)
+            for name, expected in data.files.items():
+                found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
+                if not stat.S_ISREG(found.st_mode):
+                    raise ValueError(f"{name} is not a regular file")
+                if found.st_size != expected["bytes"]:
+                    raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
+                if verify and file_digest(data.entry(name), expected["bytes"], folder=folder) != expected["sha256"]:
+                    raise ValueError(f"{name} does not match its checksum")
+            yield data
+
+    def entry(self, name: str) -> str:
+        return folder_entry(self.data_dir, name, self.folder)
+
+    def bytes(self, name: str) -> bytes:
+        """The file's bytes, checked against its SHA-256."""
+        data = read_bytes(self.entry(name), self.files[name]["bytes"], folder=self.folder)
+        if hashlib.sha256(data).hexdigest() != self.files[name]["sha256"]:
+            raise ValueError(f"{name} does not match its checksum")
+        return data
+
+    def json(self, name: str) -> Any:
+        return json.loads(self.bytes(name).decode("utf-8"))
+
+    def array(self, name: str, mmap: bool) -> np.ndarray:
+        return load_array(self.entry(name), mmap, self.files[name]["bytes"], folder=self.folder)
+
+
 def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
-    """The JSON object in ``file_path`` (a file of the index at ``path``, never read through a link); else a clear
-    error naming ``what``."""
+    """The JSON object in ``file_path`` (never read through a link); else a clear error naming ``what``."""
     try:
         value = json.loads(read_bytes(file_path).decode("utf-8"))
     except FileAccessError as error:  # a link or not a regular file: refused, never followed
@@ -390,18 +403,8 @@ def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, 
 
 
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
-    """The manifest of the index at ``path``, checked: a JSON object with every field a load needs.
-
-    ``None`` when there is none and ``must_exist`` is false; otherwise ``FileNotFoundError`` (no folder)
-    or :class:`SpanInputError` saying what is wrong.
-
-    Args:
-        path: The index folder.
-        must_exist: Raise when there is no manifest (else return ``None``).
-
-    Returns:
-        The manifest as a dict, or ``None``.
-    """
+    """The manifest of the index at ``path``, checked to hold every field a load needs (else SpanInputError); without
+    one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else SpanInputError)."""
     manifest_path = os.path.join(path, MANIFEST)
     if os.path.islink(manifest_path):
         raise SpanInputError(
@@ -425,55 +428,48 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{path}: index format {manifest.get('format_version')!r} is not supported (expected "
             f"{INDEX_FORMAT_VERSION})."
         )
+    unreadable = f"{path}: unreadable index manifest"
     for key, kind in _REQUIRED.items():
         value = manifest.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
-            raise SpanInputError(f"{path}: unreadable index manifest ({key!r} is missing or not a {kind.__name__}).")
+            raise SpanInputError(f"{unreadable} ({key!r} is missing or not a {kind.__name__}).")
     if manifest["generation"] > MAX_GENERATION:
         raise SpanInputError(
-            f"{path}: unreadable index manifest (generation {str(manifest['generation'])[:20]}… is past "
-            f"{MAX_GENERATION}; no index is saved that often)."
+            f"{unreadable} (generation {str(manifest['generation'])[:20]}… is past {MAX_GENERATION}; no index is "
+            "saved that often)."
         )
     if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
-        raise SpanInputError(
-            f"{path}: unreadable index manifest (data folder {manifest['data']!r} is not a data folder name)."
-        )
+        raise SpanInputError(f"{unreadable} (data folder {manifest['data']!r} is not a data folder name).")
     if manifest["dtype"] not in ("float32", "float16"):
-        raise SpanInputError(f"{path}: unreadable index manifest (dtype {manifest['dtype']!r}).")
+        raise SpanInputError(f"{unreadable} (dtype {manifest['dtype']!r}).")
     for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
+        size = entry.get("bytes") if isinstance(entry, dict) else None
         if (
             not is_plain_name(name)
-            or not isinstance(entry, dict)
-            or not isinstance(entry.get("bytes"), int)
-            or isinstance(entry.get("bytes"), bool)
-            or entry["bytes"] < 0
+            or not isinstance(size, int)
+            or isinstance(size, bool)
+            or size < 0
             or not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]))
         ):
             raise SpanInputError(
-                f"{path}: unreadable index manifest (files entry {name!r} is not a file name in the data folder "
-                "with its bytes and sha256)."
+                f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
     missing = [name for name in _REQUIRED_FILES if name not in manifest["files"]]
     if missing:
-        raise SpanInputError(f"{path}: unreadable index manifest (files lacks {', '.join(missing)}).")
+        raise SpanInputError(f"{unreadable} (files lacks {', '.join(missing)}).")
     if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
-        raise SpanInputError(
-            f"{path}: unreadable index manifest (samples must hold a checksum of each of {', '.join(ARRAYS)})."
-        )
+        raise SpanInputError(f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
     try:
         settings = manifest["span_config"]
         SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
     except (KeyError, TypeError, ValueError) as error:
-        raise SpanInputError(f"{path}: unreadable index manifest (span_config: {error}).") from None
+        raise SpanInputError(f"{unreadable} (span_config: {error}).") from None
     return manifest
 
 
 def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[str, Any]], Any]):
-    """``read(manifest)``, retried with the new manifest while a concurrent save replaces the data under it.
-
-    ``read`` raises ``OSError``/``ValueError`` when the data folder is missing or does not match.
-    If the manifest on disk still names the same folder, the data really is broken: the error stands.
-    """
+    """``(read(manifest), manifest)``, retried with the new manifest while a concurrent save replaces the data under
+    it; if the manifest on disk still names the same folder, the data really is broken and the error stands."""
     for _ in range(READ_RETRIES):
         try:
             return read(manifest), manifest
@@ -487,9 +483,9 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
     raise SpanInputError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
 
 
+# ---------------------------------------------------------------------------------------------- shards
 def read_shard_list(path: str) -> dict[str, Any] | None:
-    """The :data:`SHARD_LIST` of a sharded index directory (``None`` if it has none); unreadable:
-    :class:`SpanInputError`."""
+    """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
     list_path = os.path.join(path, SHARD_LIST)
     if os.path.islink(list_path):
         raise SpanInputError(
@@ -511,16 +507,7 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
 
 
 def refuse_linked_shards(path: str, names: Sequence[str], what: str) -> None:
-    """Refuse shards of the sharded index or directory of indexes ``path`` that are symbolic links.
-
-    A shard is a folder inside ``path`` itself: a link (to an index outside, or to another shard inside)
-    is never followed, the whole search is refused (:class:`SpanInputError` beginning ``path: what``).
-
-    Args:
-        path: The folder holding the shards.
-        names: The shards' names in it.
-        what: What is wrong with ``path``, the start of the message (``"unreadable shards.json"``).
-    """
+    """Refuse (SpanInputError beginning ``path: what``) shards of ``path`` that are symbolic links, never followed."""
     for name in names:
         if os.path.islink(os.path.join(path, name)):
             raise SpanInputError(
@@ -530,62 +517,50 @@ def refuse_linked_shards(path: str, names: Sequence[str], what: str) -> None:
 
 
 def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Index directories named by ``paths``: each path is an index, or a directory of indexes (its sub-directories).
-
-    In a directory of indexes every (non-hidden) sub-directory must be an index: one without a
-    manifest (a shard whose build crashed) is an error, never skipped silently, and so is a symbolic
-    link to a folder (:func:`refuse_linked_shards`, as for a sharded build's shards). A directory with a
-    :data:`SHARD_LIST` (built on Ray) stands for the shards it lists, once its build is complete.
-
-    Args:
-        paths: An index folder, a sharded build's folder, or a list of them.
-
-    Returns:
-        The shard folders, in order.
-
-    Example:
-        >>> shard_directories([])
-        Traceback (most recent call last):
-        ...
-        slice_st.errors.SpanInputError: No index directories given.
-    """
+    """Index folders named by ``paths``: each an index, a complete sharded build's folder (its shards), or a folder
+    of indexes (every non-hidden sub-folder, each an index and none a link: a crashed shard is never skipped)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     directories: list[str] = []
     for path in map(os.fspath, paths):
-        shard_list = None if os.path.exists(os.path.join(path, MANIFEST)) else read_shard_list(path)
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
-        elif shard_list is not None:  # built on Ray: its shards, in order, once the build is complete
-            if not shard_list.get("complete"):
-                raise SpanInputError(
-                    f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
-                    "run the same build again to resume it."
-                )
-            names = [name for name in shard_list["shards"] if is_plain_name(name)]
-            if not names or len(names) != len(shard_list["shards"]):
-                raise SpanInputError(
-                    f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name)."
-                )
-            directories.extend(os.path.join(path, name) for name in names)
+        elif (shard_list := read_shard_list(path)) is not None:  # built on Ray: its shards, once complete
+            directories.extend(_listed_shards(path, shard_list))
         elif os.path.isdir(path):
-            entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
-            if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
-                raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
-            refuse_linked_shards(path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link")
-            inside = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
-            if not inside:
-                raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
-            broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]
-            if broken:
-                raise SpanInputError(
-                    f"{path} holds {len(broken)} folder(s) that are not indexes: {', '.join(broken[:3])}"
-                    f"{'…' if len(broken) > 3 else ''} (no {MANIFEST}: a shard build that did not finish?). "
-                    "Finish or remove them, or name the shards to search."
-                )
-            directories.extend(inside)
+            directories.extend(_folder_of_indexes(path))
         else:
             raise FileNotFoundError(f"No index at {path!r}.")
     if not directories:
         raise SpanInputError("No index directories given.")
     return directories
+
+
+def _listed_shards(path: str, shard_list: dict[str, Any]) -> list[str]:
+    if not shard_list.get("complete"):
+        raise SpanInputError(
+            f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
+            "run the same build again to resume it."
+        )
+    names = [name for name in shard_list["shards"] if is_plain_name(name)]
+    if not names or len(names) != len(shard_list["shards"]):
+        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
+    return [os.path.join(path, name) for name in names]
+
+
+def _folder_of_indexes(path: str) -> list[str]:
+    entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
+    if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
+        raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
+    refuse_linked_shards(path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link")
+    inside = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+    if not inside:
+        raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
+    broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]
+    if broken:
+        raise SpanInputError(
+            f"{path} holds {len(broken)} folder(s) that are not indexes: {', '.join(broken[:3])}"
+            f"{'…' if len(broken) > 3 else ''} (no {MANIFEST}: a shard build that did not finish?). "
+            "Finish or remove them, or name the shards to search."
+        )
+    return inside

@@ -1,7 +1,7 @@
 """``STSBContext``: the STS-B-Context phrase-in-context task for mteb 2, scored by best span.
 
-From Python (mteb's public API; :func:`mteb_model` gives the model a proper name and revision, so that
-results are not filed under ``no_model_name_available/no_revision_available``)::
+A pair's score is the best cosine between the origin phrase and any span of 1..20 words of the passage, from one
+forward pass per passage; the main score is its Spearman correlation with the gold scores. From Python::
 
     import mteb
     from slice_st import load_model
@@ -10,22 +10,7 @@ results are not filed under ``no_model_name_available/no_revision_available``)::
     task = STSBContext("runs/dev/stsb-context-dev.tsv")       # or a URL; or set SLICE_ST_STSB_CONTEXT
     results = mteb.evaluate(mteb_model(load_model()), [task], cache=mteb.ResultCache("results"))
 
-From the command line (builds the task, calls ``mteb.evaluate``)::
-
-    slice-st mteb run -t STSBContext -m path/to/model --stsb-context runs/dev/stsb-context-dev.tsv --output-folder
-    results
-
-A pair's score is the best cosine between the origin phrase (``line``) and any span of 1..20 words of
-the passage, from one forward pass per passage (:func:`slice_st.encode.best_spans_paired`); the main score
-is the Spearman correlation with ``goldsim``. The full-context cosine (one vector per passage) is
-reported alongside as ``full_context_cosine_*``.
-
-Split: ``test``, whatever the file (STS-B-Context is built on STS-B's test split and released as one evaluation
-set; which file, or which sample of it, was scored is the result's ``dataset_revision``). Descriptive statistics
-ship for the dev half of the released file (:data:`STATS_REVISION`); for any other file
-``task.calculate_descriptive_statistics()`` computes them and writes them beside that file. mteb's results tools
-look tasks up by name in mteb's own registry, which a task defined outside mteb cannot join:
-:func:`load_results` reads STSBContext results back through mteb's ``ResultCache`` with the task object.
+and from the command line, ``slice-st mteb run --stsb-context FILE -m MODEL --output-folder results``.
 """
 
 from __future__ import annotations
@@ -56,18 +41,17 @@ DATA_ENV = "SLICE_ST_STSB_CONTEXT"
 SOURCES = {
     "released": (
         "the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) "
-        "around "
-        "the STS-B sentence",
+        "around the STS-B sentence",
         "LM-generated and verified",
     ),
     "make-context": (
-        "a proxy built by `slice-st make-context`: each passage is the STS-B sentence glued among other STS-B "
-        "sentences (no language model), which makes it easier than the released set",
+        "a proxy built by make-context: each passage is the STS-B sentence glued among other STS-B sentences (no "
+        "language model), which makes it easier than the released set",
         "created",
     ),
     "unknown": (
         "a file in the STS-B-Context format whose origin is not recorded (the released set's passages were written "
-        "by a language model; `slice-st make-context` glues STS-B sentences)",
+        "by a language model; make-context glues STS-B sentences)",
         "found",
     ),
 }
@@ -85,23 +69,18 @@ _CITATION = r"""
 """
 
 
-#: The one split of the task, whatever the file: STS-B-Context is built on STS-B's test split and released as a
-#: single evaluation set (mteb's name for such a set is ``test``). Which file or sample was scored is the result's
-#: ``dataset_revision``, not its split.
+#: The one split, whatever the file (STS-B-Context is released as one evaluation set, built on STS-B's test split);
+#: which file or sample was scored is the result's ``dataset_revision``.
 SPLIT = "test"
-#: The revision (first 12 hex digits of the SHA-1 of the file's bytes) of the file the shipped descriptive statistics
-#: describe: the dev half of the released STS-B-Context (512 of its 1,024 rows), the only part at hand when they
-#: were computed. ``STSBContext(FILE).calculate_descriptive_statistics()`` computes them for any other file.
+#: The revision (SHA-1 of the bytes, 12 digits) of the file the shipped descriptive statistics describe: the dev half
+#: of the released STS-B-Context (512 of its 1,024 rows). ``calculate_descriptive_statistics()`` does any other file.
 STATS_REVISION = "aaccb8ff467e"
 _SHIPPED_STATS = Path(__file__).with_name("stsb_context_stats.json")
 
 
 class _Metadata(TaskMetadata):
-    """mteb's ``TaskMetadata`` whose descriptive statistics live with slice-st or beside the task's file.
-
-    mteb keeps them inside its own package, under the task's name; one name here covers any file, so the
-    statistics are kept per file instead (``None`` for a URL: they need a local file).
-    """
+    """mteb's ``TaskMetadata`` with the descriptive statistics per file (shipped, or beside a local file), as one task
+    name covers any file."""
 
     _stats_path: Path | None = None  # a pydantic private attribute, copied by model_copy
 
@@ -120,8 +99,7 @@ class _Metadata(TaskMetadata):
 
 
 def _stats_path(path: str | None, revision: str) -> Path | None:
-    """Where the descriptive statistics of ``path`` (at ``revision``) are: the shipped file for the file they describe,
-    else beside the file, named by its revision (so an edited file never reads stale statistics)."""
+    """The shipped statistics for the file they describe, else a file beside ``path`` named by its revision."""
     if revision == STATS_REVISION:
         return _SHIPPED_STATS
     if path and os.path.isfile(path):
@@ -132,21 +110,14 @@ def _stats_path(path: str | None, revision: str) -> Path | None:
 class STSBContext(AbsTaskSTS):
     """STS-B-Context (Orbach et al., 2024) as an mteb STS task whose passages are scored by best span.
 
-    ``path`` is the TSV in the public STS-B-Context format (the released set, or a set built by
-    ``slice-st make-context``), a local path or URL; without it the ``SLICE_ST_STSB_CONTEXT``
-    environment variable is used. ``source`` says what the file is (``"released"``,
-    ``"make-context"``, ``"unknown"``; default: the note ``make-context`` writes beside its output, else
-    ``"unknown"``); the task's metadata (description, ``sample_creation``) says so. ``limit`` keeps a
-    seeded sample of that many pairs (``seed``). ``min_span``/``max_span``/``unit`` set the spans
-    (default 1..20 words, the paper's setting). The model must be a sentence-transformers model whose
-    first module is a transformer with a fast tokenizer (span scoring needs its token vectors).
-
-    The data is ``task.dataset["test"]`` (mteb's layout for a task with one subset); the metadata (split
-    ``test``, the file's name and revision, its descriptive statistics) is the file's and stays so after mteb's
-    ``unload_data()``, so one object can be evaluated again, from a cache or not.
+    The model must be a sentence-transformers model whose first module is a transformer with a fast tokenizer. The
+    data is ``task.dataset["test"]``; the metadata (the file's name, revision and statistics; description and
+    ``sample_creation`` from ``source``) is the file's and survives mteb's ``unload_data()``. Besides the best-span
+    scores, results carry the paper's max-cosine protocol (``max_cosine_*``), the full-context cosine
+    (``full_context_cosine_*``) and where the best span lands (``exact``, ``word_f1``, ``strong_*``).
 
     Args:
-        path: The TSV, a local path or URL (``None``: ``SLICE_ST_STSB_CONTEXT``).
+        path: The TSV in the public STS-B-Context format, a local path or URL (``None``: ``SLICE_ST_STSB_CONTEXT``).
         source: ``"released"``, ``"make-context"`` or ``"unknown"`` (``None``: the note beside the file, else unknown).
         limit: Keep a seeded sample of that many pairs.
         seed: Seed of the sample.
@@ -164,11 +135,9 @@ class STSBContext(AbsTaskSTS):
         name="STSBContext",
         dataset={"path": "STS-B-Context", "revision": STATS_REVISION},
         description=(
-            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The "
-            "score of a pair "
-            "is the best similarity between the origin phrase and any 1..20-word span of the passage (phrase mining "
-            "in context). "
-            "Read from a local TSV or URL: " + SOURCES["unknown"][0] + "."
+            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The score "
+            "of a pair is the best similarity between the origin phrase and any 1..20-word span of the passage "
+            "(phrase mining in context). Read from a local TSV or URL: " + SOURCES["unknown"][0] + "."
         ),
         reference="https://arxiv.org/abs/2405.07263",
         type="STS",
@@ -240,17 +209,12 @@ class STSBContext(AbsTaskSTS):
         self.metadata = self._file_metadata = metadata
 
     def unload_data(self) -> None:
-        """Free the data (mteb's ``unload_data``), keeping the metadata of the task's own file.
-
-        mteb restores the class's metadata on unloading, as its tasks reload their published data; this task
-        reloads the file it was built on, so the same object evaluates again with the same splits and revision.
-        """
+        """Free the data (mteb's ``unload_data``), keeping the metadata of the task's own file to evaluate again."""
         super().unload_data()
         self.metadata = self._file_metadata
 
     def load_data(self, num_proc: int | None = None, *, timer=None, **kwargs: Any) -> None:
-        """Read the TSV (validated; see :func:`slice_st.data.read_stsb_context`) as the task's one split,
-        ``task.dataset["test"]`` (mteb's layout for a task with one subset)."""
+        """Read the TSV (:func:`slice_st.data.read_stsb_context`) as the task's one split, ``task.dataset["test"]``."""
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
@@ -300,56 +264,28 @@ class STSBContext(AbsTaskSTS):
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
         gold = [self._normalize(x) for x in data_split["score"]]
-        span_kwargs = dict(
-            min_span=self.min_span,
-            max_span=self.max_span,
-            unit=self.unit,
-            batch_size=batch_size,
-            show_progress_bar=bool(encode_kwargs.get("show_progress_bar", False)),
-        )
-        single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **span_kwargs)
-        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **span_kwargs)  # the paper's protocol
+        spans = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "batch_size": batch_size}
+        spans["show_progress_bar"] = bool(encode_kwargs.get("show_progress_bar", False))
+        single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **spans)
+        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **spans)  # the paper's protocol
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
-        pearson, spearman = correlations(gold, single.scores)
-        paper_pearson, paper_spearman = correlations(gold, paper.scores)
-        full_pearson, full_spearman = correlations(gold, full.scores)
-        where: dict[str, float] = {}
+        scores: dict[str, Any] = {"min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold)}
+        for name, result in (("", single), ("cosine_", single), ("max_cosine_", paper), ("full_context_cosine_", full)):
+            scores[f"{name}pearson"], scores[f"{name}spearman"] = correlations(gold, result.scores)
         if "paraphrase" in getattr(data_split, "column_names", ()):
             raw_gold = [float(x) for x in data_split["score"]]
             for name, result in (("", single), ("max_cosine_", paper)):
                 found = span_localisation(passages, result.spans, list(data_split["paraphrase"]), raw_gold)
-                where |= {f"{name}{key}": found[key] for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")}
+                scores |= {f"{name}{key}": found[key] for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")}
         if prediction_folder:
-            self._save_task_predictions(
-                {
-                    "best_span_scores": single.scores.tolist(),
-                    "best_spans": [list(s) if s else None for s in single.spans],
-                    "full_context_scores": full.scores.tolist(),
-                },
-                model,
-                prediction_folder,
-                hf_subset=hf_subset,
-                hf_split=hf_split,
-            )
-        return {
-            "pearson": pearson,
-            "spearman": spearman,
-            "cosine_pearson": pearson,
-            "cosine_spearman": spearman,
-            "max_cosine_pearson": paper_pearson,
-            "max_cosine_spearman": paper_spearman,
-            "full_context_cosine_pearson": full_pearson,
-            "full_context_cosine_spearman": full_spearman,
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "pairs": len(gold),
-            **where,
-        }
+            predictions = {"best_span_scores": single.scores.tolist(), "full_context_scores": full.scores.tolist()}
+            predictions["best_spans"] = [list(span) if span else None for span in single.spans]
+            self._save_task_predictions(predictions, model, prediction_folder, hf_subset=hf_subset, hf_split=hf_split)
+        return scores
 
 
 def _sentence_transformer(model):
-    """The ``SentenceTransformer`` behind an mteb model wrapper (or the model itself), checked to give token vectors
-    with character offsets (a transformer module first, with a fast tokenizer)."""
+    """The ``SentenceTransformer`` behind an mteb model wrapper, checked to give token vectors with offsets."""
     from sentence_transformers import SentenceTransformer
 
     for candidate in (model, getattr(model, "model", None)):
@@ -373,13 +309,11 @@ def _sentence_transformer(model):
 
 # ------------------------------------------------------------------------------------- results
 def load_results(folder: str | os.PathLike, task: STSBContext, *, models: list[str] | None = None):
-    """The STSBContext results of ``task``'s file saved under ``folder``, read and validated by mteb.
+    """The STSBContext results of ``task``'s file under the mteb result cache ``folder``, read and validated by mteb.
 
-    ``folder`` is an mteb result cache (``folder/results/<model>/<revision>/STSBContext.json``, as
-    ``mteb.evaluate(..., cache=mteb.ResultCache(folder))`` and ``slice-st mteb run --output-folder`` write it).
-    mteb's ``ResultCache.load_results`` reads every result with the task object (mteb's results tools look a task up
-    by name in mteb's own registry, which a task defined outside mteb cannot join) and validates it against the
-    task's split; results of another file or sample (another ``dataset_revision``) are left out.
+    mteb's results tools look tasks up by name in mteb's own registry, which a task defined outside mteb cannot
+    join; this reads them with the task object (``ResultCache.load_results``). Results of another file or sample
+    (another ``dataset_revision``) are left out.
 
     Args:
         folder: The result cache folder.
@@ -413,16 +347,12 @@ BASE_LICENCE = "apache-2.0"
 
 
 def mteb_model(model, name: str | None = None, revision: str | None = None):
-    """``model`` wrapped for ``mteb.evaluate`` with a proper name and revision (mteb's public
-    ``SentenceTransformerEncoderWrapper`` and ``ModelMeta``).
+    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a proper name and
+    revision, so that results are not filed under ``no_model_name_available``.
 
-    The meta also carries the number of parameters, the licence (the model card's; the embedded base is
-    Apache-2.0, the shipped ``slice-minilm`` CC BY-NC-SA 4.0) and ``adapted_from`` (the card's base model).
-
-    Name: the model's Hub id (the embedded base: ``sentence-transformers/all-MiniLM-L6-v2``; a model shipped
-    in slice-st: ``slice-st/slice-minilm``), or ``local/<folder>`` for a local model (``local/runA-final``). Revision:
-    the Hub revision when known,
-    else the fingerprint of the weights, so results of different weights never share a folder.
+    Name: the Hub id (``slice-st/slice-minilm`` for the shipped model), or ``local/<folder>`` for a local model.
+    Revision: the Hub revision when known, else the weights' fingerprint. The meta also carries the number of
+    parameters, the licence (the card's) and ``adapted_from`` (the card's base model).
     """
     from mteb import SentenceTransformerEncoderWrapper
 
@@ -468,9 +398,8 @@ def run_mteb(
     max_span: int = 20,
     show_progress_bar: bool = True,
 ):
-    """What ``slice-st mteb run`` does: build the tasks (``STSBContext`` from ``stsb_context``, others by
-    ``mteb.get_task``), load the model, and call ``mteb.evaluate``; results go to mteb's
-    ``ResultCache(output_folder)`` (``OUTPUT/results/<model>/<revision>/<task>.json``). Returns mteb's result."""
+    """``slice-st mteb run``: build the tasks (``STSBContext`` from ``stsb_context``, others by ``mteb.get_task``),
+    load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``; returns mteb's result."""
     import mteb
 
     from slice_st.loading import load_model
@@ -523,8 +452,7 @@ def run_mteb(
 
 
 def _check_cached_revision(cache, task: STSBContext, meta) -> None:
-    """Refuse a cached STSBContext result of another file or sample: mteb finds cached results by task name and
-    model alone, so it would return that file's scores for this one."""
+    """Refuse a cached result of another file or sample (mteb finds cached results by task name and model alone)."""
     cached = cache.load_task_result(task.metadata.name, meta)
     if cached is not None and cached.dataset_revision != task.metadata.revision:
         where = cache.get_task_result_path(task.metadata.name, meta.model_name_as_path(), meta.revision)

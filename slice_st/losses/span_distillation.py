@@ -1,11 +1,4 @@
-"""``SpanDistillationLoss``: label-free span self-distillation (beyond the SLICE paper).
-
-Encoding every n-gram on its own is the most accurate way to embed spans and by far the slowest. The
-base model's per-n-gram vector is therefore a free teacher: for any unlabeled text, the student's
-single-pass span vector (the mean of its contextual token vectors) is pulled toward the teacher's
-vector of the same span encoded alone. A second term keeps the student's whole-text embedding near
-the teacher's, so sentence-level behaviour is kept.
-"""
+"""``SpanDistillationLoss``: label-free span self-distillation from the per-n-gram teacher (beyond the paper)."""
 
 from __future__ import annotations
 
@@ -17,11 +10,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from slice_st.card import SLICE_CITATION, slice_card_data
+from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
+from slice_st.losses._common import SliceLoss, batch_units
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
-from slice_st.tokens import unit_boundaries
 
 logger = logging.getLogger(__name__)
 
@@ -30,51 +23,44 @@ DISTILLATION_METRICS = ("cosine", "mse")
 _TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class SpanDistillationLoss(nn.Module):
+class SpanDistillationLoss(SliceLoss):
     """Pull single-pass span means toward a frozen teacher's vectors of the same spans encoded alone.
 
-    For each text of the batch, ``spans_per_text`` spans of ``min_span..max_span`` units are drawn,
-    stratified by length (:func:`slice_st.spans.sample_spans`; spans never run into padding). The
-    student's span vector is the mean of its token vectors over the span (what
-    :func:`slice_st.encode_spans` returns); the teacher's is ``teacher.encode(span_text)``, the
-    per-n-gram vector. The loss per span is ``1 - cos`` (``metric="cosine"``) or the mean squared
-    error of the raw vectors (``metric="mse"``); ``text_weight`` adds the same term between the
-    student's and the teacher's whole-text embeddings. ``weight`` scales the total (for mixing with
-    :class:`~slice_st.SpanMaxCrossEntropyLoss` in one run). Returns ``{"span": …, "text": …}``,
-    which sentence-transformers' trainer sums and logs per component.
-
-    The teacher defaults to a frozen copy of ``model`` taken now (before training); any
-    ``SentenceTransformer`` or model name works. It never gets gradients and stays in eval mode.
-    When it shares the student's WordPiece tokenizer, span inputs are cut from the student's token
-    ids (exactly the ids ``teacher.encode(span_text)`` would see); otherwise span strings are decoded.
-
-    Teacher vectors can be precomputed once per dataset with :meth:`cache_teacher_vectors`, which
-    adds a ``label`` column (spans + teacher vectors); batches carrying it skip the teacher.
+    Encoding every n-gram on its own embeds spans best and slowest, so the base model's per-n-gram vector is a free
+    teacher. For each text, ``spans_per_text`` spans are drawn (lengths stratified); the student's span vector is the
+    mean of its token vectors (what :func:`slice_st.encode_spans` returns), the teacher's is
+    ``teacher.encode(span_text)``. Each span costs ``1 - cos`` (or the MSE); ``text_weight`` adds the same term on
+    the whole-text embeddings, so sentence similarity is kept. Returns ``{"span": ..., "text": ...}``, which the
+    trainer sums and logs. The teacher never trains; when it shares the student's WordPiece vocabulary, its span
+    inputs are cut from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
 
     Args:
         model: The student ``SentenceTransformer`` (span features are switched on).
         teacher: A ``SentenceTransformer`` or model name (``None``: a frozen copy of ``model`` taken now).
-        spans_per_text: Spans drawn per text, lengths stratified.
+        spans_per_text: Spans drawn per text.
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"`` (``None``: the model's span setting).
         metric: ``"cosine"`` (1 − cos) or ``"mse"`` (on the raw vectors).
-        text_weight: Weight of the whole-text term (keeps sentence embeddings on the teacher's).
+        text_weight: Weight of the whole-text term.
         weight: Scales the whole loss (to mix it with other losses in one run).
         teacher_batch_size: Batch size of the teacher when span strings are encoded.
         seed: Seed of the span sampler.
 
     References:
-        - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*
-          (the per-n-gram setup it distils from): https://arxiv.org/abs/2405.07263
+        - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*:
+          https://arxiv.org/abs/2405.07263
         - Hinton et al. (2015), *Distilling the Knowledge in a Neural Network*: https://arxiv.org/abs/1503.02531
 
+    Requirements:
+        1. Unlabeled texts only.
+
     Inputs:
-        +--------+--------------------------------------------------------------+
-        | Texts  | Labels                                                       |
-        +========+==============================================================+
-        | (text) | none, or the cached teacher vectors of cache_teacher_vectors |
-        +--------+--------------------------------------------------------------+
+        +--------+------------------------------------------------------+
+        | Texts  | Labels                                               |
+        +========+======================================================+
+        | (text) | none, or the cached vectors of cache_teacher_vectors |
+        +--------+------------------------------------------------------+
 
     Example:
         >>> import torch
@@ -87,6 +73,8 @@ class SpanDistillationLoss(nn.Module):
         >>> sorted(parts), abs(round(parts["text"].item(), 4)), parts["span"].item() > 0.05
         (['span', 'text'], 0.0, True)
     """
+
+    config_keys = ("spans_per_text", "min_span", "max_span", "unit", "metric", "text_weight", "weight")
 
     def __init__(
         self,
@@ -130,19 +118,15 @@ class SpanDistillationLoss(nn.Module):
         self.teacher.eval()  # the teacher never trains (no dropout)
         return self
 
-    # ----------------------------------------------------------------------------------- forward
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
     ) -> dict[str, Tensor]:
         features = text_column(sentence_features, self.unit, type(self).__name__)
         output = self.model(features)
-        units = unit_boundaries(
-            features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
-        )
+        units = batch_units(features, self.unit)
         token_embeddings = output["token_embeddings"]
-        if (
-            labels is not None and labels.dim() >= 2
-        ):  # cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored
+        # Cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored.
+        if labels is not None and labels.dim() >= 2:
             starts, ends, span_targets, text_targets = self._from_labels(
                 labels.to(token_embeddings.device), units.num_units
             )
@@ -188,7 +172,6 @@ class SpanDistillationLoss(nn.Module):
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
-    # ----------------------------------------------------------------------------------- teacher
     def _teacher_vectors(
         self,
         features: dict[str, Any],
@@ -211,7 +194,7 @@ class SpanDistillationLoss(nn.Module):
             whole = {key: features[key] for key in _TEACHER_KEYS if key in features}
             text_vectors = self._teacher_forward(whole)
             if bool(valid.any()):
-                span_inputs = self._span_token_inputs(features, boundaries, starts, ends, valid)
+                span_inputs = span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
                 span_vectors[valid] = self._teacher_batched(span_inputs)
             return span_vectors, text_vectors
         if texts is None:  # no raw text inside a training step: decode with the student's tokenizer
@@ -223,11 +206,6 @@ class SpanDistillationLoss(nn.Module):
         if span_strings:
             span_vectors[valid] = self._teacher_encode(span_strings, device)
         return span_vectors, text_vectors
-
-    def _span_token_inputs(
-        self, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor
-    ) -> dict[str, Tensor]:
-        return span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
 
     def _decoded_spans(self, features, boundaries, starts, ends, valid) -> list[str]:
         token_lo = boundaries.gather(1, starts.clamp(min=0))
@@ -261,22 +239,15 @@ class SpanDistillationLoss(nn.Module):
         )
         return vectors.to(device).float()
 
-    # ------------------------------------------------------------------------------------- cache
     def cache_teacher_vectors(
-        self,
-        dataset,
-        column: str = "text",
-        batch_size: int = 64,
-        seed: int = 0,
-        show_progress_bar: bool | None = None,
+        self, dataset, column: str = "text", batch_size: int = 64, seed: int = 0, show_progress_bar: bool | None = None
     ):
         """Precompute spans and teacher vectors for a text dataset → the dataset with a ``label`` column.
 
-        Each row's label is a ``(1 + spans_per_text, 2 + d)`` float32 array: row 0 holds the teacher's
-        whole-text vector, the others ``start, end`` (units) and the teacher's vector of that span
-        (``-1, -1`` and zeros where a text is too short). Training with it gives exactly the loss of
-        on-the-fly teacher encoding with the same spans, without running the teacher. Spans are drawn
-        once (seeded), so every epoch sees the same spans: cache when the teacher is the bottleneck.
+        Each row's label is a ``(1 + spans_per_text, 2 + d)`` float32 array: row 0 holds the teacher's whole-text
+        vector, the others ``start, end`` (units) and the teacher's vector of that span (``-1, -1`` and zeros where
+        a text is too short). Training on it gives exactly the on-the-fly loss for the same spans, without running
+        the teacher; the spans are drawn once (seeded), so every epoch sees the same ones.
         """
         from tqdm.auto import tqdm
 
@@ -286,67 +257,47 @@ class SpanDistillationLoss(nn.Module):
             raise ValueError(f"dataset has no column {column!r}; columns: {dataset.column_names}.")
         texts = dataset[column]
         generator = torch.Generator().manual_seed(seed)
-        dim = self.model.get_embedding_dimension()
-        device = next(self.model.parameters()).device
-        labels = []
         batches = range(0, len(texts), batch_size)
-        for lo in tqdm(
-            batches,
-            desc="teacher vectors",
-            disable=show_progress_bar is False or (show_progress_bar is None and len(batches) < 20),
-        ):
-            chunk = texts[lo : lo + batch_size]
-            features = self.model.preprocess(chunk)
-            features = {
-                key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()
-            }
-            units = unit_boundaries(
-                features["attention_mask"],
-                features.get("special_tokens_mask"),
-                features.get("offset_mapping"),
-                self.unit,
-            )
-            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
-            char_spans = None
-            if not self._ids_path:
-                valid = starts >= 0
-                rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
-                lo_chars = units.char_starts.gather(1, starts.clamp(min=0))[valid].tolist()
-                hi_chars = units.char_ends.gather(1, (ends - 1).clamp(min=0))[valid].tolist()
-                char_spans = list(zip(rows, lo_chars, hi_chars))
-            with torch.no_grad():
-                span_vectors, text_vectors = self._teacher_vectors(
-                    features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans
-                )
-            block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + dim)
-            block[:, 0, 1] = units.num_units.float().cpu()
-            block[:, 0, 2:] = text_vectors.cpu()
-            block[:, 1:, 0] = starts.float().cpu()
-            block[:, 1:, 1] = ends.float().cpu()
-            block[:, 1:, 2:] = span_vectors.cpu()
-            labels.append(block)
-        label_array = torch.cat(labels).numpy() if labels else torch.zeros(0, 1 + self.spans_per_text, 2 + dim).numpy()
+        hidden = show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)
+        blocks = [
+            self._label_block(texts[lo : lo + batch_size], generator)
+            for lo in tqdm(batches, desc="teacher vectors", disable=hidden)
+        ]
+        dim = self.model.get_embedding_dimension()
+        label_array = torch.cat(blocks).numpy() if blocks else torch.zeros(0, 1 + self.spans_per_text, 2 + dim).numpy()
         features = datasets.Features(
             {column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")}
         )
         return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
 
-    # -------------------------------------------------------------------------------- ST protocol
-    def get_config_dict(self) -> dict[str, Any]:
-        return {
-            "teacher": self.teacher_name,
-            "spans_per_text": self.spans_per_text,
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "metric": self.metric,
-            "text_weight": self.text_weight,
-            "weight": self.weight,
-        }
+    def _label_block(self, chunk: list[str], generator: torch.Generator) -> Tensor:
+        """The cached labels of a chunk of texts: drawn spans and the teacher's vectors."""
+        device = next(self.model.parameters()).device
+        features = self.model.preprocess(chunk)
+        features = {key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()}
+        units = batch_units(features, self.unit)
+        starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
+        char_spans = None
+        if not self._ids_path:
+            valid = starts >= 0
+            rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
+            lo_chars = units.char_starts.gather(1, starts.clamp(min=0))[valid].tolist()
+            hi_chars = units.char_ends.gather(1, (ends - 1).clamp(min=0))[valid].tolist()
+            char_spans = list(zip(rows, lo_chars, hi_chars))
+        with torch.no_grad():
+            span_vectors, text_vectors = self._teacher_vectors(
+                features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans
+            )
+        block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())
+        block[:, 0, 1] = units.num_units.float().cpu()
+        block[:, 0, 2:] = text_vectors.cpu()
+        block[:, 1:, 0] = starts.float().cpu()
+        block[:, 1:, 1] = ends.float().cpu()
+        block[:, 1:, 2:] = span_vectors.cpu()
+        return block
 
-    @property
-    def citation(self) -> str:
-        return SLICE_CITATION
+    def get_config_dict(self) -> dict[str, Any]:
+        return {"teacher": self.teacher_name, **super().get_config_dict()}
 
 
 def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") -> Tensor:

@@ -10,24 +10,18 @@ import torch
 from sentence_transformers.base.losses.merged_forward import merge_feature_batches
 from torch import Tensor, nn
 
-from slice_st.card import SLICE_CITATION, slice_card_data
+from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
+from slice_st.losses._common import SliceLoss, batch_units
 from slice_st.spans import best_span_scores, pool_units, span_cosines
-from slice_st.tokens import unit_boundaries
 
 logger = logging.getLogger(__name__)
-
-
-def _units(features: dict[str, Any], unit: str):
-    return unit_boundaries(
-        features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
-    )
 
 
 def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
     """Query vectors of a forward pass: the mean of each row's unit tokens (non-special), as ``best_spans`` encodes
     queries; returns ``((B, d), (B,) has_tokens)``."""
-    units = _units(output, unit)
+    units = batch_units(output, unit)
     zeros = torch.zeros_like(units.num_units)
     total, count = pool_units(output["token_embeddings"], units.boundaries, zeros, units.num_units)
     return total / count.clamp(min=1)[:, None].to(total.dtype), count > 0
@@ -36,23 +30,10 @@ def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
 def column_span_scores(
     queries: Tensor, features: dict[str, Any], unit: str, min_span: int, max_span: int, shared: bool = False
 ) -> Tensor:
-    """Best-span cosine of each passage row for its query (``(B,)``), or for every query (``(B, Q)``, ``shared``).
-
-    ``features`` is a forward pass's output (``token_embeddings``, masks, offsets). Differentiable:
-    the gradient reaches the arg-max span's tokens and the queries. Rows without any span score ``-inf``.
-
-    Args:
-        queries: ``(B, d)`` query vectors, or ``(Q, d)`` with ``shared``.
-        features: A forward pass's output (``token_embeddings``, masks, offsets).
-        unit: ``"word"`` or ``"token"``.
-        min_span: Shortest span, in units.
-        max_span: Longest span, in units.
-        shared: Score every row against every query.
-
-    Returns:
-        ``(B,)`` or ``(B, Q)`` best-span cosines.
-    """
-    units = _units(features, unit)
+    """Best-span cosine of each passage row of a forward pass (``features``) for its query (``(B,)``), or for every
+    query (``(B, Q)``, ``shared``); rows without any span score ``-inf``. The gradient reaches the arg-max span's
+    tokens and the queries."""
+    units = batch_units(features, unit)
     token_embeddings = features["token_embeddings"]
     query_input = queries if shared else queries[:, None, :]
     with torch.no_grad():  # find the arg-max spans cheaply, then differentiate only those
@@ -69,26 +50,17 @@ def column_span_scores(
     return scores if shared else scores[:, 0]
 
 
-class SpanMaxCrossEntropyLoss(nn.Module):
+class SpanMaxCrossEntropyLoss(SliceLoss):
     """The SLICE loss (Orbach et al., 2024): the best span of the positive must beat the best span of the negative.
 
-    For a triplet (query ``q``, positive passage, negative passage) with span vectors = mean of their
-    token vectors::
+    For a triplet (query ``q``, positive passage, negative passages), span vectors being means of token vectors::
 
         sim(p)  = max over spans x of p with min_span..max_span units of (cos(avg W(q), avg W(x)) + 1) / 2
         L       = -λ·sim(p⁺) + log(exp(λ·sim(p⁺)) + Σ exp(λ·sim(p⁻)))
 
-    Only the arg-max spans get gradient, which teaches token vectors to be averaged. The query
-    vector is the mean of the query's (non-special) token vectors, exactly what
-    :func:`slice_st.best_spans` uses at inference.
-
-    With ``in_batch_negatives=True`` the other rows' passages are extra negatives (and anchor, positive
-    pairs alone suffice); ``gather_across_devices=True`` extends them to the passages of every process
-    under ``accelerate launch``/DDP. Rows whose positive has no span (empty, or shorter than
-    ``min_span``) are skipped, logged and counted in ``skipped_rows``; a NaN loss raises.
-
-    Constructing the loss makes the model's tokenizer return offsets (see
-    :func:`slice_st.config.enable_span_features`), which word units need; that setting is saved with it.
+    Only the arg-max spans get gradient, which teaches token vectors to be averaged; the query vector is what
+    :func:`slice_st.best_spans` uses at inference. Rows whose positive has no span are skipped (``skipped_rows``); a
+    NaN loss raises. Building the loss asks the tokenizer for offsets (:func:`slice_st.config.enable_span_features`).
 
     Args:
         model: The ``SentenceTransformer`` to train (its tokenizer is asked for offsets).
@@ -96,12 +68,15 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"`` (``None``: the model's span setting).
-        in_batch_negatives: Also use the other rows' passages as negatives.
+        in_batch_negatives: Also use the other rows' passages as negatives (then anchor, positive pairs suffice).
         gather_across_devices: With ``in_batch_negatives``, also the passages of every other process (DDP).
 
     References:
         - Orbach et al. (2024), *Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining*:
           https://arxiv.org/abs/2405.07263
+
+    Requirements:
+        1. (query, passage holding a match, passages without) triplets.
 
     Inputs:
         +-------------------------------------------------+--------+
@@ -126,6 +101,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
         >>> bool(0 <= value.item() < 1)
         True
     """
+
+    config_keys = ("scale", "min_span", "max_span", "unit", "in_batch_negatives", "gather_across_devices")
 
     def __init__(
         self,
@@ -200,9 +177,8 @@ class SpanMaxCrossEntropyLoss(nn.Module):
     def _in_batch_logits(self, queries: Tensor, passages: list[dict[str, Any]], rows: int) -> tuple[Tensor, Tensor]:
         """Every query against every passage row of the batch (column-major: positives, then each negative column).
 
-        With ``gather_across_devices`` the queries of all processes score this process's passages, and
-        the score rows are gathered (with gradient) so each query also sees the other processes'
-        passages: span scoring needs token vectors, which stay where they are.
+        With ``gather_across_devices`` the queries of all processes score this process's passages and the score rows
+        are gathered (with gradient): span scoring needs token vectors, which stay where they are.
         """
         from sentence_transformers.util import all_gather_with_grad
 
@@ -232,17 +208,3 @@ class SpanMaxCrossEntropyLoss(nn.Module):
             if merged is not None:
                 return [self.model(merged)]
         return [self.model(column) for column in columns]
-
-    def get_config_dict(self) -> dict[str, Any]:
-        return {
-            "scale": self.scale,
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "in_batch_negatives": self.in_batch_negatives,
-            "gather_across_devices": self.gather_across_devices,
-        }
-
-    @property
-    def citation(self) -> str:
-        return SLICE_CITATION

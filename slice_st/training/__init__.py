@@ -1,8 +1,5 @@
-"""Training: the trainer builder and presets (``trainer``), Hub pushes and the model card (``hub``).
-
-Importing this package is light (no torch); ``slice_st.training.hub`` (the SLICE model card, Hub checks)
-imports ``sentence_transformers``.
-"""
+"""Training: SLICE runs on sentence-transformers' trainer (``trainer``) and Hub checks (``hub``); importing it is
+light (no torch)."""
 
 from slice_st.training.trainer import PRESETS, SliceArguments, build_trainer, train, training_arguments
 

@@ -1,13 +1,5 @@
-"""Hugging Face Hub pushes for SLICE models, and the model card names kept here for compatibility.
-
-The card itself lives in :mod:`slice_st.card` (one path for ``load_model``, ``fit``, the Trainer,
-``slice-st train`` and :func:`slice_st.save_slice_model`); its names are re-exported here.
-
-Pushes are the trainer's own (``TrainingArguments(push_to_hub=True, hub_model_id=…, hub_strategy=…,
-hub_private_repo=…)`` and ``trainer.push_to_hub()``); :func:`check_hub_access` checks, **before**
-anything is trained, that a push can succeed: the Hub is not switched off, a token is there, and it may
-write to the repository (``huggingface_hub``'s public ``whoami`` / ``repo_info``).
-"""
+"""Hugging Face Hub pushes for SLICE models: :func:`check_hub_access` checks, before anything is trained, that the
+trainer's own push (``push_to_hub=True, hub_model_id=...``) can succeed."""
 
 from __future__ import annotations
 
@@ -18,14 +10,11 @@ from slice_st.loading import hub_offline
 from slice_st.text import require
 
 
-# ------------------------------------------------------------------------------------------- Hub
 def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> dict[str, Any]:
-    """Check that ``repo_id`` can be pushed to, before any training: raise :class:`HubAccessError` saying why not.
+    """Check that ``repo_id`` can be pushed to, or raise :class:`HubAccessError` saying why not; returns ``whoami``.
 
-    The Hub must not be switched off (``HF_HUB_OFFLINE``), a token must be set (``hf auth login`` or
-    ``HF_TOKEN``) and valid, with write access, and the repository must be the user's or one of their
-    organisations' (it is created if missing). ``api`` defaults to ``huggingface_hub.HfApi()``.
-    Returns ``whoami``'s answer.
+    The Hub must be on (``HF_HUB_OFFLINE`` unset), a token set, valid and not read-only, and the repository in the
+    user's or one of their organisations' namespace. ``api`` defaults to ``huggingface_hub.HfApi()``.
     """
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
         raise HubAccessError(f"--push-to-hub needs a repository id ORG/NAME, got {repo_id!r}.")

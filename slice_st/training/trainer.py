@@ -1,15 +1,8 @@
-"""SLICE training on sentence-transformers' trainer: ``slice-st train`` and :func:`train`.
+"""SLICE training on sentence-transformers' trainer: :func:`train` and ``slice-st train``.
 
-A run is the trainer's own :class:`~sentence_transformers.SentenceTransformerTrainingArguments` (steps, batch size,
-learning rate, checkpoints, Hub push) plus :class:`SliceArguments`, the few settings that are SLICE's: the base model,
-the training triplets (MS MARCO TSV, the offline builder, or a saved ``datasets`` folder) for
-:class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled passages for :class:`~slice_st.SpanDistillationLoss` (either or
-both: two datasets and two losses in one run), the :class:`~slice_st.SpanRetrievalEvaluator` on an STS-B-Context dev
-file (the best checkpoint is kept by its single-pass Spearman), spans and LoRA. ``slice-st train`` parses both with
-``HfArgumentParser``; a preset or an argument file (JSON/YAML) gives the defaults, options override them. It runs
-unchanged under ``accelerate launch`` (only the main process writes). Checkpoints are flag-free SLICE checkpoints
-(:func:`slice_st.save_slice_model`) with a SLICE model card; the trainer's own Hub push is checked before anything is
-loaded or trained.
+A run is the trainer's own ``SentenceTransformerTrainingArguments`` plus :class:`SliceArguments` (the base model,
+SLICE triplets and/or unlabeled passages, the dev evaluator, spans, LoRA). Checkpoints are flag-free SLICE
+checkpoints with a SLICE model card; a Hub push is checked before anything is loaded or trained.
 """
 
 from __future__ import annotations
@@ -42,62 +35,33 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "multi_dataset_batch_sampler": "round_robin",
 }
 
-_CPU_DISTILL = {"distill_data": ["offline"], "per_device_train_batch_size": 16, "warmup_steps": 0.05,
-                "distill_max_span": 20, "eval_steps": 200, "save_steps": 200, "max_seq_length": 128}  # fmt: skip
-_LORA_RECIPE = {"lora_r": 16, "learning_rate": 3e-4, "distill_spans": 16, "distill_text_weight": 0.0,
-                "dev_select": "even"}  # fmt: skip
-#: Documented settings (``slice-st train --preset NAME``); options given with it override them.
+#: Documented settings for your own data (``slice-st train --preset NAME``); options given with it override them.
+#: The recipes on the paper's offline data (the shipped model's among them) are argument files in research/presets/.
 PRESETS: dict[str, dict[str, Any]] = {
-    # The shipped slice-minilm (make model): a LoRA adapter (r = 16, every linear layer) trained by span
-    # self-distillation on the offline passages, 16 spans of 1..20 words each; the best checkpoint is chosen on the
-    # even rows of the dev file (--dev), so its odd rows stay unseen. 800 steps of 16 passages: a CPU run.
-    "cpu-minilm-slice": {**_CPU_DISTILL, **_LORA_RECIPE, "max_steps": 800},
-    # The same recipe for a GPU and a bigger corpus: add --distill-data YOUR_TEXT and --dev YOUR_DEV.tsv.
-    "gpu-minilm-slice": {
-        **_CPU_DISTILL,
-        **_LORA_RECIPE,
-        "max_steps": 4000,
-        "per_device_train_batch_size": 64,
-        "eval_steps": 500,
-        "save_steps": 500,
-        "max_seq_length": 256,
-    },  # fmt: skip
     # SLICE triplets (SpanMaxCrossEntropyLoss) for all-MiniLM-L6-v2, a short CPU run.
     "cpu-minilm": {
         "max_steps": 200,
         "per_device_train_batch_size": 16,
-        "learning_rate": 2e-5,
-        "warmup_steps": 0.1,
         "max_span": 10,
-        "scale": 30.0,
-        "eval_steps": 100,
-        "save_steps": 100,
         "train_limit": 8000,
         "dev_limit": 256,
         "max_seq_length": 128,
-    },  # fmt: skip
-    # Span self-distillation only (no labels): the offline passages, teacher = the frozen base model.
-    "cpu-minilm-distill": {
-        **_CPU_DISTILL,
-        "max_steps": 600,
-        "learning_rate": 5e-5,
-        "distill_spans": 12,
-        "dev_limit": 256,
-    },  # fmt: skip
-    # SLICE triplets and distillation passages in one run, batches in proportion to the sets' sizes (3,200 triplets
-    # vs ~16,600 passages: about one SLICE batch in six).
-    "cpu-minilm-both": {
-        **_CPU_DISTILL,
-        "train_data": ["offline"],
-        "max_steps": 600,
-        "learning_rate": 5e-5,
-        "max_span": 10,
-        "scale": 30.0,
-        "distill_spans": 12,
-        "train_limit": 3200,
-        "dev_limit": 256,
-        "multi_dataset_batch_sampler": "proportional",
-    },  # fmt: skip
+    },
+    # The shipped slice-minilm's recipe (LoRA, span self-distillation) for a GPU: add --distill-data and --dev.
+    "gpu-minilm-slice": {
+        "lora_r": 16,
+        "learning_rate": 3e-4,
+        "distill_spans": 16,
+        "distill_max_span": 20,
+        "distill_text_weight": 0.0,
+        "dev_select": "even",
+        "max_steps": 4000,
+        "warmup_steps": 0.05,
+        "per_device_train_batch_size": 64,
+        "eval_steps": 500,
+        "save_steps": 500,
+        "max_seq_length": 256,
+    },
 }
 
 
@@ -110,58 +74,42 @@ def _option(text: str, default: Any = None, **metadata: Any):
 
 @dataclass
 class SliceArguments:
-    """The SLICE settings of a run; everything else is the trainer's
-    :class:`~sentence_transformers.SentenceTransformerTrainingArguments`. ``slice-st train`` reads both with
-    ``HfArgumentParser``; each field's ``--help`` text is in its metadata.
-
-    Args:
-        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
-        train_data: SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`.
-        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`.
-        dev: STS-B-Context TSV whose single-pass Spearman chooses the best checkpoint.
-        sts_dev: STS-B TSV, also scored at each evaluation.
-        dev_select, shared_data, resume, overwrite: Which dev rows choose; the ``offline`` data folder; continue the
-            last checkpoint; train into a folder with files.
-        min_span, max_span, eval_max_span, unit, scale, in_batch_negatives: Spans and the SLICE loss.
-        distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
-            Span self-distillation.
-        passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
-        lora_r, lora_alpha, license: A LoRA adapter instead of every weight; the model card's licence.
+    """The SLICE settings of a run, beside the trainer's ``SentenceTransformerTrainingArguments``; both are read by
+    ``HfArgumentParser`` (``slice-st train``) and each field's ``--help`` text is in its metadata.
 
     Example:
-        >>> SliceArguments(distill_data=["offline:DATA"]).objectives
+        >>> SliceArguments(distill_data=["notes.txt"]).objectives
         ('distill',)
     """
 
     model: str | None = _option("base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"])
-    train_data: list[str] = _option("SLICE triplets: msmarco:PATH | offline[:DATA_DIR] | a saved datasets folder", [])
-    distill_data: list[str] = _option(
-        "unlabeled text for span self-distillation: offline[:DATA_DIR] | text/TSV/JSONL files | a passages folder", []
+    train_data: list[str] = _option(
+        "SLICE triplets: msmarco:PATH (a query/positive/negative TSV) | a datasets folder", []
     )
+    distill_data: list[str] = _option("unlabeled text for span self-distillation: text/TSV/JSONL files | a folder", [])
     dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
     sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
-    shared_data: str | None = _option("data folder of 'offline' sources given without :DIR")
+    dev_limit: int | None = _option("use the first N dev rows")
     resume: bool = _option("continue from the last complete checkpoint in the output folder", False)
     overwrite: bool = _option("train into an output folder that already has files", False)
     min_span: int = _option("shortest span, in units (training and the saved model)", 1)
     max_span: int = _option("longest span of the SLICE loss", 10)
     eval_max_span: int = _option("longest span of the evaluator and of the saved model", 20)
+    train_limit: int | None = _option("use the first N triplets")
     unit: Literal["word", "token"] = _option("span unit", "word")
     scale: float = _option("λ of SpanMaxCrossEntropyLoss", 30.0)
     in_batch_negatives: bool = _option("the other rows' passages are extra negatives (SLICE loss)", False)
+    teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
     distill_weight: float = _option("weight of the distillation loss (with both losses)", 1.0)
     distill_spans: int = _option("spans drawn per passage", 8)
     distill_max_span: int = _option("longest distilled span, in units", 12)
     distill_metric: Literal["cosine", "mse"] = _option("how span vectors are compared", "cosine")
+    distill_limit: int | None = _option("use at most N passages")
     distill_text_weight: float = _option("weight of the whole-text term", 1.0)
-    teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
     cache_teacher: bool = _option("precompute the teacher's span vectors once", False)
     passage_min_words: int = _option("shortest passage, in words", 20)
     passage_max_words: int = _option("longest passage, in words", 80)
-    train_limit: int | None = _option("use the first N triplets")
-    dev_limit: int | None = _option("use the first N dev rows")
-    distill_limit: int | None = _option("use at most N passages")
     max_seq_length: int | None = _option("the model's max_seq_length during training (default: keep)")
     lora_r: int = _option("rank of a LoRA adapter to train (0: every weight)", 0)
     lora_alpha: float | None = _option("LoRA alpha (default: 2 x lora_r)")
@@ -176,11 +124,9 @@ class SliceArguments:
         """Check every setting, with the trainer's ``args``, before anything is loaded (a clear error)."""
         if needs_train_data and not self.objectives:
             raise SpanInputError(
-                "no training data: give --train-data (msmarco:PATH, offline[:DIR], or a saved dataset folder) and/or "
-                "--distill-data (offline[:DIR], text/JSONL files, or a saved passages folder)."
+                "no training data: give --train-data (msmarco:PATH or a saved dataset folder) and/or "
+                "--distill-data (text/JSONL files, or a saved passages folder)."
             )
-        if not self.shared_data and "offline" in self.train_data + self.distill_data:
-            raise SpanInputError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
         for name, kind in get_type_hints(SliceArguments).items():
             if get_origin(kind) is Literal and getattr(self, name) not in get_args(kind):
                 raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
@@ -204,21 +150,14 @@ class SliceArguments:
 
 
 def training_arguments(preset: str | None = None, **values: Any):
-    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``, from one set of settings
-    named as ``slice-st train``'s options: :data:`TRAINING_DEFAULTS`, then the ``preset``'s, then ``values``.
-
-    Args:
-        preset: A name of :data:`PRESETS` (``None``: none).
-        values: Settings of either half, by field name (``output_dir``, ``max_steps``, ``distill_data``, …).
-
-    Returns:
-        ``(args, settings)`` for :func:`train`.
+    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``, from settings named as
+    ``slice-st train``'s options: :data:`TRAINING_DEFAULTS`, then the ``preset``'s (a name of :data:`PRESETS`), then
+    ``values``.
 
     Example:
-        >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["offline:DATA"])
+        >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["msmarco:t.tsv"])
         >>> args.max_steps, settings.objectives
         (200, ('slice',))
-        >>> train(args, settings)  # doctest: +SKIP
     """
     from sentence_transformers import SentenceTransformerTrainingArguments
     from transformers import HfArgumentParser
@@ -231,31 +170,33 @@ def training_arguments(preset: str | None = None, **values: Any):
 
 
 def load_training_data(settings: SliceArguments, seed: int):
-    """The training triplets: ``msmarco:PATH`` (TSV), ``offline`` (built from the shared data), or a ``datasets``
-    folder."""
+    """The training triplets, shuffled: ``msmarco:PATH`` (a query/positive/negative TSV) or ``datasets`` folders."""
     datasets = require("datasets", "train", "slice-st train")
 
-    from slice_st.data.triplets import offline_training_triplets, read_msmarco_triples
+    from slice_st.data.triplets import read_msmarco_triples
 
     parts = []
     for source in settings.train_data:
         if source.startswith("msmarco:"):
             parts.append(read_msmarco_triples(source.split(":", 1)[1]))
-        elif source == "offline" or source.startswith("offline:"):
-            data_dir = source.split(":", 1)[1] if ":" in source else settings.shared_data  # checked by check()
-            dev = os.path.join(data_dir, "stsbenchmark", "sts-dev.csv")
-            parts.append(offline_training_triplets(data_dir, dev_path=dev if os.path.exists(dev) else None, seed=seed))
         elif os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
         else:
-            raise FileNotFoundError(
-                f"training data {source!r}: not msmarco:PATH, offline[:DIR], or a saved dataset folder."
-            )
+            raise FileNotFoundError(f"training data {source!r}: not msmarco:PATH or a saved dataset folder.")
     dataset = datasets.concatenate_datasets([part.select_columns(["anchor", "positive", "negative"]) for part in parts])
-    dataset = dataset.shuffle(seed=seed)
-    if settings.train_limit is not None:
-        dataset = dataset.select(range(min(settings.train_limit, len(dataset))))
-    return dataset
+    return first_rows(dataset.shuffle(seed=seed), settings.train_limit)
+
+
+def first_rows(dataset, limit: int | None):
+    """The first ``limit`` rows of ``dataset`` (all with ``None``)."""
+    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
+
+
+def evaluation_files(settings: SliceArguments, *more: str | None) -> list[str]:
+    """The dev files (and ``more``) that exist: their sentences never enter training text."""
+    return list(
+        dict.fromkeys(path for path in (settings.dev, settings.sts_dev, *more) if path and os.path.exists(path))
+    )
 
 
 def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
@@ -263,13 +204,9 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
     asked."""
     from slice_st.data.passages import load_passages
 
-    folders = [settings.shared_data] + [s.split(":", 1)[1] for s in settings.distill_data if s.startswith("offline:")]
-    # Evaluation files whose sentences never enter training text: the dev sets and every data folder's STS-B dev.
-    excluded = [settings.dev, settings.sts_dev] + [os.path.join(f, "stsbenchmark", "sts-dev.csv") for f in folders if f]
     passages = load_passages(
         settings.distill_data,
-        shared_data=settings.shared_data,
-        exclude_paths=list(dict.fromkeys(path for path in excluded if path and os.path.exists(path))),
+        exclude_paths=evaluation_files(settings),
         min_words=settings.passage_min_words,
         max_words=settings.passage_max_words,
         seed=seed,
@@ -281,32 +218,19 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
 
 
 def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
-    from slice_st.losses.span_distillation import SpanDistillationLoss
-    from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
+    from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
+    spans = {"min_span": settings.min_span, "unit": settings.unit}
     losses: dict[str, Any] = {}
     if "slice" in objectives:
-        losses["slice"] = SpanMaxCrossEntropyLoss(
-            model,
-            scale=settings.scale,
-            min_span=settings.min_span,
-            max_span=settings.max_span,
-            unit=settings.unit,
-            in_batch_negatives=settings.in_batch_negatives,
-            gather_across_devices=settings.in_batch_negatives,
-        )
+        negatives = settings.in_batch_negatives
+        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives}
+        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, max_span=settings.max_span, **batch, **spans)
     if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
+        distill = {"max_span": settings.distill_max_span, "metric": settings.distill_metric, "seed": seed}
+        weights = {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight}
         losses["distill"] = SpanDistillationLoss(
-            model,
-            teacher=settings.teacher,
-            spans_per_text=settings.distill_spans,
-            min_span=settings.min_span,
-            max_span=settings.distill_max_span,
-            unit=settings.unit,
-            metric=settings.distill_metric,
-            text_weight=settings.distill_text_weight,
-            weight=settings.distill_weight,
-            seed=seed,
+            model, settings.teacher, settings.distill_spans, **distill, **weights, **spans
         )
     return losses
 
@@ -331,23 +255,13 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
     )
 
 
-def build_trainer(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None,
-                  hub_api=None):  # fmt: skip
-    """The ``SentenceTransformerTrainer`` of a run (model and data may be given directly).
+def build_trainer(
+    args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None
+):
+    """The ``SentenceTransformerTrainer`` of a run, not started (the arguments are :func:`train`'s).
 
-    With ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`;
-    ``hub_api`` replaces ``huggingface_hub.HfApi()`` there), then the trainer pushes by itself.
-
-    Args:
-        args: The trainer's ``SentenceTransformerTrainingArguments``.
-        settings: The run's :class:`SliceArguments` (default: all defaults).
-        model: A ``SentenceTransformer`` (``None``: ``settings.model``).
-        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``settings``' data.
-        callbacks: Extra ``transformers`` trainer callbacks.
-        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
-
-    Returns:
-        A ``SentenceTransformerTrainer``, not started.
+    With ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`), then the
+    trainer pushes by itself.
     """
     from sentence_transformers import SentenceTransformerTrainer
 
@@ -416,13 +330,11 @@ def _add_lora(model, rank: int, alpha: float | None) -> None:
 
 def save_adapter(model, path: str) -> str:
     """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
-    import json as _json
-
     transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
     transformer.save_pretrained(path)
     config_path = os.path.join(path, "adapter_config.json")
     with open(config_path, encoding="utf-8") as handle:
-        adapter_config = _json.load(handle)
+        adapter_config = json.load(handle)
     base = adapter_config.get("base_model_name_or_path") or ""
     if os.path.isabs(base):  # no local paths in what may be published
         from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
@@ -430,7 +342,7 @@ def save_adapter(model, path: str) -> str:
         same = os.path.isdir(base) and os.path.samefile(base, default_model_path())
         adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME if same else os.path.basename(base.rstrip("/"))
         with open(config_path, "w", encoding="utf-8") as handle:
-            _json.dump(adapter_config, handle, indent=2, sort_keys=True)
+            json.dump(adapter_config, handle, indent=2, sort_keys=True)
     return path
 
 
@@ -459,13 +371,9 @@ def sts_evaluator(path: str, name: str = "sts-dev"):
     from slice_st.data.stsb import read_stsb
 
     sts = read_stsb(path)
-    return EmbeddingSimilarityEvaluator(
-        list(sts["sentence1"]),
-        list(sts["sentence2"]),
-        [score / 5 for score in sts["score"]],
-        name=name,
-        write_csv=False,
-    )
+    scores = [score / 5 for score in sts["score"]]
+    pairs = list(sts["sentence1"]), list(sts["sentence2"])
+    return EmbeddingSimilarityEvaluator(*pairs, scores, name=name, write_csv=False)
 
 
 def _dev_evaluator(settings: SliceArguments):
@@ -477,18 +385,9 @@ def _dev_evaluator(settings: SliceArguments):
         dev = read_stsb_context(settings.dev)
         if settings.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
-        if settings.dev_limit is not None:
-            dev = dev.select(range(min(settings.dev_limit, len(dev))))
-        evaluators.append(
-            SpanRetrievalEvaluator.from_dataset(
-                dev,
-                setups=("single",),
-                min_span=settings.min_span,
-                max_span=settings.eval_max_span,
-                unit=settings.unit,
-                name="dev",
-            )
-        )
+        spans = {"min_span": settings.min_span, "max_span": settings.eval_max_span, "unit": settings.unit}
+        dev = first_rows(dev, settings.dev_limit)
+        evaluators.append(SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans))
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
     if not evaluators:
@@ -503,22 +402,8 @@ def _dev_evaluator(settings: SliceArguments):
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
     """Check, before any work, that a run may write into ``output_dir``; returns it.
 
-    A new or empty folder is fine. A folder with files in it (an earlier run's ``checkpoint-*`` and
-    ``final/``, or anything else) is refused unless ``resume`` (continue that run) or ``overwrite``
-    (the trainer may then replace and rotate what is there). A symbolic link (even with ``resume``), a
-    file, a path under a file or an unwritable parent is a :class:`slice_st.errors.FileAccessError` too.
-
-    Args:
-        output_dir: The run's folder (``slice-st train -o``).
-        resume: The run continues from its last checkpoint (``--resume``).
-        overwrite: Write into a folder that has files in it (``--overwrite``).
-
-    Returns:
-        ``output_dir``.
-
-    Example:
-        >>> check_train_output("runs/new-run")  # doctest: +SKIP
-        'runs/new-run'
+    A new or empty folder is fine; one with files is refused (:class:`slice_st.errors.FileAccessError`) unless
+    ``resume`` (continue that run) or ``overwrite``; so are a symbolic link, a file and an unwritable place.
     """
     from slice_st.errors import FileAccessError
     from slice_st.text import check_creatable, check_not_link
@@ -542,10 +427,9 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
 def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
     """Train, save the final (best) model to ``args.output_dir/final`` and return the model.
 
-    The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite`` (see
-    :func:`check_train_output`). With ``args.push_to_hub`` the Hub access is checked before anything else
-    (``hub_api`` replaces ``huggingface_hub.HfApi()`` for that check); the trainer pushes on its ``hub_strategy``
-    and, at the end, ``trainer.push_to_hub()`` uploads the final model with its card.
+    The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite``. With
+    ``args.push_to_hub`` the Hub access is checked before anything else; the trainer pushes on its ``hub_strategy``
+    and, at the end, the final model with its card.
 
     Args:
         args: The trainer's ``SentenceTransformerTrainingArguments``.
@@ -559,9 +443,8 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
         The trained (best) model, also saved to ``output_dir/final``.
 
     Example:
-        >>> from sentence_transformers import SentenceTransformerTrainingArguments
-        >>> args = SentenceTransformerTrainingArguments("runs/distill", max_steps=100)  # doctest: +SKIP
-        >>> train(args, SliceArguments(distill_data=["offline:DATA"]))  # doctest: +SKIP
+        >>> args, settings = training_arguments(output_dir="runs/mine", distill_data=["notes.txt"])
+        >>> train(args, settings)  # doctest: +SKIP
     """
     settings = settings or SliceArguments()
     if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
@@ -645,27 +528,25 @@ RESUMED_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.p
 def check_checkpoint_state(checkpoint: str) -> None:
     """Check that the optimizer, scheduler, scaler and RNG states of ``checkpoint`` load as plain tensor data.
 
-    Each file is read as the trainer reads it on resume (``torch.load(weights_only=True)``: a pickle that would
-    run code is refused, never executed), so a damaged or foreign file is one clear error before training
-    starts instead of a traceback in the middle of ``Trainer.train``. (``training_args.bin`` is not read on resume.)
-
-    Args:
-        checkpoint: a ``checkpoint-N`` folder.
-
-    Raises:
-        ValueError: naming the file, its checkpoint and what to do.
-
-    Example:
-        >>> check_checkpoint_state("runs/slice/checkpoint-200")  # doctest: +SKIP
+    Each file is read as the trainer reads it on resume (``torch.load(weights_only=True)``: a pickle that would run
+    code is refused, never executed), so a damaged file is a ``ValueError`` naming it before training starts.
     """
     import glob
     import pickle
 
     import torch
-    from transformers.trainer_pt_utils import (
-        safe_globals,
-    )  # the numpy types rng_state.pth holds, as the trainer allows them
+    from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
+    unreadable = (
+        pickle.UnpicklingError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+        OSError,
+        AttributeError,
+        TypeError,
+        KeyError,
+    )
     names = [name for name in RESUMED_STATE_FILES if os.path.exists(os.path.join(checkpoint, name))]
     names += sorted(
         os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth"))
@@ -675,16 +556,7 @@ def check_checkpoint_state(checkpoint: str) -> None:
         try:
             with safe_globals():
                 torch.load(path, map_location="cpu", weights_only=True)
-        except (
-            pickle.UnpicklingError,
-            EOFError,
-            RuntimeError,
-            ValueError,
-            OSError,
-            AttributeError,
-            TypeError,
-            KeyError,
-        ) as error:
+        except unreadable as error:
             why = " ".join(str(error).split())[:200] or type(error).__name__
             raise ValueError(
                 f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "

@@ -36,7 +36,7 @@ def _error_line(capsys, argv, code=2) -> str:
 
 def test_every_command_has_quiet_and_no_progress():
     commands = list(_leaf_commands(build_parser()))
-    assert len(commands) >= 15  # mine, index ×8, serve, train, make-passages, make-context, mteb run, export
+    assert len(commands) >= 14  # mine, index ×8, serve, train, make-passages, mteb run, export
     for name, parser in commands:
         options = {option for action in parser._actions for option in action.option_strings}
         assert {"--quiet", "--no-progress"} <= options, " ".join(name)
@@ -78,11 +78,9 @@ def test_an_argument_error_is_one_line_with_a_did_you_mean(capsys):
 def test_library_errors_are_one_line(capsys, tmp_path):
     line = _error_line(capsys, ["mine", "-q", "x", str(tmp_path / "missing.txt")])
     assert line == f"slice-st: error: input file not found: {tmp_path / 'missing.txt'}"
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("not\ta\tcontext\tfile\n")
-    assert _error_line(capsys, ["make-context", str(bad), "-o", str(tmp_path / "out.tsv")]).startswith(
-        "slice-st: error: "
-    )
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok"}\n{broken\n')
+    assert _error_line(capsys, ["make-passages", str(bad), "-o", str(tmp_path / "out")]).startswith("slice-st: error: ")
 
 
 def test_missing_extra_is_one_line(capsys, monkeypatch):

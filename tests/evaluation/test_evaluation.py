@@ -1,4 +1,4 @@
-"""SpanRetrievalEvaluator and the three setups (slice_st.evaluation)."""
+"""SpanRetrievalEvaluator and its two setups (slice_st.evaluation)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 import slice_st
-from slice_st.evaluation import SpanRetrievalEvaluator, score_full, score_ngram, score_single
-from slice_st.evaluation.setups import ngram_offsets
+from slice_st.evaluation import SpanRetrievalEvaluator, score_full, score_single
 
 PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
 PASSAGES = [
@@ -21,40 +20,6 @@ PASSAGES = [
     "Snow fell. Children are playing soccer in the park. The café closed.",
 ]
 GOLD = [4.8, 1.0, 3.9, 4.2, 4.0]
-
-
-def test_ngram_offsets_match_the_span_core(tiny_model):
-    for unit in ("word", "token"):
-        offsets = ngram_offsets(tiny_model.tokenizer, PASSAGES, 1, 4, unit)
-        for text, rows in zip(PASSAGES, offsets):
-            expected = slice_st.encode_spans(tiny_model, text, max_span=4, unit=unit).offsets
-            assert rows.tolist() == expected.tolist()
-
-
-def test_ngram_setup_encodes_every_ngram_on_its_own(tiny_model, monkeypatch):
-    seen: list[str] = []
-    original = type(tiny_model).encode
-
-    def counting_encode(self, inputs, *args, **kwargs):
-        seen.extend(inputs if isinstance(inputs, list) else [inputs])
-        return original(self, inputs, *args, **kwargs)
-
-    monkeypatch.setattr(type(tiny_model), "encode", counting_encode)
-    result = score_ngram(tiny_model, PHRASES[:2], PASSAGES[:2], max_span=3, batch_size=16)
-    monkeypatch.undo()
-    ngrams = [
-        text[s:e]
-        for text, rows in zip(PASSAGES[:2], ngram_offsets(tiny_model.tokenizer, PASSAGES[:2], 1, 3))
-        for s, e in rows
-    ]
-    assert set(ngrams) <= set(seen)  # every n-gram was an input of its own
-    for i in range(2):  # the score is the cosine of the best n-gram's own embedding
-        start, end = result.spans[i]
-        vectors = tiny_model.encode([PHRASES[i], PASSAGES[i][start:end]] + ngrams, convert_to_numpy=True)
-        cos = vectors[2:] @ vectors[0] / (np.linalg.norm(vectors[2:], axis=1) * np.linalg.norm(vectors[0]))
-        own = [k for k, text in enumerate(ngrams) if text in PASSAGES[i]]
-        assert result.scores[i] == pytest.approx(cos[own].max(), abs=1e-5)
-        assert result.scores[i] == pytest.approx(float(cos[ngrams.index(PASSAGES[i][start:end])]), abs=1e-5)
 
 
 def test_single_setup_is_best_spans_paired(tiny_model):
@@ -75,7 +40,7 @@ def test_evaluator_metrics_files_and_model_card(tiny_model, tmp_path):
     evaluator = SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD, max_span=4, name="ctx", write_predictions=True)
     assert isinstance(evaluator, BaseEvaluator)
     metrics = evaluator(tiny_model, output_path=str(tmp_path), epoch=1, steps=10)
-    expected = {f"ctx_{s}_{m}" for s in ("full", "ngram", "single") for m in ("pearson", "spearman")}
+    expected = {f"ctx_{s}_{m}" for s in ("full", "single") for m in ("pearson", "spearman")}
     assert set(metrics) == expected
     assert evaluator.primary_metric == "ctx_single_spearman"
     assert all(-1 <= value <= 1 for value in metrics.values())
@@ -84,7 +49,7 @@ def test_evaluator_metrics_files_and_model_card(tiny_model, tmp_path):
     assert rows[0][:4] == ["epoch", "steps", "full_pearson", "full_spearman"] and rows[1][:2] == ["1", "10"]
     with open(tmp_path / "span_retrieval_predictions_ctx.csv") as handle:
         predictions = list(csv.DictReader(handle))
-    assert len(predictions) == 3 * len(PHRASES)
+    assert len(predictions) == 2 * len(PHRASES)
     for row in predictions:
         if row["setup"] != "full":
             passage = PASSAGES[int(row["pair"])]

@@ -494,3 +494,28 @@ def test_a_slice_minilm_folder_in_the_cwd_is_not_an_indexs_model(tmp_path, monke
     assert (
         slice_st.load_model("slice-minilm").get_embedding_dimension() == 32
     )  # a bare name still means the folder here
+
+
+def test_saved_format_is_pinned(index_dir):
+    """The files, manifest fields and array types an index writes: indexes saved by earlier versions load only while
+    these stay the same (change them only with a new INDEX_FORMAT_VERSION)."""
+    import numpy as np
+
+    from slice_st.index.storage import MANIFEST
+
+    manifest = json.loads((index_dir / MANIFEST).read_text())
+    assert manifest["format_version"] == 2
+    assert set(manifest) >= {"data", "generation", "model_fingerprint", "span_config", "dtype", "units", "documents"}
+    assert set(manifest) >= {"files", "samples", "model_name", "model_path", "array_bytes", "calibration", "candidates"}
+    data = index_dir / manifest["data"]
+    arrays = ["unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit"]
+    arrays.append("text_offsets")
+    expected = {f"{name}.npy" for name in arrays} | {"texts.bin", "doc_ids.json", "settings.json"}
+    assert set(manifest["files"]) == expected and set(manifest["samples"]) == set(arrays)
+    assert set(os.listdir(data)) == expected | {".slice-st-data"}
+    dtypes = {name: np.load(data / f"{name}.npy").dtype.str for name in arrays}
+    assert dtypes == {"unit_vectors": "<f4", "unit_chars": "<i4", "span_norms": "<f4"} | {
+        name: "<i8" for name in ("segment_units", "segment_docs", "segment_first_unit", "text_offsets")
+    }
+    assert set(json.loads((data / "settings.json").read_text())) == {"span_config", "dtype", "model_fingerprint"}
+    assert json.loads((data / "doc_ids.json").read_text())[0].endswith("a.txt:1")

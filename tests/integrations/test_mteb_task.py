@@ -10,6 +10,7 @@ import pytest
 
 mteb = pytest.importorskip("mteb")
 
+from research.context import main as make_context_main  # noqa: E402
 from slice_st.cli import main  # noqa: E402
 from slice_st.integrations.mteb import DATA_ENV, SPLIT, STSBContext, mteb_model  # noqa: E402
 
@@ -41,7 +42,7 @@ def test_make_context_output_is_described_as_glued_sentences(tmp_path, capsys):
         "".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows))
     )
     out = tmp_path / "dev.tsv"
-    assert main(["make-context", str(stsb), "-o", str(out), "--words", "12", "--quiet"]) == 0
+    assert make_context_main([str(stsb), "-o", str(out), "--words", "12"]) == 0
     meta = STSBContext(out).metadata
     assert (
         meta.sample_creation == "created"

@@ -15,7 +15,7 @@ from slice_st.config import enable_span_features
 from slice_st.data.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
 from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
-from slice_st.training import PRESETS, SliceArguments, train, training_arguments
+from slice_st.training import SliceArguments, train, training_arguments
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DEV = str(FIXTURES / "stsb_context_sample.tsv")
@@ -310,19 +310,18 @@ def test_training_with_distillation_alone_and_mixed(
     assert model is not None
 
 
-def test_distillation_presets_and_cli_args(monkeypatch):
+def test_distillation_cli_args_and_checks(monkeypatch, passages_dir, triplets_dir):
     import slice_st.training.trainer as trainer_module
     from slice_st.cli import main
 
     runs = []
     monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
-    assert main(["train", "-o", "x", "--preset", "cpu-minilm-both", "--distill-weight", "0.5", "--cache-teacher"]) == 0
+    argv = ["train", "-o", "x", "--train-data", triplets_dir, "--distill-data", passages_dir, "--distill-weight", "0.5"]
+    assert main([*argv, "--cache-teacher", "--multi-dataset-batch-sampler", "proportional"]) == 0
     args, config = runs[0]
     assert config.objectives == ("slice", "distill")
     assert config.distill_weight == 0.5 and config.cache_teacher
-    assert (
-        args.max_steps == PRESETS["cpu-minilm-both"]["max_steps"] and args.multi_dataset_batch_sampler == "proportional"
-    )
+    assert args.multi_dataset_batch_sampler == "proportional"
     with pytest.raises(ValueError, match="MultiDatasetBatchSamplers"):
         training_arguments(output_dir="x", distill_data=["x"], multi_dataset_batch_sampler="zigzag")
     with pytest.raises(ValueError, match="distill-data"):
@@ -368,17 +367,12 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     )  # the adapter changed something
 
 
-def test_dev_select_lora_and_offline_data_are_checked(tmp_path, tiny_model_dir):
+def test_dev_select_and_lora_are_checked(tmp_path):
     args = training_arguments(output_dir=str(tmp_path))[0]
     with pytest.raises(ValueError, match="dev_select"):
         SliceArguments(distill_data=["x"], dev_select="half").check(args)
     with pytest.raises(ValueError, match="lora_r"):
         SliceArguments(distill_data=["x"], lora_r=-1).check(args)
-    # ``offline`` without a data folder: a clear error, never a guessed path next to the working directory
-    for data in ({"train_data": ["offline"]}, {"distill_data": ["offline"]}):
-        with pytest.raises(ValueError, match="offline:DIR or --shared-data"):
-            train(*training_arguments(output_dir=str(tmp_path / "run"), model=tiny_model_dir, max_steps=1, **data))
-    SliceArguments(distill_data=["offline"], shared_data=str(tmp_path)).check(args)
 
 
 def test_experiment_fields_and_options_are_gone():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import slice_st
 from research.baselines import (
     BM25System,
     DensePhrasesSystem,
@@ -16,9 +17,10 @@ from research.baselines import (
     SentenceTransformerSystem,
     glove_tokenize,
     make_system,
+    ngram_offsets,
+    score_ngram,
 )
 from research.table import bar_chart, localisation_table, main, markdown_table, run_table, table_metrics
-from slice_st.evaluation.setups import ngram_offsets
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DATA_SAMPLE = str(FIXTURES / "stsb_context_sample.tsv")
@@ -201,3 +203,44 @@ def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
     assert make_system("default@max-cosine").scorer.name == "max-cosine"
     assert make_system("default").scorer.name == "reranked"
     assert "[max-cosine]" in make_system("default@max-cosine").name
+
+
+PHRASES = ["a man plays guitar", "a dog runs"]
+NGRAM_PASSAGES = [
+    "Late again. A man is playing a guitar on stage. The crowd cheered.",
+    "It rained all day. A cat sleeps on the sofa, don't wake it. Nobody came.",
+]
+
+
+def test_ngram_offsets_match_the_span_core(tiny_model):
+    for unit in ("word", "token"):
+        offsets = ngram_offsets(tiny_model.tokenizer, NGRAM_PASSAGES, 1, 4, unit)
+        for text, rows in zip(NGRAM_PASSAGES, offsets):
+            expected = slice_st.encode_spans(tiny_model, text, max_span=4, unit=unit).offsets
+            assert rows.tolist() == expected.tolist()
+
+
+def test_ngram_setup_encodes_every_ngram_on_its_own(tiny_model, monkeypatch):
+    seen: list[str] = []
+    original = type(tiny_model).encode
+
+    def counting_encode(self, inputs, *args, **kwargs):
+        seen.extend(inputs if isinstance(inputs, list) else [inputs])
+        return original(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(type(tiny_model), "encode", counting_encode)
+    result = score_ngram(tiny_model, PHRASES[:2], NGRAM_PASSAGES, max_span=3, batch_size=16)
+    monkeypatch.undo()
+    ngrams = [
+        text[s:e]
+        for text, rows in zip(NGRAM_PASSAGES, ngram_offsets(tiny_model.tokenizer, NGRAM_PASSAGES, 1, 3))
+        for s, e in rows
+    ]
+    assert set(ngrams) <= set(seen)  # every n-gram was an input of its own
+    for i in range(2):  # the score is the cosine of the best n-gram's own embedding
+        start, end = result.spans[i]
+        vectors = tiny_model.encode([PHRASES[i], NGRAM_PASSAGES[i][start:end]] + ngrams, convert_to_numpy=True)
+        cos = vectors[2:] @ vectors[0] / (np.linalg.norm(vectors[2:], axis=1) * np.linalg.norm(vectors[0]))
+        own = [k for k, text in enumerate(ngrams) if text in NGRAM_PASSAGES[i]]
+        assert result.scores[i] == pytest.approx(cos[own].max(), abs=1e-5)
+        assert result.scores[i] == pytest.approx(float(cos[ngrams.index(NGRAM_PASSAGES[i][start:end])]), abs=1e-5)

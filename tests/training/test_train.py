@@ -290,14 +290,13 @@ def test_cli_arguments_are_the_preset_then_the_options(monkeypatch):
 
     runs = []
     monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
-    argv = ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "offline", "--max-steps", "7"]
+    argv = ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "msmarco:t.tsv", "--max-steps", "7"]
     assert main(argv) == 0
     args, settings = runs[0]
-    assert (
-        args.max_steps == 7 and args.per_device_train_batch_size == PRESETS["cpu-minilm"]["per_device_train_batch_size"]
-    )
-    assert settings.train_data == ["offline"] and settings.max_span == PRESETS["cpu-minilm"]["max_span"]
-    assert args.output_dir == "out" and args.learning_rate == PRESETS["cpu-minilm"]["learning_rate"]
+    preset = PRESETS["cpu-minilm"]
+    assert args.max_steps == 7 and args.per_device_train_batch_size == preset["per_device_train_batch_size"]
+    assert settings.train_data == ["msmarco:t.tsv"] and settings.train_limit == preset["train_limit"]
+    assert args.output_dir == "out" and args.learning_rate == 2e-5
 
 
 def test_bad_config_is_a_clear_error(tmp_path, tiny_model_dir, triplets_dir):
@@ -426,40 +425,6 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
 
     model = SentenceTransformer(str(output / "final"))
     assert model.best_spans(["a dog runs"], ["In the park two dogs were running."])[0][0]
-
-
-SHARED = ROOT.parent / "shared" / "data"
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not SHARED.exists(), reason="needs the shared data sets next to the repository")
-def test_real_minilm_trains_on_offline_triplets(tmp_path):
-    """all-MiniLM-L6-v2, 20 steps on triplets built from the shared data: finite loss, a loadable checkpoint."""
-    from sentence_transformers import SentenceTransformer
-
-    from slice_st.data.triplets import offline_training_triplets
-
-    triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
-    assert len(triplets) == 200
-    config = training_arguments(
-        output_dir=str(tmp_path / "run"),
-        dev=DEV,
-        max_steps=20,
-        per_device_train_batch_size=8,
-        eval_steps=10,
-        save_steps=20,
-        logging_steps=5,
-        max_seq_length=128,
-    )
-    train(*config, train_dataset=triplets)
-    state = json.loads((tmp_path / "run" / "checkpoint-20" / "trainer_state.json").read_text())
-    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
-    assert losses and all(loss == loss and loss < 10 for loss in losses)
-    model = SentenceTransformer(str(tmp_path / "run" / "final"))
-    best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][
-        0
-    ]
-    assert "guitar" in best.span and best.score > 0.5
 
 
 def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):

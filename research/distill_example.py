@@ -1,9 +1,9 @@
 """Span self-distillation with the plain sentence-transformers API: SLICE triplets and unlabeled passages, two losses.
 
-    python examples/distill_spans.py --shared-data ../shared/data --steps 20 -o runs/distill-example
+    python -m research.distill_example --shared-data ../shared/data --steps 20 -o runs/distill-example
 
 `slice-st train --distill-data ... [--train-data ...]` does the same with checkpoints, a dev evaluator
-and presets; this script shows the pieces: a passages set from :func:`slice_st.data.passages.offline_passages`
+and presets; this script shows the pieces: a passages set from :func:`research.offline_data.offline_passages`
 (or any texts through :func:`slice_st.data.passages.cut_passages`), :class:`slice_st.SpanDistillationLoss`
 (teacher = a frozen copy of the base model), and sentence-transformers' multi-dataset training.
 """
@@ -14,8 +14,7 @@ from datasets import DatasetDict
 from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
 import slice_st
-from slice_st.data.passages import offline_passages
-from slice_st.data.triplets import offline_training_triplets
+from research.offline_data import offline_passages, offline_training_triplets
 
 
 def main() -> None:

@@ -1,0 +1,30 @@
+"""What the SLICE losses share: the sentence-transformers loss protocol (config dict, citation) and unit boundaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from slice_st.card import SLICE_CITATION
+from slice_st.tokens import unit_boundaries
+
+
+class SliceLoss(nn.Module):
+    """A SLICE loss: ``get_config_dict`` lists the attributes named in ``config_keys``; ``citation`` is the paper's."""
+
+    config_keys: tuple[str, ...] = ()
+
+    def get_config_dict(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.config_keys}
+
+    @property
+    def citation(self) -> str:
+        return SLICE_CITATION
+
+
+def batch_units(features: dict[str, Any], unit: str):
+    """The unit boundaries (:func:`slice_st.tokens.unit_boundaries`) of a tokenized batch or a forward pass."""
+    return unit_boundaries(
+        features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
+    )
