@@ -18,6 +18,7 @@ def _id(value) -> str:
     """A test id that is the same in every pytest-xdist worker (an object's repr holds its address)."""
     return type(value).__name__ if type(value) is object else repr(value)
 
+
 BAD_SETTINGS = [
     dict(min_span=0),
     dict(min_span=-1),
