@@ -717,6 +717,7 @@ class SpanMatch:
     similarity: float | None = None
 
 
+@dataclass(eq=False, repr=False)
 class SpanSearchResult(Sequence):
     """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
 
@@ -734,28 +735,23 @@ class SpanSearchResult(Sequence):
         skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
     """
 
-    def __init__(
-        self,
-        queries: list[str],
-        texts: list[str],
-        scores,
-        starts,
-        ends,
-        unit_starts,
-        unit_ends,
-        similarity_fn_name: str = "cosine",
-        similarities=None,
-        scorer: str = "max-cosine",
-        skipped: list[tuple[int, str]] | None = None,
-    ):
-        self.queries, self.texts = queries, texts
-        #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
-        self.skipped = list(skipped or [])
-        self.scores, self.starts, self.ends = scores, starts, ends
-        self.unit_starts, self.unit_ends = unit_starts, unit_ends
-        self.similarity_fn_name = similarity_fn_name
-        self.similarities = scores if similarities is None else similarities
-        self.scorer = scorer
+    queries: list[str]
+    texts: list[str]
+    scores: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    unit_starts: np.ndarray
+    unit_ends: np.ndarray
+    similarity_fn_name: str = "cosine"
+    similarities: np.ndarray | None = None
+    scorer: str = "max-cosine"
+    #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
+    skipped: list[tuple[int, str]] | None = None
+
+    def __post_init__(self) -> None:
+        self.skipped = list(self.skipped or [])
+        if self.similarities is None:
+            self.similarities = self.scores
 
     def __len__(self) -> int:
         return len(self.queries)
