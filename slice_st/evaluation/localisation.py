@@ -34,6 +34,13 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
 def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:
     """The word range ``[first, end)`` of ``paraphrase`` in ``passage``, up to case and punctuation, or ``None``.
 
+    Args:
+        passage: The passage.
+        paraphrase: The phrase to find, up to case and punctuation.
+
+    Returns:
+        The first matching run of words, or ``None`` when the passage does not hold it.
+
     Example:
         >>> locate_paraphrase("Look: a man is slicing a bun, slowly.", "A man is slicing a bun.")
         (1, 7)

@@ -70,6 +70,16 @@ def score_full(
 ) -> SetupResult:
     """Full-context setup: cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        batch_size: Batch size of ``model.encode``.
+        show_progress_bar: Show a progress bar.
+
+    Returns:
+        A :class:`SetupResult` with one cosine per pair.
+
     Example:
         >>> from slice_st import load_model
         >>> result = score_full(load_model(), ["a dog"], ["A puppy slept on the porch."])
@@ -108,6 +118,20 @@ def score_single(
     The arguments are :func:`slice_st.encode.best_spans_paired`'s, which scores; ``scorer`` decides the best span
     and gives its score (``"max-cosine"`` is the paper's protocol). ``extra["similarities"]`` lists the best spans'
     plain cosines.
+
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        batch_size: Batch size of the forward passes.
+        show_progress_bar: Show a progress bar (``None``: for long inputs).
+        scorer: Which span wins and its score (``None``: the default scorer).
+
+    Returns:
+        A :class:`SetupResult` with the best span's score and span per pair.
 
     Example:
         >>> from slice_st import load_model
