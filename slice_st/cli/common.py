@@ -184,7 +184,7 @@ def add_query_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"how the best span is chosen: 'reranked' (a learned re-ranker over the 'phrase' scorer's top "
         "candidates), 'phrase' (the cosine less small costs for clipped phrases) or 'max-cosine' (the paper's "
-        f"protocol) (default {DEFAULT_SCORER} over FILEs, 'phrase' with an index, which does not re-rank)",
+        f"protocol) (default {DEFAULT_SCORER})",
     )
     parser.add_argument("--overlap", action="store_true", help="also show spans overlapping a better one")
     add_format_argument(parser)

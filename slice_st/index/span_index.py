@@ -58,6 +58,7 @@ from slice_st.index.search import (
     index_unit_flags,
     query_list,
     ranked,
+    rerank_matches,
     search_scorer,
     span_costs_for,
 )
@@ -688,7 +689,7 @@ class SpanIndex:
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
-        return ranked(
+        found = ranked(
             scan,
             self._matches,
             vectors,
@@ -700,6 +701,7 @@ class SpanIndex:
             locate=self._locate,
             overlap=overlap,
         )
+        return rerank_matches(self, found, query_texts, vectors, scorer, wanted, overlap, threshold)
 
     def _check_approximate(self, approximate: bool) -> None:
         if approximate and self._candidates is None:
