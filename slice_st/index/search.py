@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import warnings
 import weakref
 from collections import Counter
@@ -484,7 +483,7 @@ def _segments(store, doc: int) -> list[_Segment]:
 
 
 #: Segments re-ranked in one batch.
-RERANK_ROWS = 64
+RERANK_ROWS = 256
 
 
 def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
@@ -492,20 +491,18 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
     unit in the document, first and end character."""
     segments: dict[int, list[_Segment]] = {}
     rows = []
-    for (query, doc_index), count in counts.items():
+    for query, doc_index in counts:
         if doc_index not in segments:
             segments[doc_index] = [s for s in _segments(*document_store(index, doc_index)) if len(s.vectors)]
-        rows += [((query, doc_index), count, segment) for segment in segments[doc_index]]
+        rows += [((query, doc_index), segment) for segment in segments[doc_index]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
-    rows.sort(key=lambda row: row[1])  # one top_k per batch; stable: a document's segments stay in order
-    for top_k, group in itertools.groupby(rows, key=lambda row: row[1]):
-        group = list(group)
-        for lo in range(0, len(group), RERANK_ROWS):
-            batch = group[lo : lo + RERANK_ROWS]
-            rerank_rows = [segment for _, _, segment in batch], [cell[0] for cell, _, _ in batch]
-            found = _rerank_rows(*rerank_rows, top_k, rerank, scorer, vectors, profiles, config, overlap)
-            for (cell, _, _), picked in zip(batch, found):
-                parts[cell].append(picked)
+    top_k = max(counts.values(), default=1)  # a row's first n picks are its picks for top_k=n (Rerank.best)
+    for lo in range(0, len(rows), RERANK_ROWS):
+        batch = rows[lo : lo + RERANK_ROWS]
+        pieces, query_of = [segment for _, segment in batch], [cell[0] for cell, _ in batch]
+        found = _rerank_rows(pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap)
+        for (cell, _), picked in zip(batch, found):
+            parts[cell].append(picked[: counts[cell]])
     return {cell: _merge_segments(found, counts[cell], overlap) for cell, found in parts.items()}
 
 
