@@ -1,17 +1,11 @@
-"""The learned re-ranker of the span scorer: a linear model over a few features of the scorer's top candidates.
+"""The learned re-ranker of the default scorer: a linear model over features of the ``"phrase"`` scorer's top
+candidates, shipped as JSON (``slice_st/pretrained/rerank/``) with its provenance.
 
-The ``"phrase"`` scorer's best span is often a clipped or stretched piece of the phrase a user wants, while the
-phrase itself is among its top candidates (overlaps allowed). The re-ranker scores each of a text's top ``k``
-candidates from what the single pass already has: the cosine and the scorer's score and costs, the rank, how the
-cosine and score change when the span grows or shrinks by one unit on either side (a local peak?), the boundary
-units' word classes, the words shared with the query, the position in the text. The candidate with the highest
-re-ranker score is the text's best span (a query shorter than any the model was trained on keeps the scorer's
-choice); its reported score stays the scorer's score (so texts are still ranked
-by it).
-
-The model is a softmax over a text's candidates (a conditional logit): one weight per feature, shipped as JSON
-(``slice_st/pretrained/rerank/``) with its provenance. Features are computed for many (text, query) rows at once,
-as ``(N, k)`` arrays; the word lists are English, like the scorer's.
+The features come from what the single pass already has (cosine, score and costs, rank, one-unit moves, boundary
+word classes, words shared with the query, position), for many (text, query) rows at once as ``(N, k)`` arrays. The
+candidate with the highest re-ranker score is the text's best span (a query shorter than any the model was trained
+on keeps the scorer's order); its score stays the scorer's. ``Rerank.best`` is the one path ``best_spans`` (windows
+of texts) and an index (stored segments) pick spans through.
 """
 
 from __future__ import annotations
@@ -37,18 +31,13 @@ from slice_st.scoring import (
     SENTENCE_END,
     START_WORD,
     SpanScorer,
+    query_words,
+    word,
 )
 from slice_st.spans import BestSpans, span_cosines
 
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
-
-_NOT_WORD = re.compile(r"[^\w]+")
-
-
-def word(unit: str) -> str:
-    """A unit's word: lowercased, punctuation stripped (``""`` for a unit with no letter or digit)."""
-    return _NOT_WORD.sub("", unit.lower())
 
 
 @dataclass(frozen=True)
@@ -132,11 +121,6 @@ def query_word_ids(queries: Sequence[str]) -> np.ndarray:
     return out
 
 
-def query_words(query: str) -> list[str]:
-    """The query's words (lowercased, punctuation stripped)."""
-    return [w for w in (word(unit) for unit in query.split()) if w]
-
-
 def query_edges(queries: Sequence[str]) -> np.ndarray:
     """``(Q, 2)`` ids of each query's first and last word (``-2``: no word)."""
     out = np.full((len(queries), 2), -2, np.int64)
@@ -167,21 +151,18 @@ def candidate_features(
     queries: np.ndarray,
     edges: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """The re-ranker's features of ``N`` (row, query) pairs' ``k`` candidates, best (by the scorer) first.
+    """The re-ranker's features (name → ``(N, k)`` float64) of ``N`` (row, query) pairs' ``k`` candidates, best (by
+    the scorer) first.
 
     Args:
         cosines, scores: ``(N, k)`` candidates' cosines and scorer's scores (``-inf``: no candidate).
         moved_cosines, moved_scores: ``(4, N, k)`` the same for each of :data:`MOVES` (``nan``: no such span).
-        starts, ends: ``(N, k)`` candidates' units ``[start, end)`` in their row.
-        num_units: ``(N,)`` units of each pair's row.
+        starts, ends, num_units: ``(N, k)`` candidates' units ``[start, end)`` in their row; ``(N,)`` its units.
         flags: ``(N, U)`` unit flags of each pair's row (:func:`slice_st.scoring.unit_flags`).
         profiles: ``(N, 5)`` each pair's query profile (:func:`slice_st.scoring.query_profiles`).
-        units: The rows' :class:`UnitWords`; ``rows`` ``(N,)`` each pair's row in it.
-        queries: ``(N, J)`` each pair's query word ids (:func:`query_word_ids`).
-        edges: ``(N, 2)`` each pair's query's first and last word ids (:func:`query_edges`).
-
-    Returns:
-        Feature name → ``(N, k)`` float64 values.
+        units, rows: The rows' :class:`UnitWords`, and ``(N,)`` each pair's row in it.
+        queries, edges: ``(N, J)`` each pair's query word ids (:func:`query_word_ids`), ``(N, 2)`` its first and
+            last word's (:func:`query_edges`).
     """
     valid = np.isfinite(scores)
     cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
@@ -229,27 +210,33 @@ def candidate_features(
     out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
     out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
     out["after_capital"] = has_after * _take(capital, after)
-    ids = units.ids[rows]  # (N, U)
-    has_word = (ids >= 0).astype(np.int64)
-    hits = ids[:, :, None] == queries[:, None, :]  # (N, U, J): unit u is query word j
-    in_query = hits.any(-1)
-    zero = np.zeros((len(rows), 1), np.int64)
-    word_prefix = np.concatenate([zero, has_word.cumsum(1)], axis=1)
-    hit_prefix = np.concatenate([zero, in_query.cumsum(1)], axis=1)
-    words_inside = _take(word_prefix, ends) - _take(word_prefix, starts)
-    out["cand_in_query"] = (_take(hit_prefix, ends) - _take(hit_prefix, starts)) / np.maximum(words_inside, 1)
-    prefix = np.concatenate([np.zeros((len(rows), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1)
-    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(prefix, starts[..., None], 1)
-    distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
-    out["query_in_cand"] = (present > 0).sum(-1) / distinct
-    out["first_match"] = _edge_word_is(ids, edges[:, 0], starts, ends, first=True)
-    out["last_match"] = _edge_word_is(ids, edges[:, 1], starts, ends, first=False)
-    out["before_in_query"] = has_before * _take(in_query, before)
-    out["after_in_query"] = has_after * _take(in_query, after)
+    out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
     out["text_start"], out["text_end"] = (starts == 0).astype(np.float64), (ends >= num_units[:, None]) * 1.0
     out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units
     out["sentence_start"] = np.maximum(starts == 0, has_before * bit(_take(flags, before), SENTENCE_END))
     return {name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()}
+
+
+def _shared_words(ids, queries, edges, starts, ends, has_before, has_after) -> dict[str, np.ndarray]:
+    """The features of the words a candidate shares with its query (``ids`` ``(N, U)``: the rows' word ids)."""
+    has_word = (ids >= 0).astype(np.int64)
+    hits = ids[:, :, None] == queries[:, None, :]  # (N, U, J): unit u is query word j
+    in_query = hits.any(-1)
+    zero = np.zeros((len(ids), 1), np.int64)
+    word_prefix = np.concatenate([zero, has_word.cumsum(1)], axis=1)
+    hit_prefix = np.concatenate([zero, in_query.cumsum(1)], axis=1)
+    words_inside = _take(word_prefix, ends) - _take(word_prefix, starts)
+    prefix = np.concatenate([np.zeros((len(ids), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1)
+    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(prefix, starts[..., None], 1)
+    distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
+    return {
+        "cand_in_query": (_take(hit_prefix, ends) - _take(hit_prefix, starts)) / np.maximum(words_inside, 1),
+        "query_in_cand": (present > 0).sum(-1) / distinct,
+        "first_match": _edge_word_is(ids, edges[:, 0], starts, ends, first=True),
+        "last_match": _edge_word_is(ids, edges[:, 1], starts, ends, first=False),
+        "before_in_query": has_before * _take(in_query, starts - 1),
+        "after_in_query": has_after * _take(in_query, ends),
+    }
 
 
 def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: bool) -> np.ndarray:
@@ -292,12 +279,12 @@ class Rerank:
 
         ``fused(k, overlap=...)``: the scorer's top ``k`` spans of the rows (:func:`slice_st.spans.best_span_scores`
         with the rows, the queries and the costs bound). ``pairs`` ``(B, Q)``: the query index of each (row, query)
-        cell. Without ``overlap`` and with ``top_k > 1``, the scorer's own disjoint places fill what the candidates
-        leave.
+        cell. The scorer's own places (disjoint unless ``overlap``) fill what the candidates leave, so the first
+        spans do not depend on ``top_k``.
         """
-        found = fused(max(top_k, self.reranker.candidates), overlap=True)
+        found = fused(self.reranker.candidates, overlap=True)
         logits = reranked(found, rows, queries, costs, profiles, self, pairs, config)
-        places = fused(top_k, overlap=False) if top_k > 1 and not overlap else None
+        places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
         return pick(found, logits, top_k, overlap, places)
 
 
@@ -364,8 +351,8 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
 def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
     """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
 
-    ``places``: the scorer's own disjoint top-k; once the candidates are used up (they often crowd one place), the
-    places not overlapping a kept span follow, in the scorer's order.
+    ``places``: the scorer's own top-k (disjoint unless ``overlap``); once the candidates are used up (they often
+    crowd one place), the places not overlapping (not equal to, with ``overlap``) a kept span follow, in order.
     """
     key = torch.as_tensor(logits) + 1e6  # every candidate before any place
     if places is not None:
@@ -379,11 +366,11 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
         best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
         ok = torch.isfinite(best)
         chosen[..., step] = torch.where(ok, pick, -1)
-        if overlap:
-            alive.scatter_(2, pick[..., None], False)
-            continue
         first, end = starts.gather(2, pick[..., None]), ends.gather(2, pick[..., None])
-        alive &= ~((starts < end) & (ends > first) & ok[..., None])
+        if overlap:  # a place that is a candidate already picked is not picked again
+            alive &= ~((starts == first) & (ends == end) & ok[..., None])
+        else:
+            alive &= ~((starts < end) & (ends > first) & ok[..., None])
     missing = (chosen < 0).to(found.scores.device)
     index = chosen.clamp(min=0).to(found.scores.device)
     take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731

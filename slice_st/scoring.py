@@ -1,38 +1,17 @@
 """Span scorers: how the best span of a text is decided (one definition for ``best_spans``, the index, the CLI and the
 evaluator).
 
-The paper's protocol (Orbach et al., 2024) takes the span with the **maximum cosine** to the query. On
-real passages that span is often a clipped piece of the phrase a user wants: a sub-phrase that keeps
-the words shared with the query and drops the one that differs, a span that stops on "and"/"to", or
-one that runs over a sentence end. The ``"phrase"`` scorer (the default) keeps the cosine and
-subtracts small costs for what a phrase does not look like:
+``"max-cosine"`` (the paper's protocol) takes the span with the highest cosine to the query. ``"phrase"`` subtracts
+small costs for what a phrase does not look like: a length far from the query's, a start on a function word or right
+after a determiner, an end on a function word, a clause mark or sentence end run over, and, for a query that is a
+whole sentence, a span that does not start or end where a clause does. ``"reranked"`` (the default) lets a small
+learned model (:mod:`slice_st._rerank`) pick among the ``"phrase"`` scorer's top candidates; the chosen span's
+``score`` stays its ``"phrase"`` score. Costs are never negative, so a score is never above its cosine.
 
-* **length**: ``|log(L / Lq)|`` between the span's length ``L`` and the query's ``Lq`` (in units),
-  weighted separately when the span is shorter or longer (the query's length is a prior on the answer's);
-* **start**: the span starts on a function word ("and", "to", "of", ...), or right after a determiner
-  ("a", "the", "his", ...: it cuts a noun phrase), unless the query itself starts that way;
-* **end**: the span ends on a function word ("the", "and", "is", ...), unless the query ends that way;
-* **clause**: the span runs over a clause mark (``, ; :``) while the query has none inside it;
-* **sentence**: the span runs over a sentence end (``. ! ?``);
-* **open end / open start**: when the query is a whole sentence (it ends with ``. ! ?``), the span does not
-  end where a clause ends (punctuation, a closing quote or bracket, the end of the text) or does not start
-  where one starts (the text's start, after such an end, or on an opening quote or bracket): a sentence
-  query's answer is most often a whole clause.
-
-**Re-ranking** (the ``"reranked"`` scorer, the default): the ``"phrase"`` costs give each text's top
-candidates (overlaps allowed), and a small learned model shipped with the package (``rerank``, a linear
-model over features of the candidates: cosine, costs, rank, how the cosine changes when the span grows or
-shrinks by a unit, boundary word classes, words shared with the query, position) picks among them. The
-chosen span's ``score`` stays its ``"phrase"`` score, so texts are still ranked by it.
-
-Costs are never negative, so a score is never above the span's cosine; ``"max-cosine"`` sets every
-cost to 0 (the paper's protocol). Per-unit flags (:func:`unit_flags`) and per-query profiles
-(:func:`query_profiles`) are computed once per text and query; the costs of every span then come from
-per-unit and per-length tables and a prefix count of marks (:class:`SpanCosts`), so scoring stays
-fused: no loop over spans. The word lists are English; for other languages use ``"max-cosine"`` or a
-:class:`SpanScorer` with the word costs at 0.
-
-Pure Python, numpy and torch: the foundation layer (no sentence-transformers imports).
+Per-unit flags (:func:`unit_flags`) and per-query profiles (:func:`query_profiles`) are computed once; the costs of
+every span come from per-unit and per-length tables and a prefix count of marks (:class:`SpanCosts`), so scoring
+stays fused. The word lists are English; for other languages use ``"max-cosine"`` or a :class:`SpanScorer` with the
+word costs at 0. Foundation layer: numpy and torch, no sentence-transformers imports.
 """
 
 from __future__ import annotations
@@ -100,7 +79,7 @@ class SpanScorer:
         open_end: Cost, for a query that is a whole sentence, of a span that does not end where a clause ends.
         open_start: Cost, for a query that is a whole sentence, of a span that does not start where a clause starts.
         rerank: The shipped re-ranker (a file name of ``slice_st/pretrained/rerank/``) that picks the best span among
-            the scorer's top candidates, or ``None`` (the costs alone decide); see "Re-ranking" above.
+            the scorer's top candidates, or ``None`` (the costs alone decide) (see the module docstring).
 
     Example:
         >>> from slice_st.scoring import SpanScorer, resolve_scorer
@@ -184,8 +163,14 @@ def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
     raise ValueError(f"scorer must be one of {sorted(SPAN_SCORERS)} or a SpanScorer, got {scorer!r}.")
 
 
-def _word(unit: str) -> str:
+def word(unit: str) -> str:
+    """A unit's word: lowercased, punctuation stripped (``""`` for a unit with no letter or digit)."""
     return _NOT_WORD.sub("", unit.lower())
+
+
+def query_words(query: str) -> list[str]:
+    """The query's words (lowercased, punctuation stripped)."""
+    return [w for w in (word(unit) for unit in query.split()) if w]
 
 
 def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = True) -> np.ndarray:
@@ -212,16 +197,16 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
     """
     import numpy as np
 
-    words = [_word(unit) for unit in units]
+    words = [word(unit) for unit in units]
     flags = np.zeros(len(words), dtype=np.uint8)
     closes = [bool(_CLAUSE_END.search(unit)) for unit in units]
     if closes and text_end:
         closes[-1] = True
-    for index, (unit, word) in enumerate(zip(units, words)):
+    for index, (unit, name) in enumerate(zip(units, words)):
         value = 0
-        if not word or word in START_WORDS:
+        if not name or name in START_WORDS:
             value |= START_WORD
-        if not word or word in END_WORDS:
+        if not name or name in END_WORDS:
             value |= END_WORD
         if index and words[index - 1] in DETERMINERS:
             value |= AFTER_DETERMINER
@@ -256,7 +241,7 @@ def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray
 
     rows = []
     for query, length in zip(queries, lengths):
-        words = [word for word in (_word(unit) for unit in query.split()) if word]
+        words = query_words(query)
         rows.append(
             [
                 max(int(length), 1),

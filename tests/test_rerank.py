@@ -157,15 +157,38 @@ def test_scorer_and_reranker_names_are_checked(tiny_model):
         tiny_model.best_spans("a", "a b", scorer=SpanScorer(name="x", rerank="missing"))
 
 
-def test_an_index_does_not_rerank(tiny_model):
-    """An index ranks by the phrase scorer (its default); asking it for the re-ranker is a clear error."""
-    from slice_st.index import SpanIndex
+@pytest.mark.parametrize("per_document", [1, 2, None])
+def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_short, per_document):
+    """An index ranks documents by their best "phrase" span (exact); each document's spans are then those best_spans
+    picks in its text (the re-ranker), from the stored vectors: single, sharded, and texts longer than a window."""
+    from slice_st.index import ShardedSpanIndex, SpanIndex
 
-    index = SpanIndex.build(TEXTS, tiny_model, max_span=MAX_SPAN)
-    default = index.search(QUERIES, top_k=3)
-    assert default == index.search(QUERIES, top_k=3, scorer="phrase")
-    with pytest.raises(SpanInputError, match="re-ranks"):
-        index.search(QUERIES, scorer="reranked")
+    texts = [*TEXTS, " ".join(TEXTS) * 3]
+    queries = [*QUERIES, "a dog was barking at the moon", "the cat sat on the mat and left"]
+    changed = 0
+    for model in (tiny_model, tiny_model_short):  # one window per text; windowed texts
+        index = SpanIndex.build(texts, model, max_span=MAX_SPAN)
+        parts = [
+            SpanIndex.build(texts[a:b], model, [str(i) for i in range(a, b)], max_span=MAX_SPAN)
+            for a, b in ((0, 2), (2, 4))
+        ]
+        phrase = index.search(queries, top_k=6, per_document=per_document, scorer="phrase")
+        for searched in (index, ShardedSpanIndex(parts)):
+            got = searched.search(queries, top_k=6, per_document=per_document)
+            assert got == searched.search(queries, top_k=6, per_document=per_document, scorer="reranked")
+            for q, (matches, ranked) in enumerate(zip(got, phrase)):
+                assert [m.doc_index for m in matches] == [m.doc_index for m in ranked]  # the documents' places stay
+                changed += [(m.unit_start, m.unit_end) for m in matches] != [(m.unit_start, m.unit_end) for m in ranked]
+                for doc in dict.fromkeys(m.doc_index for m in matches):
+                    spans = [m for m in matches if m.doc_index == doc]
+                    result = model.best_spans(queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans))
+                    expected = result[0][0]
+                    assert [(m.unit_start, m.unit_end, m.span) for m in spans] == [
+                        (e.unit_start, e.unit_end, e.span) for e in expected
+                    ]
+                    np.testing.assert_allclose([m.score for m in spans], [e.score for e in expected], atol=1e-5)
+                    np.testing.assert_allclose([m.cosine for m in spans], [e.similarity for e in expected], atol=1e-5)
+    assert changed  # the re-ranker moved some spans off the "phrase" choice
 
 
 def test_a_short_query_keeps_the_phrase_choice(tiny_model):
@@ -189,3 +212,24 @@ def test_the_demo_flight_comes_out_whole(real_model):
         result = real_model.best_spans(["the flight was delayed"], texts, top_k=3, scorer=scorer)
         top = result.ranked(0, top_k=3)
         assert expected in [match.span for match in top if match.text_index == line]
+
+
+def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
+    """The served page and `mine --index` over the sample corpus, with the real model: each document's span is the
+    one best_spans picks in its line; the demo's flight comes out whole there too."""
+    from slice_st.index import SpanIndex
+
+    index = SpanIndex.from_files([str(Path(__file__).parents[1] / "examples" / "sample_corpus.txt")], real_model)
+    queries = ["the flight was delayed", "my suitcase never arrived", "my bag was lost"]
+    found = index.search(queries, top_k=5, per_document=1)
+    result = real_model.best_spans(queries, index.texts)
+    for q, matches in enumerate(found):
+        assert [m.span for m in matches] == [result[q][m.doc_index][0].span for m in matches]
+    shown = [[m.span for m in matches] for matches in found]
+    assert "my flight to Denver was pushed back" in shown[0]
+    assert shown[1][0] == "luggage went missing for a week,"
+    assert shown[2][:3] == [
+        "the lost baggage claim from March.",
+        "Last time the luggage went missing for a week,",
+        "my checked bag will",
+    ]

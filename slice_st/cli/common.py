@@ -96,7 +96,7 @@ OPTIONS = _table(
     ("--per-text", dict(type=count, default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
     ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
     ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
-    ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked; phrase with an index)")),
+    ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
     ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
     ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
     ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),

@@ -1,11 +1,9 @@
 """``RayShardedSpanIndex``: a sharded index searched on Ray actors, each holding some shards memory-mapped.
 
-The driver embeds each query batch once and sends the vectors to every actor (one ``ray.put``); an
-actor scans its shards (:meth:`ShardedSpanIndex.scan`, exact) and returns its top-k; the driver merges
-them in shard order with :func:`slice_st.index.sharded.merge_top_spans`, the merge
-:class:`ShardedSpanIndex` uses between its shards: same spans, same scores, same ties. Matches are
-then made on the driver, which opens the shards too (memory-mapped: only the pages of the matches
-are read), so the shards must be at the same path on every node (a shared file system).
+The driver embeds the queries once; each actor scans its shards (:meth:`ShardedSpanIndex.scan`, exact) and the
+driver merges the top-k in shard order (:func:`slice_st.index.sharded.merge_top_spans`: same spans, scores and ties
+as :class:`ShardedSpanIndex`). Matches, and the re-ranking of each document's spans, are made on the driver, which
+opens the shards too (memory-mapped), so the shards must be at the same path on every node.
 """
 
 from __future__ import annotations
@@ -19,9 +17,8 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.ray_engine import claim_workers, connect_ray, require_ray
-from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, merge_top_spans
+from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, load_shards, merge_top_spans
 from slice_st.index.span_index import SpanIndex
-from slice_st.index.storage import shard_directories
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -34,25 +31,8 @@ class _ShardScanner:
         torch.set_num_threads(max(1, threads))
         self.index = ShardedSpanIndex.load(paths, model, mmap=True)
 
-    def scan(
-        self,
-        queries: np.ndarray,
-        k: int,
-        min_span: int,
-        max_span: int,
-        approximate: bool,
-        candidates: int | None,
-        nprobe: int | None,
-    ):
-        return self.index.scan(
-            torch.from_numpy(queries),
-            k,
-            min_span,
-            max_span,
-            approximate=approximate,
-            candidates=candidates,
-            nprobe=nprobe,
-        )
+    def scan(self, queries: np.ndarray, k: int, min_span: int, max_span: int, **options):
+        return self.index.scan(torch.from_numpy(queries), k, min_span, max_span, **options)
 
 
 class RayShardedSpanIndex(ShardedSpanIndex):
@@ -105,22 +85,11 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             raise
 
     @classmethod
-    def load(
-        cls,
-        paths: str | os.PathLike | Sequence[str | os.PathLike],
-        model: SentenceTransformer | None = None,
-        mmap: bool = True,
-        *,
-        address: str | None = None,
-        workers: int | None = None,
-        num_cpus: float = 1,
-    ) -> RayShardedSpanIndex:
+    def load(cls, paths, model: SentenceTransformer | None = None, mmap: bool = True, **options) -> RayShardedSpanIndex:
         """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the
-        actors."""
-        directories = shard_directories(paths)
-        first = SpanIndex.load(directories[0], model, mmap=mmap)
-        shards = [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]
-        return cls(shards, directories, address=address, workers=workers, num_cpus=num_cpus)
+        actors; ``options``: ``address``, ``workers``, ``num_cpus`` (as the constructor)."""
+        directories, shards = load_shards(paths, model, mmap=mmap)
+        return cls(shards, directories, **options)
 
     @property
     def workers(self) -> int:
@@ -136,7 +105,15 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
             found = ray.get(
                 [
-                    actor.scan.remote(queries, k, wanted.min_span, wanted.max_span, approximate, candidates, nprobe)
+                    actor.scan.remote(
+                        queries,
+                        k,
+                        wanted.min_span,
+                        wanted.max_span,
+                        approximate=approximate,
+                        candidates=candidates,
+                        nprobe=nprobe,
+                    )
                     for actor in self._actors
                 ]
             )
@@ -215,9 +192,8 @@ def open_index(
 
         check_address(ray)
         require_ray()
-    directories = shard_directories(paths if isinstance(paths, (list, tuple)) else [paths])
-    first = SpanIndex.load(directories[0], model, device=device, **model_options)
-    shards = [first] + [SpanIndex.load(path, first.model) for path in directories[1:]]
+    paths = paths if isinstance(paths, (list, tuple)) else [paths]
+    directories, shards = load_shards(paths, model, device=device, **model_options)
     if ray is not None:
         return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
-    return first if len(shards) == 1 else ShardedSpanIndex(shards)
+    return shards[0] if len(shards) == 1 else ShardedSpanIndex(shards)

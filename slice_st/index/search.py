@@ -1,11 +1,13 @@
-"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), scan
-threads,
-the unit flags the scorer reads, the match type."""
+"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), the
+unit flags the scorer reads, the re-ranking of each document's spans, the match type."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import warnings
 import weakref
+from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from slice_st._rerank import Rerank, RerankRows, rerank_context
 from slice_st.config import SpanConfig
 from slice_st.encode import as_text_list, check_threshold, check_top_k
 from slice_st.errors import SpanInputError
@@ -25,8 +28,10 @@ from slice_st.scoring import (
     mark_prefix,
     query_profiles,
     resolve_scorer,
+    span_costs,
     unit_flags,
 )
+from slice_st.spans import best_span_scores
 from slice_st.tokens import text_units
 
 
@@ -41,10 +46,12 @@ class IndexMatch:
         start: First character of the span in the document.
         end: Character after the span.
         span: ``text[start:end]``.
-        score: Cosine of the span with the query.
+        score: The scorer's score: the span's cosine minus the scorer's costs (never above ``cosine``).
         unit_start: First unit of the span.
         unit_end: Unit after the span.
-        calibrated: The score on the STS 0–5 scale, with a calibration.
+        calibrated: The cosine on the STS 0–5 scale when the index has a calibration
+            (:meth:`SpanIndex.set_calibration`).
+        cosine: The span's cosine to the query.
     """
 
     query_index: int
@@ -53,12 +60,11 @@ class IndexMatch:
     start: int
     end: int
     span: str
+    #: what ``threshold`` compares; documents are ranked by their best span's
     score: float
     unit_start: int
     unit_end: int
-    #: The cosine on the STS 0–5 scale when the index has a calibration (:meth:`SpanIndex.set_calibration`).
     calibrated: float | None = None
-    #: The span's raw cosine to the query; ``score`` is the scorer's (``cosine`` minus its costs, never above it).
     cosine: float | None = None
 
 
@@ -117,24 +123,13 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
     return query_list
 
 
-#: The scorer of an index search when none is given: the re-ranker (the default of ``best_spans``) is not run by an
-#: index, whose ranking over the whole corpus stays exact for the scorer's costs.
-INDEX_SCORER = "phrase"
-
-
 def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search (name, :class:`SpanScorer` or ``None``: ``"phrase"``), resolved once; a bad one, or one
-    that re-ranks, is a :class:`SpanInputError`."""
+    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default, ``"reranked"``), resolved once; a
+    bad one is a :class:`SpanInputError`."""
     try:
-        resolved = resolve_scorer(INDEX_SCORER if scorer is None else scorer)
+        return resolve_scorer(scorer)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
-    if resolved.rerank is not None:
-        raise SpanInputError(
-            f"scorer {resolved.name!r} re-ranks each text's candidates: an index ranks by 'phrase' or 'max-cosine' "
-            "(or a SpanScorer without rerank); use best_spans / `slice-st mine FILE` for the re-ranker."
-        )
-    return resolved
 
 
 def check_overlap(overlap: bool) -> bool:
@@ -142,6 +137,11 @@ def check_overlap(overlap: bool) -> bool:
     if not isinstance(overlap, bool):
         raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
     return overlap
+
+
+def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
+    """``(Q, 5)`` :func:`slice_st.scoring.query_profiles` of the queries, their lengths in the index's ``unit``."""
+    return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
 
 def span_costs_for(
@@ -155,12 +155,11 @@ def span_costs_for(
     scorer).
 
     ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
-    when a scorer has costs); the queries' profiles use their lengths in the index's ``unit``.
+    when a scorer has costs).
     """
     if scorer.is_plain:
         return None
-    lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)]
-    profiles = query_profiles(queries, lengths)
+    profiles = profiles_of(model, unit, queries)
     flags, marks = flag_table()
 
     def costs(query_index: int, units: np.ndarray, span_lengths: np.ndarray) -> np.ndarray:
@@ -244,23 +243,13 @@ def ranked(
     overlap: bool = True,
 ) -> list[list[IndexMatch]]:
     """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's
-    score.
+    score, capped per document and (``overlap=False``) filtered for overlap, best first.
 
-    ``costs(query_index, units, lengths)``: the scorer's costs (``None``: every cost 0, the cosine is the
-    score). ``locate(units, lengths)``: each span's ``(document, first unit, end unit)`` in its document,
-    needed by ``per_document`` and by the overlap filter (``overlap=False``: a span overlapping a
-    better-scoring kept span of the same document is dropped, greedily, best first).
-    ``limit``: at least as many spans as the index holds; ``k`` never exceeds it (a huge ``top_k`` costs nothing).
-
-    Exact, because every cost is >= 0: a score is never above its cosine. The scan returns the ``M``
-    best spans by cosine; every span it left out has cosine, hence score, at most the ``M``-th cosine
-    ``c_M``. The scanned spans are scored, sorted by score, capped per document and filtered for overlap
-    (best first); once ``top_k`` are kept and the ``top_k``-th kept score is >= ``c_M``, no span left out
-    could rank above a kept one or drop one (the filter only ever drops a span for a better one), so the
-    result is the one a ranking of every span would give (up to exact ties). Else ``M`` grows 4x and the
-    scan runs again, until the scan holds every span, or (with ``threshold``, which applies to the score)
-    ``c_M`` is below the threshold (nothing left out can pass it). Queries are scanned together; only
-    those not settled are scanned again.
+    ``costs(query_index, units, lengths)``: the scorer's costs (``None``: the cosine is the score);
+    ``locate(units, lengths)``: each span's ``(document, first unit, end unit)``; ``limit``: at least the spans the
+    index holds. Exact because no cost is negative: once ``top_k`` are kept and the ``top_k``-th kept score is at
+    least the lowest cosine scanned, no span left out could rank above a kept one or drop one. Else the scan grows
+    4x (until it holds every span, or its lowest cosine is below ``threshold``); only unsettled queries rescan.
     """
     threshold = check_threshold(threshold)
     limit = max(1, limit) if limit is not None else None
@@ -317,9 +306,8 @@ def _select(
     locate,
     overlap: bool,
 ):
-    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None`` when
-    the
-    scan was too short to be sure of them (see :func:`ranked`)."""
+    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None``
+    when the scan was too short to be sure of them (see :func:`ranked`)."""
     cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
     valid = np.isfinite(cosines) & (units >= 0)
     scanned = int(valid.sum())
@@ -353,11 +341,7 @@ def _greedy(
     overlap: bool,
 ) -> np.ndarray:
     """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap
-    filter.
-
-    Loops over the kept spans only: each keep drops, in one vectorised step over the later spans of its
-    document, those that overlap it (``[start, end)`` in document units) or that would pass the cap.
-    """
+    filter: each keep drops, in one vectorised step, the later spans of its document it overlaps or caps."""
     alive = np.ones(len(order), dtype=bool)
     by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
     doc_values, doc_first = np.unique(docs[by_doc], return_index=True)
@@ -392,25 +376,11 @@ def search_documents(
     **options,
 ) -> list[list[IndexMatch]]:
     """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
-    all: what ``slice-st mine --index`` shows.
+    all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`).
 
     With ``documents=None`` it is ``index.search(top_k=...)``. Otherwise the search asks for ``documents ×
     per_document`` spans, and 4 times more while the best documents could still have more to show; the first
     ``documents`` documents of a ranking are the best ones, whatever the number asked.
-
-    Args:
-        index: A :class:`~slice_st.SpanIndex`, sharded or not.
-        queries: The queries.
-        documents: The best documents per query (``None``: no limit).
-        per_document: Spans of each document (``None``: no limit).
-        top_k: At most this many spans per query in all (``None``: no limit).
-        options: Other options of :meth:`SpanIndex.search` (``threshold``, ``scorer``, ``approximate``, …).
-
-    Returns:
-        Per query, its matches, best document first.
-
-    Example:
-        >>> search_documents(index, ["my bag was lost"], documents=3, per_document=2)  # doctest: +SKIP
     """
     queries = list(queries)
     cap = max(len(index), 1) * (per_document or 1)
@@ -430,3 +400,163 @@ def search_documents(
             matches = index.search([query], top_k=asked, per_document=per_document, **options)[0]
         results.append(kept[:top_k])
     return results
+
+
+def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig, overlap: bool, threshold):
+    """``results`` (ranked by the scorer's costs) with each document's spans picked by the re-ranker, as
+    :func:`slice_st.best_spans` picks them in that document's text (``scorer`` without ``rerank``: unchanged).
+
+    The documents and their places stay; the ``n`` places a document holds are filled by its ``n`` best spans of
+    ``best_spans(top_k=n)`` (the re-ranker over its ``"phrase"`` top candidates, computed from the stored unit
+    vectors of its segments); ``threshold`` drops a picked span scoring below it.
+    """
+    rerank = rerank_context(scorer, queries)
+    if rerank is None:
+        return results
+    counts = Counter((query, match.doc_index) for query, matches in enumerate(results) for match in matches)
+    profiles = profiles_of(index.model, wanted.unit, queries)
+    picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
+    out = []
+    for query, matches in enumerate(results):
+        seen: Counter = Counter()
+        kept = []
+        for match in matches:
+            spans = picks[query, match.doc_index]
+            place = seen[match.doc_index]
+            seen[match.doc_index] += 1
+            if place < len(spans) and (threshold is None or spans[place][0] >= threshold):
+                kept.append(_as_match(index, match, *spans[place]))
+        out.append(kept)
+    return out
+
+
+def _as_match(index, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
+    store, doc = document_store(index, match.doc_index)
+    calibration = index.calibration
+    return dataclasses.replace(
+        match,
+        start=start,
+        end=end,
+        span=store.texts[doc][start:end],
+        score=score,
+        unit_start=unit_start,
+        unit_end=unit_end,
+        calibrated=None if calibration is None else round(calibration.degree(cosine), 4),
+        cosine=cosine,
+    )
+
+
+def document_store(index, doc_index: int):
+    """``(SpanIndex holding the document, its position there)``: the index itself, or one shard of a sharded index."""
+    shard_of = getattr(index, "shard_of", None)
+    return (index, doc_index) if shard_of is None else shard_of(doc_index)
+
+
+@dataclass
+class _Segment:
+    """One stored window of a document: its unit sums, character offsets, owned start units, first unit, text."""
+
+    vectors: np.ndarray
+    chars: np.ndarray
+    owned: tuple[int, int]
+    first_unit: int
+    units: tuple[list[str], bool, bool]
+
+
+def _segments(store, doc: int) -> list[_Segment]:
+    """The stored segments (windows) of document ``doc`` of a :class:`SpanIndex`, in order."""
+    arrays, text = store._arrays, store.texts[doc]
+    bounds = np.asarray(arrays["segment_units"])
+    out = []
+    for segment in np.flatnonzero(np.asarray(arrays["segment_docs"]) == doc).tolist():
+        lo, hi = int(bounds[segment]), int(bounds[segment + 1])
+        chars = np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
+        starts = np.flatnonzero(np.isfinite(np.asarray(arrays["span_norms"][lo:hi])).any(1))
+        owned = (int(starts[0]), int(starts[-1]) + 1) if len(starts) else (0, 0)
+        strings = [text[a:b] for a, b in chars.tolist()]
+        at_start = not text[: chars[0, 0]].strip() if len(chars) else True
+        at_end = not text[chars[-1, 1] :].strip() if len(chars) else True
+        vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
+        first = int(arrays["segment_first_unit"][segment])
+        out.append(_Segment(vectors, chars, owned, first, (strings, at_start, at_end)))
+    return out
+
+
+#: Segments re-ranked in one batch.
+RERANK_ROWS = 256
+
+
+def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
+    """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
+    unit in the document, first and end character."""
+    segments: dict[int, list[_Segment]] = {}
+    rows = []
+    for query, doc_index in counts:
+        if doc_index not in segments:
+            segments[doc_index] = [s for s in _segments(*document_store(index, doc_index)) if len(s.vectors)]
+        rows += [((query, doc_index), segment) for segment in segments[doc_index]]
+    parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
+    top_k = max(counts.values(), default=1)  # a row's first n picks are its picks for top_k=n (Rerank.best)
+    for lo in range(0, len(rows), RERANK_ROWS):
+        batch = rows[lo : lo + RERANK_ROWS]
+        pieces, query_of = [segment for _, segment in batch], [cell[0] for cell, _ in batch]
+        found = _rerank_rows(pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap)
+        for (cell, _), picked in zip(batch, found):
+            parts[cell].append(picked[: counts[cell]])
+    return {cell: _merge_segments(found, counts[cell], overlap) for cell, found in parts.items()}
+
+
+def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
+    """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's: the
+    scorer's fused top candidates over the stored unit sums (units as the rows' tokens), then the re-ranker."""
+    batch, width = len(segments), max(len(segment.vectors) for segment in segments)
+    embeddings = torch.zeros((batch, width, vectors.shape[1]))
+    flags = torch.zeros((batch, width), dtype=torch.long)
+    for row, segment in enumerate(segments):
+        embeddings[row, : len(segment.vectors)] = torch.from_numpy(segment.vectors)
+        strings, at_start, at_end = segment.units
+        flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
+    boundaries = torch.arange(width + 1).expand(batch, -1)
+    num_units = torch.tensor([len(segment.vectors) for segment in segments])
+    owned = tuple(torch.tensor(bounds) for bounds in zip(*(segment.owned for segment in segments)))
+    queries = vectors[torch.tensor(query_of)][:, None, :]
+    row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
+    costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
+    bound = queries, embeddings, boundaries, num_units, config.min_span, config.max_span
+    fused = functools.partial(best_span_scores, *bound, owned=owned, costs=costs)
+    rows = RerankRows(boundaries, num_units, [segment.units for segment in segments], flags, embeddings)
+    pairs = np.asarray(query_of)[:, None]
+    found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
+    scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
+    starts, ends = found.starts[:, 0].numpy(), found.ends[:, 0].numpy()
+    out = []
+    for row, segment in enumerate(segments):
+        ok = np.isfinite(scores[row])
+        first, end = starts[row, ok], ends[row, ok]
+        chars = segment.chars[first, 0], segment.chars[end - 1, 1]
+        units = first + segment.first_unit, end + segment.first_unit
+        out.append(np.stack([scores[row, ok], cosines[row, ok], *units, *chars], axis=1))
+    return out
+
+
+def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
+    """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
+    windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
+    current = np.zeros((0, 6))
+    for new in parts:
+        if not len(current):
+            current = new
+            continue
+        merged = np.concatenate([current, new])
+        keep = np.argsort(-merged[:, 0], kind="stable")
+        if not overlap and top_k > 1:
+            kept: list[int] = []
+            for row in keep.tolist():
+                if not any(merged[row, 2] < merged[other, 3] and merged[other, 2] < merged[row, 3] for other in kept):
+                    kept.append(row)
+            keep = np.asarray(kept, dtype=np.int64)
+        current = merged[keep[:top_k]]
+    return [
+        (float(score), float(cosine), int(first), int(end), int(start), int(stop))
+        for score, cosine, first, end, start, stop in current.tolist()
+    ]

@@ -36,23 +36,14 @@ def empty_top_spans(queries: int, k: int) -> TopSpans:
 
 
 def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
-    """Merge one shard's top-k ``found`` (units numbered in the shard, which starts at unit ``base``) into ``running``.
+    """Merge one shard's top-k ``found`` (units numbered in the shard, which starts at unit ``base``) into
+    ``running`` (each ``(scores, units, lengths)``, ``(Q, k)``): the k best of both, ties to the earlier shards, as
+    one scan of all shards would rank them.
 
-    Exact: the k best of both, ties to ``running`` (the earlier shards), as one scan of all shards would rank them.
-
-    Args:
-        running: The top spans so far: ``(scores, units, lengths)``, each ``(Q, k)``.
-        found: One shard's top spans, units numbered within the shard.
-        base: The shard's first unit in the whole index.
-
-    Returns:
-        The merged ``(scores, units, lengths)``.
-
-    Example:
-        >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
-        >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
-        >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
-        array([[ 3, 10]])
+    >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
+    >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
+    >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
+    array([[ 3, 10]])
     """
     k = running[0].shape[1]
     scores = np.concatenate([running[0], found[0]], axis=1)
@@ -60,6 +51,14 @@ def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
     lengths = np.concatenate([running[2], found[2]], axis=1)
     order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
     return tuple(np.take_along_axis(values, order, axis=1) for values in (scores, units, lengths))
+
+
+def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[list[str], list[SpanIndex]]:
+    """The shard folders of ``paths`` (:func:`slice_st.index.storage.shard_directories`) and the shards loaded, the
+    model loaded once (``model_options``: :meth:`SpanIndex.load` options for it)."""
+    directories = shard_directories(paths)
+    first = SpanIndex.load(directories[0], model, mmap=mmap, **model_options)
+    return directories, [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]
 
 
 class ShardedSpanIndex:
@@ -120,9 +119,7 @@ class ShardedSpanIndex:
         mmap: bool = True,
     ) -> ShardedSpanIndex:
         """Open shards by path; a directory without ``manifest.json`` stands for the index directories inside it."""
-        directories = shard_directories(paths)
-        first = SpanIndex.load(directories[0], model, mmap=mmap)
-        return cls([first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]])
+        return cls(load_shards(paths, model, mmap=mmap)[1])
 
     def __len__(self) -> int:
         return int(self._doc_bases[-1])
@@ -145,6 +142,11 @@ class ShardedSpanIndex:
     #: :meth:`SpanIndex.search` over all shards (same options, same exact ranking): one search path for both, through
     #: :meth:`_scanner` (each shard scanned, the top spans merged); queries are embedded once.
     search = SpanIndex.search
+
+    def shard_of(self, doc_index: int) -> tuple[SpanIndex, int]:
+        """The shard holding document ``doc_index`` (numbered across the shards) and its position there."""
+        position = int(np.searchsorted(self._doc_bases, doc_index, side="right")) - 1
+        return self.shards[position], doc_index - int(self._doc_bases[position])
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed

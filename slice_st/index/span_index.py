@@ -43,6 +43,7 @@ from slice_st.index.search import (
     index_unit_flags,
     query_list,
     ranked,
+    rerank_matches,
     search_scorer,
     span_costs_for,
 )
@@ -523,10 +524,11 @@ class SpanIndex:
         documents, each with its best span).
 
         ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
-        default ``"phrase"``) decides the ranking: a match's ``score`` is the span's ``cosine`` minus the
-        scorer's costs (length against the query's, function-word starts and ends, cut noun phrases,
-        clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine alone (the paper's
-        protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that
+        default ``"reranked"``: the documents ranked by ``"phrase"``, then each document's spans picked by the
+        re-ranker as :func:`slice_st.best_spans` picks them in its text) decides the ranking: a match's ``score``
+        is the span's ``cosine`` minus the scorer's costs (length against the query's, function-word starts and
+        ends, cut noun phrases, clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine
+        alone (the paper's protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that
         overlaps a better-scoring kept span of the same document (no nested copies of one place);
         ``overlap=True`` returns them too.
 
@@ -548,7 +550,7 @@ class SpanIndex:
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
-        return ranked(
+        found = ranked(
             scan,
             self._matches,
             vectors,
@@ -560,6 +562,7 @@ class SpanIndex:
             locate=self._locate,
             overlap=overlap,
         )
+        return rerank_matches(self, found, query_texts, vectors, scorer, wanted, overlap, threshold)
 
     def _check_approximate(self, approximate: bool) -> None:
         if approximate and self._candidates is None:

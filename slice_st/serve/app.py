@@ -1,22 +1,9 @@
 """The FastAPI app of ``slice-st serve``: a JSON API over :meth:`SpanIndex.search` and the search page.
 
-Endpoints (OpenAPI schema at ``/openapi.json``; no interactive docs page, which would load its script from
-a CDN):
-
-- ``POST /api/search``: ``{"queries": "..." | [...], "top_k", "per_document", "threshold", "scorer", "overlap",
-  "min_span", "max_span", "approximate", "candidates", "nprobe"}`` (:class:`SearchRequest`; any other field is
-  refused). Returns the matches of each query, best first.
-- ``GET /api/documents?id=ID[&q=QUERY]``: a document's text, the character range of each unit and,
-  with a query, each unit's best covering span score (:meth:`SpanIndex.unit_profile`).
-- ``GET /api/info``: what the index holds (:meth:`SpanIndex.info`) and the server's limits.
-- ``GET /``: the search page (static HTML/CSS/JS shipped in the package; no network needed).
-
-Character offsets (``start``, ``end``, ``units``) count code points, as Python's ``str`` does.
-
-Bad requests are JSON errors with a 4xx status (400 for values the library refuses, 404 for an unknown
-document, 413 for a body or a search over the limits, 422 for malformed or unknown fields, 400 for a
-``Host`` the server does not answer to). A search that finds another one running, or that runs past the
-timeout, is answered 503 at once (with ``Retry-After``); a timed-out search stops at its next query chunk.
+``POST /api/search`` (:class:`SearchRequest`, any other field refused), ``GET /api/documents?id=ID[&q=QUERY]`` (a
+document, its units and the query's profile), ``GET /api/info``, ``GET /`` (the page, shipped in the package).
+Character offsets count code points. Errors are JSON with a 4xx status (see docs/serve.md); a search that finds
+another one running, or runs past the timeout, is answered 503 at once and stops at its next query chunk.
 """
 
 from __future__ import annotations
@@ -101,7 +88,9 @@ class SearchRequest(BaseModel):
     top_k: int = Field(10, ge=1, le=100_000, description="spans per query, best first")
     per_document: int | None = Field(None, ge=1, le=100_000, description="at most this many spans of each document")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
-    scorer: Literal["phrase", "max-cosine"] = Field("phrase", description="how the best spans are chosen")
+    scorer: Literal["reranked", "phrase", "max-cosine"] = Field(
+        "reranked", description="how the best spans are chosen (documents are ranked by 'phrase' with 'reranked')"
+    )
     overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
     max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")

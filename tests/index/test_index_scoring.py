@@ -138,15 +138,23 @@ def test_token_spans_and_a_sub_range_equal_brute_force(tiny_model, docs):
     spans = every_span(tiny_model, docs[:40], SCORED_QUERIES, "phrase", min_span=2, max_span=4, unit="token")
     for overlap, per_document in ((False, None), (True, 2)):
         results = tokens.search(
-            SCORED_QUERIES, top_k=12, min_span=2, max_span=4, per_document=per_document, overlap=overlap
+            SCORED_QUERIES,
+            top_k=12,
+            min_span=2,
+            max_span=4,
+            per_document=per_document,
+            overlap=overlap,
+            scorer="phrase",
         )
         for got, want in zip(results, spans):
             assert_same(got, reference(want, 12, per_document, None, overlap))
 
 
-def test_phrase_is_the_default_and_changes_the_ranking(docs, index):
-    default = index.search(SCORED_QUERIES, top_k=10)
+def test_phrase_changes_the_ranking_and_ranks_the_default(docs, index):
+    default = index.search(SCORED_QUERIES, top_k=10, scorer="phrase")
     phrase = index.search(SCORED_QUERIES, top_k=10, scorer="phrase", overlap=False)
+    reranked = index.search(SCORED_QUERIES, top_k=10)  # the default re-ranks each document's spans, in phrase's order
+    assert [[m.doc_index for m in ms] for ms in reranked] == [[m.doc_index for m in ms] for ms in phrase]
     plain = index.search(SCORED_QUERIES, top_k=10, scorer="max-cosine", overlap=True)
     assert default == phrase
     assert any(m.score < m.cosine for matches in default for m in matches)  # costs were paid
@@ -314,10 +322,10 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
 
     seen = set()
     for options, scorer, overlap in (
-        ((), "phrase", False),  # an index's default: it does not re-rank
+        ((), "reranked", False),  # the default
         (("--scorer", "max-cosine"), "max-cosine", False),
         (("--scorer", "max-cosine", "--overlap"), "max-cosine", True),
-        (("--overlap",), "phrase", True),
+        (("--overlap",), "reranked", True),
     ):
         rows = mine(*options)
         expected = index.search(query, top_k=15, scorer=scorer, overlap=overlap)[0]
