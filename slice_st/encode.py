@@ -853,7 +853,7 @@ def best_spans(
         device: Passed to ``model.encode``.
         similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
         window_context: Units of context on each side of the spans a window owns (texts longer than a window).
-        scorer: ``"phrase"`` (default), ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
+        scorer: ``"reranked"`` (default), ``"phrase"``, ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
         overlap: Also return spans overlapping a better one of the same text.
         on_error: ``"raise"`` (a text that cannot be cut into windows is a :class:`SpanInputError`, raised before any
             text is encoded) or ``"skip"`` (it gets no spans and is listed in ``result.skipped``).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 
 import numpy as np
@@ -262,3 +263,19 @@ def hub_json(url: str, path: str, token: str | None = HUB_TOKEN):
         request.add_header("Authorization", f"Bearer {token}")
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read())
+
+
+# A random corpus over a small vocabulary, shared by the index tests and the CLI tests.
+VOCABULARY = (
+    "the a man woman child dog cat plays played is was guitar piano song loud quietly on stage in park "
+    "flight delayed late gate bag lost found luggage refund ticket agent customer phone call said "
+    "yesterday today tomorrow very not happy sad red blue green car train bus house river, city. it's don't"
+).split()
+
+
+def make_docs(count: int, seed: int = 0, low: int = 3, high: int = 30) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(low, high))) for _ in range(count)]
+
+
+QUERIES = ["a man plays the guitar", "my bag was lost", "the flight was delayed", "dog"]

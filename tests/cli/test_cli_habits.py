@@ -355,7 +355,7 @@ def test_guess_split_keeps_unpunctuated_lines_of_any_length():
 
 def test_guess_split_needs_lines_filled_to_a_width():
     """Unpunctuated lines whose lengths happen to cluster, but past a wrapping width (or spread out): lines."""
-    from test_index import make_docs
+    from helpers import make_docs
 
     texts = make_docs(12, seed=9, low=4, high=20)  # tests/index/test_index_shards.py's corpus: one document per line
     for part in (texts, texts[:6], texts[6:]):

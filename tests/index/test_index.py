@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 
 import numpy as np
 import pytest
 import torch
-from helpers import cli_fails, run_cli
+from helpers import QUERIES, cli_fails, make_docs, run_cli
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.index.storage import MANIFEST
-
-VOCABULARY = (
-    "the a man woman child dog cat plays played is was guitar piano song loud quietly on stage in park "
-    "flight delayed late gate bag lost found luggage refund ticket agent customer phone call said "
-    "yesterday today tomorrow very not happy sad red blue green car train bus house river, city. it's don't"
-).split()
-
-
-def make_docs(count: int, seed: int = 0, low: int = 3, high: int = 30) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(low, high))) for _ in range(count)]
-
-
-QUERIES = ["a man plays the guitar", "my bag was lost", "the flight was delayed", "dog"]
 
 
 def brute_force(model, texts, queries, top_k, min_span, max_span):

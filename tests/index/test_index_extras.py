@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from test_index import QUERIES, make_docs
+from helpers import QUERIES, make_docs
 
 from slice_st import SpanIndex, SpanInputError
 from slice_st.data.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 import ray  # slice-st[ray]: `make test` installs every extra
-from test_index import QUERIES, make_docs
+from helpers import QUERIES, make_docs
 
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from test_index import QUERIES, make_docs
+from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from test_index import QUERIES, make_docs
+from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
