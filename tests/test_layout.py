@@ -96,6 +96,17 @@ def test_public_api_is_small():
     assert list(slice_st.__all__) == list(slice_st._EXPORTS)
 
 
+def test_functions_are_short_enough_to_read():
+    """No function of the package is over 80 lines, from ``def`` to its last line (docstring included)."""
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in PACKAGE_DIR.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert not long, long
+
+
 def test_public_names_and_dir():
     for name in slice_st.__all__:
         assert getattr(slice_st, name) is not None
