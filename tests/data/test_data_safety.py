@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import deny_writes, run_cli
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
@@ -71,24 +72,10 @@ def built(tiny_model_dir, tmp_path, capsys):
     """An index of 6 documents built through the CLI (records the tiny model's folder)."""
     corpus = _write_corpus(tmp_path / "a.txt", "a", 6)
     out = tmp_path / "ix"
-    assert (
-        main(
-            [
-                "index",
-                "build",
-                str(corpus),
-                "-o",
-                str(out),
-                "--model",
-                tiny_model_dir,
-                "--max-span",
-                "4",
-                "--no-progress",
-            ]
-        )
-        == 0
+    code, _ = run_cli(
+        capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", 4, "--no-progress"
     )
-    capsys.readouterr()
+    assert code == 0
     return out
 
 
@@ -367,24 +354,9 @@ def test_b05_loads_during_many_saves_never_fail(tiny_model, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ B12
-def _deny_writes(monkeypatch, directory) -> None:
-    """Make ``directory`` read-only; as root (who may write anyway) also make ``os.access`` say so."""
-    os.chmod(directory, 0o555)
-    if os.geteuid() == 0:
-        real_access = os.access
-        denied = os.path.realpath(directory)
-
-        def access(path, mode, *args, **kwargs):
-            if os.path.realpath(path) == denied and mode & os.W_OK:
-                return False
-            return real_access(path, mode, *args, **kwargs)
-
-        monkeypatch.setattr(os, "access", access)
-
-
 def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(built, tmp_path, capsys, monkeypatch):
     corpus = _write_corpus(tmp_path / "b.txt", "b", 2)
-    _deny_writes(monkeypatch, built)
+    deny_writes(monkeypatch, built)
     try:
         monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
         for argv in (
@@ -416,7 +388,7 @@ def test_b13_unwritable_or_file_output_is_refused_before_encoding(tiny_model_dir
         assert exit_info.value.code == 2 and "is a file, not" in error and error.count("\n") == 1, error
     locked = tmp_path / "locked"
     locked.mkdir()
-    _deny_writes(monkeypatch, locked)
+    deny_writes(monkeypatch, locked)
     try:
         with pytest.raises(SystemExit) as exit_info:
             main(["index", "build", str(corpus), "-o", str(locked / "ix"), "--model", tiny_model_dir])

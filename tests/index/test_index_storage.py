@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from helpers import cli_error, file_tree
+from helpers import cli_error, file_tree, run_cli
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
@@ -28,24 +28,10 @@ def index_dir(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "a.txt"
     corpus.write_text("\n".join(DOCS) + "\n")
     out = tmp_path / "ix"
-    assert (
-        main(
-            [
-                "index",
-                "build",
-                str(corpus),
-                "-o",
-                str(out),
-                "--model",
-                tiny_model_dir,
-                "--max-span",
-                "4",
-                "--no-progress",
-            ]
-        )
-        == 0
+    code, _ = run_cli(
+        capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", 4, "--no-progress"
     )
-    capsys.readouterr()
+    assert code == 0
     return out
 
 
