@@ -73,42 +73,44 @@ count = at_least(0)
 finite_float = at_least(-math.inf, cast=float)
 
 
-def _table(*rows: tuple) -> dict[str, tuple[list[str], dict]]:
-    return {flags.split()[-1]: (flags.split(), kwargs) for flags, kwargs in rows}
-
-
 #: Every option two commands share, by its long flag: (flags, ``add_argument`` keyword arguments).
-OPTIONS = _table(
-    ("-q --query", dict(action="append", help="an origin phrase (repeatable)")),
-    ("--queries", dict(action="append", metavar="FILE", help="a file with one query per line")),
-    ("--texts", dict(type=count, metavar="N", help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)")),
-    ("--per-text", dict(type=count, default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
-    ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
-    ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
-    ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
-    ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
-    ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
-    ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),
-    ("--approximate", dict(action="store_true", help="with an index: use its FAISS candidate stage")),
-    ("-m --model", dict(help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)")),
-    ("--min-span", dict(type=positive_int, help="shortest span (default: the model's, 1)")),
-    ("--max-span", dict(type=positive_int, help="longest span (default: the model's, 20)")),
-    ("--unit", dict(choices=("word", "token"), help="span unit (default: the model's, word)")),
-    ("--batch-size", dict(type=positive_int, default=32)),
-    ("--device", dict(help="torch device, e.g. cpu or cuda:0")),
-    ("--split", dict(choices=SPLITS, default="auto", help="a text is a line, a paragraph, or auto (by the file)")),
-    ("--follow-links", dict(action="store_true", help="also read file links leading out of a folder named")),
-    ("--skip-bad", dict(action="store_true", help="leave out (and list) texts the model cannot window")),
-    ("--ray", dict(nargs="?", const="local", metavar="ADDRESS", help="run on Ray: here, or auto/HOST:PORT")),
-    ("--workers", dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)")),
-    ("--force", dict(action="store_true", help="replace an index already in DIR")),
-    ("--backend", dict(choices=("torch", "onnx", "openvino"), default="torch", help="where the forward pass runs")),
-    ("--model-file", dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx")),
-    ("--quantized", dict(action="store_true", help="with --backend onnx: the int8 file")),
-    ("--model-dtype", dict(choices=("float32", "float16", "bfloat16"), help="weights' precision")),
-    ("--threads", dict(type=positive_int, help="intra-op threads (default: SLICE_ST_THREADS, else torch's)")),
-    ("--export-dir", dict(metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed")),
-)
+OPTIONS = {
+    flags.split()[-1]: (flags.split(), kwargs)
+    for flags, kwargs in (
+        ("-q --query", dict(action="append", help="an origin phrase (repeatable)")),
+        ("--queries", dict(action="append", metavar="FILE", help="a file with one query per line")),
+        (
+            "--texts",
+            dict(type=count, metavar="N", help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)"),
+        ),
+        ("--per-text", dict(type=count, default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
+        ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
+        ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
+        ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
+        ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
+        ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
+        ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),
+        ("--approximate", dict(action="store_true", help="with an index: use its FAISS candidate stage")),
+        ("-m --model", dict(help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)")),
+        ("--min-span", dict(type=positive_int, help="shortest span (default: the model's, 1)")),
+        ("--max-span", dict(type=positive_int, help="longest span (default: the model's, 20)")),
+        ("--unit", dict(choices=("word", "token"), help="span unit (default: the model's, word)")),
+        ("--batch-size", dict(type=positive_int, default=32)),
+        ("--device", dict(help="torch device, e.g. cpu or cuda:0")),
+        ("--split", dict(choices=SPLITS, default="auto", help="a text is a line, a paragraph, or auto (by the file)")),
+        ("--follow-links", dict(action="store_true", help="also read file links leading out of a folder named")),
+        ("--skip-bad", dict(action="store_true", help="leave out (and list) texts the model cannot window")),
+        ("--ray", dict(nargs="?", const="local", metavar="ADDRESS", help="run on Ray: here, or auto/HOST:PORT")),
+        ("--workers", dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)")),
+        ("--force", dict(action="store_true", help="replace an index already in DIR")),
+        ("--backend", dict(choices=("torch", "onnx", "openvino"), default="torch", help="where the forward pass runs")),
+        ("--model-file", dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx")),
+        ("--quantized", dict(action="store_true", help="with --backend onnx: the int8 file")),
+        ("--model-dtype", dict(choices=("float32", "float16", "bfloat16"), help="weights' precision")),
+        ("--threads", dict(type=positive_int, help="intra-op threads (default: SLICE_ST_THREADS, else torch's)")),
+        ("--export-dir", dict(metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed")),
+    )
+}
 #: The options of where the forward pass runs, listed under their own heading.
 BACKEND = ("--backend", "--model-file", "--quantized", "--model-dtype", "--threads", "--export-dir")
 
@@ -159,11 +161,9 @@ def output_options(args):
         try:
             yield
         finally:
-            for name, value in saved_env.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
+            for name in _PROGRESS_ENV:
+                os.environ.pop(name, None)
+            os.environ.update({name: value for name, value in saved_env.items() if value is not None})
             for name, level in saved_levels.items():
                 logging.getLogger(name).setLevel(level)
 

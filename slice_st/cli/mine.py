@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import html
+import itertools
 import os
 import sys
 
@@ -165,6 +166,7 @@ def _distinct_files(files: list[str]) -> list[str]:
 def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
     """Match rows as json/jsonl/csv (``fields``), one HTML page, or aligned text columns (the span highlighted)."""
     records = [{key: row[key] for key in fields} for row in rows]
+    none = "no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "")
     if args.format == "json":
         out.write(dumps_json(records, indent=1) + "\n")
     elif args.format == "jsonl":
@@ -175,35 +177,30 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '
         writer.writerows({key: csv_safe(value) for key, value in record.items()} for record in records)
     elif args.format == "html":
-        out.write(_html_page(rows, args.threshold))
+        out.write(_html_page(rows, none))
     else:
-        _write_table(rows, args, out)
+        _write_table(rows, args.color, out, none)
     return len(rows)
 
 
-def _write_table(rows: list[dict], args, out) -> None:
-    color = args.color == "always" or (args.color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
+def _write_table(rows: list[dict], color: str, out, none: str) -> None:
+    color = color == "always" or (color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
     calibrated = any(row.get("calibrated") is not None for row in rows)  # an index with a calibration: 0-5 column
-    where_width = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # the columns stay aligned
-    chars_width = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
-    current = None
-    for row in rows:
-        if row["query"] != current:
-            current, sts = row["query"], f"  {'0-5':>4}" if calibrated else ""
-            out.write(f"\n== {terminal_safe(current)}\n{'rank':>4}  {'score':>6}{sts}  ")
-            out.write(f"{'where':<{where_width}} {'chars':<{chars_width}} match in context\n")
-        sts = ""
-        if calibrated:
-            sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
-        chars, snippet = f"{row['start']}-{row['end']}", _snippet(row["text"], row["start"], row["end"], 90, color)
-        where = f"{terminal_safe(row['where']):<{where_width}} {chars:<{chars_width}}"
-        out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {where} {snippet}\n")
+    wide = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # the columns stay aligned
+    narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
+    for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
+        sts = f"  {'0-5':>4}" if calibrated else ""
+        header = f"{'rank':>4}  {'score':>6}{sts}  {'where':<{wide}} {'chars':<{narrow}}"
+        out.write(f"\n== {terminal_safe(query)}\n{header} match in context\n")
+        for row in group:
+            sts = ""
+            if calibrated:
+                sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+            where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
+            snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
+            out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {where:<{wide}} {chars:<{narrow}} {snippet}\n")
     if not rows:
-        out.write(f"no match{_at_threshold(args.threshold)}\n")
-
-
-def _at_threshold(threshold) -> str:
-    return f" at or above threshold {threshold}" if threshold is not None else ""
+        out.write(none + "\n")
 
 
 def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
@@ -224,22 +221,20 @@ _HTML_HEAD = (
     "vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     "mark{background:#ffe27a}.where{color:#52607a;white-space:nowrap}</style></head><body>"
 )
+_HTML_TABLE = "<table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>"
 
 
-def _html_page(rows: list[dict], threshold) -> str:
+def _html_page(rows: list[dict], none: str) -> str:
     """One self-contained page (inline style, no script, nothing fetched): a table per query, every text escaped."""
-    parts, current = [_HTML_HEAD], None
-    for row in rows:
-        if row["query"] != current:
-            parts.append("</table>" if current is not None else "")
-            current = row["query"]
-            parts.append(f"<h2>{html.escape(current)}</h2><table><tr><th>rank</th><th>score</th><th>where</th>")
-            parts.append("<th>match in context</th></tr>")
-        text, start, end = row["text"], row["start"], row["end"]
-        context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
-        parts.append(
-            f'<tr><td class="n">{row["rank"]}</td><td class="n">{row["score"]:.3f}</td>'
-            f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
-        )
-    parts.append("</table>" if rows else f"<p>no match{html.escape(_at_threshold(threshold))}</p>")
-    return "".join(parts) + "</body></html>\n"
+    parts = [_HTML_HEAD]
+    for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
+        parts.append(f"<h2>{html.escape(query)}</h2>{_HTML_TABLE}")
+        for row in group:
+            text, start, end = row["text"], row["start"], row["end"]
+            context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
+            parts.append(
+                f'<tr><td class="n">{row["rank"]}</td><td class="n">{row["score"]:.3f}</td>'
+                f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
+            )
+        parts.append("</table>")
+    return "".join(parts) + ("" if rows else f"<p>{html.escape(none)}</p>") + "</body></html>\n"
