@@ -133,9 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _silence_stdout()
                 where = terminal_safe(str(error.filename or _stdout_name()))
                 parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
-            if not isinstance(error, _KNOWN) and not any(
-                c.__module__ == "slice_st.errors" for c in type(error).__mro__
-            ):
+            known = isinstance(error, _KNOWN) or any(c.__module__ == "slice_st.errors" for c in type(error).__mro__)
+            if not known:
                 sys.stderr.write(_BUG)
                 raise
             message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
