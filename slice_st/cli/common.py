@@ -115,10 +115,10 @@ OPTIONS = {
 BACKEND = ("--backend", "--model-file", "--quantized", "--model-dtype", "--threads", "--export-dir")
 
 
-def add_command(commands, name: str, help: str, handler=None, *options: str, description=None, **defaults):
+def add_command(commands, name: str, help: str, handler=None, *options: str, **defaults):
     """The (sub-)command ``name`` with the shared ``options`` (long flags of :data:`OPTIONS`); ``help`` is its line in
-    the list (and its description unless one is given); ``defaults`` override the options' defaults."""
-    parser = commands.add_parser(name, help=help, description=description or f"{help[0].upper()}{help[1:]}.")
+    the list and its description; ``defaults`` override the options' defaults."""
+    parser = commands.add_parser(name, help=help, description=f"{help[0].upper()}{help[1:]}.")
     backend = parser.add_argument_group("inference backend") if set(options) & set(BACKEND) else None
     for option in options:
         flags, kwargs = OPTIONS[option]
