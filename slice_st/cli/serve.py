@@ -32,7 +32,7 @@ def add_commands(commands) -> None:
 
 
 def _serve(args) -> int:
-    from slice_st.serve import IndexSource, ServeLimits, listening_socket, run_server
+    from slice_st.serve import ServeLimits, listening_socket, run_server
     from slice_st.serve.guards import is_loopback
     from slice_st.text import require
 
@@ -48,7 +48,7 @@ def _serve(args) -> int:
         if not is_loopback(args.host) and token is None:
             warning = f"serving on {args.host} with no token: anyone who can reach it can read the corpus"
             report(args, f"warning: {warning} (set {TOKEN_VARIABLE} or --token)", sys.stderr)
-        source = _source(args, IndexSource)
+        source = _source(args)
         report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
         limits = ServeLimits(**pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost"))
         log_level = "warning" if args.quiet else "info"
@@ -57,10 +57,11 @@ def _serve(args) -> int:
     return 0
 
 
-def _source(args, IndexSource):
+def _source(args):
     """The index to serve: a saved index directory, or CORPUS files indexed in memory."""
     from slice_st.index.storage import MANIFEST, SHARD_LIST
     from slice_st.loading import load_model
+    from slice_st.serve import IndexSource
 
     options, first = model_options(args), args.source[0]
     if len(args.source) == 1 and os.path.exists(os.path.join(first, MANIFEST)):
