@@ -35,9 +35,9 @@ def _own_arguments(parser, *flags: str) -> None:
 
 
 def _train(args) -> int:
-    from slice_st.training import train
+    from slice_st.training import trainer
 
-    train(*parse_train_arguments(args))  # checks the output folder before any work
+    trainer.train(*parse_train_arguments(args))  # checks the output folder before any work
     return 0
 
 

@@ -114,9 +114,7 @@ def cut_passages(
         raise DataFormatError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
     rng = random.Random(seed)
     excluded = {" ".join(sentence.lower().split()) for sentence in exclude_sentences}
-    passages: list[str] = []
-    short: list[str] = []
-    removed = 0
+    passages, short, leftovers, removed = [], [], [], 0
     for text in texts:
         sentences = split_sentences(text)
         kept = [sentence for sentence in sentences if " ".join(sentence.lower().split()) not in excluded]
@@ -126,12 +124,9 @@ def cut_passages(
         else:
             short += kept
     rng.shuffle(short)
-    leftovers: list[str] = []
     passages += _pack(short, min_words, max_words, rng, leftovers)
-    if leftovers:  # the last glued piece: keep it if it is long enough on its own
-        tail = " ".join(leftovers)
-        if len(tail.split()) >= min_words:
-            passages.append(tail)
+    if len(" ".join(leftovers).split()) >= min_words:  # the last glued piece, if long enough on its own
+        passages.append(" ".join(leftovers))
     unique = list(dict.fromkeys(passages))
     if limit is not None:
         unique = rng.sample(unique, min(limit, len(unique)))
@@ -153,9 +148,7 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
             if len(words) > max_words
             else [sentence]
         )
-    passages: list[str] = []
-    current: list[str] = []
-    count, target = 0, rng.randint(min_words, max_words)
+    passages, current, count, target = [], [], 0, rng.randint(min_words, max_words)
     for piece in pieces:
         size = len(piece.split())
         if current and count + size > max_words:  # the next piece would overflow: close (or spill) this passage
@@ -214,19 +207,15 @@ def load_passages(
     parts = []
     for source in sources:
         if os.path.isdir(source):
-            dataset = datasets.load_from_disk(source)
-            if "text" not in dataset.column_names:
-                raise DataFormatError(
-                    f"{source}: a distillation dataset needs a 'text' column; columns: {dataset.column_names}."
-                )
-            parts.append(dataset)
+            parts.append(datasets.load_from_disk(source))
+            if "text" not in parts[-1].column_names:
+                columns = parts[-1].column_names
+                raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {columns}.")
     files = [source for source in sources if not os.path.isdir(source)]
     if files:
         texts = [text for path in files for text in read_texts(path)]
-        excluded = evaluation_sentences(exclude_paths)
-        parts.append(
-            cut_passages(texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed)
-        )
+        words = {"min_words": min_words, "max_words": max_words}
+        parts.append(cut_passages(texts, **words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed))
     if not parts:
         raise DataFormatError("no distillation text: give --distill-data a saved dataset folder or text/JSONL files.")
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]

@@ -18,7 +18,7 @@ from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.data.stsb import read_source_note  # noqa: E402
 
-__all__ = ["STSBContext", "load_results", "mteb_model", "run_mteb"]
+__all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
 #: Environment variable naming the STS-B-Context TSV when the task is built without a path.
 DATA_ENV = "SLICE_ST_STSB_CONTEXT"
@@ -249,39 +249,6 @@ def _sentence_transformer(model):
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
-def load_results(folder: str | os.PathLike, task: STSBContext, *, models: list[str] | None = None):
-    """The STSBContext results of ``task``'s file under the mteb result cache ``folder``, read and validated by mteb.
-
-    mteb's results tools look tasks up by name in mteb's own registry, which a task defined outside mteb cannot
-    join; this reads them with the task object (``ResultCache.load_results``), leaving out the results of another
-    file or sample (another ``dataset_revision``).
-
-    Args:
-        folder: The result cache folder.
-        task: The ``STSBContext`` the results were evaluated on (the same file, and ``limit``/``seed``).
-        models: Model names to keep (``None``: all).
-
-    Returns:
-        mteb's ``BenchmarkResults`` (``get_score()`` of each ``TaskResult``; ``to_dataframe()`` and anything else
-        that looks the task up by name raise mteb's ``KeyError``).
-    """
-    import mteb
-
-    if not isinstance(task, STSBContext):
-        raise TypeError(f"task must be an STSBContext, got {type(task).__name__}.")
-    if not os.path.isdir(folder):  # ResultCache would create it
-        raise FileNotFoundError(f"results folder not found: {os.fspath(folder)}")
-    loaded = mteb.ResultCache(folder).load_results(
-        models=models, tasks=[task], require_model_meta=False, include_remote=False, validate_and_filter=True
-    )
-    kept = []
-    for model_result in loaded.model_results:
-        results = [r for r in model_result.task_results if r.dataset_revision == task.metadata.revision]
-        if results:
-            kept.append(model_result.model_copy(update={"task_results": results}))
-    return loaded.model_copy(update={"model_results": kept})
-
-
 def mteb_model(model, name: str | None = None, revision: str | None = None):
     """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a name and a
     revision, so that results are not filed under ``no_model_name_available``.
@@ -322,25 +289,23 @@ def run_mteb(
     tasks: list[str],
     *,
     stsb_context: str | None = None,
-    source: str | None = None,
-    limit: int | None = None,
     output_folder: str | None = None,
     model_name: str | None = None,
     revision: str | None = None,
     batch_size: int = 32,
     device: str | None = None,
     overwrite_strategy: str = "only-missing",
-    min_span: int = 1,
-    max_span: int = 20,
     show_progress_bar: bool = True,
+    **task_options: Any,
 ):
-    """``slice-st mteb run``: build the tasks (``STSBContext`` from ``stsb_context``, others by ``mteb.get_task``),
-    load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``; returns mteb's result."""
+    """``slice-st mteb run``: build the tasks (``STSBContext(stsb_context, **task_options)``: ``source``, ``limit``,
+    spans; others by ``mteb.get_task``), load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``;
+    returns mteb's result."""
     import mteb
 
     from slice_st.loading import load_model
 
-    if limit is not None and any(task != "STSBContext" for task in tasks):
+    if task_options.get("limit") is not None and any(task != "STSBContext" for task in tasks):
         raise ValueError("--limit applies to STSBContext only.")
     built = []
     for task in tasks:
@@ -355,7 +320,7 @@ def run_mteb(
             raise _no_data(f"give --stsb-context FILE (or set {DATA_ENV})")
         if "://" not in path and not os.path.exists(path):
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
-        built.append(STSBContext(path, source=source, limit=limit, min_span=min_span, max_span=max_span))
+        built.append(STSBContext(path, **task_options))
     if output_folder:  # said before the evaluation, not after it
         if os.path.exists(output_folder) and not os.path.isdir(output_folder):
             raise FileAccessError(f"--output-folder {output_folder} is a file, not a folder.")

@@ -44,9 +44,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 def _option(text: str, default: Any = None, **metadata: Any):
     """A :class:`SliceArguments` field: its default and its ``--help`` text."""
-    if isinstance(default, list):
-        return field(default_factory=list, metadata={"help": text, **metadata})
-    return field(default=default, metadata={"help": text, **metadata})
+    default_value = {"default_factory": list} if isinstance(default, list) else {"default": default}
+    return field(**default_value, metadata={"help": text, **metadata})
 
 
 @dataclass
@@ -362,10 +361,8 @@ def _dev_evaluator(settings: SliceArguments):
         evaluators.append(SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans))
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
-    if not evaluators:
-        return None
-    if len(evaluators) == 1:
-        return evaluators[0]
+    if len(evaluators) < 2:
+        return evaluators[0] if evaluators else None
     from sentence_transformers.base.evaluation import SequentialEvaluator
 
     return SequentialEvaluator(evaluators, main_score_function=lambda scores: scores[0])
@@ -507,26 +504,14 @@ def check_checkpoint_state(checkpoint: str) -> None:
     import torch
     from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
-    unreadable = (
-        pickle.UnpicklingError,
-        EOFError,
-        RuntimeError,
-        ValueError,
-        OSError,
-        AttributeError,
-        TypeError,
-        KeyError,
-    )
-    names = [name for name in RESUMED_STATE_FILES if os.path.exists(os.path.join(checkpoint, name))]
-    names += sorted(
-        os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth"))
-    )
-    for name in names:
-        path = os.path.join(checkpoint, name)
+    unreadable = (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError)
+    paths = [os.path.join(checkpoint, name) for name in RESUMED_STATE_FILES]
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
                 torch.load(path, map_location="cpu", weights_only=True)
-        except unreadable as error:
+        except (*unreadable, KeyError) as error:
             why = " ".join(str(error).split())[:200] or type(error).__name__
             raise ValueError(
                 f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "
