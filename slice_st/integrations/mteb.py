@@ -95,10 +95,7 @@ class STSBContext(AbsTaskSTS):
         unit: ``"word"`` or ``"token"``.
         missing_paraphrase: As in :func:`slice_st.data.read_stsb_context`.
 
-    Example:
-        >>> import mteb
-        >>> task = STSBContext("runs/dev/stsb-context-dev.tsv")  # doctest: +SKIP
-        >>> mteb.evaluate(mteb_model(load_model()), [task], cache=mteb.ResultCache("results"))  # doctest: +SKIP
+    Example: ``mteb.evaluate(mteb_model(load_model()), [STSBContext("dev.tsv")], cache=mteb.ResultCache("results"))``.
     """
 
     min_score = 0

@@ -499,19 +499,19 @@ def check_checkpoint_state(checkpoint: str) -> None:
     (``torch.load(weights_only=True)``: code in a pickle is refused, never run): a damaged file is a ``ValueError``
     naming it before training starts."""
     import glob
-    import pickle
+    from pickle import UnpicklingError
 
     import torch
     from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
-    unreadable = (pickle.UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError)
+    unreadable = (UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError)
     paths = [os.path.join(checkpoint, name) for name in RESUMED_STATE_FILES]
     paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
                 torch.load(path, map_location="cpu", weights_only=True)
-        except (*unreadable, KeyError) as error:
+        except unreadable as error:
             why = " ".join(str(error).split())[:200] or type(error).__name__
             raise ValueError(
                 f"--resume: {path} is damaged or not plain tensor data ({why}); nothing of it was run. Delete "
