@@ -426,8 +426,6 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
 FLAT_BLOCK_UNITS = 1 << 16
 #: Scores held per block, (queries × span lengths × units): the block shrinks with many queries.
 FLAT_SCORE_BUFFER = 1 << 21
-#: Units per block while the running top-k is not yet full (every span of such a block is ranked).
-FLAT_WARM_UNITS = 4096
 
 
 class FlatTopSpans(NamedTuple):
@@ -662,27 +660,19 @@ def _scan_top_k(
     best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
     best_ids = torch.full((num_queries, top_k), -1, dtype=torch.long, device=device)
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
-    block_start = 0
-    while block_start < total:
-        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
-        full = bool(torch.isfinite(threshold).all())
-        # until every query has k scores (or a floor), blocks are small: their spans are all ranked (topk)
-        block_end = min(block_start + (block if full else min(block, FLAT_WARM_UNITS)), total)
+    for block_start in range(0, total, block):
+        block_end = min(block_start + block, total)
         stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
         units, count = stop - block_start, block_end - block_start
-        dots = block_dots(block_start, stop)  # (Q, units)
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(dots, dim=1, dtype=torch.float64, out=prefix[:, 1:])  # float64, restarted every block
+        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])  # restarted per block
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
-        if full:
-            rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, min_span, units, count)
-        else:
-            rows, columns, values = _block_top_k(prefix, inverse, top_k, min_span, units, count)
+        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
+        rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, top_k, min_span, units, count)
         if rows.numel():
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
-        block_start = block_end
     return best_scores, best_ids
 
 
@@ -711,33 +701,23 @@ def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Ten
     return torch.nan_to_num_(out, nan=float("inf")).reciprocal_()
 
 
-def _block_top_k(prefix: Tensor, inverse: Tensor, top_k: int, min_span: int, units: int, count: int):
-    """The block's best ``top_k`` spans per query: ``(rows, columns, scores)`` with columns ``length column * count +
-    offset``."""
-    num_queries, widths = prefix.shape[0], inverse.shape[0]
-    scores = torch.empty(num_queries, widths, count, dtype=prefix.dtype, device=prefix.device)
-    for column in range(widths):
-        length = min_span + column
-        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
-        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=scores[:, column, :valid])
-        scores[:, column, valid:] = 0.0
-    scores.mul_(inverse).masked_fill_(inverse == 0, float("-inf"))  # no such span (or past the corpus' end)
-    flat = scores.view(num_queries, -1)
-    keep = min(top_k, flat.shape[1])
-    values, columns = flat.topk(keep, dim=1)
-    rows = torch.arange(num_queries, device=prefix.device)[:, None].expand(-1, keep)
-    finite = torch.isfinite(values)
-    return rows[finite], columns[finite], values[finite]
-
-
 def _block_survivors(
-    prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, min_span: int, units: int, count: int
+    prefix: Tensor,
+    norms: Tensor,
+    inverse: Tensor,
+    threshold: Tensor,
+    top_k: int,
+    min_span: int,
+    units: int,
+    count: int,
 ):
-    """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
+    """Spans of the block scoring above each query's ``threshold`` (its current ``k``-th best): ``(rows, columns,
+    scores)``, columns ``length column * count + offset``.
 
     One pass per span length keeps each (query, start unit)'s best score (spans that do not exist score ``±0``:
-    inverse norm 0); the few start units beating the threshold are scored again per length with the stored norms
-    (NaN never passes) and filtered.
+    inverse norm 0); the start units above the threshold are scored again per length with the stored norms (NaN
+    never passes) and filtered. While a query has fewer than ``top_k`` scores, only starts at or above the block's
+    ``top_k``-th best start go on when that is positive (only real spans score above 0): the others cannot enter.
     """
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
@@ -747,16 +727,16 @@ def _block_survivors(
         valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
         if not valid:
             break
-        if valid == count:
-            torch.sub(prefix[:, length : length + count], prefix[:, :count], out=row)
-            row.mul_(inverse[column])
-            torch.maximum(best, row, out=best)
-        else:  # the corpus' last block
-            part = row[:, :valid]
-            torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
-            part.mul_(inverse[column, :valid])
-            torch.maximum(best[:, :valid], part, out=best[:, :valid])
-    rows, offsets = (best > threshold).nonzero(as_tuple=True)
+        part, kept = row[:, :valid], best[:, :valid]
+        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
+        part.mul_(inverse[column, :valid])
+        torch.maximum(kept, part, out=kept)
+    starts_above = threshold
+    if not bool(torch.isfinite(threshold).all()):
+        kth = best.topk(min(top_k, count), dim=1).values[:, -1:]
+        bound = torch.where(kth > 0, kth.nextafter(kth.new_tensor(float("-inf"))), float("-inf"))
+        starts_above = torch.maximum(threshold, bound)
+    rows, offsets = (best > starts_above).nonzero(as_tuple=True)
     if not rows.numel():
         return rows, offsets, prefix.new_zeros(0)
     lengths = torch.arange(min_span, min_span + widths, device=prefix.device)
