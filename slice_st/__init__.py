@@ -2,13 +2,11 @@
 
 >>> import slice_st
 >>> model = slice_st.load_model()                # embedded all-MiniLM-L6-v2, offline
->>> best = model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=5)
->>> best[0][0][0].span
+>>> model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=5)[0][0][0].span
 'played the guitar'
 
-Importing the package is light: every public name is loaded on first use (PEP 562). ``encode_spans``,
-``encode_span_queries`` and ``best_spans`` become methods of ``SentenceTransformer`` as soon as
-``sentence_transformers`` is imported (:mod:`slice_st._attach`).
+Importing the package is light: every public name is loaded on first use (PEP 562); the span methods reach
+``SentenceTransformer`` when ``sentence_transformers`` is imported (:mod:`slice_st._attach`).
 """
 
 from __future__ import annotations
@@ -89,8 +87,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
-def _attach_methods() -> None:
-    importlib.import_module("slice_st.encode").attach_methods()
-
-
-_attach.attach_when_imported("sentence_transformers", _attach_methods)
+_attach.attach_when_imported(
+    "sentence_transformers", lambda: importlib.import_module("slice_st.encode").attach_methods()
+)

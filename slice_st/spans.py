@@ -43,24 +43,18 @@ def span_grid(
     """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
-    starts = torch.arange(max(num_units, 0), device=device)
-    grid_starts = starts[:, None].expand(-1, lengths.numel())
-    grid_ends = grid_starts + lengths[None, :]
-    keep = grid_ends <= num_units
-    return grid_starts[keep], grid_ends[keep]
+    starts = torch.arange(max(num_units, 0), device=device)[:, None].expand(-1, lengths.numel())
+    ends = starts + lengths[None, :]
+    return starts[ends <= num_units], ends[ends <= num_units]
 
 
 def prefix_sums(token_embeddings: Tensor) -> Tensor:
     """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row (keep ``T`` a model window)."""
-    x = token_embeddings.float()
-    zeros = x.new_zeros(x.shape[0], 1, x.shape[2])
-    return torch.cat([zeros, x.cumsum(dim=1)], dim=1)
+    return torch.nn.functional.pad(token_embeddings.float().cumsum(dim=1), (0, 0, 1, 0))
 
 
 def _gather_rows(values: Tensor, index: Tensor) -> Tensor:
     """``values (B, T, *)`` gathered at ``index (B, N)`` along dim 1 → ``(B, N, *)``."""
-    if values.dim() == 2:
-        return values.gather(1, index)
     expanded = index.reshape(*index.shape, *([1] * (values.dim() - 2))).expand(*index.shape, *values.shape[2:])
     return values.gather(1, expanded)
 
@@ -70,8 +64,8 @@ def _start_mask(num_units: Tensor, width: int, owned: tuple[Tensor, Tensor] | No
     positions = torch.arange(width, device=num_units.device)[None, :]
     mask = positions < num_units[:, None]
     if owned is not None:
-        lo, hi = owned
-        mask &= (positions >= lo[:, None]) & (positions < hi[:, None])
+        mask &= (positions >= owned[0][:, None]) & (positions < owned[1][:, None])
+
     return mask
 
 
@@ -105,12 +99,8 @@ def pool_spans(
     >>> out.embeddings[0][out.mask[0]].tolist()
     [[0.0, 1.0], [2.0, 3.0], [3.0, 4.0]]
     """
-    batch, _, dim = token_embeddings.shape
     width = boundaries.shape[1] - 1
     starts, ends = span_grid(width, min_span, max_span, device=token_embeddings.device)
-    if starts.numel() == 0:
-        empty = token_embeddings.new_zeros(batch, 0, dim, dtype=torch.float32)
-        return SpanBatch(empty, starts, ends, torch.zeros(batch, 0, dtype=torch.bool, device=token_embeddings.device))
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U + 1, d)
     totals = unit_prefix[:, ends] - unit_prefix[:, starts]
     counts = (boundaries[:, ends] - boundaries[:, starts]).clamp(min=1).unsqueeze(-1).to(totals.dtype)
@@ -120,11 +110,8 @@ def pool_spans(
 
 def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
     """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector."""
-    sums = prefix_sums(token_embeddings)
-    token_lo = boundaries.gather(1, lo[:, None].long())
-    token_hi = boundaries.gather(1, hi[:, None].long())
-    total = _gather_rows(sums, token_hi)[:, 0] - _gather_rows(sums, token_lo)[:, 0]
-    return total, (token_hi - token_lo)[:, 0]
+    sums, counts = _span_sums(token_embeddings, boundaries, lo[:, None].long(), hi[:, None].long())
+    return sums[:, 0], counts[:, 0]
 
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
@@ -141,11 +128,8 @@ def span_sum_norms(
     max_span: int,
     owned: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
-    """L2 norm of every span's token-vector **sum**, a ``(B, U, L)`` grid over (start, length).
-
-    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; ``nan`` where it does
-    not exist (past the text, or a start outside ``owned``).
-    """
+    """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
+    units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
     check_span_bounds(min_span, max_span)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
     return _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
@@ -194,15 +178,12 @@ def best_span_scores(
     costs: SpanCosts | None = None,
     overlap: bool = True,
 ) -> BestSpans:
-    """Fused best-span search: the top-``k`` spans of each row for each query.
+    """Fused best-span search: the top-``k`` spans of each row for each query ``(Q, d)`` (or ``(B, Q, d)``: per row).
 
-    ``similarity`` is sentence-transformers' ``similarity_fn_name`` between the query and the span's
-    mean vector (``"euclidean"``/``"manhattan"``: minus the distance). ``queries`` is ``(Q, d)``, shared
-    by all rows, or ``(B, Q, d)``: row ``b`` against its own queries. No span matrix is built: query
-    dot products come from one matmul with the prefix sums at unit boundaries (``q · (P_j - P_i)``)
-    and span norms one length at a time, so the loop runs over the ``K`` lengths, never over spans.
-    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted from the similarities to rank the
-    spans. ``overlap=False`` keeps a (row, query)'s spans pairwise disjoint (greedy, best first).
+    ``similarity`` is a ``similarity_fn_name`` (distances negated) between the query and the span's mean. No span
+    matrix is built: one matmul with the prefix sums at unit boundaries, then a loop over the ``K`` lengths.
+    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted to rank the spans; ``overlap=False`` keeps a
+    (row, query)'s spans pairwise disjoint (greedy, best first).
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -239,13 +220,9 @@ def best_span_scores(
             scores = scores - costs.of_length(length, count, min_span).to(scores.dtype)
         if overlap or top_k == 1:
             best = _merge_length(best, scores, similarities, length)
-        else:
-            grid.append(
-                [
-                    torch.nn.functional.pad(x, (0, 0, 0, width - count), value=float("-inf"))
-                    for x in (scores, similarities)
-                ]
-            )
+        else:  # padded to the full width, stacked into a (B, U, L, Q) grid
+            pad = (0, 0, 0, width - count)
+            grid.append([torch.nn.functional.pad(x, pad, value=float("-inf")) for x in (scores, similarities)])
     if grid:
         best = _disjoint_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
     scores, similarities, starts, ends = best
@@ -336,10 +313,8 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
 
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean token vector of the given spans, differentiable: ``((B, N, d), (B, N) valid)``.
-
-    ``starts``/``ends`` ``(B, N)`` are unit indices (end exclusive); ``-1`` (or an empty span) marks a
-    missing span, whose vector is zero and ``valid`` is false.
+    """Mean token vector of the spans ``starts``/``ends`` ``(B, N)`` (units, ``-1``: missing), differentiable:
+    ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])     # unit 0 = token 0, unit 1 = tokens 1..2
     >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2,
@@ -367,10 +342,8 @@ def sample_spans(
 ) -> tuple[Tensor, Tensor]:
     """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
 
-    Lengths cover ``min_span..min(max_span, num_units)`` evenly (one random offset per row spreads
-    ``num_spans`` draws over equal strata of that range); starts are uniform among the positions where a
-    span of that length fits, so spans never run past a row's units (never into padding). Rows with
-    fewer than ``min_span`` units get ``-1`` (missing). ``generator`` makes draws reproducible.
+    Lengths cover ``min_span..min(max_span, num_units)`` evenly; starts are uniform where a span of that length fits
+    (never into padding). Rows with fewer than ``min_span`` units get ``-1`` (missing).
 
     >>> starts, ends = sample_spans(torch.tensor([5, 0]), 4, 1, 4, torch.Generator().manual_seed(0))
     >>> sorted((ends - starts)[0].tolist()), bool((ends[0] <= 5).all()), starts[1].tolist()
@@ -398,12 +371,9 @@ def sample_spans(
 
 
 def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
-    """Cosine between queries and the given spans, differentiable: ``(B, Q)``.
-
-    ``queries`` is ``(Q, d)`` or ``(B, Q, d)``; ``starts``/``ends`` ``(B, Q)`` are unit indices (as
-    returned by :func:`best_span_scores`; ``-1`` marks a missing span, scored ``-inf``). Training
-    finds the best spans without gradient and calls this on them: the max over spans only passes
-    gradient to its arg-max, so the gradient is the same as differentiating the full max.
+    """Cosine ``(B, Q)`` between queries ``(Q, d)`` or ``(B, Q, d)`` and the spans ``starts``/``ends`` ``(B, Q)``
+    (``-1``: missing, ``-inf``), differentiable. Training finds the best spans without gradient, then calls this: the
+    max over spans passes gradient to its arg-max only, so this is the gradient of the full max.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     >>> span_cosines(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([[1]]),
@@ -429,10 +399,8 @@ FLAT_SCORE_BUFFER = 1 << 21
 
 
 class FlatTopSpans(NamedTuple):
-    """Top spans of a flat corpus per query: ``scores`` float64, ``starts`` (unit rows) and ``lengths``, all ``(Q, k)``.
-
-    Missing entries (fewer than ``k`` spans exist) have score ``-inf``, start ``-1`` and length ``0``.
-    """
+    """Top spans of a flat corpus per query: ``scores`` float64, ``starts`` (unit rows) and ``lengths``, all ``(Q, k)``;
+    missing entries (fewer than ``k`` spans exist) have score ``-inf``, start ``-1`` and length ``0``."""
 
     scores: Tensor
     starts: Tensor
@@ -454,14 +422,12 @@ def top_spans_flat(
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
 
-    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each
-    unit's token-vector sum and ``span_norms`` ``(N, K)`` the norm of the sum of the span of
-    ``norm_min_span + j`` units starting at each unit (``nan``: no such span, e.g. it would cross a
-    document). Per block of units: one matmul, a float64 prefix sum of the dot products (restarted
-    every block, the precision guard), then per span length one subtraction and product into a
-    running top-``k``; loops run over blocks and lengths, never spans. The final ``k`` scores are
-    recomputed in float64 from the unit vectors (exact ties: the earlier span first). ``floor``
-    ``(Q,)`` lets the scan leave out spans scoring at or below it (fewer than ``k`` may come back).
+    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each unit's
+    token-vector sum, ``span_norms`` ``(N, K)`` the norm of the sum of the span of ``norm_min_span + j`` units
+    starting at each unit (``nan``: no such span, e.g. across documents). Per block of units: one matmul and a float64
+    prefix sum of the dot products (restarted every block), then one pass per span length; only spans that can enter
+    the top-``k`` are kept. The final scores are recomputed in float64 (exact ties: the earlier span first).
+    ``floor`` ``(Q,)`` leaves out spans scoring at or below it (fewer than ``k`` may come back).
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -476,11 +442,9 @@ def top_spans_flat(
         )
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
-    first_column = _check_flat(span_norms, unit_vectors.shape[0], top_k, min_span, max_span, norm_min_span)
-    num_queries, total = queries.shape[0], unit_vectors.shape[0]
-    device = unit_vectors.device
+    num_queries, total, device = queries.shape[0], unit_vectors.shape[0], unit_vectors.device
+    first_column, block = _check_flat(span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block)
     unit_queries = torch.nn.functional.normalize(queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps)
-    block = _block_size(block, max_span - min_span + 1, num_queries)
     if floor is not None:
         floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
         if floor.shape[0] != num_queries:
@@ -497,11 +461,10 @@ def top_spans_flat(
             # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
             return torch.mv(vectors, unit_queries[0])[None] if num_queries == 1 else unit_queries @ vectors.T
 
-        best_scores, best_ids = _scan_top_k(
+        _, best_ids, starts, lengths = _scan_top_k(
             block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor
         )
-        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
-        exact = flat_span_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span=norm_min_span)
+        exact = _exact_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span)
         return _ranked_spans(exact, best_ids, starts, lengths)
 
 
@@ -516,46 +479,23 @@ def top_spans_from_dots(
     block: int | None = None,
 ) -> FlatTopSpans:
     """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
-    (float64 prefix-sum scores, not recomputed).
-
-    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
-    >>> found = top_spans_from_dots(dots, norms, 2, 1, 2)
-    >>> found.scores.round(decimals=4).tolist(), found.starts.tolist(), found.lengths.tolist()
-    ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
-    """
-    first_column = _check_flat(span_norms, _dots_width(dots), top_k, min_span, max_span, norm_min_span)
-    block = _block_size(block, max_span - min_span + 1, dots.shape[0])
+    (float64 prefix-sum scores, not recomputed)."""
+    first_column, block = _check_flat(
+        span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
+    )
     with torch.inference_mode():
-        best_scores, best_ids = _scan_top_k(
+        best_scores, best_ids, starts, lengths = _scan_top_k(
             lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
         )
-        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
-def flat_span_scores(
-    queries: Tensor,
-    unit_vectors: Tensor,
-    span_norms: Tensor,
-    starts: Tensor,
-    lengths: Tensor,
-    *,
-    norm_min_span: int = 1,
-    chunk: int = 4096,
+def _exact_scores(
+    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, norm_min_span: int
 ) -> Tensor:
-    """Float64 cosines of the given spans of a flat corpus (``-inf`` where ``starts < 0`` or the span does not exist).
-
-    ``starts``/``lengths`` are any-shaped unit indices and span lengths (as :func:`top_spans_flat`
-    returns); ``queries`` ``(Q, d)`` are matched to their first dimension. Numerators are summed from
-    the unit vectors in float64; denominators are the stored norms.
-
-    >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
-    >>> flat_span_scores(torch.tensor([[0.0, 1.0]]), vectors, norms, torch.tensor([[0, 1]]), torch.tensor([[2,
-    ...     1]])).round(decimals=4).tolist()
-    [[0.7071, 1.0]]
-    """
+    """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
+    numerators summed from the unit vectors, each (query, unit) dot product once."""
+    chunk = 4096
     unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
     device = unit_vectors.device
     scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=device)
@@ -568,8 +508,6 @@ def flat_span_scores(
     total = unit_vectors.shape[0]
     units = (span_starts[:, None] + steps[None, :]).clamp(max=total - 1)  # (n, widest)
     inside = steps[None, :] < span_lengths[:, None]
-    # Each (query, unit) dot product once, however many candidate spans of that query cover the unit
-    # (a query's top spans overlap heavily): float64 dots of the distinct pairs, then summed per span.
     keys = (rows[:, None] * total + units)[inside]
     distinct, inverse = torch.unique(keys, return_inverse=True)
     dots = torch.empty(distinct.numel(), dtype=torch.float64, device=device)
@@ -591,7 +529,7 @@ def unit_peak_scores(
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column = _check_flat(span_norms, _dots_width(dots), 1, min_span, max_span, norm_min_span)
+    first_column, _ = _check_flat(span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -608,26 +546,23 @@ def unit_peak_scores(
         return best
 
 
-def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:
-    """The one check of the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
+def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):
+    """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
+    (``None``: as large as the buffers allow)."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
-    first_column = min_span - norm_min_span
-    widths = max_span - min_span + 1
-    if (
-        span_norms.dim() != 2
-        or span_norms.shape[0] != total
-        or first_column < 0
-        or first_column + widths > span_norms.shape[1]
-    ):
+    first_column, widths = min_span - norm_min_span, max_span - min_span + 1
+    if span_norms.dim() != 2 or span_norms.shape[0] != total or not 0 <= first_column <= span_norms.shape[1] - widths:
         raise ValueError(
             f"span_norms {tuple(span_norms.shape)} must be (N={total}, K) with columns for span lengths "
             f"{min_span}..{max_span} (column 0 = length {norm_min_span})."
         )
     if not span_norms.is_floating_point():
         raise ValueError("span_norms must be floating point.")
-    return first_column
+    if block is None:
+        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
+    return first_column, max(int(block), 1)
 
 
 def _dots_width(dots: Tensor) -> int:
@@ -635,12 +570,6 @@ def _dots_width(dots: Tensor) -> int:
     if dots.dim() != 2 or not dots.is_floating_point():
         raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
     return dots.shape[1]
-
-
-def _block_size(block: int | None, widths: int, num_queries: int) -> int:
-    if block is None:
-        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
-    return max(int(block), 1)
 
 
 def _scan_top_k(
@@ -654,7 +583,8 @@ def _scan_top_k(
     block: int,
     floor: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The blockwise scan: running top-k float64 scores and span ids (``start * widths + column``), each ``(Q, k)``."""
+    """The blockwise scan: running top-k float64 scores, span ids (``start * widths + column``), starts and lengths,
+    each ``(Q, k)``."""
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
     best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
@@ -665,7 +595,7 @@ def _scan_top_k(
         stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
         units, count = stop - block_start, block_end - block_start
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])  # restarted per block
+        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])  # restarts per block
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
         threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
@@ -673,12 +603,9 @@ def _scan_top_k(
         if rows.numel():
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
-    return best_scores, best_ids
-
-
-def _ids_to_spans(ids: Tensor, min_span: int, max_span: int) -> tuple[Tensor, Tensor]:
-    widths = max_span - min_span + 1
-    return torch.where(ids >= 0, ids // widths, -1), torch.where(ids >= 0, ids % widths + min_span, 0)
+    found = best_ids >= 0
+    starts, lengths = torch.where(found, best_ids // widths, -1), torch.where(found, best_ids % widths + min_span, 0)
+    return best_scores, best_ids, starts, lengths
 
 
 def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) -> FlatTopSpans:

@@ -34,11 +34,8 @@ def check_unit(unit: str) -> str:
 
 @dataclass
 class UnitBoundaries:
-    """Units of a padded batch (see :mod:`slice_st.spans` for the conventions).
-
-    ``boundaries`` ``(B, U + 1)`` token positions; ``num_units`` ``(B,)``; ``char_starts`` and
-    ``char_ends`` ``(B, U)`` give each unit's character offsets in the text that was tokenized.
-    """
+    """Units of a padded batch (conventions: :mod:`slice_st.spans`): ``boundaries`` ``(B, U + 1)`` token positions,
+    ``num_units`` ``(B,)``, and each unit's character offsets ``char_starts``/``char_ends`` ``(B, U)``."""
 
     boundaries: Tensor
     num_units: Tensor
@@ -97,10 +94,7 @@ def unit_boundaries(
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
-    if length == 0:
-        content_end = torch.zeros(batch, dtype=torch.long, device=content.device)
-    else:
-        content_end = torch.where(content, positions + 1, torch.zeros_like(positions)).amax(dim=1)
+    content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(dim=1)
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
     rank = is_start.long().cumsum(dim=1) - 1
@@ -155,11 +149,9 @@ def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_
 @dataclass(frozen=True)
 class Window:
     """A piece of one text that fits the model: ``text[char_start:char_end]``, holding words ``first_word`` +
-    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning).
-
-    It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so every span of
-    the text comes from one window. Offsets are relative to the whole text.
-    """
+    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning). It
+    produces the spans whose first character lies in ``[own_char_lo, own_char_hi)``: every span of the text comes
+    from one window. Offsets are relative to the whole text."""
 
     text_index: int
     char_start: int
@@ -234,9 +226,7 @@ def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tupl
                 ends[-1] = max(ends[-1], end)
                 counts[-1] += 1
             previous = word
-        groups.append(
-            (np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), np.asarray(counts, dtype=np.int64))
-        )
+        groups.append(tuple(np.asarray(values, dtype=np.int64) for values in (starts, ends, counts)))
     return groups
 
 
@@ -325,52 +315,29 @@ def _text_windows(
         word = int(np.argmax(counts))
         raise WindowError(
             text_index,
-            (
-                f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than "
-                f"the model window "
-                f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
-            ),
+            f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than the "
+            f"model window of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use "
+            "unit='token'.",
         )
-    end_of_text = len(text)
-
-    def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
-        own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
-        return Window(
-            text_index,
-            int(starts[first]),
-            int(ends[last - 1]),
-            first,
-            last - first,
-            int(cumulative[first]),
-            int(cumulative[last] - cumulative[first]),
-            int(starts[own_lo]),
-            own_char_hi,
-        )
-
-    windows = []
-    own_lo = 0
+    windows, own_lo = [], 0
     while own_lo < num_words:
-        planned = None
         # Full context on both sides if it fits, else less: halve it until the window owns a start.
         for margin in _margins(context):
             first = max(own_lo - margin, 0)
             last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            if last >= num_words:
-                planned = (first, num_words, num_words)
-                break
-            own_hi = last - max_span - margin + 1  # spans starting before own_hi end by last - margin
+            own_hi = num_words if last >= num_words else last - max_span - margin + 1  # spans end by last - margin
             if own_hi > own_lo:
-                planned = (first, last, own_hi)
                 break
-        if planned is None:
+        else:
             raise WindowError(
                 text_index,
-                (
-                    f"spans of max_span={max_span} {unit}s do not fit in a model window of "
-                    f"{max_tokens} tokens; lower max_span or raise max_seq_length."
-                ),
+                f"spans of max_span={max_span} {unit}s do not fit in a model window of {max_tokens} tokens; lower "
+                "max_span or raise max_seq_length.",
             )
-        first, last, own_hi = planned
-        windows.append(window(first, last, own_lo, own_hi))
+        last = min(last, num_words)
+        chars = int(starts[first]), int(ends[last - 1])
+        tokens = int(cumulative[first]), int(cumulative[last] - cumulative[first])
+        owned = int(starts[own_lo]), len(text) if own_hi >= num_words else int(starts[own_hi])
+        windows.append(Window(text_index, *chars, first, last - first, *tokens, *owned))
         own_lo = own_hi
     return windows
