@@ -36,14 +36,7 @@ from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, 
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, pool_spans, pool_units
-from slice_st.tokens import (
-    SPAN_PROCESSING_KWARGS,
-    WINDOW_CONTEXT,
-    Window,
-    plan_windows,
-    text_units,
-    unit_boundaries,
-)
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, WINDOW_CONTEXT, Window, plan_windows, text_units, unit_boundaries
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -98,18 +91,13 @@ def check_span_pooling(model) -> None:
         _CHECKED_POOLING.add(target)
     except TypeError:  # not weak-referenceable: check every time
         pass
-    try:
-        modules = list(target)
-    except TypeError:
+    modules = list(target) if isinstance(target, Iterable) else []
+    pooling = [
+        hasattr(m, "pooling_mode") or getattr(type(m), "provides_span_embeddings", False) is True for m in modules
+    ]
+    if not any(pooling):
         return
-    provides = (
-        i
-        for i, module in enumerate(modules)
-        if hasattr(module, "pooling_mode") or getattr(type(module), "provides_span_embeddings", False) is True
-    )
-    position = next(provides, None)
-    if position is None:
-        return
+    position = pooling.index(True)
     mode = getattr(modules[position], "pooling_mode", "mean")
     modes = (mode,) if isinstance(mode, str) else tuple(mode)
     after = [type(module).__name__ for module in modules[position + 1 :] if type(module).__name__ != "Normalize"]
@@ -126,15 +114,12 @@ def check_span_pooling(model) -> None:
         )
 
 
-def _check_precision(precision: str) -> None:
+def _truncate_dim(model, truncate_dim: int | None = None, precision: str = "float32") -> int | None:
+    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation.
+    Also the one check of ``precision``."""
     if precision not in PRECISIONS:
         raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
-
-
-def _truncate_dim(model, truncate_dim: int | None = None) -> int | None:
-    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation."""
-    if truncate_dim is None:
-        truncate_dim = getattr(model, "truncate_dim", None)
+    truncate_dim = getattr(model, "truncate_dim", None) if truncate_dim is None else truncate_dim
     if truncate_dim is None:
         return None
     dim = token_dimension(model)
@@ -331,25 +316,20 @@ def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:
     }
 
 
-def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
-    return torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=padding_value)
+def _pad(outputs: list[dict[str, Tensor]], key: str, padding_value: float = 0) -> Tensor:
+    return torch.nn.utils.rnn.pad_sequence([out[key] for out in outputs], batch_first=True, padding_value=padding_value)
 
 
 def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _Rows:
-    token_embeddings = _pad([out["token_embeddings"] for out in outputs])
+    token_embeddings = _pad(outputs, "token_embeddings")
     if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
         row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
             "broken (a damaged checkpoint or adapter, or an overflow in half precision)."
         )
-    units = unit_boundaries(
-        _pad([out["attention_mask"] for out in outputs]),
-        _pad([out["special_tokens_mask"] for out in outputs], 1),
-        _pad([out["offset_mapping"] for out in outputs]),
-        unit,
-        strings,
-    )
+    masks = _pad(outputs, "attention_mask"), _pad(outputs, "special_tokens_mask", 1)
+    units = unit_boundaries(*masks, _pad(outputs, "offset_mapping"), unit, strings)
     device = units.num_units.device
     expected = torch.tensor([w.num_words if unit == "word" else w.num_tokens for w in windows], device=device)
     planned = expected >= 0  # short texts are not tokenized while planning (-1): nothing to check
@@ -435,11 +415,10 @@ def encode_spans(
         >>> result.spans[:3], result.embeddings.shape
         (['A', 'A man', 'man'], (9, 384))
     """
-    _check_precision(precision)
+    truncate_dim = _truncate_dim(model, truncate_dim, precision)
     text_list, single = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
-    truncate_dim = _truncate_dim(model, truncate_dim)
     windows = encode_windows(
         model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
     )
@@ -583,9 +562,8 @@ def encode_span_queries(
         >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
         True
     """
-    _check_precision(precision)
+    truncate_dim = _truncate_dim(model, truncate_dim, precision)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
-    truncate_dim = _truncate_dim(model, truncate_dim)
     options = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "window_context": window_context}
     vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[:, :truncate_dim]
     if normalize_embeddings:

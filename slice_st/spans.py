@@ -314,14 +314,7 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
     """Mean token vector of the spans ``starts``/``ends`` ``(B, N)`` (units, ``-1``: missing), differentiable:
-    ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid.
-
-    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])     # unit 0 = token 0, unit 1 = tokens 1..2
-    >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2,
-    ...     -1]]))
-    >>> means[0].tolist(), valid.tolist()
-    ([[1.0, 1.0], [1.0, 1.5], [0.0, 0.0]], [[True, True, False]])
-    """
+    ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid."""
     sums, counts = _span_sums(token_embeddings, boundaries, starts, ends)
     valid = (starts >= 0) & (counts > 0)
     return sums / counts.clamp(min=1)[..., None].to(sums.dtype), valid
@@ -343,12 +336,7 @@ def sample_spans(
     """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
 
     Lengths cover ``min_span..min(max_span, num_units)`` evenly; starts are uniform where a span of that length fits
-    (never into padding). Rows with fewer than ``min_span`` units get ``-1`` (missing).
-
-    >>> starts, ends = sample_spans(torch.tensor([5, 0]), 4, 1, 4, torch.Generator().manual_seed(0))
-    >>> sorted((ends - starts)[0].tolist()), bool((ends[0] <= 5).all()), starts[1].tolist()
-    ([1, 2, 3, 4], True, [-1, -1, -1, -1])
-    """
+    (never into padding). Rows with fewer than ``min_span`` units get ``-1`` (missing)."""
     check_span_bounds(min_span, max_span)
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
@@ -573,16 +561,8 @@ def _dots_width(dots: Tensor) -> int:
 
 
 def _scan_top_k(
-    block_dots,
-    span_norms: Tensor,
-    num_queries: int,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    first_column: int,
-    block: int,
-    floor: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
+    block_dots, span_norms: Tensor, num_queries, top_k, min_span, max_span, first_column, block, floor=None
+):
     """The blockwise scan: running top-k float64 scores, span ids (``start * widths + column``), starts and lengths,
     each ``(Q, k)``."""
     widths = max_span - min_span + 1
@@ -619,25 +599,14 @@ def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) 
 
 
 def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
-    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span).
-
-    Copied a few thousand rows at a time: one strided copy of the whole block is as slow as its matmul.
-    """
+    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span), copied a few thousand rows
+    at a time (one strided copy of the whole block is as slow as its matmul)."""
     for first in range(0, norms.shape[0], rows_per_copy):
         out[:, first : first + rows_per_copy].copy_(norms[first : first + rows_per_copy].T)
     return torch.nan_to_num_(out, nan=float("inf")).reciprocal_()
 
 
-def _block_survivors(
-    prefix: Tensor,
-    norms: Tensor,
-    inverse: Tensor,
-    threshold: Tensor,
-    top_k: int,
-    min_span: int,
-    units: int,
-    count: int,
-):
+def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count):
     """Spans of the block scoring above each query's ``threshold`` (its current ``k``-th best): ``(rows, columns,
     scores)``, columns ``length column * count + offset``.
 

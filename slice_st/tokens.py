@@ -55,12 +55,6 @@ def unit_boundaries(
     With the tokenized ``texts``, a word starts where whitespace separates two tokens and covers its whole
     whitespace-delimited run (also characters the tokenizer dropped); without them (inside a model) a word
     starts wherever two tokens' offsets do not touch.
-
-    >>> offsets = torch.tensor([[[0, 0], [0, 1], [2, 5], [5, 6], [0, 0]]])   # [CLS] a man . [SEP]  ("a man.")
-    >>> special = torch.tensor([[1, 0, 0, 0, 1]])
-    >>> units = unit_boundaries(torch.ones(1, 5, dtype=torch.long), special, offsets, "word")
-    >>> units.boundaries.tolist(), units.num_units.tolist(), units.char_ends.tolist()
-    ([[1, 2, 4]], [2], [[1, 6]])
     """
     check_unit(unit)
     content = attention_mask.bool()
