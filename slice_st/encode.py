@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import Rerank, RerankRows, rerank_context
+from slice_st._rerank import RerankRows, rerank_context
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
@@ -68,15 +68,11 @@ def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = N
             raise SpanInputError(f"prompt must be a string, got {type(prompt).__name__}.")
         return prompt
     prompts = getattr(model, "prompts", None) or {}
-    if prompt_name is not None:
-        if prompt_name not in prompts:
-            raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
-        return prompts[prompt_name] or ""
-    for name in ("query",) if role == "query" else DOCUMENT_PROMPT_NAMES:
-        if name in prompts:
-            return prompts[name] or ""
-    default = getattr(model, "default_prompt_name", None)
-    return (prompts.get(default) or "") if default else ""
+    if prompt_name is not None and prompt_name not in prompts:
+        raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
+    names = [prompt_name] if prompt_name is not None else ["query"] if role == "query" else [*DOCUMENT_PROMPT_NAMES]
+    names.append(getattr(model, "default_prompt_name", None))
+    return next((prompts[name] or "" for name in names if name is not None and name in prompts), "")
 
 
 _CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
@@ -669,10 +665,12 @@ class SpanSearchResult(Sequence):
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
         units = int(self.unit_starts[at]), int(self.unit_ends[at])
-        score, similarity = float(self.scores[at]), float(self.similarities[at])
-        return SpanMatch(
-            query_index, text_index, start, end, self.texts[text_index][start:end], score, *units, similarity
+        span, score, similarity = (
+            self.texts[text_index][start:end],
+            float(self.scores[at]),
+            float(self.similarities[at]),
         )
+        return SpanMatch(query_index, text_index, start, end, span, score, *units, similarity)
 
 
 def _similarity(model, similarity_fn_name: str | None) -> str:
@@ -747,39 +745,19 @@ def best_spans(
 def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
     """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
     ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
-    config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
-    similarity = _similarity(model, options["similarity_fn_name"])
-    span_scorer = _check_scorer(options["scorer"], overlap, similarity)
-    batch_size, window_context, device = options["batch_size"], options["window_context"], options["device"]
-    query_prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
-    shared = {"batch_size": batch_size, "window_context": window_context, "device": device}
-    query_vectors = embed_texts(model, queries, show_progress_bar=False, prompt=query_prompt, **shared)
-    dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
-    search = _Search(
-        texts,
-        config,
-        query_vectors[:, :dim],
-        top_k if paired else min(top_k, _most_spans(texts, config)),
-        paired,
-        dim,
-        similarity,
-        span_scorer,
-        _profiles(model, queries, config.unit, span_scorer),
-        overlap,
-        rerank_context(span_scorer, queries),
-    )
-    text_prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
-    show = options["show_progress_bar"]
+    search = _Search(model, queries, texts, top_k, paired, overlap, options)
+    batch_size, show, context = options["batch_size"], options["show_progress_bar"], options["window_context"]
+    prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
-        model, texts, config, batch_size, show, window_context, prompt=text_prompt, device=device, errors=errors
+        model, texts, search.config, batch_size, show, context, prompt=prompt, device=options["device"], errors=errors
     )
     for batch in windows:
         for rows in batch.rows(batch_size):
             search.add(search.best_of_rows(rows), rows)
-    spans = [search.arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends")]
-    query_names = [""] * len(queries) if paired else queries
+    spans = [search.arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends", "similarities")]
+    names = [""] * len(queries) if paired else queries
     return SpanSearchResult(
-        query_names, texts, search.scores, *spans, similarity, search.arrays["similarities"], span_scorer.name, errors
+        names, texts, search.scores, *spans[:4], search.similarity, spans[4], search.scorer.name, errors
     )
 
 
@@ -811,25 +789,24 @@ def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
-@dataclass
 class _Search:
     """One best-span search: its settings, and the running ``(Q, T, k)`` top spans of every text (``paired``: text
     ``i`` against query ``i`` only, stored at query position 0)."""
 
-    texts: list[str]
-    config: SpanConfig
-    queries: Tensor
-    top_k: int
-    paired: bool
-    dim: int | None
-    similarity: str
-    scorer: SpanScorer
-    profiles: Tensor | None
-    overlap: bool
-    rerank: Rerank | None
-
-    def __post_init__(self) -> None:
-        shape = (1 if self.paired else len(self.queries), len(self.texts), self.top_k)
+    def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
+        self.texts, self.paired, self.overlap = texts, paired, overlap
+        self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
+        self.similarity = _similarity(model, options["similarity_fn_name"])
+        self.scorer = _check_scorer(options["scorer"], overlap, self.similarity)
+        prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
+        shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
+        vectors = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)
+        self.dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode does
+        self.queries = vectors[:, : self.dim]
+        self.top_k = top_k if paired else min(top_k, _most_spans(texts, config))
+        self.profiles = _profiles(model, queries, config.unit, self.scorer)
+        self.rerank = rerank_context(self.scorer, queries)
+        shape = (1 if paired else len(queries), len(texts), self.top_k)
         self.scores = np.full(shape, -np.inf, dtype=np.float32)
         self.arrays = {
             name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")
@@ -863,15 +840,15 @@ class _Search:
         """Turn one sub-batch's window-level best spans into text-level offsets and merge them in."""
         missing = found.starts < 0
         starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
-        shift = {
-            name: torch.tensor([getter(w) for w in rows.windows], device=starts.device)[:, None, None]
-            for name, getter in (("char", lambda w: w.char_start), ("unit", lambda w: w.first_unit(self.config.unit)))
-        }
+        chars = torch.tensor([w.char_start for w in rows.windows], device=starts.device)[:, None, None]
+        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=starts.device)[
+            :, None, None
+        ]
         candidate = {
-            "starts": _gather_units(rows.char_starts, starts) + shift["char"],
-            "ends": _gather_units(rows.char_ends, last) + shift["char"],
-            "unit_starts": found.starts + shift["unit"],
-            "unit_ends": found.ends + shift["unit"],
+            "starts": _gather_units(rows.char_starts, starts) + chars,
+            "ends": _gather_units(rows.char_ends, last) + chars,
+            "unit_starts": found.starts + units,
+            "unit_ends": found.ends + units,
         }
         candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
         similarities = found.scores if found.similarities is None else found.similarities

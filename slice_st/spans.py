@@ -208,9 +208,9 @@ def best_span_scores(
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
-    num_queries = queries.shape[-2]
-    best = _no_spans((batch, top_k, num_queries), device)
-    grid = []
+    no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
+    no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
+    best, grid = (no_scores, no_scores, no_starts, no_starts), []  # the running top-k (never written in place)
     for length in range(min_span, min(max_span, width) + 1):
         count, column = width - length + 1, length - min_span
         similarities = lengths(length, count, norms[:, :count, column, None])
@@ -225,14 +225,9 @@ def best_span_scores(
             grid.append([torch.nn.functional.pad(x, pad, value=float("-inf")) for x in (scores, similarities)])
     if grid:
         best = _disjoint_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
-    scores, similarities, starts, ends = best
+    scores, similarities, starts, ends = (values.transpose(1, 2) for values in best)
     missing = torch.isinf(scores)
-    return BestSpans(
-        scores.transpose(1, 2),
-        starts.masked_fill(missing, -1).transpose(1, 2),
-        ends.masked_fill(missing, -1).transpose(1, 2),
-        similarities.transpose(1, 2),
-    )
+    return BestSpans(scores, starts.masked_fill(missing, -1), ends.masked_fill(missing, -1), similarities)
 
 
 class _LengthSimilarity:
@@ -258,13 +253,6 @@ class _LengthSimilarity:
             return -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
         means = (self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]) / tokens  # manhattan
         return -torch.cdist(means, self.targets, p=1)
-
-
-def _no_spans(shape: tuple[int, ...], device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """An empty running top-k: scores and similarities ``-inf``, starts and ends ``-1``."""
-    scores = torch.full(shape, float("-inf"), device=device)
-    starts = torch.full(shape, -1, dtype=torch.long, device=device)
-    return scores, scores.clone(), starts, starts.clone()
 
 
 def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int) -> tuple[Tensor, ...]:
@@ -478,9 +466,7 @@ def top_spans_from_dots(
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
-def _exact_scores(
-    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, norm_min_span: int
-) -> Tensor:
+def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Tensor, norm_min_span: int) -> Tensor:
     """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
     numerators summed from the unit vectors, each (query, unit) dot product once."""
     chunk = 4096
@@ -560,9 +546,7 @@ def _dots_width(dots: Tensor) -> int:
     return dots.shape[1]
 
 
-def _scan_top_k(
-    block_dots, span_norms: Tensor, num_queries, top_k, min_span, max_span, first_column, block, floor=None
-):
+def _scan_top_k(block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor=None):
     """The blockwise scan: running top-k float64 scores, span ids (``start * widths + column``), starts and lengths,
     each ``(Q, k)``."""
     widths = max_span - min_span + 1
@@ -644,9 +628,7 @@ def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: 
     return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
 
 
-def _merge_top_k(
-    best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor
-) -> tuple[Tensor, Tensor]:
+def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor):
     """Merge candidates ``(rows, scores, ids)`` into each query's running top-k ``(Q, k)``, best first."""
     num_queries, top_k = best_scores.shape
     counts = torch.bincount(rows, minlength=num_queries)

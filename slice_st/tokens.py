@@ -91,9 +91,8 @@ def unit_boundaries(
     content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(dim=1)
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
-    rank = is_start.long().cumsum(dim=1) - 1
-    rows = torch.arange(batch, device=content.device)[:, None].expand(batch, length)
-    boundaries[rows[is_start], rank[is_start]] = positions[is_start]
+    rows, columns = is_start.nonzero(as_tuple=True)
+    boundaries[rows, (is_start.long().cumsum(dim=1) - 1)[rows, columns]] = columns
 
     if offset_mapping is None or length == 0:
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
@@ -114,29 +113,19 @@ def _space_positions(text: str) -> np.ndarray:
 
 def _space_prefix_counts(texts: Sequence[str], device) -> Tensor:
     """``(B, L + 1)``: number of whitespace characters before each position of each text."""
-    width = max((len(text) for text in texts), default=0)
-    counts = np.zeros((len(texts), width + 1), dtype=np.int64)
+    counts = np.zeros((len(texts), max(map(len, texts), default=0) + 1), dtype=np.int64)
     for row, text in enumerate(texts):
-        marks = np.zeros(width, dtype=np.int64)
-        marks[_space_positions(text)] = 1
-        counts[row, 1:] = np.cumsum(marks)
-    return torch.from_numpy(counts).to(device)
+        counts[row, _space_positions(text) + 1] = 1
+    return torch.from_numpy(counts.cumsum(axis=1)).to(device)
 
 
 def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor]:
     """Widen each word's character range to its whole whitespace-delimited run."""
     starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
     for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
-        spaces = _space_positions(text)
-        if count == 0:
-            continue
-        if len(spaces) == 0:
-            starts_np[row, :count], ends_np[row, :count] = 0, len(text)
-            continue
-        before = np.searchsorted(spaces, starts_np[row, :count], side="left") - 1  # last space before the word
-        after = np.searchsorted(spaces, ends_np[row, :count], side="left")  # first space after it
-        starts_np[row, :count] = np.where(before >= 0, spaces[before.clip(min=0)] + 1, 0)
-        ends_np[row, :count] = np.where(after < len(spaces), spaces[after.clip(max=len(spaces) - 1)], len(text))
+        bounds = np.concatenate([[-1], _space_positions(text), [len(text)]])  # the spaces, and both ends of the text
+        starts_np[row, :count] = bounds[np.searchsorted(bounds, starts_np[row, :count]) - 1] + 1
+        ends_np[row, :count] = bounds[np.searchsorted(bounds, ends_np[row, :count])]
     return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
 
 
@@ -175,15 +164,10 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    all_offsets = encoded["offset_mapping"]
-    lengths = [len(offsets) for offsets in all_offsets]
-    width = max(lengths, default=0)
-    padded = np.zeros((len(all_offsets), width, 2), dtype=np.int64)
-    for row, offsets in enumerate(all_offsets):
-        if offsets:
-            padded[row, : len(offsets)] = offsets
-    mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
-    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), unit, texts)
+    offsets = [torch.tensor(offsets, dtype=torch.long).reshape(-1, 2) for offsets in encoded["offset_mapping"]]
+    mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(o), dtype=torch.long) for o in offsets], batch_first=True)
+    padded = torch.nn.utils.rnn.pad_sequence(offsets, batch_first=True)
+    units = unit_boundaries(mask, torch.zeros_like(mask), padded, unit, texts)
     bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
     char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
     return [
@@ -249,6 +233,12 @@ def plan_windows(
     if max_tokens < 1:
         raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
     windows: list[Window] = []
+
+    def failed(error: WindowError) -> None:
+        if errors is None:
+            raise error
+        errors.append((error.text_index, error.reason))
+
     # Every token covers at least one UTF-8 byte of the text, so a text of few enough bytes fits one
     # window without tokenizing it here (its counts, -1, are then taken from the model's own pass).
     to_plan = []
@@ -258,12 +248,9 @@ def plan_windows(
             size = len(stripped.encode("utf-8"))
         except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
             reason = (
-                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text; "
-                "fix or drop that text."
+                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text"
             )
-            if errors is None:
-                raise WindowError(text_index, reason) from None
-            errors.append((text_index, reason))
+            failed(WindowError(text_index, f"{reason}; fix or drop that text."))
             continue
         if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
@@ -278,26 +265,14 @@ def plan_windows(
                 _text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit)
             )
         except WindowError as error:
-            if errors is None:
-                raise
-            errors.append((error.text_index, error.reason))
+            failed(error)
     windows.sort(key=lambda window: (window.text_index, window.char_start))
     if errors is not None:
         errors.sort()
     return windows
 
 
-def _text_windows(
-    text: str,
-    text_index: int,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    counts: np.ndarray,
-    max_tokens: int,
-    max_span: int,
-    context: int,
-    unit: str,
-) -> list[Window]:
+def _text_windows(text, text_index, starts, ends, counts, max_tokens, max_span, context, unit) -> list[Window]:
     """The windows of one text from its planning units (words, or token runs for token units)."""
     num_words = len(counts)
     if num_words == 0:
