@@ -13,6 +13,7 @@ raises :class:`SpanInputError`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -81,12 +82,10 @@ _CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
 def check_span_pooling(model) -> None:
     """Warn (once per model) when the model's sentence embedding is not the mean of its token vectors."""
     target = getattr(model, "_model", model)  # a PooledEncoder stands for its model
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable: check every time
         if target in _CHECKED_POOLING:
             return
         _CHECKED_POOLING.add(target)
-    except TypeError:  # not weak-referenceable: check every time
-        pass
     modules = list(target) if isinstance(target, Iterable) else []
     pooling = [
         hasattr(m, "pooling_mode") or getattr(type(m), "provides_span_embeddings", False) is True for m in modules
@@ -168,13 +167,11 @@ def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     window = model_window(model)
-    if config.max_span > window:
-        if config.min_span > window:
-            raise SpanInputError(
-                f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
-            )
-        config = config.replace(max_span=window)
-    return config
+    if config.min_span > window:
+        raise SpanInputError(
+            f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
+        )
+    return config.replace(max_span=window) if config.max_span > window else config
 
 
 def model_window(model) -> int:
@@ -182,8 +179,7 @@ def model_window(model) -> int:
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
         raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
-    max_length = model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512
-    max_length = min(int(max_length), 1_000_000)
+    max_length = min(int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000)
     check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
@@ -215,15 +211,9 @@ class _Rows:
             width = int(num_units.max()) if index else 0
             boundaries = self.boundaries[index, : width + 1]
             length = max(int(boundaries[:, -1].max()), 1)
-            yield _Rows(
-                [self.windows[i] for i in index],
-                self.token_embeddings[index, :length],
-                boundaries,
-                num_units,
-                (self.owned[0][index], self.owned[1][index]),
-                self.char_starts[index, :width],
-                self.char_ends[index, :width],
-            )
+            windows, owned = [self.windows[i] for i in index], (self.owned[0][index], self.owned[1][index])
+            chars = self.char_starts[index, :width], self.char_ends[index, :width]
+            yield _Rows(windows, self.token_embeddings[index, :length], boundaries, num_units, owned, *chars)
 
 
 def encode_windows(
@@ -240,11 +230,9 @@ def encode_windows(
     errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_Rows]:
     """Plan windows for ``texts`` (the one check of ``batch_size``, ``window_context`` and ``device``), then yield
-    their padded batches from ``model.encode``, ``prompt`` (a resolved text) marked special.
-
-    Texts that cannot be cut into windows raise a :class:`SpanInputError` before any text is encoded; with an
-    ``errors`` list they are appended there as ``(text index, reason)`` instead and get no window.
-    """
+    their padded batches from ``model.encode``, ``prompt`` (a resolved text) marked special. Texts that cannot be cut
+    into windows raise a :class:`SpanInputError` before any text is encoded (with an ``errors`` list: are appended
+    there as ``(text index, reason)`` and get no window)."""
     check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
@@ -425,13 +413,10 @@ def encode_spans(
                 per_text[text_index].append(part)
     dim, to_numpy = truncate_dim or token_dimension(model), convert_to_numpy and not convert_to_tensor
     results = [_span_encoding(text, parts, dim, device or model.device) for text, parts in zip(text_list, per_text)]
-    if precision != "float32" and results:
-        quantized = _quantize([result.embeddings for result in results], precision)
-        for result, values in zip(results, quantized):
-            result.embeddings = torch.from_numpy(np.ascontiguousarray(values))
-    if to_numpy:
-        for result in results:
-            result.embeddings = result.embeddings.cpu().numpy()
+    quantized = _quantize([r.embeddings for r in results], precision) if precision != "float32" and results else None
+    for index, result in enumerate(results):
+        vectors = result.embeddings if quantized is None else torch.from_numpy(np.ascontiguousarray(quantized[index]))
+        result.embeddings = vectors.cpu().numpy() if to_numpy else vectors
     return results[0] if single else results
 
 
@@ -480,9 +465,8 @@ def embed_texts(
     prompt: str = "",
     device: str | None = None,
 ) -> Tensor:
-    """Each text as its own whole span: the mean of its token vectors, the engine of :func:`encode_span_queries`.
-
-    Long texts are windowed like passages, each token counted once. Empty or token-less texts raise.
+    """Each text as its own whole span: the mean of its token vectors, the engine of :func:`encode_span_queries`
+    (long texts windowed, each token counted once; empty or token-less texts raise).
 
     Args:
         model: A ``SentenceTransformer`` with a fast tokenizer.
@@ -654,8 +638,7 @@ class SpanSearchResult(Sequence):
 
     def ranked(self, query_index: int, top_k: int | None = None, threshold: float | None = None) -> list[SpanMatch]:
         """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all)."""
-        top_k = check_top_k(top_k, optional=True)
-        threshold = check_threshold(threshold)
+        top_k, threshold = check_top_k(top_k, optional=True), check_threshold(threshold)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
         order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
@@ -665,12 +648,8 @@ class SpanSearchResult(Sequence):
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
         units = int(self.unit_starts[at]), int(self.unit_ends[at])
-        span, score, similarity = (
-            self.texts[text_index][start:end],
-            float(self.scores[at]),
-            float(self.similarities[at]),
-        )
-        return SpanMatch(query_index, text_index, start, end, span, score, *units, similarity)
+        values = float(self.scores[at]), *units, float(self.similarities[at])
+        return SpanMatch(query_index, text_index, start, end, self.texts[text_index][start:end], *values)
 
 
 def _similarity(model, similarity_fn_name: str | None) -> str:
@@ -754,11 +733,9 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
     for batch in windows:
         for rows in batch.rows(batch_size):
             search.add(search.best_of_rows(rows), rows)
-    spans = [search.arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends", "similarities")]
+    found = [search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")]
     names = [""] * len(queries) if paired else queries
-    return SpanSearchResult(
-        names, texts, search.scores, *spans[:4], search.similarity, spans[4], search.scorer.name, errors
-    )
+    return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors)
 
 
 def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
@@ -800,18 +777,16 @@ class _Search:
         self.scorer = _check_scorer(options["scorer"], overlap, self.similarity)
         prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
         shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
-        vectors = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)
         self.dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode does
-        self.queries = vectors[:, : self.dim]
+        self.queries = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)[:, : self.dim]
         self.top_k = top_k if paired else min(top_k, _most_spans(texts, config))
         self.profiles = _profiles(model, queries, config.unit, self.scorer)
         self.rerank = rerank_context(self.scorer, queries)
         shape = (1 if paired else len(queries), len(texts), self.top_k)
-        self.scores = np.full(shape, -np.inf, dtype=np.float32)
-        self.arrays = {
+        self.arrays = {name: np.full(shape, -np.inf, dtype=np.float32) for name in ("scores", "similarities")}
+        self.arrays |= {
             name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")
         }
-        self.arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
 
     def best_of_rows(self, rows: _Rows) -> BestSpans:
         """The best spans of one sub-batch of windows: the scorer's, re-ranked when ``rerank`` says so."""
@@ -824,7 +799,6 @@ class _Search:
         costs = None
         if profiles is not None:
             units, flags = _row_flags(rows, self.texts)
-            flags = flags.to(embeddings.device)
             costs = span_costs(self.scorer, flags, profiles, config.min_span, config.max_span)
         bounds = (rows.boundaries, rows.num_units, config.min_span, config.max_span)
         fused = functools.partial(
@@ -838,12 +812,10 @@ class _Search:
 
     def add(self, found: BestSpans, rows: _Rows) -> None:
         """Turn one sub-batch's window-level best spans into text-level offsets and merge them in."""
-        missing = found.starts < 0
+        missing, device = found.starts < 0, found.starts.device
         starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
-        chars = torch.tensor([w.char_start for w in rows.windows], device=starts.device)[:, None, None]
-        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=starts.device)[
-            :, None, None
-        ]
+        chars = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
+        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[:, None, None]
         candidate = {
             "starts": _gather_units(rows.char_starts, starts) + chars,
             "ends": _gather_units(rows.char_ends, last) + chars,
@@ -853,21 +825,19 @@ class _Search:
         candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
         similarities = found.scores if found.similarities is None else found.similarities
         candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
-        window_scores = found.scores.cpu().numpy()
+        candidate["scores"] = found.scores.float().cpu().numpy()
         for row, window in enumerate(rows.windows):
-            self._merge(window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()})
+            self._merge(window.text_index, {name: values[row] for name, values in candidate.items()})
 
-    def _merge(self, text: int, new_scores: np.ndarray, new: dict[str, np.ndarray]) -> None:
+    def _merge(self, text: int, new: dict[str, np.ndarray]) -> None:
         """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping
         a better one of the text (another window's) is dropped."""
-        current = self.scores[:, text]
-        if not np.isfinite(current).any():  # the text's first window
-            self.scores[:, text] = new_scores
+        if not np.isfinite(self.arrays["scores"][:, text]).any():  # the text's first window
             for name, values in new.items():
                 self.arrays[name][:, text] = values
             return
-        merged = np.concatenate([current, new_scores], axis=1)
         both = {name: np.concatenate([self.arrays[name][:, text], values], axis=1) for name, values in new.items()}
+        merged = both["scores"]
         if self.overlap or self.top_k == 1:
             order = np.argsort(-merged, axis=1, kind="stable")[:, : self.top_k]
             missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))
@@ -875,10 +845,9 @@ class _Search:
             bounds = (torch.from_numpy(both[name]) for name in ("unit_starts", "unit_ends"))
             order = greedy_disjoint(torch.from_numpy(merged), *bounds, self.top_k).numpy()
             missing, order = order < 0, order.clip(min=0)
-        self.scores[:, text] = np.where(missing, -np.inf, np.take_along_axis(merged, order, axis=1))
         for name, values in both.items():
             kept = np.take_along_axis(values, order, axis=1)
-            self.arrays[name][:, text] = np.where(missing, -np.inf if name == "similarities" else -1, kept)
+            self.arrays[name][:, text] = np.where(missing, -1 if values.dtype.kind == "i" else -np.inf, kept)
 
 
 def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[tuple[list[str], bool, bool]], Tensor]:
@@ -891,7 +860,7 @@ def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[tuple[list[str],
         strings = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
         units.append((strings, not whole[: window.char_start].strip(), not whole[window.char_end :].strip()))
         flags[row, :count] = torch.from_numpy(unit_flags(*units[-1]).astype(np.int64))
-    return units, flags
+    return units, flags.to(rows.token_embeddings.device)
 
 
 def _gather_units(values: Tensor, index: Tensor) -> Tensor:

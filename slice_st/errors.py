@@ -1,7 +1,5 @@
-"""Every exception and warning class of slice-st, in one place (the lowest layer: no slice_st imports).
-
-Each subclasses one built-in, so ``except ValueError`` / ``except OSError`` catch them as Python's own would.
-"""
+"""Every exception and warning class of slice-st, in one place (the lowest layer: no slice_st imports); each
+subclasses one built-in, so ``except ValueError`` / ``except OSError`` catch them as Python's own would."""
 
 from __future__ import annotations
 

@@ -2,13 +2,11 @@
 
 Conventions (decided here, never re-derived elsewhere):
 
-* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit
-  ``u`` of row ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat
-  their last boundary and ``num_units[b]`` says how many units row ``b`` has. Special tokens and
-  padding lie outside every unit.
-* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``,
-  enumerated start-major (by start, then by length).
-* A span's vector is the **mean of its token vectors** (SLICE); prefix sums give its sum in O(1).
+* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit ``u`` of row
+  ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat their last boundary and
+  ``num_units[b]`` says how many units row ``b`` has. Special tokens and padding lie outside every unit.
+* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``, enumerated
+  start-major (by start, then by length). Its vector is the **mean of its token vectors** (SLICE), by prefix sums.
 """
 
 from __future__ import annotations
@@ -37,9 +35,7 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
         raise ValueError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
-def span_grid(
-    num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None
-) -> tuple[Tensor, Tensor]:
+def span_grid(num_units, min_span, max_span, device=None) -> tuple[Tensor, Tensor]:
     """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
@@ -80,18 +76,9 @@ class SpanBatch:
     mask: Tensor
 
 
-def pool_spans(
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-) -> SpanBatch:
-    """Mean vector of every span of ``min_span..max_span`` units, by prefix sums.
-
-    ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans starting in ``[lo, hi)``: the windows of a long
-    text use it so that each span comes from exactly one window.
+def pool_spans(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> SpanBatch:
+    """Mean vector of every span of ``min_span..max_span`` units; ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans
+    starting in ``[lo, hi)`` (each span of a long text comes from exactly one window).
 
     >>> emb = torch.arange(6.0).reshape(1, 3, 2)          # 3 tokens, d = 2
     >>> bounds = torch.tensor([[0, 1, 3]])                 # unit 0 = token 0, unit 1 = tokens 1..2
@@ -120,14 +107,7 @@ def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Ten
     return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
 
 
-def span_sum_norms(
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-) -> Tensor:
+def span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> Tensor:
     """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
     units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
     check_span_bounds(min_span, max_span)
@@ -245,8 +225,8 @@ class _LengthSimilarity:
         dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]  # q · span sum
         if self.similarity == "cosine":
             return dots / norms
-        bounds = self.token_bounds
-        tokens = (bounds[:, length : length + count] - bounds[:, :count]).clamp(min=1).float()[..., None]
+        tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
+        tokens = tokens.clamp(min=1).float()[..., None]
         if self.similarity == "dot":
             return dots / tokens
         if self.similarity == "euclidean":
@@ -268,8 +248,7 @@ def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: 
     """:func:`greedy_disjoint` over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends."""
     batch, width, widths, num_queries = scores.shape
     rows, device = batch * num_queries, scores.device
-    flat = scores.permute(0, 3, 1, 2).reshape(rows, width * widths)
-    plain = similarities.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    flat, plain = (values.permute(0, 3, 1, 2).reshape(rows, width * widths) for values in (scores, similarities))
     starts = torch.arange(width, device=device).repeat_interleave(widths)
     ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
     starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
@@ -310,17 +289,12 @@ def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
 
 def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
     """Token-vector sums ``(B, N, d)`` and token counts ``(B, N)`` of the given unit spans (missing → 0)."""
-    missing = (starts < 0) | (ends < 0)
-    sums = prefix_sums(token_embeddings)
-    token_starts = boundaries.gather(1, starts.clamp(min=0))
-    token_ends = boundaries.gather(1, ends.clamp(min=0))
-    token_ends = torch.where(missing, token_starts, token_ends)
+    sums, token_starts = prefix_sums(token_embeddings), boundaries.gather(1, starts.clamp(min=0))
+    token_ends = torch.where((starts < 0) | (ends < 0), token_starts, boundaries.gather(1, ends.clamp(min=0)))
     return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (token_ends - token_starts)
 
 
-def sample_spans(
-    num_units: Tensor, num_spans: int, min_span: int, max_span: int, generator: torch.Generator | None = None
-) -> tuple[Tensor, Tensor]:
+def sample_spans(num_units, num_spans, min_span, max_span, generator=None) -> tuple[Tensor, Tensor]:
     """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
 
     Lengths cover ``min_span..min(max_span, num_units)`` evenly; starts are uniform where a span of that length fits
@@ -328,10 +302,8 @@ def sample_spans(
     check_span_bounds(min_span, max_span)
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
-    device = num_units.device
-    batch = num_units.shape[0]
-    top = num_units.clamp(max=max_span)  # longest length each row allows
-    choices = (top - min_span + 1).clamp(min=0)  # how many lengths each row allows
+    device, batch = num_units.device, num_units.shape[0]
+    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)  # how many lengths each row allows
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
     strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans  # (B, n) in [0, 1)
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(max=(choices - 1).clamp(min=0)[:, None])
@@ -356,18 +328,14 @@ def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, 
     ...     torch.tensor([[2]])).tolist()
     [[1.0]]
     """
-    batch = token_embeddings.shape[0]
     if queries.dim() == 2:
-        queries = queries[None].expand(batch, -1, -1)
-    missing = starts < 0
+        queries = queries[None].expand(token_embeddings.shape[0], -1, -1)
     span_sums, _ = _span_sums(token_embeddings, boundaries, starts, ends)  # (B, Q, d)
     cosines = torch.nn.functional.cosine_similarity(span_sums, queries.to(span_sums.dtype), dim=-1)
-    return cosines.masked_fill(missing, float("-inf"))
+    return cosines.masked_fill(starts < 0, float("-inf"))
 
 
-# ---------------------------------------------------------------------------------------------
-# Flat corpus scan (the SpanIndex): all spans of many documents laid end to end
-# ---------------------------------------------------------------------------------------------
+# Flat corpus scan (the SpanIndex): all spans of many documents laid end to end.
 #: Units scored per block of :func:`top_spans_flat`: bounds its buffers; prefix sums restart per block.
 FLAT_BLOCK_UNITS = 1 << 16
 #: Scores held per block, (queries × span lengths × units): the block shrinks with many queries.
@@ -384,26 +352,14 @@ class FlatTopSpans(NamedTuple):
 
 
 def top_spans_flat(
-    queries: Tensor,
-    unit_vectors: Tensor,
-    span_norms: Tensor,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    *,
-    norm_min_span: int = 1,
-    block: int | None = None,
-    floor: Tensor | None = None,
-    eps: float = 1e-12,
+    queries, unit_vectors, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None, floor=None, eps=1e-12
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
 
-    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each unit's
-    token-vector sum, ``span_norms`` ``(N, K)`` the norm of the sum of the span of ``norm_min_span + j`` units
-    starting at each unit (``nan``: no such span, e.g. across documents). Per block of units: one matmul and a float64
-    prefix sum of the dot products (restarted every block), then one pass per span length; only spans that can enter
-    the top-``k`` are kept. The final scores are recomputed in float64 (exact ties: the earlier span first).
-    ``floor`` ``(Q,)`` leaves out spans scoring at or below it (fewer than ``k`` may come back).
+    ``unit_vectors`` ``(N, d)``: each unit's token-vector sum, documents laid end to end; ``span_norms`` ``(N, K)``:
+    the norm of the sum of the span of ``norm_min_span + j`` units from each unit (``nan``: none). Per block: one
+    matmul, a float64 prefix sum (restarted every block), one pass per span length; the final scores are recomputed
+    in float64 (exact ties: the earlier span first). ``floor`` ``(Q,)`` leaves out spans scoring at or below it.
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -444,16 +400,7 @@ def top_spans_flat(
         return _ranked_spans(exact, best_ids, starts, lengths)
 
 
-def top_spans_from_dots(
-    dots: Tensor,
-    span_norms: Tensor,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    *,
-    norm_min_span: int = 1,
-    block: int | None = None,
-) -> FlatTopSpans:
+def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
     """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
     (float64 prefix-sum scores, not recomputed)."""
     first_column, block = _check_flat(
@@ -497,9 +444,7 @@ def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Te
     return scores
 
 
-def unit_peak_scores(
-    dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
-) -> Tensor:
+def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -> Tensor:
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
@@ -576,10 +521,8 @@ def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) 
     """Sort each row by score, best first; exact ties keep the earlier span first; missing entries last."""
     order = torch.sort(ids.masked_fill(ids < 0, torch.iinfo(torch.long).max), dim=1, stable=True).indices
     order = order.gather(1, torch.sort(-scores.gather(1, order), dim=1, stable=True).indices)
-    missing = starts.gather(1, order) < 0
-    return FlatTopSpans(
-        scores.gather(1, order).masked_fill(missing, float("-inf")), starts.gather(1, order), lengths.gather(1, order)
-    )
+    scores, starts, lengths = (values.gather(1, order) for values in (scores, starts, lengths))
+    return FlatTopSpans(scores.masked_fill(starts < 0, float("-inf")), starts, lengths)
 
 
 def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
@@ -591,13 +534,11 @@ def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Ten
 
 
 def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count):
-    """Spans of the block scoring above each query's ``threshold`` (its current ``k``-th best): ``(rows, columns,
-    scores)``, columns ``length column * count + offset``.
+    """Spans of the block scoring above each query's ``threshold`` (its ``k``-th best): ``(rows, columns, scores)``.
 
-    One pass per span length keeps each (query, start unit)'s best score (spans that do not exist score ``±0``:
-    inverse norm 0); the start units above the threshold are scored again per length with the stored norms (NaN
-    never passes) and filtered. While a query has fewer than ``top_k`` scores, only starts at or above the block's
-    ``top_k``-th best start go on when that is positive (only real spans score above 0): the others cannot enter.
+    One pass per span length keeps each (query, start unit)'s best score (no such span: ``±0``); the starts above the
+    threshold are scored again with the stored norms (NaN never passes). Until a query has ``top_k`` scores, only
+    starts at or above the block's ``top_k``-th best start go on when that is above 0 (the others cannot enter).
     """
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
@@ -638,11 +579,9 @@ def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Te
     sorted_rows = rows[order]
     row_starts = torch.cumsum(counts, 0) - counts
     position = torch.arange(rows.numel(), device=rows.device) - row_starts[sorted_rows]
-    dense_scores = torch.full((num_queries, width), float("-inf"), dtype=best_scores.dtype, device=best_scores.device)
-    dense_ids = torch.full((num_queries, width), -1, dtype=torch.long, device=best_scores.device)
-    dense_scores[sorted_rows, position] = scores[order].to(dense_scores.dtype)
-    dense_ids[sorted_rows, position] = ids[order]
-    all_scores = torch.cat([best_scores, dense_scores], dim=1)
-    all_ids = torch.cat([best_ids, dense_ids], dim=1)
+    all_scores = torch.cat([best_scores, best_scores.new_full((num_queries, width), float("-inf"))], dim=1)
+    all_ids = torch.cat([best_ids, best_ids.new_full((num_queries, width), -1)], dim=1)
+    all_scores[sorted_rows, top_k + position] = scores[order].to(all_scores.dtype)
+    all_ids[sorted_rows, top_k + position] = ids[order]
     values, take = all_scores.topk(top_k, dim=1)
     return values, all_ids.gather(1, take).masked_fill(torch.isinf(values) & (values < 0), -1)

@@ -43,13 +43,7 @@ class UnitBoundaries:
     char_ends: Tensor
 
 
-def unit_boundaries(
-    attention_mask: Tensor,
-    special_tokens_mask: Tensor | None,
-    offset_mapping: Tensor | None,
-    unit: str = "word",
-    texts: Sequence[str] | None = None,
-) -> UnitBoundaries:
+def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="word", texts=None) -> UnitBoundaries:
     """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
 
     With the tokenized ``texts``, a word starts where whitespace separates two tokens and covers its whole
@@ -168,19 +162,8 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
     mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(o), dtype=torch.long) for o in offsets], batch_first=True)
     padded = torch.nn.utils.rnn.pad_sequence(offsets, batch_first=True)
     units = unit_boundaries(mask, torch.zeros_like(mask), padded, unit, texts)
-    bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
-    char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
-    return [
-        (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1])) for row, n in enumerate(num_units)
-    ]
-
-
-def _margins(context: int) -> list[int]:
-    """Context sizes to try, largest first: context, context/2, …, 1, 0."""
-    margins = [context]
-    while margins[-1] > 0:
-        margins.append(margins[-1] // 2)
-    return margins
+    starts, ends, counts = units.char_starts.numpy(), units.char_ends.numpy(), units.boundaries.diff(dim=1).numpy()
+    return [(starts[row, :n], ends[row, :n], counts[row, :n]) for row, n in enumerate(units.num_units.tolist())]
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -213,22 +196,12 @@ WINDOW_CONTEXT = 16
 
 
 def plan_windows(
-    tokenizer,
-    texts: Sequence[str],
-    max_tokens: int,
-    max_span: int,
-    context: int = WINDOW_CONTEXT,
-    unit: str = "word",
-    errors: list[tuple[int, str]] | None = None,
+    tokenizer, texts, max_tokens, max_span, context=WINDOW_CONTEXT, unit="word", errors=None
 ) -> list[Window]:
-    """Split texts into windows of at most ``max_tokens`` content tokens, cut between units.
-
-    Every span of up to ``max_span`` units lies inside the window that owns it, with ``context`` units on each
-    side where the text has them (less if the window is too small). Texts that fit get one window, texts without
-    tokens none. A text that cannot be cut (a word, or ``max_span`` units, longer than a window) or that is not
-    valid Unicode raises :class:`WindowError` naming it; with an ``errors`` list it is appended there as
-    ``(text index, reason)`` and gets no window instead.
-    """
+    """Split texts into windows of at most ``max_tokens`` content tokens, cut between units: every span of up to
+    ``max_span`` units lies in the window that owns it, with up to ``context`` units on each side. A text that cannot
+    be cut (a word or ``max_span`` units longer than a window, or not valid Unicode) raises :class:`WindowError`; with
+    an ``errors`` list it is appended there as ``(text index, reason)`` and gets no window instead."""
     check_unit(unit)
     if max_tokens < 1:
         raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
@@ -290,8 +263,9 @@ def _text_windows(text, text_index, starts, ends, counts, max_tokens, max_span, 
         )
     windows, own_lo = [], 0
     while own_lo < num_words:
-        # Full context on both sides if it fits, else less: halve it until the window owns a start.
-        for margin in _margins(context):
+        # Full context on both sides if it fits, else less: halve it (context, context/2, …, 1, 0) until the window
+        # owns a start.
+        for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
             last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
             own_hi = num_words if last >= num_words else last - max_span - margin + 1  # spans end by last - margin
