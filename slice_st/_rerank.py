@@ -1,11 +1,6 @@
-"""The learned re-ranker of the default scorer: a linear model over features of the ``"phrase"`` scorer's top
-candidates, shipped as JSON (``slice_st/pretrained/rerank/``) with its provenance.
-
-The features come from what the single pass already has (cosine, score and costs, rank, one-unit moves, boundary
-word classes, words shared with the query, position), for many (text, query) rows at once as ``(N, k)`` arrays. The
-candidate with the highest re-ranker score is the text's best span (a query shorter than any the model was trained
-on keeps the scorer's order); its score stays the scorer's. ``Rerank.best`` is the one path ``best_spans`` (windows
-of texts) and an index (stored segments) pick spans through.
+"""The learned re-ranker of the default scorer: a linear model (``slice_st/pretrained/rerank/``, JSON with its
+provenance) over features of the ``"phrase"`` scorer's top candidates, computed from what the single pass has.
+``Rerank.best`` is the one path ``best_spans`` (windows) and an index (stored segments) pick spans through.
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -151,18 +146,12 @@ def candidate_features(
     queries: np.ndarray,
     edges: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """The re-ranker's features (name → ``(N, k)`` float64) of ``N`` (row, query) pairs' ``k`` candidates, best (by
-    the scorer) first.
+    """The features (name → ``(N, k)``) of ``N`` (row, query) pairs' ``k`` candidates, best by the scorer first.
 
-    Args:
-        cosines, scores: ``(N, k)`` candidates' cosines and scorer's scores (``-inf``: no candidate).
-        moved_cosines, moved_scores: ``(4, N, k)`` the same for each of :data:`MOVES` (``nan``: no such span).
-        starts, ends, num_units: ``(N, k)`` candidates' units ``[start, end)`` in their row; ``(N,)`` its units.
-        flags: ``(N, U)`` unit flags of each pair's row (:func:`slice_st.scoring.unit_flags`).
-        profiles: ``(N, 5)`` each pair's query profile (:func:`slice_st.scoring.query_profiles`).
-        units, rows: The rows' :class:`UnitWords`, and ``(N,)`` each pair's row in it.
-        queries, edges: ``(N, J)`` each pair's query word ids (:func:`query_word_ids`), ``(N, 2)`` its first and
-            last word's (:func:`query_edges`).
+    ``cosines``, ``scores``, ``starts``, ``ends`` ``(N, k)`` (``-inf`` score: none); ``moved_*`` ``(4, N, k)`` for
+    each of :data:`MOVES` (``nan``: no such span); ``flags`` ``(N, U)`` and ``num_units`` ``(N,)`` of each pair's row;
+    ``units`` the rows' :class:`UnitWords`, ``rows`` each pair's row there; ``queries`` / ``edges``: the pair's
+    :func:`query_word_ids` / :func:`query_edges`.
     """
     valid = np.isfinite(scores)
     cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
@@ -256,7 +245,8 @@ class RerankRows:
 
     ``boundaries`` ``(B, U + 1)`` and ``embeddings`` ``(B, T, d)``: units as token ranges of the rows' vectors;
     ``num_units`` ``(B,)``; ``units``: each row's unit strings and whether it starts and ends its text; ``flags``
-    ``(B, U)`` their :func:`slice_st.scoring.unit_flags`.
+    ``(B, U)`` their :func:`slice_st.scoring.unit_flags`; ``cosines(queries, starts, ends)``: the cosines of spans
+    ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines` over the embeddings).
     """
 
     boundaries: torch.Tensor
@@ -264,6 +254,7 @@ class RerankRows:
     units: list[tuple[list[str], bool, bool]]
     flags: torch.Tensor
     embeddings: torch.Tensor
+    cosines: Callable | None = None
 
 
 @dataclass
@@ -316,7 +307,10 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
         ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
         ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
         first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-        cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        if rows.cosines is None:
+            cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        else:
+            cosines = rows.cosines(first, end)
         cosines = cosines.view_as(first)
         scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
         nan = torch.full_like(cosines, float("nan"))

@@ -32,7 +32,6 @@ class CandidateStage:
         self.chunks = chunks  # (M, 2) [start, end) unit rows of each chunk
         self.settings = settings
 
-    # -------------------------------------------------------------- building
     @staticmethod
     def chunk_ranges(segment_units: np.ndarray, chunk: int, stride: int) -> np.ndarray:
         """``(M, 2)`` unit ranges: in each segment, chunks of ``chunk`` units every ``stride`` units."""
@@ -93,14 +92,7 @@ class CandidateStage:
                 sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
             faiss_index.train(sample)
         faiss_index.add(vectors)
-        settings = {
-            "kind": kind,
-            "chunk": chunk,
-            "stride": stride,
-            "nlist": int(nlist),
-            "nprobe": nprobe,
-            "candidates": candidates,
-        }
+        settings = dict(kind=kind, chunk=chunk, stride=stride, nlist=int(nlist), nprobe=nprobe, candidates=candidates)
         return cls(faiss_index, chunks, settings)
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
@@ -118,7 +110,6 @@ class CandidateStage:
     def info(self) -> dict[str, Any]:
         return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
 
-    # -------------------------------------------------------------- persistence
     def save(self, data_dir: str) -> None:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
 
@@ -147,7 +138,6 @@ class CandidateStage:
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
         return cls(faiss_index, chunks, settings)
 
-    # -------------------------------------------------------------- searching
     def top_spans(
         self,
         index: SpanIndex,
@@ -164,10 +154,7 @@ class CandidateStage:
             self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
         query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
         _, found = self.faiss_index.search(query_array, int(min(candidates, len(self.chunks))))
-        arrays = index._arrays
-        total = index.num_units
-        built_min = index.span_config.min_span
-        num_queries = len(query_array)
+        arrays, total, built_min, num_queries = index._arrays, index.num_units, index.span_config.min_span, len(found)
         best_scores = np.full((num_queries, top_k), -np.inf)
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
@@ -237,9 +224,5 @@ def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
 
 
 def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted unique integers of the union of ``[lo_i, hi_i)``.
-
-    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
-    [0, 1, 2, 3, 5, 6]
-    """
+    """Sorted unique integers of the union of ``[lo_i, hi_i)``: ``[5, 0, 2], [7, 3, 4]`` → ``[0, 1, 2, 3, 5, 6]``."""
     return _ranges_to_indices(*_merged_runs(lo, hi))

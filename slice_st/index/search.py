@@ -31,7 +31,7 @@ from slice_st.scoring import (
     span_costs,
     unit_flags,
 )
-from slice_st.spans import best_span_scores
+from slice_st.spans import BestSpans, greedy_disjoint
 from slice_st.tokens import text_units
 
 
@@ -60,7 +60,7 @@ class IndexMatch:
     start: int
     end: int
     span: str
-    #: what ``threshold`` compares; documents are ranked by their best span's
+    #: what ``threshold`` compares and what orders a result list
     score: float
     unit_start: int
     unit_end: int
@@ -124,8 +124,7 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
 
 
 def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default, ``"reranked"``), resolved once; a
-    bad one is a :class:`SpanInputError`."""
+    """The scorer of a search, resolved once; a bad one is a :class:`SpanInputError`."""
     try:
         return resolve_scorer(scorer)
     except ValueError as error:
@@ -151,12 +150,8 @@ def span_costs_for(
     queries: Sequence[str],
     flag_table: Callable[[], tuple[np.ndarray, np.ndarray]],
 ):
-    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain
-    scorer).
-
-    ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
-    when a scorer has costs).
-    """
+    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
+    prefix ``flag_table()`` gives (called only for a scorer with costs); ``None`` for a plain scorer."""
     if scorer.is_plain:
         return None
     profiles = profiles_of(model, unit, queries)
@@ -169,13 +164,8 @@ def span_costs_for(
 
 
 def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.ndarray:
-    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays, computed per document.
-
-    Rows are units of segments (model windows, which may overlap): each row is mapped to its
-    document's unit number, the document's units are taken in order (``texts[doc][start:end]`` from
-    ``unit_chars``) and flagged together, so ``AFTER_DETERMINER`` looks at the previous unit of the same
-    document, never of another. Runs ``unit_flags`` over chunks of units (one unit of overlap between chunks).
-    """
+    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays (segments may overlap),
+    computed over each document's units in order, ``chunk`` units at a time."""
     bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
     total = int(bounds[-1]) if len(bounds) else 0
     if not total:
@@ -242,14 +232,11 @@ def ranked(
     locate=None,
     overlap: bool = True,
 ) -> list[list[IndexMatch]]:
-    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's
-    score, capped per document and (``overlap=False``) filtered for overlap, best first.
+    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine), ranked by the score (cosine minus
+    ``costs(query_index, units, lengths)``), capped per document and filtered for overlap, best first.
 
-    ``costs(query_index, units, lengths)``: the scorer's costs (``None``: the cosine is the score);
-    ``locate(units, lengths)``: each span's ``(document, first unit, end unit)``; ``limit``: at least the spans the
-    index holds. Exact because no cost is negative: once ``top_k`` are kept and the ``top_k``-th kept score is at
-    least the lowest cosine scanned, no span left out could rank above a kept one or drop one. Else the scan grows
-    4x (until it holds every span, or its lowest cosine is below ``threshold``); only unsettled queries rescan.
+    ``locate(units, lengths)``: spans as ``(document, first unit, end unit)``; ``limit``: at least the spans held.
+    Exact because no cost is negative (see :meth:`SpanIndex.search`); unsettled queries rescan 4x more.
     """
     threshold = check_threshold(threshold)
     limit = max(1, limit) if limit is not None else None
@@ -268,20 +255,8 @@ def ranked(
         scores, units, lengths = scan(batch, asked)
         unsettled = []
         for row, query_index in enumerate(pending):
-            settled = _select(
-                query_index,
-                scores[row],
-                units[row],
-                lengths[row],
-                asked,
-                limit,
-                top_k,
-                threshold,
-                per_document,
-                costs,
-                locate,
-                overlap,
-            )
+            found = scores[row], units[row], lengths[row]
+            settled = _select(query_index, *found, asked, limit, top_k, threshold, per_document, costs, locate, overlap)
             if settled is None:
                 unsettled.append(query_index)
                 continue
@@ -376,12 +351,9 @@ def search_documents(
     **options,
 ) -> list[list[IndexMatch]]:
     """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
-    all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`).
-
-    With ``documents=None`` it is ``index.search(top_k=...)``. Otherwise the search asks for ``documents ×
-    per_document`` spans, and 4 times more while the best documents could still have more to show; the first
-    ``documents`` documents of a ranking are the best ones, whatever the number asked.
-    """
+    all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`; ``documents=None``:
+    ``index.search(top_k=...)``). Asks for ``documents × per_document`` spans, 4x more while a best document could
+    have more to show."""
     queries = list(queries)
     cap = max(len(index), 1) * (per_document or 1)
     if documents is None:
@@ -406,9 +378,9 @@ def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig,
     """``results`` (ranked by the scorer's costs) with each document's spans picked by the re-ranker, as
     :func:`slice_st.best_spans` picks them in that document's text (``scorer`` without ``rerank``: unchanged).
 
-    The documents and their places stay; the ``n`` places a document holds are filled by its ``n`` best spans of
-    ``best_spans(top_k=n)`` (the re-ranker over its ``"phrase"`` top candidates, computed from the stored unit
-    vectors of its segments); ``threshold`` drops a picked span scoring below it.
+    The documents stay (the best by their best span's score); the ``n`` places a document holds are filled by its
+    ``n`` spans of ``best_spans(top_k=n)`` (computed from the stored unit vectors of its segments); ``threshold``
+    drops a picked span scoring below it; the list is sorted by the shown score, ties in the documents' order.
     """
     rerank = rerank_context(scorer, queries)
     if rerank is None:
@@ -426,7 +398,7 @@ def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig,
             seen[match.doc_index] += 1
             if place < len(spans) and (threshold is None or spans[place][0] >= threshold):
                 kept.append(_as_match(index, match, *spans[place]))
-        out.append(kept)
+        out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep the documents' order
     return out
 
 
@@ -454,31 +426,34 @@ def document_store(index, doc_index: int):
 
 @dataclass
 class _Segment:
-    """One stored window of a document: its unit sums, character offsets, owned start units, first unit, text."""
+    """One stored window of a document: unit sums, stored span norms, character offsets, first unit, unit strings
+    (and whether they start / end the text), their flags."""
 
     vectors: np.ndarray
+    norms: np.ndarray
     chars: np.ndarray
-    owned: tuple[int, int]
     first_unit: int
     units: tuple[list[str], bool, bool]
+    flags: np.ndarray
 
 
-def _segments(store, doc: int) -> list[_Segment]:
-    """The stored segments (windows) of document ``doc`` of a :class:`SpanIndex`, in order."""
-    arrays, text = store._arrays, store.texts[doc]
-    bounds = np.asarray(arrays["segment_units"])
-    out = []
-    for segment in np.flatnonzero(np.asarray(arrays["segment_docs"]) == doc).tolist():
-        lo, hi = int(bounds[segment]), int(bounds[segment + 1])
-        chars = np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
-        starts = np.flatnonzero(np.isfinite(np.asarray(arrays["span_norms"][lo:hi])).any(1))
-        owned = (int(starts[0]), int(starts[-1]) + 1) if len(starts) else (0, 0)
+def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
+    """The stored segments (windows) of documents ``docs`` of a :class:`SpanIndex`, in order, their span norms of the
+    lengths of ``config`` (one pass over the segments' documents)."""
+    arrays, lengths = store._arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
+    bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
+    out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
+    for segment in np.flatnonzero(np.isin(segment_docs, docs)).tolist():
+        doc, lo, hi = int(segment_docs[segment]), int(bounds[segment]), int(bounds[segment + 1])
+        if hi <= lo:
+            continue
+        text, chars = store.texts[doc], np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
         strings = [text[a:b] for a, b in chars.tolist()]
-        at_start = not text[: chars[0, 0]].strip() if len(chars) else True
-        at_end = not text[chars[-1, 1] :].strip() if len(chars) else True
+        units = strings, not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
+        norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
-        out.append(_Segment(vectors, chars, owned, first, (strings, at_start, at_end)))
+        out[doc].append(_Segment(vectors, norms, chars, first, units, unit_flags(*units).astype(np.int64)))
     return out
 
 
@@ -490,11 +465,13 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
     unit in the document, first and end character."""
     segments: dict[int, list[_Segment]] = {}
-    rows = []
-    for query, doc_index in counts:
-        if doc_index not in segments:
-            segments[doc_index] = [s for s in _segments(*document_store(index, doc_index)) if len(s.vectors)]
-        rows += [((query, doc_index), segment) for segment in segments[doc_index]]
+    by_store: dict[int, tuple] = {}
+    for _, doc_index in counts:
+        store, doc = document_store(index, doc_index)
+        by_store.setdefault(id(store), (store, {}))[1][doc] = doc_index
+    for store, docs in by_store.values():
+        segments |= {docs[doc]: found for doc, found in _segments(store, list(docs), config).items()}
+    rows = [(cell, segment) for cell in counts for segment in segments[cell[1]]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
     top_k = max(counts.values(), default=1)  # a row's first n picks are its picks for top_k=n (Rerank.best)
     for lo in range(0, len(rows), RERANK_ROWS):
@@ -508,23 +485,41 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
 
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
     """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's: the
-    scorer's fused top candidates over the stored unit sums (units as the rows' tokens), then the re-ranker."""
+    scorer's top candidates from the stored unit sums and span norms (units as the rows' tokens), then the
+    re-ranker."""
     batch, width = len(segments), max(len(segment.vectors) for segment in segments)
     embeddings = torch.zeros((batch, width, vectors.shape[1]))
+    lengths = range(config.min_span, config.max_span + 1)
+    norms = torch.full((batch, width, len(lengths)), float("nan"))
     flags = torch.zeros((batch, width), dtype=torch.long)
     for row, segment in enumerate(segments):
         embeddings[row, : len(segment.vectors)] = torch.from_numpy(segment.vectors)
-        strings, at_start, at_end = segment.units
-        flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
-    boundaries = torch.arange(width + 1).expand(batch, -1)
-    num_units = torch.tensor([len(segment.vectors) for segment in segments])
-    owned = tuple(torch.tensor(bounds) for bounds in zip(*(segment.owned for segment in segments)))
-    queries = vectors[torch.tensor(query_of)][:, None, :]
+        norms[row, : len(segment.vectors)] = torch.from_numpy(segment.norms)
+        flags[row, : len(segment.flags)] = torch.from_numpy(segment.flags)
+    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[:, None, :]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
-    bound = queries, embeddings, boundaries, num_units, config.min_span, config.max_span
-    fused = functools.partial(best_span_scores, *bound, owned=owned, costs=costs)
-    rows = RerankRows(boundaries, num_units, [segment.units for segment in segments], flags, embeddings)
+    dots = torch.nn.functional.pad(torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0))
+    cosines = torch.full((batch, width, len(lengths)), float("-inf"))
+    scores = cosines.clone()
+    for column, length in enumerate(lengths[: max(width - config.min_span + 1, 0)]):
+        count = width - length + 1
+        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
+        cosines[:, :count, column] = span
+        scores[:, :count, column] = span - costs.of_length(length, count, config.min_span)[..., 0]
+    fused = functools.partial(_grid_top_k, scores, cosines, config.min_span)
+    boundaries = torch.arange(width + 1).expand(batch, -1)
+    num_units = torch.tensor([len(segment.vectors) for segment in segments])
+    prefix = torch.nn.functional.pad(embeddings.double().cumsum(1), (0, 0, 1, 0))
+
+    def span_cosines(starts, ends):  # (B, 1, k) spans: dots from the prefix of dot products, norms from the sums
+        starts, ends = starts[:, 0], ends[:, 0]
+        at = lambda index: prefix.gather(1, index[..., None].expand(-1, -1, prefix.shape[2]))  # noqa: E731
+        norms = (at(ends) - at(starts)).norm(dim=-1).clamp(min=1e-12)
+        return ((dots.gather(1, ends) - dots.gather(1, starts)) / norms).float()[:, None]
+
+    units = [segment.units for segment in segments]
+    rows = RerankRows(boundaries, num_units, units, flags, embeddings, span_cosines)
     pairs = np.asarray(query_of)[:, None]
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
     scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
@@ -539,24 +534,35 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
     return out
 
 
+def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
+    """The ``top_k`` spans ``(B, 1, k)`` of ``(B, U, L)`` score grids over (start, length), disjoint unless
+    ``overlap`` (what :func:`slice_st.spans.best_span_scores` gives for one query)."""
+    batch, width, widths = scores.shape
+    flat, plain = scores.reshape(batch, -1), cosines.reshape(batch, -1)
+    starts = torch.arange(width).repeat_interleave(widths).expand(batch, -1)
+    ends = starts + torch.arange(min_span, min_span + widths).repeat(width)
+    if overlap:
+        picks = flat.topk(min(top_k, flat.shape[1]), dim=1).indices
+        picks = torch.nn.functional.pad(picks, (0, top_k - picks.shape[1]), value=-1)
+        picks = picks.masked_fill(~torch.isfinite(flat.gather(1, picks.clamp(min=0))), -1)
+    else:
+        picks = greedy_disjoint(flat, starts, ends, top_k)
+    missing, index = picks < 0, picks.clamp(min=0)
+    take = lambda values, fill: values.gather(1, index).masked_fill(missing, fill)[:, None]  # noqa: E731
+    return BestSpans(take(flat, -np.inf), take(starts, -1), take(ends, -1), take(plain, -np.inf))
+
+
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
     current = np.zeros((0, 6))
     for new in parts:
-        if not len(current):
-            current = new
-            continue
         merged = np.concatenate([current, new])
-        keep = np.argsort(-merged[:, 0], kind="stable")
-        if not overlap and top_k > 1:
-            kept: list[int] = []
-            for row in keep.tolist():
-                if not any(merged[row, 2] < merged[other, 3] and merged[other, 2] < merged[row, 3] for other in kept):
-                    kept.append(row)
-            keep = np.asarray(kept, dtype=np.int64)
-        current = merged[keep[:top_k]]
-    return [
-        (float(score), float(cosine), int(first), int(end), int(start), int(stop))
-        for score, cosine, first, end, start, stop in current.tolist()
-    ]
+        if not len(current):
+            keep = np.arange(len(new))
+        elif overlap or top_k == 1:
+            keep = np.argsort(-merged[:, 0], kind="stable")[:top_k]
+        else:
+            keep = greedy_disjoint(*(torch.from_numpy(merged[:, column]) for column in (0, 2, 3)), top_k).numpy()
+        current = merged[keep[keep >= 0]]
+    return [(*current[row, :2].tolist(), *current[row, 2:].astype(int).tolist()) for row in range(len(current))]

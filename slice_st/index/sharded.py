@@ -11,10 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.errors import SpanInputError
-from slice_st.index.search import (
-    IndexMatch,
-    check_search,
-)
+from slice_st.index.search import IndexMatch, check_search
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
 from slice_st.scoring import mark_prefix
@@ -36,9 +33,8 @@ def empty_top_spans(queries: int, k: int) -> TopSpans:
 
 
 def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
-    """Merge one shard's top-k ``found`` (units numbered in the shard, which starts at unit ``base``) into
-    ``running`` (each ``(scores, units, lengths)``, ``(Q, k)``): the k best of both, ties to the earlier shards, as
-    one scan of all shards would rank them.
+    """The k best of ``running`` and one shard's ``found`` (each ``(scores, units, lengths)``, ``(Q, k)``; the shard
+    starts at unit ``base``), ties to the earlier shards, as one scan of all shards would rank them.
 
     >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
     >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
@@ -149,8 +145,7 @@ class ShardedSpanIndex:
         return self.shards[position], doc_index - int(self._doc_bases[position])
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed
-        once."""
+        """The shards' unit flags laid end to end and their mark prefix, computed once."""
         keys = [shard._unit_flags()[0] for shard in self.shards]
         cache = getattr(self, "_unit_flag_cache", None)
         if cache is None or len(cache[0]) != len(keys) or any(a is not b for a, b in zip(cache[0], keys)):
@@ -191,11 +186,7 @@ class ShardedSpanIndex:
         nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The raw top-``k`` spans of unit-normalised query vectors over all shards: ``(Q, k)`` scores, units (numbered
-        across the shards, -1: none) and lengths; what :meth:`search` ranks into matches.
-
-        Shard by shard, merged into a running top-k (:func:`merge_top_spans`); its k-th score lets later
-        exact scans skip what cannot enter.
-        """
+        across the shards, -1: none) and lengths; what :meth:`search` ranks into matches."""
         wanted = check_search(self.span_config, k, None, min_span, max_span, candidates)
         self._check_approximate(approximate)
         return self._scanner(wanted, approximate, candidates, nprobe)(query_vectors, k)

@@ -1,9 +1,5 @@
-"""The FastAPI app of ``slice-st serve``: a JSON API over :meth:`SpanIndex.search` and the search page.
-
-``POST /api/search`` (:class:`SearchRequest`, any other field refused), ``GET /api/documents?id=ID[&q=QUERY]`` (a
-document, its units and the query's profile), ``GET /api/info``, ``GET /`` (the page, shipped in the package).
-Character offsets count code points. Errors are JSON with a 4xx status (see docs/serve.md); a search that finds
-another one running, or runs past the timeout, is answered 503 at once and stops at its next query chunk.
+"""The FastAPI app of ``slice-st serve``: ``POST /api/search``, ``GET /api/documents?id=ID[&q=QUERY]``,
+``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character offsets count code points.
 """
 
 from __future__ import annotations
@@ -75,10 +71,8 @@ QUERY_CHUNK = 8
 
 
 class SearchRequest(BaseModel):
-    """One search: the queries and the options of :meth:`SpanIndex.search` a request may set, each bounded.
-
-    ``top_k`` and ``per_document`` are bounded again by the server's :class:`ServeLimits`.
-    """
+    """One search: the queries and the options of :meth:`SpanIndex.search` a request may set, each bounded (``top_k``
+    and ``per_document`` again by the server's :class:`ServeLimits`)."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -89,7 +83,7 @@ class SearchRequest(BaseModel):
     per_document: int | None = Field(None, ge=1, le=100_000, description="at most this many spans of each document")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
     scorer: Literal["reranked", "phrase", "max-cosine"] = Field(
-        "reranked", description="how the best spans are chosen (documents are ranked by 'phrase' with 'reranked')"
+        "reranked", description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)"
     )
     overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
@@ -292,11 +286,6 @@ def create_app(
     Returns:
         A ``fastapi.FastAPI`` app; run it with uvicorn (:func:`run_server`) or test it with ``fastapi.testclient``.
 
-    Example:
-        >>> from fastapi.testclient import TestClient  # doctest: +SKIP
-        >>> app = create_app(IndexSource.from_directory("runs/corpus-index"))  # doctest: +SKIP
-        >>> client = TestClient(app, base_url="http://localhost")  # doctest: +SKIP
-        >>> client.post("/api/search", json={"queries": "late flight", "top_k": 3}).json()  # doctest: +SKIP
     """
     if isinstance(source, SpanIndex):
         source = IndexSource(source)
