@@ -48,11 +48,8 @@ class Reranker:
     weights: np.ndarray
 
     def logits(self, values: np.ndarray, query_units: np.ndarray | None = None) -> np.ndarray:
-        """``(N, k, F)`` features (in :attr:`features` order) → ``(N, k)`` re-ranker scores.
-
-        ``query_units`` ``(N,)``: a query shorter than :attr:`min_query_units` (shorter than any it was trained on)
-        keeps the scorer's order (its candidates come best first).
-        """
+        """``(N, k, F)`` features → ``(N, k)`` scores; a query shorter (``query_units``) than any trained on keeps the
+        scorer's order."""
         scores = ((values - self.mean) / self.scale) @ self.weights
         if query_units is None:
             return scores
@@ -69,15 +66,9 @@ def load_reranker(name: str) -> Reranker:
     if not path.is_file():
         raise ValueError(f"no shipped re-ranker named {name!r}.")
     data = json.loads(path.read_text(encoding="utf-8"))
-    return Reranker(
-        name,
-        int(data["candidates"]),
-        int(data.get("min_query_units", 1)),
-        tuple(data["features"]),
-        np.asarray(data["mean"], np.float64),
-        np.asarray(data["scale"], np.float64),
-        np.asarray(data["weights"], np.float64),
-    )
+    arrays = {key: np.asarray(data[key], np.float64) for key in ("mean", "scale", "weights")}
+    minimum = int(data.get("min_query_units", 1))
+    return Reranker(name, int(data["candidates"]), minimum, tuple(data["features"]), **arrays)
 
 
 @dataclass
@@ -118,12 +109,9 @@ def query_word_ids(queries: Sequence[str]) -> np.ndarray:
 
 def query_edges(queries: Sequence[str]) -> np.ndarray:
     """``(Q, 2)`` ids of each query's first and last word (``-2``: no word)."""
-    out = np.full((len(queries), 2), -2, np.int64)
-    for row, query in enumerate(queries):
-        words = query_words(query)
-        if words:
-            out[row] = _id(words[0]), _id(words[-1])
-    return out
+    words = [query_words(query) for query in queries]
+    edges = [(_id(found[0]), _id(found[-1])) if found else (-2, -2) for found in words]
+    return np.asarray(edges, np.int64).reshape(-1, 2)
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -241,13 +229,9 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
 
 @dataclass
 class RerankRows:
-    """The rows (windows of texts, or an index's segments) whose candidates are re-ranked, as the fused scan sees them.
-
-    ``boundaries`` ``(B, U + 1)`` and ``embeddings`` ``(B, T, d)``: units as token ranges of the rows' vectors;
-    ``num_units`` ``(B,)``; ``units``: each row's unit strings and whether it starts and ends its text; ``flags``
-    ``(B, U)`` their :func:`slice_st.scoring.unit_flags`; ``cosines(queries, starts, ends)``: the cosines of spans
-    ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines` over the embeddings).
-    """
+    """The rows (windows, or an index's segments) whose candidates are re-ranked: units as token ranges
+    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text) and flags;
+    ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
@@ -266,13 +250,9 @@ class Rerank:
     edges: np.ndarray
 
     def best(self, fused, top_k: int, overlap: bool, rows: RerankRows, queries, costs, profiles, pairs, config):
-        """The ``top_k`` spans of each (row, query) picked by the re-ranker among the scorer's top candidates.
-
-        ``fused(k, overlap=...)``: the scorer's top ``k`` spans of the rows (:func:`slice_st.spans.best_span_scores`
-        with the rows, the queries and the costs bound). ``pairs`` ``(B, Q)``: the query index of each (row, query)
-        cell. The scorer's own places (disjoint unless ``overlap``) fill what the candidates leave, so the first
-        spans do not depend on ``top_k``.
-        """
+        """The ``top_k`` spans of each (row, query) picked by the re-ranker among ``fused(k, overlap=...)``, the
+        scorer's top spans; its own places fill what the candidates leave (the first spans do not depend on ``top_k``).
+        ``pairs`` ``(B, Q)``: the query index of each cell."""
         found = fused(self.reranker.candidates, overlap=True)
         logits = reranked(found, rows, queries, costs, profiles, self, pairs, config)
         places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
@@ -291,10 +271,7 @@ def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
 
 
 def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, pairs, config) -> np.ndarray:
-    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf`` where there is none).
-
-    ``pairs`` ``(B, Q)``: the query index of each (row, query) cell (its own text's query when paired).
-    """
+    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf``: none); ``pairs``: as ``best``."""
     starts, ends = found.starts, found.ends
     batch, num_queries, k = starts.shape
     width = rows.boundaries.shape[1] - 1
@@ -343,11 +320,8 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
 
 
 def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
-    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
-
-    ``places``: the scorer's own top-k (disjoint unless ``overlap``); once the candidates are used up (they often
-    crowd one place), the places not overlapping (not equal to, with ``overlap``) a kept span follow, in order.
-    """
+    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``, then
+    the ``places`` (the scorer's own top-k) not overlapping (with ``overlap``: not equal to) a kept span."""
     key = torch.as_tensor(logits) + 1e6  # every candidate before any place
     if places is not None:
         rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)

@@ -46,7 +46,6 @@ _SENTENCE = re.compile(r"[.!?][\W_]*$")
 _INNER_CLAUSE = re.compile(r"[,;:]")
 _CLAUSE_END = re.compile(r"[,;:.!?\"”’)\]][\W_]*$")
 _CLAUSE_OPEN = re.compile(r"^[\"“‘(\[]")
-_SENTENCE_QUERY = re.compile(r"[.!?][\W_]*$")
 
 
 #: The largest cost a :class:`SpanScorer` takes (costs are compared with cosines, which lie in [-1, 1]).
@@ -56,8 +55,6 @@ MAX_COST = 1e6
 @dataclass(frozen=True)
 class SpanScorer:
     """How the best span of a text is decided: the span's cosine minus costs for what a phrase does not look like.
-
-    Every weight is a cost subtracted from the cosine (0 turns it off); see :mod:`slice_st.scoring`.
 
     Args:
         name: A label for reports (``"phrase"``, ``"max-cosine"`` or your own).
@@ -70,8 +67,7 @@ class SpanScorer:
         sentence: Cost of running over a sentence end (``. ! ?``).
         open_end: Cost, for a query that is a whole sentence, of a span that does not end where a clause ends.
         open_start: Cost, for a query that is a whole sentence, of a span that does not start where a clause starts.
-        rerank: The shipped re-ranker (a file name of ``slice_st/pretrained/rerank/``) that picks the best span among
-            the scorer's top candidates, or ``None`` (the costs alone decide) (see the module docstring).
+        rerank: The shipped re-ranker (a file of ``slice_st/pretrained/rerank/``) picking among the top candidates.
 
     Example:
         >>> from slice_st.scoring import SpanScorer, resolve_scorer
@@ -100,12 +96,8 @@ class SpanScorer:
             raise ValueError(f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}.")
         for field in _cost_fields():
             value = getattr(self, field.name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or not 0 <= value <= MAX_COST
-            ):  # scores are float32: a larger cost overflows there
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):  # larger overflows float32 scores
                 raise ValueError(f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}.")
 
     @property
@@ -177,22 +169,16 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
-        value = 0
-        if not name or name in START_WORDS:
-            value |= START_WORD
-        if not name or name in END_WORDS:
-            value |= END_WORD
-        if index and words[index - 1] in DETERMINERS:
-            value |= AFTER_DETERMINER
-        if _CLAUSE.search(unit):
-            value |= CLAUSE_MARK
-        if _SENTENCE.search(unit):
-            value |= SENTENCE_END
-        if closes[index]:
-            value |= CLAUSE_AFTER
-        if (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit):
-            value |= CLAUSE_BEFORE
-        flags[index] = value
+        bits = (
+            (START_WORD, not name or name in START_WORDS),
+            (END_WORD, not name or name in END_WORDS),
+            (AFTER_DETERMINER, index > 0 and words[index - 1] in DETERMINERS),
+            (CLAUSE_MARK, _CLAUSE.search(unit)),
+            (SENTENCE_END, _SENTENCE.search(unit)),
+            (CLAUSE_AFTER, closes[index]),
+            (CLAUSE_BEFORE, (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit)),
+        )
+        flags[index] = sum(bit for bit, on in bits if on)
     return flags
 
 
@@ -207,29 +193,18 @@ def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray
 
     rows = []
     for query, length in zip(queries, lengths):
-        words = query_words(query)
-        rows.append(
-            [
-                max(int(length), 1),
-                float(bool(words) and words[0] in START_WORDS),
-                float(bool(words) and words[-1] in END_WORDS),
-                float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
-                float(bool(_SENTENCE_QUERY.search(query.strip()))),
-            ]
-        )
+        words, text = query_words(query), query.strip()
+        edges = bool(words) and words[0] in START_WORDS, bool(words) and words[-1] in END_WORDS
+        marks = _INNER_CLAUSE.search(text.rstrip(".!?;:,")), _SENTENCE.search(text)
+        rows.append([max(int(length), 1), *(float(bool(value)) for value in (*edges, *marks))])
     return np.asarray(rows, dtype=np.float32).reshape(-1, 5)
 
 
 @dataclass
 class SpanCosts:
-    """Costs of every span of a batch of rows, as tables the fused scorers add per span length.
-
-    ``start`` ``(B, U, Q)``: cost of a span starting at unit ``u``; ``end`` ``(B, U, Q)``: of one whose
-    last unit is ``u``; ``length`` ``(B, Q, K)``: of a span of ``min_span + j`` units; ``marks``
-    ``(B, U + 1, 2)``: prefix counts of clause marks and sentence ends over units; ``mark_cost``
-    ``(B, Q, 2)``: the cost of running over one (a span runs over a mark when one of its units but the
-    last carries it).
-    """
+    """Costs of every span of a batch of rows as tables: by first unit ``start`` and last unit ``end`` ``(B, U, Q)``,
+    by length ``(B, Q, K)``, and ``mark_cost`` ``(B, Q, 2)`` per clause mark / sentence end on a unit but the last
+    (``marks`` ``(B, U + 1, 2)``: their prefix counts)."""
 
     start: Tensor
     end: Tensor
@@ -302,14 +277,7 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     return SpanCosts(start, end, length, marks, mark_cost)
 
 
-def costs_of_spans(
-    scorer: SpanScorer,
-    flags: np.ndarray,
-    marks: np.ndarray,
-    profile: np.ndarray,
-    starts: np.ndarray,
-    lengths: np.ndarray,
-) -> np.ndarray:
+def costs_of_spans(scorer: SpanScorer, flags, marks, profile, starts, lengths) -> np.ndarray:
     """``(n,)`` costs (as :func:`span_costs`; 0 where ``starts < 0``) of spans ``starts``, ``lengths`` of one flat
     run of units (e.g. an index) with ``flags`` ``(N,)``, their ``marks`` (:func:`mark_prefix`) and a query ``profile``.
 

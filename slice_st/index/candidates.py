@@ -7,7 +7,7 @@ chunks name candidate span starts, and every span overlapping them is scored exa
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,9 +17,6 @@ from slice_st.index.search import blas_threads
 from slice_st.index.storage import folder_entry, load_array, read_bytes, save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
-
-if TYPE_CHECKING:
-    from slice_st.index.span_index import SpanIndex
 
 
 class CandidateStage:
@@ -69,7 +66,6 @@ class CandidateStage:
         cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int
     ) -> CandidateStage:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
         vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
         dim = vectors.shape[1]
@@ -98,7 +94,6 @@ class CandidateStage:
     def extended(self, arrays, unit_base: int) -> CandidateStage:
         """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         bounds = np.asarray(arrays["segment_units"])
         first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
         new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
@@ -112,7 +107,6 @@ class CandidateStage:
 
     def save(self, data_dir: str) -> None:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         path = os.path.join(data_dir, self.FILE)
         faiss.write_index(self.faiss_index, path)
         with open(path, "rb+") as handle:
@@ -124,7 +118,6 @@ class CandidateStage:
         """The stage saved in ``data_dir`` (``folder``: that folder's descriptor from
         :func:`slice_st.text.open_folder`, so the files are read from the folder itself, never through a link)."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         path, chunks_path = (folder_entry(data_dir, name, folder) for name in (cls.FILE, cls.CHUNKS))
         try:
             os.stat(path, dir_fd=folder, follow_symlinks=False)
@@ -138,16 +131,7 @@ class CandidateStage:
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
         return cls(faiss_index, chunks, settings)
 
-    def top_spans(
-        self,
-        index: SpanIndex,
-        queries: torch.Tensor,
-        top_k: int,
-        min_span: int,
-        max_span: int,
-        candidates: int | None,
-        nprobe: int | None,
-    ):
+    def top_spans(self, index, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, candidates, nprobe):
         """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
         candidates = candidates or self.settings["candidates"]
         if hasattr(self.faiss_index, "nprobe"):

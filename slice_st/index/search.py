@@ -46,11 +46,10 @@ class IndexMatch:
         start: First character of the span in the document.
         end: Character after the span.
         span: ``text[start:end]``.
-        score: The scorer's score: the span's cosine minus the scorer's costs (never above ``cosine``).
+        score: The scorer's score (cosine minus costs): what ``threshold`` compares and what orders a list.
         unit_start: First unit of the span.
         unit_end: Unit after the span.
-        calibrated: The cosine on the STS 0–5 scale when the index has a calibration
-            (:meth:`SpanIndex.set_calibration`).
+        calibrated: The cosine on the STS 0–5 scale (with :meth:`SpanIndex.set_calibration`).
         cosine: The span's cosine to the query.
     """
 
@@ -60,7 +59,6 @@ class IndexMatch:
     start: int
     end: int
     span: str
-    #: what ``threshold`` compares and what orders a result list
     score: float
     unit_start: int
     unit_end: int
@@ -68,8 +66,7 @@ class IndexMatch:
     cosine: float | None = None
 
 
-#: With a scorer that has costs, or the overlap filter, the first scan asks for this many spans per result kept
-#: (``top_k × per_document``): nested spans of one place and spans whose costs drop them crowd the top by cosine.
+#: With costs or the overlap filter, the first scan asks for this many spans per result kept (nested spans crowd it).
 SCORED_SCAN_FACTOR = 64
 
 
@@ -92,14 +89,7 @@ def blas_threads(count: int):
         yield
 
 
-def check_search(
-    built: SpanConfig,
-    top_k: int,
-    per_document: int | None,
-    min_span: int | None,
-    max_span: int | None,
-    candidates: int | None,
-) -> SpanConfig:
+def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span, candidates) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
     check_top_k(top_k)
     check_top_k(per_document, "per_document", optional=True)
@@ -143,13 +133,7 @@ def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
 
-def span_costs_for(
-    scorer: SpanScorer,
-    model,
-    unit: str,
-    queries: Sequence[str],
-    flag_table: Callable[[], tuple[np.ndarray, np.ndarray]],
-):
+def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table):
     """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
     prefix ``flag_table()`` gives (called only for a scorer with costs); ``None`` for a plain scorer."""
     if scorer.is_plain:
@@ -186,12 +170,8 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     for lo in range(0, len(unique_rows), chunk):
         hi = min(lo + chunk, len(unique_rows))
         start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
-        strings = [
-            texts[doc][a:b]
-            for doc, a, b in zip(
-                unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(), chars[start:hi, 1].tolist()
-            )
-        ]
+        spans = zip(unique_docs[start:hi].tolist(), *chars[start:hi].T.tolist())
+        strings = [texts[doc][a:b] for doc, a, b in spans]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     follows = np.zeros(len(flags), dtype=bool)
@@ -220,17 +200,7 @@ def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray])
 
 
 def ranked(
-    scan,
-    to_matches,
-    vectors: torch.Tensor,
-    top_k: int,
-    threshold: float | None,
-    per_document: int | None,
-    limit: int | None = None,
-    *,
-    costs=None,
-    locate=None,
-    overlap: bool = True,
+    scan, to_matches, vectors, top_k: int, threshold, per_document, limit=None, *, costs=None, locate=None, overlap=True
 ) -> list[list[IndexMatch]]:
     """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine), ranked by the score (cosine minus
     ``costs(query_index, units, lengths)``), capped per document and filtered for overlap, best first.
@@ -246,6 +216,27 @@ def ranked(
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
         asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
+
+    def select(query_index: int, cosines, units, lengths, asked: int):
+        """One query's kept ``(cosines, scores, units, lengths)``, or ``None`` when the scan was too short."""
+        cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
+        valid = np.isfinite(cosines) & (units >= 0)
+        scanned = int(valid.sum())
+        cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
+        exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
+        lowest = float(cosines.min()) if scanned else -np.inf
+        scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
+        candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+        order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order
+        if per_document is None and overlap:
+            chosen = order[:top_k]
+        else:
+            chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
+        below = threshold is not None and lowest < threshold
+        if exhausted or below or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest):
+            return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
+        return None
+
     results: list[list[IndexMatch] | None] = [None] * len(vectors)
     pending = list(range(len(vectors)))
     while pending:
@@ -255,8 +246,7 @@ def ranked(
         scores, units, lengths = scan(batch, asked)
         unsettled = []
         for row, query_index in enumerate(pending):
-            found = scores[row], units[row], lengths[row]
-            settled = _select(query_index, *found, asked, limit, top_k, threshold, per_document, costs, locate, overlap)
+            settled = select(query_index, scores[row], units[row], lengths[row], asked)
             if settled is None:
                 unsettled.append(query_index)
                 continue
@@ -267,54 +257,7 @@ def ranked(
     return results
 
 
-def _select(
-    query_index: int,
-    cosines,
-    units,
-    lengths,
-    asked: int,
-    limit: int | None,
-    top_k: int,
-    threshold: float | None,
-    per_document: int | None,
-    costs,
-    locate,
-    overlap: bool,
-):
-    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None``
-    when the scan was too short to be sure of them (see :func:`ranked`)."""
-    cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
-    valid = np.isfinite(cosines) & (units >= 0)
-    scanned = int(valid.sum())
-    cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
-    exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
-    lowest = float(cosines.min()) if scanned else -np.inf
-    scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
-    candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
-    order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order (cosine, then position)
-    if per_document is None and overlap:
-        chosen = order[:top_k]
-    else:
-        chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
-    settled = (
-        exhausted
-        or (threshold is not None and lowest < threshold)
-        or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest)
-    )
-    if not settled:
-        return None
-    return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
-
-
-def _greedy(
-    order: np.ndarray,
-    docs: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    top_k: int,
-    per_document: int | None,
-    overlap: bool,
-) -> np.ndarray:
+def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, overlap: bool) -> np.ndarray:
     """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap
     filter: each keep drops, in one vectorised step, the later spans of its document it overlaps or caps."""
     alive = np.ones(len(order), dtype=bool)
@@ -343,12 +286,7 @@ def _greedy(
 
 
 def search_documents(
-    index,
-    queries: Sequence[str],
-    documents: int | None = 10,
-    per_document: int | None = 1,
-    top_k: int | None = None,
-    **options,
+    index, queries, documents: int | None = 10, per_document: int | None = 1, top_k: int | None = None, **options
 ) -> list[list[IndexMatch]]:
     """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
     all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`; ``documents=None``:
@@ -375,13 +313,9 @@ def search_documents(
 
 
 def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig, overlap: bool, threshold):
-    """``results`` (ranked by the scorer's costs) with each document's spans picked by the re-ranker, as
-    :func:`slice_st.best_spans` picks them in that document's text (``scorer`` without ``rerank``: unchanged).
-
-    The documents stay (the best by their best span's score); the ``n`` places a document holds are filled by its
-    ``n`` spans of ``best_spans(top_k=n)`` (computed from the stored unit vectors of its segments); ``threshold``
-    drops a picked span scoring below it; the list is sorted by the shown score, ties in the documents' order.
-    """
+    """``results`` with the ``n`` places of each document filled by its ``best_spans(top_k=n)`` (from the stored
+    segments; a ``scorer`` without ``rerank``: unchanged), those below ``threshold`` dropped, sorted by the score
+    shown (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
@@ -390,32 +324,18 @@ def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig,
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
-        seen: Counter = Counter()
-        kept = []
-        for match in matches:
-            spans = picks[query, match.doc_index]
-            place = seen[match.doc_index]
-            seen[match.doc_index] += 1
-            if place < len(spans) and (threshold is None or spans[place][0] >= threshold):
-                kept.append(_as_match(index, match, *spans[place]))
+        documents = {match.doc_index: match for match in matches}  # in the order of their best spans
+        kept = [_as_match(index, match, *span) for doc, match in documents.items() for span in picks[query, doc]]
+        kept = [match for match in kept if threshold is None or match.score >= threshold]
         out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep the documents' order
     return out
 
 
 def _as_match(index, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
     store, doc = document_store(index, match.doc_index)
-    calibration = index.calibration
-    return dataclasses.replace(
-        match,
-        start=start,
-        end=end,
-        span=store.texts[doc][start:end],
-        score=score,
-        unit_start=unit_start,
-        unit_end=unit_end,
-        calibrated=None if calibration is None else round(calibration.degree(cosine), 4),
-        cosine=cosine,
-    )
+    calibrated = None if index.calibration is None else round(index.calibration.degree(cosine), 4)
+    fields = dict(start=start, end=end, score=score, unit_start=unit_start, unit_end=unit_end, cosine=cosine)
+    return dataclasses.replace(match, span=store.texts[doc][start:end], calibrated=calibrated, **fields)
 
 
 def document_store(index, doc_index: int):
@@ -426,8 +346,7 @@ def document_store(index, doc_index: int):
 
 @dataclass
 class _Segment:
-    """One stored window of a document: unit sums, stored span norms, character offsets, first unit, unit strings
-    (and whether they start / end the text), their flags."""
+    """One stored window of a document, as its fields say (``units``: strings, starts / ends the text)."""
 
     vectors: np.ndarray
     norms: np.ndarray
@@ -484,9 +403,8 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
 
 
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
-    """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's: the
-    scorer's top candidates from the stored unit sums and span norms (units as the rows' tokens), then the
-    re-ranker."""
+    """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
+    stored unit sums and span norms (units as the rows' tokens)."""
     batch, width = len(segments), max(len(segment.vectors) for segment in segments)
     embeddings = torch.zeros((batch, width, vectors.shape[1]))
     lengths = range(config.min_span, config.max_span + 1)
@@ -520,7 +438,7 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
 
     units = [segment.units for segment in segments]
     rows = RerankRows(boundaries, num_units, units, flags, embeddings, span_cosines)
-    pairs = np.asarray(query_of)[:, None]
+    pairs = np.asarray(query_of)[:, None]  # each row's query
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
     scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
     starts, ends = found.starts[:, 0].numpy(), found.ends[:, 0].numpy()

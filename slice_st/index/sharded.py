@@ -60,10 +60,8 @@ def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[
 class ShardedSpanIndex:
     """Several indexes (shards, e.g. built in parallel) searched together without merging them in memory.
 
-    Each shard keeps its own (memory-mapped) arrays and is scanned on its own; the per-shard top-k
-    lists are merged, so results are those of :meth:`SpanIndex.merge` of the shards: same spans,
-    same scores, ``doc_index`` numbered across the shards in order. All shards must share the model
-    (fingerprint) and span settings; document ids must be unique across them.
+    Each shard is scanned on its own and the top-k lists merged: the results of :meth:`SpanIndex.merge` of the shards
+    (``doc_index`` numbered across them). Shards share the model and span settings; document ids are unique.
 
     Args:
         shards: Loaded :class:`SpanIndex` shards (same model and span settings).
@@ -209,35 +207,22 @@ class ShardedSpanIndex:
 
         return scan
 
-    def _matches(
-        self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
-    ) -> list[IndexMatch]:
+    def _matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             if not np.isfinite(score) or unit < 0:
                 continue
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
-            shard = self.shards[position]
-            for match in shard._matches(
-                query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
-            ):
-                calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-                matches.append(
-                    dataclasses.replace(
-                        match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated
-                    )
-                )
+            found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
+            calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
+            for match in self.shards[position]._matches(query_index, *found):
+                doc_index = int(match.doc_index + self._doc_bases[position])
+                matches.append(dataclasses.replace(match, doc_index=doc_index, calibrated=calibrated))
         return matches
 
     def info(self) -> dict[str, Any]:
         """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
         infos = [shard.info() for shard in self.shards]
-        return {
-            "shards": len(self.shards),
-            "documents": len(self),
-            "units": self.num_units,
-            "array_bytes": sum(i["array_bytes"] for i in infos),
-            "model_name": infos[0]["model_name"],
-            "model_fingerprint": infos[0]["model_fingerprint"],
-            "per_shard": infos,
-        }
+        totals = {"shards": len(self.shards), "documents": len(self), "units": self.num_units}
+        model = {key: infos[0][key] for key in ("model_name", "model_fingerprint")}
+        return totals | {"array_bytes": sum(i["array_bytes"] for i in infos)} | model | {"per_shard": infos}

@@ -26,13 +26,8 @@ TOKEN_COOKIE = "slice_st_token"
 
 async def _send_json(send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
-        }
-    )
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
