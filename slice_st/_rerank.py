@@ -1,11 +1,6 @@
-"""The learned re-ranker of the default scorer: a linear model over features of the ``"phrase"`` scorer's top
-candidates, shipped as JSON (``slice_st/pretrained/rerank/``) with its provenance.
-
-The features come from what the single pass already has (cosine, score and costs, rank, one-unit moves, boundary
-word classes, words shared with the query, position), for many (text, query) rows at once as ``(N, k)`` arrays. The
-candidate with the highest re-ranker score is the text's best span (a query shorter than any the model was trained
-on keeps the scorer's order); its score stays the scorer's. ``Rerank.best`` is the one path ``best_spans`` (windows
-of texts) and an index (stored segments) pick spans through.
+"""The learned re-ranker of the default scorer: a linear model (``slice_st/pretrained/rerank/``, JSON with its
+provenance) over features of the ``"phrase"`` scorer's top candidates, computed from what the single pass has.
+``Rerank.best`` is the one path ``best_spans`` (windows) and an index (stored segments) pick spans through.
 """
 
 from __future__ import annotations
@@ -13,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
@@ -53,11 +48,8 @@ class Reranker:
     weights: np.ndarray
 
     def logits(self, values: np.ndarray, query_units: np.ndarray | None = None) -> np.ndarray:
-        """``(N, k, F)`` features (in :attr:`features` order) → ``(N, k)`` re-ranker scores.
-
-        ``query_units`` ``(N,)``: a query shorter than :attr:`min_query_units` (shorter than any it was trained on)
-        keeps the scorer's order (its candidates come best first).
-        """
+        """``(N, k, F)`` features → ``(N, k)`` scores; a query shorter (``query_units``) than any trained on keeps the
+        scorer's order."""
         scores = ((values - self.mean) / self.scale) @ self.weights
         if query_units is None:
             return scores
@@ -74,15 +66,9 @@ def load_reranker(name: str) -> Reranker:
     if not path.is_file():
         raise ValueError(f"no shipped re-ranker named {name!r}.")
     data = json.loads(path.read_text(encoding="utf-8"))
-    return Reranker(
-        name,
-        int(data["candidates"]),
-        int(data.get("min_query_units", 1)),
-        tuple(data["features"]),
-        np.asarray(data["mean"], np.float64),
-        np.asarray(data["scale"], np.float64),
-        np.asarray(data["weights"], np.float64),
-    )
+    arrays = {key: np.asarray(data[key], np.float64) for key in ("mean", "scale", "weights")}
+    minimum = int(data.get("min_query_units", 1))
+    return Reranker(name, int(data["candidates"]), minimum, tuple(data["features"]), **arrays)
 
 
 @dataclass
@@ -123,12 +109,9 @@ def query_word_ids(queries: Sequence[str]) -> np.ndarray:
 
 def query_edges(queries: Sequence[str]) -> np.ndarray:
     """``(Q, 2)`` ids of each query's first and last word (``-2``: no word)."""
-    out = np.full((len(queries), 2), -2, np.int64)
-    for row, query in enumerate(queries):
-        words = query_words(query)
-        if words:
-            out[row] = _id(words[0]), _id(words[-1])
-    return out
+    words = [query_words(query) for query in queries]
+    edges = [(_id(found[0]), _id(found[-1])) if found else (-2, -2) for found in words]
+    return np.asarray(edges, np.int64).reshape(-1, 2)
 
 
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -151,18 +134,12 @@ def candidate_features(
     queries: np.ndarray,
     edges: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """The re-ranker's features (name → ``(N, k)`` float64) of ``N`` (row, query) pairs' ``k`` candidates, best (by
-    the scorer) first.
+    """The features (name → ``(N, k)``) of ``N`` (row, query) pairs' ``k`` candidates, best by the scorer first.
 
-    Args:
-        cosines, scores: ``(N, k)`` candidates' cosines and scorer's scores (``-inf``: no candidate).
-        moved_cosines, moved_scores: ``(4, N, k)`` the same for each of :data:`MOVES` (``nan``: no such span).
-        starts, ends, num_units: ``(N, k)`` candidates' units ``[start, end)`` in their row; ``(N,)`` its units.
-        flags: ``(N, U)`` unit flags of each pair's row (:func:`slice_st.scoring.unit_flags`).
-        profiles: ``(N, 5)`` each pair's query profile (:func:`slice_st.scoring.query_profiles`).
-        units, rows: The rows' :class:`UnitWords`, and ``(N,)`` each pair's row in it.
-        queries, edges: ``(N, J)`` each pair's query word ids (:func:`query_word_ids`), ``(N, 2)`` its first and
-            last word's (:func:`query_edges`).
+    ``cosines``, ``scores``, ``starts``, ``ends`` ``(N, k)`` (``-inf`` score: none); ``moved_*`` ``(4, N, k)`` for
+    each of :data:`MOVES` (``nan``: no such span); ``flags`` ``(N, U)`` and ``num_units`` ``(N,)`` of each pair's row;
+    ``units`` the rows' :class:`UnitWords`, ``rows`` each pair's row there; ``queries`` / ``edges``: the pair's
+    :func:`query_word_ids` / :func:`query_edges`.
     """
     valid = np.isfinite(scores)
     cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
@@ -252,18 +229,16 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
 
 @dataclass
 class RerankRows:
-    """The rows (windows of texts, or an index's segments) whose candidates are re-ranked, as the fused scan sees them.
-
-    ``boundaries`` ``(B, U + 1)`` and ``embeddings`` ``(B, T, d)``: units as token ranges of the rows' vectors;
-    ``num_units`` ``(B,)``; ``units``: each row's unit strings and whether it starts and ends its text; ``flags``
-    ``(B, U)`` their :func:`slice_st.scoring.unit_flags`.
-    """
+    """The rows (windows, or an index's segments) whose candidates are re-ranked: units as token ranges
+    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text) and flags;
+    ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
     units: list[tuple[list[str], bool, bool]]
     flags: torch.Tensor
     embeddings: torch.Tensor
+    cosines: Callable | None = None
 
 
 @dataclass
@@ -275,13 +250,9 @@ class Rerank:
     edges: np.ndarray
 
     def best(self, fused, top_k: int, overlap: bool, rows: RerankRows, queries, costs, profiles, pairs, config):
-        """The ``top_k`` spans of each (row, query) picked by the re-ranker among the scorer's top candidates.
-
-        ``fused(k, overlap=...)``: the scorer's top ``k`` spans of the rows (:func:`slice_st.spans.best_span_scores`
-        with the rows, the queries and the costs bound). ``pairs`` ``(B, Q)``: the query index of each (row, query)
-        cell. The scorer's own places (disjoint unless ``overlap``) fill what the candidates leave, so the first
-        spans do not depend on ``top_k``.
-        """
+        """The ``top_k`` spans of each (row, query) picked by the re-ranker among ``fused(k, overlap=...)``, the
+        scorer's top spans; its own places fill what the candidates leave (the first spans do not depend on ``top_k``).
+        ``pairs`` ``(B, Q)``: the query index of each cell."""
         found = fused(self.reranker.candidates, overlap=True)
         logits = reranked(found, rows, queries, costs, profiles, self, pairs, config)
         places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
@@ -300,10 +271,7 @@ def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
 
 
 def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, pairs, config) -> np.ndarray:
-    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf`` where there is none).
-
-    ``pairs`` ``(B, Q)``: the query index of each (row, query) cell (its own text's query when paired).
-    """
+    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf``: none); ``pairs``: as ``best``."""
     starts, ends = found.starts, found.ends
     batch, num_queries, k = starts.shape
     width = rows.boundaries.shape[1] - 1
@@ -316,7 +284,10 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
         ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
         ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
         first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-        cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        if rows.cosines is None:
+            cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        else:
+            cosines = rows.cosines(first, end)
         cosines = cosines.view_as(first)
         scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
         nan = torch.full_like(cosines, float("nan"))
@@ -349,11 +320,8 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
 
 
 def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
-    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``.
-
-    ``places``: the scorer's own top-k (disjoint unless ``overlap``); once the candidates are used up (they often
-    crowd one place), the places not overlapping (not equal to, with ``overlap``) a kept span follow, in order.
-    """
+    """The ``top_k`` candidates of each (row, query) by ``logits`` ``(B, Q, k)``, disjoint unless ``overlap``, then
+    the ``places`` (the scorer's own top-k) not overlapping (with ``overlap``: not equal to) a kept span."""
     key = torch.as_tensor(logits) + 1e6  # every candidate before any place
     if places is not None:
         rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)

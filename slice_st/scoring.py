@@ -1,17 +1,9 @@
-"""Span scorers: how the best span of a text is decided (one definition for ``best_spans``, the index, the CLI and the
-evaluator).
+"""Span scorers: how the best span of a text is decided (``best_spans``, the index, the CLI and the evaluator).
 
-``"max-cosine"`` (the paper's protocol) takes the span with the highest cosine to the query. ``"phrase"`` subtracts
-small costs for what a phrase does not look like: a length far from the query's, a start on a function word or right
-after a determiner, an end on a function word, a clause mark or sentence end run over, and, for a query that is a
-whole sentence, a span that does not start or end where a clause does. ``"reranked"`` (the default) lets a small
-learned model (:mod:`slice_st._rerank`) pick among the ``"phrase"`` scorer's top candidates; the chosen span's
-``score`` stays its ``"phrase"`` score. Costs are never negative, so a score is never above its cosine.
-
-Per-unit flags (:func:`unit_flags`) and per-query profiles (:func:`query_profiles`) are computed once; the costs of
-every span come from per-unit and per-length tables and a prefix count of marks (:class:`SpanCosts`), so scoring
-stays fused. The word lists are English; for other languages use ``"max-cosine"`` or a :class:`SpanScorer` with the
-word costs at 0. Foundation layer: numpy and torch, no sentence-transformers imports.
+``"max-cosine"`` (the paper's protocol) takes the highest cosine; ``"phrase"`` subtracts costs (never negative) for
+what a phrase does not look like; ``"reranked"`` (the default) lets a learned model (:mod:`slice_st._rerank`) pick
+among the ``"phrase"`` top candidates, the score staying the ``"phrase"`` one. Costs come from per-unit flags, query
+profiles and per-length tables (:class:`SpanCosts`), so scoring stays fused. The word lists are English.
 """
 
 from __future__ import annotations
@@ -54,7 +46,6 @@ _SENTENCE = re.compile(r"[.!?][\W_]*$")
 _INNER_CLAUSE = re.compile(r"[,;:]")
 _CLAUSE_END = re.compile(r"[,;:.!?\"”’)\]][\W_]*$")
 _CLAUSE_OPEN = re.compile(r"^[\"“‘(\[]")
-_SENTENCE_QUERY = re.compile(r"[.!?][\W_]*$")
 
 
 #: The largest cost a :class:`SpanScorer` takes (costs are compared with cosines, which lie in [-1, 1]).
@@ -64,8 +55,6 @@ MAX_COST = 1e6
 @dataclass(frozen=True)
 class SpanScorer:
     """How the best span of a text is decided: the span's cosine minus costs for what a phrase does not look like.
-
-    Every weight is a cost subtracted from the cosine (0 turns it off); see :mod:`slice_st.scoring`.
 
     Args:
         name: A label for reports (``"phrase"``, ``"max-cosine"`` or your own).
@@ -78,8 +67,7 @@ class SpanScorer:
         sentence: Cost of running over a sentence end (``. ! ?``).
         open_end: Cost, for a query that is a whole sentence, of a span that does not end where a clause ends.
         open_start: Cost, for a query that is a whole sentence, of a span that does not start where a clause starts.
-        rerank: The shipped re-ranker (a file name of ``slice_st/pretrained/rerank/``) that picks the best span among
-            the scorer's top candidates, or ``None`` (the costs alone decide) (see the module docstring).
+        rerank: The shipped re-ranker (a file of ``slice_st/pretrained/rerank/``) picking among the top candidates.
 
     Example:
         >>> from slice_st.scoring import SpanScorer, resolve_scorer
@@ -108,12 +96,8 @@ class SpanScorer:
             raise ValueError(f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}.")
         for field in _cost_fields():
             value = getattr(self, field.name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or not 0 <= value <= MAX_COST
-            ):  # scores are float32: a larger cost overflows there
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):  # larger overflows float32 scores
                 raise ValueError(f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}.")
 
     @property
@@ -142,17 +126,11 @@ DEFAULT_SCORER = "reranked"
 
 
 def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The :class:`SpanScorer` for a name of :data:`SPAN_SCORERS`, a scorer, or ``None`` (the default, ``"phrase"``).
+    """The :class:`SpanScorer` for a name of :data:`SPAN_SCORERS`, a scorer, or ``None`` (the default); else a
+    ``ValueError``.
 
-    Args:
-        scorer: A name (``"phrase"``, ``"max-cosine"``), a :class:`SpanScorer`, or ``None``.
-
-    Returns:
-        The scorer. An unknown name or another type is a ``ValueError``.
-
-    Example:
-        >>> resolve_scorer(None).name, resolve_scorer("max-cosine").name
-        ('reranked', 'max-cosine')
+    >>> resolve_scorer(None).name, resolve_scorer("max-cosine").name
+    ('reranked', 'max-cosine')
     """
     if scorer is None:
         return SPAN_SCORERS[DEFAULT_SCORER]
@@ -174,26 +152,14 @@ def query_words(query: str) -> list[str]:
 
 
 def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = True) -> np.ndarray:
-    """Per-unit flags (``uint8`` bits) of one text's units, in order: what the ``"phrase"`` scorer's costs look at.
+    """``(U,)`` ``uint8`` flags of one text's units (``text_start`` / ``text_end``: whether they start / end the text).
 
-    Bits: ``START_WORD`` (a function word, or no word at all: a span should not start here),
-    ``AFTER_DETERMINER`` (the previous unit is a determiner), ``END_WORD`` (a function word or no word:
-    a span should not end here), ``CLAUSE_MARK`` (the unit ends with ``, ; : . ! ?``), ``SENTENCE_END``
-    (it ends with ``. ! ?``), ``CLAUSE_AFTER`` (a clause ends with the unit: punctuation, a closing quote or
-    bracket, or the text's end) and ``CLAUSE_BEFORE`` (a clause starts at the unit: the text's start, after a
-    ``CLAUSE_AFTER`` unit, or an opening quote or bracket).
+    Bits: ``START_WORD`` / ``END_WORD`` (a function word or no word), ``AFTER_DETERMINER``, ``CLAUSE_MARK``
+    (ends with ``, ; : . ! ?``), ``SENTENCE_END`` (``. ! ?``), ``CLAUSE_AFTER`` (a clause ends with the unit) and
+    ``CLAUSE_BEFORE`` (a clause starts at it).
 
-    Args:
-        units: The text of each unit (a word or a token), in order.
-        text_start: Whether the first unit starts the text (False for a window that starts inside it).
-        text_end: Whether the last unit ends the text (False for a window that ends inside it).
-
-    Returns:
-        ``(U,)`` ``uint8`` array.
-
-    Example:
-        >>> unit_flags(["the", "man", "left.", "And"]).tolist()
-        [68, 2, 56, 101]
+    >>> unit_flags(["the", "man", "left.", "And"]).tolist()
+    [68, 2, 56, 101]
     """
     import numpy as np
 
@@ -203,67 +169,42 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
-        value = 0
-        if not name or name in START_WORDS:
-            value |= START_WORD
-        if not name or name in END_WORDS:
-            value |= END_WORD
-        if index and words[index - 1] in DETERMINERS:
-            value |= AFTER_DETERMINER
-        if _CLAUSE.search(unit):
-            value |= CLAUSE_MARK
-        if _SENTENCE.search(unit):
-            value |= SENTENCE_END
-        if closes[index]:
-            value |= CLAUSE_AFTER
-        if (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit):
-            value |= CLAUSE_BEFORE
-        flags[index] = value
+        bits = (
+            (START_WORD, not name or name in START_WORDS),
+            (END_WORD, not name or name in END_WORDS),
+            (AFTER_DETERMINER, index > 0 and words[index - 1] in DETERMINERS),
+            (CLAUSE_MARK, _CLAUSE.search(unit)),
+            (SENTENCE_END, _SENTENCE.search(unit)),
+            (CLAUSE_AFTER, closes[index]),
+            (CLAUSE_BEFORE, (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit)),
+        )
+        flags[index] = sum(bit for bit, on in bits if on)
     return flags
 
 
 def query_profiles(queries: Sequence[str], lengths: Sequence[int]) -> np.ndarray:
-    """Per query: ``[length in units, starts on a function word, ends on a function word, has a clause mark inside,
-    is a whole sentence (ends with . ! ?)]``.
+    """``(Q, 5)`` per query (``lengths`` in units): length, starts / ends on a function word, has a clause mark
+    inside, is a whole sentence.
 
-    Args:
-        queries: The query texts.
-        lengths: Each query's length in units (as the model splits it: :func:`slice_st.tokens.text_units`).
-
-    Returns:
-        ``(Q, 5)`` float32 array.
-
-    Example:
-        >>> query_profiles(["to the", "A man, tall."], [2, 3]).tolist()
-        [[2.0, 1.0, 1.0, 0.0, 0.0], [3.0, 0.0, 0.0, 1.0, 1.0]]
+    >>> query_profiles(["to the", "A man, tall."], [2, 3]).tolist()
+    [[2.0, 1.0, 1.0, 0.0, 0.0], [3.0, 0.0, 0.0, 1.0, 1.0]]
     """
     import numpy as np
 
     rows = []
     for query, length in zip(queries, lengths):
-        words = query_words(query)
-        rows.append(
-            [
-                max(int(length), 1),
-                float(bool(words) and words[0] in START_WORDS),
-                float(bool(words) and words[-1] in END_WORDS),
-                float(bool(_INNER_CLAUSE.search(query.strip().rstrip(".!?;:,")))),
-                float(bool(_SENTENCE_QUERY.search(query.strip()))),
-            ]
-        )
+        words, text = query_words(query), query.strip()
+        edges = bool(words) and words[0] in START_WORDS, bool(words) and words[-1] in END_WORDS
+        marks = _INNER_CLAUSE.search(text.rstrip(".!?;:,")), _SENTENCE.search(text)
+        rows.append([max(int(length), 1), *(float(bool(value)) for value in (*edges, *marks))])
     return np.asarray(rows, dtype=np.float32).reshape(-1, 5)
 
 
 @dataclass
 class SpanCosts:
-    """Costs of every span of a batch of rows, as tables the fused scorers add per span length.
-
-    ``start`` ``(B, U, Q)``: cost of a span starting at unit ``u``; ``end`` ``(B, U, Q)``: of one whose
-    last unit is ``u``; ``length`` ``(B, Q, K)``: of a span of ``min_span + j`` units; ``marks``
-    ``(B, U + 1, 2)``: prefix counts of clause marks and sentence ends over units; ``mark_cost``
-    ``(B, Q, 2)``: the cost of running over one (a span runs over a mark when one of its units but the
-    last carries it).
-    """
+    """Costs of every span of a batch of rows as tables: by first unit ``start`` and last unit ``end`` ``(B, U, Q)``,
+    by length ``(B, Q, K)``, and ``mark_cost`` ``(B, Q, 2)`` per clause mark / sentence end on a unit but the last
+    (``marks`` ``(B, U + 1, 2)``: their prefix counts)."""
 
     start: Tensor
     end: Tensor
@@ -298,26 +239,15 @@ class SpanCosts:
 
 
 def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int) -> SpanCosts:
-    """The :class:`SpanCosts` of ``scorer`` for rows of units with ``flags`` ``(B, U)`` and queries ``profiles``.
+    """The :class:`SpanCosts` of ``scorer`` for rows with unit ``flags`` ``(B, U)`` and query ``profiles`` ``(Q, 5)``
+    (or ``(B, Q, 5)``: each row its own queries), on ``flags``' device.
 
-    Args:
-        scorer: The scorer.
-        flags: ``(B, U)`` integer flags of each row's units (:func:`unit_flags`; padding: any value).
-        profiles: ``(Q, 5)`` query profiles (:func:`query_profiles`) shared by all rows, or ``(B, Q, 5)``
-            (each row against its own queries).
-        min_span: Shortest span, in units.
-        max_span: Longest span, in units.
-
-    Returns:
-        The cost tables, on ``flags``' device.
-
-    Example:
-        >>> import torch
-        >>> flags = torch.from_numpy(unit_flags(["a", "man", "sings."])).long()[None]
-        >>> profiles = torch.from_numpy(query_profiles(["a man sings"], [3]))
-        >>> costs = span_costs(resolve_scorer("phrase"), flags, profiles, 1, 3)
-        >>> [round(float(c), 3) for c in costs.of_length(3, 1, 1)[0, :, 0]]  # "a man sings.": nothing to pay
-        [0.0]
+    >>> import torch
+    >>> flags = torch.from_numpy(unit_flags(["a", "man", "sings."])).long()[None]
+    >>> profiles = torch.from_numpy(query_profiles(["a man sings"], [3]))
+    >>> costs = span_costs(resolve_scorer("phrase"), flags, profiles, 1, 3)
+    >>> [round(float(c), 3) for c in costs.of_length(3, 1, 1)[0, :, 0]]  # "a man sings.": nothing to pay
+    [0.0]
     """
     import torch
 
@@ -347,36 +277,15 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     return SpanCosts(start, end, length, marks, mark_cost)
 
 
-def costs_of_spans(
-    scorer: SpanScorer,
-    flags: np.ndarray,
-    marks: np.ndarray,
-    profile: np.ndarray,
-    starts: np.ndarray,
-    lengths: np.ndarray,
-) -> np.ndarray:
-    """Costs of given spans of one flat run of units (e.g. an index): the same costs as :func:`span_costs`, vectorised.
+def costs_of_spans(scorer: SpanScorer, flags, marks, profile, starts, lengths) -> np.ndarray:
+    """``(n,)`` costs (as :func:`span_costs`; 0 where ``starts < 0``) of spans ``starts``, ``lengths`` of one flat
+    run of units (e.g. an index) with ``flags`` ``(N,)``, their ``marks`` (:func:`mark_prefix`) and a query ``profile``.
 
-    Args:
-        scorer: The scorer.
-        flags: ``(N,)`` unit flags of the run (spans never cross a document, so neighbours are of the same one,
-            except ``AFTER_DETERMINER``, which is computed per document).
-        marks: ``(N + 1, 2)`` their :func:`mark_prefix` (computed once per run).
-        profile: ``(5,)`` the query's profile (:func:`query_profiles`).
-        starts: ``(n,)`` first unit of each span.
-        lengths: ``(n,)`` span lengths in units.
-
-    Returns:
-        ``(n,)`` float64 costs (0 where ``starts < 0``).
-
-    Example:
-        >>> flags = unit_flags(["a", "man", "sings.", "And"])
-        >>> profile = query_profiles(["a man sings"], [3])[0]
-        >>> import numpy as np
-        >>> phrase = resolve_scorer("phrase")
-        >>> costs_of_spans(phrase, flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3,
-        ...     3])).round(3).tolist()
-        [0.0, 0.22]
+    >>> import numpy as np
+    >>> flags = unit_flags(["a", "man", "sings.", "And"])
+    >>> profile = query_profiles(["a man sings"], [3])[0]
+    >>> costs_of_spans(SpanScorer(), flags, mark_prefix(flags), profile, np.array([0, 1]), np.array([3, 3])).round(3)
+    array([0.  , 0.22])
     """
     import numpy as np
 

@@ -4,6 +4,7 @@ disjoint results, the shipped file, the cases it was built for, and the index's 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from importlib import resources
 from pathlib import Path
 
@@ -159,8 +160,9 @@ def test_scorer_and_reranker_names_are_checked(tiny_model):
 
 @pytest.mark.parametrize("per_document", [1, 2, None])
 def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_short, per_document):
-    """An index ranks documents by their best "phrase" span (exact); each document's spans are then those best_spans
-    picks in its text (the re-ranker), from the stored vectors: single, sharded, and texts longer than a window."""
+    """An index returns the documents of the best "phrase" spans (exact); each document's spans are those best_spans
+    picks in its text (the re-ranker), from the stored vectors, and the list is sorted by the score shown: single,
+    sharded, and texts longer than a window."""
     from slice_st.index import ShardedSpanIndex, SpanIndex
 
     texts = [*TEXTS, " ".join(TEXTS) * 3]
@@ -177,12 +179,13 @@ def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_sho
             got = searched.search(queries, top_k=6, per_document=per_document)
             assert got == searched.search(queries, top_k=6, per_document=per_document, scorer="reranked")
             for q, (matches, ranked) in enumerate(zip(got, phrase)):
-                assert [m.doc_index for m in matches] == [m.doc_index for m in ranked]  # the documents' places stay
+                assert Counter(m.doc_index for m in matches) == Counter(m.doc_index for m in ranked)  # documents stay
+                assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
                 changed += [(m.unit_start, m.unit_end) for m in matches] != [(m.unit_start, m.unit_end) for m in ranked]
                 for doc in dict.fromkeys(m.doc_index for m in matches):
                     spans = [m for m in matches if m.doc_index == doc]
                     result = model.best_spans(queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans))
-                    expected = result[0][0]
+                    expected = sorted(result[0][0], key=lambda match: -match.score)
                     assert [(m.unit_start, m.unit_end, m.span) for m in spans] == [
                         (e.unit_start, e.unit_end, e.span) for e in expected
                     ]
@@ -225,11 +228,12 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
     result = real_model.best_spans(queries, index.texts)
     for q, matches in enumerate(found):
         assert [m.span for m in matches] == [result[q][m.doc_index][0].span for m in matches]
+        assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     shown = [[m.span for m in matches] for matches in found]
     assert "my flight to Denver was pushed back" in shown[0]
     assert shown[1][0] == "luggage went missing for a week,"
     assert shown[2][:3] == [
-        "the lost baggage claim from March.",
-        "Last time the luggage went missing for a week,",
         "my checked bag will",
+        "Last time the luggage went missing for a week,",
+        "the lost baggage claim from March.",
     ]

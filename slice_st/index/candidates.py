@@ -7,7 +7,7 @@ chunks name candidate span starts, and every span overlapping them is scored exa
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,9 +17,6 @@ from slice_st.index.search import blas_threads
 from slice_st.index.storage import folder_entry, load_array, read_bytes, save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
-
-if TYPE_CHECKING:
-    from slice_st.index.span_index import SpanIndex
 
 
 class CandidateStage:
@@ -32,7 +29,6 @@ class CandidateStage:
         self.chunks = chunks  # (M, 2) [start, end) unit rows of each chunk
         self.settings = settings
 
-    # -------------------------------------------------------------- building
     @staticmethod
     def chunk_ranges(segment_units: np.ndarray, chunk: int, stride: int) -> np.ndarray:
         """``(M, 2)`` unit ranges: in each segment, chunks of ``chunk`` units every ``stride`` units."""
@@ -70,7 +66,6 @@ class CandidateStage:
         cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int
     ) -> CandidateStage:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
         vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
         dim = vectors.shape[1]
@@ -93,20 +88,12 @@ class CandidateStage:
                 sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
             faiss_index.train(sample)
         faiss_index.add(vectors)
-        settings = {
-            "kind": kind,
-            "chunk": chunk,
-            "stride": stride,
-            "nlist": int(nlist),
-            "nprobe": nprobe,
-            "candidates": candidates,
-        }
+        settings = dict(kind=kind, chunk=chunk, stride=stride, nlist=int(nlist), nprobe=nprobe, candidates=candidates)
         return cls(faiss_index, chunks, settings)
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
         """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         bounds = np.asarray(arrays["segment_units"])
         first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
         new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
@@ -118,10 +105,8 @@ class CandidateStage:
     def info(self) -> dict[str, Any]:
         return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
 
-    # -------------------------------------------------------------- persistence
     def save(self, data_dir: str) -> None:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         path = os.path.join(data_dir, self.FILE)
         faiss.write_index(self.faiss_index, path)
         with open(path, "rb+") as handle:
@@ -133,7 +118,6 @@ class CandidateStage:
         """The stage saved in ``data_dir`` (``folder``: that folder's descriptor from
         :func:`slice_st.text.open_folder`, so the files are read from the folder itself, never through a link)."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-
         path, chunks_path = (folder_entry(data_dir, name, folder) for name in (cls.FILE, cls.CHUNKS))
         try:
             os.stat(path, dir_fd=folder, follow_symlinks=False)
@@ -147,27 +131,14 @@ class CandidateStage:
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
         return cls(faiss_index, chunks, settings)
 
-    # -------------------------------------------------------------- searching
-    def top_spans(
-        self,
-        index: SpanIndex,
-        queries: torch.Tensor,
-        top_k: int,
-        min_span: int,
-        max_span: int,
-        candidates: int | None,
-        nprobe: int | None,
-    ):
+    def top_spans(self, index, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, candidates, nprobe):
         """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
         candidates = candidates or self.settings["candidates"]
         if hasattr(self.faiss_index, "nprobe"):
             self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
         query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
         _, found = self.faiss_index.search(query_array, int(min(candidates, len(self.chunks))))
-        arrays = index._arrays
-        total = index.num_units
-        built_min = index.span_config.min_span
-        num_queries = len(query_array)
+        arrays, total, built_min, num_queries = index._arrays, index.num_units, index.span_config.min_span, len(found)
         best_scores = np.full((num_queries, top_k), -np.inf)
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
@@ -237,9 +208,5 @@ def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
 
 
 def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted unique integers of the union of ``[lo_i, hi_i)``.
-
-    >>> _union_of_ranges(np.array([5, 0, 2]), np.array([7, 3, 4])).tolist()
-    [0, 1, 2, 3, 5, 6]
-    """
+    """Sorted unique integers of the union of ``[lo_i, hi_i)``: ``[5, 0, 2], [7, 3, 4]`` → ``[0, 1, 2, 3, 5, 6]``."""
     return _ranges_to_indices(*_merged_runs(lo, hi))

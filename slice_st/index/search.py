@@ -31,7 +31,7 @@ from slice_st.scoring import (
     span_costs,
     unit_flags,
 )
-from slice_st.spans import best_span_scores
+from slice_st.spans import BestSpans, greedy_disjoint
 from slice_st.tokens import text_units
 
 
@@ -46,11 +46,10 @@ class IndexMatch:
         start: First character of the span in the document.
         end: Character after the span.
         span: ``text[start:end]``.
-        score: The scorer's score: the span's cosine minus the scorer's costs (never above ``cosine``).
+        score: The scorer's score (cosine minus costs): what ``threshold`` compares and what orders a list.
         unit_start: First unit of the span.
         unit_end: Unit after the span.
-        calibrated: The cosine on the STS 0–5 scale when the index has a calibration
-            (:meth:`SpanIndex.set_calibration`).
+        calibrated: The cosine on the STS 0–5 scale (with :meth:`SpanIndex.set_calibration`).
         cosine: The span's cosine to the query.
     """
 
@@ -60,7 +59,6 @@ class IndexMatch:
     start: int
     end: int
     span: str
-    #: what ``threshold`` compares; documents are ranked by their best span's
     score: float
     unit_start: int
     unit_end: int
@@ -68,8 +66,7 @@ class IndexMatch:
     cosine: float | None = None
 
 
-#: With a scorer that has costs, or the overlap filter, the first scan asks for this many spans per result kept
-#: (``top_k × per_document``): nested spans of one place and spans whose costs drop them crowd the top by cosine.
+#: With costs or the overlap filter, the first scan asks for this many spans per result kept (nested spans crowd it).
 SCORED_SCAN_FACTOR = 64
 
 
@@ -92,14 +89,7 @@ def blas_threads(count: int):
         yield
 
 
-def check_search(
-    built: SpanConfig,
-    top_k: int,
-    per_document: int | None,
-    min_span: int | None,
-    max_span: int | None,
-    candidates: int | None,
-) -> SpanConfig:
+def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span, candidates) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
     check_top_k(top_k)
     check_top_k(per_document, "per_document", optional=True)
@@ -124,8 +114,7 @@ def query_list(queries: str | Sequence[str]) -> list[str]:
 
 
 def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search (name, :class:`SpanScorer` or ``None``: the default, ``"reranked"``), resolved once; a
-    bad one is a :class:`SpanInputError`."""
+    """The scorer of a search, resolved once; a bad one is a :class:`SpanInputError`."""
     try:
         return resolve_scorer(scorer)
     except ValueError as error:
@@ -144,19 +133,9 @@ def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
 
-def span_costs_for(
-    scorer: SpanScorer,
-    model,
-    unit: str,
-    queries: Sequence[str],
-    flag_table: Callable[[], tuple[np.ndarray, np.ndarray]],
-):
-    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run (``None`` for a plain
-    scorer).
-
-    ``flag_table()`` gives the run's unit flags and their :func:`slice_st.scoring.mark_prefix` (computed only
-    when a scorer has costs).
-    """
+def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table):
+    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
+    prefix ``flag_table()`` gives (called only for a scorer with costs); ``None`` for a plain scorer."""
     if scorer.is_plain:
         return None
     profiles = profiles_of(model, unit, queries)
@@ -169,13 +148,8 @@ def span_costs_for(
 
 
 def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.ndarray:
-    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays, computed per document.
-
-    Rows are units of segments (model windows, which may overlap): each row is mapped to its
-    document's unit number, the document's units are taken in order (``texts[doc][start:end]`` from
-    ``unit_chars``) and flagged together, so ``AFTER_DETERMINER`` looks at the previous unit of the same
-    document, never of another. Runs ``unit_flags`` over chunks of units (one unit of overlap between chunks).
-    """
+    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays (segments may overlap),
+    computed over each document's units in order, ``chunk`` units at a time."""
     bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
     total = int(bounds[-1]) if len(bounds) else 0
     if not total:
@@ -196,12 +170,8 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     for lo in range(0, len(unique_rows), chunk):
         hi = min(lo + chunk, len(unique_rows))
         start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
-        strings = [
-            texts[doc][a:b]
-            for doc, a, b in zip(
-                unique_docs[start:hi].tolist(), chars[start:hi, 0].tolist(), chars[start:hi, 1].tolist()
-            )
-        ]
+        spans = zip(unique_docs[start:hi].tolist(), *chars[start:hi].T.tolist())
+        strings = [texts[doc][a:b] for doc, a, b in spans]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     follows = np.zeros(len(flags), dtype=bool)
@@ -230,26 +200,13 @@ def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray])
 
 
 def ranked(
-    scan,
-    to_matches,
-    vectors: torch.Tensor,
-    top_k: int,
-    threshold: float | None,
-    per_document: int | None,
-    limit: int | None = None,
-    *,
-    costs=None,
-    locate=None,
-    overlap: bool = True,
+    scan, to_matches, vectors, top_k: int, threshold, per_document, limit=None, *, costs=None, locate=None, overlap=True
 ) -> list[list[IndexMatch]]:
-    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine, best first), ranked by the scorer's
-    score, capped per document and (``overlap=False``) filtered for overlap, best first.
+    """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine), ranked by the score (cosine minus
+    ``costs(query_index, units, lengths)``), capped per document and filtered for overlap, best first.
 
-    ``costs(query_index, units, lengths)``: the scorer's costs (``None``: the cosine is the score);
-    ``locate(units, lengths)``: each span's ``(document, first unit, end unit)``; ``limit``: at least the spans the
-    index holds. Exact because no cost is negative: once ``top_k`` are kept and the ``top_k``-th kept score is at
-    least the lowest cosine scanned, no span left out could rank above a kept one or drop one. Else the scan grows
-    4x (until it holds every span, or its lowest cosine is below ``threshold``); only unsettled queries rescan.
+    ``locate(units, lengths)``: spans as ``(document, first unit, end unit)``; ``limit``: at least the spans held.
+    Exact because no cost is negative (see :meth:`SpanIndex.search`); unsettled queries rescan 4x more.
     """
     threshold = check_threshold(threshold)
     limit = max(1, limit) if limit is not None else None
@@ -259,6 +216,27 @@ def ranked(
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
         asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
+
+    def select(query_index: int, cosines, units, lengths, asked: int):
+        """One query's kept ``(cosines, scores, units, lengths)``, or ``None`` when the scan was too short."""
+        cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
+        valid = np.isfinite(cosines) & (units >= 0)
+        scanned = int(valid.sum())
+        cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
+        exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
+        lowest = float(cosines.min()) if scanned else -np.inf
+        scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
+        candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+        order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order
+        if per_document is None and overlap:
+            chosen = order[:top_k]
+        else:
+            chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
+        below = threshold is not None and lowest < threshold
+        if exhausted or below or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest):
+            return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
+        return None
+
     results: list[list[IndexMatch] | None] = [None] * len(vectors)
     pending = list(range(len(vectors)))
     while pending:
@@ -268,20 +246,7 @@ def ranked(
         scores, units, lengths = scan(batch, asked)
         unsettled = []
         for row, query_index in enumerate(pending):
-            settled = _select(
-                query_index,
-                scores[row],
-                units[row],
-                lengths[row],
-                asked,
-                limit,
-                top_k,
-                threshold,
-                per_document,
-                costs,
-                locate,
-                overlap,
-            )
+            settled = select(query_index, scores[row], units[row], lengths[row], asked)
             if settled is None:
                 unsettled.append(query_index)
                 continue
@@ -292,54 +257,7 @@ def ranked(
     return results
 
 
-def _select(
-    query_index: int,
-    cosines,
-    units,
-    lengths,
-    asked: int,
-    limit: int | None,
-    top_k: int,
-    threshold: float | None,
-    per_document: int | None,
-    costs,
-    locate,
-    overlap: bool,
-):
-    """One query's scan, scored and filtered: ``(cosines, scores, units, lengths)`` of the kept spans, or ``None``
-    when the scan was too short to be sure of them (see :func:`ranked`)."""
-    cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
-    valid = np.isfinite(cosines) & (units >= 0)
-    scanned = int(valid.sum())
-    cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
-    exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
-    lowest = float(cosines.min()) if scanned else -np.inf
-    scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
-    candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
-    order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order (cosine, then position)
-    if per_document is None and overlap:
-        chosen = order[:top_k]
-    else:
-        chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
-    settled = (
-        exhausted
-        or (threshold is not None and lowest < threshold)
-        or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest)
-    )
-    if not settled:
-        return None
-    return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
-
-
-def _greedy(
-    order: np.ndarray,
-    docs: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    top_k: int,
-    per_document: int | None,
-    overlap: bool,
-) -> np.ndarray:
+def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, overlap: bool) -> np.ndarray:
     """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap
     filter: each keep drops, in one vectorised step, the later spans of its document it overlaps or caps."""
     alive = np.ones(len(order), dtype=bool)
@@ -368,20 +286,12 @@ def _greedy(
 
 
 def search_documents(
-    index,
-    queries: Sequence[str],
-    documents: int | None = 10,
-    per_document: int | None = 1,
-    top_k: int | None = None,
-    **options,
+    index, queries, documents: int | None = 10, per_document: int | None = 1, top_k: int | None = None, **options
 ) -> list[list[IndexMatch]]:
     """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
-    all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`).
-
-    With ``documents=None`` it is ``index.search(top_k=...)``. Otherwise the search asks for ``documents ×
-    per_document`` spans, and 4 times more while the best documents could still have more to show; the first
-    ``documents`` documents of a ranking are the best ones, whatever the number asked.
-    """
+    all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`; ``documents=None``:
+    ``index.search(top_k=...)``). Asks for ``documents × per_document`` spans, 4x more while a best document could
+    have more to show."""
     queries = list(queries)
     cap = max(len(index), 1) * (per_document or 1)
     if documents is None:
@@ -403,13 +313,9 @@ def search_documents(
 
 
 def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig, overlap: bool, threshold):
-    """``results`` (ranked by the scorer's costs) with each document's spans picked by the re-ranker, as
-    :func:`slice_st.best_spans` picks them in that document's text (``scorer`` without ``rerank``: unchanged).
-
-    The documents and their places stay; the ``n`` places a document holds are filled by its ``n`` best spans of
-    ``best_spans(top_k=n)`` (the re-ranker over its ``"phrase"`` top candidates, computed from the stored unit
-    vectors of its segments); ``threshold`` drops a picked span scoring below it.
-    """
+    """``results`` with the ``n`` places of each document filled by its ``best_spans(top_k=n)`` (from the stored
+    segments; a ``scorer`` without ``rerank``: unchanged), those below ``threshold`` dropped, sorted by the score
+    shown (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
@@ -418,32 +324,18 @@ def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig,
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
-        seen: Counter = Counter()
-        kept = []
-        for match in matches:
-            spans = picks[query, match.doc_index]
-            place = seen[match.doc_index]
-            seen[match.doc_index] += 1
-            if place < len(spans) and (threshold is None or spans[place][0] >= threshold):
-                kept.append(_as_match(index, match, *spans[place]))
-        out.append(kept)
+        documents = {match.doc_index: match for match in matches}  # in the order of their best spans
+        kept = [_as_match(index, match, *span) for doc, match in documents.items() for span in picks[query, doc]]
+        kept = [match for match in kept if threshold is None or match.score >= threshold]
+        out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep the documents' order
     return out
 
 
 def _as_match(index, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
     store, doc = document_store(index, match.doc_index)
-    calibration = index.calibration
-    return dataclasses.replace(
-        match,
-        start=start,
-        end=end,
-        span=store.texts[doc][start:end],
-        score=score,
-        unit_start=unit_start,
-        unit_end=unit_end,
-        calibrated=None if calibration is None else round(calibration.degree(cosine), 4),
-        cosine=cosine,
-    )
+    calibrated = None if index.calibration is None else round(index.calibration.degree(cosine), 4)
+    fields = dict(start=start, end=end, score=score, unit_start=unit_start, unit_end=unit_end, cosine=cosine)
+    return dataclasses.replace(match, span=store.texts[doc][start:end], calibrated=calibrated, **fields)
 
 
 def document_store(index, doc_index: int):
@@ -454,31 +346,33 @@ def document_store(index, doc_index: int):
 
 @dataclass
 class _Segment:
-    """One stored window of a document: its unit sums, character offsets, owned start units, first unit, text."""
+    """One stored window of a document, as its fields say (``units``: strings, starts / ends the text)."""
 
     vectors: np.ndarray
+    norms: np.ndarray
     chars: np.ndarray
-    owned: tuple[int, int]
     first_unit: int
     units: tuple[list[str], bool, bool]
+    flags: np.ndarray
 
 
-def _segments(store, doc: int) -> list[_Segment]:
-    """The stored segments (windows) of document ``doc`` of a :class:`SpanIndex`, in order."""
-    arrays, text = store._arrays, store.texts[doc]
-    bounds = np.asarray(arrays["segment_units"])
-    out = []
-    for segment in np.flatnonzero(np.asarray(arrays["segment_docs"]) == doc).tolist():
-        lo, hi = int(bounds[segment]), int(bounds[segment + 1])
-        chars = np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
-        starts = np.flatnonzero(np.isfinite(np.asarray(arrays["span_norms"][lo:hi])).any(1))
-        owned = (int(starts[0]), int(starts[-1]) + 1) if len(starts) else (0, 0)
+def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
+    """The stored segments (windows) of documents ``docs`` of a :class:`SpanIndex`, in order, their span norms of the
+    lengths of ``config`` (one pass over the segments' documents)."""
+    arrays, lengths = store._arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
+    bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
+    out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
+    for segment in np.flatnonzero(np.isin(segment_docs, docs)).tolist():
+        doc, lo, hi = int(segment_docs[segment]), int(bounds[segment]), int(bounds[segment + 1])
+        if hi <= lo:
+            continue
+        text, chars = store.texts[doc], np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
         strings = [text[a:b] for a, b in chars.tolist()]
-        at_start = not text[: chars[0, 0]].strip() if len(chars) else True
-        at_end = not text[chars[-1, 1] :].strip() if len(chars) else True
+        units = strings, not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
+        norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
-        out.append(_Segment(vectors, chars, owned, first, (strings, at_start, at_end)))
+        out[doc].append(_Segment(vectors, norms, chars, first, units, unit_flags(*units).astype(np.int64)))
     return out
 
 
@@ -490,11 +384,13 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
     unit in the document, first and end character."""
     segments: dict[int, list[_Segment]] = {}
-    rows = []
-    for query, doc_index in counts:
-        if doc_index not in segments:
-            segments[doc_index] = [s for s in _segments(*document_store(index, doc_index)) if len(s.vectors)]
-        rows += [((query, doc_index), segment) for segment in segments[doc_index]]
+    by_store: dict[int, tuple] = {}
+    for _, doc_index in counts:
+        store, doc = document_store(index, doc_index)
+        by_store.setdefault(id(store), (store, {}))[1][doc] = doc_index
+    for store, docs in by_store.values():
+        segments |= {docs[doc]: found for doc, found in _segments(store, list(docs), config).items()}
+    rows = [(cell, segment) for cell in counts for segment in segments[cell[1]]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
     top_k = max(counts.values(), default=1)  # a row's first n picks are its picks for top_k=n (Rerank.best)
     for lo in range(0, len(rows), RERANK_ROWS):
@@ -507,25 +403,42 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
 
 
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
-    """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's: the
-    scorer's fused top candidates over the stored unit sums (units as the rows' tokens), then the re-ranker."""
+    """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
+    stored unit sums and span norms (units as the rows' tokens)."""
     batch, width = len(segments), max(len(segment.vectors) for segment in segments)
     embeddings = torch.zeros((batch, width, vectors.shape[1]))
+    lengths = range(config.min_span, config.max_span + 1)
+    norms = torch.full((batch, width, len(lengths)), float("nan"))
     flags = torch.zeros((batch, width), dtype=torch.long)
     for row, segment in enumerate(segments):
         embeddings[row, : len(segment.vectors)] = torch.from_numpy(segment.vectors)
-        strings, at_start, at_end = segment.units
-        flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
-    boundaries = torch.arange(width + 1).expand(batch, -1)
-    num_units = torch.tensor([len(segment.vectors) for segment in segments])
-    owned = tuple(torch.tensor(bounds) for bounds in zip(*(segment.owned for segment in segments)))
-    queries = vectors[torch.tensor(query_of)][:, None, :]
+        norms[row, : len(segment.vectors)] = torch.from_numpy(segment.norms)
+        flags[row, : len(segment.flags)] = torch.from_numpy(segment.flags)
+    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[:, None, :]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
-    bound = queries, embeddings, boundaries, num_units, config.min_span, config.max_span
-    fused = functools.partial(best_span_scores, *bound, owned=owned, costs=costs)
-    rows = RerankRows(boundaries, num_units, [segment.units for segment in segments], flags, embeddings)
-    pairs = np.asarray(query_of)[:, None]
+    dots = torch.nn.functional.pad(torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0))
+    cosines = torch.full((batch, width, len(lengths)), float("-inf"))
+    scores = cosines.clone()
+    for column, length in enumerate(lengths[: max(width - config.min_span + 1, 0)]):
+        count = width - length + 1
+        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
+        cosines[:, :count, column] = span
+        scores[:, :count, column] = span - costs.of_length(length, count, config.min_span)[..., 0]
+    fused = functools.partial(_grid_top_k, scores, cosines, config.min_span)
+    boundaries = torch.arange(width + 1).expand(batch, -1)
+    num_units = torch.tensor([len(segment.vectors) for segment in segments])
+    prefix = torch.nn.functional.pad(embeddings.double().cumsum(1), (0, 0, 1, 0))
+
+    def span_cosines(starts, ends):  # (B, 1, k) spans: dots from the prefix of dot products, norms from the sums
+        starts, ends = starts[:, 0], ends[:, 0]
+        at = lambda index: prefix.gather(1, index[..., None].expand(-1, -1, prefix.shape[2]))  # noqa: E731
+        norms = (at(ends) - at(starts)).norm(dim=-1).clamp(min=1e-12)
+        return ((dots.gather(1, ends) - dots.gather(1, starts)) / norms).float()[:, None]
+
+    units = [segment.units for segment in segments]
+    rows = RerankRows(boundaries, num_units, units, flags, embeddings, span_cosines)
+    pairs = np.asarray(query_of)[:, None]  # each row's query
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
     scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
     starts, ends = found.starts[:, 0].numpy(), found.ends[:, 0].numpy()
@@ -539,24 +452,35 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
     return out
 
 
+def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
+    """The ``top_k`` spans ``(B, 1, k)`` of ``(B, U, L)`` score grids over (start, length), disjoint unless
+    ``overlap`` (what :func:`slice_st.spans.best_span_scores` gives for one query)."""
+    batch, width, widths = scores.shape
+    flat, plain = scores.reshape(batch, -1), cosines.reshape(batch, -1)
+    starts = torch.arange(width).repeat_interleave(widths).expand(batch, -1)
+    ends = starts + torch.arange(min_span, min_span + widths).repeat(width)
+    if overlap:
+        picks = flat.topk(min(top_k, flat.shape[1]), dim=1).indices
+        picks = torch.nn.functional.pad(picks, (0, top_k - picks.shape[1]), value=-1)
+        picks = picks.masked_fill(~torch.isfinite(flat.gather(1, picks.clamp(min=0))), -1)
+    else:
+        picks = greedy_disjoint(flat, starts, ends, top_k)
+    missing, index = picks < 0, picks.clamp(min=0)
+    take = lambda values, fill: values.gather(1, index).masked_fill(missing, fill)[:, None]  # noqa: E731
+    return BestSpans(take(flat, -np.inf), take(starts, -1), take(ends, -1), take(plain, -np.inf))
+
+
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
     current = np.zeros((0, 6))
     for new in parts:
-        if not len(current):
-            current = new
-            continue
         merged = np.concatenate([current, new])
-        keep = np.argsort(-merged[:, 0], kind="stable")
-        if not overlap and top_k > 1:
-            kept: list[int] = []
-            for row in keep.tolist():
-                if not any(merged[row, 2] < merged[other, 3] and merged[other, 2] < merged[row, 3] for other in kept):
-                    kept.append(row)
-            keep = np.asarray(kept, dtype=np.int64)
-        current = merged[keep[:top_k]]
-    return [
-        (float(score), float(cosine), int(first), int(end), int(start), int(stop))
-        for score, cosine, first, end, start, stop in current.tolist()
-    ]
+        if not len(current):
+            keep = np.arange(len(new))
+        elif overlap or top_k == 1:
+            keep = np.argsort(-merged[:, 0], kind="stable")[:top_k]
+        else:
+            keep = greedy_disjoint(*(torch.from_numpy(merged[:, column]) for column in (0, 2, 3)), top_k).numpy()
+        current = merged[keep[keep >= 0]]
+    return [(*current[row, :2].tolist(), *current[row, 2:].astype(int).tolist()) for row in range(len(current))]

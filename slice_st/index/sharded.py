@@ -11,10 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.errors import SpanInputError
-from slice_st.index.search import (
-    IndexMatch,
-    check_search,
-)
+from slice_st.index.search import IndexMatch, check_search
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import shard_directories
 from slice_st.scoring import mark_prefix
@@ -36,9 +33,8 @@ def empty_top_spans(queries: int, k: int) -> TopSpans:
 
 
 def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
-    """Merge one shard's top-k ``found`` (units numbered in the shard, which starts at unit ``base``) into
-    ``running`` (each ``(scores, units, lengths)``, ``(Q, k)``): the k best of both, ties to the earlier shards, as
-    one scan of all shards would rank them.
+    """The k best of ``running`` and one shard's ``found`` (each ``(scores, units, lengths)``, ``(Q, k)``; the shard
+    starts at unit ``base``), ties to the earlier shards, as one scan of all shards would rank them.
 
     >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
     >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
@@ -64,10 +60,8 @@ def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[
 class ShardedSpanIndex:
     """Several indexes (shards, e.g. built in parallel) searched together without merging them in memory.
 
-    Each shard keeps its own (memory-mapped) arrays and is scanned on its own; the per-shard top-k
-    lists are merged, so results are those of :meth:`SpanIndex.merge` of the shards: same spans,
-    same scores, ``doc_index`` numbered across the shards in order. All shards must share the model
-    (fingerprint) and span settings; document ids must be unique across them.
+    Each shard is scanned on its own and the top-k lists merged: the results of :meth:`SpanIndex.merge` of the shards
+    (``doc_index`` numbered across them). Shards share the model and span settings; document ids are unique.
 
     Args:
         shards: Loaded :class:`SpanIndex` shards (same model and span settings).
@@ -149,8 +143,7 @@ class ShardedSpanIndex:
         return self.shards[position], doc_index - int(self._doc_bases[position])
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shards' unit flags laid end to end (units numbered across the shards) and their mark prefix, computed
-        once."""
+        """The shards' unit flags laid end to end and their mark prefix, computed once."""
         keys = [shard._unit_flags()[0] for shard in self.shards]
         cache = getattr(self, "_unit_flag_cache", None)
         if cache is None or len(cache[0]) != len(keys) or any(a is not b for a, b in zip(cache[0], keys)):
@@ -191,11 +184,7 @@ class ShardedSpanIndex:
         nprobe: int | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The raw top-``k`` spans of unit-normalised query vectors over all shards: ``(Q, k)`` scores, units (numbered
-        across the shards, -1: none) and lengths; what :meth:`search` ranks into matches.
-
-        Shard by shard, merged into a running top-k (:func:`merge_top_spans`); its k-th score lets later
-        exact scans skip what cannot enter.
-        """
+        across the shards, -1: none) and lengths; what :meth:`search` ranks into matches."""
         wanted = check_search(self.span_config, k, None, min_span, max_span, candidates)
         self._check_approximate(approximate)
         return self._scanner(wanted, approximate, candidates, nprobe)(query_vectors, k)
@@ -218,35 +207,22 @@ class ShardedSpanIndex:
 
         return scan
 
-    def _matches(
-        self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
-    ) -> list[IndexMatch]:
+    def _matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             if not np.isfinite(score) or unit < 0:
                 continue
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
-            shard = self.shards[position]
-            for match in shard._matches(
-                query_index, [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
-            ):
-                calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-                matches.append(
-                    dataclasses.replace(
-                        match, doc_index=int(match.doc_index + self._doc_bases[position]), calibrated=calibrated
-                    )
-                )
+            found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
+            calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
+            for match in self.shards[position]._matches(query_index, *found):
+                doc_index = int(match.doc_index + self._doc_bases[position])
+                matches.append(dataclasses.replace(match, doc_index=doc_index, calibrated=calibrated))
         return matches
 
     def info(self) -> dict[str, Any]:
         """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
         infos = [shard.info() for shard in self.shards]
-        return {
-            "shards": len(self.shards),
-            "documents": len(self),
-            "units": self.num_units,
-            "array_bytes": sum(i["array_bytes"] for i in infos),
-            "model_name": infos[0]["model_name"],
-            "model_fingerprint": infos[0]["model_fingerprint"],
-            "per_shard": infos,
-        }
+        totals = {"shards": len(self.shards), "documents": len(self), "units": self.num_units}
+        model = {key: infos[0][key] for key in ("model_name", "model_fingerprint")}
+        return totals | {"array_bytes": sum(i["array_bytes"] for i in infos)} | model | {"per_shard": infos}

@@ -524,8 +524,9 @@ class SpanIndex:
         documents, each with its best span).
 
         ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
-        default ``"reranked"``: the documents ranked by ``"phrase"``, then each document's spans picked by the
-        re-ranker as :func:`slice_st.best_spans` picks them in its text) decides the ranking: a match's ``score``
+        default ``"reranked"``: exactly the best documents by their best ``"phrase"`` span, each document's spans
+        then picked by the re-ranker as :func:`slice_st.best_spans` picks them in its text, and the list sorted by
+        the score shown) decides the ranking: a match's ``score``
         is the span's ``cosine`` minus the scorer's costs (length against the query's, function-word starts and
         ends, cut noun phrases, clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine
         alone (the paper's protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that

@@ -3,10 +3,8 @@
     from slice_st.serve import create_app, IndexSource
     app = create_app(IndexSource.from_directory("runs/corpus-index"))   # an ASGI app (FastAPI)
 
-The model and the index are loaded once; each request is a thin call of :meth:`SpanIndex.search`.
-A directory index is re-opened when another process saves it (``slice-st index add``): a request sees
-the old or the new index, never a half-written one. Nothing in the library imports this package
-(only the CLI does); importing it without FastAPI installed is a :class:`~slice_st.errors.MissingExtraError`.
+A directory index is re-opened when another process saves it. Only the CLI imports this package; without FastAPI,
+importing it is a :class:`~slice_st.errors.MissingExtraError`.
 """
 
 from slice_st.serve.app import LIMITS, SearchRequest, ServeLimits, create_app, router

@@ -1,9 +1,5 @@
-"""The FastAPI app of ``slice-st serve``: a JSON API over :meth:`SpanIndex.search` and the search page.
-
-``POST /api/search`` (:class:`SearchRequest`, any other field refused), ``GET /api/documents?id=ID[&q=QUERY]`` (a
-document, its units and the query's profile), ``GET /api/info``, ``GET /`` (the page, shipped in the package).
-Character offsets count code points. Errors are JSON with a 4xx status (see docs/serve.md); a search that finds
-another one running, or runs past the timeout, is answered 503 at once and stops at its next query chunk.
+"""The FastAPI app of ``slice-st serve``: ``POST /api/search``, ``GET /api/documents?id=ID[&q=QUERY]``,
+``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character offsets count code points.
 """
 
 from __future__ import annotations
@@ -42,20 +38,10 @@ from slice_st.serve.source import IndexSource  # noqa: E402
 
 @dataclass(frozen=True)
 class ServeLimits:
-    """Bounds on one request and on the server's connections.
-
-    Args:
-        max_queries: queries in one search.
-        max_query_chars: characters of one query.
-        max_top_k: ``top_k`` and ``per_document`` of one search.
-        max_body_bytes: bytes of a request body, counted as read (larger: 413).
-        timeout_s: seconds a search may run before it is answered 503 and stopped.
-        max_search_cost: the most a search may cost before it starts (:func:`search_cost`: query characters
-            times units in the index); larger: 413. The default lets a 20-character query search 10 million
-            units, a 2,000-character one 100,000 (a few seconds of CPU each).
-        request_timeout_s: seconds a connection may stay open without sending a request (and idle between them).
-        max_connections: connections held at once; more are closed at once, and requests past it answered 503.
-    """
+    """Bounds on one request and on the server's connections: queries per search, characters per query, ``top_k`` /
+    ``per_document``, body bytes (413 past them), seconds a search may run (then 503), :func:`search_cost` (query
+    characters × units; the default lets a 20-character query search 10 million units), seconds a silent connection
+    is kept, connections held at once."""
 
     max_queries: int = 64
     max_query_chars: int = 2000
@@ -75,10 +61,8 @@ QUERY_CHUNK = 8
 
 
 class SearchRequest(BaseModel):
-    """One search: the queries and the options of :meth:`SpanIndex.search` a request may set, each bounded.
-
-    ``top_k`` and ``per_document`` are bounded again by the server's :class:`ServeLimits`.
-    """
+    """One search: the queries and the options of :meth:`SpanIndex.search` a request may set, each bounded (``top_k``
+    and ``per_document`` again by the server's :class:`ServeLimits`)."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -89,7 +73,7 @@ class SearchRequest(BaseModel):
     per_document: int | None = Field(None, ge=1, le=100_000, description="at most this many spans of each document")
     threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
     scorer: Literal["reranked", "phrase", "max-cosine"] = Field(
-        "reranked", description="how the best spans are chosen (documents are ranked by 'phrase' with 'reranked')"
+        "reranked", description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)"
     )
     overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
@@ -208,11 +192,10 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
         return chunked(lambda part: index.search(part, **options), queries, cancelled, QUERY_CHUNK)
 
     found = await _run(request, work)
-    return {
-        "results": [
-            {"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)
-        ]
-    }
+    results = [
+        {"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)
+    ]
+    return {"results": results}
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
@@ -242,9 +225,7 @@ async def document(
             raise HTTPException(400, str(error)) from None
     else:
         chars, scores = await _run(request, lambda cancelled: index.unit_profile(query, id, min_span, max_span))
-    profile = None
-    if query is not None:
-        profile = [round(float(score), 6) if math.isfinite(score) else None for score in scores]
+    profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
     return {"id": id, "index": position, "text": index.texts[position], "units": chars.tolist(), "profile": profile}
 
 
@@ -278,25 +259,11 @@ def create_app(
     allowed_hosts: list[str] | None = None,
     token: str | None = None,
 ) -> FastAPI:
-    """The ASGI app (FastAPI) answering from ``source`` (an :class:`IndexSource`, or an in-memory index).
+    """The FastAPI app answering from ``source`` (an :class:`IndexSource`, or an in-memory index) within ``limits``.
 
-    Args:
-        source: the index (a directory source is re-opened when another process saves it).
-        limits: request bounds (:class:`ServeLimits`).
-        allowed_hosts: the ``Host`` header values answered (others: 400), e.g. ``["127.0.0.1", "localhost"]``
-            (default: :func:`~slice_st.serve.guards.default_hosts` of 127.0.0.1, any port; a test client
-            needs ``base_url="http://localhost"``); ``["*"]`` answers any.
-        token: a secret every request must carry (``Authorization: Bearer``, or the page's cookie set by
-            ``/?token=``); ``None``: none.
-
-    Returns:
-        A ``fastapi.FastAPI`` app; run it with uvicorn (:func:`run_server`) or test it with ``fastapi.testclient``.
-
-    Example:
-        >>> from fastapi.testclient import TestClient  # doctest: +SKIP
-        >>> app = create_app(IndexSource.from_directory("runs/corpus-index"))  # doctest: +SKIP
-        >>> client = TestClient(app, base_url="http://localhost")  # doctest: +SKIP
-        >>> client.post("/api/search", json={"queries": "late flight", "top_k": 3}).json()  # doctest: +SKIP
+    ``allowed_hosts``: the ``Host`` values answered (others: 400; default ``127.0.0.1`` and ``localhost``, any port, so
+    a test client needs ``base_url="http://localhost"``; ``["*"]``: any); ``token``: a secret every request must carry
+    (``Authorization: Bearer``, or the page's cookie set by ``/?token=``).
     """
     if isinstance(source, SpanIndex):
         source = IndexSource(source)

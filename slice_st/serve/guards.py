@@ -1,15 +1,6 @@
-"""What keeps ``slice-st serve`` answering only its user, and answering at all.
-
-* :class:`BodyLimit`: a request body is counted as it is read (``Content-Length`` or chunked, whatever the
-  headers say) and refused with 413 past the limit; nothing larger is ever held in memory.
-* :class:`TokenGate`: with a token, every request must carry it (``Authorization: Bearer …`` or the cookie the
-  page gets from ``/?token=…``).
-* :class:`SearchRunner`: one search at a time, never queued (a second is answered 503 at once), bounded by
-  its cost before it starts, and stopped between query chunks once it runs past the timeout, so the lock
-  is given back.
-* :func:`guarded_protocol`: uvicorn's HTTP protocol that closes a connection that sends no request in time
-  and refuses connections past a cap, so idle clients cannot use up the file handles.
-* :func:`listening_socket`: the address checked and bound before anything slow (the model) is loaded.
+"""What keeps ``slice-st serve`` answering only its user, and answering at all: a body limit counted as read, a
+token gate, one search at a time (never queued, stopped past its timeout), idle connections closed, and the address
+bound before the model loads.
 """
 
 from __future__ import annotations
@@ -35,13 +26,8 @@ TOKEN_COOKIE = "slice_st_token"
 
 async def _send_json(send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
-        }
-    )
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -100,13 +86,8 @@ class TokenGate:
             return
         if scope["path"] == "/" and any(hmac.compare_digest(c, self.token) for c in offered["query"]):
             cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 303,
-                    "headers": [(b"location", b"/"), (b"set-cookie", cookie)],
-                }
-            )
+            headers = [(b"location", b"/"), (b"set-cookie", cookie)]
+            await send({"type": "http.response.start", "status": 303, "headers": headers})
             await send({"type": "http.response.body", "body": b""})
             return
         await _send_json(
@@ -140,14 +121,8 @@ class SearchCancelled(RuntimeError):
 
 
 class SearchRunner:
-    """Runs one search at a time in a worker thread: never queued, stopped when its request gives up.
-
-    The model's tokenizer is not safe to share across threads, so searches hold one lock; a request
-    that finds it taken is refused at once (:class:`SearchBusy`) rather than queued behind it. A
-    search runs its queries in chunks and checks between chunks whether its request timed out
-    (:class:`SearchCancelled`): the lock is back within one chunk's time, and each chunk is bounded
-    by the cost check made before the search starts.
-    """
+    """Runs one search at a time in a worker thread (the tokenizer is not thread-safe): a second is refused at once
+    (:class:`SearchBusy`); one past its timeout stops at its next query chunk (:class:`SearchCancelled`)."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -225,9 +200,7 @@ def is_loopback(host: str) -> bool:
 
 
 def default_hosts(host: str) -> list[str]:
-    """The ``Host`` names a server bound to ``host`` answers (any port): that address and ``localhost``; for every
-    interface (``0.0.0.0``), ``localhost`` and ``127.0.0.1``. A page of another name pointed at this address (DNS
-    rebinding) is refused.
+    """The ``Host`` names a server bound to ``host`` answers (any other, e.g. a DNS-rebinding page, is refused).
 
     >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0")
     (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1'])

@@ -25,24 +25,9 @@ def run_server(
     token: str | None = None,
     sock: socket.socket | None = None,
 ) -> None:
-    """Serve ``source`` with uvicorn until interrupted (bound to 127.0.0.1 unless ``host`` says otherwise).
-
-    Connections that send no request within ``limits.request_timeout_s`` are closed, as are connections past
-    ``limits.max_connections``. A non-loopback ``host`` without a ``token`` logs a warning: anyone who can
-    reach the address can read the corpus.
-
-    Args:
-        source: the index (see :func:`~slice_st.serve.create_app`).
-        host: the address to listen on (``0.0.0.0``: every interface).
-        port: the TCP port.
-        limits: request and connection bounds.
-        log_level: uvicorn's log level.
-        allowed_hosts: ``Host`` values answered besides ``host`` and ``localhost`` (a name the server is reached by).
-        token: a secret every request must carry (see :func:`~slice_st.serve.create_app`).
-        sock: a socket already bound and listening (:func:`listening_socket`); default: bound here.
-
-    Example:
-        >>> run_server(IndexSource.from_directory("runs/corpus-index"), port=8080)  # doctest: +SKIP
+    """Serve ``source`` with uvicorn on ``host:port`` until interrupted (options: those of
+    :func:`~slice_st.serve.create_app`; ``allowed_hosts`` are answered besides ``host`` and ``localhost``; ``sock``:
+    a socket already bound, :func:`listening_socket`). A non-loopback ``host`` without a ``token`` logs a warning.
     """
     uvicorn = require("uvicorn", "serve", "slice-st serve")
     sock = sock if sock is not None else listening_socket(host, port)

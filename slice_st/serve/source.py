@@ -11,22 +11,11 @@ from slice_st.index.storage import MANIFEST, read_manifest
 
 
 class IndexSource:
-    """Hands out the current :class:`SpanIndex`; for a directory, the latest saved version.
+    """Hands out the current :class:`SpanIndex` (``directory``: where it was saved; ``None``: in memory).
 
-    Each :meth:`current` call compares the manifest file's identity (inode, size, mtime) with the one
-    loaded; an index (or folder) removed since is an error (``FileNotFoundError`` or
-    :class:`~slice_st.errors.SpanInputError`), never the removed documents; when a save replaced it, the
-    index is loaded again with the same model (the load's own retry makes a load that races a save return
-    the old or the new index). A search holding an older index keeps reading it: its memory-mapped
-    arrays stay valid after the save removes their folder.
-
-    Args:
-        index: the index to serve.
-        directory: where it was loaded from (``None``: in memory, never reloaded).
-
-    Example:
-        >>> source = IndexSource.from_directory("runs/corpus-index")  # doctest: +SKIP
-        >>> source.current().search("late flight", top_k=3)  # doctest: +SKIP
+    Each :meth:`current` call compares the manifest's identity (inode, size, mtime) with the one loaded and loads a
+    newer save with the same model; an index removed since is an error, never the removed documents. A search holding
+    an older index keeps reading it (its memory-mapped arrays stay valid).
     """
 
     def __init__(self, index: SpanIndex, directory: str | os.PathLike | None = None) -> None:

@@ -92,11 +92,20 @@ def test_per_document_equals_brute_force(tiny_model, docs, index):
         index.search("dog", per_document=0)
 
 
-def test_threshold_and_single_query(index):
-    full = index.search("a man plays the guitar", top_k=10)[0]
-    cut = index.search("a man plays the guitar", top_k=10, threshold=full[4].score)[0]
-    assert [m.score for m in cut] == [m.score for m in full[:5]] or len(cut) >= 5
-    assert all(m.score >= full[4].score for m in cut)
+@pytest.mark.parametrize("per_document", [1, None])
+def test_threshold_and_single_query(index, per_document):
+    """A list is sorted by the score shown; ``threshold`` keeps what scores at least that (with one span per
+    document, exactly the matches of the full list that do)."""
+    full = index.search("a man plays the guitar", top_k=10, per_document=per_document)[0]
+    assert [m.score for m in full] == sorted((m.score for m in full), reverse=True)
+    threshold = (full[4].score + full[5].score) / 2  # not a shown score: those of "phrase" differ in the last bits
+    cut = index.search("a man plays the guitar", top_k=10, threshold=threshold, per_document=per_document)[0]
+    assert len(cut) >= 4 and all(m.score >= threshold for m in cut)
+    kept = [m for m in full if m.score >= threshold]
+    if per_document == 1:
+        assert cut == kept
+    else:
+        assert all(m in kept for m in cut)
 
 
 def test_windowed_documents_equal_brute_force(make_tiny_model):
