@@ -1,10 +1,5 @@
-"""``SpanIndex``: exact span search over a corpus with ``d + K`` stored numbers per unit instead of a vector per span.
-
-Per unit (word or token) the index stores the sum of its token vectors and, per span starting there, the norm of the
-span's sum; a search is one matmul, a float64 prefix sum and one division per span
-(:func:`slice_st.spans.top_spans_flat`). Long documents are stored as their model windows. See
-docs/guides/corpus-index.md.
-"""
+"""``SpanIndex``: exact span search over a corpus with ``d + K`` stored numbers per unit (its token vectors' sum and
+the norms of the spans starting there) instead of a vector per span. See docs/guides/corpus-index.md."""
 
 from __future__ import annotations
 
@@ -22,6 +17,7 @@ from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
     check_threshold,
+    check_top_k,
     embed_texts,
     encode_windows,
     model_window,
@@ -78,8 +74,6 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
-#: Options of ``build(..., engine="ray")`` a local build refuses when given.
-_RAY_ONLY = ("output", "address", "concurrency")
 
 
 class SpanIndex:
@@ -137,10 +131,9 @@ class SpanIndex:
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index: :meth:`add` to an empty one.
 
-        ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``, see docs/guides/ray.md): the documents are
-        cut into shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of the
-        cluster at ``address`` (``None``: Ray started here) and saved as a sharded index in ``output``, the same index
-        as this build shard by shard. A rerun resumes (``force=True`` rebuilds). Open it with
+        ``engine="ray"`` builds on Ray instead (``slice-st[ray]``, docs/guides/ray.md): ``concurrency`` actors of the
+        cluster at ``address`` (``None``: Ray started here) save the same index, in shards of about ``shard_bytes`` of
+        text, to ``output``; a rerun resumes (``force=True`` rebuilds). Open it with
         :class:`~slice_st.index.ShardedSpanIndex` or :class:`~slice_st.index.RayShardedSpanIndex`.
 
         Args:
@@ -152,9 +145,8 @@ class SpanIndex:
             unit: ``"word"`` or ``"token"``.
             dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap).
             engine: ``"local"`` or ``"ray"``.
-            **options: Those of :meth:`add` (``batch_size``, ``devices``, ``processes``, ``on_error``…); with
-                ``engine="ray"``: ``output``, ``address``, ``concurrency``, ``num_gpus``, ``shard_bytes``, ``force``
-                and those of :func:`slice_st.index.ray_engine.build_on_ray`.
+            **options: Those of :meth:`add`; with ``engine="ray"`` those of
+                :func:`slice_st.index.ray_engine.build_on_ray` (``output``, ``address``, ``concurrency``…).
 
         Returns:
             The index; with ``engine="ray"`` a :class:`~slice_st.index.RayBuild`.
@@ -168,9 +160,13 @@ class SpanIndex:
 
         model = _as_model(model) if model is not None else load_model()
         span_config = resolve_span_config(model, min_span, max_span, unit)
+        if engine == "ray":
+            from slice_st.index.ray_engine import build_on_ray
+
+            return build_on_ray(cls, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
         if engine != "local":
-            return cls._build_on_ray(engine, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
-        if any(options.pop(name, None) is not None for name in _RAY_ONLY):
+            raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
+        if any(options.pop(name, None) is not None for name in ("output", "address", "concurrency")):
             raise SpanInputError(
                 "output, address and concurrency are options of engine='ray'; the local build returns the index "
                 "(save it)."
@@ -208,23 +204,6 @@ class SpanIndex:
             return cls.build(None, model, files=paths, **reading, **options)
         return cls.build(read_corpus(paths, **reading), model, **options)
 
-    @classmethod
-    def _build_on_ray(cls, engine: str, model, span_config: SpanConfig, output=None, **options: Any) -> RayBuild:
-        """``engine="ray"``: :func:`slice_st.index.ray_engine.build_on_ray`, each shard built by this class."""
-        if engine != "ray":
-            raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
-        if output is None:
-            raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
-        if any(options.pop(name, None) is not None for name in ("devices", "processes", "pool")):
-            raise SpanInputError(
-                "devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=."
-            )
-        from slice_st.index.ray_engine import DEFAULT_SHARD_BYTES, build_on_ray
-
-        options.pop("show_progress_bar", None)
-        options["shard_bytes"] = options.get("shard_bytes") or DEFAULT_SHARD_BYTES
-        return build_on_ray(cls, output, model, span_config, **options)
-
     def add(
         self,
         texts: Iterable[str] | Iterable[Document] | Any,
@@ -248,10 +227,10 @@ class SpanIndex:
             show_progress_bar: Show a progress bar (default: for more than four batches).
             text_field: The Dataset column of the texts.
             id_field: The Dataset column of the ids (``None``: numbered).
-            on_error: ``"skip"`` leaves out documents the model cannot window (a span of ``max_span`` words longer
-                than a window, e.g. runs of dot leaders), listed in ``self.skipped`` as ``(id, reason)``; ``"raise"``.
-            devices: Encode in one process per device (``["cuda:0", "cuda:1"]``; ``["cpu", "cpu"]``) through
-                sentence-transformers' multi-process pool: the same index, to float tolerance.
+            on_error: ``"skip"`` leaves out documents the model cannot window (e.g. runs of dot leaders), listed in
+                ``self.skipped`` as ``(id, reason)``; ``"raise"``.
+            devices: Encode in one process per device (``["cuda:0", "cuda:1"]``) through sentence-transformers'
+                multi-process pool: the same index, to float tolerance.
             processes: Encode in that many CPU processes.
             pool: A pool from ``model.start_multi_process_pool(...)`` (reused, not stopped).
 
@@ -288,37 +267,28 @@ class SpanIndex:
         return ids
 
     def _new_ids(self, ids: Sequence[str] | None, count: int) -> list[str]:
-        """``ids`` checked (unique, new, one per document), or the next free numbers."""
+        """``ids`` checked (non-empty strings, unique, new, one per document), or the next free numbers."""
+        seen = set(self.doc_ids)
         if ids is None:
-            existing, ids, number = set(self.doc_ids), [], len(self.doc_ids)
-            while len(ids) < count:
-                if str(number) not in existing:
-                    ids.append(str(number))
-                number += 1
+            first = len(self.doc_ids)  # the next free numbers from there
+            ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
         ids = list(ids)
-        self._check_new_ids(ids, count)
-        return ids
-
-    def _check_new_ids(self, ids: list[str], count: int) -> None:
         if len(ids) != count:
             raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str) or not doc_id:
                 raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
-        seen: set[str] = set(self.doc_ids)
-        for doc_id in ids:
             if doc_id in seen:
                 raise SpanInputError(f"Duplicate document id {doc_id!r}.")
             seen.add(doc_id)
+        return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
-        """The documents the model can window, all planned before any is encoded (a bad one is named by its id at
-        once); the others raise, or are left out and listed in ``self.skipped``."""
+        """The documents the model can window (all planned before any is encoded); the others raise, or are left out
+        and listed in ``self.skipped``."""
         bad: list[tuple[int, str]] = []
-        window = model_window(self.model)
-        plan_windows(
-            self.model.tokenizer, texts, window, self.span_config.max_span, WINDOW_CONTEXT, self.span_config.unit, bad
-        )
+        config, window = self.span_config, model_window(self.model)
+        plan_windows(self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad)
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
             raise SpanInputError(
@@ -332,7 +302,7 @@ class SpanIndex:
             raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
         dropped = {position for position, _ in bad}
         keep = [position for position in range(len(texts)) if position not in dropped]
-        return [texts[position] for position in keep], [ids[position] for position in keep]
+        return [texts[i] for i in keep], [ids[i] for i in keep]
 
     def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
@@ -431,7 +401,7 @@ class SpanIndex:
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
         ids = [doc_id for index in indexes for doc_id in index.doc_ids]
-        merged._check_new_ids(ids, len(ids))
+        merged._new_ids(ids, len(ids))
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
         merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
         merged.doc_ids = ids
@@ -462,17 +432,14 @@ class SpanIndex:
     ) -> None:
         """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
 
-        Every segment is cut into chunks of ``chunk`` units every ``stride`` units, each a normalised sum of its unit
-        vectors; FAISS (``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive) finds the best
-        chunks for a query, and every span overlapping them is scored exactly. Costs ``d / stride`` bytes per unit
-        with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist`` defaults to √chunks, ``nprobe`` lists are
-        visited per query (more: better recall, slower).
+        Chunks of ``chunk`` units every ``stride`` units (normalised sums) go into FAISS (``kind="ivf"``: IVF with
+        8-bit scalar quantisation, ``d / stride`` bytes per unit; ``"flat"``: exhaustive); every span overlapping the
+        best chunks is scored exactly. ``nlist`` defaults to √chunks; ``nprobe`` lists are visited per query.
         """
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
         for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+            check_top_k(value, name)
         if stride > chunk:
             raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
         if kind not in ("ivf", "flat"):
@@ -614,12 +581,8 @@ class SpanIndex:
     def _top_spans(
         self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None
     ):
-        """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.
-
-        The math is :func:`slice_st.spans.top_spans_flat` over the (memory-mapped) arrays, seen as
-        tensors without a copy; the block shrinks with the number of queries so that its score
-        buffer stays ~8 MB. ``floor`` ``(Q,)``: spans scoring at or below it may be left out.
-        """
+        """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
+        and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
         found = top_spans_flat(
@@ -638,34 +601,18 @@ class SpanIndex:
     def _matches(
         self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
     ) -> list[IndexMatch]:
-        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the
-        cosines)."""
-        arrays = self._arrays
+        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores)."""
+        scores = np.asarray(scores)
+        keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
+        cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
+        units, lengths, chars = np.asarray(units)[keep], np.asarray(lengths)[keep], self._arrays["unit_chars"]
+        docs, firsts, ends = self._locate(units, lengths)
         matches = []
-        for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
-            if not np.isfinite(score) or (threshold is not None and score < threshold):
-                continue
-            segment = int(np.searchsorted(arrays["segment_units"], unit, side="right")) - 1
-            doc = int(arrays["segment_docs"][segment])
-            start = int(arrays["unit_chars"][unit, 0])
-            end = int(arrays["unit_chars"][unit + length - 1, 1])
-            unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
+        for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
+            doc, start, end = int(docs[i]), int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-            matches.append(
-                IndexMatch(
-                    query_index,
-                    self.doc_ids[doc],
-                    doc,
-                    start,
-                    end,
-                    self.texts[doc][start:end],
-                    float(score),
-                    unit_start,
-                    unit_start + int(length),
-                    calibrated,
-                    float(cosine),
-                )
-            )
+            match = (query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score))
+            matches.append(IndexMatch(*match, int(firsts[i]), int(ends[i]), calibrated, float(cosine)))
         return matches
 
     def unit_profile(
@@ -716,22 +663,21 @@ class SpanIndex:
     # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
-        arrays = self._arrays
+        arrays, config, calibration = self._arrays, self.span_config, self.calibration
         norms = arrays["span_norms"]
         spans = sum(
             int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
         )
         dim = arrays["unit_vectors"].shape[1]
-        calibration = self.calibration
         return {
             "format_version": INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
             "spans": spans,
-            "unit": self.span_config.unit,
-            "min_span": self.span_config.min_span,
-            "max_span": self.span_config.max_span,
+            "unit": config.unit,
+            "min_span": config.min_span,
+            "max_span": config.max_span,
             "dimension": dim,
             "dtype": self.dtype,
             "array_bytes": int(sum(np.asarray(values).nbytes for values in arrays.values())),
@@ -750,11 +696,10 @@ class SpanIndex:
     def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
         """Write the index to a folder, atomically (the previous version stays until the new one is complete).
 
-        Saves to one folder are serialised by its writer lock (``.lock``): another process saving there makes this
-        one wait up to ``timeout`` seconds (0: not at all, ``None``: as long as it takes), then
-        :class:`IndexBusyError`. An index loaded from ``path`` is saved back only if nobody saved there since (else
-        :class:`IndexConflictError`: load again, or use :meth:`open_for_update`). ``overwrite=False`` refuses to
-        replace an index at ``path`` this one was not loaded from. Only the data folders the index wrote are removed.
+        Saves to one folder are serialised by its writer lock: another process saving there makes this one wait up to
+        ``timeout`` seconds (0: not at all, ``None``: as long as it takes), then :class:`IndexBusyError`. An index
+        loaded from ``path`` is saved back only if nobody saved there since (else :class:`IndexConflictError`; see
+        :meth:`open_for_update`). ``overwrite=False`` refuses to replace an index this one was not loaded from.
         """
         path = os.fspath(path)
         with index_lock(path, timeout=timeout):
@@ -914,36 +859,37 @@ class SpanIndex:
             source = model_source(path, manifest) if model is None else os.fspath(model)
             model = load_model(source, device=device, **model_options)
         model = _as_model(model)
-        fingerprint = model_fingerprint(model)
-        index, manifest = read_consistent(
-            path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify)
-        )
+        index, manifest = read_consistent(path, manifest, lambda now: cls._read_data(path, now, model, mmap, verify))
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
         return index
 
     @classmethod
-    def _read_data(
-        cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool
-    ) -> SpanIndex:
+    def _read_data(cls, path: str, manifest: dict[str, Any], model, mmap: bool, verify: bool) -> SpanIndex:
         """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
-        if fingerprint != manifest["model_fingerprint"]:
+        index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
+        if index.fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
                 f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
-                f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {fingerprint}. "
+                f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {index.fingerprint}. "
                 "Load it with the model it was built with, or rebuild the index."
             )
-        index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         with DataFolder.open(path, manifest, verify) as data:
-            index._check_settings(path, manifest, data.json(SETTINGS_FILE))
-            arrays = {name: data.array(f"{name}.npy", mmap) for name in ARRAYS}
+            index._check_settings(path, data.json(SETTINGS_FILE))
+            arrays = {name: data.array(name, mmap) for name in ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
-            for name, expected in manifest["samples"].items():
-                if name in arrays and array_digest(arrays[name]) != expected:
-                    raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
-            offsets = arrays.pop("text_offsets")
-            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
+            offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
+            if (
+                not isinstance(doc_ids, list)
+                or len(doc_ids) != manifest["documents"]
+                or len(offsets) != len(doc_ids) + 1
+                or offsets[-1] != len(blob)
+                or arrays["unit_vectors"].shape != (units, index._arrays["unit_vectors"].shape[1])
+                or arrays["span_norms"].shape != (units, index._arrays["span_norms"].shape[1])
+                or len(bounds) != len(arrays["segment_docs"]) + 1
+                or bounds[-1] != units
+            ):
                 raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-            index._set_arrays(arrays, manifest, len(doc_ids))
+            index._arrays = arrays
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
@@ -954,39 +900,17 @@ class SpanIndex:
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         return index
 
-    def _check_settings(self, path: str, manifest: dict[str, Any], stored: Any) -> None:
+    def _check_settings(self, path: str, stored: Any) -> None:
         """Refuse a manifest whose settings differ from those its data folder was written with (an edited one)."""
-        recorded = {
-            "span_config": self.span_config.to_dict(),
-            "dtype": manifest["dtype"],
-            "model_fingerprint": manifest["model_fingerprint"],
-        }
-        changed = [key for key in recorded if not isinstance(stored, dict) or stored.get(key) != recorded[key]]
+        recorded, stored = self._settings(), stored if isinstance(stored, dict) else {}
+        changed = [key for key in recorded if stored.get(key) != recorded[key]]
         if changed:
-            stored = stored if isinstance(stored, dict) else {}
             raise SpanInputError(
                 f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
                 f"do not match what the index data was written with "
                 f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
                 "Restore it or rebuild the index."
             )
-
-    def _set_arrays(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], documents: int) -> None:
-        """Take the loaded ``arrays`` once their shapes match the manifest (``ValueError`` if not)."""
-        units, vectors, norms = manifest["units"], arrays["unit_vectors"], arrays["span_norms"]
-        if (
-            len(vectors) != units
-            or documents != manifest["documents"]
-            or len(norms) != units
-            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1
-            or arrays["segment_units"][-1] != units
-            or norms.ndim != 2
-            or norms.shape[1] != self._arrays["span_norms"].shape[1]
-            or vectors.ndim != 2
-            or vectors.shape[1] != self._arrays["unit_vectors"].shape[1]
-        ):
-            raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-        self._arrays = arrays
 
 
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:

@@ -1,9 +1,8 @@
 """An index on disk: the manifest, atomic writes, the writer lock, checksums, shard directories.
 
-``manifest.json`` names a data folder ``data-<generation>-<random>/`` of ``.npy`` arrays and a few files; a save
-writes a new data folder, then replaces the manifest atomically (the commit point). Writers hold ``DIR/.lock``;
-readers take no lock and retry when a save replaced the data under them. Only folders the index wrote are deleted.
-See docs/guides/corpus-index.md ("On disk") for the design.
+``manifest.json`` names a data folder ``data-<generation>-<random>/``; a save writes a new one, then replaces the
+manifest atomically. Writers hold ``DIR/.lock``; readers retry when a save replaced the data under them. See
+docs/guides/corpus-index.md ("On disk").
 """
 
 from __future__ import annotations
@@ -341,10 +340,10 @@ def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder
 
 class DataFolder:
     """A manifest's data folder, opened once without following a link; its files read by name, checked against the
-    manifest (type and size; SHA-256 of the small files, of every file with ``verify``)."""
+    manifest (type and size; SHA-256 of the small files, of every file with ``verify``; arrays' samples)."""
 
-    def __init__(self, data_dir: str, files: dict[str, Any], folder: int | None) -> None:
-        self.data_dir, self.files, self.folder = data_dir, files, folder
+    def __init__(self, data_dir: str, manifest: dict[str, Any], folder: int | None) -> None:
+        self.data_dir, self.files, self.samples, self.folder = data_dir, manifest["files"], manifest["samples"], folder
 
     @classmethod
     @contextmanager
@@ -357,7 +356,7 @@ class DataFolder:
             )
         # Opened once: a link swapped in for the folder (or a file) after these checks is refused, never read.
         with open_folder(data_dir) as folder:
-            data = cls(data_dir, manifest["files"], folder)
+            data = cls(data_dir, manifest, folder)
             for name, expected in data.files.items():
                 found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
                 if not stat.S_ISREG(found.st_mode):
@@ -382,7 +381,11 @@ class DataFolder:
         return json.loads(self.bytes(name).decode("utf-8"))
 
     def array(self, name: str, mmap: bool) -> np.ndarray:
-        return load_array(self.entry(name), mmap, self.files[name]["bytes"], folder=self.folder)
+        """The array ``name.npy``, checked against its sample checksum."""
+        values = load_array(self.entry(f"{name}.npy"), mmap, self.files[f"{name}.npy"]["bytes"], folder=self.folder)
+        if array_digest(values) != self.samples[name]:
+            raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
+        return values
 
 
 def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
