@@ -30,18 +30,9 @@ from slice_st.config import SpanConfig
 from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
 from slice_st.encode import check_top_k
 from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
+from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
-from slice_st.index.fingerprint import model_identity
-from slice_st.index.storage import (
-    MANIFEST,
-    SHARD_LIST,
-    check_index_target,
-    is_plain_name,
-    read_manifest,
-    read_shard_list,
-    write_json,
-)
-from slice_st.loading import model_fingerprint
+from slice_st.loading import model_fingerprint, model_identity
 from slice_st.text import is_ray_address, require
 
 if TYPE_CHECKING:
@@ -69,14 +60,11 @@ def require_ray(feature: str = "Ray (engine='ray', --ray)"):
 
 
 def check_address(address: str | None) -> str | None:
-    """A Ray address as ``ray.init`` takes it: ``None`` (start a local Ray), ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT``.
+    """A Ray address as ``ray.init`` takes it: ``None`` (``"local"``: start Ray here), ``"auto"``, ``HOST:PORT`` or
+    ``ray://HOST:PORT``.
 
     >>> check_address("local"), check_address("ray://head:10001")
     (None, 'ray://head:10001')
-    >>> check_address("corpus.txt")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT ...
     """
     if address is None or address == "local":
         return None
@@ -90,13 +78,7 @@ def check_address(address: str | None) -> str | None:
 
 def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
     """A :class:`SpanInputError` at once if ``HOST:PORT`` (or ``ray://HOST:PORT``) does not answer within ``timeout``
-    seconds, rather than a ``ray.init`` that never returns (``"auto"``: not probed).
-
-    >>> probe_address("127.0.0.1:1")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.SpanInputError: cannot connect to the Ray cluster at 127.0.0.1:1: ...
-    """
+    seconds, rather than a ``ray.init`` that never returns (``"auto"``: not probed)."""
     if address is None or address in ("auto", "local"):
         return
     parts = urllib.parse.urlsplit(address if "://" in address else f"//{address}")
@@ -394,7 +376,7 @@ class _ShardWriter:
         for number, chunk in enumerate(_chunks(documents, job["shard_bytes"]) if documents else []):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(job["output"], name)
-            manifest = read_manifest(folder, must_exist=False)
+            manifest = storage.read_manifest(folder, must_exist=False)
             if manifest is not None and not job["force"] and manifest["model_fingerprint"] == self.fingerprint:
                 reused += 1
                 units, kept = manifest["units"], manifest["documents"]
@@ -412,7 +394,7 @@ class _ShardWriter:
             state["documents"] += kept
             if kept:
                 state["shards"].append(name)
-        write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
+        storage.write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
         return {
             "result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})
         }
@@ -476,7 +458,7 @@ def build_on_ray(
         raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
-    output = check_index_target(output)
+    output = storage.check_index_target(output)
     work, source = (
         _work(files, fmt, shard_bytes)
         if files is not None
@@ -512,21 +494,14 @@ def _finish(output: str, plan: dict[str, Any], ordered: list[dict[str, Any]], bu
     shards = [name for state in ordered for name in state["shards"]]
     if not shards:
         raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
-    totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
-    write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
-    return RayBuild(
-        os.fspath(output),
-        shards,
-        totals["documents"],
-        totals["units"],
-        len(ordered),
-        built,
-        sum(s["built"] for s in ordered),
-        sum(s["reused"] for s in ordered),
-        time.perf_counter() - start,
-        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
-        sum(s.get("seconds", 0.0) for s in ordered),
-    )
+    total = {key: sum(state.get(key, 0) for state in ordered) for key in ("documents", "units", "built", "reused")}
+    summary = {"complete": True, "shards": shards, "documents": total["documents"], "units": total["units"]}
+    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
+    skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
+    seconds = sum(state.get("seconds", 0.0) for state in ordered)
+    # documents, units, groups, groups_built, shards_built, shards_reused
+    counts = [total["documents"], total["units"], len(ordered), built, total["built"], total["reused"]]
+    return RayBuild(os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds)
 
 
 def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error) -> None:
@@ -588,18 +563,18 @@ def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: 
 
 def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[int, dict[str, Any]]:
     """Check that ``output`` holds no other build (unless ``force``), write the plan; the groups already done."""
-    previous = read_shard_list(output)
-    if previous is None and os.path.exists(os.path.join(output, MANIFEST)) and not force:
+    previous = storage.read_shard_list(output)
+    if previous is None and os.path.exists(os.path.join(output, storage.MANIFEST)) and not force:
         raise SpanInputError(
             f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
         )
-    for key, what in (
-        ("model_fingerprint", "model"),
-        ("span_config", "span settings"),
-        ("dtype", "dtype"),
-        ("shard_bytes", "shard size"),
-        ("source", "corpus"),
-    ):
+    names = {
+        "model_fingerprint": "model",
+        "span_config": "span settings",
+        "dtype": "dtype",
+        "shard_bytes": "shard size",
+    }
+    for key, what in (*names.items(), ("source", "corpus")):
         if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
                 f"{output} holds a sharded build with another {what} "
@@ -618,7 +593,7 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
         for entry in os.scandir(folder):
             if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
                 os.unlink(entry.path)
-    write_json(os.path.join(output, SHARD_LIST), plan)
+    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan)
     return {} if force else _finished_groups(output, groups)
 
 
@@ -635,7 +610,8 @@ def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
             continue  # rewritten by the rerun
         shards = state.get("shards", []) if isinstance(state, dict) else None
         if isinstance(shards, list) and all(
-            is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST)) for name in shards
+            storage.is_plain_name(name) and os.path.exists(os.path.join(output, name, storage.MANIFEST))
+            for name in shards
         ):
             done[number] = state
     return done

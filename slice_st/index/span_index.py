@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
@@ -26,10 +27,10 @@ from slice_st.encode import (
     token_dimension,
 )
 from slice_st.errors import IndexConflictError, SpanInputError
+from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
-from slice_st.index.fingerprint import model_identity, model_runtime, model_source
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -43,22 +44,8 @@ from slice_st.index.search import (
     search_scorer,
     span_costs_for,
 )
-from slice_st.index.storage import (
-    ARRAYS,
-    INDEX_FORMAT_VERSION,
-    MANIFEST,
-    SETTINGS_FILE,
-    DataFolder,
-    array_digest,
-    check_index_target,
-    commit_data,
-    index_lock,
-    read_consistent,
-    read_manifest,
-    save_array,
-    write_bytes,
-)
-from slice_st.loading import model_fingerprint
+from slice_st.loading import model_fingerprint, model_identity
+from slice_st.pretrained import is_shipped_model_name
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
@@ -74,6 +61,8 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
+#: The arrays with one row per unit.
+UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
 
 
 class SpanIndex:
@@ -84,9 +73,7 @@ class SpanIndex:
         span_config: The spans the index holds (:class:`~slice_st.config.SpanConfig`).
         dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
 
-    Note:
-        Build one with :meth:`SpanIndex.build`, :meth:`SpanIndex.from_files` or :meth:`SpanIndex.load`; the constructor
-        makes an empty index.
+    The constructor makes an empty index: build one with :meth:`build`, :meth:`from_files` or :meth:`load`.
 
     Example:
         >>> from slice_st import SpanIndex, load_model
@@ -152,8 +139,6 @@ class SpanIndex:
             The index; with ``engine="ray"`` a :class:`~slice_st.index.RayBuild`.
 
         Example:
-            >>> from slice_st import SpanIndex, load_model
-            >>> index = SpanIndex.build(["The flight was late."] * 8, load_model(), processes=2)  # doctest: +SKIP
             >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index")  # doctest: +SKIP
         """
         from slice_st.loading import load_model
@@ -190,13 +175,8 @@ class SpanIndex:
         **options: Any,
     ) -> SpanIndex | RayBuild:
         """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text
-        fields); ``options`` are :meth:`build`'s.
-
-        With ``engine="ray"`` the Ray workers read the files (also Parquet, and ``pyarrow.fs`` URIs such as
-        ``s3://bucket/corpus/``; a folder stands for its files).
-
-        >>> SpanIndex.from_files(["calls/"], engine="ray", output="runs/calls-index", address="auto")  # doctest: +SKIP
-        """
+        fields); ``options`` are :meth:`build`'s. With ``engine="ray"`` the Ray workers read the files (also Parquet,
+        and ``pyarrow.fs`` URIs such as ``s3://bucket/corpus/``; a folder stands for its files)."""
         from slice_st.data.corpus import read_corpus
 
         reading = {"split": split, "fmt": fmt, "id_field": id_field, "text_field": text_field}
@@ -340,10 +320,8 @@ class SpanIndex:
         }
 
     def remove(self, ids: Iterable[str]) -> int:
-        """Drop documents by id (one id as a string, or several); returns how many were removed.
-
-        Unknown ids raise (nothing is removed). A string is one id, never a sequence of one-letter ids.
-        """
+        """Drop documents by id (a string is one id); returns how many were removed. Unknown ids raise (nothing is
+        removed)."""
         ids = [ids] if isinstance(ids, str) else list(ids)
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str):
@@ -356,17 +334,13 @@ class SpanIndex:
             raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
         drop = np.zeros(len(self.doc_ids), dtype=bool)
         drop[[position[doc_id] for doc_id in ids]] = True
-        arrays = self._arrays
+        arrays = {name: np.asarray(values) for name, values in self._arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        keep_units = np.repeat(keep_segments, lengths)
-        self._arrays = {
-            "unit_vectors": np.asarray(arrays["unit_vectors"])[keep_units],
-            "unit_chars": np.asarray(arrays["unit_chars"])[keep_units],
-            "span_norms": np.asarray(arrays["span_norms"])[keep_units],
+        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
-            "segment_first_unit": np.asarray(arrays["segment_first_unit"])[keep_segments],
+            "segment_first_unit": arrays["segment_first_unit"][keep_segments],
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
@@ -378,11 +352,8 @@ class SpanIndex:
 
     @classmethod
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
-        """One index holding the documents of several (shards built separately, e.g. in parallel).
-
-        All must share the model (fingerprint), span settings and dtype; ids must be unique across them. The result
-        is in memory (save it); its calibration is the first's; a FAISS stage is not carried over.
-        """
+        """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
+        unique ids; its calibration is the first's; a FAISS stage is not carried over."""
         indexes = list(indexes)
         if not indexes:
             raise SpanInputError("merge needs at least one index.")
@@ -569,13 +540,8 @@ class SpanIndex:
         device: str | None = None,
     ) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
-        vectors = embed_texts(
-            self.model,
-            list(queries),
-            batch_size=batch_size,
-            prompt=resolve_prompt(self.model, prompt, prompt_name, "query"),
-            device=device,
-        )
+        prompt = resolve_prompt(self.model, prompt, prompt_name, "query")
+        vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=prompt, device=device)
         return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
     def _top_spans(
@@ -585,16 +551,11 @@ class SpanIndex:
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
+        vectors, norms = as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"])
+        floor = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
+        low = self.span_config.min_span  # the norms' first span length
         found = top_spans_flat(
-            queries,
-            as_tensor(self._arrays["unit_vectors"]),
-            as_tensor(self._arrays["span_norms"]),
-            top_k,
-            min_span,
-            max_span,
-            norm_min_span=self.span_config.min_span,
-            block=block,
-            floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+            queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, block=block, floor=floor
         )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
@@ -625,15 +586,9 @@ class SpanIndex:
         prompt_name: str | None = None,
         prompt: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Where along one document the query peaks: each unit's character range and its best covering span's cosine.
-
-        Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the offsets of each unit of the document, ``scores`` ``(U,)``
-        the cosine of the best span of ``min_span..max_span`` units containing it
-        (:func:`slice_st.spans.unit_peak_scores`; ``-inf`` where no span covers it). The query is encoded as in
-        :meth:`search`; ``query=None`` returns only the units (``scores`` is ``None``).
-
-        >>> chars, scores = index.unit_profile("plays the guitar", "0")  # doctest: +SKIP
-        """
+        """Where along one document the query peaks: ``(chars, scores)``, each unit's character offsets ``(U, 2)`` and
+        the cosine of the best span of ``min_span..max_span`` units covering it ``(U,)`` (``-inf`` where none does;
+        ``None`` when ``query`` is ``None``)."""
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
         numbers = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}
         position = numbers.get(doc_id) if isinstance(doc_id, str) else None
@@ -670,7 +625,7 @@ class SpanIndex:
         )
         dim = arrays["unit_vectors"].shape[1]
         return {
-            "format_version": INDEX_FORMAT_VERSION,
+            "format_version": storage.INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
@@ -702,9 +657,9 @@ class SpanIndex:
         :meth:`open_for_update`). ``overwrite=False`` refuses to replace an index this one was not loaded from.
         """
         path = os.fspath(path)
-        with index_lock(path, timeout=timeout):
+        with storage.index_lock(path, timeout=timeout):
             try:
-                current = read_manifest(path, must_exist=False)
+                current = storage.read_manifest(path, must_exist=False)
             except SpanInputError:
                 current = None  # an unreadable manifest: nothing to keep or to check against
             loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
@@ -721,7 +676,7 @@ class SpanIndex:
                 )
             generation = current["generation"] + 1 if current is not None else 1
             manifest = self.info() | {"span_config": self.span_config.to_dict()}
-            data = commit_data(path, generation, self._write_data, manifest, current and current["data"])
+            data = storage.commit_data(path, generation, self._write_data, manifest, current and current["data"])
             self._origin = (os.path.realpath(path), data, generation)
         return path
 
@@ -732,23 +687,23 @@ class SpanIndex:
         samples = {}
         for name, values in [*self._arrays.items(), ("text_offsets", offsets)]:
             values = np.asarray(values)
-            save_array(os.path.join(data_dir, f"{name}.npy"), values)
-            samples[name] = array_digest(values)
+            storage.save_array(os.path.join(data_dir, f"{name}.npy"), values)
+            samples[name] = storage.array_digest(values)
         files = {
             "texts.bin": b"".join(encoded),
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
-            SETTINGS_FILE: json.dumps(self._settings()).encode(),
+            storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
         for name, data in files.items():
-            write_bytes(os.path.join(data_dir, name), data)
+            storage.write_bytes(os.path.join(data_dir, name), data)
         if self._candidates is not None:
             self._candidates.save(data_dir)
         return samples
 
     def _settings(self) -> dict[str, Any]:
-        """What the arrays were written with (:data:`SETTINGS_FILE`, checked against the manifest on load)."""
+        """What the arrays were written with (``settings.json``, checked against the manifest on load)."""
         return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
 
     @classmethod
@@ -763,20 +718,18 @@ class SpanIndex:
         mmap: bool = True,
         **model_options: Any,
     ) -> Iterator[SpanIndex]:
-        """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
-
-        No other writer can change the folder between the load and the save, so concurrent updates all land, one
-        after the other. Another writer holding the lock makes this wait (``timeout`` seconds; ``None``: as long as it
-        takes; ``on_wait(holder)`` is called before waiting). An error inside the block saves nothing.
+        """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error
+        (an error saves nothing), so concurrent updates all land. Another writer makes this wait ``timeout`` seconds
+        (``None``: as long as it takes; ``on_wait(holder)`` is called first).
 
         >>> with SpanIndex.open_for_update("runs/corpus-index") as index:     # doctest: +SKIP
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        if not os.path.exists(os.path.join(path, MANIFEST)):
-            read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
-        check_index_target(path)  # read-only: said before the model loads
-        with index_lock(path, timeout=timeout, on_wait=on_wait):
+        if not os.path.exists(os.path.join(path, storage.MANIFEST)):
+            storage.read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
+        storage.check_index_target(path)  # read-only: said before the model loads
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -793,10 +746,10 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        check_index_target(output)
-        if os.path.exists(os.path.join(output, MANIFEST)) and not force and output not in paths:
+        storage.check_index_target(output)
+        if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
-        with index_lock(output, timeout=None, on_wait=on_wait):
+        with storage.index_lock(output, timeout=None, on_wait=on_wait):
             first = cls.load(paths[0])
             merged = cls.merge([first] + [cls.load(path, first.model) for path in paths[1:]])
             merged.model_name, merged.model_path = first.model_name, first.model_path
@@ -807,7 +760,7 @@ class SpanIndex:
     def describe(cls, path: str | os.PathLike, *, verify: bool = False) -> dict[str, Any]:
         """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
         file's SHA-256 (raising on any mismatch)."""
-        manifest = read_manifest(os.fspath(path), must_exist=True)
+        manifest = storage.read_manifest(os.fspath(path), must_exist=True)
         info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
@@ -830,9 +783,8 @@ class SpanIndex:
     ) -> SpanIndex:
         """Open a saved index (arrays memory-mapped) with the model it was built with.
 
-        Every load checks file sizes, the small files' checksums and a sample of every array's rows against the
-        manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save returns the old or
-        the new index, never an error.
+        Every load checks the files' sizes, the small files' checksums and a sample of every array's rows; a load that
+        races a save returns the old or the new index, never an error.
 
         Args:
             path: The index folder.
@@ -843,13 +795,11 @@ class SpanIndex:
             device: Where a model loaded here runs.
             **model_options: :func:`slice_st.load_model`'s (``backend``, ``model_file``, ``threads``…).
 
-        Returns:
-            The index.
         """
         from slice_st.loading import load_model
 
         path = os.fspath(path)
-        manifest = read_manifest(path, must_exist=True)
+        manifest = storage.read_manifest(path, must_exist=True)
         if model is None or isinstance(model, (str, os.PathLike)):
             recorded = manifest.get("model_backend", "torch")
             if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
@@ -859,7 +809,8 @@ class SpanIndex:
             source = model_source(path, manifest) if model is None else os.fspath(model)
             model = load_model(source, device=device, **model_options)
         model = _as_model(model)
-        index, manifest = read_consistent(path, manifest, lambda now: cls._read_data(path, now, model, mmap, verify))
+        read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
+        index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
         return index
 
@@ -873,9 +824,9 @@ class SpanIndex:
                 f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {index.fingerprint}. "
                 "Load it with the model it was built with, or rebuild the index."
             )
-        with DataFolder.open(path, manifest, verify) as data:
-            index._check_settings(path, data.json(SETTINGS_FILE))
-            arrays = {name: data.array(name, mmap) for name in ARRAYS}
+        with storage.DataFolder.open(path, manifest, verify) as data:
+            index._check_settings(path, data.json(storage.SETTINGS_FILE))
+            arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
             if (
@@ -946,3 +897,33 @@ def _as_model(model: Any) -> SentenceTransformer:
             f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."
         )
     return model
+
+
+def model_runtime(model) -> dict[str, str]:
+    """``{"backend": ..., "model_file": ...}`` for a model on ONNX Runtime / OpenVINO (file relative to
+    the model folder when inside it), ``{}`` on torch: what :func:`slice_st.load_model` needs to load it again."""
+    runner = runner_of(model)
+    if runner is None:
+        return {}
+    _, folder = model_identity(model)
+    path = os.path.abspath(runner.path)
+    if folder and os.path.commonpath([path, os.path.abspath(folder)]) == os.path.abspath(folder):
+        path = os.path.relpath(path, folder)
+    return {"backend": backend_of(model), "model_file": path}
+
+
+def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
+    """What to load when an index is opened without a model: its recorded local path, else its name (None: the
+    default model)."""
+    model_path = manifest.get("model_path") or ""
+    if model_path:
+        if os.path.isdir(model_path):
+            return model_path
+        raise SpanInputError(
+            f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
+            "which is not there any more: pass the model (model=..., --model)."
+        )
+    name = manifest.get("model_name") or None
+    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder here
+        return f"slice-st/{name}"
+    return name
