@@ -503,7 +503,7 @@ def _listed_shards(path: str, shard_list: dict[str, Any]) -> list[str]:
             f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
             "run the same build again to resume it."
         )
-    if not shard_list["shards"]:  # each a plain name (read_shard_list)
+    if not shard_list.get("shards"):  # each a plain name (read_shard_list)
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
     return [os.path.join(path, name) for name in shard_list["shards"]]
 
