@@ -454,7 +454,7 @@ def build_on_ray(
     """
     if output is None:
         raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
-    if (devices, processes, pool) != (None, None, None):
+    if any(option is not None for option in (devices, processes, pool)):
         raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
