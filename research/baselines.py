@@ -1,7 +1,7 @@
 """The baselines of Table 1 (Orbach et al., 2024), as systems scored in the three setups.
 
 A *system* turns (origin phrase, passage) pairs into similarity scores in one or more setups
-(``full``, ``ngram``, ``single``; see :mod:`slice_st.evaluation.setups`):
+(``full``, ``ngram``, ``single``; see :mod:`slice_st.evaluation.span_retrieval`):
 
 * :class:`SentenceTransformerSystem`: any sentence-transformers model, in all three setups.
 * :class:`BM25System`: BM25 Okapi (``bm25s``, Robertson's formula, k1 = 1.5, b = 0.75, bm25s's
@@ -33,8 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from slice_st.evaluation import setups
-from slice_st.evaluation.setups import SetupResult, check_all_scored, check_inputs
+from slice_st.evaluation.span_retrieval import SetupResult, check_all_scored, check_inputs, score_full, score_single
 from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
@@ -172,7 +171,7 @@ def score_ngram(
     return SetupResult(scores, best, extra={"ngrams": total})
 
 
-SCORERS = {**setups.SCORERS, "ngram": score_ngram}
+SCORERS = {"full": score_full, "single": score_single, "ngram": score_ngram}
 
 
 def _encode(model, texts: list[str], batch_size: int, show_progress_bar: bool) -> torch.Tensor:

@@ -85,9 +85,9 @@ def dev_figures(
     model, dev_path: str, *, setups: tuple[str, ...] = ("full", "single"), batch_size: int = 32
 ) -> dict[str, Any]:
     """Spearman and Pearson ×100 of ``model`` on an STS-B-Context file: all rows, even rows, odd rows."""
+    from research.baselines import SCORERS
     from slice_st.data.stsb import read_stsb_context
-    from slice_st.evaluation.setups import SCORERS
-    from slice_st.evaluation.statistics import correlations
+    from slice_st.evaluation.span_retrieval import correlations
 
     data = read_stsb_context(dev_path, missing_paraphrase="warn")
     phrases, passages, gold = list(data["line"]), list(data["passage"]), list(data["goldsim"])

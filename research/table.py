@@ -29,8 +29,7 @@ from research._cli import dumps_json, int_at_least, log, positive_int, run
 from research.baselines import SETUPS
 from research.statistics import compare_to_best
 from slice_st.evaluation.localisation import span_localisation
-from slice_st.evaluation.setups import SetupResult
-from slice_st.evaluation.statistics import correlations
+from slice_st.evaluation.span_retrieval import SetupResult, correlations
 from slice_st.text import atomic_file, require
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels", "main"]

@@ -2,13 +2,11 @@
 
 >>> import slice_st
 >>> model = slice_st.load_model()                # embedded all-MiniLM-L6-v2, offline
->>> best = model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=5)
->>> best[0][0][0].span
+>>> model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."], max_span=5)[0][0][0].span
 'played the guitar'
 
-Importing the package is light: every public name is loaded on first use (PEP 562). ``encode_spans``,
-``encode_span_queries`` and ``best_spans`` become methods of ``SentenceTransformer`` as soon as
-``sentence_transformers`` is imported (:mod:`slice_st._attach`).
+Importing the package is light: every public name is loaded on first use (PEP 562); the span methods reach
+``SentenceTransformer`` when ``sentence_transformers`` is imported (:mod:`slice_st._attach`).
 """
 
 from __future__ import annotations
@@ -19,30 +17,23 @@ from slice_st import _attach
 
 __version__ = "0.1.0"
 
-#: Public name → the module that defines it. Everything else is imported from its sub-package
+#: Where each public name is defined. Everything else is imported from its sub-package
 #: (``slice_st.index.ShardedSpanIndex``, ``slice_st.encode.embed_texts``, ``slice_st.errors.DataFormatError``).
-_EXPORTS = {
-    "load_model": "slice_st.loading",
-    "save_slice_model": "slice_st.loading",
-    "export_model": "slice_st.loading",
-    "set_span_config": "slice_st.config",
-    "get_span_config": "slice_st.config",
-    "encode_spans": "slice_st.encode",
-    "encode_span_queries": "slice_st.encode",
-    "best_spans": "slice_st.encode",
-    "SpanScorer": "slice_st.scoring",
-    "SpanPooling": "slice_st.models.span_pooling",
-    "SpanMaxCrossEntropyLoss": "slice_st.losses.span_max_cross_entropy",
-    "SpanDistillationLoss": "slice_st.losses.span_distillation",
-    "SpanRetrievalEvaluator": "slice_st.evaluation.span_retrieval",
-    "STSBContext": "slice_st.integrations.mteb",  # importing mteb takes seconds
-    "SpanIndex": "slice_st.index.span_index",
-    "SpanInputError": "slice_st.errors",
-    "ModelLoadError": "slice_st.errors",
-    "FileAccessError": "slice_st.errors",
-    "IndexBusyError": "slice_st.errors",
-    "IndexConflictError": "slice_st.errors",
+_MODULES = {
+    "slice_st.loading": ("load_model", "save_slice_model", "export_model"),
+    "slice_st.config": ("set_span_config", "get_span_config"),
+    "slice_st.encode": ("encode_spans", "encode_span_queries", "best_spans"),
+    "slice_st.scoring": ("SpanScorer",),
+    "slice_st.models.span_pooling": ("SpanPooling",),
+    "slice_st.losses.span_max_cross_entropy": ("SpanMaxCrossEntropyLoss",),
+    "slice_st.losses.span_distillation": ("SpanDistillationLoss",),
+    "slice_st.evaluation.span_retrieval": ("SpanRetrievalEvaluator",),
+    "slice_st.integrations.mteb": ("STSBContext",),  # importing mteb takes seconds
+    "slice_st.index.span_index": ("SpanIndex",),
+    "slice_st.errors": ("SpanInputError", "ModelLoadError", "FileAccessError", "IndexBusyError", "IndexConflictError"),
 }
+#: Public name → the module that defines it.
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
@@ -89,8 +80,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
-def _attach_methods() -> None:
-    importlib.import_module("slice_st.encode").attach_methods()
-
-
-_attach.attach_when_imported("sentence_transformers", _attach_methods)
+_attach.attach_when_imported(
+    "sentence_transformers", lambda: importlib.import_module("slice_st.encode").attach_methods()
+)

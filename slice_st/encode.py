@@ -1,18 +1,19 @@
 """``encode_spans``, ``encode_span_queries`` and ``best_spans``: one forward pass per text, then every span is a cheap
-mean. Importing :mod:`slice_st` makes them methods of ``SentenceTransformer``::
+mean. Importing :mod:`slice_st` makes them methods of ``SentenceTransformer`` (``model.encode_spans(texts)``).
 
-    model = SentenceTransformer("org/slice-minilm")
-    spans = model.encode_spans(["A man is playing a guitar on stage."])
-    best = model.best_spans(["plays the guitar"], ["A man is playing a guitar on stage."])
-
-Prompts follow ``encode_document`` / ``encode_query``; a prompt's tokens condition the others but belong to no span,
-unit or offset. Texts longer than the model's window are split into overlapping windows
-(:func:`slice_st.tokens.plan_windows`), each span taken from the one window where it has context on both sides.
-Empty texts have no spans; anything that is not a string raises :class:`SpanInputError`.
+Options shared by these functions, as in ``SentenceTransformer.encode_document`` / ``encode_query``:
+``prompt_name``/``prompt`` pick the texts' prompt (``query_prompt_name``/``query_prompt`` the queries'), whose tokens
+condition the others but belong to no span. ``min_span``/``max_span``/``unit`` (``"word"`` or ``"token"``) default to
+the model's span settings (:func:`slice_st.get_span_config`), ``max_span`` capped at one model window. ``batch_size``
+counts windows per forward pass; ``show_progress_bar=None`` shows one for long inputs only; ``device`` goes to
+``model.encode``. Texts longer than the model's window are split into overlapping windows with ``window_context``
+units of context on each side of the spans a window owns. Empty texts have no spans; anything that is not a string
+raises :class:`SpanInputError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -30,21 +31,13 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import Rerank, RerankRows, rerank_context
+from slice_st._rerank import RerankRows, rerank_context
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
 from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, pool_spans, pool_units
-from slice_st.tokens import (
-    SPAN_PROCESSING_KWARGS,
-    WINDOW_CONTEXT,
-    UnitBoundaries,
-    Window,
-    plan_windows,
-    text_units,
-    unit_boundaries,
-)
+from slice_st.tokens import SPAN_PROCESSING_KWARGS, WINDOW_CONTEXT, Window, plan_windows, text_units, unit_boundaries
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -70,28 +63,17 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = None, role: str = "document") -> str:
-    """The prompt text of one side (``""`` for none), chosen as ``encode_query`` (``role="query"``) and
-    ``encode_document`` choose it: ``prompt``, else ``model.prompts[prompt_name]``, else the role's prompt, else the
-    model's ``default_prompt_name``'s.
-
-    >>> class M: prompts, default_prompt_name = {"query": "query: ", "passage": "passage: "}, None
-    >>> resolve_prompt(M(), role="query"), resolve_prompt(M()), resolve_prompt(M(), prompt="x: ")
-    ('query: ', 'passage: ', 'x: ')
-    """
+    """The prompt text of one side (``""``: none), chosen as ``encode_query``/``encode_document`` choose it."""
     if prompt is not None:
         if not isinstance(prompt, str):
             raise SpanInputError(f"prompt must be a string, got {type(prompt).__name__}.")
         return prompt
     prompts = getattr(model, "prompts", None) or {}
-    if prompt_name is not None:
-        if prompt_name not in prompts:
-            raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
-        return prompts[prompt_name] or ""
-    for name in ("query",) if role == "query" else DOCUMENT_PROMPT_NAMES:
-        if name in prompts:
-            return prompts[name] or ""
-    default = getattr(model, "default_prompt_name", None)
-    return (prompts.get(default) or "") if default else ""
+    if prompt_name is not None and prompt_name not in prompts:
+        raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
+    names = [prompt_name] if prompt_name is not None else ["query"] if role == "query" else [*DOCUMENT_PROMPT_NAMES]
+    names.append(getattr(model, "default_prompt_name", None))
+    return next((prompts[name] or "" for name in names if name is not None and name in prompts), "")
 
 
 _CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
@@ -100,24 +82,17 @@ _CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
 def check_span_pooling(model) -> None:
     """Warn (once per model) when the model's sentence embedding is not the mean of its token vectors."""
     target = getattr(model, "_model", model)  # a PooledEncoder stands for its model
-    try:
+    with contextlib.suppress(TypeError):  # not weak-referenceable: check every time
         if target in _CHECKED_POOLING:
             return
         _CHECKED_POOLING.add(target)
-    except TypeError:  # not weak-referenceable: check every time
-        pass
-    try:
-        modules = list(target)
-    except TypeError:
+    modules = list(target) if isinstance(target, Iterable) else []
+    pooling = [
+        hasattr(m, "pooling_mode") or getattr(type(m), "provides_span_embeddings", False) is True for m in modules
+    ]
+    if not any(pooling):
         return
-    provides = (
-        i
-        for i, module in enumerate(modules)
-        if hasattr(module, "pooling_mode") or getattr(type(module), "provides_span_embeddings", False) is True
-    )
-    position = next(provides, None)
-    if position is None:
-        return
+    position = pooling.index(True)
     mode = getattr(modules[position], "pooling_mode", "mean")
     modes = (mode,) if isinstance(mode, str) else tuple(mode)
     after = [type(module).__name__ for module in modules[position + 1 :] if type(module).__name__ != "Normalize"]
@@ -134,15 +109,12 @@ def check_span_pooling(model) -> None:
         )
 
 
-def _check_precision(precision: str) -> None:
+def _truncate_dim(model, truncate_dim: int | None = None, precision: str = "float32") -> int | None:
+    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation.
+    Also the one check of ``precision``."""
     if precision not in PRECISIONS:
         raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
-
-
-def _truncate_dim(model, truncate_dim: int | None = None) -> int | None:
-    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation."""
-    if truncate_dim is None:
-        truncate_dim = getattr(model, "truncate_dim", None)
+    truncate_dim = getattr(model, "truncate_dim", None) if truncate_dim is None else truncate_dim
     if truncate_dim is None:
         return None
     dim = token_dimension(model)
@@ -165,13 +137,7 @@ def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
 
 
 def check_threshold(threshold: Any) -> float | None:
-    """``None`` or a finite real number (a cosine cut-off), as a float; anything else is a :class:`SpanInputError`.
-
-    >>> check_threshold(float("nan"))
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.SpanInputError: threshold must be a finite number, got nan.
-    """
+    """``None`` or a finite real number (a cosine cut-off), as a float; anything else is a :class:`SpanInputError`."""
     if threshold is None:
         return None
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
@@ -195,20 +161,17 @@ def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int 
 
 
 def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
-    """The model's span settings with the given overrides; ``max_span`` capped at one model window (no span is
-    longer)."""
+    """The model's span settings with the given overrides; ``max_span`` capped at one model window."""
     try:
         config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
     window = model_window(model)
-    if config.max_span > window:
-        if config.min_span > window:
-            raise SpanInputError(
-                f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
-            )
-        config = config.replace(max_span=window)
-    return config
+    if config.min_span > window:
+        raise SpanInputError(
+            f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
+        )
+    return config.replace(max_span=window) if config.max_span > window else config
 
 
 def model_window(model) -> int:
@@ -216,8 +179,7 @@ def model_window(model) -> int:
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
         raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
-    max_length = model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512
-    max_length = min(int(max_length), 1_000_000)
+    max_length = min(int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000)
     check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
@@ -228,38 +190,9 @@ def token_dimension(model) -> int:
 
 
 @dataclass
-class _WindowBatch:
-    """Encoded windows, padded: token embeddings, their units, and which span starts each owns."""
-
-    windows: list[Window]
-    token_embeddings: Tensor
-    units: UnitBoundaries
-    own_lo: Tensor
-    own_hi: Tensor
-
-    def rows(self, size: int) -> Iterator[_Rows]:
-        """Sub-batches of ``size`` windows of similar length, trimmed to their own padding."""
-        order = torch.argsort(self.units.boundaries[:, -1], descending=True).tolist()
-        for start in range(0, len(order), size):
-            index = order[start : start + size]
-            num_units = self.units.num_units[index]
-            width = int(num_units.max()) if index else 0
-            boundaries = self.units.boundaries[index, : width + 1]
-            length = max(int(boundaries[:, -1].max()), 1)
-            yield _Rows(
-                [self.windows[i] for i in index],
-                self.token_embeddings[index, :length],
-                boundaries,
-                num_units,
-                (self.own_lo[index], self.own_hi[index]),
-                self.units.char_starts[index, :width],
-                self.units.char_ends[index, :width],
-            )
-
-
-@dataclass
 class _Rows:
-    """A sub-batch of windows ready for the span math."""
+    """Encoded windows, padded, ready for the span math: token embeddings, units (as in
+    :class:`slice_st.tokens.UnitBoundaries`) and the span starts ``owned`` ``(lo, hi)`` by each window."""
 
     windows: list[Window]
     token_embeddings: Tensor
@@ -268,6 +201,19 @@ class _Rows:
     owned: tuple[Tensor, Tensor]
     char_starts: Tensor
     char_ends: Tensor
+
+    def rows(self, size: int) -> Iterator[_Rows]:
+        """Sub-batches of ``size`` windows of similar length, trimmed to their own padding."""
+        order = torch.argsort(self.boundaries[:, -1], descending=True).tolist()
+        for start in range(0, len(order), size):
+            index = order[start : start + size]
+            num_units = self.num_units[index]
+            width = int(num_units.max()) if index else 0
+            boundaries = self.boundaries[index, : width + 1]
+            length = max(int(boundaries[:, -1].max()), 1)
+            windows, owned = [self.windows[i] for i in index], (self.owned[0][index], self.owned[1][index])
+            chars = self.char_starts[index, :width], self.char_ends[index, :width]
+            yield _Rows(windows, self.token_embeddings[index, :length], boundaries, num_units, owned, *chars)
 
 
 def encode_windows(
@@ -282,28 +228,20 @@ def encode_windows(
     prompt: str = "",
     device: str | None = None,
     errors: list[tuple[int, str]] | None = None,
-) -> Iterator[_WindowBatch]:
-    """Plan windows for ``texts`` and check every setting at once, then yield their padded batches from
-    ``model.encode``.
-
-    The one check of ``batch_size``, ``window_context`` and ``device``. ``prompt`` (a resolved prompt text) is
-    prepended to every window; its tokens are marked special. Texts that cannot be cut into windows raise a
-    :class:`SpanInputError` naming the first (``text_index``, ``reason``; ``errors``: all of them), before any text
-    is encoded; with an ``errors`` list they are appended there as ``(text index, reason)`` and get no window.
-    """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise SpanInputError(f"batch_size must be a positive integer, got {batch_size!r}.")
+) -> Iterator[_Rows]:
+    """Plan windows for ``texts`` (the one check of ``batch_size``, ``window_context`` and ``device``), then yield
+    their padded batches from ``model.encode``, ``prompt`` (a resolved text) marked special. Texts that cannot be cut
+    into windows raise a :class:`SpanInputError` before any text is encoded (with an ``errors`` list: are appended
+    there as ``(text index, reason)`` and get no window)."""
+    check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     check_span_pooling(model)
     device = check_device(device)  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
-    room = model_window(model)
-    if prompt:
-        room -= len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
+    window = model_window(model)
+    room = window - (len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0)
     if room < 1:
-        raise SpanInputError(
-            f"The prompt {prompt!r} leaves no room for text in the model's window of {model_window(model)} tokens."
-        )
+        raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens.")
     bad: list[tuple[int, str]] = []
     try:
         windows = plan_windows(
@@ -319,13 +257,11 @@ def encode_windows(
         raise raised
     if errors is not None:
         errors.extend(bad)
-    if show_progress_bar is None:
-        show_progress_bar = len(windows) > 4 * batch_size
-    options = {"batch_size": batch_size, "prompt": prompt, "device": device, "desc": desc, "show": show_progress_bar}
-    return _encoded_windows(model, texts, windows, span_config.unit, **options)
+    show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
+    return _encoded_windows(model, texts, windows, span_config.unit, batch_size, prompt, device, desc, show)
 
 
-def _encoded_windows(model, texts, windows: list[Window], unit: str, *, batch_size, prompt, device, desc, show):
+def _encoded_windows(model, texts, windows: list[Window], unit: str, batch_size, prompt, device, desc, show):
     """:func:`encode_windows`' batches, ``WINDOWS_PER_CALL`` windows per ``model.encode`` call."""
     extra = {"device": device} if device is not None else {}
     with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
@@ -342,51 +278,42 @@ def _encoded_windows(model, texts, windows: list[Window], unit: str, *, batch_si
                 **extra,
             )
             if prompt:
-                outputs = [_without_prompt(out, len(prompt), prompt) for out in outputs]
+                outputs = [_without_prompt(out, prompt) for out in outputs]
             yield _pad_window_outputs(chunk, strings, outputs, unit)
             progress.update(len(chunk))
 
 
-def _without_prompt(out: dict[str, Any], prompt_chars: int, prompt: str) -> dict[str, Any]:
+def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:
     """A window's outputs with the prompt's tokens marked special and offsets made relative to the text."""
-    offsets = out["offset_mapping"]
-    special = out["special_tokens_mask"].bool()
-    in_prompt = ~special & (offsets[:, 0] < prompt_chars)
-    if bool((in_prompt & (offsets[:, 1] > prompt_chars)).any()):
+    offsets, special = out["offset_mapping"], out["special_tokens_mask"].bool()
+    in_prompt = ~special & (offsets[:, 0] < len(prompt))
+    if bool((in_prompt & (offsets[:, 1] > len(prompt))).any()):
         raise SpanInputError(
             f"The prompt {prompt!r} merges with the start of the text into one token; end the prompt with a space or "
             f"punctuation."
         )
+    outside = special | in_prompt
     return {
         **out,
-        "special_tokens_mask": (special | in_prompt).to(out["special_tokens_mask"].dtype),
-        "offset_mapping": torch.where(
-            (special | in_prompt)[:, None], torch.zeros_like(offsets), offsets - prompt_chars
-        ),
+        "special_tokens_mask": outside.to(out["special_tokens_mask"].dtype),
+        "offset_mapping": torch.where(outside[:, None], torch.zeros_like(offsets), offsets - len(prompt)),
     }
 
 
-def _pad(values: list[Tensor], padding_value: float = 0) -> Tensor:
-    return torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=padding_value)
+def _pad(outputs: list[dict[str, Tensor]], key: str, padding_value: float = 0) -> Tensor:
+    return torch.nn.utils.rnn.pad_sequence([out[key] for out in outputs], batch_first=True, padding_value=padding_value)
 
 
-def _pad_window_outputs(
-    windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str
-) -> _WindowBatch:
-    token_embeddings = _pad([out["token_embeddings"] for out in outputs])
+def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _Rows:
+    token_embeddings = _pad(outputs, "token_embeddings")
     if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
         row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
             "broken (a damaged checkpoint or adapter, or an overflow in half precision)."
         )
-    units = unit_boundaries(
-        _pad([out["attention_mask"] for out in outputs]),
-        _pad([out["special_tokens_mask"] for out in outputs], 1),
-        _pad([out["offset_mapping"] for out in outputs]),
-        unit,
-        strings,
-    )
+    masks = _pad(outputs, "attention_mask"), _pad(outputs, "special_tokens_mask", 1)
+    units = unit_boundaries(*masks, _pad(outputs, "offset_mapping"), unit, strings)
     device = units.num_units.device
     expected = torch.tensor([w.num_words if unit == "word" else w.num_tokens for w in windows], device=device)
     planned = expected >= 0  # short texts are not tokenized while planning (-1): nothing to check
@@ -398,14 +325,15 @@ def _pad_window_outputs(
             "fragment differs from that of the whole text (prompts or a custom preprocess?)."
         )
     # Owned span starts [lo, hi): units whose first character lies in the window's owned range.
-    char_offset = torch.tensor([w.char_start for w in windows], device=device)[:, None]
-    unit_chars = units.char_starts + char_offset
+    unit_chars = units.char_starts + torch.tensor([w.char_start for w in windows], device=device)[:, None]
     exists = torch.arange(unit_chars.shape[1], device=device)[None, :] < units.num_units[:, None]
-    own_char_lo = torch.tensor([w.own_char_lo for w in windows], device=device)[:, None]
-    own_char_hi = torch.tensor([w.own_char_hi for w in windows], device=device)[:, None]
-    own_lo = ((unit_chars < own_char_lo) & exists).sum(dim=1)
-    own_hi = ((unit_chars < own_char_hi) & exists).sum(dim=1)
-    return _WindowBatch(windows, token_embeddings, units, own_lo, own_hi)
+    owned = tuple(
+        ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)
+        for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
+    )
+    return _Rows(
+        windows, token_embeddings, units.boundaries, units.num_units, owned, units.char_starts, units.char_ends
+    )
 
 
 @dataclass
@@ -454,27 +382,13 @@ def encode_spans(
 ) -> list[SpanEncoding] | SpanEncoding:
     """Every span of ``min_span..max_span`` units of each text, from one forward pass per text.
 
-    Options are as in ``SentenceTransformer.encode_document``; ``precision`` quantises the span vectors after
-    ``truncate_dim`` and ``normalize_embeddings`` (int8 ranges from all spans of the call). Memory grows as
-    words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`.
+    Memory grows as words × ``max_span`` × dim per text; to search, prefer :func:`best_spans`. The options not
+    listed here are shared (module :mod:`slice_st.encode`); the vector options are ``encode_document``'s, applied in
+    this order: ``truncate_dim``, ``normalize_embeddings``, ``precision`` (int8 ranges from all spans of the call).
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         texts: A text or a list of texts.
-        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
-        prompt: A prompt text, overriding ``prompt_name``; its tokens belong to no span.
-        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
-        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
-        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
-        batch_size: Windows per forward pass.
-        normalize_embeddings: L2-normalise each span vector.
-        precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
-        truncate_dim: Keep the first ``truncate_dim`` dimensions (default: the model's own).
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        convert_to_numpy: Numpy vectors (else torch tensors).
-        convert_to_tensor: Torch tensors (overrides ``convert_to_numpy``).
-        device: Passed to ``model.encode``.
-        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
 
     Returns:
         A :class:`SpanEncoding` per text, or one for a single string.
@@ -485,11 +399,10 @@ def encode_spans(
         >>> result.spans[:3], result.embeddings.shape
         (['A', 'A man', 'man'], (9, 384))
     """
-    _check_precision(precision)
+    truncate_dim = _truncate_dim(model, truncate_dim, precision)
     text_list, single = as_text_list(texts)
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
-    truncate_dim = _truncate_dim(model, truncate_dim)
     windows = encode_windows(
         model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
     )
@@ -499,13 +412,11 @@ def encode_spans(
             for text_index, part in _window_spans(rows, span_config, truncate_dim, normalize_embeddings):
                 per_text[text_index].append(part)
     dim, to_numpy = truncate_dim or token_dimension(model), convert_to_numpy and not convert_to_tensor
-    results = [
-        _span_encoding(text, parts, dim, device or model.device, to_numpy) for text, parts in zip(text_list, per_text)
-    ]
-    if precision != "float32" and results:
-        quantized = _quantize([np.asarray(_as_numpy(r.embeddings), dtype=np.float32) for r in results], precision)
-        for result, values in zip(results, quantized):
-            result.embeddings = values if to_numpy else torch.from_numpy(np.ascontiguousarray(values))
+    results = [_span_encoding(text, parts, dim, device or model.device) for text, parts in zip(text_list, per_text)]
+    quantized = _quantize([r.embeddings for r in results], precision) if precision != "float32" and results else None
+    for index, result in enumerate(results):
+        vectors = result.embeddings if quantized is None else torch.from_numpy(np.ascontiguousarray(quantized[index]))
+        result.embeddings = vectors.cpu().numpy() if to_numpy else vectors
     return results[0] if single else results
 
 
@@ -526,21 +437,12 @@ def _window_spans(rows: _Rows, span_config: SpanConfig, truncate_dim: int | None
         yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
 
 
-def _span_encoding(text: str, parts: list, dim: int, device, to_numpy: bool) -> SpanEncoding:
-    """One text's :class:`SpanEncoding` from its windows' parts, put in text order."""
-    parts = sorted(parts, key=lambda part: part[0])
-    if not parts:
-        empty = np.zeros((0, 2), dtype=np.int64)
-        vectors = torch.zeros(0, dim, device=device)
-        return SpanEncoding(text, empty, empty.copy(), vectors.cpu().numpy() if to_numpy else vectors)
+def _span_encoding(text: str, parts: list, dim: int, device) -> SpanEncoding:
+    """One text's :class:`SpanEncoding` (torch vectors) from its windows' parts, put in text order."""
+    empty = torch.zeros(0, 2, dtype=torch.long)
+    parts = sorted(parts, key=lambda part: part[0]) or [(0, empty, empty, torch.zeros(0, dim, device=device))]
     offsets, units, vectors = (torch.cat([part[i] for part in parts]) for i in (1, 2, 3))
-    return SpanEncoding(
-        text, offsets.cpu().numpy(), units.cpu().numpy(), vectors.cpu().numpy() if to_numpy else vectors
-    )
-
-
-def _as_numpy(values) -> np.ndarray:
-    return values.float().cpu().numpy() if isinstance(values, Tensor) else values
+    return SpanEncoding(text, offsets.cpu().numpy(), units.cpu().numpy(), vectors)
 
 
 def _quantize(embeddings, precision: str):
@@ -563,19 +465,13 @@ def embed_texts(
     prompt: str = "",
     device: str | None = None,
 ) -> Tensor:
-    """Each text as its own whole span: the mean of its token vectors, ``(N, d)`` on the model's device.
-
-    The engine of :func:`encode_span_queries`. ``prompt`` is a prompt *text* (already resolved), left out of the
-    mean. Long texts are windowed like passages, each token counted once. Empty or token-less texts raise.
+    """Each text as its own whole span: the mean of its token vectors, the engine of :func:`encode_span_queries`
+    (long texts windowed, each token counted once; empty or token-less texts raise).
 
     Args:
-        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        model: A ``SentenceTransformer`` with a fast tokenizer.
         texts: A text or a list of texts (non-empty).
-        batch_size: Windows per forward pass.
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
         prompt: A prompt text (already resolved), left out of the mean.
-        device: Passed to ``model.encode``.
 
     Returns:
         A float tensor ``(N, d)`` on the model's device.
@@ -584,17 +480,10 @@ def embed_texts(
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    # a query is one whole span: its windows need no room for spans
+    config = SpanConfig(1, 1, "word")  # a query is one whole span: its windows need no room for spans
+    options = {"prompt": prompt, "device": device}
     windows = encode_windows(
-        model,
-        text_list,
-        SpanConfig(1, 1, "word"),
-        batch_size,
-        show_progress_bar,
-        window_context,
-        "Encoding queries",
-        prompt=prompt,
-        device=device,
+        model, text_list, config, batch_size, show_progress_bar, window_context, "Encoding queries", **options
     )
     totals = torch.zeros(len(text_list), token_dimension(model), device=device or model.device)
     counts = torch.zeros(len(text_list), device=totals.device)
@@ -630,23 +519,12 @@ def encode_span_queries(
     token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
 
     Use this, not ``model.encode(query)``, to score queries against :func:`encode_spans` vectors: ``encode`` gives
-    the model's sentence embedding (its pooling and modules, special tokens in the mean), another vector. Options
-    are as in ``SentenceTransformer.encode_query``; the prompt's tokens are left out of the mean.
+    the model's sentence embedding (its pooling and modules, special tokens in the mean), another vector. The
+    options are ``encode_query``'s (the others as in :func:`encode_spans`); the prompt's tokens are left out.
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: A query or a list of queries.
-        prompt_name: A key of ``model.prompts`` (default as ``encode_query``).
-        prompt: A prompt text, overriding ``prompt_name``.
-        batch_size: Windows per forward pass.
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        precision: ``"float32"``, ``"int8"``, ``"uint8"``, ``"binary"`` or ``"ubinary"``.
-        convert_to_numpy: A numpy array (else a torch tensor).
-        convert_to_tensor: A torch tensor (overrides ``convert_to_numpy``).
-        device: Passed to ``model.encode``.
-        normalize_embeddings: L2-normalise each vector.
-        truncate_dim: Keep the first ``truncate_dim`` dimensions (default: the model's own).
-        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
 
     Returns:
         ``(Q, d)`` query vectors, or ``(d,)`` for a single string.
@@ -664,28 +542,16 @@ def encode_span_queries(
         >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
         True
     """
-    _check_precision(precision)
+    truncate_dim = _truncate_dim(model, truncate_dim, precision)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
-    truncate_dim = _truncate_dim(model, truncate_dim)
-    vectors = embed_texts(
-        model,
-        queries,
-        batch_size=batch_size,
-        show_progress_bar=show_progress_bar,
-        window_context=window_context,
-        prompt=prompt_text,
-        device=device,
-    )
-    if truncate_dim is not None:
-        vectors = vectors[:, :truncate_dim]
+    options = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "window_context": window_context}
+    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[:, :truncate_dim]
     if normalize_embeddings:
         vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    to_numpy = convert_to_numpy and not convert_to_tensor
     if precision != "float32":
-        quantized = _quantize(vectors.float().cpu().numpy(), precision)
-        vectors = quantized if to_numpy else torch.from_numpy(quantized)
-    elif to_numpy:
-        vectors = vectors.float().cpu().numpy()
+        vectors = torch.from_numpy(_quantize(vectors, precision))
+    if convert_to_numpy and not convert_to_tensor:
+        vectors = vectors.cpu().numpy()
     return vectors[0] if isinstance(queries, str) else vectors
 
 
@@ -699,8 +565,7 @@ class SpanMatch:
         start: First character of the span in the text.
         end: Character after the span.
         span: ``text[start:end]``.
-        score: The span scorer's score (:mod:`slice_st.scoring`): what ranks the span and what thresholds compare;
-            never above ``similarity``.
+        score: The span scorer's score: what ranks the span and what thresholds compare; never above ``similarity``.
         unit_start: First unit (word or token) of the span.
         unit_end: Unit after the span.
         similarity: The span's plain similarity to the query (the model's ``similarity_fn_name``).
@@ -732,7 +597,7 @@ class SpanSearchResult(Sequence):
         similarity_fn_name: What the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
         similarities: ``(Q, T, k)`` plain similarities of the same spans (``None``: the scores).
         scorer: The name of the span scorer behind ``scores``.
-        skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"``.
+        skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"`` (they have no spans).
     """
 
     queries: list[str]
@@ -745,7 +610,6 @@ class SpanSearchResult(Sequence):
     similarity_fn_name: str = "cosine"
     similarities: np.ndarray | None = None
     scorer: str = "max-cosine"
-    #: ``(text index, reason)`` of the texts left out by ``on_error="skip"`` (they have no spans).
     skipped: list[tuple[int, str]] | None = None
 
     def __post_init__(self) -> None:
@@ -774,29 +638,18 @@ class SpanSearchResult(Sequence):
 
     def ranked(self, query_index: int, top_k: int | None = None, threshold: float | None = None) -> list[SpanMatch]:
         """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all)."""
-        top_k = check_top_k(top_k, optional=True)
-        threshold = check_threshold(threshold)
+        top_k, threshold = check_top_k(top_k, optional=True), check_threshold(threshold)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
         order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
-        if top_k is not None:
-            order = order[:top_k]
-        return [self._match(range(len(self.queries))[query_index], int(t), 0) for t in order]
+        return [self._match(range(len(self.queries))[query_index], int(t), 0) for t in order[:top_k]]
 
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
-        return SpanMatch(
-            query_index,
-            text_index,
-            start,
-            end,
-            self.texts[text_index][start:end],
-            float(self.scores[at]),
-            int(self.unit_starts[at]),
-            int(self.unit_ends[at]),
-            float(self.similarities[at]),
-        )
+        units = int(self.unit_starts[at]), int(self.unit_ends[at])
+        values = float(self.scores[at]), *units, float(self.similarities[at])
+        return SpanMatch(query_index, text_index, start, end, self.texts[text_index][start:end], *values)
 
 
 def _similarity(model, similarity_fn_name: str | None) -> str:
@@ -832,28 +685,17 @@ def best_spans(
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
     One forward pass per text and per query, fused scoring (no span vectors stored); a query's vector is
-    :func:`encode_span_queries`'. The ``scorer`` (:mod:`slice_st.scoring`) decides which span is best: by default
-    ``"phrase"``, the similarity minus small costs for spans that do not look like a phrase; ``"max-cosine"`` is the
-    paper's protocol. A text's ``top_k`` spans do not overlap unless ``overlap=True``.
+    :func:`encode_span_queries`'. The options not listed here are shared (module :mod:`slice_st.encode`).
 
     Args:
         model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: A query or a list of queries.
         texts: A text or a list of texts to search.
         top_k: Spans kept per (query, text) pair.
-        prompt_name: A key of ``model.prompts`` for the texts (default as ``encode_document``).
-        prompt: A prompt text for the texts, overriding ``prompt_name``.
-        query_prompt_name: A key of ``model.prompts`` for the queries (default as ``encode_query``).
-        query_prompt: A prompt text for the queries, overriding ``query_prompt_name``.
-        min_span: Shortest span, in units (``None``: the model's span setting, see :func:`slice_st.get_span_config`).
-        max_span: Longest span, in units (``None``: the model's setting; capped at one model window).
-        unit: ``"word"`` or ``"token"`` (``None``: the model's setting).
-        batch_size: Windows per forward pass.
-        show_progress_bar: Show a progress bar (``None``: only for long inputs).
-        device: Passed to ``model.encode``.
         similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
-        window_context: Units of context on each side of the spans a window owns (texts longer than a window).
-        scorer: ``"reranked"`` (default), ``"phrase"``, ``"max-cosine"`` or a :class:`slice_st.scoring.SpanScorer`.
+        scorer: What ranks the spans (:mod:`slice_st.scoring`): ``"reranked"`` (default), ``"phrase"`` (the
+            similarity minus small costs for spans that do not look like a phrase), ``"max-cosine"`` (the paper's
+            protocol) or a :class:`slice_st.scoring.SpanScorer`.
         overlap: Also return spans overlapping a better one of the same text.
         on_error: ``"raise"`` (a text that cannot be cut into windows is a :class:`SpanInputError`, raised before any
             text is encoded) or ``"skip"`` (it gets no spans and is listed in ``result.skipped``).
@@ -871,64 +713,34 @@ def best_spans(
     top_k = check_top_k(top_k)
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    if not as_text_list(queries, "queries")[0]:
+    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
+    if not query_list:
         raise SpanInputError("queries is empty: give at least one query.")
-    options = {name: value for name, value in locals().items() if name not in ("top_k", "on_error")}
-    return _best_spans(top_k=top_k, paired=False, errors=[] if on_error == "skip" else None, **options)
+    options = {name: value for name, value in locals().items() if name in _PAIRED_OPTIONS or name == "overlap"}
+    errors = [] if on_error == "skip" else None
+    return _best_spans(model, query_list, text_list, top_k, paired=False, errors=errors, **options)
 
 
-def _best_spans(model, queries, texts, *, top_k: int, paired: bool, errors, overlap: bool = False, **options):
+def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
     """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
     ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
-    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
-    span_config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
-    top_k = top_k if paired else min(top_k, _most_spans(text_list, span_config))
-    similarity = _similarity(model, options["similarity_fn_name"])
-    span_scorer = _check_scorer(options["scorer"], overlap, similarity)
-    query_vectors = embed_texts(
-        model,
-        query_list,
-        batch_size=options["batch_size"],
-        show_progress_bar=False,
-        window_context=options["window_context"],
-        prompt=resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query"),
-        device=options["device"],
-    )
-    rerank = rerank_context(span_scorer, query_list)
-    profiles = _profiles(model, query_list, span_config.unit, span_scorer)
-    batch_size = options["batch_size"]
+    search = _Search(model, queries, texts, top_k, paired, overlap, options)
+    batch_size, show, context = options["batch_size"], options["show_progress_bar"], options["window_context"]
+    prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
-        model,
-        text_list,
-        span_config,
-        batch_size,
-        options["show_progress_bar"],
-        options["window_context"],
-        prompt=resolve_prompt(model, options["prompt"], options["prompt_name"], "document"),
-        device=options["device"],
-        errors=errors,
+        model, texts, search.config, batch_size, show, context, prompt=prompt, device=options["device"], errors=errors
     )
-    scoring = {
-        "similarity": similarity,
-        "scorer": span_scorer,
-        "profiles": profiles,
-        "overlap": overlap,
-        "rerank": rerank,
-    }
-    scores, arrays = _scan(model, text_list, windows, span_config, query_vectors, top_k, paired, batch_size, **scoring)
-    spans = [arrays[key] for key in ("starts", "ends", "unit_starts", "unit_ends")]
-    queries = [""] * len(query_list) if paired else query_list
-    return SpanSearchResult(
-        queries, text_list, scores, *spans, similarity, arrays["similarities"], span_scorer.name, errors
-    )
+    for batch in windows:
+        for rows in batch.rows(batch_size):
+            search.add(search.best_of_rows(rows), rows)
+    found = [search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")]
+    names = [""] * len(queries) if paired else queries
+    return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors)
 
 
 def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
-    """The one check of ``scorer`` and ``overlap`` on the span API.
-
-    A scorer's costs are in cosine units: with another ``similarity_fn_name`` the spans are ranked by the
-    plain similarity (a scorer named ``max-<similarity>``).
-    """
+    """The one check of ``scorer`` and ``overlap`` on the span API; a scorer's costs are in cosine units, so another
+    ``similarity_fn_name`` ranks spans by the plain similarity (a scorer named ``max-<similarity>``)."""
     if not isinstance(overlap, bool):
         raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
     try:
@@ -949,118 +761,106 @@ def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tenso
 
 
 def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
-    """An upper bound on the spans of any one text (each unit holds >= 1 token, each token >= 1 UTF-8 byte): caps
-    ``top_k``."""
-    units = max(
-        (len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0
-    )  # lone surrogates: said later
+    """An upper bound on the spans of any one text (a unit holds >= 1 token, a token >= 1 UTF-8 byte): caps top_k."""
+    units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)  # lone surrogates: later
     return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
-def _scan(model, texts, windows, span_config, query_vectors, top_k, paired, batch_size, **scoring):
-    """Keep each text's top spans from its encoded ``windows``: ``(Q, T, k)`` scores and ``arrays`` of offsets and plain
-    similarities (``paired``: text ``i`` against query ``i`` only, stored at query position 0)."""
-    shape = (1 if paired else len(query_vectors), len(texts), top_k)
-    scores = np.full(shape, -np.inf, dtype=np.float32)
-    arrays = {name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
-    arrays["similarities"] = np.full(shape, -np.inf, dtype=np.float32)
-    dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode gives it
-    if dim is not None:
-        query_vectors = query_vectors[..., :dim]
-    for batch in windows:
-        for rows in batch.rows(batch_size):
-            found = _best_of_rows(rows, texts, span_config, query_vectors, top_k, paired, dim, **scoring)
-            _collect(found, rows, span_config.unit, scores, arrays, scoring["overlap"])
-    return scores, arrays
+class _Search:
+    """One best-span search: its settings, and the running ``(Q, T, k)`` top spans of every text (``paired``: text
+    ``i`` against query ``i`` only, stored at query position 0)."""
 
+    def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
+        self.texts, self.paired, self.overlap = texts, paired, overlap
+        self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
+        self.similarity = _similarity(model, options["similarity_fn_name"])
+        self.scorer = _check_scorer(options["scorer"], overlap, self.similarity)
+        prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
+        shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
+        self.dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode does
+        self.queries = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)[:, : self.dim]
+        self.top_k = top_k if paired else min(top_k, _most_spans(texts, config))
+        self.profiles = _profiles(model, queries, config.unit, self.scorer)
+        self.rerank = rerank_context(self.scorer, queries)
+        shape = (1 if paired else len(queries), len(texts), self.top_k)
+        self.arrays = {name: np.full(shape, -np.inf, dtype=np.float32) for name in ("scores", "similarities")}
+        self.arrays |= {
+            name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")
+        }
 
-def _best_of_rows(
-    rows: _Rows,
-    texts: Sequence[str],
-    span_config: SpanConfig,
-    query_vectors: Tensor,
-    top_k: int,
-    paired: bool,
-    dim: int | None,
-    *,
-    similarity: str,
-    scorer: SpanScorer,
-    profiles: Tensor | None,
-    overlap: bool,
-    rerank: Rerank | None,
-) -> BestSpans:
-    """The best spans of one sub-batch of windows: the scorer's (with ``profiles``; ``None``: the plain similarity),
-    re-ranked by the shipped re-ranker when ``rerank`` (:func:`slice_st._rerank.rerank_context`) says so."""
-    queries, row_profiles = query_vectors, profiles
-    if paired:  # (rows, 1, d): each window against its own text's query
-        index = torch.tensor([w.text_index for w in rows.windows], device=query_vectors.device)
-        queries = query_vectors[index][:, None, :].to(rows.token_embeddings.device)
-        row_profiles = None if profiles is None else profiles[index.cpu()][:, None, :]
-    costs = units = None
-    if row_profiles is not None:
-        units = _row_units(rows, texts)
-        flags = _unit_flags_of(units).to(rows.token_embeddings.device)
-        costs = span_costs(scorer, flags, row_profiles, span_config.min_span, span_config.max_span)
-    embeddings = rows.token_embeddings if dim is None else rows.token_embeddings[..., :dim]
-    bounds = (rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span)
-    fused = functools.partial(
-        best_span_scores, queries, embeddings, *bounds, owned=rows.owned, similarity=similarity, costs=costs
-    )
-    if rerank is None or costs is None:
-        return fused(top_k, overlap=overlap)
-    pairs = index.cpu().numpy()[:, None] if paired else np.arange(len(query_vectors))[None, :]
-    window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
-    return rerank.best(fused, top_k, overlap, window, queries, costs, row_profiles, pairs, span_config)
-
-
-def _row_units(rows: _Rows, texts: Sequence[str]) -> list[tuple[list[str], bool, bool]]:
-    """Each window's unit strings, and whether it starts and ends its text."""
-    out = []
-    starts, ends = rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
-    for row, window in enumerate(rows.windows):
-        whole = texts[window.text_index]
-        text = whole[window.char_start : window.char_end]
-        count = int(rows.num_units[row])
-        units = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
-        out.append((units, not whole[: window.char_start].strip(), not whole[window.char_end :].strip()))
-    return out
-
-
-def _unit_flags_of(units: list[tuple[list[str], bool, bool]], width: int | None = None) -> Tensor:
-    """``(B, U)`` :func:`slice_st.scoring.unit_flags` of each window's units (0 past a window's units)."""
-    width = max((len(strings) for strings, _, _ in units), default=0) if width is None else width
-    flags = torch.zeros((len(units), width), dtype=torch.long)
-    for row, (strings, at_start, at_end) in enumerate(units):
-        flags[row, : len(strings)] = torch.from_numpy(unit_flags(strings, at_start, at_end).astype(np.int64))
-    return flags
-
-
-def _collect(
-    found, rows: _Rows, unit: str, scores: np.ndarray, arrays: dict[str, np.ndarray], overlap: bool = True
-) -> None:
-    """Turn one sub-batch's window-level best spans into text-level offsets and merge them in.
-
-    Paired scoring passes one query per row and a ``(1, T, 1)`` store: query position 0.
-    """
-    missing = found.starts < 0
-    starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
-    device = starts.device
-    char_shift = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
-    unit_shift = torch.tensor([w.first_unit(unit) for w in rows.windows], device=device)[:, None, None]
-    candidate = {
-        "starts": _gather_units(rows.char_starts, starts) + char_shift,
-        "ends": _gather_units(rows.char_ends, last) + char_shift,
-        "unit_starts": found.starts + unit_shift,
-        "unit_ends": found.ends + unit_shift,
-    }
-    candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
-    similarities = found.scores if found.similarities is None else found.similarities
-    candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
-    window_scores = found.scores.cpu().numpy()
-    for row, window in enumerate(rows.windows):
-        _merge_top_k(
-            scores, arrays, window.text_index, window_scores[row], {k: v[row] for k, v in candidate.items()}, overlap
+    def best_of_rows(self, rows: _Rows) -> BestSpans:
+        """The best spans of one sub-batch of windows: the scorer's, re-ranked when ``rerank`` says so."""
+        queries, profiles, config = self.queries, self.profiles, self.config
+        if self.paired:  # (rows, 1, d): each window against its own text's query
+            index = torch.tensor([w.text_index for w in rows.windows])
+            queries = queries[index.to(queries.device)][:, None, :].to(rows.token_embeddings.device)
+            profiles = None if profiles is None else profiles[index][:, None, :]
+        embeddings = rows.token_embeddings[..., : self.dim]
+        costs = None
+        if profiles is not None:
+            units, flags = _row_flags(rows, self.texts)
+            costs = span_costs(self.scorer, flags, profiles, config.min_span, config.max_span)
+        bounds = (rows.boundaries, rows.num_units, config.min_span, config.max_span)
+        fused = functools.partial(
+            best_span_scores, queries, embeddings, *bounds, owned=rows.owned, similarity=self.similarity, costs=costs
         )
+        if self.rerank is None or costs is None:
+            return fused(self.top_k, overlap=self.overlap)
+        pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
+        window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
+        return self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
+
+    def add(self, found: BestSpans, rows: _Rows) -> None:
+        """Turn one sub-batch's window-level best spans into text-level offsets and merge them in."""
+        missing, device = found.starts < 0, found.starts.device
+        starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
+        chars = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
+        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[:, None, None]
+        candidate = {
+            "starts": _gather_units(rows.char_starts, starts) + chars,
+            "ends": _gather_units(rows.char_ends, last) + chars,
+            "unit_starts": found.starts + units,
+            "unit_ends": found.ends + units,
+        }
+        candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
+        similarities = found.scores if found.similarities is None else found.similarities
+        candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
+        candidate["scores"] = found.scores.float().cpu().numpy()
+        for row, window in enumerate(rows.windows):
+            self._merge(window.text_index, {name: values[row] for name, values in candidate.items()})
+
+    def _merge(self, text: int, new: dict[str, np.ndarray]) -> None:
+        """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping
+        a better one of the text (another window's) is dropped."""
+        if not np.isfinite(self.arrays["scores"][:, text]).any():  # the text's first window
+            for name, values in new.items():
+                self.arrays[name][:, text] = values
+            return
+        both = {name: np.concatenate([self.arrays[name][:, text], values], axis=1) for name, values in new.items()}
+        merged = both["scores"]
+        if self.overlap or self.top_k == 1:
+            order = np.argsort(-merged, axis=1, kind="stable")[:, : self.top_k]
+            missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))
+        else:
+            bounds = (torch.from_numpy(both[name]) for name in ("unit_starts", "unit_ends"))
+            order = greedy_disjoint(torch.from_numpy(merged), *bounds, self.top_k).numpy()
+            missing, order = order < 0, order.clip(min=0)
+        for name, values in both.items():
+            kept = np.take_along_axis(values, order, axis=1)
+            self.arrays[name][:, text] = np.where(missing, -1 if values.dtype.kind == "i" else -np.inf, kept)
+
+
+def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[tuple[list[str], bool, bool]], Tensor]:
+    """Each window's unit strings and whether it starts and ends its text; their ``(B, U)`` unit flags."""
+    units, starts, ends = [], rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
+    flags = torch.zeros(rows.char_starts.shape, dtype=torch.long)
+    for row, window in enumerate(rows.windows):
+        whole, count = texts[window.text_index], int(rows.num_units[row])
+        text = whole[window.char_start : window.char_end]
+        strings = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
+        units.append((strings, not whole[: window.char_start].strip(), not whole[window.char_end :].strip()))
+        flags[row, :count] = torch.from_numpy(unit_flags(*units[-1]).astype(np.int64))
+    return units, flags.to(rows.token_embeddings.device)
 
 
 def _gather_units(values: Tensor, index: Tensor) -> Tensor:
@@ -1070,54 +870,21 @@ def _gather_units(values: Tensor, index: Tensor) -> Tensor:
     return values.gather(1, index.flatten(1)).view_as(index)
 
 
-def _merge_top_k(
-    scores: np.ndarray,
-    arrays: dict[str, np.ndarray],
-    text: int,
-    new_scores: np.ndarray,
-    new: dict[str, np.ndarray],
-    overlap: bool = True,
-) -> None:
-    """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping a
-    better one of the text (another window's) is dropped."""
-    current = scores[:, text]
-    if not np.isfinite(current).any():
-        scores[:, text] = new_scores
-        for name, values in new.items():
-            arrays[name][:, text] = values
-        return
-    top_k = current.shape[1]
-    merged = np.concatenate([current, new_scores], axis=1)
-    if overlap or top_k == 1:
-        order = np.argsort(-merged, axis=1, kind="stable")[:, :top_k]
-        missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))
-    else:
-        bounds = (np.concatenate([arrays[name][:, text], new[name]], axis=1) for name in ("unit_starts", "unit_ends"))
-        order = greedy_disjoint(torch.from_numpy(merged), *map(torch.from_numpy, bounds), top_k).numpy()
-        missing, order = order < 0, order.clip(min=0)
-    scores[:, text] = np.where(missing, -np.inf, np.take_along_axis(merged, order, axis=1))
-    for name, values in new.items():
-        kept = np.take_along_axis(np.concatenate([arrays[name][:, text], values], axis=1), order, axis=1)
-        arrays[name][:, text] = np.where(missing, -np.inf if name == "similarities" else -1, kept)
-
-
 def best_spans_paired(
     model: SentenceTransformer, queries: Sequence[str], texts: Sequence[str], **options: Any
 ) -> list[SpanMatch | None]:
-    """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i`` (``None`` for a text without spans).
-
-    :func:`best_spans`' machinery and options (but ``top_k``, ``overlap`` and ``on_error``: one best span per pair),
-    scoring only the N pairs instead of all N × N: the evaluation setting (an origin phrase and its passage).
-    ``SpanMatch.query_index == text_index == i``.
+    """The best span of ``texts[i]`` for ``queries[i]``, for each pair ``i``: :func:`best_spans` scoring only the N
+    pairs instead of all N × N (the evaluation setting: an origin phrase and its passage).
 
     Args:
-        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
+        model: A ``SentenceTransformer`` with a fast tokenizer.
         queries: One query per text.
         texts: The texts, paired with ``queries`` by position.
-        options: Keyword options of :func:`best_spans` (``max_span``, ``scorer``, ``batch_size``, prompts, …).
+        options: Keyword options of :func:`best_spans`, but ``top_k``, ``overlap`` and ``on_error``.
 
     Returns:
-        A :class:`SpanMatch` per pair (``None`` for a text without spans).
+        A :class:`SpanMatch` per pair (``None`` for a text without spans), ``query_index == text_index == i``.
+
 
     Example:
         >>> from slice_st import load_model
@@ -1135,12 +902,10 @@ def best_spans_paired(
         )
     if not query_list:
         return []
-    result = _best_spans(model, query_list, text_list, top_k=1, paired=True, errors=None, **_PAIRED_OPTIONS | options)
+    result = _best_spans(model, query_list, text_list, 1, paired=True, errors=None, **_PAIRED_OPTIONS | options)
     return [
-        dataclasses.replace(result._match(0, index, 0), query_index=index)
-        if np.isfinite(result.scores[0, index, 0])
-        else None
-        for index in range(len(query_list))
+        dataclasses.replace(result._match(0, i, 0), query_index=i) if np.isfinite(result.scores[0, i, 0]) else None
+        for i in range(len(query_list))
     ]
 
 
@@ -1153,11 +918,8 @@ _PAIRED_OPTIONS = {
 
 
 def attach_methods() -> None:
-    """Make ``encode_spans``/``encode_span_queries``/``best_spans`` methods of every ``SentenceTransformer``
-    (never clobbering ST's own).
-
-    ``import slice_st`` arranges for this to run as soon as ``sentence_transformers`` is imported.
-    """
+    """Make ``encode_spans``/``encode_span_queries``/``best_spans`` methods of every ``SentenceTransformer`` (never
+    clobbering ST's own); ``import slice_st`` arranges for this to run when ``sentence_transformers`` is imported."""
     from sentence_transformers import SentenceTransformer
 
     for function in (encode_spans, encode_span_queries, best_spans):

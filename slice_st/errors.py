@@ -1,7 +1,5 @@
-"""Every exception and warning class of slice-st, in one place (the lowest layer: no slice_st imports).
-
-Each subclasses one built-in, so ``except ValueError`` / ``except OSError`` catch them as Python's own would.
-"""
+"""Every exception and warning class of slice-st, in one place (the lowest layer: no slice_st imports); each
+subclasses one built-in, so ``except ValueError`` / ``except OSError`` catch them as Python's own would."""
 
 from __future__ import annotations
 
@@ -25,13 +23,11 @@ class SpanInputError(ValueError):
 
 
 class SpanPoolingWarning(UserWarning):
-    """The model's sentence embedding is not a plain mean of its token vectors (CLS/max pooling, or a
-    Dense or other module after pooling), while span and query vectors are token means."""
+    """The model's sentence embedding is not a plain mean of its token vectors, as span and query vectors are."""
 
 
 class ModelLoadError(OSError):
-    """A model that cannot be loaded or used: not a model folder, missing or broken weights/config/tokenizer,
-    a Hub id that cannot be fetched (offline). An ``OSError``, as Hugging Face's loaders raise."""
+    """A model that cannot be loaded or used (an ``OSError``, as Hugging Face's loaders raise)."""
 
 
 class MissingExtraError(ImportError):
@@ -43,8 +39,7 @@ class FileAccessError(OSError):
 
 
 class WindowError(ValueError):
-    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why (without the
-    index)."""
+    """A text that cannot be cut into model windows; ``text_index`` names it, ``reason`` says why."""
 
     def __init__(self, text_index: int, reason: str) -> None:
         super().__init__(f"Text {text_index}: {reason}")

@@ -2,13 +2,11 @@
 
 Conventions (decided here, never re-derived elsewhere):
 
-* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit
-  ``u`` of row ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat
-  their last boundary and ``num_units[b]`` says how many units row ``b`` has. Special tokens and
-  padding lie outside every unit.
-* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``,
-  enumerated start-major (by start, then by length).
-* A span's vector is the **mean of its token vectors** (SLICE); prefix sums give its sum in O(1).
+* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit ``u`` of row
+  ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat their last boundary and
+  ``num_units[b]`` says how many units row ``b`` has. Special tokens and padding lie outside every unit.
+* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``, enumerated
+  start-major (by start, then by length). Its vector is the **mean of its token vectors** (SLICE), by prefix sums.
 """
 
 from __future__ import annotations
@@ -37,30 +35,22 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
         raise ValueError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
-def span_grid(
-    num_units: int, min_span: int, max_span: int, device: torch.device | str | None = None
-) -> tuple[Tensor, Tensor]:
+def span_grid(num_units, min_span, max_span, device=None) -> tuple[Tensor, Tensor]:
     """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
-    starts = torch.arange(max(num_units, 0), device=device)
-    grid_starts = starts[:, None].expand(-1, lengths.numel())
-    grid_ends = grid_starts + lengths[None, :]
-    keep = grid_ends <= num_units
-    return grid_starts[keep], grid_ends[keep]
+    starts = torch.arange(max(num_units, 0), device=device)[:, None].expand(-1, lengths.numel())
+    ends = starts + lengths[None, :]
+    return starts[ends <= num_units], ends[ends <= num_units]
 
 
 def prefix_sums(token_embeddings: Tensor) -> Tensor:
     """``(B, T, d)`` → ``(B, T + 1, d)`` float32 prefix sums with a leading zero row (keep ``T`` a model window)."""
-    x = token_embeddings.float()
-    zeros = x.new_zeros(x.shape[0], 1, x.shape[2])
-    return torch.cat([zeros, x.cumsum(dim=1)], dim=1)
+    return torch.nn.functional.pad(token_embeddings.float().cumsum(dim=1), (0, 0, 1, 0))
 
 
 def _gather_rows(values: Tensor, index: Tensor) -> Tensor:
     """``values (B, T, *)`` gathered at ``index (B, N)`` along dim 1 → ``(B, N, *)``."""
-    if values.dim() == 2:
-        return values.gather(1, index)
     expanded = index.reshape(*index.shape, *([1] * (values.dim() - 2))).expand(*index.shape, *values.shape[2:])
     return values.gather(1, expanded)
 
@@ -70,8 +60,8 @@ def _start_mask(num_units: Tensor, width: int, owned: tuple[Tensor, Tensor] | No
     positions = torch.arange(width, device=num_units.device)[None, :]
     mask = positions < num_units[:, None]
     if owned is not None:
-        lo, hi = owned
-        mask &= (positions >= lo[:, None]) & (positions < hi[:, None])
+        mask &= (positions >= owned[0][:, None]) & (positions < owned[1][:, None])
+
     return mask
 
 
@@ -86,18 +76,9 @@ class SpanBatch:
     mask: Tensor
 
 
-def pool_spans(
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-) -> SpanBatch:
-    """Mean vector of every span of ``min_span..max_span`` units, by prefix sums.
-
-    ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans starting in ``[lo, hi)``: the windows of a long
-    text use it so that each span comes from exactly one window.
+def pool_spans(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> SpanBatch:
+    """Mean vector of every span of ``min_span..max_span`` units; ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans
+    starting in ``[lo, hi)`` (each span of a long text comes from exactly one window).
 
     >>> emb = torch.arange(6.0).reshape(1, 3, 2)          # 3 tokens, d = 2
     >>> bounds = torch.tensor([[0, 1, 3]])                 # unit 0 = token 0, unit 1 = tokens 1..2
@@ -105,12 +86,8 @@ def pool_spans(
     >>> out.embeddings[0][out.mask[0]].tolist()
     [[0.0, 1.0], [2.0, 3.0], [3.0, 4.0]]
     """
-    batch, _, dim = token_embeddings.shape
     width = boundaries.shape[1] - 1
     starts, ends = span_grid(width, min_span, max_span, device=token_embeddings.device)
-    if starts.numel() == 0:
-        empty = token_embeddings.new_zeros(batch, 0, dim, dtype=torch.float32)
-        return SpanBatch(empty, starts, ends, torch.zeros(batch, 0, dtype=torch.bool, device=token_embeddings.device))
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U + 1, d)
     totals = unit_prefix[:, ends] - unit_prefix[:, starts]
     counts = (boundaries[:, ends] - boundaries[:, starts]).clamp(min=1).unsqueeze(-1).to(totals.dtype)
@@ -120,11 +97,8 @@ def pool_spans(
 
 def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
     """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector."""
-    sums = prefix_sums(token_embeddings)
-    token_lo = boundaries.gather(1, lo[:, None].long())
-    token_hi = boundaries.gather(1, hi[:, None].long())
-    total = _gather_rows(sums, token_hi)[:, 0] - _gather_rows(sums, token_lo)[:, 0]
-    return total, (token_hi - token_lo)[:, 0]
+    sums, counts = _span_sums(token_embeddings, boundaries, lo[:, None].long(), hi[:, None].long())
+    return sums[:, 0], counts[:, 0]
 
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
@@ -133,19 +107,9 @@ def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Ten
     return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
 
 
-def span_sum_norms(
-    token_embeddings: Tensor,
-    boundaries: Tensor,
-    num_units: Tensor,
-    min_span: int,
-    max_span: int,
-    owned: tuple[Tensor, Tensor] | None = None,
-) -> Tensor:
-    """L2 norm of every span's token-vector **sum**, a ``(B, U, L)`` grid over (start, length).
-
-    ``[b, u, l]`` is the span of ``min_span + l`` units starting at unit ``u``; ``nan`` where it does
-    not exist (past the text, or a start outside ``owned``).
-    """
+def span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> Tensor:
+    """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
+    units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
     check_span_bounds(min_span, max_span)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
     return _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
@@ -194,15 +158,12 @@ def best_span_scores(
     costs: SpanCosts | None = None,
     overlap: bool = True,
 ) -> BestSpans:
-    """Fused best-span search: the top-``k`` spans of each row for each query.
+    """Fused best-span search: the top-``k`` spans of each row for each query ``(Q, d)`` (or ``(B, Q, d)``: per row).
 
-    ``similarity`` is sentence-transformers' ``similarity_fn_name`` between the query and the span's
-    mean vector (``"euclidean"``/``"manhattan"``: minus the distance). ``queries`` is ``(Q, d)``, shared
-    by all rows, or ``(B, Q, d)``: row ``b`` against its own queries. No span matrix is built: query
-    dot products come from one matmul with the prefix sums at unit boundaries (``q · (P_j - P_i)``)
-    and span norms one length at a time, so the loop runs over the ``K`` lengths, never over spans.
-    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted from the similarities to rank the
-    spans. ``overlap=False`` keeps a (row, query)'s spans pairwise disjoint (greedy, best first).
+    ``similarity`` is a ``similarity_fn_name`` (distances negated) between the query and the span's mean. No span
+    matrix is built: one matmul with the prefix sums at unit boundaries, then a loop over the ``K`` lengths.
+    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted to rank the spans; ``overlap=False`` keeps a
+    (row, query)'s spans pairwise disjoint (greedy, best first).
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -227,9 +188,9 @@ def best_span_scores(
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
-    num_queries = queries.shape[-2]
-    best = _no_spans((batch, top_k, num_queries), device)
-    grid = []
+    no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
+    no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
+    best, grid = (no_scores, no_scores, no_starts, no_starts), []  # the running top-k (never written in place)
     for length in range(min_span, min(max_span, width) + 1):
         count, column = width - length + 1, length - min_span
         similarities = lengths(length, count, norms[:, :count, column, None])
@@ -239,23 +200,14 @@ def best_span_scores(
             scores = scores - costs.of_length(length, count, min_span).to(scores.dtype)
         if overlap or top_k == 1:
             best = _merge_length(best, scores, similarities, length)
-        else:
-            grid.append(
-                [
-                    torch.nn.functional.pad(x, (0, 0, 0, width - count), value=float("-inf"))
-                    for x in (scores, similarities)
-                ]
-            )
+        else:  # padded to the full width, stacked into a (B, U, L, Q) grid
+            pad = (0, 0, 0, width - count)
+            grid.append([torch.nn.functional.pad(x, pad, value=float("-inf")) for x in (scores, similarities)])
     if grid:
         best = _disjoint_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
-    scores, similarities, starts, ends = best
+    scores, similarities, starts, ends = (values.transpose(1, 2) for values in best)
     missing = torch.isinf(scores)
-    return BestSpans(
-        scores.transpose(1, 2),
-        starts.masked_fill(missing, -1).transpose(1, 2),
-        ends.masked_fill(missing, -1).transpose(1, 2),
-        similarities.transpose(1, 2),
-    )
+    return BestSpans(scores, starts.masked_fill(missing, -1), ends.masked_fill(missing, -1), similarities)
 
 
 class _LengthSimilarity:
@@ -273,21 +225,14 @@ class _LengthSimilarity:
         dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]  # q · span sum
         if self.similarity == "cosine":
             return dots / norms
-        bounds = self.token_bounds
-        tokens = (bounds[:, length : length + count] - bounds[:, :count]).clamp(min=1).float()[..., None]
+        tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
+        tokens = tokens.clamp(min=1).float()[..., None]
         if self.similarity == "dot":
             return dots / tokens
         if self.similarity == "euclidean":
             return -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
         means = (self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]) / tokens  # manhattan
         return -torch.cdist(means, self.targets, p=1)
-
-
-def _no_spans(shape: tuple[int, ...], device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """An empty running top-k: scores and similarities ``-inf``, starts and ends ``-1``."""
-    scores = torch.full(shape, float("-inf"), device=device)
-    starts = torch.full(shape, -1, dtype=torch.long, device=device)
-    return scores, scores.clone(), starts, starts.clone()
 
 
 def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int) -> tuple[Tensor, ...]:
@@ -303,8 +248,7 @@ def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: 
     """:func:`greedy_disjoint` over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends."""
     batch, width, widths, num_queries = scores.shape
     rows, device = batch * num_queries, scores.device
-    flat = scores.permute(0, 3, 1, 2).reshape(rows, width * widths)
-    plain = similarities.permute(0, 3, 1, 2).reshape(rows, width * widths)
+    flat, plain = (values.permute(0, 3, 1, 2).reshape(rows, width * widths) for values in (scores, similarities))
     starts = torch.arange(width, device=device).repeat_interleave(widths)
     ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
     starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
@@ -336,17 +280,8 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
 
 
 def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean token vector of the given spans, differentiable: ``((B, N, d), (B, N) valid)``.
-
-    ``starts``/``ends`` ``(B, N)`` are unit indices (end exclusive); ``-1`` (or an empty span) marks a
-    missing span, whose vector is zero and ``valid`` is false.
-
-    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]])     # unit 0 = token 0, unit 1 = tokens 1..2
-    >>> means, valid = span_means(emb, torch.tensor([[0, 1, 3]]), torch.tensor([[0, 1, -1]]), torch.tensor([[2, 2,
-    ...     -1]]))
-    >>> means[0].tolist(), valid.tolist()
-    ([[1.0, 1.0], [1.0, 1.5], [0.0, 0.0]], [[True, True, False]])
-    """
+    """Mean token vector of the spans ``starts``/``ends`` ``(B, N)`` (units, ``-1``: missing), differentiable:
+    ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid."""
     sums, counts = _span_sums(token_embeddings, boundaries, starts, ends)
     valid = (starts >= 0) & (counts > 0)
     return sums / counts.clamp(min=1)[..., None].to(sums.dtype), valid
@@ -354,35 +289,21 @@ def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
 
 def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
     """Token-vector sums ``(B, N, d)`` and token counts ``(B, N)`` of the given unit spans (missing → 0)."""
-    missing = (starts < 0) | (ends < 0)
-    sums = prefix_sums(token_embeddings)
-    token_starts = boundaries.gather(1, starts.clamp(min=0))
-    token_ends = boundaries.gather(1, ends.clamp(min=0))
-    token_ends = torch.where(missing, token_starts, token_ends)
+    sums, token_starts = prefix_sums(token_embeddings), boundaries.gather(1, starts.clamp(min=0))
+    token_ends = torch.where((starts < 0) | (ends < 0), token_starts, boundaries.gather(1, ends.clamp(min=0)))
     return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (token_ends - token_starts)
 
 
-def sample_spans(
-    num_units: Tensor, num_spans: int, min_span: int, max_span: int, generator: torch.Generator | None = None
-) -> tuple[Tensor, Tensor]:
+def sample_spans(num_units, num_spans, min_span, max_span, generator=None) -> tuple[Tensor, Tensor]:
     """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
 
-    Lengths cover ``min_span..min(max_span, num_units)`` evenly (one random offset per row spreads
-    ``num_spans`` draws over equal strata of that range); starts are uniform among the positions where a
-    span of that length fits, so spans never run past a row's units (never into padding). Rows with
-    fewer than ``min_span`` units get ``-1`` (missing). ``generator`` makes draws reproducible.
-
-    >>> starts, ends = sample_spans(torch.tensor([5, 0]), 4, 1, 4, torch.Generator().manual_seed(0))
-    >>> sorted((ends - starts)[0].tolist()), bool((ends[0] <= 5).all()), starts[1].tolist()
-    ([1, 2, 3, 4], True, [-1, -1, -1, -1])
-    """
+    Lengths cover ``min_span..min(max_span, num_units)`` evenly; starts are uniform where a span of that length fits
+    (never into padding). Rows with fewer than ``min_span`` units get ``-1`` (missing)."""
     check_span_bounds(min_span, max_span)
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
-    device = num_units.device
-    batch = num_units.shape[0]
-    top = num_units.clamp(max=max_span)  # longest length each row allows
-    choices = (top - min_span + 1).clamp(min=0)  # how many lengths each row allows
+    device, batch = num_units.device, num_units.shape[0]
+    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)  # how many lengths each row allows
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
     strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans  # (B, n) in [0, 1)
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(max=(choices - 1).clamp(min=0)[:, None])
@@ -398,43 +319,32 @@ def sample_spans(
 
 
 def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
-    """Cosine between queries and the given spans, differentiable: ``(B, Q)``.
-
-    ``queries`` is ``(Q, d)`` or ``(B, Q, d)``; ``starts``/``ends`` ``(B, Q)`` are unit indices (as
-    returned by :func:`best_span_scores`; ``-1`` marks a missing span, scored ``-inf``). Training
-    finds the best spans without gradient and calls this on them: the max over spans only passes
-    gradient to its arg-max, so the gradient is the same as differentiating the full max.
+    """Cosine ``(B, Q)`` between queries ``(Q, d)`` or ``(B, Q, d)`` and the spans ``starts``/``ends`` ``(B, Q)``
+    (``-1``: missing, ``-inf``), differentiable. Training finds the best spans without gradient, then calls this: the
+    max over spans passes gradient to its arg-max only, so this is the gradient of the full max.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     >>> span_cosines(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([[1]]),
     ...     torch.tensor([[2]])).tolist()
     [[1.0]]
     """
-    batch = token_embeddings.shape[0]
     if queries.dim() == 2:
-        queries = queries[None].expand(batch, -1, -1)
-    missing = starts < 0
+        queries = queries[None].expand(token_embeddings.shape[0], -1, -1)
     span_sums, _ = _span_sums(token_embeddings, boundaries, starts, ends)  # (B, Q, d)
     cosines = torch.nn.functional.cosine_similarity(span_sums, queries.to(span_sums.dtype), dim=-1)
-    return cosines.masked_fill(missing, float("-inf"))
+    return cosines.masked_fill(starts < 0, float("-inf"))
 
 
-# ---------------------------------------------------------------------------------------------
-# Flat corpus scan (the SpanIndex): all spans of many documents laid end to end
-# ---------------------------------------------------------------------------------------------
+# Flat corpus scan (the SpanIndex): all spans of many documents laid end to end.
 #: Units scored per block of :func:`top_spans_flat`: bounds its buffers; prefix sums restart per block.
 FLAT_BLOCK_UNITS = 1 << 16
 #: Scores held per block, (queries × span lengths × units): the block shrinks with many queries.
 FLAT_SCORE_BUFFER = 1 << 21
-#: Units per block while the running top-k is not yet full (every span of such a block is ranked).
-FLAT_WARM_UNITS = 4096
 
 
 class FlatTopSpans(NamedTuple):
-    """Top spans of a flat corpus per query: ``scores`` float64, ``starts`` (unit rows) and ``lengths``, all ``(Q, k)``.
-
-    Missing entries (fewer than ``k`` spans exist) have score ``-inf``, start ``-1`` and length ``0``.
-    """
+    """Top spans of a flat corpus per query: ``scores`` float64, ``starts`` (unit rows) and ``lengths``, all ``(Q, k)``;
+    missing entries (fewer than ``k`` spans exist) have score ``-inf``, start ``-1`` and length ``0``."""
 
     scores: Tensor
     starts: Tensor
@@ -442,28 +352,14 @@ class FlatTopSpans(NamedTuple):
 
 
 def top_spans_flat(
-    queries: Tensor,
-    unit_vectors: Tensor,
-    span_norms: Tensor,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    *,
-    norm_min_span: int = 1,
-    block: int | None = None,
-    floor: Tensor | None = None,
-    eps: float = 1e-12,
+    queries, unit_vectors, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None, floor=None, eps=1e-12
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
 
-    The corpus is ``N`` units of many documents laid end to end: ``unit_vectors`` ``(N, d)`` holds each
-    unit's token-vector sum and ``span_norms`` ``(N, K)`` the norm of the sum of the span of
-    ``norm_min_span + j`` units starting at each unit (``nan``: no such span, e.g. it would cross a
-    document). Per block of units: one matmul, a float64 prefix sum of the dot products (restarted
-    every block, the precision guard), then per span length one subtraction and product into a
-    running top-``k``; loops run over blocks and lengths, never spans. The final ``k`` scores are
-    recomputed in float64 from the unit vectors (exact ties: the earlier span first). ``floor``
-    ``(Q,)`` lets the scan leave out spans scoring at or below it (fewer than ``k`` may come back).
+    ``unit_vectors`` ``(N, d)``: each unit's token-vector sum, documents laid end to end; ``span_norms`` ``(N, K)``:
+    the norm of the sum of the span of ``norm_min_span + j`` units from each unit (``nan``: none). Per block: one
+    matmul, a float64 prefix sum (restarted every block), one pass per span length; the final scores are recomputed
+    in float64 (exact ties: the earlier span first). ``floor`` ``(Q,)`` leaves out spans scoring at or below it.
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -478,11 +374,9 @@ def top_spans_flat(
         )
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
-    first_column = _check_flat(span_norms, unit_vectors.shape[0], top_k, min_span, max_span, norm_min_span)
-    num_queries, total = queries.shape[0], unit_vectors.shape[0]
-    device = unit_vectors.device
+    num_queries, total, device = queries.shape[0], unit_vectors.shape[0], unit_vectors.device
+    first_column, block = _check_flat(span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block)
     unit_queries = torch.nn.functional.normalize(queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps)
-    block = _block_size(block, max_span - min_span + 1, num_queries)
     if floor is not None:
         floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
         if floor.shape[0] != num_queries:
@@ -499,65 +393,30 @@ def top_spans_flat(
             # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
             return torch.mv(vectors, unit_queries[0])[None] if num_queries == 1 else unit_queries @ vectors.T
 
-        best_scores, best_ids = _scan_top_k(
+        _, best_ids, starts, lengths = _scan_top_k(
             block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor
         )
-        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
-        exact = flat_span_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span=norm_min_span)
+        exact = _exact_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span)
         return _ranked_spans(exact, best_ids, starts, lengths)
 
 
-def top_spans_from_dots(
-    dots: Tensor,
-    span_norms: Tensor,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    *,
-    norm_min_span: int = 1,
-    block: int | None = None,
-) -> FlatTopSpans:
+def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
     """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
-    (float64 prefix-sum scores, not recomputed).
-
-    >>> dots = torch.tensor([[0.0, 1.0, 1.0]])                            # the example of top_spans_flat
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])
-    >>> found = top_spans_from_dots(dots, norms, 2, 1, 2)
-    >>> found.scores.round(decimals=4).tolist(), found.starts.tolist(), found.lengths.tolist()
-    ([[1.0, 0.8944]], [[1, 1]], [[1, 2]])
-    """
-    first_column = _check_flat(span_norms, _dots_width(dots), top_k, min_span, max_span, norm_min_span)
-    block = _block_size(block, max_span - min_span + 1, dots.shape[0])
+    (float64 prefix-sum scores, not recomputed)."""
+    first_column, block = _check_flat(
+        span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
+    )
     with torch.inference_mode():
-        best_scores, best_ids = _scan_top_k(
+        best_scores, best_ids, starts, lengths = _scan_top_k(
             lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
         )
-        starts, lengths = _ids_to_spans(best_ids, min_span, max_span)
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
-def flat_span_scores(
-    queries: Tensor,
-    unit_vectors: Tensor,
-    span_norms: Tensor,
-    starts: Tensor,
-    lengths: Tensor,
-    *,
-    norm_min_span: int = 1,
-    chunk: int = 4096,
-) -> Tensor:
-    """Float64 cosines of the given spans of a flat corpus (``-inf`` where ``starts < 0`` or the span does not exist).
-
-    ``starts``/``lengths`` are any-shaped unit indices and span lengths (as :func:`top_spans_flat`
-    returns); ``queries`` ``(Q, d)`` are matched to their first dimension. Numerators are summed from
-    the unit vectors in float64; denominators are the stored norms.
-
-    >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
-    >>> flat_span_scores(torch.tensor([[0.0, 1.0]]), vectors, norms, torch.tensor([[0, 1]]), torch.tensor([[2,
-    ...     1]])).round(decimals=4).tolist()
-    [[0.7071, 1.0]]
-    """
+def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Tensor, norm_min_span: int) -> Tensor:
+    """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
+    numerators summed from the unit vectors, each (query, unit) dot product once."""
+    chunk = 4096
     unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
     device = unit_vectors.device
     scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=device)
@@ -570,8 +429,6 @@ def flat_span_scores(
     total = unit_vectors.shape[0]
     units = (span_starts[:, None] + steps[None, :]).clamp(max=total - 1)  # (n, widest)
     inside = steps[None, :] < span_lengths[:, None]
-    # Each (query, unit) dot product once, however many candidate spans of that query cover the unit
-    # (a query's top spans overlap heavily): float64 dots of the distinct pairs, then summed per span.
     keys = (rows[:, None] * total + units)[inside]
     distinct, inverse = torch.unique(keys, return_inverse=True)
     dots = torch.empty(distinct.numel(), dtype=torch.float64, device=device)
@@ -587,13 +444,11 @@ def flat_span_scores(
     return scores
 
 
-def unit_peak_scores(
-    dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
-) -> Tensor:
+def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -> Tensor:
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column = _check_flat(span_norms, _dots_width(dots), 1, min_span, max_span, norm_min_span)
+    first_column, _ = _check_flat(span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -610,26 +465,23 @@ def unit_peak_scores(
         return best
 
 
-def _check_flat(span_norms: Tensor, total: int, top_k: int, min_span: int, max_span: int, norm_min_span: int) -> int:
-    """The one check of the flat-scan arguments; returns the column of ``min_span`` in ``span_norms``."""
+def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):
+    """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
+    (``None``: as large as the buffers allow)."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
-    first_column = min_span - norm_min_span
-    widths = max_span - min_span + 1
-    if (
-        span_norms.dim() != 2
-        or span_norms.shape[0] != total
-        or first_column < 0
-        or first_column + widths > span_norms.shape[1]
-    ):
+    first_column, widths = min_span - norm_min_span, max_span - min_span + 1
+    if span_norms.dim() != 2 or span_norms.shape[0] != total or not 0 <= first_column <= span_norms.shape[1] - widths:
         raise ValueError(
             f"span_norms {tuple(span_norms.shape)} must be (N={total}, K) with columns for span lengths "
             f"{min_span}..{max_span} (column 0 = length {norm_min_span})."
         )
     if not span_norms.is_floating_point():
         raise ValueError("span_norms must be floating point.")
-    return first_column
+    if block is None:
+        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
+    return first_column, max(int(block), 1)
 
 
 def _dots_width(dots: Tensor) -> int:
@@ -639,105 +491,54 @@ def _dots_width(dots: Tensor) -> int:
     return dots.shape[1]
 
 
-def _block_size(block: int | None, widths: int, num_queries: int) -> int:
-    if block is None:
-        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
-    return max(int(block), 1)
-
-
-def _scan_top_k(
-    block_dots,
-    span_norms: Tensor,
-    num_queries: int,
-    top_k: int,
-    min_span: int,
-    max_span: int,
-    first_column: int,
-    block: int,
-    floor: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """The blockwise scan: running top-k float64 scores and span ids (``start * widths + column``), each ``(Q, k)``."""
+def _scan_top_k(block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor=None):
+    """The blockwise scan: running top-k float64 scores, span ids (``start * widths + column``), starts and lengths,
+    each ``(Q, k)``."""
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
     best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
     best_ids = torch.full((num_queries, top_k), -1, dtype=torch.long, device=device)
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
-    block_start = 0
-    while block_start < total:
-        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
-        full = bool(torch.isfinite(threshold).all())
-        # until every query has k scores (or a floor), blocks are small: their spans are all ranked (topk)
-        block_end = min(block_start + (block if full else min(block, FLAT_WARM_UNITS)), total)
+    for block_start in range(0, total, block):
+        block_end = min(block_start + block, total)
         stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
         units, count = stop - block_start, block_end - block_start
-        dots = block_dots(block_start, stop)  # (Q, units)
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(dots, dim=1, dtype=torch.float64, out=prefix[:, 1:])  # float64, restarted every block
+        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])  # restarts per block
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
-        if full:
-            rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, min_span, units, count)
-        else:
-            rows, columns, values = _block_top_k(prefix, inverse, top_k, min_span, units, count)
+        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
+        rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, top_k, min_span, units, count)
         if rows.numel():
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
-        block_start = block_end
-    return best_scores, best_ids
-
-
-def _ids_to_spans(ids: Tensor, min_span: int, max_span: int) -> tuple[Tensor, Tensor]:
-    widths = max_span - min_span + 1
-    return torch.where(ids >= 0, ids // widths, -1), torch.where(ids >= 0, ids % widths + min_span, 0)
+    found = best_ids >= 0
+    starts, lengths = torch.where(found, best_ids // widths, -1), torch.where(found, best_ids % widths + min_span, 0)
+    return best_scores, best_ids, starts, lengths
 
 
 def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) -> FlatTopSpans:
     """Sort each row by score, best first; exact ties keep the earlier span first; missing entries last."""
     order = torch.sort(ids.masked_fill(ids < 0, torch.iinfo(torch.long).max), dim=1, stable=True).indices
     order = order.gather(1, torch.sort(-scores.gather(1, order), dim=1, stable=True).indices)
-    missing = starts.gather(1, order) < 0
-    return FlatTopSpans(
-        scores.gather(1, order).masked_fill(missing, float("-inf")), starts.gather(1, order), lengths.gather(1, order)
-    )
+    scores, starts, lengths = (values.gather(1, order) for values in (scores, starts, lengths))
+    return FlatTopSpans(scores.masked_fill(starts < 0, float("-inf")), starts, lengths)
 
 
 def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Tensor:
-    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span).
-
-    Copied a few thousand rows at a time: one strided copy of the whole block is as slow as its matmul.
-    """
+    """``1 / norms`` of a block, transposed to ``(L, count)`` float64 (``0``: no such span), copied a few thousand rows
+    at a time (one strided copy of the whole block is as slow as its matmul)."""
     for first in range(0, norms.shape[0], rows_per_copy):
         out[:, first : first + rows_per_copy].copy_(norms[first : first + rows_per_copy].T)
     return torch.nan_to_num_(out, nan=float("inf")).reciprocal_()
 
 
-def _block_top_k(prefix: Tensor, inverse: Tensor, top_k: int, min_span: int, units: int, count: int):
-    """The block's best ``top_k`` spans per query: ``(rows, columns, scores)`` with columns ``length column * count +
-    offset``."""
-    num_queries, widths = prefix.shape[0], inverse.shape[0]
-    scores = torch.empty(num_queries, widths, count, dtype=prefix.dtype, device=prefix.device)
-    for column in range(widths):
-        length = min_span + column
-        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
-        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=scores[:, column, :valid])
-        scores[:, column, valid:] = 0.0
-    scores.mul_(inverse).masked_fill_(inverse == 0, float("-inf"))  # no such span (or past the corpus' end)
-    flat = scores.view(num_queries, -1)
-    keep = min(top_k, flat.shape[1])
-    values, columns = flat.topk(keep, dim=1)
-    rows = torch.arange(num_queries, device=prefix.device)[:, None].expand(-1, keep)
-    finite = torch.isfinite(values)
-    return rows[finite], columns[finite], values[finite]
+def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count):
+    """Spans of the block scoring above each query's ``threshold`` (its ``k``-th best): ``(rows, columns, scores)``.
 
-
-def _block_survivors(
-    prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, min_span: int, units: int, count: int
-):
-    """Spans of the block scoring above each query's current ``k``-th best: ``(rows, columns, scores)``.
-
-    One pass per span length keeps each (query, start unit)'s best score (spans that do not exist score ``±0``:
-    inverse norm 0); the few start units beating the threshold are scored again per length with the stored norms
-    (NaN never passes) and filtered.
+    One pass per span length keeps each (query, start unit)'s best score (no such span: ``±0``); the starts above the
+    threshold are scored again with the stored norms (NaN never passes). Until a query has ``top_k`` scores, only
+    starts at or above the block's ``top_k``-th best start go on when that is above 0 (the others cannot enter).
     """
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
@@ -747,16 +548,16 @@ def _block_survivors(
         valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
         if not valid:
             break
-        if valid == count:
-            torch.sub(prefix[:, length : length + count], prefix[:, :count], out=row)
-            row.mul_(inverse[column])
-            torch.maximum(best, row, out=best)
-        else:  # the corpus' last block
-            part = row[:, :valid]
-            torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
-            part.mul_(inverse[column, :valid])
-            torch.maximum(best[:, :valid], part, out=best[:, :valid])
-    rows, offsets = (best > threshold).nonzero(as_tuple=True)
+        part, kept = row[:, :valid], best[:, :valid]
+        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
+        part.mul_(inverse[column, :valid])
+        torch.maximum(kept, part, out=kept)
+    starts_above = threshold
+    if not bool(torch.isfinite(threshold).all()):
+        kth = best.topk(min(top_k, count), dim=1).values[:, -1:]
+        bound = torch.where(kth > 0, kth.nextafter(kth.new_tensor(float("-inf"))), float("-inf"))
+        starts_above = torch.maximum(threshold, bound)
+    rows, offsets = (best > starts_above).nonzero(as_tuple=True)
     if not rows.numel():
         return rows, offsets, prefix.new_zeros(0)
     lengths = torch.arange(min_span, min_span + widths, device=prefix.device)
@@ -768,9 +569,7 @@ def _block_survivors(
     return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
 
 
-def _merge_top_k(
-    best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor
-) -> tuple[Tensor, Tensor]:
+def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor):
     """Merge candidates ``(rows, scores, ids)`` into each query's running top-k ``(Q, k)``, best first."""
     num_queries, top_k = best_scores.shape
     counts = torch.bincount(rows, minlength=num_queries)
@@ -780,11 +579,9 @@ def _merge_top_k(
     sorted_rows = rows[order]
     row_starts = torch.cumsum(counts, 0) - counts
     position = torch.arange(rows.numel(), device=rows.device) - row_starts[sorted_rows]
-    dense_scores = torch.full((num_queries, width), float("-inf"), dtype=best_scores.dtype, device=best_scores.device)
-    dense_ids = torch.full((num_queries, width), -1, dtype=torch.long, device=best_scores.device)
-    dense_scores[sorted_rows, position] = scores[order].to(dense_scores.dtype)
-    dense_ids[sorted_rows, position] = ids[order]
-    all_scores = torch.cat([best_scores, dense_scores], dim=1)
-    all_ids = torch.cat([best_ids, dense_ids], dim=1)
+    all_scores = torch.cat([best_scores, best_scores.new_full((num_queries, width), float("-inf"))], dim=1)
+    all_ids = torch.cat([best_ids, best_ids.new_full((num_queries, width), -1)], dim=1)
+    all_scores[sorted_rows, top_k + position] = scores[order].to(all_scores.dtype)
+    all_ids[sorted_rows, top_k + position] = ids[order]
     values, take = all_scores.topk(top_k, dim=1)
     return values, all_ids.gather(1, take).masked_fill(torch.isinf(values) & (values < 0), -1)

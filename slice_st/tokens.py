@@ -34,11 +34,8 @@ def check_unit(unit: str) -> str:
 
 @dataclass
 class UnitBoundaries:
-    """Units of a padded batch (see :mod:`slice_st.spans` for the conventions).
-
-    ``boundaries`` ``(B, U + 1)`` token positions; ``num_units`` ``(B,)``; ``char_starts`` and
-    ``char_ends`` ``(B, U)`` give each unit's character offsets in the text that was tokenized.
-    """
+    """Units of a padded batch (conventions: :mod:`slice_st.spans`): ``boundaries`` ``(B, U + 1)`` token positions,
+    ``num_units`` ``(B,)``, and each unit's character offsets ``char_starts``/``char_ends`` ``(B, U)``."""
 
     boundaries: Tensor
     num_units: Tensor
@@ -46,24 +43,12 @@ class UnitBoundaries:
     char_ends: Tensor
 
 
-def unit_boundaries(
-    attention_mask: Tensor,
-    special_tokens_mask: Tensor | None,
-    offset_mapping: Tensor | None,
-    unit: str = "word",
-    texts: Sequence[str] | None = None,
-) -> UnitBoundaries:
+def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="word", texts=None) -> UnitBoundaries:
     """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
 
     With the tokenized ``texts``, a word starts where whitespace separates two tokens and covers its whole
     whitespace-delimited run (also characters the tokenizer dropped); without them (inside a model) a word
     starts wherever two tokens' offsets do not touch.
-
-    >>> offsets = torch.tensor([[[0, 0], [0, 1], [2, 5], [5, 6], [0, 0]]])   # [CLS] a man . [SEP]  ("a man.")
-    >>> special = torch.tensor([[1, 0, 0, 0, 1]])
-    >>> units = unit_boundaries(torch.ones(1, 5, dtype=torch.long), special, offsets, "word")
-    >>> units.boundaries.tolist(), units.num_units.tolist(), units.char_ends.tolist()
-    ([[1, 2, 4]], [2], [[1, 6]])
     """
     check_unit(unit)
     content = attention_mask.bool()
@@ -97,15 +82,11 @@ def unit_boundaries(
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
-    if length == 0:
-        content_end = torch.zeros(batch, dtype=torch.long, device=content.device)
-    else:
-        content_end = torch.where(content, positions + 1, torch.zeros_like(positions)).amax(dim=1)
+    content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(dim=1)
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
-    rank = is_start.long().cumsum(dim=1) - 1
-    rows = torch.arange(batch, device=content.device)[:, None].expand(batch, length)
-    boundaries[rows[is_start], rank[is_start]] = positions[is_start]
+    rows, columns = is_start.nonzero(as_tuple=True)
+    boundaries[rows, (is_start.long().cumsum(dim=1) - 1)[rows, columns]] = columns
 
     if offset_mapping is None or length == 0:
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
@@ -126,40 +107,28 @@ def _space_positions(text: str) -> np.ndarray:
 
 def _space_prefix_counts(texts: Sequence[str], device) -> Tensor:
     """``(B, L + 1)``: number of whitespace characters before each position of each text."""
-    width = max((len(text) for text in texts), default=0)
-    counts = np.zeros((len(texts), width + 1), dtype=np.int64)
+    counts = np.zeros((len(texts), max(map(len, texts), default=0) + 1), dtype=np.int64)
     for row, text in enumerate(texts):
-        marks = np.zeros(width, dtype=np.int64)
-        marks[_space_positions(text)] = 1
-        counts[row, 1:] = np.cumsum(marks)
-    return torch.from_numpy(counts).to(device)
+        counts[row, _space_positions(text) + 1] = 1
+    return torch.from_numpy(counts.cumsum(axis=1)).to(device)
 
 
 def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor]:
     """Widen each word's character range to its whole whitespace-delimited run."""
     starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
     for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
-        spaces = _space_positions(text)
-        if count == 0:
-            continue
-        if len(spaces) == 0:
-            starts_np[row, :count], ends_np[row, :count] = 0, len(text)
-            continue
-        before = np.searchsorted(spaces, starts_np[row, :count], side="left") - 1  # last space before the word
-        after = np.searchsorted(spaces, ends_np[row, :count], side="left")  # first space after it
-        starts_np[row, :count] = np.where(before >= 0, spaces[before.clip(min=0)] + 1, 0)
-        ends_np[row, :count] = np.where(after < len(spaces), spaces[after.clip(max=len(spaces) - 1)], len(text))
+        bounds = np.concatenate([[-1], _space_positions(text), [len(text)]])  # the spaces, and both ends of the text
+        starts_np[row, :count] = bounds[np.searchsorted(bounds, starts_np[row, :count]) - 1] + 1
+        ends_np[row, :count] = bounds[np.searchsorted(bounds, ends_np[row, :count])]
     return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
 
 
 @dataclass(frozen=True)
 class Window:
     """A piece of one text that fits the model: ``text[char_start:char_end]``, holding words ``first_word`` +
-    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning).
-
-    It produces exactly the spans whose first character lies in ``[own_char_lo, own_char_hi)``, so every span of
-    the text comes from one window. Offsets are relative to the whole text.
-    """
+    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning). It
+    produces the spans whose first character lies in ``[own_char_lo, own_char_hi)``: every span of the text comes
+    from one window. Offsets are relative to the whole text."""
 
     text_index: int
     char_start: int
@@ -189,28 +158,12 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    all_offsets = encoded["offset_mapping"]
-    lengths = [len(offsets) for offsets in all_offsets]
-    width = max(lengths, default=0)
-    padded = np.zeros((len(all_offsets), width, 2), dtype=np.int64)
-    for row, offsets in enumerate(all_offsets):
-        if offsets:
-            padded[row, : len(offsets)] = offsets
-    mask = torch.from_numpy(np.arange(width)[None, :] < np.asarray(lengths)[:, None]).long()
-    units = unit_boundaries(mask, torch.zeros_like(mask), torch.from_numpy(padded), unit, texts)
-    bounds, num_units = units.boundaries.numpy(), units.num_units.numpy()
-    char_starts, char_ends = units.char_starts.numpy(), units.char_ends.numpy()
-    return [
-        (char_starts[row, :n], char_ends[row, :n], np.diff(bounds[row, : n + 1])) for row, n in enumerate(num_units)
-    ]
-
-
-def _margins(context: int) -> list[int]:
-    """Context sizes to try, largest first: context, context/2, …, 1, 0."""
-    margins = [context]
-    while margins[-1] > 0:
-        margins.append(margins[-1] // 2)
-    return margins
+    offsets = [torch.tensor(offsets, dtype=torch.long).reshape(-1, 2) for offsets in encoded["offset_mapping"]]
+    mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(o), dtype=torch.long) for o in offsets], batch_first=True)
+    padded = torch.nn.utils.rnn.pad_sequence(offsets, batch_first=True)
+    units = unit_boundaries(mask, torch.zeros_like(mask), padded, unit, texts)
+    starts, ends, counts = units.char_starts.numpy(), units.char_ends.numpy(), units.boundaries.diff(dim=1).numpy()
+    return [(starts[row, :n], ends[row, :n], counts[row, :n]) for row, n in enumerate(units.num_units.tolist())]
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -234,9 +187,7 @@ def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tupl
                 ends[-1] = max(ends[-1], end)
                 counts[-1] += 1
             previous = word
-        groups.append(
-            (np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64), np.asarray(counts, dtype=np.int64))
-        )
+        groups.append(tuple(np.asarray(values, dtype=np.int64) for values in (starts, ends, counts)))
     return groups
 
 
@@ -245,26 +196,22 @@ WINDOW_CONTEXT = 16
 
 
 def plan_windows(
-    tokenizer,
-    texts: Sequence[str],
-    max_tokens: int,
-    max_span: int,
-    context: int = WINDOW_CONTEXT,
-    unit: str = "word",
-    errors: list[tuple[int, str]] | None = None,
+    tokenizer, texts, max_tokens, max_span, context=WINDOW_CONTEXT, unit="word", errors=None
 ) -> list[Window]:
-    """Split texts into windows of at most ``max_tokens`` content tokens, cut between units.
-
-    Every span of up to ``max_span`` units lies inside the window that owns it, with ``context`` units on each
-    side where the text has them (less if the window is too small). Texts that fit get one window, texts without
-    tokens none. A text that cannot be cut (a word, or ``max_span`` units, longer than a window) or that is not
-    valid Unicode raises :class:`WindowError` naming it; with an ``errors`` list it is appended there as
-    ``(text index, reason)`` and gets no window instead.
-    """
+    """Split texts into windows of at most ``max_tokens`` content tokens, cut between units: every span of up to
+    ``max_span`` units lies in the window that owns it, with up to ``context`` units on each side. A text that cannot
+    be cut (a word or ``max_span`` units longer than a window, or not valid Unicode) raises :class:`WindowError`; with
+    an ``errors`` list it is appended there as ``(text index, reason)`` and gets no window instead."""
     check_unit(unit)
     if max_tokens < 1:
         raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
     windows: list[Window] = []
+
+    def failed(error: WindowError) -> None:
+        if errors is None:
+            raise error
+        errors.append((error.text_index, error.reason))
+
     # Every token covers at least one UTF-8 byte of the text, so a text of few enough bytes fits one
     # window without tokenizing it here (its counts, -1, are then taken from the model's own pass).
     to_plan = []
@@ -274,12 +221,9 @@ def plan_windows(
             size = len(stripped.encode("utf-8"))
         except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
             reason = (
-                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text; "
-                "fix or drop that text."
+                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text"
             )
-            if errors is None:
-                raise WindowError(text_index, reason) from None
-            errors.append((text_index, reason))
+            failed(WindowError(text_index, f"{reason}; fix or drop that text."))
             continue
         if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
@@ -294,26 +238,14 @@ def plan_windows(
                 _text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit)
             )
         except WindowError as error:
-            if errors is None:
-                raise
-            errors.append((error.text_index, error.reason))
+            failed(error)
     windows.sort(key=lambda window: (window.text_index, window.char_start))
     if errors is not None:
         errors.sort()
     return windows
 
 
-def _text_windows(
-    text: str,
-    text_index: int,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    counts: np.ndarray,
-    max_tokens: int,
-    max_span: int,
-    context: int,
-    unit: str,
-) -> list[Window]:
+def _text_windows(text, text_index, starts, ends, counts, max_tokens, max_span, context, unit) -> list[Window]:
     """The windows of one text from its planning units (words, or token runs for token units)."""
     num_words = len(counts)
     if num_words == 0:
@@ -325,52 +257,30 @@ def _text_windows(
         word = int(np.argmax(counts))
         raise WindowError(
             text_index,
-            (
-                f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than "
-                f"the model window "
-                f"of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use unit='token'."
-            ),
+            f"a word of {int(counts[word])} tokens ({text[starts[word] : ends[word]][:40]!r}...) is longer than the "
+            f"model window of {max_tokens} tokens; split that word, raise the model's max_seq_length, or use "
+            "unit='token'.",
         )
-    end_of_text = len(text)
-
-    def window(first: int, last: int, own_lo: int, own_hi: int) -> Window:
-        own_char_hi = end_of_text if own_hi >= num_words else int(starts[own_hi])
-        return Window(
-            text_index,
-            int(starts[first]),
-            int(ends[last - 1]),
-            first,
-            last - first,
-            int(cumulative[first]),
-            int(cumulative[last] - cumulative[first]),
-            int(starts[own_lo]),
-            own_char_hi,
-        )
-
-    windows = []
-    own_lo = 0
+    windows, own_lo = [], 0
     while own_lo < num_words:
-        planned = None
-        # Full context on both sides if it fits, else less: halve it until the window owns a start.
-        for margin in _margins(context):
+        # Full context on both sides if it fits, else less: halve it (context, context/2, …, 1, 0) until the window
+        # owns a start.
+        for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
             last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            if last >= num_words:
-                planned = (first, num_words, num_words)
-                break
-            own_hi = last - max_span - margin + 1  # spans starting before own_hi end by last - margin
+            own_hi = num_words if last >= num_words else last - max_span - margin + 1  # spans end by last - margin
             if own_hi > own_lo:
-                planned = (first, last, own_hi)
                 break
-        if planned is None:
+        else:
             raise WindowError(
                 text_index,
-                (
-                    f"spans of max_span={max_span} {unit}s do not fit in a model window of "
-                    f"{max_tokens} tokens; lower max_span or raise max_seq_length."
-                ),
+                f"spans of max_span={max_span} {unit}s do not fit in a model window of {max_tokens} tokens; lower "
+                "max_span or raise max_seq_length.",
             )
-        first, last, own_hi = planned
-        windows.append(window(first, last, own_lo, own_hi))
+        last = min(last, num_words)
+        chars = int(starts[first]), int(ends[last - 1])
+        tokens = int(cumulative[first]), int(cumulative[last] - cumulative[first])
+        owned = int(starts[own_lo]), len(text) if own_hi >= num_words else int(starts[own_hi])
+        windows.append(Window(text_index, *chars, first, last - first, *tokens, *owned))
         own_lo = own_hi
     return windows

@@ -236,19 +236,6 @@ def _():
     return t
 
 
-@check("slice_st load_results(folder, task): results of the task's file, through ResultCache + TaskResult")
-def _():
-    from slice_st.integrations.mteb import load_results
-
-    task = small()
-    folder = os.path.join(tmp, "c5")
-    r = mteb.evaluate(MODEL, task, cache=mteb.ResultCache(folder), co2_tracker=False, show_progress_bar=False)[0]
-    got = load_results(folder, task)
-    res = [t for m in got.model_results for t in m.task_results]
-    assert len(res) == 1 and abs(res[0].get_score() - r.get_score()) < 1e-6
-    return f"{len(res)} result, score {res[0].get_score():.4f}"
-
-
 @check("mteb.get_task('STSBContext')")
 def _():
     mteb.get_task("STSBContext")

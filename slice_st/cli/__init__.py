@@ -16,8 +16,9 @@ import stat
 import sys
 from collections.abc import Sequence
 
+from slice_st import __version__
 from slice_st.cli import evaluation, export, index, mine, serve
-from slice_st.cli.common import UsageError, apply_output_options, suggestion, terminal_safe
+from slice_st.cli.common import UsageError, output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.train import add_train_command
 
@@ -29,26 +30,24 @@ COMMAND_GROUPS = {
     "training": ("train", "make-passages"),
     "export": ("export",),
 }
-_MARKUP = re.compile(r":(?:class|func|meth|attr|mod|data|obj|exc):`~?([^`]+)`|``(.+?)``")
-#: Errors the user can fix besides :mod:`slice_st.errors`: a file that is missing or of the wrong kind, permissions.
-_FILE_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+#: Errors the user can fix besides :mod:`slice_st.errors` and :class:`UsageError`: missing files, permissions.
+_KNOWN = (UsageError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 #: A write that failed for want of room or of a working disk.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with the command and the traceback below\n"
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors (``slice-st: error: …``, exit 2) and a did-you-mean, plain-text help, and a
-    list of its sub-command groups (``command_groups``)."""
+    """argparse with one-line errors (``slice-st: error: …``, exit 2) with a did-you-mean, and a list of its
+    sub-command groups (``command_groups``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.command_groups: list = []
 
     def add_subparsers(self, **kwargs):
-        group = super().add_subparsers(**kwargs)  # its parsers are of this class too
-        self.command_groups.append(group)
-        return group
+        self.command_groups.append(super().add_subparsers(**kwargs))  # its parsers are of this class too
+        return self.command_groups[-1]
 
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
@@ -59,9 +58,6 @@ class ArgumentParser(argparse.ArgumentParser):
             hint = suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")]) if choice else ""
         self.exit(2, f"slice-st: error: {message}{hint} (see {self.prog} --help)\n")
 
-    def format_help(self) -> str:
-        return _MARKUP.sub(lambda match: match.group(1) or match.group(2), super().format_help())
-
 
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(
@@ -70,20 +66,20 @@ def build_parser() -> ArgumentParser:
         usage="%(prog)s [-h] [--version] COMMAND ...",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(
         prog="slice-st", dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS
     )
-    for add in (mine.add_commands, index.add_commands, serve.add_commands, add_train_command, add_data_commands):
-        add(commands)
-    evaluation.add_commands(commands)
-    export.add_commands(commands)
+    for module in (mine, index, serve, evaluation, export):
+        module.add_commands(commands)
+    add_train_command(commands)
+    add_data_commands(commands)
     for command in _commands(parser):
         command.set_defaults(parser=command)  # where an unrecognized option is looked up
         for flag, text in (("--no-progress", "hide progress bars"), ("--quiet", "print only results and errors")):
             if flag not in command._option_string_actions:
                 command.add_argument(flag, action="store_true", help=text)
-    helps = {action.dest: action.help or "" for action in commands._choices_actions}
+    helps = {action.dest: action.help for action in commands._choices_actions}
     width = max(map(len, helps)) + 2
     lines = ["commands (slice-st COMMAND --help for each):"]
     for title, names in COMMAND_GROUPS.items():
@@ -99,22 +95,6 @@ def _commands(parser: ArgumentParser):
     for group in parser.command_groups:
         for child in dict.fromkeys(group.choices.values()):
             yield from _commands(child)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("slice-st")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def _is_known(error: BaseException) -> bool:
-    """An error the user can fix: one of :mod:`slice_st.errors`, a file error, or a usage error of this CLI."""
-    return isinstance(error, (UsageError, *_FILE_ERRORS)) or any(
-        cls.__module__ == "slice_st.errors" for cls in type(error).__mro__
-    )
 
 
 def _stdout_name() -> str:
@@ -140,23 +120,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest and not getattr(args, "takes_trainer_arguments", False):
         args.parser.error(f"unrecognized arguments: {' '.join(rest)}")
     args.trainer_arguments = rest
-    restore = apply_output_options(args)
-    try:
-        return args.handler(args)
-    except KeyboardInterrupt:
-        parser.exit(130, "slice-st: interrupted\n")
-    except BrokenPipeError:  # e.g. `slice-st mine … | head`: stop quietly
-        _silence_stdout()
-        return 0
-    except Exception as error:
-        if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+    with output_options(args):
+        try:
+            return args.handler(args)
+        except KeyboardInterrupt:
+            parser.exit(130, "slice-st: interrupted\n")
+        except BrokenPipeError:  # e.g. `slice-st mine … | head`: stop quietly
             _silence_stdout()
-            where = error.filename or _stdout_name()
-            parser.exit(2, f"slice-st: error: cannot write {terminal_safe(str(where))}: {error.strerror or error}.\n")
-        if not _is_known(error):
-            sys.stderr.write(_BUG)
-            raise
-        message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
-        parser.exit(2, f"slice-st: error: {message}\n")
-    finally:
-        restore()  # main() may be called in-process (tests, notebooks): leave the environment as it was
+            return 0
+        except Exception as error:
+            if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+                _silence_stdout()
+                where = terminal_safe(str(error.filename or _stdout_name()))
+                parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
+            known = isinstance(error, _KNOWN) or any(c.__module__ == "slice_st.errors" for c in type(error).__mro__)
+            if not known:
+                sys.stderr.write(_BUG)
+                raise
+            message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
+            parser.exit(2, f"slice-st: error: {message}\n")

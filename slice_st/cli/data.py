@@ -1,6 +1,7 @@
 """``slice-st make-passages``: unlabeled text cut into passages for span self-distillation.
 
-slice-st make-passages notes.txt calls.jsonl -o runs/passages --exclude runs/dev/dev.tsv
+Build a distillation passages folder for `slice-st train --distill-data DIR`. Dev sentences (--exclude) never reach
+a passage. With --cache-teacher the teacher's span vectors are computed once and saved.
 """
 
 from __future__ import annotations
@@ -12,23 +13,12 @@ from slice_st.cli.common import UsageError, check_output, positive_int, report
 
 
 def add_data_commands(commands) -> None:
-    """Register ``make-passages`` on the ``slice-st`` sub-parsers."""
-    parser = commands.add_parser(
-        "make-passages",
-        help="cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)",
-        description="Build a distillation passages folder for `slice-st train --distill-data DIR`. Dev sentences "
-        "(--exclude) never reach a passage. With --cache-teacher the teacher's span vectors are computed once and "
-        "saved.",
-    )
+    about = "cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)"
+    parser = commands.add_parser("make-passages", help=about, description=__doc__.split("\n\n")[1])
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help="text/TSV/JSONL files | saved datasets folders")
     parser.add_argument("-o", "--output", required=True, help="folder to save the dataset to (datasets.save_to_disk)")
-    parser.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="STS-B or STS-B-Context file whose sentences are kept out (repeatable)",
-    )
+    exclude = "STS-B or STS-B-Context file whose sentences are kept out (repeatable)"
+    parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help=exclude)
     parser.add_argument("--min-words", type=positive_int, default=20)
     parser.add_argument("--max-words", type=positive_int, default=80)
     parser.add_argument("--limit", type=positive_int, default=None, help="keep a seeded sample of N passages")
@@ -38,9 +28,8 @@ def add_data_commands(commands) -> None:
     parser.add_argument("--teacher", help="teacher model (default: the base model itself)")
     parser.add_argument("--spans", type=positive_int, default=8, help="spans per passage (default 8)")
     parser.add_argument("--max-span", type=positive_int, default=12, help="longest span in words (default 12)")
-    parser.add_argument(
-        "--max-seq-length", type=positive_int, default=None, help="the training run's max_seq_length (must match it)"
-    )
+    length = "the training run's max_seq_length (must match it)"
+    parser.add_argument("--max-seq-length", type=positive_int, default=None, help=length)
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.set_defaults(handler=_make_passages_command)
 
@@ -73,9 +62,8 @@ def _make_passages_command(args) -> int:
             passages, batch_size=args.batch_size, seed=args.seed, show_progress_bar=not args.no_progress
         )
         seconds = time.perf_counter() - started
-        report(
-            args, f"teacher vectors: {seconds:.1f} s ({len(passages) / max(seconds, 1e-9):.1f} passages/s)", sys.stderr
-        )
+        speed = len(passages) / max(seconds, 1e-9)
+        report(args, f"teacher vectors: {seconds:.1f} s ({speed:.1f} passages/s)", sys.stderr)
     passages.save_to_disk(args.output)
     report(args, f"saved {args.output}", sys.stderr)
     return 0

@@ -1,23 +1,20 @@
-"""``slice-st mteb run``: mteb.evaluate with the STSBContext task (and any other mteb task named).
-
-slice-st mteb run --stsb-context runs/dev/stsb-context-dev.tsv --model base
-"""
+"""``slice-st mteb run``: mteb.evaluate with the STSBContext task (and any other mteb task named)."""
 
 from __future__ import annotations
 
 import sys
 
-from slice_st.cli.common import UsageError, add_command, add_options, at_least, dumps_json, pick, report
+from slice_st.cli.common import UsageError, add_command, at_least, dumps_json, pick, report
 
 
 def add_commands(commands) -> None:
-    about = "Evaluate a model with mteb.evaluate; results in OUTPUT/results/<model>/<revision>/<task>.json."
     mteb = add_command(commands, "mteb", "run mteb tasks (STSBContext included) through mteb's evaluate()")
     actions = mteb.add_subparsers(dest="mteb_command", required=True, metavar="COMMAND")
-    run = add_command(actions, "run", "evaluate a model on mteb tasks (STSBContext and any other)", _run, about)
+    options = ("--model", "--batch-size", "--device", "--min-span", "--max-span")
+    about = "evaluate a model on mteb tasks (STSBContext and any other)"
+    run = add_command(actions, "run", about, _run, *options, model="default", min_span=1, max_span=20)
+    run.description = "Evaluate a model with mteb.evaluate; results in OUTPUT/results/<model>/<revision>/<task>.json."
     run.add_argument("-t", "--tasks", nargs="+", default=["STSBContext"], metavar="TASK", help="mteb task names")
-    add_options(run, "--model", "--batch-size", "--device", "--min-span", "--max-span", model="default")
-    run.set_defaults(min_span=1, max_span=20)
     run.add_argument("--model-name", help="name for mteb's results (default: the Hub id, or local/<folder>)")
     run.add_argument("--revision", help="revision for mteb's results (default: the Hub's, or the weights' fingerprint)")
     run.add_argument("--stsb-context", metavar="FILE", help="the STS-B-Context TSV (or set SLICE_ST_STSB_CONTEXT)")

@@ -1,13 +1,7 @@
-"""``slice-st export``: a model exported for ONNX Runtime or OpenVINO (offline), into a folder you choose.
-
-slice-st export -o runs/export/minilm                         # the default model → onnx/model.onnx
-slice-st export -o runs/export/minilm --quantize              # + onnx/model_qint8_<this CPU>.onnx
-slice-st export -o runs/export/minilm --backend openvino      # + openvino/openvino_model.xml
-"""
+"""``slice-st export``: a model exported for ONNX Runtime or OpenVINO (offline), into a folder you choose."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from slice_st.cli.common import add_command
@@ -27,13 +21,12 @@ def _export(args) -> int:
     import slice_st
 
     start = time.perf_counter()
-    path = slice_st.export_model(
-        args.model, args.output, backend=args.backend, quantize=args.quantize, overwrite=args.overwrite
-    )
-    quantized = (" --quantized", ", quantized=True") if args.quantize else ("", "")
-    sys.stdout.write(
-        f"{path} ({time.perf_counter() - start:.1f} s)\nuse it: slice-st mine --model {args.output} --backend "
-        f"{args.backend}{quantized[0]} ...   or slice_st.load_model({args.output!r}, backend={args.backend!r}"
-        f"{quantized[1]})\n"
+    options = {"backend": args.backend, "quantize": args.quantize, "overwrite": args.overwrite}
+    path = slice_st.export_model(args.model, args.output, **options)
+    flag, keyword = (" --quantized", ", quantized=True") if args.quantize else ("", "")
+    print(f"{path} ({time.perf_counter() - start:.1f} s)")
+    print(
+        f"use it: slice-st mine --model {args.output} --backend {args.backend}{flag} ...   "
+        f"or slice_st.load_model({args.output!r}, backend={args.backend!r}{keyword})"
     )
     return 0

@@ -1,11 +1,4 @@
-"""``slice-st index …``: build and maintain a corpus :class:`slice_st.SpanIndex`.
-
-slice-st index build calls/*.txt tickets.jsonl -o runs/corpus-index
-slice-st index add runs/corpus-index new_calls.txt
-slice-st index merge shard-*/ -o runs/corpus-index      # shards built in parallel processes
-slice-st index calibrate runs/corpus-index --sts DATA/stsbenchmark/sts-train.csv
-slice-st index build calls/ -o runs/calls --workers 2 --ray        # on Ray (here; --ray auto: a cluster), resumable
-"""
+"""``slice-st index …``: build and maintain a corpus :class:`slice_st.SpanIndex` (``index search``: see mine.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +10,6 @@ from slice_st.cli.common import (
     BACKEND,
     UsageError,
     add_command,
-    add_options,
     at_least,
     check_output,
     dumps_json,
@@ -32,31 +24,30 @@ from slice_st.cli.common import (
 from slice_st.cli.mine import add_search_command
 from slice_st.text import expand_paths
 
-_SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype", "batch_size")
+#: How ``index build`` and ``index add`` read and encode the corpus.
+_CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
+_BUILD = ("--model", "--min-span", "--max-span", "--unit", "--force", "--ray", "--workers", *BACKEND)
+_SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
 
 
 def add_commands(commands) -> None:
     index = add_command(commands, "index", "build and maintain a corpus SpanIndex")
     actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
-    build = _command(actions, "build", "encode a corpus into a new index directory", _build, directory=False)
-    _corpus_options(build)
+    about = "encode a corpus into a new index directory"
+    build = _command(actions, "build", about, _build, *_CORPUS, *_BUILD, directory=False)
     build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
-    add_options(build, "--model", "--min-span", "--max-span", "--unit", "--force", "--ray", "--workers")
     build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors' precision")
     build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
     build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
     build.add_argument("--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)")
-    add_options(build.add_argument_group("inference backend"), *BACKEND)
-    add = _command(actions, "add", "append documents to an index (saved atomically)", _add)
-    _corpus_options(add)
-    add.add_argument("--threads", type=positive_int, help="intra-op threads of the forward pass")
+    _command(actions, "add", "append documents to an index (saved atomically)", _add, *_CORPUS, "--threads")
     remove = _command(actions, "remove", "drop documents by id (saved atomically)", _remove)
     remove.add_argument("ids", nargs="+", metavar="ID")
-    merge = _command(actions, "merge", "merge index shards (built apart, e.g. in parallel) into one", _merge, False)
+    about = "merge index shards (built apart, e.g. in parallel) into one"
+    merge = _command(actions, "merge", about, _merge, "--force", directory=False)
     merge.add_argument("shards", nargs="+", metavar="SHARD")
     merge.add_argument("-o", "--output", required=True, metavar="DIR")
-    add_options(merge, "--force")
     info = _command(actions, "info", "print what an index holds (JSON)", _info)
     info.add_argument("--verify", action="store_true", help="also check every file's SHA-256 against the manifest")
     calibrate = _command(
@@ -72,23 +63,20 @@ def add_commands(commands) -> None:
         candidates.add_argument(f"--{name}", type=positive_int, default=default)
 
 
-def _command(actions, name: str, help: str, handler, directory: bool = True):
-    """A sub-command of ``index``; ``directory``: it takes the index folder ``DIR`` first."""
-    parser = add_command(actions, name, help, handler)
+def _command(actions, name: str, help: str, handler, *options: str, directory: bool = True):
+    """A sub-command of ``index``; ``directory``: it takes the index folder first; ``_CORPUS`` options: corpus files."""
+    parser = add_command(actions, name, help, handler, *options)
     if directory:
         parser.add_argument("directory", metavar="DIR")
+    if _CORPUS[0] in options:
+        parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text or JSONL files, folders or glob patterns")
+        parser.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text", help="summary format")
+        parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto")
+        parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
+        parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
+        parser.add_argument("--devices", nargs="+", metavar="DEV", help="one encoding process per device, e.g. cuda:0")
+        parser.add_argument("--processes", type=positive_int, metavar="N", help="encode in N CPU processes")
     return parser
-
-
-def _corpus_options(parser) -> None:
-    parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text or JSONL files, folders or glob patterns")
-    add_options(parser, "--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
-    parser.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text", help="summary format")
-    parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto")
-    parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
-    parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-    parser.add_argument("--devices", nargs="+", metavar="DEV", help="one encoding process per device, e.g. cuda:0")
-    parser.add_argument("--processes", type=positive_int, metavar="N", help="encode in N CPU processes")
 
 
 def _read_options(args) -> dict:
@@ -107,6 +95,12 @@ def _documents(args):
     return documents
 
 
+def _encoding(args) -> dict:
+    """How ``index build`` / ``index add`` encode: batches, processes, bad texts, progress bars."""
+    options = pick(args, "batch_size", "devices", "processes")
+    return options | {"on_error": "skip" if args.skip_bad else "raise", "show_progress_bar": not args.no_progress}
+
+
 def _summary(verb: str, documents, index, seconds: float, args) -> None:
     skipped = {doc_id for doc_id, _ in index.skipped}
     documents = [d for d in documents if d.id not in skipped]
@@ -115,8 +109,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
     if args.format != "text":
         summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3)}
         summary.update(documents_per_second=round(rate, 3), index_documents=len(index), index_units=index.num_units)
-        summary["skipped"] = sorted(skipped)
-        print(dumps_json(summary, indent=1 if args.format == "json" else None))
+        print(dumps_json(summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None))
         return
     report(
         args,
@@ -128,8 +121,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.ray_engine import check_address, require_ray
-    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
+    from slice_st.index.storage import MANIFEST, check_index_target
 
     ray = args.ray is not None
     ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
@@ -141,24 +133,14 @@ def _build(args) -> int:
         (ray and args.calibration, "--calibration is not stored by a --ray build: fit it with `index calibrate`."),
     )
     if ray:
-        address = check_address(args.ray)
-        require_ray()  # the missing extra is said before the model loads
+        return _build_on_ray(args)
     check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
-    previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
-    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        fix = "another folder, or --force to rebuild it" if ray else "`slice-st index add`, or --force to replace it"
-        raise UsageError(f"{args.output} already holds an index: use {fix}.")
-    if previous is not None and not args.force:
-        report(args, f"resuming the build in {args.output}", sys.stderr)
-    documents = None if ray else _documents(args)
+    if not args.force and os.path.exists(os.path.join(args.output, MANIFEST)):
+        raise UsageError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
+    documents = _documents(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
-    settings = {**pick(args, *_SPAN_SETTINGS), "on_error": "skip" if args.skip_bad else "raise"}
     start = time.perf_counter()
-    if ray:
-        return _build_on_ray(args, model, address, settings)
-    index = SpanIndex.build(
-        documents, model, **settings, show_progress_bar=not args.no_progress, **pick(args, "devices", "processes")
-    )
+    index = SpanIndex.build(documents, model, **pick(args, *_SPAN_SETTINGS), **_encoding(args))
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
     if args.calibration:
@@ -170,9 +152,22 @@ def _build(args) -> int:
     return 0
 
 
-def _build_on_ray(args, model, address, settings: dict) -> int:
+def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
+    import slice_st
     from slice_st.index import SpanIndex
+    from slice_st.index.ray_engine import check_address, require_ray
+    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
+
+    address = check_address(args.ray)
+    require_ray()  # the missing extra is said before the model loads
+    check_index_target(args.output)
+    previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
+    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
+        raise UsageError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
+    if previous is not None and not args.force:
+        report(args, f"resuming the build in {args.output}", sys.stderr)
+    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
 
     def progress(group: dict) -> None:
         if not args.no_progress:
@@ -180,20 +175,11 @@ def _build_on_ray(args, model, address, settings: dict) -> int:
             done = f"{group['built']} built, {group['reused']} already there"
             report(args, f"group {group['group']}: {len(group['shards'])} shards, {counts} ({done})", sys.stderr)
 
-    result = SpanIndex.from_files(
-        args.corpus,
-        model,
-        **_read_options(args),
-        **settings,
-        engine="ray",
-        output=args.output,
-        address=address,
-        concurrency=args.workers,
-        num_gpus=args.gpus_per_worker,
-        shard_bytes=None if args.shard_mb is None else args.shard_mb << 20,
-        force=args.force,
-        progress=progress,
-    )
+    options = {"engine": "ray", "output": args.output, "address": address, "force": args.force, "progress": progress}
+    shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
+    options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
+    settings = {**_read_options(args), **pick(args, *_SPAN_SETTINGS), **_encoding(args)}
+    result = SpanIndex.from_files(args.corpus, model, **settings, **options)
     report_skipped(result.skipped, "documents")
     seconds = result.seconds
     report(
@@ -226,9 +212,7 @@ def _add(args) -> int:
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
         start = time.perf_counter()
-        on_error = "skip" if args.skip_bad else "raise"
-        options = pick(args, "batch_size", "devices", "processes")
-        index.add(documents, **options, show_progress_bar=not args.no_progress, on_error=on_error)
+        index.add(documents, **_encoding(args))
         report_skipped(index.skipped, "documents")
         seconds = time.perf_counter() - start
     _summary("added", documents, index, seconds, args)
@@ -246,8 +230,9 @@ def _merge(args) -> int:
     from slice_st.index import SpanIndex
 
     merged = SpanIndex.merge_saved(args.shards, args.output, force=args.force, on_wait=_waiting(args.output))
-    shards, size = len(args.shards), f"{len(merged)} documents, {merged.num_units} units"
-    report(args, f"merged {shards} shards: {size} in {args.output}")
+    report(
+        args, f"merged {len(args.shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}"
+    )
     return 0
 
 

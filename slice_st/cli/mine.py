@@ -1,67 +1,81 @@
-"""``slice-st mine`` and ``slice-st index search``: the best-matching spans of texts (FILEs) or of a saved index.
-
-slice-st mine --query "a man plays the guitar" notes.txt calls/*.txt
-slice-st mine --queries phrases.txt --split paragraph --threshold 0.6 --format jsonl docs.txt
-slice-st mine --index runs/corpus-index --query "my bag was lost" --spans 5
-"""
+"""``slice-st mine`` and ``slice-st index search``: the best-matching spans of texts (FILEs) or of a saved index, as
+text columns, json, jsonl, csv or one HTML page."""
 
 from __future__ import annotations
 
+import csv
+import html
+import itertools
 import os
 import sys
 
 from slice_st.cli.common import (
+    BACKEND,
+    DEFAULT_TEXTS,
     UsageError,
     add_command,
-    add_options,
-    add_query_options,
+    dumps_json,
     model_options,
     paragraph_note,
     pick,
-    read_queries,
     refuse,
     report_skipped,
-    result_counts,
     terminal_safe,
-    write_rows,
 )
-from slice_st.text import expand_paths, read_texts
+from slice_st.text import csv_safe, expand_paths, read_file, read_texts, split_lines
 
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
 FIELDS = "query rank score cosine scorer calibrated doc_id start end span text file line file_start file_end".split()
+#: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
+QUERY = (
+    *("--query", "--queries", "--texts", "--per-text", "--spans", "--threshold", "--scorer", "--overlap", "--format"),
+    *("--color", "--approximate", "--model", "--min-span", "--max-span", "--unit", "--batch-size", "--device"),
+    *("--ray", "--workers", *BACKEND),
+)
 
 
 def add_commands(commands) -> None:
-    mine = add_command(commands, "mine", "find the best-matching span of each text for each query", _mine)
+    about = "find the best-matching span of each text for each query"
+    mine = add_command(commands, "mine", about, _mine, "--split", "--follow-links", "--skip-bad", *QUERY)
     mine.add_argument("files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)")
     mine.add_argument("--index", metavar="DIR", action="append", help="search a saved index (or shards) instead")
-    add_options(mine, "--split", "--follow-links", "--skip-bad")
-    add_query_options(mine)
 
 
 def add_search_command(actions) -> None:
-    search = add_command(actions, "search", "search a saved index (as mine --index)", _mine, files=[], skip_bad=False)
+    about = "search a saved index (as mine --index)"
+    search = add_command(actions, "search", about, _mine, *QUERY, files=[], skip_bad=False)
     search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
-    add_query_options(search)
 
 
 def _mine(args) -> int:
+    files, ray = not args.index, args.ray is not None or args.workers is not None
     refuse(
         (args.index and args.files, "give either FILEs or --index DIR, not both."),
         (args.index and args.skip_bad, "--skip-bad is for FILEs; an index holds only documents it could window."),
-        (not args.index and not args.files, "no input: give FILEs to search, or --index DIR."),
+        (files and not args.files, "no input: give FILEs to search, or --index DIR."),
+        (files and ray, "--ray and --workers search a saved index: give --index DIR."),
+        (files and args.approximate, "--approximate needs --index DIR (a saved index with a candidate stage)."),
+        (files and args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
     )
-    if not args.index:
-        ray = args.ray is not None or args.workers is not None
-        refuse(
-            (ray, "--ray and --workers search a saved index: give --index DIR."),
-            (args.approximate, "--approximate needs --index DIR (a saved index with a candidate stage)."),
-            (args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
-        )
     queries = read_queries(args)
     rows = _search_index(args, queries) if args.index else _search_files(args, queries)
     write_rows(rows, FIELDS, args, sys.stdout)
     return 0
+
+
+def read_queries(args) -> list[str]:
+    queries = list(args.query or [])
+    for path in args.queries or []:
+        queries += [line.strip() for line in split_lines(read_file(path)) if line.strip()]
+    if not queries:
+        raise UsageError("no query given: use --query TEXT (repeatable) or --queries FILE.")
+    return queries
+
+
+def _counts(args) -> tuple[int | None, int | None, int | None]:
+    """``(texts, per_text, spans)`` of the result-count options; ``None``: no limit."""
+    texts = args.texts if args.texts is not None else (None if args.spans is not None else DEFAULT_TEXTS)
+    return (texts or None), (args.per_text or None), args.spans
 
 
 def _search_files(args, queries: list[str]) -> list[dict]:
@@ -70,17 +84,12 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
     records = read_texts(paths, args.split, report=paragraph_note(args))
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
-    texts, per_text, spans = result_counts(args)
+    texts, per_text, spans = _counts(args)
+    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap")
+    on_error = "skip" if args.skip_bad else "raise"
+    options.update(show_progress_bar=not args.no_progress, top_k=per_text, on_error=on_error)
     try:
-        result = slice_st.best_spans(
-            model,
-            queries,
-            [record.text for record in records],
-            **pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap"),
-            show_progress_bar=not args.no_progress,
-            top_k=per_text,
-            on_error="skip" if args.skip_bad else "raise",
-        )
+        result = slice_st.best_spans(model, queries, [record.text for record in records], **options)
     except slice_st.SpanInputError as error:  # a text that cannot be windowed: named by its file and line
         if getattr(error, "text_index", None) is None:
             raise
@@ -119,15 +128,9 @@ def _search_index(args, queries: list[str]) -> list[dict]:
                 f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when the "
                 f"index is built: `slice-st index build --unit {args.unit}`)."
             )
-        texts, per_text, spans = result_counts(args)
-        found = search_documents(
-            index,
-            queries,
-            documents=texts,
-            per_document=per_text,
-            top_k=spans,
-            **pick(args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap"),
-        )
+        texts, per_text, spans = _counts(args)
+        options = pick(args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap")
+        found = search_documents(index, queries, documents=texts, per_document=per_text, top_k=spans, **options)
         scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
         rows = []
         for query, matches in zip(queries, found):
@@ -158,3 +161,80 @@ def _distinct_files(files: list[str]) -> list[str]:
             )
         seen.setdefault(real, name)
     return list(seen.values())
+
+
+def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
+    """Match rows as json/jsonl/csv (``fields``), one HTML page, or aligned text columns (the span highlighted)."""
+    records = [{key: row[key] for key in fields} for row in rows]
+    none = "no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "")
+    if args.format == "json":
+        out.write(dumps_json(records, indent=1) + "\n")
+    elif args.format == "jsonl":
+        for record in records:
+            out.write(dumps_json(record) + "\n")
+    elif args.format == "csv":
+        writer = csv.DictWriter(out, fieldnames=fields)
+        writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '
+        writer.writerows({key: csv_safe(value) for key, value in record.items()} for record in records)
+    elif args.format == "html":
+        out.write(_html_page(rows, none))
+    else:
+        _write_table(rows, args.color, out, none)
+    return len(rows)
+
+
+def _write_table(rows: list[dict], color: str, out, none: str) -> None:
+    color = color == "always" or (color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
+    calibrated = any(row.get("calibrated") is not None for row in rows)  # an index with a calibration: 0-5 column
+    wide = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # the columns stay aligned
+    narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
+    for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
+        sts = f"  {'0-5':>4}" if calibrated else ""
+        header = f"{'rank':>4}  {'score':>6}{sts}  {'where':<{wide}} {'chars':<{narrow}}"
+        out.write(f"\n== {terminal_safe(query)}\n{header} match in context\n")
+        for row in group:
+            sts = ""
+            if calibrated:
+                sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+            where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
+            snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
+            out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {where:<{wide}} {chars:<{narrow}} {snippet}\n")
+    if not rows:
+        out.write(none + "\n")
+
+
+def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
+    """The text around ``text[start:end]`` on one line, the span highlighted."""
+    flat = text.replace("\n", " ").replace("\t", " ")
+    room = max(width - (end - start), 10) // 2
+    left_start, right_end = max(0, start - room), min(len(flat), end + room)
+    left = ("…" if left_start > 0 else "") + flat[left_start:start]
+    right = flat[end:right_end] + ("…" if right_end < len(flat) else "")
+    on, off = ("\x1b[1;33m", "\x1b[0m") if color else ("«", "»")
+    return f"{terminal_safe(left)}{on}{terminal_safe(flat[start:end])}{off}{terminal_safe(right)}"
+
+
+_HTML_HEAD = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>slice-st matches</title><style>'
+    "body{font:15px/1.5 system-ui,sans-serif;margin:24px;color:#1d2330}h2{font-size:16px;margin-top:28px}"
+    "table{border-collapse:collapse;width:100%}td,th{padding:3px 8px;border-bottom:1px solid #e3e6ea;text-align:left;"
+    "vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    "mark{background:#ffe27a}.where{color:#52607a;white-space:nowrap}</style></head><body>"
+)
+_HTML_TABLE = "<table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>"
+
+
+def _html_page(rows: list[dict], none: str) -> str:
+    """One self-contained page (inline style, no script, nothing fetched): a table per query, every text escaped."""
+    parts = [_HTML_HEAD]
+    for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
+        parts.append(f"<h2>{html.escape(query)}</h2>{_HTML_TABLE}")
+        for row in group:
+            text, start, end = row["text"], row["start"], row["end"]
+            context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
+            parts.append(
+                f'<tr><td class="n">{row["rank"]}</td><td class="n">{row["score"]:.3f}</td>'
+                f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
+            )
+        parts.append("</table>")
+    return "".join(parts) + ("" if rows else f"<p>{html.escape(none)}</p>") + "</body></html>\n"

@@ -1,26 +1,11 @@
-"""``slice-st serve``: a corpus index behind a JSON API and a search page (needs ``slice-st[serve]``).
-
-slice-st serve runs/corpus-index                         # a saved index (re-opened when `index add` saves it)
-slice-st serve calls.txt tickets.jsonl --model base      # an index built in memory first
-SLICE_ST_TOKEN=s3cret slice-st serve runs/corpus-index --host 0.0.0.0 --port 8080 --allow-host search.example
-"""
+"""``slice-st serve``: a corpus index behind a JSON API and a search page (needs ``slice-st[serve]``)."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from slice_st.cli.common import (
-    BACKEND,
-    UsageError,
-    add_command,
-    add_options,
-    at_least,
-    model_options,
-    paragraph_note,
-    pick,
-    report,
-)
+from slice_st.cli.common import BACKEND, UsageError, add_command, at_least, model_options, paragraph_note, pick, report
 from slice_st.text import expand_paths
 
 #: The environment variable ``--token`` is read from when not given (a command line is visible to other users).
@@ -29,9 +14,10 @@ TOKEN_VARIABLE = "SLICE_ST_TOKEN"
 
 def add_commands(commands) -> None:
     about = "Serve an index over HTTP: the search page at /, the JSON API under /api (schema at /openapi.json)."
-    serve = add_command(commands, "serve", "search a corpus in the browser (slice-st[serve])", _serve, about)
+    options = ("--model", "--split", "--max-span", "--follow-links", "--device", *BACKEND)
+    serve = add_command(commands, "serve", "search a corpus in the browser (slice-st[serve])", _serve, *options)
+    serve.description = about
     serve.add_argument("source", nargs="+", metavar="INDEX_DIR|CORPUS", help="an index folder, or text/JSONL files")
-    add_options(serve, "--model", "--split", "--max-span", "--follow-links", "--device")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine)")
     serve.add_argument("--port", type=at_least(1, 65535), default=8000, help="TCP port (default 8000)")
     serve.add_argument("--allow-host", action="append", default=[], metavar="NAME", help="also answer Host: NAME")
@@ -43,11 +29,10 @@ def add_commands(commands) -> None:
     serve.add_argument(
         "--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="stop a search after S"
     )
-    add_options(serve.add_argument_group("inference backend"), *BACKEND)
 
 
 def _serve(args) -> int:
-    from slice_st.serve import IndexSource, ServeLimits, listening_socket, run_server
+    from slice_st.serve import ServeLimits, listening_socket, run_server
     from slice_st.serve.guards import is_loopback
     from slice_st.text import require
 
@@ -63,40 +48,31 @@ def _serve(args) -> int:
         if not is_loopback(args.host) and token is None:
             warning = f"serving on {args.host} with no token: anyone who can reach it can read the corpus"
             report(args, f"warning: {warning} (set {TOKEN_VARIABLE} or --token)", sys.stderr)
-        source = _source(args, IndexSource)
+        source = _source(args)
         report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
         limits = ServeLimits(**pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost"))
-        run_server(
-            source,
-            host=args.host,
-            port=args.port,
-            limits=limits,
-            log_level="warning" if args.quiet else "info",
-            allowed_hosts=args.allow_host,
-            token=token,
-            sock=sock,
-        )
+        log_level = "warning" if args.quiet else "info"
+        options = {"limits": limits, "log_level": log_level, "allowed_hosts": args.allow_host, "token": token}
+        run_server(source, host=args.host, port=args.port, sock=sock, **options)
     return 0
 
 
-def _source(args, IndexSource):
+def _source(args):
     """The index to serve: a saved index directory, or CORPUS files indexed in memory."""
-    from slice_st.index.storage import MANIFEST
+    from slice_st.index.storage import MANIFEST, SHARD_LIST
     from slice_st.loading import load_model
+    from slice_st.serve import IndexSource
 
     options, first = model_options(args), args.source[0]
     if len(args.source) == 1 and os.path.exists(os.path.join(first, MANIFEST)):
         if args.max_span is not None:
             raise UsageError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
         given = args.model is not None or options or args.device
-        return IndexSource.from_directory(
-            first, load_model(args.model, device=args.device, **options) if given else None
-        )
-    for path in args.source:
-        if os.path.isdir(path) and (
-            os.path.exists(os.path.join(path, "shards.json"))
-            or any(os.path.exists(os.path.join(entry.path, MANIFEST)) for entry in os.scandir(path) if entry.is_dir())
-        ):
+        model = load_model(args.model, device=args.device, **options) if given else None
+        return IndexSource.from_directory(first, model)
+    for path in filter(os.path.isdir, args.source):
+        inside = [os.path.join(entry.path, MANIFEST) for entry in os.scandir(path) if entry.is_dir()]
+        if any(map(os.path.exists, [os.path.join(path, SHARD_LIST), *inside])):
             raise UsageError(
                 f"{path} holds index shards: serve takes one index directory (merge them first: slice-st index merge)."
             )
@@ -106,6 +82,5 @@ def _source(args, IndexSource):
     paths = expand_paths(args.source, follow_links=args.follow_links)
     documents = read_corpus(paths, split=args.split, report=paragraph_note(args))
     model = load_model(args.model, device=args.device, **options)
-    return IndexSource(
-        SpanIndex.build(documents, model, max_span=args.max_span, show_progress_bar=not args.no_progress)
-    )
+    index = SpanIndex.build(documents, model, max_span=args.max_span, show_progress_bar=not args.no_progress)
+    return IndexSource(index)

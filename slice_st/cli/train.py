@@ -4,8 +4,6 @@ Its options are sentence-transformers' training arguments (--max-steps, --per-de
 --learning-rate, --push-to-hub --hub-model-id ORG/NAME, ...) and slice_st.training.SliceArguments (--train-data,
 --distill-data, --dev, --lora-r, ...), parsed by HfArgumentParser. --preset NAME or --config FILE (a JSON object of
 settings) gives the defaults; options given with them override them.
-
-    slice-st train --preset gpu-minilm-slice -o runs/mine --distill-data my_corpus.jsonl --dev runs/dev/dev.tsv
 """
 
 from __future__ import annotations
@@ -15,12 +13,14 @@ import json
 from slice_st.cli.common import UsageError, suggestion
 from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 
+_DESCRIPTION = __doc__.split("\n\n")[1]
+
 
 def add_train_command(commands) -> None:
     parser = commands.add_parser(
         "train",
         help="train a SLICE model (SpanMaxCrossEntropyLoss and/or SpanDistillationLoss)",
-        description=__doc__.split("\n\n")[1],
+        description=_DESCRIPTION,
         add_help=False,  # --help lists the trainer's arguments too: the handler's parser answers it
     )
     _own_arguments(parser, "--output-dir", "--output_dir")
@@ -37,9 +37,7 @@ def _own_arguments(parser, *flags: str) -> None:
 def _train(args) -> int:
     from slice_st.training import trainer
 
-    training, settings = parse_train_arguments(args)
-    trainer.check_train_output(training.output_dir, resume=settings.resume, overwrite=settings.overwrite)
-    trainer.train(training, settings)
+    trainer.train(*parse_train_arguments(args))  # checks the output folder before any work
     return 0
 
 
@@ -81,12 +79,8 @@ def _trainer_parser():
             option = option.split("=")[0]
             raise UsageError(message + suggestion(option, self._option_string_actions))
 
-    parser = Parser(
-        (SliceArguments, SentenceTransformerTrainingArguments),
-        prog="slice-st train",
-        usage="%(prog)s -o DIR [--preset NAME | --config FILE] [OPTION ...]",
-        description=__doc__.split("\n\n")[1],
-    )
+    usage = "slice-st train -o DIR [--preset NAME | --config FILE] [OPTION ...]"
+    parser = Parser((SliceArguments, SentenceTransformerTrainingArguments), usage=usage, description=_DESCRIPTION)
     own = parser.add_argument_group("slice-st train")
     _own_arguments(own)
     for flag in ("--quiet", "--no-progress"):
@@ -95,12 +89,10 @@ def _trainer_parser():
 
 
 def _read_config(path: str | None) -> dict:
-    if path is None:
-        return {}
     from slice_st.text import read_file
 
     try:
-        values = json.loads(read_file(path))
+        values = json.loads(read_file(path)) if path is not None else {}
     except json.JSONDecodeError as error:
         raise UsageError(f"--config {path}: not JSON ({error}).") from None
     if not isinstance(values, dict):

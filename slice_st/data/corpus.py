@@ -27,19 +27,8 @@ class Document:
     file_offset: int = 0
 
 
-def read_text_file(path: str, split: str = "line", report: Callable[[str, str], None] | None = None) -> list[Document]:
-    """Documents of a UTF-8 text file, one per line (or paragraph), blank ones skipped; id ``path:line`` (the path
-    normalised). ``report(path, mode)`` hears which mode ``split="auto"`` chose."""
-    name = os.path.normpath(path) if path != "-" else path
-    return [
-        Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
-        for record in read_texts([path], split, fmt="text", report=report)
-    ]
-
-
-def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text") -> list[Document]:
-    """Documents of a JSONL file: each line an object with ``id_field`` (a non-empty string; ``None``: line numbers)
-    and ``text_field``.
+def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> list[Document]:
+    """Documents of a JSONL file: each line an object with ``id_field`` (a non-empty string) and ``text_field``.
 
     >>> import tempfile, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
@@ -47,20 +36,10 @@ def read_jsonl(path: str, id_field: str | None = "id", text_field: str = "text")
     >>> [(d.id, d.text, d.line) for d in read_jsonl(str(path))]
     [('a', 'first', 1), ('7', 'second', 2)]
     """
-    documents = []
-    for number, offset, record in jsonl_records(path):
-        if id_field is None:
-            record = record | {"__line__": number}
-        where = f"{path}, line {number}"
-        documents.append(
-            Document(
-                *_id_and_text(record, id_field or "__line__", text_field, where, string_ids=id_field is not None),
-                path,
-                number,
-                offset,
-            )
-        )
-    return documents
+    return [
+        Document(*_id_and_text(record, id_field, text_field, f"{path}, line {number}", True), path, number, offset)
+        for number, offset, record in jsonl_records(path)
+    ]
 
 
 def _id_and_text(
@@ -101,13 +80,10 @@ def documents_from_dataset(dataset: Any, text_field: str = "text", id_field: str
             if wanted is not None and wanted not in columns:
                 raise CorpusError(f"{name}: no column {wanted!r} (columns: {columns}).")
     documents = []
-    for row_number, row in enumerate(dataset):
-        where = f"{name}, row {row_number}"
-        if id_field is None:
-            row = dict(row) | {"__row__": row_number}
-            documents.append(Document(*_id_and_text(row, "__row__", text_field, where), name, row_number, 0))
-        else:
-            documents.append(Document(*_id_and_text(row, id_field, text_field, where), name, row_number, 0))
+    for number, row in enumerate(dataset):
+        row = row if id_field is not None else dict(row) | {"__row__": number}
+        fields = _id_and_text(row, id_field or "__row__", text_field, f"{name}, row {number}")
+        documents.append(Document(*fields, name, number, 0))
     return documents
 
 
@@ -120,7 +96,8 @@ def read_corpus(
     text_field: str = "text",
     report: Callable[[str, str], None] | None = None,
 ) -> list[Document]:
-    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix); ids checked unique."""
+    """Documents of several files; ``fmt`` ``"text"``/``"jsonl"`` or ``None`` (by suffix); ids checked unique.
+    ``report(path, mode)`` hears which mode ``split="auto"`` chose for a text file."""
     if isinstance(paths, str):
         paths = [paths]
     if fmt not in (None, "text", "jsonl"):
@@ -128,10 +105,14 @@ def read_corpus(
     check_distinct_files(paths)
     documents: list[Document] = []
     for path in paths:
-        kind = fmt or ("jsonl" if is_jsonl(path) else "text")
-        documents.extend(
-            read_jsonl(path, id_field, text_field) if kind == "jsonl" else read_text_file(path, split, report)
-        )
+        if (fmt or ("jsonl" if is_jsonl(path) else "text")) == "jsonl":
+            documents += read_jsonl(path, id_field, text_field)
+            continue
+        name = os.path.normpath(path) if path != "-" else path  # a text file: id path:line, blank lines skipped
+        for record in read_texts([path], split, fmt="text", report=report):
+            documents.append(
+                Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
+            )
     check_unique_ids(documents)
     return documents
 

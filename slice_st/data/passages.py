@@ -1,9 +1,4 @@
-"""Unlabeled passages for span self-distillation: read texts, cut them into passages, keep dev text out.
-
-:func:`read_texts` reads plain text (a text per line), TSV, JSONL/JSON and ``datasets``; :func:`cut_passages` packs
-consecutive sentences into passages of a word range (single-sentence texts are glued in seeded order), after
-removing every sentence of the evaluation data.
-"""
+"""Unlabeled passages for span self-distillation: read texts, cut them into passages, keep dev text out."""
 
 from __future__ import annotations
 
@@ -14,15 +9,10 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from slice_st.data.corpus import read_jsonl, read_text_file
+from slice_st import text as text_files
 from slice_st.data.stsb import read_stsb, read_stsb_context
 from slice_st.errors import DataFormatError
-from slice_st.text import detokenize as detokenize_text
 from slice_st.text import one_line, require, split_sentences
-
-
-def _norm(sentence: str) -> str:
-    return " ".join(sentence.lower().split())
 
 
 def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
@@ -44,12 +34,11 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
             raise FileNotFoundError(f"No such file or folder: {path}")
         elif path.endswith(".json"):
             texts = _read_json_list_texts(path, field)
-        elif path.endswith(".jsonl"):
-            texts = [document.text for document in read_jsonl(path, id_field=None, text_field=field)]
         elif path.endswith(".tsv"):
             texts = _read_tsv_texts(path, column)
         else:
-            texts = [document.text for document in read_text_file(path)]
+            fmt = "jsonl" if path.endswith(".jsonl") else "text"
+            texts = [record.text for record in text_files.read_texts([path], fmt=fmt, text_field=field)]
     elif hasattr(source, "column_names"):
         texts = _dataset_column(source, field, "dataset")
     else:
@@ -58,7 +47,7 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
             if not isinstance(text, str):
                 raise TypeError(f"text {position} is {type(text).__name__}, not a string.")
     texts = [one_line(text) for text in texts if text and text.strip()]
-    return [detokenize_text(text) for text in texts] if detokenize else texts
+    return [text_files.detokenize(text) for text in texts] if detokenize else texts
 
 
 def _dataset_column(dataset, field: str, name: str) -> list[str]:
@@ -72,7 +61,6 @@ def _dataset_column(dataset, field: str, name: str) -> list[str]:
 
 
 def _read_json_list_texts(path: str, field: str) -> list[str]:
-    """``field`` of each object of a JSON list (JSONL goes through :func:`slice_st.data.corpus.read_jsonl`)."""
     with open(path, encoding="utf-8") as handle:
         try:
             rows = json.load(handle)
@@ -110,11 +98,10 @@ def cut_passages(
 ):
     """Pack sentences into passages of ``min_words..max_words`` words → ``Dataset`` with a ``text`` column.
 
-    A text of at least ``min_words`` words is cut into passages of consecutive sentences, each passage
-    aiming at a seeded random length in the range (a sentence longer than ``max_words`` is cut into
-    word chunks). Shorter texts are shuffled (seeded) and glued together the same way. Sentences in
-    ``exclude_sentences`` (compared case- and space-insensitively) are removed first. Duplicates are
-    dropped; ``limit`` keeps a seeded sample.
+    A text of at least ``min_words`` words is cut into passages of consecutive sentences, each of a seeded random
+    length in the range (longer sentences are cut into word chunks); shorter texts are shuffled (seeded) and glued
+    the same way. Sentences in ``exclude_sentences`` (up to case and spaces) are removed first, duplicates dropped;
+    ``limit`` keeps a seeded sample.
 
     >>> ds = cut_passages(["One two three. Four five six.", "Seven eight. Nine ten.", "Eleven twelve."], min_words=4,
     ...     max_words=6)
@@ -126,25 +113,20 @@ def cut_passages(
     if min_words < 1 or max_words < min_words:
         raise DataFormatError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
     rng = random.Random(seed)
-    excluded = {_norm(sentence) for sentence in exclude_sentences}
-    passages: list[str] = []
-    short: list[str] = []
-    removed = 0
+    excluded = {" ".join(sentence.lower().split()) for sentence in exclude_sentences}
+    passages, short, leftovers, removed = [], [], [], 0
     for text in texts:
         sentences = split_sentences(text)
-        kept = [sentence for sentence in sentences if _norm(sentence) not in excluded]
+        kept = [sentence for sentence in sentences if " ".join(sentence.lower().split()) not in excluded]
         removed += len(sentences) - len(kept)
         if sum(len(sentence.split()) for sentence in kept) >= min_words:
             passages += _pack(kept, min_words, max_words, rng, short)
         else:
             short += kept
     rng.shuffle(short)
-    leftovers: list[str] = []
     passages += _pack(short, min_words, max_words, rng, leftovers)
-    if leftovers:  # the last glued piece: keep it if it is long enough on its own
-        tail = " ".join(leftovers)
-        if len(tail.split()) >= min_words:
-            passages.append(tail)
+    if len(" ".join(leftovers).split()) >= min_words:  # the last glued piece, if long enough on its own
+        passages.append(" ".join(leftovers))
     unique = list(dict.fromkeys(passages))
     if limit is not None:
         unique = rng.sample(unique, min(limit, len(unique)))
@@ -166,9 +148,7 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
             if len(words) > max_words
             else [sentence]
         )
-    passages: list[str] = []
-    current: list[str] = []
-    count, target = 0, rng.randint(min_words, max_words)
+    passages, current, count, target = [], [], 0, rng.randint(min_words, max_words)
     for piece in pieces:
         size = len(piece.split())
         if current and count + size > max_words:  # the next piece would overflow: close (or spill) this passage
@@ -227,19 +207,15 @@ def load_passages(
     parts = []
     for source in sources:
         if os.path.isdir(source):
-            dataset = datasets.load_from_disk(source)
-            if "text" not in dataset.column_names:
-                raise DataFormatError(
-                    f"{source}: a distillation dataset needs a 'text' column; columns: {dataset.column_names}."
-                )
-            parts.append(dataset)
+            parts.append(datasets.load_from_disk(source))
+            if "text" not in parts[-1].column_names:
+                columns = parts[-1].column_names
+                raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {columns}.")
     files = [source for source in sources if not os.path.isdir(source)]
     if files:
         texts = [text for path in files for text in read_texts(path)]
-        excluded = evaluation_sentences(exclude_paths)
-        parts.append(
-            cut_passages(texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed)
-        )
+        words = {"min_words": min_words, "max_words": max_words}
+        parts.append(cut_passages(texts, **words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed))
     if not parts:
         raise DataFormatError("no distillation text: give --distill-data a saved dataset folder or text/JSONL files.")
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]

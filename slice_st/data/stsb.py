@@ -1,13 +1,13 @@
 """Evaluation data: the STS-B-Context TSV (Orbach et al., 2024) and the STS benchmark TSV, read into ``datasets``.
 
-Bad rows raise :class:`DataFormatError` (a ``ValueError``) naming the file and the line; nothing is dropped
-silently. A proxy STS-B-Context built from STS-B (``make_context``) is in ``research/context.py``.
+Bad rows raise :class:`DataFormatError` (a ``ValueError``) naming the file and the line; nothing is dropped silently.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import re
@@ -19,47 +19,47 @@ from slice_st.text import require
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
+#: The columns of :func:`read_stsb_context`'s dataset and their types.
+_CONTEXT_FEATURES = {"index": "int64", "line": "string", "paraphrase": "string", "passage": "string"}
+_CONTEXT_FEATURES |= {"goldsim": "float64", "paraphrase_in_passage": "bool", "file_line": "int64"}
+#: A note beside an STS-B-Context TSV saying where its passages come from (``python -m research.context`` writes one).
+SOURCE_SUFFIX = ".source.json"
+#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
+#: proxy (STS-B sentences glued around the pair's sentence, ``research/context.py``), or unknown.
+CONTEXT_SOURCES = ("released", "make-context", "unknown")
 
 
-# ------------------------------------------------------------------------------------------ reading
-def _read_bytes(path_or_url: str | os.PathLike) -> tuple[bytes, str]:
-    """The raw bytes of a local file or a URL (downloaded and cached by ``datasets``), and a display name."""
+def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tuple[str, str]:
+    """The text of a local file or a URL (downloaded and cached by ``datasets``), decoded by the first of
+    ``encodings`` that can, and a display name."""
     name = os.fspath(path_or_url)
+    path = name
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
         require("datasets", "eval", "reading a URL")
         from datasets.utils.file_utils import cached_path
 
         try:
-            local = cached_path(name)
+            path = cached_path(name)
         except Exception as error:  # network errors come in many types
             raise FileNotFoundError(f"could not download {name}: {error}") from None
-        with open(local, "rb") as handle:
-            return handle.read(), name
-    if not os.path.exists(name):
+    elif not os.path.exists(name):
         raise FileNotFoundError(f"data file not found: {name}")
-    if os.path.isdir(name):
+    elif os.path.isdir(name):
         raise IsADirectoryError(f"expected a data file, got a directory: {name}")
     try:
-        with open(name, "rb") as handle:
-            return handle.read(), name
+        with open(path, "rb") as handle:
+            raw = handle.read()
     except OSError as error:
         raise DataFormatError(f"{name}: cannot be read ({error.strerror}).") from None
-
-
-def _decode(raw: bytes, name: str, encoding: str) -> str:
-    """Decode ``raw``; ``encoding="auto"`` tries UTF-8 first, then cp1252 (the public file's encoding)."""
-    candidates = ["utf-8-sig", "cp1252"] if encoding == "auto" else [encoding]
-    error: UnicodeDecodeError | None = None
-    for candidate in candidates:
+    for encoding in encodings:
         try:
-            return raw.decode(candidate)
+            return raw.decode(encoding), name
         except UnicodeDecodeError as exc:
             error = exc
-    assert error is not None
     line = raw[: error.start].count(b"\n") + 1
     raise DataFormatError(
         f"{name}, line {line}: byte {raw[error.start]:#04x} at offset {error.start} cannot be decoded as "
-        f"{' or '.join(candidates)}; pass the file's encoding."
+        f"{' or '.join(encodings)}; pass the file's encoding."
     )
 
 
@@ -109,8 +109,8 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
 
     if missing_paraphrase not in ("warn", "error", "drop"):
         raise DataFormatError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
-    raw, name = _read_bytes(path_or_url)
-    rows = _tsv_rows(_decode(raw, name, encoding), name)
+    text, name = _read_text(path_or_url, ("utf-8-sig", "cp1252") if encoding == "auto" else (encoding,))
+    rows = _tsv_rows(text, name)
     header = next(rows, None)
     if header is None:
         raise DataFormatError(f"{name}: the file is empty (no header row).")
@@ -132,26 +132,14 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
     if not columns["line"] and not missing:
         raise DataFormatError(f"{name}: no data rows after the header.")
     if missing:
-        action = "dropped" if missing_paraphrase == "drop" else "kept"
         shown = ", ".join(map(str, missing[:20])) + (" ..." if len(missing) > 20 else "")
         warnings.warn(
             f"{name}: {len(missing)} row(s) whose passage does not contain the paraphrase, even up to case and "
-            f"punctuation ({action}); lines {shown}.",
+            f"punctuation ({'dropped' if missing_paraphrase == 'drop' else 'kept'}); lines {shown}.",
             stacklevel=2,
         )
     features = {key: datasets.Value(kind) for key, kind in _CONTEXT_FEATURES.items()}
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
-
-
-_CONTEXT_FEATURES = {
-    "index": "int64",
-    "line": "string",
-    "paraphrase": "string",
-    "passage": "string",
-    "goldsim": "float64",
-    "paraphrase_in_passage": "bool",
-    "file_line": "int64",
-}
 
 
 def _tsv_rows(text: str, name: str):
@@ -176,12 +164,9 @@ def _tsv_rows(text: str, name: str):
 
 def _context_header(line: int, row: list[str], name: str) -> bool:
     """Whether the header starts with the index column (checked: the public columns, in order)."""
-    header = [cell.strip().lstrip("\ufeff") for cell in row]
-    expected = list(STSB_CONTEXT_COLUMNS)
-    if header[1:] == expected and header[0] in ("", "Unnamed: 0", "index", "idx"):
-        return True
-    if header == expected:
-        return False
+    header, expected = [cell.strip().lstrip("\ufeff") for cell in row], list(STSB_CONTEXT_COLUMNS)
+    if header == expected or (header[1:] == expected and header[0] in ("", "Unnamed: 0", "index", "idx")):
+        return header != expected
     raise DataFormatError(
         f"{name}, line {line}: wrong columns {header}; expected an unnamed index column then "
         f"{', '.join(expected)} (tab-separated)."
@@ -193,36 +178,23 @@ def _context_row(row: list[str], has_index: bool, name: str, line: int, position
     width = len(STSB_CONTEXT_COLUMNS) + has_index
     if len(row) != width:
         raise DataFormatError(f"{name}, line {line}: expected {width} tab-separated fields, got {len(row)}.")
-    index = position
-    if has_index:
-        try:
-            index = int(row[0])
-        except ValueError:
-            raise DataFormatError(f"{name}, line {line}: index {row[0]!r} is not an integer.") from None
+    try:
+        index = int(row[0]) if has_index else position
+    except ValueError:
+        raise DataFormatError(f"{name}, line {line}: index {row[0]!r} is not an integer.") from None
     origin, paraphrase, passage, goldsim = (cell.strip() for cell in row[has_index:])
     for column, value in (("line", origin), ("paraphrase", paraphrase), ("passage", passage)):
         if not value:
             raise DataFormatError(f"{name}, line {line}: empty {column}.")
-    score = _float_score(goldsim, name, line, "goldsim")
     inside = paraphrase in passage or _loose(paraphrase) in _loose(passage)
-    return index, origin, paraphrase, passage, score, inside
-
-
-#: A note beside an STS-B-Context TSV saying where its passages come from (``python -m research.context`` writes one).
-SOURCE_SUFFIX = ".source.json"
-#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
-#: proxy (STS-B sentences glued around the pair's sentence, ``research/context.py``), or unknown.
-CONTEXT_SOURCES = ("released", "make-context", "unknown")
+    return index, origin, paraphrase, passage, _float_score(goldsim, name, line, "goldsim"), inside
 
 
 def read_source_note(path: str | os.PathLike | None) -> str | None:
     """The ``source`` recorded in the note beside ``path`` (``None`` without a readable note)."""
-    import json
-
-    if not path or not os.path.isfile(os.fspath(path) + SOURCE_SUFFIX):
-        return None
+    note = os.fspath(path) + SOURCE_SUFFIX if path else ""
     try:
-        with open(os.fspath(path) + SOURCE_SUFFIX, encoding="utf-8") as handle:
+        with open(note, encoding="utf-8") as handle:
             source = json.load(handle).get("source")
     except (OSError, ValueError, AttributeError):
         return None
@@ -232,12 +204,9 @@ def read_source_note(path: str | os.PathLike | None) -> str | None:
 def read_stsb(path: str | os.PathLike):
     """Read an STS-benchmark TSV (no header: genre, file, year, id, score, sentence1, sentence2, extras…).
 
-    Returns a ``datasets.Dataset`` with ``genre``, ``source``, ``year``, ``id``, ``score`` (0-5),
-    ``sentence1``, ``sentence2`` and ``file_line``. Fields are read with ``csv.QUOTE_NONE`` (the file
-    contains bare quotes); extra trailing columns are ignored.
-
-    Args:
-        path: An STS-benchmark TSV (e.g. ``sts-dev.csv``).
+    Returns a ``datasets.Dataset`` with ``genre``, ``source``, ``year``, ``id``, ``score`` (0-5), ``sentence1``,
+    ``sentence2`` and ``file_line``. Fields are read with ``csv.QUOTE_NONE`` (the file contains bare quotes); extra
+    trailing columns are ignored.
 
     Example:
         >>> import tempfile, pathlib
@@ -249,8 +218,7 @@ def read_stsb(path: str | os.PathLike):
     """
     datasets = require("datasets", "eval", "reading STS-B")
 
-    raw, name = _read_bytes(path)
-    text = _decode(raw, name, "utf-8-sig")
+    text, name = _read_text(path, ("utf-8-sig",))
     columns: dict[str, list[Any]] = {
         key: [] for key in ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
     }
@@ -263,14 +231,12 @@ def read_stsb(path: str | os.PathLike):
                 f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, "
                 f"sentence1, sentence2), got {len(fields)}."
             )
-        genre, source, year, pair_id, score, sentence1, sentence2 = fields[:7]
-        score_value = _float_score(score.strip(), name, number, "score")
-        for column, value in (("sentence1", sentence1), ("sentence2", sentence2)):
-            if not value.strip():
+        score = _float_score(fields[4].strip(), name, number, "score")
+        sentences = [sentence.strip() for sentence in fields[5:7]]
+        for column, value in zip(("sentence1", "sentence2"), sentences):
+            if not value:
                 raise DataFormatError(f"{name}, line {number}: empty {column}.")
-        for key, value in zip(
-            columns, (genre, source, year, pair_id, score_value, sentence1.strip(), sentence2.strip(), number)
-        ):
+        for key, value in zip(columns, (*fields[:4], score, *sentences, number)):
             columns[key].append(value)
     if not columns["score"]:
         raise DataFormatError(f"{name}: no rows.")

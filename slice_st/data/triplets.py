@@ -1,8 +1,5 @@
-"""SLICE training triplets as users have them: a TSV of (query, positive passage, negative passage), as MS MARCO's.
-
-A SLICE triplet is ``(anchor, positive, negative)``: a query, a passage holding a span similar to it, and a passage
-without one. The paper's offline builders (SNLI, SICK, STS-B, PPDB placed in context) are in ``research/``.
-"""
+"""SLICE training triplets ``(anchor, positive, negative)``: a query, a passage holding a span similar to it and a
+passage without one, from a TSV as MS MARCO's. The paper's offline builders are in ``research/``."""
 
 from __future__ import annotations
 
@@ -22,9 +19,8 @@ def _open_text(path: str | os.PathLike):
 def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limit: int | None = None):
     """MS MARCO training triples from a TSV of ``query, positive passage, negative passage`` → ``Dataset``.
 
-    ``fix_text`` repairs mojibake (UTF-8 read as cp1252, e.g. ``donâ€™t``) with ftfy. Rows with the
-    wrong number of columns or an empty field raise :class:`~slice_st.errors.DataFormatError` naming
-    the file and line.
+    ``fix_text`` repairs mojibake (``donâ€™t``) with ftfy. A row with the wrong number of columns or an empty field
+    is a :class:`~slice_st.errors.DataFormatError` naming the file and line.
     """
     datasets = require("datasets", "train", "reading MS MARCO triples")
     ftfy = require("ftfy", "train", "repairing MS MARCO text")

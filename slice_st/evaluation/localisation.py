@@ -32,33 +32,18 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
 
 
 def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:
-    """The word range ``[first, end)`` of ``paraphrase`` in ``passage``, up to case and punctuation, or ``None``.
-
-    Args:
-        passage: The passage.
-        paraphrase: The phrase to find, up to case and punctuation.
-
-    Returns:
-        The first matching run of words, or ``None`` when the passage does not hold it.
+    """The word range ``[first, end)`` of the first run of ``passage``'s words equal to ``paraphrase``'s, up to case
+    and punctuation, or ``None`` when the passage does not hold it.
 
     Example:
         >>> locate_paraphrase("Look: a man is slicing a bun, slowly.", "A man is slicing a bun.")
         (1, 7)
     """
-    words = [w for _, _, w in span_words(passage)]
-    target = [w for _, _, w in span_words(paraphrase)]
-    if not target:
-        return None
-    size = len(target)
-    for first in range(len(words) - size + 1):
-        if words[first : first + size] == target:
-            return first, first + size
+    words, target = ([word for _, _, word in span_words(text)] for text in (passage, paraphrase))
+    for first in range(len(words) - len(target) + 1):
+        if target and words[first : first + len(target)] == target:
+            return first, first + len(target)
     return None
-
-
-def _predicted_words(passage_words: list[tuple[int, int, str]], span: tuple[int, int]) -> tuple[int, int]:
-    inside = [i for i, (a, b, _) in enumerate(passage_words) if a < span[1] and span[0] < b]
-    return (inside[0], inside[-1] + 1) if inside else (0, 0)
 
 
 def span_localisation(
@@ -70,19 +55,11 @@ def span_localisation(
 ) -> dict[str, float]:
     """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places.
 
-    Rows whose passage does not hold its paraphrase are left out (``located`` counts the others); a row without a
-    predicted span is a miss. Word-F1 compares word positions; ``shorter``: the share of spans shorter than the
-    paraphrase.
-
-    Args:
-        passages: The passages.
-        spans: The predicted span of each passage as character offsets ``(start, end)``, or ``None``.
-        paraphrases: The paraphrase each passage holds.
-        gold_scores: Gold similarities (0-5): rows with ``gold >= strong`` are reported apart (``strong_*``).
-        strong: The gold score from which a row is strong.
-
-    Returns:
-        ``located``, ``exact``, ``word_f1``, ``shorter`` and the same with ``strong_`` (``nan`` for an empty group).
+    ``spans`` are the predicted spans as character offsets ``(start, end)`` (``None``: a miss). Rows whose passage
+    does not hold its paraphrase are left out (``located`` counts the others); rows with ``gold_scores >= strong``
+    are also reported apart (``strong_*``). Word-F1 compares word positions; ``shorter``: the share of spans shorter
+    than the paraphrase. Returns ``located``, ``exact``, ``word_f1``, ``shorter`` and the same with ``strong_``
+    (``nan`` for an empty group).
 
     Example:
         >>> passage = "Look: a man is slicing a bun, slowly."
@@ -97,7 +74,8 @@ def span_localisation(
         place = locate_paraphrase(passage, paraphrase)
         if place is None:
             continue
-        first, end = _predicted_words(span_words(passage), span) if span else (0, 0)
+        inside = [i for i, (a, b, _) in enumerate(span_words(passage)) if span and a < span[1] and span[0] < b]
+        first, end = (inside[0], inside[-1] + 1) if inside else (0, 0)
         common = max(0, min(end, place[1]) - max(first, place[0]))
         f1 = 2 * common / ((end - first) + (place[1] - place[0])) if common else 0.0
         rows.append((float(gold) >= strong, (first, end) == place, f1, end - first < place[1] - place[0]))

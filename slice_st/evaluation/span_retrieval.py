@@ -1,27 +1,119 @@
-"""``SpanRetrievalEvaluator``: a sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context)."""
+"""``SpanRetrievalEvaluator``: phrase-in-context similarity (STS-B-Context, Orbach et al., 2024) for
+sentence-transformers, and its two setups: ``full`` (one vector per passage) and ``single`` (the best span of one
+forward pass). The paper's per-n-gram setup is a baseline in ``research/baselines.py``.
+"""
 
 from __future__ import annotations
 
 import csv
 import logging
 import os
+import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
+import torch
 from sentence_transformers.base.evaluation import BaseEvaluator
 
+from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
-from slice_st.evaluation.setups import SETUPS, SetupResult, check_inputs, score_full, score_single
-from slice_st.evaluation.statistics import correlations
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import check_span_bounds
-from slice_st.text import append_csv_row
+from slice_st.text import append_csv_row, require
 from slice_st.tokens import check_unit
 
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
-
 logger = logging.getLogger(__name__)
+
+SETUPS = ("full", "single")
+_LOCALISATION = ("exact", "word_f1", "strong_exact", "strong_word_f1")
+
+
+@dataclass
+class SetupResult:
+    """Predicted ``scores`` (``(N,)``) of one setup, the best ``spans`` as ``(start, end)`` characters (``None``: no
+    span), the wall time in ``seconds`` and anything ``extra`` the setup reports."""
+
+    scores: np.ndarray
+    spans: list[tuple[int, int] | None] | None = None
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
+    """``(pearson, spearman)`` of ``predicted`` with ``gold``; ``nan`` for fewer than 3 pairs or a constant side.
+
+    Example:
+        >>> correlations([0, 1, 2, 3], [0.1, 0.2, 0.25, 0.9])  # doctest: +ELLIPSIS
+        (0.8696..., 1.0)
+    """
+    stats = require("scipy.stats", "eval", "correlations")
+    gold_array, predicted_array = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
+    if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
+        return float("nan"), float("nan")
+    return float(stats.pearsonr(gold_array, predicted_array)[0]), float(stats.spearmanr(gold_array, predicted_array)[0])
+
+
+def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The pairs as lists, checked: as many phrases as passages, none empty."""
+    phrases, passages = list(phrases), list(passages)
+    if len(phrases) != len(passages):
+        raise ValueError(f"phrases and passages must pair up: got {len(phrases)} phrases and {len(passages)} passages.")
+    for what, values in (("phrases", phrases), ("passages", passages)):
+        for index, value in enumerate(values):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{what}[{index}] is empty or not a string: {value!r:.60}.")
+    return phrases, passages
+
+
+def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
+    """Refuse a passage without a span to score (no tokens)."""
+    missing = np.flatnonzero(~np.isfinite(scores))
+    if len(missing):
+        first = int(missing[0])
+        raise ValueError(f"passages[{first}] has no span to score (no tokens?): {passages[first]!r:.60}.")
+
+
+def score_full(
+    model, phrases: Sequence[str], passages: Sequence[str], *, batch_size: int = 32, show_progress_bar: bool = False
+) -> SetupResult:
+    """Full-context setup: the cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> score_full(load_model(), ["a dog"], ["A puppy slept on the porch."]).scores.shape
+        (1,)
+    """
+    phrases, passages = check_inputs(phrases, passages)
+    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "convert_to_tensor": True}
+    queries, documents = (
+        torch.nn.functional.normalize(model.encode(texts, **encode).float(), dim=-1) for texts in (phrases, passages)
+    )
+    return SetupResult((queries * documents).sum(-1).cpu().numpy().astype(np.float64))
+
+
+def score_single(
+    model, phrases: Sequence[str], passages: Sequence[str], *, min_span=1, max_span=20, unit="word", **options: Any
+) -> SetupResult:
+    """Single-pass setup (SLICE): one forward pass per passage, the best span per pair.
+
+    The spans (``min_span``, ``max_span`` in ``unit``) and ``options`` are :func:`slice_st.encode.best_spans_paired`'s (
+    ``batch_size``, ``show_progress_bar``, ``scorer``: which span wins and its score, ``"max-cosine"`` for the
+    paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
+
+    Example:
+        >>> from slice_st import load_model
+        >>> score_single(load_model(), ["a dog"], ["The cat and the puppy slept."], max_span=3).spans
+        [(12, 21)]
+    """
+    phrases, passages = check_inputs(phrases, passages)
+    matches = best_spans_paired(model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit, **options)
+    scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
+    check_all_scored(scores, passages)
+    extra = {"scorer": resolve_scorer(options.get("scorer")).name}
+    extra["similarities"] = [float(match.similarity) for match in matches]  # JSON-ready: research's table caches it
+    return SetupResult(scores, [(match.start, match.end) for match in matches], extra=extra)
 
 
 class SpanRetrievalEvaluator(BaseEvaluator):
@@ -91,35 +183,28 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             raise ValueError(f"got {len(self.scores)} gold scores for {len(self.phrases)} pairs.")
         if len(self.scores) < 3:
             raise ValueError("need at least 3 pairs to compute correlations.")
-        setups = tuple(setups)
-        unknown = [s for s in setups if s not in SETUPS]
-        if unknown or not setups:
-            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {list(setups)}.")
+        self.setups = tuple(setups)
+        if not self.setups or any(setup not in SETUPS for setup in self.setups):
+            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {list(self.setups)}.")
         check_span_bounds(min_span, max_span)
-        self.setups = setups
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
-        self.batch_size = batch_size
-        self.name = name
-        self.show_progress_bar = show_progress_bar
-        self.write_csv = write_csv
-        self.write_predictions = write_predictions
-        self.primary_metric = "single_spearman" if "single" in setups else f"{setups[-1]}_spearman"
+        self.batch_size, self.name, self.show_progress_bar = batch_size, name, show_progress_bar
+        self.write_csv, self.write_predictions = write_csv, write_predictions
         self.scorer = resolve_scorer(scorer)
-        if paraphrases is not None:
-            paraphrases = [str(p) for p in paraphrases]
-            if len(paraphrases) != len(self.phrases):
-                raise ValueError(f"got {len(paraphrases)} paraphrases for {len(self.phrases)} pairs.")
-        self.paraphrases = paraphrases
+        self.paraphrases = None if paraphrases is None else [str(p) for p in paraphrases]
+        if self.paraphrases is not None and len(self.paraphrases) != len(self.phrases):
+            raise ValueError(f"got {len(self.paraphrases)} paraphrases for {len(self.phrases)} pairs.")
         suffix = f"_{name}" if name else ""
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
-        self.csv_headers = ["epoch", "steps"] + [f"{s}_{m}" for s in setups for m in self._metric_names(s)]
+        located = () if self.paraphrases is None else _LOCALISATION
+        metrics = {setup: ("pearson", "spearman", *(located if setup == "single" else ())) for setup in self.setups}
+        self.csv_headers = ["epoch", "steps"] + [f"{setup}_{m}" for setup in self.setups for m in metrics[setup]]
+        self.primary_metric = self._primary_metric()
         self.last_results: dict[str, SetupResult] = {}
 
-    def _metric_names(self, setup: str) -> tuple[str, ...]:
-        if self.paraphrases is None or setup == "full":
-            return ("pearson", "spearman")
-        return ("pearson", "spearman", "exact", "word_f1", "strong_exact", "strong_word_f1")
+    def _primary_metric(self) -> str:
+        return "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
@@ -129,44 +214,37 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             kwargs["paraphrases"] = dataset["paraphrase"]
         return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)
 
-    def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
+    def predict(self, model) -> dict[str, SetupResult]:
         """Predicted scores (and best spans) of ``model`` in every setup."""
-        import time
-
         single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "scorer": self.scorer}
         single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
             if setup == "full":
-                result = score_full(model, self.phrases, self.passages, batch_size=self.batch_size)
+                results[setup] = score_full(model, self.phrases, self.passages, batch_size=self.batch_size)
             else:
-                result = score_single(model, self.phrases, self.passages, **single)
-            result.seconds = time.perf_counter() - start
-            results[setup] = result
+                results[setup] = score_single(model, self.phrases, self.passages, **single)
+            results[setup].seconds = time.perf_counter() - start
         return results
 
-    def __call__(
-        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
-    ) -> dict[str, float]:
+    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
         where = f" after epoch {epoch}" if epoch != -1 else ""
         where += f" ({steps} steps)" if steps != -1 else ""
         logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'}{where}")
-        results = self.predict(model)
-        self.last_results = results
+        self.last_results = results = self.predict(model)
         metrics: dict[str, float] = {}
         for setup, result in results.items():
             pearson, spearman = correlations(self.scores, result.scores)
             metrics[f"{setup}_pearson"], metrics[f"{setup}_spearman"] = pearson, spearman
             logger.info(f"{setup:>6}: Pearson {pearson:.4f}  Spearman {spearman:.4f}  ({result.seconds:.1f} s)")
             if self.paraphrases is not None and result.spans is not None:
-                where = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
-                for name in ("exact", "word_f1", "strong_exact", "strong_word_f1"):
-                    metrics[f"{setup}_{name}"] = where[name]
-                strong = f"exact {where['strong_exact']:.1f}  word-F1 {where['strong_word_f1']:.1f}"
+                found = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
+                metrics |= {f"{setup}_{name}": found[name] for name in _LOCALISATION}
                 logger.info(
-                    f"{setup:>6}: exact {where['exact']:.1f}  word-F1 {where['word_f1']:.1f} on {where['located']} "
-                    f"rows; gold >= {STRONG_GOLD:g}: {strong}"
+                    f"{setup:>6}: exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} "
+                    f"rows; gold >= {STRONG_GOLD:g}: exact {found['strong_exact']:.1f}  word-F1 "
+                    f"{found['strong_word_f1']:.1f}"
                 )
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
@@ -174,7 +252,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         if output_path is not None and self.write_predictions:
             self.save_predictions(os.path.join(output_path, self.predictions_file), results)
         # prefix_name_to_metrics prefixes primary_metric with the name: start again from the bare name at every call
-        self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
+        self.primary_metric = self._primary_metric()
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
@@ -182,9 +260,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
     def save_predictions(self, path: str, results: dict[str, SetupResult] | None = None) -> str:
         """Write one CSV row per pair and setup: gold, predicted score, best span (offsets and text)."""
         results = results if results is not None else self.last_results
-        directory = os.path.dirname(path)
-        if directory:
-            os.makedirs(directory, exist_ok=True)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(["pair", "setup", "gold", "score", "start", "end", "span", "phrase"])
@@ -193,9 +270,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
                     span = result.spans[index] if result.spans else None
                     start, end = span if span else ("", "")
                     text = self.passages[index][span[0] : span[1]] if span else ""
-                    writer.writerow(
-                        [index, setup, self.scores[index], f"{score:.6f}", start, end, text, self.phrases[index]]
-                    )
+                    gold, phrase = self.scores[index], self.phrases[index]
+                    writer.writerow([index, setup, gold, f"{score:.6f}", start, end, text, phrase])
         return path
 
     @property

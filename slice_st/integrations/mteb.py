@@ -1,22 +1,9 @@
-"""``STSBContext``: the STS-B-Context phrase-in-context task for mteb 2, scored by best span.
-
-A pair's score is the best cosine between the origin phrase and any span of 1..20 words of the passage, from one
-forward pass per passage; the main score is its Spearman correlation with the gold scores. From Python::
-
-    import mteb
-    from slice_st import load_model
-    from slice_st.integrations.mteb import STSBContext, mteb_model
-
-    task = STSBContext("runs/dev/stsb-context-dev.tsv")       # or a URL; or set SLICE_ST_STSB_CONTEXT
-    results = mteb.evaluate(mteb_model(load_model()), [task], cache=mteb.ResultCache("results"))
-
-and from the command line, ``slice-st mteb run --stsb-context FILE -m MODEL --output-folder results``.
-"""
+"""``STSBContext``: the STS-B-Context phrase-in-context task for mteb 2, scored by best span (one forward pass per
+passage); ``mteb_model`` names a model for mteb's results, ``run_mteb`` is ``slice-st mteb run``."""
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -31,30 +18,17 @@ from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.data.stsb import read_source_note  # noqa: E402
 
-__all__ = ["STSBContext", "load_results", "mteb_model", "run_mteb"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
 #: Environment variable naming the STS-B-Context TSV when the task is built without a path.
 DATA_ENV = "SLICE_ST_STSB_CONTEXT"
-#: What a file in the STS-B-Context format can be: ``(description, mteb sample_creation)``.
+#: Where a file in the STS-B-Context format comes from → what the task's description says of it.
 SOURCES = {
-    "released": (
-        "the released STS-B-Context (Orbach et al., 2024): each passage was written by a language model (GPT-3.5) "
-        "around the STS-B sentence",
-        "LM-generated and verified",
-    ),
-    "make-context": (
-        "a proxy built by make-context: each passage is the STS-B sentence glued among other STS-B sentences (no "
-        "language model), which makes it easier than the released set",
-        "created",
-    ),
-    "unknown": (
-        "a file in the STS-B-Context format whose origin is not recorded (the released set's passages were written "
-        "by a language model; make-context glues STS-B sentences)",
-        "found",
-    ),
+    "released": "the released STS-B-Context: passages written by a language model (GPT-3.5) around the STS-B sentence",
+    "make-context": "a make-context proxy: the STS-B sentence glued among other STS-B sentences (easier)",
+    "unknown": "a file in the STS-B-Context format whose origin is not recorded",
 }
+_SAMPLE_CREATION = {"released": "LM-generated and verified", "make-context": "created", "unknown": "found"}
 
 _CITATION = r"""
 @misc{orbach2024slice,
@@ -76,11 +50,15 @@ SPLIT = "test"
 #: of the released STS-B-Context (512 of its 1,024 rows). ``calculate_descriptive_statistics()`` does any other file.
 STATS_REVISION = "aaccb8ff467e"
 _SHIPPED_STATS = Path(__file__).with_name("stsb_context_stats.json")
+_DESCRIPTION = (
+    "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The score of a "
+    "pair is the best similarity between the origin phrase and any 1..20-word span of the passage (phrase mining in "
+    "context). Read from a local TSV or URL: "
+)
 
 
 class _Metadata(TaskMetadata):
-    """mteb's ``TaskMetadata`` with the descriptive statistics per file (shipped, or beside a local file), as one task
-    name covers any file."""
+    """mteb's ``TaskMetadata`` with descriptive statistics per file (shipped, or beside a local file)."""
 
     _stats_path: Path | None = None  # a pydantic private attribute, copied by model_copy
 
@@ -96,15 +74,6 @@ class _Metadata(TaskMetadata):
     @property
     def descriptive_stats(self):
         return None if self._stats_path is None else super().descriptive_stats
-
-
-def _stats_path(path: str | None, revision: str) -> Path | None:
-    """The shipped statistics for the file they describe, else a file beside ``path`` named by its revision."""
-    if revision == STATS_REVISION:
-        return _SHIPPED_STATS
-    if path and os.path.isfile(path):
-        return Path(f"{path}.stats-{revision}.json")
-    return None
 
 
 class STSBContext(AbsTaskSTS):
@@ -125,6 +94,8 @@ class STSBContext(AbsTaskSTS):
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
         missing_paraphrase: As in :func:`slice_st.data.read_stsb_context`.
+
+    Example: ``mteb.evaluate(mteb_model(load_model()), [STSBContext("dev.tsv")], cache=mteb.ResultCache("results"))``.
     """
 
     min_score = 0
@@ -134,11 +105,7 @@ class STSBContext(AbsTaskSTS):
     metadata = _Metadata(
         name="STSBContext",
         dataset={"path": "STS-B-Context", "revision": STATS_REVISION},
-        description=(
-            "STS-B-Context: STS benchmark pairs whose second sentence sits verbatim inside a longer passage. The score "
-            "of a pair is the best similarity between the origin phrase and any 1..20-word span of the passage "
-            "(phrase mining in context). Read from a local TSV or URL: " + SOURCES["unknown"][0] + "."
-        ),
+        description=_DESCRIPTION + SOURCES["unknown"] + ".",
         reference="https://arxiv.org/abs/2405.07263",
         type="STS",
         category="t2t",
@@ -154,7 +121,7 @@ class STSBContext(AbsTaskSTS):
         license="not specified",
         annotations_creators="human-annotated",
         dialect=[],
-        sample_creation=SOURCES["unknown"][1],
+        sample_creation=_SAMPLE_CREATION["unknown"],
         bibtex_citation=_CITATION,
         adapted_from=["STSBenchmark"],
     )
@@ -177,30 +144,24 @@ class STSBContext(AbsTaskSTS):
 
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
-        self.missing_paraphrase = missing_paraphrase
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
             raise ValueError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
-        self.limit, self.seed = limit, seed
+        self.limit, self.seed, self.missing_paraphrase = limit, seed, missing_paraphrase
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
         self.source = source if source is not None else (read_source_note(self.path) or "unknown")
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__()
-        what, creation = SOURCES[self.source]
-        update: dict[str, Any] = {
-            "description": self.metadata.description.split("Read from a local TSV or URL: ")[0]
-            + f"Read from a local TSV or URL: {what}.",
-            "sample_creation": creation,
-        }
+        update: dict[str, Any] = {"description": _DESCRIPTION + SOURCES[self.source] + "."}
+        update["sample_creation"] = _SAMPLE_CREATION[self.source]
         stats_path = None
         if self.path and os.path.isfile(self.path):
             with open(self.path, "rb") as handle:
                 revision = hashlib.sha1(handle.read()).hexdigest()[:12]
-            if limit is not None:
-                revision += f"-limit{limit}-seed{seed}"
+            revision += f"-limit{limit}-seed{seed}" if limit is not None else ""
             # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
-            stats_path = _stats_path(self.path, revision)
+            stats_path = _SHIPPED_STATS if revision == STATS_REVISION else Path(f"{self.path}.stats-{revision}.json")
         elif self.path:
             update["dataset"] = {"path": self.path, "revision": "unknown"}
         metadata = self.metadata.model_copy(update=update)
@@ -218,46 +179,28 @@ class STSBContext(AbsTaskSTS):
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
-
         from slice_st.data.stsb import read_stsb_context
 
         if not self.path:
-            raise FileNotFoundError(
-                f"STSBContext needs the STS-B-Context TSV: pass STSBContext(path=...), set {DATA_ENV}=FILE, "
-                "or give `--stsb-context FILE` to `slice-st mteb run`."
+            how = (
+                f"pass STSBContext(path=...), set {DATA_ENV}=FILE, or give `--stsb-context FILE` to `slice-st mteb run`"
             )
+            raise _no_data(how)
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None and self.limit < len(data):
             import random
 
             data = data.select(sorted(random.Random(self.seed).sample(range(len(data)), self.limit)))
-        split = datasets.Dataset.from_dict(
-            {
-                "sentence1": data["line"],
-                "sentence2": data["passage"],
-                "score": data["goldsim"],
-                "paraphrase": data["paraphrase"],
-            }
-        )
+        columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim", "paraphrase": "paraphrase"}
+        split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
         self.dataset = datasets.DatasetDict({SPLIT: split})
         self.data_loaded = True
 
     def _evaluate_subset(
-        self,
-        model,
-        data_split,
-        *,
-        encode_kwargs,
-        hf_split,
-        hf_subset,
-        prediction_folder=None,
-        num_proc=None,
-        timer=None,
-        **kwargs: Any,
+        self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None, **kwargs: Any
     ) -> dict[str, float]:
         from slice_st.evaluation.localisation import span_localisation
-        from slice_st.evaluation.setups import score_full, score_single
-        from slice_st.evaluation.statistics import correlations
+        from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
         from slice_st.scoring import DEFAULT_SCORER
 
         st_model = _sentence_transformer(model)
@@ -284,70 +227,27 @@ class STSBContext(AbsTaskSTS):
         return scores
 
 
+def _no_data(how: str) -> FileNotFoundError:
+    return FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: {how}.")
+
+
 def _sentence_transformer(model):
     """The ``SentenceTransformer`` behind an mteb model wrapper, checked to give token vectors with offsets."""
     from sentence_transformers import SentenceTransformer
 
-    for candidate in (model, getattr(model, "model", None)):
-        if isinstance(candidate, SentenceTransformer):
-            try:
-                tokenizer = candidate.tokenizer
-            except (IndexError, AttributeError, KeyError):  # no modules, or a first module without a tokenizer
-                tokenizer = None
-            if getattr(tokenizer, "is_fast", False):
-                return candidate
-            first = f"its first module is a {type(candidate[0]).__name__}" if len(candidate) else "it has no modules"
-            raise TypeError(
-                "STSBContext scores spans from token vectors, so it needs a sentence-transformers model whose first "
-                f"module is a transformer with a fast tokenizer; {first}."
-            )
-    raise TypeError(
-        f"STSBContext scores spans from token vectors, so it needs a sentence-transformers model; got "
-        f"{type(model).__name__}."
-    )
-
-
-# ------------------------------------------------------------------------------------- results
-def load_results(folder: str | os.PathLike, task: STSBContext, *, models: list[str] | None = None):
-    """The STSBContext results of ``task``'s file under the mteb result cache ``folder``, read and validated by mteb.
-
-    mteb's results tools look tasks up by name in mteb's own registry, which a task defined outside mteb cannot
-    join; this reads them with the task object (``ResultCache.load_results``). Results of another file or sample
-    (another ``dataset_revision``) are left out.
-
-    Args:
-        folder: The result cache folder.
-        task: The ``STSBContext`` the results were evaluated on (the same file, and ``limit``/``seed``).
-        models: Model names to keep (``None``: all).
-
-    Returns:
-        mteb's ``BenchmarkResults`` (``get_score()`` of each ``TaskResult``; ``to_dataframe()`` and anything else
-        that looks the task up by name raise mteb's ``KeyError``).
-    """
-    import mteb
-
-    if not isinstance(task, STSBContext):
-        raise TypeError(f"task must be an STSBContext, got {type(task).__name__}.")
-    if not os.path.isdir(folder):  # ResultCache would create it
-        raise FileNotFoundError(f"results folder not found: {os.fspath(folder)}")
-    loaded = mteb.ResultCache(folder).load_results(
-        models=models, tasks=[task], require_model_meta=False, include_remote=False, validate_and_filter=True
-    )
-    kept = []
-    for model_result in loaded.model_results:
-        results = [r for r in model_result.task_results if r.dataset_revision == task.metadata.revision]
-        if results:
-            kept.append(model_result.model_copy(update={"task_results": results}))
-    return loaded.model_copy(update={"model_results": kept})
-
-
-# ------------------------------------------------------------------------------------- models
-#: The licence of the embedded base model (sentence-transformers/all-MiniLM-L6-v2).
-BASE_LICENCE = "apache-2.0"
+    candidate = model if isinstance(model, SentenceTransformer) else getattr(model, "model", None)
+    needs = "STSBContext scores spans from token vectors, so it needs a sentence-transformers model"
+    if not isinstance(candidate, SentenceTransformer):
+        raise TypeError(f"{needs}; got {type(model).__name__}.")
+    first = candidate[0] if len(candidate) else None
+    if getattr(getattr(first, "tokenizer", None), "is_fast", False):
+        return candidate
+    what = f"its first module is a {type(first).__name__}" if first is not None else "it has no modules"
+    raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
 def mteb_model(model, name: str | None = None, revision: str | None = None):
-    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a proper name and
+    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a name and a
     revision, so that results are not filed under ``no_model_name_available``.
 
     Name: the Hub id (``slice-st/slice-minilm`` for the shipped model), or ``local/<folder>`` for a local model.
@@ -360,23 +260,23 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
+    card = model.model_card_data
     if name is None:  # mteb wants ORG/NAME
         name = (
             f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
         )
     if revision is None:
-        revision = getattr(model.model_card_data, "base_model_revision", None) if not path else None
-        revision = revision or model_fingerprint(model)
-    card = model.model_card_data
+        revision = (None if path else getattr(card, "base_model_revision", None)) or model_fingerprint(model)
     base = getattr(card, "base_model", None)
-    licence = getattr(card, "license", None) or (BASE_LICENCE if identity == DEFAULT_MODEL_NAME else "not specified")
+    # The embedded base model is sentence-transformers/all-MiniLM-L6-v2, under Apache 2.0.
+    licence = getattr(card, "license", None) or ("apache-2.0" if identity == DEFAULT_MODEL_NAME else "not specified")
     update = {
         "name": name,
         "revision": revision,
-        "n_parameters": sum(p.numel() for p in model.parameters()),
         "license": licence,
-        "adapted_from": base if base and base != identity else None,
+        "adapted_from": base if base != identity else None,
     }
+    update["n_parameters"] = sum(p.numel() for p in model.parameters())
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
     return wrapper
 
@@ -386,42 +286,38 @@ def run_mteb(
     tasks: list[str],
     *,
     stsb_context: str | None = None,
-    source: str | None = None,
-    limit: int | None = None,
     output_folder: str | None = None,
     model_name: str | None = None,
     revision: str | None = None,
     batch_size: int = 32,
     device: str | None = None,
     overwrite_strategy: str = "only-missing",
-    min_span: int = 1,
-    max_span: int = 20,
     show_progress_bar: bool = True,
+    **task_options: Any,
 ):
-    """``slice-st mteb run``: build the tasks (``STSBContext`` from ``stsb_context``, others by ``mteb.get_task``),
-    load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``; returns mteb's result."""
+    """``slice-st mteb run``: build the tasks (``STSBContext(stsb_context, **task_options)``: ``source``, ``limit``,
+    spans; others by ``mteb.get_task``), load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``;
+    returns mteb's result."""
     import mteb
 
     from slice_st.loading import load_model
 
-    if limit is not None and any(task != "STSBContext" for task in tasks):
+    if task_options.get("limit") is not None and any(task != "STSBContext" for task in tasks):
         raise ValueError("--limit applies to STSBContext only.")
     built = []
     for task in tasks:
-        if task == "STSBContext":
-            path = stsb_context or os.environ.get(DATA_ENV)
-            if not path:
-                raise FileNotFoundError(
-                    f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV})."
-                )
-            if "://" not in path and not os.path.exists(path):
-                raise FileNotFoundError(f"--stsb-context: file not found: {path}")
-            built.append(STSBContext(path, source=source, limit=limit, min_span=min_span, max_span=max_span))
-        else:
+        if task != "STSBContext":
             try:
                 built.append(mteb.get_task(task))
             except KeyError:
                 raise ValueError(f"unknown mteb task {task!r}.") from None
+            continue
+        path = stsb_context or os.environ.get(DATA_ENV)
+        if not path:
+            raise _no_data(f"give --stsb-context FILE (or set {DATA_ENV})")
+        if "://" not in path and not os.path.exists(path):
+            raise FileNotFoundError(f"--stsb-context: file not found: {path}")
+        built.append(STSBContext(path, **task_options))
     if output_folder:  # said before the evaluation, not after it
         if os.path.exists(output_folder) and not os.path.isdir(output_folder):
             raise FileAccessError(f"--output-folder {output_folder} is a file, not a folder.")
@@ -429,25 +325,25 @@ def run_mteb(
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
     wrapped = mteb_model(model, model_name, revision)
-    if cache is not None and overwrite_strategy != "always":
-        for task in built:
-            if isinstance(task, STSBContext):
-                _check_cached_revision(cache, task, wrapped.mteb_model_meta)
+    for task in built if cache is not None and overwrite_strategy != "always" else ():
+        if isinstance(task, STSBContext):
+            _check_cached_revision(cache, task, wrapped.mteb_model_meta)
+    progress = {"show_progress_bar": show_progress_bar}
     try:
         return mteb.evaluate(
             wrapped,
             built,
             cache=cache,
             overwrite_strategy=overwrite_strategy,
-            encode_kwargs={"batch_size": batch_size, "show_progress_bar": show_progress_bar},
-            show_progress_bar=show_progress_bar,
+            encode_kwargs={"batch_size": batch_size, **progress},
             co2_tracker=False,
+            **progress,
         )
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
+        why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(
-            f"the data of mteb task(s) {', '.join(tasks)} is not available here "
-            f"({' '.join(str(error).split())[:200]}): "
-            "run once with network access (HF_HUB_OFFLINE unset) to cache it."
+            f"the data of mteb task(s) {', '.join(tasks)} is not available here ({why}): run once with network access "
+            "(HF_HUB_OFFLINE unset) to cache it."
         ) from None
 
 

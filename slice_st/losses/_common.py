@@ -28,3 +28,11 @@ def batch_units(features: dict[str, Any], unit: str):
     return unit_boundaries(
         features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
     )
+
+
+def check_offsets(columns: list[dict[str, Any]], unit: str) -> None:
+    """Word units need the tokenizer's offsets, which :func:`slice_st.config.enable_span_features` asks for."""
+    if unit == "word" and any("offset_mapping" not in column for column in columns):
+        raise ValueError(
+            "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses._common import SliceLoss, batch_units
+from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.text import require
 
@@ -127,13 +127,11 @@ class SpanDistillationLoss(SliceLoss):
         token_embeddings = output["token_embeddings"]
         # Cached teacher vectors; 1-D labels (model.fit's dummy 0s) are ignored.
         if labels is not None and labels.dim() >= 2:
-            starts, ends, span_targets, text_targets = self._from_labels(
-                labels.to(token_embeddings.device), units.num_units
-            )
+            labels = labels.to(token_embeddings.device)
+            starts, ends, span_targets, text_targets = self._from_labels(labels, units.num_units)
         else:
-            starts, ends = sample_spans(
-                units.num_units, self.spans_per_text, self.min_span, self.max_span, self.generator
-            )
+            spans = (self.spans_per_text, self.min_span, self.max_span, self.generator)
+            starts, ends = sample_spans(units.num_units, *spans)
             with torch.no_grad():
                 span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
         student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
@@ -164,23 +162,12 @@ class SpanDistillationLoss(SliceLoss):
         dropped = int(((starts >= 0) & ~fits).sum())
         if dropped:
             self.skipped_spans += dropped
-            logger.warning(
-                "SpanDistillationLoss: %d cached span(s) lie past the tokenized text (max_seq_length changed?); "
-                "skipped.",
-                dropped,
-            )
+            past = "lie past the tokenized text (max_seq_length changed?); skipped"
+            logger.warning("SpanDistillationLoss: %d cached span(s) %s.", dropped, past)
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
-    def _teacher_vectors(
-        self,
-        features: dict[str, Any],
-        boundaries: Tensor,
-        starts: Tensor,
-        ends: Tensor,
-        texts: Sequence[str] | None = None,
-        char_spans=None,
-    ) -> tuple[Tensor, Tensor]:
+    def _teacher_vectors(self, features: dict[str, Any], boundaries, starts, ends) -> tuple[Tensor, Tensor]:
         """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
         teacher = self.teacher
         device = features["input_ids"].device
@@ -197,12 +184,10 @@ class SpanDistillationLoss(SliceLoss):
                 span_inputs = span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
                 span_vectors[valid] = self._teacher_batched(span_inputs)
             return span_vectors, text_vectors
-        if texts is None:  # no raw text inside a training step: decode with the student's tokenizer
-            texts = self.model.tokenizer.batch_decode(features["input_ids"], skip_special_tokens=True)
-            span_strings = self._decoded_spans(features, boundaries, starts, ends, valid)
-        else:
-            span_strings = [texts[row][lo:hi] for row, lo, hi in char_spans]
-        text_vectors = self._teacher_encode(list(texts), device)
+        # Another tokenizer: the texts and spans decoded with the student's (no raw text inside a training step).
+        texts = self.model.tokenizer.batch_decode(features["input_ids"], skip_special_tokens=True)
+        span_strings = self._decoded_spans(features, boundaries, starts, ends, valid)
+        text_vectors = self._teacher_encode(texts, device)
         if span_strings:
             span_vectors[valid] = self._teacher_encode(span_strings, device)
         return span_vectors, text_vectors
@@ -234,10 +219,8 @@ class SpanDistillationLoss(SliceLoss):
         return vectors
 
     def _teacher_encode(self, strings: list[str], device) -> Tensor:
-        vectors = self.teacher.encode(
-            strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False
-        )
-        return vectors.to(device).float()
+        options = {"batch_size": self.teacher_batch_size, "convert_to_tensor": True, "show_progress_bar": False}
+        return self.teacher.encode(strings, **options).to(device).float()
 
     def cache_teacher_vectors(
         self, dataset, column: str = "text", batch_size: int = 64, seed: int = 0, show_progress_bar: bool | None = None
@@ -277,17 +260,8 @@ class SpanDistillationLoss(SliceLoss):
         features = {key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()}
         units = batch_units(features, self.unit)
         starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
-        char_spans = None
-        if not self._ids_path:
-            valid = starts >= 0
-            rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
-            lo_chars = units.char_starts.gather(1, starts.clamp(min=0))[valid].tolist()
-            hi_chars = units.char_ends.gather(1, (ends - 1).clamp(min=0))[valid].tolist()
-            char_spans = list(zip(rows, lo_chars, hi_chars))
-        with torch.no_grad():
-            span_vectors, text_vectors = self._teacher_vectors(
-                features, units.boundaries, starts, ends, texts=chunk, char_spans=char_spans
-            )
+        with torch.no_grad():  # exactly what a training step computes for the same spans
+            span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
         block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())
         block[:, 0, 1] = units.num_units.float().cpu()
         block[:, 0, 2:] = text_vectors.cpu()
@@ -316,13 +290,15 @@ def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") ->
 def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
     """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never
     trains."""
-    name = model_name(teacher) if teacher is not None else f"frozen copy of {model_name(model)}"
+    from slice_st.loading import load_model, model_identity
+
+    name = f"frozen copy of {model_identity(model)[0]}" if teacher is None else teacher
     if teacher is None:
         teacher = copy.deepcopy(model)
     elif isinstance(teacher, str):
-        from slice_st.loading import load_model
-
         teacher = load_model(teacher)
+    else:
+        name = model_identity(teacher)[0]
     teacher.requires_grad_(False)
     teacher.eval()
     return teacher, name
@@ -333,10 +309,7 @@ def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tenso
     columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
     if len(columns) != 1:
         raise ValueError(f"{loss_name} takes one text column, got {len(columns)}.")
-    if unit == "word" and "offset_mapping" not in columns[0]:
-        raise ValueError(
-            "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
-        )
+    check_offsets(columns, unit)
     return columns[0]
 
 
@@ -368,19 +341,6 @@ def span_token_inputs(
     if "token_type_ids" in features:
         inputs["token_type_ids"] = torch.zeros_like(input_ids)
     return inputs
-
-
-def model_name(model) -> str:
-    if isinstance(model, str):
-        return model
-    card = getattr(model, "model_card_data", None)
-    name = getattr(card, "base_model", None) or getattr(card, "model_name", None)
-    if name:
-        return str(name)
-    try:
-        return str(model[0].auto_model.config._name_or_path or type(model).__name__)
-    except Exception:  # noqa: BLE001 - a name is only for display
-        return type(model).__name__
 
 
 def shares_wordpiece_tokenizer(student, teacher) -> bool:

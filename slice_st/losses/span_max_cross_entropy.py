@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses._common import SliceLoss, batch_units
+from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 
 logger = logging.getLogger(__name__)
@@ -34,19 +34,10 @@ def column_span_scores(
     query (``(B, Q)``, ``shared``); rows without any span score ``-inf``. The gradient reaches the arg-max span's
     tokens and the queries."""
     units = batch_units(features, unit)
-    token_embeddings = features["token_embeddings"]
-    query_input = queries if shared else queries[:, None, :]
+    tokens, query_input = features["token_embeddings"], queries if shared else queries[:, None, :]
     with torch.no_grad():  # find the arg-max spans cheaply, then differentiate only those
-        best = best_span_scores(
-            query_input.detach(),
-            token_embeddings.detach(),
-            units.boundaries,
-            units.num_units,
-            min_span,
-            max_span,
-            top_k=1,
-        )
-    scores = span_cosines(query_input, token_embeddings, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0])
+        best = best_span_scores(query_input, tokens, units.boundaries, units.num_units, min_span, max_span, top_k=1)
+    scores = span_cosines(query_input, tokens, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0])
     return scores if shared else scores[:, 0]
 
 
@@ -134,28 +125,18 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
                 f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} "
                 f"column(s)."
             )
-        if self.unit == "word" and any("offset_mapping" not in column for column in columns):
-            raise ValueError(
-                "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
-            )
+        check_offsets(columns, self.unit)
         anchor = self.model(columns[0])
         queries, valid = query_vectors(anchor, self.unit)
 
         rows, num_columns = len(queries), len(columns) - 1
         passages = self._passage_outputs(columns[1:])
+        spans = (self.unit, self.min_span, self.max_span)
         if self.in_batch_negatives:
             logits, targets = self._in_batch_logits(queries, passages, rows)
         else:
-            scores = [
-                column_span_scores(
-                    queries.repeat(len(out["token_embeddings"]) // rows, 1),
-                    out,
-                    self.unit,
-                    self.min_span,
-                    self.max_span,
-                )
-                for out in passages
-            ]
+            repeated = [queries.repeat(len(out["token_embeddings"]) // rows, 1) for out in passages]
+            scores = [column_span_scores(query, out, *spans) for query, out in zip(repeated, passages)]
             logits = torch.cat(scores).view(num_columns, rows).T  # (B, 1 + n_negatives); positive first
             targets = torch.zeros(rows, dtype=torch.long, device=logits.device)
         positive = logits.gather(1, targets[:, None])[:, 0]
@@ -186,12 +167,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
             all_queries = all_gather_with_grad(queries)
             offset = torch.distributed.get_rank() * rows
-        scores = torch.cat(
-            [
-                column_span_scores(all_queries, out, self.unit, self.min_span, self.max_span, shared=True)
-                for out in passages
-            ]
-        )
+        spans = (self.unit, self.min_span, self.max_span)
+        scores = torch.cat([column_span_scores(all_queries, out, *spans, shared=True) for out in passages])
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)

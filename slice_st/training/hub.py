@@ -31,13 +31,10 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
         raise HubAccessError(f"cannot push to {repo_id}: no Hugging Face token; run `hf auth login` or set HF_TOKEN.")
     try:
         me = api.whoami()
-    except HfHubHTTPError as error:
+    except (HfHubHTTPError, OSError, ConnectionError) as error:
+        why = "refused the token" if isinstance(error, HfHubHTTPError) else "cannot be reached"
         raise HubAccessError(
-            f"cannot push to {repo_id}: the Hub refused the token ({' '.join(str(error).split())[:160]})."
-        ) from None
-    except (OSError, ConnectionError) as error:
-        raise HubAccessError(
-            f"cannot push to {repo_id}: the Hub cannot be reached ({' '.join(str(error).split())[:160]})."
+            f"cannot push to {repo_id}: the Hub {why} ({' '.join(str(error).split())[:160]})."
         ) from None
     role = ((me.get("auth") or {}).get("accessToken") or {}).get("role")
     if role == "read":

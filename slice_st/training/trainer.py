@@ -1,9 +1,5 @@
-"""SLICE training on sentence-transformers' trainer: :func:`train` and ``slice-st train``.
-
-A run is the trainer's own ``SentenceTransformerTrainingArguments`` plus :class:`SliceArguments` (the base model,
-SLICE triplets and/or unlabeled passages, the dev evaluator, spans, LoRA). Checkpoints are flag-free SLICE
-checkpoints with a SLICE model card; a Hub push is checked before anything is loaded or trained.
-"""
+"""SLICE training on sentence-transformers' trainer (:func:`train`, ``slice-st train``): the trainer's own
+``SentenceTransformerTrainingArguments`` plus :class:`SliceArguments`."""
 
 from __future__ import annotations
 
@@ -12,6 +8,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st.errors import MissingExtraError, SpanInputError
@@ -35,61 +32,28 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "multi_dataset_batch_sampler": "round_robin",
 }
 
-#: Documented settings for your own data (``slice-st train --preset NAME``); options given with it override them.
-#: The recipes on the paper's offline data (the shipped model's among them) are argument files in research/presets/.
+#: Documented settings for your own data (``slice-st train --preset NAME``), the files in ``presets/``:
+#: ``cpu-minilm`` (SLICE triplets for all-MiniLM-L6-v2, a short CPU run) and ``gpu-minilm-slice`` (the shipped
+#: slice-minilm's recipe, LoRA and span self-distillation, for a GPU: add --distill-data and --dev). Options given
+#: with a preset override it; the recipes on the paper's offline data are argument files in research/presets/.
 PRESETS: dict[str, dict[str, Any]] = {
-    # SLICE triplets (SpanMaxCrossEntropyLoss) for all-MiniLM-L6-v2, a short CPU run.
-    "cpu-minilm": {
-        "max_steps": 200,
-        "per_device_train_batch_size": 16,
-        "max_span": 10,
-        "train_limit": 8000,
-        "dev_limit": 256,
-        "max_seq_length": 128,
-    },
-    # The shipped slice-minilm's recipe (LoRA, span self-distillation) for a GPU: add --distill-data and --dev.
-    "gpu-minilm-slice": {
-        "lora_r": 16,
-        "learning_rate": 3e-4,
-        "distill_spans": 16,
-        "distill_max_span": 20,
-        "distill_text_weight": 0.0,
-        "dev_select": "even",
-        "max_steps": 4000,
-        "warmup_steps": 0.05,
-        "per_device_train_batch_size": 64,
-        "eval_steps": 500,
-        "save_steps": 500,
-        "max_seq_length": 256,
-    },
+    path.stem: json.loads(path.read_text(encoding="utf-8"))
+    for path in sorted(Path(__file__).with_name("presets").glob("*.json"))
 }
 
 
 def _option(text: str, default: Any = None, **metadata: Any):
     """A :class:`SliceArguments` field: its default and its ``--help`` text."""
-    if isinstance(default, list):
-        return field(default_factory=list, metadata={"help": text, **metadata})
-    return field(default=default, metadata={"help": text, **metadata})
+    default_value = {"default_factory": list} if isinstance(default, list) else {"default": default}
+    return field(**default_value, metadata={"help": text, **metadata})
 
 
 @dataclass
 class SliceArguments:
     """The SLICE settings of a run, beside the trainer's ``SentenceTransformerTrainingArguments``; both are read by
-    ``HfArgumentParser`` (``slice-st train``) and each field's ``--help`` text is in its metadata.
-
-    Args:
-        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
-        train_data: SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`.
-        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`.
-        dev: STS-B-Context TSV whose single-pass Spearman chooses the best checkpoint.
-        sts_dev: STS-B TSV, also scored at each evaluation.
-        dev_select, resume, overwrite: Which dev rows choose; continue the last checkpoint; train into a folder
-            with files.
-        min_span, max_span, eval_max_span, unit, scale, in_batch_negatives: Spans and the SLICE loss.
-        distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
-            Span self-distillation.
-        passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
-        lora_r, lora_alpha, license: A LoRA adapter instead of every weight; the model card's licence.
+    ``HfArgumentParser`` (``slice-st train``). Each field's ``help`` metadata documents it: the base model, the data
+    (SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled text for
+    :class:`~slice_st.SpanDistillationLoss`), the dev files that choose the best checkpoint, spans, LoRA.
 
     Example:
         >>> SliceArguments(distill_data=["notes.txt"]).objectives
@@ -164,16 +128,9 @@ class SliceArguments:
 
 
 def training_arguments(preset: str | None = None, **values: Any):
-    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``, from settings named as
-    ``slice-st train``'s options: :data:`TRAINING_DEFAULTS`, then the ``preset``'s (a name of :data:`PRESETS`), then
-    ``values``.
-
-    Args:
-        preset: A name of :data:`PRESETS` (``None``: none).
-        values: Settings of either half, by field name (``output_dir``, ``max_steps``, ``distill_data``, …).
-
-    Returns:
-        ``(args, settings)`` for :func:`train`.
+    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)`` for :func:`train`:
+    :data:`TRAINING_DEFAULTS`, then the ``preset``'s (a name of :data:`PRESETS`), then ``values`` (settings of either
+    half by field name: ``output_dir``, ``max_steps``, ``distill_data``, …).
 
     Example:
         >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["msmarco:t.tsv"])
@@ -259,6 +216,8 @@ def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: 
 def _run_arguments(args, settings: SliceArguments, evaluator):
     """The trainer's arguments with what a SLICE run decides itself: evaluation when there is a dev set, the best
     checkpoint by its single-pass Spearman, the Hub strategy of a LoRA run, CPU processes without an accelerator."""
+    import torch
+
     return dataclasses.replace(
         args,
         eval_strategy="steps" if evaluator is not None else "no",
@@ -272,29 +231,15 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
         # adapter of its base): push once, at the end, the merged model.
         hub_strategy="end" if settings.lora_r else args.hub_strategy,
         # Without an accelerator, accelerate only forms a (gloo) process group across CPU processes when told so.
-        use_cpu=args.use_cpu or not _has_accelerator(),
+        use_cpu=args.use_cpu or not torch.accelerator.is_available(),
     )
 
 
 def build_trainer(
     args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None
 ):
-    """The ``SentenceTransformerTrainer`` of a run, not started (the arguments are :func:`train`'s).
-
-    With ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`), then the
-    trainer pushes by itself.
-
-    Args:
-        args: The trainer's ``SentenceTransformerTrainingArguments``.
-        settings: The run's :class:`SliceArguments` (default: all defaults).
-        model: A ``SentenceTransformer`` (``None``: ``settings.model``).
-        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``settings``' data.
-        callbacks: Extra ``transformers`` trainer callbacks.
-        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
-
-    Returns:
-        A ``SentenceTransformerTrainer``, not started.
-    """
+    """The ``SentenceTransformerTrainer`` of a run, not started; the arguments are :func:`train`'s. With
+    ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`)."""
     from sentence_transformers import SentenceTransformerTrainer
 
     datasets = require("datasets", "train", "slice-st train")
@@ -378,12 +323,6 @@ def save_adapter(model, path: str) -> str:
     return path
 
 
-def _has_accelerator() -> bool:
-    import torch
-
-    return torch.accelerator.is_available()
-
-
 def _given_objectives(dataset) -> tuple[str, ...]:
     """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
     SLICE triplets unless it is a one-column (``text``) passages set."""
@@ -422,10 +361,8 @@ def _dev_evaluator(settings: SliceArguments):
         evaluators.append(SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans))
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
-    if not evaluators:
-        return None
-    if len(evaluators) == 1:
-        return evaluators[0]
+    if len(evaluators) < 2:
+        return evaluators[0] if evaluators else None
     from sentence_transformers.base.evaluation import SequentialEvaluator
 
     return SequentialEvaluator(evaluators, main_score_function=lambda scores: scores[0])
@@ -558,33 +495,19 @@ RESUMED_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.p
 
 
 def check_checkpoint_state(checkpoint: str) -> None:
-    """Check that the optimizer, scheduler, scaler and RNG states of ``checkpoint`` load as plain tensor data.
-
-    Each file is read as the trainer reads it on resume (``torch.load(weights_only=True)``: a pickle that would run
-    code is refused, never executed), so a damaged file is a ``ValueError`` naming it before training starts.
-    """
+    """Read the optimizer, scheduler, scaler and RNG states of ``checkpoint`` as the trainer will on resume
+    (``torch.load(weights_only=True)``: code in a pickle is refused, never run): a damaged file is a ``ValueError``
+    naming it before training starts."""
     import glob
-    import pickle
+    from pickle import UnpicklingError
 
     import torch
     from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
-    unreadable = (
-        pickle.UnpicklingError,
-        EOFError,
-        RuntimeError,
-        ValueError,
-        OSError,
-        AttributeError,
-        TypeError,
-        KeyError,
-    )
-    names = [name for name in RESUMED_STATE_FILES if os.path.exists(os.path.join(checkpoint, name))]
-    names += sorted(
-        os.path.basename(path) for path in glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth"))
-    )
-    for name in names:
-        path = os.path.join(checkpoint, name)
+    unreadable = (UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError)
+    paths = [os.path.join(checkpoint, name) for name in RESUMED_STATE_FILES]
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
                 torch.load(path, map_location="cpu", weights_only=True)

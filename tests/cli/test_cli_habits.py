@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from slice_st.cli import COMMAND_GROUPS, build_parser, main
-from slice_st.cli.common import write_rows
+from slice_st.cli.mine import write_rows
 from slice_st.text import guess_split, read_texts
 
 WRAPPED = (

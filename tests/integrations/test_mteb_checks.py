@@ -23,7 +23,6 @@ from slice_st.integrations.mteb import (  # noqa: E402
     SPLIT,
     STATS_REVISION,
     STSBContext,
-    load_results,
     mteb_model,
 )
 
@@ -199,27 +198,25 @@ def test_results_round_trip_through_mtebs_task_result(model, tmp_path):
     assert back.dataset_revision == task.metadata.revision
 
 
-def test_load_results_reads_the_files_results_through_mteb(model, tmp_path):
+def test_results_are_read_back_through_mteb_with_the_task_object(model, tmp_path):
+    """mteb's ResultCache reads a task defined outside mteb given the task object; the revision tells files apart."""
     folder = tmp_path / "results-cache"
     task = STSBContext(FIXTURE, max_span=6)
     score = mteb.evaluate(model, task, cache=mteb.ResultCache(folder), **QUIET)[0].get_score()
-    loaded = load_results(folder, task)
-    [model_results] = loaded.model_results
-    [result] = model_results.task_results
-    assert isinstance(result, mteb.TaskResult) and result.get_score() == pytest.approx(score, abs=1e-6)
-    assert model_results.model_name == model.mteb_model_meta.name and list(result.scores) == [SPLIT]
-    assert load_results(folder, task, models=["nobody/else"]).model_results == []
 
+    def load(task, **options):
+        options |= {"include_remote": False, "require_model_meta": False, "validate_and_filter": True}
+        loaded = mteb.ResultCache(folder).load_results(tasks=[task], **options)
+        revision = task.metadata.revision
+        return [r for m in loaded.model_results for r in m.task_results if r.dataset_revision == revision]
+
+    [result] = load(task)
+    assert isinstance(result, mteb.TaskResult) and result.get_score() == pytest.approx(score, abs=1e-6)
+    assert list(result.scores) == [SPLIT] and load(task, models=["nobody/else"]) == []
     other = STSBContext(FIXTURE, limit=4, max_span=6)  # another sample: another dataset revision
-    assert load_results(folder, other).model_results == []  # never another file's scores
+    assert load(other) == []  # never another file's scores
     mteb.evaluate(model, other, cache=mteb.ResultCache(folder), overwrite_strategy="always", **QUIET)
-    assert load_results(folder, task).model_results == []
-    assert [r.dataset_revision for m in load_results(folder, other).model_results for r in m.task_results] == [
-        other.metadata.revision
-    ]
-    with pytest.raises(FileNotFoundError, match="results folder not found"):
-        load_results(tmp_path / "missing", task)
-    assert not (tmp_path / "missing").exists()
+    assert load(task) == [] and [r.dataset_revision for r in load(other)] == [other.metadata.revision]
 
 
 def test_mteb_run_refuses_a_cached_result_of_another_file(tiny_model_dir, tmp_path, capsys):
@@ -242,7 +239,7 @@ def test_mteb_run_refuses_a_cached_result_of_another_file(tiny_model_dir, tmp_pa
 
 
 def test_mteb_cannot_look_the_task_up_by_name(model):
-    """The limit load_results works around: mteb's registry holds only the tasks mteb ships."""
+    """mteb's registry holds only the tasks mteb ships: results are read back with the task object."""
     result = mteb.evaluate(model, STSBContext(FIXTURE, max_span=6), cache=None, **QUIET)[0]
     with pytest.raises(KeyError, match="STSBContext"):
         _ = result.task_type

@@ -172,7 +172,7 @@ def test_same_display_name_is_told_apart_by_fingerprint(tmp_path, tiny_model_dir
 def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
     """The Table-1 result cache used a fixed ``PATH.tmp``: a link planted there was written through."""
     from research.table import load_result, save_result
-    from slice_st.evaluation.setups import SetupResult
+    from slice_st.evaluation.span_retrieval import SetupResult
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious")

@@ -314,6 +314,7 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "slice_st.cli", "train", *args]
 
 
+@pytest.mark.slow  # real training in two processes
 def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     output = tmp_path / "run"
     common = [
@@ -344,11 +345,9 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    deadline = time.time() + 240
-    try:
+    try:  # no clock: the run either writes checkpoint-4 or ends (400 steps) and fails the test
         while not (output / "checkpoint-4" / "trainer_state.json").exists():
             assert process.poll() is None, "training ended before it could be killed:\n" + log.read_text()[-3000:]
-            assert time.time() < deadline, "no checkpoint appeared"
             time.sleep(0.05)
     finally:
         if process.poll() is None:
