@@ -1,8 +1,5 @@
-"""Calibrated similarity: a span cosine mapped to the STS 0–5 scale by isotonic regression.
-
-The fitted map is piecewise linear (its thresholds saved as JSON, with the index or beside a model) and applied with
-``numpy.interp``: no scikit-learn needed to use it. Which cosine is fitted: docs/guides/corpus-index.md.
-"""
+"""Calibrated similarity: a span cosine mapped to the STS 0–5 scale by isotonic regression, saved as JSON and applied
+with ``numpy.interp`` (no scikit-learn needed to use it). See docs/guides/corpus-index.md."""
 
 from __future__ import annotations
 
@@ -71,18 +68,6 @@ class Calibration:
         """One cosine → one degree."""
         return float(self(np.array([cosine]))[0])
 
-    def cosine_for(self, degree: float) -> float:
-        """The smallest cosine reaching ``degree`` (to turn a 0–5 threshold into a cosine threshold)."""
-        x, y = np.asarray(self.x), np.asarray(self.y)
-        if degree <= y[0]:
-            return float("-inf")
-        if degree > y[-1]:
-            return float("inf")
-        i = int(np.searchsorted(y, degree, side="left"))
-        if y[i] == degree or i == 0:
-            return float(x[i])
-        return float(x[i - 1] + (degree - y[i - 1]) * (x[i] - x[i - 1]) / (y[i] - y[i - 1]))
-
     def to_dict(self) -> dict[str, Any]:
         return {"format_version": CALIBRATION_FORMAT_VERSION, "kind": "isotonic"} | asdict(self)
 
@@ -126,17 +111,8 @@ class Calibration:
 def fit_calibration(
     cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info
 ) -> Calibration:
-    """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores.
-
-    Args:
-        cosines: Cosines of the pairs.
-        scores: Their gold scores.
-        low: Lowest degree.
-        high: Highest degree.
-        **info: Stored in the :class:`Calibration` (``source``, ``pairs``, …).
-
-    Returns:
-        The fitted :class:`Calibration`.
+    """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores; ``info`` is stored in
+    the :class:`Calibration` (``source``, ``pairs``, …).
 
     Example:
         >>> cal = fit_calibration([0.1, 0.3, 0.5, 0.7, 0.9], [0.0, 1.0, 0.8, 4.0, 5.0])
@@ -164,34 +140,6 @@ def fit_calibration(
     )
 
 
-def sts_pair_cosines(
-    model: SentenceTransformer,
-    sentences1: Sequence[str],
-    sentences2: Sequence[str],
-    pair_score: str = "sentence",
-    *,
-    batch_size: int = 32,
-    max_span: int | None = None,
-) -> np.ndarray:
-    """``(N,)`` cosines of the pairs ``(sentences1[i], sentences2[i])``: of the two sentences' mean token vectors
-    (``"sentence"``, the cosine the index gives a span covering sentence 2), or of sentence 2's best span
-    (``"best_span"``, at most ``max_span`` words)."""
-    from slice_st.encode import best_spans_paired, embed_texts
-
-    if pair_score not in PAIR_SCORES:
-        raise DataFormatError(f"pair_score must be one of {PAIR_SCORES}, got {pair_score!r}.")
-    if pair_score == "sentence":
-        import torch
-
-        first, second = (
-            torch.nn.functional.normalize(embed_texts(model, list(texts), batch_size=batch_size).float(), dim=-1)
-            for texts in (sentences1, sentences2)
-        )
-        return (first * second).sum(dim=-1).cpu().numpy().astype(np.float64)
-    matches = best_spans_paired(model, list(sentences1), list(sentences2), batch_size=batch_size, max_span=max_span)
-    return np.array([match.score if match is not None else np.nan for match in matches], dtype=np.float64)
-
-
 def fit_sts_calibration(
     model: SentenceTransformer,
     path: str | os.PathLike,
@@ -201,28 +149,33 @@ def fit_sts_calibration(
     batch_size: int = 32,
     max_span: int | None = None,
 ) -> Calibration:
-    """Fit the cosine → 0–5 map on an STS-benchmark TSV (e.g. ``sts-train.csv``), read in place from ``path``.
+    """Fit the cosine → 0–5 map on the first ``limit`` pairs of an STS-benchmark TSV (e.g. ``sts-train.csv``).
 
-    Args:
-        model: The ``SentenceTransformer``.
-        path: An STS-benchmark TSV.
-        pair_score: How a pair is scored: ``"sentence"`` or ``"best_span"`` (:func:`sts_pair_cosines`).
-        limit: Use the first ``limit`` pairs.
-        batch_size: Batch size of the encoding.
-        max_span: Longest span for ``"best_span"``.
-
-    Returns:
-        The fitted :class:`Calibration`.
+    A pair is scored by the cosine of its two sentences' mean token vectors (``pair_score="sentence"``: the cosine the
+    index gives a span covering sentence 2), or of sentence 2's best span of at most ``max_span`` words
+    (``"best_span"``).
     """
     from slice_st.data.stsb import read_stsb
+    from slice_st.encode import best_spans_paired, embed_texts
     from slice_st.loading import model_fingerprint
 
+    if pair_score not in PAIR_SCORES:
+        raise DataFormatError(f"pair_score must be one of {PAIR_SCORES}, got {pair_score!r}.")
     rows = read_stsb(path)
     if limit is not None:
         rows = rows.select(range(min(limit, len(rows))))
-    cosines = sts_pair_cosines(
-        model, rows["sentence1"], rows["sentence2"], pair_score, batch_size=batch_size, max_span=max_span
-    )
+    first, second = list(rows["sentence1"]), list(rows["sentence2"])
+    if pair_score == "sentence":
+        import torch
+
+        vectors = [
+            torch.nn.functional.normalize(embed_texts(model, texts, batch_size=batch_size).float(), dim=-1)
+            for texts in (first, second)
+        ]
+        cosines = (vectors[0] * vectors[1]).sum(dim=-1).cpu().numpy().astype(np.float64)
+    else:
+        matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
+        cosines = np.array([np.nan if match is None else match.score for match in matches], dtype=np.float64)
     gold = np.asarray(rows["score"], dtype=np.float64)
     keep = np.isfinite(cosines)
     return fit_calibration(

@@ -12,7 +12,7 @@ import torch
 
 from slice_st.backends import backend_of, check_parallelism
 from slice_st.data.corpus import Document, documents_from_dataset
-from slice_st.encode import as_text_list
+from slice_st.encode import as_text_list, check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.loading import check_device
 
@@ -74,8 +74,7 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
         if not isinstance(pool, dict) or not pool.get("processes"):
             raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
         return None
-    if processes is not None and (isinstance(processes, bool) or not isinstance(processes, int) or processes < 1):
-        raise SpanInputError(f"processes must be a positive integer, got {processes!r}.")
+    check_top_k(processes, "processes", optional=True)
     cpu_processes = (
         processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
     )

@@ -1,12 +1,12 @@
 """The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``).
 
-The driver cuts the corpus (files or ``pyarrow.fs`` URIs, or in-memory documents) into groups of about
-``shard_bytes``; Ray Data actors build and save each group's shards with the one-process path (``SpanIndex.build``,
-then ``save``). ``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
+Ray Data actors build and save groups of about ``shard_bytes`` of the corpus with the one-process path;
+``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
 """
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import gc
 import json
@@ -25,21 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st import errors
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
-from slice_st.errors import FileAccessError, SpanInputError
+from slice_st.encode import check_top_k
+from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
+from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
-from slice_st.index.fingerprint import model_identity
-from slice_st.index.storage import (
-    MANIFEST,
-    SHARD_LIST,
-    check_index_target,
-    is_plain_name,
-    read_manifest,
-    read_shard_list,
-    write_json,
-)
-from slice_st.loading import model_fingerprint
+from slice_st.loading import model_fingerprint, model_identity
 from slice_st.text import is_ray_address, require
 
 if TYPE_CHECKING:
@@ -54,39 +47,24 @@ BUILD_STATE = ".slice-st-build"
 FORMATS = ("text", "jsonl", "parquet")
 #: Seconds to wait for a Ray head's port to answer before giving up (ray.init itself may wait for ever).
 RAY_CONNECT_TIMEOUT = 10.0
-#: Errors of a worker that are the user's to fix (bad input), by class name.
-_USER_ERRORS = {
-    "SpanInputError",
-    "CorpusError",
-    "DataFormatError",
-    "ValueError",
-    "FileNotFoundError",
-    "FileAccessError",
-    "PermissionError",
-    "IsADirectoryError",
-    "UnicodeDecodeError",
-    "IndexBusyError",
-    "MissingExtraError",
-}
+#: Errors of a worker that are the user's to fix (bad input).
+_USER_ERRORS = (ValueError, OSError, MissingExtraError)
 
 
 # ---------------------------------------------------------------------------------------------- Ray itself
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
-    """``ray`` with Ray Data, or :class:`slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
+    """``ray`` with Ray Data, or a :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
     ray = require("ray", "ray", feature)
     require("ray.data", "ray", feature)
     return ray
 
 
 def check_address(address: str | None) -> str | None:
-    """A Ray address as ``ray.init`` takes it: ``None`` (start a local Ray), ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT``.
+    """A Ray address as ``ray.init`` takes it: ``None`` (``"local"``: start Ray here), ``"auto"``, ``HOST:PORT`` or
+    ``ray://HOST:PORT``.
 
     >>> check_address("local"), check_address("ray://head:10001")
     (None, 'ray://head:10001')
-    >>> check_address("corpus.txt")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.SpanInputError: 'corpus.txt' is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT ...
     """
     if address is None or address == "local":
         return None
@@ -99,14 +77,8 @@ def check_address(address: str | None) -> str | None:
 
 
 def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
-    """Check that ``HOST:PORT`` (or ``ray://HOST:PORT``) answers within ``timeout`` seconds, so that an unreachable
-    cluster is a :class:`SpanInputError` at once rather than a ``ray.init`` that never returns (``"auto"``: not probed).
-
-    >>> probe_address("127.0.0.1:1")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    slice_st.errors.SpanInputError: cannot connect to the Ray cluster at 127.0.0.1:1: ...
-    """
+    """A :class:`SpanInputError` at once if ``HOST:PORT`` (or ``ray://HOST:PORT``) does not answer within ``timeout``
+    seconds, rather than a ``ray.init`` that never returns (``"auto"``: not probed)."""
     if address is None or address in ("auto", "local"):
         return
     parts = urllib.parse.urlsplit(address if "://" in address else f"//{address}")
@@ -126,40 +98,25 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
         ) from None
 
 
-def connect_ray(address: str | None = None, num_cpus: int | None = None, num_gpus: int | None = None) -> bool:
-    """Connect to Ray at ``address`` (:func:`check_address`), or start it here; ``True`` if this call started it.
-
-    An already initialised Ray is used as it is. A cluster that cannot be reached is a :class:`SpanInputError`.
-    """
+def connect_ray(address: str | None = None) -> bool:
+    """Connect to Ray at ``address`` (:func:`check_address`; an initialised Ray is used as it is), or start it here;
+    ``True`` if this call started it. A cluster that cannot be reached is a :class:`SpanInputError`."""
     ray = require_ray()
     address = check_address(address)
     if ray.is_initialized():
         return False
-    local = address is None and not os.environ.get("RAY_ADDRESS")
     probe_address(address or os.environ.get("RAY_ADDRESS"))
     try:
-        ray.init(
-            address=address,
-            num_cpus=num_cpus if local else None,
-            num_gpus=num_gpus if local else None,
-            include_dashboard=False,
-            log_to_driver=False,
-            logging_level=logging.WARNING,
-        )
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
-    require("ray.data", "ray").DataContext.get_current().execution_options.preserve_order = True
     return True
 
 
 def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
-    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as the cluster holds, at
-    most ``limit``), once that many fit in the free resources (waiting up to ``timeout`` s for ones shutting down).
-
-    More than the cluster holds, or still not free after ``timeout``: :class:`SpanInputError` (an actor that cannot be
-    placed would wait for ever).
-    """
+    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as fit, at most ``limit``),
+    once that many are free (waiting up to ``timeout`` s); else a :class:`SpanInputError`, never an endless wait."""
     ray = require_ray()
     total = ray.cluster_resources()
 
@@ -218,7 +175,9 @@ def _user_error(error: BaseException) -> BaseException:
         todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
     # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
     for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
-        if not name.startswith("ray.") and name.rpartition(".")[2] in _USER_ERRORS:
+        short = name.rpartition(".")[2]
+        kind = getattr(builtins, short, None) or getattr(errors, short, None)
+        if not name.startswith("ray.") and isinstance(kind, type) and issubclass(kind, _USER_ERRORS):
             return SpanInputError(message.strip())
     return error
 
@@ -253,10 +212,6 @@ class RayBuild:
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     worker_seconds: float = 0.0
 
-    @property
-    def shard_paths(self) -> list[str]:
-        return [os.path.join(self.path, name) for name in self.shards]
-
 
 # ---------------------------------------------------------------------------------------------- the corpus
 def _is_uri(path: str) -> bool:
@@ -271,11 +226,8 @@ def _format(path: str, fmt: str | None) -> str:
 
 
 def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
-    """``{"path", "format", "bytes"}`` of every corpus file, in order: files as given, folders' files sorted (hidden
-    ones left out).
-
-    Paths are local or ``pyarrow.fs`` URIs. A path that does not exist is a ``FileNotFoundError``.
-    """
+    """``{"path", "format", "bytes"}`` of every corpus file (local or a ``pyarrow.fs`` URI), in order: files as given,
+    folders' files sorted (hidden ones left out); a missing path is a ``FileNotFoundError``."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if fmt not in (None, *FORMATS):
@@ -424,9 +376,7 @@ class _ShardWriter:
         for number, chunk in enumerate(_chunks(documents, job["shard_bytes"]) if documents else []):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(job["output"], name)
-            manifest = (
-                read_manifest(folder, must_exist=False) if os.path.exists(os.path.join(folder, MANIFEST)) else None
-            )
+            manifest = storage.read_manifest(folder, must_exist=False)
             if manifest is not None and not job["force"] and manifest["model_fingerprint"] == self.fingerprint:
                 reused += 1
                 units, kept = manifest["units"], manifest["documents"]
@@ -444,7 +394,7 @@ class _ShardWriter:
             state["documents"] += kept
             if kept:
                 state["shards"].append(name)
-        write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
+        storage.write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
         return {
             "result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})
         }
@@ -467,10 +417,10 @@ class _ShardWriter:
 # ---------------------------------------------------------------------------------------------- the build
 def build_on_ray(
     index_class: type[SpanIndex],
-    output: str | os.PathLike,
     model: SentenceTransformer,
     span_config: SpanConfig,
     *,
+    output: str | os.PathLike | None = None,
     files: str | Sequence[str] | None = None,
     texts: Any = None,
     ids: Sequence[str] | None = None,
@@ -485,24 +435,30 @@ def build_on_ray(
     concurrency: int | None = None,
     num_gpus: float = 0,
     num_cpus: float = 1,
-    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    shard_bytes: int | None = None,
     force: bool = False,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_shard: Callable[[str], None] | None = None,
+    show_progress_bar: bool | None = None,  # the actors show none
+    devices: Sequence[str] | None = None,
+    processes: int | None = None,
+    pool: Any = None,
 ) -> RayBuild:
-    """Build a sharded index in ``output`` on Ray, from corpus ``files`` (read by the workers) or in-memory ``texts``.
+    """Build a sharded index in ``output`` on Ray from corpus ``files`` (read by the workers) or in-memory ``texts``:
+    ``SpanIndex.build(..., engine="ray")``, whose arguments these are; ``index_class`` builds and saves each shard.
 
-    Called by ``SpanIndex.build(..., engine="ray")`` and ``SpanIndex.from_files(..., engine="ray")``, whose arguments
-    these are; ``index_class`` builds and saves each shard. ``concurrency`` actors (default: as many as the cluster
-    has room for) of ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``shard_bytes`` of text per shard. A rerun resumes;
-    ``force`` rebuilds every shard. ``progress(group_result)`` is called on the driver as each group finishes,
-    ``on_shard(name)`` in the actor after each shard is saved. A Ray started here is shut down at the end.
-
-    Returns:
-        A :class:`RayBuild`.
+    ``concurrency`` actors (default: as many as fit) of ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``shard_bytes`` of
+    text per shard (default 16 MiB). A rerun resumes; ``force`` rebuilds every shard. ``progress(group_result)`` is
+    called on the driver as each group finishes, ``on_shard(name)`` in the actor after each shard is saved. Returns a
+    :class:`RayBuild`.
     """
+    if output is None:
+        raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
+    if any(option is not None for option in (devices, processes, pool)):
+        raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
+    shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
-    output = check_index_target(output)
+    output = storage.check_index_target(output)
     work, source = (
         _work(files, fmt, shard_bytes)
         if files is not None
@@ -538,21 +494,14 @@ def _finish(output: str, plan: dict[str, Any], ordered: list[dict[str, Any]], bu
     shards = [name for state in ordered for name in state["shards"]]
     if not shards:
         raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
-    totals = {"documents": sum(s["documents"] for s in ordered), "units": sum(s["units"] for s in ordered)}
-    write_json(os.path.join(output, SHARD_LIST), plan | {"complete": True, "shards": shards} | totals)
-    return RayBuild(
-        os.fspath(output),
-        shards,
-        totals["documents"],
-        totals["units"],
-        len(ordered),
-        built,
-        sum(s["built"] for s in ordered),
-        sum(s["reused"] for s in ordered),
-        time.perf_counter() - start,
-        [tuple(pair) for s in ordered for pair in s.get("skipped", [])],
-        sum(s.get("seconds", 0.0) for s in ordered),
-    )
+    total = {key: sum(state.get(key, 0) for state in ordered) for key in ("documents", "units", "built", "reused")}
+    summary = {"complete": True, "shards": shards, "documents": total["documents"], "units": total["units"]}
+    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
+    skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
+    seconds = sum(state.get("seconds", 0.0) for state in ordered)
+    # documents, units, groups, groups_built, shards_built, shards_reused
+    counts = [total["documents"], total["units"], len(ordered), built, total["built"], total["reused"]]
+    return RayBuild(os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds)
 
 
 def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error) -> None:
@@ -560,9 +509,8 @@ def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cp
         raise SpanInputError("build_on_ray needs either files or texts.")
     if files is not None and ids is not None:
         raise SpanInputError("ids are for in-memory texts; files carry their own ids (path:line, or the id field).")
-    for name, value in (("shard_bytes", shard_bytes), ("concurrency", concurrency if concurrency is not None else 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+    check_top_k(shard_bytes, "shard_bytes")
+    check_top_k(concurrency, "concurrency", optional=True)
     if not isinstance(num_gpus, (int, float)) or isinstance(num_gpus, bool) or num_gpus < 0:
         raise SpanInputError(f"num_gpus must be a number >= 0, got {num_gpus!r}.")
     if not isinstance(num_cpus, (int, float)) or isinstance(num_cpus, bool) or num_cpus <= 0:
@@ -615,18 +563,18 @@ def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: 
 
 def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[int, dict[str, Any]]:
     """Check that ``output`` holds no other build (unless ``force``), write the plan; the groups already done."""
-    previous = read_shard_list(output)
-    if previous is None and os.path.exists(os.path.join(output, MANIFEST)) and not force:
+    previous = storage.read_shard_list(output)
+    if previous is None and os.path.exists(os.path.join(output, storage.MANIFEST)) and not force:
         raise SpanInputError(
             f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
         )
-    for key, what in (
-        ("model_fingerprint", "model"),
-        ("span_config", "span settings"),
-        ("dtype", "dtype"),
-        ("shard_bytes", "shard size"),
-        ("source", "corpus"),
-    ):
+    names = {
+        "model_fingerprint": "model",
+        "span_config": "span settings",
+        "dtype": "dtype",
+        "shard_bytes": "shard size",
+    }
+    for key, what in (*names.items(), ("source", "corpus")):
         if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
                 f"{output} holds a sharded build with another {what} "
@@ -645,7 +593,7 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
         for entry in os.scandir(folder):
             if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
                 os.unlink(entry.path)
-    write_json(os.path.join(output, SHARD_LIST), plan)
+    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan)
     return {} if force else _finished_groups(output, groups)
 
 
@@ -662,7 +610,8 @@ def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
             continue  # rewritten by the rerun
         shards = state.get("shards", []) if isinstance(state, dict) else None
         if isinstance(shards, list) and all(
-            is_plain_name(name) and os.path.exists(os.path.join(output, name, MANIFEST)) for name in shards
+            storage.is_plain_name(name) and os.path.exists(os.path.join(output, name, storage.MANIFEST))
+            for name in shards
         ):
             done[number] = state
     return done

@@ -1,10 +1,5 @@
-"""``RayShardedSpanIndex``: a sharded index searched on Ray actors, each holding some shards memory-mapped.
-
-The driver embeds the queries once; each actor scans its shards (:meth:`ShardedSpanIndex.scan`, exact) and the
-driver merges the top-k in shard order (:func:`slice_st.index.sharded.merge_top_spans`: same spans, scores and ties
-as :class:`ShardedSpanIndex`). Matches, and the re-ranking of each document's spans, are made on the driver, which
-opens the shards too (memory-mapped), so the shards must be at the same path on every node.
-"""
+"""``RayShardedSpanIndex``: a sharded index scanned on Ray actors, merged on the driver (the same results as
+:class:`ShardedSpanIndex`); the shards must be at the same path on every node. See docs/guides/ray.md."""
 
 from __future__ import annotations
 
@@ -15,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st.encode import check_top_k
 from slice_st.errors import SpanInputError
-from slice_st.index.ray_engine import claim_workers, connect_ray, require_ray
+from slice_st.index.ray_engine import check_address, claim_workers, connect_ray, require_ray
 from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, load_shards, merge_top_spans
 from slice_st.index.span_index import SpanIndex
 
@@ -37,11 +33,7 @@ class _ShardScanner:
 
 class RayShardedSpanIndex(ShardedSpanIndex):
     """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by
-    units).
-
-    Same results as :class:`ShardedSpanIndex` (exact top-k merge). Connects to ``address`` (``None``:
-    starts Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``). :meth:`close` (or ``with``) ends
-    the actors, and Ray when it was started here.
+    units): the same results. :meth:`close` (or ``with``) ends the actors, and Ray when it was started here.
 
     Args:
         shards: The loaded shards.
@@ -68,8 +60,7 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         paths = [os.path.abspath(os.fspath(path)) for path in paths]
         if len(paths) != len(self.shards):
             raise SpanInputError(f"Got {len(paths)} shard paths for {len(self.shards)} shards.")
-        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-            raise SpanInputError(f"workers must be a positive integer, got {workers!r}.")
+        check_top_k(workers, "workers", optional=True)
         self._actors: list[Any] = []
         self._started = connect_ray(address)
         try:
@@ -101,22 +92,12 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             raise SpanInputError("This RayShardedSpanIndex is closed.")
         ray = require_ray()
 
+        options = {"approximate": approximate, "candidates": candidates, "nprobe": nprobe}
+
         def scan(query_vectors: torch.Tensor, k: int):
             queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
-            found = ray.get(
-                [
-                    actor.scan.remote(
-                        queries,
-                        k,
-                        wanted.min_span,
-                        wanted.max_span,
-                        approximate=approximate,
-                        candidates=candidates,
-                        nprobe=nprobe,
-                    )
-                    for actor in self._actors
-                ]
-            )
+            spans = wanted.min_span, wanted.max_span
+            found = ray.get([actor.scan.remote(queries, k, *spans, **options) for actor in self._actors])
             running = empty_top_spans(len(query_vectors), k)
             for part, base in zip(found, self._group_bases):
                 running = merge_top_spans(running, part, base)
@@ -170,8 +151,7 @@ def open_index(
     **model_options: Any,
 ) -> SpanIndex | ShardedSpanIndex:
     """One saved index, or several searched together as a :class:`ShardedSpanIndex`; with ``ray`` a
-    :class:`RayShardedSpanIndex` whose shards are scanned on Ray actors (close it). Every kind searches through
-    :meth:`SpanIndex.search`.
+    :class:`RayShardedSpanIndex` (close it).
 
     Args:
         paths: An index folder, several, or a folder of index folders (shards).
@@ -188,8 +168,6 @@ def open_index(
         >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
     """
     if ray is not None:
-        from slice_st.index.ray_engine import check_address
-
         check_address(ray)
         require_ray()
     paths = paths if isinstance(paths, (list, tuple)) else [paths]

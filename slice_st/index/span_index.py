@@ -1,10 +1,5 @@
-"""``SpanIndex``: exact span search over a corpus with ``d + K`` stored numbers per unit instead of a vector per span.
-
-Per unit (word or token) the index stores the sum of its token vectors and, per span starting there, the norm of the
-span's sum; a search is one matmul, a float64 prefix sum and one division per span
-(:func:`slice_st.spans.top_spans_flat`). Long documents are stored as their model windows. See
-docs/guides/corpus-index.md.
-"""
+"""``SpanIndex``: exact span search over a corpus with ``d + K`` stored numbers per unit (its token vectors' sum and
+the norms of the spans starting there) instead of a vector per span. See docs/guides/corpus-index.md."""
 
 from __future__ import annotations
 
@@ -18,10 +13,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
     check_threshold,
+    check_top_k,
     embed_texts,
     encode_windows,
     model_window,
@@ -30,10 +27,10 @@ from slice_st.encode import (
     token_dimension,
 )
 from slice_st.errors import IndexConflictError, SpanInputError
+from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage
 from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
-from slice_st.index.fingerprint import model_identity, model_runtime, model_source
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -47,22 +44,8 @@ from slice_st.index.search import (
     search_scorer,
     span_costs_for,
 )
-from slice_st.index.storage import (
-    ARRAYS,
-    INDEX_FORMAT_VERSION,
-    MANIFEST,
-    SETTINGS_FILE,
-    DataFolder,
-    array_digest,
-    check_index_target,
-    commit_data,
-    index_lock,
-    read_consistent,
-    read_manifest,
-    save_array,
-    write_bytes,
-)
-from slice_st.loading import model_fingerprint
+from slice_st.loading import model_fingerprint, model_identity
+from slice_st.pretrained import is_shipped_model_name
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
@@ -78,8 +61,8 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
-#: Options of ``build(..., engine="ray")`` a local build refuses when given.
-_RAY_ONLY = ("output", "address", "concurrency")
+#: The arrays with one row per unit.
+UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
 
 
 class SpanIndex:
@@ -90,9 +73,7 @@ class SpanIndex:
         span_config: The spans the index holds (:class:`~slice_st.config.SpanConfig`).
         dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
 
-    Note:
-        Build one with :meth:`SpanIndex.build`, :meth:`SpanIndex.from_files` or :meth:`SpanIndex.load`; the constructor
-        makes an empty index.
+    The constructor makes an empty index: build one with :meth:`build`, :meth:`from_files` or :meth:`load`.
 
     Example:
         >>> from slice_st import SpanIndex, load_model
@@ -137,10 +118,9 @@ class SpanIndex:
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index: :meth:`add` to an empty one.
 
-        ``engine="ray"`` builds on Ray instead (the extra ``slice-st[ray]``, see docs/guides/ray.md): the documents are
-        cut into shards of about ``shard_bytes`` of text, encoded by ``concurrency`` actors (``num_gpus`` each) of the
-        cluster at ``address`` (``None``: Ray started here) and saved as a sharded index in ``output``, the same index
-        as this build shard by shard. A rerun resumes (``force=True`` rebuilds). Open it with
+        ``engine="ray"`` builds on Ray instead (``slice-st[ray]``, docs/guides/ray.md): ``concurrency`` actors of the
+        cluster at ``address`` (``None``: Ray started here) save the same index, in shards of about ``shard_bytes`` of
+        text, to ``output``; a rerun resumes (``force=True`` rebuilds). Open it with
         :class:`~slice_st.index.ShardedSpanIndex` or :class:`~slice_st.index.RayShardedSpanIndex`.
 
         Args:
@@ -152,25 +132,26 @@ class SpanIndex:
             unit: ``"word"`` or ``"token"``.
             dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap).
             engine: ``"local"`` or ``"ray"``.
-            **options: Those of :meth:`add` (``batch_size``, ``devices``, ``processes``, ``on_error``…); with
-                ``engine="ray"``: ``output``, ``address``, ``concurrency``, ``num_gpus``, ``shard_bytes``, ``force``
-                and those of :func:`slice_st.index.ray_engine.build_on_ray`.
+            **options: Those of :meth:`add`; with ``engine="ray"`` those of
+                :func:`slice_st.index.ray_engine.build_on_ray` (``output``, ``address``, ``concurrency``…).
 
         Returns:
             The index; with ``engine="ray"`` a :class:`~slice_st.index.RayBuild`.
 
         Example:
-            >>> from slice_st import SpanIndex, load_model
-            >>> index = SpanIndex.build(["The flight was late."] * 8, load_model(), processes=2)  # doctest: +SKIP
             >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index")  # doctest: +SKIP
         """
         from slice_st.loading import load_model
 
         model = _as_model(model) if model is not None else load_model()
         span_config = resolve_span_config(model, min_span, max_span, unit)
+        if engine == "ray":
+            from slice_st.index.ray_engine import build_on_ray
+
+            return build_on_ray(cls, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
         if engine != "local":
-            return cls._build_on_ray(engine, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
-        if any(options.pop(name, None) is not None for name in _RAY_ONLY):
+            raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
+        if any(options.pop(name, None) is not None for name in ("output", "address", "concurrency")):
             raise SpanInputError(
                 "output, address and concurrency are options of engine='ray'; the local build returns the index "
                 "(save it)."
@@ -194,36 +175,14 @@ class SpanIndex:
         **options: Any,
     ) -> SpanIndex | RayBuild:
         """Build from text files (one document per line/paragraph, id ``path:line``) or JSONL files (id and text
-        fields); ``options`` are :meth:`build`'s.
-
-        With ``engine="ray"`` the Ray workers read the files (also Parquet, and ``pyarrow.fs`` URIs such as
-        ``s3://bucket/corpus/``; a folder stands for its files).
-
-        >>> SpanIndex.from_files(["calls/"], engine="ray", output="runs/calls-index", address="auto")  # doctest: +SKIP
-        """
+        fields); ``options`` are :meth:`build`'s. With ``engine="ray"`` the Ray workers read the files (also Parquet,
+        and ``pyarrow.fs`` URIs such as ``s3://bucket/corpus/``; a folder stands for its files)."""
         from slice_st.data.corpus import read_corpus
 
         reading = {"split": split, "fmt": fmt, "id_field": id_field, "text_field": text_field}
         if options.get("engine", "local") != "local":  # the workers read the files
             return cls.build(None, model, files=paths, **reading, **options)
         return cls.build(read_corpus(paths, **reading), model, **options)
-
-    @classmethod
-    def _build_on_ray(cls, engine: str, model, span_config: SpanConfig, output=None, **options: Any) -> RayBuild:
-        """``engine="ray"``: :func:`slice_st.index.ray_engine.build_on_ray`, each shard built by this class."""
-        if engine != "ray":
-            raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
-        if output is None:
-            raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
-        if any(options.pop(name, None) is not None for name in ("devices", "processes", "pool")):
-            raise SpanInputError(
-                "devices, processes and pool are for engine='local'; on Ray use concurrency= and num_gpus=."
-            )
-        from slice_st.index.ray_engine import DEFAULT_SHARD_BYTES, build_on_ray
-
-        options.pop("show_progress_bar", None)
-        options["shard_bytes"] = options.get("shard_bytes") or DEFAULT_SHARD_BYTES
-        return build_on_ray(cls, output, model, span_config, **options)
 
     def add(
         self,
@@ -248,10 +207,10 @@ class SpanIndex:
             show_progress_bar: Show a progress bar (default: for more than four batches).
             text_field: The Dataset column of the texts.
             id_field: The Dataset column of the ids (``None``: numbered).
-            on_error: ``"skip"`` leaves out documents the model cannot window (a span of ``max_span`` words longer
-                than a window, e.g. runs of dot leaders), listed in ``self.skipped`` as ``(id, reason)``; ``"raise"``.
-            devices: Encode in one process per device (``["cuda:0", "cuda:1"]``; ``["cpu", "cpu"]``) through
-                sentence-transformers' multi-process pool: the same index, to float tolerance.
+            on_error: ``"skip"`` leaves out documents the model cannot window (e.g. runs of dot leaders), listed in
+                ``self.skipped`` as ``(id, reason)``; ``"raise"``.
+            devices: Encode in one process per device (``["cuda:0", "cuda:1"]``) through sentence-transformers'
+                multi-process pool: the same index, to float tolerance.
             processes: Encode in that many CPU processes.
             pool: A pool from ``model.start_multi_process_pool(...)`` (reused, not stopped).
 
@@ -288,37 +247,28 @@ class SpanIndex:
         return ids
 
     def _new_ids(self, ids: Sequence[str] | None, count: int) -> list[str]:
-        """``ids`` checked (unique, new, one per document), or the next free numbers."""
+        """``ids`` checked (non-empty strings, unique, new, one per document), or the next free numbers."""
+        seen = set(self.doc_ids)
         if ids is None:
-            existing, ids, number = set(self.doc_ids), [], len(self.doc_ids)
-            while len(ids) < count:
-                if str(number) not in existing:
-                    ids.append(str(number))
-                number += 1
+            first = len(self.doc_ids)  # the next free numbers from there
+            ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
         ids = list(ids)
-        self._check_new_ids(ids, count)
-        return ids
-
-    def _check_new_ids(self, ids: list[str], count: int) -> None:
         if len(ids) != count:
             raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str) or not doc_id:
                 raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
-        seen: set[str] = set(self.doc_ids)
-        for doc_id in ids:
             if doc_id in seen:
                 raise SpanInputError(f"Duplicate document id {doc_id!r}.")
             seen.add(doc_id)
+        return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
-        """The documents the model can window, all planned before any is encoded (a bad one is named by its id at
-        once); the others raise, or are left out and listed in ``self.skipped``."""
+        """The documents the model can window (all planned before any is encoded); the others raise, or are left out
+        and listed in ``self.skipped``."""
         bad: list[tuple[int, str]] = []
-        window = model_window(self.model)
-        plan_windows(
-            self.model.tokenizer, texts, window, self.span_config.max_span, WINDOW_CONTEXT, self.span_config.unit, bad
-        )
+        config, window = self.span_config, model_window(self.model)
+        plan_windows(self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad)
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
             raise SpanInputError(
@@ -332,7 +282,7 @@ class SpanIndex:
             raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
         dropped = {position for position, _ in bad}
         keep = [position for position in range(len(texts)) if position not in dropped]
-        return [texts[position] for position in keep], [ids[position] for position in keep]
+        return [texts[i] for i in keep], [ids[i] for i in keep]
 
     def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
@@ -370,10 +320,8 @@ class SpanIndex:
         }
 
     def remove(self, ids: Iterable[str]) -> int:
-        """Drop documents by id (one id as a string, or several); returns how many were removed.
-
-        Unknown ids raise (nothing is removed). A string is one id, never a sequence of one-letter ids.
-        """
+        """Drop documents by id (a string is one id); returns how many were removed. Unknown ids raise (nothing is
+        removed)."""
         ids = [ids] if isinstance(ids, str) else list(ids)
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str):
@@ -386,17 +334,13 @@ class SpanIndex:
             raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
         drop = np.zeros(len(self.doc_ids), dtype=bool)
         drop[[position[doc_id] for doc_id in ids]] = True
-        arrays = self._arrays
+        arrays = {name: np.asarray(values) for name, values in self._arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        keep_units = np.repeat(keep_segments, lengths)
-        self._arrays = {
-            "unit_vectors": np.asarray(arrays["unit_vectors"])[keep_units],
-            "unit_chars": np.asarray(arrays["unit_chars"])[keep_units],
-            "span_norms": np.asarray(arrays["span_norms"])[keep_units],
+        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
-            "segment_first_unit": np.asarray(arrays["segment_first_unit"])[keep_segments],
+            "segment_first_unit": arrays["segment_first_unit"][keep_segments],
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
@@ -408,11 +352,8 @@ class SpanIndex:
 
     @classmethod
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
-        """One index holding the documents of several (shards built separately, e.g. in parallel).
-
-        All must share the model (fingerprint), span settings and dtype; ids must be unique across them. The result
-        is in memory (save it); its calibration is the first's; a FAISS stage is not carried over.
-        """
+        """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
+        unique ids; its calibration is the first's; a FAISS stage is not carried over."""
         indexes = list(indexes)
         if not indexes:
             raise SpanInputError("merge needs at least one index.")
@@ -431,7 +372,7 @@ class SpanIndex:
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
         ids = [doc_id for index in indexes for doc_id in index.doc_ids]
-        merged._check_new_ids(ids, len(ids))
+        merged._new_ids(ids, len(ids))
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
         merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
         merged.doc_ids = ids
@@ -462,17 +403,14 @@ class SpanIndex:
     ) -> None:
         """Build the optional FAISS candidate stage used by ``search(..., approximate=True)``.
 
-        Every segment is cut into chunks of ``chunk`` units every ``stride`` units, each a normalised sum of its unit
-        vectors; FAISS (``kind="ivf"``: IVF with 8-bit scalar quantisation, ``"flat"``: exhaustive) finds the best
-        chunks for a query, and every span overlapping them is scored exactly. Costs ``d / stride`` bytes per unit
-        with ``"ivf"`` (``4 d / stride`` with ``"flat"``); ``nlist`` defaults to √chunks, ``nprobe`` lists are
-        visited per query (more: better recall, slower).
+        Chunks of ``chunk`` units every ``stride`` units (normalised sums) go into FAISS (``kind="ivf"``: IVF with
+        8-bit scalar quantisation, ``d / stride`` bytes per unit; ``"flat"``: exhaustive); every span overlapping the
+        best chunks is scored exactly. ``nlist`` defaults to √chunks; ``nprobe`` lists are visited per query.
         """
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
         for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
+            check_top_k(value, name)
         if stride > chunk:
             raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
         if kind not in ("ivf", "flat"):
@@ -603,70 +541,40 @@ class SpanIndex:
         device: str | None = None,
     ) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
-        vectors = embed_texts(
-            self.model,
-            list(queries),
-            batch_size=batch_size,
-            prompt=resolve_prompt(self.model, prompt, prompt_name, "query"),
-            device=device,
-        )
+        prompt = resolve_prompt(self.model, prompt, prompt_name, "query")
+        vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=prompt, device=device)
         return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
     def _top_spans(
         self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None
     ):
-        """Exact top-k spans over the whole index: ``(Q, k)`` numpy scores, start units (array rows) and lengths.
-
-        The math is :func:`slice_st.spans.top_spans_flat` over the (memory-mapped) arrays, seen as
-        tensors without a copy; the block shrinks with the number of queries so that its score
-        buffer stays ~8 MB. ``floor`` ``(Q,)``: spans scoring at or below it may be left out.
-        """
+        """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
+        and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
         widths = max_span - min_span + 1
         block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
+        vectors, norms = as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"])
+        floor = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
+        low = self.span_config.min_span  # the norms' first span length
         found = top_spans_flat(
-            queries,
-            as_tensor(self._arrays["unit_vectors"]),
-            as_tensor(self._arrays["span_norms"]),
-            top_k,
-            min_span,
-            max_span,
-            norm_min_span=self.span_config.min_span,
-            block=block,
-            floor=None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64)),
+            queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, block=block, floor=floor
         )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def _matches(
         self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
     ) -> list[IndexMatch]:
-        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores are the
-        cosines)."""
-        arrays = self._arrays
+        """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores)."""
+        scores = np.asarray(scores)
+        keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
+        cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
+        units, lengths, chars = np.asarray(units)[keep], np.asarray(lengths)[keep], self._arrays["unit_chars"]
+        docs, firsts, ends = self._locate(units, lengths)
         matches = []
-        for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
-            if not np.isfinite(score) or (threshold is not None and score < threshold):
-                continue
-            segment = int(np.searchsorted(arrays["segment_units"], unit, side="right")) - 1
-            doc = int(arrays["segment_docs"][segment])
-            start = int(arrays["unit_chars"][unit, 0])
-            end = int(arrays["unit_chars"][unit + length - 1, 1])
-            unit_start = int(arrays["segment_first_unit"][segment] + unit - arrays["segment_units"][segment])
+        for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
+            doc, start, end = int(docs[i]), int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-            matches.append(
-                IndexMatch(
-                    query_index,
-                    self.doc_ids[doc],
-                    doc,
-                    start,
-                    end,
-                    self.texts[doc][start:end],
-                    float(score),
-                    unit_start,
-                    unit_start + int(length),
-                    calibrated,
-                    float(cosine),
-                )
-            )
+            match = (query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score))
+            matches.append(IndexMatch(*match, int(firsts[i]), int(ends[i]), calibrated, float(cosine)))
         return matches
 
     def unit_profile(
@@ -679,15 +587,9 @@ class SpanIndex:
         prompt_name: str | None = None,
         prompt: str | None = None,
     ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Where along one document the query peaks: each unit's character range and its best covering span's cosine.
-
-        Returns ``(chars, scores)``: ``chars`` ``(U, 2)`` the offsets of each unit of the document, ``scores`` ``(U,)``
-        the cosine of the best span of ``min_span..max_span`` units containing it
-        (:func:`slice_st.spans.unit_peak_scores`; ``-inf`` where no span covers it). The query is encoded as in
-        :meth:`search`; ``query=None`` returns only the units (``scores`` is ``None``).
-
-        >>> chars, scores = index.unit_profile("plays the guitar", "0")  # doctest: +SKIP
-        """
+        """Where along one document the query peaks: ``(chars, scores)``, each unit's character offsets ``(U, 2)`` and
+        the cosine of the best span of ``min_span..max_span`` units covering it ``(U,)`` (``-inf`` where none does;
+        ``None`` when ``query`` is ``None``)."""
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
         numbers = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}
         position = numbers.get(doc_id) if isinstance(doc_id, str) else None
@@ -717,22 +619,21 @@ class SpanIndex:
     # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
-        arrays = self._arrays
+        arrays, config, calibration = self._arrays, self.span_config, self.calibration
         norms = arrays["span_norms"]
         spans = sum(
             int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
         )
         dim = arrays["unit_vectors"].shape[1]
-        calibration = self.calibration
         return {
-            "format_version": INDEX_FORMAT_VERSION,
+            "format_version": storage.INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
             "spans": spans,
-            "unit": self.span_config.unit,
-            "min_span": self.span_config.min_span,
-            "max_span": self.span_config.max_span,
+            "unit": config.unit,
+            "min_span": config.min_span,
+            "max_span": config.max_span,
             "dimension": dim,
             "dtype": self.dtype,
             "array_bytes": int(sum(np.asarray(values).nbytes for values in arrays.values())),
@@ -751,16 +652,15 @@ class SpanIndex:
     def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
         """Write the index to a folder, atomically (the previous version stays until the new one is complete).
 
-        Saves to one folder are serialised by its writer lock (``.lock``): another process saving there makes this
-        one wait up to ``timeout`` seconds (0: not at all, ``None``: as long as it takes), then
-        :class:`IndexBusyError`. An index loaded from ``path`` is saved back only if nobody saved there since (else
-        :class:`IndexConflictError`: load again, or use :meth:`open_for_update`). ``overwrite=False`` refuses to
-        replace an index at ``path`` this one was not loaded from. Only the data folders the index wrote are removed.
+        Saves to one folder are serialised by its writer lock: another process saving there makes this one wait up to
+        ``timeout`` seconds (0: not at all, ``None``: as long as it takes), then :class:`IndexBusyError`. An index
+        loaded from ``path`` is saved back only if nobody saved there since (else :class:`IndexConflictError`; see
+        :meth:`open_for_update`). ``overwrite=False`` refuses to replace an index this one was not loaded from.
         """
         path = os.fspath(path)
-        with index_lock(path, timeout=timeout):
+        with storage.index_lock(path, timeout=timeout):
             try:
-                current = read_manifest(path, must_exist=False)
+                current = storage.read_manifest(path, must_exist=False)
             except SpanInputError:
                 current = None  # an unreadable manifest: nothing to keep or to check against
             loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
@@ -777,7 +677,7 @@ class SpanIndex:
                 )
             generation = current["generation"] + 1 if current is not None else 1
             manifest = self.info() | {"span_config": self.span_config.to_dict()}
-            data = commit_data(path, generation, self._write_data, manifest, current and current["data"])
+            data = storage.commit_data(path, generation, self._write_data, manifest, current and current["data"])
             self._origin = (os.path.realpath(path), data, generation)
         return path
 
@@ -788,23 +688,23 @@ class SpanIndex:
         samples = {}
         for name, values in [*self._arrays.items(), ("text_offsets", offsets)]:
             values = np.asarray(values)
-            save_array(os.path.join(data_dir, f"{name}.npy"), values)
-            samples[name] = array_digest(values)
+            storage.save_array(os.path.join(data_dir, f"{name}.npy"), values)
+            samples[name] = storage.array_digest(values)
         files = {
             "texts.bin": b"".join(encoded),
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
-            SETTINGS_FILE: json.dumps(self._settings()).encode(),
+            storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
         for name, data in files.items():
-            write_bytes(os.path.join(data_dir, name), data)
+            storage.write_bytes(os.path.join(data_dir, name), data)
         if self._candidates is not None:
             self._candidates.save(data_dir)
         return samples
 
     def _settings(self) -> dict[str, Any]:
-        """What the arrays were written with (:data:`SETTINGS_FILE`, checked against the manifest on load)."""
+        """What the arrays were written with (``settings.json``, checked against the manifest on load)."""
         return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
 
     @classmethod
@@ -819,20 +719,18 @@ class SpanIndex:
         mmap: bool = True,
         **model_options: Any,
     ) -> Iterator[SpanIndex]:
-        """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error.
-
-        No other writer can change the folder between the load and the save, so concurrent updates all land, one
-        after the other. Another writer holding the lock makes this wait (``timeout`` seconds; ``None``: as long as it
-        takes; ``on_wait(holder)`` is called before waiting). An error inside the block saves nothing.
+        """Load the index at ``path`` holding its writer lock, yield it, and save it when the block ends without error
+        (an error saves nothing), so concurrent updates all land. Another writer makes this wait ``timeout`` seconds
+        (``None``: as long as it takes; ``on_wait(holder)`` is called first).
 
         >>> with SpanIndex.open_for_update("runs/corpus-index") as index:     # doctest: +SKIP
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        if not os.path.exists(os.path.join(path, MANIFEST)):
-            read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
-        check_index_target(path)  # read-only: said before the model loads
-        with index_lock(path, timeout=timeout, on_wait=on_wait):
+        if not os.path.exists(os.path.join(path, storage.MANIFEST)):
+            storage.read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
+        storage.check_index_target(path)  # read-only: said before the model loads
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -849,10 +747,10 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        check_index_target(output)
-        if os.path.exists(os.path.join(output, MANIFEST)) and not force and output not in paths:
+        storage.check_index_target(output)
+        if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
-        with index_lock(output, timeout=None, on_wait=on_wait):
+        with storage.index_lock(output, timeout=None, on_wait=on_wait):
             first = cls.load(paths[0])
             merged = cls.merge([first] + [cls.load(path, first.model) for path in paths[1:]])
             merged.model_name, merged.model_path = first.model_name, first.model_path
@@ -863,7 +761,7 @@ class SpanIndex:
     def describe(cls, path: str | os.PathLike, *, verify: bool = False) -> dict[str, Any]:
         """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
         file's SHA-256 (raising on any mismatch)."""
-        manifest = read_manifest(os.fspath(path), must_exist=True)
+        manifest = storage.read_manifest(os.fspath(path), must_exist=True)
         info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
@@ -886,9 +784,8 @@ class SpanIndex:
     ) -> SpanIndex:
         """Open a saved index (arrays memory-mapped) with the model it was built with.
 
-        Every load checks file sizes, the small files' checksums and a sample of every array's rows against the
-        manifest; ``verify=True`` also checks every file's full SHA-256. A load that races a save returns the old or
-        the new index, never an error.
+        Every load checks the files' sizes, the small files' checksums and a sample of every array's rows; a load that
+        races a save returns the old or the new index, never an error.
 
         Args:
             path: The index folder.
@@ -899,13 +796,11 @@ class SpanIndex:
             device: Where a model loaded here runs.
             **model_options: :func:`slice_st.load_model`'s (``backend``, ``model_file``, ``threads``…).
 
-        Returns:
-            The index.
         """
         from slice_st.loading import load_model
 
         path = os.fspath(path)
-        manifest = read_manifest(path, must_exist=True)
+        manifest = storage.read_manifest(path, must_exist=True)
         if model is None or isinstance(model, (str, os.PathLike)):
             recorded = manifest.get("model_backend", "torch")
             if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
@@ -915,36 +810,38 @@ class SpanIndex:
             source = model_source(path, manifest) if model is None else os.fspath(model)
             model = load_model(source, device=device, **model_options)
         model = _as_model(model)
-        fingerprint = model_fingerprint(model)
-        index, manifest = read_consistent(
-            path, manifest, lambda found: cls._read_data(path, found, model, fingerprint, mmap, verify)
-        )
+        read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
+        index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
         return index
 
     @classmethod
-    def _read_data(
-        cls, path: str, manifest: dict[str, Any], model, fingerprint: str, mmap: bool, verify: bool
-    ) -> SpanIndex:
+    def _read_data(cls, path: str, manifest: dict[str, Any], model, mmap: bool, verify: bool) -> SpanIndex:
         """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
-        if fingerprint != manifest["model_fingerprint"]:
+        index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
+        if index.fingerprint != manifest["model_fingerprint"]:
             raise SpanInputError(
                 f"{path} was built with another model (fingerprint {manifest['model_fingerprint']}, "
-                f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {fingerprint}. "
+                f"name {manifest.get('model_name') or 'unknown'!r}); this model's fingerprint is {index.fingerprint}. "
                 "Load it with the model it was built with, or rebuild the index."
             )
-        index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
-        with DataFolder.open(path, manifest, verify) as data:
-            index._check_settings(path, manifest, data.json(SETTINGS_FILE))
-            arrays = {name: data.array(f"{name}.npy", mmap) for name in ARRAYS}
+        with storage.DataFolder.open(path, manifest, verify) as data:
+            index._check_settings(path, data.json(storage.SETTINGS_FILE))
+            arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
-            for name, expected in manifest["samples"].items():
-                if name in arrays and array_digest(arrays[name]) != expected:
-                    raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
-            offsets = arrays.pop("text_offsets")
-            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
+            offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
+            if (
+                not isinstance(doc_ids, list)
+                or len(doc_ids) != manifest["documents"]
+                or len(offsets) != len(doc_ids) + 1
+                or offsets[-1] != len(blob)
+                or arrays["unit_vectors"].shape != (units, index._arrays["unit_vectors"].shape[1])
+                or arrays["span_norms"].shape != (units, index._arrays["span_norms"].shape[1])
+                or len(bounds) != len(arrays["segment_docs"]) + 1
+                or bounds[-1] != units
+            ):
                 raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-            index._set_arrays(arrays, manifest, len(doc_ids))
+            index._arrays = arrays
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
@@ -955,39 +852,17 @@ class SpanIndex:
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         return index
 
-    def _check_settings(self, path: str, manifest: dict[str, Any], stored: Any) -> None:
+    def _check_settings(self, path: str, stored: Any) -> None:
         """Refuse a manifest whose settings differ from those its data folder was written with (an edited one)."""
-        recorded = {
-            "span_config": self.span_config.to_dict(),
-            "dtype": manifest["dtype"],
-            "model_fingerprint": manifest["model_fingerprint"],
-        }
-        changed = [key for key in recorded if not isinstance(stored, dict) or stored.get(key) != recorded[key]]
+        recorded, stored = self._settings(), stored if isinstance(stored, dict) else {}
+        changed = [key for key in recorded if stored.get(key) != recorded[key]]
         if changed:
-            stored = stored if isinstance(stored, dict) else {}
             raise SpanInputError(
                 f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
                 f"do not match what the index data was written with "
                 f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
                 "Restore it or rebuild the index."
             )
-
-    def _set_arrays(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], documents: int) -> None:
-        """Take the loaded ``arrays`` once their shapes match the manifest (``ValueError`` if not)."""
-        units, vectors, norms = manifest["units"], arrays["unit_vectors"], arrays["span_norms"]
-        if (
-            len(vectors) != units
-            or documents != manifest["documents"]
-            or len(norms) != units
-            or len(arrays["segment_units"]) != len(arrays["segment_docs"]) + 1
-            or arrays["segment_units"][-1] != units
-            or norms.ndim != 2
-            or norms.shape[1] != self._arrays["span_norms"].shape[1]
-            or vectors.ndim != 2
-            or vectors.shape[1] != self._arrays["unit_vectors"].shape[1]
-        ):
-            raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-        self._arrays = arrays
 
 
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:
@@ -1023,3 +898,33 @@ def _as_model(model: Any) -> SentenceTransformer:
             f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."
         )
     return model
+
+
+def model_runtime(model) -> dict[str, str]:
+    """``{"backend": ..., "model_file": ...}`` for a model on ONNX Runtime / OpenVINO (file relative to
+    the model folder when inside it), ``{}`` on torch: what :func:`slice_st.load_model` needs to load it again."""
+    runner = runner_of(model)
+    if runner is None:
+        return {}
+    _, folder = model_identity(model)
+    path = os.path.abspath(runner.path)
+    if folder and os.path.commonpath([path, os.path.abspath(folder)]) == os.path.abspath(folder):
+        path = os.path.relpath(path, folder)
+    return {"backend": backend_of(model), "model_file": path}
+
+
+def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
+    """What to load when an index is opened without a model: its recorded local path, else its name (None: the
+    default model)."""
+    model_path = manifest.get("model_path") or ""
+    if model_path:
+        if os.path.isdir(model_path):
+            return model_path
+        raise SpanInputError(
+            f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
+            "which is not there any more: pass the model (model=..., --model)."
+        )
+    name = manifest.get("model_name") or None
+    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder here
+        return f"slice-st/{name}"
+    return name

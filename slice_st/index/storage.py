@@ -1,9 +1,8 @@
 """An index on disk: the manifest, atomic writes, the writer lock, checksums, shard directories.
 
-``manifest.json`` names a data folder ``data-<generation>-<random>/`` of ``.npy`` arrays and a few files; a save
-writes a new data folder, then replaces the manifest atomically (the commit point). Writers hold ``DIR/.lock``;
-readers take no lock and retry when a save replaced the data under them. Only folders the index wrote are deleted.
-See docs/guides/corpus-index.md ("On disk") for the design.
+``manifest.json`` names a data folder ``data-<generation>-<random>/``; a save writes a new one, then replaces the
+manifest atomically. Writers hold ``DIR/.lock``; readers retry when a save replaced the data under them. See
+docs/guides/corpus-index.md ("On disk").
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import shutil
 import stat
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ SHARD_LIST = "shards.json"
 #: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are
 #: removed.
 DATA_MARKER = ".slice-st-data"
+_MARKER_TEXT = b"written by slice_st.SpanIndex.save; removed with its index version\n"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
 #: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
 SAMPLE_ROWS = 4096
@@ -74,13 +74,12 @@ _held = threading.local()
 def check_index_target(path: str | os.PathLike) -> str:
     """``path``, checked before any work to be a writable folder or creatable in one (else FileAccessError)."""
     path = os.fspath(path)
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise FileAccessError(f"{path} is a file, not an index folder.")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise FileAccessError(f"{path} is not writable (permission denied): the index cannot be changed there.")
-        return path
-    check_creatable(path)
+    if not os.path.exists(path):
+        check_creatable(path)
+    elif not os.path.isdir(path):
+        raise FileAccessError(f"{path} is a file, not an index folder.")
+    elif not os.access(path, os.W_OK | os.X_OK):
+        raise FileAccessError(f"{path} is not writable (permission denied): the index cannot be changed there.")
     return path
 
 
@@ -137,12 +136,10 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         ) from None
     failed = True
     try:
-        try:  # another descriptor: closing it keeps the flock
+        with suppress(OSError):  # another descriptor: closing it keeps the flock
             descriptor = os.open(lock_path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(f"pid {os.getpid()}")
-        except OSError:
-            pass
         held.add(key)
         yield
         failed = False
@@ -150,17 +147,10 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
         held.discard(key)
         lock.release()
         if failed and created:  # a first save that failed (e.g. a full disk): no empty index folder left behind
-            _remove_empty_index_folder(path, lock_path)
-
-
-def _remove_empty_index_folder(path: str, lock_path: str) -> None:
-    """Remove a folder this lock created if it holds nothing but the lock file."""
-    try:
-        if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
-            os.unlink(lock_path)
-            os.rmdir(path)
-    except OSError:
-        pass
+            with suppress(OSError):
+                if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
+                    os.unlink(lock_path)
+                    os.rmdir(path)
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -204,12 +194,16 @@ def fsync_directory(path: str) -> None:
 def commit_data(
     path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
 ) -> str:
-    """Save one version: a new data folder filled by ``write(folder)`` (returning the arrays' samples), then the
-    manifest naming it, replaced atomically (the commit point), then the older data folders removed; returns the new
-    folder's name. On a failure the new folder is removed and the previous version stays."""
+    """Save one version: a new data folder ``data-<generation>-<random>`` (marked :data:`DATA_MARKER`) filled by
+    ``write(folder)`` (returning the arrays' samples), then the manifest naming it, replaced atomically (the commit
+    point), then the older data folders this index wrote removed; returns the new folder's name. On a failure the new
+    folder is removed and the previous version stays."""
     data_dir = None
     try:
-        data_dir = new_data_directory(path, generation)
+        name = f"data-{generation:06d}-{secrets.token_hex(4)}"
+        os.mkdir(os.path.join(path, name))  # a name taken (1 in 2^32) fails the save and leaves that folder alone
+        data_dir = os.path.join(path, name)
+        write_bytes(os.path.join(data_dir, DATA_MARKER), _MARKER_TEXT)
         samples = write(data_dir)
         files = {
             entry.name: {"bytes": entry.stat().st_size, "sha256": file_digest(entry.path)}
@@ -217,54 +211,24 @@ def commit_data(
             if entry.name != DATA_MARKER
         }
         fsync_directory(data_dir)
-        name = os.path.basename(data_dir)
         manifest = manifest | {"data": name, "generation": generation, "files": files, "samples": samples}
         write_json(os.path.join(path, MANIFEST), manifest, indent=2)
-    except OSError as error:  # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
+    except BaseException as error:
         if data_dir is not None:
             shutil.rmtree(data_dir, ignore_errors=True)
-        if isinstance(error, FileAccessError):
+        if not isinstance(error, OSError) or isinstance(error, FileAccessError):
             raise
+        # a full disk, an I/O error (numpy's "N requested and M written" has no errno)
         raise FileAccessError(
             f"cannot save the index to {path}: {error.strerror or error} (the previous version is unchanged)."
         ) from error
-    except BaseException:
-        if data_dir is not None:
-            shutil.rmtree(data_dir, ignore_errors=True)
-        raise
-    try:
-        remove_old_data(path, keep=name, replaced=replaced)
-    except OSError:  # pragma: no cover - committed already; the next save retries the clean-up
-        pass
+    with suppress(OSError):  # committed already; the next save retries the clean-up
+        for entry in os.scandir(path):
+            if entry.name == name or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
+                continue
+            if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):
+                shutil.rmtree(entry.path, ignore_errors=True)
     return name
-
-
-def new_data_directory(path: str, generation: int) -> str:
-    """Create ``path/data-<generation>-<random>/`` with the marker (removed again if the marker cannot be written)."""
-    while True:
-        data_dir = os.path.join(path, f"data-{generation:06d}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(data_dir)
-            break
-        except FileExistsError:  # pragma: no cover - 2^32 names
-            continue
-    try:
-        write_bytes(
-            os.path.join(data_dir, DATA_MARKER), b"written by slice_st.SpanIndex.save; removed with its index version\n"
-        )
-    except BaseException:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        raise
-    return data_dir
-
-
-def remove_old_data(path: str, keep: str, replaced: str | None) -> None:
-    """Remove the data folders this index wrote (carrying :data:`DATA_MARKER`, or ``replaced``) except ``keep``."""
-    for entry in os.scandir(path):
-        if entry.name == keep or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
-            continue
-        if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):
-            shutil.rmtree(entry.path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------- checksums
@@ -273,14 +237,10 @@ def file_digest(path: str, size: int | None = None, *, folder: int | None = None
     are read (a longer file cannot match)."""
     with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
-        left = None if size is None else size + 1
-        while left is None or left > 0:
-            block = handle.read(1 << 20 if left is None else min(1 << 20, left))
-            if not block:
-                break
+        left = float("inf") if size is None else size + 1
+        while left > 0 and (block := handle.read(int(min(1 << 20, left)))):
             digest.update(block)
-            if left is not None:
-                left -= len(block)
+            left -= len(block)
     return digest.hexdigest()
 
 
@@ -301,8 +261,7 @@ def array_digest(values: np.ndarray) -> str:
 def is_plain_name(name: Any) -> bool:
     """Whether ``name`` is a plain, non-hidden file or folder name (no separator, not ``.``/``..``).
 
-    >>> [is_plain_name(name) for name in ("part-00000-0000", "unit_vectors.npy", "..", ".", "../x", "/etc/passwd",
-    ...     "a/b", "")]
+    >>> [is_plain_name(name) for name in ("part-00000-0000", "a.npy", "..", ".", "../x", "/etc/passwd", "a/b", "")]
     [True, True, False, False, False, False, False, False]
     """
     return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
@@ -341,10 +300,10 @@ def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder
 
 class DataFolder:
     """A manifest's data folder, opened once without following a link; its files read by name, checked against the
-    manifest (type and size; SHA-256 of the small files, of every file with ``verify``)."""
+    manifest (type and size; SHA-256 of the small files, of every file with ``verify``; arrays' samples)."""
 
-    def __init__(self, data_dir: str, files: dict[str, Any], folder: int | None) -> None:
-        self.data_dir, self.files, self.folder = data_dir, files, folder
+    def __init__(self, data_dir: str, manifest: dict[str, Any], folder: int | None) -> None:
+        self.data_dir, self.files, self.samples, self.folder = data_dir, manifest["files"], manifest["samples"], folder
 
     @classmethod
     @contextmanager
@@ -357,7 +316,7 @@ class DataFolder:
             )
         # Opened once: a link swapped in for the folder (or a file) after these checks is refused, never read.
         with open_folder(data_dir) as folder:
-            data = cls(data_dir, manifest["files"], folder)
+            data = cls(data_dir, manifest, folder)
             for name, expected in data.files.items():
                 found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
                 if not stat.S_ISREG(found.st_mode):
@@ -382,7 +341,11 @@ class DataFolder:
         return json.loads(self.bytes(name).decode("utf-8"))
 
     def array(self, name: str, mmap: bool) -> np.ndarray:
-        return load_array(self.entry(name), mmap, self.files[name]["bytes"], folder=self.folder)
+        """The array ``name.npy``, checked against its sample checksum."""
+        values = load_array(self.entry(f"{name}.npy"), mmap, self.files[f"{name}.npy"]["bytes"], folder=self.folder)
+        if array_digest(values) != self.samples[name]:
+            raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
+        return values
 
 
 def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, Any]:
@@ -443,14 +406,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     if manifest["dtype"] not in ("float32", "float16"):
         raise SpanInputError(f"{unreadable} (dtype {manifest['dtype']!r}).")
     for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
-        size = entry.get("bytes") if isinstance(entry, dict) else None
-        if (
-            not is_plain_name(name)
-            or not isinstance(size, int)
-            or isinstance(size, bool)
-            or size < 0
-            or not (isinstance(entry.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", entry["sha256"]))
-        ):
+        size, digest = (entry.get("bytes"), entry.get("sha256")) if isinstance(entry, dict) else (None, None)
+        if not is_plain_name(name) or type(size) is not int or size < 0 or not _is_sha256(digest):
             raise SpanInputError(
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
@@ -465,6 +422,10 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError) as error:
         raise SpanInputError(f"{unreadable} (span_config: {error}).") from None
     return manifest
+
+
+def _is_sha256(value: Any) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
 
 
 def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[str, Any]], Any]):
@@ -542,10 +503,9 @@ def _listed_shards(path: str, shard_list: dict[str, Any]) -> list[str]:
             f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
             "run the same build again to resume it."
         )
-    names = [name for name in shard_list["shards"] if is_plain_name(name)]
-    if not names or len(names) != len(shard_list["shards"]):
+    if not shard_list.get("shards"):  # each a plain name (read_shard_list)
         raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
-    return [os.path.join(path, name) for name in names]
+    return [os.path.join(path, name) for name in shard_list["shards"]]
 
 
 def _folder_of_indexes(path: str) -> list[str]:

@@ -195,7 +195,7 @@ def test_b02_two_concurrent_adds_both_land(built, tmp_path, tiny_model):
 
 def _add_killed_mid_save(index_dir, corpus, log_path, entered):
     _quiet_child(log_path)
-    module = slice_st.index.span_index
+    module = slice_st.index.storage
     real_save_array = module.save_array
 
     def save_array(path, values):

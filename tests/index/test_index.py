@@ -235,7 +235,7 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
     before = SpanIndex.load(path, tiny_model).search(QUERIES, top_k=5)
     bigger = SpanIndex.merge([index, SpanIndex.build(["a new document"], tiny_model, ids=["new"], max_span=8)])
     calls = {"n": 0}
-    real_save = slice_st.index.span_index.save_array
+    real_save = slice_st.index.storage.save_array
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -243,10 +243,10 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
             raise OSError("disk full (simulated)")
         return real_save(*args, **kwargs)
 
-    monkeypatch.setattr(slice_st.index.span_index, "save_array", failing)
+    monkeypatch.setattr(slice_st.index.storage, "save_array", failing)
     with pytest.raises(OSError, match="simulated"):
         bigger.save(path)
-    monkeypatch.setattr(slice_st.index.span_index, "save_array", real_save)
+    monkeypatch.setattr(slice_st.index.storage, "save_array", real_save)
     assert len([d for d in os.listdir(path) if d.startswith("data-")]) == 1  # the partial folder was removed
     loaded = SpanIndex.load(path, tiny_model)
     assert len(loaded) == len(index)

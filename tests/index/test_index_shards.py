@@ -15,8 +15,8 @@ import slice_st
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.index import ShardedSpanIndex
-from slice_st.index.fingerprint import model_identity
 from slice_st.index.storage import LOCK_FILE
+from slice_st.loading import model_identity
 
 
 @pytest.fixture(scope="module")

@@ -248,12 +248,12 @@ def _numpy_full_disk(path, values):
 def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(
     index_dir, tiny_model, tmp_path, capsys, monkeypatch, action
 ):
-    from slice_st.index import span_index
+    from slice_st.index import storage
 
     data_before = sorted(name for name in os.listdir(index_dir) if name.startswith("data-"))
     more = tmp_path / "b.txt"
     more.write_text("a cat sleeps on the sofa\n")
-    monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
+    monkeypatch.setattr(storage, "save_array", _numpy_full_disk)
     argv = (
         ["index", "add", str(index_dir), str(more)]
         if action == "add"
@@ -287,11 +287,11 @@ def test_full_disk_while_writing_the_manifest_leaves_no_temp_file(index_dir, tmp
 
 
 def test_full_disk_in_build_leaves_no_half_index(tiny_model_dir, tmp_path, capsys, monkeypatch):
-    from slice_st.index import span_index
+    from slice_st.index import storage
 
     corpus = tmp_path / "a.txt"
     corpus.write_text("\n".join(DOCS) + "\n")
-    monkeypatch.setattr(span_index, "save_array", _numpy_full_disk)
+    monkeypatch.setattr(storage, "save_array", _numpy_full_disk)
     out = tmp_path / "ix"
     error = cli_error(
         ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"], capsys
@@ -466,7 +466,7 @@ def test_a_planted_array_link_is_refused(index_dir, tiny_model, tmp_path, capsys
 
 def test_a_slice_minilm_folder_in_the_cwd_is_not_an_indexs_model(tmp_path, monkeypatch, tiny_model_dir):
     from slice_st import SpanIndex
-    from slice_st.index.fingerprint import model_source
+    from slice_st.index.span_index import model_source
 
     index = SpanIndex.build(["the dog barks"], slice_st.load_model(), max_span=2)
     index.save(str(tmp_path / "ix"))

@@ -64,8 +64,7 @@ def test_merge_equals_peft(shipped_and_base):
 
 
 def test_reopens_by_name_and_index_identity(shipped_and_base):
-    from slice_st.index.fingerprint import model_identity
-    from slice_st.loading import model_fingerprint
+    from slice_st.loading import model_fingerprint, model_identity
 
     shipped, base = shipped_and_base
     assert model_identity(shipped) == ("slice-minilm", "")
