@@ -156,11 +156,12 @@ def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.ray_engine import check_address, require_ray
+    from slice_st.index.ray_engine import check_address, probe_address, require_ray
     from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
 
     address = check_address(args.ray)
-    require_ray()  # the missing extra is said before the model loads
+    require_ray()  # the missing extra and a closed port are said before the model loads
+    probe_address(address)
     check_index_target(args.output)
     previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
     if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):

@@ -125,6 +125,7 @@ def test_ray_build_equals_single_process(built, single, model):
     )
 
 
+@pytest.mark.slow  # a second Ray build: the fast suite keeps one Ray build and search
 def test_ray_build_of_texts_equals_single_process(local_ray, model, tmp_path):
     docs = make_docs(30, seed=3, low=2, high=40)
     docs[7] = "." * 400 + " tail"  # cannot be windowed: left out and listed with on_error="skip"
@@ -167,6 +168,7 @@ def test_ray_search_equals_sharded_search(built, model):
         on_ray.search("dog")
 
 
+@pytest.mark.slow  # a Ray build killed and run again: the fast suite keeps one Ray build and search
 def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     output = tmp_path / "ix"
     # The build is stopped at a fixed point, never raced against the actors: the actor fails in the first group of
@@ -260,6 +262,7 @@ def run_cli(capsys, *argv):
     return code, capsys.readouterr()
 
 
+@pytest.mark.slow  # a third Ray build, through the CLI: the fast suite keeps one Ray build and search
 def test_cli_build_and_mine_on_ray(local_ray, tiny_model_dir, corpus, tmp_path, capsys):
     output = tmp_path / "cli-index"
     code, out = run_cli(

@@ -372,6 +372,7 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     assert steps[-1] == killed_at + 4 and len(steps) == len(set(steps))  # continued, not restarted
 
 
+@pytest.mark.slow  # real training: accelerate launches two processes
 @pytest.mark.parametrize("in_batch", [False, True], ids=["triplets", "in-batch-negatives-gathered"])
 def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in_batch):
     output = tmp_path / "ddp"
