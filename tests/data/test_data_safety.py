@@ -285,7 +285,7 @@ def test_b04_shard_without_manifest_is_an_error_not_skipped(tiny_model, tiny_mod
 # ------------------------------------------------------------------------------------------ B5
 def _load_after_a_save(path, model, have_manifest, saved, results):
     """A reader that has read the manifest when a writer replaces the index under it."""
-    module = slice_st.index.span_index
+    module = slice_st.index.storage
     real_read_manifest = module.read_manifest
     calls = []
 
