@@ -1,14 +1,13 @@
 """Load, save and export models; the shipped default model, devices, model identity and fingerprint.
 
-A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` → ``Pooling(mean)`` → optional
-``Normalize``) whose span settings ride in the transformer's ``config.json`` (:mod:`slice_st.config`), so
-``SentenceTransformer(path)`` loads it with no trust flag; :func:`load_model` also opens the folders saved with
-``SpanPooling`` as a module.
+A SLICE checkpoint is a plain sentence-transformers pipeline whose span settings ride in the transformer's
+``config.json`` (:mod:`slice_st.config`): ``SentenceTransformer(path)`` loads it with no trust flag.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,8 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load_model", "save_slice_model", "export_model", "default_model_path"]
 
-#: The module classes slice-st itself wrote into a ``modules.json`` (``SpanPooling``, under its current and former
-#: path): trusted by name, nothing else.
+#: The module classes slice-st wrote into a ``modules.json`` (``SpanPooling``, current and former path).
 OWN_MODULE_TYPES = ("slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling")
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
 
@@ -50,24 +48,19 @@ def check_device(device: Any) -> str | None:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SpanInputError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
-        if (parsed.index or 0) >= torch.cuda.device_count():
-            raise SpanInputError(
-                f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here."
-            )
-    elif parsed.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise SpanInputError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
-    elif parsed.type != "cpu" and not hasattr(torch, parsed.type):
+    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(parsed.type)
+    if available is not None and not available():
+        raise SpanInputError(f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here.")
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise SpanInputError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+    if parsed.type not in ("cpu", "cuda", "mps") and not hasattr(torch, parsed.type):
         raise SpanInputError(f"Unsupported device {str(device)!r}.")
     return str(device)
 
 
 def check_tokenizer(model, name: str = "") -> None:
-    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (a folder
-    without ``tokenizer.json`` and ``vocab.txt`` loads with only the special tokens: every word would be ``[UNK]``)."""
+    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (vocabulary files
+    missing: every word would be ``[UNK]``)."""
     tokenizer = getattr(model, "tokenizer", None)
     where = f" ({name})" if name else ""
     if tokenizer is None:
@@ -125,7 +118,7 @@ def load_model(
         >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
         ('slice-minilm', 'sentence-transformers/all-MiniLM-L6-v2')
     """
-    from slice_st.backends import check_backend, check_parallelism, resolve_dtype
+    from slice_st.backends import check_backend, check_parallelism, resolve_dtype, set_torch_threads
 
     check_backend(backend)
     if threads is not None:
@@ -140,9 +133,7 @@ def load_model(
     if torch_dtype is not None:
         kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
     if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+        set_torch_threads(threads)
     kwargs["device"] = check_device(kwargs.get("device"))
     return _load_torch(model_name_or_path, kwargs)
 
@@ -165,15 +156,15 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     folder = _local_folder(default_model_path() if embedded_base else name)
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
-    model = _sentence_transformer(folder or os.fspath(name), kwargs, _with_own_modules(folder) if folder else None)
+    model = _sentence_transformer(folder or os.fspath(name), kwargs)
     if embedded_base:
         describe_embedded_base(model)
     return model
 
 
 def _local_folder(name: Any) -> str | None:
-    """``name`` as a local path if something is there (``None``: a Hub id or a shipped name); a path that looks
-    local (``./x``, ``/x``, ``~/x``, ``a/b/c``) but is missing is a ``FileNotFoundError``."""
+    """``name`` as a local path if something is there (``None``: a Hub id); a missing path that looks local (``./x``,
+    ``/x``, ``~/x``, ``a/b/c``) is a ``FileNotFoundError``."""
     if not isinstance(name, (str, os.PathLike)):
         raise ModelLoadError(f"A model is a Hub id or a folder path, got {type(name).__name__}.")
     name = os.fspath(name)
@@ -185,11 +176,11 @@ def _local_folder(name: Any) -> str | None:
     return None
 
 
-def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[dict[str, Any]] | None = None):
-    """``SentenceTransformer(name, **kwargs)`` with no weights bar and its tokenizer checked; any failure one
-    :class:`ModelLoadError`, its cause chained."""
+def _sentence_transformer(name: str, kwargs: dict[str, Any]):
+    """``SentenceTransformer(name, **kwargs)``, no weights bar, tokenizer checked; failures: :class:`ModelLoadError`."""
     from sentence_transformers import SentenceTransformer
 
+    own_modules = _with_own_modules(name) if os.path.isdir(name) else None
     try:
         with _no_weight_bar():
             if own_modules:
@@ -204,7 +195,7 @@ def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[d
 
 @contextmanager
 def _no_weight_bar() -> Iterator[None]:
-    """No "Loading weights" bar from transformers while a model loads (noise for a load of seconds)."""
+    """No "Loading weights" bar from transformers while a model loads."""
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
@@ -217,10 +208,8 @@ def _no_weight_bar() -> Iterator[None]:
 
 
 def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
-    """The ``modules.json`` entries of ``folder`` if some name slice-st's own module classes and all others are
-    sentence-transformers' own (``None`` otherwise: that folder is for sentence-transformers' trust flag to judge)."""
-    import json
-
+    """``folder``'s ``modules.json`` entries if some are slice-st's own modules and the rest sentence-transformers'
+    (``None`` otherwise: sentence-transformers' trust flag judges that folder)."""
     try:
         with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
             entries = json.load(handle)
@@ -233,10 +222,8 @@ def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
 
 
 def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: dict[str, Any]):
-    """Load a folder with ``SpanPooling`` as a module, no trust flag: through a temporary view of it (links to its
-    files) where that module is the equivalent mean ``Pooling``, its span settings recorded as a plain checkpoint
-    records them. Nothing in ``folder`` is written."""
-    import json
+    """Load a folder with ``SpanPooling`` as a module, no trust flag, through a temporary view of it (links to its
+    files) where that module is the equivalent mean ``Pooling``; nothing in ``folder`` is written."""
     import tempfile
 
     from sentence_transformers import SentenceTransformer
@@ -283,8 +270,7 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
 
 
 def _hub_problem(error: BaseException) -> str | None:
-    """What a Hub download error means to a user, from ``huggingface_hub``'s error classes anywhere in the chain
-    of causes (transformers and sentence-transformers wrap them)."""
+    """What a Hub download error means to a user, from ``huggingface_hub``'s error classes in the chain of causes."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     seen: list[BaseException] = []
     while error is not None and error not in seen and len(seen) < 20:
@@ -319,10 +305,8 @@ def hub_offline() -> bool:
 def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
-    if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        require("onnxruntime", "onnx", "Exporting to ONNX")
-        require("onnx", "onnx", "Exporting to ONNX")
-        require("onnxscript", "onnx", "Exporting to ONNX")
+    for module in ("onnxruntime", "onnx", "onnxscript") if export else ():  # the exporter's and the quantizer's
+        require(module, "onnx", "Exporting to ONNX")
     if backend == "onnx":
         require("onnxruntime", "onnx", "The ONNX backend")
     elif backend == "openvino":
@@ -445,8 +429,6 @@ def export_model(
 
 def _write_export(model: Any, output: Path, target: Path, backend: str, config: str | None, overwrite: bool) -> str:
     """Write the export (what is missing of it, or all with ``overwrite``); a failed write leaves nothing half-done."""
-    import json
-
     from slice_st import backends
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
@@ -501,8 +483,6 @@ def _export_source(model: Any) -> str:
 
 def _check_export_source(model: Any, output: Path) -> None:
     """Refuse to reuse an export folder that holds another model (a stale cache would silently answer for it)."""
-    import json
-
     record = output / EXPORT_RECORD
     if not record.is_file() or (
         isinstance(model, (str, os.PathLike))

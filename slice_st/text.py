@@ -119,12 +119,7 @@ def open_regular_file(
     ``fstat`` on the very descriptor read: else a :class:`FileAccessError`. A link is refused unless
     ``follow_links`` (an input the user named); ``folder``: an :func:`open_folder` descriptor ``path`` is inside."""
     path = os.fspath(path)
-    try:
-        descriptor = os.open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, dir_fd=folder)
-    except OSError as error:
-        if not follow_links and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
-            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
-        raise
+    descriptor = _open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, folder)
     try:
         found = os.fstat(descriptor)
         if not stat.S_ISREG(found.st_mode):
@@ -136,6 +131,18 @@ def open_regular_file(
         return os.fdopen(descriptor, "rb")
     except BaseException:
         os.close(descriptor)
+        raise
+
+
+def _open(path: str, flags: int, folder: int | None = None) -> int:
+    """``os.open``; a link (with ``O_NOFOLLOW``) or a file opened as a folder is a :class:`FileAccessError`."""
+    try:
+        return os.open(path, flags, dir_fd=folder)
+    except OSError as error:
+        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
+            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
+        if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
+            raise FileAccessError(f"{path} is not a folder") from None
         raise
 
 
@@ -154,14 +161,7 @@ def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
     if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
         yield None
         return
-    try:
-        descriptor = os.open(path, FOLDER_FLAGS)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, None):
-            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
-        if error.errno == errno.ENOTDIR:
-            raise FileAccessError(f"{path} is not a folder") from None
-        raise
+    descriptor = _open(path, FOLDER_FLAGS)
     try:
         yield descriptor
     finally:
@@ -428,21 +428,19 @@ def expand_paths(
     """
     found: list[str] = []
     for path in paths:
-        if path == "-" or os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
-            found.append(path)
-        elif os.path.isdir(path):
-            files = _inside(path, _walk(path, tuple(suffixes)), follow_links)
-            if not files:
-                raise FileNotFoundError(f"no {', '.join(suffixes)} file in the folder {path}.")
-            found.extend(files)
-        elif glob.has_magic(path):
+        if path != "-" and os.path.isdir(path):  # a folder: its files, as the pattern FOLDER/**/* names them
+            root, files = path, [file for file in _glob(path, ["**", "*"]) if file.lower().endswith(tuple(suffixes))]
+            missing = f"no {', '.join(suffixes)} file in the folder {path}."
+        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):
             root, parts = _fixed_folder(path)
-            files = _inside(root or os.curdir, sorted(_glob(root, parts)), follow_links)
-            if not files:
-                raise FileNotFoundError(f"no file matches {path}.")
-            found.extend(files)
-        else:
+            files, missing = list(_glob(root, parts)), f"no file matches {path}."
+        else:  # a file, or a missing path (opening it says so)
             found.append(path)
+            continue
+        files = _inside(root or os.curdir, sorted(files), follow_links)
+        if not files:
+            raise FileNotFoundError(missing)
+        found.extend(files)
     return found
 
 
@@ -452,17 +450,6 @@ def _scan(folder: str) -> list[os.DirEntry]:
             return sorted(entries, key=lambda entry: entry.name)
     except OSError as error:
         raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
-
-
-def _walk(folder: str, suffixes: tuple[str, ...]) -> Iterator[str]:
-    """The files under ``folder`` ending in ``suffixes``, depth first in sorted order; linked folders not entered."""
-    for entry in _scan(folder):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(entry.path, suffixes)
-        elif entry.name.lower().endswith(suffixes) and entry.is_file():
-            yield entry.path
 
 
 def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
