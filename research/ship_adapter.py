@@ -176,8 +176,8 @@ def ship_adapter(
     :class:`slice_st.errors.FileAccessError`. The files are staged in a fresh temporary folder, removed
     whatever happens.
     """
-    from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
     from research.lora_check import merge_checked_adapter
+    from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
     from slice_st.pretrained import file_sha256
 
     adapter = os.path.join(run_dir, "adapter")
@@ -250,7 +250,7 @@ def ship_adapter(
         provenance["sha256"] = {file: file_sha256(os.path.join(staging, file)) for file in files}  # checked at load
         with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
             json.dump(provenance, handle, indent=2)
-        merge_checked_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter before replacing
+        merge_checked_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter first
         if os.path.isdir(
             destination
         ):  # --overwrite: replace only the files shipped (a link among them: the link itself)

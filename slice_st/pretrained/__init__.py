@@ -69,7 +69,9 @@ class ShippedModel:
         for name in ADAPTER_FILES:
             path = os.path.join(self.adapter_dir, name)
             if not os.path.isfile(path) or file_sha256(path) != expected.get(name):
-                raise ValueError(f"{path} is missing or not the file shipped (its SHA-256 differs): reinstall slice-st.")
+                raise ValueError(
+                    f"{path} is missing or not the file shipped (its SHA-256 differs): reinstall slice-st."
+                )
 
 
 _SLICE_MINILM = "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)"

@@ -116,5 +116,3 @@ def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, c
         merge_checked_adapter(base, folder)
     assert all(torch.equal(before[name], value) for name, value in base.state_dict().items())  # nothing merged
     assert merge_checked_adapter(base, _tiny_adapter(tmp_path / "good")) == 2  # a plain adapter still merges
-
-
