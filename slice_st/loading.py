@@ -10,7 +10,7 @@ import functools
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -505,9 +505,8 @@ def _check_export_source(model: Any, output: Path) -> None:
 def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
-    LoRA adapters are merged into the weights first (:func:`merged_adapters`); the span settings go into the
-    transformer's ``config.json``; a pipeline with ``SpanPooling`` as a module is written with the equivalent mean
-    ``Pooling``.
+    LoRA adapters are merged first, the span settings go into the transformer's ``config.json``, and a ``SpanPooling``
+    module is written as the equivalent mean ``Pooling``.
 
     Args:
         model: The ``SentenceTransformer`` to save.
@@ -566,8 +565,7 @@ def _save(model, path: str, **save_kwargs: Any) -> str:
 
 @contextmanager
 def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str = "") -> Iterator[None]:
-    """A full disk or an I/O error (``OSError``, safetensors' ``SafetensorError``) while writing ``path``: ``undo()``,
-    then one :class:`FileAccessError` naming ``path``."""
+    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: ``undo()``, then a :class:`FileAccessError`."""
     try:
         yield
     except Exception as error:
@@ -582,28 +580,22 @@ def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str
 
 
 def _remove_partial(path: Any, created: bool, files: list | None) -> None:
-    """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: everything in
-    the folder, which was empty); links as links, never followed."""
+    """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: all that the
+    folder, empty before, holds); links as links, never followed."""
     import shutil
 
-    if created:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    if files is None:
-        files = [entry.path for entry in os.scandir(path)] if os.path.isdir(path) and not os.path.islink(path) else []
-    for file in files:
-        try:
-            if os.path.isdir(file) and not os.path.islink(file):
-                shutil.rmtree(file, ignore_errors=True)
-            elif os.path.lexists(file):
+    if not created and files is None and os.path.isdir(path) and not os.path.islink(path):
+        files = [entry.path for entry in os.scandir(path)]
+    for file in [path] if created else files or []:
+        if os.path.isdir(file) and not os.path.islink(file):
+            shutil.rmtree(file, ignore_errors=True)
+        elif os.path.lexists(file):
+            with suppress(OSError):
                 os.unlink(file)
-        except OSError:
-            pass
 
 
 def _usual_permissions(path: str) -> None:
-    """Give the ``.safetensors`` files just saved in ``path`` the permissions of the others (``0666 & ~umask``): the
-    writer makes them through a private temporary file (0600)."""
+    """Give the ``.safetensors`` files just saved in ``path`` the usual permissions (their writer makes them 0600)."""
     mask = os.umask(0)
     os.umask(mask)
     for folder, _, names in os.walk(path):
@@ -615,16 +607,11 @@ def _usual_permissions(path: str) -> None:
 
 def has_adapters(model) -> bool:
     """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
-    for module in model:
-        auto_model = getattr(module, "auto_model", None)
-        if auto_model is not None:
-            return bool(getattr(auto_model, "_hf_peft_config_loaded", False))
-    return False
+    return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
 
 
 def merged_adapters(model):
-    """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights (no PEFT
-    layers left: it saves, loads and runs like any ``SentenceTransformer``)."""
+    """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model
     import copy
@@ -653,12 +640,8 @@ def merged_adapters(model):
 
 # ------------------------------------------------------------------------------------------ identity
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """A short hash of the model's weights and tokenizer: what identifies a model for the index and the Table-1 cache.
-
-    SHA-256 over every tensor of the state dict (name, shape, dtype and bytes), so any change to any weight gives
-    another fingerprint. A model on ONNX Runtime or OpenVINO is identified by its exported file and backend (its
-    vectors differ from the torch model's), so an index is searched on the backend it was built with.
-    """
+    """A short hash of the model's weights and tokenizer, what identifies a model for an index: SHA-256 over every
+    tensor (name, shape, dtype, bytes); on ONNX Runtime or OpenVINO over its backend and exported file."""
     import hashlib
 
     import torch

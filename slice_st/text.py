@@ -1,9 +1,8 @@
 """Text helpers shared by the library and the command line: read UTF-8 files safely, cut them into texts and
-sentences, tidy whitespace, write files atomically; :func:`require` imports an optional dependency.
+sentences, write files atomically; :func:`require` imports an optional dependency.
 
-A **line** ends at ``\\n`` (``\\r\\n`` too); other characters ``str.splitlines`` splits on stay inside the line, so
-line numbers are those of ``grep -n``. A leading UTF-8 byte-order mark is never part of a line, though it counts in
-file offsets.
+A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading byte-order mark is
+never part of a line, though it counts in file offsets.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -37,12 +36,11 @@ BOM = "\ufeff"
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 #: Files a folder given as input stands for (searched recursively; hidden files and folders left out).
 CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
+# ``os.open`` flags: a new file (never an existing one, never through a planted link), a file read where it is
+# (never through a link; a FIFO does not block) and a folder opened where it is.
 _NOFOLLOW, _CLOEXEC = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
-#: ``os.open`` flags of a file that must be new: never an existing file, never through a link planted there.
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-#: ``os.open`` flags of a file read where it is: never through a link, and opening a FIFO does not block.
 READ_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
-#: ``os.open`` flags of a folder opened where it is (:func:`open_folder`).
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 
 logger = logging.getLogger(__name__)
@@ -173,13 +171,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
     """Write ``path`` all at once: a new temporary file beside it (:func:`create_new_file`), then (fsync and)
     ``os.replace``; a link at ``path`` is replaced, never its target; on any error ``path`` is unchanged."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    while True:
-        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
-        try:
-            handle = create_new_file(temporary, mode, encoding)
-            break
-        except FileExistsError:  # pragma: no cover - 2^48 names
-            continue
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")  # 2^64 names: never one that exists
+    handle = create_new_file(temporary, mode, encoding)
     try:
         with handle:
             yield handle
@@ -188,10 +181,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
                 os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
-        try:
+        with suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise
 
 
@@ -338,16 +329,11 @@ def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
 
 
 # ------------------------------------------------------------------------------------------ --split auto
-#: The widest hard-wrapped line, indentation included (text is wrapped at 60-120 columns).
-WRAPPED_MAX_WIDTH = 120
-#: The narrowest width text is wrapped to (shorter lines are phrases, names, headings).
-WRAPPED_MIN_WIDTH = 40
-#: The share of inner line breaks that must be wrapping breaks.
-WRAPPED_SHARE = 0.6
-#: How much shorter than its neighbours a line wrapped by hand may end mid-sentence.
-WRAPPED_SLACK = 10
-#: The share of lines that must open alike (a date, a number) or have as many fields for one record per line.
-RECORD_SHARE = 0.6
+WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
+WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
+WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
+WRAPPED_SLACK = 10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
+RECORD_SHARE = 0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
 _SEPARATORS = (",", "\t", "|", ";")
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
