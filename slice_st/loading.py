@@ -88,10 +88,9 @@ def load_model(
 ):
     """Load a ``SentenceTransformer`` with span features; with no name, the shipped SLICE model ``slice-minilm``.
 
-    ``None`` or ``"slice-minilm"`` is the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged into its
-    weights (offline); ``"base"``, ``"all-MiniLM-L6-v2"`` or its Hub id the plain embedded model; anything else a Hub
-    id or a local folder, as ``SentenceTransformer`` loads it. With ``backend="onnx"|"openvino"`` the transformer
-    runs from an exported file of the folder (:func:`export_model`; docs/guides/backends.md).
+    ``slice-minilm`` is the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged in (offline); ``"base"``
+    (or ``"all-MiniLM-L6-v2"``, or its Hub id) the plain embedded model. With ``backend="onnx"|"openvino"`` the
+    transformer runs from an exported file of the folder (:func:`export_model`; docs/guides/backends.md).
 
     Args:
         model_name_or_path: A Hub id, a local folder, ``"slice-minilm"`` or ``"base"`` (``None``: slice-minilm).
@@ -109,10 +108,8 @@ def load_model(
 
     Raises:
         FileNotFoundError: A missing local path, or no exported file.
-        ModelLoadError: A file, a folder with missing or broken weights, config or tokenizer, a Hub id that cannot
-            be fetched.
-        SpanInputError: An unknown or absent ``device``, or options that do not fit together; checked before
-            anything is loaded.
+        ModelLoadError: A file, a folder with broken weights, config or tokenizer, a Hub id that cannot be fetched.
+        SpanInputError: An unknown or absent ``device``, or options that do not fit; checked before loading.
 
     Example:
         >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
@@ -330,15 +327,14 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into."
         )
     device = check_device(kwargs.pop("device", None))
-    if device is not None and device != "cpu":
+    if device not in (None, "cpu"):
         raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
-    if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
+    if torch_dtype not in (None, torch.float32) and backend != "openvino":
         raise SpanInputError(
             "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
         )
     folder = _local_folder(name) if name is not None and not is_shipped_model_name(name) else None
-    if folder is not None and not os.path.isdir(folder):
-        folder = None  # not a model folder: only its export can be loaded
+    folder = folder if folder and os.path.isdir(folder) else None  # else only an export of it can be loaded
     found = model_file_for(folder, backend, model_file, quantized) if folder else None
     if found is None:
         if model_file and folder:
@@ -380,18 +376,15 @@ def export_model(
 ) -> str:
     """Export a model for ONNX Runtime or OpenVINO into ``output_dir``, offline; returns the exported file.
 
-    ``output_dir`` is the cache: it receives the sentence-transformers model itself (tokenizer, pooling, span
-    settings) and beside it ``onnx/model.onnx``, with ``quantize`` the dynamic int8
-    ``onnx/model_qint8_<config>.onnx``, for OpenVINO ``openvino/openvino_model.xml``. Files already there are reused
-    unless ``overwrite``; a folder holding another model's export is refused. Load the result with
-    ``load_model(output_dir, backend=..., quantized=...)``. Needs ``slice-st[onnx]`` (and ``[openvino]``).
+    ``output_dir`` receives the sentence-transformers model and beside it ``onnx/model.onnx`` (with ``quantize`` the
+    int8 ``onnx/model_qint8_<config>.onnx``; for OpenVINO ``openvino/openvino_model.xml``), reused unless
+    ``overwrite``; a folder holding another model's export is refused. Needs ``slice-st[onnx]`` (and ``[openvino]``).
 
     Args:
         model: A loaded torch ``SentenceTransformer``, or what :func:`load_model` takes (``None``: the default model).
         output_dir: Folder of the export (required).
         backend: ``"onnx"`` or ``"openvino"``.
-        quantize: ``True`` (this CPU's int8 setting) or a config name (``"avx512_vnni"``, ``"avx2"``, ``"arm64"``, …);
-            ONNX only.
+        quantize: ``True`` (this CPU's int8 setting) or a config name (``"avx2"``, ``"arm64"``, …); ONNX only.
         overwrite: Export again even if the file exists.
 
     Returns:
@@ -428,7 +421,7 @@ def export_model(
 
 
 def _write_export(model: Any, output: Path, target: Path, backend: str, config: str | None, overwrite: bool) -> str:
-    """Write the export (what is missing of it, or all with ``overwrite``); a failed write leaves nothing half-done."""
+    """Write what is missing of the export (all with ``overwrite``); a failed write leaves nothing half-done."""
     from slice_st import backends
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
@@ -468,9 +461,7 @@ def _export_source(model: Any) -> str:
         name = os.fspath(model)
         if is_shipped_model_name(name):
             return name.removeprefix("slice-st/")
-        if name in BASE_MODEL_NAMES:
-            name = default_model_path()
-        local = os.path.expanduser(name)
+        local = os.path.expanduser(default_model_path() if name in BASE_MODEL_NAMES else name)
         return os.path.realpath(local) if os.path.exists(local) else name
     card = getattr(model, "model_card_data", None)
     model_id = getattr(card, "model_id", None) or getattr(card, "shipped_name", None)
@@ -483,18 +474,12 @@ def _export_source(model: Any) -> str:
 
 def _check_export_source(model: Any, output: Path) -> None:
     """Refuse to reuse an export folder that holds another model (a stale cache would silently answer for it)."""
-    record = output / EXPORT_RECORD
-    if not record.is_file() or (
-        isinstance(model, (str, os.PathLike))
-        and os.path.realpath(os.path.expanduser(os.fspath(model))) == os.path.realpath(output)
-    ):
-        return
     try:
-        held = json.loads(record.read_text(encoding="utf-8")).get("source") or ""
-    except (OSError, ValueError, AttributeError):
+        held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
+    except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
         return
     wanted = _export_source(model)
-    if held and wanted and held != wanted:
+    if held and wanted and held != wanted and wanted != os.path.realpath(output):  # not the export folder itself
         raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
@@ -668,10 +653,8 @@ def model_fingerprint(model: SentenceTransformer) -> str:
 
 
 def model_identity(model: SentenceTransformer) -> tuple[str, str]:
-    """``(name, path)`` of a model: a readable name, and the local folder it was loaded from (``""`` if none).
-
-    A Hub model is named by its id, a local one by its folder's name (with the parent's for generic names such as
-    ``final`` or ``checkpoint-500``), the embedded base by its Hub id, a shipped model by its shipped name.
+    """``(name, path)`` of a model: its Hub id, shipped name or folder name (with the parent's for generic names such
+    as ``final``), and the local folder it was loaded from (``""`` if none).
 
     >>> model_identity(load_model("base")), model_identity(load_model())
     (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))

@@ -189,9 +189,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
 # ------------------------------------------------------------------------------------------ reading texts
 def split_lines(content: str) -> list[str]:
     """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``)."""
-    lines = content.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
+    return [line for line in re.split(r"(?<=\n)", content) if line]
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:
