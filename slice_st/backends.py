@@ -125,11 +125,11 @@ class _Runner(torch.nn.Module):
 
 
 class OnnxEncoder(_Runner):
-    """An ONNX file run by ONNX Runtime (CPU by default; ``providers`` for others)."""
+    """An ONNX file run by ONNX Runtime on the CPU."""
 
     backend = "onnx"
 
-    def __init__(self, config, path: str, threads: int | None = None, providers: list[str] | None = None) -> None:
+    def __init__(self, config, path: str, threads: int | None = None) -> None:
         super().__init__(config, path)
         import onnxruntime as ort
 
@@ -141,9 +141,7 @@ class OnnxEncoder(_Runner):
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.threads = options.intra_op_num_threads
-        self.session = ort.InferenceSession(
-            str(path), sess_options=options, providers=providers or ["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self.input_names = [item.name for item in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
 
@@ -157,21 +155,16 @@ class OpenVINOEncoder(_Runner):
 
     backend = "openvino"
 
-    def __init__(
-        self, config, path: str, threads: int | None = None, precision: str = "f32", device: str = "CPU"
-    ) -> None:
+    def __init__(self, config, path: str, threads: int | None = None, precision: str = "f32") -> None:
         super().__init__(config, path)
         import openvino as ov
 
         self.threads = threads or default_threads()
-        properties = {
-            "INFERENCE_NUM_THREADS": self.threads,
-            "PERFORMANCE_HINT": "LATENCY",
-            "NUM_STREAMS": 1,
-            "INFERENCE_PRECISION_HINT": precision,
-        }
+        properties = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
         core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(str(path)), device, properties)
+        self.compiled = core.compile_model(
+            core.read_model(str(path)), "CPU", properties | {"INFERENCE_PRECISION_HINT": precision}
+        )
         self.request = self.compiled.create_infer_request()
         self.input_names = [next(iter(port.get_names())) for port in self.compiled.inputs]
         self.output = self.compiled.outputs[0]

@@ -338,12 +338,3 @@ def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceMod
     note = str(provenance.get("licence", "")).split(":", 1)[-1].strip()
     card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
     return card
-
-
-def render_model_card(model, config: Any = None, *, repo_id: str | None = None) -> str:
-    """The card ``model.save`` would write (SLICE card data applied first if the model has none)."""
-    from sentence_transformers.base.model_card import generate_model_card
-
-    if not isinstance(model.model_card_data, SliceModelCardData) or config is not None or repo_id is not None:
-        apply_model_card(model, config, repo_id=repo_id)
-    return generate_model_card(model)

@@ -227,15 +227,12 @@ def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: d
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     folder = os.path.abspath(folder)
-    replaced = {entry["path"] for entry in entries if entry["type"] in OWN_MODULE_TYPES}
+    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
-        for name in os.listdir(folder):
-            if name != "modules.json" and name not in replaced:
-                os.symlink(os.path.join(folder, name), os.path.join(view, name))
-        for entry in entries:
-            if entry["type"] not in OWN_MODULE_TYPES:
-                continue
+        for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
+            os.symlink(os.path.join(folder, name), os.path.join(view, name))
+        for entry in own:
             with open(os.path.join(folder, os.path.basename(entry["path"]), "config.json"), encoding="utf-8") as handle:
                 config = json.load(handle)
             settings = {key: config[key] for key in ("min_span", "max_span", "unit") if key in config}
@@ -612,8 +609,7 @@ def merged_adapters(model):
             if isinstance(layer, BaseTunerLayer):
                 layer.merge(safe_merge=True)
                 parent_name, _, child = name.rpartition(".")
-                parent = auto_model.get_submodule(parent_name) if parent_name else auto_model
-                setattr(parent, child, layer.get_base_layer())
+                setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
         # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
         fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
         fresh.load_state_dict(auto_model.state_dict())

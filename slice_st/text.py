@@ -84,7 +84,7 @@ def check_creatable(path: str) -> None:
 
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
     """``path``, or a :class:`FileAccessError` if it is a symbolic link (``link/`` too): output goes into the folder
-    named, never wherever a link points."""
+    named, never where a link points."""
     normal = os.path.normpath(os.fspath(path))
     if os.path.islink(normal):
         raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
@@ -105,17 +105,16 @@ def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequ
 
 
 def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
-    """Open a file that must not exist yet (:data:`NEW_FILE_FLAGS`): anything at ``path``, a planted link too, is a
-    ``FileExistsError``."""
+    """Open a file that must not exist yet: anything at ``path``, a planted link too, is a ``FileExistsError``."""
     return os.fdopen(os.open(path, NEW_FILE_FLAGS, 0o666), mode, encoding=encoding)
 
 
 def open_regular_file(
     path: str | os.PathLike, size: int | None = None, *, folder: int | None = None, follow_links: bool = False
 ):
-    """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked with
-    ``fstat`` on the very descriptor read: else a :class:`FileAccessError`. A link is refused unless
-    ``follow_links`` (an input the user named); ``folder``: an :func:`open_folder` descriptor ``path`` is inside."""
+    """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked on the very
+    descriptor read, else a :class:`FileAccessError`; a link is refused unless ``follow_links``. ``folder``: an
+    :func:`open_folder` descriptor ``path`` is inside."""
     path = os.fspath(path)
     descriptor = _open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, folder)
     try:
@@ -153,8 +152,8 @@ def _is_link(path: str, folder: int | None) -> bool:
 
 @contextmanager
 def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
-    """A descriptor of the folder ``path`` itself, never a link's target (a :class:`FileAccessError`), for opening
-    its files even if it is swapped for a link later; ``None`` where the system cannot (callers use paths)."""
+    """A descriptor of the folder ``path`` itself, never a link's target, to open its files even if it is swapped for a
+    link later; ``None`` where the system cannot (callers use paths)."""
     path = os.fspath(path)
     if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
         yield None
@@ -221,11 +220,9 @@ def _raw_lines(path: str) -> Iterator[bytes]:
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed.
-
-    Offsets count decoded characters, a leading byte-order mark included. A file that is not a regular one or cannot
-    be read is a :class:`FileAccessError`; bytes that are not UTF-8 a ``ValueError``.
-    """
+    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed; offsets
+    count characters, a byte-order mark included. Not a readable regular file: :class:`FileAccessError`; not UTF-8:
+    :class:`DataFormatError`."""
     name = "standard input" if path == "-" else path
     offset = done = 0
     for number, raw in enumerate(_raw_lines(path), start=1):
@@ -243,8 +240,7 @@ def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
 
 
 def read_file(path: str) -> str:
-    """The content of a UTF-8 text file (``"-"``: standard input), without a leading byte-order mark (errors as
-    :func:`file_lines`)."""
+    """The content of a UTF-8 text file (``"-"``: standard input), without a byte-order mark."""
     return "".join(line for _, _, line in file_lines(path))
 
 
@@ -341,10 +337,9 @@ _WORD = re.compile(r"\w")
 def guess_split(lines: Iterable[str]) -> str:
     """``"paragraph"`` when a text's lines are hard-wrapped (man pages, pydoc output, wrapped e-mails), else ``"line"``.
 
-    A break between same-indented lines *wraps* when the next line's first word would not have fitted beside its
-    neighbours (a line that stops mid-sentence may fall :data:`WRAPPED_SLACK` short). Lines are hard-wrapped when
-    :data:`WRAPPED_SHARE` of the breaks wrap and 90% of them are at most :data:`WRAPPED_MAX_WIDTH` wide; records
-    (log lines opening alike, CSV-like lines) stay ``"line"`` whatever their widths.
+    A break between same-indented lines *wraps* when the next line's first word would have fitted beside its
+    neighbours; lines are hard-wrapped when most breaks wrap and 90% of lines are at most :data:`WRAPPED_MAX_WIDTH`
+    wide. Records (log lines opening alike, CSV-like lines) stay ``"line"``.
     """
     texts = [line.rstrip("\r\n").rstrip() for line in lines]
     nonblank = sorted(len(text) for text in texts if text.strip())
@@ -406,9 +401,8 @@ def expand_paths(
     """The input files ``paths`` name: a file (or ``-``, or a missing path) stays; a folder stands for its files
     ending in ``suffixes`` (recursively, sorted, hidden ones left out), a glob pattern (``**`` too) for its matches.
 
-    They stay inside the folder or pattern, each once: linked folders are not entered, and a file link out of it is a
-    :class:`~slice_st.errors.FileAccessError` unless ``follow_links``. A folder or pattern naming no file is a
-    ``FileNotFoundError``.
+    Each is listed once and stays inside the folder or pattern: linked folders are not entered, a file link out of
+    it is a :class:`FileAccessError` unless ``follow_links``. A folder or pattern naming no file: ``FileNotFoundError``.
     """
     found: list[str] = []
     for path in paths:
@@ -523,8 +517,8 @@ def _segmenter():
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "U.S.", "e.g.", decimals and initials do not
-    end a sentence; a line break does)."""
+    """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "e.g.", decimals do not end a sentence; a line
+    break does)."""
     if not text.strip():
         return []
     if not _MAYBE_END.search(text.strip()):
