@@ -65,8 +65,7 @@ def check_tokenizer(model, name: str = "") -> None:
     where = f" ({name})" if name else ""
     if tokenizer is None:
         raise ModelLoadError(f"The model{where} has no tokenizer.")
-    config = hf_config(model)
-    vocab_size = getattr(config, "vocab_size", None) if config is not None else None
+    vocab_size = getattr(hf_config(model), "vocab_size", None)
     size = len(tokenizer)
     if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
         raise ModelLoadError(
@@ -464,8 +463,7 @@ def _export_source(model: Any) -> str:
     model_id = getattr(card, "model_id", None) or getattr(card, "shipped_name", None)
     if model_id:
         return str(model_id)
-    config = hf_config(model)
-    name = str(getattr(config, "_name_or_path", "") or "") if config is not None else ""
+    name = str(getattr(hf_config(model), "_name_or_path", "") or "")
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
