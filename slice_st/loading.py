@@ -498,8 +498,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
         ``path``.
 
     Raises:
-        FileAccessError: ``path`` is a link, a file, under a file, in an unwritable folder, or a folder with files
-            (without ``overwrite``); or the write failed (nothing half-written is kept in a new or empty folder).
+        FileAccessError: ``path`` is a link, a file, unwritable, or holds files (without ``overwrite``); or the write
+            failed (nothing half-written is kept in a new or empty folder).
     """
     path = os.fspath(path)
     check_not_link(path, "cannot save a model: output", "to save it into")  # nothing is written through a link

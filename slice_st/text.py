@@ -204,19 +204,15 @@ def _raw_lines(path: str) -> Iterator[bytes]:
     if os.path.isdir(path):
         raise IsADirectoryError(f"input is a directory, not a file: {path}")
     try:
-        handle = open_regular_file(path, follow_links=True)
+        with open_regular_file(path, follow_links=True) as handle:
+            yield from handle
     except FileAccessError:
         raise FileAccessError(
             f"cannot read {path}: not a regular file (a device, pipe or socket); "
             "give a text file, or '-' to read standard input."
         ) from None
-    except OSError as error:
+    except OSError as error:  # opening or reading
         raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
-    with handle:
-        try:
-            yield from handle
-        except OSError as error:
-            raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
@@ -466,8 +462,7 @@ def _glob(folder: str, parts: list[str]) -> Iterator[str]:
 def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
     """``files`` once each (a file reached twice through links is listed once), refusing a link out of ``folder``."""
     top = os.path.realpath(folder)
-    kept: list[str] = []
-    seen: set[tuple[int, int]] = set()
+    kept: dict[tuple[int, int], str] = {}  # (device, inode): the first path to that file
     for path in files:
         real = os.path.realpath(path)
         if not follow_links and os.path.commonpath([top, real]) != top:
@@ -476,10 +471,8 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
                 "out of the folder (follow_links=True, --follow-links)."
             )
         info = os.stat(path)
-        if (info.st_dev, info.st_ino) not in seen:
-            seen.add((info.st_dev, info.st_ino))
-            kept.append(path)
-    return kept
+        kept.setdefault((info.st_dev, info.st_ino), path)
+    return list(kept.values())
 
 
 # ------------------------------------------------------------------------------------------ strings

