@@ -164,10 +164,7 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 def slice_template_path() -> Path:
     """sentence-transformers' card template with the SLICE section before "## Model Details" (a cache file written once
     per version: huggingface_hub renders from a path)."""
-    base_path = next(
-        f.default for f in dataclasses.fields(SentenceTransformerModelCardData) if f.name == "template_path"
-    )
-    base = Path(base_path).read_text(encoding="utf-8")
+    base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")  # the field's default
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
     if marker in base:
