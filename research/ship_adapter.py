@@ -176,8 +176,9 @@ def ship_adapter(
     :class:`slice_st.errors.FileAccessError`. The files are staged in a fresh temporary folder, removed
     whatever happens.
     """
+    from research.lora_check import merge_checked_adapter
     from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
-    from slice_st.pretrained import merge_lora_adapter
+    from slice_st.pretrained import file_sha256
 
     adapter = os.path.join(run_dir, "adapter")
     files = ("adapter_config.json", "adapter_model.safetensors")
@@ -231,7 +232,7 @@ def ship_adapter(
         metrics: dict[str, Any] = {"data": os.path.basename(dev_path) if dev_path else None}
         for label in ("base", "shipped"):
             if label == "shipped":
-                merge_lora_adapter(model[0].auto_model, adapter)
+                merge_checked_adapter(model[0].auto_model, adapter)
             metrics[label] = dev_figures(model, dev_path) if dev_path else {}
             if sts_dev_path:
                 metrics[label]["sts_dev"] = sts_figures(model, sts_dev_path)
@@ -246,9 +247,10 @@ def ship_adapter(
         adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME
         with open(os.path.join(staging, "adapter_config.json"), "w", encoding="utf-8") as handle:
             json.dump(adapter_config, handle, indent=2, sort_keys=True)
+        provenance["sha256"] = {file: file_sha256(os.path.join(staging, file)) for file in files}  # checked at load
         with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
             json.dump(provenance, handle, indent=2)
-        merge_lora_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter before replacing
+        merge_checked_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter first
         if os.path.isdir(
             destination
         ):  # --overwrite: replace only the files shipped (a link among them: the link itself)

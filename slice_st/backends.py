@@ -1,9 +1,7 @@
 """Inference backends for the forward pass: ONNX Runtime and OpenVINO runners, ONNX/int8/OpenVINO exports, threads.
 
-Span encoding only needs the transformer's token vectors: a runner here takes the place of ``model[0].model``, and
-the model keeps its own tokenizer, pooling, span settings and ``encode``, so offsets, windows and spans are the torch
-ones. Files use sentence-transformers' layout and names (``onnx/model.onnx``, ``onnx/model_qint8_avx2.onnx``,
-``openvino/openvino_model.xml``); why not its own ``backend="onnx"``: docs/guides/backends.md.
+A runner takes the place of ``model[0].model``; the model keeps its tokenizer, pooling, span settings and ``encode``.
+Files use sentence-transformers' layout and names; why not its own ``backend="onnx"``: docs/guides/backends.md.
 """
 
 from __future__ import annotations
@@ -49,8 +47,7 @@ def _env_threads() -> int | None:
 
 
 def default_threads() -> int:
-    """Intra-op threads of the forward pass when none are given (ONNX Runtime and OpenVINO sessions too):
-    ``SLICE_ST_THREADS`` if set, else torch's own (the machine's cores, or ``OMP_NUM_THREADS``)."""
+    """Intra-op threads of the forward pass when none are given: ``SLICE_ST_THREADS``, else torch's own."""
     return _env_threads() or max(1, torch.get_num_threads())
 
 
@@ -59,8 +56,7 @@ PER_CORE_LIMIT = 4
 
 
 def parallelism_limit() -> int:
-    """The most threads (``--threads``) or CPU encoding processes (``--processes``) accepted:
-    :data:`PER_CORE_LIMIT` per CPU core this process may use."""
+    """The most threads or CPU encoding processes accepted: :data:`PER_CORE_LIMIT` per CPU core this process may use."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # no affinity on this platform
@@ -69,8 +65,7 @@ def parallelism_limit() -> int:
 
 
 def check_parallelism(value: int, name: str) -> int:
-    """``value`` (threads or processes) if it is a positive integer within :func:`parallelism_limit`, else a
-    ``ValueError`` naming ``name``."""
+    """``value`` if a positive integer within :func:`parallelism_limit`, else a ``SpanInputError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SpanInputError(f"{name} must be a positive integer, got {value!r}.")
     limit = parallelism_limit()
@@ -83,8 +78,7 @@ def check_parallelism(value: int, name: str) -> int:
 
 
 def set_torch_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads to ``threads`` (or ``SLICE_ST_THREADS``; with neither, leave torch's setting);
-    returns torch's thread count afterwards."""
+    """Set torch's intra-op threads to ``threads`` (or ``SLICE_ST_THREADS``; neither: unchanged); returns the count."""
     threads = check_parallelism(int(threads), "threads") if threads else _env_threads()
     if threads:
         torch.set_num_threads(threads)
@@ -93,8 +87,8 @@ def set_torch_threads(threads: int | None = None) -> int:
 
 # ------------------------------------------------------------------------------------------ runners
 class _Runner(torch.nn.Module):
-    """``Transformer.model`` for a non-torch backend: a module without parameters (``to``/``eval``/``half`` are
-    no-ops) with the transformer's Hugging Face ``config``; ``forward`` returns ``last_hidden_state`` (float32)."""
+    """``Transformer.model`` for a non-torch backend: no parameters (``to``/``eval`` are no-ops), the transformer's
+    ``config``; ``forward`` returns ``last_hidden_state`` (float32)."""
 
     backend = "torch"
     device = torch.device("cpu")
@@ -105,28 +99,20 @@ class _Runner(torch.nn.Module):
         self.config, self.path = config, str(path)
         self.input_names: list[str] = []
 
-    def _inputs(self, features: dict[str, Any]) -> dict[str, Any]:
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_: Any):
+        from transformers.modeling_outputs import BaseModelOutput
+
+        features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
         inputs = {}
         for name in self.input_names:
             value = features.get(name)
             if value is None:
                 if name != "token_type_ids":
                     raise SpanInputError(f"The {self.backend} model needs the input {name!r}.")
-                value = torch.zeros_like(features["input_ids"])
+                value = torch.zeros_like(input_ids)
             inputs[name] = value.detach().cpu().numpy().astype("int64", copy=False)
-        return inputs
-
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_: Any):
-        from transformers.modeling_outputs import BaseModelOutput
-
-        features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        hidden = torch.from_numpy(self._run(self._inputs(features)))
-        if hidden.dtype != torch.float32:
-            hidden = hidden.float()
+        hidden = torch.from_numpy(self._run(inputs)).float()  # no copy when float32 already
         return BaseModelOutput(last_hidden_state=hidden.to(input_ids.device))
-
-    def _run(self, inputs: dict[str, Any]):  # pragma: no cover - overridden
-        raise NotImplementedError
 
     def save_pretrained(self, *_: Any, **__: Any) -> None:
         raise NotImplementedError(
@@ -139,11 +125,11 @@ class _Runner(torch.nn.Module):
 
 
 class OnnxEncoder(_Runner):
-    """An ONNX file run by ONNX Runtime (CPU by default; ``providers`` for others)."""
+    """An ONNX file run by ONNX Runtime on the CPU."""
 
     backend = "onnx"
 
-    def __init__(self, config, path: str, threads: int | None = None, providers: list[str] | None = None) -> None:
+    def __init__(self, config, path: str, threads: int | None = None) -> None:
         super().__init__(config, path)
         import onnxruntime as ort
 
@@ -155,9 +141,7 @@ class OnnxEncoder(_Runner):
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.threads = options.intra_op_num_threads
-        self.session = ort.InferenceSession(
-            str(path), sess_options=options, providers=providers or ["CPUExecutionProvider"]
-        )
+        self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self.input_names = [item.name for item in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
 
@@ -171,21 +155,16 @@ class OpenVINOEncoder(_Runner):
 
     backend = "openvino"
 
-    def __init__(
-        self, config, path: str, threads: int | None = None, precision: str = "f32", device: str = "CPU"
-    ) -> None:
+    def __init__(self, config, path: str, threads: int | None = None, precision: str = "f32") -> None:
         super().__init__(config, path)
         import openvino as ov
 
         self.threads = threads or default_threads()
-        properties = {
-            "INFERENCE_NUM_THREADS": self.threads,
-            "PERFORMANCE_HINT": "LATENCY",
-            "NUM_STREAMS": 1,
-            "INFERENCE_PRECISION_HINT": precision,
-        }
+        properties = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
         core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(str(path)), device, properties)
+        self.compiled = core.compile_model(
+            core.read_model(str(path)), "CPU", properties | {"INFERENCE_PRECISION_HINT": precision}
+        )
         self.request = self.compiled.create_infer_request()
         self.input_names = [next(iter(port.get_names())) for port in self.compiled.inputs]
         self.output = self.compiled.outputs[0]
@@ -197,19 +176,15 @@ class OpenVINOEncoder(_Runner):
 def runner_of(model) -> _Runner | None:
     """The ONNX Runtime / OpenVINO runner inside ``model`` (``None`` on torch)."""
     try:
-        modules = list(model)
+        inners = [getattr(module, "model", None) for module in model]
     except TypeError:
         return None
-    for module in modules:
-        inner = getattr(module, "model", None)
-        if isinstance(inner, _Runner):
-            return inner
-    return None
+    return next((inner for inner in inners if isinstance(inner, _Runner)), None)
 
 
 def weight_files(model) -> list[Path]:
-    """The files a non-torch model runs from (an OpenVINO ``.xml`` with its ``.bin``): this module's runner's, or
-    those of a model loaded by sentence-transformers' own ``backend=...`` (optimum's ``model_path``)."""
+    """The files a non-torch model runs from (an OpenVINO ``.xml`` with its ``.bin``), also for one loaded by
+    sentence-transformers' own ``backend=...`` (optimum's ``model_path``)."""
     try:
         inner = runner_of(model) or getattr(model[0], "model", None)
     except (TypeError, IndexError):
@@ -222,19 +197,14 @@ def weight_files(model) -> list[Path]:
 
 
 def backend_of(model) -> str:
-    """``"torch"``, ``"onnx"`` or ``"openvino"``: where the model's forward pass runs (also for a
-    model loaded by sentence-transformers' own ``backend=...``)."""
+    """``"torch"``, ``"onnx"`` or ``"openvino"``: where the model's forward pass runs (also with sentence-transformers'
+    own ``backend=...``)."""
     runner = runner_of(model)
-    if runner is not None:
-        return runner.backend
-    return str(getattr(model, "backend", "torch") or "torch")
+    return runner.backend if runner is not None else str(getattr(model, "backend", "torch") or "torch")
 
 
 def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | None = None, **runner_kwargs: Any):
-    """Run ``model``'s transformer on ``backend`` from the exported file ``path``; returns the model.
-
-    The model keeps its tokenizer, pooling and settings. Its torch transformer is dropped.
-    """
+    """Run ``model``'s transformer on ``backend`` from the exported file ``path`` (the torch one is dropped)."""
     module = model[0]
     config = getattr(getattr(module, "model", None), "config", None)
     if config is None:
@@ -257,11 +227,7 @@ def model_file_for(
         candidate = Path(model_file) if Path(model_file).is_absolute() else folder / model_file
         return candidate if candidate.is_file() else None
     if quantized:
-        names = (
-            [f"model_qint8_{quantized}.onnx"]
-            if isinstance(quantized, str)
-            else [f"model_qint8_{cpu_quantization_config()}.onnx"]
-        )
+        names = [f"model_qint8_{quantized if isinstance(quantized, str) else cpu_quantization_config()}.onnx"]
         names += sorted(path.name for path in (folder / "onnx").glob("model_qint8_*.onnx"))
         return next((folder / "onnx" / name for name in names if (folder / "onnx" / name).is_file()), None)
     candidate = folder / DEFAULT_FILES[backend]
@@ -290,20 +256,14 @@ class _Encoder(torch.nn.Module):
         super().__init__()
         self.inner = inner
 
-    def forward(self, input_ids, attention_mask):
-        return self.inner(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
-
-
-class _TokenTypeEncoder(_Encoder):
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.inner(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, return_dict=True
-        ).last_hidden_state
+    def forward(self, input_ids, attention_mask, token_type_ids=None):
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        return self.inner(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True).last_hidden_state
 
 
 def export_onnx(model, path: str | os.PathLike) -> Path:
-    """Export the transformer of a torch sentence-transformers ``model`` to the ONNX file ``path`` (dynamic batch and
-    sequence length; the ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
+    """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
+    ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
     module = model[0]
     transformer = getattr(module, "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
@@ -312,7 +272,7 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     example = tokenizer(["A short example sentence for the export.", "Two words"], padding=True, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
 
-    wrapper = (_TokenTypeEncoder if "token_type_ids" in names else _Encoder)(transformer).eval().float().cpu()
+    wrapper = _Encoder(transformer).eval().float().cpu()
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,6 @@
-"""The SLICE model card: sentence-transformers' own card data plus a SLICE section, from one path.
-
-:class:`SliceModelCardData` is ``SentenceTransformerModelCardData`` with a SLICE section (``model_card/template.md``,
-inserted before "## Model Details": span settings, losses, training data and their licences, the citation). It is
-given by :func:`slice_st.load_model` to the shipped model, by the SLICE losses when built (so ``fit()`` and the
-Trainer write one), and by ``slice-st train`` (:func:`apply_model_card`); sentence-transformers renders it.
-"""
+"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``: span
+settings, losses, training data and their licences, the citation), given by :func:`slice_st.load_model` to the
+shipped model, by the SLICE losses when built, and by ``slice-st train``; sentence-transformers renders it."""
 
 from __future__ import annotations
 
@@ -47,8 +43,7 @@ SLICE_EXPANSION = "Span-Aggregatable, Contextualized Word Embeddings"
 
 @dataclass(frozen=True)
 class DataSource:
-    """A training data source as the card names it; ``terms``: ``"nc"`` (non-commercial), ``"sa"`` (share-alike),
-    ``"by"`` (attribution) or ``"unknown"``."""
+    """A training data source as the card names it; ``terms``: ``"nc"``, ``"sa"``, ``"by"`` or ``"unknown"``."""
 
     name: str
     hub_id: str | None
@@ -135,9 +130,8 @@ _LICENCES = (
 
 @dataclass
 class SliceModelCardData(SentenceTransformerModelCardData):
-    """sentence-transformers' model card data with a SLICE section (``slice_section``, rendered by
-    ``model_card/template.md``). ``shipped_name``: the shipped model's name (``slice-minilm``) for the model that is
-    it, which indexes record and ``load_model`` reopens (not a Hub id: usage lines name ``model_id``)."""
+    """sentence-transformers' model card data with a SLICE section (``slice_section``). ``shipped_name``: the shipped
+    model's name (``slice-minilm``), which indexes record and ``load_model`` reopens (not a Hub id)."""
 
     slice_section: dict[str, Any] = field(default_factory=dict)
     shipped_name: str | None = None
@@ -158,8 +152,7 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         registered model), with the SLICE template."""
         if isinstance(card, cls):
             return card
-        # model_id is set after construction: sentence-transformers warns about (and drops) an id without an
-        # organisation, such as the shipped model's name.
+        # model_id is set after construction: sentence-transformers drops an id without an organisation.
         fields = dataclasses.fields(card)
         new = cls(**{item.name: getattr(card, item.name) for item in fields if item.init and item.name != "model_id"})
         for item in fields:
@@ -170,11 +163,8 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
 def slice_template_path() -> Path:
     """sentence-transformers' card template with the SLICE section before "## Model Details" (a cache file written once
-    per template version: huggingface_hub renders from a path)."""
-    base_path = next(
-        f.default for f in dataclasses.fields(SentenceTransformerModelCardData) if f.name == "template_path"
-    )
-    base = Path(base_path).read_text(encoding="utf-8")
+    per version: huggingface_hub renders from a path)."""
+    base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")  # the field's default
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
     if marker in base:
@@ -190,8 +180,7 @@ def slice_template_path() -> Path:
 
 
 def _hub_base_model(name: str | None) -> str | None:
-    """A base model name fit for a public card: a Hub id, never a local path (the embedded base and the shipped
-    ``slice-minilm`` are all-MiniLM-L6-v2)."""
+    """A base model name fit for a public card: a Hub id, never a local path."""
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
@@ -326,8 +315,7 @@ def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
 
 
 def describe_embedded_base(model) -> None:
-    """Name the embedded base model's Hub id and licence on ``model``'s card (a local folder would leave both
-    unknown)."""
+    """Name the embedded base model's Hub id and licence on ``model``'s card."""
     card = model.model_card_data
     card.base_model = card.base_model or DEFAULT_MODEL_NAME
     card.license = card.license or DEFAULT_BASE_LICENSE
@@ -335,8 +323,7 @@ def describe_embedded_base(model) -> None:
 
 
 def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
-    """Give the shipped model ``name`` its SLICE card from ``provenance.json`` (base model, licence, recipe); returns
-    it. The card keeps ``name`` as its ``shipped_name``."""
+    """Give the shipped model ``name`` its SLICE card from ``provenance.json``; returns it."""
     shipped = shipped_model(name)
     provenance = shipped.provenance
     card = apply_model_card(model, provenance.get("recipe") or {})
@@ -348,12 +335,3 @@ def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceMod
     note = str(provenance.get("licence", "")).split(":", 1)[-1].strip()
     card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
     return card
-
-
-def render_model_card(model, config: Any = None, *, repo_id: str | None = None) -> str:
-    """The card ``model.save`` would write (SLICE card data applied first if the model has none)."""
-    from sentence_transformers.base.model_card import generate_model_card
-
-    if not isinstance(model.model_card_data, SliceModelCardData) or config is not None or repo_id is not None:
-        apply_model_card(model, config, repo_id=repo_id)
-    return generate_model_card(model)

@@ -1,9 +1,5 @@
-"""Span settings saved with a model: which spans it enumerates.
-
-They travel in the transformer's own ``config.json`` under the key ``slice_st`` (Hugging Face configs keep extra
-attributes through ``save_pretrained``, ``from_pretrained`` and Hub pushes), so a SLICE checkpoint stays a plain
-sentence-transformers pipeline.
-"""
+"""Span settings saved with a model: which spans it enumerates. They travel in the transformer's ``config.json``
+under the key ``slice_st`` (kept by ``save_pretrained`` and Hub pushes): a SLICE checkpoint stays a plain pipeline."""
 
 from __future__ import annotations
 
@@ -20,12 +16,7 @@ CONFIG_KEY = "slice_st"
 
 @dataclass(frozen=True)
 class SpanConfig:
-    """Which spans a model enumerates: ``min_span..max_span`` units of kind ``unit`` ("word"/"token").
-
-    Args:
-        min_span: Shortest span, in units (≥ 1).
-        max_span: Longest span, in units (≥ ``min_span``).
-        unit: ``"word"`` (whitespace-delimited words) or ``"token"``.
+    """Which spans a model enumerates: ``min_span..max_span`` (≥ 1) units of kind ``unit`` (``"word"``/``"token"``).
 
     Example:
         >>> SpanConfig(1, 20, "word").replace(max_span=10)
@@ -69,12 +60,6 @@ def hf_config(model):
 def get_span_config(model) -> SpanConfig:
     """The span settings saved with ``model`` (a ``SpanPooling`` module's win), else the defaults.
 
-    Args:
-        model: A ``SentenceTransformer``.
-
-    Returns:
-        Its :class:`SpanConfig`.
-
     Example:
         >>> get_span_config([])  # a model without settings gets the defaults
         SpanConfig(min_span=1, max_span=20, unit='word')
@@ -92,17 +77,8 @@ def get_span_config(model) -> SpanConfig:
 def set_span_config(
     model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
 ) -> SpanConfig:
-    """Record span settings in the transformer's config (and a ``SpanPooling``) so ``model.save`` carries them.
-
-    Args:
-        model: A ``SentenceTransformer``.
-        min_span: Shortest span (``None``: keep).
-        max_span: Longest span (``None``: keep).
-        unit: ``"word"`` or ``"token"`` (``None``: keep).
-
-    Returns:
-        The new :class:`SpanConfig`.
-    """
+    """Record span settings (``None``: keep) in the transformer's config (and a ``SpanPooling``) so ``model.save``
+    carries them; returns the new :class:`SpanConfig`."""
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = span_pooling_module(model)
     if pooling is not None:
@@ -116,17 +92,10 @@ def set_span_config(
 
 
 def enable_span_features(model):
-    """Make the model's tokenizer always return the offsets and special-token masks span units need.
+    """Make the model's tokenizer always return the offsets and special-token masks span units need; returns it.
 
     The setting lives in the ``Transformer`` module's ``processing_kwargs`` (saved with the model), so it also
-    reaches training batches made by sentence-transformers' data collator, which keeps these extras out of the
-    forward call.
-
-    Args:
-        model: A ``SentenceTransformer``.
-
-    Returns:
-        ``model``.
+    reaches the training batches of sentence-transformers' data collator.
     """
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 

@@ -1,17 +1,16 @@
 """Load, save and export models; the shipped default model, devices, model identity and fingerprint.
 
-A SLICE checkpoint is a plain sentence-transformers pipeline (``Transformer`` → ``Pooling(mean)`` → optional
-``Normalize``) whose span settings ride in the transformer's ``config.json`` (:mod:`slice_st.config`), so
-``SentenceTransformer(path)`` loads it with no trust flag; :func:`load_model` also opens the folders saved with
-``SpanPooling`` as a module.
+A SLICE checkpoint is a plain sentence-transformers pipeline whose span settings ride in the transformer's
+``config.json`` (:mod:`slice_st.config`): ``SentenceTransformer(path)`` loads it with no trust flag.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["load_model", "save_slice_model", "export_model", "default_model_path"]
 
-#: The module classes slice-st itself wrote into a ``modules.json`` (``SpanPooling``, under its current and former
-#: path): trusted by name, nothing else.
+#: The module classes slice-st wrote into a ``modules.json`` (``SpanPooling``, current and former path).
 OWN_MODULE_TYPES = ("slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling")
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
 
@@ -50,30 +48,24 @@ def check_device(device: Any) -> str | None:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
         raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise SpanInputError(f"Device {str(device)!r} was asked for, but CUDA is not available here.")
-        if (parsed.index or 0) >= torch.cuda.device_count():
-            raise SpanInputError(
-                f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here."
-            )
-    elif parsed.type == "mps":
-        if not torch.backends.mps.is_available():
-            raise SpanInputError(f"Device {str(device)!r} was asked for, but MPS is not available here.")
-    elif parsed.type != "cpu" and not hasattr(torch, parsed.type):
+    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(parsed.type)
+    if available is not None and not available():
+        raise SpanInputError(f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here.")
+    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
+        raise SpanInputError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+    if parsed.type not in ("cpu", "cuda", "mps") and not hasattr(torch, parsed.type):
         raise SpanInputError(f"Unsupported device {str(device)!r}.")
     return str(device)
 
 
 def check_tokenizer(model, name: str = "") -> None:
-    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (a folder
-    without ``tokenizer.json`` and ``vocab.txt`` loads with only the special tokens: every word would be ``[UNK]``)."""
+    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (vocabulary files
+    missing: every word would be ``[UNK]``)."""
     tokenizer = getattr(model, "tokenizer", None)
     where = f" ({name})" if name else ""
     if tokenizer is None:
         raise ModelLoadError(f"The model{where} has no tokenizer.")
-    config = hf_config(model)
-    vocab_size = getattr(config, "vocab_size", None) if config is not None else None
+    vocab_size = getattr(hf_config(model), "vocab_size", None)
     size = len(tokenizer)
     if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
         raise ModelLoadError(
@@ -95,10 +87,9 @@ def load_model(
 ):
     """Load a ``SentenceTransformer`` with span features; with no name, the shipped SLICE model ``slice-minilm``.
 
-    ``None`` or ``"slice-minilm"`` is the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged into its
-    weights (offline); ``"base"``, ``"all-MiniLM-L6-v2"`` or its Hub id the plain embedded model; anything else a Hub
-    id or a local folder, as ``SentenceTransformer`` loads it. With ``backend="onnx"|"openvino"`` the transformer
-    runs from an exported file of the folder (:func:`export_model`; docs/guides/backends.md).
+    ``slice-minilm`` is the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged in (offline); ``"base"``
+    (or ``"all-MiniLM-L6-v2"``, or its Hub id) the plain embedded model. With ``backend="onnx"|"openvino"`` the
+    transformer runs from an exported file of the folder (:func:`export_model`; docs/guides/backends.md).
 
     Args:
         model_name_or_path: A Hub id, a local folder, ``"slice-minilm"`` or ``"base"`` (``None``: slice-minilm).
@@ -116,16 +107,14 @@ def load_model(
 
     Raises:
         FileNotFoundError: A missing local path, or no exported file.
-        ModelLoadError: A file, a folder with missing or broken weights, config or tokenizer, a Hub id that cannot
-            be fetched.
-        SpanInputError: An unknown or absent ``device``, or options that do not fit together; checked before
-            anything is loaded.
+        ModelLoadError: A file, a folder with broken weights, config or tokenizer, a Hub id that cannot be fetched.
+        SpanInputError: An unknown or absent ``device``, or options that do not fit; checked before loading.
 
     Example:
         >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
         ('slice-minilm', 'sentence-transformers/all-MiniLM-L6-v2')
     """
-    from slice_st.backends import check_backend, check_parallelism, resolve_dtype
+    from slice_st.backends import check_backend, check_parallelism, resolve_dtype, set_torch_threads
 
     check_backend(backend)
     if threads is not None:
@@ -140,9 +129,7 @@ def load_model(
     if torch_dtype is not None:
         kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
     if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
+        set_torch_threads(threads)
     kwargs["device"] = check_device(kwargs.get("device"))
     return _load_torch(model_name_or_path, kwargs)
 
@@ -165,15 +152,15 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     folder = _local_folder(default_model_path() if embedded_base else name)
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
-    model = _sentence_transformer(folder or os.fspath(name), kwargs, _with_own_modules(folder) if folder else None)
+    model = _sentence_transformer(folder or os.fspath(name), kwargs)
     if embedded_base:
         describe_embedded_base(model)
     return model
 
 
 def _local_folder(name: Any) -> str | None:
-    """``name`` as a local path if something is there (``None``: a Hub id or a shipped name); a path that looks
-    local (``./x``, ``/x``, ``~/x``, ``a/b/c``) but is missing is a ``FileNotFoundError``."""
+    """``name`` as a local path if something is there (``None``: a Hub id); a missing path that looks local (``./x``,
+    ``/x``, ``~/x``, ``a/b/c``) is a ``FileNotFoundError``."""
     if not isinstance(name, (str, os.PathLike)):
         raise ModelLoadError(f"A model is a Hub id or a folder path, got {type(name).__name__}.")
     name = os.fspath(name)
@@ -185,11 +172,11 @@ def _local_folder(name: Any) -> str | None:
     return None
 
 
-def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[dict[str, Any]] | None = None):
-    """``SentenceTransformer(name, **kwargs)`` with no weights bar and its tokenizer checked; any failure one
-    :class:`ModelLoadError`, its cause chained."""
+def _sentence_transformer(name: str, kwargs: dict[str, Any]):
+    """``SentenceTransformer(name, **kwargs)``, no weights bar, tokenizer checked; failures: :class:`ModelLoadError`."""
     from sentence_transformers import SentenceTransformer
 
+    own_modules = _with_own_modules(name) if os.path.isdir(name) else None
     try:
         with _no_weight_bar():
             if own_modules:
@@ -204,7 +191,7 @@ def _sentence_transformer(name: str, kwargs: dict[str, Any], own_modules: list[d
 
 @contextmanager
 def _no_weight_bar() -> Iterator[None]:
-    """No "Loading weights" bar from transformers while a model loads (noise for a load of seconds)."""
+    """No "Loading weights" bar from transformers while a model loads."""
     from transformers.utils import logging as transformers_logging
 
     shown = transformers_logging.is_progress_bar_enabled()
@@ -217,10 +204,8 @@ def _no_weight_bar() -> Iterator[None]:
 
 
 def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
-    """The ``modules.json`` entries of ``folder`` if some name slice-st's own module classes and all others are
-    sentence-transformers' own (``None`` otherwise: that folder is for sentence-transformers' trust flag to judge)."""
-    import json
-
+    """``folder``'s ``modules.json`` entries if some are slice-st's own modules and the rest sentence-transformers'
+    (``None`` otherwise: sentence-transformers' trust flag judges that folder)."""
     try:
         with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
             entries = json.load(handle)
@@ -233,25 +218,20 @@ def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
 
 
 def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: dict[str, Any]):
-    """Load a folder with ``SpanPooling`` as a module, no trust flag: through a temporary view of it (links to its
-    files) where that module is the equivalent mean ``Pooling``, its span settings recorded as a plain checkpoint
-    records them. Nothing in ``folder`` is written."""
-    import json
+    """Load a folder with ``SpanPooling`` as a module, no trust flag, through a temporary view of it (links to its
+    files) where that module is the equivalent mean ``Pooling``; nothing in ``folder`` is written."""
     import tempfile
 
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     folder = os.path.abspath(folder)
-    replaced = {entry["path"] for entry in entries if entry["type"] in OWN_MODULE_TYPES}
+    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
-        for name in os.listdir(folder):
-            if name != "modules.json" and name not in replaced:
-                os.symlink(os.path.join(folder, name), os.path.join(view, name))
-        for entry in entries:
-            if entry["type"] not in OWN_MODULE_TYPES:
-                continue
+        for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
+            os.symlink(os.path.join(folder, name), os.path.join(view, name))
+        for entry in own:
             with open(os.path.join(folder, os.path.basename(entry["path"]), "config.json"), encoding="utf-8") as handle:
                 config = json.load(handle)
             settings = {key: config[key] for key in ("min_span", "max_span", "unit") if key in config}
@@ -283,8 +263,7 @@ def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
 
 
 def _hub_problem(error: BaseException) -> str | None:
-    """What a Hub download error means to a user, from ``huggingface_hub``'s error classes anywhere in the chain
-    of causes (transformers and sentence-transformers wrap them)."""
+    """What a Hub download error means to a user, from ``huggingface_hub``'s error classes in the chain of causes."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     seen: list[BaseException] = []
     while error is not None and error not in seen and len(seen) < 20:
@@ -319,10 +298,8 @@ def hub_offline() -> bool:
 def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
-    if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        require("onnxruntime", "onnx", "Exporting to ONNX")
-        require("onnx", "onnx", "Exporting to ONNX")
-        require("onnxscript", "onnx", "Exporting to ONNX")
+    for module in ("onnxruntime", "onnx", "onnxscript") if export else ():  # the exporter's and the quantizer's
+        require(module, "onnx", "Exporting to ONNX")
     if backend == "onnx":
         require("onnxruntime", "onnx", "The ONNX backend")
     elif backend == "openvino":
@@ -346,15 +323,14 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into."
         )
     device = check_device(kwargs.pop("device", None))
-    if device is not None and device != "cpu":
+    if device not in (None, "cpu"):
         raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
-    if torch_dtype is not None and torch_dtype != torch.float32 and backend != "openvino":
+    if torch_dtype not in (None, torch.float32) and backend != "openvino":
         raise SpanInputError(
             "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
         )
     folder = _local_folder(name) if name is not None and not is_shipped_model_name(name) else None
-    if folder is not None and not os.path.isdir(folder):
-        folder = None  # not a model folder: only its export can be loaded
+    folder = folder if folder and os.path.isdir(folder) else None  # else only an export of it can be loaded
     found = model_file_for(folder, backend, model_file, quantized) if folder else None
     if found is None:
         if model_file and folder:
@@ -396,18 +372,15 @@ def export_model(
 ) -> str:
     """Export a model for ONNX Runtime or OpenVINO into ``output_dir``, offline; returns the exported file.
 
-    ``output_dir`` is the cache: it receives the sentence-transformers model itself (tokenizer, pooling, span
-    settings) and beside it ``onnx/model.onnx``, with ``quantize`` the dynamic int8
-    ``onnx/model_qint8_<config>.onnx``, for OpenVINO ``openvino/openvino_model.xml``. Files already there are reused
-    unless ``overwrite``; a folder holding another model's export is refused. Load the result with
-    ``load_model(output_dir, backend=..., quantized=...)``. Needs ``slice-st[onnx]`` (and ``[openvino]``).
+    ``output_dir`` receives the sentence-transformers model and beside it ``onnx/model.onnx`` (with ``quantize`` the
+    int8 ``onnx/model_qint8_<config>.onnx``; for OpenVINO ``openvino/openvino_model.xml``), reused unless
+    ``overwrite``; a folder holding another model's export is refused. Needs ``slice-st[onnx]`` (and ``[openvino]``).
 
     Args:
         model: A loaded torch ``SentenceTransformer``, or what :func:`load_model` takes (``None``: the default model).
         output_dir: Folder of the export (required).
         backend: ``"onnx"`` or ``"openvino"``.
-        quantize: ``True`` (this CPU's int8 setting) or a config name (``"avx512_vnni"``, ``"avx2"``, ``"arm64"``, …);
-            ONNX only.
+        quantize: ``True`` (this CPU's int8 setting) or a config name (``"avx2"``, ``"arm64"``, …); ONNX only.
         overwrite: Export again even if the file exists.
 
     Returns:
@@ -444,9 +417,7 @@ def export_model(
 
 
 def _write_export(model: Any, output: Path, target: Path, backend: str, config: str | None, overwrite: bool) -> str:
-    """Write the export (what is missing of it, or all with ``overwrite``); a failed write leaves nothing half-done."""
-    import json
-
+    """Write what is missing of the export (all with ``overwrite``); a failed write leaves nothing half-done."""
     from slice_st import backends
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
@@ -486,35 +457,24 @@ def _export_source(model: Any) -> str:
         name = os.fspath(model)
         if is_shipped_model_name(name):
             return name.removeprefix("slice-st/")
-        if name in BASE_MODEL_NAMES:
-            name = default_model_path()
-        local = os.path.expanduser(name)
+        local = os.path.expanduser(default_model_path() if name in BASE_MODEL_NAMES else name)
         return os.path.realpath(local) if os.path.exists(local) else name
     card = getattr(model, "model_card_data", None)
     model_id = getattr(card, "model_id", None) or getattr(card, "shipped_name", None)
     if model_id:
         return str(model_id)
-    config = hf_config(model)
-    name = str(getattr(config, "_name_or_path", "") or "") if config is not None else ""
+    name = str(getattr(hf_config(model), "_name_or_path", "") or "")
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
 def _check_export_source(model: Any, output: Path) -> None:
     """Refuse to reuse an export folder that holds another model (a stale cache would silently answer for it)."""
-    import json
-
-    record = output / EXPORT_RECORD
-    if not record.is_file() or (
-        isinstance(model, (str, os.PathLike))
-        and os.path.realpath(os.path.expanduser(os.fspath(model))) == os.path.realpath(output)
-    ):
-        return
     try:
-        held = json.loads(record.read_text(encoding="utf-8")).get("source") or ""
-    except (OSError, ValueError, AttributeError):
+        held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
+    except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
         return
     wanted = _export_source(model)
-    if held and wanted and held != wanted:
+    if held and wanted and held != wanted and wanted != os.path.realpath(output):  # not the export folder itself
         raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
@@ -525,9 +485,8 @@ def _check_export_source(model: Any, output: Path) -> None:
 def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
-    LoRA adapters are merged into the weights first (:func:`merged_adapters`); the span settings go into the
-    transformer's ``config.json``; a pipeline with ``SpanPooling`` as a module is written with the equivalent mean
-    ``Pooling``.
+    LoRA adapters are merged first, the span settings go into the transformer's ``config.json``, and a ``SpanPooling``
+    module is written as the equivalent mean ``Pooling``.
 
     Args:
         model: The ``SentenceTransformer`` to save.
@@ -539,8 +498,8 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
         ``path``.
 
     Raises:
-        FileAccessError: ``path`` is a link, a file, under a file, in an unwritable folder, or a folder with files
-            (without ``overwrite``); or the write failed (nothing half-written is kept in a new or empty folder).
+        FileAccessError: ``path`` is a link, a file, unwritable, or holds files (without ``overwrite``); or the write
+            failed (nothing half-written is kept in a new or empty folder).
     """
     path = os.fspath(path)
     check_not_link(path, "cannot save a model: output", "to save it into")  # nothing is written through a link
@@ -586,8 +545,7 @@ def _save(model, path: str, **save_kwargs: Any) -> str:
 
 @contextmanager
 def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str = "") -> Iterator[None]:
-    """A full disk or an I/O error (``OSError``, safetensors' ``SafetensorError``) while writing ``path``: ``undo()``,
-    then one :class:`FileAccessError` naming ``path``."""
+    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: ``undo()``, then a :class:`FileAccessError`."""
     try:
         yield
     except Exception as error:
@@ -602,28 +560,22 @@ def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str
 
 
 def _remove_partial(path: Any, created: bool, files: list | None) -> None:
-    """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: everything in
-    the folder, which was empty); links as links, never followed."""
+    """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: all that the
+    folder, empty before, holds); links as links, never followed."""
     import shutil
 
-    if created:
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    if files is None:
-        files = [entry.path for entry in os.scandir(path)] if os.path.isdir(path) and not os.path.islink(path) else []
-    for file in files:
-        try:
-            if os.path.isdir(file) and not os.path.islink(file):
-                shutil.rmtree(file, ignore_errors=True)
-            elif os.path.lexists(file):
+    if not created and files is None and os.path.isdir(path) and not os.path.islink(path):
+        files = [entry.path for entry in os.scandir(path)]
+    for file in [path] if created else files or []:
+        if os.path.isdir(file) and not os.path.islink(file):
+            shutil.rmtree(file, ignore_errors=True)
+        elif os.path.lexists(file):
+            with suppress(OSError):
                 os.unlink(file)
-        except OSError:
-            pass
 
 
 def _usual_permissions(path: str) -> None:
-    """Give the ``.safetensors`` files just saved in ``path`` the permissions of the others (``0666 & ~umask``): the
-    writer makes them through a private temporary file (0600)."""
+    """Give the ``.safetensors`` files just saved in ``path`` the usual permissions (their writer makes them 0600)."""
     mask = os.umask(0)
     os.umask(mask)
     for folder, _, names in os.walk(path):
@@ -635,16 +587,11 @@ def _usual_permissions(path: str) -> None:
 
 def has_adapters(model) -> bool:
     """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
-    for module in model:
-        auto_model = getattr(module, "auto_model", None)
-        if auto_model is not None:
-            return bool(getattr(auto_model, "_hf_peft_config_loaded", False))
-    return False
+    return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
 
 
 def merged_adapters(model):
-    """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights (no PEFT
-    layers left: it saves, loads and runs like any ``SentenceTransformer``)."""
+    """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model
     import copy
@@ -660,8 +607,7 @@ def merged_adapters(model):
             if isinstance(layer, BaseTunerLayer):
                 layer.merge(safe_merge=True)
                 parent_name, _, child = name.rpartition(".")
-                parent = auto_model.get_submodule(parent_name) if parent_name else auto_model
-                setattr(parent, child, layer.get_base_layer())
+                setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
         # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
         fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
         fresh.load_state_dict(auto_model.state_dict())
@@ -673,12 +619,8 @@ def merged_adapters(model):
 
 # ------------------------------------------------------------------------------------------ identity
 def model_fingerprint(model: SentenceTransformer) -> str:
-    """A short hash of the model's weights and tokenizer: what identifies a model for the index and the Table-1 cache.
-
-    SHA-256 over every tensor of the state dict (name, shape, dtype and bytes), so any change to any weight gives
-    another fingerprint. A model on ONNX Runtime or OpenVINO is identified by its exported file and backend (its
-    vectors differ from the torch model's), so an index is searched on the backend it was built with.
-    """
+    """A short hash of the model's weights and tokenizer, what identifies a model for an index: SHA-256 over every
+    tensor (name, shape, dtype, bytes); on ONNX Runtime or OpenVINO over its backend and exported file."""
     import hashlib
 
     import torch
@@ -705,10 +647,8 @@ def model_fingerprint(model: SentenceTransformer) -> str:
 
 
 def model_identity(model: SentenceTransformer) -> tuple[str, str]:
-    """``(name, path)`` of a model: a readable name, and the local folder it was loaded from (``""`` if none).
-
-    A Hub model is named by its id, a local one by its folder's name (with the parent's for generic names such as
-    ``final`` or ``checkpoint-500``), the embedded base by its Hub id, a shipped model by its shipped name.
+    """``(name, path)`` of a model: its Hub id, shipped name or folder name (with the parent's for generic names such
+    as ``final``), and the local folder it was loaded from (``""`` if none).
 
     >>> model_identity(load_model("base")), model_identity(load_model())
     (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))

@@ -1,9 +1,8 @@
 """Text helpers shared by the library and the command line: read UTF-8 files safely, cut them into texts and
-sentences, tidy whitespace, write files atomically; :func:`require` imports an optional dependency.
+sentences, write files atomically; :func:`require` imports an optional dependency.
 
-A **line** ends at ``\\n`` (``\\r\\n`` too); other characters ``str.splitlines`` splits on stay inside the line, so
-line numbers are those of ``grep -n``. A leading UTF-8 byte-order mark is never part of a line, though it counts in
-file offsets.
+A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading byte-order mark is
+never part of a line, though it counts in file offsets.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import stat
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -37,12 +36,11 @@ BOM = "\ufeff"
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 #: Files a folder given as input stands for (searched recursively; hidden files and folders left out).
 CORPUS_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".ndjson")
+# ``os.open`` flags: a new file (never an existing one, never through a planted link), a file read where it is
+# (never through a link; a FIFO does not block) and a folder opened where it is.
 _NOFOLLOW, _CLOEXEC = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
-#: ``os.open`` flags of a file that must be new: never an existing file, never through a link planted there.
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-#: ``os.open`` flags of a file read where it is: never through a link, and opening a FIFO does not block.
 READ_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
-#: ``os.open`` flags of a folder opened where it is (:func:`open_folder`).
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 
 logger = logging.getLogger(__name__)
@@ -86,7 +84,7 @@ def check_creatable(path: str) -> None:
 
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
     """``path``, or a :class:`FileAccessError` if it is a symbolic link (``link/`` too): output goes into the folder
-    named, never wherever a link points."""
+    named, never where a link points."""
     normal = os.path.normpath(os.fspath(path))
     if os.path.islink(normal):
         raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
@@ -107,24 +105,18 @@ def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequ
 
 
 def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
-    """Open a file that must not exist yet (:data:`NEW_FILE_FLAGS`): anything at ``path``, a planted link too, is a
-    ``FileExistsError``."""
+    """Open a file that must not exist yet: anything at ``path``, a planted link too, is a ``FileExistsError``."""
     return os.fdopen(os.open(path, NEW_FILE_FLAGS, 0o666), mode, encoding=encoding)
 
 
 def open_regular_file(
     path: str | os.PathLike, size: int | None = None, *, folder: int | None = None, follow_links: bool = False
 ):
-    """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked with
-    ``fstat`` on the very descriptor read: else a :class:`FileAccessError`. A link is refused unless
-    ``follow_links`` (an input the user named); ``folder``: an :func:`open_folder` descriptor ``path`` is inside."""
+    """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked on the very
+    descriptor read, else a :class:`FileAccessError`; a link is refused unless ``follow_links``. ``folder``: an
+    :func:`open_folder` descriptor ``path`` is inside."""
     path = os.fspath(path)
-    try:
-        descriptor = os.open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, dir_fd=folder)
-    except OSError as error:
-        if not follow_links and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
-            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
-        raise
+    descriptor = _open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, folder)
     try:
         found = os.fstat(descriptor)
         if not stat.S_ISREG(found.st_mode):
@@ -139,6 +131,18 @@ def open_regular_file(
         raise
 
 
+def _open(path: str, flags: int, folder: int | None = None) -> int:
+    """``os.open``; a link (with ``O_NOFOLLOW``) or a file opened as a folder is a :class:`FileAccessError`."""
+    try:
+        return os.open(path, flags, dir_fd=folder)
+    except OSError as error:
+        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
+            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
+        if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
+            raise FileAccessError(f"{path} is not a folder") from None
+        raise
+
+
 def _is_link(path: str, folder: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
@@ -148,20 +152,13 @@ def _is_link(path: str, folder: int | None) -> bool:
 
 @contextmanager
 def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
-    """A descriptor of the folder ``path`` itself, never a link's target (a :class:`FileAccessError`), for opening
-    its files even if it is swapped for a link later; ``None`` where the system cannot (callers use paths)."""
+    """A descriptor of the folder ``path`` itself, never a link's target, to open its files even if it is swapped for a
+    link later; ``None`` where the system cannot (callers use paths)."""
     path = os.fspath(path)
     if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
         yield None
         return
-    try:
-        descriptor = os.open(path, FOLDER_FLAGS)
-    except OSError as error:
-        if error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, None):
-            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
-        if error.errno == errno.ENOTDIR:
-            raise FileAccessError(f"{path} is not a folder") from None
-        raise
+    descriptor = _open(path, FOLDER_FLAGS)
     try:
         yield descriptor
     finally:
@@ -173,13 +170,8 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
     """Write ``path`` all at once: a new temporary file beside it (:func:`create_new_file`), then (fsync and)
     ``os.replace``; a link at ``path`` is replaced, never its target; on any error ``path`` is unchanged."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    while True:
-        temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
-        try:
-            handle = create_new_file(temporary, mode, encoding)
-            break
-        except FileExistsError:  # pragma: no cover - 2^48 names
-            continue
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")  # 2^64 names: never one that exists
+    handle = create_new_file(temporary, mode, encoding)
     try:
         with handle:
             yield handle
@@ -188,19 +180,15 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
                 os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
-        try:
+        with suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         raise
 
 
 # ------------------------------------------------------------------------------------------ reading texts
 def split_lines(content: str) -> list[str]:
     """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``)."""
-    lines = content.split("\n")
-    last = lines.pop()
-    return [line + "\n" for line in lines] + ([last] if last else [])
+    return [line for line in re.split(r"(?<=\n)", content) if line]
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:
@@ -216,27 +204,21 @@ def _raw_lines(path: str) -> Iterator[bytes]:
     if os.path.isdir(path):
         raise IsADirectoryError(f"input is a directory, not a file: {path}")
     try:
-        handle = open_regular_file(path, follow_links=True)
+        with open_regular_file(path, follow_links=True) as handle:
+            yield from handle
     except FileAccessError:
         raise FileAccessError(
             f"cannot read {path}: not a regular file (a device, pipe or socket); "
             "give a text file, or '-' to read standard input."
         ) from None
-    except OSError as error:
+    except OSError as error:  # opening or reading
         raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
-    with handle:
-        try:
-            yield from handle
-        except OSError as error:
-            raise FileAccessError(f"cannot read {path}: {error.strerror or error}.") from None
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed.
-
-    Offsets count decoded characters, a leading byte-order mark included. A file that is not a regular one or cannot
-    be read is a :class:`FileAccessError`; bytes that are not UTF-8 a ``ValueError``.
-    """
+    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed; offsets
+    count characters, a byte-order mark included. Not a readable regular file: :class:`FileAccessError`; not UTF-8:
+    :class:`DataFormatError`."""
     name = "standard input" if path == "-" else path
     offset = done = 0
     for number, raw in enumerate(_raw_lines(path), start=1):
@@ -254,8 +236,7 @@ def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
 
 
 def read_file(path: str) -> str:
-    """The content of a UTF-8 text file (``"-"``: standard input), without a leading byte-order mark (errors as
-    :func:`file_lines`)."""
+    """The content of a UTF-8 text file (``"-"``: standard input), without a byte-order mark."""
     return "".join(line for _, _, line in file_lines(path))
 
 
@@ -338,16 +319,11 @@ def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
 
 
 # ------------------------------------------------------------------------------------------ --split auto
-#: The widest hard-wrapped line, indentation included (text is wrapped at 60-120 columns).
-WRAPPED_MAX_WIDTH = 120
-#: The narrowest width text is wrapped to (shorter lines are phrases, names, headings).
-WRAPPED_MIN_WIDTH = 40
-#: The share of inner line breaks that must be wrapping breaks.
-WRAPPED_SHARE = 0.6
-#: How much shorter than its neighbours a line wrapped by hand may end mid-sentence.
-WRAPPED_SLACK = 10
-#: The share of lines that must open alike (a date, a number) or have as many fields for one record per line.
-RECORD_SHARE = 0.6
+WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
+WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
+WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
+WRAPPED_SLACK = 10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
+RECORD_SHARE = 0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
 _SEPARATORS = (",", "\t", "|", ";")
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
@@ -357,10 +333,9 @@ _WORD = re.compile(r"\w")
 def guess_split(lines: Iterable[str]) -> str:
     """``"paragraph"`` when a text's lines are hard-wrapped (man pages, pydoc output, wrapped e-mails), else ``"line"``.
 
-    A break between same-indented lines *wraps* when the next line's first word would not have fitted beside its
-    neighbours (a line that stops mid-sentence may fall :data:`WRAPPED_SLACK` short). Lines are hard-wrapped when
-    :data:`WRAPPED_SHARE` of the breaks wrap and 90% of them are at most :data:`WRAPPED_MAX_WIDTH` wide; records
-    (log lines opening alike, CSV-like lines) stay ``"line"`` whatever their widths.
+    A break between same-indented lines *wraps* when the next line's first word would have fitted beside its
+    neighbours; lines are hard-wrapped when most breaks wrap and 90% of lines are at most :data:`WRAPPED_MAX_WIDTH`
+    wide. Records (log lines opening alike, CSV-like lines) stay ``"line"``.
     """
     texts = [line.rstrip("\r\n").rstrip() for line in lines]
     nonblank = sorted(len(text) for text in texts if text.strip())
@@ -422,27 +397,24 @@ def expand_paths(
     """The input files ``paths`` name: a file (or ``-``, or a missing path) stays; a folder stands for its files
     ending in ``suffixes`` (recursively, sorted, hidden ones left out), a glob pattern (``**`` too) for its matches.
 
-    They stay inside the folder or pattern, each once: linked folders are not entered, and a file link out of it is a
-    :class:`~slice_st.errors.FileAccessError` unless ``follow_links``. A folder or pattern naming no file is a
-    ``FileNotFoundError``.
+    Each is listed once and stays inside the folder or pattern: linked folders are not entered, a file link out of
+    it is a :class:`FileAccessError` unless ``follow_links``. A folder or pattern naming no file: ``FileNotFoundError``.
     """
     found: list[str] = []
     for path in paths:
-        if path == "-" or os.path.isfile(path) or (os.path.exists(path) and not os.path.isdir(path)):
-            found.append(path)
-        elif os.path.isdir(path):
-            files = _inside(path, _walk(path, tuple(suffixes)), follow_links)
-            if not files:
-                raise FileNotFoundError(f"no {', '.join(suffixes)} file in the folder {path}.")
-            found.extend(files)
-        elif glob.has_magic(path):
+        if path != "-" and os.path.isdir(path):  # a folder: its files, as the pattern FOLDER/**/* names them
+            root, files = path, [file for file in _glob(path, ["**", "*"]) if file.lower().endswith(tuple(suffixes))]
+            missing = f"no {', '.join(suffixes)} file in the folder {path}."
+        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):
             root, parts = _fixed_folder(path)
-            files = _inside(root or os.curdir, sorted(_glob(root, parts)), follow_links)
-            if not files:
-                raise FileNotFoundError(f"no file matches {path}.")
-            found.extend(files)
-        else:
+            files, missing = list(_glob(root, parts)), f"no file matches {path}."
+        else:  # a file, or a missing path (opening it says so)
             found.append(path)
+            continue
+        files = _inside(root or os.curdir, sorted(files), follow_links)
+        if not files:
+            raise FileNotFoundError(missing)
+        found.extend(files)
     return found
 
 
@@ -452,17 +424,6 @@ def _scan(folder: str) -> list[os.DirEntry]:
             return sorted(entries, key=lambda entry: entry.name)
     except OSError as error:
         raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
-
-
-def _walk(folder: str, suffixes: tuple[str, ...]) -> Iterator[str]:
-    """The files under ``folder`` ending in ``suffixes``, depth first in sorted order; linked folders not entered."""
-    for entry in _scan(folder):
-        if entry.name.startswith("."):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(entry.path, suffixes)
-        elif entry.name.lower().endswith(suffixes) and entry.is_file():
-            yield entry.path
 
 
 def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
@@ -501,8 +462,7 @@ def _glob(folder: str, parts: list[str]) -> Iterator[str]:
 def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
     """``files`` once each (a file reached twice through links is listed once), refusing a link out of ``folder``."""
     top = os.path.realpath(folder)
-    kept: list[str] = []
-    seen: set[tuple[int, int]] = set()
+    kept: dict[tuple[int, int], str] = {}  # (device, inode): the first path to that file
     for path in files:
         real = os.path.realpath(path)
         if not follow_links and os.path.commonpath([top, real]) != top:
@@ -511,10 +471,8 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
                 "out of the folder (follow_links=True, --follow-links)."
             )
         info = os.stat(path)
-        if (info.st_dev, info.st_ino) not in seen:
-            seen.add((info.st_dev, info.st_ino))
-            kept.append(path)
-    return kept
+        kept.setdefault((info.st_dev, info.st_ino), path)
+    return list(kept.values())
 
 
 # ------------------------------------------------------------------------------------------ strings
@@ -552,8 +510,8 @@ def _segmenter():
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "U.S.", "e.g.", decimals and initials do not
-    end a sentence; a line break does)."""
+    """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "e.g.", decimals do not end a sentence; a line
+    break does)."""
     if not text.strip():
         return []
     if not _MAYBE_END.search(text.strip()):

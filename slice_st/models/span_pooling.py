@@ -15,12 +15,10 @@ from slice_st.tokens import check_unit, unit_boundaries
 class SpanPooling(Module):
     """Span vectors from a model's mean pooling: every span's mean token vector, beside the sentence embedding.
 
-    :meth:`attach` hangs it on a model's mean ``Pooling`` module, so the model still saves, pushes and loads as plain
-    sentence-transformers modules (no ``trust_remote_code``). Attach it again after loading where spans are needed
-    inside the forward pass (a custom span loss, say); ``encode_spans`` and ``best_spans`` need no module.
-
-    On a batch tokenized with the span features (``processing_kwargs=slice_st.tokens.SPAN_PROCESSING_KWARGS`` per
-    call, or :func:`slice_st.config.enable_span_features` for every batch) it adds to the features:
+    :meth:`attach` hangs it on a model's mean ``Pooling`` module, so the model still saves and loads as plain
+    sentence-transformers modules (no ``trust_remote_code``); attach it again after loading where spans are needed
+    inside the forward pass. On a batch tokenized with the span features (``SPAN_PROCESSING_KWARGS`` per call, or
+    :func:`slice_st.config.enable_span_features`) it adds to the features:
 
     * ``span_embeddings`` ``(B, S, d)``: mean token vector of every span of ``min_span..max_span`` units,
     * ``span_units`` ``(B, S, 2)``: (start, end) unit of each span (the same grid in every row),
@@ -28,9 +26,8 @@ class SpanPooling(Module):
     * ``span_offsets`` ``(B, S, 2)``: character offsets of each span,
     * ``unit_boundaries`` ``(B, U + 1)`` and ``num_units`` ``(B,)`` (see :mod:`slice_st.spans`).
 
-    Other batches get plain mean pooling (a training batch without the features is an error). Used as a module of
-    its own (``SentenceTransformer(modules=[transformer, SpanPooling(d)])``) it also computes the mean-pooled
-    ``sentence_embedding``; :func:`slice_st.load_model` loads such a pipeline without a trust flag.
+    Other batches get plain mean pooling (a training batch without the features is an error). As a module of its own
+    it also computes ``sentence_embedding``; :func:`slice_st.load_model` loads such a pipeline without a trust flag.
 
     Args:
         embedding_dimension: Dimension of the token vectors.
@@ -123,9 +120,8 @@ class SpanPooling(Module):
         unit: str | None = None,
         output_spans: bool = True,
     ):
-        """Give the model's mean ``Pooling`` module span outputs (in place: a child and a forward hook, which
-        ``save()`` does not write; the span settings go to the transformer's config, which it does); returns the
-        model. Settings default to those saved with the model."""
+        """Give the model's mean ``Pooling`` module span outputs, in place (a child and a forward hook, which ``save()``
+        does not write; the settings, default those saved with the model, go to its config); returns the model."""
         from sentence_transformers.sentence_transformer.modules import Pooling
 
         settings = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)

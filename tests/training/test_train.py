@@ -17,7 +17,7 @@ import pytest
 from helpers import cli_error, file_tree
 
 import slice_st
-from slice_st.card import render_model_card
+from slice_st.card import apply_model_card
 from slice_st.cli import main
 from slice_st.training import PRESETS, train, training_arguments
 
@@ -189,7 +189,10 @@ def test_model_card_content(tiny_model_dir):
         "max_steps": 300,
         "scale": 20.0,
     }
-    card = render_model_card(model, config, repo_id="org/slice-minilm")
+    from sentence_transformers.base.model_card import generate_model_card
+
+    apply_model_card(model, config, repo_id="org/slice-minilm")
+    card = generate_model_card(model)
     meta = _front_matter(card)
     assert (
         meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
