@@ -204,9 +204,14 @@ def read_source_note(path: str | os.PathLike | None) -> str | None:
 def read_stsb(path: str | os.PathLike):
     """Read an STS-benchmark TSV (no header: genre, file, year, id, score, sentence1, sentence2, extras…).
 
-    Returns a ``datasets.Dataset`` with ``genre``, ``source``, ``year``, ``id``, ``score`` (0-5), ``sentence1``,
-    ``sentence2`` and ``file_line``. Fields are read with ``csv.QUOTE_NONE`` (the file contains bare quotes); extra
-    trailing columns are ignored.
+    Fields are read with ``csv.QUOTE_NONE`` (the file contains bare quotes); extra trailing columns are ignored.
+
+    Args:
+        path: An STS-benchmark TSV (e.g. ``sts-dev.csv``).
+
+    Returns:
+        A ``datasets.Dataset`` with ``genre``, ``source``, ``year``, ``id``, ``score`` (0-5), ``sentence1``,
+        ``sentence2`` and ``file_line``.
 
     Example:
         >>> import tempfile, pathlib

@@ -32,8 +32,14 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
 
 
 def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:
-    """The word range ``[first, end)`` of the first run of ``passage``'s words equal to ``paraphrase``'s, up to case
-    and punctuation, or ``None`` when the passage does not hold it.
+    """The word range ``[first, end)`` of ``paraphrase`` in ``passage``, up to case and punctuation, or ``None``.
+
+    Args:
+        passage: The passage.
+        paraphrase: The phrase to find, up to case and punctuation.
+
+    Returns:
+        The first matching run of words, or ``None`` when the passage does not hold it.
 
     Example:
         >>> locate_paraphrase("Look: a man is slicing a bun, slowly.", "A man is slicing a bun.")
@@ -55,11 +61,18 @@ def span_localisation(
 ) -> dict[str, float]:
     """Exact match and word-F1 (×100) of predicted spans against the paraphrases' places.
 
-    ``spans`` are the predicted spans as character offsets ``(start, end)`` (``None``: a miss). Rows whose passage
-    does not hold its paraphrase are left out (``located`` counts the others); rows with ``gold_scores >= strong``
-    are also reported apart (``strong_*``). Word-F1 compares word positions; ``shorter``: the share of spans shorter
-    than the paraphrase. Returns ``located``, ``exact``, ``word_f1``, ``shorter`` and the same with ``strong_``
-    (``nan`` for an empty group).
+    Rows whose passage does not hold its paraphrase are left out (``located`` counts the others). Word-F1 compares
+    word positions; ``shorter``: the share of spans shorter than the paraphrase.
+
+    Args:
+        passages: The passages.
+        spans: The predicted span of each passage as character offsets ``(start, end)``, or ``None`` (a miss).
+        paraphrases: The paraphrase each passage holds.
+        gold_scores: Gold similarities (0-5): rows with ``gold >= strong`` are reported apart (``strong_*``).
+        strong: The gold score from which a row is strong.
+
+    Returns:
+        ``located``, ``exact``, ``word_f1``, ``shorter`` and the same with ``strong_`` (``nan`` for an empty group).
 
     Example:
         >>> passage = "Look: a man is slicing a bun, slowly."

@@ -32,8 +32,14 @@ _LOCALISATION = ("exact", "word_f1", "strong_exact", "strong_word_f1")
 
 @dataclass
 class SetupResult:
-    """Predicted ``scores`` (``(N,)``) of one setup, the best ``spans`` as ``(start, end)`` characters (``None``: no
-    span), the wall time in ``seconds`` and anything ``extra`` the setup reports."""
+    """Predicted scores of one setup.
+
+    Args:
+        scores: ``(N,)`` predicted scores.
+        spans: Best span per passage as ``(start, end)`` characters (span setups; ``None`` for none).
+        seconds: Wall time of the setup.
+        extra: Anything else the setup reports.
+    """
 
     scores: np.ndarray
     spans: list[tuple[int, int] | None] | None = None
@@ -42,7 +48,14 @@ class SetupResult:
 
 
 def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[float, float]:
-    """``(pearson, spearman)`` of ``predicted`` with ``gold``; ``nan`` for fewer than 3 pairs or a constant side.
+    """Pearson and Spearman correlation of ``predicted`` with ``gold``.
+
+    Args:
+        gold: Gold scores.
+        predicted: Predicted scores.
+
+    Returns:
+        ``(pearson, spearman)``; ``nan`` for fewer than 3 pairs or a constant side.
 
     Example:
         >>> correlations([0, 1, 2, 3], [0.1, 0.2, 0.25, 0.9])  # doctest: +ELLIPSIS
@@ -80,6 +93,16 @@ def score_full(
 ) -> SetupResult:
     """Full-context setup: the cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        batch_size: Batch size of ``model.encode``.
+        show_progress_bar: Show a progress bar.
+
+    Returns:
+        A :class:`SetupResult` with one cosine per pair.
+
     Example:
         >>> from slice_st import load_model
         >>> score_full(load_model(), ["a dog"], ["A puppy slept on the porch."]).scores.shape
@@ -98,9 +121,18 @@ def score_single(
 ) -> SetupResult:
     """Single-pass setup (SLICE): one forward pass per passage, the best span per pair.
 
-    The spans (``min_span``, ``max_span`` in ``unit``) and ``options`` are :func:`slice_st.encode.best_spans_paired`'s (
-    ``batch_size``, ``show_progress_bar``, ``scorer``: which span wins and its score, ``"max-cosine"`` for the
-    paper's protocol). ``extra["similarities"]`` lists the best spans' plain cosines.
+    Args:
+        model: A ``SentenceTransformer``.
+        phrases: Origin phrase of each pair.
+        passages: Passage of each pair.
+        min_span: Shortest span, in units.
+        max_span: Longest span, in units.
+        unit: ``"word"`` or ``"token"``.
+        options: More :func:`slice_st.encode.best_spans_paired` arguments: ``batch_size``, ``show_progress_bar``,
+            ``scorer`` (which span wins and its score; ``"max-cosine"`` is the paper's protocol).
+
+    Returns:
+        A :class:`SetupResult` with the best span and its score per pair; ``extra["similarities"]``: their cosines.
 
     Example:
         >>> from slice_st import load_model

@@ -51,9 +51,21 @@ def _option(text: str, default: Any = None, **metadata: Any):
 @dataclass
 class SliceArguments:
     """The SLICE settings of a run, beside the trainer's ``SentenceTransformerTrainingArguments``; both are read by
-    ``HfArgumentParser`` (``slice-st train``). Each field's ``help`` metadata documents it: the base model, the data
-    (SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`, unlabeled text for
-    :class:`~slice_st.SpanDistillationLoss`), the dev files that choose the best checkpoint, spans, LoRA.
+    ``HfArgumentParser`` (``slice-st train``) and each field's ``--help`` text is in its metadata.
+
+    Args:
+        model: Base model id or path (``None``: the embedded all-MiniLM-L6-v2).
+        train_data: SLICE triplets for :class:`~slice_st.SpanMaxCrossEntropyLoss`.
+        distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`.
+        dev: STS-B-Context TSV whose single-pass Spearman chooses the best checkpoint.
+        sts_dev: STS-B TSV, also scored at each evaluation.
+        dev_select, resume, overwrite: Which dev rows choose; continue the last checkpoint; train into a folder
+            with files.
+        min_span, max_span, eval_max_span, unit, scale, in_batch_negatives: Spans and the SLICE loss.
+        distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
+            Span self-distillation.
+        passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
+        lora_r, lora_alpha, license: A LoRA adapter instead of every weight; the model card's licence.
 
     Example:
         >>> SliceArguments(distill_data=["notes.txt"]).objectives
@@ -128,9 +140,15 @@ class SliceArguments:
 
 
 def training_arguments(preset: str | None = None, **values: Any):
-    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)`` for :func:`train`:
-    :data:`TRAINING_DEFAULTS`, then the ``preset``'s (a name of :data:`PRESETS`), then ``values`` (settings of either
-    half by field name: ``output_dir``, ``max_steps``, ``distill_data``, …).
+    """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``: :data:`TRAINING_DEFAULTS`,
+    then the ``preset``'s, then ``values``.
+
+    Args:
+        preset: A name of :data:`PRESETS` (``None``: none).
+        values: Settings of either half, by field name (``output_dir``, ``max_steps``, ``distill_data``, …).
+
+    Returns:
+        ``(args, settings)`` for :func:`train`.
 
     Example:
         >>> args, settings = training_arguments("cpu-minilm", output_dir="runs/x", train_data=["msmarco:t.tsv"])
@@ -238,8 +256,20 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
 def build_trainer(
     args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None
 ):
-    """The ``SentenceTransformerTrainer`` of a run, not started; the arguments are :func:`train`'s. With
-    ``args.push_to_hub`` the Hub is checked first (:func:`slice_st.training.hub.check_hub_access`)."""
+    """The ``SentenceTransformerTrainer`` of a run, not started. With ``args.push_to_hub`` the Hub is checked first
+    (:func:`slice_st.training.hub.check_hub_access`).
+
+    Args:
+        args: The trainer's ``SentenceTransformerTrainingArguments``.
+        settings: The run's :class:`SliceArguments` (``None``: all defaults).
+        model: A ``SentenceTransformer`` (``None``: ``settings.model``).
+        train_dataset: A dataset (or ``DatasetDict`` with ``slice``/``distill``) instead of ``settings``' data.
+        callbacks: Extra ``transformers`` trainer callbacks.
+        hub_api: Replaces ``huggingface_hub.HfApi()`` for the Hub check.
+
+    Returns:
+        A ``SentenceTransformerTrainer``, not started.
+    """
     from sentence_transformers import SentenceTransformerTrainer
 
     datasets = require("datasets", "train", "slice-st train")
