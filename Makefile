@@ -54,7 +54,7 @@ demo: $(STAMP)
 
 # The fast tests (doctests and every example of README.md and docs/ included), then the docs site and the linter.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto -m "not slow" --doctest-modules slice_st tests
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow" --doctest-modules slice_st tests
 	# the STSBContext task written as an MTEB contribution, under MTEB's own generic task checks
 	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider research/mteb
 	$(MAKE) --no-print-directory docs lint

@@ -16,7 +16,12 @@ CONFIG_KEY = "slice_st"
 
 @dataclass(frozen=True)
 class SpanConfig:
-    """Which spans a model enumerates: ``min_span..max_span`` (≥ 1) units of kind ``unit`` (``"word"``/``"token"``).
+    """Which spans a model enumerates.
+
+    Args:
+        min_span: Shortest span, in units (≥ 1).
+        max_span: Longest span, in units (≥ ``min_span``).
+        unit: ``"word"`` or ``"token"``.
 
     Example:
         >>> SpanConfig(1, 20, "word").replace(max_span=10)
@@ -60,6 +65,9 @@ def hf_config(model):
 def get_span_config(model) -> SpanConfig:
     """The span settings saved with ``model`` (a ``SpanPooling`` module's win), else the defaults.
 
+    Args:
+        model: A ``SentenceTransformer``.
+
     Example:
         >>> get_span_config([])  # a model without settings gets the defaults
         SpanConfig(min_span=1, max_span=20, unit='word')
@@ -77,8 +85,15 @@ def get_span_config(model) -> SpanConfig:
 def set_span_config(
     model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
 ) -> SpanConfig:
-    """Record span settings (``None``: keep) in the transformer's config (and a ``SpanPooling``) so ``model.save``
-    carries them; returns the new :class:`SpanConfig`."""
+    """Record span settings in the transformer's config (and a ``SpanPooling``) so ``model.save`` carries them.
+
+    Args:
+        model: A ``SentenceTransformer``.
+        min_span, max_span, unit: The new settings (``None``: keep the current one).
+
+    Returns:
+        The new :class:`SpanConfig`.
+    """
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = span_pooling_module(model)
     if pooling is not None:
@@ -92,10 +107,16 @@ def set_span_config(
 
 
 def enable_span_features(model):
-    """Make the model's tokenizer always return the offsets and special-token masks span units need; returns it.
+    """Make the model's tokenizer always return the offsets and special-token masks span units need.
 
     The setting lives in the ``Transformer`` module's ``processing_kwargs`` (saved with the model), so it also
     reaches the training batches of sentence-transformers' data collator.
+
+    Args:
+        model: A ``SentenceTransformer`` whose first module is a ``Transformer``.
+
+    Returns:
+        ``model``.
     """
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 

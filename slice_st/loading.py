@@ -298,8 +298,10 @@ def hub_offline() -> bool:
 def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
-    for module in ("onnxruntime", "onnx", "onnxscript") if export else ():  # the exporter's and the quantizer's
-        require(module, "onnx", "Exporting to ONNX")
+    if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
+        require("onnxruntime", "onnx", "Exporting to ONNX")
+        require("onnx", "onnx", "Exporting to ONNX")
+        require("onnxscript", "onnx", "Exporting to ONNX")
     if backend == "onnx":
         require("onnxruntime", "onnx", "The ONNX backend")
     elif backend == "openvino":
