@@ -24,9 +24,10 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q "uv==$(UV_VERSION)"
 
-# The locked versions of everything (the CPU torch wheel, every extra, the dev tools), then slice-st itself.
+# The locked versions of everything (the CPU torch wheel, every extra, the dev tools), then slice-st itself. Compiled
+# to bytecode at install, as pip does (uv does not by default): otherwise each first import compiles torch & co.
 $(STAMP): $(LOCK) pyproject.toml | $(UV)
-	$(UV_ENV) $(UV) pip install -q --python $(BIN)/python $(UV_INDEXES) -r $(LOCK)
+	$(UV_ENV) $(UV) pip install -q --compile-bytecode --python $(BIN)/python $(UV_INDEXES) -r $(LOCK)
 	$(UV_ENV) $(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	touch $(STAMP)
 
