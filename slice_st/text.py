@@ -333,7 +333,7 @@ _WORD = re.compile(r"\w")
 def guess_split(lines: Iterable[str]) -> str:
     """``"paragraph"`` when a text's lines are hard-wrapped (man pages, pydoc output, wrapped e-mails), else ``"line"``.
 
-    A break between same-indented lines *wraps* when the next line's first word would have fitted beside its
+    A break between same-indented lines *wraps* when the next line's first word would not have fitted beside its
     neighbours; lines are hard-wrapped when most breaks wrap and 90% of lines are at most :data:`WRAPPED_MAX_WIDTH`
     wide. Records (log lines opening alike, CSV-like lines) stay ``"line"``.
     """
