@@ -6,9 +6,14 @@ A SLICE checkpoint is a plain sentence-transformers pipeline whose span settings
 
 from __future__ import annotations
 
+import copy
 import functools
+import hashlib
 import json
 import os
+import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -31,8 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["load_model", "save_slice_model", "export_model", "default_model_path"]
 
-#: The module classes slice-st wrote into a ``modules.json`` (``SpanPooling``, current and former path).
-OWN_MODULE_TYPES = ("slice_st.models.span_pooling.SpanPooling", "slice_st.pooling.SpanPooling")
+#: The module class of slice-st's own that a ``modules.json`` may name (``SpanPooling`` saved as a module).
+OWN_MODULE_TYPE = "slice_st.models.span_pooling.SpanPooling"
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
 
 
@@ -212,21 +217,19 @@ def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
         types = [entry["type"] for entry in entries]
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    own = any(kind in OWN_MODULE_TYPES for kind in types)
-    others_plain = all(kind in OWN_MODULE_TYPES or kind.startswith("sentence_transformers.") for kind in types)
+    own = OWN_MODULE_TYPE in types
+    others_plain = all(kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types)
     return entries if own and others_plain else None
 
 
 def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: dict[str, Any]):
     """Load a folder with ``SpanPooling`` as a module, no trust flag, through a temporary view of it (links to its
     files) where that module is the equivalent mean ``Pooling``; nothing in ``folder`` is written."""
-    import tempfile
-
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
     folder = os.path.abspath(folder)
-    own = [entry for entry in entries if entry["type"] in OWN_MODULE_TYPES]
+    own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
         for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
@@ -407,11 +410,7 @@ def export_model(
     output = Path(output_dir)
     if not overwrite:
         _check_export_source(model, output)
-    target = output / DEFAULT_FILES["onnx"]
-    if backend == "openvino":
-        target = output / DEFAULT_FILES["openvino"]
-    elif config:
-        target = output / "onnx" / f"model_qint8_{config}.onnx"
+    target = output / (f"onnx/model_qint8_{config}.onnx" if config else DEFAULT_FILES[backend])
     if target.is_file() and not overwrite:
         return str(target)
     require_backend(backend, export=True)
@@ -564,8 +563,6 @@ def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str
 def _remove_partial(path: Any, created: bool, files: list | None) -> None:
     """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: all that the
     folder, empty before, holds); links as links, never followed."""
-    import shutil
-
     if not created and files is None and os.path.isdir(path) and not os.path.islink(path):
         files = [entry.path for entry in os.scandir(path)]
     for file in [path] if created else files or []:
@@ -596,10 +593,7 @@ def merged_adapters(model):
     """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model
-    import copy
-
     BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
-
     clone = copy.deepcopy(model)
     for module in clone:
         auto_model = getattr(module, "auto_model", None)
@@ -623,8 +617,6 @@ def merged_adapters(model):
 def model_fingerprint(model: SentenceTransformer) -> str:
     """A short hash of the model's weights and tokenizer, what identifies a model for an index: SHA-256 over every
     tensor (name, shape, dtype, bytes); on ONNX Runtime or OpenVINO over its backend and exported file."""
-    import hashlib
-
     import torch
 
     from slice_st.backends import backend_of, weight_files
@@ -655,8 +647,6 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     >>> model_identity(load_model("base")), model_identity(load_model())
     (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
     """
-    import re
-
     card = getattr(model, "model_card_data", None)
     hub_id = next(
         (value for key in ("model_id", "shipped_name", "base_model") if (value := getattr(card, key, None))), ""
