@@ -7,6 +7,7 @@ Files use sentence-transformers' layout and names; why not its own ``backend="on
 from __future__ import annotations
 
 import os
+import platform
 import warnings
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,6 @@ class OnnxEncoder(_Runner):
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.threads = options.intra_op_num_threads
         self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self.input_names = [item.name for item in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
@@ -159,12 +159,10 @@ class OpenVINOEncoder(_Runner):
         super().__init__(config, path)
         import openvino as ov
 
-        self.threads = threads or default_threads()
-        properties = {"INFERENCE_NUM_THREADS": self.threads, "PERFORMANCE_HINT": "LATENCY", "NUM_STREAMS": 1}
+        properties = {"INFERENCE_NUM_THREADS": threads or default_threads(), "PERFORMANCE_HINT": "LATENCY"}
+        properties |= {"NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": precision}
         core = ov.Core()
-        self.compiled = core.compile_model(
-            core.read_model(str(path)), "CPU", properties | {"INFERENCE_PRECISION_HINT": precision}
-        )
+        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", properties)
         self.request = self.compiled.create_infer_request()
         self.input_names = [next(iter(port.get_names())) for port in self.compiled.inputs]
         self.output = self.compiled.outputs[0]
@@ -236,8 +234,6 @@ def model_file_for(
 
 def cpu_quantization_config() -> str:
     """The dynamic-int8 setting for this CPU: ``avx512_vnni``, ``avx512``, ``avx2`` or ``arm64``."""
-    import platform
-
     if platform.machine().lower() in ("arm64", "aarch64"):
         return "arm64"
     try:
@@ -268,10 +264,8 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
     transformer = getattr(module, "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
         raise SpanInputError("Exporting needs the model loaded on the torch backend.")
-    tokenizer = model.tokenizer
-    example = tokenizer(["A short example sentence for the export.", "Two words"], padding=True, return_tensors="pt")
+    example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
-
     wrapper = _Encoder(transformer).eval().float().cpu()
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     path = Path(path)

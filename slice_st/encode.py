@@ -1,14 +1,14 @@
 """``encode_spans``, ``encode_span_queries`` and ``best_spans``: one forward pass per text, then every span is a cheap
 mean. Importing :mod:`slice_st` makes them methods of ``SentenceTransformer`` (``model.encode_spans(texts)``).
 
-Options shared by these functions, as in ``SentenceTransformer.encode_document`` / ``encode_query``:
-``prompt_name``/``prompt`` pick the texts' prompt (``query_prompt_name``/``query_prompt`` the queries'), whose tokens
-condition the others but belong to no span. ``min_span``/``max_span``/``unit`` (``"word"`` or ``"token"``) default to
-the model's span settings (:func:`slice_st.get_span_config`), ``max_span`` capped at one model window. ``batch_size``
-counts windows per forward pass; ``show_progress_bar=None`` shows one for long inputs only; ``device`` goes to
-``model.encode``. Texts longer than the model's window are split into overlapping windows with ``window_context``
-units of context on each side of the spans a window owns. Empty texts have no spans; anything that is not a string
-raises :class:`SpanInputError`.
+``model`` is a ``SentenceTransformer`` with a fast tokenizer (e.g. from :func:`slice_st.load_model`). Options shared by
+these functions, as in ``SentenceTransformer.encode_document`` / ``encode_query``: ``prompt_name``/``prompt`` pick the
+texts' prompt (``query_prompt_name``/``query_prompt`` the queries'), whose tokens condition the others but belong to no
+span. ``min_span``/``max_span``/``unit`` (``"word"`` or ``"token"``) default to the model's span settings
+(:func:`slice_st.get_span_config`), ``max_span`` capped at one model window. ``batch_size`` counts windows per forward
+pass; ``show_progress_bar=None`` shows one for long inputs only; ``device`` goes to ``model.encode``. Texts longer than
+the model's window are split into overlapping windows with ``window_context`` units of context on each side of the spans
+a window owns. Empty texts have no spans; anything that is not a string raises :class:`SpanInputError`.
 """
 
 from __future__ import annotations
@@ -229,10 +229,10 @@ def encode_windows(
     device: str | None = None,
     errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_Rows]:
-    """Plan windows for ``texts`` (the one check of ``batch_size``, ``window_context`` and ``device``), then yield
-    their padded batches from ``model.encode``, ``prompt`` (a resolved text) marked special. Texts that cannot be cut
-    into windows raise a :class:`SpanInputError` before any text is encoded (with an ``errors`` list: are appended
-    there as ``(text index, reason)`` and get no window)."""
+    """Plan windows for ``texts`` (the one check of ``batch_size``, ``window_context`` and ``device``), then yield their
+    padded sub-batches of ``batch_size`` from ``model.encode``, ``prompt`` (a resolved text) marked special. Texts that
+    cannot be cut into windows raise a :class:`SpanInputError` before any text is encoded (with an ``errors`` list: are
+    appended there as ``(text index, reason)`` and get no window)."""
     check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
@@ -263,7 +263,6 @@ def encode_windows(
 
 def _encoded_windows(model, texts, windows: list[Window], unit: str, batch_size, prompt, device, desc, show):
     """:func:`encode_windows`' batches, ``WINDOWS_PER_CALL`` windows per ``model.encode`` call."""
-    extra = {"device": device} if device is not None else {}
     with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
         for start in range(0, len(windows), WINDOWS_PER_CALL):
             chunk = windows[start : start + WINDOWS_PER_CALL]
@@ -275,11 +274,11 @@ def _encoded_windows(model, texts, windows: list[Window], unit: str, batch_size,
                 prompt=prompt,  # "" also keeps the model's default_prompt_name away
                 batch_size=batch_size,
                 show_progress_bar=False,
-                **extra,
+                device=device,
             )
             if prompt:
                 outputs = [_without_prompt(out, prompt) for out in outputs]
-            yield _pad_window_outputs(chunk, strings, outputs, unit)
+            yield from _pad_window_outputs(chunk, strings, outputs, unit).rows(batch_size)
             progress.update(len(chunk))
 
 
@@ -387,7 +386,6 @@ def encode_spans(
     this order: ``truncate_dim``, ``normalize_embeddings``, ``precision`` (int8 ranges from all spans of the call).
 
     Args:
-        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         texts: A text or a list of texts.
 
     Returns:
@@ -407,10 +405,9 @@ def encode_spans(
         model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
     )
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
-    for batch in windows:
-        for rows in batch.rows(batch_size):
-            for text_index, part in _window_spans(rows, span_config, truncate_dim, normalize_embeddings):
-                per_text[text_index].append(part)
+    for rows in windows:
+        for text_index, part in _window_spans(rows, span_config, truncate_dim, normalize_embeddings):
+            per_text[text_index].append(part)
     dim, to_numpy = truncate_dim or token_dimension(model), convert_to_numpy and not convert_to_tensor
     results = [_span_encoding(text, parts, dim, device or model.device) for text, parts in zip(text_list, per_text)]
     quantized = _quantize([r.embeddings for r in results], precision) if precision != "float32" and results else None
@@ -469,7 +466,6 @@ def embed_texts(
     (long texts windowed, each token counted once; empty or token-less texts raise).
 
     Args:
-        model: A ``SentenceTransformer`` with a fast tokenizer.
         texts: A text or a list of texts (non-empty).
         prompt: A prompt text (already resolved), left out of the mean.
 
@@ -487,12 +483,11 @@ def embed_texts(
     )
     totals = torch.zeros(len(text_list), token_dimension(model), device=device or model.device)
     counts = torch.zeros(len(text_list), device=totals.device)
-    for batch in windows:
-        for rows in batch.rows(batch_size):
-            index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
-            total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
-            totals.index_add_(0, index, total.to(totals.device))
-            counts.index_add_(0, index, count.to(totals.device, totals.dtype))
+    for rows in windows:
+        index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
+        total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
+        totals.index_add_(0, index, total.to(totals.device))
+        counts.index_add_(0, index, count.to(totals.device, totals.dtype))
     if bool((counts == 0).any()):
         index = int((counts == 0).nonzero()[0, 0])
         raise SpanInputError(f"queries[{index}] has no tokens: {text_list[index]!r:.60}.")
@@ -523,7 +518,6 @@ def encode_span_queries(
     options are ``encode_query``'s (the others as in :func:`encode_spans`); the prompt's tokens are left out.
 
     Args:
-        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: A query or a list of queries.
 
     Returns:
@@ -535,12 +529,6 @@ def encode_span_queries(
         >>> vectors = model.encode_span_queries(["plays the guitar", "a flight"])
         >>> vectors.shape, vectors.dtype
         ((2, 384), dtype('float32'))
-        >>> found = model.best_spans("plays the guitar", "A man played the guitar.", max_span=3)[0][0][0]
-        >>> span = model.encode_spans("A man played the guitar.", max_span=3)
-        >>> vector = span.embeddings[span.spans.index(found.span)]
-        >>> import numpy as np
-        >>> bool(abs(vectors[0] @ vector / np.linalg.norm(vectors[0]) / np.linalg.norm(vector) - found.score) < 1e-4)
-        True
     """
     truncate_dim = _truncate_dim(model, truncate_dim, precision)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
@@ -652,14 +640,6 @@ class SpanSearchResult(Sequence):
         return SpanMatch(query_index, text_index, start, end, self.texts[text_index][start:end], *values)
 
 
-def _similarity(model, similarity_fn_name: str | None) -> str:
-    name = similarity_fn_name or getattr(model, "similarity_fn_name", None) or "cosine"
-    name = getattr(name, "value", name)  # an enum member
-    if name not in SIMILARITIES:
-        raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES} for spans, got {name!r}.")
-    return name
-
-
 def best_spans(
     model: SentenceTransformer,
     queries: str | Sequence[str],
@@ -688,7 +668,6 @@ def best_spans(
     :func:`encode_span_queries`'. The options not listed here are shared (module :mod:`slice_st.encode`).
 
     Args:
-        model: A ``SentenceTransformer`` (e.g. from :func:`slice_st.load_model`) with a fast tokenizer.
         queries: A query or a list of queries.
         texts: A text or a list of texts to search.
         top_k: Spans kept per (query, text) pair.
@@ -730,40 +709,11 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
     windows = encode_windows(
         model, texts, search.config, batch_size, show, context, prompt=prompt, device=options["device"], errors=errors
     )
-    for batch in windows:
-        for rows in batch.rows(batch_size):
-            search.add(search.best_of_rows(rows), rows)
+    for rows in windows:
+        search.add(search.best_of_rows(rows), rows)
     found = [search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")]
     names = [""] * len(queries) if paired else queries
     return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors)
-
-
-def _check_scorer(scorer, overlap, similarity: str = "cosine") -> SpanScorer:
-    """The one check of ``scorer`` and ``overlap`` on the span API; a scorer's costs are in cosine units, so another
-    ``similarity_fn_name`` ranks spans by the plain similarity (a scorer named ``max-<similarity>``)."""
-    if not isinstance(overlap, bool):
-        raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
-    try:
-        span_scorer = resolve_scorer(scorer)
-    except ValueError as error:
-        raise SpanInputError(str(error)) from None
-    if similarity != "cosine":
-        return dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{similarity}")
-    return span_scorer
-
-
-def _profiles(model, queries: list[str], unit: str, scorer: SpanScorer) -> Tensor | None:
-    """``(Q, 5)`` query profiles for the scorer's costs (``None`` for a plain scorer: nothing to pay)."""
-    if scorer.is_plain:
-        return None
-    lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, unit)]
-    return torch.from_numpy(query_profiles(queries, lengths))
-
-
-def _most_spans(texts: Sequence[str], span_config: SpanConfig) -> int:
-    """An upper bound on the spans of any one text (a unit holds >= 1 token, a token >= 1 UTF-8 byte): caps top_k."""
-    units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)  # lone surrogates: later
-    return max(1, units * (span_config.max_span - span_config.min_span + 1))
 
 
 class _Search:
@@ -773,14 +723,31 @@ class _Search:
     def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
         self.texts, self.paired, self.overlap = texts, paired, overlap
         self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
-        self.similarity = _similarity(model, options["similarity_fn_name"])
-        self.scorer = _check_scorer(options["scorer"], overlap, self.similarity)
+        name = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"
+        self.similarity = getattr(name, "value", name)  # an enum member
+        if self.similarity not in SIMILARITIES:
+            raise SpanInputError(
+                f"similarity_fn_name must be one of {SIMILARITIES} for spans, got {self.similarity!r}."
+            )
+        if not isinstance(overlap, bool):
+            raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
+        try:
+            self.scorer = resolve_scorer(options["scorer"])
+        except ValueError as error:
+            raise SpanInputError(str(error)) from None
+        if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
+            self.scorer = dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{self.similarity}")
         prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
         shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
         self.dim = _truncate_dim(model)  # spans and queries compared in the model's truncated space, as encode does
         self.queries = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)[:, : self.dim]
-        self.top_k = top_k if paired else min(top_k, _most_spans(texts, config))
-        self.profiles = _profiles(model, queries, config.unit, self.scorer)
+        # A unit holds >= 1 token, a token >= 1 UTF-8 byte: a bound on any text's spans (lone surrogates fail later).
+        units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)
+        self.top_k = top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
+        self.profiles = None  # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
+        if not self.scorer.is_plain:
+            lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)]
+            self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
         shape = (1 if paired else len(queries), len(texts), self.top_k)
         self.arrays = {name: np.full(shape, -np.inf, dtype=np.float32) for name in ("scores", "similarities")}
@@ -877,14 +844,12 @@ def best_spans_paired(
     pairs instead of all N × N (the evaluation setting: an origin phrase and its passage).
 
     Args:
-        model: A ``SentenceTransformer`` with a fast tokenizer.
         queries: One query per text.
         texts: The texts, paired with ``queries`` by position.
         options: Keyword options of :func:`best_spans`, but ``top_k``, ``overlap`` and ``on_error``.
 
     Returns:
         A :class:`SpanMatch` per pair (``None`` for a text without spans), ``query_index == text_index == i``.
-
 
     Example:
         >>> from slice_st import load_model

@@ -61,7 +61,6 @@ def _start_mask(num_units: Tensor, width: int, owned: tuple[Tensor, Tensor] | No
     mask = positions < num_units[:, None]
     if owned is not None:
         mask &= (positions >= owned[0][:, None]) & (positions < owned[1][:, None])
-
     return mask
 
 
@@ -416,17 +415,14 @@ def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min
 def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Tensor, norm_min_span: int) -> Tensor:
     """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
     numerators summed from the unit vectors, each (query, unit) dot product once."""
-    chunk = 4096
+    chunk, total, device = 4096, unit_vectors.shape[0], unit_vectors.device
     unit_queries = torch.nn.functional.normalize(queries.double(), dim=-1)
-    device = unit_vectors.device
     scores = torch.full(starts.shape, float("-inf"), dtype=torch.float64, device=device)
     rows, slots = (starts >= 0).nonzero(as_tuple=True)
     if not rows.numel():
         return scores
     span_starts, span_lengths = starts[rows, slots], lengths[rows, slots]
-    widest = int(span_lengths.max())
-    steps = torch.arange(widest, device=device)
-    total = unit_vectors.shape[0]
+    steps = torch.arange(int(span_lengths.max()), device=device)
     units = (span_starts[:, None] + steps[None, :]).clamp(max=total - 1)  # (n, widest)
     inside = steps[None, :] < span_lengths[:, None]
     keys = (rows[:, None] * total + units)[inside]
@@ -434,13 +430,11 @@ def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Te
     dots = torch.empty(distinct.numel(), dtype=torch.float64, device=device)
     for first in range(0, distinct.numel(), chunk):
         part = distinct[first : first + chunk]
-        vectors = unit_vectors[part % total].double()
-        dots[first : first + chunk] = (vectors * unit_queries[part // total]).sum(-1)
+        dots[first : first + chunk] = (unit_vectors[part % total].double() * unit_queries[part // total]).sum(-1)
     per_unit = torch.zeros(units.shape, dtype=torch.float64, device=device)
     per_unit[inside] = dots[inverse]
-    numerators = per_unit.sum(-1)
     norms = span_norms[span_starts, span_lengths - norm_min_span].double()
-    scores[rows, slots] = torch.where(torch.isfinite(norms) & (norms > 0), numerators / norms, float("-inf"))
+    scores[rows, slots] = torch.where(torch.isfinite(norms) & (norms > 0), per_unit.sum(-1) / norms, float("-inf"))
     return scores
 
 

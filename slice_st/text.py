@@ -15,7 +15,6 @@ import glob
 import importlib
 import itertools
 import json
-import logging
 import os
 import re
 import secrets
@@ -42,8 +41,6 @@ _NOFOLLOW, _CLOEXEC = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 READ_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-
-logger = logging.getLogger(__name__)
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
@@ -136,18 +133,11 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
     try:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
-        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
+        if flags & _NOFOLLOW and error.errno in (errno.ELOOP, errno.EMLINK):  # the errors of O_NOFOLLOW on a link
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
             raise FileAccessError(f"{path} is not a folder") from None
         raise
-
-
-def _is_link(path: str, folder: int | None) -> bool:
-    try:
-        return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -194,10 +184,7 @@ def split_lines(content: str) -> list[str]:
 def _raw_lines(path: str) -> Iterator[bytes]:
     """The lines of ``path`` (``"-"``: standard input) as bytes, streamed; only a regular file is read."""
     if path == "-":
-        data = getattr(sys.stdin, "buffer", None)
-        if data is None:  # a text stream without bytes (replaced in tests): re-check its characters
-            data = [line.encode("utf-8", "surrogateescape") for line in split_lines(sys.stdin.read())]
-        yield from data
+        yield from sys.stdin.buffer
         return
     if not os.path.exists(path):
         raise FileNotFoundError(f"input file not found: {path}")
@@ -251,7 +238,7 @@ def read_texts(
     """Cut files into texts, one per non-blank line or per paragraph (blank-line separated).
 
     A JSONL file (:func:`is_jsonl`, or ``fmt="jsonl"``; ``fmt="text"``: never) gives each object's ``text_field``.
-    With ``split="auto"``, :func:`guess_split` decides per file; the choice is logged and told to ``report``.
+    With ``split="auto"``, :func:`guess_split` decides per file and the choice is told to ``report(path, mode)``.
     """
     if split not in SPLITS:
         raise SpanInputError(f"split must be 'auto', 'line' or 'paragraph', got {split!r}.")
@@ -270,7 +257,6 @@ def read_texts(
         if split == "auto":
             lines = list(lines)
             mode = guess_split(raw for _, _, raw in lines)
-            logger.info("%s: --split auto reads it as one text per %s", path, mode)
             if report is not None:
                 report(path, mode)
         records.extend(_cut(path, lines, mode))

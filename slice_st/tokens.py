@@ -92,10 +92,8 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
     else:
         offsets = offset_mapping.long()
-        first_tokens = boundaries[:, :-1].clamp(max=length - 1)
-        last_tokens = (boundaries[:, 1:] - 1).clamp(min=0, max=length - 1)
-        char_starts = offsets[:, :, 0].gather(1, first_tokens)
-        char_ends = offsets[:, :, 1].gather(1, last_tokens)
+        char_starts = offsets[:, :, 0].gather(1, boundaries[:, :-1].clamp(max=length - 1))
+        char_ends = offsets[:, :, 1].gather(1, (boundaries[:, 1:] - 1).clamp(min=0, max=length - 1))
         if texts is not None and unit == "word":
             char_starts, char_ends = _snap_to_whitespace(texts, char_starts, char_ends, num_units)
     return UnitBoundaries(boundaries, num_units, char_starts, char_ends)
@@ -220,10 +218,8 @@ def plan_windows(
         try:
             size = len(stripped.encode("utf-8"))
         except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
-            reason = (
-                f"holds a lone surrogate ({text[error.start]!r}) at character {error.start}: not valid Unicode text"
-            )
-            failed(WindowError(text_index, f"{reason}; fix or drop that text."))
+            where = f"({text[error.start]!r}) at character {error.start}"
+            failed(WindowError(text_index, f"holds a lone surrogate {where}: not valid Unicode text; fix or drop it."))
             continue
         if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
