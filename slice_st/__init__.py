@@ -80,6 +80,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
-_attach.attach_when_imported(
-    "sentence_transformers", lambda: importlib.import_module("slice_st.encode").attach_methods()
-)
+_attach.attach_when_imported("sentence_transformers", lambda: __getattr__("encode").attach_methods())

@@ -123,9 +123,7 @@ def enable_span_features(model):
     input_module = model[0]
     processing_kwargs = getattr(input_module, "processing_kwargs", None)
     if processing_kwargs is None:
-        raise ValueError(
-            "Span features need a sentence-transformers Transformer input module (with processing_kwargs)."
-        )
+        raise ValueError("Span features need a sentence-transformers Transformer module (with processing_kwargs).")
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model

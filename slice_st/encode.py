@@ -87,9 +87,7 @@ def check_span_pooling(model) -> None:
             return
         _CHECKED_POOLING.add(target)
     modules = list(target) if isinstance(target, Iterable) else []
-    pooling = [
-        hasattr(m, "pooling_mode") or getattr(type(m), "provides_span_embeddings", False) is True for m in modules
-    ]
+    pooling = [hasattr(m, "pooling_mode") or getattr(m, "provides_span_embeddings", False) is True for m in modules]
     if not any(pooling):
         return
     position = pooling.index(True)
@@ -141,9 +139,7 @@ def check_threshold(threshold: Any) -> float | None:
     if threshold is None:
         return None
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise SpanInputError(
-            f"threshold must be a number (a cosine), got {type(threshold).__name__}: {threshold!r:.40}."
-        )
+        raise SpanInputError(f"threshold must be a number (a cosine), got {type(threshold).__name__}.")
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
@@ -168,9 +164,7 @@ def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
         raise SpanInputError(str(error)) from None
     window = model_window(model)
     if config.min_span > window:
-        raise SpanInputError(
-            f"min_span={config.min_span} is longer than a model window ({window} tokens): no span can be that long."
-        )
+        raise SpanInputError(f"min_span={config.min_span} is longer than a model window ({window} tokens).")
     return config.replace(max_span=window) if config.max_span > window else config
 
 
@@ -304,9 +298,9 @@ def _pad(outputs: list[dict[str, Tensor]], key: str, padding_value: float = 0) -
 
 
 def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict[str, Any]], unit: str) -> _Rows:
-    token_embeddings = _pad(outputs, "token_embeddings")
-    if not bool(torch.isfinite(token_embeddings).all()):  # else every score is NaN and every search finds "no match"
-        row = int((~torch.isfinite(token_embeddings)).flatten(1).any(1).nonzero()[0, 0])
+    vectors = _pad(outputs, "token_embeddings")
+    if not bool(torch.isfinite(vectors).all()):  # else every score is NaN and every search finds "no match"
+        row = int((~torch.isfinite(vectors)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
             "broken (a damaged checkpoint or adapter, or an overflow in half precision)."
@@ -330,9 +324,7 @@ def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list
         ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)
         for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
     )
-    return _Rows(
-        windows, token_embeddings, units.boundaries, units.num_units, owned, units.char_starts, units.char_ends
-    )
+    return _Rows(windows, vectors, units.boundaries, units.num_units, owned, units.char_starts, units.char_ends)
 
 
 @dataclass
@@ -701,8 +693,7 @@ def best_spans(
 
 
 def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
-    """:func:`best_spans` (every query against every text) and :func:`best_spans_paired` (query ``i`` against text
-    ``i``): one machinery, checked options in, a :class:`SpanSearchResult` out."""
+    """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options)
     batch_size, show, context = options["batch_size"], options["show_progress_bar"], options["window_context"]
     prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
@@ -726,9 +717,7 @@ class _Search:
         name = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"
         self.similarity = getattr(name, "value", name)  # an enum member
         if self.similarity not in SIMILARITIES:
-            raise SpanInputError(
-                f"similarity_fn_name must be one of {SIMILARITIES} for spans, got {self.similarity!r}."
-            )
+            raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {self.similarity!r}.")
         if not isinstance(overlap, bool):
             raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
         try:
@@ -750,10 +739,8 @@ class _Search:
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
         shape = (1 if paired else len(queries), len(texts), self.top_k)
-        self.arrays = {name: np.full(shape, -np.inf, dtype=np.float32) for name in ("scores", "similarities")}
-        self.arrays |= {
-            name: np.full(shape, -1, dtype=np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")
-        }
+        self.arrays = {name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")}
+        self.arrays |= {name: np.full(shape, -1, np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
 
     def best_of_rows(self, rows: _Rows) -> BestSpans:
         """The best spans of one sub-batch of windows: the scorer's, re-ranked when ``rerank`` says so."""
@@ -797,8 +784,7 @@ class _Search:
             self._merge(window.text_index, {name: values[row] for name, values in candidate.items()})
 
     def _merge(self, text: int, new: dict[str, np.ndarray]) -> None:
-        """Merge one window's ``(Q, k)`` candidates into the text's running top-k; without ``overlap``, one overlapping
-        a better one of the text (another window's) is dropped."""
+        """Merge a window's ``(Q, k)`` candidates into its text's top-k (no ``overlap``: disjoint, best first)."""
         if not np.isfinite(self.arrays["scores"][:, text]).any():  # the text's first window
             for name, values in new.items():
                 self.arrays[name][:, text] = values
@@ -862,9 +848,7 @@ def best_spans_paired(
         raise SpanInputError(f"best_spans_paired has no option {unknown[0]!r}; it takes {', '.join(_PAIRED_OPTIONS)}.")
     query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
     if len(query_list) != len(text_list):
-        raise SpanInputError(
-            f"queries and texts must pair up: got {len(query_list)} queries and {len(text_list)} texts."
-        )
+        raise SpanInputError(f"queries and texts must pair up: {len(query_list)} queries, {len(text_list)} texts.")
     if not query_list:
         return []
     result = _best_spans(model, query_list, text_list, 1, paired=True, errors=None, **_PAIRED_OPTIONS | options)

@@ -324,16 +324,12 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             f"for {backend} give model_file=... (--model-file FILE) instead."
         )
     if export_dir is not None and os.path.exists(export_dir) and not os.path.isdir(export_dir):
-        raise FileAccessError(
-            f"export_dir {os.fspath(export_dir)} is a file, not a folder: give a folder to export into."
-        )
+        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file: give a folder to export into.")
     device = check_device(kwargs.pop("device", None))
     if device not in (None, "cpu"):
         raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
     if torch_dtype not in (None, torch.float32) and backend != "openvino":
-        raise SpanInputError(
-            "dtype applies to the torch and OpenVINO backends; an ONNX model runs as exported (use quantized=...)."
-        )
+        raise SpanInputError("dtype applies to torch and OpenVINO; an ONNX model runs as exported (use quantized=...).")
     folder = _local_folder(name) if name is not None and not is_shipped_model_name(name) else None
     folder = folder if folder and os.path.isdir(folder) else None  # else only an export of it can be loaded
     found = model_file_for(folder, backend, model_file, quantized) if folder else None
@@ -344,9 +340,8 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             raise FileNotFoundError(_no_export_message(name, backend, quantized))
         found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
         folder = os.fspath(export_dir)
-    runner_kwargs = {}
-    if backend == "openvino" and torch_dtype is not None:
-        runner_kwargs["precision"] = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}[torch_dtype]
+    precisions = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    runner_kwargs = {"precision": precisions[torch_dtype]} if backend == "openvino" and torch_dtype is not None else {}
     model = _sentence_transformer(folder, {"device": "cpu", **kwargs})
     try:
         return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
@@ -648,9 +643,7 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
     """
     card = getattr(model, "model_card_data", None)
-    hub_id = next(
-        (value for key in ("model_id", "shipped_name", "base_model") if (value := getattr(card, key, None))), ""
-    )
+    hub_id = next(filter(None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))), "")
     try:
         config = hf_config(model)
     except TypeError:  # not a module list
@@ -661,11 +654,9 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     path = os.path.abspath(source)
     if re.fullmatch(r"\d+_\w+", os.path.basename(path)):  # the transformer inside an ST folder (0_Transformer)
         path = os.path.dirname(path)
-    try:
+    with suppress(OSError):
         if os.path.samefile(path, default_model_path()):  # the embedded base, or a shipped model built on it
             return hub_id or DEFAULT_MODEL_NAME, ""
-    except OSError:
-        pass
     name = os.path.basename(path)
     if re.fullmatch(r"(model|final|best|last|output|checkpoint(-\d+)?)", name, flags=re.IGNORECASE):
         name = f"{os.path.basename(os.path.dirname(path))}/{name}"

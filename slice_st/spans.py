@@ -412,7 +412,9 @@ def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
-def _exact_scores(queries, unit_vectors, span_norms, starts: Tensor, lengths: Tensor, norm_min_span: int) -> Tensor:
+def _exact_scores(
+    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, norm_min_span: int
+) -> Tensor:
     """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
     numerators summed from the unit vectors, each (query, unit) dot product once."""
     chunk, total, device = 4096, unit_vectors.shape[0], unit_vectors.device
@@ -450,9 +452,8 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
         for length in range(min_span, min(max_span, total) + 1):
             count = total - length + 1
             norms = span_norms[:count, first_column + length - min_span].double()
-            scores = torch.where(
-                torch.isfinite(norms) & (norms > 0), (prefix[:, length:] - prefix[:, :count]) / norms, float("-inf")
-            )
+            sums = prefix[:, length:] - prefix[:, :count]
+            scores = torch.where(torch.isfinite(norms) & (norms > 0), sums / norms, float("-inf"))
             # unit u is covered by the spans starting at u - length + 1 .. u: a sliding maximum of width ``length``
             padded = torch.nn.functional.pad(scores, (length - 1, length - 1), value=float("-inf"))
             best = torch.maximum(best, padded.unfold(-1, length, 1).amax(dim=-1))
@@ -485,9 +486,10 @@ def _dots_width(dots: Tensor) -> int:
     return dots.shape[1]
 
 
-def _scan_top_k(block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor=None):
-    """The blockwise scan: running top-k float64 scores, span ids (``start * widths + column``), starts and lengths,
-    each ``(Q, k)``."""
+def _scan_top_k(
+    block_dots, span_norms: Tensor, num_queries, top_k, min_span, max_span, first_column, block, floor=None
+):
+    """The blockwise scan: top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``."""
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
     best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
@@ -563,7 +565,9 @@ def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: 
     return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
 
 
-def _merge_top_k(best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor):
+def _merge_top_k(
+    best_scores: Tensor, best_ids: Tensor, rows: Tensor, scores: Tensor, ids: Tensor
+) -> tuple[Tensor, Tensor]:
     """Merge candidates ``(rows, scores, ids)`` into each query's running top-k ``(Q, k)``, best first."""
     num_queries, top_k = best_scores.shape
     counts = torch.bincount(rows, minlength=num_queries)

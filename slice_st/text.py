@@ -92,12 +92,9 @@ def append_csv_row(folder: str, file_name: str, header: Sequence[str], row: Sequ
     """Append ``row`` to the CSV file ``folder/file_name`` (a new one starts with ``header``); returns its path."""
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, file_name)
-    exists = os.path.isfile(path)
-    with open(path, "a" if exists else "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        if not exists:
-            writer.writerow(header)
-        writer.writerow(row)
+    rows = [row] if os.path.isfile(path) else [header, row]
+    with open(path, "a", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
     return path
 
 
@@ -344,8 +341,7 @@ def guess_split(lines: Iterable[str]) -> str:
 
 
 def _runs(texts: list[str]) -> Iterator[list[str]]:
-    """Runs of two or more lines with text and the same indentation (a line of only ``|`` or spaces, as ``pydoc``
-    draws them, is blank)."""
+    """Runs of 2+ same-indented lines with text (a line of only ``|`` or spaces, as ``pydoc`` draws them, is blank)."""
     run: list[str] = []
     for text in texts + [""]:
         has_text = _WORD.search(text) is not None
@@ -413,8 +409,7 @@ def _scan(folder: str) -> list[os.DirEntry]:
 
 
 def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
-    """A pattern's leading folder without wildcards, and its other parts: ``t2/**/*.txt`` → ``("t2", ["**",
-    "*.txt"])``."""
+    """A pattern's fixed leading folder and its other parts: ``t2/**/*.txt`` → ``("t2", ["**", "*.txt"])``."""
     parts = pattern.split(os.sep)
     fixed = 0
     while fixed < len(parts) - 1 and not glob.has_magic(parts[fixed]):

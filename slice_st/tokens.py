@@ -75,10 +75,8 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
             separated = offsets[:, :, 0] > previous_end
         else:
             spaces = _space_prefix_counts(texts, content.device)  # (B, L + 1)
-            limit = spaces.shape[1] - 1
-            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, limit)) > spaces.gather(
-                1, previous_end.clamp(0, limit)
-            )
+            end = spaces.shape[1] - 1
+            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, end)) > spaces.gather(1, previous_end.clamp(0, end))
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
@@ -228,11 +226,9 @@ def plan_windows(
             to_plan.append(text_index)
     chosen = [texts[i] for i in to_plan]
     planned = _token_groups(tokenizer, chosen, max_tokens) if unit == "token" else text_units(tokenizer, chosen)
-    for text_index, (starts, ends, counts) in zip(to_plan, planned):
+    for text_index, units in zip(to_plan, planned):
         try:
-            windows.extend(
-                _text_windows(texts[text_index], text_index, starts, ends, counts, max_tokens, max_span, context, unit)
-            )
+            windows.extend(_text_windows(texts[text_index], text_index, units, max_tokens, max_span, context, unit))
         except WindowError as error:
             failed(error)
     windows.sort(key=lambda window: (window.text_index, window.char_start))
@@ -241,8 +237,11 @@ def plan_windows(
     return windows
 
 
-def _text_windows(text, text_index, starts, ends, counts, max_tokens, max_span, context, unit) -> list[Window]:
-    """The windows of one text from its planning units (words, or token runs for token units)."""
+def _text_windows(
+    text: str, text_index: int, units: tuple[np.ndarray, ...], max_tokens: int, max_span: int, context: int, unit: str
+) -> list[Window]:
+    """The windows of one text from its planning units ``(char starts, char ends, tokens)``: words, or token runs."""
+    starts, ends, counts = units
     num_words = len(counts)
     if num_words == 0:
         return []
