@@ -260,8 +260,7 @@ class _Encoder(torch.nn.Module):
 def export_onnx(model, path: str | os.PathLike) -> Path:
     """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
     ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
-    module = model[0]
-    transformer = getattr(module, "model", None)
+    transformer = getattr(model[0], "model", None)
     if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
         raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")

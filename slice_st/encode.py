@@ -158,10 +158,7 @@ def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int 
 
 def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
     """The model's span settings with the given overrides; ``max_span`` capped at one model window."""
-    try:
-        config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
-    except ValueError as error:
-        raise SpanInputError(str(error)) from None
+    config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     window = model_window(model)
     if config.min_span > window:
         raise SpanInputError(f"min_span={config.min_span} is longer than a model window ({window} tokens).")
@@ -236,21 +233,16 @@ def encode_windows(
     room = window - (len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens.")
-    bad: list[tuple[int, str]] = []
-    try:
-        windows = plan_windows(
-            model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad
-        )
-    except ValueError as error:
-        raise SpanInputError(str(error)) from None
+    bad: list[tuple[int, str]] = [] if errors is None else errors
+    windows = plan_windows(
+        model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad
+    )
     if bad and errors is None:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
         raised = SpanInputError(f"{WindowError(*bad[0])}{more}")
         raised.text_index, raised.reason = bad[0]  # for callers that name texts their own way
         raised.errors = bad
         raise raised
-    if errors is not None:
-        errors.extend(bad)
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
     return _encoded_windows(model, texts, windows, span_config.unit, batch_size, prompt, device, desc, show)
 

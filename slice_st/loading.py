@@ -324,7 +324,7 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
             f"for {backend} give model_file=... (--model-file FILE) instead."
         )
     if export_dir is not None and os.path.exists(export_dir) and not os.path.isdir(export_dir):
-        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file: give a folder to export into.")
+        raise FileAccessError(f"export_dir {os.fspath(export_dir)} is a file, not a folder.")
     device = check_device(kwargs.pop("device", None))
     if device not in (None, "cpu"):
         raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
@@ -422,7 +422,7 @@ def _write_export(model: Any, output: Path, target: Path, backend: str, config: 
         if backends.backend_of(model) != "torch":
             raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     elif fresh:
-        saved = (output / "modules.json").is_file() and not overwrite
+        saved = (output / "modules.json").is_file() and not overwrite  # an earlier export's copy of the model
         model = load_model(str(output) if saved else model, device="cpu")
     created = not os.path.lexists(output)
     writing: list[Path] = []  # removed if the write fails (the whole folder if created here)

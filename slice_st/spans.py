@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch import Tensor
 
+from slice_st.errors import SpanInputError
+
 if TYPE_CHECKING:
     from slice_st.scoring import SpanCosts
 
@@ -25,14 +27,14 @@ SIMILARITIES = ("cosine", "dot", "euclidean", "manhattan")
 
 
 def check_span_bounds(min_span: int, max_span: int) -> None:
-    """Raise a clear ``ValueError`` for impossible span bounds."""
+    """Raise a clear :class:`~slice_st.errors.SpanInputError` (a ``ValueError``) for impossible span bounds."""
     for name, value in (("min_span", min_span), ("max_span", max_span)):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{name} must be an integer, got {value!r}.")
+            raise SpanInputError(f"{name} must be an integer, got {value!r}.")
     if min_span < 1:
-        raise ValueError(f"min_span must be >= 1, got {min_span}.")
+        raise SpanInputError(f"min_span must be >= 1, got {min_span}.")
     if min_span > max_span:
-        raise ValueError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
+        raise SpanInputError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
 def span_grid(num_units, min_span, max_span, device=None) -> tuple[Tensor, Tensor]:
@@ -282,8 +284,7 @@ def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
     """Mean token vector of the spans ``starts``/``ends`` ``(B, N)`` (units, ``-1``: missing), differentiable:
     ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid."""
     sums, counts = _span_sums(token_embeddings, boundaries, starts, ends)
-    valid = (starts >= 0) & (counts > 0)
-    return sums / counts.clamp(min=1)[..., None].to(sums.dtype), valid
+    return sums / counts.clamp(min=1)[..., None].to(sums.dtype), (starts >= 0) & (counts > 0)
 
 
 def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:

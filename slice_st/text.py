@@ -486,8 +486,7 @@ _LEADING_CLOSERS = re.compile(r"^([\"'”’)\]]+)(\s+|$)")
 
 @functools.lru_cache(maxsize=1)
 def _segmenter():
-    pysbd = require("pysbd", "train", "sentence splitting")
-    return pysbd.Segmenter(language="en", clean=False)
+    return require("pysbd", "train", "sentence splitting").Segmenter(language="en", clean=False)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from slice_st.errors import WindowError
+from slice_st.errors import SpanInputError, WindowError
 
 UNITS = ("word", "token")
 
@@ -26,9 +26,9 @@ SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_speci
 
 
 def check_unit(unit: str) -> str:
-    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a clear ``ValueError``."""
+    """Return ``unit`` if it is ``"word"`` or ``"token"``, else raise a :class:`~slice_st.errors.SpanInputError`."""
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}.")
+        raise SpanInputError(f"unit must be one of {UNITS}, got {unit!r}.")
     return unit
 
 
@@ -60,8 +60,7 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
             "tokenize with slice_st.tokens.SPAN_PROCESSING_KWARGS."
         )
     batch, length = content.shape
-    previous = torch.nn.functional.pad(content, (1, 0))[:, :-1]
-    run_starts = content & ~previous
+    run_starts = content & ~torch.nn.functional.pad(content, (1, 0))[:, :-1]
     if bool((run_starts.sum(dim=1) > 1).any()):
         raise ValueError("Special tokens inside a text are not supported: content tokens must be contiguous.")
     if unit == "token":
