@@ -567,7 +567,7 @@ class SpanSearchResult(Sequence):
         unit_starts: ``(Q, T, k)`` first units.
         unit_ends: ``(Q, T, k)`` end units.
         similarity_fn_name: What the similarities are (``"cosine"``, ``"dot"``, ``"euclidean"``, ``"manhattan"``).
-        similarities: ``(Q, T, k)`` plain similarities of the same spans (``None``: the scores).
+        similarities: ``(Q, T, k)`` plain similarities of the same spans.
         scorer: The name of the span scorer behind ``scores``.
         skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"`` (they have no spans).
     """
@@ -579,15 +579,10 @@ class SpanSearchResult(Sequence):
     ends: np.ndarray
     unit_starts: np.ndarray
     unit_ends: np.ndarray
-    similarity_fn_name: str = "cosine"
-    similarities: np.ndarray | None = None
-    scorer: str = "max-cosine"
-    skipped: list[tuple[int, str]] | None = None
-
-    def __post_init__(self) -> None:
-        self.skipped = list(self.skipped or [])
-        if self.similarities is None:
-            self.similarities = self.scores
+    similarity_fn_name: str
+    similarities: np.ndarray
+    scorer: str
+    skipped: list[tuple[int, str]]
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -696,7 +691,7 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
         search.add(search.best_of_rows(rows), rows)
     found = [search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")]
     names = [""] * len(queries) if paired else queries
-    return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors)
+    return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors or [])
 
 
 class _Search:
@@ -769,8 +764,7 @@ class _Search:
             "unit_ends": found.ends + units,
         }
         candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
-        similarities = found.scores if found.similarities is None else found.similarities
-        candidate["similarities"] = similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
+        candidate["similarities"] = found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
         candidate["scores"] = found.scores.float().cpu().numpy()
         for row, window in enumerate(rows.windows):
             self._merge(window.text_index, {name: values[row] for name, values in candidate.items()})

@@ -418,12 +418,11 @@ def _write_export(model: Any, output: Path, target: Path, backend: str, config: 
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
     fresh = overwrite or not onnx_file.is_file()
-    if fresh and not isinstance(model, (str, os.PathLike, type(None))):  # a loaded model
-        if backends.backend_of(model) != "torch":
-            raise SpanInputError("Exporting needs the model loaded on the torch backend.")
-    elif fresh:
-        saved = (output / "modules.json").is_file() and not overwrite  # an earlier export's copy of the model
+    if fresh and isinstance(model, (str, os.PathLike, type(None))):  # a name: load it (or an earlier export's copy)
+        saved = (output / "modules.json").is_file() and not overwrite
         model = load_model(str(output) if saved else model, device="cpu")
+    elif fresh and backends.backend_of(model) != "torch":  # a loaded model
+        raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     created = not os.path.lexists(output)
     writing: list[Path] = []  # removed if the write fails (the whole folder if created here)
     undo = functools.partial(_remove_partial, output, created, writing)

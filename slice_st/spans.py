@@ -142,7 +142,7 @@ class BestSpans:
     scores: Tensor
     starts: Tensor
     ends: Tensor
-    similarities: Tensor | None = None
+    similarities: Tensor
 
 
 def best_span_scores(

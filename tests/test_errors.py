@@ -164,6 +164,6 @@ def test_best_spans_only_empty_texts(tiny_model, texts):
 
 def test_search_result_over_no_texts_iterates_once_per_query():
     empty = np.zeros((1, 0, 1))
-    result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)))
+    result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)), "cosine", empty, "-", [])
     assert len(result) == 1
     assert list(itertools.islice(iter(result), 5)) == [[]]  # currently [[], [], [], [], []]: endless
