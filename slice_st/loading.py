@@ -116,8 +116,8 @@ def load_model(
         SpanInputError: An unknown or absent ``device``, or options that do not fit; checked before loading.
 
     Example:
-        >>> model_identity(load_model())[0], model_identity(load_model("base"))[0]
-        ('slice-minilm', 'sentence-transformers/all-MiniLM-L6-v2')
+        >>> model_identity(load_model()), model_identity(load_model("base"))
+        (('slice-minilm', ''), ('sentence-transformers/all-MiniLM-L6-v2', ''))
     """
     from slice_st.backends import check_backend, check_parallelism, resolve_dtype, set_torch_threads
 
@@ -636,11 +636,7 @@ def model_fingerprint(model: SentenceTransformer) -> str:
 
 def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     """``(name, path)`` of a model: its Hub id, shipped name or folder name (with the parent's for generic names such
-    as ``final``), and the local folder it was loaded from (``""`` if none).
-
-    >>> model_identity(load_model("base")), model_identity(load_model())
-    (('sentence-transformers/all-MiniLM-L6-v2', ''), ('slice-minilm', ''))
-    """
+    as ``final``), and the local folder it was loaded from (``""`` if none; :func:`load_model` shows both)."""
     card = getattr(model, "model_card_data", None)
     hub_id = next(filter(None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))), "")
     try:
