@@ -320,7 +320,7 @@ def guess_split(lines: Iterable[str]) -> str:
     neighbours; lines are hard-wrapped when most breaks wrap and 90% of lines are at most :data:`WRAPPED_MAX_WIDTH`
     wide. Records (log lines opening alike, CSV-like lines) stay ``"line"``.
     """
-    texts = [line.rstrip("\r\n").rstrip() for line in lines]
+    texts = [line.rstrip() for line in lines]
     nonblank = sorted(len(text) for text in texts if text.strip())
     if len(nonblank) < 2 or nonblank[int(0.9 * (len(nonblank) - 1))] > WRAPPED_MAX_WIDTH:
         return "line"

@@ -84,7 +84,6 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
     boundaries = content_end[:, None].repeat(1, width + 1)
     rows, columns = is_start.nonzero(as_tuple=True)
     boundaries[rows, (is_start.long().cumsum(dim=1) - 1)[rows, columns]] = columns
-
     if offset_mapping is None or length == 0:
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
     else:
