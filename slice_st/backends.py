@@ -195,8 +195,7 @@ def weight_files(model) -> list[Path]:
 
 
 def backend_of(model) -> str:
-    """``"torch"``, ``"onnx"`` or ``"openvino"``: where the model's forward pass runs (also with sentence-transformers'
-    own ``backend=...``)."""
+    """Where the model's forward pass runs: ``"torch"``, ``"onnx"`` or ``"openvino"`` (ST's own ``backend=`` too)."""
     runner = runner_of(model)
     return runner.backend if runner is not None else str(getattr(model, "backend", "torch") or "torch")
 
@@ -286,8 +285,7 @@ def export_onnx(model, path: str | os.PathLike) -> Path:
 
 
 def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: str = "avx512_vnni") -> Path:
-    """Dynamic int8 quantization of an ONNX file's matrix products; ``config`` names the target CPU
-    (:data:`QUANTIZATION_CONFIGS`)."""
+    """Dynamic int8 quantization of an ONNX file's matrix products for a CPU (:data:`QUANTIZATION_CONFIGS`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
 

@@ -401,8 +401,7 @@ def top_spans_flat(
 
 
 def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
-    """:func:`top_spans_flat` from the dot products ``dots`` ``(Q, N)`` of unit-norm queries with the unit vectors
-    (float64 prefix-sum scores, not recomputed)."""
+    """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
     first_column, block = _check_flat(
         span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
     )

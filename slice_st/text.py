@@ -80,8 +80,7 @@ def check_creatable(path: str) -> None:
 
 
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
-    """``path``, or a :class:`FileAccessError` if it is a symbolic link (``link/`` too): output goes into the folder
-    named, never where a link points."""
+    """``path``, or a :class:`FileAccessError` for a symbolic link (``link/`` too): nothing goes where a link points."""
     normal = os.path.normpath(os.fspath(path))
     if os.path.islink(normal):
         raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
@@ -458,8 +457,7 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ strings
 def csv_safe(value: object) -> object:
-    """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, a tab or a carriage return (a
-    formula to a spreadsheet) gets a leading ``'``."""
+    """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
         return "'" + value
     return value
@@ -490,8 +488,7 @@ def _segmenter():
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``, stripped, by pysbd (English rules: "Mr.", "e.g.", decimals do not end a sentence; a line
-    break does)."""
+    """Sentences of ``text``, stripped, by pysbd (English: "Mr.", "e.g.", decimals end none; a line break does)."""
     if not text.strip():
         return []
     if not _MAYBE_END.search(text.strip()):
