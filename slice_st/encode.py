@@ -701,8 +701,8 @@ class _Search:
     def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
         self.texts, self.paired, self.overlap = texts, paired, overlap
         self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
-        name = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"
-        self.similarity = getattr(name, "value", name)  # an enum member
+        similarity = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"
+        self.similarity = getattr(similarity, "value", similarity)  # an enum member
         if self.similarity not in SIMILARITIES:
             raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {self.similarity!r}.")
         if not isinstance(overlap, bool):
