@@ -1,7 +1,9 @@
-"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``).
+"""The corpus index on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``) and
+:class:`RayShardedSpanIndex`, a sharded index scanned on Ray actors.
 
 Ray Data actors build and save groups of about ``shard_bytes`` of the corpus with the one-process path;
-``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
+``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. A search scans contiguous runs of shards (at the
+same path on every node) on actors and merges them on the driver. See docs/guides/ray.md.
 """
 
 from __future__ import annotations
@@ -27,18 +29,18 @@ import torch
 
 from slice_st import errors
 from slice_st.config import SpanConfig
-from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
+from slice_st.data.corpus import Document, documents_from_dataset, read_corpus
 from slice_st.encode import check_top_k
 from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
+from slice_st.index.sharded import ShardedSpanIndex, empty_top_spans, load_shards, merge_top_spans
+from slice_st.index.span_index import SpanIndex
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import is_ray_address, require
+from slice_st.text import is_jsonl, is_ray_address, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
-
-    from slice_st.index.span_index import SpanIndex
 
 #: Text per shard (UTF-8 bytes): 16 MiB of text is about 3M words, a ~2.5 GB shard at float16 with d=384, K=20.
 DEFAULT_SHARD_BYTES = 16 << 20
@@ -51,12 +53,10 @@ RAY_CONNECT_TIMEOUT = 10.0
 _USER_ERRORS = (ValueError, OSError, MissingExtraError)
 
 
-# ---------------------------------------------------------------------------------------------- Ray itself
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
     """``ray`` with Ray Data, or a :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
-    ray = require("ray", "ray", feature)
     require("ray.data", "ray", feature)
-    return ray
+    return require("ray", "ray", feature)
 
 
 def check_address(address: str | None) -> str | None:
@@ -85,7 +85,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
-        host, port = None, None
+        host = port = None
     if not host or port is None:
         return  # not HOST:PORT: left to ray.init
     try:
@@ -101,8 +101,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
 def connect_ray(address: str | None = None) -> bool:
     """Connect to Ray at ``address`` (:func:`check_address`; an initialised Ray is used as it is), or start it here;
     ``True`` if this call started it. A cluster that cannot be reached is a :class:`SpanInputError`."""
-    ray = require_ray()
-    address = check_address(address)
+    ray, address = require_ray(), check_address(address)
     if ray.is_initialized():
         return False
     probe_address(address or os.environ.get("RAY_ADDRESS"))
@@ -112,6 +111,17 @@ def connect_ray(address: str | None = None) -> bool:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
     return True
+
+
+@contextmanager
+def ray_session(address: str | None = None) -> Iterator[Any]:
+    """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
+    started = connect_ray(address)
+    try:
+        yield require_ray()
+    finally:
+        if started:
+            require_ray().shutdown()
 
 
 def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
@@ -125,37 +135,24 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
         return min(cpus, int(resources.get("GPU", 0) // num_gpus)) if num_gpus else cpus
 
     size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
+    worker = f"{num_cpus:g} CPU and {num_gpus:g} GPU"
     if room(total) < 1:
-        raise SpanInputError(
-            f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU."
-        )
+        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {worker}.")
     wanted = min(workers or room(total), limit)
     if wanted > room(total):
         raise SpanInputError(
-            f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
-            f"ask for at most {room(total)}."
+            f"{wanted} workers of {worker} do not fit the Ray cluster ({size}): ask for at most {room(total)}."
         )
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
         gc.collect()  # Ray Data frees a finished dataset's actors only when the dataset is collected
         if time.monotonic() > deadline:
             raise SpanInputError(
-                f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
-                f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again."
+                f"{wanted} workers of {worker}: the Ray cluster ({size}) has not had them free for {timeout:g} s "
+                "(other jobs hold them); ask for fewer, or try again."
             )
         time.sleep(0.2)
     return wanted
-
-
-@contextmanager
-def ray_session(address: str | None = None) -> Iterator[Any]:
-    """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
-    started = connect_ray(address)
-    try:
-        yield require_ray()
-    finally:
-        if started:
-            require_ray().shutdown()
 
 
 def _user_error(error: BaseException) -> BaseException:
@@ -213,18 +210,6 @@ class RayBuild:
     worker_seconds: float = 0.0
 
 
-# ---------------------------------------------------------------------------------------------- the corpus
-def _is_uri(path: str) -> bool:
-    return "://" in path
-
-
-def _format(path: str, fmt: str | None) -> str:
-    if fmt is not None:
-        return fmt
-    lower = path.lower()
-    return "jsonl" if lower.endswith(JSONL_SUFFIXES) else "parquet" if lower.endswith(".parquet") else "text"
-
-
 def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
     """``{"path", "format", "bytes"}`` of every corpus file (local or a ``pyarrow.fs`` URI), in order: files as given,
     folders' files sorted (hidden ones left out); a missing path is a ``FileNotFoundError``."""
@@ -234,28 +219,31 @@ def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dic
         raise SpanInputError(f"fmt must be one of {', '.join(FORMATS)} or None, got {fmt!r}.")
     found: list[dict[str, Any]] = []
     for path in map(os.fspath, paths):
-        if _is_uri(path):
+        if "://" in path:
             found += _remote_files(path, fmt)
         elif os.path.isdir(path):
             for folder, subfolders, names in os.walk(path):
                 subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-                for name in sorted(names):
-                    if not name.startswith("."):
-                        file = os.path.join(folder, name)
-                        found.append({"path": file, "format": _format(file, fmt), "bytes": os.path.getsize(file)})
+                found += [_file(os.path.join(folder, name), fmt) for name in sorted(names) if not name.startswith(".")]
         elif os.path.isfile(path):
-            found.append({"path": path, "format": _format(path, fmt), "bytes": os.path.getsize(path)})
+            found.append(_file(path, fmt))
         else:
             raise FileNotFoundError(f"corpus path not found: {path}")
     if not found:
         raise SpanInputError(f"no corpus files in {', '.join(map(os.fspath, paths))}.")
     real = {}
     for file in found:
-        key = file["path"] if _is_uri(file["path"]) else os.path.realpath(file["path"])
+        key = file["path"] if "://" in file["path"] else os.path.realpath(file["path"])
         if key in real:
             raise SpanInputError(f"{real[key]} and {file['path']} are the same file: give it once.")
         real[key] = file["path"]
     return found
+
+
+def _file(path: str, fmt: str | None, size: int | None = None) -> dict[str, Any]:
+    """One corpus file as the plan records it, its format by its name unless ``fmt`` is given."""
+    fmt = fmt or ("jsonl" if is_jsonl(path) else "parquet" if path.lower().endswith(".parquet") else "text")
+    return {"path": path, "format": fmt, "bytes": os.path.getsize(path) if size is None else size}
 
 
 def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
@@ -265,17 +253,16 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
         info = filesystem.get_file_info(root)
     except (OSError, ValueError) as error:
         raise FileAccessError(f"cannot open the corpus at {uri}: {error}") from None
-    scheme = uri.split("://", 1)[0]
     if info.type == fs_module.FileType.NotFound:
         raise FileNotFoundError(f"corpus path not found: {uri}")
     if info.type == fs_module.FileType.File:
-        return [{"path": uri, "format": _format(uri, fmt), "bytes": int(info.size)}]
-    selector = fs_module.FileSelector(root, recursive=True)
+        return [_file(uri, fmt, int(info.size))]
+    scheme, selector = uri.split("://", 1)[0], fs_module.FileSelector(root, recursive=True)
     entries = sorted(
         (e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path
     )
     return [
-        {"path": f"{scheme}://{e.path}", "format": _format(e.path, fmt), "bytes": int(e.size)}
+        _file(f"{scheme}://{e.path}", fmt, int(e.size))
         for e in entries
         if not any(part.startswith(".") for part in e.path[len(root) :].split("/"))
     ]
@@ -302,7 +289,7 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
     first."""
     path, fmt = file["path"], file["format"]
     local, folder = path, None
-    if _is_uri(path):
+    if "://" in path:
         fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
         folder = tempfile.mkdtemp(prefix="slice-st-corpus-")
         local = os.path.join(folder, "file")
@@ -350,7 +337,6 @@ def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]
     return [documents[a:b] for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(documents)]]))]
 
 
-# ---------------------------------------------------------------------------------------------- the actors
 class _ShardWriter:
     """A Ray Data actor: reads a group of files (or takes its documents), builds and saves its shards."""
 
@@ -414,7 +400,6 @@ class _ShardWriter:
             return None
 
 
-# ---------------------------------------------------------------------------------------------- the build
 def build_on_ray(
     index_class: type[SpanIndex],
     model: SentenceTransformer,
@@ -529,15 +514,7 @@ def _work(files, fmt: str | None, shard_bytes: int) -> tuple[list[dict[str, Any]
 
 def _text_work(texts, ids, shard_bytes: int, text_field: str, id_field: str | None):
     """The work groups of in-memory documents, numbered, and the corpus as the plan records it."""
-    text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-    if not text_list:
-        raise SpanInputError("No documents to add: the corpus is empty.")
-    ids = list(ids if ids is not None else given_ids if given_ids is not None else map(str, range(len(text_list))))
-    if len(ids) != len(text_list) or len(set(ids)) != len(ids):
-        raise SpanInputError(
-            f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, "
-            f"one per document."
-        )
+    text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
     pairs = list(zip(ids, text_list))
     sizes = [len(text.encode("utf-8")) for text in text_list]
     source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
@@ -568,13 +545,8 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
         raise SpanInputError(
             f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
         )
-    names = {
-        "model_fingerprint": "model",
-        "span_config": "span settings",
-        "dtype": "dtype",
-        "shard_bytes": "shard size",
-    }
-    for key, what in (*names.items(), ("source", "corpus")):
+    names = [("model_fingerprint", "model"), ("span_config", "span settings"), ("dtype", "dtype")]
+    for key, what in (*names, ("shard_bytes", "shard size"), ("source", "corpus")):
         if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
                 f"{output} holds a sharded build with another {what} "
@@ -655,3 +627,159 @@ def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress
         return results
     finally:
         model.to(device)
+
+
+class _ShardScanner:
+    """A Ray actor: some shards, memory-mapped, scanned as one :class:`ShardedSpanIndex`."""
+
+    def __init__(self, paths: list[str], model, threads: int) -> None:
+        torch.set_num_threads(max(1, threads))
+        self.index = ShardedSpanIndex.load(paths, model, mmap=True)
+
+    def scan(self, queries: np.ndarray, k: int, min_span: int, max_span: int, **options):
+        return self.index.scan(torch.from_numpy(queries), k, min_span, max_span, **options)
+
+
+class RayShardedSpanIndex(ShardedSpanIndex):
+    """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by
+    units): the same results. :meth:`close` (or ``with``) ends the actors, and Ray when it was started here.
+
+    Args:
+        shards: The loaded shards.
+        paths: Their folders (the actors load them).
+        address: Ray address (``None``: start Ray here; ``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``).
+        workers: Number of actors (default: one per shard, at most the cluster's CPUs).
+        num_cpus: CPUs per actor.
+
+    Example:
+        >>> with RayShardedSpanIndex.load("runs/ray-index", workers=2) as index:  # doctest: +SKIP
+        ...     index.search("my bag was lost", top_k=5)
+    """
+
+    def __init__(
+        self,
+        shards: Sequence[SpanIndex],
+        paths: Sequence[str | os.PathLike],
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        num_cpus: float = 1,
+    ) -> None:
+        super().__init__(shards)
+        paths = [os.path.abspath(os.fspath(path)) for path in paths]
+        if len(paths) != len(self.shards):
+            raise SpanInputError(f"Got {len(paths)} shard paths for {len(self.shards)} shards.")
+        check_top_k(workers, "workers", optional=True)
+        self._actors: list[Any] = []
+        self._started = connect_ray(address)
+        try:
+            ray = require_ray()
+            workers = claim_workers(workers, len(paths), num_cpus)
+            groups = _contiguous_groups([shard.num_units for shard in self.shards], workers)
+            self._group_bases = [int(self._unit_bases[group[0]]) for group in groups]
+            model = ray.put(self.model)
+            scanner = ray.remote(_ShardScanner).options(num_cpus=num_cpus)
+            self._actors = [scanner.remote([paths[i] for i in group], model, int(num_cpus)) for group in groups]
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def load(cls, paths, model: SentenceTransformer | None = None, mmap: bool = True, **options) -> RayShardedSpanIndex:
+        """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the
+        actors; ``options``: ``address``, ``workers``, ``num_cpus`` (as the constructor)."""
+        directories, shards = load_shards(paths, model, mmap=mmap)
+        return cls(shards, directories, **options)
+
+    @property
+    def workers(self) -> int:
+        return len(self._actors)
+
+    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
+        """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
+        if not self._actors:
+            raise SpanInputError("This RayShardedSpanIndex is closed.")
+        ray = require_ray()
+        options = {"approximate": approximate, "candidates": candidates, "nprobe": nprobe}
+
+        def scan(query_vectors: torch.Tensor, k: int):
+            queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
+            spans = wanted.min_span, wanted.max_span
+            found = ray.get([actor.scan.remote(queries, k, *spans, **options) for actor in self._actors])
+            running = empty_top_spans(len(query_vectors), k)
+            for part, base in zip(found, self._group_bases):
+                running = merge_top_spans(running, part, base)
+            return running
+
+        return scan
+
+    def close(self) -> None:
+        """End the actors (and Ray, if this index started it)."""
+        actors, self._actors = self._actors, []
+        ray = require_ray()
+        for actor in actors:
+            ray.kill(actor)
+        if self._started and ray.is_initialized():
+            ray.shutdown()
+        self._started = False
+
+    def __enter__(self) -> RayShardedSpanIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def info(self) -> dict[str, Any]:
+        return super().info() | {"workers": self.workers}
+
+
+def _contiguous_groups(sizes: Sequence[int], groups: int) -> list[list[int]]:
+    """Split positions ``0..len(sizes)-1`` into ``groups`` non-empty contiguous runs of about equal total size.
+
+    >>> _contiguous_groups([5, 5, 5, 5], 2), _contiguous_groups([1, 1, 10], 2)
+    ([[0, 1], [2, 3]], [[0, 1], [2]])
+    """
+    cumulative = np.cumsum(sizes, dtype=np.float64)
+    targets = cumulative[-1] * np.arange(1, groups) / groups
+    cuts = np.searchsorted(cumulative, targets, side="left") + 1
+    bounds = [0]
+    for number, cut in enumerate(cuts, start=1):  # every run non-empty
+        bounds.append(int(min(max(cut, bounds[-1] + 1), len(sizes) - groups + number)))
+    bounds.append(len(sizes))
+    return [list(range(a, b)) for a, b in zip(bounds, bounds[1:])]
+
+
+def open_index(
+    paths: str | os.PathLike | Sequence[str | os.PathLike],
+    model: SentenceTransformer | str | None = None,
+    *,
+    device: str | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
+    **model_options: Any,
+) -> SpanIndex | ShardedSpanIndex:
+    """One saved index, or several searched together as a :class:`ShardedSpanIndex`; with ``ray`` a
+    :class:`RayShardedSpanIndex` (close it).
+
+    Args:
+        paths: An index folder, several, or a folder of index folders (shards).
+        model: The model, or its path or Hub id (default: the one the index records).
+        device: Where a model loaded here runs.
+        ray: A Ray address (``"auto"``, ``HOST:PORT``, ``ray://HOST:PORT``) or ``"local"`` (Ray started here).
+        workers: Ray actors (default: as many as the cluster has room for).
+        model_options: :func:`slice_st.load_model` options for a model loaded here (``backend``, ``threads``, …).
+
+    Returns:
+        A :class:`SpanIndex`, :class:`ShardedSpanIndex` or :class:`RayShardedSpanIndex`.
+
+    Example:
+        >>> index = open_index(["runs/shard-0", "runs/shard-1"])  # doctest: +SKIP
+    """
+    if ray is not None:
+        check_address(ray)
+        require_ray()
+    paths = paths if isinstance(paths, (list, tuple)) else [paths]
+    directories, shards = load_shards(paths, model, device=device, **model_options)
+    if ray is not None:
+        return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)
+    return shards[0] if len(shards) == 1 else ShardedSpanIndex(shards)

@@ -12,7 +12,7 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.search import IndexMatch, check_search
-from slice_st.index.span_index import SpanIndex
+from slice_st.index.span_index import SpanIndex, check_alike
 from slice_st.index.storage import shard_directories
 from slice_st.scoring import mark_prefix
 
@@ -73,37 +73,13 @@ class ShardedSpanIndex:
     """
 
     def __init__(self, shards: Sequence[SpanIndex]) -> None:
-        shards = list(shards)
-        if not shards:
-            raise SpanInputError("ShardedSpanIndex needs at least one shard.")
-        first = shards[0]
-        for position, shard in enumerate(shards):
-            if not isinstance(shard, SpanIndex):
-                raise SpanInputError(f"Shard {position} is a {type(shard).__name__}, not a SpanIndex.")
-            if shard.fingerprint != first.fingerprint:
-                raise SpanInputError(
-                    f"Shard {position} was built with another model (fingerprint {shard.fingerprint} != "
-                    f"{first.fingerprint})."
-                )
-            if shard.span_config != first.span_config:
-                raise SpanInputError(
-                    f"Shard {position} has other span settings ({shard.span_config}) than shard 0 "
-                    f"({first.span_config})."
-                )
-        seen: set[str] = set()
-        for position, shard in enumerate(shards):
-            for doc_id in shard.doc_ids:
-                if doc_id in seen:
-                    raise SpanInputError(
-                        f"Document id {doc_id!r} is in more than one shard (shard {position} and an earlier one)."
-                    )
-                seen.add(doc_id)
-        self.shards = shards
+        self.shards = check_alike(shards, "shard", "ShardedSpanIndex")
+        first = self.shards[0]
         self.model = first.model
         self.span_config = first.span_config
-        self.calibration = next((shard.calibration for shard in shards if shard.calibration is not None), None)
-        self._unit_bases = np.cumsum([0] + [shard.num_units for shard in shards])
-        self._doc_bases = np.cumsum([0] + [len(shard) for shard in shards])
+        self.calibration = next((shard.calibration for shard in self.shards if shard.calibration), None)
+        self._unit_bases = np.cumsum([0] + [shard.num_units for shard in self.shards])
+        self._doc_bases = np.cumsum([0] + [len(shard) for shard in self.shards])
 
     @classmethod
     def load(

@@ -101,7 +101,6 @@ class SpanIndex:
         width = span_config.max_span - span_config.min_span + 1
         self._arrays = empty_arrays(token_dimension(model), width, np.dtype(dtype))
 
-    # ------------------------------------------------------------------ building
     @classmethod
     def build(
         cls,
@@ -221,10 +220,7 @@ class SpanIndex:
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         targets = pool_devices(devices, processes, pool)
         _check_not_indexed_yet(self.doc_ids, texts if isinstance(texts, list) else [])
-        text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-        if not text_list:
-            raise SpanInputError("No documents to add: the corpus is empty.")
-        ids = self._new_ids(ids if ids is not None else given_ids, len(text_list))
+        text_list, ids = texts_and_ids(texts, ids, text_field, id_field, self.doc_ids)
         self.skipped = []
         text_list, ids = self._windowable(text_list, ids, on_error)
         if show_progress_bar is None:
@@ -244,23 +240,6 @@ class SpanIndex:
             self._candidates = self._candidates.extended(self._arrays, unit_base)
         self.doc_ids = self.doc_ids + ids
         self.texts = self.texts + text_list
-        return ids
-
-    def _new_ids(self, ids: Sequence[str] | None, count: int) -> list[str]:
-        """``ids`` checked (non-empty strings, unique, new, one per document), or the next free numbers."""
-        seen = set(self.doc_ids)
-        if ids is None:
-            first = len(self.doc_ids)  # the next free numbers from there
-            ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
-        ids = list(ids)
-        if len(ids) != count:
-            raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
-        for position, doc_id in enumerate(ids):
-            if not isinstance(doc_id, str) or not doc_id:
-                raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
-            if doc_id in seen:
-                raise SpanInputError(f"Duplicate document id {doc_id!r}.")
-            seen.add(doc_id)
         return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
@@ -354,28 +333,13 @@ class SpanIndex:
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
         """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
         unique ids; its calibration is the first's; a FAISS stage is not carried over."""
-        indexes = list(indexes)
-        if not indexes:
-            raise SpanInputError("merge needs at least one index.")
+        indexes = check_alike(indexes, "index", "merge")
         first = indexes[0]
-        for position, other in enumerate(indexes[1:], start=1):
-            if other.fingerprint != first.fingerprint:
-                raise SpanInputError(
-                    f"Index {position} was built with another model (fingerprint {other.fingerprint} != "
-                    f"{first.fingerprint})."
-                )
-            if other.span_config != first.span_config or other.dtype != first.dtype:
-                raise SpanInputError(
-                    f"Index {position} has other settings ({other.span_config}, {other.dtype}) than index 0 "
-                    f"({first.span_config}, {first.dtype})."
-                )
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
-        ids = [doc_id for index in indexes for doc_id in index.doc_ids]
-        merged._new_ids(ids, len(ids))
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
         merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
-        merged.doc_ids = ids
+        merged.doc_ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged.texts = [text for index in indexes for text in index.texts]
         return merged
 
@@ -417,7 +381,6 @@ class SpanIndex:
             raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
         self._candidates = CandidateStage.create(self._arrays, kind, chunk, stride, nlist, nprobe, candidates)
 
-    # ------------------------------------------------------------------ searching
     def __len__(self) -> int:
         return len(self.doc_ids)
 
@@ -616,7 +579,6 @@ class SpanIndex:
         np.maximum.at(best, doc_units, scores.numpy())  # overlapping windows share units: each keeps its best
         return chars, best
 
-    # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
         arrays, config, calibration = self._arrays, self.span_config, self.calibration
@@ -826,7 +788,16 @@ class SpanIndex:
                 "Load it with the model it was built with, or rebuild the index."
             )
         with storage.DataFolder.open(path, manifest, verify) as data:
-            index._check_settings(path, data.json(storage.SETTINGS_FILE))
+            stored, recorded = data.json(storage.SETTINGS_FILE), index._settings()
+            stored = stored if isinstance(stored, dict) else {}
+            changed = [key for key in recorded if stored.get(key) != recorded[key]]
+            if changed:  # the manifest was edited after the data folder was written
+                raise SpanInputError(
+                    f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
+                    "do not match what the index data was written with "
+                    f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
+                    "Restore it or rebuild the index."
+                )
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
@@ -852,17 +823,36 @@ class SpanIndex:
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         return index
 
-    def _check_settings(self, path: str, stored: Any) -> None:
-        """Refuse a manifest whose settings differ from those its data folder was written with (an edited one)."""
-        recorded, stored = self._settings(), stored if isinstance(stored, dict) else {}
-        changed = [key for key in recorded if stored.get(key) != recorded[key]]
-        if changed:
+
+def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanIndex]:
+    """``indexes`` as a list (``what``: ``"index"`` or ``"shard"``); any built with another model or span settings
+    (an index: or dtype), or a document id in two of them, is refused."""
+    indexes, seen, name = list(indexes), set(), what.capitalize()
+    if not indexes:
+        raise SpanInputError(f"{caller} needs at least one {what}.")
+    first = indexes[0]
+    for position, other in enumerate(indexes):
+        if not isinstance(other, SpanIndex):
+            raise SpanInputError(f"{name} {position} is a {type(other).__name__}, not a SpanIndex.")
+        if other.fingerprint != first.fingerprint:
             raise SpanInputError(
-                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
-                f"do not match what the index data was written with "
-                f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
-                "Restore it or rebuild the index."
+                f"{name} {position} was built with another model (fingerprint {other.fingerprint} != "
+                f"{first.fingerprint})."
             )
+        settings = [
+            (index.span_config, index.dtype) if what == "index" else index.span_config for index in (other, first)
+        ]
+        if settings[0] != settings[1]:
+            label = "settings" if what == "index" else "span settings"
+            raise SpanInputError(f"{name} {position} has other {label} {settings[0]} than {what} 0 {settings[1]}.")
+        for doc_id in other.doc_ids:
+            if doc_id in seen:
+                raise SpanInputError(
+                    f"Duplicate document id {doc_id!r}: it is in more than one {what} ({what} {position} and an "
+                    "earlier one)."
+                )
+            seen.add(doc_id)
+    return indexes
 
 
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:
