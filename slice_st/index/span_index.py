@@ -61,8 +61,6 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
-#: The arrays with one row per unit.
-UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
 
 
 class SpanIndex:
@@ -316,7 +314,7 @@ class SpanIndex:
         arrays = {name: np.asarray(values) for name, values in self._arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in UNIT_ARRAYS} | {
+        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
@@ -816,7 +814,7 @@ class SpanIndex:
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
-                index._candidates = CandidateStage.load(data.data_dir, manifest["candidates"], folder=data.folder)
+                index._candidates = CandidateStage.load(data, manifest["candidates"])
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
