@@ -99,9 +99,7 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
         return None
     check_top_k(processes, "processes", optional=True)
-    cpu_processes = (
-        processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
-    )
+    cpu_processes = processes if devices is None else sum(1 for d in devices if str(d).startswith("cpu"))
     if cpu_processes:
         try:
             check_parallelism(cpu_processes, "processes")
@@ -118,10 +116,7 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other."
         )
     for name in devices:
-        try:
-            check_device(name)
-        except ValueError as error:
-            raise SpanInputError(str(error)) from None
+        check_device(name)  # a SpanInputError
     return list(devices)
 
 

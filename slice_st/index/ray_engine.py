@@ -444,11 +444,7 @@ def build_on_ray(
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
     output = storage.check_index_target(output)
-    work, source = (
-        _work(files, fmt, shard_bytes)
-        if files is not None
-        else _text_work(texts, ids, shard_bytes, text_field, id_field)
-    )
+    work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
     plan = _plan(model, span_config, dtype, shard_bytes, source)
     done = _start(output, plan, len(work), force)
     todo = [item for item in work if item["group"] not in done]
@@ -504,22 +500,17 @@ def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cp
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
 
 
-def _work(files, fmt: str | None, shard_bytes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The work groups of corpus files (read by the workers), numbered, and the corpus as the plan records it."""
-    found = corpus_files(files, fmt)
-    source = {"files": [{"path": f["path"], "format": f["format"], "bytes": f["bytes"]} for f in found]}
-    groups = _groups([f["bytes"] for f in found], shard_bytes)
-    return [{"group": number, "files": [found[i] for i in group]} for number, group in enumerate(groups)], source
-
-
-def _text_work(texts, ids, shard_bytes: int, text_field: str, id_field: str | None):
-    """The work groups of in-memory documents, numbered, and the corpus as the plan records it."""
-    text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
-    pairs = list(zip(ids, text_list))
-    sizes = [len(text.encode("utf-8")) for text in text_list]
-    source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
-    groups = _groups(sizes, shard_bytes)
-    return [{"group": number, "documents": [pairs[i] for i in group]} for number, group in enumerate(groups)], source
+def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: str | None):
+    """The work groups, numbered: of corpus files (read by the workers) or in-memory documents; and the corpus as the
+    plan records it."""
+    if files is not None:
+        found = corpus_files(files, fmt)
+        items, key, sizes, source = found, "files", [f["bytes"] for f in found], {"files": found}
+    else:
+        text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
+        items, key, sizes = list(zip(ids, text_list)), "documents", [len(text.encode("utf-8")) for text in text_list]
+        source = {"documents": len(items), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
+    return [{"group": n, key: [items[i] for i in group]} for n, group in enumerate(_groups(sizes, shard_bytes))], source
 
 
 def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
@@ -572,14 +563,10 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
 def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
     done = {}
     for number in range(groups):
-        path = os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")
-        if not os.path.isfile(path) or os.path.islink(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                state = json.load(handle)
+        try:  # a regular file, never read through a link
+            state = json.loads(storage.read_bytes(os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")))
         except (OSError, ValueError):
-            continue  # rewritten by the rerun
+            continue  # missing, a link or unreadable: rebuilt by the rerun
         shards = state.get("shards", []) if isinstance(state, dict) else None
         if isinstance(shards, list) and all(
             storage.is_plain_name(name) and os.path.exists(os.path.join(output, name, storage.MANIFEST))

@@ -687,8 +687,7 @@ class SpanIndex:
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        if not os.path.exists(os.path.join(path, storage.MANIFEST)):
-            storage.read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
+        storage.read_manifest(path, must_exist=True)  # the clear error for a missing, half-made or unreadable index
         storage.check_index_target(path)  # read-only: said before the model loads
         with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
             index = cls.load(path, model, mmap=mmap, **model_options)
