@@ -31,10 +31,9 @@ def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]
     }
 
 
-def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -> dict[str, np.ndarray]:
     """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
     unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
-    doc_bases = [0] * len(parts) if doc_bases is None else doc_bases
     out = {
         name: np.concatenate([np.asarray(p[name]) for p in parts])
         for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")

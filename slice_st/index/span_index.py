@@ -138,9 +138,7 @@ class SpanIndex:
         Example:
             >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index")  # doctest: +SKIP
         """
-        from slice_st.loading import load_model
-
-        model = _as_model(model) if model is not None else load_model()
+        model = _as_model(model)
         span_config = resolve_span_config(model, min_span, max_span, unit)
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
@@ -407,37 +405,26 @@ class SpanIndex:
     ) -> list[list[IndexMatch]]:
         """For each query, the ``top_k`` best spans of the whole corpus by the scorer's score, best first.
 
-        Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` /
-        ``prompt_name`` choose the query prompt (default: the model's ``"query"`` prompt, as
-        ``encode_query``; documents were indexed with its document prompt), ``device`` where the
-        queries are encoded.
+        Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` / ``prompt_name`` choose
+        the query prompt (default: the model's ``"query"`` prompt; documents were indexed with its document prompt),
+        ``device`` where. Exact: the ranking and scores of materialising every span vector. ``min_span``/``max_span``
+        may narrow the index's span range; ``threshold`` drops matches scoring below it; ``per_document=n`` keeps at
+        most ``n`` spans of a document (1: the ``top_k`` best documents); ``overlap=False`` (default) drops a span
+        overlapping a better kept span of its document (no nested copies of one place).
 
-        Exact: the same ranking and scores as materialising every span vector. ``min_span``/
-        ``max_span`` may narrow the index's span range. ``threshold`` drops matches below it.
+        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the ``candidates`` best chunks
+        (default: the stage's, 512) per query, then every span overlapping them scored exactly (only spans outside the
+        candidates can be missed).
 
-        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the
-        ``candidates`` best chunks (default: the stage's, 512) per query, then every span overlapping them is scored
-        exactly (same scores as the exact search; only spans outside the candidates can be missed).
+        ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`)
+        decides the ranking: a match's ``score`` is the span's ``cosine`` minus the scorer's costs (length against the
+        query's, function-word starts and ends, cut noun phrases, clause marks and sentence ends crossed). The default
+        ``"reranked"`` takes exactly the best documents by their best ``"phrase"`` span, then picks each one's spans as
+        :func:`slice_st.best_spans` picks them in its text; ``"max-cosine"`` ranks by the cosine alone (the paper's).
 
-        ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
-        documents, each with its best span).
-
-        ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
-        default ``"reranked"``: exactly the best documents by their best ``"phrase"`` span, each document's spans
-        then picked by the re-ranker as :func:`slice_st.best_spans` picks them in its text, and the list sorted by
-        the score shown) decides the ranking: a match's ``score``
-        is the span's ``cosine`` minus the scorer's costs (length against the query's, function-word starts and
-        ends, cut noun phrases, clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine
-        alone (the paper's protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that
-        overlaps a better-scoring kept span of the same document (no nested copies of one place);
-        ``overlap=True`` returns them too.
-
-        Still exact with a scorer, the cap and the filter: costs are never negative, so no span scores
-        above its cosine. The scan takes the ``M`` best spans by cosine, scores them, sorts by score and
-        applies the cap and the filter; when the ``top_k``-th kept score is at least the ``M``-th
-        (lowest scanned) cosine, no span left out can outrank or displace a kept one. Otherwise ``M``
-        grows 4x and the scan runs again (until every span was ranked, or the lowest scanned cosine is
-        below ``threshold``). With ``"max-cosine"`` and ``overlap=True`` this is the plain cosine top-k.
+        Still exact with costs, the cap and the filter, as no cost is negative: the scan takes the ``M`` best spans by
+        cosine and ranks them; when the ``top_k``-th kept score is at least the lowest cosine scanned, no span left
+        out can enter, else ``M`` grows 4x (until every span was ranked, or the lowest cosine is below ``threshold``).
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
@@ -875,11 +862,12 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
 
 
 def _as_model(model: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id; anything else is a clear error."""
+    """A model object, or one loaded from a path / Hub id (``None``: the default model); anything else is a clear
+    error."""
     from slice_st.loading import load_model
 
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(os.fspath(model))
+    if model is None or isinstance(model, (str, os.PathLike)):
+        return load_model(model if model is None else os.fspath(model))
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
         raise SpanInputError(
             f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."
