@@ -50,8 +50,7 @@ class CandidateStage:
         position = 0
         while position < len(chunks):
             lo = int(chunks[position, 0])
-            stop = int(np.searchsorted(chunks[:, 0], lo + block, side="left"))
-            stop = max(stop, position + 1)
+            stop = max(int(np.searchsorted(chunks[:, 0], lo + block, side="left")), position + 1)
             hi = int(chunks[position:stop, 1].max())
             values = np.asarray(unit_vectors[lo:hi], dtype=np.float64)
             prefix = np.concatenate([np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)])

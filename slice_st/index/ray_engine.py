@@ -580,8 +580,7 @@ def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress
     """Build the groups still to do on a pool of ``workers`` actors; ``{group: result}`` as they finish."""
     data = require("ray.data", "ray")
     data.DataContext.get_current().execution_options.preserve_order = True
-    model = job["model"]
-    device = model.device
+    model, device = job["model"], job["model"].device
     model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
     try:
         dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
@@ -765,7 +764,6 @@ def open_index(
     if ray is not None:
         check_address(ray)
         require_ray()
-    paths = paths if isinstance(paths, (list, tuple)) else [paths]
     directories, shards = load_shards(paths, model, device=device, **model_options)
     if ray is not None:
         return RayShardedSpanIndex(shards, directories, address=ray, workers=workers)

@@ -256,8 +256,7 @@ class SpanIndex:
         if len(bad) == len(texts):
             raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
         dropped = {position for position, _ in bad}
-        keep = [position for position in range(len(texts)) if position not in dropped]
-        return [texts[i] for i in keep], [ids[i] for i in keep]
+        return [t for i, t in enumerate(texts) if i not in dropped], [d for i, d in enumerate(ids) if i not in dropped]
 
     def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""

@@ -72,8 +72,7 @@ def check_index_target(path: str | os.PathLike) -> str:
 
 def _holder(lock_path: str) -> str:
     try:
-        with open(lock_path, encoding="utf-8") as handle:
-            return handle.read().strip() or "another process"
+        return read_bytes(lock_path).decode("utf-8").strip() or "another process"
     except (OSError, ValueError):
         return "another process"
 
