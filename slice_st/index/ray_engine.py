@@ -156,8 +156,7 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
 
 
 def _user_error(error: BaseException) -> BaseException:
-    """The error a Ray worker raised as the driver says it: a ``ValueError``/``OSError`` among its causes (one line),
-    else ``error`` as Ray gave it."""
+    """A Ray worker's error as the driver says it: a ValueError/OSError among its causes (one line), else ``error``."""
     seen, todo = set(), [error]
     while todo:
         cause = todo.pop(0)
@@ -501,8 +500,7 @@ def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cp
 
 
 def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: str | None):
-    """The work groups, numbered: of corpus files (read by the workers) or in-memory documents; and the corpus as the
-    plan records it."""
+    """The numbered work groups (corpus files the workers read, or in-memory documents) and the plan's corpus."""
     if files is not None:
         found = corpus_files(files, fmt)
         items, key, sizes, source = found, "files", [f["bytes"] for f in found], {"files": found}

@@ -239,8 +239,7 @@ class SpanIndex:
         return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
-        """The documents the model can window (all planned before any is encoded); the others raise, or are left out
-        and listed in ``self.skipped``."""
+        """The documents the model can window (all planned first); the others raise, or are listed in ``skipped``."""
         bad: list[tuple[int, str]] = []
         config, window = self.span_config, model_window(self.model)
         plan_windows(self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad)
@@ -455,8 +454,7 @@ class SpanIndex:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the
-        arrays stay."""
+        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
         return cached_unit_flags(self, self._arrays["unit_chars"], lambda: index_unit_flags(self.texts, self._arrays))
 
     def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -470,8 +468,7 @@ class SpanIndex:
         return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
-        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS
-        stage."""
+        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through FAISS."""
         if approximate:
             return lambda queries, k: self._candidates.top_spans(
                 self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe
@@ -674,8 +671,7 @@ class SpanIndex:
         """
         path = os.fspath(path)
         storage.read_manifest(path, must_exist=True)  # the clear error for a missing, half-made or unreadable index
-        storage.check_index_target(path)  # read-only: said before the model loads
-        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):  # a read-only folder: said before loading
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -861,8 +857,7 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
 
 
 def _as_model(model: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id (``None``: the default model); anything else is a clear
-    error."""
+    """A model object, or one loaded from a path / Hub id (``None``: the default model); else a clear error."""
     from slice_st.loading import load_model
 
     if model is None or isinstance(model, (str, os.PathLike)):
