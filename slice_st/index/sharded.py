@@ -79,8 +79,7 @@ class ShardedSpanIndex:
     def __init__(self, shards: Sequence[SpanIndex]) -> None:
         self.shards = check_alike(shards, "shard", "ShardedSpanIndex")
         first = self.shards[0]
-        self.model = first.model
-        self.span_config = first.span_config
+        self.model, self.span_config = first.model, first.span_config
         self.calibration = next((shard.calibration for shard in self.shards if shard.calibration), None)
         self._unit_bases = np.cumsum([0] + [shard.num_units for shard in self.shards])
         self._doc_bases = np.cumsum([0] + [len(shard) for shard in self.shards])
