@@ -3,9 +3,8 @@ together (:class:`ShardedSpanIndex`), built and searched on Ray, and a cosine â†
 
 from slice_st.index.calibration import Calibration
 from slice_st.index.ray_engine import RayBuild
-from slice_st.index.ray_search import RayShardedSpanIndex, open_index
 from slice_st.index.search import IndexMatch
-from slice_st.index.sharded import ShardedSpanIndex
+from slice_st.index.sharded import RayShardedSpanIndex, ShardedSpanIndex, open_index
 from slice_st.index.span_index import SpanIndex
 
 __all__ = [

@@ -85,9 +85,7 @@ class Calibration:
 
     def save(self, path: str | os.PathLike) -> str:
         """Write JSON to ``path`` (a file, or a folder such as a saved model: ``<folder>/calibration.json``)."""
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, CALIBRATION_FILE)
+        path = os.path.join(path, CALIBRATION_FILE) if os.path.isdir(path) else os.fspath(path)
         with atomic_file(path, "w", encoding="utf-8") as handle:  # a new temporary file, then os.replace
             json.dump(self.to_dict(), handle, indent=1)
         return path
@@ -95,9 +93,7 @@ class Calibration:
     @classmethod
     def load(cls, path: str | os.PathLike) -> Calibration:
         """Read a calibration written by :meth:`save` (a file or a folder holding ``calibration.json``)."""
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, CALIBRATION_FILE)
+        path = os.path.join(path, CALIBRATION_FILE) if os.path.isdir(path) else os.fspath(path)
         if not os.path.exists(path):
             raise FileNotFoundError(f"No calibration at {path!r}.")
         try:

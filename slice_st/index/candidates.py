@@ -14,7 +14,7 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
-from slice_st.index.storage import folder_entry, load_array, read_bytes, save_array
+from slice_st.index.storage import DataFolder, load_array, read_bytes, save_array
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
 
@@ -50,8 +50,7 @@ class CandidateStage:
         position = 0
         while position < len(chunks):
             lo = int(chunks[position, 0])
-            stop = int(np.searchsorted(chunks[:, 0], lo + block, side="left"))
-            stop = max(stop, position + 1)
+            stop = max(int(np.searchsorted(chunks[:, 0], lo + block, side="left")), position + 1)
             hi = int(chunks[position:stop, 1].max())
             values = np.asarray(unit_vectors[lo:hi], dtype=np.float64)
             prefix = np.concatenate([np.zeros((1, values.shape[1])), np.cumsum(values, axis=0)])
@@ -114,18 +113,12 @@ class CandidateStage:
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
-    def load(cls, data_dir: str, info: dict[str, Any], folder: int | None = None) -> CandidateStage:
-        """The stage saved in ``data_dir`` (``folder``: that folder's descriptor from
-        :func:`slice_st.text.open_folder`, so the files are read from the folder itself, never through a link)."""
+    def load(cls, data: DataFolder, info: dict[str, Any]) -> CandidateStage:
+        """The stage saved in an open data folder (its files read from the folder itself, never through a link)."""
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-        path, chunks_path = (folder_entry(data_dir, name, folder) for name in (cls.FILE, cls.CHUNKS))
-        try:
-            os.stat(path, dir_fd=folder, follow_symlinks=False)
-        except FileNotFoundError:
-            raise OSError(f"missing {cls.FILE}") from None
-        # Both opened without following a link (O_NOFOLLOW, then fstat), as every file of the index.
-        faiss_index = faiss.deserialize_index(np.frombuffer(read_bytes(path, folder=folder), dtype=np.uint8))
-        chunks = load_array(chunks_path, folder=folder)
+        blob = read_bytes(data.entry(cls.FILE), folder=data.folder)
+        faiss_index = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
+        chunks = load_array(data.entry(cls.CHUNKS), folder=data.folder)
         if faiss_index.ntotal != len(chunks):
             raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
         settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
@@ -164,7 +157,7 @@ class CandidateStage:
                 # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
                 # that stay inside one run: every other span gets a NaN norm (it does not exist here)
                 norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(np.float32)
-                starts = _union_of_ranges(lo, chosen[:, 1])
+                starts = _ranges_to_indices(*_merged_runs(lo, chosen[:, 1]))  # every candidate start
                 norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
                 run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
                 norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
@@ -205,8 +198,3 @@ def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     offsets = np.repeat(run_lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
     return np.arange(int(sizes.sum()), dtype=np.int64) + offsets
-
-
-def _union_of_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Sorted unique integers of the union of ``[lo_i, hi_i)``: ``[5, 0, 2], [7, 3, 4]`` → ``[0, 1, 2, 3, 5, 6]``."""
-    return _ranges_to_indices(*_merged_runs(lo, hi))

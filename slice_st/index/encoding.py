@@ -31,10 +31,9 @@ def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]
     }
 
 
-def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int] | None = None) -> dict[str, np.ndarray]:
+def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -> dict[str, np.ndarray]:
     """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
     unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
-    doc_bases = [0] * len(parts) if doc_bases is None else doc_bases
     out = {
         name: np.concatenate([np.asarray(p[name]) for p in parts])
         for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
@@ -54,16 +53,40 @@ def char_offsets(offsets: np.ndarray) -> np.ndarray:
     return offsets.astype(np.int32)
 
 
-def texts_and_ids(texts: Any, text_field: str, id_field: str | None) -> tuple[list[str], list[str] | None]:
-    """Texts and their ids (``None``: to be numbered) from strings, :class:`Document` s or a ``datasets.Dataset``."""
+def texts_and_ids(
+    texts: Any, ids: Sequence[str] | None, text_field: str, id_field: str | None, taken: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """Texts (strings, :class:`Document` s or a ``datasets.Dataset``; at least one) and their ids: ``ids``, the
+    documents' own, or the next numbers free of ``taken``; checked (non-empty strings, unique, new, one per text)."""
+    given = None
     if hasattr(texts, "column_names") and hasattr(texts, "features"):  # a datasets.Dataset
         documents = documents_from_dataset(texts, text_field, id_field)
-        return [d.text for d in documents], ([d.id for d in documents] if id_field is not None else None)
-    if not isinstance(texts, str) and isinstance(texts, Iterable) and not isinstance(texts, (bytes, dict)):
+        texts, given = [d.text for d in documents], ([d.id for d in documents] if id_field is not None else None)
+    elif not isinstance(texts, str) and isinstance(texts, Iterable) and not isinstance(texts, (bytes, dict)):
         texts = list(texts)
         if texts and all(isinstance(item, Document) for item in texts):
-            return [d.text for d in texts], [d.id for d in texts]
-    return as_text_list(texts)[0], None
+            texts, given = [d.text for d in texts], [d.id for d in texts]
+    texts = as_text_list(texts)[0] if given is None else texts
+    if not texts:
+        raise SpanInputError("No documents to add: the corpus is empty.")
+    return texts, _new_ids(ids if ids is not None else given, len(texts), taken)
+
+
+def _new_ids(ids: Sequence[str] | None, count: int, taken: Sequence[str]) -> list[str]:
+    seen = set(taken)
+    if ids is None:
+        first = len(taken)  # the next free numbers from there
+        ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
+    ids = list(ids)
+    if len(ids) != count:
+        raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
+    for position, doc_id in enumerate(ids):
+        if not isinstance(doc_id, str) or not doc_id:
+            raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
+        if doc_id in seen:
+            raise SpanInputError(f"Duplicate document id {doc_id!r}.")
+        seen.add(doc_id)
+    return ids
 
 
 def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:
@@ -75,9 +98,7 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
         return None
     check_top_k(processes, "processes", optional=True)
-    cpu_processes = (
-        processes if devices is None else sum(1 for d in devices if isinstance(d, str) and d.startswith("cpu"))
-    )
+    cpu_processes = processes if devices is None else sum(1 for d in devices if str(d).startswith("cpu"))
     if cpu_processes:
         try:
             check_parallelism(cpu_processes, "processes")
@@ -94,10 +115,7 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             f"processes ({processes}) does not match the {len(devices)} devices given; give one or the other."
         )
     for name in devices:
-        try:
-            check_device(name)
-        except ValueError as error:
-            raise SpanInputError(str(error)) from None
+        check_device(name)  # a SpanInputError
     return list(devices)
 
 

@@ -1,4 +1,5 @@
-"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``).
+"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``),
+and the Ray connection :class:`~slice_st.index.RayShardedSpanIndex` shares.
 
 Ray Data actors build and save groups of about ``shard_bytes`` of the corpus with the one-process path;
 ``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
@@ -27,13 +28,13 @@ import torch
 
 from slice_st import errors
 from slice_st.config import SpanConfig
-from slice_st.data.corpus import JSONL_SUFFIXES, Document, documents_from_dataset, read_corpus
+from slice_st.data.corpus import Document, documents_from_dataset, read_corpus
 from slice_st.encode import check_top_k
 from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import is_ray_address, require
+from slice_st.text import is_jsonl, is_ray_address, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -51,12 +52,10 @@ RAY_CONNECT_TIMEOUT = 10.0
 _USER_ERRORS = (ValueError, OSError, MissingExtraError)
 
 
-# ---------------------------------------------------------------------------------------------- Ray itself
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
     """``ray`` with Ray Data, or a :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
-    ray = require("ray", "ray", feature)
     require("ray.data", "ray", feature)
-    return ray
+    return require("ray", "ray", feature)
 
 
 def check_address(address: str | None) -> str | None:
@@ -85,7 +84,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
     try:
         host, port = parts.hostname, parts.port
     except ValueError:
-        host, port = None, None
+        host = port = None
     if not host or port is None:
         return  # not HOST:PORT: left to ray.init
     try:
@@ -101,8 +100,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
 def connect_ray(address: str | None = None) -> bool:
     """Connect to Ray at ``address`` (:func:`check_address`; an initialised Ray is used as it is), or start it here;
     ``True`` if this call started it. A cluster that cannot be reached is a :class:`SpanInputError`."""
-    ray = require_ray()
-    address = check_address(address)
+    ray, address = require_ray(), check_address(address)
     if ray.is_initialized():
         return False
     probe_address(address or os.environ.get("RAY_ADDRESS"))
@@ -112,39 +110,6 @@ def connect_ray(address: str | None = None) -> bool:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
     return True
-
-
-def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
-    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as fit, at most ``limit``),
-    once that many are free (waiting up to ``timeout`` s); else a :class:`SpanInputError`, never an endless wait."""
-    ray = require_ray()
-    total = ray.cluster_resources()
-
-    def room(resources: dict[str, float]) -> int:
-        cpus = int(resources.get("CPU", 0) // num_cpus)
-        return min(cpus, int(resources.get("GPU", 0) // num_gpus)) if num_gpus else cpus
-
-    size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
-    if room(total) < 1:
-        raise SpanInputError(
-            f"the Ray cluster ({size}) has no room for one worker of {num_cpus:g} CPU and {num_gpus:g} GPU."
-        )
-    wanted = min(workers or room(total), limit)
-    if wanted > room(total):
-        raise SpanInputError(
-            f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU do not fit the Ray cluster ({size}): "
-            f"ask for at most {room(total)}."
-        )
-    deadline = time.monotonic() + timeout
-    while room(ray.available_resources()) < wanted:
-        gc.collect()  # Ray Data frees a finished dataset's actors only when the dataset is collected
-        if time.monotonic() > deadline:
-            raise SpanInputError(
-                f"{wanted} workers of {num_cpus:g} CPU and {num_gpus:g} GPU: the Ray cluster ({size}) has not had "
-                f"them free for {timeout:g} s (other jobs hold them); ask for fewer, or try again."
-            )
-        time.sleep(0.2)
-    return wanted
 
 
 @contextmanager
@@ -158,9 +123,39 @@ def ray_session(address: str | None = None) -> Iterator[Any]:
             require_ray().shutdown()
 
 
+def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
+    """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as fit, at most ``limit``),
+    once that many are free (waiting up to ``timeout`` s); else a :class:`SpanInputError`, never an endless wait."""
+    ray = require_ray()
+    total = ray.cluster_resources()
+
+    def room(resources: dict[str, float]) -> int:
+        cpus = int(resources.get("CPU", 0) // num_cpus)
+        return min(cpus, int(resources.get("GPU", 0) // num_gpus)) if num_gpus else cpus
+
+    size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
+    worker = f"{num_cpus:g} CPU and {num_gpus:g} GPU"
+    if room(total) < 1:
+        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {worker}.")
+    wanted = min(workers or room(total), limit)
+    if wanted > room(total):
+        raise SpanInputError(
+            f"{wanted} workers of {worker} do not fit the Ray cluster ({size}): ask for at most {room(total)}."
+        )
+    deadline = time.monotonic() + timeout
+    while room(ray.available_resources()) < wanted:
+        gc.collect()  # Ray Data frees a finished dataset's actors only when the dataset is collected
+        if time.monotonic() > deadline:
+            raise SpanInputError(
+                f"{wanted} workers of {worker}: the Ray cluster ({size}) has not had them free for {timeout:g} s "
+                "(other jobs hold them); ask for fewer, or try again."
+            )
+        time.sleep(0.2)
+    return wanted
+
+
 def _user_error(error: BaseException) -> BaseException:
-    """The error a Ray worker raised as the driver says it: a ``ValueError``/``OSError`` among its causes (one line),
-    else ``error`` as Ray gave it."""
+    """A Ray worker's error as the driver says it: a ValueError/OSError among its causes (one line), else ``error``."""
     seen, todo = set(), [error]
     while todo:
         cause = todo.pop(0)
@@ -213,18 +208,6 @@ class RayBuild:
     worker_seconds: float = 0.0
 
 
-# ---------------------------------------------------------------------------------------------- the corpus
-def _is_uri(path: str) -> bool:
-    return "://" in path
-
-
-def _format(path: str, fmt: str | None) -> str:
-    if fmt is not None:
-        return fmt
-    lower = path.lower()
-    return "jsonl" if lower.endswith(JSONL_SUFFIXES) else "parquet" if lower.endswith(".parquet") else "text"
-
-
 def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
     """``{"path", "format", "bytes"}`` of every corpus file (local or a ``pyarrow.fs`` URI), in order: files as given,
     folders' files sorted (hidden ones left out); a missing path is a ``FileNotFoundError``."""
@@ -234,28 +217,31 @@ def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dic
         raise SpanInputError(f"fmt must be one of {', '.join(FORMATS)} or None, got {fmt!r}.")
     found: list[dict[str, Any]] = []
     for path in map(os.fspath, paths):
-        if _is_uri(path):
+        if "://" in path:
             found += _remote_files(path, fmt)
         elif os.path.isdir(path):
             for folder, subfolders, names in os.walk(path):
                 subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-                for name in sorted(names):
-                    if not name.startswith("."):
-                        file = os.path.join(folder, name)
-                        found.append({"path": file, "format": _format(file, fmt), "bytes": os.path.getsize(file)})
+                found += [_file(os.path.join(folder, name), fmt) for name in sorted(names) if not name.startswith(".")]
         elif os.path.isfile(path):
-            found.append({"path": path, "format": _format(path, fmt), "bytes": os.path.getsize(path)})
+            found.append(_file(path, fmt))
         else:
             raise FileNotFoundError(f"corpus path not found: {path}")
     if not found:
         raise SpanInputError(f"no corpus files in {', '.join(map(os.fspath, paths))}.")
     real = {}
     for file in found:
-        key = file["path"] if _is_uri(file["path"]) else os.path.realpath(file["path"])
+        key = file["path"] if "://" in file["path"] else os.path.realpath(file["path"])
         if key in real:
             raise SpanInputError(f"{real[key]} and {file['path']} are the same file: give it once.")
         real[key] = file["path"]
     return found
+
+
+def _file(path: str, fmt: str | None, size: int | None = None) -> dict[str, Any]:
+    """One corpus file as the plan records it, its format by its name unless ``fmt`` is given."""
+    fmt = fmt or ("jsonl" if is_jsonl(path) else "parquet" if path.lower().endswith(".parquet") else "text")
+    return {"path": path, "format": fmt, "bytes": os.path.getsize(path) if size is None else size}
 
 
 def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
@@ -265,17 +251,16 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
         info = filesystem.get_file_info(root)
     except (OSError, ValueError) as error:
         raise FileAccessError(f"cannot open the corpus at {uri}: {error}") from None
-    scheme = uri.split("://", 1)[0]
     if info.type == fs_module.FileType.NotFound:
         raise FileNotFoundError(f"corpus path not found: {uri}")
     if info.type == fs_module.FileType.File:
-        return [{"path": uri, "format": _format(uri, fmt), "bytes": int(info.size)}]
-    selector = fs_module.FileSelector(root, recursive=True)
+        return [_file(uri, fmt, int(info.size))]
+    scheme, selector = uri.split("://", 1)[0], fs_module.FileSelector(root, recursive=True)
     entries = sorted(
         (e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path
     )
     return [
-        {"path": f"{scheme}://{e.path}", "format": _format(e.path, fmt), "bytes": int(e.size)}
+        _file(f"{scheme}://{e.path}", fmt, int(e.size))
         for e in entries
         if not any(part.startswith(".") for part in e.path[len(root) :].split("/"))
     ]
@@ -302,7 +287,7 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
     first."""
     path, fmt = file["path"], file["format"]
     local, folder = path, None
-    if _is_uri(path):
+    if "://" in path:
         fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
         folder = tempfile.mkdtemp(prefix="slice-st-corpus-")
         local = os.path.join(folder, "file")
@@ -350,7 +335,6 @@ def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]
     return [documents[a:b] for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(documents)]]))]
 
 
-# ---------------------------------------------------------------------------------------------- the actors
 class _ShardWriter:
     """A Ray Data actor: reads a group of files (or takes its documents), builds and saves its shards."""
 
@@ -414,7 +398,6 @@ class _ShardWriter:
             return None
 
 
-# ---------------------------------------------------------------------------------------------- the build
 def build_on_ray(
     index_class: type[SpanIndex],
     model: SentenceTransformer,
@@ -459,11 +442,7 @@ def build_on_ray(
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
     output = storage.check_index_target(output)
-    work, source = (
-        _work(files, fmt, shard_bytes)
-        if files is not None
-        else _text_work(texts, ids, shard_bytes, text_field, id_field)
-    )
+    work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
     plan = _plan(model, span_config, dtype, shard_bytes, source)
     done = _start(output, plan, len(work), force)
     todo = [item for item in work if item["group"] not in done]
@@ -519,30 +498,16 @@ def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cp
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
 
 
-def _work(files, fmt: str | None, shard_bytes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The work groups of corpus files (read by the workers), numbered, and the corpus as the plan records it."""
-    found = corpus_files(files, fmt)
-    source = {"files": [{"path": f["path"], "format": f["format"], "bytes": f["bytes"]} for f in found]}
-    groups = _groups([f["bytes"] for f in found], shard_bytes)
-    return [{"group": number, "files": [found[i] for i in group]} for number, group in enumerate(groups)], source
-
-
-def _text_work(texts, ids, shard_bytes: int, text_field: str, id_field: str | None):
-    """The work groups of in-memory documents, numbered, and the corpus as the plan records it."""
-    text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-    if not text_list:
-        raise SpanInputError("No documents to add: the corpus is empty.")
-    ids = list(ids if ids is not None else given_ids if given_ids is not None else map(str, range(len(text_list))))
-    if len(ids) != len(text_list) or len(set(ids)) != len(ids):
-        raise SpanInputError(
-            f"Got {len(ids)} ids ({len(set(ids))} distinct) for {len(text_list)} documents: ids must be unique, "
-            f"one per document."
-        )
-    pairs = list(zip(ids, text_list))
-    sizes = [len(text.encode("utf-8")) for text in text_list]
-    source = {"documents": len(pairs), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
-    groups = _groups(sizes, shard_bytes)
-    return [{"group": number, "documents": [pairs[i] for i in group]} for number, group in enumerate(groups)], source
+def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: str | None):
+    """The numbered work groups (corpus files the workers read, or in-memory documents) and the plan's corpus."""
+    if files is not None:
+        found = corpus_files(files, fmt)
+        items, key, sizes, source = found, "files", [f["bytes"] for f in found], {"files": found}
+    else:
+        text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
+        items, key, sizes = list(zip(ids, text_list)), "documents", [len(text.encode("utf-8")) for text in text_list]
+        source = {"documents": len(items), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
+    return [{"group": n, key: [items[i] for i in group]} for n, group in enumerate(_groups(sizes, shard_bytes))], source
 
 
 def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
@@ -568,13 +533,8 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
         raise SpanInputError(
             f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
         )
-    names = {
-        "model_fingerprint": "model",
-        "span_config": "span settings",
-        "dtype": "dtype",
-        "shard_bytes": "shard size",
-    }
-    for key, what in (*names.items(), ("source", "corpus")):
+    names = [("model_fingerprint", "model"), ("span_config", "span settings"), ("dtype", "dtype")]
+    for key, what in (*names, ("shard_bytes", "shard size"), ("source", "corpus")):
         if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
                 f"{output} holds a sharded build with another {what} "
@@ -600,14 +560,10 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
 def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
     done = {}
     for number in range(groups):
-        path = os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")
-        if not os.path.isfile(path) or os.path.islink(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                state = json.load(handle)
+        try:  # a regular file, never read through a link
+            state = json.loads(storage.read_bytes(os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")))
         except (OSError, ValueError):
-            continue  # rewritten by the rerun
+            continue  # missing, a link or unreadable: rebuilt by the rerun
         shards = state.get("shards", []) if isinstance(state, dict) else None
         if isinstance(shards, list) and all(
             storage.is_plain_name(name) and os.path.exists(os.path.join(output, name, storage.MANIFEST))
@@ -621,8 +577,7 @@ def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress
     """Build the groups still to do on a pool of ``workers`` actors; ``{group: result}`` as they finish."""
     data = require("ray.data", "ray")
     data.DataContext.get_current().execution_options.preserve_order = True
-    model = job["model"]
-    device = model.device
+    model, device = job["model"], job["model"].device
     model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
     try:
         dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))

@@ -61,8 +61,6 @@ SEARCH_BLOCK_UNITS = 1 << 16
 SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
-#: The arrays with one row per unit.
-UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
 
 
 class SpanIndex:
@@ -101,7 +99,6 @@ class SpanIndex:
         width = span_config.max_span - span_config.min_span + 1
         self._arrays = empty_arrays(token_dimension(model), width, np.dtype(dtype))
 
-    # ------------------------------------------------------------------ building
     @classmethod
     def build(
         cls,
@@ -141,9 +138,7 @@ class SpanIndex:
         Example:
             >>> SpanIndex.build(texts, load_model(), engine="ray", output="runs/ray-index")  # doctest: +SKIP
         """
-        from slice_st.loading import load_model
-
-        model = _as_model(model) if model is not None else load_model()
+        model = _as_model(model)
         span_config = resolve_span_config(model, min_span, max_span, unit)
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
@@ -221,10 +216,7 @@ class SpanIndex:
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         targets = pool_devices(devices, processes, pool)
         _check_not_indexed_yet(self.doc_ids, texts if isinstance(texts, list) else [])
-        text_list, given_ids = texts_and_ids(texts, text_field, id_field)
-        if not text_list:
-            raise SpanInputError("No documents to add: the corpus is empty.")
-        ids = self._new_ids(ids if ids is not None else given_ids, len(text_list))
+        text_list, ids = texts_and_ids(texts, ids, text_field, id_field, self.doc_ids)
         self.skipped = []
         text_list, ids = self._windowable(text_list, ids, on_error)
         if show_progress_bar is None:
@@ -246,26 +238,8 @@ class SpanIndex:
         self.texts = self.texts + text_list
         return ids
 
-    def _new_ids(self, ids: Sequence[str] | None, count: int) -> list[str]:
-        """``ids`` checked (non-empty strings, unique, new, one per document), or the next free numbers."""
-        seen = set(self.doc_ids)
-        if ids is None:
-            first = len(self.doc_ids)  # the next free numbers from there
-            ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
-        ids = list(ids)
-        if len(ids) != count:
-            raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
-        for position, doc_id in enumerate(ids):
-            if not isinstance(doc_id, str) or not doc_id:
-                raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
-            if doc_id in seen:
-                raise SpanInputError(f"Duplicate document id {doc_id!r}.")
-            seen.add(doc_id)
-        return ids
-
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
-        """The documents the model can window (all planned before any is encoded); the others raise, or are left out
-        and listed in ``self.skipped``."""
+        """The documents the model can window (all planned first); the others raise, or are listed in ``skipped``."""
         bad: list[tuple[int, str]] = []
         config, window = self.span_config, model_window(self.model)
         plan_windows(self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad)
@@ -281,8 +255,7 @@ class SpanIndex:
         if len(bad) == len(texts):
             raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
         dropped = {position for position, _ in bad}
-        keep = [position for position in range(len(texts)) if position not in dropped]
-        return [texts[i] for i in keep], [ids[i] for i in keep]
+        return [t for i, t in enumerate(texts) if i not in dropped], [d for i, d in enumerate(ids) if i not in dropped]
 
     def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
@@ -337,7 +310,7 @@ class SpanIndex:
         arrays = {name: np.asarray(values) for name, values in self._arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in UNIT_ARRAYS} | {
+        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
@@ -354,28 +327,13 @@ class SpanIndex:
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
         """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
         unique ids; its calibration is the first's; a FAISS stage is not carried over."""
-        indexes = list(indexes)
-        if not indexes:
-            raise SpanInputError("merge needs at least one index.")
+        indexes = check_alike(indexes, "index", "merge")
         first = indexes[0]
-        for position, other in enumerate(indexes[1:], start=1):
-            if other.fingerprint != first.fingerprint:
-                raise SpanInputError(
-                    f"Index {position} was built with another model (fingerprint {other.fingerprint} != "
-                    f"{first.fingerprint})."
-                )
-            if other.span_config != first.span_config or other.dtype != first.dtype:
-                raise SpanInputError(
-                    f"Index {position} has other settings ({other.span_config}, {other.dtype}) than index 0 "
-                    f"({first.span_config}, {first.dtype})."
-                )
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
-        ids = [doc_id for index in indexes for doc_id in index.doc_ids]
-        merged._new_ids(ids, len(ids))
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
         merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
-        merged.doc_ids = ids
+        merged.doc_ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged.texts = [text for index in indexes for text in index.texts]
         return merged
 
@@ -417,7 +375,6 @@ class SpanIndex:
             raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
         self._candidates = CandidateStage.create(self._arrays, kind, chunk, stride, nlist, nprobe, candidates)
 
-    # ------------------------------------------------------------------ searching
     def __len__(self) -> int:
         return len(self.doc_ids)
 
@@ -446,37 +403,26 @@ class SpanIndex:
     ) -> list[list[IndexMatch]]:
         """For each query, the ``top_k`` best spans of the whole corpus by the scorer's score, best first.
 
-        Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` /
-        ``prompt_name`` choose the query prompt (default: the model's ``"query"`` prompt, as
-        ``encode_query``; documents were indexed with its document prompt), ``device`` where the
-        queries are encoded.
+        Queries are encoded as :func:`slice_st.encode_span_queries` encodes them: ``prompt`` / ``prompt_name`` choose
+        the query prompt (default: the model's ``"query"`` prompt; documents were indexed with its document prompt),
+        ``device`` where. Exact: the ranking and scores of materialising every span vector. ``min_span``/``max_span``
+        may narrow the index's span range; ``threshold`` drops matches scoring below it; ``per_document=n`` keeps at
+        most ``n`` spans of a document (1: the ``top_k`` best documents); ``overlap=False`` (default) drops a span
+        overlapping a better kept span of its document (no nested copies of one place).
 
-        Exact: the same ranking and scores as materialising every span vector. ``min_span``/
-        ``max_span`` may narrow the index's span range. ``threshold`` drops matches below it.
+        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the ``candidates`` best chunks
+        (default: the stage's, 512) per query, then every span overlapping them scored exactly (only spans outside the
+        candidates can be missed).
 
-        ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the
-        ``candidates`` best chunks (default: the stage's, 512) per query, then every span overlapping them is scored
-        exactly (same scores as the exact search; only spans outside the candidates can be missed).
+        ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`)
+        decides the ranking: a match's ``score`` is the span's ``cosine`` minus the scorer's costs (length against the
+        query's, function-word starts and ends, cut noun phrases, clause marks and sentence ends crossed). The default
+        ``"reranked"`` takes exactly the best documents by their best ``"phrase"`` span, then picks each one's spans as
+        :func:`slice_st.best_spans` picks them in its text; ``"max-cosine"`` ranks by the cosine alone (the paper's).
 
-        ``per_document=n`` keeps at most ``n`` spans of each document (e.g. 1: the ``top_k`` best
-        documents, each with its best span).
-
-        ``scorer`` (a name of :data:`slice_st.scoring.SPAN_SCORERS` or a :class:`~slice_st.scoring.SpanScorer`;
-        default ``"reranked"``: exactly the best documents by their best ``"phrase"`` span, each document's spans
-        then picked by the re-ranker as :func:`slice_st.best_spans` picks them in its text, and the list sorted by
-        the score shown) decides the ranking: a match's ``score``
-        is the span's ``cosine`` minus the scorer's costs (length against the query's, function-word starts and
-        ends, cut noun phrases, clause marks and sentence ends crossed); ``"max-cosine"`` ranks by the cosine
-        alone (the paper's protocol). ``threshold`` applies to the score. ``overlap=False`` (default) drops a span that
-        overlaps a better-scoring kept span of the same document (no nested copies of one place);
-        ``overlap=True`` returns them too.
-
-        Still exact with a scorer, the cap and the filter: costs are never negative, so no span scores
-        above its cosine. The scan takes the ``M`` best spans by cosine, scores them, sorts by score and
-        applies the cap and the filter; when the ``top_k``-th kept score is at least the ``M``-th
-        (lowest scanned) cosine, no span left out can outrank or displace a kept one. Otherwise ``M``
-        grows 4x and the scan runs again (until every span was ranked, or the lowest scanned cosine is
-        below ``threshold``). With ``"max-cosine"`` and ``overlap=True`` this is the plain cosine top-k.
+        Still exact with costs, the cap and the filter, as no cost is negative: the scan takes the ``M`` best spans by
+        cosine and ranks them; when the ``top_k``-th kept score is at least the lowest cosine scanned, no span left
+        out can enter, else ``M`` grows 4x (until every span was ranked, or the lowest cosine is below ``threshold``).
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
@@ -508,8 +454,7 @@ class SpanIndex:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Scorer flags of every unit row and their mark prefix: computed from the texts on first use, cached while the
-        arrays stay."""
+        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
         return cached_unit_flags(self, self._arrays["unit_chars"], lambda: index_unit_flags(self.texts, self._arrays))
 
     def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -523,8 +468,7 @@ class SpanIndex:
         return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
     def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
-        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through the FAISS
-        stage."""
+        """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through FAISS."""
         if approximate:
             return lambda queries, k: self._candidates.top_spans(
                 self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe
@@ -616,7 +560,6 @@ class SpanIndex:
         np.maximum.at(best, doc_units, scores.numpy())  # overlapping windows share units: each keeps its best
         return chars, best
 
-    # ------------------------------------------------------------------ persistence
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
         arrays, config, calibration = self._arrays, self.span_config, self.calibration
@@ -727,10 +670,8 @@ class SpanIndex:
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        if not os.path.exists(os.path.join(path, storage.MANIFEST)):
-            storage.read_manifest(path, must_exist=True)  # the clear error for a missing or half-made index
-        storage.check_index_target(path)  # read-only: said before the model loads
-        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
+        storage.read_manifest(path, must_exist=True)  # the clear error for a missing, half-made or unreadable index
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):  # a read-only folder: said before loading
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -826,7 +767,16 @@ class SpanIndex:
                 "Load it with the model it was built with, or rebuild the index."
             )
         with storage.DataFolder.open(path, manifest, verify) as data:
-            index._check_settings(path, data.json(storage.SETTINGS_FILE))
+            stored, recorded = data.json(storage.SETTINGS_FILE), index._settings()
+            stored = stored if isinstance(stored, dict) else {}
+            changed = [key for key in recorded if stored.get(key) != recorded[key]]
+            if changed:  # the manifest was edited after the data folder was written
+                raise SpanInputError(
+                    f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
+                    "do not match what the index data was written with "
+                    f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
+                    "Restore it or rebuild the index."
+                )
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
@@ -845,24 +795,43 @@ class SpanIndex:
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
-                index._candidates = CandidateStage.load(data.data_dir, manifest["candidates"], folder=data.folder)
+                index._candidates = CandidateStage.load(data, manifest["candidates"])
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
         return index
 
-    def _check_settings(self, path: str, stored: Any) -> None:
-        """Refuse a manifest whose settings differ from those its data folder was written with (an edited one)."""
-        recorded, stored = self._settings(), stored if isinstance(stored, dict) else {}
-        changed = [key for key in recorded if stored.get(key) != recorded[key]]
-        if changed:
+
+def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanIndex]:
+    """``indexes`` as a list (``what``: ``"index"`` or ``"shard"``); any built with another model or span settings
+    (an index: or dtype), or a document id in two of them, is refused."""
+    indexes, seen, name = list(indexes), set(), what.capitalize()
+    if not indexes:
+        raise SpanInputError(f"{caller} needs at least one {what}.")
+    first = indexes[0]
+    for position, other in enumerate(indexes):
+        if not isinstance(other, SpanIndex):
+            raise SpanInputError(f"{name} {position} is a {type(other).__name__}, not a SpanIndex.")
+        if other.fingerprint != first.fingerprint:
             raise SpanInputError(
-                f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
-                f"do not match what the index data was written with "
-                f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
-                "Restore it or rebuild the index."
+                f"{name} {position} was built with another model (fingerprint {other.fingerprint} != "
+                f"{first.fingerprint})."
             )
+        settings = [
+            (index.span_config, index.dtype) if what == "index" else index.span_config for index in (other, first)
+        ]
+        if settings[0] != settings[1]:
+            label = "settings" if what == "index" else "span settings"
+            raise SpanInputError(f"{name} {position} has other {label} {settings[0]} than {what} 0 {settings[1]}.")
+        for doc_id in other.doc_ids:
+            if doc_id in seen:
+                raise SpanInputError(
+                    f"Duplicate document id {doc_id!r}: it is in more than one {what} ({what} {position} and an "
+                    "earlier one)."
+                )
+            seen.add(doc_id)
+    return indexes
 
 
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:
@@ -888,11 +857,11 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
 
 
 def _as_model(model: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id; anything else is a clear error."""
+    """A model object, or one loaded from a path / Hub id (``None``: the default model); else a clear error."""
     from slice_st.loading import load_model
 
-    if isinstance(model, (str, os.PathLike)):
-        return load_model(os.fspath(model))
+    if model is None or isinstance(model, (str, os.PathLike)):
+        return load_model(model if model is None else os.fspath(model))
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
         raise SpanInputError(
             f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."

@@ -30,15 +30,9 @@ INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 #: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
 SETTINGS_FILE = "settings.json"
-ARRAYS = (
-    "unit_vectors",
-    "unit_chars",
-    "span_norms",
-    "segment_units",
-    "segment_docs",
-    "segment_first_unit",
-    "text_offsets",
-)
+#: The arrays with one row per unit, then those of every data folder.
+UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
+ARRAYS = (*UNIT_ARRAYS, "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 LOCK_FILE = ".lock"
 #: The manifest of a sharded index built on Ray: its plan, and its shards once complete.
 SHARD_LIST = "shards.json"
@@ -53,24 +47,17 @@ SAMPLE_ROWS = 4096
 READ_RETRIES = 20
 #: The largest ``generation`` a manifest may hold (one save a second for 30,000 years).
 MAX_GENERATION = 10**12
-_REQUIRED = {
-    "data": str,
-    "model_fingerprint": str,
-    "span_config": dict,
-    "dtype": str,
-    "units": int,
-    "documents": int,
-    "generation": int,
-    "files": dict,
-    "samples": dict,
-}
+_REQUIRED = (
+    dict.fromkeys(("data", "model_fingerprint", "dtype"), str)
+    | dict.fromkeys(("span_config", "files", "samples"), dict)
+    | dict.fromkeys(("units", "documents", "generation"), int)
+)
 #: Files every data folder holds (besides optional calibration and candidate files).
 _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
 _held = threading.local()
 
 
-# ---------------------------------------------------------------------------------------------- writer lock
 def check_index_target(path: str | os.PathLike) -> str:
     """``path``, checked before any work to be a writable folder or creatable in one (else FileAccessError)."""
     path = os.fspath(path)
@@ -85,8 +72,7 @@ def check_index_target(path: str | os.PathLike) -> str:
 
 def _holder(lock_path: str) -> str:
     try:
-        with open(lock_path, encoding="utf-8") as handle:
-            return handle.read().strip() or "another process"
+        return read_bytes(lock_path).decode("utf-8").strip() or "another process"
     except (OSError, ValueError):
         return "another process"
 
@@ -153,7 +139,6 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
                     os.rmdir(path)
 
 
-# ---------------------------------------------------------------------------------------------- writing
 def write_bytes(path: str, data: bytes | np.ndarray) -> None:
     """Write a new file (an array as ``.npy``) and fsync it; an existing file or link there is ``FileExistsError``."""
     with create_new_file(path) as handle:
@@ -178,17 +163,13 @@ def write_json(path: str, value: Any, indent: int = 1) -> None:
 
 
 def fsync_directory(path: str) -> None:
-    """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened)."""
-    try:
+    """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened or fsynced)."""
+    with suppress(OSError):  # pragma: no cover - e.g. Windows, or file systems that refuse fsync on directories
         handle = os.open(path, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(handle)
-    except OSError:  # pragma: no cover - some file systems refuse fsync on directories
-        pass
-    finally:
-        os.close(handle)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
 
 
 def commit_data(
@@ -231,7 +212,6 @@ def commit_data(
     return name
 
 
-# ---------------------------------------------------------------------------------------------- checksums
 def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
     """SHA-256 of a regular file (a link, a device or a pipe is refused); with ``size``, at most ``size + 1`` bytes
     are read (a longer file cannot match)."""
@@ -265,12 +245,6 @@ def is_plain_name(name: Any) -> bool:
     [True, True, False, False, False, False, False, False]
     """
     return isinstance(name, str) and re.fullmatch(r"[\w-][\w.-]*", name) is not None
-
-
-# ---------------------------------------------------------------------------------------------- reading
-def folder_entry(data_dir: str, name: str, folder: int | None) -> str:
-    """``name`` as the readers open it: the bare name inside the open ``folder``, else its path (``folder`` None)."""
-    return name if folder is not None else os.path.join(data_dir, name)
 
 
 def read_bytes(path: str, size: int | None = None, *, folder: int | None = None) -> bytes:
@@ -328,7 +302,8 @@ class DataFolder:
             yield data
 
     def entry(self, name: str) -> str:
-        return folder_entry(self.data_dir, name, self.folder)
+        """``name`` as the readers open it: the bare name inside the open folder, else its path."""
+        return name if self.folder is not None else os.path.join(self.data_dir, name)
 
     def bytes(self, name: str) -> bytes:
         """The file's bytes, checked against its SHA-256."""
@@ -444,7 +419,6 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
     raise SpanInputError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
 
 
-# ---------------------------------------------------------------------------------------------- shards
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
     list_path = os.path.join(path, SHARD_LIST)

@@ -19,7 +19,7 @@ from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.ray_engine import BUILD_STATE, RayBuild, check_address
-from slice_st.index.ray_search import RayShardedSpanIndex
+from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
 from slice_st.text import MissingExtraError
 
