@@ -50,9 +50,8 @@ def add_commands(commands) -> None:
     merge.add_argument("-o", "--output", required=True, metavar="DIR")
     info = _command(actions, "info", "print what an index holds (JSON)", _info)
     info.add_argument("--verify", action="store_true", help="also check every file's SHA-256 against the manifest")
-    calibrate = _command(
-        actions, "calibrate", "fit cosine → STS 0–5 (isotonic) and store it with the index", _calibrate
-    )
+    about = "fit cosine → STS 0–5 (isotonic) and store it with the index"
+    calibrate = _command(actions, "calibrate", about, _calibrate)
     calibrate.add_argument("--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv")
     calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
     calibrate.add_argument("--limit", type=positive_int, help="use the first N pairs")
@@ -121,7 +120,6 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.storage import MANIFEST, check_index_target
 
     ray = args.ray is not None
     ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
@@ -134,9 +132,7 @@ def _build(args) -> int:
     )
     if ray:
         return _build_on_ray(args)
-    check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
-    if not args.force and os.path.exists(os.path.join(args.output, MANIFEST)):
-        raise UsageError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
+    _check_target(args, "use `slice-st index add`")
     documents = _documents(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     start = time.perf_counter()
@@ -152,20 +148,28 @@ def _build(args) -> int:
     return 0
 
 
+def _check_target(args, hint: str, previous: dict | None = None) -> None:
+    """Refuse, before any work, an ``-o`` that cannot be written or already holds an index (a finished Ray build's
+    ``previous`` shard list too) unless ``--force``."""
+    from slice_st.index.storage import MANIFEST, check_index_target
+
+    check_index_target(args.output)
+    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
+        raise UsageError(f"{args.output} already holds an index: {hint}, or --force to replace it.")
+
+
 def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     import slice_st
     from slice_st.index import SpanIndex
     from slice_st.index.ray_engine import check_address, probe_address, require_ray
-    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
+    from slice_st.index.storage import read_shard_list
 
     address = check_address(args.ray)
     require_ray()  # the missing extra and a closed port are said before the model loads
     probe_address(address)
-    check_index_target(args.output)
     previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
-    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        raise UsageError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
+    _check_target(args, "use another folder", previous)
     if previous is not None and not args.force:
         report(args, f"resuming the build in {args.output}", sys.stderr)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
@@ -206,10 +210,6 @@ def _waiting(directory: str):
 
 
 def _add(args) -> int:
-    from slice_st.index.storage import check_index_target, read_manifest
-
-    read_manifest(args.directory, must_exist=True)  # not an index, or read-only: said before any file is read
-    check_index_target(args.directory)
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
         start = time.perf_counter()
@@ -231,9 +231,8 @@ def _merge(args) -> int:
     from slice_st.index import SpanIndex
 
     merged = SpanIndex.merge_saved(args.shards, args.output, force=args.force, on_wait=_waiting(args.output))
-    report(
-        args, f"merged {len(args.shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}"
-    )
+    units = f"{len(merged)} documents, {merged.num_units} units"
+    report(args, f"merged {len(args.shards)} shards: {units} in {args.output}")
     return 0
 
 

@@ -55,15 +55,10 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        delivered = False
+        whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
         async def replay():
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return whole.pop() if whole else await receive()
 
         await self.app(scope, replay, send)
 
@@ -80,11 +75,11 @@ class TokenGate:
         if scope["type"] != "http" or self.token is None:
             await self.app(scope, receive, send)
             return
-        offered = _offered_tokens(scope)
-        if any(hmac.compare_digest(candidate, self.token) for candidate in offered["header"] + offered["cookie"]):
+        sent, in_query = _offered_tokens(scope)
+        if any(hmac.compare_digest(candidate, self.token) for candidate in sent):
             await self.app(scope, receive, send)
             return
-        if scope["path"] == "/" and any(hmac.compare_digest(c, self.token) for c in offered["query"]):
+        if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
             cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
             headers = [(b"location", b"/"), (b"set-cookie", cookie)]
             await send({"type": "http.response.start", "status": 303, "headers": headers})
@@ -95,21 +90,15 @@ class TokenGate:
         )
 
 
-def _offered_tokens(scope) -> dict[str, list[bytes]]:
-    offered: dict[str, list[bytes]] = {"header": [], "cookie": [], "query": []}
+def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
+    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string."""
+    sent, cookie = [], TOKEN_COOKIE.encode() + b"="
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value[:7].lower() == b"bearer ":
-            offered["header"].append(value[7:].strip())
+            sent.append(value[7:].strip())
         elif name == b"cookie":
-            for part in value.split(b";"):
-                key, _, cookie = part.strip().partition(b"=")
-                if key == TOKEN_COOKIE.encode():
-                    offered["cookie"].append(cookie)
-    for part in scope.get("query_string", b"").split(b"&"):
-        key, _, value = part.partition(b"=")
-        if key == b"token":
-            offered["query"].append(value)
-    return offered
+            sent += [part.strip()[len(cookie) :] for part in value.split(b";") if part.strip().startswith(cookie)]
+    return sent, [part[6:] for part in scope.get("query_string", b"").split(b"&") if part.startswith(b"token=")]
 
 
 class SearchBusy(RuntimeError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import MANIFEST, read_manifest
@@ -26,14 +25,9 @@ class IndexSource:
         self.reloads = 0
 
     @classmethod
-    def from_directory(cls, path: str | os.PathLike, model=None) -> IndexSource:
-        """Load the index saved at ``path`` (with ``model``, else the model it records)."""
-        return cls(SpanIndex.load(path, model), path)
-
-    @classmethod
-    def from_files(cls, paths: Sequence[str], model=None, **options) -> IndexSource:
-        """Build an in-memory index from text or JSONL files (:meth:`SpanIndex.from_files` options)."""
-        return cls(SpanIndex.from_files(list(paths), model, **options))
+    def from_directory(cls, path: str | os.PathLike, model=None, **options) -> IndexSource:
+        """The index saved at ``path`` (:meth:`SpanIndex.load`: ``model``, else the one it records; ``device``…)."""
+        return cls(SpanIndex.load(path, model, **options), path)
 
     def _manifest_stamp(self):
         if self.directory is None:
@@ -56,8 +50,7 @@ class IndexSource:
         with self._lock:
             if stamp == self._stamp:
                 return self._index
-            read_manifest(self.directory, must_exist=True)  # a clear error if the directory no longer holds an index
-            self._index = SpanIndex.load(self.directory, self._index.model)
+            self._index = SpanIndex.load(self.directory, self._index.model)  # a clear error if no index is left there
             self._stamp = stamp
             self.reloads += 1
             return self._index
