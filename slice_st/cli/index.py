@@ -35,8 +35,7 @@ def add_commands(commands) -> None:
     actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
     about = "encode a corpus into a new index directory"
-    build = _command(actions, "build", about, _build, *_CORPUS, *_BUILD, directory=False)
-    build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
+    build = _command(actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False)
     build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors' precision")
     build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
     build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
@@ -45,9 +44,8 @@ def add_commands(commands) -> None:
     remove = _command(actions, "remove", "drop documents by id (saved atomically)", _remove)
     remove.add_argument("ids", nargs="+", metavar="ID")
     about = "merge index shards (built apart, e.g. in parallel) into one"
-    merge = _command(actions, "merge", about, _merge, "--force", directory=False)
+    merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
     merge.add_argument("shards", nargs="+", metavar="SHARD")
-    merge.add_argument("-o", "--output", required=True, metavar="DIR")
     info = _command(actions, "info", "print what an index holds (JSON)", _info)
     info.add_argument("--verify", action="store_true", help="also check every file's SHA-256 against the manifest")
     about = "fit cosine → STS 0–5 (isotonic) and store it with the index"

@@ -27,7 +27,6 @@ from slice_st.index.span_index import SpanIndex  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
     SearchBusy,
-    SearchCancelled,
     SearchRunner,
     TokenGate,
     chunked,
@@ -145,7 +144,7 @@ async def _run(request: Request, work, alone: bool = True):
         return await runner.run(work) if alone else work(None)
     except SearchBusy:
         raise _busy("another search is running; try again in a moment.") from None
-    except (TimeoutError, SearchCancelled):
+    except TimeoutError:
         raise _busy(f"the search ran past {runner.timeout_s:g} s and was stopped.") from None
     except (ValueError, TypeError) as error:
         raise HTTPException(400, str(error)) from None
@@ -180,10 +179,7 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
         return chunked(lambda part: index.search(part, **options), queries, cancelled, QUERY_CHUNK)
 
     found = await _run(request, work)
-    results = [
-        {"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)
-    ]
-    return {"results": results}
+    return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)

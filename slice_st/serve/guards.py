@@ -12,13 +12,11 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 
 from slice_st.errors import SpanInputError
-
-T = TypeVar("T")
 
 #: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).
 TOKEN_COOKIE = "slice_st_token"
@@ -105,13 +103,9 @@ class SearchBusy(RuntimeError):
     """Another search holds the model (answered 503 at once)."""
 
 
-class SearchCancelled(RuntimeError):
-    """A search stopped between query chunks because its request timed out."""
-
-
 class SearchRunner:
     """Runs one search at a time in a worker thread (the tokenizer is not thread-safe): a second is refused at once
-    (:class:`SearchBusy`); one past its timeout stops at its next query chunk (:class:`SearchCancelled`)."""
+    (:class:`SearchBusy`); one past its timeout stops at its next query chunk (``TimeoutError``)."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -121,13 +115,13 @@ class SearchRunner:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    async def run(self, work: Callable[[threading.Event], T]) -> T:
+    async def run(self, work: Callable[[threading.Event], Any]) -> Any:
         """``work(cancelled)`` in a thread under the lock; raises :class:`SearchBusy` or ``TimeoutError``."""
         if not self._lock.acquire(blocking=False):
             raise SearchBusy("another search is running")
         cancelled = threading.Event()
 
-        def locked() -> T:
+        def locked() -> Any:
             try:
                 return work(cancelled)
             finally:
@@ -141,11 +135,11 @@ class SearchRunner:
 
 
 def chunked(run_chunk: Callable[[list[str]], list[Any]], queries: list[str], cancelled: threading.Event, size: int):
-    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with :class:`SearchCancelled` once ``cancelled``."""
+    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with ``TimeoutError`` once ``cancelled``."""
     results: list[Any] = []
     for start in range(0, len(queries), size):
         if cancelled.is_set():
-            raise SearchCancelled("the search ran past its time")
+            raise TimeoutError("the search ran past its time")
         results.extend(run_chunk(queries[start : start + size]))
     return results
 
