@@ -147,8 +147,7 @@ def _build(args) -> int:
 
 
 def _check_target(args, hint: str, previous: dict | None = None) -> None:
-    """Refuse, before any work, an ``-o`` that cannot be written or already holds an index (a finished Ray build's
-    ``previous`` shard list too) unless ``--force``."""
+    """Refuse, before any work, an ``-o`` that cannot be written or holds an index (or a finished Ray build)."""
     from slice_st.index.storage import MANIFEST, check_index_target
 
     check_index_target(args.output)

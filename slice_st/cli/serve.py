@@ -26,9 +26,7 @@ def add_commands(commands) -> None:
     serve.add_argument("--max-top-k", type=at_least(1), default=1000, help="largest top_k of a request (default 1000)")
     cost = at_least(1, 10**18)
     serve.add_argument("--max-search-cost", type=cost, default=2 * 10**8, metavar="N", help="query chars × units")
-    serve.add_argument(
-        "--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="stop a search after S"
-    )
+    serve.add_argument("--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="seconds per search")
 
 
 def _serve(args) -> int:

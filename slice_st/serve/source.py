@@ -6,7 +6,7 @@ import os
 import threading
 
 from slice_st.index.span_index import SpanIndex
-from slice_st.index.storage import MANIFEST, read_manifest
+from slice_st.index.storage import MANIFEST
 
 
 class IndexSource:
@@ -42,9 +42,7 @@ class IndexSource:
         """The index to answer from now (re-opened first when the directory holds a newer save)."""
         if self.directory is None:
             return self._index
-        stamp = self._manifest_stamp()
-        if stamp is None:  # a save replaces the manifest in one rename: it is never missing, unless removed
-            read_manifest(self.directory, must_exist=True)  # the error saying what is gone
+        stamp = self._manifest_stamp()  # a save replaces the manifest in one rename: never missing unless removed
         if stamp == self._stamp:
             return self._index
         with self._lock:
