@@ -21,7 +21,7 @@ class IndexSource:
         self._index = index
         self.directory = None if directory is None else os.fspath(directory)
         self._lock = threading.Lock()
-        self._stamp = self._manifest_stamp()
+        self._stamp = self._manifest_stamp() if self.directory is not None else None
         self.reloads = 0
 
     @classmethod
@@ -30,8 +30,6 @@ class IndexSource:
         return cls(SpanIndex.load(path, model, **options), path)
 
     def _manifest_stamp(self):
-        if self.directory is None:
-            return None
         try:
             stat = os.stat(os.path.join(self.directory, MANIFEST))
         except OSError:
