@@ -118,6 +118,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
+    from slice_st.index.storage import MANIFEST, check_index_target
 
     ray = args.ray is not None
     ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
@@ -130,7 +131,9 @@ def _build(args) -> int:
     )
     if ray:
         return _build_on_ray(args)
-    _check_target(args, "use `slice-st index add`")
+    check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
+    if not args.force and os.path.exists(os.path.join(args.output, MANIFEST)):
+        raise UsageError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
     documents = _documents(args)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     start = time.perf_counter()
@@ -146,27 +149,20 @@ def _build(args) -> int:
     return 0
 
 
-def _check_target(args, hint: str, previous: dict | None = None) -> None:
-    """Refuse, before any work, an ``-o`` that cannot be written or holds an index (or a finished Ray build)."""
-    from slice_st.index.storage import MANIFEST, check_index_target
-
-    check_index_target(args.output)
-    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        raise UsageError(f"{args.output} already holds an index: {hint}, or --force to replace it.")
-
-
 def _build_on_ray(args) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     import slice_st
     from slice_st.index import SpanIndex
     from slice_st.index.ray_engine import check_address, probe_address, require_ray
-    from slice_st.index.storage import read_shard_list
+    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
 
     address = check_address(args.ray)
     require_ray()  # the missing extra and a closed port are said before the model loads
     probe_address(address)
+    check_index_target(args.output)
     previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
-    _check_target(args, "use another folder", previous)
+    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
+        raise UsageError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
     if previous is not None and not args.force:
         report(args, f"resuming the build in {args.output}", sys.stderr)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
