@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from slice_st import __version__
 from slice_st.cli import evaluation, export, index, mine, serve
-from slice_st.cli.common import UsageError, output_options, suggestion, terminal_safe
+from slice_st.cli.common import OUTPUT_FLAGS, UsageError, output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.train import add_train_command
 
@@ -38,8 +38,7 @@ _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors (``slice-st: error: …``, exit 2) with a did-you-mean, and a list of its
-    sub-command groups (``command_groups``)."""
+    """argparse with one-line errors (exit 2) with a did-you-mean, and its sub-command groups (``command_groups``)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -76,9 +75,8 @@ def build_parser() -> ArgumentParser:
     add_data_commands(commands)
     for command in _commands(parser):
         command.set_defaults(parser=command)  # where an unrecognized option is looked up
-        for flag, text in (("--no-progress", "hide progress bars"), ("--quiet", "print only results and errors")):
-            if flag not in command._option_string_actions:
-                command.add_argument(flag, action="store_true", help=text)
+        for flag, text in OUTPUT_FLAGS.items():
+            command.add_argument(flag, action="store_true", help=text)
     helps = {action.dest: action.help for action in commands._choices_actions}
     width = max(map(len, helps)) + 2
     lines = ["commands (slice-st COMMAND --help for each):"]

@@ -103,6 +103,7 @@ OPTIONS = {
         ("--ray", dict(nargs="?", const="local", metavar="ADDRESS", help="run on Ray: here, or auto/HOST:PORT")),
         ("--workers", dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)")),
         ("--force", dict(action="store_true", help="replace an index already in DIR")),
+        ("-o --output", dict(required=True, metavar="DIR", help="the folder to write")),
         ("--backend", dict(choices=("torch", "onnx", "openvino"), default="torch", help="where the forward pass runs")),
         ("--model-file", dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx")),
         ("--quantized", dict(action="store_true", help="with --backend onnx: the int8 file")),
@@ -111,6 +112,8 @@ OPTIONS = {
         ("--export-dir", dict(metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed")),
     )
 }
+#: The switches every command has (``train``'s are listed in its own ``--help`` too).
+OUTPUT_FLAGS = {"--no-progress": "hide progress bars", "--quiet": "print only results and errors"}
 #: The options of where the forward pass runs, listed under their own heading.
 BACKEND = ("--backend", "--model-file", "--quantized", "--model-dtype", "--threads", "--export-dir")
 

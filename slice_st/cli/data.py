@@ -9,14 +9,14 @@ from __future__ import annotations
 import sys
 import time
 
-from slice_st.cli.common import UsageError, check_output, positive_int, report
+from slice_st.cli.common import UsageError, add_command, check_output, pick, positive_int, report
 
 
 def add_data_commands(commands) -> None:
     about = "cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)"
-    parser = commands.add_parser("make-passages", help=about, description=__doc__.split("\n\n")[1])
+    parser = add_command(commands, "make-passages", about, _make_passages, "--output", "--batch-size", batch_size=64)
+    parser.description = __doc__.split("\n\n")[1]
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help="text/TSV/JSONL files | saved datasets folders")
-    parser.add_argument("-o", "--output", required=True, help="folder to save the dataset to (datasets.save_to_disk)")
     exclude = "STS-B or STS-B-Context file whose sentences are kept out (repeatable)"
     parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help=exclude)
     parser.add_argument("--min-words", type=positive_int, default=20)
@@ -30,19 +30,17 @@ def add_data_commands(commands) -> None:
     parser.add_argument("--max-span", type=positive_int, default=12, help="longest span in words (default 12)")
     length = "the training run's max_seq_length (must match it)"
     parser.add_argument("--max-seq-length", type=positive_int, default=None, help=length)
-    parser.add_argument("--batch-size", type=positive_int, default=64)
-    parser.set_defaults(handler=_make_passages_command)
 
 
-def _make_passages_command(args) -> int:
+def _make_passages(args) -> int:
     from slice_st.data.passages import load_passages
 
     check_output(args.output, "folder")
     if args.min_words > args.max_words:
         raise UsageError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
     started = time.perf_counter()
-    words = {"min_words": args.min_words, "max_words": args.max_words}
-    passages = load_passages(args.sources, exclude_paths=args.exclude, seed=args.seed, limit=args.limit, **words)
+    options = pick(args, "min_words", "max_words", "seed", "limit")
+    passages = load_passages(args.sources, exclude_paths=args.exclude, **options)
     if len(passages) == 0:
         raise UsageError(
             f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "
@@ -58,9 +56,8 @@ def _make_passages_command(args) -> int:
             model.max_seq_length = args.max_seq_length
         loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)
         started = time.perf_counter()
-        passages = loss.cache_teacher_vectors(
-            passages, batch_size=args.batch_size, seed=args.seed, show_progress_bar=not args.no_progress
-        )
+        options = pick(args, "batch_size", "seed") | {"show_progress_bar": not args.no_progress}
+        passages = loss.cache_teacher_vectors(passages, **options)
         seconds = time.perf_counter() - started
         speed = len(passages) / max(seconds, 1e-9)
         report(args, f"teacher vectors: {seconds:.1f} s ({speed:.1f} passages/s)", sys.stderr)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import time
 
-from slice_st.cli.common import add_command
+from slice_st.cli.common import add_command, pick
 
 
 def add_commands(commands) -> None:
-    export = add_command(commands, "export", "export a model for ONNX Runtime / OpenVINO (int8 too), offline", _export)
+    about = "export a model for ONNX Runtime / OpenVINO (int8 too), offline"
+    export = add_command(commands, "export", about, _export, "--output")
     export.add_argument("model", nargs="?", help="model id or path (default: slice-minilm; base: all-MiniLM-L6-v2)")
-    export.add_argument("-o", "--output", required=True, metavar="DIR", help="folder for the model and its exports")
     export.add_argument("--backend", choices=("onnx", "openvino"), default="onnx")
     quantize = "ONNX dynamic int8; CONFIG: avx512_vnni, avx512, avx2 or arm64 (default: this CPU's)"
     export.add_argument("--quantize", nargs="?", const=True, metavar="CONFIG", help=quantize)
@@ -21,8 +21,7 @@ def _export(args) -> int:
     import slice_st
 
     start = time.perf_counter()
-    options = {"backend": args.backend, "quantize": args.quantize, "overwrite": args.overwrite}
-    path = slice_st.export_model(args.model, args.output, **options)
+    path = slice_st.export_model(args.model, args.output, **pick(args, "backend", "quantize", "overwrite"))
     flag, keyword = (" --quantized", ", quantized=True") if args.quantize else ("", "")
     print(f"{path} ({time.perf_counter() - start:.1f} s)")
     print(

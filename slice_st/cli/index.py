@@ -35,8 +35,7 @@ def add_commands(commands) -> None:
     actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
     about = "encode a corpus into a new index directory"
-    build = _command(actions, "build", about, _build, *_CORPUS, *_BUILD, directory=False)
-    build.add_argument("-o", "--output", required=True, metavar="DIR", help="index directory to create")
+    build = _command(actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False)
     build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors' precision")
     build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
     build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
@@ -45,14 +44,12 @@ def add_commands(commands) -> None:
     remove = _command(actions, "remove", "drop documents by id (saved atomically)", _remove)
     remove.add_argument("ids", nargs="+", metavar="ID")
     about = "merge index shards (built apart, e.g. in parallel) into one"
-    merge = _command(actions, "merge", about, _merge, "--force", directory=False)
+    merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
     merge.add_argument("shards", nargs="+", metavar="SHARD")
-    merge.add_argument("-o", "--output", required=True, metavar="DIR")
     info = _command(actions, "info", "print what an index holds (JSON)", _info)
     info.add_argument("--verify", action="store_true", help="also check every file's SHA-256 against the manifest")
-    calibrate = _command(
-        actions, "calibrate", "fit cosine → STS 0–5 (isotonic) and store it with the index", _calibrate
-    )
+    about = "fit cosine → STS 0–5 (isotonic) and store it with the index"
+    calibrate = _command(actions, "calibrate", about, _calibrate)
     calibrate.add_argument("--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv")
     calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
     calibrate.add_argument("--limit", type=positive_int, help="use the first N pairs")
@@ -206,10 +203,6 @@ def _waiting(directory: str):
 
 
 def _add(args) -> int:
-    from slice_st.index.storage import check_index_target, read_manifest
-
-    read_manifest(args.directory, must_exist=True)  # not an index, or read-only: said before any file is read
-    check_index_target(args.directory)
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
         start = time.perf_counter()
@@ -231,9 +224,8 @@ def _merge(args) -> int:
     from slice_st.index import SpanIndex
 
     merged = SpanIndex.merge_saved(args.shards, args.output, force=args.force, on_wait=_waiting(args.output))
-    report(
-        args, f"merged {len(args.shards)} shards: {len(merged)} documents, {merged.num_units} units in {args.output}"
-    )
+    units = f"{len(merged)} documents, {merged.num_units} units"
+    report(args, f"merged {len(args.shards)} shards: {units} in {args.output}")
     return 0
 
 

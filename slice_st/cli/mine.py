@@ -123,11 +123,9 @@ def _search_index(args, queries: list[str]) -> list[dict]:
     options = model_options(args)
     index = open_index(args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options)
     try:
-        if args.unit not in (None, index.span_config.unit):
-            raise UsageError(
-                f"--unit {args.unit}: this index holds {index.span_config.unit} spans (the unit is fixed when the "
-                f"index is built: `slice-st index build --unit {args.unit}`)."
-            )
+        unit = index.span_config.unit
+        fixed = f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
+        refuse((args.unit not in (None, unit), f"--unit {args.unit}: this index holds {unit} spans ({fixed})."))
         texts, per_text, spans = _counts(args)
         options = pick(args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap")
         found = search_documents(index, queries, documents=texts, per_document=per_text, top_k=spans, **options)
@@ -163,7 +161,7 @@ def _distinct_files(files: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
+def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
     """Match rows as json/jsonl/csv (``fields``), one HTML page, or aligned text columns (the span highlighted)."""
     records = [{key: row[key] for key in fields} for row in rows]
     none = "no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "")
@@ -180,7 +178,6 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> int:
         out.write(_html_page(rows, none))
     else:
         _write_table(rows, args.color, out, none)
-    return len(rows)
 
 
 def _write_table(rows: list[dict], color: str, out, none: str) -> None:

@@ -26,9 +26,7 @@ def add_commands(commands) -> None:
     serve.add_argument("--max-top-k", type=at_least(1), default=1000, help="largest top_k of a request (default 1000)")
     cost = at_least(1, 10**18)
     serve.add_argument("--max-search-cost", type=cost, default=2 * 10**8, metavar="N", help="query chars × units")
-    serve.add_argument(
-        "--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="stop a search after S"
-    )
+    serve.add_argument("--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="seconds per search")
 
 
 def _serve(args) -> int:
@@ -40,11 +38,7 @@ def _serve(args) -> int:
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
-    try:
-        sock = listening_socket(args.host, args.port)  # a bad address fails now, not after the model has loaded
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    with sock:
+    with listening_socket(args.host, args.port) as sock:  # a bad address fails now, not after the model loads
         if not is_loopback(args.host) and token is None:
             warning = f"serving on {args.host} with no token: anyone who can reach it can read the corpus"
             report(args, f"warning: {warning} (set {TOKEN_VARIABLE} or --token)", sys.stderr)
@@ -67,9 +61,7 @@ def _source(args):
     if len(args.source) == 1 and os.path.exists(os.path.join(first, MANIFEST)):
         if args.max_span is not None:
             raise UsageError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
-        given = args.model is not None or options or args.device
-        model = load_model(args.model, device=args.device, **options) if given else None
-        return IndexSource.from_directory(first, model)
+        return IndexSource.from_directory(first, args.model, device=args.device, **options)
     for path in filter(os.path.isdir, args.source):
         inside = [os.path.join(entry.path, MANIFEST) for entry in os.scandir(path) if entry.is_dir()]
         if any(map(os.path.exists, [os.path.join(path, SHARD_LIST), *inside])):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from slice_st.cli.common import UsageError, suggestion
+from slice_st.cli.common import OUTPUT_FLAGS, UsageError, suggestion
 from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 
 _DESCRIPTION = __doc__.split("\n\n")[1]
@@ -83,8 +83,8 @@ def _trainer_parser():
     parser = Parser((SliceArguments, SentenceTransformerTrainingArguments), usage=usage, description=_DESCRIPTION)
     own = parser.add_argument_group("slice-st train")
     _own_arguments(own)
-    for flag in ("--quiet", "--no-progress"):
-        own.add_argument(flag, action="store_true", help="print only results and errors" if "q" in flag else "no bars")
+    for flag, text in OUTPUT_FLAGS.items():
+        own.add_argument(flag, action="store_true", help=text)
     return parser
 
 

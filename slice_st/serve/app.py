@@ -27,7 +27,6 @@ from slice_st.index.span_index import SpanIndex  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
     SearchBusy,
-    SearchCancelled,
     SearchRunner,
     TokenGate,
     chunked,
@@ -39,9 +38,9 @@ from slice_st.serve.source import IndexSource  # noqa: E402
 @dataclass(frozen=True)
 class ServeLimits:
     """Bounds on one request and on the server's connections: queries per search, characters per query, ``top_k`` /
-    ``per_document``, body bytes (413 past them), seconds a search may run (then 503), :func:`search_cost` (query
-    characters × units; the default lets a 20-character query search 10 million units), seconds a silent connection
-    is kept, connections held at once."""
+    ``per_document``, body bytes (413 past them), seconds a search may run (then 503), a search's cost (its query
+    characters, at least 16 each, × the index's units; the default lets a 20-character query search 10 million
+    units), seconds a silent connection is kept, connections held at once."""
 
     max_queries: int = 64
     max_query_chars: int = 2000
@@ -82,10 +81,6 @@ class SearchRequest(BaseModel):
     candidates: int | None = Field(None, ge=1, le=65_536, description="candidate chunks per query (approximate)")
     nprobe: int | None = Field(None, ge=1, le=65_536, description="FAISS lists probed per query (approximate)")
 
-    def options(self) -> dict[str, Any]:
-        """The keyword options of :meth:`SpanIndex.search`."""
-        return self.model_dump(exclude={"queries"})
-
 
 class QueryResult(BaseModel):
     query: str
@@ -106,17 +101,7 @@ class DocumentResponse(BaseModel):
     )
 
 
-def search_cost(queries: list[str], index: SpanIndex) -> int:
-    """What a search costs before it starts: the characters of its queries (at least 16 each) times the units in
-    the index. A search's time and memory grow with both (a long query makes the scorer rescan more spans)."""
-    return sum(max(16, len(query)) for query in queries) * max(1, index.num_units)
-
-
 router = APIRouter()
-
-
-def _limits(request: Request) -> ServeLimits:
-    return request.app.state.limits
 
 
 def _busy(detail: str) -> HTTPException:
@@ -151,14 +136,15 @@ def _check_bounds(body: SearchRequest, limits: ServeLimits) -> None:
             raise HTTPException(422, detail)
 
 
-async def _run(request: Request, work):
-    """``work(cancelled)`` on the search runner; busy or past the timeout: 503 at once; refused values: 400."""
+async def _run(request: Request, work, alone: bool = True):
+    """``work(cancelled)`` on the search runner (``alone=False``: here and now); busy or past the timeout: 503 at once;
+    refused values: 400."""
     runner: SearchRunner = request.app.state.runner
     try:
-        return await runner.run(work)
+        return await runner.run(work) if alone else work(None)
     except SearchBusy:
         raise _busy("another search is running; try again in a moment.") from None
-    except (TimeoutError, SearchCancelled):
+    except TimeoutError:
         raise _busy(f"the search ran past {runner.timeout_s:g} s and was stopped.") from None
     except (ValueError, TypeError) as error:
         raise HTTPException(400, str(error)) from None
@@ -175,27 +161,25 @@ async def _run(request: Request, work):
     },
 )
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
-    limits = _limits(request)
+    limits = request.app.state.limits
     queries = _query_texts(body.queries, limits)
     _check_bounds(body, limits)
     index = _current(request)
-    cost = search_cost(queries, index)
+    # Time and memory grow with the query characters (a long query rescans more spans) and the units searched.
+    cost = sum(max(16, len(query)) for query in queries) * max(1, index.num_units)
     if cost > limits.max_search_cost:
         raise HTTPException(
             413,
             f"this search would cost {cost:.3g} (query characters × {index.num_units} units in the index); at most "
             f"{limits.max_search_cost:.3g}: send shorter or fewer queries.",
         )
-    options = body.options()
+    options = body.model_dump(exclude={"queries"})
 
     def work(cancelled):
         return chunked(lambda part: index.search(part, **options), queries, cancelled, QUERY_CHUNK)
 
     found = await _run(request, work)
-    results = [
-        {"query": query, "matches": [asdict(match) for match in matches]} for query, matches in zip(queries, found)
-    ]
-    return {"results": results}
+    return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
@@ -212,19 +196,13 @@ def _positions(index: SpanIndex) -> dict[str, int]:
 async def document(
     request: Request, id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
 ) -> dict[str, Any]:
-    limits = _limits(request)
     index = _current(request)
     position = _positions(index).get(id)
     if position is None:
         raise HTTPException(404, f"no document with id {id!r:.80}.")
-    query = _query_texts(q, limits)[0] if q is not None else None
-    if query is None:  # no model needed: never waits for a search
-        try:
-            chars, scores = index.unit_profile(None, id, min_span, max_span)
-        except (ValueError, TypeError) as error:
-            raise HTTPException(400, str(error)) from None
-    else:
-        chars, scores = await _run(request, lambda cancelled: index.unit_profile(query, id, min_span, max_span))
+    query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
+    alone = query is not None  # no query: no model needed, so it never waits for a search
+    chars, scores = await _run(request, lambda cancelled: index.unit_profile(query, id, min_span, max_span), alone)
     profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
     return {"id": id, "index": position, "text": index.texts[position], "units": chars.tolist(), "profile": profile}
 
@@ -234,7 +212,7 @@ async def info(request: Request) -> dict[str, Any]:
     details = _current(request).info()
     return {
         "index": {key: value for key, value in details.items() if key != "model_path"},
-        "limits": asdict(_limits(request)),
+        "limits": asdict(request.app.state.limits),
         "search_options": sorted(SearchRequest.model_fields.keys() - {"queries"}),
     }
 

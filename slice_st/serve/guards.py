@@ -12,13 +12,11 @@ import json
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
 
 from slice_st.errors import SpanInputError
-
-T = TypeVar("T")
 
 #: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).
 TOKEN_COOKIE = "slice_st_token"
@@ -55,15 +53,10 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        delivered = False
+        whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
 
         async def replay():
-            nonlocal delivered
-            if not delivered:
-                delivered = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            return whole.pop() if whole else await receive()
 
         await self.app(scope, replay, send)
 
@@ -80,11 +73,11 @@ class TokenGate:
         if scope["type"] != "http" or self.token is None:
             await self.app(scope, receive, send)
             return
-        offered = _offered_tokens(scope)
-        if any(hmac.compare_digest(candidate, self.token) for candidate in offered["header"] + offered["cookie"]):
+        sent, in_query = _offered_tokens(scope)
+        if any(hmac.compare_digest(candidate, self.token) for candidate in sent):
             await self.app(scope, receive, send)
             return
-        if scope["path"] == "/" and any(hmac.compare_digest(c, self.token) for c in offered["query"]):
+        if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
             cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
             headers = [(b"location", b"/"), (b"set-cookie", cookie)]
             await send({"type": "http.response.start", "status": 303, "headers": headers})
@@ -95,34 +88,24 @@ class TokenGate:
         )
 
 
-def _offered_tokens(scope) -> dict[str, list[bytes]]:
-    offered: dict[str, list[bytes]] = {"header": [], "cookie": [], "query": []}
+def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
+    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string."""
+    sent, cookie = [], TOKEN_COOKIE.encode() + b"="
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value[:7].lower() == b"bearer ":
-            offered["header"].append(value[7:].strip())
+            sent.append(value[7:].strip())
         elif name == b"cookie":
-            for part in value.split(b";"):
-                key, _, cookie = part.strip().partition(b"=")
-                if key == TOKEN_COOKIE.encode():
-                    offered["cookie"].append(cookie)
-    for part in scope.get("query_string", b"").split(b"&"):
-        key, _, value = part.partition(b"=")
-        if key == b"token":
-            offered["query"].append(value)
-    return offered
+            sent += [part.strip()[len(cookie) :] for part in value.split(b";") if part.strip().startswith(cookie)]
+    return sent, [part[6:] for part in scope.get("query_string", b"").split(b"&") if part.startswith(b"token=")]
 
 
 class SearchBusy(RuntimeError):
     """Another search holds the model (answered 503 at once)."""
 
 
-class SearchCancelled(RuntimeError):
-    """A search stopped between query chunks because its request timed out."""
-
-
 class SearchRunner:
     """Runs one search at a time in a worker thread (the tokenizer is not thread-safe): a second is refused at once
-    (:class:`SearchBusy`); one past its timeout stops at its next query chunk (:class:`SearchCancelled`)."""
+    (:class:`SearchBusy`); one past its timeout stops at its next query chunk (``TimeoutError``)."""
 
     def __init__(self, timeout_s: float) -> None:
         self.timeout_s = timeout_s
@@ -132,13 +115,13 @@ class SearchRunner:
     def busy(self) -> bool:
         return self._lock.locked()
 
-    async def run(self, work: Callable[[threading.Event], T]) -> T:
+    async def run(self, work: Callable[[threading.Event], Any]) -> Any:
         """``work(cancelled)`` in a thread under the lock; raises :class:`SearchBusy` or ``TimeoutError``."""
         if not self._lock.acquire(blocking=False):
             raise SearchBusy("another search is running")
         cancelled = threading.Event()
 
-        def locked() -> T:
+        def locked() -> Any:
             try:
                 return work(cancelled)
             finally:
@@ -152,11 +135,11 @@ class SearchRunner:
 
 
 def chunked(run_chunk: Callable[[list[str]], list[Any]], queries: list[str], cancelled: threading.Event, size: int):
-    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with :class:`SearchCancelled` once ``cancelled``."""
+    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with ``TimeoutError`` once ``cancelled``."""
     results: list[Any] = []
     for start in range(0, len(queries), size):
         if cancelled.is_set():
-            raise SearchCancelled("the search ran past its time")
+            raise TimeoutError("the search ran past its time")
         results.extend(run_chunk(queries[start : start + size]))
     return results
 

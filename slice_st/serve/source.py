@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 
 from slice_st.index.span_index import SpanIndex
-from slice_st.index.storage import MANIFEST, read_manifest
+from slice_st.index.storage import MANIFEST
 
 
 class IndexSource:
@@ -22,22 +21,15 @@ class IndexSource:
         self._index = index
         self.directory = None if directory is None else os.fspath(directory)
         self._lock = threading.Lock()
-        self._stamp = self._manifest_stamp()
+        self._stamp = self._manifest_stamp() if self.directory is not None else None
         self.reloads = 0
 
     @classmethod
-    def from_directory(cls, path: str | os.PathLike, model=None) -> IndexSource:
-        """Load the index saved at ``path`` (with ``model``, else the model it records)."""
-        return cls(SpanIndex.load(path, model), path)
-
-    @classmethod
-    def from_files(cls, paths: Sequence[str], model=None, **options) -> IndexSource:
-        """Build an in-memory index from text or JSONL files (:meth:`SpanIndex.from_files` options)."""
-        return cls(SpanIndex.from_files(list(paths), model, **options))
+    def from_directory(cls, path: str | os.PathLike, model=None, **options) -> IndexSource:
+        """The index saved at ``path`` (:meth:`SpanIndex.load`: ``model``, else the one it records; ``device``…)."""
+        return cls(SpanIndex.load(path, model, **options), path)
 
     def _manifest_stamp(self):
-        if self.directory is None:
-            return None
         try:
             stat = os.stat(os.path.join(self.directory, MANIFEST))
         except OSError:
@@ -48,16 +40,13 @@ class IndexSource:
         """The index to answer from now (re-opened first when the directory holds a newer save)."""
         if self.directory is None:
             return self._index
-        stamp = self._manifest_stamp()
-        if stamp is None:  # a save replaces the manifest in one rename: it is never missing, unless removed
-            read_manifest(self.directory, must_exist=True)  # the error saying what is gone
+        stamp = self._manifest_stamp()  # a save replaces the manifest in one rename: never missing unless removed
         if stamp == self._stamp:
             return self._index
         with self._lock:
             if stamp == self._stamp:
                 return self._index
-            read_manifest(self.directory, must_exist=True)  # a clear error if the directory no longer holds an index
-            self._index = SpanIndex.load(self.directory, self._index.model)
+            self._index = SpanIndex.load(self.directory, self._index.model)  # a clear error if no index is left there
             self._stamp = stamp
             self.reloads += 1
             return self._index
