@@ -15,11 +15,11 @@ from slice_st.errors import DataFormatError
 from slice_st.text import one_line, require, split_sentences
 
 
-def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
+def read_texts(source: Any, *, field: str = "text", column: int = -1) -> list[str]:
     """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings, blank ones skipped.
 
     Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
-    per line. ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``).
+    per line.
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -46,8 +46,7 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
         for position, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"text {position} is {type(text).__name__}, not a string.")
-    texts = [one_line(text) for text in texts if text and text.strip()]
-    return [text_files.detokenize(text) for text in texts] if detokenize else texts
+    return [one_line(text) for text in texts if text and text.strip()]
 
 
 def _dataset_column(dataset, field: str, name: str) -> list[str]:
@@ -176,9 +175,6 @@ def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
     """Every sentence of evaluation files (STS-B-Context or STS-B TSVs), to keep out of training text."""
     sentences: set[str] = set()
     for path in paths:
-        path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"No such file: {path}")
         with open(path, "rb") as handle:
             head = handle.readline()
         if b"passage" in head and b"paraphrase" in head:

@@ -32,8 +32,7 @@ CONTEXT_SOURCES = ("released", "make-context", "unknown")
 def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tuple[str, str]:
     """The text of a local file or a URL (downloaded and cached by ``datasets``), decoded by the first of
     ``encodings`` that can, and a display name."""
-    name = os.fspath(path_or_url)
-    path = name
+    path = name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
         require("datasets", "eval", "reading a URL")
         from datasets.utils.file_utils import cached_path
@@ -64,8 +63,7 @@ def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tu
 
 
 def _loose(text: str) -> str:
-    """Text for the containment check: lower case, punctuation as spaces, single spaces (the real set writes the
-    paraphrase mid-sentence: "A man is slicing a bun." appears as "…, a man is slicing a bun with…")."""
+    """Lower case, punctuation as spaces, single spaces ("A man is slicing a bun." is in "…, a man is slicing a…")."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
@@ -224,9 +222,8 @@ def read_stsb(path: str | os.PathLike):
     datasets = require("datasets", "eval", "reading STS-B")
 
     text, name = _read_text(path, ("utf-8-sig",))
-    columns: dict[str, list[Any]] = {
-        key: [] for key in ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
-    }
+    keys = ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
+    columns: dict[str, list[Any]] = {key: [] for key in keys}
     for number, raw_line in enumerate(text.splitlines(), start=1):
         if not raw_line.strip():
             raise DataFormatError(f"{name}, line {number}: empty line.")

@@ -16,6 +16,7 @@ require("mteb", "eval", "the STSBContext mteb task")
 from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
+from slice_st.card import SLICE_CITATION  # noqa: E402
 from slice_st.data.stsb import read_source_note  # noqa: E402
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
@@ -29,19 +30,6 @@ SOURCES = {
     "unknown": "a file in the STS-B-Context format whose origin is not recorded",
 }
 _SAMPLE_CREATION = {"released": "LM-generated and verified", "make-context": "created", "unknown": "found"}
-
-_CITATION = r"""
-@misc{orbach2024slice,
-  archiveprefix = {arXiv},
-  author = {Orbach, Eyal and Haikin, Lev and David, Nelly and Faizakof, Avi},
-  eprint = {2405.07263},
-  primaryclass = {cs.CL},
-  title = {Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
-  url = {https://arxiv.org/abs/2405.07263},
-  year = {2024},
-}
-"""
-
 
 #: The one split, whatever the file (STS-B-Context is released as one evaluation set, built on STS-B's test split);
 #: which file or sample was scored is the result's ``dataset_revision``.
@@ -122,7 +110,7 @@ class STSBContext(AbsTaskSTS):
         annotations_creators="human-annotated",
         dialect=[],
         sample_creation=_SAMPLE_CREATION["unknown"],
-        bibtex_citation=_CITATION,
+        bibtex_citation=SLICE_CITATION,
         adapted_from=["STSBenchmark"],
     )
     metadata._stats_path = _SHIPPED_STATS
@@ -182,10 +170,7 @@ class STSBContext(AbsTaskSTS):
         from slice_st.data.stsb import read_stsb_context
 
         if not self.path:
-            how = (
-                f"pass STSBContext(path=...), set {DATA_ENV}=FILE, or give `--stsb-context FILE` to `slice-st mteb run`"
-            )
-            raise _no_data(how)
+            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE.")
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None and self.limit < len(data):
             import random
@@ -227,10 +212,6 @@ class STSBContext(AbsTaskSTS):
         return scores
 
 
-def _no_data(how: str) -> FileNotFoundError:
-    return FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: {how}.")
-
-
 def _sentence_transformer(model):
     """The ``SentenceTransformer`` behind an mteb model wrapper, checked to give token vectors with offsets."""
     from sentence_transformers import SentenceTransformer
@@ -256,7 +237,7 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     """
     from mteb import SentenceTransformerEncoderWrapper
 
-    from slice_st.loading import DEFAULT_MODEL_NAME, model_fingerprint, model_identity
+    from slice_st.loading import model_fingerprint, model_identity
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
@@ -268,14 +249,8 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     if revision is None:
         revision = (None if path else getattr(card, "base_model_revision", None)) or model_fingerprint(model)
     base = getattr(card, "base_model", None)
-    # The embedded base model is sentence-transformers/all-MiniLM-L6-v2, under Apache 2.0.
-    licence = getattr(card, "license", None) or ("apache-2.0" if identity == DEFAULT_MODEL_NAME else "not specified")
-    update = {
-        "name": name,
-        "revision": revision,
-        "license": licence,
-        "adapted_from": base if base != identity else None,
-    }
+    update = {"name": name, "revision": revision, "license": getattr(card, "license", None) or "not specified"}
+    update["adapted_from"] = base if base != identity else None
     update["n_parameters"] = sum(p.numel() for p in model.parameters())
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
     return wrapper
@@ -314,7 +289,9 @@ def run_mteb(
             continue
         path = stsb_context or os.environ.get(DATA_ENV)
         if not path:
-            raise _no_data(f"give --stsb-context FILE (or set {DATA_ENV})")
+            raise FileNotFoundError(
+                f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV})."
+            )
         if "://" not in path and not os.path.exists(path):
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
         built.append(STSBContext(path, **task_options))

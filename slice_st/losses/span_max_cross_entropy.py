@@ -118,12 +118,10 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         columns = list(sentence_features)
-        minimum = 2 if self.in_batch_negatives else 3
-        if len(columns) < minimum:
-            hint = "" if self.in_batch_negatives else " (or anchor, positive with in_batch_negatives=True)"
+        if len(columns) < (2 if self.in_batch_negatives else 3):
             raise ValueError(
-                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} "
-                f"column(s)."
+                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...), or (anchor, positive) with "
+                f"in_batch_negatives=True; got {len(columns)} column(s)."
             )
         check_offsets(columns, self.unit)
         anchor = self.model(columns[0])

@@ -32,10 +32,8 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "multi_dataset_batch_sampler": "round_robin",
 }
 
-#: Documented settings for your own data (``slice-st train --preset NAME``), the files in ``presets/``:
-#: ``cpu-minilm`` (SLICE triplets for all-MiniLM-L6-v2, a short CPU run) and ``gpu-minilm-slice`` (the shipped
-#: slice-minilm's recipe, LoRA and span self-distillation, for a GPU: add --distill-data and --dev). Options given
-#: with a preset override it; the recipes on the paper's offline data are argument files in research/presets/.
+#: ``slice-st train --preset NAME`` (``presets/``; options given with it override it): ``cpu-minilm`` (SLICE triplets,
+#: a short CPU run) and ``gpu-minilm-slice`` (slice-minilm's recipe: LoRA, span self-distillation; add --distill-data).
 PRESETS: dict[str, dict[str, Any]] = {
     path.stem: json.loads(path.read_text(encoding="utf-8"))
     for path in sorted(Path(__file__).with_name("presets").glob("*.json"))
@@ -122,8 +120,6 @@ class SliceArguments:
                 raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
         if self.lora_r < 0:
             raise SpanInputError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
-        if min(self.distill_weight, self.distill_text_weight) < 0:
-            raise SpanInputError("distill weights must be >= 0.")
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
@@ -195,9 +191,8 @@ def evaluation_files(settings: SliceArguments, *more: str | None) -> list[str]:
     )
 
 
-def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
-    """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if
-    asked."""
+def load_distillation_data(settings: SliceArguments, seed: int, loss):
+    """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
     passages = load_passages(
@@ -208,7 +203,7 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
         seed=seed,
         limit=settings.distill_limit,
     )
-    if settings.cache_teacher and loss is not None and "label" not in passages.column_names:
+    if settings.cache_teacher and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages
 
@@ -216,18 +211,14 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
 def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans = {"min_span": settings.min_span, "unit": settings.unit}
-    losses: dict[str, Any] = {}
+    spans, negatives, losses = {"min_span": settings.min_span, "unit": settings.unit}, settings.in_batch_negatives, {}
     if "slice" in objectives:
-        negatives = settings.in_batch_negatives
-        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives}
-        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, max_span=settings.max_span, **batch, **spans)
+        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives, "max_span": settings.max_span}
+        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
     if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         distill = {"max_span": settings.distill_max_span, "metric": settings.distill_metric, "seed": seed}
-        weights = {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight}
-        losses["distill"] = SpanDistillationLoss(
-            model, settings.teacher, settings.distill_spans, **distill, **weights, **spans
-        )
+        distill |= {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight, **spans}
+        losses["distill"] = SpanDistillationLoss(model, settings.teacher, settings.distill_spans, **distill)
     return losses
 
 
@@ -344,10 +335,9 @@ def save_adapter(model, path: str) -> str:
         adapter_config = json.load(handle)
     base = adapter_config.get("base_model_name_or_path") or ""
     if os.path.isabs(base):  # no local paths in what may be published
-        from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
+        from slice_st.card import hub_model_name
 
-        same = os.path.isdir(base) and os.path.samefile(base, default_model_path())
-        adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME if same else os.path.basename(base.rstrip("/"))
+        adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(base.rstrip("/"))
         with open(config_path, "w", encoding="utf-8") as handle:
             json.dump(adapter_config, handle, indent=2, sort_keys=True)
     return path
