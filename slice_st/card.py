@@ -293,8 +293,7 @@ def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceMod
     card.model_id = None  # a saved or pushed copy is loaded by the id it is saved or pushed as, never by this name
     card.shipped_name = shipped.name
     card.model_name = f"{shipped.name}: {shipped.description}"
-    card.base_model = shipped.base_model
-    card.license = shipped.licence
-    note = str(provenance.get("licence", "")).split(":", 1)[-1].strip()
+    licence, _, note = str(provenance["licence"]).partition(":")  # "id: why"
+    card.license, note = licence.strip(), note.strip()
     card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
     return card

@@ -16,7 +16,7 @@ from slice_st.text import one_line, require, split_sentences
 
 
 def read_texts(source: Any, *, field: str = "text", column: int = -1) -> list[str]:
-    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings, blank ones skipped.
+    """Texts from a file, a saved ``datasets`` folder or an iterable of strings, blank ones skipped.
 
     Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
     per line.
@@ -39,8 +39,6 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1) -> list[st
         else:
             fmt = "jsonl" if path.endswith(".jsonl") else "text"
             texts = [record.text for record in text_files.read_texts([path], fmt=fmt, text_field=field)]
-    elif hasattr(source, "column_names"):
-        texts = _dataset_column(source, field, "dataset")
     else:
         texts = list(source)
         for position, text in enumerate(texts):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import re
@@ -22,11 +21,6 @@ MIN_SCORE, MAX_SCORE = 0.0, 5.0
 #: The columns of :func:`read_stsb_context`'s dataset and their types.
 _CONTEXT_FEATURES = {"index": "int64", "line": "string", "paraphrase": "string", "passage": "string"}
 _CONTEXT_FEATURES |= {"goldsim": "float64", "paraphrase_in_passage": "bool", "file_line": "int64"}
-#: A note beside an STS-B-Context TSV saying where its passages come from (``python -m research.context`` writes one).
-SOURCE_SUFFIX = ".source.json"
-#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
-#: proxy (STS-B sentences glued around the pair's sentence, ``research/context.py``), or unknown.
-CONTEXT_SOURCES = ("released", "make-context", "unknown")
 
 
 def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tuple[str, str]:
@@ -186,17 +180,6 @@ def _context_row(row: list[str], has_index: bool, name: str, line: int, position
             raise DataFormatError(f"{name}, line {line}: empty {column}.")
     inside = paraphrase in passage or _loose(paraphrase) in _loose(passage)
     return index, origin, paraphrase, passage, _float_score(goldsim, name, line, "goldsim"), inside
-
-
-def read_source_note(path: str | os.PathLike | None) -> str | None:
-    """The ``source`` recorded in the note beside ``path`` (``None`` without a readable note)."""
-    note = os.fspath(path) + SOURCE_SUFFIX if path else ""
-    try:
-        with open(note, encoding="utf-8") as handle:
-            source = json.load(handle).get("source")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return source if source in CONTEXT_SOURCES else None
 
 
 def read_stsb(path: str | os.PathLike):

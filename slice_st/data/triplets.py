@@ -25,10 +25,7 @@ def read_msmarco_triples(path: str | os.PathLike):
                 continue
             fields = line.split("\t")
             if len(fields) != 3:
-                raise DataFormatError(
-                    f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got "
-                    f"{len(fields)}."
-                )
+                raise DataFormatError(f"{path}, line {number}: expected 3 fields (query, positive, negative).")
             for name, value in zip(columns, map(ftfy.fix_text, fields)):
                 if not value.strip():
                     raise DataFormatError(f"{path}, line {number}: the {name} field is empty.")

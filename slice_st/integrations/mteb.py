@@ -4,6 +4,7 @@ passage); ``mteb_model`` names a model for mteb's results, ``run_mteb`` is ``sli
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,6 @@ from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.card import SLICE_CITATION  # noqa: E402
-from slice_st.data.stsb import read_source_note  # noqa: E402
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
@@ -30,6 +30,8 @@ SOURCES = {
     "unknown": "a file in the STS-B-Context format whose origin is not recorded",
 }
 _SAMPLE_CREATION = {"released": "LM-generated and verified", "make-context": "created", "unknown": "found"}
+#: The note beside a TSV that says which of :data:`SOURCES` it is, ``{"source": ...}`` (research.context writes it).
+SOURCE_SUFFIX = ".source.json"
 
 #: The one split, whatever the file (STS-B-Context is released as one evaluation set, built on STS-B's test split);
 #: which file or sample was scored is the result's ``dataset_revision``.
@@ -136,7 +138,7 @@ class STSBContext(AbsTaskSTS):
             raise ValueError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
         self.limit, self.seed, self.missing_paraphrase = limit, seed, missing_paraphrase
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
-        self.source = source if source is not None else (read_source_note(self.path) or "unknown")
+        self.source = source if source is not None else _noted_source(self.path)
         if self.source not in SOURCES:
             raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__()
@@ -144,8 +146,7 @@ class STSBContext(AbsTaskSTS):
         update["sample_creation"] = _SAMPLE_CREATION[self.source]
         stats_path = None
         if self.path and os.path.isfile(self.path):
-            with open(self.path, "rb") as handle:
-                revision = hashlib.sha1(handle.read()).hexdigest()[:12]
+            revision = hashlib.sha1(Path(self.path).read_bytes()).hexdigest()[:12]
             revision += f"-limit{limit}-seed{seed}" if limit is not None else ""
             # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
@@ -210,6 +211,15 @@ class STSBContext(AbsTaskSTS):
             predictions["best_spans"] = [list(span) if span else None for span in single.spans]
             self._save_task_predictions(predictions, model, prediction_folder, hf_subset=hf_subset, hf_split=hf_split)
         return scores
+
+
+def _noted_source(path: str | None) -> str:
+    try:
+        with open(f"{path}{SOURCE_SUFFIX}", encoding="utf-8") as handle:
+            source = json.load(handle).get("source")
+    except (OSError, ValueError, AttributeError):
+        return "unknown"
+    return source if source in SOURCES else "unknown"
 
 
 def _sentence_transformer(model):
@@ -289,9 +299,7 @@ def run_mteb(
             continue
         path = stsb_context or os.environ.get(DATA_ENV)
         if not path:
-            raise FileNotFoundError(
-                f"STSBContext needs the STS-B-Context TSV: give --stsb-context FILE (or set {DATA_ENV})."
-            )
+            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: give --stsb-context (or {DATA_ENV}).")
         if "://" not in path and not os.path.exists(path):
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
         built.append(STSBContext(path, **task_options))

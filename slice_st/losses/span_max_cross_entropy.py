@@ -142,9 +142,7 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         if not bool(valid.all()):
             skipped = int((~valid).sum())
             self.skipped_rows += skipped
-            logger.warning(
-                "SpanMaxCrossEntropyLoss skipped %d row(s) with an empty anchor or a positive without spans.", skipped
-            )
+            logger.warning("SpanMaxCrossEntropyLoss skipped %d row(s): empty anchor or positive.", skipped)
         if not bool(valid.any()):
             return anchor["token_embeddings"].sum() * 0.0
         similarities = (logits[valid] + 1) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)

@@ -46,17 +46,6 @@ class ShippedModel:
         with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
             return json.load(handle)
 
-    @property
-    def licence(self) -> str:
-        """The weights' licence id from ``provenance.json``."""
-        return str(self.provenance["licence"]).split(":")[0].strip()
-
-    @property
-    def base_model(self) -> str:
-        """The Hub id of the base model the adapter was trained on (from ``adapter_config.json``)."""
-        with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
-            return str(json.load(handle)["base_model_name_or_path"])
-
     def check_files(self) -> None:
         """A ``ValueError`` unless the adapter files are those shipped (their SHA-256 in ``provenance.json``)."""
         try:
@@ -66,9 +55,7 @@ class ShippedModel:
         for name in ADAPTER_FILES:
             path = os.path.join(self.adapter_dir, name)
             if not os.path.isfile(path) or file_sha256(path) != expected.get(name):
-                raise ValueError(
-                    f"{path} is missing or not the file shipped (its SHA-256 differs): reinstall slice-st."
-                )
+                raise ValueError(f"{path} is missing or not the file shipped (SHA-256): reinstall slice-st.")
 
 
 _SLICE_MINILM = "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)"

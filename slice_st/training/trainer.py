@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
@@ -131,8 +132,6 @@ class SliceArguments:
                 f"save_steps ({args.save_steps}) must be a multiple of eval_steps ({args.eval_steps}) so that the best "
                 "checkpoint can be chosen by the dev score."
             )
-        if args.push_to_hub and not args.hub_model_id:
-            raise SpanInputError("push_to_hub needs the repository: give --hub-model-id ORG/NAME.")
 
 
 def training_arguments(preset: str | None = None, **values: Any):
@@ -273,7 +272,7 @@ def build_trainer(
     settings = settings or SliceArguments()
     settings.check(args, needs_train_data=train_dataset is None)
     if args.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything, not at the first save
-        check_hub_access(args.hub_model_id, private=args.hub_private_repo, api=hub_api)
+        check_hub_access(args.hub_model_id, api=hub_api)
     model = model if model is not None else load_model(settings.model or "base")  # recipes start from the base
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
@@ -398,18 +397,17 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     from slice_st.text import check_creatable, check_not_link
 
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
-    if os.path.exists(output_dir):
-        if not os.path.isdir(output_dir):
-            raise FileAccessError(f"output {output_dir} is a file, not a folder.")
-        if not os.access(output_dir, os.W_OK | os.X_OK):
-            raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
-        if os.listdir(output_dir) and not (resume or overwrite):
-            raise FileAccessError(
-                f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
-                "folder, continue that run with --resume, or pass --overwrite."
-            )
-        return output_dir
-    check_creatable(output_dir)
+    if not os.path.exists(output_dir):
+        check_creatable(output_dir)
+    elif not os.path.isdir(output_dir):
+        raise FileAccessError(f"output {output_dir} is a file, not a folder.")
+    elif not os.access(output_dir, os.W_OK | os.X_OK):
+        raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
+    elif os.listdir(output_dir) and not (resume or overwrite):
+        raise FileAccessError(
+            f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
+            "folder, continue that run with --resume, or pass --overwrite."
+        )
     return output_dir
 
 
@@ -444,20 +442,16 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
         logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", args.output_dir)
     if checkpoint is not None:
         check_checkpoint_state(checkpoint)
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    model = trainer.model
-    _report_rank(trainer, result, model)
+    result, model = trainer.train(resume_from_checkpoint=checkpoint), trainer.model
+    _report_rank(trainer, result)
     recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
     _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
     return model
 
 
-def _report_rank(trainer, result, model) -> None:
-    """One line per process (under accelerate every rank reports, and synced ranks share the checksum), written in
-    one call so that the ranks' lines cannot interleave."""
-    import sys
-
-    checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
+def _report_rank(trainer, result) -> None:
+    """One line per process, in one write so that the ranks' lines cannot interleave (synced ranks: one checksum)."""
+    checksum = sum(float(parameter.detach().double().sum()) for parameter in trainer.model.parameters())
     sys.stderr.write(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
@@ -510,10 +504,6 @@ def _remove_run_folder(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: The files of a checkpoint that ``Trainer`` reads back on resume with ``torch.load(weights_only=True)``.
-RESUMED_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
-
-
 def check_checkpoint_state(checkpoint: str) -> None:
     """Read the optimizer, scheduler, scaler and RNG states of ``checkpoint`` as the trainer will on resume
     (``torch.load(weights_only=True)``: code in a pickle is refused, never run): a damaged file is a ``ValueError``
@@ -525,8 +515,8 @@ def check_checkpoint_state(checkpoint: str) -> None:
     from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
     unreadable = (UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError)
-    paths = [os.path.join(checkpoint, name) for name in RESUMED_STATE_FILES]
-    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    paths = [os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")]
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))  # one per process
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
