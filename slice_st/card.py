@@ -54,17 +54,10 @@ class DataSource:
 
 #: What slice-st's data options are made of (see shared/DATA.md).
 DATA_SOURCES: dict[str, DataSource] = {
-    "msmarco": DataSource(
-        "MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use (MS MARCO terms)", "nc"
-    ),
+    "msmarco": DataSource("MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use", "nc"),
     "snli": DataSource("SNLI", "stanfordnlp/snli", "CC BY-SA 4.0", "sa"),
     "sick": DataSource("SICK", "RobZamp/sick", "CC BY-NC-SA 3.0", "nc"),
-    "stsb": DataSource(
-        "STS benchmark (train split)",
-        "sentence-transformers/stsb",
-        "CC BY-SA 4.0 (scores; sentences under their sources' terms)",
-        "sa",
-    ),
+    "stsb": DataSource("STS-B (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores)", "sa"),
     "ppdb": DataSource("PPDB phrase pairs (PEARL's filtered set)", None, "CC BY 3.0", "by"),
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),
     "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),

@@ -76,14 +76,13 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
 
     The public format: a leading unnamed index column (optional), then ``line`` (origin phrase), ``paraphrase``
     (inside the passage), ``passage`` and ``goldsim`` (0-5); cp1252 or UTF-8, mixed line endings. The dataset has
-    those columns plus ``index``, ``paraphrase_in_passage`` and ``file_line`` (1-based). A passage that does not hold
-    its paraphrase (verbatim, or up to case, punctuation and spacing) is reported as ``missing_paraphrase`` says:
-    ``"warn"`` keeps it and warns, ``"error"`` raises, ``"drop"`` drops it and warns.
+    those columns plus ``index``, ``paraphrase_in_passage`` and ``file_line`` (1-based).
 
     Args:
         path_or_url: A local TSV or an http(s) URL.
         encoding: ``"auto"`` (UTF-8 or cp1252) or a codec name.
-        missing_paraphrase: ``"warn"``, ``"error"`` or ``"drop"``.
+        missing_paraphrase: For a passage without its paraphrase (even up to case, punctuation and spacing):
+            ``"warn"`` keeps it and warns, ``"error"`` raises, ``"drop"`` drops it and warns.
 
     Returns:
         A ``datasets.Dataset``.
@@ -134,9 +133,9 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
 
 
-def _tsv_rows(text: str, name: str):
-    """``(line number, cells)`` of each TSV row; blank lines before the header are skipped, later ones refused."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+def _tsv_rows(text: str, name: str, quoting: int = csv.QUOTE_MINIMAL):
+    """``(line number, cells)`` of each TSV row; blank lines before the first row are skipped, later ones refused."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=quoting)
     started = False
     while True:
         line = reader.line_num + 1
@@ -207,15 +206,9 @@ def read_stsb(path: str | os.PathLike):
     text, name = _read_text(path, ("utf-8-sig",))
     keys = ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
     columns: dict[str, list[Any]] = {key: [] for key in keys}
-    for number, raw_line in enumerate(text.splitlines(), start=1):
-        if not raw_line.strip():
-            raise DataFormatError(f"{name}, line {number}: empty line.")
-        fields = next(csv.reader([raw_line], delimiter="\t", quoting=csv.QUOTE_NONE))
+    for number, fields in _tsv_rows(text, name, csv.QUOTE_NONE):
         if len(fields) < 7:
-            raise DataFormatError(
-                f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, "
-                f"sentence1, sentence2), got {len(fields)}."
-            )
+            raise DataFormatError(f"{name}, line {number}: expected at least 7 fields, got {len(fields)}.")
         score = _float_score(fields[4].strip(), name, number, "score")
         sentences = [sentence.strip() for sentence in fields[5:7]]
         for column, value in zip(("sentence1", "sentence2"), sentences):

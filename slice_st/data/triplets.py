@@ -25,7 +25,7 @@ def read_msmarco_triples(path: str | os.PathLike):
                 continue
             fields = line.split("\t")
             if len(fields) != 3:
-                raise DataFormatError(f"{path}, line {number}: expected 3 fields (query, positive, negative).")
+                raise DataFormatError(f"{path}, line {number}: expected 3 fields, got {len(fields)}.")
             for name, value in zip(columns, map(ftfy.fix_text, fields)):
                 if not value.strip():
                     raise DataFormatError(f"{path}, line {number}: the {name} field is empty.")

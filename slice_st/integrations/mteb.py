@@ -314,16 +314,9 @@ def run_mteb(
         if isinstance(task, STSBContext):
             _check_cached_revision(cache, task, wrapped.mteb_model_meta)
     progress = {"show_progress_bar": show_progress_bar}
+    options = {"cache": cache, "overwrite_strategy": overwrite_strategy, "co2_tracker": False, **progress}
     try:
-        return mteb.evaluate(
-            wrapped,
-            built,
-            cache=cache,
-            overwrite_strategy=overwrite_strategy,
-            encode_kwargs={"batch_size": batch_size, **progress},
-            co2_tracker=False,
-            **progress,
-        )
+        return mteb.evaluate(wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options)
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
         why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(

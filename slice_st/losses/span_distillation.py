@@ -98,16 +98,12 @@ class SpanDistillationLoss(SliceLoss):
             raise ValueError(f"metric must be one of {DISTILLATION_METRICS}, got {metric!r}.")
         if text_weight < 0 or weight < 0:
             raise ValueError(f"text_weight and weight must be >= 0, got {text_weight} and {weight}.")
-        self.model = model
+        self.model, self.teacher_batch_size, self.skipped_spans = model, teacher_batch_size, 0
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.unit = get_span_config(model).replace(unit=unit).unit
         self.metric, self.text_weight, self.weight = metric, text_weight, weight
-        self.teacher_batch_size = teacher_batch_size
-        self.generator = torch.Generator()
-        if seed is not None:
-            self.generator.manual_seed(seed)
+        self.generator = torch.Generator() if seed is None else torch.Generator().manual_seed(seed)
         self.teacher, self.teacher_name = frozen_teacher(model, teacher)
-        self.skipped_spans = 0
         enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
         slice_card_data(model, self)  # fit() / the Trainer write a SLICE card

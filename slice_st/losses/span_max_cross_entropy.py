@@ -106,13 +106,10 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         gather_across_devices: bool = False,
     ) -> None:
         super().__init__()
-        self.model = model
-        self.scale = scale
+        self.model, self.scale, self.skipped_rows = model, scale, 0
         span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
-        self.in_batch_negatives = in_batch_negatives
-        self.gather_across_devices = gather_across_devices
-        self.skipped_rows = 0
+        self.in_batch_negatives, self.gather_across_devices = in_batch_negatives, gather_across_devices
         enable_span_features(model)
         slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 

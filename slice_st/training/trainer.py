@@ -112,10 +112,7 @@ class SliceArguments:
     def check(self, args, needs_train_data: bool = True) -> None:
         """Check every setting, with the trainer's ``args``, before anything is loaded (a clear error)."""
         if needs_train_data and not self.objectives:
-            raise SpanInputError(
-                "no training data: give --train-data (msmarco:PATH or a saved dataset folder) and/or "
-                "--distill-data (text/JSONL files, or a saved passages folder)."
-            )
+            raise SpanInputError("no training data: give --train-data (triplets) and/or --distill-data (texts).")
         for name, kind in get_type_hints(SliceArguments).items():
             if get_origin(kind) is Literal and getattr(self, name) not in get_args(kind):
                 raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
@@ -185,23 +182,17 @@ def first_rows(dataset, limit: int | None):
 
 def evaluation_files(settings: SliceArguments, *more: str | None) -> list[str]:
     """The dev files (and ``more``) that exist: their sentences never enter training text."""
-    return list(
-        dict.fromkeys(path for path in (settings.dev, settings.sts_dev, *more) if path and os.path.exists(path))
-    )
+    paths = (settings.dev, settings.sts_dev, *more)
+    return list(dict.fromkeys(path for path in paths if path and os.path.exists(path)))
 
 
 def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    passages = load_passages(
-        settings.distill_data,
-        exclude_paths=evaluation_files(settings),
-        min_words=settings.passage_min_words,
-        max_words=settings.passage_max_words,
-        seed=seed,
-        limit=settings.distill_limit,
-    )
+    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
+    passages = load_passages(settings.distill_data, exclude_paths=evaluation_files(settings), seed=seed, **words)
+    passages = first_rows(passages, settings.distill_limit)
     if settings.cache_teacher and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages
@@ -294,14 +285,9 @@ def build_trainer(
     evaluator = _dev_evaluator(settings)
     order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
     apply_model_card(model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order)
-    return SentenceTransformerTrainer(
-        model=model,
-        args=_run_arguments(args, settings, evaluator),
-        train_dataset=train_dataset,
-        loss=losses[objectives[0]] if len(losses) == 1 else losses,
-        evaluator=evaluator,
-        callbacks=list(callbacks or []),
-    )
+    loss = losses[objectives[0]] if len(losses) == 1 else losses
+    run = {"train_dataset": train_dataset, "evaluator": evaluator, "callbacks": list(callbacks or [])}
+    return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
 
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
