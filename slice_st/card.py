@@ -132,8 +132,7 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     @classmethod
     def from_card(cls, card: SentenceTransformerModelCardData) -> SliceModelCardData:
-        """A SLICE card holding every field ``card`` holds (base model, licence, model id, datasets, training logs,
-        registered model), with the SLICE template."""
+        """A SLICE card holding all ``card`` holds (base model, licence, id, datasets, logs, registered model)."""
         if isinstance(card, cls):
             return card
         new = cls()  # then every value as it is: nothing validated again (an id without an organisation is kept)
@@ -142,8 +141,7 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
 
 def slice_template_path() -> Path:
-    """sentence-transformers' card template with the SLICE section before "## Model Details" (a cache file written once
-    per version: huggingface_hub renders from a path)."""
+    """ST's card template with the SLICE section before "## Model Details", as a file (the Hub renders a path)."""
     base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")  # the field's default
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"

@@ -135,8 +135,7 @@ def cut_passages(
 
 
 def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random, spill: list[str]) -> list[str]:
-    """Consecutive sentences → passages; a final piece shorter than ``min_words`` joins the previous passage or
-    ``spill``."""
+    """Consecutive sentences → passages; a short final piece joins the previous passage or ``spill``."""
     pieces: list[str] = []
     for sentence in sentences:
         words = sentence.split()

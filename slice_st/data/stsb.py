@@ -24,8 +24,7 @@ _CONTEXT_FEATURES |= {"goldsim": "float64", "paraphrase_in_passage": "bool", "fi
 
 
 def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tuple[str, str]:
-    """The text of a local file or a URL (downloaded and cached by ``datasets``), decoded by the first of
-    ``encodings`` that can, and a display name."""
+    """``(text, name)`` of a file or URL (cached by ``datasets``), decoded by the first of ``encodings`` that can."""
     path = name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
         require("datasets", "eval", "reading a URL")

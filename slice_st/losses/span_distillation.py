@@ -258,8 +258,7 @@ def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") ->
 
 
 def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
-    """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never
-    trains."""
+    """``(teacher, display name)``, frozen: a copy of ``model`` taken now (``None``), a model name, or a model."""
     from slice_st.loading import load_model, model_identity
 
     name = f"frozen copy of {model_identity(model)[0]}" if teacher is None else teacher
@@ -305,8 +304,7 @@ def span_token_inputs(
 
 
 def shares_wordpiece_tokenizer(student, teacher) -> bool:
-    """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in
-    context)."""
+    """True when span token ids can go to the teacher as they are (the same WordPiece vocabulary and casing)."""
     a, b = getattr(student, "tokenizer", None), getattr(teacher, "tokenizer", None)
     backend = getattr(a, "backend_tokenizer", None)
     return (

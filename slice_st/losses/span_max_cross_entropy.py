@@ -19,8 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
-    """Query vectors of a forward pass: the mean of each row's unit tokens (non-special), as ``best_spans`` encodes
-    queries; returns ``((B, d), (B,) has_tokens)``."""
+    """``((B, d), (B,) has_tokens)``: each row's mean non-special token vector, as ``best_spans`` encodes queries."""
     units = batch_units(output, unit)
     zeros = torch.zeros_like(units.num_units)
     total, count = pool_units(output["token_embeddings"], units.boundaries, zeros, units.num_units)
@@ -149,30 +148,25 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         return loss
 
     def _in_batch_logits(self, queries: Tensor, passages: list[dict[str, Any]], rows: int) -> tuple[Tensor, Tensor]:
-        """Every query against every passage row of the batch (column-major: positives, then each negative column).
-
-        With ``gather_across_devices`` the queries of all processes score this process's passages and the score rows
-        are gathered (with gradient): span scoring needs token vectors, which stay where they are.
-        """
+        """Every query against every passage row (column-major: positives, then each negative column). With
+        ``gather_across_devices`` all processes' queries score this process's passages (token vectors stay where they
+        are) and the scores are gathered with gradient."""
         from sentence_transformers.util import all_gather_with_grad
 
-        offset, all_queries = 0, queries
+        rank, all_queries = 0, queries
         if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
-            all_queries = all_gather_with_grad(queries)
-            offset = torch.distributed.get_rank() * rows
+            all_queries, rank = all_gather_with_grad(queries), torch.distributed.get_rank()
         spans = (self.unit, self.min_span, self.max_span)
         scores = torch.cat([column_span_scores(all_queries, out, *spans, shared=True) for out in passages])
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)
-        logits = scores[:, offset : offset + rows].T  # this process's queries against every passage row
-        rank = offset // rows if rows else 0
+        logits = scores[:, rank * rows : (rank + 1) * rows].T  # this process's queries against every passage row
         targets = rank * local_passages + torch.arange(rows, device=logits.device)  # own positive: column 0 rows
         return logits, targets
 
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge
-        them."""
+        """Forward the passage columns, as one batch (column-major rows) when sentence-transformers can merge them."""
         if len(columns) > 1:
             merged = merge_feature_batches(columns)
             if merged is not None:

@@ -102,8 +102,7 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
 
 
 def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None):
-    """A new ``SentenceTransformer`` over ``modules`` (default: ``model``'s) with ``model``'s options (device, prompts,
-    similarity function, ``truncate_dim``) and ``model_card_data`` (default: a new card, no README of a folder)."""
+    """A ``SentenceTransformer`` over ``modules`` (default: ``model``'s), ``model``'s options, ``model_card_data``."""
     from sentence_transformers import SentenceTransformer
 
     keys = ("prompts", "default_prompt_name", "similarity_fn_name", "truncate_dim")

@@ -213,8 +213,7 @@ def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: 
 
 
 def _run_arguments(args, settings: SliceArguments, evaluator):
-    """The trainer's arguments with what a SLICE run decides itself: evaluation when there is a dev set, the best
-    checkpoint by its single-pass Spearman, the Hub strategy of a LoRA run, CPU processes without an accelerator."""
+    """The trainer's arguments with what a SLICE run decides itself (evaluation, best checkpoint, Hub, CPU)."""
     import torch
 
     return dataclasses.replace(
@@ -291,8 +290,7 @@ def build_trainer(
 
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
-    """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers'
-    ``add_adapter``; a transformers release that refuses the installed peft is one clear error."""
+    """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
     peft = require("peft", "train", "--lora-r (LoRA training)")
     config = peft.LoraConfig(
         r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
@@ -329,8 +327,7 @@ def save_adapter(model, path: str) -> str:
 
 
 def _given_objectives(dataset) -> tuple[str, ...]:
-    """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
-    SLICE triplets unless it is a one-column (``text``) passages set."""
+    """Objectives of a given dataset: a ``DatasetDict``'s keys, ``distill`` for a ``text`` column, else ``slice``."""
     if isinstance(dataset, dict):
         unknown = set(dataset) - {"slice", "distill"}
         if unknown:
@@ -385,10 +382,9 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
     if not os.path.exists(output_dir):
         check_creatable(output_dir)
-    elif not os.path.isdir(output_dir):
-        raise FileAccessError(f"output {output_dir} is a file, not a folder.")
-    elif not os.access(output_dir, os.W_OK | os.X_OK):
-        raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
+    elif not os.path.isdir(output_dir) or not os.access(output_dir, os.W_OK | os.X_OK):
+        why = "not writable (permission denied)" if os.path.isdir(output_dir) else "a file, not a folder"
+        raise FileAccessError(f"output {output_dir} is {why}.")
     elif os.listdir(output_dir) and not (resume or overwrite):
         raise FileAccessError(
             f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
@@ -480,8 +476,7 @@ def _save_final(trainer, model, run_config: dict) -> None:
 
 
 def _remove_run_folder(path: str) -> None:
-    """Remove a folder of the run (``final``, ``_final.new``, ``_final.old``): a symbolic link there is removed as a
-    link, never followed (a user's folder it points to keeps its files)."""
+    """Remove a folder of the run; a symbolic link there is removed as a link, never followed."""
     import shutil
 
     if os.path.islink(path) or os.path.isfile(path):
@@ -516,8 +511,7 @@ def check_checkpoint_state(checkpoint: str) -> None:
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
-    """The newest *complete* checkpoint of a run: a run killed mid-save leaves a newer folder without its
-    ``trainer_state.json`` (written last), which must not be resumed from."""
+    """The newest checkpoint with its ``trainer_state.json`` (written last: a run killed mid-save has none)."""
     import re
 
     if not os.path.isdir(output_dir):
