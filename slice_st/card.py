@@ -169,10 +169,8 @@ def apply_model_card(
 ) -> SliceModelCardData:
     """Give ``model`` SLICE card data for a ``slice-st train`` run (kept by every later save and push); returns it.
 
-    ``config`` is the run's settings (a dict or :class:`~slice_st.training.SliceArguments`): base model, training
-    data by name (:func:`training_sources`), losses, span settings. ``repo_id``: the Hub repository.
-    ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in its order, for a card
-    made before the ``SentenceTransformerTrainer`` (which fills in their statistics).
+    ``config``: the run's settings (a dict or :class:`~slice_st.training.SliceArguments`); ``repo_id``: the Hub
+    repository; ``trainer_datasets``: the objectives of the trainer's datasets, in its order (it adds statistics).
     """
     training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     old = model.model_card_data

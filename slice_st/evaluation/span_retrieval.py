@@ -151,14 +151,12 @@ def score_single(
 class SpanRetrievalEvaluator(BaseEvaluator):
     """Sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
 
-    For each pair (origin phrase, passage, gold score) it predicts a similarity in each of ``setups`` (``"full"``:
-    one vector per passage; ``"single"``: the best span of one forward pass, chosen by ``scorer``) and reports
-    ``{setup}_pearson`` and ``{setup}_spearman``; the primary metric is ``single_spearman``. With ``paraphrases``
-    it also reports where the best span lands: ``single_exact``, ``single_word_f1`` and, on pairs with gold >= 3,
-    ``single_strong_exact`` / ``single_strong_word_f1``. It works as ``evaluator=`` of
-    ``SentenceTransformerTrainer`` and records its metrics in the model card data. With ``output_path`` it appends
-    the metrics to ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes
-    every pair's best span and score to ``span_retrieval_predictions[_name].csv``.
+    Each pair (origin phrase, passage, gold score) is scored in each of ``setups`` (``"full"``: one vector per
+    passage; ``"single"``: the best span of one forward pass) for ``{setup}_pearson`` and ``{setup}_spearman``
+    (primary: ``single_spearman``); with ``paraphrases``, also where the best span lands (``single_exact``,
+    ``single_word_f1``, and ``single_strong_*`` on pairs with gold >= 3). It works as the trainer's ``evaluator=``
+    (metrics in the model card data) and appends to ``span_retrieval_evaluation[_name]_results.csv`` in
+    ``output_path`` (predictions: ``span_retrieval_predictions[_name].csv``).
 
     Args:
         phrases: Origin phrase of each pair.

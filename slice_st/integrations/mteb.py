@@ -238,13 +238,9 @@ def _sentence_transformer(model):
 
 
 def mteb_model(model, name: str | None = None, revision: str | None = None):
-    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a name and a
-    revision, so that results are not filed under ``no_model_name_available``.
-
-    Name: the Hub id (``slice-st/slice-minilm`` for the shipped model), or ``local/<folder>`` for a local model.
-    Revision: the Hub revision when known, else the weights' fingerprint. The meta also carries the number of
-    parameters, the licence (the card's) and ``adapted_from`` (the card's base model).
-    """
+    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
+    its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
+    weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""
     from mteb import SentenceTransformerEncoderWrapper
 
     from slice_st.loading import model_fingerprint, model_identity

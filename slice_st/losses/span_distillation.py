@@ -219,26 +219,19 @@ class SpanDistillationLoss(SliceLoss):
         hidden = show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)
         blocks = [torch.zeros(0, 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())]
         for lo in tqdm(batches, desc="teacher vectors", disable=hidden):
-            blocks.append(self._label_block(texts[lo : lo + batch_size], generator))
+            features = batch_to_device(self.model.preprocess(texts[lo : lo + batch_size]), self.model.device)
+            units = batch_units(features, self.unit)
+            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
+            with torch.no_grad():  # exactly what a training step computes for the same spans
+                span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
+            spans = torch.cat([torch.stack([starts, ends], dim=-1).float(), span_vectors], dim=-1)
+            text = torch.cat([torch.zeros_like(text_vectors[:, :2]), text_vectors], dim=-1)[:, None]
+            blocks.append(torch.cat([text, spans], dim=1).cpu())
         label_array = torch.cat(blocks).numpy()
         features = datasets.Features(
             {column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")}
         )
         return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
-
-    def _label_block(self, chunk: list[str], generator: torch.Generator) -> Tensor:
-        """The cached labels of a chunk of texts: drawn spans and the teacher's vectors."""
-        features = batch_to_device(self.model.preprocess(chunk), self.model.device)
-        units = batch_units(features, self.unit)
-        starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
-        with torch.no_grad():  # exactly what a training step computes for the same spans
-            span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
-        block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())
-        block[:, 0, 1] = units.num_units.float().cpu()
-        block[:, 0, 2:] = text_vectors.cpu()
-        block[:, 1:, :2] = torch.stack([starts, ends], dim=-1).float().cpu()
-        block[:, 1:, 2:] = span_vectors.cpu()
-        return block
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"teacher": self.teacher_name, **super().get_config_dict()}

@@ -329,8 +329,7 @@ def save_adapter(model, path: str) -> str:
 def _given_objectives(dataset) -> tuple[str, ...]:
     """Objectives of a given dataset: a ``DatasetDict``'s keys, ``distill`` for a ``text`` column, else ``slice``."""
     if isinstance(dataset, dict):
-        unknown = set(dataset) - {"slice", "distill"}
-        if unknown:
+        if unknown := set(dataset) - {"slice", "distill"}:
             raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
         return tuple(name for name in ("slice", "distill") if name in dataset)
     columns = [column for column in dataset.column_names if column != "label"]
