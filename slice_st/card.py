@@ -180,12 +180,9 @@ def apply_model_card(
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
         license_id, license_note = training["license"], f"Licence set for this run. {license_note}"
+    names = {part: ", ".join(DATA_SOURCES[key].name for key in found) for part, found in keys.items() if found}
     titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
-    datasets = [
-        {"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in keys[name])}
-        for name in trainer_datasets or []
-        if keys.get(name)
-    ]
+    datasets = [{"name": titles[part] + names[part]} for part in trainer_datasets or [] if part in names]
     card = SliceModelCardData(
         language="en",
         license=license_id,
@@ -198,14 +195,10 @@ def apply_model_card(
     card.base_model = base_model
     card.datasets = list(dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id))
     lora_r = training.get("lora_r")
-    card.slice_section = _slice_section(
-        model,
-        losses=_run_losses(training, get_span_config(model)),
-        sources=[dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
-        license_note=license_note,
-        steps=training.get("max_steps") if training else None,
-        lora={"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None,
-    )
+    section = {"sources": [dataclasses.asdict(DATA_SOURCES[key]) for key in sources], "license_note": license_note}
+    section |= {"losses": _run_losses(training, get_span_config(model)), "steps": training.get("max_steps")}
+    section["lora"] = {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
+    card.slice_section = _slice_section(model, **section)
     model.model_card_data = card
     card.register_model(model)
     return card

@@ -201,8 +201,7 @@ def load_passages(
     for source in sources:
         if os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
-            if "text" not in parts[-1].column_names:
-                columns = parts[-1].column_names
+            if "text" not in (columns := parts[-1].column_names):
                 raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {columns}.")
     files = [source for source in sources if not os.path.isdir(source)]
     if files:
