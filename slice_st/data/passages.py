@@ -15,11 +15,10 @@ from slice_st.errors import DataFormatError
 from slice_st.text import one_line, require, split_sentences
 
 
-def read_texts(source: Any, *, field: str = "text", column: int = -1) -> list[str]:
+def read_texts(source: Any, *, field: str = "text") -> list[str]:
     """Texts from a file, a saved ``datasets`` folder or an iterable of strings, blank ones skipped.
 
-    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
-    per line.
+    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (the last column), anything else a text per line.
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -35,7 +34,8 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1) -> list[st
         elif path.endswith(".json"):
             texts = _read_json_list_texts(path, field)
         elif path.endswith(".tsv"):
-            texts = _read_tsv_texts(path, column)
+            with open(path, encoding="utf-8", newline="") as handle:
+                texts = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
         else:
             fmt = "jsonl" if path.endswith(".jsonl") else "text"
             texts = [record.text for record in text_files.read_texts([path], fmt=fmt, text_field=field)]
@@ -69,19 +69,6 @@ def _read_json_list_texts(path: str, field: str) -> list[str]:
         if not isinstance(row, dict) or not isinstance(row.get(field), str):
             raise DataFormatError(f"{path}, row {number}: expected an object with a string {field!r} field.")
     return [row[field] for row in rows]
-
-
-def _read_tsv_texts(path: str, column: int) -> list[str]:
-    texts = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-            if not row:
-                continue
-            try:
-                texts.append(row[column])
-            except IndexError:
-                raise DataFormatError(f"{path}, line {number}: no column {column} (the row has {len(row)}).") from None
-    return texts
 
 
 def cut_passages(

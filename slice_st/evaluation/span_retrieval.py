@@ -82,10 +82,8 @@ def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[
 
 def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
     """Refuse a passage without a span to score (no tokens)."""
-    missing = np.flatnonzero(~np.isfinite(scores))
-    if len(missing):
-        first = int(missing[0])
-        raise ValueError(f"passages[{first}] has no span to score (no tokens?): {passages[first]!r:.60}.")
+    if len(missing := np.flatnonzero(~np.isfinite(scores))):
+        raise ValueError(f"passages[{missing[0]}] has no span to score (no tokens?): {passages[missing[0]]!r:.60}.")
 
 
 def score_full(

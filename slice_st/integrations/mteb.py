@@ -6,11 +6,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
+from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError
+from slice_st.evaluation.localisation import span_localisation
+from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
+from slice_st.scoring import DEFAULT_SCORER
+from slice_st.spans import check_span_bounds
 from slice_st.text import check_creatable, require
+from slice_st.tokens import check_unit
 
 require("mteb", "eval", "the STSBContext mteb task")
 
@@ -129,9 +136,6 @@ class STSBContext(AbsTaskSTS):
         unit: str = "word",
         missing_paraphrase: str = "warn",
     ) -> None:
-        from slice_st.spans import check_span_bounds
-        from slice_st.tokens import check_unit
-
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
@@ -168,14 +172,10 @@ class STSBContext(AbsTaskSTS):
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
-        from slice_st.data.stsb import read_stsb_context
-
         if not self.path:
             raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE.")
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None and self.limit < len(data):
-            import random
-
             data = data.select(sorted(random.Random(self.seed).sample(range(len(data)), self.limit)))
         columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim", "paraphrase": "paraphrase"}
         split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
@@ -185,10 +185,6 @@ class STSBContext(AbsTaskSTS):
     def _evaluate_subset(
         self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None, **kwargs: Any
     ) -> dict[str, float]:
-        from slice_st.evaluation.localisation import span_localisation
-        from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
-        from slice_st.scoring import DEFAULT_SCORER
-
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])

@@ -147,10 +147,7 @@ class SpanDistillationLoss(SliceLoss):
         """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
         dim = self.model.get_embedding_dimension()
         if labels.dim() != 3 or labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
-            raise ValueError(
-                f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from "
-                f"cache_teacher_vectors()."
-            )
+            raise ValueError(f"cached labels of shape {tuple(labels.shape)}, not (B, 1 + spans, 2 + {dim}).")
         starts, ends = labels[:, 1:, :2].round().long().unbind(-1)
         fits = (starts >= 0) & (ends <= num_units[:, None]) & (ends > starts)
         if dropped := int(((starts >= 0) & ~fits).sum()):
