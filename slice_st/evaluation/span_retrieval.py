@@ -236,8 +236,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
-        """From rows with ``line``, ``passage`` and ``goldsim`` (e.g. :func:`slice_st.data.read_stsb_context`);
-        a ``paraphrase`` column turns the localisation metrics on."""
+        """From ``line``, ``passage``, ``goldsim`` (and ``paraphrase``) columns, as ``read_stsb_context`` gives."""
         if "paraphrase" in getattr(dataset, "column_names", ()) and "paraphrases" not in kwargs:
             kwargs["paraphrases"] = dataset["paraphrase"]
         return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)

@@ -26,13 +26,12 @@ _TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 class SpanDistillationLoss(SliceLoss):
     """Pull single-pass span means toward a frozen teacher's vectors of the same spans encoded alone.
 
-    Encoding every n-gram on its own embeds spans best and slowest, so the base model's per-n-gram vector is a free
-    teacher. For each text, ``spans_per_text`` spans are drawn (lengths stratified); the student's span vector is the
-    mean of its token vectors (what :func:`slice_st.encode_spans` returns), the teacher's is
-    ``teacher.encode(span_text)``. Each span costs ``1 - cos`` (or the MSE); ``text_weight`` adds the same term on
-    the whole-text embeddings, so sentence similarity is kept. Returns ``{"span": ..., "text": ...}``, which the
-    trainer sums and logs. The teacher never trains; when it shares the student's WordPiece vocabulary, its span
-    inputs are cut from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
+    Encoding each n-gram alone embeds spans best and slowest, so the base model's per-n-gram vector is a free teacher.
+    Per text, ``spans_per_text`` spans are drawn (lengths stratified); each costs ``1 - cos`` (or the MSE) between its
+    mean token vector (what :func:`slice_st.encode_spans` returns) and ``teacher.encode(span_text)``; ``text_weight``
+    adds the same on whole texts, so sentence similarity is kept. Returns ``{"span": ..., "text": ...}`` (the trainer
+    sums and logs them). The teacher never trains; with the student's WordPiece vocabulary its span inputs are cut
+    from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
 
     Args:
         model: The student ``SentenceTransformer`` (span features are switched on).

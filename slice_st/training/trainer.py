@@ -370,11 +370,8 @@ def _dev_evaluator(settings: SliceArguments):
 
 
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
-    """Check, before any work, that a run may write into ``output_dir``; returns it.
-
-    A new or empty folder is fine; one with files is refused (:class:`slice_st.errors.FileAccessError`) unless
-    ``resume`` (continue that run) or ``overwrite``; so are a symbolic link, a file and an unwritable place.
-    """
+    """``output_dir``, checked before any work: new or empty (or ``resume``, ``overwrite``), never a symbolic link, a
+    file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
     from slice_st.errors import FileAccessError
     from slice_st.text import check_creatable, check_not_link
 
@@ -485,9 +482,8 @@ def _remove_run_folder(path: str) -> None:
 
 
 def check_checkpoint_state(checkpoint: str) -> None:
-    """Read the optimizer, scheduler, scaler and RNG states of ``checkpoint`` as the trainer will on resume
-    (``torch.load(weights_only=True)``: code in a pickle is refused, never run): a damaged file is a ``ValueError``
-    naming it before training starts."""
+    """Read ``checkpoint``'s optimizer, scheduler, scaler and RNG states as the trainer will on resume (weights only:
+    code in a pickle is refused, never run); a damaged file is a ``ValueError`` naming it, before training."""
     import glob
     from pickle import UnpicklingError
 
