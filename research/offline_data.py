@@ -231,13 +231,13 @@ def offline_passages(
         elif source == "snli":
             lines: list[str] = []
             for name in ("s1.dev", "s2.dev", "s1.test", "s2.test"):
-                lines += read_texts(os.path.join(data_dir, "snli", name), detokenize=True)
+                lines += map(detokenize, read_texts(os.path.join(data_dir, "snli", name)))
             texts += list(dict.fromkeys(lines))
         elif source == "parabank":
             path = os.path.join(data_dir, "nugget_pi", "paraphrase_identification", "train", "docs.txt")
             with _open_text(path) as handle:  # "id<TAB>document" rows
                 documents = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
-            texts += read_texts(documents, detokenize=True)
+            texts += map(detokenize, read_texts(documents))
         else:
             raise DataFormatError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
     excluded = evaluation_sentences(exclude_paths)
