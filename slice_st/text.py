@@ -129,11 +129,19 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
     try:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
-        if flags & _NOFOLLOW and error.errno in (errno.ELOOP, errno.EMLINK):  # the errors of O_NOFOLLOW on a link
+        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
             raise FileAccessError(f"{path} is not a folder") from None
         raise
+
+
+def _is_link(path: str, folder: int | None) -> bool:
+    """Whether ``path`` is a link: Linux says ENOTDIR, not ELOOP, for a link opened ``O_DIRECTORY|O_NOFOLLOW``."""
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 @contextmanager
