@@ -297,7 +297,6 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# ------------------------------------------------------------------------------------------ ONNX Runtime / OpenVINO
 def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
@@ -476,7 +475,6 @@ def _check_export_source(model: Any, output: Path) -> None:
         )
 
 
-# ------------------------------------------------------------------------------------------ saving
 def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
@@ -607,7 +605,6 @@ def merged_adapters(model):
     return clone
 
 
-# ------------------------------------------------------------------------------------------ identity
 def model_fingerprint(model: SentenceTransformer) -> str:
     """A short hash of the model's weights and tokenizer, what identifies a model for an index: SHA-256 over every
     tensor (name, shape, dtype, bytes); on ONNX Runtime or OpenVINO over its backend and exported file."""

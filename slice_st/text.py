@@ -67,7 +67,6 @@ class TextRecord:
     text: str
 
 
-# ------------------------------------------------------------------------------------------ safe files
 def check_creatable(path: str) -> None:
     """A :class:`FileAccessError` unless ``path``'s nearest existing ancestor is a writable folder."""
     parent = os.path.dirname(os.path.abspath(path))
@@ -179,7 +178,6 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
         raise
 
 
-# ------------------------------------------------------------------------------------------ reading texts
 def split_lines(content: str) -> list[str]:
     """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``)."""
     return [line for line in re.split(r"(?<=\n)", content) if line]
@@ -308,7 +306,6 @@ def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
         yield number, offset, record
 
 
-# ------------------------------------------------------------------------------------------ --split auto
 WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
 WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
 WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
@@ -379,7 +376,6 @@ def _records(texts: list[str]) -> bool:
     return False
 
 
-# ------------------------------------------------------------------------------------------ folders and globs
 def expand_paths(
     paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES, *, follow_links: bool = False
 ) -> list[str]:
@@ -463,7 +459,6 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
     return list(kept.values())
 
 
-# ------------------------------------------------------------------------------------------ strings
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
