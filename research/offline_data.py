@@ -18,7 +18,15 @@ from research.context import make_context
 from slice_st.data.passages import cut_passages, evaluation_sentences, read_texts
 from slice_st.data.stsb import read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import detokenize, one_line, require
+from slice_st.text import one_line, require
+
+
+def detokenize(text: str) -> str:
+    """Undo SNLI's spaces before punctuation (``"packages ."`` → ``"packages."``)."""
+    text = one_line(text)
+    for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
+        text = text.replace(mark, mark[1:])
+    return text
 
 
 def _open_text(path: str | os.PathLike):

@@ -471,14 +471,6 @@ def one_line(value: str) -> str:
     return " ".join(value.split())
 
 
-def detokenize(text: str) -> str:
-    """Undo SNLI's spaces before punctuation (``"packages ."`` → ``"packages."``)."""
-    text = one_line(text)
-    for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
-        text = text.replace(mark, mark[1:])
-    return text
-
-
 #: A place a sentence might end; a text without one is a single sentence and skips the segmenter.
 _MAYBE_END = re.compile(r"[.!?…][\"'”’)\]]*\s|\n")
 #: Closing quotes/brackets that pysbd sometimes leaves at the start of the next sentence (``quote." Next``).
