@@ -78,6 +78,22 @@ def check_creatable(path: str) -> None:
         raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
 
 
+def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = "") -> str:
+    """``path``, checked before any work (nothing is created): a writable folder (``folder=False``: file) or a path
+    that can be created, else a :class:`FileAccessError` naming ``what``. ``full``: refuse a folder that holds files,
+    saying why and how to go on (empty: files are fine, as with ``--overwrite``)."""
+    path, (other, kind) = os.fspath(path), ("file", "folder") if folder else ("folder", "file")
+    if not os.path.exists(path):
+        check_creatable(path)
+    elif os.path.isdir(path) != folder:
+        raise FileAccessError(f"{what} {path} is a {other}, not a {kind}.")
+    elif not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
+        raise FileAccessError(f"{what} {path} is not writable (permission denied).")
+    elif full and folder and os.listdir(path):
+        raise FileAccessError(f"{what} {path} is not empty: {full}")
+    return path
+
+
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
     """``path``, or a :class:`FileAccessError` for a symbolic link (``link/`` too): nothing goes where a link points."""
     normal = os.path.normpath(os.fspath(path))

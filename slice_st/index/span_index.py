@@ -47,6 +47,7 @@ from slice_st.index.search import (
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
+from slice_st.text import check_output
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -688,7 +689,7 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        storage.check_index_target(output)
+        check_output(output, "index folder")
         if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
         with storage.index_lock(output, timeout=None, on_wait=on_wait):

@@ -372,21 +372,11 @@ def _dev_evaluator(settings: SliceArguments):
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
     """``output_dir``, checked before any work: new or empty (or ``resume``, ``overwrite``), never a symbolic link, a
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
-    from slice_st.errors import FileAccessError
-    from slice_st.text import check_creatable, check_not_link
+    from slice_st.text import check_not_link, check_output
 
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
-    if not os.path.exists(output_dir):
-        check_creatable(output_dir)
-    elif not os.path.isdir(output_dir) or not os.access(output_dir, os.W_OK | os.X_OK):
-        why = "not writable (permission denied)" if os.path.isdir(output_dir) else "a file, not a folder"
-        raise FileAccessError(f"output {output_dir} is {why}.")
-    elif os.listdir(output_dir) and not (resume or overwrite):
-        raise FileAccessError(
-            f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
-            "folder, continue that run with --resume, or pass --overwrite."
-        )
-    return output_dir
+    full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
+    return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
 
 def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
