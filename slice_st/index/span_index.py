@@ -266,20 +266,19 @@ class SpanIndex:
         windows = encode_windows(
             encoder or self.model, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt
         )
-        for batch in windows:
-            for rows in batch.rows(batch_size):
-                sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
-                norms = span_sum_norms(
-                    rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
-                )
-                sums = sums.float().cpu().numpy().astype(self.dtype)
-                norms = norms.cpu().numpy()
-                chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
-                for row, window in enumerate(rows.windows):
-                    own = slice(0, int(rows.num_units[row]))
-                    key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
-                    first = window.first_unit(config.unit)
-                    segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
+        for rows in windows:  # sub-batches of batch_size windows, trimmed to their own padding
+            sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
+            norms = span_sum_norms(
+                rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
+            )
+            sums = sums.float().cpu().numpy().astype(self.dtype)
+            norms = norms.cpu().numpy()
+            chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
+            for row, window in enumerate(rows.windows):
+                own = slice(0, int(rows.num_units[row]))
+                key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
+                first = window.first_unit(config.unit)
+                segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
