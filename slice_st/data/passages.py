@@ -11,7 +11,7 @@ from typing import Any
 
 from slice_st import text as text_files
 from slice_st.data.stsb import read_stsb, read_stsb_context
-from slice_st.errors import DataFormatError
+from slice_st.errors import DataFormatError, SpanInputError
 from slice_st.text import one_line, require, split_sentences
 
 
@@ -94,8 +94,8 @@ def cut_passages(
     """
     datasets = require("datasets", "train", "building passages")
 
-    if min_words < 1 or max_words < min_words:
-        raise DataFormatError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
+    if not 1 <= min_words <= max_words:
+        raise SpanInputError(f"need 1 <= min_words <= max_words (--min-words, --max-words): {min_words}, {max_words}.")
     rng = random.Random(seed)
     excluded = {" ".join(sentence.lower().split()) for sentence in exclude_sentences}
     passages, short, leftovers, removed = [], [], [], 0

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from slice_st.data.stsb import read_stsb_context
-from slice_st.errors import FileAccessError
+from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
 from slice_st.scoring import DEFAULT_SCORER
 from slice_st.spans import check_span_bounds
-from slice_st.text import check_creatable, require
+from slice_st.text import check_output, require
 from slice_st.tokens import check_unit
 
 require("mteb", "eval", "the STSBContext mteb task")
@@ -62,7 +62,7 @@ class _Metadata(TaskMetadata):
     @property
     def descriptive_stat_path(self) -> Path:
         if self._stats_path is None:
-            raise ValueError(
+            raise SpanInputError(
                 f"STSBContext keeps descriptive statistics beside a local file; {self.dataset['path']} is not one "
                 "(download it and pass its path)."
             )
@@ -139,12 +139,12 @@ class STSBContext(AbsTaskSTS):
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
-            raise ValueError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
+            raise SpanInputError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
         self.limit, self.seed, self.missing_paraphrase = limit, seed, missing_paraphrase
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
         self.source = source if source is not None else _noted_source(self.path)
         if self.source not in SOURCES:
-            raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
+            raise SpanInputError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__()
         update: dict[str, Any] = {"description": _DESCRIPTION + SOURCES[self.source] + "."}
         update["sample_creation"] = _SAMPLE_CREATION[self.source]
@@ -280,14 +280,14 @@ def run_mteb(
     from slice_st.loading import load_model
 
     if task_options.get("limit") is not None and any(task != "STSBContext" for task in tasks):
-        raise ValueError("--limit applies to STSBContext only.")
+        raise SpanInputError("limit (--limit) applies to the STSBContext task only.")
     built = []
     for task in tasks:
         if task != "STSBContext":
             try:
                 built.append(mteb.get_task(task))
             except KeyError:
-                raise ValueError(f"unknown mteb task {task!r}.") from None
+                raise SpanInputError(f"unknown mteb task {task!r}.") from None
             continue
         path = stsb_context or os.environ.get(DATA_ENV)
         if not path:
@@ -296,9 +296,7 @@ def run_mteb(
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
         built.append(STSBContext(path, **task_options))
     if output_folder:  # said before the evaluation, not after it
-        if os.path.exists(output_folder) and not os.path.isdir(output_folder):
-            raise FileAccessError(f"--output-folder {output_folder} is a file, not a folder.")
-        check_creatable(os.path.join(output_folder, "results"))
+        check_output(output_folder, "--output-folder")
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
     wrapped = mteb_model(model, model_name, revision)
