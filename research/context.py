@@ -18,10 +18,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from research._cli import positive_int, run
-from slice_st.data.stsb import CONTEXT_SOURCES, SOURCE_SUFFIX, STSB_CONTEXT_COLUMNS, read_stsb
-from slice_st.errors import DataFormatError, FileAccessError
-from slice_st.text import check_creatable, one_line, require
+from slice_st.data.stsb import STSB_CONTEXT_COLUMNS, read_stsb
+from slice_st.errors import DataFormatError
+from slice_st.text import check_output, one_line, require
 
+#: The note beside a TSV saying where its passages come from, as ``slice_st.integrations.mteb.STSBContext`` reads it:
+#: the released set (passages written by a language model), a ``make-context`` proxy (this module), or unknown.
+SOURCE_SUFFIX = ".source.json"
+CONTEXT_SOURCES = ("released", "make-context", "unknown")
 CONTEXT_STYLES = ("preceding", "following", "surrounding", "clause")
 _LEADS = (
     "According to the report:",
@@ -171,10 +175,7 @@ def _styles(value: str) -> list[str]:
 
 
 def _make_context_command(args) -> int:
-    if os.path.isdir(args.output):
-        raise FileAccessError(f"output {args.output} is a folder, not a file.")
-    if not os.path.exists(args.output):
-        check_creatable(args.output)
+    check_output(args.output, folder=False)
     styles = _styles(args.styles)
     rows = make_context(read_stsb(args.stsb), seed=args.seed, styles=styles, words=args.words, limit=args.limit)
     count = write_stsb_context(rows, args.output, encoding=args.encoding)

@@ -18,7 +18,15 @@ from research.context import make_context
 from slice_st.data.passages import cut_passages, evaluation_sentences, read_texts
 from slice_st.data.stsb import read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import detokenize, one_line, require
+from slice_st.text import one_line, require
+
+
+def detokenize(text: str) -> str:
+    """Undo SNLI's spaces before punctuation (``"packages ."`` → ``"packages."``)."""
+    text = one_line(text)
+    for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
+        text = text.replace(mark, mark[1:])
+    return text
 
 
 def _open_text(path: str | os.PathLike):
@@ -231,13 +239,13 @@ def offline_passages(
         elif source == "snli":
             lines: list[str] = []
             for name in ("s1.dev", "s2.dev", "s1.test", "s2.test"):
-                lines += read_texts(os.path.join(data_dir, "snli", name), detokenize=True)
+                lines += map(detokenize, read_texts(os.path.join(data_dir, "snli", name)))
             texts += list(dict.fromkeys(lines))
         elif source == "parabank":
             path = os.path.join(data_dir, "nugget_pi", "paraphrase_identification", "train", "docs.txt")
             with _open_text(path) as handle:  # "id<TAB>document" rows
                 documents = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
-            texts += read_texts(documents, detokenize=True)
+            texts += map(detokenize, read_texts(documents))
         else:
             raise DataFormatError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
     excluded = evaluation_sentences(exclude_paths)

@@ -21,7 +21,7 @@ from typing import Any
 
 from research._cli import run
 from slice_st.errors import FileAccessError
-from slice_st.text import check_creatable, check_not_link
+from slice_st.text import check_not_link, check_output
 
 __all__ = [
     "SHIPPED_FILES",
@@ -52,22 +52,13 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     """
     destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
     check_not_link(destination, purpose="to ship the adapter into")
-    if os.path.exists(destination):
-        if not os.path.isdir(destination):
-            raise FileAccessError(f"output {destination} is a file, not a folder.")
-        if not os.access(destination, os.W_OK | os.X_OK):
-            raise FileAccessError(f"output {destination} is not writable (permission denied).")
-        if os.listdir(destination) and not overwrite:
-            raise FileAccessError(
-                f"output {destination} is not empty: name a new or empty folder, or pass --overwrite "
-                f"(overwrite=True) to replace only {', '.join(SHIPPED_FILES)} in it."
-            )
-        for file in SHIPPED_FILES:
-            target = os.path.join(destination, file)
-            if os.path.isdir(target) and not os.path.islink(target):
-                raise FileAccessError(f"cannot ship the adapter to {destination}: {target} is a folder.")
-        return
-    check_creatable(destination)
+    files = ", ".join(SHIPPED_FILES)
+    full = f"name a new or empty folder, or pass --overwrite (overwrite=True) to replace only {files} in it."
+    check_output(destination, full="" if overwrite else full)
+    for file in SHIPPED_FILES:
+        target = os.path.join(destination, file)
+        if os.path.isdir(target) and not os.path.islink(target):
+            raise FileAccessError(f"cannot ship the adapter to {destination}: {target} is a folder.")
 
 
 def _staging_folder(destination: str) -> str:

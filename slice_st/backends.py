@@ -41,7 +41,6 @@ def resolve_dtype(dtype: Any) -> torch.dtype | None:
     raise SpanInputError(f"dtype must be one of {', '.join(sorted(DTYPES))}, got {dtype!r}.")
 
 
-# ------------------------------------------------------------------------------------------ threads
 def _env_threads() -> int | None:
     value = os.environ.get("SLICE_ST_THREADS", "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else None
@@ -86,7 +85,6 @@ def set_torch_threads(threads: int | None = None) -> int:
     return torch.get_num_threads()
 
 
-# ------------------------------------------------------------------------------------------ runners
 class _Runner(torch.nn.Module):
     """``Transformer.model`` for a non-torch backend: no parameters (``to``/``eval`` are no-ops), the transformer's
     ``config``; ``forward`` returns ``last_hidden_state`` (float32)."""
@@ -213,7 +211,6 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
     return model
 
 
-# ------------------------------------------------------------------------------------------ exports
 def model_file_for(
     folder: str | os.PathLike, backend: str, model_file: str | None = None, quantized: bool | str = False
 ) -> Path | None:

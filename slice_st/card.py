@@ -25,15 +25,16 @@ from slice_st.pretrained import (
 )
 from slice_st.text import atomic_file
 
-SLICE_CITATION = """
+#: The paper's BibTeX, in mteb's normalised form (the STSBContext task cites it too).
+SLICE_CITATION = r"""
 @misc{orbach2024slice,
-    title={Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
-    author={Eyal Orbach and Lev Haikin and Nelly David and Avi Faizakof},
-    year={2024},
-    eprint={2405.07263},
-    archivePrefix={arXiv},
-    primaryClass={cs.CL},
-    url={https://arxiv.org/abs/2405.07263},
+  archiveprefix = {arXiv},
+  author = {Orbach, Eyal and Haikin, Lev and David, Nelly and Faizakof, Avi},
+  eprint = {2405.07263},
+  primaryclass = {cs.CL},
+  title = {Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
+  url = {https://arxiv.org/abs/2405.07263},
+  year = {2024},
 }
 """
 
@@ -53,17 +54,10 @@ class DataSource:
 
 #: What slice-st's data options are made of (see shared/DATA.md).
 DATA_SOURCES: dict[str, DataSource] = {
-    "msmarco": DataSource(
-        "MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use (MS MARCO terms)", "nc"
-    ),
+    "msmarco": DataSource("MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use", "nc"),
     "snli": DataSource("SNLI", "stanfordnlp/snli", "CC BY-SA 4.0", "sa"),
     "sick": DataSource("SICK", "RobZamp/sick", "CC BY-NC-SA 3.0", "nc"),
-    "stsb": DataSource(
-        "STS benchmark (train split)",
-        "sentence-transformers/stsb",
-        "CC BY-SA 4.0 (scores; sentences under their sources' terms)",
-        "sa",
-    ),
+    "stsb": DataSource("STS-B (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores)", "sa"),
     "ppdb": DataSource("PPDB phrase pairs (PEARL's filtered set)", None, "CC BY 3.0", "by"),
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),
     "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),
@@ -109,23 +103,13 @@ def card_license(sources: list[str], base_model: str | None) -> tuple[str | None
             f"Trained on data whose licence is not stated or not known here ({unknown}); check the terms of every "
             f"source before using these weights. Sources: {listed}."
         )
-    for kind, licence, note in _LICENCES:  # the most restrictive terms win
+    strictest = [("nc", "cc-by-nc-sa-4.0", "non-commercial"), ("sa", "cc-by-sa-4.0", "share-alike")]
+    for kind, licence, words in strictest + [("by", "cc-by-4.0", "attribution")]:
         if kind in terms:
-            return licence, f"{note}Sources: {listed}."
+            return licence, f"Trained on {words} data, so the weights are {licence}. Sources: {listed}."
     if base_model == DEFAULT_MODEL_NAME:
         return DEFAULT_BASE_LICENSE, "No SLICE training data; the licence is the base model's."
     return None, "No SLICE training data; see the base model's licence."
-
-
-_LICENCES = (
-    (
-        "nc",
-        "cc-by-nc-sa-4.0",
-        "Trained on non-commercial data, so the weights are for non-commercial use (CC BY-NC-SA 4.0). ",
-    ),
-    ("sa", "cc-by-sa-4.0", "Trained on share-alike data (CC BY-SA 4.0). "),
-    ("by", "cc-by-4.0", ""),
-)
 
 
 @dataclass
@@ -148,29 +132,20 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     @classmethod
     def from_card(cls, card: SentenceTransformerModelCardData) -> SliceModelCardData:
-        """A SLICE card holding every field ``card`` holds (base model, licence, model id, datasets, training logs,
-        registered model), with the SLICE template."""
+        """A SLICE card holding all ``card`` holds (base model, licence, id, datasets, logs, registered model)."""
         if isinstance(card, cls):
             return card
-        # model_id is set after construction: sentence-transformers drops an id without an organisation.
-        fields = dataclasses.fields(card)
-        new = cls(**{item.name: getattr(card, item.name) for item in fields if item.init and item.name != "model_id"})
-        for item in fields:
-            if (not item.init or item.name == "model_id") and item.name != "template_path":
-                setattr(new, item.name, getattr(card, item.name))
+        new = cls()  # then every value as it is: nothing validated again (an id without an organisation is kept)
+        new.__dict__.update({key: value for key, value in vars(card).items() if key != "template_path"})
         return new
 
 
 def slice_template_path() -> Path:
-    """sentence-transformers' card template with the SLICE section before "## Model Details" (a cache file written once
-    per version: huggingface_hub renders from a path)."""
+    """ST's card template with the SLICE section before "## Model Details", as a file (the Hub renders a path)."""
     base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")  # the field's default
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
-    if marker in base:
-        composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
-    else:
-        composed = base.rstrip() + "\n\n" + section
+    composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
@@ -179,18 +154,13 @@ def slice_template_path() -> Path:
     return path
 
 
-def _hub_base_model(name: str | None) -> str | None:
-    """A base model name fit for a public card: a Hub id, never a local path."""
+def hub_model_name(name: str | None) -> str | None:
+    """A base model name fit to publish (a card, an adapter's config): a Hub id, never a local path (``None``)."""
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
-    if os.path.exists(path):
-        try:
-            if os.path.samefile(path, default_model_path()):
-                return DEFAULT_MODEL_NAME
-        except OSError:
-            pass
-        return None  # a local folder: its name says nothing to a reader of the card
+    if os.path.isabs(path) or os.path.exists(path):  # a local folder: its name says nothing to a reader
+        return DEFAULT_MODEL_NAME if os.path.exists(path) and os.path.samefile(path, default_model_path()) else None
     return name if name.count("/") == 1 else None
 
 
@@ -199,28 +169,20 @@ def apply_model_card(
 ) -> SliceModelCardData:
     """Give ``model`` SLICE card data for a ``slice-st train`` run (kept by every later save and push); returns it.
 
-    ``config`` is the run's settings (a dict or :class:`~slice_st.training.SliceArguments`): base model, training
-    data by name (:func:`training_sources`), losses, span settings. ``repo_id``: the Hub repository.
-    ``trainer_datasets``: the objectives (``slice``/``distill``) of the trainer's datasets, in its order, for a card
-    made before the ``SentenceTransformerTrainer`` (which fills in their statistics).
+    ``config``: the run's settings (a dict or :class:`~slice_st.training.SliceArguments`); ``repo_id``: the Hub
+    repository; ``trainer_datasets``: the objectives of the trainer's datasets, in its order (it adds statistics).
     """
     training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     old = model.model_card_data
-    base_model = _hub_base_model(training.get("model")) if training else (old.base_model or _hub_base_model(None))
+    base_model = hub_model_name(training.get("model")) if training else (old.base_model or hub_model_name(None))
     keys = dict(zip(("slice", "distill"), training_sources(training.get("train_data"), training.get("distill_data"))))
     sources = list(dict.fromkeys(keys["slice"] + keys["distill"]))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
-        license_id, license_note = (
-            training["license"],
-            f"Licence set for this run ({training['license']}). {license_note}",
-        )
+        license_id, license_note = training["license"], f"Licence set for this run. {license_note}"
+    names = {part: ", ".join(DATA_SOURCES[key].name for key in found) for part, found in keys.items() if found}
     titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
-    datasets = [
-        {"name": titles[name] + ", ".join(DATA_SOURCES[key].name for key in keys[name])}
-        for name in trainer_datasets or []
-        if keys.get(name)
-    ]
+    datasets = [{"name": titles[part] + names[part]} for part in trainer_datasets or [] if part in names]
     card = SliceModelCardData(
         language="en",
         license=license_id,
@@ -233,14 +195,10 @@ def apply_model_card(
     card.base_model = base_model
     card.datasets = list(dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id))
     lora_r = training.get("lora_r")
-    card.slice_section = _slice_section(
-        model,
-        losses=_run_losses(training, get_span_config(model)),
-        sources=[dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
-        license_note=license_note,
-        steps=training.get("max_steps") if training else None,
-        lora={"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None,
-    )
+    section = {"sources": [dataclasses.asdict(DATA_SOURCES[key]) for key in sources], "license_note": license_note}
+    section |= {"losses": _run_losses(training, get_span_config(model)), "steps": training.get("max_steps")}
+    section["lora"] = {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
+    card.slice_section = _slice_section(model, **section)
     model.model_card_data = card
     card.register_model(model)
     return card
@@ -256,7 +214,7 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
     if training.get("distill_data"):
         teacher = "a frozen copy of the base model"
         if training.get("teacher"):
-            teacher = _hub_base_model(training["teacher"]) or "a local model"
+            teacher = hub_model_name(training["teacher"]) or "a local model"
         names = ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
         settings = {"teacher": teacher, **{key: training[key] for key in names if key in training}}
         losses.append({"name": "SpanDistillationLoss", "settings": settings})
@@ -266,23 +224,15 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
 def _public(value: Any) -> Any:
     """A loss setting fit for a public card: a local path (a teacher folder, say) is not named."""
     if isinstance(value, str) and (os.path.isabs(value) or os.path.exists(os.path.expanduser(value))):
-        return _hub_base_model(value) or "a local model"
+        return hub_model_name(value) or "a local model"
     return value
 
 
 def _slice_section(model, **values: Any) -> dict[str, Any]:
     """The SLICE section's variables (``model_card/template.md``): defaults, then ``values``."""
-    return {
-        "expansion": SLICE_EXPANSION,
-        "span": get_span_config(model).to_dict(),
-        "losses": [],
-        "sources": [],
-        "license_note": "",
-        "steps": None,
-        "lora": None,
-        "citation": SLICE_CITATION.strip(),
-        **values,
-    }
+    section = {"expansion": SLICE_EXPANSION, "span": get_span_config(model).to_dict(), "license_note": ""}
+    section |= {"losses": [], "sources": [], "steps": None, "lora": None, "citation": SLICE_CITATION.strip()}
+    return section | values
 
 
 def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
@@ -294,13 +244,8 @@ def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
     old = model.model_card_data
     card = SliceModelCardData.from_card(old)
     if not card.slice_section:
-        card.slice_section = _slice_section(
-            model,
-            license_note=(
-                "The licence is the one of the model training started from; slice-st does not know the terms of "
-                "the data it was trained on here: check them before sharing these weights."
-            ),
-        )
+        note = "The licence is the base model's; slice-st does not know the training data's terms: check them."
+        card.slice_section = _slice_section(model, license_note=note)
     card.add_tags(SLICE_TAGS)
     if loss is not None:
         name = type(loss).__name__
@@ -330,8 +275,7 @@ def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceMod
     card.model_id = None  # a saved or pushed copy is loaded by the id it is saved or pushed as, never by this name
     card.shipped_name = shipped.name
     card.model_name = f"{shipped.name}: {shipped.description}"
-    card.base_model = shipped.base_model
-    card.license = shipped.licence
-    note = str(provenance.get("licence", "")).split(":", 1)[-1].strip()
+    licence, _, note = str(provenance["licence"]).partition(":")  # "id: why"
+    card.license, note = licence.strip(), note.strip()
     card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
     return card

@@ -29,7 +29,7 @@ from slice_st.pretrained import (
     is_shipped_model_name,
     rebuilt_model,
 )
-from slice_st.text import check_creatable, check_not_link, require
+from slice_st.text import check_not_link, check_output, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -297,7 +297,6 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# ------------------------------------------------------------------------------------------ ONNX Runtime / OpenVINO
 def require_backend(backend: str, export: bool = False) -> None:
     """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
     to run ``backend`` (and with ``export``, to export it) are installed."""
@@ -476,7 +475,6 @@ def _check_export_source(model: Any, output: Path) -> None:
         )
 
 
-# ------------------------------------------------------------------------------------------ saving
 def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
@@ -496,23 +494,11 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
         FileAccessError: ``path`` is a link, a file, unwritable, or holds files (without ``overwrite``); or the write
             failed (nothing half-written is kept in a new or empty folder).
     """
-    path = os.fspath(path)
-    check_not_link(path, "cannot save a model: output", "to save it into")  # nothing is written through a link
-    if os.path.exists(path):
-        if not os.path.isdir(path):
-            raise FileAccessError(f"cannot save a model to {path}: it is a file, not a folder.")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise FileAccessError(f"cannot save a model to {path}: the folder is not writable (permission denied).")
-        if os.listdir(path) and not overwrite:
-            raise FileAccessError(
-                f"cannot save a model to {path}: the folder is not empty (its README.md, config.json… would be "
-                "replaced); name a new or empty folder, or pass overwrite=True."
-            )
-    else:
-        try:
-            check_creatable(path)
-        except FileAccessError as error:
-            raise FileAccessError(f"cannot save a model: {error}") from None
+    full = "its README.md, config.json… would be replaced; name a new or empty folder, or pass overwrite=True."
+    try:
+        path = check_output(check_not_link(path, purpose="to save it into"), full="" if overwrite else full)
+    except FileAccessError as error:  # nothing is written through a link
+        raise FileAccessError(f"cannot save a model: {error}") from None
     created = not os.path.lexists(path)
     partial = None if created or not os.listdir(path) else []  # None: all the folder holds (nothing of the user's)
     with _undo_failed_write("save a model to", path, functools.partial(_remove_partial, path, created, partial)):
@@ -607,7 +593,6 @@ def merged_adapters(model):
     return clone
 
 
-# ------------------------------------------------------------------------------------------ identity
 def model_fingerprint(model: SentenceTransformer) -> str:
     """A short hash of the model's weights and tokenizer, what identifies a model for an index: SHA-256 over every
     tensor (name, shape, dtype, bytes); on ONNX Runtime or OpenVINO over its backend and exported file."""

@@ -67,7 +67,6 @@ class TextRecord:
     text: str
 
 
-# ------------------------------------------------------------------------------------------ safe files
 def check_creatable(path: str) -> None:
     """A :class:`FileAccessError` unless ``path``'s nearest existing ancestor is a writable folder."""
     parent = os.path.dirname(os.path.abspath(path))
@@ -77,6 +76,22 @@ def check_creatable(path: str) -> None:
         raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+
+
+def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = "") -> str:
+    """``path``, checked before any work (nothing is created): a writable folder (``folder=False``: file) or a path
+    that can be created, else a :class:`FileAccessError` naming ``what``. ``full``: refuse a folder that holds files,
+    saying why and how to go on (empty: files are fine, as with ``--overwrite``)."""
+    path, (other, kind) = os.fspath(path), ("file", "folder") if folder else ("folder", "file")
+    if not os.path.exists(path):
+        check_creatable(path)
+    elif os.path.isdir(path) != folder:
+        raise FileAccessError(f"{what} {path} is a {other}, not a {kind}.")
+    elif not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
+        raise FileAccessError(f"{what} {path} is not writable (permission denied).")
+    elif full and folder and os.listdir(path):
+        raise FileAccessError(f"{what} {path} is not empty: {full}")
+    return path
 
 
 def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
@@ -129,7 +144,6 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
     try:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
-        # O_NOFOLLOW fails on a link with ELOOP (EMLINK on FreeBSD), but with O_DIRECTORY too Linux says ENOTDIR
         if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
@@ -138,6 +152,7 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
 
 
 def _is_link(path: str, folder: int | None) -> bool:
+    """Whether ``path`` is a link: Linux says ENOTDIR, not ELOOP, for a link opened ``O_DIRECTORY|O_NOFOLLOW``."""
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
     except OSError:
@@ -179,7 +194,6 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | No
         raise
 
 
-# ------------------------------------------------------------------------------------------ reading texts
 def split_lines(content: str) -> list[str]:
     """``content`` cut after each ``\\n``, line ends kept (no other separator, unlike ``str.splitlines``)."""
     return [line for line in re.split(r"(?<=\n)", content) if line]
@@ -308,7 +322,6 @@ def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
         yield number, offset, record
 
 
-# ------------------------------------------------------------------------------------------ --split auto
 WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
 WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
 WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
@@ -379,7 +392,6 @@ def _records(texts: list[str]) -> bool:
     return False
 
 
-# ------------------------------------------------------------------------------------------ folders and globs
 def expand_paths(
     paths: Sequence[str], suffixes: Sequence[str] = CORPUS_SUFFIXES, *, follow_links: bool = False
 ) -> list[str]:
@@ -463,7 +475,6 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
     return list(kept.values())
 
 
-# ------------------------------------------------------------------------------------------ strings
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
@@ -474,14 +485,6 @@ def csv_safe(value: object) -> object:
 def one_line(value: str) -> str:
     """``value`` with every run of whitespace (newlines included) turned into one space, stripped."""
     return " ".join(value.split())
-
-
-def detokenize(text: str) -> str:
-    """Undo SNLI's spaces before punctuation (``"packages ."`` → ``"packages."``)."""
-    text = one_line(text)
-    for mark in (" .", " ,", " !", " ?", " ;", " :", " 's", " n't", " '"):
-        text = text.replace(mark, mark[1:])
-    return text
 
 
 #: A place a sentence might end; a text without one is a single sentence and skips the segmenter.

@@ -12,9 +12,8 @@ import os
 import sys
 import warnings
 
-from slice_st.errors import FileAccessError
 from slice_st.scoring import SPAN_SCORERS  # no numpy: --help stays fast
-from slice_st.text import SPLITS, check_creatable
+from slice_st.text import SPLITS
 
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
@@ -193,17 +192,6 @@ def report_skipped(skipped, what: str) -> None:
         sys.stderr.write(f"slice-st: skipped {terminal_safe(where)}: {terminal_safe(reason)}\n")
     if skipped:
         sys.stderr.write(f"slice-st: {len(skipped)} {what} skipped\n")
-
-
-def check_output(path: str, kind: str = "file") -> str:
-    """Check before any work that ``path`` can be written as a ``"file"`` or a ``"folder"`` (nothing is created)."""
-    if not os.path.exists(path):
-        check_creatable(path)
-    elif (kind == "file") == os.path.isdir(path):
-        raise FileAccessError(f"output {path} is a {'folder' if kind == 'file' else 'file'}, not a {kind}.")
-    elif not os.access(path, os.W_OK):
-        raise FileAccessError(f"output {path} is not writable (permission denied).")
-    return path
 
 
 def json_ready(value):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
-from slice_st.cli.common import UsageError, add_command, check_output, pick, positive_int, report
+from slice_st.cli.common import UsageError, add_command, pick, positive_int, report
+from slice_st.text import check_output
 
 
 def add_data_commands(commands) -> None:
@@ -35,9 +36,7 @@ def add_data_commands(commands) -> None:
 def _make_passages(args) -> int:
     from slice_st.data.passages import load_passages
 
-    check_output(args.output, "folder")
-    if args.min_words > args.max_words:
-        raise UsageError(f"--min-words ({args.min_words}) must be <= --max-words ({args.max_words}).")
+    check_output(args.output)
     started = time.perf_counter()
     options = pick(args, "min_words", "max_words", "seed", "limit")
     passages = load_passages(args.sources, exclude_paths=args.exclude, **options)

@@ -11,7 +11,6 @@ from slice_st.cli.common import (
     UsageError,
     add_command,
     at_least,
-    check_output,
     dumps_json,
     model_options,
     paragraph_note,
@@ -22,7 +21,7 @@ from slice_st.cli.common import (
     report_skipped,
 )
 from slice_st.cli.mine import add_search_command
-from slice_st.text import expand_paths
+from slice_st.text import check_output, expand_paths
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
@@ -118,7 +117,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.storage import MANIFEST, check_index_target
+    from slice_st.index.storage import MANIFEST
 
     ray = args.ray is not None
     ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
@@ -131,7 +130,7 @@ def _build(args) -> int:
     )
     if ray:
         return _build_on_ray(args)
-    check_index_target(args.output)  # a file, or no write permission: said now, not after encoding
+    check_output(args.output, "index folder")  # a file, or no write permission: said now, not after encoding
     if not args.force and os.path.exists(os.path.join(args.output, MANIFEST)):
         raise UsageError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
     documents = _documents(args)
@@ -154,12 +153,12 @@ def _build_on_ray(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
     from slice_st.index.ray_engine import check_address, probe_address, require_ray
-    from slice_st.index.storage import MANIFEST, check_index_target, read_shard_list
+    from slice_st.index.storage import MANIFEST, read_shard_list
 
     address = check_address(args.ray)
     require_ray()  # the missing extra and a closed port are said before the model loads
     probe_address(address)
-    check_index_target(args.output)
+    check_output(args.output, "index folder")
     previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
     if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
         raise UsageError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
@@ -240,7 +239,7 @@ def _calibrate(args) -> int:
     from slice_st.index.calibration import fit_sts_calibration
 
     if args.save_json:
-        check_output(args.save_json)
+        check_output(args.save_json, folder=False)
     with _update(args.directory) as index:
         calibration = fit_sts_calibration(index.model, args.sts, args.pair_score, limit=args.limit)
         index.set_calibration(calibration)

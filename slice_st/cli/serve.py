@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from slice_st.cli.common import BACKEND, UsageError, add_command, at_least, model_options, paragraph_note, pick, report
 from slice_st.text import expand_paths
@@ -31,7 +30,6 @@ def add_commands(commands) -> None:
 
 def _serve(args) -> int:
     from slice_st.serve import ServeLimits, listening_socket, run_server
-    from slice_st.serve.guards import is_loopback
     from slice_st.text import require
 
     require("uvicorn", "serve", "slice-st serve")
@@ -39,9 +37,6 @@ def _serve(args) -> int:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
     with listening_socket(args.host, args.port) as sock:  # a bad address fails now, not after the model loads
-        if not is_loopback(args.host) and token is None:
-            warning = f"serving on {args.host} with no token: anyone who can reach it can read the corpus"
-            report(args, f"warning: {warning} (set {TOKEN_VARIABLE} or --token)", sys.stderr)
         source = _source(args)
         report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
         limits = ServeLimits(**pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost"))

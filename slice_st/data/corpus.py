@@ -46,12 +46,11 @@ def _id_and_text(
     record: Any, id_field: str, text_field: str | None, where: str, string_ids: bool = False
 ) -> tuple[str, str]:
     """``(id, text)`` of one record; ``string_ids``: the id must be a string (JSONL: ``"5"``, not ``5``)."""
-    if id_field not in record or record[id_field] is None:
-        raise CorpusError(f"{where}: missing id field {id_field!r} (fields: {sorted(record)[:10]}).")
+    for kind, key in (("id", id_field), ("text", text_field)):
+        if key not in record or record[key] is None:
+            raise CorpusError(f"{where}: missing {kind} field {key!r} (fields: {sorted(record)[:10]}).")
     if record[id_field] == "":
         raise CorpusError(f'{where}: empty id (field {id_field!r} is ""): every document needs a non-empty id.')
-    if text_field not in record or record[text_field] is None:
-        raise CorpusError(f"{where}: missing text field {text_field!r} (fields: {sorted(record)[:10]}).")
     doc_id, text = record[id_field], record[text_field]
     if string_ids and not isinstance(doc_id, str):
         raise CorpusError(

@@ -11,15 +11,14 @@ from typing import Any
 
 from slice_st import text as text_files
 from slice_st.data.stsb import read_stsb, read_stsb_context
-from slice_st.errors import DataFormatError
+from slice_st.errors import DataFormatError, SpanInputError
 from slice_st.text import one_line, require, split_sentences
 
 
-def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize: bool = False) -> list[str]:
-    """Texts from a file, a saved ``datasets`` folder, a ``Dataset``, or an iterable of strings, blank ones skipped.
+def read_texts(source: Any, *, field: str = "text") -> list[str]:
+    """Texts from a file, a saved ``datasets`` folder or an iterable of strings, blank ones skipped.
 
-    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (``column`` of each row), anything else a text
-    per line. ``detokenize`` undoes pre-tokenised spacing (``"do n't ."`` → ``"don't."``).
+    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (the last column), anything else a text per line.
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -35,19 +34,17 @@ def read_texts(source: Any, *, field: str = "text", column: int = -1, detokenize
         elif path.endswith(".json"):
             texts = _read_json_list_texts(path, field)
         elif path.endswith(".tsv"):
-            texts = _read_tsv_texts(path, column)
+            with open(path, encoding="utf-8", newline="") as handle:
+                texts = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
         else:
             fmt = "jsonl" if path.endswith(".jsonl") else "text"
             texts = [record.text for record in text_files.read_texts([path], fmt=fmt, text_field=field)]
-    elif hasattr(source, "column_names"):
-        texts = _dataset_column(source, field, "dataset")
     else:
         texts = list(source)
         for position, text in enumerate(texts):
             if not isinstance(text, str):
                 raise TypeError(f"text {position} is {type(text).__name__}, not a string.")
-    texts = [one_line(text) for text in texts if text and text.strip()]
-    return [text_files.detokenize(text) for text in texts] if detokenize else texts
+    return [one_line(text) for text in texts if text and text.strip()]
 
 
 def _dataset_column(dataset, field: str, name: str) -> list[str]:
@@ -74,19 +71,6 @@ def _read_json_list_texts(path: str, field: str) -> list[str]:
     return [row[field] for row in rows]
 
 
-def _read_tsv_texts(path: str, column: int) -> list[str]:
-    texts = []
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-            if not row:
-                continue
-            try:
-                texts.append(row[column])
-            except IndexError:
-                raise DataFormatError(f"{path}, line {number}: no column {column} (the row has {len(row)}).") from None
-    return texts
-
-
 def cut_passages(
     texts: Iterable[str],
     *,
@@ -110,8 +94,8 @@ def cut_passages(
     """
     datasets = require("datasets", "train", "building passages")
 
-    if min_words < 1 or max_words < min_words:
-        raise DataFormatError(f"need 1 <= min_words <= max_words, got {min_words} and {max_words}.")
+    if not 1 <= min_words <= max_words:
+        raise SpanInputError(f"need 1 <= min_words <= max_words (--min-words, --max-words): {min_words}, {max_words}.")
     rng = random.Random(seed)
     excluded = {" ".join(sentence.lower().split()) for sentence in exclude_sentences}
     passages, short, leftovers, removed = [], [], [], 0
@@ -138,8 +122,7 @@ def cut_passages(
 
 
 def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random, spill: list[str]) -> list[str]:
-    """Consecutive sentences → passages; a final piece shorter than ``min_words`` joins the previous passage or
-    ``spill``."""
+    """Consecutive sentences → passages; a short final piece joins the previous passage or ``spill``."""
     pieces: list[str] = []
     for sentence in sentences:
         words = sentence.split()
@@ -176,9 +159,6 @@ def evaluation_sentences(paths: Iterable[str | os.PathLike]) -> set[str]:
     """Every sentence of evaluation files (STS-B-Context or STS-B TSVs), to keep out of training text."""
     sentences: set[str] = set()
     for path in paths:
-        path = os.fspath(path)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"No such file: {path}")
         with open(path, "rb") as handle:
             head = handle.readline()
         if b"passage" in head and b"paraphrase" in head:
@@ -208,8 +188,7 @@ def load_passages(
     for source in sources:
         if os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
-            if "text" not in parts[-1].column_names:
-                columns = parts[-1].column_names
+            if "text" not in (columns := parts[-1].column_names):
                 raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {columns}.")
     files = [source for source in sources if not os.path.isdir(source)]
     if files:

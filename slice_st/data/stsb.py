@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import re
@@ -22,18 +21,11 @@ MIN_SCORE, MAX_SCORE = 0.0, 5.0
 #: The columns of :func:`read_stsb_context`'s dataset and their types.
 _CONTEXT_FEATURES = {"index": "int64", "line": "string", "paraphrase": "string", "passage": "string"}
 _CONTEXT_FEATURES |= {"goldsim": "float64", "paraphrase_in_passage": "bool", "file_line": "int64"}
-#: A note beside an STS-B-Context TSV saying where its passages come from (``python -m research.context`` writes one).
-SOURCE_SUFFIX = ".source.json"
-#: ``source`` values of the note: the released set (passages written by a language model), a ``make-context``
-#: proxy (STS-B sentences glued around the pair's sentence, ``research/context.py``), or unknown.
-CONTEXT_SOURCES = ("released", "make-context", "unknown")
 
 
 def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tuple[str, str]:
-    """The text of a local file or a URL (downloaded and cached by ``datasets``), decoded by the first of
-    ``encodings`` that can, and a display name."""
-    name = os.fspath(path_or_url)
-    path = name
+    """``(text, name)`` of a file or URL (cached by ``datasets``), decoded by the first of ``encodings`` that can."""
+    path = name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
         require("datasets", "eval", "reading a URL")
         from datasets.utils.file_utils import cached_path
@@ -64,8 +56,7 @@ def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tu
 
 
 def _loose(text: str) -> str:
-    """Text for the containment check: lower case, punctuation as spaces, single spaces (the real set writes the
-    paraphrase mid-sentence: "A man is slicing a bun." appears as "…, a man is slicing a bun with…")."""
+    """Lower case, punctuation as spaces, single spaces ("A man is slicing a bun." is in "…, a man is slicing a…")."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
@@ -84,14 +75,13 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
 
     The public format: a leading unnamed index column (optional), then ``line`` (origin phrase), ``paraphrase``
     (inside the passage), ``passage`` and ``goldsim`` (0-5); cp1252 or UTF-8, mixed line endings. The dataset has
-    those columns plus ``index``, ``paraphrase_in_passage`` and ``file_line`` (1-based). A passage that does not hold
-    its paraphrase (verbatim, or up to case, punctuation and spacing) is reported as ``missing_paraphrase`` says:
-    ``"warn"`` keeps it and warns, ``"error"`` raises, ``"drop"`` drops it and warns.
+    those columns plus ``index``, ``paraphrase_in_passage`` and ``file_line`` (1-based).
 
     Args:
         path_or_url: A local TSV or an http(s) URL.
         encoding: ``"auto"`` (UTF-8 or cp1252) or a codec name.
-        missing_paraphrase: ``"warn"``, ``"error"`` or ``"drop"``.
+        missing_paraphrase: For a passage without its paraphrase (even up to case, punctuation and spacing):
+            ``"warn"`` keeps it and warns, ``"error"`` raises, ``"drop"`` drops it and warns.
 
     Returns:
         A ``datasets.Dataset``.
@@ -142,9 +132,9 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
     return datasets.Dataset.from_dict(columns, features=datasets.Features(features))
 
 
-def _tsv_rows(text: str, name: str):
-    """``(line number, cells)`` of each TSV row; blank lines before the header are skipped, later ones refused."""
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t")
+def _tsv_rows(text: str, name: str, quoting: int = csv.QUOTE_MINIMAL):
+    """``(line number, cells)`` of each TSV row; blank lines before the first row are skipped, later ones refused."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=quoting)
     started = False
     while True:
         line = reader.line_num + 1
@@ -190,17 +180,6 @@ def _context_row(row: list[str], has_index: bool, name: str, line: int, position
     return index, origin, paraphrase, passage, _float_score(goldsim, name, line, "goldsim"), inside
 
 
-def read_source_note(path: str | os.PathLike | None) -> str | None:
-    """The ``source`` recorded in the note beside ``path`` (``None`` without a readable note)."""
-    note = os.fspath(path) + SOURCE_SUFFIX if path else ""
-    try:
-        with open(note, encoding="utf-8") as handle:
-            source = json.load(handle).get("source")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return source if source in CONTEXT_SOURCES else None
-
-
 def read_stsb(path: str | os.PathLike):
     """Read an STS-benchmark TSV (no header: genre, file, year, id, score, sentence1, sentence2, extras…).
 
@@ -224,18 +203,11 @@ def read_stsb(path: str | os.PathLike):
     datasets = require("datasets", "eval", "reading STS-B")
 
     text, name = _read_text(path, ("utf-8-sig",))
-    columns: dict[str, list[Any]] = {
-        key: [] for key in ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
-    }
-    for number, raw_line in enumerate(text.splitlines(), start=1):
-        if not raw_line.strip():
-            raise DataFormatError(f"{name}, line {number}: empty line.")
-        fields = next(csv.reader([raw_line], delimiter="\t", quoting=csv.QUOTE_NONE))
+    keys = ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")
+    columns: dict[str, list[Any]] = {key: [] for key in keys}
+    for number, fields in _tsv_rows(text, name, csv.QUOTE_NONE):
         if len(fields) < 7:
-            raise DataFormatError(
-                f"{name}, line {number}: expected at least 7 tab-separated fields (genre, file, year, id, score, "
-                f"sentence1, sentence2), got {len(fields)}."
-            )
+            raise DataFormatError(f"{name}, line {number}: expected at least 7 fields, got {len(fields)}.")
         score = _float_score(fields[4].strip(), name, number, "score")
         sentences = [sentence.strip() for sentence in fields[5:7]]
         for column, value in zip(("sentence1", "sentence2"), sentences):

@@ -9,42 +9,27 @@ from slice_st.errors import DataFormatError
 from slice_st.text import require
 
 
-def _open_text(path: str | os.PathLike):
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"No such file: {path}")
-    return open(path, encoding="utf-8", newline="")
-
-
-def read_msmarco_triples(path: str | os.PathLike, *, fix_text: bool = True, limit: int | None = None):
-    """MS MARCO training triples from a TSV of ``query, positive passage, negative passage`` → ``Dataset``.
-
-    ``fix_text`` repairs mojibake (``donâ€™t``) with ftfy. A row with the wrong number of columns or an empty field
-    is a :class:`~slice_st.errors.DataFormatError` naming the file and line.
+def read_msmarco_triples(path: str | os.PathLike):
+    """MS MARCO training triples from a TSV of ``query, positive passage, negative passage`` → ``Dataset``, mojibake
+    (``donâ€™t``) repaired by ftfy. A row with the wrong number of columns or an empty field is a
+    :class:`~slice_st.errors.DataFormatError` naming the file and line.
     """
     datasets = require("datasets", "train", "reading MS MARCO triples")
     ftfy = require("ftfy", "train", "repairing MS MARCO text")
 
     columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
-    with _open_text(path) as handle:
+    with open(path, encoding="utf-8", newline="") as handle:
         for number, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")
             if not line.strip():
                 continue
             fields = line.split("\t")
             if len(fields) != 3:
-                raise DataFormatError(
-                    f"{path}, line {number}: expected 3 tab-separated fields (query, positive, negative), got "
-                    f"{len(fields)}."
-                )
-            if fix_text:
-                fields = [ftfy.fix_text(field) for field in fields]
-            for name, value in zip(columns, fields):
+                raise DataFormatError(f"{path}, line {number}: expected 3 fields, got {len(fields)}.")
+            for name, value in zip(columns, map(ftfy.fix_text, fields)):
                 if not value.strip():
                     raise DataFormatError(f"{path}, line {number}: the {name} field is empty.")
                 columns[name].append(value.strip())
-            if limit is not None and len(columns["anchor"]) >= limit:
-                break
     if not columns["anchor"]:
         raise DataFormatError(f"{path}: no triples found.")
     return datasets.Dataset.from_dict(columns)

@@ -23,12 +23,8 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
     >>> span_words("A man, he said -- left.")
     [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
     """
-    words = []
-    for match in re.finditer(r"\S+", text):
-        word = _NOT_WORD.sub("", match.group().lower())
-        if word:
-            words.append((match.start(), match.end(), word))
-    return words
+    matches = ((match, _NOT_WORD.sub("", match.group().lower())) for match in re.finditer(r"\S+", text))
+    return [(match.start(), match.end(), word) for match, word in matches if word]
 
 
 def locate_paraphrase(passage: str, paraphrase: str) -> tuple[int, int] | None:

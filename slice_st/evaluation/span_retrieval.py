@@ -82,10 +82,8 @@ def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[
 
 def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
     """Refuse a passage without a span to score (no tokens)."""
-    missing = np.flatnonzero(~np.isfinite(scores))
-    if len(missing):
-        first = int(missing[0])
-        raise ValueError(f"passages[{first}] has no span to score (no tokens?): {passages[first]!r:.60}.")
+    if len(missing := np.flatnonzero(~np.isfinite(scores))):
+        raise ValueError(f"passages[{missing[0]}] has no span to score (no tokens?): {passages[missing[0]]!r:.60}.")
 
 
 def score_full(
@@ -151,14 +149,12 @@ def score_single(
 class SpanRetrievalEvaluator(BaseEvaluator):
     """Sentence-transformers evaluator for phrase-in-context similarity (STS-B-Context).
 
-    For each pair (origin phrase, passage, gold score) it predicts a similarity in each of ``setups`` (``"full"``:
-    one vector per passage; ``"single"``: the best span of one forward pass, chosen by ``scorer``) and reports
-    ``{setup}_pearson`` and ``{setup}_spearman``; the primary metric is ``single_spearman``. With ``paraphrases``
-    it also reports where the best span lands: ``single_exact``, ``single_word_f1`` and, on pairs with gold >= 3,
-    ``single_strong_exact`` / ``single_strong_word_f1``. It works as ``evaluator=`` of
-    ``SentenceTransformerTrainer`` and records its metrics in the model card data. With ``output_path`` it appends
-    the metrics to ``span_retrieval_evaluation[_name]_results.csv`` and, with ``write_predictions=True``, writes
-    every pair's best span and score to ``span_retrieval_predictions[_name].csv``.
+    Each pair (origin phrase, passage, gold score) is scored in each of ``setups`` (``"full"``: one vector per
+    passage; ``"single"``: the best span of one forward pass) for ``{setup}_pearson`` and ``{setup}_spearman``
+    (primary: ``single_spearman``); with ``paraphrases``, also where the best span lands (``single_exact``,
+    ``single_word_f1``, and ``single_strong_*`` on pairs with gold >= 3). It works as the trainer's ``evaluator=``
+    (metrics in the model card data) and appends to ``span_retrieval_evaluation[_name]_results.csv`` in
+    ``output_path`` (predictions: ``span_retrieval_predictions[_name].csv``).
 
     Args:
         phrases: Origin phrase of each pair.
@@ -240,8 +236,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
-        """From rows with ``line``, ``passage`` and ``goldsim`` (e.g. :func:`slice_st.data.read_stsb_context`);
-        a ``paraphrase`` column turns the localisation metrics on."""
+        """From ``line``, ``passage``, ``goldsim`` (and ``paraphrase``) columns, as ``read_stsb_context`` gives."""
         if "paraphrase" in getattr(dataset, "column_names", ()) and "paraphrases" not in kwargs:
             kwargs["paraphrases"] = dataset["paraphrase"]
         return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)
@@ -261,9 +256,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         return results
 
     def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
-        where = f" after epoch {epoch}" if epoch != -1 else ""
-        where += f" ({steps} steps)" if steps != -1 else ""
-        logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'}{where}")
+        logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'} (epoch {epoch}, step {steps})")
         self.last_results = results = self.predict(model)
         metrics: dict[str, float] = {}
         for setup, result in results.items():
@@ -273,11 +266,8 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             if self.paraphrases is not None and result.spans is not None:
                 found = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
                 metrics |= {f"{setup}_{name}": found[name] for name in _LOCALISATION}
-                logger.info(
-                    f"{setup:>6}: exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} "
-                    f"rows; gold >= {STRONG_GOLD:g}: exact {found['strong_exact']:.1f}  word-F1 "
-                    f"{found['strong_word_f1']:.1f}"
-                )
+                located = f"exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} rows"
+                logger.info(f"{setup:>6}: {located}")
         if output_path is not None and self.write_csv:
             row = [epoch, steps] + [metrics[header] for header in self.csv_headers[2:]]
             append_csv_row(output_path, self.csv_file, self.csv_headers, row)

@@ -34,7 +34,7 @@ from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import is_jsonl, is_ray_address, require
+from slice_st.text import check_output, is_jsonl, is_ray_address, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -441,7 +441,7 @@ def build_on_ray(
         raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
-    output = storage.check_index_target(output)
+    output = check_output(output, "index folder")
     work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
     plan = _plan(model, span_config, dtype, shard_bytes, source)
     done = _start(output, plan, len(work), force)

@@ -47,6 +47,7 @@ from slice_st.index.search import (
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
+from slice_st.text import check_output
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -265,20 +266,19 @@ class SpanIndex:
         windows = encode_windows(
             encoder or self.model, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt
         )
-        for batch in windows:
-            for rows in batch.rows(batch_size):
-                sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
-                norms = span_sum_norms(
-                    rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
-                )
-                sums = sums.float().cpu().numpy().astype(self.dtype)
-                norms = norms.cpu().numpy()
-                chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
-                for row, window in enumerate(rows.windows):
-                    own = slice(0, int(rows.num_units[row]))
-                    key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
-                    first = window.first_unit(config.unit)
-                    segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
+        for rows in windows:  # sub-batches of batch_size windows, trimmed to their own padding
+            sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
+            norms = span_sum_norms(
+                rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
+            )
+            sums = sums.float().cpu().numpy().astype(self.dtype)
+            norms = norms.cpu().numpy()
+            chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
+            for row, window in enumerate(rows.windows):
+                own = slice(0, int(rows.num_units[row]))
+                key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
+                first = window.first_unit(config.unit)
+                segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
         dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
@@ -688,7 +688,7 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        storage.check_index_target(output)
+        check_output(output, "index folder")
         if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
         with storage.index_lock(output, timeout=None, on_wait=on_wait):

@@ -23,7 +23,7 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, SpanInputError
-from slice_st.text import atomic_file, check_creatable, create_new_file, open_folder, open_regular_file
+from slice_st.text import atomic_file, check_output, create_new_file, open_folder, open_regular_file
 
 #: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
 INDEX_FORMAT_VERSION = 2
@@ -58,18 +58,6 @@ _REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_i
 _held = threading.local()
 
 
-def check_index_target(path: str | os.PathLike) -> str:
-    """``path``, checked before any work to be a writable folder or creatable in one (else FileAccessError)."""
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        check_creatable(path)
-    elif not os.path.isdir(path):
-        raise FileAccessError(f"{path} is a file, not an index folder.")
-    elif not os.access(path, os.W_OK | os.X_OK):
-        raise FileAccessError(f"{path} is not writable (permission denied): the index cannot be changed there.")
-    return path
-
-
 def _holder(lock_path: str) -> str:
     try:
         return read_bytes(lock_path).decode("utf-8").strip() or "another process"
@@ -89,7 +77,7 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
     if key in held:
         yield
         return
-    check_index_target(path)
+    check_output(path, "index folder")
     created = not os.path.lexists(path)
     try:
         os.makedirs(path, exist_ok=True)

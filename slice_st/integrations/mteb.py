@@ -4,19 +4,27 @@ passage); ``mteb_model`` names a model for mteb's results, ``run_mteb`` is ``sli
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
-from slice_st.errors import FileAccessError
-from slice_st.text import check_creatable, require
+from slice_st.data.stsb import read_stsb_context
+from slice_st.errors import FileAccessError, SpanInputError
+from slice_st.evaluation.localisation import span_localisation
+from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
+from slice_st.scoring import DEFAULT_SCORER
+from slice_st.spans import check_span_bounds
+from slice_st.text import check_output, require
+from slice_st.tokens import check_unit
 
 require("mteb", "eval", "the STSBContext mteb task")
 
 from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
-from slice_st.data.stsb import read_source_note  # noqa: E402
+from slice_st.card import SLICE_CITATION  # noqa: E402
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
@@ -29,19 +37,8 @@ SOURCES = {
     "unknown": "a file in the STS-B-Context format whose origin is not recorded",
 }
 _SAMPLE_CREATION = {"released": "LM-generated and verified", "make-context": "created", "unknown": "found"}
-
-_CITATION = r"""
-@misc{orbach2024slice,
-  archiveprefix = {arXiv},
-  author = {Orbach, Eyal and Haikin, Lev and David, Nelly and Faizakof, Avi},
-  eprint = {2405.07263},
-  primaryclass = {cs.CL},
-  title = {Span-Aggregatable, Contextualized Word Embeddings for Effective Phrase Mining},
-  url = {https://arxiv.org/abs/2405.07263},
-  year = {2024},
-}
-"""
-
+#: The note beside a TSV that says which of :data:`SOURCES` it is, ``{"source": ...}`` (research.context writes it).
+SOURCE_SUFFIX = ".source.json"
 
 #: The one split, whatever the file (STS-B-Context is released as one evaluation set, built on STS-B's test split);
 #: which file or sample was scored is the result's ``dataset_revision``.
@@ -65,7 +62,7 @@ class _Metadata(TaskMetadata):
     @property
     def descriptive_stat_path(self) -> Path:
         if self._stats_path is None:
-            raise ValueError(
+            raise SpanInputError(
                 f"STSBContext keeps descriptive statistics beside a local file; {self.dataset['path']} is not one "
                 "(download it and pass its path)."
             )
@@ -122,7 +119,7 @@ class STSBContext(AbsTaskSTS):
         annotations_creators="human-annotated",
         dialect=[],
         sample_creation=_SAMPLE_CREATION["unknown"],
-        bibtex_citation=_CITATION,
+        bibtex_citation=SLICE_CITATION,
         adapted_from=["STSBenchmark"],
     )
     metadata._stats_path = _SHIPPED_STATS
@@ -139,25 +136,21 @@ class STSBContext(AbsTaskSTS):
         unit: str = "word",
         missing_paraphrase: str = "warn",
     ) -> None:
-        from slice_st.spans import check_span_bounds
-        from slice_st.tokens import check_unit
-
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
-            raise ValueError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
+            raise SpanInputError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
         self.limit, self.seed, self.missing_paraphrase = limit, seed, missing_paraphrase
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
-        self.source = source if source is not None else (read_source_note(self.path) or "unknown")
+        self.source = source if source is not None else _noted_source(self.path)
         if self.source not in SOURCES:
-            raise ValueError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
+            raise SpanInputError(f"source must be one of {sorted(SOURCES)}, got {self.source!r}.")
         super().__init__()
         update: dict[str, Any] = {"description": _DESCRIPTION + SOURCES[self.source] + "."}
         update["sample_creation"] = _SAMPLE_CREATION[self.source]
         stats_path = None
         if self.path and os.path.isfile(self.path):
-            with open(self.path, "rb") as handle:
-                revision = hashlib.sha1(handle.read()).hexdigest()[:12]
+            revision = hashlib.sha1(Path(self.path).read_bytes()).hexdigest()[:12]
             revision += f"-limit{limit}-seed{seed}" if limit is not None else ""
             # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
@@ -179,17 +172,10 @@ class STSBContext(AbsTaskSTS):
         if self.data_loaded:
             return
         datasets = require("datasets", "eval", "the STSBContext mteb task")
-        from slice_st.data.stsb import read_stsb_context
-
         if not self.path:
-            how = (
-                f"pass STSBContext(path=...), set {DATA_ENV}=FILE, or give `--stsb-context FILE` to `slice-st mteb run`"
-            )
-            raise _no_data(how)
+            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE.")
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None and self.limit < len(data):
-            import random
-
             data = data.select(sorted(random.Random(self.seed).sample(range(len(data)), self.limit)))
         columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim", "paraphrase": "paraphrase"}
         split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
@@ -199,10 +185,6 @@ class STSBContext(AbsTaskSTS):
     def _evaluate_subset(
         self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None, **kwargs: Any
     ) -> dict[str, float]:
-        from slice_st.evaluation.localisation import span_localisation
-        from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
-        from slice_st.scoring import DEFAULT_SCORER
-
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
@@ -227,8 +209,13 @@ class STSBContext(AbsTaskSTS):
         return scores
 
 
-def _no_data(how: str) -> FileNotFoundError:
-    return FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: {how}.")
+def _noted_source(path: str | None) -> str:
+    try:
+        with open(f"{path}{SOURCE_SUFFIX}", encoding="utf-8") as handle:
+            source = json.load(handle).get("source")
+    except (OSError, ValueError, AttributeError):
+        return "unknown"
+    return source if source in SOURCES else "unknown"
 
 
 def _sentence_transformer(model):
@@ -247,16 +234,12 @@ def _sentence_transformer(model):
 
 
 def mteb_model(model, name: str | None = None, revision: str | None = None):
-    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``) with a name and a
-    revision, so that results are not filed under ``no_model_name_available``.
-
-    Name: the Hub id (``slice-st/slice-minilm`` for the shipped model), or ``local/<folder>`` for a local model.
-    Revision: the Hub revision when known, else the weights' fingerprint. The meta also carries the number of
-    parameters, the licence (the card's) and ``adapted_from`` (the card's base model).
-    """
+    """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
+    its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
+    weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""
     from mteb import SentenceTransformerEncoderWrapper
 
-    from slice_st.loading import DEFAULT_MODEL_NAME, model_fingerprint, model_identity
+    from slice_st.loading import model_fingerprint, model_identity
 
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
@@ -268,14 +251,8 @@ def mteb_model(model, name: str | None = None, revision: str | None = None):
     if revision is None:
         revision = (None if path else getattr(card, "base_model_revision", None)) or model_fingerprint(model)
     base = getattr(card, "base_model", None)
-    # The embedded base model is sentence-transformers/all-MiniLM-L6-v2, under Apache 2.0.
-    licence = getattr(card, "license", None) or ("apache-2.0" if identity == DEFAULT_MODEL_NAME else "not specified")
-    update = {
-        "name": name,
-        "revision": revision,
-        "license": licence,
-        "adapted_from": base if base != identity else None,
-    }
+    update = {"name": name, "revision": revision, "license": getattr(card, "license", None) or "not specified"}
+    update["adapted_from"] = base if base != identity else None
     update["n_parameters"] = sum(p.numel() for p in model.parameters())
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
     return wrapper
@@ -303,25 +280,23 @@ def run_mteb(
     from slice_st.loading import load_model
 
     if task_options.get("limit") is not None and any(task != "STSBContext" for task in tasks):
-        raise ValueError("--limit applies to STSBContext only.")
+        raise SpanInputError("limit (--limit) applies to the STSBContext task only.")
     built = []
     for task in tasks:
         if task != "STSBContext":
             try:
                 built.append(mteb.get_task(task))
             except KeyError:
-                raise ValueError(f"unknown mteb task {task!r}.") from None
+                raise SpanInputError(f"unknown mteb task {task!r}.") from None
             continue
         path = stsb_context or os.environ.get(DATA_ENV)
         if not path:
-            raise _no_data(f"give --stsb-context FILE (or set {DATA_ENV})")
+            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: give --stsb-context (or {DATA_ENV}).")
         if "://" not in path and not os.path.exists(path):
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
         built.append(STSBContext(path, **task_options))
     if output_folder:  # said before the evaluation, not after it
-        if os.path.exists(output_folder) and not os.path.isdir(output_folder):
-            raise FileAccessError(f"--output-folder {output_folder} is a file, not a folder.")
-        check_creatable(os.path.join(output_folder, "results"))
+        check_output(output_folder, "--output-folder")
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
     wrapped = mteb_model(model, model_name, revision)
@@ -329,16 +304,9 @@ def run_mteb(
         if isinstance(task, STSBContext):
             _check_cached_revision(cache, task, wrapped.mteb_model_meta)
     progress = {"show_progress_bar": show_progress_bar}
+    options = {"cache": cache, "overwrite_strategy": overwrite_strategy, "co2_tracker": False, **progress}
     try:
-        return mteb.evaluate(
-            wrapped,
-            built,
-            cache=cache,
-            overwrite_strategy=overwrite_strategy,
-            encode_kwargs={"batch_size": batch_size, **progress},
-            co2_tracker=False,
-            **progress,
-        )
+        return mteb.evaluate(wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options)
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
         why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(

@@ -5,7 +5,4 @@ the repository's ``research/`` folder."""
 from slice_st.losses.span_distillation import SpanDistillationLoss
 from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
 
-__all__ = [
-    "SpanMaxCrossEntropyLoss",
-    "SpanDistillationLoss",
-]
+__all__ = ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss"]

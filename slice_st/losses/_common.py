@@ -33,6 +33,4 @@ def batch_units(features: dict[str, Any], unit: str):
 def check_offsets(columns: list[dict[str, Any]], unit: str) -> None:
     """Word units need the tokenizer's offsets, which :func:`slice_st.config.enable_span_features` asks for."""
     if unit == "word" and any("offset_mapping" not in column for column in columns):
-        raise ValueError(
-            "Word units need offsets: the batch was tokenized without slice_st.config.enable_span_features(model)."
-        )
+        raise ValueError("Word units need offsets: tokenize after slice_st.config.enable_span_features(model).")

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
+from sentence_transformers.util import batch_to_device
 from torch import Tensor, nn
 
 from slice_st.card import slice_card_data
@@ -19,20 +20,18 @@ from slice_st.text import require
 logger = logging.getLogger(__name__)
 
 DISTILLATION_METRICS = ("cosine", "mse")
-
 _TEACHER_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 class SpanDistillationLoss(SliceLoss):
     """Pull single-pass span means toward a frozen teacher's vectors of the same spans encoded alone.
 
-    Encoding every n-gram on its own embeds spans best and slowest, so the base model's per-n-gram vector is a free
-    teacher. For each text, ``spans_per_text`` spans are drawn (lengths stratified); the student's span vector is the
-    mean of its token vectors (what :func:`slice_st.encode_spans` returns), the teacher's is
-    ``teacher.encode(span_text)``. Each span costs ``1 - cos`` (or the MSE); ``text_weight`` adds the same term on
-    the whole-text embeddings, so sentence similarity is kept. Returns ``{"span": ..., "text": ...}``, which the
-    trainer sums and logs. The teacher never trains; when it shares the student's WordPiece vocabulary, its span
-    inputs are cut from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
+    Encoding each n-gram alone embeds spans best and slowest, so the base model's per-n-gram vector is a free teacher.
+    Per text, ``spans_per_text`` spans are drawn (lengths stratified); each costs ``1 - cos`` (or the MSE) between its
+    mean token vector (what :func:`slice_st.encode_spans` returns) and ``teacher.encode(span_text)``; ``text_weight``
+    adds the same on whole texts, so sentence similarity is kept. Returns ``{"span": ..., "text": ...}`` (the trainer
+    sums and logs them). The teacher never trains; with the student's WordPiece vocabulary its span inputs are cut
+    from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
 
     Args:
         model: The student ``SentenceTransformer`` (span features are switched on).
@@ -98,17 +97,12 @@ class SpanDistillationLoss(SliceLoss):
             raise ValueError(f"metric must be one of {DISTILLATION_METRICS}, got {metric!r}.")
         if text_weight < 0 or weight < 0:
             raise ValueError(f"text_weight and weight must be >= 0, got {text_weight} and {weight}.")
-        self.model = model
+        self.model, self.teacher_batch_size, self.skipped_spans = model, teacher_batch_size, 0
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.unit = get_span_config(model).replace(unit=unit).unit
         self.metric, self.text_weight, self.weight = metric, text_weight, weight
-        self.teacher_batch_size = teacher_batch_size
-        self.seed = seed
-        self.generator = torch.Generator()
-        if seed is not None:
-            self.generator.manual_seed(seed)
+        self.generator = torch.Generator() if seed is None else torch.Generator().manual_seed(seed)
         self.teacher, self.teacher_name = frozen_teacher(model, teacher)
-        self.skipped_spans = 0
         enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
         slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
@@ -152,75 +146,52 @@ class SpanDistillationLoss(SliceLoss):
         """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
         dim = self.model.get_embedding_dimension()
         if labels.dim() != 3 or labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
-            raise ValueError(
-                f"cached labels have shape {tuple(labels.shape)}; expected (B, 1 + spans, 2 + {dim}) from "
-                f"cache_teacher_vectors()."
-            )
-        starts = labels[:, 1:, 0].round().long()
-        ends = labels[:, 1:, 1].round().long()
+            raise ValueError(f"cached labels of shape {tuple(labels.shape)}, not (B, 1 + spans, 2 + {dim}).")
+        starts, ends = labels[:, 1:, :2].round().long().unbind(-1)
         fits = (starts >= 0) & (ends <= num_units[:, None]) & (ends > starts)
-        dropped = int(((starts >= 0) & ~fits).sum())
-        if dropped:
+        if dropped := int(((starts >= 0) & ~fits).sum()):
             self.skipped_spans += dropped
-            past = "lie past the tokenized text (max_seq_length changed?); skipped"
-            logger.warning("SpanDistillationLoss: %d cached span(s) %s.", dropped, past)
+            logger.warning("SpanDistillationLoss: %d cached span(s) past the tokenized text skipped.", dropped)
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
     def _teacher_vectors(self, features: dict[str, Any], boundaries, starts, ends) -> tuple[Tensor, Tensor]:
         """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
-        teacher = self.teacher
-        device = features["input_ids"].device
-        if next(teacher.parameters()).device != device:
-            teacher.to(device)
-        valid = starts >= 0
-        batch, count = starts.shape
-        dim = teacher.get_embedding_dimension()
-        span_vectors = torch.zeros(batch, count, dim, device=device)
+        ids, valid = features["input_ids"], starts >= 0
+        if next(self.teacher.parameters()).device != ids.device:
+            self.teacher.to(ids.device)
+        span_vectors = torch.zeros(*starts.shape, self.teacher.get_embedding_dimension(), device=ids.device)
         if self._ids_path:
-            whole = {key: features[key] for key in _TEACHER_KEYS if key in features}
-            text_vectors = self._teacher_forward(whole)
+            text_vectors = self._teacher_rows({key: features[key] for key in _TEACHER_KEYS if key in features})
             if bool(valid.any()):
                 span_inputs = span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
-                span_vectors[valid] = self._teacher_batched(span_inputs)
+                span_vectors[valid] = self._teacher_rows(span_inputs)
             return span_vectors, text_vectors
         # Another tokenizer: the texts and spans decoded with the student's (no raw text inside a training step).
-        texts = self.model.tokenizer.batch_decode(features["input_ids"], skip_special_tokens=True)
-        span_strings = self._decoded_spans(features, boundaries, starts, ends, valid)
-        text_vectors = self._teacher_encode(texts, device)
-        if span_strings:
-            span_vectors[valid] = self._teacher_encode(span_strings, device)
+        token_lo, token_hi = (boundaries.gather(1, index.clamp(min=0))[valid].tolist() for index in (starts, ends))
+        rows, token_ids = torch.nonzero(valid, as_tuple=True)[0].tolist(), ids.tolist()
+        pieces = [token_ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo, token_hi)]
+        text_vectors = self._teacher_encode(token_ids)
+        if pieces:
+            span_vectors[valid] = self._teacher_encode(pieces)
         return span_vectors, text_vectors
 
-    def _decoded_spans(self, features, boundaries, starts, ends, valid) -> list[str]:
-        token_lo = boundaries.gather(1, starts.clamp(min=0))
-        token_hi = boundaries.gather(1, ends.clamp(min=0))
-        ids = features["input_ids"].tolist()
-        rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
-        pieces = [ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo[valid].tolist(), token_hi[valid].tolist())]
-        return self.model.tokenizer.batch_decode(pieces, skip_special_tokens=True)
-
-    def _teacher_forward(self, inputs: dict[str, Tensor]) -> Tensor:
-        return self.teacher(dict(inputs))["sentence_embedding"].float()
-
-    def _teacher_batched(self, inputs: dict[str, Tensor]) -> Tensor:
-        """Teacher vectors of many short rows: sorted by length, so each chunk carries little padding."""
-        size = self.teacher_batch_size
+    def _teacher_rows(self, inputs: dict[str, Tensor]) -> Tensor:
+        """Teacher vectors of token rows, in chunks of rows sorted by length (little padding in each)."""
         lengths = inputs["attention_mask"].sum(dim=1)
         order = torch.argsort(lengths)
-        vectors = None
-        for lo in range(0, len(order), size):
-            rows = order[lo : lo + size]
+        chunks = []
+        for rows in order.split(self.teacher_batch_size):
             keep = int(lengths[rows].max())  # trim this chunk's padding columns
-            chunk = self._teacher_forward({key: value[rows, :keep] for key, value in inputs.items()})
-            if vectors is None:
-                vectors = chunk.new_empty(len(order), chunk.shape[1])
-            vectors[rows] = chunk
-        return vectors
+            chunk = self.teacher({key: value[rows, :keep] for key, value in inputs.items()})
+            chunks.append(chunk["sentence_embedding"].float())
+        return torch.cat(chunks)[torch.argsort(order)]
 
-    def _teacher_encode(self, strings: list[str], device) -> Tensor:
+    def _teacher_encode(self, token_ids) -> Tensor:
+        """Teacher vectors of token id rows decoded to text with the student's tokenizer."""
+        texts = self.model.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
         options = {"batch_size": self.teacher_batch_size, "convert_to_tensor": True, "show_progress_bar": False}
-        return self.teacher.encode(strings, **options).to(device).float()
+        return self.teacher.encode(texts, **options).float()
 
     def cache_teacher_vectors(
         self, dataset, column: str = "text", batch_size: int = 64, seed: int = 0, show_progress_bar: bool | None = None
@@ -242,33 +213,21 @@ class SpanDistillationLoss(SliceLoss):
         generator = torch.Generator().manual_seed(seed)
         batches = range(0, len(texts), batch_size)
         hidden = show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)
-        blocks = [
-            self._label_block(texts[lo : lo + batch_size], generator)
-            for lo in tqdm(batches, desc="teacher vectors", disable=hidden)
-        ]
-        dim = self.model.get_embedding_dimension()
-        label_array = torch.cat(blocks).numpy() if blocks else torch.zeros(0, 1 + self.spans_per_text, 2 + dim).numpy()
+        blocks = [torch.zeros(0, 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())]
+        for lo in tqdm(batches, desc="teacher vectors", disable=hidden):
+            features = batch_to_device(self.model.preprocess(texts[lo : lo + batch_size]), self.model.device)
+            units = batch_units(features, self.unit)
+            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
+            with torch.no_grad():  # exactly what a training step computes for the same spans
+                span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
+            spans = torch.cat([torch.stack([starts, ends], dim=-1).float(), span_vectors], dim=-1)
+            text = torch.cat([torch.zeros_like(text_vectors[:, :2]), text_vectors], dim=-1)[:, None]
+            blocks.append(torch.cat([text, spans], dim=1).cpu())
+        label_array = torch.cat(blocks).numpy()
         features = datasets.Features(
             {column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")}
         )
         return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
-
-    def _label_block(self, chunk: list[str], generator: torch.Generator) -> Tensor:
-        """The cached labels of a chunk of texts: drawn spans and the teacher's vectors."""
-        device = next(self.model.parameters()).device
-        features = self.model.preprocess(chunk)
-        features = {key: value.to(device) if isinstance(value, Tensor) else value for key, value in features.items()}
-        units = batch_units(features, self.unit)
-        starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
-        with torch.no_grad():  # exactly what a training step computes for the same spans
-            span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
-        block = torch.zeros(len(chunk), 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())
-        block[:, 0, 1] = units.num_units.float().cpu()
-        block[:, 0, 2:] = text_vectors.cpu()
-        block[:, 1:, 0] = starts.float().cpu()
-        block[:, 1:, 1] = ends.float().cpu()
-        block[:, 1:, 2:] = span_vectors.cpu()
-        return block
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"teacher": self.teacher_name, **super().get_config_dict()}
@@ -288,8 +247,7 @@ def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") ->
 
 
 def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
-    """``(teacher, display name)``: a frozen copy of ``model`` taken now (``None``), a model name, or a model; never
-    trains."""
+    """``(teacher, display name)``, frozen: a copy of ``model`` taken now (``None``), a model name, or a model."""
     from slice_st.loading import load_model, model_identity
 
     name = f"frozen copy of {model_identity(model)[0]}" if teacher is None else teacher
@@ -316,46 +274,33 @@ def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tenso
 def span_token_inputs(
     tokenizer, features, boundaries: Tensor, starts: Tensor, ends: Tensor, valid: Tensor
 ) -> dict[str, Tensor]:
-    """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised, no loop over
-    spans).
-
-    The rows are exactly what the tokenizer gives for the span text alone when words tokenize alone as in
-    context (WordPiece): the per-n-gram input of a span, without re-tokenizing.
-    """
-    rows = torch.arange(starts.shape[0], device=starts.device)[:, None].expand_as(starts)[valid]
-    token_lo = boundaries.gather(1, starts.clamp(min=0))[valid]
-    token_hi = boundaries.gather(1, ends.clamp(min=0))[valid]
+    """``[CLS] span tokens [SEP]`` rows cut from a batch's token ids for the ``valid`` spans (vectorised): what a
+    WordPiece tokenizer gives for the span text alone (words tokenize alone as in context), without re-tokenizing."""
+    ids = features["input_ids"]
+    rows = torch.nonzero(valid, as_tuple=True)[0]
+    token_lo, token_hi = (boundaries.gather(1, index.clamp(min=0))[valid][:, None] for index in (starts, ends))
     lengths = token_hi - token_lo
-    width = int(lengths.max())
-    positions = torch.arange(width, device=starts.device)[None, :]
-    take = (token_lo[:, None] + positions).clamp(max=features["input_ids"].shape[1] - 1)
-    inside = positions < lengths[:, None]
+    positions = torch.arange(int(lengths.max()) + 2, device=ids.device)[None, :] - 1  # -1: [CLS]; a length: [SEP]
+    body = ids[rows[:, None], (token_lo + positions).clamp(0, ids.shape[1] - 1)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    body = torch.where(inside, features["input_ids"][rows[:, None], take], torch.full_like(take, pad))
-    input_ids = torch.full((len(rows), width + 2), pad, dtype=body.dtype, device=body.device)
+    input_ids = torch.where(positions < lengths, body, pad)
+    input_ids = torch.where(positions == lengths, tokenizer.sep_token_id, input_ids)
     input_ids[:, 0] = tokenizer.cls_token_id
-    input_ids[:, 1 : width + 1] = body
-    input_ids[torch.arange(len(rows), device=body.device), lengths + 1] = tokenizer.sep_token_id
-    attention_mask = (torch.arange(width + 2, device=body.device)[None, :] < (lengths + 2)[:, None]).long()
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    inputs = {"input_ids": input_ids, "attention_mask": (positions <= lengths).long()}
     if "token_type_ids" in features:
         inputs["token_type_ids"] = torch.zeros_like(input_ids)
     return inputs
 
 
 def shares_wordpiece_tokenizer(student, teacher) -> bool:
-    """True when span token ids can go to the teacher as they are (same WordPiece vocab: words tokenize alone as in
-    context)."""
+    """True when span token ids can go to the teacher as they are (the same WordPiece vocabulary and casing)."""
     a, b = getattr(student, "tokenizer", None), getattr(teacher, "tokenizer", None)
-    if a is None or b is None or type(a) is not type(b):
-        return False
     backend = getattr(a, "backend_tokenizer", None)
-    if (
-        backend is None
-        or type(backend.model).__name__ != "WordPiece"
-        or a.cls_token_id is None
-        or a.sep_token_id is None
-    ):
-        return False
-    same_normaliser = getattr(a, "do_lower_case", None) == getattr(b, "do_lower_case", None)
-    return same_normaliser and a.get_vocab() == b.get_vocab()
+    return (
+        b is not None
+        and type(a) is type(b)
+        and type(getattr(backend, "model", None)).__name__ == "WordPiece"
+        and None not in (a.cls_token_id, a.sep_token_id)
+        and getattr(a, "do_lower_case", None) == getattr(b, "do_lower_case", None)
+        and a.get_vocab() == b.get_vocab()
+    )

@@ -19,8 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
-    """Query vectors of a forward pass: the mean of each row's unit tokens (non-special), as ``best_spans`` encodes
-    queries; returns ``((B, d), (B,) has_tokens)``."""
+    """``((B, d), (B,) has_tokens)``: each row's mean non-special token vector, as ``best_spans`` encodes queries."""
     units = batch_units(output, unit)
     zeros = torch.zeros_like(units.num_units)
     total, count = pool_units(output["token_embeddings"], units.boundaries, zeros, units.num_units)
@@ -106,24 +105,19 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         gather_across_devices: bool = False,
     ) -> None:
         super().__init__()
-        self.model = model
-        self.scale = scale
+        self.model, self.scale, self.skipped_rows = model, scale, 0
         span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
-        self.in_batch_negatives = in_batch_negatives
-        self.gather_across_devices = gather_across_devices
-        self.skipped_rows = 0
+        self.in_batch_negatives, self.gather_across_devices = in_batch_negatives, gather_across_devices
         enable_span_features(model)
         slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         columns = list(sentence_features)
-        minimum = 2 if self.in_batch_negatives else 3
-        if len(columns) < minimum:
-            hint = "" if self.in_batch_negatives else " (or anchor, positive with in_batch_negatives=True)"
+        if len(columns) < (2 if self.in_batch_negatives else 3):
             raise ValueError(
-                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...){hint}; got {len(columns)} "
-                f"column(s)."
+                f"SpanMaxCrossEntropyLoss needs columns (anchor, positive, negative...), or (anchor, positive) with "
+                f"in_batch_negatives=True; got {len(columns)} column(s)."
             )
         check_offsets(columns, self.unit)
         anchor = self.model(columns[0])
@@ -144,9 +138,7 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         if not bool(valid.all()):
             skipped = int((~valid).sum())
             self.skipped_rows += skipped
-            logger.warning(
-                "SpanMaxCrossEntropyLoss skipped %d row(s) with an empty anchor or a positive without spans.", skipped
-            )
+            logger.warning("SpanMaxCrossEntropyLoss skipped %d row(s): empty anchor or positive.", skipped)
         if not bool(valid.any()):
             return anchor["token_embeddings"].sum() * 0.0
         similarities = (logits[valid] + 1) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
@@ -156,30 +148,25 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         return loss
 
     def _in_batch_logits(self, queries: Tensor, passages: list[dict[str, Any]], rows: int) -> tuple[Tensor, Tensor]:
-        """Every query against every passage row of the batch (column-major: positives, then each negative column).
-
-        With ``gather_across_devices`` the queries of all processes score this process's passages and the score rows
-        are gathered (with gradient): span scoring needs token vectors, which stay where they are.
-        """
+        """Every query against every passage row (column-major: positives, then each negative column). With
+        ``gather_across_devices`` all processes' queries score this process's passages (token vectors stay where they
+        are) and the scores are gathered with gradient."""
         from sentence_transformers.util import all_gather_with_grad
 
-        offset, all_queries = 0, queries
+        rank, all_queries = 0, queries
         if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
-            all_queries = all_gather_with_grad(queries)
-            offset = torch.distributed.get_rank() * rows
+            all_queries, rank = all_gather_with_grad(queries), torch.distributed.get_rank()
         spans = (self.unit, self.min_span, self.max_span)
         scores = torch.cat([column_span_scores(all_queries, out, *spans, shared=True) for out in passages])
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)
-        logits = scores[:, offset : offset + rows].T  # this process's queries against every passage row
-        rank = offset // rows if rows else 0
+        logits = scores[:, rank * rows : (rank + 1) * rows].T  # this process's queries against every passage row
         targets = rank * local_passages + torch.arange(rows, device=logits.device)  # own positive: column 0 rows
         return logits, targets
 
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Forward the passage columns: one merged batch (column-major rows) when sentence-transformers can merge
-        them."""
+        """Forward the passage columns, as one batch (column-major rows) when sentence-transformers can merge them."""
         if len(columns) > 1:
             merged = merge_feature_batches(columns)
             if merged is not None:

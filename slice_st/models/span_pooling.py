@@ -63,11 +63,8 @@ class SpanPooling(Module):
     ) -> None:
         super().__init__()
         check_span_bounds(min_span, max_span)
-        self.embedding_dimension = embedding_dimension
-        self.min_span = min_span
-        self.max_span = max_span
-        self.unit = check_unit(unit)
-        self.output_spans = output_spans
+        self.embedding_dimension, self.min_span, self.max_span = embedding_dimension, min_span, max_span
+        self.unit, self.output_spans = check_unit(unit), output_spans
 
     def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
         token_embeddings = features["token_embeddings"]
@@ -101,8 +98,7 @@ class SpanPooling(Module):
         )
         return features
 
-    def _after_pooling(self, module, args, output):
-        """Forward hook on the attached ``Pooling``: its output, with the span outputs added."""
+    def _after_pooling(self, module, args, output):  # the forward hook on the attached Pooling
         return self.add_spans(output)
 
     def get_embedding_dimension(self) -> int:

@@ -17,8 +17,6 @@ DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 BASE_MODEL_NAMES = ("base", "all-MiniLM-L6-v2", DEFAULT_MODEL_NAME)
 #: What ``load_model()`` loads: the SLICE adapter shipped in the package over the embedded base.
 DEFAULT_SHIPPED_MODEL = "slice-minilm"
-#: The adapter's files, checked against the SHA-256 digests in its ``provenance.json`` before they are merged.
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def file_sha256(path: str) -> str:
@@ -46,29 +44,16 @@ class ShippedModel:
         with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
             return json.load(handle)
 
-    @property
-    def licence(self) -> str:
-        """The weights' licence id from ``provenance.json``."""
-        return str(self.provenance["licence"]).split(":")[0].strip()
-
-    @property
-    def base_model(self) -> str:
-        """The Hub id of the base model the adapter was trained on (from ``adapter_config.json``)."""
-        with open(os.path.join(self.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
-            return str(json.load(handle)["base_model_name_or_path"])
-
     def check_files(self) -> None:
         """A ``ValueError`` unless the adapter files are those shipped (their SHA-256 in ``provenance.json``)."""
         try:
             expected = self.provenance["sha256"]
         except (OSError, ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{self.adapter_dir}: no readable provenance.json with the adapter's digests.") from error
-        for name in ADAPTER_FILES:
+        for name in ("adapter_config.json", "adapter_model.safetensors"):
             path = os.path.join(self.adapter_dir, name)
             if not os.path.isfile(path) or file_sha256(path) != expected.get(name):
-                raise ValueError(
-                    f"{path} is missing or not the file shipped (its SHA-256 differs): reinstall slice-st."
-                )
+                raise ValueError(f"{path} is missing or not the file shipped (SHA-256): reinstall slice-st.")
 
 
 _SLICE_MINILM = "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)"
@@ -117,19 +102,13 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
 
 
 def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None):
-    """A new ``SentenceTransformer`` over ``modules`` (default: ``model``'s) with ``model``'s options (device, prompts,
-    similarity function, ``truncate_dim``) and ``model_card_data`` (default: a new card, no README of a folder)."""
+    """A ``SentenceTransformer`` over ``modules`` (default: ``model``'s), ``model``'s options, ``model_card_data``."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(
-        modules=list(model) if modules is None else modules,
-        device=str(model.device),
-        prompts=model.prompts,
-        default_prompt_name=model.default_prompt_name,
-        similarity_fn_name=model.similarity_fn_name,
-        truncate_dim=model.truncate_dim,
-        model_card_data=model_card_data,
-    )
+    keys = ("prompts", "default_prompt_name", "similarity_fn_name", "truncate_dim")
+    options = {key: getattr(model, key) for key in keys}
+    modules = list(model) if modules is None else modules
+    return SentenceTransformer(modules=modules, device=str(model.device), model_card_data=model_card_data, **options)
 
 
 def load_shipped_model(name: str, base_path: str, **kwargs: Any):

@@ -33,8 +33,8 @@ def run_server(
     sock = sock if sock is not None else listening_socket(host, port)
     if not is_loopback(host) and token is None:
         logger.warning(
-            "serving %s to every client that can reach it, with no token: anyone there can read the whole corpus "
-            "(give --token, or bind 127.0.0.1)",
+            "serving on %s with no token: anyone who can reach it can read the corpus (pass token=, or to slice-st "
+            "serve --token or $SLICE_ST_TOKEN; or bind 127.0.0.1)",
             host,
         )
     app = create_app(source, limits, allowed_hosts=default_hosts(host) + list(allowed_hosts or []), token=token)

@@ -10,19 +10,16 @@ from slice_st.loading import hub_offline
 from slice_st.text import require
 
 
-def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> dict[str, Any]:
+def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
     """Check that ``repo_id`` can be pushed to, or raise :class:`HubAccessError` saying why not; returns ``whoami``.
 
     The Hub must be on (``HF_HUB_OFFLINE`` unset), a token set, valid and not read-only, and the repository in the
     user's or one of their organisations' namespace. ``api`` defaults to ``huggingface_hub.HfApi()``.
     """
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise HubAccessError(f"--push-to-hub needs a repository id ORG/NAME, got {repo_id!r}.")
+        raise HubAccessError(f"--push-to-hub needs a repository id: --hub-model-id ORG/NAME, got {repo_id!r}.")
     if hub_offline():
-        raise HubAccessError(
-            f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it, or train without "
-            f"--push-to-hub."
-        )
+        raise HubAccessError(f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it.")
     huggingface_hub = require("huggingface_hub", "train", "pushing to the Hub")
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
@@ -33,11 +30,9 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
         me = api.whoami()
     except (HfHubHTTPError, OSError, ConnectionError) as error:
         why = "refused the token" if isinstance(error, HfHubHTTPError) else "cannot be reached"
-        raise HubAccessError(
-            f"cannot push to {repo_id}: the Hub {why} ({' '.join(str(error).split())[:160]})."
-        ) from None
-    role = ((me.get("auth") or {}).get("accessToken") or {}).get("role")
-    if role == "read":
+        why += f" ({' '.join(str(error).split())[:160]})"
+        raise HubAccessError(f"cannot push to {repo_id}: the Hub {why}.") from None
+    if ((me.get("auth") or {}).get("accessToken") or {}).get("role") == "read":
         raise HubAccessError(f"cannot push to {repo_id}: the token is read-only; create one with write access.")
     namespace = repo_id.split("/")[0]
     mine = {me.get("name")} | {org.get("name") for org in me.get("orgs") or []}
@@ -49,7 +44,7 @@ def check_hub_access(repo_id: str, *, private: bool | None = None, api=None) -> 
     try:
         api.repo_info(repo_id, repo_type="model")
     except RepositoryNotFoundError:
-        pass  # created by the trainer (private: hub_private_repo)
+        pass  # the trainer creates it (private with hub_private_repo)
     except HfHubHTTPError as error:
         raise HubAccessError(f"cannot push to {repo_id}: {' '.join(str(error).split())[:160]}.") from None
     return me

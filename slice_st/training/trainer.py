@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
@@ -32,10 +33,8 @@ TRAINING_DEFAULTS: dict[str, Any] = {
     "multi_dataset_batch_sampler": "round_robin",
 }
 
-#: Documented settings for your own data (``slice-st train --preset NAME``), the files in ``presets/``:
-#: ``cpu-minilm`` (SLICE triplets for all-MiniLM-L6-v2, a short CPU run) and ``gpu-minilm-slice`` (the shipped
-#: slice-minilm's recipe, LoRA and span self-distillation, for a GPU: add --distill-data and --dev). Options given
-#: with a preset override it; the recipes on the paper's offline data are argument files in research/presets/.
+#: ``slice-st train --preset NAME`` (``presets/``; options given with it override it): ``cpu-minilm`` (SLICE triplets,
+#: a short CPU run) and ``gpu-minilm-slice`` (slice-minilm's recipe: LoRA, span self-distillation; add --distill-data).
 PRESETS: dict[str, dict[str, Any]] = {
     path.stem: json.loads(path.read_text(encoding="utf-8"))
     for path in sorted(Path(__file__).with_name("presets").glob("*.json"))
@@ -113,17 +112,12 @@ class SliceArguments:
     def check(self, args, needs_train_data: bool = True) -> None:
         """Check every setting, with the trainer's ``args``, before anything is loaded (a clear error)."""
         if needs_train_data and not self.objectives:
-            raise SpanInputError(
-                "no training data: give --train-data (msmarco:PATH or a saved dataset folder) and/or "
-                "--distill-data (text/JSONL files, or a saved passages folder)."
-            )
+            raise SpanInputError("no training data: give --train-data (triplets) and/or --distill-data (texts).")
         for name, kind in get_type_hints(SliceArguments).items():
             if get_origin(kind) is Literal and getattr(self, name) not in get_args(kind):
                 raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
         if self.lora_r < 0:
             raise SpanInputError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
-        if min(self.distill_weight, self.distill_text_weight) < 0:
-            raise SpanInputError("distill weights must be >= 0.")
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
@@ -135,8 +129,6 @@ class SliceArguments:
                 f"save_steps ({args.save_steps}) must be a multiple of eval_steps ({args.eval_steps}) so that the best "
                 "checkpoint can be chosen by the dev score."
             )
-        if args.push_to_hub and not args.hub_model_id:
-            raise SpanInputError("push_to_hub needs the repository: give --hub-model-id ORG/NAME.")
 
 
 def training_arguments(preset: str | None = None, **values: Any):
@@ -190,25 +182,18 @@ def first_rows(dataset, limit: int | None):
 
 def evaluation_files(settings: SliceArguments, *more: str | None) -> list[str]:
     """The dev files (and ``more``) that exist: their sentences never enter training text."""
-    return list(
-        dict.fromkeys(path for path in (settings.dev, settings.sts_dev, *more) if path and os.path.exists(path))
-    )
+    paths = (settings.dev, settings.sts_dev, *more)
+    return list(dict.fromkeys(path for path in paths if path and os.path.exists(path)))
 
 
-def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
-    """Passages for :class:`~slice_st.SpanDistillationLoss` (dev sentences removed), with cached teacher vectors if
-    asked."""
+def load_distillation_data(settings: SliceArguments, seed: int, loss):
+    """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    passages = load_passages(
-        settings.distill_data,
-        exclude_paths=evaluation_files(settings),
-        min_words=settings.passage_min_words,
-        max_words=settings.passage_max_words,
-        seed=seed,
-        limit=settings.distill_limit,
-    )
-    if settings.cache_teacher and loss is not None and "label" not in passages.column_names:
+    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
+    passages = load_passages(settings.distill_data, exclude_paths=evaluation_files(settings), seed=seed, **words)
+    passages = first_rows(passages, settings.distill_limit)
+    if settings.cache_teacher and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages
 
@@ -216,24 +201,19 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss=None):
 def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans = {"min_span": settings.min_span, "unit": settings.unit}
-    losses: dict[str, Any] = {}
+    spans, negatives, losses = {"min_span": settings.min_span, "unit": settings.unit}, settings.in_batch_negatives, {}
     if "slice" in objectives:
-        negatives = settings.in_batch_negatives
-        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives}
-        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, max_span=settings.max_span, **batch, **spans)
+        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives, "max_span": settings.max_span}
+        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
     if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
         distill = {"max_span": settings.distill_max_span, "metric": settings.distill_metric, "seed": seed}
-        weights = {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight}
-        losses["distill"] = SpanDistillationLoss(
-            model, settings.teacher, settings.distill_spans, **distill, **weights, **spans
-        )
+        distill |= {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight, **spans}
+        losses["distill"] = SpanDistillationLoss(model, settings.teacher, settings.distill_spans, **distill)
     return losses
 
 
 def _run_arguments(args, settings: SliceArguments, evaluator):
-    """The trainer's arguments with what a SLICE run decides itself: evaluation when there is a dev set, the best
-    checkpoint by its single-pass Spearman, the Hub strategy of a LoRA run, CPU processes without an accelerator."""
+    """The trainer's arguments with what a SLICE run decides itself (evaluation, best checkpoint, Hub, CPU)."""
     import torch
 
     return dataclasses.replace(
@@ -282,7 +262,7 @@ def build_trainer(
     settings = settings or SliceArguments()
     settings.check(args, needs_train_data=train_dataset is None)
     if args.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything, not at the first save
-        check_hub_access(args.hub_model_id, private=args.hub_private_repo, api=hub_api)
+        check_hub_access(args.hub_model_id, api=hub_api)
     model = model if model is not None else load_model(settings.model or "base")  # recipes start from the base
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
@@ -304,19 +284,13 @@ def build_trainer(
     evaluator = _dev_evaluator(settings)
     order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
     apply_model_card(model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order)
-    return SentenceTransformerTrainer(
-        model=model,
-        args=_run_arguments(args, settings, evaluator),
-        train_dataset=train_dataset,
-        loss=losses[objectives[0]] if len(losses) == 1 else losses,
-        evaluator=evaluator,
-        callbacks=list(callbacks or []),
-    )
+    loss = losses[objectives[0]] if len(losses) == 1 else losses
+    run = {"train_dataset": train_dataset, "evaluator": evaluator, "callbacks": list(callbacks or [])}
+    return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
 
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
-    """Attach a fresh LoRA adapter (every linear layer of the encoder) through sentence-transformers'
-    ``add_adapter``; a transformers release that refuses the installed peft is one clear error."""
+    """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
     peft = require("peft", "train", "--lora-r (LoRA training)")
     config = peft.LoraConfig(
         r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
@@ -344,21 +318,18 @@ def save_adapter(model, path: str) -> str:
         adapter_config = json.load(handle)
     base = adapter_config.get("base_model_name_or_path") or ""
     if os.path.isabs(base):  # no local paths in what may be published
-        from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
+        from slice_st.card import hub_model_name
 
-        same = os.path.isdir(base) and os.path.samefile(base, default_model_path())
-        adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME if same else os.path.basename(base.rstrip("/"))
+        adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(base.rstrip("/"))
         with open(config_path, "w", encoding="utf-8") as handle:
             json.dump(adapter_config, handle, indent=2, sort_keys=True)
     return path
 
 
 def _given_objectives(dataset) -> tuple[str, ...]:
-    """Objectives of a dataset passed in: a ``DatasetDict`` names them (``slice``/``distill``); a lone dataset is
-    SLICE triplets unless it is a one-column (``text``) passages set."""
+    """Objectives of a given dataset: a ``DatasetDict``'s keys, ``distill`` for a ``text`` column, else ``slice``."""
     if isinstance(dataset, dict):
-        unknown = set(dataset) - {"slice", "distill"}
-        if unknown:
+        if unknown := set(dataset) - {"slice", "distill"}:
             raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
         return tuple(name for name in ("slice", "distill") if name in dataset)
     columns = [column for column in dataset.column_names if column != "label"]
@@ -399,28 +370,13 @@ def _dev_evaluator(settings: SliceArguments):
 
 
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
-    """Check, before any work, that a run may write into ``output_dir``; returns it.
-
-    A new or empty folder is fine; one with files is refused (:class:`slice_st.errors.FileAccessError`) unless
-    ``resume`` (continue that run) or ``overwrite``; so are a symbolic link, a file and an unwritable place.
-    """
-    from slice_st.errors import FileAccessError
-    from slice_st.text import check_creatable, check_not_link
+    """``output_dir``, checked before any work: new or empty (or ``resume``, ``overwrite``), never a symbolic link, a
+    file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
+    from slice_st.text import check_not_link, check_output
 
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
-    if os.path.exists(output_dir):
-        if not os.path.isdir(output_dir):
-            raise FileAccessError(f"output {output_dir} is a file, not a folder.")
-        if not os.access(output_dir, os.W_OK | os.X_OK):
-            raise FileAccessError(f"output {output_dir} is not writable (permission denied).")
-        if os.listdir(output_dir) and not (resume or overwrite):
-            raise FileAccessError(
-                f"output {output_dir} is not empty (its checkpoints and final/ would be replaced): name a new "
-                "folder, continue that run with --resume, or pass --overwrite."
-            )
-        return output_dir
-    check_creatable(output_dir)
-    return output_dir
+    full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
+    return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
 
 def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
@@ -454,20 +410,16 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
         logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", args.output_dir)
     if checkpoint is not None:
         check_checkpoint_state(checkpoint)
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    model = trainer.model
-    _report_rank(trainer, result, model)
+    result, model = trainer.train(resume_from_checkpoint=checkpoint), trainer.model
+    _report_rank(trainer, result)
     recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
     _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
     return model
 
 
-def _report_rank(trainer, result, model) -> None:
-    """One line per process (under accelerate every rank reports, and synced ranks share the checksum), written in
-    one call so that the ranks' lines cannot interleave."""
-    import sys
-
-    checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
+def _report_rank(trainer, result) -> None:
+    """One line per process, in one write so that the ranks' lines cannot interleave (synced ranks: one checksum)."""
+    checksum = sum(float(parameter.detach().double().sum()) for parameter in trainer.model.parameters())
     sys.stderr.write(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
@@ -510,8 +462,7 @@ def _save_final(trainer, model, run_config: dict) -> None:
 
 
 def _remove_run_folder(path: str) -> None:
-    """Remove a folder of the run (``final``, ``_final.new``, ``_final.old``): a symbolic link there is removed as a
-    link, never followed (a user's folder it points to keeps its files)."""
+    """Remove a folder of the run; a symbolic link there is removed as a link, never followed."""
     import shutil
 
     if os.path.islink(path) or os.path.isfile(path):
@@ -520,14 +471,9 @@ def _remove_run_folder(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-#: The files of a checkpoint that ``Trainer`` reads back on resume with ``torch.load(weights_only=True)``.
-RESUMED_STATE_FILES = ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth")
-
-
 def check_checkpoint_state(checkpoint: str) -> None:
-    """Read the optimizer, scheduler, scaler and RNG states of ``checkpoint`` as the trainer will on resume
-    (``torch.load(weights_only=True)``: code in a pickle is refused, never run): a damaged file is a ``ValueError``
-    naming it before training starts."""
+    """Read ``checkpoint``'s optimizer, scheduler, scaler and RNG states as the trainer will on resume (weights only:
+    code in a pickle is refused, never run); a damaged file is a ``ValueError`` naming it, before training."""
     import glob
     from pickle import UnpicklingError
 
@@ -535,8 +481,8 @@ def check_checkpoint_state(checkpoint: str) -> None:
     from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
 
     unreadable = (UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError)
-    paths = [os.path.join(checkpoint, name) for name in RESUMED_STATE_FILES]
-    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state_*.pth")))
+    paths = [os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")]
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))  # one per process
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
@@ -550,8 +496,7 @@ def check_checkpoint_state(checkpoint: str) -> None:
 
 
 def last_complete_checkpoint(output_dir: str) -> str | None:
-    """The newest *complete* checkpoint of a run: a run killed mid-save leaves a newer folder without its
-    ``trainer_state.json`` (written last), which must not be resumed from."""
+    """The newest checkpoint with its ``trainer_state.json`` (written last: a run killed mid-save has none)."""
     import re
 
     if not os.path.isdir(output_dir):

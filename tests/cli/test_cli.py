@@ -217,6 +217,9 @@ def test_b24_make_passages_from_nothing_is_an_error(tmp_path, capsys):
     assert "no passages from" in cli_fails(capsys, "make-passages", empty, "-o", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert "is a file, not a folder" in cli_fails(capsys, "make-passages", empty, "-o", empty)
+    words = ("--min-words", "30", "--max-words", "20")  # the library's check (data.cut_passages), not random's
+    assert "need 1 <= min_words <= max_words" in cli_fails(capsys, "make-passages", empty, "-o", tmp_path / "o", *words)
+    assert not (tmp_path / "o").exists()
 
 
 def test_b25_ctrl_c_is_one_line_not_a_traceback(tmp_path):

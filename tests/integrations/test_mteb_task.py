@@ -10,6 +10,8 @@ import pytest
 
 mteb = pytest.importorskip("mteb")
 
+from helpers import cli_fails  # noqa: E402
+
 from research.context import main as make_context_main  # noqa: E402
 from slice_st.cli import main  # noqa: E402
 from slice_st.integrations.mteb import DATA_ENV, SPLIT, STSBContext, mteb_model  # noqa: E402
@@ -136,9 +138,12 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
         capsys.readouterr().err.strip().splitlines()[-1]
         == f"slice-st: error: --stsb-context: file not found: {tmp_path / 'missing.tsv'}"
     )
-    with pytest.raises(SystemExit):
-        main(["mteb", "run", "--stsb-context", str(FIXTURE), "--limit", "2"])
-    assert "must be >= 4" in capsys.readouterr().err
+    run = ("mteb", "run", "--stsb-context", FIXTURE, "--output-folder", tmp_path / "out")
+    assert "limit must be an integer >= 4" in cli_fails(capsys, *run, "--limit", "2")
+    assert cli_fails(capsys, *run, "-t", "STS12", "--limit", "5").endswith("applies to the STSBContext task only.")
+    assert cli_fails(capsys, *run, "-t", "NoSuchTask").endswith("unknown mteb task 'NoSuchTask'.")
+    assert "min_span (5) must be <= max_span (2)" in cli_fails(capsys, *run, "--min-span", "5", "--max-span", "2")
+    assert not (tmp_path / "out").exists()
 
 
 def test_one_split_whatever_the_file(tiny_model, tmp_path):

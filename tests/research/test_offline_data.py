@@ -8,6 +8,7 @@ import pytest
 
 from research.offline_data import (
     build_training_triplets,
+    detokenize,
     pairs_to_triples,
     read_ppdb_pairs,
     read_sick_pairs,
@@ -25,6 +26,10 @@ SENTENCES = [
     "The train arrived two hours late.",
     "A chef is cooking pasta for dinner.",
 ]
+
+
+def test_detokenize_undoes_snli_spaces():
+    assert detokenize("It is n't John 's dog ,\n he said !") == "It isn't John's dog, he said!"
 
 
 def test_snli_sick_ppdb_readers(tmp_path):

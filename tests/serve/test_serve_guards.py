@@ -331,22 +331,30 @@ def test_cli_unresolvable_host_is_one_line_before_the_model_loads(tmp_path, caps
     assert "cannot listen on no-such-host.invalid" in error
 
 
-def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_path, capsys, monkeypatch):
-    """``--host 0.0.0.0``: the warning. (The socket is a loopback one: no test listens beyond this machine.)"""
+def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_path, capsys, caplog, monkeypatch):
+    """``--host 0.0.0.0``: the warning, once (``run_server``'s, which library users get too). (The socket is a
+    loopback one and uvicorn does not run: no test listens beyond this machine.)"""
+    import uvicorn
+
     import slice_st.serve
     from slice_st.cli import main
     from slice_st.serve.guards import listening_socket
 
     path = tmp_path / "ix"
     index.save(path)
-    calls = []
+    calls, run_server = [], slice_st.serve.run_server
     monkeypatch.setattr(slice_st.serve, "listening_socket", lambda host, port: listening_socket("127.0.0.1", 0))
-    monkeypatch.setattr(slice_st.serve, "run_server", lambda source, **options: calls.append(options))
+    monkeypatch.setattr(slice_st.serve, "run_server", lambda source, **kw: calls.append(kw) or run_server(source, **kw))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
     monkeypatch.delenv("SLICE_ST_TOKEN", raising=False)
-    assert main(["serve", str(path), "--host", "0.0.0.0", "--allow-host", "search.example"]) == 0
-    assert "warning: serving on 0.0.0.0 with no token" in capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="slice_st"):
+        assert main(["serve", str(path), "--host", "0.0.0.0", "--allow-host", "search.example"]) == 0
+    warned = [record.getMessage() for record in caplog.records if "no token" in record.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("serving on 0.0.0.0 with no token: anyone who can reach it")
+    assert "no token" not in capsys.readouterr().err  # the command line adds no copy of its own
     assert calls[0]["token"] is None and calls[0]["allowed_hosts"] == ["search.example"]
+    caplog.clear()
     monkeypatch.setenv("SLICE_ST_TOKEN", "s3cret")
     assert main(["serve", str(path), "--host", "0.0.0.0", "--max-search-cost", "1e6"]) == 0
-    assert "warning" not in capsys.readouterr().err and calls[1]["token"] == "s3cret"
+    assert "no token" not in caplog.text + capsys.readouterr().err and calls[1]["token"] == "s3cret"
     assert calls[0]["limits"].max_search_cost == 2 * 10**8 and calls[1]["limits"].max_search_cost == 10**6
