@@ -34,6 +34,9 @@ from slice_st.spans import BestSpans, span_cosines
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
 
+#: Auxiliaries and modals: a phrase rarely ends on one ("my checked bag will |"), though the scorer's costs allow it.
+AUXILIARIES = frozenset("will would shall should can could may might must do does did has have had am".split())
+
 
 @dataclass(frozen=True)
 class Reranker:
@@ -114,6 +117,12 @@ def query_edges(queries: Sequence[str]) -> np.ndarray:
     return np.asarray(edges, np.int64).reshape(-1, 2)
 
 
+@functools.lru_cache(maxsize=4)
+def _ids_of(words: frozenset[str]) -> np.ndarray:
+    """The word ids (as :func:`unit_words` gives them) of a set of words."""
+    return np.array(sorted(_id(w) for w in words), np.int64)
+
+
 def _take(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """``values (N, U)`` at ``index (N, k)`` (clipped to the row)."""
     return np.take_along_axis(values, np.clip(index, 0, values.shape[1] - 1), axis=1)
@@ -151,7 +160,7 @@ def candidate_features(
     out["cos"], out["phrase"] = cosines, scores
     out["gap_top"], out["gap_maxcos"] = scores - best(scores), cosines - best(cosines)
     rank = np.broadcast_to(np.arange(scores.shape[1], dtype=np.float64), scores.shape)
-    out["log_rank"], out["is_top"] = np.log1p(rank), (rank == 0).astype(np.float64)
+    out["log_rank"] = np.log1p(rank)
     first_flags, last_flags = _take(flags, starts), _take(flags, ends - 1)
     bit = lambda values, mask: ((values & mask) > 0).astype(np.float64)  # noqa: E731
     lengths, query_length = (ends - starts).astype(np.float64), np.maximum(profiles[:, 0:1], 1.0)
@@ -166,15 +175,9 @@ def candidate_features(
     out["clause"], out["sentence"] = inner[0] * (1 - profiles[:, 3:4]), inner[1].astype(np.float64)
     out["open_end"] = (1 - bit(last_flags, CLAUSE_AFTER)) * sentence_query
     out["open_start"] = (1 - bit(first_flags, CLAUSE_BEFORE)) * sentence_query
-    peak = np.ones(scores.shape)
     for (name, _, _), moved_cos, moved_score in zip(MOVES, moved_cosines, moved_scores):
-        delta = moved_cos - cosines
-        out[f"dcos_{name}"] = np.nan_to_num(delta)
-        out[f"dscore_{name}"] = np.nan_to_num(moved_score - scores)
-        peak *= ~(delta > 0)
-    out["cos_local_peak"] = peak
-    out["dcos_grow_max"] = np.maximum(out["dcos_grow_left"], out["dcos_grow_right"])
-    out["dcos_shrink_max"] = np.maximum(out["dcos_shrink_left"], out["dcos_shrink_right"])
+        out[f"dcos_{name}"] = np.nan_to_num(moved_cos - cosines)
+        out[f"dcost_{name}"] = np.nan_to_num(moved_cos - moved_score - (cosines - scores))  # the costs' change
     determiner, capital = units.determiner[rows], units.capital[rows]  # (N, U): the rows' width, as flags
     before, after = starts - 1, ends
     has_before, has_after = (starts > 0).astype(np.float64), (ends < num_units[:, None]).astype(np.float64)
@@ -182,11 +185,14 @@ def candidate_features(
     out["first_clause_before"], out["first_capital"] = bit(first_flags, CLAUSE_BEFORE), _take(capital, starts)
     out["last_end_word"], out["last_clause_after"] = bit(last_flags, END_WORD), bit(last_flags, CLAUSE_AFTER)
     out["last_sentence_end"], out["last_mark"] = bit(last_flags, SENTENCE_END), bit(last_flags, CLAUSE_MARK)
-    out["before_det"] = has_before * _take(determiner, before)
     out["before_start_word"] = has_before * bit(_take(flags, before), START_WORD)
     out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
     out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
     out["after_capital"] = has_after * _take(capital, after)
+    query_det = np.isin(edges[:, :1], _ids_of(DETERMINERS))  # the query starts with a determiner
+    out["first_det_query_det"] = out["first_det"] * query_det
+    out["after_det_query_det"] = out["after_det"] * query_det
+    out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
     out["text_start"], out["text_end"] = (starts == 0).astype(np.float64), (ends >= num_units[:, None]) * 1.0
     out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units

@@ -148,6 +148,25 @@ def test_the_shipped_reranker_file():
     assert set(values) == set(reranker.features)
 
 
+def test_the_phrase_shape_features():
+    """A span ending on an auxiliary ("the bag will") is marked; one starting on a determiner, or right after one,
+    is marked as such only for a query that starts with a determiner; the cost deltas are the costs' change."""
+    units = ["the", "bag", "will", "arrive."]
+    starts, ends = np.array([[0, 1, 0]]), np.array([[3, 3, 4]])
+    cosines, scores = np.full((1, 3), 0.4), np.full((1, 3), 0.35)
+    for query, det in (("my bag was lost", 1.0), ("bags get lost", 0.0)):
+        values = _rerank.candidate_features(
+            cosines, scores, np.full((4, 1, 3), 0.5), np.full((4, 1, 3), 0.3), starts, ends, np.array([4]),
+            unit_flags(units)[None].astype(np.int64), query_profiles([query], [len(query.split())]).astype(np.float64),
+            _rerank.unit_words([units]), np.array([0]), _rerank.query_word_ids([query]), _rerank.query_edges([query]),
+        )  # fmt: skip
+        np.testing.assert_array_equal(values["last_auxiliary"], [[1, 1, 0]])
+        np.testing.assert_array_equal(values["first_det_query_det"], [[det, 0, det]])
+        np.testing.assert_array_equal(values["after_det_query_det"], [[0, det, 0]])
+        np.testing.assert_allclose(values["dcos_grow_left"], 0.1)
+        np.testing.assert_allclose(values["dcost_grow_left"], 0.15)
+
+
 def test_scorer_and_reranker_names_are_checked(tiny_model):
     assert resolve_scorer(None).rerank == "slice-minilm-rerank" and not resolve_scorer(None).is_plain
     assert resolve_scorer("phrase").rerank is None
@@ -219,7 +238,7 @@ def test_the_demo_flight_comes_out_whole(real_model):
 
 def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
     """The served page and `mine --index` over the sample corpus, with the real model: each document's span is the
-    one best_spans picks in its line; the demo's flight comes out whole there too."""
+    one best_spans picks in its line; the demo's flight and lost luggage come out whole there too."""
     from slice_st.index import SpanIndex
 
     index = SpanIndex.from_files([str(Path(__file__).parents[1] / "examples" / "sample_corpus.txt")], real_model)
@@ -231,9 +250,9 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
         assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     shown = [[m.span for m in matches] for matches in found]
     assert "my flight to Denver was pushed back" in shown[0]
-    assert shown[1][0] == "luggage went missing for a week,"
+    assert shown[1][0] == "the luggage went missing for a week,"
     assert shown[2][:3] == [
-        "my checked bag will",
-        "Last time the luggage went missing for a week,",
+        "the luggage went missing for a week,",
         "the lost baggage claim from March.",
+        "my checked bag will make",
     ]

@@ -1,8 +1,9 @@
 """Cache, once, what the re-ranker study needs from the single pass: every span's cosine (1..20 words) per row.
 
 Rows: the STS-B-Context dev half (``dev``) and weakly labelled rows (``weak``): STS-B train pairs whose second sentence
-replaces the paraphrase of an even dev row's passage (the passage's case and end punctuation kept), labelled with its
-own place; the query is the first sentence. Odd dev rows' passages are never used for weak rows.
+replaces the paraphrase of an even dev row's passage (and a determiner just before it if the sentence starts with
+one; the passage's case and end punctuation kept), labelled with its own place; the query is the first sentence. Odd
+dev rows' passages are never used for weak rows.
 
     python research/rerank/cache.py --data /work/shared/data --out runs/rerank
 """
@@ -23,7 +24,7 @@ from slice_st import load_model
 from slice_st.data import read_stsb_context
 from slice_st.encode import embed_texts, encode_windows, resolve_span_config
 from slice_st.evaluation.localisation import locate_paraphrase, span_words
-from slice_st.scoring import mark_prefix, query_profiles, unit_flags
+from slice_st.scoring import DETERMINERS, mark_prefix, query_profiles, unit_flags
 from slice_st.spans import prefix_sums, span_sum_norms
 from slice_st.tokens import text_units
 
@@ -87,7 +88,22 @@ def _insert(passage: str, place: tuple[int, int], sentence: str) -> str:
     return passage[:start] + new + passage[end:]
 
 
-def weak_rows(model, data_dir: str, dev: list[dict], count: int, seed: int = 0) -> list[dict]:
+def _with_determiner(passage: str, place: tuple[int, int], sentence: str, widen: str = "sentence") -> tuple[int, int]:
+    """``place`` widened to a determiner just before it ("the | young couple sitting") when ``sentence`` starts with
+    one (``widen="sentence"``): two determiners in a row ("the a dog is ...") are never in real text (one before a
+    sentence without its own, "the | coroner confirms ...", is, and stays). ``"always"`` / ``"never"``: for
+    comparison."""
+    words = span_words(passage)
+    first = span_words(sentence)[:1]
+    wanted = widen == "always" or (widen == "sentence" and first and first[0][2] in DETERMINERS)
+    if place[0] > 0 and wanted:
+        start, end, _ = words[place[0] - 1]
+        if passage[start:end].lower() in DETERMINERS:
+            return place[0] - 1, place[1]
+    return place
+
+
+def weak_rows(model, data_dir: str, dev: list[dict], count: int, widen: str, seed: int = 0) -> list[dict]:
     pairs = []
     with open(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"), encoding="utf-8") as handle:
         for fields in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
@@ -99,7 +115,7 @@ def weak_rows(model, data_dir: str, dev: list[dict], count: int, seed: int = 0) 
     queries, passages, meta = [], [], []
     for score, first, second in pairs[:count]:
         host = rng.choice(hosts)
-        passage = _insert(host["passage"], host["place"], second)
+        passage = _insert(host["passage"], _with_determiner(host["passage"], host["place"], second, widen), second)
         place = locate_paraphrase(passage, second)
         if place is None or len(passage.split()) > 200:
             continue
@@ -117,6 +133,12 @@ def main() -> None:
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--out", default="runs/rerank")
     parser.add_argument("--weak", type=int, default=3000)
+    parser.add_argument(
+        "--widen",
+        choices=["sentence", "always", "never"],
+        default="sentence",
+        help="replace a determiner just before the host's paraphrase too: when the sentence starts with one (default)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
@@ -126,7 +148,7 @@ def main() -> None:
     with open(os.path.join(args.out, "dev.pkl"), "wb") as handle:
         pickle.dump(dev, handle)
     print("dev", len(dev), flush=True)
-    weak = weak_rows(model, args.data, dev, args.weak)
+    weak = weak_rows(model, args.data, dev, args.weak, args.widen)
     with open(os.path.join(args.out, "weak.pkl"), "wb") as handle:
         pickle.dump(weak, handle)
     print("weak", len(weak), flush=True)

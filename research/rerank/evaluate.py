@@ -4,21 +4,25 @@ even (the re-ranker's training rows) and odd rows (held out), with paired bootst
 ``"phrase"``.
 
     python research/rerank/evaluate.py --dev $DATA/stsb_context/stsb-context-dev.tsv [--model base]
+    python research/rerank/evaluate.py --dev $DATA/stsb_context/stsb-context-dev.tsv --gates 3 4 5 6
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
+from unittest import mock
 
 import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from slice_st import load_model
+from slice_st import _rerank, load_model
 from slice_st.data import read_stsb_context
 from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import span_localisation
+from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS
 
 
 def per_row(model, rows, scorer: str) -> dict[str, np.ndarray]:
@@ -63,17 +67,40 @@ def bootstrap(new: dict, old: dict, gold: np.ndarray, part: np.ndarray, samples:
     return {key: [round(float(v), 2) for v in np.percentile(values, [2.5, 97.5])] for key, values in out.items()}
 
 
+def gates(model, rows, gold, parts, sizes: list[int]) -> None:
+    """The default scorer with other query gates (``min_query_units``): odd / all rows, and the rows that change."""
+    shipped = _rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
+    base = per_row(model, rows, DEFAULT_SCORER)
+    for size in sizes:
+        gated = replace(shipped, min_query_units=size)
+        with mock.patch.object(_rerank, "load_reranker", lambda name, gated=gated: gated):
+            result = per_row(model, rows, DEFAULT_SCORER)
+        s = {name: summary(result, gold, parts[name]) for name in ("odd", "all")}
+        moved = int(np.sum(result["score"] != base["score"]))
+        print(
+            f"gate {size} words: exact odd {s['odd']['exact']:.2f} / all {s['all']['exact']:.2f}, word-F1 odd "
+            f"{s['odd']['f1']:.2f}, Spearman odd {s['odd']['spearman']:.2f}; rows scored apart from the shipped gate "
+            f"({shipped.min_query_units}): {moved}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", required=True)
     parser.add_argument("--model", default=None)
     parser.add_argument("--scorers", nargs="+", default=["reranked", "phrase", "max-cosine"])
+    parser.add_argument(
+        "--gates", type=int, nargs="+", help="only: the default scorer with these shortest re-ranked queries (words)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_model(args.model)
     rows = read_stsb_context(args.dev)
     gold = np.asarray(rows["goldsim"], np.float64)
     parts = {"all": np.arange(len(rows)), "even": np.arange(0, len(rows), 2), "odd": np.arange(1, len(rows), 2)}
+    if args.gates:
+        gates(model, rows, gold, parts, args.gates)
+        return
     results = {scorer: per_row(model, rows, scorer) for scorer in args.scorers}
     print(
         "| scorer | Spearman all / even / odd | exact (gold ≥ 3) all / even / odd | "

@@ -69,7 +69,7 @@ GROUP_OF = {
         "costs",
     ),
     **dict.fromkeys(["cos_local_peak", "dcos_grow_max", "dcos_shrink_max"], "peak"),
-    **{f"{kind}_{name}": "peak" for kind in ("dcos", "dscore") for name, _, _ in MOVES},
+    **{f"{kind}_{name}": "peak" for kind in ("dcos", "dscore", "dcost") for name, _, _ in MOVES},
     **dict.fromkeys(
         [
             "first_det",
@@ -85,6 +85,9 @@ GROUP_OF = {
             "after_start_word",
             "after_end_word",
             "after_capital",
+            "first_det_query_det",
+            "after_det_query_det",
+            "last_auxiliary",
         ],
         "boundary",
     ),
@@ -93,6 +96,44 @@ GROUP_OF = {
     ),
     **dict.fromkeys(["text_start", "text_end", "rel_start", "rel_end", "sentence_start"], "position"),
 }
+
+
+#: The previous re-ranker's features that the package no longer computes, each derived exactly from those it does (to
+#: compare the feature sets on the same cache): a duplicate of ``after_det``, the score deltas (the cosine delta minus
+#: the cost delta), the deltas' maxima and the local-peak flag, the top flag.
+DERIVED = {
+    "before_det": lambda v: v["after_det"],
+    **{f"dscore_{m}": (lambda v, m=m: v[f"dcos_{m}"] - v[f"dcost_{m}"]) for m, _, _ in MOVES},
+    "cos_local_peak": lambda v: np.all([v[f"dcos_{m}"] <= 0 for m, _, _ in MOVES], axis=0) * 1.0,
+    "dcos_grow_max": lambda v: np.maximum(v["dcos_grow_left"], v["dcos_grow_right"]),
+    "dcos_shrink_max": lambda v: np.maximum(v["dcos_shrink_left"], v["dcos_shrink_right"]),
+    "is_top": lambda v: (v["log_rank"] == 0) * 1.0,
+}
+
+#: The feature set of the previous shipped re-ranker (50 features).
+PREVIOUS = (
+    "cos phrase gap_top gap_maxcos log_rank is_top len_short len_long start_word after_det end_word clause sentence "
+    "open_end open_start dcos_grow_left dscore_grow_left dcos_grow_right dscore_grow_right dcos_shrink_left "
+    "dscore_shrink_left dcos_shrink_right dscore_shrink_right cos_local_peak dcos_grow_max dcos_shrink_max first_det "
+    "first_start_word first_clause_before first_capital last_end_word last_clause_after last_sentence_end last_mark "
+    "before_det before_start_word after_start_word after_end_word after_capital cand_in_query query_in_cand "
+    "first_match last_match before_in_query after_in_query text_start text_end rel_start rel_end sentence_start"
+).split()
+
+
+def with_derived(items: list[dict]) -> int:
+    """Append the :data:`DERIVED` features the package does not compute to each item (in place); returns the number
+    of the package's own features (the first columns)."""
+    if not items:
+        return 0
+    names = [n.split(":", 1)[1] for n in items[0]["names"]]
+    own = len(names)
+    extra = [name for name in DERIVED if name not in names]
+    for it in items:
+        values = {name: it["x"][:, i] for i, name in enumerate(names)}
+        it["x"] = np.concatenate([it["x"], np.stack([DERIVED[n](values) for n in extra], 1)], 1) if extra else it["x"]
+        it["names"] = it["names"] + [f"{GROUP_OF[n]}:{n}" for n in extra]
+    return own
 
 
 def features(d: dict, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
@@ -205,7 +246,7 @@ def bootstrap_gain(base: dict, new: dict, samples: int = 2000, seed: int = 0) ->
 
 
 def load_items(cache: str, name: str, k: int) -> list[dict]:
-    built = os.path.join(cache, f"{name}-k{k}.features3.pkl")
+    built = os.path.join(cache, f"{name}-k{k}.features5.pkl")
     if os.path.exists(built):
         with open(built, "rb") as handle:
             return pickle.load(handle)
@@ -219,19 +260,32 @@ def load_items(cache: str, name: str, k: int) -> list[dict]:
     return items
 
 
-def even_cv(dev: list[dict], train_name: str, columns, l2: float, extra: list[dict], folds: int = 5) -> float:
-    """Exact match on strong even rows, each fold predicted by a model fitted on the other even folds (+ ``extra``)."""
+def even_cv(dev: list[dict], train_name: str, columns, l2: float, extra: list[dict], folds: int = 5) -> tuple:
+    """Exact match and word-F1 on strong even rows, the log-loss of the labelled candidate (even rows with one), and
+    the Spearman of the chosen span's phrase score and of its cosine (all even rows), each fold predicted by a model
+    fitted on the other even folds (+ ``extra``)."""
     even = list(range(0, len(dev), 2))
-    hits = []
+    hits, f1, loss, chosen = [], [], [], {}
     for fold in range(folds):
         held = even[fold::folds]
         rest = [dev[i] for i in even if i not in set(held)]
         if train_name.startswith("even-strong"):
             rest = [it for it in rest if it["gold"] >= STRONG]
-        model = fit_softmax(rest + extra, columns, l2)
-        picks = predict([dev[i] for i in held], columns, model)
-        hits += [dev[i]["label"][p] for i, p in zip(held, picks) if dev[i]["located"] and dev[i]["gold"] >= STRONG]
-    return 100 * float(np.mean(hits))
+        w, mean, std = fit_softmax(rest + extra, columns, l2)
+        for i in held:
+            it = dev[i]
+            logits = ((it["x"][:, columns] - mean) / std) @ w
+            p = int(np.argmax(logits))
+            chosen[i] = it["x"][p, :2]
+            if it["label"].max() > 0:
+                shifted = logits - logits.max()
+                loss.append(np.log(np.exp(shifted).sum()) - shifted[np.argmax(it["label"])])
+            if it["located"] and it["gold"] >= STRONG:
+                hits.append(it["label"][p])
+                f1.append(it["f1"][p])
+    gold, values = [dev[i]["gold"] for i in even], np.array([chosen[i] for i in even])
+    rho = [100 * spearmanr(gold, values[:, column]).statistic for column in (1, 0)]
+    return 100 * float(np.mean(hits)), 100 * float(np.mean(f1)), float(np.mean(loss)), *rho
 
 
 def cosine_units(items, columns, model, picks) -> list[float]:
@@ -261,7 +315,8 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
             "train": f"{args.train[0]}: {len(train)} rows ({sum(it['label'].max() > 0 for it in train)} with the "
             "paraphrase among the candidates)",
             "data": "STS-B-Context dev half, even rows (odd rows held out); weak rows: STS-B train pairs, the second "
-            "sentence put in place of the paraphrase of an even row's passage, labelled with its own place",
+            "sentence put in place of the paraphrase of an even row's passage (and of a determiner just before "
+            "it when the sentence starts with one), labelled with its own place",
             "l2": args.l2[0],
             "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
             "and weak rows) have >= 4 words",
@@ -275,7 +330,17 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
     print("wrote", args.export)
 
 
-def main() -> None:
+def selected(args, names: list[str], own: int) -> np.ndarray:
+    """The columns of ``--features`` (default: the package's ``own`` first ones) ``--with`` / ``--without`` those named
+    and without the ``--drop`` groups."""
+    wanted = PREVIOUS if args.features == ["previous"] else args.features
+    plain = [n.split(":", 1)[1] for n in names]
+    chosen = [plain.index(n) for n in wanted] if wanted else list(range(own))
+    chosen = [i for i in chosen if plain[i] not in args.without] + [plain.index(n) for n in args.more]
+    return np.array([i for i in chosen if names[i].split(":")[0] not in args.drop])
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cache", default="runs/rerank")
     parser.add_argument("--k", type=int, default=20)
@@ -283,18 +348,29 @@ def main() -> None:
     parser.add_argument("--train", nargs="+", default=["even"], help="even, even-strong, weak, even+weak")
     parser.add_argument("--ablate", action="store_true")
     parser.add_argument("--drop", nargs="*", default=[], help="feature groups left out of every model")
+    parser.add_argument(
+        "--features", nargs="+", help="the features to use (default: the package's; 'previous': the previous set)"
+    )
+    parser.add_argument("--with", dest="more", nargs="+", default=[], help="features added to --features")
+    parser.add_argument("--without", nargs="+", default=[], help="features left out of --features")
     parser.add_argument("--export", help="fit the first --train set with the first --l2 and write the re-ranker JSON")
     parser.add_argument(
         "--cv", action="store_true", help="5-fold CV on the even rows (choose settings without odd rows)"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     import torch
 
     torch.set_num_threads(1)
     dev = load_items(args.cache, "dev", args.k)
     weak = load_items(args.cache, "weak", args.k)
+    own = with_derived(dev)
+    with_derived(weak)
     names = dev[0]["names"]
-    every = np.array([i for i, n in enumerate(names) if n.split(":")[0] not in args.drop])
+    every = selected(args, names, own)
     even, odd, whole = range(0, len(dev), 2), range(1, len(dev), 2), range(len(dev))
     top = [0] * len(dev)
     parts = (("even", even), ("odd", odd), ("all", whole))
@@ -326,7 +402,7 @@ def main() -> None:
             keep = np.array([i for i in every if names[i].split(":")[0] != group or names[i] == "score:phrase"])
             configs.append((args.train[0], args.l2[0], f"- {group}", keep))
         for group in groups:
-            keep = np.array([i for i, n in enumerate(names) if n.split(":")[0] == group or n == "score:phrase"])
+            keep = np.array([i for i in every if names[i].split(":")[0] == group or names[i] == "score:phrase"])
             configs.append((args.train[0], args.l2[0], f"only {group}", keep))
     for train_name, l2, label, columns in configs:
         train = train_sets[train_name]
@@ -338,9 +414,10 @@ def main() -> None:
                 if "weak" in train_name
                 else []
             )
+            exact, f1, loss, rho, rho_cos = even_cv(dev, train_name, columns, l2, extra)
             print(
-                f"| {train_name} l2={l2:g} {label} | even 5-fold CV exact "
-                f"{even_cv(dev, train_name, columns, l2, extra):.1f} |",
+                f"| {train_name} l2={l2:g} {label} | even 5-fold CV: exact {exact:.1f}, word-F1 {f1:.2f}, "
+                f"log-loss {loss:.4f}, Spearman of the chosen span's phrase score {rho:.2f} / cosine {rho_cos:.2f} |",
                 flush=True,
             )
             continue
