@@ -230,12 +230,13 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
 @dataclass
 class RerankRows:
     """The rows (windows, or an index's segments) whose candidates are re-ranked: units as token ranges
-    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text) and flags;
-    ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
+    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text), or their
+    :class:`UnitWords` ``(B, U)``, and flags; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default:
+    :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
-    units: list[tuple[list[str], bool, bool]]
+    units: list[tuple[list[str], bool, bool]] | UnitWords
     flags: torch.Tensor
     embeddings: torch.Tensor
     cosines: Callable | None = None
@@ -298,6 +299,9 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
     query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
     profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
     flags = rows.flags
+    words = rows.units
+    if not isinstance(words, UnitWords):
+        words = unit_words([strings for strings, _, _ in words], flags.shape[1])
     values = candidate_features(
         found.similarities.float().cpu().numpy().reshape(cells),
         found.scores.float().cpu().numpy().reshape(cells),
@@ -308,7 +312,7 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
         rows.num_units.cpu().numpy()[rows_of],
         flags.cpu().numpy()[rows_of],
         profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
-        unit_words([strings for strings, _, _ in rows.units], flags.shape[1]),
+        words,
         rows_of,
         rerank.word_ids[query_of],
         rerank.edges[query_of],

@@ -12,8 +12,9 @@ from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
+from slice_st._rerank import unit_words
 from slice_st.index import ShardedSpanIndex
-from slice_st.index.search import index_unit_flags
+from slice_st.index.search import _segments, index_unit_flags
 from slice_st.scoring import AFTER_DETERMINER, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 
@@ -262,6 +263,28 @@ def test_unit_flags_are_per_document_and_follow_changes(tiny_model, tiny_model_s
             "unit_chars": np.zeros((0, 2), np.int64),
         },
     ).shape == (0,)
+
+
+def test_segments_read_their_windows_flags_and_words_from_the_index_tables(tiny_model_short):
+    """The re-ranking of a stored segment reads its flags and words from the index's tables: equal to those of its
+    unit strings as a window of its text (what best_spans reads), also where a window starts after "the" or a
+    clause mark, or ends inside a sentence."""
+    texts = ["he saw the", "  man, who left. A dog", " ".join(["the guitar was loud, and the dog barked."] * 6), "x"]
+    index = SpanIndex.build(texts, tiny_model_short, max_span=4)  # the long text is cut into overlapping windows
+    found = _segments(index, list(range(len(texts))), index.span_config)
+    bounds, table = index._arrays["segment_units"], index._unit_flags()[0]
+    edges_differ = 0
+    for segment, doc in enumerate(index._arrays["segment_docs"].tolist()):
+        window, text = found[doc].pop(0), texts[doc]
+        strings = [text[a:b] for a, b in window.chars.tolist()]
+        expected = unit_flags(strings, not text[: window.chars[0, 0]].strip(), not text[window.chars[-1, 1] :].strip())
+        assert window.flags.tolist() == expected.tolist()
+        edges_differ += expected.tolist() != table[bounds[segment] : bounds[segment + 1]].tolist()
+        for name, values in vars(unit_words([strings])).items():
+            assert getattr(window.words, name).tolist() == values.tolist()
+    assert edges_differ >= 2 and not any(found.values())
+    with np.errstate(all="raise"):  # a neighbour span whose norm another segment stores is summed, never inf
+        index.search(["the dog was loud and barked", "and the guitar"], top_k=8, per_document=None)
 
 
 def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
