@@ -133,12 +133,12 @@ def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
 
-def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table):
+def span_costs_for(scorer: SpanScorer, profiles: np.ndarray | None, flag_table):
     """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
-    prefix ``flag_table()`` gives (called only for a scorer with costs); ``None`` for a plain scorer."""
+    prefix ``flag_table()`` gives (called only for a scorer with costs), for queries of :func:`profiles_of`
+    ``profiles``; ``None`` for a plain scorer."""
     if scorer.is_plain:
         return None
-    profiles = profiles_of(model, unit, queries)
     flags, marks = flag_table()
 
     def costs(query_index: int, units: np.ndarray, span_lengths: np.ndarray) -> np.ndarray:
@@ -335,15 +335,14 @@ def search_documents(
     return results
 
 
-def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig, overlap: bool, threshold):
+def rerank_matches(index, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold):
     """``results`` with the ``n`` places of each document filled by its ``best_spans(top_k=n)`` (from the stored
     segments; a ``scorer`` without ``rerank``: unchanged), those below ``threshold`` dropped, sorted by the score
-    shown (ties: the documents' order)."""
+    shown (ties: the documents' order); ``profiles``: the queries' :func:`profiles_of`."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
     counts = Counter((query, match.doc_index) for query, matches in enumerate(results) for match in matches)
-    profiles = profiles_of(index.model, wanted.unit, queries)
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
@@ -452,13 +451,7 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
     dots = torch.nn.functional.pad(torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0))
-    cosines = torch.full((batch, width, len(lengths)), float("-inf"))
-    scores = cosines.clone()
-    for column, length in enumerate(lengths[: max(width - config.min_span + 1, 0)]):
-        count = width - length + 1
-        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
-        cosines[:, :count, column] = span
-        scores[:, :count, column] = span - costs.of_length(length, count, config.min_span)[..., 0]
+    cosines, scores = _score_grids(dots, norms, costs, config.min_span)
     fused = functools.partial(_grid_top_k, scores, cosines, config.min_span)
     boundaries = torch.arange(width + 1).expand(batch, -1)
     num_units = torch.tensor([len(segment.vectors) for segment in segments])
@@ -491,18 +484,35 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
     return out
 
 
+def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cosines and scores ``(B, U, L)`` of every span (start, length) of rows of one query each, from the prefix
+    sums of the units' dot products ``dots`` ``(B, U + 1)`` over the stored span ``norms`` ``(B, U, L)``, costs as
+    :meth:`slice_st.scoring.SpanCosts.of_length` adds them; ``-inf`` past a row or without a stored norm."""
+    width = norms.shape[1]
+    starts = torch.arange(width)[:, None].expand(-1, norms.shape[2])
+    ends = starts + torch.arange(min_span, min_span + norms.shape[2])  # (U, L)
+    inside, ends = ends <= width, ends.clamp(max=width)
+    cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
+    cosines = cosines.masked_fill(~inside, -np.inf)
+    last = ends - 1
+    cost = costs.start[:, starts, 0] + costs.end[:, last, 0] + costs.length[:, 0][:, None, :]
+    inner = ((costs.marks[:, last] - costs.marks[:, starts]) > 0).to(cost.dtype)  # (B, U, L, 2)
+    cost = cost + (
+        inner[..., 0] * costs.mark_cost[:, 0, None, None, 0] + inner[..., 1] * costs.mark_cost[:, 0, None, None, 1]
+    )
+    return cosines, (cosines - cost).masked_fill(~inside, -np.inf)
+
+
 def _padded(segments: list[_Segment], dim: int):
     """The segments' unit vectors ``(B, U, d)``, span norms ``(B, U, L)`` (``nan`` past a row), flags ``(B, U)`` and
     :class:`UnitWords`, padded to the longest."""
     counts = np.asarray([len(segment.vectors) for segment in segments])
-    batch, width = len(segments), int(counts.max())
-    embeddings = torch.zeros((batch, width, dim))
-    norms = torch.full((batch, width, segments[0].norms.shape[1]), float("nan"))
-    for row, segment in enumerate(segments):
-        embeddings[row, : len(segment.vectors)] = torch.from_numpy(segment.vectors)
-        norms[row, : len(segment.vectors)] = torch.from_numpy(segment.norms)
-    held = np.arange(width) < counts[:, None]
-    flags = np.zeros((batch, width), dtype=np.int64)
+    held = np.arange(counts.max()) < counts[:, None]  # (B, U): the rows' units, in order
+    padded = lambda name, fill: torch.nn.utils.rnn.pad_sequence(  # noqa: E731
+        [torch.from_numpy(getattr(segment, name)) for segment in segments], batch_first=True, padding_value=fill
+    )
+    embeddings, norms = padded("vectors", 0.0), padded("norms", float("nan"))
+    flags = np.zeros(held.shape, dtype=np.int64)
     flags[held] = np.concatenate([segment.flags for segment in segments])
     words = UnitWords(np.full(held.shape, -1, np.int64), np.zeros(held.shape, bool), np.zeros(held.shape, bool))
     for name, values in vars(words).items():
@@ -531,8 +541,8 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
-    current = np.zeros((0, 6))
-    for new in parts:
+    current = parts[0] if parts else np.zeros((0, 6))
+    for new in parts[1:]:
         merged = np.concatenate([current, new])
         if not len(current):
             keep = np.arange(len(new))

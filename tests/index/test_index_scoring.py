@@ -364,3 +364,32 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(tmp_path / "ix"), "-q", "dog", "--scorer", "cosine"])
     assert exit_info.value.code == 2 and "invalid choice: 'cosine'" in capsys.readouterr().err
+
+
+def test_the_score_grid_of_a_segment_is_the_per_length_one():
+    """The re-ranking's score grid, all lengths at once, equals the grid built length by length with
+    SpanCosts.of_length (bit for bit), -inf past a row and where no norm is stored."""
+    import torch
+
+    from slice_st.index.search import _score_grids
+    from slice_st.scoring import span_costs
+
+    rng = np.random.default_rng(0)
+    words = "the a man, sat on . and dog. barked! loud; it".split()
+    batch, width, min_span, max_span = 5, 9, 2, 6
+    counts = [width, 1, 4, 7, 9]
+    flags = torch.zeros((batch, width), dtype=torch.long)
+    for row, count in enumerate(counts):
+        flags[row, :count] = torch.from_numpy(unit_flags(list(rng.choice(words, count))).astype(np.int64))
+    profiles = torch.from_numpy(query_profiles(["a man, sat."] * batch, [3] * batch))[:, None, :]
+    costs = span_costs(resolve_scorer("phrase"), flags, profiles, min_span, max_span)
+    dots = torch.nn.functional.pad(torch.from_numpy(rng.normal(size=(batch, width))).cumsum(1), (1, 0))
+    norms = torch.from_numpy(rng.uniform(0.5, 3, size=(batch, width, max_span - min_span + 1)).astype(np.float32))
+    norms[torch.from_numpy(rng.uniform(size=norms.shape) < 0.2)] = float("nan")
+    cosines, scores = _score_grids(dots, norms, costs, min_span)
+    for column, length in enumerate(range(min_span, max_span + 1)):
+        count = width - length + 1
+        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
+        assert torch.equal(cosines[:, :count, column], span)
+        assert torch.equal(scores[:, :count, column], span - costs.of_length(length, count, min_span)[..., 0])
+        assert torch.isneginf(scores[:, count:, column]).all() and torch.isneginf(cosines[:, count:, column]).all()
