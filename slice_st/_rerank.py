@@ -318,7 +318,7 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
 
 def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.ndarray, np.ndarray]:
     """The cosines and scores ``(4, B * Q, k)`` of the candidates ``starts``, ``ends`` ``(B, Q, k)`` moved by each of
-    :data:`MOVES` (``nan``: no such span), the four moves of every candidate in one pass."""
+    :data:`MOVES` (``nan``: no such span), the costs of the four moves in one pass."""
     batch, num_queries, k = starts.shape
     width = rows.boundaries.shape[1] - 1
     num_units = rows.num_units.to(starts.device)[:, None, None]
@@ -327,13 +327,16 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
     ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-    if rows.cosines is None:
+    if rows.cosines is None:  # move by move: the span sums of one move at a time (d floats per span)
         vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
-        vectors = vectors[:, :, None, :].expand(-1, -1, first.shape[2], -1).reshape(batch, first[0].numel(), -1)
-        cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
+        vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
+        spans = zip(first.split(k, dim=2), end.split(k, dim=2))
+        cosines = torch.cat(
+            [span_cosines(vectors, rows.embeddings, rows.boundaries, a.flatten(1), b.flatten(1)) for a, b in spans], 1
+        )
+        cosines = cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
     else:
-        cosines = rows.cosines(first, end)
-    cosines = cosines.view_as(first)
+        cosines = rows.cosines(first, end).view_as(first)
     scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
     nan = torch.full_like(cosines, float("nan"))
     as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731
