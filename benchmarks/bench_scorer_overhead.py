@@ -60,6 +60,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--scorer", choices=tuple(PAIRS), default="phrase", help="the scorer measured (see above)")
     parser.add_argument("--index", action="store_true", help="search an index of the passages instead of best_spans")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="instead of timing: cProfile N calls of case (b), first K"
+    )
     add_model_arguments(parser)
     args = parser.parse_args()
     import torch
@@ -89,6 +92,10 @@ def main() -> None:
         index.search(queries, top_k=10)  # warm-up (the unit flags are computed once)
         search = lambda top_k, **kwargs: index.search(queries, top_k=top_k, **kwargs)  # noqa: E731
 
+    if args.profile:
+        profile(lambda: search(top_ks[0], **options_b), args.profile)
+        return
+
     def case(top_k: int, **kwargs):
         def run() -> dict:
             gc.collect()
@@ -112,6 +119,30 @@ def main() -> None:
             f"target <= {target:.2f} -> {'MET' if median(ratios) <= target else 'NOT MET'}"
         )
         flush()
+
+
+def profile(call, count: int) -> None:
+    """cProfile ``count`` calls; print the time per call and the package's functions by cumulative time per call."""
+    import cProfile
+    import io
+    import pstats
+
+    profiler = cProfile.Profile()
+    gc.collect()
+    profiler.enable()
+    for _ in range(count):
+        call()
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = sum(timing[3] for timing in stats.stats.values() if timing[4] == {}) / count  # top-level calls
+    print(f"profile: {count} calls, {total:.3f} s per call; cumulative s per call of the package's functions:")
+    rows = [(key, timing[3] / count) for key, timing in stats.stats.items() if "slice_st" in key[0]]
+    for (path, line, name), seconds in sorted(rows, key=lambda row: -row[1])[:30]:
+        print(f"  {seconds:7.4f}  {path.split('slice_st/')[-1]}:{line} {name}")
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+    print(out.getvalue())
+    flush()
 
 
 if __name__ == "__main__":

@@ -53,11 +53,18 @@ class Reranker:
     def logits(self, values: np.ndarray, query_units: np.ndarray | None = None) -> np.ndarray:
         """``(N, k, F)`` features → ``(N, k)`` scores; a query shorter (``query_units``) than any trained on keeps the
         scorer's order."""
-        scores = ((values - self.mean) / self.scale) @ self.weights
+        coefficients, bias = self._folded
+        scores = values @ coefficients + bias
         if query_units is None:
             return scores
         keep = -np.arange(scores.shape[-1], dtype=np.float64)
         return np.where((np.asarray(query_units) < self.min_query_units)[:, None], keep, scores)
+
+    @functools.cached_property
+    def _folded(self) -> tuple[np.ndarray, float]:
+        """The standardisation folded into the weights, once: ``((v - mean) / scale) @ w == v @ (w / scale) + bias``."""
+        coefficients = self.weights / self.scale
+        return coefficients, -float(self.mean @ coefficients)
 
 
 @functools.lru_cache(maxsize=4)
@@ -223,25 +230,30 @@ def _shared_words(ids, queries, edges, starts, ends, has_before, has_after) -> d
 
 
 def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: bool) -> np.ndarray:
-    """Whether the first (or last) unit with a word in ``[start, end)`` is the word ``target`` (``(N,)`` ids)."""
+    """Whether the first (or last) unit with a word in ``[start, end)`` is the word ``target`` (``(N,)`` ids): the
+    nearest unit with a word at or after the start (at or before the last unit), found per row once."""
     width = ids.shape[1]
-    position = np.arange(width)[None, None, :]
-    inside = (position >= starts[..., None]) & (position < ends[..., None]) & (ids[:, None, :] >= 0)  # (N, k, U)
-    edge = np.where(inside, position, width if first else -1)
-    at = edge.min(-1) if first else edge.max(-1)
-    found = (at >= 0) & (at < width)
+    position = np.broadcast_to(np.arange(width), ids.shape)
+    if first:
+        nearest = np.minimum.accumulate(np.where(ids >= 0, position, width)[:, ::-1], axis=1)[:, ::-1]
+        at = _take(nearest, starts)
+        found = at < ends
+    else:
+        at = _take(np.maximum.accumulate(np.where(ids >= 0, position, -1), axis=1), ends - 1)
+        found = at >= starts
     return (found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])).astype(np.float64)
 
 
 @dataclass
 class RerankRows:
     """The rows (windows, or an index's segments) whose candidates are re-ranked: units as token ranges
-    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text) and flags;
-    ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
+    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text), or their
+    :class:`UnitWords` ``(B, U)``, and flags; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default:
+    :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
-    units: list[tuple[list[str], bool, bool]]
+    units: list[tuple[list[str], bool, bool]] | UnitWords
     flags: torch.Tensor
     embeddings: torch.Tensor
     cosines: Callable | None = None
@@ -280,41 +292,26 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
     """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf``: none); ``pairs``: as ``best``."""
     starts, ends = found.starts, found.ends
     batch, num_queries, k = starts.shape
-    width = rows.boundaries.shape[1] - 1
-    num_units = rows.num_units.to(starts.device)[:, None, None]
-    vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
-    vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
-    moved_cosines, moved_scores = [], []
-    for _, shift_start, shift_end in MOVES:
-        first, end = starts + shift_start, ends + shift_end
-        ok = (starts >= 0) & (first >= 0) & (end <= num_units) & (end > first)
-        ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
-        first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-        if rows.cosines is None:
-            cosines = span_cosines(vectors, rows.embeddings, rows.boundaries, first.flatten(1), end.flatten(1))
-        else:
-            cosines = rows.cosines(first, end)
-        cosines = cosines.view_as(first)
-        scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
-        nan = torch.full_like(cosines, float("nan"))
-        moved_cosines.append(torch.where(ok, cosines, nan))
-        moved_scores.append(torch.where(ok, scores, nan))
+    moved_cosines, moved_scores = _moved(starts, ends, rows, queries, costs, config)
     cells = (batch * num_queries, k)
     rows_of = np.repeat(np.arange(batch), num_queries)
     query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
     profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
     flags = rows.flags
+    words = rows.units
+    if not isinstance(words, UnitWords):
+        words = unit_words([strings for strings, _, _ in words], flags.shape[1])
     values = candidate_features(
         found.similarities.float().cpu().numpy().reshape(cells),
         found.scores.float().cpu().numpy().reshape(cells),
-        torch.stack(moved_cosines).float().cpu().numpy().reshape(4, *cells),
-        torch.stack(moved_scores).float().cpu().numpy().reshape(4, *cells),
+        moved_cosines,
+        moved_scores,
         starts.cpu().numpy().reshape(cells),
         ends.cpu().numpy().reshape(cells),
         rows.num_units.cpu().numpy()[rows_of],
         flags.cpu().numpy()[rows_of],
         profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
-        unit_words([strings for strings, _, _ in rows.units], flags.shape[1]),
+        words,
         rows_of,
         rerank.word_ids[query_of],
         rerank.edges[query_of],
@@ -323,6 +320,36 @@ def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, 
     logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
     missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
     return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
+
+
+def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.ndarray, np.ndarray]:
+    """The cosines and scores ``(4, B * Q, k)`` of the candidates ``starts``, ``ends`` ``(B, Q, k)`` moved by each of
+    :data:`MOVES` (``nan``: no such span), the costs of the four moves in one pass."""
+    batch, num_queries, k = starts.shape
+    width = rows.boundaries.shape[1] - 1
+    num_units = rows.num_units.to(starts.device)[:, None, None]
+    first = torch.cat([starts + shift for _, shift, _ in MOVES], dim=2)  # (B, Q, 4k): move by move
+    end = torch.cat([ends + shift for _, _, shift in MOVES], dim=2)
+    ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
+    ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
+    first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
+    if rows.cosines is None:  # move by move: the span sums of one move at a time (d floats per span)
+        vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
+        vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
+        spans = zip(first.split(k, dim=2), end.split(k, dim=2))
+        cosines = torch.cat(
+            [span_cosines(vectors, rows.embeddings, rows.boundaries, a.flatten(1), b.flatten(1)) for a, b in spans], 1
+        )
+        cosines = cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
+    else:
+        cosines = rows.cosines(first, end).view_as(first)
+    scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
+    nan = torch.full_like(cosines, float("nan"))
+    as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731
+    return tuple(
+        as_moves(torch.where(ok, values, nan)).float().cpu().numpy().reshape(len(MOVES), batch * num_queries, k)
+        for values in (cosines, scores)
+    )
 
 
 def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):

@@ -256,3 +256,21 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
         "the lost baggage claim from March.",
         "my checked bag will make",
     ]
+
+
+def test_first_and_last_word_match_as_a_scan_of_each_span():
+    """first_match / last_match: the first (last) unit with a word inside the span is the query's first (last) word,
+    as a plain scan of each span finds it."""
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        ids = rng.integers(-1, 4, (3, 9))
+        starts = rng.integers(0, 9, (3, 5))
+        ends = np.minimum(starts + rng.integers(1, 10, (3, 5)), 9)
+        target = rng.integers(-2, 4, 3)
+        for first in (True, False):
+            expected = np.zeros(starts.shape)
+            for row, column in np.ndindex(*starts.shape):
+                words = [u for u in range(starts[row, column], ends[row, column]) if ids[row, u] >= 0]
+                edge = words[0 if first else -1] if words else None
+                expected[row, column] = edge is not None and ids[row, edge] == target[row]
+            assert _rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()

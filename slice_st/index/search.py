@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from slice_st._rerank import Rerank, RerankRows, rerank_context
+from slice_st._rerank import Rerank, RerankRows, UnitWords, rerank_context, unit_words
 from slice_st.config import SpanConfig
 from slice_st.encode import as_text_list, check_threshold, check_top_k
 from slice_st.errors import SpanInputError
@@ -133,12 +133,12 @@ def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
 
-def span_costs_for(scorer: SpanScorer, model, unit: str, queries: Sequence[str], flag_table):
+def span_costs_for(scorer: SpanScorer, profiles: np.ndarray | None, flag_table):
     """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
-    prefix ``flag_table()`` gives (called only for a scorer with costs); ``None`` for a plain scorer."""
+    prefix ``flag_table()`` gives (called only for a scorer with costs), for queries of :func:`profiles_of`
+    ``profiles``; ``None`` for a plain scorer."""
     if scorer.is_plain:
         return None
-    profiles = profiles_of(model, unit, queries)
     flags, marks = flag_table()
 
     def costs(query_index: int, units: np.ndarray, span_lengths: np.ndarray) -> np.ndarray:
@@ -190,13 +190,36 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
 def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(flags, mark_prefix(flags))`` of ``owner``, computed once and kept while ``key`` (an array the flags derive
     from, e.g. ``unit_chars``) is the same object; an index that changes its arrays gets new flags."""
-    cache = getattr(owner, "_unit_flag_cache", None)
+    return _cached(owner, "_unit_flag_cache", key, lambda: (flags := compute(), mark_prefix(flags)))
+
+
+def _cached(owner, name: str, key: np.ndarray, compute: Callable):
+    """``compute()``, kept on ``owner`` as attribute ``name`` while ``key`` is the same object."""
+    cache = getattr(owner, name, None)
     if cache is not None and cache[0]() is key:
-        return cache[1], cache[2]
-    flags = compute()
-    marks = mark_prefix(flags)
-    owner._unit_flag_cache = (weakref.ref(key), flags, marks)
-    return flags, marks
+        return cache[1]
+    found = compute()
+    setattr(owner, name, (weakref.ref(key), found))
+    return found
+
+
+def _unit_word_table(store, chunk: int = 1 << 16) -> UnitWords:
+    """:class:`slice_st._rerank.UnitWords` ``(1, N)`` of every unit row of a :class:`SpanIndex` (what the re-ranker
+    reads of a unit's word), computed ``chunk`` units at a time on first use and kept while the arrays stay."""
+    arrays = store._arrays
+
+    def compute() -> UnitWords:
+        bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
+        docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), np.diff(bounds))
+        parts = []
+        for lo in range(0, len(docs), chunk):
+            chars = np.asarray(arrays["unit_chars"][lo : lo + chunk]).T.tolist()
+            parts.append(unit_words([[store.texts[d][a:b] for d, a, b in zip(docs[lo : lo + chunk].tolist(), *chars)]]))
+        if not parts:
+            return unit_words([[]])
+        return UnitWords(*(np.concatenate([vars(part)[name] for part in parts], axis=1) for name in vars(parts[0])))
+
+    return _cached(store, "_unit_word_cache", arrays["unit_chars"], compute)
 
 
 def ranked(
@@ -312,15 +335,14 @@ def search_documents(
     return results
 
 
-def rerank_matches(index, results, queries, vectors, scorer, wanted: SpanConfig, overlap: bool, threshold):
+def rerank_matches(index, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold):
     """``results`` with the ``n`` places of each document filled by its ``best_spans(top_k=n)`` (from the stored
     segments; a ``scorer`` without ``rerank``: unchanged), those below ``threshold`` dropped, sorted by the score
-    shown (ties: the documents' order)."""
+    shown (ties: the documents' order); ``profiles``: the queries' :func:`profiles_of`."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
     counts = Counter((query, match.doc_index) for query, matches in enumerate(results) for match in matches)
-    profiles = profiles_of(index.model, wanted.unit, queries)
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
@@ -346,33 +368,51 @@ def document_store(index, doc_index: int):
 
 @dataclass
 class _Segment:
-    """One stored window of a document, as its fields say (``units``: strings, starts / ends the text)."""
+    """One stored window of a document, as its fields say (``words``: its units' :class:`UnitWords` ``(1, n)``,
+    ``flags``: their :func:`slice_st.scoring.unit_flags` as a window of the text, what ``best_spans`` reads)."""
 
     vectors: np.ndarray
     norms: np.ndarray
     chars: np.ndarray
     first_unit: int
-    units: tuple[list[str], bool, bool]
+    words: UnitWords
     flags: np.ndarray
 
 
 def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
     """The stored segments (windows) of documents ``docs`` of a :class:`SpanIndex`, in order, their span norms of the
-    lengths of ``config`` (one pass over the segments' documents)."""
+    lengths of ``config`` (one pass over the segments' documents); flags and words from the index's tables."""
     arrays, lengths = store._arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
+    flags, words = store._unit_flags()[0], _unit_word_table(store)
     out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
     for segment in np.flatnonzero(np.isin(segment_docs, docs)).tolist():
         doc, lo, hi = int(segment_docs[segment]), int(bounds[segment]), int(bounds[segment + 1])
         if hi <= lo:
             continue
         text, chars = store.texts[doc], np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
-        strings = [text[a:b] for a, b in chars.tolist()]
-        units = strings, not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
+        window = _window_flags(flags[lo:hi], text, chars)
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
         norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
-        out[doc].append(_Segment(vectors, norms, chars, first, units, unit_flags(*units).astype(np.int64)))
+        row_words = UnitWords(*(values[:, lo:hi] for values in vars(words).values()))
+        out[doc].append(_Segment(vectors, norms, chars, first, row_words, window))
+    return out
+
+
+def _window_flags(flags: np.ndarray, text: str, chars: np.ndarray) -> np.ndarray:
+    """A segment's :func:`slice_st.scoring.unit_flags` as a window of ``text`` (what ``best_spans`` reads) from the
+    index's flags of its units (``chars``: their character ranges). They differ only at the edges: no unit precedes
+    the first (no ``AFTER_DETERMINER``; ``CLAUSE_BEFORE`` only at the text's start or an opening mark), and the last
+    closes a clause by its own mark or at the text's end."""
+    out = flags.astype(np.int64)
+    text_start, text_end = not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
+    if text_start and text_end:  # the whole text: both edges' clause bits are set
+        edges = [CLAUSE_BEFORE, CLAUSE_AFTER]
+    else:  # the edge units as a window of two
+        edges = unit_flags([text[slice(*chars[0])], text[slice(*chars[-1])]], text_start, text_end).tolist()
+    out[0] = (out[0] & ~(AFTER_DETERMINER | CLAUSE_BEFORE)) | (edges[0] & CLAUSE_BEFORE)
+    out[-1] = (out[-1] & ~CLAUSE_AFTER) | (edges[1] & CLAUSE_AFTER)
     return out
 
 
@@ -405,39 +445,31 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
     """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
     stored unit sums and span norms (units as the rows' tokens)."""
-    batch, width = len(segments), max(len(segment.vectors) for segment in segments)
-    embeddings = torch.zeros((batch, width, vectors.shape[1]))
-    lengths = range(config.min_span, config.max_span + 1)
-    norms = torch.full((batch, width, len(lengths)), float("nan"))
-    flags = torch.zeros((batch, width), dtype=torch.long)
-    for row, segment in enumerate(segments):
-        embeddings[row, : len(segment.vectors)] = torch.from_numpy(segment.vectors)
-        norms[row, : len(segment.vectors)] = torch.from_numpy(segment.norms)
-        flags[row, : len(segment.flags)] = torch.from_numpy(segment.flags)
+    embeddings, norms, flags, words = _padded(segments, vectors.shape[1])
+    batch, width, lengths = len(segments), embeddings.shape[1], range(config.min_span, config.max_span + 1)
     queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[:, None, :]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
     dots = torch.nn.functional.pad(torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0))
-    cosines = torch.full((batch, width, len(lengths)), float("-inf"))
-    scores = cosines.clone()
-    for column, length in enumerate(lengths[: max(width - config.min_span + 1, 0)]):
-        count = width - length + 1
-        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
-        cosines[:, :count, column] = span
-        scores[:, :count, column] = span - costs.of_length(length, count, config.min_span)[..., 0]
+    cosines, scores = _score_grids(dots, norms, costs, config.min_span)
     fused = functools.partial(_grid_top_k, scores, cosines, config.min_span)
     boundaries = torch.arange(width + 1).expand(batch, -1)
     num_units = torch.tensor([len(segment.vectors) for segment in segments])
-    prefix = torch.nn.functional.pad(embeddings.double().cumsum(1), (0, 0, 1, 0))
+    grid = cosines.flatten(1)  # (B, U * L): by start, then length
 
-    def span_cosines(starts, ends):  # (B, 1, k) spans: dots from the prefix of dot products, norms from the sums
+    def span_cosines(starts, ends):  # (B, 1, k) spans of the searched lengths: their cosines in the grid, or summed
         starts, ends = starts[:, 0], ends[:, 0]
-        at = lambda index: prefix.gather(1, index[..., None].expand(-1, -1, prefix.shape[2]))  # noqa: E731
-        norms = (at(ends) - at(starts)).norm(dim=-1).clamp(min=1e-12)
-        return ((dots.gather(1, ends) - dots.gather(1, starts)) / norms).float()[:, None]
+        column = (ends - starts - config.min_span).clamp(0, len(lengths) - 1)
+        found = grid.gather(1, starts.clamp(0, width - 1) * len(lengths) + column)
+        rows, at = torch.nonzero(~torch.isfinite(found), as_tuple=True)  # another segment holds the span's norm
+        if len(rows):
+            first, end = starts[rows, at], ends[rows, at]
+            inside = (torch.arange(width) >= first[:, None]) & (torch.arange(width) < end[:, None])
+            norms = torch.einsum("mu,mud->md", inside.double(), embeddings[rows].double()).norm(dim=-1)
+            found[rows, at] = ((dots[rows, end] - dots[rows, first]) / norms.clamp(min=1e-12)).float()
+        return found[:, None]
 
-    units = [segment.units for segment in segments]
-    rows = RerankRows(boundaries, num_units, units, flags, embeddings, span_cosines)
+    rows = RerankRows(boundaries, num_units, words, flags, embeddings, span_cosines)
     pairs = np.asarray(query_of)[:, None]  # each row's query
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
     scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
@@ -450,6 +482,42 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
         units = first + segment.first_unit, end + segment.first_unit
         out.append(np.stack([scores[row, ok], cosines[row, ok], *units, *chars], axis=1))
     return out
+
+
+def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cosines and scores ``(B, U, L)`` of every span (start, length) of rows of one query each, from the prefix
+    sums of the units' dot products ``dots`` ``(B, U + 1)`` over the stored span ``norms`` ``(B, U, L)``, costs as
+    :meth:`slice_st.scoring.SpanCosts.of_length` adds them; ``-inf`` past a row or without a stored norm."""
+    width = norms.shape[1]
+    starts = torch.arange(width)[:, None].expand(-1, norms.shape[2])
+    ends = starts + torch.arange(min_span, min_span + norms.shape[2])  # (U, L)
+    inside, ends = ends <= width, ends.clamp(max=width)
+    cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
+    cosines = cosines.masked_fill(~inside, -np.inf)
+    last = ends - 1
+    cost = costs.start[:, starts, 0] + costs.end[:, last, 0] + costs.length[:, 0][:, None, :]
+    inner = ((costs.marks[:, last] - costs.marks[:, starts]) > 0).to(cost.dtype)  # (B, U, L, 2)
+    cost = cost + (
+        inner[..., 0] * costs.mark_cost[:, 0, None, None, 0] + inner[..., 1] * costs.mark_cost[:, 0, None, None, 1]
+    )
+    return cosines, (cosines - cost).masked_fill(~inside, -np.inf)
+
+
+def _padded(segments: list[_Segment], dim: int):
+    """The segments' unit vectors ``(B, U, d)``, span norms ``(B, U, L)`` (``nan`` past a row), flags ``(B, U)`` and
+    :class:`UnitWords`, padded to the longest."""
+    counts = np.asarray([len(segment.vectors) for segment in segments])
+    held = np.arange(counts.max()) < counts[:, None]  # (B, U): the rows' units, in order
+    padded = lambda name, fill: torch.nn.utils.rnn.pad_sequence(  # noqa: E731
+        [torch.from_numpy(getattr(segment, name)) for segment in segments], batch_first=True, padding_value=fill
+    )
+    embeddings, norms = padded("vectors", 0.0), padded("norms", float("nan"))
+    flags = np.zeros(held.shape, dtype=np.int64)
+    flags[held] = np.concatenate([segment.flags for segment in segments])
+    words = UnitWords(np.full(held.shape, -1, np.int64), np.zeros(held.shape, bool), np.zeros(held.shape, bool))
+    for name, values in vars(words).items():
+        values[held] = np.concatenate([vars(segment.words)[name][0] for segment in segments])
+    return embeddings, norms, torch.from_numpy(flags), words
 
 
 def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
@@ -473,8 +541,8 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
-    current = np.zeros((0, 6))
-    for new in parts:
+    current = parts[0] if parts else np.zeros((0, 6))
+    for new in parts[1:]:
         merged = np.concatenate([current, new])
         if not len(current):
             keep = np.arange(len(new))

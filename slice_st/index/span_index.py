@@ -38,6 +38,7 @@ from slice_st.index.search import (
     check_overlap,
     check_search,
     index_unit_flags,
+    profiles_of,
     query_list,
     ranked,
     rerank_matches,
@@ -434,7 +435,8 @@ class SpanIndex:
         )
         scan = self._scanner(wanted, approximate, candidates, nprobe)
         limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
-        costs = span_costs_for(scorer, self.model, self.span_config.unit, query_texts, self._unit_flags)
+        profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
+        costs = span_costs_for(scorer, profiles, self._unit_flags)
         found = ranked(
             scan,
             self._matches,
@@ -447,7 +449,7 @@ class SpanIndex:
             locate=self._locate,
             overlap=overlap,
         )
-        return rerank_matches(self, found, query_texts, vectors, scorer, wanted, overlap, threshold)
+        return rerank_matches(self, found, query_texts, vectors, profiles, scorer, wanted, overlap, threshold)
 
     def _check_approximate(self, approximate: bool) -> None:
         if approximate and self._candidates is None:

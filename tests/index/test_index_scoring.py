@@ -12,8 +12,9 @@ from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
+from slice_st._rerank import unit_words
 from slice_st.index import ShardedSpanIndex
-from slice_st.index.search import index_unit_flags
+from slice_st.index.search import _segments, index_unit_flags
 from slice_st.scoring import AFTER_DETERMINER, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 
@@ -264,6 +265,28 @@ def test_unit_flags_are_per_document_and_follow_changes(tiny_model, tiny_model_s
     ).shape == (0,)
 
 
+def test_segments_read_their_windows_flags_and_words_from_the_index_tables(tiny_model_short):
+    """The re-ranking of a stored segment reads its flags and words from the index's tables: equal to those of its
+    unit strings as a window of its text (what best_spans reads), also where a window starts after "the" or a
+    clause mark, or ends inside a sentence."""
+    texts = ["he saw the", "  man, who left. A dog", " ".join(["the guitar was loud, and the dog barked."] * 6), "x"]
+    index = SpanIndex.build(texts, tiny_model_short, max_span=4)  # the long text is cut into overlapping windows
+    found = _segments(index, list(range(len(texts))), index.span_config)
+    bounds, table = index._arrays["segment_units"], index._unit_flags()[0]
+    edges_differ = 0
+    for segment, doc in enumerate(index._arrays["segment_docs"].tolist()):
+        window, text = found[doc].pop(0), texts[doc]
+        strings = [text[a:b] for a, b in window.chars.tolist()]
+        expected = unit_flags(strings, not text[: window.chars[0, 0]].strip(), not text[window.chars[-1, 1] :].strip())
+        assert window.flags.tolist() == expected.tolist()
+        edges_differ += expected.tolist() != table[bounds[segment] : bounds[segment + 1]].tolist()
+        for name, values in vars(unit_words([strings])).items():
+            assert getattr(window.words, name).tolist() == values.tolist()
+    assert edges_differ >= 2 and not any(found.values())
+    with np.errstate(all="raise"):  # a neighbour span whose norm another segment stores is summed, never inf
+        index.search(["the dog was loud and barked", "and the guitar"], top_k=8, per_document=None)
+
+
 def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
     pytest.importorskip("faiss")
     copy = SpanIndex.merge([index])
@@ -341,3 +364,32 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
     with pytest.raises(SystemExit) as exit_info:
         main(["mine", "--index", str(tmp_path / "ix"), "-q", "dog", "--scorer", "cosine"])
     assert exit_info.value.code == 2 and "invalid choice: 'cosine'" in capsys.readouterr().err
+
+
+def test_the_score_grid_of_a_segment_is_the_per_length_one():
+    """The re-ranking's score grid, all lengths at once, equals the grid built length by length with
+    SpanCosts.of_length (bit for bit), -inf past a row and where no norm is stored."""
+    import torch
+
+    from slice_st.index.search import _score_grids
+    from slice_st.scoring import span_costs
+
+    rng = np.random.default_rng(0)
+    words = "the a man, sat on . and dog. barked! loud; it".split()
+    batch, width, min_span, max_span = 5, 9, 2, 6
+    counts = [width, 1, 4, 7, 9]
+    flags = torch.zeros((batch, width), dtype=torch.long)
+    for row, count in enumerate(counts):
+        flags[row, :count] = torch.from_numpy(unit_flags(list(rng.choice(words, count))).astype(np.int64))
+    profiles = torch.from_numpy(query_profiles(["a man, sat."] * batch, [3] * batch))[:, None, :]
+    costs = span_costs(resolve_scorer("phrase"), flags, profiles, min_span, max_span)
+    dots = torch.nn.functional.pad(torch.from_numpy(rng.normal(size=(batch, width))).cumsum(1), (1, 0))
+    norms = torch.from_numpy(rng.uniform(0.5, 3, size=(batch, width, max_span - min_span + 1)).astype(np.float32))
+    norms[torch.from_numpy(rng.uniform(size=norms.shape) < 0.2)] = float("nan")
+    cosines, scores = _score_grids(dots, norms, costs, min_span)
+    for column, length in enumerate(range(min_span, max_span + 1)):
+        count = width - length + 1
+        span = ((dots[:, length:] - dots[:, :count]).float() / norms[:, :count, column]).nan_to_num(nan=-np.inf)
+        assert torch.equal(cosines[:, :count, column], span)
+        assert torch.equal(scores[:, :count, column], span - costs.of_length(length, count, min_span)[..., 0])
+        assert torch.isneginf(scores[:, count:, column]).all() and torch.isneginf(cosines[:, count:, column]).all()
