@@ -162,10 +162,10 @@ def test_memory_is_much_smaller_than_materialised(index):
 
 
 # ------------------------------------------------------------------------------------ persistence
-def _same(a, b):
+def _same(a, b, atol=1e-9):
     for x, y in zip(a, b):
         assert [(m.doc_id, m.start, m.end, m.span) for m in x] == [(m.doc_id, m.start, m.end, m.span) for m in y]
-        np.testing.assert_allclose([m.score for m in x], [m.score for m in y], atol=1e-9)
+        np.testing.assert_allclose([m.score for m in x], [m.score for m in y], atol=atol)
 
 
 def test_save_load_mmap_same_results(tiny_model, index, tmp_path):
@@ -190,7 +190,8 @@ def test_add_remove_then_search(tiny_model, tmp_path):
     keep = [i for i in range(40) if i not in (0, 3, 30)]
     fresh = SpanIndex.build([docs[i] for i in keep], tiny_model, ids=[f"d{i}" for i in keep], max_span=5)
     assert index.doc_ids == fresh.doc_ids
-    _same(index.search(QUERIES, top_k=15), fresh.search(QUERIES, top_k=15))
+    # Same spans; scores to float32 rounding: the stored arrays are laid out differently, so sums run in another order.
+    _same(index.search(QUERIES, top_k=15), fresh.search(QUERIES, top_k=15), atol=1e-6)
     # the same on a memory-mapped index, and after a save/load round trip
     index.save(tmp_path / "ix")
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
