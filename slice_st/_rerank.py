@@ -276,6 +276,18 @@ class Rerank:
         places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
         return pick(found, logits, top_k, overlap, places)
 
+    def in_pick_order(self, profiles: np.ndarray) -> np.ndarray:
+        """``(Q,)`` whether each query's spans are the re-ranker's picks (else the scorer's: a short query)."""
+        return np.asarray(profiles)[:, 0] >= self.reranker.min_query_units
+
+
+def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarray:
+    """The order the spans of a text's windows (an index's segments) merge in, best first: a re-ranked query's
+    (``in_pick_order``, broadcast against ``scores``) by their place among their window's picks, then by score, so a
+    text's first spans do not depend on ``top_k``; the scorer's own picks by score."""
+    scores = np.asarray(scores, np.float64)
+    return np.where(in_pick_order, scores - 1e3 * np.asarray(ranks), scores)  # 1e3: past any score gap
+
 
 def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
     """The re-ranking context of ``scorer`` (``None`` when it does not re-rank)."""

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import RerankRows, rerank_context
+from slice_st._rerank import RerankRows, merge_key, rerank_context
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
@@ -725,9 +725,13 @@ class _Search:
             lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)]
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
+        self.pick_order = False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
+        if self.rerank is not None and self.profiles is not None and not paired:
+            self.pick_order = self.rerank.in_pick_order(self.profiles.numpy())[:, None]
         shape = (1 if paired else len(queries), len(texts), self.top_k)
         self.arrays = {name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")}
-        self.arrays |= {name: np.full(shape, -1, np.int64) for name in ("starts", "ends", "unit_starts", "unit_ends")}
+        names = ("starts", "ends", "unit_starts", "unit_ends", "ranks")  # ranks: place among its window's picks
+        self.arrays |= {name: np.full(shape, -1, np.int64) for name in names}
 
     def best_of_rows(self, rows: _Rows) -> BestSpans:
         """The best spans of one sub-batch of windows: the scorer's, re-ranked when ``rerank`` says so."""
@@ -763,6 +767,7 @@ class _Search:
             "unit_starts": found.starts + units,
             "unit_ends": found.ends + units,
         }
+        candidate["ranks"] = torch.arange(found.starts.shape[-1], device=device).expand_as(found.starts)
         candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
         candidate["similarities"] = found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
         candidate["scores"] = found.scores.float().cpu().numpy()
@@ -776,7 +781,7 @@ class _Search:
                 self.arrays[name][:, text] = values
             return
         both = {name: np.concatenate([self.arrays[name][:, text], values], axis=1) for name, values in new.items()}
-        merged = both["scores"]
+        merged = merge_key(both["scores"], both["ranks"], self.pick_order)
         if self.overlap or self.top_k == 1:
             order = np.argsort(-merged, axis=1, kind="stable")[:, : self.top_k]
             missing = ~np.isfinite(np.take_along_axis(merged, order, axis=1))

@@ -274,3 +274,22 @@ def test_first_and_last_word_match_as_a_scan_of_each_span():
                 edge = words[0 if first else -1] if words else None
                 expected[row, column] = edge is not None and ids[row, edge] == target[row]
             assert _rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()
+
+
+def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):
+    """A text of several windows: its windows' re-ranked picks merge in pick order first, so ``top_k=n`` starts with
+    the spans ``top_k=m < n`` gives, in ``best_spans`` and in an index alike (merged by score they did not)."""
+    from slice_st.index import SpanIndex
+
+    with open(Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8") as handle:
+        text = " ".join(line.strip() for line in handle if line.strip())
+    queries = ["my bag was lost", "the flight was delayed by hours", "I want a refund for the upgrade"]
+    index = SpanIndex.build([text], real_model)
+    assert len(real_model.best_spans(queries[:1], [text], top_k=1)[0][0]) == 1
+    for q, query in enumerate(queries):
+        picks = [real_model.best_spans([query], [text], top_k=k)[0][0] for k in (1, 2, 3, 5)]
+        spans = [[(m.unit_start, m.unit_end) for m in matches] for matches in picks]
+        for shorter, longer in zip(spans, spans[1:]):
+            assert longer[: len(shorter)] == shorter, (query, spans)
+        found = [{(m.unit_start, m.unit_end) for m in index.search(query, top_k=k)[0]} for k in (1, 2, 3, 5)]
+        assert found == [set(chosen) for chosen in spans], query  # an index lists them by score

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from slice_st._rerank import Rerank, RerankRows, UnitWords, rerank_context, unit_words
+from slice_st._rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
 from slice_st.config import SpanConfig
 from slice_st.encode import as_text_list, check_threshold, check_top_k
 from slice_st.errors import SpanInputError
@@ -439,7 +439,8 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
         found = _rerank_rows(pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap)
         for (cell, _), picked in zip(batch, found):
             parts[cell].append(picked[: counts[cell]])
-    return {cell: _merge_segments(found, counts[cell], overlap) for cell, found in parts.items()}
+    in_order = rerank.in_pick_order(profiles)
+    return {cell: _merge_segments(found, counts[cell], overlap, in_order[cell[0]]) for cell, found in parts.items()}
 
 
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
@@ -538,17 +539,21 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
     return BestSpans(take(flat, -np.inf), take(starts, -1), take(ends, -1), take(plain, -np.inf))
 
 
-def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool) -> list[tuple]:
+def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
-    windows: by score, ``top_k`` kept, a span overlapping a better one dropped (without ``overlap``)."""
-    current = parts[0] if parts else np.zeros((0, 6))
-    for new in parts[1:]:
+    windows: by :func:`~slice_st._rerank.merge_key`, ``top_k`` kept, a span overlapping a better one dropped (without
+    ``overlap``)."""
+    ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]  # column 6: place among its picks
+    current = ranked[0] if ranked else np.zeros((0, 7))
+    for new in ranked[1:]:
         merged = np.concatenate([current, new])
+        key = merge_key(merged[:, 0], merged[:, 6], in_pick_order)
         if not len(current):
             keep = np.arange(len(new))
         elif overlap or top_k == 1:
-            keep = np.argsort(-merged[:, 0], kind="stable")[:top_k]
+            keep = np.argsort(-key, kind="stable")[:top_k]
         else:
-            keep = greedy_disjoint(*(torch.from_numpy(merged[:, column]) for column in (0, 2, 3)), top_k).numpy()
+            keep = greedy_disjoint(*(torch.from_numpy(column) for column in (key, merged[:, 2], merged[:, 3])), top_k)
+            keep = keep.numpy()
         current = merged[keep[keep >= 0]]
-    return [(*current[row, :2].tolist(), *current[row, 2:].astype(int).tolist()) for row in range(len(current))]
+    return [(*current[row, :2].tolist(), *current[row, 2:6].astype(int).tolist()) for row in range(len(current))]
