@@ -286,7 +286,7 @@ def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):
     queries = ["my bag was lost", "the flight was delayed by hours", "I want a refund for the upgrade"]
     index = SpanIndex.build([text], real_model)
     assert len(real_model.best_spans(queries[:1], [text], top_k=1)[0][0]) == 1
-    for q, query in enumerate(queries):
+    for query in queries:
         picks = [real_model.best_spans([query], [text], top_k=k)[0][0] for k in (1, 2, 3, 5)]
         spans = [[(m.unit_start, m.unit_end) for m in matches] for matches in picks]
         for shorter, longer in zip(spans, spans[1:]):
