@@ -58,7 +58,11 @@ class Reranker:
         if query_units is None:
             return scores
         keep = -np.arange(scores.shape[-1], dtype=np.float64)
-        return np.where((np.asarray(query_units) < self.min_query_units)[:, None], keep, scores)
+        return np.where(self.reranks(query_units)[:, None], scores, keep)
+
+    def reranks(self, query_units) -> np.ndarray:
+        """Whether queries of ``query_units`` units are re-ranked: a shorter query than any trained on is not."""
+        return np.asarray(query_units) >= self.min_query_units
 
     @functools.cached_property
     def _folded(self) -> tuple[np.ndarray, float]:
@@ -278,7 +282,7 @@ class Rerank:
 
     def in_pick_order(self, profiles: np.ndarray) -> np.ndarray:
         """``(Q,)`` whether each query's spans are the re-ranker's picks (else the scorer's: a short query)."""
-        return np.asarray(profiles)[:, 0] >= self.reranker.min_query_units
+        return self.reranker.reranks(np.asarray(profiles)[:, 0])
 
 
 def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarray:

@@ -237,6 +237,16 @@ class SpanCosts:
         )  # (B, count, 2): marks on units start..end-2
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
+    def of_grid(self, starts: Tensor, ends: Tensor) -> Tensor:
+        """``(B, U, L)`` costs of the first query's spans ``[starts, ends)`` ``(U, L)`` (by start, then length; ends
+        within the rows), summed in :meth:`of_length`'s order."""
+        last = ends - 1
+        cost = self.start[:, starts, 0] + self.end[:, last, 0] + self.length[:, 0][:, None, :]
+        inner = ((self.marks[:, last] - self.marks[:, starts]) > 0).to(cost.dtype)  # (B, U, L, 2)
+        return cost + (
+            inner[..., 0] * self.mark_cost[:, 0, None, None, 0] + inner[..., 1] * self.mark_cost[:, 0, None, None, 1]
+        )
+
 
 def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int) -> SpanCosts:
     """The :class:`SpanCosts` of ``scorer`` for rows with unit ``flags`` ``(B, U)`` and query ``profiles`` ``(Q, 5)``

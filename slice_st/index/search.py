@@ -495,13 +495,7 @@ def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch
     inside, ends = ends <= width, ends.clamp(max=width)
     cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
     cosines = cosines.masked_fill(~inside, -np.inf)
-    last = ends - 1
-    cost = costs.start[:, starts, 0] + costs.end[:, last, 0] + costs.length[:, 0][:, None, :]
-    inner = ((costs.marks[:, last] - costs.marks[:, starts]) > 0).to(cost.dtype)  # (B, U, L, 2)
-    cost = cost + (
-        inner[..., 0] * costs.mark_cost[:, 0, None, None, 0] + inner[..., 1] * costs.mark_cost[:, 0, None, None, 1]
-    )
-    return cosines, (cosines - cost).masked_fill(~inside, -np.inf)
+    return cosines, (cosines - costs.of_grid(starts, ends)).masked_fill(~inside, -np.inf)
 
 
 def _padded(segments: list[_Segment], dim: int):
