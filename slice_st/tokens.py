@@ -110,10 +110,9 @@ def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_
 
 @dataclass(frozen=True)
 class Window:
-    """A piece of one text that fits the model: ``text[char_start:char_end]``, holding words ``first_word`` +
-    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning). It
-    produces the spans whose first character lies in ``[own_char_lo, own_char_hi)``: every span of the text comes
-    from one window. Offsets are relative to the whole text."""
+    """``text[char_start:char_end]``, a piece of one text that fits the model: words ``first_word`` + ``num_words``,
+    tokens ``first_token`` + ``num_tokens`` (-1: a short text, not tokenized while planning). Its spans start in
+    ``[own_char_lo, own_char_hi)``, so each span of the text comes from one window. Offsets are in the whole text."""
 
     text_index: int
     char_start: int
@@ -151,9 +150,8 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as
-    :func:`text_units` gives; windows cut between them tokenize as inside the whole text. A run longer than a
-    window is cut between its tokens."""
+    """Planning units for ``unit="token"``: runs of one pre-tokenizer word's tokens (windows cut between them tokenize
+    as inside the whole text); a run longer than a window is cut between its tokens."""
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
