@@ -108,8 +108,7 @@ def check_span_pooling(model) -> None:
 
 
 def _truncate_dim(model, truncate_dim: int | None = None, precision: str = "float32") -> int | None:
-    """``truncate_dim``, else the model's own (as ``SentenceTransformer.encode``), checked; ``None``: no truncation.
-    Also the one check of ``precision``."""
+    """Check ``precision``; ``truncate_dim`` (else the model's, as ``encode``) checked, ``None``: no truncation."""
     if precision not in PRECISIONS:
         raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
     truncate_dim = getattr(model, "truncate_dim", None) if truncate_dim is None else truncate_dim
@@ -182,8 +181,7 @@ def token_dimension(model) -> int:
 
 @dataclass
 class _Rows:
-    """Encoded windows, padded, ready for the span math: token embeddings, units (as in
-    :class:`slice_st.tokens.UnitBoundaries`) and the span starts ``owned`` ``(lo, hi)`` by each window."""
+    """Encoded windows, padded: token embeddings, units (as ``UnitBoundaries``), span starts ``owned`` ``(lo, hi)``."""
 
     windows: list[Window]
     token_embeddings: Tensor
@@ -220,10 +218,8 @@ def encode_windows(
     device: str | None = None,
     errors: list[tuple[int, str]] | None = None,
 ) -> Iterator[_Rows]:
-    """Plan windows for ``texts`` (the one check of ``batch_size``, ``window_context`` and ``device``), then yield their
-    padded sub-batches of ``batch_size`` from ``model.encode``, ``prompt`` (a resolved text) marked special. Texts that
-    cannot be cut into windows raise a :class:`SpanInputError` before any text is encoded (with an ``errors`` list: are
-    appended there as ``(text index, reason)`` and get no window)."""
+    """Plan windows (the one check of ``batch_size``, ``window_context``, ``device``); yield padded sub-batches from
+    ``model.encode``, ``prompt`` marked special. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
     check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
@@ -244,28 +240,27 @@ def encode_windows(
         raised.errors = bad
         raise raised
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
-    return _encoded_windows(model, texts, windows, span_config.unit, batch_size, prompt, device, desc, show)
 
+    def batches() -> Iterator[_Rows]:  # the checks above run at the call, the encoding when iterated
+        with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
+            for start in range(0, len(windows), WINDOWS_PER_CALL):
+                chunk = windows[start : start + WINDOWS_PER_CALL]
+                strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
+                outputs = model.encode(
+                    strings,
+                    output_value=None,
+                    processing_kwargs=SPAN_PROCESSING_KWARGS,
+                    prompt=prompt,  # "" also keeps the model's default_prompt_name away
+                    batch_size=batch_size,
+                    show_progress_bar=False,
+                    device=device,
+                )
+                if prompt:
+                    outputs = [_without_prompt(out, prompt) for out in outputs]
+                yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(batch_size)
+                progress.update(len(chunk))
 
-def _encoded_windows(model, texts, windows: list[Window], unit: str, batch_size, prompt, device, desc, show):
-    """:func:`encode_windows`' batches, ``WINDOWS_PER_CALL`` windows per ``model.encode`` call."""
-    with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
-        for start in range(0, len(windows), WINDOWS_PER_CALL):
-            chunk = windows[start : start + WINDOWS_PER_CALL]
-            strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
-            outputs = model.encode(
-                strings,
-                output_value=None,
-                processing_kwargs=SPAN_PROCESSING_KWARGS,
-                prompt=prompt,  # "" also keeps the model's default_prompt_name away
-                batch_size=batch_size,
-                show_progress_bar=False,
-                device=device,
-            )
-            if prompt:
-                outputs = [_without_prompt(out, prompt) for out in outputs]
-            yield from _pad_window_outputs(chunk, strings, outputs, unit).rows(batch_size)
-            progress.update(len(chunk))
+    return batches()
 
 
 def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:
@@ -390,25 +385,30 @@ def encode_spans(
     )
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
     for rows in windows:
-        for text_index, part in _window_spans(rows, span_config, truncate_dim, normalize_embeddings):
+        for text_index, part in _window_spans(rows, span_config, truncate_dim):
             per_text[text_index].append(part)
-    dim, to_numpy = truncate_dim or token_dimension(model), convert_to_numpy and not convert_to_tensor
-    results = [_span_encoding(text, parts, dim, device or model.device) for text, parts in zip(text_list, per_text)]
-    quantized = _quantize([r.embeddings for r in results], precision) if precision != "float32" and results else None
-    for index, result in enumerate(results):
-        vectors = result.embeddings if quantized is None else torch.from_numpy(np.ascontiguousarray(quantized[index]))
-        result.embeddings = vectors.cpu().numpy() if to_numpy else vectors
+    dim = truncate_dim or token_dimension(model)
+    no_spans = [torch.zeros(0, 2, dtype=torch.long)] * 2 + [torch.zeros(0, dim, device=device or model.device)]
+    columns = [  # each text's (offsets, units, vectors), its windows in text order
+        [torch.cat(column) for column in zip(*(part[1:] for part in sorted(parts, key=lambda part: part[0])))]
+        or no_spans
+        for parts in per_text
+    ]
+    options = (normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)
+    vectors = _output_vectors([found[2] for found in columns], *options)
+    results = [
+        SpanEncoding(text, found[0].cpu().numpy(), found[1].cpu().numpy(), text_vectors)
+        for text, found, text_vectors in zip(text_list, columns, vectors)
+    ]
     return results[0] if single else results
 
 
-def _window_spans(rows: _Rows, span_config: SpanConfig, truncate_dim: int | None, normalize: bool):
+def _window_spans(rows: _Rows, span_config: SpanConfig, truncate_dim: int | None):
     """Each window's spans: ``(text index, (first owned character, offsets, units, vectors))``."""
     pooled = pool_spans(
         rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
     )
-    vectors = pooled.embeddings if truncate_dim is None else pooled.embeddings[..., :truncate_dim]
-    if normalize:
-        vectors = torch.nn.functional.normalize(vectors, dim=-1)
+    vectors = pooled.embeddings[..., :truncate_dim]
     char_starts = rows.char_starts[:, pooled.starts]
     char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
     for row, window in enumerate(rows.windows):
@@ -418,22 +418,18 @@ def _window_spans(rows: _Rows, span_config: SpanConfig, truncate_dim: int | None
         yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
 
 
-def _span_encoding(text: str, parts: list, dim: int, device) -> SpanEncoding:
-    """One text's :class:`SpanEncoding` (torch vectors) from its windows' parts, put in text order."""
-    empty = torch.zeros(0, 2, dtype=torch.long)
-    parts = sorted(parts, key=lambda part: part[0]) or [(0, empty, empty, torch.zeros(0, dim, device=device))]
-    offsets, units, vectors = (torch.cat([part[i] for part in parts]) for i in (1, 2, 3))
-    return SpanEncoding(text, offsets.cpu().numpy(), units.cpu().numpy(), vectors)
-
-
-def _quantize(embeddings, precision: str):
-    """sentence-transformers' ``quantize_embeddings``, its errors (int8 ranges from one vector) as input errors."""
+def _output_vectors(vectors: list[Tensor], normalize: bool, precision: str, to_numpy: bool) -> list:
+    """``encode``'s vector options: normalized, quantized together (int8 ranges from all), numpy or torch."""
     from sentence_transformers import quantize_embeddings
 
-    try:
-        return quantize_embeddings(embeddings, precision=precision)
-    except ValueError as error:
-        raise SpanInputError(f"precision={precision!r}: {error}") from None
+    if normalize:
+        vectors = [torch.nn.functional.normalize(v, dim=-1) for v in vectors]
+    if precision != "float32" and vectors:
+        try:
+            vectors = [torch.from_numpy(np.ascontiguousarray(v)) for v in quantize_embeddings(vectors, precision)]
+        except ValueError as error:  # int8 ranges from one vector
+            raise SpanInputError(f"precision={precision!r}: {error}") from None
+    return [v.cpu().numpy() if to_numpy else v for v in vectors]
 
 
 def embed_texts(
@@ -518,12 +514,7 @@ def encode_span_queries(
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
     options = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "window_context": window_context}
     vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[:, :truncate_dim]
-    if normalize_embeddings:
-        vectors = torch.nn.functional.normalize(vectors, dim=-1)
-    if precision != "float32":
-        vectors = torch.from_numpy(_quantize(vectors, precision))
-    if convert_to_numpy and not convert_to_tensor:
-        vectors = vectors.cpu().numpy()
+    vectors = _output_vectors([vectors], normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)[0]
     return vectors[0] if isinstance(queries, str) else vectors
 
 
@@ -695,8 +686,7 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
 
 
 class _Search:
-    """One best-span search: its settings, and the running ``(Q, T, k)`` top spans of every text (``paired``: text
-    ``i`` against query ``i`` only, stored at query position 0)."""
+    """One best-span search: settings and each text's running ``(Q, k)`` top spans (``paired``: one query, its own)."""
 
     def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
         self.texts, self.paired, self.overlap = texts, paired, overlap

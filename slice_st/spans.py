@@ -1,13 +1,6 @@
-"""Span math: span enumeration, prefix-sum pooling and fused best-span scoring, in plain torch.
-
-Conventions (decided here, never re-derived elsewhere):
-
-* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit ``u`` of row
-  ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat their last boundary and
-  ``num_units[b]`` says how many units row ``b`` has. Special tokens and padding lie outside every unit.
-* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``, enumerated
-  start-major (by start, then by length). Its vector is the **mean of its token vectors** (SLICE), by prefix sums.
-"""
+"""Span math in torch. Unit ``u`` (a word or token) of row ``b`` is tokens ``boundaries[b, u] : boundaries[b, u + 1]``
+(``(B, U + 1)``, ``num_units[b]`` units, shorter rows repeat their last boundary); a span is ``(start, end)`` in units,
+end exclusive, enumerated start-major; its vector is the mean of its token vectors (SLICE), by prefix sums."""
 
 from __future__ import annotations
 
@@ -104,14 +97,12 @@ def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Ten
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
     """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
-    sums = prefix_sums(token_embeddings)
-    return _gather_rows(sums, boundaries[:, 1:]) - _gather_rows(sums, boundaries[:, :-1]), boundaries.diff(dim=1)
+    return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(dim=1)
 
 
 def span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> Tensor:
     """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
     units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
-    check_span_bounds(min_span, max_span)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
     return _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
 
@@ -159,12 +150,9 @@ def best_span_scores(
     costs: SpanCosts | None = None,
     overlap: bool = True,
 ) -> BestSpans:
-    """Fused best-span search: the top-``k`` spans of each row for each query ``(Q, d)`` (or ``(B, Q, d)``: per row).
-
-    ``similarity`` is a ``similarity_fn_name`` (distances negated) between the query and the span's mean. No span
-    matrix is built: one matmul with the prefix sums at unit boundaries, then a loop over the ``K`` lengths.
-    ``costs`` (:func:`slice_st.scoring.span_costs`) are subtracted to rank the spans; ``overlap=False`` keeps a
-    (row, query)'s spans pairwise disjoint (greedy, best first).
+    """The top-``k`` spans of each row for each query ``(Q, d)`` (or ``(B, Q, d)``: per row) by ``similarity`` (a
+    ``similarity_fn_name``, distances negated) minus ``costs``; ``overlap=False``: pairwise disjoint, greedy. No span
+    matrix: one matmul with the prefix sums at unit boundaries, then a loop over the span lengths.
 
     >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]])
     >>> bounds = torch.tensor([[0, 1, 2, 3]])
@@ -178,8 +166,6 @@ def best_span_scores(
     batch, device, width = token_embeddings.shape[0], token_embeddings.device, boundaries.shape[1] - 1
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
         raise ValueError(f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}.")
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"similarity must be one of {SIMILARITIES}, got {similarity!r}.")
     query_vectors = queries.float().to(device)
     if similarity == "cosine":
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
@@ -295,11 +281,8 @@ def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
 
 
 def sample_spans(num_units, num_spans, min_span, max_span, generator=None) -> tuple[Tensor, Tensor]:
-    """Random spans per row, stratified by length: ``(starts, ends)``, each ``(B, num_spans)``, in units.
-
-    Lengths cover ``min_span..min(max_span, num_units)`` evenly; starts are uniform where a span of that length fits
-    (never into padding). Rows with fewer than ``min_span`` units get ``-1`` (missing)."""
-    check_span_bounds(min_span, max_span)
+    """Random spans ``(starts, ends)``, each ``(B, num_spans)``: lengths stratified over ``min_span..min(max_span,
+    num_units)``, starts uniform where the span fits; ``-1`` in rows with fewer than ``min_span`` units."""
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
     device, batch = num_units.device, num_units.shape[0]
@@ -354,12 +337,10 @@ class FlatTopSpans(NamedTuple):
 def top_spans_flat(
     queries, unit_vectors, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None, floor=None, eps=1e-12
 ) -> FlatTopSpans:
-    """Exact top-``k`` spans by cosine over a flat corpus stored as unit sums and span-sum norms.
-
-    ``unit_vectors`` ``(N, d)``: each unit's token-vector sum, documents laid end to end; ``span_norms`` ``(N, K)``:
-    the norm of the sum of the span of ``norm_min_span + j`` units from each unit (``nan``: none). Per block: one
-    matmul, a float64 prefix sum (restarted every block), one pass per span length; the final scores are recomputed
-    in float64 (exact ties: the earlier span first). ``floor`` ``(Q,)`` leaves out spans scoring at or below it.
+    """Exact top-``k`` spans by cosine over a flat corpus: ``unit_vectors (N, d)``, each unit's token-vector sum
+    (documents end to end), and ``span_norms (N, K)``, the sum's norm of the span of ``norm_min_span + j`` units from
+    each unit (``nan``: none). Scanned by blocks; final scores in float64 (exact ties: the earlier span first).
+    ``floor (Q,)`` leaves out spans scoring at or below it.
 
     >>> vectors = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # 3 units of one document
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, 5 ** 0.5], [2 ** 0.5, float("nan")]])  # lengths 1 and 2
@@ -402,9 +383,7 @@ def top_spans_flat(
 
 def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
-    first_column, block = _check_flat(
-        span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
-    )
+    first_column, block = _check_flat(span_norms, dots, dots.shape[0], top_k, min_span, max_span, norm_min_span, block)
     with torch.inference_mode():
         best_scores, best_ids, starts, lengths = _scan_top_k(
             lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
@@ -444,7 +423,7 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column, _ = _check_flat(span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span)
+    first_column, _ = _check_flat(span_norms, dots, 1, 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -461,8 +440,12 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
 
 
 def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):
-    """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
-    (``None``: as large as the buffers allow)."""
+    """The one check of the flat-scan arguments (``total``: ``N``, or the ``(Q, N)`` dot products): the column of
+    ``min_span`` in ``span_norms``, and the block size (``None``: as large as the buffers allow)."""
+    if isinstance(total, Tensor):
+        if total.dim() != 2 or not total.is_floating_point():
+            raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(total.shape)} {total.dtype}.")
+        total = total.shape[1]
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
@@ -477,13 +460,6 @@ def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_spa
     if block is None:
         block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
     return first_column, max(int(block), 1)
-
-
-def _dots_width(dots: Tensor) -> int:
-    """``N`` of checked ``(Q, N)`` dot products."""
-    if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
-    return dots.shape[1]
 
 
 def _scan_top_k(
@@ -531,11 +507,9 @@ def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Ten
 
 def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count):
     """Spans of the block scoring above each query's ``threshold`` (its ``k``-th best): ``(rows, columns, scores)``.
-
-    One pass per span length keeps each (query, start unit)'s best score (no such span: ``±0``); the starts above the
-    threshold are scored again with the stored norms (NaN never passes). Until a query has ``top_k`` scores, only
-    starts at or above the block's ``top_k``-th best start go on when that is above 0 (the others cannot enter).
-    """
+    Each (query, start unit)'s best score over the lengths (none: ``±0``) picks the starts scored again with the
+    stored norms; until a query has ``top_k`` scores, only starts at or above the block's ``top_k``-th best go on
+    when that is above 0 (the others cannot enter)."""
     num_queries, widths = prefix.shape[0], inverse.shape[0]
     best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
     row = torch.empty(num_queries, count, dtype=prefix.dtype, device=prefix.device)

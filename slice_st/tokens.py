@@ -1,9 +1,5 @@
 """Units and windows: tokenizer offsets to unit boundaries (the only place that does it), long texts to windows.
-
-A **word** is a whitespace-delimited run of tokens (``"guitar."`` and ``"don't"`` are one word each), so word
-spans never split a word; scripts without spaces (Chinese, Japanese) want ``unit="token"``, one sub-word token
-per unit. Special tokens and padding are never units.
-"""
+A word is a whitespace-delimited run of tokens; special tokens and padding are never units."""
 
 from __future__ import annotations
 
@@ -44,21 +40,20 @@ class UnitBoundaries:
 
 
 def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="word", texts=None) -> UnitBoundaries:
-    """Unit boundaries of a padded batch from the tokenizer's masks and offsets (vectorised).
-
-    With the tokenized ``texts``, a word starts where whitespace separates two tokens and covers its whole
-    whitespace-delimited run (also characters the tokenizer dropped); without them (inside a model) a word
-    starts wherever two tokens' offsets do not touch.
-    """
+    """Unit boundaries of a padded batch from the tokenizer's masks and offsets. With the tokenized ``texts``, a word
+    is a whole whitespace-delimited run (with characters the tokenizer dropped); without them (inside a model), a word
+    starts wherever two tokens' offsets do not touch."""
     check_unit(unit)
+    missing = special_tokens_mask is None, offset_mapping is None
+    if all(missing) or unit == "word" and any(missing):
+        raise ValueError(
+            "Span units need the tokenizer's special_tokens_mask and offset_mapping (token units: one of them): "
+            "tokenize with slice_st.tokens.SPAN_PROCESSING_KWARGS."
+        )
+    offsets = None if offset_mapping is None else offset_mapping.long()
     content = attention_mask.bool()
     if special_tokens_mask is not None:
         content &= ~special_tokens_mask.bool()
-    elif unit == "word" or offset_mapping is None:
-        raise ValueError(
-            "Span units need the tokenizer's special_tokens_mask (and offset_mapping for word units): "
-            "tokenize with slice_st.tokens.SPAN_PROCESSING_KWARGS."
-        )
     batch, length = content.shape
     run_starts = content & ~torch.nn.functional.pad(content, (1, 0))[:, :-1]
     if bool((run_starts.sum(dim=1) > 1).any()):
@@ -66,9 +61,6 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
     if unit == "token":
         is_start = content
     else:
-        if offset_mapping is None:
-            raise ValueError("unit='word' needs offset_mapping from a fast tokenizer.")
-        offsets = offset_mapping.long()
         previous_end = torch.nn.functional.pad(offsets[:, :, 1], (1, 0))[:, :-1]
         if texts is None:
             separated = offsets[:, :, 0] > previous_end
@@ -84,10 +76,9 @@ def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="w
     boundaries = content_end[:, None].repeat(1, width + 1)
     rows, columns = is_start.nonzero(as_tuple=True)
     boundaries[rows, (is_start.long().cumsum(dim=1) - 1)[rows, columns]] = columns
-    if offset_mapping is None or length == 0:
+    if offsets is None or length == 0:
         char_starts = char_ends = torch.zeros(batch, width, dtype=torch.long, device=content.device)
     else:
-        offsets = offset_mapping.long()
         char_starts = offsets[:, :, 0].gather(1, boundaries[:, :-1].clamp(max=length - 1))
         char_ends = offsets[:, :, 1].gather(1, (boundaries[:, 1:] - 1).clamp(min=0, max=length - 1))
         if texts is not None and unit == "word":
@@ -119,10 +110,9 @@ def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_
 
 @dataclass(frozen=True)
 class Window:
-    """A piece of one text that fits the model: ``text[char_start:char_end]``, holding words ``first_word`` +
-    ``num_words`` and tokens ``first_token`` + ``num_tokens`` (-1: a short text not tokenized while planning). It
-    produces the spans whose first character lies in ``[own_char_lo, own_char_hi)``: every span of the text comes
-    from one window. Offsets are relative to the whole text."""
+    """``text[char_start:char_end]``, a piece of one text that fits the model: words ``first_word`` + ``num_words``,
+    tokens ``first_token`` + ``num_tokens`` (-1: a short text, not tokenized while planning). Its spans start in
+    ``[own_char_lo, own_char_hi)``, so each span of the text comes from one window. Offsets are in the whole text."""
 
     text_index: int
     char_start: int
@@ -160,9 +150,8 @@ def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tupl
 
 
 def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Planning units for ``unit="token"``: runs of tokens of one pre-tokenizer word (``word_ids``), as
-    :func:`text_units` gives; windows cut between them tokenize as inside the whole text. A run longer than a
-    window is cut between its tokens."""
+    """Planning units for ``unit="token"``: runs of one pre-tokenizer word's tokens (windows cut between them tokenize
+    as inside the whole text); a run longer than a window is cut between its tokens."""
     if not texts:
         return []
     encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
@@ -255,8 +244,7 @@ def _text_windows(
         )
     windows, own_lo = [], 0
     while own_lo < num_words:
-        # Full context on both sides if it fits, else less: halve it (context, context/2, …, 1, 0) until the window
-        # owns a start.
+        # Full context on both sides if it fits, else halve it (context, context/2, …, 0) until the window owns a start
         for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
             last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
