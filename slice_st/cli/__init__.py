@@ -34,15 +34,7 @@ _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) with a did-you-mean, and its sub-command groups (``command_groups``)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.command_groups: list = []
-
-    def add_subparsers(self, **kwargs):
-        self.command_groups.append(super().add_subparsers(**kwargs))  # its parsers are of this class too
-        return self.command_groups[-1]
+    """argparse with one-line errors (exit 2) with a did-you-mean (its sub-commands' parsers are of this class too)."""
 
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
