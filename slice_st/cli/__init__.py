@@ -1,9 +1,5 @@
-"""The ``slice-st`` command line: a thin layer over the library, one module per command group.
-
-Building the parser imports no torch; each handler imports the library when it runs. A bad argument, an error of
-:mod:`slice_st.errors` or a file error ends the command with one line ``slice-st: error: …`` (exit status 2);
-Ctrl-C with ``slice-st: interrupted`` (130); anything else is a bug and keeps its traceback, under an issue hint.
-"""
+"""The ``slice-st`` command line, one module per command group; building the parser imports no torch (each handler
+imports the library when it runs)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from collections.abc import Sequence
 
 from slice_st import __version__
 from slice_st.cli import evaluation, export, index, mine, serve
-from slice_st.cli.common import OUTPUT_FLAGS, UsageError, output_options, suggestion, terminal_safe
+from slice_st.cli.common import UsageError, output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.train import add_train_command
 
@@ -38,15 +34,7 @@ _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2) with a did-you-mean, and its sub-command groups (``command_groups``)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.command_groups: list = []
-
-    def add_subparsers(self, **kwargs):
-        self.command_groups.append(super().add_subparsers(**kwargs))  # its parsers are of this class too
-        return self.command_groups[-1]
+    """argparse with one-line errors (exit 2) with a did-you-mean (its sub-commands' parsers are of this class too)."""
 
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
@@ -73,10 +61,6 @@ def build_parser() -> ArgumentParser:
         module.add_commands(commands)
     add_train_command(commands)
     add_data_commands(commands)
-    for command in _commands(parser):
-        command.set_defaults(parser=command)  # where an unrecognized option is looked up
-        for flag, text in OUTPUT_FLAGS.items():
-            command.add_argument(flag, action="store_true", help=text)
     helps = {action.dest: action.help for action in commands._choices_actions}
     width = max(map(len, helps)) + 2
     lines = ["commands (slice-st COMMAND --help for each):"]
@@ -84,15 +68,6 @@ def build_parser() -> ArgumentParser:
         lines += [f"  {title}:"] + [f"    {name:<{width}}{helps[name]}" for name in names]
     parser.epilog = "\n".join(lines)
     return parser
-
-
-def _commands(parser: ArgumentParser):
-    """Every leaf command's parser (``mine``, ``index build``, …)."""
-    if not parser.command_groups:
-        yield parser
-    for group in parser.command_groups:
-        for child in dict.fromkeys(group.choices.values()):
-            yield from _commands(child)
 
 
 def _stdout_name() -> str:
@@ -112,7 +87,8 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``slice-st``; returns the exit code (2 for bad input, 130 when interrupted)."""
+    """Entry point of ``slice-st``; returns the exit code. Bad input (an argument, an error of :mod:`slice_st.errors`,
+    a file) is one line ``slice-st: error: …`` (2); Ctrl-C is 130; anything else is a bug and keeps its traceback."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "takes_trainer_arguments", False):

@@ -111,7 +111,7 @@ OPTIONS = {
         ("--export-dir", dict(metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed")),
     )
 }
-#: The switches every command has (``train``'s are listed in its own ``--help`` too).
+#: The switches every command has.
 OUTPUT_FLAGS = {"--no-progress": "hide progress bars", "--quiet": "print only results and errors"}
 #: The options of where the forward pass runs, listed under their own heading.
 BACKEND = ("--backend", "--model-file", "--quantized", "--model-dtype", "--threads", "--export-dir")
@@ -125,7 +125,11 @@ def add_command(commands, name: str, help: str, handler=None, *options: str, **d
     for option in options:
         flags, kwargs = OPTIONS[option]
         (backend if option in BACKEND else parser).add_argument(*flags, **kwargs)
-    parser.set_defaults(**defaults, **({"handler": handler} if handler else {}))
+    if handler:  # a command, not a group: the output switches; its parser looks up an unrecognized option
+        for flag, text in OUTPUT_FLAGS.items():
+            parser.add_argument(flag, action="store_true", help=text)
+        defaults |= {"handler": handler, "parser": parser}
+    parser.set_defaults(**defaults)
     return parser
 
 

@@ -117,7 +117,8 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.storage import MANIFEST
+    from slice_st.index.ray_engine import check_address, probe_address, require_ray
+    from slice_st.index.storage import MANIFEST, read_shard_list
 
     ray = args.ray is not None
     ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
@@ -128,13 +129,19 @@ def _build(args) -> int:
         (ray and (args.devices or args.processes), "--devices/--processes are for a one-machine build; use --workers."),
         (ray and args.calibration, "--calibration is not stored by a --ray build: fit it with `index calibrate`."),
     )
-    if ray:
-        return _build_on_ray(args)
+    if ray:  # the missing extra, a bad address and a closed port are said before the model loads
+        address = check_address(args.ray)
+        require_ray()
+        probe_address(address)
     check_output(args.output, "index folder")  # a file, or no write permission: said now, not after encoding
-    if not args.force and os.path.exists(os.path.join(args.output, MANIFEST)):
-        raise UsageError(f"{args.output} already holds an index: use `slice-st index add`, or --force to replace it.")
-    documents = _documents(args)
+    previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
+    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
+        advice = "another folder, or --force to rebuild it" if ray else "`slice-st index add`, or --force to replace it"
+        raise UsageError(f"{args.output} already holds an index: use {advice}.")
+    documents = None if ray else _documents(args)  # a bad corpus file is said before the model loads
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
+    if ray:
+        return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
     index = SpanIndex.build(documents, model, **pick(args, *_SPAN_SETTINGS), **_encoding(args))
     report_skipped(index.skipped, "documents")
@@ -148,23 +155,12 @@ def _build(args) -> int:
     return 0
 
 
-def _build_on_ray(args) -> int:
+def _build_on_ray(args, model, address: str | None, resuming: bool) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
-    import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.ray_engine import check_address, probe_address, require_ray
-    from slice_st.index.storage import MANIFEST, read_shard_list
 
-    address = check_address(args.ray)
-    require_ray()  # the missing extra and a closed port are said before the model loads
-    probe_address(address)
-    check_output(args.output, "index folder")
-    previous = read_shard_list(args.output) if os.path.isdir(args.output) else None
-    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        raise UsageError(f"{args.output} already holds an index: use another folder, or --force to rebuild it.")
-    if previous is not None and not args.force:
+    if resuming:
         report(args, f"resuming the build in {args.output}", sys.stderr)
-    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
 
     def progress(group: dict) -> None:
         if not args.no_progress:

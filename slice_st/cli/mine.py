@@ -85,9 +85,8 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     records = read_texts(paths, args.split, report=paragraph_note(args))
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     texts, per_text, spans = _counts(args)
-    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap")
-    on_error = "skip" if args.skip_bad else "raise"
-    options.update(show_progress_bar=not args.no_progress, top_k=per_text, on_error=on_error)
+    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {"top_k": per_text}
+    options.update(show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
     try:
         result = slice_st.best_spans(model, queries, [record.text for record in records], **options)
     except slice_st.SpanInputError as error:  # a text that cannot be windowed: named by its file and line
@@ -168,8 +167,7 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
     if args.format == "json":
         out.write(dumps_json(records, indent=1) + "\n")
     elif args.format == "jsonl":
-        for record in records:
-            out.write(dumps_json(record) + "\n")
+        out.writelines(dumps_json(record) + "\n" for record in records)
     elif args.format == "csv":
         writer = csv.DictWriter(out, fieldnames=fields)
         writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '

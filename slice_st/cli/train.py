@@ -28,10 +28,13 @@ def add_train_command(commands) -> None:
 
 
 def _own_arguments(parser, *flags: str) -> None:
-    """``-o`` (the trainer's ``--output-dir``), ``--preset`` and ``--config``; ``flags``: more of them."""
+    """``-o`` (the trainer's ``--output-dir``), ``--preset``, ``--config`` and the output switches; ``flags``: more of
+    ``-o``'s."""
     parser.add_argument("-o", *flags, dest="output_dir", help="the run's folder: checkpoints, final/ (the best model)")
     parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; options override them")
     parser.add_argument("--config", metavar="FILE", help="settings as one JSON object (the options' names)")
+    for flag, text in OUTPUT_FLAGS.items():
+        parser.add_argument(flag, action="store_true", help=text)
 
 
 def _train(args) -> int:
@@ -81,10 +84,7 @@ def _trainer_parser():
 
     usage = "slice-st train -o DIR [--preset NAME | --config FILE] [OPTION ...]"
     parser = Parser((SliceArguments, SentenceTransformerTrainingArguments), usage=usage, description=_DESCRIPTION)
-    own = parser.add_argument_group("slice-st train")
-    _own_arguments(own)
-    for flag, text in OUTPUT_FLAGS.items():
-        own.add_argument(flag, action="store_true", help=text)
+    _own_arguments(parser.add_argument_group("slice-st train"))
     return parser
 
 

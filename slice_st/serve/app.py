@@ -1,6 +1,5 @@
 """The FastAPI app of ``slice-st serve``: ``POST /api/search``, ``GET /api/documents?id=ID[&q=QUERY]``,
-``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character offsets count code points.
-"""
+``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character offsets count code points."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from typing import Any, Literal
 
 from slice_st.text import require
 
-require("fastapi", "serve", "slice-st serve")
-require("pydantic", "serve", "slice-st serve")  # installed with fastapi
+require("fastapi", "serve", "slice-st serve")  # pydantic comes with it
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
@@ -24,14 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
-from slice_st.serve.guards import (  # noqa: E402
-    BodyLimit,
-    SearchBusy,
-    SearchRunner,
-    TokenGate,
-    chunked,
-    default_hosts,
-)
+from slice_st.serve.guards import BodyLimit, SearchBusy, SearchRunner, TokenGate, default_hosts  # noqa: E402
 from slice_st.serve.source import IndexSource  # noqa: E402
 
 
@@ -55,7 +46,7 @@ class ServeLimits:
 #: The default limits.
 LIMITS = ServeLimits()
 
-#: Queries searched at a time: a timed-out search stops after the chunk it is in.
+#: Queries searched at a time.
 QUERY_CHUNK = 8
 
 
@@ -127,15 +118,6 @@ def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
     return texts
 
 
-def _check_bounds(body: SearchRequest, limits: ServeLimits) -> None:
-    for name in ("top_k", "per_document"):
-        value = getattr(body, name)
-        if value is not None and value > limits.max_top_k:
-            message = f"Input should be less than or equal to {limits.max_top_k}"
-            detail = [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}]
-            raise HTTPException(422, detail)
-
-
 async def _run(request: Request, work, alone: bool = True):
     """``work(cancelled)`` on the search runner (``alone=False``: here and now); busy or past the timeout: 503 at once;
     refused values: 400."""
@@ -163,7 +145,10 @@ async def _run(request: Request, work, alone: bool = True):
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     limits = request.app.state.limits
     queries = _query_texts(body.queries, limits)
-    _check_bounds(body, limits)
+    for name in ("top_k", "per_document"):  # the server's bound, reported as the model's own are
+        if (getattr(body, name) or 0) > limits.max_top_k:
+            message = f"Input should be less than or equal to {limits.max_top_k}"
+            raise HTTPException(422, [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}])
     index = _current(request)
     # Time and memory grow with the query characters (a long query rescans more spans) and the units searched.
     cost = sum(max(16, len(query)) for query in queries) * max(1, index.num_units)
@@ -175,8 +160,13 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
         )
     options = body.model_dump(exclude={"queries"})
 
-    def work(cancelled):
-        return chunked(lambda part: index.search(part, **options), queries, cancelled, QUERY_CHUNK)
+    def work(cancelled):  # a timed-out search stops after the chunk of queries it is in
+        found = []
+        for start in range(0, len(queries), QUERY_CHUNK):
+            if cancelled.is_set():
+                raise TimeoutError("the search ran past its time")
+            found += index.search(queries[start : start + QUERY_CHUNK], **options)
+        return found
 
     found = await _run(request, work)
     return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}

@@ -1,32 +1,23 @@
-"""What keeps ``slice-st serve`` answering only its user, and answering at all: a body limit counted as read, a
-token gate, one search at a time (never queued, stopped past its timeout), idle connections closed, and the address
-bound before the model loads.
-"""
+"""What keeps ``slice-st serve`` answering only its user, and at all: a body limit counted as read, a token gate, one
+search at a time (never queued, stopped past its timeout), idle connections closed, the address bound first."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
 import ipaddress
-import json
 import socket
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, RedirectResponse
 
 from slice_st.errors import SpanInputError
 
 #: The cookie the page keeps the token in (``HttpOnly``, ``SameSite=Strict``).
 TOKEN_COOKIE = "slice_st_token"
-
-
-async def _send_json(send, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 class BodyLimit:
@@ -48,7 +39,8 @@ class BodyLimit:
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
-                await _send_json(send, 413, f"request body over {self.max_bytes} bytes.", [(b"connection", b"close")])
+                detail = f"request body over {self.max_bytes} bytes."
+                await JSONResponse({"detail": detail}, 413, {"connection": "close"})(scope, receive, send)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -78,14 +70,11 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
-            cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/".encode()
-            headers = [(b"location", b"/"), (b"set-cookie", cookie)]
-            await send({"type": "http.response.start", "status": 303, "headers": headers})
-            await send({"type": "http.response.body", "body": b""})
+            cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/"
+            await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
-        await _send_json(
-            send, 401, "this server needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN."
-        )
+        detail = "this server needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN."
+        await JSONResponse({"detail": detail}, 401)(scope, receive, send)
 
 
 def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
@@ -132,16 +121,6 @@ class SearchRunner:
         except BaseException:
             cancelled.set()  # the thread stops at its next chunk and gives the lock back
             raise
-
-
-def chunked(run_chunk: Callable[[list[str]], list[Any]], queries: list[str], cancelled: threading.Event, size: int):
-    """``run_chunk`` over ``queries`` ``size`` at a time, stopping with ``TimeoutError`` once ``cancelled``."""
-    results: list[Any] = []
-    for start in range(0, len(queries), size):
-        if cancelled.is_set():
-            raise TimeoutError("the search ran past its time")
-        results.extend(run_chunk(queries[start : start + size]))
-    return results
 
 
 def guarded_protocol(request_timeout_s: float, max_connections: int):

@@ -3,6 +3,7 @@ strict JSON, option values checked at parse time, a fast --help / --version."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -19,9 +20,10 @@ from slice_st.cli.common import dumps_json
 
 
 def _leaf_commands(parser, prefix=()):
-    if not parser.command_groups:
+    groups = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+    if not groups:
         yield prefix, parser
-    for group in parser.command_groups:
+    for group in groups:
         for name, child in group.choices.items():
             yield from _leaf_commands(child, prefix + (name,))
 

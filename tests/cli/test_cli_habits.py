@@ -49,10 +49,14 @@ SENTENCES = [
 ]
 
 
+def _command_groups(parser) -> list:
+    return [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+
+
 def _leaf_commands(parser, prefix=()):
-    if not parser.command_groups:
+    if not _command_groups(parser):
         yield prefix, parser
-    for group in parser.command_groups:
+    for group in _command_groups(parser):
         for name, child in dict.fromkeys(group.choices.items()):
             yield from _leaf_commands(child, prefix + (name,))
 
@@ -275,7 +279,7 @@ def test_help_is_plain_text_and_grouped(capsys):
         assert command.format_usage().startswith(f"usage: slice-st {' '.join(name)} "), " ".join(
             name
         )  # not "slice-st [-h] … mine"
-    for group in parser.command_groups:
+    for group in _command_groups(parser):
         for child in group.choices.values():
             assert not markup.search(child.format_help())
     top = parser.format_help()
@@ -284,7 +288,7 @@ def test_help_is_plain_text_and_grouped(capsys):
         assert title in top
     assert "other:" not in top  # every command is in a group
     listed = [name for names in COMMAND_GROUPS.values() for name in names]
-    assert sorted(listed) == sorted(parser.command_groups[0].choices)
+    assert sorted(listed) == sorted(_command_groups(parser)[0].choices)
     assert top.index("mining:") < top.index("    mine ") < top.index("index:")
 
 
