@@ -1,15 +1,12 @@
-"""The corpus index built on Ray: :func:`build_on_ray` (``SpanIndex.build(..., engine="ray")``, ``index build --ray``),
-and the Ray connection :class:`~slice_st.index.RayShardedSpanIndex` shares.
-
-Ray Data actors build and save groups of about ``shard_bytes`` of the corpus with the one-process path;
-``DIR/shards.json`` holds the plan, then the shards; a rerun resumes. See docs/guides/ray.md.
-"""
+"""The index built on Ray (:func:`build_on_ray`): Ray Data actors save shards of about ``shard_bytes`` of text by the
+one-process build, ``DIR/shards.json`` holds the plan, a rerun resumes (docs/guides/ray.md); the Ray connection."""
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
 import gc
+import itertools
 import json
 import logging
 import os
@@ -19,8 +16,7 @@ import socket
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,9 +41,6 @@ if TYPE_CHECKING:
 DEFAULT_SHARD_BYTES = 16 << 20
 #: Hidden folder of the groups already written (ignored by :func:`slice_st.index.storage.shard_directories`).
 BUILD_STATE = ".slice-st-build"
-FORMATS = ("text", "jsonl", "parquet")
-#: Seconds to wait for a Ray head's port to answer before giving up (ray.init itself may wait for ever).
-RAY_CONNECT_TIMEOUT = 10.0
 #: Errors of a worker that are the user's to fix (bad input).
 _USER_ERRORS = (ValueError, OSError, MissingExtraError)
 
@@ -69,13 +62,12 @@ def check_address(address: str | None) -> str | None:
         return None
     if not is_ray_address(address):
         raise SpanInputError(
-            f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or nothing, to start Ray "
-            f"here)."
+            f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or none: Ray starts here)."
         )
     return address
 
 
-def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+def probe_address(address: str | None, timeout: float = 10.0) -> None:
     """A :class:`SpanInputError` at once if ``HOST:PORT`` (or ``ray://HOST:PORT``) does not answer within ``timeout``
     seconds, rather than a ``ray.init`` that never returns (``"auto"``: not probed)."""
     if address is None or address in ("auto", "local"):
@@ -88,8 +80,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
     if not host or port is None:
         return  # not HOST:PORT: left to ray.init
     try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
         why = f"no answer within {timeout:g} s" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise SpanInputError(
@@ -98,8 +89,7 @@ def probe_address(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> 
 
 
 def connect_ray(address: str | None = None) -> bool:
-    """Connect to Ray at ``address`` (:func:`check_address`; an initialised Ray is used as it is), or start it here;
-    ``True`` if this call started it. A cluster that cannot be reached is a :class:`SpanInputError`."""
+    """Connect to Ray at ``address`` unless it is initialised, or start it here; ``True`` if this call started it."""
     ray, address = require_ray(), check_address(address)
     if ray.is_initialized():
         return False
@@ -110,17 +100,6 @@ def connect_ray(address: str | None = None) -> bool:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
     return True
-
-
-@contextmanager
-def ray_session(address: str | None = None) -> Iterator[Any]:
-    """Yield the ``ray`` module connected (:func:`connect_ray`); a Ray started here is shut down on exit."""
-    started = connect_ray(address)
-    try:
-        yield require_ray()
-    finally:
-        if started:
-            require_ray().shutdown()
 
 
 def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
@@ -213,8 +192,8 @@ def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dic
     folders' files sorted (hidden ones left out); a missing path is a ``FileNotFoundError``."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    if fmt not in (None, *FORMATS):
-        raise SpanInputError(f"fmt must be one of {', '.join(FORMATS)} or None, got {fmt!r}.")
+    if fmt not in (None, "text", "jsonl", "parquet"):
+        raise SpanInputError(f"fmt must be one of text, jsonl, parquet or None, got {fmt!r}.")
     found: list[dict[str, Any]] = []
     for path in map(os.fspath, paths):
         if "://" in path:
@@ -255,62 +234,43 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"corpus path not found: {uri}")
     if info.type == fs_module.FileType.File:
         return [_file(uri, fmt, int(info.size))]
-    scheme, selector = uri.split("://", 1)[0], fs_module.FileSelector(root, recursive=True)
-    entries = sorted(
-        (e for e in filesystem.get_file_info(selector) if e.type == fs_module.FileType.File), key=lambda e: e.path
-    )
+    entries = sorted(filesystem.get_file_info(fs_module.FileSelector(root, recursive=True)), key=lambda e: e.path)
     return [
-        _file(f"{scheme}://{e.path}", fmt, int(e.size))
+        _file(f"{uri.split('://', 1)[0]}://{e.path}", fmt, int(e.size))
         for e in entries
-        if not any(part.startswith(".") for part in e.path[len(root) :].split("/"))
+        if e.type == fs_module.FileType.File
+        and not any(part.startswith(".") for part in e.path[len(root) :].split("/"))
     ]
 
 
-def _read_parquet(path: str, id_field: str | None, text_field: str) -> list[Document]:
-    parquet = require("pyarrow.parquet", "ray", "reading Parquet")
-    try:
-        columns = [text_field] + ([id_field] if id_field else [])
-        table = parquet.read_table(path, columns=columns)
-    except (OSError, ValueError, KeyError) as error:
-        raise SpanInputError(
-            f"{path}: cannot read the Parquet columns {columns}: {' '.join(str(error).split())[:200]}"
-        ) from None
-    try:
-        documents = documents_from_dataset(table.to_pylist(), text_field, id_field)
-    except ValueError as error:
-        raise SpanInputError(f"{path}: {str(error).removeprefix('list, ')}") from None
-    return [dataclasses.replace(d, source=path) for d in documents]
-
-
 def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_field: str) -> list[Document]:
-    """The documents of one corpus file (``{"path", "format"}``), as :func:`read_corpus` reads it; URIs are fetched
-    first."""
+    """One corpus file's documents (``{"path", "format"}``) as :func:`read_corpus` reads them; URIs fetched first."""
     path, fmt = file["path"], file["format"]
-    local, folder = path, None
-    if "://" in path:
-        fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
-        folder = tempfile.mkdtemp(prefix="slice-st-corpus-")
-        local = os.path.join(folder, "file")
-        filesystem, remote = fs_module.FileSystem.from_uri(path)
-        with filesystem.open_input_stream(remote) as source, open(local, "wb") as target:
+
+    def read(local: str) -> list[Document]:
+        if fmt != "parquet":
+            return read_corpus([local], split=split, fmt=fmt, id_field=id_field, text_field=text_field)
+        columns = [text_field] + ([id_field] if id_field else [])
+        try:
+            table = require("pyarrow.parquet", "ray", "reading Parquet").read_table(local, columns=columns)
+        except (OSError, ValueError, KeyError) as error:
+            why = " ".join(str(error).split())[:200]
+            raise SpanInputError(f"{path}: cannot read the Parquet columns {columns}: {why}") from None
+        try:
+            documents = documents_from_dataset(table.to_pylist(), text_field, id_field)
+        except ValueError as error:
+            raise SpanInputError(f"{path}: {str(error).removeprefix('list, ')}") from None
+        return [dataclasses.replace(d, source=path) for d in documents]
+
+    if "://" not in path:
+        return read(path)
+    filesystem, remote = require("pyarrow.fs", "ray", "reading a corpus from a URI").FileSystem.from_uri(path)
+    with tempfile.TemporaryDirectory(prefix="slice-st-corpus-", ignore_cleanup_errors=True) as folder:
+        with filesystem.open_input_stream(remote) as source, open(os.path.join(folder, "file"), "wb") as target:
             shutil.copyfileobj(source, target, 1 << 22)
-    try:
-        if fmt == "parquet":
-            documents = _read_parquet(local, id_field, text_field)
-        else:
-            documents = read_corpus([local], split=split, fmt=fmt, id_field=id_field, text_field=text_field)
-    finally:
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
-    if folder is not None:  # the ids and sources name the URI, not the temporary copy
-        name = os.path.normpath(local)
-        documents = [
-            dataclasses.replace(
-                d, source=path, id=f"{path}:{d.line}" if fmt == "text" and d.id == f"{name}:{d.line}" else d.id
-            )
-            for d in documents
-        ]
-    return documents
+        documents = read(target.name)
+    # the ids and sources name the URI, not the temporary copy
+    return [dataclasses.replace(d, source=path, id=f"{path}:{d.line}" if fmt == "text" else d.id) for d in documents]
 
 
 def _groups(sizes: Sequence[int], shard_bytes: int) -> list[list[int]]:
@@ -327,12 +287,10 @@ def _groups(sizes: Sequence[int], shard_bytes: int) -> list[list[int]]:
 
 
 def _chunks(documents: list[Document], shard_bytes: int) -> list[list[Document]]:
-    """Documents cut into shards of about ``shard_bytes`` of UTF-8 text, in order (deterministic)."""
-    sizes = np.array([len(d.text.encode("utf-8")) for d in documents], dtype=np.int64)
-    starts = np.cumsum(sizes) - sizes
-    chunk = np.unique(starts // shard_bytes, return_inverse=True)[1]
-    bounds = np.flatnonzero(np.diff(chunk)) + 1
-    return [documents[a:b] for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(documents)]]))]
+    """Documents cut into shards of about ``shard_bytes`` of UTF-8 text, in order: by the byte each one starts at."""
+    starts = itertools.accumulate((len(d.text.encode("utf-8")) for d in documents), initial=0)
+    chunks = itertools.groupby(zip(documents, starts), key=lambda pair: pair[1] // shard_bytes)
+    return [[document for document, _ in chunk] for _, chunk in chunks]
 
 
 class _ShardWriter:
@@ -346,8 +304,7 @@ class _ShardWriter:
         self.fingerprint = model_fingerprint(job["model"])
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
-        rows = [self.write_group(json.loads(work)) for work in batch["work"]]
-        return {key: [row[key] for row in rows] for key in rows[0]}
+        return {"result": [json.dumps(self.write_group(json.loads(work))) for work in batch["work"]]}
 
     def write_group(self, work: dict[str, Any]) -> dict[str, Any]:
         start, job = time.perf_counter(), self.job
@@ -357,7 +314,7 @@ class _ShardWriter:
             documents = [d for file in work["files"] for d in read_file_documents(file, **job["reading"])]
         state = {"group": work["group"], "shards": [], "documents": 0, "units": 0, "skipped": []}
         built = reused = 0
-        for number, chunk in enumerate(_chunks(documents, job["shard_bytes"]) if documents else []):
+        for number, chunk in enumerate(_chunks(documents, job["shard_bytes"])):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(job["output"], name)
             manifest = storage.read_manifest(folder, must_exist=False)
@@ -365,8 +322,14 @@ class _ShardWriter:
                 reused += 1
                 units, kept = manifest["units"], manifest["documents"]
             else:
-                index = self._build_shard(chunk, state["skipped"])
-                if index is None:
+                try:
+                    ids = [d.id for d in chunk]
+                    index = job["index_class"].build([d.text for d in chunk], job["model"], ids, **job["build"])
+                except SpanInputError as error:  # on_error="skip" left every document of the shard out
+                    if job["build"]["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
+                        raise
+                    why = f"(a shard of documents that cannot be windowed): {error}"
+                    state["skipped"] += [(d.id, f"Document {d.id!r} {why}") for d in chunk]
                     continue
                 index.save(folder, timeout=0)
                 built += 1
@@ -376,26 +339,9 @@ class _ShardWriter:
                     job["on_shard"](name)
             state["units"] += units
             state["documents"] += kept
-            if kept:
-                state["shards"].append(name)
+            state["shards"].append(name)
         storage.write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
-        return {
-            "result": json.dumps(state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start})
-        }
-
-    def _build_shard(self, chunk: list[Document], skipped: list) -> SpanIndex | None:
-        """One shard by the one-process build; ``None`` if ``on_error="skip"`` left every document out."""
-        job = self.job
-        try:
-            ids = [d.id for d in chunk]
-            return job["index_class"].build([d.text for d in chunk], job["model"], ids, **job["build"])
-        except SpanInputError as error:
-            if job["build"]["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
-                raise
-            skipped += [
-                (d.id, f"Document {d.id!r} (a shard of documents that cannot be windowed): {error}") for d in chunk
-            ]
-            return None
+        return state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start}
 
 
 def build_on_ray(
@@ -435,16 +381,13 @@ def build_on_ray(
     called on the driver as each group finishes, ``on_shard(name)`` in the actor after each shard is saved. Returns a
     :class:`RayBuild`.
     """
-    if output is None:
-        raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
-    if any(option is not None for option in (devices, processes, pool)):
-        raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
-    _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
+    _check_options(
+        output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error, devices, processes, pool
+    )
     output = check_output(output, "index folder")
     work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
-    plan = _plan(model, span_config, dtype, shard_bytes, source)
-    done = _start(output, plan, len(work), force)
+    plan, done = _start(output, model, span_config, dtype, shard_bytes, source, len(work), force)
     todo = [item for item in work if item["group"] not in done]
     start = time.perf_counter()
     results = {number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()}
@@ -461,15 +404,8 @@ def build_on_ray(
             "force": force,
             "on_shard": on_shard,
         }
-        with ray_session(address) as ray:
-            results |= _run(
-                ray, todo, job, claim_workers(concurrency, len(todo), num_cpus, num_gpus), num_gpus, progress
-            )
-    return _finish(output, plan, [results[number] for number in range(len(work))], len(todo), start)
-
-
-def _finish(output: str, plan: dict[str, Any], ordered: list[dict[str, Any]], built: int, start: float) -> RayBuild:
-    """Mark the build complete in :data:`SHARD_LIST` with its shards, in order; what it did."""
+        results |= _run(address, todo, job, concurrency, num_gpus, progress)
+    ordered = [results[number] for number in range(len(work))]
     shards = [name for state in ordered for name in state["shards"]]
     if not shards:
         raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
@@ -479,11 +415,15 @@ def _finish(output: str, plan: dict[str, Any], ordered: list[dict[str, Any]], bu
     skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
     seconds = sum(state.get("seconds", 0.0) for state in ordered)
     # documents, units, groups, groups_built, shards_built, shards_reused
-    counts = [total["documents"], total["units"], len(ordered), built, total["built"], total["reused"]]
+    counts = [total["documents"], total["units"], len(ordered), len(todo), total["built"], total["reused"]]
     return RayBuild(os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds)
 
 
-def _check_options(files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error) -> None:
+def _check_options(output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error, *local) -> None:
+    if output is None:
+        raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
+    if any(option is not None for option in local):
+        raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
     if (files is None) == (texts is None):
         raise SpanInputError("build_on_ray needs either files or texts.")
     if files is not None and ids is not None:
@@ -510,9 +450,10 @@ def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: s
     return [{"group": n, key: [items[i] for i in group]} for n, group in enumerate(_groups(sizes, shard_bytes))], source
 
 
-def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: dict[str, Any]) -> dict[str, Any]:
+def _start(output: str, model, span_config, dtype, shard_bytes, source, groups: int, force: bool):
+    """Check that ``output`` holds no other build (unless ``force``), write the plan; the plan and the groups done."""
     name, path = model_identity(model)
-    return {
+    plan = {
         "format_version": 1,
         "engine": "ray",
         "complete": False,
@@ -524,10 +465,6 @@ def _plan(model, span_config: SpanConfig, dtype: str, shard_bytes: int, source: 
         "shard_bytes": shard_bytes,
         "source": source,
     }
-
-
-def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[int, dict[str, Any]]:
-    """Check that ``output`` holds no other build (unless ``force``), write the plan; the groups already done."""
     previous = storage.read_shard_list(output)
     if previous is None and os.path.exists(os.path.join(output, storage.MANIFEST)) and not force:
         raise SpanInputError(
@@ -554,12 +491,8 @@ def _start(output: str, plan: dict[str, Any], groups: int, force: bool) -> dict[
             if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
                 os.unlink(entry.path)
     storage.write_json(os.path.join(output, storage.SHARD_LIST), plan)
-    return {} if force else _finished_groups(output, groups)
-
-
-def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
     done = {}
-    for number in range(groups):
+    for number in range(0 if force else groups):
         try:  # a regular file, never read through a link
             state = json.loads(storage.read_bytes(os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")))
         except (OSError, ValueError):
@@ -570,22 +503,23 @@ def _finished_groups(output: str, groups: int) -> dict[int, dict[str, Any]]:
             for name in shards
         ):
             done[number] = state
-    return done
+    return plan, done
 
 
-def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress) -> dict[int, dict[str, Any]]:
-    """Build the groups still to do on a pool of ``workers`` actors; ``{group: result}`` as they finish."""
-    data = require("ray.data", "ray")
-    data.DataContext.get_current().execution_options.preserve_order = True
+def _run(address, todo, job: dict[str, Any], concurrency, num_gpus: float, progress) -> dict[int, dict[str, Any]]:
+    """Build the groups still to do on a pool of actors; ``{group: result}`` as they finish; stop a Ray started here."""
+    started, ray = connect_ray(address), require_ray()
     model, device = job["model"], job["model"].device
-    model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
     try:
-        dataset = data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
+        workers = claim_workers(concurrency, len(todo), job["num_cpus"], num_gpus)
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
+        dataset = ray.data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
         dataset = dataset.map_batches(
             _ShardWriter,
             batch_size=1,
             batch_format="numpy",
-            compute=data.ActorPoolStrategy(min_size=1, max_size=workers),
+            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=workers),
             num_cpus=job["num_cpus"],
             num_gpus=num_gpus or None,
             fn_constructor_kwargs={"job": job},
@@ -610,3 +544,5 @@ def _run(ray, todo, job: dict[str, Any], workers: int, num_gpus: float, progress
         return results
     finally:
         model.to(device)
+        if started:
+            ray.shutdown()

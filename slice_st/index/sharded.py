@@ -1,10 +1,10 @@
-"""Several saved indexes searched together without merging them in memory: :class:`ShardedSpanIndex`, and
-:class:`RayShardedSpanIndex`, whose shards are scanned on Ray actors (at the same path on every node) and merged on the
-driver; :func:`open_index` opens one index or several. See docs/guides/ray.md."""
+"""Saved indexes searched together unmerged: :class:`ShardedSpanIndex`, :class:`RayShardedSpanIndex` (shards scanned
+on Ray actors, at the same path on every node), :func:`open_index`. See docs/guides/ray.md."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -15,10 +15,9 @@ import torch
 from slice_st.encode import check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.index.ray_engine import check_address, claim_workers, connect_ray, require_ray
-from slice_st.index.search import IndexMatch, check_search
+from slice_st.index.search import IndexMatch, cached_unit_flags, check_search
 from slice_st.index.span_index import SpanIndex, check_alike
 from slice_st.index.storage import shard_directories
-from slice_st.scoring import mark_prefix
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -27,35 +26,24 @@ if TYPE_CHECKING:
 TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def empty_top_spans(queries: int, k: int) -> TopSpans:
-    """A top-k with nothing in it yet: ``(queries, k)`` scores ``-inf``, units -1, lengths 0."""
-    return (
-        np.full((queries, k), -np.inf),
-        np.full((queries, k), -1, dtype=np.int64),
-        np.zeros((queries, k), dtype=np.int64),
-    )
+def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> TopSpans:
+    """The k best of ``running`` (``None``: nothing yet) and one shard's ``found`` (each ``(scores, units, lengths)``,
+    ``(Q, k)``; the shard starts at unit ``base``), ties to the earlier shards, as one scan of all shards ranks them.
 
-
-def merge_top_spans(running: TopSpans, found: TopSpans, base: int) -> TopSpans:
-    """The k best of ``running`` and one shard's ``found`` (each ``(scores, units, lengths)``, ``(Q, k)``; the shard
-    starts at unit ``base``), ties to the earlier shards, as one scan of all shards would rank them.
-
-    >>> first = (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]]))
-    >>> top = merge_top_spans(empty_top_spans(1, 2), first, 0)
+    >>> top = merge_top_spans(None, (np.array([[0.9, 0.5]]), np.array([[3, 1]]), np.array([[2, 1]])), 0)
     >>> merge_top_spans(top, (np.array([[0.7, 0.1]]), np.array([[0, 4]]), np.array([[1, 1]])), 10)[1]
     array([[ 3, 10]])
     """
-    k = running[0].shape[1]
-    scores = np.concatenate([running[0], found[0]], axis=1)
-    units = np.concatenate([running[1], np.where(found[1] >= 0, found[1] + base, -1)], axis=1)
-    lengths = np.concatenate([running[2], found[2]], axis=1)
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]  # ties: the earlier shard first
-    return tuple(np.take_along_axis(values, order, axis=1) for values in (scores, units, lengths))
+    found = (found[0], np.where(found[1] >= 0, found[1] + base, -1), found[2])
+    if running is None:
+        return found
+    both = [np.concatenate(pair, axis=1) for pair in zip(running, found)]
+    order = np.argsort(-both[0], axis=1, kind="stable")[:, : running[0].shape[1]]  # ties: the earlier shard first
+    return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
 def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[list[str], list[SpanIndex]]:
-    """The shard folders of ``paths`` (:func:`slice_st.index.storage.shard_directories`) and the shards loaded, the
-    model loaded once (``model_options``: :meth:`SpanIndex.load` options for it)."""
+    """The shard folders of ``paths`` and the shards loaded, the model once (``model_options``: its load options)."""
     directories = shard_directories(paths)
     first = SpanIndex.load(directories[0], model, mmap=mmap, **model_options)
     return directories, [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]
@@ -78,8 +66,7 @@ class ShardedSpanIndex:
 
     def __init__(self, shards: Sequence[SpanIndex]) -> None:
         self.shards = check_alike(shards, "shard", "ShardedSpanIndex")
-        first = self.shards[0]
-        self.model, self.span_config = first.model, first.span_config
+        self.model, self.span_config = self.shards[0].model, self.shards[0].span_config
         self.calibration = next((shard.calibration for shard in self.shards if shard.calibration), None)
         self._unit_bases = np.cumsum([0] + [shard.num_units for shard in self.shards])
         self._doc_bases = np.cumsum([0] + [len(shard) for shard in self.shards])
@@ -112,8 +99,7 @@ class ShardedSpanIndex:
     def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs) -> torch.Tensor:
         return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
-    #: :meth:`SpanIndex.search` over all shards (same options, same exact ranking): one search path for both, through
-    #: :meth:`_scanner` (each shard scanned, the top spans merged); queries are embedded once.
+    #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
     search = SpanIndex.search
 
     def shard_of(self, doc_index: int) -> tuple[SpanIndex, int]:
@@ -122,13 +108,10 @@ class ShardedSpanIndex:
         return self.shards[position], doc_index - int(self._doc_bases[position])
 
     def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """The shards' unit flags laid end to end and their mark prefix, computed once."""
-        keys = [shard._unit_flags()[0] for shard in self.shards]
-        cache = getattr(self, "_unit_flag_cache", None)
-        if cache is None or len(cache[0]) != len(keys) or any(a is not b for a, b in zip(cache[0], keys)):
-            flags = np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint8)
-            self._unit_flag_cache = (keys, flags, mark_prefix(flags))
-        return self._unit_flag_cache[1], self._unit_flag_cache[2]
+        """The shards' unit flags laid end to end and their mark prefix, computed once (the shards are fixed)."""
+        return cached_unit_flags(
+            self, self._unit_bases, lambda: np.concatenate([s._unit_flags()[0] for s in self.shards])
+        )
 
     def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`SpanIndex._locate` for units numbered across the shards; documents numbered across them too."""
@@ -144,12 +127,9 @@ class ShardedSpanIndex:
         return docs, first, end
 
     def _check_approximate(self, approximate: bool) -> None:
-        if approximate:
-            missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
-            if missing:
-                raise SpanInputError(
-                    f"approximate search needs a candidate stage in every shard; shards {missing} have none."
-                )
+        missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
+        if approximate and missing:
+            raise SpanInputError(f"approximate=True needs a candidate stage in every shard; shards {missing} lack one.")
 
     def scan(
         self,
@@ -172,15 +152,14 @@ class ShardedSpanIndex:
         """``scan(query_vectors, k)``: shard by shard, merged into a running top-k (:func:`merge_top_spans`)."""
 
         def scan(query_vectors: torch.Tensor, k: int) -> TopSpans:
-            running = empty_top_spans(len(query_vectors), k)
+            running = None
             for shard, base in zip(self.shards, self._unit_bases):
                 if approximate:
                     found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
                 else:  # the k-th score so far lets the exact scan skip what cannot enter
-                    floor = running[0][:, -1].copy()
-                    found = shard._top_spans(
-                        query_vectors, k, wanted.min_span, wanted.max_span, floor if np.isfinite(floor).all() else None
-                    )
+                    floor = None if running is None else running[0][:, -1].copy()
+                    floor = floor if floor is not None and np.isfinite(floor).all() else None
+                    found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor)
                 running = merge_top_spans(running, found, base)
             return running
 
@@ -189,8 +168,6 @@ class ShardedSpanIndex:
     def _matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
-            if not np.isfinite(score) or unit < 0:
-                continue
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
@@ -284,10 +261,7 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
             spans = wanted.min_span, wanted.max_span
             found = ray.get([actor.scan.remote(queries, k, *spans, **options) for actor in self._actors])
-            running = empty_top_spans(len(query_vectors), k)
-            for part, base in zip(found, self._group_bases):
-                running = merge_top_spans(running, part, base)
-            return running
+            return functools.reduce(lambda top, part: merge_top_spans(top, *part), zip(found, self._group_bases), None)
 
         return scan
 
