@@ -1,6 +1,5 @@
-"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``: span
-settings, losses, training data and their licences, the citation), given by :func:`slice_st.load_model` to the
-shipped model, by the SLICE losses when built, and by ``slice-st train``; sentence-transformers renders it."""
+"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``), given by
+:func:`slice_st.load_model`, the SLICE losses and ``slice-st train``; sentence-transformers renders it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Corpus loaders for :class:`slice_st.SpanIndex`: text files, JSONL files with an id field, ``datasets``.
-
-Every loader returns :class:`Document` s with unique ids; a bad record is a :class:`CorpusError` (a ``ValueError``)
-naming the file and line. Text files give a document per line (or paragraph), id ``<path>:<line>``.
-"""
+"""Corpus loaders for :class:`slice_st.SpanIndex` (text files, id ``<path>:<line>``; JSONL files; ``datasets``): unique
+ids; a bad record is a :class:`CorpusError` (a ``ValueError``) naming the file and line."""
 
 from __future__ import annotations
 
