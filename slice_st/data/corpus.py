@@ -130,10 +130,8 @@ def check_distinct_files(paths: Sequence[str]) -> None:
 def check_unique_ids(documents: Iterable[Document]) -> None:
     seen: dict[str, Document] = {}
     for document in documents:
-        if document.id in seen:
-            first = seen[document.id]
+        if (first := seen.setdefault(document.id, document)) is not document:
             raise CorpusError(
                 f"duplicate document id {document.id!r}: {document.source}, line {document.line} "
                 f"(first seen in {first.source}, line {first.line})."
             )
-        seen[document.id] = document

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st.encode import best_spans_paired
@@ -105,10 +104,9 @@ def score_full(
         (1,)
     """
     phrases, passages = check_inputs(phrases, passages)
-    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "convert_to_tensor": True}
-    queries, documents = (
-        torch.nn.functional.normalize(model.encode(texts, **encode).float(), dim=-1) for texts in (phrases, passages)
-    )
+    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar}
+    encode |= {"convert_to_tensor": True, "normalize_embeddings": True}
+    queries, documents = (model.encode(texts, **encode).float() for texts in (phrases, passages))
     return SetupResult((queries * documents).sum(-1).cpu().numpy().astype(np.float64))
 
 

@@ -441,9 +441,8 @@ def _save_final(trainer, model, run_config: dict) -> None:
                 os.replace(final, parked)
             if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
                 trainer.model = merged_adapters(model)
-                for name in ("adapter_config.json", "adapter_model.safetensors"):  # left by the trainer's own saves
-                    if main and os.path.exists(os.path.join(output_dir, name)):
-                        os.remove(os.path.join(output_dir, name))
+                for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():  # the trainer's saves
+                    Path(output_dir, name).unlink(missing_ok=True)
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
         if main:
