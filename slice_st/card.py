@@ -1,6 +1,5 @@
-"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``: span
-settings, losses, training data and their licences, the citation), given by :func:`slice_st.load_model` to the
-shipped model, by the SLICE losses when built, and by ``slice-st train``; sentence-transformers renders it."""
+"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``), given by
+:func:`slice_st.load_model`, the SLICE losses and ``slice-st train``; sentence-transformers renders it."""
 
 from __future__ import annotations
 
@@ -212,9 +211,8 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
         settings.update({key: training[key] for key in settings if key in training})
         losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": settings})
     if training.get("distill_data"):
-        teacher = "a frozen copy of the base model"
-        if training.get("teacher"):
-            teacher = hub_model_name(training["teacher"]) or "a local model"
+        teacher = training.get("teacher")
+        teacher = (hub_model_name(teacher) or "a local model") if teacher else "a frozen copy of the base model"
         names = ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
         settings = {"teacher": teacher, **{key: training[key] for key in names if key in training}}
         losses.append({"name": "SpanDistillationLoss", "settings": settings})

@@ -1,8 +1,5 @@
-"""Corpus loaders for :class:`slice_st.SpanIndex`: text files, JSONL files with an id field, ``datasets``.
-
-Every loader returns :class:`Document` s with unique ids; a bad record is a :class:`CorpusError` (a ``ValueError``)
-naming the file and line. Text files give a document per line (or paragraph), id ``<path>:<line>``.
-"""
+"""Corpus loaders for :class:`slice_st.SpanIndex` (text files, id ``<path>:<line>``; JSONL files; ``datasets``): unique
+ids; a bad record is a :class:`CorpusError` (a ``ValueError``) naming the file and line."""
 
 from __future__ import annotations
 
@@ -133,10 +130,8 @@ def check_distinct_files(paths: Sequence[str]) -> None:
 def check_unique_ids(documents: Iterable[Document]) -> None:
     seen: dict[str, Document] = {}
     for document in documents:
-        if document.id in seen:
-            first = seen[document.id]
+        if (first := seen.setdefault(document.id, document)) is not document:
             raise CorpusError(
                 f"duplicate document id {document.id!r}: {document.source}, line {document.line} "
                 f"(first seen in {first.source}, line {first.line})."
             )
-        seen[document.id] = document

@@ -27,8 +27,10 @@ def read_texts(source: Any, *, field: str = "text") -> list[str]:
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
-            datasets = require("datasets", "train", "reading a saved dataset")
-            texts = _dataset_column(datasets.load_from_disk(path), field, path)
+            dataset = require("datasets", "train", "reading a saved dataset").load_from_disk(path)
+            if getattr(dataset.features.get(field), "dtype", None) not in ("string", "large_string"):
+                raise DataFormatError(f"{path}: no string column {field!r}; columns: {dataset.column_names}.")
+            texts = list(dataset[field])  # None (a missing value) is skipped below
         elif not os.path.exists(path):
             raise FileNotFoundError(f"No such file or folder: {path}")
         elif path.endswith(".json"):
@@ -45,16 +47,6 @@ def read_texts(source: Any, *, field: str = "text") -> list[str]:
             if not isinstance(text, str):
                 raise TypeError(f"text {position} is {type(text).__name__}, not a string.")
     return [one_line(text) for text in texts if text and text.strip()]
-
-
-def _dataset_column(dataset, field: str, name: str) -> list[str]:
-    if field not in dataset.column_names:
-        raise DataFormatError(f"{name}: no column {field!r}; columns: {dataset.column_names}.")
-    values = list(dataset[field])
-    for position, value in enumerate(values):
-        if value is not None and not isinstance(value, str):
-            raise DataFormatError(f"{name}, row {position}: {field!r} is {type(value).__name__}, not a string.")
-    return [value for value in values if value]
 
 
 def _read_json_list_texts(path: str, field: str) -> list[str]:
@@ -123,14 +115,8 @@ def cut_passages(
 
 def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random, spill: list[str]) -> list[str]:
     """Consecutive sentences → passages; a short final piece joins the previous passage or ``spill``."""
-    pieces: list[str] = []
-    for sentence in sentences:
-        words = sentence.split()
-        pieces += (
-            [" ".join(words[lo : lo + max_words]) for lo in range(0, len(words), max_words)]
-            if len(words) > max_words
-            else [sentence]
-        )
+    split = [sentence.split() for sentence in sentences]  # sentences over max_words are cut into word chunks
+    pieces = [" ".join(words[lo : lo + max_words]) for words in split for lo in range(0, len(words), max_words)]
     passages, current, count, target = [], [], 0, rng.randint(min_words, max_words)
     for piece in pieces:
         size = len(piece.split())

@@ -1,7 +1,5 @@
-"""Evaluation data: the STS-B-Context TSV (Orbach et al., 2024) and the STS benchmark TSV, read into ``datasets``.
-
-Bad rows raise :class:`DataFormatError` (a ``ValueError``) naming the file and the line; nothing is dropped silently.
-"""
+"""Evaluation data: the STS-B-Context TSV (Orbach et al., 2024) and the STS benchmark TSV, read into ``datasets``;
+a bad row is a :class:`DataFormatError` (a ``ValueError``) naming the file and the line, never dropped silently."""
 
 from __future__ import annotations
 
@@ -135,21 +133,17 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
 def _tsv_rows(text: str, name: str, quoting: int = csv.QUOTE_MINIMAL):
     """``(line number, cells)`` of each TSV row; blank lines before the first row are skipped, later ones refused."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=quoting)
-    started = False
-    while True:
-        line = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as error:
-            raise DataFormatError(f"{name}, line {line}: malformed TSV ({error}).") from None
-        if not row or (len(row) == 1 and not row[0].strip()):
-            if started:
+    started, line = False, 1
+    try:
+        for row in reader:
+            if row and (len(row) > 1 or row[0].strip()):
+                started = True
+                yield line, row
+            elif started:
                 raise DataFormatError(f"{name}, line {line}: empty line inside the data.")
-            continue
-        started = True
-        yield line, row
+            line = reader.line_num + 1
+    except csv.Error as error:
+        raise DataFormatError(f"{name}, line {line}: malformed TSV ({error}).") from None
 
 
 def _context_header(line: int, row: list[str], name: str) -> bool:

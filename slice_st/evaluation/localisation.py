@@ -1,8 +1,5 @@
-"""Where the best span lands: exact match and word-F1 against the paraphrase's place in its passage.
-
-Words are whitespace-delimited, lowercased, without punctuation (``"Beach,"`` is ``beach``); the paraphrase's place
-is the first run of passage words equal to its words; a predicted span covers the passage words its characters touch.
-"""
+"""Where the best span lands: exact match and word-F1 against the paraphrase's place (its first run of equal words,
+up to case and punctuation) in its passage; a predicted span covers the passage words its characters touch."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""``SpanRetrievalEvaluator``: phrase-in-context similarity (STS-B-Context, Orbach et al., 2024) for
-sentence-transformers, and its two setups: ``full`` (one vector per passage) and ``single`` (the best span of one
-forward pass). The paper's per-n-gram setup is a baseline in ``research/baselines.py``.
-"""
+"""``SpanRetrievalEvaluator``: phrase-in-context similarity (STS-B-Context) in two setups, ``full`` (one vector per
+passage) and ``single`` (the best span of one forward pass); the paper's per-n-gram one is in ``research/``."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st.encode import best_spans_paired
@@ -107,10 +104,9 @@ def score_full(
         (1,)
     """
     phrases, passages = check_inputs(phrases, passages)
-    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "convert_to_tensor": True}
-    queries, documents = (
-        torch.nn.functional.normalize(model.encode(texts, **encode).float(), dim=-1) for texts in (phrases, passages)
-    )
+    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar}
+    encode |= {"convert_to_tensor": True, "normalize_embeddings": True}
+    queries, documents = (model.encode(texts, **encode).float() for texts in (phrases, passages))
     return SetupResult((queries * documents).sum(-1).cpu().numpy().astype(np.float64))
 
 
@@ -228,11 +224,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         located = () if self.paraphrases is None else _LOCALISATION
         metrics = {setup: ("pearson", "spearman", *(located if setup == "single" else ())) for setup in self.setups}
         self.csv_headers = ["epoch", "steps"] + [f"{setup}_{m}" for setup in self.setups for m in metrics[setup]]
-        self.primary_metric = self._primary_metric()
+        # prefix_name_to_metrics adds the name once, at the first call
+        self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
         self.last_results: dict[str, SetupResult] = {}
-
-    def _primary_metric(self) -> str:
-        return "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
 
     @classmethod
     def from_dataset(cls, dataset, **kwargs: Any) -> SpanRetrievalEvaluator:
@@ -273,8 +267,6 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             append_csv_row(output_path, self.csv_file, self.csv_headers, row)
         if output_path is not None and self.write_predictions:
             self.save_predictions(os.path.join(output_path, self.predictions_file), results)
-        # prefix_name_to_metrics prefixes primary_metric with the name: start again from the bare name at every call
-        self.primary_metric = self._primary_metric()
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
         return metrics
@@ -282,16 +274,15 @@ class SpanRetrievalEvaluator(BaseEvaluator):
     def save_predictions(self, path: str, results: dict[str, SetupResult] | None = None) -> str:
         """Write one CSV row per pair and setup: gold, predicted score, best span (offsets and text)."""
         results = results if results is not None else self.last_results
-        if os.path.dirname(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.writer(handle)
             writer.writerow(["pair", "setup", "gold", "score", "start", "end", "span", "phrase"])
             for setup, result in results.items():
                 for index, score in enumerate(result.scores):
                     span = result.spans[index] if result.spans else None
-                    start, end = span if span else ("", "")
-                    text = self.passages[index][span[0] : span[1]] if span else ""
+                    start, end = span or ("", "")
+                    text = self.passages[index][start:end] if span else ""
                     gold, phrase = self.scores[index], self.phrases[index]
                     writer.writerow([index, setup, gold, f"{score:.6f}", start, end, text, phrase])
         return path

@@ -126,8 +126,7 @@ class SpanDistillationLoss(SliceLoss):
         else:
             spans = (self.spans_per_text, self.min_span, self.max_span, self.generator)
             starts, ends = sample_spans(units.num_units, *spans)
-            with torch.no_grad():
-                span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
+            span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
         student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
         has_text = units.num_units > 0
         span_loss = vector_distance(student_spans[valid], span_targets[valid], self.metric)
@@ -155,6 +154,7 @@ class SpanDistillationLoss(SliceLoss):
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
+    @torch.no_grad()
     def _teacher_vectors(self, features: dict[str, Any], boundaries, starts, ends) -> tuple[Tensor, Tensor]:
         """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
         ids, valid = features["input_ids"], starts >= 0
@@ -218,8 +218,8 @@ class SpanDistillationLoss(SliceLoss):
             features = batch_to_device(self.model.preprocess(texts[lo : lo + batch_size]), self.model.device)
             units = batch_units(features, self.unit)
             starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
-            with torch.no_grad():  # exactly what a training step computes for the same spans
-                span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
+            # exactly what a training step computes for the same spans
+            span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
             spans = torch.cat([torch.stack([starts, ends], dim=-1).float(), span_vectors], dim=-1)
             text = torch.cat([torch.zeros_like(text_vectors[:, :2]), text_vectors], dim=-1)[:, None]
             blocks.append(torch.cat([text, spans], dim=1).cpu())

