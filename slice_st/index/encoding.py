@@ -69,24 +69,19 @@ def texts_and_ids(
     texts = as_text_list(texts)[0] if given is None else texts
     if not texts:
         raise SpanInputError("No documents to add: the corpus is empty.")
-    return texts, _new_ids(ids if ids is not None else given, len(texts), taken)
-
-
-def _new_ids(ids: Sequence[str] | None, count: int, taken: Sequence[str]) -> list[str]:
-    seen = set(taken)
-    if ids is None:
-        first = len(taken)  # the next free numbers from there
-        ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
+    ids, seen = ids if ids is not None else given, set(taken)
+    if ids is None:  # the next free numbers from len(taken) on
+        ids = [str(n) for n in range(len(taken), 2 * len(taken) + len(texts)) if str(n) not in seen][: len(texts)]
     ids = list(ids)
-    if len(ids) != count:
-        raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
+    if len(ids) != len(texts):
+        raise SpanInputError(f"Got {len(ids)} ids for {len(texts)} documents.")
     for position, doc_id in enumerate(ids):
         if not isinstance(doc_id, str) or not doc_id:
             raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
         if doc_id in seen:
             raise SpanInputError(f"Duplicate document id {doc_id!r}.")
         seen.add(doc_id)
-    return ids
+    return texts, ids
 
 
 def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:
