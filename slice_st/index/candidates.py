@@ -75,9 +75,8 @@ class CandidateStage:
                     f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'."
                 )
-            quantizer = faiss.IndexFlatIP(dim)
-            faiss_index = faiss.IndexIVFScalarQuantizer(
-                quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            faiss_index = faiss.IndexIVFScalarQuantizer(  # keeps its quantizer alive
+                faiss.IndexFlatIP(dim), dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
             sample = vectors
             if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here

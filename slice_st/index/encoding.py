@@ -47,12 +47,6 @@ def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -
     return out
 
 
-def char_offsets(offsets: np.ndarray) -> np.ndarray:
-    if offsets.size and offsets.max() >= np.iinfo(np.int32).max:
-        raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
-    return offsets.astype(np.int32)
-
-
 def texts_and_ids(
     texts: Any, ids: Sequence[str] | None, text_field: str, id_field: str | None, taken: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:

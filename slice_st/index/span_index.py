@@ -29,7 +29,7 @@ from slice_st.errors import IndexConflictError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
-from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
+from slice_st.index.encoding import concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -275,13 +275,16 @@ class SpanIndex:
                 first = window.first_unit(config.unit)
                 segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
-        dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
-            return empty_arrays(dim, width, np.dtype(self.dtype))
+            width = config.max_span - config.min_span + 1
+            return empty_arrays(token_dimension(self.model), width, np.dtype(self.dtype))
+        chars = np.concatenate([s[2] for s in segments])
+        if chars.size and chars.max() >= np.iinfo(np.int32).max:
+            raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
         return {
-            "unit_vectors": np.concatenate([s[1] for s in segments]).reshape(-1, dim),
-            "unit_chars": char_offsets(np.concatenate([s[2] for s in segments]).reshape(-1, 2)),
-            "span_norms": np.concatenate([s[3] for s in segments]).reshape(-1, width).astype(np.float32),
+            "unit_vectors": np.concatenate([s[1] for s in segments]),
+            "unit_chars": chars.astype(np.int32),
+            "span_norms": np.concatenate([s[3] for s in segments]).astype(np.float32),
             "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
@@ -769,8 +772,7 @@ class SpanIndex:
                 or len(doc_ids) != manifest["documents"]
                 or len(offsets) != len(doc_ids) + 1
                 or offsets[-1] != len(blob)
-                or arrays["unit_vectors"].shape != (units, index._arrays["unit_vectors"].shape[1])
-                or arrays["span_norms"].shape != (units, index._arrays["span_norms"].shape[1])
+                or any(arrays[name].shape != (units, index._arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
             ):
@@ -866,15 +868,12 @@ def model_runtime(model) -> dict[str, str]:
 
 def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
     """What to load for an index opened without a model: its recorded path, else name (None: the default model)."""
-    model_path = manifest.get("model_path") or ""
-    if model_path:
+    if model_path := manifest.get("model_path"):
         if os.path.isdir(model_path):
             return model_path
         raise SpanInputError(
             f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
             "which is not there any more: pass the model (model=..., --model)."
         )
-    name = manifest.get("model_name") or None
-    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder here
-        return f"slice-st/{name}"
-    return name
+    name = manifest.get("model_name") or None  # a shipped name: never a ./slice-minilm folder here
+    return f"slice-st/{name}" if name and is_shipped_model_name(f"slice-st/{name}") else name

@@ -158,10 +158,8 @@ def fsync_directory(path: str) -> None:
 def commit_data(
     path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
 ) -> str:
-    """Save one version: a new data folder ``data-<generation>-<random>`` (marked :data:`DATA_MARKER`) filled by
-    ``write(folder)`` (returning the arrays' samples), then the manifest naming it, replaced atomically (the commit
-    point), then the older data folders this index wrote removed; returns the new folder's name. On a failure the new
-    folder is removed and the previous version stays."""
+    """A new data folder filled by ``write(folder)`` (returning the arrays' samples), then the manifest naming it (the
+    commit point), then the older data folders removed; returns its name. A failure leaves the previous version."""
     data_dir = None
     try:
         name = f"data-{generation:06d}-{secrets.token_hex(4)}"
@@ -196,8 +194,7 @@ def commit_data(
 
 
 def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
-    """SHA-256 of a regular file (a link, a device or a pipe is refused); with ``size``, at most ``size + 1`` bytes
-    are read (a longer file cannot match)."""
+    """SHA-256 of a regular file (never a link, device or pipe); reading at most ``size + 1`` bytes given ``size``."""
     with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = float("inf") if size is None else size + 1
