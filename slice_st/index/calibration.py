@@ -162,11 +162,8 @@ def fit_sts_calibration(
         rows = rows.select(range(min(limit, len(rows))))
     first, second = list(rows["sentence1"]), list(rows["sentence2"])
     if pair_score == "sentence":
-        vectors = [
-            torch.nn.functional.normalize(embed_texts(model, texts, batch_size=batch_size).float(), dim=-1)
-            for texts in (first, second)
-        ]
-        cosines = (vectors[0] * vectors[1]).sum(dim=-1).cpu().numpy().astype(np.float64)
+        vectors = [embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)]
+        cosines = torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
     else:
         matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
         cosines = np.array([np.nan if match is None else match.score for match in matches], dtype=np.float64)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.backends import backend_of, check_parallelism
+from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset
 from slice_st.encode import as_text_list, check_top_k
 from slice_st.errors import SpanInputError
@@ -20,11 +21,11 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
-def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
+def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.ndarray]:
     return {
         "unit_vectors": np.zeros((0, dim), dtype=dtype),
         "unit_chars": np.zeros((0, 2), dtype=np.int32),  # character offsets in the document
-        "span_norms": np.zeros((0, width), dtype=np.float32),
+        "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=np.float32),
         "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
         "segment_docs": np.zeros(0, dtype=np.int64),
         "segment_first_unit": np.zeros(0, dtype=np.int64),  # first unit of the segment inside its document

@@ -96,8 +96,7 @@ class SpanIndex:
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
-        width = span_config.max_span - span_config.min_span + 1
-        self._arrays = empty_arrays(token_dimension(model), width, np.dtype(dtype))
+        self._arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     @classmethod
     def build(
@@ -229,12 +228,10 @@ class SpanIndex:
                 parts.append(self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder))
                 doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
-        unit_base = self.num_units
         self._arrays = concat_parts(parts, doc_bases)
-        if self._candidates is not None:
-            self._candidates = self._candidates.extended(self._arrays, unit_base)
-        self.doc_ids = self.doc_ids + ids
-        self.texts = self.texts + text_list
+        if self._candidates is not None:  # the new units start where the old arrays (parts[0]) end
+            self._candidates = self._candidates.extended(self._arrays, len(parts[0]["unit_vectors"]))
+        self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
         return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
@@ -276,8 +273,7 @@ class SpanIndex:
                 segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
         if not segments:
-            width = config.max_span - config.min_span + 1
-            return empty_arrays(token_dimension(self.model), width, np.dtype(self.dtype))
+            return empty_arrays(token_dimension(self.model), config, self.dtype)
         chars = np.concatenate([s[2] for s in segments])
         if chars.size and chars.max() >= np.iinfo(np.int32).max:
             raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
@@ -530,10 +526,9 @@ class SpanIndex:
         the cosine of the best span of ``min_span..max_span`` units covering it ``(U,)`` (``-inf`` where none does;
         ``None`` when ``query`` is ``None``)."""
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
-        numbers = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}
-        position = numbers.get(doc_id) if isinstance(doc_id, str) else None
-        if position is None:
+        if not isinstance(doc_id, str) or doc_id not in self.doc_ids:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
+        position = self.doc_ids.index(doc_id)
         arrays, bounds = self._arrays, np.asarray(self._arrays["segment_units"])
         segments = np.flatnonzero(np.asarray(arrays["segment_docs"]) == position)
         rows = ranges_to_indices(bounds[segments], bounds[segments + 1])
@@ -804,12 +799,10 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
                 f"{name} {position} was built with another model (fingerprint {other.fingerprint} != "
                 f"{first.fingerprint})."
             )
-        settings = [
-            (index.span_config, index.dtype) if what == "index" else index.span_config for index in (other, first)
-        ]
-        if settings[0] != settings[1]:
+        mine, firsts = ((i.span_config, i.dtype) if what == "index" else i.span_config for i in (other, first))
+        if mine != firsts:
             label = "settings" if what == "index" else "span settings"
-            raise SpanInputError(f"{name} {position} has other {label} {settings[0]} than {what} 0 {settings[1]}.")
+            raise SpanInputError(f"{name} {position} has other {label} {mine} than {what} 0 {firsts}.")
         for doc_id in other.doc_ids:
             if doc_id in seen:
                 raise SpanInputError(

@@ -322,12 +322,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     """The manifest of the index at ``path``, checked to hold every field a load needs (else SpanInputError); without
     one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else SpanInputError)."""
     manifest_path = os.path.join(path, MANIFEST)
-    if os.path.islink(manifest_path):
-        raise SpanInputError(
-            f"{path}: unreadable index manifest ({MANIFEST} is a symbolic link; an index writes a regular file "
-            "and reads nothing outside its folder)."
-        )
-    if not os.path.exists(manifest_path):
+    if not os.path.lexists(manifest_path):  # a link is there, and refused unread by _json_object
         if must_exist:
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"No index at {path!r}.")
@@ -396,11 +391,7 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
     list_path = os.path.join(path, SHARD_LIST)
-    if os.path.islink(list_path):
-        raise SpanInputError(
-            f"{path}: unreadable {SHARD_LIST} (a symbolic link; nothing outside the index folder is read)."
-        )
-    if not os.path.isfile(list_path):
+    if not (os.path.isfile(list_path) or os.path.islink(list_path)):  # a link is refused unread by _json_object
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
