@@ -725,14 +725,12 @@ class SpanIndex:
         """
         path = os.fspath(path)
         manifest = storage.read_manifest(path, must_exist=True)
-        if model is None or isinstance(model, (str, os.PathLike)):
-            recorded = manifest.get("model_backend", "torch")
-            if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
-                model_options.update(
-                    backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
-                )
-            model = model_source(path, manifest) if model is None else model
-        model = _as_model(model, device=device, **model_options)
+        recorded = manifest.get("model_backend", "torch")
+        if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
+            model_options.update(
+                backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
+            )
+        model = _as_model(model_source(path, manifest) if model is None else model, device=device, **model_options)
         read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
         index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))

@@ -391,7 +391,7 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
     list_path = os.path.join(path, SHARD_LIST)
-    if not (os.path.isfile(list_path) or os.path.islink(list_path)):  # a link is refused unread by _json_object
+    if not (os.path.islink(list_path) or os.path.isfile(list_path)):  # a link is refused unread by _json_object
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
