@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
+from slice_st.encode import best_spans_paired, embed_texts
 from slice_st.errors import DataFormatError
+from slice_st.loading import model_fingerprint
 from slice_st.text import atomic_file, require
 
 if TYPE_CHECKING:
@@ -77,9 +80,8 @@ class Calibration:
             raise DataFormatError(f"{name}: not an isotonic calibration.")
         if data.get("format_version") != CALIBRATION_FORMAT_VERSION:
             raise DataFormatError(f"{name}: calibration format {data.get('format_version')} is not supported.")
-        names = ("x", "y", "pair_score", "source", "pairs", "model_fingerprint", "spearman", "extra")
         try:
-            return cls(**{key: data[key] for key in names if key in data})
+            return cls(**{member.name: data[member.name] for member in fields(cls) if member.name in data})
         except (TypeError, ValueError) as error:
             raise DataFormatError(f"{name}: invalid calibration ({error}).") from None
 
@@ -152,8 +154,6 @@ def fit_sts_calibration(
     (``"best_span"``).
     """
     from slice_st.data.stsb import read_stsb
-    from slice_st.encode import best_spans_paired, embed_texts
-    from slice_st.loading import model_fingerprint
 
     if pair_score not in PAIR_SCORES:
         raise DataFormatError(f"pair_score must be one of {PAIR_SCORES}, got {pair_score!r}.")
@@ -162,13 +162,8 @@ def fit_sts_calibration(
         rows = rows.select(range(min(limit, len(rows))))
     first, second = list(rows["sentence1"]), list(rows["sentence2"])
     if pair_score == "sentence":
-        import torch
-
-        vectors = [
-            torch.nn.functional.normalize(embed_texts(model, texts, batch_size=batch_size).float(), dim=-1)
-            for texts in (first, second)
-        ]
-        cosines = (vectors[0] * vectors[1]).sum(dim=-1).cpu().numpy().astype(np.float64)
+        vectors = [embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)]
+        cosines = torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
     else:
         matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
         cosines = np.array([np.nan if match is None else match.score for match in matches], dtype=np.float64)

@@ -1,8 +1,5 @@
-"""The optional FAISS candidate stage of a :class:`~slice_st.SpanIndex` (``search(..., approximate=True)``).
-
-Chunks of units are indexed by FAISS (inner product over normalised chunk vectors); a query's best
-chunks name candidate span starts, and every span overlapping them is scored exactly.
-"""
+"""The optional FAISS candidate stage of a :class:`~slice_st.SpanIndex` (``search(..., approximate=True)``): a query's
+best chunks of units (FAISS, inner product of normalised sums) name the spans then scored exactly."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ import torch
 
 from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
-from slice_st.index.storage import DataFolder, load_array, read_bytes, save_array
+from slice_st.index.storage import DataFolder, load_array, read_bytes, save_array, write_bytes
 from slice_st.spans import top_spans_from_dots
 from slice_st.text import require
 
@@ -78,9 +75,8 @@ class CandidateStage:
                     f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'."
                 )
-            quantizer = faiss.IndexFlatIP(dim)
-            faiss_index = faiss.IndexIVFScalarQuantizer(
-                quantizer, dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+            faiss_index = faiss.IndexIVFScalarQuantizer(  # keeps its quantizer alive
+                faiss.IndexFlatIP(dim), dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
             )
             sample = vectors
             if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
@@ -106,10 +102,7 @@ class CandidateStage:
 
     def save(self, data_dir: str) -> None:
         faiss = require("faiss", "faiss", "the FAISS candidate stage")
-        path = os.path.join(data_dir, self.FILE)
-        faiss.write_index(self.faiss_index, path)
-        with open(path, "rb+") as handle:
-            os.fsync(handle.fileno())
+        write_bytes(os.path.join(data_dir, self.FILE), faiss.serialize_index(self.faiss_index).tobytes())
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
@@ -126,20 +119,19 @@ class CandidateStage:
 
     def top_spans(self, index, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, candidates, nprobe):
         """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
-        candidates = candidates or self.settings["candidates"]
         if hasattr(self.faiss_index, "nprobe"):
             self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
         query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
-        _, found = self.faiss_index.search(query_array, int(min(candidates, len(self.chunks))))
-        arrays, total, built_min, num_queries = index._arrays, index.num_units, index.span_config.min_span, len(found)
+        wanted = int(min(candidates or self.settings["candidates"], len(self.chunks)))
+        found, num_queries = self.faiss_index.search(query_array, wanted)[1], len(query_array)
         best_scores = np.full((num_queries, top_k), -np.inf)
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
-        lengths = np.arange(min_span, max_span + 1)
-        unit_vectors = np.asarray(arrays["unit_vectors"])  # a plain view: no memmap overhead per slice
-        span_norms = np.asarray(arrays["span_norms"])
+        total, built_min, lengths = index.num_units, index.span_config.min_span, np.arange(min_span, max_span + 1)
+        # plain views: no memmap overhead per slice
+        vectors, span_norms = np.asarray(index._arrays["unit_vectors"]), np.asarray(index._arrays["span_norms"])
         with blas_threads(1):  # one small product per query and run: threading costs more than it saves
-            for q in range(num_queries):
+            for q, query in enumerate(query_array):
                 chosen = self.chunks[found[q][found[q] >= 0]]
                 if not len(chosen):
                     continue
@@ -147,27 +139,18 @@ class CandidateStage:
                 lo = np.maximum(chosen[:, 0] - max_span + 1, 0)
                 run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
                 # dot products over each contiguous run of needed units (views of the array, no gather)
-                dots = np.concatenate(
-                    [
-                        np.asarray(unit_vectors[a:b], dtype=np.float32) @ query_array[q]
-                        for a, b in zip(run_lo.tolist(), run_hi.tolist())
-                    ]
-                )
-                needed = _ranges_to_indices(run_lo, run_hi)
+                runs = zip(run_lo.tolist(), run_hi.tolist())
+                dots = np.concatenate([np.asarray(vectors[a:b], dtype=np.float32) @ query for a, b in runs])[None]
+                needed = ranges_to_indices(run_lo, run_hi)
                 # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
                 # that stay inside one run: every other span gets a NaN norm (it does not exist here)
                 norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(np.float32)
-                starts = _ranges_to_indices(*_merged_runs(lo, chosen[:, 1]))  # every candidate start
+                starts = ranges_to_indices(*_merged_runs(lo, chosen[:, 1]))  # every candidate start
                 norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
                 run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
                 norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
                 top = top_spans_from_dots(
-                    torch.from_numpy(dots)[None],
-                    torch.from_numpy(norms),
-                    top_k,
-                    min_span,
-                    max_span,
-                    norm_min_span=min_span,
+                    torch.from_numpy(dots), torch.from_numpy(norms), top_k, min_span, max_span, norm_min_span=min_span
                 )
                 keep = int((top.starts[0] >= 0).sum())
                 best_scores[q, :keep] = top.scores[0, :keep].numpy()
@@ -177,11 +160,7 @@ class CandidateStage:
 
 
 def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of ``[lo_i, hi_i)`` as sorted disjoint runs ``(run_lo, run_hi)`` (intervals merged, no hashing)."""
-    keep = hi > lo
-    lo, hi = lo[keep], hi[keep]
-    if not len(lo):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    """The union of non-empty ``[lo_i, hi_i)`` (at least one) as sorted disjoint runs ``(run_lo, run_hi)``."""
     order = np.argsort(lo, kind="stable")
     lo, hi = lo[order], hi[order]
     reach = np.maximum.accumulate(hi)
@@ -191,10 +170,7 @@ def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return lo[group_starts].astype(np.int64), reach[np.append(group_starts[1:], len(lo)) - 1].astype(np.int64)
 
 
-def _ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
-    """All integers of sorted disjoint runs, ascending."""
+def ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
+    """All integers of the ranges ``[run_lo_i, run_hi_i)``, range after range."""
     sizes = run_hi - run_lo
-    if not len(sizes):
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(run_lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
-    return np.arange(int(sizes.sum()), dtype=np.int64) + offsets
+    return np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(run_lo - np.cumsum(sizes) + sizes, sizes)

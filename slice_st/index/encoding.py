@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from slice_st.backends import backend_of, check_parallelism
+from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset
 from slice_st.encode import as_text_list, check_top_k
 from slice_st.errors import SpanInputError
@@ -20,11 +21,11 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 
-def empty_arrays(dim: int, width: int, dtype: np.dtype) -> dict[str, np.ndarray]:
+def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.ndarray]:
     return {
         "unit_vectors": np.zeros((0, dim), dtype=dtype),
         "unit_chars": np.zeros((0, 2), dtype=np.int32),  # character offsets in the document
-        "span_norms": np.zeros((0, width), dtype=np.float32),
+        "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=np.float32),
         "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
         "segment_docs": np.zeros(0, dtype=np.int64),
         "segment_first_unit": np.zeros(0, dtype=np.int64),  # first unit of the segment inside its document
@@ -47,12 +48,6 @@ def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -
     return out
 
 
-def char_offsets(offsets: np.ndarray) -> np.ndarray:
-    if offsets.size and offsets.max() >= np.iinfo(np.int32).max:
-        raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
-    return offsets.astype(np.int32)
-
-
 def texts_and_ids(
     texts: Any, ids: Sequence[str] | None, text_field: str, id_field: str | None, taken: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
@@ -69,24 +64,19 @@ def texts_and_ids(
     texts = as_text_list(texts)[0] if given is None else texts
     if not texts:
         raise SpanInputError("No documents to add: the corpus is empty.")
-    return texts, _new_ids(ids if ids is not None else given, len(texts), taken)
-
-
-def _new_ids(ids: Sequence[str] | None, count: int, taken: Sequence[str]) -> list[str]:
-    seen = set(taken)
-    if ids is None:
-        first = len(taken)  # the next free numbers from there
-        ids = [str(number) for number in range(first, 2 * first + count) if str(number) not in seen][:count]
+    ids, seen = ids if ids is not None else given, set(taken)
+    if ids is None:  # the next free numbers from len(taken) on
+        ids = [str(n) for n in range(len(taken), 2 * len(taken) + len(texts)) if str(n) not in seen][: len(texts)]
     ids = list(ids)
-    if len(ids) != count:
-        raise SpanInputError(f"Got {len(ids)} ids for {count} documents.")
+    if len(ids) != len(texts):
+        raise SpanInputError(f"Got {len(ids)} ids for {len(texts)} documents.")
     for position, doc_id in enumerate(ids):
         if not isinstance(doc_id, str) or not doc_id:
             raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
         if doc_id in seen:
             raise SpanInputError(f"Duplicate document id {doc_id!r}.")
         seen.add(doc_id)
-    return ids
+    return texts, ids
 
 
 def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:

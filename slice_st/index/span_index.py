@@ -17,7 +17,6 @@ from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
-    check_threshold,
     check_top_k,
     embed_texts,
     encode_windows,
@@ -29,8 +28,8 @@ from slice_st.encode import (
 from slice_st.errors import IndexConflictError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
-from slice_st.index.candidates import CandidateStage
-from slice_st.index.encoding import char_offsets, concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
+from slice_st.index.candidates import CandidateStage, ranges_to_indices
+from slice_st.index.encoding import concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -48,7 +47,6 @@ from slice_st.index.search import (
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
 from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
-from slice_st.text import check_output
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -98,8 +96,7 @@ class SpanIndex:
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
-        width = span_config.max_span - span_config.min_span + 1
-        self._arrays = empty_arrays(token_dimension(model), width, np.dtype(dtype))
+        self._arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     @classmethod
     def build(
@@ -221,23 +218,20 @@ class SpanIndex:
         text_list, ids = texts_and_ids(texts, ids, text_field, id_field, self.doc_ids)
         self.skipped = []
         text_list, ids = self._windowable(text_list, ids, on_error)
-        if show_progress_bar is None:
-            show_progress_bar = len(text_list) > 4 * batch_size
+        show = len(text_list) > 4 * batch_size if show_progress_bar is None else show_progress_bar
         parts, doc_bases = [self._arrays], [0]
         with (
             encoder_for(self.model, targets, pool) as encoder,
-            tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show_progress_bar) as progress,
+            tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show) as progress,
         ):
             for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
                 parts.append(self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder))
                 doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
-        unit_base = self.num_units
         self._arrays = concat_parts(parts, doc_bases)
-        if self._candidates is not None:
-            self._candidates = self._candidates.extended(self._arrays, unit_base)
-        self.doc_ids = self.doc_ids + ids
-        self.texts = self.texts + text_list
+        if self._candidates is not None:  # the new units start where the old arrays (parts[0]) end
+            self._candidates = self._candidates.extended(self._arrays, len(parts[0]["unit_vectors"]))
+        self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
         return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
@@ -259,14 +253,11 @@ class SpanIndex:
         dropped = {position for position, _ in bad}
         return [t for i, t in enumerate(texts) if i not in dropped], [d for i, d in enumerate(ids) if i not in dropped]
 
-    def _encode(self, texts: list[str], batch_size: int, encoder=None) -> dict[str, np.ndarray]:
+    def _encode(self, texts: list[str], batch_size: int, encoder) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
-        config = self.span_config
-        segments = []
+        config, segments = self.span_config, []
         prompt = resolve_prompt(self.model, role="document")  # as encode_document would use
-        windows = encode_windows(
-            encoder or self.model, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt
-        )
+        windows = encode_windows(encoder, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt)
         for rows in windows:  # sub-batches of batch_size windows, trimmed to their own padding
             sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
             norms = span_sum_norms(
@@ -281,13 +272,15 @@ class SpanIndex:
                 first = window.first_unit(config.unit)
                 segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
-        dim, width = token_dimension(self.model), config.max_span - config.min_span + 1
         if not segments:
-            return empty_arrays(dim, width, np.dtype(self.dtype))
+            return empty_arrays(token_dimension(self.model), config, self.dtype)
+        chars = np.concatenate([s[2] for s in segments])
+        if chars.size and chars.max() >= np.iinfo(np.int32).max:
+            raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
         return {
-            "unit_vectors": np.concatenate([s[1] for s in segments]).reshape(-1, dim),
-            "unit_chars": char_offsets(np.concatenate([s[2] for s in segments]).reshape(-1, 2)),
-            "span_norms": np.concatenate([s[3] for s in segments]).reshape(-1, width).astype(np.float32),
+            "unit_vectors": np.concatenate([s[1] for s in segments]),
+            "unit_chars": chars.astype(np.int32),
+            "span_norms": np.concatenate([s[3] for s in segments]).astype(np.float32),
             "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
@@ -427,25 +420,21 @@ class SpanIndex:
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
-        check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(
             query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
         )
-        scan = self._scanner(wanted, approximate, candidates, nprobe)
-        limit = self.num_units * (wanted.max_span - wanted.min_span + 1)
         profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
-        costs = span_costs_for(scorer, profiles, self._unit_flags)
         found = ranked(
-            scan,
+            self._scanner(wanted, approximate, candidates, nprobe),
             self._matches,
             vectors,
             top_k,
             threshold,
             per_document,
-            limit,
-            costs=costs,
+            self.num_units * (wanted.max_span - wanted.min_span + 1),  # the spans held: no scan goes past them
+            costs=span_costs_for(scorer, profiles, self._unit_flags),
             locate=self._locate,
             overlap=overlap,
         )
@@ -537,16 +526,13 @@ class SpanIndex:
         the cosine of the best span of ``min_span..max_span`` units covering it ``(U,)`` (``-inf`` where none does;
         ``None`` when ``query`` is ``None``)."""
         wanted = check_search(self.span_config, 1, None, min_span, max_span, None)
-        numbers = {doc_id: number for number, doc_id in enumerate(self.doc_ids)}
-        position = numbers.get(doc_id) if isinstance(doc_id, str) else None
-        if position is None:
+        if not isinstance(doc_id, str) or doc_id not in self.doc_ids:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
-        arrays = self._arrays
+        position = self.doc_ids.index(doc_id)
+        arrays, bounds = self._arrays, np.asarray(self._arrays["segment_units"])
         segments = np.flatnonzero(np.asarray(arrays["segment_docs"]) == position)
-        bounds = np.asarray(arrays["segment_units"])
-        lengths = bounds[segments + 1] - bounds[segments]
-        rows = np.repeat(bounds[segments] - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        doc_units = np.repeat(np.asarray(arrays["segment_first_unit"])[segments] - bounds[segments], lengths) + rows
+        rows = ranges_to_indices(bounds[segments], bounds[segments + 1])
+        doc_units = self._locate(rows, rows)[1]  # the units' numbers in the document
         count = int(doc_units.max()) + 1 if len(doc_units) else 0
         chars = np.zeros((count, 2), dtype=np.int64)
         chars[doc_units] = np.asarray(arrays["unit_chars"][rows])
@@ -565,11 +551,10 @@ class SpanIndex:
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
         arrays, config, calibration = self._arrays, self.span_config, self.calibration
-        norms = arrays["span_norms"]
+        norms, dim = arrays["span_norms"], arrays["unit_vectors"].shape[1]
         spans = sum(
             int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
         )
-        dim = arrays["unit_vectors"].shape[1]
         return {
             "format_version": storage.INDEX_FORMAT_VERSION,
             "documents": len(self.doc_ids),
@@ -690,7 +675,6 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        check_output(output, "index folder")
         if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
         with storage.index_lock(output, timeout=None, on_wait=on_wait):
@@ -738,21 +722,15 @@ class SpanIndex:
             verify: Check every file's SHA-256.
             device: Where a model loaded here runs.
             **model_options: :func:`slice_st.load_model`'s (``backend``, ``model_file``, ``threads``…).
-
         """
-        from slice_st.loading import load_model
-
         path = os.fspath(path)
         manifest = storage.read_manifest(path, must_exist=True)
-        if model is None or isinstance(model, (str, os.PathLike)):
-            recorded = manifest.get("model_backend", "torch")
-            if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
-                model_options.update(
-                    backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
-                )
-            source = model_source(path, manifest) if model is None else os.fspath(model)
-            model = load_model(source, device=device, **model_options)
-        model = _as_model(model)
+        recorded = manifest.get("model_backend", "torch")
+        if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
+            model_options.update(
+                backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
+            )
+        model = _as_model(model_source(path, manifest) if model is None else model, device=device, **model_options)
         read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
         index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
@@ -787,8 +765,7 @@ class SpanIndex:
                 or len(doc_ids) != manifest["documents"]
                 or len(offsets) != len(doc_ids) + 1
                 or offsets[-1] != len(blob)
-                or arrays["unit_vectors"].shape != (units, index._arrays["unit_vectors"].shape[1])
-                or arrays["span_norms"].shape != (units, index._arrays["span_norms"].shape[1])
+                or any(arrays[name].shape != (units, index._arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
             ):
@@ -820,12 +797,10 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
                 f"{name} {position} was built with another model (fingerprint {other.fingerprint} != "
                 f"{first.fingerprint})."
             )
-        settings = [
-            (index.span_config, index.dtype) if what == "index" else index.span_config for index in (other, first)
-        ]
-        if settings[0] != settings[1]:
+        mine, firsts = ((i.span_config, i.dtype) if what == "index" else i.span_config for i in (other, first))
+        if mine != firsts:
             label = "settings" if what == "index" else "span settings"
-            raise SpanInputError(f"{name} {position} has other {label} {settings[0]} than {what} 0 {settings[1]}.")
+            raise SpanInputError(f"{name} {position} has other {label} {mine} than {what} 0 {firsts}.")
         for doc_id in other.doc_ids:
             if doc_id in seen:
                 raise SpanInputError(
@@ -845,10 +820,9 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
     }
     if not sources:
         return
-    indexed: dict[str, str] = {}  # real path → the spelling it was indexed under, for ids <path>:<line>
-    for path in dict.fromkeys(doc_id.rpartition(":")[0] for doc_id in doc_ids if doc_id.rpartition(":")[2].isdigit()):
-        if path and os.path.isfile(path):
-            indexed.setdefault(os.path.realpath(path), path)
+    paths = dict.fromkeys(doc_id.rpartition(":")[0] for doc_id in doc_ids if doc_id.rpartition(":")[2].isdigit())
+    # real path → the first spelling it was indexed under, for ids <path>:<line>
+    indexed = {os.path.realpath(path): path for path in reversed(paths) if path and os.path.isfile(path)}
     for source in sorted(sources):
         spelling = indexed.get(os.path.realpath(source))
         if spelling is not None and os.path.normpath(spelling) != os.path.normpath(source):
@@ -858,12 +832,12 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
             )
 
 
-def _as_model(model: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id (``None``: the default model); else a clear error."""
+def _as_model(model: Any, **options: Any) -> SentenceTransformer:
+    """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model)."""
     from slice_st.loading import load_model
 
     if model is None or isinstance(model, (str, os.PathLike)):
-        return load_model(model if model is None else os.fspath(model))
+        return load_model(model if model is None else os.fspath(model), **options)
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
         raise SpanInputError(
             f"model must be a SentenceTransformer, a model folder or a Hub id, got {type(model).__name__}."
@@ -872,8 +846,7 @@ def _as_model(model: Any) -> SentenceTransformer:
 
 
 def model_runtime(model) -> dict[str, str]:
-    """``{"backend": ..., "model_file": ...}`` for a model on ONNX Runtime / OpenVINO (file relative to
-    the model folder when inside it), ``{}`` on torch: what :func:`slice_st.load_model` needs to load it again."""
+    """What :func:`slice_st.load_model` needs to load a model on ONNX Runtime / OpenVINO again (``{}`` on torch)."""
     runner = runner_of(model)
     if runner is None:
         return {}
@@ -885,17 +858,13 @@ def model_runtime(model) -> dict[str, str]:
 
 
 def model_source(index_path: str, manifest: dict[str, Any]) -> str | None:
-    """What to load when an index is opened without a model: its recorded local path, else its name (None: the
-    default model)."""
-    model_path = manifest.get("model_path") or ""
-    if model_path:
+    """What to load for an index opened without a model: its recorded path, else name (None: the default model)."""
+    if model_path := manifest.get("model_path"):
         if os.path.isdir(model_path):
             return model_path
         raise SpanInputError(
             f"{index_path} was built with the model at {model_path!r} ({manifest.get('model_name') or 'unnamed'}), "
             "which is not there any more: pass the model (model=..., --model)."
         )
-    name = manifest.get("model_name") or None
-    if name is not None and is_shipped_model_name(f"slice-st/{name}"):  # never a ./slice-minilm folder here
-        return f"slice-st/{name}"
-    return name
+    name = manifest.get("model_name") or None  # a shipped name: never a ./slice-minilm folder here
+    return f"slice-st/{name}" if name and is_shipped_model_name(f"slice-st/{name}") else name

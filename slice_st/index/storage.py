@@ -1,9 +1,5 @@
-"""An index on disk: the manifest, atomic writes, the writer lock, checksums, shard directories.
-
-``manifest.json`` names a data folder ``data-<generation>-<random>/``; a save writes a new one, then replaces the
-manifest atomically. Writers hold ``DIR/.lock``; readers retry when a save replaced the data under them. See
-docs/guides/corpus-index.md ("On disk").
-"""
+"""An index on disk (docs/guides/corpus-index.md, "On disk"): ``manifest.json`` names the data folder a save wrote
+before replacing it atomically; writers hold ``DIR/.lock``; readers retry when a save replaced the data under them."""
 
 from __future__ import annotations
 
@@ -36,8 +32,7 @@ ARRAYS = (*UNIT_ARRAYS, "segment_units", "segment_docs", "segment_first_unit", "
 LOCK_FILE = ".lock"
 #: The manifest of a sharded index built on Ray: its plan, and its shards once complete.
 SHARD_LIST = "shards.json"
-#: A file inside every data folder a save creates: only folders carrying it (or named by the replaced manifest) are
-#: removed.
+#: In every data folder a save creates: only folders carrying it (or named by the replaced manifest) are removed.
 DATA_MARKER = ".slice-st-data"
 _MARKER_TEXT = b"written by slice_st.SpanIndex.save; removed with its index version\n"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
@@ -163,10 +158,8 @@ def fsync_directory(path: str) -> None:
 def commit_data(
     path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
 ) -> str:
-    """Save one version: a new data folder ``data-<generation>-<random>`` (marked :data:`DATA_MARKER`) filled by
-    ``write(folder)`` (returning the arrays' samples), then the manifest naming it, replaced atomically (the commit
-    point), then the older data folders this index wrote removed; returns the new folder's name. On a failure the new
-    folder is removed and the previous version stays."""
+    """A new data folder filled by ``write(folder)`` (returning the arrays' samples), then the manifest naming it (the
+    commit point), then the older data folders removed; returns its name. A failure leaves the previous version."""
     data_dir = None
     try:
         name = f"data-{generation:06d}-{secrets.token_hex(4)}"
@@ -201,8 +194,7 @@ def commit_data(
 
 
 def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
-    """SHA-256 of a regular file (a link, a device or a pipe is refused); with ``size``, at most ``size + 1`` bytes
-    are read (a longer file cannot match)."""
+    """SHA-256 of a regular file (never a link, device or pipe); reading at most ``size + 1`` bytes given ``size``."""
     with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = float("inf") if size is None else size + 1
@@ -246,13 +238,11 @@ def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder
     with open_regular_file(path, size, folder=folder) as handle:
         if not mmap:
             return np.load(handle, allow_pickle=False)
+        headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
         version = np.lib.format.read_magic(handle)
-        if version == (1, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
-        else:
+        if version not in headers:
             raise ValueError(f"{os.path.basename(path)}: .npy format {version} cannot be memory-mapped")
+        shape, fortran_order, dtype = headers[version](handle)
         if dtype.hasobject:
             raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
         return np.memmap(
@@ -332,12 +322,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     """The manifest of the index at ``path``, checked to hold every field a load needs (else SpanInputError); without
     one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else SpanInputError)."""
     manifest_path = os.path.join(path, MANIFEST)
-    if os.path.islink(manifest_path):
-        raise SpanInputError(
-            f"{path}: unreadable index manifest ({MANIFEST} is a symbolic link; an index writes a regular file "
-            "and reads nothing outside its folder)."
-        )
-    if not os.path.exists(manifest_path):
+    if not os.path.lexists(manifest_path):  # a link is there, and refused unread by _json_object
         if must_exist:
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"No index at {path!r}.")
@@ -369,8 +354,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     if manifest["dtype"] not in ("float32", "float16"):
         raise SpanInputError(f"{unreadable} (dtype {manifest['dtype']!r}).")
     for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
-        size, digest = (entry.get("bytes"), entry.get("sha256")) if isinstance(entry, dict) else (None, None)
-        if not is_plain_name(name) or type(size) is not int or size < 0 or not _is_sha256(digest):
+        size, digest = (entry.get("bytes"), str(entry.get("sha256"))) if isinstance(entry, dict) else (None, "")
+        if not is_plain_name(name) or type(size) is not int or size < 0 or not re.fullmatch("[0-9a-f]{64}", digest):
             raise SpanInputError(
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
@@ -385,10 +370,6 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError) as error:
         raise SpanInputError(f"{unreadable} (span_config: {error}).") from None
     return manifest
-
-
-def _is_sha256(value: Any) -> bool:
-    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{64}", value) is not None
 
 
 def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[str, Any]], Any]):
@@ -410,11 +391,7 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
     list_path = os.path.join(path, SHARD_LIST)
-    if os.path.islink(list_path):
-        raise SpanInputError(
-            f"{path}: unreadable {SHARD_LIST} (a symbolic link; nothing outside the index folder is read)."
-        )
-    if not os.path.isfile(list_path):
+    if not (os.path.islink(list_path) or os.path.isfile(list_path)):  # a link is refused unread by _json_object
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
@@ -449,7 +426,16 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
         elif (shard_list := read_shard_list(path)) is not None:  # built on Ray: its shards, once complete
-            directories.extend(_listed_shards(path, shard_list))
+            if not shard_list.get("complete"):
+                raise SpanInputError(
+                    f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
+                    "run the same build again to resume it."
+                )
+            if not shard_list.get("shards"):  # each a plain name (read_shard_list)
+                raise SpanInputError(
+                    f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name)."
+                )
+            directories.extend(os.path.join(path, name) for name in shard_list["shards"])
         elif os.path.isdir(path):
             directories.extend(_folder_of_indexes(path))
         else:
@@ -457,17 +443,6 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
     if not directories:
         raise SpanInputError("No index directories given.")
     return directories
-
-
-def _listed_shards(path: str, shard_list: dict[str, Any]) -> list[str]:
-    if not shard_list.get("complete"):
-        raise SpanInputError(
-            f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
-            "run the same build again to resume it."
-        )
-    if not shard_list.get("shards"):  # each a plain name (read_shard_list)
-        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name).")
-    return [os.path.join(path, name) for name in shard_list["shards"]]
 
 
 def _folder_of_indexes(path: str) -> list[str]:
