@@ -311,10 +311,13 @@ class SpanIndex:
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
-        if self._candidates is not None:  # unit numbers changed: rebuild the candidate stage with its settings
-            stage, self._candidates = self._candidates, None
+        if self._candidates is not None:  # unit numbers changed: rebuild the stage, with no more lists than chunks
+            settings, self._candidates = self._candidates.settings, None
             if self.num_units:
-                self.build_candidates(**stage.settings)
+                chunks = len(
+                    CandidateStage.chunk_ranges(self._arrays["segment_units"], settings["chunk"], settings["stride"])
+                )
+                self.build_candidates(**settings | {"nlist": min(settings["nlist"], chunks) or None})
         return int(drop.sum())
 
     @classmethod
@@ -363,6 +366,7 @@ class SpanIndex:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
         for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
             check_top_k(value, name)
+        check_top_k(nlist, "nlist", optional=True)
         if stride > chunk:
             raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
         if kind not in ("ivf", "flat"):

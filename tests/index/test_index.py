@@ -468,3 +468,21 @@ def test_nlist_above_the_chunks_is_a_clear_error(tiny_model, tiny_model_dir, tmp
         index.build_candidates(kind="ivf", nlist=5000)
     index.save(str(tmp_path / "ix"))
     assert "nlist=5000 is more than" in cli_fails(capsys, "index", "candidates", tmp_path / "ix", "--nlist", "5000")
+    for nlist in (0, -2, 1.5):
+        with pytest.raises(SpanInputError, match="nlist must be a positive integer"):
+            index.build_candidates(kind="ivf", nlist=nlist)
+
+
+def test_removing_documents_keeps_an_ivf_stage_with_as_many_lists_as_chunks_are_left(tiny_model):
+    pytest.importorskip("faiss")
+    from slice_st import SpanIndex
+
+    texts = ["the dog barks at the mailman every day", "a man plays the guitar", "rain is falling on the city"]
+    index = SpanIndex.build(texts, tiny_model, max_span=3)
+    index.build_candidates(kind="ivf", chunk=2, stride=1, nlist=11)
+    chunks = index.info()["candidates"]["chunks"]
+    assert chunks >= 11
+    assert index.remove(["0"]) == 1  # fewer chunks than lists now: the stage is rebuilt, not lost with an error
+    left = index.info()["candidates"]
+    assert index.doc_ids == ["1", "2"] and left["chunks"] < chunks and left["nlist"] == min(11, left["chunks"])
+    assert index.search("a man plays the guitar", top_k=1, approximate=True)[0][0].doc_id == "1"
