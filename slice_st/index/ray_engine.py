@@ -234,7 +234,9 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"corpus path not found: {uri}")
     if info.type == fs_module.FileType.File:
         return [_file(uri, fmt, int(info.size))]
-    entries = sorted(filesystem.get_file_info(fs_module.FileSelector(root, recursive=True)), key=lambda e: e.path)
+    entries = filesystem.get_file_info(fs_module.FileSelector(root, recursive=True))
+    # a local folder's order (os.walk): a folder's files, then its subfolders
+    entries.sort(key=lambda e: [(1, part) for part in e.path.split("/")[:-1]] + [(0, e.base_name)])
     return [
         _file(f"{uri.split('://', 1)[0]}://{e.path}", fmt, int(e.size))
         for e in entries

@@ -388,3 +388,33 @@ def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
         .splitlines()[-1]
         .startswith(f"slice-st: error: cannot connect to the Ray cluster at 127.0.0.1:{port}")
     )
+
+
+def test_a_corpus_named_by_uri_reads_as_the_same_local_files(tmp_path):
+    """``file://`` stands for any ``pyarrow.fs`` URI (S3, GCS, HDFS): the files are listed the same (hidden ones left
+    out, in order) and read the same, with ids and sources naming the URI."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    from slice_st.index.ray_engine import corpus_files, read_file_documents
+
+    folder = tmp_path / "corpus"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("the dog barks\na man plays the guitar\n")
+    (folder / "sub" / "b.jsonl").write_text('{"id": "x", "text": "rain falls"}\n')
+    (folder / ".hidden.txt").write_text("never read\n")
+    (folder / "z.txt").write_text("after the subfolder in path order, before it in a folder walk\n")
+    pq.write_table(pa.table({"id": ["p"], "text": ["a parquet row"]}), folder / "c.parquet")
+    local, remote = corpus_files(str(folder)), corpus_files(folder.as_uri())
+    assert [f["path"] for f in remote] == [folder.as_uri() + f["path"][len(str(folder)) :] for f in local]
+    assert [(f["format"], f["bytes"]) for f in remote] == [(f["format"], f["bytes"]) for f in local]
+    for here, there in zip(local, remote):
+        near = read_file_documents(here, "line", "id", "text")
+        far = read_file_documents(there, "line", "id", "text")
+        assert [d.text for d in far] == [d.text for d in near] and {d.source for d in far} == {there["path"]}
+    assert [d.id for d in read_file_documents(remote[0], "line", "id", "text")] == [
+        f"{remote[0]['path']}:1",
+        f"{remote[0]['path']}:2",
+    ]
+    with pytest.raises(FileNotFoundError, match="corpus path not found"):
+        corpus_files((tmp_path / "nothing").as_uri())
