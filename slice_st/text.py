@@ -1,9 +1,6 @@
-"""Text helpers shared by the library and the command line: read UTF-8 files safely, cut them into texts and
-sentences, write files atomically; :func:`require` imports an optional dependency.
-
-A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading byte-order mark is
-never part of a line, though it counts in file offsets.
-"""
+"""Text helpers of the library and the command line: read UTF-8 files safely, cut them into texts and sentences, write
+files atomically. A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading
+byte-order mark is never part of a line, though it counts in file offsets."""
 
 from __future__ import annotations
 
@@ -67,24 +64,19 @@ class TextRecord:
     text: str
 
 
-def check_creatable(path: str) -> None:
-    """A :class:`FileAccessError` unless ``path``'s nearest existing ancestor is a writable folder."""
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
-
-
 def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = "") -> str:
     """``path``, checked before any work (nothing is created): a writable folder (``folder=False``: file) or a path
     that can be created, else a :class:`FileAccessError` naming ``what``. ``full``: refuse a folder that holds files,
     saying why and how to go on (empty: files are fine, as with ``--overwrite``)."""
     path, (other, kind) = os.fspath(path), ("file", "folder") if folder else ("folder", "file")
-    if not os.path.exists(path):
-        check_creatable(path)
+    if not os.path.exists(path):  # its nearest existing ancestor must be a writable folder
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
     elif os.path.isdir(path) != folder:
         raise FileAccessError(f"{what} {path} is a {other}, not a {kind}.")
     elif not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
@@ -144,19 +136,13 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
     try:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
-        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
+        # Linux says ENOTDIR, not ELOOP, for a link opened O_DIRECTORY|O_NOFOLLOW (only by path, in open_folder)
+        link = error.errno in (errno.ELOOP, errno.EMLINK) or (flags == FOLDER_FLAGS and os.path.islink(path))
+        if flags & _NOFOLLOW and link:
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
             raise FileAccessError(f"{path} is not a folder") from None
         raise
-
-
-def _is_link(path: str, folder: int | None) -> bool:
-    """Whether ``path`` is a link: Linux says ENOTDIR, not ELOOP, for a link opened ``O_DIRECTORY|O_NOFOLLOW``."""
-    try:
-        return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
 
 
 @contextmanager
@@ -406,8 +392,11 @@ def expand_paths(
         if path != "-" and os.path.isdir(path):  # a folder: its files, as the pattern FOLDER/**/* names them
             root, files = path, [file for file in _glob(path, ["**", "*"]) if file.lower().endswith(tuple(suffixes))]
             missing = f"no {', '.join(suffixes)} file in the folder {path}."
-        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):
-            root, parts = _fixed_folder(path)
+        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):  # its fixed folder, then the rest
+            parts = path.split(os.sep)
+            fixed = next(index for index, part in enumerate(parts) if glob.has_magic(part))
+            root = os.sep.join(parts[:fixed]) or (os.sep if path.startswith(os.sep) else "")
+            parts = parts[fixed:]
             files, missing = list(_glob(root, parts)), f"no file matches {path}."
         else:  # a file, or a missing path (opening it says so)
             found.append(path)
@@ -425,16 +414,6 @@ def _scan(folder: str) -> list[os.DirEntry]:
             return sorted(entries, key=lambda entry: entry.name)
     except OSError as error:
         raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
-
-
-def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
-    """A pattern's fixed leading folder and its other parts: ``t2/**/*.txt`` → ``("t2", ["**", "*.txt"])``."""
-    parts = pattern.split(os.sep)
-    fixed = 0
-    while fixed < len(parts) - 1 and not glob.has_magic(parts[fixed]):
-        fixed += 1
-    root = os.sep.join(parts[:fixed]) or (os.sep if pattern.startswith(os.sep) else "")
-    return root, parts[fixed:]
 
 
 def _glob(folder: str, parts: list[str]) -> Iterator[str]:
