@@ -60,8 +60,7 @@ def check_device(device: Any) -> str | None:
 
 
 def check_tokenizer(model, name: str = "") -> None:
-    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (vocabulary files
-    missing: every word would be ``[UNK]``)."""
+    """A ``ModelLoadError`` if the tokenizer is missing or far smaller than the embeddings (vocabulary files lost)."""
     tokenizer = getattr(model, "tokenizer", None)
     where = f" ({name})" if name else ""
     if tokenizer is None:
@@ -211,9 +210,8 @@ def _no_weight_bar() -> Iterator[None]:
 
 
 def _load_st(folder: str, kwargs: dict[str, Any]):
-    """``SentenceTransformer(folder)``; a folder with ``SpanPooling`` as a module and sentence-transformers' modules
-    otherwise loads with no trust flag through a temporary view of it (links to its files) where that module is the
-    equivalent mean ``Pooling``: nothing in ``folder`` is written."""
+    """``SentenceTransformer(folder)``; with ``SpanPooling`` as a module, no trust flag: through a temporary view (links
+    to the files, nothing written in ``folder``) where that module is the equivalent mean ``Pooling``."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
@@ -282,8 +280,7 @@ def hub_offline() -> bool:
 
 
 def require_backend(backend: str, export: bool = False) -> None:
-    """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
-    to run ``backend`` (and with ``export``, to export it) are installed."""
+    """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
         for module in ("onnxruntime", "onnx", "onnxscript"):
             require(module, "onnx", "Exporting to ONNX")
@@ -463,36 +460,34 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
         FileAccessError: ``path`` is a link, a file, unwritable, or holds files (without ``overwrite``); or the write
             failed (nothing half-written is kept in a new or empty folder).
     """
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
     full = "its README.md, config.json… would be replaced; name a new or empty folder, or pass overwrite=True."
     try:
         path = check_output(check_not_link(path, purpose="to save it into"), full="" if overwrite else full)
     except FileAccessError as error:  # nothing is written through a link
         raise FileAccessError(f"cannot save a model: {error}") from None
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
     # A failed write removes all that a new or empty folder holds (nothing of the user's), in another folder nothing.
     with _undo_failed_write("save a model to", path, [] if os.path.isdir(path) and os.listdir(path) else None):
         settings = get_span_config(model)
-        saved = merged = merged_adapters(model)
-        pooling = span_pooling_module(merged)
-        if pooling is not None and any(module is pooling for module in merged):  # SpanPooling as a module
-            modules = [
-                Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in merged
-            ]
-            saved = rebuilt_model(merged, modules, model_card_data=merged.model_card_data)  # the same (SLICE) card
+        model = saved = merged_adapters(model)
+        pooling = span_pooling_module(model)
+        if pooling is not None and any(module is pooling for module in model):  # SpanPooling as a module
+            mean = Pooling(pooling.embedding_dimension, "mean")
+            modules = [mean if module is pooling else module for module in model]
+            saved = rebuilt_model(model, modules, model_card_data=model.model_card_data)  # the same (SLICE) card
         set_span_config(saved, settings.min_span, settings.max_span, settings.unit)
         saved.save(path, **save_kwargs)
         _usual_permissions(path)
-        if saved is not merged:  # the card back to the model it describes
-            merged.model_card_data.register_model(merged)
+        if saved is not model:  # the card back to the model it describes
+            model.model_card_data.register_model(model)
     return path
 
 
 @contextmanager
 def _undo_failed_write(what: str, path: Any, files: list | None, note: str = "") -> Iterator[None]:
-    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: remove what the write left (the folder if
-    created here, else ``files``; ``None``: all that the folder, empty before, holds), then a :class:`FileAccessError`.
-    Links are removed as links, never followed."""
+    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: remove the folder if created here, else
+    ``files`` (``None``: all the folder, empty before, holds; links as links), then a :class:`FileAccessError`."""
     created = not os.path.lexists(path)
     try:
         yield
@@ -534,21 +529,17 @@ def merged_adapters(model):
         return model
     BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
     clone = copy.deepcopy(model)
-    for module in clone:
-        auto_model = getattr(module, "auto_model", None)
-        if auto_model is None:
-            continue
-        for name, layer in list(auto_model.named_modules()):
-            if isinstance(layer, BaseTunerLayer):
-                layer.merge(safe_merge=True)
-                parent_name, _, child = name.rpartition(".")
-                setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
-        # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
-        fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
-        fresh.load_state_dict(auto_model.state_dict())
-        fresh.train(auto_model.training)
-        module.model = fresh
-        break
+    module = next(module for module in clone if getattr(module, "auto_model", None) is not None)
+    auto_model = module.auto_model
+    for name, layer in list(auto_model.named_modules()):
+        if isinstance(layer, BaseTunerLayer):
+            layer.merge(safe_merge=True)
+            parent_name, _, child = name.rpartition(".")
+            setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
+    # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
+    module.model = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
+    module.model.load_state_dict(auto_model.state_dict())
+    module.model.train(auto_model.training)
     return clone
 
 
@@ -564,17 +555,15 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
     backend = backend_of(model)
     if backend != "torch":
-        digest.update(backend.encode())
-        digest.update(str(getattr(hf_config(model), "hidden_size", "")).encode())
+        digest.update(f"{backend}{getattr(hf_config(model), 'hidden_size', '')}".encode())
         for file in weight_files(model):
             with open(file, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-        return digest.hexdigest()[:16]
-    for name, tensor in model.state_dict().items():
-        values = tensor.detach().reshape(-1).contiguous().cpu()
-        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
-        digest.update(values.view(torch.uint8).numpy())  # the raw bytes, whatever the dtype (bfloat16 too)
+    else:
+        for name, tensor in model.state_dict().items():  # name, shape, dtype and raw bytes (bfloat16 too)
+            digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
+            digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())
     return digest.hexdigest()[:16]
 
 
