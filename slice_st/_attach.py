@@ -1,6 +1,5 @@
 """Post-import hook: ``encode_spans``/``encode_span_queries``/``best_spans`` become ``SentenceTransformer`` methods as
-soon as ``sentence_transformers`` is imported, so ``import slice_st`` stays light (standard library only).
-"""
+soon as ``sentence_transformers`` is imported, so ``import slice_st`` stays light (standard library only)."""
 
 from __future__ import annotations
 
@@ -42,6 +41,5 @@ def attach_when_imported(name: str, callback: Callable[[], None]) -> None:
     """Call ``callback`` now if module ``name`` is imported, else right after its first import."""
     if name in sys.modules:
         callback()
-        return
-    if not any(isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path):
+    elif not any(isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport(name, callback))

@@ -1,8 +1,5 @@
-"""Inference backends for the forward pass: ONNX Runtime and OpenVINO runners, ONNX/int8/OpenVINO exports, threads.
-
-A runner takes the place of ``model[0].model``; the model keeps its tokenizer, pooling, span settings and ``encode``.
-Files use sentence-transformers' layout and names; why not its own ``backend="onnx"``: docs/guides/backends.md.
-"""
+"""Forward-pass backends: ONNX Runtime and OpenVINO runners in place of ``model[0].model`` (the model keeps the rest),
+ONNX/int8/OpenVINO exports in sentence-transformers' file layout (docs/guides/backends.md), threads."""
 
 from __future__ import annotations
 
@@ -20,8 +17,6 @@ BACKENDS = ("torch", "onnx", "openvino")
 DEFAULT_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
 #: Dynamic int8 settings (per-channel, ``reduce_range``) named like optimum's ``AutoQuantizationConfig``.
 QUANTIZATION_CONFIGS = {"avx512_vnni": False, "avx512": False, "avx2": True, "arm64": False}
-#: Operators quantized to int8 (the matrix products: nearly all of a BERT's time; embeddings stay float).
-QUANTIZED_OPS = ["MatMul", "Gemm"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
 DTYPES |= {"half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
@@ -101,15 +96,12 @@ class _Runner(torch.nn.Module):
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_: Any):
         from transformers.modeling_outputs import BaseModelOutput
 
+        token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
         features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        inputs = {}
-        for name in self.input_names:
-            value = features.get(name)
-            if value is None:
-                if name != "token_type_ids":
-                    raise SpanInputError(f"The {self.backend} model needs the input {name!r}.")
-                value = torch.zeros_like(input_ids)
-            inputs[name] = value.detach().cpu().numpy().astype("int64", copy=False)
+        missing = [name for name in self.input_names if features.get(name) is None]
+        if missing:
+            raise SpanInputError(f"The {self.backend} model needs the input {missing[0]!r}.")
+        inputs = {name: features[name].detach().cpu().numpy().astype("int64", copy=False) for name in self.input_names}
         hidden = torch.from_numpy(self._run(inputs)).float()  # no copy when float32 already
         return BaseModelOutput(last_hidden_state=hidden.to(input_ids.device))
 
@@ -132,11 +124,8 @@ class OnnxEncoder(_Runner):
         super().__init__(config, path)
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
+        options = ort.SessionOptions()  # sequential, all graph optimizations: ONNX Runtime's defaults
         options.intra_op_num_threads = threads or default_threads()
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
@@ -159,8 +148,7 @@ class OpenVINOEncoder(_Runner):
 
         properties = {"INFERENCE_NUM_THREADS": threads or default_threads(), "PERFORMANCE_HINT": "LATENCY"}
         properties |= {"NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": precision}
-        core = ov.Core()
-        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", properties)
+        self.compiled = ov.Core().compile_model(str(path), "CPU", properties)
         self.request = self.compiled.create_infer_request()
         self.input_names = [next(iter(port.get_names())) for port in self.compiled.inputs]
         self.output = self.compiled.outputs[0]
@@ -172,10 +160,9 @@ class OpenVINOEncoder(_Runner):
 def runner_of(model) -> _Runner | None:
     """The ONNX Runtime / OpenVINO runner inside ``model`` (``None`` on torch)."""
     try:
-        inners = [getattr(module, "model", None) for module in model]
-    except TypeError:
+        return next((module.model for module in model if isinstance(getattr(module, "model", None), _Runner)), None)
+    except TypeError:  # not a module list
         return None
-    return next((inner for inner in inners if isinstance(inner, _Runner)), None)
 
 
 def weight_files(model) -> list[Path]:
@@ -185,11 +172,9 @@ def weight_files(model) -> list[Path]:
         inner = runner_of(model) or getattr(model[0], "model", None)
     except (TypeError, IndexError):
         return []
-    path = getattr(inner, "model_path", None) or getattr(inner, "path", None)
-    if path is None or not Path(path).is_file():
-        return []
-    path = Path(path)
-    return [path] + ([path.with_suffix(".bin")] if path.suffix == ".xml" and path.with_suffix(".bin").is_file() else [])
+    path = Path(getattr(inner, "model_path", None) or getattr(inner, "path", None) or "")
+    files = [path, path.with_suffix(".bin")] if path.suffix == ".xml" else [path]
+    return [file for file in files if file.is_file()] if path.is_file() else []
 
 
 def backend_of(model) -> str:
@@ -206,8 +191,7 @@ def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | 
         raise SpanInputError("The model's first module has no Hugging Face transformer to replace.")
     runner_class = {"onnx": OnnxEncoder, "openvino": OpenVINOEncoder}[backend]
     module.model = runner_class(config, str(path), threads=threads, **runner_kwargs)
-    module.backend = backend
-    model.backend = backend
+    module.backend = model.backend = backend
     return model
 
 
@@ -217,15 +201,11 @@ def model_file_for(
     """The exported file to load from ``folder``, ``None`` if there is none yet: ``model_file`` (relative to
     ``folder``), or with ``quantized`` ``onnx/model_qint8_<config>.onnx`` (``True``: this CPU's config first)."""
     folder = Path(folder)
-    if model_file:
-        candidate = Path(model_file) if Path(model_file).is_absolute() else folder / model_file
-        return candidate if candidate.is_file() else None
-    if quantized:
-        names = [f"model_qint8_{quantized if isinstance(quantized, str) else cpu_quantization_config()}.onnx"]
-        names += sorted(path.name for path in (folder / "onnx").glob("model_qint8_*.onnx"))
-        return next((folder / "onnx" / name for name in names if (folder / "onnx" / name).is_file()), None)
-    candidate = folder / DEFAULT_FILES[backend]
-    return candidate if candidate.is_file() else None
+    files = [folder / (model_file or DEFAULT_FILES[backend])]  # an absolute model_file stays itself
+    if quantized and not model_file:
+        config = quantized if isinstance(quantized, str) else cpu_quantization_config()
+        files = [folder / f"onnx/model_qint8_{config}.onnx", *sorted((folder / "onnx").glob("model_qint8_*.onnx"))]
+    return next((file for file in files if file.is_file()), None)
 
 
 def cpu_quantization_config() -> str:
@@ -234,11 +214,9 @@ def cpu_quantization_config() -> str:
         return "arm64"
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="ignore")
-    except OSError:
-        return "avx2"
-    if "avx512_vnni" in flags:
-        return "avx512_vnni"
-    return "avx512" if "avx512f" in flags else "avx2"
+    except OSError:  # not Linux
+        flags = ""
+    return "avx512_vnni" if "avx512_vnni" in flags else "avx512" if "avx512f" in flags else "avx2"
 
 
 class _Encoder(torch.nn.Module):
@@ -256,12 +234,9 @@ class _Encoder(torch.nn.Module):
 def export_onnx(model, path: str | os.PathLike) -> Path:
     """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
     ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
-    transformer = getattr(model[0], "model", None)
-    if not isinstance(transformer, torch.nn.Module) or isinstance(transformer, _Runner):
-        raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
-    wrapper = _Encoder(transformer).eval().float().cpu()
+    wrapper = _Encoder(model[0].model).eval().float().cpu()
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -294,7 +269,7 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
             str(prepared),
             str(target),
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=QUANTIZED_OPS,
+            op_types_to_quantize=["MatMul", "Gemm"],  # nearly all of a BERT's time; embeddings stay float
             per_channel=True,
             reduce_range=QUANTIZATION_CONFIGS[config],
         )

@@ -55,11 +55,8 @@ def span_pooling_module(model):
 
 def hf_config(model):
     """The Hugging Face config of the model's transformer module, if it has one."""
-    for module in model:
-        auto_model = getattr(module, "auto_model", None)
-        if auto_model is not None and getattr(auto_model, "config", None) is not None:
-            return auto_model.config
-    return None
+    configs = (getattr(getattr(module, "auto_model", None), "config", None) for module in model)
+    return next((config for config in configs if config is not None), None)
 
 
 def get_span_config(model) -> SpanConfig:
@@ -75,8 +72,7 @@ def get_span_config(model) -> SpanConfig:
     pooling = span_pooling_module(model)
     if pooling is not None:
         return SpanConfig(pooling.min_span, pooling.max_span, pooling.unit)
-    config = hf_config(model)
-    saved = getattr(config, CONFIG_KEY, None) if config is not None else None
+    saved = getattr(hf_config(model), CONFIG_KEY, None)
     if isinstance(saved, dict):
         return SpanConfig(**{key: saved[key] for key in ("min_span", "max_span", "unit") if key in saved})
     return SpanConfig()

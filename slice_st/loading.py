@@ -1,20 +1,16 @@
-"""Load, save and export models; the shipped default model, devices, model identity and fingerprint.
-
-A SLICE checkpoint is a plain sentence-transformers pipeline whose span settings ride in the transformer's
-``config.json`` (:mod:`slice_st.config`): ``SentenceTransformer(path)`` loads it with no trust flag.
-"""
+"""Load, save and export models; the shipped default model, devices, model identity and fingerprint. A saved SLICE
+checkpoint is a plain sentence-transformers pipeline (span settings in ``config.json``), loaded with no trust flag."""
 
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,8 +60,7 @@ def check_device(device: Any) -> str | None:
 
 
 def check_tokenizer(model, name: str = "") -> None:
-    """A ``ModelLoadError`` for a model whose tokenizer is missing or far smaller than its embeddings (vocabulary files
-    missing: every word would be ``[UNK]``)."""
+    """A ``ModelLoadError`` if the tokenizer is missing or far smaller than the embeddings (vocabulary files lost)."""
     tokenizer = getattr(model, "tokenizer", None)
     where = f" ({name})" if name else ""
     if tokenizer is None:
@@ -179,17 +174,23 @@ def _local_folder(name: Any) -> str | None:
 
 def _sentence_transformer(name: str, kwargs: dict[str, Any]):
     """``SentenceTransformer(name, **kwargs)``, no weights bar, tokenizer checked; failures: :class:`ModelLoadError`."""
-    from sentence_transformers import SentenceTransformer
-
-    own_modules = _with_own_modules(name) if os.path.isdir(name) else None
+    is_folder = os.path.isdir(name)
     try:
         with _no_weight_bar():
-            if own_modules:
-                model = _load_with_own_modules(name, own_modules, kwargs)
-            else:
-                model = SentenceTransformer(name, **kwargs)
+            model = _load_st(name, kwargs)
     except Exception as error:  # many loaders, many error types
-        raise ModelLoadError(_load_failure(name, os.path.isdir(name), error)) from error
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        if is_folder:
+            message = f"Cannot load the model in {name}: {detail} ({type(error).__name__})."
+        elif hub_offline():
+            message = (
+                f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
+                "so it cannot be downloaded: give a local folder, or download it first."
+            )
+        else:
+            problem = _hub_problem(error) or f"{detail} ({type(error).__name__})"
+            message = f"Cannot load model {name!r} from the Hugging Face Hub: {problem}."
+        raise ModelLoadError(message) from error
     check_tokenizer(model, name)
     return model
 
@@ -208,26 +209,21 @@ def _no_weight_bar() -> Iterator[None]:
             transformers_logging.enable_progress_bar()
 
 
-def _with_own_modules(folder: str) -> list[dict[str, Any]] | None:
-    """``folder``'s ``modules.json`` entries if some are slice-st's own modules and the rest sentence-transformers'
-    (``None`` otherwise: sentence-transformers' trust flag judges that folder)."""
+def _load_st(folder: str, kwargs: dict[str, Any]):
+    """``SentenceTransformer(folder)``; with ``SpanPooling`` as a module, no trust flag: through a temporary view (links
+    to the files, nothing written in ``folder``) where that module is the equivalent mean ``Pooling``."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
     try:
         with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
             entries = json.load(handle)
         types = [entry["type"] for entry in entries]
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-    own = OWN_MODULE_TYPE in types
-    others_plain = all(kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types)
-    return entries if own and others_plain else None
-
-
-def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: dict[str, Any]):
-    """Load a folder with ``SpanPooling`` as a module, no trust flag, through a temporary view of it (links to its
-    files) where that module is the equivalent mean ``Pooling``; nothing in ``folder`` is written."""
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
+    except (OSError, ValueError, TypeError, KeyError):  # a Hub id, or not a folder of ours
+        types = []
+    plain = all(kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types)
+    if OWN_MODULE_TYPE not in types or not plain:  # sentence-transformers' trust flag judges other folders
+        return SentenceTransformer(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
     settings = {}
@@ -249,20 +245,6 @@ def _load_with_own_modules(folder: str, entries: list[dict[str, Any]], kwargs: d
         transformer_config._name_or_path = folder  # the model's identity is its folder, not the view
     set_span_config(model, **settings)
     return model
-
-
-def _load_failure(name: str, is_folder: bool, error: Exception) -> str:
-    """What went wrong loading ``name``, in one line."""
-    detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    if is_folder:
-        return f"Cannot load the model in {name}: {detail} ({type(error).__name__})."
-    if hub_offline():
-        return (
-            f"Model {name!r} is not a local folder and not in the Hugging Face cache, and HF_HUB_OFFLINE is set, "
-            "so it cannot be downloaded: give a local folder, or download it first."
-        )
-    problem = _hub_problem(error) or f"{detail} ({type(error).__name__})"
-    return f"Cannot load model {name!r} from the Hugging Face Hub: {problem}."
 
 
 def _hub_problem(error: BaseException) -> str | None:
@@ -298,16 +280,12 @@ def hub_offline() -> bool:
 
 
 def require_backend(backend: str, export: bool = False) -> None:
-    """A :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[onnx]`` / ``[openvino]`` unless the packages
-    to run ``backend`` (and with ``export``, to export it) are installed."""
+    """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        require("onnxruntime", "onnx", "Exporting to ONNX")
-        require("onnx", "onnx", "Exporting to ONNX")
-        require("onnxscript", "onnx", "Exporting to ONNX")
-    if backend == "onnx":
-        require("onnxruntime", "onnx", "The ONNX backend")
-    elif backend == "openvino":
-        require("openvino", "openvino", "The OpenVINO backend")
+        for module in ("onnxruntime", "onnx", "onnxscript"):
+            require(module, "onnx", "Exporting to ONNX")
+    module, label = {"onnx": ("onnxruntime", "ONNX"), "openvino": ("openvino", "OpenVINO")}[backend]
+    require(module, backend, f"The {label} backend")
 
 
 def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
@@ -336,7 +314,14 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         if model_file and folder:
             raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
         if export_dir is None:
-            raise FileNotFoundError(_no_export_message(name, backend, quantized))
+            what = "int8 ONNX file" if quantized else f"{'ONNX' if backend == 'onnx' else 'OpenVINO'} export"
+            option, flag = (", quantize=True", " --quantize") if quantized else ("", "")
+            raise FileNotFoundError(
+                f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
+                f"slice_st.export_model({name!r}, DIR, backend={backend!r}{option}) or `slice-st export "
+                f"{'' if name is None else f'{name} '}-o DIR --backend {backend}{flag}`, then load DIR; or pass "
+                "export_dir=DIR (--export-dir) to do both."
+            )
         found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
         folder = os.fspath(export_dir)
     precisions = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -349,17 +334,6 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         raise ModelLoadError(
             f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message})."
         ) from error
-
-
-def _no_export_message(name: Any, backend: str, quantized: bool | str) -> str:
-    what = "int8 ONNX file" if quantized else {"onnx": "ONNX export", "openvino": "OpenVINO export"}[backend]
-    quantize = ", quantize=True" if quantized else ""
-    return (
-        f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
-        f"slice_st.export_model({name!r}, DIR, backend={backend!r}{quantize}) or `slice-st export "
-        f"{'' if name is None else str(name) + ' '}-o DIR --backend {backend}{' --quantize' if quantized else ''}`, "
-        "then load DIR; or pass export_dir=DIR (--export-dir) to do both."
-    )
 
 
 def export_model(
@@ -402,8 +376,16 @@ def export_model(
     if config is not None and config not in QUANTIZATION_CONFIGS:
         raise SpanInputError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
     output = Path(output_dir)
-    if not overwrite:
-        _check_export_source(model, output)
+    try:  # an export folder that holds another model is never reused: its stale files would answer for it
+        held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
+    except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
+        held = ""
+    wanted = _export_source(model) if held and not overwrite else ""
+    if wanted and held != wanted and wanted != os.path.realpath(output):  # not the export folder itself
+        raise SpanInputError(
+            f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
+            "(--overwrite) to replace it."
+        )
     target = output / (f"onnx/model_qint8_{config}.onnx" if config else DEFAULT_FILES[backend])
     if target.is_file() and not overwrite:
         return str(target)
@@ -422,10 +404,8 @@ def _write_export(model: Any, output: Path, target: Path, backend: str, config: 
         model = load_model(str(output) if saved else model, device="cpu")
     elif fresh and backends.backend_of(model) != "torch":  # a loaded model
         raise SpanInputError("Exporting needs the model loaded on the torch backend.")
-    created = not os.path.lexists(output)
     writing: list[Path] = []  # removed if the write fails (the whole folder if created here)
-    undo = functools.partial(_remove_partial, output, created, writing)
-    with _undo_failed_write("export the model to", output, undo, " (nothing half-written was kept)"):
+    with _undo_failed_write("export the model to", output, writing, " (nothing half-written was kept)"):
         if fresh:
             if overwrite or not (output / "modules.json").is_file():
                 writing += [output / "modules.json", output / EXPORT_RECORD]
@@ -461,20 +441,6 @@ def _export_source(model: Any) -> str:
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
-def _check_export_source(model: Any, output: Path) -> None:
-    """Refuse to reuse an export folder that holds another model (a stale cache would silently answer for it)."""
-    try:
-        held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
-    except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
-        return
-    wanted = _export_source(model)
-    if held and wanted and held != wanted and wanted != os.path.realpath(output):  # not the export folder itself
-        raise SpanInputError(
-            f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
-            "(--overwrite) to replace it."
-        )
-
-
 def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
@@ -494,45 +460,48 @@ def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs
         FileAccessError: ``path`` is a link, a file, unwritable, or holds files (without ``overwrite``); or the write
             failed (nothing half-written is kept in a new or empty folder).
     """
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
     full = "its README.md, config.json… would be replaced; name a new or empty folder, or pass overwrite=True."
     try:
         path = check_output(check_not_link(path, purpose="to save it into"), full="" if overwrite else full)
     except FileAccessError as error:  # nothing is written through a link
         raise FileAccessError(f"cannot save a model: {error}") from None
-    created = not os.path.lexists(path)
-    partial = None if created or not os.listdir(path) else []  # None: all the folder holds (nothing of the user's)
-    with _undo_failed_write("save a model to", path, functools.partial(_remove_partial, path, created, partial)):
-        return _save(model, path, **save_kwargs)
-
-
-def _save(model, path: str, **save_kwargs: Any) -> str:
-    from sentence_transformers.sentence_transformer.modules import Pooling
-
-    settings = get_span_config(model)
-    model = merged_adapters(model)
-    pooling = span_pooling_module(model)
-    card = None
-    if pooling is not None and any(module is pooling for module in model):  # a pipeline with SpanPooling as a module
-        original, card = model, model.model_card_data
-        modules = [Pooling(pooling.embedding_dimension, "mean") if module is pooling else module for module in model]
-        model = rebuilt_model(model, modules, model_card_data=card)  # the same card (a SLICE one, if trained)
-    set_span_config(model, settings.min_span, settings.max_span, settings.unit)
-    model.save(path, **save_kwargs)
-    _usual_permissions(path)
-    if card is not None:
-        card.register_model(original)
+    # A failed write removes all that a new or empty folder holds (nothing of the user's), in another folder nothing.
+    with _undo_failed_write("save a model to", path, [] if os.path.isdir(path) and os.listdir(path) else None):
+        settings = get_span_config(model)
+        model = saved = merged_adapters(model)
+        pooling = span_pooling_module(model)
+        if pooling is not None and any(module is pooling for module in model):  # SpanPooling as a module
+            mean = Pooling(pooling.embedding_dimension, "mean")
+            modules = [mean if module is pooling else module for module in model]
+            saved = rebuilt_model(model, modules, model_card_data=model.model_card_data)  # the same (SLICE) card
+        set_span_config(saved, settings.min_span, settings.max_span, settings.unit)
+        saved.save(path, **save_kwargs)
+        _usual_permissions(path)
+        if saved is not model:  # the card back to the model it describes
+            model.model_card_data.register_model(model)
     return path
 
 
 @contextmanager
-def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str = "") -> Iterator[None]:
-    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: ``undo()``, then a :class:`FileAccessError`."""
+def _undo_failed_write(what: str, path: Any, files: list | None, note: str = "") -> Iterator[None]:
+    """An I/O error (``OSError``, ``SafetensorError``) writing ``path``: remove the folder if created here, else
+    ``files`` (``None``: all the folder, empty before, holds; links as links), then a :class:`FileAccessError`."""
+    created = not os.path.lexists(path)
     try:
         yield
     except Exception as error:
         if not (isinstance(error, OSError) or type(error).__name__ == "SafetensorError"):
             raise
-        undo()
+        if not created and files is None and os.path.isdir(path) and not os.path.islink(path):
+            files = [entry.path for entry in os.scandir(path)]
+        for file in [path] if created else files or []:
+            if os.path.isdir(file) and not os.path.islink(file):
+                shutil.rmtree(file, ignore_errors=True)
+            elif os.path.lexists(file):
+                with suppress(OSError):
+                    os.unlink(file)
         if isinstance(error, FileAccessError):
             raise
         detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
@@ -540,28 +509,13 @@ def _undo_failed_write(what: str, path: Any, undo: Callable[[], None], note: str
         raise FileAccessError(f"cannot {what} {path}: {detail}{where}{note}.") from error
 
 
-def _remove_partial(path: Any, created: bool, files: list | None) -> None:
-    """Remove what a failed write left: the folder if it was created for it, else ``files`` (``None``: all that the
-    folder, empty before, holds); links as links, never followed."""
-    if not created and files is None and os.path.isdir(path) and not os.path.islink(path):
-        files = [entry.path for entry in os.scandir(path)]
-    for file in [path] if created else files or []:
-        if os.path.isdir(file) and not os.path.islink(file):
-            shutil.rmtree(file, ignore_errors=True)
-        elif os.path.lexists(file):
-            with suppress(OSError):
-                os.unlink(file)
-
-
 def _usual_permissions(path: str) -> None:
     """Give the ``.safetensors`` files just saved in ``path`` the usual permissions (their writer makes them 0600)."""
     mask = os.umask(0)
     os.umask(mask)
-    for folder, _, names in os.walk(path):
-        for name in names:
-            file = os.path.join(folder, name)
-            if name.endswith(".safetensors") and not os.path.islink(file) and os.path.isfile(file):
-                os.chmod(file, 0o666 & ~mask)
+    for file in Path(path).rglob("*.safetensors"):  # links to folders are not entered
+        if file.is_file() and not file.is_symlink():
+            file.chmod(0o666 & ~mask)
 
 
 def has_adapters(model) -> bool:
@@ -575,21 +529,17 @@ def merged_adapters(model):
         return model
     BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
     clone = copy.deepcopy(model)
-    for module in clone:
-        auto_model = getattr(module, "auto_model", None)
-        if auto_model is None:
-            continue
-        for name, layer in list(auto_model.named_modules()):
-            if isinstance(layer, BaseTunerLayer):
-                layer.merge(safe_merge=True)
-                parent_name, _, child = name.rpartition(".")
-                setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
-        # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
-        fresh = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
-        fresh.load_state_dict(auto_model.state_dict())
-        fresh.train(auto_model.training)
-        module.model = fresh
-        break
+    module = next(module for module in clone if getattr(module, "auto_model", None) is not None)
+    auto_model = module.auto_model
+    for name, layer in list(auto_model.named_modules()):
+        if isinstance(layer, BaseTunerLayer):
+            layer.merge(safe_merge=True)
+            parent_name, _, child = name.rpartition(".")
+            setattr(auto_model.get_submodule(parent_name), child, layer.get_base_layer())
+    # A fresh instance: loading an adapter leaves key-renaming state that would prefix every key on save.
+    module.model = type(auto_model)(auto_model.config).to(auto_model.device, auto_model.dtype)
+    module.model.load_state_dict(auto_model.state_dict())
+    module.model.train(auto_model.training)
     return clone
 
 
@@ -605,17 +555,15 @@ def model_fingerprint(model: SentenceTransformer) -> str:
     digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
     backend = backend_of(model)
     if backend != "torch":
-        digest.update(backend.encode())
-        digest.update(str(getattr(hf_config(model), "hidden_size", "")).encode())
+        digest.update(f"{backend}{getattr(hf_config(model), 'hidden_size', '')}".encode())
         for file in weight_files(model):
             with open(file, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
-        return digest.hexdigest()[:16]
-    for name, tensor in model.state_dict().items():
-        values = tensor.detach().reshape(-1).contiguous().cpu()
-        digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
-        digest.update(values.view(torch.uint8).numpy())  # the raw bytes, whatever the dtype (bfloat16 too)
+    else:
+        for name, tensor in model.state_dict().items():  # name, shape, dtype and raw bytes (bfloat16 too)
+            digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
+            digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())
     return digest.hexdigest()[:16]
 
 

@@ -1,9 +1,6 @@
-"""Text helpers shared by the library and the command line: read UTF-8 files safely, cut them into texts and
-sentences, write files atomically; :func:`require` imports an optional dependency.
-
-A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading byte-order mark is
-never part of a line, though it counts in file offsets.
-"""
+"""Text helpers of the library and the command line: read UTF-8 files safely, cut them into texts and sentences, write
+files atomically. A **line** ends at ``\\n`` (``\\r\\n`` too), so line numbers are those of ``grep -n``; a leading
+byte-order mark is never part of a line, though it counts in file offsets."""
 
 from __future__ import annotations
 
@@ -30,7 +27,6 @@ from slice_st.errors import CorpusError, DataFormatError, FileAccessError, Missi
 
 #: How a text file is cut into texts: one per line, per paragraph (blank-line separated), or ``auto`` (per file).
 SPLITS = ("auto", "line", "paragraph")
-BOM = "\ufeff"
 #: Files read as JSONL (one JSON object per line) wherever a corpus is read.
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.txt")
 #: Files a folder given as input stands for (searched recursively; hidden files and folders left out).
@@ -67,24 +63,19 @@ class TextRecord:
     text: str
 
 
-def check_creatable(path: str) -> None:
-    """A :class:`FileAccessError` unless ``path``'s nearest existing ancestor is a writable folder."""
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
-
-
 def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = "") -> str:
     """``path``, checked before any work (nothing is created): a writable folder (``folder=False``: file) or a path
     that can be created, else a :class:`FileAccessError` naming ``what``. ``full``: refuse a folder that holds files,
     saying why and how to go on (empty: files are fine, as with ``--overwrite``)."""
     path, (other, kind) = os.fspath(path), ("file", "folder") if folder else ("folder", "file")
-    if not os.path.exists(path):
-        check_creatable(path)
+    if not os.path.exists(path):  # its nearest existing ancestor must be a writable folder
+        parent = os.path.dirname(os.path.abspath(path))
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
     elif os.path.isdir(path) != folder:
         raise FileAccessError(f"{what} {path} is a {other}, not a {kind}.")
     elif not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
@@ -144,30 +135,23 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
     try:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
-        if flags & _NOFOLLOW and (error.errno in (errno.ELOOP, errno.EMLINK) or _is_link(path, folder)):
+        # Linux says ENOTDIR, not ELOOP, for a link opened O_DIRECTORY|O_NOFOLLOW (only by path, in open_folder)
+        link = error.errno in (errno.ELOOP, errno.EMLINK) or (flags == FOLDER_FLAGS and os.path.islink(path))
+        if flags & _NOFOLLOW and link:
             raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
             raise FileAccessError(f"{path} is not a folder") from None
         raise
 
 
-def _is_link(path: str, folder: int | None) -> bool:
-    """Whether ``path`` is a link: Linux says ENOTDIR, not ELOOP, for a link opened ``O_DIRECTORY|O_NOFOLLOW``."""
-    try:
-        return stat.S_ISLNK(os.stat(path, dir_fd=folder, follow_symlinks=False).st_mode)
-    except OSError:
-        return False
-
-
 @contextmanager
 def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
     """A descriptor of the folder ``path`` itself, never a link's target, to open its files even if it is swapped for a
     link later; ``None`` where the system cannot (callers use paths)."""
-    path = os.fspath(path)
     if os.open not in os.supports_dir_fd or not hasattr(os, "O_DIRECTORY"):
         yield None
         return
-    descriptor = _open(path, FOLDER_FLAGS)
+    descriptor = _open(os.fspath(path), FOLDER_FLAGS)
     try:
         yield descriptor
     finally:
@@ -221,9 +205,8 @@ def _raw_lines(path: str) -> Iterator[bytes]:
 
 
 def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
-    """``(line number, file offset, line)`` for each line of a UTF-8 file (``"-"``: standard input), streamed; offsets
-    count characters, a byte-order mark included. Not a readable regular file: :class:`FileAccessError`; not UTF-8:
-    :class:`DataFormatError`."""
+    """``(line number, file offset, line)`` per line of a UTF-8 file (``"-"``: standard input), streamed; offsets count
+    characters, a byte-order mark too. Unreadable: :class:`FileAccessError`; not UTF-8: :class:`DataFormatError`."""
     name = "standard input" if path == "-" else path
     offset = done = 0
     for number, raw in enumerate(_raw_lines(path), start=1):
@@ -234,7 +217,7 @@ def file_lines(path: str) -> Iterator[tuple[int, int, str]]:
                 f"{name} is not UTF-8 text ({error.reason} at byte {done + error.start}, line {number})."
             ) from None
         done += len(raw)
-        if number == 1 and line.startswith(BOM):
+        if number == 1 and line.startswith("\ufeff"):  # a byte-order mark
             line, offset = line[1:], 1
         yield number, offset, line
         offset += len(line)
@@ -277,27 +260,18 @@ def read_texts(
             mode = guess_split(raw for _, _, raw in lines)
             if report is not None:
                 report(path, mode)
-        records.extend(_cut(path, lines, mode))
-    return records
-
-
-def _cut(path: str, lines: Iterable[tuple[int, int, str]], mode: str) -> Iterator[TextRecord]:
-    """The texts of one file's lines: one per non-blank line, or one per paragraph (the file's own characters, inner
-    ``\\r\\n`` kept, so offsets inside it are file offsets)."""
-    block: list[str] = []
-    block_start = block_line = 0
-    for number, offset, raw in itertools.chain(lines, [(0, 0, "")]):  # a blank line ends the last paragraph
-        text = raw.rstrip("\r\n")
         if mode == "line":
-            if text.strip():
-                yield TextRecord(path, number, offset, text)
-        elif text.strip():
-            if not block:
-                block_start, block_line = offset, number
-            block.append(raw)
-        elif block:
-            yield TextRecord(path, block_line, block_start, "".join(block).rstrip("\r\n"))
-            block = []
+            records += [
+                TextRecord(path, number, offset, raw.rstrip("\r\n")) for number, offset, raw in lines if raw.strip()
+            ]
+            continue
+        # A paragraph is the file's own characters (inner \r\n kept), so offsets inside it are file offsets.
+        for has_text, group in itertools.groupby(lines, key=lambda line: bool(line[2].strip())):
+            if has_text:
+                number, offset, first = next(group)
+                text = first + "".join(raw for _, _, raw in group)
+                records.append(TextRecord(path, number, offset, text.rstrip("\r\n")))
+    return records
 
 
 def is_jsonl(path: str) -> bool:
@@ -306,8 +280,7 @@ def is_jsonl(path: str) -> bool:
 
 
 def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
-    """``(line number, file offset, object)`` for each non-blank line of a JSONL file; a line that is not a JSON
-    object is a :class:`~slice_st.errors.CorpusError` naming the file and line."""
+    """``(line number, file offset, object)`` per non-blank JSONL line; not a JSON object: :class:`CorpusError`."""
     for number, offset, raw in file_lines(path):
         line = raw.strip()
         if not line:
@@ -327,10 +300,8 @@ WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines 
 WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
 WRAPPED_SLACK = 10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
 RECORD_SHARE = 0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
-_SEPARATORS = (",", "\t", "|", ";")
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
-_WORD = re.compile(r"\w")
 
 
 def guess_split(lines: Iterable[str]) -> str:
@@ -344,8 +315,18 @@ def guess_split(lines: Iterable[str]) -> str:
     nonblank = sorted(len(text) for text in texts if text.strip())
     if len(nonblank) < 2 or nonblank[int(0.9 * (len(nonblank) - 1))] > WRAPPED_MAX_WIDTH:
         return "line"
-    if _records([text for text in texts if text.strip()]):
+    # Records stay one per line: most lines open alike with a digit (a log's date, a numbered list), or have as many
+    # fields (CSV); pydoc's class drawing ("|") is neither.
+    fields = [text.lstrip(" \t|") for text in texts if text.strip()]
+    word_or_number = re.compile(r"(\d)\d*|([^\W\d])[^\W\d]*")
+    shapes = Counter(word_or_number.sub(lambda m: "0" if m.group(1) else "a", text[:24]) for text in fields)
+    shape, count = shapes.most_common(1)[0]
+    if "0" in shape and count >= RECORD_SHARE * len(fields):
         return "line"
+    for separator in (",", "\t", "|", ";"):
+        number, count = Counter(text.count(separator) for text in fields).most_common(1)[0]
+        if number and count >= max(2, 0.8 * len(fields)):
+            return "line"
     breaks = wrapping = 0
     for run in _runs(texts):
         for number, (line, following) in enumerate(zip(run, run[1:])):
@@ -362,34 +343,16 @@ def guess_split(lines: Iterable[str]) -> str:
 
 def _runs(texts: list[str]) -> Iterator[list[str]]:
     """Runs of 2+ same-indented lines with text (a line of only ``|`` or spaces, as ``pydoc`` draws them, is blank)."""
-    run: list[str] = []
+    run, run_indent = [], 0
     for text in texts + [""]:
-        has_text = _WORD.search(text) is not None
-        if has_text and run and _indent(text) == _indent(run[-1]):
+        has_text = re.search(r"\w", text) is not None
+        indent = len(text) - len(text.lstrip(" \t|"))  # pydoc draws a class's members behind "|"
+        if has_text and run and indent == run_indent:
             run.append(text)
             continue
         if len(run) > 1:
             yield run
-        run = [text] if has_text else []
-
-
-def _indent(text: str) -> int:
-    return len(text) - len(text.lstrip(" \t|"))  # pydoc draws a class's members behind "|"
-
-
-def _records(texts: list[str]) -> bool:
-    """Whether most lines open alike with a digit (a log's date, a numbered list) or have as many fields (CSV)."""
-    texts = [text.lstrip(" \t|") for text in texts]  # pydoc's class drawing is not a field separator
-    word_or_number = re.compile(r"(\d)\d*|([^\W\d])[^\W\d]*")
-    shapes = Counter(word_or_number.sub(lambda m: "0" if m.group(1) else "a", text[:24]) for text in texts)
-    shape, count = shapes.most_common(1)[0]
-    if "0" in shape and count >= RECORD_SHARE * len(texts):
-        return True
-    for separator in _SEPARATORS:
-        number, count = Counter(text.count(separator) for text in texts).most_common(1)[0]
-        if number and count >= max(2, 0.8 * len(texts)):
-            return True
-    return False
+        run, run_indent = [text] if has_text else [], indent
 
 
 def expand_paths(
@@ -406,9 +369,11 @@ def expand_paths(
         if path != "-" and os.path.isdir(path):  # a folder: its files, as the pattern FOLDER/**/* names them
             root, files = path, [file for file in _glob(path, ["**", "*"]) if file.lower().endswith(tuple(suffixes))]
             missing = f"no {', '.join(suffixes)} file in the folder {path}."
-        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):
-            root, parts = _fixed_folder(path)
-            files, missing = list(_glob(root, parts)), f"no file matches {path}."
+        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):  # its fixed folder, then the rest
+            parts = path.split(os.sep)
+            fixed = next(index for index, part in enumerate(parts) if glob.has_magic(part))
+            root = os.sep.join(parts[:fixed]) or (os.sep if path.startswith(os.sep) else "")
+            files, missing = list(_glob(root, parts[fixed:])), f"no file matches {path}."
         else:  # a file, or a missing path (opening it says so)
             found.append(path)
             continue
@@ -427,16 +392,6 @@ def _scan(folder: str) -> list[os.DirEntry]:
         raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
 
 
-def _fixed_folder(pattern: str) -> tuple[str, list[str]]:
-    """A pattern's fixed leading folder and its other parts: ``t2/**/*.txt`` → ``("t2", ["**", "*.txt"])``."""
-    parts = pattern.split(os.sep)
-    fixed = 0
-    while fixed < len(parts) - 1 and not glob.has_magic(parts[fixed]):
-        fixed += 1
-    root = os.sep.join(parts[:fixed]) or (os.sep if pattern.startswith(os.sep) else "")
-    return root, parts[fixed:]
-
-
 def _glob(folder: str, parts: list[str]) -> Iterator[str]:
     """Paths under ``folder`` matching ``parts``; ``**`` spans any number of folders but never enters a link."""
     if not parts:
@@ -444,19 +399,18 @@ def _glob(folder: str, parts: list[str]) -> Iterator[str]:
             yield folder
         return
     head, rest = parts[0], parts[1:]
-    join = (lambda name: os.path.join(folder, name)) if folder else (lambda name: name)
     if head == "**":
         yield from _glob(folder, rest)
         for entry in _scan(folder):
             if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                yield from _glob(join(entry.name), parts)
+                yield from _glob(os.path.join(folder, entry.name), parts)
     elif glob.has_magic(head):
         for entry in _scan(folder):
             # as glob: a wildcard does not match a hidden name
             if fnmatch.fnmatchcase(entry.name, head) and (not entry.name.startswith(".") or head.startswith(".")):
-                yield from _glob(join(entry.name), rest)
-    elif head and os.path.lexists(join(head)):
-        yield from _glob(join(head), rest)
+                yield from _glob(os.path.join(folder, entry.name), rest)
+    elif head and os.path.lexists(os.path.join(folder, head)):
+        yield from _glob(os.path.join(folder, head), rest)
 
 
 def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
@@ -477,9 +431,7 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
 
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def one_line(value: str) -> str:
@@ -500,10 +452,8 @@ def _segmenter():
 
 def split_sentences(text: str) -> list[str]:
     """Sentences of ``text``, stripped, by pysbd (English: "Mr.", "e.g.", decimals end none; a line break does)."""
-    if not text.strip():
-        return []
     if not _MAYBE_END.search(text.strip()):
-        return [text.strip()]
+        return [text.strip()] if text.strip() else []
     sentences: list[str] = []
     for part in _segmenter().segment(text):
         part = part.strip()
