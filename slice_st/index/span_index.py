@@ -427,7 +427,7 @@ class SpanIndex:
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
-        check_threshold(threshold)
+        threshold = check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(
