@@ -255,8 +255,7 @@ def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, ove
     """The first ``top_k`` of ``order`` kept by the per-document cap and the overlap filter (one step per keep)."""
     alive = np.ones(len(order), dtype=bool)
     by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
-    doc_values, doc_first = np.unique(docs[by_doc], return_index=True)
-    positions = dict(zip(doc_values.tolist(), np.split(by_doc, doc_first[1:])))
+    grouped = docs[by_doc]
     kept: list[int] = []
     used: dict[int, int] = {}
     position = 0
@@ -266,7 +265,8 @@ def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, ove
             break
         kept.append(position)
         doc = int(docs[position])
-        later = positions[doc][positions[doc] > position]  # the document's spans ranked below this one
+        later = by_doc[np.searchsorted(grouped, doc) : np.searchsorted(grouped, doc, side="right")]
+        later = later[later > position]  # the document's spans ranked below this one
         used[doc] = used.get(doc, 0) + 1
         if per_document is not None and used[doc] >= per_document:
             alive[later] = False
