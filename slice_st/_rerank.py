@@ -1,13 +1,10 @@
-"""The learned re-ranker of the default scorer: a linear model (``slice_st/pretrained/rerank/``, JSON with its
-provenance) over features of the ``"phrase"`` scorer's top candidates, computed from what the single pass has.
-``Rerank.best`` is the one path ``best_spans`` (windows) and an index (stored segments) pick spans through.
-"""
+"""The default scorer's learned re-ranker: a linear model (``slice_st/pretrained/rerank/``) over features of the
+``"phrase"`` scorer's top candidates; ``Rerank.best`` is how ``best_spans`` and an index pick spans."""
 
 from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -26,6 +23,7 @@ from slice_st.scoring import (
     SENTENCE_END,
     START_WORD,
     SpanScorer,
+    mark_prefix,
     query_words,
     word,
 )
@@ -73,9 +71,7 @@ class Reranker:
 
 @functools.lru_cache(maxsize=4)
 def load_reranker(name: str) -> Reranker:
-    """The re-ranker shipped as ``slice_st/pretrained/rerank/<name>.json``."""
-    if not re.fullmatch(r"[\w.-]+", name):
-        raise ValueError(f"re-ranker name must be a plain file name, got {name!r}.")
+    """The re-ranker shipped as ``slice_st/pretrained/rerank/<name>.json`` (a name :class:`SpanScorer` checked)."""
     path = resources.files("slice_st.pretrained").joinpath("rerank", f"{name}.json")
     if not path.is_file():
         raise ValueError(f"no shipped re-ranker named {name!r}.")
@@ -154,13 +150,10 @@ def candidate_features(
     queries: np.ndarray,
     edges: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """The features (name → ``(N, k)``) of ``N`` (row, query) pairs' ``k`` candidates, best by the scorer first.
-
-    ``cosines``, ``scores``, ``starts``, ``ends`` ``(N, k)`` (``-inf`` score: none); ``moved_*`` ``(4, N, k)`` for
-    each of :data:`MOVES` (``nan``: no such span); ``flags`` ``(N, U)`` and ``num_units`` ``(N,)`` of each pair's row;
-    ``units`` the rows' :class:`UnitWords`, ``rows`` each pair's row there; ``queries`` / ``edges``: the pair's
-    :func:`query_word_ids` / :func:`query_edges`.
-    """
+    """The features (name → ``(N, k)``) of ``N`` (row, query) pairs' ``k`` candidates, best by the scorer first:
+    ``(N, k)`` values (``-inf`` score: none), ``moved_*`` ``(4, N, k)`` by :data:`MOVES` (``nan``: no such span),
+    each pair's row's ``flags`` and ``num_units``, ``rows`` its row in ``units``, :func:`query_word_ids` and
+    :func:`query_edges` ``edges``."""
     valid = np.isfinite(scores)
     cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
     starts, ends = np.where(valid, starts, 0), np.where(valid, ends, 1)
@@ -180,8 +173,7 @@ def candidate_features(
     out["start_word"] = bit(first_flags, START_WORD) * (1 - profiles[:, 1:2])
     out["after_det"] = bit(first_flags, AFTER_DETERMINER)
     out["end_word"] = bit(last_flags, END_WORD) * (1 - profiles[:, 2:3])
-    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
-    marks = np.concatenate([np.zeros((len(flags), 1, 2), np.int64), marks.cumsum(1)], axis=1)
+    marks = mark_prefix(flags)
     inner = [_take(marks[..., m], ends - 1) - _take(marks[..., m], starts) > 0 for m in (0, 1)]
     out["clause"], out["sentence"] = inner[0] * (1 - profiles[:, 3:4]), inner[1].astype(np.float64)
     out["open_end"] = (1 - bit(last_flags, CLAUSE_AFTER)) * sentence_query
@@ -250,10 +242,9 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
 
 @dataclass
 class RerankRows:
-    """The rows (windows, or an index's segments) whose candidates are re-ranked: units as token ranges
-    (``boundaries``) of ``embeddings``, each row's unit strings (and whether they start / end the text), or their
-    :class:`UnitWords` ``(B, U)``, and flags; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default:
-    :func:`slice_st.spans.span_cosines`)."""
+    """The rows (windows, an index's segments) whose candidates are re-ranked: units as token ranges of ``embeddings``,
+    their strings (as ``(strings, starts text, ends text)``) or :class:`UnitWords`; ``cosines(starts, ends)``:
+    cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
@@ -273,10 +264,36 @@ class Rerank:
 
     def best(self, fused, top_k: int, overlap: bool, rows: RerankRows, queries, costs, profiles, pairs, config):
         """The ``top_k`` spans of each (row, query) picked by the re-ranker among ``fused(k, overlap=...)``, the
-        scorer's top spans; its own places fill what the candidates leave (the first spans do not depend on ``top_k``).
-        ``pairs`` ``(B, Q)``: the query index of each cell."""
+        scorer's top spans, its own places filling what they leave (so the first spans do not depend on ``top_k``);
+        ``pairs`` ``(B, Q)``: each cell's query."""
         found = fused(self.reranker.candidates, overlap=True)
-        logits = reranked(found, rows, queries, costs, profiles, self, pairs, config)
+        batch, num_queries, k = found.starts.shape
+        cells = (batch * num_queries, k)
+        rows_of = np.repeat(np.arange(batch), num_queries)
+        query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
+        profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
+        profile = profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64)
+        words = rows.units
+        if not isinstance(words, UnitWords):
+            words = unit_words([strings for strings, _, _ in words], rows.flags.shape[1])
+        scores = found.scores.float().cpu().numpy().reshape(cells)
+        values = candidate_features(
+            found.similarities.float().cpu().numpy().reshape(cells),
+            scores,
+            *_moved(found.starts, found.ends, rows, queries, costs, config),
+            found.starts.cpu().numpy().reshape(cells),
+            found.ends.cpu().numpy().reshape(cells),
+            rows.num_units.cpu().numpy()[rows_of],
+            rows.flags.cpu().numpy()[rows_of],
+            profile,
+            words,
+            rows_of,
+            self.word_ids[query_of],
+            self.edges[query_of],
+        )
+        features = np.stack([values[name] for name in self.reranker.features], axis=-1)
+        logits = self.reranker.logits(features, profile[:, 0])
+        logits = np.where(np.isfinite(scores), logits, -np.inf).reshape(batch, num_queries, k)
         places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
         return pick(found, logits, top_k, overlap, places)
 
@@ -286,9 +303,8 @@ class Rerank:
 
 
 def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarray:
-    """The order the spans of a text's windows (an index's segments) merge in, best first: a re-ranked query's
-    (``in_pick_order``, broadcast against ``scores``) by their place among their window's picks, then by score, so a
-    text's first spans do not depend on ``top_k``; the scorer's own picks by score."""
+    """The order a text's windows' (an index's segments') spans merge in: a re-ranked query's (``in_pick_order``) by
+    place among their window's picks, then score, so a text's first spans do not depend on ``top_k``; else by score."""
     scores = np.asarray(scores, np.float64)
     return np.where(in_pick_order, scores - 1e3 * np.asarray(ranks), scores)  # 1e3: past any score gap
 
@@ -304,43 +320,8 @@ def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
     return Rerank(reranker, query_word_ids(queries), query_edges(queries))
 
 
-def reranked(found, rows: RerankRows, queries, costs, profiles, rerank: Rerank, pairs, config) -> np.ndarray:
-    """``(B, Q, k)`` re-ranker scores of the scorer's candidates ``found`` (``-inf``: none); ``pairs``: as ``best``."""
-    starts, ends = found.starts, found.ends
-    batch, num_queries, k = starts.shape
-    moved_cosines, moved_scores = _moved(starts, ends, rows, queries, costs, config)
-    cells = (batch * num_queries, k)
-    rows_of = np.repeat(np.arange(batch), num_queries)
-    query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
-    profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
-    flags = rows.flags
-    words = rows.units
-    if not isinstance(words, UnitWords):
-        words = unit_words([strings for strings, _, _ in words], flags.shape[1])
-    values = candidate_features(
-        found.similarities.float().cpu().numpy().reshape(cells),
-        found.scores.float().cpu().numpy().reshape(cells),
-        moved_cosines,
-        moved_scores,
-        starts.cpu().numpy().reshape(cells),
-        ends.cpu().numpy().reshape(cells),
-        rows.num_units.cpu().numpy()[rows_of],
-        flags.cpu().numpy()[rows_of],
-        profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64),
-        words,
-        rows_of,
-        rerank.word_ids[query_of],
-        rerank.edges[query_of],
-    )
-    query_units = profile.cpu().numpy().reshape(batch * num_queries, -1)[:, 0]
-    logits = rerank.reranker.logits(np.stack([values[name] for name in rerank.reranker.features], axis=-1), query_units)
-    missing = ~np.isfinite(found.scores.cpu().numpy().reshape(cells))
-    return np.where(missing, -np.inf, logits).reshape(batch, num_queries, k)
-
-
 def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.ndarray, np.ndarray]:
-    """The cosines and scores ``(4, B * Q, k)`` of the candidates ``starts``, ``ends`` ``(B, Q, k)`` moved by each of
-    :data:`MOVES` (``nan``: no such span), the costs of the four moves in one pass."""
+    """The cosines and scores ``(4, B * Q, k)`` of the candidates ``(B, Q, k)`` moved by each of :data:`MOVES`."""
     batch, num_queries, k = starts.shape
     width = rows.boundaries.shape[1] - 1
     num_units = rows.num_units.to(starts.device)[:, None, None]
@@ -359,7 +340,7 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
         cosines = cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
     else:
         cosines = rows.cosines(first, end).view_as(first)
-    scores = cosines - costs.of_spans(first, end, config.min_span).to(cosines.dtype)
+    scores = cosines - costs.of_spans(first.mT, end.mT, config.min_span).mT.to(cosines.dtype)
     nan = torch.full_like(cosines, float("nan"))
     as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731
     return tuple(
@@ -390,10 +371,5 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
             alive &= ~((starts < end) & (ends > first) & ok[..., None])
     missing = (chosen < 0).to(found.scores.device)
     index = chosen.clamp(min=0).to(found.scores.device)
-    take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731
-    return BestSpans(
-        take(found.scores, float("-inf")),
-        take(found.starts, -1),
-        take(found.ends, -1),
-        take(found.similarities, float("-inf")),
-    )
+    fills = (float("-inf"), -1, -1, float("-inf"))  # BestSpans' fields: scores, starts, ends, similarities
+    return BestSpans(*(v.gather(2, index).masked_fill(missing, fill) for v, fill in zip(vars(found).values(), fills)))

@@ -1,10 +1,5 @@
-"""Span scorers: how the best span of a text is decided (``best_spans``, the index, the CLI and the evaluator).
-
-``"max-cosine"`` (the paper's protocol) takes the highest cosine; ``"phrase"`` subtracts costs (never negative) for
-what a phrase does not look like; ``"reranked"`` (the default) lets a learned model (:mod:`slice_st._rerank`) pick
-among the ``"phrase"`` top candidates, the score staying the ``"phrase"`` one. Costs come from per-unit flags, query
-profiles and per-length tables (:class:`SpanCosts`), so scoring stays fused. The word lists are English.
-"""
+"""Span scorers, which decide a text's best span: ``"max-cosine"`` (the paper's), ``"phrase"`` (the cosine minus costs
+for what a phrase does not look like; English word lists) and ``"reranked"`` (default: :mod:`slice_st._rerank`)."""
 
 from __future__ import annotations
 
@@ -212,40 +207,30 @@ class SpanCosts:
     marks: Tensor
     mark_cost: Tensor
 
-    def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
-        """``(B, Q, k)`` costs of given spans ``[starts, ends)`` ``(B, Q, k)`` of units (each of a valid length)."""
-        import torch
-
-        batch, num_queries, _ = starts.shape
-        width = self.start.shape[1]
-        first = starts.clamp(0, width - 1).transpose(1, 2)  # (B, k, Q)
-        last = (ends - 1).clamp(0, width - 1).transpose(1, 2)
-        rows = torch.arange(batch, device=starts.device)[:, None, None]
-        queries = torch.arange(num_queries, device=starts.device)[None, None, :]
-        cost = self.start[rows, first, queries] + self.end[rows, last, queries]
-        lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
-        cost = cost.transpose(1, 2) + self.length.gather(2, lengths)
-        inner = ((self.marks[rows, last] - self.marks[rows, first]) > 0).to(cost.dtype)  # (B, k, Q, 2)
-        return cost + torch.einsum("bkqm,bqm->bqk", inner, self.mark_cost)
-
     def of_length(self, length: int, count: int, min_span: int) -> Tensor:
-        """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1``."""
+        """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1`` (fast: slices)."""
         cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
         cost = cost + self.length[:, None, :, length - min_span]
-        inner = (
-            self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
-        )  # (B, count, 2): marks on units start..end-2
+        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]  # (B, count, 2)
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
-    def of_grid(self, starts: Tensor, ends: Tensor) -> Tensor:
-        """``(B, U, L)`` costs of the first query's spans ``[starts, ends)`` ``(U, L)`` (by start, then length; ends
-        within the rows), summed in :meth:`of_length`'s order."""
-        last = ends - 1
-        cost = self.start[:, starts, 0] + self.end[:, last, 0] + self.length[:, 0][:, None, :]
-        inner = ((self.marks[:, last] - self.marks[:, starts]) > 0).to(cost.dtype)  # (B, U, L, 2)
-        return cost + (
-            inner[..., 0] * self.mark_cost[:, 0, None, None, 0] + inner[..., 1] * self.mark_cost[:, 0, None, None, 1]
-        )
+    def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
+        """``(B, n, Q)`` costs of the spans ``[starts, ends)`` of units (index tensors broadcast to ``(B, n, Q)``),
+        summed as :meth:`of_length` sums them; clamped into the tables, so a span past its row costs some number."""
+        import torch
+
+        batch, width, num_queries = self.start.shape
+        rows = torch.arange(batch, device=starts.device)[:, None, None]
+        queries = torch.arange(num_queries, device=starts.device)[None, None, :]
+        first, last = starts.clamp(0, width - 1), (ends - 1).clamp(0, width - 1)
+        lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
+
+        def at(table: Tensor, middle, end) -> Tensor:  # table[rows, middle, end]: a flat take is faster on CPU
+            return table.take((rows * table.shape[1] + middle) * table.shape[2] + end)
+
+        cost = at(self.start, first, queries) + at(self.end, last, queries) + at(self.length, queries, lengths)
+        inner = [(at(self.marks, last, m) - at(self.marks, first, m) > 0).to(cost.dtype) for m in (0, 1)]
+        return cost + (inner[0] * self.mark_cost[:, None, :, 0] + inner[1] * self.mark_cost[:, None, :, 1])
 
 
 def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int) -> SpanCosts:
@@ -263,7 +248,7 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
 
     device = flags.device
     flags = flags.long()
-    batch, width = flags.shape
+    batch = flags.shape[0]
     if profiles.dim() == 2:
         profiles = profiles[None].expand(batch, -1, -1)
     profiles = profiles.to(device=device, dtype=torch.float32)
@@ -274,8 +259,6 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
     start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(AFTER_DETERMINER)
     start = start + scorer.open_start * (1.0 - bit(CLAUSE_BEFORE)) * sentence_query
     end = scorer.end_word * bit(END_WORD) * free_end + scorer.open_end * (1.0 - bit(CLAUSE_AFTER)) * sentence_query
-    start = start.expand(batch, width, profiles.shape[1]).contiguous()
-    end = end.expand(batch, width, profiles.shape[1]).contiguous()
     lengths = torch.arange(min_span, max_span + 1, device=device, dtype=torch.float32)
     ratio = torch.log(lengths[None, None, :] / profiles[..., 0:1])  # (B, Q, K)
     length = scorer.length_short * (-ratio).clamp(min=0) + scorer.length_long * ratio.clamp(min=0)
@@ -299,16 +282,13 @@ def costs_of_spans(scorer: SpanScorer, flags, marks, profile, starts, lengths) -
     """
     import numpy as np
 
-    starts = np.asarray(starts, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
+    starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     valid = (starts >= 0) & (lengths > 0)
-    first = np.where(valid, starts, 0)
-    last = np.where(valid, starts + lengths - 1, 0)
+    first, last = np.where(valid, starts, 0), np.where(valid, starts + lengths - 1, 0)
     flags = np.asarray(flags).astype(np.int64)
     bit = lambda index, mask: ((flags[index] & mask) > 0).astype(np.float64)  # noqa: E731
-    cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1]) + scorer.after_determiner * bit(
-        first, AFTER_DETERMINER
-    )
+    cost = scorer.start_word * bit(first, START_WORD) * (1.0 - profile[1])
+    cost = cost + scorer.after_determiner * bit(first, AFTER_DETERMINER)
     cost += scorer.end_word * bit(last, END_WORD) * (1.0 - profile[2])
     cost += profile[4] * (
         scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE)) + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER))
@@ -321,10 +301,9 @@ def costs_of_spans(scorer: SpanScorer, flags, marks, profile, starts, lengths) -
 
 
 def mark_prefix(flags: np.ndarray) -> np.ndarray:
-    """``(N + 1, 2)`` prefix counts of clause marks and sentence ends over a run of unit flags (for
-    :func:`costs_of_spans`)."""
+    """``(..., N + 1, 2)`` prefix counts of clause marks and sentence ends over runs of unit flags ``(..., N)``."""
     import numpy as np
 
     flags = np.asarray(flags).astype(np.int64)
-    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=1).astype(np.int64)
-    return np.concatenate([np.zeros((1, 2), np.int64), np.cumsum(marks, axis=0)])
+    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
+    return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)

@@ -17,7 +17,7 @@ import torch
 
 from slice_st._rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
 from slice_st.config import SpanConfig
-from slice_st.encode import as_text_list, check_threshold, check_top_k
+from slice_st.encode import as_text_list, check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     AFTER_DETERMINER,
@@ -134,37 +134,25 @@ def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
 
 
 def span_costs_for(scorer: SpanScorer, profiles: np.ndarray | None, flag_table):
-    """``costs(query_index, units, lengths)``: the scorer's costs of spans of the flat unit run whose flags and mark
-    prefix ``flag_table()`` gives (called only for a scorer with costs), for queries of :func:`profiles_of`
-    ``profiles``; ``None`` for a plain scorer."""
+    """``costs(query_index, units, lengths)`` of spans of the unit run ``flag_table()`` describes; ``None``: none."""
     if scorer.is_plain:
         return None
     flags, marks = flag_table()
-
-    def costs(query_index: int, units: np.ndarray, span_lengths: np.ndarray) -> np.ndarray:
-        return costs_of_spans(scorer, flags, marks, profiles[query_index], units, span_lengths)
-
-    return costs
+    return lambda query, units, lengths: costs_of_spans(scorer, flags, marks, profiles[query], units, lengths)
 
 
 def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.ndarray:
-    """``(N,)`` :func:`slice_st.scoring.unit_flags` of every unit row of an index's arrays (segments may overlap),
-    computed over each document's units in order, ``chunk`` units at a time."""
+    """``(N,)`` :func:`slice_st.scoring.unit_flags` of an index's unit rows, over each document's units in order."""
     bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
-    total = int(bounds[-1]) if len(bounds) else 0
-    if not total:
+    if not len(bounds) or not bounds[-1]:
         return np.zeros(0, dtype=np.uint8)
     counts = np.diff(bounds)
     row_docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), counts)
-    row_units = np.repeat(np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1], counts) + np.arange(
-        total
-    )
-    order = np.lexsort((row_units, row_docs))
-    docs, units = row_docs[order], row_units[order]
-    first = np.ones(total, dtype=bool)
-    first[1:] = (docs[1:] != docs[:-1]) | (units[1:] != units[:-1])
-    unique_rows = order[first]
-    unique_docs, unique_units = docs[first], units[first]
+    first_units = np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1]
+    row_units = np.repeat(first_units, counts) + np.arange(bounds[-1])
+    stride = int(row_units.max()) + 1  # (document, unit) as one sortable key; a unit held twice is flagged once
+    keys, unique_rows, inverse = np.unique(row_docs * stride + row_units, return_index=True, return_inverse=True)
+    unique_docs, unique_units = np.divmod(keys, stride)
     chars = np.asarray(arrays["unit_chars"])[unique_rows]
     flags = np.zeros(len(unique_rows), dtype=np.uint8)
     for lo in range(0, len(unique_rows), chunk):
@@ -174,22 +162,16 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
         strings = [texts[doc][a:b] for doc, a, b in spans]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
-    follows = np.zeros(len(flags), dtype=bool)
-    follows[1:] = (unique_docs[1:] == unique_docs[:-1]) & (unique_units[1:] == unique_units[:-1] + 1)
-    flags[~follows] &= np.uint8(~AFTER_DETERMINER & 0xFF)
+    same_doc = np.diff(unique_docs) == 0
+    flags[~np.append(False, same_doc & (np.diff(unique_units) == 1))] &= np.uint8(~AFTER_DETERMINER & 0xFF)
     # clauses start at a document's first unit and end at its last (not at a chunk's edges)
     flags[unique_units == 0] |= np.uint8(CLAUSE_BEFORE)
-    last = np.ones(len(flags), dtype=bool)
-    last[:-1] = unique_docs[1:] != unique_docs[:-1]
-    flags[last] |= np.uint8(CLAUSE_AFTER)
-    row_flags = np.empty(total, dtype=np.uint8)
-    row_flags[order] = flags[np.cumsum(first) - 1]
-    return row_flags
+    flags[np.append(~same_doc, True)] |= np.uint8(CLAUSE_AFTER)
+    return flags[inverse]
 
 
 def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """``(flags, mark_prefix(flags))`` of ``owner``, computed once and kept while ``key`` (an array the flags derive
-    from, e.g. ``unit_chars``) is the same object; an index that changes its arrays gets new flags."""
+    """``(flags, mark_prefix(flags))`` of ``owner``, kept while ``key`` (e.g. ``unit_chars``) is the same object."""
     return _cached(owner, "_unit_flag_cache", key, lambda: (flags := compute(), mark_prefix(flags)))
 
 
@@ -204,19 +186,16 @@ def _cached(owner, name: str, key: np.ndarray, compute: Callable):
 
 
 def _unit_word_table(store, chunk: int = 1 << 16) -> UnitWords:
-    """:class:`slice_st._rerank.UnitWords` ``(1, N)`` of every unit row of a :class:`SpanIndex` (what the re-ranker
-    reads of a unit's word), computed ``chunk`` units at a time on first use and kept while the arrays stay."""
+    """The :class:`~slice_st._rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
     arrays = store._arrays
 
     def compute() -> UnitWords:
         bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
         docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), np.diff(bounds))
-        parts = []
+        parts = [unit_words([[]])]  # (1, 0): an index without units has no other
         for lo in range(0, len(docs), chunk):
             chars = np.asarray(arrays["unit_chars"][lo : lo + chunk]).T.tolist()
             parts.append(unit_words([[store.texts[d][a:b] for d, a, b in zip(docs[lo : lo + chunk].tolist(), *chars)]]))
-        if not parts:
-            return unit_words([[]])
         return UnitWords(*(np.concatenate([vars(part)[name] for part in parts], axis=1) for name in vars(parts[0])))
 
     return _cached(store, "_unit_word_cache", arrays["unit_chars"], compute)
@@ -231,24 +210,22 @@ def ranked(
     ``locate(units, lengths)``: spans as ``(document, first unit, end unit)``; ``limit``: at least the spans held.
     Exact because no cost is negative (see :meth:`SpanIndex.search`); unsettled queries rescan 4x more.
     """
-    threshold = check_threshold(threshold)
-    limit = max(1, limit) if limit is not None else None
     if limit is not None:
-        top_k = min(top_k, limit)
+        limit, top_k = max(1, limit), min(top_k, max(1, limit))
     if costs is None and overlap:  # the cosine order: one scan (none per document), or today's 16x for the cap
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
         asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
 
-    def select(query_index: int, cosines, units, lengths, asked: int):
-        """One query's kept ``(cosines, scores, units, lengths)``, or ``None`` when the scan was too short."""
+    def select(query: int, cosines, units, lengths, asked: int):
+        """One query's matches, or ``None`` when the scan was too short."""
         cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
         valid = np.isfinite(cosines) & (units >= 0)
         scanned = int(valid.sum())
         cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
         exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
         lowest = float(cosines.min()) if scanned else -np.inf
-        scores = cosines if costs is None else cosines - costs(query_index, units, lengths)
+        scores = cosines if costs is None else cosines - costs(query, units, lengths)
         candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
         order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order
         if per_document is None and overlap:
@@ -257,7 +234,7 @@ def ranked(
             chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
         below = threshold is not None and lowest < threshold
         if exhausted or below or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest):
-            return cosines[chosen], scores[chosen], units[chosen], lengths[chosen]
+            return to_matches(query, scores[chosen], units[chosen], lengths[chosen], None, cosines=cosines[chosen])
         return None
 
     results: list[list[IndexMatch] | None] = [None] * len(vectors)
@@ -267,26 +244,18 @@ def ranked(
             asked = min(asked, limit)
         batch = vectors if len(pending) == len(vectors) else vectors[pending]
         scores, units, lengths = scan(batch, asked)
-        unsettled = []
         for row, query_index in enumerate(pending):
-            settled = select(query_index, scores[row], units[row], lengths[row], asked)
-            if settled is None:
-                unsettled.append(query_index)
-                continue
-            cosines, scored, chosen_units, chosen_lengths = settled
-            results[query_index] = to_matches(query_index, scored, chosen_units, chosen_lengths, None, cosines=cosines)
-        pending = unsettled
+            results[query_index] = select(query_index, scores[row], units[row], lengths[row], asked)
+        pending = [query_index for query_index in pending if results[query_index] is None]
         asked *= 4
     return results
 
 
 def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, overlap: bool) -> np.ndarray:
-    """The first ``top_k`` of ``order`` (best first) kept by the per-document cap and (``overlap=False``) the overlap
-    filter: each keep drops, in one vectorised step, the later spans of its document it overlaps or caps."""
+    """The first ``top_k`` of ``order`` kept by the per-document cap and the overlap filter (one step per keep)."""
     alive = np.ones(len(order), dtype=bool)
     by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
-    doc_values, doc_first = np.unique(docs[by_doc], return_index=True)
-    doc_bounds = dict(zip(doc_values.tolist(), zip(doc_first.tolist(), np.append(doc_first[1:], len(by_doc)).tolist())))
+    grouped = docs[by_doc]
     kept: list[int] = []
     used: dict[int, int] = {}
     position = 0
@@ -296,8 +265,7 @@ def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, ove
             break
         kept.append(position)
         doc = int(docs[position])
-        lo, hi = doc_bounds[doc]
-        later = by_doc[lo:hi]
+        later = by_doc[np.searchsorted(grouped, doc) : np.searchsorted(grouped, doc, side="right")]
         later = later[later > position]  # the document's spans ranked below this one
         used[doc] = used.get(doc, 0) + 1
         if per_document is not None and used[doc] >= per_document:
@@ -336,9 +304,8 @@ def search_documents(
 
 
 def rerank_matches(index, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold):
-    """``results`` with the ``n`` places of each document filled by its ``best_spans(top_k=n)`` (from the stored
-    segments; a ``scorer`` without ``rerank``: unchanged), those below ``threshold`` dropped, sorted by the score
-    shown (ties: the documents' order); ``profiles``: the queries' :func:`profiles_of`."""
+    """``results`` with each document's ``n`` places filled by its ``best_spans(top_k=n)`` (a ``scorer`` without
+    ``rerank``: unchanged), those below ``threshold`` dropped, sorted by score (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
@@ -368,8 +335,7 @@ def document_store(index, doc_index: int):
 
 @dataclass
 class _Segment:
-    """One stored window of a document, as its fields say (``words``: its units' :class:`UnitWords` ``(1, n)``,
-    ``flags``: their :func:`slice_st.scoring.unit_flags` as a window of the text, what ``best_spans`` reads)."""
+    """One stored window of a document (``words`` ``(1, n)``; ``flags`` as ``best_spans`` reads a window's)."""
 
     vectors: np.ndarray
     norms: np.ndarray
@@ -380,8 +346,7 @@ class _Segment:
 
 
 def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
-    """The stored segments (windows) of documents ``docs`` of a :class:`SpanIndex`, in order, their span norms of the
-    lengths of ``config`` (one pass over the segments' documents); flags and words from the index's tables."""
+    """The stored segments of documents ``docs`` of a :class:`SpanIndex`, in order, with ``config``'s span norms."""
     arrays, lengths = store._arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
     flags, words = store._unit_flags()[0], _unit_word_table(store)
@@ -391,28 +356,17 @@ def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Seg
         if hi <= lo:
             continue
         text, chars = store.texts[doc], np.asarray(arrays["unit_chars"][lo:hi], dtype=np.int64)
-        window = _window_flags(flags[lo:hi], text, chars)
+        # the flags as best_spans reads this window's: no unit precedes the first, the edges' clause bits are a window's
+        window = flags[lo:hi].astype(np.int64)
+        text_start, text_end = not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
+        edges = unit_flags([text[slice(*chars[0])], text[slice(*chars[-1])]], text_start, text_end).tolist()
+        window[0] = (window[0] & ~(AFTER_DETERMINER | CLAUSE_BEFORE)) | (edges[0] & CLAUSE_BEFORE)
+        window[-1] = (window[-1] & ~CLAUSE_AFTER) | (edges[1] & CLAUSE_AFTER)
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
         norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
         row_words = UnitWords(*(values[:, lo:hi] for values in vars(words).values()))
         out[doc].append(_Segment(vectors, norms, chars, first, row_words, window))
-    return out
-
-
-def _window_flags(flags: np.ndarray, text: str, chars: np.ndarray) -> np.ndarray:
-    """A segment's :func:`slice_st.scoring.unit_flags` as a window of ``text`` (what ``best_spans`` reads) from the
-    index's flags of its units (``chars``: their character ranges). They differ only at the edges: no unit precedes
-    the first (no ``AFTER_DETERMINER``; ``CLAUSE_BEFORE`` only at the text's start or an opening mark), and the last
-    closes a clause by its own mark or at the text's end."""
-    out = flags.astype(np.int64)
-    text_start, text_end = not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
-    if text_start and text_end:  # the whole text: both edges' clause bits are set
-        edges = [CLAUSE_BEFORE, CLAUSE_AFTER]
-    else:  # the edge units as a window of two
-        edges = unit_flags([text[slice(*chars[0])], text[slice(*chars[-1])]], text_start, text_end).tolist()
-    out[0] = (out[0] & ~(AFTER_DETERMINER | CLAUSE_BEFORE)) | (edges[0] & CLAUSE_BEFORE)
-    out[-1] = (out[-1] & ~CLAUSE_AFTER) | (edges[1] & CLAUSE_AFTER)
     return out
 
 
@@ -446,7 +400,7 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
 def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
     """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
     stored unit sums and span norms (units as the rows' tokens)."""
-    embeddings, norms, flags, words = _padded(segments, vectors.shape[1])
+    embeddings, norms, flags, words = _padded(segments)
     batch, width, lengths = len(segments), embeddings.shape[1], range(config.min_span, config.max_span + 1)
     queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[:, None, :]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
@@ -487,32 +441,28 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
 
 def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The cosines and scores ``(B, U, L)`` of every span (start, length) of rows of one query each, from the prefix
-    sums of the units' dot products ``dots`` ``(B, U + 1)`` over the stored span ``norms`` ``(B, U, L)``, costs as
-    :meth:`slice_st.scoring.SpanCosts.of_length` adds them; ``-inf`` past a row or without a stored norm."""
+    sums of ``dots`` ``(B, U + 1)`` and the stored span ``norms`` ``(B, U, L)``; ``-inf`` past a row or norm."""
     width = norms.shape[1]
     starts = torch.arange(width)[:, None].expand(-1, norms.shape[2])
     ends = starts + torch.arange(min_span, min_span + norms.shape[2])  # (U, L)
     inside, ends = ends <= width, ends.clamp(max=width)
     cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
     cosines = cosines.masked_fill(~inside, -np.inf)
-    return cosines, (cosines - costs.of_grid(starts, ends)).masked_fill(~inside, -np.inf)
+    return cosines, (cosines - costs.of_spans(starts[None], ends[None], min_span)).masked_fill(~inside, -np.inf)
 
 
-def _padded(segments: list[_Segment], dim: int):
-    """The segments' unit vectors ``(B, U, d)``, span norms ``(B, U, L)`` (``nan`` past a row), flags ``(B, U)`` and
-    :class:`UnitWords`, padded to the longest."""
-    counts = np.asarray([len(segment.vectors) for segment in segments])
-    held = np.arange(counts.max()) < counts[:, None]  # (B, U): the rows' units, in order
-    padded = lambda name, fill: torch.nn.utils.rnn.pad_sequence(  # noqa: E731
-        [torch.from_numpy(getattr(segment, name)) for segment in segments], batch_first=True, padding_value=fill
-    )
-    embeddings, norms = padded("vectors", 0.0), padded("norms", float("nan"))
-    flags = np.zeros(held.shape, dtype=np.int64)
-    flags[held] = np.concatenate([segment.flags for segment in segments])
-    words = UnitWords(np.full(held.shape, -1, np.int64), np.zeros(held.shape, bool), np.zeros(held.shape, bool))
-    for name, values in vars(words).items():
-        values[held] = np.concatenate([vars(segment.words)[name][0] for segment in segments])
-    return embeddings, norms, torch.from_numpy(flags), words
+def _padded(segments: list[_Segment]):
+    """The segments' unit vectors, span norms (``nan`` past a row), flags and :class:`UnitWords`, padded."""
+
+    def padded(rows: list[np.ndarray], fill) -> torch.Tensor:
+        return torch.nn.utils.rnn.pad_sequence([torch.from_numpy(row) for row in rows], True, padding_value=fill)
+
+    embeddings = padded([segment.vectors for segment in segments], 0.0)
+    norms = padded([segment.norms for segment in segments], float("nan"))
+    flags = padded([segment.flags for segment in segments], 0)
+    fills = {"ids": -1, "determiner": False, "capital": False}  # past a row: no word
+    words = {name: padded([vars(segment.words)[name][0] for segment in segments], fill) for name, fill in fills.items()}
+    return embeddings, norms, flags, UnitWords(**{name: values.numpy() for name, values in words.items()})
 
 
 def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
@@ -535,8 +485,7 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
 
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
-    windows: by :func:`~slice_st._rerank.merge_key`, ``top_k`` kept, a span overlapping a better one dropped (without
-    ``overlap``)."""
+    windows (:func:`~slice_st._rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
     ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]  # column 6: place among its picks
     current = ranked[0] if ranked else np.zeros((0, 7))
     for new in ranked[1:]:

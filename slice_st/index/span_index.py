@@ -17,6 +17,7 @@ from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
+    check_threshold,
     check_top_k,
     embed_texts,
     encode_windows,
@@ -424,6 +425,7 @@ class SpanIndex:
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self._check_approximate(approximate)
+        threshold = check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(

@@ -3,6 +3,8 @@ files, hand-edited manifests, full disks), and an index refuses a model whose we
 
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import shutil
@@ -300,21 +302,11 @@ def test_full_disk_in_build_leaves_no_half_index(tiny_model_dir, tmp_path, capsy
     assert not out.exists()  # the folder the build created, empty but for its lock, is removed too
 
 
-class _FullDisk:
-    """A standard output on a full disk (``mine -f jsonl > full/out``)."""
-
-    encoding = "utf-8"
+class _FullDisk(io.StringIO):
+    """A standard output on a full disk (``mine -f jsonl > full/out``): every way of writing goes through ``write``."""
 
     def write(self, text):
-        import errno
-
         raise OSError(errno.ENOSPC, "No space left on device")
-
-    def flush(self):
-        pass
-
-    def isatty(self):
-        return False
 
 
 def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, capsys, monkeypatch):
