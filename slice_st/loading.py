@@ -282,10 +282,13 @@ def hub_offline() -> bool:
 def require_backend(backend: str, export: bool = False) -> None:
     """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        for module in ("onnxruntime", "onnx", "onnxscript"):
-            require(module, "onnx", "Exporting to ONNX")
-    module, label = {"onnx": ("onnxruntime", "ONNX"), "openvino": ("openvino", "OpenVINO")}[backend]
-    require(module, backend, f"The {label} backend")
+        require("onnxruntime", "onnx", "Exporting to ONNX")
+        require("onnx", "onnx", "Exporting to ONNX")
+        require("onnxscript", "onnx", "Exporting to ONNX")
+    if backend == "onnx":
+        require("onnxruntime", "onnx", "The ONNX backend")
+    elif backend == "openvino":
+        require("openvino", "openvino", "The OpenVINO backend")
 
 
 def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):

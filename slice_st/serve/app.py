@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from slice_st.text import require
 
-require("fastapi", "serve", "slice-st serve")  # pydantic comes with it
+require("fastapi", "serve", "slice-st serve")
+require("pydantic", "serve", "slice-st serve")  # installed with fastapi; imported here by name
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request  # noqa: E402
 from fastapi.exceptions import RequestValidationError  # noqa: E402
