@@ -243,12 +243,12 @@ def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends:
 @dataclass
 class RerankRows:
     """The rows (windows, an index's segments) whose candidates are re-ranked: units as token ranges of ``embeddings``,
-    their strings (as ``(strings, starts text, ends text)``) or :class:`UnitWords`; ``cosines(starts, ends)``:
-    cosines of spans ``(B, Q, k)`` (default: :func:`slice_st.spans.span_cosines`)."""
+    their :class:`UnitWords`; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default:
+    :func:`slice_st.spans.span_cosines`)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
-    units: list[tuple[list[str], bool, bool]] | UnitWords
+    units: UnitWords
     flags: torch.Tensor
     embeddings: torch.Tensor
     cosines: Callable | None = None
@@ -273,9 +273,6 @@ class Rerank:
         query_of = np.broadcast_to(pairs, (batch, num_queries)).reshape(-1)
         profile = profiles if profiles.dim() == 3 else profiles[None].expand(batch, -1, -1)
         profile = profile.cpu().numpy().reshape(batch * num_queries, -1).astype(np.float64)
-        words = rows.units
-        if not isinstance(words, UnitWords):
-            words = unit_words([strings for strings, _, _ in words], rows.flags.shape[1])
         scores = found.scores.float().cpu().numpy().reshape(cells)
         values = candidate_features(
             found.similarities.float().cpu().numpy().reshape(cells),
@@ -286,7 +283,7 @@ class Rerank:
             rows.num_units.cpu().numpy()[rows_of],
             rows.flags.cpu().numpy()[rows_of],
             profile,
-            words,
+            rows.units,
             rows_of,
             self.word_ids[query_of],
             self.edges[query_of],
@@ -296,10 +293,6 @@ class Rerank:
         logits = np.where(np.isfinite(scores), logits, -np.inf).reshape(batch, num_queries, k)
         places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
         return pick(found, logits, top_k, overlap, places)
-
-    def in_pick_order(self, profiles: np.ndarray) -> np.ndarray:
-        """``(Q,)`` whether each query's spans are the re-ranker's picks (else the scorer's: a short query)."""
-        return self.reranker.reranks(np.asarray(profiles)[:, 0])
 
 
 def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarray:

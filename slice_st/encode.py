@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import RerankRows, merge_key, rerank_context
+from slice_st._rerank import RerankRows, merge_key, rerank_context, unit_words
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
@@ -153,6 +153,29 @@ def check_top_k(top_k: Any, name: str = "top_k", optional: bool = False) -> int 
     if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 1:
         raise SpanInputError(f"{name} must be a positive integer, got {top_k!r}.")
     return int(top_k)
+
+
+def query_list(queries: Any) -> list[str]:
+    """:func:`as_text_list` of ``queries``, at least one."""
+    queries, _ = as_text_list(queries, "queries")
+    if not queries:
+        raise SpanInputError("queries is empty: give at least one query.")
+    return queries
+
+
+def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
+    """The scorer of a search, resolved once; a bad one is a :class:`SpanInputError`."""
+    try:
+        return resolve_scorer(scorer)
+    except ValueError as error:
+        raise SpanInputError(str(error)) from None
+
+
+def check_overlap(overlap: Any) -> bool:
+    """``overlap`` if it is a bool (whether a search may return spans overlapping a better one of the same text)."""
+    if not isinstance(overlap, bool):
+        raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
+    return overlap
 
 
 def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
@@ -662,12 +685,10 @@ def best_spans(
     top_k = check_top_k(top_k)
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
-    query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
-    if not query_list:
-        raise SpanInputError("queries is empty: give at least one query.")
+    queries, texts = query_list(queries), as_text_list(texts)[0]
     options = {name: value for name, value in locals().items() if name in _PAIRED_OPTIONS or name == "overlap"}
     errors = [] if on_error == "skip" else None
-    return _best_spans(model, query_list, text_list, top_k, paired=False, errors=errors, **options)
+    return _best_spans(model, queries, texts, top_k, paired=False, errors=errors, **options)
 
 
 def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
@@ -695,12 +716,8 @@ class _Search:
         self.similarity = getattr(similarity, "value", similarity)  # an enum member
         if self.similarity not in SIMILARITIES:
             raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {self.similarity!r}.")
-        if not isinstance(overlap, bool):
-            raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
-        try:
-            self.scorer = resolve_scorer(options["scorer"])
-        except ValueError as error:
-            raise SpanInputError(str(error)) from None
+        check_overlap(overlap)
+        self.scorer = search_scorer(options["scorer"])
         if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
             self.scorer = dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{self.similarity}")
         prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
@@ -717,7 +734,7 @@ class _Search:
         self.rerank = rerank_context(self.scorer, queries)
         self.pick_order = False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
         if self.rerank is not None and self.profiles is not None and not paired:
-            self.pick_order = self.rerank.in_pick_order(self.profiles.numpy())[:, None]
+            self.pick_order = self.rerank.reranker.reranks(self.profiles[:, 0].numpy())[:, None]
         shape = (1 if paired else len(queries), len(texts), self.top_k)
         self.arrays = {name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")}
         names = ("starts", "ends", "unit_starts", "unit_ends", "ranks")  # ranks: place among its window's picks
@@ -742,7 +759,7 @@ class _Search:
         if self.rerank is None or costs is None:
             return fused(self.top_k, overlap=self.overlap)
         pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
-        window = RerankRows(rows.boundaries, rows.num_units, units, flags, embeddings)
+        window = RerankRows(rows.boundaries, rows.num_units, unit_words(units, flags.shape[1]), flags, embeddings)
         return self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
 
     def add(self, found: BestSpans, rows: _Rows) -> None:
@@ -766,10 +783,6 @@ class _Search:
 
     def _merge(self, text: int, new: dict[str, np.ndarray]) -> None:
         """Merge a window's ``(Q, k)`` candidates into its text's top-k (no ``overlap``: disjoint, best first)."""
-        if not np.isfinite(self.arrays["scores"][:, text]).any():  # the text's first window
-            for name, values in new.items():
-                self.arrays[name][:, text] = values
-            return
         both = {name: np.concatenate([self.arrays[name][:, text], values], axis=1) for name, values in new.items()}
         merged = merge_key(both["scores"], both["ranks"], self.pick_order)
         if self.overlap or self.top_k == 1:
@@ -784,16 +797,16 @@ class _Search:
             self.arrays[name][:, text] = np.where(missing, -1 if values.dtype.kind == "i" else -np.inf, kept)
 
 
-def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[tuple[list[str], bool, bool]], Tensor]:
-    """Each window's unit strings and whether it starts and ends its text; their ``(B, U)`` unit flags."""
+def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[list[str]], Tensor]:
+    """Each window's unit strings; their ``(B, U)`` unit flags (which read whether it starts and ends its text)."""
     units, starts, ends = [], rows.char_starts.cpu().numpy(), rows.char_ends.cpu().numpy()
     flags = torch.zeros(rows.char_starts.shape, dtype=torch.long)
     for row, window in enumerate(rows.windows):
         whole, count = texts[window.text_index], int(rows.num_units[row])
         text = whole[window.char_start : window.char_end]
-        strings = [text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])]
-        units.append((strings, not whole[: window.char_start].strip(), not whole[window.char_end :].strip()))
-        flags[row, :count] = torch.from_numpy(unit_flags(*units[-1]).astype(np.int64))
+        units.append([text[a:b] for a, b in zip(starts[row, :count], ends[row, :count])])
+        edges = not whole[: window.char_start].strip(), not whole[window.char_end :].strip()
+        flags[row, :count] = torch.from_numpy(unit_flags(units[-1], *edges).astype(np.int64))
     return units, flags.to(rows.token_embeddings.device)
 
 

@@ -191,7 +191,7 @@ def best_span_scores(
             pad = (0, 0, 0, width - count)
             grid.append([torch.nn.functional.pad(x, pad, value=float("-inf")) for x in (scores, similarities)])
     if grid:
-        best = _disjoint_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
+        best = grid_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
     scores, similarities, starts, ends = (values.transpose(1, 2) for values in best)
     missing = torch.isinf(scores)
     return BestSpans(scores, starts.masked_fill(missing, -1), ends.masked_fill(missing, -1), similarities)
@@ -231,15 +231,21 @@ def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor
     return (top, *(values.gather(1, order) for values in merged[1:]))
 
 
-def _disjoint_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int) -> tuple[Tensor, ...]:
-    """:func:`greedy_disjoint` over a ``(B, U, L, Q)`` score grid: ``(B, k, Q)`` scores, similarities, starts, ends."""
+def grid_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int, overlap: bool = False):
+    """The ``top_k`` spans of ``(B, U, L, Q)`` grids over (start, length), disjoint (:func:`greedy_disjoint`) unless
+    ``overlap``: ``(B, k, Q)`` scores, similarities, starts, ends (``-inf``/``-1``: none)."""
     batch, width, widths, num_queries = scores.shape
     rows, device = batch * num_queries, scores.device
     flat, plain = (values.permute(0, 3, 1, 2).reshape(rows, width * widths) for values in (scores, similarities))
     starts = torch.arange(width, device=device).repeat_interleave(widths)
     ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
     starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
-    picks = greedy_disjoint(flat, starts, ends, top_k)
+    if overlap:
+        picks = flat.topk(min(top_k, flat.shape[1]), dim=1).indices
+        picks = torch.nn.functional.pad(picks, (0, top_k - picks.shape[1]), value=-1)
+        picks = picks.masked_fill(~torch.isfinite(flat.gather(1, picks.clamp(min=0))), -1)
+    else:
+        picks = greedy_disjoint(flat, starts, ends, top_k)
     missing, index = picks < 0, picks.clamp(min=0)
     out = [values.gather(1, index).masked_fill(missing, float("-inf")) for values in (flat, plain)]
     out += [values.gather(1, index).masked_fill(missing, -1) for values in (starts, ends)]

@@ -464,13 +464,3 @@ def split_sentences(text: str) -> list[str]:
         if part:
             sentences.append(part)
     return sentences
-
-
-def is_ray_address(value: object) -> bool:
-    """Whether ``value`` is a Ray address as ``--ray ADDRESS`` takes it: ``auto``, ``local``, ``HOST:PORT``,
-    ``ray://HOST:PORT``.
-
-    >>> is_ray_address("ray://head:10001"), is_ray_address("auto"), is_ray_address("calls.txt")
-    (True, True, False)
-    """
-    return isinstance(value, str) and re.fullmatch(r"(auto|local|ray://[\w.-]+:\d+|[\w.-]+:\d+)", value) is not None

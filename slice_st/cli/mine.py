@@ -116,8 +116,9 @@ def _search_files(args, queries: list[str]) -> list[dict]:
 
 
 def _search_index(args, queries: list[str]) -> list[dict]:
+    from slice_st.encode import search_scorer
     from slice_st.index import open_index
-    from slice_st.index.search import search_documents, search_scorer
+    from slice_st.index.search import search_documents
 
     options = model_options(args)
     index = open_index(args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options)

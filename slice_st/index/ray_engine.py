@@ -30,7 +30,7 @@ from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import check_output, is_jsonl, is_ray_address, require
+from slice_st.text import check_output, is_jsonl, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -60,7 +60,7 @@ def check_address(address: str | None) -> str | None:
     """
     if address is None or address == "local":
         return None
-    if not is_ray_address(address):
+    if not isinstance(address, str) or not re.fullmatch(r"(auto|ray://[\w.-]+:\d+|[\w.-]+:\d+)", address):
         raise SpanInputError(
             f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or none: Ray starts here)."
         )

@@ -17,7 +17,7 @@ import torch
 
 from slice_st._rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
 from slice_st.config import SpanConfig
-from slice_st.encode import as_text_list, check_top_k
+from slice_st.encode import check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     AFTER_DETERMINER,
@@ -27,11 +27,10 @@ from slice_st.scoring import (
     costs_of_spans,
     mark_prefix,
     query_profiles,
-    resolve_scorer,
     span_costs,
     unit_flags,
 )
-from slice_st.spans import BestSpans, greedy_disjoint
+from slice_st.spans import BestSpans, greedy_disjoint, grid_top_k
 from slice_st.tokens import text_units
 
 
@@ -104,28 +103,6 @@ def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span
             f"cannot search {wanted.min_span}..{wanted.max_span}."
         )
     return wanted
-
-
-def query_list(queries: str | Sequence[str]) -> list[str]:
-    query_list, _ = as_text_list(queries, "queries")
-    if not query_list:
-        raise SpanInputError("queries is empty: give at least one query.")
-    return query_list
-
-
-def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search, resolved once; a bad one is a :class:`SpanInputError`."""
-    try:
-        return resolve_scorer(scorer)
-    except ValueError as error:
-        raise SpanInputError(str(error)) from None
-
-
-def check_overlap(overlap: bool) -> bool:
-    """``overlap`` if it is a bool (whether a search may return spans overlapping a better one of the same document)."""
-    if not isinstance(overlap, bool):
-        raise SpanInputError(f"overlap must be True or False, got {overlap!r}.")
-    return overlap
 
 
 def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
@@ -393,7 +370,7 @@ def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, pro
         found = _rerank_rows(pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap)
         for (cell, _), picked in zip(batch, found):
             parts[cell].append(picked[: counts[cell]])
-    in_order = rerank.in_pick_order(profiles)
+    in_order = rerank.reranker.reranks(profiles[:, 0])  # else the scorer's order: a short query
     return {cell: _merge_segments(found, counts[cell], overlap, in_order[cell[0]]) for cell, found in parts.items()}
 
 
@@ -466,21 +443,10 @@ def _padded(segments: list[_Segment]):
 
 
 def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
-    """The ``top_k`` spans ``(B, 1, k)`` of ``(B, U, L)`` score grids over (start, length), disjoint unless
-    ``overlap`` (what :func:`slice_st.spans.best_span_scores` gives for one query)."""
-    batch, width, widths = scores.shape
-    flat, plain = scores.reshape(batch, -1), cosines.reshape(batch, -1)
-    starts = torch.arange(width).repeat_interleave(widths).expand(batch, -1)
-    ends = starts + torch.arange(min_span, min_span + widths).repeat(width)
-    if overlap:
-        picks = flat.topk(min(top_k, flat.shape[1]), dim=1).indices
-        picks = torch.nn.functional.pad(picks, (0, top_k - picks.shape[1]), value=-1)
-        picks = picks.masked_fill(~torch.isfinite(flat.gather(1, picks.clamp(min=0))), -1)
-    else:
-        picks = greedy_disjoint(flat, starts, ends, top_k)
-    missing, index = picks < 0, picks.clamp(min=0)
-    take = lambda values, fill: values.gather(1, index).masked_fill(missing, fill)[:, None]  # noqa: E731
-    return BestSpans(take(flat, -np.inf), take(starts, -1), take(ends, -1), take(plain, -np.inf))
+    """:func:`slice_st.spans.grid_top_k` of ``(B, U, L)`` grids of one query each, as ``(B, 1, k)`` spans."""
+    found = grid_top_k(scores[..., None], cosines[..., None], top_k, min_span, overlap)  # (B, k, 1) each
+    best, plain, starts, ends = (values.mT for values in found)
+    return BestSpans(best, starts, ends, plain)
 
 
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:

@@ -17,13 +17,16 @@ from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
+    check_overlap,
     check_threshold,
     check_top_k,
     embed_texts,
     encode_windows,
     model_window,
+    query_list,
     resolve_prompt,
     resolve_span_config,
+    search_scorer,
     token_dimension,
 )
 from slice_st.errors import IndexConflictError, SpanInputError
@@ -35,19 +38,16 @@ from slice_st.index.search import (
     IndexMatch,
     as_tensor,
     cached_unit_flags,
-    check_overlap,
     check_search,
     index_unit_flags,
     profiles_of,
-    query_list,
     ranked,
     rerank_matches,
-    search_scorer,
     span_costs_for,
 )
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
-from slice_st.spans import span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
+from slice_st.spans import FLAT_BLOCK_UNITS, span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -56,10 +56,6 @@ if TYPE_CHECKING:
     from slice_st.index.ray_engine import RayBuild
     from slice_st.scoring import SpanScorer
 
-#: Units scored per block: bounds the (block, Q) float64 buffers and resets the prefix sums.
-SEARCH_BLOCK_UNITS = 1 << 16
-#: Float64 scores held per block, (queries × span lengths × units): sets the block size for many queries.
-SEARCH_SCORE_BUFFER = 1 << 21
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
 
@@ -491,14 +487,10 @@ class SpanIndex:
     ):
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
-        widths = max_span - min_span + 1
-        block = int(min(SEARCH_BLOCK_UNITS, max(256, SEARCH_SCORE_BUFFER // (widths * len(queries)))))
         vectors, norms = as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"])
         floor = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
-        found = top_spans_flat(
-            queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, block=block, floor=floor
-        )
+        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=floor)
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def _matches(
@@ -559,7 +551,7 @@ class SpanIndex:
         arrays, config, calibration = self._arrays, self.span_config, self.calibration
         norms, dim = arrays["span_norms"], arrays["unit_vectors"].shape[1]
         spans = sum(
-            int(np.isfinite(norms[i : i + SEARCH_BLOCK_UNITS]).sum()) for i in range(0, len(norms), SEARCH_BLOCK_UNITS)
+            int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum()) for i in range(0, len(norms), FLAT_BLOCK_UNITS)
         )
         return {
             "format_version": storage.INDEX_FORMAT_VERSION,

@@ -134,7 +134,7 @@ def test_20k_word_document_is_exact(tiny_model):
 
 def test_small_search_blocks_give_the_same_result(index, monkeypatch):
     expected = index.search(QUERIES, top_k=12)
-    monkeypatch.setattr(slice_st.index.span_index, "SEARCH_BLOCK_UNITS", 37)  # spans straddle many block edges
+    monkeypatch.setattr(slice_st.spans, "FLAT_BLOCK_UNITS", 37)  # spans straddle many block edges
     got = index.search(QUERIES, top_k=12)
     for a, b in zip(got, expected):
         assert [(m.doc_index, m.start, m.end) for m in a] == [(m.doc_index, m.start, m.end) for m in b]
