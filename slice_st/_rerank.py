@@ -364,5 +364,10 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
             alive &= ~((starts < end) & (ends > first) & ok[..., None])
     missing = (chosen < 0).to(found.scores.device)
     index = chosen.clamp(min=0).to(found.scores.device)
-    fills = (float("-inf"), -1, -1, float("-inf"))  # BestSpans' fields: scores, starts, ends, similarities
-    return BestSpans(*(v.gather(2, index).masked_fill(missing, fill) for v, fill in zip(vars(found).values(), fills)))
+    take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731
+    return BestSpans(
+        take(found.scores, float("-inf")),
+        take(found.starts, -1),
+        take(found.ends, -1),
+        take(found.similarities, float("-inf")),
+    )

@@ -1,6 +1,13 @@
-"""Span math in torch. Unit ``u`` (a word or token) of row ``b`` is tokens ``boundaries[b, u] : boundaries[b, u + 1]``
-(``(B, U + 1)``, ``num_units[b]`` units, shorter rows repeat their last boundary); a span is ``(start, end)`` in units,
-end exclusive, enumerated start-major; its vector is the mean of its token vectors (SLICE), by prefix sums."""
+"""Span math: span enumeration, prefix-sum pooling and fused best-span scoring, in plain torch.
+
+Conventions (decided here, never re-derived elsewhere):
+
+* A **unit** is a word or a sub-word token. ``boundaries`` ``(B, U + 1)`` holds token positions: unit ``u`` of row
+  ``b`` covers tokens ``boundaries[b, u] : boundaries[b, u + 1]``; shorter rows repeat their last boundary and
+  ``num_units[b]`` says how many units row ``b`` has. Special tokens and padding lie outside every unit.
+* A **span** is ``(start, end)`` in units, end exclusive, ``min_span <= end - start <= max_span``, enumerated
+  start-major (by start, then by length). Its vector is the **mean of its token vectors** (SLICE), by prefix sums.
+"""
 
 from __future__ import annotations
 
@@ -389,7 +396,9 @@ def top_spans_flat(
 
 def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
-    first_column, block = _check_flat(span_norms, dots, dots.shape[0], top_k, min_span, max_span, norm_min_span, block)
+    first_column, block = _check_flat(
+        span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
+    )
     with torch.inference_mode():
         best_scores, best_ids, starts, lengths = _scan_top_k(
             lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
@@ -429,7 +438,7 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column, _ = _check_flat(span_norms, dots, 1, 1, min_span, max_span, norm_min_span)
+    first_column, _ = _check_flat(span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -446,12 +455,8 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
 
 
 def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):
-    """The one check of the flat-scan arguments (``total``: ``N``, or the ``(Q, N)`` dot products): the column of
-    ``min_span`` in ``span_norms``, and the block size (``None``: as large as the buffers allow)."""
-    if isinstance(total, Tensor):
-        if total.dim() != 2 or not total.is_floating_point():
-            raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(total.shape)} {total.dtype}.")
-        total = total.shape[1]
+    """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
+    (``None``: as large as the buffers allow)."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
@@ -466,6 +471,13 @@ def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_spa
     if block is None:
         block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
     return first_column, max(int(block), 1)
+
+
+def _dots_width(dots: Tensor) -> int:
+    """``N`` of checked ``(Q, N)`` dot products."""
+    if dots.dim() != 2 or not dots.is_floating_point():
+        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+    return dots.shape[1]
 
 
 def _scan_top_k(

@@ -188,7 +188,8 @@ def ranked(
     Exact because no cost is negative (see :meth:`SpanIndex.search`); unsettled queries rescan 4x more.
     """
     if limit is not None:
-        limit, top_k = max(1, limit), min(top_k, max(1, limit))
+        limit = max(1, limit)
+        top_k = min(top_k, limit)
     if costs is None and overlap:  # the cosine order: one scan (none per document), or today's 16x for the cap
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
