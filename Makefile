@@ -18,7 +18,7 @@ UV_ENV      = $(shell $(PYTHON) tools/pip_index_args.py --env)
 UV_INDEXES  = $(shell $(PYTHON) tools/pip_index_args.py) --index-strategy unsafe-best-match
 LOCK       := requirements/lock.txt
 
-.PHONY: install lock lock-upgrade test-latest demo test test-slow lint docs bench model clean
+.PHONY: install lock lock-upgrade test-latest demo test test-kernels test-slow lint docs bench model clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,17 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+
+# The fast suite (docs examples included) under other kernel paths and two threads: figures must not depend on the
+# CPU (docs/contributing.md). Not part of CI, which runs the machine's own path.
+KERNELS ?= avx2 default
+THREADS ?= 2
+test-kernels: $(STAMP)
+	set -e; for kernel in $(KERNELS); do \
+		echo "== ATEN_CPU_CAPABILITY=$$kernel SLICE_TEST_THREADS=$(THREADS)"; \
+		ATEN_CPU_CAPABILITY=$$kernel SLICE_TEST_THREADS=$(THREADS) $(BIN)/python -m pytest -q -n auto --dist loadfile \
+			-m "not slow" --doctest-modules -p no:cacheprovider slice_st tests; \
+	done
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests

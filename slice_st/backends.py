@@ -21,6 +21,23 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.floa
 DTYPES |= {"half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 
+def half_precision_kwargs(dtype: torch.dtype, device: str | None) -> dict[str, Any]:
+    """``model_kwargs`` for half-precision torch weights: eager attention on a CPU running below-AVX-512 kernels.
+
+    torch's fused CPU attention packs half-precision blocks for AMX whenever the hardware has AMX, with code that
+    exists only in its AVX-512 kernels: with those kernels switched off (``ATEN_CPU_CAPABILITY=avx2`` or
+    ``default`` on an AMX machine) it raises "pack_vnni2 is only supported when avx512 is supported". A CPU without
+    AVX-512 has no AMX, so this only changes runs with the kernels capped; eager attention takes another path.
+    """
+    from sentence_transformers.util import get_device_name
+
+    on_cpu = torch.device(device or get_device_name()).type == "cpu"
+    x86 = platform.machine().lower() in ("x86_64", "amd64")
+    capped = x86 and torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "NO AVX", "AVX2")
+    half = dtype in (torch.float16, torch.bfloat16)
+    return {"dtype": dtype} | ({"attn_implementation": "eager"} if half and on_cpu and capped else {})
+
+
 def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise SpanInputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")

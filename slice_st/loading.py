@@ -114,7 +114,13 @@ def load_model(
         >>> model_identity(load_model()), model_identity(load_model("base"))
         (('slice-minilm', ''), ('sentence-transformers/all-MiniLM-L6-v2', ''))
     """
-    from slice_st.backends import check_backend, check_parallelism, resolve_dtype, set_torch_threads
+    from slice_st.backends import (
+        check_backend,
+        check_parallelism,
+        half_precision_kwargs,
+        resolve_dtype,
+        set_torch_threads,
+    )
 
     check_backend(backend)
     if threads is not None:
@@ -126,11 +132,12 @@ def load_model(
         )
     if model_file or quantized:
         raise SpanInputError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
+    kwargs["device"] = check_device(kwargs.get("device"))
     if torch_dtype is not None:
-        kwargs["model_kwargs"] = {"dtype": torch_dtype, **(kwargs.get("model_kwargs") or {})}
+        own = kwargs.get("model_kwargs") or {}
+        kwargs["model_kwargs"] = half_precision_kwargs(torch_dtype, kwargs["device"]) | own
     if threads:
         set_torch_threads(threads)
-    kwargs["device"] = check_device(kwargs.get("device"))
     return _load_torch(model_name_or_path, kwargs)
 
 

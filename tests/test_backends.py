@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import platform
 import sys
 from pathlib import Path
 
@@ -315,6 +316,23 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     assert index.search(QUERIES[0], top_k=1)[0][0].score == pytest.approx(
         float(best.scores[0].max()), abs=1e-3
     )  # same scorer
+
+
+@pytest.mark.parametrize(("capability", "attention"), [("AVX512", "sdpa"), ("AVX2", "eager"), ("DEFAULT", "eager")])
+def test_half_precision_on_cpu_below_avx512_kernels_uses_eager_attention(
+    export_dir, monkeypatch, capability, attention
+):
+    """torch's fused CPU attention in bf16 needs its AVX-512 kernels on an AMX machine (pack_vnni2): with the kernels
+    capped below AVX-512 a half-precision load on CPU takes eager attention instead; float32 and GPUs are unchanged."""
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    model = slice_st.load_model(export_dir, device="cpu", dtype="bfloat16")
+    assert model[0].auto_model.config._attn_implementation == attention
+    assert model.encode_spans(TEXTS[:1])[0].embeddings.dtype == np.float32
+    assert slice_st.load_model(export_dir, device="cpu")[0].auto_model.config._attn_implementation == "sdpa"
+    kwargs = slice_st.backends.half_precision_kwargs(torch.bfloat16, "cuda:0")
+    assert kwargs == {"dtype": torch.bfloat16}
+    assert slice_st.backends.half_precision_kwargs(torch.float32, "cpu") == {"dtype": torch.float32}
 
 
 def test_default_threads(monkeypatch):

@@ -143,3 +143,58 @@ def test_optional_modules_go_through_require(module):
     through = [where for where, name, extra, _ in IMPORTS if extra is not None and name.split(".")[0] == module]
     assert through, f"{module} is never required"
     assert not plain or module == "datasets", plain
+
+
+def _installs(extra: str) -> set[str]:
+    """Every distribution ``pip install -e ".[extra]"`` brings: the core, the extra, and what they require in turn
+    (read from the installed metadata, markers evaluated, sub-extras followed)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    todo = [Requirement(r) for r in CONFIG["project"]["dependencies"]]
+    todo += [Requirement(r) for r in CONFIG["project"]["optional-dependencies"][extra]]
+    seen: set[str] = set()
+    while todo:
+        requirement = todo.pop()
+        name = _name(requirement.name)
+        if name == "slice-st":
+            for sub in requirement.extras:
+                todo += [Requirement(r) for r in CONFIG["project"]["optional-dependencies"][sub]]
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        for text in metadata.requires(requirement.name) or []:
+            nested = Requirement(text)
+            if nested.marker is None or any(nested.marker.evaluate({"extra": e}) for e in {"", *requirement.extras}):
+                todo.append(nested)
+    return seen
+
+
+def _test_imports() -> set[str]:
+    """Top-level third-party modules the test suite imports (tests/ and the research tests make test runs)."""
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"slice_st", "research", "tests", "benchmarks"}
+    found = set()
+    for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "research" / "mteb").rglob("test_*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found |= {n.split(".")[0] for n in names}
+    return {m for m in found if m not in sys.stdlib_module_names and m not in local}
+
+
+def test_the_dev_extra_installs_what_the_tests_import():
+    """``pip install -e ".[dev]"`` alone brings every module the tests import (a test never errors on a missing
+    package that only another extra would bring)."""
+    from importlib import metadata
+
+    providers = metadata.packages_distributions()
+    installed = _installs("dev")
+    missing = {
+        module: providers.get(module)
+        for module in _test_imports()
+        if not {_name(d) for d in providers.get(module, [module])} & installed
+    }
+    assert not missing, f"imported by the tests but not brought by the dev extra: {missing}"

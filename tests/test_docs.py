@@ -5,7 +5,8 @@ Conventions (docs/contributing-docs.md has the reader's version):
 * ```` ```python ```` blocks run in order, one namespace per Markdown file, in a scratch folder holding a copy of
   ``examples/``. Lines ``# → TEXT`` right after a statement are what it prints; after a bare expression, its
   ``repr`` (as in a notebook). ``...`` in an expected line matches anything on that line; a line that is only
-  ``...`` matches any number of lines.
+  ``...`` matches any number of lines. A decimal number matches at the precision it is shown (one unit of its
+  last digit either way: the last digits depend on the CPU and thread count); other text matches exactly.
 * ```` ```console ```` blocks hold ``$ slice-st …`` commands (run in-process) each followed by its standard output
   (and its standard error when it exits non-zero), with the same ``...`` rule.
 * An HTML comment on the line before a block marks it: ``<!-- docs-test: slow -->`` runs only under ``-m slow``;
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import functools
 import io
 import os
 import re
@@ -77,13 +79,51 @@ def parse_blocks(path: Path) -> list[Block]:
     return blocks
 
 
+# A decimal number standing alone (not part of a version such as 0.1.0 or of a name such as v2.5b).
+DECIMAL = r"(?<![\w.])-?\d+\.\d+(?![\w]|\.\d)"
+
+
+def _line_pattern(line: str) -> re.Pattern:
+    """A regex for one expected line: ``...`` as a wildcard, each decimal number a group, the rest literal."""
+    parts = re.split(f"({DECIMAL}|\\.\\.\\.)", line)
+    pattern = "".join(
+        "[^\n]*?" if part == "..." else r"(-?\d+\.\d+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+    )
+    return re.compile(pattern)
+
+
+def _close(shown: str, actual: str) -> bool:
+    """``actual`` is ``shown`` at the precision shown: at most one unit apart in the last digit shown."""
+    unit = 10.0 ** -len(shown.split(".")[1])
+    return abs(float(shown) - float(actual)) <= unit * (1 + 1e-9)
+
+
+def line_matches(shown: str, actual: str) -> bool:
+    """One expected line against one actual line: text exactly, decimal numbers at the precision they are shown."""
+    shown, actual = shown.rstrip(), actual.rstrip()
+    expected = [n for i, n in enumerate(re.split(f"({DECIMAL}|\\.\\.\\.)", shown)) if i % 2 and n != "..."]
+    match = _line_pattern(shown).fullmatch(actual)
+    return match is not None and all(_close(e, a) for e, a in zip(expected, match.groups(), strict=True))
+
+
 def output_matches(expected: list[str], actual: str) -> bool:
-    """``actual`` equals ``expected`` line by line (trailing spaces and blank lines ignored), ``...`` as wildcard."""
-    pattern = ""
-    for line in "\n".join(expected).rstrip().split("\n") if expected else []:
-        line = line.rstrip()
-        pattern += r"(?:[^\n]*\n)*?" if line.strip() == "..." else re.escape(line).replace(r"\.\.\.", r"[^\n]*") + r"\n"
-    return re.fullmatch(pattern, "".join(line.rstrip() + "\n" for line in actual.rstrip().splitlines())) is not None
+    """``actual`` equals ``expected`` line by line (trailing spaces and blank lines ignored), ``...`` as wildcard.
+
+    A decimal number matches when it differs by at most one unit in the last digit shown (the sixth decimal of a
+    cosine depends on the CPU's kernels and thread count); text, spans, ranks, ids and offsets match exactly.
+    """
+    shown = [line.rstrip() for line in "\n".join(expected).rstrip().split("\n")] if expected else []
+    lines = [line.rstrip() for line in actual.rstrip().splitlines()]
+
+    @functools.cache
+    def fits(i: int, j: int) -> bool:  # shown[i:] matches lines[j:]
+        if i == len(shown):
+            return j == len(lines)
+        if shown[i].strip() == "...":
+            return any(fits(i + 1, k) for k in range(j, len(lines) + 1))
+        return j < len(lines) and line_matches(shown[i], lines[j]) and fits(i + 1, j + 1)
+
+    return fits(0, 0)
 
 
 def python_segments(lines: list[str]) -> list[tuple[list[str], list[str]]]:
@@ -153,12 +193,23 @@ def run_command(command: str) -> str:
     return out.getvalue() + (err.getvalue() if status else "")
 
 
-def _keep_wildcards(shown: list[str], actual: str) -> list[str]:
-    """The actual output's lines, except that a line an expected ``...`` line matches keeps the expected form."""
+def _keep_shown(shown: list[str], actual: str) -> list[str]:
+    """The actual output's lines, except that a line a shown line matches keeps the shown form.
+
+    So ``--update-docs`` keeps ``...`` wildcards, and leaves a number that differs only in float noise as shown
+    (a run on another machine does not churn the docs).
+    """
     wild = [line.rstrip() for line in shown if "..." in line and line.strip() != "..."]
-    return [
-        next((w for w in wild if output_matches([w], line)), line.rstrip()) for line in actual.rstrip("\n").split("\n")
-    ]
+    kept, next_shown = [], 0
+    for line in actual.rstrip("\n").split("\n"):
+        candidates = (i for i in range(next_shown, len(shown)) if shown[i].strip() != "...")
+        ahead = next((i for i in candidates if line_matches(shown[i], line)), None)
+        if ahead is not None:
+            kept.append(shown[ahead].rstrip())
+            next_shown = ahead + 1
+        else:
+            kept.append(next((w for w in wild if line_matches(w, line)), line.rstrip()))
+    return kept
 
 
 class Session:
@@ -207,10 +258,10 @@ class Session:
         new: list[str] = []
         if block.language == "python":
             for (code, shown), (_, actual) in zip(python_segments(block.lines), results, strict=True):
-                new += code + ([(OUTPUT + line).rstrip() for line in _keep_wildcards(shown, actual)] if shown else [])
+                new += code + ([(OUTPUT + line).rstrip() for line in _keep_shown(shown, actual)] if shown else [])
         else:
             for (command, shown), (_, actual) in zip(console_commands(block.lines), results, strict=True):
-                new += ["$ " + command] + (_keep_wildcards(shown, actual) if actual.strip() else [])
+                new += ["$ " + command] + (_keep_shown(shown, actual) if actual.strip() else [])
         self.rewrites[block.first] = new
 
     def save(self) -> None:
@@ -298,12 +349,13 @@ def test_every_code_block_is_run_or_marked():
 def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     """The harness itself: a wrong number fails, ``...`` is a wildcard, and an update writes the real output."""
     assert output_matches(["score 0.81"], "score 0.81\n")
-    assert not output_matches(["score 0.80"], "score 0.81\n")
+    assert not output_matches(["score 0.80"], "score 0.82\n")
     assert output_matches(["indexed 3 in ... s", "..."], "indexed 3 in 1.2 s\nmore\nlines\n")
+    assert output_matches(["a", "...", "z"], "a\nz\n") and not output_matches(["a", "...", "z"], "a\nb\n")
     assert not output_matches(["a", "b"], "a\n")
-    assert _keep_wildcards(["took ... s", "x"], "took 1.5 s\ny\n") == ["took ... s", "y"]
+    assert _keep_shown(["took ... s", "x"], "took 1.5 s\ny\n") == ["took ... s", "y"]
     page = tmp_path / "page.md"
-    page.write_text("x\n```python\nprint(round(2 / 3, 2))\n# → 0.6\nprint('ok')\n# → ok\n```\n", encoding="utf-8")
+    page.write_text("x\n```python\nprint(round(2 / 3, 2))\n# → 0.64\nprint('ok')\n# → ok\n```\n", encoding="utf-8")
     (tmp_path / "examples").mkdir()
     block = parse_blocks(page)[0]
     session = Session(page, tmp_path / "run")
@@ -314,6 +366,57 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     assert (
         page.read_text(encoding="utf-8") == "x\n```python\nprint(round(2 / 3, 2))\n# → 0.67\nprint('ok')\n# → ok\n```\n"
     )
+
+
+JSON_SHOWN = '{"query": "a man plays", "rank": 1, "score": 0.733257, "start": 10, "end": 33, "span": "My son"}'
+TABLE_SHOWN = "   1   0.733  sample_corpus.txt:12     10-33       Customer: «My son plays the guitar» and wants…"
+
+
+@pytest.mark.parametrize(
+    ("shown", "actual", "matches"),
+    [
+        ("0.733257", "0.733256", True),  # one unit in the last digit shown: float noise
+        ("0.733257", "0.733258", True),
+        ("0.733", "0.7335", True),  # compared at the precision shown
+        ("0.733", "0.735", False),  # two units: a real change
+        ("0.733257", "0.733255", False),
+        ("-0.001", "0.000", True),
+        ("1.5", "1.50", True),
+        ("0.733", "1", False),  # a number that lost its decimals is a different output
+        ("version 0.1.0", "version 0.1.1", False),  # versions and names are text, not decimals
+        ("all-MiniLM-L6-v2.0", "all-MiniLM-L6-v2.1", False),
+        (JSON_SHOWN, JSON_SHOWN.replace("0.733257", "0.733256"), True),
+        (JSON_SHOWN, JSON_SHOWN.replace("0.733257", "0.733259"), False),
+        (JSON_SHOWN, JSON_SHOWN.replace('"start": 10', '"start": 11'), False),  # offsets exact
+        (JSON_SHOWN, JSON_SHOWN.replace('"rank": 1', '"rank": 2'), False),  # ranks exact
+        (JSON_SHOWN, JSON_SHOWN.replace("My son", "my son"), False),  # spans exact
+        (TABLE_SHOWN, TABLE_SHOWN.replace("0.733", "0.734"), True),
+        (TABLE_SHOWN, TABLE_SHOWN.replace("0.733", "0.735"), False),
+        (TABLE_SHOWN, TABLE_SHOWN.replace("10-33", "10-34"), False),
+        (TABLE_SHOWN, TABLE_SHOWN.replace("   1   0.733", "   2   0.733"), False),
+        (TABLE_SHOWN, TABLE_SHOWN.replace("«My son plays", "My «son plays"), False),
+        ("score ... (0.733)", "score 0.9 (0.732)", True),
+    ],
+)
+def test_shown_numbers_match_at_the_precision_shown(shown, actual, matches):
+    """A decimal matches within one unit of its last shown digit; text, spans, ranks, ids and offsets exactly."""
+    assert output_matches([shown], actual + "\n") is matches
+
+
+def test_an_update_keeps_numbers_that_differ_only_in_float_noise(tmp_path):
+    """``--update-docs`` leaves a matching block alone and keeps noise-only numbers when another line changed."""
+    page = tmp_path / "page.md"
+    text = "```python\nprint(0.733256)\n# → 0.733257\nprint(0.5)\n# → 0.7\n```\n"
+    page.write_text(text, encoding="utf-8")
+    (tmp_path / "examples").mkdir()
+    block = parse_blocks(page)[0]
+    session = Session(page, tmp_path / "run")
+    results = session.check(block)
+    assert [output_matches(shown, actual) for shown, actual in results] == [True, False]
+    session.rewrite(block, results)
+    session.save()
+    assert page.read_text(encoding="utf-8") == text.replace("# → 0.7\n", "# → 0.5\n")
+    assert _keep_shown(["a 0.733257", "b 1"], "a 0.733256\nb 2\n") == ["a 0.733257", "b 2"]
 
 
 def test_citation_and_licence_match_the_package():

@@ -1,9 +1,10 @@
 """Index data safety under hostile use (issue 17 B1–B5, B12, B23; issue 11 item 1): real processes where it is about
 concurrency.
 
-Concurrency tests fork real processes (``multiprocessing`` "fork": the tiny model is inherited, no
-start-up cost) and order them with events, never with sleeps: an interleaving that loses data on the
-old code is forced, not hoped for.
+Concurrency tests run real processes and order them with events, never with sleeps: an interleaving that loses
+data on the old code is forced, not hoped for. The processes come from a fork server (``multiprocessing``
+"forkserver", torch and slice_st preloaded): forking pytest itself, after torch ran on several threads, gives a child
+an OpenMP pool and locks it cannot use (it crashed or stalled at its first kernel with two torch threads).
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.index.storage import MANIFEST
 
-FORK = multiprocessing.get_context("fork")
+FORK = multiprocessing.get_context("forkserver")
+FORK.set_forkserver_preload(["torch", "slice_st", "slice_st.cli", "slice_st.index"])
 
 
 @pytest.fixture(autouse=True)
 def _no_stray_children():
-    """A forked child that never got going (e.g. a lock held by another thread at fork time) must fail its test,
-    not hang pytest at exit waiting for it."""
+    """A child that never got going must fail its test, not hang pytest at exit waiting for it."""
     yield
     for child in multiprocessing.active_children():
         child.kill()
@@ -60,7 +61,7 @@ def _index_data_folders(path) -> list[str]:
 
 
 def _quiet_child(log_path: str) -> None:
-    """In a forked child: stdout and stderr to a file (the parent reads it), no pytest capture."""
+    """In a child: stdout and stderr to a file (the parent reads it), no pytest capture."""
     handle = open(log_path, "w", buffering=1, encoding="utf-8")
     sys.stdout = sys.stderr = handle
     os.dup2(handle.fileno(), 1)
@@ -148,7 +149,7 @@ def test_b02_manifest_replace_is_followed_by_a_directory_fsync(tiny_model, tmp_p
 
 # ------------------------------------------------------------------------------------------ B2 (issue 11 item 1)
 def _add_in_child(index_dir, corpus, log_path, entered, go):
-    """``slice-st index add`` in a forked process; signals ``entered`` from inside ``add`` and, with ``go``, waits
+    """``slice-st index add`` in a child process; signals ``entered`` from inside ``add`` and, with ``go``, waits
     there."""
     _quiet_child(log_path)
     real_add = SpanIndex.add
@@ -211,7 +212,7 @@ def test_b02_sigkill_mid_add_loses_nothing(built, tmp_path, tiny_model, capsys):
     before = SpanIndex.load(built, tiny_model)
     expected = (list(before.doc_ids), before.num_units)
     corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
-    for attempt in range(3):  # a forked child can stall before it starts (a lock held by another thread at fork time)
+    for attempt in range(3):  # a child that stalls before its save is retried (it must have changed nothing)
         entered = FORK.Event()
         child = FORK.Process(
             target=_add_killed_mid_save, args=(built, corpus, tmp_path / f"child{attempt}.log", entered)
@@ -283,8 +284,9 @@ def test_b04_shard_without_manifest_is_an_error_not_skipped(tiny_model, tiny_mod
 
 
 # ------------------------------------------------------------------------------------------ B5
-def _load_after_a_save(path, model, have_manifest, saved, results):
+def _load_after_a_save(path, model_dir, have_manifest, saved, results):
     """A reader that has read the manifest when a writer replaces the index under it."""
+    model = slice_st.load_model(str(model_dir))
     module = slice_st.index.storage
     real_read_manifest = module.read_manifest
     calls = []
@@ -304,19 +306,20 @@ def _load_after_a_save(path, model, have_manifest, saved, results):
         results.put(("error", f"{type(error).__name__}: {error}"))
 
 
-def _save_new_version(path, model, have_manifest, saved):
+def _save_new_version(path, model_dir, have_manifest, saved):
+    model = slice_st.load_model(str(model_dir))
     have_manifest.wait(WAIT)
     with SpanIndex.open_for_update(path, model) as index:
         index.add(["a document saved while a reader was loading"], ["new"])
     saved.set()
 
 
-def test_b05_a_reader_sees_the_old_or_the_new_index_never_an_error(tiny_model, tmp_path):
+def test_b05_a_reader_sees_the_old_or_the_new_index_never_an_error(tiny_model, tiny_model_dir, tmp_path):
     path = tmp_path / "ix"
     SpanIndex.build(_docs("a", 5), tiny_model, max_span=3).save(path)
     have_manifest, saved, results = FORK.Event(), FORK.Event(), FORK.Queue()
-    reader = FORK.Process(target=_load_after_a_save, args=(path, tiny_model, have_manifest, saved, results))
-    writer = FORK.Process(target=_save_new_version, args=(path, tiny_model, have_manifest, saved))
+    reader = FORK.Process(target=_load_after_a_save, args=(path, tiny_model_dir, have_manifest, saved, results))
+    writer = FORK.Process(target=_save_new_version, args=(path, tiny_model_dir, have_manifest, saved))
     reader.start()
     writer.start()
     outcome = results.get(timeout=WAIT)
@@ -326,8 +329,8 @@ def test_b05_a_reader_sees_the_old_or_the_new_index_never_an_error(tiny_model, t
     assert outcome == ("ok", 6), outcome  # the new version, loaded after the old one vanished
 
 
-def _save_repeatedly(path, model, count, done):
-    index = SpanIndex.load(path, model)
+def _save_repeatedly(path, model_dir, count, done):
+    index = SpanIndex.load(path, slice_st.load_model(str(model_dir)))
     for number in range(count):
         if number % 2:
             index.remove(["extra"])
@@ -337,11 +340,11 @@ def _save_repeatedly(path, model, count, done):
     done.set()
 
 
-def test_b05_loads_during_many_saves_never_fail(tiny_model, tmp_path):
+def test_b05_loads_during_many_saves_never_fail(tiny_model, tiny_model_dir, tmp_path):
     path = tmp_path / "ix"
     SpanIndex.build(_docs("a", 5), tiny_model, max_span=3).save(path)
     done = FORK.Event()
-    writer = FORK.Process(target=_save_repeatedly, args=(path, tiny_model, 30, done))
+    writer = FORK.Process(target=_save_repeatedly, args=(path, tiny_model_dir, 30, done))
     writer.start()
     sizes, errors = set(), []
     while not done.is_set() or not sizes:
