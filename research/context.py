@@ -20,7 +20,7 @@ from typing import Any
 from research._cli import positive_int, run
 from slice_st.data.stsb import STSB_CONTEXT_COLUMNS, read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import check_output, one_line, require
+from slice_st.text import check_output, one_line
 
 #: The note beside a TSV saying where its passages come from, as ``slice_st.integrations.mteb.STSBContext`` reads it:
 #: the released set (passages written by a language model), a ``make-context`` proxy (this module), or unknown.
@@ -122,7 +122,7 @@ def make_context(pairs, *, seed: int = 0, styles: Sequence[str] = CONTEXT_STYLES
         >>> all(row["paraphrase"] in row["passage"] for row in ctx), len(ctx)
         (True, 3)
     """
-    datasets = require("datasets", "eval", "make_context")
+    import datasets
 
     if not styles or any(style not in CONTEXT_STYLES for style in styles):
         raise DataFormatError(f"styles must be a non-empty subset of {CONTEXT_STYLES}, got {list(styles)}.")

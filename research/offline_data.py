@@ -18,7 +18,7 @@ from research.context import make_context
 from slice_st.data.passages import cut_passages, evaluation_sentences, read_texts
 from slice_st.data.stsb import read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import one_line, require
+from slice_st.text import one_line
 
 
 def detokenize(text: str) -> str:
@@ -135,7 +135,7 @@ def build_training_triplets(
     Returns a ``Dataset`` with ``anchor``, ``positive``, ``negative`` (the passages) and, for
     inspection, ``positive_span`` and ``negative_span`` (the sentences placed).
     """
-    datasets = require("datasets", "train", "building training triplets")
+    import datasets
 
     excluded = {one_line(sentence) for sentence in exclude_sentences}
     kept = []

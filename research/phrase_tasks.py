@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
-from slice_st.text import append_csv_row, require
+from slice_st.text import append_csv_row
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -215,7 +215,8 @@ class BirdEvaluator(PhraseTaskEvaluator):
         cosines = (vectors[: len(self.phrase1)] * vectors[len(self.phrase1) :]).sum(axis=1)
         if np.ptp(cosines) == 0:
             return {"pearson": math.nan, "spearman": math.nan}
-        stats = require("scipy.stats", "eval", "the BIRD correlations")
+        from scipy import stats
+
         return {
             "pearson": stats.pearsonr(cosines, self.scores)[0],
             "spearman": stats.spearmanr(cosines, self.scores)[0],
@@ -303,8 +304,8 @@ def probe_accuracy(
     >>> probe_accuracy(x, y, learning_rate=1e-2) > 0.9
     True
     """
-    ConvergenceWarning = require("sklearn.exceptions", "eval", "the PPDB probe").ConvergenceWarning
-    MLPClassifier = require("sklearn.neural_network", "eval", "the PPDB probe").MLPClassifier
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
 
     features, labels = np.asarray(features, dtype=np.float32), np.asarray(labels)
     order = np.random.default_rng(seed).permutation(len(labels))
@@ -457,10 +458,8 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
         return cls(data.phrases, data.labels, **kwargs)
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
-        KMeans = require("sklearn.cluster", "eval", "entity clustering").KMeans
-        normalized_mutual_info_score = require(
-            "sklearn.metrics", "eval", "entity clustering"
-        ).normalized_mutual_info_score
+        from sklearn.cluster import KMeans
+        from sklearn.metrics import normalized_mutual_info_score
 
         vectors = self.encode(model, self.phrases, encoding)
         clusters = KMeans(n_clusters=self.num_clusters, random_state=self.seed, n_init=self.n_init).fit_predict(vectors)

@@ -6,7 +6,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from slice_st.spans import _gather_rows, _span_sum_norms, check_span_bounds, prefix_sums
+from slice_st.spans import check_span_bounds, prefix_sums, span_sum_norms
+
+
+def unit_prefix_sums(token_embeddings: Tensor, boundaries: Tensor) -> Tensor:
+    """Prefix sums of the token vectors at the unit boundaries, ``(B, U + 1, d)``: span ``[u, v)`` is
+    ``[v] - [u]``."""
+    sums = prefix_sums(token_embeddings)
+    index = boundaries[..., None].expand(*boundaries.shape, sums.shape[-1])
+    return sums.gather(1, index)
 
 
 def max_span_cosines(
@@ -46,8 +54,8 @@ def max_span_cosines(
     if width == 0 or unit_queries.shape[0] == 0:
         return best
     with torch.inference_mode():
-        unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d)
-        norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)  # (B, U, L), nan: no span
+        unit_prefix = unit_prefix_sums(token_embeddings, boundaries)  # (B, U+1, d)
+        norms = span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned)  # nan: no span
         exists = ~torch.isnan(norms)
         inverse = torch.where(exists, 1.0 / norms.clamp(min=eps), torch.zeros_like(norms))
         absent = torch.where(exists, torch.zeros_like(norms), torch.full_like(norms, float("-inf")))
@@ -92,9 +100,9 @@ def span_cosine_grid(
     width = boundaries.shape[1] - 1
     unit_vectors = torch.nn.functional.normalize(vectors.float().to(token_embeddings.device), dim=-1, eps=eps)
     with torch.inference_mode():
-        unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d)
+        unit_prefix = unit_prefix_sums(token_embeddings, boundaries)  # (B, U+1, d)
         dot_prefix = (unit_prefix @ unit_vectors[:, :, None])[..., 0]  # (B, U+1)
-        norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
+        norms = span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned)
         grid = torch.full_like(norms, float("nan"))
         for length in range(min_span, min(max_span, width) + 1):
             count = width - length + 1

@@ -30,7 +30,7 @@ from research.baselines import SETUPS
 from research.statistics import compare_to_best
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import SetupResult, correlations
-from slice_st.text import atomic_file, require
+from slice_st.text import atomic_file
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels", "main"]
 
@@ -321,7 +321,7 @@ def markdown_table(
 
 def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None) -> str:
     """Grouped bar chart (Spearman ×100 per setup, one bar per system) saved as PNG; returns ``path``."""
-    matplotlib = require("matplotlib", "eval", "the bar chart")
+    import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -250,7 +250,7 @@ class _Encoder(torch.nn.Module):
 
 def export_onnx(model, path: str | os.PathLike) -> Path:
     """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
-    ``torch.export`` exporter: the TorchScript one mis-traces transformers 5's masks)."""
+    ``torch.export`` exporter: the TorchScript one traces transformers 5's masks wrongly)."""
     example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
     wrapper = _Encoder(model[0].model).eval().float().cpu()

@@ -1,5 +1,5 @@
-"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``model_card/template.md``), given by
-:func:`slice_st.load_model`, the SLICE losses and ``slice-st train``; sentence-transformers renders it."""
+"""The SLICE model card: sentence-transformers' card data plus a SLICE section (``slice_st/model_card/template.md``),
+given by :func:`slice_st.load_model`, the SLICE losses and ``slice-st train``; sentence-transformers renders it."""
 
 from __future__ import annotations
 
@@ -227,7 +227,7 @@ def _public(value: Any) -> Any:
 
 
 def _slice_section(model, **values: Any) -> dict[str, Any]:
-    """The SLICE section's variables (``model_card/template.md``): defaults, then ``values``."""
+    """The SLICE section's variables (``slice_st/model_card/template.md``): defaults, then ``values``."""
     section = {"expansion": SLICE_EXPANSION, "span": get_span_config(model).to_dict(), "license_note": ""}
     section |= {"losses": [], "sources": [], "steps": None, "lora": None, "citation": SLICE_CITATION.strip()}
     return section | values

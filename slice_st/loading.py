@@ -15,6 +15,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slice_st._extras import needs_extra
 from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
 from slice_st.errors import FileAccessError, ModelLoadError, SpanInputError
 from slice_st.pretrained import (
@@ -25,7 +26,7 @@ from slice_st.pretrained import (
     is_shipped_model_name,
     rebuilt_model,
 )
-from slice_st.text import check_not_link, check_output, require
+from slice_st.text import check_not_link, check_output
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -289,13 +290,16 @@ def hub_offline() -> bool:
 def require_backend(backend: str, export: bool = False) -> None:
     """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
     if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
-        require("onnxruntime", "onnx", "Exporting to ONNX")
-        require("onnx", "onnx", "Exporting to ONNX")
-        require("onnxscript", "onnx", "Exporting to ONNX")
+        with needs_extra("onnx", "Exporting to ONNX"):
+            import onnx  # noqa: F401
+            import onnxruntime  # noqa: F401
+            import onnxscript  # noqa: F401
     if backend == "onnx":
-        require("onnxruntime", "onnx", "The ONNX backend")
+        with needs_extra("onnx", "The ONNX backend"):
+            import onnxruntime  # noqa: F401
     elif backend == "openvino":
-        require("openvino", "openvino", "The OpenVINO backend")
+        with needs_extra("openvino", "The OpenVINO backend"):
+            import openvino  # noqa: F401
 
 
 def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
@@ -537,7 +541,8 @@ def merged_adapters(model):
     """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model
-    BaseTunerLayer = require("peft.tuners.tuners_utils", "train", "merging LoRA adapters").BaseTunerLayer
+    with needs_extra("train", "merging LoRA adapters"):
+        from peft.tuners.tuners_utils import BaseTunerLayer
     clone = copy.deepcopy(model)
     module = next(module for module in clone if getattr(module, "auto_model", None) is not None)
     auto_model = module.auto_model

@@ -9,7 +9,6 @@ import errno
 import fnmatch
 import functools
 import glob
-import importlib
 import itertools
 import json
 import os
@@ -21,9 +20,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from types import ModuleType
 
-from slice_st.errors import CorpusError, DataFormatError, FileAccessError, MissingExtraError, SpanInputError
+from slice_st._extras import needs_extra
+from slice_st.errors import CorpusError, DataFormatError, FileAccessError, SpanInputError
 
 #: How a text file is cut into texts: one per line, per paragraph (blank-line separated), or ``auto`` (per file).
 SPLITS = ("auto", "line", "paragraph")
@@ -37,20 +36,6 @@ _NOFOLLOW, _CLOEXEC = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
 NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
 READ_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
-
-
-def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
-    """Import ``module``, or a :class:`MissingExtraError` naming the extra that installs it (``feature`` needs it)."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
-        top = module.split(".")[0]
-        if error.name is not None and error.name.split(".")[0] != top:  # the module is there, one of its imports not
-            raise
-        what = feature or f"this part of slice-st ({extra})"
-        raise MissingExtraError(
-            f"{what} needs {top}, which is not installed: pip install 'slice-st[{extra}]'", name=top
-        ) from None
 
 
 @dataclass(frozen=True)
@@ -447,7 +432,9 @@ _LEADING_CLOSERS = re.compile(r"^([\"'”’)\]]+)(\s+|$)")
 
 @functools.lru_cache(maxsize=1)
 def _segmenter():
-    return require("pysbd", "train", "sentence splitting").Segmenter(language="en", clean=False)
+    with needs_extra("train", "sentence splitting"):
+        import pysbd
+    return pysbd.Segmenter(language="en", clean=False)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -7,6 +7,7 @@ only where semantics matter (best span of a paraphrase).
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -104,8 +105,21 @@ def real_model():
 
 
 def pytest_addoption(parser):
-    """``--update-docs``: tests/test_docs.py rewrites the outputs shown in README.md and docs/ instead of failing."""
+    """``--update-docs``: tests/test_docs.py rewrites the outputs shown in README.md and docs/ instead of failing.
+    ``--run-ray``: also run the tests marked ``ray``."""
     parser.addoption("--update-docs", action="store_true", default=False, help="rewrite the outputs shown in the docs")
+    parser.addoption("--run-ray", action="store_true", default=False, help="also run the tests marked ray")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``ray`` start a local Ray cluster (a minute and more): skipped unless ``--run-ray`` is given or
+    ``-m`` names the marker (``make test`` runs them on a line of their own; docs/contributing.md)."""
+    if config.getoption("--run-ray") or re.search(r"\bray\b", config.getoption("markexpr") or ""):
+        return
+    skip = pytest.mark.skip(reason="starts a local Ray cluster: run with --run-ray or -m ray (make test does)")
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture()

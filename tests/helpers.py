@@ -279,3 +279,16 @@ def make_docs(count: int, seed: int = 0, low: int = 3, high: int = 30) -> list[s
 
 
 QUERIES = ["a man plays the guitar", "my bag was lost", "the flight was delayed", "dog"]
+
+
+#: STS-B-style pairs ``(sentence1, sentence2, score)`` for calibrating an index on the STS scale.
+STS_ROWS = [
+    ("A man is playing a guitar.", "A man plays the guitar.", 4.8),
+    ("A woman is slicing an onion.", "A woman cuts an onion.", 4.2),
+    ("A dog runs in the park.", "A cat sleeps on the sofa.", 0.6),
+    ("The flight was delayed.", "The plane left late.", 3.9),
+    ("Children are playing football.", "A chef is cooking pasta.", 0.0),
+    ("A man is riding a horse.", "A person rides a horse.", 4.0),
+    ("The stock market fell.", "A girl is dancing.", 0.2),
+    ("Two men are talking.", "Two people are having a chat.", 3.6),
+]

@@ -26,11 +26,18 @@ def _pins() -> dict[str, str]:
     return pins
 
 
+def _read_requirements(path: Path) -> list[Requirement]:
+    """The requirements of a requirements file (comments, blank lines and ``-r`` includes left out)."""
+    lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [Requirement(line) for line in lines if line and not line.startswith("-")]
+
+
 def _requirements() -> list[tuple[str, Requirement]]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     found = [("dependencies", Requirement(text)) for text in project["dependencies"]]
     for extra, texts in project["optional-dependencies"].items():
         found += [(f"[{extra}]", Requirement(text)) for text in texts]
+    found += [("research/requirements.txt", r) for r in _read_requirements(ROOT / "research" / "requirements.txt")]
     return [(where, r) for where, r in found if canonicalize_name(r.name) != "slice-st"]
 
 
@@ -47,9 +54,7 @@ def test_the_lock_satisfies_every_range_of_pyproject(where, requirement):
 
 
 def test_the_lock_pins_the_cpu_torch_of_lock_in():
-    lines = (ROOT / "requirements" / "lock.in").read_text(encoding="utf-8").splitlines()
-    wanted = [Requirement(line) for line in lines if line.strip() and not line.startswith("#")]
-    torch = next(r for r in wanted if r.name == "torch")
+    torch = next(r for r in _read_requirements(ROOT / "requirements" / "lock.in") if r.name == "torch")
     assert _pins()["torch"].endswith("+cpu")
     assert torch.specifier.contains(_pins()["torch"])
 

@@ -47,6 +47,7 @@ def test_the_wheel_carries_the_shipped_model_and_none_of_the_lab(wheel):
     assert any(n.startswith("slice_st/serve/static/") for n in names)
     assert "slice_st/integrations/stsb_context_stats.json" in names  # the STSBContext task's descriptive statistics
     assert "slice_st/training/presets/cpu-minilm.json" in names  # slice-st train --preset
+    assert "slice_st/py.typed" in names  # the package ships its type hints
     top = {name.split("/")[0] for name in names}
     assert top <= {"slice_st", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, top
 

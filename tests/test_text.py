@@ -1,4 +1,4 @@
-"""slice_st.text: sentence splitting through pysbd (abbreviations kept whole), require() for optional extras, and the
+"""slice_st.text: sentence splitting through pysbd (abbreviations kept whole, its extra named when missing), and the
 input readers (--split auto on real files, JSONL, folders, globs and links, CSV cells)."""
 
 from __future__ import annotations
@@ -17,13 +17,11 @@ from helpers import cli_fails, run_cli
 from slice_st.data.corpus import read_corpus, read_jsonl
 from slice_st.errors import CorpusError, FileAccessError
 from slice_st.text import (
-    MissingExtraError,
     csv_safe,
     expand_paths,
     guess_split,
     jsonl_records,
     read_texts,
-    require,
     split_sentences,
 )
 
@@ -56,13 +54,6 @@ def test_split_sentences_is_the_same_function_for_passages():
     from slice_st.data import passages
 
     assert passages.split_sentences is split_sentences
-
-
-def test_require_names_the_extra():
-    assert require("json", "train").__name__ == "json"
-    with pytest.raises(MissingExtraError, match=r"pip install 'slice-st\[eval\]'") as caught:
-        require("surely_not_installed_module", "eval", "the BM25 baseline")
-    assert isinstance(caught.value, ImportError) and "the BM25 baseline" in str(caught.value)
 
 
 def test_missing_extra_message_in_a_fresh_process():

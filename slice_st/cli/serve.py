@@ -29,10 +29,11 @@ def add_commands(commands) -> None:
 
 
 def _serve(args) -> int:
+    from slice_st._extras import needs_extra
     from slice_st.serve import ServeLimits, listening_socket, run_server
-    from slice_st.text import require
 
-    require("uvicorn", "serve", "slice-st serve")
+    with needs_extra("serve", "slice-st serve"):
+        import uvicorn  # noqa: F401  (run_server needs it: missing, say so before loading the model)
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None

@@ -10,9 +10,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slice_st import text as text_files
+from slice_st._extras import needs_extra
 from slice_st.data.stsb import read_stsb, read_stsb_context
 from slice_st.errors import DataFormatError, SpanInputError
-from slice_st.text import one_line, require, split_sentences
+from slice_st.text import one_line, split_sentences
 
 
 def read_texts(source: Any, *, field: str = "text") -> list[str]:
@@ -27,7 +28,9 @@ def read_texts(source: Any, *, field: str = "text") -> list[str]:
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
-            dataset = require("datasets", "train", "reading a saved dataset").load_from_disk(path)
+            with needs_extra("train", "reading a saved dataset"):
+                import datasets
+            dataset = datasets.load_from_disk(path)
             if getattr(dataset.features.get(field), "dtype", None) not in ("string", "large_string"):
                 raise DataFormatError(f"{path}: no string column {field!r}; columns: {dataset.column_names}.")
             texts = list(dataset[field])  # None (a missing value) is skipped below
@@ -84,7 +87,8 @@ def cut_passages(
     >>> sorted(len(text.split()) for text in ds["text"])   # two documents; "Eleven twelve." is too short alone
     [4, 6]
     """
-    datasets = require("datasets", "train", "building passages")
+    with needs_extra("train", "building passages"):
+        import datasets
 
     if not 1 <= min_words <= max_words:
         raise SpanInputError(f"need 1 <= min_words <= max_words (--min-words, --max-words): {min_words}, {max_words}.")
@@ -168,7 +172,8 @@ def load_passages(
 ):
     """Distillation text for ``slice-st train --distill-data``, shuffled: saved ``datasets`` folders (used as they are;
     a ``text`` column) and text/TSV/JSONL files (cut into passages without the sentences of ``exclude_paths``)."""
-    datasets = require("datasets", "train", "distillation passages")
+    with needs_extra("train", "distillation passages"):
+        import datasets
 
     parts = []
     for source in sources:

@@ -11,8 +11,8 @@ import re
 import warnings
 from typing import Any
 
+from slice_st._extras import needs_extra
 from slice_st.errors import DataFormatError
-from slice_st.text import require
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
@@ -25,8 +25,8 @@ def _read_text(path_or_url: str | os.PathLike, encodings: tuple[str, ...]) -> tu
     """``(text, name)`` of a file or URL (cached by ``datasets``), decoded by the first of ``encodings`` that can."""
     path = name = os.fspath(path_or_url)
     if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", name):
-        require("datasets", "eval", "reading a URL")
-        from datasets.utils.file_utils import cached_path
+        with needs_extra("eval", "reading a URL"):
+            from datasets.utils.file_utils import cached_path
 
         try:
             path = cached_path(name)
@@ -93,7 +93,8 @@ def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto",
         >>> data[0]["paraphrase"], data[0]["goldsim"], data[0]["paraphrase_in_passage"]
         ('A dog is running.', 4.2, True)
     """
-    datasets = require("datasets", "eval", "reading STS-B-Context")
+    with needs_extra("eval", "reading STS-B-Context"):
+        import datasets
 
     if missing_paraphrase not in ("warn", "error", "drop"):
         raise DataFormatError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
@@ -194,7 +195,8 @@ def read_stsb(path: str | os.PathLike):
         >>> read_stsb(path)[0]["sentence2"]
         'A man is playing.'
     """
-    datasets = require("datasets", "eval", "reading STS-B")
+    with needs_extra("eval", "reading STS-B"):
+        import datasets
 
     text, name = _read_text(path, ("utf-8-sig",))
     keys = ("genre", "source", "year", "id", "score", "sentence1", "sentence2", "file_line")

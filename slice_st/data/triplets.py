@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
+from slice_st._extras import needs_extra
 from slice_st.errors import DataFormatError
-from slice_st.text import require
 
 
 def read_msmarco_triples(path: str | os.PathLike):
@@ -14,8 +14,9 @@ def read_msmarco_triples(path: str | os.PathLike):
     (``donâ€™t``) repaired by ftfy. A row with the wrong number of columns or an empty field is a
     :class:`~slice_st.errors.DataFormatError` naming the file and line.
     """
-    datasets = require("datasets", "train", "reading MS MARCO triples")
-    ftfy = require("ftfy", "train", "repairing MS MARCO text")
+    with needs_extra("train", "reading MS MARCO triples"):
+        import datasets
+        import ftfy
 
     columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
     with open(path, encoding="utf-8", newline="") as handle:

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
+from slice_st._extras import needs_extra
 from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.spans import check_span_bounds
-from slice_st.text import append_csv_row, require
+from slice_st.text import append_csv_row
 from slice_st.tokens import check_unit
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
         >>> correlations([0, 1, 2, 3], [0.1, 0.2, 0.25, 0.9])  # doctest: +ELLIPSIS
         (0.8696..., 1.0)
     """
-    stats = require("scipy.stats", "eval", "correlations")
+    with needs_extra("eval", "correlations"):
+        from scipy import stats
     gold_array, predicted_array = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")

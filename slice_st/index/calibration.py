@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st._extras import needs_extra
 from slice_st.encode import best_spans_paired, embed_texts
 from slice_st.errors import DataFormatError
 from slice_st.loading import model_fingerprint
-from slice_st.text import atomic_file, require
+from slice_st.text import atomic_file
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -117,8 +118,9 @@ def fit_calibration(
         >>> cal([0.1, 0.4, 0.9]).round(2).tolist()
         [0.0, 0.9, 5.0]
     """
-    spearmanr = require("scipy.stats", "eval", "calibration").spearmanr
-    IsotonicRegression = require("sklearn.isotonic", "eval", "calibration").IsotonicRegression
+    with needs_extra("eval", "calibration"):
+        from scipy.stats import spearmanr
+        from sklearn.isotonic import IsotonicRegression
 
     x, y = np.asarray(cosines, dtype=np.float64), np.asarray(scores, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape:

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from slice_st._extras import needs_extra
 from slice_st.errors import SpanInputError
 from slice_st.index.search import blas_threads
 from slice_st.index.storage import DataFolder, load_array, read_bytes, save_array, write_bytes
 from slice_st.spans import top_spans_from_dots
-from slice_st.text import require
 
 
 class CandidateStage:
@@ -61,7 +61,8 @@ class CandidateStage:
     def create(
         cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int
     ) -> CandidateStage:
-        faiss = require("faiss", "faiss", "the FAISS candidate stage")
+        with needs_extra("faiss", "the FAISS candidate stage"):
+            import faiss
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
         vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
         dim = vectors.shape[1]
@@ -88,7 +89,8 @@ class CandidateStage:
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
         """A copy with the chunks of units from ``unit_base`` on (appended documents) added."""
-        faiss = require("faiss", "faiss", "the FAISS candidate stage")
+        with needs_extra("faiss", "the FAISS candidate stage"):
+            import faiss
         bounds = np.asarray(arrays["segment_units"])
         first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
         new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
@@ -101,14 +103,16 @@ class CandidateStage:
         return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
 
     def save(self, data_dir: str) -> None:
-        faiss = require("faiss", "faiss", "the FAISS candidate stage")
+        with needs_extra("faiss", "the FAISS candidate stage"):
+            import faiss
         write_bytes(os.path.join(data_dir, self.FILE), faiss.serialize_index(self.faiss_index).tobytes())
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
     def load(cls, data: DataFolder, info: dict[str, Any]) -> CandidateStage:
         """The stage saved in an open data folder (its files read from the folder itself, never through a link)."""
-        faiss = require("faiss", "faiss", "the FAISS candidate stage")
+        with needs_extra("faiss", "the FAISS candidate stage"):
+            import faiss
         blob = read_bytes(data.entry(cls.FILE), folder=data.folder)
         faiss_index = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
         chunks = load_array(data.entry(cls.CHUNKS), folder=data.folder)

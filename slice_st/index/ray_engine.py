@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from slice_st import errors
+from slice_st._extras import needs_extra
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset, read_corpus
 from slice_st.encode import check_top_k
@@ -30,7 +31,7 @@ from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import check_output, is_jsonl, require
+from slice_st.text import check_output, is_jsonl
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -47,8 +48,10 @@ _USER_ERRORS = (ValueError, OSError, MissingExtraError)
 
 def require_ray(feature: str = "Ray (engine='ray', --ray)"):
     """``ray`` with Ray Data, or a :class:`~slice_st.errors.MissingExtraError` naming ``slice-st[ray]``."""
-    require("ray.data", "ray", feature)
-    return require("ray", "ray", feature)
+    with needs_extra("ray", feature):
+        import ray
+        import ray.data  # noqa: F401  (Ray Data: ray[data])
+    return ray
 
 
 def check_address(address: str | None) -> str | None:
@@ -224,7 +227,8 @@ def _file(path: str, fmt: str | None, size: int | None = None) -> dict[str, Any]
 
 
 def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
-    fs_module = require("pyarrow.fs", "ray", "reading a corpus from a URI")
+    with needs_extra("ray", "reading a corpus from a URI"):
+        from pyarrow import fs as fs_module
     try:
         filesystem, root = fs_module.FileSystem.from_uri(uri)
         info = filesystem.get_file_info(root)
@@ -253,8 +257,10 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
         if fmt != "parquet":
             return read_corpus([local], split=split, fmt=fmt, id_field=id_field, text_field=text_field)
         columns = [text_field] + ([id_field] if id_field else [])
+        with needs_extra("ray", "reading Parquet"):
+            from pyarrow import parquet
         try:
-            table = require("pyarrow.parquet", "ray", "reading Parquet").read_table(local, columns=columns)
+            table = parquet.read_table(local, columns=columns)
         except (OSError, ValueError, KeyError) as error:
             why = " ".join(str(error).split())[:200]
             raise SpanInputError(f"{path}: cannot read the Parquet columns {columns}: {why}") from None
@@ -266,7 +272,9 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
 
     if "://" not in path:
         return read(path)
-    filesystem, remote = require("pyarrow.fs", "ray", "reading a corpus from a URI").FileSystem.from_uri(path)
+    with needs_extra("ray", "reading a corpus from a URI"):
+        from pyarrow import fs
+    filesystem, remote = fs.FileSystem.from_uri(path)
     with tempfile.TemporaryDirectory(prefix="slice-st-corpus-", ignore_cleanup_errors=True) as folder:
         with filesystem.open_input_stream(remote) as source, open(os.path.join(folder, "file"), "wb") as target:
             shutil.copyfileobj(source, target, 1 << 22)

@@ -10,21 +10,20 @@ import random
 from pathlib import Path
 from typing import Any
 
+from slice_st._extras import needs_extra
+from slice_st.card import SLICE_CITATION
 from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
 from slice_st.scoring import DEFAULT_SCORER
 from slice_st.spans import check_span_bounds
-from slice_st.text import check_output, require
+from slice_st.text import check_output
 from slice_st.tokens import check_unit
 
-require("mteb", "eval", "the STSBContext mteb task")
-
-from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
-from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
-
-from slice_st.card import SLICE_CITATION  # noqa: E402
+with needs_extra("eval", "the STSBContext mteb task"):
+    from mteb.abstasks.sts import AbsTaskSTS
+    from mteb.abstasks.task_metadata import TaskMetadata
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
@@ -171,7 +170,8 @@ class STSBContext(AbsTaskSTS):
         """Read the TSV (:func:`slice_st.data.read_stsb_context`) as the task's one split, ``task.dataset["test"]``."""
         if self.data_loaded:
             return
-        datasets = require("datasets", "eval", "the STSBContext mteb task")
+        with needs_extra("eval", "the STSBContext mteb task"):
+            import datasets
         if not self.path:
             raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE.")
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)

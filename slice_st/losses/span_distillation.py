@@ -11,11 +11,11 @@ import torch
 from sentence_transformers.util import batch_to_device
 from torch import Tensor, nn
 
+from slice_st._extras import needs_extra
 from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import check_span_bounds, sample_spans, span_means
-from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,8 @@ class SpanDistillationLoss(SliceLoss):
         """
         from tqdm.auto import tqdm
 
-        datasets = require("datasets", "train", "caching teacher vectors")
+        with needs_extra("train", "caching teacher vectors"):
+            import datasets
 
         if column not in dataset.column_names:
             raise ValueError(f"dataset has no column {column!r}; columns: {dataset.column_names}.")

@@ -9,17 +9,15 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal
 
-from slice_st.text import require
+from slice_st._extras import needs_extra
 
-require("fastapi", "serve", "slice-st serve")
-require("pydantic", "serve", "slice-st serve")  # installed with fastapi; imported here by name
-
-from fastapi import APIRouter, FastAPI, HTTPException, Request  # noqa: E402
-from fastapi.exceptions import RequestValidationError  # noqa: E402
-from fastapi.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
-from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
-from fastapi.staticfiles import StaticFiles  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+with needs_extra("serve", "slice-st serve"):
+    from fastapi import APIRouter, FastAPI, HTTPException, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.middleware.trustedhost import TrustedHostMiddleware
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.staticfiles import StaticFiles
+    from pydantic import BaseModel, ConfigDict, Field  # installed with fastapi
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import socket
 
+from slice_st._extras import needs_extra
 from slice_st.index.span_index import SpanIndex
 from slice_st.serve.app import LIMITS, ServeLimits, create_app
 from slice_st.serve.guards import default_hosts, guarded_protocol, is_loopback, listening_socket
 from slice_st.serve.source import IndexSource
-from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ def run_server(
     :func:`~slice_st.serve.create_app`; ``allowed_hosts`` are answered besides ``host`` and ``localhost``; ``sock``:
     a socket already bound, :func:`listening_socket`). A non-loopback ``host`` without a ``token`` logs a warning.
     """
-    uvicorn = require("uvicorn", "serve", "slice-st serve")
+    with needs_extra("serve", "slice-st serve"):
+        import uvicorn
     sock = sock if sock is not None else listening_socket(host, port)
     if not is_loopback(host) and token is None:
         logger.warning(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from slice_st._extras import needs_extra
 from slice_st.errors import HubAccessError
 from slice_st.loading import hub_offline
-from slice_st.text import require
 
 
 def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
@@ -20,8 +20,9 @@ def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
         raise HubAccessError(f"--push-to-hub needs a repository id: --hub-model-id ORG/NAME, got {repo_id!r}.")
     if hub_offline():
         raise HubAccessError(f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it.")
-    huggingface_hub = require("huggingface_hub", "train", "pushing to the Hub")
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    with needs_extra("train", "pushing to the Hub"):
+        import huggingface_hub
+        from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
     api = api if api is not None else huggingface_hub.HfApi()
     if not huggingface_hub.get_token():

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
+from slice_st._extras import needs_extra
 from slice_st.errors import MissingExtraError, SpanInputError
-from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,8 @@ def training_arguments(preset: str | None = None, **values: Any):
 
 def load_training_data(settings: SliceArguments, seed: int):
     """The training triplets, shuffled: ``msmarco:PATH`` (a query/positive/negative TSV) or ``datasets`` folders."""
-    datasets = require("datasets", "train", "slice-st train")
+    with needs_extra("train", "slice-st train"):
+        import datasets
 
     from slice_st.data.triplets import read_msmarco_triples
 
@@ -252,7 +253,8 @@ def build_trainer(
     """
     from sentence_transformers import SentenceTransformerTrainer
 
-    datasets = require("datasets", "train", "slice-st train")
+    with needs_extra("train", "slice-st train"):
+        import datasets
 
     from slice_st.card import apply_model_card
     from slice_st.config import set_span_config
@@ -291,7 +293,8 @@ def build_trainer(
 
 def _add_lora(model, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
-    peft = require("peft", "train", "--lora-r (LoRA training)")
+    with needs_extra("train", "--lora-r (LoRA training)"):
+        import peft
     config = peft.LoraConfig(
         r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
     )

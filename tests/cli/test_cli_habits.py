@@ -360,7 +360,7 @@ def test_guess_split_needs_lines_filled_to_a_width():
     """Unpunctuated lines whose lengths happen to cluster, but past a wrapping width (or spread out): lines."""
     from helpers import make_docs
 
-    texts = make_docs(12, seed=9, low=4, high=20)  # tests/index/test_index_shards.py's corpus: one document per line
+    texts = make_docs(12, seed=9, low=4, high=20)  # tests/index/test_sharded.py's corpus: one document per line
     for part in (texts, texts[:6], texts[6:]):
         assert guess_split([text + "\n" for text in part]) == "line"
     assert guess_split(["x" * 70 + " end\n", "y" * 66 + " more\n", "z" * 72 + " tail\n", "last line.\n"]) == "paragraph"

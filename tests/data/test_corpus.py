@@ -7,10 +7,10 @@ import os
 import re
 
 import pytest
-from helpers import cli_fails, run_cli
+from helpers import QUERIES, cli_fails, run_cli
 
 from slice_st import SpanIndex, SpanInputError
-from slice_st.data.corpus import CorpusError, read_corpus, read_jsonl
+from slice_st.data.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl
 from slice_st.text import read_texts
 
 
@@ -135,3 +135,67 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_mo
         capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress"
     )
     assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
+
+
+# ------------------------------------------------------------------------------------ loaders and SpanIndex
+def test_text_file_lines_and_paragraphs(tmp_path):
+    path = tmp_path / "calls.txt"
+    path.write_text("first call\n\nsecond call\nstill second\n")
+    lines = read_corpus([str(path)])
+    assert [(d.id, d.text, d.line) for d in lines] == [
+        (f"{path}:1", "first call", 1),
+        (f"{path}:3", "second call", 3),
+        (f"{path}:4", "still second", 4),
+    ]
+    paragraphs = read_corpus([str(path)], split="paragraph")
+    assert [d.text for d in paragraphs] == ["first call", "second call\nstill second"]
+
+
+def test_jsonl_fields_and_errors(tmp_path):
+    path = tmp_path / "tickets.jsonl"
+    path.write_text('{"ticket": "T1", "body": "refund please"}\n\n{"ticket": "2", "body": "lost bag"}\n')
+    documents = read_corpus([str(path)], id_field="ticket", text_field="body")
+    assert [(d.id, d.text, d.line) for d in documents] == [("T1", "refund please", 1), ("2", "lost bag", 3)]
+    numeric = tmp_path / "numeric.jsonl"
+    numeric.write_text('{"ticket": 2, "body": "lost bag"}\n')  # ids are strings (README): not silently "2"
+    with pytest.raises(CorpusError, match=r"line 1: id field 'ticket' must be a string, got int 2"):
+        read_corpus([str(numeric)], id_field="ticket", text_field="body")
+    with pytest.raises(CorpusError, match=r"tickets.jsonl, line 1: missing id field 'id'"):
+        read_jsonl(str(path))
+    with pytest.raises(CorpusError, match=r"line 1: missing text field 'text'"):
+        read_jsonl(str(path), id_field="ticket")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "ok"}\n{"id": "b", "text": 5}\n[1]\n')
+    with pytest.raises(CorpusError, match=r"bad.jsonl, line 2: text field 'text' must be a string"):
+        read_jsonl(str(bad))
+    bad.write_text('{"id": "a", "text": "ok"}\nnot json\n')
+    with pytest.raises(CorpusError, match=r"bad.jsonl, line 2: not valid JSON"):
+        read_jsonl(str(bad))
+    duplicate = tmp_path / "dup.jsonl"
+    duplicate.write_text('{"id": "a", "text": "one"}\n{"id": "a", "text": "two"}\n')
+    with pytest.raises(CorpusError, match=r"duplicate document id 'a': .*dup.jsonl, line 2 \(first seen in .*line 1\)"):
+        read_corpus([str(duplicate)])
+    with pytest.raises(FileNotFoundError):
+        read_corpus([str(tmp_path / "missing.jsonl")])
+
+
+def test_build_from_files_documents_and_dataset(tiny_model, tmp_path):
+    import datasets
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a", "text": "the dog barks"}\n{"id": "b", "text": "a man plays the guitar"}\n')
+    from_files = SpanIndex.from_files(str(path), tiny_model, max_span=3)
+    assert from_files.doc_ids == ["a", "b"]
+    rows = datasets.Dataset.from_dict({"key": ["a", "b"], "content": ["the dog barks", "a man plays the guitar"]})
+    from_dataset = SpanIndex.build(rows, tiny_model, text_field="content", id_field="key", max_span=3)
+    assert from_dataset.doc_ids == ["a", "b"]
+    numbered = SpanIndex.build(rows, tiny_model, text_field="content", id_field=None, max_span=3)
+    assert numbered.doc_ids == ["0", "1"]
+    from_documents = SpanIndex.build([Document("x", "the dog barks"), Document("y", "a cat")], tiny_model, max_span=3)
+    assert from_documents.doc_ids == ["x", "y"]
+    a, b = from_files.search(QUERIES, top_k=5), from_dataset.search(QUERIES, top_k=5)
+    assert [[(m.doc_id, m.span, m.score) for m in x] for x in a] == [
+        [(m.doc_id, m.span, m.score) for m in x] for x in b
+    ]
+    with pytest.raises(CorpusError, match="no column 'body'"):
+        documents_from_dataset(rows, text_field="body")

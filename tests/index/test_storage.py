@@ -456,7 +456,7 @@ def test_a_planted_array_link_is_refused(index_dir, tiny_model, tmp_path, capsys
     assert "unit_vectors.npy is not a regular file" in cli_error(["index", "info", str(index_dir), "--verify"], capsys)
 
 
-def test_a_slice_minilm_folder_in_the_cwd_is_not_an_indexs_model(tmp_path, monkeypatch, tiny_model_dir):
+def test_a_slice_minilm_folder_in_the_cwd_is_not_the_model_of_an_index(tmp_path, monkeypatch, tiny_model_dir):
     from slice_st import SpanIndex
     from slice_st.index.span_index import model_source
 

@@ -59,7 +59,7 @@ def test_search_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 25, 1, 8)
     results = index.search(
         QUERIES, top_k=25, scorer="max-cosine", overlap=True
-    )  # the cosine ranking (the scorer: test_index_scoring)
+    )  # the cosine ranking (the scorer: test_search_scoring)
     for got, want in zip(results, expected):
         assert_same_ranking(got, want)
         for match in got:

@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from test_index_extras import STS_ROWS
+from helpers import STS_ROWS
 
 from slice_st.cli import main
 from slice_st.cli.mine import FIELDS

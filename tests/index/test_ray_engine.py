@@ -1,6 +1,7 @@
 """The index on Ray (slice-st[ray]): a Ray build equals the one-process build, Ray search equals ShardedSpanIndex, a
 killed build resumes. One local Ray (2 CPUs) for the tests that need one (the option checks need none); the build and
-search use 2 actors. The module is one xdist group: with ``--dist loadgroup`` its tests share one worker and one Ray."""
+search use 2 actors. The module is one xdist group: with ``--dist loadgroup`` its tests share one worker and one Ray.
+Marked ``ray``: a local run skips them unless given ``--run-ray`` or ``-m ray``; ``make test`` runs them."""
 
 from __future__ import annotations
 
@@ -17,13 +18,13 @@ from helpers import QUERIES, make_docs
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
+from slice_st.errors import MissingExtraError
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.ray_engine import BUILD_STATE, RayBuild, check_address
 from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
-from slice_st.text import MissingExtraError
 
-pytestmark = pytest.mark.xdist_group("ray")
+pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """`slice-st serve` in a real browser: headless Chromium (the distribution's package) driven by Playwright against a
 uvicorn server started here. Slow; skipped with the reason when Chromium or Playwright is missing.
 
-    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/serve/test_serve_browser.py    # also refreshes the docs'
+    SERVE_SCREENSHOT=docs/img/serve.png pytest -m slow tests/serve/test_app_browser.py    # also refreshes the docs'
     picture
 """
 

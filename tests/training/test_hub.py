@@ -21,7 +21,7 @@ import pytest
 from helpers import HUB_TOKEN as TOKEN
 from helpers import hub_env, hub_file
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["A man plays the guitar on stage.", "Don't stop — café au lait!", "x"]
 QUERIES = ["plays the guitar", "coffee with milk"]
 
@@ -313,7 +313,7 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
 
 
 # ------------------------------------------------------------------------------------- the docs' round trip
-HUB_MARKER = "tests/test_hub.py runs this block"
+HUB_MARKER = "tests/training/test_hub.py runs this block"
 
 
 def hub_blocks(path: Path) -> list[tuple[str, list[str]]]:
