@@ -79,7 +79,7 @@ test-kernels: $(STAMP)
 	set -e; for kernel in $(KERNELS); do \
 		echo "== ATEN_CPU_CAPABILITY=$$kernel SLICE_TEST_THREADS=$(THREADS)"; \
 		ATEN_CPU_CAPABILITY=$$kernel SLICE_TEST_THREADS=$(THREADS) $(BIN)/python -m pytest -q -n auto --dist loadfile \
-			-m "not slow" --doctest-modules -p no:cacheprovider slice_st tests; \
+			-m "not slow and not ray" --doctest-modules -p no:cacheprovider slice_st tests; \
 	done
 
 test-slow: $(STAMP)
