@@ -34,10 +34,10 @@ import torch
 from tqdm.auto import tqdm
 
 from slice_st.evaluation.span_retrieval import SetupResult, check_all_scored, check_inputs, score_full, score_single
+from slice_st.extras import require
 from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
-from slice_st.text import require
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, text_units, unit_boundaries
 
 #: Table 1's three setups: the package's two and the per-n-gram one (every n-gram encoded on its own).

@@ -18,7 +18,8 @@ from research.context import make_context
 from slice_st.data.passages import cut_passages, evaluation_sentences, read_texts
 from slice_st.data.stsb import read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import one_line, require
+from slice_st.extras import require
+from slice_st.text import one_line
 
 
 def detokenize(text: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
 
 from slice_st.config import get_span_config
+from slice_st.files import atomic_file
 from slice_st.pretrained import (
     BASE_MODEL_NAMES,
     DEFAULT_MODEL_NAME,
@@ -22,7 +23,6 @@ from slice_st.pretrained import (
     default_model_path,
     shipped_model,
 )
-from slice_st.text import atomic_file
 
 #: The paper's BibTeX, in mteb's normalised form (the STSBContext task cites it too).
 SLICE_CITATION = r"""

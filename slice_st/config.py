@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from slice_st.errors import ModelLoadError
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
@@ -123,3 +124,18 @@ def enable_span_features(model):
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model
+
+
+def check_tokenizer(model, name: str = "") -> None:
+    """A ``ModelLoadError`` if the tokenizer is missing or far smaller than the embeddings (vocabulary files lost)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    where = f" ({name})" if name else ""
+    if tokenizer is None:
+        raise ModelLoadError(f"The model{where} has no tokenizer.")
+    vocab_size = getattr(hf_config(model), "vocab_size", None)
+    size = len(tokenizer)
+    if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
+        raise ModelLoadError(
+            f"The model's tokenizer{where} has {size} tokens but the model has {vocab_size} token embeddings: "
+            "its vocabulary files (tokenizer.json, vocab.txt, …) are missing or wrong."
+        )

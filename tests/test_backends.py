@@ -18,7 +18,7 @@ import torch
 
 import slice_st
 from slice_st.backends import backend_of, default_threads
-from slice_st.text import MissingExtraError
+from slice_st.errors import MissingExtraError
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")),

@@ -7,7 +7,7 @@ import pytest
 from helpers import cosine
 
 import slice_st
-from slice_st.encode import SpanMatch, SpanSearchResult
+from slice_st.search import SpanMatch, SpanSearchResult
 
 QUERIES = ["plays the guitar", "a pot of soup"]
 TEXTS = [

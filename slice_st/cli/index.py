@@ -21,7 +21,7 @@ from slice_st.cli.common import (
     report_skipped,
 )
 from slice_st.cli.mine import add_search_command
-from slice_st.text import check_output, expand_paths
+from slice_st.files import check_output, expand_paths
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")

@@ -12,7 +12,8 @@ from typing import Any
 from slice_st import text as text_files
 from slice_st.data.stsb import read_stsb, read_stsb_context
 from slice_st.errors import DataFormatError, SpanInputError
-from slice_st.text import one_line, require, split_sentences
+from slice_st.extras import require
+from slice_st.text import one_line, split_sentences
 
 
 def read_texts(source: Any, *, field: str = "text") -> list[str]:

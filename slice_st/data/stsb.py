@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 from slice_st.errors import DataFormatError
-from slice_st.text import require
+from slice_st.extras import require
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0

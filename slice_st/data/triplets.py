@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from slice_st.errors import DataFormatError
-from slice_st.text import require
+from slice_st.extras import require
 
 
 def read_msmarco_triples(path: str | os.PathLike):

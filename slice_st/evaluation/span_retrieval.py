@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
-from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
+from slice_st.extras import require
+from slice_st.files import append_csv_row
 from slice_st.scoring import SpanScorer, resolve_scorer
+from slice_st.search import best_spans_paired
 from slice_st.spans import check_span_bounds
-from slice_st.text import append_csv_row, require
 from slice_st.tokens import check_unit
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def score_single(
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
-        options: More :func:`slice_st.encode.best_spans_paired` arguments: ``batch_size``, ``show_progress_bar``,
+        options: More :func:`slice_st.search.best_spans_paired` arguments: ``batch_size``, ``show_progress_bar``,
             ``scorer`` (which span wins and its score; ``"max-cosine"`` is the paper's protocol).
 
     Returns:

@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import best_spans_paired, embed_texts
+from slice_st.encode import embed_texts
 from slice_st.errors import DataFormatError
+from slice_st.extras import require
+from slice_st.files import atomic_file
 from slice_st.loading import model_fingerprint
-from slice_st.text import atomic_file, require
+from slice_st.search import best_spans_paired
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

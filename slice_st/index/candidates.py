@@ -10,10 +10,10 @@ import numpy as np
 import torch
 
 from slice_st.errors import SpanInputError
+from slice_st.extras import require
 from slice_st.index.search import blas_threads
 from slice_st.index.storage import DataFolder, load_array, read_bytes, save_array, write_bytes
 from slice_st.spans import top_spans_from_dots
-from slice_st.text import require
 
 
 class CandidateStage:

@@ -23,14 +23,15 @@ import numpy as np
 import torch
 
 from slice_st import errors
+from slice_st._checks import check_top_k
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset, read_corpus
-from slice_st.encode import check_top_k
 from slice_st.errors import FileAccessError, MissingExtraError, SpanInputError
+from slice_st.extras import require
+from slice_st.files import check_output, is_jsonl
 from slice_st.index import storage
 from slice_st.index.encoding import texts_and_ids
 from slice_st.loading import model_fingerprint, model_identity
-from slice_st.text import check_output, is_jsonl, require
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

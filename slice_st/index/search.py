@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from slice_st._rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
+from slice_st._checks import check_top_k
 from slice_st.config import SpanConfig
-from slice_st.encode import check_top_k
 from slice_st.errors import SpanInputError
+from slice_st.rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,
@@ -163,7 +163,7 @@ def _cached(owner, name: str, key: np.ndarray, compute: Callable):
 
 
 def _unit_word_table(store, chunk: int = 1 << 16) -> UnitWords:
-    """The :class:`~slice_st._rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
+    """The :class:`~slice_st.rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
     arrays = store._arrays
 
     def compute() -> UnitWords:
@@ -452,7 +452,7 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
 
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
-    windows (:func:`~slice_st._rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
+    windows (:func:`~slice_st.rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
     ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]  # column 6: place among its picks
     current = ranked[0] if ranked else np.zeros((0, 7))
     for new in ranked[1:]:

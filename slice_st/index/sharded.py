@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import check_top_k
+from slice_st._checks import check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.index.ray_engine import check_address, claim_workers, connect_ray, require_ray
 from slice_st.index.search import IndexMatch, cached_unit_flags, check_search

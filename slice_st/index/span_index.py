@@ -13,20 +13,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from slice_st._checks import check_overlap, check_threshold, check_top_k, query_list
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
-    check_overlap,
-    check_threshold,
-    check_top_k,
     embed_texts,
     encode_windows,
     model_window,
-    query_list,
     resolve_prompt,
     resolve_span_config,
-    search_scorer,
     token_dimension,
 )
 from slice_st.errors import IndexConflictError, SpanInputError
@@ -47,6 +43,7 @@ from slice_st.index.search import (
 )
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
+from slice_st.search import search_scorer
 from slice_st.spans import FLAT_BLOCK_UNITS, span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 

@@ -14,9 +14,10 @@ from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
+from slice_st.extras import require
+from slice_st.files import check_output
 from slice_st.scoring import DEFAULT_SCORER
 from slice_st.spans import check_span_bounds
-from slice_st.text import check_output, require
 from slice_st.tokens import check_unit
 
 require("mteb", "eval", "the STSBContext mteb task")

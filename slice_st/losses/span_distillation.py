@@ -13,9 +13,9 @@ from torch import Tensor, nn
 
 from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
+from slice_st.extras import require
 from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import check_span_bounds, sample_spans, span_means
-from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 

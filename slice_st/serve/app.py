@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal
 
-from slice_st.text import require
+from slice_st.extras import require
 
 require("fastapi", "serve", "slice-st serve")
 require("pydantic", "serve", "slice-st serve")  # installed with fastapi; imported here by name

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import socket
 
+from slice_st.extras import require
 from slice_st.index.span_index import SpanIndex
 from slice_st.serve.app import LIMITS, ServeLimits, create_app
 from slice_st.serve.guards import default_hosts, guarded_protocol, is_loopback, listening_socket
 from slice_st.serve.source import IndexSource
-from slice_st.text import require
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from slice_st.errors import HubAccessError
+from slice_st.extras import require
 from slice_st.loading import hub_offline
-from slice_st.text import require
 
 
 def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st.errors import MissingExtraError, SpanInputError
-from slice_st.text import require
+from slice_st.extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -370,7 +370,7 @@ def _dev_evaluator(settings: SliceArguments):
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
     """``output_dir``, checked before any work: new or empty (or ``resume``, ``overwrite``), never a symbolic link, a
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
-    from slice_st.text import check_not_link, check_output
+    from slice_st.files import check_not_link, check_output
 
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
     full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "

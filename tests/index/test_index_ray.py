@@ -17,11 +17,11 @@ from helpers import QUERIES, make_docs
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
+from slice_st.errors import MissingExtraError
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.ray_engine import BUILD_STATE, RayBuild, check_address
 from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
-from slice_st.text import MissingExtraError
 
 pytestmark = pytest.mark.xdist_group("ray")
 

@@ -12,9 +12,9 @@ from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
-from slice_st._rerank import unit_words
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.search import _segments, index_unit_flags
+from slice_st.rerank import unit_words
 from slice_st.scoring import AFTER_DETERMINER, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 

@@ -14,9 +14,9 @@ pytest.importorskip("fastapi", reason="slice-st[serve] (fastapi) is not installe
 pytest.importorskip("httpx", reason="fastapi.testclient needs httpx")
 from fastapi.testclient import TestClient
 
+from slice_st.errors import MissingExtraError
 from slice_st.index.span_index import SpanIndex
 from slice_st.serve import IndexSource, ServeLimits, create_app
-from slice_st.text import MissingExtraError
 
 DOCS = [
     "Customer: my bag was lost on the way to Denver.",
