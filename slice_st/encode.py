@@ -346,7 +346,7 @@ def encode_spans(
     options = (normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)
     vectors = _output_vectors([found[2] for found in columns], *options)
     results = [
-        SpanEncoding(text, found[0].cpu().numpy(), found[1].cpu().numpy(), text_vectors)
+        SpanEncoding(text=text, offsets=found[0].cpu().numpy(), units=found[1].cpu().numpy(), embeddings=text_vectors)
         for text, found, text_vectors in zip(text_list, columns, vectors)
     ]
     return results[0] if single else results

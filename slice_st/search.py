@@ -133,9 +133,17 @@ class SpanSearchResult(Sequence):
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
-        units = int(self.unit_starts[at]), int(self.unit_ends[at])
-        values = float(self.scores[at]), *units, float(self.similarities[at])
-        return SpanMatch(query_index, text_index, start, end, self.texts[text_index][start:end], *values)
+        return SpanMatch(
+            query_index=query_index,
+            text_index=text_index,
+            start=start,
+            end=end,
+            span=self.texts[text_index][start:end],
+            score=float(self.scores[at]),
+            unit_start=int(self.unit_starts[at]),
+            unit_end=int(self.unit_ends[at]),
+            similarity=float(self.similarities[at]),
+        )
 
 
 def best_spans(
@@ -191,9 +199,14 @@ def best_spans(
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     queries, texts = query_list(queries), as_text_list(texts)[0]
-    options = {name: value for name, value in locals().items() if name in _PAIRED_OPTIONS or name == "overlap"}
+    options = dict(
+        prompt_name=prompt_name, prompt=prompt, query_prompt_name=query_prompt_name, query_prompt=query_prompt
+    )
+    options |= dict(min_span=min_span, max_span=max_span, unit=unit, batch_size=batch_size, device=device)
+    options |= dict(show_progress_bar=show_progress_bar, similarity_fn_name=similarity_fn_name, scorer=scorer)
     errors = [] if on_error == "skip" else None
-    return _best_spans(model, queries, texts, top_k, paired=False, errors=errors, **options)
+    options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
+    return _best_spans(model, queries, texts, top_k, **options)
 
 
 def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
@@ -206,9 +219,18 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
     )
     for rows in windows:
         search.add(search.best_of_rows(rows), rows)
-    found = [search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")]
+    found = {
+        key: search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")
+    }
     names = [""] * len(queries) if paired else queries
-    return SpanSearchResult(names, texts, *found[:5], search.similarity, found[5], search.scorer.name, errors or [])
+    return SpanSearchResult(
+        queries=names,
+        texts=texts,
+        **found,
+        similarity_fn_name=search.similarity,
+        scorer=search.scorer.name,
+        skipped=errors or [],
+    )
 
 
 class _Search:

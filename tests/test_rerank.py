@@ -198,18 +198,20 @@ def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_sho
             got = searched.search(queries, top_k=6, per_document=per_document)
             assert got == searched.search(queries, top_k=6, per_document=per_document, scorer="reranked")
             for q, (matches, ranked) in enumerate(zip(got, phrase)):
-                assert Counter(m.doc_index for m in matches) == Counter(m.doc_index for m in ranked)  # documents stay
+                assert Counter(m.text_index for m in matches) == Counter(m.text_index for m in ranked)  # documents stay
                 assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
                 changed += [(m.unit_start, m.unit_end) for m in matches] != [(m.unit_start, m.unit_end) for m in ranked]
-                for doc in dict.fromkeys(m.doc_index for m in matches):
-                    spans = [m for m in matches if m.doc_index == doc]
+                for doc in dict.fromkeys(m.text_index for m in matches):
+                    spans = [m for m in matches if m.text_index == doc]
                     result = model.best_spans(queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans))
                     expected = sorted(result[0][0], key=lambda match: -match.score)
                     assert [(m.unit_start, m.unit_end, m.span) for m in spans] == [
                         (e.unit_start, e.unit_end, e.span) for e in expected
                     ]
                     np.testing.assert_allclose([m.score for m in spans], [e.score for e in expected], atol=1e-5)
-                    np.testing.assert_allclose([m.cosine for m in spans], [e.similarity for e in expected], atol=1e-5)
+                    np.testing.assert_allclose(
+                        [m.similarity for m in spans], [e.similarity for e in expected], atol=1e-5
+                    )
     assert changed  # the re-ranker moved some spans off the "phrase" choice
 
 
@@ -246,7 +248,7 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
     found = index.search(queries, top_k=5, per_document=1)
     result = real_model.best_spans(queries, index.texts)
     for q, matches in enumerate(found):
-        assert [m.span for m in matches] == [result[q][m.doc_index][0].span for m in matches]
+        assert [m.span for m in matches] == [result[q][m.text_index][0].span for m in matches]
         assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     shown = [[m.span for m in matches] for matches in found]
     assert "my flight to Denver was pushed back" in shown[0]

@@ -117,7 +117,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.ray_engine import check_address, probe_address, require_ray
+    from slice_st.index.ray_cluster import check_address, probe_address, require_ray
     from slice_st.index.storage import MANIFEST, read_shard_list
 
     ray = args.ray is not None

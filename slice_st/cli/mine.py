@@ -134,8 +134,8 @@ def _search_index(args, queries: list[str]) -> list[dict]:
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
-                text, where = index.texts[match.doc_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
-                rows.append(_row(query, rank, match, match.cosine, scorer, text, **where))
+                text, where = index.texts[match.text_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
+                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
         return rows
     finally:
         if hasattr(index, "close"):

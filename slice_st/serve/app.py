@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError  # noqa: E402
 from fastapi.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
 from fastapi.responses import HTMLResponse, JSONResponse  # noqa: E402
 from fastapi.staticfiles import StaticFiles  # noqa: E402
-from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field, field_serializer  # noqa: E402
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
@@ -77,6 +77,11 @@ class SearchRequest(BaseModel):
 class QueryResult(BaseModel):
     query: str
     matches: list[IndexMatch]
+
+    @field_serializer("matches")
+    def _old_names_too(self, matches: list[IndexMatch]) -> list[dict[str, Any]]:
+        """Each match's fields, and for one release its old ``doc_index`` and ``cosine`` (deprecated)."""
+        return [asdict(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
 
 
 class SearchResponse(BaseModel):
