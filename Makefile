@@ -67,6 +67,7 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/python tools/check_types.py
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow tests

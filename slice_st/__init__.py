@@ -13,8 +13,24 @@ Importing the package is light: every public name is loaded on first use (PEP 56
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
 from slice_st import _attach
+
+if TYPE_CHECKING:  # the names as type checkers and IDEs see them; at run time __getattr__ loads each on first use
+    from slice_st.config import get_span_config, set_span_config
+    from slice_st.encode import encode_span_queries, encode_spans
+    from slice_st.encoder import SpanEncoder
+    from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, ModelLoadError, SpanInputError
+    from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
+    from slice_st.index.span_index import SpanIndex
+    from slice_st.integrations.mteb import STSBContext
+    from slice_st.loading import export_model, load_model, save_slice_model
+    from slice_st.losses.span_distillation import SpanDistillationLoss
+    from slice_st.losses.span_max_cross_entropy import SpanMaxCrossEntropyLoss
+    from slice_st.models.span_pooling import SpanPooling
+    from slice_st.scoring import SpanScorer
+    from slice_st.search import best_spans
 
 __version__ = "0.1.0"
 
@@ -70,7 +86,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _SUBMODULES:

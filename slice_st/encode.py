@@ -46,7 +46,9 @@ PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 
-def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = None, role: str = "document") -> str:
+def resolve_prompt(
+    model: SentenceTransformer, prompt: str | None = None, prompt_name: str | None = None, role: str = "document"
+) -> str:
     """The prompt text of one side (``""``: none), chosen as ``encode_query``/``encode_document`` choose it."""
     if prompt is not None:
         if not isinstance(prompt, str):
@@ -63,7 +65,7 @@ def resolve_prompt(model, prompt: str | None = None, prompt_name: str | None = N
 _CHECKED_POOLING: weakref.WeakSet = weakref.WeakSet()
 
 
-def check_span_pooling(model) -> None:
+def check_span_pooling(model: SentenceTransformer) -> None:
     """Warn (once per model) when the model's sentence embedding is not the mean of its token vectors."""
     target = getattr(model, "_model", model)  # a PooledEncoder stands for its model
     with contextlib.suppress(TypeError):  # not weak-referenceable: check every time
@@ -91,7 +93,9 @@ def check_span_pooling(model) -> None:
         )
 
 
-def check_truncate_dim(model, truncate_dim: int | None = None, precision: str = "float32") -> int | None:
+def check_truncate_dim(
+    model: SentenceTransformer, truncate_dim: int | None = None, precision: str = "float32"
+) -> int | None:
     """Check ``precision``; ``truncate_dim`` (else the model's, as ``encode``) checked, ``None``: no truncation."""
     if precision not in PRECISIONS:
         raise SpanInputError(f"precision must be one of {PRECISIONS}, got {precision!r}.")
@@ -104,7 +108,7 @@ def check_truncate_dim(model, truncate_dim: int | None = None, precision: str = 
     return truncate_dim
 
 
-def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
+def resolve_span_config(model: SentenceTransformer, min_span, max_span, unit) -> SpanConfig:
     """The model's span settings with the given overrides; ``max_span`` capped at one model window."""
     config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     window = model_window(model)
@@ -113,7 +117,7 @@ def resolve_span_config(model, min_span, max_span, unit) -> SpanConfig:
     return config.replace(max_span=window) if config.max_span > window else config
 
 
-def model_window(model) -> int:
+def model_window(model: SentenceTransformer) -> int:
     """Content tokens per window: the model's max_seq_length minus the special tokens it adds."""
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
@@ -123,7 +127,7 @@ def model_window(model) -> int:
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
 
-def token_dimension(model) -> int:
+def token_dimension(model: SentenceTransformer) -> int:
     """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says)."""
     return model[0].get_embedding_dimension()
 

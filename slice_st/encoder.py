@@ -17,6 +17,9 @@ class SpanEncoder(SentenceTransformer):
 
     Built as a ``SentenceTransformer`` is (``SpanEncoder("org/slice-bert")``), or by :func:`slice_st.load_model`.
 
+    Args:
+        model_name_or_path: A folder or Hub id, as for ``SentenceTransformer``; every other argument is its too.
+
     Example:
         >>> from slice_st import load_model
         >>> model = load_model()

@@ -414,7 +414,7 @@ def _export_source(model: Any) -> str:
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
-def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
+def save_slice_model(model: SentenceTransformer, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
     LoRA adapters are merged first, the span settings go into the transformer's ``config.json``, and a ``SpanPooling``
@@ -491,12 +491,12 @@ def _usual_permissions(path: str) -> None:
             file.chmod(0o666 & ~mask)
 
 
-def has_adapters(model) -> bool:
+def has_adapters(model: SentenceTransformer) -> bool:
     """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
     return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
 
 
-def merged_adapters(model):
+def merged_adapters(model: SentenceTransformer):
     """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model

@@ -209,7 +209,17 @@ def best_spans(
     return _best_spans(model, queries, texts, top_k, **options)
 
 
-def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, paired, errors, overlap=False, **options):
+def _best_spans(
+    model: SentenceTransformer,
+    queries: list[str],
+    texts: list[str],
+    top_k: int,
+    *,
+    paired,
+    errors,
+    overlap=False,
+    **options,
+):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options)
     batch_size, show, context = options["batch_size"], options["show_progress_bar"], options["window_context"]
@@ -236,7 +246,16 @@ def _best_spans(model, queries: list[str], texts: list[str], top_k: int, *, pair
 class _Search:
     """One best-span search: settings and each text's running ``(Q, k)`` top spans (``paired``: one query, its own)."""
 
-    def __init__(self, model, queries: list[str], texts: list[str], top_k: int, paired: bool, overlap: bool, options):
+    def __init__(
+        self,
+        model: SentenceTransformer,
+        queries: list[str],
+        texts: list[str],
+        top_k: int,
+        paired: bool,
+        overlap: bool,
+        options,
+    ):
         self.texts, self.paired, self.overlap = texts, paired, overlap
         self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
         similarity = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"

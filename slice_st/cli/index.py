@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from slice_st.cli.common import (
     BACKEND,
@@ -22,6 +23,9 @@ from slice_st.cli.common import (
 )
 from slice_st.cli.mine import add_search_command
 from slice_st.files import check_output, expand_paths
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
@@ -155,7 +159,7 @@ def _build(args) -> int:
     return 0
 
 
-def _build_on_ray(args, model, address: str | None, resuming: bool) -> int:
+def _build_on_ray(args, model: SentenceTransformer, address: str | None, resuming: bool) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     from slice_st.index import SpanIndex
 

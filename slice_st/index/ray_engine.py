@@ -335,7 +335,7 @@ def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: s
     return [{"group": n, key: [items[i] for i in group]} for n, group in enumerate(_groups(sizes, shard_bytes))], source
 
 
-def _start(output: str, model, span_config, dtype, shard_bytes, source, groups: int, force: bool):
+def _start(output: str, model: SentenceTransformer, span_config, dtype, shard_bytes, source, groups: int, force: bool):
     """Check that ``output`` holds no other build (unless ``force``), write the plan; the plan and the groups done."""
     name, path = model_identity(model)
     plan = {

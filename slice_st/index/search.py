@@ -36,6 +36,8 @@ from slice_st.spans import BestSpans, greedy_disjoint, grid_top_k
 from slice_st.tokens import text_units
 
 if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
     from slice_st.index.base import SpanStore
     from slice_st.index.span_index import SpanIndex
 
@@ -123,7 +125,7 @@ def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span
     return wanted
 
 
-def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
+def profiles_of(model: SentenceTransformer, unit: str, queries: Sequence[str]) -> np.ndarray:
     """``(Q, 5)`` :func:`slice_st.scoring.query_profiles` of the queries, their lengths in the index's ``unit``."""
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 

@@ -40,7 +40,9 @@ def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> Top
     return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
-def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[list[str], list[SpanIndex]]:
+def load_shards(
+    paths, model: SentenceTransformer | str | None = None, mmap: bool = True, **model_options
+) -> tuple[list[str], list[SpanIndex]]:
     """The shard folders of ``paths`` and the shards loaded, the model once (``model_options``: its load options)."""
     directories = shard_directories(paths)
     first = SpanIndex.load(directories[0], model, mmap=mmap, **model_options)
@@ -185,7 +187,7 @@ class ShardedSpanIndex:
 class _ShardScanner:
     """A Ray actor: some shards, memory-mapped, scanned as one :class:`ShardedSpanIndex`."""
 
-    def __init__(self, paths: list[str], model, threads: int) -> None:
+    def __init__(self, paths: list[str], model: SentenceTransformer, threads: int) -> None:
         torch.set_num_threads(max(1, threads))
         self.index = ShardedSpanIndex.load(paths, model, mmap=True)
 

@@ -744,7 +744,9 @@ class SpanIndex:
         return index
 
     @classmethod
-    def _read_data(cls, path: str, manifest: dict[str, Any], model, mmap: bool, verify: bool) -> SpanIndex:
+    def _read_data(
+        cls, path: str, manifest: dict[str, Any], model: SentenceTransformer, mmap: bool, verify: bool
+    ) -> SpanIndex:
         """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         if index.fingerprint != manifest["model_fingerprint"]:
@@ -852,7 +854,7 @@ def _as_model(model: Any, **options: Any) -> SentenceTransformer:
     return model
 
 
-def model_runtime(model) -> dict[str, str]:
+def model_runtime(model: SentenceTransformer) -> dict[str, str]:
     """What :func:`slice_st.load_model` needs to load a model on ONNX Runtime / OpenVINO again (``{}`` on torch)."""
     runner = runner_of(model)
     if runner is None:

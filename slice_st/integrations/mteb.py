@@ -8,7 +8,7 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
@@ -26,6 +26,9 @@ from mteb.abstasks.sts import AbsTaskSTS  # noqa: E402
 from mteb.abstasks.task_metadata import TaskMetadata  # noqa: E402
 
 from slice_st.card import SLICE_CITATION  # noqa: E402
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
@@ -184,7 +187,15 @@ class STSBContext(AbsTaskSTS):
         self.data_loaded = True
 
     def _evaluate_subset(
-        self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None, **kwargs: Any
+        self,
+        model: Any,
+        data_split,
+        *,
+        encode_kwargs,
+        hf_split,
+        hf_subset,
+        prediction_folder=None,
+        **kwargs: Any,
     ) -> dict[str, float]:
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))
@@ -219,7 +230,7 @@ def _noted_source(path: str | None) -> str:
     return source if source in SOURCES else "unknown"
 
 
-def _sentence_transformer(model):
+def _sentence_transformer(model: Any) -> SentenceTransformer:
     """The ``SentenceTransformer`` behind an mteb model wrapper, checked to give token vectors with offsets."""
     from sentence_transformers import SentenceTransformer
 
@@ -234,7 +245,7 @@ def _sentence_transformer(model):
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
-def mteb_model(model, name: str | None = None, revision: str | None = None):
+def mteb_model(model: SentenceTransformer, name: str | None = None, revision: str | None = None):
     """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
     its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
     weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""

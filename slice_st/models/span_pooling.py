@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sentence_transformers.base.modules import Module
@@ -10,6 +10,9 @@ from sentence_transformers.base.modules import Module
 from slice_st.config import get_span_config, set_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 
 class SpanPooling(Module):
@@ -110,7 +113,7 @@ class SpanPooling(Module):
     @classmethod
     def attach(
         cls,
-        model,
+        model: SentenceTransformer,
         min_span: int | None = None,
         max_span: int | None = None,
         unit: str | None = None,

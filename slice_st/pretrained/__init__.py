@@ -8,7 +8,10 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: The embedded base model's Hub id.
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -100,7 +103,9 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     return len(updates)
 
 
-def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None, model_class: Any = None):
+def rebuilt_model(
+    model: SentenceTransformer, modules: list | None = None, *, model_card_data: Any = None, model_class: Any = None
+):
     """A ``model_class`` (default ``SentenceTransformer``) over ``modules`` (default: ``model``'s), ``model``'s options,
     ``model_card_data``."""
     from sentence_transformers import SentenceTransformer

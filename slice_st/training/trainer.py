@@ -10,10 +10,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st.errors import MissingExtraError, SpanInputError
 from slice_st.extras import require
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +201,9 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     return passages
 
 
-def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
+def _losses(
+    model: SentenceTransformer, settings: SliceArguments, objectives: tuple[str, ...], seed: int
+) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
     spans, negatives, losses = {"min_span": settings.min_span, "unit": settings.unit}, settings.in_batch_negatives, {}
@@ -234,7 +239,12 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
 
 
 def build_trainer(
-    args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None
+    args,
+    settings: SliceArguments | None = None,
+    model: SentenceTransformer | None = None,
+    train_dataset=None,
+    callbacks=None,
+    hub_api=None,
 ):
     """The ``SentenceTransformerTrainer`` of a run, not started. With ``args.push_to_hub`` the Hub is checked first
     (:func:`slice_st.training.hub.check_hub_access`).
@@ -289,7 +299,7 @@ def build_trainer(
     return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
 
 
-def _add_lora(model, rank: int, alpha: float | None) -> None:
+def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
     peft = require("peft", "train", "--lora-r (LoRA training)")
     config = peft.LoraConfig(
@@ -309,7 +319,7 @@ def _add_lora(model, rank: int, alpha: float | None) -> None:
         ) from None
 
 
-def save_adapter(model, path: str) -> str:
+def save_adapter(model: SentenceTransformer, path: str) -> str:
     """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
     transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
     transformer.save_pretrained(path)
@@ -377,7 +387,14 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
 
-def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
+def train(
+    args,
+    settings: SliceArguments | None = None,
+    model: SentenceTransformer | None = None,
+    train_dataset=None,
+    callbacks=None,
+    hub_api=None,
+):
     """Train, save the final (best) model to ``args.output_dir/final`` and return the model.
 
     The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite``. With
@@ -420,7 +437,7 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
     return model
 
 
-def _save_final(trainer, model, run_config: dict) -> None:
+def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
     """``final/`` (with the run's settings), pushed when asked; a LoRA run also keeps its adapter in ``adapter/``."""
     from slice_st.loading import has_adapters, merged_adapters, save_slice_model
 
