@@ -48,7 +48,7 @@ class SpanConfig:
         return asdict(self)
 
 
-def span_pooling_module(model: SentenceTransformer):
+def span_pooling_module(model: SentenceTransformer) -> Any:
     """The model's :class:`~slice_st.SpanPooling`, a module or attached to its ``Pooling`` (found by its marker)."""
     for module in model:
         for candidate in (module, getattr(module, "span_pooling", None)):
@@ -57,7 +57,7 @@ def span_pooling_module(model: SentenceTransformer):
     return None
 
 
-def hf_config(model: SentenceTransformer):
+def hf_config(model: SentenceTransformer) -> Any:
     """The Hugging Face config of the model's transformer module, if it has one."""
     configs = (getattr(getattr(module, "auto_model", None), "config", None) for module in model)
     return next((config for config in configs if config is not None), None)
@@ -106,7 +106,7 @@ def set_span_config(
     return span_config
 
 
-def enable_span_features(model: SentenceTransformer):
+def enable_span_features(model: SentenceTransformer) -> SentenceTransformer:
     """Make the model's tokenizer always return the offsets and special-token masks span units need.
 
     The setting lives in the ``Transformer`` module's ``processing_kwargs`` (saved with the model), so it also

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import torch
@@ -292,7 +292,11 @@ class SpanEncoding:
         return len(self.offsets)
 
 
-def encode_spans(
+@overload
+def encode_spans(model: SentenceTransformer, texts: str, **options: Any) -> SpanEncoding: ...
+@overload
+def encode_spans(model: SentenceTransformer, texts: Sequence[str], **options: Any) -> list[SpanEncoding]: ...
+def encode_spans(  # type: ignore[misc]  # the overloads say what comes back; the options are checked here
     model: SentenceTransformer,
     texts: str | Sequence[str],
     *,
@@ -442,7 +446,7 @@ def encode_span_queries(
     normalize_embeddings: bool = False,
     truncate_dim: int | None = None,
     window_context: int = WINDOW_CONTEXT,
-):
+) -> np.ndarray | Tensor:
     """The query vectors that span vectors are compared with: each query encoded as one whole span, the mean of its
     token vectors (the query side of :func:`best_spans` and ``SpanIndex.search``).
 

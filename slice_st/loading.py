@@ -496,7 +496,7 @@ def has_adapters(model: SentenceTransformer) -> bool:
     return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
 
 
-def merged_adapters(model: SentenceTransformer):
+def merged_adapters(model: SentenceTransformer) -> SentenceTransformer:
     """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model

@@ -199,12 +199,17 @@ def best_spans(
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     queries, texts = query_list(queries), as_text_list(texts)[0]
-    options = dict(
-        prompt_name=prompt_name, prompt=prompt, query_prompt_name=query_prompt_name, query_prompt=query_prompt
+    options: dict[str, Any] = dict(prompt_name=prompt_name, prompt=prompt, query_prompt=query_prompt)
+    options |= dict(
+        query_prompt_name=query_prompt_name,
+        min_span=min_span,
+        max_span=max_span,
+        unit=unit,
+        batch_size=batch_size,
+        device=device,
     )
-    options |= dict(min_span=min_span, max_span=max_span, unit=unit, batch_size=batch_size, device=device)
     options |= dict(show_progress_bar=show_progress_bar, similarity_fn_name=similarity_fn_name, scorer=scorer)
-    errors = [] if on_error == "skip" else None
+    errors: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
     return _best_spans(model, queries, texts, top_k, **options)
 

@@ -1,5 +1,5 @@
 """Every third-party import of slice_st is declared in pyproject.toml (deptry: nothing missing, unused or only
-transitive), core imports as dependencies, optional ones through ``slice_st.text.require(module, extra)`` with the
+transitive), core imports as dependencies, optional ones through ``slice_st.extras.require(module, extra)`` with the
 module in that extra (what deptry cannot see: it knows no extras and no imports by name)."""
 
 from __future__ import annotations

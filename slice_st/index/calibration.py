@@ -109,7 +109,7 @@ class Calibration:
 
 
 def fit_calibration(
-    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info
+    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info: Any
 ) -> Calibration:
     """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores; ``info`` is stored in
     the :class:`Calibration` (``source``, ``pairs``, …).

@@ -96,7 +96,7 @@ class ShardedSpanIndex:
     def texts(self) -> list[str]:
         return [text for shard in self.shards for text in shard.texts]
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs) -> torch.Tensor:
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs: Any) -> torch.Tensor:
         return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).

@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
@@ -92,6 +92,16 @@ class SpanIndex:
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
+    @overload
+    @classmethod
+    def build(
+        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: Literal["ray"], **options: Any
+    ) -> RayBuild: ...
+    @overload
+    @classmethod
+    def build(
+        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: str = "local", **options: Any
+    ) -> SpanIndex: ...
     @classmethod
     def build(
         cls,
@@ -150,6 +160,12 @@ class SpanIndex:
         index.add(texts, ids, **options)
         return index
 
+    @overload
+    @classmethod
+    def from_files(cls, paths: Any, model: Any = None, *, engine: Literal["ray"], **options: Any) -> RayBuild: ...
+    @overload
+    @classmethod
+    def from_files(cls, paths: Any, model: Any = None, *, engine: str = "local", **options: Any) -> SpanIndex: ...
     @classmethod
     def from_files(
         cls,

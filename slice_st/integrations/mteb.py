@@ -245,7 +245,7 @@ def _sentence_transformer(model: Any) -> SentenceTransformer:
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
-def mteb_model(model: SentenceTransformer, name: str | None = None, revision: str | None = None):
+def mteb_model(model: SentenceTransformer, name: str | None = None, revision: str | None = None) -> Any:
     """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
     its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
     weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""
@@ -283,7 +283,7 @@ def run_mteb(
     overwrite_strategy: str = "only-missing",
     show_progress_bar: bool = True,
     **task_options: Any,
-):
+) -> Any:
     """``slice-st mteb run``: build the tasks (``STSBContext(stsb_context, **task_options)``: ``source``, ``limit``,
     spans; others by ``mteb.get_task``), load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``;
     returns mteb's result."""

@@ -16,7 +16,11 @@ from slice_st.errors import MissingExtraError, SpanInputError
 from slice_st.extras import require
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +138,9 @@ class SliceArguments:
             )
 
 
-def training_arguments(preset: str | None = None, **values: Any):
+def training_arguments(
+    preset: str | None = None, **values: Any
+) -> tuple[SentenceTransformerTrainingArguments, SliceArguments]:
     """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``: :data:`TRAINING_DEFAULTS`,
     then the ``preset``'s, then ``values``.
 
@@ -239,13 +245,13 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
 
 
 def build_trainer(
-    args,
+    args: SentenceTransformerTrainingArguments,
     settings: SliceArguments | None = None,
     model: SentenceTransformer | None = None,
-    train_dataset=None,
-    callbacks=None,
-    hub_api=None,
-):
+    train_dataset: Any = None,
+    callbacks: list[Any] | None = None,
+    hub_api: Any = None,
+) -> SentenceTransformerTrainer:
     """The ``SentenceTransformerTrainer`` of a run, not started. With ``args.push_to_hub`` the Hub is checked first
     (:func:`slice_st.training.hub.check_hub_access`).
 
@@ -388,13 +394,13 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
 
 
 def train(
-    args,
+    args: SentenceTransformerTrainingArguments,
     settings: SliceArguments | None = None,
     model: SentenceTransformer | None = None,
-    train_dataset=None,
-    callbacks=None,
-    hub_api=None,
-):
+    train_dataset: Any = None,
+    callbacks: list[Any] | None = None,
+    hub_api: Any = None,
+) -> SentenceTransformer:
     """Train, save the final (best) model to ``args.output_dir/final`` and return the model.
 
     The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite``. With
