@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -327,7 +327,7 @@ def _as_match(index: SpanStore, match: IndexMatch, score, cosine, unit_start, un
     return dataclasses.replace(match, span=store.texts[doc][start:end], calibrated=calibrated, **fields)
 
 
-def document_store(index: SpanStore, doc_index: int) -> tuple[SpanIndex, int]:
+def document_store(index: SpanStore, doc_index: int) -> tuple[Any, int]:
     """``(SpanIndex holding the document, its position there)``: the index itself, or one shard of a sharded index."""
     shard_of = getattr(index, "shard_of", None)
     return (index, doc_index) if shard_of is None else shard_of(doc_index)
