@@ -501,9 +501,9 @@ class SpanIndex:
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
         vectors, norms = as_tensor(self.arrays["unit_vectors"]), as_tensor(self.arrays["span_norms"])
-        floor = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
+        below = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
-        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=floor)
+        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=below)
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def to_matches(
