@@ -70,6 +70,7 @@ docs: $(STAMP)
 # the import contracts (lint-imports) and deptry run in the fast suite.
 lint: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pre-commit run --all-files --show-diff-on-failure
+	$(BIN)/python tools/check_types.py
 
 # The fast suite (docs examples included) under other kernel paths and two threads: figures must not depend on the
 # CPU (docs/contributing.md). Not part of CI, which runs the machine's own path.

@@ -49,7 +49,7 @@ def main() -> None:
         index = SpanIndex.build(texts, slice_st.load_model(device="cpu"), ids=ids)
         print(f"index: built now from the first {len(texts)} documents of {args.docs}")
 
-    arrays = index._arrays
+    arrays = index.arrays
     dim = arrays["unit_vectors"].shape[1]
     width = arrays["span_norms"].shape[1]
     words = sum(len(text.split()) for text in index.texts)

@@ -134,14 +134,14 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
     """D: search() time, phrase + no overlap vs max-cosine + overlap, interleaved; returns the figures."""
     from _common import run_interleaved
 
-    _, flag_seconds = timed(index._unit_flags)
+    _, flag_seconds = timed(index.unit_flags)
     print(f"  unit flags of {index.num_units} units computed once (cached on the index): {flag_seconds:.2f} s")
     setups = {
         "max-cosine, overlap": {"scorer": "max-cosine", "overlap": True},
         "phrase, no overlap": {"scorer": "phrase", "overlap": False},
     }
     cases, scans = {}, {}
-    real_top_spans = index._top_spans
+    real_top_spans = index.top_spans
     for per_document in (None, 1):
         for batch in (1, 32):
             for name, options in setups.items():
@@ -154,11 +154,11 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
                     return {"wall": time.perf_counter() - start}
 
                 asked = []
-                index._top_spans = lambda vectors, k, *rest, asked=asked: (
+                index.top_spans = lambda vectors, k, *rest, asked=asked: (
                     asked.append((len(vectors), k)) or real_top_spans(vectors, k, *rest)
                 )
                 run()  # warm, and count the scans
-                index._top_spans = real_top_spans
+                index.top_spans = real_top_spans
                 scans[case] = asked
                 cases[case] = run
     results = run_interleaved(cases, repeats, log=lambda line: None)
@@ -238,9 +238,9 @@ def main() -> None:
 
     if "A" not in skip:
         print(f"\nA. real index ({tokens} tokens)")
-        index._top_spans(query_vectors[:1], 10, 1, max_span)  # warm the page cache
-        _, one = timed(lambda: index._top_spans(query_vectors[:1], 10, 1, max_span), 3)
-        exact, batch = timed(lambda: index._top_spans(query_vectors, 10, 1, max_span))
+        index.top_spans(query_vectors[:1], 10, 1, max_span)  # warm the page cache
+        _, one = timed(lambda: index.top_spans(query_vectors[:1], 10, 1, max_span), 3)
+        exact, batch = timed(lambda: index.top_spans(query_vectors, 10, 1, max_span))
         print(f"  exact: 1 query {one:.3f} s (median of 3); 32 queries {batch:.2f} s = {32 / batch:.1f} queries/s")
         figures |= {"A_exact_one_s": one, "A_exact_batch32_s": batch}
         grid = [("flat", 4, 2, [0], [256, 512]), ("ivf", 4, 2, [16, 32, 64], [256, 512]), ("ivf", 8, 4, [32], [512])]
@@ -260,9 +260,9 @@ def main() -> None:
             f"  merged in {seconds:.1f} s: {len(big)} documents, {big.num_units} units, "
             f"{big.info()['array_bytes'] / 1e9:.2f} GB of arrays (in memory)"
         )
-        big._top_spans(query_vectors[:1], 10, 1, max_span)
-        _, one = timed(lambda: big._top_spans(query_vectors[1:2], 10, 1, max_span), 3)
-        exact, batch = timed(lambda: big._top_spans(query_vectors, 10, 1, max_span))
+        big.top_spans(query_vectors[:1], 10, 1, max_span)
+        _, one = timed(lambda: big.top_spans(query_vectors[1:2], 10, 1, max_span), 3)
+        exact, batch = timed(lambda: big.top_spans(query_vectors, 10, 1, max_span))
         verdict = "met" if one <= 1.0 else "NOT met"
         print(
             f"  exact: 1 query {one:.3f} s (median of 3; target <= 1 s: {verdict}); 32 queries {batch:.1f} s = "

@@ -11,7 +11,19 @@ from collections import defaultdict
 
 import mkdocs_gen_files
 
-SUBPACKAGES = ("encode", "config", "loading", "errors", "models", "losses", "data", "evaluation", "index", "training")
+SUBPACKAGES = (
+    "encode",
+    "search",
+    "config",
+    "loading",
+    "errors",
+    "models",
+    "losses",
+    "data",
+    "evaluation",
+    "index",
+    "training",
+)
 
 package = importlib.import_module("slice_st")
 exports = getattr(package, "_EXPORTS", {})

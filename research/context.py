@@ -20,7 +20,8 @@ from typing import Any
 from research._cli import positive_int, run
 from slice_st.data.stsb import STSB_CONTEXT_COLUMNS, read_stsb
 from slice_st.errors import DataFormatError
-from slice_st.text import check_output, one_line
+from slice_st.files import check_output
+from slice_st.text import one_line
 
 #: The note beside a TSV saying where its passages come from, as ``slice_st.integrations.mteb.STSBContext`` reads it:
 #: the released set (passages written by a language model), a ``make-context`` proxy (this module), or unknown.

@@ -36,8 +36,8 @@ from sentence_transformers.base.evaluation import BaseEvaluator
 from torch import Tensor
 
 from research.span_lab import greedy_disjoint_spans, max_span_cosines, span_cosine_grid, tile_spans
+from slice_st.files import append_csv_row, atomic_file
 from slice_st.spans import check_span_bounds, pool_spans, span_means
-from slice_st.text import append_csv_row, atomic_file
 from slice_st.tokens import WINDOW_CONTEXT
 
 if TYPE_CHECKING:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
-from slice_st.text import append_csv_row
+from slice_st.files import append_csv_row
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

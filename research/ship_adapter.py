@@ -21,7 +21,7 @@ from typing import Any
 
 from research._cli import run
 from slice_st.errors import FileAccessError
-from slice_st.text import check_not_link, check_output
+from slice_st.files import check_not_link, check_output
 
 __all__ = [
     "SHIPPED_FILES",

@@ -30,7 +30,7 @@ from research.baselines import SETUPS
 from research.statistics import compare_to_best
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import SetupResult, correlations
-from slice_st.text import atomic_file
+from slice_st.files import atomic_file
 
 __all__ = ["run_table", "markdown_table", "bar_chart", "data_fingerprint", "system_labels", "main"]
 

@@ -7,11 +7,14 @@ import os
 import platform
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from slice_st.errors import SpanInputError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 BACKENDS = ("torch", "onnx", "openvino")
 DEFAULT_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
@@ -174,7 +177,7 @@ class OpenVINOEncoder(_Runner):
         return self.request.infer(inputs)[self.output].copy()
 
 
-def runner_of(model) -> _Runner | None:
+def runner_of(model: SentenceTransformer) -> _Runner | None:
     """The ONNX Runtime / OpenVINO runner inside ``model`` (``None`` on torch)."""
     try:
         return next((module.model for module in model if isinstance(getattr(module, "model", None), _Runner)), None)
@@ -182,7 +185,7 @@ def runner_of(model) -> _Runner | None:
         return None
 
 
-def weight_files(model) -> list[Path]:
+def weight_files(model: SentenceTransformer) -> list[Path]:
     """The files a non-torch model runs from (an OpenVINO ``.xml`` with its ``.bin``), also for one loaded by
     sentence-transformers' own ``backend=...`` (optimum's ``model_path``)."""
     try:
@@ -194,13 +197,15 @@ def weight_files(model) -> list[Path]:
     return [file for file in files if file.is_file()] if path.is_file() else []
 
 
-def backend_of(model) -> str:
+def backend_of(model: SentenceTransformer) -> str:
     """Where the model's forward pass runs: ``"torch"``, ``"onnx"`` or ``"openvino"`` (ST's own ``backend=`` too)."""
     runner = runner_of(model)
     return runner.backend if runner is not None else str(getattr(model, "backend", "torch") or "torch")
 
 
-def attach_runtime(model, backend: str, path: str | os.PathLike, threads: int | None = None, **runner_kwargs: Any):
+def attach_runtime(
+    model: SentenceTransformer, backend: str, path: str | os.PathLike, threads: int | None = None, **runner_kwargs: Any
+):
     """Run ``model``'s transformer on ``backend`` from the exported file ``path`` (the torch one is dropped)."""
     module = model[0]
     config = getattr(getattr(module, "model", None), "config", None)
@@ -248,7 +253,7 @@ class _Encoder(torch.nn.Module):
         return self.inner(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True).last_hidden_state
 
 
-def export_onnx(model, path: str | os.PathLike) -> Path:
+def export_onnx(model: SentenceTransformer, path: str | os.PathLike) -> Path:
     """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
     ``torch.export`` exporter: the TorchScript one traces transformers 5's masks wrongly)."""
     example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")

@@ -10,11 +10,12 @@ import tempfile
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sentence_transformers.sentence_transformer.model_card import SentenceTransformerModelCardData
 
 from slice_st.config import get_span_config
+from slice_st.files import atomic_file
 from slice_st.pretrained import (
     BASE_MODEL_NAMES,
     DEFAULT_MODEL_NAME,
@@ -22,7 +23,9 @@ from slice_st.pretrained import (
     default_model_path,
     shipped_model,
 )
-from slice_st.text import atomic_file
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: The paper's BibTeX, in mteb's normalised form (the STSBContext task cites it too).
 SLICE_CITATION = r"""
@@ -164,7 +167,11 @@ def hub_model_name(name: str | None) -> str | None:
 
 
 def apply_model_card(
-    model, config: Any = None, *, repo_id: str | None = None, trainer_datasets: list[str] | None = None
+    model: SentenceTransformer,
+    config: Any = None,
+    *,
+    repo_id: str | None = None,
+    trainer_datasets: list[str] | None = None,
 ) -> SliceModelCardData:
     """Give ``model`` SLICE card data for a ``slice-st train`` run (kept by every later save and push); returns it.
 
@@ -226,14 +233,14 @@ def _public(value: Any) -> Any:
     return value
 
 
-def _slice_section(model, **values: Any) -> dict[str, Any]:
+def _slice_section(model: SentenceTransformer, **values: Any) -> dict[str, Any]:
     """The SLICE section's variables (``slice_st/model_card/template.md``): defaults, then ``values``."""
     section = {"expansion": SLICE_EXPANSION, "span": get_span_config(model).to_dict(), "license_note": ""}
     section |= {"losses": [], "sources": [], "steps": None, "lora": None, "citation": SLICE_CITATION.strip()}
     return section | values
 
 
-def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
+def slice_card_data(model: SentenceTransformer, loss: Any = None) -> SliceModelCardData:
     """Make ``model``'s card a SLICE card (if it is not one yet), keeping all it says; returns it.
 
     The SLICE losses call this when they are built, so ``fit()`` and the Trainer write the SLICE section with the
@@ -257,7 +264,7 @@ def slice_card_data(model, loss: Any = None) -> SliceModelCardData:
     return card
 
 
-def describe_embedded_base(model) -> None:
+def describe_embedded_base(model: SentenceTransformer) -> None:
     """Name the embedded base model's Hub id and licence on ``model``'s card."""
     card = model.model_card_data
     card.base_model = card.base_model or DEFAULT_MODEL_NAME
@@ -265,7 +272,7 @@ def describe_embedded_base(model) -> None:
     card.local_files_only = True
 
 
-def describe_shipped_model(model, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
+def describe_shipped_model(model: SentenceTransformer, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
     """Give the shipped model ``name`` its SLICE card from ``provenance.json``; returns it."""
     shipped = shipped_model(name)
     provenance = shipped.provenance

@@ -4,10 +4,14 @@ under the key ``slice_st`` (kept by ``save_pretrained`` and Hub pushes): a SLICE
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from slice_st.errors import ModelLoadError
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 __all__ = ["SpanConfig", "enable_span_features", "get_span_config", "set_span_config"]
 
@@ -44,7 +48,7 @@ class SpanConfig:
         return asdict(self)
 
 
-def span_pooling_module(model):
+def span_pooling_module(model: SentenceTransformer) -> Any:
     """The model's :class:`~slice_st.SpanPooling`, a module or attached to its ``Pooling`` (found by its marker)."""
     for module in model:
         for candidate in (module, getattr(module, "span_pooling", None)):
@@ -53,13 +57,13 @@ def span_pooling_module(model):
     return None
 
 
-def hf_config(model):
+def hf_config(model: SentenceTransformer) -> Any:
     """The Hugging Face config of the model's transformer module, if it has one."""
     configs = (getattr(getattr(module, "auto_model", None), "config", None) for module in model)
     return next((config for config in configs if config is not None), None)
 
 
-def get_span_config(model) -> SpanConfig:
+def get_span_config(model: SentenceTransformer) -> SpanConfig:
     """The span settings saved with ``model`` (a ``SpanPooling`` module's win), else the defaults.
 
     Args:
@@ -79,7 +83,7 @@ def get_span_config(model) -> SpanConfig:
 
 
 def set_span_config(
-    model, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
+    model: SentenceTransformer, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
 ) -> SpanConfig:
     """Record span settings in the transformer's config (and a ``SpanPooling``) so ``model.save`` carries them.
 
@@ -102,7 +106,7 @@ def set_span_config(
     return span_config
 
 
-def enable_span_features(model):
+def enable_span_features(model: SentenceTransformer) -> SentenceTransformer:
     """Make the model's tokenizer always return the offsets and special-token masks span units need.
 
     The setting lives in the ``Transformer`` module's ``processing_kwargs`` (saved with the model), so it also
@@ -123,3 +127,18 @@ def enable_span_features(model):
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model
+
+
+def check_tokenizer(model: SentenceTransformer, name: str = "") -> None:
+    """A ``ModelLoadError`` if the tokenizer is missing or far smaller than the embeddings (vocabulary files lost)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    where = f" ({name})" if name else ""
+    if tokenizer is None:
+        raise ModelLoadError(f"The model{where} has no tokenizer.")
+    vocab_size = getattr(hf_config(model), "vocab_size", None)
+    size = len(tokenizer)
+    if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
+        raise ModelLoadError(
+            f"The model's tokenizer{where} has {size} tokens but the model has {vocab_size} token embeddings: "
+            "its vocabulary files (tokenizer.json, vocab.txt, …) are missing or wrong."
+        )

@@ -15,9 +15,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slice_st._checks import check_device
 from slice_st._extras import needs_extra
-from slice_st.config import get_span_config, hf_config, set_span_config, span_pooling_module
+from slice_st.config import check_tokenizer, get_span_config, hf_config, set_span_config, span_pooling_module
 from slice_st.errors import FileAccessError, ModelLoadError, SpanInputError
+from slice_st.files import check_not_link, check_output
 from slice_st.pretrained import (
     BASE_MODEL_NAMES,
     DEFAULT_MODEL_NAME,
@@ -26,53 +28,17 @@ from slice_st.pretrained import (
     is_shipped_model_name,
     rebuilt_model,
 )
-from slice_st.text import check_not_link, check_output
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
+
+    from slice_st.encoder import SpanEncoder
 
 __all__ = ["load_model", "save_slice_model", "export_model", "default_model_path"]
 
 #: The module class of slice-st's own that a ``modules.json`` may name (``SpanPooling`` saved as a module).
 OWN_MODULE_TYPE = "slice_st.models.span_pooling.SpanPooling"
 EXPORT_RECORD = "slice_st_export.json"  # which model an export folder holds
-
-
-def check_device(device: Any) -> str | None:
-    """``device`` as a string if this machine has it (``None`` stays ``None``), else a clear ``SpanInputError``."""
-    if device is None:
-        return None
-    import torch
-
-    if not isinstance(device, (str, torch.device)) or (isinstance(device, str) and not device.strip()):
-        raise SpanInputError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
-    try:
-        parsed = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
-    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(parsed.type)
-    if available is not None and not available():
-        raise SpanInputError(f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here.")
-    if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
-        raise SpanInputError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
-    if parsed.type not in ("cpu", "cuda", "mps") and not hasattr(torch, parsed.type):
-        raise SpanInputError(f"Unsupported device {str(device)!r}.")
-    return str(device)
-
-
-def check_tokenizer(model, name: str = "") -> None:
-    """A ``ModelLoadError`` if the tokenizer is missing or far smaller than the embeddings (vocabulary files lost)."""
-    tokenizer = getattr(model, "tokenizer", None)
-    where = f" ({name})" if name else ""
-    if tokenizer is None:
-        raise ModelLoadError(f"The model{where} has no tokenizer.")
-    vocab_size = getattr(hf_config(model), "vocab_size", None)
-    size = len(tokenizer)
-    if isinstance(vocab_size, int) and vocab_size > 0 and size * 2 < vocab_size:
-        raise ModelLoadError(
-            f"The model's tokenizer{where} has {size} tokens but the model has {vocab_size} token embeddings: "
-            "its vocabulary files (tokenizer.json, vocab.txt, …) are missing or wrong."
-        )
 
 
 def load_model(
@@ -85,8 +51,9 @@ def load_model(
     threads: int | None = None,
     export_dir: str | None = None,
     **kwargs: Any,
-):
-    """Load a ``SentenceTransformer`` with span features; with no name, the shipped SLICE model ``slice-minilm``.
+) -> SpanEncoder:
+    """Load a :class:`~slice_st.SpanEncoder` (a ``SentenceTransformer`` with span methods); with no name, the shipped
+    SLICE model ``slice-minilm``.
 
     ``slice-minilm`` is the embedded all-MiniLM-L6-v2 with slice-st's SLICE adapter merged in (offline); ``"base"``
     (or ``"all-MiniLM-L6-v2"``, or its Hub id) the plain embedded model. With ``backend="onnx"|"openvino"`` the
@@ -104,7 +71,7 @@ def load_model(
         **kwargs: Passed to ``SentenceTransformer`` (``device``, ``revision``, …).
 
     Returns:
-        A ``SentenceTransformer``.
+        A :class:`~slice_st.SpanEncoder`.
 
     Raises:
         FileNotFoundError: A missing local path, or no exported file.
@@ -145,13 +112,14 @@ def load_model(
 def _load_torch(name: Any, kwargs: dict[str, Any]):
     """:func:`load_model` on torch: the shipped model, the embedded base, or a folder or Hub id."""
     from slice_st.card import describe_embedded_base, describe_shipped_model
+    from slice_st.encoder import SpanEncoder
     from slice_st.pretrained import load_shipped_model
 
     if name is None or is_shipped_model_name(name):
         name = name or DEFAULT_SHIPPED_MODEL
         try:
             with _no_weight_bar():
-                model = load_shipped_model(name, default_model_path(), **kwargs)
+                model = load_shipped_model(name, default_model_path(), SpanEncoder, **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
         describe_shipped_model(model, name)
@@ -218,10 +186,11 @@ def _no_weight_bar() -> Iterator[None]:
 
 
 def _load_st(folder: str, kwargs: dict[str, Any]):
-    """``SentenceTransformer(folder)``; with ``SpanPooling`` as a module, no trust flag: through a temporary view (links
+    """``SpanEncoder(folder)``; with ``SpanPooling`` as a module, no trust flag: through a temporary view (links
     to the files, nothing written in ``folder``) where that module is the equivalent mean ``Pooling``."""
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
+
+    from slice_st.encoder import SpanEncoder
 
     try:
         with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
@@ -231,7 +200,7 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         types = []
     plain = all(kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types)
     if OWN_MODULE_TYPE not in types or not plain:  # sentence-transformers' trust flag judges other folders
-        return SentenceTransformer(folder, **kwargs)
+        return SpanEncoder(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
     settings = {}
@@ -247,7 +216,7 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
             Pooling(int(config["embedding_dimension"]), "mean").save(os.path.join(view, entry["path"]))
         with open(os.path.join(view, "modules.json"), "w", encoding="utf-8") as handle:
             json.dump(entries, handle, indent=2)
-        model = SentenceTransformer(view, **kwargs)
+        model = SpanEncoder(view, **kwargs)
     transformer_config = hf_config(model)
     if transformer_config is not None:
         transformer_config._name_or_path = folder  # the model's identity is its folder, not the view
@@ -455,7 +424,7 @@ def _export_source(model: Any) -> str:
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
-def save_slice_model(model, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
+def save_slice_model(model: SentenceTransformer, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
     LoRA adapters are merged first, the span settings go into the transformer's ``config.json``, and a ``SpanPooling``
@@ -532,12 +501,12 @@ def _usual_permissions(path: str) -> None:
             file.chmod(0o666 & ~mask)
 
 
-def has_adapters(model) -> bool:
+def has_adapters(model: SentenceTransformer) -> bool:
     """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
     return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
 
 
-def merged_adapters(model):
+def merged_adapters(model: SentenceTransformer) -> SentenceTransformer:
     """``model`` itself if it has no adapter, else a copy with its LoRA adapters merged into plain weights."""
     if not has_adapters(model):
         return model

@@ -1,5 +1,5 @@
 """Span scorers, which decide a text's best span: ``"max-cosine"`` (the paper's), ``"phrase"`` (the cosine minus costs
-for what a phrase does not look like; English word lists) and ``"reranked"`` (default: :mod:`slice_st._rerank`)."""
+for what a phrase does not look like; English word lists) and ``"reranked"`` (default: :mod:`slice_st.rerank`)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Conventions (decided here, never re-derived elsewhere):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -37,7 +37,7 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
         raise SpanInputError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
-def span_grid(num_units, min_span, max_span, device=None) -> tuple[Tensor, Tensor]:
+def span_grid(num_units: int, min_span: int, max_span: int, device: Any = None) -> tuple[Tensor, Tensor]:
     """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
@@ -77,7 +77,9 @@ class SpanBatch:
     mask: Tensor
 
 
-def pool_spans(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> SpanBatch:
+def pool_spans(
+    token_embeddings: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned: Any = None
+) -> SpanBatch:
     """Mean vector of every span of ``min_span..max_span`` units; ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans
     starting in ``[lo, hi)`` (each span of a long text comes from exactly one window).
 
@@ -107,7 +109,9 @@ def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Ten
     return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(dim=1)
 
 
-def span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned=None) -> Tensor:
+def span_sum_norms(
+    token_embeddings: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned: Any = None
+) -> Tensor:
     """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
     units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
@@ -184,7 +188,8 @@ def best_span_scores(
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
     no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
     no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
-    best, grid = (no_scores, no_scores, no_starts, no_starts), []  # the running top-k (never written in place)
+    best: tuple[Tensor, ...] = (no_scores, no_scores, no_starts, no_starts)  # the running top-k (never in place)
+    grid: list[list[Tensor]] = []
     for length in range(min_span, min(max_span, width) + 1):
         count, column = width - length + 1, length - min_span
         similarities = lengths(length, count, norms[:, :count, column, None])
@@ -238,7 +243,9 @@ def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor
     return (top, *(values.gather(1, order) for values in merged[1:]))
 
 
-def grid_top_k(scores: Tensor, similarities: Tensor, top_k: int, min_span: int, overlap: bool = False):
+def grid_top_k(
+    scores: Tensor, similarities: Tensor, top_k: int, min_span: int, overlap: bool = False
+) -> tuple[Tensor, ...]:
     """The ``top_k`` spans of ``(B, U, L, Q)`` grids over (start, length), disjoint (:func:`greedy_disjoint`) unless
     ``overlap``: ``(B, k, Q)`` scores, similarities, starts, ends (``-inf``/``-1``: none)."""
     batch, width, widths, num_queries = scores.shape
@@ -293,7 +300,9 @@ def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, end
     return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (token_ends - token_starts)
 
 
-def sample_spans(num_units, num_spans, min_span, max_span, generator=None) -> tuple[Tensor, Tensor]:
+def sample_spans(
+    num_units: Tensor, num_spans: int, min_span: int, max_span: int, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Random spans ``(starts, ends)``, each ``(B, num_spans)``: lengths stratified over ``min_span..min(max_span,
     num_units)``, starts uniform where the span fits; ``-1`` in rows with fewer than ``min_span`` units."""
     if num_spans < 1:
@@ -348,7 +357,17 @@ class FlatTopSpans(NamedTuple):
 
 
 def top_spans_flat(
-    queries, unit_vectors, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None, floor=None, eps=1e-12
+    queries: Tensor,
+    unit_vectors: Tensor,
+    span_norms: Tensor,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    *,
+    norm_min_span: int = 1,
+    block: int | None = None,
+    floor: Tensor | None = None,
+    eps: float = 1e-12,
 ) -> FlatTopSpans:
     """Exact top-``k`` spans by cosine over a flat corpus: ``unit_vectors (N, d)``, each unit's token-vector sum
     (documents end to end), and ``span_norms (N, K)``, the sum's norm of the span of ``norm_min_span + j`` units from
@@ -394,7 +413,16 @@ def top_spans_flat(
         return _ranked_spans(exact, best_ids, starts, lengths)
 
 
-def top_spans_from_dots(dots, span_norms, top_k, min_span, max_span, *, norm_min_span=1, block=None) -> FlatTopSpans:
+def top_spans_from_dots(
+    dots: Tensor,
+    span_norms: Tensor,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    *,
+    norm_min_span: int = 1,
+    block: int | None = None,
+) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
     first_column, block = _check_flat(
         span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
@@ -434,7 +462,9 @@ def _exact_scores(
     return scores
 
 
-def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -> Tensor:
+def unit_peak_scores(
+    dots: Tensor, span_norms: Tensor, min_span: int, max_span: int, *, norm_min_span: int = 1
+) -> Tensor:
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,7 +40,13 @@ class UnitBoundaries:
     char_ends: Tensor
 
 
-def unit_boundaries(attention_mask, special_tokens_mask, offset_mapping, unit="word", texts=None) -> UnitBoundaries:
+def unit_boundaries(
+    attention_mask: Any,
+    special_tokens_mask: Any,
+    offset_mapping: Any,
+    unit: str = "word",
+    texts: Sequence[str] | None = None,
+) -> UnitBoundaries:
     """Unit boundaries of a padded batch from the tokenizer's masks and offsets. With the tokenized ``texts``, a word
     is a whole whitespace-delimited run (with characters the tokenizer dropped); without them (inside a model), a word
     starts wherever two tokens' offsets do not touch."""
@@ -129,7 +136,9 @@ class Window:
         return self.first_word if unit == "word" else self.first_token
 
 
-def text_units(tokenizer, texts: Sequence[str], unit: str = "word") -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def text_units(
+    tokenizer: Any, texts: Sequence[str], unit: str = "word"
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per text (tokenized whole): unit char starts, unit char ends and tokens per unit, as inside the model.
 
     >>> from transformers import AutoTokenizer
@@ -178,7 +187,13 @@ WINDOW_CONTEXT = 16
 
 
 def plan_windows(
-    tokenizer, texts, max_tokens, max_span, context=WINDOW_CONTEXT, unit="word", errors=None
+    tokenizer: Any,
+    texts: Sequence[str],
+    max_tokens: int,
+    max_span: int,
+    context: int = WINDOW_CONTEXT,
+    unit: str = "word",
+    errors: list[tuple[int, str]] | None = None,
 ) -> list[Window]:
     """Split texts into windows of at most ``max_tokens`` content tokens, cut between units: every span of up to
     ``max_span`` units lies in the window that owns it, with up to ``context`` units on each side. A text that cannot

@@ -188,9 +188,9 @@ def test_index_search_prompt_and_device(prompted):
     found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][0]  # the index's default: "phrase"
     expected = prompted.best_spans([QUERY], [TEXT, "The flight was late again."], max_span=3, scorer="phrase")
     best = expected.ranked(0)[0]
-    assert (found.span, found.doc_index) == (best.span, best.text_index)
+    assert (found.span, found.text_index) == (best.span, best.text_index)
     assert found.score == pytest.approx(best.score, abs=1e-5)
-    assert found.cosine == pytest.approx(best.similarity, abs=1e-5)
+    assert found.similarity == pytest.approx(best.similarity, abs=1e-5)
     assert index.search(QUERY, top_k=1)[0][0].score == pytest.approx(
         found.score, abs=1e-6
     )  # default: the "query" prompt

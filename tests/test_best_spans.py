@@ -7,7 +7,7 @@ import pytest
 from helpers import cosine
 
 import slice_st
-from slice_st.encode import SpanMatch, SpanSearchResult
+from slice_st.search import SpanMatch, SpanSearchResult
 
 QUERIES = ["plays the guitar", "a pot of soup"]
 TEXTS = [
@@ -153,7 +153,7 @@ def test_saved_span_settings_are_used(make_tiny_model):
 
 def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
     queries, texts = QUERIES + ["budget"], TEXTS[:2] + [TEXTS[3]]
-    paired = slice_st.encode.best_spans_paired(real_model, queries, texts, max_span=5)
+    paired = slice_st.search.best_spans_paired(real_model, queries, texts, max_span=5)
     full = real_model.best_spans(queries, texts, max_span=5)  # both with the default scorer
     assert len(paired) == len(queries)
     for i, match in enumerate(paired):
@@ -168,7 +168,7 @@ def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
 def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
     long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
     queries, texts = ["lazy dog", "x", "brown fox"], [long_text, "", "one"]
-    paired = slice_st.encode.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
+    paired = slice_st.search.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
     assert paired[1] is None
     full = tiny_model_short.best_spans(queries, texts, max_span=3, window_context=2)
     for i in (0, 2):
@@ -177,12 +177,12 @@ def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
 
 
 def test_best_spans_paired_input_errors(tiny_model):
-    assert slice_st.encode.best_spans_paired(tiny_model, [], []) == []
+    assert slice_st.search.best_spans_paired(tiny_model, [], []) == []
     with pytest.raises(slice_st.SpanInputError, match="pair up"):
-        slice_st.encode.best_spans_paired(tiny_model, ["a", "b"], ["a b"])
+        slice_st.search.best_spans_paired(tiny_model, ["a", "b"], ["a b"])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.encode.best_spans_paired(tiny_model, [" "], ["a b"])
+        slice_st.search.best_spans_paired(tiny_model, [" "], ["a b"])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.encode.best_spans_paired(tiny_model, ["a"], [None])
+        slice_st.search.best_spans_paired(tiny_model, ["a"], [None])
     with pytest.raises(slice_st.SpanInputError):
-        slice_st.encode.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)
+        slice_st.search.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)

@@ -9,7 +9,7 @@ import pytest
 
 import slice_st
 from slice_st import SpanInputError
-from slice_st.encode import SpanSearchResult
+from slice_st.search import SpanSearchResult
 
 BAD_TEXTS = [None, 3, 3.5, b"bytes", {"a": 1}, [None], ["ok", 1], [b"x"], ["ok", None], [["nested"]], object()]
 

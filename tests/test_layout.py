@@ -130,13 +130,13 @@ def test_layers_are_documented():
 
 # ------------------------------------------------------------------------------------- the package
 def test_public_api_is_small():
-    """At most 20 top-level names and 150 ``__all__`` entries in the whole package (what users are recommended)."""
+    """At most 21 top-level names and 150 ``__all__`` entries in the whole package (what users are recommended)."""
     entries = 0
     for path in PACKAGE_DIR.rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
                 entries += len(ast.literal_eval(node.value))  # a literal list, so that tools can read it
-    assert len(slice_st.__all__) <= 20 and entries <= 150, (len(slice_st.__all__), entries)
+    assert len(slice_st.__all__) <= 21 and entries <= 150, (len(slice_st.__all__), entries)
     assert list(slice_st.__all__) == list(slice_st._EXPORTS)
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import slice_st
-from slice_st import _rerank
-from slice_st.encode import SpanInputError
+from slice_st import rerank
+from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     DEFAULT_SCORER,
     SPAN_SCORERS,
@@ -52,14 +52,14 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
         SPAN_SCORERS["phrase"], flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0]
     )
     by_span = {(int(a), int(b)): (c, s) for (a, b), c, s in zip(spans, cosines, scores)}
-    reranker = _rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
+    reranker = rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
     top = np.argsort(-scores, kind="stable")[: reranker.candidates]
     first, end = spans[top, 0], spans[top, 1]
     moved = [
         [by_span.get((int(a) + da, int(b) + db), (np.nan, np.nan)) for a, b in zip(first, end)]
-        for _, da, db in _rerank.MOVES
+        for _, da, db in rerank.MOVES
     ]
-    values = _rerank.candidate_features(
+    values = rerank.candidate_features(
         cosines[top][None],
         scores[top][None],
         np.array([[[c for c, _ in move]] for move in moved]),
@@ -69,10 +69,10 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
         np.array([len(units)]),
         flags[None].astype(np.int64),
         profile[None].astype(np.float64),
-        _rerank.unit_words([units]),
+        rerank.unit_words([units]),
         np.array([0]),
-        _rerank.query_word_ids([query]),
-        _rerank.query_edges([query]),
+        rerank.query_word_ids([query]),
+        rerank.query_edges([query]),
     )
     logits = reranker.logits(np.stack([values[name] for name in reranker.features], axis=-1))[0]
     if profile[0] < reranker.min_query_units:  # shorter than any training query: the phrase scorer's order
@@ -111,7 +111,7 @@ def test_default_scorer_reranks_like_the_reference(tiny_model, top_k, overlap):
 
 
 def test_paired_and_windowed_texts_rerank_the_same(tiny_model, tiny_model_short):
-    paired = slice_st.encode.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=MAX_SPAN)
+    paired = slice_st.search.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=MAX_SPAN)
     full = tiny_model.best_spans(QUERIES, TEXTS, max_span=MAX_SPAN)
     for i, match in enumerate(paired):
         expected = full[i][i][0] if full[i][i] else None
@@ -133,17 +133,17 @@ def test_the_shipped_reranker_file():
     """The file names exactly the features the package computes, with finite weights and its provenance."""
     path = resources.files("slice_st.pretrained").joinpath("rerank", "slice-minilm-rerank.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    reranker = _rerank.load_reranker("slice-minilm-rerank")
+    reranker = rerank.load_reranker("slice-minilm-rerank")
     assert len(path.read_bytes()) < 64 * 1024
     assert {"model", "train", "data", "command"} <= set(data["provenance"])
     assert len(reranker.features) == len(reranker.weights) == len(reranker.mean) == len(reranker.scale)
     assert reranker.candidates == 20 and reranker.min_query_units == 4
     assert np.isfinite(reranker.weights).all() and (reranker.scale > 0).all()
     empty = np.zeros((1, 2))
-    values = _rerank.candidate_features(
+    values = rerank.candidate_features(
         empty, empty, np.full((4, 1, 2), np.nan), np.full((4, 1, 2), np.nan), np.array([[0, 1]]), np.array([[1, 2]]),
-        np.array([2]), np.zeros((1, 2), np.int64), np.ones((1, 5)), _rerank.unit_words([["a", "b"]]), np.array([0]),
-        _rerank.query_word_ids(["a"]), _rerank.query_edges(["a"]),
+        np.array([2]), np.zeros((1, 2), np.int64), np.ones((1, 5)), rerank.unit_words([["a", "b"]]), np.array([0]),
+        rerank.query_word_ids(["a"]), rerank.query_edges(["a"]),
     )  # fmt: skip
     assert set(values) == set(reranker.features)
 
@@ -155,10 +155,10 @@ def test_the_phrase_shape_features():
     starts, ends = np.array([[0, 1, 0]]), np.array([[3, 3, 4]])
     cosines, scores = np.full((1, 3), 0.4), np.full((1, 3), 0.35)
     for query, det in (("my bag was lost", 1.0), ("bags get lost", 0.0)):
-        values = _rerank.candidate_features(
+        values = rerank.candidate_features(
             cosines, scores, np.full((4, 1, 3), 0.5), np.full((4, 1, 3), 0.3), starts, ends, np.array([4]),
             unit_flags(units)[None].astype(np.int64), query_profiles([query], [len(query.split())]).astype(np.float64),
-            _rerank.unit_words([units]), np.array([0]), _rerank.query_word_ids([query]), _rerank.query_edges([query]),
+            rerank.unit_words([units]), np.array([0]), rerank.query_word_ids([query]), rerank.query_edges([query]),
         )  # fmt: skip
         np.testing.assert_array_equal(values["last_auxiliary"], [[1, 1, 0]])
         np.testing.assert_array_equal(values["first_det_query_det"], [[det, 0, det]])
@@ -198,18 +198,20 @@ def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_sho
             got = searched.search(queries, top_k=6, per_document=per_document)
             assert got == searched.search(queries, top_k=6, per_document=per_document, scorer="reranked")
             for q, (matches, ranked) in enumerate(zip(got, phrase)):
-                assert Counter(m.doc_index for m in matches) == Counter(m.doc_index for m in ranked)  # documents stay
+                assert Counter(m.text_index for m in matches) == Counter(m.text_index for m in ranked)  # documents stay
                 assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
                 changed += [(m.unit_start, m.unit_end) for m in matches] != [(m.unit_start, m.unit_end) for m in ranked]
-                for doc in dict.fromkeys(m.doc_index for m in matches):
-                    spans = [m for m in matches if m.doc_index == doc]
+                for doc in dict.fromkeys(m.text_index for m in matches):
+                    spans = [m for m in matches if m.text_index == doc]
                     result = model.best_spans(queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans))
                     expected = sorted(result[0][0], key=lambda match: -match.score)
                     assert [(m.unit_start, m.unit_end, m.span) for m in spans] == [
                         (e.unit_start, e.unit_end, e.span) for e in expected
                     ]
                     np.testing.assert_allclose([m.score for m in spans], [e.score for e in expected], atol=1e-5)
-                    np.testing.assert_allclose([m.cosine for m in spans], [e.similarity for e in expected], atol=1e-5)
+                    np.testing.assert_allclose(
+                        [m.similarity for m in spans], [e.similarity for e in expected], atol=1e-5
+                    )
     assert changed  # the re-ranker moved some spans off the "phrase" choice
 
 
@@ -246,7 +248,7 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
     found = index.search(queries, top_k=5, per_document=1)
     result = real_model.best_spans(queries, index.texts)
     for q, matches in enumerate(found):
-        assert [m.span for m in matches] == [result[q][m.doc_index][0].span for m in matches]
+        assert [m.span for m in matches] == [result[q][m.text_index][0].span for m in matches]
         assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     shown = [[m.span for m in matches] for matches in found]
     assert "my flight to Denver was pushed back" in shown[0]
@@ -273,7 +275,7 @@ def test_first_and_last_word_match_as_a_scan_of_each_span():
                 words = [u for u in range(starts[row, column], ends[row, column]) if ids[row, u] >= 0]
                 edge = words[0 if first else -1] if words else None
                 expected[row, column] = edge is not None and ids[row, edge] == target[row]
-            assert _rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()
+            assert rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()
 
 
 def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import slice_st
-from slice_st.encode import SpanInputError
+from slice_st.errors import SpanInputError
 from slice_st.scoring import (
     SPAN_SCORERS,
     SpanScorer,
@@ -80,7 +80,7 @@ def test_custom_scorer_and_paired(tiny_model):
         clause=0,
         sentence=0,
     )
-    paired = slice_st.encode.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
+    paired = slice_st.search.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
     for query, text, match in zip(QUERIES, TEXTS, paired):
         ((start, end, score, similarity),) = _reference(tiny_model, query, text, scorer, 5, 1)
         assert (match.unit_start, match.unit_end) == (start, end)
@@ -153,7 +153,7 @@ def test_bad_scorer_and_overlap_are_clear_errors(tiny_model):
     with pytest.raises(SpanInputError, match="overlap must be True or False"):
         tiny_model.best_spans("a", "a b", overlap="yes")
     with pytest.raises(SpanInputError, match="scorer must be one of"):
-        slice_st.encode.best_spans_paired(tiny_model, ["a"], ["a b"], scorer=3)
+        slice_st.search.best_spans_paired(tiny_model, ["a"], ["a b"], scorer=3)
 
 
 # What users see first: the README / `make demo` cases come out as whole phrases (the real shipped model).

@@ -16,14 +16,8 @@ from helpers import cli_fails, run_cli
 
 from slice_st.data.corpus import read_corpus, read_jsonl
 from slice_st.errors import CorpusError, FileAccessError
-from slice_st.text import (
-    csv_safe,
-    expand_paths,
-    guess_split,
-    jsonl_records,
-    read_texts,
-    split_sentences,
-)
+from slice_st.files import csv_safe, expand_paths, jsonl_records
+from slice_st.text import guess_split, read_texts, split_sentences
 
 
 @pytest.mark.parametrize(
@@ -198,9 +192,9 @@ def test_csv_cells_that_start_a_formula_are_quoted(cell):
 def test_atomic_writes_never_follow_links(tmp_path):
     """Every temporary file is new (``O_EXCL|O_NOFOLLOW``): a link at the target is replaced, its target
     untouched."""
+    from slice_st.files import atomic_file
     from slice_st.index import Calibration
     from slice_st.index.storage import write_bytes, write_json
-    from slice_st.text import atomic_file
 
     outside = tmp_path / "outside.txt"
     outside.write_text("precious")
@@ -227,7 +221,7 @@ def test_open_regular_file_refuses_links_fifos_and_folders(tmp_path):
     import signal
 
     from slice_st import FileAccessError
-    from slice_st.text import open_regular_file
+    from slice_st.files import open_regular_file
 
     data = tmp_path / "data.bin"
     data.write_bytes(b"0123456789")
@@ -331,7 +325,7 @@ def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
             raise PermissionError(13, "Permission denied", str(path))
         return real_os_open(file, *args, **kwargs)
 
-    from slice_st.text import FileAccessError
+    from slice_st.errors import FileAccessError
 
     monkeypatch.setattr(builtins, "open", denying_open)
     monkeypatch.setattr(os, "open", denying_os_open)

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 from scipy.stats import spearmanr
 
-from slice_st import _rerank, load_model
+from slice_st import load_model, rerank
 from slice_st.data import read_stsb_context
-from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS
+from slice_st.search import best_spans_paired
 
 
 def per_row(model, rows, scorer: str) -> dict[str, np.ndarray]:
@@ -69,11 +69,11 @@ def bootstrap(new: dict, old: dict, gold: np.ndarray, part: np.ndarray, samples:
 
 def gates(model, rows, gold, parts, sizes: list[int]) -> None:
     """The default scorer with other query gates (``min_query_units``): odd / all rows, and the rows that change."""
-    shipped = _rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
+    shipped = rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
     base = per_row(model, rows, DEFAULT_SCORER)
     for size in sizes:
         gated = replace(shipped, min_query_units=size)
-        with mock.patch.object(_rerank, "load_reranker", lambda name, gated=gated: gated):
+        with mock.patch.object(rerank, "load_reranker", lambda name, gated=gated: gated):
             result = per_row(model, rows, DEFAULT_SCORER)
         s = {name: summary(result, gold, parts[name]) for name in ("odd", "all")}
         moved = int(np.sum(result["score"] != base["score"]))

@@ -17,7 +17,7 @@ import pickle
 import numpy as np
 from scipy.stats import spearmanr
 
-from slice_st._rerank import MOVES, candidate_features, query_edges, query_word_ids, unit_words
+from slice_st.rerank import MOVES, candidate_features, query_edges, query_word_ids, unit_words
 from slice_st.scoring import SpanScorer, costs_of_spans
 
 PHRASE = SpanScorer()

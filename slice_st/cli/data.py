@@ -10,7 +10,7 @@ import sys
 import time
 
 from slice_st.cli.common import UsageError, add_command, pick, positive_int, report
-from slice_st.text import check_output
+from slice_st.files import check_output
 
 
 def add_data_commands(commands) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from slice_st.cli.common import (
     BACKEND,
@@ -21,7 +22,10 @@ from slice_st.cli.common import (
     report_skipped,
 )
 from slice_st.cli.mine import add_search_command
-from slice_st.text import check_output, expand_paths
+from slice_st.files import check_output, expand_paths
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
@@ -117,7 +121,7 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 def _build(args) -> int:
     import slice_st
     from slice_st.index import SpanIndex
-    from slice_st.index.ray_engine import check_address, probe_address, require_ray
+    from slice_st.index.ray_cluster import check_address, probe_address, require_ray
     from slice_st.index.storage import MANIFEST, read_shard_list
 
     ray = args.ray is not None
@@ -155,7 +159,7 @@ def _build(args) -> int:
     return 0
 
 
-def _build_on_ray(args, model, address: str | None, resuming: bool) -> int:
+def _build_on_ray(args, model: SentenceTransformer, address: str | None, resuming: bool) -> int:
     """``index build --ray``: :meth:`SpanIndex.from_files` with ``engine="ray"``; a rerun resumes."""
     from slice_st.index import SpanIndex
 

@@ -22,7 +22,8 @@ from slice_st.cli.common import (
     report_skipped,
     terminal_safe,
 )
-from slice_st.text import csv_safe, expand_paths, read_file, read_texts, split_lines
+from slice_st.files import csv_safe, expand_paths, read_file
+from slice_st.text import read_texts, split_lines
 
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
 FIELDS = "query rank score cosine scorer calibrated doc_id start end span text file line file_start file_end".split()
@@ -116,9 +117,9 @@ def _search_files(args, queries: list[str]) -> list[dict]:
 
 
 def _search_index(args, queries: list[str]) -> list[dict]:
-    from slice_st.encode import search_scorer
     from slice_st.index import open_index
     from slice_st.index.search import search_documents
+    from slice_st.search import search_scorer
 
     options = model_options(args)
     index = open_index(args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options)
@@ -133,8 +134,8 @@ def _search_index(args, queries: list[str]) -> list[dict]:
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
-                text, where = index.texts[match.doc_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
-                rows.append(_row(query, rank, match, match.cosine, scorer, text, **where))
+                text, where = index.texts[match.text_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
+                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
         return rows
     finally:
         if hasattr(index, "close"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from slice_st.cli.common import BACKEND, UsageError, add_command, at_least, model_options, paragraph_note, pick, report
-from slice_st.text import expand_paths
+from slice_st.files import expand_paths
 
 #: The environment variable ``--token`` is read from when not given (a command line is visible to other users).
 TOKEN_VARIABLE = "SLICE_ST_TOKEN"

@@ -89,7 +89,7 @@ def _trainer_parser():
 
 
 def _read_config(path: str | None) -> dict:
-    from slice_st.text import read_file
+    from slice_st.files import read_file
 
     try:
         values = json.loads(read_file(path)) if path is not None else {}

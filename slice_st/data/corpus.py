@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from slice_st.errors import CorpusError
-from slice_st.text import JSONL_SUFFIXES as JSONL_SUFFIXES  # where the readers of ray_engine look
-from slice_st.text import is_jsonl, jsonl_records, read_texts
+from slice_st.files import JSONL_SUFFIXES as JSONL_SUFFIXES
+from slice_st.files import is_jsonl, jsonl_records
+from slice_st.text import read_texts
 
 
 @dataclass(frozen=True)

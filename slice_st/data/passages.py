@@ -7,13 +7,16 @@ import json
 import os
 import random
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slice_st import text as text_files
 from slice_st._extras import needs_extra
 from slice_st.data.stsb import read_stsb, read_stsb_context
 from slice_st.errors import DataFormatError, SpanInputError
 from slice_st.text import one_line, split_sentences
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 
 def read_texts(source: Any, *, field: str = "text") -> list[str]:
@@ -74,7 +77,7 @@ def cut_passages(
     exclude_sentences: Iterable[str] = (),
     seed: int = 0,
     limit: int | None = None,
-):
+) -> Dataset:
     """Pack sentences into passages of ``min_words..max_words`` words → ``Dataset`` with a ``text`` column.
 
     A text of at least ``min_words`` words is cut into passages of consecutive sentences, each of a seeded random
@@ -169,7 +172,7 @@ def load_passages(
     max_words: int = 80,
     seed: int = 0,
     limit: int | None = None,
-):
+) -> Dataset:
     """Distillation text for ``slice-st train --distill-data``, shuffled: saved ``datasets`` folders (used as they are;
     a ``text`` column) and text/TSV/JSONL files (cut into passages without the sentences of ``exclude_paths``)."""
     with needs_extra("train", "distillation passages"):

@@ -9,10 +9,13 @@ import math
 import os
 import re
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slice_st._extras import needs_extra
 from slice_st.errors import DataFormatError
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
@@ -68,7 +71,9 @@ def _float_score(value: str, name: str, line: int, column: str) -> float:
     return score
 
 
-def read_stsb_context(path_or_url: str | os.PathLike, *, encoding: str = "auto", missing_paraphrase: str = "warn"):
+def read_stsb_context(
+    path_or_url: str | os.PathLike, *, encoding: str = "auto", missing_paraphrase: str = "warn"
+) -> Dataset:
     """Read an STS-B-Context TSV into a ``datasets.Dataset``.
 
     The public format: a leading unnamed index column (optional), then ``line`` (origin phrase), ``paraphrase``
@@ -175,7 +180,7 @@ def _context_row(row: list[str], has_index: bool, name: str, line: int, position
     return index, origin, paraphrase, passage, _float_score(goldsim, name, line, "goldsim"), inside
 
 
-def read_stsb(path: str | os.PathLike):
+def read_stsb(path: str | os.PathLike) -> Dataset:
     """Read an STS-benchmark TSV (no header: genre, file, year, id, score, sentence1, sentence2, extras…).
 
     Fields are read with ``csv.QUOTE_NONE`` (the file contains bare quotes); extra trailing columns are ignored.

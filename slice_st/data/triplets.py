@@ -4,12 +4,16 @@ passage without one, from a TSV as MS MARCO's. The paper's offline builders are 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from slice_st._extras import needs_extra
 from slice_st.errors import DataFormatError
 
+if TYPE_CHECKING:
+    from datasets import Dataset
 
-def read_msmarco_triples(path: str | os.PathLike):
+
+def read_msmarco_triples(path: str | os.PathLike) -> Dataset:
     """MS MARCO training triples from a TSV of ``query, positive passage, negative passage`` → ``Dataset``, mojibake
     (``donâ€™t``) repaired by ftfy. A row with the wrong number of columns or an empty field is a
     :class:`~slice_st.errors.DataFormatError` naming the file and line.

@@ -9,18 +9,21 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st._extras import needs_extra
-from slice_st.encode import best_spans_paired
 from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
+from slice_st.files import append_csv_row
 from slice_st.scoring import SpanScorer, resolve_scorer
+from slice_st.search import best_spans_paired
 from slice_st.spans import check_span_bounds
-from slice_st.text import append_csv_row
 from slice_st.tokens import check_unit
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +89,12 @@ def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
 
 
 def score_full(
-    model, phrases: Sequence[str], passages: Sequence[str], *, batch_size: int = 32, show_progress_bar: bool = False
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    batch_size: int = 32,
+    show_progress_bar: bool = False,
 ) -> SetupResult:
     """Full-context setup: the cosine of ``model.encode(phrase)`` and ``model.encode(passage)`` per pair.
 
@@ -113,7 +121,14 @@ def score_full(
 
 
 def score_single(
-    model, phrases: Sequence[str], passages: Sequence[str], *, min_span=1, max_span=20, unit="word", **options: Any
+    model: SentenceTransformer,
+    phrases: Sequence[str],
+    passages: Sequence[str],
+    *,
+    min_span=1,
+    max_span=20,
+    unit="word",
+    **options: Any,
 ) -> SetupResult:
     """Single-pass setup (SLICE): one forward pass per passage, the best span per pair.
 
@@ -124,7 +139,7 @@ def score_single(
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
         unit: ``"word"`` or ``"token"``.
-        options: More :func:`slice_st.encode.best_spans_paired` arguments: ``batch_size``, ``show_progress_bar``,
+        options: More :func:`slice_st.search.best_spans_paired` arguments: ``batch_size``, ``show_progress_bar``,
             ``scorer`` (which span wins and its score; ``"max-cosine"`` is the paper's protocol).
 
     Returns:
@@ -237,7 +252,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             kwargs["paraphrases"] = dataset["paraphrase"]
         return cls(dataset["line"], dataset["passage"], dataset["goldsim"], **kwargs)
 
-    def predict(self, model) -> dict[str, SetupResult]:
+    def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
         """Predicted scores (and best spans) of ``model`` in every setup."""
         single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "scorer": self.scorer}
         single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
@@ -251,7 +266,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             results[setup].seconds = time.perf_counter() - start
         return results
 
-    def __call__(self, model, output_path: str | None = None, epoch: int = -1, steps: int = -1) -> dict[str, float]:
+    def __call__(
+        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+    ) -> dict[str, float]:
         logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'} (epoch {epoch}, step {steps})")
         self.last_results = results = self.predict(model)
         metrics: dict[str, float] = {}

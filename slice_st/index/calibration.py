@@ -13,10 +13,11 @@ import numpy as np
 import torch
 
 from slice_st._extras import needs_extra
-from slice_st.encode import best_spans_paired, embed_texts
+from slice_st.encode import embed_texts
 from slice_st.errors import DataFormatError
+from slice_st.files import atomic_file
 from slice_st.loading import model_fingerprint
-from slice_st.text import atomic_file
+from slice_st.search import best_spans_paired
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -108,7 +109,7 @@ class Calibration:
 
 
 def fit_calibration(
-    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info
+    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info: Any
 ) -> Calibration:
     """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores; ``info`` is stored in
     the :class:`Calibration` (``source``, ``pairs``, …).

@@ -133,7 +133,7 @@ class CandidateStage:
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
         total, built_min, lengths = index.num_units, index.span_config.min_span, np.arange(min_span, max_span + 1)
         # plain views: no memmap overhead per slice
-        vectors, span_norms = np.asarray(index._arrays["unit_vectors"]), np.asarray(index._arrays["span_norms"])
+        vectors, span_norms = np.asarray(index.arrays["unit_vectors"]), np.asarray(index.arrays["span_norms"])
         with blas_threads(1):  # one small product per query and run: threading costs more than it saves
             for q, query in enumerate(query_array):
                 chosen = self.chunks[found[q][found[q] >= 0]]

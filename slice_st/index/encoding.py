@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from slice_st._checks import as_text_list, check_device, check_top_k
 from slice_st.backends import backend_of, check_parallelism
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset
-from slice_st.encode import as_text_list, check_top_k
 from slice_st.errors import SpanInputError
-from slice_st.loading import check_device
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer

@@ -1,5 +1,6 @@
-"""What searching an index shares: option checks, the ranking loop (scorer, per-document cap, overlap filter), the
-unit flags the scorer reads, the re-ranking of each document's spans, the match type."""
+"""What searching an index shares, over the protocol of :mod:`slice_st.index.base`: option checks, the ranking loop
+(scorer, per-document cap, overlap filter), the unit flags the scorer reads, the re-ranking of each document's spans,
+the match type."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from slice_st._rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
+from slice_st._checks import check_top_k
 from slice_st.config import SpanConfig
-from slice_st.encode import check_top_k
 from slice_st.errors import SpanInputError
+from slice_st.rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,
@@ -33,6 +35,12 @@ from slice_st.scoring import (
 from slice_st.spans import BestSpans, greedy_disjoint, grid_top_k
 from slice_st.tokens import text_units
 
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+    from slice_st.index.base import SpanStore
+    from slice_st.index.span_index import SpanIndex
+
 
 @dataclass(frozen=True)
 class IndexMatch:
@@ -41,7 +49,7 @@ class IndexMatch:
     Args:
         query_index: Position of the query.
         doc_id: Id of the document.
-        doc_index: Position of the document in the index.
+        text_index: Position of the document in the index (``doc_index`` before, deprecated).
         start: First character of the span in the document.
         end: Character after the span.
         span: ``text[start:end]``.
@@ -49,12 +57,12 @@ class IndexMatch:
         unit_start: First unit of the span.
         unit_end: Unit after the span.
         calibrated: The cosine on the STS 0–5 scale (with :meth:`SpanIndex.set_calibration`).
-        cosine: The span's cosine to the query.
+        similarity: The span's cosine to the query (``cosine`` before, deprecated).
     """
 
     query_index: int
     doc_id: str
-    doc_index: int
+    text_index: int
     start: int
     end: int
     span: str
@@ -62,7 +70,19 @@ class IndexMatch:
     unit_start: int
     unit_end: int
     calibrated: float | None = None
-    cosine: float | None = None
+    similarity: float | None = None
+
+    @property
+    def doc_index(self) -> int:
+        """Deprecated alias of :attr:`text_index` (the name :class:`slice_st.search.SpanMatch` uses)."""
+        warnings.warn("IndexMatch.doc_index is deprecated: use text_index.", DeprecationWarning, stacklevel=2)
+        return self.text_index
+
+    @property
+    def cosine(self) -> float | None:
+        """Deprecated alias of :attr:`similarity` (the name :class:`slice_st.search.SpanMatch` uses)."""
+        warnings.warn("IndexMatch.cosine is deprecated: use similarity.", DeprecationWarning, stacklevel=2)
+        return self.similarity
 
 
 #: With costs or the overlap filter, the first scan asks for this many spans per result kept (nested spans crowd it).
@@ -105,7 +125,7 @@ def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span
     return wanted
 
 
-def profiles_of(model, unit: str, queries: Sequence[str]) -> np.ndarray:
+def profiles_of(model: SentenceTransformer, unit: str, queries: Sequence[str]) -> np.ndarray:
     """``(Q, 5)`` :func:`slice_st.scoring.query_profiles` of the queries, their lengths in the index's ``unit``."""
     return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
 
@@ -162,9 +182,9 @@ def _cached(owner, name: str, key: np.ndarray, compute: Callable):
     return found
 
 
-def _unit_word_table(store, chunk: int = 1 << 16) -> UnitWords:
-    """The :class:`~slice_st._rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
-    arrays = store._arrays
+def _unit_word_table(store: SpanIndex, chunk: int = 1 << 16) -> UnitWords:
+    """The :class:`~slice_st.rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
+    arrays = store.arrays
 
     def compute() -> UnitWords:
         bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
@@ -281,31 +301,33 @@ def search_documents(
     return results
 
 
-def rerank_matches(index, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold):
+def rerank_matches(
+    index: SpanStore, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold
+):
     """``results`` with each document's ``n`` places filled by its ``best_spans(top_k=n)`` (a ``scorer`` without
     ``rerank``: unchanged), those below ``threshold`` dropped, sorted by score (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
-    counts = Counter((query, match.doc_index) for query, matches in enumerate(results) for match in matches)
+    counts = Counter((query, match.text_index) for query, matches in enumerate(results) for match in matches)
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
-        documents = {match.doc_index: match for match in matches}  # in the order of their best spans
+        documents = {match.text_index: match for match in matches}  # in the order of their best spans
         kept = [_as_match(index, match, *span) for doc, match in documents.items() for span in picks[query, doc]]
         kept = [match for match in kept if threshold is None or match.score >= threshold]
         out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep the documents' order
     return out
 
 
-def _as_match(index, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
-    store, doc = document_store(index, match.doc_index)
+def _as_match(index: SpanStore, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
+    store, doc = document_store(index, match.text_index)
     calibrated = None if index.calibration is None else round(index.calibration.degree(cosine), 4)
-    fields = dict(start=start, end=end, score=score, unit_start=unit_start, unit_end=unit_end, cosine=cosine)
+    fields = dict(start=start, end=end, score=score, unit_start=unit_start, unit_end=unit_end, similarity=cosine)
     return dataclasses.replace(match, span=store.texts[doc][start:end], calibrated=calibrated, **fields)
 
 
-def document_store(index, doc_index: int):
+def document_store(index: SpanStore, doc_index: int) -> tuple[Any, int]:
     """``(SpanIndex holding the document, its position there)``: the index itself, or one shard of a sharded index."""
     shard_of = getattr(index, "shard_of", None)
     return (index, doc_index) if shard_of is None else shard_of(doc_index)
@@ -323,11 +345,11 @@ class _Segment:
     flags: np.ndarray
 
 
-def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
+def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
     """The stored segments of documents ``docs`` of a :class:`SpanIndex`, in order, with ``config``'s span norms."""
-    arrays, lengths = store._arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
+    arrays, lengths = store.arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
-    flags, words = store._unit_flags()[0], _unit_word_table(store)
+    flags, words = store.unit_flags()[0], _unit_word_table(store)
     out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
     for segment in np.flatnonzero(np.isin(segment_docs, docs)).tolist():
         doc, lo, hi = int(segment_docs[segment]), int(bounds[segment]), int(bounds[segment + 1])
@@ -352,7 +374,9 @@ def _segments(store, docs: list[int], config: SpanConfig) -> dict[int, list[_Seg
 RERANK_ROWS = 256
 
 
-def _document_picks(index, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
+def _document_picks(
+    index: SpanStore, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool
+):
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
     unit in the document, first and end character."""
     segments: dict[int, list[_Segment]] = {}
@@ -452,7 +476,7 @@ def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True
 
 def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
-    windows (:func:`~slice_st._rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
+    windows (:func:`~slice_st.rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
     ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]  # column 6: place among its picks
     current = ranked[0] if ranked else np.zeros((0, 7))
     for new in ranked[1:]:

@@ -12,18 +12,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from slice_st.encode import check_top_k
+from slice_st._checks import check_top_k
 from slice_st.errors import SpanInputError
-from slice_st.index.ray_engine import check_address, claim_workers, connect_ray, require_ray
+from slice_st.index.base import TopSpans
+from slice_st.index.ray_cluster import check_address, claim_workers, connect_ray, require_ray
 from slice_st.index.search import IndexMatch, cached_unit_flags, check_search
 from slice_st.index.span_index import SpanIndex, check_alike
 from slice_st.index.storage import shard_directories
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
-
-
-TopSpans = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> TopSpans:
@@ -42,7 +40,9 @@ def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> Top
     return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
-def load_shards(paths, model=None, mmap: bool = True, **model_options) -> tuple[list[str], list[SpanIndex]]:
+def load_shards(
+    paths, model: SentenceTransformer | str | None = None, mmap: bool = True, **model_options
+) -> tuple[list[str], list[SpanIndex]]:
     """The shard folders of ``paths`` and the shards loaded, the model once (``model_options``: its load options)."""
     directories = shard_directories(paths)
     first = SpanIndex.load(directories[0], model, mmap=mmap, **model_options)
@@ -53,7 +53,7 @@ class ShardedSpanIndex:
     """Several indexes (shards, e.g. built in parallel) searched together without merging them in memory.
 
     Each shard is scanned on its own and the top-k lists merged: the results of :meth:`SpanIndex.merge` of the shards
-    (``doc_index`` numbered across them). Shards share the model and span settings; document ids are unique.
+    (``text_index`` numbered across them). Shards share the model and span settings; document ids are unique.
 
     Args:
         shards: Loaded :class:`SpanIndex` shards (same model and span settings).
@@ -96,7 +96,7 @@ class ShardedSpanIndex:
     def texts(self) -> list[str]:
         return [text for shard in self.shards for text in shard.texts]
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs) -> torch.Tensor:
+    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs: Any) -> torch.Tensor:
         return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
@@ -107,26 +107,26 @@ class ShardedSpanIndex:
         position = int(np.searchsorted(self._doc_bases, doc_index, side="right")) - 1
         return self.shards[position], doc_index - int(self._doc_bases[position])
 
-    def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
+    def unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """The shards' unit flags laid end to end and their mark prefix, computed once (the shards are fixed)."""
         return cached_unit_flags(
-            self, self._unit_bases, lambda: np.concatenate([s._unit_flags()[0] for s in self.shards])
+            self, self._unit_bases, lambda: np.concatenate([s.unit_flags()[0] for s in self.shards])
         )
 
-    def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`SpanIndex._locate` for units numbered across the shards; documents numbered across them too."""
+    def locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`SpanIndex.locate` for units numbered across the shards; documents numbered across them too."""
         units, lengths = np.asarray(units, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
         positions = np.searchsorted(self._unit_bases, units, side="right") - 1
         docs, first, end = (np.zeros(len(units), dtype=np.int64) for _ in range(3))
         for position in np.unique(positions).tolist():
             rows = positions == position
-            shard_docs, shard_first, shard_end = self.shards[position]._locate(
+            shard_docs, shard_first, shard_end = self.shards[position].locate(
                 units[rows] - self._unit_bases[position], lengths[rows]
             )
             docs[rows], first[rows], end[rows] = shard_docs + self._doc_bases[position], shard_first, shard_end
         return docs, first, end
 
-    def _check_approximate(self, approximate: bool) -> None:
+    def check_approximate(self, approximate: bool) -> None:
         missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
         if approximate and missing:
             raise SpanInputError(f"approximate=True needs a candidate stage in every shard; shards {missing} lack one.")
@@ -145,35 +145,35 @@ class ShardedSpanIndex:
         """The raw top-``k`` spans of unit-normalised query vectors over all shards: ``(Q, k)`` scores, units (numbered
         across the shards, -1: none) and lengths; what :meth:`search` ranks into matches."""
         wanted = check_search(self.span_config, k, None, min_span, max_span, candidates)
-        self._check_approximate(approximate)
-        return self._scanner(wanted, approximate, candidates, nprobe)(query_vectors, k)
+        self.check_approximate(approximate)
+        return self.scanner(wanted, approximate, candidates, nprobe)(query_vectors, k)
 
-    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
+    def scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
         """``scan(query_vectors, k)``: shard by shard, merged into a running top-k (:func:`merge_top_spans`)."""
 
         def scan(query_vectors: torch.Tensor, k: int) -> TopSpans:
             running = None
             for shard, base in zip(self.shards, self._unit_bases):
                 if approximate:
-                    found = shard._scanner(wanted, True, candidates, nprobe)(query_vectors, k)
+                    found = shard.scanner(wanted, True, candidates, nprobe)(query_vectors, k)
                 else:  # the k-th score so far lets the exact scan skip what cannot enter
                     floor = None if running is None else running[0][:, -1].copy()
                     floor = floor if floor is not None and np.isfinite(floor).all() else None
-                    found = shard._top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor)
+                    found = shard.top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor)
                 running = merge_top_spans(running, found, base)
             return running
 
         return scan
 
-    def _matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
+    def to_matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
         matches = []
         for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-            for match in self.shards[position]._matches(query_index, *found):
-                doc_index = int(match.doc_index + self._doc_bases[position])
-                matches.append(dataclasses.replace(match, doc_index=doc_index, calibrated=calibrated))
+            for match in self.shards[position].to_matches(query_index, *found):
+                text_index = int(match.text_index + self._doc_bases[position])
+                matches.append(dataclasses.replace(match, text_index=text_index, calibrated=calibrated))
         return matches
 
     def info(self) -> dict[str, Any]:
@@ -187,7 +187,7 @@ class ShardedSpanIndex:
 class _ShardScanner:
     """A Ray actor: some shards, memory-mapped, scanned as one :class:`ShardedSpanIndex`."""
 
-    def __init__(self, paths: list[str], model, threads: int) -> None:
+    def __init__(self, paths: list[str], model: SentenceTransformer, threads: int) -> None:
         torch.set_num_threads(max(1, threads))
         self.index = ShardedSpanIndex.load(paths, model, mmap=True)
 
@@ -250,7 +250,7 @@ class RayShardedSpanIndex(ShardedSpanIndex):
     def workers(self) -> int:
         return len(self._actors)
 
-    def _scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
+    def scanner(self, wanted, approximate: bool, candidates: int | None, nprobe: int | None):
         """:meth:`ShardedSpanIndex.scan` fanned out to the actors, merged in shard order."""
         if not self._actors:
             raise SpanInputError("This RayShardedSpanIndex is closed.")

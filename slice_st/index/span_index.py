@@ -7,26 +7,22 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from slice_st._checks import check_overlap, check_threshold, check_top_k, query_list
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document
 from slice_st.encode import (
-    check_overlap,
-    check_threshold,
-    check_top_k,
     embed_texts,
     encode_windows,
     model_window,
-    query_list,
     resolve_prompt,
     resolve_span_config,
-    search_scorer,
     token_dimension,
 )
 from slice_st.errors import IndexConflictError, SpanInputError
@@ -47,6 +43,7 @@ from slice_st.index.search import (
 )
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
+from slice_st.search import search_scorer
 from slice_st.spans import FLAT_BLOCK_UNITS, span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
@@ -93,8 +90,18 @@ class SpanIndex:
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
-        self._arrays = empty_arrays(token_dimension(model), span_config, dtype)
+        self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
+    @overload
+    @classmethod
+    def build(
+        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: Literal["ray"], **options: Any
+    ) -> RayBuild: ...
+    @overload
+    @classmethod
+    def build(
+        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: str = "local", **options: Any
+    ) -> SpanIndex: ...
     @classmethod
     def build(
         cls,
@@ -153,6 +160,12 @@ class SpanIndex:
         index.add(texts, ids, **options)
         return index
 
+    @overload
+    @classmethod
+    def from_files(cls, paths: Any, model: Any = None, *, engine: Literal["ray"], **options: Any) -> RayBuild: ...
+    @overload
+    @classmethod
+    def from_files(cls, paths: Any, model: Any = None, *, engine: str = "local", **options: Any) -> SpanIndex: ...
     @classmethod
     def from_files(
         cls,
@@ -216,7 +229,7 @@ class SpanIndex:
         self.skipped = []
         text_list, ids = self._windowable(text_list, ids, on_error)
         show = len(text_list) > 4 * batch_size if show_progress_bar is None else show_progress_bar
-        parts, doc_bases = [self._arrays], [0]
+        parts, doc_bases = [self.arrays], [0]
         with (
             encoder_for(self.model, targets, pool) as encoder,
             tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show) as progress,
@@ -225,9 +238,9 @@ class SpanIndex:
                 parts.append(self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder))
                 doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
-        self._arrays = concat_parts(parts, doc_bases)
+        self.arrays = concat_parts(parts, doc_bases)
         if self._candidates is not None:  # the new units start where the old arrays (parts[0]) end
-            self._candidates = self._candidates.extended(self._arrays, len(parts[0]["unit_vectors"]))
+            self._candidates = self._candidates.extended(self.arrays, len(parts[0]["unit_vectors"]))
         self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
         return ids
 
@@ -298,10 +311,10 @@ class SpanIndex:
             raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
         drop = np.zeros(len(self.doc_ids), dtype=bool)
         drop[[position[doc_id] for doc_id in ids]] = True
-        arrays = {name: np.asarray(values) for name, values in self._arrays.items()}
+        arrays = {name: np.asarray(values) for name, values in self.arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        self._arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in storage.UNIT_ARRAYS} | {
+        self.arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
@@ -312,7 +325,7 @@ class SpanIndex:
             settings, self._candidates = self._candidates.settings, None
             if self.num_units:
                 chunks = len(
-                    CandidateStage.chunk_ranges(self._arrays["segment_units"], settings["chunk"], settings["stride"])
+                    CandidateStage.chunk_ranges(self.arrays["segment_units"], settings["chunk"], settings["stride"])
                 )
                 self.build_candidates(**settings | {"nlist": min(settings["nlist"], chunks) or None})
         return int(drop.sum())
@@ -326,7 +339,7 @@ class SpanIndex:
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
-        merged._arrays = concat_parts([index._arrays for index in indexes], doc_bases)
+        merged.arrays = concat_parts([index.arrays for index in indexes], doc_bases)
         merged.doc_ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged.texts = [text for index in indexes for text in index.texts]
         return merged
@@ -368,14 +381,14 @@ class SpanIndex:
             raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
         if kind not in ("ivf", "flat"):
             raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
-        self._candidates = CandidateStage.create(self._arrays, kind, chunk, stride, nlist, nprobe, candidates)
+        self._candidates = CandidateStage.create(self.arrays, kind, chunk, stride, nlist, nprobe, candidates)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
 
     @property
     def num_units(self) -> int:
-        return len(self._arrays["unit_vectors"])
+        return len(self.arrays["unit_vectors"])
 
     def search(
         self,
@@ -420,7 +433,7 @@ class SpanIndex:
         out can enter, else ``M`` grows 4x (until every span was ranked, or the lowest cosine is below ``threshold``).
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
-        self._check_approximate(approximate)
+        self.check_approximate(approximate)
         threshold = check_threshold(threshold)
         scorer, overlap = search_scorer(scorer), check_overlap(overlap)
         query_texts = query_list(queries)
@@ -429,30 +442,30 @@ class SpanIndex:
         )
         profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
         found = ranked(
-            self._scanner(wanted, approximate, candidates, nprobe),
-            self._matches,
+            self.scanner(wanted, approximate, candidates, nprobe),
+            self.to_matches,
             vectors,
             top_k,
             threshold,
             per_document,
             self.num_units * (wanted.max_span - wanted.min_span + 1),  # the spans held: no scan goes past them
-            costs=span_costs_for(scorer, profiles, self._unit_flags),
-            locate=self._locate,
+            costs=span_costs_for(scorer, profiles, self.unit_flags),
+            locate=self.locate,
             overlap=overlap,
         )
         return rerank_matches(self, found, query_texts, vectors, profiles, scorer, wanted, overlap, threshold)
 
-    def _check_approximate(self, approximate: bool) -> None:
+    def check_approximate(self, approximate: bool) -> None:
         if approximate and self._candidates is None:
             raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
 
-    def _unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
+    def unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
-        return cached_unit_flags(self, self._arrays["unit_chars"], lambda: index_unit_flags(self.texts, self._arrays))
+        return cached_unit_flags(self, self.arrays["unit_chars"], lambda: index_unit_flags(self.texts, self.arrays))
 
-    def _locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Spans (start unit rows, lengths) as ``(document, first unit, end unit)`` in their documents' unit numbers."""
-        arrays = self._arrays
+        arrays = self.arrays
         units = np.asarray(units, dtype=np.int64)
         segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
         first = (
@@ -460,13 +473,13 @@ class SpanIndex:
         )
         return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
 
-    def _scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
+    def scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
         """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through FAISS."""
         if approximate:
             return lambda queries, k: self._candidates.top_spans(
                 self, queries, k, wanted.min_span, wanted.max_span, candidates, nprobe
             )
-        return lambda queries, k: self._top_spans(queries, k, wanted.min_span, wanted.max_span)
+        return lambda queries, k: self.top_spans(queries, k, wanted.min_span, wanted.max_span)
 
     def embed_queries(
         self,
@@ -482,32 +495,44 @@ class SpanIndex:
         vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=prompt, device=device)
         return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
-    def _top_spans(
+    def top_spans(
         self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None
     ):
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
-        vectors, norms = as_tensor(self._arrays["unit_vectors"]), as_tensor(self._arrays["span_norms"])
-        floor = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
+        vectors, norms = as_tensor(self.arrays["unit_vectors"]), as_tensor(self.arrays["span_norms"])
+        below = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
-        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=floor)
+        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=below)
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
-    def _matches(
+    def to_matches(
         self, query_index: int, scores, units, lengths, threshold: float | None, cosines=None
     ) -> list[IndexMatch]:
         """Matches of spans (start unit rows, lengths) with their scores and cosines (``None``: the scores)."""
         scores = np.asarray(scores)
         keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
         cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
-        units, lengths, chars = np.asarray(units)[keep], np.asarray(lengths)[keep], self._arrays["unit_chars"]
-        docs, firsts, ends = self._locate(units, lengths)
+        units, lengths, chars = np.asarray(units)[keep], np.asarray(lengths)[keep], self.arrays["unit_chars"]
+        docs, firsts, ends = self.locate(units, lengths)
         matches = []
         for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
             doc, start, end = int(docs[i]), int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
             calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
-            match = (query_index, self.doc_ids[doc], doc, start, end, self.texts[doc][start:end], float(score))
-            matches.append(IndexMatch(*match, int(firsts[i]), int(ends[i]), calibrated, float(cosine)))
+            match = IndexMatch(
+                query_index=query_index,
+                doc_id=self.doc_ids[doc],
+                text_index=doc,
+                start=start,
+                end=end,
+                span=self.texts[doc][start:end],
+                score=float(score),
+                unit_start=int(firsts[i]),
+                unit_end=int(ends[i]),
+                calibrated=calibrated,
+                similarity=float(cosine),
+            )
+            matches.append(match)
         return matches
 
     def unit_profile(
@@ -527,10 +552,10 @@ class SpanIndex:
         if not isinstance(doc_id, str) or doc_id not in self.doc_ids:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
         position = self.doc_ids.index(doc_id)
-        arrays, bounds = self._arrays, np.asarray(self._arrays["segment_units"])
+        arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"])
         segments = np.flatnonzero(np.asarray(arrays["segment_docs"]) == position)
         rows = ranges_to_indices(bounds[segments], bounds[segments + 1])
-        doc_units = self._locate(rows, rows)[1]  # the units' numbers in the document
+        doc_units = self.locate(rows, rows)[1]  # the units' numbers in the document
         count = int(doc_units.max()) + 1 if len(doc_units) else 0
         chars = np.zeros((count, 2), dtype=np.int64)
         chars[doc_units] = np.asarray(arrays["unit_chars"][rows])
@@ -548,7 +573,7 @@ class SpanIndex:
 
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
-        arrays, config, calibration = self._arrays, self.span_config, self.calibration
+        arrays, config, calibration = self.arrays, self.span_config, self.calibration
         norms, dim = arrays["span_norms"], arrays["unit_vectors"].shape[1]
         spans = sum(
             int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum()) for i in range(0, len(norms), FLAT_BLOCK_UNITS)
@@ -614,7 +639,7 @@ class SpanIndex:
         encoded = [text.encode("utf-8") for text in self.texts]
         offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
         samples = {}
-        for name, values in [*self._arrays.items(), ("text_offsets", offsets)]:
+        for name, values in [*self.arrays.items(), ("text_offsets", offsets)]:
             values = np.asarray(values)
             storage.save_array(os.path.join(data_dir, f"{name}.npy"), values)
             samples[name] = storage.array_digest(values)
@@ -735,7 +760,9 @@ class SpanIndex:
         return index
 
     @classmethod
-    def _read_data(cls, path: str, manifest: dict[str, Any], model, mmap: bool, verify: bool) -> SpanIndex:
+    def _read_data(
+        cls, path: str, manifest: dict[str, Any], model: SentenceTransformer, mmap: bool, verify: bool
+    ) -> SpanIndex:
         """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
         if index.fingerprint != manifest["model_fingerprint"]:
@@ -763,12 +790,12 @@ class SpanIndex:
                 or len(doc_ids) != manifest["documents"]
                 or len(offsets) != len(doc_ids) + 1
                 or offsets[-1] != len(blob)
-                or any(arrays[name].shape != (units, index._arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
+                or any(arrays[name].shape != (units, index.arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
             ):
                 raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-            index._arrays = arrays
+            index.arrays = arrays
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
@@ -843,7 +870,7 @@ def _as_model(model: Any, **options: Any) -> SentenceTransformer:
     return model
 
 
-def model_runtime(model) -> dict[str, str]:
+def model_runtime(model: SentenceTransformer) -> dict[str, str]:
     """What :func:`slice_st.load_model` needs to load a model on ONNX Runtime / OpenVINO again (``{}`` on torch)."""
     runner = runner_of(model)
     if runner is None:

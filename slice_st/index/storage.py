@@ -19,7 +19,7 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, SpanInputError
-from slice_st.text import atomic_file, check_output, create_new_file, open_folder, open_regular_file
+from slice_st.files import atomic_file, check_output, create_new_file, open_folder, open_regular_file
 
 #: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
 INDEX_FORMAT_VERSION = 2

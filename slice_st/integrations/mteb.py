@@ -8,7 +8,7 @@ import json
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slice_st._extras import needs_extra
 from slice_st.card import SLICE_CITATION
@@ -16,14 +16,17 @@ from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.evaluation.localisation import span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
+from slice_st.files import check_output
 from slice_st.scoring import DEFAULT_SCORER
 from slice_st.spans import check_span_bounds
-from slice_st.text import check_output
 from slice_st.tokens import check_unit
 
 with needs_extra("eval", "the STSBContext mteb task"):
     from mteb.abstasks.sts import AbsTaskSTS
     from mteb.abstasks.task_metadata import TaskMetadata
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 __all__ = ["STSBContext", "mteb_model", "run_mteb"]
 
@@ -183,7 +186,15 @@ class STSBContext(AbsTaskSTS):
         self.data_loaded = True
 
     def _evaluate_subset(
-        self, model, data_split, *, encode_kwargs, hf_split, hf_subset, prediction_folder=None, **kwargs: Any
+        self,
+        model: Any,
+        data_split,
+        *,
+        encode_kwargs,
+        hf_split,
+        hf_subset,
+        prediction_folder=None,
+        **kwargs: Any,
     ) -> dict[str, float]:
         st_model = _sentence_transformer(model)
         batch_size = int(encode_kwargs.get("batch_size", 32))
@@ -218,7 +229,7 @@ def _noted_source(path: str | None) -> str:
     return source if source in SOURCES else "unknown"
 
 
-def _sentence_transformer(model):
+def _sentence_transformer(model: Any) -> SentenceTransformer:
     """The ``SentenceTransformer`` behind an mteb model wrapper, checked to give token vectors with offsets."""
     from sentence_transformers import SentenceTransformer
 
@@ -233,7 +244,7 @@ def _sentence_transformer(model):
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
-def mteb_model(model, name: str | None = None, revision: str | None = None):
+def mteb_model(model: SentenceTransformer, name: str | None = None, revision: str | None = None) -> Any:
     """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
     its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
     weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""
@@ -271,7 +282,7 @@ def run_mteb(
     overwrite_strategy: str = "only-missing",
     show_progress_bar: bool = True,
     **task_options: Any,
-):
+) -> Any:
     """``slice-st mteb run``: build the tasks (``STSBContext(stsb_context, **task_options)``: ``source``, ``limit``,
     spans; others by ``mteb.get_task``), load the model and call ``mteb.evaluate`` into ``ResultCache(output_folder)``;
     returns mteb's result."""

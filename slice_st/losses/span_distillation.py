@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sentence_transformers.util import batch_to_device
@@ -16,6 +16,9 @@ from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import check_span_bounds, sample_spans, span_means
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +80,7 @@ class SpanDistillationLoss(SliceLoss):
 
     def __init__(
         self,
-        model,
+        model: SentenceTransformer,
         teacher=None,
         spans_per_text: int = 8,
         min_span: int = 1,
@@ -247,7 +250,7 @@ def vector_distance(student: Tensor, teacher: Tensor, metric: str = "cosine") ->
     return nn.functional.mse_loss(student, teacher)
 
 
-def frozen_teacher(model, teacher=None) -> tuple[Any, str]:
+def frozen_teacher(model: SentenceTransformer, teacher=None) -> tuple[Any, str]:
     """``(teacher, display name)``, frozen: a copy of ``model`` taken now (``None``), a model name, or a model."""
     from slice_st.loading import load_model, model_identity
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sentence_transformers.base.losses.merged_forward import merge_feature_batches
@@ -14,6 +14,9 @@ from slice_st.card import slice_card_data
 from slice_st.config import enable_span_features, get_span_config
 from slice_st.losses._common import SliceLoss, batch_units, check_offsets
 from slice_st.spans import best_span_scores, pool_units, span_cosines
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +99,7 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
 
     def __init__(
         self,
-        model,
+        model: SentenceTransformer,
         scale: float = 30.0,
         min_span: int = 1,
         max_span: int = 10,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from sentence_transformers.base.modules import Module
@@ -10,6 +10,9 @@ from sentence_transformers.base.modules import Module
 from slice_st.config import get_span_config, set_span_config
 from slice_st.spans import check_span_bounds, pool_spans
 from slice_st.tokens import check_unit, unit_boundaries
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 
 class SpanPooling(Module):
@@ -66,7 +69,7 @@ class SpanPooling(Module):
         self.embedding_dimension, self.min_span, self.max_span = embedding_dimension, min_span, max_span
         self.unit, self.output_spans = check_unit(unit), output_spans
 
-    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+    def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         token_embeddings = features["token_embeddings"]
         weights = features["attention_mask"].unsqueeze(-1).to(token_embeddings.dtype)
         features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
@@ -104,18 +107,18 @@ class SpanPooling(Module):
     def get_embedding_dimension(self) -> int:
         return self.embedding_dimension
 
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
         self.save_config(output_path)
 
     @classmethod
     def attach(
         cls,
-        model,
+        model: SentenceTransformer,
         min_span: int | None = None,
         max_span: int | None = None,
         unit: str | None = None,
         output_spans: bool = True,
-    ):
+    ) -> SentenceTransformer:
         """Give the model's mean ``Pooling`` module span outputs, in place (a child and a forward hook, which ``save()``
         does not write; the settings, default those saved with the model, go to its config); returns the model."""
         from sentence_transformers.sentence_transformer.modules import Pooling

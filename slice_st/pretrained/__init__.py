@@ -8,7 +8,10 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 #: The embedded base model's Hub id.
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -100,23 +103,27 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     return len(updates)
 
 
-def rebuilt_model(model, modules: list | None = None, *, model_card_data: Any = None):
-    """A ``SentenceTransformer`` over ``modules`` (default: ``model``'s), ``model``'s options, ``model_card_data``."""
+def rebuilt_model(
+    model: SentenceTransformer, modules: list | None = None, *, model_card_data: Any = None, model_class: Any = None
+):
+    """A ``model_class`` (default ``SentenceTransformer``) over ``modules`` (default: ``model``'s), ``model``'s options,
+    ``model_card_data``."""
     from sentence_transformers import SentenceTransformer
 
     keys = ("prompts", "default_prompt_name", "similarity_fn_name", "truncate_dim")
     options = {key: getattr(model, key) for key in keys}
     modules = list(model) if modules is None else modules
-    return SentenceTransformer(modules=modules, device=str(model.device), model_card_data=model_card_data, **options)
+    model_class = model_class or SentenceTransformer
+    return model_class(modules=modules, device=str(model.device), model_card_data=model_card_data, **options)
 
 
-def load_shipped_model(name: str, base_path: str, **kwargs: Any):
-    """The shipped model ``name``: the base model at ``base_path`` (keyword arguments to ``SentenceTransformer``) with
-    the adapter merged in; :func:`slice_st.load_model` gives it its card."""
+def load_shipped_model(name: str, base_path: str, model_class: Any = None, **kwargs: Any):
+    """The shipped model ``name``, a ``model_class`` (default ``SentenceTransformer``): the base model at ``base_path``
+    (keyword arguments to the class) with the adapter merged in; :func:`slice_st.load_model` gives it its card."""
     from sentence_transformers import SentenceTransformer
 
     shipped = shipped_model(name)
     shipped.check_files()
-    base = SentenceTransformer(base_path, **kwargs)
+    base = (model_class or SentenceTransformer)(base_path, **kwargs)
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
-    return rebuilt_model(base)  # a fresh card: the base folder's README does not describe these weights
+    return rebuilt_model(base, model_class=type(base))  # a fresh card: the base folder's README is not about these

@@ -17,7 +17,7 @@ with needs_extra("serve", "slice-st serve"):
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
     from fastapi.responses import HTMLResponse, JSONResponse
     from fastapi.staticfiles import StaticFiles
-    from pydantic import BaseModel, ConfigDict, Field  # installed with fastapi
+    from pydantic import BaseModel, ConfigDict, Field, field_serializer  # installed with fastapi
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
@@ -75,6 +75,11 @@ class SearchRequest(BaseModel):
 class QueryResult(BaseModel):
     query: str
     matches: list[IndexMatch]
+
+    @field_serializer("matches")
+    def _old_names_too(self, matches: list[IndexMatch]) -> list[dict[str, Any]]:
+        """Each match's fields, and for one release its old ``doc_index`` and ``cosine`` (deprecated)."""
+        return [asdict(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
 
 
 class SearchResponse(BaseModel):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import MANIFEST
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 
 class IndexSource:
@@ -25,7 +29,9 @@ class IndexSource:
         self.reloads = 0
 
     @classmethod
-    def from_directory(cls, path: str | os.PathLike, model=None, **options) -> IndexSource:
+    def from_directory(
+        cls, path: str | os.PathLike, model: SentenceTransformer | None = None, **options
+    ) -> IndexSource:
         """The index saved at ``path`` (:meth:`SpanIndex.load`: ``model``, else the one it records; ``device``…)."""
         return cls(SpanIndex.load(path, model, **options), path)
 

@@ -10,10 +10,17 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st._extras import needs_extra
 from slice_st.errors import MissingExtraError, SpanInputError
+
+if TYPE_CHECKING:
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +138,9 @@ class SliceArguments:
             )
 
 
-def training_arguments(preset: str | None = None, **values: Any):
+def training_arguments(
+    preset: str | None = None, **values: Any
+) -> tuple[SentenceTransformerTrainingArguments, SliceArguments]:
     """The two halves of a run, ``(SentenceTransformerTrainingArguments, SliceArguments)``: :data:`TRAINING_DEFAULTS`,
     then the ``preset``'s, then ``values``.
 
@@ -199,7 +208,9 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     return passages
 
 
-def _losses(model, settings: SliceArguments, objectives: tuple[str, ...], seed: int) -> dict[str, Any]:
+def _losses(
+    model: SentenceTransformer, settings: SliceArguments, objectives: tuple[str, ...], seed: int
+) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
     spans, negatives, losses = {"min_span": settings.min_span, "unit": settings.unit}, settings.in_batch_negatives, {}
@@ -235,8 +246,13 @@ def _run_arguments(args, settings: SliceArguments, evaluator):
 
 
 def build_trainer(
-    args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None
-):
+    args: SentenceTransformerTrainingArguments,
+    settings: SliceArguments | None = None,
+    model: SentenceTransformer | None = None,
+    train_dataset: Any = None,
+    callbacks: list[Any] | None = None,
+    hub_api: Any = None,
+) -> SentenceTransformerTrainer:
     """The ``SentenceTransformerTrainer`` of a run, not started. With ``args.push_to_hub`` the Hub is checked first
     (:func:`slice_st.training.hub.check_hub_access`).
 
@@ -291,7 +307,7 @@ def build_trainer(
     return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
 
 
-def _add_lora(model, rank: int, alpha: float | None) -> None:
+def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None) -> None:
     """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
     with needs_extra("train", "--lora-r (LoRA training)"):
         import peft
@@ -312,7 +328,7 @@ def _add_lora(model, rank: int, alpha: float | None) -> None:
         ) from None
 
 
-def save_adapter(model, path: str) -> str:
+def save_adapter(model: SentenceTransformer, path: str) -> str:
     """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
     transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
     transformer.save_pretrained(path)
@@ -373,14 +389,21 @@ def _dev_evaluator(settings: SliceArguments):
 def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool = False) -> str:
     """``output_dir``, checked before any work: new or empty (or ``resume``, ``overwrite``), never a symbolic link, a
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
-    from slice_st.text import check_not_link, check_output
+    from slice_st.files import check_not_link, check_output
 
     check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
     full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
     return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
 
-def train(args, settings: SliceArguments | None = None, model=None, train_dataset=None, callbacks=None, hub_api=None):
+def train(
+    args: SentenceTransformerTrainingArguments,
+    settings: SliceArguments | None = None,
+    model: SentenceTransformer | None = None,
+    train_dataset: Any = None,
+    callbacks: list[Any] | None = None,
+    hub_api: Any = None,
+) -> SentenceTransformer:
     """Train, save the final (best) model to ``args.output_dir/final`` and return the model.
 
     The output folder must be new or empty unless ``settings.resume`` or ``settings.overwrite``. With
@@ -423,7 +446,7 @@ def train(args, settings: SliceArguments | None = None, model=None, train_datase
     return model
 
 
-def _save_final(trainer, model, run_config: dict) -> None:
+def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
     """``final/`` (with the run's settings), pushed when asked; a LoRA run also keeps its adapter in ``adapter/``."""
     from slice_st.loading import has_adapters, merged_adapters, save_slice_model
 

@@ -243,7 +243,7 @@ def test_mine_plans_windows_once_and_best_spans_can_skip(tmp_path, capsys, make_
     """``slice-st mine`` plans each text's windows once (inside best_spans), and names every unwindowable text."""
     import slice_st.encode
     import slice_st.tokens
-    from slice_st.encode import SpanInputError
+    from slice_st.errors import SpanInputError
 
     short = make_tiny_model(24)
     monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)
@@ -262,13 +262,13 @@ def test_mine_plans_windows_once_and_best_spans_can_skip(tmp_path, capsys, make_
     assert code == 0 and "2 texts skipped" in out.err
     assert sum("my bag was lost" in texts for texts in calls) == 1  # the corpus: once (the query is planned on its own)
     texts = ["a man plays the guitar", "." * 80 + " tail"]
-    result = slice_st.encode.best_spans(short, "guitar", texts, max_span=3, on_error="skip")
+    result = slice_st.search.best_spans(short, "guitar", texts, max_span=3, on_error="skip")
     assert [index for index, _ in result.skipped] == [1] and result[0][1] == [] and result[0][0]
     with pytest.raises(SpanInputError, match="Text 1: a word of") as raised:
-        slice_st.encode.best_spans(short, "guitar", texts, max_span=3)
+        slice_st.search.best_spans(short, "guitar", texts, max_span=3)
     assert raised.value.text_index == 1
     with pytest.raises(SpanInputError, match="on_error"):
-        slice_st.encode.best_spans(short, "guitar", texts, on_error="ignore")
+        slice_st.search.best_spans(short, "guitar", texts, on_error="ignore")
 
 
 HOSTILE_ID = "doc\x1b]0;owned\x07\x1b[2J\x9b31m"

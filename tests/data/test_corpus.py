@@ -46,7 +46,8 @@ def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys
     import os
     from collections.abc import Iterator
 
-    from slice_st.text import FileAccessError, file_lines
+    from slice_st.errors import FileAccessError
+    from slice_st.files import file_lines
 
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)  # opening it for reading would block: it is refused unopened

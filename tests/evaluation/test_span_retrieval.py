@@ -24,7 +24,7 @@ GOLD = [4.8, 1.0, 3.9, 4.2, 4.0]
 
 def test_single_setup_is_best_spans_paired(tiny_model):
     result = score_single(tiny_model, PHRASES, PASSAGES, max_span=5)
-    matches = slice_st.encode.best_spans_paired(tiny_model, PHRASES, PASSAGES, max_span=5)
+    matches = slice_st.search.best_spans_paired(tiny_model, PHRASES, PASSAGES, max_span=5)
     assert result.scores.tolist() == pytest.approx([m.score for m in matches])
     assert result.spans == [(m.start, m.end) for m in matches]
 

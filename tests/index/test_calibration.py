@@ -53,7 +53,7 @@ def test_sts_calibration_with_the_index(tiny_model, tmp_path, make_tiny_model):
     matches = index.search(QUERIES, top_k=3)
     for match in (m for ms in matches for m in ms):
         assert match.calibrated == pytest.approx(
-            calibration.degree(match.cosine), abs=1e-4
+            calibration.degree(match.similarity), abs=1e-4
         )  # the cosine, not the score
         assert 0.0 <= match.calibrated <= 5.0
     index.save(tmp_path / "ix")

@@ -20,7 +20,8 @@ from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
 from slice_st.errors import MissingExtraError
 from slice_st.index import ShardedSpanIndex
-from slice_st.index.ray_engine import BUILD_STATE, RayBuild, check_address
+from slice_st.index.ray_cluster import check_address
+from slice_st.index.ray_engine import BUILD_STATE, RayBuild
 from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
 
@@ -76,8 +77,8 @@ def corpus(tmp_path_factory):
 def _assert_same_index(shards: ShardedSpanIndex, one: SpanIndex) -> None:
     merged = SpanIndex.merge(shards.shards)
     assert merged.doc_ids == one.doc_ids and merged.texts == one.texts
-    for name, values in one._arrays.items():
-        other = np.asarray(merged._arrays[name])
+    for name, values in one.arrays.items():
+        other = np.asarray(merged.arrays[name])
         assert other.shape == values.shape and other.dtype == values.dtype, name
         tolerance = 2e-3 if other.dtype == np.float16 else 1e-5  # one float16 step where float32 batches round apart
         np.testing.assert_allclose(
@@ -87,7 +88,7 @@ def _assert_same_index(shards: ShardedSpanIndex, one: SpanIndex) -> None:
 
 def _key(results):
     return [
-        [(m.doc_id, m.doc_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score) for m in matches]
+        [(m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score) for m in matches]
         for matches in results
     ]
 
@@ -351,7 +352,7 @@ def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
     import sys
 
     from slice_st import SpanInputError
-    from slice_st.index.ray_engine import probe_address
+    from slice_st.index.ray_cluster import probe_address
 
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))

@@ -12,9 +12,9 @@ from helpers import QUERIES, make_docs
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
-from slice_st._rerank import unit_words
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.search import _segments, index_unit_flags
+from slice_st.rerank import unit_words
 from slice_st.scoring import AFTER_DETERMINER, costs_of_spans, mark_prefix, query_profiles, resolve_scorer, unit_flags
 from slice_st.tokens import text_units
 
@@ -96,9 +96,9 @@ def reference(spans, top_k, per_document=None, threshold=None, overlap=False):
 def assert_same(got, expected, tolerance=1e-5):
     assert len(got) == len(expected)
     np.testing.assert_allclose([m.score for m in got], [e[4] for e in expected], atol=tolerance, rtol=0)
-    np.testing.assert_allclose([m.cosine for m in got], [e[3] for e in expected], atol=tolerance, rtol=0)
+    np.testing.assert_allclose([m.similarity for m in got], [e[3] for e in expected], atol=tolerance, rtol=0)
     for rank, (match, want) in enumerate(zip(got, expected)):
-        if (match.doc_index, match.unit_start, match.unit_end) != want[:3]:  # only a near-tie may swap two spans
+        if (match.text_index, match.unit_start, match.unit_end) != want[:3]:  # only a near-tie may swap two spans
             assert abs(match.score - want[4]) < tolerance, f"rank {rank}: {match} != {want}"
 
 
@@ -127,10 +127,10 @@ def test_scored_search_equals_brute_force(tiny_model, docs, index, sharded, scor
             for got, want in zip(results, expected):
                 assert_same(got, want)
                 for match in got:
-                    assert match.span == docs[match.doc_index][match.start : match.end] and match.doc_id == str(
-                        match.doc_index
+                    assert match.span == docs[match.text_index][match.start : match.end] and match.doc_id == str(
+                        match.text_index
                     )
-                    assert match.score <= match.cosine + 1e-12
+                    assert match.score <= match.similarity + 1e-12
 
 
 def test_token_spans_and_a_sub_range_equal_brute_force(tiny_model, docs):
@@ -156,13 +156,15 @@ def test_phrase_changes_the_ranking_and_ranks_the_default(docs, index):
     default = index.search(SCORED_QUERIES, top_k=10, scorer="phrase")
     phrase = index.search(SCORED_QUERIES, top_k=10, scorer="phrase", overlap=False)
     reranked = index.search(SCORED_QUERIES, top_k=10)  # the default re-ranks each document's spans: same documents
-    assert [Counter(m.doc_index for m in ms) for ms in reranked] == [Counter(m.doc_index for m in ms) for ms in phrase]
+    assert [Counter(m.text_index for m in ms) for ms in reranked] == [
+        Counter(m.text_index for m in ms) for ms in phrase
+    ]
     assert all([m.score for m in ms] == sorted((m.score for m in ms), reverse=True) for ms in reranked)
     plain = index.search(SCORED_QUERIES, top_k=10, scorer="max-cosine", overlap=True)
     assert default == phrase
-    assert any(m.score < m.cosine for matches in default for m in matches)  # costs were paid
-    assert [[(m.doc_index, m.start, m.end) for m in ms] for ms in default] != [
-        [(m.doc_index, m.start, m.end) for m in ms] for ms in plain
+    assert any(m.score < m.similarity for matches in default for m in matches)  # costs were paid
+    assert [[(m.text_index, m.start, m.end) for m in ms] for ms in default] != [
+        [(m.text_index, m.start, m.end) for m in ms] for ms in plain
     ]
 
 
@@ -173,13 +175,13 @@ def test_max_cosine_with_overlap_is_the_plain_cosine_top_k(searched, index, shar
     vectors = searched.embed_queries(SCORED_QUERIES)
     everything = searched.num_units * MAX_SPAN
     full = (
-        index._top_spans(vectors, everything, 1, MAX_SPAN) if searched is index else searched.scan(vectors, everything)
+        index.top_spans(vectors, everything, 1, MAX_SPAN) if searched is index else searched.scan(vectors, everything)
     )
     for options in ({"top_k": 15}, {"top_k": 9, "per_document": 1}, {"top_k": 20, "per_document": 3, "threshold": 0.8}):
         results = searched.search(SCORED_QUERIES, scorer="max-cosine", overlap=True, **options)
         for q, matches in enumerate(results):
             scores, units, _ = (values[q] for values in full)
-            docs, first, _ = searched._locate(units, full[2][q])
+            docs, first, _ = searched.locate(units, full[2][q])
             expected, used = [], {}
             for score, _unit, doc, start in zip(scores, units, docs, first):
                 cap = options.get("per_document")
@@ -187,8 +189,8 @@ def test_max_cosine_with_overlap_is_the_plain_cosine_top_k(searched, index, shar
                     continue
                 used[doc] = used.get(doc, 0) + 1
                 expected.append((int(doc), int(start), float(score)))
-            assert [(m.doc_index, m.unit_start, m.score) for m in matches] == expected[: options["top_k"]]
-            assert all(m.score == m.cosine for m in matches)
+            assert [(m.text_index, m.unit_start, m.score) for m in matches] == expected[: options["top_k"]]
+            assert all(m.score == m.similarity for m in matches)
 
 
 def test_results_of_one_document_never_overlap_by_default(index, sharded):
@@ -197,12 +199,12 @@ def test_results_of_one_document_never_overlap_by_default(index, sharded):
             for matches in searched.search(SCORED_QUERIES, top_k=60, per_document=per_document):
                 for a in matches:
                     for b in matches:
-                        if a is not b and a.doc_index == b.doc_index:
+                        if a is not b and a.text_index == b.text_index:
                             assert a.unit_end <= b.unit_start or b.unit_end <= a.unit_start, (a, b)
     # the filter is what keeps them apart: with overlap=True nested copies of one place come back
     allowed = index.search(SCORED_QUERIES, top_k=60, overlap=True)
     assert any(
-        a.doc_index == b.doc_index and a.unit_start < b.unit_end and b.unit_start < a.unit_end
+        a.text_index == b.text_index and a.unit_start < b.unit_end and b.unit_start < a.unit_end
         for matches in allowed
         for a in matches
         for b in matches
@@ -234,26 +236,26 @@ def test_a_scorer_object_is_used_as_given(index):
     for matches in index.search(SCORED_QUERIES, top_k=20, scorer=custom, overlap=True):
         for match in matches:
             crossed = any(ch in match.span[:-1] for ch in ".")  # "city." inside the span: a sentence end crossed
-            assert match.score == pytest.approx(match.cosine - (0.5 if crossed else 0.0), abs=1e-12)
+            assert match.score == pytest.approx(match.similarity - (0.5 if crossed else 0.0), abs=1e-12)
 
 
 def test_unit_flags_are_per_document_and_follow_changes(tiny_model, tiny_model_short):
     texts = ["he saw the", "man, who left. A dog"] + [" ".join(["the guitar was loud, and the dog barked."] * 6)]
     index = SpanIndex.build(texts, tiny_model_short, max_span=4)  # the long text is cut into overlapping windows
-    assert len(index._arrays["segment_docs"]) > len(texts)
-    flags, marks = index._unit_flags()
+    assert len(index.arrays["segment_docs"]) > len(texts)
+    flags, marks = index.unit_flags()
     expected = []
     for text, (starts, ends, _) in zip(texts, text_units(tiny_model_short.tokenizer, texts, "word")):
         expected.append(unit_flags([text[a:b] for a, b in zip(starts.tolist(), ends.tolist())]))
-    docs, first, _ = index._locate(np.arange(index.num_units), np.ones(index.num_units, dtype=np.int64))
+    docs, first, _ = index.locate(np.arange(index.num_units), np.ones(index.num_units, dtype=np.int64))
     assert np.array_equal(marks, mark_prefix(flags))
     assert flags.tolist() == [int(expected[d][u]) for d, u in zip(docs, first)]
     assert (
         not flags[np.flatnonzero((docs == 1) & (first == 0))[0]] & AFTER_DETERMINER
     )  # "man," follows "the" of another text
-    assert index._unit_flags()[0] is flags  # cached
+    assert index.unit_flags()[0] is flags  # cached
     index.add(["the end"])
-    assert len(index._unit_flags()[0]) == index.num_units  # new arrays: new flags
+    assert len(index.unit_flags()[0]) == index.num_units  # new arrays: new flags
     assert index_unit_flags(
         [],
         {
@@ -272,9 +274,9 @@ def test_segments_read_their_windows_flags_and_words_from_the_index_tables(tiny_
     texts = ["he saw the", "  man, who left. A dog", " ".join(["the guitar was loud, and the dog barked."] * 6), "x"]
     index = SpanIndex.build(texts, tiny_model_short, max_span=4)  # the long text is cut into overlapping windows
     found = _segments(index, list(range(len(texts))), index.span_config)
-    bounds, table = index._arrays["segment_units"], index._unit_flags()[0]
+    bounds, table = index.arrays["segment_units"], index.unit_flags()[0]
     edges_differ = 0
-    for segment, doc in enumerate(index._arrays["segment_docs"].tolist()):
+    for segment, doc in enumerate(index.arrays["segment_docs"].tolist()):
         window, text = found[doc].pop(0), texts[doc]
         strings = [text[a:b] for a, b in window.chars.tolist()]
         expected = unit_flags(strings, not text[: window.chars[0, 0]].strip(), not text[window.chars[-1, 1] :].strip())
@@ -300,18 +302,18 @@ def test_approximate_search_is_scored_and_filtered(tiny_model, docs, index):
         exact = copy.search(SCORED_QUERIES, **options)
         approximate = copy.search(SCORED_QUERIES, approximate=True, candidates=chunks, **options)
         for a, b in zip(exact, approximate):
-            assert [(m.doc_index, m.unit_start, m.unit_end) for m in a] == [
-                (m.doc_index, m.unit_start, m.unit_end) for m in b
+            assert [(m.text_index, m.unit_start, m.unit_end) for m in a] == [
+                (m.text_index, m.unit_start, m.unit_end) for m in b
             ]
             np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=1e-6)
     few = copy.search(SCORED_QUERIES, top_k=10, approximate=True, candidates=4)
     for matches in few:
-        assert all(m.score <= m.cosine for m in matches)
+        assert all(m.score <= m.similarity for m in matches)
         assert all(
             a.unit_end <= b.unit_start or b.unit_end <= a.unit_start
             for a in matches
             for b in matches
-            if a is not b and a.doc_index == b.doc_index
+            if a is not b and a.text_index == b.text_index
         )
 
 
@@ -356,7 +358,7 @@ def test_cli_mine_index_scorer_and_overlap(tiny_model, tiny_model_dir, docs, tmp
         expected = index.search(query, top_k=15, scorer=scorer, overlap=overlap)[0]
         assert [(r["doc_id"], r["start"], r["end"]) for r in rows] == [(m.doc_id, m.start, m.end) for m in expected]
         assert [r["score"] for r in rows] == [round(m.score, 6) for m in expected]
-        assert [r["cosine"] for r in rows] == [round(m.cosine, 6) for m in expected]
+        assert [r["cosine"] for r in rows] == [round(m.similarity, 6) for m in expected]
         assert {r["scorer"] for r in rows} == {scorer}
         seen.add(tuple((r["doc_id"], r["start"], r["end"], r["score"]) for r in rows))
     assert len(seen) == 4  # each option changes the result: none is ignored

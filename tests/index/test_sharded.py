@@ -34,7 +34,7 @@ def shards(tiny_model, docs):
 
 def _key(results):
     return [
-        [(m.doc_id, m.doc_index, m.start, m.end, m.span, m.unit_start, m.unit_end) for m in matches]
+        [(m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end) for m in matches]
         for matches in results
     ]
 
@@ -48,8 +48,8 @@ def test_two_process_build_equals_one_process(make_tiny_model, docs):
     one = SpanIndex.build(docs[:40], model, max_span=5)
     two = SpanIndex.build(docs[:40], model, max_span=5, processes=2)
     assert two.doc_ids == one.doc_ids and model.device.type == "cpu"
-    for name, values in one._arrays.items():
-        other = two._arrays[name]
+    for name, values in one.arrays.items():
+        other = two.arrays[name]
         assert other.shape == values.shape and other.dtype == values.dtype, name
         np.testing.assert_allclose(
             np.asarray(other), np.asarray(values), atol=1e-5, rtol=1e-5, equal_nan=True, err_msg=name
@@ -78,7 +78,7 @@ def test_shards_searched_together_equal_the_merged_index(tiny_model, shards, tmp
     for position, shard in enumerate(shards):
         shard.save(tmp_path / "shards" / f"shard-{position}")
     loaded = ShardedSpanIndex.load([tmp_path / "shards" / f"shard-{p}" for p in range(3)], tiny_model)
-    assert all(isinstance(s._arrays["unit_vectors"], np.memmap) for s in loaded.shards)  # never merged into memory
+    assert all(isinstance(s.arrays["unit_vectors"], np.memmap) for s in loaded.shards)  # never merged into memory
     assert len(loaded) == len(merged) and loaded.num_units == merged.num_units and loaded.doc_ids == merged.doc_ids
     for options in (
         {"top_k": 15},

@@ -13,6 +13,7 @@ from helpers import QUERIES, cli_fails, make_docs, run_cli
 import slice_st
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
+from slice_st.index.search import IndexMatch
 from slice_st.index.storage import MANIFEST
 
 
@@ -40,7 +41,7 @@ def assert_same_ranking(got, expected, tolerance=1e-5):
     np.testing.assert_allclose(got_scores, expected_scores, atol=tolerance, rtol=0)
     all_scores = expected_scores
     for rank, (match, (doc, start, end, score)) in enumerate(zip(got, expected)):
-        if (match.doc_index, match.start, match.end) != (doc, start, end):
+        if (match.text_index, match.start, match.end) != (doc, start, end):
             gaps = np.abs(np.delete(all_scores, rank) - score)
             assert gaps.min() < tolerance, f"rank {rank}: {match} != {(doc, start, end, score)}"
 
@@ -63,8 +64,8 @@ def test_search_equals_brute_force(tiny_model, docs, index):
     for got, want in zip(results, expected):
         assert_same_ranking(got, want)
         for match in got:
-            assert match.span == docs[match.doc_index][match.start : match.end]
-            assert match.doc_id == str(match.doc_index)
+            assert match.span == docs[match.text_index][match.start : match.end]
+            assert match.doc_id == str(match.text_index)
 
 
 def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
@@ -137,19 +138,19 @@ def test_small_search_blocks_give_the_same_result(index, monkeypatch):
     monkeypatch.setattr(slice_st.spans, "FLAT_BLOCK_UNITS", 37)  # spans straddle many block edges
     got = index.search(QUERIES, top_k=12)
     for a, b in zip(got, expected):
-        assert [(m.doc_index, m.start, m.end) for m in a] == [(m.doc_index, m.start, m.end) for m in b]
+        assert [(m.text_index, m.start, m.end) for m in a] == [(m.text_index, m.start, m.end) for m in b]
         np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=1e-9)
 
 
 def test_float16_is_close(tiny_model, docs, index):
     half = SpanIndex.build(docs, tiny_model, max_span=8, dtype="float16")
-    assert half._arrays["unit_vectors"].dtype == np.float16
+    assert half.arrays["unit_vectors"].dtype == np.float16
     assert half.info()["array_bytes"] < 0.75 * index.info()["array_bytes"]
     # "phrase": scores in ranking order (the default re-ranks each document's spans, whose scores need not fall)
     full_results, half_results = (searched.search(QUERIES, top_k=10, scorer="phrase") for searched in (index, half))
     for a, b in zip(full_results, half_results):
         np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=2e-3)
-        overlap = {(m.doc_index, m.start, m.end) for m in a} & {(m.doc_index, m.start, m.end) for m in b}
+        overlap = {(m.text_index, m.start, m.end) for m in a} & {(m.text_index, m.start, m.end) for m in b}
         assert len(overlap) >= 5
 
 
@@ -171,11 +172,11 @@ def _same(a, b, atol=1e-9):
 def test_save_load_mmap_same_results(tiny_model, index, tmp_path):
     index.save(tmp_path / "ix")
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
-    assert isinstance(loaded._arrays["unit_vectors"], np.memmap)
+    assert isinstance(loaded.arrays["unit_vectors"], np.memmap)
     assert loaded.doc_ids == index.doc_ids and loaded.texts == index.texts
     _same(loaded.search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
     in_memory = SpanIndex.load(tmp_path / "ix", tiny_model, mmap=False)
-    assert not isinstance(in_memory._arrays["unit_vectors"], np.memmap)
+    assert not isinstance(in_memory.arrays["unit_vectors"], np.memmap)
     # saving again replaces the data folder; only one remains
     loaded.save(tmp_path / "ix")
     assert len([d for d in os.listdir(tmp_path / "ix") if d.startswith("data-")]) == 1
@@ -365,7 +366,7 @@ def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
     """Long documents (several windows) too: the profile's maximum is the document's best span score, on its words."""
     docs = make_docs(6, seed=3, low=20, high=60)
     index = SpanIndex.build(docs, tiny_model_short, max_span=4)
-    assert len(index._arrays["segment_docs"]) > len(docs)  # windowed
+    assert len(index.arrays["segment_docs"]) > len(docs)  # windowed
     query = "a quiet morning walk"
     best = {
         match.doc_id: match
@@ -486,3 +487,13 @@ def test_removing_documents_keeps_an_ivf_stage_with_as_many_lists_as_chunks_are_
     left = index.info()["candidates"]
     assert index.doc_ids == ["1", "2"] and left["chunks"] < chunks and left["nlist"] == min(11, left["chunks"])
     assert index.search("a man plays the guitar", top_k=1, approximate=True)[0][0].doc_id == "1"
+
+
+def test_index_match_old_names_are_deprecated_aliases():
+    """``IndexMatch`` names a match as ``SpanMatch`` does; ``doc_index`` and ``cosine`` still answer, with a warning."""
+    fields = dict(query_index=0, doc_id="a", text_index=3, start=0, end=1, span="x", score=0.5, unit_start=0)
+    match = IndexMatch(**fields, unit_end=1, similarity=0.75)
+    with pytest.warns(DeprecationWarning, match="use text_index"):
+        assert match.doc_index == 3
+    with pytest.warns(DeprecationWarning, match="use similarity"):
+        assert match.cosine == 0.75

@@ -121,7 +121,7 @@ def test_formula_for_one_triplet(make_tiny_model):
     model = make_tiny_model()
     loss = SpanMaxCrossEntropyLoss(model, scale=30.0, max_span=10)
     value = loss([model.preprocess(c) for c in (ANCHORS[:1], POSITIVES[:1], NEGATIVES[:1])], torch.zeros(1)).item()
-    result = slice_st.encode.best_spans_paired(
+    result = slice_st.search.best_spans_paired(
         model, ANCHORS[:1] * 2, [POSITIVES[0], NEGATIVES[0]], max_span=10, scorer="max-cosine"
     )
     positive, negative = ((m.score + 1) / 2 for m in result)
