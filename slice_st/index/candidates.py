@@ -66,6 +66,7 @@ class CandidateStage:
         chunks = cls.chunk_ranges(arrays["segment_units"], chunk, stride)
         vectors = cls.chunk_vectors(arrays["unit_vectors"], chunks)
         dim = vectors.shape[1]
+        faiss_index: faiss.Index
         if kind == "flat":
             faiss_index, nlist = faiss.IndexFlatIP(dim), 0
         else:
