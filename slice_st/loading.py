@@ -226,6 +226,13 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         return SentenceTransformer(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
+    for entry in own:  # the view writes this module's folder: one plain name, or it could land anywhere
+        path = entry.get("path")
+        if not isinstance(path, str) or path in ("", ".", "..") or re.search(r"[/\\\0:]", path):
+            raise ModelLoadError(
+                f"modules.json gives SpanPooling the module path {path!r}: it must be one folder name inside the "
+                "model folder (such as '1_SpanPooling')."
+            )
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
         for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
