@@ -35,7 +35,10 @@ def _serve(args) -> int:
     require("uvicorn", "serve", "slice-st serve")
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
-    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE)
+    if token is not None and not token.strip():  # `--token "$TOKEN"` with TOKEN unset must not serve openly
+        where = "--token" if args.token is not None else f"${TOKEN_VARIABLE}"
+        raise UsageError(f"{where} is empty: give the secret every request must carry (or leave it out for none).")
     with listening_socket(args.host, args.port) as sock:  # a bad address fails now, not after the model loads
         source = _source(args)
         report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")

@@ -23,7 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
-from slice_st.serve.guards import BodyLimit, SearchBusy, SearchRunner, TokenGate, default_hosts  # noqa: E402
+from slice_st.serve.guards import (  # noqa: E402
+    BodyLimit,
+    SearchBusy,
+    SearchRunner,
+    TokenGate,
+    check_token,
+    default_hosts,
+)
 from slice_st.serve.source import IndexSource  # noqa: E402
 
 
@@ -234,6 +241,7 @@ def create_app(
     a test client needs ``base_url="http://localhost"``; ``["*"]``: any); ``token``: a secret every request must carry
     (``Authorization: Bearer``, or the page's cookie set by ``/?token=``).
     """
+    check_token(token)
     if isinstance(source, SpanIndex):
         source = IndexSource(source)
     app = FastAPI(

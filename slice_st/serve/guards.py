@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import logging
+import re
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, unquote_to_bytes
 
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -70,22 +73,45 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
-            cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/"
+            value = quote(self.token.decode(), safe="")  # a space, ';' or 'é' in a cookie: percent-encoded
+            cookie = f"{TOKEN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
             await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
         detail = "this server needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN."
         await JSONResponse({"detail": detail}, 401)(scope, receive, send)
 
 
+def check_token(token: str | None) -> str | None:
+    """``token`` if it is ``None`` (no token) or a secret; an empty or blank one is a ``SpanInputError``, not "open"."""
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise SpanInputError(f"token must be a non-empty secret (None: no token), got {token!r}.")
+    return token
+
+
 def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
-    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string."""
+    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string (the
+    cookie and the query percent-decoded, as a browser encodes them)."""
     sent, cookie = [], TOKEN_COOKIE.encode() + b"="
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value[:7].lower() == b"bearer ":
             sent.append(value[7:].strip())
         elif name == b"cookie":
-            sent += [part.strip()[len(cookie) :] for part in value.split(b";") if part.strip().startswith(cookie)]
-    return sent, [part[6:] for part in scope.get("query_string", b"").split(b"&") if part.startswith(b"token=")]
+            parts = [part.strip() for part in value.split(b";")]
+            sent += [unquote_to_bytes(part[len(cookie) :]) for part in parts if part.startswith(cookie)]
+    query = scope.get("query_string", b"").split(b"&")
+    return sent, [unquote_to_bytes(part[6:].replace(b"+", b" ")) for part in query if part.startswith(b"token=")]
+
+
+class HideToken(logging.Filter):
+    """Shows ``token=…`` in a logged request line as ``token=***`` (uvicorn's access log prints the query string)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                re.sub(r"([?&]token=)[^&#\s]*", r"\1***", item) if isinstance(item, str) else item
+                for item in record.args
+            )
+        return True
 
 
 class SearchBusy(RuntimeError):
@@ -129,6 +155,11 @@ def guarded_protocol(request_timeout_s: float, max_connections: int):
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            if not any(isinstance(item, HideToken) for item in self.access_logger.filters):
+                self.access_logger.addFilter(HideToken())
+
         def connection_made(self, transport) -> None:
             if len(self.connections) >= max_connections:  # no file handle is held for it
                 transport.close()

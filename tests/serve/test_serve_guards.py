@@ -69,6 +69,32 @@ def test_a_token_is_needed_when_given(index):
         assert client.get("/api/info").status_code == 200  # the page's cookie from now on
 
 
+@pytest.mark.parametrize("token", ["", "   "])
+def test_t17_an_empty_token_never_means_open(index, token):
+    """T17: ``token=""`` (``--token "$TOKEN"`` with TOKEN unset) is refused, never a server without authentication."""
+    from slice_st.errors import SpanInputError
+
+    with pytest.raises(SpanInputError, match="non-empty secret"):
+        create_app(index, token=token)
+
+
+@pytest.mark.parametrize("token", ["two words", "a&b=c", "x#y", "clé-ü", "p%20q+r", "semi;colon,comma"])
+def test_t11_a_percent_encoded_token_in_the_page_address_is_decoded(index, token):
+    """T11: the browser sends ``/?token=`` percent-encoded; the cookie it gets back carries the token encoded too."""
+    from urllib.parse import quote
+
+    with _client(index, token=token) as client:
+        assert client.get("/api/info").status_code == 401
+        entry = client.get(f"/?token={quote(token, safe='')}", follow_redirects=False)
+        assert entry.status_code == 303, entry.text
+        assert client.get("/api/info").status_code == 200  # the cookie from the redirect
+        client.cookies.clear()
+        assert client.get("/?token=wrong", follow_redirects=False).status_code == 401
+        if "+" not in token:  # a form-encoded space
+            form = quote(token, safe="").replace("%20", "+")
+            assert client.get(f"/?token={form}", follow_redirects=False).is_redirect
+
+
 def test_no_interactive_docs_page_from_a_cdn(index):
     with _client(index) as client:
         for path in ("/docs", "/redoc", "/docs/oauth2-redirect"):
@@ -238,6 +264,42 @@ def live_server(index, request):
     sock.close()
 
 
+def test_t16_the_token_never_appears_in_the_access_log(index):
+    """T16: uvicorn's access line for ``GET /?token=…`` shows ``token=***`` (what the guarded protocol logs)."""
+    import logging
+
+    import httpx
+    import uvicorn
+
+    from slice_st.serve.guards import guarded_protocol, listening_socket
+
+    sock = listening_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    app = create_app(index, allowed_hosts=["127.0.0.1"], token="s3cret token")
+    config = uvicorn.Config(app, log_level="info", http=guarded_protocol(10, 8), lifespan="off")
+    lines: list[str] = []
+    catcher = logging.Handler()
+    catcher.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger("uvicorn.access").addHandler(catcher)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(WAIT * 100):
+            if server.started:
+                break
+            threading.Event().wait(0.01)
+        for query in ("token=s3cret%20token", "token=s3cret+token&x=1", "x=1&token=wrong-s3cret"):
+            httpx.get(f"http://127.0.0.1:{port}/?{query}", timeout=WAIT, follow_redirects=False)
+    finally:
+        server.should_exit = True
+        thread.join(WAIT)
+        sock.close()
+        logging.getLogger("uvicorn.access").removeHandler(catcher)
+    assert len([line for line in lines if "GET /?" in line]) == 3, lines
+    assert not any("s3cret" in line for line in lines) and all("token=***" in line for line in lines if "?" in line)
+
+
 def _closed_by_server(connection: socket.socket) -> bool:
     connection.settimeout(WAIT)
     try:
@@ -329,6 +391,18 @@ def test_cli_unresolvable_host_is_one_line_before_the_model_loads(tmp_path, caps
     corpus.write_text("\n".join(DOCS) + "\n")
     error = _cli_error(["serve", str(corpus), "--host", "no-such-host.invalid"], capsys, monkeypatch)
     assert "cannot listen on no-such-host.invalid" in error
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_t17_cli_empty_token_is_one_line_before_anything(tmp_path, capsys, monkeypatch, how):
+    """``serve --host 0.0.0.0 --token "$TOKEN"`` with TOKEN unset (or ``SLICE_ST_TOKEN=``): refused, not served open."""
+    import slice_st.serve
+
+    monkeypatch.setattr(slice_st.serve, "listening_socket", lambda *args: pytest.fail("listened with an empty token"))
+    monkeypatch.setenv("SLICE_ST_TOKEN", "")
+    argv = ["serve", str(tmp_path), "--host", "0.0.0.0"] + (["--token", ""] if how == "option" else [])
+    error = _cli_error(argv, capsys, monkeypatch)
+    assert ("--token is empty" if how == "option" else "$SLICE_ST_TOKEN is empty") in error
 
 
 def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_path, capsys, caplog, monkeypatch):
