@@ -24,20 +24,28 @@ TOKEN_COOKIE = "slice_st_token"
 
 
 class BodyLimit:
-    """ASGI middleware: read a request body up to ``max_bytes`` (counting the bytes received, chunked or not), then
-    hand it to the app; past the limit, 413 and the connection closed, whatever ``Content-Length`` claimed."""
+    """ASGI middleware: read a request body up to ``max_bytes`` (counting the bytes received, chunked or not) within
+    ``timeout_s``, then hand it to the app; past the limit, 413, past the time (a body that stalls), 408, each with
+    the connection closed, whatever ``Content-Length`` claimed."""
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app, max_bytes: int, timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except TimeoutError:
+                detail = f"the request body did not arrive within {self.timeout_s:g} s."
+                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
@@ -149,9 +157,11 @@ class SearchRunner:
             raise
 
 
-def guarded_protocol(request_timeout_s: float, max_connections: int):
+def guarded_protocol(request_timeout_s: float, max_connections: int, max_client_connections: int | None = None):
     """uvicorn's h11 protocol, closing a connection that sends no complete request head within ``request_timeout_s``
-    and refusing (closing at once) connections past ``max_connections``."""
+    and refusing (closing at once) connections past ``max_connections``, or past ``max_client_connections`` from one
+    address (so one client cannot hold them all)."""
+    per_client = max_client_connections or max_connections
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
@@ -161,7 +171,9 @@ def guarded_protocol(request_timeout_s: float, max_connections: int):
                 self.access_logger.addFilter(HideToken())
 
         def connection_made(self, transport) -> None:
-            if len(self.connections) >= max_connections:  # no file handle is held for it
+            address = (transport.get_extra_info("peername") or ("",))[0]
+            same = sum(1 for other in self.connections if other.client and other.client[0] == address)
+            if len(self.connections) >= max_connections or same >= per_client:  # no file handle is held for it
                 transport.close()
                 return
             super().connection_made(transport)
@@ -193,12 +205,34 @@ def is_loopback(host: str) -> bool:
 
 
 def default_hosts(host: str) -> list[str]:
-    """The ``Host`` names a server bound to ``host`` answers (any other, e.g. a DNS-rebinding page, is refused).
+    """The ``Host`` names a server bound to ``host`` answers (any other, e.g. a DNS-rebinding page, is refused); an
+    IPv6 address as a browser sends it, in brackets.
 
-    >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0")
-    (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1'])
+    >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0"), default_hosts("::1")
+    (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1', '[::1]'], ['[::1]', 'localhost'])
     """
-    return [host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1"]
+    return host_names([host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1", "::1"])
+
+
+def host_names(hosts: list[str]) -> list[str]:
+    """``hosts`` as a ``Host`` header names them: an IPv6 address in brackets (``::1`` → ``[::1]``)."""
+    return [f"[{host}]" if _is_ipv6(host) else host for host in hosts]
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def server_url(host: str, port: int) -> str:
+    """The address a browser opens: ``http://[::1]:8000/`` for an IPv6 address.
+
+    >>> server_url("::1", 8905), server_url("127.0.0.1", 80)
+    ('http://[::1]:8905/', 'http://127.0.0.1:80/')
+    """
+    return f"http://{host_names([host])[0]}:{port}/"
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
