@@ -21,6 +21,7 @@ from slice_st.cli.common import (
     refuse,
     report_skipped,
     terminal_safe,
+    text_files,
 )
 from slice_st.text import csv_safe, expand_paths, read_file, read_texts, split_lines
 
@@ -82,6 +83,7 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     import slice_st
 
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
+    paths = text_files(paths, lambda one: read_texts(one, args.split), args.skip_bad)
     records = read_texts(paths, args.split, report=paragraph_note(args))
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     texts, per_text, spans = _counts(args)
