@@ -232,6 +232,16 @@ def test_skip_bad_leaves_out_a_binary_file_and_goes_on(tmp_path, capsys, tiny_mo
         assert len(SpanIndex.load(tmp_path / "ix", tiny_model)) == 2
 
 
+def test_same_named_files_in_two_folders_are_told_apart_in_the_table(tmp_path, capsys, tiny_model, monkeypatch):
+    """``mine x/a.txt y/a.txt``: the table shows ``x/a.txt:1`` and ``y/a.txt:1``, never ``a.txt:1`` twice."""
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: tiny_model)
+    for folder in ("x", "y"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.txt").write_text("a man plays the guitar\n")
+    code, out = run_cli(capsys, "mine", "-q", "guitar", tmp_path / "x" / "a.txt", tmp_path / "y" / "a.txt")
+    assert code == 0 and "x/a.txt:1" in out.out and "y/a.txt:1" in out.out and " a.txt:1" not in out.out
+
+
 def test_b24_make_passages_from_nothing_is_an_error(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
