@@ -120,6 +120,7 @@ def load_model(
     if threads is not None:
         check_parallelism(threads, "threads")
     torch_dtype = resolve_dtype(dtype)
+    check_revision(kwargs.get("revision"))
     if backend != "torch":
         return _load_exported(
             model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
@@ -132,6 +133,16 @@ def load_model(
         set_torch_threads(threads)
     kwargs["device"] = check_device(kwargs.get("device"))
     return _load_torch(model_name_or_path, kwargs)
+
+
+def check_revision(revision: Any) -> None:
+    """A ``SpanInputError`` unless ``revision`` is ``None`` or a Hub branch, tag or commit name: the Hub client keeps
+    ``refs/REVISION`` in its cache, so ``../`` or an absolute path would write outside it."""
+    if revision is None:
+        return
+    parts = revision.split("/") if isinstance(revision, str) else []
+    if not parts or "" in parts or "." in parts or ".." in parts or re.search(r"[\\\0\s:]", revision):
+        raise SpanInputError(f"revision {revision!r} is not a branch, tag or commit name of a Hub repository.")
 
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
