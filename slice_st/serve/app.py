@@ -192,8 +192,9 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
 
 #: What a search's parts cost, in spans scanned (measured: benchmarks/bench_serve_cost.py): a span of a re-ranked
 #: document window costs RERANK_WEIGHT, times ``1 + picks / RERANK_TOP_K``; a span ranked one by one (``per_document``
-#: needing more documents than the largest hold) RANK_WEIGHT; a query ``1 + characters / QUERY_CHARS`` times its scan.
-RERANK_WEIGHT, RERANK_TOP_K, RANK_WEIGHT, QUERY_CHARS = 20, 25, 40, 100
+#: needing more documents than the largest hold) RANK_WEIGHT; a query ``1 + characters / QUERY_CHARS`` times its scan,
+#: plus QUERY_CHAR_COST a character (its encoding and word profile, whatever the index).
+RERANK_WEIGHT, RERANK_TOP_K, RANK_WEIGHT, QUERY_CHARS, QUERY_CHAR_COST = 20, 25, 60, 50, 5000
 
 #: Work done in a second, about (one core of a 2-core x86-64 machine): a ``--timeout`` of S seconds bounds the cost
 #: by ``S × COST_PER_SECOND`` too, so a search the bound lets through answers within it.
@@ -221,7 +222,7 @@ def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -
         ranked = scanned if len(windows) < needed else min(scanned, 4 * float(windows[:needed].sum()))
         work += RANK_WEIGHT * ranked
     per_query = [(1 + len(query) / QUERY_CHARS) * max(1, scanned) + work for query in queries]
-    return float(sum(per_query)) * max(1, lengths)
+    return float(sum(per_query)) * max(1, lengths) + QUERY_CHAR_COST * sum(map(len, queries))
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
