@@ -94,6 +94,7 @@ def load_model(
     if threads is not None:
         check_parallelism(threads, "threads")
     torch_dtype = resolve_dtype(dtype)
+    check_revision(kwargs.get("revision"))
     if backend != "torch":
         return _load_exported(
             model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
@@ -107,6 +108,16 @@ def load_model(
     if threads:
         set_torch_threads(threads)
     return _load_torch(model_name_or_path, kwargs)
+
+
+def check_revision(revision: Any) -> None:
+    """A ``SpanInputError`` unless ``revision`` is ``None`` or a Hub branch, tag or commit name: the Hub client keeps
+    ``refs/REVISION`` in its cache, so ``../`` or an absolute path would write outside it."""
+    if revision is None:
+        return
+    parts = revision.split("/") if isinstance(revision, str) else []
+    if not parts or "" in parts or "." in parts or ".." in parts or re.search(r"[\\\0\s:]", revision):
+        raise SpanInputError(f"revision {revision!r} is not a branch, tag or commit name of a Hub repository.")
 
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
@@ -203,6 +214,13 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         return SpanEncoder(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
+    for entry in own:  # the view writes this module's folder: one plain name, or it could land anywhere
+        path = entry.get("path")
+        if not isinstance(path, str) or path in ("", ".", "..") or re.search(r"[/\\\0:]", path):
+            raise ModelLoadError(
+                f"modules.json gives SpanPooling the module path {path!r}: it must be one folder name inside the "
+                "model folder (such as '1_SpanPooling')."
+            )
     settings = {}
     with tempfile.TemporaryDirectory(prefix="slice-st-view-") as view:
         for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:

@@ -10,6 +10,7 @@ import pytest
 from helpers import cli_error, cli_fails, deny_writes
 
 import slice_st
+from slice_st.errors import SpanInputError
 
 
 def test_save_slice_model_refuses_a_folder_with_user_files(tiny_model, tmp_path):
@@ -217,3 +218,14 @@ def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_p
         for name in ("model.safetensors", "config.json", "modules.json")
     }
     assert len(set(modes.values())) == 1, modes  # model.safetensors was 0600 while the rest was 0644
+
+
+@pytest.mark.parametrize("revision", ["../../../escape", "/tmp/escape", "refs/../../x", "a\\..\\b", "", "main\x00"])
+def test_a_revision_that_is_a_path_is_refused_before_anything_loads(tmp_path, monkeypatch, revision):
+    """The Hub client keeps ``refs/REVISION`` in its cache: a revision with ``../`` or an absolute path would be
+    written outside it, so it is refused before any request (a hostile Hub would answer any revision)."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for backend in ("torch", "onnx"):
+        with pytest.raises(SpanInputError, match="not a branch, tag or commit name"):
+            slice_st.load_model("org/model", revision=revision, backend=backend)
+    assert os.listdir(tmp_path) == []  # nothing written

@@ -157,6 +157,85 @@ def test_load_model_opens_folders_saved_with_span_pooling_as_a_module(make_tiny_
     assert sorted(os.listdir(path)) == before  # nothing written in it
 
 
+def _file_tree(root) -> list[str]:
+    """Every path under ``root`` (links as links), relative, sorted."""
+    return sorted(
+        os.path.relpath(os.path.join(where, name), root)
+        for where, folders, files in os.walk(root)
+        for name in folders + files
+    )
+
+
+@pytest.mark.parametrize(
+    "module_path",
+    [
+        "ABS",
+        "../m01_escape",
+        "../../m01_escape",
+        "1_SpanPooling/../../m01_escape",
+        "1_SpanPooling/inner",
+        "/tmp/TMPNAME",
+        "",
+    ],
+)
+def test_m01_loading_a_hostile_old_format_folder_writes_nothing_anywhere(
+    make_tiny_model, tmp_path, monkeypatch, module_path
+):
+    """M01/M02: a modules.json whose SpanPooling path is absolute, climbs out with ../, or points into a linked folder
+    is refused before anything is written: the file tree of the folder, its parent, its siblings and the temporary
+    folder (where the view goes) is the same after the load as before."""
+    import tempfile
+    import uuid
+
+    root = tmp_path / "root"
+    scratch = root / "tmp"  # the temporary folder of this test: the view and its siblings are seen
+    scratch.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    folder = root / "models" / "old"
+    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu").save(str(folder))
+    outside = root / "elsewhere" / "m01_abs"
+    in_tmp = f"/tmp/slice-st-m01-{uuid.uuid4().hex}"
+    hostile = module_path.replace("ABS", str(outside)).replace("/tmp/TMPNAME", in_tmp)
+    modules = json.loads((folder / "modules.json").read_text())
+    if os.path.basename(hostile):  # the module's config where the loader reads it: the folder of that name
+        (folder / os.path.basename(hostile)).mkdir(exist_ok=True)
+        shutil.copy(folder / modules[1]["path"] / "config.json", folder / os.path.basename(hostile) / "config.json")
+    modules[1]["path"] = hostile
+    (folder / "modules.json").write_text(json.dumps(modules))
+    before = _file_tree(root)
+    with pytest.raises(slice_st.ModelLoadError) as refused:
+        slice_st.load_model(str(folder), device="cpu")
+    assert _file_tree(root) == before
+    assert not os.path.lexists(in_tmp)
+    assert "one folder name inside the model folder" in str(refused.value)
+
+
+def test_m01_loading_an_old_format_folder_leaves_every_file_tree_as_it_was(make_tiny_model, tmp_path, monkeypatch):
+    """The temporary view an old-format folder is opened through is gone after the load; nothing else is written."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    folder = tmp_path / "models" / "old"
+    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu").save(str(folder))
+    before = _file_tree(tmp_path)
+    assert get_span_config(slice_st.load_model(str(folder), device="cpu")) == SpanConfig(1, 3, "word")
+    assert _file_tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("module_path", ["/etc", "../elsewhere", "0_x/../../elsewhere"])
+def test_m01_a_module_path_outside_the_folder_is_refused_for_any_folder(make_tiny_model, tmp_path, module_path):
+    """A plain folder whose modules.json points a module outside the folder is refused (by sentence-transformers)."""
+    folder = tmp_path / "plain"
+    SentenceTransformer(modules=[make_tiny_model()[0], Pooling(32, "mean")], device="cpu").save(str(folder))
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[1]["path"] = module_path
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(slice_st.ModelLoadError, match="Invalid model path"):
+        slice_st.load_model(str(folder), device="cpu")
+
+
 @pytest.mark.parametrize("kind", ["somebody_else.pooling.SpanPooling", "slice_st.pooling.SpanPooling"])
 def test_load_model_trusts_no_other_module_class(make_tiny_model, tmp_path, kind):
     path = tmp_path / "foreign"

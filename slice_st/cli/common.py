@@ -198,6 +198,25 @@ def report_skipped(skipped, what: str) -> None:
         sys.stderr.write(f"slice-st: {len(skipped)} {what} skipped\n")
 
 
+def text_files(paths: list[str], read, skip_bad: bool) -> list[str]:
+    """``paths``, with ``--skip-bad`` less those ``read([path])`` finds are not text (a binary file: not UTF-8), each
+    listed on standard error; standard input (``-``) is kept, as it cannot be read twice."""
+    if not skip_bad:
+        return paths
+    from slice_st.errors import DataFormatError
+
+    kept, skipped = [], []
+    for path in paths:
+        try:
+            if path != "-":
+                read([path])
+            kept.append(path)
+        except DataFormatError as error:
+            skipped.append((path, str(error).removeprefix(f"{path} ")))
+    report_skipped(skipped, "files")
+    return kept
+
+
 def json_ready(value):
     """``value`` with NaN/inf floats as ``None`` and numpy scalars/arrays as Python values (strict JSON)."""
     if isinstance(value, dict):

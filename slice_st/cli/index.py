@@ -20,6 +20,7 @@ from slice_st.cli.common import (
     refuse,
     report,
     report_skipped,
+    text_files,
 )
 from slice_st.cli.mine import add_search_command
 from slice_st.files import check_output, expand_paths
@@ -89,6 +90,7 @@ def _documents(args):
     from slice_st.data.corpus import read_corpus
 
     paths = expand_paths(args.corpus, follow_links=args.follow_links)
+    paths = text_files(paths, lambda one: read_corpus(one, **_read_options(args)), getattr(args, "skip_bad", False))
     documents = read_corpus(paths, **_read_options(args), report=paragraph_note(args))
     if not documents:
         raise UsageError(f"no documents in {', '.join(args.corpus)} (all empty?).")

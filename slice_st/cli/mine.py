@@ -21,6 +21,7 @@ from slice_st.cli.common import (
     refuse,
     report_skipped,
     terminal_safe,
+    text_files,
 )
 from slice_st.files import csv_safe, expand_paths, read_file
 from slice_st.text import read_texts, split_lines
@@ -60,7 +61,8 @@ def _mine(args) -> int:
     )
     queries = read_queries(args)
     rows = _search_index(args, queries) if args.index else _search_files(args, queries)
-    write_rows(rows, FIELDS, args, sys.stdout)
+    places = short_places({row["doc_id"] for row in rows})
+    write_rows([row | {"where": places[row["doc_id"]]} for row in rows], FIELDS, args, sys.stdout)
     return 0
 
 
@@ -83,6 +85,7 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     import slice_st
 
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
+    paths = text_files(paths, lambda one: read_texts(one, args.split), args.skip_bad)
     records = read_texts(paths, args.split, report=paragraph_note(args))
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     texts, per_text, spans = _counts(args)
@@ -146,7 +149,30 @@ def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **
     """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
     row = dict.fromkeys(FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6), "scorer": scorer}
     row.update(cosine=round(cosine, 6), start=match.start, end=match.end, span=match.span, text=text, **fields)
-    return row | {"where": os.path.basename(row["doc_id"])}
+    return row
+
+
+def short_places(doc_ids: set[str]) -> dict[str, str]:
+    """Each id as the table shows it: its last path part (``a.txt:3``), with more of the path where two ids would
+    read alike (``x/a.txt:1``, ``y/a.txt:1``).
+
+    >>> short_places({"x/a.txt:1", "y/a.txt:1", "b.txt:2"}) == {"x/a.txt:1": "x/a.txt:1", "y/a.txt:1": "y/a.txt:1",
+    ...     "b.txt:2": "b.txt:2"}
+    True
+    """
+    parts = {doc_id: doc_id.split("/") for doc_id in doc_ids}
+    depth = dict.fromkeys(doc_ids, 1)
+    while True:
+        shown = {doc_id: "/".join(parts[doc_id][-depth[doc_id] :]) for doc_id in doc_ids}
+        seen: dict[str, list[str]] = {}
+        for doc_id, name in shown.items():
+            seen.setdefault(name, []).append(doc_id)
+        alike = [doc_id for group in seen.values() if len(group) > 1 for doc_id in group]
+        grow = [doc_id for doc_id in alike if depth[doc_id] < len(parts[doc_id])]
+        if not grow:
+            return shown
+        for doc_id in grow:
+            depth[doc_id] += 1
 
 
 def _distinct_files(files: list[str]) -> list[str]:

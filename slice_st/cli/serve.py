@@ -24,22 +24,29 @@ def add_commands(commands) -> None:
     serve.add_argument("--max-queries", type=at_least(1), default=64, help="queries per search request (default 64)")
     serve.add_argument("--max-top-k", type=at_least(1), default=1000, help="largest top_k of a request (default 1000)")
     cost = at_least(1, 10**18)
-    serve.add_argument("--max-search-cost", type=cost, default=2 * 10**8, metavar="N", help="query chars × units")
+    serve.add_argument(
+        "--max-search-cost", type=cost, default=2 * 10**8, metavar="N", help="bound on a search's work (docs/serve.md)"
+    )
     serve.add_argument("--timeout", type=float, default=30.0, dest="timeout_s", metavar="S", help="seconds per search")
 
 
 def _serve(args) -> int:
     from slice_st._extras import needs_extra
     from slice_st.serve import ServeLimits, listening_socket, run_server
+    from slice_st.serve.guards import server_url
 
     with needs_extra("serve", "slice-st serve"):
         import uvicorn  # noqa: F401  (run_server needs it: missing, say so before loading the model)
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
-    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE) or None
+    token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE)
+    if token is not None and not token.strip():  # `--token "$TOKEN"` with TOKEN unset must not serve openly
+        where = "--token" if args.token is not None else f"${TOKEN_VARIABLE}"
+        raise UsageError(f"{where} is empty: give the secret every request must carry (or leave it out for none).")
     with listening_socket(args.host, args.port) as sock:  # a bad address fails now, not after the model loads
         source = _source(args)
-        report(args, f"serving {len(source.current())} documents on http://{args.host}:{args.port}/ (Ctrl-C stops)")
+        where = server_url(args.host, args.port)
+        report(args, f"serving {len(source.current())} documents on {where} (Ctrl-C stops)")
         limits = ServeLimits(**pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost"))
         log_level = "warning" if args.quiet else "info"
         options = {"limits": limits, "log_level": log_level, "allowed_hosts": args.allow_host, "token": token}
@@ -58,6 +65,15 @@ def _source(args):
         if args.max_span is not None:
             raise UsageError("--max-span is for CORPUS files; a saved index keeps the span range it was built with.")
         return IndexSource.from_directory(first, args.model, device=args.device, **options)
+    for path in args.source:  # an index named among others, or by its manifest, is not a corpus
+        if os.path.basename(os.path.normpath(path)) in (MANIFEST, SHARD_LIST) and os.path.isfile(path):
+            folder = os.path.dirname(os.path.normpath(path)) or "."
+            raise UsageError(f"{path} is an index's manifest, not a corpus: give the index folder ({folder}).")
+        if os.path.isfile(os.path.join(path, MANIFEST)):
+            raise UsageError(
+                f"{path} is an index folder: serve takes one index directory alone, or corpus files (merge indexes "
+                "first: slice-st index merge)."
+            )
     for path in filter(os.path.isdir, args.source):
         inside = [os.path.join(entry.path, MANIFEST) for entry in os.scandir(path) if entry.is_dir()]
         if any(map(os.path.exists, [os.path.join(path, SHARD_LIST), *inside])):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import logging
 import os
 import re
 import shutil
@@ -402,7 +403,10 @@ def _run(address, todo, job: dict[str, Any], concurrency, num_gpus: float, progr
     model, device = job["model"], job["model"].device
     try:
         workers = claim_workers(concurrency, len(todo), job["num_cpus"], num_gpus)
-        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True
+        for name in ("ray.data", "ray.data._internal"):  # Ray Data's INFO lines ("Starting execution of Dataset …")
+            logging.getLogger(name).setLevel(logging.WARNING)
         model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
         dataset = ray.data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
         dataset = dataset.map_batches(

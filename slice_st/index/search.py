@@ -373,6 +373,9 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
 #: Segments re-ranked in one batch.
 RERANK_ROWS = 256
 
+#: Spans whose norm is summed from their unit vectors at a time (another segment holds their stored norm).
+MISSING_NORMS = 1024
+
 
 def _document_picks(
     index: SpanStore, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool
@@ -419,11 +422,13 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
         column = (ends - starts - config.min_span).clamp(0, len(lengths) - 1)
         found = grid.gather(1, starts.clamp(0, width - 1) * len(lengths) + column)
         rows, at = torch.nonzero(~torch.isfinite(found), as_tuple=True)  # another segment holds the span's norm
-        if len(rows):
-            first, end = starts[rows, at], ends[rows, at]
-            inside = (torch.arange(width) >= first[:, None]) & (torch.arange(width) < end[:, None])
-            norms = torch.einsum("mu,mud->md", inside.double(), embeddings[rows].double()).norm(dim=-1)
-            found[rows, at] = ((dots[rows, end] - dots[rows, first]) / norms.clamp(min=1e-12)).float()
+        for lo in range(0, len(rows), MISSING_NORMS):  # in chunks: memory bounded by the chunk, not the segments
+            row, place = rows[lo : lo + MISSING_NORMS], at[lo : lo + MISSING_NORMS]
+            first, end = starts[row, place], ends[row, place]
+            units = first[:, None] + torch.arange(max(int((end - first).max()), 1))  # (m, longest span)
+            inside = units < end[:, None]
+            sums = (embeddings[row[:, None], units.clamp(max=width - 1)].double() * inside[..., None]).sum(1)
+            found[row, place] = ((dots[row, end] - dots[row, first]) / sums.norm(dim=-1).clamp(min=1e-12)).float()
         return found[:, None]
 
     rows = RerankRows(boundaries, num_units, words, flags, embeddings, span_cosines)

@@ -329,6 +329,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
+    if type(manifest.get("format_version")) is not int:  # `true` equals 1 in Python: never read as a format
+        raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported.")
     if manifest.get("format_version") == 1:
         raise SpanInputError(
             f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "

@@ -9,10 +9,13 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal
 
+import numpy as np
+
 from slice_st._extras import needs_extra
 
 with needs_extra("serve", "slice-st serve"):
     from fastapi import APIRouter, FastAPI, HTTPException, Request
+    from fastapi.concurrency import run_in_threadpool
     from fastapi.exceptions import RequestValidationError
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
     from fastapi.responses import HTMLResponse, JSONResponse
@@ -21,16 +24,24 @@ with needs_extra("serve", "slice-st serve"):
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
-from slice_st.serve.guards import BodyLimit, SearchBusy, SearchRunner, TokenGate, default_hosts  # noqa: E402
+from slice_st.serve.guards import (  # noqa: E402
+    BodyLimit,
+    SearchBusy,
+    SearchRunner,
+    TokenGate,
+    check_token,
+    default_hosts,
+    host_names,
+)
 from slice_st.serve.source import IndexSource  # noqa: E402
 
 
 @dataclass(frozen=True)
 class ServeLimits:
     """Bounds on one request and on the server's connections: queries per search, characters per query, ``top_k`` /
-    ``per_document``, body bytes (413 past them), seconds a search may run (then 503), a search's cost (its query
-    characters, at least 16 each, × the index's units; the default lets a 20-character query search 10 million
-    units), seconds a silent connection is kept, connections held at once."""
+    ``per_document``, body bytes (413 past them), seconds a search may run (then 503), a search's cost
+    (:func:`search_cost`; also at most ``timeout_s`` × :data:`COST_PER_SECOND`), seconds a silent connection (or a
+    request body that stalls) is kept, connections held at once, and from one address."""
 
     max_queries: int = 64
     max_query_chars: int = 2000
@@ -40,13 +51,16 @@ class ServeLimits:
     max_search_cost: int = 2 * 10**8
     request_timeout_s: float = 10.0
     max_connections: int = 256
+    max_client_connections: int = 32
 
 
 #: The default limits.
 LIMITS = ServeLimits()
 
-#: Queries searched at a time.
+#: Queries searched at a time: at most this many, and no more than :data:`CHUNK_COST` of work (one query at least),
+#: so a timed-out search stops soon.
 QUERY_CHUNK = 8
+CHUNK_COST = 2 * 10**7
 
 
 class SearchRequest(BaseModel):
@@ -123,11 +137,12 @@ def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
 
 
 async def _run(request: Request, work, alone: bool = True):
-    """``work(cancelled)`` on the search runner (``alone=False``: here and now); busy or past the timeout: 503 at once;
+    """``work(cancelled)`` on the search runner (``alone=False``: in a worker thread now, never waiting for a search:
+    no model needed); busy or past the timeout: 503 at once;
     refused values: 400."""
     runner: SearchRunner = request.app.state.runner
     try:
-        return await runner.run(work) if alone else work(None)
+        return await runner.run(work) if alone else await run_in_threadpool(work, None)
     except SearchBusy:
         raise _busy("another search is running; try again in a moment.") from None
     except TimeoutError:
@@ -154,26 +169,71 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
             message = f"Input should be less than or equal to {limits.max_top_k}"
             raise HTTPException(422, [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}])
     index = _current(request)
-    # Time and memory grow with the query characters (a long query rescans more spans) and the units searched.
-    cost = sum(max(16, len(query)) for query in queries) * max(1, index.num_units)
-    if cost > limits.max_search_cost:
+    options = body.model_dump(exclude={"queries"})
+    cost, most = search_cost(index, queries, options), min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
+    if cost > most:
         raise HTTPException(
             413,
-            f"this search would cost {cost:.3g} (query characters × {index.num_units} units in the index); at most "
-            f"{limits.max_search_cost:.3g}: send shorter or fewer queries.",
+            f"this search would cost {cost:.3g} (units × span lengths × queries, each re-ranked document window "
+            f"counted {RERANK_WEIGHT}x or more); at most {most:.3g} (--max-search-cost, or {COST_PER_SECOND:.0e} a "
+            "second of --timeout): send fewer or shorter queries, a smaller top_k or span range, or scorer 'phrase'.",
         )
-    options = body.model_dump(exclude={"queries"})
+
+    step = max(1, min(QUERY_CHUNK, int(CHUNK_COST * len(queries) / cost)))
 
     def work(cancelled):  # a timed-out search stops after the chunk of queries it is in
         found = []
-        for start in range(0, len(queries), QUERY_CHUNK):
+        for start in range(0, len(queries), step):
             if cancelled.is_set():
                 raise TimeoutError("the search ran past its time")
-            found += index.search(queries[start : start + QUERY_CHUNK], **options)
+            found += index.search(queries[start : start + step], **options)
         return found
 
     found = await _run(request, work)
     return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}
+
+
+#: What a search's parts cost, in spans scanned (measured: benchmarks/bench_serve_cost.py): a span of a re-ranked
+#: document window costs RERANK_WEIGHT, times ``1 + picks / RERANK_TOP_K``; a span ranked one by one (``per_document``
+#: needing more documents than the largest hold) RANK_WEIGHT; a query ``1 + characters / QUERY_CHARS`` times its scan,
+#: plus QUERY_CHAR_COST a character (its encoding and word profile, whatever the index).
+RERANK_WEIGHT, RERANK_TOP_K, RANK_WEIGHT, QUERY_CHARS, QUERY_CHAR_COST = 20, 25, 60, 50, 5000
+
+#: Work done in a second, about (one core of a 2-core x86-64 machine): a ``--timeout`` of S seconds bounds the cost
+#: by ``S × COST_PER_SECOND`` too, so a search the bound lets through answers within it.
+COST_PER_SECOND = 10**7
+
+
+def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -> float:
+    """An upper bound on a search's work, in spans scanned, per query × the span lengths: the units scanned (all, or
+    the candidate chunks'), the windows of the ``top_k`` largest documents re-ranked, and with ``per_document`` the
+    units ranked until enough documents are found (all of them when the index has fewer). What time and memory grow
+    with, so one long document cannot pass as cheap."""
+    config = index.span_config
+    lengths = (options.get("max_span") or config.max_span) - (options.get("min_span") or config.min_span) + 1
+    scanned = index.num_units
+    stage = getattr(index, "_candidates", None)
+    if options.get("approximate") and stage is not None:
+        scanned = min(scanned, (options.get("candidates") or stage.settings["candidates"]) * stage.settings["chunk"])
+    top_k, per_document = options.get("top_k") or 10, options.get("per_document")
+    windows = _document_window_units(index)  # largest first
+    work = 0.0
+    if options.get("scorer", "reranked") == "reranked":  # at most top_k documents re-ranked: the largest
+        work += RERANK_WEIGHT * float(windows[:top_k].sum()) * (1 + min(top_k, per_document or top_k) / RERANK_TOP_K)
+    if per_document:  # the scan grows (4x a time) until it holds top_k / per_document documents
+        needed = -(-top_k // per_document)
+        ranked = scanned if len(windows) < needed else min(scanned, 4 * float(windows[:needed].sum()))
+        work += RANK_WEIGHT * ranked
+    per_query = [(1 + len(query) / QUERY_CHARS) * max(1, scanned) + work for query in queries]
+    return float(sum(per_query)) * max(1, lengths) + QUERY_CHAR_COST * sum(map(len, queries))
+
+
+@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+def _document_window_units(index: SpanIndex) -> np.ndarray:
+    """The units of each document's stored windows (overlaps counted), largest first."""
+    arrays = index.arrays
+    sizes = np.diff(np.asarray(arrays["segment_units"]))
+    return np.sort(np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index)))[::-1]
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
@@ -195,10 +255,14 @@ async def document(
     if position is None:
         raise HTTPException(404, f"no document with id {id!r:.80}.")
     query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
-    alone = query is not None  # no query: no model needed, so it never waits for a search
-    chars, scores = await _run(request, lambda cancelled: index.unit_profile(query, id, min_span, max_span), alone)
-    profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
-    return {"id": id, "index": position, "text": index.texts[position], "units": chars.tolist(), "profile": profile}
+
+    def answer(cancelled) -> JSONResponse:  # a long document's units take a while to serialise: never in the loop
+        chars, scores = index.unit_profile(query, id, min_span, max_span)
+        profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
+        text = index.texts[position]
+        return JSONResponse({"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile})
+
+    return await _run(request, answer, alone=query is not None)  # no query: no model needed
 
 
 @router.get("/api/info", summary="What the index holds, and the server's limits")
@@ -237,6 +301,7 @@ def create_app(
     a test client needs ``base_url="http://localhost"``; ``["*"]``: any); ``token``: a secret every request must carry
     (``Authorization: Bearer``, or the page's cookie set by ``/?token=``).
     """
+    check_token(token)
     if isinstance(source, SpanIndex):
         source = IndexSource(source)
     app = FastAPI(
@@ -252,8 +317,8 @@ def create_app(
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.request_timeout_s)
     app.add_middleware(TokenGate, token=token)
-    hosts = allowed_hosts if allowed_hosts is not None else default_hosts("127.0.0.1")
+    hosts = host_names(allowed_hosts) if allowed_hosts is not None else default_hosts("127.0.0.1")
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)  # outermost: a rebinding page gets nothing
     return app

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import logging
+import re
 import socket
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote, unquote_to_bytes
 
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -21,20 +24,28 @@ TOKEN_COOKIE = "slice_st_token"
 
 
 class BodyLimit:
-    """ASGI middleware: read a request body up to ``max_bytes`` (counting the bytes received, chunked or not), then
-    hand it to the app; past the limit, 413 and the connection closed, whatever ``Content-Length`` claimed."""
+    """ASGI middleware: read a request body up to ``max_bytes`` (counting the bytes received, chunked or not) within
+    ``timeout_s``, then hand it to the app; past the limit, 413, past the time (a body that stalls), 408, each with
+    the connection closed, whatever ``Content-Length`` claimed."""
 
-    def __init__(self, app, max_bytes: int) -> None:
+    def __init__(self, app, max_bytes: int, timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+            except TimeoutError:
+                detail = f"the request body did not arrive within {self.timeout_s:g} s."
+                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(scope, receive, send)
+                return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
@@ -70,22 +81,45 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
-            cookie = f"{TOKEN_COOKIE}={self.token.decode()}; HttpOnly; SameSite=Strict; Path=/"
+            value = quote(self.token.decode(), safe="")  # a space, ';' or 'é' in a cookie: percent-encoded
+            cookie = f"{TOKEN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
             await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
         detail = "this server needs its token: open /?token=TOKEN once, or send Authorization: Bearer TOKEN."
         await JSONResponse({"detail": detail}, 401)(scope, receive, send)
 
 
+def check_token(token: str | None) -> str | None:
+    """``token`` if it is ``None`` (no token) or a secret; an empty or blank one is a ``SpanInputError``, not "open"."""
+    if token is not None and (not isinstance(token, str) or not token.strip()):
+        raise SpanInputError(f"token must be a non-empty secret (None: no token), got {token!r}.")
+    return token
+
+
 def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
-    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string."""
+    """The tokens a request carries in its ``Authorization: Bearer`` header or cookie, and in its query string (the
+    cookie and the query percent-decoded, as a browser encodes them)."""
     sent, cookie = [], TOKEN_COOKIE.encode() + b"="
     for name, value in scope.get("headers", []):
         if name == b"authorization" and value[:7].lower() == b"bearer ":
             sent.append(value[7:].strip())
         elif name == b"cookie":
-            sent += [part.strip()[len(cookie) :] for part in value.split(b";") if part.strip().startswith(cookie)]
-    return sent, [part[6:] for part in scope.get("query_string", b"").split(b"&") if part.startswith(b"token=")]
+            parts = [part.strip() for part in value.split(b";")]
+            sent += [unquote_to_bytes(part[len(cookie) :]) for part in parts if part.startswith(cookie)]
+    query = scope.get("query_string", b"").split(b"&")
+    return sent, [unquote_to_bytes(part[6:].replace(b"+", b" ")) for part in query if part.startswith(b"token=")]
+
+
+class HideToken(logging.Filter):
+    """Shows ``token=…`` in a logged request line as ``token=***`` (uvicorn's access log prints the query string)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                re.sub(r"([?&]token=)[^&#\s]*", r"\1***", item) if isinstance(item, str) else item
+                for item in record.args
+            )
+        return True
 
 
 class SearchBusy(RuntimeError):
@@ -123,14 +157,23 @@ class SearchRunner:
             raise
 
 
-def guarded_protocol(request_timeout_s: float, max_connections: int):
+def guarded_protocol(request_timeout_s: float, max_connections: int, max_client_connections: int | None = None):
     """uvicorn's h11 protocol, closing a connection that sends no complete request head within ``request_timeout_s``
-    and refusing (closing at once) connections past ``max_connections``."""
+    and refusing (closing at once) connections past ``max_connections``, or past ``max_client_connections`` from one
+    address (so one client cannot hold them all)."""
+    per_client = max_client_connections or max_connections
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class GuardedH11Protocol(H11Protocol):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            if not any(isinstance(item, HideToken) for item in self.access_logger.filters):
+                self.access_logger.addFilter(HideToken())
+
         def connection_made(self, transport) -> None:
-            if len(self.connections) >= max_connections:  # no file handle is held for it
+            address = (transport.get_extra_info("peername") or ("",))[0]
+            same = sum(1 for other in self.connections if other.client and other.client[0] == address)
+            if len(self.connections) >= max_connections or same >= per_client:  # no file handle is held for it
                 transport.close()
                 return
             super().connection_made(transport)
@@ -162,12 +205,34 @@ def is_loopback(host: str) -> bool:
 
 
 def default_hosts(host: str) -> list[str]:
-    """The ``Host`` names a server bound to ``host`` answers (any other, e.g. a DNS-rebinding page, is refused).
+    """The ``Host`` names a server bound to ``host`` answers (any other, e.g. a DNS-rebinding page, is refused); an
+    IPv6 address as a browser sends it, in brackets.
 
-    >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0")
-    (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1'])
+    >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0"), default_hosts("::1")
+    (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1', '[::1]'], ['[::1]', 'localhost'])
     """
-    return [host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1"]
+    return host_names([host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1", "::1"])
+
+
+def host_names(hosts: list[str]) -> list[str]:
+    """``hosts`` as a ``Host`` header names them: an IPv6 address in brackets (``::1`` → ``[::1]``)."""
+    return [f"[{host}]" if _is_ipv6(host) else host for host in hosts]
+
+
+def _is_ipv6(host: str) -> bool:
+    try:
+        return isinstance(ipaddress.ip_address(host), ipaddress.IPv6Address)
+    except ValueError:
+        return False
+
+
+def server_url(host: str, port: int) -> str:
+    """The address a browser opens: ``http://[::1]:8000/`` for an IPv6 address.
+
+    >>> server_url("::1", 8905), server_url("127.0.0.1", 80)
+    ('http://[::1]:8905/', 'http://127.0.0.1:80/')
+    """
+    return f"http://{host_names([host])[0]}:{port}/"
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

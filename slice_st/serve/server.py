@@ -42,7 +42,7 @@ def run_server(
     config = uvicorn.Config(
         app,
         log_level=log_level,
-        http=guarded_protocol(limits.request_timeout_s, limits.max_connections),
+        http=guarded_protocol(limits.request_timeout_s, limits.max_connections, limits.max_client_connections),
         timeout_keep_alive=max(1, int(limits.request_timeout_s)),
         limit_concurrency=limits.max_connections,
         ws="none",

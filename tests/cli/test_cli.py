@@ -213,6 +213,35 @@ def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny
     }
 
 
+@pytest.mark.parametrize("command", ["mine", "index build"])
+def test_skip_bad_leaves_out_a_binary_file_and_goes_on(tmp_path, capsys, tiny_model, monkeypatch, command):
+    """``--skip-bad`` with a binary file among the inputs: that file is listed and left out, the run goes on (without
+    ``--skip-bad``: one error line naming it)."""
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: tiny_model)
+    good, binary = tmp_path / "good.txt", tmp_path / "blob.bin"
+    good.write_text("a man plays the guitar\nmy bag was lost\n")
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    tail = ["-q", "guitar", "-f", "jsonl"] if command == "mine" else ["-o", tmp_path / "ix", "--no-progress"]
+    argv = [*command.split(), good, binary, *tail]
+    assert "is not UTF-8 text" in cli_fails(capsys, *argv)
+    code, out = run_cli(capsys, *argv, "--skip-bad")
+    assert code == 0 and f"skipped {binary}: is not UTF-8 text" in out.err and "1 files skipped" in out.err
+    if command == "mine":
+        assert {json.loads(line)["file"] for line in out.out.splitlines()} == {str(good)}
+    else:
+        assert len(SpanIndex.load(tmp_path / "ix", tiny_model)) == 2
+
+
+def test_same_named_files_in_two_folders_are_told_apart_in_the_table(tmp_path, capsys, tiny_model, monkeypatch):
+    """``mine x/a.txt y/a.txt``: the table shows ``x/a.txt:1`` and ``y/a.txt:1``, never ``a.txt:1`` twice."""
+    monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: tiny_model)
+    for folder in ("x", "y"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.txt").write_text("a man plays the guitar\n")
+    code, out = run_cli(capsys, "mine", "-q", "guitar", tmp_path / "x" / "a.txt", tmp_path / "y" / "a.txt")
+    assert code == 0 and "x/a.txt:1" in out.out and "y/a.txt:1" in out.out and " a.txt:1" not in out.out
+
+
 def test_b24_make_passages_from_nothing_is_an_error(tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("")

@@ -210,6 +210,16 @@ def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
     assert "rebuild it" in cli_error(["index", "info", str(index_dir)], capsys)
 
 
+@pytest.mark.parametrize("version", [True, 1.0, "2", None])
+def test_a_format_version_that_is_not_an_integer_is_refused_as_such(index_dir, tiny_model, capsys, version):
+    """``format_version: true`` (equal to 1 in Python) is not "index format 1": an unsupported format, as given."""
+    _write_manifest(index_dir, _manifest(index_dir) | {"format_version": version})
+    with pytest.raises(SpanInputError, match=f"index format {version!r} is not supported") as refused:
+        SpanIndex.load(index_dir, tiny_model)
+    assert "older slice-st" not in str(refused.value)
+    assert "is not supported" in cli_error(["index", "info", str(index_dir)], capsys)
+
+
 def test_fingerprint_covers_every_weight(make_tiny_model, tiny_model, index_dir):
     """One embedding row replaced ("cat" by "dog"), or one value between the old sample points: another fingerprint,
     and the index built with the original model refuses the changed one."""

@@ -309,3 +309,31 @@ def test_cli_serve_refuses_shards(saved, tiny_model_dir, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["serve", str(shards), "--model", tiny_model_dir, "--quiet"])
     assert "holds index shards" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["two indexes", "the manifest", "an index and a file"])
+def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_path, capsys, monkeypatch, how):
+    """``serve IDX1 IDX2`` / ``serve IDX/manifest.json``: one line naming the index, never "no .txt file" or the
+    manifest indexed as text (nothing is loaded)."""
+    import shutil
+
+    import slice_st.loading
+    from slice_st.cli import main
+
+    path, _ = saved
+    other = tmp_path / "ix2"
+    shutil.copytree(path, other)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a line of text\n")
+    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    argv = {
+        "two indexes": [str(path), str(other)],
+        "the manifest": [str(path / "manifest.json")],
+        "an index and a file": [str(corpus), str(path)],
+    }[how]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", *argv, "--model", tiny_model_dir, "--quiet", "--port", str(_free_port())])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in error
+    expected = "is an index's manifest, not a corpus" if how == "the manifest" else "is an index folder: serve takes"
+    assert expected in error, error

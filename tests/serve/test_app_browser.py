@@ -34,6 +34,9 @@ HOSTILE = {
     "emoji-first": "🎸🎸🎸🎸🎸🎸🎸🎸🎸🎸 Homer: my son plays the guitar in the garage every evening.",
     "__proto__": "Marge: the neighbour plays the guitar far too loudly at night.",
 }
+#: A 3,000-character id (the page was 25,735 px wide).
+LONG_ID = "tickets/" + "x" * 3000
+HOSTILE_LONG = {LONG_ID: "Bart: he plays the guitar on the roof of the school."}
 SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt")
 
 
@@ -58,8 +61,8 @@ def server_url(real_model, tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve") / "ix"
     with open(SAMPLE, encoding="utf-8") as handle:
         lines = [(number, line.strip()) for number, line in enumerate(handle, start=1) if line.strip()]
-    texts = [text for _, text in lines] + list(HOSTILE.values())
-    ids = [f"sample_corpus.txt:{number}" for number, _ in lines] + list(HOSTILE)
+    texts = [text for _, text in lines] + list(HOSTILE.values()) + list(HOSTILE_LONG.values())
+    ids = [f"sample_corpus.txt:{number}" for number, _ in lines] + list(HOSTILE) + list(HOSTILE_LONG)
     SpanIndex.build(texts, real_model, ids).save(folder)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
@@ -161,4 +164,24 @@ def test_highlights_match_the_api_spans_after_emoji_and_for_any_id(browser, serv
         assert page.locator("#document-text").inner_text() == HOSTILE[doc_id]
         page.click("#close-document")
     assert not errors, errors
+    page.close()
+
+
+def test_a_very_long_document_id_keeps_the_page_its_width(browser, server_url):
+    """A 3,000-character document id wraps: the page is no wider than the window, in the results and the document."""
+    page = browser.new_page(viewport={"width": 1000, "height": 640})
+    page.goto(server_url + "/")
+    page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
+    page.fill("#query", "plays the guitar on the roof")
+    page.locator("#threshold").fill("-0.2")
+    page.click("#search-button")
+    page.wait_for_selector("article.doc mark")
+    card = page.locator("article.doc").filter(has=page.locator("button.doc-id", has_text="x" * 100)).first
+    assert card.count() == 1
+    width = "() => document.documentElement.scrollWidth"
+    assert page.evaluate(width) <= 1000
+    card.locator("button.doc-id").click()
+    page.wait_for_selector("#document:not([hidden]) #document-text mark")
+    assert page.locator("#document-title").inner_text() == LONG_ID
+    assert page.evaluate(width) <= 1000
     page.close()
