@@ -277,7 +277,7 @@ class SpanIndex:
         return {
             "unit_vectors": np.concatenate([s[1] for s in segments]),
             "unit_chars": chars.astype(np.int32),
-            "span_norms": np.concatenate([s[3] for s in segments]).astype(np.float32),
+            "span_norms": np.concatenate([s[3] for s in segments]).astype(self.dtype),
             "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),

@@ -153,6 +153,23 @@ def test_float16_is_close(tiny_model, docs, index):
         assert len(overlap) >= 5
 
 
+def test_float16_span_norms_and_older_float32_norms_still_load(tiny_model, docs, tmp_path):
+    """A float16 index stores its span norms in float16 too; one saved with float32 norms (before they were float16)
+    loads and searches the same, and what is added to it comes in float16."""
+    half = SpanIndex.build(docs[:40], tiny_model, max_span=8, dtype="float16")
+    assert half._arrays["span_norms"].dtype == np.float16
+    half.save(tmp_path / "new")
+    assert SpanIndex.load(tmp_path / "new", tiny_model)._arrays["span_norms"].dtype == np.float16
+    old = SpanIndex.build(docs[:40], tiny_model, max_span=8, dtype="float16")
+    old._arrays["span_norms"] = old._arrays["span_norms"].astype(np.float32)  # the layout older versions wrote
+    old.save(tmp_path / "old")
+    loaded = SpanIndex.load(tmp_path / "old", tiny_model)
+    assert loaded._arrays["span_norms"].dtype == np.float32
+    _same(loaded.search(QUERIES, top_k=10), half.search(QUERIES, top_k=10), atol=2e-3)
+    loaded.add(["the man plays the loud guitar"], ["new"])
+    assert loaded._arrays["span_norms"].dtype == np.float16
+
+
 def test_memory_is_much_smaller_than_materialised(index):
     info = index.info()
     assert info["spans"] == sum(
