@@ -455,9 +455,10 @@ def unit_peak_scores(dots, span_norms, min_span, max_span, *, norm_min_span=1) -
 
 
 def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor:
-    """Per unit, the best cosine of the spans starting there ``(Q, N)`` (``-inf``: none), from ``(Q, N)`` dot products
-    and ``(N, L)`` norms of lengths ``min_span..min_span + L - 1`` (``nan``: no such span), in the dots' precision: the
-    prefix-sum scan without its top-k, for ranking documents by their best span.
+    """Per unit, the best cosine of the spans starting there ``(Q, N)``, from ``(Q, N)`` dot products and ``(N, L)``
+    norms of lengths ``min_span..min_span + L - 1`` (``nan``: no such span), in the dots' precision: the prefix-sum scan
+    without its top-k, for ranking documents by their best span. A unit starting no span gets ``-inf``; one starting
+    some, at least 0 (a missing length counts as 0: no mask per length).
 
     >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
     >>> start_peak_scores(torch.tensor([[0.5, 1.0]]), norms, 1).tolist()
@@ -466,7 +467,8 @@ def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots, dim=-1), (1, 0))
-        inverse = torch.nan_to_num(span_norms.to(dots.dtype), nan=float("inf")).reciprocal().T  # (L, N)
+        # a missing span (nan norm) scores 0 here, and a unit with none at all -inf at the end (no mask per length)
+        inverse = torch.nan_to_num(span_norms.to(dots.dtype), nan=float("inf")).reciprocal().T.contiguous()  # (L, N)
         best = torch.full((num_queries, total), float("-inf"), dtype=dots.dtype)
         scores = torch.empty(num_queries, total, dtype=dots.dtype)
         for column in range(span_norms.shape[1]):
@@ -476,9 +478,8 @@ def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor
             part = scores[:, :valid]
             torch.sub(prefix[:, min_span + column : min_span + column + valid], prefix[:, :valid], out=part)
             part.mul_(inverse[column, :valid])
-            part.masked_fill_(torch.isinf(inverse[column, :valid]) | (inverse[column, :valid] == 0), float("-inf"))
             torch.maximum(best[:, :valid], part, out=best[:, :valid])
-        return best
+        return best.masked_fill_(~torch.isfinite(span_norms).any(dim=1)[None], float("-inf"))
 
 
 def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):

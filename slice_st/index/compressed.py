@@ -97,7 +97,7 @@ class CompressedTier:
         sample = np.asarray(vectors[rows], dtype=np.float32)
         kmeans = faiss.Kmeans(dim, nlist, niter=10, seed=seed, max_points_per_centroid=64, verbose=False)
         kmeans.train(sample)
-        centroids = kmeans.centroids.astype(np.float32)
+        centroids = kmeans.centroids.astype(np.float16).astype(np.float32)  # stored in float16
         residuals = sample - centroids[_nearest(faiss, centroids, sample)]
         if len(residuals) < 256:  # 256 codewords per sub-quantiser: a tiny index repeats its units (exact codes)
             residuals = np.resize(residuals, (256, dim))
@@ -108,8 +108,8 @@ class CompressedTier:
         tier = cls(
             spec,
             {
-                "centroids": centroids,
-                "codebooks": codebooks.astype(np.float32),
+                "centroids": centroids.astype(np.float16),
+                "codebooks": codebooks.astype(np.float16),
                 "norm_table": _norm_table(sample_norms, spec.norm_bits),
                 **_empty_codes(spec, norms.shape[1]),
             },
@@ -120,7 +120,7 @@ class CompressedTier:
         """A copy with the units of ``arrays`` from ``unit_base`` on coded with these codebooks (appended)."""
         faiss = require("faiss", "faiss", "a compressed index")
         vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
-        pq = self._faiss_pq(faiss)
+        pq, centroids = self._faiss_pq(faiss), self.centroids.astype(np.float32)
         parts = {
             "coarse": [self.coarse[:unit_base]],
             "codes": [self.codes[:unit_base]],
@@ -128,9 +128,9 @@ class CompressedTier:
         }
         for lo in range(unit_base, len(vectors), block):
             values = np.asarray(vectors[lo : lo + block], dtype=np.float32)
-            coarse = _nearest(faiss, self.centroids, values)
+            coarse = _nearest(faiss, centroids, values)
             parts["coarse"].append(coarse.astype(self.coarse.dtype))
-            parts["codes"].append(pq.compute_codes(np.ascontiguousarray(values - self.centroids[coarse])))
+            parts["codes"].append(pq.compute_codes(np.ascontiguousarray(values - centroids[coarse])))
             parts["norm_codes"].append(_norm_codes(np.asarray(norms[lo : lo + block], np.float32), self.norm_table))
         return CompressedTier(self.spec, self._codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()})
 
@@ -177,15 +177,16 @@ class CompressedTier:
         codes = torch.from_numpy(np.asarray(self.codes[lo:hi])).long()  # (B, M)
         codes += torch.arange(codes.shape[1]) * 256
         dots = coarse_dots[:, torch.from_numpy(np.asarray(self.coarse[lo:hi]).astype(np.int64))]
-        for m in range(codes.shape[1]):  # one (Q, B) gather per sub-quantiser: no (Q, B, M) buffer
-            dots += flat[:, codes[:, m]]
-        return dots
+        if len(dots) == 1:  # one query: a gather of B x M table entries
+            return dots + flat[0, codes].sum(dim=1)[None]
+        # several: each unit's M rows of the transposed table summed, the kernel of an embedding bag
+        return dots + torch.nn.functional.embedding_bag(codes, flat.T.contiguous(), mode="sum").T
 
     def lookup_tables(self, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per query: its dot product with every centroid ``(Q, C)``, and with every PQ codeword ``(Q, M * 256)``."""
         queries = queries.float()
-        coarse_dots = queries @ torch.from_numpy(self.centroids).T
-        books = torch.from_numpy(self.codebooks)  # (M, 256, d / M)
+        coarse_dots = queries @ torch.from_numpy(self.centroids.astype(np.float32)).T
+        books = torch.from_numpy(self.codebooks.astype(np.float32))  # (M, 256, d / M)
         parts = queries.reshape(len(queries), books.shape[0], books.shape[2])
         return coarse_dots, torch.einsum("qms,mcs->qmc", parts, books).reshape(len(queries), -1).contiguous()
 
