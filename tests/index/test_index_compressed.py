@@ -150,3 +150,25 @@ def test_tiny_index_compresses(tiny_model):
     index = SpanIndex.build(["a man plays the guitar", "the flight was late"], tiny_model, compression="pq8")
     assert index.search("plays the guitar", top_k=1, candidates=1)[0][0].doc_id == "0"
     assert torch.is_tensor(index._compressed.span_norms(0, 2))
+
+
+def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys):
+    from helpers import cli_fails, run_cli
+
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("\n".join(docs[:60]) + "\n")
+    out, common = tmp_path / "ix", ("--model", tiny_model_dir, "--max-span", 4, "--no-progress")
+    code, _ = run_cli(capsys, "index", "build", corpus, "-o", out, "--compress", "pq8", *common)
+    assert code == 0
+    code, printed = run_cli(capsys, "index", "info", out)
+    info = json.loads(printed.out)
+    assert info["format_version"] == 3 and info["dtype"] == "float16" and info["compression"]["spec"] == "pq8,norms4"
+    query = docs[7].split()[:3]
+    code, printed = run_cli(capsys, "mine", "--index", out, "-q", " ".join(query), "--candidates", 5, "-f", "jsonl")
+    rows = [json.loads(line) for line in printed.out.splitlines()]
+    assert code == 0 and rows and all(row["doc_id"] for row in rows)
+    code, printed = run_cli(capsys, "index", "compress", out, "--spec", "pq16,norms8")
+    assert code == 0 and json.loads((out / MANIFEST).read_text())["compression"]["spec"] == "pq16,norms8"
+    assert "compression" in cli_fails(
+        capsys, "index", "build", corpus, "-o", tmp_path / "b", "--compress", "pq5", *common
+    )
