@@ -130,7 +130,9 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging)
     start = time.perf_counter()
-    big = np.lib.format.open_memmap(os.path.join(staging, "v.npy"), "w+", np.float16, (copies * len(vectors), 384))
+    big = np.lib.format.open_memmap(
+        os.path.join(staging, "v.npy"), "w+", np.float16, (copies * len(vectors), vectors.shape[1])
+    )
     rng = np.random.default_rng(seed)
     for copy in range(copies):
         for lo in range(0, len(vectors), 65536):
@@ -172,50 +174,56 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
     }
 
 
-def child(path: str, queries_file: str, candidates: list[int], out: str, threads: int) -> None:
-    """One process: load ``path``, search the queries (a warm-up first) per candidates setting, write the results."""
+def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: int, out: str, threads: int) -> None:
+    """One process: load ``path``; time the public search (default scorer, ``candidates=timing``) on the first
+    ``timed`` queries, batch by batch, after a warm-up; then (``sweep``) every query's results per candidates count,
+    from one compressed scan whose top documents are cut to each count; write it all with the peak RSS."""
+    import numpy as np
     import torch
 
     from slice_st import SpanIndex
+    from slice_st.encode import search_scorer
+    from slice_st.index.search import profiles_of
 
     torch.set_num_threads(threads)
     queries = json.load(open(queries_file))
     index = SpanIndex.load(path)
-    index.search(queries[:4], top_k=10, candidates=candidates[0])  # warm-up: model, caches, first pages
-    runs = []
-    for count in candidates:
-        start, results = time.perf_counter(), []
-        for lo in range(0, len(queries), CHILD_BATCH):
-            results += index.search(queries[lo : lo + CHILD_BATCH], top_k=10, candidates=count)
-        seconds = time.perf_counter() - start
-        keys = [[[m.doc_id, m.start, m.end] for m in matches] for matches in results]
-        runs.append({"candidates": count, "seconds_per_query": seconds / len(queries), "results": keys})
+    index.search(queries[:4], top_k=10, candidates=timing)  # warm-up: model, caches, first pages
+    keys = lambda found: [[[m.doc_id, m.start, m.end] for m in matches] for matches in found]  # noqa: E731
+    batch_seconds, timed_results = [], []
+    for lo in range(0, timed, CHILD_BATCH):
+        start = time.perf_counter()
+        timed_results += keys(index.search(queries[lo : min(lo + CHILD_BATCH, timed)], top_k=10, candidates=timing))
+        batch_seconds.append(time.perf_counter() - start)
+    results = {count: [] for count in sweep}
+    options = dict(top_k=10, threshold=None, per_document=None, scorer=search_scorer(None), overlap=False)
+    for lo in range(0, len(queries) if sweep else 0, CHILD_BATCH):
+        batch = queries[lo : lo + CHILD_BATCH]
+        vectors = index.embed_queries(batch)
+        profiles = profiles_of(index.model, index.span_config.unit, batch)
+        docs = index._compressed.best_documents(vectors, index._arrays, len(index), max(sweep), 1, 20, 1)
+        for count in sweep:
+            part = np.ascontiguousarray(docs[:, :count])
+            found = index._two_tier_search(batch, vectors, profiles, index.span_config, count, options, part)
+            results[count] += keys(found)
     info = index.info()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    json.dump(
-        {
-            "runs": runs,
-            "peak_rss": rss,
-            "info": {k: info[k] for k in ("units", "documents", "resident_bytes", "array_bytes", "compression")},
-        },
-        open(out, "w"),
-    )
+    keep = ("units", "documents", "resident_bytes", "array_bytes", "compression")
+    summary = {"batch_seconds": batch_seconds, "timed_results": timed_results, "sweep": results}
+    summary |= {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    json.dump(summary | {"info": {key: info[key] for key in keep}}, open(out, "w"))
 
 
-def run_child(args, path: str, queries_file: str, candidates: list[int]) -> dict:
+def run_child(args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int) -> dict:
     out = os.path.join(args.cache, "child.json")
-    command = [
-        sys.executable,
-        __file__,
-        "--child",
-        path,
-        queries_file,
-        ",".join(map(str, candidates)),
-        out,
-        str(args.threads),
-    ]
-    subprocess.run(command, check=True)
+    command = [sys.executable, __file__, "--child", path, queries_file, ",".join(map(str, sweep)) or "-"]
+    subprocess.run([*command, str(timing), str(timed), out, str(args.threads)], check=True)
     return json.load(open(out))
+
+
+def per_query(found: dict, queries: int) -> float:
+    """Seconds per query over the first ``queries`` (whole batches)."""
+    batches = -(-queries // CHILD_BATCH)
+    return sum(found["batch_seconds"][:batches]) / min(queries, batches * CHILD_BATCH)
 
 
 def scores(exact: list, found: list) -> dict:
@@ -236,42 +244,41 @@ def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
     queries_file = os.path.join(args.cache, f"queries-{args.queries}.json")
     json.dump(make_queries(args.queries), open(queries_file, "w"))
     print(f"real corpus: {words} words; {args.queries} queries; encoding {encode_s:.0f} s", flush=True)
-    first = run_child(args, exact_path, queries_file, [1])
-    exact = first["runs"][0]
-    units = first["info"]["units"]
-    print(
-        "| setting | candidates | resident B/word | disk B/word | recall@1 | recall@10 | top-1 doc | "
-        "time vs exact | build time vs exact | peak RSS MiB |",
-        flush=True,
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    timed = args.timed_queries
+    first = run_child(args, exact_path, queries_file, [], 1, args.queries)  # ground truth, and timed
+    exact = first["timed_results"]
     rows = []
     for spec in args.specs:
         path = os.path.join(args.cache, f"real-{spec.replace(',', '-')}")
-        timing = path + ".json"
-        if not os.path.exists(timing):
-            json.dump({"compress_s": compressed_copy(exact_path, path, spec)}, open(timing, "w"))
-        compress_s = json.load(open(timing))["compress_s"]
-        found = run_child(args, path, queries_file, args.candidates)
-        for run in found["runs"]:
-            rows.append((spec, run, found, path, compress_s))
-    last = run_child(args, exact_path, queries_file, [1])["runs"][0]
-    exact_time = (exact["seconds_per_query"] + last["seconds_per_query"]) / 2
+        if not os.path.exists(path + ".json"):
+            json.dump({"compress_s": compressed_copy(exact_path, path, spec)}, open(path + ".json", "w"))
+        found = run_child(args, path, queries_file, args.candidates, args.default_candidates, timed)
+        rows.append((spec, found, path, json.load(open(path + ".json"))["compress_s"]))
+    last = run_child(args, exact_path, queries_file, [], 1, timed)
+    exact_time = (per_query(first, timed) + per_query(last, timed)) / 2
+    print(f"exact search {per_query(first, timed):.2f} then {per_query(last, timed):.2f} s/query (first {timed})")
+    print(
+        "| setting | candidates | resident B/word | disk B/word | recall@1 | recall@10 | top-1 doc | "
+        "search time vs exact | build time vs exact | peak RSS MiB |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print(
         f"| exact float32 | - | {first['info']['resident_bytes'] / words:.0f} | "
         f"{disk_bytes(exact_path) / words:.0f} | 1 | 1 | 1 | 1.00 ({exact_time:.2f} s/query) | 1.00 | "
         f"{first['peak_rss'] / 2**20:.0f} |"
     )
-    for spec, run, found, path, compress_s in rows:
-        quality = scores(exact["results"], run["results"])
-        print(
-            f"| {spec} | {run['candidates']} | {found['info']['resident_bytes'] / words:.1f} | "
-            f"{disk_bytes(path) / words:.0f} | {quality['recall@1']:.3f} | {quality['recall@10']:.3f} | "
-            f"{quality['top1_doc']:.3f} | {run['seconds_per_query'] / exact_time:.2f} | "
-            f"{(encode_s + compress_s) / encode_s:.2f} | {found['peak_rss'] / 2**20:.0f} |",
-            flush=True,
-        )
-    print(f"({units} units = words as the index counts them; B/word divides by {words} whitespace words)")
+    for spec, found, path, compress_s in rows:
+        for count in args.candidates:
+            quality = scores(exact, found["sweep"][str(count)])
+            timing = f"{per_query(found, timed) / exact_time:.2f}" if count == args.default_candidates else ""
+            print(
+                f"| {spec} | {count} | {found['info']['resident_bytes'] / words:.1f} | "
+                f"{disk_bytes(path) / words:.0f} | {quality['recall@1']:.3f} | {quality['recall@10']:.3f} | "
+                f"{quality['top1_doc']:.3f} | {timing} | {(encode_s + compress_s) / encode_s:.2f} | "
+                f"{found['peak_rss'] / 2**20:.0f} |",
+                flush=True,
+            )
+    print(f"({first['info']['units']} units; B/word divides by the {words} whitespace words)")
 
 
 def scaled(args, exact_path: str) -> None:
@@ -283,27 +290,31 @@ def scaled(args, exact_path: str) -> None:
         "ratio | recall@10 | top-1 doc | peak RSS MiB compressed / exact |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    count = args.scale_queries
     for units in args.scales:
         path = os.path.join(args.cache, f"synth-{units}")
         if not os.path.exists(path + ".json"):
             json.dump(synthetic(exact_path, path, units, args.scale_spec, args.noise), open(path + ".json", "w"))
         built = json.load(open(path + ".json"))
-        found = run_child(args, path, queries_file, [args.default_candidates])
-        run = found["runs"][0]
-        exact, quality, exact_cell, rss_exact = None, None, "-", "-"
+        found = run_child(args, path, queries_file, [], args.default_candidates, count)
+        cells = ["-"] * 5
         if units <= args.exact_up_to:
-            exact = run_child(args, path, queries_file, [10**9])
-            quality = scores(exact["runs"][0]["results"], run["results"])
-            exact_cell, rss_exact = f"{exact['runs'][0]['seconds_per_query']:.2f}", f"{exact['peak_rss'] / 2**20:.0f}"
+            exact = run_child(args, path, queries_file, [], 10**9, count)
+            quality = scores(exact["timed_results"], found["timed_results"])
+            ratio = per_query(found, count) / per_query(exact, count)
+            cells = [
+                f"{per_query(exact, count):.2f}",
+                f"{ratio:.2f}",
+                f"{quality['recall@10']:.3f}",
+                f"{quality['top1_doc']:.3f}",
+                f"{exact['peak_rss'] / 2**20:.0f}",
+            ]
         n = found["info"]["units"]
-        ratio = "-" if exact is None else f"{run['seconds_per_query'] / exact['runs'][0]['seconds_per_query']:.2f}"
         print(
             f"| {n} | {found['info']['documents']} | {found['info']['resident_bytes'] / n:.1f} | "
             f"{disk_bytes(path) / n:.0f} | {built['compress_s'] + built['save_s']:.0f} | "
-            f"{run['seconds_per_query']:.2f} | {exact_cell} | {ratio} | "
-            f"{'-' if quality is None else format(quality['recall@10'], '.3f')} | "
-            f"{'-' if quality is None else format(quality['top1_doc'], '.3f')} | "
-            f"{found['peak_rss'] / 2**20:.0f} / {rss_exact} |",
+            f"{per_query(found, count):.2f} | {' | '.join(cells[:4])} | "
+            f"{found['peak_rss'] / 2**20:.0f} / {cells[4]} |",
             flush=True,
         )
 
@@ -312,11 +323,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", required=True, help="a folder outside git for the corpus, indexes and vectors")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--timed-queries", type=int, default=64, help="queries timed (from the first)")
     parser.add_argument("--specs", nargs="+", default=["pq32", "pq48"])
     parser.add_argument("--candidates", type=int, nargs="+", default=[50, 100, 200, 500])
     parser.add_argument("--default-candidates", type=int, default=500)
     parser.add_argument("--scales", type=int, nargs="*", default=[1_000_000, 10_000_000])
-    parser.add_argument("--scale-spec", default="pq32")
+    parser.add_argument("--scale-spec", default="pq32,ivf256")
     parser.add_argument("--scale-queries", type=int, default=20)
     parser.add_argument("--exact-up-to", type=int, default=1_000_000, help="largest scale also searched exactly")
     parser.add_argument("--noise", type=float, default=0.1)
@@ -334,7 +346,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        path, queries_file, candidates, out, threads = sys.argv[2:7]
-        child(path, queries_file, [int(c) for c in candidates.split(",")], out, int(threads))
+        path, queries_file, sweep, timing, timed, out, threads = sys.argv[2:9]
+        sweep = [] if sweep == "-" else [int(count) for count in sweep.split(",")]
+        child(path, queries_file, sweep, int(timing), int(timed), out, int(threads))
     else:
         main()

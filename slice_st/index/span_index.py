@@ -491,15 +491,17 @@ class SpanIndex:
             return self._two_tier_search(query_texts, vectors, profiles, wanted, candidates, options)
         return self._search_vectors(query_texts, vectors, profiles, wanted, approximate, candidates, nprobe, **options)
 
-    def _two_tier_search(self, query_texts, vectors, profiles, wanted: SpanConfig, candidates, options):
-        """Each query's ``candidates`` best documents by the compressed scan, searched exactly (the exact tier)."""
+    def _two_tier_search(self, query_texts, vectors, profiles, wanted: SpanConfig, candidates, options, docs=None):
+        """Each query's ``candidates`` best documents by the compressed scan (or ``docs`` ``(Q, n)`` given), searched
+        exactly (the exact tier)."""
         count = candidates or DEFAULT_CANDIDATES
         if count >= len(self):  # every document: one exact search
             return self._search_vectors(query_texts, vectors, profiles, wanted, False, None, None, **options)
-        built_min = self.span_config.min_span
-        docs = self._compressed.best_documents(
-            vectors, self._arrays, len(self), count, wanted.min_span, wanted.max_span, built_min
-        )
+        if docs is None:
+            built_min = self.span_config.min_span
+            docs = self._compressed.best_documents(
+                vectors, self._arrays, len(self), count, wanted.min_span, wanted.max_span, built_min
+            )
         results = []
         for query, found in enumerate(docs):
             chosen = np.sort(found[found >= 0])
