@@ -50,9 +50,12 @@ def docs():
     return make_docs(300)
 
 
-@pytest.fixture(scope="module")
-def index(tiny_model, docs):
-    return SpanIndex.build(docs, tiny_model, max_span=8)
+@pytest.fixture(scope="module", params=["exact", "compressed"])
+def index(tiny_model, docs, request):
+    """The exact index, and one with a compressed tier (float32 exact tier; its default 500 candidate documents are
+    every document here, so results are exact search's: tests/index/test_index_compressed.py covers fewer)."""
+    compression = "pq16" if request.param == "compressed" else None
+    return SpanIndex.build(docs, tiny_model, max_span=8, dtype="float32", compression=compression)
 
 
 def test_search_equals_brute_force(tiny_model, docs, index):
