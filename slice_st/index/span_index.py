@@ -829,6 +829,8 @@ class SpanIndex:
         info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
+        if info.get("resident_bytes") is not None:  # a search's memory: a compressed index keeps its tier only
+            info["resident_bytes_per_unit"] = round(info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1)
         info["smaller_than_materialised"] = round((info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1)
         if verify:
             cls.load(path, verify=True)
