@@ -8,8 +8,9 @@ compression_corpus.py) is encoded once with the default model into ``CACHE/exact
 ground truth). Queries: phrases of 3-8 words from NumPy's docstrings (BSD-3-Clause), another package than the corpus.
 Each configuration is searched in its own process (peak RSS = ``ru_maxrss`` of that process, the search's timed part
 after a warm-up), with the default scorer and ``top_k=10``; recall@k counts the exact index's top-k (document, span)
-found in the compressed index's top-k; top-1 document: the same best document. The exact index is searched first and
-last, and each time ratio is to the mean of those two runs.
+found in the compressed index's top-k; top-1 document: the same best document. On the real corpus the exact index
+and every compressed setting are searched at the same time (one process each, so under the same load), and each time
+ratio compares the first ``--timed-queries`` queries of the two.
 
 Scale-up (``--scales``): the real corpus's unit vectors copied with Gaussian noise (``--noise`` of the vectors' RMS per
 dimension; span norms adjusted by their expected growth) up to N units, saved as a compressed index whose float16 exact
@@ -213,11 +214,19 @@ def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: in
     json.dump(summary | {"info": {key: info[key] for key in keep}}, open(out, "w"))
 
 
-def run_child(args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int) -> dict:
-    out = os.path.join(args.cache, "child.json")
+def run_child(args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int, name="child") -> dict:
+    out = os.path.join(args.cache, f"{name}.json")
     command = [sys.executable, __file__, "--child", path, queries_file, ",".join(map(str, sweep)) or "-"]
     subprocess.run([*command, str(timing), str(timed), out, str(args.threads)], check=True)
     return json.load(open(out))
+
+
+def in_parallel(*jobs):
+    """Run the ``jobs`` (callables) at once, each in a thread (each starts its own processes); their results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        return [future.result() for future in [pool.submit(job) for job in jobs]]
 
 
 def per_query(found: dict, queries: int) -> float:
@@ -241,22 +250,25 @@ def disk_bytes(path: str) -> int:
 
 
 def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
+    """The exact index (ground truth) and each compressed setting searched at the same time, each in its own
+    process: the same load on all, so their times compare (over the first ``--timed-queries`` queries)."""
     queries_file = os.path.join(args.cache, f"queries-{args.queries}.json")
     json.dump(make_queries(args.queries), open(queries_file, "w"))
     print(f"real corpus: {words} words; {args.queries} queries; encoding {encode_s:.0f} s", flush=True)
     timed = args.timed_queries
-    first = run_child(args, exact_path, queries_file, [], 1, args.queries)  # ground truth, and timed
-    exact = first["timed_results"]
-    rows = []
-    for spec in args.specs:
+
+    def compressed(spec: str):
         path = os.path.join(args.cache, f"real-{spec.replace(',', '-')}")
         if not os.path.exists(path + ".json"):
-            json.dump({"compress_s": compressed_copy(exact_path, path, spec)}, open(path + ".json", "w"))
-        found = run_child(args, path, queries_file, args.candidates, args.default_candidates, timed)
-        rows.append((spec, found, path, json.load(open(path + ".json"))["compress_s"]))
-    last = run_child(args, exact_path, queries_file, [], 1, timed)
-    exact_time = (per_query(first, timed) + per_query(last, timed)) / 2
-    print(f"exact search {per_query(first, timed):.2f} then {per_query(last, timed):.2f} s/query (first {timed})")
+            command = [sys.executable, __file__, "--compress", exact_path, path, spec]
+            subprocess.run(command, check=True)
+        found = run_child(args, path, queries_file, args.candidates, args.default_candidates, timed, f"child-{spec}")
+        return spec, found, path, json.load(open(path + ".json"))["compress_s"]
+
+    exact_job = lambda: run_child(args, exact_path, queries_file, [], 1, args.queries, "child-exact")  # noqa: E731
+    first, *rows = in_parallel(exact_job, *[lambda spec=spec: compressed(spec) for spec in args.specs])
+    exact, exact_time = first["timed_results"], per_query(first, timed)
+    print(f"exact search {exact_time:.2f} s/query (first {timed} queries, while the others ran)")
     print(
         "| setting | candidates | resident B/word | disk B/word | recall@1 | recall@10 | top-1 doc | "
         "search time vs exact | build time vs exact | peak RSS MiB |"
@@ -345,7 +357,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
+    if sys.argv[1:2] == ["--compress"]:
+        exact_path, out, spec = sys.argv[2:5]
+        json.dump({"compress_s": compressed_copy(exact_path, out, spec)}, open(out + ".json", "w"))
+    elif sys.argv[1:2] == ["--child"]:
         path, queries_file, sweep, timing, timed, out, threads = sys.argv[2:9]
         sweep = [] if sweep == "-" else [int(count) for count in sweep.split(",")]
         child(path, queries_file, sweep, int(timing), int(timed), out, int(threads))
