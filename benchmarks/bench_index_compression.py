@@ -13,9 +13,10 @@ and every compressed setting are searched at the same time (one process each, so
 ratio compares the first ``--timed-queries`` queries of the two.
 
 Scale-up (``--scales``): the real corpus's unit vectors copied with Gaussian noise (``--noise`` of the vectors' RMS per
-dimension; span norms adjusted by their expected growth) up to N units, saved as a compressed index whose float16 exact
-tier is also the exact index (``candidates >= documents`` searches it exhaustively). Only ``--scale-queries`` queries
-there (the exact scan of 10M units takes minutes per query here).
+dimension; one draw, rolled by another number of rows per copy; span norms adjusted by their expected growth) up to
+N units, saved as a compressed index whose float16 exact tier is also the exact index (``candidates >= documents``
+searches it exhaustively). Only ``--scale-queries`` queries there (the exact scan of 10M units takes minutes per query
+here).
 """
 
 from __future__ import annotations
@@ -134,13 +135,13 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
     big = np.lib.format.open_memmap(
         os.path.join(staging, "v.npy"), "w+", np.float16, (copies * len(vectors), vectors.shape[1])
     )
-    rng = np.random.default_rng(seed)
+    # one draw of noise, rolled by a different number of rows for each copy (drawing 10^10 normals takes too long)
+    noise = np.random.default_rng(seed).normal(0, sigma, vectors.shape).astype(np.float16)
     for copy in range(copies):
+        shifted = np.roll(noise, copy * 104_729, axis=0)
         for lo in range(0, len(vectors), 65536):
-            part = vectors[lo : lo + 65536]
-            big[copy * len(vectors) + lo : copy * len(vectors) + lo + len(part)] = (
-                part + rng.normal(0, sigma, part.shape).astype(np.float32)
-            ).astype(np.float16)
+            part = vectors[lo : lo + 65536] + shifted[lo : lo + 65536]
+            big[copy * len(vectors) + lo : copy * len(vectors) + lo + len(part)] = part.astype(np.float16)
     big.flush()
     lengths = np.arange(real.span_config.min_span, real.span_config.max_span + 1)
     norms = np.sqrt(np.asarray(arrays["span_norms"], dtype=np.float32) ** 2 + lengths * sigma**2 * vectors.shape[1])
