@@ -211,8 +211,18 @@ def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: in
     info = index.info()
     keep = ("units", "documents", "resident_bytes", "array_bytes", "compression")
     summary = {"batch_seconds": batch_seconds, "timed_results": timed_results, "sweep": results}
-    summary |= {"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    summary |= {"peak_rss": peak_rss()}
     json.dump(summary | {"info": {key: info[key] for key in keep}}, open(out, "w"))
+
+
+def peak_rss() -> int:
+    """This process's peak resident bytes: ``VmHWM`` (reset by ``exec``, unlike ``ru_maxrss``, which a child
+    started by a large parent inherits), else ``ru_maxrss``."""
+    try:
+        with open("/proc/self/status") as status:
+            return int(next(line for line in status if line.startswith("VmHWM:")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def run_child(args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int, name="child") -> dict:
