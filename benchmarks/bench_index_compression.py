@@ -208,10 +208,10 @@ def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: in
             part = np.ascontiguousarray(docs[:, :count])
             found = index._two_tier_search(batch, vectors, profiles, index.span_config, count, options, part)
             results[count] += keys(found)
+    summary = {"batch_seconds": batch_seconds, "timed_results": timed_results, "sweep": results}
+    summary |= {"peak_rss": peak_rss()}  # before info(), which reads every span norm (pages of the exact tier)
     info = index.info()
     keep = ("units", "documents", "resident_bytes", "array_bytes", "compression")
-    summary = {"batch_seconds": batch_seconds, "timed_results": timed_results, "sweep": results}
-    summary |= {"peak_rss": peak_rss()}
     json.dump(summary | {"info": {key: info[key] for key in keep}}, open(out, "w"))
 
 
