@@ -90,6 +90,10 @@ OPTIONS = {
         ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
         ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),
         ("--approximate", dict(action="store_true", help="with an index: use its FAISS candidate stage")),
+        (
+            "--candidates",
+            dict(type=positive_int, metavar="N", help="with a compressed index: documents searched exactly (500)"),
+        ),
         ("-m --model", dict(help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)")),
         ("--min-span", dict(type=positive_int, help="shortest span (default: the model's, 1)")),
         ("--max-span", dict(type=positive_int, help="longest span (default: the model's, 20)")),

@@ -40,7 +40,12 @@ def add_commands(commands) -> None:
     add_search_command(actions)
     about = "encode a corpus into a new index directory"
     build = _command(actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False)
-    build.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="unit vectors' precision")
+    build.add_argument(
+        "--dtype", choices=("float32", "float16"), help="unit vectors' precision (float32; float16 with --compress)"
+    )
+    build.add_argument(
+        "--compress", metavar="SPEC", help="add a compressed tier kept in memory, e.g. pq48 (docs: corpus-index guide)"
+    )
     build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
     build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
     build.add_argument("--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)")
@@ -58,6 +63,8 @@ def add_commands(commands) -> None:
     calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
     calibrate.add_argument("--limit", type=positive_int, help="use the first N pairs")
     calibrate.add_argument("--save-json", metavar="FILE", help="also write the calibration JSON here")
+    compress = _command(actions, "compress", "add (or retrain) the compressed tier of an index", _compress)
+    compress.add_argument("--spec", default="pq48", help="pq<M>[,ivf<C>][,norms<bits>] (default pq48)")
     candidates = _command(actions, "candidates", "build the FAISS candidate stage (for --approximate)", _candidates)
     candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
     for name, default in (("chunk", 4), ("stride", 2), ("nlist", None), ("nprobe", 128), ("candidates", 512)):
@@ -134,6 +141,7 @@ def _build(args) -> int:
         (not ray and parquet, "Parquet corpora are read with --ray (pip install 'slice-st[ray]')."),
         (ray and (args.devices or args.processes), "--devices/--processes are for a one-machine build; use --workers."),
         (ray and args.calibration, "--calibration is not stored by a --ray build: fit it with `index calibrate`."),
+        (ray and args.compress, "--compress is not built by a --ray build: run `index compress` on each shard."),
     )
     if ray:  # the missing extra, a bad address and a closed port are said before the model loads
         address = check_address(args.ray)
@@ -149,7 +157,9 @@ def _build(args) -> int:
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
-    index = SpanIndex.build(documents, model, **pick(args, *_SPAN_SETTINGS), **_encoding(args))
+    index = SpanIndex.build(
+        documents, model, **pick(args, *_SPAN_SETTINGS), compression=args.compress, **_encoding(args)
+    )
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
     if args.calibration:
@@ -250,6 +260,15 @@ def _calibrate(args) -> int:
     fit = f"{calibration.pairs} pairs of {calibration.source} ({calibration.pair_score} cosine"
     stored = f"{len(calibration.x)} thresholds stored with {args.directory}"
     report(args, f"calibrated on {fit}, Spearman {calibration.spearman}); {stored}")
+    return 0
+
+
+def _compress(args) -> int:
+    start = time.perf_counter()
+    with _update(args.directory) as index:
+        index.compress(args.spec)
+    tier = dumps_json(index.info()["compression"])
+    report(args, f"compressed tier built in {time.perf_counter() - start:.1f} s: {tier}")
     return 0
 
 

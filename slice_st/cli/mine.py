@@ -32,7 +32,7 @@ FIELDS = "query rank score cosine scorer calibrated doc_id start end span text f
 QUERY = (
     *("--query", "--queries", "--texts", "--per-text", "--spans", "--threshold", "--scorer", "--overlap", "--format"),
     *("--color", "--approximate", "--model", "--min-span", "--max-span", "--unit", "--batch-size", "--device"),
-    *("--ray", "--workers", *BACKEND),
+    *("--candidates", "--ray", "--workers", *BACKEND),
 )
 
 
@@ -131,7 +131,9 @@ def _search_index(args, queries: list[str]) -> list[dict]:
         fixed = f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
         refuse((args.unit not in (None, unit), f"--unit {args.unit}: this index holds {unit} spans ({fixed})."))
         texts, per_text, spans = _counts(args)
-        options = pick(args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap")
+        options = pick(
+            args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap", "candidates"
+        )
         found = search_documents(index, queries, documents=texts, per_document=per_text, top_k=spans, **options)
         scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
         rows = []

@@ -24,7 +24,7 @@ def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.
     return {
         "unit_vectors": np.zeros((0, dim), dtype=dtype),
         "unit_chars": np.zeros((0, 2), dtype=np.int32),  # character offsets in the document
-        "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=np.float32),
+        "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=dtype),
         "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
         "segment_docs": np.zeros(0, dtype=np.int64),
         "segment_first_unit": np.zeros(0, dtype=np.int64),  # first unit of the segment inside its document
@@ -38,6 +38,8 @@ def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -
         name: np.concatenate([np.asarray(p[name]) for p in parts])
         for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
     }
+    # span norms in the unit vectors' dtype (an index saved before they were float16 keeps float32 ones until then)
+    out["span_norms"] = out["span_norms"].astype(out["unit_vectors"].dtype, copy=False)
     out["segment_units"] = np.concatenate(
         [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
     ).astype(np.int64)

@@ -101,6 +101,9 @@ class ShardedSpanIndex:
 
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
     search = SpanIndex.search
+    _search_vectors = SpanIndex._search_vectors
+    #: Shards are scanned through their exact tiers (a compressed shard's too).
+    _compressed = None
 
     def shard_of(self, doc_index: int) -> tuple[SpanIndex, int]:
         """The shard holding document ``doc_index`` (numbered across the shards) and its position there."""

@@ -3,6 +3,8 @@ the norms of the spans starting there) instead of a vector per span. See docs/gu
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +31,7 @@ from slice_st.errors import IndexConflictError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
+from slice_st.index.compressed import DEFAULT_CANDIDATES, CompressedTier, CompressionSpec, candidate_rows
 from slice_st.index.encoding import concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
 from slice_st.index.search import (
     IndexMatch,
@@ -65,6 +68,9 @@ class SpanIndex:
         span_config: The spans the index holds (:class:`~slice_st.config.SpanConfig`).
         dtype: ``"float32"`` or ``"float16"`` stored unit vectors.
 
+    :meth:`compress` (or ``build(..., compression="pq48")``) adds a compressed tier kept in memory; the arrays above
+    become the exact tier, memory-mapped from disk once saved and read only for each query's candidate documents.
+
     The constructor makes an empty index: build one with :meth:`build`, :meth:`from_files` or :meth:`load`.
 
     Example:
@@ -89,6 +95,7 @@ class SpanIndex:
         self.calibration: Calibration | None = None
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self._candidates: CandidateStage | None = None
+        self._compressed: CompressedTier | None = None
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
@@ -112,8 +119,9 @@ class SpanIndex:
         min_span: int | None = None,
         max_span: int | None = None,
         unit: str | None = None,
-        dtype: str = "float32",
+        dtype: str | None = None,
         engine: str = "local",
+        compression: str | None = None,
         **options: Any,
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index: :meth:`add` to an empty one.
@@ -130,8 +138,10 @@ class SpanIndex:
             min_span: Shortest span held (default: the model's, :func:`slice_st.get_span_config`).
             max_span: Longest span held; searches may use any sub-range.
             unit: ``"word"`` or ``"token"``.
-            dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap).
+            dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap);
+                default ``"float16"`` with ``compression``, else ``"float32"``.
             engine: ``"local"`` or ``"ray"``.
+            compression: A compressed tier (:meth:`compress`), e.g. ``"pq48"``; ``None``: exact only.
             **options: Those of :meth:`add`; with ``engine="ray"`` those of
                 :func:`slice_st.index.ray_engine.build_on_ray` (``output``, ``address``, ``concurrency``…).
 
@@ -143,6 +153,14 @@ class SpanIndex:
         """
         model = _as_model(model)
         span_config = resolve_span_config(model, min_span, max_span, unit)
+        dtype = dtype or ("float16" if compression is not None else "float32")
+        if compression is not None:
+            CompressionSpec.parse(compression, token_dimension(model))  # a bad spec fails before any encoding
+        if engine == "ray" and compression is not None:
+            raise SpanInputError(
+                "compression is built on a local index: build on Ray, open the shards and compress each "
+                "(SpanIndex.load(shard).compress(...)), or build locally."
+            )
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
 
@@ -158,6 +176,8 @@ class SpanIndex:
             options.pop(name, None)
         index = cls(model, span_config, dtype)
         index.add(texts, ids, **options)
+        if compression is not None:
+            index.compress(compression)
         return index
 
     @overload
@@ -241,6 +261,8 @@ class SpanIndex:
         self.arrays = concat_parts(parts, doc_bases)
         if self._candidates is not None:  # the new units start where the old arrays (parts[0]) end
             self._candidates = self._candidates.extended(self.arrays, len(parts[0]["unit_vectors"]))
+        if self._compressed is not None:  # coded with the codebooks trained at build time
+            self._compressed = self._compressed.extended(self.arrays, len(parts[0]["unit_vectors"]))
         self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
         return ids
 
@@ -290,7 +312,7 @@ class SpanIndex:
         return {
             "unit_vectors": np.concatenate([s[1] for s in segments]),
             "unit_chars": chars.astype(np.int32),
-            "span_norms": np.concatenate([s[3] for s in segments]).astype(np.float32),
+            "span_norms": np.concatenate([s[3] for s in segments]).astype(self.dtype),
             "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
@@ -314,7 +336,10 @@ class SpanIndex:
         arrays = {name: np.asarray(values) for name, values in self.arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
-        self.arrays = {name: arrays[name][np.repeat(keep_segments, lengths)] for name in storage.UNIT_ARRAYS} | {
+        keep_units = np.repeat(keep_segments, lengths)
+        if self._compressed is not None:
+            self._compressed = self._compressed.subset(keep_units)
+        self.arrays = {name: arrays[name][keep_units] for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
@@ -333,7 +358,8 @@ class SpanIndex:
     @classmethod
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
         """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
-        unique ids; its calibration is the first's; a FAISS stage is not carried over."""
+        unique ids; its calibration is the first's; a FAISS stage is not carried over. A compressed first index makes
+        a compressed one: its codes, the others' where coded with the same codebooks, else coded with the first's."""
         indexes = check_alike(indexes, "index", "merge")
         first = indexes[0]
         merged = cls(first.model, first.span_config, first.dtype)
@@ -342,7 +368,35 @@ class SpanIndex:
         merged.arrays = concat_parts([index.arrays for index in indexes], doc_bases)
         merged.doc_ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged.texts = [text for index in indexes for text in index.texts]
+        tiers = [index._compressed for index in indexes]
+        if tiers[0] is not None:
+            digest = tiers[0].codebook_digest()
+            if all(tier is not None and tier.codebook_digest() == digest for tier in tiers):
+                merged._compressed = CompressedTier.concatenated(tiers)
+            else:
+                merged._compressed = tiers[0].subset(np.zeros(0, dtype=np.int64)).extended(merged.arrays, 0)
         return merged
+
+    def compress(self, compression: str | CompressionSpec = "pq48", *, seed: int = 0) -> None:
+        """Add (or retrain) the compressed tier: FAISS trains a coarse k-means and product-quantisation codebooks on a
+        sample of the units, then codes every unit; later :meth:`add` calls code new units with the same codebooks.
+
+        Args:
+            compression: ``"pq<M>[,ivf<C>][,norms<bits>]"``: ``M`` one-byte codes per unit (``M`` divides the
+                dimension), ``C`` coarse centroids (default: by the number of units, at most 1024), span norms in 4
+                (default) or 8 bits per span length. ``"pq48"`` keeps ~60 bytes per unit at d=384, K=20.
+            seed: The sample's and k-means' seed.
+
+        Searches then scan the compressed tier for each query's ``candidates`` best documents and score only those
+        exactly (docs/guides/corpus-index.md, "Compressed indexes").
+        """
+        spec = CompressionSpec.parse(compression, self.arrays["unit_vectors"].shape[1])
+        self._compressed = CompressedTier.train(self.arrays, spec, seed=seed)
+
+    @property
+    def compression(self) -> str | None:
+        """The compressed tier's setting (``"pq48,norms4"``…), ``None`` for an exact-only index."""
+        return None if self._compressed is None else str(self._compressed.spec)
 
     def set_calibration(self, calibration: Calibration | str | os.PathLike | None) -> None:
         """Attach a cosine → 0–5 calibration (or a path to its JSON; ``None`` removes it); matches then carry
@@ -418,6 +472,10 @@ class SpanIndex:
         most ``n`` spans of a document (1: the ``top_k`` best documents); ``overlap=False`` (default) drops a span
         overlapping a better kept span of its document (no nested copies of one place).
 
+        On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
+        that the compressed tier's approximate scan passes on to be searched exactly as above; the results are exact
+        search's over those documents (``candidates >= len(index)``: over every document).
+
         ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the ``candidates`` best chunks
         (default: the stage's, 512) per query, then every span overlapping them scored exactly (only spans outside the
         candidates can be missed).
@@ -441,6 +499,74 @@ class SpanIndex:
             query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
         )
         profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
+        options = dict(top_k=top_k, threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap)
+        if self._compressed is not None and not approximate:
+            return self._two_tier_search(query_texts, vectors, profiles, wanted, candidates, options)
+        return self._search_vectors(query_texts, vectors, profiles, wanted, approximate, candidates, nprobe, **options)
+
+    def _two_tier_search(self, query_texts, vectors, profiles, wanted: SpanConfig, candidates, options, docs=None):
+        """Each query's ``candidates`` best documents by the compressed scan (or ``docs`` ``(Q, n)`` given), searched
+        exactly (the exact tier)."""
+        count = candidates or DEFAULT_CANDIDATES
+        if count >= len(self):  # every document: one exact search
+            return self._search_vectors(query_texts, vectors, profiles, wanted, False, None, None, **options)
+        if docs is None:
+            built_min = self.span_config.min_span
+            docs = self._compressed.best_documents(
+                vectors, self.arrays, len(self), count, wanted.min_span, wanted.max_span, built_min
+            )
+        results = []
+        for query, found in enumerate(docs):
+            chosen = np.sort(found[found >= 0])
+            if not len(chosen):
+                results.append([])
+                continue
+            sub = self._documents(chosen)
+            rows = slice(query, query + 1)
+            part = profiles[rows] if profiles is not None else None
+            matches = sub._search_vectors(query_texts[rows], vectors[rows], part, wanted, False, None, None, **options)[
+                0
+            ]
+            results.append(
+                [dataclasses.replace(m, query_index=query, doc_index=int(chosen[m.doc_index])) for m in matches]
+            )
+        return results
+
+    def _documents(self, docs: np.ndarray) -> SpanIndex:
+        """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), rows read from the
+        exact tier (from disk when memory-mapped)."""
+        segments, rows = candidate_rows(self.arrays, docs)
+        arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"], dtype=np.int64)
+        position = np.full(len(self.doc_ids), -1, dtype=np.int64)
+        position[docs] = np.arange(len(docs))
+        sub = copy.copy(self)
+        sub._compressed = sub._candidates = sub._origin = None
+        sub.arrays = {name: np.asarray(arrays[name][rows]) for name in storage.UNIT_ARRAYS} | {
+            "segment_units": np.concatenate([[0], np.cumsum(bounds[segments + 1] - bounds[segments])]).astype(np.int64),
+            "segment_docs": position[np.asarray(arrays["segment_docs"])[segments]],
+            "segment_first_unit": np.asarray(arrays["segment_first_unit"])[segments],
+        }
+        sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
+        sub.texts = [self.texts[doc] for doc in docs.tolist()]
+        return sub
+
+    def _search_vectors(
+        self,
+        query_texts,
+        vectors,
+        profiles,
+        wanted: SpanConfig,
+        approximate,
+        candidates,
+        nprobe,
+        *,
+        top_k,
+        threshold,
+        per_document,
+        scorer,
+        overlap,
+    ) -> list[list[IndexMatch]]:
+        """:meth:`search` of embedded queries over this index's arrays (exact, or through the FAISS stage)."""
         found = ranked(
             self.scanner(wanted, approximate, candidates, nprobe),
             self.to_matches,
@@ -578,8 +704,11 @@ class SpanIndex:
         spans = sum(
             int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum()) for i in range(0, len(norms), FLAT_BLOCK_UNITS)
         )
+        array_bytes = int(sum(np.asarray(values).nbytes for values in arrays.values()))
+        tier = None if self._compressed is None else self._compressed.info()
+        segment_bytes = sum(np.asarray(arrays[name]).nbytes for name in storage.ARRAYS[3:-1])
         return {
-            "format_version": storage.INDEX_FORMAT_VERSION,
+            "format_version": storage.INDEX_FORMAT_VERSION if tier is None else storage.COMPRESSED_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
@@ -589,7 +718,9 @@ class SpanIndex:
             "max_span": config.max_span,
             "dimension": dim,
             "dtype": self.dtype,
-            "array_bytes": int(sum(np.asarray(values).nbytes for values in arrays.values())),
+            "array_bytes": array_bytes,
+            # what a search keeps in memory: every array, or the compressed tier and the segment table
+            "resident_bytes": array_bytes if tier is None else int(tier["resident_bytes"] + segment_bytes),
             "materialised_span_bytes": int(spans * dim * 4),
             "model_name": self.model_name,
             "model_path": self.model_path,
@@ -600,6 +731,7 @@ class SpanIndex:
             if calibration is None
             else {key: getattr(calibration, key) for key in ("pair_score", "source", "pairs", "spearman")},
             "candidates": None if self._candidates is None else self._candidates.info(),
+            "compression": tier,
         }
 
     def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
@@ -654,11 +786,18 @@ class SpanIndex:
             storage.write_bytes(os.path.join(data_dir, name), data)
         if self._candidates is not None:
             self._candidates.save(data_dir)
+        if self._compressed is not None:
+            samples |= self._compressed.save(data_dir)
         return samples
 
     def _settings(self) -> dict[str, Any]:
         """What the arrays were written with (``settings.json``, checked against the manifest on load)."""
-        return {"span_config": self.span_config.to_dict(), "dtype": self.dtype, "model_fingerprint": self.fingerprint}
+        settings = {
+            "span_config": self.span_config.to_dict(),
+            "dtype": self.dtype,
+            "model_fingerprint": self.fingerprint,
+        }
+        return settings | ({} if self._compressed is None else {"compression": str(self._compressed.spec)})
 
     @classmethod
     @contextmanager
@@ -715,6 +854,8 @@ class SpanIndex:
         info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
+        if info.get("resident_bytes") is not None:  # a search's memory: a compressed index keeps its tier only
+            info["resident_bytes_per_unit"] = round(info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1)
         info["smaller_than_materialised"] = round((info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1)
         if verify:
             cls.load(path, verify=True)
@@ -800,6 +941,8 @@ class SpanIndex:
                 index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
             if manifest.get("candidates"):
                 index._candidates = CandidateStage.load(data, manifest["candidates"])
+            if manifest.get("compression"):
+                index._compressed = CompressedTier.load(data, manifest["compression"], units)
         index.doc_ids = doc_ids
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)

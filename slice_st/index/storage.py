@@ -23,6 +23,8 @@ from slice_st.files import atomic_file, check_output, create_new_file, open_fold
 
 #: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
 INDEX_FORMAT_VERSION = 2
+#: 3: an index with a compressed tier (``compression`` in the manifest); format-2 readers refuse it.
+COMPRESSED_FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 #: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
 SETTINGS_FILE = "settings.json"
@@ -336,10 +338,16 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
             "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save)."
         )
-    if manifest.get("format_version") != INDEX_FORMAT_VERSION:
+    if manifest.get("format_version") not in (INDEX_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION):
         raise SpanInputError(
             f"{path}: index format {manifest.get('format_version')!r} is not supported (expected "
-            f"{INDEX_FORMAT_VERSION})."
+            f"{INDEX_FORMAT_VERSION}, or {COMPRESSED_FORMAT_VERSION} for a compressed index): rebuild it with this "
+            "slice-st, or upgrade slice-st."
+        )
+    if (manifest.get("format_version") == COMPRESSED_FORMAT_VERSION) != isinstance(manifest.get("compression"), dict):
+        raise SpanInputError(
+            f"{path}: unreadable index manifest (format {manifest.get('format_version')} with compression "
+            f"{manifest.get('compression')!r:.60})."
         )
     unreadable = f"{path}: unreadable index manifest"
     for key, kind in _REQUIRED.items():

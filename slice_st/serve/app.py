@@ -82,7 +82,9 @@ class SearchRequest(BaseModel):
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
     max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")
     approximate: bool = Field(False, description="use the index's candidate stage (built with --candidates)")
-    candidates: int | None = Field(None, ge=1, le=65_536, description="candidate chunks per query (approximate)")
+    candidates: int | None = Field(
+        None, ge=1, le=65_536, description="candidate chunks per query (approximate); documents (a compressed index)"
+    )
     nprobe: int | None = Field(None, ge=1, le=65_536, description="FAISS lists probed per query (approximate)")
 
 

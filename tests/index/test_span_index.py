@@ -51,9 +51,12 @@ def docs():
     return make_docs(300)
 
 
-@pytest.fixture(scope="module")
-def index(tiny_model, docs):
-    return SpanIndex.build(docs, tiny_model, max_span=8)
+@pytest.fixture(scope="module", params=["exact", "compressed"])
+def index(tiny_model, docs, request):
+    """The exact index, and one with a compressed tier (float32 exact tier; its default 500 candidate documents are
+    every document here, so results are exact search's: tests/index/test_index_compressed.py covers fewer)."""
+    compression = "pq16" if request.param == "compressed" else None
+    return SpanIndex.build(docs, tiny_model, max_span=8, dtype="float32", compression=compression)
 
 
 def test_search_equals_brute_force(tiny_model, docs, index):
@@ -152,6 +155,23 @@ def test_float16_is_close(tiny_model, docs, index):
         np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=2e-3)
         overlap = {(m.text_index, m.start, m.end) for m in a} & {(m.text_index, m.start, m.end) for m in b}
         assert len(overlap) >= 5
+
+
+def test_float16_span_norms_and_older_float32_norms_still_load(tiny_model, docs, tmp_path):
+    """A float16 index stores its span norms in float16 too; one saved with float32 norms (before they were float16)
+    loads and searches the same, and what is added to it comes in float16."""
+    half = SpanIndex.build(docs[:40], tiny_model, max_span=8, dtype="float16")
+    assert half.arrays["span_norms"].dtype == np.float16
+    half.save(tmp_path / "new")
+    assert SpanIndex.load(tmp_path / "new", tiny_model).arrays["span_norms"].dtype == np.float16
+    old = SpanIndex.build(docs[:40], tiny_model, max_span=8, dtype="float16")
+    old.arrays["span_norms"] = old.arrays["span_norms"].astype(np.float32)  # the layout older versions wrote
+    old.save(tmp_path / "old")
+    loaded = SpanIndex.load(tmp_path / "old", tiny_model)
+    assert loaded.arrays["span_norms"].dtype == np.float32
+    _same(loaded.search(QUERIES, top_k=10), half.search(QUERIES, top_k=10), atol=2e-3)
+    loaded.add(["the man plays the loud guitar"], ["new"])
+    assert loaded.arrays["span_norms"].dtype == np.float16
 
 
 def test_memory_is_much_smaller_than_materialised(index):

@@ -28,9 +28,9 @@ IDS = ["calls:1", "calls:3", "tickets/T1", "tickets/T2"]
 BASE = "http://localhost"  # a Host the app answers (it refuses any other)
 
 
-@pytest.fixture()
-def saved(tiny_model, tmp_path):
-    index = SpanIndex.build(DOCS, tiny_model, IDS, max_span=5)
+@pytest.fixture(params=[None, "pq8"], ids=["exact", "compressed"])
+def saved(tiny_model, tmp_path, request):
+    index = SpanIndex.build(DOCS, tiny_model, IDS, max_span=5, compression=request.param)
     path = tmp_path / "ix"
     index.save(path)
     return path, index
