@@ -528,7 +528,7 @@ class SpanIndex:
                 0
             ]
             results.append(
-                [dataclasses.replace(m, query_index=query, doc_index=int(chosen[m.doc_index])) for m in matches]
+                [dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index])) for m in matches]
             )
         return results
 

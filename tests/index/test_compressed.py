@@ -74,7 +74,7 @@ def test_candidates_are_searched_exactly(packed, per_document):
         )
         expected = sub.search(QUERIES[query], top_k=5, per_document=per_document)
         _same([got[query]], expected, atol=2e-3)
-        assert all(packed.doc_ids[m.doc_index] == m.doc_id and m.query_index == query for m in got[query])
+        assert all(packed.doc_ids[m.text_index] == m.doc_id and m.query_index == query for m in got[query])
 
 
 def test_compressed_scan_finds_the_best_documents(packed, exact):
@@ -85,7 +85,7 @@ def test_compressed_scan_finds_the_best_documents(packed, exact):
     true = vectors.numpy() @ np.asarray(packed.arrays["unit_vectors"], dtype=np.float32).T
     assert np.corrcoef(approx.ravel(), true.ravel())[0, 1] > 0.95
     docs = tier.best_documents(vectors, packed.arrays, len(packed), 30, 1, 8, 1)
-    best = [matches[0].doc_index for matches in exact.search(QUERIES, top_k=1, scorer="max-cosine")]
+    best = [matches[0].text_index for matches in exact.search(QUERIES, top_k=1, scorer="max-cosine")]
     assert sum(b in found for b, found in zip(best, docs)) >= len(QUERIES) - 1
 
 
