@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from slice_st._extras import needs_extra
 from slice_st.errors import SpanInputError
 from slice_st.index.storage import DataFolder, save_array
 from slice_st.spans import start_peak_scores
-from slice_st.text import require
 
 #: The arrays of the tier, each saved as ``compressed_<name>.npy`` (loaded into memory: they are the resident index).
 ARRAYS = ("centroids", "codebooks", "norm_table", "coarse", "codes", "norm_codes")
@@ -85,7 +85,8 @@ class CompressedTier:
     @classmethod
     def train(cls, arrays, spec: CompressionSpec, seed: int = 0) -> CompressedTier:
         """Codebooks trained (FAISS) on a sample of the index's units, then every unit coded."""
-        faiss = require("faiss", "faiss", "a compressed index")
+        with needs_extra("faiss", "a compressed index"):
+            import faiss
         vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
         total, dim = vectors.shape
         if total == 0:
@@ -118,7 +119,8 @@ class CompressedTier:
 
     def extended(self, arrays, unit_base: int, block: int = 65_536) -> CompressedTier:
         """A copy with the units of ``arrays`` from ``unit_base`` on coded with these codebooks (appended)."""
-        faiss = require("faiss", "faiss", "a compressed index")
+        with needs_extra("faiss", "a compressed index"):
+            import faiss
         vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
         pq, centroids = self._faiss_pq(faiss), self.centroids.astype(np.float32)
         parts = {
