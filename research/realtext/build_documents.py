@@ -51,7 +51,8 @@ def prose_paragraphs(raw: str, markdown: bool) -> list[str]:
     out = []
     for block in re.split(r"\n\s*\n", raw):
         lines = [line for line in block.splitlines() if line.strip()]
-        if not lines or any(line.lstrip().startswith(("#", "|", "<", ">>>", "$", "    ")) for line in lines if markdown):
+        skip = ("#", "|", "<", ">>>", "$", "    ")  # headings, tables, HTML, code
+        if not lines or any(line.lstrip().startswith(skip) for line in lines if markdown):
             continue
         text = clean(block)
         if len(text.split()) >= 12 and not text.lower().startswith(("copyright", "http")):
@@ -86,12 +87,21 @@ def main() -> None:
             raw = (args.site_packages / path if not path.startswith("/") else Path(path)).read_text(encoding="utf-8")
             raw = raw.split("\n----\n", 1)[0]  # pillow's file: PIL's own licence, not the bundled ones after it
             for n, text in enumerate(prose_paragraphs(raw, markdown)):
-                rows.append({"id": f"{doc}-{n}", "doc": doc, "domain": domain, "licence": licence, "source": note,
-                             "text": text})
+                rows.append(
+                    {"id": f"{doc}-{n}", "doc": doc, "domain": domain, "licence": licence, "source": note, "text": text}
+                )
     for name in DIALOGUE:
         for n, text in enumerate(dialogue_paragraphs(args.chatterbot / "data" / "english" / f"{name}.yml")):
-            rows.append({"id": f"{name}-{n}", "doc": name, "domain": "dialogue", "licence": "BSD-3-Clause",
-                         "source": f"chatterbot-corpus 1.3.3, data/english/{name}.yml", "text": text})
+            rows.append(
+                {
+                    "id": f"{name}-{n}",
+                    "doc": name,
+                    "domain": "dialogue",
+                    "licence": "BSD-3-Clause",
+                    "source": f"chatterbot-corpus 1.3.3, data/english/{name}.yml",
+                    "text": text,
+                }
+            )
     with args.out.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
