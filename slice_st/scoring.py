@@ -307,3 +307,67 @@ def mark_prefix(flags: np.ndarray) -> np.ndarray:
     flags = np.asarray(flags).astype(np.int64)
     marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
     return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)
+
+
+# Negations and conditions kept: a span never starts after a word that governs it inside its clause.
+#: Words that negate or condition what follows them in their clause (English; any word with "n't" counts too).
+GOVERNORS = frozenset(
+    "not no never neither nor none nobody nothing nowhere cannot without unless except excluding if".split()
+)
+#: A preposition right before "no" leads the negation ("in no event", "under no circumstances", "at no time").
+GOVERNOR_LEADS = frozenset("in under at by on".split())
+#: Common English words: a text with none of them is not English-like and keeps its spans as scored.
+ENGLISH_MARKERS = frozenset(
+    "the and of to is are was were be it this that you your we our they their will shall may must can "
+    "for with from any all has have do does i my".split()
+)
+
+
+def governor_units(units: Sequence[str]) -> np.ndarray:
+    """``(U,)`` bool: which units are a :data:`GOVERNORS` word (or a word with "n't", or a :data:`GOVERNOR_LEADS`
+    preposition before "no"); all ``False`` for a text with no :data:`ENGLISH_MARKERS` word.
+
+    >>> governor_units(["In", "no", "event", "will", "the", "authors", "be", "liable."]).nonzero()[0].tolist()
+    [0, 1]
+    >>> governor_units(["I", "can't", "hear"]).tolist(), bool(governor_units(["no", "hay", "nada"]).any())
+    ([False, True, False], False)
+    """
+    import numpy as np
+
+    words = [word(unit) for unit in units]
+    if not ENGLISH_MARKERS.intersection(words):
+        return np.zeros(len(words), dtype=bool)
+    out = [w in GOVERNORS or "n't" in u.lower().replace("’", "'") for u, w in zip(units, words)]
+    leads = [w in GOVERNOR_LEADS and i + 1 < len(words) and words[i + 1] == "no" for i, w in enumerate(words)]
+    return np.array(out, dtype=bool) | np.array(leads, dtype=bool)
+
+
+def governed_starts(governors, flags, starts, ends, max_span: int) -> np.ndarray:
+    """``(B, n)`` span starts moved left to keep the negations and conditions that govern the spans: when a
+    governor (``governors`` ``(B, U)`` bool, :func:`governor_units`) lies between the start of a span's clause
+    (``flags`` ``(B, U)``' ``CLAUSE_BEFORE``) and the span, the span starts at the clause's start, or, when that
+    would make it longer than ``max_span`` units, at the first governor that keeps it within ``max_span``
+    (none: it stays). ``starts`` / ``ends`` ``(B, n)`` (``-1``: none, kept).
+
+    >>> units = ["It", "is", "free.", "In", "no", "event", "will", "the", "authors", "be", "liable."]
+    >>> governed_starts(governor_units(units)[None], unit_flags(units)[None], [[7, 0]], [[11, 3]], 20).tolist()
+    [[3, 0]]
+    >>> governed_starts(governor_units(units)[None], unit_flags(units)[None], [[7]], [[11]], 6).tolist()
+    [[7]]
+    """
+    import numpy as np
+
+    governors, flags = np.asarray(governors, bool), np.asarray(flags).astype(np.int64)
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    width = governors.shape[1]
+    position = np.broadcast_to(np.arange(width), governors.shape)
+    clause = np.maximum.accumulate(np.where((flags & CLAUSE_BEFORE) > 0, position, 0), axis=1)  # its clause's start
+    first = np.minimum.accumulate(np.where(governors, position, width)[:, ::-1], axis=1)[:, ::-1]  # next governor
+    first = np.concatenate([first, np.full((len(first), 1), width)], axis=1)
+    valid = (starts > 0) & (ends > starts)
+    at = np.clip(starts, 0, width - 1)
+    begin = np.take_along_axis(clause, at, axis=1)
+    lowest = np.maximum(begin, ends - max_span)
+    governor = np.take_along_axis(first, np.clip(lowest, 0, width), axis=1)
+    moved = np.where(begin >= ends - max_span, begin, governor)
+    return np.where(valid & (governor < starts), moved, starts)
