@@ -31,13 +31,12 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from slice_st._rerank import RerankRows, merge_key, rerank_context, unit_words
+from slice_st._rerank import RerankRows, keep_governors, merge_key, rerank_context, unit_words
 from slice_st.config import SpanConfig, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.loading import check_device, check_tokenizer
 from slice_st.scoring import (
     SpanScorer,
-    governed_starts,
     governor_units,
     query_profiles,
     resolve_scorer,
@@ -780,7 +779,17 @@ class _Search:
             found = self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
         if costs is None or config.unit != "word":  # the paper's protocol and token units keep their spans
             return found
-        return _keep_governors(found, units, flags, queries, embeddings, rows.boundaries, costs, config, self.overlap)
+        governors = np.zeros(tuple(flags.shape), dtype=np.uint8)
+        for row, strings in enumerate(units):
+            governors[row, : len(strings)] = governor_units(strings)
+        vectors = queries if queries.dim() == 3 else queries[None].expand(len(units), -1, -1)
+
+        def cosines(starts: Tensor, ends: Tensor) -> Tensor:  # (B, Q, k) spans → their cosines
+            k = starts.shape[2]
+            spread = vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
+            return span_cosines(spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)).view_as(starts)
+
+        return keep_governors(found, governors, flags, cosines, config, self.overlap)
 
     def add(self, found: BestSpans, rows: _Rows) -> None:
         """Turn one sub-batch's window-level best spans into text-level offsets and merge them in."""
@@ -815,41 +824,6 @@ class _Search:
         for name, values in both.items():
             kept = np.take_along_axis(values, order, axis=1)
             self.arrays[name][:, text] = np.where(missing, -1 if values.dtype.kind == "i" else -np.inf, kept)
-
-
-def _keep_governors(found: BestSpans, units, flags, queries, embeddings, boundaries, costs, config, overlap):
-    """``found`` with each span moved left to keep a negation or condition that governs it in its clause
-    (:func:`~slice_st.scoring.governed_starts`), its score and similarity recomputed; without ``overlap``, a span
-    that would then overlap a better one of its row and query stays as it was."""
-    batch, num_queries, k = found.starts.shape
-    governors = np.zeros(tuple(flags.shape), dtype=bool)
-    for row, strings in enumerate(units):
-        governors[row, : len(strings)] = governor_units(strings)
-    if not governors.any():
-        return found
-    starts, ends = found.starts.cpu().numpy(), found.ends.cpu().numpy()
-    flat = (value.reshape(batch, -1) for value in (starts, ends))
-    moved = governed_starts(governors, flags.cpu().numpy(), *flat, config.max_span).reshape(starts.shape)
-    for rank in range(1, k if not overlap else 1):
-        for better in range(rank):
-            clash = (moved[..., rank] < ends[..., better]) & (ends[..., rank] > moved[..., better])
-            moved[..., rank] = np.where(clash & (starts[..., better] >= 0), starts[..., rank], moved[..., rank])
-    if (moved == starts).all():
-        return found
-    device = found.starts.device
-    changed, new_starts = torch.from_numpy(moved != starts).to(device), torch.from_numpy(moved).to(device)
-    vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
-    vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
-    spans = (new_starts.flatten(1), found.ends.flatten(1))
-    cosines = span_cosines(vectors.to(embeddings.device), embeddings, boundaries, *spans).view(found.starts.shape)
-    cosines = cosines.to(found.similarities.dtype)
-    scores = cosines - costs.of_spans(new_starts.mT, found.ends.mT, config.min_span).mT.to(cosines.dtype)
-    return BestSpans(
-        torch.where(changed, scores.to(found.scores.dtype), found.scores),
-        torch.where(changed, new_starts, found.starts),
-        found.ends,
-        torch.where(changed, cosines, found.similarities),
-    )
 
 
 def _row_flags(rows: _Rows, texts: Sequence[str]) -> tuple[list[list[str]], Tensor]:

@@ -205,12 +205,15 @@ def _governed(units, starts, ends, max_span=20):
 
 
 def test_governor_units_word_list_contractions_and_leads():
-    from slice_st.scoring import governor_units
+    from slice_st.scoring import BREAKS, GOVERNS, governor_units
 
     units = ["Under", "no", "circumstances", "you", "can't", "sue,", "unless", "it", "is", "not", "the", "case."]
-    assert governor_units(units).nonzero()[0].tolist() == [0, 1, 4, 6, 9]
-    assert governor_units(["Neither", "the", "name", "nor", "the", "names"]).nonzero()[0].tolist() == [0, 3]
-    assert governor_units(["don’t", "use", "the", "name"]).tolist() == [True, False, False, False]  # typographic ’
+    assert (governor_units(units) == GOVERNS).nonzero()[0].tolist() == [0, 1, 4, 6, 9]
+    assert (governor_units(["Neither", "the", "name", "nor", "the", "names"]) == GOVERNS).nonzero()[0].tolist() == [
+        0,
+        3,
+    ]
+    assert governor_units(["don’t", "use", "the", "name", "as", "–"]).tolist() == [GOVERNS, 0, 0, 0, BREAKS, BREAKS]
     assert not governor_units(["no", "es", "nada", "si", "nunca"]).any()  # not English-like: no governor
     assert not governor_units(["a", "non-exclusive,", "no-charge", "licence", "for", "the", "code"]).any()
     assert governor_units([]).shape == (0,)
@@ -221,7 +224,10 @@ def test_a_span_starts_at_its_clause_when_a_governor_is_left_of_it():
     assert _governed(units, [9, 0], [17, 5]) == [5, 0]  # «the authors ... damages» → «In no event ...»; [0, 5) has none
     assert _governed(units, [5], [17]) == [5]  # already holds it
     clauses = "you may copy it, but you must not claim that you wrote it.".split()
-    assert _governed(clauses, [8], [12]) == [4]  # the clause after the comma, not the text's start
+    assert _governed(clauses, [8], [12]) == [5]  # from after "but" (a scope break), not the text's start
+    assert _governed(clauses, [10], [13]) == [10]  # «you wrote it.»: "that" opens a new scope
+    dash = "too adorable not to photograph - four dogs playing".split()
+    assert _governed(dash, [6], [9]) == [6]  # a dash ends the negation's scope
     assert _governed("It is free, unless you sell it.".split(), [4], [7]) == [3]  # a condition
     assert _governed("If it is free, you may share it.".split(), [4], [8]) == [4]  # another clause's condition
 
