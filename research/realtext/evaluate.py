@@ -152,10 +152,43 @@ def compare(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, dic
     return out
 
 
+def markdown(report: dict) -> str:
+    """The report as markdown tables: each scorer's figures by domain, then the paired intervals of the gain."""
+    lines = [
+        f"split: {report['split']}",
+        "",
+        "| scorer | domain | n | hit@1 | hit@5 | exact | word-F1 |",
+        "|---" * 7 + "|",
+    ]
+    for name, table in report["summary"].items():
+        for domain, row in table.items():
+            values = " | ".join(f"{row[m]:.1f}" for m in METRICS)
+            lines.append(f"| {name} | {domain} | {row['n']} | {values} |")
+    if "gain_95ci" in report:
+        lines += ["", "95% paired bootstrap interval of the second scorer minus the first:", ""]
+        lines += ["| domain | hit@1 | hit@5 | exact | word-F1 |", "|---" * 5 + "|"]
+        for domain, row in report["gain_95ci"].items():
+            lines.append(
+                f"| {domain} | " + " | ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in (row[m] for m in METRICS)) + " |"
+            )
+    return "\n".join(lines)
+
+
+def as_scorer(name: str):
+    """A scorer name, or ``reranked:FILE`` for the re-ranker ``slice_st/pretrained/rerank/FILE.json`` (a candidate)."""
+    from slice_st.scoring import SpanScorer
+
+    if name.startswith("reranked:"):
+        return SpanScorer(name, rerank=name.split(":", 1)[1])
+    return name
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("tune", "report", "all"), default="tune")
-    parser.add_argument("--scorers", nargs="+", default=["phrase", "reranked"], help="one or two scorer names")
+    parser.add_argument(
+        "--scorers", nargs="+", default=["phrase", "reranked"], help="one or two scorer names (or reranked:FILE)"
+    )
     parser.add_argument("--model", default=None, help="a model path (default: slice_st.load_model())")
     parser.add_argument("--save", type=Path, default=None, help="write the per-query results here (JSON)")
     args = parser.parse_args(argv)
@@ -166,12 +199,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     documents, queries = load()
     queries = [q for q in queries if args.split == "all" or q["split"] == args.split]
     model = slice_st.load_model() if args.model is None else slice_st.load_model(args.model)
-    results = {name: score_queries(model, documents, queries, name) for name in args.scorers}
+    results = {name: score_queries(model, documents, queries, as_scorer(name)) for name in args.scorers}
     tables = {name: metric_table(rows) for name, rows in results.items()}
     report = {"split": args.split, "summary": {name: summary(t) for name, t in tables.items()}}
     if len(args.scorers) == 2:
         report["gain_95ci"] = compare(tables[args.scorers[0]], tables[args.scorers[1]])
-    print(json.dumps(report, indent=1))
+    print(markdown(report))
     if args.save:
         args.save.write_text(json.dumps(results, indent=1), encoding="utf-8")
 
