@@ -191,7 +191,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--model", default=None, help="a model path (default: slice_st.load_model())")
     parser.add_argument("--save", type=Path, default=None, help="write the per-query results here (JSON)")
+    parser.add_argument(
+        "--compare",
+        nargs=4,
+        metavar=("OLD.json", "SCORER", "NEW.json", "SCORER"),
+        help="no model: compare two --save files' scorers (e.g. the same scorer before and after a change)",
+    )
     args = parser.parse_args(argv)
+    if args.compare:
+        old_file, old_name, new_file, new_name = args.compare
+        rows = [
+            json.loads(Path(f).read_text(encoding="utf-8"))[n] for f, n in ((old_file, old_name), (new_file, new_name))
+        ]
+        tables = {
+            f"{name} ({Path(f).stem})": metric_table(r)
+            for (f, name), r in zip(((old_file, old_name), (new_file, new_name)), rows)
+        }
+        first, second = tables.values()
+        report = {
+            "split": "saved",
+            "summary": {k: summary(t) for k, t in tables.items()},
+            "gain_95ci": compare(first, second),
+        }
+        print(markdown(report))
+        return
     if not 1 <= len(args.scorers) <= 2:
         parser.error("--scorers takes one or two names")
     import slice_st
