@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import doctest
+import json
 
 import numpy as np
 import pytest
@@ -82,3 +83,17 @@ def test_summary_and_bootstrap():
 
 def test_docstring_examples():
     assert doctest.testmod(evaluate).failed == 0
+
+
+def test_compare_reads_two_saved_runs(tmp_path, capsys):
+    rows = [
+        {"domain": "legal", "rank": 1, "exact": 0.0, "f1": 0.5},
+        {"domain": "tech", "rank": 2, "exact": 1.0, "f1": 1.0},
+    ]
+    better = [dict(row, exact=1.0, f1=1.0) for row in rows]
+    (tmp_path / "old.json").write_text(json.dumps({"reranked": rows}))
+    (tmp_path / "new.json").write_text(json.dumps({"reranked": better}))
+    evaluate.main(["--compare", str(tmp_path / "old.json"), "reranked", str(tmp_path / "new.json"), "reranked"])
+    shown = capsys.readouterr().out
+    assert "| reranked (old) | all | 2 | 50.0 | 100.0 | 50.0 | 75.0 |" in shown
+    assert "| reranked (new) | all | 2 | 50.0 | 100.0 | 100.0 | 100.0 |" in shown
