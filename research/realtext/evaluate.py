@@ -95,6 +95,8 @@ def score_queries(model, documents: dict[str, dict], queries: Sequence[dict], sc
                     "top_score": float(scores[row, top]),
                     "top_span": None if first is None else first.span,
                     "top_similarity": None if first is None else first.similarity,
+                    "paragraph_scores": [round(float(v), 5) for v in scores[row]],  # each paragraph's best score
+                    "gold_index": gold,
                     "top_start": None if first is None else first.start,
                     "top_end": None if first is None else first.end,
                 }

@@ -97,3 +97,24 @@ def test_compare_reads_two_saved_runs(tmp_path, capsys):
     shown = capsys.readouterr().out
     assert "| reranked (old) | all | 2 | 50.0 | 100.0 | 50.0 | 75.0 |" in shown
     assert "| reranked (new) | all | 2 | 50.0 | 100.0 | 100.0 | 100.0 |" in shown
+
+
+def test_confidence_study_pairs_fit_and_reliability():
+    from research.realtext import confidence
+
+    rows = [
+        {"paragraph_scores": [0.9, 0.5, 0.4, 0.3, 0.2], "gold_index": 0, "f1": 0.8},
+        {"paragraph_scores": [0.6, 0.7, 0.1, -np.inf], "gold_index": 1, "f1": 0.2},  # the gold's span is off
+    ]
+    scores, labels = confidence.training_pairs(rows)
+    assert scores.tolist() == [0.9, 0.5, 0.4, 0.3, 0.7, 0.6, 0.1] and labels.tolist() == [1, 0, 0, 0, 0, 0, 0]
+    first, truth = confidence.first_results(rows)
+    assert first.tolist() == [0.9, 0.5, 0.7, 0.6] and truth.tolist() == [1, 0, 0, 0]
+    a, b = confidence.fit(np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5, 0.45]), np.array([0, 0, 0, 1, 1, 1, 1, 0]))
+    assert (
+        b > 0
+        and confidence.confidence(np.array([0.9]), a, b)[0] > 0.5 > confidence.confidence(np.array([0.1]), a, b)[0]
+    )
+    table = confidence.reliability(np.array([0.1, 0.15, 0.9, 1.0]), np.array([0.0, 1.0, 1.0, 1.0]))
+    assert table[2:] == ["| 0.0–0.2 | 2 | 0.12 | 0.50 |", "| 0.8–1.0 | 2 | 0.95 | 1.00 |"]
+    assert confidence.threshold_for(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.0, 1.0])) == 0.55
