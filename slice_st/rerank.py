@@ -23,6 +23,7 @@ from slice_st.scoring import (
     SENTENCE_END,
     START_WORD,
     SpanScorer,
+    governed_starts,
     mark_prefix,
     query_words,
     word,
@@ -370,4 +371,36 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
         take(found.starts, -1),
         take(found.ends, -1),
         take(found.similarities, float("-inf")),
+    )
+
+
+def keep_governors(found: BestSpans, governors: np.ndarray, flags, cosines: Callable, config, overlap: bool):
+    """``found`` ``(B, Q, k)`` with each span moved left to keep a negation or condition that governs it in its clause
+    (:func:`~slice_st.scoring.governed_starts`; ``governors`` ``(B, U)`` codes of
+    :func:`~slice_st.scoring.governor_units`): its similarity is the moved span's (``cosines(starts, ends)``
+    ``(B, Q, k)``), its score the scored span's, capped at that similarity (the move is query-independent: it changes
+    what is shown, not how well the text matched); without ``overlap``, a span that would then overlap a better one
+    of its row and query stays as it was."""
+    batch = found.starts.shape[0]
+    if not governors.any():
+        return found
+    starts, ends = found.starts.cpu().numpy(), found.ends.cpu().numpy()
+    flat = (value.reshape(batch, -1) for value in (starts, ends))
+    flags = flags.cpu().numpy() if isinstance(flags, torch.Tensor) else np.asarray(flags)
+    moved = governed_starts(governors, flags, *flat, config.max_span).reshape(starts.shape)
+    for rank in range(1, starts.shape[2] if not overlap else 1):
+        for better in range(rank):
+            clash = (moved[..., rank] < ends[..., better]) & (ends[..., rank] > moved[..., better])
+            moved[..., rank] = np.where(clash & (starts[..., better] >= 0), starts[..., rank], moved[..., rank])
+    if (moved == starts).all():
+        return found
+    device = found.starts.device
+    changed, new_starts = torch.from_numpy(moved != starts).to(device), torch.from_numpy(moved).to(device)
+    similarity = cosines(new_starts, found.ends).to(device=device, dtype=found.similarities.dtype)
+    score = torch.minimum(found.scores.to(similarity), similarity)  # the scored span's rank, within the similarity
+    return BestSpans(
+        torch.where(changed, score.to(found.scores.dtype), found.scores),
+        torch.where(changed, new_starts, found.starts),
+        found.ends,
+        torch.where(changed, similarity, found.similarities),
     )

@@ -307,3 +307,81 @@ def mark_prefix(flags: np.ndarray) -> np.ndarray:
     flags = np.asarray(flags).astype(np.int64)
     marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
     return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)
+
+
+# Negations and conditions kept: a span never starts after a word that governs it inside its clause.
+#: Words that negate or condition what follows them in their clause (English; contractions as :func:`word` writes
+#: them: "can't" is "cant").
+GOVERNORS = frozenset(
+    "not no never neither nor none nobody nothing nowhere cannot without unless except excluding if "
+    "dont doesnt didnt cant couldnt wont wouldnt shant shouldnt isnt arent wasnt werent hasnt havent hadnt mustnt "
+    "neednt mightnt aint".split()
+)
+#: A preposition right before "no" leads the negation ("in no event", "under no circumstances", "at no time").
+GOVERNOR_LEADS = frozenset("in under at by on".split())
+#: Words that open a new scope: a negation before them does not govern what follows ("couldn't help but smile as
+#: she watched a dog"); a unit of dashes does the same.
+SCOPE_BREAKS = frozenset("as when while because since until after before that which who whom whose where but".split())
+#: Common English words: a text with none of them is not English-like and keeps its spans as scored.
+ENGLISH_MARKERS = frozenset(
+    "the and of to is are was were be it this that you your we our they their will shall may must can "
+    "for with from any all has have do does i my".split()
+)
+#: Codes of :func:`governor_units`.
+GOVERNS, BREAKS = 1, 2
+
+
+def governor_units(units: Sequence[str]) -> np.ndarray:
+    """``(U,)`` ``uint8`` codes: ``GOVERNS`` for a :data:`GOVERNORS` word or a :data:`GOVERNOR_LEADS` preposition
+    before "no", ``BREAKS`` for a :data:`SCOPE_BREAKS` word or a unit of dashes; all 0 for a text with no
+    :data:`ENGLISH_MARKERS` word (not English-like).
+
+    >>> governor_units(["In", "no", "event", "will", "the", "authors", "be", "liable", "as", "-"]).tolist()
+    [1, 1, 0, 0, 0, 0, 0, 0, 2, 2]
+    >>> governor_units(["I", "can't", "hear"]).tolist(), bool(governor_units(["no", "hay", "nada"]).any())
+    ([0, 1, 0], False)
+    """
+    import numpy as np
+
+    words = [word(unit) for unit in units]
+    if not ENGLISH_MARKERS.intersection(words):
+        return np.zeros(len(words), dtype=np.uint8)
+    codes = np.zeros(len(words), dtype=np.uint8)
+    for index, (unit, name) in enumerate(zip(units, words)):
+        lead = name in GOVERNOR_LEADS and index + 1 < len(words) and words[index + 1] == "no"
+        dashes = not name and bool(unit.strip()) and set(unit.strip()) <= set("-–—")
+        codes[index] = GOVERNS if name in GOVERNORS or lead else BREAKS if name in SCOPE_BREAKS or dashes else 0
+    return codes
+
+
+def governed_starts(codes, flags, starts, ends, max_span: int) -> np.ndarray:
+    """``(B, n)`` span starts moved left to keep the negations and conditions that govern the spans: when a
+    governor (``codes`` ``(B, U)`` of :func:`governor_units`) lies in a span's scope left of it (from the start of its
+    clause, ``flags`` ``(B, U)``' ``CLAUSE_BEFORE``, or after the last scope break), the span starts at the scope's
+    start, or, when that would make it longer than ``max_span`` units, at the first governor that keeps it within
+    ``max_span`` (none: it stays). ``starts`` / ``ends`` ``(B, n)`` (``-1``: none, kept).
+
+    >>> units = ["It", "is", "free.", "In", "no", "event", "will", "the", "authors", "be", "liable."]
+    >>> governed_starts(governor_units(units)[None], unit_flags(units)[None], [[7, 0]], [[11, 3]], 20).tolist()
+    [[3, 0]]
+    >>> governed_starts(governor_units(units)[None], unit_flags(units)[None], [[7]], [[11]], 6).tolist()
+    [[7]]
+    """
+    import numpy as np
+
+    codes, flags = np.asarray(codes, np.int64), np.asarray(flags).astype(np.int64)
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    width = codes.shape[1]
+    position = np.broadcast_to(np.arange(width), codes.shape)
+    after_break = np.concatenate([np.zeros((len(codes), 1), bool), codes[:, :-1] == BREAKS], axis=1)
+    opens = ((flags & CLAUSE_BEFORE) > 0) | after_break
+    scope = np.maximum.accumulate(np.where(opens, position, 0), axis=1)  # where each unit's scope starts
+    governs = codes == GOVERNS
+    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[:, ::-1]  # next governor
+    first = np.concatenate([first, np.full((len(first), 1), width)], axis=1)
+    valid = (starts > 0) & (ends > starts)
+    begin = np.take_along_axis(scope, np.clip(starts, 0, width - 1), axis=1)
+    lowest = np.maximum(begin, ends - max_span)
+    governor = np.take_along_axis(first, np.clip(lowest, 0, width), axis=1)
+    moved = np.where(begin >= ends - max_span, begin, governor)
+    return np.where(valid & (governor < starts), moved, starts)

@@ -27,9 +27,9 @@ from slice_st.encode import (
     resolve_span_config,
 )
 from slice_st.errors import SpanInputError
-from slice_st.rerank import RerankRows, merge_key, rerank_context, unit_words
-from slice_st.scoring import SpanScorer, query_profiles, resolve_scorer, span_costs, unit_flags
-from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint
+from slice_st.rerank import RerankRows, keep_governors, merge_key, rerank_context, unit_words
+from slice_st.scoring import SpanScorer, governor_units, query_profiles, resolve_scorer, span_costs, unit_flags
+from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, span_cosines
 from slice_st.tokens import WINDOW_CONTEXT, text_units
 
 if TYPE_CHECKING:
@@ -308,10 +308,24 @@ class _Search:
             best_span_scores, queries, embeddings, *bounds, owned=rows.owned, similarity=self.similarity, costs=costs
         )
         if self.rerank is None or costs is None:
-            return fused(self.top_k, overlap=self.overlap)
-        pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
-        window = RerankRows(rows.boundaries, rows.num_units, unit_words(units, flags.shape[1]), flags, embeddings)
-        return self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
+            found = fused(self.top_k, overlap=self.overlap)
+        else:
+            pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
+            window = RerankRows(rows.boundaries, rows.num_units, unit_words(units, flags.shape[1]), flags, embeddings)
+            found = self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
+        if costs is None or config.unit != "word":  # the paper's protocol and token units keep their spans
+            return found
+        governors = np.zeros(tuple(flags.shape), dtype=np.uint8)
+        for row, strings in enumerate(units):
+            governors[row, : len(strings)] = governor_units(strings)
+        vectors = queries if queries.dim() == 3 else queries[None].expand(len(units), -1, -1)
+
+        def cosines(starts: Tensor, ends: Tensor) -> Tensor:  # (B, Q, k) spans → their cosines
+            k = starts.shape[2]
+            spread = vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
+            return span_cosines(spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)).view_as(starts)
+
+        return keep_governors(found, governors, flags, cosines, config, self.overlap)
 
     def add(self, found: BestSpans, rows: WindowRows) -> None:
         """Turn one sub-batch's window-level best spans into text-level offsets and merge them in."""

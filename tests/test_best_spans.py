@@ -186,3 +186,66 @@ def test_best_spans_paired_input_errors(tiny_model):
         slice_st.search.best_spans_paired(tiny_model, ["a"], [None])
     with pytest.raises(slice_st.SpanInputError):
         slice_st.search.best_spans_paired(tiny_model, ["a"], ["a b"], min_span=0)
+
+
+#: Clauses from real licences (and two policy-style sentences), queries (negated and not), and the governing negation
+#: or condition the default scorer's span must keep.
+GOVERNED = [
+    (
+        "This software is provided 'as-is', without any express or implied warranty. In no event will the authors be"
+        " held liable for any damages arising from the use of this software.",  # zlib
+        ["the authors are not liable for any damages", "the authors are liable for damages"],
+        "In no event",
+    ),
+    (
+        "3. Neither the name of the copyright holder nor the names of its contributors may be used to endorse or"
+        " promote products derived from this software without specific prior written permission.",  # BSD-3-Clause
+        ["don't use our names to promote your product", "our names may be used to promote products"],
+        "nor",
+    ),
+    (
+        "1. The origin of this software must not be misrepresented; you must not claim that you wrote the original"
+        " software.",  # zlib
+        ["do not pretend you wrote the original code", "claim you wrote the original software"],
+        "not claim",
+    ),
+    (
+        "You may not remove or alter the substance of any license notices contained within the Source Code Form of"
+        " the Covered Software.",  # MPL-2.0 3.4
+        ["remove or alter license notices", "you can't delete the licence notices"],
+        "may not",
+    ),
+    (
+        "The contents of the NOTICE file are for informational purposes only and do not modify the License.",  # Apache
+        ["the NOTICE file modifies the License", "the notice file does not change the licence"],
+        "do not modify",
+    ),
+    (  # written for the test
+        "Personal data is never shared with third parties unless you give your explicit consent.",
+        ["personal data is shared with third parties", "we share data when you consent"],
+        "never shared",
+    ),
+    (  # written for the test
+        "Refunds are available within 30 days, except for digital downloads that have been opened.",
+        ["refunds for opened digital downloads", "digital downloads that were opened"],
+        "except for",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "queries", "governor"), GOVERNED, ids=[g for _, _, g in GOVERNED])
+def test_the_default_scorer_keeps_the_negation_or_condition_of_its_clause(real_model, text, queries, governor):
+    result = real_model.best_spans(queries, [text])
+    for query in range(len(queries)):
+        match = result[query][0][0]
+        assert governor in match.span, (queries[query], match.span)
+        assert match.score <= match.similarity + 1e-6
+        assert match.span == text[match.start : match.end]
+
+
+def test_the_papers_protocol_and_token_units_keep_their_spans(real_model):
+    text, queries, _ = GOVERNED[0]
+    plain = real_model.best_spans(queries[0], text, scorer="max-cosine")[0][0][0]
+    assert plain.span == "the authors be held liable for any damages"  # max-cosine: the span as scored
+    tokens = real_model.best_spans(queries[0], text, unit="token")[0][0][0]
+    assert tokens.span == text[tokens.start : tokens.end] and "In no event" not in tokens.span

@@ -88,10 +88,6 @@ def _private_uses(path: Path):
                 yield node.lineno, ".".join([base.id, *chain])
 
 
-#: Becomes the public ``slice_st.rerank`` with the layout change of issue 43 (item 2): remove the entry then.
-RENAMING = ("slice_st._rerank",)
-
-
 def test_the_lab_uses_no_private_name_of_the_package():
     """research/ and benchmarks/ run on the public API (or copy a small helper): nothing private of slice_st."""
     bad = [
@@ -99,7 +95,6 @@ def test_the_lab_uses_no_private_name_of_the_package():
         for folder in ("research", "benchmarks", "examples")
         for path in sorted((ROOT / folder).rglob("*.py"))
         for line, name in _private_uses(path)
-        if not name.startswith(RENAMING)
     ]
     assert not bad, "\n".join(bad)
 

@@ -195,3 +195,50 @@ def test_span_scorer_refuses_costs_past_float32(field, value):
     with pytest.raises(ValueError, match=f"SpanScorer.{field} must be a number from 0 to"):
         SpanScorer(**{field: value})
     assert SpanScorer(**{field: 1e6}).to_dict()[field] == 1e6
+
+
+# --------------------------------------------------------------------------- negations and conditions kept
+def _governed(units, starts, ends, max_span=20):
+    from slice_st.scoring import governed_starts, governor_units
+
+    return governed_starts(governor_units(units)[None], unit_flags(units)[None], [starts], [ends], max_span)[0].tolist()
+
+
+def test_governor_units_word_list_contractions_and_leads():
+    from slice_st.scoring import BREAKS, GOVERNS, governor_units
+
+    units = ["Under", "no", "circumstances", "you", "can't", "sue,", "unless", "it", "is", "not", "the", "case."]
+    assert (governor_units(units) == GOVERNS).nonzero()[0].tolist() == [0, 1, 4, 6, 9]
+    assert (governor_units(["Neither", "the", "name", "nor", "the", "names"]) == GOVERNS).nonzero()[0].tolist() == [
+        0,
+        3,
+    ]
+    assert governor_units(["don’t", "use", "the", "name", "as", "–"]).tolist() == [GOVERNS, 0, 0, 0, BREAKS, BREAKS]
+    assert not governor_units(["no", "es", "nada", "si", "nunca"]).any()  # not English-like: no governor
+    assert not governor_units(["a", "non-exclusive,", "no-charge", "licence", "for", "the", "code"]).any()
+    assert governor_units([]).shape == (0,)
+
+
+def test_a_span_starts_at_its_clause_when_a_governor_is_left_of_it():
+    units = "This software is provided as-is. In no event will the authors be held liable for any damages.".split()
+    assert _governed(units, [9, 0], [17, 5]) == [5, 0]  # «the authors ... damages» → «In no event ...»; [0, 5) has none
+    assert _governed(units, [5], [17]) == [5]  # already holds it
+    clauses = "you may copy it, but you must not claim that you wrote it.".split()
+    assert _governed(clauses, [8], [12]) == [5]  # from after "but" (a scope break), not the text's start
+    assert _governed(clauses, [10], [13]) == [10]  # «you wrote it.»: "that" opens a new scope
+    dash = "too adorable not to photograph - four dogs playing".split()
+    assert _governed(dash, [6], [9]) == [6]  # a dash ends the negation's scope
+    assert _governed("It is free, unless you sell it.".split(), [4], [7]) == [3]  # a condition
+    assert _governed("If it is free, you may share it.".split(), [4], [8]) == [4]  # another clause's condition
+
+
+def test_a_long_clause_keeps_the_first_governor_within_max_span():
+    units = (
+        "3. Neither the name of the University nor the names of its contributors may be used to endorse or "
+        "promote products derived from this software."
+    ).split()
+    span = (8, 22)  # «the names ... derived»: from "Neither" (1) it would be 21 units
+    assert _governed(units, [span[0]], [span[1]], max_span=20) == [7]  # «nor the names ...»
+    assert _governed(units, [span[0]], [span[1]], max_span=21) == [1]  # the whole clause fits
+    assert _governed(units, [span[0]], [span[1]], max_span=14) == [8]  # no governor fits: as scored
+    assert _governed(units, [-1], [-1]) == [-1]  # a missing span stays missing

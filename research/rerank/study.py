@@ -316,7 +316,8 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
             "paraphrase among the candidates)",
             "data": "STS-B-Context dev half, even rows (odd rows held out); weak rows: STS-B train pairs, the second "
             "sentence put in place of the paraphrase of an even row's passage (and of a determiner just before "
-            "it when the sentence starts with one), labelled with its own place",
+            "it when the sentence starts with one), labelled with its own place; realtext: the tune half of "
+            "research/realtext (its queries against their gold paragraphs, labelled with the gold span)",
             "l2": args.l2[0],
             "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
             "and weak rows) have >= 4 words",
@@ -345,7 +346,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache", default="runs/rerank")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-3])
-    parser.add_argument("--train", nargs="+", default=["even"], help="even, even-strong, weak, even+weak")
+    parser.add_argument("--train", nargs="+", default=["even"], help="train_sets names (even+weak, ...)")
     parser.add_argument("--ablate", action="store_true")
     parser.add_argument("--drop", nargs="*", default=[], help="feature groups left out of every model")
     parser.add_argument(
@@ -367,8 +368,10 @@ def main() -> None:
     torch.set_num_threads(1)
     dev = load_items(args.cache, "dev", args.k)
     weak = load_items(args.cache, "weak", args.k)
+    realtext = load_items(args.cache, "realtext", args.k)  # research/realtext/rerank_cache.py: the tune half
     own = with_derived(dev)
     with_derived(weak)
+    with_derived(realtext)
     names = dev[0]["names"]
     every = selected(args, names, own)
     even, odd, whole = range(0, len(dev), 2), range(1, len(dev), 2), range(len(dev))
@@ -391,6 +394,10 @@ def main() -> None:
         "weak-strong": [it for it in weak if it["gold"] >= STRONG],
         "even+weak": [dev[i] for i in even] + weak,
         "even-strong+weak-strong": strong_even + [it for it in weak if it["gold"] >= STRONG],
+        "even+realtext": [dev[i] for i in even] + realtext,
+        "even+realtext2": [dev[i] for i in even] + realtext * 2,  # the real-text rows counted twice
+        "even+weak+realtext": [dev[i] for i in even] + weak + realtext,
+        "even+weak+realtext5": [dev[i] for i in even] + weak + realtext * 5,
     }
     if args.export:
         export(args, train_sets[args.train[0]], every, names)

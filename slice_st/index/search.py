@@ -20,13 +20,14 @@ import torch
 from slice_st._checks import check_top_k
 from slice_st.config import SpanConfig
 from slice_st.errors import SpanInputError
-from slice_st.rerank import Rerank, RerankRows, UnitWords, merge_key, rerank_context, unit_words
+from slice_st.rerank import Rerank, RerankRows, UnitWords, keep_governors, merge_key, rerank_context, unit_words
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,
     CLAUSE_BEFORE,
     SpanScorer,
     costs_of_spans,
+    governor_units,
     mark_prefix,
     query_profiles,
     span_costs,
@@ -343,6 +344,7 @@ class _Segment:
     first_unit: int
     words: UnitWords
     flags: np.ndarray
+    governors: np.ndarray  # (n,) uint8: governor_units of the window's units
 
 
 def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
@@ -366,7 +368,8 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
         norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
         row_words = UnitWords(*(values[:, lo:hi] for values in vars(words).values()))
-        out[doc].append(_Segment(vectors, norms, chars, first, row_words, window))
+        governors = governor_units([text[a:b] for a, b in chars.tolist()])
+        out[doc].append(_Segment(vectors, norms, chars, first, row_words, window, governors))
     return out
 
 
@@ -434,6 +437,11 @@ def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, pro
     rows = RerankRows(boundaries, num_units, words, flags, embeddings, span_cosines)
     pairs = np.asarray(query_of)[:, None]  # each row's query
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
+    if config.unit == "word":  # as best_spans: the negation or condition of a span's clause kept
+        governors = np.zeros((batch, width), dtype=np.uint8)
+        for row, segment in enumerate(segments):
+            governors[row, : len(segment.governors)] = segment.governors
+        found = keep_governors(found, governors, flags, span_cosines, config, overlap)
     scores, cosines = found.scores[:, 0].double().numpy(), found.similarities[:, 0].double().numpy()
     starts, ends = found.starts[:, 0].numpy(), found.ends[:, 0].numpy()
     out = []

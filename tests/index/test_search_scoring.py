@@ -395,3 +395,19 @@ def test_the_score_grid_of_a_segment_is_the_per_length_one():
         assert torch.equal(cosines[:, :count, column], span)
         assert torch.equal(scores[:, :count, column], span - costs.of_length(length, count, min_span)[..., 0])
         assert torch.isneginf(scores[:, count:, column]).all() and torch.isneginf(cosines[:, count:, column]).all()
+
+
+def test_the_default_search_keeps_a_clauses_negation_as_best_spans_does(real_model):
+    """The index re-picks each document's spans as best_spans does, the negation of the span's clause included."""
+    texts = [
+        "This software is provided 'as-is', without any express or implied warranty. In no event will the authors be"
+        " held liable for any damages arising from the use of this software.",
+        "Permission is granted to anyone to use this software for any purpose, including commercial applications.",
+    ]
+    query = "the authors are not liable for any damages"
+    index = SpanIndex.build(texts, real_model)
+    found = index.search([query], top_k=1)[0][0]
+    direct = real_model.best_spans(query, texts[0])[0][0][0]
+    assert found.doc_index == 0 and found.span == direct.span
+    assert found.span.startswith("In no event")
+    assert found.score == pytest.approx(direct.score, abs=1e-3) and found.score <= found.cosine + 1e-6
