@@ -9,7 +9,7 @@ from typing import Any
 from slice_st.spans import check_span_bounds
 from slice_st.tokens import check_unit
 
-__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "set_span_config"]
+__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "has_span_features", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
 
@@ -123,3 +123,12 @@ def enable_span_features(model):
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model
+
+
+def has_span_features(model) -> bool:
+    """Whether every batch the model tokenizes (training batches too) carries the span features: offsets and
+    special-token masks, as :func:`enable_span_features` asks."""
+    from slice_st.tokens import SPAN_PROCESSING_KWARGS
+
+    text_kwargs = (getattr(model[0], "processing_kwargs", None) or {}).get("text", {})
+    return all(text_kwargs.get(key) == value for key, value in SPAN_PROCESSING_KWARGS["text"].items())

@@ -136,7 +136,7 @@ def load_model(
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
     """:func:`load_model` on torch: the shipped model, the embedded base, or a folder or Hub id."""
-    from slice_st.card import describe_embedded_base, describe_shipped_model
+    from slice_st.card import describe_embedded_base, describe_shipped_model, slice_card_data
     from slice_st.pretrained import load_shipped_model
 
     if name is None or is_shipped_model_name(name):
@@ -155,6 +155,7 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
     model = _sentence_transformer(folder or os.fspath(name), kwargs)
+    slice_card_data(model)  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
     if embedded_base:
         describe_embedded_base(model)
     return model
