@@ -202,3 +202,23 @@ def test_search_result_over_no_texts_iterates_once_per_query():
     result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)), "cosine", empty, "-", [])
     assert len(result) == 1
     assert list(itertools.islice(iter(result), 5)) == [[]]  # currently [[], [], [], [], []]: endless
+
+
+def test_a_ray_cluster_that_does_not_answer_is_a_ray_cluster_error():
+    from slice_st.errors import RayClusterError
+    from slice_st.index.ray_engine import probe_address
+
+    with pytest.raises(RayClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1") as caught:
+        probe_address("127.0.0.1:1", timeout=5)
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, SpanInputError)
+
+
+def test_a_folder_that_is_no_index_is_an_index_file_error(tmp_path):
+    from slice_st.errors import IndexFileError
+    from slice_st.index.storage import read_manifest
+
+    with pytest.raises(IndexFileError, match="is not a SpanIndex"):
+        read_manifest(str(tmp_path), must_exist=True)
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(IndexFileError, match="not an object"):
+        read_manifest(str(tmp_path), must_exist=True)
