@@ -30,10 +30,7 @@ _MODULES = {
     "slice_st.evaluation.span_retrieval": ("SpanRetrievalEvaluator",),
     "slice_st.integrations.mteb": ("STSBContext",),  # importing mteb takes seconds
     "slice_st.index.span_index": ("SpanIndex",),
-    "slice_st.errors": (
-        *("SliceError", "SpanInputError", "ModelLoadError", "FileAccessError"),
-        *("IndexBusyError", "IndexConflictError"),
-    ),
+    "slice_st.errors": ("SpanInputError", "ModelLoadError", "FileAccessError", "IndexBusyError", "IndexConflictError"),
 }
 #: Public name → the module that defines it.
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
@@ -60,7 +57,6 @@ __all__ = [
     "SpanRetrievalEvaluator",
     "STSBContext",
     "SpanIndex",
-    "SliceError",
     "SpanInputError",
     "ModelLoadError",
     "FileAccessError",

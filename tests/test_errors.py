@@ -48,9 +48,9 @@ def test_each_library_error_subclasses_one_built_in():
 
     for name in slice_st.errors.__all__:
         error = getattr(slice_st.errors, name)
-        if issubclass(error, Warning) or error is slice_st.SliceError:  # the base alone is no built-in's kind
+        if issubclass(error, Warning) or error is slice_st.errors.SliceError:  # the base alone is no built-in's kind
             continue
-        assert issubclass(error, slice_st.SliceError), name
+        assert issubclass(error, slice_st.errors.SliceError), name
         if name in TWO_BUILT_INS:
             assert all(issubclass(error, kind) for kind in TWO_BUILT_INS[name])
             continue
