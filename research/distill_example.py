@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("-o", "--output-dir", default="runs/distill-example")
     args = parser.parse_args()
 
-    model = slice_st.load_model()
+    model = slice_st.config.enable_span_features(slice_st.load_model())
     model.max_seq_length = 128
     exclude = [f"{args.shared_data}/stsbenchmark/sts-dev.csv"] + ([args.dev] if args.dev else [])
     passages = offline_passages(args.shared_data, exclude_paths=exclude, limit=16 * args.steps)

@@ -124,7 +124,29 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.slice_section:  # else sentence-transformers' own card until a SLICE loss trains the model
+            self.template_path = slice_template_path()
+
+    def set_losses(self, losses: list[Any]) -> None:
+        """Called by sentence-transformers' model card callback when a trainer (``fit()`` too) is built: a SLICE loss
+        among ``losses`` makes this a SLICE card, listed with its settings."""
+        super().set_losses(losses)
+        for loss in losses:
+            if getattr(loss, "citation", None) == SLICE_CITATION:
+                self.add_slice_loss(loss)
+
+    def add_slice_loss(self, loss: Any = None) -> None:
+        """Make this a SLICE card (its section, template and tags); list ``loss`` with its settings, once per class."""
+        if not self.slice_section:
+            note = "The licence is the base model's; slice-st does not know the training data's terms: check them."
+            self.slice_section = _slice_section(self.model, license_note=note)
         self.template_path = slice_template_path()
+        self.add_tags(SLICE_TAGS)
+        name = type(loss).__name__
+        if loss is not None and all(entry["name"].split(" ")[0] != name for entry in self.slice_section["losses"]):
+            settings = loss.get_config_dict() if hasattr(loss, "get_config_dict") else {}
+            settings = {key: _public(value) for key, value in settings.items()}
+            self.slice_section["losses"].append({"name": name, "settings": settings})
 
     def to_dict(self) -> dict[str, Any]:
         """sentence-transformers' card variables, the span settings read from the model at render time."""
@@ -134,11 +156,11 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     @classmethod
     def from_card(cls, card: SentenceTransformerModelCardData) -> SliceModelCardData:
-        """A SLICE card holding all ``card`` holds (base model, licence, id, datasets, logs, registered model)."""
+        """This class's card holding all ``card`` holds (base model, licence, id, datasets, logs, registered model)."""
         if isinstance(card, cls):
             return card
         new = cls()  # then every value as it is: nothing validated again (an id without an organisation is kept)
-        new.__dict__.update({key: value for key, value in vars(card).items() if key != "template_path"})
+        new.__dict__.update(vars(card))
         return new
 
 
@@ -205,6 +227,7 @@ def apply_model_card(
     section |= {"losses": _run_losses(training, get_span_config(model)), "steps": training.get("max_steps")}
     section["lora"] = {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
     card.slice_section = _slice_section(model, **section)
+    card.template_path = slice_template_path()
     model.model_card_data = card
     card.register_model(model)
     return card
@@ -241,26 +264,18 @@ def _slice_section(model: SentenceTransformer, **values: Any) -> dict[str, Any]:
 
 
 def slice_card_data(model: SentenceTransformer, loss: Any = None) -> SliceModelCardData:
-    """Make ``model``'s card a SLICE card (if it is not one yet), keeping all it says; returns it.
+    """``model``'s card as a :class:`SliceModelCardData`, keeping all it says; with ``loss``, a SLICE card listing it.
 
-    The SLICE losses call this when they are built, so ``fit()`` and the Trainer write the SLICE section with the
-    base model and licence the card had. ``loss`` is listed with its settings (``get_config_dict()``), once per class.
+    :func:`slice_st.load_model` gives every model it loads such a card, which renders as sentence-transformers' own
+    until a trainer with a SLICE loss (``fit()``, a ``SentenceTransformerTrainer``) hands it its losses.
     """
     old = model.model_card_data
     card = SliceModelCardData.from_card(old)
-    if not card.slice_section:
-        note = "The licence is the base model's; slice-st does not know the training data's terms: check them."
-        card.slice_section = _slice_section(model, license_note=note)
-    card.add_tags(SLICE_TAGS)
-    if loss is not None:
-        name = type(loss).__name__
-        if all(entry["name"].split(" ")[0] != name for entry in card.slice_section["losses"]):
-            settings = loss.get_config_dict() if hasattr(loss, "get_config_dict") else {}
-            settings = {key: _public(value) for key, value in settings.items()}
-            card.slice_section["losses"].append({"name": name, "settings": settings})
     if card is not old:
         model.model_card_data = card
         card.register_model(model)
+    if loss is not None:
+        card.add_slice_loss(loss)
     return card
 
 

@@ -13,7 +13,7 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "set_span_config"]
+__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "has_span_features", "set_span_config"]
 
 CONFIG_KEY = "slice_st"
 
@@ -142,3 +142,12 @@ def check_tokenizer(model: SentenceTransformer, name: str = "") -> None:
             f"The model's tokenizer{where} has {size} tokens but the model has {vocab_size} token embeddings: "
             "its vocabulary files (tokenizer.json, vocab.txt, …) are missing or wrong."
         )
+
+
+def has_span_features(model: SentenceTransformer) -> bool:
+    """Whether every batch the model tokenizes (training batches too) carries the span features: offsets and
+    special-token masks, as :func:`enable_span_features` asks."""
+    from slice_st.tokens import SPAN_PROCESSING_KWARGS
+
+    text_kwargs = (getattr(model[0], "processing_kwargs", None) or {}).get("text", {})
+    return all(text_kwargs.get(key) == value for key, value in SPAN_PROCESSING_KWARGS["text"].items())

@@ -187,11 +187,7 @@ def encode_windows(
         model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad
     )
     if bad and errors is None:
-        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
-        raised = SpanInputError(f"{WindowError(*bad[0])}{more}")
-        raised.text_index, raised.reason = bad[0]  # for callers that name texts their own way
-        raised.errors = bad
-        raise raised
+        raise WindowError(*bad[0], errors=bad)
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
 
     def batches() -> Iterator[WindowRows]:  # the checks above run at the call, the encoding when iterated

@@ -122,7 +122,7 @@ def check_revision(revision: Any) -> None:
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
     """:func:`load_model` on torch: the shipped model, the embedded base, or a folder or Hub id."""
-    from slice_st.card import describe_embedded_base, describe_shipped_model
+    from slice_st.card import describe_embedded_base, describe_shipped_model, slice_card_data
     from slice_st.encoder import SpanEncoder
     from slice_st.pretrained import load_shipped_model
 
@@ -132,6 +132,8 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
             with _no_weight_bar():
                 model = load_shipped_model(name, default_model_path(), SpanEncoder, **kwargs)
         except ValueError as error:  # a damaged or unsupported adapter in the package
+            if raised_by_sentence_transformers(error):
+                raise
             raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
         describe_shipped_model(model, name)
         return model
@@ -140,6 +142,7 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
     model = _sentence_transformer(folder or os.fspath(name), kwargs)
+    slice_card_data(model)  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
     if embedded_base:
         describe_embedded_base(model)
     return model
@@ -166,6 +169,8 @@ def _sentence_transformer(name: str, kwargs: dict[str, Any]):
         with _no_weight_bar():
             model = _load_st(name, kwargs)
     except Exception as error:  # many loaders, many error types
+        if raised_by_sentence_transformers(error):
+            raise
         detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
         if is_folder:
             message = f"Cannot load the model in {name}: {detail} ({type(error).__name__})."
@@ -180,6 +185,20 @@ def _sentence_transformer(name: str, kwargs: dict[str, Any]):
         raise ModelLoadError(message) from error
     check_tokenizer(model, name)
     return model
+
+
+def raised_by_sentence_transformers(error: BaseException) -> bool:
+    """Whether ``error`` is a ``ValueError``/``TypeError`` of sentence-transformers' own checks (an unknown
+    ``default_prompt_name``, an argument it does not take): a SLICE model raises it unchanged, as plain
+    ``SentenceTransformer(...)`` does, rather than as a :class:`ModelLoadError` (an ``OSError``)."""
+    if not isinstance(error, (ValueError, TypeError)):
+        return False
+    frame = error.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    module = frame.tb_frame.f_globals.get("__name__", "") if frame is not None else ""
+    # A TypeError for a keyword SentenceTransformer does not take is raised at the call, in this module.
+    return module.partition(".")[0] == "sentence_transformers" or (isinstance(error, TypeError) and module == __name__)
 
 
 @contextmanager

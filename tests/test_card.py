@@ -7,6 +7,7 @@ import json
 import pytest
 
 import slice_st
+from slice_st.config import enable_span_features
 
 
 def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
@@ -82,7 +83,7 @@ def test_fit_and_trainer_cards_carry_the_slice_section(tmp_path, how):
 
     from slice_st.losses import SpanMaxCrossEntropyLoss
 
-    model = slice_st.load_model("base")
+    model = enable_span_features(slice_st.load_model("base"))
     loss = SpanMaxCrossEntropyLoss(model, max_span=6)
     if how == "fit":
         examples = [InputExample(texts=list(row)) for row in zip(*_TRIPLETS.values())]
@@ -132,23 +133,64 @@ def test_the_shipped_model_keeps_the_options_it_was_loaded_with():
     assert model.best_spans(["a test"], ["This is a test of the span search."])[0][0][0].span
 
 
-def test_a_user_model_card_keeps_what_it_said(tiny_model_dir):
-    """Building a SLICE loss turns a card into a SLICE card without losing what it said (licence, language, model
-    id, tags), and a teacher given as a local path is never named in the card."""
+def test_a_user_model_card_keeps_what_it_said(tiny_model_dir, tmp_path):
+    """A trainer with SLICE losses (sentence-transformers' card callback hands them to the card) turns the card into a
+    SLICE card without losing what it said (licence, language, model id, tags), and a teacher given as a local path
+    is never named in the card."""
+    from datasets import Dataset, DatasetDict
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+
+    from slice_st.card import SliceModelCardData
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    model = slice_st.load_model(tiny_model_dir)
+    model = enable_span_features(slice_st.load_model(tiny_model_dir))
     model.model_card_data.license = "mit"
     model.model_card_data.add_tags("my-tag")
-    SpanMaxCrossEntropyLoss(model)
-    SpanMaxCrossEntropyLoss(model)  # once per loss class
-    SpanDistillationLoss(model, teacher=tiny_model_dir)
+    assert isinstance(model.model_card_data, SliceModelCardData) and not model.model_card_data.slice_section
+    losses = {
+        "a": SpanMaxCrossEntropyLoss(model),
+        "b": SpanMaxCrossEntropyLoss(model),  # listed once per loss class
+        "c": SpanDistillationLoss(model, teacher=tiny_model_dir),
+    }
+    data = DatasetDict({name: Dataset.from_dict(_TRIPLETS) for name in ("a", "b")})
+    data["c"] = Dataset.from_dict({"text": _TRIPLETS["positive"]})
+    args = SentenceTransformerTrainingArguments(str(tmp_path / "run"), report_to=[], save_strategy="no")
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=losses)
     card = model.model_card_data
     assert card.license == "mit" and "my-tag" in card.tags and "slice-st" in card.tags
     names = [entry["name"] for entry in card.slice_section["losses"]]
     assert names == ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss"]
     assert tiny_model_dir not in json.dumps(card.slice_section)
     assert card.model is model
+
+
+@pytest.mark.parametrize("loss_name", ["SpanMaxCrossEntropyLoss", "SpanDistillationLoss"])
+@pytest.mark.parametrize("shipped", [True, False])
+def test_building_a_loss_leaves_the_model_alone(tiny_model_dir, loss_name, shipped):
+    """As sentence-transformers' losses: the tokenizer settings and the card data are what they were."""
+    import copy
+
+    from slice_st import losses
+
+    model = slice_st.load_model(None if shipped else tiny_model_dir)
+    loss_class = getattr(losses, loss_name)
+    with pytest.raises(slice_st.SpanInputError, match=r"enable_span_features\(model\) before building the loss"):
+        loss_class(model)  # a clear error, nothing changed
+    enable_span_features(model)
+    card, kwargs = model.model_card_data, copy.deepcopy(model[0].processing_kwargs)
+    before = json.dumps(vars(card), default=repr, sort_keys=True)
+    loss_class(model, max_span=4)
+    assert model.model_card_data is card and model[0].processing_kwargs == kwargs
+    assert json.dumps(vars(card), default=repr, sort_keys=True) == before
+
+
+def test_an_untrained_model_loaded_by_load_model_keeps_sentence_transformers_card(tiny_model_dir, tmp_path):
+    """load_model gives a SliceModelCardData that renders as sentence-transformers' own until a SLICE loss trains."""
+    from sentence_transformers import SentenceTransformer
+
+    slice_st.load_model(tiny_model_dir).save(str(tmp_path / "a"))
+    SentenceTransformer(tiny_model_dir).save(str(tmp_path / "b"))
+    assert (tmp_path / "a" / "README.md").read_text() == (tmp_path / "b" / "README.md").read_text()
 
 
 def test_loading_the_shipped_model_warns_of_nothing(caplog):
@@ -159,7 +201,7 @@ def test_loading_the_shipped_model_warns_of_nothing(caplog):
     from slice_st.losses import SpanMaxCrossEntropyLoss
 
     with caplog.at_level(logging.WARNING):
-        model = slice_st.load_model()
+        model = enable_span_features(slice_st.load_model())
         SpanMaxCrossEntropyLoss(model)
     assert model.model_card_data.shipped_name == "slice-minilm"
     assert not [record for record in caplog.records if "model_id" in record.getMessage()]

@@ -35,6 +35,11 @@ BAD_SETTINGS = [
 ]
 
 
+#: Errors that keep a second built-in so that code catching what they were before keeps working: a Ray failure is a
+#: RuntimeError and still a SpanInputError (a ValueError).
+TWO_BUILT_INS = {"RayClusterError": {ValueError, RuntimeError}}
+
+
 def test_each_library_error_subclasses_one_built_in():
     import builtins
     import inspect
@@ -43,6 +48,12 @@ def test_each_library_error_subclasses_one_built_in():
 
     for name in slice_st.errors.__all__:
         error = getattr(slice_st.errors, name)
+        if issubclass(error, Warning) or error is slice_st.errors.SliceError:  # the base alone is no built-in's kind
+            continue
+        assert issubclass(error, slice_st.errors.SliceError), name
+        if name in TWO_BUILT_INS:
+            assert all(issubclass(error, kind) for kind in TWO_BUILT_INS[name])
+            continue
         built_ins = {base for base in error.__mro__ if getattr(builtins, base.__name__, None) is base} - {
             object,
             BaseException,
@@ -53,6 +64,28 @@ def test_each_library_error_subclasses_one_built_in():
         assert len([b for b in built_ins if not any(b is not o and issubclass(o, b) for o in built_ins)]) == 1, name
         assert inspect.getmro(error).count(ValueError) + inspect.getmro(error).count(OSError) <= 1, name
     assert issubclass(SpanInputError, ValueError) and not issubclass(SpanInputError, TypeError)
+
+
+def test_errors_are_named_for_what_they_report_and_old_names_still_catch_them():
+    from slice_st.errors import IndexBusyError, IndexConflictError, IndexFileError, RayClusterError, WindowError
+
+    for error in (WindowError, IndexFileError, RayClusterError, IndexBusyError, IndexConflictError):
+        assert issubclass(error, SpanInputError)  # `except SpanInputError` catches what it caught
+    assert issubclass(RayClusterError, RuntimeError) and issubclass(slice_st.ModelLoadError, OSError)
+    assert not issubclass(IndexFileError, RuntimeError) and not issubclass(WindowError, OSError)
+
+
+def test_window_error_carries_its_fields():
+    import pickle
+
+    from slice_st.errors import WindowError
+
+    error = WindowError(3, "a word of 60 tokens is longer than the model window.", [(3, "a"), (5, "b")])
+    assert (error.text_index, error.reason, error.errors) == (3, error.reason, [(3, "a"), (5, "b")])
+    assert str(error) == "Text 3: a word of 60 tokens is longer than the model window. (and 1 more)"
+    again = pickle.loads(pickle.dumps(error))
+    assert (type(again), again.args, again.errors) == (WindowError, error.args, error.errors)
+    assert WindowError(0, "why").errors == [(0, "why")] and str(WindowError(0, "why")) == "Text 0: why"
 
 
 @pytest.mark.parametrize("texts", BAD_TEXTS, ids=_id)
@@ -122,8 +155,10 @@ def test_error_messages_are_clear(tiny_model):
 
 def test_window_too_small_is_a_span_input_error(tiny_model_short):
     text = " ".join(["supercalifragilisticexpialidocious"] * 5 + ["a"] * 30)  # 11 tokens per long word
-    with pytest.raises(SpanInputError, match="max_span=3 words do not fit"):  # 3 x 11 > 22 tokens
+    with pytest.raises(SpanInputError, match="max_span=3 words do not fit") as caught:  # 3 x 11 > 22 tokens
         tiny_model_short.encode_spans(text, max_span=3, window_context=0)
+    assert isinstance(caught.value, slice_st.errors.WindowError) and caught.value.text_index == 0
+    assert caught.value.errors == [(0, caught.value.reason)] and "do not fit" in caught.value.reason
     word = "-".join("abcdefghijklmnopqrstuvwxyz")  # one whitespace word of 51 tokens
     with pytest.raises(SpanInputError, match="longer than the model window"):
         tiny_model_short.encode_spans("a " * 30 + word, max_span=1, window_context=0)
@@ -167,3 +202,23 @@ def test_search_result_over_no_texts_iterates_once_per_query():
     result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)), "cosine", empty, "-", [])
     assert len(result) == 1
     assert list(itertools.islice(iter(result), 5)) == [[]]  # currently [[], [], [], [], []]: endless
+
+
+def test_a_ray_cluster_that_does_not_answer_is_a_ray_cluster_error():
+    from slice_st.errors import RayClusterError
+    from slice_st.index.ray_engine import probe_address
+
+    with pytest.raises(RayClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1") as caught:
+        probe_address("127.0.0.1:1", timeout=5)
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, SpanInputError)
+
+
+def test_a_folder_that_is_no_index_is_an_index_file_error(tmp_path):
+    from slice_st.errors import IndexFileError
+    from slice_st.index.storage import read_manifest
+
+    with pytest.raises(IndexFileError, match="is not a SpanIndex"):
+        read_manifest(str(tmp_path), must_exist=True)
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(IndexFileError, match="not an object"):
+        read_manifest(str(tmp_path), must_exist=True)

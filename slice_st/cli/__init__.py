@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from slice_st import __version__
 from slice_st.cli import evaluation, export, index, mine, serve
-from slice_st.cli.common import UsageError, output_options, suggestion, terminal_safe
+from slice_st.cli.common import output_options, suggestion, terminal_safe
 from slice_st.cli.data import add_data_commands
 from slice_st.cli.train import add_train_command
+from slice_st.errors import SliceError
 
 #: The top-level commands by what they are for, in the order ``slice-st --help`` lists them.
 COMMAND_GROUPS = {
@@ -26,8 +27,9 @@ COMMAND_GROUPS = {
     "training": ("train", "make-passages"),
     "export": ("export",),
 }
-#: Errors the user can fix besides :mod:`slice_st.errors` and :class:`UsageError`: missing files, permissions.
-_KNOWN = (UsageError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+#: Errors the user can fix besides :class:`~slice_st.errors.SliceError` (:class:`UsageError` is one): missing files,
+#: permissions.
+_KNOWN = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 #: A write that failed for want of room or of a working disk.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with the command and the traceback below\n"
@@ -87,8 +89,9 @@ def _silence_stdout() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``slice-st``; returns the exit code. Bad input (an argument, an error of :mod:`slice_st.errors`,
-    a file) is one line ``slice-st: error: …`` (2); Ctrl-C is 130; anything else is a bug and keeps its traceback."""
+    """Entry point of ``slice-st``; returns the exit code. Bad input (an argument, a
+    :class:`~slice_st.errors.SliceError`, a file) is one line ``slice-st: error: …`` (2); Ctrl-C is 130; anything
+    else is a bug and keeps its traceback."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and not getattr(args, "takes_trainer_arguments", False):
@@ -107,8 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _silence_stdout()
                 where = terminal_safe(str(error.filename or _stdout_name()))
                 parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
-            known = isinstance(error, _KNOWN) or any(c.__module__ == "slice_st.errors" for c in type(error).__mro__)
-            if not known:
+            if not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)
                 raise
             message = terminal_safe(" ".join(str(error).split())) or type(error).__name__

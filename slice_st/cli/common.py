@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+from slice_st.errors import SliceError
 from slice_st.scoring import SPAN_SCORERS  # no numpy: --help stays fast
 from slice_st.text import SPLITS
 
@@ -24,7 +25,7 @@ _PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DI
 _LOGGERS = ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st")
 
 
-class UsageError(ValueError):
+class UsageError(SliceError, ValueError):
     """Options that do not go together, found by the command line before any work: one line, exit status 2."""
 
 

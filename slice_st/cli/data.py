@@ -47,10 +47,11 @@ def _make_passages(args) -> int:
         )
     report(args, f"{len(passages)} passages ({time.perf_counter() - started:.1f} s)", sys.stderr)
     if args.cache_teacher:
+        from slice_st.config import enable_span_features
         from slice_st.loading import load_model
         from slice_st.losses import SpanDistillationLoss
 
-        model = load_model(args.model or "base")  # the student before training: the plain base
+        model = enable_span_features(load_model(args.model or "base"))  # the student before training: the base
         if args.max_seq_length is not None:
             model.max_seq_length = args.max_seq_length
         loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)

@@ -23,6 +23,7 @@ from slice_st.cli.common import (
     terminal_safe,
     text_files,
 )
+from slice_st.errors import WindowError
 from slice_st.files import csv_safe, expand_paths, read_file
 from slice_st.text import read_texts, split_lines
 
@@ -93,9 +94,7 @@ def _search_files(args, queries: list[str]) -> list[dict]:
     options.update(show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
     try:
         result = slice_st.best_spans(model, queries, [record.text for record in records], **options)
-    except slice_st.SpanInputError as error:  # a text that cannot be windowed: named by its file and line
-        if getattr(error, "text_index", None) is None:
-            raise
+    except WindowError as error:  # a text that cannot be windowed: named by its file and line
         record, more = records[error.text_index], len(error.errors) - 1
         raise UsageError(
             f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "

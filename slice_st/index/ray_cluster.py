@@ -15,7 +15,7 @@ import urllib.parse
 
 from slice_st import errors
 from slice_st._extras import needs_extra
-from slice_st.errors import MissingExtraError, SpanInputError
+from slice_st.errors import MissingExtraError, RayClusterError, SpanInputError
 
 #: Errors of a worker that are the user's to fix (bad input).
 USER_ERRORS = (ValueError, OSError, MissingExtraError)
@@ -46,7 +46,7 @@ def check_address(address: str | None) -> str | None:
 
 
 def probe_address(address: str | None, timeout: float = 10.0) -> None:
-    """A :class:`SpanInputError` at once if ``HOST:PORT`` (or ``ray://HOST:PORT``) does not answer within ``timeout``
+    """A :class:`RayClusterError` at once if ``HOST:PORT`` (or ``ray://HOST:PORT``) does not answer within ``timeout``
     seconds, rather than a ``ray.init`` that never returns (``"auto"``: not probed)."""
     if address is None or address in ("auto", "local"):
         return
@@ -61,7 +61,7 @@ def probe_address(address: str | None, timeout: float = 10.0) -> None:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
         why = f"no answer within {timeout:g} s" if isinstance(error, TimeoutError) else (error.strerror or str(error))
-        raise SpanInputError(
+        raise RayClusterError(
             f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`)."
         ) from None
 
@@ -76,13 +76,13 @@ def connect_ray(address: str | None = None) -> bool:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise SpanInputError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
+        raise RayClusterError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
     return True
 
 
 def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
     """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as fit, at most ``limit``),
-    once that many are free (waiting up to ``timeout`` s); else a :class:`SpanInputError`, never an endless wait."""
+    once that many are free (waiting up to ``timeout`` s); else a :class:`RayClusterError`, never an endless wait."""
     ray = require_ray()
     total = ray.cluster_resources()
 
@@ -93,17 +93,17 @@ def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: fl
     size = f"{total.get('CPU', 0):g} CPUs, {total.get('GPU', 0):g} GPUs"
     worker = f"{num_cpus:g} CPU and {num_gpus:g} GPU"
     if room(total) < 1:
-        raise SpanInputError(f"the Ray cluster ({size}) has no room for one worker of {worker}.")
+        raise RayClusterError(f"the Ray cluster ({size}) has no room for one worker of {worker}.")
     wanted = min(workers or room(total), limit)
     if wanted > room(total):
-        raise SpanInputError(
+        raise RayClusterError(
             f"{wanted} workers of {worker} do not fit the Ray cluster ({size}): ask for at most {room(total)}."
         )
     deadline = time.monotonic() + timeout
     while room(ray.available_resources()) < wanted:
         gc.collect()  # Ray Data frees a finished dataset's actors only when the dataset is collected
         if time.monotonic() > deadline:
-            raise SpanInputError(
+            raise RayClusterError(
                 f"{wanted} workers of {worker}: the Ray cluster ({size}) has not had them free for {timeout:g} s "
                 "(other jobs hold them); ask for fewer, or try again."
             )

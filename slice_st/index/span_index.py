@@ -27,7 +27,7 @@ from slice_st.encode import (
     resolve_span_config,
     token_dimension,
 )
-from slice_st.errors import IndexConflictError, SpanInputError
+from slice_st.errors import IndexConflictError, IndexFileError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
@@ -917,7 +917,7 @@ class SpanIndex:
             stored = stored if isinstance(stored, dict) else {}
             changed = [key for key in recorded if stored.get(key) != recorded[key]]
             if changed:  # the manifest was edited after the data folder was written
-                raise SpanInputError(
+                raise IndexFileError(
                     f"{path}: the manifest's {', '.join(changed)} ({', '.join(f'{recorded[key]}' for key in changed)}) "
                     "do not match what the index data was written with "
                     f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from slice_st.config import SpanConfig
-from slice_st.errors import FileAccessError, IndexBusyError, SpanInputError
+from slice_st.errors import FileAccessError, IndexBusyError, IndexFileError, SpanInputError
 from slice_st.files import atomic_file, check_output, create_new_file, open_folder, open_regular_file
 
 #: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
@@ -264,7 +264,7 @@ class DataFolder:
     def open(cls, path: str, manifest: dict[str, Any], verify: bool) -> Iterator[DataFolder]:
         data_dir = os.path.join(path, manifest["data"])
         if os.path.islink(data_dir):
-            raise SpanInputError(
+            raise IndexFileError(
                 f"{path}: the data folder {manifest['data']} is a symbolic link (nothing outside the index folder is "
                 f"read)."
             )
@@ -308,38 +308,38 @@ def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, 
     try:
         value = json.loads(read_bytes(file_path).decode("utf-8"))
     except FileAccessError as error:  # a link or not a regular file: refused, never followed
-        raise SpanInputError(f"{path}: unreadable {short} ({error})") from None
+        raise IndexFileError(f"{path}: unreadable {short} ({error})") from None
     except OSError as error:
         raise FileAccessError(f"{path}: cannot read {what} ({error.strerror or error}).") from None
     except ValueError as error:
-        raise SpanInputError(f"{path}: unreadable {short} ({error}).") from None
+        raise IndexFileError(f"{path}: unreadable {short} ({error}).") from None
     except RecursionError:  # e.g. 100,000 nested "[": deeper than any index writes
-        raise SpanInputError(f"{path}: unreadable {short} (JSON nested too deeply).") from None
+        raise IndexFileError(f"{path}: unreadable {short} (JSON nested too deeply).") from None
     if not isinstance(value, dict):
-        raise SpanInputError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
+        raise IndexFileError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
     return value
 
 
 def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
-    """The manifest of the index at ``path``, checked to hold every field a load needs (else SpanInputError); without
-    one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else SpanInputError)."""
+    """The manifest of the index at ``path``, checked to hold every field a load needs (else IndexFileError); without
+    one, ``None`` unless ``must_exist`` (then FileNotFoundError for a missing folder, else IndexFileError)."""
     manifest_path = os.path.join(path, MANIFEST)
     if not os.path.lexists(manifest_path):  # a link is there, and refused unread by _json_object
         if must_exist:
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"No index at {path!r}.")
-            raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
+            raise IndexFileError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
     if type(manifest.get("format_version")) is not int:  # `true` equals 1 in Python: never read as a format
         raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported.")
     if manifest.get("format_version") == 1:
-        raise SpanInputError(
+        raise IndexFileError(
             f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
             "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save)."
         )
     if manifest.get("format_version") not in (INDEX_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION):
-        raise SpanInputError(
+        raise IndexFileError(
             f"{path}: index format {manifest.get('format_version')!r} is not supported (expected "
             f"{INDEX_FORMAT_VERSION}, or {COMPRESSED_FORMAT_VERSION} for a compressed index): rebuild it with this "
             "slice-st, or upgrade slice-st."
@@ -353,32 +353,32 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     for key, kind in _REQUIRED.items():
         value = manifest.get(key)
         if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
-            raise SpanInputError(f"{unreadable} ({key!r} is missing or not a {kind.__name__}).")
+            raise IndexFileError(f"{unreadable} ({key!r} is missing or not a {kind.__name__}).")
     if manifest["generation"] > MAX_GENERATION:
-        raise SpanInputError(
+        raise IndexFileError(
             f"{unreadable} (generation {str(manifest['generation'])[:20]}… is past {MAX_GENERATION}; no index is "
             "saved that often)."
         )
     if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
-        raise SpanInputError(f"{unreadable} (data folder {manifest['data']!r} is not a data folder name).")
+        raise IndexFileError(f"{unreadable} (data folder {manifest['data']!r} is not a data folder name).")
     if manifest["dtype"] not in ("float32", "float16"):
-        raise SpanInputError(f"{unreadable} (dtype {manifest['dtype']!r}).")
+        raise IndexFileError(f"{unreadable} (dtype {manifest['dtype']!r}).")
     for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
         size, digest = (entry.get("bytes"), str(entry.get("sha256"))) if isinstance(entry, dict) else (None, "")
         if not is_plain_name(name) or type(size) is not int or size < 0 or not re.fullmatch("[0-9a-f]{64}", digest):
-            raise SpanInputError(
+            raise IndexFileError(
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
     missing = [name for name in _REQUIRED_FILES if name not in manifest["files"]]
     if missing:
-        raise SpanInputError(f"{unreadable} (files lacks {', '.join(missing)}).")
+        raise IndexFileError(f"{unreadable} (files lacks {', '.join(missing)}).")
     if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
-        raise SpanInputError(f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
+        raise IndexFileError(f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
     try:
         settings = manifest["span_config"]
         SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
     except (KeyError, TypeError, ValueError) as error:
-        raise SpanInputError(f"{unreadable} (span_config: {error}).") from None
+        raise IndexFileError(f"{unreadable} (span_config: {error}).") from None
     return manifest
 
 
@@ -393,23 +393,23 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
             if (latest["data"], latest.get("generation")) == (manifest["data"], manifest.get("generation")):
                 if isinstance(error, SpanInputError):
                     raise
-                raise SpanInputError(f"{path}: the index data is missing or corrupt ({error}).") from None
+                raise IndexFileError(f"{path}: the index data is missing or corrupt ({error}).") from None
             manifest = latest
-    raise SpanInputError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
+    raise IndexFileError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
 
 
 def read_shard_list(path: str) -> dict[str, Any] | None:
-    """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: SpanInputError."""
+    """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: IndexFileError."""
     list_path = os.path.join(path, SHARD_LIST)
     if not (os.path.islink(list_path) or os.path.isfile(list_path)):  # a link is refused unread by _json_object
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
     if not isinstance(shards, list):
-        raise SpanInputError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
+        raise IndexFileError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
     bad = [name for name in shards if not is_plain_name(name)]
     if bad:
-        raise SpanInputError(
+        raise IndexFileError(
             f"{path}: unreadable {SHARD_LIST} (shard {bad[0]!r} is not a folder name inside the index folder)."
         )
     refuse_linked_shards(path, shards, f"unreadable {SHARD_LIST}")
@@ -417,10 +417,10 @@ def read_shard_list(path: str) -> dict[str, Any] | None:
 
 
 def refuse_linked_shards(path: str, names: Sequence[str], what: str) -> None:
-    """Refuse (SpanInputError beginning ``path: what``) shards of ``path`` that are symbolic links, never followed."""
+    """Refuse (IndexFileError beginning ``path: what``) shards of ``path`` that are symbolic links, never followed."""
     for name in names:
         if os.path.islink(os.path.join(path, name)):
-            raise SpanInputError(
+            raise IndexFileError(
                 f"{path}: {what} (shard {name!r} is a symbolic link, not a folder inside the index folder; "
                 "nothing outside it is read: name the index it points to instead)."
             )
@@ -437,12 +437,12 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
             directories.append(path)
         elif (shard_list := read_shard_list(path)) is not None:  # built on Ray: its shards, once complete
             if not shard_list.get("complete"):
-                raise SpanInputError(
+                raise IndexFileError(
                     f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
                     "run the same build again to resume it."
                 )
             if not shard_list.get("shards"):  # each a plain name (read_shard_list)
-                raise SpanInputError(
+                raise IndexFileError(
                     f"{path}: unreadable {SHARD_LIST} (no shards, or a shard name that is not a folder name)."
                 )
             directories.extend(os.path.join(path, name) for name in shard_list["shards"])
@@ -458,14 +458,14 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
 def _folder_of_indexes(path: str) -> list[str]:
     entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
     if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
-        raise SpanInputError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
+        raise IndexFileError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
     refuse_linked_shards(path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link")
     inside = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
     if not inside:
-        raise SpanInputError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
+        raise IndexFileError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
     broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]
     if broken:
-        raise SpanInputError(
+        raise IndexFileError(
             f"{path} holds {len(broken)} folder(s) that are not indexes: {', '.join(broken[:3])}"
             f"{'…' if len(broken) > 3 else ''} (no {MANIFEST}: a shard build that did not finish?). "
             "Finish or remove them, or name the shards to search."

@@ -7,6 +7,8 @@ from typing import Any
 from torch import nn
 
 from slice_st.card import SLICE_CITATION
+from slice_st.config import has_span_features
+from slice_st.errors import SpanInputError
 from slice_st.tokens import unit_boundaries
 
 
@@ -34,3 +36,12 @@ def check_offsets(columns: list[dict[str, Any]], unit: str) -> None:
     """Word units need the tokenizer's offsets, which :func:`slice_st.config.enable_span_features` asks for."""
     if unit == "word" and any("offset_mapping" not in column for column in columns):
         raise ValueError("Word units need offsets: tokenize after slice_st.config.enable_span_features(model).")
+
+
+def require_span_features(model, loss: str) -> None:
+    """A clear error unless ``model`` tokenizes every batch with the span features (a loss never changes the model)."""
+    if not has_span_features(model):
+        raise SpanInputError(
+            f"{loss} needs every training batch tokenized with offsets and special-token masks: call "
+            "slice_st.config.enable_span_features(model) before building the loss (slice-st train does)."
+        )

@@ -12,9 +12,8 @@ from sentence_transformers.util import batch_to_device
 from torch import Tensor, nn
 
 from slice_st._extras import needs_extra
-from slice_st.card import slice_card_data
-from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses._common import SliceLoss, batch_units, check_offsets
+from slice_st.config import get_span_config
+from slice_st.losses._common import SliceLoss, batch_units, check_offsets, require_span_features
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ class SpanDistillationLoss(SliceLoss):
     from the batch's token ids. :meth:`cache_teacher_vectors` precomputes its vectors once.
 
     Args:
-        model: The student ``SentenceTransformer`` (span features are switched on).
+        model: The student ``SentenceTransformer``, with span features (:func:`slice_st.config.enable_span_features`).
         teacher: A ``SentenceTransformer`` or model name (``None``: a frozen copy of ``model`` taken now).
         spans_per_text: Spans drawn per text.
         min_span: Shortest span, in units.
@@ -67,7 +66,8 @@ class SpanDistillationLoss(SliceLoss):
     Example:
         >>> import torch
         >>> from slice_st import SpanDistillationLoss, load_model
-        >>> model = load_model()
+        >>> from slice_st.config import enable_span_features
+        >>> model = enable_span_features(load_model())
         >>> loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5)
         >>> features = [model.preprocess(["A man is playing the guitar on stage tonight."])]
         >>> with torch.no_grad():
@@ -100,15 +100,14 @@ class SpanDistillationLoss(SliceLoss):
             raise ValueError(f"metric must be one of {DISTILLATION_METRICS}, got {metric!r}.")
         if text_weight < 0 or weight < 0:
             raise ValueError(f"text_weight and weight must be >= 0, got {text_weight} and {weight}.")
+        require_span_features(model, type(self).__name__)
         self.model, self.teacher_batch_size, self.skipped_spans = model, teacher_batch_size, 0
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
         self.unit = get_span_config(model).replace(unit=unit).unit
         self.metric, self.text_weight, self.weight = metric, text_weight, weight
         self.generator = torch.Generator() if seed is None else torch.Generator().manual_seed(seed)
         self.teacher, self.teacher_name = frozen_teacher(model, teacher)
-        enable_span_features(model)
         self._ids_path = shares_wordpiece_tokenizer(model, self.teacher)
-        slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def train(self, mode: bool = True) -> SpanDistillationLoss:
         super().train(mode)

@@ -10,9 +10,8 @@ import torch
 from sentence_transformers.base.losses.merged_forward import merge_feature_batches
 from torch import Tensor, nn
 
-from slice_st.card import slice_card_data
-from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses._common import SliceLoss, batch_units, check_offsets
+from slice_st.config import get_span_config
+from slice_st.losses._common import SliceLoss, batch_units, check_offsets, require_span_features
 from slice_st.spans import best_span_scores, pool_units, span_cosines
 
 if TYPE_CHECKING:
@@ -53,10 +52,11 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
 
     Only the arg-max spans get gradient, which teaches token vectors to be averaged; the query vector is what
     :func:`slice_st.best_spans` uses at inference. Rows whose positive has no span are skipped (``skipped_rows``); a
-    NaN loss raises. Building the loss asks the tokenizer for offsets (:func:`slice_st.config.enable_span_features`).
+    NaN loss raises. The model must tokenize with offsets (:func:`slice_st.config.enable_span_features`).
 
     Args:
-        model: The ``SentenceTransformer`` to train (its tokenizer is asked for offsets).
+        model: The ``SentenceTransformer`` to train, with span features
+            (:func:`slice_st.config.enable_span_features`).
         scale: λ, the inverse temperature of the softmax over the best-span similarities.
         min_span: Shortest span, in units.
         max_span: Longest span, in units.
@@ -85,7 +85,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
     Example:
         >>> import torch
         >>> from slice_st import SpanMaxCrossEntropyLoss, load_model
-        >>> model = load_model()
+        >>> from slice_st.config import enable_span_features
+        >>> model = enable_span_features(load_model())
         >>> loss = SpanMaxCrossEntropyLoss(model, max_span=4)
         >>> columns = [["plays the guitar"], ["A man is playing the guitar on stage."],
         ...            ["The stock market fell sharply today."]]
@@ -111,9 +112,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         self.model, self.scale, self.skipped_rows = model, scale, 0
         span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
         self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
+        require_span_features(model, type(self).__name__)
         self.in_batch_negatives, self.gather_across_devices = in_batch_negatives, gather_across_devices
-        enable_span_features(model)
-        slice_card_data(model, self)  # fit() / the Trainer write a SLICE card
 
     def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
         columns = list(sentence_features)

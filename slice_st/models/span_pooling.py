@@ -84,7 +84,7 @@ class SpanPooling(Module):
             if self.training:
                 raise ValueError(
                     "SpanPooling: this training batch was tokenized without the span features; call "
-                    "slice_st.config.enable_span_features(model) before training (the SLICE losses do)."
+                    "slice_st.config.enable_span_features(model) before training (slice-st train does)."
                 )
             return features
         token_embeddings, attention_mask = features["token_embeddings"], features["attention_mask"]

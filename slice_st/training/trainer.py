@@ -273,7 +273,7 @@ def build_trainer(
         import datasets
 
     from slice_st.card import apply_model_card
-    from slice_st.config import set_span_config
+    from slice_st.config import enable_span_features, set_span_config
     from slice_st.loading import load_model
     from slice_st.training.hub import check_hub_access
 
@@ -282,6 +282,7 @@ def build_trainer(
     if args.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything, not at the first save
         check_hub_access(args.hub_model_id, api=hub_api)
     model = model if model is not None else load_model(settings.model or "base")  # recipes start from the base
+    enable_span_features(model)  # every training batch carries offsets (the losses check, never change the model)
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.

@@ -14,6 +14,7 @@ import pytest
 from helpers import cli_fails, run_cli
 
 import slice_st
+import slice_st.errors
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import build_parser, main
 from slice_st.cli.common import dumps_json
@@ -364,3 +365,41 @@ def test_huge_threshold_is_no_warning(tiny_model_dir, tmp_path, capsys):
         warnings.simplefilter("error", RuntimeWarning)
         code, out = run_cli(capsys, "mine", "-q", "dog", corpus, "-m", tiny_model_dir, "-t", "1e308", "--no-progress")
     assert code == 0 and out.out.strip() == "no match at or above threshold 1e+308"
+
+
+@pytest.mark.parametrize(
+    "error, one_line",
+    [
+        (slice_st.errors.RayClusterError("cannot connect to the Ray cluster at h:1: Connection refused."), True),
+        (slice_st.errors.IndexFileError("IDX: unreadable index manifest (a JSON list, not an object)."), True),
+        (KeyError("a bug"), False),
+    ],
+    ids=["ray", "index-file", "bug"],
+)
+def test_slice_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, capsys, error, one_line):
+    import slice_st.cli as cli
+
+    build = cli.build_parser
+
+    def parser_with_failing_handler():
+        parser = build()
+        parse = parser.parse_known_args
+
+        def parse_known_args(argv=None, namespace=None):
+            args, rest = parse(argv, namespace)
+            args.handler = lambda _: (_ for _ in ()).throw(error)
+            return args, rest
+
+        parser.parse_known_args = parse_known_args
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", parser_with_failing_handler)
+    if one_line:
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["export", "-o", "out"])
+        assert exited.value.code == 2
+        assert capsys.readouterr().err == f"slice-st: error: {error}\n"
+    else:
+        with pytest.raises(KeyError):
+            cli.main(["export", "-o", "out"])
+        assert "most likely a bug" in capsys.readouterr().err

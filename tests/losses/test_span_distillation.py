@@ -71,7 +71,7 @@ def test_sampling_is_reproducible_and_rejects_bad_counts():
 
 # ------------------------------------------------------------------------------------ the loss
 def test_loss_is_zero_when_student_and_teacher_agree(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanDistillationLoss(model, spans_per_text=6, max_span=5, seed=0)
     features = _batch(model)
     with torch.no_grad():
@@ -94,7 +94,7 @@ def test_loss_is_zero_when_student_and_teacher_agree(make_tiny_model):
 
 
 def test_teacher_vectors_are_the_spans_encoded_alone(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanDistillationLoss(model, spans_per_text=8, max_span=6, seed=0)
     assert loss._ids_path  # same WordPiece tokenizer: span ids cut from the batch
     features = _batch(model)
@@ -120,7 +120,7 @@ def test_teacher_vectors_are_the_spans_encoded_alone(make_tiny_model):
 
 
 def test_gradients_reach_only_the_student_and_the_teacher_stays_frozen(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanDistillationLoss(model, spans_per_text=4, max_span=4, seed=0)
     loss.train()
     assert not loss.teacher.training and all(not p.requires_grad for p in loss.teacher.parameters())
@@ -139,7 +139,7 @@ def test_gradients_reach_only_the_student_and_the_teacher_stays_frozen(make_tiny
 def test_cached_teacher_vectors_give_the_same_loss(make_tiny_model):
     from datasets import Dataset
 
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     cached = SpanDistillationLoss(model, spans_per_text=5, max_span=6).cache_teacher_vectors(
         Dataset.from_dict({"text": TEXTS}), batch_size=len(TEXTS), seed=7
     )
@@ -153,14 +153,15 @@ def test_cached_teacher_vectors_give_the_same_loss(make_tiny_model):
         b = on_the_fly([features], labels)
     for key in ("span", "text"):
         assert float(a[key]) == pytest.approx(float(b[key]), abs=1e-6)
-    shorter = make_tiny_model(max_seq_length=8)  # cached spans past the tokenized text are skipped, not read
+    # cached spans past the tokenized text are skipped, not read
+    shorter = enable_span_features(make_tiny_model(max_seq_length=8))
     clipped = SpanDistillationLoss(shorter, spans_per_text=5, max_span=6)
     clipped([_batch(shorter)], labels)
     assert clipped.skipped_spans > 0
 
 
 def test_bad_arguments_and_inputs_are_clear_errors(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     with pytest.raises(ValueError, match="metric"):
         SpanDistillationLoss(model, metric="kl")
     with pytest.raises(ValueError, match="spans_per_text"):
@@ -184,7 +185,7 @@ def test_bad_arguments_and_inputs_are_clear_errors(make_tiny_model):
 
 
 def test_empty_texts_give_a_zero_loss_not_nan(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanDistillationLoss(model, seed=0)
     parts = loss([_batch(model, ["", " "])])
     assert float(parts["span"]) == 0.0 and float(parts["text"]) == 0.0
@@ -395,7 +396,7 @@ def test_experiment_fields_and_options_are_gone():
 
 
 def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     features = _batch(model)
     units = unit_boundaries(
         features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word"
@@ -409,7 +410,7 @@ def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model)
 
 
 def test_legacy_fit_labels_are_ignored(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     features = _batch(model)
     a = SpanDistillationLoss(model, spans_per_text=4, seed=5)(
         [features], torch.zeros(len(TEXTS))
@@ -424,7 +425,7 @@ def test_legacy_model_fit_trains_the_student_only(make_tiny_model):
     from sentence_transformers import InputExample
     from torch.utils.data import DataLoader
 
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanDistillationLoss(model, spans_per_text=4, max_span=5, seed=0)
     student_before = [p.detach().clone() for p in model.parameters()]
     teacher_before = [p.detach().clone() for p in loss.teacher.parameters()]

@@ -9,6 +9,7 @@ import torch
 
 import slice_st
 from slice_st import SpanMaxCrossEntropyLoss
+from slice_st.config import enable_span_features
 
 ANCHORS = ["plays the guitar", "stock prices fell", "a dog runs"]
 POSITIVES = [
@@ -80,7 +81,7 @@ def _grads(model):
 
 @pytest.mark.parametrize("in_batch", [False, True])
 def test_loss_and_gradients_match_naive_reference(make_tiny_model, in_batch):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model, scale=30.0, min_span=1, max_span=4, in_batch_negatives=in_batch)
     columns = [ANCHORS, POSITIVES, NEGATIVES]
     model.zero_grad()
@@ -99,7 +100,7 @@ def test_loss_and_gradients_match_naive_reference(make_tiny_model, in_batch):
 
 
 def test_several_negatives_and_config(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model, max_span=3)
     columns = [ANCHORS, POSITIVES, NEGATIVES, list(reversed(NEGATIVES))]
     value = loss([model.preprocess(column) for column in columns], torch.zeros(3))
@@ -118,7 +119,7 @@ def test_several_negatives_and_config(make_tiny_model):
 
 def test_formula_for_one_triplet(make_tiny_model):
     """L = -λ s⁺ + log(e^{λ s⁺} + e^{λ s⁻}) with s = (cos + 1) / 2 of the best spans."""
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model, scale=30.0, max_span=10)
     value = loss([model.preprocess(c) for c in (ANCHORS[:1], POSITIVES[:1], NEGATIVES[:1])], torch.zeros(1)).item()
     result = slice_st.search.best_spans_paired(
@@ -130,7 +131,7 @@ def test_formula_for_one_triplet(make_tiny_model):
 
 
 def test_rows_without_spans_are_skipped_and_counted(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model, min_span=3, max_span=4)
     columns = [ANCHORS[:2], ["ok", POSITIVES[1]], NEGATIVES[:2]]  # "ok" is shorter than min_span
     value = loss([model.preprocess(column) for column in columns], torch.zeros(2))
@@ -141,7 +142,7 @@ def test_rows_without_spans_are_skipped_and_counted(make_tiny_model):
 
 
 def test_too_few_columns_is_a_clear_error(make_tiny_model):
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model)
     with pytest.raises(ValueError, match="needs columns"):
         loss([model.preprocess(ANCHORS), model.preprocess(POSITIVES)], torch.zeros(3))
@@ -152,7 +153,7 @@ def test_trainer_and_fit_both_train(make_tiny_model, tmp_path):
     from sentence_transformers import InputExample, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from torch.utils.data import DataLoader
 
-    model = make_tiny_model()
+    model = enable_span_features(make_tiny_model())
     before = [p.detach().clone() for p in model.parameters()]
     loss = SpanMaxCrossEntropyLoss(model, max_span=4)
     dataset = Dataset.from_dict({"anchor": ANCHORS, "positive": POSITIVES, "negative": NEGATIVES})
