@@ -48,7 +48,7 @@ def main() -> None:
 
     sentences, source = load_sentences(args.sts)
     texts = passages(sentences, args.batch_size)
-    model = slice_st.load_model()
+    model = slice_st.config.enable_span_features(slice_st.load_model())
     model.max_seq_length = 128
     loss = SpanDistillationLoss(model, spans_per_text=args.spans, max_span=args.max_span, seed=0)
     start = time.perf_counter()

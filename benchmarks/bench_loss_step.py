@@ -51,8 +51,9 @@ def main() -> None:
     args = parser.parse_args()
 
     base = slice_st.load_model()
-    slice_model, mnrl_model = base, copy.deepcopy(base)
-    slice_loss = slice_st.SpanMaxCrossEntropyLoss(slice_model, max_span=args.max_span)  # also enables offsets
+    mnrl_model = copy.deepcopy(base)
+    slice_model = slice_st.config.enable_span_features(base)
+    slice_loss = slice_st.SpanMaxCrossEntropyLoss(slice_model, max_span=args.max_span)
     mnrl_loss = MultipleNegativesRankingLoss(mnrl_model)
     columns = make_batch(args.batch_size)
     slice_features = [slice_model.preprocess(column) for column in columns]
