@@ -135,6 +135,20 @@ class SliceModelCardData(SentenceTransformerModelCardData):
             if getattr(loss, "citation", None) == SLICE_CITATION:
                 self.add_slice_loss(loss)
 
+    # A SpanEncoder saves as a plain SentenceTransformer (same model_type): its card names that class, as it loads.
+    def get_default_model_name(self) -> str:
+        """The card's title, naming the class the saved model loads as (``SentenceTransformer``)."""
+        name = "SentenceTransformer"
+        return f"{name} based on {self.base_model}" if self.base_model else name
+
+    def get_model_specific_metadata(self) -> dict[str, Any]:
+        """sentence-transformers' metadata, the architecture under the class the saved model loads as."""
+        metadata = super().get_model_specific_metadata()
+        own = type(self.model).__name__
+        if own != "SentenceTransformer" and str(metadata.get("model_string", "")).startswith(own + "("):
+            metadata["model_string"] = "SentenceTransformer" + metadata["model_string"][len(own) :]
+        return metadata
+
     def add_slice_loss(self, loss: Any = None) -> None:
         """Make this a SLICE card (its section, template and tags); list ``loss`` with its settings, once per class."""
         if not self.slice_section:

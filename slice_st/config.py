@@ -146,7 +146,14 @@ def check_tokenizer(model: SentenceTransformer, name: str = "") -> None:
 
 def has_span_features(model: SentenceTransformer) -> bool:
     """Whether every batch the model tokenizes (training batches too) carries the span features: offsets and
-    special-token masks, as :func:`enable_span_features` asks."""
+    special-token masks, as :func:`enable_span_features` asks.
+
+    Args:
+        model: A ``SentenceTransformer`` whose first module is a ``Transformer``.
+
+    Returns:
+        ``True`` once :func:`enable_span_features` has run on the model (or its saved settings carry them).
+    """
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 
     text_kwargs = (getattr(model[0], "processing_kwargs", None) or {}).get("text", {})

@@ -206,7 +206,7 @@ def test_search_result_over_no_texts_iterates_once_per_query():
 
 def test_a_ray_cluster_that_does_not_answer_is_a_ray_cluster_error():
     from slice_st.errors import RayClusterError
-    from slice_st.index.ray_engine import probe_address
+    from slice_st.index.ray_cluster import probe_address
 
     with pytest.raises(RayClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1") as caught:
         probe_address("127.0.0.1:1", timeout=5)
