@@ -219,10 +219,10 @@ def table_metrics(
         results, gold = entry["results"], entry["gold"]
         predictions = {name: result.scores for name, result in results.items()}
         p_pearson = (
-            compare_to_best(gold, predictions, "pearson") if len(results) > 1 else {n: math.nan for n in results}
+            compare_to_best(gold, predictions, "pearson") if len(results) > 1 else dict.fromkeys(results, math.nan)
         )
         p_spearman = (
-            compare_to_best(gold, predictions, "spearman") if len(results) > 1 else {n: math.nan for n in results}
+            compare_to_best(gold, predictions, "spearman") if len(results) > 1 else dict.fromkeys(results, math.nan)
         )
         metrics[setup] = {}
         for name, result in results.items():

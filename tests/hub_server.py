@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
@@ -574,10 +575,8 @@ def main(argv: list[str] | None = None) -> None:
     orgs = tuple(args.org or ["org"])
     with running_hub(args.data, args.port, access_log=args.access_log, user=args.user, orgs=orgs) as url:
         print(f"test Hub at {url} (data in {args.data}); HF_ENDPOINT={url} HF_HUB_DISABLE_XET=1", flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":

@@ -136,10 +136,9 @@ def main() -> None:
         ("− open start", {"open_start": 0}),
         (
             "length only",
-            {
-                k: 0
-                for k in ("start_word", "after_determiner", "end_word", "clause", "sentence", "open_end", "open_start")
-            },
+            dict.fromkeys(
+                ("start_word", "after_determiner", "end_word", "clause", "sentence", "open_end", "open_start"), 0
+            ),
         ),
         ("max-cosine (paper)", {k: 0 for k in default.to_dict() if k != "name"}),
     ]

@@ -502,8 +502,8 @@ def test_saved_format_is_pinned(index_dir):
     assert set(manifest["files"]) == expected and set(manifest["samples"]) == set(arrays)
     assert set(os.listdir(data)) == expected | {".slice-st-data"}
     dtypes = {name: np.load(data / f"{name}.npy").dtype.str for name in arrays}
-    assert dtypes == {"unit_vectors": "<f4", "unit_chars": "<i4", "span_norms": "<f4"} | {
-        name: "<i8" for name in ("segment_units", "segment_docs", "segment_first_unit", "text_offsets")
-    }
+    assert dtypes == {"unit_vectors": "<f4", "unit_chars": "<i4", "span_norms": "<f4"} | dict.fromkeys(
+        ("segment_units", "segment_docs", "segment_first_unit", "text_offsets"), "<i8"
+    )
     assert set(json.loads((data / "settings.json").read_text())) == {"span_config", "dtype", "model_fingerprint"}
     assert json.loads((data / "doc_ids.json").read_text())[0].endswith("a.txt:1")

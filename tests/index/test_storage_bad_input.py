@@ -81,6 +81,8 @@ def test_a_manifest_generation_too_large_is_a_clear_error(saved, tiny_model, gen
     _rewrite_manifest(saved, json.dumps(manifest | {"generation": generation}))
     with pytest.raises(SpanInputError, match="generation .* is past"):
         SpanIndex.load(saved, tiny_model)
-    with pytest.raises(SpanInputError, match="generation .* is past"):
-        with SpanIndex.open_for_update(saved, tiny_model) as index:  # as `slice-st index add`
-            index.add(["one more"], ["d9"])
+    with (
+        pytest.raises(SpanInputError, match="generation .* is past"),
+        SpanIndex.open_for_update(saved, tiny_model) as index,  # as `slice-st index add`
+    ):
+        index.add(["one more"], ["d9"])

@@ -60,7 +60,7 @@ def test_glove_ngram_uses_core_units(tokenizer):
 def test_densephrases_and_st_system(tiny_model):
     dense = DensePhrasesSystem(tiny_model, name="dp").score("single", PHRASES, PASSAGES, max_span=5)
     assert all(span is not None for span in dense.spans)
-    assert ((-1 <= dense.scores) & (dense.scores <= 1)).all()
+    assert ((dense.scores >= -1) & (dense.scores <= 1)).all()
     st = SentenceTransformerSystem(tiny_model, name="tiny")
     for setup in ("full", "ngram", "single"):
         assert st.score(setup, PHRASES[:2], PASSAGES[:2], max_span=3).scores.shape == (2,)
