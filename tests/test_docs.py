@@ -79,17 +79,20 @@ def parse_blocks(path: Path) -> list[Block]:
     return blocks
 
 
-# A decimal number standing alone (not part of a version such as 0.1.0 or of a name such as v2.5b).
+# A decimal number standing alone (not part of a version such as 0.1.0 or of a name such as v2.5b), or a wildcard.
 DECIMAL = r"(?<![\w.])-?\d+\.\d+(?![\w]|\.\d)"
+NUMBER_OR_WILDCARD = re.compile(f"({DECIMAL}|\\.\\.\\.)")
 
 
-def _line_pattern(line: str) -> re.Pattern:
-    """A regex for one expected line: ``...`` as a wildcard, each decimal number a group, the rest literal."""
-    parts = re.split(f"({DECIMAL}|\\.\\.\\.)", line)
+@functools.cache
+def _line_pattern(line: str) -> tuple[re.Pattern, tuple[str, ...]]:
+    """One expected line as a regex (``...`` a wildcard, each decimal number a group, the rest literal) and its
+    decimal numbers as shown."""
+    parts = NUMBER_OR_WILDCARD.split(line)
     pattern = "".join(
         "[^\n]*?" if part == "..." else r"(-?\d+\.\d+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
     )
-    return re.compile(pattern)
+    return re.compile(pattern), tuple(part for i, part in enumerate(parts) if i % 2 and part != "...")
 
 
 def _close(shown: str, actual: str) -> bool:
@@ -100,9 +103,8 @@ def _close(shown: str, actual: str) -> bool:
 
 def line_matches(shown: str, actual: str) -> bool:
     """One expected line against one actual line: text exactly, decimal numbers at the precision they are shown."""
-    shown, actual = shown.rstrip(), actual.rstrip()
-    expected = [n for i, n in enumerate(re.split(f"({DECIMAL}|\\.\\.\\.)", shown)) if i % 2 and n != "..."]
-    match = _line_pattern(shown).fullmatch(actual)
+    pattern, expected = _line_pattern(shown.rstrip())
+    match = pattern.fullmatch(actual.rstrip())
     return match is not None and all(_close(e, a) for e, a in zip(expected, match.groups(), strict=True))
 
 
@@ -346,6 +348,19 @@ def test_every_code_block_is_run_or_marked():
                 console_commands(block.lines)  # raises on a block that starts with output
 
 
+def _update_page(folder: Path, text: str) -> tuple[list[bool], str]:
+    """Run a one-block page as ``--update-docs`` does: which shown outputs matched, and the page rewritten."""
+    page = folder / "page.md"
+    page.write_text(text, encoding="utf-8")
+    (folder / "examples").mkdir()
+    block = parse_blocks(page)[0]
+    session = Session(page, folder / "run")
+    results = session.check(block)
+    session.rewrite(block, results)
+    session.save()
+    return [output_matches(shown, actual) for shown, actual in results], page.read_text(encoding="utf-8")
+
+
 def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     """The harness itself: a wrong number fails, ``...`` is a wildcard, and an update writes the real output."""
     assert output_matches(["score 0.81"], "score 0.81\n")
@@ -354,18 +369,8 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     assert output_matches(["a", "...", "z"], "a\nz\n") and not output_matches(["a", "...", "z"], "a\nb\n")
     assert not output_matches(["a", "b"], "a\n")
     assert _keep_shown(["took ... s", "x"], "took 1.5 s\ny\n") == ["took ... s", "y"]
-    page = tmp_path / "page.md"
-    page.write_text("x\n```python\nprint(round(2 / 3, 2))\n# → 0.64\nprint('ok')\n# → ok\n```\n", encoding="utf-8")
-    (tmp_path / "examples").mkdir()
-    block = parse_blocks(page)[0]
-    session = Session(page, tmp_path / "run")
-    results = session.check(block)
-    assert [output_matches(shown, actual) for shown, actual in results] == [False, True]
-    session.rewrite(block, results)
-    session.save()
-    assert (
-        page.read_text(encoding="utf-8") == "x\n```python\nprint(round(2 / 3, 2))\n# → 0.67\nprint('ok')\n# → ok\n```\n"
-    )
+    text = "x\n```python\nprint(round(2 / 3, 2))\n# → 0.64\nprint('ok')\n# → ok\n```\n"
+    assert _update_page(tmp_path, text) == ([False, True], text.replace("# → 0.64", "# → 0.67"))
 
 
 JSON_SHOWN = '{"query": "a man plays", "rank": 1, "score": 0.733257, "start": 10, "end": 33, "span": "My son"}'
@@ -405,17 +410,8 @@ def test_shown_numbers_match_at_the_precision_shown(shown, actual, matches):
 
 def test_an_update_keeps_numbers_that_differ_only_in_float_noise(tmp_path):
     """``--update-docs`` leaves a matching block alone and keeps noise-only numbers when another line changed."""
-    page = tmp_path / "page.md"
     text = "```python\nprint(0.733256)\n# → 0.733257\nprint(0.5)\n# → 0.7\n```\n"
-    page.write_text(text, encoding="utf-8")
-    (tmp_path / "examples").mkdir()
-    block = parse_blocks(page)[0]
-    session = Session(page, tmp_path / "run")
-    results = session.check(block)
-    assert [output_matches(shown, actual) for shown, actual in results] == [True, False]
-    session.rewrite(block, results)
-    session.save()
-    assert page.read_text(encoding="utf-8") == text.replace("# → 0.7\n", "# → 0.5\n")
+    assert _update_page(tmp_path, text) == ([True, False], text.replace("# → 0.7\n", "# → 0.5\n"))
     assert _keep_shown(["a 0.733257", "b 1"], "a 0.733256\nb 2\n") == ["a 0.733257", "b 2"]
 
 
