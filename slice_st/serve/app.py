@@ -201,8 +201,9 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
 #: plus QUERY_CHAR_COST a character (its encoding and word profile, whatever the index).
 RERANK_WEIGHT, RERANK_TOP_K, RANK_WEIGHT, QUERY_CHARS, QUERY_CHAR_COST = 20, 25, 60, 50, 5000
 
-#: Work done in a second, about (one core of a 2-core x86-64 machine): a ``--timeout`` of S seconds bounds the cost
-#: by ``S × COST_PER_SECOND`` too, so a search the bound lets through answers within it.
+#: Spans scanned per second that one CPU core sustains, taken low (benchmarks/bench_serve_cost.py measures it): a
+#: ``--timeout`` of S seconds also bounds the cost by ``S × COST_PER_SECOND``, so a search the bound lets through
+#: answers within it; a faster machine answers sooner, a much slower one can still reach the timeout (503).
 COST_PER_SECOND = 10**7
 
 
