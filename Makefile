@@ -18,7 +18,7 @@ UV_ENV      = $(shell $(PYTHON) tools/pip_index_args.py --env)
 UV_INDEXES  = $(shell $(PYTHON) tools/pip_index_args.py) --index-strategy unsafe-best-match
 LOCK       := requirements/lock.txt
 
-.PHONY: install lock lock-upgrade test-latest demo test test-kernels test-slow lint docs bench model clean
+.PHONY: install lock lock-upgrade test-latest demo test test-kernels test-slow lint docs bench model model-mpnet clean
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -86,15 +86,35 @@ test-kernels: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow --run-ray tests
 
-# Retrain the shipped slice-minilm adapter from the shared data (about 25-45 min on 2 CPU cores) and put it
-# into the package (slice_st/pretrained/slice_minilm) with its provenance and dev figures.
+# Retrain the shipped adapters from the shared data (STS-B and SNLI only: licences that allow commercial use) and put
+# them into the package with their provenance and dev figures. slice-minilm: about 35 min on 2 CPU cores;
+# slice-mpnet: about 2 h (all-mpnet-base-v2 from MPNET, a local copy: ../shared/tools/get-mpnet.sh makes one).
+# Both resume from their last checkpoint when run again (RESUME=--resume).
 SHARED ?= ../shared/data
+MPNET  ?= $(HOME)/.cache/slice-st/all-mpnet-base-v2
+RESUME ?=
+DEV_ARGS = --dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
 model: $(STAMP)
 	$(BIN)/python -m research.train --config research/presets/cpu-minilm-slice.json -o runs/slice-minilm \
-		--shared-data $(SHARED) \
-		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
-	$(BIN)/python -m research.ship_adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite \
-		--dev $(SHARED)/stsb_context/stsb-context-dev.tsv --sts-dev $(SHARED)/stsbenchmark/sts-dev.csv
+		--shared-data $(SHARED) $(DEV_ARGS) $(RESUME)
+	$(BIN)/python -m research.ship_adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite $(DEV_ARGS)
+	$(BIN)/python research/rerank/cache.py --data $(SHARED) --out runs/rerank-minilm --weak 0 --made 3000
+	$(BIN)/python research/realtext/rerank_cache.py --out runs/rerank-minilm
+	$(BIN)/python research/rerank/study.py --cache runs/rerank-minilm --train made+realtext --l2 3e-3 \
+		--export slice_st/pretrained/rerank/slice-minilm-rerank.json
+
+model-mpnet: $(STAMP)
+	test -f $(MPNET)/model.safetensors || ../shared/tools/get-mpnet.sh $(MPNET)
+	$(BIN)/python -m research.train --config research/presets/cpu-mpnet-slice.json -o runs/slice-mpnet \
+		--model $(MPNET) --shared-data $(SHARED) $(DEV_ARGS) $(RESUME)
+	$(BIN)/python -m research.ship_adapter runs/slice-mpnet -o slice_st/pretrained/slice_mpnet --overwrite $(DEV_ARGS) \
+		--name slice-mpnet --base-id sentence-transformers/all-mpnet-base-v2 --command "make model-mpnet"
+	SLICE_ST_BASE_MPNET=$(MPNET) $(BIN)/python research/rerank/cache.py --model slice-mpnet --data $(SHARED) \
+		--out runs/rerank-mpnet --weak 0 --made 3000
+	SLICE_ST_BASE_MPNET=$(MPNET) $(BIN)/python research/realtext/rerank_cache.py --model slice-mpnet \
+		--out runs/rerank-mpnet
+	$(BIN)/python research/rerank/study.py --cache runs/rerank-mpnet --model slice-mpnet --train made+realtext \
+		--l2 3e-3 --export slice_st/pretrained/rerank/slice-mpnet-rerank.json
 
 bench: $(STAMP)
 	bash benchmarks/run_all.sh

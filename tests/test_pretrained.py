@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
-from helpers import cli_fails
+from helpers import cli_fails, hub_env
 
 import slice_st
 from slice_st.pretrained import SHIPPED_MODELS, is_shipped_model_name, shipped_model
@@ -121,3 +123,85 @@ def test_a_changed_shipped_adapter_is_a_model_load_error(tmp_path, monkeypatch, 
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
     assert "not the file shipped" in cli_fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")
+
+
+# ------------------------------------------------------------------------ a shipped model whose base is on the Hub
+HUB_SHIPPED = """
+import json, os, sys
+import torch
+torch.set_num_threads(1)
+import slice_st
+from slice_st import cli
+from slice_st.pretrained import SHIPPED_MODELS, ShippedModel
+
+adapter, mode = sys.argv[1], sys.argv[2]
+SHIPPED_MODELS["slice-mpnet"] = ShippedModel(
+    "slice-mpnet", adapter, "a stand-in", base="org/tiny-base", base_env="SLICE_ST_BASE_MPNET"
+)
+if mode == "cli":
+    sys.exit(cli.main(["mine", "-q", "plays the guitar", sys.argv[3], "--model", "slice-mpnet", "--no-progress"]))
+model = slice_st.load_model("slice-mpnet")
+vectors = model.encode_spans(["A man plays the guitar."], max_span=3)[0].embeddings
+print(json.dumps({"name": model.model_card_data.shipped_name, "first": vectors[0][:4].tolist()}))
+"""
+
+
+@pytest.fixture
+def stand_in(hub, tmp_path, make_tiny_model):
+    """A tiny base pushed to the test Hub as ``org/tiny-base`` and a LoRA adapter for it, with its provenance."""
+    import peft
+
+    from slice_st.pretrained import file_sha256
+
+    folder = tmp_path / "stand-in"
+    base = make_tiny_model()
+    base.save(str(folder / "base"))
+    torch.manual_seed(1)
+    transformer = peft.get_peft_model(
+        base[0].auto_model, peft.LoraConfig(r=2, lora_alpha=4, target_modules="all-linear", init_lora_weights=False)
+    )
+    transformer.save_pretrained(str(folder / "adapter"))
+    digests = {name: file_sha256(str(folder / "adapter" / name)) for name in os.listdir(folder / "adapter")}
+    provenance = {"recipe": {"model": "org/tiny-base"}, "licence": "apache-2.0: a test", "sha256": digests}
+    (folder / "adapter" / "provenance.json").write_text(json.dumps(provenance))
+    push = "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[2]); "
+    push += "api.upload_folder(repo_id=sys.argv[2], folder_path=sys.argv[1])"
+    run_python(push, hub_env(hub, folder / "home"), str(folder / "base"), "org/tiny-base")
+    return folder
+
+
+def test_a_shipped_model_gets_its_base_from_the_hub_then_offline(hub, stand_in, tmp_path):
+    adapter, home = str(stand_in / "adapter"), tmp_path / "home"
+    online = json.loads(run_python(HUB_SHIPPED, hub_env(hub, home, token=None), adapter, "load").stdout)
+    offline = json.loads(run_python(HUB_SHIPPED, hub_env(hub, home, token=None, offline=True), adapter, "load").stdout)
+    assert online == offline and online["name"] == "slice-mpnet"
+    local = hub_env(hub, tmp_path / "empty", offline=True) | {"SLICE_ST_BASE_MPNET": str(stand_in / "base")}
+    assert json.loads(run_python(HUB_SHIPPED, local, adapter, "load").stdout) == online
+    plain = json.loads(run_python(HUB_SHIPPED, hub_env(hub, home, offline=True) | {"SLICE_ST_BASE_MPNET": ""}, adapter, "load").stdout)
+    assert plain == online
+    corpus = tmp_path / "calls.txt"
+    corpus.write_text("A man plays the guitar on stage.\n")
+    mined = run_python(HUB_SHIPPED, hub_env(hub, home, offline=True), adapter, "cli", str(corpus))
+    assert "guitar" in mined.stdout
+
+
+@pytest.mark.parametrize("setting", ["offline", "bad-folder"])
+def test_a_base_that_cannot_be_had_is_one_clear_line(hub, stand_in, tmp_path, setting):
+    env = hub_env(hub, tmp_path / "empty", offline=True)
+    if setting == "bad-folder":
+        env["SLICE_ST_BASE_MPNET"] = str(tmp_path / "nothing")
+    corpus = tmp_path / "calls.txt"
+    corpus.write_text("A man plays the guitar on stage.\n")
+    done = subprocess.run(
+        [sys.executable, "-c", HUB_SHIPPED, str(stand_in / "adapter"), "cli", str(corpus)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "slice-mpnet is built on org/tiny-base" in done.stderr
+    assert "SLICE_ST_BASE_MPNET" in done.stderr
+
+
+def run_python(code: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done

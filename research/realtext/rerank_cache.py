@@ -39,11 +39,12 @@ def realtext_rows(model, split: str = "tune") -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/rerank")
+    parser.add_argument("--model", default=None, help="the model (default: slice_st.load_model()'s)")
     parser.add_argument("--stsb", default=None, help="the STS-B-Context dev file: cache its rows too (dev.pkl)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    model = load_model().eval()
+    model = load_model(args.model).eval()
     parts = {"realtext": realtext_rows(model)}
     if args.stsb:
         parts["dev"] = dev_rows(model, args.stsb)

@@ -3,7 +3,8 @@
 Rows: the STS-B-Context dev half (``dev``) and weakly labelled rows (``weak``): STS-B train pairs whose second sentence
 replaces the paraphrase of an even dev row's passage (and a determiner just before it if the sentence starts with
 one; the passage's case and end punctuation kept), labelled with its own place; the query is the first sentence. Odd
-dev rows' passages are never used for weak rows.
+dev rows' passages are never used for weak rows. ``--made N``: also ``made`` rows, STS-B train pairs in context glued
+from other STS-B train sentences (data a shipped re-ranker may train on).
 
     python research/rerank/cache.py --data /work/shared/data --out runs/rerank
 """
@@ -128,11 +129,29 @@ def weak_rows(model, data_dir: str, dev: list[dict], count: int, widen: str, see
     return rows
 
 
+def made_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
+    """STS-B train pairs with the second sentence placed verbatim inside context glued from other STS-B train
+    sentences (:func:`research.context.make_context`), labelled with its place: rows made only of data whose licence
+    allows commercial use (CC BY-SA 4.0), for a re-ranker that ships."""
+    from research.context import make_context
+    from slice_st.data.stsb import read_stsb
+
+    made = make_context(read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv")), seed=seed, limit=count)
+    kept = [row for row in made if locate_paraphrase(row["passage"], row["paraphrase"]) is not None]
+    rows = single_pass(model, [row["line"] for row in kept], [row["passage"] for row in kept])
+    for d, row in zip(rows, kept):
+        d["gold"], d["paraphrase"] = float(row["goldsim"]), row["paraphrase"]
+        d["place"] = locate_paraphrase(row["passage"], row["paraphrase"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--out", default="runs/rerank")
     parser.add_argument("--weak", type=int, default=3000)
+    parser.add_argument("--made", type=int, default=0, help="also cache this many made-context rows (made.pkl)")
+    parser.add_argument("--model", default=None, help="the model (default: slice_st.load_model()'s)")
     parser.add_argument(
         "--widen",
         choices=["sentence", "always", "never"],
@@ -142,16 +161,22 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)
-    model = load_model()
+    model = load_model(args.model)
     model.eval()
     dev = dev_rows(model, os.path.join(args.data, "stsb_context", "stsb-context-dev.tsv"))
     with open(os.path.join(args.out, "dev.pkl"), "wb") as handle:
         pickle.dump(dev, handle)
     print("dev", len(dev), flush=True)
-    weak = weak_rows(model, args.data, dev, args.weak, args.widen)
-    with open(os.path.join(args.out, "weak.pkl"), "wb") as handle:
-        pickle.dump(weak, handle)
-    print("weak", len(weak), flush=True)
+    if args.weak:
+        weak = weak_rows(model, args.data, dev, args.weak, args.widen)
+        with open(os.path.join(args.out, "weak.pkl"), "wb") as handle:
+            pickle.dump(weak, handle)
+        print("weak", len(weak), flush=True)
+    if args.made:
+        made = made_rows(model, args.data, args.made)
+        with open(os.path.join(args.out, "made.pkl"), "wb") as handle:
+            pickle.dump(made, handle)
+        print("made", len(made), flush=True)
 
 
 if __name__ == "__main__":

@@ -296,6 +296,20 @@ def cosine_units(items, columns, model, picks) -> list[float]:
     return [float(((it["x"][p, columns] - mean) / std) @ w / scale) for it, p in zip(items, picks)]
 
 
+#: What each part of a ``--train`` set is, for the exported provenance.
+TRAIN_DATA = {
+    "even": "STS-B-Context dev half, even rows (odd rows held out)",
+    "weak": "weak rows: STS-B train pairs, the second sentence put in place of the paraphrase of an even "
+    "STS-B-Context row's passage (and of a determiner just before it when the sentence starts with one)",
+    "made": "made rows: STS-B train pairs (CC BY-SA 4.0), the second sentence placed verbatim inside context "
+    "glued from other STS-B train sentences (research/context.py make_context), labelled with its place",
+    "realtext": "realtext: the tune half of research/realtext (the project's own queries over permissively "
+    "licensed paragraphs, labelled with the gold span)",
+}
+for _count in ("2", "5"):
+    TRAIN_DATA[f"realtext{_count}"] = TRAIN_DATA["realtext"] + f", counted {_count} times"
+
+
 def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> None:
     """Write the shipped re-ranker: features (package names), standardisation, weights, provenance."""
     import json
@@ -311,13 +325,10 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
         "scale": [round(float(v), 8) for v in std],
         "weights": [round(float(v), 8) for v in w],
         "provenance": {
-            "model": "slice-minilm (slice_st.load_model()), spans 1-20 words, the 'phrase' scorer's top candidates",
+            "model": f"{args.model}, spans 1-20 words, the 'phrase' scorer's top candidates",
             "train": f"{args.train[0]}: {len(train)} rows ({sum(it['label'].max() > 0 for it in train)} with the "
             "paraphrase among the candidates)",
-            "data": "STS-B-Context dev half, even rows (odd rows held out); weak rows: STS-B train pairs, the second "
-            "sentence put in place of the paraphrase of an even row's passage (and of a determiner just before "
-            "it when the sentence starts with one), labelled with its own place; realtext: the tune half of "
-            "research/realtext (its queries against their gold paragraphs, labelled with the gold span)",
+            "data": "; ".join(TRAIN_DATA[part] for part in args.train[0].split("+")),
             "l2": args.l2[0],
             "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
             "and weak rows) have >= 4 words",
@@ -354,6 +365,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--with", dest="more", nargs="+", default=[], help="features added to --features")
     parser.add_argument("--without", nargs="+", default=[], help="features left out of --features")
+    parser.add_argument("--model", default="slice-minilm", help="the model the cache was made with (provenance)")
     parser.add_argument("--export", help="fit the first --train set with the first --l2 and write the re-ranker JSON")
     parser.add_argument(
         "--cv", action="store_true", help="5-fold CV on the even rows (choose settings without odd rows)"
@@ -369,9 +381,10 @@ def main() -> None:
     dev = load_items(args.cache, "dev", args.k)
     weak = load_items(args.cache, "weak", args.k)
     realtext = load_items(args.cache, "realtext", args.k)  # research/realtext/rerank_cache.py: the tune half
+    made = load_items(args.cache, "made", args.k)  # cache.py --made N
     own = with_derived(dev)
-    with_derived(weak)
-    with_derived(realtext)
+    for items in (weak, realtext, made):
+        with_derived(items)
     names = dev[0]["names"]
     every = selected(args, names, own)
     even, odd, whole = range(0, len(dev), 2), range(1, len(dev), 2), range(len(dev))
@@ -398,6 +411,10 @@ def main() -> None:
         "even+realtext2": [dev[i] for i in even] + realtext * 2,  # the real-text rows counted twice
         "even+weak+realtext": [dev[i] for i in even] + weak + realtext,
         "even+weak+realtext5": [dev[i] for i in even] + weak + realtext * 5,
+        # made of data whose licence allows commercial use (no STS-B-Context row): what a shipped re-ranker fits
+        "made": made,
+        "made+realtext": made + realtext,
+        "made+realtext5": made + realtext * 5,
     }
     if args.export:
         export(args, train_sets[args.train[0]], every, names)

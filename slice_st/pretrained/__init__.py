@@ -1,5 +1,7 @@
-"""Models shipped inside the package: ``slice-minilm``, all-MiniLM-L6-v2 plus a LoRA adapter (``provenance.json``: its
-recipe and digests) merged into the weights at load with plain torch (``W += alpha / r · B A``; no ``peft``)."""
+"""Models shipped inside the package: a base model plus a LoRA adapter (``provenance.json``: its recipe and digests)
+merged into the weights at load with plain torch (``W += alpha / r · B A``; no ``peft``). ``slice-minilm`` (the
+default) is built on the embedded all-MiniLM-L6-v2; ``slice-mpnet`` on all-mpnet-base-v2, which comes from the Hub
+through the normal cache (or from the folder named by ``SLICE_ST_BASE_MPNET``)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,21 @@ class ShippedModel:
     name: str
     adapter_dir: str
     description: str
+    #: The base model's Hub id; ``None``: the embedded all-MiniLM-L6-v2.
+    base: str | None = None
+    #: The environment variable that may name a local folder holding the base instead.
+    base_env: str | None = None
+
+    def base_path(self) -> str:
+        """Where the base model is: the embedded folder, the folder of :attr:`base_env`, or the Hub id."""
+        if self.base is None:
+            return default_model_path()
+        folder = os.environ.get(self.base_env or "", "")
+        if folder:
+            if not os.path.isfile(os.path.join(os.path.expanduser(folder), "config.json")):
+                raise FileNotFoundError(f"{self.base_env}={folder} is not a model folder (no config.json there).")
+            return os.path.expanduser(folder)
+        return self.base
 
     @property
     def provenance(self) -> dict[str, Any]:
@@ -58,9 +75,20 @@ class ShippedModel:
                 raise ValueError(f"{path} is missing or not the file shipped (SHA-256): reinstall slice-st.")
 
 
-_SLICE_MINILM = "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)"
+_HERE = os.path.dirname(__file__)
 SHIPPED_MODELS = {
-    "slice-minilm": ShippedModel("slice-minilm", os.path.join(os.path.dirname(__file__), "slice_minilm"), _SLICE_MINILM)
+    "slice-minilm": ShippedModel(
+        "slice-minilm",
+        os.path.join(_HERE, "slice_minilm"),
+        "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)",
+    ),
+    "slice-mpnet": ShippedModel(
+        "slice-mpnet",
+        os.path.join(_HERE, "slice_mpnet"),
+        "all-mpnet-base-v2 + a LoRA adapter trained by span distillation (the more accurate model)",
+        base="sentence-transformers/all-mpnet-base-v2",
+        base_env="SLICE_ST_BASE_MPNET",
+    ),
 }
 
 
@@ -117,13 +145,10 @@ def rebuilt_model(
     return model_class(modules=modules, device=str(model.device), model_card_data=model_card_data, **options)
 
 
-def load_shipped_model(name: str, base_path: str, model_class: Any = None, **kwargs: Any):
-    """The shipped model ``name``, a ``model_class`` (default ``SentenceTransformer``): the base model at ``base_path``
-    (keyword arguments to the class) with the adapter merged in; :func:`slice_st.load_model` gives it its card."""
-    from sentence_transformers import SentenceTransformer
-
+def load_shipped_model(name: str, base: SentenceTransformer):
+    """The shipped model ``name``: its adapter merged into ``base`` (loaded from :meth:`ShippedModel.base_path`),
+    rebuilt as the same class with a fresh card; :func:`slice_st.load_model` gives it its SLICE card."""
     shipped = shipped_model(name)
     shipped.check_files()
-    base = (model_class or SentenceTransformer)(base_path, **kwargs)
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
     return rebuilt_model(base, model_class=type(base))  # a fresh card: the base folder's README is not about these

@@ -71,7 +71,8 @@ class SliceArguments:
         distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
             Span self-distillation.
         passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
-        lora_r, lora_alpha, license: A LoRA adapter instead of every weight; the model card's licence.
+        lora_r, lora_alpha, lora_layers, license: A LoRA adapter instead of every weight (on the top ``lora_layers``
+            layers only when > 0); the model card's licence.
 
     Example:
         >>> SliceArguments(distill_data=["notes.txt"]).objectives
@@ -109,6 +110,7 @@ class SliceArguments:
     max_seq_length: int | None = _option("the model's max_seq_length during training (default: keep)")
     lora_r: int = _option("rank of a LoRA adapter to train (0: every weight)", 0)
     lora_alpha: float | None = _option("LoRA alpha (default: 2 x lora_r)")
+    lora_layers: int = _option("LoRA on the top N transformer layers only (0: every layer)", 0)
     license: str | None = _option("the model card's licence (default: chosen from the training data)")
 
     @property
@@ -125,6 +127,8 @@ class SliceArguments:
                 raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
         if self.lora_r < 0:
             raise SpanInputError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
+        if self.lora_layers < 0 or (self.lora_layers and not self.lora_r):
+            raise SpanInputError(f"lora_layers must be >= 0 and needs lora_r > 0, got {self.lora_layers}.")
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
@@ -290,7 +294,7 @@ def build_trainer(
     objectives = settings.objectives if train_dataset is None else _given_objectives(train_dataset)
     losses = _losses(model, settings, objectives, args.seed)
     if settings.lora_r:  # after the distillation teacher was copied: it stays the plain base model
-        _add_lora(model, settings.lora_r, settings.lora_alpha)
+        _add_lora(model, settings.lora_r, settings.lora_alpha, settings.lora_layers)
     card = {**dataclasses.asdict(settings), "max_steps": args.max_steps}
     if train_dataset is None:
         parts = {"slice": load_training_data(settings, args.seed)} if "slice" in losses else {}
@@ -308,13 +312,24 @@ def build_trainer(
     return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
 
 
-def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None) -> None:
-    """Attach a fresh LoRA adapter (every linear layer) through sentence-transformers' ``add_adapter``."""
+def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers: int = 0) -> None:
+    """Attach a fresh LoRA adapter (every linear layer of the top ``layers`` layers, or of all) through
+    sentence-transformers' ``add_adapter``; the layers below it then need no backward pass."""
     with needs_extra("train", "--lora-r (LoRA training)"):
         import peft
-    config = peft.LoraConfig(
-        r=rank, lora_alpha=alpha if alpha is not None else 2 * rank, lora_dropout=0.0, target_modules="all-linear"
-    )
+    targets: str | list[str] = "all-linear"
+    if layers:
+        count = model[0].auto_model.config.num_hidden_layers
+        if layers > count:
+            raise SpanInputError(f"lora_layers is {layers} but the model has {count} layers.")
+        import torch
+
+        top = tuple(f"layer.{index}." for index in range(count - layers, count))
+        linear = torch.nn.Linear
+        modules = model[0].auto_model.named_modules()
+        targets = [name for name, module in modules if isinstance(module, linear) and any(t in name for t in top)]
+    alpha = alpha if alpha is not None else 2 * rank
+    config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
     try:
         model.add_adapter(config)
     except ValueError as error:
