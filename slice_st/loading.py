@@ -613,6 +613,8 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     as ``final``), and the local folder it was loaded from (``""`` if none; :func:`load_model` shows both)."""
     card = getattr(model, "model_card_data", None)
     hub_id = next(filter(None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))), "")
+    if hub_id and hub_id == getattr(card, "shipped_name", None):  # reopened by its name, wherever its base is cached
+        return hub_id, ""
     try:
         config = hf_config(model)
     except TypeError:  # not a module list

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy and torch are imported by the functions that need them: `slice-st --help` reads SPAN_SCORERS
@@ -109,15 +109,34 @@ def _cost_fields():
     return [field for field in fields(SpanScorer) if field.name not in ("name", "rerank")]
 
 
+#: The re-ranker of ``"reranked"`` for every model but a shipped one fitted its own (``<name>-rerank``).
+DEFAULT_RERANKER = "slice-minilm-rerank"
 #: The named scorers. ``"reranked"`` is the default: the ``"phrase"`` costs, then the shipped re-ranker;
 #: ``"max-cosine"`` is the paper's protocol.
 SPAN_SCORERS: dict[str, SpanScorer] = {
-    "reranked": SpanScorer("reranked", rerank="slice-minilm-rerank"),
+    "reranked": SpanScorer("reranked", rerank=DEFAULT_RERANKER),
     "phrase": SpanScorer(),
     "max-cosine": SpanScorer("max-cosine", 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
 }
 #: The scorer used when none is given.
 DEFAULT_SCORER = "reranked"
+
+
+def scorer_for_model(scorer: SpanScorer, shipped_name: str | None) -> SpanScorer:
+    """``scorer`` with the re-ranker fitted for the shipped model ``shipped_name`` when the package has one
+    (``slice_st/pretrained/rerank/<name>-rerank.json``); any other model keeps :data:`DEFAULT_RERANKER`.
+
+    >>> scorer_for_model(resolve_scorer(None), "slice-minilm").rerank
+    'slice-minilm-rerank'
+    """
+    from importlib import resources
+
+    own = f"{shipped_name}-rerank"
+    if scorer.rerank != DEFAULT_RERANKER or not shipped_name or own == DEFAULT_RERANKER:
+        return scorer
+    if not resources.files("slice_st.pretrained").joinpath("rerank", f"{own}.json").is_file():
+        return scorer
+    return replace(scorer, rerank=own)
 
 
 def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:

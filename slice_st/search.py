@@ -28,7 +28,15 @@ from slice_st.encode import (
 )
 from slice_st.errors import SpanInputError
 from slice_st.rerank import RerankRows, keep_governors, merge_key, rerank_context, unit_words
-from slice_st.scoring import SpanScorer, governor_units, query_profiles, resolve_scorer, span_costs, unit_flags
+from slice_st.scoring import (
+    SpanScorer,
+    governor_units,
+    query_profiles,
+    resolve_scorer,
+    scorer_for_model,
+    span_costs,
+    unit_flags,
+)
 from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, span_cosines
 from slice_st.tokens import WINDOW_CONTEXT, text_units
 
@@ -38,10 +46,11 @@ if TYPE_CHECKING:
 __all__ = ["SpanMatch", "SpanSearchResult", "best_spans", "best_spans_paired"]
 
 
-def search_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
-    """The scorer of a search, resolved once; a bad one is a :class:`SpanInputError`."""
+def search_scorer(scorer: str | SpanScorer | None, shipped_name: str | None = None) -> SpanScorer:
+    """The scorer of a search, resolved once (the shipped model ``shipped_name``'s own re-ranker where it has one);
+    a bad one is a :class:`SpanInputError`."""
     try:
-        return resolve_scorer(scorer)
+        return scorer_for_model(resolve_scorer(scorer), shipped_name)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
 
@@ -268,7 +277,7 @@ class _Search:
         if self.similarity not in SIMILARITIES:
             raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {self.similarity!r}.")
         check_overlap(overlap)
-        self.scorer = search_scorer(options["scorer"])
+        self.scorer = search_scorer(options["scorer"], getattr(model.model_card_data, "shipped_name", None))
         if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
             self.scorer = dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{self.similarity}")
         prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")

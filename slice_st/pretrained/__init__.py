@@ -1,7 +1,8 @@
 """Models shipped inside the package: a base model plus a LoRA adapter (``provenance.json``: its recipe and digests)
 merged into the weights at load with plain torch (``W += alpha / r · B A``; no ``peft``). ``slice-minilm`` (the
-default) is built on the embedded all-MiniLM-L6-v2; ``slice-mpnet`` on all-mpnet-base-v2, which comes from the Hub
-through the normal cache (or from the folder named by ``SLICE_ST_BASE_MPNET``)."""
+default) is built on the embedded all-MiniLM-L6-v2. A shipped model may instead name its base by Hub id
+(:attr:`ShippedModel.base`): that base comes through the normal Hugging Face cache, or from the folder an environment
+variable names (:attr:`ShippedModel.base_env`)."""
 
 from __future__ import annotations
 
@@ -82,14 +83,16 @@ SHIPPED_MODELS = {
         os.path.join(_HERE, "slice_minilm"),
         "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)",
     ),
-    "slice-mpnet": ShippedModel(
-        "slice-mpnet",
-        os.path.join(_HERE, "slice_mpnet"),
-        "all-mpnet-base-v2 + a LoRA adapter trained by span distillation (the more accurate model)",
-        base="sentence-transformers/all-mpnet-base-v2",
-        base_env="SLICE_ST_BASE_MPNET",
-    ),
 }
+_SLICE_MPNET = ShippedModel(
+    "slice-mpnet",
+    os.path.join(_HERE, "slice_mpnet"),
+    "all-mpnet-base-v2 + a LoRA adapter trained by span distillation (the more accurate model)",
+    base="sentence-transformers/all-mpnet-base-v2",
+    base_env="SLICE_ST_BASE_MPNET",
+)
+if os.path.isdir(_SLICE_MPNET.adapter_dir):  # written by `make model-mpnet`; not shipped until trained
+    SHIPPED_MODELS[_SLICE_MPNET.name] = _SLICE_MPNET
 
 
 def is_shipped_model_name(name: str | None) -> bool:

@@ -188,7 +188,7 @@ def test_model_card_content(tiny_model_dir):
     slice_st.set_span_config(model, max_span=12)
     config = {
         "model": "sentence-transformers/all-MiniLM-L6-v2",
-        "train_data": ["offline:/somewhere/shared/data"],
+        "train_data": ["paper:/somewhere/shared/data"],
         "max_steps": 300,
         "scale": 20.0,
     }
@@ -203,7 +203,7 @@ def test_model_card_content(tiny_model_dir):
     )
     assert meta["license"] == "cc-by-nc-sa-4.0"  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
     assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta["language"] == ["en"]
-    assert "RobZamp/sick" in meta["datasets"]  # SICK is used (offline): listed too (issue 24)
+    assert "RobZamp/sick" in meta["datasets"]  # SICK is used (the paper's set): listed too
     assert "1..12 words" in card and "**Steps:** 300" in card and '"scale": 20.0' in card
     assert "SICK: CC BY-NC-SA 3.0" in card and "non-commercial" in card and "/somewhere" not in card
     assert "trust_remote_code" in card and "encode_spans" in card and "2405.07263" in card
@@ -214,8 +214,9 @@ def test_model_card_content(tiny_model_dir):
     ("train_data", "distill", "expected"),
     [
         (["msmarco:/x/triples.tsv"], [], "cc-by-nc-sa-4.0"),
-        (["offline"], [], "cc-by-nc-sa-4.0"),
-        ([], ["offline"], "other"),  # ParaBank states no licence
+        (["paper"], [], "cc-by-nc-sa-4.0"),
+        ([], ["paper"], "other"),  # ParaBank states no licence
+        (["offline"], ["offline:/data"], "cc-by-sa-4.0"),  # STS-B and SNLI only: commercial use allowed
         ([], [], "apache-2.0"),  # no SLICE data: the base model's
     ],
 )
@@ -567,3 +568,19 @@ def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
     ):
         check_checkpoint_state(str(checkpoint))
     assert not marker.exists()  # nothing of the pickle was run
+
+
+def test_lora_layers_puts_the_adapter_on_the_top_layers_only(make_tiny_model):
+    from slice_st.training.trainer import SliceArguments, _add_lora
+
+    model = make_tiny_model()
+    _add_lora(model, 2, None, layers=1)  # the tiny BERT has 2 layers
+    trained = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+    assert trained and all("layer.1." in name and "lora_" in name for name in trained)
+    assert len(trained) == 2 * 6  # A and B of query, key, value, attention output, intermediate, output
+    with pytest.raises(slice_st.SpanInputError, match="has 2 layers"):
+        _add_lora(make_tiny_model(), 2, None, layers=3)
+    args = type("Args", (), {"max_steps": 1, "per_device_train_batch_size": 1, "eval_steps": 1, "save_steps": 1})
+    args.logging_steps = 1
+    with pytest.raises(slice_st.SpanInputError, match="needs lora_r"):
+        SliceArguments(distill_data=["x.txt"], lora_layers=2).check(args)
