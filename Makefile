@@ -98,9 +98,9 @@ model: $(STAMP)
 	$(BIN)/python -m research.train --config research/presets/cpu-minilm-slice.json -o runs/slice-minilm \
 		--shared-data $(SHARED) $(DEV_ARGS) $(RESUME)
 	$(BIN)/python -m research.ship_adapter runs/slice-minilm -o slice_st/pretrained/slice_minilm --overwrite $(DEV_ARGS)
-	PYTHONPATH=. $(BIN)/python research/rerank/cache.py --data $(SHARED) --out runs/rerank-minilm --weak 0 --made 3000
+	PYTHONPATH=. $(BIN)/python research/rerank/cache.py --data $(SHARED) --out runs/rerank-minilm --weak 0 --made 3000 --embedded 3000
 	PYTHONPATH=. $(BIN)/python research/realtext/rerank_cache.py --out runs/rerank-minilm
-	PYTHONPATH=. $(BIN)/python research/rerank/study.py --cache runs/rerank-minilm --train made+realtext5 --l2 1e-2 \
+	PYTHONPATH=. $(BIN)/python research/rerank/study.py --cache runs/rerank-minilm --train embedded+made+realtext5 --l2 1e-2 \
 		--export slice_st/pretrained/rerank/slice-minilm-rerank.json
 
 model-mpnet: $(STAMP)
@@ -110,10 +110,10 @@ model-mpnet: $(STAMP)
 	$(BIN)/python -m research.ship_adapter runs/slice-mpnet -o slice_st/pretrained/slice_mpnet --overwrite $(DEV_ARGS) \
 		--name slice-mpnet --base-id sentence-transformers/all-mpnet-base-v2 --command "make model-mpnet"
 	SLICE_ST_BASE_MPNET=$(MPNET) PYTHONPATH=. $(BIN)/python research/rerank/cache.py --model slice-mpnet --data $(SHARED) \
-		--out runs/rerank-mpnet --weak 0 --made 3000
+		--out runs/rerank-mpnet --weak 0 --made 3000 --embedded 3000
 	SLICE_ST_BASE_MPNET=$(MPNET) PYTHONPATH=. $(BIN)/python research/realtext/rerank_cache.py --model slice-mpnet \
 		--out runs/rerank-mpnet
-	PYTHONPATH=. $(BIN)/python research/rerank/study.py --cache runs/rerank-mpnet --model slice-mpnet --train made+realtext5 \
+	PYTHONPATH=. $(BIN)/python research/rerank/study.py --cache runs/rerank-mpnet --model slice-mpnet --train embedded+made+realtext5 \
 		--l2 1e-2 --export slice_st/pretrained/rerank/slice-mpnet-rerank.json
 
 bench: $(STAMP)

@@ -145,12 +145,66 @@ def made_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
     return rows
 
 
+#: Lead-ins and joins written for this project (no outside text): what puts a sentence mid-sentence, as a writer
+#: working a phrase into a passage does ("Katie saw that a girl is brushing her hair in front of the mirror").
+LEADS = (
+    "She noticed that", "Everyone could see that", "The report said that", "It turned out that", "We were told that",
+    "According to the witness,", "In the photo,", "Later that day,", "At the meeting, someone mentioned that",
+    "He explained that", "The note on the door said", "For a moment it seemed that", "Meanwhile,",
+    "In the background,", "As the video shows,", "Nobody expected that", "On the news, they said",
+    "Just as the lights came on,", "I remember that", "The article claims that",
+)
+JOINS = (", while", ", and", ", but", " because", ", just as", " when", ", although", ", so", " after", " before")
+
+
+def _mid_sentence(sentence: str) -> str:
+    """``sentence`` as the middle of another: no end punctuation, a capital first letter lowered (not "I ...")."""
+    body = re.sub(r"[.!?]+$", "", sentence.strip())
+    if body[:1].isupper() and not re.match(r"I\b", body) and body[1:2].islower():
+        body = body[:1].lower() + body[1:]
+    return body
+
+
+def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
+    """STS-B train pairs with the second sentence worked into the middle of a sentence of context (a lead-in of
+    :data:`LEADS`, lowered, without its end punctuation, then a join of :data:`JOINS` and another STS-B train
+    sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on."""
+    from slice_st.data.stsb import read_stsb
+
+    pairs = [(float(row["score"]), row["sentence1"], row["sentence2"]) for row in read_stsb(
+        os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))]
+    rng = random.Random(seed)
+    rng.shuffle(pairs)
+    others = [sentence for _, first, second in pairs for sentence in (first, second)]
+    queries, passages, meta = [], [], []
+    for score, first, second in pairs[:count]:
+        lead = rng.choice(LEADS) + " " if rng.random() < 0.8 else ""
+        body = _mid_sentence(second) if lead else re.sub(r"[.!?]+$", "", second.strip())
+        tail = rng.choice(JOINS) + " " + _mid_sentence(rng.choice(others)) + "." if rng.random() < 0.7 else "."
+        sentence = lead + body + tail
+        before = [rng.choice(others) for _ in range(rng.randint(0, 2))]
+        after = [rng.choice(others) for _ in range(rng.randint(0, 2))]
+        passage = " ".join([*before, sentence[:1].upper() + sentence[1:], *after])
+        place = locate_paraphrase(passage, second)
+        if place is None or len(passage.split()) > 200:
+            continue
+        queries.append(first)
+        passages.append(passage)
+        meta.append((score, second, place))
+    rows = single_pass(model, queries, passages)
+    for d, (score, second, place) in zip(rows, meta):
+        d["gold"], d["paraphrase"], d["place"] = score, second, place
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--out", default="runs/rerank")
     parser.add_argument("--weak", type=int, default=3000)
     parser.add_argument("--made", type=int, default=0, help="also cache this many made-context rows (made.pkl)")
+    parser.add_argument("--embedded", type=int, default=0, help="also cache this many embedded rows (embedded.pkl)")
+    parser.add_argument("--no-dev", action="store_true", help="reuse the cached dev.pkl")
     parser.add_argument("--model", default=None, help="the model (default: slice_st.load_model()'s)")
     parser.add_argument(
         "--widen",
@@ -163,10 +217,14 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     model = load_model(args.model)
     model.eval()
-    dev = dev_rows(model, os.path.join(args.data, "stsb_context", "stsb-context-dev.tsv"))
-    with open(os.path.join(args.out, "dev.pkl"), "wb") as handle:
-        pickle.dump(dev, handle)
-    print("dev", len(dev), flush=True)
+    if args.no_dev:
+        with open(os.path.join(args.out, "dev.pkl"), "rb") as handle:
+            dev = pickle.load(handle)
+    else:
+        dev = dev_rows(model, os.path.join(args.data, "stsb_context", "stsb-context-dev.tsv"))
+        with open(os.path.join(args.out, "dev.pkl"), "wb") as handle:
+            pickle.dump(dev, handle)
+        print("dev", len(dev), flush=True)
     if args.weak:
         weak = weak_rows(model, args.data, dev, args.weak, args.widen)
         with open(os.path.join(args.out, "weak.pkl"), "wb") as handle:
@@ -177,6 +235,11 @@ def main() -> None:
         with open(os.path.join(args.out, "made.pkl"), "wb") as handle:
             pickle.dump(made, handle)
         print("made", len(made), flush=True)
+    if args.embedded:
+        embedded = embedded_rows(model, args.data, args.embedded)
+        with open(os.path.join(args.out, "embedded.pkl"), "wb") as handle:
+            pickle.dump(embedded, handle)
+        print("embedded", len(embedded), flush=True)
 
 
 if __name__ == "__main__":

@@ -303,6 +303,9 @@ TRAIN_DATA = {
     "STS-B-Context row's passage (and of a determiner just before it when the sentence starts with one)",
     "made": "made rows: STS-B train pairs (CC BY-SA 4.0), the second sentence placed verbatim inside context "
     "glued from other STS-B train sentences (research/context.py make_context), labelled with its place",
+    "embedded": "embedded rows: STS-B train pairs (CC BY-SA 4.0), the second sentence worked into the middle of a "
+    "sentence (a lead-in and a join written for this project, research/rerank/cache.py) among other STS-B train "
+    "sentences, labelled with its place",
     "realtext": "realtext: the tune half of research/realtext (the project's own queries over permissively "
     "licensed paragraphs, labelled with the gold span)",
 }
@@ -382,8 +385,9 @@ def main() -> None:
     weak = load_items(args.cache, "weak", args.k)
     realtext = load_items(args.cache, "realtext", args.k)  # research/realtext/rerank_cache.py: the tune half
     made = load_items(args.cache, "made", args.k)  # cache.py --made N
+    embedded = load_items(args.cache, "embedded", args.k)  # cache.py --embedded N
     own = with_derived(dev)
-    for items in (weak, realtext, made):
+    for items in (weak, realtext, made, embedded):
         with_derived(items)
     names = dev[0]["names"]
     every = selected(args, names, own)
@@ -415,6 +419,9 @@ def main() -> None:
         "made": made,
         "made+realtext": made + realtext,
         "made+realtext5": made + realtext * 5,
+        "embedded": embedded,
+        "embedded+realtext5": embedded + realtext * 5,
+        "embedded+made+realtext5": embedded + made + realtext * 5,
     }
     if args.export:
         export(args, train_sets[args.train[0]], every, names)
