@@ -259,7 +259,7 @@ def test_distillation_cli_args_and_checks(monkeypatch, passages_dir, triplets_di
     from slice_st.cli import main
 
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
+    monkeypatch.setattr(trainer_module, "train", lambda args, settings, **more: runs.append((args, settings)))
     argv = ["train", "-o", "x", "--train-data", triplets_dir, "--distill-data", passages_dir, "--distill-weight", "0.5"]
     assert main([*argv, "--cache-teacher", "--multi-dataset-batch-sampler", "proportional"]) == 0
     args, config = runs[0]
