@@ -20,7 +20,7 @@ def add_data_commands(commands) -> None:
     options = ("--output", "--split", "--follow-links", "--batch-size")
     parser = add_command(commands, "make-passages", about, _make_passages, *options, batch_size=64)
     parser.description = __doc__.split("\n\n")[1]
-    sources = "text/TSV/JSONL files, folders or globs | saved datasets folders"
+    sources = "text/TSV/JSONL files, folders or globs ('-': stdin) | saved datasets folders"
     parser.add_argument("sources", nargs="+", metavar="SOURCE", help=sources)
     exclude = "STS-B or STS-B-Context file whose sentences are kept out (repeatable)"
     parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help=exclude)

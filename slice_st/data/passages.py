@@ -34,11 +34,12 @@ def read_texts(
 ) -> list[str]:
     """Texts from a file, a saved ``datasets`` folder or an iterable of strings, blank ones skipped.
 
-    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (the last column), anything else is read as
-    ``slice-st mine`` reads it (:func:`slice_st.text.read_texts`): a text per line, or with ``split="paragraph"`` (or
-    ``"auto"`` on a file whose lines are hard-wrapped) the whole file as one text, its paragraphs kept apart by a blank
-    line, so that passages are cut from it in order. ``report(path, how)`` hears what ``"auto"`` chose (``"line"``,
-    ``"paragraph"``), and ``"wrapped-lines"`` for a file read by lines whose lines are hard-wrapped.
+    Files: ``.jsonl``/``.json`` (``field`` of each object), ``.tsv`` (the last column), anything else (``"-"``:
+    standard input) is read as ``slice-st mine`` reads it (:func:`slice_st.text.read_texts`): a text per line, or
+    with ``split="paragraph"`` (or ``"auto"`` on a file whose lines are hard-wrapped) the whole file as one text, its
+    paragraphs kept apart by a blank line, so that passages are cut from it in order. ``report(path, how)`` hears
+    what ``"auto"`` chose (``"line"``, ``"paragraph"``), and ``"wrapped-lines"`` for a file read by lines whose lines
+    are hard-wrapped.
 
     >>> read_texts(["A first text.", "  ", "A second one."])
     ['A first text.', 'A second one.']
@@ -53,7 +54,7 @@ def read_texts(
             if getattr(dataset.features.get(field), "dtype", None) not in ("string", "large_string"):
                 raise DataFormatError(f"{path}: no string column {field!r}; columns: {dataset.column_names}.")
             texts = list(dataset[field])  # None (a missing value) is skipped below
-        elif not os.path.exists(path):
+        elif path != "-" and not os.path.exists(path):  # "-": standard input, read as a text file
             raise FileNotFoundError(f"No such file or folder: {path}")
         elif path.endswith(".json"):
             texts = _read_json_list_texts(path, field)
@@ -81,7 +82,8 @@ def _read_text_file(path: str, split: str, report: Callable[[str, str], None] | 
         report(path, mode)
     if mode == "paragraph":
         return ["\n\n".join(one_line(record.text) for record in records)]
-    if split == "line" and report is not None and guess_split(raw for _, _, raw in file_lines(path)) == "paragraph":
+    wrapped = split == "line" and report is not None and path != "-"  # standard input cannot be read twice
+    if wrapped and guess_split(raw for _, _, raw in file_lines(path)) == "paragraph":
         report(path, "wrapped-lines")
     return [record.text for record in records]
 

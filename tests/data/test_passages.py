@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,16 @@ def test_a_wrapped_licence_gives_passages_of_one_file_in_order(tmp_path, capsys)
         assert sum(passage in text for text in files.values()) == 1, passage
     words = sum(len(passage.split()) for passage in passages)
     assert words >= sum(len(text.split()) for text in files.values()) - 2 * 20  # at most a short end per file left out
+
+
+def test_standard_input_is_read_as_a_file(tmp_path, capsys, monkeypatch):
+    """``-`` reads standard input as ``mine`` does: a wrapped licence there is one document too."""
+    licence = LICENCES / "harbour-licence.txt"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(licence.read_bytes()), encoding="utf-8"))
+    code, out = run_cli(capsys, "make-passages", "-", "-o", tmp_path / "out")
+    assert code == 0 and "-: --split auto reads one text per paragraph" in out.err
+    passages = _saved_passages(tmp_path / "out")
+    assert passages and all(passage in _flat(licence.read_text(encoding="utf-8")) for passage in passages)
 
 
 def test_wrapped_lines_read_one_per_text_are_warned_about(tmp_path, capsys):
