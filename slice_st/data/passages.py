@@ -82,8 +82,8 @@ def _read_text_file(path: str, split: str, report: Callable[[str, str], None] | 
         report(path, mode)
     if mode == "paragraph":
         return ["\n\n".join(one_line(record.text) for record in records)]
-    wrapped = split == "line" and report is not None and path != "-"  # standard input cannot be read twice
-    if wrapped and guess_split(raw for _, _, raw in file_lines(path)) == "paragraph":
+    lines = (raw for _, _, raw in file_lines(path)) if split == "line" and path != "-" else None  # stdin: read once
+    if report is not None and lines is not None and guess_split(lines) == "paragraph":
         report(path, "wrapped-lines")
     return [record.text for record in records]
 
