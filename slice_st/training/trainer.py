@@ -79,11 +79,17 @@ class SliceArguments:
         ('distill',)
     """
 
+    _argument_group_name = "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
+
     model: str | None = _option("base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"])
     train_data: list[str] = _option(
         "SLICE triplets: msmarco:PATH (a query/positive/negative TSV) | a datasets folder", []
     )
-    distill_data: list[str] = _option("unlabeled text for span self-distillation: text/TSV/JSONL files | a folder", [])
+    distill_data: list[str] = _option(
+        "unlabeled text for span self-distillation: text/TSV/JSONL files, folders or globs (read as mine reads them) "
+        "| a make-passages folder",
+        [],
+    )
     dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
     sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
