@@ -350,13 +350,30 @@ class SpanIndex:
 
     def documents(self) -> list[dict[str, Any]]:
         """One row per document, in order: its ``id``, the ``file`` it was read from (``None`` for a text given as a
-        string, a dataset row), its length in ``characters`` and its ``units`` (words or tokens held)."""
-        bounds = np.asarray(self.arrays["segment_units"], dtype=np.int64)
-        units = np.bincount(np.asarray(self.arrays["segment_docs"]), weights=np.diff(bounds), minlength=len(self))
-        return [
-            {"id": doc_id, "file": source or None, "characters": len(text), "units": int(count)}
-            for doc_id, source, text, count in zip(self.doc_ids, self.sources, self.texts, units.tolist())
-        ]
+        string, a dataset row), its length in ``characters`` and its ``units`` (words or tokens held).
+        :meth:`saved_documents` reads the same rows from a saved index."""
+        return _document_rows(self.doc_ids, self.sources, map(len, self.texts), self.arrays)
+
+    @classmethod
+    def saved_documents(cls, path: str | os.PathLike) -> list[dict[str, Any]]:
+        """:meth:`documents` of the index saved at ``path``, read without loading its model or its vectors."""
+        path = os.fspath(path)
+
+        def read(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+            with storage.DataFolder.open(path, manifest, False) as data:
+                doc_ids, blob = data.json("doc_ids.json"), data.bytes("texts.bin")
+                arrays = {name: data.array(name, True) for name in ("segment_units", "segment_docs", "text_offsets")}
+                sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
+            offsets = np.asarray(arrays.pop("text_offsets"), dtype=np.int64)
+            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
+                raise ValueError("the index data does not match its manifest (corrupt or half-written)")
+            if sources is not None and (len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)):
+                raise ValueError(f"{SOURCES_FILE} does not match the documents")
+            sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
+            lengths = (len(blob[a:b].decode("utf-8")) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+            return _document_rows(doc_ids, sources, lengths, arrays)
+
+        return storage.read_consistent(path, storage.read_manifest(path, must_exist=True), read)[0]
 
     def _file_positions(self, file: str | os.PathLike) -> list[int]:
         """The positions of the documents read from ``file``: the same path once normalised, or the same file."""
@@ -1054,6 +1071,19 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
                 )
             seen.add(doc_id)
     return indexes
+
+
+def _document_rows(
+    doc_ids: Sequence[str], sources: Sequence[str], lengths: Iterable[int], arrays: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """:meth:`SpanIndex.documents`: rows of ids, files, lengths in characters, and units counted from the segments."""
+    bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
+    docs = np.asarray(arrays["segment_docs"], dtype=np.int64)
+    units = np.bincount(docs, weights=np.diff(bounds), minlength=len(doc_ids)).astype(np.int64).tolist()
+    return [
+        {"id": doc_id, "file": source or None, "characters": length, "units": count}
+        for doc_id, source, length, count in zip(doc_ids, sources, lengths, units)
+    ]
 
 
 def _source(doc_id: str, given: str = "") -> str:
