@@ -56,7 +56,7 @@ def add_commands(commands) -> None:
     remove = _command(actions, "remove", "drop documents by id, or a file's (saved atomically)", _remove)
     remove.add_argument("ids", nargs="*", metavar="ID")
     remove.add_argument("--file", metavar="PATH", help="drop every document of this file (see `index list`)")
-    listing = _command(actions, "list", "list an index's documents: ids, files, sizes", _list)
+    listing = _command(actions, "list", "list an index's documents (a sharded one's too): ids, files, sizes", _list)
     listing.add_argument("-f", "--format", choices=("text", "json", "jsonl", "csv"), default="text")
     about = "merge index shards (built apart, e.g. in parallel) into one"
     merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
@@ -244,8 +244,9 @@ def _remove(args) -> int:
 
 def _list(args) -> int:
     from slice_st.index import SpanIndex
+    from slice_st.index.storage import shard_directories
 
-    rows = SpanIndex.saved_documents(args.directory)
+    rows = [row for shard in shard_directories(args.directory) for row in SpanIndex.saved_documents(shard)]
     if args.format in ("json", "jsonl"):
         indent = 1 if args.format == "json" else None
         print(dumps_json(rows, indent=1) if indent else "\n".join(dumps_json(row) for row in rows))

@@ -288,6 +288,12 @@ def test_remove_file_errors(tiny_model_dir, two_folders, capsys):
         assert exit_info.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
     code, out = _run(capsys, "index", "list", ix, "-f", "jsonl")
     assert len(out.out.splitlines()) == 1  # nothing removed
+    # a folder of indexes (shards) lists every shard's documents
+    (two_folders / "shards").mkdir()
+    ix.rename(two_folders / "shards" / "s1")
+    _build(capsys, tiny_model_dir, two_folders, two_folders / "a").rename(two_folders / "shards" / "s2")
+    code, out = _run(capsys, "index", "list", two_folders / "shards")
+    assert out.out.splitlines()[-1] == "3 documents, 2 files"
     with pytest.raises(SystemExit) as exit_info:
         main(["index", "list", str(two_folders / "nowhere")])
     assert exit_info.value.code == 2 and "nowhere" in capsys.readouterr().err

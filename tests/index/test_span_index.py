@@ -547,6 +547,7 @@ def test_documents_list_files_and_sizes_and_survive_a_save(tiny_model, tmp_path)
     assert sum(row["units"] for row in rows) == index.num_units
     index.save(tmp_path / "ix")
     assert SpanIndex.load(tmp_path / "ix", tiny_model).documents() == rows
+    assert SpanIndex.saved_documents(tmp_path / "ix") == rows  # without the model
 
 
 def test_an_index_of_text_files_stores_no_sources_file(tiny_model, tmp_path):
