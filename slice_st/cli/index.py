@@ -233,9 +233,7 @@ def _add(args) -> int:
 
 
 def _remove(args) -> int:
-    refuse(
-        (bool(args.ids) == bool(args.file), "give document IDs or --file PATH (one of them)."),
-    )
+    refuse((bool(args.ids) == bool(args.file), "give document IDs or --file PATH (one of them)."))
     with _update(args.directory) as index:
         removed = index.remove(args.ids or None, file=args.file)
     report(args, f"removed {removed} documents; the index holds {len(index)} documents")
@@ -247,9 +245,10 @@ def _list(args) -> int:
     from slice_st.index.storage import shard_directories
 
     rows = [row for shard in shard_directories(args.directory) for row in SpanIndex.saved_documents(shard)]
-    if args.format in ("json", "jsonl"):
-        indent = 1 if args.format == "json" else None
-        print(dumps_json(rows, indent=1) if indent else "\n".join(dumps_json(row) for row in rows))
+    if args.format == "json":
+        print(dumps_json(rows, indent=1))
+    elif args.format == "jsonl":
+        sys.stdout.writelines(dumps_json(row) + "\n" for row in rows)
     elif args.format == "csv":
         writer = csv.DictWriter(sys.stdout, fieldnames=["id", "file", "characters", "units"], lineterminator="\n")
         writer.writeheader()
