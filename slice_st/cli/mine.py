@@ -63,8 +63,8 @@ def _mine(args) -> int:
         (files and args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
     )
     queries = read_queries(args)
-    rows, files = _search_index(args, queries) if args.index else _search_files(args, queries)
-    places = short_ids([row["doc_id"] for row in rows], files)  # a/x.txt:1 and b/x.txt:1 told apart
+    rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
+    places = short_ids([row["doc_id"] for row in rows], corpus)  # a/x.txt:1 and b/x.txt:1 told apart
     write_rows([row | {"where": places[row["doc_id"]]} for row in rows], FIELDS, args, sys.stdout)
     return 0
 

@@ -373,7 +373,9 @@ class SpanIndex:
             lengths = (len(blob[a:b].decode("utf-8")) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
             return _document_rows(doc_ids, sources, lengths, arrays)
 
-        return storage.read_consistent(path, storage.read_manifest(path, must_exist=True), read)[0]
+        manifest = storage.read_manifest(path, must_exist=True)
+        assert manifest is not None  # must_exist: a missing index raised
+        return storage.read_consistent(path, manifest, read)[0]
 
     def _file_positions(self, file: str | os.PathLike) -> list[int]:
         """The positions of the documents read from ``file``: the same path once normalised, or the same file."""
@@ -400,7 +402,7 @@ class SpanIndex:
                 files = sorted({source for source in self.sources if source})
                 listed = f"its files: {', '.join(files[:5])}{'…' if len(files) > 5 else ''}" if files else "no file"
                 raise SpanInputError(f"No document of {os.fspath(file)} in the index ({listed}).")
-        ids = [ids] if isinstance(ids, str) else list(ids)
+        ids = [ids] if isinstance(ids, str) else list(ids or ())
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str):
                 raise SpanInputError(
