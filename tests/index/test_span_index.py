@@ -596,6 +596,11 @@ def test_add_replace_replaces_the_documents_of_a_file(tiny_model, tmp_path):
     fresh = SpanIndex.build(read_corpus([paths[1], paths[2], paths[0]]), tiny_model, max_span=3)
     assert index.doc_ids == fresh.doc_ids and index.texts == fresh.texts
     _same(index.search(QUERIES, top_k=5), fresh.search(QUERIES, top_k=5), atol=1e-6)
+    # the same file spelt otherwise (relative, not absolute): its documents are the ones replaced
+    relative = os.path.relpath(paths[0])
+    index.add(read_corpus([relative]), replace=True)
+    assert index.replaced == [f"{paths[0]}:1"] and index.doc_ids[-1] == f"{os.path.normpath(relative)}:1"
+    assert len(index) == len(fresh)
     # a file not in the index yet is added; a generator of documents too
     (tmp_path / "c.txt").write_text("A new file.\n")
     index.add((d for d in read_corpus([str(tmp_path / "c.txt")])), replace=True)
