@@ -122,19 +122,23 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     page.on("request", lambda request: requests.append(request.url))
     page.goto(server_url + "/")
     page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
-    assert page.locator("#threshold").input_value() == "0.71"  # the documented default filters
+    assert page.locator("#threshold").input_value() == "0.55"  # the documented default filters
     query = "my luggage was lost"
     page.fill("#query", query)
     page.click("#search-button")
-    page.wait_for_function("document.getElementById('status').textContent.includes('at or above 0.71')")
+    page.wait_for_function("document.getElementById('status').textContent.includes('at or above 0.55')")
     assert _params(page) == {"q": query}  # defaults stay out of the URL
     found = _api_matches(page, query)
-    below = [match for match in found if match["score"] < 0.71]
+    below = [match for match in found if match["score"] < 0.55]
     scores = [float(text) for text in page.locator(".match .score").all_inner_texts()]
-    assert all(score >= 0.71 for score in scores) and len(scores) == len(found) - len(below)
+    assert all(score >= 0.55 for score in scores) and len(scores) == len(found) - len(below)
     assert (f"{len(below)} below it hidden" in page.locator("#status").inner_text()) == bool(below)
     # the status line is where the results are: above them, in the main column
     assert page.evaluate("document.getElementById('status').nextElementSibling.id") == "results"
+    assert page.locator("#status").inner_text().startswith(f"{len(scores)} span")
+    shot = tmp_path / "serve.png"
+    page.screenshot(path=str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page.locator("#threshold").fill("-0.2")
     page.wait_for_function(f"document.querySelectorAll('.match').length == {len(found)}")
     assert _params(page) == {"q": query, "threshold": "-0.20"}
@@ -145,29 +149,32 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     docs_in_card = card.locator(".match").evaluate_all("rows => rows.map((r) => r.dataset.doc)")
     assert len(set(docs_in_card)) > 1 and all(doc.startswith("sample_corpus.txt:") for doc in docs_in_card)
     assert card.locator("button.doc-id").inner_text() == "sample_corpus.txt"
-    shot = tmp_path / "serve.png"
-    page.screenshot(path=str(shot))
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # open the file: all its documents, the matches in place, the strip drawn
+    page.locator("#threshold").fill("0.55")
+    page.wait_for_function(f"document.querySelectorAll('.match').length == {len(scores)}")
+    assert _params(page) == {"q": query}
+    # open the file: all its documents, the matches above the threshold in place, the strip drawn
     card.locator("button.doc-id").click()
     page.wait_for_selector("#document:not([hidden]) #document-text mark")
-    assert _params(page) == {"q": query, "threshold": "-0.20", "file": "sample_corpus.txt"}
+    assert _params(page) == {"q": query, "file": "sample_corpus.txt"}
     whole = page.evaluate("async () => (await (await fetch('/api/files?path=sample_corpus.txt')).json()).text")
     assert page.locator("#document-text").inner_text() == whole
     assert page.locator("#document-title").inner_text() == "sample_corpus.txt"
     expected = sorted(
-        (match for match in found if _file_of(match["doc_id"]) == "sample_corpus.txt"),
+        (match for match in found if _file_of(match["doc_id"]) == "sample_corpus.txt" and match["score"] >= 0.55),
         key=lambda match: (int(match["doc_id"].rpartition(":")[2]), match["start"]),
     )
     marks = page.locator("#document-text mark").all_inner_texts()
-    assert marks == [match["span"] for match in expected if not _overlaps(match, expected)]
-    assert page.locator("#document-text mark.best").count() >= 1
+    assert marks and marks == [match["span"] for match in expected if not _overlaps(match, expected)]
+    assert page.locator("#document-text mark.best").inner_text() == max(expected, key=lambda m: m["score"])["span"]
+    in_view = "() => { const r = document.querySelector('#document-text mark.best').getBoundingClientRect();"
+    assert page.evaluate(in_view + " return r.top >= 0 && r.bottom <= window.innerHeight; }")  # the match in place
     painted = page.evaluate(
         "() => { const c = document.getElementById('strip'); const d = c.getContext('2d').getImageData(0, 0, "
         "c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }"
     )
     assert painted > 0
+    page.evaluate("window.scrollTo(0, 0)")  # the picture shows the status line and the strip too
     file_shot = tmp_path / "serve-file.png"
     page.screenshot(path=str(file_shot))
     if os.environ.get("SERVE_SCREENSHOTS"):
@@ -177,13 +184,13 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     searches = len([url for url in requests if url.endswith("/api/search")])
     page.go_back()
     page.wait_for_selector("#results:not([hidden]) article.doc")
-    assert page.locator("#document").is_hidden() and page.locator(".match").count() == len(found)
+    assert page.locator("#document").is_hidden() and page.locator(".match").count() == len(scores)
     page.go_back()
     page.wait_for_function("document.getElementById('query').value === ''")
     assert page.locator("article.doc").count() == 0 and _params(page) == {}
     page.go_forward()
     page.wait_for_selector("article.doc")
-    assert page.locator("#query").input_value() == query and float(page.locator("#threshold").input_value()) == -0.2
+    assert page.locator("#query").input_value() == query and float(page.locator("#threshold").input_value()) == 0.55
     assert len([url for url in requests if url.endswith("/api/search")]) == searches + 1  # forward: searched again
     assert all(url.startswith(server_url) for url in requests), [
         url for url in requests if not url.startswith(server_url)
