@@ -421,3 +421,36 @@ def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_p
     assert exit_info.value.code == 2 and "Traceback" not in error
     expected = "is an index's manifest, not a corpus" if how == "the manifest" else "is an index folder: serve takes"
     assert expected in error, error
+
+
+def test_a_long_file_fetch_never_holds_the_other_requests(files_client, monkeypatch):
+    """DD2 for files: ``GET /api/files?path=PATH`` is worked out off the event loop, so while one is, ``/api/info``,
+    a document and another file answer."""
+    index, started, release = files_client.index, threading.Event(), threading.Event()
+    real = index.unit_profile
+
+    def slow(query, doc_id, *args, **kwargs):
+        if doc_id.startswith("team-a/"):  # the long file
+            started.set()
+            release.wait(30)
+        return real(query, doc_id, *args, **kwargs)
+
+    monkeypatch.setattr(index, "unit_profile", slow)
+    answers: dict[str, int] = {}
+    fetch = lambda key, route, **params: answers.update({key: files_client.get(route, params=params).status_code})  # noqa: E731
+    long = threading.Thread(target=fetch, args=("long", "/api/files"), kwargs={"path": "team-a/notes.txt"})
+    long.start()
+    assert started.wait(30)
+    others = [
+        threading.Thread(target=fetch, args=("info", "/api/info")),
+        threading.Thread(target=fetch, args=("document", "/api/documents"), kwargs={"id": "odd:id:x"}),
+        threading.Thread(target=fetch, args=("file", "/api/files"), kwargs={"path": "team-b/notes.txt"}),
+    ]
+    for thread in others:
+        thread.start()
+    for thread in others:
+        thread.join(30)
+    answered = dict(answers)  # before the long fetch is let go
+    release.set()
+    long.join(30)
+    assert answered == {"info": 200, "document": 200, "file": 200} and answers["long"] == 200
