@@ -426,13 +426,12 @@ _PAIRED_OPTIONS = {
 
 def attach_methods() -> None:
     """Make the span methods of :class:`slice_st.SpanEncoder` methods of every ``SentenceTransformer`` and
-    ``MultiVectorEncoder`` too (never clobbering ST's own); ``import slice_st`` arranges for this to run when ``sentence_transformers`` is imported."""
+    ``MultiVectorEncoder`` too (never clobbering ST's own); ``import slice_st`` arranges for this to run when
+    ``sentence_transformers`` is imported."""
     # Why attach at all: a model card's usage is `import slice_st; SentenceTransformer(...).encode_spans(texts)`, on a
     # plain SentenceTransformer. Why on import of sentence_transformers (slice_st._attach), not of slice_st: importing
     # it costs seconds (torch), and `import slice_st` / `slice-st --help` stay standard-library light.
-    from sentence_transformers import SentenceTransformer
-
-    from sentence_transformers import MultiVectorEncoder
+    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
 
     for cls in (SentenceTransformer, MultiVectorEncoder):
         for function in (encode_spans, encode_span_queries, best_spans):
