@@ -68,6 +68,7 @@ def span_index(model, queries, corpus) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--only", default="", help="run only the systems whose name holds this text")
     args = parser.parse_args()
     torch.manual_seed(0)
     sets = {"MS MARCO toy": msmarco(args.data), "STS-B-Context ≥4": stsb_context(args.data)}
@@ -82,7 +83,7 @@ def main() -> None:
     systems["slice-minilm SpanIndex (best span, top 10)"] = lambda q, c: span_index(models["slice-minilm"], q, c)
     print("| system | " + " | ".join(f"{name} MRR@10 | R@1" for name in sets) + " |")
     print("| --- " * (1 + 2 * len(sets)) + "|")
-    for system, run in systems.items():
+    for system, run in ((name, run) for name, run in systems.items() if args.only in name):
         cells = []
         for queries, corpus, relevant in sets.values():
             mrr, recall = metrics(run(queries, corpus), relevant)

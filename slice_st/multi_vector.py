@@ -6,6 +6,8 @@ scored by MaxSim, for retrieval (docs/guides/multi-vector.md). The other way rou
 from __future__ import annotations
 
 import copy
+import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from slice_st.errors import SpanInputError
@@ -75,3 +77,21 @@ def to_multi_vector(
         default_prompt_name=getattr(model, "default_prompt_name", None),
         similarity_fn_name=similarity_fn_name,
     )
+
+
+def is_multi_vector_folder(path: str | os.PathLike) -> bool:
+    """Whether a local model folder holds a ``MultiVectorEncoder`` checkpoint: sentence-transformers' or PyLate's
+    (``model_type`` ``"MultiVectorEncoder"`` / ``"ColBERT"``) or a Stanford-NLP ColBERT (``HF_ColBERT``), which
+    ``SentenceTransformer`` would load as another model."""
+    settings = _json(os.path.join(path, "config_sentence_transformers.json")).get("model_type")
+    architectures = _json(os.path.join(path, "config.json")).get("architectures") or []
+    return settings in ("MultiVectorEncoder", "ColBERT") or "HF_ColBERT" in architectures
+
+
+def _json(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            found = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

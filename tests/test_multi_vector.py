@@ -178,3 +178,18 @@ def test_to_multi_vector_errors(tiny_model, colbert):
 def test_the_fixture_folder_is_pylate_format(colbert_dir):
     settings = json.loads((Path(colbert_dir) / "config_sentence_transformers.json").read_text())
     assert settings["model_type"] == "ColBERT"
+
+
+def test_an_index_built_with_a_colbert_checkpoint_reopens_with_it(colbert_dir, tmp_path):
+    from sentence_transformers import MultiVectorEncoder
+
+    from slice_st.multi_vector import is_multi_vector_folder
+
+    index = slice_st.SpanIndex.build([TEXT, "The flight was late."], MultiVectorEncoder(colbert_dir), max_span=3)
+    index.save(tmp_path / "index")
+    reopened = slice_st.SpanIndex.load(tmp_path / "index")  # the recorded folder, as a MultiVectorEncoder
+    assert type(reopened.model).__name__ == "MultiVectorEncoder"
+    assert reopened.search("the guitar", top_k=2) == index.search("the guitar", top_k=2)
+    assert is_multi_vector_folder(colbert_dir) and not is_multi_vector_folder(tmp_path)
+    with pytest.raises(SpanInputError, match="do not apply"):
+        slice_st.SpanIndex.load(tmp_path / "index", backend="onnx")
