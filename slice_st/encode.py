@@ -150,9 +150,10 @@ def model_window(model: SentenceTransformer, role: str = "document") -> int:
 def token_dimension(model: SentenceTransformer) -> int:
     """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says): the transformer's,
     a ``MultiVectorEncoder``'s after its projection."""
-    if is_multi_vector(model):
-        return model.get_embedding_dimension()
-    return model[0].get_embedding_dimension()
+    dimension = (model if is_multi_vector(model) else model[0]).get_embedding_dimension()
+    if dimension is None:
+        raise ModelLoadError("The model's modules do not say the dimension of their token vectors.")
+    return dimension
 
 
 def span_similarity(model: SentenceTransformer, similarity_fn_name: str | None = None) -> str:
@@ -220,8 +221,8 @@ def encode_windows(
     role: str = "document",
 ) -> Iterator[WindowRows]:
     """Plan windows (the one check of ``batch_size``, ``window_context``, ``device``); yield padded sub-batches from
-    ``model.encode``, ``prompt`` marked special; ``role`` (``"document"`` or ``"query"``) is a ``MultiVectorEncoder``'s
-    ``task``. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
+    ``model.encode``, ``prompt`` marked special; ``role`` (``"document"`` or ``"query"``) is the ``task``, as
+    ``encode_document`` / ``encode_query`` set it. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
     check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
@@ -239,14 +240,13 @@ def encode_windows(
         raise WindowError(*bad[0], errors=bad)
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
     multi_vector = is_multi_vector(model)
-    task = {"task": role} if multi_vector else {}  # its lengths, query expansion and masks for this role
 
     def batches() -> Iterator[WindowRows]:  # the checks above run at the call, the encoding when iterated
         with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
             for start in range(0, len(windows), WINDOWS_PER_CALL):
                 chunk = windows[start : start + WINDOWS_PER_CALL]
                 strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
-                outputs = model.encode(
+                outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
                     strings,
                     output_value=None,
                     processing_kwargs=SPAN_PROCESSING_KWARGS,
@@ -254,7 +254,7 @@ def encode_windows(
                     batch_size=batch_size,
                     show_progress_bar=False,
                     device=device,
-                    **task,
+                    task=role,  # as encode_document / encode_query: a Router's route, a MultiVectorEncoder's lengths
                 )
                 if multi_vector:
                     outputs = [_scored_tokens(out) for out in outputs]

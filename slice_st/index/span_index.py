@@ -1011,8 +1011,8 @@ def _as_model(model: Any, **options: Any) -> SentenceTransformer:
 
         device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
         if others:
-            raise SpanInputError(f"{model} is a MultiVectorEncoder checkpoint: the options {others} do not apply to it.")
-        return MultiVectorEncoder(os.fspath(model), device=device)
+            raise SpanInputError(f"{model} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
+        return MultiVectorEncoder(os.fspath(model), device=device)  # type: ignore[return-value]  # duck-typed alike
     if model is None or isinstance(model, (str, os.PathLike)):
         return load_model(model if model is None else os.fspath(model), **options)
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
