@@ -88,7 +88,7 @@ def pool_spans(
 ) -> SpanBatch:
     """Mean vector of every span of ``min_span..max_span`` units; ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans
     starting in ``[lo, hi)`` (each span of a long text comes from exactly one window). ``weights`` ``(B, T)`` (0 or 1,
-    the vectors of weight-0 tokens already zero): the mean of the weight-1 tokens (a span without any: zero).
+    the vectors of weight-0 tokens already zero): the mean of the weight-1 tokens; a span without any is masked out.
 
     >>> emb = torch.arange(6.0).reshape(1, 3, 2)          # 3 tokens, d = 2
     >>> bounds = torch.tensor([[0, 1, 3]])                 # unit 0 = token 0, unit 1 = tokens 1..2
@@ -101,9 +101,9 @@ def pool_spans(
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U + 1, d)
     totals = unit_prefix[:, ends] - unit_prefix[:, starts]
     tokens = boundaries if weights is None else _weight_prefix(weights, boundaries)
-    counts = (tokens[:, ends] - tokens[:, starts]).clamp(min=1).unsqueeze(-1).to(totals.dtype)
-    mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts]
-    return SpanBatch(totals / counts, starts, ends, mask)
+    counts = tokens[:, ends] - tokens[:, starts]
+    mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts] & (counts > 0)
+    return SpanBatch(totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype), starts, ends, mask)
 
 
 def pool_units(
@@ -203,7 +203,7 @@ def best_span_scores(
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
-    exists = ~torch.isnan(norms)
+    exists = ~torch.isnan(norms) & (norms > 0)  # a zero sum (tokens all out of scoring) has no direction: no span
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
