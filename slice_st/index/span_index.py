@@ -1117,9 +1117,18 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
 
 
 def _as_model(model: Any, **options: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model)."""
+    """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model); a folder of
+    a ``MultiVectorEncoder`` checkpoint (ColBERT, PyLate) as one."""
     from slice_st.loading import load_model
+    from slice_st.multi_vector import is_multi_vector_folder
 
+    if isinstance(model, (str, os.PathLike)) and os.path.isdir(model) and is_multi_vector_folder(model):
+        from sentence_transformers import MultiVectorEncoder
+
+        device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
+        if others:
+            raise SpanInputError(f"{model} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
+        return MultiVectorEncoder(os.fspath(model), device=device)  # type: ignore[return-value]  # duck-typed alike
     if model is None or isinstance(model, (str, os.PathLike)):
         return load_model(model if model is None else os.fspath(model), **options)
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
