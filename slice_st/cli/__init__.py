@@ -99,7 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.trainer_arguments = rest
     with output_options(args):
         try:
-            return args.handler(args)
+            code = args.handler(args)
+            sys.stdout.flush()  # what is still buffered fails here, not unseen at exit
+            return code
         except KeyboardInterrupt:
             parser.exit(130, "slice-st: interrupted\n")
         except BrokenPipeError:  # e.g. `slice-st mine … | head`: stop quietly
@@ -107,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         except Exception as error:
             if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+                where = terminal_safe(str(error.filename or _stdout_name()))  # before standard output is silenced
                 _silence_stdout()
-                where = terminal_safe(str(error.filename or _stdout_name()))
                 parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
             if not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)
