@@ -80,6 +80,21 @@ def _stdout_name() -> str:
     return "standard output"
 
 
+def _model_refused(error: BaseException) -> bool:
+    """A ``ValueError``/``TypeError`` of sentence-transformers' own checks raised inside ``slice_st.load_model`` (a
+    model whose ``modules.json`` names a path outside it, an unknown ``default_prompt_name``): the library passes it
+    on unchanged, as ``SentenceTransformer`` does; here it is the user's model, not a bug."""
+    frame = error.__traceback__
+    while frame is not None:
+        code, module = frame.tb_frame.f_code.co_name, frame.tb_frame.f_globals.get("__name__")
+        if code == "load_model" and module == "slice_st.loading":
+            from slice_st.loading import raised_by_sentence_transformers
+
+            return raised_by_sentence_transformers(error)
+        frame = frame.tb_next
+    return False
+
+
 def _silence_stdout() -> None:
     """Point standard output at the null device: what is still buffered cannot be written (no second error at exit)."""
     with contextlib.suppress(OSError, ValueError):
@@ -112,6 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 where = terminal_safe(str(error.filename or _stdout_name()))  # before standard output is silenced
                 _silence_stdout()
                 parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
+            if _model_refused(error):
+                parser.exit(
+                    2, f"slice-st: error: cannot load the model: {terminal_safe(' '.join(str(error).split()))}\n"
+                )
             if not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)
                 raise
