@@ -567,3 +567,18 @@ def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
     ):
         check_checkpoint_state(str(checkpoint))
     assert not marker.exists()  # nothing of the pickle was run
+
+
+def test_distill_data_without_a_passage_is_one_line_before_training(tmp_path, tiny_model_dir, capsys):
+    """An empty file (or text with no passage of enough words) as ``--distill-data``: the trainer's sampler raised
+    "num_samples should be a positive integer value" with a traceback; now one line naming the data and the limit."""
+    empty, short = tmp_path / "empty.txt", tmp_path / "short.txt"
+    empty.write_text("")
+    short.write_text("the dog barks\na man plays\n")
+    for data in (empty, short):
+        argv = ["train", "-o", str(tmp_path / f"run-{data.stem}"), "-m", tiny_model_dir, "--distill-data", str(data)]
+        error = cli_error([*argv, "--max-steps", "1", "--quiet"], capsys)
+        assert error == (
+            f"slice-st: error: --distill-data {data} gives no passage of 20 to 80 words: give more text, or lower "
+            "--passage-min-words."
+        )
