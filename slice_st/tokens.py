@@ -249,7 +249,7 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
     (units never cross whitespace, so the pieces' units are the text's); a run without whitespace is not cut."""
     start = 0
     while len(text) - start > PLAN_PIECE_CHARS:
-        found = _LAST_SPACE.search(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(text, start + 1)
+        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(text, start + 1)
         if found is None:
             break
         cut = found.start(found.lastindex or 0)
