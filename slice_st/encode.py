@@ -44,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanEncoding", "encode_spans", "encode_span_queries", "embed_texts"]
 
-#: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
+#: Windows sent to one ``model.encode`` call, and at most about this many tokens: bounds memory (the call's token
+#: vectors, twice) while keeping its length sorting useful.
 WINDOWS_PER_CALL = 1024
+TOKENS_PER_CALL = 65_536
 #: ``precision`` values, as in ``SentenceTransformer.encode``.
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 #: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
@@ -243,8 +245,7 @@ def encode_windows(
 
     def batches() -> Iterator[WindowRows]:  # the checks above run at the call, the encoding when iterated
         with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
-            for start in range(0, len(windows), WINDOWS_PER_CALL):
-                chunk = windows[start : start + WINDOWS_PER_CALL]
+            for chunk in _calls(windows):
                 strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
                 outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
                     strings,
@@ -279,6 +280,20 @@ def _scored_tokens(out: dict[str, Any]) -> dict[str, Any]:
         "token_weights": scored.to(vectors.dtype),
         "attention_mask": torch.ones_like(out["attention_mask"], dtype=torch.long),
     }
+
+
+def _calls(windows: list[Window]) -> Iterator[list[Window]]:
+    """``windows`` in runs of at most ``WINDOWS_PER_CALL`` windows and about ``TOKENS_PER_CALL`` tokens (a short
+    text's window, not tokenized while planning, counts its characters)."""
+    start, tokens = 0, 0
+    for end, window in enumerate(windows):
+        size = window.num_tokens if window.num_tokens >= 0 else window.char_end - window.char_start
+        if end > start and (end - start == WINDOWS_PER_CALL or tokens + size > TOKENS_PER_CALL):
+            yield windows[start:end]
+            start, tokens = end, 0
+        tokens += size
+    if start < len(windows):
+        yield windows[start:]
 
 
 def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:

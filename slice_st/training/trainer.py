@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st._extras import needs_extra
-from slice_st.errors import MissingExtraError, SpanInputError
+from slice_st.errors import DataFormatError, MissingExtraError, SpanInputError
 
 if TYPE_CHECKING:
     from sentence_transformers import (
@@ -213,6 +213,12 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
     passages = load_passages(settings.distill_data, exclude_paths=evaluation_files(settings), seed=seed, **words)
     passages = first_rows(passages, settings.distill_limit)
+    if len(passages) == 0:  # the trainer's sampler would fail on it with a bare ValueError
+        raise DataFormatError(
+            f"--distill-data {' '.join(map(str, settings.distill_data))} gives no passage of "
+            f"{settings.passage_min_words} to {settings.passage_max_words} words: give more text, or lower "
+            "--passage-min-words."
+        )
     if settings.cache_teacher and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages

@@ -623,3 +623,18 @@ def test_lora_layers_puts_the_adapter_on_the_top_layers_only(make_tiny_model):
     args.logging_steps = 1
     with pytest.raises(slice_st.SpanInputError, match="needs lora_r"):
         SliceArguments(distill_data=["x.txt"], lora_layers=2).check(args)
+
+
+def test_distill_data_without_a_passage_is_one_line_before_training(tmp_path, tiny_model_dir, capsys):
+    """An empty file (or text with no passage of enough words) as ``--distill-data``: the trainer's sampler raised
+    "num_samples should be a positive integer value" with a traceback; now one line naming the data and the limit."""
+    empty, short = tmp_path / "empty.txt", tmp_path / "short.txt"
+    empty.write_text("")
+    short.write_text("the dog barks\na man plays\n")
+    for data in (empty, short):
+        argv = ["train", "-o", str(tmp_path / f"run-{data.stem}"), "-m", tiny_model_dir, "--distill-data", str(data)]
+        error = cli_error([*argv, "--max-steps", "1", "--quiet"], capsys)
+        assert error == (
+            f"slice-st: error: --distill-data {data} gives no passage of 20 to 80 words: give more text, or lower "
+            "--passage-min-words."
+        )
