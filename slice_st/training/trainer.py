@@ -210,8 +210,13 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
-    passages = load_passages(settings.distill_data, exclude_paths=evaluation_files(settings), seed=seed, **words)
+    passages = load_passages(
+        settings.distill_data,
+        exclude_paths=evaluation_files(settings),
+        seed=seed,
+        min_words=settings.passage_min_words,
+        max_words=settings.passage_max_words,
+    )
     passages = first_rows(passages, settings.distill_limit)
     if len(passages) == 0:  # the trainer's sampler would fail on it with a bare ValueError
         raise DataFormatError(
@@ -331,14 +336,15 @@ def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers
         import peft
     targets: str | list[str] = "all-linear"
     if layers:
-        count = model[0].auto_model.config.num_hidden_layers
+        transformer: Any = model[0].auto_model  # a Hugging Face model
+        count = transformer.config.num_hidden_layers
         if layers > count:
             raise SpanInputError(f"lora_layers is {layers} but the model has {count} layers.")
         import torch
 
         top = tuple(f"layer.{index}." for index in range(count - layers, count))
         linear = torch.nn.Linear
-        modules = model[0].auto_model.named_modules()
+        modules = transformer.named_modules()
         targets = [name for name, module in modules if isinstance(module, linear) and any(t in name for t in top)]
     alpha = alpha if alpha is not None else 2 * rank
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
