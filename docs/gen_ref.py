@@ -16,6 +16,7 @@ SUBPACKAGES = (
     "search",
     "config",
     "loading",
+    "multi_vector",
     "errors",
     "models",
     "losses",

@@ -83,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scorers",
         nargs="+",
         default=["reranked"],
-        help="one scorer for both models or one each (a name, or reranked:FILE for slice_st/pretrained/rerank/FILE.json)",
+        help="one scorer for both models or one each (a name, or reranked:FILE: slice_st/pretrained/rerank/FILE.json)",
     )
     args = parser.parse_args(argv)
     import slice_st

@@ -167,9 +167,9 @@ def ship_adapter(
     """Copy ``run_dir/adapter`` into ``destination`` with a ``provenance.json``; returns the provenance.
 
     ``base_id``: the base model's Hub id (one of :data:`BASES`); the run's ``model`` (a local copy of it, or the
-    embedded MiniLM when ``None``) is what the dev figures load. The adapter must be ≤ 4 MiB. With ``dev_path``, the base and the adapted model are scored on it
-    (and with ``sts_dev_path``, on STS-B sentence similarity); the run's dev curve is recorded too.
-    Nothing in ``destination`` changes unless every step succeeds.
+    embedded MiniLM when ``None``) is what the dev figures load. The adapter must be ≤ 4 MiB. With ``dev_path``,
+    the base and the adapted model are scored on it (and with ``sts_dev_path``, on STS-B sentence similarity);
+    the run's dev curve is recorded too. Nothing in ``destination`` changes unless every step succeeds.
 
     ``destination`` must be a new or empty folder; a folder with files in it is refused unless
     ``overwrite=True``, and then only the shipped files (:data:`SHIPPED_FILES`) are replaced — nothing

@@ -2,9 +2,10 @@
 
 ``offline`` builds SLICE triplets (SNLI, STS-B train in context) and distillation passages (STS-B, SNLI) from the
 shared data folder: data whose licence allows commercial use (CC BY-SA 4.0). ``paper`` adds the paper's other sets
-(SICK, PPDB, ParaBank: non-commercial or unlicensed; not for weights you ship). Both come from :mod:`research.offline_data`, keeping every dev sentence out; the
-rest is ``slice-st train`` (the same options, ``--preset`` and ``--config``). The recipes of the results page are
-argument files in ``research/presets/`` (``make model`` runs ``cpu-minilm-slice.json``):
+(SICK, PPDB, ParaBank: non-commercial or unlicensed; not for weights you ship). Both come from
+:mod:`research.offline_data`, keeping every dev sentence out; the rest is ``slice-st train`` (the same options,
+``--preset`` and ``--config``). The recipes of the results page are argument files in ``research/presets/``
+(``make model`` runs ``cpu-minilm-slice.json``, ``make model-mpnet`` ``cpu-mpnet-slice.json``):
 
 python -m research.train --config research/presets/cpu-minilm-slice.json -o runs/slice-minilm --shared-data DATA \
     --dev DATA/stsb_context/stsb-context-dev.tsv --sts-dev DATA/stsbenchmark/sts-dev.csv
@@ -70,7 +71,9 @@ def offline_datasets(settings, shared_data: str | None, seed: int) -> dict:
         )
         words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
         passages = [
-            offline_passages(folder, sources=OFFLINE_SOURCES[name]["distill"], exclude_paths=excluded, seed=seed, **words)
+            offline_passages(
+                folder, sources=OFFLINE_SOURCES[name]["distill"], exclude_paths=excluded, seed=seed, **words
+            )
             for folder, name in folders
         ]
         joined = datasets.concatenate_datasets([part.select_columns(["text"]) for part in passages])

@@ -57,7 +57,7 @@ _EXPORTS = {name: module for module, names in _MODULES.items() for name in names
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
     *("spans", "scoring", "rerank", "tokens", "text", "files", "extras", "backends", "errors", "config", "loading"),
-    *("encode", "search", "encoder", "models"),
+    *("encode", "search", "encoder", "models", "multi_vector"),
     *("losses", "data", "evaluation", "index", "training", "integrations", "cli"),
 )
 

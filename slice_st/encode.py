@@ -10,6 +10,12 @@ span. ``min_span``/``max_span``/``unit`` (``"word"`` or ``"token"``) default to 
 pass; ``show_progress_bar=None`` shows one for long inputs only; ``device`` goes to ``model.encode``. Texts longer than
 the model's window are split into overlapping windows with ``window_context`` units of context on each side of the spans
 a window owns. Empty texts have no spans; anything that is not a string raises :class:`SpanInputError`.
+
+``model`` may also be a sentence-transformers ``MultiVectorEncoder`` (ColBERT / PyLate style): its token vectors (after
+its projection and normalisation) are the ones pooled, documents and queries encoded as ``encode_document`` and
+``encode_query`` encode them (their prompts or markers, lengths and query expansion); the tokens its
+``MultiVectorMask`` leaves out of scoring (a skiplist) are left out of every span's mean. :func:`is_multi_vector` and
+:func:`_scored_tokens` hold the rule.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from tqdm.auto import tqdm
 from slice_st._checks import as_text_list, check_device, check_top_k
 from slice_st.config import SpanConfig, check_tokenizer, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
-from slice_st.spans import pool_spans, pool_units
+from slice_st.spans import SIMILARITIES, pool_spans, pool_units
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, WINDOW_CONTEXT, Window, plan_windows, unit_boundaries
 
 if TYPE_CHECKING:
@@ -38,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanEncoding", "encode_spans", "encode_span_queries", "embed_texts"]
 
-#: Windows sent to one ``model.encode`` call: bounds memory while keeping its length sorting useful.
+#: Windows sent to one ``model.encode`` call, and at most about this many tokens: bounds memory (the call's token
+#: vectors, twice) while keeping its length sorting useful.
 WINDOWS_PER_CALL = 1024
+TOKENS_PER_CALL = 65_536
 #: ``precision`` values, as in ``SentenceTransformer.encode``.
 PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 #: Prompt names used for the texts whose spans are taken, in order (as ``SentenceTransformer.encode_document``).
@@ -117,24 +125,63 @@ def resolve_span_config(model: SentenceTransformer, min_span, max_span, unit) ->
     return config.replace(max_span=window) if config.max_span > window else config
 
 
-def model_window(model: SentenceTransformer) -> int:
-    """Content tokens per window: the model's max_seq_length minus the special tokens it adds."""
+def is_multi_vector(model: SentenceTransformer) -> bool:
+    """Whether ``model`` is a sentence-transformers ``MultiVectorEncoder`` (ColBERT / PyLate style: one vector per
+    token, scored by MaxSim), read from its ``model_type`` so that asking imports nothing."""
+    return getattr(model, "model_type", None) == "MultiVectorEncoder"
+
+
+def model_window(model: SentenceTransformer, role: str = "document") -> int:
+    """Content tokens per window: the model's max_seq_length minus the special tokens it adds; a ``MultiVectorEncoder``
+    also within its length for the ``role`` (``document_length``; ``query_length`` or a fixed query expansion's)."""
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
         raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
     max_length = min(int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000)
+    if is_multi_vector(model):  # its Transformer truncates each role's texts to these lengths: windows must fit
+        module = model[0]
+        length = getattr(module, "document_length" if role == "document" else "query_length", None)
+        expansion = getattr(module, "query_expansion", None) if role == "query" else None
+        if expansion and expansion.get("strategy") == "fixed":  # one expansion token left, as in a short query
+            length = expansion["length"] - 1
+        max_length = min(max_length, length or max_length)
     check_tokenizer(model)
     return max_length - tokenizer.num_special_tokens_to_add(pair=False)
 
 
 def token_dimension(model: SentenceTransformer) -> int:
-    """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says)."""
-    return model[0].get_embedding_dimension()
+    """Dimension of the token vectors (span vectors have it too, whatever ``truncate_dim`` says): the transformer's,
+    a ``MultiVectorEncoder``'s after its projection."""
+    dimension = (model if is_multi_vector(model) else model[0]).get_embedding_dimension()
+    if dimension is None:
+        raise ModelLoadError("The model's modules do not say the dimension of their token vectors.")
+    return dimension
+
+
+def span_similarity(model: SentenceTransformer, similarity_fn_name: str | None = None) -> str:
+    """The similarity that scores spans: ``similarity_fn_name``, else the model's, else cosine. A
+    ``MultiVectorEncoder``'s own (MaxSim) is left for cosine: MaxSim over a span's tokens never falls as the span
+    grows (each query token keeps its best match), so it cannot choose where a span ends."""
+    if similarity_fn_name is None and is_multi_vector(model):
+        return "cosine"
+    similarity = similarity_fn_name or getattr(model, "similarity_fn_name", None) or "cosine"
+    similarity = getattr(similarity, "value", similarity)  # an enum member
+    if similarity in ("maxsim", "meanmaxsim"):
+        raise SpanInputError(
+            f"similarity_fn_name={similarity!r} cannot rank spans: MaxSim over a span's tokens never falls as the span "
+            f"grows, so the longest span always wins. Spans are scored by the {', '.join(SIMILARITIES)} of their "
+            "mean token vectors (default: cosine)."
+        )
+    if similarity not in SIMILARITIES:
+        raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {similarity!r}.")
+    return similarity
 
 
 @dataclass
 class WindowRows:
-    """Encoded windows, padded: token embeddings, units (as ``UnitBoundaries``), span starts ``owned`` ``(lo, hi)``."""
+    """Encoded windows, padded: token embeddings, units (as ``UnitBoundaries``), span starts ``owned`` ``(lo, hi)``;
+    ``token_weights`` ``(B, T)``: 0 for the tokens a ``MultiVectorEncoder`` leaves out of scoring (their vectors zero),
+    ``None``: every token counts."""
 
     windows: list[Window]
     token_embeddings: Tensor
@@ -143,6 +190,7 @@ class WindowRows:
     owned: tuple[Tensor, Tensor]
     char_starts: Tensor
     char_ends: Tensor
+    token_weights: Tensor | None = None
 
     def rows(self, size: int) -> Iterator[WindowRows]:
         """Sub-batches of ``size`` windows of similar length, trimmed to their own padding."""
@@ -155,7 +203,9 @@ class WindowRows:
             length = max(int(boundaries[:, -1].max()), 1)
             windows, owned = [self.windows[i] for i in index], (self.owned[0][index], self.owned[1][index])
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
-            yield WindowRows(windows, self.token_embeddings[index, :length], boundaries, num_units, owned, *chars)
+            weights = None if self.token_weights is None else self.token_weights[index, :length]
+            vectors = self.token_embeddings[index, :length]
+            yield WindowRows(windows, vectors, boundaries, num_units, owned, *chars, token_weights=weights)
 
 
 def encode_windows(
@@ -170,15 +220,17 @@ def encode_windows(
     prompt: str = "",
     device: str | None = None,
     errors: list[tuple[int, str]] | None = None,
+    role: str = "document",
 ) -> Iterator[WindowRows]:
     """Plan windows (the one check of ``batch_size``, ``window_context``, ``device``); yield padded sub-batches from
-    ``model.encode``, ``prompt`` marked special. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
+    ``model.encode``, ``prompt`` marked special; ``role`` (``"document"`` or ``"query"``) is the ``task``, as
+    ``encode_document`` / ``encode_query`` set it. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
     check_top_k(batch_size, "batch_size")
     if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
         raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
     check_span_pooling(model)
     device = check_device(device)  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
-    window = model_window(model)
+    window = model_window(model, role)
     room = window - (len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0)
     if room < 1:
         raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens.")
@@ -189,13 +241,13 @@ def encode_windows(
     if bad and errors is None:
         raise WindowError(*bad[0], errors=bad)
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
+    multi_vector = is_multi_vector(model)
 
     def batches() -> Iterator[WindowRows]:  # the checks above run at the call, the encoding when iterated
         with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
-            for start in range(0, len(windows), WINDOWS_PER_CALL):
-                chunk = windows[start : start + WINDOWS_PER_CALL]
+            for chunk in _calls(windows):
                 strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
-                outputs = model.encode(
+                outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
                     strings,
                     output_value=None,
                     processing_kwargs=SPAN_PROCESSING_KWARGS,
@@ -203,13 +255,45 @@ def encode_windows(
                     batch_size=batch_size,
                     show_progress_bar=False,
                     device=device,
+                    task=role,  # as encode_document / encode_query: a Router's route, a MultiVectorEncoder's lengths
                 )
+                if multi_vector:
+                    outputs = [_scored_tokens(out) for out in outputs]
                 if prompt:
                     outputs = [_without_prompt(out, prompt) for out in outputs]
                 yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(batch_size)
                 progress.update(len(chunk))
 
     return batches()
+
+
+def _scored_tokens(out: dict[str, Any]) -> dict[str, Any]:
+    """A ``MultiVectorEncoder`` window's outputs as span units read them. Its ``MultiVectorMask`` rewrote
+    ``attention_mask`` into the scoring mask (skiplisted tokens out, query expansion in): that mask becomes the token
+    weights (the vectors of tokens out of scoring zeroed), and the attention mask is every position again, padding and
+    expansion tokens being special tokens (the tokenizer's ``special_tokens_mask``) outside every unit."""
+    scored = out["attention_mask"].bool()
+    vectors = out["token_embeddings"]
+    return {
+        **out,
+        "token_embeddings": torch.where(scored[:, None], vectors, torch.zeros_like(vectors)),
+        "token_weights": scored.to(vectors.dtype),
+        "attention_mask": torch.ones_like(out["attention_mask"], dtype=torch.long),
+    }
+
+
+def _calls(windows: list[Window]) -> Iterator[list[Window]]:
+    """``windows`` in runs of at most ``WINDOWS_PER_CALL`` windows and about ``TOKENS_PER_CALL`` tokens (a short
+    text's window, not tokenized while planning, counts its characters)."""
+    start, tokens = 0, 0
+    for end, window in enumerate(windows):
+        size = window.num_tokens if window.num_tokens >= 0 else window.char_end - window.char_start
+        if end > start and (end - start == WINDOWS_PER_CALL or tokens + size > TOKENS_PER_CALL):
+            yield windows[start:end]
+            start, tokens = end, 0
+        tokens += size
+    if start < len(windows):
+        yield windows[start:]
 
 
 def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:
@@ -241,6 +325,7 @@ def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
             "broken (a damaged checkpoint or adapter, or an overflow in half precision)."
         )
+    weights = _pad(outputs, "token_weights") if "token_weights" in outputs[0] else None
     masks = _pad(outputs, "attention_mask"), _pad(outputs, "special_tokens_mask", 1)
     units = unit_boundaries(*masks, _pad(outputs, "offset_mapping"), unit, strings)
     device = units.num_units.device
@@ -260,7 +345,8 @@ def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list
         ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)
         for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
     )
-    return WindowRows(windows, vectors, units.boundaries, units.num_units, owned, units.char_starts, units.char_ends)
+    chars = units.char_starts, units.char_ends
+    return WindowRows(windows, vectors, units.boundaries, units.num_units, owned, *chars, token_weights=weights)
 
 
 @dataclass
@@ -358,9 +444,8 @@ def encode_spans(  # type: ignore[misc]  # the overloads say what comes back; th
 
 def _window_spans(rows: WindowRows, span_config: SpanConfig, truncate_dim: int | None):
     """Each window's spans: ``(text index, (first owned character, offsets, units, vectors))``."""
-    pooled = pool_spans(
-        rows.token_embeddings, rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span, rows.owned
-    )
+    bounds = (rows.boundaries, rows.num_units, span_config.min_span, span_config.max_span)
+    pooled = pool_spans(rows.token_embeddings, *bounds, rows.owned, weights=rows.token_weights)
     vectors = pooled.embeddings[..., :truncate_dim]
     char_starts = rows.char_starts[:, pooled.starts]
     char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
@@ -410,7 +495,7 @@ def embed_texts(
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
     config = SpanConfig(1, 1, "word")  # a query is one whole span: its windows need no room for spans
-    options = {"prompt": prompt, "device": device}
+    options = {"prompt": prompt, "device": device, "role": "query"}
     windows = encode_windows(
         model, text_list, config, batch_size, show_progress_bar, window_context, "Encoding queries", **options
     )
@@ -418,7 +503,7 @@ def embed_texts(
     counts = torch.zeros(len(text_list), device=totals.device)
     for rows in windows:
         index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
-        total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned)
+        total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned, weights=rows.token_weights)
         totals.index_add_(0, index, total.to(totals.device))
         counts.index_add_(0, index, count.to(totals.device, totals.dtype))
     if bool((counts == 0).any()):

@@ -13,6 +13,7 @@ import os
 import secrets
 import stat
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 
@@ -283,6 +284,22 @@ def _inside(folder: str, files: Iterable[str], follow_links: bool) -> list[str]:
         info = os.stat(path)
         kept.setdefault((info.st_dev, info.st_ino), path)
     return list(kept.values())
+
+
+def short_names(paths: Iterable[str]) -> dict[str, str]:
+    """Each of ``paths`` as a user is shown it: its shortest ending (the file name, then its folders) that no other of
+    ``paths`` ends with; a path that ends another one is shown whole.
+
+    >>> short_names(["corpus/a/x.txt", "corpus/b/x.txt", "corpus/y.txt"])
+    {'corpus/a/x.txt': 'a/x.txt', 'corpus/b/x.txt': 'b/x.txt', 'corpus/y.txt': 'y.txt'}
+    """
+    parts = {path: path.replace(os.sep, "/").split("/") for path in dict.fromkeys(paths)}
+    endings = Counter(tuple(split[-depth:]) for split in parts.values() for depth in range(1, len(split) + 1))
+    shown = {}
+    for path, split in parts.items():
+        depth = next((d for d in range(1, len(split)) if endings[tuple(split[-d:])] == 1), len(split))
+        shown[path] = path if depth == len(split) else "/".join(split[-depth:])
+    return shown
 
 
 def csv_safe(value: object) -> object:

@@ -415,7 +415,7 @@ def export_model(
     config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
     if config is not None and config not in QUANTIZATION_CONFIGS:
         raise SpanInputError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
-    output = Path(output_dir)
+    output = Path(check_output(output_dir))  # a file, or under one, or not writable: refused before any work
     try:  # an export folder that holds another model is never reused: its stale files would answer for it
         held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
     except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote

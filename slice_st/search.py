@@ -25,6 +25,7 @@ from slice_st.encode import (
     encode_windows,
     resolve_prompt,
     resolve_span_config,
+    span_similarity,
 )
 from slice_st.errors import SpanInputError
 from slice_st.rerank import RerankRows, keep_governors, merge_key, rerank_context, unit_words
@@ -37,7 +38,7 @@ from slice_st.scoring import (
     span_costs,
     unit_flags,
 )
-from slice_st.spans import SIMILARITIES, BestSpans, best_span_scores, greedy_disjoint, span_cosines
+from slice_st.spans import BestSpans, best_span_scores, greedy_disjoint, span_cosines
 from slice_st.tokens import WINDOW_CONTEXT, text_units
 
 if TYPE_CHECKING:
@@ -186,7 +187,8 @@ def best_spans(
         queries: A query or a list of queries.
         texts: A text or a list of texts to search.
         top_k: Spans kept per (query, text) pair.
-        similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's).
+        similarity_fn_name: ``"cosine"``, ``"dot"``, ``"euclidean"`` or ``"manhattan"`` (``None``: the model's; a
+            ``MultiVectorEncoder``'s MaxSim cannot rank spans: cosine).
         scorer: What ranks the spans (:mod:`slice_st.scoring`): ``"reranked"`` (default), ``"phrase"`` (the
             similarity minus small costs for spans that do not look like a phrase), ``"max-cosine"`` (the paper's
             protocol) or a :class:`slice_st.scoring.SpanScorer`.
@@ -272,10 +274,7 @@ class _Search:
     ):
         self.texts, self.paired, self.overlap = texts, paired, overlap
         self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
-        similarity = options["similarity_fn_name"] or getattr(model, "similarity_fn_name", None) or "cosine"
-        self.similarity = getattr(similarity, "value", similarity)  # an enum member
-        if self.similarity not in SIMILARITIES:
-            raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {self.similarity!r}.")
+        self.similarity = span_similarity(model, options["similarity_fn_name"])
         check_overlap(overlap)
         self.scorer = search_scorer(options["scorer"], getattr(model.model_card_data, "shipped_name", None))
         if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
@@ -435,14 +434,16 @@ _PAIRED_OPTIONS = {
 
 
 def attach_methods() -> None:
-    """Make the span methods of :class:`slice_st.SpanEncoder` methods of every ``SentenceTransformer`` too (never
-    clobbering ST's own); ``import slice_st`` arranges for this to run when ``sentence_transformers`` is imported."""
+    """Make the span methods of :class:`slice_st.SpanEncoder` methods of every ``SentenceTransformer`` and
+    ``MultiVectorEncoder`` too (never clobbering ST's own); ``import slice_st`` arranges for this to run when
+    ``sentence_transformers`` is imported."""
     # Why attach at all: a model card's usage is `import slice_st; SentenceTransformer(...).encode_spans(texts)`, on a
     # plain SentenceTransformer. Why on import of sentence_transformers (slice_st._attach), not of slice_st: importing
     # it costs seconds (torch), and `import slice_st` / `slice-st --help` stay standard-library light.
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import MultiVectorEncoder, SentenceTransformer
 
-    for function in (encode_spans, encode_span_queries, best_spans):
-        existing = getattr(SentenceTransformer, function.__name__, None)
-        if existing is None or getattr(existing, "__module__", "").startswith("slice_st"):
-            setattr(SentenceTransformer, function.__name__, function)
+    for cls in (SentenceTransformer, MultiVectorEncoder):
+        for function in (encode_spans, encode_span_queries, best_spans):
+            existing = getattr(cls, function.__name__, None)
+            if existing is None or getattr(existing, "__module__", "").startswith("slice_st"):
+                setattr(cls, function.__name__, function)

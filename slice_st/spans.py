@@ -78,10 +78,17 @@ class SpanBatch:
 
 
 def pool_spans(
-    token_embeddings: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned: Any = None
+    token_embeddings: Tensor,
+    boundaries: Tensor,
+    num_units: Tensor,
+    min_span: int,
+    max_span: int,
+    owned: Any = None,
+    weights: Tensor | None = None,
 ) -> SpanBatch:
     """Mean vector of every span of ``min_span..max_span`` units; ``owned=(lo, hi)`` (each ``(B,)``) keeps only spans
-    starting in ``[lo, hi)`` (each span of a long text comes from exactly one window).
+    starting in ``[lo, hi)`` (each span of a long text comes from exactly one window). ``weights`` ``(B, T)`` (0 or 1,
+    the vectors of weight-0 tokens already zero): the mean of the weight-1 tokens; a span without any is masked out.
 
     >>> emb = torch.arange(6.0).reshape(1, 3, 2)          # 3 tokens, d = 2
     >>> bounds = torch.tensor([[0, 1, 3]])                 # unit 0 = token 0, unit 1 = tokens 1..2
@@ -93,15 +100,29 @@ def pool_spans(
     starts, ends = span_grid(width, min_span, max_span, device=token_embeddings.device)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U + 1, d)
     totals = unit_prefix[:, ends] - unit_prefix[:, starts]
-    counts = (boundaries[:, ends] - boundaries[:, starts]).clamp(min=1).unsqueeze(-1).to(totals.dtype)
-    mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts]
-    return SpanBatch(totals / counts, starts, ends, mask)
+    tokens = boundaries if weights is None else _weight_prefix(weights, boundaries)
+    counts = tokens[:, ends] - tokens[:, starts]
+    mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts] & (counts > 0)
+    return SpanBatch(totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype), starts, ends, mask)
 
 
-def pool_units(token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor) -> tuple[Tensor, Tensor]:
-    """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector."""
-    sums, counts = _span_sums(token_embeddings, boundaries, lo[:, None].long(), hi[:, None].long())
+def pool_units(
+    token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor, weights: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector.
+    ``weights`` as in :func:`pool_spans`: the count is of weight-1 tokens."""
+    lo, hi = lo[:, None].long(), hi[:, None].long()
+    sums, counts = _span_sums(token_embeddings, boundaries, lo, hi)
+    if weights is not None:
+        tokens = _weight_prefix(weights, boundaries)
+        counts = (tokens.gather(1, hi) - tokens.gather(1, lo)).round().long()
     return sums[:, 0], counts[:, 0]
+
+
+def _weight_prefix(weights: Tensor, boundaries: Tensor) -> Tensor:
+    """``(B, U + 1)``: the sum of the token ``weights`` ``(B, T)`` before each unit boundary."""
+    prefix = torch.nn.functional.pad(weights.float().cumsum(dim=1), (1, 0))
+    return prefix.gather(1, boundaries.clamp(max=prefix.shape[1] - 1))
 
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
@@ -182,7 +203,7 @@ def best_span_scores(
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
-    exists = ~torch.isnan(norms)
+    exists = ~torch.isnan(norms) & (norms > 0)  # a zero sum (tokens all out of scoring) has no direction: no span
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))

@@ -4,7 +4,7 @@ A word is a whitespace-delimited run of tokens; special tokens and padding are n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ from slice_st.errors import SpanInputError, WindowError
 UNITS = ("word", "token")
 
 _SPACE = re.compile(r"\s")
+_LAST_SPACE = re.compile(r"(?s:.*)(\s)")  # the last whitespace character
 #: ``processing_kwargs`` for ``SentenceTransformer.encode`` that make the tokenizer return what span units need
 #: (tokenizer extras that sentence-transformers keeps out of the forward call).
 SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}}
@@ -225,8 +226,7 @@ def plan_windows(
             windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
         elif stripped:
             to_plan.append(text_index)
-    chosen = [texts[i] for i in to_plan]
-    planned = _token_groups(tokenizer, chosen, max_tokens) if unit == "token" else text_units(tokenizer, chosen)
+    planned = _planning_units(tokenizer, [texts[i] for i in to_plan], max_tokens, unit)
     for text_index, units in zip(to_plan, planned):
         try:
             windows.extend(_text_windows(texts[text_index], text_index, units, max_tokens, max_span, context, unit))
@@ -236,6 +236,56 @@ def plan_windows(
     if errors is not None:
         errors.sort()
     return windows
+
+
+#: Planning tokenizes a long text in pieces of about this many characters, cut at whitespace, and at most
+#: ``PLAN_GROUP_CHARS`` padded characters of pieces at once: its memory stays bounded however long a text is.
+PLAN_PIECE_CHARS = 20_000
+PLAN_GROUP_CHARS = 1_000_000
+
+
+def _pieces(text: str) -> Iterator[tuple[int, str]]:
+    """``(offset, piece)``: ``text`` cut before a whitespace character about every ``PLAN_PIECE_CHARS`` characters
+    (units never cross whitespace, so the pieces' units are the text's); a run without whitespace is not cut."""
+    start = 0
+    while len(text) - start > PLAN_PIECE_CHARS:
+        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(text, start + 1)
+        if found is None:
+            break
+        cut = found.start(found.lastindex or 0)
+        yield start, text[start:cut]
+        start = cut
+    yield start, text[start:]
+
+
+def _planning_units(tokenizer, texts: Sequence[str], max_tokens: int, unit: str) -> Iterator[tuple[np.ndarray, ...]]:
+    """Each text's planning units (``text_units``, or ``_token_groups`` for token units), tokenized piece by piece
+    (``_pieces``) in groups of at most ``PLAN_GROUP_CHARS`` padded characters, never all texts padded at once."""
+    parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
+    pending: list[tuple[int, int, str]] = []  # (text, offset, piece) not tokenized yet
+    widest, complete = 0, 0  # the texts before `complete` are yielded
+
+    def tokenize() -> None:
+        strings = [piece for *_, piece in pending]
+        found = _token_groups(tokenizer, strings, max_tokens) if unit == "token" else text_units(tokenizer, strings)
+        for (text_no, offset, _), (starts, ends, counts) in zip(pending, found):
+            parts[text_no].append((starts + offset, ends + offset, counts))
+        pending.clear()
+
+    for text_no, text in enumerate(texts):
+        parts[text_no] = []
+        for offset, piece in _pieces(text):
+            widest = max(widest, len(piece))
+            if pending and (len(pending) + 1) * widest > PLAN_GROUP_CHARS:
+                tokenize()
+                widest = len(piece)
+                for done in range(complete, text_no):
+                    yield tuple(np.concatenate(arrays) for arrays in zip(*parts.pop(done)))
+                complete = text_no
+            pending.append((text_no, offset, piece))
+    tokenize()
+    for done in range(complete, len(texts)):
+        yield tuple(np.concatenate(arrays) for arrays in zip(*parts.pop(done)))
 
 
 def _text_windows(

@@ -538,16 +538,17 @@ def make_app(data: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = 
 
 
 @contextmanager
-def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False, **kwargs):
+def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False, wrap=None, **kwargs):
     """Serve the test Hub in a background thread on 127.0.0.1 (``port=0``: a free port); yields its URL.
-    ``access_log``: print a line per request."""
+    ``access_log``: print a line per request; ``wrap``: an ASGI middleware around the app (a hostile Hub's)."""
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     level = "info" if access_log else "warning"
-    config = uvicorn.Config(make_app(data, **kwargs), log_level=level, access_log=access_log, lifespan="off")
+    app = make_app(data, **kwargs)
+    config = uvicorn.Config(wrap(app) if wrap else app, log_level=level, access_log=access_log, lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -229,3 +229,14 @@ def test_a_revision_that_is_a_path_is_refused_before_anything_loads(tmp_path, mo
         with pytest.raises(SpanInputError, match="not a branch, tag or commit name"):
             slice_st.load_model("org/model", revision=revision, backend=backend)
     assert os.listdir(tmp_path) == []  # nothing written
+
+
+def test_export_to_a_file_is_refused_before_the_model_loads(tmp_path):
+    """``slice-st export MODEL -o FILE`` loaded and exported the model, then failed with "File exists"."""
+    file = tmp_path / "notes.txt"
+    file.write_text("mine")
+    with pytest.raises(slice_st.errors.FileAccessError, match="output .*notes.txt is a file, not a folder"):
+        slice_st.export_model("no-such-model-anywhere", str(file))
+    with pytest.raises(slice_st.errors.FileAccessError, match="notes.txt is a file, not a folder"):
+        slice_st.export_model("no-such-model-anywhere", str(file / "sub"))
+    assert file.read_text() == "mine"

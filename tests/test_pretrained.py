@@ -177,7 +177,8 @@ def test_a_shipped_model_gets_its_base_from_the_hub_then_offline(hub, stand_in, 
     assert online == offline and online["name"] == "slice-mpnet"
     local = hub_env(hub, tmp_path / "empty", offline=True) | {"SLICE_ST_BASE_MPNET": str(stand_in / "base")}
     assert json.loads(run_python(HUB_SHIPPED, local, adapter, "load").stdout) == online
-    plain = json.loads(run_python(HUB_SHIPPED, hub_env(hub, home, offline=True) | {"SLICE_ST_BASE_MPNET": ""}, adapter, "load").stdout)
+    unset = hub_env(hub, home, offline=True) | {"SLICE_ST_BASE_MPNET": ""}
+    plain = json.loads(run_python(HUB_SHIPPED, unset, adapter, "load").stdout)
     assert plain == online
     corpus = tmp_path / "calls.txt"
     corpus.write_text("A man plays the guitar on stage.\n")
@@ -194,7 +195,10 @@ def test_a_base_that_cannot_be_had_is_one_clear_line(hub, stand_in, tmp_path, se
     corpus.write_text("A man plays the guitar on stage.\n")
     done = subprocess.run(
         [sys.executable, "-c", HUB_SHIPPED, str(stand_in / "adapter"), "cli", str(corpus)],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "slice-mpnet is built on org/tiny-base" in done.stderr

@@ -300,3 +300,54 @@ def test_b10_token_units_cut_unspaced_script_between_tokens(tiny_model_short, ti
     np.testing.assert_array_equal(windowed.units, whole.units)
     index = SpanIndex.build([text * 3, "a short one"], tiny_model_short, unit="token", max_span=3)
     assert len(index.search("中文", top_k=3)[0]) == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# planning a long text in pieces (issue 46: one long line grew memory with its length)
+# ---------------------------------------------------------------------------------------------
+
+
+class _CountingTokenizer:
+    """The tokenizer, recording how many characters each call pads to (texts × the longest)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.padded = tokenizer, []
+
+    def __call__(self, batch, **kwargs):
+        self.padded.append(len(batch) * max(map(len, batch)))
+        return self.tokenizer(batch, **kwargs)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    batch=st.lists(texts(min_words=1, max_words=120), min_size=1, max_size=5),
+    unit=st.sampled_from(["word", "token"]),
+)
+def test_planning_in_pieces_gives_the_windows_of_the_whole_text(tokenizer, batch, unit):
+    """Texts cut before whitespace every few characters, a few pieces tokenized at a time: the same windows (and
+    errors) as each text tokenized whole, and no tokenizer call pads more than the group's characters."""
+    import slice_st.tokens as tokens
+
+    whole_errors, piece_errors = [], []
+    whole = plan_windows(tokenizer, batch, 22, 3, 2, unit, whole_errors)
+    counting = _CountingTokenizer(tokenizer)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tokens, "PLAN_PIECE_CHARS", 17)
+        patch.setattr(tokens, "PLAN_GROUP_CHARS", 80)
+        pieces = plan_windows(counting, batch, 22, 3, 2, unit, piece_errors)
+    assert pieces == whole and piece_errors == whole_errors
+    longest_word = max((len(word) for text in batch for word in text.split()), default=0)
+    assert all(size <= max(80, longest_word + 17) for size in counting.padded), counting.padded
+
+
+def test_a_long_line_with_many_short_texts_is_never_padded_to_its_length(tokenizer):
+    """Texts planned together were padded to the longest: 2,000 texts of 300 characters beside one line of 200,000
+    words was a (2001, 200000, 2) offsets tensor (6 GB). Now every call pads at most ``PLAN_GROUP_CHARS``."""
+    from slice_st.tokens import PLAN_GROUP_CHARS, PLAN_PIECE_CHARS
+
+    line = " ".join(["guitar"] * 20_000)
+    batch = ["a man plays the guitar on a stage " * 9] * 200 + [line]
+    counting = _CountingTokenizer(tokenizer)
+    windows = plan_windows(counting, batch, 254, 5, 16)
+    assert max(counting.padded) <= max(PLAN_GROUP_CHARS, PLAN_PIECE_CHARS)
+    assert sum(window.num_words for window in windows if window.text_index == 200) >= 20_000

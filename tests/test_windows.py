@@ -201,3 +201,26 @@ def test_long_query_on_small_window_model(tiny_model_short):
     assert slice_st.encode.embed_texts(tiny_model_short, query).shape == (1, 32)
     result = tiny_model_short.best_spans([query], ["a b"], max_span=2, window_context=0)
     assert len(result[0][0]) == 1
+
+
+def test_one_encode_call_holds_a_bounded_number_of_tokens(tiny_model_short, monkeypatch):
+    """A long text's windows go to ``model.encode`` in runs of about ``TOKENS_PER_CALL`` tokens (it was up to 1,024
+    windows, whatever their length), with the same spans and vectors."""
+    import slice_st.encode as encode
+
+    text = " ".join(SHORT_WORDS * 12)
+    expected = slice_st.encode_spans(tiny_model_short, [text, "a man"], max_span=3)
+    calls = []
+    original = type(tiny_model_short).encode
+
+    def counting(model, sentences, **kwargs):
+        calls.append(sum(len(model.tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences))
+        return original(model, sentences, **kwargs)
+
+    monkeypatch.setattr(encode, "TOKENS_PER_CALL", 60)
+    monkeypatch.setattr(type(tiny_model_short), "encode", counting)
+    found = slice_st.encode_spans(tiny_model_short, [text, "a man"], max_span=3)
+    assert len(calls) > 3 and max(calls) <= 60, calls
+    for got, want in zip(found, expected):
+        assert got.spans == want.spans
+        np.testing.assert_allclose(got.embeddings, want.embeddings, atol=1e-5)

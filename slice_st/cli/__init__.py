@@ -80,6 +80,21 @@ def _stdout_name() -> str:
     return "standard output"
 
 
+def _model_refused(error: BaseException) -> bool:
+    """A ``ValueError``/``TypeError`` of sentence-transformers' own checks raised inside ``slice_st.load_model`` (a
+    model whose ``modules.json`` names a path outside it, an unknown ``default_prompt_name``): the library passes it
+    on unchanged, as ``SentenceTransformer`` does; here it is the user's model, not a bug."""
+    frame = error.__traceback__
+    while frame is not None:
+        code, module = frame.tb_frame.f_code.co_name, frame.tb_frame.f_globals.get("__name__")
+        if code == "load_model" and module == "slice_st.loading":
+            from slice_st.loading import raised_by_sentence_transformers
+
+            return raised_by_sentence_transformers(error)
+        frame = frame.tb_next
+    return False
+
+
 def _silence_stdout() -> None:
     """Point standard output at the null device: what is still buffered cannot be written (no second error at exit)."""
     with contextlib.suppress(OSError, ValueError):
@@ -99,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.trainer_arguments = rest
     with output_options(args):
         try:
-            return args.handler(args)
+            code = args.handler(args)
+            sys.stdout.flush()  # what is still buffered fails here, not unseen at exit
+            return code
         except KeyboardInterrupt:
             parser.exit(130, "slice-st: interrupted\n")
         except BrokenPipeError:  # e.g. `slice-st mine … | head`: stop quietly
@@ -107,9 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         except Exception as error:
             if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
+                where = terminal_safe(str(error.filename or _stdout_name()))  # before standard output is silenced
                 _silence_stdout()
-                where = terminal_safe(str(error.filename or _stdout_name()))
                 parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
+            if _model_refused(error):
+                parser.exit(
+                    2, f"slice-st: error: cannot load the model: {terminal_safe(' '.join(str(error).split()))}\n"
+                )
             if not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)
                 raise

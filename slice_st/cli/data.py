@@ -1,7 +1,9 @@
 """``slice-st make-passages``: unlabeled text cut into passages for span self-distillation.
 
-Build a distillation passages folder for `slice-st train --distill-data DIR`. Dev sentences (--exclude) never reach
-a passage. With --cache-teacher the teacher's span vectors are computed once and saved.
+Build a distillation passages folder for `slice-st train --distill-data DIR`. Text files are read as `slice-st mine`
+reads them (--split: a hard-wrapped file is read by paragraphs, and its passages are stretches of that file). Dev
+sentences (--exclude) never reach a passage. With --cache-teacher the teacher's span vectors are computed once and
+saved.
 """
 
 from __future__ import annotations
@@ -9,15 +11,17 @@ from __future__ import annotations
 import sys
 import time
 
-from slice_st.cli.common import UsageError, add_command, pick, positive_int, report
+from slice_st.cli.common import UsageError, add_command, paragraph_note, pick, positive_int, report, terminal_safe
 from slice_st.files import check_output
 
 
 def add_data_commands(commands) -> None:
     about = "cut unlabeled text into passages for span self-distillation (optionally caching teacher vectors)"
-    parser = add_command(commands, "make-passages", about, _make_passages, "--output", "--batch-size", batch_size=64)
+    options = ("--output", "--split", "--follow-links", "--batch-size")
+    parser = add_command(commands, "make-passages", about, _make_passages, *options, batch_size=64)
     parser.description = __doc__.split("\n\n")[1]
-    parser.add_argument("sources", nargs="+", metavar="SOURCE", help="text/TSV/JSONL files | saved datasets folders")
+    sources = "text/TSV/JSONL files, folders or globs ('-': stdin) | saved datasets folders"
+    parser.add_argument("sources", nargs="+", metavar="SOURCE", help=sources)
     exclude = "STS-B or STS-B-Context file whose sentences are kept out (repeatable)"
     parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help=exclude)
     parser.add_argument("--min-words", type=positive_int, default=20)
@@ -33,13 +37,31 @@ def add_data_commands(commands) -> None:
     parser.add_argument("--max-seq-length", type=positive_int, default=None, help=length)
 
 
+def _reading_note(args):
+    """``load_passages``' ``report``: which files ``--split auto`` reads by paragraphs, and a warning for each file
+    whose hard-wrapped lines ``--split line`` makes texts of their own (short ones are glued with other files')."""
+    note = paragraph_note(args)
+
+    def tell(path: str, how: str) -> None:
+        if how == "wrapped-lines":
+            message = (
+                f"slice-st: warning: {terminal_safe(path)}: its lines are hard-wrapped, but --split line makes each "
+                "line a text (lines under --min-words words are shuffled with other texts and glued); --split auto "
+                "or paragraph reads its paragraphs"
+            )
+            report(args, message, sys.stderr)
+        note(path, how)
+
+    return tell
+
+
 def _make_passages(args) -> int:
     from slice_st.data.passages import load_passages
 
     check_output(args.output)
     started = time.perf_counter()
-    options = pick(args, "min_words", "max_words", "seed", "limit")
-    passages = load_passages(args.sources, exclude_paths=args.exclude, **options)
+    options = pick(args, "min_words", "max_words", "seed", "limit", "split", "follow_links")
+    passages = load_passages(args.sources, exclude_paths=args.exclude, report=_reading_note(args), **options)
     if len(passages) == 0:
         raise UsageError(
             f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import sys
 import time
@@ -20,10 +21,11 @@ from slice_st.cli.common import (
     refuse,
     report,
     report_skipped,
+    terminal_safe,
     text_files,
 )
 from slice_st.cli.mine import add_search_command
-from slice_st.files import check_output, expand_paths
+from slice_st.files import check_output, csv_safe, expand_paths
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -49,9 +51,13 @@ def add_commands(commands) -> None:
     build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
     build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
     build.add_argument("--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)")
-    _command(actions, "add", "append documents to an index (saved atomically)", _add, *_CORPUS, "--threads")
-    remove = _command(actions, "remove", "drop documents by id (saved atomically)", _remove)
-    remove.add_argument("ids", nargs="+", metavar="ID")
+    add = _command(actions, "add", "append documents to an index (saved atomically)", _add, *_CORPUS, "--threads")
+    add.add_argument("--replace", action="store_true", help="replace the documents of files already in the index")
+    remove = _command(actions, "remove", "drop documents by id, or a file's (saved atomically)", _remove)
+    remove.add_argument("ids", nargs="*", metavar="ID")
+    remove.add_argument("--file", metavar="PATH", help="drop every document of this file (see `index list`)")
+    listing = _command(actions, "list", "list an index's documents (a sharded one's too): ids, files, sizes", _list)
+    listing.add_argument("-f", "--format", choices=("text", "json", "jsonl", "csv"), default="text")
     about = "merge index shards (built apart, e.g. in parallel) into one"
     merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
     merge.add_argument("shards", nargs="+", metavar="SHARD")
@@ -118,11 +124,13 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
     if args.format != "text":
         summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3)}
         summary.update(documents_per_second=round(rate, 3), index_documents=len(index), index_units=index.num_units)
+        summary |= {"replaced": len(index.replaced)} if verb == "added" else {}
         print(dumps_json(summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None))
         return
+    replaced = f" (replacing {len(index.replaced)})" if index.replaced else ""
     report(
         args,
-        f"{verb} {len(documents)} documents ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
+        f"{verb} {len(documents)} documents{replaced} ({words} words) in {seconds:.1f} s: {rate:.1f} documents/s, "
         f"{word_rate:.0f} words/s; the index holds {len(index)} documents, {index.num_units} units",
     )
 
@@ -217,7 +225,7 @@ def _add(args) -> int:
     documents = _documents(args)
     with _update(args.directory, device=args.device, **model_options(args)) as index:
         start = time.perf_counter()
-        index.add(documents, **_encoding(args))
+        index.add(documents, **_encoding(args), replace=args.replace)
         report_skipped(index.skipped, "documents")
         seconds = time.perf_counter() - start
     _summary("added", documents, index, seconds, args)
@@ -225,10 +233,42 @@ def _add(args) -> int:
 
 
 def _remove(args) -> int:
+    refuse((bool(args.ids) == bool(args.file), "give document IDs or --file PATH (one of them)."))
     with _update(args.directory) as index:
-        removed = index.remove(args.ids)
+        removed = index.remove(args.ids or None, file=args.file)
     report(args, f"removed {removed} documents; the index holds {len(index)} documents")
     return 0
+
+
+def _list(args) -> int:
+    from slice_st.index import SpanIndex
+    from slice_st.index.storage import shard_directories
+
+    rows = [row for shard in shard_directories(args.directory) for row in SpanIndex.saved_documents(shard)]
+    if args.format == "json":
+        print(dumps_json(rows, indent=1))
+    elif args.format == "jsonl":
+        sys.stdout.writelines(dumps_json(row) + "\n" for row in rows)
+    elif args.format == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=["id", "file", "characters", "units"], lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({key: csv_safe(value) for key, value in row.items()} for row in rows)
+    else:
+        _list_table(rows)
+    return 0
+
+
+def _list_table(rows: list[dict]) -> None:
+    """``index list`` as aligned columns, then how many documents and files."""
+    shown = [
+        (terminal_safe(row["id"]), terminal_safe(row["file"] or "-"), row["characters"], row["units"]) for row in rows
+    ]
+    wide = [max([len(title)] + [len(row[column]) for row in shown]) for column, title in enumerate(("id", "file"))]
+    print(f"{'id':<{wide[0]}}  {'file':<{wide[1]}}  {'characters':>10}  {'units':>6}")
+    for doc_id, file, characters, units in shown:
+        print(f"{doc_id:<{wide[0]}}  {file:<{wide[1]}}  {characters:>10}  {units:>6}")
+    files = len({row["file"] for row in rows if row["file"]})
+    print(f"{len(rows)} documents, {files} files")
 
 
 def _merge(args) -> int:

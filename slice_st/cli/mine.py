@@ -7,6 +7,7 @@ import csv
 import html
 import itertools
 import os
+import re
 import sys
 
 from slice_st.cli.common import (
@@ -23,6 +24,7 @@ from slice_st.cli.common import (
     terminal_safe,
     text_files,
 )
+from slice_st.data.corpus import file_of_id, short_ids
 from slice_st.errors import WindowError
 from slice_st.files import csv_safe, expand_paths, read_file
 from slice_st.text import read_texts, split_lines
@@ -61,8 +63,8 @@ def _mine(args) -> int:
         (files and args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
     )
     queries = read_queries(args)
-    rows = _search_index(args, queries) if args.index else _search_files(args, queries)
-    places = short_places({row["doc_id"] for row in rows})
+    rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
+    places = short_ids([row["doc_id"] for row in rows], corpus)  # a/x.txt:1 and b/x.txt:1 told apart
     write_rows([row | {"where": places[row["doc_id"]]} for row in rows], FIELDS, args, sys.stdout)
     return 0
 
@@ -82,7 +84,7 @@ def _counts(args) -> tuple[int | None, int | None, int | None]:
     return (texts or None), (args.per_text or None), args.spans
 
 
-def _search_files(args, queries: list[str]) -> list[dict]:
+def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     import slice_st
 
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
@@ -115,10 +117,10 @@ def _search_files(args, queries: list[str]) -> list[dict]:
             where = {"file": record.source, "line": record.line, "doc_id": f"{record.source}:{record.line}"}
             where.update(file_start=offset + match.start, file_end=offset + match.end)
             rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
-    return rows
+    return rows, paths
 
 
-def _search_index(args, queries: list[str]) -> list[dict]:
+def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     from slice_st.index import open_index
     from slice_st.index.search import search_documents
     from slice_st.search import search_scorer
@@ -140,7 +142,7 @@ def _search_index(args, queries: list[str]) -> list[dict]:
             for rank, match in enumerate(matches, start=1):
                 text, where = index.texts[match.text_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
                 rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
-        return rows
+        return rows, [path for path in map(file_of_id, index.doc_ids) if path is not None]
     finally:
         if hasattr(index, "close"):
             index.close()
@@ -151,29 +153,6 @@ def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **
     row = dict.fromkeys(FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6), "scorer": scorer}
     row.update(cosine=round(cosine, 6), start=match.start, end=match.end, span=match.span, text=text, **fields)
     return row
-
-
-def short_places(doc_ids: set[str]) -> dict[str, str]:
-    """Each id as the table shows it: its last path part (``a.txt:3``), with more of the path where two ids would
-    read alike (``x/a.txt:1``, ``y/a.txt:1``).
-
-    >>> short_places({"x/a.txt:1", "y/a.txt:1", "b.txt:2"}) == {"x/a.txt:1": "x/a.txt:1", "y/a.txt:1": "y/a.txt:1",
-    ...     "b.txt:2": "b.txt:2"}
-    True
-    """
-    parts = {doc_id: doc_id.split("/") for doc_id in doc_ids}
-    depth = dict.fromkeys(doc_ids, 1)
-    while True:
-        shown = {doc_id: "/".join(parts[doc_id][-depth[doc_id] :]) for doc_id in doc_ids}
-        seen: dict[str, list[str]] = {}
-        for doc_id, name in shown.items():
-            seen.setdefault(name, []).append(doc_id)
-        alike = [doc_id for group in seen.values() if len(group) > 1 for doc_id in group]
-        grow = [doc_id for doc_id in alike if depth[doc_id] < len(parts[doc_id])]
-        if not grow:
-            return shown
-        for doc_id in grow:
-            depth[doc_id] += 1
 
 
 def _distinct_files(files: list[str]) -> list[str]:
@@ -228,14 +207,19 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
 
 
 def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
-    """The text around ``text[start:end]`` on one line, the span highlighted."""
-    flat = text.replace("\n", " ").replace("\t", " ")
+    """The text around ``text[start:end]`` on one line, the span highlighted; each run of whitespace (a wrapped
+    line's end and indent) shown as one space."""
     room = max(width - (end - start), 10) // 2
-    left_start, right_end = max(0, start - room), min(len(flat), end + room)
-    left = ("…" if left_start > 0 else "") + flat[left_start:start]
-    right = flat[end:right_end] + ("…" if right_end < len(flat) else "")
+    left_start, right_end = max(0, start - room), min(len(text), end + room)
+    left, span, right = (
+        _WHITESPACE.sub(" ", text[a:b]) for a, b in ((left_start, start), (start, end), (end, right_end))
+    )
+    left, right = ("…" if left_start > 0 else "") + left, right + ("…" if right_end < len(text) else "")
     on, off = ("\x1b[1;33m", "\x1b[0m") if color else ("«", "»")
-    return f"{terminal_safe(left)}{on}{terminal_safe(flat[start:end])}{off}{terminal_safe(right)}"
+    return f"{terminal_safe(left)}{on}{terminal_safe(span)}{off}{terminal_safe(right)}"
+
+
+_WHITESPACE = re.compile(r"\s+")
 
 
 _HTML_HEAD = (

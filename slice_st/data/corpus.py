@@ -10,7 +10,7 @@ from typing import Any
 
 from slice_st.errors import CorpusError
 from slice_st.files import JSONL_SUFFIXES as JSONL_SUFFIXES
-from slice_st.files import is_jsonl, jsonl_records
+from slice_st.files import is_jsonl, jsonl_records, short_names
 from slice_st.text import read_texts
 
 
@@ -112,6 +112,32 @@ def read_corpus(
             )
     check_unique_ids(documents)
     return documents
+
+
+def file_of_id(doc_id: str) -> str | None:
+    """The file a text file's document id ``<path>:<line>`` names; ``None`` for another id (a JSONL one, a number).
+
+    >>> file_of_id("corpus/a.txt:12"), file_of_id("T1")
+    ('corpus/a.txt', None)
+    """
+    path, colon, line = doc_id.rpartition(":")
+    return path if colon and path and line.isdigit() else None
+
+
+def short_ids(doc_ids: Iterable[str], files: Iterable[str] = ()) -> dict[str, str]:
+    """Each id as a user is shown it: a ``<path>:<line>`` id with its file's :func:`~slice_st.files.short_names`
+    among the files of ``doc_ids`` and ``files`` (``a/x.txt:1`` and ``b/x.txt:1``; ``y.txt:3``); other ids whole.
+
+    >>> short_ids(["corpus/a/x.txt:1", "corpus/b/x.txt:4", "corpus/y.txt:3", "T1"])
+    {'corpus/a/x.txt:1': 'a/x.txt:1', 'corpus/b/x.txt:4': 'b/x.txt:4', 'corpus/y.txt:3': 'y.txt:3', 'T1': 'T1'}
+    """
+    doc_ids = list(dict.fromkeys(doc_ids))
+    paths = {doc_id: file_of_id(doc_id) for doc_id in doc_ids}
+    names = short_names([*files, *(path for path in paths.values() if path is not None)])
+    return {
+        doc_id: doc_id if path is None else f"{names[path]}:{doc_id.rpartition(':')[2]}"
+        for doc_id, path in paths.items()
+    }
 
 
 def check_distinct_files(paths: Sequence[str]) -> None:

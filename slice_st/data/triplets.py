@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from slice_st._extras import needs_extra
 from slice_st.errors import DataFormatError
+from slice_st.files import file_lines
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -23,18 +24,17 @@ def read_msmarco_triples(path: str | os.PathLike) -> Dataset:
         import ftfy
 
     columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
-    with open(path, encoding="utf-8", newline="") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 3:
-                raise DataFormatError(f"{path}, line {number}: expected 3 fields, got {len(fields)}.")
-            for name, value in zip(columns, map(ftfy.fix_text, fields)):
-                if not value.strip():
-                    raise DataFormatError(f"{path}, line {number}: the {name} field is empty.")
-                columns[name].append(value.strip())
+    for number, _, line in file_lines(os.fspath(path)):  # not UTF-8, a folder, a device: one clear error
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise DataFormatError(f"{path}, line {number}: expected 3 fields, got {len(fields)}.")
+        for name, value in zip(columns, map(ftfy.fix_text, fields)):
+            if not value.strip():
+                raise DataFormatError(f"{path}, line {number}: the {name} field is empty.")
+            columns[name].append(value.strip())
     if not columns["anchor"]:
         raise DataFormatError(f"{path}: no triples found.")
     return datasets.Dataset.from_dict(columns)

@@ -73,7 +73,9 @@ def connect_ray(address: str | None = None) -> bool:
         return False
     probe_address(address or os.environ.get("RAY_ADDRESS"))
     try:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        # Ray's own warnings follow slice_st's logger (`--quiet` sets it to ERROR), never its INFO lines
+        level = max(logging.WARNING, logging.getLogger("slice_st").getEffectiveLevel())
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=level)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
         raise RayClusterError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None

@@ -84,6 +84,19 @@ class ShardedSpanIndex:
     def __len__(self) -> int:
         return int(self._doc_bases[-1])
 
+    def __repr__(self) -> str:
+        first, config = self.shards[0], self.span_config
+        model = first.model_name or first.model_path or "unnamed"
+        return (
+            f"{type(self).__name__}(shards={len(self.shards)}, model={model!r}, "
+            f"documents={len(self)}, units={self.num_units}, unit={config.unit!r}, "
+            f"spans={config.min_span}..{config.max_span})"
+        )
+
+    def documents(self) -> list[dict[str, Any]]:
+        """:meth:`SpanIndex.documents` of every shard, in order."""
+        return [row for shard in self.shards for row in shard.documents()]
+
     @property
     def num_units(self) -> int:
         return int(self._unit_bases[-1])

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from slice_st._checks import check_overlap, check_threshold, check_top_k, query_list
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
-from slice_st.data.corpus import Document
+from slice_st.data.corpus import Document, file_of_id
 from slice_st.encode import (
     embed_texts,
     encode_windows,
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 
 #: Documents encoded per step of :meth:`SpanIndex.add` (the progress bar moves per step).
 DOCUMENTS_PER_STEP = 256
+#: In a data folder: each document's file, where one is not the file its id ``<path>:<line>`` names (JSONL files).
+SOURCES_FILE = "doc_sources.json"
 
 
 class SpanIndex:
@@ -92,12 +94,22 @@ class SpanIndex:
         self.model_runtime = model_runtime(model)  # {} on torch; else the backend and exported file
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
+        self.sources: list[str] = []  # the file each document was read from ("": none), see documents()
         self.calibration: Calibration | None = None
         self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
+        self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
         self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
+
+    def __repr__(self) -> str:
+        config, tier = self.span_config, f", compression={self.compression!r}" if self._compressed is not None else ""
+        return (
+            f"SpanIndex(model={self.model_name or self.model_path or 'unnamed'!r}, documents={len(self)}, "
+            f"units={self.num_units}, unit={config.unit!r}, spans={config.min_span}..{config.max_span}, "
+            f"dtype={self.dtype!r}{tier})"
+        )
 
     @overload
     @classmethod
@@ -221,6 +233,7 @@ class SpanIndex:
         devices: Sequence[str] | None = None,
         processes: int | None = None,
         pool: dict[str, Any] | None = None,
+        replace: bool = False,
     ) -> list[str]:
         """Append documents; returns their ids. On any error the index is left as it was.
 
@@ -237,6 +250,9 @@ class SpanIndex:
                 multi-process pool: the same index, to float tolerance.
             processes: Encode in that many CPU processes.
             pool: A pool from ``model.start_multi_process_pool(...)`` (reused, not stopped).
+            replace: The documents of a file already in the index (:meth:`documents`) are replaced by the new ones of
+                that file (``Document`` s read from files, e.g. by :func:`~slice_st.data.corpus.read_corpus`), not
+                added twice.
 
         Returns:
             The ids of the documents added.
@@ -244,8 +260,16 @@ class SpanIndex:
         if on_error not in ("raise", "skip"):
             raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
         targets = pool_devices(devices, processes, pool)
-        _check_not_indexed_yet(self.doc_ids, texts if isinstance(texts, list) else [])
-        text_list, ids = texts_and_ids(texts, ids, text_field, id_field, self.doc_ids)
+        if isinstance(texts, (Iterator, tuple)):
+            texts = list(texts)
+        documents = [d for d in texts if isinstance(d, Document)] if isinstance(texts, list) else []
+        old = sorted({p for d in documents if d.source for p in self._file_positions(d.source)}) if replace else []
+        replaced = set(old)
+        taken = [doc_id for position, doc_id in enumerate(self.doc_ids) if position not in replaced]
+        _check_not_indexed_yet(taken, documents)
+        files = [d.source if isinstance(d, Document) else "" for d in texts] if documents else []
+        text_list, ids = texts_and_ids(texts, ids, text_field, id_field, taken)
+        given = dict(zip(ids, files))  # each id's Document source, before any is skipped
         self.skipped = []
         text_list, ids = self._windowable(text_list, ids, on_error)
         show = len(text_list) > 4 * batch_size if show_progress_bar is None else show_progress_bar
@@ -264,6 +288,12 @@ class SpanIndex:
         if self._compressed is not None:  # coded with the codebooks trained at build time
             self._compressed = self._compressed.extended(self.arrays, len(parts[0]["unit_vectors"]))
         self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
+        self.sources = self.sources + [_source(doc_id, given.get(doc_id, "")) for doc_id in ids]
+        self.replaced = [self.doc_ids[position] for position in old]
+        if old:  # the replaced documents, now that the new ones are in
+            drop = np.zeros(len(self.doc_ids), dtype=bool)
+            drop[old] = True
+            self._drop(drop)
         return ids
 
     def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
@@ -318,10 +348,61 @@ class SpanIndex:
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
         }
 
-    def remove(self, ids: Iterable[str]) -> int:
-        """Drop documents by id (a string is one id); returns how many were removed. Unknown ids raise (nothing is
-        removed)."""
-        ids = [ids] if isinstance(ids, str) else list(ids)
+    def documents(self) -> list[dict[str, Any]]:
+        """One row per document, in order: its ``id``, the ``file`` it was read from (``None`` for a text given as a
+        string, a dataset row), its length in ``characters`` and its ``units`` (words or tokens held).
+        :meth:`saved_documents` reads the same rows from a saved index."""
+        return _document_rows(self.doc_ids, self.sources, map(len, self.texts), self.arrays)
+
+    @classmethod
+    def saved_documents(cls, path: str | os.PathLike) -> list[dict[str, Any]]:
+        """:meth:`documents` of the index saved at ``path``, read without loading its model or its vectors."""
+        path = os.fspath(path)
+
+        def read(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+            with storage.DataFolder.open(path, manifest, False) as data:
+                doc_ids, blob = data.json("doc_ids.json"), data.bytes("texts.bin")
+                arrays = {name: data.array(name, True) for name in ("segment_units", "segment_docs", "text_offsets")}
+                sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
+            offsets = np.asarray(arrays.pop("text_offsets"), dtype=np.int64)
+            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
+                raise ValueError("the index data does not match its manifest (corrupt or half-written)")
+            if sources is not None and (len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)):
+                raise ValueError(f"{SOURCES_FILE} does not match the documents")
+            sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
+            lengths = (len(blob[a:b].decode("utf-8")) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+            return _document_rows(doc_ids, sources, lengths, arrays)
+
+        manifest = storage.read_manifest(path, must_exist=True)
+        assert manifest is not None  # must_exist: a missing index raised
+        return storage.read_consistent(path, manifest, read)[0]
+
+    def _file_positions(self, file: str | os.PathLike) -> list[int]:
+        """The positions of the documents read from ``file``: the same path once normalised, or the same file."""
+        file = os.fspath(file)
+        wanted = os.path.normpath(file) if file != "-" else file
+        real = os.path.realpath(file) if file != "-" and os.path.exists(file) else None
+        same = {
+            source
+            for source in set(self.sources) - {""}
+            if source == wanted
+            or (real and source != "-" and os.path.exists(source) and os.path.realpath(source) == real)
+        }
+        return [position for position, source in enumerate(self.sources) if source in same]
+
+    def remove(self, ids: Iterable[str] | None = None, *, file: str | os.PathLike | None = None) -> int:
+        """Drop documents by id (a string is one id), or every document of ``file`` (as :meth:`documents` names it, or
+        the same file spelt otherwise); returns how many were removed. Unknown ids, or a file with no document, raise
+        (nothing is removed)."""
+        if (ids is None) == (file is None):
+            raise SpanInputError("remove() takes document ids or file=..., one of them.")
+        if file is not None:
+            ids = [self.doc_ids[position] for position in self._file_positions(file)]
+            if not ids:
+                files = sorted({source for source in self.sources if source})
+                listed = f"its files: {', '.join(files[:5])}{'…' if len(files) > 5 else ''}" if files else "no file"
+                raise SpanInputError(f"No document of {os.fspath(file)} in the index ({listed}).")
+        ids = [ids] if isinstance(ids, str) else list(ids or ())
         for position, doc_id in enumerate(ids):
             if not isinstance(doc_id, str):
                 raise SpanInputError(
@@ -333,6 +414,11 @@ class SpanIndex:
             raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
         drop = np.zeros(len(self.doc_ids), dtype=bool)
         drop[[position[doc_id] for doc_id in ids]] = True
+        self._drop(drop)
+        return int(drop.sum())
+
+    def _drop(self, drop: np.ndarray) -> None:
+        """Remove the documents where ``drop`` (a boolean per document) is true."""
         arrays = {name: np.asarray(values) for name, values in self.arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
@@ -346,6 +432,7 @@ class SpanIndex:
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
+        self.sources = [source for source, dropped in zip(self.sources, drop) if not dropped]
         if self._candidates is not None:  # unit numbers changed: rebuild the stage, with no more lists than chunks
             settings, self._candidates = self._candidates.settings, None
             if self.num_units:
@@ -353,7 +440,6 @@ class SpanIndex:
                     CandidateStage.chunk_ranges(self.arrays["segment_units"], settings["chunk"], settings["stride"])
                 )
                 self.build_candidates(**settings | {"nlist": min(settings["nlist"], chunks) or None})
-        return int(drop.sum())
 
     @classmethod
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
@@ -368,6 +454,7 @@ class SpanIndex:
         merged.arrays = concat_parts([index.arrays for index in indexes], doc_bases)
         merged.doc_ids = [doc_id for index in indexes for doc_id in index.doc_ids]
         merged.texts = [text for index in indexes for text in index.texts]
+        merged.sources = [source for index in indexes for source in index.sources]
         tiers = [index._compressed for index in indexes]
         if tiers[0] is not None:
             digest = tiers[0].codebook_digest()
@@ -548,6 +635,7 @@ class SpanIndex:
         }
         sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
+        sub.sources = [self.sources[doc] for doc in docs.tolist()]
         return sub
 
     def _search_vectors(
@@ -780,6 +868,8 @@ class SpanIndex:
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
             storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
+        if self.sources != [_source(doc_id) for doc_id in self.doc_ids]:  # else each id names its file
+            files[SOURCES_FILE] = json.dumps(self.sources, ensure_ascii=False).encode()
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
         for name, data in files.items():
@@ -925,6 +1015,7 @@ class SpanIndex:
                 )
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
+            sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
             offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
             if (
                 not isinstance(doc_ids, list)
@@ -934,6 +1025,10 @@ class SpanIndex:
                 or any(arrays[name].shape != (units, index.arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
+                or (
+                    sources is not None
+                    and (len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources))
+                )
             ):
                 raise ValueError("the index data does not match its manifest (corrupt or half-written)")
             index.arrays = arrays
@@ -944,6 +1039,7 @@ class SpanIndex:
             if manifest.get("compression"):
                 index._compressed = CompressedTier.load(data, manifest["compression"], units)
         index.doc_ids = doc_ids
+        index.sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
         index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
@@ -979,6 +1075,26 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
     return indexes
 
 
+def _document_rows(
+    doc_ids: Sequence[str], sources: Sequence[str], lengths: Iterable[int], arrays: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """:meth:`SpanIndex.documents`: rows of ids, files, lengths in characters, and units counted from the segments."""
+    bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
+    docs = np.asarray(arrays["segment_docs"], dtype=np.int64)
+    units = np.bincount(docs, weights=np.diff(bounds), minlength=len(doc_ids)).astype(np.int64).tolist()
+    return [
+        {"id": doc_id, "file": source or None, "characters": length, "units": count}
+        for doc_id, source, length, count in zip(doc_ids, sources, lengths, units)
+    ]
+
+
+def _source(doc_id: str, given: str = "") -> str:
+    """A document's file: ``given`` (a Document's source) normalised, else the file its id ``<path>:<line>`` names."""
+    if given:
+        return given if given == "-" else os.path.normpath(given)
+    return file_of_id(doc_id) or ""
+
+
 def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> None:
     """Refuse a file already indexed under another spelling of its path (``a.txt`` vs ``/abs/a.txt``, a link)."""
     sources = {
@@ -1001,9 +1117,18 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
 
 
 def _as_model(model: Any, **options: Any) -> SentenceTransformer:
-    """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model)."""
+    """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model); a folder of
+    a ``MultiVectorEncoder`` checkpoint (ColBERT, PyLate) as one."""
     from slice_st.loading import load_model
+    from slice_st.multi_vector import is_multi_vector_folder
 
+    if isinstance(model, (str, os.PathLike)) and os.path.isdir(model) and is_multi_vector_folder(model):
+        from sentence_transformers import MultiVectorEncoder
+
+        device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
+        if others:
+            raise SpanInputError(f"{model} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
+        return MultiVectorEncoder(os.fspath(model), device=device)  # type: ignore[return-value]  # duck-typed alike
     if model is None or isinstance(model, (str, os.PathLike)):
         return load_model(model if model is None else os.fspath(model), **options)
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):

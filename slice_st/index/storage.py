@@ -38,6 +38,7 @@ SHARD_LIST = "shards.json"
 DATA_MARKER = ".slice-st-data"
 _MARKER_TEXT = b"written by slice_st.SpanIndex.save; removed with its index version\n"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
+_TEMPORARY_MANIFEST = re.compile(rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{16}}\.tmp")  # files.atomic_file's name
 #: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
@@ -188,6 +189,9 @@ def commit_data(
         ) from error
     with suppress(OSError):  # committed already; the next save retries the clean-up
         for entry in os.scandir(path):
+            if _TEMPORARY_MANIFEST.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
+                with suppress(OSError):  # a manifest a killed save wrote but never renamed (this save holds the lock)
+                    os.unlink(entry.path)
             if entry.name == name or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
                 continue
             if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):

@@ -1,10 +1,12 @@
 """The FastAPI app of ``slice-st serve``: ``POST /api/search``, ``GET /api/documents?id=ID[&q=QUERY]``,
-``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character offsets count code points."""
+``GET /api/files?path=PATH[&q=QUERY]``, ``GET /api/info`` and the page (``GET /``); see docs/serve.md. Character
+offsets count code points."""
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal
@@ -264,6 +266,115 @@ async def document(
         profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
         text = index.texts[position]
         return JSONResponse({"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile})
+
+    return await _run(request, answer, alone=query is not None)  # no query: no model needed
+
+
+#: A document id ``path:line`` (how files are indexed): the file is ``path``; any other id is a file of its own.
+_LINE_ID = re.compile(r"(.*):(\d+)", re.DOTALL)
+#: What separates a file's documents in its text: a blank line, as between the paragraphs they were read from.
+FILE_SEPARATOR = "\n\n"
+
+
+def file_of(doc_id: str) -> tuple[str, int | None]:
+    """The file and first line of a document id: ``"a/b.txt:12"`` → ``("a/b.txt", 12)``, ``"T1"`` → ``("T1", None)``."""
+    found = _LINE_ID.fullmatch(doc_id)
+    return (found[1], int(found[2])) if found else (doc_id, None)
+
+
+@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+def _files(index: SpanIndex) -> dict[str, list[int]]:
+    """Each file's documents (positions in the index), in line order."""
+    files: dict[str, list[tuple[int, int]]] = {}
+    for position, doc_id in enumerate(index.doc_ids):
+        path, line = file_of(doc_id)
+        files.setdefault(path, []).append((-1 if line is None else line, position))
+    return {path: [position for _, position in sorted(parts)] for path, parts in files.items()}
+
+
+class FilePart(BaseModel):
+    id: str
+    index: int
+    line: int | None = Field(description="the document's first line in the file (null: an id without one)")
+    start: int = Field(description="where the document starts in the file's text (code points)")
+    end: int
+
+
+class FileResponse(BaseModel):
+    path: str
+    text: str = Field(description="the file's documents in line order, a blank line between two")
+    parts: list[FilePart]
+    units: list[tuple[int, int]] = Field(description="start and end character (code point) of each unit in text")
+    profile: list[float | None] | None = Field(
+        None, description="with a query: each unit's best covering span score (null: no span covers it)"
+    )
+
+
+def file_cost(index: SpanIndex, positions: list[int], query: str | None, lengths: int) -> float:
+    """An upper bound on reading a file, in spans scanned: a scan of the index's segments per document (to find its
+    own), and with a query its units × span lengths and a query encoding per document (:data:`QUERY_CHAR_COST` a
+    character)."""
+    work = float(len(positions) * len(index.arrays["segment_docs"]))
+    if query is not None:
+        units = float(_document_window_units_by_position(index)[positions].sum())
+        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + len(positions) * QUERY_CHAR_COST * len(query)
+    return work
+
+
+@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+def _document_window_units_by_position(index: SpanIndex) -> np.ndarray:
+    arrays = index.arrays
+    sizes = np.diff(np.asarray(arrays["segment_units"]))
+    return np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index))
+
+
+@router.get(
+    "/api/files",
+    response_model=FileResponse,
+    summary="One file (its documents in line order), its units and the query's profile",
+    responses={
+        404: {"description": "no document of that file"},
+        413: {"description": "the query, or the profile's cost, over the limits"},
+        503: {"description": "another search is running, or this one ran past the timeout"},
+    },
+)
+async def file(
+    request: Request, path: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
+) -> JSONResponse:
+    index = _current(request)
+    positions = _files(index).get(path)
+    if positions is None:
+        raise HTTPException(404, f"no document of the file {path!r:.80}.")
+    limits = request.app.state.limits
+    query = _query_texts(q, limits)[0] if q is not None else None
+    config = index.span_config
+    lengths = (max_span or config.max_span) - (min_span or config.min_span) + 1
+    cost = file_cost(index, positions, query, lengths)
+    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
+    if cost > most:
+        raise HTTPException(
+            413,
+            f"reading this file would cost {cost:.3g} (a scan per document; with a query, units × span lengths and a "
+            f"query encoding per document); at most {most:.3g}: open one of its documents (/api/documents).",
+        )
+
+    def answer(cancelled) -> JSONResponse:  # a long file's units take a while to serialise: never in the loop
+        parts, texts, units, profile, at = [], [], [], [], 0
+        for position in positions:
+            if cancelled is not None and cancelled.is_set():
+                raise TimeoutError("the file's profile ran past its time")
+            doc_id, text = index.doc_ids[position], index.texts[position]
+            chars, scores = index.unit_profile(query, doc_id, min_span, max_span)
+            parts.append(
+                {"id": doc_id, "index": position, "line": file_of(doc_id)[1], "start": at, "end": at + len(text)}
+            )
+            texts.append(text)
+            units += (chars + at).tolist()
+            if scores is not None:
+                profile += [round(float(s), 6) if math.isfinite(s) else None for s in scores]
+            at += len(text) + len(FILE_SEPARATOR)
+        body = {"path": path, "text": FILE_SEPARATOR.join(texts), "parts": parts, "units": units}
+        return JSONResponse(body | {"profile": profile if query is not None else None})
 
     return await _run(request, answer, alone=query is not None)  # no query: no model needed
 

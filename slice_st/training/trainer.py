@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin, get_type_hints
 
 from slice_st._extras import needs_extra
-from slice_st.errors import MissingExtraError, SpanInputError
+from slice_st.errors import DataFormatError, MissingExtraError, SpanInputError
 
 if TYPE_CHECKING:
     from sentence_transformers import (
@@ -79,11 +79,17 @@ class SliceArguments:
         ('distill',)
     """
 
+    _argument_group_name = "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
+
     model: str | None = _option("base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"])
     train_data: list[str] = _option(
         "SLICE triplets: msmarco:PATH (a query/positive/negative TSV) | a datasets folder", []
     )
-    distill_data: list[str] = _option("unlabeled text for span self-distillation: text/TSV/JSONL files | a folder", [])
+    distill_data: list[str] = _option(
+        "unlabeled text for span self-distillation: text/TSV/JSONL files, folders or globs (read as mine reads them) "
+        "| a make-passages folder",
+        [],
+    )
     dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
     sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
     dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
@@ -204,9 +210,20 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
-    passages = load_passages(settings.distill_data, exclude_paths=evaluation_files(settings), seed=seed, **words)
+    passages = load_passages(
+        settings.distill_data,
+        exclude_paths=evaluation_files(settings),
+        seed=seed,
+        min_words=settings.passage_min_words,
+        max_words=settings.passage_max_words,
+    )
     passages = first_rows(passages, settings.distill_limit)
+    if len(passages) == 0:  # the trainer's sampler would fail on it with a bare ValueError
+        raise DataFormatError(
+            f"--distill-data {' '.join(map(str, settings.distill_data))} gives no passage of "
+            f"{settings.passage_min_words} to {settings.passage_max_words} words: give more text, or lower "
+            "--passage-min-words."
+        )
     if settings.cache_teacher and "label" not in passages.column_names:
         passages = loss.cache_teacher_vectors(passages, seed=seed)
     return passages
@@ -319,14 +336,15 @@ def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers
         import peft
     targets: str | list[str] = "all-linear"
     if layers:
-        count = model[0].auto_model.config.num_hidden_layers
+        transformer: Any = model[0].auto_model  # a Hugging Face model
+        count = transformer.config.num_hidden_layers
         if layers > count:
             raise SpanInputError(f"lora_layers is {layers} but the model has {count} layers.")
         import torch
 
         top = tuple(f"layer.{index}." for index in range(count - layers, count))
         linear = torch.nn.Linear
-        modules = model[0].auto_model.named_modules()
+        modules = transformer.named_modules()
         targets = [name for name, module in modules if isinstance(module, linear) and any(t in name for t in top)]
     alpha = alpha if alpha is not None else 2 * rank
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)

@@ -195,6 +195,30 @@ def test_train_takes_the_trainers_own_arguments(capsys, tmp_path):
     assert "did you mean distill_spans?" in _error_line(capsys, ["train", "--config", str(config)])
 
 
+def test_train_help_lists_the_slice_settings_first(capsys):
+    """``train --help``: the SLICE settings first, then the command's own options, then the common training arguments
+    in a group of their own; ``--help-all`` lists every training argument under the same heading."""
+    help_text = _help(capsys, "--help")
+    first_screen = "\n".join(help_text.splitlines()[:40])
+    assert all(option in first_screen for option in ("--train-data", "--distill-data", "--dev DEV"))
+    headings = [line for line in help_text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert headings[0] == "SLICE settings (slice_st.training.SliceArguments):" and headings[1] == "slice-st train:"
+    assert headings[2].startswith("sentence-transformers training arguments (SentenceTransformerTrainingArguments)")
+    assert "--help-all: all " in headings[2] and len(headings) == 3
+    assert len(help_text.splitlines()) < 250 and "--adam-beta1" not in help_text and "(default: None)" not in help_text
+    everything = _help(capsys, "--help-all")
+    assert "--adam-beta1" in everything and "--torch-compile" in everything and "--train-data" in everything
+    assert "\nsentence-transformers training arguments (SentenceTransformerTrainingArguments):\n" in everything
+    assert len(everything.splitlines()) > 2 * len(help_text.splitlines())
+
+
+def _help(capsys, flag: str) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", flag])
+    assert exit_info.value.code == 0
+    return capsys.readouterr().out
+
+
 def test_b19_mine_names_the_bad_line_and_can_skip_it(tmp_path, capsys, make_tiny_model, tiny_model_dir, monkeypatch):
     short = make_tiny_model(24)
     monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: short)

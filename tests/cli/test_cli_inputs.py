@@ -1,11 +1,21 @@
-"""What the CLI reads and writes on hostile input: ``mine`` parses ``.jsonl`` as ``index build`` does, and ``-f csv``
-cells that a spreadsheet would run as a formula are written as text."""
+"""What the CLI reads and writes on hostile input: ``mine`` parses ``.jsonl`` as ``index build`` does, ``-f csv``
+cells that a spreadsheet would run as a formula are written as text, and a full disk under ``> out.jsonl`` names that
+file."""
 
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from slice_st.cli import main
 
@@ -50,3 +60,59 @@ def test_split_auto_says_when_it_reads_paragraphs(tiny_model_dir, tmp_path, caps
     assert main(["mine", str(wrapped), str(lines), "-q", "lost bag", "--model", tiny_model_dir, "-f", "jsonl"]) == 0
     error = capsys.readouterr().err
     assert f"{wrapped}: --split auto reads one text per paragraph" in error and str(lines) not in error
+
+
+class _FullDiskFile(io.StringIO):
+    """Standard output redirected to a file on a full disk: ``fileno()`` is that file's, every write fails."""
+
+    def __init__(self, handle):
+        super().__init__()
+        self.handle = handle
+
+    def fileno(self):
+        return self.handle.fileno()
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_names_the_file_standard_output_goes_to(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the dog barks at the mailman\n")
+    out = tmp_path / "out.jsonl"
+    with open(out, "w") as handle:
+        monkeypatch.setattr("sys.stdout", _FullDiskFile(handle))
+        with pytest.raises(SystemExit) as exit_info:
+            main(["mine", str(corpus), "-q", "dog", "--model", tiny_model_dir, "-f", "jsonl", "--quiet"])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2, error
+    assert error == f"slice-st: error: cannot write the output file {out} (standard output): No space left on device.\n"
+
+
+def _small_file_limit():
+    """In the child: files may grow to 10 bytes (a write past it fails with EFBIG, as on a full disk)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (10, 10))
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_write_that_fails_at_exit_is_one_line_naming_the_file(tiny_model_dir, tmp_path, unbuffered):
+    """A real failing write (the kernel's, in a new process): buffered, the 500 bytes of rows would only be written
+    when Python exits, where the error was "Exception ignored …" and exit status 120."""
+    corpus = tmp_path / "a.txt"
+    corpus.write_text("the dog barks at the mailman\na man plays the guitar on stage\n")
+    out = tmp_path / "out.jsonl"
+    env = os.environ | {"PYTHONUNBUFFERED": unbuffered, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    argv = [sys.executable, "-m", "slice_st.cli", "mine", str(corpus), "-q", "dog", "--model", tiny_model_dir]
+    with open(out, "w") as handle:
+        done = subprocess.run(
+            [*argv, "-f", "jsonl", "--quiet"],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=_small_file_limit,
+            timeout=300,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"slice-st: error: cannot write the output file {out} (standard output): File too large.\n"

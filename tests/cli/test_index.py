@@ -209,3 +209,109 @@ def test_skip_bad_documents(tiny_model_dir, tmp_path, capsys):
     assert code == 0 and "indexed 2 documents" in out.out
     assert f"skipped {corpus}:2" in out.err and "1 documents skipped" in out.err
     assert json.loads(_run(capsys, "index", "info", tmp_path / "ix")[1].out)["documents"] == 2
+
+
+@pytest.fixture()
+def two_folders(tmp_path):
+    """``a/x.txt`` and ``b/x.txt`` (the same name in two folders), hard-wrapped, and ``y.txt``."""
+    for folder, words in (("a", "a man plays the guitar"), ("b", "the flight was late")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "x.txt").write_text(f"First   line  of {words}\n  and its wrapped\n   end.\n\nSecond.\n")
+    (tmp_path / "y.txt").write_text("Refund the ticket please.\n")
+    return tmp_path
+
+
+def _build(capsys, tiny_model_dir, folder, *files):
+    code, _ = _run(
+        capsys,
+        "index",
+        "build",
+        *files,
+        "-o",
+        folder / "ix",
+        "--model",
+        tiny_model_dir,
+        "--split",
+        "paragraph",
+        "--no-progress",
+    )
+    assert code == 0
+    return folder / "ix"
+
+
+def test_list_remove_file_add_replace(tiny_model_dir, two_folders, capsys):
+    a, b, y = (str(two_folders / name) for name in ("a/x.txt", "b/x.txt", "y.txt"))
+    ix = _build(capsys, tiny_model_dir, two_folders, a, b, y)
+    code, out = _run(capsys, "index", "list", ix, "-f", "json")
+    rows = json.loads(out.out)
+    assert [(row["id"], row["file"]) for row in rows] == [
+        (f"{a}:1", a),
+        (f"{a}:5", a),
+        (f"{b}:1", b),
+        (f"{b}:5", b),
+        (f"{y}:1", y),
+    ]
+    assert rows[-1]["characters"] == len("Refund the ticket please.") and rows[-1]["units"] == 4
+    code, out = _run(capsys, "index", "list", ix)
+    lines = out.out.splitlines()
+    assert lines[0].split() == ["id", "file", "characters", "units"] and lines[-1] == "5 documents, 3 files"
+    assert lines[5].split() == [f"{y}:1", y, "25", "4"]
+    code, out = _run(capsys, "index", "list", ix, "-f", "csv")
+    first = "First   line  of a man plays the guitar\n  and its wrapped\n   end."
+    expected = {"id": f"{a}:1", "file": a, "characters": str(len(first)), "units": "12"}
+    assert list(csv.DictReader(io.StringIO(out.out)))[0] == expected
+
+    code, out = _run(capsys, "index", "remove", ix, "--file", a)
+    assert code == 0 and "removed 2 documents; the index holds 3 documents" in out.out
+    code, out = _run(capsys, "index", "list", ix, "-f", "jsonl")
+    assert [json.loads(line)["file"] for line in out.out.splitlines()] == [b, b, y]
+
+    (two_folders / "b" / "x.txt").write_text("Rewritten: the flight left on time.\n")
+    code, out = _run(capsys, "index", "add", ix, b, "--replace", "--no-progress")
+    assert code == 0 and "added 1 documents (replacing 2)" in out.out and "holds 2 documents" in out.out
+    code, out = _run(capsys, "index", "add", ix, y, "--replace", "--no-progress", "-f", "json")
+    assert json.loads(out.out)["replaced"] == 1 and json.loads(out.out)["index_documents"] == 2
+    code, out = _run(capsys, "index", "list", ix, "-f", "json")
+    assert [row["id"] for row in json.loads(out.out)] == [f"{b}:1", f"{y}:1"]
+
+
+def test_remove_file_errors(tiny_model_dir, two_folders, capsys):
+    ix = _build(capsys, tiny_model_dir, two_folders, two_folders / "y.txt")
+    for argv, said in (
+        (["--file", two_folders / "a" / "x.txt"], f"No document of {two_folders / 'a' / 'x.txt'} in the index"),
+        ([], "give document IDs or --file PATH"),
+        (["some-id", "--file", two_folders / "y.txt"], "give document IDs or --file PATH"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["index", "remove", str(ix), *map(str, argv)])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
+    code, out = _run(capsys, "index", "list", ix, "-f", "jsonl")
+    assert len(out.out.splitlines()) == 1  # nothing removed
+    # a folder of indexes (shards) lists every shard's documents
+    (two_folders / "shards").mkdir()
+    ix.rename(two_folders / "shards" / "s1")
+    _build(capsys, tiny_model_dir, two_folders, two_folders / "a").rename(two_folders / "shards" / "s2")
+    code, out = _run(capsys, "index", "list", two_folders / "shards")
+    assert out.out.splitlines()[-1] == "3 documents, 2 files"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "list", str(two_folders / "nowhere")])
+    assert exit_info.value.code == 2 and "nowhere" in capsys.readouterr().err
+
+
+def test_same_named_files_are_told_apart_and_whitespace_shown_once(tiny_model_dir, two_folders, capsys):
+    """``a/x.txt`` and ``b/x.txt`` show as such (``y.txt`` stays short), in mine over files and over the index; a
+    wrapped text's runs of spaces and newlines show as one space, while json keeps the text and offsets exact."""
+    files = [str(two_folders / name) for name in ("a", "b", "y.txt")]
+    ix = _build(capsys, tiny_model_dir, two_folders, *files)
+    common = ["-q", "wrapped end", "--spans", "20", "--color", "never", "--model", tiny_model_dir, "--no-progress"]
+    for source in ([*files, "--split", "paragraph"], ["--index", ix]):
+        code, out = _run(capsys, "mine", *source, *common)
+        places = {line.split()[2] for line in out.out.splitlines()[3:] if line.strip()}
+        assert places == {"a/x.txt:1", "a/x.txt:5", "b/x.txt:1", "b/x.txt:5", "y.txt:1"}, places
+        shown = out.out.replace("«", "").replace("»", "")
+        assert "First line of the flight was late and its wrap" in shown and "First  " not in shown
+        code, out = _run(capsys, "mine", *source, *common, "-f", "jsonl")
+        for row in map(json.loads, out.out.splitlines()):
+            assert row["span"] == row["text"][row["start"] : row["end"]]
+        assert any("\n  and its wrapped\n   end." in json.loads(line)["text"] for line in out.out.splitlines())

@@ -200,3 +200,25 @@ def test_build_from_files_documents_and_dataset(tiny_model, tmp_path):
     ]
     with pytest.raises(CorpusError, match="no column 'body'"):
         documents_from_dataset(rows, text_field="body")
+
+
+def test_short_ids_tell_same_named_files_apart():
+    from slice_st.data.corpus import file_of_id, short_ids
+    from slice_st.files import short_names
+
+    # one folder: the file name alone, as before
+    assert short_ids(["corpus/a.txt:1", "corpus/b.txt:3"]) == {"corpus/a.txt:1": "a.txt:1", "corpus/b.txt:3": "b.txt:3"}
+    # the same name in two folders: as much path as tells them apart, for every line of each file
+    shown = short_ids(["c/2024/x.txt:1", "c/2025/x.txt:4", "c/y.txt:2"])
+    assert shown == {"c/2024/x.txt:1": "2024/x.txt:1", "c/2025/x.txt:4": "2025/x.txt:4", "c/y.txt:2": "y.txt:2"}
+    # a file among those read but not shown still counts: x.txt alone would be ambiguous
+    assert short_ids(["c/2024/x.txt:1"], ["c/2024/x.txt", "c/2025/x.txt"]) == {"c/2024/x.txt:1": "2024/x.txt:1"}
+    # deeper, absolute, a path that ends another, ids that name no file
+    assert short_names(["/r/a/b/x.txt", "/r/c/b/x.txt", "b/x.txt", "x.txt"]) == {
+        "/r/a/b/x.txt": "a/b/x.txt",
+        "/r/c/b/x.txt": "c/b/x.txt",
+        "b/x.txt": "b/x.txt",
+        "x.txt": "x.txt",
+    }
+    assert short_ids(["T1", "-:3", "7"]) == {"T1": "T1", "-:3": "-:3", "7": "7"}
+    assert [file_of_id(i) for i in ("a:b.txt:12", "a.txt:", "a.txt:x", ":3")] == ["a:b.txt", None, None, None]

@@ -33,5 +33,15 @@ def test_msmarco_bad_rows_name_the_line(tmp_path, content, message):
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="No such file"):
+    with pytest.raises(FileNotFoundError, match="input file not found: .*nope.tsv"):
         read_msmarco_triples(tmp_path / "nope.tsv")
+
+
+def test_a_binary_file_or_a_folder_is_one_clear_error(tmp_path):
+    """A binary file raised Python's UnicodeDecodeError (a traceback in ``slice-st train``); a folder an errno."""
+    binary = tmp_path / "triples.tsv"
+    binary.write_bytes(b"query\tpos\tneg\n\xd0\xff\xfe\x00 binary\n")
+    with pytest.raises(DataFormatError, match=r"triples.tsv is not UTF-8 text \(.* at byte 14, line 2\)"):
+        read_msmarco_triples(binary)
+    with pytest.raises(IsADirectoryError, match="is a directory, not a file"):
+        read_msmarco_triples(tmp_path)

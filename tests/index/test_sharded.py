@@ -108,6 +108,9 @@ def test_sharded_bad_input(tiny_model, shards, make_tiny_model, tmp_path):
     with pytest.raises(SpanInputError, match="at least one"):
         ShardedSpanIndex([])
     together = ShardedSpanIndex(shards)
+    assert together.documents() == [row for shard in shards for row in shard.documents()]
+    assert repr(together).startswith(f"ShardedSpanIndex(shards={len(shards)}, model=")
+    assert f"documents={len(together)}, units={together.num_units}" in repr(together)
     with pytest.raises(SpanInputError, match="candidate stage in every shard"):
         together.search("dog", approximate=True)
     with pytest.raises(SpanInputError, match="top_k"):

@@ -517,3 +517,110 @@ def test_index_match_old_names_are_deprecated_aliases():
         assert match.doc_index == 3
     with pytest.warns(DeprecationWarning, match="use similarity"):
         assert match.cosine == 0.75
+
+
+def _wrapped_corpus(tmp_path):
+    """Two folders each holding an ``x.txt``, and a JSONL file."""
+    for folder, words in (("a", "guitar on stage"), ("b", "flight was late")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "x.txt").write_text(f"A man played the {words}.\nThe second line is here.\n")
+    (tmp_path / "t.jsonl").write_text('{"id": "T1", "text": "Refund the ticket please."}\n')
+    return [str(tmp_path / "a" / "x.txt"), str(tmp_path / "b" / "x.txt"), str(tmp_path / "t.jsonl")]
+
+
+def test_documents_list_files_and_sizes_and_survive_a_save(tiny_model, tmp_path):
+    from slice_st.data.corpus import read_corpus
+
+    paths = _wrapped_corpus(tmp_path)
+    index = SpanIndex.build(read_corpus(paths), tiny_model, max_span=3)
+    index.add(["a text given as a string"], ["s1"])
+    rows = index.documents()
+    assert [(row["id"], row["file"]) for row in rows] == [
+        (f"{paths[0]}:1", paths[0]),
+        (f"{paths[0]}:2", paths[0]),
+        (f"{paths[1]}:1", paths[1]),
+        (f"{paths[1]}:2", paths[1]),
+        ("T1", paths[2]),  # a JSONL document: its file is kept, though its id does not name it
+        ("s1", None),
+    ]
+    assert rows[0]["characters"] == len("A man played the guitar on stage.") and rows[0]["units"] == 7
+    assert sum(row["units"] for row in rows) == index.num_units
+    index.save(tmp_path / "ix")
+    assert SpanIndex.load(tmp_path / "ix", tiny_model).documents() == rows
+    assert SpanIndex.saved_documents(tmp_path / "ix") == rows  # without the model
+
+
+def test_an_index_of_text_files_stores_no_sources_file(tiny_model, tmp_path):
+    """Text files' documents name their file in their ids: the data folder is as before, and loads as before."""
+    from slice_st.data.corpus import read_corpus
+    from slice_st.index.span_index import SOURCES_FILE
+
+    paths = _wrapped_corpus(tmp_path)[:2]
+    SpanIndex.build(read_corpus(paths), tiny_model, max_span=3).save(tmp_path / "ix")
+    manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
+    assert SOURCES_FILE not in manifest["files"]
+    assert {row["file"] for row in SpanIndex.load(tmp_path / "ix", tiny_model).documents()} == set(paths)
+
+
+def test_remove_a_file(tiny_model, tmp_path):
+    from slice_st.data.corpus import read_corpus
+
+    paths = _wrapped_corpus(tmp_path)
+    index = SpanIndex.build(read_corpus(paths), tiny_model, max_span=3)
+    units = index.num_units
+    assert index.remove(file=paths[0]) == 2
+    assert [row["file"] for row in index.documents()] == [paths[1], paths[1], paths[2]]
+    assert index.num_units == units - 7 - 5
+    # another spelling of the same file: the same documents
+    assert index.remove(file=os.path.relpath(paths[2])) == 1
+    with pytest.raises(SpanInputError, match=r"No document of .*a/x\.txt in the index \(its files: .*b/x\.txt\)"):
+        index.remove(file=paths[0])
+    with pytest.raises(SpanInputError, match="ids or file"):
+        index.remove()
+    with pytest.raises(SpanInputError, match="ids or file"):
+        index.remove(["x"], file=paths[1])
+    assert len(index) == 2  # nothing removed by the errors
+
+
+def test_add_replace_replaces_the_documents_of_a_file(tiny_model, tmp_path):
+    from slice_st.data.corpus import read_corpus
+
+    paths = _wrapped_corpus(tmp_path)
+    index = SpanIndex.build(read_corpus(paths), tiny_model, max_span=3)
+    with pytest.raises(SpanInputError, match="Duplicate document id"):
+        index.add(read_corpus(paths[:1]))
+    (tmp_path / "a" / "x.txt").write_text("Only one line now, about a guitar.\n")
+    assert index.add(read_corpus(paths[:1]), replace=True) == [f"{paths[0]}:1"]
+    assert index.replaced == [f"{paths[0]}:1", f"{paths[0]}:2"]
+    assert [row["file"] for row in index.documents()] == [paths[1], paths[1], paths[2], paths[0]]
+    fresh = SpanIndex.build(read_corpus([paths[1], paths[2], paths[0]]), tiny_model, max_span=3)
+    assert index.doc_ids == fresh.doc_ids and index.texts == fresh.texts
+    _same(index.search(QUERIES, top_k=5), fresh.search(QUERIES, top_k=5), atol=1e-6)
+    # the same file spelt otherwise (relative, not absolute): its documents are the ones replaced
+    relative = os.path.relpath(paths[0])
+    index.add(read_corpus([relative]), replace=True)
+    assert index.replaced == [f"{paths[0]}:1"] and index.doc_ids[-1] == f"{os.path.normpath(relative)}:1"
+    assert len(index) == len(fresh)
+    # a file not in the index yet is added; a generator of documents too
+    (tmp_path / "c.txt").write_text("A new file.\n")
+    index.add((d for d in read_corpus([str(tmp_path / "c.txt")])), replace=True)
+    assert index.replaced == [] and index.doc_ids[-1] == f"{tmp_path / 'c.txt'}:1"
+
+
+def test_add_replace_that_fails_changes_nothing(tiny_model, tmp_path):
+    from slice_st.data.corpus import Document, read_corpus
+
+    paths = _wrapped_corpus(tmp_path)
+    index = SpanIndex.build(read_corpus(paths), tiny_model, max_span=3)
+    before = (list(index.doc_ids), list(index.sources), index.num_units)
+    bad = [Document(f"{paths[0]}:1", "fine", paths[0], 1), Document("T1", "a clash with the JSONL id", paths[0], 2)]
+    with pytest.raises(SpanInputError, match="Duplicate document id 'T1'"):
+        index.add(bad, replace=True)
+    assert (index.doc_ids, index.sources, index.num_units) == before
+
+
+def test_repr_says_what_the_index_holds(tiny_model):
+    index = SpanIndex.build(["one two three", "four five"], tiny_model, max_span=3)
+    text = repr(index)
+    assert text.startswith("SpanIndex(model=") and "documents=2, units=5, unit='word', spans=1..3" in text
+    assert "dtype='float32'" in text and "0x" not in text

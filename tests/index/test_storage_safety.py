@@ -458,3 +458,96 @@ def test_b23_changed_arrays_are_caught_by_checksums(built, tiny_model, capsys):
     (built / MANIFEST).write_text(json.dumps({k: v for k, v in manifest.items() if k not in ("files", "samples")}))
     with pytest.raises(SpanInputError, match="unreadable index manifest .'files' is missing"):
         SpanIndex.load(built, tiny_model)
+
+
+def _command_killed_at(index_dir, argv, point, log_path, entered):
+    """In a child: ``slice-st index …`` that stops (for the parent's SIGKILL) at ``point`` of its save: ``data`` (one
+    array of the new version written), ``manifest`` (the new manifest written to its temporary file, not yet renamed)
+    or ``committed`` (the manifest renamed, the old data folder not yet removed)."""
+    _quiet_child(log_path)
+    module = slice_st.index.storage
+    real_save_array, real_write_json, real_replace = module.save_array, module.write_json, os.replace
+
+    def stop() -> None:
+        entered.set()
+        time.sleep(WAIT)
+
+    def save_array(path, values):
+        real_save_array(path, values)
+        if point == "data":
+            stop()
+
+    def write_json(path, *args, **kwargs):
+        real_write_json(path, *args, **kwargs)
+        if point == "committed" and os.path.basename(path) == MANIFEST:
+            stop()
+
+    def replace(source, target, *args, **kwargs):
+        if point == "manifest" and os.path.basename(target) == MANIFEST:
+            stop()
+        return real_replace(source, target, *args, **kwargs)
+
+    module.save_array, module.write_json, os.replace = save_array, write_json, replace
+    sys.exit(main(["index", *argv, "--no-progress"]))
+
+
+@pytest.mark.parametrize("point", ["data", "manifest", "committed"])
+@pytest.mark.parametrize("command", ["add", "remove"])
+def test_sigkill_at_each_point_of_an_add_or_remove_leaves_a_whole_index(built, tmp_path, tiny_model, command, point):
+    """``kill -9`` of ``index add`` / ``index remove`` at each step of its save, at a point the child reports (never a
+    timing): before the commit the old index loads unchanged, after it the new one; ``index info --verify`` passes
+    either way, and the same command run again lands and leaves one data folder."""
+    before = SpanIndex.load(built, tiny_model)
+    old_ids = list(before.doc_ids)
+    corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
+    argv = ["add", str(built), str(corpus)] if command == "add" else ["remove", str(built), old_ids[0], old_ids[1]]
+    new_ids = old_ids + [f"{corpus}:{i}" for i in range(1, 4)] if command == "add" else old_ids[2:]
+    entered = FORK.Event()
+    child = FORK.Process(target=_command_killed_at, args=(built, argv, point, tmp_path / "child.log", entered))
+    child.start()
+    assert entered.wait(WAIT), (tmp_path / "child.log").read_text()
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(WAIT)
+    assert child.exitcode == -signal.SIGKILL
+    after = SpanIndex.load(built, tiny_model, verify=True)
+    assert list(after.doc_ids) == (new_ids if point == "committed" else old_ids)
+    assert main(["index", "info", str(built), "--verify"]) == 0
+    if point != "committed":
+        assert main(["index", *argv, "--no-progress"]) == 0
+        assert list(SpanIndex.load(built, tiny_model).doc_ids) == new_ids
+    else:  # the next save clears the old data folder the killed one left
+        assert main(["index", "add", str(built), str(_write_corpus(tmp_path / "c.txt", "c", 1)), "--no-progress"]) == 0
+    assert len(_index_data_folders(built)) == 1
+    assert not [name for name in os.listdir(built) if name.startswith(".") and "manifest" in name]
+
+
+def _remove_in_child(index_dir, ids, log_path):
+    _quiet_child(log_path)
+    sys.exit(main(["index", "remove", str(index_dir), *ids, "--no-progress"]))
+
+
+def test_an_add_and_a_remove_from_two_processes_both_land(built, tmp_path, tiny_model):
+    """``index add`` held inside ``add`` (its index loaded) while ``index remove`` starts: the remove waits for the
+    writer lock (it says so), then removes from the index with the added documents; both exit 0, ``--verify`` passes."""
+    old_ids = list(SpanIndex.load(built, tiny_model).doc_ids)
+    corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
+    logs = [tmp_path / "add.log", tmp_path / "remove.log"]
+    entered, go = FORK.Event(), FORK.Event()
+    adding = FORK.Process(target=_add_in_child, args=(built, corpus, logs[0], entered, go))
+    adding.start()
+    assert entered.wait(WAIT), "the add never started"
+    removing = FORK.Process(target=_remove_in_child, args=(built, old_ids[:2], logs[1]))
+    removing.start()
+    deadline = time.monotonic() + WAIT
+    while removing.is_alive() and time.monotonic() < deadline:
+        if logs[1].exists() and "waiting for it to finish" in logs[1].read_text():
+            break
+        time.sleep(0.05)
+    go.set()
+    adding.join(WAIT)
+    removing.join(WAIT)
+    outputs = [log.read_text() for log in logs]
+    assert (adding.exitcode, removing.exitcode) == (0, 0), outputs
+    assert "waiting for it to finish" in outputs[1]
+    index = SpanIndex.load(built, tiny_model, verify=True)
+    assert list(index.doc_ids) == old_ids[2:] + [f"{corpus}:{i}" for i in range(1, 4)]

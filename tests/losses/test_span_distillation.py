@@ -1,4 +1,5 @@
-"""SpanDistillationLoss, span sampling, the passages builder and distillation training (tiny models)."""
+"""SpanDistillationLoss, span sampling and distillation training (tiny models); the passages builder is in
+tests/data/test_passages.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from hypothesis import strategies as st
 
 from slice_st import SpanDistillationLoss
 from slice_st.config import enable_span_features
-from slice_st.data.passages import cut_passages, evaluation_sentences, load_passages, read_texts, split_sentences
 from slice_st.spans import sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 from slice_st.training import SliceArguments, train, training_arguments
@@ -191,63 +191,6 @@ def test_empty_texts_give_a_zero_loss_not_nan(make_tiny_model):
     assert float(parts["span"]) == 0.0 and float(parts["text"]) == 0.0
 
 
-# ------------------------------------------------------------------------------------ passages
-def test_cut_passages_keeps_lengths_and_excludes_dev_sentences():
-    document = " ".join(f"Sentence number {i} is here." for i in range(60))
-    singles = [f"A short line {i}." for i in range(40)]
-    excluded = {"Sentence number 7 is here.", "a short  line 3."}
-    ds = cut_passages([document, *singles], min_words=10, max_words=30, exclude_sentences=excluded, seed=1)
-    assert len(ds) > 5
-    for text in ds["text"]:
-        assert 10 <= len(text.split()) <= 30
-        assert "number 7 is" not in text and "line 3." not in text
-    assert sum("Sentence number" in text and "short line" in text for text in ds["text"]) <= 1  # documents stay whole
-    again = cut_passages([document, *singles], min_words=10, max_words=30, exclude_sentences=excluded, seed=1)
-    assert again["text"] == ds["text"]
-    with pytest.raises(ValueError, match="min_words"):
-        cut_passages(["x"], min_words=5, max_words=2)
-
-
-def test_read_texts_formats_and_errors(tmp_path):
-    from datasets import Dataset
-
-    (tmp_path / "a.txt").write_text("First line.\n\nSecond line.\n", encoding="utf-8")
-    (tmp_path / "b.jsonl").write_text(
-        json.dumps({"text": "JSON text."}) + "\n" + json.dumps({"text": "More."}) + "\n", encoding="utf-8"
-    )
-    (tmp_path / "c.tsv").write_text("d1\tDo n't stop .\nd2\tIt 's fine .\n", encoding="utf-8")
-    Dataset.from_dict({"text": ["From datasets."]}).save_to_disk(str(tmp_path / "ds"))
-    assert read_texts(tmp_path / "a.txt") == ["First line.", "Second line."]
-    assert read_texts(tmp_path / "b.jsonl") == ["JSON text.", "More."]
-    assert read_texts(tmp_path / "c.tsv") == ["Do n't stop .", "It 's fine ."]
-    assert read_texts(tmp_path / "ds") == ["From datasets."]
-    with pytest.raises(FileNotFoundError):
-        read_texts(tmp_path / "missing.txt")
-    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{broken\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="line 2"):
-        read_texts(tmp_path / "bad.jsonl")
-    (tmp_path / "nofield.jsonl").write_text('{"body": "x"}\n', encoding="utf-8")
-    with pytest.raises(ValueError, match="'text'"):
-        read_texts(tmp_path / "nofield.jsonl")
-    with pytest.raises(TypeError, match="not a string"):
-        read_texts(["fine", 3])
-    assert split_sentences("One. Two! Three?") == ["One.", "Two!", "Three?"]
-
-
-def test_load_passages_never_contains_dev_sentences(tmp_path):
-    dev = evaluation_sentences([DEV])
-    assert dev
-    leaked = sorted(dev)[:3]
-    (tmp_path / "corpus.txt").write_text(
-        "\n".join([" ".join(leaked + ["Something else entirely happened today."] * 3)] * 2), encoding="utf-8"
-    )
-    passages = load_passages([str(tmp_path / "corpus.txt")], exclude_paths=[DEV], min_words=3, max_words=40)
-    for text in passages["text"]:
-        assert not any(sentence in text for sentence in leaked)
-    with pytest.raises(ValueError, match="no distillation text"):
-        load_passages([])
-
-
 # ------------------------------------------------------------------------------------ training
 @pytest.fixture(scope="module")
 def passages_dir(tmp_path_factory) -> str:
@@ -316,7 +259,7 @@ def test_distillation_cli_args_and_checks(monkeypatch, passages_dir, triplets_di
     from slice_st.cli import main
 
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
+    monkeypatch.setattr(trainer_module, "train", lambda args, settings, **more: runs.append((args, settings)))
     argv = ["train", "-o", "x", "--train-data", triplets_dir, "--distill-data", passages_dir, "--distill-weight", "0.5"]
     assert main([*argv, "--cache-teacher", "--multi-dataset-batch-sampler", "proportional"]) == 0
     args, config = runs[0]
@@ -439,11 +382,3 @@ def test_legacy_model_fit_trains_the_student_only(make_tiny_model):
     )
     assert any(not torch.equal(a, b) for a, b in zip(student_before, model.parameters()))
     assert all(torch.equal(a, b) for a, b in zip(teacher_before, loss.teacher.parameters()))
-
-
-def test_read_texts_json_list(tmp_path):
-    (tmp_path / "d.json").write_text(json.dumps([{"text": "One."}, {"text": "Two."}]), encoding="utf-8")
-    assert read_texts(tmp_path / "d.json") == ["One.", "Two."]
-    (tmp_path / "e.json").write_text(json.dumps({"text": "x"}), encoding="utf-8")
-    with pytest.raises(ValueError, match="JSON list"):
-        read_texts(tmp_path / "e.json")

@@ -172,11 +172,95 @@ def test_bad_document_requests_are_json_4xx(client, params, status):
     assert response.json()["detail"]
 
 
+FILE_DOCS = {
+    "team-a/notes.txt:9": "Refund the ticket please, the train never came.",
+    "team-a/notes.txt:1": "Customer: my bag was lost on the way to Denver. 🎸",
+    "team-a/notes.txt:4": "Agent: the flight was delayed by the storm over the lakes.",
+    "team-b/notes.txt:1": "A man plays the guitar at the gate while people wait for the late flight.",
+    "odd:id:x": "An id without a line number is a file of its own.",
+}
+
+
+@pytest.fixture()
+def files_client(tiny_model):
+    index = SpanIndex.build(list(FILE_DOCS.values()), tiny_model, list(FILE_DOCS), max_span=5)
+    with TestClient(create_app(index, ServeLimits(max_query_chars=50)), base_url=BASE) as client:
+        client.index = index
+        yield client
+
+
+def test_file_endpoint_joins_a_files_documents_in_line_order(files_client):
+    response = files_client.get("/api/files", params={"path": "team-a/notes.txt"})
+    assert response.status_code == 200, response.text
+    got = response.json()
+    order = ["team-a/notes.txt:1", "team-a/notes.txt:4", "team-a/notes.txt:9"]  # by line, not by id or insertion
+    assert [part["id"] for part in got["parts"]] == order
+    assert [part["line"] for part in got["parts"]] == [1, 4, 9]
+    assert got["text"] == "\n\n".join(FILE_DOCS[doc_id] for doc_id in order) and got["profile"] is None
+    for part in got["parts"]:  # each document in place (offsets in code points: the emoji counts one)
+        assert got["text"][part["start"] : part["end"]] == FILE_DOCS[part["id"]]
+        assert part["index"] == files_client.index.doc_ids.index(part["id"])
+    words = [got["text"][start:end] for start, end in got["units"]]
+    assert words[:3] == ["Customer:", "my", "bag"] and "Agent:" in words and words[-1] == "came."
+    single = files_client.get("/api/files", params={"path": "odd:id:x"}).json()  # no line number: the id is the file
+    assert [part["line"] for part in single["parts"]] == [None] and single["text"] == FILE_DOCS["odd:id:x"]
+
+
+def test_file_profile_is_each_documents_profile_in_place(files_client):
+    query = "the late flight"
+    got = files_client.get("/api/files", params={"path": "team-a/notes.txt", "q": query}).json()
+    assert len(got["profile"]) == len(got["units"])
+    at = 0
+    for part in got["parts"]:
+        doc = files_client.get("/api/documents", params={"id": part["id"], "q": query}).json()
+        units = got["units"][at : at + len(doc["units"])]
+        assert units == [[start + part["start"], end + part["start"]] for start, end in doc["units"]]
+        assert got["profile"][at : at + len(doc["units"])] == pytest.approx(doc["profile"], abs=1e-5)
+        at += len(doc["units"])
+    assert at == len(got["units"])
+
+
+@pytest.mark.parametrize(
+    "params, status",
+    [
+        ({"path": "team-c/notes.txt"}, 404),
+        ({"path": "notes.txt"}, 404),  # a file is named by its whole path
+        ({"path": "team-a/notes.txt:1"}, 404),  # a document id is not a file
+        ({}, 422),
+        ({"path": "team-a/notes.txt", "q": "x" * 51}, 413),
+        ({"path": "team-a/notes.txt", "q": " "}, 400),
+        ({"path": "team-a/notes.txt", "q": "late", "max_span": 50}, 400),
+    ],
+)
+def test_bad_file_requests_are_json_4xx(files_client, params, status):
+    response = files_client.get("/api/files", params=params)
+    assert response.status_code == status, response.text
+    assert response.json()["detail"]
+
+
+def test_a_file_over_the_cost_bound_is_refused_before_it_runs(tiny_model, monkeypatch):
+    index = SpanIndex.build(list(FILE_DOCS.values()), tiny_model, list(FILE_DOCS), max_span=5)
+    ran = []
+    monkeypatch.setattr(SpanIndex, "unit_profile", lambda *args, **kwargs: ran.append(args))
+    with TestClient(create_app(index, ServeLimits(max_search_cost=10)), base_url=BASE) as client:
+        response = client.get("/api/files", params={"path": "team-a/notes.txt", "q": "late"})
+    assert response.status_code == 413 and "cost" in response.json()["detail"] and not ran
+
+
+def test_a_file_profile_waits_for_no_search_but_is_refused_while_one_runs(files_client):
+    runner = files_client.app.state.runner
+    with runner._lock:  # a search holds the model
+        busy = files_client.get("/api/files", params={"path": "team-a/notes.txt", "q": "late"})
+        plain = files_client.get("/api/files", params={"path": "team-a/notes.txt"})  # no query: no model needed
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
+    assert plain.status_code == 200
+
+
 def test_info_openapi_and_page(client):
     info = client.get("/api/info").json()
     assert info["index"]["documents"] == 4 and info["limits"]["max_queries"] == 4
     schema = client.get("/openapi.json").json()
-    assert {"/api/search", "/api/documents", "/api/info"} <= set(schema["paths"])
+    assert {"/api/search", "/api/documents", "/api/files", "/api/info"} <= set(schema["paths"])
     page = client.get("/")
     assert page.status_code == 200 and "/static/app.js" in page.text
     for name in ("app.js", "style.css"):
@@ -337,3 +421,36 @@ def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_p
     assert exit_info.value.code == 2 and "Traceback" not in error
     expected = "is an index's manifest, not a corpus" if how == "the manifest" else "is an index folder: serve takes"
     assert expected in error, error
+
+
+def test_a_long_file_fetch_never_holds_the_other_requests(files_client, monkeypatch):
+    """DD2 for files: ``GET /api/files?path=PATH`` is worked out off the event loop, so while one is, ``/api/info``,
+    a document and another file answer."""
+    index, started, release = files_client.index, threading.Event(), threading.Event()
+    real = index.unit_profile
+
+    def slow(query, doc_id, *args, **kwargs):
+        if doc_id.startswith("team-a/"):  # the long file
+            started.set()
+            release.wait(30)
+        return real(query, doc_id, *args, **kwargs)
+
+    monkeypatch.setattr(index, "unit_profile", slow)
+    answers: dict[str, int] = {}
+    fetch = lambda key, route, **params: answers.update({key: files_client.get(route, params=params).status_code})  # noqa: E731
+    long = threading.Thread(target=fetch, args=("long", "/api/files"), kwargs={"path": "team-a/notes.txt"})
+    long.start()
+    assert started.wait(30)
+    others = [
+        threading.Thread(target=fetch, args=("info", "/api/info")),
+        threading.Thread(target=fetch, args=("document", "/api/documents"), kwargs={"id": "odd:id:x"}),
+        threading.Thread(target=fetch, args=("file", "/api/files"), kwargs={"path": "team-b/notes.txt"}),
+    ]
+    for thread in others:
+        thread.start()
+    for thread in others:
+        thread.join(30)
+    answered = dict(answers)  # before the long fetch is let go
+    release.set()
+    long.join(30)
+    assert answered == {"info": 200, "document": 200, "file": 200} and answers["long"] == 200

@@ -91,6 +91,44 @@ def test_train_end_to_end_with_evaluator_and_checkpoints(tmp_path, tiny_model_di
     assert loaded.encode_spans("A man plays the guitar.").embeddings.shape[1] == 32
 
 
+def test_cli_says_where_the_model_went(tmp_path, tiny_model_dir, triplets_dir, capsys):
+    """``slice-st train`` ends with the final model's folder and the checkpoint it is, as the trainer state says."""
+    argv = _train_command(tmp_path, tiny_model_dir, triplets_dir)[4:]  # the options, run in-process
+    assert main(["train", *argv]) == 0
+    run = tmp_path / "run"
+    last = sorted(run.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[1]))[-1]
+    state = json.loads((last / "trainer_state.json").read_text())
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    if state["best_model_checkpoint"] is not None:
+        best = f"{state['best_model_checkpoint']}: eval_dev_single_spearman {state['best_metric']:.4f}"
+        assert said == f"saved {run / 'final'} (the best checkpoint, {best})"
+        assert Path(state["best_model_checkpoint"]).is_dir()
+    else:  # the tiny random model's dev score before training was never beaten
+        assert said.startswith(f"saved {run / 'final'} (the last step's model; no checkpoint beat the dev score")
+    assert (run / "final" / "config.json").is_file()
+
+
+def test_where_the_model_went_names_the_checkpoint_and_the_hub_url(monkeypatch):
+    from huggingface_hub import constants
+    from transformers import TrainerState
+
+    from slice_st.cli.train import where_the_model_went
+
+    args, _ = training_arguments(output_dir="runs/x", push_to_hub=True, hub_model_id="org/name")
+    best = TrainerState(best_model_checkpoint="runs/x/checkpoint-20", best_metric=0.61234, best_global_step=20)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:8990")
+    assert where_the_model_went(args, best, "eval_dev_single_spearman") == [
+        "saved runs/x/final (the best checkpoint, runs/x/checkpoint-20: eval_dev_single_spearman 0.6123)",
+        "pushed to http://127.0.0.1:8990/org/name",
+    ]
+    args, _ = training_arguments(output_dir="runs/x")
+    assert where_the_model_went(args, TrainerState()) == ["saved runs/x/final"]  # no dev set: the last step's
+    start = TrainerState(best_metric=0.5, best_global_step=0)
+    assert where_the_model_went(args, start, "eval_dev_single_spearman") == [
+        "saved runs/x/final (the last step's model; no checkpoint beat the dev score before training, 0.5000)"
+    ]
+
+
 def _train_command(tmp_path, tiny_model_dir, triplets_dir, *extra: str) -> list[str]:
     return _cli(
         "-o", str(tmp_path / "run"), "-m", tiny_model_dir, "--train-data", triplets_dir, "--dev", DEV, "--max-steps",
@@ -115,6 +153,7 @@ def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == f"pushed to {hub.rstrip('/')}/org/slice-tiny"
     titles = [commit["title"] for commit in hub_json(hub, "api/models/org/slice-tiny/commits/main")]
     assert titles[0] == "Final SLICE model" and titles[-1] == "initial commit"
     # Each save's push is a background upload whose failure transformers does not report (it waits, never reads the
@@ -296,7 +335,7 @@ def test_cli_arguments_are_the_preset_then_the_options(monkeypatch):
     from slice_st.cli import main
 
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings: runs.append((args, settings)))
+    monkeypatch.setattr(trainer_module, "train", lambda args, settings, **more: runs.append((args, settings)))
     argv = ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "msmarco:t.tsv", "--max-steps", "7"]
     assert main(argv) == 0
     args, settings = runs[0]
@@ -584,3 +623,18 @@ def test_lora_layers_puts_the_adapter_on_the_top_layers_only(make_tiny_model):
     args.logging_steps = 1
     with pytest.raises(slice_st.SpanInputError, match="needs lora_r"):
         SliceArguments(distill_data=["x.txt"], lora_layers=2).check(args)
+
+
+def test_distill_data_without_a_passage_is_one_line_before_training(tmp_path, tiny_model_dir, capsys):
+    """An empty file (or text with no passage of enough words) as ``--distill-data``: the trainer's sampler raised
+    "num_samples should be a positive integer value" with a traceback; now one line naming the data and the limit."""
+    empty, short = tmp_path / "empty.txt", tmp_path / "short.txt"
+    empty.write_text("")
+    short.write_text("the dog barks\na man plays\n")
+    for data in (empty, short):
+        argv = ["train", "-o", str(tmp_path / f"run-{data.stem}"), "-m", tiny_model_dir, "--distill-data", str(data)]
+        error = cli_error([*argv, "--max-steps", "1", "--quiet"], capsys)
+        assert error == (
+            f"slice-st: error: --distill-data {data} gives no passage of 20 to 80 words: give more text, or lower "
+            "--passage-min-words."
+        )
