@@ -580,7 +580,8 @@ class SpanIndex:
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self.check_approximate(approximate)
         threshold = check_threshold(threshold)
-        scorer, overlap = search_scorer(scorer, self.model_name), check_overlap(overlap)
+        shipped = getattr(getattr(self.model, "model_card_data", None), "shipped_name", None)
+        scorer, overlap = search_scorer(scorer, shipped), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(
             query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
