@@ -1,7 +1,7 @@
 """``slice-st mine`` twice on an unchanged folder: the second run (the cache of encoded files) against the first.
 
     python benchmarks/bench_mine_cache.py                      # the licences in /usr/share/common-licenses
-    python benchmarks/bench_mine_cache.py --corpus DIR --repeats 3
+    python benchmarks/bench_mine_cache.py --corpus DIR --repeats 3 --threads 1   # a busy machine: steadier
 
 Each round runs the command as a user does (a new process: imports, model load, reading, search, output): **first**
 into an empty cache folder, **second** the same command again (the cache now holds every file), and **no-cache**
@@ -41,12 +41,14 @@ def copy_corpus(source: str, folder: str) -> tuple[int, int]:
     return files, words
 
 
-def mine(folder: str, *options: str) -> tuple[float, str]:
+def mine(folder: str, *options: str, threads: int | None = None) -> tuple[float, str]:
     """Wall seconds of one ``slice-st mine`` process, and what it printed."""
     command = [sys.executable, "-m", "slice_st.cli", "mine", folder, "--no-progress", "-f", "jsonl"]
     for query in QUERIES:
         command += ["-q", query]
     environment = os.environ | {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
+    if threads is not None:  # slice-st's own switch (--threads), for steadier numbers on a busy machine
+        environment["SLICE_ST_THREADS"] = str(threads)
     start = time.perf_counter()
     done = subprocess.run([*command, *options], capture_output=True, text=True, env=environment, check=False)
     seconds = time.perf_counter() - start
@@ -59,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default=DEFAULT_CORPUS, help="a folder of text files")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
+    parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-mine-cache-")
     try:
@@ -66,24 +69,28 @@ def main() -> None:
         os.mkdir(folder)
         files, words = copy_corpus(args.corpus, folder)
         print(environment_line())
-        print(f"corpus: {files} files, {words:,} words from {args.corpus}; queries {QUERIES}; default model\n")
+        threads = args.threads or "torch's default"
+        print(f"corpus: {files} files, {words:,} words from {args.corpus}; queries {QUERIES}; default model; ", end="")
+        print(f"threads: {threads}\n")
         outputs: dict[str, set[str]] = {"first": set(), "second": set(), "no-cache": set()}
         state = {"round": 0}
 
         def first() -> dict:
             state["round"] += 1
             cache = os.path.join(work, f"cache-{state['round']}")
-            seconds, out = mine(folder, "--cache-dir", cache)
+            seconds, out = mine(folder, "--cache-dir", cache, threads=args.threads)
             outputs["first"].add(out)
             return {"wall": seconds}
 
         def second() -> dict:
-            seconds, out = mine(folder, "--cache-dir", os.path.join(work, f"cache-{state['round']}"))
+            seconds, out = mine(
+                folder, "--cache-dir", os.path.join(work, f"cache-{state['round']}"), threads=args.threads
+            )
             outputs["second"].add(out)
             return {"wall": seconds}
 
         def no_cache() -> dict:
-            seconds, out = mine(folder, "--no-cache")
+            seconds, out = mine(folder, "--no-cache", threads=args.threads)
             outputs["no-cache"].add(out)
             return {"wall": seconds}
 
