@@ -22,6 +22,7 @@ SUBPACKAGES = (
     "data",
     "evaluation",
     "index",
+    "cache",
     "training",
 )
 
