@@ -72,3 +72,12 @@ def test_two_runs_at_once_both_finish_with_the_same_matches(tiny_model_dir, tmp_
     assert [run.returncode for run in runs] == [0, 0] and outputs[0] == outputs[1] and outputs[0]
     assert len(entries(mine_cache_folder)) == 2
     assert not [name for name in os.listdir(mine_cache_folder) if name.endswith(".tmp")]
+
+
+def test_a_cache_folder_that_cannot_be_written_is_a_note(tiny_model_dir, tmp_path, capsys):
+    folder, blocked = corpus(tmp_path), tmp_path / "file"
+    blocked.write_text("x")
+    args = ("mine", folder, "-q", "lost bag", "--model", tiny_model_dir, "-f", "jsonl")
+    code, out = run_cli(capsys, *args, "--cache-dir", blocked / "inner")
+    assert code == 0 and out.out and f"slice-st: note: cannot write the cache in {blocked / 'inner'}" in out.err
+    assert run_cli(capsys, *args, "--no-cache")[1].out == out.out
