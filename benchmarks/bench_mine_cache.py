@@ -2,17 +2,21 @@
 
     python benchmarks/bench_mine_cache.py                      # the licences in /usr/share/common-licenses
     python benchmarks/bench_mine_cache.py --corpus DIR --repeats 3 --threads 1   # a busy machine: steadier
+    python benchmarks/bench_mine_cache.py --package-licences --threads 1         # and the venv's licences
 
 Each round runs the command as a user does (a new process: imports, model load, reading, search, output): **first**
 into an empty cache folder, **second** the same command again (the cache now holds every file), and **no-cache**
 (``--no-cache``: what every run cost before the cache), interleaved; medians and the ratio first / second (target
 >= 5) are printed, and whether the three printed the same matches. The corpus: every regular file of ``--corpus``
-(default: the Debian licence texts, hard-wrapped, ~48,000 words), copied as ``NAME.txt`` into a temporary folder.
+(default: the Debian licence texts, hard-wrapped, ~37,000 words; ``--package-licences`` adds those of the installed
+packages), each text once, copied as ``NNN-NAME.txt`` into a temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -26,18 +30,26 @@ DEFAULT_CORPUS = "/usr/share/common-licenses"
 QUERIES = ("you may not sue", "there is no warranty")
 
 
-def copy_corpus(source: str, folder: str) -> tuple[int, int]:
-    """Every regular file (no links) of ``source`` as ``folder/NAME.txt``; returns (files, words)."""
+def copy_corpus(source: str, folder: str, package_licences: bool = False) -> tuple[int, int]:
+    """Every regular file (no links) of ``source`` as ``folder/NNN-NAME.txt``, and with ``package_licences`` the
+    licence files of the installed packages (``*.dist-info/**/LICENSE*``), each text once; returns (files, words)."""
+    paths = [os.path.join(source, name) for name in sorted(os.listdir(source))]
+    if package_licences:
+        site = os.path.dirname(os.path.dirname(importlib.util.find_spec("numpy").origin))
+        paths += sorted(glob.glob(os.path.join(site, "*.dist-info", "**", "LICEN[CS]E*"), recursive=True))
+    seen: set[str] = set()
     files = words = 0
-    for name in sorted(os.listdir(source)):
-        path = os.path.join(source, name)
+    for path in paths:
         if os.path.islink(path) or not os.path.isfile(path):
             continue
         with open(path, encoding="utf-8", errors="replace") as handle:
             text = handle.read()
-        with open(os.path.join(folder, f"{name}.txt"), "w", encoding="utf-8") as handle:
-            handle.write(text)
+        if " ".join(text.split()) in seen:
+            continue
+        seen.add(" ".join(text.split()))
         files, words = files + 1, words + len(text.split())
+        with open(os.path.join(folder, f"{files:03d}-{os.path.basename(path)}.txt"), "w", encoding="utf-8") as handle:
+            handle.write(text)
     return files, words
 
 
@@ -62,12 +74,15 @@ def main() -> None:
     parser.add_argument("--corpus", default=DEFAULT_CORPUS, help="a folder of text files")
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's)")
+    parser.add_argument(
+        "--package-licences", action="store_true", help="add the licence files of the installed packages"
+    )
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-mine-cache-")
     try:
         folder = os.path.join(work, "corpus")
         os.mkdir(folder)
-        files, words = copy_corpus(args.corpus, folder)
+        files, words = copy_corpus(args.corpus, folder, args.package_licences)
         print(environment_line())
         threads = args.threads or "torch's default"
         print(f"corpus: {files} files, {words:,} words from {args.corpus}; queries {QUERIES}; default model; ", end="")
