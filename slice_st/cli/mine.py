@@ -54,7 +54,9 @@ def add_commands(commands) -> None:
 
 def add_search_command(actions) -> None:
     about = "search a saved index (as mine --index)"
-    search = add_command(actions, "search", about, _mine, *QUERY, files=[], skip_bad=False)
+    search = add_command(
+        actions, "search", about, _mine, *QUERY, files=[], skip_bad=False, cache_dir=None, no_cache=False
+    )
     search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
 
 
