@@ -23,6 +23,7 @@ SUBPACKAGES = (
     "data",
     "evaluation",
     "index",
+    "cache",
     "training",
 )
 

@@ -42,6 +42,14 @@ torch.set_num_threads(int(os.environ.get("SLICE_TEST_THREADS", "1")))
 os.environ.setdefault("SLICE_ST_THREADS", os.environ.get("SLICE_TEST_THREADS", "1"))
 
 
+@pytest.fixture(autouse=True)
+def mine_cache_folder(tmp_path_factory, monkeypatch) -> str:
+    """``slice-st mine``'s cache of encoded files in a new folder per test (never the user's ~/.cache)."""
+    folder = str(tmp_path_factory.mktemp("mine-cache"))
+    monkeypatch.setenv("SLICE_ST_CACHE", folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
     """A folder with a randomly initialised 2-layer BERT (d=32) and the real all-MiniLM-L6-v2 tokenizer."""

@@ -186,10 +186,11 @@ def report(args, message: str, out=None) -> None:
 
 
 def paragraph_note(args):
-    """``read_texts``' ``report``: say on standard error which files ``--split auto`` reads as paragraphs."""
+    """``read_texts``' ``report``: say on standard error which files ``--split auto`` reads as paragraphs (not with
+    ``--no-progress`` or ``--quiet``)."""
 
     def note(path: str, mode: str) -> None:
-        if mode == "paragraph":
+        if mode == "paragraph" and not args.no_progress:  # a line per file: chatter a script asked not to get
             report(args, f"{path}: --split auto reads one text per paragraph (its lines are wrapped)", sys.stderr)
 
     return note

@@ -20,6 +20,7 @@ from slice_st.cli.common import (
     paragraph_note,
     pick,
     refuse,
+    report,
     report_skipped,
     terminal_safe,
     text_files,
@@ -44,11 +45,20 @@ def add_commands(commands) -> None:
     mine = add_command(commands, "mine", about, _mine, "--split", "--follow-links", "--skip-bad", *QUERY)
     mine.add_argument("files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)")
     mine.add_argument("--index", metavar="DIR", action="append", help="search a saved index (or shards) instead")
+    cache = mine.add_argument_group("cache of encoded files (a second search of unchanged files runs no forward pass)")
+    cache.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="where encoded files are kept (default: $SLICE_ST_CACHE, else ~/.cache/slice-st/mine)",
+    )
+    cache.add_argument("--no-cache", action="store_true", help="encode every file again; read and write no cache")
 
 
 def add_search_command(actions) -> None:
     about = "search a saved index (as mine --index)"
-    search = add_command(actions, "search", about, _mine, *QUERY, files=[], skip_bad=False)
+    search = add_command(
+        actions, "search", about, _mine, *QUERY, files=[], skip_bad=False, cache_dir=None, no_cache=False
+    )
     search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
 
 
@@ -61,6 +71,11 @@ def _mine(args) -> int:
         (files and ray, "--ray and --workers search a saved index: give --index DIR."),
         (files and args.approximate, "--approximate needs --index DIR (a saved index with a candidate stage)."),
         (files and args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
+        (
+            args.index and (args.cache_dir or args.no_cache),
+            "--cache-dir and --no-cache are for FILEs: an index is encoded.",
+        ),
+        (args.cache_dir and args.no_cache, "give --cache-dir DIR or --no-cache, not both."),
     )
     queries = read_queries(args)
     rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
@@ -86,16 +101,19 @@ def _counts(args) -> tuple[int | None, int | None, int | None]:
 
 def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     import slice_st
+    from slice_st.cache import EncodingCache, best_spans_of_files
 
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
     paths = text_files(paths, lambda one: read_texts(one, args.split), args.skip_bad)
     records = read_texts(paths, args.split, report=paragraph_note(args))
+    cache = None if args.no_cache else EncodingCache(args.cache_dir)
     model = slice_st.load_model(args.model, device=args.device, **model_options(args))
     texts, per_text, spans = _counts(args)
     options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {"top_k": per_text}
     options.update(show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
+    files = [[record.text for record in group] for _, group in itertools.groupby(records, key=lambda r: r.source)]
     try:
-        result = slice_st.best_spans(model, queries, [record.text for record in records], **options)
+        result = best_spans_of_files(model, queries, files, cache, **options)
     except WindowError as error:  # a text that cannot be windowed: named by its file and line
         record, more = records[error.text_index], len(error.errors) - 1
         raise UsageError(
@@ -103,6 +121,7 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
             "Use --skip-bad to leave such texts out."
         ) from None
     report_skipped([(f"{records[i].source}:{records[i].line}", why) for i, why in result.skipped], "texts")
+    _report_cache(args, cache)
     rows = []
     for query_index, query in enumerate(result.queries):
         kept = [
@@ -118,6 +137,17 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
             where.update(file_start=offset + match.start, file_end=offset + match.end)
             rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
     return rows, paths
+
+
+def _report_cache(args, cache) -> None:
+    """Say on standard error (unless ``--quiet``) what went wrong with the cache; the search ran all the same."""
+    if cache is not None and cache.rebuilt:
+        count = len(cache.rebuilt)
+        report(
+            args, f"slice-st: note: {count} damaged cache entr{'y' if count == 1 else 'ies'} encoded again", sys.stderr
+        )
+    if cache is not None and cache.problem:
+        report(args, f"slice-st: note: {terminal_safe(cache.problem)}; searched without it", sys.stderr)
 
 
 def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:

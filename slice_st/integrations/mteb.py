@@ -3,10 +3,12 @@ passage); ``mteb_model`` names a model for mteb's results, ``run_mteb`` is ``sli
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import random
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -310,20 +312,30 @@ def run_mteb(
         check_output(output_folder, "--output-folder")
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
-    wrapped = mteb_model(model, model_name, revision)
-    for task in built if cache is not None and overwrite_strategy != "always" else ():
-        if isinstance(task, STSBContext):
-            _check_cached_revision(cache, task, wrapped.mteb_model_meta)
     progress = {"show_progress_bar": show_progress_bar}
     options = {"cache": cache, "overwrite_strategy": overwrite_strategy, "co2_tracker": False, **progress}
     try:
-        return mteb.evaluate(wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options)
+        with _without_renamed_method_warnings():
+            wrapped = mteb_model(model, model_name, revision)
+            for task in built if cache is not None and overwrite_strategy != "always" else ():
+                if isinstance(task, STSBContext):
+                    _check_cached_revision(cache, task, wrapped.mteb_model_meta)
+            return mteb.evaluate(wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options)
     except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
         why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(
             f"the data of mteb task(s) {', '.join(tasks)} is not available here ({why}): run once with network access "
             "(HF_HUB_OFFLINE unset) to cache it."
         ) from None
+
+
+@contextlib.contextmanager
+def _without_renamed_method_warnings():
+    """Hide the FutureWarning sentence-transformers 6 gives each time mteb 2 calls a method under its old name
+    (``get_sentence_embedding_dimension``): a note to mteb's authors, that users cannot act on; nothing else."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"The `\w+` method has been renamed", FutureWarning, r"mteb\.")
+        yield
 
 
 def _check_cached_revision(cache, task: STSBContext, meta) -> None:

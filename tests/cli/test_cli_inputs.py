@@ -60,6 +60,8 @@ def test_split_auto_says_when_it_reads_paragraphs(tiny_model_dir, tmp_path, caps
     assert main(["mine", str(wrapped), str(lines), "-q", "lost bag", "--model", tiny_model_dir, "-f", "jsonl"]) == 0
     error = capsys.readouterr().err
     assert f"{wrapped}: --split auto reads one text per paragraph" in error and str(lines) not in error
+    assert main(["mine", str(wrapped), "-q", "lost bag", "--model", tiny_model_dir, "--no-progress"]) == 0
+    assert "--split auto" not in capsys.readouterr().err  # --no-progress: no line per file
 
 
 class _FullDiskFile(io.StringIO):

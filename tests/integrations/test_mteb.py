@@ -203,3 +203,20 @@ def test_offline_hub_task_and_file_as_output_folder_are_one_line(tiny_model_dir,
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in error, error
     assert "the data of mteb task(s) STSBenchmark is not available here" in error.strip().splitlines()[-1]
+
+
+def test_mteb_run_hides_only_the_renamed_method_warnings_mteb_causes():
+    """ST 6's FutureWarning for a method mteb still calls by its old name is hidden around our mteb calls; another
+    FutureWarning, or the same one from elsewhere, still shows."""
+    import warnings
+
+    from slice_st.integrations import mteb as integration
+
+    renamed = "The `get_sentence_embedding_dimension` method has been renamed to `get_embedding_dimension`."
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with integration._without_renamed_method_warnings():
+            warnings.warn_explicit(renamed, FutureWarning, "model_meta.py", 1, module="mteb.models.model_meta")
+            warnings.warn_explicit("something else", FutureWarning, "model_meta.py", 2, module="mteb.models.model_meta")
+            warnings.warn_explicit(renamed, FutureWarning, "mine.py", 3, module="my_code")
+    assert [str(w.message) for w in caught] == ["something else", renamed]
