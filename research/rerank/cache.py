@@ -148,11 +148,26 @@ def made_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
 #: Lead-ins and joins written for this project (no outside text): what puts a sentence mid-sentence, as a writer
 #: working a phrase into a passage does ("Katie saw that a girl is brushing her hair in front of the mirror").
 LEADS = (
-    "She noticed that", "Everyone could see that", "The report said that", "It turned out that", "We were told that",
-    "According to the witness,", "In the photo,", "Later that day,", "At the meeting, someone mentioned that",
-    "He explained that", "The note on the door said", "For a moment it seemed that", "Meanwhile,",
-    "In the background,", "As the video shows,", "Nobody expected that", "On the news, they said",
-    "Just as the lights came on,", "I remember that", "The article claims that",
+    "She noticed that",
+    "Everyone could see that",
+    "The report said that",
+    "It turned out that",
+    "We were told that",
+    "According to the witness,",
+    "In the photo,",
+    "Later that day,",
+    "At the meeting, someone mentioned that",
+    "He explained that",
+    "The note on the door said",
+    "For a moment it seemed that",
+    "Meanwhile,",
+    "In the background,",
+    "As the video shows,",
+    "Nobody expected that",
+    "On the news, they said",
+    "Just as the lights came on,",
+    "I remember that",
+    "The article claims that",
 )
 JOINS = (", while", ", and", ", but", " because", ", just as", " when", ", although", ", so", " after", " before")
 
@@ -171,8 +186,10 @@ def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]
     sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on."""
     from slice_st.data.stsb import read_stsb
 
-    pairs = [(float(row["score"]), row["sentence1"], row["sentence2"]) for row in read_stsb(
-        os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))]
+    pairs = [
+        (float(row["score"]), row["sentence1"], row["sentence2"])
+        for row in read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
+    ]
     rng = random.Random(seed)
     rng.shuffle(pairs)
     others = [sentence for _, first, second in pairs for sentence in (first, second)]
