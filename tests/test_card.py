@@ -15,11 +15,11 @@ def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
 
     model = slice_st.load_model()
     card = model.model_card_data
-    assert (card.license, card.base_model) == ("cc-by-nc-sa-4.0", "sentence-transformers/all-MiniLM-L6-v2")
+    assert (card.license, card.base_model) == ("cc-by-sa-4.0", "sentence-transformers/all-MiniLM-L6-v2")
     slice_st.save_slice_model(model, str(tmp_path / "saved"))
     text = (tmp_path / "saved" / "README.md").read_text()
     head = text.split("---")[1]
-    assert "license: cc-by-nc-sa-4.0" in head and "license: apache-2.0" not in head  # not the base model's card
+    assert "license: cc-by-sa-4.0" in head and "license: apache-2.0" not in head  # not the base model's card
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in head and "# all-MiniLM-L6-v2\n" not in text
     assert "# slice-minilm" in text and "slice-st" in head
     reloaded = slice_st.load_model(str(tmp_path / "saved"))
@@ -51,9 +51,9 @@ def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
     slice_st.save_slice_model(model, str(tmp_path / "out"))
     text = (tmp_path / "out" / "README.md").read_text()
     head = text.split("---")[1]
-    assert "license: cc-by-nc-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
+    assert "license: cc-by-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
     assert (
-        "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-nc-sa-4.0" in text
+        "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-sa-4.0" in text
     )
 
 
@@ -120,8 +120,8 @@ def test_the_shipped_model_has_its_slice_card_from_load(tmp_path):
     model.save(str(tmp_path / "plain"))  # sentence-transformers' own save: the same card, not the base's README
     for folder in ("saved", "plain"):
         text = (tmp_path / folder / "README.md").read_text()
-        _slice_card_checks(text, "cc-by-nc-sa-4.0", "SpanDistillationLoss")
-        assert "Trained on non-commercial data (SICK)" in text and "ParaBank" in text
+        _slice_card_checks(text, "cc-by-sa-4.0", "SpanDistillationLoss")
+        assert "Trained on share-alike data" in text and "SICK" not in text and "ParaBank" not in text
         assert 'SentenceTransformer("sentence_transformers_model_id")' in text  # not by the shipped name: no id yet
 
 

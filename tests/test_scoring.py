@@ -171,7 +171,7 @@ WHOLE = [
     (
         "my bag was lost",
         "Customer: Last time the luggage went missing for a week, which was a nightmare.",
-        "Last time the luggage went missing",
+        "the luggage went missing",
     ),
     ("take back the last edit", "Undo the last edit. Take care with the redo command.", "Undo the last edit."),
 ]

@@ -173,7 +173,7 @@ def test_model_meta_has_licence_base_and_size(tiny_model):
     import slice_st
 
     meta = mteb_model(slice_st.load_model()).mteb_model_meta
-    assert meta.license == "cc-by-nc-sa-4.0" and meta.adapted_from == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta.license == "cc-by-sa-4.0" and meta.adapted_from == "sentence-transformers/all-MiniLM-L6-v2"
     assert meta.n_parameters == 22_713_216 and meta.name == "slice-st/slice-minilm"
     base = mteb_model(slice_st.load_model("base")).mteb_model_meta
     assert base.license == "apache-2.0" and base.adapted_from is None
