@@ -167,7 +167,7 @@ class EncodingCache:
         try:
             os.makedirs(self.path, mode=0o700, exist_ok=True)
             with atomic_file(self.entry_path(key)) as handle:
-                np.savez(handle, **_entry_arrays(key, windows))
+                np.savez(handle, **_entry_arrays(key, windows))  # type: ignore[arg-type]  # names → arrays
         except OSError as error:  # read-only, full disk, a folder where the entry goes: searched all the same
             self.problem = f"cannot write the cache in {self.path} ({error.strerror or error})"
 
@@ -226,7 +226,7 @@ def _entry_arrays(key: str, windows: list[tuple[bytes, dict[str, torch.Tensor]]]
     """An entry's arrays: the windows' digests and token counts, each output concatenated, its dtypes, a checksum."""
     first = windows[0][1] if windows else {}
     dtypes = {name: str(first[name].dtype).removeprefix("torch.") for name in _STORED} if windows else {}
-    arrays = {
+    arrays: dict[str, np.ndarray] = {
         "digests": np.frombuffer(b"".join(digest for digest, _ in windows), dtype=np.uint8).reshape(-1, 32),
         "lengths": np.array([len(outputs["attention_mask"]) for _, outputs in windows], dtype=np.int64),
         "meta": np.frombuffer(json.dumps({"format": CACHE_FORMAT, "key": key, "dtypes": dtypes}).encode(), np.uint8),
@@ -318,30 +318,35 @@ def best_spans_of_files(
         >>> cache = EncodingCache("runs/mine-cache")  # doctest: +SKIP
         >>> result = best_spans_of_files(model, ["no warranty"], [texts_of_a, texts_of_b], cache)  # doctest: +SKIP
     """
-    files = [list(texts) for texts in files]
+    lists: list[list[str]] = [list(texts) for texts in files]
     config = resolve_span_config(model, options.get("min_span"), options.get("max_span"), options.get("unit"))
     prompt = resolve_prompt(model, options.get("prompt"), options.get("prompt_name"), "document")
     context = options.get("window_context", WINDOW_CONTEXT)
     settings = cache.settings(model, config.max_span, config.unit, prompt, context) if cache is not None else ""
-    replay, parts, texts = _Replay(model), [], [text for file in files for text in file]
+    parts: list[SpanSearchResult] = []
+    replay, texts = _Replay(model), [text for file in lists for text in file]
     if not texts:
         return best_spans(model, queries, [], **options)
-    for block in _blocks(files):
+    for block in _blocks(lists):
         base = sum(len(part.texts) for part in parts)
         try:
-            if sum(map(len, block[0])) > MAX_FILE_CHARS:  # alone in its block: streamed, as best_spans streams
+            if (
+                sum(len(text) for text in block[0]) > MAX_FILE_CHARS
+            ):  # alone in its block: streamed, as best_spans streams
                 parts.append(best_spans(model, queries, block[0], **options))
                 continue
             keys = [cache.key(settings, file) if cache is not None else None for file in block]
-            entries = [cache.load(key) if cache is not None else None for key in keys]
+            entries = [cache.load(key) if cache is not None and key is not None else None for key in keys]
             for entry in entries:
                 replay.memo.update(entry or {})
-            parts.append(best_spans(replay, queries, [text for file in block for text in file], **options))
+            block_texts = [text for file in block for text in file]
+            found = best_spans(replay, queries, block_texts, **options)  # type: ignore[arg-type]  # replays the model
+            parts.append(found)
         except WindowError as error:  # its text named among all texts
             errors = [(index + base, reason) for index, reason in error.errors]
             raise WindowError(error.text_index + base, error.reason, errors) from None
         for file, key, entry in zip(block, keys, entries):
-            if cache is not None and entry is None:
+            if cache is not None and key is not None and entry is None:
                 _save(replay, cache, key, _window_digests(model, file, config, prompt, context))
         replay.memo.clear()
     if cache is not None:
@@ -364,7 +369,8 @@ def _window_digests(model, texts: list[str], config, prompt: str, context: int) 
 
 def _blocks(files: list[list[str]]):
     """Consecutive files of about :data:`BLOCK_CHARS` characters; a file over :data:`MAX_FILE_CHARS` alone."""
-    block, size = [], 0
+    block: list[list[str]] = []
+    size = 0
     for file in files:
         chars = sum(map(len, file))
         if chars > MAX_FILE_CHARS or size + chars > BLOCK_CHARS:

@@ -52,9 +52,7 @@ def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
     text = (tmp_path / "out" / "README.md").read_text()
     head = text.split("---")[1]
     assert "license: cc-by-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
-    assert (
-        "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-sa-4.0" in text
-    )
+    assert "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-sa-4.0" in text
 
 
 def _slice_card_checks(text: str, license: str, loss: str) -> None:

@@ -92,7 +92,7 @@ def test_span_vectors_are_means_of_the_models_scored_token_vectors(colbert):
     assert len(matches[0][0]) == len(TEXT.split()) - 1 and "-" not in {match.span for match in matches[0][0]}
 
 
-def test_query_vectors_are_the_mean_of_the_querys_own_tokens(colbert):
+def test_query_vectors_are_the_mean_of_the_query_own_tokens(colbert):
     """Encoded as encode_query encodes it (its marker, the expansion it attends to), the marker and expansion tokens
     left out of the mean."""
     query = "plays the guitar"
