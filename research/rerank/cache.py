@@ -113,10 +113,19 @@ def weak_rows(model, data_dir: str, dev: list[dict], count: int, widen: str, see
     rng = random.Random(seed)
     rng.shuffle(pairs)
     hosts = [d for i, d in enumerate(dev) if i % 2 == 0 and d["place"] is not None]
-    queries, passages, meta = [], [], []
+    made = []
     for score, first, second in pairs[:count]:
         host = rng.choice(hosts)
         passage = _insert(host["passage"], _with_determiner(host["passage"], host["place"], second, widen), second)
+        made.append((score, first, second, passage))
+    return labelled_rows(model, made)
+
+
+def labelled_rows(model, made: list[tuple[float, str, str, str]]) -> list[dict]:
+    """Rows of ``(gold, query, paraphrase, passage)``: single-pass rows labelled with the paraphrase's place (those
+    whose passage holds it and has at most 200 words)."""
+    queries, passages, meta = [], [], []
+    for score, first, second, passage in made:
         place = locate_paraphrase(passage, second)
         if place is None or len(passage.split()) > 200:
             continue
@@ -193,7 +202,7 @@ def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]
     rng = random.Random(seed)
     rng.shuffle(pairs)
     others = [sentence for _, first, second in pairs for sentence in (first, second)]
-    queries, passages, meta = [], [], []
+    made = []
     for score, first, second in pairs[:count]:
         lead = rng.choice(LEADS) + " " if rng.random() < 0.8 else ""
         body = _mid_sentence(second) if lead else re.sub(r"[.!?]+$", "", second.strip())
@@ -201,17 +210,8 @@ def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]
         sentence = lead + body + tail
         before = [rng.choice(others) for _ in range(rng.randint(0, 2))]
         after = [rng.choice(others) for _ in range(rng.randint(0, 2))]
-        passage = " ".join([*before, sentence[:1].upper() + sentence[1:], *after])
-        place = locate_paraphrase(passage, second)
-        if place is None or len(passage.split()) > 200:
-            continue
-        queries.append(first)
-        passages.append(passage)
-        meta.append((score, second, place))
-    rows = single_pass(model, queries, passages)
-    for d, (score, second, place) in zip(rows, meta):
-        d["gold"], d["paraphrase"], d["place"] = score, second, place
-    return rows
+        made.append((score, first, second, " ".join([*before, sentence[:1].upper() + sentence[1:], *after])))
+    return labelled_rows(model, made)
 
 
 def main() -> None:
