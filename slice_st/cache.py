@@ -340,7 +340,8 @@ def best_spans_of_files(
             for entry in entries:
                 replay.memo.update(entry or {})
             block_texts = [text for file in block for text in file]
-            found = best_spans(replay, queries, block_texts, **options)  # type: ignore[arg-type]  # replays the model
+            searcher = replay if cache is not None else model  # without a cache: the model itself, as best_spans
+            found = best_spans(searcher, queries, block_texts, **options)  # type: ignore[arg-type]  # replays it
             parts.append(found)
         except WindowError as error:  # its text named among all texts
             errors = [(index + base, reason) for index, reason in error.errors]

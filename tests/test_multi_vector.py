@@ -194,3 +194,27 @@ def test_an_index_built_with_a_colbert_checkpoint_reopens_with_it(colbert_dir, t
     assert is_multi_vector_folder(colbert_dir) and not is_multi_vector_folder(tmp_path)
     with pytest.raises(SpanInputError, match="do not apply"):
         slice_st.SpanIndex.load(tmp_path / "index", backend="onnx")
+
+
+def test_the_command_line_reads_a_colbert_folder_as_a_multi_vector_encoder(colbert, colbert_dir, tmp_path, capsys):
+    """``--model FOLDER`` of a ColBERT / PyLate checkpoint mines with its own token vectors (its projection kept), as
+    ``best_spans`` does in Python, with the cache and without, and builds an index; backend options are refused."""
+    from helpers import cli_fails, run_cli
+
+    corpus = tmp_path / "calls.txt"
+    corpus.write_text(f"{TEXT}\n")
+    expected = colbert.best_spans(["plays the guitar"], [TEXT], top_k=1)[0][0][0]
+    rows = []
+    for extra in ([], ["--no-cache"], []):  # the third run reads the cache the first wrote
+        code, out = run_cli(
+            capsys, "mine", corpus, "-q", "plays the guitar", "--model", colbert_dir, "-f", "jsonl", *extra
+        )
+        assert code == 0, out.err
+        rows.append(json.loads(out.out.splitlines()[0]))
+    assert [row["span"] for row in rows] == [expected.span] * 3
+    assert all(abs(row["score"] - expected.score) < 1e-4 for row in rows)  # compared at the precision shown
+    code, out = run_cli(capsys, "index", "build", corpus, "-o", tmp_path / "idx", "--model", colbert_dir, "--quiet")
+    assert code == 0, out.err
+    assert "MultiVectorEncoder" in cli_fails(
+        capsys, "mine", corpus, "-q", "guitar", "--model", colbert_dir, "--model-dtype", "bfloat16"
+    )

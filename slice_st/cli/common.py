@@ -11,6 +11,7 @@ import math
 import os
 import sys
 import warnings
+from typing import Any
 
 from slice_st.errors import SliceError
 from slice_st.scoring import SPAN_SCORERS  # no numpy: --help stays fast
@@ -151,6 +152,25 @@ def model_options(args) -> dict:
     options = pick(args, "backend", "model_file", "quantized", "threads", "export_dir") if "backend" in args else {}
     options["dtype"] = getattr(args, "model_dtype", None)
     return {key: value for key, value in options.items() if value not in (None, False, "torch")}
+
+
+def load_cli_model(args, **options: Any):
+    """The model ``--model`` names: :func:`slice_st.load_model`'s, or a ColBERT / PyLate checkpoint folder as the
+    ``MultiVectorEncoder`` it is (``SentenceTransformer`` would read it as a plain model without its projection)."""
+    import slice_st
+    from slice_st.multi_vector import is_multi_vector_folder
+
+    name = args.model
+    if isinstance(name, str) and os.path.isdir(name) and is_multi_vector_folder(name):
+        if options:
+            given = ", ".join(f"--{key.replace('_', '-')}" for key in sorted(options))
+            raise UsageError(
+                f"{name} is a MultiVectorEncoder checkpoint (ColBERT, PyLate): {given} do not apply to it."
+            )
+        from sentence_transformers import MultiVectorEncoder
+
+        return MultiVectorEncoder(name, device=args.device)
+    return slice_st.load_model(name, device=args.device, **options)
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ from slice_st.cli.common import (
     add_command,
     at_least,
     dumps_json,
+    load_cli_model,
     model_options,
     paragraph_note,
     pick,
@@ -136,7 +137,6 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
 
 
 def _build(args) -> int:
-    import slice_st
     from slice_st.index import SpanIndex
     from slice_st.index.ray_cluster import check_address, probe_address, require_ray
     from slice_st.index.storage import MANIFEST, read_shard_list
@@ -161,7 +161,7 @@ def _build(args) -> int:
         advice = "another folder, or --force to rebuild it" if ray else "`slice-st index add`, or --force to replace it"
         raise UsageError(f"{args.output} already holds an index: use {advice}.")
     documents = None if ray else _documents(args)  # a bad corpus file is said before the model loads
-    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
+    model = load_cli_model(args, **model_options(args))
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()

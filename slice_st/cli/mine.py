@@ -16,6 +16,7 @@ from slice_st.cli.common import (
     UsageError,
     add_command,
     dumps_json,
+    load_cli_model,
     model_options,
     paragraph_note,
     pick,
@@ -100,14 +101,15 @@ def _counts(args) -> tuple[int | None, int | None, int | None]:
 
 
 def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
-    import slice_st
     from slice_st.cache import EncodingCache, best_spans_of_files
+    from slice_st.encode import is_multi_vector
 
     paths = _distinct_files(expand_paths(args.files, follow_links=args.follow_links))
     paths = text_files(paths, lambda one: read_texts(one, args.split), args.skip_bad)
     records = read_texts(paths, args.split, report=paragraph_note(args))
-    cache = None if args.no_cache else EncodingCache(args.cache_dir)
-    model = slice_st.load_model(args.model, device=args.device, **model_options(args))
+    model = load_cli_model(args, **model_options(args))
+    # a MultiVectorEncoder's windows are scored through its own masks, which the cache does not keep: searched afresh
+    cache = None if args.no_cache or is_multi_vector(model) else EncodingCache(args.cache_dir)
     texts, per_text, spans = _counts(args)
     options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {"top_k": per_text}
     options.update(show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")

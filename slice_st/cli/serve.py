@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import os
 
-from slice_st.cli.common import BACKEND, UsageError, add_command, at_least, model_options, paragraph_note, pick, report
+from slice_st.cli.common import (
+    BACKEND,
+    UsageError,
+    add_command,
+    at_least,
+    load_cli_model,
+    model_options,
+    paragraph_note,
+    pick,
+    report,
+)
 from slice_st.files import expand_paths
 
 #: The environment variable ``--token`` is read from when not given (a command line is visible to other users).
@@ -57,7 +67,6 @@ def _serve(args) -> int:
 def _source(args):
     """The index to serve: a saved index directory, or CORPUS files indexed in memory."""
     from slice_st.index.storage import MANIFEST, SHARD_LIST
-    from slice_st.loading import load_model
     from slice_st.serve import IndexSource
 
     options, first = model_options(args), args.source[0]
@@ -85,6 +94,6 @@ def _source(args):
 
     paths = expand_paths(args.source, follow_links=args.follow_links)
     documents = read_corpus(paths, split=args.split, report=paragraph_note(args))
-    model = load_model(args.model, device=args.device, **options)
+    model = load_cli_model(args, **options)
     index = SpanIndex.build(documents, model, max_span=args.max_span, show_progress_bar=not args.no_progress)
     return IndexSource(index)
