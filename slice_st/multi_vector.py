@@ -88,6 +88,20 @@ def is_multi_vector_folder(path: str | os.PathLike) -> bool:
     return settings in ("MultiVectorEncoder", "ColBERT") or "HF_ColBERT" in architectures
 
 
+def load_multi_vector_folder(path: Any, **options: Any) -> MultiVectorEncoder | None:
+    """The ``MultiVectorEncoder`` of a checkpoint folder (:func:`is_multi_vector_folder`), on ``options["device"]``;
+    ``None`` for anything else (a model object, a Hub id, another folder). Other options given (not ``None``): a
+    :class:`SpanInputError`, as they apply to models :func:`slice_st.load_model` loads."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or not is_multi_vector_folder(path):
+        return None
+    from sentence_transformers import MultiVectorEncoder
+
+    device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
+    if others:
+        raise SpanInputError(f"{path} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
+    return MultiVectorEncoder(os.fspath(path), device=device)
+
+
 def _json(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:

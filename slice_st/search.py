@@ -47,9 +47,10 @@ if TYPE_CHECKING:
 __all__ = ["SpanMatch", "SpanSearchResult", "best_spans", "best_spans_paired"]
 
 
-def search_scorer(scorer: str | SpanScorer | None, shipped_name: str | None = None) -> SpanScorer:
-    """The scorer of a search, resolved once (the shipped model ``shipped_name``'s own re-ranker where it has one);
-    a bad one is a :class:`SpanInputError`."""
+def search_scorer(scorer: str | SpanScorer | None, model: Any = None) -> SpanScorer:
+    """The scorer of a search, resolved once (with the re-ranker of ``model`` where it is a shipped model that has
+    its own); a bad one is a :class:`SpanInputError`."""
+    shipped_name = getattr(getattr(model, "model_card_data", None), "shipped_name", None)
     try:
         return scorer_for_model(resolve_scorer(scorer), shipped_name)
     except ValueError as error:
@@ -276,7 +277,7 @@ class _Search:
         self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
         self.similarity = span_similarity(model, options["similarity_fn_name"])
         check_overlap(overlap)
-        self.scorer = search_scorer(options["scorer"], getattr(model.model_card_data, "shipped_name", None))
+        self.scorer = search_scorer(options["scorer"], model)
         if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
             self.scorer = dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{self.similarity}")
         prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")

@@ -242,3 +242,19 @@ def test_a_long_clause_keeps_the_first_governor_within_max_span():
     assert _governed(units, [span[0]], [span[1]], max_span=21) == [1]  # the whole clause fits
     assert _governed(units, [span[0]], [span[1]], max_span=14) == [8]  # no governor fits: as scored
     assert _governed(units, [-1], [-1]) == [-1]  # a missing span stays missing
+
+
+def test_a_shipped_model_with_its_own_reranker_gets_it(monkeypatch, tmp_path):
+    """``reranked`` takes the re-ranker fitted for the shipped model when the package has one
+    (``pretrained/rerank/<name>-rerank.json``); other models, and other scorers, are left as they are."""
+    import importlib.resources
+
+    from slice_st.scoring import DEFAULT_RERANKER, resolve_scorer, scorer_for_model
+
+    (tmp_path / "rerank").mkdir()
+    (tmp_path / "rerank" / "slice-mpnet-rerank.json").write_text("{}")
+    monkeypatch.setattr(importlib.resources, "files", lambda package: tmp_path)
+    assert scorer_for_model(resolve_scorer(None), "slice-mpnet").rerank == "slice-mpnet-rerank"
+    assert scorer_for_model(resolve_scorer(None), "my-model").rerank == DEFAULT_RERANKER
+    assert scorer_for_model(resolve_scorer(None), None).rerank == DEFAULT_RERANKER
+    assert scorer_for_model(resolve_scorer("phrase"), "slice-mpnet").rerank is None

@@ -158,19 +158,10 @@ def load_cli_model(args, **options: Any):
     """The model ``--model`` names: :func:`slice_st.load_model`'s, or a ColBERT / PyLate checkpoint folder as the
     ``MultiVectorEncoder`` it is (``SentenceTransformer`` would read it as a plain model without its projection)."""
     import slice_st
-    from slice_st.multi_vector import is_multi_vector_folder
+    from slice_st.multi_vector import load_multi_vector_folder
 
-    name = args.model
-    if isinstance(name, str) and os.path.isdir(name) and is_multi_vector_folder(name):
-        if options:
-            given = ", ".join(f"--{key.replace('_', '-')}" for key in sorted(options))
-            raise UsageError(
-                f"{name} is a MultiVectorEncoder checkpoint (ColBERT, PyLate): {given} do not apply to it."
-            )
-        from sentence_transformers import MultiVectorEncoder
-
-        return MultiVectorEncoder(name, device=args.device)
-    return slice_st.load_model(name, device=args.device, **options)
+    found = load_multi_vector_folder(args.model, device=args.device, **options)
+    return found if found is not None else slice_st.load_model(args.model, device=args.device, **options)
 
 
 @contextlib.contextmanager

@@ -580,8 +580,7 @@ class SpanIndex:
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self.check_approximate(approximate)
         threshold = check_threshold(threshold)
-        shipped = getattr(getattr(self.model, "model_card_data", None), "shipped_name", None)
-        scorer, overlap = search_scorer(scorer, shipped), check_overlap(overlap)
+        scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(
             query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
@@ -1121,15 +1120,11 @@ def _as_model(model: Any, **options: Any) -> SentenceTransformer:
     """A model object, or one loaded from a path / Hub id with ``options`` (``None``: the default model); a folder of
     a ``MultiVectorEncoder`` checkpoint (ColBERT, PyLate) as one."""
     from slice_st.loading import load_model
-    from slice_st.multi_vector import is_multi_vector_folder
+    from slice_st.multi_vector import load_multi_vector_folder
 
-    if isinstance(model, (str, os.PathLike)) and os.path.isdir(model) and is_multi_vector_folder(model):
-        from sentence_transformers import MultiVectorEncoder
-
-        device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
-        if others:
-            raise SpanInputError(f"{model} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
-        return MultiVectorEncoder(os.fspath(model), device=device)  # type: ignore[return-value]  # duck-typed alike
+    found = load_multi_vector_folder(model, **options)
+    if found is not None:
+        return found  # type: ignore[return-value]  # duck-typed alike
     if model is None or isinstance(model, (str, os.PathLike)):
         return load_model(model if model is None else os.fspath(model), **options)
     if not callable(getattr(model, "encode", None)) or not hasattr(model, "tokenizer"):
