@@ -209,3 +209,37 @@ def run_python(code: str, env: dict[str, str], *args: str) -> subprocess.Complet
     done = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done
+
+
+# ------------------------------------------------------------------ slice-mpnet with its real base (slow: 440 MB)
+MPNET_BASE = os.path.expanduser(os.environ.get("SLICE_ST_MPNET_DIR", "~/.cache/slice-st/all-mpnet-base-v2"))
+MINE = "import sys; from slice_st import cli; sys.exit(cli.main(sys.argv[1:]))"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("slice-mpnet" not in SHIPPED_MODELS, reason="slice-mpnet is not in this checkout")
+@pytest.mark.skipif(
+    not os.path.isfile(os.path.join(MPNET_BASE, "model.safetensors")),
+    reason="no all-mpnet-base-v2 folder (../shared/tools/get-mpnet.sh; SLICE_ST_MPNET_DIR)",
+)
+def test_slice_mpnet_mines_from_an_empty_cache_through_the_hub_then_offline(hub, tmp_path):
+    """The base is pushed to the test Hub under its real id; a user with an empty ``HF_HOME`` mines with
+    ``--model slice-mpnet`` (the base downloads once), then again offline from the cache."""
+    push = "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[2]); "
+    push += "api.upload_folder(repo_id=sys.argv[2], folder_path=sys.argv[1])"
+    base_id = SHIPPED_MODELS["slice-mpnet"].base
+    run_python(push, hub_env(hub, tmp_path / "pusher"), MPNET_BASE, base_id)
+    corpus = tmp_path / "calls.txt"
+    corpus.write_text("Hello, thanks for calling. My suitcase never arrived at the airport, can you help?\n")
+    args = ["mine", "-q", "my luggage was lost", str(corpus), "--model", "slice-mpnet", "--no-progress"]
+    home = tmp_path / "home"
+    without_folder = {"SLICE_ST_BASE_MPNET": ""}
+    online = run_python(MINE, hub_env(hub, home, token=None) | without_folder, *args).stdout
+    offline = run_python(MINE, hub_env(hub, home, token=None, offline=True) | without_folder, *args).stdout
+    assert online == offline and "suitcase never arrived" in online
+    index = tmp_path / "index"
+    build = ["index", "build", str(corpus), "-o", str(index), "--model", "slice-mpnet", "--no-progress"]
+    offline_env = hub_env(hub, home, token=None, offline=True) | without_folder
+    run_python(MINE, offline_env, *build)
+    info = json.loads(run_python(MINE, offline_env, "index", "info", str(index)).stdout)
+    assert info["model_name"].endswith("slice-mpnet") and info["documents"] == 1
