@@ -81,6 +81,9 @@ class SearchRequest(BaseModel):
         "reranked", description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)"
     )
     overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
+    merge_identical: bool = Field(
+        False, description="one match for a span found in several documents: its count and places list every one"
+    )
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
     max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")
     approximate: bool = Field(False, description="use the index's candidate stage (built with --candidates)")
@@ -96,8 +99,15 @@ class QueryResult(BaseModel):
 
     @field_serializer("matches")
     def _old_names_too(self, matches: list[IndexMatch]) -> list[dict[str, Any]]:
-        """Each match's fields, and for one release its old ``doc_index`` and ``cosine`` (deprecated)."""
-        return [asdict(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
+        """Each match's fields (``count`` and ``places`` only when merged), and for one release its old ``doc_index``
+        and ``cosine`` (deprecated)."""
+        return [_fields(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
+
+
+def _fields(match: IndexMatch) -> dict[str, Any]:
+    fields = asdict(match)
+    places = fields.pop("places")
+    return fields | ({"count": len(places), "places": places} if places else {})
 
 
 class SearchResponse(BaseModel):
