@@ -103,6 +103,22 @@ def test_merge_identical_lists_every_place(tiny_model, tmp_path):
     assert all(m["count"] == 1 for m in merged[1:])
 
 
+def test_merge_identical_asks_for_a_bounded_number_of_spans(tiny_model, tmp_path):
+    """A template in 40 documents: the library lists all 40 and finds the second distinct span; the server asks for at
+    most MERGE_FETCH x top_k spans, so the copies fill them: one match, 32 places."""
+    from slice_st.serve.app import MERGE_FETCH
+
+    texts = ["We will get back to you within two working days."] * 40 + ["A refund for the lost bag."]
+    index = SpanIndex.build(texts, tiny_model, max_span=5)
+    index.save(tmp_path / "ix")
+    body = {"queries": "we will answer in two days", "top_k": 2, "per_document": 1, "scorer": "max-cosine"}
+    library = index.search(body["queries"], top_k=2, per_document=1, scorer="max-cosine", merge_identical=True)[0]
+    assert [m.count for m in library] == [40, 1]
+    with TestClient(create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE) as client:
+        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()["results"][0]["matches"]
+    assert [m["count"] for m in merged] == [MERGE_FETCH * 2] and merged[0]["span"] == library[0].span
+
+
 def test_allowed_search_options_reach_the_library(client, saved, monkeypatch):
     """An option of the allow-list (here ``approximate``) reaches SpanIndex.search unchanged."""
     response = client.post("/api/search", json={"queries": "late", "approximate": True})
