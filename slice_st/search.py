@@ -130,7 +130,7 @@ def identity_key(span: str) -> str:
     A span's edges are unit edges, and a word unit carries the punctuation that follows it: the same clause ends in
     ``.`` at a sentence's end and in ``,`` inside one. Punctuation inside a span counts.
 
-    >>> identity_key("  The  Software\nis provided,") == identity_key("the software is PROVIDED.")
+    >>> identity_key("  The  Software is provided,") == identity_key("the software is PROVIDED.")
     True
     """
     folded = " ".join(span.split()).casefold()
@@ -205,7 +205,12 @@ class SpanSearchResult(Sequence):
         return self.scores[query_index, :, 0] if self.scores.shape[1] else np.zeros(0, np.float32)
 
     def ranked(
-        self, query_index: int, top_k: int | None = None, threshold: float | None = None, *, merge_identical=False
+        self,
+        query_index: int,
+        top_k: int | None = None,
+        threshold: float | None = None,
+        *,
+        merge_identical: bool = False,
     ) -> list[SpanMatch]:
         """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all).
 

@@ -288,7 +288,7 @@ def search_merged(search, query_texts, vectors, profiles, top_k: int, limit: int
     """:meth:`SpanIndex.search` with ``merge_identical=True``: ``search(query_texts, vectors, profiles, k)`` (the
     unmerged top ``k``) with identical spans merged, ``k`` from ``top_k`` 4x more while a query has fewer than
     ``top_k`` distinct spans and more could come (``limit``: at least the spans held)."""
-    results: list[list[IndexMatch] | None] = [None] * len(query_texts)
+    results: dict[int, list[IndexMatch]] = {}
     pending, asked = list(range(len(query_texts))), top_k
     while pending:
         rows = pending if len(pending) < len(query_texts) else slice(None)
@@ -298,9 +298,9 @@ def search_merged(search, query_texts, vectors, profiles, top_k: int, limit: int
             merged = merged_matches(matches, top_k)
             if len(merged) >= top_k or len(matches) < asked or asked >= limit:
                 results[query] = [dataclasses.replace(match, query_index=query) for match in merged]
-        pending = [query for query in pending if results[query] is None]
+        pending = [query for query in pending if query not in results]
         asked = min(asked * 4, max(limit, top_k))
-    return results
+    return [results[query] for query in range(len(query_texts))]
 
 
 def search_documents(

@@ -561,8 +561,8 @@ class SpanIndex:
         may narrow the index's span range; ``threshold`` drops matches scoring below it; ``per_document=n`` keeps at
         most ``n`` spans of a document (1: the ``top_k`` best documents); ``overlap=False`` (default) drops a span
         overlapping a better kept span of its document (no nested copies of one place). ``merge_identical=True``
-        makes the spans of one text (:func:`slice_st.search.identity_key`: whitespace runs as one, case-folded, edge
-        punctuation left out) one result, the best, whose ``places`` lists each one ranked down to the last result;
+        makes identical spans (:func:`slice_st.search.identity_key`: whitespace runs as one, case-folded, edge
+        punctuation left out) one result, the best, whose ``places`` lists each one ranked above the last result;
         ``top_k`` then counts distinct spans (more are searched while copies fill the list), in the order without it.
 
         On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
