@@ -64,6 +64,13 @@ def check_overlap(overlap: Any) -> bool:
     return overlap
 
 
+def check_merge_identical(merge_identical: Any) -> bool:
+    """``merge_identical`` if it is a bool (whether identical spans of several texts become one result)."""
+    if not isinstance(merge_identical, bool):
+        raise SpanInputError(f"merge_identical must be True or False, got {merge_identical!r}.")
+    return merge_identical
+
+
 def check_device(device: Any) -> str | None:
     """``device`` as a string if this machine has it (``None`` stays ``None``), else a clear ``SpanInputError``."""
     if device is None:

@@ -7,15 +7,23 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from slice_st._checks import as_text_list, check_overlap, check_threshold, check_top_k, query_list
+from slice_st._checks import (
+    as_text_list,
+    check_merge_identical,
+    check_overlap,
+    check_threshold,
+    check_top_k,
+    query_list,
+)
 from slice_st.encode import (
     WindowRows,
     check_truncate_dim,
@@ -44,7 +52,7 @@ from slice_st.tokens import WINDOW_CONTEXT, text_units
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SpanMatch", "SpanSearchResult", "best_spans", "best_spans_paired"]
+__all__ = ["SpanMatch", "SpanPlace", "SpanSearchResult", "best_spans", "best_spans_paired"]
 
 
 def search_scorer(scorer: str | SpanScorer | None, model: Any = None) -> SpanScorer:
@@ -71,6 +79,8 @@ class SpanMatch:
         unit_start: First unit (word or token) of the span.
         unit_end: Unit after the span.
         similarity: The span's plain similarity to the query (the model's ``similarity_fn_name``).
+        places: With ``merge_identical=True``: every place of this span's text (:func:`identity_key`) among the
+            results, this one first, best first; else empty.
     """
 
     query_index: int
@@ -82,6 +92,67 @@ class SpanMatch:
     unit_start: int
     unit_end: int
     similarity: float | None = None
+    places: tuple[SpanPlace, ...] = field(default=(), kw_only=True)
+
+    @property
+    def count(self) -> int:
+        """How many places hold this span (``len(places)``; 1 for a result that was not merged)."""
+        return len(self.places) or 1
+
+
+@dataclass(frozen=True)
+class SpanPlace:
+    """One place of a merged result: ``text[start:end]`` of text (document) ``text_index`` holds the span's text.
+
+    Args:
+        text_index: Position of the text (of the document in an index).
+        start: First character of the span there.
+        end: Character after it.
+        score: The span's score at this place (its context can move it a little).
+        doc_id: The document's id (a search of an index), else ``None``.
+    """
+
+    text_index: int
+    start: int
+    end: int
+    score: float
+    doc_id: str | None = None
+
+
+#: A span's edges: characters that are neither letters nor digits (a word unit carries its punctuation).
+_EDGES = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def identity_key(span: str) -> str:
+    """What makes spans identical for ``merge_identical``: the text with each run of whitespace as one space,
+    case-folded, without punctuation at its edges (kept when the span is nothing else).
+
+    A span's edges are unit edges, and a word unit carries the punctuation that follows it: the same clause ends in
+    ``.`` at a sentence's end and in ``,`` inside one. Punctuation inside a span counts.
+
+    >>> identity_key("  The  Software is provided,") == identity_key("the software is PROVIDED.")
+    True
+    """
+    folded = " ".join(span.split()).casefold()
+    return _EDGES.sub("", folded) or folded
+
+
+def merged_matches(matches: Iterable, top_k: int | None = None) -> list:
+    """``matches`` (best first) with identical spans (:func:`identity_key`) merged into the first, its ``places``
+    listing every one; the first ``top_k`` merged results (``None``: all), the copies ranked below the last one left
+    out. Works on :class:`SpanMatch` and :class:`~slice_st.index.search.IndexMatch`."""
+    groups: dict[str, list] = {}
+    for match in matches:
+        key = identity_key(match.span)
+        if key not in groups and top_k is not None and len(groups) >= top_k:
+            break
+        groups.setdefault(key, []).append(match)
+    return [dataclasses.replace(found[0], places=tuple(map(_place, found))) for found in groups.values()]
+
+
+def _place(match) -> SpanPlace:
+    fields = dict(text_index=match.text_index, start=match.start, end=match.end, score=match.score)
+    return SpanPlace(**fields, doc_id=getattr(match, "doc_id", None))
 
 
 @dataclass(eq=False, repr=False)
@@ -133,13 +204,27 @@ class SpanSearchResult(Sequence):
         """``(T,)`` best score of each text for one query (``-inf`` for texts without spans)."""
         return self.scores[query_index, :, 0] if self.scores.shape[1] else np.zeros(0, np.float32)
 
-    def ranked(self, query_index: int, top_k: int | None = None, threshold: float | None = None) -> list[SpanMatch]:
-        """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all)."""
+    def ranked(
+        self,
+        query_index: int,
+        top_k: int | None = None,
+        threshold: float | None = None,
+        *,
+        merge_identical: bool = False,
+    ) -> list[SpanMatch]:
+        """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all).
+
+        ``merge_identical=True``: texts whose best spans are identical (:func:`identity_key`) give one result, the
+        best, whose ``places`` lists them all; ``top_k`` counts distinct spans, in the same order as without merging.
+        """
         top_k, threshold = check_top_k(top_k, optional=True), check_threshold(threshold)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
         order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
-        return [self._match(range(len(self.queries))[query_index], int(t), 0) for t in order[:top_k]]
+        query_index = range(len(self.queries))[query_index]
+        if check_merge_identical(merge_identical):
+            return merged_matches((self._match(query_index, int(t), 0) for t in order), top_k)
+        return [self._match(query_index, int(t), 0) for t in order[:top_k]]
 
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)

@@ -249,3 +249,45 @@ def test_the_papers_protocol_and_token_units_keep_their_spans(real_model):
     assert plain.span == "the authors be held liable for any damages arising from"  # max-cosine: as scored
     tokens = real_model.best_spans(queries[0], text, unit="token")[0][0][0]
     assert tokens.span == text[tokens.start : tokens.end] and "In no event" not in tokens.span
+
+
+def test_ranked_merge_identical(tiny_model):
+    """Texts whose best spans are identical (case, spacing, edge punctuation aside) give one result listing each;
+    ``top_k`` counts distinct spans, in the order without merging; default off: no places."""
+    from helpers import make_docs
+
+    from slice_st.search import SpanPlace, identity_key
+
+    clause = ["The software is provided as is.", "the software  is provided AS IS.", "THE SOFTWARE IS PROVIDED AS IS."]
+    texts = [*make_docs(5, seed=1), *clause, *make_docs(5, seed=2)]
+    result = slice_st.best_spans(tiny_model, "the software is provided as is", texts, max_span=8, scorer="phrase")
+    plain = result.ranked(0)
+    assert [m.text_index for m in plain[:3]] == [5, 6, 7] and all(m.places == () and m.count == 1 for m in plain)
+    merged = result.ranked(0, top_k=3, merge_identical=True)
+    keys = list(dict.fromkeys(identity_key(m.span) for m in plain))
+    assert [identity_key(m.span) for m in merged] == keys[:3]
+    assert merged[0].count == 3 and [p.text_index for p in merged[0].places] == [5, 6, 7]
+    assert merged[0].places[0] == SpanPlace(
+        text_index=5, start=merged[0].start, end=merged[0].end, score=plain[0].score
+    )
+    assert [p.doc_id for p in merged[0].places] == [None] * 3
+    assert len(result.ranked(0, merge_identical=True)) == len(keys)
+    with pytest.raises(slice_st.SpanInputError, match="merge_identical"):
+        result.ranked(0, merge_identical=1)
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "same"),
+    [
+        ("The Software,", "the  software.", True),
+        ("as is\n", "AS IS", True),
+        ("Straße", "STRASSE", True),  # case-folded, not only lower-cased
+        ("as, is", "as is", False),  # punctuation inside counts
+        ("...", "!!!", False),  # nothing but punctuation: kept
+        ("as is", "as it", False),
+    ],
+)
+def test_identity_key(left, right, same):
+    from slice_st.search import identity_key
+
+    assert (identity_key(left) == identity_key(right)) is same

@@ -89,6 +89,10 @@ OPTIONS = {
         ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
         ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
         ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
+        (
+            "--merge-identical",
+            dict(action="store_true", help="one result for a span found in several texts, listing every place"),
+        ),
         ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
         ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),
         ("--approximate", dict(action="store_true", help="with an index: use its FAISS candidate stage")),

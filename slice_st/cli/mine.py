@@ -33,9 +33,12 @@ from slice_st.text import read_texts, split_lines
 
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
 FIELDS = "query rank score cosine scorer calibrated doc_id start end span text file line file_start file_end".split()
+#: The fields ``--merge-identical`` adds: how many places hold the span, and each one.
+MERGED_FIELDS = ["count", "places"]
 #: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
 QUERY = (
     *("--query", "--queries", "--texts", "--per-text", "--spans", "--threshold", "--scorer", "--overlap", "--format"),
+    "--merge-identical",
     *("--color", "--approximate", "--model", "--min-span", "--max-span", "--unit", "--batch-size", "--device"),
     *("--candidates", "--ray", "--workers", *BACKEND),
 )
@@ -81,7 +84,9 @@ def _mine(args) -> int:
     queries = read_queries(args)
     rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
     places = short_ids([row["doc_id"] for row in rows], corpus)  # a/x.txt:1 and b/x.txt:1 told apart
-    write_rows([row | {"where": places[row["doc_id"]]} for row in rows], FIELDS, args, sys.stdout)
+    more = [f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows]  # other places (merged)
+    rows = [row | {"where": places[row["doc_id"]] + others} for row, others in zip(rows, more)]
+    write_rows(rows, FIELDS + MERGED_FIELDS if args.merge_identical else FIELDS, args, sys.stdout)
     return 0
 
 
@@ -126,19 +131,61 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     _report_cache(args, cache)
     rows = []
     for query_index, query in enumerate(result.queries):
-        kept = [
-            match
-            for best in result.ranked(query_index, top_k=texts, threshold=args.threshold)
-            for match in result.matches(query_index, best.text_index)[:per_text]
-            if args.threshold is None or match.score >= args.threshold
-        ][:spans]
+        kept = _file_matches(result, query_index, texts, per_text, spans, args.threshold, args.merge_identical)
         for rank, match in enumerate(kept, start=1):
             record, offset = records[match.text_index], records[match.text_index].file_offset
             cosine = match.similarity if match.similarity is not None else match.score
             where = {"file": record.source, "line": record.line, "doc_id": f"{record.source}:{record.line}"}
             where.update(file_start=offset + match.start, file_end=offset + match.end)
-            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
+            places = [_file_place(records[place.text_index], place) for place in match.places]
+            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where, **_merged(places)))
     return rows, paths
+
+
+def _file_matches(result, query: int, texts, per_text, spans, threshold, merge: bool) -> list:
+    """A query's matches: the ``per_text`` best of each of the ``texts`` best texts, ``spans`` in all; ``merge``:
+    identical spans as one (the first), ``texts`` and ``spans`` counting distinct spans."""
+    from slice_st.search import identity_key, merged_matches
+
+    ranked = result.ranked(query, top_k=None if merge else texts, threshold=threshold)
+    matches = (
+        match
+        for best in ranked
+        for match in result.matches(query, best.text_index)[:per_text]
+        if threshold is None or match.score >= threshold
+    )
+    if not merge:
+        return list(matches)[:spans]
+    seen: set[str] = set()
+    opened: set[int] = set()  # the texts that gave a distinct span
+
+    def within_texts():
+        for match in matches:
+            key = identity_key(match.span)
+            if key not in seen:
+                if texts is not None and match.text_index not in opened and len(opened) >= texts:
+                    return
+                seen.add(key)
+                opened.add(match.text_index)
+            yield match
+
+    return merged_matches(within_texts(), spans)
+
+
+def _file_place(record, place) -> dict:
+    where = {"doc_id": f"{record.source}:{record.line}", "start": place.start, "end": place.end}
+    offsets = {"file_start": record.file_offset + place.start, "file_end": record.file_offset + place.end}
+    return where | offsets | {"score": round(place.score, 6)}
+
+
+def _index_place(place) -> dict:
+    where = {"doc_id": place.doc_id, "start": place.start, "end": place.end, "file_start": None, "file_end": None}
+    return where | {"score": round(place.score, 6)}
+
+
+def _merged(places: list[dict]) -> dict:
+    """The fields of :data:`MERGED_FIELDS` of a match's ``places`` (none: a search without ``--merge-identical``)."""
+    return {"count": len(places), "places": places} if places else {}
 
 
 def _report_cache(args, cache) -> None:
@@ -167,13 +214,15 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         options = pick(
             args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap", "candidates"
         )
+        options["merge_identical"] = args.merge_identical
         found = search_documents(index, queries, documents=texts, per_document=per_text, top_k=spans, **options)
         scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
                 text, where = index.texts[match.text_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
-                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
+                places = [_index_place(place) for place in match.places]
+                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where, **_merged(places)))
         return rows, [path for path in map(file_of_id, index.doc_ids) if path is not None]
     finally:
         if hasattr(index, "close"):
@@ -182,7 +231,8 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
 
 def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **fields) -> dict:
     """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
-    row = dict.fromkeys(FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6), "scorer": scorer}
+    row = dict.fromkeys(FIELDS + MERGED_FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6)}
+    row["scorer"] = scorer
     row.update(cosine=round(cosine, 6), start=match.start, end=match.end, span=match.span, text=text, **fields)
     return row
 
@@ -211,6 +261,9 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
     elif args.format == "csv":
         writer = csv.DictWriter(out, fieldnames=fields)
         writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '
+        records = [
+            record | {"places": dumps_json(record["places"])} if "places" in record else record for record in records
+        ]
         writer.writerows({key: csv_safe(value) for key, value in record.items()} for record in records)
     elif args.format == "html":
         out.write(_html_page(rows, none))

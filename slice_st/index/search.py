@@ -11,7 +11,7 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from slice_st.scoring import (
     span_costs,
     unit_flags,
 )
+from slice_st.search import SpanPlace, merged_matches
 from slice_st.spans import BestSpans, greedy_disjoint, grid_top_k
 from slice_st.tokens import text_units
 
@@ -59,6 +60,8 @@ class IndexMatch:
         unit_end: Unit after the span.
         calibrated: The cosine on the STS 0–5 scale (with :meth:`SpanIndex.set_calibration`).
         similarity: The span's cosine to the query (``cosine`` before, deprecated).
+        places: With ``merge_identical=True``: every place of this span's text
+            (:func:`~slice_st.search.identity_key`) among the results, this one first, best first; else empty.
     """
 
     query_index: int
@@ -72,6 +75,12 @@ class IndexMatch:
     unit_end: int
     calibrated: float | None = None
     similarity: float | None = None
+    places: tuple[SpanPlace, ...] = field(default=(), kw_only=True)
+
+    @property
+    def count(self) -> int:
+        """How many places hold this span (``len(places)``; 1 for a result that was not merged)."""
+        return len(self.places) or 1
 
     @property
     def doc_index(self) -> int:
@@ -273,6 +282,25 @@ def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, ove
             alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = False
         position += 1
     return order[np.asarray(kept, dtype=np.int64)]
+
+
+def search_merged(search, query_texts, vectors, profiles, top_k: int, limit: int) -> list[list[IndexMatch]]:
+    """:meth:`SpanIndex.search` with ``merge_identical=True``: ``search(query_texts, vectors, profiles, k)`` (the
+    unmerged top ``k``) with identical spans merged, ``k`` from ``top_k`` 4x more while a query has fewer than
+    ``top_k`` distinct spans and more could come (``limit``: at least the spans held)."""
+    results: dict[int, list[IndexMatch]] = {}
+    pending, asked = list(range(len(query_texts))), top_k
+    while pending:
+        rows = pending if len(pending) < len(query_texts) else slice(None)
+        part = None if profiles is None else profiles[rows]
+        found = search([query_texts[row] for row in pending], vectors[rows], part, asked)
+        for query, matches in zip(pending, found):
+            merged = merged_matches(matches, top_k)
+            if len(merged) >= top_k or len(matches) < asked or asked >= limit:
+                results[query] = [dataclasses.replace(match, query_index=query) for match in merged]
+        pending = [query for query in pending if query not in results]
+        asked = min(asked * 4, max(limit, top_k))
+    return [results[query] for query in range(len(query_texts))]
 
 
 def search_documents(

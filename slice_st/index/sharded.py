@@ -115,6 +115,7 @@ class ShardedSpanIndex:
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
     search = SpanIndex.search
     _search_vectors = SpanIndex._search_vectors
+    _search_embedded = SpanIndex._search_embedded
     #: Shards are scanned through their exact tiers (a compressed shard's too).
     _compressed = None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from slice_st._checks import check_overlap, check_threshold, check_top_k, query_list
+from slice_st._checks import check_merge_identical, check_overlap, check_threshold, check_top_k, query_list
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, file_of_id
@@ -42,6 +43,7 @@ from slice_st.index.search import (
     profiles_of,
     ranked,
     rerank_matches,
+    search_merged,
     span_costs_for,
 )
 from slice_st.loading import model_fingerprint, model_identity
@@ -546,6 +548,7 @@ class SpanIndex:
         per_document: int | None = None,
         scorer: str | SpanScorer | None = None,
         overlap: bool = False,
+        merge_identical: bool = False,
         prompt_name: str | None = None,
         prompt: str | None = None,
         device: str | None = None,
@@ -557,7 +560,10 @@ class SpanIndex:
         ``device`` where. Exact: the ranking and scores of materialising every span vector. ``min_span``/``max_span``
         may narrow the index's span range; ``threshold`` drops matches scoring below it; ``per_document=n`` keeps at
         most ``n`` spans of a document (1: the ``top_k`` best documents); ``overlap=False`` (default) drops a span
-        overlapping a better kept span of its document (no nested copies of one place).
+        overlapping a better kept span of its document (no nested copies of one place). ``merge_identical=True``
+        makes identical spans (:func:`slice_st.search.identity_key`: whitespace runs as one, case-folded, edge
+        punctuation left out) one result, the best, whose ``places`` lists each one ranked above the last result;
+        ``top_k`` then counts distinct spans (more are searched while copies fill the list), in the order without it.
 
         On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
         that the compressed tier's approximate scan passes on to be searched exactly as above; the results are exact
@@ -586,7 +592,16 @@ class SpanIndex:
             query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
         )
         profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
-        options = dict(top_k=top_k, threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap)
+        options = dict(threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap)
+        search = functools.partial(self._search_embedded, wanted, approximate, candidates, nprobe, options)
+        if not check_merge_identical(merge_identical):
+            return search(query_texts, vectors, profiles, top_k)
+        spans_held = self.num_units * (wanted.max_span - wanted.min_span + 1)
+        return search_merged(search, query_texts, vectors, profiles, top_k, spans_held)
+
+    def _search_embedded(self, wanted, approximate, candidates, nprobe, options, query_texts, vectors, profiles, top_k):
+        """:meth:`search` of embedded queries: through the compressed tier, or over this index's arrays."""
+        options = options | {"top_k": top_k}
         if self._compressed is not None and not approximate:
             return self._two_tier_search(query_texts, vectors, profiles, wanted, candidates, options)
         return self._search_vectors(query_texts, vectors, profiles, wanted, approximate, candidates, nprobe, **options)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ with needs_extra("serve", "slice-st serve"):
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
+from slice_st.search import merged_matches  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
     SearchBusy,
@@ -81,6 +82,9 @@ class SearchRequest(BaseModel):
         "reranked", description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)"
     )
     overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
+    merge_identical: bool = Field(
+        False, description="one match for a span found in several documents: its count and places list every one"
+    )
     min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
     max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")
     approximate: bool = Field(False, description="use the index's candidate stage (built with --candidates)")
@@ -96,8 +100,15 @@ class QueryResult(BaseModel):
 
     @field_serializer("matches")
     def _old_names_too(self, matches: list[IndexMatch]) -> list[dict[str, Any]]:
-        """Each match's fields, and for one release its old ``doc_index`` and ``cosine`` (deprecated)."""
-        return [asdict(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
+        """Each match's fields (``count`` and ``places`` only when merged), and for one release its old ``doc_index``
+        and ``cosine`` (deprecated)."""
+        return [_fields(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
+
+
+def _fields(match: IndexMatch) -> dict[str, Any]:
+    fields = asdict(match)
+    places = fields.pop("places")
+    return fields | ({"count": len(places), "places": places} if places else {})
 
 
 class SearchResponse(BaseModel):
@@ -174,6 +185,11 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
             raise HTTPException(422, [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}])
     index = _current(request)
     options = body.model_dump(exclude={"queries"})
+    search = functools.partial(index.search, **options)
+    if options.pop("merge_identical"):  # the spans asked for, bounded: what the cost below is charged for
+        fetch = min(limits.max_top_k, MERGE_FETCH * body.top_k)
+        search = functools.partial(merged_search, index, fetch=fetch, **options)
+        options["top_k"] = fetch
     cost, most = search_cost(index, queries, options), min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
     if cost > most:
         raise HTTPException(
@@ -190,11 +206,31 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
         for start in range(0, len(queries), step):
             if cancelled.is_set():
                 raise TimeoutError("the search ran past its time")
-            found += index.search(queries[start : start + step], **options)
+            found += search(queries[start : start + step])
         return found
 
     found = await _run(request, work)
     return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}
+
+
+#: With ``merge_identical``, a search asks for at most this many spans per distinct span wanted (and ``max_top_k``).
+MERGE_FETCH = 16
+
+
+def merged_search(index: SpanIndex, queries: list[str], *, top_k: int, fetch: int, **options) -> list[list[IndexMatch]]:
+    """``index.search(queries, merge_identical=True)`` asking for at most ``fetch`` spans per query: where copies fill
+    them, fewer than ``top_k`` distinct spans (a client cannot make the server rank the whole corpus)."""
+    results = []
+    for position, query in enumerate(queries):
+        asked = top_k
+        while True:
+            matches = index.search([query], top_k=asked, **options)[0]
+            merged = merged_matches(matches, top_k)
+            if len(merged) >= top_k or len(matches) < asked or asked >= fetch:
+                break
+            asked = min(asked * 4, fetch)
+        results.append([replace(match, query_index=position) for match in merged])
+    return results
 
 
 #: What a search's parts cost, in spans scanned (measured: benchmarks/bench_serve_cost.py): a span of a re-ranked

@@ -4,6 +4,8 @@ strict JSON, option values checked at parse time, a fast --help / --version."""
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import os
 import subprocess
@@ -427,3 +429,37 @@ def test_slice_errors_are_one_line_and_bugs_keep_their_traceback(monkeypatch, ca
         with pytest.raises(KeyError):
             cli.main(["export", "-o", "out"])
         assert "most likely a bug" in capsys.readouterr().err
+
+
+def test_mine_merge_identical_lists_every_place(tiny_model_dir, tmp_path, capsys):
+    """The clause of three texts: one row with its three places (FILEs and an index); --texts counts distinct spans;
+    without the option the rows keep their fields."""
+    from helpers import make_docs
+
+    clause = ["The software is provided as is.", "the software  is provided AS IS.", "THE SOFTWARE IS PROVIDED AS IS."]
+    lines = [*make_docs(6, seed=5), *clause, *make_docs(6, seed=6)]
+    (tmp_path / "licenses.txt").write_text("\n".join(lines) + "\n")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"id": f"d{n}", "text": text}) + "\n" for n, text in enumerate(lines)))
+    run_cli(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--no-progress", "--quiet")
+    common = ("-q", "the software is provided as is", "--texts", "3", "-m", tiny_model_dir, "--no-progress")
+    files = tmp_path / "licenses.txt"
+    for where, ids in (
+        ((files, "--split", "line"), [f"{files}:{n}" for n in (7, 8, 9)]),
+        (("--index", tmp_path / "ix"), ["d6", "d7", "d8"]),
+    ):
+        args = [*common, *where, "--max-span", "8"]
+        code, out = run_cli(capsys, "mine", *args, "-f", "jsonl")
+        plain = [json.loads(line) for line in out.out.splitlines()]
+        assert code == 0 and [row["doc_id"] for row in plain] == ids and "places" not in plain[0]
+        code, out = run_cli(capsys, "mine", *args, "-f", "jsonl", "--merge-identical")
+        rows = [json.loads(line) for line in out.out.splitlines()]
+        assert code == 0 and len(rows) == 3 and len({row["span"].lower() for row in rows}) == 3
+        assert rows[0]["count"] == 3 and [place["doc_id"] for place in rows[0]["places"]] == ids
+        assert {key: rows[0][key] for key in plain[0]} == plain[0]  # the first one's fields, unchanged
+        assert all(row["count"] == len(row["places"]) == 1 for row in rows[1:])
+        code, out = run_cli(capsys, "mine", *args, "-f", "csv", "--merge-identical")
+        table = list(csv.DictReader(io.StringIO(out.out)))
+        assert table[0]["count"] == "3" and json.loads(table[0]["places"]) == rows[0]["places"]
+        code, out = run_cli(capsys, "mine", *args, "--merge-identical", "--color", "never")
+        assert "+2 " in out.out

@@ -197,3 +197,20 @@ def test_cli_bad_devices(tiny_model_dir, tmp_path, capsys):
         )
     assert exit_info.value.code == 2 and "Unknown device 'nope:0'" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "ix" / "manifest.json")
+
+
+def test_merge_identical_across_shards_equals_one_index(tiny_model):
+    """The clause in a document of each shard: one result listing both, as the merged index gives it."""
+    clause = ["The software is provided as is.", "the software is PROVIDED as is."]
+    first, second = [*make_docs(8, seed=7), clause[0]], [clause[1], *make_docs(8, seed=8)]
+    shards = [
+        SpanIndex.build(texts, tiny_model, ids=[f"{name}{n}" for n in range(9)], max_span=6)
+        for name, texts in (("a", first), ("b", second))
+    ]
+    options = dict(top_k=3, per_document=1, scorer="max-cosine", merge_identical=True)
+    got = ShardedSpanIndex(shards).search("the software is provided as is", **options)[0]
+    want = SpanIndex.merge(shards).search("the software is provided as is", **options)[0]
+    assert [(m.doc_id, m.count, [p.doc_id for p in m.places]) for m in got] == [
+        (m.doc_id, m.count, [p.doc_id for p in m.places]) for m in want
+    ]
+    assert got[0].count == 2 and {p.doc_id for p in got[0].places} == {"a8", "b0"} and len(got) == 3

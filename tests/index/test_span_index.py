@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -624,3 +625,68 @@ def test_repr_says_what_the_index_holds(tiny_model):
     text = repr(index)
     assert text.startswith("SpanIndex(model=") and "documents=2, units=5, unit='word', spans=1..3" in text
     assert "dtype='float32'" in text and "0x" not in text
+
+
+#: One clause in three documents, spelt with other case and spacing (the tokenizer is uncased: the same vectors).
+CLAUSE_DOCS = [
+    "The software is provided as is, without warranty.",
+    "the software  is provided as is, without warranty.",
+    "THE SOFTWARE IS PROVIDED\nAS IS, WITHOUT WARRANTY.",
+]
+
+
+@pytest.fixture(scope="module", params=["exact", "compressed"])
+def clause_index(tiny_model, request):
+    """Forty documents and the clause in three (ids ``gpl``, ``agpl``, ``lgpl``), exact or with a compressed tier."""
+    texts = [*make_docs(20, seed=3), *CLAUSE_DOCS, *make_docs(20, seed=4)]
+    ids = [*map(str, range(20)), "gpl", "agpl", "lgpl", *map(str, range(20, 40))]
+    compression = "pq16" if request.param == "compressed" else None
+    return SpanIndex.build(texts, tiny_model, ids=ids, max_span=8, dtype="float32", compression=compression)
+
+
+@pytest.mark.parametrize("scorer", ["max-cosine", "phrase", "reranked"])
+def test_merge_identical_lists_every_place_and_keeps_k_distinct(clause_index, scorer):
+    from slice_st.search import SpanPlace, identity_key
+
+    query = "the software is provided as is, without warranty"
+    options = dict(per_document=1, scorer=scorer, candidates=30)  # compressed: 30 of 43 documents searched exactly
+    plain = clause_index.search(query, top_k=3, **options)[0]
+    assert [m.doc_id for m in plain] == ["gpl", "agpl", "lgpl"]  # the clause fills the unmerged top 3
+    assert all(m.places == () and m.count == 1 for m in plain)
+    merged = clause_index.search(query, top_k=3, merge_identical=True, **options)[0]
+    assert len(merged) == 3 and len({identity_key(m.span) for m in merged}) == 3  # k distinct spans
+    first = merged[0]
+    assert first.count == 3 and first.doc_id == "gpl" and first.span == plain[0].span
+    assert [(p.doc_id, p.text_index) for p in first.places] == [("gpl", 20), ("agpl", 21), ("lgpl", 22)]
+    assert first.places[0] == SpanPlace(
+        text_index=20, start=first.start, end=first.end, score=first.score, doc_id="gpl"
+    )
+    for place in first.places:
+        assert identity_key(clause_index.texts[place.text_index][place.start : place.end]) == identity_key(first.span)
+    # the distinct spans in the unmerged order; the places are the unmerged list down to the last result
+    longer = clause_index.search(query, top_k=40, **options)[0]
+    keys = list(dict.fromkeys(identity_key(m.span) for m in longer))[:3]
+    assert [identity_key(m.span) for m in merged] == keys
+    flat = [(p.doc_id, p.start, p.end) for m in merged for p in m.places]
+    assert sorted(flat) == sorted((m.doc_id, m.start, m.end) for m in longer[: sum(m.count for m in merged)])
+    assert [m.score for m in merged] == sorted((m.score for m in merged), reverse=True)
+
+
+def test_merge_identical_without_copies_changes_nothing_but_places(index):
+    """Default off: the results are those of before; with the option and no copies, the same results, one place each."""
+    plain = index.search(QUERIES, top_k=8)
+    merged = index.search(QUERIES, top_k=8, merge_identical=True)
+    for got, want in zip(merged, plain):
+        distinct = list(dict.fromkeys(slice_st.search.identity_key(m.span) for m in want))
+        if len(distinct) < len(want):
+            continue  # the random corpus repeats a span here: the first test covers it
+        assert [dataclasses.replace(m, places=()) for m in got] == want
+        assert all(m.count == 1 and len(m.places) == 1 for m in got)
+    with pytest.raises(SpanInputError, match="merge_identical must be True or False"):
+        index.search("dog", merge_identical="yes")
+
+
+def test_merge_identical_stops_when_the_corpus_runs_out(tiny_model):
+    index = SpanIndex.build(CLAUSE_DOCS, tiny_model, ids=["gpl", "agpl", "lgpl"], max_span=3)
+    merged = index.search("the software", top_k=50, per_document=1, merge_identical=True)[0]
+    assert sum(m.count for m in merged) == 3  # one span per document: every document's, as few results as there are

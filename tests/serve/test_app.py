@@ -51,7 +51,8 @@ def client(saved, tiny_model):
 def _as_dicts(results):
     """The JSON of matches: their fields, and (deprecated, for one release) the old names doc_index and cosine."""
     old = lambda m: {"doc_index": m.text_index, "cosine": m.similarity}  # noqa: E731
-    return [[dataclasses.asdict(match) | old(match) for match in matches] for matches in results]
+    fields = lambda m: {k: v for k, v in dataclasses.asdict(m).items() if k != "places"}  # noqa: E731 (merged only)
+    return [[fields(match) | old(match) for match in matches] for matches in results]
 
 
 @pytest.mark.parametrize(
@@ -84,6 +85,40 @@ def test_search_equals_span_index_search(client, saved, body, options):
     assert any(got)
 
 
+def test_merge_identical_lists_every_place(tiny_model, tmp_path):
+    """The clause of three documents: one match with its count and places, as SpanIndex.search gives it; without the
+    option the matches have neither field."""
+    clause = ["The bag was lost, sorry.", "the bag  was lost, SORRY.", "THE BAG WAS LOST, sorry."]
+    index = SpanIndex.build(DOCS + clause, tiny_model, [*IDS, "a", "b", "c"], max_span=5)
+    index.save(tmp_path / "ix")
+    with TestClient(create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE) as client:
+        body = {"queries": "the bag was lost, sorry", "top_k": 3, "per_document": 1, "scorer": "phrase"}
+        plain = client.post("/api/search", json=body).json()["results"][0]["matches"]
+        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()["results"][0]["matches"]
+    assert [m["doc_id"] for m in plain] == ["a", "b", "c"] and "places" not in plain[0] and "count" not in plain[0]
+    expected = index.search(body["queries"], top_k=3, per_document=1, scorer="phrase", merge_identical=True)[0]
+    assert [m["span"] for m in merged] == [m.span for m in expected] and len(merged) == 3
+    assert merged[0]["count"] == 3 and [p["doc_id"] for p in merged[0]["places"]] == ["a", "b", "c"]
+    assert set(merged[0]["places"][0]) == {"doc_id", "text_index", "start", "end", "score"}
+    assert all(m["count"] == 1 for m in merged[1:])
+
+
+def test_merge_identical_asks_for_a_bounded_number_of_spans(tiny_model, tmp_path):
+    """A template in 40 documents: the library lists all 40 and finds the second distinct span; the server asks for at
+    most MERGE_FETCH x top_k spans, so the copies fill them: one match, 32 places."""
+    from slice_st.serve.app import MERGE_FETCH
+
+    texts = ["We will get back to you within two working days."] * 40 + ["A refund for the lost bag."]
+    index = SpanIndex.build(texts, tiny_model, max_span=5)
+    index.save(tmp_path / "ix")
+    body = {"queries": "we will answer in two days", "top_k": 2, "per_document": 1, "scorer": "max-cosine"}
+    library = index.search(body["queries"], top_k=2, per_document=1, scorer="max-cosine", merge_identical=True)[0]
+    assert [m.count for m in library] == [40, 1]
+    with TestClient(create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE) as client:
+        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()["results"][0]["matches"]
+    assert [m["count"] for m in merged] == [MERGE_FETCH * 2] and merged[0]["span"] == library[0].span
+
+
 def test_allowed_search_options_reach_the_library(client, saved, monkeypatch):
     """An option of the allow-list (here ``approximate``) reaches SpanIndex.search unchanged."""
     response = client.post("/api/search", json={"queries": "late", "approximate": True})
@@ -113,6 +148,7 @@ def test_allowed_search_options_reach_the_library(client, saved, monkeypatch):
         ({"queries": "late", "candidates": [1, 2]}, 422, ""),
         ({"queries": "late", "candidates": 10**9}, 422, "less than or equal"),
         ({"queries": "late", "nprobe": 0}, 422, ""),
+        ({"queries": "late", "merge_identical": [1]}, 422, ""),
         ({"queries": "late", "min_span": 10**6}, 422, ""),
         ({}, 422, ""),
     ],
