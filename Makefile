@@ -110,7 +110,7 @@ model-mpnet: $(STAMP)
 	$(BIN)/python -m research.ship_adapter runs/slice-mpnet -o slice_st/pretrained/slice_mpnet --overwrite $(DEV_ARGS) \
 		--name slice-mpnet --base-id sentence-transformers/all-mpnet-base-v2 --command "make model-mpnet"
 	SLICE_ST_BASE_MPNET=$(MPNET) PYTHONPATH=. $(BIN)/python research/rerank/cache.py --model slice-mpnet --data $(SHARED) \
-		--out runs/rerank-mpnet --weak 0 --made 3000 --embedded 3000
+		--out runs/rerank-mpnet --weak 0 --made 1000 --embedded 1000
 	SLICE_ST_BASE_MPNET=$(MPNET) PYTHONPATH=. $(BIN)/python research/realtext/rerank_cache.py --model slice-mpnet \
 		--out runs/rerank-mpnet
 	PYTHONPATH=. $(BIN)/python research/rerank/study.py --cache runs/rerank-mpnet --model slice-mpnet --train embedded+made+realtext5 \

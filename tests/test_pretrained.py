@@ -18,20 +18,27 @@ from slice_st.pretrained import SHIPPED_MODELS, is_shipped_model_name, shipped_m
 SHIPPED = shipped_model("slice-minilm")
 
 
-def test_adapter_is_small_and_documented():
-    total = sum(os.path.getsize(os.path.join(SHIPPED.adapter_dir, name)) for name in os.listdir(SHIPPED.adapter_dir))
-    assert total <= 4 * 1024 * 1024
-    provenance = SHIPPED.provenance
+@pytest.mark.parametrize("name", ["slice-minilm", "slice-mpnet"])
+def test_adapter_is_small_documented_and_commercially_usable(name):
+    shipped = shipped_model(name)
+    shipped.check_files()
+    folder = shipped.adapter_dir
+    assert sum(os.path.getsize(os.path.join(folder, file)) for file in os.listdir(folder)) <= 4 * 1024 * 1024
+    provenance = shipped.provenance
     for key in ("base_model", "recipe", "command", "training_data", "licence", "commit", "dev_metrics"):
         assert provenance.get(key), key
-    with open(os.path.join(SHIPPED.adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
+    assert set(provenance["training_data"]) <= {"stsb", "snli"}  # the commercially usable sets only
+    assert provenance["licence"].startswith("cc-by-sa-4.0:") and "non-commercial" not in provenance["licence"]
+    with open(os.path.join(folder, "adapter_config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
     assert config["peft_type"] == "LORA" and not config["base_model_name_or_path"].startswith("/")  # no local paths
+    assert config["base_model_name_or_path"] == (shipped.base or "sentence-transformers/all-MiniLM-L6-v2")
 
 
 def test_names():
-    assert set(SHIPPED_MODELS) == {"slice-minilm"}
+    assert set(SHIPPED_MODELS) == {"slice-minilm", "slice-mpnet"}
     assert is_shipped_model_name("slice-minilm") and is_shipped_model_name("slice-st/slice-minilm")
+    assert is_shipped_model_name("slice-mpnet") and shipped_model("slice-mpnet").base_env == "SLICE_ST_BASE_MPNET"
     assert not is_shipped_model_name("base") and not is_shipped_model_name(None)
     with pytest.raises(KeyError, match="shipped"):
         shipped_model("nope")
@@ -217,7 +224,6 @@ MINE = "import sys; from slice_st import cli; sys.exit(cli.main(sys.argv[1:]))"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif("slice-mpnet" not in SHIPPED_MODELS, reason="slice-mpnet is not in this checkout")
 @pytest.mark.skipif(
     not os.path.isfile(os.path.join(MPNET_BASE, "model.safetensors")),
     reason="no all-mpnet-base-v2 folder (../shared/tools/get-mpnet.sh; SLICE_ST_MPNET_DIR)",

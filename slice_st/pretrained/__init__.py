@@ -83,16 +83,14 @@ SHIPPED_MODELS = {
         os.path.join(_HERE, "slice_minilm"),
         "all-MiniLM-L6-v2 + a LoRA adapter trained by span distillation (the default model)",
     ),
+    "slice-mpnet": ShippedModel(
+        "slice-mpnet",
+        os.path.join(_HERE, "slice_mpnet"),
+        "all-mpnet-base-v2 + a LoRA adapter trained by span distillation (the more accurate model)",
+        base="sentence-transformers/all-mpnet-base-v2",
+        base_env="SLICE_ST_BASE_MPNET",
+    ),
 }
-_SLICE_MPNET = ShippedModel(
-    "slice-mpnet",
-    os.path.join(_HERE, "slice_mpnet"),
-    "all-mpnet-base-v2 + a LoRA adapter trained by span distillation (the more accurate model)",
-    base="sentence-transformers/all-mpnet-base-v2",
-    base_env="SLICE_ST_BASE_MPNET",
-)
-if os.path.isdir(_SLICE_MPNET.adapter_dir):  # written by `make model-mpnet`; not shipped until trained
-    SHIPPED_MODELS[_SLICE_MPNET.name] = _SLICE_MPNET
 
 
 def is_shipped_model_name(name: str | None) -> bool:
