@@ -156,6 +156,7 @@ def test_only_allowed_options_reach_the_search(index, monkeypatch):
         "approximate",
         "candidates",
         "nprobe",
+        "merge_identical",
     }
 
 
