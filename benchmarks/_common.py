@@ -175,7 +175,9 @@ def add_model_arguments(parser) -> None:
         help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)",
     )
     parser.add_argument("--backend", choices=("torch", "onnx", "openvino"), default="torch")
-    parser.add_argument("--quantized", action="store_true", help="with --backend onnx: the dynamic-int8 file")
+    parser.add_argument(
+        "--quantized", action="store_true", help="with --backend onnx: the dynamic-int8 file"
+    )
     parser.add_argument("--model-file", default=None, help="exported file inside the model folder")
     parser.add_argument(
         "--model-dtype",
@@ -263,7 +265,11 @@ def git_state() -> str:
 
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--", "slice_st"],

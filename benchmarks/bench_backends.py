@@ -55,15 +55,23 @@ def load_variant(name: str, model: str | None, export_dir: str, threads: int | N
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export-dir", required=True, help="folder keeping the exports (made there if missing)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--export-dir", required=True, help="folder keeping the exports (made there if missing)"
+    )
     parser.add_argument(
         "--model",
         default=None,
         help="model id or path (default: the library's, slice-minilm; 'base': all-MiniLM-L6-v2)",
     )
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    parser.add_argument("--dev", default=None, help="STS-B-Context TSV for the quality column (skipped if not given)")
+    parser.add_argument(
+        "--dev",
+        default=None,
+        help="STS-B-Context TSV for the quality column (skipped if not given)",
+    )
     parser.add_argument("--n-passages", type=int, default=1024)
     parser.add_argument("--words", type=int, default=40)
     parser.add_argument("--n-queries", type=int, default=8)
@@ -71,7 +79,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--threads", type=int, default=None, help="intra-op threads for every backend (default: the library's)"
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads for every backend (default: the library's)",
     )
     parser.add_argument(
         "--sts",
@@ -93,11 +104,19 @@ def main() -> None:
         f"{args.threads or default_threads()}"
     )
     for backend, quantize in (("onnx", None), ("onnx", True), ("openvino", None)):
-        if any(v.startswith(backend) and (quantize is None) == (not v.endswith("int8")) for v in args.variants):
+        if any(
+            v.startswith(backend) and (quantize is None) == (not v.endswith("int8"))
+            for v in args.variants
+        ):
             start = time.perf_counter()
-            path = slice_st.export_model(args.model, args.export_dir, backend=backend, quantize=quantize)
+            path = slice_st.export_model(
+                args.model, args.export_dir, backend=backend, quantize=quantize
+            )
             print(f"export {path}: {time.perf_counter() - start:.1f} s (cached when already there)")
-    models = {name: load_variant(name, args.model, args.export_dir, args.threads) for name in args.variants}
+    models = {
+        name: load_variant(name, args.model, args.export_dir, args.threads)
+        for name in args.variants
+    }
 
     quality = {}
     if args.dev:
@@ -106,17 +125,27 @@ def main() -> None:
 
         data = read_stsb_context(args.dev)
         evaluator = SpanRetrievalEvaluator.from_dataset(
-            data, setups=("single",), max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False
+            data,
+            setups=("single",),
+            max_span=args.max_span,
+            batch_size=args.batch_size,
+            show_progress_bar=False,
         )
-        print(f"quality: {len(data)} pairs of {args.dev}, single pass, spans 1..{args.max_span} words")
+        print(
+            f"quality: {len(data)} pairs of {args.dev}, single pass, spans 1..{args.max_span} words"
+        )
         for name, model in models.items():
             start = time.perf_counter()
             quality[name] = 100 * evaluator(model)["single_spearman"]
-            print(f"  {name:<14} Spearman {quality[name]:6.2f}  ({time.perf_counter() - start:.1f} s)")
+            print(
+                f"  {name:<14} Spearman {quality[name]:6.2f}  ({time.perf_counter() - start:.1f} s)"
+            )
             flush()
 
     sentences, source = load_sentences(args.sts)
-    passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, args.n_queries)
+    passages, queries = build_passages_and_queries(
+        sentences, args.n_passages, args.words, args.n_queries
+    )
     print(
         f"timing: {source}; {len(passages)} passages x {args.words} words, {len(queries)} queries, "
         f"spans 1..{args.max_span}, batch {args.batch_size}, {args.repeats} interleaved rounds after a warm-up"
@@ -156,8 +185,14 @@ def main() -> None:
         speed = median(ref / s for ref, s in zip(reference, spans))
         p1 = median(s / e for s, e in zip(spans, encode))
         score = f"{quality[name]:10.2f}" if name in quality else f"{'-':>10}"
-        lost = f"{quality[args.variants[0]] - quality[name]:15.2f}" if name in quality else f"{'-':>15}"
-        print(f"{name:<15}{median(spans):13.2f}{median(encode):10.2f}{speed:19.2f}x{p1:17.3f}{score}{lost}")
+        lost = (
+            f"{quality[args.variants[0]] - quality[name]:15.2f}"
+            if name in quality
+            else f"{'-':>15}"
+        )
+        print(
+            f"{name:<15}{median(spans):13.2f}{median(encode):10.2f}{speed:19.2f}x{p1:17.3f}{score}{lost}"
+        )
     print("speed-up and P1: medians of the per-round ratios (each round runs every case once).")
     print(f"{load_line()} at end")
 

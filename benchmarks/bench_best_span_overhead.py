@@ -42,18 +42,28 @@ from _common import (
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n-passages", type=int, default=1024)
     parser.add_argument("--words", type=int, default=40, help="words per passage")
     parser.add_argument("--n-queries", type=int, default=8)
     parser.add_argument("--min-span", type=int, default=1)
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions of each case (interleaved)")
-    parser.add_argument("--sts", default=str(DEFAULT_STS), help="STS-benchmark TSV to build passages from")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed repetitions of each case (interleaved)"
+    )
+    parser.add_argument(
+        "--sts", default=str(DEFAULT_STS), help="STS-benchmark TSV to build passages from"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)")
-    parser.add_argument("--chunk", type=int, default=128, help="passages per cosine chunk in the naive path")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)"
+    )
+    parser.add_argument(
+        "--chunk", type=int, default=128, help="passages per cosine chunk in the naive path"
+    )
     add_model_arguments(parser)
     return parser.parse_args()
 
@@ -70,12 +80,16 @@ def instrument(model, watches: dict[str, Stopwatch]):
         "pool_spans": (enc, "pool_spans"),
         "embed_queries": (enc, "embed_texts"),
     }
-    targets = {name: target for name, target in targets.items() if hasattr(*target)}  # the library may evolve
+    targets = {
+        name: target for name, target in targets.items() if hasattr(*target)
+    }  # the library may evolve
     saved = {}
     for name, (owner, attr) in targets.items():
         saved[name] = getattr(owner, attr)
         setattr(owner, attr, watches[name].wrap(saved[name]))
-    model.encode = watches["forward"].wrap(type(model).encode.__get__(model))  # instance attribute shadows the method
+    model.encode = watches["forward"].wrap(
+        type(model).encode.__get__(model)
+    )  # instance attribute shadows the method
     try:
         yield
     finally:
@@ -87,7 +101,14 @@ def instrument(model, watches: dict[str, Stopwatch]):
 def new_watches() -> dict[str, Stopwatch]:
     return {
         name: Stopwatch()
-        for name in ("forward", "plan_windows", "pad_units", "fused_scoring", "pool_spans", "embed_queries")
+        for name in (
+            "forward",
+            "plan_windows",
+            "pad_units",
+            "fused_scoring",
+            "pool_spans",
+            "embed_queries",
+        )
     }
 
 
@@ -102,9 +123,13 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences, source = load_sentences(args.sts)
-    passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, args.n_queries, args.seed)
+    passages, queries = build_passages_and_queries(
+        sentences, args.n_passages, args.words, args.n_queries, args.seed
+    )
     model, where = load_bench_model(args, args.threads)
-    n_spans_per = sum(max(args.words - length + 1, 0) for length in range(args.min_span, args.max_span + 1))
+    n_spans_per = sum(
+        max(args.words - length + 1, 0) for length in range(args.min_span, args.max_span + 1)
+    )
 
     print("=" * 100)
     print("bench_best_span_overhead (P1): best_spans / plain encode")
@@ -118,11 +143,16 @@ def main() -> None:
     )
     print(f"queries: {queries}")
     tokens = model.tokenizer(passages[:256], add_special_tokens=True)["input_ids"]
-    print(f"mean tokens per passage (incl. [CLS]/[SEP], first 256): {np.mean([len(t) for t in tokens]):.1f}")
+    print(
+        f"mean tokens per passage (incl. [CLS]/[SEP], first 256): {np.mean([len(t) for t in tokens]):.1f}"
+    )
     flush()
 
     span_kwargs = dict(
-        min_span=args.min_span, max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False
+        min_span=args.min_span,
+        max_span=args.max_span,
+        batch_size=args.batch_size,
+        show_progress_bar=False,
     )
     last: dict[str, object] = {}
 
@@ -134,12 +164,16 @@ def main() -> None:
         return out, time.perf_counter() - wall0, time.process_time() - cpu0
 
     def case_a() -> dict:
-        _, wall, cpu = timed(lambda: model.encode(passages, batch_size=args.batch_size, show_progress_bar=False))
+        _, wall, cpu = timed(
+            lambda: model.encode(passages, batch_size=args.batch_size, show_progress_bar=False)
+        )
         return {"wall": wall, "cpu": cpu}
 
     def case_b() -> dict:
         watches = new_watches()
-        result, wall, cpu = timed(lambda: model.best_spans(queries, passages, **span_kwargs), watches)
+        result, wall, cpu = timed(
+            lambda: model.best_spans(queries, passages, **span_kwargs), watches
+        )
         last["b"] = result
         return {"wall": wall, "cpu": cpu, **{k: w.total for k, w in watches.items()}}
 
@@ -150,7 +184,9 @@ def main() -> None:
         unit_queries = torch.nn.functional.normalize(query_vectors.float().cpu(), dim=-1)
         best_scores = np.full((len(queries), len(passages)), -np.inf, dtype=np.float32)
         best_index = np.full((len(queries), len(passages)), -1, dtype=np.int64)
-        for lo in range(0, len(encodings), args.chunk):  # materialise all span vectors, chunk by chunk
+        for lo in range(
+            0, len(encodings), args.chunk
+        ):  # materialise all span vectors, chunk by chunk
             part = encodings[lo : lo + args.chunk]
             sizes = [len(e) for e in part]
             if not sum(sizes):
@@ -192,7 +228,9 @@ def main() -> None:
     print("-" * 100)
     print(f"{'case':<30}{'median wall s':>15}{'min wall s':>12}{'median cpu s':>14}")
     for name, rows in results.items():
-        print(f"{name:<30}{med(rows, 'wall'):>15.3f}{min(r['wall'] for r in rows):>12.3f}{med(rows, 'cpu'):>14.3f}")
+        print(
+            f"{name:<30}{med(rows, 'wall'):>15.3f}{min(r['wall'] for r in rows):>12.3f}{med(rows, 'cpu'):>14.3f}"
+        )
     # Ratios per repetition (same round), then their median: robust to slow drifts of machine load.
     ratio_b = [b["wall"] / a["wall"] for a, b in zip(ra, rb)]
     ratio_c = [c["wall"] / a["wall"] for a, c in zip(ra, rc)]
@@ -207,23 +245,39 @@ def main() -> None:
         f"median of per-round ratios: {median(ratio_c):.3f}   per round: {[round(x, 3) for x in ratio_c]}"
     )
     print(f"RATIO c/b (naive / best_spans): {med(rc, 'wall') / med(rb, 'wall'):.3f}")
-    print(f"cpu-time ratios: b/a {med(rb, 'cpu') / med(ra, 'cpu'):.3f}   c/a {med(rc, 'cpu') / med(ra, 'cpu'):.3f}")
+    print(
+        f"cpu-time ratios: b/a {med(rb, 'cpu') / med(ra, 'cpu'):.3f}   c/a {med(rc, 'cpu') / med(ra, 'cpu'):.3f}"
+    )
 
     print("-" * 100)
-    print("breakdown (median s over repetitions; 'forward' = model.encode calls incl. their tokenization;")
+    print(
+        "breakdown (median s over repetitions; 'forward' = model.encode calls incl. their tokenization;"
+    )
     print(
         "           'other' = wall - listed parts: rows()/top-k merge/numpy conversion, or encode_spans' per-row loop)"
     )
     for name, rows, parts in (
-        ("(b) best_spans", rb, ["forward", "plan_windows", "pad_units", "fused_scoring", "embed_queries"]),
-        ("(c) naive", rc, ["forward", "plan_windows", "pad_units", "pool_spans", "cosine_max", "embed_queries"]),
+        (
+            "(b) best_spans",
+            rb,
+            ["forward", "plan_windows", "pad_units", "fused_scoring", "embed_queries"],
+        ),
+        (
+            "(c) naive",
+            rc,
+            ["forward", "plan_windows", "pad_units", "pool_spans", "cosine_max", "embed_queries"],
+        ),
     ):
         wall = med(rows, "wall")
         # embed_queries contains its own (small) forward/plan/pad calls; count it only once.
         exclusive = [p for p in parts if p != "embed_queries"]
         other = median(r["wall"] - sum(r[p] for p in exclusive) for r in rows)
-        pieces = "  ".join(f"{p} {med(rows, p):.3f} ({100 * med(rows, p) / wall:.1f}%)" for p in parts)
-        print(f"  {name:<16} wall {wall:.3f}: {pieces}  other {other:.3f} ({100 * other / wall:.1f}%)")
+        pieces = "  ".join(
+            f"{p} {med(rows, p):.3f} ({100 * med(rows, p) / wall:.1f}%)" for p in parts
+        )
+        print(
+            f"  {name:<16} wall {wall:.3f}: {pieces}  other {other:.3f} ({100 * other / wall:.1f}%)"
+        )
     a_wall = med(ra, "wall")
     print(
         f"  scoring alone: fused best_span_scores = {med(rb, 'fused_scoring'):.3f} s "

@@ -42,7 +42,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=12)
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument(
-        "--sts", default=None, help="STS-B train TSV (default: ../shared/data/stsbenchmark/sts-train.csv)"
+        "--sts",
+        default=None,
+        help="STS-B train TSV (default: ../shared/data/stsbenchmark/sts-train.csv)",
     )
     args = parser.parse_args()
 
@@ -52,11 +54,15 @@ def main() -> None:
     model.max_seq_length = 128
     loss = SpanDistillationLoss(model, spans_per_text=args.spans, max_span=args.max_span, seed=0)
     start = time.perf_counter()
-    cached = loss.cache_teacher_vectors(Dataset.from_dict({"text": texts}), batch_size=args.batch_size, seed=0)
+    cached = loss.cache_teacher_vectors(
+        Dataset.from_dict({"text": texts}), batch_size=args.batch_size, seed=0
+    )
     cache_seconds = time.perf_counter() - start
     labels = torch.tensor(cached["label"])
     features = model.preprocess(texts)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-8)  # tiny steps: the model stays as it was
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=1e-8
+    )  # tiny steps: the model stays as it was
     model.train()
 
     def step(use_cache: bool) -> float:
@@ -78,9 +84,15 @@ def main() -> None:
         f"source: {source}; {len(texts)} passages × ~50 words, {args.spans} spans of 1..{args.max_span} words, torch "
         f"threads {torch.get_num_threads()}"
     )
-    print(f"on-the-fly teacher step: median {fly_median:.2f} s  ({', '.join(f'{t:.2f}' for t in fly)})")
-    print(f"cached teacher step:     median {cache_median:.2f} s  ({', '.join(f'{t:.2f}' for t in cache)})")
-    print(f"building the cache for this batch: {cache_seconds:.2f} s ({len(texts) / cache_seconds:.1f} passages/s)")
+    print(
+        f"on-the-fly teacher step: median {fly_median:.2f} s  ({', '.join(f'{t:.2f}' for t in fly)})"
+    )
+    print(
+        f"cached teacher step:     median {cache_median:.2f} s  ({', '.join(f'{t:.2f}' for t in cache)})"
+    )
+    print(
+        f"building the cache for this batch: {cache_seconds:.2f} s ({len(texts) / cache_seconds:.1f} passages/s)"
+    )
     print(
         f"ratio on-the-fly / cached = {fly_median / cache_median:.2f}  (the teacher's share of a step: "
         f"{1 - cache_median / fly_median:.0%})"

@@ -53,7 +53,9 @@ def _pairs(args) -> tuple[list[str], list[str], list[float], str]:
             f"STS-B-Context rows from {args.dev} ({len(dev)})",
         )
     sentences, source = load_sentences(args.sts)
-    passages, queries = build_passages_and_queries(sentences, args.limit or 512, words=40, n_queries=64)
+    passages, queries = build_passages_and_queries(
+        sentences, args.limit or 512, words=40, n_queries=64
+    )
     rng = random.Random(0)
     return (
         [queries[i % len(queries)] for i in range(len(passages))],
@@ -65,13 +67,19 @@ def _pairs(args) -> tuple[list[str], list[str], list[float], str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dev", default=None, help="STS-B-Context TSV (the real dev file: 512 rows)")
+    parser.add_argument(
+        "--dev", default=None, help="STS-B-Context TSV (the real dev file: 512 rows)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="first N rows only")
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--sts", default=None, help="without --dev: STS-benchmark TSV giving real sentences")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's choice)"
+    )
+    parser.add_argument(
+        "--sts", default=None, help="without --dev: STS-benchmark TSV giving real sentences"
+    )
     add_model_arguments(parser)
     args = parser.parse_args()
 
@@ -113,7 +121,12 @@ def main() -> None:
 
     def encode() -> dict:
         start, cpu = time.perf_counter(), time.process_time()
-        model.encode(texts, batch_size=args.batch_size, output_value="token_embeddings", show_progress_bar=False)
+        model.encode(
+            texts,
+            batch_size=args.batch_size,
+            output_value="token_embeddings",
+            show_progress_bar=False,
+        )
         return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu}
 
     evaluate(), encode()  # warm-up

@@ -26,7 +26,11 @@ from _common import REPO_ROOT, environment_line, flush, median  # noqa: E402
 def load_revision(revision: str):
     """``slice_st/spans.py`` as it is at ``revision``, imported as a module of its own."""
     source = subprocess.run(
-        ["git", "show", f"{revision}:slice_st/spans.py"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+        ["git", "show", f"{revision}:slice_st/spans.py"],
+        cwd=REPO_ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     path = os.path.join(tempfile.mkdtemp(), "baseline_spans.py")
     with open(path, "w", encoding="utf-8") as handle:
@@ -59,8 +63,13 @@ def corpus(units: int, dim: int, max_span: int, seed: int):
             if count <= 0:
                 continue
             sums = prefix[length : length + count] - prefix[:count]
-            same = documents[first : first + count] == documents[first + length - 1 : first + length - 1 + count]
-            norms[first : first + count, length - 1] = sums.norm(dim=-1).float().masked_fill(~same, float("nan"))
+            same = (
+                documents[first : first + count]
+                == documents[first + length - 1 : first + length - 1 + count]
+            )
+            norms[first : first + count, length - 1] = (
+                sums.norm(dim=-1).float().masked_fill(~same, float("nan"))
+            )
     return vectors, norms
 
 
@@ -70,13 +79,25 @@ def queries_from(vectors, count: int, seed: int):
     generator = torch.Generator().manual_seed(seed + 1)
     starts = torch.randint(0, vectors.shape[0] - 5, (count,), generator=generator)
     widths = torch.randint(3, 6, (count,), generator=generator)
-    means = torch.stack([vectors[s : s + w].mean(0) for s, w in zip(starts.tolist(), widths.tolist())])
-    return means + 0.5 * torch.randn(means.shape, generator=generator) * means.norm(dim=-1, keepdim=True) / 20
+    means = torch.stack(
+        [vectors[s : s + w].mean(0) for s, w in zip(starts.tolist(), widths.tolist())]
+    )
+    return (
+        means
+        + 0.5
+        * torch.randn(means.shape, generator=generator)
+        * means.norm(dim=-1, keepdim=True)
+        / 20
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline", default="main", help="git revision to compare with (default: main)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--baseline", default="main", help="git revision to compare with (default: main)"
+    )
     parser.add_argument("--units", type=int, default=300_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--max-span", type=int, default=20)
@@ -114,7 +135,12 @@ def main() -> None:
                     times[name].append(time.perf_counter() - start)
         mine, theirs = (median(times[name]) for name in sides)
         ours, base = found["this tree"], found[args.baseline]
-        same = int((ours.starts == base.starts).all(1).logical_and((ours.lengths == base.lengths).all(1)).sum())
+        same = int(
+            (ours.starts == base.starts)
+            .all(1)
+            .logical_and((ours.lengths == base.lengths).all(1))
+            .sum()
+        )
         gap = float((ours.scores - base.scores).abs().nan_to_num(0.0).max())
         print(
             f"{num_queries:>3} queries: this tree {mine * 1000:8.1f} ms | {args.baseline} {theirs * 1000:8.1f} ms | "

@@ -84,8 +84,12 @@ def make_queries(count: int, seed: int = 0) -> list[str]:
             except (SyntaxError, UnicodeDecodeError):
                 continue
             for node in ast.walk(tree):
-                if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and (doc := ast.get_docstring(node)):
-                    paragraphs += [text for part in re.split(r"\n\s*\n", doc) if (text := prose(part))]
+                if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and (
+                    doc := ast.get_docstring(node)
+                ):
+                    paragraphs += [
+                        text for part in re.split(r"\n\s*\n", doc) if (text := prose(part))
+                    ]
     rng, queries = random.Random(seed), []
     while len(queries) < count:
         words = [w.strip(".,;:`*()") for w in rng.choice(paragraphs).split()]
@@ -107,7 +111,9 @@ def compressed_copy(exact_path: str, out: str, spec: str) -> float:
     half = exact._documents(np.arange(len(exact)))
     half.dtype = "float16"
     half.arrays = {
-        name: values.astype(np.float16) if name in ("unit_vectors", "span_norms") else np.asarray(values)
+        name: values.astype(np.float16)
+        if name in ("unit_vectors", "span_norms")
+        else np.asarray(values)
         for name, values in half.arrays.items()
     }
     start = time.perf_counter()
@@ -117,7 +123,9 @@ def compressed_copy(exact_path: str, out: str, spec: str) -> float:
     return seconds
 
 
-def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, seed: int = 0) -> dict:
+def synthetic(
+    exact_path: str, out: str, units: int, spec: str, noise: float, seed: int = 0
+) -> dict:
     """A compressed index of ``units`` units: noisy copies of the real corpus's arrays (module docstring)."""
     import numpy as np
 
@@ -141,10 +149,15 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
         shifted = np.roll(noise, copy * 104_729, axis=0)
         for lo in range(0, len(vectors), 65536):
             part = vectors[lo : lo + 65536] + shifted[lo : lo + 65536]
-            big[copy * len(vectors) + lo : copy * len(vectors) + lo + len(part)] = part.astype(np.float16)
+            big[copy * len(vectors) + lo : copy * len(vectors) + lo + len(part)] = part.astype(
+                np.float16
+            )
     big.flush()
     lengths = np.arange(real.span_config.min_span, real.span_config.max_span + 1)
-    norms = np.sqrt(np.asarray(arrays["span_norms"], dtype=np.float32) ** 2 + lengths * sigma**2 * vectors.shape[1])
+    norms = np.sqrt(
+        np.asarray(arrays["span_norms"], dtype=np.float32) ** 2
+        + lengths * sigma**2 * vectors.shape[1]
+    )
     index = real._documents(np.arange(len(real)))  # a shell with the model; arrays replaced below
     bounds = np.asarray(arrays["segment_units"])
     index.dtype = "float16"
@@ -152,8 +165,12 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
         "unit_vectors": big,
         "unit_chars": np.tile(np.asarray(arrays["unit_chars"]), (copies, 1)),
         "span_norms": np.tile(norms.astype(np.float16), (copies, 1)),
-        "segment_units": np.concatenate([[0]] + [bounds[1:] + c * bounds[-1] for c in range(copies)]),
-        "segment_docs": np.concatenate([np.asarray(arrays["segment_docs"]) + c * len(real) for c in range(copies)]),
+        "segment_units": np.concatenate(
+            [[0]] + [bounds[1:] + c * bounds[-1] for c in range(copies)]
+        ),
+        "segment_docs": np.concatenate(
+            [np.asarray(arrays["segment_docs"]) + c * len(real) for c in range(copies)]
+        ),
         "segment_first_unit": np.tile(np.asarray(arrays["segment_first_unit"]), copies),
     }
     index.doc_ids = [f"{doc_id}@{c}" for c in range(copies) for doc_id in real.doc_ids]
@@ -176,7 +193,9 @@ def synthetic(exact_path: str, out: str, units: int, spec: str, noise: float, se
     }
 
 
-def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: int, out: str, threads: int) -> None:
+def child(
+    path: str, queries_file: str, sweep: list[int], timing: int, timed: int, out: str, threads: int
+) -> None:
     """One process: load ``path``; time the public search (default scorer, ``candidates=timing``) on the first
     ``timed`` queries, batch by batch, after a warm-up; then (``sweep``) every query's results per candidates count,
     from one compressed scan whose top documents are cut to each count; write it all with the peak RSS."""
@@ -195,21 +214,31 @@ def child(path: str, queries_file: str, sweep: list[int], timing: int, timed: in
     batch_seconds, timed_results = [], []
     for lo in range(0, timed, CHILD_BATCH):
         start = time.perf_counter()
-        timed_results += keys(index.search(queries[lo : min(lo + CHILD_BATCH, timed)], top_k=10, candidates=timing))
+        timed_results += keys(
+            index.search(queries[lo : min(lo + CHILD_BATCH, timed)], top_k=10, candidates=timing)
+        )
         batch_seconds.append(time.perf_counter() - start)
     results = {count: [] for count in sweep}
-    options = dict(top_k=10, threshold=None, per_document=None, scorer=search_scorer(None), overlap=False)
+    options = dict(
+        top_k=10, threshold=None, per_document=None, scorer=search_scorer(None), overlap=False
+    )
     for lo in range(0, len(queries) if sweep else 0, CHILD_BATCH):
         batch = queries[lo : lo + CHILD_BATCH]
         vectors = index.embed_queries(batch)
         profiles = profiles_of(index.model, index.span_config.unit, batch)
-        docs = index._compressed.best_documents(vectors, index.arrays, len(index), max(sweep), 1, 20, 1)
+        docs = index._compressed.best_documents(
+            vectors, index.arrays, len(index), max(sweep), 1, 20, 1
+        )
         for count in sweep:
             part = np.ascontiguousarray(docs[:, :count])
-            found = index._two_tier_search(batch, vectors, profiles, index.span_config, count, options, part)
+            found = index._two_tier_search(
+                batch, vectors, profiles, index.span_config, count, options, part
+            )
             results[count] += keys(found)
     summary = {"batch_seconds": batch_seconds, "timed_results": timed_results, "sweep": results}
-    summary |= {"peak_rss": peak_rss()}  # before info(), which reads every span norm (pages of the exact tier)
+    summary |= {
+        "peak_rss": peak_rss()
+    }  # before info(), which reads every span norm (pages of the exact tier)
     info = index.info()
     keep = ("units", "documents", "resident_bytes", "array_bytes", "compression")
     json.dump(summary | {"info": {key: info[key] for key in keep}}, open(out, "w"))
@@ -225,9 +254,18 @@ def peak_rss() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def run_child(args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int, name="child") -> dict:
+def run_child(
+    args, path: str, queries_file: str, sweep: list[int], timing: int, timed: int, name="child"
+) -> dict:
     out = os.path.join(args.cache, f"{name}.json")
-    command = [sys.executable, __file__, "--child", path, queries_file, ",".join(map(str, sweep)) or "-"]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        path,
+        queries_file,
+        ",".join(map(str, sweep)) or "-",
+    ]
     subprocess.run([*command, str(timing), str(timed), out, str(args.threads)], check=True)
     return json.load(open(out))
 
@@ -250,10 +288,18 @@ def scores(exact: list, found: list) -> dict:
     """recall@1, recall@10 of (document, span) and top-1 document agreement of ``found`` against ``exact``."""
     import numpy as np
 
-    at10 = [len({tuple(m) for m in e} & {tuple(m) for m in f}) / len(e) for e, f in zip(exact, found) if e]
+    at10 = [
+        len({tuple(m) for m in e} & {tuple(m) for m in f}) / len(e)
+        for e, f in zip(exact, found)
+        if e
+    ]
     at1 = [bool(f) and tuple(f[0]) == tuple(e[0]) for e, f in zip(exact, found) if e]
     doc1 = [bool(f) and f[0][0] == e[0][0] for e, f in zip(exact, found) if e]
-    return {"recall@1": float(np.mean(at1)), "recall@10": float(np.mean(at10)), "top1_doc": float(np.mean(doc1))}
+    return {
+        "recall@1": float(np.mean(at1)),
+        "recall@10": float(np.mean(at10)),
+        "top1_doc": float(np.mean(doc1)),
+    }
 
 
 def disk_bytes(path: str) -> int:
@@ -265,7 +311,9 @@ def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
     process: the same load on all, so their times compare (over the first ``--timed-queries`` queries)."""
     queries_file = os.path.join(args.cache, f"queries-{args.queries}.json")
     json.dump(make_queries(args.queries), open(queries_file, "w"))
-    print(f"real corpus: {words} words; {args.queries} queries; encoding {encode_s:.0f} s", flush=True)
+    print(
+        f"real corpus: {words} words; {args.queries} queries; encoding {encode_s:.0f} s", flush=True
+    )
     timed = args.timed_queries
 
     def compressed(spec: str):
@@ -273,11 +321,23 @@ def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
         if not os.path.exists(path + ".json"):
             command = [sys.executable, __file__, "--compress", exact_path, path, spec]
             subprocess.run(command, check=True)
-        found = run_child(args, path, queries_file, args.candidates, args.default_candidates, timed, f"child-{spec}")
+        found = run_child(
+            args,
+            path,
+            queries_file,
+            args.candidates,
+            args.default_candidates,
+            timed,
+            f"child-{spec}",
+        )
         return spec, found, path, json.load(open(path + ".json"))["compress_s"]
 
-    exact_job = lambda: run_child(args, exact_path, queries_file, [], 1, args.queries, "child-exact")  # noqa: E731
-    first, *rows = in_parallel(exact_job, *[lambda spec=spec: compressed(spec) for spec in args.specs])
+    exact_job = lambda: run_child(  # noqa: E731
+        args, exact_path, queries_file, [], 1, args.queries, "child-exact"
+    )
+    first, *rows = in_parallel(
+        exact_job, *[lambda spec=spec: compressed(spec) for spec in args.specs]
+    )
     exact, exact_time = first["timed_results"], per_query(first, timed)
     print(f"exact search {exact_time:.2f} s/query (first {timed} queries, while the others ran)")
     print(
@@ -293,7 +353,11 @@ def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
     for spec, found, path, compress_s in rows:
         for count in args.candidates:
             quality = scores(exact, found["sweep"][str(count)])
-            timing = f"{per_query(found, timed) / exact_time:.2f}" if count == args.default_candidates else ""
+            timing = (
+                f"{per_query(found, timed) / exact_time:.2f}"
+                if count == args.default_candidates
+                else ""
+            )
             print(
                 f"| {spec} | {count} | {found['info']['resident_bytes'] / words:.1f} | "
                 f"{disk_bytes(path) / words:.0f} | {quality['recall@1']:.3f} | {quality['recall@10']:.3f} | "
@@ -307,7 +371,10 @@ def real_corpus(args, exact_path: str, encode_s: float, words: int) -> None:
 def scaled(args, exact_path: str) -> None:
     queries_file = os.path.join(args.cache, f"queries-{args.scale_queries}.json")
     json.dump(make_queries(args.scale_queries, seed=1), open(queries_file, "w"))
-    print(f"\nscale-up ({args.scale_spec}, noise {args.noise}, {args.scale_queries} queries):", flush=True)
+    print(
+        f"\nscale-up ({args.scale_spec}, noise {args.noise}, {args.scale_queries} queries):",
+        flush=True,
+    )
     print(
         "| units | documents | resident B/unit | disk B/unit | write s | compressed s/query | exact s/query | "
         "ratio | recall@10 | top-1 doc | peak RSS MiB compressed / exact |"
@@ -317,7 +384,10 @@ def scaled(args, exact_path: str) -> None:
     for units in args.scales:
         path = os.path.join(args.cache, f"synth-{units}")
         if not os.path.exists(path + ".json"):
-            json.dump(synthetic(exact_path, path, units, args.scale_spec, args.noise), open(path + ".json", "w"))
+            json.dump(
+                synthetic(exact_path, path, units, args.scale_spec, args.noise),
+                open(path + ".json", "w"),
+            )
         built = json.load(open(path + ".json"))
         found = run_child(args, path, queries_file, [], args.default_candidates, count)
         cells = ["-"] * 5
@@ -344,23 +414,32 @@ def scaled(args, exact_path: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", required=True, help="a folder outside git for the corpus, indexes and vectors")
+    parser.add_argument(
+        "--cache", required=True, help="a folder outside git for the corpus, indexes and vectors"
+    )
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--timed-queries", type=int, default=64, help="queries timed (from the first)")
+    parser.add_argument(
+        "--timed-queries", type=int, default=64, help="queries timed (from the first)"
+    )
     parser.add_argument("--specs", nargs="+", default=["pq32", "pq48"])
     parser.add_argument("--candidates", type=int, nargs="+", default=[50, 100, 200, 500])
     parser.add_argument("--default-candidates", type=int, default=500)
     parser.add_argument("--scales", type=int, nargs="*", default=[1_000_000, 10_000_000])
     parser.add_argument("--scale-spec", default="pq32,ivf256")
     parser.add_argument("--scale-queries", type=int, default=20)
-    parser.add_argument("--exact-up-to", type=int, default=1_000_000, help="largest scale also searched exactly")
+    parser.add_argument(
+        "--exact-up-to", type=int, default=1_000_000, help="largest scale also searched exactly"
+    )
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-real", action="store_true")
     args = parser.parse_args()
     print(_common.environment_line(), flush=True)
     exact_path, encode_s = encoded_corpus(args.cache, args.threads)
-    words = sum(len(json.loads(line)["text"].split()) for line in open(os.path.join(args.cache, "corpus.jsonl")))
+    words = sum(
+        len(json.loads(line)["text"].split())
+        for line in open(os.path.join(args.cache, "corpus.jsonl"))
+    )
     if not args.skip_real:
         real_corpus(args, exact_path, encode_s, words)
     if args.scales:

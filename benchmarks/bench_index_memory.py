@@ -24,8 +24,12 @@ from _common import environment_line  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--index", default=None, help="a saved index (default: runs/bench_index if present)")
-    parser.add_argument("--docs", default=None, help="id TAB text file to build a small index from when no --index")
+    parser.add_argument(
+        "--index", default=None, help="a saved index (default: runs/bench_index if present)"
+    )
+    parser.add_argument(
+        "--docs", default=None, help="id TAB text file to build a small index from when no --index"
+    )
     parser.add_argument("--limit", type=int, default=40)
     args = parser.parse_args()
     import torch
@@ -36,7 +40,9 @@ def main() -> None:
     torch.set_num_threads(2)
     print(environment_line())
     default = os.path.join(os.path.dirname(__file__), "..", "runs", "bench_index")
-    path = args.index or (default if os.path.exists(os.path.join(default, "manifest.json")) else None)
+    path = args.index or (
+        default if os.path.exists(os.path.join(default, "manifest.json")) else None
+    )
     if path:
         index = SpanIndex.load(path)
         print(f"index: {os.path.abspath(path)} (loaded, memory-mapped)")
@@ -53,13 +59,21 @@ def main() -> None:
     dim = arrays["unit_vectors"].shape[1]
     width = arrays["span_norms"].shape[1]
     words = sum(len(text.split()) for text in index.texts)
-    tokens = sum(len(ids) for ids in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"])
+    tokens = sum(
+        len(ids)
+        for ids in index.model.tokenizer(index.texts, add_special_tokens=False)["input_ids"]
+    )
     info = index.info()
     spans, units = info["spans"], info["units"]
     index_bytes = sum(np.asarray(arrays[name]).nbytes for name in arrays)
-    half_bytes = index_bytes - np.asarray(arrays["unit_vectors"]).nbytes // (2 if index.dtype == "float32" else 1)
+    half_bytes = index_bytes - np.asarray(arrays["unit_vectors"]).nbytes // (
+        2 if index.dtype == "float32" else 1
+    )
     if index.dtype == "float16":
-        index_bytes, half_bytes = index_bytes + np.asarray(arrays["unit_vectors"]).nbytes, index_bytes
+        index_bytes, half_bytes = (
+            index_bytes + np.asarray(arrays["unit_vectors"]).nbytes,
+            index_bytes,
+        )
     materialised = spans * (dim * 4 + 8)  # float32 vector + (start, end) int32 per span
     print(
         f"corpus: {len(index)} documents, {words} words, {tokens} tokens; {units} stored units "
@@ -73,7 +87,9 @@ def main() -> None:
         ("SpanIndex float32", index_bytes),
         ("SpanIndex float16", half_bytes),
     ):
-        print(f"{name:<34}{size / 1e6:>10.1f}{size / tokens:>13.0f}{size / words:>12.0f}{materialised / size:>16.1f}x")
+        print(
+            f"{name:<34}{size / 1e6:>10.1f}{size / tokens:>13.0f}{size / words:>12.0f}{materialised / size:>16.1f}x"
+        )
     print()
     per_unit = (dim + width) * 4 + 8
     print(

@@ -45,7 +45,9 @@ from _common import environment_line, flush, median  # noqa: E402
 
 def phrases(path: str, count: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
-    documents = [line.split("\t", 1)[1].split() for line in open(path, encoding="utf-8") if "\t" in line]
+    documents = [
+        line.split("\t", 1)[1].split() for line in open(path, encoding="utf-8") if "\t" in line
+    ]
     out: list[str] = []
     while len(out) < count:
         words = rng.choice(documents)
@@ -81,16 +83,22 @@ def recall(exact, approximate) -> tuple[float, float]:
 
 
 def faiss_grid(index, query_vectors, exact, exact_seconds, grid, label):
-    print(f"  {'stage':<34}{'build s':>8}{'recall@10':>10}{'by score':>9}{'s/32 q':>8}{'speed-up':>9}")
+    print(
+        f"  {'stage':<34}{'build s':>8}{'recall@10':>10}{'by score':>9}{'s/32 q':>8}{'speed-up':>9}"
+    )
     rows = []
     for kind, chunk, stride, nprobes, candidates in grid:
         _, build_seconds = timed(
-            lambda kind=kind, chunk=chunk, stride=stride: index.build_candidates(kind, chunk, stride)
+            lambda kind=kind, chunk=chunk, stride=stride: index.build_candidates(
+                kind, chunk, stride
+            )
         )
         stage = index._candidates
         for nprobe in nprobes:
             for count in candidates:
-                stage.top_spans(index, query_vectors[:2], 10, 1, index.span_config.max_span, count, nprobe)  # warm
+                stage.top_spans(
+                    index, query_vectors[:2], 10, 1, index.span_config.max_span, count, nprobe
+                )  # warm
                 found, seconds = timed(
                     lambda stage=stage, count=count, nprobe=nprobe: stage.top_spans(
                         index, query_vectors, 10, 1, index.span_config.max_span, count, nprobe
@@ -135,7 +143,9 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
     from _common import run_interleaved
 
     _, flag_seconds = timed(index.unit_flags)
-    print(f"  unit flags of {index.num_units} units computed once (cached on the index): {flag_seconds:.2f} s")
+    print(
+        f"  unit flags of {index.num_units} units computed once (cached on the index): {flag_seconds:.2f} s"
+    )
     setups = {
         "max-cosine, overlap": {"scorer": "max-cosine", "overlap": True},
         "phrase, no overlap": {"scorer": "phrase", "overlap": False},
@@ -169,11 +179,15 @@ def scorer_cost(index, queries, label: str, repeats: int) -> dict:
     )
     for per_document in (None, 1):
         for batch in (1, 32):
-            plain = median(r["wall"] for r in results[f"max-cosine, overlap, {batch}q, per_doc={per_document}"])
+            plain = median(
+                r["wall"] for r in results[f"max-cosine, overlap, {batch}q, per_doc={per_document}"]
+            )
             phrase_case = f"phrase, no overlap, {batch}q, per_doc={per_document}"
             phrase = median(r["wall"] for r in results[phrase_case])
             row = f"{batch} quer{'y' if batch == 1 else 'ies'}, per_document={per_document}"
-            print(f"  {row:<34}{plain:>17.3f} s{phrase:>17.3f} s{phrase / plain:>6.2f}x   {scans[phrase_case]}")
+            print(
+                f"  {row:<34}{plain:>17.3f} s{phrase:>17.3f} s{phrase / plain:>6.2f}x   {scans[phrase_case]}"
+            )
             figures[f"{label}_{batch}q_per_doc_{per_document}"] = {
                 "max_cosine_overlap_s": plain,
                 "phrase_no_overlap_s": phrase,
@@ -189,21 +203,42 @@ def main() -> None:
     parser.add_argument("--index", default="runs/bench_index")
     parser.add_argument(
         "--queries-from",
-        default=os.path.join("..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"),
+        default=os.path.join(
+            "..", "shared", "data", "nugget_pi", "paraphrase_identification", "dev", "docs.txt"
+        ),
     )
     parser.add_argument("--target-tokens", type=int, default=1_000_000)
-    parser.add_argument("--build-docs", type=int, default=24, help="documents for the build-vs-encode comparison (C)")
+    parser.add_argument(
+        "--build-docs",
+        type=int,
+        default=24,
+        help="documents for the build-vs-encode comparison (C)",
+    )
     parser.add_argument("--skip", default="", help="comma list of parts to skip: A,B,C,D")
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (encoding and the exact scan; default: torch's own)"
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (encoding and the exact scan; default: torch's own)",
     )
     parser.add_argument(
-        "--build-processes", type=int, default=0, help="C: also build with N encoding processes (ST pool)"
+        "--build-processes",
+        type=int,
+        default=0,
+        help="C: also build with N encoding processes (ST pool)",
     )
     parser.add_argument(
-        "--scorer-tokens", type=int, default=0, help="D: also on the real index replicated to ~N tokens"
+        "--scorer-tokens",
+        type=int,
+        default=0,
+        help="D: also on the real index replicated to ~N tokens",
     )
-    parser.add_argument("--scorer-repeats", type=int, default=3, help="D: timed repetitions of each case (round-robin)")
+    parser.add_argument(
+        "--scorer-repeats",
+        type=int,
+        default=3,
+        help="D: timed repetitions of each case (round-robin)",
+    )
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
     import torch
@@ -241,14 +276,22 @@ def main() -> None:
         index.top_spans(query_vectors[:1], 10, 1, max_span)  # warm the page cache
         _, one = timed(lambda: index.top_spans(query_vectors[:1], 10, 1, max_span), 3)
         exact, batch = timed(lambda: index.top_spans(query_vectors, 10, 1, max_span))
-        print(f"  exact: 1 query {one:.3f} s (median of 3); 32 queries {batch:.2f} s = {32 / batch:.1f} queries/s")
+        print(
+            f"  exact: 1 query {one:.3f} s (median of 3); 32 queries {batch:.2f} s = {32 / batch:.1f} queries/s"
+        )
         figures |= {"A_exact_one_s": one, "A_exact_batch32_s": batch}
-        grid = [("flat", 4, 2, [0], [256, 512]), ("ivf", 4, 2, [16, 32, 64], [256, 512]), ("ivf", 8, 4, [32], [512])]
+        grid = [
+            ("flat", 4, 2, [0], [256, 512]),
+            ("ivf", 4, 2, [16, 32, 64], [256, 512]),
+            ("ivf", 8, 4, [32], [512]),
+        ]
         figures["A_faiss"] = faiss_grid(index, query_vectors, exact, batch, grid, "A")
 
     if "B" not in skip:
         copies = max(1, math.ceil(args.target_tokens / tokens))
-        print(f"\nB. ~1M tokens: the real index replicated {copies}x ({copies * tokens} tokens) — same arrays, new ids")
+        print(
+            f"\nB. ~1M tokens: the real index replicated {copies}x ({copies * tokens} tokens) — same arrays, new ids"
+        )
         shards = []
         for copy in range(copies):
             shard = SpanIndex.__new__(SpanIndex)
@@ -271,8 +314,12 @@ def main() -> None:
         figures |= {"B_tokens": copies * tokens, "B_exact_one_s": one, "B_exact_batch32_s": batch}
         # the same corpus as {copies} shards searched together (each shard the real index's memory-mapped arrays)
         sharded = ShardedSpanIndex(shards)
-        merged_results, merged_search = timed(lambda: big.search(queries, top_k=10, per_document=None))
-        sharded_results, sharded_search = timed(lambda: sharded.search(queries, top_k=10, per_document=None))
+        merged_results, merged_search = timed(
+            lambda: big.search(queries, top_k=10, per_document=None)
+        )
+        sharded_results, sharded_search = timed(
+            lambda: sharded.search(queries, top_k=10, per_document=None)
+        )
         _, sharded_one = timed(lambda: sharded.search(queries[1:2], top_k=10), 3)
         _, merged_one = timed(lambda: big.search(queries[1:2], top_k=10), 3)
         # every span exists {copies} times with the same score: compare spans up to which copy was picked
@@ -310,7 +357,9 @@ def main() -> None:
         if args.scorer_tokens:
             copies = max(1, math.ceil(args.scorer_tokens / tokens))
             big = replicated(index, copies)
-            print(f"  the real index replicated {copies}x ({copies * tokens} tokens, {big.num_units} units)")
+            print(
+                f"  the real index replicated {copies}x ({copies * tokens} tokens, {big.num_units} units)"
+            )
             figures["D"] |= scorer_cost(big, queries, f"x{copies}", args.scorer_repeats)
             del big
 
@@ -325,10 +374,16 @@ def main() -> None:
         windows = plan_windows(model.tokenizer, texts, model_window(model), max_span, 16)
         window_texts = [texts[w.text_index][w.char_start : w.char_end] for w in windows]
         words = sum(len(t.split()) for t in texts)
-        print(f"\nC. build throughput: {len(texts)} documents ({words} words, {len(windows)} windows) not in the index")
+        print(
+            f"\nC. build throughput: {len(texts)} documents ({words} words, {len(windows)} windows) not in the index"
+        )
         pool = None
-        if args.build_processes > 1:  # started once: its start-up (spawn, import, model copy) is reported apart
-            pool, pool_seconds = timed(lambda: model.start_multi_process_pool(["cpu"] * args.build_processes))
+        if (
+            args.build_processes > 1
+        ):  # started once: its start-up (spawn, import, model copy) is reported apart
+            pool, pool_seconds = timed(
+                lambda: model.start_multi_process_pool(["cpu"] * args.build_processes)
+            )
             print(
                 f"  starting a {args.build_processes}-process pool (model.start_multi_process_pool): "
                 f"{pool_seconds:.1f} s"
@@ -362,7 +417,9 @@ def main() -> None:
             )
         if pool is not None:
             model.stop_multi_process_pool(pool)
-        print("  (model.encode(documents) truncates every document at max_seq_length=256 tokens: it encodes less text)")
+        print(
+            "  (model.encode(documents) truncates every document at max_seq_length=256 tokens: it encodes less text)"
+        )
         figures["C"] = {name: median(values) for name, values in times.items()} | {
             "documents": len(texts),
             "words": words,

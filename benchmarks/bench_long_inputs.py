@@ -33,7 +33,9 @@ def main() -> None:
     start = time.perf_counter()
     span = model.best_spans(["my bag was lost"], [text], show_progress_bar=False)[0][0][0].span
     seconds = time.perf_counter() - start
-    print(f"one line of {args.words} words ({len(text)} chars): {seconds:.1f} s, {span!r}, peak RSS {peak_mb()} MB")
+    print(
+        f"one line of {args.words} words ({len(text)} chars): {seconds:.1f} s, {span!r}, peak RSS {peak_mb()} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,9 @@ def main() -> None:
     step_time(mnrl_model, mnrl_loss, mnrl_features, optimizers["mnrl"])
     times = {"slice": [], "mnrl": []}
     for _ in range(args.repeats):
-        times["slice"].append(step_time(slice_model, slice_loss, slice_features, optimizers["slice"]))
+        times["slice"].append(
+            step_time(slice_model, slice_loss, slice_features, optimizers["slice"])
+        )
         times["mnrl"].append(step_time(mnrl_model, mnrl_loss, mnrl_features, optimizers["mnrl"]))
     slice_median, mnrl_median = statistics.median(times["slice"]), statistics.median(times["mnrl"])
     print(

@@ -36,7 +36,9 @@ def copy_corpus(source: str, folder: str, package_licences: bool = False) -> tup
     paths = [os.path.join(source, name) for name in sorted(os.listdir(source))]
     if package_licences:
         site = os.path.dirname(os.path.dirname(importlib.util.find_spec("numpy").origin))
-        paths += sorted(glob.glob(os.path.join(site, "*.dist-info", "**", "LICEN[CS]E*"), recursive=True))
+        paths += sorted(
+            glob.glob(os.path.join(site, "*.dist-info", "**", "LICEN[CS]E*"), recursive=True)
+        )
     seen: set[str] = set()
     files = words = 0
     for path in paths:
@@ -48,7 +50,9 @@ def copy_corpus(source: str, folder: str, package_licences: bool = False) -> tup
             continue
         seen.add(" ".join(text.split()))
         files, words = files + 1, words + len(text.split())
-        with open(os.path.join(folder, f"{files:03d}-{os.path.basename(path)}.txt"), "w", encoding="utf-8") as handle:
+        with open(
+            os.path.join(folder, f"{files:03d}-{os.path.basename(path)}.txt"), "w", encoding="utf-8"
+        ) as handle:
             handle.write(text)
     return files, words
 
@@ -59,10 +63,14 @@ def mine(folder: str, *options: str, threads: int | None = None) -> tuple[float,
     for query in QUERIES:
         command += ["-q", query]
     environment = os.environ | {"PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"}
-    if threads is not None:  # slice-st's own switch (--threads), for steadier numbers on a busy machine
+    if (
+        threads is not None
+    ):  # slice-st's own switch (--threads), for steadier numbers on a busy machine
         environment["SLICE_ST_THREADS"] = str(threads)
     start = time.perf_counter()
-    done = subprocess.run([*command, *options], capture_output=True, text=True, env=environment, check=False)
+    done = subprocess.run(
+        [*command, *options], capture_output=True, text=True, env=environment, check=False
+    )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"slice-st mine failed ({done.returncode}):\n{done.stderr}")
@@ -75,7 +83,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="interleaved rounds")
     parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's)")
     parser.add_argument(
-        "--package-licences", action="store_true", help="add the licence files of the installed packages"
+        "--package-licences",
+        action="store_true",
+        help="add the licence files of the installed packages",
     )
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-mine-cache-")
@@ -85,7 +95,10 @@ def main() -> None:
         files, words = copy_corpus(args.corpus, folder, args.package_licences)
         print(environment_line())
         threads = args.threads or "torch's default"
-        print(f"corpus: {files} files, {words:,} words from {args.corpus}; queries {QUERIES}; default model; ", end="")
+        print(
+            f"corpus: {files} files, {words:,} words from {args.corpus}; queries {QUERIES}; default model; ",
+            end="",
+        )
         print(f"threads: {threads}\n")
         outputs: dict[str, set[str]] = {"first": set(), "second": set(), "no-cache": set()}
         state = {"round": 0}
@@ -99,7 +112,10 @@ def main() -> None:
 
         def second() -> dict:
             seconds, out = mine(
-                folder, "--cache-dir", os.path.join(work, f"cache-{state['round']}"), threads=args.threads
+                folder,
+                "--cache-dir",
+                os.path.join(work, f"cache-{state['round']}"),
+                threads=args.threads,
             )
             outputs["second"].add(out)
             return {"wall": seconds}
@@ -109,15 +125,26 @@ def main() -> None:
             outputs["no-cache"].add(out)
             return {"wall": seconds}
 
-        runs = run_interleaved({"first": first, "second": second, "no-cache": no_cache}, args.repeats)
+        runs = run_interleaved(
+            {"first": first, "second": second, "no-cache": no_cache}, args.repeats
+        )
         walls = {name: median(run["wall"] for run in found) for name, found in runs.items()}
         same = len(set().union(*outputs.values())) == 1
-        print(f"\nmedian wall: first {walls['first']:.1f} s, second {walls['second']:.1f} s, ", end="")
+        print(
+            f"\nmedian wall: first {walls['first']:.1f} s, second {walls['second']:.1f} s, ", end=""
+        )
         print(f"no-cache {walls['no-cache']:.1f} s")
-        print(f"second-run speed-up: first / second = {walls['first'] / walls['second']:.1f}x (target >= 5); ", end="")
+        print(
+            f"second-run speed-up: first / second = {walls['first'] / walls['second']:.1f}x (target >= 5); ",
+            end="",
+        )
         print(f"no-cache / second = {walls['no-cache'] / walls['second']:.1f}x")
-        print(f"first / no-cache = {walls['first'] / walls['no-cache']:.2f} (the cost of writing the cache)")
-        print(f"the three printed the same matches: {'yes' if same else 'NO'}; {load_line()} at end")
+        print(
+            f"first / no-cache = {walls['first'] / walls['no-cache']:.2f} (the cost of writing the cache)"
+        )
+        print(
+            f"the three printed the same matches: {'yes' if same else 'NO'}; {load_line()} at end"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -70,7 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     texts = paragraphs(args.documents)
     words = sum(len(text.split()) for text in texts)
     models = {name: slice_st.load_model(name) for name in args.models}
-    for model in models.values():  # warm-up: first-call allocations and lazy imports are not throughput
+    for (
+        model
+    ) in models.values():  # warm-up: first-call allocations and lazy imports are not throughput
         encode_seconds(model, texts[:8], args.batch_size)
     seconds: dict[str, list[float]] = {name: [] for name in models}
     for round_number in range(args.rounds):
@@ -78,7 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         for name in order:
             seconds[name].append(encode_seconds(models[name], texts, args.batch_size))
     first = args.models[0]
-    print(f"{len(texts)} paragraphs, {words:,} words; {args.rounds} rounds, {args.threads} threads\n")
+    print(
+        f"{len(texts)} paragraphs, {words:,} words; {args.rounds} rounds, {args.threads} threads\n"
+    )
     print(
         "| model | words/s (median) | time vs " + first + " | float32 B/word (resident / disk) "
         "| float16 B/word (resident / disk) |"

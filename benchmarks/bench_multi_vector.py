@@ -27,7 +27,10 @@ from slice_st.multi_vector import to_multi_vector
 
 
 def msmarco(data: Path) -> tuple[list[str], list[str], list[int]]:
-    rows = [line.rstrip("\n").split("\t") for line in (data / "msmarco_toy/triplets/raw.tsv").open(encoding="utf-8")]
+    rows = [
+        line.rstrip("\n").split("\t")
+        for line in (data / "msmarco_toy/triplets/raw.tsv").open(encoding="utf-8")
+    ]
     corpus = list(dict.fromkeys(text for row in rows for text in row[1:3]))
     return [row[0] for row in rows], corpus, [corpus.index(row[1]) for row in rows]
 
@@ -52,7 +55,11 @@ def dense(model, queries, corpus) -> np.ndarray:
 
 
 def late_interaction(colbert, queries, corpus) -> np.ndarray:
-    return colbert.similarity(colbert.encode_query(queries), colbert.encode_document(corpus)).cpu().numpy()
+    return (
+        colbert.similarity(colbert.encode_query(queries), colbert.encode_document(corpus))
+        .cpu()
+        .numpy()
+    )
 
 
 def span_index(model, queries, corpus) -> np.ndarray:
@@ -68,19 +75,30 @@ def span_index(model, queries, corpus) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--only", default="", help="run only the systems whose name holds this text")
+    parser.add_argument(
+        "--only", default="", help="run only the systems whose name holds this text"
+    )
     args = parser.parse_args()
     torch.manual_seed(0)
     sets = {"MS MARCO toy": msmarco(args.data), "STS-B-Context ≥4": stsb_context(args.data)}
-    models = {"all-MiniLM-L6-v2": slice_st.load_model("base"), "slice-minilm": slice_st.load_model()}
+    models = {
+        "all-MiniLM-L6-v2": slice_st.load_model("base"),
+        "slice-minilm": slice_st.load_model(),
+    }
     systems = {}
     for name, model in models.items():
         systems[f"{name}, encode (cosine)"] = lambda q, c, m=model: dense(m, q, c)
         colbert = to_multi_vector(model)
-        systems[f"{name} as MultiVectorEncoder (MaxSim)"] = lambda q, c, m=colbert: late_interaction(m, q, c)
+        systems[f"{name} as MultiVectorEncoder (MaxSim)"] = lambda q, c, m=colbert: (
+            late_interaction(m, q, c)
+        )
     skip = to_multi_vector(models["slice-minilm"], skiplist_words=list(string.punctuation))
-    systems["slice-minilm as MultiVectorEncoder, punctuation skiplist"] = lambda q, c: late_interaction(skip, q, c)
-    systems["slice-minilm SpanIndex (best span, top 10)"] = lambda q, c: span_index(models["slice-minilm"], q, c)
+    systems["slice-minilm as MultiVectorEncoder, punctuation skiplist"] = lambda q, c: (
+        late_interaction(skip, q, c)
+    )
+    systems["slice-minilm SpanIndex (best span, top 10)"] = lambda q, c: span_index(
+        models["slice-minilm"], q, c
+    )
     print("| system | " + " | ".join(f"{name} MRR@10 | R@1" for name in sets) + " |")
     print("| --- " * (1 + 2 * len(sets)) + "|")
     for system, run in ((name, run) for name, run in systems.items() if args.only in name):
@@ -89,7 +107,10 @@ def main() -> None:
             mrr, recall = metrics(run(queries, corpus), relevant)
             cells += [f"{100 * mrr:.1f}", f"{100 * recall:.1f}"]
         print(f"| {system} | " + " | ".join(cells) + " |", flush=True)
-    print("queries / documents:", ", ".join(f"{name} {len(s[0])} / {len(s[1])}" for name, s in sets.items()))
+    print(
+        "queries / documents:",
+        ", ".join(f"{name} {len(s[0])} / {len(s[1])}" for name, s in sets.items()),
+    )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def main() -> None:
         found = {}
         for how in ("whole", "pieces"):
             done = subprocess.run(
-                [sys.executable, __file__, "--child", how, str(texts), str(words)], capture_output=True, text=True
+                [sys.executable, __file__, "--child", how, str(texts), str(words)],
+                capture_output=True,
+                text=True,
             )
             found[how] = done.stdout.split()
         assert found["whole"][0] == found["pieces"][0], found  # the same windows

@@ -50,13 +50,20 @@ def main() -> int:
         default=None,
         help="STS-benchmark TSV for real sentences (default ../shared/data/stsbenchmark/sts-train.csv)",
     )
-    parser.add_argument("--passages", type=int, default=800, help="documents of 40 words (default 800: ~40k tokens)")
-    parser.add_argument("--files", type=int, default=4, help="corpus files (the Ray build's work items)")
+    parser.add_argument(
+        "--passages", type=int, default=800, help="documents of 40 words (default 800: ~40k tokens)"
+    )
+    parser.add_argument(
+        "--files", type=int, default=4, help="corpus files (the Ray build's work items)"
+    )
     parser.add_argument("--shard-kb", type=int, default=48, help="text per shard (KB)")
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--dtype", default="float16", choices=("float32", "float16"))
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads of the one-process cases (Ray actors: 1 each)"
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads of the one-process cases (Ray actors: 1 each)",
     )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--search-repeats", type=int, default=5)
@@ -74,7 +81,9 @@ def main() -> int:
     print(origin)
     passages, queries = build_passages_and_queries(sentences, args.passages, words=40, n_queries=32)
     model, where = load_bench_model(args)
-    tokens = sum(len(ids) for ids in model.tokenizer(passages, add_special_tokens=False)["input_ids"])
+    tokens = sum(
+        len(ids) for ids in model.tokenizer(passages, add_special_tokens=False)["input_ids"]
+    )
     words = sum(len(p.split()) for p in passages)
     print(
         f"model {args.model} on {where}; {len(passages)} documents, {words} words, {tokens} tokens in {args.files} "
@@ -137,7 +146,9 @@ def main() -> int:
     for name, outs in builds.items():
         wall = median(o["wall"] for o in outs)
         line = f"  {name:<16} {wall:7.1f} s  {tokens / wall:8.0f} tokens/s  {base / wall:5.2f}x"
-        if "inside" in outs[0]:  # the actors' own time per worker: what is left once Ray's start-up is paid
+        if (
+            "inside" in outs[0]
+        ):  # the actors' own time per worker: what is left once Ray's start-up is paid
             inside = median(o["inside"] for o in outs)
             line += (
                 f"   inside the actors {inside:6.1f} s per worker = {tokens / inside:6.0f} tokens/s; "
@@ -159,13 +170,16 @@ def main() -> int:
             index_dir, model, workers=workers, num_cpus=0.5
         )  # both sets of actors fit 2 CPUs
         searcher.search(queries[:1], top_k=10)  # the actors are up and have their shards
-        print(f"  RayShardedSpanIndex with {workers} worker(s): started in {time.perf_counter() - begin:.1f} s")
+        print(
+            f"  RayShardedSpanIndex with {workers} worker(s): started in {time.perf_counter() - begin:.1f} s"
+        )
         searchers[f"Ray, {workers} worker{'s' if workers > 1 else ''}"] = searcher
     expected = sharded.search(queries, top_k=10)
     for name, searcher in searchers.items():
-        assert [[(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in searcher.search(queries, top_k=10)] == [
-            [(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in expected
-        ], name
+        assert [
+            [(m.doc_id, m.start, m.end, m.score) for m in ms]
+            for ms in searcher.search(queries, top_k=10)
+        ] == [[(m.doc_id, m.start, m.end, m.score) for m in ms] for ms in expected], name
     timings = {name: {1: [], 32: []} for name in searchers}
     for _ in range(args.search_repeats):
         for name, searcher in searchers.items():

@@ -44,12 +44,19 @@ PAIRS = {
         (1, 5),
         1.10,
     ),
-    "reranked": (("phrase", {"scorer": "phrase"}), ("reranked", {"scorer": "reranked"}), (10, 1), 1.30),
+    "reranked": (
+        ("phrase", {"scorer": "phrase"}),
+        ("reranked", {"scorer": "reranked"}),
+        (10, 1),
+        1.30,
+    ),
 }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n-passages", type=int, default=1024)
     parser.add_argument("--words", type=int, default=40)
     parser.add_argument("--n-queries", type=int, default=8)
@@ -58,10 +65,18 @@ def main() -> None:
     parser.add_argument("--sts", default=str(DEFAULT_STS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--scorer", choices=tuple(PAIRS), default="phrase", help="the scorer measured (see above)")
-    parser.add_argument("--index", action="store_true", help="search an index of the passages instead of best_spans")
     parser.add_argument(
-        "--profile", type=int, default=0, metavar="N", help="instead of timing: cProfile N calls of case (b), first K"
+        "--scorer", choices=tuple(PAIRS), default="phrase", help="the scorer measured (see above)"
+    )
+    parser.add_argument(
+        "--index", action="store_true", help="search an index of the passages instead of best_spans"
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead of timing: cProfile N calls of case (b), first K",
     )
     add_model_arguments(parser)
     args = parser.parse_args()
@@ -70,11 +85,15 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences, source = load_sentences(args.sts)
-    passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, args.n_queries, args.seed)
+    passages, queries = build_passages_and_queries(
+        sentences, args.n_passages, args.words, args.n_queries, args.seed
+    )
     model, where = load_bench_model(args, args.threads)
     print("=" * 100)
     (name_a, options_a), (name_b, options_b), top_ks, target = PAIRS[args.scorer]
-    print(f"bench_scorer_overhead: {'SpanIndex.search' if args.index else 'best_spans'} {name_b} / {name_a}")
+    print(
+        f"bench_scorer_overhead: {'SpanIndex.search' if args.index else 'best_spans'} {name_b} / {name_a}"
+    )
     print(environment_line())
     print(
         f"model on {where} | data: {source} | {len(passages)} passages x {args.words} words | {len(queries)} queries | "
@@ -84,7 +103,9 @@ def main() -> None:
     common = dict(max_span=args.max_span, show_progress_bar=False)
     model.best_spans(queries, passages[:64], **common)  # warm-up
 
-    search = lambda top_k, **kwargs: model.best_spans(queries, passages, top_k=top_k, **common, **kwargs)  # noqa: E731
+    search = lambda top_k, **kwargs: model.best_spans(  # noqa: E731
+        queries, passages, top_k=top_k, **common, **kwargs
+    )
     if args.index:
         from slice_st.index import SpanIndex
 
@@ -134,8 +155,12 @@ def profile(call, count: int) -> None:
         call()
     profiler.disable()
     stats = pstats.Stats(profiler)
-    total = sum(timing[3] for timing in stats.stats.values() if timing[4] == {}) / count  # top-level calls
-    print(f"profile: {count} calls, {total:.3f} s per call; cumulative s per call of the package's functions:")
+    total = (
+        sum(timing[3] for timing in stats.stats.values() if timing[4] == {}) / count
+    )  # top-level calls
+    print(
+        f"profile: {count} calls, {total:.3f} s per call; cumulative s per call of the package's functions:"
+    )
     rows = [(key, timing[3] / count) for key, timing in stats.stats.items() if "slice_st" in key[0]]
     for (path, line, name), seconds in sorted(rows, key=lambda row: -row[1])[:30]:
         print(f"  {seconds:7.4f}  {path.split('slice_st/')[-1]}:{line} {name}")

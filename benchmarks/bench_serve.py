@@ -95,15 +95,24 @@ def run_clients(queries: list[str], clients: int, request) -> tuple[list[float],
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--corpus", default=str(SAMPLE), help="a text file, one document per line (default: examples/sample_corpus.txt)"
+        "--corpus",
+        default=str(SAMPLE),
+        help="a text file, one document per line (default: examples/sample_corpus.txt)",
     )
-    parser.add_argument("--replicate", type=int, default=20, help="copies of the corpus in the index (default 20)")
+    parser.add_argument(
+        "--replicate", type=int, default=20, help="copies of the corpus in the index (default 20)"
+    )
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--clients", type=int, default=8, help="concurrent clients of the second case (default 8)")
+    parser.add_argument(
+        "--clients", type=int, default=8, help="concurrent clients of the second case (default 8)"
+    )
     parser.add_argument("--model", default=None, help="model (default: the shipped slice-minilm)")
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument(
-        "--rounds", type=int, default=4, help="the cases run interleaved in this many rounds (default 4)"
+        "--rounds",
+        type=int,
+        default=4,
+        help="the cases run interleaved in this many rounds (default 4)",
     )
     return parser.parse_args()
 
@@ -175,7 +184,9 @@ def http_client(port: int, options: dict, busy: list[int]):
             state["close"] = state["connection"].close
         body = json.dumps({"queries": [query], **options})
         while True:
-            state["connection"].request("POST", "/api/search", body, {"Content-Type": "application/json"})
+            state["connection"].request(
+                "POST", "/api/search", body, {"Content-Type": "application/json"}
+            )
             response = state["connection"].getresponse()
             data = response.read()
             if response.status != 503:
@@ -204,7 +215,9 @@ def measure(args, queries, cases) -> dict[str, tuple[list[float], float]]:
 
 
 def print_results(args, queries, results, busy: int) -> None:
-    print(f"\n{len(queries)} queries per case, top_k={args.top_k}, per_document=1; latency per request (ms)")
+    print(
+        f"\n{len(queries)} queries per case, top_k={args.top_k}, per_document=1; latency per request (ms)"
+    )
     print(f"server answers 503 (busy, asked again): {busy}")
     print(f"{'case':<28} {'p50':>8} {'p95':>8} {'mean':>8} {'req/s':>7}")
     for name, (values, wall) in results.items():
@@ -255,7 +268,9 @@ def main() -> int:
         for query in queries[:10]:  # warm-up, and the answers checked against the in-process search
             got = over_http(query, check)["results"][0]["matches"]
             want = index.search([query], **options)[0]
-            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [(m.doc_id, m.start, m.end) for m in want]
+            assert [(m["doc_id"], m["start"], m["end"]) for m in got] == [
+                (m.doc_id, m.start, m.end) for m in want
+            ]
         check["close"]()
         cases = [
             (f"{where}, {clients} client{'s' if clients > 1 else ''}", clients, request)

@@ -42,9 +42,13 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sts", default=str(DEFAULT_STS))
     parser.add_argument("--words", type=int, default=15000, help="words of the long document")
-    parser.add_argument("--many", type=int, default=2000, help="documents (sentences) of the second index")
+    parser.add_argument(
+        "--many", type=int, default=2000, help="documents (sentences) of the second index"
+    )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--server-seconds", type=float, default=30.0, help="how long the server part runs")
+    parser.add_argument(
+        "--server-seconds", type=float, default=30.0, help="how long the server part runs"
+    )
     parser.add_argument("--skip-server", action="store_true")
     parser.add_argument("--skip-calibration", action="store_true")
     return parser.parse_args()
@@ -91,7 +95,9 @@ def calibrate(indexes: dict, rounds: int) -> None:
 
     process, cap = psutil.Process(), ServeLimits().max_search_cost
     long_query = " ".join(["the man is playing a guitar on the stage tonight"] * 40)[:2000]
-    for index in indexes.values():  # warm: unit flags and word tables are computed on the first search
+    for (
+        index
+    ) in indexes.values():  # warm: unit flags and word tables are computed on the first search
         index.search(["warm up"], top_k=10)
     times: dict[tuple, list[float]] = {}
     peaks: dict[tuple, float] = {}
@@ -100,24 +106,32 @@ def calibrate(indexes: dict, rounds: int) -> None:
             for label, queries, options in SHAPES:
                 queries = queries or [long_query]
                 key = (name, label)
-                if search_cost(index, queries, {"top_k": 10, **options}) > 20 * cap:  # far past the bound: not run
+                if (
+                    search_cost(index, queries, {"top_k": 10, **options}) > 20 * cap
+                ):  # far past the bound: not run
                     continue
                 search = functools.partial(index.search, queries, **{"top_k": 10, **options})
                 seconds, peak = peak_while(search, process)
                 times.setdefault(key, []).append(seconds)
                 peaks[key] = max(peaks.get(key, 0.0), peak)
-    print(f"{'index':6} {'request':28} {'cost':>9} {'s (median)':>10} {'s / 1e7 cost':>12} {'peak +MB':>9}  bound")
+    print(
+        f"{'index':6} {'request':28} {'cost':>9} {'s (median)':>10} {'s / 1e7 cost':>12} {'peak +MB':>9}  bound"
+    )
     for name, index in indexes.items():
         for label, queries, options in SHAPES:
             cost = search_cost(index, queries or [long_query], {"top_k": 10, **options})
             key = (name, label)
             verdict = "runs" if cost <= cap else "413"
             if key not in times:
-                print(f"{name:6} {label:28} {cost:9.3g} {'-':>10} {'-':>12} {'-':>9}  {verdict} (not timed)")
+                print(
+                    f"{name:6} {label:28} {cost:9.3g} {'-':>10} {'-':>12} {'-':>9}  {verdict} (not timed)"
+                )
                 continue
             median = statistics.median(times[key])
             rate = median / cost * 1e7
-            print(f"{name:6} {label:28} {cost:9.3g} {median:10.2f} {rate:12.3f} {peaks[key]:9.0f}  {verdict}")
+            print(
+                f"{name:6} {label:28} {cost:9.3g} {median:10.2f} {rate:12.3f} {peaks[key]:9.0f}  {verdict}"
+            )
     flush()
 
 
@@ -143,11 +157,25 @@ def serve_long(path: str, index, seconds: float) -> None:
     from slice_st.serve import ServeLimits
     from slice_st.serve.app import COST_PER_SECOND, search_cost
 
-    cap, count = min(ServeLimits().max_search_cost, 5 * COST_PER_SECOND), 1  # the bound of --timeout 5
+    cap, count = (
+        min(ServeLimits().max_search_cost, 5 * COST_PER_SECOND),
+        1,
+    )  # the bound of --timeout 5
     while count < 64 and search_cost(index, ["abc"] * (count + 1), {"top_k": 10}) <= cap:
         count += 1
     port = free_port()
-    command = [sys.executable, "-m", "slice_st.cli", "serve", path, "--port", str(port), "--quiet", "--timeout", "5"]
+    command = [
+        sys.executable,
+        "-m",
+        "slice_st.cli",
+        "serve",
+        path,
+        "--port",
+        str(port),
+        "--quiet",
+        "--timeout",
+        "5",
+    ]
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     server = subprocess.Popen(command, cwd=REPO_ROOT, env=environment, stderr=subprocess.PIPE)
     try:
@@ -159,7 +187,9 @@ def serve_long(path: str, index, seconds: float) -> None:
             except OSError:
                 pass
             if server.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"the server did not start: {server.stderr.read().decode()[-2000:]}")
+                raise SystemExit(
+                    f"the server did not start: {server.stderr.read().decode()[-2000:]}"
+                )
             time.sleep(0.2)
         process = psutil.Process(server.pid)
         searches, others, stop, peak = [], [], threading.Event(), [process.memory_info().rss]
@@ -169,7 +199,9 @@ def serve_long(path: str, index, seconds: float) -> None:
             while not stop.is_set():
                 start = time.perf_counter()
                 connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-                connection.request("POST", "/api/search", body, {"Content-Type": "application/json"})
+                connection.request(
+                    "POST", "/api/search", body, {"Content-Type": "application/json"}
+                )
                 status = connection.getresponse().status
                 connection.close()
                 searches.append((status, time.perf_counter() - start))
@@ -184,12 +216,16 @@ def serve_long(path: str, index, seconds: float) -> None:
             time.sleep(0.05)
         stop.set()
         thread.join()
-        print(f"\nserver: --timeout 5, {count} x 'abc' per search (the most the default bound lets through)")
+        print(
+            f"\nserver: --timeout 5, {count} x 'abc' per search (the most the default bound lets through)"
+        )
         statuses = sorted({status for status, _ in searches})
         for status in statuses:
             took = [took for code, took in searches if code == status]
             median = statistics.median(took)
-            print(f"  searches {status}: {len(took)}, seconds median {median:.2f}, max {max(took):.2f}")
+            print(
+                f"  searches {status}: {len(took)}, seconds median {median:.2f}, max {max(took):.2f}"
+            )
         for request in ("/api/info", "/api/documents?id=long"):
             took = [took for name, code, took in others if name == request and code == 200]
             bad = [code for name, code, _ in others if name == request and code != 200]
@@ -212,10 +248,16 @@ def main() -> None:
     sentences = read_sts_sentences(args.sts)
     words = " ".join(sentences).split()[: args.words]
     model = slice_st.load_model()
-    long = SpanIndex.build([" ".join(words), "A short other document about a late flight."], model, ["long", "short"])
+    long = SpanIndex.build(
+        [" ".join(words), "A short other document about a late flight."], model, ["long", "short"]
+    )
     if not args.skip_calibration:
-        many = SpanIndex.build(sentences[: args.many], model, [f"s{number}" for number in range(args.many)])
-        print(f"long: {long.num_units} units in 2 documents; many: {many.num_units} units in {len(many)} documents")
+        many = SpanIndex.build(
+            sentences[: args.many], model, [f"s{number}" for number in range(args.many)]
+        )
+        print(
+            f"long: {long.num_units} units in 2 documents; many: {many.num_units} units in {len(many)} documents"
+        )
         calibrate({"long": long, "many": many}, args.rounds)
     if not args.skip_server:
         with tempfile.TemporaryDirectory(prefix="bench-serve-cost-") as folder:

@@ -42,13 +42,17 @@ from _common import (
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n-passages", type=int, default=100)
     parser.add_argument("--words", type=int, default=40, help="words per passage")
     parser.add_argument("--min-span", type=int, default=1)
     parser.add_argument("--max-span", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=32, help="batch size of best_spans")
-    parser.add_argument("--ngram-batch-size", type=int, default=128, help="batch size of model.encode(ngrams)")
+    parser.add_argument(
+        "--ngram-batch-size", type=int, default=128, help="batch size of model.encode(ngrams)"
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed repetitions of (a)")
     parser.add_argument("--baseline-repeats", type=int, default=1, help="timed repetitions of (b)")
     parser.add_argument(
@@ -56,17 +60,25 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="time (b) on --baseline-passages passages only and scale linearly to --n-passages",
     )
-    parser.add_argument("--baseline-passages", type=int, default=10, help="subset size for --extrapolate")
+    parser.add_argument(
+        "--baseline-passages", type=int, default=10, help="subset size for --extrapolate"
+    )
     parser.add_argument(
         "--max-minutes",
         type=float,
         default=8.0,
         help="refuse a full baseline predicted to take longer than this (0: no check)",
     )
-    parser.add_argument("--pilot-ngrams", type=int, default=1024, help="n-grams timed to predict the baseline")
-    parser.add_argument("--sts", default=str(DEFAULT_STS), help="STS-benchmark TSV to build passages from")
+    parser.add_argument(
+        "--pilot-ngrams", type=int, default=1024, help="n-grams timed to predict the baseline"
+    )
+    parser.add_argument(
+        "--sts", default=str(DEFAULT_STS), help="STS-benchmark TSV to build passages from"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch.set_num_threads (default: torch's default)"
+    )
     return parser.parse_args()
 
 
@@ -95,12 +107,18 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     sentences, source = load_sentences(args.sts)
-    passages, queries = build_passages_and_queries(sentences, args.n_passages, args.words, 1, args.seed)
+    passages, queries = build_passages_and_queries(
+        sentences, args.n_passages, args.words, 1, args.seed
+    )
     query = queries[0]
     model = slice_st.load_model()
     baseline_passages = passages[: args.baseline_passages] if args.extrapolate else passages
     ngrams, owners, ngram_spans = enumerate_ngrams(baseline_passages, args.min_span, args.max_span)
-    all_ngrams = ngrams if not args.extrapolate else enumerate_ngrams(passages, args.min_span, args.max_span)[0]
+    all_ngrams = (
+        ngrams
+        if not args.extrapolate
+        else enumerate_ngrams(passages, args.min_span, args.max_span)[0]
+    )
 
     print("=" * 100)
     print("bench_single_vs_ngram (P2): single forward pass (best_spans) vs one input per n-gram")
@@ -117,7 +135,10 @@ def main() -> None:
     flush()
 
     span_kwargs = dict(
-        min_span=args.min_span, max_span=args.max_span, batch_size=args.batch_size, show_progress_bar=False
+        min_span=args.min_span,
+        max_span=args.max_span,
+        batch_size=args.batch_size,
+        show_progress_bar=False,
     )
 
     # Warm-up (not timed).
@@ -165,11 +186,19 @@ def main() -> None:
         query_vector = model.encode([query], convert_to_tensor=True, show_progress_bar=False)
         t_enc = time.perf_counter()
         vectors = model.encode(
-            ngrams, batch_size=args.ngram_batch_size, convert_to_tensor=True, show_progress_bar=False
+            ngrams,
+            batch_size=args.ngram_batch_size,
+            convert_to_tensor=True,
+            show_progress_bar=False,
         )
         t_enc = time.perf_counter() - t_enc
-        scores = torch.nn.functional.normalize(vectors, dim=-1) @ torch.nn.functional.normalize(query_vector, dim=-1)[0]
-        best = torch.full((n_baseline,), float("-inf")).scatter_reduce(0, owner_index, scores, "amax")
+        scores = (
+            torch.nn.functional.normalize(vectors, dim=-1)
+            @ torch.nn.functional.normalize(query_vector, dim=-1)[0]
+        )
+        best = torch.full((n_baseline,), float("-inf")).scatter_reduce(
+            0, owner_index, scores, "amax"
+        )
         wall = time.perf_counter() - wall0
         last["b"] = (scores, best)
         return {"wall": wall, "encode": t_enc}

@@ -30,7 +30,9 @@ from _common import (
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--export-dir", required=True, help="folder keeping the ONNX/OpenVINO exports (made if missing)"
+        "--export-dir",
+        required=True,
+        help="folder keeping the ONNX/OpenVINO exports (made if missing)",
     )
     parser.add_argument(
         "--model",
@@ -62,7 +64,9 @@ def main() -> None:
         if name == "torch":
             return slice_st.load_model(args.model)
         backend, _, variant = name.partition("-")
-        return slice_st.load_model(args.export_dir, backend=backend, quantized=variant == "int8", threads=threads)
+        return slice_st.load_model(
+            args.export_dir, backend=backend, quantized=variant == "int8", threads=threads
+        )
 
     torch_model = slice_st.load_model(args.model) if "torch" in args.backends else None
     cases = {}
@@ -92,7 +96,9 @@ def main() -> None:
         base = median(r["wall"] for r in results[f"{name} x{args.threads[0]}"])
         for threads in args.threads:
             wall = median(r["wall"] for r in results[f"{name} x{threads}"])
-            print(f"{name:<12} {threads} thread(s): median {wall:7.2f} s   vs {args.threads[0]}: {wall / base:5.2f}x")
+            print(
+                f"{name:<12} {threads} thread(s): median {wall:7.2f} s   vs {args.threads[0]}: {wall / base:5.2f}x"
+            )
     print(f"{load_line()} at end")
 
 

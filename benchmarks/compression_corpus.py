@@ -43,7 +43,9 @@ def paragraphs(package: str):
             except (SyntaxError, UnicodeDecodeError):
                 continue
             for node in ast.walk(tree):
-                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                if isinstance(
+                    node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+                ):
                     doc = ast.get_docstring(node)
                     for part in re.split(r"\n\s*\n", doc or ""):
                         if (text := prose(part)) is not None:

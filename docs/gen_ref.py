@@ -45,9 +45,20 @@ lines = [
 for module in sorted(by_module):
     lines += [f"### `{module}`", ""]
     for name in sorted(by_module[module], key=str.lower):
-        lines += [f"::: {module}.{name}", "    options:", "      show_root_heading: true", "      heading_level: 4", ""]
+        lines += [
+            f"::: {module}.{name}",
+            "    options:",
+            "      show_root_heading: true",
+            "      heading_level: 4",
+            "",
+        ]
 
-lines += ["## Sub-packages", "", "Further public names of the sub-packages (import them from the sub-package).", ""]
+lines += [
+    "## Sub-packages",
+    "",
+    "Further public names of the sub-packages (import them from the sub-package).",
+    "",
+]
 facade = set(package.__all__)
 for sub in SUBPACKAGES:
     module = importlib.import_module(f"slice_st.{sub}")

@@ -56,7 +56,11 @@ def run(parser: argparse.ArgumentParser, handler: Callable, argv: Sequence[str] 
 
 def handle(parser: argparse.ArgumentParser, handler: Callable, args: argparse.Namespace) -> int:
     """Run ``handler(args)``; an error the user can fix ends with one line and status 2."""
-    if getattr(args, "quiet", False) or getattr(args, "no_progress", False) or not getattr(args, "progress", True):
+    if (
+        getattr(args, "quiet", False)
+        or getattr(args, "no_progress", False)
+        or not getattr(args, "progress", True)
+    ):
         from transformers.utils import logging as transformers_logging
 
         transformers_logging.disable_progress_bar()
@@ -65,7 +69,9 @@ def handle(parser: argparse.ArgumentParser, handler: Callable, args: argparse.Na
     try:
         return handler(args)
     except (ValueError, OSError, MissingExtraError) as error:
-        parser.exit(2, f"{parser.prog}: error: {' '.join(str(error).split()) or type(error).__name__}\n")
+        parser.exit(
+            2, f"{parser.prog}: error: {' '.join(str(error).split()) or type(error).__name__}\n"
+        )
     except ModuleNotFoundError as error:  # a dependency of the lab, not of the package
         if error.name is None or importlib.util.find_spec(error.name.split(".")[0]) is not None:
             raise

@@ -33,8 +33,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from slice_st.evaluation.span_retrieval import SetupResult, check_all_scored, check_inputs, score_full, score_single
-from slice_st.loading import BASE_MODEL_NAMES, DEFAULT_SHIPPED_MODEL, model_fingerprint, model_identity
+from slice_st.evaluation.span_retrieval import (
+    SetupResult,
+    check_all_scored,
+    check_inputs,
+    score_full,
+    score_single,
+)
+from slice_st.loading import (
+    BASE_MODEL_NAMES,
+    DEFAULT_SHIPPED_MODEL,
+    model_fingerprint,
+    model_identity,
+)
 from slice_st.scoring import DEFAULT_SCORER, SPAN_SCORERS, resolve_scorer
 from slice_st.spans import best_span_scores, span_grid
 from slice_st.tokens import SPAN_PROCESSING_KWARGS, check_unit, text_units, unit_boundaries
@@ -88,7 +99,9 @@ def ngram_offsets(
     for char_starts, char_ends, _ in text_units(tokenizer, list(texts), unit):
         starts, ends = span_grid(len(char_starts), min_span, max_span)
         result.append(
-            np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1).astype(np.int64).reshape(-1, 2)
+            np.stack([char_starts[starts.numpy()], char_ends[ends.numpy() - 1]], axis=1)
+            .astype(np.int64)
+            .reshape(-1, 2)
         )
     return result
 
@@ -136,7 +149,9 @@ def score_ngram(
     best: list[tuple[int, int] | None] = [None] * len(passages)
     if show_progress_bar is None:
         show_progress_bar = total > 4 * NGRAMS_PER_CALL
-    with tqdm(total=total, desc="Encoding n-grams", unit="n-gram", disable=not show_progress_bar) as progress:
+    with tqdm(
+        total=total, desc="Encoding n-grams", unit="n-gram", disable=not show_progress_bar
+    ) as progress:
         pending: list[int] = []
         pending_size = 0
 
@@ -148,7 +163,9 @@ def score_ngram(
             cursor = 0
             for i in pending:
                 count = len(offsets[i])
-                rows = torch.tensor([position[t] for t in strings[cursor : cursor + count]], device=vectors.device)
+                rows = torch.tensor(
+                    [position[t] for t in strings[cursor : cursor + count]], device=vectors.device
+                )
                 cosines = vectors[rows] @ queries[i]
                 top = int(torch.argmax(cosines))
                 scores[i] = float(cosines[top])
@@ -174,7 +191,9 @@ SCORERS = {"full": score_full, "single": score_single, "ngram": score_ngram}
 
 
 def _encode(model, texts: list[str], batch_size: int, show_progress_bar: bool) -> torch.Tensor:
-    vectors = model.encode(texts, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_tensor=True)
+    vectors = model.encode(
+        texts, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_tensor=True
+    )
     return torch.nn.functional.normalize(vectors.float(), dim=-1)
 
 
@@ -218,7 +237,9 @@ class System:
 
     def _check_setup(self, setup: str) -> None:
         if setup not in self.setups:
-            raise ValueError(f"{self.name} has no {setup!r} setup (it has {', '.join(self.setups)}).")
+            raise ValueError(
+                f"{self.name} has no {setup!r} setup (it has {', '.join(self.setups)})."
+            )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -249,7 +270,16 @@ class SentenceTransformerSystem(System):
         return f"st-{model_fingerprint(self.model)}-{self.scorer.name}"
 
     def score(
-        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+        self,
+        setup,
+        phrases,
+        passages,
+        *,
+        min_span=1,
+        max_span=20,
+        unit="word",
+        batch_size=32,
+        show_progress_bar=None,
     ):
         self._check_setup(setup)
         kwargs: dict[str, Any] = {
@@ -312,7 +342,9 @@ class BM25System(System):
     name = "BM25"
     setups = ("full", "ngram")
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, stopwords: str | None = "en", tokenizer=None):
+    def __init__(
+        self, k1: float = 1.5, b: float = 0.75, stopwords: str | None = "en", tokenizer=None
+    ):
         self.k1, self.b, self.stopwords = k1, b, stopwords
         self._tokenizer = tokenizer
 
@@ -327,7 +359,9 @@ class BM25System(System):
     def _tokens(self, texts: list[str]) -> list[list[str]]:
         import bm25s
 
-        return bm25s.tokenize(texts, stopwords=self.stopwords, return_ids=False, show_progress=False)
+        return bm25s.tokenize(
+            texts, stopwords=self.stopwords, return_ids=False, show_progress=False
+        )
 
     def _index(self, documents: list[str]):
         import bm25s
@@ -343,14 +377,25 @@ class BM25System(System):
         return np.asarray(retriever.get_scores(known), dtype=np.float64)
 
     def score(
-        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+        self,
+        setup,
+        phrases,
+        passages,
+        *,
+        min_span=1,
+        max_span=20,
+        unit="word",
+        batch_size=32,
+        show_progress_bar=None,
     ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
         queries = self._tokens(phrases)
         if setup == "full":
             retriever = self._index(passages)
-            scores = np.array([self._query_scores(retriever, query)[i] for i, query in enumerate(queries)])
+            scores = np.array(
+                [self._query_scores(retriever, query)[i] for i, query in enumerate(queries)]
+            )
             return SetupResult(scores)
         offsets = ngram_offsets(self.tokenizer, passages, min_span, max_span, unit)
         documents = [passages[i][s:e] for i, rows in enumerate(offsets) for s, e in rows]
@@ -370,7 +415,9 @@ class BM25System(System):
 
 
 # ------------------------------------------------------------------------------------------ GloVe
-_GLOVE_TOKEN = re.compile(r"\w+(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|\w+(?:[-.]\w+)*|[^\w\s]", re.IGNORECASE)
+_GLOVE_TOKEN = re.compile(
+    r"\w+(?=n't\b)|n't\b|'(?:s|re|ve|ll|d|m)\b|\w+(?:[-.]\w+)*|[^\w\s]", re.IGNORECASE
+)
 
 
 def glove_tokenize(text: str) -> list[tuple[str, int, int]]:
@@ -427,7 +474,16 @@ class GloveSystem(System):
         return vectors.sum(0)
 
     def score(
-        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+        self,
+        setup,
+        phrases,
+        passages,
+        *,
+        min_span=1,
+        max_span=20,
+        unit="word",
+        batch_size=32,
+        show_progress_bar=None,
     ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
@@ -437,7 +493,9 @@ class GloveSystem(System):
             norms = np.linalg.norm(queries, axis=1) * np.linalg.norm(documents, axis=1)
             return SetupResult((queries * documents).sum(1) / np.maximum(norms, 1e-12))
         check_unit(unit)
-        encoded = self.tokenizer(passages, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        encoded = self.tokenizer(
+            passages, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
         scores = np.full(len(passages), -np.inf)
         spans: list[tuple[int, int] | None] = [None] * len(passages)
         for i, passage in enumerate(passages):
@@ -447,11 +505,16 @@ class GloveSystem(System):
             mask = torch.ones(1, len(offsets), dtype=torch.long)
             units = unit_boundaries(mask, torch.zeros_like(mask), torch.tensor([offsets]), unit)
             count = int(units.num_units[0])
-            unit_starts, unit_ends = units.char_starts[0, :count].numpy(), units.char_ends[0, :count].numpy()
+            unit_starts, unit_ends = (
+                units.char_starts[0, :count].numpy(),
+                units.char_ends[0, :count].numpy(),
+            )
             tokens, vectors = self._token_vectors(passage)
             token_starts = np.array([start for _, start, _ in tokens], dtype=np.int64)
             # Unit u covers the GloVe tokens starting inside its character range.
-            boundaries = np.searchsorted(token_starts, np.concatenate([unit_starts, [unit_ends[-1]]]), side="left")
+            boundaries = np.searchsorted(
+                token_starts, np.concatenate([unit_starts, [unit_ends[-1]]]), side="left"
+            )
             found = best_span_scores(
                 torch.from_numpy(queries[i : i + 1]),
                 torch.from_numpy(vectors)[None],
@@ -507,12 +570,24 @@ class DensePhrasesSystem(System):
         )
         for text, out in zip(texts, outputs):
             units = unit_boundaries(
-                out["attention_mask"][None], out["special_tokens_mask"][None], out["offset_mapping"][None], unit
+                out["attention_mask"][None],
+                out["special_tokens_mask"][None],
+                out["offset_mapping"][None],
+                unit,
             )
             yield text, out["token_embeddings"].float(), units
 
     def score(
-        self, setup, phrases, passages, *, min_span=1, max_span=20, unit="word", batch_size=32, show_progress_bar=None
+        self,
+        setup,
+        phrases,
+        passages,
+        *,
+        min_span=1,
+        max_span=20,
+        unit="word",
+        batch_size=32,
+        show_progress_bar=None,
     ):
         self._check_setup(setup)
         phrases, passages = check_inputs(phrases, passages)
@@ -541,10 +616,14 @@ class DensePhrasesSystem(System):
             cosines = dots / norms.clamp(min=1e-12)
             top = int(torch.argmax(cosines))
             scores[i] = float(cosines[top])
-            spans[i] = (int(units.char_starts[0, starts[top]]), int(units.char_ends[0, ends[top] - 1]))
+            spans[i] = (
+                int(units.char_starts[0, starts[top]]),
+                int(units.char_ends[0, ends[top] - 1]),
+            )
         if truncated:
             warnings.warn(
-                f"{self.name}: {truncated} passage(s) longer than the model window were truncated.", stacklevel=2
+                f"{self.name}: {truncated} passage(s) longer than the model window were truncated.",
+                stacklevel=2,
             )
         check_all_scored(scores, passages)
         return SetupResult(scores, spans)

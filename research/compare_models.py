@@ -51,7 +51,9 @@ def figures(rows: dict[str, np.ndarray], gold: np.ndarray, index: np.ndarray) ->
     }
 
 
-def compare(first: dict, second: dict, gold: np.ndarray, samples: int = 2000, seed: int = 0) -> dict:
+def compare(
+    first: dict, second: dict, gold: np.ndarray, samples: int = 2000, seed: int = 0
+) -> dict:
     """Per part: both models' figures and the 95% interval of the second minus the first."""
     rng = np.random.default_rng(seed)
     report = {}
@@ -65,7 +67,11 @@ def compare(first: dict, second: dict, gold: np.ndarray, samples: int = 2000, se
             for key in gains:
                 gains[key].append(fb[key] - fa[key])
         report[part] = {
-            key: {"first": round(a[key], 2), "second": round(b[key], 2), "gain_95ci": _interval(gains[key])}
+            key: {
+                "first": round(a[key], 2),
+                "second": round(b[key], 2),
+                "gain_95ci": _interval(gains[key]),
+            }
             for key in a
         }
     return report
@@ -94,7 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from research.realtext.evaluate import as_scorer
 
     scorers = args.scorers * 2 if len(args.scorers) == 1 else args.scorers
-    rows = [row_results(slice_st.load_model(name), data, as_scorer(s)) for name, s in zip(args.models, scorers)]
+    rows = [
+        row_results(slice_st.load_model(name), data, as_scorer(s))
+        for name, s in zip(args.models, scorers)
+    ]
     report = {"models": args.models, "scorers": scorers, **compare(*rows, gold)}
     print(json.dumps(report, indent=1))
     return 0

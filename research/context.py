@@ -51,7 +51,11 @@ def _words(text: str) -> set[str]:
 
 def _too_close(candidate: set[str], targets: Sequence[set[str]], limit: float = 0.5) -> bool:
     """True when ``candidate`` shares half of its words (Jaccard) with any target."""
-    return any(len(candidate & target) / len(candidate | target) >= limit for target in targets if candidate | target)
+    return any(
+        len(candidate & target) / len(candidate | target) >= limit
+        for target in targets
+        if candidate | target
+    )
 
 
 def _checked_pairs(pairs) -> tuple[list[dict], list[str]]:
@@ -64,18 +68,28 @@ def _checked_pairs(pairs) -> tuple[list[dict], list[str]]:
         for key in ("sentence1", "sentence2"):
             if not isinstance(row[key], str) or not row[key].strip():
                 raise DataFormatError(f"pair {position}: {key} is empty or not a string.")
-    pool = list(dict.fromkeys(one_line(row[key]) for row in rows for key in ("sentence1", "sentence2")))
+    pool = list(
+        dict.fromkeys(one_line(row[key]) for row in rows for key in ("sentence1", "sentence2"))
+    )
     if len(pool) < 3:
-        raise DataFormatError(f"need at least 3 distinct sentences to build context, got {len(pool)}.")
+        raise DataFormatError(
+            f"need at least 3 distinct sentences to build context, got {len(pool)}."
+        )
     return rows, pool
 
 
-def _passage(rng: random.Random, origin: str, target: str, style: str, pool, pool_words, words: int) -> str:
+def _passage(
+    rng: random.Random, origin: str, target: str, style: str, pool, pool_words, words: int
+) -> str:
     """``target`` (verbatim) inside context sentences of ``pool`` unlike the pair's own, in ``style``."""
     own = [_words(origin), _words(target)]
     core = target
     if style == "clause":
-        core = f"{rng.choice(_LEADS)} {target}" if rng.random() < 0.5 else f"{target} {rng.choice(_TRAILS)}"
+        core = (
+            f"{rng.choice(_LEADS)} {target}"
+            if rng.random() < 0.5
+            else f"{target} {rng.choice(_TRAILS)}"
+        )
     context: list[str] = []
     count = len(core.split())
     for _ in range(200):
@@ -88,7 +102,9 @@ def _passage(rng: random.Random, origin: str, target: str, style: str, pool, poo
         context.append(sentence)
         count += len(sentence.split())
     if not context:
-        raise DataFormatError(f"found no context sentence unlike the pair's own sentences ({target!r:.60}).")
+        raise DataFormatError(
+            f"found no context sentence unlike the pair's own sentences ({target!r:.60})."
+        )
     if style == "preceding":
         return " ".join([*context, core])
     if style == "following":
@@ -97,7 +113,9 @@ def _passage(rng: random.Random, origin: str, target: str, style: str, pool, poo
     return " ".join([*context[:cut], core, *context[cut:]])
 
 
-def make_context(pairs, *, seed: int = 0, styles: Sequence[str] = CONTEXT_STYLES, words: int = 40, limit=None):
+def make_context(
+    pairs, *, seed: int = 0, styles: Sequence[str] = CONTEXT_STYLES, words: int = 40, limit=None
+):
     """An STS-B-Context-style set: each pair's ``sentence2`` placed verbatim inside context.
 
     Context sentences are other sentences of the same pairs, never one of the pair's own nor one sharing half of
@@ -126,16 +144,27 @@ def make_context(pairs, *, seed: int = 0, styles: Sequence[str] = CONTEXT_STYLES
     import datasets
 
     if not styles or any(style not in CONTEXT_STYLES for style in styles):
-        raise DataFormatError(f"styles must be a non-empty subset of {CONTEXT_STYLES}, got {list(styles)}.")
+        raise DataFormatError(
+            f"styles must be a non-empty subset of {CONTEXT_STYLES}, got {list(styles)}."
+        )
     if words < 1 or (limit is not None and limit < 1):
         raise DataFormatError(f"words and limit must be >= 1, got {words} and {limit}.")
     rows, pool = _checked_pairs(pairs)
     pool_words = [_words(sentence) for sentence in pool]
     rng = random.Random(seed)
-    chosen = range(len(rows)) if limit is None else sorted(rng.sample(range(len(rows)), min(limit, len(rows))))
-    out: dict[str, list[Any]] = {key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style")}
+    chosen = (
+        range(len(rows))
+        if limit is None
+        else sorted(rng.sample(range(len(rows)), min(limit, len(rows))))
+    )
+    out: dict[str, list[Any]] = {
+        key: [] for key in ("line", "paraphrase", "passage", "goldsim", "style")
+    }
     for position in chosen:
-        origin, target = one_line(rows[position]["sentence1"]), one_line(rows[position]["sentence2"])
+        origin, target = (
+            one_line(rows[position]["sentence1"]),
+            one_line(rows[position]["sentence2"]),
+        )
         style = rng.choice(list(styles))
         values = (origin, target, _passage(rng, origin, target, style, pool, pool_words, words))
         for key, value in zip(out, (*values, float(rows[position]["score"]), style)):
@@ -178,10 +207,14 @@ def _styles(value: str) -> list[str]:
 def _make_context_command(args) -> int:
     check_output(args.output, folder=False)
     styles = _styles(args.styles)
-    rows = make_context(read_stsb(args.stsb), seed=args.seed, styles=styles, words=args.words, limit=args.limit)
+    rows = make_context(
+        read_stsb(args.stsb), seed=args.seed, styles=styles, words=args.words, limit=args.limit
+    )
     count = write_stsb_context(rows, args.output, encoding=args.encoding)
     details = dict(seed=args.seed, styles=styles, words=args.words, limit=args.limit, pairs=count)
-    write_source_note(args.output, "make-context", created_by="python -m research.context", **details)
+    write_source_note(
+        args.output, "make-context", created_by="python -m research.context", **details
+    )
     lengths = [len(passage.split()) for passage in rows["passage"]]
     print(
         f"wrote {count} pairs to {args.output} (passages {min(lengths)}-{max(lengths)} words, mean "
@@ -193,14 +226,29 @@ def _make_context_command(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m research.context", description=__doc__.split("\n\n")[0])
-    parser.add_argument("stsb", metavar="STS_FILE", help="STS-benchmark TSV, e.g. DATA/stsbenchmark/sts-dev.csv")
+    parser = argparse.ArgumentParser(
+        prog="python -m research.context", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "stsb", metavar="STS_FILE", help="STS-benchmark TSV, e.g. DATA/stsbenchmark/sts-dev.csv"
+    )
     parser.add_argument("-o", "--output", required=True, help="output TSV (STS-B-Context format)")
-    parser.add_argument("--limit", type=positive_int, help="keep a seeded sample of N pairs (the paper uses 1,024)")
+    parser.add_argument(
+        "--limit", type=positive_int, help="keep a seeded sample of N pairs (the paper uses 1,024)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--words", type=positive_int, default=40, help="minimum passage length in words (default 40)")
-    parser.add_argument("--styles", default=",".join(CONTEXT_STYLES), help="comma-separated context styles")
-    parser.add_argument("--encoding", default="utf-8", help="output encoding (the public file uses cp1252)")
+    parser.add_argument(
+        "--words",
+        type=positive_int,
+        default=40,
+        help="minimum passage length in words (default 40)",
+    )
+    parser.add_argument(
+        "--styles", default=",".join(CONTEXT_STYLES), help="comma-separated context styles"
+    )
+    parser.add_argument(
+        "--encoding", default="utf-8", help="output encoding (the public file uses cp1252)"
+    )
     return run(parser, _make_context_command, argv)
 
 

@@ -20,7 +20,11 @@ from research.offline_data import offline_passages, offline_training_triplets
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shared-data", default="../shared/data")
-    parser.add_argument("--dev", default=None, help="STS-B / STS-B-Context file whose sentences stay out of training")
+    parser.add_argument(
+        "--dev",
+        default=None,
+        help="STS-B / STS-B-Context file whose sentences stay out of training",
+    )
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("-o", "--output-dir", default="runs/distill-example")
     args = parser.parse_args()
@@ -29,7 +33,9 @@ def main() -> None:
     model.max_seq_length = 128
     exclude = [f"{args.shared_data}/stsbenchmark/sts-dev.csv"] + ([args.dev] if args.dev else [])
     passages = offline_passages(args.shared_data, exclude_paths=exclude, limit=16 * args.steps)
-    triplets = offline_training_triplets(args.shared_data, dev_path=exclude[0], limit=4 * args.steps)
+    triplets = offline_training_triplets(
+        args.shared_data, dev_path=exclude[0], limit=4 * args.steps
+    )
     losses = {
         "slice": slice_st.SpanMaxCrossEntropyLoss(model, max_span=10),
         "distill": slice_st.SpanDistillationLoss(
@@ -48,13 +54,20 @@ def main() -> None:
             save_strategy="no",
         ),
         train_dataset=DatasetDict(
-            {"slice": triplets.select_columns(["anchor", "positive", "negative"]), "distill": passages}
+            {
+                "slice": triplets.select_columns(["anchor", "positive", "negative"]),
+                "distill": passages,
+            }
         ),
         loss=losses,
     )
     trainer.train()
     slice_st.save_slice_model(model, f"{args.output_dir}/final")
-    print(model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."])[0][0][0])
+    print(
+        model.best_spans(["plays the guitar"], ["Yesterday a man played the guitar badly."])[0][0][
+            0
+        ]
+    )
 
 
 if __name__ == "__main__":

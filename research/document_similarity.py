@@ -98,9 +98,14 @@ class DocumentTokens:
         width = max((len(t) for t in tokens), default=0)
         dim = self.vectors.shape[1]
         embeddings = self.vectors.new_zeros(len(indices), width, dim)
-        units = [self.word_starts[int(self.word_offsets[i]) : int(self.word_offsets[i + 1])] for i in indices]
+        units = [
+            self.word_starts[int(self.word_offsets[i]) : int(self.word_offsets[i + 1])]
+            for i in indices
+        ]
         num_units = torch.tensor([len(u) for u in units], dtype=torch.long)
-        boundaries = torch.zeros(len(indices), int(num_units.max()) + 1 if indices else 1, dtype=torch.long)
+        boundaries = torch.zeros(
+            len(indices), int(num_units.max()) + 1 if indices else 1, dtype=torch.long
+        )
         for row, (values, starts) in enumerate(zip(tokens, units)):
             embeddings[row, : len(values)] = values
             boundaries[row, : len(starts)] = starts
@@ -110,18 +115,26 @@ class DocumentTokens:
     def save(self, path: str) -> None:
         """Write the arrays to ``path`` as a NumPy ``.npz`` archive (plain arrays: no pickle)."""
         _save_arrays(
-            path, {key: getattr(self, key) for key in ("vectors", "token_offsets", "word_starts", "word_offsets")}
+            path,
+            {
+                key: getattr(self, key)
+                for key in ("vectors", "token_offsets", "word_starts", "word_offsets")
+            },
         )
 
     @classmethod
     def load(cls, path: str) -> DocumentTokens:
         """Read what :meth:`save` wrote (a ``ValueError`` if the file is damaged or not such an archive)."""
-        return cls(**_load_arrays(path, ("vectors", "token_offsets", "word_starts", "word_offsets")))
+        return cls(
+            **_load_arrays(path, ("vectors", "token_offsets", "word_starts", "word_offsets"))
+        )
 
 
 def _save_arrays(path: str, arrays: dict[str, Tensor]) -> None:
     """``arrays`` into ``path`` as an ``.npz`` archive (plain arrays, no pickle), written beside it then renamed."""
-    with atomic_file(path) as handle:  # a new temporary file (never through a planted link), then os.replace
+    with atomic_file(
+        path
+    ) as handle:  # a new temporary file (never through a planted link), then os.replace
         np.savez(handle, **{key: value.detach().cpu().numpy() for key, value in arrays.items()})
 
 
@@ -134,7 +147,9 @@ def _load_arrays(path: str, keys: Sequence[str]) -> dict[str, Tensor]:
         with np.load(path, allow_pickle=False) as archive:
             return {key: torch.from_numpy(np.array(archive[key])) for key in keys}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
-        raise ValueError(f"{path}: not a readable cache archive ({type(error).__name__}: {error})") from None
+        raise ValueError(
+            f"{path}: not a readable cache archive ({type(error).__name__}: {error})"
+        ) from None
 
 
 def encode_documents(
@@ -228,7 +243,12 @@ def reciprocal_ranks(scores: np.ndarray, answers: Sequence[int]) -> np.ndarray:
 
 
 def _selected_spans(
-    store: DocumentTokens, indices: Sequence[int], rule: str, ratio: float, min_span: int, max_span: int
+    store: DocumentTokens,
+    indices: Sequence[int],
+    rule: str,
+    ratio: float,
+    min_span: int,
+    max_span: int,
 ) -> tuple[Tensor, Tensor]:
     """``⌈ratio · tokens⌉`` span vectors of each document chosen by ``rule``: ``(vectors (B, m, d), valid (B, m))``."""
     embeddings, boundaries, num_units = store.batch(indices)
@@ -246,7 +266,9 @@ def _selected_spans(
 
 
 # --------------------------------------------------------------------------------------- evaluator
-def _method_names(methods: Sequence[str], rules: Sequence[str], ratios: Sequence[float]) -> list[str]:
+def _method_names(
+    methods: Sequence[str], rules: Sequence[str], ratios: Sequence[float]
+) -> list[str]:
     names = []
     for method in methods:
         if method == "selected":
@@ -254,7 +276,9 @@ def _method_names(methods: Sequence[str], rules: Sequence[str], ratios: Sequence
         elif method in BASE_METHODS:
             names.append(method)
         else:
-            raise ValueError(f"unknown method {method!r}; choose from {', '.join(BASE_METHODS + ('selected',))}.")
+            raise ValueError(
+                f"unknown method {method!r}; choose from {', '.join(BASE_METHODS + ('selected',))}."
+            )
     return names
 
 
@@ -327,7 +351,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         for position, (source, options, answer) in enumerate(zip(sources, candidates, answers)):
             missing = [doc_id for doc_id in (source, *options) if doc_id not in documents]
             if missing:
-                raise ValueError(f"task {position}: document {missing[0]!r} is not among the documents.")
+                raise ValueError(
+                    f"task {position}: document {missing[0]!r} is not among the documents."
+                )
             if not 0 <= int(answer) < len(options):
                 raise ValueError(
                     f"task {position}: answer {answer} is not a position in its {len(options)} candidates."
@@ -342,7 +368,13 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         if not self.methods:
             raise ValueError("no method to evaluate.")
         used = list(
-            dict.fromkeys([doc_id for source, options in zip(sources, candidates) for doc_id in (source, *options)])
+            dict.fromkeys(
+                [
+                    doc_id
+                    for source, options in zip(sources, candidates)
+                    for doc_id in (source, *options)
+                ]
+            )
         )
         self.doc_ids = used
         self.texts = [documents[doc_id] for doc_id in used]
@@ -358,7 +390,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         self.show_progress_bar = show_progress_bar
         self.write_csv = write_csv
         self.primary_metric = "spans_mrr" if "spans" in self.methods else f"{self.methods[0]}_mrr"
-        self.csv_file = f"paraphrase_identification_evaluation{'_' + name if name else ''}_results.csv"
+        self.csv_file = (
+            f"paraphrase_identification_evaluation{'_' + name if name else ''}_results.csv"
+        )
         self.csv_headers = ["epoch", "steps"] + [f"{m}_mrr" for m in self.methods]
         #: Wall time of the last call: ``encode_tokens`` (one pass over the documents) and each method's scoring.
         self.seconds: dict[str, float] = {}
@@ -369,7 +403,13 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
     ) -> ParaphraseIdentificationEvaluator:
         """From :func:`research.phrase_data.read_parabank_pi` (the first ``limit`` tasks if given)."""
         end = len(tasks) if limit is None else limit
-        return cls(tasks.documents, tasks.sources[:end], tasks.candidates[:end], tasks.answers[:end], **kwargs)
+        return cls(
+            tasks.documents,
+            tasks.sources[:end],
+            tasks.candidates[:end],
+            tasks.answers[:end],
+            **kwargs,
+        )
 
     # ------------------------------------------------------------------ encoding (cached)
     def _cache_path(self, model: SentenceTransformer, kind: str) -> str | None:
@@ -437,7 +477,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
                     vectors = self.document_vectors(model)
                 else:
                     sums = torch.zeros(len(store), store.vectors.shape[1]).index_add_(
-                        0, torch.repeat_interleave(torch.arange(len(store)), store.num_tokens()), store.vectors
+                        0,
+                        torch.repeat_interleave(torch.arange(len(store)), store.num_tokens()),
+                        store.vectors,
                     )
                     vectors = torch.nn.functional.normalize(sums, dim=-1)
                 for row, (source, options) in enumerate(zip(self.sources, self.candidates)):
@@ -446,14 +488,21 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
             elif method == "tokens":
                 for row, (source, options) in enumerate(zip(self.sources, self.candidates)):
                     embeddings, _, _ = store.batch(options)
-                    mask = torch.arange(embeddings.shape[1])[None, :] < store.num_tokens()[options][:, None]
-                    table[row, : len(options)] = maxsim_mean(store.tokens(source), embeddings, mask).numpy()
+                    mask = (
+                        torch.arange(embeddings.shape[1])[None, :]
+                        < store.num_tokens()[options][:, None]
+                    )
+                    table[row, : len(options)] = maxsim_mean(
+                        store.tokens(source), embeddings, mask
+                    ).numpy()
                 memory = float(store.num_tokens()[self._used()].double().mean())
             elif method == "spans":
                 for row, (source, options) in enumerate(zip(self.sources, self.candidates)):
                     queries = self._all_spans(store, source)
                     embeddings, boundaries, num_units = store.batch(options)
-                    best = max_span_cosines(queries, embeddings, boundaries, num_units, self.min_span, self.max_span)
+                    best = max_span_cosines(
+                        queries, embeddings, boundaries, num_units, self.min_span, self.max_span
+                    )
                     best = torch.where(torch.isfinite(best), best, torch.zeros_like(best))
                     table[row, : len(options)] = best.mean(dim=1).numpy() if len(queries) else 0.0
                 memory = self._span_count(store)
@@ -482,7 +531,9 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         lengths = torch.arange(self.min_span, self.max_span + 1, dtype=torch.float64)
         return float((words[:, None] - lengths[None, :] + 1).clamp(min=0).sum(dim=1).mean())
 
-    def _selection(self, store: DocumentTokens, rule: str, ratio: float, chunk: int = 64) -> tuple[Tensor, Tensor]:
+    def _selection(
+        self, store: DocumentTokens, rule: str, ratio: float, chunk: int = 64
+    ) -> tuple[Tensor, Tensor]:
         parts = []
         for first in range(0, len(store), chunk):
             indices = list(range(first, min(first + chunk, len(store))))
@@ -498,9 +549,15 @@ class ParaphraseIdentificationEvaluator(BaseEvaluator):
         return vectors, valid
 
     def __call__(
-        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+        self,
+        model: SentenceTransformer,
+        output_path: str | None = None,
+        epoch: int = -1,
+        steps: int = -1,
     ) -> dict[str, float]:
-        logger.info(f"ParaphraseIdentificationEvaluator: {len(self.sources)} tasks, methods {', '.join(self.methods)}")
+        logger.info(
+            f"ParaphraseIdentificationEvaluator: {len(self.sources)} tasks, methods {', '.join(self.methods)}"
+        )
         results = self.scores(model)
         metrics: dict[str, float] = {}
         for method, (table, memory) in results.items():

@@ -32,13 +32,17 @@ def merge_checked_adapter(transformer, adapter_dir: str) -> int:
         tensors = load_file(weights_path)
     except Exception as error:  # noqa: BLE001 - safetensors raises several types on a damaged file
         raise ValueError(f"{weights_path}: unreadable adapter weights ({error}).") from error
-    unknown = sorted(key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight")))
+    unknown = sorted(
+        key for key in tensors if not key.endswith((".lora_A.weight", ".lora_B.weight"))
+    )
     if unknown:
         raise ValueError(
             f"{weights_path}: tensors this loader does not apply (only lora_A/lora_B weights can be merged): "
             f"{', '.join(unknown[:3])}{' …' if len(unknown) > 3 else ''}."
         )
-    orphans = sorted(key for key in tensors if key.endswith(".lora_B.weight") and _pair(key) not in tensors)
+    orphans = sorted(
+        key for key in tensors if key.endswith(".lora_B.weight") and _pair(key) not in tensors
+    )
     if orphans:
         raise ValueError(f"{weights_path}: {orphans[0]} has no lora_A tensor.")
     pairs = 0
@@ -60,7 +64,11 @@ def merge_checked_adapter(transformer, adapter_dir: str) -> int:
 
 def _pair(key: str) -> str:
     """The other tensor of a LoRA pair (``lora_A`` ↔ ``lora_B``)."""
-    return key.replace(".lora_A.", ".lora_B.") if ".lora_A." in key else key.replace(".lora_B.", ".lora_A.")
+    return (
+        key.replace(".lora_A.", ".lora_B.")
+        if ".lora_A." in key
+        else key.replace(".lora_B.", ".lora_A.")
+    )
 
 
 def _lora_settings(config_path: str) -> tuple[str, int, float, float]:
@@ -73,7 +81,12 @@ def _lora_settings(config_path: str) -> tuple[str, int, float, float]:
         raise ValueError(f"{config_path}: not a LoRA adapter config ({error}).") from error
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         raise ValueError(f"{config_path}: r must be a positive integer, got {rank!r}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float))
+        or not math.isfinite(alpha)
+        or alpha <= 0
+    ):
         raise ValueError(f"{config_path}: lora_alpha must be a finite number > 0, got {alpha!r}.")
     if config.get("peft_type", "LORA") != "LORA":
         raise ValueError(
@@ -93,7 +106,9 @@ def _lora_settings(config_path: str) -> tuple[str, int, float, float]:
     return config_path, rank, alpha, alpha / (rank**0.5 if config.get("use_rslora") else rank)
 
 
-def _lora_delta(weights_path: str, module_path: str, weight, lora_a, lora_b, lora: tuple[str, int, float, float]):
+def _lora_delta(
+    weights_path: str, module_path: str, weight, lora_a, lora_b, lora: tuple[str, int, float, float]
+):
     """``scale · B A`` for ``weight``, once the pair is checked to fit it (and the product to be finite)."""
     import torch
 
@@ -115,7 +130,9 @@ def _lora_delta(weights_path: str, module_path: str, weight, lora_a, lora_b, lor
         raise ValueError(f"{where} hold NaN or infinite values.")
     delta = (lora_b.float() @ lora_a.float()) * scale
     if not torch.isfinite(delta).all():
-        raise ValueError(f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r}).")
+        raise ValueError(
+            f"{weights_path}: the update for {module_path!r} overflows (r={rank}, lora_alpha={alpha!r})."
+        )
     return delta
 
 

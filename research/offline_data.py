@@ -43,7 +43,9 @@ def read_snli_triplets(path: str | os.PathLike) -> list[tuple[str, str, str]]:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
         if header is None or [h.strip() for h in header[:3]] != ["anchor", "positive", "negative"]:
-            raise DataFormatError(f"{path}: expected a header 'anchor<TAB>positive<TAB>negative', got {header!r}.")
+            raise DataFormatError(
+                f"{path}: expected a header 'anchor<TAB>positive<TAB>negative', got {header!r}."
+            )
         for number, row in enumerate(reader, start=2):
             if len(row) < 3 or not all(field.strip() for field in row[:3]):
                 raise DataFormatError(f"{path}, line {number}: expected 3 non-empty fields.")
@@ -58,7 +60,9 @@ def read_sick_pairs(path: str | os.PathLike, min_relatedness: float = 4.0) -> li
         reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         required = {"sentence_A", "sentence_B", "relatedness_score"}
         if not required <= set(reader.fieldnames or []):
-            raise DataFormatError(f"{path}: expected columns {sorted(required)}, got {reader.fieldnames}.")
+            raise DataFormatError(
+                f"{path}: expected columns {sorted(required)}, got {reader.fieldnames}."
+            )
         for number, row in enumerate(reader, start=2):
             try:
                 score = float(row["relatedness_score"])
@@ -81,7 +85,9 @@ def read_ppdb_pairs(path: str | os.PathLike) -> tuple[list[tuple[str, str]], dic
     positives, negatives = [], {}
     for number, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == 3 and row[2] in ("pos", "neg")):
-            raise DataFormatError(f"{path}, item {number}: expected [phrase, phrase, 'pos'|'neg'], got {row!r}.")
+            raise DataFormatError(
+                f"{path}, item {number}: expected [phrase, phrase, 'pos'|'neg'], got {row!r}."
+            )
         if row[2] == "pos":
             positives.append((row[0], row[1]))
         else:
@@ -113,7 +119,9 @@ def pairs_to_triples(
         for _ in range(50):
             negative = rng.choice(pool)
             words = set(negative.lower().split())
-            if negative not in own and all(len(words & w) / max(len(words | w), 1) < 0.5 for w in own_words):
+            if negative not in own and all(
+                len(words & w) / max(len(words | w), 1) < 0.5 for w in own_words
+            ):
                 triples.append((query, positive, negative))
                 break
     return triples
@@ -185,17 +193,25 @@ def offline_training_triplets(
     for source in sources:
         if source == "snli":
             for split in ("dev", "test"):
-                triples += read_snli_triplets(os.path.join(data_dir, "snli", f"snli_{split}_triplets.tsv"))
+                triples += read_snli_triplets(
+                    os.path.join(data_dir, "snli", f"snli_{split}_triplets.tsv")
+                )
         elif source == "sick":
             triples += pairs_to_triples(
                 read_sick_pairs(os.path.join(data_dir, "sick", "SICK.txt"), min_score), seed=seed
             )
         elif source == "stsb":
             rows = read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
-            pairs = [(row["sentence1"], row["sentence2"]) for row in rows if float(row["score"]) >= min_score]
+            pairs = [
+                (row["sentence1"], row["sentence2"])
+                for row in rows
+                if float(row["score"]) >= min_score
+            ]
             triples += pairs_to_triples(pairs, seed=seed)
         elif source == "ppdb":
-            positives, negatives = read_ppdb_pairs(os.path.join(data_dir, "pearl_eval", "ppdb", "ppdb_filtered.json"))
+            positives, negatives = read_ppdb_pairs(
+                os.path.join(data_dir, "pearl_eval", "ppdb", "ppdb_filtered.json")
+            )
             triples += pairs_to_triples(positives, negatives, seed=seed)
         else:
             raise ValueError(f"unknown source {source!r}; choose from snli, sick, stsb, ppdb.")
@@ -203,7 +219,9 @@ def offline_training_triplets(
     if dev_path is not None:
         for row in read_stsb(dev_path):
             excluded.update((row["sentence1"], row["sentence2"]))
-    return build_training_triplets(triples, exclude_sentences=excluded, words=words, seed=seed, limit=limit)
+    return build_training_triplets(
+        triples, exclude_sentences=excluded, words=words, seed=seed, limit=limit
+    )
 
 
 OFFLINE_SOURCES = ("stsb", "sick", "snli", "parabank")
@@ -233,22 +251,41 @@ def offline_passages(
             rows = read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
             texts += list(dict.fromkeys(list(rows["sentence1"]) + list(rows["sentence2"])))
         elif source == "sick":
-            with open(os.path.join(data_dir, "sick", "SICK.txt"), encoding="utf-8", newline="") as handle:
+            with open(
+                os.path.join(data_dir, "sick", "SICK.txt"), encoding="utf-8", newline=""
+            ) as handle:
                 rows = list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-            texts += list(dict.fromkeys([row["sentence_A"] for row in rows] + [row["sentence_B"] for row in rows]))
+            texts += list(
+                dict.fromkeys(
+                    [row["sentence_A"] for row in rows] + [row["sentence_B"] for row in rows]
+                )
+            )
         elif source == "snli":
             lines: list[str] = []
             for name in ("s1.dev", "s2.dev", "s1.test", "s2.test"):
                 lines += map(detokenize, read_texts(os.path.join(data_dir, "snli", name)))
             texts += list(dict.fromkeys(lines))
         elif source == "parabank":
-            path = os.path.join(data_dir, "nugget_pi", "paraphrase_identification", "train", "docs.txt")
+            path = os.path.join(
+                data_dir, "nugget_pi", "paraphrase_identification", "train", "docs.txt"
+            )
             with _open_text(path) as handle:  # "id<TAB>document" rows
-                documents = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+                documents = [
+                    row[-1]
+                    for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+                    if row
+                ]
             texts += map(detokenize, read_texts(documents))
         else:
-            raise DataFormatError(f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}.")
+            raise DataFormatError(
+                f"unknown source {source!r}; choose from {', '.join(OFFLINE_SOURCES)}."
+            )
     excluded = evaluation_sentences(exclude_paths)
     return cut_passages(
-        texts, min_words=min_words, max_words=max_words, exclude_sentences=excluded, seed=seed, limit=limit
+        texts,
+        min_words=min_words,
+        max_words=max_words,
+        exclude_sentences=excluded,
+        seed=seed,
+        limit=limit,
     )

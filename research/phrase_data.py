@@ -116,7 +116,9 @@ def _read_text(path: str | os.PathLike) -> tuple[str, str]:
         return raw.decode("utf-8-sig"), name
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
-        raise DataFormatError(f"{name}, line {line}: not UTF-8 text (byte {raw[error.start]:#04x}).") from None
+        raise DataFormatError(
+            f"{name}, line {line}: not UTF-8 text (byte {raw[error.start]:#04x})."
+        ) from None
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -126,7 +128,9 @@ def _lines(text: str) -> Iterator[tuple[int, str]]:
 
 def _phrase(value, name: str, line: int, what: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise DataFormatError(f"{name}, line {line}: {what} is empty or not a string: {value!r:.60}.")
+        raise DataFormatError(
+            f"{name}, line {line}: {what} is empty or not a string: {value!r:.60}."
+        )
     return value.strip()
 
 
@@ -135,7 +139,9 @@ def _json_array(text: str, name: str) -> Iterator[tuple[int, object]]:
     decoder = json.JSONDecoder()
     position = len(text) - len(text.lstrip())
     if position >= len(text) or text[position] != "[":
-        raise DataFormatError(f"{name}, line {text.count(chr(10), 0, position) + 1}: expected a JSON array ('[').")
+        raise DataFormatError(
+            f"{name}, line {text.count(chr(10), 0, position) + 1}: expected a JSON array ('[')."
+        )
     position += 1
     line, counted = 1, 0
     expect_item = True
@@ -150,14 +156,18 @@ def _json_array(text: str, name: str) -> Iterator[tuple[int, object]]:
             return
         if not expect_item:
             if text[position] != ",":
-                raise DataFormatError(f"{name}, line {line}: expected ',' or ']' between array items.")
+                raise DataFormatError(
+                    f"{name}, line {line}: expected ',' or ']' between array items."
+                )
             position += 1
             expect_item = True
             continue
         try:
             item, end = decoder.raw_decode(text, position)
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"{name}, line {error.lineno}: invalid JSON ({error.msg}).") from None
+            raise DataFormatError(
+                f"{name}, line {error.lineno}: invalid JSON ({error.msg})."
+            ) from None
         yield line, item
         position, expect_item = end, False
 
@@ -198,9 +208,13 @@ def read_bird(path: str | os.PathLike) -> PhrasePairs:
         try:
             value = float(score)
         except ValueError:
-            raise DataFormatError(f"{name}, line {line}: relatedness score {score!r} is not a number.") from None
+            raise DataFormatError(
+                f"{name}, line {line}: relatedness score {score!r} is not a number."
+            ) from None
         if not math.isfinite(value):
-            raise DataFormatError(f"{name}, line {line}: relatedness score {score!r} is not finite.")
+            raise DataFormatError(
+                f"{name}, line {line}: relatedness score {score!r} is not finite."
+            )
         pairs.phrase1.append(_phrase(term1, name, line, "term1"))
         pairs.phrase2.append(_phrase(term2, name, line, "term2"))
         pairs.labels.append(value)
@@ -266,7 +280,9 @@ def read_ppdb(path: str | os.PathLike) -> PhrasePairs:
         pairs.phrase2.append(_phrase(item[1], name, line, "phrase2"))
         pairs.labels.append(1.0 if label == "pos" else 0.0)
     if len(set(pairs.labels)) < 2:
-        raise DataFormatError(f"{name}: need both 'pos' and 'neg' pairs, got {len(pairs)} pair(s) of one label.")
+        raise DataFormatError(
+            f"{name}: need both 'pos' and 'neg' pairs, got {len(pairs)} pair(s) of one label."
+        )
     return pairs
 
 
@@ -301,7 +317,9 @@ def read_conll_entities(
             or not isinstance(record.get("sentences"), list)
             or not isinstance(record.get("ner"), list)
         ):
-            raise DataFormatError(f"{name}, line {line}: expected an object with 'sentences' and 'ner' lists.")
+            raise DataFormatError(
+                f"{name}, line {line}: expected an object with 'sentences' and 'ner' lists."
+            )
         if len(record["sentences"]) != len(record["ner"]):
             raise DataFormatError(
                 f"{name}, line {line}: {len(record['sentences'])} sentences but {len(record['ner'])} 'ner' lists."
@@ -323,14 +341,18 @@ def read_conll_entities(
                     or not all(isinstance(v, int) for v in entity[:2])
                     or not isinstance(entity[2], str)
                 ):
-                    raise DataFormatError(f"{name}, line {line}: entity {entity!r:.60} is not [start, end, type].")
+                    raise DataFormatError(
+                        f"{name}, line {line}: entity {entity!r:.60} is not [start, end, type]."
+                    )
                 start, end, kind = entity
                 if not 0 <= start <= end < len(tokens):
                     raise DataFormatError(
                         f"{name}, line {line}: entity [{start}, {end}] is outside the sentence's {len(tokens)} tokens."
                     )
                 if kind in wanted:
-                    mentions.phrases.append(_phrase(" ".join(tokens[start : end + 1]), name, line, "entity"))
+                    mentions.phrases.append(
+                        _phrase(" ".join(tokens[start : end + 1]), name, line, "entity")
+                    )
                     mentions.labels.append(kind)
     if len(set(mentions.labels)) < 2:
         raise DataFormatError(
@@ -377,21 +399,31 @@ def read_parabank_pi(folder: str | os.PathLike) -> ParaphraseTasks:
         try:
             record = json.loads(row)
         except json.JSONDecodeError as error:
-            raise DataFormatError(f"{task_name}, line {line}: invalid JSON ({error.msg}).") from None
+            raise DataFormatError(
+                f"{task_name}, line {line}: invalid JSON ({error.msg})."
+            ) from None
         if not isinstance(record, dict) or not {"source", "candidates", "answer"} <= set(record):
             raise DataFormatError(
                 f"{task_name}, line {line}: expected an object with 'source', 'candidates' and 'answer'."
             )
         source, candidates, answer = record["source"], record["candidates"], record["answer"]
         if not isinstance(candidates, list) or len(candidates) < 2:
-            raise DataFormatError(f"{task_name}, line {line}: 'candidates' must be a list of at least 2 document ids.")
-        if isinstance(answer, bool) or not isinstance(answer, int) or not 0 <= answer < len(candidates):
+            raise DataFormatError(
+                f"{task_name}, line {line}: 'candidates' must be a list of at least 2 document ids."
+            )
+        if (
+            isinstance(answer, bool)
+            or not isinstance(answer, int)
+            or not 0 <= answer < len(candidates)
+        ):
             raise DataFormatError(
                 f"{task_name}, line {line}: answer {answer!r} is not a position in the {len(candidates)} candidates."
             )
         for doc_id in [source, *candidates]:
             if doc_id not in documents:
-                raise DataFormatError(f"{task_name}, line {line}: document id {doc_id!r} is not in {docs_name}.")
+                raise DataFormatError(
+                    f"{task_name}, line {line}: document id {doc_id!r} is not in {docs_name}."
+                )
         tasks.sources.append(source)
         tasks.candidates.append(list(candidates))
         tasks.answers.append(answer)
@@ -419,7 +451,9 @@ def find_task_data(task: str, roots: Sequence[str | os.PathLike], split: str = "
             for relative in PHRASE_TASKS[task]:
                 candidate = os.path.join(os.fspath(root), prefix + relative.format(split=split))
                 tried.append(prefix + relative.format(split=split))
-                if os.path.isfile(os.path.join(candidate, "task.jsonl") if task == "parabank-pi" else candidate):
+                if os.path.isfile(
+                    os.path.join(candidate, "task.jsonl") if task == "parabank-pi" else candidate
+                ):
                     return candidate
     where = ", ".join(os.fspath(root) for root in roots) or "(no --data folder)"
     looked = ", ".join(dict.fromkeys(tried))

@@ -34,14 +34,18 @@ def _int_list(value: str) -> list[int]:
     try:
         return [int(part) for part in value.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {value!r}"
+        ) from None
 
 
 def _float_list(value: str) -> list[float]:
     try:
         return [float(part) for part in value.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {value!r}"
+        ) from None
 
 
 def _word_list(value: str) -> list[str]:
@@ -85,8 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="phrase vectors: span (mean of non-special token vectors, as slice-st queries), sentence "
         "(model.encode) or both (default)",
     )
-    parser.add_argument("--seeds", type=_int_list, default=[0, 1, 2], help="PPDB probe seeds (default 0,1,2)")
-    parser.add_argument("--split", default="dev", help="ParaBank split (default dev, as Nugget reports)")
+    parser.add_argument(
+        "--seeds", type=_int_list, default=[0, 1, 2], help="PPDB probe seeds (default 0,1,2)"
+    )
+    parser.add_argument(
+        "--split", default="dev", help="ParaBank split (default dev, as Nugget reports)"
+    )
     parser.add_argument(
         "--methods",
         type=_word_list,
@@ -94,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="ParaBank methods: document,mean,tokens,spans,selected (default: all)",
     )
     parser.add_argument(
-        "--rules", type=_word_list, default=["tile", "central"], help="span selection rules (default tile,central)"
+        "--rules",
+        type=_word_list,
+        default=["tile", "central"],
+        help="span selection rules (default tile,central)",
     )
     parser.add_argument(
         "--ratios",
@@ -102,14 +113,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0.05, 0.1, 0.25],
         help="vectors kept per document, as a fraction of its tokens (default 0.05,0.1,0.25)",
     )
-    parser.add_argument("--min-span", type=positive_int, default=1, help="ParaBank: shortest span in words (default 1)")
     parser.add_argument(
-        "--max-span", type=positive_int, default=10, help="ParaBank: longest span in words (default 10)"
+        "--min-span",
+        type=positive_int,
+        default=1,
+        help="ParaBank: shortest span in words (default 1)",
     )
     parser.add_argument(
-        "--limit", type=positive_int, default=None, help="use the first N items of each task (quick runs)"
+        "--max-span",
+        type=positive_int,
+        default=10,
+        help="ParaBank: longest span in words (default 10)",
     )
-    parser.add_argument("--cache", default=None, metavar="DIR", help="ParaBank: keep the documents' token vectors here")
+    parser.add_argument(
+        "--limit",
+        type=positive_int,
+        default=None,
+        help="use the first N items of each task (quick runs)",
+    )
+    parser.add_argument(
+        "--cache",
+        default=None,
+        metavar="DIR",
+        help="ParaBank: keep the documents' token vectors here",
+    )
     parser.add_argument("--batch-size", type=positive_int, default=64)
     parser.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
     parser.add_argument("--progress", action="store_true", help="show progress bars")
@@ -128,24 +155,36 @@ def _evaluator(task: str, path: str, args, cache_key: str | None = None) -> tupl
 
     limit = args.limit
     encodings = ("span", "sentence") if args.encoding == "both" else (args.encoding,)
-    common = {"encodings": encodings, "batch_size": args.batch_size, "show_progress_bar": args.progress}
+    common = {
+        "encodings": encodings,
+        "batch_size": args.batch_size,
+        "show_progress_bar": args.progress,
+    }
     if task == "bird":
         data = phrase_data.read_bird(path)
-        return BirdEvaluator(data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], **common), len(
-            data.labels[:limit]
-        )
+        return BirdEvaluator(
+            data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], **common
+        ), len(data.labels[:limit])
     if task == "turney":
         data = phrase_data.read_turney(path)
-        return TurneyEvaluator(data.queries[:limit], data.candidates[:limit], **common), len(data.queries[:limit])
+        return TurneyEvaluator(data.queries[:limit], data.candidates[:limit], **common), len(
+            data.queries[:limit]
+        )
     if task in ("ppdb", "ppdb-filtered"):
         data = phrase_data.read_ppdb(path)
         evaluator = PairClassificationEvaluator(
-            data.phrase1[:limit], data.phrase2[:limit], data.labels[:limit], seeds=args.seeds, **common
+            data.phrase1[:limit],
+            data.phrase2[:limit],
+            data.labels[:limit],
+            seeds=args.seeds,
+            **common,
         )
         return evaluator, len(data.labels[:limit])
     if task == "conll03":
         data = phrase_data.read_conll_entities(path)
-        return EntityClusteringEvaluator(data.phrases[:limit], data.labels[:limit], **common), len(data.phrases[:limit])
+        return EntityClusteringEvaluator(data.phrases[:limit], data.labels[:limit], **common), len(
+            data.phrases[:limit]
+        )
     from research.document_similarity import ParaphraseIdentificationEvaluator
 
     tasks = phrase_data.read_parabank_pi(path)
@@ -211,7 +250,9 @@ def format_table(results: list[dict[str, Any]]) -> str:
     task           variant        metric      x100  other                n  seconds
     bird           span           pearson    61.00  spearman -           3      1.0
     """
-    lines = [f"{'task':<14} {'variant':<14} {'metric':<8} {'x100':>7}  {'other':<16} {'n':>5}  {'seconds':>7}"]
+    lines = [
+        f"{'task':<14} {'variant':<14} {'metric':<8} {'x100':>7}  {'other':<16} {'n':>5}  {'seconds':>7}"
+    ]
     for result in results:
         for variant, metrics in result["results"].items():
             value = metrics.get(result["metric"])

@@ -80,11 +80,19 @@ def encode_phrases(
         from slice_st.encode import embed_texts
 
         vectors = (
-            embed_texts(model, unique, batch_size=batch_size, show_progress_bar=show_progress_bar).float().cpu().numpy()
+            embed_texts(model, unique, batch_size=batch_size, show_progress_bar=show_progress_bar)
+            .float()
+            .cpu()
+            .numpy()
         )
     else:
         vectors = np.asarray(
-            model.encode(unique, batch_size=batch_size, show_progress_bar=show_progress_bar, convert_to_numpy=True),
+            model.encode(
+                unique,
+                batch_size=batch_size,
+                show_progress_bar=show_progress_bar,
+                convert_to_numpy=True,
+            ),
             dtype=np.float32,
         )
     position = {phrase: row for row, phrase in enumerate(unique)}
@@ -123,8 +131,14 @@ class PhraseTaskEvaluator(BaseEvaluator):
     ):
         super().__init__()
         encodings = tuple(encodings)
-        if not encodings or any(e not in ENCODINGS for e in encodings) or len(set(encodings)) != len(encodings):
-            raise ValueError(f"encodings must be distinct values of {ENCODINGS}, got {list(encodings)}.")
+        if (
+            not encodings
+            or any(e not in ENCODINGS for e in encodings)
+            or len(set(encodings)) != len(encodings)
+        ):
+            raise ValueError(
+                f"encodings must be distinct values of {ENCODINGS}, got {list(encodings)}."
+            )
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}.")
         self.encodings = encodings
@@ -135,9 +149,15 @@ class PhraseTaskEvaluator(BaseEvaluator):
         self.primary_metric = f"{encodings[0]}_{self.metric}"
         self.csv_file = f"{self.task}_evaluation{'_' + name if name else ''}_results.csv"
 
-    def encode(self, model: SentenceTransformer, phrases: Sequence[str], encoding: str) -> np.ndarray:
+    def encode(
+        self, model: SentenceTransformer, phrases: Sequence[str], encoding: str
+    ) -> np.ndarray:
         return encode_phrases(
-            model, phrases, encoding, batch_size=self.batch_size, show_progress_bar=self.show_progress_bar
+            model,
+            phrases,
+            encoding,
+            batch_size=self.batch_size,
+            show_progress_bar=self.show_progress_bar,
         )
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
@@ -145,15 +165,26 @@ class PhraseTaskEvaluator(BaseEvaluator):
         raise NotImplementedError
 
     def __call__(
-        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+        self,
+        model: SentenceTransformer,
+        output_path: str | None = None,
+        epoch: int = -1,
+        steps: int = -1,
     ) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for encoding in self.encodings:
             for key, value in self.compute(model, encoding).items():
                 metrics[f"{encoding}_{key}"] = float(value)
-        logger.info(f"{type(self).__name__}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        logger.info(
+            f"{type(self).__name__}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        )
         if output_path is not None and self.write_csv:
-            append_csv_row(output_path, self.csv_file, ["epoch", "steps", *metrics], [epoch, steps, *metrics.values()])
+            append_csv_row(
+                output_path,
+                self.csv_file,
+                ["epoch", "steps", *metrics],
+                [epoch, steps, *metrics.values()],
+            )
         self.primary_metric = f"{self.encodings[0]}_{self.metric}"
         metrics = self.prefix_name_to_metrics(metrics, self.name)
         self.store_metrics_in_model_card_data(model, metrics, epoch, steps)
@@ -191,9 +222,14 @@ class BirdEvaluator(PhraseTaskEvaluator):
     task = "bird"
     metric = "pearson"
 
-    def __init__(self, phrase1: Sequence[str], phrase2: Sequence[str], scores: Sequence[float], **kwargs: Any):
+    def __init__(
+        self, phrase1: Sequence[str], phrase2: Sequence[str], scores: Sequence[float], **kwargs: Any
+    ):
         super().__init__(**kwargs)
-        self.phrase1, self.phrase2 = _check_phrases(phrase1, "phrase1"), _check_phrases(phrase2, "phrase2")
+        self.phrase1, self.phrase2 = (
+            _check_phrases(phrase1, "phrase1"),
+            _check_phrases(phrase2, "phrase2"),
+        )
         self.scores = np.asarray(scores, dtype=np.float64)
         if not len(self.phrase1) == len(self.phrase2) == len(self.scores):
             raise ValueError(
@@ -254,12 +290,18 @@ class TurneyEvaluator(PhraseTaskEvaluator):
     def __init__(self, queries: Sequence[str], candidates: Sequence[Sequence[str]], **kwargs: Any):
         super().__init__(**kwargs)
         self.queries = _check_phrases(queries, "queries")
-        self.candidates = [_check_phrases(options, f"candidates[{i}]") for i, options in enumerate(candidates)]
+        self.candidates = [
+            _check_phrases(options, f"candidates[{i}]") for i, options in enumerate(candidates)
+        ]
         if len(self.queries) != len(self.candidates) or not self.queries:
-            raise ValueError(f"got {len(self.queries)} queries and {len(self.candidates)} candidate lists.")
+            raise ValueError(
+                f"got {len(self.queries)} queries and {len(self.candidates)} candidate lists."
+            )
         for index, options in enumerate(self.candidates):
             if len(options) < 2:
-                raise ValueError(f"candidates[{index}] needs the answer and at least one distractor.")
+                raise ValueError(
+                    f"candidates[{index}] needs the answer and at least one distractor."
+                )
 
     @classmethod
     def from_file(cls, path: str, **kwargs: Any) -> TurneyEvaluator:
@@ -312,7 +354,9 @@ def probe_accuracy(
     cut_valid, cut_test = math.ceil(len(labels) * split[0]), math.ceil(len(labels) * split[1])
     train, test = order[:cut_test], order[cut_test:]
     if len(test) == 0 or len(np.unique(labels[train])) < 2:
-        raise ValueError(f"too few pairs ({len(labels)}) for a train/validation/test cut with both labels.")
+        raise ValueError(
+            f"too few pairs ({len(labels)}) for a train/validation/test cut with both labels."
+        )
     probe = MLPClassifier(
         hidden_layer_sizes=(hidden,),
         activation="relu",
@@ -376,7 +420,10 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
         **kwargs: Any,
     ):
         super().__init__(**kwargs)
-        self.phrase1, self.phrase2 = _check_phrases(phrase1, "phrase1"), _check_phrases(phrase2, "phrase2")
+        self.phrase1, self.phrase2 = (
+            _check_phrases(phrase1, "phrase1"),
+            _check_phrases(phrase2, "phrase2"),
+        )
         self.labels = np.asarray(labels, dtype=np.int64)
         if not len(self.phrase1) == len(self.phrase2) == len(self.labels):
             raise ValueError(
@@ -399,8 +446,12 @@ class PairClassificationEvaluator(PhraseTaskEvaluator):
 
     def compute(self, model: SentenceTransformer, encoding: str) -> dict[str, float]:
         vectors = self.encode(model, self.phrase1 + self.phrase2, encoding)
-        features = np.concatenate([vectors[: len(self.phrase1)], vectors[len(self.phrase1) :]], axis=1)
-        scores = [probe_accuracy(features, self.labels, seed, **self.probe_options) for seed in self.seeds]
+        features = np.concatenate(
+            [vectors[: len(self.phrase1)], vectors[len(self.phrase1) :]], axis=1
+        )
+        scores = [
+            probe_accuracy(features, self.labels, seed, **self.probe_options) for seed in self.seeds
+        ]
         return {"accuracy": float(np.mean(scores)), "accuracy_std": float(np.std(scores))}
 
     def get_config_dict(self) -> dict[str, Any]:
@@ -437,7 +488,13 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
     metric = "nmi"
 
     def __init__(
-        self, phrases: Sequence[str], labels: Sequence[str], *, seed: int = 0, n_init: int = 10, **kwargs: Any
+        self,
+        phrases: Sequence[str],
+        labels: Sequence[str],
+        *,
+        seed: int = 0,
+        n_init: int = 10,
+        **kwargs: Any,
     ):
         super().__init__(**kwargs)
         self.phrases = _check_phrases(phrases, "phrases")
@@ -462,5 +519,7 @@ class EntityClusteringEvaluator(PhraseTaskEvaluator):
         from sklearn.metrics import normalized_mutual_info_score
 
         vectors = self.encode(model, self.phrases, encoding)
-        clusters = KMeans(n_clusters=self.num_clusters, random_state=self.seed, n_init=self.n_init).fit_predict(vectors)
+        clusters = KMeans(
+            n_clusters=self.num_clusters, random_state=self.seed, n_init=self.n_init
+        ).fit_predict(vectors)
         return {"nmi": normalized_mutual_info_score(self.labels, clusters)}

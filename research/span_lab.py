@@ -46,7 +46,9 @@ def max_span_cosines(
     """
     check_span_bounds(min_span, max_span)
     if queries.dim() != 2 or queries.shape[1] != token_embeddings.shape[-1]:
-        raise ValueError(f"queries must be (Q, d={token_embeddings.shape[-1]}), got {tuple(queries.shape)}.")
+        raise ValueError(
+            f"queries must be (Q, d={token_embeddings.shape[-1]}), got {tuple(queries.shape)}."
+        )
     batch, device = token_embeddings.shape[0], token_embeddings.device
     width = boundaries.shape[1] - 1
     unit_queries = torch.nn.functional.normalize(queries.float().to(device), dim=-1, eps=eps)
@@ -55,7 +57,9 @@ def max_span_cosines(
         return best
     with torch.inference_mode():
         unit_prefix = unit_prefix_sums(token_embeddings, boundaries)  # (B, U+1, d)
-        norms = span_sum_norms(token_embeddings, boundaries, num_units, min_span, max_span, owned)  # nan: no span
+        norms = span_sum_norms(
+            token_embeddings, boundaries, num_units, min_span, max_span, owned
+        )  # nan: no span
         exists = ~torch.isnan(norms)
         inverse = torch.where(exists, 1.0 / norms.clamp(min=eps), torch.zeros_like(norms))
         absent = torch.where(exists, torch.zeros_like(norms), torch.full_like(norms, float("-inf")))
@@ -66,9 +70,16 @@ def max_span_cosines(
             buffer = torch.empty(batch, width, chunk.shape[0], device=device)
             for length in range(min_span, min(max_span, width) + 1):
                 count, column = width - length + 1, length - min_span
-                dots = torch.sub(query_sums[:, length : length + count], query_sums[:, :count], out=buffer[:, :count])
+                dots = torch.sub(
+                    query_sums[:, length : length + count],
+                    query_sums[:, :count],
+                    out=buffer[:, :count],
+                )
                 scores = torch.addcmul(
-                    absent[:, :count, column, None], dots, inverse[:, :count, column, None], out=buffer[:, :count]
+                    absent[:, :count, column, None],
+                    dots,
+                    inverse[:, :count, column, None],
+                    out=buffer[:, :count],
                 )
                 torch.maximum(running, scores.amax(dim=1), out=running)
     return best
@@ -98,7 +109,9 @@ def span_cosine_grid(
     """
     check_span_bounds(min_span, max_span)
     width = boundaries.shape[1] - 1
-    unit_vectors = torch.nn.functional.normalize(vectors.float().to(token_embeddings.device), dim=-1, eps=eps)
+    unit_vectors = torch.nn.functional.normalize(
+        vectors.float().to(token_embeddings.device), dim=-1, eps=eps
+    )
     with torch.inference_mode():
         unit_prefix = unit_prefix_sums(token_embeddings, boundaries)  # (B, U+1, d)
         dot_prefix = (unit_prefix @ unit_vectors[:, :, None])[..., 0]  # (B, U+1)
@@ -112,7 +125,9 @@ def span_cosine_grid(
         return grid  # nan where the norm is nan: the span does not exist
 
 
-def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1) -> tuple[Tensor, Tensor]:
+def greedy_disjoint_spans(
+    scores: Tensor, count: Tensor | int, min_span: int = 1
+) -> tuple[Tensor, Tensor]:
     """Greedy non-overlapping spans by score: ``(starts, ends)`` ``(B, m)`` in units, ``-1`` where none.
 
     ``scores`` is a ``(B, U, L)`` grid over (start unit, length ``min_span + l``) as
@@ -139,7 +154,9 @@ def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1
         return starts_out, ends_out
     remaining = torch.nan_to_num(scores.float(), nan=float("-inf")).clone()
     unit_starts = torch.arange(width, device=device)[:, None]  # (U, 1)
-    unit_ends = unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]  # (U, L)
+    unit_ends = (
+        unit_starts + torch.arange(min_span, min_span + widths, device=device)[None, :]
+    )  # (U, L)
     rows = torch.arange(batch, device=device)
     for step in range(steps):
         values, flat = remaining.view(batch, -1).max(dim=1)
@@ -148,7 +165,9 @@ def greedy_disjoint_spans(scores: Tensor, count: Tensor | int, min_span: int = 1
         starts_out[:, step] = torch.where(take, start, -1)
         ends_out[:, step] = torch.where(take, end, -1)
         overlap = (
-            (unit_starts[None] < end[:, None, None]) & (unit_ends[None] > start[:, None, None]) & take[:, None, None]
+            (unit_starts[None] < end[:, None, None])
+            & (unit_ends[None] > start[:, None, None])
+            & take[:, None, None]
         )
         remaining.masked_fill_(overlap, float("-inf"))
         remaining[rows[~take]] = float("-inf")
@@ -209,14 +228,18 @@ def shift_spans(
     device = starts.device
     batch, drawn = starts.shape
     valid = starts >= 0
-    weights = valid.float() + (~valid.any(dim=1, keepdim=True)).float()  # rows without a span: any pick, masked below
+    weights = (
+        valid.float() + (~valid.any(dim=1, keepdim=True)).float()
+    )  # rows without a span: any pick, masked below
     pick = (
         torch.multinomial(weights.cpu(), count, replacement=True, generator=generator).to(device)
         if count
         else starts[:, :0]
     )
     base_starts, base_ends = starts.gather(1, pick), ends.gather(1, pick)
-    moves = torch.randint(-max_shift, max_shift + 1, (2, batch, count), generator=generator).to(device)
+    moves = torch.randint(-max_shift, max_shift + 1, (2, batch, count), generator=generator).to(
+        device
+    )
     new_starts = (base_starts + moves[0]).clamp(min=0)
     new_ends = torch.minimum(base_ends + moves[1], num_units[:, None])
     new_ends = torch.maximum(new_ends, new_starts + min_span)

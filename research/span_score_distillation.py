@@ -16,7 +16,12 @@ from torch import Tensor, nn
 from research.span_lab import shift_spans
 from slice_st.card import SLICE_CITATION, slice_card_data
 from slice_st.config import enable_span_features, get_span_config
-from slice_st.losses.span_distillation import frozen_teacher, shares_wordpiece_tokenizer, span_token_inputs, text_column
+from slice_st.losses.span_distillation import (
+    frozen_teacher,
+    shares_wordpiece_tokenizer,
+    span_token_inputs,
+    text_column,
+)
 from slice_st.spans import check_span_bounds, sample_spans, span_means
 from slice_st.tokens import unit_boundaries
 
@@ -138,24 +143,43 @@ class SpanScoreDistillationLoss(nn.Module):
         output = self.model(features)
         token_embeddings = output["token_embeddings"]
         units = unit_boundaries(
-            features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), self.unit
+            features["attention_mask"],
+            features.get("special_tokens_mask"),
+            features.get("offset_mapping"),
+            self.unit,
         )
         shifted = int(round(self.spans_per_text * self.shifted_fraction))
         starts, ends = sample_spans(
-            units.num_units, self.spans_per_text - shifted, self.min_span, self.max_span, self.generator
+            units.num_units,
+            self.spans_per_text - shifted,
+            self.min_span,
+            self.max_span,
+            self.generator,
         )
         if shifted:
-            more = shift_spans(starts, ends, units.num_units, shifted, self.max_shift, self.min_span, self.generator)
+            more = shift_spans(
+                starts,
+                ends,
+                units.num_units,
+                shifted,
+                self.max_shift,
+                self.min_span,
+                self.generator,
+            )
             starts, ends = torch.cat([starts, more[0]], dim=1), torch.cat([ends, more[1]], dim=1)
         in_context, valid = span_means(token_embeddings, units.boundaries, starts, ends)
         if int(valid.sum()) < 2:
             self.skipped_spans += int((~valid).sum())
             zero = token_embeddings.sum() * 0.0
             return {"listwise": zero, "cosine": zero}
-        span_inputs = span_token_inputs(self.model.tokenizer, features, units.boundaries, starts, ends, valid)
+        span_inputs = span_token_inputs(
+            self.model.tokenizer, features, units.boundaries, starts, ends, valid
+        )
         phrases = self._alone_means(span_inputs)  # the student's query vectors: spans encoded alone
         with torch.no_grad():
-            targets = self._teacher_vectors(features, span_inputs, units.boundaries, starts, ends, valid)
+            targets = self._teacher_vectors(
+                features, span_inputs, units.boundaries, starts, ends, valid
+            )
         queries = nn.functional.normalize(phrases, dim=-1)
         student = queries @ nn.functional.normalize(in_context[valid], dim=-1).T
         teacher = nn.functional.normalize(targets.to(student.dtype), dim=-1)
@@ -172,7 +196,9 @@ class SpanScoreDistillationLoss(nn.Module):
             "cosine": self.weight * self.cosine_weight * cosine,
         }
         if any(torch.isnan(value) for value in parts.values()):
-            raise FloatingPointError("SpanScoreDistillationLoss is NaN: check the inputs and the learning rate.")
+            raise FloatingPointError(
+                "SpanScoreDistillationLoss is NaN: check the inputs and the learning rate."
+            )
         return parts
 
     def _alone_means(self, inputs: dict[str, Tensor]) -> Tensor:
@@ -181,7 +207,9 @@ class SpanScoreDistillationLoss(nn.Module):
         tokens = self.model(dict(inputs))["token_embeddings"]
         mask = inputs["attention_mask"].clone()
         mask[:, 0] = 0
-        mask[torch.arange(len(mask), device=mask.device), mask.sum(dim=1)] = 0  # [SEP] (the sum still counts [CLS])
+        mask[torch.arange(len(mask), device=mask.device), mask.sum(dim=1)] = (
+            0  # [SEP] (the sum still counts [CLS])
+        )
         mask = mask.to(tokens.dtype)
         return (tokens * mask[..., None]).sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp(min=1)
 
@@ -196,10 +224,16 @@ class SpanScoreDistillationLoss(nn.Module):
         token_hi = boundaries.gather(1, ends.clamp(min=0))
         ids = features["input_ids"].tolist()
         rows = torch.nonzero(valid, as_tuple=True)[0].tolist()
-        pieces = [ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo[valid].tolist(), token_hi[valid].tolist())]
+        pieces = [
+            ids[row][lo:hi]
+            for row, lo, hi in zip(rows, token_lo[valid].tolist(), token_hi[valid].tolist())
+        ]
         strings = self.model.tokenizer.batch_decode(pieces, skip_special_tokens=True)
         vectors = self.teacher.encode(
-            strings, batch_size=self.teacher_batch_size, convert_to_tensor=True, show_progress_bar=False
+            strings,
+            batch_size=self.teacher_batch_size,
+            convert_to_tensor=True,
+            show_progress_bar=False,
         )
         return vectors.to(device).float()
 

@@ -36,7 +36,9 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     if n <= 3:
         raise ValueError(f"the Williams test needs n > 3 pairs, got {n}.")
     k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
-    denominator = math.sqrt(max(2 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3, 1e-300))
+    denominator = math.sqrt(
+        max(2 * k * (n - 1) / (n - 3) + ((r12 + r13) ** 2 / 4) * (1 - r23) ** 3, 1e-300)
+    )
     t_value = (r12 - r13) * math.sqrt((n - 1) * (1 + r23)) / denominator
     return float(stats.t.sf(t_value, df=n - 3))
 
@@ -82,5 +84,7 @@ def compare_to_best(
         if name == best:
             result[name] = float("nan")
         else:
-            result[name] = williams_test(with_gold[best], with_gold[name], corr(series[best], values), len(gold_values))
+            result[name] = williams_test(
+                with_gold[best], with_gold[name], corr(series[best], values), len(gold_values)
+            )
     return result

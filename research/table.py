@@ -55,10 +55,18 @@ def _slug(name: str) -> str:
 
 
 def cache_path(
-    cache_dir: str, system_key: str, setup: str, min_span: int, max_span: int, unit: str, fingerprint: str
+    cache_dir: str,
+    system_key: str,
+    setup: str,
+    min_span: int,
+    max_span: int,
+    unit: str,
+    fingerprint: str,
 ) -> str:
     """Where the result of one (system, setup) on one data set is cached (``system_key``: :attr:`System.cache_key`)."""
-    return os.path.join(cache_dir, f"{_slug(system_key)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json")
+    return os.path.join(
+        cache_dir, f"{_slug(system_key)}__{setup}__{min_span}-{max_span}{unit}__{fingerprint}.json"
+    )
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -85,7 +93,9 @@ def load_result(path: str) -> SetupResult:
     """Read a :class:`SetupResult` written by :func:`save_result`."""
     with open(path, encoding="utf-8") as handle:
         payload = json.load(handle)
-    spans = None if payload["spans"] is None else [tuple(s) if s else None for s in payload["spans"]]
+    spans = (
+        None if payload["spans"] is None else [tuple(s) if s else None for s in payload["spans"]]
+    )
     scores = np.asarray([math.nan if x is None else x for x in payload["scores"]], dtype=np.float64)
     return SetupResult(scores, spans, payload.get("seconds", 0.0), payload.get("extra", {}))
 
@@ -105,8 +115,12 @@ def system_labels(systems: Sequence[Any]) -> list[str]:
     for position, key in enumerate(keys):
         if key in keys[:position]:
             first = keys.index(key)
-            raise ValueError(f"the same system is given twice: {names[first]!r} and {names[position]!r} (both {key}).")
-    return [f"{name} [{key[:11]}]" if names.count(name) > 1 else name for name, key in zip(names, keys)]
+            raise ValueError(
+                f"the same system is given twice: {names[first]!r} and {names[position]!r} (both {key})."
+            )
+    return [
+        f"{name} [{key[:11]}]" if names.count(name) > 1 else name for name, key in zip(names, keys)
+    ]
 
 
 def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
@@ -120,7 +134,9 @@ def subset_indices(total: int, size: int | None, seed: int = 0) -> list[int]:
     if size is None or size >= total:
         return list(range(total))
     if size < 4:
-        raise ValueError(f"a subset needs at least 4 pairs for correlations and the Williams test, got {size}.")
+        raise ValueError(
+            f"a subset needs at least 4 pairs for correlations and the Williams test, got {size}."
+        )
     return sorted(random.Random(seed).sample(range(total), size))
 
 
@@ -155,7 +171,9 @@ def run_table(
         if setup not in SETUPS:
             raise ValueError(f"unknown setup {setup!r}; choose from {', '.join(SETUPS)}.")
     systems = [make_system(s) if isinstance(s, str) else s for s in systems]
-    names = system_labels(systems)  # loads every model first: a missing one stops the run before any work
+    names = system_labels(
+        systems
+    )  # loads every model first: a missing one stops the run before any work
     table: dict[str, dict[str, Any]] = {}
     gold_array = np.asarray(gold, dtype=np.float64)
     for setup in setups:
@@ -168,7 +186,9 @@ def run_table(
             if setup not in system.setups:
                 continue
             path = (
-                cache_path(cache_dir, system.cache_key, setup, min_span, max_span, unit, fingerprint)
+                cache_path(
+                    cache_dir, system.cache_key, setup, min_span, max_span, unit, fingerprint
+                )
                 if cache_dir
                 else None
             )
@@ -191,7 +211,9 @@ def run_table(
                 if path:
                     save_result(path, result, system=name, system_key=system.cache_key, setup=setup)
             if log:
-                log(f"{setup:>6}  {name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs")
+                log(
+                    f"{setup:>6}  {name:<40} {source} in {result.seconds:.1f} s on {len(indices)} pairs"
+                )
             results[name] = result
         if results:  # a setup none of the systems has is left out of the table
             table[setup] = {
@@ -206,7 +228,9 @@ def run_table(
 
 
 def table_metrics(
-    table: dict[str, dict[str, Any]], passages: Sequence[str] | None = None, paraphrases: Sequence[str] | None = None
+    table: dict[str, dict[str, Any]],
+    passages: Sequence[str] | None = None,
+    paraphrases: Sequence[str] | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """``{setup: {system: {"pearson", "spearman", "p_pearson", "p_spearman", "n", "seconds"}}}``; the
     p-values are Williams tests against the best system of the setup (``nan`` for the best).
@@ -219,10 +243,14 @@ def table_metrics(
         results, gold = entry["results"], entry["gold"]
         predictions = {name: result.scores for name, result in results.items()}
         p_pearson = (
-            compare_to_best(gold, predictions, "pearson") if len(results) > 1 else dict.fromkeys(results, math.nan)
+            compare_to_best(gold, predictions, "pearson")
+            if len(results) > 1
+            else dict.fromkeys(results, math.nan)
         )
         p_spearman = (
-            compare_to_best(gold, predictions, "spearman") if len(results) > 1 else dict.fromkeys(results, math.nan)
+            compare_to_best(gold, predictions, "spearman")
+            if len(results) > 1
+            else dict.fromkeys(results, math.nan)
         )
         metrics[setup] = {}
         for name, result in results.items():
@@ -238,10 +266,14 @@ def table_metrics(
             if passages is not None and paraphrases is not None and result.spans is not None:
                 indices = entry["indices"]
                 where = span_localisation(
-                    [passages[i] for i in indices], result.spans, [paraphrases[i] for i in indices], gold
+                    [passages[i] for i in indices],
+                    result.spans,
+                    [paraphrases[i] for i in indices],
+                    gold,
                 )
                 metrics[setup][name] |= {
-                    key: where[key] for key in ("located", "exact", "word_f1", "strong_exact", "strong_word_f1")
+                    key: where[key]
+                    for key in ("located", "exact", "word_f1", "strong_exact", "strong_word_f1")
                 }
     return metrics
 
@@ -282,7 +314,9 @@ def _cell(values: dict[str, float] | None, kind: str) -> str:
 
 
 def markdown_table(
-    metrics: dict[str, dict[str, dict[str, float]]], systems: Sequence[str] | None = None, title: str | None = None
+    metrics: dict[str, dict[str, dict[str, float]]],
+    systems: Sequence[str] | None = None,
+    title: str | None = None,
 ) -> str:
     """A Table-1-style markdown table: Pearson and Spearman (×100) per setup, best in bold, † when
     significantly worse than the best of its setup (Williams test, one-sided, p < 0.05).
@@ -296,7 +330,9 @@ def markdown_table(
     if systems is None:
         systems = list(dict.fromkeys(name for setup in setups for name in metrics[setup]))
     header = (
-        "| System | " + " | ".join(f"{SETUP_TITLES[s]} Pearson | {SETUP_TITLES[s]} Spearman" for s in setups) + " |"
+        "| System | "
+        + " | ".join(f"{SETUP_TITLES[s]} Pearson | {SETUP_TITLES[s]} Spearman" for s in setups)
+        + " |"
     )
     lines = [header, "|" + "---|" * (1 + 2 * len(setups))]
     for name in systems:
@@ -308,7 +344,9 @@ def markdown_table(
     notes = []
     for setup in setups:
         n = next(iter(metrics[setup].values()))["n"] if metrics[setup] else 0
-        timing = ", ".join(f"{name} {values['seconds']:.1f} s" for name, values in metrics[setup].items())
+        timing = ", ".join(
+            f"{name} {values['seconds']:.1f} s" for name, values in metrics[setup].items()
+        )
         notes.append(f"{SETUP_TITLES[setup]}: n = {n} pairs; wall time {timing}.")
     text = (f"**{title}**\n\n" if title else "") + "\n".join(lines)
     text += (
@@ -319,7 +357,9 @@ def markdown_table(
     return text
 
 
-def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None) -> str:
+def bar_chart(
+    metrics: dict[str, dict[str, dict[str, float]]], path: str, title: str | None = None
+) -> str:
     """Grouped bar chart (Spearman ×100 per setup, one bar per system) saved as PNG; returns ``path``."""
     import matplotlib
 
@@ -346,10 +386,17 @@ def bar_chart(metrics: dict[str, dict[str, dict[str, float]]], path: str, title:
             labelled.add(name)
             axis.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
     axis.set_xticks(range(len(setups)))
-    axis.set_xticklabels([f"{SETUP_TITLES[s]}\n(n = {next(iter(metrics[s].values()))['n']})" for s in setups])
+    axis.set_xticklabels(
+        [f"{SETUP_TITLES[s]}\n(n = {next(iter(metrics[s].values()))['n']})" for s in setups]
+    )
     axis.set_ylabel("Spearman × 100")
     lowest = min(
-        (100 * v["spearman"] for setup in setups for v in metrics[setup].values() if not math.isnan(v["spearman"])),
+        (
+            100 * v["spearman"]
+            for setup in setups
+            for v in metrics[setup].values()
+            if not math.isnan(v["spearman"])
+        ),
         default=0,
     )
     axis.set_ylim(min(0, lowest - 5), 100)
@@ -395,14 +442,26 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: {' '.join(DEFAULT_SYSTEMS)})",
     )
     table.add_argument(
-        "--setups", type=_setups, default=list(SETUPS), help="comma-separated setups (default: full,ngram,single)"
+        "--setups",
+        type=_setups,
+        default=list(SETUPS),
+        help="comma-separated setups (default: full,ngram,single)",
     )
     table.add_argument(
-        "-o", "--out", default="runs/table", help="output folder for table.md, table.png, metrics.json, predictions.csv"
+        "-o",
+        "--out",
+        default="runs/table",
+        help="output folder for table.md, table.png, metrics.json, predictions.csv",
     )
-    table.add_argument("--cache", default=None, help="folder caching each (system, setup) result (default: OUT/cache)")
+    table.add_argument(
+        "--cache",
+        default=None,
+        help="folder caching each (system, setup) result (default: OUT/cache)",
+    )
     at_least_pairs = int_at_least(MIN_PAIRS, " (correlations and the Williams test need 4 pairs)")
-    table.add_argument("--limit", type=at_least_pairs, default=None, help="use a seeded sample of N pairs (N >= 4)")
+    table.add_argument(
+        "--limit", type=at_least_pairs, default=None, help="use a seeded sample of N pairs (N >= 4)"
+    )
     table.add_argument(
         "--ngram-limit",
         type=at_least_pairs,
@@ -429,13 +488,17 @@ def _table_command(args) -> int:
         raise ValueError(f"--min-span ({args.min_span}) must be <= --max-span ({args.max_span}).")
     data = read_stsb_context(args.data, missing_paraphrase=args.missing_paraphrase)
     if args.limit is not None and args.ngram_limit is not None and args.ngram_limit > args.limit:
-        raise ValueError(f"--ngram-limit ({args.ngram_limit}) cannot exceed --limit ({args.limit}).")
+        raise ValueError(
+            f"--ngram-limit ({args.ngram_limit}) cannot exceed --limit ({args.limit})."
+        )
     indices = subset_indices(len(data), args.limit, args.seed)
     phrases = [data["line"][i] for i in indices]
     passages = [data["passage"][i] for i in indices]
     gold = [data["goldsim"][i] for i in indices]
     systems = [make_system(spec) for spec in (args.system or list(DEFAULT_SYSTEMS))]
-    labels = system_labels(systems)  # loads every model now: a missing one stops here, before any scoring
+    labels = system_labels(
+        systems
+    )  # loads every model now: a missing one stops here, before any scoring
     cache = args.cache or os.path.join(args.out, "cache")
 
     table = run_table(
@@ -456,7 +519,10 @@ def _table_command(args) -> int:
     )
     paraphrases = [data["paraphrase"][i] for i in indices]
     metrics = table_metrics(table, passages, paraphrases)
-    title = args.title or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
+    title = (
+        args.title
+        or f"{os.path.basename(str(args.data))}: spans {args.min_span}..{args.max_span} {args.unit}s"
+    )
     text = markdown_table(metrics, title=title)
     where = localisation_table(metrics)
     if where:  # single pass: the "phrase" span scorer unless a system says otherwise ("default@max-cosine")
@@ -474,7 +540,13 @@ def _table_command(args) -> int:
     with open(os.path.join(args.out, "metrics.json"), "w", encoding="utf-8") as handle:
         handle.write(
             dumps_json(
-                {"data": str(args.data), "pairs": len(indices), "systems": systems_info, "metrics": metrics}, indent=1
+                {
+                    "data": str(args.data),
+                    "pairs": len(indices),
+                    "systems": systems_info,
+                    "metrics": metrics,
+                },
+                indent=1,
             )
             + "\n"
         )
@@ -490,7 +562,9 @@ def _write_predictions(path: str, table, phrases, passages) -> None:
 
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["pair", "setup", "system", "gold", "score", "start", "end", "span", "phrase"])
+        writer.writerow(
+            ["pair", "setup", "system", "gold", "score", "start", "end", "span", "phrase"]
+        )
         for setup, entry in table.items():
             for name, result in entry["results"].items():
                 for k, index in enumerate(entry["indices"]):

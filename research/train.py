@@ -34,7 +34,9 @@ def _data_dir(source: str, shared_data: str | None) -> tuple[str, str]:
         )
     data_dir = source.split(":", 1)[1] if ":" in source else shared_data
     if not data_dir:
-        raise ValueError(f"{name} training data needs the data folder: give {name}:DIR or --shared-data DIR.")
+        raise ValueError(
+            f"{name} training data needs the data folder: give {name}:DIR or --shared-data DIR."
+        )
     return data_dir, name
 
 
@@ -67,12 +69,17 @@ def offline_datasets(settings, shared_data: str | None, seed: int) -> dict:
         folders = [_data_dir(source, shared_data) for source in settings.distill_data]
         # Sentences of the dev files and of every data folder's STS-B dev (the dev set is built from it) stay out.
         excluded = evaluation_files(
-            settings, *(os.path.join(folder, "stsbenchmark", "sts-dev.csv") for folder, _ in folders)
+            settings,
+            *(os.path.join(folder, "stsbenchmark", "sts-dev.csv") for folder, _ in folders),
         )
         words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
         passages = [
             offline_passages(
-                folder, sources=OFFLINE_SOURCES[name]["distill"], exclude_paths=excluded, seed=seed, **words
+                folder,
+                sources=OFFLINE_SOURCES[name]["distill"],
+                exclude_paths=excluded,
+                seed=seed,
+                **words,
             )
             for folder, name in folders
         ]
@@ -87,7 +94,9 @@ def _train_command(args) -> int:
 
     training, settings = parse_train_arguments(args)
     if not settings.objectives:
-        raise ValueError("no training data: give --train-data offline[:DIR] and/or --distill-data offline[:DIR].")
+        raise ValueError(
+            "no training data: give --train-data offline[:DIR] and/or --distill-data offline[:DIR]."
+        )
     check_train_output(training.output_dir, resume=settings.resume, overwrite=settings.overwrite)
     parts = offline_datasets(settings, args.shared_data, training.seed)
     if len(parts) == 1:
@@ -96,7 +105,9 @@ def _train_command(args) -> int:
         import datasets
 
         dataset = datasets.DatasetDict(parts)
-    train(training, settings, train_dataset=dataset)  # the card names the offline sources of settings
+    train(
+        training, settings, train_dataset=dataset
+    )  # the card names the offline sources of settings
     return 0
 
 
@@ -110,10 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         epilog="Every other option is slice-st train's (slice-st train --help).",
     )
     parser.add_argument("-o", "--output-dir", dest="output_dir", help="the run's folder")
-    parser.add_argument("--shared-data", help="the data folder of 'offline' sources given without :DIR")
+    parser.add_argument(
+        "--shared-data", help="the data folder of 'offline' sources given without :DIR"
+    )
     parser.add_argument("--preset", choices=sorted(trainer.PRESETS), help="a slice-st train preset")
     parser.add_argument(
-        "--config", metavar="FILE", help="an argument file, e.g. research/presets/cpu-minilm-slice.json"
+        "--config",
+        metavar="FILE",
+        help="an argument file, e.g. research/presets/cpu-minilm-slice.json",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     args, rest = parser.parse_known_args(argv)

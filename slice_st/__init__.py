@@ -17,11 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from slice_st import _attach
 
-if TYPE_CHECKING:  # the names as type checkers and IDEs see them; at run time __getattr__ loads each on first use
+if (
+    TYPE_CHECKING
+):  # the names as type checkers and IDEs see them; at run time __getattr__ loads each on first use
     from slice_st.config import get_span_config, set_span_config
     from slice_st.encode import encode_span_queries, encode_spans
     from slice_st.encoder import SpanEncoder
-    from slice_st.errors import FileAccessError, IndexBusyError, IndexConflictError, ModelLoadError, SpanInputError
+    from slice_st.errors import (
+        FileAccessError,
+        IndexBusyError,
+        IndexConflictError,
+        ModelLoadError,
+        SpanInputError,
+    )
     from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
     from slice_st.index.span_index import SpanIndex
     from slice_st.integrations.mteb import STSBContext
@@ -49,14 +57,32 @@ _MODULES = {
     "slice_st.evaluation.span_retrieval": ("SpanRetrievalEvaluator",),
     "slice_st.integrations.mteb": ("STSBContext",),  # importing mteb takes seconds
     "slice_st.index.span_index": ("SpanIndex",),
-    "slice_st.errors": ("SpanInputError", "ModelLoadError", "FileAccessError", "IndexBusyError", "IndexConflictError"),
+    "slice_st.errors": (
+        "SpanInputError",
+        "ModelLoadError",
+        "FileAccessError",
+        "IndexBusyError",
+        "IndexConflictError",
+    ),
 }
 #: Public name → the module that defines it.
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
 _SUBMODULES = (
-    *("spans", "scoring", "rerank", "tokens", "text", "files", "extras", "backends", "errors", "config", "loading"),
+    *(
+        "spans",
+        "scoring",
+        "rerank",
+        "tokens",
+        "text",
+        "files",
+        "extras",
+        "backends",
+        "errors",
+        "config",
+        "loading",
+    ),
     *("encode", "search", "encoder", "models", "multi_vector"),
     *("losses", "data", "evaluation", "index", "training", "integrations", "cli"),
 )
@@ -101,4 +127,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__) | set(_SUBMODULES))
 
 
-_attach.attach_when_imported("sentence_transformers", lambda: __getattr__("search").attach_methods())
+_attach.attach_when_imported(
+    "sentence_transformers", lambda: __getattr__("search").attach_methods()
+)

@@ -41,5 +41,7 @@ def attach_when_imported(name: str, callback: Callable[[], None]) -> None:
     """Call ``callback`` now if module ``name`` is imported, else right after its first import."""
     if name in sys.modules:
         callback()
-    elif not any(isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path):
+    elif not any(
+        isinstance(finder, _AfterImport) and finder.name == name for finder in sys.meta_path
+    ):
         sys.meta_path.insert(0, _AfterImport(name, callback))

@@ -19,11 +19,15 @@ def as_text_list(texts: Any, what: str = "texts") -> tuple[list[str], bool]:
     if isinstance(texts, str):
         return [texts], True
     if texts is None or isinstance(texts, (bytes, dict)) or not isinstance(texts, Iterable):
-        raise SpanInputError(f"{what} must be a string or a list of strings, got {type(texts).__name__}.")
+        raise SpanInputError(
+            f"{what} must be a string or a list of strings, got {type(texts).__name__}."
+        )
     texts = list(texts)
     for index, text in enumerate(texts):
         if not isinstance(text, str):
-            raise SpanInputError(f"{what}[{index}] must be a string, got {type(text).__name__}: {text!r:.60}.")
+            raise SpanInputError(
+                f"{what}[{index}] must be a string, got {type(text).__name__}: {text!r:.60}."
+            )
     return texts, False
 
 
@@ -49,7 +53,9 @@ def check_threshold(threshold: Any) -> float | None:
     if threshold is None:
         return None
     if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
-        raise SpanInputError(f"threshold must be a number (a cosine), got {type(threshold).__name__}.")
+        raise SpanInputError(
+            f"threshold must be a number (a cosine), got {type(threshold).__name__}."
+        )
     value = float(threshold)
     if not math.isfinite(value):
         raise SpanInputError(f"threshold must be a finite number, got {value}.")
@@ -77,17 +83,27 @@ def check_device(device: Any) -> str | None:
         return None
     import torch
 
-    if not isinstance(device, (str, torch.device)) or (isinstance(device, str) and not device.strip()):
+    if not isinstance(device, (str, torch.device)) or (
+        isinstance(device, str) and not device.strip()
+    ):
         raise SpanInputError(f"A device is a name such as 'cpu' or 'cuda:0', got {device!r}.")
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError):
-        raise SpanInputError(f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0').") from None
-    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(parsed.type)
+        raise SpanInputError(
+            f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0')."
+        ) from None
+    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(
+        parsed.type
+    )
     if available is not None and not available():
-        raise SpanInputError(f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here.")
+        raise SpanInputError(
+            f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here."
+        )
     if parsed.type == "cuda" and (parsed.index or 0) >= torch.cuda.device_count():
-        raise SpanInputError(f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here.")
+        raise SpanInputError(
+            f"Device {str(device)!r} does not exist: {torch.cuda.device_count()} CUDA device(s) here."
+        )
     if parsed.type not in ("cpu", "cuda", "mps") and not hasattr(torch, parsed.type):
         raise SpanInputError(f"Unsupported device {str(device)!r}.")
     return str(device)

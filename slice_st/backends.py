@@ -20,7 +20,12 @@ BACKENDS = ("torch", "onnx", "openvino")
 DEFAULT_FILES = {"onnx": "onnx/model.onnx", "openvino": "openvino/openvino_model.xml"}
 #: Dynamic int8 settings (per-channel, ``reduce_range``) named like optimum's ``AutoQuantizationConfig``.
 QUANTIZATION_CONFIGS = {"avx512_vnni": False, "avx512": False, "avx2": True, "arm64": False}
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
 DTYPES |= {"half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 
@@ -38,7 +43,9 @@ def half_precision_kwargs(dtype: torch.dtype, device: str | None) -> dict[str, A
     x86 = platform.machine().lower() in ("x86_64", "amd64")
     capped = x86 and torch.backends.cpu.get_cpu_capability() in ("DEFAULT", "NO AVX", "AVX2")
     half = dtype in (torch.float16, torch.bfloat16)
-    return {"dtype": dtype} | ({"attn_implementation": "eager"} if half and on_cpu and capped else {})
+    return {"dtype": dtype} | (
+        {"attn_implementation": "eager"} if half and on_cpu and capped else {}
+    )
 
 
 def check_backend(backend: str) -> str:
@@ -117,11 +124,18 @@ class _Runner(torch.nn.Module):
         from transformers.modeling_outputs import BaseModelOutput
 
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        features = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+        features = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+        }
         missing = [name for name in self.input_names if features.get(name) is None]
         if missing:
             raise SpanInputError(f"The {self.backend} model needs the input {missing[0]!r}.")
-        inputs = {name: features[name].detach().cpu().numpy().astype("int64", copy=False) for name in self.input_names}
+        inputs = {
+            name: features[name].detach().cpu().numpy().astype("int64", copy=False)
+            for name in self.input_names
+        }
         hidden = torch.from_numpy(self._run(inputs)).float()  # no copy when float32 already
         return BaseModelOutput(last_hidden_state=hidden.to(input_ids.device))
 
@@ -144,11 +158,15 @@ class OnnxEncoder(_Runner):
         super().__init__(config, path)
         import onnxruntime as ort
 
-        options = ort.SessionOptions()  # sequential, all graph optimizations: ONNX Runtime's defaults
+        options = (
+            ort.SessionOptions()
+        )  # sequential, all graph optimizations: ONNX Runtime's defaults
         options.intra_op_num_threads = threads or default_threads()
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
         self.input_names = [item.name for item in self.session.get_inputs()]
         self.output_name = self.session.get_outputs()[0].name
 
@@ -162,11 +180,16 @@ class OpenVINOEncoder(_Runner):
 
     backend = "openvino"
 
-    def __init__(self, config, path: str, threads: int | None = None, precision: str = "f32") -> None:
+    def __init__(
+        self, config, path: str, threads: int | None = None, precision: str = "f32"
+    ) -> None:
         super().__init__(config, path)
         import openvino as ov
 
-        properties = {"INFERENCE_NUM_THREADS": threads or default_threads(), "PERFORMANCE_HINT": "LATENCY"}
+        properties = {
+            "INFERENCE_NUM_THREADS": threads or default_threads(),
+            "PERFORMANCE_HINT": "LATENCY",
+        }
         properties |= {"NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": precision}
         self.compiled = ov.Core().compile_model(str(path), "CPU", properties)
         self.request = self.compiled.create_infer_request()
@@ -180,7 +203,14 @@ class OpenVINOEncoder(_Runner):
 def runner_of(model: SentenceTransformer) -> _Runner | None:
     """The ONNX Runtime / OpenVINO runner inside ``model`` (``None`` on torch)."""
     try:
-        return next((module.model for module in model if isinstance(getattr(module, "model", None), _Runner)), None)
+        return next(
+            (
+                module.model
+                for module in model
+                if isinstance(getattr(module, "model", None), _Runner)
+            ),
+            None,
+        )
     except TypeError:  # not a module list
         return None
 
@@ -200,11 +230,17 @@ def weight_files(model: SentenceTransformer) -> list[Path]:
 def backend_of(model: SentenceTransformer) -> str:
     """Where the model's forward pass runs: ``"torch"``, ``"onnx"`` or ``"openvino"`` (ST's own ``backend=`` too)."""
     runner = runner_of(model)
-    return runner.backend if runner is not None else str(getattr(model, "backend", "torch") or "torch")
+    return (
+        runner.backend if runner is not None else str(getattr(model, "backend", "torch") or "torch")
+    )
 
 
 def attach_runtime(
-    model: SentenceTransformer, backend: str, path: str | os.PathLike, threads: int | None = None, **runner_kwargs: Any
+    model: SentenceTransformer,
+    backend: str,
+    path: str | os.PathLike,
+    threads: int | None = None,
+    **runner_kwargs: Any,
 ):
     """Run ``model``'s transformer on ``backend`` from the exported file ``path`` (the torch one is dropped)."""
     module = model[0]
@@ -218,7 +254,10 @@ def attach_runtime(
 
 
 def model_file_for(
-    folder: str | os.PathLike, backend: str, model_file: str | None = None, quantized: bool | str = False
+    folder: str | os.PathLike,
+    backend: str,
+    model_file: str | None = None,
+    quantized: bool | str = False,
 ) -> Path | None:
     """The exported file to load from ``folder``, ``None`` if there is none yet: ``model_file`` (relative to
     ``folder``), or with ``quantized`` ``onnx/model_qint8_<config>.onnx`` (``True``: this CPU's config first)."""
@@ -226,7 +265,10 @@ def model_file_for(
     files = [folder / (model_file or DEFAULT_FILES[backend])]  # an absolute model_file stays itself
     if quantized and not model_file:
         config = quantized if isinstance(quantized, str) else cpu_quantization_config()
-        files = [folder / f"onnx/model_qint8_{config}.onnx", *sorted((folder / "onnx").glob("model_qint8_*.onnx"))]
+        files = [
+            folder / f"onnx/model_qint8_{config}.onnx",
+            *sorted((folder / "onnx").glob("model_qint8_*.onnx")),
+        ]
     return next((file for file in files if file.is_file()), None)
 
 
@@ -249,21 +291,31 @@ class _Encoder(torch.nn.Module):
         self.inner = inner
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        return self.inner(**{k: v for k, v in inputs.items() if v is not None}, return_dict=True).last_hidden_state
+        inputs = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": token_type_ids,
+        }
+        return self.inner(
+            **{k: v for k, v in inputs.items() if v is not None}, return_dict=True
+        ).last_hidden_state
 
 
 def export_onnx(model: SentenceTransformer, path: str | os.PathLike) -> Path:
     """Export the transformer of a torch ``model`` to the ONNX file ``path`` (dynamic batch and sequence length; the
     ``torch.export`` exporter: the TorchScript one traces transformers 5's masks wrongly)."""
-    example = model.tokenizer(["An example sentence to export.", "Two words"], padding=True, return_tensors="pt")
+    example = model.tokenizer(
+        ["An example sentence to export.", "Two words"], padding=True, return_tensors="pt"
+    )
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
     wrapper = _Encoder(model[0].model).eval().float().cpu()
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r".*(axis name|LeafSpec)", category=Warning)  # shared axes
+        warnings.filterwarnings(
+            "ignore", message=r".*(axis name|LeafSpec)", category=Warning
+        )  # shared axes
         torch.onnx.export(
             wrapper,
             tuple(example[name] for name in names),
@@ -278,7 +330,9 @@ def export_onnx(model: SentenceTransformer, path: str | os.PathLike) -> Path:
     return path
 
 
-def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: str = "avx512_vnni") -> Path:
+def quantize_onnx(
+    source: str | os.PathLike, target: str | os.PathLike, config: str = "avx512_vnni"
+) -> Path:
     """Dynamic int8 quantization of an ONNX file's matrix products for a CPU (:data:`QUANTIZATION_CONFIGS`)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -291,7 +345,10 @@ def quantize_onnx(source: str | os.PathLike, target: str | os.PathLike, config: 
             str(prepared),
             str(target),
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul", "Gemm"],  # nearly all of a BERT's time; embeddings stay float
+            op_types_to_quantize=[
+                "MatMul",
+                "Gemm",
+            ],  # nearly all of a BERT's time; embeddings stay float
             per_channel=True,
             reduce_range=QUANTIZATION_CONFIGS[config],
         )

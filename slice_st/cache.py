@@ -57,7 +57,9 @@ _STORED = {
     "offset_mapping": np.int32,
 }
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
-_TEMPORARY = re.compile(r"\.[0-9a-f]{64}\.npz\.[0-9a-f]{16}\.tmp")  # files.atomic_file's names for our entries
+_TEMPORARY = re.compile(
+    r"\.[0-9a-f]{64}\.npz\.[0-9a-f]{16}\.tmp"
+)  # files.atomic_file's names for our entries
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 _LOCK_FILE = ".lock"
 
@@ -79,7 +81,9 @@ def parse_size(text: str) -> int:
     """
     found = _SIZE.fullmatch(str(text).strip())
     if found is None:
-        raise SpanInputError(f"{SIZE_ENV}={text!r}: not a size (bytes, or a number with K, M, G or T, e.g. 4G).")
+        raise SpanInputError(
+            f"{SIZE_ENV}={text!r}: not a size (bytes, or a number with K, M, G or T, e.g. 4G)."
+        )
     number, unit = found.groups()
     return int(float(number) * 1024 ** ("KMGT".find(unit.upper()) + 1 if unit else 0))
 
@@ -98,11 +102,15 @@ class EncodingCache:
     def __init__(self, path: str | os.PathLike | None = None, max_bytes: int | None = None) -> None:
         self.path = os.fspath(path) if path is not None else default_cache_dir()
         if max_bytes is None:
-            max_bytes = parse_size(os.environ[SIZE_ENV]) if os.environ.get(SIZE_ENV) else DEFAULT_MAX_BYTES
+            max_bytes = (
+                parse_size(os.environ[SIZE_ENV]) if os.environ.get(SIZE_ENV) else DEFAULT_MAX_BYTES
+            )
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise SpanInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}.")
         if os.path.exists(self.path) and not os.path.isdir(self.path):
-            raise FileAccessError(f"the cache folder {self.path} is a file, not a folder; name a folder.")
+            raise FileAccessError(
+                f"the cache folder {self.path} is a file, not a folder; name a folder."
+            )
         self.max_bytes = max_bytes
         self.hits = self.misses = 0
         self.rebuilt: list[str] = []  # keys of entries that were there but did not check out
@@ -111,7 +119,9 @@ class EncodingCache:
     def __repr__(self) -> str:
         return f"EncodingCache({self.path!r}, max_bytes={self.max_bytes})"
 
-    def settings(self, model: SentenceTransformer, max_span: int, unit: str, prompt: str, context: int) -> str:
+    def settings(
+        self, model: SentenceTransformer, max_span: int, unit: str, prompt: str, context: int
+    ) -> str:
         """The digest of what, besides a file's texts, decides its windows' vectors: the model (name, weights and
         tokenizer), its backend and dtype, the window, the longest span and the unit (they cut the windows)."""
         tokenizer = model.tokenizer
@@ -168,7 +178,9 @@ class EncodingCache:
             os.makedirs(self.path, mode=0o700, exist_ok=True)
             with atomic_file(self.entry_path(key)) as handle:
                 np.savez(handle, **_entry_arrays(key, windows))  # type: ignore[arg-type]  # names → arrays
-        except OSError as error:  # read-only, full disk, a folder where the entry goes: searched all the same
+        except (
+            OSError
+        ) as error:  # read-only, full disk, a folder where the entry goes: searched all the same
             self.problem = f"cannot write the cache in {self.path} ({error.strerror or error})"
 
     def prune(self) -> None:
@@ -222,18 +234,30 @@ def _checksum(arrays: dict[str, np.ndarray]) -> np.ndarray:
     return np.frombuffer(digest.digest(), dtype=np.uint8).copy()
 
 
-def _entry_arrays(key: str, windows: list[tuple[bytes, dict[str, torch.Tensor]]]) -> dict[str, np.ndarray]:
+def _entry_arrays(
+    key: str, windows: list[tuple[bytes, dict[str, torch.Tensor]]]
+) -> dict[str, np.ndarray]:
     """An entry's arrays: the windows' digests and token counts, each output concatenated, its dtypes, a checksum."""
     first = windows[0][1] if windows else {}
-    dtypes = {name: str(first[name].dtype).removeprefix("torch.") for name in _STORED} if windows else {}
+    dtypes = (
+        {name: str(first[name].dtype).removeprefix("torch.") for name in _STORED} if windows else {}
+    )
     arrays: dict[str, np.ndarray] = {
-        "digests": np.frombuffer(b"".join(digest for digest, _ in windows), dtype=np.uint8).reshape(-1, 32),
-        "lengths": np.array([len(outputs["attention_mask"]) for _, outputs in windows], dtype=np.int64),
-        "meta": np.frombuffer(json.dumps({"format": CACHE_FORMAT, "key": key, "dtypes": dtypes}).encode(), np.uint8),
+        "digests": np.frombuffer(b"".join(digest for digest, _ in windows), dtype=np.uint8).reshape(
+            -1, 32
+        ),
+        "lengths": np.array(
+            [len(outputs["attention_mask"]) for _, outputs in windows], dtype=np.int64
+        ),
+        "meta": np.frombuffer(
+            json.dumps({"format": CACHE_FORMAT, "key": key, "dtypes": dtypes}).encode(), np.uint8
+        ),
     }
     for name, stored in _STORED.items():
         parts = [outputs[name] for _, outputs in windows]
-        if stored is None and parts and parts[0].dtype == torch.bfloat16:  # numpy has none: float32 holds it exactly
+        if (
+            stored is None and parts and parts[0].dtype == torch.bfloat16
+        ):  # numpy has none: float32 holds it exactly
             parts = [part.float() for part in parts]
         values = torch.cat(parts).numpy() if parts else np.zeros(0, dtype=np.float32)
         arrays[name] = values.astype(stored) if stored is not None else values
@@ -254,16 +278,23 @@ def _read_entry(handle, key: str) -> dict[bytes, dict[str, torch.Tensor]]:
     bounds = np.concatenate([[0], np.cumsum(lengths)])
     if (lengths < 0).any() or any(len(arrays[name]) != bounds[-1] for name in _STORED):
         raise ValueError("shapes")
-    tensors = {name: torch.from_numpy(arrays[name]).to(getattr(torch, meta["dtypes"][name])) for name in _STORED}
+    tensors = {
+        name: torch.from_numpy(arrays[name]).to(getattr(torch, meta["dtypes"][name]))
+        for name in _STORED
+    }
     return {
-        bytes(digests[row]): {name: values[bounds[row] : bounds[row + 1]] for name, values in tensors.items()}
+        bytes(digests[row]): {
+            name: values[bounds[row] : bounds[row + 1]] for name, values in tensors.items()
+        }
         for row in range(len(lengths))
     }
 
 
 def window_digest(prompt: str, window: str) -> bytes:
     """What identifies one window's forward pass besides the settings: its prompt and its text."""
-    return hashlib.sha256(f"{len(prompt)}:{prompt}{window}".encode("utf-8", "surrogatepass")).digest()
+    return hashlib.sha256(
+        f"{len(prompt)}:{prompt}{window}".encode("utf-8", "surrogatepass")
+    ).digest()
 
 
 class _Replay:
@@ -294,12 +325,17 @@ class _Replay:
         digests = [window_digest(prompt, text) for text in inputs]
         missing = {digest: text for digest, text in zip(digests, inputs) if digest not in self.memo}
         if missing:
-            for digest, outputs in zip(missing, self._model.encode(list(missing.values()), **kwargs)):
+            for digest, outputs in zip(
+                missing, self._model.encode(list(missing.values()), **kwargs)
+            ):
                 keep = outputs["attention_mask"].bool().cpu()
                 self.memo[digest] = {name: outputs[name].cpu()[keep] for name in _STORED}
             self.encoded += len(missing)
         device = kwargs.get("device") or self._model.device
-        return [{name: value.to(device) for name, value in self.memo[digest].items()} for digest in digests]
+        return [
+            {name: value.to(device) for name, value in self.memo[digest].items()}
+            for digest in digests
+        ]
 
 
 def best_spans_of_files(
@@ -319,10 +355,16 @@ def best_spans_of_files(
         >>> result = best_spans_of_files(model, ["no warranty"], [texts_of_a, texts_of_b], cache)  # doctest: +SKIP
     """
     lists: list[list[str]] = [list(texts) for texts in files]
-    config = resolve_span_config(model, options.get("min_span"), options.get("max_span"), options.get("unit"))
+    config = resolve_span_config(
+        model, options.get("min_span"), options.get("max_span"), options.get("unit")
+    )
     prompt = resolve_prompt(model, options.get("prompt"), options.get("prompt_name"), "document")
     context = options.get("window_context", WINDOW_CONTEXT)
-    settings = cache.settings(model, config.max_span, config.unit, prompt, context) if cache is not None else ""
+    settings = (
+        cache.settings(model, config.max_span, config.unit, prompt, context)
+        if cache is not None
+        else ""
+    )
     parts: list[SpanSearchResult] = []
     replay, texts = _Replay(model), [text for file in lists for text in file]
     if not texts:
@@ -336,11 +378,15 @@ def best_spans_of_files(
                 parts.append(best_spans(model, queries, block[0], **options))
                 continue
             keys = [cache.key(settings, file) if cache is not None else None for file in block]
-            entries = [cache.load(key) if cache is not None and key is not None else None for key in keys]
+            entries = [
+                cache.load(key) if cache is not None and key is not None else None for key in keys
+            ]
             for entry in entries:
                 replay.memo.update(entry or {})
             block_texts = [text for file in block for text in file]
-            searcher = replay if cache is not None else model  # without a cache: the model itself, as best_spans
+            searcher = (
+                replay if cache is not None else model
+            )  # without a cache: the model itself, as best_spans
             found = best_spans(searcher, queries, block_texts, **options)  # type: ignore[arg-type]  # replays it
             parts.append(found)
         except WindowError as error:  # its text named among all texts
@@ -363,8 +409,12 @@ def _save(replay: _Replay, cache: EncodingCache, key: str, digests: list[bytes])
 
 def _window_digests(model, texts: list[str], config, prompt: str, context: int) -> list[bytes]:
     """The digests of a file's windows, planned as span encoding plans them (texts that cannot be cut have none)."""
-    room = model_window(model) - (len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0)
-    windows = plan_windows(model.tokenizer, texts, room, config.max_span, context, config.unit, errors=[])
+    room = model_window(model) - (
+        len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+    )
+    windows = plan_windows(
+        model.tokenizer, texts, room, config.max_span, context, config.unit, errors=[]
+    )
     return [window_digest(prompt, texts[w.text_index][w.char_start : w.char_end]) for w in windows]
 
 
@@ -398,7 +448,10 @@ def _joined(parts: list[SpanSearchResult], texts: list[str]) -> SpanSearchResult
         fill = -np.inf if values.dtype.kind == "f" else -1
         return np.pad(values, ((0, 0), (0, 0), (0, width - values.shape[2])), constant_values=fill)
 
-    arrays = {name: np.concatenate([padded(getattr(part, name)) for part in parts], axis=1) for name in names}
+    arrays = {
+        name: np.concatenate([padded(getattr(part, name)) for part in parts], axis=1)
+        for name in names
+    }
     skipped, base = [], 0
     for part in parts:
         skipped += [(index + base, reason) for index, reason in part.skipped]

@@ -56,24 +56,35 @@ class DataSource:
 
 #: What slice-st's data options are made of (see shared/DATA.md).
 DATA_SOURCES: dict[str, DataSource] = {
-    "msmarco": DataSource("MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use", "nc"),
+    "msmarco": DataSource(
+        "MS MARCO training triples", "microsoft/ms_marco", "non-commercial research use", "nc"
+    ),
     "snli": DataSource("SNLI", "stanfordnlp/snli", "CC BY-SA 4.0", "sa"),
     "sick": DataSource("SICK", "RobZamp/sick", "CC BY-NC-SA 3.0", "nc"),
-    "stsb": DataSource("STS-B (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores)", "sa"),
+    "stsb": DataSource(
+        "STS-B (train split)", "sentence-transformers/stsb", "CC BY-SA 4.0 (scores)", "sa"
+    ),
     "ppdb": DataSource("PPDB phrase pairs (PEARL's filtered set)", None, "CC BY 3.0", "by"),
     "parabank": DataSource("ParaBank documents (Nugget's set)", None, "not stated", "unknown"),
-    "local": DataSource("your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"),
+    "local": DataSource(
+        "your own data (a local dataset or text files)", None, "not known to slice-st", "unknown"
+    ),
 }
 DEFAULT_BASE_LICENSE = "apache-2.0"  # all-MiniLM-L6-v2's
 #: The sources behind each kind of training data of the lab's data sets (research/train.py): ``offline`` holds only
 #: data whose licence allows commercial use, ``paper`` the paper's full set (with non-commercial and unlicensed data).
 OFFLINE_SOURCES = {
     "offline": {"slice": ["snli", "stsb"], "distill": ["stsb", "snli"]},
-    "paper": {"slice": ["snli", "sick", "stsb", "ppdb"], "distill": ["stsb", "sick", "snli", "parabank"]},
+    "paper": {
+        "slice": ["snli", "sick", "stsb", "ppdb"],
+        "distill": ["stsb", "sick", "snli", "parabank"],
+    },
 }
 
 
-def training_sources(train_data: list[str] | None, distill_data: list[str] | None) -> tuple[list[str], list[str]]:
+def training_sources(
+    train_data: list[str] | None, distill_data: list[str] | None
+) -> tuple[list[str], list[str]]:
     """The :data:`DATA_SOURCES` keys behind ``--train-data`` and ``--distill-data`` (``offline[:DIR]``,
     ``paper[:DIR]``, ``msmarco:PATH`` or local paths): those of the SLICE triplets and of the distillation passages.
 
@@ -115,7 +126,10 @@ def card_license(sources: list[str], base_model: str | None) -> tuple[str | None
     strictest = [("nc", "cc-by-nc-sa-4.0", "non-commercial"), ("sa", "cc-by-sa-4.0", "share-alike")]
     for kind, licence, words in strictest + [("by", "cc-by-4.0", "attribution")]:
         if kind in terms:
-            return licence, f"Trained on {words} data, so the weights are {licence}. Sources: {listed}."
+            return (
+                licence,
+                f"Trained on {words} data, so the weights are {licence}. Sources: {listed}.",
+            )
     if base_model == DEFAULT_MODEL_NAME:
         return DEFAULT_BASE_LICENSE, "No SLICE training data; the licence is the base model's."
     return None, "No SLICE training data; see the base model's licence."
@@ -131,7 +145,9 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.slice_section:  # else sentence-transformers' own card until a SLICE loss trains the model
+        if (
+            self.slice_section
+        ):  # else sentence-transformers' own card until a SLICE loss trains the model
             self.template_path = slice_template_path()
 
     def set_losses(self, losses: list[Any]) -> None:
@@ -152,7 +168,9 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         """sentence-transformers' metadata, the architecture under the class the saved model loads as."""
         metadata = super().get_model_specific_metadata()
         own = type(self.model).__name__
-        if own != "SentenceTransformer" and str(metadata.get("model_string", "")).startswith(own + "("):
+        if own != "SentenceTransformer" and str(metadata.get("model_string", "")).startswith(
+            own + "("
+        ):
             metadata["model_string"] = "SentenceTransformer" + metadata["model_string"][len(own) :]
         return metadata
 
@@ -164,7 +182,9 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         self.template_path = slice_template_path()
         self.add_tags(SLICE_TAGS)
         name = type(loss).__name__
-        if loss is not None and all(entry["name"].split(" ")[0] != name for entry in self.slice_section["losses"]):
+        if loss is not None and all(
+            entry["name"].split(" ")[0] != name for entry in self.slice_section["losses"]
+        ):
             settings = loss.get_config_dict() if hasattr(loss, "get_config_dict") else {}
             settings = {key: _public(value) for key, value in settings.items()}
             self.slice_section["losses"].append({"name": name, "settings": settings})
@@ -187,14 +207,18 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
 def slice_template_path() -> Path:
     """ST's card template with the SLICE section before "## Model Details", as a file (the Hub renders a path)."""
-    base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")  # the field's default
+    base = Path(SentenceTransformerModelCardData.template_path).read_text(
+        encoding="utf-8"
+    )  # the field's default
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
     composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
-        with atomic_file(path, "w", encoding="utf-8", sync=False) as handle:  # a shared temp folder: never via a link
+        with atomic_file(
+            path, "w", encoding="utf-8", sync=False
+        ) as handle:  # a shared temp folder: never via a link
             handle.write(composed)
     return path
 
@@ -204,8 +228,14 @@ def hub_model_name(name: str | None) -> str | None:
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
-    if os.path.isabs(path) or os.path.exists(path):  # a local folder: its name says nothing to a reader
-        return DEFAULT_MODEL_NAME if os.path.exists(path) and os.path.samefile(path, default_model_path()) else None
+    if os.path.isabs(path) or os.path.exists(
+        path
+    ):  # a local folder: its name says nothing to a reader
+        return (
+            DEFAULT_MODEL_NAME
+            if os.path.exists(path) and os.path.samefile(path, default_model_path())
+            else None
+        )
     return name if name.count("/") == 1 else None
 
 
@@ -221,32 +251,63 @@ def apply_model_card(
     ``config``: the run's settings (a dict or :class:`~slice_st.training.SliceArguments`); ``repo_id``: the Hub
     repository; ``trainer_datasets``: the objectives of the trainer's datasets, in its order (it adds statistics).
     """
-    training = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
+    training = (
+        dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
+    )
     old = model.model_card_data
-    base_model = hub_model_name(training.get("model")) if training else (old.base_model or hub_model_name(None))
-    keys = dict(zip(("slice", "distill"), training_sources(training.get("train_data"), training.get("distill_data"))))
+    base_model = (
+        hub_model_name(training.get("model"))
+        if training
+        else (old.base_model or hub_model_name(None))
+    )
+    keys = dict(
+        zip(
+            ("slice", "distill"),
+            training_sources(training.get("train_data"), training.get("distill_data")),
+        )
+    )
     sources = list(dict.fromkeys(keys["slice"] + keys["distill"]))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
         license_id, license_note = training["license"], f"Licence set for this run. {license_note}"
-    names = {part: ", ".join(DATA_SOURCES[key].name for key in found) for part, found in keys.items() if found}
+    names = {
+        part: ", ".join(DATA_SOURCES[key].name for key in found)
+        for part, found in keys.items()
+        if found
+    }
     titles = {"slice": "SLICE triplets from ", "distill": "Distillation passages from "}
-    datasets = [{"name": titles[part] + names[part]} for part in trainer_datasets or [] if part in names]
+    datasets = [
+        {"name": titles[part] + names[part]} for part in trainer_datasets or [] if part in names
+    ]
     card = SliceModelCardData(
         language="en",
         license=license_id,
         model_name=f"SLICE span embeddings ({(base_model or 'a local base model').split('/')[-1]})",
-        train_datasets=datasets if trainer_datasets and len(datasets) == len(trainer_datasets) else [],
+        train_datasets=datasets
+        if trainer_datasets and len(datasets) == len(trainer_datasets)
+        else [],
         tags=list(dict.fromkeys(list(old.tags) + SLICE_TAGS)),
         local_files_only=True,  # no Hub look-ups while rendering; metadata below is set directly
     )
-    card.model_id = repo_id or old.model_id  # after construction: the shipped name has no organisation
+    card.model_id = (
+        repo_id or old.model_id
+    )  # after construction: the shipped name has no organisation
     card.base_model = base_model
-    card.datasets = list(dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id))
+    card.datasets = list(
+        dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id)
+    )
     lora_r = training.get("lora_r")
-    section = {"sources": [dataclasses.asdict(DATA_SOURCES[key]) for key in sources], "license_note": license_note}
-    section |= {"losses": _run_losses(training, get_span_config(model)), "steps": training.get("max_steps")}
-    section["lora"] = {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
+    section = {
+        "sources": [dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
+        "license_note": license_note,
+    }
+    section |= {
+        "losses": _run_losses(training, get_span_config(model)),
+        "steps": training.get("max_steps"),
+    }
+    section["lora"] = (
+        {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
+    )
     card.slice_section = _slice_section(model, **section)
     card.template_path = slice_template_path()
     model.model_card_data = card
@@ -263,8 +324,18 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
         losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": settings})
     if training.get("distill_data"):
         teacher = training.get("teacher")
-        teacher = (hub_model_name(teacher) or "a local model") if teacher else "a frozen copy of the base model"
-        names = ("distill_spans", "distill_max_span", "distill_metric", "distill_text_weight", "distill_weight")
+        teacher = (
+            (hub_model_name(teacher) or "a local model")
+            if teacher
+            else "a frozen copy of the base model"
+        )
+        names = (
+            "distill_spans",
+            "distill_max_span",
+            "distill_metric",
+            "distill_text_weight",
+            "distill_weight",
+        )
         settings = {"teacher": teacher, **{key: training[key] for key in names if key in training}}
         losses.append({"name": "SpanDistillationLoss", "settings": settings})
     return losses
@@ -272,15 +343,27 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
 
 def _public(value: Any) -> Any:
     """A loss setting fit for a public card: a local path (a teacher folder, say) is not named."""
-    if isinstance(value, str) and (os.path.isabs(value) or os.path.exists(os.path.expanduser(value))):
+    if isinstance(value, str) and (
+        os.path.isabs(value) or os.path.exists(os.path.expanduser(value))
+    ):
         return hub_model_name(value) or "a local model"
     return value
 
 
 def _slice_section(model: SentenceTransformer, **values: Any) -> dict[str, Any]:
     """The SLICE section's variables (``slice_st/model_card/template.md``): defaults, then ``values``."""
-    section = {"expansion": SLICE_EXPANSION, "span": get_span_config(model).to_dict(), "license_note": ""}
-    section |= {"losses": [], "sources": [], "steps": None, "lora": None, "citation": SLICE_CITATION.strip()}
+    section = {
+        "expansion": SLICE_EXPANSION,
+        "span": get_span_config(model).to_dict(),
+        "license_note": "",
+    }
+    section |= {
+        "losses": [],
+        "sources": [],
+        "steps": None,
+        "lora": None,
+        "citation": SLICE_CITATION.strip(),
+    }
     return section | values
 
 
@@ -308,7 +391,9 @@ def describe_embedded_base(model: SentenceTransformer) -> None:
     card.local_files_only = True
 
 
-def describe_shipped_model(model: SentenceTransformer, name: str = DEFAULT_SHIPPED_MODEL) -> SliceModelCardData:
+def describe_shipped_model(
+    model: SentenceTransformer, name: str = DEFAULT_SHIPPED_MODEL
+) -> SliceModelCardData:
     """Give the shipped model ``name`` its SLICE card from ``provenance.json``; returns it."""
     shipped = shipped_model(name)
     provenance = shipped.provenance
@@ -318,5 +403,7 @@ def describe_shipped_model(model: SentenceTransformer, name: str = DEFAULT_SHIPP
     card.model_name = f"{shipped.name}: {shipped.description}"
     licence, _, note = str(provenance["licence"]).partition(":")  # "id: why"
     card.license, note = licence.strip(), note.strip()
-    card.slice_section["license_note"] = note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
+    card.slice_section["license_note"] = (
+        note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
+    )
     return card

@@ -13,7 +13,13 @@ from slice_st.tokens import check_unit
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
-__all__ = ["SpanConfig", "enable_span_features", "get_span_config", "has_span_features", "set_span_config"]
+__all__ = [
+    "SpanConfig",
+    "enable_span_features",
+    "get_span_config",
+    "has_span_features",
+    "set_span_config",
+]
 
 CONFIG_KEY = "slice_st"
 
@@ -42,7 +48,9 @@ class SpanConfig:
 
     def replace(self, **overrides: Any) -> SpanConfig:
         """A copy with the non-``None`` overrides applied (and validated)."""
-        return SpanConfig(**asdict(self) | {key: value for key, value in overrides.items() if value is not None})
+        return SpanConfig(
+            **asdict(self) | {key: value for key, value in overrides.items() if value is not None}
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,12 +86,17 @@ def get_span_config(model: SentenceTransformer) -> SpanConfig:
         return SpanConfig(pooling.min_span, pooling.max_span, pooling.unit)
     saved = getattr(hf_config(model), CONFIG_KEY, None)
     if isinstance(saved, dict):
-        return SpanConfig(**{key: saved[key] for key in ("min_span", "max_span", "unit") if key in saved})
+        return SpanConfig(
+            **{key: saved[key] for key in ("min_span", "max_span", "unit") if key in saved}
+        )
     return SpanConfig()
 
 
 def set_span_config(
-    model: SentenceTransformer, min_span: int | None = None, max_span: int | None = None, unit: str | None = None
+    model: SentenceTransformer,
+    min_span: int | None = None,
+    max_span: int | None = None,
+    unit: str | None = None,
 ) -> SpanConfig:
     """Record span settings in the transformer's config (and a ``SpanPooling``) so ``model.save`` carries them.
 
@@ -97,10 +110,16 @@ def set_span_config(
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = span_pooling_module(model)
     if pooling is not None:
-        pooling.min_span, pooling.max_span, pooling.unit = span_config.min_span, span_config.max_span, span_config.unit
+        pooling.min_span, pooling.max_span, pooling.unit = (
+            span_config.min_span,
+            span_config.max_span,
+            span_config.unit,
+        )
     config = hf_config(model)
     if config is None and pooling is None:
-        raise ValueError("This model has no Hugging Face transformer module to record span settings in.")
+        raise ValueError(
+            "This model has no Hugging Face transformer module to record span settings in."
+        )
     if config is not None:
         setattr(config, CONFIG_KEY, span_config.to_dict())
     return span_config
@@ -123,7 +142,9 @@ def enable_span_features(model: SentenceTransformer) -> SentenceTransformer:
     input_module = model[0]
     processing_kwargs = getattr(input_module, "processing_kwargs", None)
     if processing_kwargs is None:
-        raise ValueError("Span features need a sentence-transformers Transformer module (with processing_kwargs).")
+        raise ValueError(
+            "Span features need a sentence-transformers Transformer module (with processing_kwargs)."
+        )
     text_kwargs = {**processing_kwargs.get("text", {}), **SPAN_PROCESSING_KWARGS["text"]}
     input_module.processing_kwargs = {**processing_kwargs, "text": text_kwargs}
     return model
@@ -157,4 +178,6 @@ def has_span_features(model: SentenceTransformer) -> bool:
     from slice_st.tokens import SPAN_PROCESSING_KWARGS
 
     text_kwargs = (getattr(model[0], "processing_kwargs", None) or {}).get("text", {})
-    return all(text_kwargs.get(key) == value for key, value in SPAN_PROCESSING_KWARGS["text"].items())
+    return all(
+        text_kwargs.get(key) == value for key, value in SPAN_PROCESSING_KWARGS["text"].items()
+    )

@@ -37,7 +37,13 @@ from slice_st._checks import as_text_list, check_device, check_top_k
 from slice_st.config import SpanConfig, check_tokenizer, get_span_config
 from slice_st.errors import ModelLoadError, SpanInputError, SpanPoolingWarning, WindowError
 from slice_st.spans import SIMILARITIES, pool_spans, pool_units
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, WINDOW_CONTEXT, Window, plan_windows, unit_boundaries
+from slice_st.tokens import (
+    SPAN_PROCESSING_KWARGS,
+    WINDOW_CONTEXT,
+    Window,
+    plan_windows,
+    unit_boundaries,
+)
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
@@ -55,7 +61,10 @@ DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 
 
 def resolve_prompt(
-    model: SentenceTransformer, prompt: str | None = None, prompt_name: str | None = None, role: str = "document"
+    model: SentenceTransformer,
+    prompt: str | None = None,
+    prompt_name: str | None = None,
+    role: str = "document",
 ) -> str:
     """The prompt text of one side (``""``: none), chosen as ``encode_query``/``encode_document`` choose it."""
     if prompt is not None:
@@ -64,8 +73,16 @@ def resolve_prompt(
         return prompt
     prompts = getattr(model, "prompts", None) or {}
     if prompt_name is not None and prompt_name not in prompts:
-        raise SpanInputError(f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}.")
-    names = [prompt_name] if prompt_name is not None else ["query"] if role == "query" else [*DOCUMENT_PROMPT_NAMES]
+        raise SpanInputError(
+            f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}."
+        )
+    names = (
+        [prompt_name]
+        if prompt_name is not None
+        else ["query"]
+        if role == "query"
+        else [*DOCUMENT_PROMPT_NAMES]
+    )
     names.append(getattr(model, "default_prompt_name", None))
     return next((prompts[name] or "" for name in names if name is not None and name in prompts), "")
 
@@ -81,13 +98,20 @@ def check_span_pooling(model: SentenceTransformer) -> None:
             return
         _CHECKED_POOLING.add(target)
     modules = list(target) if isinstance(target, Iterable) else []
-    pooling = [hasattr(m, "pooling_mode") or getattr(m, "provides_span_embeddings", False) is True for m in modules]
+    pooling = [
+        hasattr(m, "pooling_mode") or getattr(m, "provides_span_embeddings", False) is True
+        for m in modules
+    ]
     if not any(pooling):
         return
     position = pooling.index(True)
     mode = getattr(modules[position], "pooling_mode", "mean")
     modes = (mode,) if isinstance(mode, str) else tuple(mode)
-    after = [type(module).__name__ for module in modules[position + 1 :] if type(module).__name__ != "Normalize"]
+    after = [
+        type(module).__name__
+        for module in modules[position + 1 :]
+        if type(module).__name__ != "Normalize"
+    ]
     problems = [f"its pooling is {'+'.join(modes)}, not mean"] if modes != ("mean",) else []
     if after:
         problems.append(f"{', '.join(after)} follow{'s' if len(after) == 1 else ''} its pooling")
@@ -111,7 +135,11 @@ def check_truncate_dim(
     if truncate_dim is None:
         return None
     dim = token_dimension(model)
-    if isinstance(truncate_dim, bool) or not isinstance(truncate_dim, int) or not 1 <= truncate_dim <= dim:
+    if (
+        isinstance(truncate_dim, bool)
+        or not isinstance(truncate_dim, int)
+        or not 1 <= truncate_dim <= dim
+    ):
         raise SpanInputError(f"truncate_dim must be an integer in 1..{dim}, got {truncate_dim!r}.")
     return truncate_dim
 
@@ -121,7 +149,9 @@ def resolve_span_config(model: SentenceTransformer, min_span, max_span, unit) ->
     config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     window = model_window(model)
     if config.min_span > window:
-        raise SpanInputError(f"min_span={config.min_span} is longer than a model window ({window} tokens).")
+        raise SpanInputError(
+            f"min_span={config.min_span} is longer than a model window ({window} tokens)."
+        )
     return config.replace(max_span=window) if config.max_span > window else config
 
 
@@ -136,13 +166,21 @@ def model_window(model: SentenceTransformer, role: str = "document") -> int:
     also within its length for the ``role`` (``document_length``; ``query_length`` or a fixed query expansion's)."""
     tokenizer = model.tokenizer
     if tokenizer is None or not getattr(tokenizer, "is_fast", False):
-        raise SpanInputError("Span encoding needs a model with a fast (Rust) tokenizer to get character offsets.")
-    max_length = min(int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000)
-    if is_multi_vector(model):  # its Transformer truncates each role's texts to these lengths: windows must fit
+        raise SpanInputError(
+            "Span encoding needs a model with a fast (Rust) tokenizer to get character offsets."
+        )
+    max_length = min(
+        int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000
+    )
+    if is_multi_vector(
+        model
+    ):  # its Transformer truncates each role's texts to these lengths: windows must fit
         module = model[0]
         length = getattr(module, "document_length" if role == "document" else "query_length", None)
         expansion = getattr(module, "query_expansion", None) if role == "query" else None
-        if expansion and expansion.get("strategy") == "fixed":  # one expansion token left, as in a short query
+        if (
+            expansion and expansion.get("strategy") == "fixed"
+        ):  # one expansion token left, as in a short query
             length = expansion["length"] - 1
         max_length = min(max_length, length or max_length)
     check_tokenizer(model)
@@ -173,7 +211,9 @@ def span_similarity(model: SentenceTransformer, similarity_fn_name: str | None =
             "mean token vectors (default: cosine)."
         )
     if similarity not in SIMILARITIES:
-        raise SpanInputError(f"similarity_fn_name must be one of {SIMILARITIES}, got {similarity!r}.")
+        raise SpanInputError(
+            f"similarity_fn_name must be one of {SIMILARITIES}, got {similarity!r}."
+        )
     return similarity
 
 
@@ -201,11 +241,16 @@ class WindowRows:
             width = int(num_units.max()) if index else 0
             boundaries = self.boundaries[index, : width + 1]
             length = max(int(boundaries[:, -1].max()), 1)
-            windows, owned = [self.windows[i] for i in index], (self.owned[0][index], self.owned[1][index])
+            windows, owned = (
+                [self.windows[i] for i in index],
+                (self.owned[0][index], self.owned[1][index]),
+            )
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
             weights = None if self.token_weights is None else self.token_weights[index, :length]
             vectors = self.token_embeddings[index, :length]
-            yield WindowRows(windows, vectors, boundaries, num_units, owned, *chars, token_weights=weights)
+            yield WindowRows(
+                windows, vectors, boundaries, num_units, owned, *chars, token_weights=weights
+            )
 
 
 def encode_windows(
@@ -226,27 +271,49 @@ def encode_windows(
     ``model.encode``, ``prompt`` marked special; ``role`` (``"document"`` or ``"query"``) is the ``task``, as
     ``encode_document`` / ``encode_query`` set it. Uncuttable texts raise first, or go to ``errors`` (index, reason)."""
     check_top_k(batch_size, "batch_size")
-    if isinstance(window_context, bool) or not isinstance(window_context, int) or window_context < 0:
-        raise SpanInputError(f"window_context must be a non-negative integer, got {window_context!r}.")
+    if (
+        isinstance(window_context, bool)
+        or not isinstance(window_context, int)
+        or window_context < 0
+    ):
+        raise SpanInputError(
+            f"window_context must be a non-negative integer, got {window_context!r}."
+        )
     check_span_pooling(model)
-    device = check_device(device)  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
+    device = check_device(
+        device
+    )  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
     window = model_window(model, role)
-    room = window - (len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0)
+    room = window - (
+        len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+    )
     if room < 1:
-        raise SpanInputError(f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens.")
+        raise SpanInputError(
+            f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens."
+        )
     bad: list[tuple[int, str]] = [] if errors is None else errors
     windows = plan_windows(
-        model.tokenizer, texts, room, span_config.max_span, window_context, span_config.unit, errors=bad
+        model.tokenizer,
+        texts,
+        room,
+        span_config.max_span,
+        window_context,
+        span_config.unit,
+        errors=bad,
     )
     if bad and errors is None:
         raise WindowError(*bad[0], errors=bad)
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
     multi_vector = is_multi_vector(model)
 
-    def batches() -> Iterator[WindowRows]:  # the checks above run at the call, the encoding when iterated
+    def batches() -> Iterator[
+        WindowRows
+    ]:  # the checks above run at the call, the encoding when iterated
         with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
             for chunk in _calls(windows):
-                strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]  # stripped: ST strips too
+                strings = [
+                    texts[w.text_index][w.char_start : w.char_end] for w in chunk
+                ]  # stripped: ST strips too
                 outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
                     strings,
                     output_value=None,
@@ -261,7 +328,9 @@ def encode_windows(
                     outputs = [_scored_tokens(out) for out in outputs]
                 if prompt:
                     outputs = [_without_prompt(out, prompt) for out in outputs]
-                yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(batch_size)
+                yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(
+                    batch_size
+                )
                 progress.update(len(chunk))
 
     return batches()
@@ -309,17 +378,25 @@ def _without_prompt(out: dict[str, Any], prompt: str) -> dict[str, Any]:
     return {
         **out,
         "special_tokens_mask": outside.to(out["special_tokens_mask"].dtype),
-        "offset_mapping": torch.where(outside[:, None], torch.zeros_like(offsets), offsets - len(prompt)),
+        "offset_mapping": torch.where(
+            outside[:, None], torch.zeros_like(offsets), offsets - len(prompt)
+        ),
     }
 
 
 def _pad(outputs: list[dict[str, Tensor]], key: str, padding_value: float = 0) -> Tensor:
-    return torch.nn.utils.rnn.pad_sequence([out[key] for out in outputs], batch_first=True, padding_value=padding_value)
+    return torch.nn.utils.rnn.pad_sequence(
+        [out[key] for out in outputs], batch_first=True, padding_value=padding_value
+    )
 
 
-def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list[dict], unit: str) -> WindowRows:
+def _pad_window_outputs(
+    windows: list[Window], strings: list[str], outputs: list[dict], unit: str
+) -> WindowRows:
     vectors = _pad(outputs, "token_embeddings")
-    if not bool(torch.isfinite(vectors).all()):  # else every score is NaN and every search finds "no match"
+    if not bool(
+        torch.isfinite(vectors).all()
+    ):  # else every score is NaN and every search finds "no match"
         row = int((~torch.isfinite(vectors)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
@@ -329,7 +406,9 @@ def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list
     masks = _pad(outputs, "attention_mask"), _pad(outputs, "special_tokens_mask", 1)
     units = unit_boundaries(*masks, _pad(outputs, "offset_mapping"), unit, strings)
     device = units.num_units.device
-    expected = torch.tensor([w.num_words if unit == "word" else w.num_tokens for w in windows], device=device)
+    expected = torch.tensor(
+        [w.num_words if unit == "word" else w.num_tokens for w in windows], device=device
+    )
     planned = expected >= 0  # short texts are not tokenized while planning (-1): nothing to check
     if not torch.equal(units.num_units[planned], expected[planned]):
         row = int(((units.num_units != expected) & planned).nonzero()[0, 0])
@@ -339,14 +418,18 @@ def _pad_window_outputs(windows: list[Window], strings: list[str], outputs: list
             "fragment differs from that of the whole text (prompts or a custom preprocess?)."
         )
     # Owned span starts [lo, hi): units whose first character lies in the window's owned range.
-    unit_chars = units.char_starts + torch.tensor([w.char_start for w in windows], device=device)[:, None]
+    unit_chars = (
+        units.char_starts + torch.tensor([w.char_start for w in windows], device=device)[:, None]
+    )
     exists = torch.arange(unit_chars.shape[1], device=device)[None, :] < units.num_units[:, None]
     owned = tuple(
         ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)
         for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
     )
     chars = units.char_starts, units.char_ends
-    return WindowRows(windows, vectors, units.boundaries, units.num_units, owned, *chars, token_weights=weights)
+    return WindowRows(
+        windows, vectors, units.boundaries, units.num_units, owned, *chars, token_weights=weights
+    )
 
 
 @dataclass
@@ -377,7 +460,9 @@ class SpanEncoding:
 @overload
 def encode_spans(model: SentenceTransformer, texts: str, **options: Any) -> SpanEncoding: ...
 @overload
-def encode_spans(model: SentenceTransformer, texts: Sequence[str], **options: Any) -> list[SpanEncoding]: ...
+def encode_spans(
+    model: SentenceTransformer, texts: Sequence[str], **options: Any
+) -> list[SpanEncoding]: ...
 def encode_spans(  # type: ignore[misc]  # the overloads say what comes back; the options are checked here
     model: SentenceTransformer,
     texts: str | Sequence[str],
@@ -420,23 +505,40 @@ def encode_spans(  # type: ignore[misc]  # the overloads say what comes back; th
     span_config = resolve_span_config(model, min_span, max_span, unit)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "document")
     windows = encode_windows(
-        model, text_list, span_config, batch_size, show_progress_bar, window_context, prompt=prompt_text, device=device
+        model,
+        text_list,
+        span_config,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        prompt=prompt_text,
+        device=device,
     )
     per_text: list[list[tuple[int, Tensor, Tensor, Tensor]]] = [[] for _ in text_list]
     for rows in windows:
         for text_index, part in _window_spans(rows, span_config, truncate_dim):
             per_text[text_index].append(part)
     dim = truncate_dim or token_dimension(model)
-    no_spans = [torch.zeros(0, 2, dtype=torch.long)] * 2 + [torch.zeros(0, dim, device=device or model.device)]
+    no_spans = [torch.zeros(0, 2, dtype=torch.long)] * 2 + [
+        torch.zeros(0, dim, device=device or model.device)
+    ]
     columns = [  # each text's (offsets, units, vectors), its windows in text order
-        [torch.cat(column) for column in zip(*(part[1:] for part in sorted(parts, key=lambda part: part[0])))]
+        [
+            torch.cat(column)
+            for column in zip(*(part[1:] for part in sorted(parts, key=lambda part: part[0])))
+        ]
         or no_spans
         for parts in per_text
     ]
     options = (normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)
     vectors = _output_vectors([found[2] for found in columns], *options)
     results = [
-        SpanEncoding(text=text, offsets=found[0].cpu().numpy(), units=found[1].cpu().numpy(), embeddings=text_vectors)
+        SpanEncoding(
+            text=text,
+            offsets=found[0].cpu().numpy(),
+            units=found[1].cpu().numpy(),
+            embeddings=text_vectors,
+        )
         for text, found, text_vectors in zip(text_list, columns, vectors)
     ]
     return results[0] if single else results
@@ -451,8 +553,12 @@ def _window_spans(rows: WindowRows, span_config: SpanConfig, truncate_dim: int |
     char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
     for row, window in enumerate(rows.windows):
         keep = pooled.mask[row]
-        offsets = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + window.char_start
-        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + window.first_unit(span_config.unit)
+        offsets = (
+            torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + window.char_start
+        )
+        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + window.first_unit(
+            span_config.unit
+        )
         yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
 
 
@@ -464,7 +570,10 @@ def _output_vectors(vectors: list[Tensor], normalize: bool, precision: str, to_n
         vectors = [torch.nn.functional.normalize(v, dim=-1) for v in vectors]
     if precision != "float32" and vectors:
         try:
-            vectors = [torch.from_numpy(np.ascontiguousarray(v)) for v in quantize_embeddings(vectors, precision)]
+            vectors = [
+                torch.from_numpy(np.ascontiguousarray(v))
+                for v in quantize_embeddings(vectors, precision)
+            ]
         except ValueError as error:  # int8 ranges from one vector
             raise SpanInputError(f"precision={precision!r}: {error}") from None
     return [v.cpu().numpy() if to_numpy else v for v in vectors]
@@ -494,16 +603,27 @@ def embed_texts(
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    config = SpanConfig(1, 1, "word")  # a query is one whole span: its windows need no room for spans
+    config = SpanConfig(
+        1, 1, "word"
+    )  # a query is one whole span: its windows need no room for spans
     options = {"prompt": prompt, "device": device, "role": "query"}
     windows = encode_windows(
-        model, text_list, config, batch_size, show_progress_bar, window_context, "Encoding queries", **options
+        model,
+        text_list,
+        config,
+        batch_size,
+        show_progress_bar,
+        window_context,
+        "Encoding queries",
+        **options,
     )
     totals = torch.zeros(len(text_list), token_dimension(model), device=device or model.device)
     counts = torch.zeros(len(text_list), device=totals.device)
     for rows in windows:
         index = torch.tensor([w.text_index for w in rows.windows], device=totals.device)
-        total, count = pool_units(rows.token_embeddings, rows.boundaries, *rows.owned, weights=rows.token_weights)
+        total, count = pool_units(
+            rows.token_embeddings, rows.boundaries, *rows.owned, weights=rows.token_weights
+        )
         totals.index_add_(0, index, total.to(totals.device))
         counts.index_add_(0, index, count.to(totals.device, totals.dtype))
     if bool((counts == 0).any()):
@@ -550,7 +670,15 @@ def encode_span_queries(
     """
     truncate_dim = check_truncate_dim(model, truncate_dim, precision)
     prompt_text = resolve_prompt(model, prompt, prompt_name, "query")
-    options = {"batch_size": batch_size, "show_progress_bar": show_progress_bar, "window_context": window_context}
-    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[:, :truncate_dim]
-    vectors = _output_vectors([vectors], normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)[0]
+    options = {
+        "batch_size": batch_size,
+        "show_progress_bar": show_progress_bar,
+        "window_context": window_context,
+    }
+    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[
+        :, :truncate_dim
+    ]
+    vectors = _output_vectors(
+        [vectors], normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor
+    )[0]
     return vectors[0] if isinstance(queries, str) else vectors

@@ -50,7 +50,9 @@ class WindowError(SpanInputError):
     """A text that cannot be cut into model windows: ``text_index`` names it, ``reason`` says why, ``errors`` lists
     every such ``(text index, reason)`` of the call (this one first)."""
 
-    def __init__(self, text_index: int, reason: str, errors: list[tuple[int, str]] | None = None) -> None:
+    def __init__(
+        self, text_index: int, reason: str, errors: list[tuple[int, str]] | None = None
+    ) -> None:
         more = f" (and {len(errors) - 1} more)" if errors and len(errors) > 1 else ""
         super().__init__(f"Text {text_index}: {reason}{more}")
         self.text_index, self.reason = text_index, reason

@@ -31,7 +31,9 @@ READ_FILE_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _CLOE
 FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 
 
-def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = "") -> str:
+def check_output(
+    path: str | os.PathLike, what: str = "output", *, folder: bool = True, full: str = ""
+) -> str:
     """``path``, checked before any work (nothing is created): a writable folder (``folder=False``: file) or a path
     that can be created, else a :class:`FileAccessError` naming ``what``. ``full``: refuse a folder that holds files,
     saying why and how to go on (empty: files are fine, as with ``--overwrite``)."""
@@ -43,7 +45,9 @@ def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool 
         if not os.path.isdir(parent):
             raise FileAccessError(f"cannot create {path}: {parent} is a file, not a folder.")
         if not os.access(parent, os.W_OK | os.X_OK):
-            raise FileAccessError(f"cannot create {path}: {parent} is not writable (permission denied).")
+            raise FileAccessError(
+                f"cannot create {path}: {parent} is not writable (permission denied)."
+            )
     elif os.path.isdir(path) != folder:
         raise FileAccessError(f"{what} {path} is a {other}, not a {kind}.")
     elif not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
@@ -53,11 +57,15 @@ def check_output(path: str | os.PathLike, what: str = "output", *, folder: bool 
     return path
 
 
-def check_not_link(path: str | os.PathLike, what: str = "output", purpose: str = "to write into") -> str:
+def check_not_link(
+    path: str | os.PathLike, what: str = "output", purpose: str = "to write into"
+) -> str:
     """``path``, or a :class:`FileAccessError` for a symbolic link (``link/`` too): nothing goes where a link points."""
     normal = os.path.normpath(os.fspath(path))
     if os.path.islink(normal):
-        raise FileAccessError(f"{what} {normal} is a symbolic link: name the real folder {purpose}.")
+        raise FileAccessError(
+            f"{what} {normal} is a symbolic link: name the real folder {purpose}."
+        )
     return path
 
 
@@ -77,17 +85,25 @@ def create_new_file(path: str, mode: str = "wb", encoding: str | None = None):
 
 
 def open_regular_file(
-    path: str | os.PathLike, size: int | None = None, *, folder: int | None = None, follow_links: bool = False
+    path: str | os.PathLike,
+    size: int | None = None,
+    *,
+    folder: int | None = None,
+    follow_links: bool = False,
 ):
     """``path`` open for binary reading if it is a regular file of ``size`` bytes (``None``: any), checked on the very
     descriptor read, else a :class:`FileAccessError`; a link is refused unless ``follow_links``. ``folder``: an
     :func:`open_folder` descriptor ``path`` is inside."""
     path = os.fspath(path)
-    descriptor = _open(path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, folder)
+    descriptor = _open(
+        path, READ_FILE_FLAGS & ~_NOFOLLOW if follow_links else READ_FILE_FLAGS, folder
+    )
     try:
         found = os.fstat(descriptor)
         if not stat.S_ISREG(found.st_mode):
-            raise FileAccessError(f"{path} is not a regular file: a folder, device, pipe or socket is never read")
+            raise FileAccessError(
+                f"{path} is not a regular file: a folder, device, pipe or socket is never read"
+            )
         if size is not None and found.st_size != size:
             raise FileAccessError(f"{path} has {found.st_size} bytes, not the {size} expected")
         if hasattr(os, "set_blocking"):
@@ -104,9 +120,13 @@ def _open(path: str, flags: int, folder: int | None = None) -> int:
         return os.open(path, flags, dir_fd=folder)
     except OSError as error:
         # Linux says ENOTDIR, not ELOOP, for a link opened O_DIRECTORY|O_NOFOLLOW (only by path, in open_folder)
-        link = error.errno in (errno.ELOOP, errno.EMLINK) or (flags == FOLDER_FLAGS and os.path.islink(path))
+        link = error.errno in (errno.ELOOP, errno.EMLINK) or (
+            flags == FOLDER_FLAGS and os.path.islink(path)
+        )
         if flags & _NOFOLLOW and link:
-            raise FileAccessError(f"{path} is a symbolic link, not followed: nothing is read through it") from None
+            raise FileAccessError(
+                f"{path} is a symbolic link, not followed: nothing is read through it"
+            ) from None
         if error.errno == errno.ENOTDIR and flags == FOLDER_FLAGS:
             raise FileAccessError(f"{path} is not a folder") from None
         raise
@@ -127,11 +147,15 @@ def open_folder(path: str | os.PathLike) -> Iterator[int | None]:
 
 
 @contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True):
+def atomic_file(
+    path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None, sync: bool = True
+):
     """Write ``path`` all at once: a new temporary file beside it (:func:`create_new_file`), then (fsync and)
     ``os.replace``; a link at ``path`` is replaced, never its target; on any error ``path`` is unchanged."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")  # 2^64 names: never one that exists
+    temporary = os.path.join(
+        folder, f".{name}.{secrets.token_hex(8)}.tmp"
+    )  # 2^64 names: never one that exists
     handle = create_new_file(temporary, mode, encoding)
     try:
         with handle:
@@ -208,7 +232,9 @@ def jsonl_records(path: str) -> Iterator[tuple[int, int, dict]]:
             reason = error if isinstance(error, ValueError) else "nested too deeply"
             raise CorpusError(f"{path}, line {number}: not valid JSON ({reason}).") from None
         if not isinstance(record, dict):
-            raise CorpusError(f"{path}, line {number}: expected a JSON object, got {type(record).__name__}.")
+            raise CorpusError(
+                f"{path}, line {number}: expected a JSON object, got {type(record).__name__}."
+            )
         yield number, offset, record
 
 
@@ -223,10 +249,21 @@ def expand_paths(
     """
     found: list[str] = []
     for path in paths:
-        if path != "-" and os.path.isdir(path):  # a folder: its files, as the pattern FOLDER/**/* names them
-            root, files = path, [file for file in _glob(path, ["**", "*"]) if file.lower().endswith(tuple(suffixes))]
+        if path != "-" and os.path.isdir(
+            path
+        ):  # a folder: its files, as the pattern FOLDER/**/* names them
+            root, files = (
+                path,
+                [
+                    file
+                    for file in _glob(path, ["**", "*"])
+                    if file.lower().endswith(tuple(suffixes))
+                ],
+            )
             missing = f"no {', '.join(suffixes)} file in the folder {path}."
-        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):  # its fixed folder, then the rest
+        elif (
+            path != "-" and glob.has_magic(path) and not os.path.exists(path)
+        ):  # its fixed folder, then the rest
             parts = path.split(os.sep)
             fixed = next(index for index, part in enumerate(parts) if glob.has_magic(part))
             root = os.sep.join(parts[:fixed]) or (os.sep if path.startswith(os.sep) else "")
@@ -246,7 +283,9 @@ def _scan(folder: str) -> list[os.DirEntry]:
         with os.scandir(folder or os.curdir) as entries:
             return sorted(entries, key=lambda entry: entry.name)
     except OSError as error:
-        raise FileAccessError(f"cannot read the folder {folder or os.curdir}: {error.strerror or error}.") from None
+        raise FileAccessError(
+            f"cannot read the folder {folder or os.curdir}: {error.strerror or error}."
+        ) from None
 
 
 def _glob(folder: str, parts: list[str]) -> Iterator[str]:
@@ -264,7 +303,9 @@ def _glob(folder: str, parts: list[str]) -> Iterator[str]:
     elif glob.has_magic(head):
         for entry in _scan(folder):
             # as glob: a wildcard does not match a hidden name
-            if fnmatch.fnmatchcase(entry.name, head) and (not entry.name.startswith(".") or head.startswith(".")):
+            if fnmatch.fnmatchcase(entry.name, head) and (
+                not entry.name.startswith(".") or head.startswith(".")
+            ):
                 yield from _glob(os.path.join(folder, entry.name), rest)
     elif head and os.path.lexists(os.path.join(folder, head)):
         yield from _glob(os.path.join(folder, head), rest)
@@ -294,14 +335,22 @@ def short_names(paths: Iterable[str]) -> dict[str, str]:
     {'corpus/a/x.txt': 'a/x.txt', 'corpus/b/x.txt': 'b/x.txt', 'corpus/y.txt': 'y.txt'}
     """
     parts = {path: path.replace(os.sep, "/").split("/") for path in dict.fromkeys(paths)}
-    endings = Counter(tuple(split[-depth:]) for split in parts.values() for depth in range(1, len(split) + 1))
+    endings = Counter(
+        tuple(split[-depth:]) for split in parts.values() for depth in range(1, len(split) + 1)
+    )
     shown = {}
     for path, split in parts.items():
-        depth = next((d for d in range(1, len(split)) if endings[tuple(split[-d:])] == 1), len(split))
+        depth = next(
+            (d for d in range(1, len(split)) if endings[tuple(split[-d:])] == 1), len(split)
+        )
         shown[path] = path if depth == len(split) else "/".join(split[-depth:])
     return shown
 
 
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
-    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+    return (
+        "'" + value
+        if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r")
+        else value
+    )

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from slice_st._checks import check_device
 from slice_st._extras import needs_extra
-from slice_st.config import check_tokenizer, get_span_config, hf_config, set_span_config, span_pooling_module
+from slice_st.config import (
+    check_tokenizer,
+    get_span_config,
+    hf_config,
+    set_span_config,
+    span_pooling_module,
+)
 from slice_st.errors import FileAccessError, ModelLoadError, SpanInputError
 from slice_st.files import check_not_link, check_output
 from slice_st.pretrained import (
@@ -97,10 +103,19 @@ def load_model(
     check_revision(kwargs.get("revision"))
     if backend != "torch":
         return _load_exported(
-            model_name_or_path, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs
+            model_name_or_path,
+            backend,
+            model_file,
+            quantized,
+            torch_dtype,
+            threads,
+            export_dir,
+            kwargs,
         )
     if model_file or quantized:
-        raise SpanInputError("model_file/quantized select an exported file: give backend='onnx' or 'openvino'.")
+        raise SpanInputError(
+            "model_file/quantized select an exported file: give backend='onnx' or 'openvino'."
+        )
     kwargs["device"] = check_device(kwargs.get("device"))
     if torch_dtype is not None:
         own = kwargs.get("model_kwargs") or {}
@@ -116,8 +131,16 @@ def check_revision(revision: Any) -> None:
     if revision is None:
         return
     parts = revision.split("/") if isinstance(revision, str) else []
-    if not parts or "" in parts or "." in parts or ".." in parts or re.search(r"[\\\0\s:]", revision):
-        raise SpanInputError(f"revision {revision!r} is not a branch, tag or commit name of a Hub repository.")
+    if (
+        not parts
+        or "" in parts
+        or "." in parts
+        or ".." in parts
+        or re.search(r"[\\\0\s:]", revision)
+    ):
+        raise SpanInputError(
+            f"revision {revision!r} is not a branch, tag or commit name of a Hub repository."
+        )
 
 
 def _load_torch(name: Any, kwargs: dict[str, Any]):
@@ -131,7 +154,9 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
     model = _sentence_transformer(folder or os.fspath(name), kwargs)
-    slice_card_data(model)  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
+    slice_card_data(
+        model
+    )  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
     if embedded_base:
         describe_embedded_base(model)
     return model
@@ -218,7 +243,9 @@ def raised_by_sentence_transformers(error: BaseException) -> bool:
         frame = frame.tb_next
     module = frame.tb_frame.f_globals.get("__name__", "") if frame is not None else ""
     # A TypeError for a keyword SentenceTransformer does not take is raised at the call, in this module.
-    return module.partition(".")[0] == "sentence_transformers" or (isinstance(error, TypeError) and module == __name__)
+    return module.partition(".")[0] == "sentence_transformers" or (
+        isinstance(error, TypeError) and module == __name__
+    )
 
 
 @contextmanager
@@ -248,12 +275,18 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         types = [entry["type"] for entry in entries]
     except (OSError, ValueError, TypeError, KeyError):  # a Hub id, or not a folder of ours
         types = []
-    plain = all(kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types)
-    if OWN_MODULE_TYPE not in types or not plain:  # sentence-transformers' trust flag judges other folders
+    plain = all(
+        kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types
+    )
+    if (
+        OWN_MODULE_TYPE not in types or not plain
+    ):  # sentence-transformers' trust flag judges other folders
         return SpanEncoder(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
-    for entry in own:  # the view writes this module's folder: one plain name, or it could land anywhere
+    for (
+        entry
+    ) in own:  # the view writes this module's folder: one plain name, or it could land anywhere
         path = entry.get("path")
         if not isinstance(path, str) or path in ("", ".", "..") or re.search(r"[/\\\0:]", path):
             raise ModelLoadError(
@@ -265,18 +298,27 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
             os.symlink(os.path.join(folder, name), os.path.join(view, name))
         for entry in own:
-            with open(os.path.join(folder, os.path.basename(entry["path"]), "config.json"), encoding="utf-8") as handle:
+            with open(
+                os.path.join(folder, os.path.basename(entry["path"]), "config.json"),
+                encoding="utf-8",
+            ) as handle:
                 config = json.load(handle)
-            settings = {key: config[key] for key in ("min_span", "max_span", "unit") if key in config}
+            settings = {
+                key: config[key] for key in ("min_span", "max_span", "unit") if key in config
+            }
             entry["type"] = f"{Pooling.__module__}.Pooling"
             os.makedirs(os.path.join(view, entry["path"]))
-            Pooling(int(config["embedding_dimension"]), "mean").save(os.path.join(view, entry["path"]))
+            Pooling(int(config["embedding_dimension"]), "mean").save(
+                os.path.join(view, entry["path"])
+            )
         with open(os.path.join(view, "modules.json"), "w", encoding="utf-8") as handle:
             json.dump(entries, handle, indent=2)
         model = SpanEncoder(view, **kwargs)
     transformer_config = hf_config(model)
     if transformer_config is not None:
-        transformer_config._name_or_path = folder  # the model's identity is its folder, not the view
+        transformer_config._name_or_path = (
+            folder  # the model's identity is its folder, not the view
+        )
     set_span_config(model, **settings)
     return model
 
@@ -298,7 +340,13 @@ def _hub_problem(error: BaseException) -> str | None:
             f"no such repository on {endpoint}, or it is private and no token with access to it is set "
             "(HF_TOKEN or `hf auth login`)"
         )
-    if {"ConnectError", "ConnectionError", "ConnectTimeout", "TimeoutException", "LocalEntryNotFoundError"} & names:
+    if {
+        "ConnectError",
+        "ConnectionError",
+        "ConnectTimeout",
+        "TimeoutException",
+        "LocalEntryNotFoundError",
+    } & names:
         return (
             f"the Hub at {endpoint} cannot be reached and the model is not in the local cache; check the network "
             "(or HF_ENDPOINT), or download the model once while online"
@@ -315,7 +363,9 @@ def hub_offline() -> bool:
 
 def require_backend(backend: str, export: bool = False) -> None:
     """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
-    if export:  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
+    if (
+        export
+    ):  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
         with needs_extra("onnx", "Exporting to ONNX"):
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
@@ -328,7 +378,16 @@ def require_backend(backend: str, export: bool = False) -> None:
             import openvino  # noqa: F401
 
 
-def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict[str, Any]):
+def _load_exported(
+    name,
+    backend: str,
+    model_file,
+    quantized,
+    torch_dtype,
+    threads,
+    export_dir,
+    kwargs: dict[str, Any],
+):
     """:func:`load_model` for ONNX Runtime / OpenVINO: the folder's pipeline, its transformer run from the export."""
     import torch
 
@@ -346,15 +405,23 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
     if device not in (None, "cpu"):
         raise SpanInputError(f"backend={backend!r} runs on the CPU here; got device={device!r}.")
     if torch_dtype not in (None, torch.float32) and backend != "openvino":
-        raise SpanInputError("dtype applies to torch and OpenVINO; an ONNX model runs as exported (use quantized=...).")
+        raise SpanInputError(
+            "dtype applies to torch and OpenVINO; an ONNX model runs as exported (use quantized=...)."
+        )
     folder = _local_folder(name) if name is not None and not is_shipped_model_name(name) else None
-    folder = folder if folder and os.path.isdir(folder) else None  # else only an export of it can be loaded
+    folder = (
+        folder if folder and os.path.isdir(folder) else None
+    )  # else only an export of it can be loaded
     found = model_file_for(folder, backend, model_file, quantized) if folder else None
     if found is None:
         if model_file and folder:
             raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
         if export_dir is None:
-            what = "int8 ONNX file" if quantized else f"{'ONNX' if backend == 'onnx' else 'OpenVINO'} export"
+            what = (
+                "int8 ONNX file"
+                if quantized
+                else f"{'ONNX' if backend == 'onnx' else 'OpenVINO'} export"
+            )
             option, flag = (", quantize=True", " --quantize") if quantized else ("", "")
             raise FileNotFoundError(
                 f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
@@ -365,11 +432,17 @@ def _load_exported(name, backend: str, model_file, quantized, torch_dtype, threa
         found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
         folder = os.fspath(export_dir)
     precisions = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
-    runner_kwargs = {"precision": precisions[torch_dtype]} if backend == "openvino" and torch_dtype is not None else {}
+    runner_kwargs = (
+        {"precision": precisions[torch_dtype]}
+        if backend == "openvino" and torch_dtype is not None
+        else {}
+    )
     model = _sentence_transformer(folder, {"device": "cpu", **kwargs})
     try:
         return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
-    except Exception as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
+    except (
+        Exception
+    ) as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
         message = " ".join(str(error).split())[:300] or type(error).__name__
         raise ModelLoadError(
             f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message})."
@@ -403,25 +476,42 @@ def export_model(
         SpanInputError: Options that do not fit, or a folder holding another model's export.
         FileAccessError: A failed write (nothing half-written is kept).
     """
-    from slice_st.backends import DEFAULT_FILES, QUANTIZATION_CONFIGS, check_backend, cpu_quantization_config
+    from slice_st.backends import (
+        DEFAULT_FILES,
+        QUANTIZATION_CONFIGS,
+        check_backend,
+        cpu_quantization_config,
+    )
 
     check_backend(backend)
     if output_dir is None:
-        raise SpanInputError("export_model needs output_dir: the folder that keeps the exported model.")
+        raise SpanInputError(
+            "export_model needs output_dir: the folder that keeps the exported model."
+        )
     if backend == "torch":
-        raise SpanInputError("backend='torch' needs no export: save the model with model.save(path).")
+        raise SpanInputError(
+            "backend='torch' needs no export: save the model with model.save(path)."
+        )
     if quantize and backend != "onnx":
-        raise SpanInputError("quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export.")
+        raise SpanInputError(
+            "quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export."
+        )
     config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
     if config is not None and config not in QUANTIZATION_CONFIGS:
-        raise SpanInputError(f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}.")
-    output = Path(check_output(output_dir))  # a file, or under one, or not writable: refused before any work
+        raise SpanInputError(
+            f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}."
+        )
+    output = Path(
+        check_output(output_dir)
+    )  # a file, or under one, or not writable: refused before any work
     try:  # an export folder that holds another model is never reused: its stale files would answer for it
         held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
     except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
         held = ""
     wanted = _export_source(model) if held and not overwrite else ""
-    if wanted and held != wanted and wanted != os.path.realpath(output):  # not the export folder itself
+    if (
+        wanted and held != wanted and wanted != os.path.realpath(output)
+    ):  # not the export folder itself
         raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
@@ -433,26 +523,34 @@ def export_model(
     return _write_export(model, output, target, backend, config, overwrite)
 
 
-def _write_export(model: Any, output: Path, target: Path, backend: str, config: str | None, overwrite: bool) -> str:
+def _write_export(
+    model: Any, output: Path, target: Path, backend: str, config: str | None, overwrite: bool
+) -> str:
     """Write what is missing of the export (all with ``overwrite``); a failed write leaves nothing half-done."""
     from slice_st import backends
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
     fresh = overwrite or not onnx_file.is_file()
-    if fresh and isinstance(model, (str, os.PathLike, type(None))):  # a name: load it (or an earlier export's copy)
+    if fresh and isinstance(
+        model, (str, os.PathLike, type(None))
+    ):  # a name: load it (or an earlier export's copy)
         saved = (output / "modules.json").is_file() and not overwrite
         model = load_model(str(output) if saved else model, device="cpu")
     elif fresh and backends.backend_of(model) != "torch":  # a loaded model
         raise SpanInputError("Exporting needs the model loaded on the torch backend.")
     writing: list[Path] = []  # removed if the write fails (the whole folder if created here)
-    with _undo_failed_write("export the model to", output, writing, " (nothing half-written was kept)"):
+    with _undo_failed_write(
+        "export the model to", output, writing, " (nothing half-written was kept)"
+    ):
         if fresh:
             if overwrite or not (output / "modules.json").is_file():
                 writing += [output / "modules.json", output / EXPORT_RECORD]
                 output.mkdir(parents=True, exist_ok=True)
                 model.save(str(output))
                 _usual_permissions(str(output))
-                (output / EXPORT_RECORD).write_text(json.dumps({"source": _export_source(model)}) + "\n")
+                (output / EXPORT_RECORD).write_text(
+                    json.dumps({"source": _export_source(model)}) + "\n"
+                )
             writing.append(onnx_file)
             backends.export_onnx(model, onnx_file)
         writing.append(target)
@@ -481,7 +579,9 @@ def _export_source(model: Any) -> str:
     return os.path.realpath(name) if name and os.path.exists(name) else name
 
 
-def save_slice_model(model: SentenceTransformer, path: str, *, overwrite: bool = False, **save_kwargs: Any) -> str:
+def save_slice_model(
+    model: SentenceTransformer, path: str, *, overwrite: bool = False, **save_kwargs: Any
+) -> str:
     """Save ``model`` as a checkpoint that plain ``SentenceTransformer(path)`` loads, no trust flag needed.
 
     LoRA adapters are merged first, the span settings go into the transformer's ``config.json``, and a ``SpanPooling``
@@ -504,18 +604,26 @@ def save_slice_model(model: SentenceTransformer, path: str, *, overwrite: bool =
 
     full = "its README.md, config.json… would be replaced; name a new or empty folder, or pass overwrite=True."
     try:
-        path = check_output(check_not_link(path, purpose="to save it into"), full="" if overwrite else full)
+        path = check_output(
+            check_not_link(path, purpose="to save it into"), full="" if overwrite else full
+        )
     except FileAccessError as error:  # nothing is written through a link
         raise FileAccessError(f"cannot save a model: {error}") from None
     # A failed write removes all that a new or empty folder holds (nothing of the user's), in another folder nothing.
-    with _undo_failed_write("save a model to", path, [] if os.path.isdir(path) and os.listdir(path) else None):
+    with _undo_failed_write(
+        "save a model to", path, [] if os.path.isdir(path) and os.listdir(path) else None
+    ):
         settings = get_span_config(model)
         model = saved = merged_adapters(model)
         pooling = span_pooling_module(model)
-        if pooling is not None and any(module is pooling for module in model):  # SpanPooling as a module
+        if pooling is not None and any(
+            module is pooling for module in model
+        ):  # SpanPooling as a module
             mean = Pooling(pooling.embedding_dimension, "mean")
             modules = [mean if module is pooling else module for module in model]
-            saved = rebuilt_model(model, modules, model_card_data=model.model_card_data)  # the same (SLICE) card
+            saved = rebuilt_model(
+                model, modules, model_card_data=model.model_card_data
+            )  # the same (SLICE) card
         set_span_config(saved, settings.min_span, settings.max_span, settings.unit)
         saved.save(path, **save_kwargs)
         _usual_permissions(path)
@@ -544,7 +652,11 @@ def _undo_failed_write(what: str, path: Any, files: list | None, note: str = "")
                     os.unlink(file)
         if isinstance(error, FileAccessError):
             raise
-        detail = error.strerror if isinstance(error, OSError) and error.strerror else " ".join(str(error).split())
+        detail = (
+            error.strerror
+            if isinstance(error, OSError) and error.strerror
+            else " ".join(str(error).split())
+        )
         where = f" ({error.filename})" if isinstance(error, OSError) and error.filename else ""
         raise FileAccessError(f"cannot {what} {path}: {detail}{where}{note}.") from error
 
@@ -560,7 +672,10 @@ def _usual_permissions(path: str) -> None:
 
 def has_adapters(model: SentenceTransformer) -> bool:
     """True when a PEFT adapter (e.g. LoRA from ``model.add_adapter``) is attached to the model's transformer."""
-    return any(getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False) for module in model)
+    return any(
+        getattr(getattr(module, "auto_model", None), "_hf_peft_config_loaded", False)
+        for module in model
+    )
 
 
 def merged_adapters(model: SentenceTransformer) -> SentenceTransformer:
@@ -593,7 +708,9 @@ def model_fingerprint(model: SentenceTransformer) -> str:
 
     digest = hashlib.sha256()
     tokenizer = model.tokenizer
-    digest.update(f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode())
+    digest.update(
+        f"{type(tokenizer).__name__}:{len(tokenizer) if tokenizer is not None else 0}".encode()
+    )
     backend = backend_of(model)
     if backend != "torch":
         digest.update(f"{backend}{getattr(hf_config(model), 'hidden_size', '')}".encode())
@@ -602,7 +719,10 @@ def model_fingerprint(model: SentenceTransformer) -> str:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
     else:
-        for name, tensor in model.state_dict().items():  # name, shape, dtype and raw bytes (bfloat16 too)
+        for (
+            name,
+            tensor,
+        ) in model.state_dict().items():  # name, shape, dtype and raw bytes (bfloat16 too)
             digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
             digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())
     return digest.hexdigest()[:16]
@@ -612,8 +732,15 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     """``(name, path)`` of a model: its Hub id, shipped name or folder name (with the parent's for generic names such
     as ``final``), and the local folder it was loaded from (``""`` if none; :func:`load_model` shows both)."""
     card = getattr(model, "model_card_data", None)
-    hub_id = next(filter(None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))), "")
-    if hub_id and hub_id == getattr(card, "shipped_name", None):  # reopened by its name, wherever its base is cached
+    hub_id = next(
+        filter(
+            None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))
+        ),
+        "",
+    )
+    if hub_id and hub_id == getattr(
+        card, "shipped_name", None
+    ):  # reopened by its name, wherever its base is cached
         return hub_id, ""
     try:
         config = hf_config(model)
@@ -623,10 +750,14 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     if not source or not os.path.isdir(source):
         return (hub_id or source), ""
     path = os.path.abspath(source)
-    if re.fullmatch(r"\d+_\w+", os.path.basename(path)):  # the transformer inside an ST folder (0_Transformer)
+    if re.fullmatch(
+        r"\d+_\w+", os.path.basename(path)
+    ):  # the transformer inside an ST folder (0_Transformer)
         path = os.path.dirname(path)
     with suppress(OSError):
-        if os.path.samefile(path, default_model_path()):  # the embedded base, or a shipped model built on it
+        if os.path.samefile(
+            path, default_model_path()
+        ):  # the embedded base, or a shipped model built on it
             return hub_id or DEFAULT_MODEL_NAME, ""
     name = os.path.basename(path)
     if re.fullmatch(r"(model|final|best|last|output|checkpoint(-\d+)?)", name, flags=re.IGNORECASE):

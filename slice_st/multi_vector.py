@@ -60,12 +60,16 @@ def to_multi_vector(
 
         model = load_model(model, **load_options)
     elif load_options:
-        raise SpanInputError(f"Options {sorted(load_options)} load a model: give a name or folder, not a model.")
+        raise SpanInputError(
+            f"Options {sorted(load_options)} load a model: give a name or folder, not a model."
+        )
     if getattr(model, "model_type", None) == "MultiVectorEncoder":
         raise SpanInputError("The model is a MultiVectorEncoder already.")
     transformer = next(iter(model), None) if hasattr(model, "__iter__") else None
     if not isinstance(transformer, Transformer):
-        raise SpanInputError("to_multi_vector needs a sentence-transformers model whose first module is a Transformer.")
+        raise SpanInputError(
+            "to_multi_vector needs a sentence-transformers model whose first module is a Transformer."
+        )
     return MultiVectorEncoder(
         modules=[
             copy.deepcopy(transformer),
@@ -92,13 +96,22 @@ def load_multi_vector_folder(path: Any, **options: Any) -> MultiVectorEncoder | 
     """The ``MultiVectorEncoder`` of a checkpoint folder (:func:`is_multi_vector_folder`), on ``options["device"]``;
     ``None`` for anything else (a model object, a Hub id, another folder). Other options given (not ``None``): a
     :class:`SpanInputError`, as they apply to models :func:`slice_st.load_model` loads."""
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path) or not is_multi_vector_folder(path):
+    if (
+        not isinstance(path, (str, os.PathLike))
+        or not os.path.isdir(path)
+        or not is_multi_vector_folder(path)
+    ):
         return None
     from sentence_transformers import MultiVectorEncoder
 
-    device, others = options.pop("device", None), sorted(key for key, value in options.items() if value is not None)
+    device, others = (
+        options.pop("device", None),
+        sorted(key for key, value in options.items() if value is not None),
+    )
     if others:
-        raise SpanInputError(f"{path} is a MultiVectorEncoder checkpoint: options {others} do not apply to it.")
+        raise SpanInputError(
+            f"{path} is a MultiVectorEncoder checkpoint: options {others} do not apply to it."
+        )
     return MultiVectorEncoder(os.fspath(path), device=device)
 
 

@@ -34,7 +34,9 @@ from slice_st.spans import BestSpans, span_cosines
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
 
 #: Auxiliaries and modals: a phrase rarely ends on one ("my checked bag will |"), though the scorer's costs allow it.
-AUXILIARIES = frozenset("will would shall should can could may might must do does did has have had am".split())
+AUXILIARIES = frozenset(
+    "will would shall should can could may might must do does did has have had am".split()
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,9 @@ class UnitWords:
 
 
 def _id(text: str) -> int:
-    return hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1  # within one process: only compared to each other
+    return (
+        hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1
+    )  # within one process: only compared to each other
 
 
 def unit_words(units: Sequence[Sequence[str]], width: int | None = None) -> UnitWords:
@@ -156,7 +160,10 @@ def candidate_features(
     each pair's row's ``flags`` and ``num_units``, ``rows`` its row in ``units``, :func:`query_word_ids` and
     :func:`query_edges` ``edges``."""
     valid = np.isfinite(scores)
-    cosines, scores = np.where(valid, cosines, 0.0).astype(np.float64), np.where(valid, scores, 0.0).astype(np.float64)
+    cosines, scores = (
+        np.where(valid, cosines, 0.0).astype(np.float64),
+        np.where(valid, scores, 0.0).astype(np.float64),
+    )
     starts, ends = np.where(valid, starts, 0), np.where(valid, ends, 1)
     n_units = num_units[:, None].astype(np.float64)
     flags = flags.astype(np.int64)
@@ -181,14 +188,34 @@ def candidate_features(
     out["open_start"] = (1 - bit(first_flags, CLAUSE_BEFORE)) * sentence_query
     for (name, _, _), moved_cos, moved_score in zip(MOVES, moved_cosines, moved_scores):
         out[f"dcos_{name}"] = np.nan_to_num(moved_cos - cosines)
-        out[f"dcost_{name}"] = np.nan_to_num(moved_cos - moved_score - (cosines - scores))  # the costs' change
-    determiner, capital = units.determiner[rows], units.capital[rows]  # (N, U): the rows' width, as flags
+        out[f"dcost_{name}"] = np.nan_to_num(
+            moved_cos - moved_score - (cosines - scores)
+        )  # the costs' change
+    determiner, capital = (
+        units.determiner[rows],
+        units.capital[rows],
+    )  # (N, U): the rows' width, as flags
     before, after = starts - 1, ends
-    has_before, has_after = (starts > 0).astype(np.float64), (ends < num_units[:, None]).astype(np.float64)
-    out["first_det"], out["first_start_word"] = _take(determiner, starts), bit(first_flags, START_WORD)
-    out["first_clause_before"], out["first_capital"] = bit(first_flags, CLAUSE_BEFORE), _take(capital, starts)
-    out["last_end_word"], out["last_clause_after"] = bit(last_flags, END_WORD), bit(last_flags, CLAUSE_AFTER)
-    out["last_sentence_end"], out["last_mark"] = bit(last_flags, SENTENCE_END), bit(last_flags, CLAUSE_MARK)
+    has_before, has_after = (
+        (starts > 0).astype(np.float64),
+        (ends < num_units[:, None]).astype(np.float64),
+    )
+    out["first_det"], out["first_start_word"] = (
+        _take(determiner, starts),
+        bit(first_flags, START_WORD),
+    )
+    out["first_clause_before"], out["first_capital"] = (
+        bit(first_flags, CLAUSE_BEFORE),
+        _take(capital, starts),
+    )
+    out["last_end_word"], out["last_clause_after"] = (
+        bit(last_flags, END_WORD),
+        bit(last_flags, CLAUSE_AFTER),
+    )
+    out["last_sentence_end"], out["last_mark"] = (
+        bit(last_flags, SENTENCE_END),
+        bit(last_flags, CLAUSE_MARK),
+    )
     out["before_start_word"] = has_before * bit(_take(flags, before), START_WORD)
     out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
     out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
@@ -198,13 +225,22 @@ def candidate_features(
     out["after_det_query_det"] = out["after_det"] * query_det
     out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
-    out["text_start"], out["text_end"] = (starts == 0).astype(np.float64), (ends >= num_units[:, None]) * 1.0
+    out["text_start"], out["text_end"] = (
+        (starts == 0).astype(np.float64),
+        (ends >= num_units[:, None]) * 1.0,
+    )
     out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units
-    out["sentence_start"] = np.maximum(starts == 0, has_before * bit(_take(flags, before), SENTENCE_END))
-    return {name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()}
+    out["sentence_start"] = np.maximum(
+        starts == 0, has_before * bit(_take(flags, before), SENTENCE_END)
+    )
+    return {
+        name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()
+    }
 
 
-def _shared_words(ids, queries, edges, starts, ends, has_before, has_after) -> dict[str, np.ndarray]:
+def _shared_words(
+    ids, queries, edges, starts, ends, has_before, has_after
+) -> dict[str, np.ndarray]:
     """The features of the words a candidate shares with its query (``ids`` ``(N, U)``: the rows' word ids)."""
     has_word = (ids >= 0).astype(np.int64)
     hits = ids[:, :, None] == queries[:, None, :]  # (N, U, J): unit u is query word j
@@ -213,11 +249,16 @@ def _shared_words(ids, queries, edges, starts, ends, has_before, has_after) -> d
     word_prefix = np.concatenate([zero, has_word.cumsum(1)], axis=1)
     hit_prefix = np.concatenate([zero, in_query.cumsum(1)], axis=1)
     words_inside = _take(word_prefix, ends) - _take(word_prefix, starts)
-    prefix = np.concatenate([np.zeros((len(ids), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1)
-    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(prefix, starts[..., None], 1)
+    prefix = np.concatenate(
+        [np.zeros((len(ids), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1
+    )
+    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(
+        prefix, starts[..., None], 1
+    )
     distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
     return {
-        "cand_in_query": (_take(hit_prefix, ends) - _take(hit_prefix, starts)) / np.maximum(words_inside, 1),
+        "cand_in_query": (_take(hit_prefix, ends) - _take(hit_prefix, starts))
+        / np.maximum(words_inside, 1),
         "query_in_cand": (present > 0).sum(-1) / distinct,
         "first_match": _edge_word_is(ids, edges[:, 0], starts, ends, first=True),
         "last_match": _edge_word_is(ids, edges[:, 1], starts, ends, first=False),
@@ -226,19 +267,25 @@ def _shared_words(ids, queries, edges, starts, ends, has_before, has_after) -> d
     }
 
 
-def _edge_word_is(ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: bool) -> np.ndarray:
+def _edge_word_is(
+    ids: np.ndarray, target: np.ndarray, starts: np.ndarray, ends: np.ndarray, first: bool
+) -> np.ndarray:
     """Whether the first (or last) unit with a word in ``[start, end)`` is the word ``target`` (``(N,)`` ids): the
     nearest unit with a word at or after the start (at or before the last unit), found per row once."""
     width = ids.shape[1]
     position = np.broadcast_to(np.arange(width), ids.shape)
     if first:
-        nearest = np.minimum.accumulate(np.where(ids >= 0, position, width)[:, ::-1], axis=1)[:, ::-1]
+        nearest = np.minimum.accumulate(np.where(ids >= 0, position, width)[:, ::-1], axis=1)[
+            :, ::-1
+        ]
         at = _take(nearest, starts)
         found = at < ends
     else:
         at = _take(np.maximum.accumulate(np.where(ids >= 0, position, -1), axis=1), ends - 1)
         found = at >= starts
-    return (found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])).astype(np.float64)
+    return (
+        found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])
+    ).astype(np.float64)
 
 
 @dataclass
@@ -263,7 +310,18 @@ class Rerank:
     word_ids: np.ndarray
     edges: np.ndarray
 
-    def best(self, fused, top_k: int, overlap: bool, rows: RerankRows, queries, costs, profiles, pairs, config):
+    def best(
+        self,
+        fused,
+        top_k: int,
+        overlap: bool,
+        rows: RerankRows,
+        queries,
+        costs,
+        profiles,
+        pairs,
+        config,
+    ):
         """The ``top_k`` spans of each (row, query) picked by the re-ranker among ``fused(k, overlap=...)``, the
         scorer's top spans, its own places filling what they leave (so the first spans do not depend on ``top_k``);
         ``pairs`` ``(B, Q)``: each cell's query."""
@@ -292,7 +350,11 @@ class Rerank:
         features = np.stack([values[name] for name in self.reranker.features], axis=-1)
         logits = self.reranker.logits(features, profile[:, 0])
         logits = np.where(np.isfinite(scores), logits, -np.inf).reshape(batch, num_queries, k)
-        places = fused(top_k, overlap=overlap) if top_k > 1 and (top_k > found.scores.shape[2] or not overlap) else None
+        places = (
+            fused(top_k, overlap=overlap)
+            if top_k > 1 and (top_k > found.scores.shape[2] or not overlap)
+            else None
+        )
         return pick(found, logits, top_k, overlap, places)
 
 
@@ -300,7 +362,9 @@ def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarra
     """The order a text's windows' (an index's segments') spans merge in: a re-ranked query's (``in_pick_order``) by
     place among their window's picks, then score, so a text's first spans do not depend on ``top_k``; else by score."""
     scores = np.asarray(scores, np.float64)
-    return np.where(in_pick_order, scores - 1e3 * np.asarray(ranks), scores)  # 1e3: past any score gap
+    return np.where(
+        in_pick_order, scores - 1e3 * np.asarray(ranks), scores
+    )  # 1e3: past any score gap
 
 
 def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
@@ -324,21 +388,33 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
     ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-    if rows.cosines is None:  # move by move: the span sums of one move at a time (d floats per span)
+    if (
+        rows.cosines is None
+    ):  # move by move: the span sums of one move at a time (d floats per span)
         vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
         vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
         spans = zip(first.split(k, dim=2), end.split(k, dim=2))
         cosines = torch.cat(
-            [span_cosines(vectors, rows.embeddings, rows.boundaries, a.flatten(1), b.flatten(1)) for a, b in spans], 1
+            [
+                span_cosines(vectors, rows.embeddings, rows.boundaries, a.flatten(1), b.flatten(1))
+                for a, b in spans
+            ],
+            1,
         )
-        cosines = cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
+        cosines = (
+            cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
+        )
     else:
         cosines = rows.cosines(first, end).view_as(first)
     scores = cosines - costs.of_spans(first.mT, end.mT, config.min_span).mT.to(cosines.dtype)
     nan = torch.full_like(cosines, float("nan"))
     as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731
     return tuple(
-        as_moves(torch.where(ok, values, nan)).float().cpu().numpy().reshape(len(MOVES), batch * num_queries, k)
+        as_moves(torch.where(ok, values, nan))
+        .float()
+        .cpu()
+        .numpy()
+        .reshape(len(MOVES), batch * num_queries, k)
         for values in (cosines, scores)
     )
 
@@ -349,8 +425,12 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
     key = torch.as_tensor(logits) + 1e6  # every candidate before any place
     if places is not None:
         rank = -torch.arange(places.scores.shape[2], dtype=key.dtype).expand(places.scores.shape)
-        key = torch.cat([key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2)
-        found = BestSpans(*(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values())))
+        key = torch.cat(
+            [key, torch.where(torch.isfinite(places.scores.cpu()), rank, float("-inf"))], dim=2
+        )
+        found = BestSpans(
+            *(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values()))
+        )
     starts, ends = found.starts.cpu(), found.ends.cpu()
     alive = torch.isfinite(key)
     chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
@@ -374,7 +454,9 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
     )
 
 
-def keep_governors(found: BestSpans, governors: np.ndarray, flags, cosines: Callable, config, overlap: bool):
+def keep_governors(
+    found: BestSpans, governors: np.ndarray, flags, cosines: Callable, config, overlap: bool
+):
     """``found`` ``(B, Q, k)`` with each span moved left to keep a negation or condition that governs it in its clause
     (:func:`~slice_st.scoring.governed_starts`; ``governors`` ``(B, U)`` codes of
     :func:`~slice_st.scoring.governor_units`): its similarity is the moved span's (``cosines(starts, ends)``
@@ -391,13 +473,20 @@ def keep_governors(found: BestSpans, governors: np.ndarray, flags, cosines: Call
     for rank in range(1, starts.shape[2] if not overlap else 1):
         for better in range(rank):
             clash = (moved[..., rank] < ends[..., better]) & (ends[..., rank] > moved[..., better])
-            moved[..., rank] = np.where(clash & (starts[..., better] >= 0), starts[..., rank], moved[..., rank])
+            moved[..., rank] = np.where(
+                clash & (starts[..., better] >= 0), starts[..., rank], moved[..., rank]
+            )
     if (moved == starts).all():
         return found
     device = found.starts.device
-    changed, new_starts = torch.from_numpy(moved != starts).to(device), torch.from_numpy(moved).to(device)
+    changed, new_starts = (
+        torch.from_numpy(moved != starts).to(device),
+        torch.from_numpy(moved).to(device),
+    )
     similarity = cosines(new_starts, found.ends).to(device=device, dtype=found.similarities.dtype)
-    score = torch.minimum(found.scores.to(similarity), similarity)  # the scored span's rank, within the similarity
+    score = torch.minimum(
+        found.scores.to(similarity), similarity
+    )  # the scored span's rank, within the similarity
     return BestSpans(
         torch.where(changed, score.to(found.scores.dtype), found.scores),
         torch.where(changed, new_starts, found.starts),

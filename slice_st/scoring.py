@@ -30,10 +30,20 @@ END_WORDS = frozenset(
     "about after before very each".split()
 )
 #: A span should not start right after these: it would cut a noun phrase ("a | man is ...").
-DETERMINERS = frozenset("a an the this these those my his her their our your its some several".split())
+DETERMINERS = frozenset(
+    "a an the this these those my his her their our your its some several".split()
+)
 
 #: Bits of :func:`unit_flags`.
-START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = 1, 2, 4, 8, 16, 32, 64
+START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = (
+    1,
+    2,
+    4,
+    8,
+    16,
+    32,
+    64,
+)
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _CLAUSE = re.compile(r"[,;:.!?][\W_]*$")
@@ -87,18 +97,28 @@ class SpanScorer:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"SpanScorer name must be a non-empty string, got {self.name!r}.")
-        if self.rerank is not None and (not isinstance(self.rerank, str) or not re.fullmatch(r"[\w.-]+", self.rerank)):
-            raise ValueError(f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}.")
+        if self.rerank is not None and (
+            not isinstance(self.rerank, str) or not re.fullmatch(r"[\w.-]+", self.rerank)
+        ):
+            raise ValueError(
+                f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}."
+            )
         for field in _cost_fields():
             value = getattr(self, field.name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):  # larger overflows float32 scores
-                raise ValueError(f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}.")
+            if not (
+                number and math.isfinite(value) and 0 <= value <= MAX_COST
+            ):  # larger overflows float32 scores
+                raise ValueError(
+                    f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}."
+                )
 
     @property
     def is_plain(self) -> bool:
         """True when every cost is 0 and nothing re-ranks: the score is the cosine (the paper's max-cosine protocol)."""
-        return self.rerank is None and all(getattr(self, field.name) == 0 for field in _cost_fields())
+        return self.rerank is None and all(
+            getattr(self, field.name) == 0 for field in _cost_fields()
+        )
 
     def to_dict(self) -> dict:
         """The scorer's settings (for reports, model cards and index manifests)."""
@@ -152,7 +172,9 @@ def resolve_scorer(scorer: str | SpanScorer | None) -> SpanScorer:
         return scorer
     if isinstance(scorer, str) and scorer in SPAN_SCORERS:
         return SPAN_SCORERS[scorer]
-    raise ValueError(f"scorer must be one of {sorted(SPAN_SCORERS)} or a SpanScorer, got {scorer!r}.")
+    raise ValueError(
+        f"scorer must be one of {sorted(SPAN_SCORERS)} or a SpanScorer, got {scorer!r}."
+    )
 
 
 def word(unit: str) -> str:
@@ -190,7 +212,10 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
             (CLAUSE_MARK, _CLAUSE.search(unit)),
             (SENTENCE_END, _SENTENCE.search(unit)),
             (CLAUSE_AFTER, closes[index]),
-            (CLAUSE_BEFORE, (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit)),
+            (
+                CLAUSE_BEFORE,
+                (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit),
+            ),
         )
         flags[index] = sum(bit for bit, on in bits if on)
     return flags
@@ -230,7 +255,9 @@ class SpanCosts:
         """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1`` (fast: slices)."""
         cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
         cost = cost + self.length[:, None, :, length - min_span]
-        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]  # (B, count, 2)
+        inner = (
+            self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
+        )  # (B, count, 2)
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
     def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
@@ -244,15 +271,27 @@ class SpanCosts:
         first, last = starts.clamp(0, width - 1), (ends - 1).clamp(0, width - 1)
         lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
 
-        def at(table: Tensor, middle, end) -> Tensor:  # table[rows, middle, end]: a flat take is faster on CPU
+        def at(
+            table: Tensor, middle, end
+        ) -> Tensor:  # table[rows, middle, end]: a flat take is faster on CPU
             return table.take((rows * table.shape[1] + middle) * table.shape[2] + end)
 
-        cost = at(self.start, first, queries) + at(self.end, last, queries) + at(self.length, queries, lengths)
-        inner = [(at(self.marks, last, m) - at(self.marks, first, m) > 0).to(cost.dtype) for m in (0, 1)]
-        return cost + (inner[0] * self.mark_cost[:, None, :, 0] + inner[1] * self.mark_cost[:, None, :, 1])
+        cost = (
+            at(self.start, first, queries)
+            + at(self.end, last, queries)
+            + at(self.length, queries, lengths)
+        )
+        inner = [
+            (at(self.marks, last, m) - at(self.marks, first, m) > 0).to(cost.dtype) for m in (0, 1)
+        ]
+        return cost + (
+            inner[0] * self.mark_cost[:, None, :, 0] + inner[1] * self.mark_cost[:, None, :, 1]
+        )
 
 
-def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int) -> SpanCosts:
+def span_costs(
+    scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: int, max_span: int
+) -> SpanCosts:
     """The :class:`SpanCosts` of ``scorer`` for rows with unit ``flags`` ``(B, U)`` and query ``profiles`` ``(Q, 5)``
     (or ``(B, Q, 5)``: each row its own queries), on ``flags``' device.
 
@@ -272,19 +311,32 @@ def span_costs(scorer: SpanScorer, flags: Tensor, profiles: Tensor, min_span: in
         profiles = profiles[None].expand(batch, -1, -1)
     profiles = profiles.to(device=device, dtype=torch.float32)
     bit = lambda mask: ((flags & mask) > 0).float()[..., None]  # noqa: E731  (B, U, 1)
-    free_start = 1.0 - profiles[:, None, :, 1]  # (B, 1, Q): the query starts on a function word → no start cost
+    free_start = (
+        1.0 - profiles[:, None, :, 1]
+    )  # (B, 1, Q): the query starts on a function word → no start cost
     free_end = 1.0 - profiles[:, None, :, 2]
-    sentence_query = profiles[:, None, :, 4]  # (B, 1, Q): open starts and ends cost only for a sentence query
-    start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(AFTER_DETERMINER)
+    sentence_query = profiles[
+        :, None, :, 4
+    ]  # (B, 1, Q): open starts and ends cost only for a sentence query
+    start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(
+        AFTER_DETERMINER
+    )
     start = start + scorer.open_start * (1.0 - bit(CLAUSE_BEFORE)) * sentence_query
-    end = scorer.end_word * bit(END_WORD) * free_end + scorer.open_end * (1.0 - bit(CLAUSE_AFTER)) * sentence_query
+    end = (
+        scorer.end_word * bit(END_WORD) * free_end
+        + scorer.open_end * (1.0 - bit(CLAUSE_AFTER)) * sentence_query
+    )
     lengths = torch.arange(min_span, max_span + 1, device=device, dtype=torch.float32)
     ratio = torch.log(lengths[None, None, :] / profiles[..., 0:1])  # (B, Q, K)
     length = scorer.length_short * (-ratio).clamp(min=0) + scorer.length_long * ratio.clamp(min=0)
     marks = torch.stack([bit(CLAUSE_MARK)[..., 0], bit(SENTENCE_END)[..., 0]], dim=-1)  # (B, U, 2)
     marks = torch.cat([marks.new_zeros(batch, 1, 2), marks.cumsum(dim=1)], dim=1)
     mark_cost = torch.stack(
-        [scorer.clause * (1.0 - profiles[..., 3]), torch.full_like(profiles[..., 3], scorer.sentence)], dim=-1
+        [
+            scorer.clause * (1.0 - profiles[..., 3]),
+            torch.full_like(profiles[..., 3], scorer.sentence),
+        ],
+        dim=-1,
     )
     return SpanCosts(start, end, length, marks, mark_cost)
 
@@ -310,7 +362,8 @@ def costs_of_spans(scorer: SpanScorer, flags, marks, profile, starts, lengths) -
     cost = cost + scorer.after_determiner * bit(first, AFTER_DETERMINER)
     cost += scorer.end_word * bit(last, END_WORD) * (1.0 - profile[2])
     cost += profile[4] * (
-        scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE)) + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER))
+        scorer.open_start * (1.0 - bit(first, CLAUSE_BEFORE))
+        + scorer.open_end * (1.0 - bit(last, CLAUSE_AFTER))
     )
     ratio = np.log(np.maximum(lengths, 1) / max(float(profile[0]), 1.0))
     cost += scorer.length_short * np.maximum(-ratio, 0) + scorer.length_long * np.maximum(ratio, 0)
@@ -324,7 +377,9 @@ def mark_prefix(flags: np.ndarray) -> np.ndarray:
     import numpy as np
 
     flags = np.asarray(flags).astype(np.int64)
-    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(np.int64)
+    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(
+        np.int64
+    )
     return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)
 
 
@@ -340,7 +395,9 @@ GOVERNORS = frozenset(
 GOVERNOR_LEADS = frozenset("in under at by on".split())
 #: Words that open a new scope: a negation before them does not govern what follows ("couldn't help but smile as
 #: she watched a dog"); a unit of dashes does the same.
-SCOPE_BREAKS = frozenset("as when while because since until after before that which who whom whose where but".split())
+SCOPE_BREAKS = frozenset(
+    "as when while because since until after before that which who whom whose where but".split()
+)
 #: Common English words: a text with none of them is not English-like and keeps its spans as scored.
 ENGLISH_MARKERS = frozenset(
     "the and of to is are was were be it this that you your we our they their will shall may must can "
@@ -369,7 +426,13 @@ def governor_units(units: Sequence[str]) -> np.ndarray:
     for index, (unit, name) in enumerate(zip(units, words)):
         lead = name in GOVERNOR_LEADS and index + 1 < len(words) and words[index + 1] == "no"
         dashes = not name and bool(unit.strip()) and set(unit.strip()) <= set("-–—")
-        codes[index] = GOVERNS if name in GOVERNORS or lead else BREAKS if name in SCOPE_BREAKS or dashes else 0
+        codes[index] = (
+            GOVERNS
+            if name in GOVERNORS or lead
+            else BREAKS
+            if name in SCOPE_BREAKS or dashes
+            else 0
+        )
     return codes
 
 
@@ -394,9 +457,13 @@ def governed_starts(codes, flags, starts, ends, max_span: int) -> np.ndarray:
     position = np.broadcast_to(np.arange(width), codes.shape)
     after_break = np.concatenate([np.zeros((len(codes), 1), bool), codes[:, :-1] == BREAKS], axis=1)
     opens = ((flags & CLAUSE_BEFORE) > 0) | after_break
-    scope = np.maximum.accumulate(np.where(opens, position, 0), axis=1)  # where each unit's scope starts
+    scope = np.maximum.accumulate(
+        np.where(opens, position, 0), axis=1
+    )  # where each unit's scope starts
     governs = codes == GOVERNS
-    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[:, ::-1]  # next governor
+    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[
+        :, ::-1
+    ]  # next governor
     first = np.concatenate([first, np.full((len(first), 1), width)], axis=1)
     valid = (starts > 0) & (ends > starts)
     begin = np.take_along_axis(scope, np.clip(starts, 0, width - 1), axis=1)

@@ -147,7 +147,9 @@ def merged_matches(matches: Iterable, top_k: int | None = None) -> list:
         if key not in groups and top_k is not None and len(groups) >= top_k:
             break
         groups.setdefault(key, []).append(match)
-    return [dataclasses.replace(found[0], places=tuple(map(_place, found))) for found in groups.values()]
+    return [
+        dataclasses.replace(found[0], places=tuple(map(_place, found))) for found in groups.values()
+    ]
 
 
 def _place(match) -> SpanPlace:
@@ -191,14 +193,20 @@ class SpanSearchResult(Sequence):
     def __getitem__(self, query_index):  # noqa: D105
         if isinstance(query_index, slice):
             return [self[q] for q in range(len(self))[query_index]]
-        query_index = range(len(self.queries))[query_index]  # IndexError past the end ends iteration
+        query_index = range(len(self.queries))[
+            query_index
+        ]  # IndexError past the end ends iteration
         return [self.matches(query_index, text_index) for text_index in range(len(self.texts))]
 
     def matches(self, query_index: int, text_index: int) -> list[SpanMatch]:
         """The top spans of one text for one query, best first (empty for a text without spans)."""
         query_index = range(len(self.queries))[query_index]
         scores = self.scores[query_index, text_index]
-        return [self._match(query_index, text_index, rank) for rank in range(len(scores)) if np.isfinite(scores[rank])]
+        return [
+            self._match(query_index, text_index, rank)
+            for rank in range(len(scores))
+            if np.isfinite(scores[rank])
+        ]
 
     def best(self, query_index: int) -> np.ndarray:
         """``(T,)`` best score of each text for one query (``-inf`` for texts without spans)."""
@@ -220,7 +228,9 @@ class SpanSearchResult(Sequence):
         top_k, threshold = check_top_k(top_k, optional=True), check_threshold(threshold)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
-        order = [t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)]
+        order = [
+            t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)
+        ]
         query_index = range(len(self.queries))[query_index]
         if check_merge_identical(merge_identical):
             return merged_matches((self._match(query_index, int(t), 0) for t in order), top_k)
@@ -296,7 +306,9 @@ def best_spans(
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     queries, texts = query_list(queries), as_text_list(texts)[0]
-    options: dict[str, Any] = dict(prompt_name=prompt_name, prompt=prompt, query_prompt=query_prompt)
+    options: dict[str, Any] = dict(
+        prompt_name=prompt_name, prompt=prompt, query_prompt=query_prompt
+    )
     options |= dict(
         query_prompt_name=query_prompt_name,
         min_span=min_span,
@@ -305,7 +317,9 @@ def best_spans(
         batch_size=batch_size,
         device=device,
     )
-    options |= dict(show_progress_bar=show_progress_bar, similarity_fn_name=similarity_fn_name, scorer=scorer)
+    options |= dict(
+        show_progress_bar=show_progress_bar, similarity_fn_name=similarity_fn_name, scorer=scorer
+    )
     errors: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
     return _best_spans(model, queries, texts, top_k, **options)
@@ -324,15 +338,28 @@ def _best_spans(
 ):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options)
-    batch_size, show, context = options["batch_size"], options["show_progress_bar"], options["window_context"]
+    batch_size, show, context = (
+        options["batch_size"],
+        options["show_progress_bar"],
+        options["window_context"],
+    )
     prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
-        model, texts, search.config, batch_size, show, context, prompt=prompt, device=options["device"], errors=errors
+        model,
+        texts,
+        search.config,
+        batch_size,
+        show,
+        context,
+        prompt=prompt,
+        device=options["device"],
+        errors=errors,
     )
     for rows in windows:
         search.add(search.best_of_rows(rows), rows)
     found = {
-        key: search.arrays[key] for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")
+        key: search.arrays[key]
+        for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")
     }
     names = [""] * len(queries) if paired else queries
     return SpanSearchResult(
@@ -359,30 +386,58 @@ class _Search:
         options,
     ):
         self.texts, self.paired, self.overlap = texts, paired, overlap
-        self.config = config = resolve_span_config(model, options["min_span"], options["max_span"], options["unit"])
+        self.config = config = resolve_span_config(
+            model, options["min_span"], options["max_span"], options["unit"]
+        )
         self.similarity = span_similarity(model, options["similarity_fn_name"])
         check_overlap(overlap)
         self.scorer = search_scorer(options["scorer"], model)
-        if self.similarity != "cosine":  # a scorer's costs are in cosine units: rank by the plain similarity
-            self.scorer = dataclasses.replace(resolve_scorer("max-cosine"), name=f"max-{self.similarity}")
-        prompt = resolve_prompt(model, options["query_prompt"], options["query_prompt_name"], "query")
+        if (
+            self.similarity != "cosine"
+        ):  # a scorer's costs are in cosine units: rank by the plain similarity
+            self.scorer = dataclasses.replace(
+                resolve_scorer("max-cosine"), name=f"max-{self.similarity}"
+            )
+        prompt = resolve_prompt(
+            model, options["query_prompt"], options["query_prompt_name"], "query"
+        )
         shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
-        self.dim = check_truncate_dim(model)  # spans and queries compared in the truncated space, as encode does
-        self.queries = embed_texts(model, queries, show_progress_bar=False, prompt=prompt, **shared)[:, : self.dim]
+        self.dim = check_truncate_dim(
+            model
+        )  # spans and queries compared in the truncated space, as encode does
+        self.queries = embed_texts(
+            model, queries, show_progress_bar=False, prompt=prompt, **shared
+        )[:, : self.dim]
         # A unit holds >= 1 token, a token >= 1 UTF-8 byte: a bound on any text's spans (lone surrogates fail later).
         units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)
-        self.top_k = top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
-        self.profiles = None  # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
+        self.top_k = (
+            top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
+        )
+        self.profiles = (
+            None  # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
+        )
         if not self.scorer.is_plain:
-            lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)]
+            lengths = [
+                len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)
+            ]
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
-        self.pick_order = False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
+        self.pick_order = (
+            False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
+        )
         if self.rerank is not None and self.profiles is not None and not paired:
             self.pick_order = self.rerank.reranker.reranks(self.profiles[:, 0].numpy())[:, None]
         shape = (1 if paired else len(queries), len(texts), self.top_k)
-        self.arrays = {name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")}
-        names = ("starts", "ends", "unit_starts", "unit_ends", "ranks")  # ranks: place among its window's picks
+        self.arrays = {
+            name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")
+        }
+        names = (
+            "starts",
+            "ends",
+            "unit_starts",
+            "unit_ends",
+            "ranks",
+        )  # ranks: place among its window's picks
         self.arrays |= {name: np.full(shape, -1, np.int64) for name in names}
 
     def best_of_rows(self, rows: WindowRows) -> BestSpans:
@@ -399,15 +454,31 @@ class _Search:
             costs = span_costs(self.scorer, flags, profiles, config.min_span, config.max_span)
         bounds = (rows.boundaries, rows.num_units, config.min_span, config.max_span)
         fused = functools.partial(
-            best_span_scores, queries, embeddings, *bounds, owned=rows.owned, similarity=self.similarity, costs=costs
+            best_span_scores,
+            queries,
+            embeddings,
+            *bounds,
+            owned=rows.owned,
+            similarity=self.similarity,
+            costs=costs,
         )
         if self.rerank is None or costs is None:
             found = fused(self.top_k, overlap=self.overlap)
         else:
             pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
-            window = RerankRows(rows.boundaries, rows.num_units, unit_words(units, flags.shape[1]), flags, embeddings)
-            found = self.rerank.best(fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config)
-        if costs is None or config.unit != "word":  # the paper's protocol and token units keep their spans
+            window = RerankRows(
+                rows.boundaries,
+                rows.num_units,
+                unit_words(units, flags.shape[1]),
+                flags,
+                embeddings,
+            )
+            found = self.rerank.best(
+                fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config
+            )
+        if (
+            costs is None or config.unit != "word"
+        ):  # the paper's protocol and token units keep their spans
             return found
         governors = np.zeros(tuple(flags.shape), dtype=np.uint8)
         for row, strings in enumerate(units):
@@ -416,8 +487,12 @@ class _Search:
 
         def cosines(starts: Tensor, ends: Tensor) -> Tensor:  # (B, Q, k) spans → their cosines
             k = starts.shape[2]
-            spread = vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
-            return span_cosines(spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)).view_as(starts)
+            spread = (
+                vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
+            )
+            return span_cosines(
+                spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)
+            ).view_as(starts)
 
         return keep_governors(found, governors, flags, cosines, config, self.overlap)
 
@@ -426,23 +501,36 @@ class _Search:
         missing, device = found.starts < 0, found.starts.device
         starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
         chars = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
-        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[:, None, None]
+        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[
+            :, None, None
+        ]
         candidate = {
             "starts": _gather_units(rows.char_starts, starts) + chars,
             "ends": _gather_units(rows.char_ends, last) + chars,
             "unit_starts": found.starts + units,
             "unit_ends": found.ends + units,
         }
-        candidate["ranks"] = torch.arange(found.starts.shape[-1], device=device).expand_as(found.starts)
-        candidate = {name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()}
-        candidate["similarities"] = found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
+        candidate["ranks"] = torch.arange(found.starts.shape[-1], device=device).expand_as(
+            found.starts
+        )
+        candidate = {
+            name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()
+        }
+        candidate["similarities"] = (
+            found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
+        )
         candidate["scores"] = found.scores.float().cpu().numpy()
         for row, window in enumerate(rows.windows):
-            self._merge(window.text_index, {name: values[row] for name, values in candidate.items()})
+            self._merge(
+                window.text_index, {name: values[row] for name, values in candidate.items()}
+            )
 
     def _merge(self, text: int, new: dict[str, np.ndarray]) -> None:
         """Merge a window's ``(Q, k)`` candidates into its text's top-k (no ``overlap``: disjoint, best first)."""
-        both = {name: np.concatenate([self.arrays[name][:, text], values], axis=1) for name, values in new.items()}
+        both = {
+            name: np.concatenate([self.arrays[name][:, text], values], axis=1)
+            for name, values in new.items()
+        }
         merged = merge_key(both["scores"], both["ranks"], self.pick_order)
         if self.overlap or self.top_k == 1:
             order = np.argsort(-merged, axis=1, kind="stable")[:, : self.top_k]
@@ -453,7 +541,9 @@ class _Search:
             missing, order = order < 0, order.clip(min=0)
         for name, values in both.items():
             kept = np.take_along_axis(values, order, axis=1)
-            self.arrays[name][:, text] = np.where(missing, -1 if values.dtype.kind == "i" else -np.inf, kept)
+            self.arrays[name][:, text] = np.where(
+                missing, -1 if values.dtype.kind == "i" else -np.inf, kept
+            )
 
 
 def _row_flags(rows: WindowRows, texts: Sequence[str]) -> tuple[list[list[str]], Tensor]:
@@ -498,15 +588,23 @@ def best_spans_paired(
     """
     unknown = sorted(set(options) - set(_PAIRED_OPTIONS))
     if unknown:
-        raise SpanInputError(f"best_spans_paired has no option {unknown[0]!r}; it takes {', '.join(_PAIRED_OPTIONS)}.")
+        raise SpanInputError(
+            f"best_spans_paired has no option {unknown[0]!r}; it takes {', '.join(_PAIRED_OPTIONS)}."
+        )
     query_list, text_list = as_text_list(queries, "queries")[0], as_text_list(texts)[0]
     if len(query_list) != len(text_list):
-        raise SpanInputError(f"queries and texts must pair up: {len(query_list)} queries, {len(text_list)} texts.")
+        raise SpanInputError(
+            f"queries and texts must pair up: {len(query_list)} queries, {len(text_list)} texts."
+        )
     if not query_list:
         return []
-    result = _best_spans(model, query_list, text_list, 1, paired=True, errors=None, **_PAIRED_OPTIONS | options)
+    result = _best_spans(
+        model, query_list, text_list, 1, paired=True, errors=None, **_PAIRED_OPTIONS | options
+    )
     return [
-        dataclasses.replace(result._match(0, i, 0), query_index=i) if np.isfinite(result.scores[0, i, 0]) else None
+        dataclasses.replace(result._match(0, i, 0), query_index=i)
+        if np.isfinite(result.scores[0, i, 0])
+        else None
         for i in range(len(query_list))
     ]
 
@@ -515,7 +613,8 @@ def best_spans_paired(
 _PAIRED_OPTIONS = {
     name: parameter.default
     for name, parameter in inspect.signature(best_spans).parameters.items()
-    if parameter.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("top_k", "overlap", "on_error")
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    and name not in ("top_k", "overlap", "on_error")
 }
 
 

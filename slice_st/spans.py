@@ -37,7 +37,9 @@ def check_span_bounds(min_span: int, max_span: int) -> None:
         raise SpanInputError(f"min_span ({min_span}) must be <= max_span ({max_span}).")
 
 
-def span_grid(num_units: int, min_span: int, max_span: int, device: Any = None) -> tuple[Tensor, Tensor]:
+def span_grid(
+    num_units: int, min_span: int, max_span: int, device: Any = None
+) -> tuple[Tensor, Tensor]:
     """All spans over ``num_units`` units, start-major, as ``(starts, ends)``."""
     check_span_bounds(min_span, max_span)
     lengths = torch.arange(min_span, max_span + 1, device=device)
@@ -53,7 +55,9 @@ def prefix_sums(token_embeddings: Tensor) -> Tensor:
 
 def _gather_rows(values: Tensor, index: Tensor) -> Tensor:
     """``values (B, T, *)`` gathered at ``index (B, N)`` along dim 1 → ``(B, N, *)``."""
-    expanded = index.reshape(*index.shape, *([1] * (values.dim() - 2))).expand(*index.shape, *values.shape[2:])
+    expanded = index.reshape(*index.shape, *([1] * (values.dim() - 2))).expand(
+        *index.shape, *values.shape[2:]
+    )
     return values.gather(1, expanded)
 
 
@@ -102,12 +106,22 @@ def pool_spans(
     totals = unit_prefix[:, ends] - unit_prefix[:, starts]
     tokens = boundaries if weights is None else _weight_prefix(weights, boundaries)
     counts = tokens[:, ends] - tokens[:, starts]
-    mask = (ends[None, :] <= num_units[:, None]) & _start_mask(num_units, width, owned)[:, starts] & (counts > 0)
-    return SpanBatch(totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype), starts, ends, mask)
+    mask = (
+        (ends[None, :] <= num_units[:, None])
+        & _start_mask(num_units, width, owned)[:, starts]
+        & (counts > 0)
+    )
+    return SpanBatch(
+        totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype), starts, ends, mask
+    )
 
 
 def pool_units(
-    token_embeddings: Tensor, boundaries: Tensor, lo: Tensor, hi: Tensor, weights: Tensor | None = None
+    token_embeddings: Tensor,
+    boundaries: Tensor,
+    lo: Tensor,
+    hi: Tensor,
+    weights: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Sum and token count of units ``[lo, hi)`` of each row, ``((B, d), (B,))``: a whole text's is its query vector.
     ``weights`` as in :func:`pool_spans`: the count is of weight-1 tokens."""
@@ -127,11 +141,18 @@ def _weight_prefix(weights: Tensor, boundaries: Tensor) -> Tensor:
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
     """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
-    return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(dim=1)
+    return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(
+        dim=1
+    )
 
 
 def span_sum_norms(
-    token_embeddings: Tensor, boundaries: Tensor, num_units: Tensor, min_span: int, max_span: int, owned: Any = None
+    token_embeddings: Tensor,
+    boundaries: Tensor,
+    num_units: Tensor,
+    min_span: int,
+    max_span: int,
+    owned: Any = None,
 ) -> Tensor:
     """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
     units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
@@ -139,7 +160,9 @@ def span_sum_norms(
     return _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
 
 
-def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_span: int, owned) -> Tensor:
+def _span_sum_norms(
+    unit_prefix: Tensor, num_units: Tensor, min_span: int, max_span: int, owned
+) -> Tensor:
     """:func:`span_sum_norms` from the prefix sums at unit boundaries ``(B, U + 1, d)``, one length at a time."""
     batch, width = unit_prefix.shape[0], unit_prefix.shape[1] - 1
     device = unit_prefix.device
@@ -151,7 +174,9 @@ def _span_sum_norms(unit_prefix: Tensor, num_units: Tensor, min_span: int, max_s
         count = width - length + 1
         span = unit_prefix[:, length : length + count] - unit_prefix[:, :count]
         valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
-        if differentiable:  # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+        if (
+            differentiable
+        ):  # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
             span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
@@ -195,21 +220,36 @@ def best_span_scores(
     check_span_bounds(min_span, max_span)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    batch, device, width = token_embeddings.shape[0], token_embeddings.device, boundaries.shape[1] - 1
+    batch, device, width = (
+        token_embeddings.shape[0],
+        token_embeddings.device,
+        boundaries.shape[1] - 1,
+    )
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
-        raise ValueError(f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}.")
+        raise ValueError(
+            f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}."
+        )
     query_vectors = queries.float().to(device)
     if similarity == "cosine":
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
-    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)  # (B, U+1, d): gathered once
+    unit_prefix = _gather_rows(
+        prefix_sums(token_embeddings), boundaries
+    )  # (B, U+1, d): gathered once
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
-    exists = ~torch.isnan(norms) & (norms > 0)  # a zero sum (tokens all out of scoring) has no direction: no span
+    exists = ~torch.isnan(norms) & (
+        norms > 0
+    )  # a zero sum (tokens all out of scoring) has no direction: no span
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
     no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
     no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
-    best: tuple[Tensor, ...] = (no_scores, no_scores, no_starts, no_starts)  # the running top-k (never in place)
+    best: tuple[Tensor, ...] = (
+        no_scores,
+        no_scores,
+        no_starts,
+        no_starts,
+    )  # the running top-k (never in place)
     grid: list[list[Tensor]] = []
     for length in range(min_span, min(max_span, width) + 1):
         count, column = width - length + 1, length - min_span
@@ -222,27 +262,42 @@ def best_span_scores(
             best = _merge_length(best, scores, similarities, length)
         else:  # padded to the full width, stacked into a (B, U, L, Q) grid
             pad = (0, 0, 0, width - count)
-            grid.append([torch.nn.functional.pad(x, pad, value=float("-inf")) for x in (scores, similarities)])
+            grid.append(
+                [
+                    torch.nn.functional.pad(x, pad, value=float("-inf"))
+                    for x in (scores, similarities)
+                ]
+            )
     if grid:
         best = grid_top_k(*(torch.stack(part, dim=2) for part in zip(*grid)), top_k, min_span)
     scores, similarities, starts, ends = (values.transpose(1, 2) for values in best)
     missing = torch.isinf(scores)
-    return BestSpans(scores, starts.masked_fill(missing, -1), ends.masked_fill(missing, -1), similarities)
+    return BestSpans(
+        scores, starts.masked_fill(missing, -1), ends.masked_fill(missing, -1), similarities
+    )
 
 
 class _LengthSimilarity:
     """The ``(B, n, Q)`` similarities of all ``n`` spans of one length to the queries, from the prefix sums."""
 
-    def __init__(self, similarity: str, unit_prefix: Tensor, query_vectors: Tensor, token_bounds: Tensor) -> None:
+    def __init__(
+        self, similarity: str, unit_prefix: Tensor, query_vectors: Tensor, token_bounds: Tensor
+    ) -> None:
         self.similarity, self.unit_prefix, self.token_bounds = similarity, unit_prefix, token_bounds
         shared = query_vectors.dim() == 2
-        self.query_sums = unit_prefix @ (query_vectors.T if shared else query_vectors.transpose(1, 2))  # (B, U+1, Q)
+        self.query_sums = unit_prefix @ (
+            query_vectors.T if shared else query_vectors.transpose(1, 2)
+        )  # (B, U+1, Q)
         norms2 = (query_vectors**2).sum(-1)  # for euclidean
         self.query_norms2 = norms2[None, None, :] if shared else norms2[:, None, :]
-        self.targets = query_vectors[None].expand(unit_prefix.shape[0], -1, -1) if shared else query_vectors
+        self.targets = (
+            query_vectors[None].expand(unit_prefix.shape[0], -1, -1) if shared else query_vectors
+        )
 
     def __call__(self, length: int, count: int, norms: Tensor) -> Tensor:
-        dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]  # q · span sum
+        dots = (
+            self.query_sums[:, length : length + count] - self.query_sums[:, :count]
+        )  # q · span sum
         if self.similarity == "cosine":
             return dots / norms
         tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
@@ -250,16 +305,27 @@ class _LengthSimilarity:
         if self.similarity == "dot":
             return dots / tokens
         if self.similarity == "euclidean":
-            return -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
-        means = (self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]) / tokens  # manhattan
+            return (
+                -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
+            )
+        means = (
+            self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]
+        ) / tokens  # manhattan
         return -torch.cdist(means, self.targets, p=1)
 
 
-def _merge_length(best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int) -> tuple[Tensor, ...]:
+def _merge_length(
+    best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int
+) -> tuple[Tensor, ...]:
     """Merge the ``(B, n, Q)`` spans of one length into the running ``(B, k, Q)`` top-k."""
     batch, count, num_queries = scores.shape
-    starts = torch.arange(count, device=scores.device)[None, :, None].expand(batch, count, num_queries)
-    merged = [torch.cat(pair, dim=1) for pair in zip(best, (scores, similarities, starts, starts + length))]
+    starts = torch.arange(count, device=scores.device)[None, :, None].expand(
+        batch, count, num_queries
+    )
+    merged = [
+        torch.cat(pair, dim=1)
+        for pair in zip(best, (scores, similarities, starts, starts + length))
+    ]
     top, order = merged[0].topk(best[0].shape[1], dim=1)  # merged has k + n rows: always enough
     return (top, *(values.gather(1, order) for values in merged[1:]))
 
@@ -271,7 +337,10 @@ def grid_top_k(
     ``overlap``: ``(B, k, Q)`` scores, similarities, starts, ends (``-inf``/``-1``: none)."""
     batch, width, widths, num_queries = scores.shape
     rows, device = batch * num_queries, scores.device
-    flat, plain = (values.permute(0, 3, 1, 2).reshape(rows, width * widths) for values in (scores, similarities))
+    flat, plain = (
+        values.permute(0, 3, 1, 2).reshape(rows, width * widths)
+        for values in (scores, similarities)
+    )
     starts = torch.arange(width, device=device).repeat_interleave(widths)
     ends = starts + torch.arange(min_span, min_span + widths, device=device).repeat(width)
     starts, ends = starts.expand(rows, -1), ends.expand(rows, -1)
@@ -307,44 +376,71 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
     return chosen
 
 
-def span_means(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
+def span_means(
+    token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor
+) -> tuple[Tensor, Tensor]:
     """Mean token vector of the spans ``starts``/``ends`` ``(B, N)`` (units, ``-1``: missing), differentiable:
     ``((B, N, d), (B, N) valid)``; a missing or empty span has a zero vector and is not valid."""
     sums, counts = _span_sums(token_embeddings, boundaries, starts, ends)
     return sums / counts.clamp(min=1)[..., None].to(sums.dtype), (starts >= 0) & (counts > 0)
 
 
-def _span_sums(token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> tuple[Tensor, Tensor]:
+def _span_sums(
+    token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor
+) -> tuple[Tensor, Tensor]:
     """Token-vector sums ``(B, N, d)`` and token counts ``(B, N)`` of the given unit spans (missing → 0)."""
     sums, token_starts = prefix_sums(token_embeddings), boundaries.gather(1, starts.clamp(min=0))
-    token_ends = torch.where((starts < 0) | (ends < 0), token_starts, boundaries.gather(1, ends.clamp(min=0)))
-    return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (token_ends - token_starts)
+    token_ends = torch.where(
+        (starts < 0) | (ends < 0), token_starts, boundaries.gather(1, ends.clamp(min=0))
+    )
+    return _gather_rows(sums, token_ends) - _gather_rows(sums, token_starts), (
+        token_ends - token_starts
+    )
 
 
 def sample_spans(
-    num_units: Tensor, num_spans: int, min_span: int, max_span: int, generator: torch.Generator | None = None
+    num_units: Tensor,
+    num_spans: int,
+    min_span: int,
+    max_span: int,
+    generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Random spans ``(starts, ends)``, each ``(B, num_spans)``: lengths stratified over ``min_span..min(max_span,
     num_units)``, starts uniform where the span fits; ``-1`` in rows with fewer than ``min_span`` units."""
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
     device, batch = num_units.device, num_units.shape[0]
-    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)  # how many lengths each row allows
+    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(
+        min=0
+    )  # how many lengths each row allows
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
-    strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans  # (B, n) in [0, 1)
-    lengths = min_span + (strata * choices[:, None]).floor().long().clamp(max=(choices - 1).clamp(min=0)[:, None])
+    strata = (
+        torch.arange(num_spans, device=device)[None, :] + offset
+    ) / num_spans  # (B, n) in [0, 1)
+    lengths = min_span + (strata * choices[:, None]).floor().long().clamp(
+        max=(choices - 1).clamp(min=0)[:, None]
+    )
     lengths = lengths.gather(
-        1, torch.argsort(torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1)
+        1,
+        torch.argsort(
+            torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1
+        ),
     )
     room = (num_units[:, None] - lengths + 1).clamp(min=1)
-    starts = (torch.rand(batch, num_spans, generator=generator, device="cpu").to(device) * room).floor().long()
+    starts = (
+        (torch.rand(batch, num_spans, generator=generator, device="cpu").to(device) * room)
+        .floor()
+        .long()
+    )
     starts = torch.minimum(starts, room - 1)
     ends = starts + lengths
     missing = (choices == 0)[:, None].expand(-1, num_spans)
     return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
 
 
-def span_cosines(queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor) -> Tensor:
+def span_cosines(
+    queries: Tensor, token_embeddings: Tensor, boundaries: Tensor, starts: Tensor, ends: Tensor
+) -> Tensor:
     """Cosine ``(B, Q)`` between queries ``(Q, d)`` or ``(B, Q, d)`` and the spans ``starts``/``ends`` ``(B, Q)``
     (``-1``: missing, ``-inf``), differentiable. Training finds the best spans without gradient, then calls this: the
     max over spans passes gradient to its arg-max only, so this is the gradient of the full max.
@@ -409,28 +505,50 @@ def top_spans_flat(
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
     num_queries, total, device = queries.shape[0], unit_vectors.shape[0], unit_vectors.device
-    first_column, block = _check_flat(span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block)
-    unit_queries = torch.nn.functional.normalize(queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps)
+    first_column, block = _check_flat(
+        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
+    )
+    unit_queries = torch.nn.functional.normalize(
+        queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps
+    )
     if floor is not None:
         floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
         if floor.shape[0] != num_queries:
-            raise ValueError(f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}.")
+            raise ValueError(
+                f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
+            )
     with torch.inference_mode():
         vector_buffer = None
         if unit_vectors.dtype != torch.float32:
-            vector_buffer = torch.empty(min(block + max_span, total), unit_vectors.shape[1], device=device)
+            vector_buffer = torch.empty(
+                min(block + max_span, total), unit_vectors.shape[1], device=device
+            )
 
         def block_dots(lo: int, hi: int) -> Tensor:
             vectors = unit_vectors[lo:hi]
             if vector_buffer is not None:
                 vectors = vector_buffer[: hi - lo].copy_(vectors)
             # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
-            return torch.mv(vectors, unit_queries[0])[None] if num_queries == 1 else unit_queries @ vectors.T
+            return (
+                torch.mv(vectors, unit_queries[0])[None]
+                if num_queries == 1
+                else unit_queries @ vectors.T
+            )
 
         _, best_ids, starts, lengths = _scan_top_k(
-            block_dots, span_norms, num_queries, top_k, min_span, max_span, first_column, block, floor
+            block_dots,
+            span_norms,
+            num_queries,
+            top_k,
+            min_span,
+            max_span,
+            first_column,
+            block,
+            floor,
         )
-        exact = _exact_scores(unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span)
+        exact = _exact_scores(
+            unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span
+        )
         return _ranked_spans(exact, best_ids, starts, lengths)
 
 
@@ -446,17 +564,36 @@ def top_spans_from_dots(
 ) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
     first_column, block = _check_flat(
-        span_norms, _dots_width(dots), dots.shape[0], top_k, min_span, max_span, norm_min_span, block
+        span_norms,
+        _dots_width(dots),
+        dots.shape[0],
+        top_k,
+        min_span,
+        max_span,
+        norm_min_span,
+        block,
     )
     with torch.inference_mode():
         best_scores, best_ids, starts, lengths = _scan_top_k(
-            lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape[0], top_k, min_span, max_span, first_column, block
+            lambda lo, hi: dots[:, lo:hi],
+            span_norms,
+            dots.shape[0],
+            top_k,
+            min_span,
+            max_span,
+            first_column,
+            block,
         )
         return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
 def _exact_scores(
-    queries: Tensor, unit_vectors: Tensor, span_norms: Tensor, starts: Tensor, lengths: Tensor, norm_min_span: int
+    queries: Tensor,
+    unit_vectors: Tensor,
+    span_norms: Tensor,
+    starts: Tensor,
+    lengths: Tensor,
+    norm_min_span: int,
 ) -> Tensor:
     """Float64 cosines of the spans ``(Q, k)`` of unit-norm ``queries`` (``-inf``: ``starts < 0`` or no such span),
     numerators summed from the unit vectors, each (query, unit) dot product once."""
@@ -475,11 +612,15 @@ def _exact_scores(
     dots = torch.empty(distinct.numel(), dtype=torch.float64, device=device)
     for first in range(0, distinct.numel(), chunk):
         part = distinct[first : first + chunk]
-        dots[first : first + chunk] = (unit_vectors[part % total].double() * unit_queries[part // total]).sum(-1)
+        dots[first : first + chunk] = (
+            unit_vectors[part % total].double() * unit_queries[part // total]
+        ).sum(-1)
     per_unit = torch.zeros(units.shape, dtype=torch.float64, device=device)
     per_unit[inside] = dots[inverse]
     norms = span_norms[span_starts, span_lengths - norm_min_span].double()
-    scores[rows, slots] = torch.where(torch.isfinite(norms) & (norms > 0), per_unit.sum(-1) / norms, float("-inf"))
+    scores[rows, slots] = torch.where(
+        torch.isfinite(norms) & (norms > 0), per_unit.sum(-1) / norms, float("-inf")
+    )
     return scores
 
 
@@ -489,11 +630,15 @@ def unit_peak_scores(
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column, _ = _check_flat(span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span)
+    first_column, _ = _check_flat(
+        span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span
+    )
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
-        best = torch.full((num_queries, total), float("-inf"), dtype=torch.float64, device=dots.device)
+        best = torch.full(
+            (num_queries, total), float("-inf"), dtype=torch.float64, device=dots.device
+        )
         for length in range(min_span, min(max_span, total) + 1):
             count = total - length + 1
             norms = span_norms[:count, first_column + length - min_span].double()
@@ -519,7 +664,11 @@ def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots, dim=-1), (1, 0))
         # a missing span (nan norm) scores 0 here, and a unit with none at all -inf at the end (no mask per length)
-        inverse = torch.nan_to_num(span_norms.to(dots.dtype), nan=float("inf")).reciprocal().T.contiguous()  # (L, N)
+        inverse = (
+            torch.nan_to_num(span_norms.to(dots.dtype), nan=float("inf"))
+            .reciprocal()
+            .T.contiguous()
+        )  # (L, N)
         best = torch.full((num_queries, total), float("-inf"), dtype=dots.dtype)
         scores = torch.empty(num_queries, total, dtype=dots.dtype)
         for column in range(span_norms.shape[1]):
@@ -527,20 +676,30 @@ def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor
             if valid <= 0:
                 break
             part = scores[:, :valid]
-            torch.sub(prefix[:, min_span + column : min_span + column + valid], prefix[:, :valid], out=part)
+            torch.sub(
+                prefix[:, min_span + column : min_span + column + valid],
+                prefix[:, :valid],
+                out=part,
+            )
             part.mul_(inverse[column, :valid])
             torch.maximum(best[:, :valid], part, out=best[:, :valid])
         return best.masked_fill_(~torch.isfinite(span_norms).any(dim=1)[None], float("-inf"))
 
 
-def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None):
+def _check_flat(
+    span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None
+):
     """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
     (``None``: as large as the buffers allow)."""
     check_span_bounds(min_span, max_span)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
     first_column, widths = min_span - norm_min_span, max_span - min_span + 1
-    if span_norms.dim() != 2 or span_norms.shape[0] != total or not 0 <= first_column <= span_norms.shape[1] - widths:
+    if (
+        span_norms.dim() != 2
+        or span_norms.shape[0] != total
+        or not 0 <= first_column <= span_norms.shape[1] - widths
+    ):
         raise ValueError(
             f"span_norms {tuple(span_norms.shape)} must be (N={total}, K) with columns for span lengths "
             f"{min_span}..{max_span} (column 0 = length {norm_min_span})."
@@ -555,40 +714,65 @@ def _check_flat(span_norms: Tensor, total, num_queries, top_k, min_span, max_spa
 def _dots_width(dots: Tensor) -> int:
     """``N`` of checked ``(Q, N)`` dot products."""
     if dots.dim() != 2 or not dots.is_floating_point():
-        raise ValueError(f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}.")
+        raise ValueError(
+            f"dots must be a floating-point (Q, N) tensor, got {tuple(dots.shape)} {dots.dtype}."
+        )
     return dots.shape[1]
 
 
 def _scan_top_k(
-    block_dots, span_norms: Tensor, num_queries, top_k, min_span, max_span, first_column, block, floor=None
+    block_dots,
+    span_norms: Tensor,
+    num_queries,
+    top_k,
+    min_span,
+    max_span,
+    first_column,
+    block,
+    floor=None,
 ):
     """The blockwise scan: top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``."""
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
-    best_scores = torch.full((num_queries, top_k), float("-inf"), dtype=torch.float64, device=device)
+    best_scores = torch.full(
+        (num_queries, top_k), float("-inf"), dtype=torch.float64, device=device
+    )
     best_ids = torch.full((num_queries, top_k), -1, dtype=torch.long, device=device)
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
     for block_start in range(0, total, block):
         block_end = min(block_start + block, total)
-        stop = min(block_end + max_span - 1, total)  # spans starting in the block may run past its end
+        stop = min(
+            block_end + max_span - 1, total
+        )  # spans starting in the block may run past its end
         units, count = stop - block_start, block_end - block_start
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])  # restarts per block
+        torch.cumsum(
+            block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:]
+        )  # restarts per block
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
-        threshold = best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
-        rows, columns, values = _block_survivors(prefix, norms, inverse, threshold, top_k, min_span, units, count)
+        threshold = (
+            best_scores[:, -1:] if floor is None else torch.maximum(best_scores[:, -1:], floor)
+        )
+        rows, columns, values = _block_survivors(
+            prefix, norms, inverse, threshold, top_k, min_span, units, count
+        )
         if rows.numel():
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
     found = best_ids >= 0
-    starts, lengths = torch.where(found, best_ids // widths, -1), torch.where(found, best_ids % widths + min_span, 0)
+    starts, lengths = (
+        torch.where(found, best_ids // widths, -1),
+        torch.where(found, best_ids % widths + min_span, 0),
+    )
     return best_scores, best_ids, starts, lengths
 
 
 def _ranked_spans(scores: Tensor, ids: Tensor, starts: Tensor, lengths: Tensor) -> FlatTopSpans:
     """Sort each row by score, best first; exact ties keep the earlier span first; missing entries last."""
-    order = torch.sort(ids.masked_fill(ids < 0, torch.iinfo(torch.long).max), dim=1, stable=True).indices
+    order = torch.sort(
+        ids.masked_fill(ids < 0, torch.iinfo(torch.long).max), dim=1, stable=True
+    ).indices
     order = order.gather(1, torch.sort(-scores.gather(1, order), dim=1, stable=True).indices)
     scores, starts, lengths = (values.gather(1, order) for values in (scores, starts, lengths))
     return FlatTopSpans(scores.masked_fill(starts < 0, float("-inf")), starts, lengths)
@@ -602,7 +786,9 @@ def _inverse_norms(norms: Tensor, out: Tensor, rows_per_copy: int = 2048) -> Ten
     return torch.nan_to_num_(out, nan=float("inf")).reciprocal_()
 
 
-def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count):
+def _block_survivors(
+    prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: Tensor, top_k, min_span, units, count
+):
     """Spans of the block scoring above each query's ``threshold`` (its ``k``-th best): ``(rows, columns, scores)``.
     Each (query, start unit)'s best score over the lengths (none: ``±0``) picks the starts scored again with the
     stored norms; until a query has ``top_k`` scores, only starts at or above the block's ``top_k``-th best go on
@@ -633,7 +819,11 @@ def _block_survivors(prefix: Tensor, norms: Tensor, inverse: Tensor, threshold: 
     numerators = prefix[rows[:, None], ends.clamp(max=units)] - prefix[rows, offsets][:, None]
     values = (numerators / norms[offsets].double()).masked_fill(~inside, float("nan"))
     keep_rows, keep_columns = (values > threshold[rows]).nonzero(as_tuple=True)
-    return rows[keep_rows], keep_columns * count + offsets[keep_rows], values[keep_rows, keep_columns]
+    return (
+        rows[keep_rows],
+        keep_columns * count + offsets[keep_rows],
+        values[keep_rows, keep_columns],
+    )
 
 
 def _merge_top_k(
@@ -648,7 +838,9 @@ def _merge_top_k(
     sorted_rows = rows[order]
     row_starts = torch.cumsum(counts, 0) - counts
     position = torch.arange(rows.numel(), device=rows.device) - row_starts[sorted_rows]
-    all_scores = torch.cat([best_scores, best_scores.new_full((num_queries, width), float("-inf"))], dim=1)
+    all_scores = torch.cat(
+        [best_scores, best_scores.new_full((num_queries, width), float("-inf"))], dim=1
+    )
     all_ids = torch.cat([best_ids, best_ids.new_full((num_queries, width), -1)], dim=1)
     all_scores[sorted_rows, top_k + position] = scores[order].to(all_scores.dtype)
     all_ids[sorted_rows, top_k + position] = ids[order]

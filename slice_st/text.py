@@ -54,11 +54,15 @@ def read_texts(
             for number, offset, record in jsonl_records(path):
                 text = record.get(text_field)
                 if not isinstance(text, str):
-                    raise CorpusError(f"{path}, line {number}: text field {text_field!r} is missing or not a string.")
+                    raise CorpusError(
+                        f"{path}, line {number}: text field {text_field!r} is missing or not a string."
+                    )
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
             continue
-        lines = file_lines(path)  # streamed; "auto" looks at the whole file first, so it keeps its lines
+        lines = file_lines(
+            path
+        )  # streamed; "auto" looks at the whole file first, so it keeps its lines
         mode = split
         if split == "auto":
             lines = list(lines)
@@ -67,7 +71,9 @@ def read_texts(
                 report(path, mode)
         if mode == "line":
             records += [
-                TextRecord(path, number, offset, raw.rstrip("\r\n")) for number, offset, raw in lines if raw.strip()
+                TextRecord(path, number, offset, raw.rstrip("\r\n"))
+                for number, offset, raw in lines
+                if raw.strip()
             ]
             continue
         # A paragraph is the file's own characters (inner \r\n kept), so offsets inside it are file offsets.
@@ -80,10 +86,16 @@ def read_texts(
 
 
 WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
-WRAPPED_MIN_WIDTH = 40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
+WRAPPED_MIN_WIDTH = (
+    40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
+)
 WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
-WRAPPED_SLACK = 10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
-RECORD_SHARE = 0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
+WRAPPED_SLACK = (
+    10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
+)
+RECORD_SHARE = (
+    0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
+)
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
 
@@ -103,7 +115,9 @@ def guess_split(lines: Iterable[str]) -> str:
     # fields (CSV); pydoc's class drawing ("|") is neither.
     fields = [text.lstrip(" \t|") for text in texts if text.strip()]
     word_or_number = re.compile(r"(\d)\d*|([^\W\d])[^\W\d]*")
-    shapes = Counter(word_or_number.sub(lambda m: "0" if m.group(1) else "a", text[:24]) for text in fields)
+    shapes = Counter(
+        word_or_number.sub(lambda m: "0" if m.group(1) else "a", text[:24]) for text in fields
+    )
     shape, count = shapes.most_common(1)[0]
     if "0" in shape and count >= RECORD_SHARE * len(fields):
         return "line"
@@ -116,7 +130,9 @@ def guess_split(lines: Iterable[str]) -> str:
         for number, (line, following) in enumerate(zip(run, run[1:])):
             width = max(len(text) for text in run[max(0, number - 2) : number + 3])
             word = following.split()[0]
-            long_word = len(word) > WRAPPED_MIN_WIDTH // 2 and len(line) < width - WRAPPED_MIN_WIDTH // 2
+            long_word = (
+                len(word) > WRAPPED_MIN_WIDTH // 2 and len(line) < width - WRAPPED_MIN_WIDTH // 2
+            )
             if width < WRAPPED_MIN_WIDTH or long_word:
                 continue  # short lines (names, code), or a short line before a huge word: no evidence either way
             slack = 0 if _LINE_END.search(line) else WRAPPED_SLACK

@@ -20,7 +20,9 @@ _SPACE = re.compile(r"\s")
 _LAST_SPACE = re.compile(r"(?s:.*)(\s)")  # the last whitespace character
 #: ``processing_kwargs`` for ``SentenceTransformer.encode`` that make the tokenizer return what span units need
 #: (tokenizer extras that sentence-transformers keeps out of the forward call).
-SPAN_PROCESSING_KWARGS = {"text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}}
+SPAN_PROCESSING_KWARGS = {
+    "text": {"return_offsets_mapping": True, "return_special_tokens_mask": True}
+}
 
 
 def check_unit(unit: str) -> str:
@@ -65,7 +67,9 @@ def unit_boundaries(
     batch, length = content.shape
     run_starts = content & ~torch.nn.functional.pad(content, (1, 0))[:, :-1]
     if bool((run_starts.sum(dim=1) > 1).any()):
-        raise ValueError("Special tokens inside a text are not supported: content tokens must be contiguous.")
+        raise ValueError(
+            "Special tokens inside a text are not supported: content tokens must be contiguous."
+        )
     if unit == "token":
         is_start = content
     else:
@@ -75,11 +79,15 @@ def unit_boundaries(
         else:
             spaces = _space_prefix_counts(texts, content.device)  # (B, L + 1)
             end = spaces.shape[1] - 1
-            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, end)) > spaces.gather(1, previous_end.clamp(0, end))
+            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, end)) > spaces.gather(
+                1, previous_end.clamp(0, end)
+            )
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
-    content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(dim=1)
+    content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(
+        dim=1
+    )
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
     rows, columns = is_start.nonzero(as_tuple=True)
@@ -106,11 +114,15 @@ def _space_prefix_counts(texts: Sequence[str], device) -> Tensor:
     return torch.from_numpy(counts.cumsum(axis=1)).to(device)
 
 
-def _snap_to_whitespace(texts: Sequence[str], starts: Tensor, ends: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor]:
+def _snap_to_whitespace(
+    texts: Sequence[str], starts: Tensor, ends: Tensor, num_units: Tensor
+) -> tuple[Tensor, Tensor]:
     """Widen each word's character range to its whole whitespace-delimited run."""
     starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
     for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
-        bounds = np.concatenate([[-1], _space_positions(text), [len(text)]])  # the spaces, and both ends of the text
+        bounds = np.concatenate(
+            [[-1], _space_positions(text), [len(text)]]
+        )  # the spaces, and both ends of the text
         starts_np[row, :count] = bounds[np.searchsorted(bounds, starts_np[row, :count]) - 1] + 1
         ends_np[row, :count] = bounds[np.searchsorted(bounds, ends_np[row, :count])]
     return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
@@ -150,21 +162,39 @@ def text_units(
     """
     if not texts:
         return []
-    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    offsets = [torch.tensor(offsets, dtype=torch.long).reshape(-1, 2) for offsets in encoded["offset_mapping"]]
-    mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(o), dtype=torch.long) for o in offsets], batch_first=True)
+    encoded = tokenizer(
+        list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
+    )
+    offsets = [
+        torch.tensor(offsets, dtype=torch.long).reshape(-1, 2)
+        for offsets in encoded["offset_mapping"]
+    ]
+    mask = torch.nn.utils.rnn.pad_sequence(
+        [torch.ones(len(o), dtype=torch.long) for o in offsets], batch_first=True
+    )
     padded = torch.nn.utils.rnn.pad_sequence(offsets, batch_first=True)
     units = unit_boundaries(mask, torch.zeros_like(mask), padded, unit, texts)
-    starts, ends, counts = units.char_starts.numpy(), units.char_ends.numpy(), units.boundaries.diff(dim=1).numpy()
-    return [(starts[row, :n], ends[row, :n], counts[row, :n]) for row, n in enumerate(units.num_units.tolist())]
+    starts, ends, counts = (
+        units.char_starts.numpy(),
+        units.char_ends.numpy(),
+        units.boundaries.diff(dim=1).numpy(),
+    )
+    return [
+        (starts[row, :n], ends[row, :n], counts[row, :n])
+        for row, n in enumerate(units.num_units.tolist())
+    ]
 
 
-def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _token_groups(
+    tokenizer, texts: Sequence[str], max_tokens: int
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Planning units for ``unit="token"``: runs of one pre-tokenizer word's tokens (windows cut between them tokenize
     as inside the whole text); a run longer than a window is cut between its tokens."""
     if not texts:
         return []
-    encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    encoded = tokenizer(
+        list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
+    )
     groups = []
     for row, offsets in enumerate(encoded["offset_mapping"]):
         word_ids = encoded.word_ids(row)
@@ -179,7 +209,9 @@ def _token_groups(tokenizer, texts: Sequence[str], max_tokens: int) -> list[tupl
                 ends[-1] = max(ends[-1], end)
                 counts[-1] += 1
             previous = word
-        groups.append(tuple(np.asarray(values, dtype=np.int64) for values in (starts, ends, counts)))
+        groups.append(
+            tuple(np.asarray(values, dtype=np.int64) for values in (starts, ends, counts))
+        )
     return groups
 
 
@@ -202,7 +234,9 @@ def plan_windows(
     an ``errors`` list it is appended there as ``(text index, reason)`` and gets no window instead."""
     check_unit(unit)
     if max_tokens < 1:
-        raise ValueError(f"The model window must hold at least one token, got max_tokens={max_tokens}.")
+        raise ValueError(
+            f"The model window must hold at least one token, got max_tokens={max_tokens}."
+        )
     windows: list[Window] = []
 
     def failed(error: WindowError) -> None:
@@ -217,19 +251,32 @@ def plan_windows(
         stripped = text.strip()
         try:
             size = len(stripped.encode("utf-8"))
-        except UnicodeEncodeError as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+        except (
+            UnicodeEncodeError
+        ) as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
             where = f"({text[error.start]!r}) at character {error.start}"
-            failed(WindowError(text_index, f"holds a lone surrogate {where}: not valid Unicode text; fix or drop it."))
+            failed(
+                WindowError(
+                    text_index,
+                    f"holds a lone surrogate {where}: not valid Unicode text; fix or drop it.",
+                )
+            )
             continue
         if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
-            windows.append(Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text)))
+            windows.append(
+                Window(text_index, start, start + len(stripped), 0, -1, 0, -1, 0, len(text))
+            )
         elif stripped:
             to_plan.append(text_index)
     planned = _planning_units(tokenizer, [texts[i] for i in to_plan], max_tokens, unit)
     for text_index, units in zip(to_plan, planned):
         try:
-            windows.extend(_text_windows(texts[text_index], text_index, units, max_tokens, max_span, context, unit))
+            windows.extend(
+                _text_windows(
+                    texts[text_index], text_index, units, max_tokens, max_span, context, unit
+                )
+            )
         except WindowError as error:
             failed(error)
     windows.sort(key=lambda window: (window.text_index, window.char_start))
@@ -249,7 +296,9 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
     (units never cross whitespace, so the pieces' units are the text's); a run without whitespace is not cut."""
     start = 0
     while len(text) - start > PLAN_PIECE_CHARS:
-        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(text, start + 1)
+        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(
+            text, start + 1
+        )
         if found is None:
             break
         cut = found.start(found.lastindex or 0)
@@ -258,7 +307,9 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
     yield start, text[start:]
 
 
-def _planning_units(tokenizer, texts: Sequence[str], max_tokens: int, unit: str) -> Iterator[tuple[np.ndarray, ...]]:
+def _planning_units(
+    tokenizer, texts: Sequence[str], max_tokens: int, unit: str
+) -> Iterator[tuple[np.ndarray, ...]]:
     """Each text's planning units (``text_units``, or ``_token_groups`` for token units), tokenized piece by piece
     (``_pieces``) in groups of at most ``PLAN_GROUP_CHARS`` padded characters, never all texts padded at once."""
     parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
@@ -267,7 +318,11 @@ def _planning_units(tokenizer, texts: Sequence[str], max_tokens: int, unit: str)
 
     def tokenize() -> None:
         strings = [piece for *_, piece in pending]
-        found = _token_groups(tokenizer, strings, max_tokens) if unit == "token" else text_units(tokenizer, strings)
+        found = (
+            _token_groups(tokenizer, strings, max_tokens)
+            if unit == "token"
+            else text_units(tokenizer, strings)
+        )
         for (text_no, offset, _), (starts, ends, counts) in zip(pending, found):
             parts[text_no].append((starts + offset, ends + offset, counts))
         pending.clear()
@@ -289,7 +344,13 @@ def _planning_units(tokenizer, texts: Sequence[str], max_tokens: int, unit: str)
 
 
 def _text_windows(
-    text: str, text_index: int, units: tuple[np.ndarray, ...], max_tokens: int, max_span: int, context: int, unit: str
+    text: str,
+    text_index: int,
+    units: tuple[np.ndarray, ...],
+    max_tokens: int,
+    max_span: int,
+    context: int,
+    unit: str,
 ) -> list[Window]:
     """The windows of one text from its planning units ``(char starts, char ends, tokens)``: words, or token runs."""
     starts, ends, counts = units
@@ -298,7 +359,19 @@ def _text_windows(
         return []
     cumulative = np.concatenate([[0], np.cumsum(counts)])
     if cumulative[-1] <= max_tokens:
-        return [Window(text_index, int(starts[0]), int(ends[-1]), 0, num_words, 0, int(cumulative[-1]), 0, len(text))]
+        return [
+            Window(
+                text_index,
+                int(starts[0]),
+                int(ends[-1]),
+                0,
+                num_words,
+                0,
+                int(cumulative[-1]),
+                0,
+                len(text),
+            )
+        ]
     if counts.max() > max_tokens:
         word = int(np.argmax(counts))
         raise WindowError(
@@ -312,8 +385,12 @@ def _text_windows(
         # Full context on both sides if it fits, else halve it (context, context/2, …, 0) until the window owns a start
         for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
-            last = int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            own_hi = num_words if last >= num_words else last - max_span - margin + 1  # spans end by last - margin
+            last = (
+                int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
+            )
+            own_hi = (
+                num_words if last >= num_words else last - max_span - margin + 1
+            )  # spans end by last - margin
             if own_hi > own_lo:
                 break
         else:

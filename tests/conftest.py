@@ -30,7 +30,12 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "fast"))
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "special_tokens_map.json",
+)
 TINY_DIM = 32
 SHORT_SEQ_LEN = 24
 
@@ -81,7 +86,10 @@ def make_tiny_model(tiny_model_dir) -> Callable[..., object]:
 
     def make(max_seq_length: int = 128):
         model = SentenceTransformer(
-            modules=[Transformer(tiny_model_dir, max_seq_length=max_seq_length), Pooling(TINY_DIM, "mean")],
+            modules=[
+                Transformer(tiny_model_dir, max_seq_length=max_seq_length),
+                Pooling(TINY_DIM, "mean"),
+            ],
             device="cpu",
         )
         return model.eval()
@@ -115,8 +123,15 @@ def real_model():
 def pytest_addoption(parser):
     """``--update-docs``: tests/test_docs.py rewrites the outputs shown in README.md and docs/ instead of failing.
     ``--run-ray``: also run the tests marked ``ray``."""
-    parser.addoption("--update-docs", action="store_true", default=False, help="rewrite the outputs shown in the docs")
-    parser.addoption("--run-ray", action="store_true", default=False, help="also run the tests marked ray")
+    parser.addoption(
+        "--update-docs",
+        action="store_true",
+        default=False,
+        help="rewrite the outputs shown in the docs",
+    )
+    parser.addoption(
+        "--run-ray", action="store_true", default=False, help="also run the tests marked ray"
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -124,7 +139,9 @@ def pytest_collection_modifyitems(config, items):
     ``-m`` names the marker (``make test`` runs them on a line of their own; docs/contributing.md)."""
     if config.getoption("--run-ray") or re.search(r"\bray\b", config.getoption("markexpr") or ""):
         return
-    skip = pytest.mark.skip(reason="starts a local Ray cluster: run with --run-ray or -m ray (make test does)")
+    skip = pytest.mark.skip(
+        reason="starts a local Ray cluster: run with --run-ray or -m ray (make test does)"
+    )
     for item in items:
         if item.get_closest_marker("ray") is not None:
             item.add_marker(skip)

@@ -123,11 +123,15 @@ def naive_token_vectors(model, text: str) -> tuple[np.ndarray, list[tuple[int, i
     return vectors[keep].astype(np.float64), [tuple(encoded["offset_mapping"][i]) for i in keep]
 
 
-def naive_word_span_vectors(model, text: str, min_span: int, max_span: int) -> dict[tuple[int, int], np.ndarray]:
+def naive_word_span_vectors(
+    model, text: str, min_span: int, max_span: int
+) -> dict[tuple[int, int], np.ndarray]:
     """(start word, end word) → mean of the content-token vectors of those whitespace words."""
     vectors, offsets = naive_token_vectors(model, text)
     words = whitespace_words(text)
-    token_word = [next(w for w, (s, e) in enumerate(words) if s <= start < e) for start, _ in offsets]
+    token_word = [
+        next(w for w, (s, e) in enumerate(words) if s <= start < e) for start, _ in offsets
+    ]
     spans = {}
     for start, end in expected_span_units(len(words), min_span, max_span):
         rows = [i for i, w in enumerate(token_word) if start <= w < end]
@@ -135,10 +139,13 @@ def naive_word_span_vectors(model, text: str, min_span: int, max_span: int) -> d
     return spans
 
 
-def naive_token_span_vectors(model, text: str, min_span: int, max_span: int) -> dict[tuple[int, int], np.ndarray]:
+def naive_token_span_vectors(
+    model, text: str, min_span: int, max_span: int
+) -> dict[tuple[int, int], np.ndarray]:
     vectors, _ = naive_token_vectors(model, text)
     return {
-        span: vectors[span[0] : span[1]].mean(axis=0) for span in expected_span_units(len(vectors), min_span, max_span)
+        span: vectors[span[0] : span[1]].mean(axis=0)
+        for span in expected_span_units(len(vectors), min_span, max_span)
     }
 
 
@@ -218,13 +225,19 @@ def cli_fails(capsys, *argv) -> str:
 HUB_TOKEN = "hf_test_token"
 
 
-def hub_env(url: str, home, *, token: str | None = HUB_TOKEN, offline: bool = False) -> dict[str, str]:
+def hub_env(
+    url: str, home, *, token: str | None = HUB_TOKEN, offline: bool = False
+) -> dict[str, str]:
     """The environment of a process that uses the test Hub at ``url`` with the cache folder ``home``, as a user's
     would: ``HF_ENDPOINT`` there, ``HF_HUB_OFFLINE`` off (unless ``offline``), a token unless ``token=None``, and
     ``HF_HUB_DISABLE_XET=1`` (the test Hub stores large files over LFS; it offers no Xet storage)."""
     import os
 
-    env = {key: value for key, value in os.environ.items() if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+    }
     env.update(
         HF_ENDPOINT=url,
         HF_HOME=str(home),
@@ -242,7 +255,9 @@ def hub_env(url: str, home, *, token: str | None = HUB_TOKEN, offline: bool = Fa
     return env
 
 
-def hub_file(url: str, repo_id: str, path: str, revision: str = "main", token: str | None = HUB_TOKEN) -> bytes:
+def hub_file(
+    url: str, repo_id: str, path: str, revision: str = "main", token: str | None = HUB_TOKEN
+) -> bytes:
     """A file of a repository of the test Hub over plain HTTP (the LFS redirect followed)."""
     import urllib.request
 
@@ -275,7 +290,10 @@ VOCABULARY = (
 
 def make_docs(count: int, seed: int = 0, low: int = 3, high: int = 30) -> list[str]:
     rng = random.Random(seed)
-    return [" ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(low, high))) for _ in range(count)]
+    return [
+        " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(low, high)))
+        for _ in range(count)
+    ]
 
 
 QUERIES = ["a man plays the guitar", "my bag was lost", "the flight was delayed", "dog"]

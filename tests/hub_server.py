@@ -61,9 +61,23 @@ from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 
 #: Files the Hub keeps in LFS: these suffixes (its default .gitattributes), binary content, or anything over 10 MB.
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".onnx", ".ckpt", ".h5", ".msgpack", ".npy", ".npz", ".pkl")
+LFS_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".onnx",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".npy",
+    ".npz",
+    ".pkl",
+)
 LFS_MIN_SIZE = 10 * 1024 * 1024
-GITATTRIBUTES = "".join(f"*{suffix} filter=lfs diff=lfs merge=lfs -text\n" for suffix in LFS_SUFFIXES)
+GITATTRIBUTES = "".join(
+    f"*{suffix} filter=lfs diff=lfs merge=lfs -text\n" for suffix in LFS_SUFFIXES
+)
 REPO = r"(?P<repo>[\w.-]+/[\w.-]+)"
 
 
@@ -73,14 +87,18 @@ def git_blob_sha(content: bytes) -> str:
 
 
 def lfs_pointer(sha256: str, size: int) -> bytes:
-    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    )
 
 
 class HubStore:
     """Repositories on disk: ``repos/NS/NAME.json`` (refs, commits and each commit's file table), ``blobs/`` (regular
     files by git oid) and ``lfs/`` (LFS objects by sha256). One lock: requests may run in threads."""
 
-    def __init__(self, root: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = ("org",)) -> None:
+    def __init__(
+        self, root: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = ("org",)
+    ) -> None:
         self.root = Path(root)
         for part in ("repos", "blobs", "lfs", "tmp"):
             (self.root / part).mkdir(parents=True, exist_ok=True)
@@ -108,15 +126,29 @@ class HubStore:
 
     def create(self, repo_id: str, private: bool) -> dict:
         repo = {"id": repo_id, "private": private, "refs": {}, "commits": {}, "created": _now()}
-        self.commit(repo, "main", "initial commit", "", {".gitattributes": self.put_blob(GITATTRIBUTES.encode())})
+        self.commit(
+            repo,
+            "main",
+            "initial commit",
+            "",
+            {".gitattributes": self.put_blob(GITATTRIBUTES.encode())},
+        )
         self.save(repo_id, repo)
         return repo
 
     def commit(self, repo: dict, branch: str, title: str, message: str, files: dict) -> str:
         parent = repo["refs"].get(branch)
-        record = {"parent": parent, "title": title, "message": message, "date": _now(), "author": self.user}
+        record = {
+            "parent": parent,
+            "title": title,
+            "message": message,
+            "date": _now(),
+            "author": self.user,
+        }
         record["files"] = files
-        sha = hashlib.sha1(json.dumps([repo["id"], record, time.time_ns()], sort_keys=True).encode()).hexdigest()
+        sha = hashlib.sha1(
+            json.dumps([repo["id"], record, time.time_ns()], sort_keys=True).encode()
+        ).hexdigest()
         repo["commits"][sha] = record
         repo["refs"][branch] = sha
         return sha
@@ -187,13 +219,18 @@ class HubApp:
             Route("/api/whoami-v2", self.whoami),
             Route("/api/repos/create", self.create_repo, methods=["POST"]),
             Route("/api/validate-yaml", self.validate_yaml, methods=["POST"]),
-            Route("/api/agent-harnesses", lambda request: JSONResponse({"standardEnvVars": [], "harnesses": {}})),
+            Route(
+                "/api/agent-harnesses",
+                lambda request: JSONResponse({"standardEnvVars": [], "harnesses": {}}),
+            ),
             Route("/lfs-objects/{sha256}", self.lfs_upload, methods=["PUT"]),
             Route("/lfs-objects/{sha256}", self.lfs_download, methods=["GET", "HEAD"]),
             Route("/lfs-verify/{sha256}", self.lfs_verify, methods=["POST"]),
         ]
         for path, handler, methods in repo_routes:
-            routes.append(Route(path.replace("{repo}", "{namespace}/{name}"), handler, methods=methods))
+            routes.append(
+                Route(path.replace("{repo}", "{namespace}/{name}"), handler, methods=methods)
+            )
         self.app = Starlette(routes=routes)
 
     # -- who is asking ---------------------------------------------------------------------------------
@@ -208,7 +245,9 @@ class HubApp:
     def namespaces(self) -> set[str]:
         return {self.store.user, *self.store.orgs}
 
-    def find(self, request: Request, *, write: bool = False) -> tuple[str, dict | None, Response | None]:
+    def find(
+        self, request: Request, *, write: bool = False
+    ) -> tuple[str, dict | None, Response | None]:
         """The repository of the request, or the Hub's answer when it cannot be seen (or written)."""
         repo_id = f"{request.path_params['namespace']}/{request.path_params['name']}"
         role = self.role(request)
@@ -217,10 +256,16 @@ class HubApp:
             status = 401 if role is None else 404
             return repo_id, None, _error(status, "Repository not found", "RepoNotFound")
         if write and role != "write":
-            return repo_id, None, _error(401 if role is None else 403, "You don't have write access to this repo")
+            return (
+                repo_id,
+                None,
+                _error(401 if role is None else 403, "You don't have write access to this repo"),
+            )
         return repo_id, repo, None
 
-    def find_revision(self, request: Request, default: str | None = None) -> tuple[dict | None, str, Response | None]:
+    def find_revision(
+        self, request: Request, default: str | None = None
+    ) -> tuple[dict | None, str, Response | None]:
         """The repository and the commit id of the request's revision (``rev``, else ``default``), or the answer."""
         _, repo, refused = self.find(request)
         if refused:
@@ -241,7 +286,10 @@ class HubApp:
                 "name": self.store.user,
                 "fullname": self.store.user,
                 "orgs": [{"type": "org", "name": org} for org in self.store.orgs],
-                "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": role}},
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "test", "role": role},
+                },
             }
         )
 
@@ -256,12 +304,17 @@ class HubApp:
         if not re.fullmatch(r"[\w.-]+", name or ""):
             return _error(400, f"Invalid repository name {name!r}")
         if role != "write" or namespace not in self.namespaces():
-            return _error(403, f"You don't have the rights to create a model under the namespace {namespace!r}")
+            return _error(
+                403,
+                f"You don't have the rights to create a model under the namespace {namespace!r}",
+            )
         repo_id = f"{namespace}/{name}"
         url = f"{str(request.base_url).rstrip('/')}/{repo_id}"
         with self.store.lock:
             if self.store.load(repo_id) is not None:
-                return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409)
+                return JSONResponse(
+                    {"error": "You already created this model repo", "url": url}, status_code=409
+                )
             private = body.get("visibility") == "private" or bool(body.get("private"))
             self.store.create(repo_id, private)
         return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
@@ -275,10 +328,13 @@ class HubApp:
         try:
             meta = yaml.safe_load(match.group(1)) if match else {}
         except yaml.YAMLError as error:
-            return JSONResponse({"errors": [{"message": f"Invalid YAML: {error}"}], "warnings": []}, status_code=400)
+            return JSONResponse(
+                {"errors": [{"message": f"Invalid YAML: {error}"}], "warnings": []}, status_code=400
+            )
         if not isinstance(meta, dict):
             return JSONResponse(
-                {"errors": [{"message": "The metadata is not a mapping"}], "warnings": []}, status_code=400
+                {"errors": [{"message": "The metadata is not a mapping"}], "warnings": []},
+                status_code=400,
             )
         return JSONResponse({"errors": [], "warnings": []})
 
@@ -351,12 +407,18 @@ class HubApp:
                 folder = prefix + "/".join(parts[:depth])
                 if (recursive or depth == 1) and folder not in folders:
                     folders.add(folder)
-                    entries.append({"type": "directory", "oid": git_blob_sha(folder.encode()), "path": folder})
+                    entries.append(
+                        {"type": "directory", "oid": git_blob_sha(folder.encode()), "path": folder}
+                    )
             if recursive or len(parts) == 1:
                 item = {"type": "file", "oid": entry["oid"], "size": entry["size"], "path": path}
                 if entry.get("lfs"):
                     item["size"] = entry["lfs"]["size"]
-                    item["lfs"] = {**entry["lfs"], "oid": entry["lfs"]["sha256"], "pointerSize": entry["size"]}
+                    item["lfs"] = {
+                        **entry["lfs"],
+                        "oid": entry["lfs"]["sha256"],
+                        "pointerSize": entry["size"],
+                    }
                 entries.append(item)
         return JSONResponse(entries)
 
@@ -373,8 +435,19 @@ class HubApp:
             sample = base64.b64decode(item.get("sample", ""))
             lfs = path.endswith(LFS_SUFFIXES) or size >= LFS_MIN_SIZE or b"\0" in sample
             held = files.get(path)
-            oid = None if held is None else (held["lfs"]["sha256"] if held.get("lfs") else held["oid"])
-            answer.append({"path": path, "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid})
+            oid = (
+                None
+                if held is None
+                else (held["lfs"]["sha256"] if held.get("lfs") else held["oid"])
+            )
+            answer.append(
+                {
+                    "path": path,
+                    "uploadMode": "lfs" if lfs else "regular",
+                    "shouldIgnore": False,
+                    "oid": oid,
+                }
+            )
         return JSONResponse({"files": answer, "commitOid": sha})
 
     async def lfs_batch(self, request: Request) -> Response:
@@ -395,12 +468,16 @@ class HubApp:
             elif not (held.exists() and held.stat().st_size == size):
                 sig = self.store.sign(oid)
                 entry["actions"] = {
-                    "upload": {"href": f"{base}/lfs-objects/{oid}?size={size}&sig={sig}", "header": {}},
+                    "upload": {
+                        "href": f"{base}/lfs-objects/{oid}?size={size}&sig={sig}",
+                        "header": {},
+                    },
                     "verify": {"href": f"{base}/lfs-verify/{oid}", "header": {}},
                 }
             objects.append(entry)
         return JSONResponse(
-            {"transfer": "basic", "objects": objects}, headers={"Content-Type": "application/vnd.git-lfs+json"}
+            {"transfer": "basic", "objects": objects},
+            headers={"Content-Type": "application/vnd.git-lfs+json"},
         )
 
     async def lfs_upload(self, request: Request) -> Response:
@@ -416,7 +493,9 @@ class HubApp:
                     digest.update(chunk)
                     size += len(chunk)
                     out.write(chunk)
-            if digest.hexdigest() != sha256 or str(size) != request.query_params.get("size", str(size)):
+            if digest.hexdigest() != sha256 or str(size) != request.query_params.get(
+                "size", str(size)
+            ):
                 return _error(400, "The uploaded content does not match its oid and size")
             os.replace(temporary, self.store.lfs_path(sha256))
         finally:
@@ -450,7 +529,9 @@ class HubApp:
                 return result
             self.store.save(repo_id, repo)
         url = f"{str(request.base_url).rstrip('/')}/{repo_id}/commit/{result}"
-        return JSONResponse({"success": True, "commitOid": result, "commitUrl": url, "pullRequestUrl": None})
+        return JSONResponse(
+            {"success": True, "commitOid": result, "commitUrl": url, "pullRequestUrl": None}
+        )
 
     def apply(self, repo: dict, branch: str, lines: list[dict]) -> str | Response:
         """Make the commit of the NDJSON ``lines`` on ``branch``; returns its id (or the error answer)."""
@@ -477,10 +558,14 @@ class HubApp:
                     return _error(404, "A file with this name doesn't exist", "EntryNotFound")
             elif key == "deletedFolder":
                 prefix = value["path"].rstrip("/") + "/"
-                files = {path: entry for path, entry in files.items() if not path.startswith(prefix)}
+                files = {
+                    path: entry for path, entry in files.items() if not path.startswith(prefix)
+                }
             else:
                 return _error(400, f"Unknown commit operation {key!r}")
-        return self.store.commit(repo, branch, header.get("summary") or "Upload", header.get("description", ""), files)
+        return self.store.commit(
+            repo, branch, header.get("summary") or "Upload", header.get("description", ""), files
+        )
 
     # -- downloads -------------------------------------------------------------------------------------
     async def resolve(self, request: Request) -> Response:
@@ -494,7 +579,9 @@ class HubApp:
         if entry.get("lfs"):  # the Hub sends large files' downloads to its CDN: another host
             sha256, size = entry["lfs"]["sha256"], entry["lfs"]["size"]
             location = f"{_other_host(str(request.base_url))}lfs-objects/{sha256}?sig={self.store.sign(sha256)}"
-            headers.update({"X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(size), "Location": location})
+            headers.update(
+                {"X-Linked-Etag": f'"{sha256}"', "X-Linked-Size": str(size), "Location": location}
+            )
             return Response(status_code=302, headers=headers)
         return _file_response(request, self.store.root / "blobs" / entry["oid"], headers)
 
@@ -527,18 +614,24 @@ def _file_response(request: Request, path: Path, headers: dict) -> Response:
             handle.seek(start)
             body = handle.read()
         headers = {**headers, "Content-Range": f"bytes {start}-{size - 1}/{size}"}
-        return Response(body, status_code=206, headers=headers, media_type="application/octet-stream")
+        return Response(
+            body, status_code=206, headers=headers, media_type="application/octet-stream"
+        )
     return FileResponse(path, headers=headers, media_type="application/octet-stream")
 
 
 # ------------------------------------------------------------------------------------------------ running it
-def make_app(data: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = ("org",)) -> Starlette:
+def make_app(
+    data: str | os.PathLike, user: str = "me", orgs: tuple[str, ...] = ("org",)
+) -> Starlette:
     """The test Hub's ASGI app, storing its repositories in ``data``."""
     return HubApp(HubStore(data, user, orgs)).app
 
 
 @contextmanager
-def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False, wrap=None, **kwargs):
+def running_hub(
+    data: str | os.PathLike, port: int = 0, access_log: bool = False, wrap=None, **kwargs
+):
     """Serve the test Hub in a background thread on 127.0.0.1 (``port=0``: a free port); yields its URL.
     ``access_log``: print a line per request; ``wrap``: an ASGI middleware around the app (a hostile Hub's)."""
     import uvicorn
@@ -548,7 +641,9 @@ def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False
     sock.bind(("127.0.0.1", port))
     level = "info" if access_log else "warning"
     app = make_app(data, **kwargs)
-    config = uvicorn.Config(wrap(app) if wrap else app, log_level=level, access_log=access_log, lifespan="off")
+    config = uvicorn.Config(
+        wrap(app) if wrap else app, log_level=level, access_log=access_log, lifespan="off"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -566,16 +661,25 @@ def running_hub(data: str | os.PathLike, port: int = 0, access_log: bool = False
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="A small Hugging Face Hub for tests (127.0.0.1 only).")
+    parser = argparse.ArgumentParser(
+        description="A small Hugging Face Hub for tests (127.0.0.1 only)."
+    )
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data", required=True, help="folder that stores the repositories")
     parser.add_argument("--user", default="me")
-    parser.add_argument("--org", action="append", help="an organisation of the user (repeatable; default: org)")
+    parser.add_argument(
+        "--org", action="append", help="an organisation of the user (repeatable; default: org)"
+    )
     parser.add_argument("--access-log", action="store_true", help="print a line per request")
     args = parser.parse_args(argv)
     orgs = tuple(args.org or ["org"])
-    with running_hub(args.data, args.port, access_log=args.access_log, user=args.user, orgs=orgs) as url:
-        print(f"test Hub at {url} (data in {args.data}); HF_ENDPOINT={url} HF_HUB_DISABLE_XET=1", flush=True)
+    with running_hub(
+        args.data, args.port, access_log=args.access_log, user=args.user, orgs=orgs
+    ) as url:
+        print(
+            f"test Hub at {url} (data in {args.data}); HF_ENDPOINT={url} HF_HUB_DISABLE_XET=1",
+            flush=True,
+        )
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
 

@@ -29,10 +29,14 @@ def prompted(make_tiny_model):
 def _naive_spans(model, text, prompt, max_span):
     """Span means from model.encode(prompt + text) token vectors, the prompt's tokens dropped."""
     vectors = model.encode([prompt + text], output_value="token_embeddings", prompt="")[0].float()
-    encoded = model.tokenizer(prompt + text, return_offsets_mapping=True, return_special_tokens_mask=True)
+    encoded = model.tokenizer(
+        prompt + text, return_offsets_mapping=True, return_special_tokens_mask=True
+    )
     keep = [
         i
-        for i, (special, (start, _)) in enumerate(zip(encoded["special_tokens_mask"], encoded["offset_mapping"]))
+        for i, (special, (start, _)) in enumerate(
+            zip(encoded["special_tokens_mask"], encoded["offset_mapping"])
+        )
         if not special and start >= len(prompt)
     ]
     words = []  # whitespace words of the text → their token rows
@@ -50,7 +54,9 @@ def _naive_spans(model, text, prompt, max_span):
     return spans
 
 
-@pytest.mark.parametrize("prompt", ["query: ", "Represent this sentence for searching relevant passages:"])
+@pytest.mark.parametrize(
+    "prompt", ["query: ", "Represent this sentence for searching relevant passages:"]
+)
 def test_prompt_tokens_belong_to_no_span(tiny_model, prompt):
     plain = tiny_model.encode_spans(TEXT, max_span=3, prompt="")
     with_prompt = tiny_model.encode_spans(TEXT, max_span=3, prompt=prompt)
@@ -59,7 +65,9 @@ def test_prompt_tokens_belong_to_no_span(tiny_model, prompt):
         and (with_prompt.offsets == plain.offsets).all()
         and (with_prompt.units == plain.units).all()
     )
-    assert not np.allclose(with_prompt.embeddings, plain.embeddings)  # the prompt conditions the tokens
+    assert not np.allclose(
+        with_prompt.embeddings, plain.embeddings
+    )  # the prompt conditions the tokens
     naive = _naive_spans(tiny_model, TEXT, prompt, 3)
     for (start, end), vector in zip(with_prompt.units.tolist(), with_prompt.embeddings):
         np.testing.assert_allclose(vector, naive[(start, end)], atol=1e-5)
@@ -75,13 +83,19 @@ def test_default_prompts_follow_encode_query_and_encode_document(prompted):
     assert slice_st.encode.resolve_prompt(prompted, role="query") == "query: "
     spans = prompted.encode_spans(TEXT, max_span=2)
     np.testing.assert_allclose(
-        spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt="passage: ").embeddings, atol=1e-6
+        spans.embeddings,
+        prompted.encode_spans(TEXT, max_span=2, prompt="passage: ").embeddings,
+        atol=1e-6,
     )
     np.testing.assert_allclose(
-        spans.embeddings, prompted.encode_spans(TEXT, max_span=2, prompt_name="document").embeddings, atol=1e-6
+        spans.embeddings,
+        prompted.encode_spans(TEXT, max_span=2, prompt_name="document").embeddings,
+        atol=1e-6,
     )
     queries = prompted.encode_span_queries([QUERY])
-    np.testing.assert_allclose(queries, prompted.encode_span_queries([QUERY], prompt="query: "), atol=1e-6)
+    np.testing.assert_allclose(
+        queries, prompted.encode_span_queries([QUERY], prompt="query: "), atol=1e-6
+    )
     assert not np.allclose(queries, prompted.encode_span_queries([QUERY], prompt=""))
     with pytest.raises(SpanInputError, match="not one of the model's prompts"):
         prompted.encode_spans(TEXT, prompt_name="nope")
@@ -95,19 +109,27 @@ def test_best_spans_prompts_per_side(prompted):
     match = result[0][0][0]
     query = prompted.encode_span_queries(QUERY, prompt="query: ")
     spans = prompted.encode_spans(TEXT, max_span=3, prompt="passage: ")
-    cosines = spans.embeddings @ query / np.linalg.norm(spans.embeddings, axis=1) / np.linalg.norm(query)
+    cosines = (
+        spans.embeddings @ query / np.linalg.norm(spans.embeddings, axis=1) / np.linalg.norm(query)
+    )
     assert spans.spans[int(np.argmax(cosines))] == match.span
     assert match.score == pytest.approx(float(cosines.max()), abs=1e-5)
     default = prompted.best_spans([QUERY], [TEXT], max_span=3, scorer="max-cosine")[0][0][0]
-    assert default.score == pytest.approx(match.score, abs=1e-6)  # the defaults are those two prompts
-    other = prompted.best_spans([QUERY], [TEXT], max_span=3, query_prompt="", prompt="", scorer="max-cosine")[0][0][0]
+    assert default.score == pytest.approx(
+        match.score, abs=1e-6
+    )  # the defaults are those two prompts
+    other = prompted.best_spans(
+        [QUERY], [TEXT], max_span=3, query_prompt="", prompt="", scorer="max-cosine"
+    )[0][0][0]
     assert other.score != pytest.approx(match.score, abs=1e-6)
 
 
 def test_encode_span_queries_is_the_query_side_of_best_spans(real_model):
     query = real_model.encode_span_queries(QUERY)
     assert query.shape == (384,)
-    torch.testing.assert_close(torch.from_numpy(query), slice_st.encode.embed_texts(real_model, [QUERY])[0].cpu())
+    torch.testing.assert_close(
+        torch.from_numpy(query), slice_st.encode.embed_texts(real_model, [QUERY])[0].cpu()
+    )
     from sentence_transformers import SentenceTransformer
 
     assert SentenceTransformer.encode_span_queries is slice_st.encode_span_queries
@@ -120,14 +142,18 @@ def test_precision_as_in_encode(tiny_model, precision):
     texts = ["A man plays the guitar.", "The flight was delayed by three hours."]
     floats = tiny_model.encode_spans(texts, max_span=3)
     quantized = tiny_model.encode_spans(texts, max_span=3, precision=precision)
-    expected = quantize_embeddings([f.embeddings for f in floats], precision=precision)  # ranges shared across texts
+    expected = quantize_embeddings(
+        [f.embeddings for f in floats], precision=precision
+    )  # ranges shared across texts
     for got, want in zip(quantized, expected):
         assert got.embeddings.dtype == want.dtype and np.array_equal(got.embeddings, want)
     assert quantized[0].spans == floats[0].spans
     queries = tiny_model.encode_span_queries(["a man", "a flight", "a guitar"], precision=precision)
     assert np.array_equal(
         queries,
-        quantize_embeddings(tiny_model.encode_span_queries(["a man", "a flight", "a guitar"]), precision=precision),
+        quantize_embeddings(
+            tiny_model.encode_span_queries(["a man", "a flight", "a guitar"]), precision=precision
+        ),
     )
     with pytest.raises(SpanInputError, match="precision"):
         tiny_model.encode_spans(texts, precision="float16")
@@ -135,7 +161,9 @@ def test_precision_as_in_encode(tiny_model, precision):
 
 def test_truncate_dim_and_device(tiny_model):
     full = tiny_model.encode_spans(TEXT, max_span=2, device="cpu")
-    short = tiny_model.encode_spans(TEXT, max_span=2, truncate_dim=8, device="cpu", convert_to_tensor=True)
+    short = tiny_model.encode_spans(
+        TEXT, max_span=2, truncate_dim=8, device="cpu", convert_to_tensor=True
+    )
     assert short.embeddings.shape == (len(full), 8) and short.embeddings.device.type == "cpu"
     np.testing.assert_allclose(short.embeddings.numpy(), full.embeddings[:, :8], atol=1e-6)
     assert tiny_model.encode_span_queries([QUERY], truncate_dim=4).shape == (1, 4)
@@ -150,7 +178,9 @@ def test_best_spans_follows_similarity_fn_name(make_tiny_model, name):
     model = make_tiny_model(128)
     model.similarity_fn_name = name
     texts = [TEXT, "The flight was late again."]
-    result = model.best_spans([QUERY, "a flight"], texts, max_span=3, top_k=2, scorer="max-cosine", overlap=True)
+    result = model.best_spans(
+        [QUERY, "a flight"], texts, max_span=3, top_k=2, scorer="max-cosine", overlap=True
+    )
     assert result.similarity_fn_name == name
     queries = torch.from_numpy(model.encode_span_queries([QUERY, "a flight"]))
     function = {
@@ -161,11 +191,15 @@ def test_best_spans_follows_similarity_fn_name(make_tiny_model, name):
     }[name]
     for t, text in enumerate(texts):
         spans = model.encode_spans(text, max_span=3)
-        scores = function(queries, torch.from_numpy(spans.embeddings))  # (Q, S), as sentence-transformers defines them
+        scores = function(
+            queries, torch.from_numpy(spans.embeddings)
+        )  # (Q, S), as sentence-transformers defines them
         for q in range(2):
             best = scores[q].topk(2)
             assert [m.span for m in result[q][t]] == [spans.spans[i] for i in best.indices.tolist()]
-            np.testing.assert_allclose([m.score for m in result[q][t]], best.values.numpy(), rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(
+                [m.score for m in result[q][t]], best.values.numpy(), rtol=1e-4, atol=1e-4
+            )
 
 
 @pytest.mark.parametrize("name", ["dot", "euclidean", "manhattan"])
@@ -185,8 +219,12 @@ def test_unknown_similarity_is_a_clear_error(tiny_model):
 
 def test_index_search_prompt_and_device(prompted):
     index = SpanIndex.build([TEXT, "The flight was late again."], prompted, max_span=3)
-    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][0]  # the index's default: "phrase"
-    expected = prompted.best_spans([QUERY], [TEXT, "The flight was late again."], max_span=3, scorer="phrase")
+    found = index.search(QUERY, top_k=1, prompt="query: ", device="cpu")[0][
+        0
+    ]  # the index's default: "phrase"
+    expected = prompted.best_spans(
+        [QUERY], [TEXT, "The flight was late again."], max_span=3, scorer="phrase"
+    )
     best = expected.ranked(0)[0]
     assert (found.span, found.text_index) == (best.span, best.text_index)
     assert found.score == pytest.approx(best.score, abs=1e-5)
@@ -209,7 +247,8 @@ def _pooling_model(tiny_model_dir, mode="mean", dense=False):
 
 
 @pytest.mark.parametrize(
-    ("mode", "dense", "expected"), [("cls", False, "pooling is cls"), ("mean", True, "Dense follows")]
+    ("mode", "dense", "expected"),
+    [("cls", False, "pooling is cls"), ("mean", True, "Dense follows")],
 )
 def test_warning_when_pooling_is_not_a_token_mean(tiny_model_dir, mode, dense, expected):
     model = _pooling_model(tiny_model_dir, mode, dense)
@@ -262,7 +301,9 @@ def _takes_arguments(value) -> bool:
     import inspect
 
     target = value.__init__ if inspect.isclass(value) else value
-    if inspect.isclass(value) and (target is object.__init__ or dataclasses.is_dataclass(value) and not value.__doc__):
+    if inspect.isclass(value) and (
+        target is object.__init__ or dataclasses.is_dataclass(value) and not value.__doc__
+    ):
         return False
     try:
         parameters = inspect.signature(target).parameters
@@ -274,7 +315,9 @@ def _takes_arguments(value) -> bool:
     )
 
 
-@pytest.mark.parametrize(("name", "value"), _public_callables(), ids=lambda item: item if isinstance(item, str) else "")
+@pytest.mark.parametrize(
+    ("name", "value"), _public_callables(), ids=lambda item: item if isinstance(item, str) else ""
+)
 def test_public_names_have_sentence_transformers_style_docstrings(name, value):
     """Every public class and function has a docstring; those that take arguments document them in an ``Args:``
     section (as sentence-transformers does); losses also say ``References:`` and ``Inputs:``."""
@@ -285,4 +328,6 @@ def test_public_names_have_sentence_transformers_style_docstrings(name, value):
     if _takes_arguments(value):
         assert "\nArgs:\n" in "\n" + doc, f"{name}: no 'Args:' section"
     if name.endswith("Loss"):
-        assert "\nReferences:\n" in doc and "\nInputs:\n" in doc, f"{name}: losses document References and Inputs"
+        assert "\nReferences:\n" in doc and "\nInputs:\n" in doc, (
+            f"{name}: losses document References and Inputs"
+        )

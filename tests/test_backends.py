@@ -77,17 +77,27 @@ def test_export_layout_and_cache(export_dir):
     folder = Path(export_dir)
     files = {
         "onnx": sorted(p.relative_to(folder).as_posix() for p in (folder / "onnx").glob("*.onnx")),
-        "openvino": sorted(p.relative_to(folder).as_posix() for p in (folder / "openvino").glob("*.xml")),
+        "openvino": sorted(
+            p.relative_to(folder).as_posix() for p in (folder / "openvino").glob("*.xml")
+        ),
     }
-    assert "onnx/model.onnx" in files["onnx"] and "onnx/model_qint8_avx512_vnni.onnx" in files["onnx"]
+    assert (
+        "onnx/model.onnx" in files["onnx"] and "onnx/model_qint8_avx512_vnni.onnx" in files["onnx"]
+    )
     assert files["openvino"] == (["openvino/openvino_model.xml"] if HAS_OPENVINO else [])
     # a second export is the cached file, not a new export
     before = (
         sorted(files["onnx"]),
-        [p.stat().st_mtime_ns for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))],
+        [
+            p.stat().st_mtime_ns
+            for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))
+        ],
     )
     assert slice_st.export_model(export_dir, export_dir, backend="onnx").endswith("onnx/model.onnx")
-    after = [p.stat().st_mtime_ns for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))]
+    after = [
+        p.stat().st_mtime_ns
+        for p in sorted((__import__("pathlib").Path(export_dir) / "onnx").glob("*.onnx"))
+    ]
     assert before[1] == after
 
 
@@ -105,9 +115,16 @@ def test_encode_spans_match_torch(export_dir, torch_model, backend, options, tol
         got = model.encode_spans(TEXTS)
     finally:
         torch_model.max_seq_length = 128
-    assert max(int((g.units[:, 1] - g.units[:, 0]).max()) for g in got if len(g)) == SPAN_SETTINGS["max_span"]
+    assert (
+        max(int((g.units[:, 1] - g.units[:, 0]).max()) for g in got if len(g))
+        == SPAN_SETTINGS["max_span"]
+    )
     for e, g in zip(expected, got):
-        assert g.spans == e.spans and g.offsets.tolist() == e.offsets.tolist() and g.units.tolist() == e.units.tolist()
+        assert (
+            g.spans == e.spans
+            and g.offsets.tolist() == e.offsets.tolist()
+            and g.units.tolist() == e.units.tolist()
+        )
         assert g.embeddings.dtype == np.float32
         if len(e):
             cosines = np.sum(_unit(e.embeddings) * _unit(g.embeddings), axis=1)
@@ -128,7 +145,9 @@ def test_best_spans_match_torch(export_dir, torch_model, backend, options, toler
     finite = np.isfinite(expected.scores)
     assert np.array_equal(finite, np.isfinite(got.scores))
     assert np.abs(got.scores[finite] - expected.scores[finite]).max() <= tolerance
-    if tolerance == FP32_TOLERANCE:  # same spans, except where two candidates tie within the tolerance
+    if (
+        tolerance == FP32_TOLERANCE
+    ):  # same spans, except where two candidates tie within the tolerance
         gaps = np.abs(np.diff(np.where(finite, expected.scores, 0), axis=2, append=-np.inf))
         clear = finite & (gaps > 2 * tolerance)
         for name in ("starts", "ends", "unit_starts", "unit_ends"):
@@ -144,7 +163,11 @@ def test_evaluator_on_onnx(export_dir, torch_model):
     phrases = ["a man plays guitar", "delayed flight", "word3", "a bag", "hand luggage"]
     passages = TEXTS[:4] + [TEXTS[5]]
     evaluator = SpanRetrievalEvaluator(
-        phrases, passages, [4.0, 3.0, 1.0, 2.5, 0.5], setups=("full", "single"), show_progress_bar=False
+        phrases,
+        passages,
+        [4.0, 3.0, 1.0, 2.5, 0.5],
+        setups=("full", "single"),
+        show_progress_bar=False,
     )
     expected = evaluator(torch_model)
     got = evaluator(_load(export_dir, "onnx"))
@@ -163,7 +186,9 @@ def test_index_build_add_search_and_reload(export_dir, torch_model, tmp_path):
     got, expected = index.search(QUERIES, top_k=5), reference.search(QUERIES, top_k=5)
     for g, e in zip(got, expected):
         assert [m.score for m in g] == pytest.approx([m.score for m in e], abs=FP32_TOLERANCE)
-        assert {(m.doc_id, m.start, m.end) for m in g[:2]} == {(m.doc_id, m.start, m.end) for m in e[:2]}
+        assert {(m.doc_id, m.start, m.end) for m in g[:2]} == {
+            (m.doc_id, m.start, m.end) for m in e[:2]
+        }
     index.save(tmp_path / "ix")
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     assert manifest["model_backend"] == "onnx" and manifest["model_file"] == "onnx/model.onnx"
@@ -185,7 +210,18 @@ def test_cli_missing_extra_is_one_line(export_dir, tmp_path, monkeypatch, capsys
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     (tmp_path / "t.txt").write_text("a man plays the guitar\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:
-        main(["mine", "--model", export_dir, "--backend", "onnx", "-q", "guitar", str(tmp_path / "t.txt")])
+        main(
+            [
+                "mine",
+                "--model",
+                export_dir,
+                "--backend",
+                "onnx",
+                "-q",
+                "guitar",
+                str(tmp_path / "t.txt"),
+            ]
+        )
     assert exit_info.value.code == 2 and "pip install 'slice-st[onnx]'" in capsys.readouterr().err
 
 
@@ -194,7 +230,9 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(t for t in TEXTS if t.strip()) + "\n", encoding="utf-8")
-    assert main(["export", export_dir, "-o", export_dir, "--quantize", "avx512_vnni"]) == 0  # cached
+    assert (
+        main(["export", export_dir, "-o", export_dir, "--quantize", "avx512_vnni"]) == 0
+    )  # cached
     assert "model_qint8_avx512_vnni.onnx" in capsys.readouterr().out
 
     def mine(*extra):
@@ -223,7 +261,9 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     assert [(r["line"], r["start"], r["end"]) for r in onnx_rows][:2] == [
         (r["line"], r["start"], r["end"]) for r in torch_rows
     ][:2]
-    assert [r["score"] for r in onnx_rows] == pytest.approx([r["score"] for r in torch_rows], abs=FP32_TOLERANCE)
+    assert [r["score"] for r in onnx_rows] == pytest.approx(
+        [r["score"] for r in torch_rows], abs=FP32_TOLERANCE
+    )
     assert len(mine("--backend", "onnx", "--quantized")) == len(torch_rows)
 
     out_dir = tmp_path / "ix"
@@ -246,7 +286,8 @@ def test_cli_export_mine_and_index(export_dir, tiny_model_dir, tmp_path, capsys)
     )
     capsys.readouterr()
     assert (
-        main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "--spans", "2", "-f", "jsonl"]) == 0
+        main(["mine", "--index", str(out_dir), "-q", QUERIES[0], "--spans", "2", "-f", "jsonl"])
+        == 0
     )  # the index's default scorer, "phrase"
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert rows[0]["score"] == pytest.approx(torch_rows[0]["score"], abs=FP32_TOLERANCE)
@@ -258,7 +299,9 @@ def test_export_from_a_model_folder(tiny_model_dir, tmp_path, capsys):
 
     assert main(["export", tiny_model_dir, "-o", str(tmp_path / "out")]) == 0
     assert capsys.readouterr().out.startswith(str(tmp_path / "out" / "onnx" / "model.onnx"))
-    assert (tmp_path / "out" / "modules.json").is_file() and (tmp_path / "out" / "tokenizer.json").is_file()
+    assert (tmp_path / "out" / "modules.json").is_file() and (
+        tmp_path / "out" / "tokenizer.json"
+    ).is_file()
     model = slice_st.load_model(str(tmp_path / "out"), backend="onnx", threads=1)
     reference = slice_st.load_model(tiny_model_dir, device="cpu")
     assert np.abs(model.encode(TEXTS) - reference.encode(TEXTS)).max() <= FP32_TOLERANCE
@@ -272,7 +315,9 @@ def test_missing_export_and_extra_are_clear(export_dir, tiny_model_dir, tmp_path
     # export_dir: the export found there is reused, not made again
     model = slice_st.load_model(tiny_model_dir, backend="onnx", export_dir=export_dir, threads=1)
     assert backend_of(model) == "onnx"
-    with pytest.raises(ValueError, match="holds an export of"):  # a cache of another model is never reused
+    with pytest.raises(
+        ValueError, match="holds an export of"
+    ):  # a cache of another model is never reused
         slice_st.export_model(slice_st.loading.default_model_path(), export_dir)
     with pytest.raises(ValueError, match="dtype applies"):
         slice_st.load_model(export_dir, backend="onnx", dtype="bfloat16")
@@ -318,7 +363,9 @@ def test_half_precision_on_cpu(export_dir, torch_model):
     )  # same scorer
 
 
-@pytest.mark.parametrize(("capability", "attention"), [("AVX512", "sdpa"), ("AVX2", "eager"), ("DEFAULT", "eager")])
+@pytest.mark.parametrize(
+    ("capability", "attention"), [("AVX512", "sdpa"), ("AVX2", "eager"), ("DEFAULT", "eager")]
+)
 def test_half_precision_on_cpu_below_avx512_kernels_uses_eager_attention(
     export_dir, monkeypatch, capability, attention
 ):
@@ -329,7 +376,10 @@ def test_half_precision_on_cpu_below_avx512_kernels_uses_eager_attention(
     model = slice_st.load_model(export_dir, device="cpu", dtype="bfloat16")
     assert model[0].auto_model.config._attn_implementation == attention
     assert model.encode_spans(TEXTS[:1])[0].embeddings.dtype == np.float32
-    assert slice_st.load_model(export_dir, device="cpu")[0].auto_model.config._attn_implementation == "sdpa"
+    assert (
+        slice_st.load_model(export_dir, device="cpu")[0].auto_model.config._attn_implementation
+        == "sdpa"
+    )
     kwargs = slice_st.backends.half_precision_kwargs(torch.bfloat16, "cuda:0")
     assert kwargs == {"dtype": torch.bfloat16}
     assert slice_st.backends.half_precision_kwargs(torch.float32, "cpu") == {"dtype": torch.float32}
@@ -370,12 +420,20 @@ def test_sentence_transformers_openvino_backend(export_dir, torch_model):
     assert slice_st.get_span_config(model) == slice_st.config.SpanConfig(**SPAN_SETTINGS)
     for e, g in zip(torch_model.encode_spans(TEXTS), model.encode_spans(TEXTS)):
         assert g.offsets.tolist() == e.offsets.tolist() and g.units.tolist() == e.units.tolist()
-        if len(e):  # optimum-intel compiles with its own OpenVINO settings: agreed to 1.6e-4 (transformers 5.5.4)
+        if len(
+            e
+        ):  # optimum-intel compiles with its own OpenVINO settings: agreed to 1.6e-4 (transformers 5.5.4)
             assert np.abs(g.embeddings - e.embeddings).max() <= 1e-3
     best = model.best_spans(QUERIES, TEXTS)
     assert (
         np.nanmax(
-            np.abs(np.where(np.isfinite(best.scores), best.scores - torch_model.best_spans(QUERIES, TEXTS).scores, 0))
+            np.abs(
+                np.where(
+                    np.isfinite(best.scores),
+                    best.scores - torch_model.best_spans(QUERIES, TEXTS).scores,
+                    0,
+                )
+            )
         )
         <= 1e-3
     )
@@ -392,9 +450,12 @@ def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, cap
     shutil.copytree(export_dir, damaged)
     data = (damaged / "onnx" / "model.onnx").read_bytes()
     (damaged / "onnx" / "model.onnx").write_bytes(data[: len(data) // 3])  # a copy cut short
-    (damaged / "onnx" / "config.onnx").write_bytes((damaged / "config.json").read_bytes())  # not ONNX at all
+    (damaged / "onnx" / "config.onnx").write_bytes(
+        (damaged / "config.json").read_bytes()
+    )  # not ONNX at all
     with pytest.raises(
-        slice_st.ModelLoadError, match="model.onnx with onnx: not a valid \\(or a truncated\\) onnx model file"
+        slice_st.ModelLoadError,
+        match="model.onnx with onnx: not a valid \\(or a truncated\\) onnx model file",
     ):
         slice_st.load_model(str(damaged), backend="onnx")
     with pytest.raises(slice_st.ModelLoadError, match="config.onnx with onnx: not a valid"):
@@ -411,16 +472,30 @@ def test_damaged_or_foreign_export_files_are_one_error(export_dir, tmp_path, cap
         assert stop.value.code == 2 and "Traceback" not in error, error
         return error.strip().splitlines()[-1]
 
-    assert "not a valid (or a truncated) onnx model file" in fails("-m", str(damaged), "--backend", "onnx")
-    assert "not a valid" in fails("-m", str(damaged), "--backend", "onnx", "--model-file", "onnx/config.onnx")
-    assert "is a file, not a folder" in fails("-m", str(damaged), "--backend", "onnx", "--export-dir", str(a_file))
+    assert "not a valid (or a truncated) onnx model file" in fails(
+        "-m", str(damaged), "--backend", "onnx"
+    )
+    assert "not a valid" in fails(
+        "-m", str(damaged), "--backend", "onnx", "--model-file", "onnx/config.onnx"
+    )
+    assert "is a file, not a folder" in fails(
+        "-m", str(damaged), "--backend", "onnx", "--export-dir", str(a_file)
+    )
     advice = fails("--backend", "openvino", "--quantized")
-    assert "use backend='onnx' (--backend onnx)" in advice and "--backend openvino --quantize" not in advice
-    assert "has no ONNX export" in fails("--backend", "onnx") and "has no a " not in fails("--backend", "onnx")
+    assert (
+        "use backend='onnx' (--backend onnx)" in advice
+        and "--backend openvino --quantize" not in advice
+    )
+    assert "has no ONNX export" in fails("--backend", "onnx") and "has no a " not in fails(
+        "--backend", "onnx"
+    )
     assert not (tmp_path / "a-file").is_dir()
     import os
 
     modes = {
-        name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777 for name in ("model.safetensors", "config.json")
+        name: os.stat(os.path.join(export_dir, name)).st_mode & 0o777
+        for name in ("model.safetensors", "config.json")
     }
-    assert len(set(modes.values())) == 1, modes  # the export's weights are not 0600 while the rest is 0644
+    assert len(set(modes.values())) == 1, (
+        modes
+    )  # the export's weights are not 0600 while the rest is 0644

@@ -21,7 +21,9 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def search(real_model) -> SpanSearchResult:
     # the paper's protocol: every span ranked by its cosine, overlapping spans allowed (brute-force comparable)
-    return real_model.best_spans(QUERIES, TEXTS, top_k=3, max_span=5, scorer="max-cosine", overlap=True)
+    return real_model.best_spans(
+        QUERIES, TEXTS, top_k=3, max_span=5, scorer="max-cosine", overlap=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,9 @@ def test_best_and_ranked(search):
         assert [m.score for m in ranked] == sorted(best.tolist(), reverse=True)
         assert sorted(m.text_index for m in ranked) == list(range(len(TEXTS)))
         assert all(m == search[q][m.text_index][0] for m in ranked)
-        assert [m.text_index for m in search.ranked(q, top_k=2)] == [m.text_index for m in ranked[:2]]
+        assert [m.text_index for m in search.ranked(q, top_k=2)] == [
+            m.text_index for m in ranked[:2]
+        ]
         threshold = float(np.median(best))
         cut = search.ranked(q, threshold=threshold)
         assert cut == [m for m in ranked if m.score >= threshold]
@@ -118,23 +122,36 @@ def test_top_k_prefix_is_consistent(real_model, search):
 
 def test_min_span_longer_than_text_gives_no_match(tiny_model):
     result = tiny_model.best_spans(
-        ["a query"], ["one two", "one two three four"], min_span=3, max_span=4, top_k=5, overlap=True
+        ["a query"],
+        ["one two", "one two three four"],
+        min_span=3,
+        max_span=4,
+        top_k=5,
+        overlap=True,
     )
     assert result[0][0] == []
     assert np.isneginf(result.best(0)[0])
-    assert sorted(m.span for m in result[0][1]) == ["one two three", "one two three four", "two three four"]
+    assert sorted(m.span for m in result[0][1]) == [
+        "one two three",
+        "one two three four",
+        "two three four",
+    ]
 
 
 def test_token_units(tiny_model):
     text = "Internationalization isn't trivial."
-    result = tiny_model.best_spans(["nation"], [text], unit="token", max_span=2, top_k=50, overlap=True)
+    result = tiny_model.best_spans(
+        ["nation"], [text], unit="token", max_span=2, top_k=50, overlap=True
+    )
     encoding = tiny_model.encode_spans(text, unit="token", max_span=2)
     matches = result[0][0]
     assert len(matches) == len(encoding)  # top_k larger than the span count: every span, once
     assert {(m.start, m.end) for m in matches} == {tuple(o) for o in encoding.offsets.tolist()}
     query = slice_st.encode.embed_texts(tiny_model, "nation")[0].numpy()
     lookup = {tuple(o): v for o, v in zip(encoding.offsets.tolist(), encoding.embeddings)}
-    for m in matches:  # the default scorer ranks by cosine minus costs; similarity is the plain cosine
+    for (
+        m
+    ) in matches:  # the default scorer ranks by cosine minus costs; similarity is the plain cosine
         assert abs(cosine(query, lookup[(m.start, m.end)]) - m.similarity) < 1e-4
         assert m.score <= m.similarity + 1e-6
 
@@ -168,7 +185,9 @@ def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
 def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
     long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
     queries, texts = ["lazy dog", "x", "brown fox"], [long_text, "", "one"]
-    paired = slice_st.search.best_spans_paired(tiny_model_short, queries, texts, max_span=3, window_context=2)
+    paired = slice_st.search.best_spans_paired(
+        tiny_model_short, queries, texts, max_span=3, window_context=2
+    )
     assert paired[1] is None
     full = tiny_model_short.best_spans(queries, texts, max_span=3, window_context=2)
     for i in (0, 2):
@@ -200,7 +219,10 @@ GOVERNED = [
     (
         "3. Neither the name of the copyright holder nor the names of its contributors may be used to endorse or"
         " promote products derived from this software without specific prior written permission.",  # BSD-3-Clause
-        ["don't use our names to promote your product", "our names may be used to promote products"],
+        [
+            "don't use our names to promote your product",
+            "our names may be used to promote products",
+        ],
         "nor",
     ),
     (
@@ -234,7 +256,9 @@ GOVERNED = [
 
 
 @pytest.mark.parametrize(("text", "queries", "governor"), GOVERNED, ids=[g for _, _, g in GOVERNED])
-def test_the_default_scorer_keeps_the_negation_or_condition_of_its_clause(real_model, text, queries, governor):
+def test_the_default_scorer_keeps_the_negation_or_condition_of_its_clause(
+    real_model, text, queries, governor
+):
     result = real_model.best_spans(queries, [text])
     for query in range(len(queries)):
         match = result[query][0][0]
@@ -246,7 +270,9 @@ def test_the_default_scorer_keeps_the_negation_or_condition_of_its_clause(real_m
 def test_the_papers_protocol_and_token_units_keep_their_spans(real_model):
     text, queries, _ = GOVERNED[0]
     plain = real_model.best_spans(queries[0], text, scorer="max-cosine")[0][0][0]
-    assert plain.span == "the authors be held liable for any damages arising from"  # max-cosine: as scored
+    assert (
+        plain.span == "the authors be held liable for any damages arising from"
+    )  # max-cosine: as scored
     tokens = real_model.best_spans(queries[0], text, unit="token")[0][0][0]
     assert tokens.span == text[tokens.start : tokens.end] and "In no event" not in tokens.span
 
@@ -258,11 +284,19 @@ def test_ranked_merge_identical(tiny_model):
 
     from slice_st.search import SpanPlace, identity_key
 
-    clause = ["The software is provided as is.", "the software  is provided AS IS.", "THE SOFTWARE IS PROVIDED AS IS."]
+    clause = [
+        "The software is provided as is.",
+        "the software  is provided AS IS.",
+        "THE SOFTWARE IS PROVIDED AS IS.",
+    ]
     texts = [*make_docs(5, seed=1), *clause, *make_docs(5, seed=2)]
-    result = slice_st.best_spans(tiny_model, "the software is provided as is", texts, max_span=8, scorer="phrase")
+    result = slice_st.best_spans(
+        tiny_model, "the software is provided as is", texts, max_span=8, scorer="phrase"
+    )
     plain = result.ranked(0)
-    assert [m.text_index for m in plain[:3]] == [5, 6, 7] and all(m.places == () and m.count == 1 for m in plain)
+    assert [m.text_index for m in plain[:3]] == [5, 6, 7] and all(
+        m.places == () and m.count == 1 for m in plain
+    )
     merged = result.ranked(0, top_k=3, merge_identical=True)
     keys = list(dict.fromkeys(identity_key(m.span) for m in plain))
     assert [identity_key(m.span) for m in merged] == keys[:3]

@@ -17,8 +17,14 @@ from slice_st.cache import EncodingCache, best_spans_of_files, parse_size, windo
 from slice_st.errors import FileAccessError, SpanInputError, WindowError
 
 FILES = [
-    ["A man is playing the guitar on a small stage.", "The flight to Denver was delayed by three hours."],
-    ["My checked bag never arrived.", "The agent found a note about the lost baggage claim from March."],
+    [
+        "A man is playing the guitar on a small stage.",
+        "The flight to Denver was delayed by three hours.",
+    ],
+    [
+        "My checked bag never arrived.",
+        "The agent found a note about the lost baggage claim from March.",
+    ],
     ["Nobody answered the phone at the hotel desk."],
 ]
 QUERIES = ["plays the guitar", "my bag was lost"]
@@ -43,14 +49,18 @@ class Counting:
 
 
 def search(model, cache, files=FILES, **options):
-    return best_spans_of_files(model, QUERIES, files, cache, top_k=2, show_progress_bar=False, **options)
+    return best_spans_of_files(
+        model, QUERIES, files, cache, top_k=2, show_progress_bar=False, **options
+    )
 
 
 def same(first, second) -> bool:
     return all(np.array_equal(getattr(first, name), getattr(second, name)) for name in ARRAYS)
 
 
-def test_a_second_search_runs_no_forward_pass_and_finds_the_same_spans(tiny_model, tmp_path, monkeypatch):
+def test_a_second_search_runs_no_forward_pass_and_finds_the_same_spans(
+    tiny_model, tmp_path, monkeypatch
+):
     counting = Counting(tiny_model, monkeypatch)
     cache = EncodingCache(tmp_path / "cache")
     first = search(tiny_model, cache)
@@ -69,7 +79,11 @@ def test_a_changed_file_model_or_setting_misses(tiny_model, make_tiny_model, tmp
     cache = EncodingCache(tmp_path / "cache")
     search(tiny_model, cache)
     counting = Counting(tiny_model, monkeypatch)
-    changed = [FILES[0], [*FILES[1][:1], "The agent found a note about the lost suitcase."], FILES[2]]
+    changed = [
+        FILES[0],
+        [*FILES[1][:1], "The agent found a note about the lost suitcase."],
+        FILES[2],
+    ]
     cache = EncodingCache(tmp_path / "cache")
     search(tiny_model, cache, changed)
     assert (cache.hits, cache.misses) == (2, 1) and counting.documents() == changed[1]
@@ -82,7 +96,9 @@ def test_a_changed_file_model_or_setting_misses(tiny_model, make_tiny_model, tmp
     assert (cache.hits, cache.misses) == (3, 0)
     other = make_tiny_model()
     with torch.no_grad():
-        other[0].auto_model.embeddings.word_embeddings.weight[5] += 1.0  # one weight: another fingerprint
+        other[0].auto_model.embeddings.word_embeddings.weight[5] += (
+            1.0  # one weight: another fingerprint
+        )
     cache = EncodingCache(tmp_path / "cache")
     search(other, cache)
     assert (cache.hits, cache.misses) == (0, 3)
@@ -105,8 +121,12 @@ def test_a_damaged_entry_is_encoded_again_and_replaced(tiny_model, tmp_path, mon
     assert sorted(counting.documents()) == sorted(text for file in FILES for text in file)
     cache = EncodingCache(folder)
     search(tiny_model, cache)
-    assert (cache.hits, cache.rebuilt) == (3, []) and not entries[2].is_symlink()  # replaced, the link's target kept
-    (folder / "moved").rename(entries[1])  # another file's entry under this name: its key says it is not this one
+    assert (cache.hits, cache.rebuilt) == (3, []) and not entries[
+        2
+    ].is_symlink()  # replaced, the link's target kept
+    (folder / "moved").rename(
+        entries[1]
+    )  # another file's entry under this name: its key says it is not this one
     cache = EncodingCache(folder)
     search(tiny_model, cache)
     assert cache.hits == 2 and len(cache.rebuilt) == 1
@@ -145,7 +165,9 @@ def test_concurrent_writers_and_readers_never_see_half_an_entry(tiny_model, tmp_
 def test_the_folder_keeps_under_its_limit_and_removes_only_its_own_files(tiny_model, tmp_path):
     folder = tmp_path / "cache"
     search(tiny_model, EncodingCache(folder))
-    entries = sorted((path.stat().st_size, path) for path in folder.iterdir() if path.suffix == ".npz")
+    entries = sorted(
+        (path.stat().st_size, path) for path in folder.iterdir() if path.suffix == ".npz"
+    )
     for age, (_, path) in enumerate(entries):
         os.utime(path, (1000 + age, 1000 + age))  # the smallest entry used longest ago
     own_temporary = folder / f".{'a' * 64}.npz.{'b' * 16}.tmp"
@@ -156,7 +178,9 @@ def test_the_folder_keeps_under_its_limit_and_removes_only_its_own_files(tiny_mo
     EncodingCache(folder, max_bytes=limit).prune()
     assert not entries[0][1].exists() and all(path.exists() for _, path in entries[1:])
     left = sorted(os.listdir(folder))
-    assert {"notes.txt", "keep.npz", f"{'c' * 64}.npz.bak"} <= set(left) and own_temporary.name not in left
+    assert {"notes.txt", "keep.npz", f"{'c' * 64}.npz.bak"} <= set(
+        left
+    ) and own_temporary.name not in left
     EncodingCache(folder, max_bytes=0).prune()
     assert not [name for name in os.listdir(folder) if name.endswith(".npz") and len(name) == 68]
     cache = EncodingCache(tmp_path / "none", max_bytes=0)
@@ -171,9 +195,14 @@ def test_no_cache_reads_and_writes_nothing_and_finds_the_same(tiny_model, tmp_pa
 
 def test_a_folder_that_cannot_be_written_is_read_only(tiny_model, tmp_path):
     (tmp_path / "file").write_text("x")
-    cache = EncodingCache(tmp_path / "file" / "inner")  # under a file: never writable, also for root
+    cache = EncodingCache(
+        tmp_path / "file" / "inner"
+    )  # under a file: never writable, also for root
     result = search(tiny_model, cache)
-    assert cache.problem.startswith(f"cannot write the cache in {tmp_path / 'file' / 'inner'}") and result.texts
+    assert (
+        cache.problem.startswith(f"cannot write the cache in {tmp_path / 'file' / 'inner'}")
+        and result.texts
+    )
     assert same(result, search(tiny_model, None)) and (tmp_path / "file").read_text() == "x"
     with pytest.raises(FileAccessError, match="is a file, not a folder"):
         EncodingCache(tmp_path / "file")
@@ -184,7 +213,9 @@ def test_window_errors_name_the_text_among_all_files(tiny_model_short, tmp_path)
     files = [["a fine text"], ["another fine one", bad]]
     options = {"max_span": 3, "show_progress_bar": False}
     with pytest.raises(WindowError) as error:
-        best_spans_of_files(tiny_model_short, ["fine"], files, EncodingCache(tmp_path / "c"), **options)
+        best_spans_of_files(
+            tiny_model_short, ["fine"], files, EncodingCache(tmp_path / "c"), **options
+        )
     assert error.value.text_index == 2
     result = best_spans_of_files(
         tiny_model_short, ["fine"], files, EncodingCache(tmp_path / "c"), on_error="skip", **options
@@ -200,7 +231,9 @@ def test_files_in_several_blocks_and_a_large_file_alone(tiny_model, tmp_path, mo
     result = search(tiny_model, cache, files)
     plain = slice_st.best_spans(tiny_model, QUERIES, result.texts, top_k=2, show_progress_bar=False)
     for name in ARRAYS:  # the widths of the blocks' results may differ: compare each text's spans
-        np.testing.assert_allclose(getattr(result, name)[..., :1], getattr(plain, name)[..., :1], rtol=1e-5)
+        np.testing.assert_allclose(
+            getattr(result, name)[..., :1], getattr(plain, name)[..., :1], rtol=1e-5
+        )
     assert cache.misses == 3  # the large file is searched without the cache
 
 

@@ -15,12 +15,20 @@ def test_saving_the_shipped_model_writes_its_own_card(tmp_path):
 
     model = slice_st.load_model()
     card = model.model_card_data
-    assert (card.license, card.base_model) == ("cc-by-sa-4.0", "sentence-transformers/all-MiniLM-L6-v2")
+    assert (card.license, card.base_model) == (
+        "cc-by-sa-4.0",
+        "sentence-transformers/all-MiniLM-L6-v2",
+    )
     slice_st.save_slice_model(model, str(tmp_path / "saved"))
     text = (tmp_path / "saved" / "README.md").read_text()
     head = text.split("---")[1]
-    assert "license: cc-by-sa-4.0" in head and "license: apache-2.0" not in head  # not the base model's card
-    assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in head and "# all-MiniLM-L6-v2\n" not in text
+    assert (
+        "license: cc-by-sa-4.0" in head and "license: apache-2.0" not in head
+    )  # not the base model's card
+    assert (
+        "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
+        and "# all-MiniLM-L6-v2\n" not in text
+    )
     assert "# slice-minilm" in text and "slice-st" in head
     reloaded = slice_st.load_model(str(tmp_path / "saved"))
     assert reloaded.encode("a test").shape == (384,)
@@ -30,12 +38,18 @@ def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
     """The SentenceTransformerTrainer renders the card from the same model_card_data: no "Base model: Unknown", no
     missing licence."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     model = slice_st.load_model()
     data = Dataset.from_dict(
-        {"anchor": ["a dog runs", "a cat sleeps"], "positive": ["the dog is running", "the cat is asleep"]}
+        {
+            "anchor": ["a dog runs", "a cat sleeps"],
+            "positive": ["the dog is running", "the cat is asleep"],
+        }
     )
     args = SentenceTransformerTrainingArguments(
         str(tmp_path / "run"),
@@ -51,21 +65,37 @@ def test_a_trainer_card_of_the_shipped_model_names_base_and_licence(tmp_path):
     slice_st.save_slice_model(model, str(tmp_path / "out"))
     text = (tmp_path / "out" / "README.md").read_text()
     head = text.split("---")[1]
-    assert "license: cc-by-sa-4.0" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
-    assert "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text and "- **License:** cc-by-sa-4.0" in text
+    assert (
+        "license: cc-by-sa-4.0" in head
+        and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
+    )
+    assert (
+        "**Base model:** [sentence-transformers/all-MiniLM-L6-v2]" in text
+        and "- **License:** cc-by-sa-4.0" in text
+    )
 
 
 def _slice_card_checks(text: str, license: str, loss: str) -> None:
     head = text.split("---")[1]
-    assert f"license: {license}" in head and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
-    assert "## SLICE: span embeddings for phrase mining" in text and "Span-Aggregatable" in text  # the SLICE section
-    assert f"- **Loss:** `{loss}`" in text and "2405.07263" in text  # the loss that trained it, the citation
+    assert (
+        f"license: {license}" in head
+        and "base_model: sentence-transformers/all-MiniLM-L6-v2" in head
+    )
+    assert (
+        "## SLICE: span embeddings for phrase mining" in text and "Span-Aggregatable" in text
+    )  # the SLICE section
+    assert (
+        f"- **Loss:** `{loss}`" in text and "2405.07263" in text
+    )  # the loss that trained it, the citation
     assert "Base model:** Unknown" not in text and "slice-st" in head
 
 
 _TRIPLETS = {
     "anchor": ["a dog runs", "a cat sleeps"],
-    "positive": ["Yesterday the dog was running in the park.", "At noon the cat was asleep on the sofa."],
+    "positive": [
+        "Yesterday the dog was running in the park.",
+        "At noon the cat was asleep on the sofa.",
+    ],
     "negative": ["The bank closes at five.", "Prices rose again this month."],
 }
 
@@ -77,7 +107,11 @@ def test_fit_and_trainer_cards_carry_the_slice_section(tmp_path, how):
     licence the embedded base already named (before: no SLICE section; "Base model: Unknown" and no licence for the
     embedded base)."""
     from datasets import Dataset
-    from sentence_transformers import InputExample, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        InputExample,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from torch.utils.data import DataLoader
 
     from slice_st.losses import SpanMaxCrossEntropyLoss
@@ -86,10 +120,18 @@ def test_fit_and_trainer_cards_carry_the_slice_section(tmp_path, how):
     loss = SpanMaxCrossEntropyLoss(model, max_span=6)
     if how == "fit":
         examples = [InputExample(texts=list(row)) for row in zip(*_TRIPLETS.values())]
-        model.fit(train_objectives=[(DataLoader(examples, batch_size=2), loss)], epochs=1, show_progress_bar=False)
+        model.fit(
+            train_objectives=[(DataLoader(examples, batch_size=2), loss)],
+            epochs=1,
+            show_progress_bar=False,
+        )
     else:
         args = SentenceTransformerTrainingArguments(
-            str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=2, report_to=[], save_strategy="no"
+            str(tmp_path / "run"),
+            max_steps=1,
+            per_device_train_batch_size=2,
+            report_to=[],
+            save_strategy="no",
         )
         trainer = SentenceTransformerTrainer(
             model=model, args=args, train_dataset=Dataset.from_dict(_TRIPLETS), loss=loss
@@ -112,23 +154,40 @@ def test_the_shipped_model_has_its_slice_card_from_load(tmp_path):
 
     model = slice_st.load_model()
     card = model.model_card_data
-    assert isinstance(card, SliceModelCardData) and card.shipped_name == "slice-minilm" and card.model_id is None
-    assert card.slice_section["steps"] == 800 and card.slice_section["lora"] == {"r": 16, "alpha": 32}
+    assert (
+        isinstance(card, SliceModelCardData)
+        and card.shipped_name == "slice-minilm"
+        and card.model_id is None
+    )
+    assert card.slice_section["steps"] == 800 and card.slice_section["lora"] == {
+        "r": 16,
+        "alpha": 32,
+    }
     slice_st.save_slice_model(model, str(tmp_path / "saved"))
-    model.save(str(tmp_path / "plain"))  # sentence-transformers' own save: the same card, not the base's README
+    model.save(
+        str(tmp_path / "plain")
+    )  # sentence-transformers' own save: the same card, not the base's README
     for folder in ("saved", "plain"):
         text = (tmp_path / folder / "README.md").read_text()
         _slice_card_checks(text, "cc-by-sa-4.0", "SpanDistillationLoss")
-        assert "Trained on share-alike data" in text and "SICK" not in text and "ParaBank" not in text
-        assert 'SentenceTransformer("sentence_transformers_model_id")' in text  # not by the shipped name: no id yet
+        assert (
+            "Trained on share-alike data" in text and "SICK" not in text and "ParaBank" not in text
+        )
+        assert (
+            'SentenceTransformer("sentence_transformers_model_id")' in text
+        )  # not by the shipped name: no id yet
 
 
 def test_the_shipped_model_keeps_the_options_it_was_loaded_with():
     """load_model() options reach the shipped model (it is rebuilt over the base's modules for its own card)."""
 
-    model = slice_st.load_model(truncate_dim=32, prompts={"query": "query: "}, similarity_fn_name="dot")
+    model = slice_st.load_model(
+        truncate_dim=32, prompts={"query": "query: "}, similarity_fn_name="dot"
+    )
     assert model.encode("a test").shape == (32,) and model.prompts["query"] == "query: "
-    assert model.similarity_fn_name == "dot" and model.model_card_data.shipped_name == "slice-minilm"
+    assert (
+        model.similarity_fn_name == "dot" and model.model_card_data.shipped_name == "slice-minilm"
+    )
     assert model.best_spans(["a test"], ["This is a test of the span search."])[0][0][0].span
 
 
@@ -137,7 +196,10 @@ def test_a_user_model_card_keeps_what_it_said(tiny_model_dir, tmp_path):
     SLICE card without losing what it said (licence, language, model id, tags), and a teacher given as a local path
     is never named in the card."""
     from datasets import Dataset, DatasetDict
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
 
     from slice_st.card import SliceModelCardData
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
@@ -145,7 +207,10 @@ def test_a_user_model_card_keeps_what_it_said(tiny_model_dir, tmp_path):
     model = enable_span_features(slice_st.load_model(tiny_model_dir))
     model.model_card_data.license = "mit"
     model.model_card_data.add_tags("my-tag")
-    assert isinstance(model.model_card_data, SliceModelCardData) and not model.model_card_data.slice_section
+    assert (
+        isinstance(model.model_card_data, SliceModelCardData)
+        and not model.model_card_data.slice_section
+    )
     losses = {
         "a": SpanMaxCrossEntropyLoss(model),
         "b": SpanMaxCrossEntropyLoss(model),  # listed once per loss class
@@ -153,7 +218,9 @@ def test_a_user_model_card_keeps_what_it_said(tiny_model_dir, tmp_path):
     }
     data = DatasetDict({name: Dataset.from_dict(_TRIPLETS) for name in ("a", "b")})
     data["c"] = Dataset.from_dict({"text": _TRIPLETS["positive"]})
-    args = SentenceTransformerTrainingArguments(str(tmp_path / "run"), report_to=[], save_strategy="no")
+    args = SentenceTransformerTrainingArguments(
+        str(tmp_path / "run"), report_to=[], save_strategy="no"
+    )
     SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=losses)
     card = model.model_card_data
     assert card.license == "mit" and "my-tag" in card.tags and "slice-st" in card.tags
@@ -173,7 +240,9 @@ def test_building_a_loss_leaves_the_model_alone(tiny_model_dir, loss_name, shipp
 
     model = slice_st.load_model(None if shipped else tiny_model_dir)
     loss_class = getattr(losses, loss_name)
-    with pytest.raises(slice_st.SpanInputError, match=r"enable_span_features\(model\) before building the loss"):
+    with pytest.raises(
+        slice_st.SpanInputError, match=r"enable_span_features\(model\) before building the loss"
+    ):
         loss_class(model)  # a clear error, nothing changed
     enable_span_features(model)
     card, kwargs = model.model_card_data, copy.deepcopy(model[0].processing_kwargs)
@@ -183,7 +252,9 @@ def test_building_a_loss_leaves_the_model_alone(tiny_model_dir, loss_name, shipp
     assert json.dumps(vars(card), default=repr, sort_keys=True) == before
 
 
-def test_an_untrained_model_loaded_by_load_model_keeps_sentence_transformers_card(tiny_model_dir, tmp_path):
+def test_an_untrained_model_loaded_by_load_model_keeps_sentence_transformers_card(
+    tiny_model_dir, tmp_path
+):
     """load_model gives a SliceModelCardData that renders as sentence-transformers' own until a SLICE loss trains."""
     from sentence_transformers import SentenceTransformer
 

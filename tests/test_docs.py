@@ -71,7 +71,9 @@ def parse_blocks(path: Path) -> list[Block]:
         marker = MARKER.match(previous)
         block = Block(path, language, marker.group(1) if marker else None, index + 1)
         index += 1
-        while index < len(lines) and not re.fullmatch(re.escape(fence[0]) + f"{{{len(fence)},}}", lines[index].strip()):
+        while index < len(lines) and not re.fullmatch(
+            re.escape(fence[0]) + f"{{{len(fence)},}}", lines[index].strip()
+        ):
             block.lines.append(lines[index])
             index += 1
         blocks.append(block)
@@ -90,9 +92,12 @@ def _line_pattern(line: str) -> tuple[re.Pattern, tuple[str, ...]]:
     decimal numbers as shown."""
     parts = NUMBER_OR_WILDCARD.split(line)
     pattern = "".join(
-        "[^\n]*?" if part == "..." else r"(-?\d+\.\d+)" if i % 2 else re.escape(part) for i, part in enumerate(parts)
+        "[^\n]*?" if part == "..." else r"(-?\d+\.\d+)" if i % 2 else re.escape(part)
+        for i, part in enumerate(parts)
     )
-    return re.compile(pattern), tuple(part for i, part in enumerate(parts) if i % 2 and part != "...")
+    return re.compile(pattern), tuple(
+        part for i, part in enumerate(parts) if i % 2 and part != "..."
+    )
 
 
 def _close(shown: str, actual: str) -> bool:
@@ -105,7 +110,9 @@ def line_matches(shown: str, actual: str) -> bool:
     """One expected line against one actual line: text exactly, decimal numbers at the precision they are shown."""
     pattern, expected = _line_pattern(shown.rstrip())
     match = pattern.fullmatch(actual.rstrip())
-    return match is not None and all(_close(e, a) for e, a in zip(expected, match.groups(), strict=True))
+    return match is not None and all(
+        _close(e, a) for e, a in zip(expected, match.groups(), strict=True)
+    )
 
 
 def output_matches(expected: list[str], actual: str) -> bool:
@@ -146,7 +153,9 @@ def python_segments(lines: list[str]) -> list[tuple[list[str], list[str]]]:
 def run_python(code: list[str], namespace: dict, show_last: bool) -> str:
     """Execute ``code`` in ``namespace``; return what it printed (and the last expression's repr if asked)."""
     tree = ast.parse("\n".join(code))
-    last = tree.body.pop() if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    last = (
+        tree.body.pop() if show_last and tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    )
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(tree, "<docs>", "exec"), namespace)
@@ -185,7 +194,9 @@ def run_command(command: str) -> str:
 
     argv = shlex.split(command, comments=True)
     if not argv or argv[0] != "slice-st":
-        raise ValueError(f"only `slice-st` commands run in console blocks (mark others not-run): {command!r}")
+        raise ValueError(
+            f"only `slice-st` commands run in console blocks (mark others not-run): {command!r}"
+        )
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -218,7 +229,12 @@ class Session:
     """Runs the blocks of one Markdown file in order in a scratch folder; collects rewrites for --update-docs."""
 
     def __init__(self, path: Path, folder: Path):
-        self.path, self.folder, self.namespace, self.done = path, folder, {"__name__": "__docs__"}, 0
+        self.path, self.folder, self.namespace, self.done = (
+            path,
+            folder,
+            {"__name__": "__docs__"},
+            0,
+        )
         shutil.copytree(ROOT / "examples", folder / "examples")
         self.rewrites: dict[int, list[str]] = {}  # block's first line → its new lines
         self.ran: set[int] = set()  # first lines of the blocks run so far
@@ -251,7 +267,9 @@ class Session:
                     (shown, run_python(code, self.namespace, bool(shown)))
                     for code, shown in python_segments(block.lines)
                 ]
-            return [(shown, run_command(command)) for command, shown in console_commands(block.lines)]
+            return [
+                (shown, run_command(command)) for command, shown in console_commands(block.lines)
+            ]
         finally:
             os.chdir(previous)
 
@@ -259,10 +277,18 @@ class Session:
         """New lines for ``block`` with every shown output replaced by the actual one."""
         new: list[str] = []
         if block.language == "python":
-            for (code, shown), (_, actual) in zip(python_segments(block.lines), results, strict=True):
-                new += code + ([(OUTPUT + line).rstrip() for line in _keep_shown(shown, actual)] if shown else [])
+            for (code, shown), (_, actual) in zip(
+                python_segments(block.lines), results, strict=True
+            ):
+                new += code + (
+                    [(OUTPUT + line).rstrip() for line in _keep_shown(shown, actual)]
+                    if shown
+                    else []
+                )
         else:
-            for (command, shown), (_, actual) in zip(console_commands(block.lines), results, strict=True):
+            for (command, shown), (_, actual) in zip(
+                console_commands(block.lines), results, strict=True
+            ):
                 new += ["$ " + command] + (_keep_shown(shown, actual) if actual.strip() else [])
         self.rewrites[block.first] = new
 
@@ -270,7 +296,9 @@ class Session:
         if not self.rewrites:
             return
         lines = self.path.read_text(encoding="utf-8").split("\n")
-        for block in sorted((b for b in parse_blocks(self.path) if b.first in self.rewrites), key=lambda b: -b.first):
+        for block in sorted(
+            (b for b in parse_blocks(self.path) if b.first in self.rewrites), key=lambda b: -b.first
+        ):
             lines[block.first : block.first + len(block.lines)] = self.rewrites[block.first]
         self.path.write_text("\n".join(lines), encoding="utf-8")
 
@@ -301,7 +329,10 @@ def sessions(tmp_path_factory, request):
 
 
 def _updating(config) -> bool:
-    return bool(config.getoption("--update-docs", default=False)) or os.environ.get("SLICE_ST_UPDATE_DOCS") == "1"
+    return (
+        bool(config.getoption("--update-docs", default=False))
+        or os.environ.get("SLICE_ST_UPDATE_DOCS") == "1"
+    )
 
 
 @pytest.mark.parametrize("block", runnable_blocks())
@@ -322,7 +353,11 @@ def test_example(block: Block, sessions, request):
     diff = "\n".join(
         "\n".join(
             difflib.unified_diff(
-                [s.rstrip() for s in shown], actual.rstrip("\n").split("\n"), "shown", "actual", lineterm=""
+                [s.rstrip() for s in shown],
+                actual.rstrip("\n").split("\n"),
+                "shown",
+                "actual",
+                lineterm="",
             )
         )
         for shown, actual in stale
@@ -358,7 +393,9 @@ def _update_page(folder: Path, text: str) -> tuple[list[bool], str]:
     results = session.check(block)
     session.rewrite(block, results)
     session.save()
-    return [output_matches(shown, actual) for shown, actual in results], page.read_text(encoding="utf-8")
+    return [output_matches(shown, actual) for shown, actual in results], page.read_text(
+        encoding="utf-8"
+    )
 
 
 def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
@@ -366,7 +403,9 @@ def test_checker_catches_stale_output_and_rewrites_it(tmp_path):
     assert output_matches(["score 0.81"], "score 0.81\n")
     assert not output_matches(["score 0.80"], "score 0.82\n")
     assert output_matches(["indexed 3 in ... s", "..."], "indexed 3 in 1.2 s\nmore\nlines\n")
-    assert output_matches(["a", "...", "z"], "a\nz\n") and not output_matches(["a", "...", "z"], "a\nb\n")
+    assert output_matches(["a", "...", "z"], "a\nz\n") and not output_matches(
+        ["a", "...", "z"], "a\nb\n"
+    )
     assert not output_matches(["a", "b"], "a\n")
     assert _keep_shown(["took ... s", "x"], "took 1.5 s\ny\n") == ["took ... s", "y"]
     text = "x\n```python\nprint(round(2 / 3, 2))\n# → 0.64\nprint('ok')\n# → ok\n```\n"
@@ -427,7 +466,9 @@ def test_citation_and_licence_match_the_package():
     assert citation["references"][0]["url"] == "https://arxiv.org/abs/2405.07263"
     licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert (
-        project["license"] == "Apache-2.0" and "Apache License" in licence and "END OF TERMS AND CONDITIONS" in licence
+        project["license"] == "Apache-2.0"
+        and "Apache License" in licence
+        and "END OF TERMS AND CONDITIONS" in licence
     )
 
 
@@ -435,7 +476,9 @@ def test_api_reference_fences_doctests():
     """docs/griffe_doctests.py: doctest output such as ``x[0][1]`` is fenced, so it cannot read as a Markdown link."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("griffe_doctests", ROOT / "docs" / "griffe_doctests.py")
+    spec = importlib.util.spec_from_file_location(
+        "griffe_doctests", ROOT / "docs" / "griffe_doctests.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = "Scores.\n\n>>> best[0][1]\n[0][1]\n\nMore text.\n```python\n>>> kept\n```"
@@ -447,5 +490,9 @@ def test_api_reference_fences_doctests():
 def test_readme_links_point_at_files():
     """README.md is not part of the site build, so its relative links are checked here."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", readme) if not t.startswith(("http", "#"))]
+    targets = [
+        t.split("#")[0]
+        for t in re.findall(r"\]\(([^)\s]+)\)", readme)
+        if not t.startswith(("http", "#"))
+    ]
     assert targets and not [t for t in targets if not (ROOT / t).exists()]

@@ -88,7 +88,9 @@ def test_default_span_settings_are_1_to_20_words(tiny_model):
     check_word_spans(tiny_model.encode_spans(text), text, 1, 20)
 
 
-@pytest.mark.parametrize("text", ["I don't know, café au lait!", "中文 字符", "supercalifragilisticexpialidocious x"])
+@pytest.mark.parametrize(
+    "text", ["I don't know, café au lait!", "中文 字符", "supercalifragilisticexpialidocious x"]
+)
 def test_token_units(tiny_model, text):
     result = tiny_model.encode_spans(text, unit="token", max_span=3)
     _, offsets = naive_token_vectors(tiny_model, text)
@@ -213,7 +215,9 @@ def test_empty_list_gives_empty_list(tiny_model):
     "text",
     [
         "I ❤️ it",  # U+FE0F variation selector dropped: span '❤' instead of '❤️'
-        unicodedata.normalize("NFD", "Café au lait"),  # decomposed accent dropped at the word end: 'Cafe'
+        unicodedata.normalize(
+            "NFD", "Café au lait"
+        ),  # decomposed accent dropped at the word end: 'Cafe'
         "x\u0301y z",  # combining accent inside a word: 'x' and 'y' become two words
     ],
 )
@@ -244,12 +248,20 @@ def test_embed_texts_equals_whole_text_span(tiny_model):
 
 
 def test_b17_huge_sizes_are_capped(tiny_model, monkeypatch):
-    capped = tiny_model.encode_spans("a man plays the guitar", max_span=10**9)  # no 72 GB allocation
+    capped = tiny_model.encode_spans(
+        "a man plays the guitar", max_span=10**9
+    )  # no 72 GB allocation
     assert len(capped) == len(tiny_model.encode_spans("a man plays the guitar", max_span=5))
-    result = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2, overlap=True)
+    result = tiny_model.best_spans(
+        ["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2, overlap=True
+    )
     assert result.scores.shape[2] < 1000 and len(result[0][1]) == 3
-    disjoint = tiny_model.best_spans(["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2)
-    assert disjoint.scores.shape[2] < 1000 and len(disjoint[0][1]) == 1  # "the guitar", "the", "guitar" overlap
+    disjoint = tiny_model.best_spans(
+        ["guitar"], ["a man plays", "the guitar"], top_k=10**7, max_span=2
+    )
+    assert (
+        disjoint.scores.shape[2] < 1000 and len(disjoint[0][1]) == 1
+    )  # "the guitar", "the", "guitar" overlap
     index = SpanIndex.build(["a man plays the guitar", "the dog barks"], tiny_model, max_span=3)
     real_scan = slice_st.index.span_index.top_spans_flat
     asked = []
@@ -275,7 +287,10 @@ def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
     short = SentenceTransformer(tiny_model_dir, device="cpu", truncate_dim=8)
     full = SentenceTransformer(tiny_model_dir, device="cpu")
     assert short.encode("the dog").shape == (8,)
-    assert short.encode_spans("the dog barks", max_span=2).embeddings.shape == (5, 8)  # like encode: 8-d, not 32-d
+    assert short.encode_spans("the dog barks", max_span=2).embeddings.shape == (
+        5,
+        8,
+    )  # like encode: 8-d, not 32-d
     assert short.encode_span_queries("dog").shape == (8,)
     assert short.encode_spans("the dog barks", max_span=2, truncate_dim=4).embeddings.shape == (
         5,
@@ -283,9 +298,16 @@ def test_model_level_truncate_dim_is_honoured(tiny_model_dir):
     )  # the argument wins
     found = short.best_spans("dog", "the dog barks at the mailman", max_span=2)[0][0][0]
     spans = full.encode_spans("the dog barks at the mailman", max_span=2)
-    query, vector = full.encode_span_queries("dog")[:8], spans.embeddings[spans.spans.index(found.span)][:8]
+    query, vector = (
+        full.encode_span_queries("dog")[:8],
+        spans.embeddings[spans.spans.index(found.span)][:8],
+    )
     assert (
-        abs(found.similarity - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))) < 1e-5
+        abs(
+            found.similarity
+            - float(query @ vector / np.linalg.norm(query) / np.linalg.norm(vector))
+        )
+        < 1e-5
     )  # scored in 8-d
 
 

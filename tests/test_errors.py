@@ -11,7 +11,19 @@ import slice_st
 from slice_st import SpanInputError
 from slice_st.search import SpanSearchResult
 
-BAD_TEXTS = [None, 3, 3.5, b"bytes", {"a": 1}, [None], ["ok", 1], [b"x"], ["ok", None], [["nested"]], object()]
+BAD_TEXTS = [
+    None,
+    3,
+    3.5,
+    b"bytes",
+    {"a": 1},
+    [None],
+    ["ok", 1],
+    [b"x"],
+    ["ok", None],
+    [["nested"]],
+    object(),
+]
 
 
 def _id(value) -> str:
@@ -48,30 +60,53 @@ def test_each_library_error_subclasses_one_built_in():
 
     for name in slice_st.errors.__all__:
         error = getattr(slice_st.errors, name)
-        if issubclass(error, Warning) or error is slice_st.errors.SliceError:  # the base alone is no built-in's kind
+        if (
+            issubclass(error, Warning) or error is slice_st.errors.SliceError
+        ):  # the base alone is no built-in's kind
             continue
         assert issubclass(error, slice_st.errors.SliceError), name
         if name in TWO_BUILT_INS:
             assert all(issubclass(error, kind) for kind in TWO_BUILT_INS[name])
             continue
-        built_ins = {base for base in error.__mro__ if getattr(builtins, base.__name__, None) is base} - {
+        built_ins = {
+            base for base in error.__mro__ if getattr(builtins, base.__name__, None) is base
+        } - {
             object,
             BaseException,
             Exception,
             Warning,
         }
         # one built-in and its own built-in bases (OSError is an Exception): a single chain, never two branches
-        assert len([b for b in built_ins if not any(b is not o and issubclass(o, b) for o in built_ins)]) == 1, name
-        assert inspect.getmro(error).count(ValueError) + inspect.getmro(error).count(OSError) <= 1, name
+        assert (
+            len(
+                [
+                    b
+                    for b in built_ins
+                    if not any(b is not o and issubclass(o, b) for o in built_ins)
+                ]
+            )
+            == 1
+        ), name
+        assert (
+            inspect.getmro(error).count(ValueError) + inspect.getmro(error).count(OSError) <= 1
+        ), name
     assert issubclass(SpanInputError, ValueError) and not issubclass(SpanInputError, TypeError)
 
 
 def test_errors_are_named_for_what_they_report_and_old_names_still_catch_them():
-    from slice_st.errors import IndexBusyError, IndexConflictError, IndexFileError, RayClusterError, WindowError
+    from slice_st.errors import (
+        IndexBusyError,
+        IndexConflictError,
+        IndexFileError,
+        RayClusterError,
+        WindowError,
+    )
 
     for error in (WindowError, IndexFileError, RayClusterError, IndexBusyError, IndexConflictError):
         assert issubclass(error, SpanInputError)  # `except SpanInputError` catches what it caught
-    assert issubclass(RayClusterError, RuntimeError) and issubclass(slice_st.ModelLoadError, OSError)
+    assert issubclass(RayClusterError, RuntimeError) and issubclass(
+        slice_st.ModelLoadError, OSError
+    )
     assert not issubclass(IndexFileError, RuntimeError) and not issubclass(WindowError, OSError)
 
 
@@ -80,12 +115,16 @@ def test_window_error_carries_its_fields():
 
     from slice_st.errors import WindowError
 
-    error = WindowError(3, "a word of 60 tokens is longer than the model window.", [(3, "a"), (5, "b")])
+    error = WindowError(
+        3, "a word of 60 tokens is longer than the model window.", [(3, "a"), (5, "b")]
+    )
     assert (error.text_index, error.reason, error.errors) == (3, error.reason, [(3, "a"), (5, "b")])
     assert str(error) == "Text 3: a word of 60 tokens is longer than the model window. (and 1 more)"
     again = pickle.loads(pickle.dumps(error))
     assert (type(again), again.args, again.errors) == (WindowError, error.args, error.errors)
-    assert WindowError(0, "why").errors == [(0, "why")] and str(WindowError(0, "why")) == "Text 0: why"
+    assert (
+        WindowError(0, "why").errors == [(0, "why")] and str(WindowError(0, "why")) == "Text 0: why"
+    )
 
 
 @pytest.mark.parametrize("texts", BAD_TEXTS, ids=_id)
@@ -113,7 +152,9 @@ def test_encode_spans_rejects_bad_settings(tiny_model, kwargs):
 
 
 @pytest.mark.parametrize(
-    "kwargs", BAD_SETTINGS + [dict(top_k=0), dict(top_k=-1), dict(top_k=1.0), dict(top_k=True)], ids=repr
+    "kwargs",
+    BAD_SETTINGS + [dict(top_k=0), dict(top_k=-1), dict(top_k=1.0), dict(top_k=True)],
+    ids=repr,
 )
 def test_best_spans_rejects_bad_settings(tiny_model, kwargs):
     with pytest.raises(SpanInputError):
@@ -154,8 +195,12 @@ def test_error_messages_are_clear(tiny_model):
 
 
 def test_window_too_small_is_a_span_input_error(tiny_model_short):
-    text = " ".join(["supercalifragilisticexpialidocious"] * 5 + ["a"] * 30)  # 11 tokens per long word
-    with pytest.raises(SpanInputError, match="max_span=3 words do not fit") as caught:  # 3 x 11 > 22 tokens
+    text = " ".join(
+        ["supercalifragilisticexpialidocious"] * 5 + ["a"] * 30
+    )  # 11 tokens per long word
+    with pytest.raises(
+        SpanInputError, match="max_span=3 words do not fit"
+    ) as caught:  # 3 x 11 > 22 tokens
         tiny_model_short.encode_spans(text, max_span=3, window_context=0)
     assert isinstance(caught.value, slice_st.errors.WindowError) and caught.value.text_index == 0
     assert caught.value.errors == [(0, caught.value.reason)] and "do not fit" in caught.value.reason
@@ -199,16 +244,22 @@ def test_best_spans_only_empty_texts(tiny_model, texts):
 
 def test_search_result_over_no_texts_iterates_once_per_query():
     empty = np.zeros((1, 0, 1))
-    result = SpanSearchResult(["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)), "cosine", empty, "-", [])
+    result = SpanSearchResult(
+        ["q"], [], empty, *(empty.astype(np.int64) for _ in range(4)), "cosine", empty, "-", []
+    )
     assert len(result) == 1
-    assert list(itertools.islice(iter(result), 5)) == [[]]  # currently [[], [], [], [], []]: endless
+    assert list(itertools.islice(iter(result), 5)) == [
+        []
+    ]  # currently [[], [], [], [], []]: endless
 
 
 def test_a_ray_cluster_that_does_not_answer_is_a_ray_cluster_error():
     from slice_st.errors import RayClusterError
     from slice_st.index.ray_cluster import probe_address
 
-    with pytest.raises(RayClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1") as caught:
+    with pytest.raises(
+        RayClusterError, match=r"cannot connect to the Ray cluster at 127\.0\.0\.1:1"
+    ) as caught:
         probe_address("127.0.0.1:1", timeout=5)
     assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, SpanInputError)
 

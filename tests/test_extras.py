@@ -17,8 +17,12 @@ def test_a_missing_module_names_its_extra():
         needs_extra("eval", "the BM25 baseline"),
     ):
         import surely_not_installed_module  # noqa: F401
-    assert isinstance(caught.value, ImportError) and caught.value.name == "surely_not_installed_module"
-    assert str(caught.value).startswith("the BM25 baseline needs surely_not_installed_module, which is not installed")
+    assert (
+        isinstance(caught.value, ImportError) and caught.value.name == "surely_not_installed_module"
+    )
+    assert str(caught.value).startswith(
+        "the BM25 baseline needs surely_not_installed_module, which is not installed"
+    )
 
 
 def test_an_installed_module_imports_as_usual():
@@ -40,7 +44,10 @@ def test_an_installed_module_that_fails_is_not_called_missing(tmp_path, monkeypa
     """A package that is there but breaks on import (one of its own imports fails) is a bug to see, not an extra."""
     (tmp_path / "broken_package.py").write_text("from json import no_such_name\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ImportError, match="no_such_name") as caught, needs_extra("eval", "a feature"):
+    with (
+        pytest.raises(ImportError, match="no_such_name") as caught,
+        needs_extra("eval", "a feature"),
+    ):
         import broken_package  # noqa: F401
     assert not isinstance(caught.value, MissingExtraError)
 

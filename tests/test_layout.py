@@ -36,7 +36,11 @@ def test_import_contracts_hold():
 def _imported_names(path: Path):
     """``(module, name, line)`` of every ``from slice_st… import name`` in a file."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("slice_st"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").startswith("slice_st")
+        ):
             for alias in node.names:
                 yield node.module, alias.name, node.lineno
 
@@ -74,7 +78,11 @@ def _private_uses(path: Path):
                 bound.add(alias.asname or "slice_st")
                 if any(map(_private, alias.name.split("."))):
                     yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "slice_st":
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and (node.module or "").split(".")[0] == "slice_st"
+        ):
             for alias in node.names:
                 bound.add(alias.asname or alias.name)
                 if any(map(_private, f"{node.module}.{alias.name}".split("."))):
@@ -129,8 +137,12 @@ def test_public_api_is_small():
     entries = 0
     for path in PACKAGE_DIR.rglob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
-                entries += len(ast.literal_eval(node.value))  # a literal list, so that tools can read it
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "__all__" for t in node.targets
+            ):
+                entries += len(
+                    ast.literal_eval(node.value)
+                )  # a literal list, so that tools can read it
     assert len(slice_st.__all__) <= 21 and entries <= 150, (len(slice_st.__all__), entries)
     assert list(slice_st.__all__) == list(slice_st._EXPORTS)
 
@@ -141,7 +153,8 @@ def test_functions_are_short_enough_to_read():
         f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
         for path in PACKAGE_DIR.rglob("*.py")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, long
 
@@ -155,7 +168,13 @@ def test_public_names_and_dir():
 
 
 def test_old_flat_module_paths_are_gone():
-    for old in ("slice_st.train", "slice_st.corpus", "slice_st.index_cli", "slice_st.pooling", "slice_st.experimental"):
+    for old in (
+        "slice_st.train",
+        "slice_st.corpus",
+        "slice_st.index_cli",
+        "slice_st.pooling",
+        "slice_st.experimental",
+    ):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(old)
 
@@ -184,5 +203,7 @@ def test_import_is_light_and_methods_attach_on_later_import():
         "print('ok')\n"
     )
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -65,7 +65,9 @@ def test_save_slice_model_failed_write_is_a_file_access_error(tiny_model, tmp_pa
     from slice_st import FileAccessError, save_slice_model
 
     def full_disk(self, path, *args, **kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(path, "model.safetensors"))
+        raise OSError(
+            errno.ENOSPC, "No space left on device", os.path.join(path, "model.safetensors")
+        )
 
     monkeypatch.setattr(SentenceTransformer, "save", full_disk)
     with pytest.raises(FileAccessError, match="No space left on device.*model.safetensors"):
@@ -82,7 +84,9 @@ def _partial_save_then(error):
     return save
 
 
-def test_full_disk_in_export_leaves_no_partial_folder(tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_full_disk_in_export_leaves_no_partial_folder(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     pytest.importorskip("onnx")
     from safetensors import SafetensorError
     from sentence_transformers import SentenceTransformer
@@ -139,7 +143,9 @@ def test_save_slice_model_to_a_link_is_refused(tiny_model, tmp_path, kind):
         target.mkdir()
     link.symlink_to(target)
     for path in (str(link), str(link) + "/"):
-        with pytest.raises(FileAccessError, match=f"output {link} is a symbolic link: name the real folder"):
+        with pytest.raises(
+            FileAccessError, match=f"output {link} is a symbolic link: name the real folder"
+        ):
             save_slice_model(tiny_model, path)
         with pytest.raises(FileAccessError, match="symbolic link"):
             save_slice_model(tiny_model, path, overwrite=True)
@@ -159,15 +165,21 @@ def test_b06_model_without_vocabulary_is_refused(tiny_model_dir, tmp_path, capsy
     for name in ("tokenizer.json", "vocab.txt"):
         if (folder / name).exists():
             os.remove(folder / name)
-    with pytest.raises(slice_st.ModelLoadError, match="tokens but the model has 30522 token embeddings"):
+    with pytest.raises(
+        slice_st.ModelLoadError, match="tokens but the model has 30522 token embeddings"
+    ):
         slice_st.load_model(str(folder))
     corpus = tmp_path / "c.txt"
     corpus.write_text("a man plays the guitar\n")
     assert "vocabulary files" in cli_fails(capsys, "mine", "-q", "guitar", corpus, "-m", folder)
 
 
-@pytest.mark.parametrize("breakage", ["a_file", "no_weights", "truncated_weights", "bad_config", "offline_hub_id"])
-def test_b14_unloadable_models_are_one_clean_error(tiny_model_dir, tmp_path, capsys, breakage, monkeypatch):
+@pytest.mark.parametrize(
+    "breakage", ["a_file", "no_weights", "truncated_weights", "bad_config", "offline_hub_id"]
+)
+def test_b14_unloadable_models_are_one_clean_error(
+    tiny_model_dir, tmp_path, capsys, breakage, monkeypatch
+):
     corpus = tmp_path / "c.txt"
     corpus.write_text("a man plays the guitar\n")
     if breakage == "a_file":
@@ -191,9 +203,12 @@ def test_b14_unloadable_models_are_one_clean_error(tiny_model_dir, tmp_path, cap
 
 
 @pytest.mark.parametrize(
-    "device, expected", [("banana", "Unknown device 'banana'"), ("cuda:7", "cuda:7"), ("", "A device is a name")]
+    "device, expected",
+    [("banana", "Unknown device 'banana'"), ("cuda:7", "cuda:7"), ("", "A device is a name")],
 )
-def test_b15_bad_devices_are_refused_before_loading(tmp_path, capsys, monkeypatch, device, expected):
+def test_b15_bad_devices_are_refused_before_loading(
+    tmp_path, capsys, monkeypatch, device, expected
+):
     import torch
 
     if device == "cuda:7" and torch.cuda.device_count() > 7:
@@ -202,9 +217,15 @@ def test_b15_bad_devices_are_refused_before_loading(tmp_path, capsys, monkeypatc
     corpus.write_text("a man plays the guitar\n")
     import sentence_transformers
 
-    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr(
+        sentence_transformers,
+        "SentenceTransformer",
+        lambda *a, **k: pytest.fail("the model loaded"),
+    )
     assert expected in cli_fails(capsys, "mine", "-q", "guitar", corpus, "--device", device)
-    assert expected in cli_fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--device", device)
+    assert expected in cli_fails(
+        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "--device", device
+    )
 
 
 def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_path):
@@ -217,11 +238,17 @@ def test_saved_weights_have_the_permissions_of_the_other_files(tiny_model, tmp_p
         name: os.stat(tmp_path / "saved" / name).st_mode & 0o777
         for name in ("model.safetensors", "config.json", "modules.json")
     }
-    assert len(set(modes.values())) == 1, modes  # model.safetensors was 0600 while the rest was 0644
+    assert len(set(modes.values())) == 1, (
+        modes
+    )  # model.safetensors was 0600 while the rest was 0644
 
 
-@pytest.mark.parametrize("revision", ["../../../escape", "/tmp/escape", "refs/../../x", "a\\..\\b", "", "main\x00"])
-def test_a_revision_that_is_a_path_is_refused_before_anything_loads(tmp_path, monkeypatch, revision):
+@pytest.mark.parametrize(
+    "revision", ["../../../escape", "/tmp/escape", "refs/../../x", "a\\..\\b", "", "main\x00"]
+)
+def test_a_revision_that_is_a_path_is_refused_before_anything_loads(
+    tmp_path, monkeypatch, revision
+):
     """The Hub client keeps ``refs/REVISION`` in its cache: a revision with ``../`` or an absolute path would be
     written outside it, so it is refused before any request (a hostile Hub would answer any revision)."""
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -235,7 +262,9 @@ def test_export_to_a_file_is_refused_before_the_model_loads(tmp_path):
     """``slice-st export MODEL -o FILE`` loaded and exported the model, then failed with "File exists"."""
     file = tmp_path / "notes.txt"
     file.write_text("mine")
-    with pytest.raises(slice_st.errors.FileAccessError, match="output .*notes.txt is a file, not a folder"):
+    with pytest.raises(
+        slice_st.errors.FileAccessError, match="output .*notes.txt is a file, not a folder"
+    ):
         slice_st.export_model("no-such-model-anywhere", str(file))
     with pytest.raises(slice_st.errors.FileAccessError, match="notes.txt is a file, not a folder"):
         slice_st.export_model("no-such-model-anywhere", str(file / "sub"))

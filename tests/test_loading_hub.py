@@ -32,14 +32,20 @@ print(json.dumps(found))
 """
 
 
-def publish(data: Path, folder: Path, repo_id: str = REPO, extra: dict[str, bytes] | None = None) -> str:
+def publish(
+    data: Path, folder: Path, repo_id: str = REPO, extra: dict[str, bytes] | None = None
+) -> str:
     """Store the files of ``folder`` (and ``extra``, by repository path) as one commit of ``repo_id``."""
     from hub_server import HubStore, lfs_pointer
 
     store = HubStore(data)
     repo = store.create(repo_id, private=False)
     files = {}
-    contents = {path.relative_to(folder).as_posix(): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    contents = {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
     for path, content in (contents | (extra or {})).items():
         if path.endswith(".safetensors"):
             sha256 = hashlib.sha256(content).hexdigest()
@@ -50,7 +56,9 @@ def publish(data: Path, folder: Path, repo_id: str = REPO, extra: dict[str, byte
             }
         else:
             files[path] = store.put_blob(content)
-    sha = store.commit(repo, "main", "upload", "", {**repo["commits"][repo["refs"]["main"]]["files"], **files})
+    sha = store.commit(
+        repo, "main", "upload", "", {**repo["commits"][repo["refs"]["main"]]["files"], **files}
+    )
     store.save(repo_id, repo)
     return sha
 
@@ -85,9 +93,14 @@ class Tamper:
 
             async def patched(message):
                 if message["type"] == "http.response.start" and self.rewrite is not None:
-                    headers = {key.decode().lower(): value.decode() for key, value in message["headers"]}
+                    headers = {
+                        key.decode().lower(): value.decode() for key, value in message["headers"]
+                    }
                     headers = self.rewrite(scope["path"], scope["method"], headers)
-                    message = {**message, "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+                    message = {
+                        **message,
+                        "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+                    }
                 await send(message)
 
             await app(scope, receive, patched)
@@ -114,16 +127,24 @@ def _lies(path: str, method: str, headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
-def test_a_hostile_hub_gets_one_clear_error_and_nothing_written_outside_the_cache(tmp_path, model_folder):
+def test_a_hostile_hub_gets_one_clear_error_and_nothing_written_outside_the_cache(
+    tmp_path, model_folder
+):
     """One new process loads each repository of a Hub that lies; every lie is a ``ModelLoadError`` (an ``OSError``)
     naming it, the cache is the only folder written, the honest repository loads, and the token is never sent to the
     host a download is redirected to (the Hub's CDN: here the same server under another name)."""
     from hub_server import running_hub
 
     modules = json.loads((model_folder / "modules.json").read_text())
-    climbing = [dict(entry, path="../../../../../etc") if entry["path"] == "1_Pooling" else entry for entry in modules]
+    climbing = [
+        dict(entry, path="../../../../../etc") if entry["path"] == "1_Pooling" else entry
+        for entry in modules
+    ]
     repos = {
-        "org/honest": {"1_Pooling/../../../../escaped.txt": b"never fetched", "/tmp/escaped-abs.txt": b"nor this"},
+        "org/honest": {
+            "1_Pooling/../../../../escaped.txt": b"never fetched",
+            "/tmp/escaped-abs.txt": b"nor this",
+        },
         "org/commit-path": {},
         "org/small-size": {},
         "org/huge-size": {},
@@ -148,10 +169,18 @@ def test_a_hostile_hub_gets_one_clear_error_and_nothing_written_outside_the_cach
         "message": "Invalid model path '../../../../../etc': expected a relative path without '..' components.",
     }
     after = file_tree(tmp_path)
-    assert {name: content for name, content in after.items() if not name.startswith(("home/", "hub-data/"))} == {
-        name: content for name, content in before.items() if not name.startswith(("home/", "hub-data/"))
+    assert {
+        name: content
+        for name, content in after.items()
+        if not name.startswith(("home/", "hub-data/"))
+    } == {
+        name: content
+        for name, content in before.items()
+        if not name.startswith(("home/", "hub-data/"))
     }
-    assert not [name for name in after if "escaped" in name] and not os.path.exists("/tmp/escaped-abs.txt")
+    assert not [name for name in after if "escaped" in name] and not os.path.exists(
+        "/tmp/escaped-abs.txt"
+    )
     assert not [path for path, _ in tamper.seen if "escaped" in path]
     downloads = [headers for path, headers in tamper.seen if path.startswith("/lfs-objects/")]
     assert downloads and all("authorization" not in headers for headers in downloads)

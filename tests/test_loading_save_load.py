@@ -48,7 +48,8 @@ def test_span_config_defaults_and_replace():
 
 
 @pytest.mark.parametrize(
-    "kwargs", [dict(min_span=0), dict(min_span=3, max_span=2), dict(unit="char"), dict(max_span=2.5)]
+    "kwargs",
+    [dict(min_span=0), dict(min_span=3, max_span=2), dict(unit="char"), dict(max_span=2.5)],
 )
 def test_span_config_validates(kwargs):
     with pytest.raises(ValueError):
@@ -72,7 +73,9 @@ def test_set_span_config_updates_model_and_encode_defaults(make_tiny_model):
     assert set(lengths.tolist()) == {2, 3}
     # explicit arguments still win
     assert set(
-        (lambda r: (r.units[:, 1] - r.units[:, 0]).tolist())(model.encode_spans("a b c", min_span=1, max_span=1))
+        (lambda r: (r.units[:, 1] - r.units[:, 0]).tolist())(
+            model.encode_spans("a b c", min_span=1, max_span=1)
+        )
     ) == {1}
 
 
@@ -135,7 +138,9 @@ def test_a_model_with_span_pooling_attached_saves_plain_modules(make_tiny_model,
     assert [type(module) for module in loaded] == [type(module) for module in model]
     assert get_span_config(loaded) == SpanConfig(1, 4, "token")
     assert_same_encodings(model.encode_spans(TEXTS), loaded.encode_spans(TEXTS))
-    SpanPooling.attach(loaded)  # attached again where the forward pass must give spans: the saved settings
+    SpanPooling.attach(
+        loaded
+    )  # attached again where the forward pass must give spans: the saved settings
     assert (loaded[1].span_pooling.min_span, loaded[1].span_pooling.max_span) == (1, 4)
 
 
@@ -144,8 +149,13 @@ def test_load_model_opens_folders_saved_with_span_pooling_as_a_module(make_tiny_
     for the flag, as it does for any outside class."""
     reference = make_tiny_model()
     path = tmp_path / "old"
-    SentenceTransformer(modules=[reference[0], SpanPooling(32, 2, 4, "token")], device="cpu").save(str(path))
-    assert json.loads((path / "modules.json").read_text())[1]["type"] == "slice_st.models.span_pooling.SpanPooling"
+    SentenceTransformer(modules=[reference[0], SpanPooling(32, 2, 4, "token")], device="cpu").save(
+        str(path)
+    )
+    assert (
+        json.loads((path / "modules.json").read_text())[1]["type"]
+        == "slice_st.models.span_pooling.SpanPooling"
+    )
     before = sorted(os.listdir(path))
     with pytest.raises(ValueError, match="trust_remote_code"):
         SentenceTransformer(str(path), device="cpu")
@@ -153,7 +163,9 @@ def test_load_model_opens_folders_saved_with_span_pooling_as_a_module(make_tiny_
     assert isinstance(loaded[1], Pooling) and get_span_config(loaded) == SpanConfig(2, 4, "token")
     expected = reference.encode_spans(TEXTS, min_span=2, max_span=4, unit="token")
     assert_same_encodings(expected, loaded.encode_spans(TEXTS))
-    assert slice_st.loading.model_identity(loaded)[1] == str(path)  # its identity is its folder, not a temporary view
+    assert slice_st.loading.model_identity(loaded)[1] == str(
+        path
+    )  # its identity is its folder, not a temporary view
     assert sorted(os.listdir(path)) == before  # nothing written in it
 
 
@@ -192,14 +204,21 @@ def test_m01_loading_a_hostile_old_format_folder_writes_nothing_anywhere(
     scratch.mkdir(parents=True)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     folder = root / "models" / "old"
-    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu").save(str(folder))
+    SentenceTransformer(
+        modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu"
+    ).save(str(folder))
     outside = root / "elsewhere" / "m01_abs"
     in_tmp = f"/tmp/slice-st-m01-{uuid.uuid4().hex}"
     hostile = module_path.replace("ABS", str(outside)).replace("/tmp/TMPNAME", in_tmp)
     modules = json.loads((folder / "modules.json").read_text())
-    if os.path.basename(hostile):  # the module's config where the loader reads it: the folder of that name
+    if os.path.basename(
+        hostile
+    ):  # the module's config where the loader reads it: the folder of that name
         (folder / os.path.basename(hostile)).mkdir(exist_ok=True)
-        shutil.copy(folder / modules[1]["path"] / "config.json", folder / os.path.basename(hostile) / "config.json")
+        shutil.copy(
+            folder / modules[1]["path"] / "config.json",
+            folder / os.path.basename(hostile) / "config.json",
+        )
     modules[1]["path"] = hostile
     (folder / "modules.json").write_text(json.dumps(modules))
     before = _file_tree(root)
@@ -210,7 +229,9 @@ def test_m01_loading_a_hostile_old_format_folder_writes_nothing_anywhere(
     assert "one folder name inside the model folder" in str(refused.value)
 
 
-def test_m01_loading_an_old_format_folder_leaves_every_file_tree_as_it_was(make_tiny_model, tmp_path, monkeypatch):
+def test_m01_loading_an_old_format_folder_leaves_every_file_tree_as_it_was(
+    make_tiny_model, tmp_path, monkeypatch
+):
     """The temporary view an old-format folder is opened through is gone after the load; nothing else is written."""
     import tempfile
 
@@ -218,17 +239,25 @@ def test_m01_loading_an_old_format_folder_leaves_every_file_tree_as_it_was(make_
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     folder = tmp_path / "models" / "old"
-    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu").save(str(folder))
+    SentenceTransformer(
+        modules=[make_tiny_model()[0], SpanPooling(32, 1, 3, "word")], device="cpu"
+    ).save(str(folder))
     before = _file_tree(tmp_path)
-    assert get_span_config(slice_st.load_model(str(folder), device="cpu")) == SpanConfig(1, 3, "word")
+    assert get_span_config(slice_st.load_model(str(folder), device="cpu")) == SpanConfig(
+        1, 3, "word"
+    )
     assert _file_tree(tmp_path) == before
 
 
 @pytest.mark.parametrize("module_path", ["/etc", "../elsewhere", "0_x/../../elsewhere"])
-def test_m01_a_module_path_outside_the_folder_is_refused_for_any_folder(make_tiny_model, tmp_path, module_path):
+def test_m01_a_module_path_outside_the_folder_is_refused_for_any_folder(
+    make_tiny_model, tmp_path, module_path
+):
     """A plain folder whose modules.json points a module outside the folder is refused (by sentence-transformers)."""
     folder = tmp_path / "plain"
-    SentenceTransformer(modules=[make_tiny_model()[0], Pooling(32, "mean")], device="cpu").save(str(folder))
+    SentenceTransformer(modules=[make_tiny_model()[0], Pooling(32, "mean")], device="cpu").save(
+        str(folder)
+    )
     modules = json.loads((folder / "modules.json").read_text())
     modules[1]["path"] = module_path
     (folder / "modules.json").write_text(json.dumps(modules))
@@ -236,16 +265,26 @@ def test_m01_a_module_path_outside_the_folder_is_refused_for_any_folder(make_tin
         slice_st.load_model(str(folder), device="cpu")
 
 
-@pytest.mark.parametrize("kind", ["somebody_else.pooling.SpanPooling", "slice_st.pooling.SpanPooling"])
+@pytest.mark.parametrize(
+    "kind", ["somebody_else.pooling.SpanPooling", "slice_st.pooling.SpanPooling"]
+)
 def test_load_model_trusts_no_other_module_class(make_tiny_model, tmp_path, kind):
     path = tmp_path / "foreign"
-    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32)], device="cpu").save(str(path))
+    SentenceTransformer(modules=[make_tiny_model()[0], SpanPooling(32)], device="cpu").save(
+        str(path)
+    )
     modules = json.loads((path / "modules.json").read_text())
-    modules[1]["type"] = kind  # another package's class, or a path no release of slice-st ever wrote
+    modules[1]["type"] = (
+        kind  # another package's class, or a path no release of slice-st ever wrote
+    )
     (path / "modules.json").write_text(json.dumps(modules))
-    with pytest.raises(ValueError, match="not part of Sentence Transformers") as caught:  # sentence-transformers'
+    with pytest.raises(
+        ValueError, match="not part of Sentence Transformers"
+    ) as caught:  # sentence-transformers'
         slice_st.load_model(str(path), device="cpu")
-    assert not isinstance(caught.value, OSError)  # its own error, as plain SentenceTransformer(path) raises it
+    assert not isinstance(
+        caught.value, OSError
+    )  # its own error, as plain SentenceTransformer(path) raises it
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,13 +298,17 @@ def span_pooling_model(make_tiny_model):
 
 
 def test_attach_keeps_the_pooling_module_and_the_tokenizer_settings(span_pooling_model, tiny_model):
-    assert type(span_pooling_model[1]) is Pooling  # sentence-transformers' own class: saved and loaded as such
+    assert (
+        type(span_pooling_model[1]) is Pooling
+    )  # sentence-transformers' own class: saved and loaded as such
     pooling = span_pooling_model[1].span_pooling
     assert isinstance(pooling, SpanPooling)
     assert (pooling.min_span, pooling.max_span, pooling.unit) == (1, 3, "word")
     assert pooling.get_embedding_dimension() == 32
     assert get_span_config(span_pooling_model) == SpanConfig(1, 3, "word")
-    assert span_pooling_model[0].processing_kwargs == tiny_model[0].processing_kwargs  # nothing asked of every batch
+    assert (
+        span_pooling_model[0].processing_kwargs == tiny_model[0].processing_kwargs
+    )  # nothing asked of every batch
 
 
 def test_span_pooling_sentence_embedding_equals_mean_pooling(span_pooling_model, tiny_model):
@@ -281,7 +324,9 @@ def test_span_pooling_spans_match_encode_spans(span_pooling_model, tiny_model):
     expected = tiny_model.encode_spans(TEXTS, min_span=1, max_span=3)
     for out, result in zip(outputs, expected):
         mask = out["span_mask"]
-        np.testing.assert_allclose(out["span_embeddings"][mask].numpy(), result.embeddings, atol=1e-5)
+        np.testing.assert_allclose(
+            out["span_embeddings"][mask].numpy(), result.embeddings, atol=1e-5
+        )
         np.testing.assert_array_equal(out["span_offsets"][mask].numpy(), result.offsets)
         assert out["span_embeddings"].shape[0] == out["span_mask"].shape[0]
         assert int(out["num_units"]) == len(result.text.split())
@@ -293,7 +338,9 @@ def test_span_pooling_forward_directly(span_pooling_model, tiny_model):
     with torch.no_grad():
         out = span_pooling_model(features)
     batch = len(TEXTS)
-    spans = out["span_units"]  # the same (S, 2) grid repeated per row, so encode() can split it per text
+    spans = out[
+        "span_units"
+    ]  # the same (S, 2) grid repeated per row, so encode() can split it per text
     assert spans.shape[0] == batch and spans.shape[2] == 2
     assert all(torch.equal(spans[0], row) for row in spans)
     assert out["span_embeddings"].shape == (batch, spans.shape[1], 32)
@@ -309,17 +356,37 @@ def test_span_pooling_without_spans(make_tiny_model, tiny_model):
     model = SpanPooling.attach(make_tiny_model(), output_spans=False)
     out = model.encode(TEXTS[:1], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
     assert "span_embeddings" not in out
-    assert torch.allclose(out["sentence_embedding"], tiny_model.encode(TEXTS[:1], convert_to_tensor=True)[0], atol=1e-5)
+    assert torch.allclose(
+        out["sentence_embedding"],
+        tiny_model.encode(TEXTS[:1], convert_to_tensor=True)[0],
+        atol=1e-5,
+    )
 
 
-def test_output_value_none_carries_only_sentence_transformers_keys_unless_asked(span_pooling_model, tiny_model):
+def test_output_value_none_carries_only_sentence_transformers_keys_unless_asked(
+    span_pooling_model, tiny_model
+):
     plain = tiny_model.encode(TEXTS[:2], output_value=None, prompt="query: ")
     attached = span_pooling_model.encode(TEXTS[:2], output_value=None, prompt="query: ")
-    own = {"input_ids", "token_type_ids", "attention_mask", "sentence_embedding", "token_embeddings"}
+    own = {
+        "input_ids",
+        "token_type_ids",
+        "attention_mask",
+        "sentence_embedding",
+        "token_embeddings",
+    }
     assert own | {"prompt_length", "modality"} == set(plain[0])
     assert [set(out) for out in attached] == [set(out) for out in plain]
-    asked = span_pooling_model.encode(TEXTS[:1], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
-    assert {"span_embeddings", "span_mask", "span_offsets", "offset_mapping", "special_tokens_mask"} <= set(asked)
+    asked = span_pooling_model.encode(
+        TEXTS[:1], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS
+    )[0]
+    assert {
+        "span_embeddings",
+        "span_mask",
+        "span_offsets",
+        "offset_mapping",
+        "special_tokens_mask",
+    } <= set(asked)
 
 
 def test_a_training_batch_without_span_features_is_refused(make_tiny_model):
@@ -331,7 +398,9 @@ def test_a_training_batch_without_span_features_is_refused(make_tiny_model):
 
 
 def test_span_pooling_span_units_shape_when_span_count_equals_batch_size(span_pooling_model):
-    out = span_pooling_model.encode(["hello"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
+    out = span_pooling_model.encode(
+        ["hello"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS
+    )[0]
     assert out["span_units"].shape == (out["span_embeddings"].shape[0], 2)
 
 
@@ -357,12 +426,16 @@ def test_attach_uses_saved_settings(make_tiny_model):
     set_span_config(model, max_span=6)  # writes the module too
     assert pooling.max_span == 6 and get_span_config(model) == SpanConfig(2, 6, "token")
     SpanPooling.attach(model, max_span=3)  # attaching again replaces it: one hook, the new settings
-    out = model.encode(["a b c d e"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[0]
+    out = model.encode(["a b c d e"], output_value=None, processing_kwargs=SPAN_PROCESSING_KWARGS)[
+        0
+    ]
     lengths = out["span_units"][out["span_mask"]].diff(dim=1).flatten()
     assert set(lengths.tolist()) == {2, 3} and len(model[1]._forward_hooks) == 1
 
 
-@pytest.mark.parametrize("kwargs", [dict(min_span=0), dict(min_span=4, max_span=3), dict(unit="char")])
+@pytest.mark.parametrize(
+    "kwargs", [dict(min_span=0), dict(min_span=4, max_span=3), dict(unit="char")]
+)
 def test_span_pooling_validates(kwargs):
     with pytest.raises(ValueError):
         SpanPooling(32, **kwargs)
@@ -381,10 +454,16 @@ def test_enable_span_features(make_tiny_model):
     model[0].processing_kwargs = {"text": {"padding": True}}
     assert slice_st.config.enable_span_features(model) is model
     text_kwargs = model[0].processing_kwargs["text"]
-    assert text_kwargs == {"padding": True, "return_offsets_mapping": True, "return_special_tokens_mask": True}
+    assert text_kwargs == {
+        "padding": True,
+        "return_offsets_mapping": True,
+        "return_special_tokens_mask": True,
+    }
     out = model.encode(["a man"], output_value=None)[0]
     assert "offset_mapping" in out and "special_tokens_mask" in out
-    np.testing.assert_allclose(model.encode(["a man"]), make_tiny_model().encode(["a man"]), atol=1e-6)
+    np.testing.assert_allclose(
+        model.encode(["a man"]), make_tiny_model().encode(["a man"]), atol=1e-6
+    )
     with pytest.raises(ValueError, match="processing_kwargs"):
         slice_st.config.enable_span_features([Pooling(8, "mean")])
 
@@ -414,10 +493,14 @@ def slice_model(request):
 
 def test_st_save_then_plain_load_gives_the_same_model(slice_model, tmp_path):
     slice_model.save(str(tmp_path / "m"))
-    assert list(tmp_path.rglob("model.safetensors")) and not list(tmp_path.rglob("pytorch_model.bin"))
+    assert list(tmp_path.rglob("model.safetensors")) and not list(
+        tmp_path.rglob("pytorch_model.bin")
+    )
     loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")  # no trust_remote_code
     assert [type(module) for module in loaded] == [type(module) for module in slice_model]
-    np.testing.assert_allclose(loaded.encode(TEXTS), slice_model.encode(TEXTS), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(
+        loaded.encode(TEXTS), slice_model.encode(TEXTS), rtol=1e-4, atol=1e-6
+    )
     assert get_span_config(loaded) == get_span_config(slice_model)
 
 
@@ -427,11 +510,20 @@ def test_st_prompts_and_similarity_function_are_saved(slice_model, tmp_path):
     slice_model.similarity_fn_name = "euclidean"
     slice_model.save(str(tmp_path / "m"))
     saved = json.loads((tmp_path / "m" / "config_sentence_transformers.json").read_text())
-    assert saved["prompts"] == {"query": "query: ", "document": ""} and saved["default_prompt_name"] == "query"
+    assert (
+        saved["prompts"] == {"query": "query: ", "document": ""}
+        and saved["default_prompt_name"] == "query"
+    )
     loaded = SentenceTransformer(str(tmp_path / "m"), device="cpu")
-    assert loaded.prompts == {"query": "query: ", "document": ""} and loaded.default_prompt_name == "query"
+    assert (
+        loaded.prompts == {"query": "query: ", "document": ""}
+        and loaded.default_prompt_name == "query"
+    )
     assert loaded.similarity_fn_name == "euclidean"
-    assert SentenceTransformer(str(tmp_path / "m"), similarity_fn_name="manhattan").similarity_fn_name == "manhattan"
+    assert (
+        SentenceTransformer(str(tmp_path / "m"), similarity_fn_name="manhattan").similarity_fn_name
+        == "manhattan"
+    )
 
 
 def test_st_loads_without_its_normalize_folder(slice_model, tmp_path):
@@ -445,13 +537,21 @@ def test_st_loads_without_its_normalize_folder(slice_model, tmp_path):
 def test_st_card_names_the_id_it_was_saved_as(slice_model, tmp_path):
     slice_model.save(str(tmp_path / "a"))
     card = (tmp_path / "a" / "README.md").read_text()
-    assert card.count(PLACEHOLDER) == 2 and 'SentenceTransformer("slice-minilm")' not in card  # ST's and SLICE's
+    assert (
+        card.count(PLACEHOLDER) == 2 and 'SentenceTransformer("slice-minilm")' not in card
+    )  # ST's and SLICE's
     loaded = SentenceTransformer(str(tmp_path / "a"), device="cpu")
     loaded.save(str(tmp_path / "b"), model_name="test_user/test_model")
     card = (tmp_path / "b" / "README.md").read_text()
-    assert card.count('SentenceTransformer("test_user/test_model")') == 2 and PLACEHOLDER not in card
-    slice_model.save(str(tmp_path / "c"), model_name="test_user/other")  # the shipped name is no model id
-    assert (tmp_path / "c" / "README.md").read_text().count('SentenceTransformer("test_user/other")') == 2
+    assert (
+        card.count('SentenceTransformer("test_user/test_model")') == 2 and PLACEHOLDER not in card
+    )
+    slice_model.save(
+        str(tmp_path / "c"), model_name="test_user/other"
+    )  # the shipped name is no model id
+    assert (tmp_path / "c" / "README.md").read_text().count(
+        'SentenceTransformer("test_user/other")'
+    ) == 2
 
 
 def test_st_generated_card_is_valid(slice_model):
@@ -460,7 +560,9 @@ def test_st_generated_card_is_valid(slice_model):
     card = generate_model_card(slice_model)
     assert "```python" in card and "SentenceTransformer" in card and "\n\n\n" not in card
     slice_model.model_card_data.model_id = "tomaarsen/test-model"
-    assert generate_model_card(slice_model).count('SentenceTransformer("tomaarsen/test-model")') == 2
+    assert (
+        generate_model_card(slice_model).count('SentenceTransformer("tomaarsen/test-model")') == 2
+    )
 
 
 def test_st_loaded_card_is_reused_until_training(slice_model, tmp_path):
@@ -480,7 +582,10 @@ def test_st_loaded_card_is_reused_until_training(slice_model, tmp_path):
 
 def test_st_output_value_none_keys(slice_model):
     outputs = slice_model.encode(["Text one", "Text two"], prompt="query: ", output_value=None)
-    assert isinstance(outputs, list) and [set(out) for out in outputs] == [ST_OUTPUT_KEYS, ST_OUTPUT_KEYS]
+    assert isinstance(outputs, list) and [set(out) for out in outputs] == [
+        ST_OUTPUT_KEYS,
+        ST_OUTPUT_KEYS,
+    ]
 
 
 # sentence-transformers 6.2's test_save_load_prompts and test_model_card_reuse (tests/sentence_transformer/
@@ -508,10 +613,18 @@ def test_st_save_load_prompts(name, tmp_path):
     assert model.prompts == {"query": "query: ", "document": ""}
     assert model.default_prompt_name == "query"
     model.save(str(tmp_path / "tiny_model_local"))
-    saved = json.loads((tmp_path / "tiny_model_local" / "config_sentence_transformers.json").read_text())
-    assert saved["prompts"] == {"query": "query: ", "document": ""} and saved["default_prompt_name"] == "query"
+    saved = json.loads(
+        (tmp_path / "tiny_model_local" / "config_sentence_transformers.json").read_text()
+    )
+    assert (
+        saved["prompts"] == {"query": "query: ", "document": ""}
+        and saved["default_prompt_name"] == "query"
+    )
     fresh = SentenceTransformer(str(tmp_path / "tiny_model_local"))
-    assert fresh.prompts == {"query": "query: ", "document": ""} and fresh.default_prompt_name == "query"
+    assert (
+        fresh.prompts == {"query": "query: ", "document": ""}
+        and fresh.default_prompt_name == "query"
+    )
 
 
 def test_load_model_passes_sentence_transformers_argument_errors_unchanged():

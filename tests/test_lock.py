@@ -37,7 +37,10 @@ def _requirements() -> list[tuple[str, Requirement]]:
     found = [("dependencies", Requirement(text)) for text in project["dependencies"]]
     for extra, texts in project["optional-dependencies"].items():
         found += [(f"[{extra}]", Requirement(text)) for text in texts]
-    found += [("research/requirements.txt", r) for r in _read_requirements(ROOT / "research" / "requirements.txt")]
+    found += [
+        ("research/requirements.txt", r)
+        for r in _read_requirements(ROOT / "research" / "requirements.txt")
+    ]
     return [(where, r) for where, r in found if canonicalize_name(r.name) != "slice-st"]
 
 
@@ -54,12 +57,19 @@ def test_the_lock_satisfies_every_range_of_pyproject(where, requirement):
 
 
 def test_the_lock_pins_the_cpu_torch_of_lock_in():
-    torch = next(r for r in _read_requirements(ROOT / "requirements" / "lock.in") if r.name == "torch")
+    torch = next(
+        r for r in _read_requirements(ROOT / "requirements" / "lock.in") if r.name == "torch"
+    )
     assert _pins()["torch"].endswith("+cpu")
     assert torch.specifier.contains(_pins()["torch"])
 
 
 def test_no_package_index_is_written_into_the_repository():
-    for path in (LOCK, ROOT / "Makefile", ROOT / "requirements" / "lock.in", ROOT / "pyproject.toml"):
+    for path in (
+        LOCK,
+        ROOT / "Makefile",
+        ROOT / "requirements" / "lock.in",
+        ROOT / "pyproject.toml",
+    ):
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"--(extra-)?index-url\s+\S|--find-links\s+\S|file:///", text), path

@@ -31,7 +31,9 @@ def colbert_dir(tiny_model_dir, tmp_path_factory) -> str:
 
     folder = tmp_path_factory.mktemp("colbert")
     torch.manual_seed(1)
-    projection = Dense(32, 16, bias=False, activation_function=None, module_input_name="token_embeddings")
+    projection = Dense(
+        32, 16, bias=False, activation_function=None, module_input_name="token_embeddings"
+    )
     pipeline = [Transformer(tiny_model_dir, max_seq_length=128), projection]
     SentenceTransformer(modules=pipeline, device="cpu").save(str(folder))
     modules = json.loads((folder / "modules.json").read_text())
@@ -41,8 +43,16 @@ def colbert_dir(tiny_model_dir, tmp_path_factory) -> str:
     for key in ("module_input_name", "module_output_name"):  # PyLate's Dense had neither
         dense.pop(key)
     (folder / "1_Dense" / "config.json").write_text(json.dumps(dense))
-    settings = {"model_type": "ColBERT", "query_prefix": "[unused0]", "document_prefix": "[unused1]"}
-    settings |= {"query_length": QUERY_LENGTH, "document_length": DOCUMENT_LENGTH, "attend_to_expansion_tokens": True}
+    settings = {
+        "model_type": "ColBERT",
+        "query_prefix": "[unused0]",
+        "document_prefix": "[unused1]",
+    }
+    settings |= {
+        "query_length": QUERY_LENGTH,
+        "document_length": DOCUMENT_LENGTH,
+        "attend_to_expansion_tokens": True,
+    }
     settings |= {"skiplist_words": list(string.punctuation), "do_query_expansion": True}
     (folder / "config_sentence_transformers.json").write_text(json.dumps(settings))
     return str(folder)
@@ -57,8 +67,13 @@ def colbert(colbert_dir):
 
 def test_the_fixture_is_a_colbert_checkpoint(colbert):
     assert type(colbert).__name__ == "MultiVectorEncoder" and colbert.similarity_fn_name == "maxsim"
-    assert colbert.prompts["query"].startswith("[unused0]") and colbert.prompts["document"].startswith("[unused1]")
-    assert colbert[0].query_expansion["length"] == QUERY_LENGTH and colbert[0].document_length == DOCUMENT_LENGTH
+    assert colbert.prompts["query"].startswith("[unused0]") and colbert.prompts[
+        "document"
+    ].startswith("[unused1]")
+    assert (
+        colbert[0].query_expansion["length"] == QUERY_LENGTH
+        and colbert[0].document_length == DOCUMENT_LENGTH
+    )
     assert colbert.get_embedding_dimension() == 16 and "," in colbert[2].skiplist_words
 
 
@@ -86,10 +101,18 @@ def test_span_vectors_are_means_of_the_models_scored_token_vectors(colbert):
         checked += 1
     assert checked == len(encoding) > 20
     by_span = dict(zip(encoding.spans, encoding.embeddings))
-    assert np.linalg.norm(by_span["man,"]) == pytest.approx(1.0, abs=1e-5)  # one scored token: a unit vector
-    assert "-" not in by_span and "guitar -" in by_span  # a span of skiplisted tokens only is no span
-    matches = slice_st.best_spans(colbert, "-", TEXT, max_span=1, top_k=20, overlap=True, scorer="max-cosine")
-    assert len(matches[0][0]) == len(TEXT.split()) - 1 and "-" not in {match.span for match in matches[0][0]}
+    assert np.linalg.norm(by_span["man,"]) == pytest.approx(
+        1.0, abs=1e-5
+    )  # one scored token: a unit vector
+    assert (
+        "-" not in by_span and "guitar -" in by_span
+    )  # a span of skiplisted tokens only is no span
+    matches = slice_st.best_spans(
+        colbert, "-", TEXT, max_span=1, top_k=20, overlap=True, scorer="max-cosine"
+    )
+    assert len(matches[0][0]) == len(TEXT.split()) - 1 and "-" not in {
+        match.span for match in matches[0][0]
+    }
 
 
 def test_query_vectors_are_the_mean_of_the_query_own_tokens(colbert):
@@ -110,12 +133,19 @@ def test_best_spans_and_the_index_rank_by_cosine_of_those_vectors(colbert):
     cosines = encoding.embeddings @ vector
     best = int(np.argmax(cosines))
     match = slice_st.best_spans(colbert, query, TEXT, max_span=3, scorer="max-cosine")[0][0][0]
-    assert (match.span, match.score) == (encoding.spans[best], pytest.approx(float(cosines[best]), abs=1e-5))
+    assert (match.span, match.score) == (
+        encoding.spans[best],
+        pytest.approx(float(cosines[best]), abs=1e-5),
+    )
     texts = [TEXT, "The flight was late."]
     index = slice_st.SpanIndex.build(texts, colbert, max_span=3)
     found = index.search(query, top_k=1, scorer="max-cosine")[0][0]
     best = slice_st.best_spans(colbert, query, texts, max_span=3, scorer="max-cosine").ranked(0)[0]
-    assert (int(found.doc_id), found.span, found.score) == (best.text_index, best.span, pytest.approx(best.score, 1e-5))
+    assert (int(found.doc_id), found.span, found.score) == (
+        best.text_index,
+        best.span,
+        pytest.approx(best.score, 1e-5),
+    )
     assert slice_st.best_spans(colbert, query, TEXT, max_span=3).similarity_fn_name == "cosine"
 
 
@@ -144,7 +174,9 @@ def test_to_multi_vector_scores_the_models_own_token_vectors_by_maxsim(tiny_mode
     texts = ["A man plays the guitar.", "The flight was late"]
     tokens = tiny_model.encode(texts, output_value="token_embeddings")
     documents = colbert.encode_document(texts)
-    assert len(documents[0]) == len(tokens[0]) - 1  # the full stop is skipped; [CLS] and [SEP] are scored
+    assert (
+        len(documents[0]) == len(tokens[0]) - 1
+    )  # the full stop is skipped; [CLS] and [SEP] are scored
     np.testing.assert_allclose(
         documents[1].numpy(), torch.nn.functional.normalize(tokens[1], dim=-1).numpy(), atol=1e-5
     )
@@ -157,7 +189,9 @@ def test_to_multi_vector_scores_the_models_own_token_vectors_by_maxsim(tiny_mode
 
     colbert.save(str(tmp_path / "colbert"))
     reloaded = MultiVectorEncoder(str(tmp_path / "colbert"), device="cpu")
-    np.testing.assert_allclose(reloaded.similarity(queries, reloaded.encode_document(texts)).numpy(), scores, atol=1e-5)
+    np.testing.assert_allclose(
+        reloaded.similarity(queries, reloaded.encode_document(texts)).numpy(), scores, atol=1e-5
+    )
     assert slice_st.get_span_config(reloaded) == slice_st.get_span_config(tiny_model)
 
 
@@ -186,9 +220,13 @@ def test_an_index_built_with_a_colbert_checkpoint_reopens_with_it(colbert_dir, t
 
     from slice_st.multi_vector import is_multi_vector_folder
 
-    index = slice_st.SpanIndex.build([TEXT, "The flight was late."], MultiVectorEncoder(colbert_dir), max_span=3)
+    index = slice_st.SpanIndex.build(
+        [TEXT, "The flight was late."], MultiVectorEncoder(colbert_dir), max_span=3
+    )
     index.save(tmp_path / "index")
-    reopened = slice_st.SpanIndex.load(tmp_path / "index")  # the recorded folder, as a MultiVectorEncoder
+    reopened = slice_st.SpanIndex.load(
+        tmp_path / "index"
+    )  # the recorded folder, as a MultiVectorEncoder
     assert type(reopened.model).__name__ == "MultiVectorEncoder"
     assert reopened.search("the guitar", top_k=2) == index.search("the guitar", top_k=2)
     assert is_multi_vector_folder(colbert_dir) and not is_multi_vector_folder(tmp_path)
@@ -196,7 +234,9 @@ def test_an_index_built_with_a_colbert_checkpoint_reopens_with_it(colbert_dir, t
         slice_st.SpanIndex.load(tmp_path / "index", backend="onnx")
 
 
-def test_the_command_line_reads_a_colbert_folder_as_a_multi_vector_encoder(colbert, colbert_dir, tmp_path, capsys):
+def test_the_command_line_reads_a_colbert_folder_as_a_multi_vector_encoder(
+    colbert, colbert_dir, tmp_path, capsys
+):
     """``--model FOLDER`` of a ColBERT / PyLate checkpoint mines with its own token vectors (its projection kept), as
     ``best_spans`` does in Python, with the cache and without, and builds an index; backend options are refused."""
     from helpers import cli_fails, run_cli
@@ -207,13 +247,26 @@ def test_the_command_line_reads_a_colbert_folder_as_a_multi_vector_encoder(colbe
     rows = []
     for extra in ([], ["--no-cache"], []):  # the third run reads the cache the first wrote
         code, out = run_cli(
-            capsys, "mine", corpus, "-q", "plays the guitar", "--model", colbert_dir, "-f", "jsonl", *extra
+            capsys,
+            "mine",
+            corpus,
+            "-q",
+            "plays the guitar",
+            "--model",
+            colbert_dir,
+            "-f",
+            "jsonl",
+            *extra,
         )
         assert code == 0, out.err
         rows.append(json.loads(out.out.splitlines()[0]))
     assert [row["span"] for row in rows] == [expected.span] * 3
-    assert all(abs(row["score"] - expected.score) < 1e-4 for row in rows)  # compared at the precision shown
-    code, out = run_cli(capsys, "index", "build", corpus, "-o", tmp_path / "idx", "--model", colbert_dir, "--quiet")
+    assert all(
+        abs(row["score"] - expected.score) < 1e-4 for row in rows
+    )  # compared at the precision shown
+    code, out = run_cli(
+        capsys, "index", "build", corpus, "-o", tmp_path / "idx", "--model", colbert_dir, "--quiet"
+    )
     assert code == 0, out.err
     assert "MultiVectorEncoder" in cli_fails(
         capsys, "mine", corpus, "-q", "guitar", "--model", colbert_dir, "--model-dtype", "bfloat16"

@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _tracked_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     if out.returncode != 0:
         pytest.skip("not a git checkout")
     return [name for name in out.stdout.split("\0") if name and (ROOT / name).is_file()]
@@ -32,7 +34,16 @@ def wheel(tmp_path_factory) -> Path:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("dist")
-    command = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(source)]
+    command = [
+        sys.executable,
+        "-m",
+        "build",
+        "--wheel",
+        "--no-isolation",
+        "--outdir",
+        str(out),
+        str(source),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (built,) = out.glob("slice_st-*.whl")
@@ -45,11 +56,16 @@ def test_the_wheel_carries_the_shipped_model_and_none_of_the_lab(wheel):
         assert f"slice_st/pretrained/slice_minilm/{needed}" in names
     assert any(n.startswith("slice_st/model_card/") and n.endswith(".md") for n in names)
     assert any(n.startswith("slice_st/serve/static/") for n in names)
-    assert "slice_st/integrations/stsb_context_stats.json" in names  # the STSBContext task's descriptive statistics
+    assert (
+        "slice_st/integrations/stsb_context_stats.json" in names
+    )  # the STSBContext task's descriptive statistics
     assert "slice_st/training/presets/cpu-minilm.json" in names  # slice-st train --preset
     assert "slice_st/py.typed" in names  # the package ships its type hints
     top = {name.split("/")[0] for name in names}
-    assert top <= {"slice_st", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}, top
+    assert top <= {
+        "slice_st",
+        f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info",
+    }, top
 
 
 def test_the_wheel_metadata_states_the_ranges_and_the_command(wheel):
@@ -57,7 +73,9 @@ def test_the_wheel_metadata_states_the_ranges_and_the_command(wheel):
     info = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
     metadata = Parser().parsestr(archive.read(info).decode())
     requires = metadata.get_all("Requires-Dist")
-    assert any(r.startswith("transformers") and "<5.24" in r and 'extra == "train"' in r for r in requires), requires
+    assert any(
+        r.startswith("transformers") and "<5.24" in r and 'extra == "train"' in r for r in requires
+    ), requires
     entry_points = archive.read(info.replace("METADATA", "entry_points.txt")).decode()
     assert "slice-st = slice_st.cli:main" in entry_points
 
@@ -83,12 +101,16 @@ def test_the_wheel_installs_into_an_empty_venv_then_mines_and_trains_lora(wheel,
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python, cli = venv / "bin" / "python", venv / "bin" / "slice-st"
-    cpu_torch = f"torch=={torch.__version__}"  # the CPU build this suite runs on; the rest from the ranges
+    cpu_torch = (
+        f"torch=={torch.__version__}"  # the CPU build this suite runs on; the rest from the ranges
+    )
     install = [str(python), "-m", "pip", "install", "-q", cpu_torch, f"{wheel}[train]"]
     done = subprocess.run(install, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     corpus = tmp_path / "texts.txt"
-    corpus.write_text("Yesterday a man played the guitar badly.\nThe departure got delayed by the storm.\n")
+    corpus.write_text(
+        "Yesterday a man played the guitar badly.\nThe departure got delayed by the storm.\n"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     mined = subprocess.run(
         [str(cli), "mine", "-q", "plays the guitar", str(corpus), "--no-progress"],
@@ -99,5 +121,7 @@ def test_the_wheel_installs_into_an_empty_venv_then_mines_and_trains_lora(wheel,
     )
     assert mined.returncode == 0, mined.stderr
     assert "played the guitar" in mined.stdout
-    lora = subprocess.run([str(python), "-c", LORA_SMOKE], capture_output=True, text=True, env=env, check=False)
+    lora = subprocess.run(
+        [str(python), "-c", LORA_SMOKE], capture_output=True, text=True, env=env, check=False
+    )
     assert lora.returncode == 0 and "lora ok" in lora.stdout, lora.stderr[-3000:]

@@ -49,7 +49,12 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
     profile = query_profiles([query], [len(text_units(model.tokenizer, [query])[0][0])])[0]
     spans = np.asarray(encoding.units)
     scores = cosines - costs_of_spans(
-        SPAN_SCORERS["phrase"], flags, mark_prefix(flags), profile, spans[:, 0], spans[:, 1] - spans[:, 0]
+        SPAN_SCORERS["phrase"],
+        flags,
+        mark_prefix(flags),
+        profile,
+        spans[:, 0],
+        spans[:, 1] - spans[:, 0],
     )
     by_span = {(int(a), int(b)): (c, s) for (a, b), c, s in zip(spans, cosines, scores)}
     reranker = rerank.load_reranker(SPAN_SCORERS[DEFAULT_SCORER].rerank)
@@ -75,7 +80,9 @@ def _reference(model, query: str, text: str, top_k: int, overlap: bool = False):
         rerank.query_edges([query]),
     )
     logits = reranker.logits(np.stack([values[name] for name in reranker.features], axis=-1))[0]
-    if profile[0] < reranker.min_query_units:  # shorter than any training query: the phrase scorer's order
+    if (
+        profile[0] < reranker.min_query_units
+    ):  # shorter than any training query: the phrase scorer's order
         logits = -np.arange(len(top), dtype=np.float64)
     kept: list[tuple[int, int, float, float]] = []
     for index in np.argsort(-logits, kind="stable"):
@@ -104,10 +111,18 @@ def test_default_scorer_reranks_like_the_reference(tiny_model, top_k, overlap):
         for t, text in enumerate(TEXTS):
             expected = _reference(tiny_model, query, text, top_k, overlap)
             found = result[q][t]
-            assert [(m.unit_start, m.unit_end) for m in found] == [(a, b) for a, b, _, _ in expected]
-            np.testing.assert_allclose([m.score for m in found], [s for _, _, s, _ in expected], atol=1e-4)
-            np.testing.assert_allclose([m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4)
-            assert all(m.score <= m.similarity + 1e-6 for m in found)  # the score stays the phrase score
+            assert [(m.unit_start, m.unit_end) for m in found] == [
+                (a, b) for a, b, _, _ in expected
+            ]
+            np.testing.assert_allclose(
+                [m.score for m in found], [s for _, _, s, _ in expected], atol=1e-4
+            )
+            np.testing.assert_allclose(
+                [m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4
+            )
+            assert all(
+                m.score <= m.similarity + 1e-6 for m in found
+            )  # the score stays the phrase score
 
 
 def test_paired_and_windowed_texts_rerank_the_same(tiny_model, tiny_model_short):
@@ -136,7 +151,9 @@ def test_the_shipped_reranker_file():
     reranker = rerank.load_reranker("slice-minilm-rerank")
     assert len(path.read_bytes()) < 64 * 1024
     assert {"model", "train", "data", "command"} <= set(data["provenance"])
-    assert len(reranker.features) == len(reranker.weights) == len(reranker.mean) == len(reranker.scale)
+    assert (
+        len(reranker.features) == len(reranker.weights) == len(reranker.mean) == len(reranker.scale)
+    )
     assert reranker.candidates == 20 and reranker.min_query_units == 4
     assert np.isfinite(reranker.weights).all() and (reranker.scale > 0).all()
     empty = np.zeros((1, 2))
@@ -168,7 +185,9 @@ def test_the_phrase_shape_features():
 
 
 def test_scorer_and_reranker_names_are_checked(tiny_model):
-    assert resolve_scorer(None).rerank == "slice-minilm-rerank" and not resolve_scorer(None).is_plain
+    assert (
+        resolve_scorer(None).rerank == "slice-minilm-rerank" and not resolve_scorer(None).is_plain
+    )
     assert resolve_scorer("phrase").rerank is None
     for bad in ("../secrets", "", 3):
         with pytest.raises(ValueError, match="rerank"):
@@ -196,19 +215,31 @@ def test_an_index_reranks_each_document_as_best_spans(tiny_model, tiny_model_sho
         phrase = index.search(queries, top_k=6, per_document=per_document, scorer="phrase")
         for searched in (index, ShardedSpanIndex(parts)):
             got = searched.search(queries, top_k=6, per_document=per_document)
-            assert got == searched.search(queries, top_k=6, per_document=per_document, scorer="reranked")
+            assert got == searched.search(
+                queries, top_k=6, per_document=per_document, scorer="reranked"
+            )
             for q, (matches, ranked) in enumerate(zip(got, phrase)):
-                assert Counter(m.text_index for m in matches) == Counter(m.text_index for m in ranked)  # documents stay
-                assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
-                changed += [(m.unit_start, m.unit_end) for m in matches] != [(m.unit_start, m.unit_end) for m in ranked]
+                assert Counter(m.text_index for m in matches) == Counter(
+                    m.text_index for m in ranked
+                )  # documents stay
+                assert [m.score for m in matches] == sorted(
+                    (m.score for m in matches), reverse=True
+                )
+                changed += [(m.unit_start, m.unit_end) for m in matches] != [
+                    (m.unit_start, m.unit_end) for m in ranked
+                ]
                 for doc in dict.fromkeys(m.text_index for m in matches):
                     spans = [m for m in matches if m.text_index == doc]
-                    result = model.best_spans(queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans))
+                    result = model.best_spans(
+                        queries[q], texts[doc], max_span=MAX_SPAN, top_k=len(spans)
+                    )
                     expected = sorted(result[0][0], key=lambda match: -match.score)
                     assert [(m.unit_start, m.unit_end, m.span) for m in spans] == [
                         (e.unit_start, e.unit_end, e.span) for e in expected
                     ]
-                    np.testing.assert_allclose([m.score for m in spans], [e.score for e in expected], atol=1e-5)
+                    np.testing.assert_allclose(
+                        [m.score for m in spans], [e.score for e in expected], atol=1e-5
+                    )
                     np.testing.assert_allclose(
                         [m.similarity for m in spans], [e.similarity for e in expected], atol=1e-5
                     )
@@ -220,7 +251,9 @@ def test_a_short_query_keeps_the_phrase_choice(tiny_model):
     short = ["a dog barks", "and then", "budget"]
     for overlap in (False, True):
         reranked = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap)
-        phrase = tiny_model.best_spans(short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap, scorer="phrase")
+        phrase = tiny_model.best_spans(
+            short, TEXTS, max_span=MAX_SPAN, top_k=3, overlap=overlap, scorer="phrase"
+        )
         np.testing.assert_array_equal(reranked.unit_starts, phrase.unit_starts)
         np.testing.assert_array_equal(reranked.unit_ends, phrase.unit_ends)
         np.testing.assert_allclose(reranked.scores, phrase.scores, atol=1e-6)
@@ -229,10 +262,17 @@ def test_a_short_query_keeps_the_phrase_choice(tiny_model):
 def test_the_demo_flight_comes_out_whole(real_model):
     """`make demo`: "the flight was delayed" over the sample corpus finds the whole clause of line 2, where the
     "phrase" scorer showed only «my flight»."""
-    with open(Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8") as handle:
+    with open(
+        Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8"
+    ) as handle:
         texts = [line.rstrip("\n") for line in handle if line.strip()]
-    line = texts.index("Customer: Hi, my flight to Denver was pushed back by three hours and nobody told me.")
-    for scorer, expected in (("reranked", "my flight to Denver was pushed back"), ("phrase", "my flight")):
+    line = texts.index(
+        "Customer: Hi, my flight to Denver was pushed back by three hours and nobody told me."
+    )
+    for scorer, expected in (
+        ("reranked", "my flight to Denver was pushed back"),
+        ("phrase", "my flight"),
+    ):
         result = real_model.best_spans(["the flight was delayed"], texts, top_k=3, scorer=scorer)
         top = result.ranked(0, top_k=3)
         assert expected in [match.span for match in top if match.text_index == line]
@@ -243,7 +283,9 @@ def test_the_sample_corpus_index_shows_the_spans_best_spans_shows(real_model):
     one best_spans picks in its line; the demo's flight and lost luggage come out whole there too."""
     from slice_st.index import SpanIndex
 
-    index = SpanIndex.from_files([str(Path(__file__).parents[1] / "examples" / "sample_corpus.txt")], real_model)
+    index = SpanIndex.from_files(
+        [str(Path(__file__).parents[1] / "examples" / "sample_corpus.txt")], real_model
+    )
     queries = ["the flight was delayed", "my suitcase never arrived", "my bag was lost"]
     found = index.search(queries, top_k=5, per_document=1)
     result = real_model.best_spans(queries, index.texts)
@@ -272,10 +314,14 @@ def test_first_and_last_word_match_as_a_scan_of_each_span():
         for first in (True, False):
             expected = np.zeros(starts.shape)
             for row, column in np.ndindex(*starts.shape):
-                words = [u for u in range(starts[row, column], ends[row, column]) if ids[row, u] >= 0]
+                words = [
+                    u for u in range(starts[row, column], ends[row, column]) if ids[row, u] >= 0
+                ]
                 edge = words[0 if first else -1] if words else None
                 expected[row, column] = edge is not None and ids[row, edge] == target[row]
-            assert rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()
+            assert (
+                rerank._edge_word_is(ids, target, starts, ends, first).tolist() == expected.tolist()
+            )
 
 
 def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):
@@ -283,9 +329,15 @@ def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):
     the spans ``top_k=m < n`` gives, in ``best_spans`` and in an index alike (merged by score they did not)."""
     from slice_st.index import SpanIndex
 
-    with open(Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8") as handle:
+    with open(
+        Path(__file__).parents[1] / "examples" / "sample_corpus.txt", encoding="utf-8"
+    ) as handle:
         text = " ".join(line.strip() for line in handle if line.strip())
-    queries = ["my bag was lost", "the flight was delayed by hours", "I want a refund for the upgrade"]
+    queries = [
+        "my bag was lost",
+        "the flight was delayed by hours",
+        "I want a refund for the upgrade",
+    ]
     index = SpanIndex.build([text], real_model)
     assert len(real_model.best_spans(queries[:1], [text], top_k=1)[0][0]) == 1
     for query in queries:
@@ -293,5 +345,8 @@ def test_a_long_texts_first_spans_do_not_depend_on_top_k(real_model):
         spans = [[(m.unit_start, m.unit_end) for m in matches] for matches in picks]
         for shorter, longer in zip(spans, spans[1:]):
             assert longer[: len(shorter)] == shorter, (query, spans)
-        found = [{(m.unit_start, m.unit_end) for m in index.search(query, top_k=k)[0]} for k in (1, 2, 3, 5)]
+        found = [
+            {(m.unit_start, m.unit_end) for m in index.search(query, top_k=k)[0]}
+            for k in (1, 2, 3, 5)
+        ]
         assert found == [set(chosen) for chosen in spans], query  # an index lists them by score

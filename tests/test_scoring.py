@@ -64,9 +64,15 @@ def test_default_scorer_equals_brute_force(tiny_model, top_k):
         for t, text in enumerate(TEXTS):
             expected = _reference(tiny_model, query, text, SPAN_SCORERS["phrase"], 5, top_k)
             found = result[q][t]
-            assert [(m.unit_start, m.unit_end) for m in found] == [(s, e) for s, e, _, _ in expected]
-            np.testing.assert_allclose([m.score for m in found], [x for _, _, x, _ in expected], atol=1e-4)
-            np.testing.assert_allclose([m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4)
+            assert [(m.unit_start, m.unit_end) for m in found] == [
+                (s, e) for s, e, _, _ in expected
+            ]
+            np.testing.assert_allclose(
+                [m.score for m in found], [x for _, _, x, _ in expected], atol=1e-4
+            )
+            np.testing.assert_allclose(
+                [m.similarity for m in found], [c for _, _, _, c in expected], atol=1e-4
+            )
 
 
 def test_custom_scorer_and_paired(tiny_model):
@@ -80,7 +86,9 @@ def test_custom_scorer_and_paired(tiny_model):
         clause=0,
         sentence=0,
     )
-    paired = slice_st.search.best_spans_paired(tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer)
+    paired = slice_st.search.best_spans_paired(
+        tiny_model, QUERIES, TEXTS, max_span=5, scorer=scorer
+    )
     for query, text, match in zip(QUERIES, TEXTS, paired):
         ((start, end, score, similarity),) = _reference(tiny_model, query, text, scorer, 5, 1)
         assert (match.unit_start, match.unit_end) == (start, end)
@@ -90,7 +98,9 @@ def test_custom_scorer_and_paired(tiny_model):
 
 
 def test_max_cosine_scores_are_cosines(tiny_model):
-    result = tiny_model.best_spans(QUERIES, TEXTS, max_span=5, top_k=4, scorer="max-cosine", overlap=True)
+    result = tiny_model.best_spans(
+        QUERIES, TEXTS, max_span=5, top_k=4, scorer="max-cosine", overlap=True
+    )
     for q in range(len(QUERIES)):
         for t in range(len(TEXTS)):
             for match in result[q][t]:
@@ -98,7 +108,9 @@ def test_max_cosine_scores_are_cosines(tiny_model):
 
 
 def test_top_k_never_overlaps_by_default_even_across_windows(tiny_model_short):
-    long_text = " ".join(f"word{i} and the cat sat." for i in range(40))  # many windows of the short-window model
+    long_text = " ".join(
+        f"word{i} and the cat sat." for i in range(40)
+    )  # many windows of the short-window model
     result = tiny_model_short.best_spans(
         ["the cat sat", "word3"], [long_text, TEXTS[0]], max_span=4, top_k=12, window_context=2
     )
@@ -127,18 +139,29 @@ def test_costs_follow_the_rules():
     assert costs[0] == 0
     assert costs[1] == pytest.approx(phrase.after_determiner)
     assert costs[2] == pytest.approx(phrase.end_word + phrase.length_long * math.log(4 / 3))
-    assert costs[3] == pytest.approx(phrase.start_word + phrase.end_word + phrase.sentence + phrase.clause)
+    assert costs[3] == pytest.approx(
+        phrase.start_word + phrase.end_word + phrase.sentence + phrase.clause
+    )
     # a query that starts on a function word lifts the start cost
     assert (
-        costs_of_spans(phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2]))[0] == 0
+        costs_of_spans(
+            phrase, flags, marks, query_profiles(["and left"], [2])[0], np.array([4]), np.array([2])
+        )[0]
+        == 0
     )
 
     # a whole-sentence query: a span should also start and end where a clause does
     sentence = query_profiles(["I saw a man."], [4])[0]
     costs = costs_of_spans(phrase, flags, marks, sentence, np.array([0, 1, 0]), np.array([4, 3, 6]))
-    assert costs[0] == pytest.approx(phrase.open_end)  # «I saw a man»: open end ("man" ends no clause)
-    assert costs[1] == pytest.approx(phrase.open_start + phrase.open_end + phrase.length_short * math.log(4 / 3))
-    assert costs[2] == pytest.approx(phrase.length_long * math.log(6 / 4))  # «I saw a man and left.»: a whole clause
+    assert costs[0] == pytest.approx(
+        phrase.open_end
+    )  # «I saw a man»: open end ("man" ends no clause)
+    assert costs[1] == pytest.approx(
+        phrase.open_start + phrase.open_end + phrase.length_short * math.log(4 / 3)
+    )
+    assert costs[2] == pytest.approx(
+        phrase.length_long * math.log(6 / 4)
+    )  # «I saw a man and left.»: a whole clause
 
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), True, "1"])
@@ -173,7 +196,11 @@ WHOLE = [
         "Customer: Last time the luggage went missing for a week, which was a nightmare.",
         "the luggage went missing",
     ),
-    ("take back the last edit", "Undo the last edit. Take care with the redo command.", "Undo the last edit."),
+    (
+        "take back the last edit",
+        "Undo the last edit. Take care with the redo command.",
+        "Undo the last edit.",
+    ),
 ]
 
 
@@ -201,35 +228,70 @@ def test_span_scorer_refuses_costs_past_float32(field, value):
 def _governed(units, starts, ends, max_span=20):
     from slice_st.scoring import governed_starts, governor_units
 
-    return governed_starts(governor_units(units)[None], unit_flags(units)[None], [starts], [ends], max_span)[0].tolist()
+    return governed_starts(
+        governor_units(units)[None], unit_flags(units)[None], [starts], [ends], max_span
+    )[0].tolist()
 
 
 def test_governor_units_word_list_contractions_and_leads():
     from slice_st.scoring import BREAKS, GOVERNS, governor_units
 
-    units = ["Under", "no", "circumstances", "you", "can't", "sue,", "unless", "it", "is", "not", "the", "case."]
+    units = [
+        "Under",
+        "no",
+        "circumstances",
+        "you",
+        "can't",
+        "sue,",
+        "unless",
+        "it",
+        "is",
+        "not",
+        "the",
+        "case.",
+    ]
     assert (governor_units(units) == GOVERNS).nonzero()[0].tolist() == [0, 1, 4, 6, 9]
-    assert (governor_units(["Neither", "the", "name", "nor", "the", "names"]) == GOVERNS).nonzero()[0].tolist() == [
+    assert (governor_units(["Neither", "the", "name", "nor", "the", "names"]) == GOVERNS).nonzero()[
+        0
+    ].tolist() == [
         0,
         3,
     ]
-    assert governor_units(["don’t", "use", "the", "name", "as", "–"]).tolist() == [GOVERNS, 0, 0, 0, BREAKS, BREAKS]
-    assert not governor_units(["no", "es", "nada", "si", "nunca"]).any()  # not English-like: no governor
-    assert not governor_units(["a", "non-exclusive,", "no-charge", "licence", "for", "the", "code"]).any()
+    assert governor_units(["don’t", "use", "the", "name", "as", "–"]).tolist() == [
+        GOVERNS,
+        0,
+        0,
+        0,
+        BREAKS,
+        BREAKS,
+    ]
+    assert not governor_units(
+        ["no", "es", "nada", "si", "nunca"]
+    ).any()  # not English-like: no governor
+    assert not governor_units(
+        ["a", "non-exclusive,", "no-charge", "licence", "for", "the", "code"]
+    ).any()
     assert governor_units([]).shape == (0,)
 
 
 def test_a_span_starts_at_its_clause_when_a_governor_is_left_of_it():
     units = "This software is provided as-is. In no event will the authors be held liable for any damages.".split()
-    assert _governed(units, [9, 0], [17, 5]) == [5, 0]  # «the authors ... damages» → «In no event ...»; [0, 5) has none
+    assert _governed(units, [9, 0], [17, 5]) == [
+        5,
+        0,
+    ]  # «the authors ... damages» → «In no event ...»; [0, 5) has none
     assert _governed(units, [5], [17]) == [5]  # already holds it
     clauses = "you may copy it, but you must not claim that you wrote it.".split()
-    assert _governed(clauses, [8], [12]) == [5]  # from after "but" (a scope break), not the text's start
+    assert _governed(clauses, [8], [12]) == [
+        5
+    ]  # from after "but" (a scope break), not the text's start
     assert _governed(clauses, [10], [13]) == [10]  # «you wrote it.»: "that" opens a new scope
     dash = "too adorable not to photograph - four dogs playing".split()
     assert _governed(dash, [6], [9]) == [6]  # a dash ends the negation's scope
     assert _governed("It is free, unless you sell it.".split(), [4], [7]) == [3]  # a condition
-    assert _governed("If it is free, you may share it.".split(), [4], [8]) == [4]  # another clause's condition
+    assert _governed("If it is free, you may share it.".split(), [4], [8]) == [
+        4
+    ]  # another clause's condition
 
 
 def test_a_long_clause_keeps_the_first_governor_within_max_span():

@@ -196,7 +196,9 @@ def test_pool_spans_matches_naive_mean(data, batch, span_bounds):
             assert bool(out.mask[row, index]) == exists, (row, start, end)
             if exists:
                 expected = naive_mean(embeddings, boundaries, row, start, end)
-                np.testing.assert_allclose(out.embeddings[row, index].double().numpy(), expected, atol=1e-5, rtol=1e-4)
+                np.testing.assert_allclose(
+                    out.embeddings[row, index].double().numpy(), expected, atol=1e-5, rtol=1e-4
+                )
 
 
 def test_pool_spans_doc_example():
@@ -322,12 +324,23 @@ def test_best_span_scores_matches_naive_top_k(data, batch, span_bounds, top_k, n
     min_span, max_span = span_bounds
     owned = data.draw(owned_ranges(num_units))
     seed = data.draw(st.integers(0, 2**31 - 1))
-    shape = (embeddings.shape[0], num_queries, embeddings.shape[2]) if paired else (num_queries, embeddings.shape[2])
+    shape = (
+        (embeddings.shape[0], num_queries, embeddings.shape[2])
+        if paired
+        else (num_queries, embeddings.shape[2])
+    )
     queries = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
-    best = best_span_scores(queries, embeddings, boundaries, num_units, min_span, max_span, top_k=top_k, owned=owned)
+    best = best_span_scores(
+        queries, embeddings, boundaries, num_units, min_span, max_span, top_k=top_k, owned=owned
+    )
     batch_size = embeddings.shape[0]
-    assert best.scores.shape == best.starts.shape == best.ends.shape == (batch_size, num_queries, top_k)
+    assert (
+        best.scores.shape
+        == best.starts.shape
+        == best.ends.shape
+        == (batch_size, num_queries, top_k)
+    )
 
     width = boundaries.shape[1] - 1
     for row in range(batch_size):
@@ -389,7 +402,13 @@ def test_best_span_scores_row_without_units():
 def test_best_span_scores_rejects_bad_top_k(top_k):
     with pytest.raises(ValueError, match="top_k"):
         best_span_scores(
-            torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 1, 2, top_k=top_k
+            torch.randn(1, 3),
+            torch.randn(1, 4, 3),
+            torch.tensor([[1, 2, 3]]),
+            torch.tensor([2]),
+            1,
+            2,
+            top_k=top_k,
         )
 
 
@@ -402,23 +421,43 @@ def test_best_span_scores_paired_equals_one_row_at_a_time():
     paired = best_span_scores(queries, emb, boundaries, num_units, 1, 2, top_k=2)
     for row in range(3):
         alone = best_span_scores(
-            queries[row], emb[row : row + 1], boundaries[row : row + 1], num_units[row : row + 1], 1, 2, top_k=2
+            queries[row],
+            emb[row : row + 1],
+            boundaries[row : row + 1],
+            num_units[row : row + 1],
+            1,
+            2,
+            top_k=2,
         )
         assert torch.allclose(paired.scores[row], alone.scores[0], atol=1e-6)
-        assert torch.equal(paired.starts[row], alone.starts[0]) and torch.equal(paired.ends[row], alone.ends[0])
+        assert torch.equal(paired.starts[row], alone.starts[0]) and torch.equal(
+            paired.ends[row], alone.ends[0]
+        )
 
 
 @pytest.mark.parametrize("shape", [(4,), (2, 1, 3, 4), (3, 1, 4)])
 def test_best_span_scores_rejects_bad_query_shapes(shape):
     with pytest.raises(ValueError, match="queries must be"):
         best_span_scores(
-            torch.randn(*shape), torch.randn(2, 4, 4), torch.tensor([[1, 2, 3], [1, 2, 3]]), torch.tensor([2, 2]), 1, 2
+            torch.randn(*shape),
+            torch.randn(2, 4, 4),
+            torch.tensor([[1, 2, 3], [1, 2, 3]]),
+            torch.tensor([2, 2]),
+            1,
+            2,
         )
 
 
 def test_best_span_scores_rejects_bad_bounds():
     with pytest.raises(ValueError):
-        best_span_scores(torch.randn(1, 3), torch.randn(1, 4, 3), torch.tensor([[1, 2, 3]]), torch.tensor([2]), 3, 2)
+        best_span_scores(
+            torch.randn(1, 3),
+            torch.randn(1, 4, 3),
+            torch.tensor([[1, 2, 3]]),
+            torch.tensor([2]),
+            3,
+            2,
+        )
 
 
 @given(st.integers(1, 12), st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**16))
@@ -428,7 +467,9 @@ def test_unit_peak_scores_is_the_best_covering_span(units, max_span, queries, se
     generator = torch.Generator().manual_seed(seed)
     vectors = torch.randn(units, 5, generator=generator)
     query = torch.nn.functional.normalize(torch.randn(queries, 5, generator=generator), dim=-1)
-    boundary = int(torch.randint(0, units + 1, (1,), generator=generator))  # two documents: no span crosses it
+    boundary = int(
+        torch.randint(0, units + 1, (1,), generator=generator)
+    )  # two documents: no span crosses it
     norms = torch.full((units, max_span), float("nan"))
     for start in range(units):
         for length in range(1, max_span + 1):
@@ -442,7 +483,9 @@ def test_unit_peak_scores_is_the_best_covering_span(units, max_span, queries, se
         for start in range(units):
             for length in range(min_span, max_span + 1):
                 if start + length <= units and torch.isfinite(norms[start, length - 1]):
-                    score = float(query[q] @ vectors[start : start + length].sum(0)) / float(norms[start, length - 1])
+                    score = float(query[q] @ vectors[start : start + length].sum(0)) / float(
+                        norms[start, length - 1]
+                    )
                     for unit in range(start, start + length):
                         expected[q, unit] = max(expected[q, unit], score)
     assert found.shape == (queries, units) and found.dtype == torch.float64

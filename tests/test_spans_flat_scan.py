@@ -11,7 +11,9 @@ import torch
 from slice_st.spans import top_spans_flat
 
 
-def flat_corpus(seed: int, segments: list[int], dim: int = 6, max_span: int = 5, own_all: bool = True):
+def flat_corpus(
+    seed: int, segments: list[int], dim: int = 6, max_span: int = 5, own_all: bool = True
+):
     """Random unit sums of segments laid end to end, and the (N, max_span) span-sum norms (NaN across a segment end)."""
     generator = torch.Generator().manual_seed(seed)
     total = sum(segments)
@@ -37,7 +39,9 @@ def naive(queries, vectors, norms, top_k, min_span, max_span):
                 norm = float(norms[unit, length - 1])
                 if math.isnan(norm):
                     continue
-                found.append((float(vectors[unit : unit + length].sum(0) @ query) / norm, unit, length))
+                found.append(
+                    (float(vectors[unit : unit + length].sum(0) @ query) / norm, unit, length)
+                )
         found.sort(key=lambda entry: (-entry[0], entry[1]))
         out.append(found[:top_k])
     return out
@@ -48,13 +52,19 @@ def test_top_spans_flat_equals_enumeration(block):
     vectors, norms = flat_corpus(0, [9, 1, 14, 3, 30, 2])
     queries = torch.randn(3, vectors.shape[1], generator=torch.Generator().manual_seed(1))
     for min_span, max_span, top_k in ((1, 5, 12), (2, 4, 7), (5, 5, 3), (1, 5, 500)):
-        found = top_spans_flat(queries, vectors.float(), norms.float(), top_k, min_span, max_span, block=block)
+        found = top_spans_flat(
+            queries, vectors.float(), norms.float(), top_k, min_span, max_span, block=block
+        )
         for q, expected in enumerate(
-            naive(queries, vectors.float().double(), norms.float().double(), top_k, min_span, max_span)
+            naive(
+                queries, vectors.float().double(), norms.float().double(), top_k, min_span, max_span
+            )
         ):
             got = [
                 (s, u, length)
-                for s, u, length in zip(found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist())
+                for s, u, length in zip(
+                    found.scores[q].tolist(), found.starts[q].tolist(), found.lengths[q].tolist()
+                )
                 if u >= 0
             ]
             assert len(got) == len(expected)
@@ -71,7 +81,9 @@ def test_float16_vectors_and_norm_columns():
     half = top_spans_flat(queries, vectors.half(), norms.float(), 10, 2, 4, block=16)
     np.testing.assert_allclose(full.scores.numpy(), half.scores.numpy(), atol=5e-3)
     # norms stored from length 2 on: the same result
-    shifted = top_spans_flat(queries, vectors.float(), norms[:, 1:].float(), 10, 2, 4, norm_min_span=2)
+    shifted = top_spans_flat(
+        queries, vectors.float(), norms[:, 1:].float(), 10, 2, 4, norm_min_span=2
+    )
     assert torch.equal(shifted.starts, full.starts) and torch.allclose(shifted.scores, full.scores)
 
 
@@ -91,7 +103,11 @@ def test_long_corpus_precision():
 
 def test_empty_corpus_and_bad_input():
     empty = top_spans_flat(torch.ones(2, 3), torch.zeros(0, 3), torch.zeros(0, 4), 5, 1, 4)
-    assert empty.scores.shape == (2, 5) and torch.isinf(empty.scores).all() and (empty.starts == -1).all()
+    assert (
+        empty.scores.shape == (2, 5)
+        and torch.isinf(empty.scores).all()
+        and (empty.starts == -1).all()
+    )
     vectors, norms = torch.ones(5, 3), torch.ones(5, 4)
     with pytest.raises(ValueError, match="top_k"):
         top_spans_flat(torch.ones(1, 3), vectors, norms, 0, 1, 4)

@@ -34,7 +34,10 @@ from slice_st.text import guess_split, read_texts, split_sentences
         ),
         ("It cost 3.5 dollars. Dr. Smith paid.", ["It cost 3.5 dollars.", "Dr. Smith paid."]),
         ('She said "Go." Then she left.', ['She said "Go."', "Then she left."]),
-        ('An unopened quote ends here." And then more.', ['An unopened quote ends here."', "And then more."]),
+        (
+            'An unopened quote ends here." And then more.',
+            ['An unopened quote ends here."', "And then more."],
+        ),
         ("one line\nanother line", ["one line", "another line"]),
         ("No sentence end here", ["No sentence end here"]),
         ("   ", []),
@@ -70,7 +73,9 @@ def _pydoc_lines(module: str) -> list[str]:
     import importlib
     import pydoc
 
-    return pydoc.render_doc(importlib.import_module(module), renderer=pydoc.plaintext).splitlines(keepends=True)
+    return pydoc.render_doc(importlib.import_module(module), renderer=pydoc.plaintext).splitlines(
+        keepends=True
+    )
 
 
 @pytest.mark.parametrize("module", PYDOC_MODULES)
@@ -84,7 +89,11 @@ def test_split_auto_reads_man_pages_as_paragraphs(page):
     if shutil.which("man") is None:
         pytest.skip("no man command here (the fixture test below covers the layout)")
     done = subprocess.run(
-        ["man", "-P", "cat", page], capture_output=True, text=True, env={**os.environ, "MANWIDTH": "80"}, check=False
+        ["man", "-P", "cat", page],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MANWIDTH": "80"},
+        check=False,
     )
     if done.returncode != 0 or len(done.stdout) < 500:
         pytest.skip(f"no man page for {page} here")
@@ -103,19 +112,28 @@ def test_split_auto_on_fixture_files(name, expected):
 
 def test_split_auto_log_records_are_one_text_each_and_the_choice_is_reported():
     heard = []
-    records = read_texts([os.path.join(FIXTURES, "service.log")], "auto", report=lambda *pair: heard.append(pair))
+    records = read_texts(
+        [os.path.join(FIXTURES, "service.log")], "auto", report=lambda *pair: heard.append(pair)
+    )
     assert len(records) == 120 and [r.line for r in records[:3]] == [1, 2, 3]
     assert heard == [(os.path.join(FIXTURES, "service.log"), "line")]
-    records = read_texts([os.path.join(FIXTURES, "manpage.txt")], "auto", report=lambda *pair: heard.append(pair))
+    records = read_texts(
+        [os.path.join(FIXTURES, "manpage.txt")], "auto", report=lambda *pair: heard.append(pair)
+    )
     assert heard[-1][1] == "paragraph" and any(r.text.count("\n") >= 4 for r in records)
 
 
 # ---------------------------------------------------------------- one JSONL reader
 def test_read_texts_parses_jsonl_as_the_index_does(tmp_path):
     path = tmp_path / "tickets.jsonl"
-    path.write_text('{"id": "a", "text": "my bag was lost"}\n\n{"id": "b", "text": "the train never came"}\n')
+    path.write_text(
+        '{"id": "a", "text": "my bag was lost"}\n\n{"id": "b", "text": "the train never came"}\n'
+    )
     records = read_texts([str(path)], "auto")
-    assert [(r.line, r.text) for r in records] == [(1, "my bag was lost"), (3, "the train never came")]
+    assert [(r.line, r.text) for r in records] == [
+        (1, "my bag was lost"),
+        (3, "the train never came"),
+    ]
     path.write_text('{"id": "a", "txt": "typo"}\n')
     with pytest.raises(CorpusError, match="line 1: text field 'text'"):
         read_texts([str(path)])
@@ -129,7 +147,9 @@ def test_jsonl_nested_too_deeply_is_a_corpus_error(tmp_path):
 
 
 # ---------------------------------------------------------------- folders, globs and links
-def test_a_double_star_glob_with_links_to_its_folder_ends_and_reads_each_file_once(tmp_path, monkeypatch):
+def test_a_double_star_glob_with_links_to_its_folder_ends_and_reads_each_file_once(
+    tmp_path, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     os.makedirs("t2/sub")
     for name in ("t2/a.txt", "t2/sub/b.txt"):
@@ -164,7 +184,9 @@ def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
     (tmp_path / "corpus" / "locked" / "b.txt").write_text("a dog\n")
     locked = str(tmp_path / "corpus" / "locked")
     os.chmod(locked, 0)
-    if os.geteuid() == 0:  # root reads it anyway: make the folder's listing fail as it does for anyone else
+    if (
+        os.geteuid() == 0
+    ):  # root reads it anyway: make the folder's listing fail as it does for anyone else
         real_scandir = os.scandir
 
         def scandir(path="."):
@@ -174,7 +196,9 @@ def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
 
         monkeypatch.setattr(os, "scandir", scandir)
     try:
-        with pytest.raises(FileAccessError, match="cannot read the folder .*locked: Permission denied"):
+        with pytest.raises(
+            FileAccessError, match="cannot read the folder .*locked: Permission denied"
+        ):
             expand_paths([str(tmp_path / "corpus")])
     finally:
         os.chmod(locked, 0o755)
@@ -182,7 +206,8 @@ def test_an_unreadable_sub_folder_is_an_error(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- CSV cells
 @pytest.mark.parametrize(
-    "cell", ['=HYPERLINK("http://x")', "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx", "\rx"]
+    "cell",
+    ['=HYPERLINK("http://x")', "=cmd|' /C calc'!A0", "@SUM(A1:A2)", "+1+cmd", "-2+3", "\tx", "\rx"],
 )
 def test_csv_cells_that_start_a_formula_are_quoted(cell):
     assert csv_safe(cell) == "'" + cell
@@ -213,7 +238,9 @@ def test_atomic_writes_never_follow_links(tmp_path):
     with pytest.raises(RuntimeError), atomic_file(str(folder / "x.json")) as handle:
         handle.write(b"half")
         raise RuntimeError("interrupted")
-    assert not (folder / "x.json").exists() and not [n for n in os.listdir(folder) if n.startswith(".x.json")]
+    assert not (folder / "x.json").exists() and not [
+        n for n in os.listdir(folder) if n.startswith(".x.json")
+    ]
 
 
 def test_open_regular_file_refuses_links_fifos_and_folders(tmp_path):
@@ -261,7 +288,9 @@ SEPARATORS = ["\f", "\v", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\
 
 def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
     path = tmp_path / "odd.txt"
-    lines = [f"line {n} has a{sep}separator inside" for n, sep in enumerate(SEPARATORS, start=1)] + ["the last line"]
+    lines = [
+        f"line {n} has a{sep}separator inside" for n, sep in enumerate(SEPARATORS, start=1)
+    ] + ["the last line"]
     path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
     records = read_texts([str(path)])
     assert [(r.line, r.text) for r in records] == list(enumerate(lines, start=1))
@@ -270,7 +299,19 @@ def test_b07_lines_end_only_at_newline(tmp_path, tiny_model_dir, capsys):
     assert [d.id for d in read_corpus([str(path)])][-1] == f"{path}:{len(lines)}"
     queries = tmp_path / "queries.txt"
     queries.write_bytes("the last\u2028line\nseparator\x85inside\n".encode("utf-8"))
-    code, out = run_cli(capsys, "mine", "--queries", queries, path, "-m", tiny_model_dir, "-f", "jsonl", "--texts", "1")
+    code, out = run_cli(
+        capsys,
+        "mine",
+        "--queries",
+        queries,
+        path,
+        "-m",
+        tiny_model_dir,
+        "-f",
+        "jsonl",
+        "--texts",
+        "1",
+    )
     assert [json.loads(row)["query"] for row in out.out.split("\n") if row] == [
         "the last\u2028line",
         "separator\x85inside",
@@ -289,7 +330,17 @@ def test_b08_paragraph_offsets_of_crlf_files_are_file_offsets(tmp_path, tiny_mod
         (4, "second paragraph\r\nwith a guitar in line two"),
     ]
     code, out = run_cli(
-        capsys, "mine", "-q", "a guitar", path, "--split", "paragraph", "-m", tiny_model_dir, "-f", "jsonl"
+        capsys,
+        "mine",
+        "-q",
+        "a guitar",
+        path,
+        "--split",
+        "paragraph",
+        "-m",
+        tiny_model_dir,
+        "-f",
+        "jsonl",
     )
     for row in map(json.loads, out.out.splitlines()):
         assert content[row["file_start"] : row["file_end"]] == row["span"]
@@ -300,7 +351,9 @@ def test_b21_byte_order_mark_is_not_text(tmp_path, tiny_model_dir, capsys):
     path.write_bytes("\ufeffguitar lessons today\nsecond line\n".encode("utf-8"))
     records = read_texts([str(path)])
     assert records[0].text == "guitar lessons today" and records[0].file_offset == 1
-    code, out = run_cli(capsys, "mine", "-q", "guitar", path, "-m", tiny_model_dir, "-f", "jsonl", "--max-span", "1")
+    code, out = run_cli(
+        capsys, "mine", "-q", "guitar", path, "-m", tiny_model_dir, "-f", "jsonl", "--max-span", "1"
+    )
     rows = [json.loads(line) for line in out.out.splitlines()]
     assert all("\ufeff" not in row["span"] for row in rows)
     jsonl = tmp_path / "bom.jsonl"
@@ -320,7 +373,9 @@ def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
 
     real_os_open = os.open
 
-    def denying_os_open(file, *args, **kwargs):  # corpora are opened with os.open (only regular files are read)
+    def denying_os_open(
+        file, *args, **kwargs
+    ):  # corpora are opened with os.open (only regular files are read)
         if os.fspath(file) == str(path):
             raise PermissionError(13, "Permission denied", str(path))
         return real_os_open(file, *args, **kwargs)
@@ -338,5 +393,7 @@ def test_b11_unreadable_input_file(tmp_path, capsys, monkeypatch):
 
 def test_b20_non_utf8_standard_input(tmp_path, capsys, monkeypatch):
     raw = "café\n".encode("latin-1")  # not UTF-8
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape"))
+    monkeypatch.setattr(
+        sys, "stdin", io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", errors="surrogateescape")
+    )
     assert "standard input is not UTF-8" in cli_fails(capsys, "mine", "-q", "coffee", "-")

@@ -10,7 +10,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from slice_st import SpanIndex, SpanInputError
-from slice_st.tokens import SPAN_PROCESSING_KWARGS, Window, check_unit, plan_windows, unit_boundaries
+from slice_st.tokens import (
+    SPAN_PROCESSING_KWARGS,
+    Window,
+    check_unit,
+    plan_windows,
+    unit_boundaries,
+)
 
 
 def tokenize(tokenizer, batch: list[str]):
@@ -59,7 +65,10 @@ def test_word_units_are_whitespace_words_and_skip_specials(tokenizer, batch):
 def test_token_units_are_content_tokens(tokenizer, batch):
     encoded = tokenize(tokenizer, batch)
     units = unit_boundaries(
-        encoded["attention_mask"], encoded["special_tokens_mask"], encoded["offset_mapping"], "token"
+        encoded["attention_mask"],
+        encoded["special_tokens_mask"],
+        encoded["offset_mapping"],
+        "token",
     )
     content = encoded["attention_mask"].bool() & ~encoded["special_tokens_mask"].bool()
     for row, text in enumerate(batch):
@@ -133,7 +142,9 @@ def test_bad_unit_is_rejected(unit):
     with pytest.raises(ValueError, match="unit must be one of"):
         check_unit(unit)
     with pytest.raises(ValueError, match="unit must be one of"):
-        unit_boundaries(torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 2), torch.zeros(1, 2, 2), unit)
+        unit_boundaries(
+            torch.ones(1, 2, dtype=torch.long), torch.zeros(1, 2), torch.zeros(1, 2, 2), unit
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -146,7 +157,12 @@ def word_tokens(tokenizer, text: str) -> list[int]:
 
 
 def check_windows(
-    tokenizer, batch: list[str], windows: list[Window], max_tokens: int, max_span: int, context: int | None
+    tokenizer,
+    batch: list[str],
+    windows: list[Window],
+    max_tokens: int,
+    max_span: int,
+    context: int | None,
 ):
     """Every invariant plan_windows promises; ``context`` is checked only when given."""
     for text_index, text in enumerate(batch):
@@ -167,7 +183,9 @@ def check_windows(
             assert (w.own_char_lo, w.own_char_hi) == (0, len(text))
         if any(w.num_words == -1 for w in mine):
             (w,) = mine
-            assert len(text.strip().encode("utf-8")) + 2 <= max_tokens  # the byte bound that skips planning
+            assert (
+                len(text.strip().encode("utf-8")) + 2 <= max_tokens
+            )  # the byte bound that skips planning
             assert (w.char_start, w.char_end) == (words[0][0], words[-1][1])
             continue
         owners = [0] * len(words)
@@ -189,7 +207,11 @@ def check_windows(
                     assert first <= start and end <= last, (w, start, end)
                     if context is not None:
                         assert first <= start - min(context, start), ("left context", w, start)
-                        assert end + min(context, len(words) - end) <= last, ("right context", w, end)
+                        assert end + min(context, len(words) - end) <= last, (
+                            "right context",
+                            w,
+                            end,
+                        )
         assert owners == [1] * len(words), "every start word must be owned by exactly one window"
 
 
@@ -207,7 +229,9 @@ def test_plan_windows_partitions_span_starts(tokenizer, batch, max_tokens, max_s
         windows = plan_windows(tokenizer, batch, max_tokens, max_span, context)
     except ValueError as error:
         # allowed only when the library's documented (conservative) requirement cannot be met
-        assert longest_run > max_tokens, f"raised although every run of max_span+context+1 words fits: {error}"
+        assert longest_run > max_tokens, (
+            f"raised although every run of max_span+context+1 words fits: {error}"
+        )
         assume(False)
     check_windows(tokenizer, batch, windows, max_tokens, max_span, context=None)
 
@@ -228,7 +252,9 @@ def max_tokens_in_run(tokenizer, batch: list[str], run: int) -> int:
     context=st.integers(0, 3),
     slack=st.integers(0, 10),
 )
-def test_plan_windows_keeps_context_when_window_is_big_enough(tokenizer, batch, max_span, context, slack):
+def test_plan_windows_keeps_context_when_window_is_big_enough(
+    tokenizer, batch, max_span, context, slack
+):
     """With room for max_span + 2*context + 2 words, every owned span has full context on both sides."""
     max_tokens = max_tokens_in_run(tokenizer, batch, max_span + 2 * context + 2) + slack
     windows = plan_windows(tokenizer, batch, max_tokens, max_span, context)
@@ -238,7 +264,9 @@ def test_plan_windows_keeps_context_when_window_is_big_enough(tokenizer, batch, 
 def test_plan_windows_short_text_single_window(tokenizer):
     text = "  A man plays the guitar.  "
     (window,) = plan_windows(tokenizer, [text], 50, 5)
-    assert window == Window(0, 2, 25, 0, -1, 0, -1, 0, len(text))  # fits by its byte count: not tokenized here
+    assert window == Window(
+        0, 2, 25, 0, -1, 0, -1, 0, len(text)
+    )  # fits by its byte count: not tokenized here
     (window,) = plan_windows(tokenizer, [text], 24, 5)  # 23 bytes + 2 > 24: tokenized and counted
     assert window == Window(0, 2, 25, 0, 5, 0, 6, 0, len(text))
 
@@ -285,7 +313,9 @@ def test_plan_windows_accepts_spans_that_fit_exactly(tokenizer):
 
 def test_plan_windows_shrinks_context_instead_of_failing(tokenizer):
     text = "a a a xyzzy"  # 1, 1, 1, 3 tokens
-    check_windows(tokenizer, [text], plan_windows(tokenizer, [text], 4, 1, 0), 4, 1, context=None)  # fine
+    check_windows(
+        tokenizer, [text], plan_windows(tokenizer, [text], 4, 1, 0), 4, 1, context=None
+    )  # fine
     windows = plan_windows(tokenizer, [text], 4, 1, 16)  # raises ValueError
     check_windows(tokenizer, [text], windows, 4, 1, context=None)
 
@@ -293,9 +323,13 @@ def test_plan_windows_shrinks_context_instead_of_failing(tokenizer):
 def test_b10_token_units_cut_unspaced_script_between_tokens(tiny_model_short, tiny_model):
     text = "东京中文字" * 20  # 100 characters, 100 tokens, no space: one "word" of 100 tokens
     with pytest.raises(SpanInputError, match="word of 100 tokens"):
-        tiny_model_short.encode_spans(text, max_span=3)  # word units: as documented, use unit='token'
+        tiny_model_short.encode_spans(
+            text, max_span=3
+        )  # word units: as documented, use unit='token'
     windowed = tiny_model_short.encode_spans(text, max_span=3, unit="token")
-    whole = tiny_model.encode_spans(text, max_span=3, unit="token")  # one window of the bigger model
+    whole = tiny_model.encode_spans(
+        text, max_span=3, unit="token"
+    )  # one window of the bigger model
     np.testing.assert_array_equal(windowed.offsets, whole.offsets)
     np.testing.assert_array_equal(windowed.units, whole.units)
     index = SpanIndex.build([text * 3, "a short one"], tiny_model_short, unit="token", max_span=3)

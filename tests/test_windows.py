@@ -38,7 +38,9 @@ def test_long_text_needs_several_windows(tiny_model_short, tiny_model):
 
 @pytest.mark.parametrize("window_context", [0, 2, 6, 16])
 @pytest.mark.parametrize("min_span, max_span", [(1, 3), (2, 4)])
-def test_windowed_spans_equal_full_span_set(tiny_model_short, tiny_model, window_context, min_span, max_span):
+def test_windowed_spans_equal_full_span_set(
+    tiny_model_short, tiny_model, window_context, min_span, max_span
+):
     windowed = tiny_model_short.encode_spans(
         LONG_TEXT, min_span=min_span, max_span=max_span, window_context=window_context
     )
@@ -46,7 +48,9 @@ def test_windowed_spans_equal_full_span_set(tiny_model_short, tiny_model, window
     assert_same_spans(windowed, full)
     words = whitespace_words(LONG_TEXT)
     expected = expected_span_units(len(words), min_span, max_span)
-    assert [tuple(u) for u in windowed.units.tolist()] == expected  # each span once, by start then length
+    assert [
+        tuple(u) for u in windowed.units.tolist()
+    ] == expected  # each span once, by start then length
     assert len(set(map(tuple, windowed.offsets.tolist()))) == len(windowed)
     assert windowed.embeddings.shape == (len(expected), 32)
     assert np.isfinite(windowed.embeddings).all()
@@ -62,7 +66,9 @@ def test_windowed_token_units_equal_full_span_set(tiny_model_short, tiny_model):
 
 @settings(max_examples=15)
 @given(
-    batch=st.lists(texts(min_words=0, max_words=40, vocabulary=SHORT_WORDS), min_size=1, max_size=4),
+    batch=st.lists(
+        texts(min_words=0, max_words=40, vocabulary=SHORT_WORDS), min_size=1, max_size=4
+    ),
     max_span=st.integers(1, 3),
     window_context=st.integers(0, 3),
     batch_size=st.integers(1, 5),
@@ -70,7 +76,9 @@ def test_windowed_token_units_equal_full_span_set(tiny_model_short, tiny_model):
 def test_windowed_batches_equal_full_span_sets_property(
     tiny_model_short, tiny_model, batch, max_span, window_context, batch_size
 ):
-    batch = batch + ["a b c"]  # at least one text with tokens (all-empty calls: known bug, see test_encode)
+    batch = batch + [
+        "a b c"
+    ]  # at least one text with tokens (all-empty calls: known bug, see test_encode)
     windowed = tiny_model_short.encode_spans(
         batch, max_span=max_span, window_context=window_context, batch_size=batch_size
     )
@@ -80,7 +88,9 @@ def test_windowed_batches_equal_full_span_sets_property(
         assert_same_spans(w, f)
 
 
-def test_text_that_fits_gives_identical_vectors_in_small_and_large_window(tiny_model_short, tiny_model):
+def test_text_that_fits_gives_identical_vectors_in_small_and_large_window(
+    tiny_model_short, tiny_model
+):
     text = "A man plays the guitar on a stage."
     small = tiny_model_short.encode_spans(text, max_span=3)
     large = tiny_model.encode_spans(text, max_span=3)
@@ -133,7 +143,11 @@ def test_best_spans_over_windows_equal_brute_force(tiny_model_short):
         assert len(matches) == top_k
         np.testing.assert_allclose([m.score for m in matches], brute[order], atol=1e-4)
         for match in matches:
-            index = next(i for i, (s, e) in enumerate(spans.offsets.tolist()) if (s, e) == (match.start, match.end))
+            index = next(
+                i
+                for i, (s, e) in enumerate(spans.offsets.tolist())
+                if (s, e) == (match.start, match.end)
+            )
             assert abs(brute[index] - match.score) < 1e-4
             assert tuple(spans.units[index]) == (match.unit_start, match.unit_end)
             assert match.span == LONG_TEXT[match.start : match.end]
@@ -151,7 +165,9 @@ def test_disjoint_best_spans_over_windows(tiny_model_short):
     assert len(matches) == 6 and abs(matches[0].score - brute.max()) < 1e-4
     assert [m.score for m in matches] == sorted((m.score for m in matches), reverse=True)
     for i, a in enumerate(matches):
-        assert all(a.unit_end <= b.unit_start or b.unit_end <= a.unit_start for b in matches[i + 1 :])
+        assert all(
+            a.unit_end <= b.unit_start or b.unit_end <= a.unit_start for b in matches[i + 1 :]
+        )
     assert (found.unit_starts[0, 0] >= 0).all()
 
 
@@ -183,7 +199,14 @@ def real_model_short():
 
 def test_real_model_long_text_same_best_span_as_short_text(real_model, real_model_short):
     long_text = " ".join(FILLERS * 2 + [TARGET] + FILLERS[::-1] * 2)
-    assert len(plan_windows(real_model_short.tokenizer, [long_text], model_window(real_model_short), 5, 16)) > 3
+    assert (
+        len(
+            plan_windows(
+                real_model_short.tokenizer, [long_text], model_window(real_model_short), 5, 16
+            )
+        )
+        > 3
+    )
 
     short = real_model.best_spans([QUERY], [TARGET], max_span=5)[0][0][0]
     long = real_model_short.best_spans([QUERY], [long_text], max_span=5)[0][0][0]
@@ -193,7 +216,9 @@ def test_real_model_long_text_same_best_span_as_short_text(real_model, real_mode
     assert (long.start - offset, long.end - offset) == (short.start, short.end)
     assert long.score > 0.6
     # same answer, with the real model's full window, on the long text
-    assert real_model.best_spans([QUERY], [long_text], max_span=5)[0][0][0].span == "played the guitar"
+    assert (
+        real_model.best_spans([QUERY], [long_text], max_span=5)[0][0][0].span == "played the guitar"
+    )
 
 
 def test_long_query_on_small_window_model(tiny_model_short):
@@ -214,7 +239,9 @@ def test_one_encode_call_holds_a_bounded_number_of_tokens(tiny_model_short, monk
     original = type(tiny_model_short).encode
 
     def counting(model, sentences, **kwargs):
-        calls.append(sum(len(model.tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences))
+        calls.append(
+            sum(len(model.tokenizer(s, add_special_tokens=False)["input_ids"]) for s in sentences)
+        )
         return original(model, sentences, **kwargs)
 
     monkeypatch.setattr(encode, "TOKENS_PER_CALL", 60)

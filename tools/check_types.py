@@ -39,23 +39,39 @@ def entry(line: str) -> str:
 
 def readme_examples() -> str:
     """The README's ```python blocks, in order, as one module (later blocks use the names of earlier ones)."""
-    blocks = re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.M | re.S)
+    blocks = re.findall(
+        r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), re.M | re.S
+    )
     return "\n".join(blocks)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--update", action="store_true", help="rewrite the baseline (it may only shrink)")
+    parser.add_argument(
+        "--update", action="store_true", help="rewrite the baseline (it may only shrink)"
+    )
     args = parser.parse_args()
     now = Counter(entry(line) for line in mypy("slice_st"))
-    kept = Counter(BASELINE.read_text(encoding="utf-8").splitlines()) if BASELINE.is_file() else Counter()
+    kept = (
+        Counter(BASELINE.read_text(encoding="utf-8").splitlines())
+        if BASELINE.is_file()
+        else Counter()
+    )
     new, fixed = now - kept, kept - now
     if args.update:
         if new and BASELINE.is_file():
-            print("Not updating: the baseline may only shrink; fix these first:", *new.elements(), sep="\n")
+            print(
+                "Not updating: the baseline may only shrink; fix these first:",
+                *new.elements(),
+                sep="\n",
+            )
             return 1
-        BASELINE.write_text("".join(f"{line}\n" for line in sorted(now.elements())), encoding="utf-8")
-        print(f"{BASELINE.relative_to(ROOT)}: {sum(now.values())} errors ({sum(fixed.values())} fewer)")
+        BASELINE.write_text(
+            "".join(f"{line}\n" for line in sorted(now.elements())), encoding="utf-8"
+        )
+        print(
+            f"{BASELINE.relative_to(ROOT)}: {sum(now.values())} errors ({sum(fixed.values())} fewer)"
+        )
         return 0
     with tempfile.TemporaryDirectory() as folder:
         example = Path(folder) / "readme_examples.py"
@@ -63,15 +79,27 @@ def main() -> int:
         # the blocks share one module, so a later one may reuse a name for a value of another type
         lines = mypy("--allow-redefinition", str(example))
         # the package's own errors are the baseline's; here only the examples' (mypy reports the modules it follows)
-        readme = [line.replace(str(example), "README.md (python blocks)") for line in lines if str(example) in line]
+        readme = [
+            line.replace(str(example), "README.md (python blocks)")
+            for line in lines
+            if str(example) in line
+        ]
     for title, lines in (
-        ("New mypy errors in slice_st (fix them; the baseline only shrinks):", list(new.elements())),
-        ("Fixed, still in the baseline (run python tools/check_types.py --update):", list(fixed.elements())),
+        (
+            "New mypy errors in slice_st (fix them; the baseline only shrinks):",
+            list(new.elements()),
+        ),
+        (
+            "Fixed, still in the baseline (run python tools/check_types.py --update):",
+            list(fixed.elements()),
+        ),
         ("mypy errors in the README's examples:", readme),
     ):
         if lines:
             print(title, *lines, sep="\n  ")
-    print(f"mypy: {sum(now.values())} errors in slice_st (baseline {sum(kept.values())}), {len(readme)} in the README")
+    print(
+        f"mypy: {sum(now.values())} errors in slice_st (baseline {sum(kept.values())}), {len(readme)} in the README"
+    )
     return 1 if new or fixed or readme else 0
 
 

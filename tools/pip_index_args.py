@@ -13,7 +13,11 @@ import subprocess
 import sys
 
 # pip option → uv option; each value may hold several space-separated entries
-OPTIONS = {"index-url": "--index-url", "extra-index-url": "--extra-index-url", "find-links": "--find-links"}
+OPTIONS = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+}
 
 
 def pip_settings() -> dict[str, list[str]]:
@@ -37,7 +41,11 @@ def main(argv: list[str]) -> int:
         cert = settings.get("cert")
         print(f"SSL_CERT_FILE={cert[0]}" if cert else "")
         return 0
-    words = [f"{OPTIONS[name]} {shlex.quote(value)}" for name in OPTIONS for value in settings.get(name, [])]
+    words = [
+        f"{OPTIONS[name]} {shlex.quote(value)}"
+        for name in OPTIONS
+        for value in settings.get(name, [])
+    ]
     print(" ".join(words))
     return 0
 

@@ -35,7 +35,10 @@ def read_lock(path: Path) -> dict[str, str]:
 
 def installed(uv: str, python: Path) -> dict[str, str]:
     out = subprocess.run(
-        [uv, "pip", "list", "--python", str(python), "--format", "json"], capture_output=True, text=True, check=True
+        [uv, "pip", "list", "--python", str(python), "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return {canonical(row["name"]): row["version"] for row in json.loads(out)}
 
@@ -51,7 +54,11 @@ def held_back(uv: str, python: Path, indexes: list[str]) -> list[tuple[str, str,
     if done.returncode != 0:
         return []
     rows = json.loads(done.stdout or "[]")
-    return [(canonical(r["name"]), r["version"], r["latest_version"]) for r in rows if r["name"] != "slice-st"]
+    return [
+        (canonical(r["name"]), r["version"], r["latest_version"])
+        for r in rows
+        if r["name"] != "slice-st"
+    ]
 
 
 def build_venv(uv: str, venv: Path, lock: dict[str, str], indexes: list[str]) -> Path:
@@ -60,7 +67,19 @@ def build_venv(uv: str, venv: Path, lock: dict[str, str], indexes: list[str]) ->
     python = venv / "bin" / "python"
     torch = f"torch=={lock['torch']}"
     subprocess.run(
-        [uv, "pip", "install", "-q", "--python", str(python), "--upgrade", *indexes, "-e", ".[all,dev]", torch],
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(python),
+            "--upgrade",
+            *indexes,
+            "-e",
+            ".[all,dev]",
+            torch,
+        ],
         cwd=ROOT,
         check=True,
     )
@@ -81,7 +100,11 @@ def run_suite(python: Path, report: Path) -> tuple[int, list[str]]:
                 problem = case.find("error")
             if problem is not None:
                 first = (problem.get("message") or "").strip().splitlines()[:1]
-                failed.append(f"{case.get('classname')}::{case.get('name')}: {first[0] if first else ''}"[:300])
+                failed.append(
+                    f"{case.get('classname')}::{case.get('name')}: {first[0] if first else ''}"[
+                        :300
+                    ]
+                )
     return code, failed
 
 

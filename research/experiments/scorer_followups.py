@@ -47,15 +47,25 @@ def grids_with_word_vectors(model_name: str, dev: str) -> list[dict]:
         for batch in encode_windows(model, passages, config, 32, False, 16):
             for part in batch.rows(32):
                 sums = prefix_sums(part.token_embeddings)
-                unit_sums = torch.gather(sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1]))
+                unit_sums = torch.gather(
+                    sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1])
+                )
                 tokens = torch.nn.functional.normalize(part.token_embeddings, dim=-1)
                 for b, window in enumerate(part.windows):
-                    n, edges = int(part.num_units[b]), part.boundaries[b, : int(part.num_units[b]) + 1]
-                    words = torch.nn.functional.normalize(unit_sums[b, 1 : n + 1] - unit_sums[b, :n], dim=-1)
+                    n, edges = (
+                        int(part.num_units[b]),
+                        part.boundaries[b, : int(part.num_units[b]) + 1],
+                    )
+                    words = torch.nn.functional.normalize(
+                        unit_sums[b, 1 : n + 1] - unit_sums[b, :n], dim=-1
+                    )
                     first, last = tokens[b, edges[:n]], tokens[b, edges[1:] - 1]
                     row = rows[window.text_index]
                     # cohesion across boundary k (between word k-1 and word k); 0 at the text's edges
-                    for name, left, right in (("unit", words[:-1], words[1:]), ("token", last[:-1], first[1:])):
+                    for name, left, right in (
+                        ("unit", words[:-1], words[1:]),
+                        ("token", last[:-1], first[1:]),
+                    ):
                         across = np.zeros(n + 1, np.float32)
                         across[1:n] = (left * right).sum(-1).numpy()
                         row[f"cohesion_{name}"] = across
@@ -66,7 +76,9 @@ def spans_of(row: dict, longest: int) -> tuple[np.ndarray, np.ndarray, np.ndarra
     grid = row["grid"][:, :longest]
     starts, lengths = np.nonzero(~np.isnan(grid))
     cosines = grid[starts, lengths]
-    scores = cosines - costs_of_spans(SpanScorer(), row["flags"], row["marks"], row["profile"], starts, lengths + 1)
+    scores = cosines - costs_of_spans(
+        SpanScorer(), row["flags"], row["marks"], row["profile"], starts, lengths + 1
+    )
     return starts, lengths + 1, cosines, scores
 
 
@@ -91,7 +103,9 @@ def report(rows: list[dict], pick, parts) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dev", required=True)
     parser.add_argument("--cache", default="runs/grids")
     parser.add_argument("--model", default="default")
@@ -123,7 +137,10 @@ def main() -> None:
         print(f"{longest}: {report(rows, best(longest), parts)}")
     print("\n2. the value that ranks the rows (max_span 20)")
     values = [("best span's score (default)", "score"), ("best span's cosine", "cosine")]
-    values += [(f"log-sum-exp, t={t}", lambda s, t=t: t * logsumexp(s / t)) for t in (0.01, 0.02, 0.05, 0.1)]
+    values += [
+        (f"log-sum-exp, t={t}", lambda s, t=t: t * logsumexp(s / t))
+        for t in (0.01, 0.02, 0.05, 0.1)
+    ]
     values += [(f"mean of the top {m}", lambda s, m=m: np.sort(s)[-m:].mean()) for m in (2, 3, 5)]
     for name, value in values:
         print(f"{name}: {report(rows, best(20, value), parts)}")
@@ -134,7 +151,9 @@ def main() -> None:
             if at_end == at_start == 0:
                 continue
 
-            def cohesion(row, starts, lengths, kind=kind, centre=centre, at_end=at_end, at_start=at_start):
+            def cohesion(
+                row, starts, lengths, kind=kind, centre=centre, at_end=at_end, at_start=at_start
+            ):
                 across = np.maximum(row[f"cohesion_{kind}"] - centre, 0)
                 return at_end * across[starts + lengths] + at_start * across[starts]
 
@@ -147,7 +166,9 @@ def main() -> None:
             )
     for _, line in sorted(results, key=lambda r: -r[0])[:5]:
         print(line)
-    print("\n4. bootstrap of the default (2,000 resamples of the rows): mean, standard deviation, 95% interval")
+    print(
+        "\n4. bootstrap of the default (2,000 resamples of the rows): mean, standard deviation, 95% interval"
+    )
     values, golds, exact, f1 = [], [], [], []
     for row in rows:
         start, end, value = best(20)(row)
@@ -157,13 +178,21 @@ def main() -> None:
         predicted = [w for w in row["words"][start:end] if w]
         common = sum((Counter(predicted) & Counter(row["target"])).values())
         exact.append(float(predicted == row["target"]) if strong else np.nan)
-        f1.append((2 * common / (len(predicted) + len(row["target"])) if common else 0.0) if strong else np.nan)
+        f1.append(
+            (2 * common / (len(predicted) + len(row["target"])) if common else 0.0)
+            if strong
+            else np.nan
+        )
     values, golds, exact, f1 = map(np.array, (values, golds, exact, f1))
     rng, draws = np.random.default_rng(0), []
     for _ in range(2000):
         i = rng.integers(0, len(rows), len(rows))
         draws.append(
-            (100 * spearmanr(golds[i], values[i]).statistic, 100 * np.nanmean(exact[i]), 100 * np.nanmean(f1[i]))
+            (
+                100 * spearmanr(golds[i], values[i]).statistic,
+                100 * np.nanmean(exact[i]),
+                100 * np.nanmean(f1[i]),
+            )
         )
     for name, column in zip(("Spearman", "exact", "word-F1"), np.array(draws).T):
         low, high = np.percentile(column, [2.5, 97.5])

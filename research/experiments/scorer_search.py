@@ -41,31 +41,42 @@ def cosine_grids(model_name: str, dev: str) -> list[dict]:
     rows = read_stsb_context(dev)
     queries, passages = list(rows["line"]), list(rows["passage"])
     config = resolve_span_config(model, 1, MAX_SPAN, "word")
-    vectors = torch.nn.functional.normalize(embed_texts(model, queries, batch_size=32).float(), dim=-1)
+    vectors = torch.nn.functional.normalize(
+        embed_texts(model, queries, batch_size=32).float(), dim=-1
+    )
     out: list[dict] = [{} for _ in passages]
     with torch.no_grad():
         for batch in encode_windows(model, passages, config, 32, False, 16):
             for part in batch.rows(32):
                 sums = prefix_sums(part.token_embeddings)
-                unit_prefix = torch.gather(sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1]))
-                norms = span_sum_norms(part.token_embeddings, part.boundaries, part.num_units, 1, MAX_SPAN)
+                unit_prefix = torch.gather(
+                    sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1])
+                )
+                norms = span_sum_norms(
+                    part.token_embeddings, part.boundaries, part.num_units, 1, MAX_SPAN
+                )
                 for b, window in enumerate(part.windows):
                     n, text = int(part.num_units[b]), window.text_index
                     dots = (unit_prefix[b, : n + 1] @ vectors[text]).numpy()
                     grid = np.full((n, MAX_SPAN), np.nan, np.float32)
                     for length in range(1, min(MAX_SPAN, n) + 1):
-                        grid[: n - length + 1, length - 1] = (dots[length:] - dots[:-length]) / norms[
-                            b, : n - length + 1, length - 1
-                        ].numpy()
+                        grid[: n - length + 1, length - 1] = (
+                            dots[length:] - dots[:-length]
+                        ) / norms[b, : n - length + 1, length - 1].numpy()
                     chars = zip(part.char_starts[b, :n].tolist(), part.char_ends[b, :n].tolist())
                     out[text] = {"grid": grid, "units": [passages[text][s:e] for s, e in chars]}
     lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries)]
-    for row, (query, gold, paraphrase, length) in enumerate(zip(queries, rows["goldsim"], rows["paraphrase"], lengths)):
+    for row, (query, gold, paraphrase, length) in enumerate(
+        zip(queries, rows["goldsim"], rows["paraphrase"], lengths)
+    ):
         d = out[row]
         d.update(query=query, gold=float(gold), profile=query_profiles([query], [length])[0])
         d["flags"] = unit_flags(d["units"])
         d["marks"] = mark_prefix(d["flags"])
-        words, target = [re.sub(r"[^\w]+", "", u.lower()) for u in d["units"]], norm_words(paraphrase)
+        words, target = (
+            [re.sub(r"[^\w]+", "", u.lower()) for u in d["units"]],
+            norm_words(paraphrase),
+        )
         d["words"], d["target"], d["place"] = words, target, None
         for start in range(len(words)):
             got, end = [], start
@@ -83,7 +94,9 @@ def cosine_grids(model_name: str, dev: str) -> list[dict]:
 def choose(d: dict, scorer: SpanScorer) -> tuple[int, int, float]:
     grid = d["grid"]
     starts, lengths = np.nonzero(~np.isnan(grid))
-    scores = grid[starts, lengths] - costs_of_spans(scorer, d["flags"], d["marks"], d["profile"], starts, lengths + 1)
+    scores = grid[starts, lengths] - costs_of_spans(
+        scorer, d["flags"], d["marks"], d["profile"], starts, lengths + 1
+    )
     best = int(np.argmax(scores))
     return int(starts[best]), int(starts[best] + lengths[best] + 1), float(scores[best])
 
@@ -109,11 +122,15 @@ def evaluate(rows: list[dict], scorer: SpanScorer, subset) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dev", required=True)
     parser.add_argument("--cache", default="runs/grids")
     parser.add_argument("--model", default="default")
-    parser.add_argument("--grid", action="store_true", help="also run the last stage of the weight search")
+    parser.add_argument(
+        "--grid", action="store_true", help="also run the last stage of the weight search"
+    )
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
     path = os.path.join(args.cache, f"{args.model}.pkl")
@@ -137,7 +154,16 @@ def main() -> None:
         (
             "length only",
             dict.fromkeys(
-                ("start_word", "after_determiner", "end_word", "clause", "sentence", "open_end", "open_start"), 0
+                (
+                    "start_word",
+                    "after_determiner",
+                    "end_word",
+                    "clause",
+                    "sentence",
+                    "open_end",
+                    "open_start",
+                ),
+                0,
             ),
         ),
         ("max-cosine (paper)", {k: 0 for k in default.to_dict() if k != "name"}),
@@ -151,8 +177,12 @@ def main() -> None:
         scorer = SpanScorer(**{**default.to_dict(), **change, "name": "x"})
         a, e, o = (evaluate(rows, scorer, part) for part in (range(len(rows)), even, odd))
         f = lambda r: f"{r['spearman']:.2f} / {r['exact']:.1f} / {r['f1']:.1f}"  # noqa: E731
-        print(f"| {name} | {a['spearman']:.2f} | {a['exact']:.1f} | {a['f1']:.1f} | {f(e)} | {f(o)} |")
-    if args.grid:  # the last stage: clause-edge costs and the length prior, the other costs at their defaults
+        print(
+            f"| {name} | {a['spearman']:.2f} | {a['exact']:.1f} | {a['f1']:.1f} | {f(e)} | {f(o)} |"
+        )
+    if (
+        args.grid
+    ):  # the last stage: clause-edge costs and the length prior, the other costs at their defaults
         results = []
         for short, long, end, start in itertools.product(
             [0.1, 0.15, 0.2], [0.06, 0.1], [0.05, 0.07, 0.1, 0.15], [0, 0.01, 0.02, 0.04]

@@ -61,7 +61,9 @@ def tiny():
     ).eval()
 
 
-class StubTokenizerModel(SentenceTransformer):  # the shape of mteb's tests/mock_models.py MockSentenceTransformer
+class StubTokenizerModel(
+    SentenceTransformer
+):  # the shape of mteb's tests/mock_models.py MockSentenceTransformer
     model_card_data = SentenceTransformerModelCardData(model_name="mock/MockSentenceTransformer")
     prompts = {}
 
@@ -114,7 +116,9 @@ def _():
     assert task.metadata.is_filled(), "not filled"
     assert task.metadata.dataset.get("trust_remote_code", False) is False
     assert isinstance(task.metadata.simplified_task_type, str)
-    assert task.metadata.descriptive_stats is not None, "Dataset STSBContext should have descriptive stats"
+    assert task.metadata.descriptive_stats is not None, (
+        "Dataset STSBContext should have descriptive stats"
+    )
     assert task.metadata.n_samples is not None, "n_samples is None"
     return f"n_samples={task.metadata.n_samples}"
 
@@ -140,8 +144,12 @@ def _():
 @check("evaluate twice on one object: same score")
 def _():
     task = small()
-    a = mteb.evaluate(MODEL, task, cache=None, co2_tracker=False, show_progress_bar=False)[0].get_score()
-    b = mteb.evaluate(MODEL, task, cache=None, co2_tracker=False, show_progress_bar=False)[0].get_score()
+    a = mteb.evaluate(MODEL, task, cache=None, co2_tracker=False, show_progress_bar=False)[
+        0
+    ].get_score()
+    b = mteb.evaluate(MODEL, task, cache=None, co2_tracker=False, show_progress_bar=False)[
+        0
+    ].get_score()
     assert a == b, (a, b)
     return f"{a:.4f} == {b:.4f}"
 
@@ -152,7 +160,9 @@ def _():
     before = task.metadata
     task.load_data()
     task.unload_data()
-    assert task.metadata == before, f"eval_splits {task.metadata.eval_splits}, dataset {task.metadata.dataset}"
+    assert task.metadata == before, (
+        f"eval_splits {task.metadata.eval_splits}, dataset {task.metadata.dataset}"
+    )
 
 
 @check("cache: result written, reused with only-cache")
@@ -160,9 +170,13 @@ def _():
     task = small()
     cache = mteb.ResultCache(os.path.join(tmp, "c1"))
     r = mteb.evaluate(MODEL, task, cache=cache, co2_tracker=False, show_progress_bar=False)
-    path = cache.get_task_result_path(task.metadata.name, r.model_name.replace("/", "__"), r.model_revision)
+    path = cache.get_task_result_path(
+        task.metadata.name, r.model_name.replace("/", "__"), r.model_revision
+    )
     assert path.exists() and (path.parent / "model_meta.json").exists()
-    again = mteb.evaluate(MODEL, task, cache=cache, overwrite_strategy="only-cache", show_progress_bar=False)
+    again = mteb.evaluate(
+        MODEL, task, cache=cache, overwrite_strategy="only-cache", show_progress_bar=False
+    )
     assert abs(again[0].get_score() - r[0].get_score()) < 1e-6  # mteb saves 6 decimals
 
 
@@ -171,13 +185,22 @@ def _():
     task = small()
     cache = mteb.ResultCache(os.path.join(tmp, "c2"))
     r = mteb.evaluate(MODEL, task, cache=cache, co2_tracker=False, show_progress_bar=False)
-    path = cache.get_task_result_path(task.metadata.name, r.model_name.replace("/", "__"), r.model_revision)
+    path = cache.get_task_result_path(
+        task.metadata.name, r.model_name.replace("/", "__"), r.model_revision
+    )
     data = json.loads(path.read_text())
     for split in data["scores"]:
         for s in data["scores"][split]:
             s["main_score"] = 999.0
     path.write_text(json.dumps(data))
-    n = mteb.evaluate(MODEL, task, cache=cache, overwrite_strategy="never", co2_tracker=False, show_progress_bar=False)
+    n = mteb.evaluate(
+        MODEL,
+        task,
+        cache=cache,
+        overwrite_strategy="never",
+        co2_tracker=False,
+        show_progress_bar=False,
+    )
     assert n[0].get_score() == 999.0
 
 
@@ -185,9 +208,16 @@ def _():
 def _():
     task = small()
     cache = mteb.ResultCache(os.path.join(tmp, "c3"))
-    a = mteb.evaluate(MODEL, task, cache=cache, co2_tracker=False, show_progress_bar=False)[0].get_score()
+    a = mteb.evaluate(MODEL, task, cache=cache, co2_tracker=False, show_progress_bar=False)[
+        0
+    ].get_score()
     b = mteb.evaluate(
-        MODEL, task, cache=cache, overwrite_strategy="always", co2_tracker=False, show_progress_bar=False
+        MODEL,
+        task,
+        cache=cache,
+        overwrite_strategy="always",
+        co2_tracker=False,
+        show_progress_bar=False,
     )[0].get_score()
     assert a == b
 
@@ -202,10 +232,14 @@ def _():
     _ = task.dataset["test"]
 
 
-@check("a model with a stub tokenizer (mteb's MockSentenceTransformer shape): one clear line, not IndexError")
+@check(
+    "a model with a stub tokenizer (mteb's MockSentenceTransformer shape): one clear line, not IndexError"
+)
 def _():
     try:
-        mteb.evaluate(StubTokenizerModel(), small(), cache=None, co2_tracker=False, show_progress_bar=False)
+        mteb.evaluate(
+            StubTokenizerModel(), small(), cache=None, co2_tracker=False, show_progress_bar=False
+        )
     except IndexError:
         raise
     except (TypeError, ValueError) as e:
@@ -223,7 +257,9 @@ def _():
     r.to_disk(Path(tmp) / "r.json")
     back = mteb.TaskResult.from_disk(Path(tmp) / "r.json")
     assert abs(back.get_score() - r.get_score()) < 1e-6
-    loaded = cache.load_results(tasks=[task], validate_and_filter=True, include_remote=False, require_model_meta=False)
+    loaded = cache.load_results(
+        tasks=[task], validate_and_filter=True, include_remote=False, require_model_meta=False
+    )
     assert abs(loaded.model_results[0].task_results[0].get_score() - r.get_score()) < 1e-6
 
 

@@ -66,7 +66,9 @@ def test_metadata_is_filled_and_valid_with_descriptive_statistics(stats_where_mt
 
 
 def test_name_is_new_to_mteb():
-    names = {t.metadata.name for t in mteb.get_tasks(exclude_superseded=False, exclude_aggregate=False)}
+    names = {
+        t.metadata.name for t in mteb.get_tasks(exclude_superseded=False, exclude_aggregate=False)
+    }
     assert upstream.STSBContextSTS.metadata.name not in names
 
 
@@ -88,7 +90,16 @@ def test_it_describes_the_same_data_as_slice_sts_task():
     from slice_st.integrations.mteb import STSBContext
 
     ours, theirs = STSBContext.metadata, upstream.STSBContextSTS.metadata
-    for field in ("name", "type", "main_score", "eval_splits", "eval_langs", "bibtex_citation", "reference", "date"):
+    for field in (
+        "name",
+        "type",
+        "main_score",
+        "eval_splits",
+        "eval_langs",
+        "bibtex_citation",
+        "reference",
+        "date",
+    ):
         assert getattr(theirs, field) == getattr(ours, field), field
 
 
@@ -112,7 +123,11 @@ def test_evaluates_twice_with_mtebs_random_baseline(task):
     model = mteb.get_model("mteb/baseline-random-encoder")
     scores = []
     for _ in range(2):
-        [result] = mteb.evaluate(model, task, cache=None, co2_tracker=False, show_progress_bar=False)
-        assert result.task_name == "STSBContext" and set(result.eval_splits) == set(task.eval_splits) == {"test"}
+        [result] = mteb.evaluate(
+            model, task, cache=None, co2_tracker=False, show_progress_bar=False
+        )
+        assert result.task_name == "STSBContext" and set(result.eval_splits) == set(
+            task.eval_splits
+        ) == {"test"}
         scores.append(result.get_score())
     assert scores[0] == scores[1] and -1 <= scores[0] <= 1

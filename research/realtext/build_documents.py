@@ -18,22 +18,86 @@ _MARKUP = re.compile(r"`|\*\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w)|<[^>]+>")
 
 #: (document id, domain, source path (relative to its root), root, licence, provenance note)
 LEGAL = [
-    ("zlib", "numpy/_core/include/numpy/random/LICENSE.txt", "Zlib", "the zlib licence as shipped in numpy 2.4.6"),
-    ("bsd3", "/usr/share/common-licenses/BSD", "BSD-3-Clause", "Debian's copy of the BSD-3-Clause licence"),
-    ("mit", "execnet-2.1.2.dist-info/licenses/LICENSE", "MIT", "the MIT licence as shipped in execnet 2.1.2"),
-    ("hpnd", "pillow-13.0.0.dist-info/licenses/LICENSE", "MIT-CMU", "the PIL (MIT-CMU/HPND) licence, pillow 13.0.0"),
-    ("apache2", "/usr/share/common-licenses/Apache-2.0", "Apache-2.0", "Debian's copy of the Apache License 2.0"),
-    ("mpl2", "/usr/share/common-licenses/MPL-2.0", "MPL-2.0", "Debian's copy of the Mozilla Public License 2.0"),
+    (
+        "zlib",
+        "numpy/_core/include/numpy/random/LICENSE.txt",
+        "Zlib",
+        "the zlib licence as shipped in numpy 2.4.6",
+    ),
+    (
+        "bsd3",
+        "/usr/share/common-licenses/BSD",
+        "BSD-3-Clause",
+        "Debian's copy of the BSD-3-Clause licence",
+    ),
+    (
+        "mit",
+        "execnet-2.1.2.dist-info/licenses/LICENSE",
+        "MIT",
+        "the MIT licence as shipped in execnet 2.1.2",
+    ),
+    (
+        "hpnd",
+        "pillow-13.0.0.dist-info/licenses/LICENSE",
+        "MIT-CMU",
+        "the PIL (MIT-CMU/HPND) licence, pillow 13.0.0",
+    ),
+    (
+        "apache2",
+        "/usr/share/common-licenses/Apache-2.0",
+        "Apache-2.0",
+        "Debian's copy of the Apache License 2.0",
+    ),
+    (
+        "mpl2",
+        "/usr/share/common-licenses/MPL-2.0",
+        "MPL-2.0",
+        "Debian's copy of the Mozilla Public License 2.0",
+    ),
 ]
 TECH = [
-    ("rich", "rich-15.0.0.dist-info/METADATA", "MIT", "README of rich 15.0.0 (PyPI long description)"),
-    ("typer", "typer-0.29.2.dist-info/METADATA", "MIT", "README of typer 0.29.2 (PyPI long description)"),
-    ("httpx", "httpx-0.28.1.dist-info/METADATA", "BSD-3-Clause", "README of httpx 0.28.1 (PyPI long description)"),
+    (
+        "rich",
+        "rich-15.0.0.dist-info/METADATA",
+        "MIT",
+        "README of rich 15.0.0 (PyPI long description)",
+    ),
+    (
+        "typer",
+        "typer-0.29.2.dist-info/METADATA",
+        "MIT",
+        "README of typer 0.29.2 (PyPI long description)",
+    ),
+    (
+        "httpx",
+        "httpx-0.28.1.dist-info/METADATA",
+        "BSD-3-Clause",
+        "README of httpx 0.28.1 (PyPI long description)",
+    ),
     ("requests", "requests-2.34.2.dist-info/METADATA", "Apache-2.0", "README of requests 2.34.2"),
-    ("pysbd", "pysbd-0.3.4.dist-info/METADATA", "MIT", "README of pysbd 0.3.4 (PyPI long description)"),
-    ("bm25s", "bm25s-0.3.16.dist-info/METADATA", "MIT", "README of bm25s 0.3.16 (PyPI long description)"),
+    (
+        "pysbd",
+        "pysbd-0.3.4.dist-info/METADATA",
+        "MIT",
+        "README of pysbd 0.3.4 (PyPI long description)",
+    ),
+    (
+        "bm25s",
+        "bm25s-0.3.16.dist-info/METADATA",
+        "MIT",
+        "README of bm25s 0.3.16 (PyPI long description)",
+    ),
 ]
-DIALOGUE = ["tech_support", "computers", "conversations", "emotion", "money", "health", "food", "greetings"]
+DIALOGUE = [
+    "tech_support",
+    "computers",
+    "conversations",
+    "emotion",
+    "money",
+    "health",
+    "food",
+    "greetings",
+]
 
 
 def clean(text: str) -> str:
@@ -72,26 +136,43 @@ def dialogue_paragraphs(path: Path, per_paragraph: int = 4) -> list[str]:
             continue
         seen.add(key)
         exchanges.append(" ".join(f"{'AB'[i % 2]}: {clean(str(t))}" for i, t in enumerate(key)))
-    return [" ".join(exchanges[i : i + per_paragraph]) for i in range(0, len(exchanges), per_paragraph)]
+    return [
+        " ".join(exchanges[i : i + per_paragraph]) for i in range(0, len(exchanges), per_paragraph)
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--site-packages", type=Path, required=True)
-    parser.add_argument("--chatterbot", type=Path, required=True, help="the unpacked chatterbot_corpus package")
+    parser.add_argument(
+        "--chatterbot", type=Path, required=True, help="the unpacked chatterbot_corpus package"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     rows = []
     for domain, table, markdown in (("legal", LEGAL, False), ("tech", TECH, True)):
         for doc, path, licence, note in table:
-            raw = (args.site_packages / path if not path.startswith("/") else Path(path)).read_text(encoding="utf-8")
-            raw = raw.split("\n----\n", 1)[0]  # pillow's file: PIL's own licence, not the bundled ones after it
+            raw = (args.site_packages / path if not path.startswith("/") else Path(path)).read_text(
+                encoding="utf-8"
+            )
+            raw = raw.split("\n----\n", 1)[
+                0
+            ]  # pillow's file: PIL's own licence, not the bundled ones after it
             for n, text in enumerate(prose_paragraphs(raw, markdown)):
                 rows.append(
-                    {"id": f"{doc}-{n}", "doc": doc, "domain": domain, "licence": licence, "source": note, "text": text}
+                    {
+                        "id": f"{doc}-{n}",
+                        "doc": doc,
+                        "domain": domain,
+                        "licence": licence,
+                        "source": note,
+                        "text": text,
+                    }
                 )
     for name in DIALOGUE:
-        for n, text in enumerate(dialogue_paragraphs(args.chatterbot / "data" / "english" / f"{name}.yml")):
+        for n, text in enumerate(
+            dialogue_paragraphs(args.chatterbot / "data" / "english" / f"{name}.yml")
+        ):
             rows.append(
                 {
                     "id": f"{name}-{n}",

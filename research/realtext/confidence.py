@@ -65,7 +65,9 @@ def confidence(scores: np.ndarray, a: float, b: float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-(a + b * scores)))
 
 
-def reliability(predicted: np.ndarray, labels: np.ndarray, edges=(0, 0.2, 0.4, 0.6, 0.8, 1.0)) -> list[str]:
+def reliability(
+    predicted: np.ndarray, labels: np.ndarray, edges=(0, 0.2, 0.4, 0.6, 0.8, 1.0)
+) -> list[str]:
     """Markdown rows: per bin of predicted confidence, how many, the mean prediction and the observed match rate."""
     lines = ["| confidence | n | mean predicted | observed |", "|---|---|---|---|"]
     for lo, hi in zip(edges[:-1], edges[1:]):
@@ -91,7 +93,10 @@ def main(argv=None) -> None:
     parser.add_argument("report", type=Path)
     parser.add_argument("--scorer", default="reranked")
     args = parser.parse_args(argv)
-    tune, report = (json.loads(path.read_text(encoding="utf-8"))[args.scorer] for path in (args.tune, args.report))
+    tune, report = (
+        json.loads(path.read_text(encoding="utf-8"))[args.scorer]
+        for path in (args.tune, args.report)
+    )
     a, b = fit(*training_pairs(tune))
     print(f"P(match) = sigmoid({a:.3f} + {b:.3f} * score)  (fitted on {len(tune)} tune queries)")
     tune_first, tune_labels = first_results(tune)

@@ -25,7 +25,9 @@ METRICS = ("hit1", "hit5", "exact", "f1")
 
 def load(folder: Path = HERE) -> tuple[dict[str, dict], list[dict]]:
     """The paragraphs (id → row) and the queries of the dev set in ``folder``."""
-    read = lambda name: [json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines()]  # noqa: E731
+    read = lambda name: [  # noqa: E731
+        json.loads(line) for line in (folder / name).read_text(encoding="utf-8").splitlines()
+    ]
     return {row["id"]: row for row in read("documents.jsonl")}, read("queries.jsonl")
 
 
@@ -33,10 +35,14 @@ def word_positions(text: str, start: int, end: int) -> set[int]:
     """The positions of the words of ``text`` (as ``span_words`` cuts them) that characters ``[start, end)`` touch."""
     from slice_st.evaluation.localisation import span_words
 
-    return {i for i, (first, last, _) in enumerate(span_words(text)) if first < end and last > start}
+    return {
+        i for i, (first, last, _) in enumerate(span_words(text)) if first < end and last > start
+    }
 
 
-def span_match(text: str, predicted: tuple[int, int] | None, gold: tuple[int, int]) -> tuple[float, float]:
+def span_match(
+    text: str, predicted: tuple[int, int] | None, gold: tuple[int, int]
+) -> tuple[float, float]:
     """``(exact, word_f1)`` of a predicted character range against the gold one (``None``: no span, 0 and 0).
 
     >>> [round(v, 3) for v in span_match("In no event will the authors be liable.", (6, 38), (0, 38))]
@@ -61,7 +67,9 @@ def rank_of(scores: np.ndarray, gold: int) -> int:
     return int(np.sum(scores >= scores[gold]))
 
 
-def score_queries(model, documents: dict[str, dict], queries: Sequence[dict], scorer, batch_size=32) -> list[dict]:
+def score_queries(
+    model, documents: dict[str, dict], queries: Sequence[dict], scorer, batch_size=32
+) -> list[dict]:
     """Per query: the gold paragraph's rank, the best span in the gold paragraph (exact, word-F1, its text, score,
     similarity) and the first result's paragraph, score and span."""
     out = []
@@ -71,13 +79,17 @@ def score_queries(model, documents: dict[str, dict], queries: Sequence[dict], sc
             continue
         ids = [pid for pid, row in documents.items() if row["domain"] == domain]
         texts = [documents[pid]["text"] for pid in ids]
-        result = model.best_spans([q["query"] for q in mine], texts, scorer=scorer, batch_size=batch_size)
+        result = model.best_spans(
+            [q["query"] for q in mine], texts, scorer=scorer, batch_size=batch_size
+        )
         scores = np.where(np.isfinite(result.scores[:, :, 0]), result.scores[:, :, 0], -np.inf)
         for row, query in enumerate(mine):
             gold = ids.index(query["paragraph"])
             match = result[row][gold][0] if result[row][gold] else None
             exact, f1 = span_match(
-                texts[gold], None if match is None else (match.start, match.end), (query["start"], query["end"])
+                texts[gold],
+                None if match is None else (match.start, match.end),
+                (query["start"], query["end"]),
             )
             top = int(np.argmax(scores[row]))
             first = result[row][top][0] if result[row][top] else None
@@ -95,7 +107,9 @@ def score_queries(model, documents: dict[str, dict], queries: Sequence[dict], sc
                     "top_score": float(scores[row, top]),
                     "top_span": None if first is None else first.span,
                     "top_similarity": None if first is None else first.similarity,
-                    "paragraph_scores": [round(float(v), 5) for v in scores[row]],  # each paragraph's best score
+                    "paragraph_scores": [
+                        round(float(v), 5) for v in scores[row]
+                    ],  # each paragraph's best score
                     "gold_index": gold,
                     "top_start": None if first is None else first.start,
                     "top_end": None if first is None else first.end,
@@ -127,11 +141,15 @@ def summary(table: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
     for domain in (*DOMAINS, "all"):
         keep = np.ones(len(table["domain"]), bool) if domain == "all" else table["domain"] == domain
         if keep.any():
-            out[domain] = {m: round(100 * float(table[m][keep].mean()), 1) for m in METRICS} | {"n": int(keep.sum())}
+            out[domain] = {m: round(100 * float(table[m][keep].mean()), 1) for m in METRICS} | {
+                "n": int(keep.sum())
+            }
     return out
 
 
-def paired_bootstrap(first: np.ndarray, second: np.ndarray, samples: int = 2000, seed: int = 0) -> list[float]:
+def paired_bootstrap(
+    first: np.ndarray, second: np.ndarray, samples: int = 2000, seed: int = 0
+) -> list[float]:
     """95% interval (×100) of ``mean(second) - mean(first)``, queries resampled with replacement, the same rows for
     both (paired).
 
@@ -144,7 +162,9 @@ def paired_bootstrap(first: np.ndarray, second: np.ndarray, samples: int = 2000,
     return [round(100 * float(v), 1) for v in np.percentile(gains, [2.5, 97.5])]
 
 
-def compare(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, dict[str, list[float]]]:
+def compare(
+    a: dict[str, np.ndarray], b: dict[str, np.ndarray]
+) -> dict[str, dict[str, list[float]]]:
     """Domain (and ``"all"``) → metric → the paired bootstrap interval of ``b - a``."""
     out = {}
     for domain in (*DOMAINS, "all"):
@@ -171,7 +191,9 @@ def markdown(report: dict) -> str:
         lines += ["| domain | hit@1 | hit@5 | exact | word-F1 |", "|---" * 5 + "|"]
         for domain, row in report["gain_95ci"].items():
             lines.append(
-                f"| {domain} | " + " | ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in (row[m] for m in METRICS)) + " |"
+                f"| {domain} | "
+                + " | ".join(f"[{a:+.1f}, {b:+.1f}]" for a, b in (row[m] for m in METRICS))
+                + " |"
             )
     return "\n".join(lines)
 
@@ -189,10 +211,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", choices=("tune", "report", "all"), default="tune")
     parser.add_argument(
-        "--scorers", nargs="+", default=["phrase", "reranked"], help="one or two scorer names (or reranked:FILE)"
+        "--scorers",
+        nargs="+",
+        default=["phrase", "reranked"],
+        help="one or two scorer names (or reranked:FILE)",
     )
-    parser.add_argument("--model", default=None, help="a model path (default: slice_st.load_model())")
-    parser.add_argument("--save", type=Path, default=None, help="write the per-query results here (JSON)")
+    parser.add_argument(
+        "--model", default=None, help="a model path (default: slice_st.load_model())"
+    )
+    parser.add_argument(
+        "--save", type=Path, default=None, help="write the per-query results here (JSON)"
+    )
     parser.add_argument(
         "--compare",
         nargs=4,
@@ -203,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.compare:
         old_file, old_name, new_file, new_name = args.compare
         rows = [
-            json.loads(Path(f).read_text(encoding="utf-8"))[n] for f, n in ((old_file, old_name), (new_file, new_name))
+            json.loads(Path(f).read_text(encoding="utf-8"))[n]
+            for f, n in ((old_file, old_name), (new_file, new_name))
         ]
         tables = {
             f"{name} ({Path(f).stem})": metric_table(r)
@@ -224,7 +254,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     documents, queries = load()
     queries = [q for q in queries if args.split == "all" or q["split"] == args.split]
     model = slice_st.load_model() if args.model is None else slice_st.load_model(args.model)
-    results = {name: score_queries(model, documents, queries, as_scorer(name)) for name in args.scorers}
+    results = {
+        name: score_queries(model, documents, queries, as_scorer(name)) for name in args.scorers
+    }
     tables = {name: metric_table(rows) for name, rows in results.items()}
     report = {"split": args.split, "summary": {name: summary(t) for name, t in tables.items()}}
     if len(args.scorers) == 2:

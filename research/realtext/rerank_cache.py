@@ -27,20 +27,38 @@ def realtext_rows(model, split: str = "tune") -> list[dict]:
     documents, queries = load()
     queries = [q for q in queries if q["split"] == split]
     limit = model.max_seq_length - 2
-    fits = [q for q in queries if len(model.tokenizer.tokenize(documents[q["paragraph"]]["text"])) <= limit]
-    rows = single_pass(model, [q["query"] for q in fits], [documents[q["paragraph"]]["text"] for q in fits])
+    fits = [
+        q
+        for q in queries
+        if len(model.tokenizer.tokenize(documents[q["paragraph"]]["text"])) <= limit
+    ]
+    rows = single_pass(
+        model, [q["query"] for q in fits], [documents[q["paragraph"]]["text"] for q in fits]
+    )
     for d, q in zip(rows, fits):
         words = sorted(word_positions(d["passage"], q["start"], q["end"]))
-        d["gold"], d["paraphrase"], d["place"], d["id"] = 5.0, q["span"], (words[0], words[-1] + 1), q["id"]
-    print(f"{split}: {len(rows)} of {len(queries)} queries (the others' paragraphs exceed one window)", flush=True)
+        d["gold"], d["paraphrase"], d["place"], d["id"] = (
+            5.0,
+            q["span"],
+            (words[0], words[-1] + 1),
+            q["id"],
+        )
+    print(
+        f"{split}: {len(rows)} of {len(queries)} queries (the others' paragraphs exceed one window)",
+        flush=True,
+    )
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="runs/rerank")
-    parser.add_argument("--model", default=None, help="the model (default: slice_st.load_model()'s)")
-    parser.add_argument("--stsb", default=None, help="the STS-B-Context dev file: cache its rows too (dev.pkl)")
+    parser.add_argument(
+        "--model", default=None, help="the model (default: slice_st.load_model()'s)"
+    )
+    parser.add_argument(
+        "--stsb", default=None, help="the STS-B-Context dev file: cache its rows too (dev.pkl)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.makedirs(args.out, exist_ok=True)

@@ -35,36 +35,49 @@ MAX_SPAN = 20
 def single_pass(model, queries: list[str], passages: list[str]) -> list[dict]:
     """Per row: ``grid`` (U, 20) cosines of every span, unit char offsets, flags, marks, query profile."""
     config = resolve_span_config(model, 1, MAX_SPAN, "word")
-    vectors = torch.nn.functional.normalize(embed_texts(model, queries, batch_size=32).float(), dim=-1)
+    vectors = torch.nn.functional.normalize(
+        embed_texts(model, queries, batch_size=32).float(), dim=-1
+    )
     out: list[dict] = [{} for _ in passages]
     with torch.no_grad():
         for batch in encode_windows(model, passages, config, 32, False, 16):
             for part in batch.rows(32):
                 sums = prefix_sums(part.token_embeddings)
-                unit_prefix = torch.gather(sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1]))
-                norms = span_sum_norms(part.token_embeddings, part.boundaries, part.num_units, 1, MAX_SPAN)
+                unit_prefix = torch.gather(
+                    sums, 1, part.boundaries[..., None].expand(-1, -1, sums.shape[-1])
+                )
+                norms = span_sum_norms(
+                    part.token_embeddings, part.boundaries, part.num_units, 1, MAX_SPAN
+                )
                 for b, window in enumerate(part.windows):
                     n, text = int(part.num_units[b]), window.text_index
                     assert window.char_start == 0, "passages fit one window"
                     dots = (unit_prefix[b, : n + 1] @ vectors[text]).numpy()
                     grid = np.full((n, MAX_SPAN), np.nan, np.float32)
                     for length in range(1, min(MAX_SPAN, n) + 1):
-                        grid[: n - length + 1, length - 1] = (dots[length:] - dots[:-length]) / norms[
-                            b, : n - length + 1, length - 1
-                        ].numpy()
-                    chars = np.stack([part.char_starts[b, :n].numpy(), part.char_ends[b, :n].numpy()], 1)
+                        grid[: n - length + 1, length - 1] = (
+                            dots[length:] - dots[:-length]
+                        ) / norms[b, : n - length + 1, length - 1].numpy()
+                    chars = np.stack(
+                        [part.char_starts[b, :n].numpy(), part.char_ends[b, :n].numpy()], 1
+                    )
                     out[text] = {"grid": grid, "chars": chars}
     lengths = [len(starts) for starts, _, _ in text_units(model.tokenizer, queries)]
     for row, (query, passage, length) in enumerate(zip(queries, passages, lengths)):
         d = out[row]
         units = [passage[a:b] for a, b in d["chars"]]
-        d.update(query=query, passage=passage, units=units, profile=query_profiles([query], [length])[0])
+        d.update(
+            query=query, passage=passage, units=units, profile=query_profiles([query], [length])[0]
+        )
         d["flags"] = unit_flags(units)
         d["marks"] = mark_prefix(d["flags"])
         # the evaluator's words: each unit's word index (-1: no word), for exact / word-F1 as the evaluator counts
         words = span_words(passage)
         d["unit_word"] = np.array(
-            [next((i for i, (s, e, _) in enumerate(words) if s < b and a < e), -1) for a, b in d["chars"]]
+            [
+                next((i for i, (s, e, _) in enumerate(words) if s < b and a < e), -1)
+                for a, b in d["chars"]
+            ]
         )
     return out
 
@@ -73,7 +86,11 @@ def dev_rows(model, path: str) -> list[dict]:
     data = read_stsb_context(path)
     rows = single_pass(model, list(data["line"]), list(data["passage"]))
     for d, paraphrase, gold in zip(rows, data["paraphrase"], data["goldsim"]):
-        d["gold"], d["paraphrase"], d["place"] = float(gold), paraphrase, locate_paraphrase(d["passage"], paraphrase)
+        d["gold"], d["paraphrase"], d["place"] = (
+            float(gold),
+            paraphrase,
+            locate_paraphrase(d["passage"], paraphrase),
+        )
     return rows
 
 
@@ -89,7 +106,9 @@ def _insert(passage: str, place: tuple[int, int], sentence: str) -> str:
     return passage[:start] + new + passage[end:]
 
 
-def _with_determiner(passage: str, place: tuple[int, int], sentence: str, widen: str = "sentence") -> tuple[int, int]:
+def _with_determiner(
+    passage: str, place: tuple[int, int], sentence: str, widen: str = "sentence"
+) -> tuple[int, int]:
     """``place`` widened to a determiner just before it ("the | young couple sitting") when ``sentence`` starts with
     one (``widen="sentence"``): two determiners in a row ("the a dog is ...") are never in real text (one before a
     sentence without its own, "the | coroner confirms ...", is, and stays). ``"always"`` / ``"never"``: for
@@ -104,7 +123,9 @@ def _with_determiner(passage: str, place: tuple[int, int], sentence: str, widen:
     return place
 
 
-def weak_rows(model, data_dir: str, dev: list[dict], count: int, widen: str, seed: int = 0) -> list[dict]:
+def weak_rows(
+    model, data_dir: str, dev: list[dict], count: int, widen: str, seed: int = 0
+) -> list[dict]:
     pairs = []
     with open(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"), encoding="utf-8") as handle:
         for fields in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE):
@@ -116,7 +137,9 @@ def weak_rows(model, data_dir: str, dev: list[dict], count: int, widen: str, see
     made = []
     for score, first, second in pairs[:count]:
         host = rng.choice(hosts)
-        passage = _insert(host["passage"], _with_determiner(host["passage"], host["place"], second, widen), second)
+        passage = _insert(
+            host["passage"], _with_determiner(host["passage"], host["place"], second, widen), second
+        )
         made.append((score, first, second, passage))
     return labelled_rows(model, made)
 
@@ -145,7 +168,9 @@ def made_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
     from research.context import make_context
     from slice_st.data.stsb import read_stsb
 
-    made = make_context(read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv")), seed=seed, limit=count)
+    made = make_context(
+        read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv")), seed=seed, limit=count
+    )
     kept = [row for row in made if locate_paraphrase(row["passage"], row["paraphrase"]) is not None]
     rows = single_pass(model, [row["line"] for row in kept], [row["passage"] for row in kept])
     for d, row in zip(rows, kept):
@@ -178,7 +203,18 @@ LEADS = (
     "I remember that",
     "The article claims that",
 )
-JOINS = (", while", ", and", ", but", " because", ", just as", " when", ", although", ", so", " after", " before")
+JOINS = (
+    ", while",
+    ", and",
+    ", but",
+    " because",
+    ", just as",
+    " when",
+    ", although",
+    ", so",
+    " after",
+    " before",
+)
 
 
 def _mid_sentence(sentence: str) -> str:
@@ -206,23 +242,37 @@ def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]
     for score, first, second in pairs[:count]:
         lead = rng.choice(LEADS) + " " if rng.random() < 0.8 else ""
         body = _mid_sentence(second) if lead else re.sub(r"[.!?]+$", "", second.strip())
-        tail = rng.choice(JOINS) + " " + _mid_sentence(rng.choice(others)) + "." if rng.random() < 0.7 else "."
+        tail = (
+            rng.choice(JOINS) + " " + _mid_sentence(rng.choice(others)) + "."
+            if rng.random() < 0.7
+            else "."
+        )
         sentence = lead + body + tail
         before = [rng.choice(others) for _ in range(rng.randint(0, 2))]
         after = [rng.choice(others) for _ in range(rng.randint(0, 2))]
-        made.append((score, first, second, " ".join([*before, sentence[:1].upper() + sentence[1:], *after])))
+        made.append(
+            (score, first, second, " ".join([*before, sentence[:1].upper() + sentence[1:], *after]))
+        )
     return labelled_rows(model, made)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", default="/work/shared/data")
     parser.add_argument("--out", default="runs/rerank")
     parser.add_argument("--weak", type=int, default=3000)
-    parser.add_argument("--made", type=int, default=0, help="also cache this many made-context rows (made.pkl)")
-    parser.add_argument("--embedded", type=int, default=0, help="also cache this many embedded rows (embedded.pkl)")
+    parser.add_argument(
+        "--made", type=int, default=0, help="also cache this many made-context rows (made.pkl)"
+    )
+    parser.add_argument(
+        "--embedded", type=int, default=0, help="also cache this many embedded rows (embedded.pkl)"
+    )
     parser.add_argument("--no-dev", action="store_true", help="reuse the cached dev.pkl")
-    parser.add_argument("--model", default=None, help="the model (default: slice_st.load_model()'s)")
+    parser.add_argument(
+        "--model", default=None, help="the model (default: slice_st.load_model()'s)"
+    )
     parser.add_argument(
         "--widen",
         choices=["sentence", "always", "never"],

@@ -26,16 +26,25 @@ from slice_st.search import best_spans_paired
 
 
 def per_row(model, rows, scorer: str) -> dict[str, np.ndarray]:
-    matches = best_spans_paired(model, list(rows["line"]), list(rows["passage"]), scorer=scorer, batch_size=32)
+    matches = best_spans_paired(
+        model, list(rows["line"]), list(rows["passage"]), scorer=scorer, batch_size=32
+    )
     exact, f1, strong = [], [], []
-    for match, passage, paraphrase, gold in zip(matches, rows["passage"], rows["paraphrase"], rows["goldsim"]):
+    for match, passage, paraphrase, gold in zip(
+        matches, rows["passage"], rows["paraphrase"], rows["goldsim"]
+    ):
         span = None if match is None else (match.start, match.end)
         one = span_localisation([passage], [span], [paraphrase], [gold])
         strong.append(bool(one["strong_located"]))
         exact.append(one["strong_exact"] if one["strong_located"] else np.nan)
         f1.append(one["strong_word_f1"] if one["strong_located"] else np.nan)
     scores = np.array([-np.inf if m is None else m.score for m in matches])
-    return {"score": scores, "exact": np.array(exact), "f1": np.array(f1), "strong": np.array(strong)}
+    return {
+        "score": scores,
+        "exact": np.array(exact),
+        "f1": np.array(f1),
+        "strong": np.array(strong),
+    }
 
 
 def summary(result: dict, gold: np.ndarray, part: np.ndarray) -> dict[str, float]:
@@ -48,7 +57,9 @@ def summary(result: dict, gold: np.ndarray, part: np.ndarray) -> dict[str, float
     }
 
 
-def bootstrap(new: dict, old: dict, gold: np.ndarray, part: np.ndarray, samples: int = 2000) -> dict[str, list]:
+def bootstrap(
+    new: dict, old: dict, gold: np.ndarray, part: np.ndarray, samples: int = 2000
+) -> dict[str, list]:
     """95% paired bootstrap intervals (rows resampled) of the gains in exact, word-F1 and Spearman."""
     rng = np.random.default_rng(0)
     out: dict[str, list] = {"exact": [], "f1": [], "spearman": []}
@@ -64,7 +75,10 @@ def bootstrap(new: dict, old: dict, gold: np.ndarray, part: np.ndarray, samples:
                 - spearmanr(gold[pick], old["score"][pick]).statistic
             )
         )
-    return {key: [round(float(v), 2) for v in np.percentile(values, [2.5, 97.5])] for key, values in out.items()}
+    return {
+        key: [round(float(v), 2) for v in np.percentile(values, [2.5, 97.5])]
+        for key, values in out.items()
+    }
 
 
 def gates(model, rows, gold, parts, sizes: list[int]) -> None:
@@ -85,19 +99,28 @@ def gates(model, rows, gold, parts, sizes: list[int]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dev", required=True)
     parser.add_argument("--model", default=None)
     parser.add_argument("--scorers", nargs="+", default=["reranked", "phrase", "max-cosine"])
     parser.add_argument(
-        "--gates", type=int, nargs="+", help="only: the default scorer with these shortest re-ranked queries (words)"
+        "--gates",
+        type=int,
+        nargs="+",
+        help="only: the default scorer with these shortest re-ranked queries (words)",
     )
     args = parser.parse_args()
     torch.set_num_threads(1)
     model = load_model(args.model)
     rows = read_stsb_context(args.dev)
     gold = np.asarray(rows["goldsim"], np.float64)
-    parts = {"all": np.arange(len(rows)), "even": np.arange(0, len(rows), 2), "odd": np.arange(1, len(rows), 2)}
+    parts = {
+        "all": np.arange(len(rows)),
+        "even": np.arange(0, len(rows), 2),
+        "odd": np.arange(1, len(rows), 2),
+    }
     if args.gates:
         gates(model, rows, gold, parts, args.gates)
         return
@@ -109,7 +132,9 @@ def main() -> None:
     print("| --- | --- | --- | --- |")
     for scorer, result in results.items():
         s = {name: summary(result, gold, part) for name, part in parts.items()}
-        cells = [" / ".join(f"{s[p][key]:.2f}" for p in parts) for key in ("spearman", "exact", "f1")]
+        cells = [
+            " / ".join(f"{s[p][key]:.2f}" for p in parts) for key in ("spearman", "exact", "f1")
+        ]
         print(f"| `{scorer}` | " + " | ".join(cells) + " |")
     if "phrase" in results:
         for scorer in results:

@@ -92,9 +92,19 @@ GROUP_OF = {
         "boundary",
     ),
     **dict.fromkeys(
-        ["cand_in_query", "query_in_cand", "first_match", "last_match", "before_in_query", "after_in_query"], "lexical"
+        [
+            "cand_in_query",
+            "query_in_cand",
+            "first_match",
+            "last_match",
+            "before_in_query",
+            "after_in_query",
+        ],
+        "lexical",
     ),
-    **dict.fromkeys(["text_start", "text_end", "rel_start", "rel_end", "sentence_start"], "position"),
+    **dict.fromkeys(
+        ["text_start", "text_end", "rel_start", "rel_end", "sentence_start"], "position"
+    ),
 }
 
 
@@ -131,7 +141,11 @@ def with_derived(items: list[dict]) -> int:
     extra = [name for name in DERIVED if name not in names]
     for it in items:
         values = {name: it["x"][:, i] for i, name in enumerate(names)}
-        it["x"] = np.concatenate([it["x"], np.stack([DERIVED[n](values) for n in extra], 1)], 1) if extra else it["x"]
+        it["x"] = (
+            np.concatenate([it["x"], np.stack([DERIVED[n](values) for n in extra], 1)], 1)
+            if extra
+            else it["x"]
+        )
         it["names"] = it["names"] + [f"{GROUP_OF[n]}:{n}" for n in extra]
     return own
 
@@ -173,14 +187,22 @@ def build(rows: list[dict], k: int) -> list[dict]:
     for d in rows:
         x, starts, lengths, names = features(d, k)
         ranges = [word_range(d, s, s + n) for s, n in zip(starts, lengths)]
-        label = np.array([r == d["place"] for r in ranges], np.float64) if d["place"] else np.zeros(len(ranges))
+        label = (
+            np.array([r == d["place"] for r in ranges], np.float64)
+            if d["place"]
+            else np.zeros(len(ranges))
+        )
         f1 = np.zeros(len(ranges))
         if d["place"]:
             p = d["place"]
             for i, (a, b) in enumerate(ranges):
                 common = max(0, min(b, p[1]) - max(a, p[0]))
                 f1[i] = 2 * common / ((b - a) + (p[1] - p[0])) if common else 0.0
-        out.append(dict(x=x, label=label, f1=f1, names=names, gold=d["gold"], located=d["place"] is not None))
+        out.append(
+            dict(
+                x=x, label=label, f1=f1, names=names, gold=d["gold"], located=d["place"] is not None
+            )
+        )
     return out
 
 
@@ -205,7 +227,9 @@ def fit_softmax(items: list[dict], columns: np.ndarray, l2: float) -> tuple[np.n
     def closure():
         optimiser.zero_grad()
         logits = (x @ w).masked_fill(~mask, float("-inf"))
-        loss = -(y * torch.log_softmax(logits, 1).masked_fill(~mask, 0)).sum(1).mean() + l2 * (w @ w)
+        loss = -(y * torch.log_softmax(logits, 1).masked_fill(~mask, 0)).sum(1).mean() + l2 * (
+            w @ w
+        )
         loss.backward()
         return loss
 
@@ -235,7 +259,9 @@ def metrics(items, picks, subset, value=None) -> dict:
     }
 
 
-def bootstrap_gain(base: dict, new: dict, samples: int = 2000, seed: int = 0) -> tuple[float, float, float, float]:
+def bootstrap_gain(
+    base: dict, new: dict, samples: int = 2000, seed: int = 0
+) -> tuple[float, float, float, float]:
     """Paired bootstrap 95% intervals of the exact and word-F1 gains (percentage points)."""
     rng = np.random.default_rng(seed)
     de = new["per_row"][0] - base["per_row"][0]
@@ -260,7 +286,9 @@ def load_items(cache: str, name: str, k: int) -> list[dict]:
     return items
 
 
-def even_cv(dev: list[dict], train_name: str, columns, l2: float, extra: list[dict], folds: int = 5) -> tuple:
+def even_cv(
+    dev: list[dict], train_name: str, columns, l2: float, extra: list[dict], folds: int = 5
+) -> tuple:
     """Exact match and word-F1 on strong even rows, the log-loss of the labelled candidate (even rows with one), and
     the Spearman of the chosen span's phrase score and of its cosine (all even rows), each fold predicted by a model
     fitted on the other even folds (+ ``extra``)."""
@@ -335,7 +363,8 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
             "l2": args.l2[0],
             "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
             "and weak rows) have >= 4 words",
-            "command": "python research/rerank/cache.py && python research/rerank/study.py " + " ".join(sys.argv[1:]),
+            "command": "python research/rerank/cache.py && python research/rerank/study.py "
+            + " ".join(sys.argv[1:]),
         },
     }
     os.makedirs(os.path.dirname(args.export) or ".", exist_ok=True)
@@ -351,27 +380,46 @@ def selected(args, names: list[str], own: int) -> np.ndarray:
     wanted = PREVIOUS if args.features == ["previous"] else args.features
     plain = [n.split(":", 1)[1] for n in names]
     chosen = [plain.index(n) for n in wanted] if wanted else list(range(own))
-    chosen = [i for i in chosen if plain[i] not in args.without] + [plain.index(n) for n in args.more]
+    chosen = [i for i in chosen if plain[i] not in args.without] + [
+        plain.index(n) for n in args.more
+    ]
     return np.array([i for i in chosen if names[i].split(":")[0] not in args.drop])
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cache", default="runs/rerank")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-3])
-    parser.add_argument("--train", nargs="+", default=["even"], help="train_sets names (even+weak, ...)")
-    parser.add_argument("--ablate", action="store_true")
-    parser.add_argument("--drop", nargs="*", default=[], help="feature groups left out of every model")
     parser.add_argument(
-        "--features", nargs="+", help="the features to use (default: the package's; 'previous': the previous set)"
+        "--train", nargs="+", default=["even"], help="train_sets names (even+weak, ...)"
     )
-    parser.add_argument("--with", dest="more", nargs="+", default=[], help="features added to --features")
-    parser.add_argument("--without", nargs="+", default=[], help="features left out of --features")
-    parser.add_argument("--model", default="slice-minilm", help="the model the cache was made with (provenance)")
-    parser.add_argument("--export", help="fit the first --train set with the first --l2 and write the re-ranker JSON")
+    parser.add_argument("--ablate", action="store_true")
     parser.add_argument(
-        "--cv", action="store_true", help="5-fold CV on the even rows (choose settings without odd rows)"
+        "--drop", nargs="*", default=[], help="feature groups left out of every model"
+    )
+    parser.add_argument(
+        "--features",
+        nargs="+",
+        help="the features to use (default: the package's; 'previous': the previous set)",
+    )
+    parser.add_argument(
+        "--with", dest="more", nargs="+", default=[], help="features added to --features"
+    )
+    parser.add_argument("--without", nargs="+", default=[], help="features left out of --features")
+    parser.add_argument(
+        "--model", default="slice-minilm", help="the model the cache was made with (provenance)"
+    )
+    parser.add_argument(
+        "--export",
+        help="fit the first --train set with the first --l2 and write the re-ranker JSON",
+    )
+    parser.add_argument(
+        "--cv",
+        action="store_true",
+        help="5-fold CV on the even rows (choose settings without odd rows)",
     )
     return parser.parse_args()
 
@@ -383,7 +431,9 @@ def main() -> None:
     torch.set_num_threads(1)
     dev = load_items(args.cache, "dev", args.k)
     weak = load_items(args.cache, "weak", args.k)
-    realtext = load_items(args.cache, "realtext", args.k)  # research/realtext/rerank_cache.py: the tune half
+    realtext = load_items(
+        args.cache, "realtext", args.k
+    )  # research/realtext/rerank_cache.py: the tune half
     made = load_items(args.cache, "made", args.k)  # cache.py --made N
     embedded = load_items(args.cache, "embedded", args.k)  # cache.py --embedded N
     own = with_derived(dev)
@@ -396,7 +446,14 @@ def main() -> None:
     parts = (("even", even), ("odd", odd), ("all", whole))
     base = {part: metrics(dev, top, r) for part, r in parts}
     oracle = [int(np.argmax(it["label"])) for it in dev]
-    print("k", args.k, "oracle odd exact", round(metrics(dev, oracle, odd)["exact"], 1), "features", len(names))
+    print(
+        "k",
+        args.k,
+        "oracle odd exact",
+        round(metrics(dev, oracle, odd)["exact"], 1),
+        "features",
+        len(names),
+    )
     show = lambda m: f"{m['exact']:.1f} / {m['f1']:.1f} / {m['spearman']:.2f}"  # noqa: E731
     print(
         "| model | even: exact / F1 / Spearman | odd (held out) | all | odd gain, 95% bootstrap | Spearman by "
@@ -430,10 +487,14 @@ def main() -> None:
     if args.ablate:
         groups = sorted({n.split(":")[0] for n in names})
         for group in groups:
-            keep = np.array([i for i in every if names[i].split(":")[0] != group or names[i] == "score:phrase"])
+            keep = np.array(
+                [i for i in every if names[i].split(":")[0] != group or names[i] == "score:phrase"]
+            )
             configs.append((args.train[0], args.l2[0], f"- {group}", keep))
         for group in groups:
-            keep = np.array([i for i in every if names[i].split(":")[0] == group or names[i] == "score:phrase"])
+            keep = np.array(
+                [i for i in every if names[i].split(":")[0] == group or names[i] == "score:phrase"]
+            )
             configs.append((args.train[0], args.l2[0], f"only {group}", keep))
     for train_name, l2, label, columns in configs:
         train = train_sets[train_name]
@@ -458,7 +519,10 @@ def main() -> None:
         ci = bootstrap_gain(base["odd"], res["odd"])
         learned = cosine_units(dev, columns, model, picks)
         chosen = [float(it["x"][p, 1]) for it, p in zip(dev, picks)]
-        rho = lambda values, r: 100 * spearmanr([dev[i]["gold"] for i in r], [values[i] for i in r]).statistic  # noqa
+
+        def rho(values, r):
+            return 100 * spearmanr([dev[i]["gold"] for i in r], [values[i] for i in r]).statistic
+
         print(
             f"| {train_name} l2={l2:g} {label} | {show(res['even'])} | {show(res['odd'])} | {show(res['all'])} | "
             f"exact [{ci[0]:+.1f}, {ci[1]:+.1f}] F1 [{ci[2]:+.1f}, {ci[3]:+.1f}] | "

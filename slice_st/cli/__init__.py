@@ -29,7 +29,13 @@ COMMAND_GROUPS = {
 }
 #: Errors the user can fix besides :class:`~slice_st.errors.SliceError` (:class:`UsageError` is one): missing files,
 #: permissions.
-_KNOWN = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+_KNOWN = (
+    FileNotFoundError,
+    FileExistsError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
 #: A write that failed for want of room or of a working disk.
 _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS}
 _BUG = "slice-st: unexpected error, most likely a bug: please open an issue with the command and the traceback below\n"
@@ -44,7 +50,11 @@ class ArgumentParser(argparse.ArgumentParser):
         if unknown:
             hint = suggestion(unknown.group(1).split("=")[0], self._option_string_actions)
         else:
-            hint = suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")]) if choice else ""
+            hint = (
+                suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")])
+                if choice
+                else ""
+            )
         self.exit(2, f"slice-st: error: {message}{hint} (see {self.prog} --help)\n")
 
 
@@ -124,12 +134,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         except Exception as error:
             if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
-                where = terminal_safe(str(error.filename or _stdout_name()))  # before standard output is silenced
+                where = terminal_safe(
+                    str(error.filename or _stdout_name())
+                )  # before standard output is silenced
                 _silence_stdout()
-                parser.exit(2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n")
+                parser.exit(
+                    2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n"
+                )
             if _model_refused(error):
                 parser.exit(
-                    2, f"slice-st: error: cannot load the model: {terminal_safe(' '.join(str(error).split()))}\n"
+                    2,
+                    f"slice-st: error: cannot load the model: {terminal_safe(' '.join(str(error).split()))}\n",
                 )
             if not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)

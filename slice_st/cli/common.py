@@ -20,10 +20,24 @@ from slice_st.text import SPLITS
 #: Texts (documents) shown per query when ``--texts`` is not given.
 DEFAULT_TEXTS = 10
 #: Control characters (C0 but tab, DEL, C1) and how they are shown.
-_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))}
+_CONTROL = {
+    code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))
+}
 #: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
-_PROGRESS_ENV = ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
-_LOGGERS = ("transformers", "sentence_transformers", "huggingface_hub", "datasets", "mteb", "accelerate", "slice_st")
+_PROGRESS_ENV = (
+    "TQDM_DISABLE",
+    "HF_HUB_DISABLE_PROGRESS_BARS",
+    "HF_DATASETS_DISABLE_PROGRESS_BARS",
+)
+_LOGGERS = (
+    "transformers",
+    "sentence_transformers",
+    "huggingface_hub",
+    "datasets",
+    "mteb",
+    "accelerate",
+    "slice_st",
+)
 
 
 class UsageError(SliceError, ValueError):
@@ -59,7 +73,9 @@ def at_least(minimum: float, maximum: float = math.inf, cast: type = int):
             number = math.nan
         if not math.isfinite(number) or (cast is int and not number.is_integer()):
             raise argparse.ArgumentTypeError(
-                f"not an integer: {value!r}" if cast is int else f"must be a finite number, got {value}"
+                f"not an integer: {value!r}"
+                if cast is int
+                else f"must be a finite number, got {value}"
             )
         if not minimum <= number <= maximum:
             bounds = f">= {minimum}" if maximum == math.inf else f"from {minimum} to {maximum}"
@@ -82,43 +98,130 @@ OPTIONS = {
         ("--queries", dict(action="append", metavar="FILE", help="a file with one query per line")),
         (
             "--texts",
-            dict(type=count, metavar="N", help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)"),
+            dict(
+                type=count,
+                metavar="N",
+                help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)",
+            ),
         ),
-        ("--per-text", dict(type=count, default=1, metavar="M", help="spans of each text (default 1; 0: no limit)")),
+        (
+            "--per-text",
+            dict(
+                type=count,
+                default=1,
+                metavar="M",
+                help="spans of each text (default 1; 0: no limit)",
+            ),
+        ),
         ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
-        ("-t --threshold", dict(type=finite_float, metavar="T", help="keep matches whose score is >= T")),
+        (
+            "-t --threshold",
+            dict(type=finite_float, metavar="T", help="keep matches whose score is >= T"),
+        ),
         ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
         ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
         (
             "--merge-identical",
-            dict(action="store_true", help="one result for a span found in several texts, listing every place"),
+            dict(
+                action="store_true",
+                help="one result for a span found in several texts, listing every place",
+            ),
         ),
-        ("-f --format", dict(choices=("text", "json", "jsonl", "html", "csv"), default="text", help="output format")),
-        ("--color", dict(choices=("auto", "always", "never"), default="auto", help="highlight spans")),
-        ("--approximate", dict(action="store_true", help="with an index: use its FAISS candidate stage")),
+        (
+            "-f --format",
+            dict(
+                choices=("text", "json", "jsonl", "html", "csv"),
+                default="text",
+                help="output format",
+            ),
+        ),
+        (
+            "--color",
+            dict(choices=("auto", "always", "never"), default="auto", help="highlight spans"),
+        ),
+        (
+            "--approximate",
+            dict(action="store_true", help="with an index: use its FAISS candidate stage"),
+        ),
         (
             "--candidates",
-            dict(type=positive_int, metavar="N", help="with a compressed index: documents searched exactly (500)"),
+            dict(
+                type=positive_int,
+                metavar="N",
+                help="with a compressed index: documents searched exactly (500)",
+            ),
         ),
-        ("-m --model", dict(help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)")),
+        (
+            "-m --model",
+            dict(
+                help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)"
+            ),
+        ),
         ("--min-span", dict(type=positive_int, help="shortest span (default: the model's, 1)")),
         ("--max-span", dict(type=positive_int, help="longest span (default: the model's, 20)")),
         ("--unit", dict(choices=("word", "token"), help="span unit (default: the model's, word)")),
         ("--batch-size", dict(type=positive_int, default=32)),
         ("--device", dict(help="torch device, e.g. cpu or cuda:0")),
-        ("--split", dict(choices=SPLITS, default="auto", help="a text is a line, a paragraph, or auto (by the file)")),
-        ("--follow-links", dict(action="store_true", help="also read file links leading out of a folder named")),
-        ("--skip-bad", dict(action="store_true", help="leave out (and list) texts the model cannot window")),
-        ("--ray", dict(nargs="?", const="local", metavar="ADDRESS", help="run on Ray: here, or auto/HOST:PORT")),
-        ("--workers", dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)")),
+        (
+            "--split",
+            dict(
+                choices=SPLITS,
+                default="auto",
+                help="a text is a line, a paragraph, or auto (by the file)",
+            ),
+        ),
+        (
+            "--follow-links",
+            dict(action="store_true", help="also read file links leading out of a folder named"),
+        ),
+        (
+            "--skip-bad",
+            dict(action="store_true", help="leave out (and list) texts the model cannot window"),
+        ),
+        (
+            "--ray",
+            dict(
+                nargs="?",
+                const="local",
+                metavar="ADDRESS",
+                help="run on Ray: here, or auto/HOST:PORT",
+            ),
+        ),
+        (
+            "--workers",
+            dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)"),
+        ),
         ("--force", dict(action="store_true", help="replace an index already in DIR")),
         ("-o --output", dict(required=True, metavar="DIR", help="the folder to write")),
-        ("--backend", dict(choices=("torch", "onnx", "openvino"), default="torch", help="where the forward pass runs")),
-        ("--model-file", dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx")),
+        (
+            "--backend",
+            dict(
+                choices=("torch", "onnx", "openvino"),
+                default="torch",
+                help="where the forward pass runs",
+            ),
+        ),
+        (
+            "--model-file",
+            dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx"),
+        ),
         ("--quantized", dict(action="store_true", help="with --backend onnx: the int8 file")),
-        ("--model-dtype", dict(choices=("float32", "float16", "bfloat16"), help="weights' precision")),
-        ("--threads", dict(type=positive_int, help="intra-op threads (default: SLICE_ST_THREADS, else torch's)")),
-        ("--export-dir", dict(metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed")),
+        (
+            "--model-dtype",
+            dict(choices=("float32", "float16", "bfloat16"), help="weights' precision"),
+        ),
+        (
+            "--threads",
+            dict(
+                type=positive_int, help="intra-op threads (default: SLICE_ST_THREADS, else torch's)"
+            ),
+        ),
+        (
+            "--export-dir",
+            dict(
+                metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed"
+            ),
+        ),
     )
 }
 #: The switches every command has.
@@ -131,11 +234,15 @@ def add_command(commands, name: str, help: str, handler=None, *options: str, **d
     """The (sub-)command ``name`` with the shared ``options`` (long flags of :data:`OPTIONS`); ``help`` is its line in
     the list and its description; ``defaults`` override the options' defaults."""
     parser = commands.add_parser(name, help=help, description=f"{help[0].upper()}{help[1:]}.")
-    backend = parser.add_argument_group("inference backend") if set(options) & set(BACKEND) else None
+    backend = (
+        parser.add_argument_group("inference backend") if set(options) & set(BACKEND) else None
+    )
     for option in options:
         flags, kwargs = OPTIONS[option]
         (backend if option in BACKEND else parser).add_argument(*flags, **kwargs)
-    if handler:  # a command, not a group: the output switches; its parser looks up an unrecognized option
+    if (
+        handler
+    ):  # a command, not a group: the output switches; its parser looks up an unrecognized option
         for flag, text in OUTPUT_FLAGS.items():
             parser.add_argument(flag, action="store_true", help=text)
         defaults |= {"handler": handler, "parser": parser}
@@ -153,7 +260,11 @@ def model_options(args) -> dict:
     from slice_st.backends import set_torch_threads
 
     set_torch_threads(getattr(args, "threads", None))
-    options = pick(args, "backend", "model_file", "quantized", "threads", "export_dir") if "backend" in args else {}
+    options = (
+        pick(args, "backend", "model_file", "quantized", "threads", "export_dir")
+        if "backend" in args
+        else {}
+    )
     options["dtype"] = getattr(args, "model_dtype", None)
     return {key: value for key, value in options.items() if value not in (None, False, "torch")}
 
@@ -165,7 +276,11 @@ def load_cli_model(args, **options: Any):
     from slice_st.multi_vector import load_multi_vector_folder
 
     found = load_multi_vector_folder(args.model, device=args.device, **options)
-    return found if found is not None else slice_st.load_model(args.model, device=args.device, **options)
+    return (
+        found
+        if found is not None
+        else slice_st.load_model(args.model, device=args.device, **options)
+    )
 
 
 @contextlib.contextmanager
@@ -181,7 +296,9 @@ def output_options(args):
             for name in _LOGGERS:
                 logging.getLogger(name).setLevel(logging.ERROR)
         if args.no_progress:
-            os.environ.update(dict.fromkeys(_PROGRESS_ENV, "1"))  # transformers reads it when imported
+            os.environ.update(
+                dict.fromkeys(_PROGRESS_ENV, "1")
+            )  # transformers reads it when imported
             if "transformers" in sys.modules:  # imported already (main() called in-process)
                 sys.modules["transformers"].utils.logging.disable_progress_bar()
         try:
@@ -189,7 +306,9 @@ def output_options(args):
         finally:
             for name in _PROGRESS_ENV:
                 os.environ.pop(name, None)
-            os.environ.update({name: value for name, value in saved_env.items() if value is not None})
+            os.environ.update(
+                {name: value for name, value in saved_env.items() if value is not None}
+            )
             for name, level in saved_levels.items():
                 logging.getLogger(name).setLevel(level)
 
@@ -205,8 +324,14 @@ def paragraph_note(args):
     ``--no-progress`` or ``--quiet``)."""
 
     def note(path: str, mode: str) -> None:
-        if mode == "paragraph" and not args.no_progress:  # a line per file: chatter a script asked not to get
-            report(args, f"{path}: --split auto reads one text per paragraph (its lines are wrapped)", sys.stderr)
+        if (
+            mode == "paragraph" and not args.no_progress
+        ):  # a line per file: chatter a script asked not to get
+            report(
+                args,
+                f"{path}: --split auto reads one text per paragraph (its lines are wrapped)",
+                sys.stderr,
+            )
 
     return note
 
@@ -244,7 +369,9 @@ def json_ready(value):
         return {str(key): json_ready(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(item) for item in value]
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar or array, torch tensor
+    if hasattr(value, "tolist") and not isinstance(
+        value, (str, bytes)
+    ):  # numpy scalar or array, torch tensor
         return json_ready(value.tolist())
     return None if isinstance(value, float) and not math.isfinite(value) else value
 

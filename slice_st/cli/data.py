@@ -11,7 +11,15 @@ from __future__ import annotations
 import sys
 import time
 
-from slice_st.cli.common import UsageError, add_command, paragraph_note, pick, positive_int, report, terminal_safe
+from slice_st.cli.common import (
+    UsageError,
+    add_command,
+    paragraph_note,
+    pick,
+    positive_int,
+    report,
+    terminal_safe,
+)
 from slice_st.files import check_output
 
 
@@ -26,13 +34,23 @@ def add_data_commands(commands) -> None:
     parser.add_argument("--exclude", action="append", default=[], metavar="FILE", help=exclude)
     parser.add_argument("--min-words", type=positive_int, default=20)
     parser.add_argument("--max-words", type=positive_int, default=80)
-    parser.add_argument("--limit", type=positive_int, default=None, help="keep a seeded sample of N passages")
+    parser.add_argument(
+        "--limit", type=positive_int, default=None, help="keep a seeded sample of N passages"
+    )
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--cache-teacher", action="store_true", help="add a 'label' column: spans, teacher vectors")
-    parser.add_argument("-m", "--model", help="the student/base model (default: the embedded all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--cache-teacher", action="store_true", help="add a 'label' column: spans, teacher vectors"
+    )
+    parser.add_argument(
+        "-m", "--model", help="the student/base model (default: the embedded all-MiniLM-L6-v2)"
+    )
     parser.add_argument("--teacher", help="teacher model (default: the base model itself)")
-    parser.add_argument("--spans", type=positive_int, default=8, help="spans per passage (default 8)")
-    parser.add_argument("--max-span", type=positive_int, default=12, help="longest span in words (default 12)")
+    parser.add_argument(
+        "--spans", type=positive_int, default=8, help="spans per passage (default 8)"
+    )
+    parser.add_argument(
+        "--max-span", type=positive_int, default=12, help="longest span in words (default 12)"
+    )
     length = "the training run's max_seq_length (must match it)"
     parser.add_argument("--max-seq-length", type=positive_int, default=None, help=length)
 
@@ -61,7 +79,9 @@ def _make_passages(args) -> int:
     check_output(args.output)
     started = time.perf_counter()
     options = pick(args, "min_words", "max_words", "seed", "limit", "split", "follow_links")
-    passages = load_passages(args.sources, exclude_paths=args.exclude, report=_reading_note(args), **options)
+    passages = load_passages(
+        args.sources, exclude_paths=args.exclude, report=_reading_note(args), **options
+    )
     if len(passages) == 0:
         raise UsageError(
             f"no passages from {', '.join(args.sources)}: the sources are empty, or no text reached "
@@ -73,10 +93,14 @@ def _make_passages(args) -> int:
         from slice_st.loading import load_model
         from slice_st.losses import SpanDistillationLoss
 
-        model = enable_span_features(load_model(args.model or "base"))  # the student before training: the base
+        model = enable_span_features(
+            load_model(args.model or "base")
+        )  # the student before training: the base
         if args.max_seq_length is not None:
             model.max_seq_length = args.max_seq_length
-        loss = SpanDistillationLoss(model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span)
+        loss = SpanDistillationLoss(
+            model, teacher=args.teacher, spans_per_text=args.spans, max_span=args.max_span
+        )
         started = time.perf_counter()
         options = pick(args, "batch_size", "seed") | {"show_progress_bar": not args.no_progress}
         passages = loss.cache_teacher_vectors(passages, **options)

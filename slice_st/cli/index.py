@@ -33,7 +33,16 @@ if TYPE_CHECKING:
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
-_BUILD = ("--model", "--min-span", "--max-span", "--unit", "--force", "--ray", "--workers", *BACKEND)
+_BUILD = (
+    "--model",
+    "--min-span",
+    "--max-span",
+    "--unit",
+    "--force",
+    "--ray",
+    "--workers",
+    *BACKEND,
+)
 _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
 
 
@@ -42,39 +51,84 @@ def add_commands(commands) -> None:
     actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
     add_search_command(actions)
     about = "encode a corpus into a new index directory"
-    build = _command(actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False)
-    build.add_argument(
-        "--dtype", choices=("float32", "float16"), help="unit vectors' precision (float32; float16 with --compress)"
+    build = _command(
+        actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False
     )
     build.add_argument(
-        "--compress", metavar="SPEC", help="add a compressed tier kept in memory, e.g. pq48 (docs: corpus-index guide)"
+        "--dtype",
+        choices=("float32", "float16"),
+        help="unit vectors' precision (float32; float16 with --compress)",
     )
-    build.add_argument("--calibration", metavar="FILE", help="a calibration JSON to store with the index")
-    build.add_argument("--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray")
-    build.add_argument("--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)")
-    add = _command(actions, "add", "append documents to an index (saved atomically)", _add, *_CORPUS, "--threads")
-    add.add_argument("--replace", action="store_true", help="replace the documents of files already in the index")
-    remove = _command(actions, "remove", "drop documents by id, or a file's (saved atomically)", _remove)
+    build.add_argument(
+        "--compress",
+        metavar="SPEC",
+        help="add a compressed tier kept in memory, e.g. pq48 (docs: corpus-index guide)",
+    )
+    build.add_argument(
+        "--calibration", metavar="FILE", help="a calibration JSON to store with the index"
+    )
+    build.add_argument(
+        "--gpus-per-worker", type=at_least(0, cast=float), default=0, metavar="G", help="with --ray"
+    )
+    build.add_argument(
+        "--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)"
+    )
+    add = _command(
+        actions,
+        "add",
+        "append documents to an index (saved atomically)",
+        _add,
+        *_CORPUS,
+        "--threads",
+    )
+    add.add_argument(
+        "--replace", action="store_true", help="replace the documents of files already in the index"
+    )
+    remove = _command(
+        actions, "remove", "drop documents by id, or a file's (saved atomically)", _remove
+    )
     remove.add_argument("ids", nargs="*", metavar="ID")
-    remove.add_argument("--file", metavar="PATH", help="drop every document of this file (see `index list`)")
-    listing = _command(actions, "list", "list an index's documents (a sharded one's too): ids, files, sizes", _list)
+    remove.add_argument(
+        "--file", metavar="PATH", help="drop every document of this file (see `index list`)"
+    )
+    listing = _command(
+        actions, "list", "list an index's documents (a sharded one's too): ids, files, sizes", _list
+    )
     listing.add_argument("-f", "--format", choices=("text", "json", "jsonl", "csv"), default="text")
     about = "merge index shards (built apart, e.g. in parallel) into one"
     merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
     merge.add_argument("shards", nargs="+", metavar="SHARD")
     info = _command(actions, "info", "print what an index holds (JSON)", _info)
-    info.add_argument("--verify", action="store_true", help="also check every file's SHA-256 against the manifest")
+    info.add_argument(
+        "--verify", action="store_true", help="also check every file's SHA-256 against the manifest"
+    )
     about = "fit cosine → STS 0–5 (isotonic) and store it with the index"
     calibrate = _command(actions, "calibrate", about, _calibrate)
-    calibrate.add_argument("--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv")
+    calibrate.add_argument(
+        "--sts", required=True, metavar="TSV", help="an STS-benchmark file, e.g. sts-train.csv"
+    )
     calibrate.add_argument("--pair-score", choices=("sentence", "best_span"), default="sentence")
     calibrate.add_argument("--limit", type=positive_int, help="use the first N pairs")
-    calibrate.add_argument("--save-json", metavar="FILE", help="also write the calibration JSON here")
-    compress = _command(actions, "compress", "add (or retrain) the compressed tier of an index", _compress)
-    compress.add_argument("--spec", default="pq48", help="pq<M>[,ivf<C>][,norms<bits>] (default pq48)")
-    candidates = _command(actions, "candidates", "build the FAISS candidate stage (for --approximate)", _candidates)
+    calibrate.add_argument(
+        "--save-json", metavar="FILE", help="also write the calibration JSON here"
+    )
+    compress = _command(
+        actions, "compress", "add (or retrain) the compressed tier of an index", _compress
+    )
+    compress.add_argument(
+        "--spec", default="pq48", help="pq<M>[,ivf<C>][,norms<bits>] (default pq48)"
+    )
+    candidates = _command(
+        actions, "candidates", "build the FAISS candidate stage (for --approximate)", _candidates
+    )
     candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
-    for name, default in (("chunk", 4), ("stride", 2), ("nlist", None), ("nprobe", 128), ("candidates", 512)):
+    for name, default in (
+        ("chunk", 4),
+        ("stride", 2),
+        ("nlist", None),
+        ("nprobe", 128),
+        ("candidates", 512),
+    ):
         candidates.add_argument(f"--{name}", type=positive_int, default=default)
 
 
@@ -84,13 +138,37 @@ def _command(actions, name: str, help: str, handler, *options: str, directory: b
     if directory:
         parser.add_argument("directory", metavar="DIR")
     if _CORPUS[0] in options:
-        parser.add_argument("corpus", nargs="+", metavar="CORPUS", help="text or JSONL files, folders or glob patterns")
-        parser.add_argument("-f", "--format", choices=("text", "json", "jsonl"), default="text", help="summary format")
-        parser.add_argument("--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto")
-        parser.add_argument("--id-field", default="id", help="JSONL field holding the document id (default: id)")
-        parser.add_argument("--text-field", default="text", help="JSONL field holding the text (default: text)")
-        parser.add_argument("--devices", nargs="+", metavar="DEV", help="one encoding process per device, e.g. cuda:0")
-        parser.add_argument("--processes", type=positive_int, metavar="N", help="encode in N CPU processes")
+        parser.add_argument(
+            "corpus",
+            nargs="+",
+            metavar="CORPUS",
+            help="text or JSONL files, folders or glob patterns",
+        )
+        parser.add_argument(
+            "-f",
+            "--format",
+            choices=("text", "json", "jsonl"),
+            default="text",
+            help="summary format",
+        )
+        parser.add_argument(
+            "--input-format", choices=("auto", "text", "jsonl", "parquet"), default="auto"
+        )
+        parser.add_argument(
+            "--id-field", default="id", help="JSONL field holding the document id (default: id)"
+        )
+        parser.add_argument(
+            "--text-field", default="text", help="JSONL field holding the text (default: text)"
+        )
+        parser.add_argument(
+            "--devices",
+            nargs="+",
+            metavar="DEV",
+            help="one encoding process per device, e.g. cuda:0",
+        )
+        parser.add_argument(
+            "--processes", type=positive_int, metavar="N", help="encode in N CPU processes"
+        )
     return parser
 
 
@@ -104,7 +182,9 @@ def _documents(args):
     from slice_st.data.corpus import read_corpus
 
     paths = expand_paths(args.corpus, follow_links=args.follow_links)
-    paths = text_files(paths, lambda one: read_corpus(one, **_read_options(args)), getattr(args, "skip_bad", False))
+    paths = text_files(
+        paths, lambda one: read_corpus(one, **_read_options(args)), getattr(args, "skip_bad", False)
+    )
     documents = read_corpus(paths, **_read_options(args), report=paragraph_note(args))
     if not documents:
         raise UsageError(f"no documents in {', '.join(args.corpus)} (all empty?).")
@@ -114,19 +194,37 @@ def _documents(args):
 def _encoding(args) -> dict:
     """How ``index build`` / ``index add`` encode: batches, processes, bad texts, progress bars."""
     options = pick(args, "batch_size", "devices", "processes")
-    return options | {"on_error": "skip" if args.skip_bad else "raise", "show_progress_bar": not args.no_progress}
+    return options | {
+        "on_error": "skip" if args.skip_bad else "raise",
+        "show_progress_bar": not args.no_progress,
+    }
 
 
 def _summary(verb: str, documents, index, seconds: float, args) -> None:
     skipped = {doc_id for doc_id, _ in index.skipped}
     documents = [d for d in documents if d.id not in skipped]
     words = sum(len(d.text.split()) for d in documents)
-    rate, word_rate = (len(documents) / seconds, words / seconds) if seconds > 0 else (float("inf"),) * 2
+    rate, word_rate = (
+        (len(documents) / seconds, words / seconds) if seconds > 0 else (float("inf"),) * 2
+    )
     if args.format != "text":
-        summary = {"action": verb, "documents": len(documents), "words": words, "seconds": round(seconds, 3)}
-        summary.update(documents_per_second=round(rate, 3), index_documents=len(index), index_units=index.num_units)
+        summary = {
+            "action": verb,
+            "documents": len(documents),
+            "words": words,
+            "seconds": round(seconds, 3),
+        }
+        summary.update(
+            documents_per_second=round(rate, 3),
+            index_documents=len(index),
+            index_units=index.num_units,
+        )
         summary |= {"replaced": len(index.replaced)} if verb == "added" else {}
-        print(dumps_json(summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None))
+        print(
+            dumps_json(
+                summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None
+            )
+        )
         return
     replaced = f" (replacing {len(index.replaced)})" if index.replaced else ""
     report(
@@ -142,31 +240,63 @@ def _build(args) -> int:
     from slice_st.index.storage import MANIFEST, read_shard_list
 
     ray = args.ray is not None
-    ray_options = {"--workers": args.workers, "--gpus-per-worker": args.gpus_per_worker, "--shard-mb": args.shard_mb}
-    parquet = args.input_format == "parquet" or any(path.lower().endswith(".parquet") for path in args.corpus)
+    ray_options = {
+        "--workers": args.workers,
+        "--gpus-per-worker": args.gpus_per_worker,
+        "--shard-mb": args.shard_mb,
+    }
+    parquet = args.input_format == "parquet" or any(
+        path.lower().endswith(".parquet") for path in args.corpus
+    )
     refuse(
-        *((not ray and value, f"{flag} is an option of --ray.") for flag, value in ray_options.items()),
+        *(
+            (not ray and value, f"{flag} is an option of --ray.")
+            for flag, value in ray_options.items()
+        ),
         (not ray and parquet, "Parquet corpora are read with --ray (pip install 'slice-st[ray]')."),
-        (ray and (args.devices or args.processes), "--devices/--processes are for a one-machine build; use --workers."),
-        (ray and args.calibration, "--calibration is not stored by a --ray build: fit it with `index calibrate`."),
-        (ray and args.compress, "--compress is not built by a --ray build: run `index compress` on each shard."),
+        (
+            ray and (args.devices or args.processes),
+            "--devices/--processes are for a one-machine build; use --workers.",
+        ),
+        (
+            ray and args.calibration,
+            "--calibration is not stored by a --ray build: fit it with `index calibrate`.",
+        ),
+        (
+            ray and args.compress,
+            "--compress is not built by a --ray build: run `index compress` on each shard.",
+        ),
     )
     if ray:  # the missing extra, a bad address and a closed port are said before the model loads
         address = check_address(args.ray)
         require_ray()
         probe_address(address)
-    check_output(args.output, "index folder")  # a file, or no write permission: said now, not after encoding
+    check_output(
+        args.output, "index folder"
+    )  # a file, or no write permission: said now, not after encoding
     previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
-    if not args.force and (os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")):
-        advice = "another folder, or --force to rebuild it" if ray else "`slice-st index add`, or --force to replace it"
+    if not args.force and (
+        os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")
+    ):
+        advice = (
+            "another folder, or --force to rebuild it"
+            if ray
+            else "`slice-st index add`, or --force to replace it"
+        )
         raise UsageError(f"{args.output} already holds an index: use {advice}.")
-    documents = None if ray else _documents(args)  # a bad corpus file is said before the model loads
+    documents = (
+        None if ray else _documents(args)
+    )  # a bad corpus file is said before the model loads
     model = load_cli_model(args, **model_options(args))
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
     index = SpanIndex.build(
-        documents, model, **pick(args, *_SPAN_SETTINGS), compression=args.compress, **_encoding(args)
+        documents,
+        model,
+        **pick(args, *_SPAN_SETTINGS),
+        compression=args.compress,
+        **_encoding(args),
     )
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
@@ -190,9 +320,19 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
         if not args.no_progress:
             counts = f"{group['documents']} documents, {group['units']} units"
             done = f"{group['built']} built, {group['reused']} already there"
-            report(args, f"group {group['group']}: {len(group['shards'])} shards, {counts} ({done})", sys.stderr)
+            report(
+                args,
+                f"group {group['group']}: {len(group['shards'])} shards, {counts} ({done})",
+                sys.stderr,
+            )
 
-    options = {"engine": "ray", "output": args.output, "address": address, "force": args.force, "progress": progress}
+    options = {
+        "engine": "ray",
+        "output": args.output,
+        "address": address,
+        "force": args.force,
+        "progress": progress,
+    }
     shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
     options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
     settings = {**_read_options(args), **pick(args, *_SPAN_SETTINGS), **_encoding(args)}
@@ -212,13 +352,17 @@ def _update(directory: str, **model_options):
     """``SpanIndex.open_for_update``: the writer lock held from load to save, waiting (with a message)."""
     from slice_st.index import SpanIndex
 
-    return SpanIndex.open_for_update(directory, timeout=None, on_wait=_waiting(directory), **model_options)
+    return SpanIndex.open_for_update(
+        directory, timeout=None, on_wait=_waiting(directory), **model_options
+    )
 
 
 def _waiting(directory: str):
     """``on_wait``: say on standard error that another process is changing the index, and that we wait."""
     busy = f"slice-st: {directory} is being changed by another process"
-    return lambda holder: print(f"{busy} ({holder}); waiting for it to finish", file=sys.stderr, flush=True)
+    return lambda holder: print(
+        f"{busy} ({holder}); waiting for it to finish", file=sys.stderr, flush=True
+    )
 
 
 def _add(args) -> int:
@@ -244,13 +388,19 @@ def _list(args) -> int:
     from slice_st.index import SpanIndex
     from slice_st.index.storage import shard_directories
 
-    rows = [row for shard in shard_directories(args.directory) for row in SpanIndex.saved_documents(shard)]
+    rows = [
+        row
+        for shard in shard_directories(args.directory)
+        for row in SpanIndex.saved_documents(shard)
+    ]
     if args.format == "json":
         print(dumps_json(rows, indent=1))
     elif args.format == "jsonl":
         sys.stdout.writelines(dumps_json(row) + "\n" for row in rows)
     elif args.format == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=["id", "file", "characters", "units"], lineterminator="\n")
+        writer = csv.DictWriter(
+            sys.stdout, fieldnames=["id", "file", "characters", "units"], lineterminator="\n"
+        )
         writer.writeheader()
         writer.writerows({key: csv_safe(value) for key, value in row.items()} for row in rows)
     else:
@@ -261,9 +411,18 @@ def _list(args) -> int:
 def _list_table(rows: list[dict]) -> None:
     """``index list`` as aligned columns, then how many documents and files."""
     shown = [
-        (terminal_safe(row["id"]), terminal_safe(row["file"] or "-"), row["characters"], row["units"]) for row in rows
+        (
+            terminal_safe(row["id"]),
+            terminal_safe(row["file"] or "-"),
+            row["characters"],
+            row["units"],
+        )
+        for row in rows
     ]
-    wide = [max([len(title)] + [len(row[column]) for row in shown]) for column, title in enumerate(("id", "file"))]
+    wide = [
+        max([len(title)] + [len(row[column]) for row in shown])
+        for column, title in enumerate(("id", "file"))
+    ]
     print(f"{'id':<{wide[0]}}  {'file':<{wide[1]}}  {'characters':>10}  {'units':>6}")
     for doc_id, file, characters, units in shown:
         print(f"{doc_id:<{wide[0]}}  {file:<{wide[1]}}  {characters:>10}  {units:>6}")
@@ -274,7 +433,9 @@ def _list_table(rows: list[dict]) -> None:
 def _merge(args) -> int:
     from slice_st.index import SpanIndex
 
-    merged = SpanIndex.merge_saved(args.shards, args.output, force=args.force, on_wait=_waiting(args.output))
+    merged = SpanIndex.merge_saved(
+        args.shards, args.output, force=args.force, on_wait=_waiting(args.output)
+    )
     units = f"{len(merged)} documents, {merged.num_units} units"
     report(args, f"merged {len(args.shards)} shards: {units} in {args.output}")
     return 0
@@ -315,7 +476,9 @@ def _compress(args) -> int:
 def _candidates(args) -> int:
     start = time.perf_counter()
     with _update(args.directory) as index:
-        index.build_candidates(args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
+        index.build_candidates(
+            args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates
+        )
     stage = dumps_json(index.info()["candidates"])
     report(args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {stage}")
     return 0

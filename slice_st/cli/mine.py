@@ -37,44 +37,92 @@ FIELDS = "query rank score cosine scorer calibrated doc_id start end span text f
 MERGED_FIELDS = ["count", "places"]
 #: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
 QUERY = (
-    *("--query", "--queries", "--texts", "--per-text", "--spans", "--threshold", "--scorer", "--overlap", "--format"),
+    *(
+        "--query",
+        "--queries",
+        "--texts",
+        "--per-text",
+        "--spans",
+        "--threshold",
+        "--scorer",
+        "--overlap",
+        "--format",
+    ),
     "--merge-identical",
-    *("--color", "--approximate", "--model", "--min-span", "--max-span", "--unit", "--batch-size", "--device"),
+    *(
+        "--color",
+        "--approximate",
+        "--model",
+        "--min-span",
+        "--max-span",
+        "--unit",
+        "--batch-size",
+        "--device",
+    ),
     *("--candidates", "--ray", "--workers", *BACKEND),
 )
 
 
 def add_commands(commands) -> None:
     about = "find the best-matching span of each text for each query"
-    mine = add_command(commands, "mine", about, _mine, "--split", "--follow-links", "--skip-bad", *QUERY)
-    mine.add_argument("files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)")
-    mine.add_argument("--index", metavar="DIR", action="append", help="search a saved index (or shards) instead")
-    cache = mine.add_argument_group("cache of encoded files (a second search of unchanged files runs no forward pass)")
+    mine = add_command(
+        commands, "mine", about, _mine, "--split", "--follow-links", "--skip-bad", *QUERY
+    )
+    mine.add_argument(
+        "files", nargs="*", metavar="FILE", help="text/JSONL files, folders or globs ('-': stdin)"
+    )
+    mine.add_argument(
+        "--index", metavar="DIR", action="append", help="search a saved index (or shards) instead"
+    )
+    cache = mine.add_argument_group(
+        "cache of encoded files (a second search of unchanged files runs no forward pass)"
+    )
     cache.add_argument(
         "--cache-dir",
         metavar="DIR",
         help="where encoded files are kept (default: $SLICE_ST_CACHE, else ~/.cache/slice-st/mine)",
     )
-    cache.add_argument("--no-cache", action="store_true", help="encode every file again; read and write no cache")
+    cache.add_argument(
+        "--no-cache", action="store_true", help="encode every file again; read and write no cache"
+    )
 
 
 def add_search_command(actions) -> None:
     about = "search a saved index (as mine --index)"
     search = add_command(
-        actions, "search", about, _mine, *QUERY, files=[], skip_bad=False, cache_dir=None, no_cache=False
+        actions,
+        "search",
+        about,
+        _mine,
+        *QUERY,
+        files=[],
+        skip_bad=False,
+        cache_dir=None,
+        no_cache=False,
     )
-    search.add_argument("index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)")
+    search.add_argument(
+        "index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)"
+    )
 
 
 def _mine(args) -> int:
     files, ray = not args.index, args.ray is not None or args.workers is not None
     refuse(
         (args.index and args.files, "give either FILEs or --index DIR, not both."),
-        (args.index and args.skip_bad, "--skip-bad is for FILEs; an index holds only documents it could window."),
+        (
+            args.index and args.skip_bad,
+            "--skip-bad is for FILEs; an index holds only documents it could window.",
+        ),
         (files and not args.files, "no input: give FILEs to search, or --index DIR."),
         (files and ray, "--ray and --workers search a saved index: give --index DIR."),
-        (files and args.approximate, "--approximate needs --index DIR (a saved index with a candidate stage)."),
-        (files and args.per_text == 0, "--per-text 0 (no limit) is for an index: with FILEs give a number of spans."),
+        (
+            files and args.approximate,
+            "--approximate needs --index DIR (a saved index with a candidate stage).",
+        ),
+        (
+            files and args.per_text == 0,
+            "--per-text 0 (no limit) is for an index: with FILEs give a number of spans.",
+        ),
         (
             args.index and (args.cache_dir or args.no_cache),
             "--cache-dir and --no-cache are for FILEs: an index is encoded.",
@@ -83,8 +131,12 @@ def _mine(args) -> int:
     )
     queries = read_queries(args)
     rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
-    places = short_ids([row["doc_id"] for row in rows], corpus)  # a/x.txt:1 and b/x.txt:1 told apart
-    more = [f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows]  # other places (merged)
+    places = short_ids(
+        [row["doc_id"] for row in rows], corpus
+    )  # a/x.txt:1 and b/x.txt:1 told apart
+    more = [
+        f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows
+    ]  # other places (merged)
     rows = [row | {"where": places[row["doc_id"]] + others} for row, others in zip(rows, more)]
     write_rows(rows, FIELDS + MERGED_FIELDS if args.merge_identical else FIELDS, args, sys.stdout)
     return 0
@@ -101,7 +153,11 @@ def read_queries(args) -> list[str]:
 
 def _counts(args) -> tuple[int | None, int | None, int | None]:
     """``(texts, per_text, spans)`` of the result-count options; ``None``: no limit."""
-    texts = args.texts if args.texts is not None else (None if args.spans is not None else DEFAULT_TEXTS)
+    texts = (
+        args.texts
+        if args.texts is not None
+        else (None if args.spans is not None else DEFAULT_TEXTS)
+    )
     return (texts or None), (args.per_text or None), args.spans
 
 
@@ -116,9 +172,16 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     # a MultiVectorEncoder's windows are scored through its own masks, which the cache does not keep: searched afresh
     cache = None if args.no_cache or is_multi_vector(model) else EncodingCache(args.cache_dir)
     texts, per_text, spans = _counts(args)
-    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {"top_k": per_text}
-    options.update(show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise")
-    files = [[record.text for record in group] for _, group in itertools.groupby(records, key=lambda r: r.source)]
+    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {
+        "top_k": per_text
+    }
+    options.update(
+        show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise"
+    )
+    files = [
+        [record.text for record in group]
+        for _, group in itertools.groupby(records, key=lambda r: r.source)
+    ]
     try:
         result = best_spans_of_files(model, queries, files, cache, **options)
     except WindowError as error:  # a text that cannot be windowed: named by its file and line
@@ -127,18 +190,37 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
             f"{record.source}:{record.line}: {error.reason.rstrip('.')}{f' (and {more} more)' if more else ''}. "
             "Use --skip-bad to leave such texts out."
         ) from None
-    report_skipped([(f"{records[i].source}:{records[i].line}", why) for i, why in result.skipped], "texts")
+    report_skipped(
+        [(f"{records[i].source}:{records[i].line}", why) for i, why in result.skipped], "texts"
+    )
     _report_cache(args, cache)
     rows = []
     for query_index, query in enumerate(result.queries):
-        kept = _file_matches(result, query_index, texts, per_text, spans, args.threshold, args.merge_identical)
+        kept = _file_matches(
+            result, query_index, texts, per_text, spans, args.threshold, args.merge_identical
+        )
         for rank, match in enumerate(kept, start=1):
             record, offset = records[match.text_index], records[match.text_index].file_offset
             cosine = match.similarity if match.similarity is not None else match.score
-            where = {"file": record.source, "line": record.line, "doc_id": f"{record.source}:{record.line}"}
+            where = {
+                "file": record.source,
+                "line": record.line,
+                "doc_id": f"{record.source}:{record.line}",
+            }
             where.update(file_start=offset + match.start, file_end=offset + match.end)
             places = [_file_place(records[place.text_index], place) for place in match.places]
-            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where, **_merged(places)))
+            rows.append(
+                _row(
+                    query,
+                    rank,
+                    match,
+                    cosine,
+                    result.scorer,
+                    record.text,
+                    **where,
+                    **_merged(places),
+                )
+            )
     return rows, paths
 
 
@@ -174,12 +256,21 @@ def _file_matches(result, query: int, texts, per_text, spans, threshold, merge: 
 
 def _file_place(record, place) -> dict:
     where = {"doc_id": f"{record.source}:{record.line}", "start": place.start, "end": place.end}
-    offsets = {"file_start": record.file_offset + place.start, "file_end": record.file_offset + place.end}
+    offsets = {
+        "file_start": record.file_offset + place.start,
+        "file_end": record.file_offset + place.end,
+    }
     return where | offsets | {"score": round(place.score, 6)}
 
 
 def _index_place(place) -> dict:
-    where = {"doc_id": place.doc_id, "start": place.start, "end": place.end, "file_start": None, "file_end": None}
+    where = {
+        "doc_id": place.doc_id,
+        "start": place.start,
+        "end": place.end,
+        "file_start": None,
+        "file_end": None,
+    }
     return where | {"score": round(place.score, 6)}
 
 
@@ -193,10 +284,14 @@ def _report_cache(args, cache) -> None:
     if cache is not None and cache.rebuilt:
         count = len(cache.rebuilt)
         report(
-            args, f"slice-st: note: {count} damaged cache entr{'y' if count == 1 else 'ies'} encoded again", sys.stderr
+            args,
+            f"slice-st: note: {count} damaged cache entr{'y' if count == 1 else 'ies'} encoded again",
+            sys.stderr,
         )
     if cache is not None and cache.problem:
-        report(args, f"slice-st: note: {terminal_safe(cache.problem)}; searched without it", sys.stderr)
+        report(
+            args, f"slice-st: note: {terminal_safe(cache.problem)}; searched without it", sys.stderr
+        )
 
 
 def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
@@ -205,24 +300,59 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     from slice_st.search import search_scorer
 
     options = model_options(args)
-    index = open_index(args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options)
+    index = open_index(
+        args.index, args.model, device=args.device, ray=args.ray, workers=args.workers, **options
+    )
     try:
         unit = index.span_config.unit
-        fixed = f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
-        refuse((args.unit not in (None, unit), f"--unit {args.unit}: this index holds {unit} spans ({fixed})."))
+        fixed = (
+            f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
+        )
+        refuse(
+            (
+                args.unit not in (None, unit),
+                f"--unit {args.unit}: this index holds {unit} spans ({fixed}).",
+            )
+        )
         texts, per_text, spans = _counts(args)
         options = pick(
-            args, "threshold", "min_span", "max_span", "batch_size", "approximate", "scorer", "overlap", "candidates"
+            args,
+            "threshold",
+            "min_span",
+            "max_span",
+            "batch_size",
+            "approximate",
+            "scorer",
+            "overlap",
+            "candidates",
         )
         options["merge_identical"] = args.merge_identical
-        found = search_documents(index, queries, documents=texts, per_document=per_text, top_k=spans, **options)
-        scorer = search_scorer(args.scorer).name  # what the index ranked by: its own default when none is named
+        found = search_documents(
+            index, queries, documents=texts, per_document=per_text, top_k=spans, **options
+        )
+        scorer = search_scorer(
+            args.scorer
+        ).name  # what the index ranked by: its own default when none is named
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
-                text, where = index.texts[match.text_index], {"doc_id": match.doc_id, "calibrated": match.calibrated}
+                text, where = (
+                    index.texts[match.text_index],
+                    {"doc_id": match.doc_id, "calibrated": match.calibrated},
+                )
                 places = [_index_place(place) for place in match.places]
-                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where, **_merged(places)))
+                rows.append(
+                    _row(
+                        query,
+                        rank,
+                        match,
+                        match.similarity,
+                        scorer,
+                        text,
+                        **where,
+                        **_merged(places),
+                    )
+                )
         return rows, [path for path in map(file_of_id, index.doc_ids) if path is not None]
     finally:
         if hasattr(index, "close"):
@@ -231,9 +361,20 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
 
 def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **fields) -> dict:
     """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
-    row = dict.fromkeys(FIELDS + MERGED_FIELDS) | {"query": query, "rank": rank, "score": round(match.score, 6)}
+    row = dict.fromkeys(FIELDS + MERGED_FIELDS) | {
+        "query": query,
+        "rank": rank,
+        "score": round(match.score, 6),
+    }
     row["scorer"] = scorer
-    row.update(cosine=round(cosine, 6), start=match.start, end=match.end, span=match.span, text=text, **fields)
+    row.update(
+        cosine=round(cosine, 6),
+        start=match.start,
+        end=match.end,
+        span=match.span,
+        text=text,
+        **fields,
+    )
     return row
 
 
@@ -253,7 +394,9 @@ def _distinct_files(files: list[str]) -> list[str]:
 def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
     """Match rows as json/jsonl/csv (``fields``), one HTML page, or aligned text columns (the span highlighted)."""
     records = [{key: row[key] for key in fields} for row in rows]
-    none = "no match" + (f" at or above threshold {args.threshold}" if args.threshold is not None else "")
+    none = "no match" + (
+        f" at or above threshold {args.threshold}" if args.threshold is not None else ""
+    )
     if args.format == "json":
         out.write(dumps_json(records, indent=1) + "\n")
     elif args.format == "jsonl":
@@ -262,9 +405,12 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
         writer = csv.DictWriter(out, fieldnames=fields)
         writer.writeheader()  # a cell a spreadsheet would run as a formula gets a leading '
         records = [
-            record | {"places": dumps_json(record["places"])} if "places" in record else record for record in records
+            record | {"places": dumps_json(record["places"])} if "places" in record else record
+            for record in records
         ]
-        writer.writerows({key: csv_safe(value) for key, value in record.items()} for record in records)
+        writer.writerows(
+            {key: csv_safe(value) for key, value in record.items()} for record in records
+        )
     elif args.format == "html":
         out.write(_html_page(rows, none))
     else:
@@ -272,9 +418,15 @@ def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
 
 
 def _write_table(rows: list[dict], color: str, out, none: str) -> None:
-    color = color == "always" or (color == "auto" and out.isatty() and not os.environ.get("NO_COLOR"))
-    calibrated = any(row.get("calibrated") is not None for row in rows)  # an index with a calibration: 0-5 column
-    wide = max([24] + [len(terminal_safe(row["where"])) for row in rows])  # the columns stay aligned
+    color = color == "always" or (
+        color == "auto" and out.isatty() and not os.environ.get("NO_COLOR")
+    )
+    calibrated = any(
+        row.get("calibrated") is not None for row in rows
+    )  # an index with a calibration: 0-5 column
+    wide = max(
+        [24] + [len(terminal_safe(row["where"])) for row in rows]
+    )  # the columns stay aligned
     narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
         sts = f"  {'0-5':>4}" if calibrated else ""
@@ -283,10 +435,14 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
         for row in group:
             sts = ""
             if calibrated:
-                sts = f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+                sts = (
+                    f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
+                )
             where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
             snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
-            out.write(f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {where:<{wide}} {chars:<{narrow}} {snippet}\n")
+            out.write(
+                f"{row['rank']:>4}  {row['score']:6.3f}{sts}  {where:<{wide}} {chars:<{narrow}} {snippet}\n"
+            )
     if not rows:
         out.write(none + "\n")
 
@@ -297,9 +453,13 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
     room = max(width - (end - start), 10) // 2
     left_start, right_end = max(0, start - room), min(len(text), end + room)
     left, span, right = (
-        _WHITESPACE.sub(" ", text[a:b]) for a, b in ((left_start, start), (start, end), (end, right_end))
+        _WHITESPACE.sub(" ", text[a:b])
+        for a, b in ((left_start, start), (start, end), (end, right_end))
     )
-    left, right = ("…" if left_start > 0 else "") + left, right + ("…" if right_end < len(text) else "")
+    left, right = (
+        ("…" if left_start > 0 else "") + left,
+        right + ("…" if right_end < len(text) else ""),
+    )
     on, off = ("\x1b[1;33m", "\x1b[0m") if color else ("«", "»")
     return f"{terminal_safe(left)}{on}{terminal_safe(span)}{off}{terminal_safe(right)}"
 

@@ -19,9 +19,29 @@ from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 _DESCRIPTION = __doc__.split("\n\n")[1]
 #: sentence-transformers' training arguments that ``slice-st train --help`` lists (``--help-all``: every one).
 COMMON_TRAINING_ARGUMENTS = (
-    *("max_steps", "num_train_epochs", "per_device_train_batch_size", "gradient_accumulation_steps"),
-    *("learning_rate", "warmup_steps", "weight_decay", "eval_steps", "save_steps", "save_total_limit"),
-    *("logging_steps", "seed", "bf16", "fp16", "use_cpu", "report_to", "multi_dataset_batch_sampler"),
+    *(
+        "max_steps",
+        "num_train_epochs",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+    ),
+    *(
+        "learning_rate",
+        "warmup_steps",
+        "weight_decay",
+        "eval_steps",
+        "save_steps",
+        "save_total_limit",
+    ),
+    *(
+        "logging_steps",
+        "seed",
+        "bf16",
+        "fp16",
+        "use_cpu",
+        "report_to",
+        "multi_dataset_batch_sampler",
+    ),
     *("push_to_hub", "hub_model_id", "hub_private_repo", "hub_strategy"),
 )
 _TRAINER_GROUP = "sentence-transformers training arguments (SentenceTransformerTrainingArguments)"
@@ -43,8 +63,12 @@ def _own_arguments(parser, *flags: str) -> None:
     ``-o``'s."""
     where = "the run's folder: checkpoints, final/ (the best model)"
     parser.add_argument("-o", *flags, dest="output_dir", metavar="DIR", help=where)
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="documented settings; options override them")
-    parser.add_argument("--config", metavar="FILE", help="settings as one JSON object (the options' names)")
+    parser.add_argument(
+        "--preset", choices=sorted(PRESETS), help="documented settings; options override them"
+    )
+    parser.add_argument(
+        "--config", metavar="FILE", help="settings as one JSON object (the options' names)"
+    )
     for flag, text in OUTPUT_FLAGS.items():
         parser.add_argument(flag, action="store_true", help=text)
 
@@ -55,7 +79,9 @@ def _train(args) -> int:
     training, settings = parse_train_arguments(args)
     end = _run_end()
     trainer.train(training, settings, callbacks=[end])  # checks the output folder before any work
-    if end.state is None or end.state.is_world_process_zero:  # one process says it, under accelerate too
+    if (
+        end.state is None or end.state.is_world_process_zero
+    ):  # one process says it, under accelerate too
         print("\n".join(where_the_model_went(training, end.state, end.metric)))
     return 0
 
@@ -66,7 +92,9 @@ def where_the_model_went(training, state=None, metric: str | None = None) -> lis
     line = f"saved {os.path.join(training.output_dir, 'final')}"
     if state is not None and state.best_model_checkpoint is not None:
         line += f" (the best checkpoint, {state.best_model_checkpoint}: {metric} {state.best_metric:.4f})"
-    elif state is not None and state.best_global_step == 0:  # the dev score before training was never beaten
+    elif (
+        state is not None and state.best_global_step == 0
+    ):  # the dev score before training was never beaten
         line += f" (the last step's model; no checkpoint beat the dev score before training, {state.best_metric:.4f})"
     lines = [line]
     if training.push_to_hub:
@@ -95,7 +123,11 @@ def parse_train_arguments(args):
     from slice_st.training import trainer
 
     parser = _trainer_parser()
-    defaults = {**trainer.TRAINING_DEFAULTS, **trainer.PRESETS.get(args.preset, {}), **_read_config(args.config)}
+    defaults = {
+        **trainer.TRAINING_DEFAULTS,
+        **trainer.PRESETS.get(args.preset, {}),
+        **_read_config(args.config),
+    }
     # No folder given is an error here, not the trainer's silent "trainer_output".
     defaults["output_dir"] = args.output_dir or defaults.get("output_dir") or ""
     defaults.update({"disable_tqdm": True} if args.no_progress else {})
@@ -103,7 +135,9 @@ def parse_train_arguments(args):
     unknown = sorted(set(defaults) - known)
     if unknown:
         where = args.config or "the preset"
-        raise UsageError(f"unknown setting {unknown[0]!r} in {where}{suggestion(unknown[0], known)}")
+        raise UsageError(
+            f"unknown setting {unknown[0]!r} in {where}{suggestion(unknown[0], known)}"
+        )
     parser.set_defaults(**defaults)
     settings, training, *_, rest = parser.parse_args_into_dataclasses(
         args.trainer_arguments, return_remaining_strings=True, look_for_args_file=False
@@ -119,7 +153,9 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Defaults shown where they say something: not ``None``, an empty list or a switch's off, nor twice."""
 
     def _get_help_string(self, action):
-        nothing = action.default in (None, [], "") or (action.nargs == 0 and action.default is False)
+        nothing = action.default in (None, [], "") or (
+            action.nargs == 0 and action.default is False
+        )
         if nothing or "default" in (action.help or ""):
             return action.help
         return super()._get_help_string(action)
@@ -154,22 +190,45 @@ def _trainer_parser():
 
     usage = "slice-st train -o DIR [--preset NAME | --config FILE] [OPTION ...]"
     dataclasses = (SliceArguments, SentenceTransformerTrainingArguments)
-    parser = Parser(dataclasses, usage=usage, description=_DESCRIPTION, add_help=False, formatter_class=_HelpFormatter)
+    parser = Parser(
+        dataclasses,
+        usage=usage,
+        description=_DESCRIPTION,
+        add_help=False,
+        formatter_class=_HelpFormatter,
+    )
     # SliceArguments' fields have their own group (its _argument_group_name); the trainer's are in the parser's
     # default one, which argparse lists first: the SLICE settings go first, then this command's, then the trainer's.
     trainer_group = parser._optionals
-    slice_group = next(group for group in parser._action_groups if group.title == SliceArguments._argument_group_name)
+    slice_group = next(
+        group
+        for group in parser._action_groups
+        if group.title == SliceArguments._argument_group_name
+    )
     own = parser.add_argument_group("slice-st train")
     _own_arguments(own)
-    own.add_argument("-h", "--help", action="help", help="show the SLICE settings and the common training arguments")
+    own.add_argument(
+        "-h",
+        "--help",
+        action="help",
+        help="show the SLICE settings and the common training arguments",
+    )
     hidden = {
-        action: action.help for action in trainer_group._group_actions if action.dest not in COMMON_TRAINING_ARGUMENTS
+        action: action.help
+        for action in trainer_group._group_actions
+        if action.dest not in COMMON_TRAINING_ARGUMENTS
     }
-    own.add_argument("--help-all", action=_HelpAll, hidden=hidden, help="show every training argument")
+    own.add_argument(
+        "--help-all", action=_HelpAll, hidden=hidden, help="show every training argument"
+    )
     for action in hidden:
         action.help = argparse.SUPPRESS
-    trainer_group.title = f"{_TRAINER_GROUP}, the common ones (--help-all: all {len(trainer_group._group_actions)})"
-    others = [group for group in parser._action_groups if group not in (slice_group, own, trainer_group)]
+    trainer_group.title = (
+        f"{_TRAINER_GROUP}, the common ones (--help-all: all {len(trainer_group._group_actions)})"
+    )
+    others = [
+        group for group in parser._action_groups if group not in (slice_group, own, trainer_group)
+    ]
     parser._action_groups = [*others, slice_group, own, trainer_group]
     return parser
 
@@ -182,5 +241,7 @@ def _read_config(path: str | None) -> dict:
     except json.JSONDecodeError as error:
         raise UsageError(f"--config {path}: not JSON ({error}).") from None
     if not isinstance(values, dict):
-        raise UsageError(f"--config {path}: a JSON object of settings is needed, not a {type(values).__name__}.")
+        raise UsageError(
+            f"--config {path}: a JSON object of settings is needed, not a {type(values).__name__}."
+        )
     return {key.replace("-", "_"): value for key, value in values.items()}

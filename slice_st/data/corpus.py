@@ -35,7 +35,12 @@ def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> lis
     [('a', 'first', 1), ('7', 'second', 2)]
     """
     return [
-        Document(*_id_and_text(record, id_field, text_field, f"{path}, line {number}", True), path, number, offset)
+        Document(
+            *_id_and_text(record, id_field, text_field, f"{path}, line {number}", True),
+            path,
+            number,
+            offset,
+        )
         for number, offset, record in jsonl_records(path)
     ]
 
@@ -46,9 +51,13 @@ def _id_and_text(
     """``(id, text)`` of one record; ``string_ids``: the id must be a string (JSONL: ``"5"``, not ``5``)."""
     for kind, key in (("id", id_field), ("text", text_field)):
         if key not in record or record[key] is None:
-            raise CorpusError(f"{where}: missing {kind} field {key!r} (fields: {sorted(record)[:10]}).")
+            raise CorpusError(
+                f"{where}: missing {kind} field {key!r} (fields: {sorted(record)[:10]})."
+            )
     if record[id_field] == "":
-        raise CorpusError(f'{where}: empty id (field {id_field!r} is ""): every document needs a non-empty id.')
+        raise CorpusError(
+            f'{where}: empty id (field {id_field!r} is ""): every document needs a non-empty id.'
+        )
     doc_id, text = record[id_field], record[text_field]
     if string_ids and not isinstance(doc_id, str):
         raise CorpusError(
@@ -56,13 +65,19 @@ def _id_and_text(
             f'(write it as "{doc_id!s:.40}" if that is the id you mean).'
         )
     if isinstance(doc_id, bool) or not isinstance(doc_id, (str, int)):
-        raise CorpusError(f"{where}: id field {id_field!r} must be a string or an integer, got {doc_id!r:.40}.")
+        raise CorpusError(
+            f"{where}: id field {id_field!r} must be a string or an integer, got {doc_id!r:.40}."
+        )
     if not isinstance(text, str):
-        raise CorpusError(f"{where}: text field {text_field!r} must be a string, got {type(text).__name__}.")
+        raise CorpusError(
+            f"{where}: text field {text_field!r} must be a string, got {type(text).__name__}."
+        )
     return str(doc_id), text
 
 
-def documents_from_dataset(dataset: Any, text_field: str = "text", id_field: str | None = "id") -> list[Document]:
+def documents_from_dataset(
+    dataset: Any, text_field: str = "text", id_field: str | None = "id"
+) -> list[Document]:
     """Documents of a ``datasets.Dataset`` (or a sequence of mappings). ``id_field=None``: ids are row numbers.
 
     >>> import datasets
@@ -105,10 +120,18 @@ def read_corpus(
         if (fmt or ("jsonl" if is_jsonl(path) else "text")) == "jsonl":
             documents += read_jsonl(path, id_field, text_field)
             continue
-        name = os.path.normpath(path) if path != "-" else path  # a text file: id path:line, blank lines skipped
+        name = (
+            os.path.normpath(path) if path != "-" else path
+        )  # a text file: id path:line, blank lines skipped
         for record in read_texts([path], split, fmt="text", report=report):
             documents.append(
-                Document(f"{name}:{record.line}", record.text, record.source, record.line, record.file_offset)
+                Document(
+                    f"{name}:{record.line}",
+                    record.text,
+                    record.source,
+                    record.line,
+                    record.file_offset,
+                )
             )
     check_unique_ids(documents)
     return documents

@@ -51,8 +51,13 @@ def read_texts(
             with needs_extra("train", "reading a saved dataset"):
                 import datasets
             dataset = datasets.load_from_disk(path)
-            if getattr(dataset.features.get(field), "dtype", None) not in ("string", "large_string"):
-                raise DataFormatError(f"{path}: no string column {field!r}; columns: {dataset.column_names}.")
+            if getattr(dataset.features.get(field), "dtype", None) not in (
+                "string",
+                "large_string",
+            ):
+                raise DataFormatError(
+                    f"{path}: no string column {field!r}; columns: {dataset.column_names}."
+                )
             texts = list(dataset[field])  # None (a missing value) is skipped below
         elif path != "-" and not os.path.exists(path):  # "-": standard input, read as a text file
             raise FileNotFoundError(f"No such file or folder: {path}")
@@ -60,9 +65,16 @@ def read_texts(
             texts = _read_json_list_texts(path, field)
         elif path.endswith(".tsv"):
             with open(path, encoding="utf-8", newline="") as handle:
-                texts = [row[-1] for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+                texts = [
+                    row[-1]
+                    for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+                    if row
+                ]
         elif is_jsonl(path):
-            texts = [record.text for record in text_files.read_texts([path], fmt="jsonl", text_field=field)]
+            texts = [
+                record.text
+                for record in text_files.read_texts([path], fmt="jsonl", text_field=field)
+            ]
         else:
             texts = _read_text_file(path, split, report)
     else:
@@ -76,13 +88,17 @@ def read_texts(
 def _read_text_file(path: str, split: str, report: Callable[[str, str], None] | None) -> list[str]:
     """A text per line, or the file as one text of paragraphs; ``report`` hears of hard-wrapped lines read as lines."""
     modes: list[str] = []
-    records = text_files.read_texts([path], split, fmt="text", report=lambda _, mode: modes.append(mode))
+    records = text_files.read_texts(
+        [path], split, fmt="text", report=lambda _, mode: modes.append(mode)
+    )
     mode = modes[0] if modes else split
     if split == "auto" and report is not None:
         report(path, mode)
     if mode == "paragraph":
         return ["\n\n".join(one_line(record.text) for record in records)]
-    lines = (raw for _, _, raw in file_lines(path)) if split == "line" and path != "-" else None  # stdin: read once
+    lines = (
+        (raw for _, _, raw in file_lines(path)) if split == "line" and path != "-" else None
+    )  # stdin: read once
     if report is not None and lines is not None and guess_split(lines) == "paragraph":
         report(path, "wrapped-lines")
     return [record.text for record in records]
@@ -105,7 +121,9 @@ def _read_json_list_texts(path: str, field: str) -> list[str]:
         raise DataFormatError(f"{path}: expected a JSON list of objects.")
     for number, row in enumerate(rows, start=1):
         if not isinstance(row, dict) or not isinstance(row.get(field), str):
-            raise DataFormatError(f"{path}, row {number}: expected an object with a string {field!r} field.")
+            raise DataFormatError(
+                f"{path}, row {number}: expected an object with a string {field!r} field."
+            )
     return [row[field] for row in rows]
 
 
@@ -136,13 +154,17 @@ def cut_passages(
         import datasets
 
     if not 1 <= min_words <= max_words:
-        raise SpanInputError(f"need 1 <= min_words <= max_words (--min-words, --max-words): {min_words}, {max_words}.")
+        raise SpanInputError(
+            f"need 1 <= min_words <= max_words (--min-words, --max-words): {min_words}, {max_words}."
+        )
     rng = random.Random(seed)
     excluded = {" ".join(sentence.lower().split()) for sentence in exclude_sentences}
     passages, short, removed = [], [], 0
     for text in texts:
         sentences = split_sentences(text)  # a paragraph break ends a sentence
-        kept = [sentence for sentence in sentences if " ".join(sentence.lower().split()) not in excluded]
+        kept = [
+            sentence for sentence in sentences if " ".join(sentence.lower().split()) not in excluded
+        ]
         removed += len(sentences) - len(kept)
         if sum(len(sentence.split()) for sentence in kept) >= min_words:
             passages += _pack(kept, min_words, max_words, rng)
@@ -155,12 +177,15 @@ def cut_passages(
         unique = rng.sample(unique, min(limit, len(unique)))
     dataset = datasets.Dataset.from_dict({"text": unique})
     dataset.info.description = (
-        f"{len(unique)} passages of {min_words}-{max_words} words; {removed} excluded sentence(s) removed."
+        f"{len(unique)} passages of {min_words}-{max_words} words; "
+        f"{removed} excluded sentence(s) removed."
     )
     return dataset
 
 
-def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random) -> list[str]:
+def _pack(
+    sentences: Sequence[str], min_words: int, max_words: int, rng: random.Random
+) -> list[str]:
     """Consecutive sentences → passages, in order, each ending where it reaches a seeded target length."""
     passages: list[list[str]] = []
     current: list[str] = []
@@ -178,14 +203,18 @@ def _pack(sentences: Sequence[str], min_words: int, max_words: int, rng: random.
             if len(current) >= target:
                 passages.append(current)
                 current, target = [], rng.randint(min_words, max_words)
-    if current and len(current) < min_words and passages:  # a short end: joins the last passage, or shares it
+    if (
+        current and len(current) < min_words and passages
+    ):  # a short end: joins the last passage, or shares it
         both = passages.pop() + current
         if len(both) <= max_words:
             passages.append(both)
         elif len(both) >= 2 * min_words:
             passages += [both[:-min_words], both[-min_words:]]
         else:
-            passages.append(both[: -len(current)])  # too few words for two passages: the end is left out
+            passages.append(
+                both[: -len(current)]
+            )  # too few words for two passages: the end is left out
     elif len(current) >= min_words:
         passages.append(current)
     return [" ".join(words) for words in passages]
@@ -230,21 +259,35 @@ def load_passages(
     for source in filter(is_saved_dataset, sources):
         parts.append(datasets.load_from_disk(source))
         if "text" not in (columns := parts[-1].column_names):
-            raise DataFormatError(f"{source}: a distillation dataset needs a 'text' column; columns: {columns}.")
+            raise DataFormatError(
+                f"{source}: a distillation dataset needs a 'text' column; columns: {columns}."
+            )
     files = [source for source in sources if not is_saved_dataset(source)]
     if files:
-        paths = expand_paths(files, follow_links=follow_links)  # a folder: the files `slice-st mine` reads in it
+        paths = expand_paths(
+            files, follow_links=follow_links
+        )  # a folder: the files `slice-st mine` reads in it
         check_distinct_files(paths)
         texts = [text for path in paths for text in read_texts(path, split=split, report=report)]
         words = {"min_words": min_words, "max_words": max_words}
-        parts.append(cut_passages(texts, **words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed))
+        parts.append(
+            cut_passages(
+                texts, **words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed
+            )
+        )
     if not parts:
-        raise DataFormatError("no distillation text: give --distill-data a saved dataset folder or text/JSONL files.")
+        raise DataFormatError(
+            "no distillation text: give --distill-data a saved dataset folder or text/JSONL files."
+        )
     columns = ["text", "label"] if all("label" in part.column_names for part in parts) else ["text"]
-    dataset = datasets.concatenate_datasets([part.select_columns(columns) for part in parts]).shuffle(seed=seed)
+    dataset = datasets.concatenate_datasets(
+        [part.select_columns(columns) for part in parts]
+    ).shuffle(seed=seed)
     return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
 
 
 def is_saved_dataset(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a folder written by ``datasets``' ``save_to_disk`` (rather than a folder of text files)."""
-    return any(os.path.isfile(os.path.join(path, name)) for name in ("state.json", "dataset_dict.json"))
+    return any(
+        os.path.isfile(os.path.join(path, name)) for name in ("state.json", "dataset_dict.json")
+    )

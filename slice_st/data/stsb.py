@@ -20,7 +20,12 @@ if TYPE_CHECKING:
 STSB_CONTEXT_COLUMNS = ("line", "paraphrase", "passage", "goldsim")
 MIN_SCORE, MAX_SCORE = 0.0, 5.0
 #: The columns of :func:`read_stsb_context`'s dataset and their types.
-_CONTEXT_FEATURES = {"index": "int64", "line": "string", "paraphrase": "string", "passage": "string"}
+_CONTEXT_FEATURES = {
+    "index": "int64",
+    "line": "string",
+    "paraphrase": "string",
+    "passage": "string",
+}
 _CONTEXT_FEATURES |= {"goldsim": "float64", "paraphrase_in_passage": "bool", "file_line": "int64"}
 
 
@@ -67,7 +72,9 @@ def _float_score(value: str, name: str, line: int, column: str) -> float:
     except ValueError:
         raise DataFormatError(f"{name}, line {line}: {column} {value!r} is not a number.") from None
     if math.isnan(score) or not MIN_SCORE <= score <= MAX_SCORE:
-        raise DataFormatError(f"{name}, line {line}: {column} {value!r} is outside {MIN_SCORE:g}..{MAX_SCORE:g}.")
+        raise DataFormatError(
+            f"{name}, line {line}: {column} {value!r} is outside {MIN_SCORE:g}..{MAX_SCORE:g}."
+        )
     return score
 
 
@@ -102,8 +109,12 @@ def read_stsb_context(
         import datasets
 
     if missing_paraphrase not in ("warn", "error", "drop"):
-        raise DataFormatError(f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}.")
-    text, name = _read_text(path_or_url, ("utf-8-sig", "cp1252") if encoding == "auto" else (encoding,))
+        raise DataFormatError(
+            f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}."
+        )
+    text, name = _read_text(
+        path_or_url, ("utf-8-sig", "cp1252") if encoding == "auto" else (encoding,)
+    )
     rows = _tsv_rows(text, name)
     header = next(rows, None)
     if header is None:
@@ -155,7 +166,9 @@ def _tsv_rows(text: str, name: str, quoting: int = csv.QUOTE_MINIMAL):
 def _context_header(line: int, row: list[str], name: str) -> bool:
     """Whether the header starts with the index column (checked: the public columns, in order)."""
     header, expected = [cell.strip().lstrip("\ufeff") for cell in row], list(STSB_CONTEXT_COLUMNS)
-    if header == expected or (header[1:] == expected and header[0] in ("", "Unnamed: 0", "index", "idx")):
+    if header == expected or (
+        header[1:] == expected and header[0] in ("", "Unnamed: 0", "index", "idx")
+    ):
         return header != expected
     raise DataFormatError(
         f"{name}, line {line}: wrong columns {header}; expected an unnamed index column then "
@@ -167,7 +180,9 @@ def _context_row(row: list[str], has_index: bool, name: str, line: int, position
     """``(index, line, paraphrase, passage, goldsim, paraphrase_in_passage)`` of one data row, checked."""
     width = len(STSB_CONTEXT_COLUMNS) + has_index
     if len(row) != width:
-        raise DataFormatError(f"{name}, line {line}: expected {width} tab-separated fields, got {len(row)}.")
+        raise DataFormatError(
+            f"{name}, line {line}: expected {width} tab-separated fields, got {len(row)}."
+        )
     try:
         index = int(row[0]) if has_index else position
     except ValueError:
@@ -208,7 +223,9 @@ def read_stsb(path: str | os.PathLike) -> Dataset:
     columns: dict[str, list[Any]] = {key: [] for key in keys}
     for number, fields in _tsv_rows(text, name, csv.QUOTE_NONE):
         if len(fields) < 7:
-            raise DataFormatError(f"{name}, line {number}: expected at least 7 fields, got {len(fields)}.")
+            raise DataFormatError(
+                f"{name}, line {number}: expected at least 7 fields, got {len(fields)}."
+            )
         score = _float_score(fields[4].strip(), name, number, "score")
         sentences = [sentence.strip() for sentence in fields[5:7]]
         for column, value in zip(("sentence1", "sentence2"), sentences):

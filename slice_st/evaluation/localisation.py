@@ -20,7 +20,9 @@ def span_words(text: str) -> list[tuple[int, int, str]]:
     >>> span_words("A man, he said -- left.")
     [(0, 1, 'a'), (2, 6, 'man'), (7, 9, 'he'), (10, 14, 'said'), (18, 23, 'left')]
     """
-    matches = ((match, _NOT_WORD.sub("", match.group().lower())) for match in re.finditer(r"\S+", text))
+    matches = (
+        (match, _NOT_WORD.sub("", match.group().lower())) for match in re.finditer(r"\S+", text)
+    )
     return [(match.start(), match.end(), word) for match, word in matches if word]
 
 
@@ -80,15 +82,23 @@ def span_localisation(
         place = locate_paraphrase(passage, paraphrase)
         if place is None:
             continue
-        inside = [i for i, (a, b, _) in enumerate(span_words(passage)) if span and a < span[1] and span[0] < b]
+        inside = [
+            i
+            for i, (a, b, _) in enumerate(span_words(passage))
+            if span and a < span[1] and span[0] < b
+        ]
         first, end = (inside[0], inside[-1] + 1) if inside else (0, 0)
         common = max(0, min(end, place[1]) - max(first, place[0]))
         f1 = 2 * common / ((end - first) + (place[1] - place[0])) if common else 0.0
-        rows.append((float(gold) >= strong, (first, end) == place, f1, end - first < place[1] - place[0]))
+        rows.append(
+            (float(gold) >= strong, (first, end) == place, f1, end - first < place[1] - place[0])
+        )
     result: dict[str, float] = {}
     for prefix, group in (("", rows), ("strong_", [row for row in rows if row[0]])):
         values = np.asarray([row[1:] for row in group], dtype=np.float64).reshape(-1, 3)
         result[f"{prefix}located"] = len(group)
         for column, name in enumerate(("exact", "word_f1", "shorter")):
-            result[f"{prefix}{name}"] = float(100 * values[:, column].mean()) if len(group) else float("nan")
+            result[f"{prefix}{name}"] = (
+                float(100 * values[:, column].mean()) if len(group) else float("nan")
+            )
     return result

@@ -64,17 +64,24 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     """
     with needs_extra("eval", "correlations"):
         from scipy import stats
-    gold_array, predicted_array = np.asarray(gold, dtype=np.float64), np.asarray(predicted, dtype=np.float64)
+    gold_array, predicted_array = (
+        np.asarray(gold, dtype=np.float64),
+        np.asarray(predicted, dtype=np.float64),
+    )
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")
-    return float(stats.pearsonr(gold_array, predicted_array)[0]), float(stats.spearmanr(gold_array, predicted_array)[0])
+    return float(stats.pearsonr(gold_array, predicted_array)[0]), float(
+        stats.spearmanr(gold_array, predicted_array)[0]
+    )
 
 
 def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
     """The pairs as lists, checked: as many phrases as passages, none empty."""
     phrases, passages = list(phrases), list(passages)
     if len(phrases) != len(passages):
-        raise ValueError(f"phrases and passages must pair up: got {len(phrases)} phrases and {len(passages)} passages.")
+        raise ValueError(
+            f"phrases and passages must pair up: got {len(phrases)} phrases and {len(passages)} passages."
+        )
     for what, values in (("phrases", phrases), ("passages", passages)):
         for index, value in enumerate(values):
             if not isinstance(value, str) or not value.strip():
@@ -85,7 +92,9 @@ def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[
 def check_all_scored(scores: np.ndarray, passages: list[str]) -> None:
     """Refuse a passage without a span to score (no tokens)."""
     if len(missing := np.flatnonzero(~np.isfinite(scores))):
-        raise ValueError(f"passages[{missing[0]}] has no span to score (no tokens?): {passages[missing[0]]!r:.60}.")
+        raise ValueError(
+            f"passages[{missing[0]}] has no span to score (no tokens?): {passages[missing[0]]!r:.60}."
+        )
 
 
 def score_full(
@@ -151,11 +160,17 @@ def score_single(
         [(12, 21)]
     """
     phrases, passages = check_inputs(phrases, passages)
-    matches = best_spans_paired(model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit, **options)
-    scores = np.array([match.score if match is not None else -np.inf for match in matches], dtype=np.float64)
+    matches = best_spans_paired(
+        model, phrases, passages, min_span=min_span, max_span=max_span, unit=unit, **options
+    )
+    scores = np.array(
+        [match.score if match is not None else -np.inf for match in matches], dtype=np.float64
+    )
     check_all_scored(scores, passages)
     extra = {"scorer": resolve_scorer(options.get("scorer")).name}
-    extra["similarities"] = [float(match.similarity) for match in matches]  # JSON-ready: research's table caches it
+    extra["similarities"] = [
+        float(match.similarity) for match in matches
+    ]  # JSON-ready: research's table caches it
     return SetupResult(scores, [(match.start, match.end) for match in matches], extra=extra)
 
 
@@ -226,7 +241,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             raise ValueError("need at least 3 pairs to compute correlations.")
         self.setups = tuple(setups)
         if not self.setups or any(setup not in SETUPS for setup in self.setups):
-            raise ValueError(f"setups must be a non-empty subset of {SETUPS}, got {list(self.setups)}.")
+            raise ValueError(
+                f"setups must be a non-empty subset of {SETUPS}, got {list(self.setups)}."
+            )
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
         self.batch_size, self.name, self.show_progress_bar = batch_size, name, show_progress_bar
@@ -234,15 +251,24 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         self.scorer = resolve_scorer(scorer)
         self.paraphrases = None if paraphrases is None else [str(p) for p in paraphrases]
         if self.paraphrases is not None and len(self.paraphrases) != len(self.phrases):
-            raise ValueError(f"got {len(self.paraphrases)} paraphrases for {len(self.phrases)} pairs.")
+            raise ValueError(
+                f"got {len(self.paraphrases)} paraphrases for {len(self.phrases)} pairs."
+            )
         suffix = f"_{name}" if name else ""
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
         located = () if self.paraphrases is None else _LOCALISATION
-        metrics = {setup: ("pearson", "spearman", *(located if setup == "single" else ())) for setup in self.setups}
-        self.csv_headers = ["epoch", "steps"] + [f"{setup}_{m}" for setup in self.setups for m in metrics[setup]]
+        metrics = {
+            setup: ("pearson", "spearman", *(located if setup == "single" else ()))
+            for setup in self.setups
+        }
+        self.csv_headers = ["epoch", "steps"] + [
+            f"{setup}_{m}" for setup in self.setups for m in metrics[setup]
+        ]
         # prefix_name_to_metrics adds the name once, at the first call
-        self.primary_metric = "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
+        self.primary_metric = (
+            "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
+        )
         self.last_results: dict[str, SetupResult] = {}
 
     @classmethod
@@ -254,30 +280,47 @@ class SpanRetrievalEvaluator(BaseEvaluator):
 
     def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
         """Predicted scores (and best spans) of ``model`` in every setup."""
-        single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "scorer": self.scorer}
+        single = {
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "unit": self.unit,
+            "scorer": self.scorer,
+        }
         single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
             if setup == "full":
-                results[setup] = score_full(model, self.phrases, self.passages, batch_size=self.batch_size)
+                results[setup] = score_full(
+                    model, self.phrases, self.passages, batch_size=self.batch_size
+                )
             else:
                 results[setup] = score_single(model, self.phrases, self.passages, **single)
             results[setup].seconds = time.perf_counter() - start
         return results
 
     def __call__(
-        self, model: SentenceTransformer, output_path: str | None = None, epoch: int = -1, steps: int = -1
+        self,
+        model: SentenceTransformer,
+        output_path: str | None = None,
+        epoch: int = -1,
+        steps: int = -1,
     ) -> dict[str, float]:
-        logger.info(f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'} (epoch {epoch}, step {steps})")
+        logger.info(
+            f"SpanRetrievalEvaluator: evaluating on {self.name or 'the data'} (epoch {epoch}, step {steps})"
+        )
         self.last_results = results = self.predict(model)
         metrics: dict[str, float] = {}
         for setup, result in results.items():
             pearson, spearman = correlations(self.scores, result.scores)
             metrics[f"{setup}_pearson"], metrics[f"{setup}_spearman"] = pearson, spearman
-            logger.info(f"{setup:>6}: Pearson {pearson:.4f}  Spearman {spearman:.4f}  ({result.seconds:.1f} s)")
+            logger.info(
+                f"{setup:>6}: Pearson {pearson:.4f}  Spearman {spearman:.4f}  ({result.seconds:.1f} s)"
+            )
             if self.paraphrases is not None and result.spans is not None:
-                found = span_localisation(self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD)
+                found = span_localisation(
+                    self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD
+                )
                 metrics |= {f"{setup}_{name}": found[name] for name in _LOCALISATION}
                 located = f"exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} rows"
                 logger.info(f"{setup:>6}: {located}")

@@ -49,10 +49,18 @@ class SpanStore(Protocol):
         self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None
     ) -> Callable[[torch.Tensor, int], TopSpans]: ...
     def to_matches(
-        self, query_index: int, scores: Any, units: Any, lengths: Any, threshold: float | None, cosines: Any = None
+        self,
+        query_index: int,
+        scores: Any,
+        units: Any,
+        lengths: Any,
+        threshold: float | None,
+        cosines: Any = None,
     ) -> list[IndexMatch]: ...
     def unit_flags(self) -> tuple[np.ndarray, np.ndarray]: ...
-    def locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+    def locate(
+        self, units: np.ndarray, lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 class ShardBuilder(Protocol):

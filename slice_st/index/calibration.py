@@ -59,7 +59,9 @@ class Calibration:
     def __post_init__(self) -> None:
         x, y = np.asarray(self.x, dtype=np.float64), np.asarray(self.y, dtype=np.float64)
         if x.ndim != 1 or x.shape != y.shape or len(x) == 0:
-            raise DataFormatError("A calibration needs equally long, non-empty threshold lists x and y.")
+            raise DataFormatError(
+                "A calibration needs equally long, non-empty threshold lists x and y."
+            )
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
             raise DataFormatError("Calibration thresholds must be finite numbers.")
         if np.any(np.diff(x) < 0) or np.any(np.diff(y) < 0):
@@ -81,16 +83,22 @@ class Calibration:
         if not isinstance(data, dict) or data.get("kind") != "isotonic":
             raise DataFormatError(f"{name}: not an isotonic calibration.")
         if data.get("format_version") != CALIBRATION_FORMAT_VERSION:
-            raise DataFormatError(f"{name}: calibration format {data.get('format_version')} is not supported.")
+            raise DataFormatError(
+                f"{name}: calibration format {data.get('format_version')} is not supported."
+            )
         try:
-            return cls(**{member.name: data[member.name] for member in fields(cls) if member.name in data})
+            return cls(
+                **{member.name: data[member.name] for member in fields(cls) if member.name in data}
+            )
         except (TypeError, ValueError) as error:
             raise DataFormatError(f"{name}: invalid calibration ({error}).") from None
 
     def save(self, path: str | os.PathLike) -> str:
         """Write JSON to ``path`` (a file, or a folder such as a saved model: ``<folder>/calibration.json``)."""
         path = os.path.join(path, CALIBRATION_FILE) if os.path.isdir(path) else os.fspath(path)
-        with atomic_file(path, "w", encoding="utf-8") as handle:  # a new temporary file, then os.replace
+        with atomic_file(
+            path, "w", encoding="utf-8"
+        ) as handle:  # a new temporary file, then os.replace
             json.dump(self.to_dict(), handle, indent=1)
         return path
 
@@ -109,7 +117,12 @@ class Calibration:
 
 
 def fit_calibration(
-    cosines: Sequence[float], scores: Sequence[float], *, low: float = 0.0, high: float = 5.0, **info: Any
+    cosines: Sequence[float],
+    scores: Sequence[float],
+    *,
+    low: float = 0.0,
+    high: float = 5.0,
+    **info: Any,
 ) -> Calibration:
     """Isotonic regression (increasing, clipped to ``[low, high]``) from cosines to gold scores; ``info`` is stored in
     the :class:`Calibration` (``source``, ``pairs``, …).
@@ -125,12 +138,16 @@ def fit_calibration(
 
     x, y = np.asarray(cosines, dtype=np.float64), np.asarray(scores, dtype=np.float64)
     if x.ndim != 1 or x.shape != y.shape:
-        raise DataFormatError(f"cosines and scores must be equally long 1-d sequences, got {x.shape} and {y.shape}.")
+        raise DataFormatError(
+            f"cosines and scores must be equally long 1-d sequences, got {x.shape} and {y.shape}."
+        )
     if len(x) < 2:
         raise DataFormatError("Calibration needs at least 2 scored pairs.")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         raise DataFormatError("Calibration pairs must have finite cosines and scores.")
-    model = IsotonicRegression(y_min=low, y_max=high, increasing=True, out_of_bounds="clip").fit(x, y)
+    model = IsotonicRegression(y_min=low, y_max=high, increasing=True, out_of_bounds="clip").fit(
+        x, y
+    )
     rho = spearmanr(x, y).statistic
     return Calibration(
         x=model.X_thresholds_.tolist(),
@@ -165,11 +182,17 @@ def fit_sts_calibration(
         rows = rows.select(range(min(limit, len(rows))))
     first, second = list(rows["sentence1"]), list(rows["sentence2"])
     if pair_score == "sentence":
-        vectors = [embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)]
-        cosines = torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
+        vectors = [
+            embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)
+        ]
+        cosines = (
+            torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
+        )
     else:
         matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
-        cosines = np.array([np.nan if match is None else match.score for match in matches], dtype=np.float64)
+        cosines = np.array(
+            [np.nan if match is None else match.score for match in matches], dtype=np.float64
+        )
     gold = np.asarray(rows["score"], dtype=np.float64)
     keep = np.isfinite(cosines)
     return fit_calibration(

@@ -59,7 +59,14 @@ class CandidateStage:
 
     @classmethod
     def create(
-        cls, arrays, kind: str, chunk: int, stride: int, nlist: int | None, nprobe: int, candidates: int
+        cls,
+        arrays,
+        kind: str,
+        chunk: int,
+        stride: int,
+        nlist: int | None,
+        nprobe: int,
+        candidates: int,
     ) -> CandidateStage:
         with needs_extra("faiss", "the FAISS candidate stage"):
             import faiss
@@ -72,20 +79,35 @@ class CandidateStage:
         else:
             if nlist is None:
                 nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
-            elif nlist > len(vectors):  # k-means cannot make more lists than it has points (a FAISS RuntimeError)
+            elif nlist > len(
+                vectors
+            ):  # k-means cannot make more lists than it has points (a FAISS RuntimeError)
                 raise SpanInputError(
                     f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'."
                 )
             faiss_index = faiss.IndexIVFScalarQuantizer(  # keeps its quantizer alive
-                faiss.IndexFlatIP(dim), dim, int(nlist), faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+                faiss.IndexFlatIP(dim),
+                dim,
+                int(nlist),
+                faiss.ScalarQuantizer.QT_8bit,
+                faiss.METRIC_INNER_PRODUCT,
             )
             sample = vectors
             if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
-                sample = vectors[np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)]
+                sample = vectors[
+                    np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)
+                ]
             faiss_index.train(sample)
         faiss_index.add(vectors)
-        settings = dict(kind=kind, chunk=chunk, stride=stride, nlist=int(nlist), nprobe=nprobe, candidates=candidates)
+        settings = dict(
+            kind=kind,
+            chunk=chunk,
+            stride=stride,
+            nlist=int(nlist),
+            nprobe=nprobe,
+            candidates=candidates,
+        )
         return cls(faiss_index, chunks, settings)
 
     def extended(self, arrays, unit_base: int) -> CandidateStage:
@@ -94,19 +116,26 @@ class CandidateStage:
             import faiss
         bounds = np.asarray(arrays["segment_units"])
         first_segment = int(np.searchsorted(bounds, unit_base, side="left"))
-        new = self.chunk_ranges(bounds[first_segment:], self.settings["chunk"], self.settings["stride"])
+        new = self.chunk_ranges(
+            bounds[first_segment:], self.settings["chunk"], self.settings["stride"]
+        )
         copy = faiss.clone_index(self.faiss_index)
         if len(new):
             copy.add(self.chunk_vectors(arrays["unit_vectors"], new))
         return CandidateStage(copy, np.concatenate([self.chunks, new]), dict(self.settings))
 
     def info(self) -> dict[str, Any]:
-        return self.settings | {"chunks": int(len(self.chunks)), "faiss_type": type(self.faiss_index).__name__}
+        return self.settings | {
+            "chunks": int(len(self.chunks)),
+            "faiss_type": type(self.faiss_index).__name__,
+        }
 
     def save(self, data_dir: str) -> None:
         with needs_extra("faiss", "the FAISS candidate stage"):
             import faiss
-        write_bytes(os.path.join(data_dir, self.FILE), faiss.serialize_index(self.faiss_index).tobytes())
+        write_bytes(
+            os.path.join(data_dir, self.FILE), faiss.serialize_index(self.faiss_index).tobytes()
+        )
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
@@ -118,24 +147,48 @@ class CandidateStage:
         faiss_index = faiss.deserialize_index(np.frombuffer(blob, dtype=np.uint8))
         chunks = load_array(data.entry(cls.CHUNKS), folder=data.folder)
         if faiss_index.ntotal != len(chunks):
-            raise ValueError(f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks")
-        settings = {key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")}
+            raise ValueError(
+                f"{cls.FILE} holds {faiss_index.ntotal} vectors for {len(chunks)} chunks"
+            )
+        settings = {
+            key: info[key] for key in ("kind", "chunk", "stride", "nlist", "nprobe", "candidates")
+        }
         return cls(faiss_index, chunks, settings)
 
-    def top_spans(self, index, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, candidates, nprobe):
+    def top_spans(
+        self,
+        index,
+        queries: torch.Tensor,
+        top_k: int,
+        min_span: int,
+        max_span: int,
+        candidates,
+        nprobe,
+    ):
         """Candidate chunks from FAISS, then exact scores of every span overlapping them: ``(Q, k)`` arrays."""
         if hasattr(self.faiss_index, "nprobe"):
-            self.faiss_index.nprobe = int(min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1))
+            self.faiss_index.nprobe = int(
+                min(nprobe or self.settings["nprobe"], self.settings["nlist"] or 1)
+            )
         query_array = np.ascontiguousarray(queries.numpy(), dtype=np.float32)
         wanted = int(min(candidates or self.settings["candidates"], len(self.chunks)))
         found, num_queries = self.faiss_index.search(query_array, wanted)[1], len(query_array)
         best_scores = np.full((num_queries, top_k), -np.inf)
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
-        total, built_min, lengths = index.num_units, index.span_config.min_span, np.arange(min_span, max_span + 1)
+        total, built_min, lengths = (
+            index.num_units,
+            index.span_config.min_span,
+            np.arange(min_span, max_span + 1),
+        )
         # plain views: no memmap overhead per slice
-        vectors, span_norms = np.asarray(index.arrays["unit_vectors"]), np.asarray(index.arrays["span_norms"])
-        with blas_threads(1):  # one small product per query and run: threading costs more than it saves
+        vectors, span_norms = (
+            np.asarray(index.arrays["unit_vectors"]),
+            np.asarray(index.arrays["span_norms"]),
+        )
+        with blas_threads(
+            1
+        ):  # one small product per query and run: threading costs more than it saves
             for q, query in enumerate(query_array):
                 chosen = self.chunks[found[q][found[q] >= 0]]
                 if not len(chosen):
@@ -145,17 +198,30 @@ class CandidateStage:
                 run_lo, run_hi = _merged_runs(lo, np.minimum(chosen[:, 1] + max_span - 1, total))
                 # dot products over each contiguous run of needed units (views of the array, no gather)
                 runs = zip(run_lo.tolist(), run_hi.tolist())
-                dots = np.concatenate([np.asarray(vectors[a:b], dtype=np.float32) @ query for a, b in runs])[None]
+                dots = np.concatenate(
+                    [np.asarray(vectors[a:b], dtype=np.float32) @ query for a, b in runs]
+                )[None]
                 needed = ranges_to_indices(run_lo, run_hi)
                 # the runs laid end to end are a flat corpus whose spans are those of the candidate starts
                 # that stay inside one run: every other span gets a NaN norm (it does not exist here)
-                norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(np.float32)
+                norms = span_norms[needed, min_span - built_min : max_span - built_min + 1].astype(
+                    np.float32
+                )
                 starts = ranges_to_indices(*_merged_runs(lo, chosen[:, 1]))  # every candidate start
                 norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
-                run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)  # end of each position's run
-                norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = np.nan
+                run_end = np.repeat(
+                    np.cumsum(run_hi - run_lo), run_hi - run_lo
+                )  # end of each position's run
+                norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = (
+                    np.nan
+                )
                 top = top_spans_from_dots(
-                    torch.from_numpy(dots), torch.from_numpy(norms), top_k, min_span, max_span, norm_min_span=min_span
+                    torch.from_numpy(dots),
+                    torch.from_numpy(norms),
+                    top_k,
+                    min_span,
+                    max_span,
+                    norm_min_span=min_span,
                 )
                 keep = int((top.starts[0] >= 0).sum())
                 best_scores[q, :keep] = top.scores[0, :keep].numpy()
@@ -172,10 +238,14 @@ def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray
     first = np.ones(len(lo), dtype=bool)
     first[1:] = lo[1:] > reach[:-1]
     group_starts = np.flatnonzero(first)
-    return lo[group_starts].astype(np.int64), reach[np.append(group_starts[1:], len(lo)) - 1].astype(np.int64)
+    return lo[group_starts].astype(np.int64), reach[
+        np.append(group_starts[1:], len(lo)) - 1
+    ].astype(np.int64)
 
 
 def ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:
     """All integers of the ranges ``[run_lo_i, run_hi_i)``, range after range."""
     sizes = run_hi - run_lo
-    return np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(run_lo - np.cumsum(sizes) + sizes, sizes)
+    return np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(
+        run_lo - np.cumsum(sizes) + sizes, sizes
+    )

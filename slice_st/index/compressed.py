@@ -51,7 +51,9 @@ class CompressionSpec:
                 )
             options = dict(re.findall(r"(ivf|norms)(\d+)", match.group(2)))
             spec = cls(
-                int(match.group(1)), int(options["ivf"]) if "ivf" in options else None, int(options.get("norms", 4))
+                int(match.group(1)),
+                int(options["ivf"]) if "ivf" in options else None,
+                int(options.get("norms", 4)),
             )
         if spec.subquantizers < 1 or dim % spec.subquantizers:
             raise SpanInputError(
@@ -59,9 +61,13 @@ class CompressionSpec:
                 f"(e.g. pq{_divisor_near(dim, 48)})."
             )
         if spec.nlist is not None and not 1 <= spec.nlist <= 65536:
-            raise SpanInputError(f"compression ivf{spec.nlist}: the coarse centroids must number 1..65536.")
+            raise SpanInputError(
+                f"compression ivf{spec.nlist}: the coarse centroids must number 1..65536."
+            )
         if spec.norm_bits not in (4, 8):
-            raise SpanInputError(f"compression norms{spec.norm_bits}: span norms are coded in 4 or 8 bits.")
+            raise SpanInputError(
+                f"compression norms{spec.norm_bits}: span norms are coded in 4 or 8 bits."
+            )
         return spec
 
     def __str__(self) -> str:
@@ -78,8 +84,16 @@ class CompressedTier:
 
     def __init__(self, spec: CompressionSpec, arrays: dict[str, np.ndarray]) -> None:
         self.spec = spec
-        self.centroids, self.codebooks, self.norm_table = arrays["centroids"], arrays["codebooks"], arrays["norm_table"]
-        self.coarse, self.codes, self.norm_codes = arrays["coarse"], arrays["codes"], arrays["norm_codes"]
+        self.centroids, self.codebooks, self.norm_table = (
+            arrays["centroids"],
+            arrays["codebooks"],
+            arrays["norm_table"],
+        )
+        self.coarse, self.codes, self.norm_codes = (
+            arrays["coarse"],
+            arrays["codes"],
+            arrays["norm_codes"],
+        )
 
     # ------------------------------------------------------------------ training and coding
     @classmethod
@@ -96,15 +110,21 @@ class CompressedTier:
         rng = np.random.default_rng(seed)
         rows = np.sort(rng.choice(total, min(total, TRAIN_SAMPLE), replace=False))
         sample = np.asarray(vectors[rows], dtype=np.float32)
-        kmeans = faiss.Kmeans(dim, nlist, niter=10, seed=seed, max_points_per_centroid=64, verbose=False)
+        kmeans = faiss.Kmeans(
+            dim, nlist, niter=10, seed=seed, max_points_per_centroid=64, verbose=False
+        )
         kmeans.train(sample)
         centroids = kmeans.centroids.astype(np.float16).astype(np.float32)  # stored in float16
         residuals = sample - centroids[_nearest(faiss, centroids, sample)]
-        if len(residuals) < 256:  # 256 codewords per sub-quantiser: a tiny index repeats its units (exact codes)
+        if (
+            len(residuals) < 256
+        ):  # 256 codewords per sub-quantiser: a tiny index repeats its units (exact codes)
             residuals = np.resize(residuals, (256, dim))
         pq = faiss.ProductQuantizer(dim, spec.subquantizers, 8)
         pq.train(np.ascontiguousarray(residuals))
-        codebooks = faiss.vector_to_array(pq.centroids).reshape(spec.subquantizers, 256, dim // spec.subquantizers)
+        codebooks = faiss.vector_to_array(pq.centroids).reshape(
+            spec.subquantizers, 256, dim // spec.subquantizers
+        )
         sample_norms = np.asarray(norms[rows], dtype=np.float32)
         tier = cls(
             spec,
@@ -132,16 +152,26 @@ class CompressedTier:
             values = np.asarray(vectors[lo : lo + block], dtype=np.float32)
             coarse = _nearest(faiss, centroids, values)
             parts["coarse"].append(coarse.astype(self.coarse.dtype))
-            parts["codes"].append(pq.compute_codes(np.ascontiguousarray(values - centroids[coarse])))
-            parts["norm_codes"].append(_norm_codes(np.asarray(norms[lo : lo + block], np.float32), self.norm_table))
-        return CompressedTier(self.spec, self._codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()})
+            parts["codes"].append(
+                pq.compute_codes(np.ascontiguousarray(values - centroids[coarse]))
+            )
+            parts["norm_codes"].append(
+                _norm_codes(np.asarray(norms[lo : lo + block], np.float32), self.norm_table)
+            )
+        return CompressedTier(
+            self.spec, self._codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()}
+        )
 
     def subset(self, rows: np.ndarray) -> CompressedTier:
         """The tier of the unit rows ``rows`` (a boolean mask or indices), in that order."""
         return CompressedTier(
             self.spec,
             self._codebook_arrays()
-            | {"coarse": self.coarse[rows], "codes": self.codes[rows], "norm_codes": self.norm_codes[rows]},
+            | {
+                "coarse": self.coarse[rows],
+                "codes": self.codes[rows],
+                "norm_codes": self.norm_codes[rows],
+            },
         )
 
     @classmethod
@@ -164,16 +194,24 @@ class CompressedTier:
         return digest.hexdigest()[:16]
 
     def _codebook_arrays(self) -> dict[str, np.ndarray]:
-        return {"centroids": self.centroids, "codebooks": self.codebooks, "norm_table": self.norm_table}
+        return {
+            "centroids": self.centroids,
+            "codebooks": self.codebooks,
+            "norm_table": self.norm_table,
+        }
 
     def _faiss_pq(self, faiss):
         dim = self.centroids.shape[1]
         pq = faiss.ProductQuantizer(dim, self.spec.subquantizers, 8)
-        faiss.copy_array_to_vector(np.ascontiguousarray(self.codebooks, dtype=np.float32).ravel(), pq.centroids)
+        faiss.copy_array_to_vector(
+            np.ascontiguousarray(self.codebooks, dtype=np.float32).ravel(), pq.centroids
+        )
         return pq
 
     # ------------------------------------------------------------------ search
-    def unit_dots(self, tables: tuple[torch.Tensor, torch.Tensor], lo: int, hi: int) -> torch.Tensor:
+    def unit_dots(
+        self, tables: tuple[torch.Tensor, torch.Tensor], lo: int, hi: int
+    ) -> torch.Tensor:
         """Approximate ``(Q, hi - lo)`` dot products of the queries with units ``lo..hi`` from their lookup tables."""
         coarse_dots, flat = tables
         codes = torch.from_numpy(np.asarray(self.codes[lo:hi])).long()  # (B, M)
@@ -190,7 +228,9 @@ class CompressedTier:
         coarse_dots = queries @ torch.from_numpy(self.centroids.astype(np.float32)).T
         books = torch.from_numpy(self.codebooks.astype(np.float32))  # (M, 256, d / M)
         parts = queries.reshape(len(queries), books.shape[0], books.shape[2])
-        return coarse_dots, torch.einsum("qms,mcs->qmc", parts, books).reshape(len(queries), -1).contiguous()
+        return coarse_dots, torch.einsum("qms,mcs->qmc", parts, books).reshape(
+            len(queries), -1
+        ).contiguous()
 
     def span_norms(self, lo: int, hi: int) -> torch.Tensor:
         """Decoded ``(hi - lo, K)`` span norms of units ``lo..hi`` (``nan``: no such span)."""
@@ -225,7 +265,9 @@ class CompressedTier:
             dots = self.unit_dots(tables, lo, stop)
             norms = self.span_norms(lo, stop)[:, columns]
             norms[hi - lo :] = float("nan")  # spans starting past the block are the next block's
-            peaks = start_peak_scores(dots, norms, min_span)[:, : hi - lo]  # (Q, B) best span starting at each unit
+            peaks = start_peak_scores(dots, norms, min_span)[
+                :, : hi - lo
+            ]  # (Q, B) best span starting at each unit
             docs = segment_docs[np.searchsorted(bounds, np.arange(lo, hi), side="right") - 1]
             best.scatter_reduce_(1, docs.expand(len(queries), -1), peaks, "amax")
         count = min(count, num_docs)
@@ -240,7 +282,9 @@ class CompressedTier:
             "nlist": int(len(self.centroids)),
             "norm_bits": self.spec.norm_bits,
             "codebooks": self.codebook_digest(),
-            "resident_bytes": int(sum(np.asarray(v).nbytes for v in (self.coarse, self.codes, self.norm_codes)))
+            "resident_bytes": int(
+                sum(np.asarray(v).nbytes for v in (self.coarse, self.codes, self.norm_codes))
+            )
             + int(sum(v.nbytes for v in self._codebook_arrays().values())),
         }
 
@@ -262,11 +306,15 @@ class CompressedTier:
         dim_hint = arrays["centroids"].shape[1]
         spec = CompressionSpec.parse(info["spec"], dim_hint)
         if any(len(arrays[name]) != units for name in ("coarse", "codes", "norm_codes")):
-            raise ValueError("the compressed codes do not match the index's units (corrupt or half-written)")
-        if arrays["codes"].shape[1] != spec.subquantizers or int(arrays["coarse"].max(initial=0)) >= len(
-            arrays["centroids"]
-        ):
-            raise ValueError("the compressed codes do not match their codebooks (corrupt or half-written)")
+            raise ValueError(
+                "the compressed codes do not match the index's units (corrupt or half-written)"
+            )
+        if arrays["codes"].shape[1] != spec.subquantizers or int(
+            arrays["coarse"].max(initial=0)
+        ) >= len(arrays["centroids"]):
+            raise ValueError(
+                "the compressed codes do not match their codebooks (corrupt or half-written)"
+            )
         return cls(spec, arrays)
 
 
@@ -307,7 +355,9 @@ def _norm_codes(norms: np.ndarray, table: np.ndarray) -> np.ndarray:
     lo, step = logs[:, 0], (logs[:, -1] - logs[:, 0]) / max(levels - 1, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         codes = np.rint((np.log(norms) - lo) / step)
-    codes = np.where(np.isfinite(norms), np.clip(np.nan_to_num(codes, nan=0, neginf=0), 0, levels - 1), levels)
+    codes = np.where(
+        np.isfinite(norms), np.clip(np.nan_to_num(codes, nan=0, neginf=0), 0, levels - 1), levels
+    )
     codes = codes.astype(np.uint8)
     if levels + 1 == 16:
         if codes.shape[1] % 2:

@@ -27,11 +27,15 @@ def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.
         "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=dtype),
         "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
         "segment_docs": np.zeros(0, dtype=np.int64),
-        "segment_first_unit": np.zeros(0, dtype=np.int64),  # first unit of the segment inside its document
+        "segment_first_unit": np.zeros(
+            0, dtype=np.int64
+        ),  # first unit of the segment inside its document
     }
 
 
-def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -> dict[str, np.ndarray]:
+def concat_parts(
+    parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]
+) -> dict[str, np.ndarray]:
     """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
     unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
     out = {
@@ -50,15 +54,26 @@ def concat_parts(parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]) -
 
 
 def texts_and_ids(
-    texts: Any, ids: Sequence[str] | None, text_field: str, id_field: str | None, taken: Sequence[str] = ()
+    texts: Any,
+    ids: Sequence[str] | None,
+    text_field: str,
+    id_field: str | None,
+    taken: Sequence[str] = (),
 ) -> tuple[list[str], list[str]]:
     """Texts (strings, :class:`Document` s or a ``datasets.Dataset``; at least one) and their ids: ``ids``, the
     documents' own, or the next numbers free of ``taken``; checked (non-empty strings, unique, new, one per text)."""
     given = None
     if hasattr(texts, "column_names") and hasattr(texts, "features"):  # a datasets.Dataset
         documents = documents_from_dataset(texts, text_field, id_field)
-        texts, given = [d.text for d in documents], ([d.id for d in documents] if id_field is not None else None)
-    elif not isinstance(texts, str) and isinstance(texts, Iterable) and not isinstance(texts, (bytes, dict)):
+        texts, given = (
+            [d.text for d in documents],
+            ([d.id for d in documents] if id_field is not None else None),
+        )
+    elif (
+        not isinstance(texts, str)
+        and isinstance(texts, Iterable)
+        and not isinstance(texts, (bytes, dict))
+    ):
         texts = list(texts)
         if texts and all(isinstance(item, Document) for item in texts):
             texts, given = [d.text for d in texts], [d.id for d in texts]
@@ -67,20 +82,26 @@ def texts_and_ids(
         raise SpanInputError("No documents to add: the corpus is empty.")
     ids, seen = ids if ids is not None else given, set(taken)
     if ids is None:  # the next free numbers from len(taken) on
-        ids = [str(n) for n in range(len(taken), 2 * len(taken) + len(texts)) if str(n) not in seen][: len(texts)]
+        ids = [
+            str(n) for n in range(len(taken), 2 * len(taken) + len(texts)) if str(n) not in seen
+        ][: len(texts)]
     ids = list(ids)
     if len(ids) != len(texts):
         raise SpanInputError(f"Got {len(ids)} ids for {len(texts)} documents.")
     for position, doc_id in enumerate(ids):
         if not isinstance(doc_id, str) or not doc_id:
-            raise SpanInputError(f"Document id at position {position} must be a non-empty string, got {doc_id!r}.")
+            raise SpanInputError(
+                f"Document id at position {position} must be a non-empty string, got {doc_id!r}."
+            )
         if doc_id in seen:
             raise SpanInputError(f"Duplicate document id {doc_id!r}.")
         seen.add(doc_id)
     return texts, ids
 
 
-def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None) -> list[str] | None:
+def pool_devices(
+    devices: Sequence[str] | None, processes: int | None, pool: dict[str, Any] | None
+) -> list[str] | None:
     """Validate the multi-process options: the devices of a pool to start (``None``: no pool to start)."""
     if pool is not None:
         if devices is not None or processes is not None:
@@ -89,7 +110,9 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             raise SpanInputError("pool must be a pool from model.start_multi_process_pool(...).")
         return None
     check_top_k(processes, "processes", optional=True)
-    cpu_processes = processes if devices is None else sum(1 for d in devices if str(d).startswith("cpu"))
+    cpu_processes = (
+        processes if devices is None else sum(1 for d in devices if str(d).startswith("cpu"))
+    )
     if cpu_processes:
         try:
             check_parallelism(cpu_processes, "processes")
@@ -97,7 +120,11 @@ def pool_devices(devices: Sequence[str] | None, processes: int | None, pool: dic
             raise SpanInputError(f"{error} Each process loads its own copy of the model.") from None
     if devices is None:
         return None if processes in (None, 1) else ["cpu"] * processes
-    if isinstance(devices, str) or not all(isinstance(d, str) and d for d in devices) or not len(devices):
+    if (
+        isinstance(devices, str)
+        or not all(isinstance(d, str) and d for d in devices)
+        or not len(devices)
+    ):
         raise SpanInputError(
             f"devices must be a non-empty list of device names such as ['cuda:0', 'cuda:1'], got {devices!r}."
         )

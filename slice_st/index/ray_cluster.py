@@ -38,7 +38,9 @@ def check_address(address: str | None) -> str | None:
     """
     if address is None or address == "local":
         return None
-    if not isinstance(address, str) or not re.fullmatch(r"(auto|ray://[\w.-]+:\d+|[\w.-]+:\d+)", address):
+    if not isinstance(address, str) or not re.fullmatch(
+        r"(auto|ray://[\w.-]+:\d+|[\w.-]+:\d+)", address
+    ):
         raise SpanInputError(
             f"{address!r} is not a Ray address: give auto, HOST:PORT or ray://HOST:PORT (or none: Ray starts here)."
         )
@@ -60,7 +62,11 @@ def probe_address(address: str | None, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as error:
-        why = f"no answer within {timeout:g} s" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        why = (
+            f"no answer within {timeout:g} s"
+            if isinstance(error, TimeoutError)
+            else (error.strerror or str(error))
+        )
         raise RayClusterError(
             f"cannot connect to the Ray cluster at {address}: {why} (is Ray running there? `ray start --head`)."
         ) from None
@@ -78,11 +84,15 @@ def connect_ray(address: str | None = None) -> bool:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=level)
     except (ConnectionError, TimeoutError, ValueError, RuntimeError) as error:
         where = f"the Ray cluster at {address}" if address else "a local Ray"
-        raise RayClusterError(f"cannot connect to {where}: {' '.join(str(error).split())[:300]}") from None
+        raise RayClusterError(
+            f"cannot connect to {where}: {' '.join(str(error).split())[:300]}"
+        ) from None
     return True
 
 
-def claim_workers(workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0) -> int:
+def claim_workers(
+    workers: int | None, limit: int, num_cpus: float, num_gpus: float = 0, timeout: float = 60.0
+) -> int:
     """How many actors of ``num_cpus``/``num_gpus`` to start (``workers``, default: as many as fit, at most ``limit``),
     once that many are free (waiting up to ``timeout`` s); else a :class:`RayClusterError`, never an endless wait."""
     ray = require_ray()
@@ -121,14 +131,18 @@ def user_error(error: BaseException) -> BaseException:
         if cause is None or id(cause) in seen:
             continue
         seen.add(id(cause))
-        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith("ray."):
+        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith(
+            "ray."
+        ):
             if isinstance(cause, SpanInputError):
                 return SpanInputError(str(cause))
             text = str(cause).strip()
             return SpanInputError(text.splitlines()[-1] if text else type(cause).__name__)
         todo += [getattr(cause, "cause", None), cause.__cause__, cause.__context__]
     # Ray may hand back only the worker's traceback as text: its own error is the line "module.Error: message"
-    for name, message in re.findall(r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE):
+    for name, message in re.findall(
+        r"^([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$", str(error), flags=re.MULTILINE
+    ):
         short = name.rpartition(".")[2]
         kind = getattr(builtins, short, None) or getattr(errors, short, None)
         if not name.startswith("ray.") and isinstance(kind, type) and issubclass(kind, USER_ERRORS):

@@ -85,7 +85,11 @@ def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dic
         elif os.path.isdir(path):
             for folder, subfolders, names in os.walk(path):
                 subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-                found += [_file(os.path.join(folder, name), fmt) for name in sorted(names) if not name.startswith(".")]
+                found += [
+                    _file(os.path.join(folder, name), fmt)
+                    for name in sorted(names)
+                    if not name.startswith(".")
+                ]
         elif os.path.isfile(path):
             found.append(_file(path, fmt))
         else:
@@ -103,7 +107,9 @@ def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dic
 
 def _file(path: str, fmt: str | None, size: int | None = None) -> dict[str, Any]:
     """One corpus file as the plan records it, its format by its name unless ``fmt`` is given."""
-    fmt = fmt or ("jsonl" if is_jsonl(path) else "parquet" if path.lower().endswith(".parquet") else "text")
+    fmt = fmt or (
+        "jsonl" if is_jsonl(path) else "parquet" if path.lower().endswith(".parquet") else "text"
+    )
     return {"path": path, "format": fmt, "bytes": os.path.getsize(path) if size is None else size}
 
 
@@ -130,13 +136,17 @@ def _remote_files(uri: str, fmt: str | None) -> list[dict[str, Any]]:
     ]
 
 
-def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_field: str) -> list[Document]:
+def read_file_documents(
+    file: dict[str, Any], split: str, id_field: str, text_field: str
+) -> list[Document]:
     """One corpus file's documents (``{"path", "format"}``) as :func:`read_corpus` reads them; URIs fetched first."""
     path, fmt = file["path"], file["format"]
 
     def read(local: str) -> list[Document]:
         if fmt != "parquet":
-            return read_corpus([local], split=split, fmt=fmt, id_field=id_field, text_field=text_field)
+            return read_corpus(
+                [local], split=split, fmt=fmt, id_field=id_field, text_field=text_field
+            )
         columns = [text_field] + ([id_field] if id_field else [])
         with needs_extra("ray", "reading Parquet"):
             from pyarrow import parquet
@@ -144,7 +154,9 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
             table = parquet.read_table(local, columns=columns)
         except (OSError, ValueError, KeyError) as error:
             why = " ".join(str(error).split())[:200]
-            raise SpanInputError(f"{path}: cannot read the Parquet columns {columns}: {why}") from None
+            raise SpanInputError(
+                f"{path}: cannot read the Parquet columns {columns}: {why}"
+            ) from None
         try:
             documents = documents_from_dataset(table.to_pylist(), text_field, id_field)
         except ValueError as error:
@@ -156,12 +168,20 @@ def read_file_documents(file: dict[str, Any], split: str, id_field: str, text_fi
     with needs_extra("ray", "reading a corpus from a URI"):
         from pyarrow import fs
     filesystem, remote = fs.FileSystem.from_uri(path)
-    with tempfile.TemporaryDirectory(prefix="slice-st-corpus-", ignore_cleanup_errors=True) as folder:
-        with filesystem.open_input_stream(remote) as source, open(os.path.join(folder, "file"), "wb") as target:
+    with tempfile.TemporaryDirectory(
+        prefix="slice-st-corpus-", ignore_cleanup_errors=True
+    ) as folder:
+        with (
+            filesystem.open_input_stream(remote) as source,
+            open(os.path.join(folder, "file"), "wb") as target,
+        ):
             shutil.copyfileobj(source, target, 1 << 22)
         documents = read(target.name)
     # the ids and sources name the URI, not the temporary copy
-    return [dataclasses.replace(d, source=path, id=f"{path}:{d.line}" if fmt == "text" else d.id) for d in documents]
+    return [
+        dataclasses.replace(d, source=path, id=f"{path}:{d.line}" if fmt == "text" else d.id)
+        for d in documents
+    ]
 
 
 def _groups(sizes: Sequence[int], shard_bytes: int) -> list[list[int]]:
@@ -195,29 +215,43 @@ class _ShardWriter:
         self.fingerprint = model_fingerprint(job["model"])
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
-        return {"result": [json.dumps(self.write_group(json.loads(work))) for work in batch["work"]]}
+        return {
+            "result": [json.dumps(self.write_group(json.loads(work))) for work in batch["work"]]
+        }
 
     def write_group(self, work: dict[str, Any]) -> dict[str, Any]:
         start, job = time.perf_counter(), self.job
         if work.get("documents") is not None:
             documents = [Document(doc_id, text) for doc_id, text in work["documents"]]
         else:
-            documents = [d for file in work["files"] for d in read_file_documents(file, **job["reading"])]
+            documents = [
+                d for file in work["files"] for d in read_file_documents(file, **job["reading"])
+            ]
         state = {"group": work["group"], "shards": [], "documents": 0, "units": 0, "skipped": []}
         built = reused = 0
         for number, chunk in enumerate(_chunks(documents, job["shard_bytes"])):
             name = f"part-{work['group']:05d}-{number:04d}"
             folder = os.path.join(job["output"], name)
             manifest = storage.read_manifest(folder, must_exist=False)
-            if manifest is not None and not job["force"] and manifest["model_fingerprint"] == self.fingerprint:
+            if (
+                manifest is not None
+                and not job["force"]
+                and manifest["model_fingerprint"] == self.fingerprint
+            ):
                 reused += 1
                 units, kept = manifest["units"], manifest["documents"]
             else:
                 try:
                     ids = [d.id for d in chunk]
-                    index = job["index_class"].build([d.text for d in chunk], job["model"], ids, **job["build"])
-                except SpanInputError as error:  # on_error="skip" left every document of the shard out
-                    if job["build"]["on_error"] != "skip" or not str(error).startswith("No document could be indexed"):
+                    index = job["index_class"].build(
+                        [d.text for d in chunk], job["model"], ids, **job["build"]
+                    )
+                except (
+                    SpanInputError
+                ) as error:  # on_error="skip" left every document of the shard out
+                    if job["build"]["on_error"] != "skip" or not str(error).startswith(
+                        "No document could be indexed"
+                    ):
                         raise
                     why = f"(a shard of documents that cannot be windowed): {error}"
                     state["skipped"] += [(d.id, f"Document {d.id!r} {why}") for d in chunk]
@@ -231,7 +265,9 @@ class _ShardWriter:
             state["units"] += units
             state["documents"] += kept
             state["shards"].append(name)
-        storage.write_json(os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state)
+        storage.write_json(
+            os.path.join(job["output"], BUILD_STATE, f"group-{work['group']:05d}.json"), state
+        )
         return state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start}
 
 
@@ -274,21 +310,44 @@ def build_on_ray(
     """
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
     _check_options(
-        output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error, devices, processes, pool
+        output,
+        files,
+        texts,
+        ids,
+        shard_bytes,
+        concurrency,
+        num_gpus,
+        num_cpus,
+        on_error,
+        devices,
+        processes,
+        pool,
     )
     output = check_output(output, "index folder")
     work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
     plan, done = _start(output, model, span_config, dtype, shard_bytes, source, len(work), force)
     todo = [item for item in work if item["group"] not in done]
     start = time.perf_counter()
-    results = {number: state | {"built": 0, "reused": len(state["shards"])} for number, state in done.items()}
+    results = {
+        number: state | {"built": 0, "reused": len(state["shards"])}
+        for number, state in done.items()
+    }
     if todo:
         job = {
             "index_class": index_class,
             "model": model,
             "output": os.path.abspath(output),
-            "build": {"dtype": dtype, "batch_size": batch_size, "on_error": on_error, "show_progress_bar": False}
-            | {"min_span": span_config.min_span, "max_span": span_config.max_span, "unit": span_config.unit},
+            "build": {
+                "dtype": dtype,
+                "batch_size": batch_size,
+                "on_error": on_error,
+                "show_progress_bar": False,
+            }
+            | {
+                "min_span": span_config.min_span,
+                "max_span": span_config.max_span,
+                "unit": span_config.unit,
+            },
             "reading": {"split": split, "id_field": id_field, "text_field": text_field},
             "num_cpus": num_cpus,
             "shard_bytes": shard_bytes,
@@ -299,26 +358,51 @@ def build_on_ray(
     ordered = [results[number] for number in range(len(work))]
     shards = [name for state in ordered for name in state["shards"]]
     if not shards:
-        raise SpanInputError("No document could be indexed: the corpus is empty (or every document was skipped).")
-    total = {key: sum(state.get(key, 0) for state in ordered) for key in ("documents", "units", "built", "reused")}
-    summary = {"complete": True, "shards": shards, "documents": total["documents"], "units": total["units"]}
+        raise SpanInputError(
+            "No document could be indexed: the corpus is empty (or every document was skipped)."
+        )
+    total = {
+        key: sum(state.get(key, 0) for state in ordered)
+        for key in ("documents", "units", "built", "reused")
+    }
+    summary = {
+        "complete": True,
+        "shards": shards,
+        "documents": total["documents"],
+        "units": total["units"],
+    }
     storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
     skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
     seconds = sum(state.get("seconds", 0.0) for state in ordered)
     # documents, units, groups, groups_built, shards_built, shards_reused
-    counts = [total["documents"], total["units"], len(ordered), len(todo), total["built"], total["reused"]]
-    return RayBuild(os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds)
+    counts = [
+        total["documents"],
+        total["units"],
+        len(ordered),
+        len(todo),
+        total["built"],
+        total["reused"],
+    ]
+    return RayBuild(
+        os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds
+    )
 
 
-def _check_options(output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error, *local) -> None:
+def _check_options(
+    output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error, *local
+) -> None:
     if output is None:
         raise SpanInputError("engine='ray' writes a sharded index: give output= (a folder).")
     if any(option is not None for option in local):
-        raise SpanInputError("devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=.")
+        raise SpanInputError(
+            "devices, processes and pool are for engine='local'; on Ray use concurrency=, num_gpus=."
+        )
     if (files is None) == (texts is None):
         raise SpanInputError("build_on_ray needs either files or texts.")
     if files is not None and ids is not None:
-        raise SpanInputError("ids are for in-memory texts; files carry their own ids (path:line, or the id field).")
+        raise SpanInputError(
+            "ids are for in-memory texts; files carry their own ids (path:line, or the id field)."
+        )
     check_top_k(shard_bytes, "shard_bytes")
     check_top_k(concurrency, "concurrency", optional=True)
     if not isinstance(num_gpus, (int, float)) or isinstance(num_gpus, bool) or num_gpus < 0:
@@ -336,12 +420,33 @@ def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: s
         items, key, sizes, source = found, "files", [f["bytes"] for f in found], {"files": found}
     else:
         text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
-        items, key, sizes = list(zip(ids, text_list)), "documents", [len(text.encode("utf-8")) for text in text_list]
-        source = {"documents": len(items), "bytes": int(sum(sizes)), "first": ids[0], "last": ids[-1]}
-    return [{"group": n, key: [items[i] for i in group]} for n, group in enumerate(_groups(sizes, shard_bytes))], source
+        items, key, sizes = (
+            list(zip(ids, text_list)),
+            "documents",
+            [len(text.encode("utf-8")) for text in text_list],
+        )
+        source = {
+            "documents": len(items),
+            "bytes": int(sum(sizes)),
+            "first": ids[0],
+            "last": ids[-1],
+        }
+    return [
+        {"group": n, key: [items[i] for i in group]}
+        for n, group in enumerate(_groups(sizes, shard_bytes))
+    ], source
 
 
-def _start(output: str, model: SentenceTransformer, span_config, dtype, shard_bytes, source, groups: int, force: bool):
+def _start(
+    output: str,
+    model: SentenceTransformer,
+    span_config,
+    dtype,
+    shard_bytes,
+    source,
+    groups: int,
+    force: bool,
+):
     """Check that ``output`` holds no other build (unless ``force``), write the plan; the plan and the groups done."""
     name, path = model_identity(model)
     plan = {
@@ -379,25 +484,32 @@ def _start(output: str, model: SentenceTransformer, span_config, dtype, shard_by
     os.makedirs(folder, exist_ok=True)
     if force:  # only the group files this build wrote: regular files, links removed as links, never followed
         for entry in os.scandir(folder):
-            if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(follow_symlinks=False):
+            if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(
+                follow_symlinks=False
+            ):
                 os.unlink(entry.path)
     storage.write_json(os.path.join(output, storage.SHARD_LIST), plan)
     done = {}
     for number in range(0 if force else groups):
         try:  # a regular file, never read through a link
-            state = json.loads(storage.read_bytes(os.path.join(output, BUILD_STATE, f"group-{number:05d}.json")))
+            state = json.loads(
+                storage.read_bytes(os.path.join(output, BUILD_STATE, f"group-{number:05d}.json"))
+            )
         except (OSError, ValueError):
             continue  # missing, a link or unreadable: rebuilt by the rerun
         shards = state.get("shards", []) if isinstance(state, dict) else None
         if isinstance(shards, list) and all(
-            storage.is_plain_name(name) and os.path.exists(os.path.join(output, name, storage.MANIFEST))
+            storage.is_plain_name(name)
+            and os.path.exists(os.path.join(output, name, storage.MANIFEST))
             for name in shards
         ):
             done[number] = state
     return plan, done
 
 
-def _run(address, todo, job: dict[str, Any], concurrency, num_gpus: float, progress) -> dict[int, dict[str, Any]]:
+def _run(
+    address, todo, job: dict[str, Any], concurrency, num_gpus: float, progress
+) -> dict[int, dict[str, Any]]:
     """Build the groups still to do on a pool of actors; ``{group: result}`` as they finish; stop a Ray started here."""
     started, ray = connect_ray(address), require_ray()
     model, device = job["model"], job["model"].device
@@ -405,10 +517,15 @@ def _run(address, todo, job: dict[str, Any], concurrency, num_gpus: float, progr
         workers = claim_workers(concurrency, len(todo), job["num_cpus"], num_gpus)
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
-        for name in ("ray.data", "ray.data._internal"):  # Ray Data's INFO lines ("Starting execution of Dataset …")
+        for name in (
+            "ray.data",
+            "ray.data._internal",
+        ):  # Ray Data's INFO lines ("Starting execution of Dataset …")
             logging.getLogger(name).setLevel(logging.WARNING)
         model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
-        dataset = ray.data.from_items([{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo))
+        dataset = ray.data.from_items(
+            [{"work": json.dumps(item)} for item in todo], override_num_blocks=len(todo)
+        )
         dataset = dataset.map_batches(
             _ShardWriter,
             batch_size=1,
@@ -426,14 +543,20 @@ def _run(address, todo, job: dict[str, Any], concurrency, num_gpus: float, progr
                 results[state["group"]] = state
                 if progress is not None:
                     progress(state)
-        except ray.exceptions.RayError as error:  # a worker's own error, e.g. a document that cannot be windowed
+        except (
+            ray.exceptions.RayError
+        ) as error:  # a worker's own error, e.g. a document that cannot be windowed
             failure = user_error(error)
             if failure is error:
                 raise
         finally:
-            getattr(rows, "close", lambda: None)()  # stops the actors at once when the driver stops early
+            getattr(
+                rows, "close", lambda: None
+            )()  # stops the actors at once when the driver stops early
             del rows, dataset
-        if failure is not None:  # raised outside the handler: nothing of the failed run stays reachable from it
+        if (
+            failure is not None
+        ):  # raised outside the handler: nothing of the failed run stays reachable from it
             raise failure
         return results
     finally:

@@ -20,7 +20,15 @@ import torch
 from slice_st._checks import check_top_k
 from slice_st.config import SpanConfig
 from slice_st.errors import SpanInputError
-from slice_st.rerank import Rerank, RerankRows, UnitWords, keep_governors, merge_key, rerank_context, unit_words
+from slice_st.rerank import (
+    Rerank,
+    RerankRows,
+    UnitWords,
+    keep_governors,
+    merge_key,
+    rerank_context,
+    unit_words,
+)
 from slice_st.scoring import (
     AFTER_DETERMINER,
     CLAUSE_AFTER,
@@ -85,13 +93,17 @@ class IndexMatch:
     @property
     def doc_index(self) -> int:
         """Deprecated alias of :attr:`text_index` (the name :class:`slice_st.search.SpanMatch` uses)."""
-        warnings.warn("IndexMatch.doc_index is deprecated: use text_index.", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "IndexMatch.doc_index is deprecated: use text_index.", DeprecationWarning, stacklevel=2
+        )
         return self.text_index
 
     @property
     def cosine(self) -> float | None:
         """Deprecated alias of :attr:`similarity` (the name :class:`slice_st.search.SpanMatch` uses)."""
-        warnings.warn("IndexMatch.cosine is deprecated: use similarity.", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "IndexMatch.cosine is deprecated: use similarity.", DeprecationWarning, stacklevel=2
+        )
         return self.similarity
 
 
@@ -118,7 +130,9 @@ def blas_threads(count: int):
         yield
 
 
-def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span, candidates) -> SpanConfig:
+def check_search(
+    built: SpanConfig, top_k: int, per_document, min_span, max_span, candidates
+) -> SpanConfig:
     """Validate search options against the span range an index was built with; returns the range searched."""
     check_top_k(top_k)
     check_top_k(per_document, "per_document", optional=True)
@@ -137,7 +151,9 @@ def check_search(built: SpanConfig, top_k: int, per_document, min_span, max_span
 
 def profiles_of(model: SentenceTransformer, unit: str, queries: Sequence[str]) -> np.ndarray:
     """``(Q, 5)`` :func:`slice_st.scoring.query_profiles` of the queries, their lengths in the index's ``unit``."""
-    return query_profiles(queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)])
+    return query_profiles(
+        queries, [len(starts) for starts, _, _ in text_units(model.tokenizer, list(queries), unit)]
+    )
 
 
 def span_costs_for(scorer: SpanScorer, profiles: np.ndarray | None, flag_table):
@@ -145,7 +161,9 @@ def span_costs_for(scorer: SpanScorer, profiles: np.ndarray | None, flag_table):
     if scorer.is_plain:
         return None
     flags, marks = flag_table()
-    return lambda query, units, lengths: costs_of_spans(scorer, flags, marks, profiles[query], units, lengths)
+    return lambda query, units, lengths: costs_of_spans(
+        scorer, flags, marks, profiles[query], units, lengths
+    )
 
 
 def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.ndarray:
@@ -157,27 +175,37 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     row_docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), counts)
     first_units = np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1]
     row_units = np.repeat(first_units, counts) + np.arange(bounds[-1])
-    stride = int(row_units.max()) + 1  # (document, unit) as one sortable key; a unit held twice is flagged once
-    keys, unique_rows, inverse = np.unique(row_docs * stride + row_units, return_index=True, return_inverse=True)
+    stride = (
+        int(row_units.max()) + 1
+    )  # (document, unit) as one sortable key; a unit held twice is flagged once
+    keys, unique_rows, inverse = np.unique(
+        row_docs * stride + row_units, return_index=True, return_inverse=True
+    )
     unique_docs, unique_units = np.divmod(keys, stride)
     chars = np.asarray(arrays["unit_chars"])[unique_rows]
     flags = np.zeros(len(unique_rows), dtype=np.uint8)
     for lo in range(0, len(unique_rows), chunk):
         hi = min(lo + chunk, len(unique_rows))
-        start = max(lo - 1, 0)  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
+        start = max(
+            lo - 1, 0
+        )  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
         spans = zip(unique_docs[start:hi].tolist(), *chars[start:hi].T.tolist())
         strings = [texts[doc][a:b] for doc, a, b in spans]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     same_doc = np.diff(unique_docs) == 0
-    flags[~np.append(False, same_doc & (np.diff(unique_units) == 1))] &= np.uint8(~AFTER_DETERMINER & 0xFF)
+    flags[~np.append(False, same_doc & (np.diff(unique_units) == 1))] &= np.uint8(
+        ~AFTER_DETERMINER & 0xFF
+    )
     # clauses start at a document's first unit and end at its last (not at a chunk's edges)
     flags[unique_units == 0] |= np.uint8(CLAUSE_BEFORE)
     flags[np.append(~same_doc, True)] |= np.uint8(CLAUSE_AFTER)
     return flags[inverse]
 
 
-def cached_unit_flags(owner, key: np.ndarray, compute: Callable[[], np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def cached_unit_flags(
+    owner, key: np.ndarray, compute: Callable[[], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """``(flags, mark_prefix(flags))`` of ``owner``, kept while ``key`` (e.g. ``unit_chars``) is the same object."""
     return _cached(owner, "_unit_flag_cache", key, lambda: (flags := compute(), mark_prefix(flags)))
 
@@ -202,14 +230,38 @@ def _unit_word_table(store: SpanIndex, chunk: int = 1 << 16) -> UnitWords:
         parts = [unit_words([[]])]  # (1, 0): an index without units has no other
         for lo in range(0, len(docs), chunk):
             chars = np.asarray(arrays["unit_chars"][lo : lo + chunk]).T.tolist()
-            parts.append(unit_words([[store.texts[d][a:b] for d, a, b in zip(docs[lo : lo + chunk].tolist(), *chars)]]))
-        return UnitWords(*(np.concatenate([vars(part)[name] for part in parts], axis=1) for name in vars(parts[0])))
+            parts.append(
+                unit_words(
+                    [
+                        [
+                            store.texts[d][a:b]
+                            for d, a, b in zip(docs[lo : lo + chunk].tolist(), *chars)
+                        ]
+                    ]
+                )
+            )
+        return UnitWords(
+            *(
+                np.concatenate([vars(part)[name] for part in parts], axis=1)
+                for name in vars(parts[0])
+            )
+        )
 
     return _cached(store, "_unit_word_cache", arrays["unit_chars"], compute)
 
 
 def ranked(
-    scan, to_matches, vectors, top_k: int, threshold, per_document, limit=None, *, costs=None, locate=None, overlap=True
+    scan,
+    to_matches,
+    vectors,
+    top_k: int,
+    threshold,
+    per_document,
+    limit=None,
+    *,
+    costs=None,
+    locate=None,
+    overlap=True,
 ) -> list[list[IndexMatch]]:
     """Matches per query from ``scan(vectors, k)`` (the ``k`` best spans by cosine), ranked by the score (cosine minus
     ``costs(query_index, units, lengths)``), capped per document and filtered for overlap, best first.
@@ -220,29 +272,43 @@ def ranked(
     if limit is not None:
         limit = max(1, limit)
         top_k = min(top_k, limit)
-    if costs is None and overlap:  # the cosine order: one scan (none per document), or today's 16x for the cap
+    if (
+        costs is None and overlap
+    ):  # the cosine order: one scan (none per document), or today's 16x for the cap
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
         asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
 
     def select(query: int, cosines, units, lengths, asked: int):
         """One query's matches, or ``None`` when the scan was too short."""
-        cosines, units, lengths = np.asarray(cosines, dtype=np.float64), np.asarray(units), np.asarray(lengths)
+        cosines, units, lengths = (
+            np.asarray(cosines, dtype=np.float64),
+            np.asarray(units),
+            np.asarray(lengths),
+        )
         valid = np.isfinite(cosines) & (units >= 0)
         scanned = int(valid.sum())
         cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
-        exhausted = scanned < asked or (limit is not None and asked >= limit)  # every span was ranked
+        exhausted = scanned < asked or (
+            limit is not None and asked >= limit
+        )  # every span was ranked
         lowest = float(cosines.min()) if scanned else -np.inf
         scores = cosines if costs is None else cosines - costs(query, units, lengths)
-        candidates = np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+        candidates = (
+            np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+        )
         order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order
         if per_document is None and overlap:
             chosen = order[:top_k]
         else:
-            chosen = _greedy(order, *locate(units[order], lengths[order]), top_k, per_document, overlap)
+            chosen = _greedy(
+                order, *locate(units[order], lengths[order]), top_k, per_document, overlap
+            )
         below = threshold is not None and lowest < threshold
         if exhausted or below or (len(chosen) >= top_k and scores[chosen[top_k - 1]] >= lowest):
-            return to_matches(query, scores[chosen], units[chosen], lengths[chosen], None, cosines=cosines[chosen])
+            return to_matches(
+                query, scores[chosen], units[chosen], lengths[chosen], None, cosines=cosines[chosen]
+            )
         return None
 
     results: list[list[IndexMatch] | None] = [None] * len(vectors)
@@ -259,7 +325,9 @@ def ranked(
     return results
 
 
-def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, overlap: bool) -> np.ndarray:
+def _greedy(
+    order, docs, starts, ends, top_k: int, per_document: int | None, overlap: bool
+) -> np.ndarray:
     """The first ``top_k`` of ``order`` kept by the per-document cap and the overlap filter (one step per keep)."""
     alive = np.ones(len(order), dtype=bool)
     by_doc = np.argsort(docs, kind="stable")  # positions grouped by document, ascending within each
@@ -279,12 +347,16 @@ def _greedy(order, docs, starts, ends, top_k: int, per_document: int | None, ove
         if per_document is not None and used[doc] >= per_document:
             alive[later] = False
         elif not overlap:
-            alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = False
+            alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = (
+                False
+            )
         position += 1
     return order[np.asarray(kept, dtype=np.int64)]
 
 
-def search_merged(search, query_texts, vectors, profiles, top_k: int, limit: int) -> list[list[IndexMatch]]:
+def search_merged(
+    search, query_texts, vectors, profiles, top_k: int, limit: int
+) -> list[list[IndexMatch]]:
     """:meth:`SpanIndex.search` with ``merge_identical=True``: ``search(query_texts, vectors, profiles, k)`` (the
     unmerged top ``k``) with identical spans merged, ``k`` from ``top_k`` 4x more while a query has fewer than
     ``top_k`` distinct spans and more could come (``limit``: at least the spans held)."""
@@ -304,7 +376,12 @@ def search_merged(search, query_texts, vectors, profiles, top_k: int, limit: int
 
 
 def search_documents(
-    index, queries, documents: int | None = 10, per_document: int | None = 1, top_k: int | None = None, **options
+    index,
+    queries,
+    documents: int | None = 10,
+    per_document: int | None = 1,
+    top_k: int | None = None,
+    **options,
 ) -> list[list[IndexMatch]]:
     """For each query, the spans of its ``documents`` best documents (``per_document`` each), at most ``top_k`` in
     all: what ``slice-st mine --index`` shows (``options``: those of :meth:`SpanIndex.search`; ``documents=None``:
@@ -316,12 +393,18 @@ def search_documents(
         return index.search(queries, top_k=top_k or cap, per_document=per_document, **options)
     first = min(documents * (per_document or 1), cap)
     results = []
-    for query, matches in zip(queries, index.search(queries, top_k=first, per_document=per_document, **options)):
+    for query, matches in zip(
+        queries, index.search(queries, top_k=first, per_document=per_document, **options)
+    ):
         asked = first
         while True:
             best = set(list(dict.fromkeys(match.doc_id for match in matches))[:documents])
             kept = [match for match in matches if match.doc_id in best]
-            complete = per_document is not None and len(kept) >= len(best) * per_document and len(best) == documents
+            complete = (
+                per_document is not None
+                and len(kept) >= len(best) * per_document
+                and len(best) == documents
+            )
             if complete or len(matches) < asked or asked >= cap:
                 break
             asked = min(asked * 4, cap)
@@ -331,29 +414,58 @@ def search_documents(
 
 
 def rerank_matches(
-    index: SpanStore, results, queries, vectors, profiles, scorer, wanted: SpanConfig, overlap: bool, threshold
+    index: SpanStore,
+    results,
+    queries,
+    vectors,
+    profiles,
+    scorer,
+    wanted: SpanConfig,
+    overlap: bool,
+    threshold,
 ):
     """``results`` with each document's ``n`` places filled by its ``best_spans(top_k=n)`` (a ``scorer`` without
     ``rerank``: unchanged), those below ``threshold`` dropped, sorted by score (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
         return results
-    counts = Counter((query, match.text_index) for query, matches in enumerate(results) for match in matches)
+    counts = Counter(
+        (query, match.text_index) for query, matches in enumerate(results) for match in matches
+    )
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
-        documents = {match.text_index: match for match in matches}  # in the order of their best spans
-        kept = [_as_match(index, match, *span) for doc, match in documents.items() for span in picks[query, doc]]
+        documents = {
+            match.text_index: match for match in matches
+        }  # in the order of their best spans
+        kept = [
+            _as_match(index, match, *span)
+            for doc, match in documents.items()
+            for span in picks[query, doc]
+        ]
         kept = [match for match in kept if threshold is None or match.score >= threshold]
-        out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep the documents' order
+        out.append(
+            sorted(kept, key=lambda match: -match.score)
+        )  # stable: ties keep the documents' order
     return out
 
 
-def _as_match(index: SpanStore, match: IndexMatch, score, cosine, unit_start, unit_end, start, end) -> IndexMatch:
+def _as_match(
+    index: SpanStore, match: IndexMatch, score, cosine, unit_start, unit_end, start, end
+) -> IndexMatch:
     store, doc = document_store(index, match.text_index)
     calibrated = None if index.calibration is None else round(index.calibration.degree(cosine), 4)
-    fields = dict(start=start, end=end, score=score, unit_start=unit_start, unit_end=unit_end, similarity=cosine)
-    return dataclasses.replace(match, span=store.texts[doc][start:end], calibrated=calibrated, **fields)
+    fields = dict(
+        start=start,
+        end=end,
+        score=score,
+        unit_start=unit_start,
+        unit_end=unit_end,
+        similarity=cosine,
+    )
+    return dataclasses.replace(
+        match, span=store.texts[doc][start:end], calibrated=calibrated, **fields
+    )
 
 
 def document_store(index: SpanStore, doc_index: int) -> tuple[Any, int]:
@@ -377,7 +489,10 @@ class _Segment:
 
 def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
     """The stored segments of documents ``docs`` of a :class:`SpanIndex`, in order, with ``config``'s span norms."""
-    arrays, lengths = store.arrays, np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
+    arrays, lengths = (
+        store.arrays,
+        np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span,
+    )
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
     flags, words = store.unit_flags()[0], _unit_word_table(store)
     out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
@@ -389,7 +504,9 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
         # the flags as best_spans reads this window's: no unit precedes the first, the edges' clause bits are a window's
         window = flags[lo:hi].astype(np.int64)
         text_start, text_end = not text[: chars[0, 0]].strip(), not text[chars[-1, 1] :].strip()
-        edges = unit_flags([text[slice(*chars[0])], text[slice(*chars[-1])]], text_start, text_end).tolist()
+        edges = unit_flags(
+            [text[slice(*chars[0])], text[slice(*chars[-1])]], text_start, text_end
+        ).tolist()
         window[0] = (window[0] & ~(AFTER_DETERMINER | CLAUSE_BEFORE)) | (edges[0] & CLAUSE_BEFORE)
         window[-1] = (window[-1] & ~CLAUSE_AFTER) | (edges[1] & CLAUSE_AFTER)
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
@@ -409,7 +526,14 @@ MISSING_NORMS = 1024
 
 
 def _document_picks(
-    index: SpanStore, counts: Counter, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool
+    index: SpanStore,
+    counts: Counter,
+    rerank: Rerank,
+    scorer,
+    vectors,
+    profiles,
+    config,
+    overlap: bool,
 ):
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
     unit in the document, first and end character."""
@@ -419,47 +543,78 @@ def _document_picks(
         store, doc = document_store(index, doc_index)
         by_store.setdefault(id(store), (store, {}))[1][doc] = doc_index
     for store, docs in by_store.values():
-        segments |= {docs[doc]: found for doc, found in _segments(store, list(docs), config).items()}
+        segments |= {
+            docs[doc]: found for doc, found in _segments(store, list(docs), config).items()
+        }
     rows = [(cell, segment) for cell in counts for segment in segments[cell[1]]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
-    top_k = max(counts.values(), default=1)  # a row's first n picks are its picks for top_k=n (Rerank.best)
+    top_k = max(
+        counts.values(), default=1
+    )  # a row's first n picks are its picks for top_k=n (Rerank.best)
     for lo in range(0, len(rows), RERANK_ROWS):
         batch = rows[lo : lo + RERANK_ROWS]
         pieces, query_of = [segment for _, segment in batch], [cell[0] for cell, _ in batch]
-        found = _rerank_rows(pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap)
+        found = _rerank_rows(
+            pieces, query_of, top_k, rerank, scorer, vectors, profiles, config, overlap
+        )
         for (cell, _), picked in zip(batch, found):
             parts[cell].append(picked[: counts[cell]])
     in_order = rerank.reranker.reranks(profiles[:, 0])  # else the scorer's order: a short query
-    return {cell: _merge_segments(found, counts[cell], overlap, in_order[cell[0]]) for cell, found in parts.items()}
+    return {
+        cell: _merge_segments(found, counts[cell], overlap, in_order[cell[0]])
+        for cell, found in parts.items()
+    }
 
 
-def _rerank_rows(segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool):
+def _rerank_rows(
+    segments, query_of, top_k, rerank: Rerank, scorer, vectors, profiles, config, overlap: bool
+):
     """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
     stored unit sums and span norms (units as the rows' tokens)."""
     embeddings, norms, flags, words = _padded(segments)
-    batch, width, lengths = len(segments), embeddings.shape[1], range(config.min_span, config.max_span + 1)
-    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[:, None, :]
+    batch, width, lengths = (
+        len(segments),
+        embeddings.shape[1],
+        range(config.min_span, config.max_span + 1),
+    )
+    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[
+        :, None, :
+    ]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
-    dots = torch.nn.functional.pad(torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0))
+    dots = torch.nn.functional.pad(
+        torch.einsum("bud,bqd->bu", embeddings, queries).double().cumsum(1), (1, 0)
+    )
     cosines, scores = _score_grids(dots, norms, costs, config.min_span)
     fused = functools.partial(_grid_top_k, scores, cosines, config.min_span)
     boundaries = torch.arange(width + 1).expand(batch, -1)
     num_units = torch.tensor([len(segment.vectors) for segment in segments])
     grid = cosines.flatten(1)  # (B, U * L): by start, then length
 
-    def span_cosines(starts, ends):  # (B, 1, k) spans of the searched lengths: their cosines in the grid, or summed
+    def span_cosines(
+        starts, ends
+    ):  # (B, 1, k) spans of the searched lengths: their cosines in the grid, or summed
         starts, ends = starts[:, 0], ends[:, 0]
         column = (ends - starts - config.min_span).clamp(0, len(lengths) - 1)
         found = grid.gather(1, starts.clamp(0, width - 1) * len(lengths) + column)
-        rows, at = torch.nonzero(~torch.isfinite(found), as_tuple=True)  # another segment holds the span's norm
-        for lo in range(0, len(rows), MISSING_NORMS):  # in chunks: memory bounded by the chunk, not the segments
+        rows, at = torch.nonzero(
+            ~torch.isfinite(found), as_tuple=True
+        )  # another segment holds the span's norm
+        for lo in range(
+            0, len(rows), MISSING_NORMS
+        ):  # in chunks: memory bounded by the chunk, not the segments
             row, place = rows[lo : lo + MISSING_NORMS], at[lo : lo + MISSING_NORMS]
             first, end = starts[row, place], ends[row, place]
-            units = first[:, None] + torch.arange(max(int((end - first).max()), 1))  # (m, longest span)
+            units = first[:, None] + torch.arange(
+                max(int((end - first).max()), 1)
+            )  # (m, longest span)
             inside = units < end[:, None]
-            sums = (embeddings[row[:, None], units.clamp(max=width - 1)].double() * inside[..., None]).sum(1)
-            found[row, place] = ((dots[row, end] - dots[row, first]) / sums.norm(dim=-1).clamp(min=1e-12)).float()
+            sums = (
+                embeddings[row[:, None], units.clamp(max=width - 1)].double() * inside[..., None]
+            ).sum(1)
+            found[row, place] = (
+                (dots[row, end] - dots[row, first]) / sums.norm(dim=-1).clamp(min=1e-12)
+            ).float()
         return found[:, None]
 
     rows = RerankRows(boundaries, num_units, words, flags, embeddings, span_cosines)
@@ -491,34 +646,52 @@ def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch
     inside, ends = ends <= width, ends.clamp(max=width)
     cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
     cosines = cosines.masked_fill(~inside, -np.inf)
-    return cosines, (cosines - costs.of_spans(starts[None], ends[None], min_span)).masked_fill(~inside, -np.inf)
+    return cosines, (cosines - costs.of_spans(starts[None], ends[None], min_span)).masked_fill(
+        ~inside, -np.inf
+    )
 
 
 def _padded(segments: list[_Segment]):
     """The segments' unit vectors, span norms (``nan`` past a row), flags and :class:`UnitWords`, padded."""
 
     def padded(rows: list[np.ndarray], fill) -> torch.Tensor:
-        return torch.nn.utils.rnn.pad_sequence([torch.from_numpy(row) for row in rows], True, padding_value=fill)
+        return torch.nn.utils.rnn.pad_sequence(
+            [torch.from_numpy(row) for row in rows], True, padding_value=fill
+        )
 
     embeddings = padded([segment.vectors for segment in segments], 0.0)
     norms = padded([segment.norms for segment in segments], float("nan"))
     flags = padded([segment.flags for segment in segments], 0)
     fills = {"ids": -1, "determiner": False, "capital": False}  # past a row: no word
-    words = {name: padded([vars(segment.words)[name][0] for segment in segments], fill) for name, fill in fills.items()}
-    return embeddings, norms, flags, UnitWords(**{name: values.numpy() for name, values in words.items()})
+    words = {
+        name: padded([vars(segment.words)[name][0] for segment in segments], fill)
+        for name, fill in fills.items()
+    }
+    return (
+        embeddings,
+        norms,
+        flags,
+        UnitWords(**{name: values.numpy() for name, values in words.items()}),
+    )
 
 
 def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
     """:func:`slice_st.spans.grid_top_k` of ``(B, U, L)`` grids of one query each, as ``(B, 1, k)`` spans."""
-    found = grid_top_k(scores[..., None], cosines[..., None], top_k, min_span, overlap)  # (B, k, 1) each
+    found = grid_top_k(
+        scores[..., None], cosines[..., None], top_k, min_span, overlap
+    )  # (B, k, 1) each
     best, plain, starts, ends = (values.mT for values in found)
     return BestSpans(best, starts, ends, plain)
 
 
-def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool) -> list[tuple]:
+def _merge_segments(
+    parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_order: bool
+) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows (:func:`~slice_st.rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
-    ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]  # column 6: place among its picks
+    ranked = [
+        np.column_stack([part, np.arange(len(part))]) for part in parts
+    ]  # column 6: place among its picks
     current = ranked[0] if ranked else np.zeros((0, 7))
     for new in ranked[1:]:
         merged = np.concatenate([current, new])
@@ -528,7 +701,12 @@ def _merge_segments(parts: list[np.ndarray], top_k: int, overlap: bool, in_pick_
         elif overlap or top_k == 1:
             keep = np.argsort(-key, kind="stable")[:top_k]
         else:
-            keep = greedy_disjoint(*(torch.from_numpy(column) for column in (key, merged[:, 2], merged[:, 3])), top_k)
+            keep = greedy_disjoint(
+                *(torch.from_numpy(column) for column in (key, merged[:, 2], merged[:, 3])), top_k
+            )
             keep = keep.numpy()
         current = merged[keep[keep >= 0]]
-    return [(*current[row, :2].tolist(), *current[row, 2:6].astype(int).tolist()) for row in range(len(current))]
+    return [
+        (*current[row, :2].tolist(), *current[row, 2:6].astype(int).tolist())
+        for row in range(len(current))
+    ]

@@ -36,7 +36,9 @@ def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> Top
     if running is None:
         return found
     both = [np.concatenate(pair, axis=1) for pair in zip(running, found)]
-    order = np.argsort(-both[0], axis=1, kind="stable")[:, : running[0].shape[1]]  # ties: the earlier shard first
+    order = np.argsort(-both[0], axis=1, kind="stable")[
+        :, : running[0].shape[1]
+    ]  # ties: the earlier shard first
     return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
@@ -46,7 +48,9 @@ def load_shards(
     """The shard folders of ``paths`` and the shards loaded, the model once (``model_options``: its load options)."""
     directories = shard_directories(paths)
     first = SpanIndex.load(directories[0], model, mmap=mmap, **model_options)
-    return directories, [first] + [SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]]
+    return directories, [first] + [
+        SpanIndex.load(path, first.model, mmap=mmap) for path in directories[1:]
+    ]
 
 
 class ShardedSpanIndex:
@@ -67,7 +71,9 @@ class ShardedSpanIndex:
     def __init__(self, shards: Sequence[SpanIndex]) -> None:
         self.shards = check_alike(shards, "shard", "ShardedSpanIndex")
         self.model, self.span_config = self.shards[0].model, self.shards[0].span_config
-        self.calibration = next((shard.calibration for shard in self.shards if shard.calibration), None)
+        self.calibration = next(
+            (shard.calibration for shard in self.shards if shard.calibration), None
+        )
         self._unit_bases = np.cumsum([0] + [shard.num_units for shard in self.shards])
         self._doc_bases = np.cumsum([0] + [len(shard) for shard in self.shards])
 
@@ -109,7 +115,9 @@ class ShardedSpanIndex:
     def texts(self) -> list[str]:
         return [text for shard in self.shards for text in shard.texts]
 
-    def embed_queries(self, queries: Sequence[str], batch_size: int = 32, **kwargs: Any) -> torch.Tensor:
+    def embed_queries(
+        self, queries: Sequence[str], batch_size: int = 32, **kwargs: Any
+    ) -> torch.Tensor:
         return self.shards[0].embed_queries(queries, batch_size=batch_size, **kwargs)
 
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
@@ -130,7 +138,9 @@ class ShardedSpanIndex:
             self, self._unit_bases, lambda: np.concatenate([s.unit_flags()[0] for s in self.shards])
         )
 
-    def locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def locate(
+        self, units: np.ndarray, lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`SpanIndex.locate` for units numbered across the shards; documents numbered across them too."""
         units, lengths = np.asarray(units, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
         positions = np.searchsorted(self._unit_bases, units, side="right") - 1
@@ -140,13 +150,21 @@ class ShardedSpanIndex:
             shard_docs, shard_first, shard_end = self.shards[position].locate(
                 units[rows] - self._unit_bases[position], lengths[rows]
             )
-            docs[rows], first[rows], end[rows] = shard_docs + self._doc_bases[position], shard_first, shard_end
+            docs[rows], first[rows], end[rows] = (
+                shard_docs + self._doc_bases[position],
+                shard_first,
+                shard_end,
+            )
         return docs, first, end
 
     def check_approximate(self, approximate: bool) -> None:
-        missing = [position for position, shard in enumerate(self.shards) if shard._candidates is None]
+        missing = [
+            position for position, shard in enumerate(self.shards) if shard._candidates is None
+        ]
         if approximate and missing:
-            raise SpanInputError(f"approximate=True needs a candidate stage in every shard; shards {missing} lack one.")
+            raise SpanInputError(
+                f"approximate=True needs a candidate stage in every shard; shards {missing} lack one."
+            )
 
     def scan(
         self,
@@ -176,21 +194,33 @@ class ShardedSpanIndex:
                 else:  # the k-th score so far lets the exact scan skip what cannot enter
                     floor = None if running is None else running[0][:, -1].copy()
                     floor = floor if floor is not None and np.isfinite(floor).all() else None
-                    found = shard.top_spans(query_vectors, k, wanted.min_span, wanted.max_span, floor)
+                    found = shard.top_spans(
+                        query_vectors, k, wanted.min_span, wanted.max_span, floor
+                    )
                 running = merge_top_spans(running, found, base)
             return running
 
         return scan
 
-    def to_matches(self, query_index: int, scores, units, lengths, threshold, cosines=None) -> list[IndexMatch]:
+    def to_matches(
+        self, query_index: int, scores, units, lengths, threshold, cosines=None
+    ) -> list[IndexMatch]:
         matches = []
-        for score, unit, length, cosine in zip(scores, units, lengths, scores if cosines is None else cosines):
+        for score, unit, length, cosine in zip(
+            scores, units, lengths, scores if cosines is None else cosines
+        ):
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
-            calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
+            calibrated = (
+                None
+                if self.calibration is None
+                else round(self.calibration.degree(float(cosine)), 4)
+            )
             for match in self.shards[position].to_matches(query_index, *found):
                 text_index = int(match.text_index + self._doc_bases[position])
-                matches.append(dataclasses.replace(match, text_index=text_index, calibrated=calibrated))
+                matches.append(
+                    dataclasses.replace(match, text_index=text_index, calibrated=calibrated)
+                )
         return matches
 
     def info(self) -> dict[str, Any]:
@@ -198,7 +228,12 @@ class ShardedSpanIndex:
         infos = [shard.info() for shard in self.shards]
         totals = {"shards": len(self.shards), "documents": len(self), "units": self.num_units}
         model = {key: infos[0][key] for key in ("model_name", "model_fingerprint")}
-        return totals | {"array_bytes": sum(i["array_bytes"] for i in infos)} | model | {"per_shard": infos}
+        return (
+            totals
+            | {"array_bytes": sum(i["array_bytes"] for i in infos)}
+            | model
+            | {"per_shard": infos}
+        )
 
 
 class _ShardScanner:
@@ -251,13 +286,17 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             self._group_bases = [int(self._unit_bases[group[0]]) for group in groups]
             model = ray.put(self.model)
             scanner = ray.remote(_ShardScanner).options(num_cpus=num_cpus)
-            self._actors = [scanner.remote([paths[i] for i in group], model, int(num_cpus)) for group in groups]
+            self._actors = [
+                scanner.remote([paths[i] for i in group], model, int(num_cpus)) for group in groups
+            ]
         except BaseException:
             self.close()
             raise
 
     @classmethod
-    def load(cls, paths, model: SentenceTransformer | None = None, mmap: bool = True, **options) -> RayShardedSpanIndex:
+    def load(
+        cls, paths, model: SentenceTransformer | None = None, mmap: bool = True, **options
+    ) -> RayShardedSpanIndex:
         """Open shards by path (a directory of shards or a Ray-built index stands for its shards) and start the
         actors; ``options``: ``address``, ``workers``, ``num_cpus`` (as the constructor)."""
         directories, shards = load_shards(paths, model, mmap=mmap)
@@ -277,8 +316,12 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         def scan(query_vectors: torch.Tensor, k: int):
             queries = ray.put(np.ascontiguousarray(query_vectors.float().cpu().numpy()))
             spans = wanted.min_span, wanted.max_span
-            found = ray.get([actor.scan.remote(queries, k, *spans, **options) for actor in self._actors])
-            return functools.reduce(lambda top, part: merge_top_spans(top, *part), zip(found, self._group_bases), None)
+            found = ray.get(
+                [actor.scan.remote(queries, k, *spans, **options) for actor in self._actors]
+            )
+            return functools.reduce(
+                lambda top, part: merge_top_spans(top, *part), zip(found, self._group_bases), None
+            )
 
         return scan
 

@@ -16,7 +16,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from slice_st._checks import check_merge_identical, check_overlap, check_threshold, check_top_k, query_list
+from slice_st._checks import (
+    check_merge_identical,
+    check_overlap,
+    check_threshold,
+    check_top_k,
+    query_list,
+)
 from slice_st.backends import backend_of, runner_of
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, file_of_id
@@ -32,8 +38,19 @@ from slice_st.errors import IndexConflictError, IndexFileError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
-from slice_st.index.compressed import DEFAULT_CANDIDATES, CompressedTier, CompressionSpec, candidate_rows
-from slice_st.index.encoding import concat_parts, empty_arrays, encoder_for, pool_devices, texts_and_ids
+from slice_st.index.compressed import (
+    DEFAULT_CANDIDATES,
+    CompressedTier,
+    CompressionSpec,
+    candidate_rows,
+)
+from slice_st.index.encoding import (
+    concat_parts,
+    empty_arrays,
+    encoder_for,
+    pool_devices,
+    texts_and_ids,
+)
 from slice_st.index.search import (
     IndexMatch,
     as_tensor,
@@ -49,7 +66,13 @@ from slice_st.index.search import (
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
 from slice_st.search import search_scorer
-from slice_st.spans import FLAT_BLOCK_UNITS, span_sum_norms, top_spans_flat, unit_peak_scores, unit_sums
+from slice_st.spans import (
+    FLAT_BLOCK_UNITS,
+    span_sum_norms,
+    top_spans_flat,
+    unit_peak_scores,
+    unit_sums,
+)
 from slice_st.tokens import WINDOW_CONTEXT, plan_windows
 
 if TYPE_CHECKING:
@@ -85,7 +108,9 @@ class SpanIndex:
         [('0', 'played the guitar')]
     """
 
-    def __init__(self, model: SentenceTransformer, span_config: SpanConfig, dtype: str = "float32") -> None:
+    def __init__(
+        self, model: SentenceTransformer, span_config: SpanConfig, dtype: str = "float32"
+    ) -> None:
         if dtype not in ("float32", "float16"):
             raise SpanInputError(f"dtype must be 'float32' or 'float16', got {dtype!r}.")
         self.model = model
@@ -96,17 +121,26 @@ class SpanIndex:
         self.model_runtime = model_runtime(model)  # {} on torch; else the backend and exported file
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
-        self.sources: list[str] = []  # the file each document was read from ("": none), see documents()
+        self.sources: list[
+            str
+        ] = []  # the file each document was read from ("": none), see documents()
         self.calibration: Calibration | None = None
-        self.skipped: list[tuple[str, str]] = []  # (id, reason) of documents the last add(on_error="skip") left out
+        self.skipped: list[
+            tuple[str, str]
+        ] = []  # (id, reason) of documents the last add(on_error="skip") left out
         self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
-        self._origin: tuple[str, str, int | None] | None = None  # (directory, data folder, generation) loaded from
+        self._origin: tuple[str, str, int | None] | None = (
+            None  # (directory, data folder, generation) loaded from
+        )
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
-        config, tier = self.span_config, f", compression={self.compression!r}" if self._compressed is not None else ""
+        config, tier = (
+            self.span_config,
+            f", compression={self.compression!r}" if self._compressed is not None else "",
+        )
         return (
             f"SpanIndex(model={self.model_name or self.model_path or 'unnamed'!r}, documents={len(self)}, "
             f"units={self.num_units}, unit={config.unit!r}, spans={config.min_span}..{config.max_span}, "
@@ -116,12 +150,24 @@ class SpanIndex:
     @overload
     @classmethod
     def build(
-        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: Literal["ray"], **options: Any
+        cls,
+        texts: Any,
+        model: Any = None,
+        ids: Any = None,
+        *,
+        engine: Literal["ray"],
+        **options: Any,
     ) -> RayBuild: ...
     @overload
     @classmethod
     def build(
-        cls, texts: Any, model: Any = None, ids: Any = None, *, engine: str = "local", **options: Any
+        cls,
+        texts: Any,
+        model: Any = None,
+        ids: Any = None,
+        *,
+        engine: str = "local",
+        **options: Any,
     ) -> SpanIndex: ...
     @classmethod
     def build(
@@ -169,7 +215,9 @@ class SpanIndex:
         span_config = resolve_span_config(model, min_span, max_span, unit)
         dtype = dtype or ("float16" if compression is not None else "float32")
         if compression is not None:
-            CompressionSpec.parse(compression, token_dimension(model))  # a bad spec fails before any encoding
+            CompressionSpec.parse(
+                compression, token_dimension(model)
+            )  # a bad spec fails before any encoding
         if engine == "ray" and compression is not None:
             raise SpanInputError(
                 "compression is built on a local index: build on Ray, open the shards and compress each "
@@ -178,10 +226,14 @@ class SpanIndex:
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
 
-            return build_on_ray(cls, model, span_config, texts=texts, ids=ids, dtype=dtype, **options)
+            return build_on_ray(
+                cls, model, span_config, texts=texts, ids=ids, dtype=dtype, **options
+            )
         if engine != "local":
             raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
-        if any(options.pop(name, None) is not None for name in ("output", "address", "concurrency")):
+        if any(
+            options.pop(name, None) is not None for name in ("output", "address", "concurrency")
+        ):
             raise SpanInputError(
                 "output, address and concurrency are options of engine='ray'; the local build returns the index "
                 "(save it)."
@@ -196,10 +248,14 @@ class SpanIndex:
 
     @overload
     @classmethod
-    def from_files(cls, paths: Any, model: Any = None, *, engine: Literal["ray"], **options: Any) -> RayBuild: ...
+    def from_files(
+        cls, paths: Any, model: Any = None, *, engine: Literal["ray"], **options: Any
+    ) -> RayBuild: ...
     @overload
     @classmethod
-    def from_files(cls, paths: Any, model: Any = None, *, engine: str = "local", **options: Any) -> SpanIndex: ...
+    def from_files(
+        cls, paths: Any, model: Any = None, *, engine: str = "local", **options: Any
+    ) -> SpanIndex: ...
     @classmethod
     def from_files(
         cls,
@@ -265,7 +321,11 @@ class SpanIndex:
         if isinstance(texts, (Iterator, tuple)):
             texts = list(texts)
         documents = [d for d in texts if isinstance(d, Document)] if isinstance(texts, list) else []
-        old = sorted({p for d in documents if d.source for p in self._file_positions(d.source)}) if replace else []
+        old = (
+            sorted({p for d in documents if d.source for p in self._file_positions(d.source)})
+            if replace
+            else []
+        )
         replaced = set(old)
         taken = [doc_id for position, doc_id in enumerate(self.doc_ids) if position not in replaced]
         _check_not_indexed_yet(taken, documents)
@@ -281,7 +341,9 @@ class SpanIndex:
             tqdm(total=len(text_list), desc="Indexing", unit="doc", disable=not show) as progress,
         ):
             for first in range(0, len(text_list), DOCUMENTS_PER_STEP):
-                parts.append(self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder))
+                parts.append(
+                    self._encode(text_list[first : first + DOCUMENTS_PER_STEP], batch_size, encoder)
+                )
                 doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
         self.arrays = concat_parts(parts, doc_bases)
@@ -298,11 +360,15 @@ class SpanIndex:
             self._drop(drop)
         return ids
 
-    def _windowable(self, texts: list[str], ids: list[str], on_error: str) -> tuple[list[str], list[str]]:
+    def _windowable(
+        self, texts: list[str], ids: list[str], on_error: str
+    ) -> tuple[list[str], list[str]]:
         """The documents the model can window (all planned first); the others raise, or are listed in ``skipped``."""
         bad: list[tuple[int, str]] = []
         config, window = self.span_config, model_window(self.model)
-        plan_windows(self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad)
+        plan_windows(
+            self.model.tokenizer, texts, window, config.max_span, WINDOW_CONTEXT, config.unit, bad
+        )
         if bad and on_error == "raise":
             more = f" (and {len(bad) - 1} more documents)" if len(bad) > 1 else ""
             raise SpanInputError(
@@ -311,41 +377,70 @@ class SpanIndex:
             )
         if not bad:
             return texts, ids
-        self.skipped = [(ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad]
+        self.skipped = [
+            (ids[position], f"Document {ids[position]!r}: {reason}") for position, reason in bad
+        ]
         if len(bad) == len(texts):
-            raise SpanInputError(f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}")
+            raise SpanInputError(
+                f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}"
+            )
         dropped = {position for position, _ in bad}
-        return [t for i, t in enumerate(texts) if i not in dropped], [d for i, d in enumerate(ids) if i not in dropped]
+        return [t for i, t in enumerate(texts) if i not in dropped], [
+            d for i, d in enumerate(ids) if i not in dropped
+        ]
 
     def _encode(self, texts: list[str], batch_size: int, encoder) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
         config, segments = self.span_config, []
         prompt = resolve_prompt(self.model, role="document")  # as encode_document would use
-        windows = encode_windows(encoder, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt)
+        windows = encode_windows(
+            encoder, texts, config, batch_size, False, WINDOW_CONTEXT, "Indexing", prompt=prompt
+        )
         for rows in windows:  # sub-batches of batch_size windows, trimmed to their own padding
             sums, _ = unit_sums(rows.token_embeddings, rows.boundaries)
             norms = span_sum_norms(
-                rows.token_embeddings, rows.boundaries, rows.num_units, config.min_span, config.max_span, rows.owned
+                rows.token_embeddings,
+                rows.boundaries,
+                rows.num_units,
+                config.min_span,
+                config.max_span,
+                rows.owned,
             )
             sums = sums.float().cpu().numpy().astype(self.dtype)
             norms = norms.cpu().numpy()
             chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
             for row, window in enumerate(rows.windows):
                 own = slice(0, int(rows.num_units[row]))
-                key = (window.text_index, window.char_start, window.own_char_lo)  # text, then owned range
+                key = (
+                    window.text_index,
+                    window.char_start,
+                    window.own_char_lo,
+                )  # text, then owned range
                 first = window.first_unit(config.unit)
-                segments.append((key, sums[row, own], chars[row, own] + window.char_start, norms[row, own], first))
+                segments.append(
+                    (
+                        key,
+                        sums[row, own],
+                        chars[row, own] + window.char_start,
+                        norms[row, own],
+                        first,
+                    )
+                )
         segments.sort(key=lambda segment: segment[0])
         if not segments:
             return empty_arrays(token_dimension(self.model), config, self.dtype)
         chars = np.concatenate([s[2] for s in segments])
         if chars.size and chars.max() >= np.iinfo(np.int32).max:
-            raise SpanInputError("A document longer than 2^31 characters cannot be indexed; split it.")
+            raise SpanInputError(
+                "A document longer than 2^31 characters cannot be indexed; split it."
+            )
         return {
             "unit_vectors": np.concatenate([s[1] for s in segments]),
             "unit_chars": chars.astype(np.int32),
             "span_norms": np.concatenate([s[3] for s in segments]).astype(self.dtype),
-            "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(np.int64),
+            "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(
+                np.int64
+            ),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
         }
@@ -364,15 +459,29 @@ class SpanIndex:
         def read(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             with storage.DataFolder.open(path, manifest, False) as data:
                 doc_ids, blob = data.json("doc_ids.json"), data.bytes("texts.bin")
-                arrays = {name: data.array(name, True) for name in ("segment_units", "segment_docs", "text_offsets")}
+                arrays = {
+                    name: data.array(name, True)
+                    for name in ("segment_units", "segment_docs", "text_offsets")
+                }
                 sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
             offsets = np.asarray(arrays.pop("text_offsets"), dtype=np.int64)
-            if not isinstance(doc_ids, list) or len(offsets) != len(doc_ids) + 1 or offsets[-1] != len(blob):
-                raise ValueError("the index data does not match its manifest (corrupt or half-written)")
-            if sources is not None and (len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)):
+            if (
+                not isinstance(doc_ids, list)
+                or len(offsets) != len(doc_ids) + 1
+                or offsets[-1] != len(blob)
+            ):
+                raise ValueError(
+                    "the index data does not match its manifest (corrupt or half-written)"
+                )
+            if sources is not None and (
+                len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)
+            ):
                 raise ValueError(f"{SOURCES_FILE} does not match the documents")
             sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
-            lengths = (len(blob[a:b].decode("utf-8")) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()))
+            lengths = (
+                len(blob[a:b].decode("utf-8"))
+                for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())
+            )
             return _document_rows(doc_ids, sources, lengths, arrays)
 
         manifest = storage.read_manifest(path, must_exist=True)
@@ -388,11 +497,18 @@ class SpanIndex:
             source
             for source in set(self.sources) - {""}
             if source == wanted
-            or (real and source != "-" and os.path.exists(source) and os.path.realpath(source) == real)
+            or (
+                real
+                and source != "-"
+                and os.path.exists(source)
+                and os.path.realpath(source) == real
+            )
         }
         return [position for position, source in enumerate(self.sources) if source in same]
 
-    def remove(self, ids: Iterable[str] | None = None, *, file: str | os.PathLike | None = None) -> int:
+    def remove(
+        self, ids: Iterable[str] | None = None, *, file: str | os.PathLike | None = None
+    ) -> int:
         """Drop documents by id (a string is one id), or every document of ``file`` (as :meth:`documents` names it, or
         the same file spelt otherwise); returns how many were removed. Unknown ids, or a file with no document, raise
         (nothing is removed)."""
@@ -402,7 +518,11 @@ class SpanIndex:
             ids = [self.doc_ids[position] for position in self._file_positions(file)]
             if not ids:
                 files = sorted({source for source in self.sources if source})
-                listed = f"its files: {', '.join(files[:5])}{'…' if len(files) > 5 else ''}" if files else "no file"
+                listed = (
+                    f"its files: {', '.join(files[:5])}{'…' if len(files) > 5 else ''}"
+                    if files
+                    else "no file"
+                )
                 raise SpanInputError(f"No document of {os.fspath(file)} in the index ({listed}).")
         ids = [ids] if isinstance(ids, str) else list(ids or ())
         for position, doc_id in enumerate(ids):
@@ -413,7 +533,9 @@ class SpanIndex:
         position = {doc_id: index for index, doc_id in enumerate(self.doc_ids)}
         missing = [doc_id for doc_id in ids if doc_id not in position]
         if missing:
-            raise SpanInputError(f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}.")
+            raise SpanInputError(
+                f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}."
+            )
         drop = np.zeros(len(self.doc_ids), dtype=bool)
         drop[[position[doc_id] for doc_id in ids]] = True
         self._drop(drop)
@@ -428,20 +550,28 @@ class SpanIndex:
         if self._compressed is not None:
             self._compressed = self._compressed.subset(keep_units)
         self.arrays = {name: arrays[name][keep_units] for name in storage.UNIT_ARRAYS} | {
-            "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(np.int64),
+            "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(
+                np.int64
+            ),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
         }
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
         self.sources = [source for source, dropped in zip(self.sources, drop) if not dropped]
-        if self._candidates is not None:  # unit numbers changed: rebuild the stage, with no more lists than chunks
+        if (
+            self._candidates is not None
+        ):  # unit numbers changed: rebuild the stage, with no more lists than chunks
             settings, self._candidates = self._candidates.settings, None
             if self.num_units:
                 chunks = len(
-                    CandidateStage.chunk_ranges(self.arrays["segment_units"], settings["chunk"], settings["stride"])
+                    CandidateStage.chunk_ranges(
+                        self.arrays["segment_units"], settings["chunk"], settings["stride"]
+                    )
                 )
-                self.build_candidates(**settings | {"nlist": min(settings["nlist"], chunks) or None})
+                self.build_candidates(
+                    **settings | {"nlist": min(settings["nlist"], chunks) or None}
+                )
 
     @classmethod
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
@@ -463,7 +593,9 @@ class SpanIndex:
             if all(tier is not None and tier.codebook_digest() == digest for tier in tiers):
                 merged._compressed = CompressedTier.concatenated(tiers)
             else:
-                merged._compressed = tiers[0].subset(np.zeros(0, dtype=np.int64)).extended(merged.arrays, 0)
+                merged._compressed = (
+                    tiers[0].subset(np.zeros(0, dtype=np.int64)).extended(merged.arrays, 0)
+                )
         return merged
 
     def compress(self, compression: str | CompressionSpec = "pq48", *, seed: int = 0) -> None:
@@ -517,14 +649,23 @@ class SpanIndex:
         """
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
-        for name, value in (("chunk", chunk), ("stride", stride), ("nprobe", nprobe), ("candidates", candidates)):
+        for name, value in (
+            ("chunk", chunk),
+            ("stride", stride),
+            ("nprobe", nprobe),
+            ("candidates", candidates),
+        ):
             check_top_k(value, name)
         check_top_k(nlist, "nlist", optional=True)
         if stride > chunk:
-            raise SpanInputError(f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk.")
+            raise SpanInputError(
+                f"stride ({stride}) must be <= chunk ({chunk}), or some units would be in no chunk."
+            )
         if kind not in ("ivf", "flat"):
             raise SpanInputError(f"kind must be 'ivf' or 'flat', got {kind!r}.")
-        self._candidates = CandidateStage.create(self.arrays, kind, chunk, stride, nlist, nprobe, candidates)
+        self._candidates = CandidateStage.create(
+            self.arrays, kind, chunk, stride, nlist, nprobe, candidates
+        )
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -589,29 +730,58 @@ class SpanIndex:
         scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
         query_texts = query_list(queries)
         vectors = self.embed_queries(
-            query_texts, batch_size=batch_size, prompt_name=prompt_name, prompt=prompt, device=device
+            query_texts,
+            batch_size=batch_size,
+            prompt_name=prompt_name,
+            prompt=prompt,
+            device=device,
         )
-        profiles = None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
-        options = dict(threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap)
-        search = functools.partial(self._search_embedded, wanted, approximate, candidates, nprobe, options)
+        profiles = (
+            None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
+        )
+        options = dict(
+            threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap
+        )
+        search = functools.partial(
+            self._search_embedded, wanted, approximate, candidates, nprobe, options
+        )
         if not check_merge_identical(merge_identical):
             return search(query_texts, vectors, profiles, top_k)
         spans_held = self.num_units * (wanted.max_span - wanted.min_span + 1)
         return search_merged(search, query_texts, vectors, profiles, top_k, spans_held)
 
-    def _search_embedded(self, wanted, approximate, candidates, nprobe, options, query_texts, vectors, profiles, top_k):
+    def _search_embedded(
+        self,
+        wanted,
+        approximate,
+        candidates,
+        nprobe,
+        options,
+        query_texts,
+        vectors,
+        profiles,
+        top_k,
+    ):
         """:meth:`search` of embedded queries: through the compressed tier, or over this index's arrays."""
         options = options | {"top_k": top_k}
         if self._compressed is not None and not approximate:
-            return self._two_tier_search(query_texts, vectors, profiles, wanted, candidates, options)
-        return self._search_vectors(query_texts, vectors, profiles, wanted, approximate, candidates, nprobe, **options)
+            return self._two_tier_search(
+                query_texts, vectors, profiles, wanted, candidates, options
+            )
+        return self._search_vectors(
+            query_texts, vectors, profiles, wanted, approximate, candidates, nprobe, **options
+        )
 
-    def _two_tier_search(self, query_texts, vectors, profiles, wanted: SpanConfig, candidates, options, docs=None):
+    def _two_tier_search(
+        self, query_texts, vectors, profiles, wanted: SpanConfig, candidates, options, docs=None
+    ):
         """Each query's ``candidates`` best documents by the compressed scan (or ``docs`` ``(Q, n)`` given), searched
         exactly (the exact tier)."""
         count = candidates or DEFAULT_CANDIDATES
         if count >= len(self):  # every document: one exact search
-            return self._search_vectors(query_texts, vectors, profiles, wanted, False, None, None, **options)
+            return self._search_vectors(
+                query_texts, vectors, profiles, wanted, False, None, None, **options
+            )
         if docs is None:
             built_min = self.span_config.min_span
             docs = self._compressed.best_documents(
@@ -626,11 +796,14 @@ class SpanIndex:
             sub = self._documents(chosen)
             rows = slice(query, query + 1)
             part = profiles[rows] if profiles is not None else None
-            matches = sub._search_vectors(query_texts[rows], vectors[rows], part, wanted, False, None, None, **options)[
-                0
-            ]
+            matches = sub._search_vectors(
+                query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
+            )[0]
             results.append(
-                [dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index])) for m in matches]
+                [
+                    dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index]))
+                    for m in matches
+                ]
             )
         return results
 
@@ -644,7 +817,9 @@ class SpanIndex:
         sub = copy.copy(self)
         sub._compressed = sub._candidates = sub._origin = None
         sub.arrays = {name: np.asarray(arrays[name][rows]) for name in storage.UNIT_ARRAYS} | {
-            "segment_units": np.concatenate([[0], np.cumsum(bounds[segments + 1] - bounds[segments])]).astype(np.int64),
+            "segment_units": np.concatenate(
+                [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
+            ).astype(np.int64),
             "segment_docs": position[np.asarray(arrays["segment_docs"])[segments]],
             "segment_first_unit": np.asarray(arrays["segment_first_unit"])[segments],
         }
@@ -677,32 +852,49 @@ class SpanIndex:
             top_k,
             threshold,
             per_document,
-            self.num_units * (wanted.max_span - wanted.min_span + 1),  # the spans held: no scan goes past them
+            self.num_units
+            * (wanted.max_span - wanted.min_span + 1),  # the spans held: no scan goes past them
             costs=span_costs_for(scorer, profiles, self.unit_flags),
             locate=self.locate,
             overlap=overlap,
         )
-        return rerank_matches(self, found, query_texts, vectors, profiles, scorer, wanted, overlap, threshold)
+        return rerank_matches(
+            self, found, query_texts, vectors, profiles, scorer, wanted, overlap, threshold
+        )
 
     def check_approximate(self, approximate: bool) -> None:
         if approximate and self._candidates is None:
-            raise SpanInputError("approximate search needs a candidate stage: call build_candidates() first.")
+            raise SpanInputError(
+                "approximate search needs a candidate stage: call build_candidates() first."
+            )
 
     def unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
-        return cached_unit_flags(self, self.arrays["unit_chars"], lambda: index_unit_flags(self.texts, self.arrays))
+        return cached_unit_flags(
+            self, self.arrays["unit_chars"], lambda: index_unit_flags(self.texts, self.arrays)
+        )
 
-    def locate(self, units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def locate(
+        self, units: np.ndarray, lengths: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Spans (start unit rows, lengths) as ``(document, first unit, end unit)`` in their documents' unit numbers."""
         arrays = self.arrays
         units = np.asarray(units, dtype=np.int64)
         segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
         first = (
-            np.asarray(arrays["segment_first_unit"])[segments] + units - np.asarray(arrays["segment_units"])[segments]
+            np.asarray(arrays["segment_first_unit"])[segments]
+            + units
+            - np.asarray(arrays["segment_units"])[segments]
         )
-        return np.asarray(arrays["segment_docs"])[segments], first, first + np.asarray(lengths, dtype=np.int64)
+        return (
+            np.asarray(arrays["segment_docs"])[segments],
+            first,
+            first + np.asarray(lengths, dtype=np.int64),
+        )
 
-    def scanner(self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None):
+    def scanner(
+        self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None
+    ):
         """``scan(query_vectors, k) -> (scores, units, lengths)``, each ``(Q, k)``: exact, or through FAISS."""
         if approximate:
             return lambda queries, k: self._candidates.top_spans(
@@ -721,18 +913,30 @@ class SpanIndex:
     ) -> torch.Tensor:
         """Unit-normalised query vectors ``(Q, d)`` float32 on CPU (the mean of each query's token vectors)."""
         prompt = resolve_prompt(self.model, prompt, prompt_name, "query")
-        vectors = embed_texts(self.model, list(queries), batch_size=batch_size, prompt=prompt, device=device)
+        vectors = embed_texts(
+            self.model, list(queries), batch_size=batch_size, prompt=prompt, device=device
+        )
         return torch.nn.functional.normalize(vectors.float().cpu(), dim=-1)
 
     def top_spans(
-        self, queries: torch.Tensor, top_k: int, min_span: int, max_span: int, floor: np.ndarray | None = None
+        self,
+        queries: torch.Tensor,
+        top_k: int,
+        min_span: int,
+        max_span: int,
+        floor: np.ndarray | None = None,
     ):
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
-        vectors, norms = as_tensor(self.arrays["unit_vectors"]), as_tensor(self.arrays["span_norms"])
+        vectors, norms = (
+            as_tensor(self.arrays["unit_vectors"]),
+            as_tensor(self.arrays["span_norms"]),
+        )
         below = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
-        found = top_spans_flat(queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=below)
+        found = top_spans_flat(
+            queries, vectors, norms, top_k, min_span, max_span, norm_min_span=low, floor=below
+        )
         return found.scores.numpy(), found.starts.numpy(), found.lengths.numpy()
 
     def to_matches(
@@ -742,12 +946,24 @@ class SpanIndex:
         scores = np.asarray(scores)
         keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
         cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
-        units, lengths, chars = np.asarray(units)[keep], np.asarray(lengths)[keep], self.arrays["unit_chars"]
+        units, lengths, chars = (
+            np.asarray(units)[keep],
+            np.asarray(lengths)[keep],
+            self.arrays["unit_chars"],
+        )
         docs, firsts, ends = self.locate(units, lengths)
         matches = []
         for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
-            doc, start, end = int(docs[i]), int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
-            calibrated = None if self.calibration is None else round(self.calibration.degree(float(cosine)), 4)
+            doc, start, end = (
+                int(docs[i]),
+                int(chars[units[i], 0]),
+                int(chars[units[i] + lengths[i] - 1, 1]),
+            )
+            calibrated = (
+                None
+                if self.calibration is None
+                else round(self.calibration.degree(float(cosine)), 4)
+            )
             match = IndexMatch(
                 query_index=query_index,
                 doc_id=self.doc_ids[doc],
@@ -794,10 +1010,16 @@ class SpanIndex:
         vectors = torch.from_numpy(np.asarray(arrays["unit_vectors"][rows], dtype=np.float32))
         norms = torch.from_numpy(np.asarray(arrays["span_norms"][rows], dtype=np.float32))
         scores = unit_peak_scores(
-            vector @ vectors.T, norms, wanted.min_span, wanted.max_span, norm_min_span=self.span_config.min_span
+            vector @ vectors.T,
+            norms,
+            wanted.min_span,
+            wanted.max_span,
+            norm_min_span=self.span_config.min_span,
         )[0]
         best = np.full(count, -np.inf)
-        np.maximum.at(best, doc_units, scores.numpy())  # overlapping windows share units: each keeps its best
+        np.maximum.at(
+            best, doc_units, scores.numpy()
+        )  # overlapping windows share units: each keeps its best
         return chars, best
 
     def info(self) -> dict[str, Any]:
@@ -805,13 +1027,16 @@ class SpanIndex:
         arrays, config, calibration = self.arrays, self.span_config, self.calibration
         norms, dim = arrays["span_norms"], arrays["unit_vectors"].shape[1]
         spans = sum(
-            int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum()) for i in range(0, len(norms), FLAT_BLOCK_UNITS)
+            int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum())
+            for i in range(0, len(norms), FLAT_BLOCK_UNITS)
         )
         array_bytes = int(sum(np.asarray(values).nbytes for values in arrays.values()))
         tier = None if self._compressed is None else self._compressed.info()
         segment_bytes = sum(np.asarray(arrays[name]).nbytes for name in storage.ARRAYS[3:-1])
         return {
-            "format_version": storage.INDEX_FORMAT_VERSION if tier is None else storage.COMPRESSED_FORMAT_VERSION,
+            "format_version": storage.INDEX_FORMAT_VERSION
+            if tier is None
+            else storage.COMPRESSED_FORMAT_VERSION,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
@@ -823,7 +1048,9 @@ class SpanIndex:
             "dtype": self.dtype,
             "array_bytes": array_bytes,
             # what a search keeps in memory: every array, or the compressed tier and the segment table
-            "resident_bytes": array_bytes if tier is None else int(tier["resident_bytes"] + segment_bytes),
+            "resident_bytes": array_bytes
+            if tier is None
+            else int(tier["resident_bytes"] + segment_bytes),
             "materialised_span_bytes": int(spans * dim * 4),
             "model_name": self.model_name,
             "model_path": self.model_path,
@@ -832,12 +1059,17 @@ class SpanIndex:
             "model_file": self.model_runtime.get("model_file"),
             "calibration": None
             if calibration is None
-            else {key: getattr(calibration, key) for key in ("pair_score", "source", "pairs", "spearman")},
+            else {
+                key: getattr(calibration, key)
+                for key in ("pair_score", "source", "pairs", "spearman")
+            },
             "candidates": None if self._candidates is None else self._candidates.info(),
             "compression": tier,
         }
 
-    def save(self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0) -> str:
+    def save(
+        self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0
+    ) -> str:
         """Write the index to a folder, atomically (the previous version stays until the new one is complete).
 
         Saves to one folder are serialised by its writer lock: another process saving there makes this one wait up to
@@ -852,7 +1084,11 @@ class SpanIndex:
             except SpanInputError:
                 current = None  # an unreadable manifest: nothing to keep or to check against
             loaded_here = self._origin is not None and self._origin[0] == os.path.realpath(path)
-            if current is not None and loaded_here and (current["data"], current["generation"]) != self._origin[1:]:
+            if (
+                current is not None
+                and loaded_here
+                and (current["data"], current["generation"]) != self._origin[1:]
+            ):
                 raise IndexConflictError(
                     f"{path} was saved by another process after this index was loaded from it (now "
                     f"{current['documents']} documents, data {current['data']}): saving would lose that change. "
@@ -865,7 +1101,9 @@ class SpanIndex:
                 )
             generation = current["generation"] + 1 if current is not None else 1
             manifest = self.info() | {"span_config": self.span_config.to_dict()}
-            data = storage.commit_data(path, generation, self._write_data, manifest, current and current["data"])
+            data = storage.commit_data(
+                path, generation, self._write_data, manifest, current and current["data"]
+            )
             self._origin = (os.path.realpath(path), data, generation)
         return path
 
@@ -883,7 +1121,9 @@ class SpanIndex:
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
             storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
-        if self.sources != [_source(doc_id) for doc_id in self.doc_ids]:  # else each id names its file
+        if self.sources != [
+            _source(doc_id) for doc_id in self.doc_ids
+        ]:  # else each id names its file
             files[SOURCES_FILE] = json.dumps(self.sources, ensure_ascii=False).encode()
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
@@ -902,7 +1142,9 @@ class SpanIndex:
             "dtype": self.dtype,
             "model_fingerprint": self.fingerprint,
         }
-        return settings | ({} if self._compressed is None else {"compression": str(self._compressed.spec)})
+        return settings | (
+            {} if self._compressed is None else {"compression": str(self._compressed.spec)}
+        )
 
     @classmethod
     @contextmanager
@@ -924,8 +1166,12 @@ class SpanIndex:
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        storage.read_manifest(path, must_exist=True)  # the clear error for a missing, half-made or unreadable index
-        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):  # a read-only folder: said before loading
+        storage.read_manifest(
+            path, must_exist=True
+        )  # the clear error for a missing, half-made or unreadable index
+        with storage.index_lock(
+            path, timeout=timeout, on_wait=on_wait
+        ):  # a read-only folder: said before loading
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -942,7 +1188,11 @@ class SpanIndex:
         """:meth:`merge` of saved indexes, saved to ``output`` under its writer lock (from reading them to the commit);
         an index already in ``output`` is replaced only with ``force`` (or when it is one of ``paths``)."""
         paths, output = [os.fspath(path) for path in paths], os.fspath(output)
-        if os.path.exists(os.path.join(output, storage.MANIFEST)) and not force and output not in paths:
+        if (
+            os.path.exists(os.path.join(output, storage.MANIFEST))
+            and not force
+            and output not in paths
+        ):
             raise SpanInputError(f"{output} already holds an index: use --force to replace it.")
         with storage.index_lock(output, timeout=None, on_wait=on_wait):
             first = cls.load(paths[0])
@@ -956,12 +1206,22 @@ class SpanIndex:
         """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
         file's SHA-256 (raising on any mismatch)."""
         manifest = storage.read_manifest(os.fspath(path), must_exist=True)
-        info = {key: value for key, value in manifest.items() if key not in ("span_config", "files", "samples")}
+        info = {
+            key: value
+            for key, value in manifest.items()
+            if key not in ("span_config", "files", "samples")
+        }
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
-        if info.get("resident_bytes") is not None:  # a search's memory: a compressed index keeps its tier only
-            info["resident_bytes_per_unit"] = round(info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1)
-        info["smaller_than_materialised"] = round((info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1)
+        if (
+            info.get("resident_bytes") is not None
+        ):  # a search's memory: a compressed index keeps its tier only
+            info["resident_bytes_per_unit"] = round(
+                info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1
+            )
+        info["smaller_than_materialised"] = round(
+            (info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1
+        )
         if verify:
             cls.load(path, verify=True)
             info["verified"] = True
@@ -995,11 +1255,16 @@ class SpanIndex:
         path = os.fspath(path)
         manifest = storage.read_manifest(path, must_exist=True)
         recorded = manifest.get("model_backend", "torch")
-        if model is None and recorded != "torch" and "backend" not in model_options:  # the same exported file
+        if (
+            model is None and recorded != "torch" and "backend" not in model_options
+        ):  # the same exported file
             model_options.update(
-                backend=recorded, model_file=model_options.get("model_file") or manifest.get("model_file")
+                backend=recorded,
+                model_file=model_options.get("model_file") or manifest.get("model_file"),
             )
-        model = _as_model(model_source(path, manifest) if model is None else model, device=device, **model_options)
+        model = _as_model(
+            model_source(path, manifest) if model is None else model, device=device, **model_options
+        )
         read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
         index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
@@ -1007,7 +1272,12 @@ class SpanIndex:
 
     @classmethod
     def _read_data(
-        cls, path: str, manifest: dict[str, Any], model: SentenceTransformer, mmap: bool, verify: bool
+        cls,
+        path: str,
+        manifest: dict[str, Any],
+        model: SentenceTransformer,
+        mmap: bool,
+        verify: bool,
     ) -> SpanIndex:
         """The index one manifest names; ``OSError``/``ValueError`` if its data folder is missing or does not match."""
         index = cls(model, SpanConfig(**manifest["span_config"]), manifest["dtype"])
@@ -1031,24 +1301,37 @@ class SpanIndex:
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
-            offsets, bounds, units = arrays.pop("text_offsets"), arrays["segment_units"], manifest["units"]
+            offsets, bounds, units = (
+                arrays.pop("text_offsets"),
+                arrays["segment_units"],
+                manifest["units"],
+            )
             if (
                 not isinstance(doc_ids, list)
                 or len(doc_ids) != manifest["documents"]
                 or len(offsets) != len(doc_ids) + 1
                 or offsets[-1] != len(blob)
-                or any(arrays[name].shape != (units, index.arrays[name].shape[1]) for name in storage.UNIT_ARRAYS)
+                or any(
+                    arrays[name].shape != (units, index.arrays[name].shape[1])
+                    for name in storage.UNIT_ARRAYS
+                )
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
                 or (
                     sources is not None
-                    and (len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources))
+                    and (
+                        len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)
+                    )
                 )
             ):
-                raise ValueError("the index data does not match its manifest (corrupt or half-written)")
+                raise ValueError(
+                    "the index data does not match its manifest (corrupt or half-written)"
+                )
             index.arrays = arrays
             if manifest.get("calibration"):
-                index.calibration = Calibration.from_dict(data.json(CALIBRATION_FILE), CALIBRATION_FILE)
+                index.calibration = Calibration.from_dict(
+                    data.json(CALIBRATION_FILE), CALIBRATION_FILE
+                )
             if manifest.get("candidates"):
                 index._candidates = CandidateStage.load(data, manifest["candidates"])
             if manifest.get("compression"):
@@ -1057,7 +1340,9 @@ class SpanIndex:
         index.sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
-        index.texts = [blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))]
+        index.texts = [
+            blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))
+        ]
         return index
 
 
@@ -1076,10 +1361,14 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
                 f"{name} {position} was built with another model (fingerprint {other.fingerprint} != "
                 f"{first.fingerprint})."
             )
-        mine, firsts = ((i.span_config, i.dtype) if what == "index" else i.span_config for i in (other, first))
+        mine, firsts = (
+            (i.span_config, i.dtype) if what == "index" else i.span_config for i in (other, first)
+        )
         if mine != firsts:
             label = "settings" if what == "index" else "span settings"
-            raise SpanInputError(f"{name} {position} has other {label} {mine} than {what} 0 {firsts}.")
+            raise SpanInputError(
+                f"{name} {position} has other {label} {mine} than {what} 0 {firsts}."
+            )
         for doc_id in other.doc_ids:
             if doc_id in seen:
                 raise SpanInputError(
@@ -1096,7 +1385,9 @@ def _document_rows(
     """:meth:`SpanIndex.documents`: rows of ids, files, lengths in characters, and units counted from the segments."""
     bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
     docs = np.asarray(arrays["segment_docs"], dtype=np.int64)
-    units = np.bincount(docs, weights=np.diff(bounds), minlength=len(doc_ids)).astype(np.int64).tolist()
+    units = (
+        np.bincount(docs, weights=np.diff(bounds), minlength=len(doc_ids)).astype(np.int64).tolist()
+    )
     return [
         {"id": doc_id, "file": source or None, "characters": length, "units": count}
         for doc_id, source, length, count in zip(doc_ids, sources, lengths, units)
@@ -1115,13 +1406,20 @@ def _check_not_indexed_yet(doc_ids: Sequence[str], documents: Sequence[Any]) -> 
     sources = {
         d.source
         for d in documents
-        if isinstance(d, Document) and d.source and d.source != "-" and d.id == f"{os.path.normpath(d.source)}:{d.line}"
+        if isinstance(d, Document)
+        and d.source
+        and d.source != "-"
+        and d.id == f"{os.path.normpath(d.source)}:{d.line}"
     }
     if not sources:
         return
-    paths = dict.fromkeys(doc_id.rpartition(":")[0] for doc_id in doc_ids if doc_id.rpartition(":")[2].isdigit())
+    paths = dict.fromkeys(
+        doc_id.rpartition(":")[0] for doc_id in doc_ids if doc_id.rpartition(":")[2].isdigit()
+    )
     # real path → the first spelling it was indexed under, for ids <path>:<line>
-    indexed = {os.path.realpath(path): path for path in reversed(paths) if path and os.path.isfile(path)}
+    indexed = {
+        os.path.realpath(path): path for path in reversed(paths) if path and os.path.isfile(path)
+    }
     for source in sorted(sources):
         spelling = indexed.get(os.path.realpath(source))
         if spelling is not None and os.path.normpath(spelling) != os.path.normpath(source):

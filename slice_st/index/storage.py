@@ -19,7 +19,13 @@ import numpy as np
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, IndexFileError, SpanInputError
-from slice_st.files import atomic_file, check_output, create_new_file, open_folder, open_regular_file
+from slice_st.files import (
+    atomic_file,
+    check_output,
+    create_new_file,
+    open_folder,
+    open_regular_file,
+)
 
 #: 2: the model fingerprint covers every weight, and the data folder records its settings. Format 1 must be rebuilt.
 INDEX_FORMAT_VERSION = 2
@@ -38,7 +44,9 @@ SHARD_LIST = "shards.json"
 DATA_MARKER = ".slice-st-data"
 _MARKER_TEXT = b"written by slice_st.SpanIndex.save; removed with its index version\n"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
-_TEMPORARY_MANIFEST = re.compile(rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{16}}\.tmp")  # files.atomic_file's name
+_TEMPORARY_MANIFEST = re.compile(
+    rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{16}}\.tmp"
+)  # files.atomic_file's name
 #: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
@@ -51,7 +59,11 @@ _REQUIRED = (
     | dict.fromkeys(("units", "documents", "generation"), int)
 )
 #: Files every data folder holds (besides optional calibration and candidate files).
-_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + ("texts.bin", "doc_ids.json", SETTINGS_FILE)
+_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + (
+    "texts.bin",
+    "doc_ids.json",
+    SETTINGS_FILE,
+)
 
 _held = threading.local()
 
@@ -64,7 +76,9 @@ def _holder(lock_path: str) -> str:
 
 
 @contextmanager
-def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Callable[[str], None] | None = None):
+def index_lock(
+    path: str | os.PathLike, timeout: float | None = 0, on_wait: Callable[[str], None] | None = None
+):
     """Hold ``path/.lock``, the writer lock (re-entrant in a thread; the folder created if needed); ``timeout``: 0
     fails at once, ``None`` waits (``on_wait(holder)`` first), seconds; then IndexBusyError."""
     from filelock import FileLock, Timeout
@@ -80,7 +94,9 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as error:
-        raise FileAccessError(f"cannot create the index folder {path}: {error.strerror or error}.") from None
+        raise FileAccessError(
+            f"cannot create the index folder {path}: {error.strerror or error}."
+        ) from None
     lock_path = os.path.join(path, LOCK_FILE)
     if os.path.islink(lock_path) or (os.path.exists(lock_path) and not os.path.isfile(lock_path)):
         raise FileAccessError(
@@ -118,7 +134,9 @@ def index_lock(path: str | os.PathLike, timeout: float | None = 0, on_wait: Call
     finally:
         held.discard(key)
         lock.release()
-        if failed and created:  # a first save that failed (e.g. a full disk): no empty index folder left behind
+        if (
+            failed and created
+        ):  # a first save that failed (e.g. a full disk): no empty index folder left behind
             with suppress(OSError):
                 if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
                     os.unlink(lock_path)
@@ -150,7 +168,9 @@ def write_json(path: str, value: Any, indent: int = 1) -> None:
 
 def fsync_directory(path: str) -> None:
     """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened or fsynced)."""
-    with suppress(OSError):  # pragma: no cover - e.g. Windows, or file systems that refuse fsync on directories
+    with suppress(
+        OSError
+    ):  # pragma: no cover - e.g. Windows, or file systems that refuse fsync on directories
         handle = os.open(path, os.O_RDONLY)
         try:
             os.fsync(handle)
@@ -159,14 +179,20 @@ def fsync_directory(path: str) -> None:
 
 
 def commit_data(
-    path: str, generation: int, write: Callable[[str], dict[str, str]], manifest: dict[str, Any], replaced: str | None
+    path: str,
+    generation: int,
+    write: Callable[[str], dict[str, str]],
+    manifest: dict[str, Any],
+    replaced: str | None,
 ) -> str:
     """A new data folder filled by ``write(folder)`` (returning the arrays' samples), then the manifest naming it (the
     commit point), then the older data folders removed; returns its name. A failure leaves the previous version."""
     data_dir = None
     try:
         name = f"data-{generation:06d}-{secrets.token_hex(4)}"
-        os.mkdir(os.path.join(path, name))  # a name taken (1 in 2^32) fails the save and leaves that folder alone
+        os.mkdir(
+            os.path.join(path, name)
+        )  # a name taken (1 in 2^32) fails the save and leaves that folder alone
         data_dir = os.path.join(path, name)
         write_bytes(os.path.join(data_dir, DATA_MARKER), _MARKER_TEXT)
         samples = write(data_dir)
@@ -176,7 +202,12 @@ def commit_data(
             if entry.name != DATA_MARKER
         }
         fsync_directory(data_dir)
-        manifest = manifest | {"data": name, "generation": generation, "files": files, "samples": samples}
+        manifest = manifest | {
+            "data": name,
+            "generation": generation,
+            "files": files,
+            "samples": samples,
+        }
         write_json(os.path.join(path, MANIFEST), manifest, indent=2)
     except BaseException as error:
         if data_dir is not None:
@@ -190,9 +221,15 @@ def commit_data(
     with suppress(OSError):  # committed already; the next save retries the clean-up
         for entry in os.scandir(path):
             if _TEMPORARY_MANIFEST.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                with suppress(OSError):  # a manifest a killed save wrote but never renamed (this save holds the lock)
+                with suppress(
+                    OSError
+                ):  # a manifest a killed save wrote but never renamed (this save holds the lock)
                     os.unlink(entry.path)
-            if entry.name == name or not entry.is_dir(follow_symlinks=False) or not _DATA_NAME.fullmatch(entry.name):
+            if (
+                entry.name == name
+                or not entry.is_dir(follow_symlinks=False)
+                or not _DATA_NAME.fullmatch(entry.name)
+            ):
                 continue
             if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):
                 shutil.rmtree(entry.path, ignore_errors=True)
@@ -201,7 +238,9 @@ def commit_data(
 
 def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
     """SHA-256 of a regular file (never a link, device or pipe); reading at most ``size + 1`` bytes given ``size``."""
-    with open_regular_file(path, folder=folder) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
+    with open_regular_file(
+        path, folder=folder
+    ) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
         digest = hashlib.sha256()
         left = float("inf") if size is None else size + 1
         while left > 0 and (block := handle.read(int(min(1 << 20, left)))):
@@ -219,7 +258,9 @@ def array_digest(values: np.ndarray) -> str:
     values = np.asarray(values)
     digest = hashlib.sha256(f"{values.shape}|{values.dtype.str}".encode())
     if len(values):
-        rows = np.unique(np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64))
+        rows = np.unique(
+            np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64)
+        )
         digest.update(np.ascontiguousarray(values[rows]).tobytes())
     return digest.hexdigest()
 
@@ -239,20 +280,32 @@ def read_bytes(path: str, size: int | None = None, *, folder: int | None = None)
         return handle.read()
 
 
-def load_array(path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None) -> np.ndarray:
+def load_array(
+    path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None
+) -> np.ndarray:
     """An ``.npy`` array (no pickles), opened once without following a link; memory-mapped with ``mmap``."""
     with open_regular_file(path, size, folder=folder) as handle:
         if not mmap:
             return np.load(handle, allow_pickle=False)
-        headers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+        headers = {
+            (1, 0): np.lib.format.read_array_header_1_0,
+            (2, 0): np.lib.format.read_array_header_2_0,
+        }
         version = np.lib.format.read_magic(handle)
         if version not in headers:
-            raise ValueError(f"{os.path.basename(path)}: .npy format {version} cannot be memory-mapped")
+            raise ValueError(
+                f"{os.path.basename(path)}: .npy format {version} cannot be memory-mapped"
+            )
         shape, fortran_order, dtype = headers[version](handle)
         if dtype.hasobject:
             raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
         return np.memmap(
-            handle, dtype=dtype, mode="r", shape=shape, order="F" if fortran_order else "C", offset=handle.tell()
+            handle,
+            dtype=dtype,
+            mode="r",
+            shape=shape,
+            order="F" if fortran_order else "C",
+            offset=handle.tell(),
         )
 
 
@@ -261,7 +314,12 @@ class DataFolder:
     manifest (type and size; SHA-256 of the small files, of every file with ``verify``; arrays' samples)."""
 
     def __init__(self, data_dir: str, manifest: dict[str, Any], folder: int | None) -> None:
-        self.data_dir, self.files, self.samples, self.folder = data_dir, manifest["files"], manifest["samples"], folder
+        self.data_dir, self.files, self.samples, self.folder = (
+            data_dir,
+            manifest["files"],
+            manifest["samples"],
+            folder,
+        )
 
     @classmethod
     @contextmanager
@@ -276,12 +334,20 @@ class DataFolder:
         with open_folder(data_dir) as folder:
             data = cls(data_dir, manifest, folder)
             for name, expected in data.files.items():
-                found = os.lstat(os.path.join(data_dir, name))  # the entry itself: a link is refused, never followed
+                found = os.lstat(
+                    os.path.join(data_dir, name)
+                )  # the entry itself: a link is refused, never followed
                 if not stat.S_ISREG(found.st_mode):
                     raise ValueError(f"{name} is not a regular file")
                 if found.st_size != expected["bytes"]:
-                    raise ValueError(f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}")
-                if verify and file_digest(data.entry(name), expected["bytes"], folder=folder) != expected["sha256"]:
+                    raise ValueError(
+                        f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}"
+                    )
+                if (
+                    verify
+                    and file_digest(data.entry(name), expected["bytes"], folder=folder)
+                    != expected["sha256"]
+                ):
                     raise ValueError(f"{name} does not match its checksum")
             yield data
 
@@ -301,9 +367,13 @@ class DataFolder:
 
     def array(self, name: str, mmap: bool) -> np.ndarray:
         """The array ``name.npy``, checked against its sample checksum."""
-        values = load_array(self.entry(f"{name}.npy"), mmap, self.files[f"{name}.npy"]["bytes"], folder=self.folder)
+        values = load_array(
+            self.entry(f"{name}.npy"), mmap, self.files[f"{name}.npy"]["bytes"], folder=self.folder
+        )
         if array_digest(values) != self.samples[name]:
-            raise ValueError(f"{name}.npy does not match its checksum (changed, shuffled or swapped)")
+            raise ValueError(
+                f"{name}.npy does not match its checksum (changed, shuffled or swapped)"
+            )
         return values
 
 
@@ -320,7 +390,9 @@ def _json_object(path: str, file_path: str, what: str, short: str) -> dict[str, 
     except RecursionError:  # e.g. 100,000 nested "[": deeper than any index writes
         raise IndexFileError(f"{path}: unreadable {short} (JSON nested too deeply).") from None
     if not isinstance(value, dict):
-        raise IndexFileError(f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object).")
+        raise IndexFileError(
+            f"{path}: unreadable {short} (a JSON {type(value).__name__}, not an object)."
+        )
     return value
 
 
@@ -332,11 +404,17 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
         if must_exist:
             if not os.path.isdir(path):
                 raise FileNotFoundError(f"No index at {path!r}.")
-            raise IndexFileError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
+            raise IndexFileError(
+                f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted)."
+            )
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
-    if type(manifest.get("format_version")) is not int:  # `true` equals 1 in Python: never read as a format
-        raise SpanInputError(f"{path}: index format {manifest.get('format_version')!r} is not supported.")
+    if (
+        type(manifest.get("format_version")) is not int
+    ):  # `true` equals 1 in Python: never read as a format
+        raise SpanInputError(
+            f"{path}: index format {manifest.get('format_version')!r} is not supported."
+        )
     if manifest.get("format_version") == 1:
         raise IndexFileError(
             f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
@@ -348,7 +426,9 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{INDEX_FORMAT_VERSION}, or {COMPRESSED_FORMAT_VERSION} for a compressed index): rebuild it with this "
             "slice-st, or upgrade slice-st."
         )
-    if (manifest.get("format_version") == COMPRESSED_FORMAT_VERSION) != isinstance(manifest.get("compression"), dict):
+    if (manifest.get("format_version") == COMPRESSED_FORMAT_VERSION) != isinstance(
+        manifest.get("compression"), dict
+    ):
         raise SpanInputError(
             f"{path}: unreadable index manifest (format {manifest.get('format_version')} with compression "
             f"{manifest.get('compression')!r:.60})."
@@ -363,13 +443,28 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{unreadable} (generation {str(manifest['generation'])[:20]}… is past {MAX_GENERATION}; no index is "
             "saved that often)."
         )
-    if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):  # a folder inside the index, never a path elsewhere
-        raise IndexFileError(f"{unreadable} (data folder {manifest['data']!r} is not a data folder name).")
+    if not re.fullmatch(
+        r"data-[\w.-]+", manifest["data"]
+    ):  # a folder inside the index, never a path elsewhere
+        raise IndexFileError(
+            f"{unreadable} (data folder {manifest['data']!r} is not a data folder name)."
+        )
     if manifest["dtype"] not in ("float32", "float16"):
         raise IndexFileError(f"{unreadable} (dtype {manifest['dtype']!r}).")
-    for name, entry in manifest["files"].items():  # plain names inside the data folder, each with its size and checksum
-        size, digest = (entry.get("bytes"), str(entry.get("sha256"))) if isinstance(entry, dict) else (None, "")
-        if not is_plain_name(name) or type(size) is not int or size < 0 or not re.fullmatch("[0-9a-f]{64}", digest):
+    for name, entry in manifest[
+        "files"
+    ].items():  # plain names inside the data folder, each with its size and checksum
+        size, digest = (
+            (entry.get("bytes"), str(entry.get("sha256")))
+            if isinstance(entry, dict)
+            else (None, "")
+        )
+        if (
+            not is_plain_name(name)
+            or type(size) is not int
+            or size < 0
+            or not re.fullmatch("[0-9a-f]{64}", digest)
+        ):
             raise IndexFileError(
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
@@ -377,7 +472,9 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     if missing:
         raise IndexFileError(f"{unreadable} (files lacks {', '.join(missing)}).")
     if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
-        raise IndexFileError(f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)}).")
+        raise IndexFileError(
+            f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)})."
+        )
     try:
         settings = manifest["span_config"]
         SpanConfig(**{key: settings[key] for key in ("min_span", "max_span", "unit")})
@@ -392,25 +489,40 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
     for _ in range(READ_RETRIES):
         try:
             return read(manifest), manifest
-        except (OSError, ValueError, RuntimeError) as error:  # faiss reports a bad file as RuntimeError
+        except (
+            OSError,
+            ValueError,
+            RuntimeError,
+        ) as error:  # faiss reports a bad file as RuntimeError
             latest = read_manifest(path, must_exist=True)
-            if (latest["data"], latest.get("generation")) == (manifest["data"], manifest.get("generation")):
+            if (latest["data"], latest.get("generation")) == (
+                manifest["data"],
+                manifest.get("generation"),
+            ):
                 if isinstance(error, SpanInputError):
                     raise
-                raise IndexFileError(f"{path}: the index data is missing or corrupt ({error}).") from None
+                raise IndexFileError(
+                    f"{path}: the index data is missing or corrupt ({error})."
+                ) from None
             manifest = latest
-    raise IndexFileError(f"{path}: the index changed {READ_RETRIES} times while being read; try again.")
+    raise IndexFileError(
+        f"{path}: the index changed {READ_RETRIES} times while being read; try again."
+    )
 
 
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: IndexFileError."""
     list_path = os.path.join(path, SHARD_LIST)
-    if not (os.path.islink(list_path) or os.path.isfile(list_path)):  # a link is refused unread by _json_object
+    if not (
+        os.path.islink(list_path) or os.path.isfile(list_path)
+    ):  # a link is refused unread by _json_object
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
     if not isinstance(shards, list):
-        raise IndexFileError(f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards).")
+        raise IndexFileError(
+            f"{path}: unreadable {SHARD_LIST} (not an object with a list of shards)."
+        )
     bad = [name for name in shards if not is_plain_name(name)]
     if bad:
         raise IndexFileError(
@@ -439,7 +551,9 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
     for path in map(os.fspath, paths):
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
-        elif (shard_list := read_shard_list(path)) is not None:  # built on Ray: its shards, once complete
+        elif (
+            shard_list := read_shard_list(path)
+        ) is not None:  # built on Ray: its shards, once complete
             if not shard_list.get("complete"):
                 raise IndexFileError(
                     f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
@@ -460,13 +574,21 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
 
 
 def _folder_of_indexes(path: str) -> list[str]:
-    entries = sorted((e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name)
+    entries = sorted(
+        (e for e in os.scandir(path) if not e.name.startswith(".")), key=lambda e: e.name
+    )
     if any(_DATA_NAME.fullmatch(e.name) and e.is_dir() for e in entries):
-        raise IndexFileError(f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted).")
-    refuse_linked_shards(path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link")
+        raise IndexFileError(
+            f"{path} is not a SpanIndex (no {MANIFEST}; a save may have been interrupted)."
+        )
+    refuse_linked_shards(
+        path, [e.name for e in entries if e.is_dir()], "a directory of indexes holds a link"
+    )
     inside = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
     if not inside:
-        raise IndexFileError(f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes.")
+        raise IndexFileError(
+            f"{path} is neither an index (no {MANIFEST}) nor a directory of indexes."
+        )
     broken = [p for p in inside if not os.path.exists(os.path.join(p, MANIFEST))]
     if broken:
         raise IndexFileError(

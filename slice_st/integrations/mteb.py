@@ -40,7 +40,11 @@ SOURCES = {
     "make-context": "a make-context proxy: the STS-B sentence glued among other STS-B sentences (easier)",
     "unknown": "a file in the STS-B-Context format whose origin is not recorded",
 }
-_SAMPLE_CREATION = {"released": "LM-generated and verified", "make-context": "created", "unknown": "found"}
+_SAMPLE_CREATION = {
+    "released": "LM-generated and verified",
+    "make-context": "created",
+    "unknown": "found",
+}
 #: The note beside a TSV that says which of :data:`SOURCES` it is, ``{"source": ...}`` (research.context writes it).
 SOURCE_SUFFIX = ".source.json"
 
@@ -142,8 +146,12 @@ class STSBContext(AbsTaskSTS):
     ) -> None:
         check_span_bounds(min_span, max_span)
         self.min_span, self.max_span, self.unit = min_span, max_span, check_unit(unit)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 4):
-            raise SpanInputError(f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}.")
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 4
+        ):
+            raise SpanInputError(
+                f"limit must be an integer >= 4 (correlations need 4 pairs), got {limit!r}."
+            )
         self.limit, self.seed, self.missing_paraphrase = limit, seed, missing_paraphrase
         self.path = os.fspath(path) if path is not None else os.environ.get(DATA_ENV)
         self.source = source if source is not None else _noted_source(self.path)
@@ -158,7 +166,11 @@ class STSBContext(AbsTaskSTS):
             revision += f"-limit{limit}-seed{seed}" if limit is not None else ""
             # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
-            stats_path = _SHIPPED_STATS if revision == STATS_REVISION else Path(f"{self.path}.stats-{revision}.json")
+            stats_path = (
+                _SHIPPED_STATS
+                if revision == STATS_REVISION
+                else Path(f"{self.path}.stats-{revision}.json")
+            )
         elif self.path:
             update["dataset"] = {"path": self.path, "revision": "unknown"}
         metadata = self.metadata.model_copy(update=update)
@@ -178,11 +190,20 @@ class STSBContext(AbsTaskSTS):
         with needs_extra("eval", "the STSBContext mteb task"):
             import datasets
         if not self.path:
-            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE.")
+            raise FileNotFoundError(
+                f"STSBContext needs the STS-B-Context TSV: pass its path or set {DATA_ENV}=FILE."
+            )
         data = read_stsb_context(self.path, missing_paraphrase=self.missing_paraphrase)
         if self.limit is not None and self.limit < len(data):
-            data = data.select(sorted(random.Random(self.seed).sample(range(len(data)), self.limit)))
-        columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim", "paraphrase": "paraphrase"}
+            data = data.select(
+                sorted(random.Random(self.seed).sample(range(len(data)), self.limit))
+            )
+        columns = {
+            "sentence1": "line",
+            "sentence2": "passage",
+            "score": "goldsim",
+            "paraphrase": "paraphrase",
+        }
         split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
         self.dataset = datasets.DatasetDict({SPLIT: split})
         self.data_loaded = True
@@ -202,23 +223,49 @@ class STSBContext(AbsTaskSTS):
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
         gold = [self._normalize(x) for x in data_split["score"]]
-        spans = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit, "batch_size": batch_size}
+        spans = {
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "unit": self.unit,
+            "batch_size": batch_size,
+        }
         spans["show_progress_bar"] = bool(encode_kwargs.get("show_progress_bar", False))
         single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **spans)
-        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **spans)  # the paper's protocol
+        paper = score_single(
+            st_model, phrases, passages, scorer="max-cosine", **spans
+        )  # the paper's protocol
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
-        scores: dict[str, Any] = {"min_span": self.min_span, "max_span": self.max_span, "pairs": len(gold)}
-        for name, result in (("", single), ("cosine_", single), ("max_cosine_", paper), ("full_context_cosine_", full)):
+        scores: dict[str, Any] = {
+            "min_span": self.min_span,
+            "max_span": self.max_span,
+            "pairs": len(gold),
+        }
+        for name, result in (
+            ("", single),
+            ("cosine_", single),
+            ("max_cosine_", paper),
+            ("full_context_cosine_", full),
+        ):
             scores[f"{name}pearson"], scores[f"{name}spearman"] = correlations(gold, result.scores)
         if "paraphrase" in getattr(data_split, "column_names", ()):
             raw_gold = [float(x) for x in data_split["score"]]
             for name, result in (("", single), ("max_cosine_", paper)):
-                found = span_localisation(passages, result.spans, list(data_split["paraphrase"]), raw_gold)
-                scores |= {f"{name}{key}": found[key] for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")}
+                found = span_localisation(
+                    passages, result.spans, list(data_split["paraphrase"]), raw_gold
+                )
+                scores |= {
+                    f"{name}{key}": found[key]
+                    for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")
+                }
         if prediction_folder:
-            predictions = {"best_span_scores": single.scores.tolist(), "full_context_scores": full.scores.tolist()}
+            predictions = {
+                "best_span_scores": single.scores.tolist(),
+                "full_context_scores": full.scores.tolist(),
+            }
             predictions["best_spans"] = [list(span) if span else None for span in single.spans]
-            self._save_task_predictions(predictions, model, prediction_folder, hf_subset=hf_subset, hf_split=hf_split)
+            self._save_task_predictions(
+                predictions, model, prediction_folder, hf_subset=hf_subset, hf_split=hf_split
+            )
         return scores
 
 
@@ -242,11 +289,17 @@ def _sentence_transformer(model: Any) -> SentenceTransformer:
     first = candidate[0] if len(candidate) else None
     if getattr(getattr(first, "tokenizer", None), "is_fast", False):
         return candidate
-    what = f"its first module is a {type(first).__name__}" if first is not None else "it has no modules"
+    what = (
+        f"its first module is a {type(first).__name__}"
+        if first is not None
+        else "it has no modules"
+    )
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
-def mteb_model(model: SentenceTransformer, name: str | None = None, revision: str | None = None) -> Any:
+def mteb_model(
+    model: SentenceTransformer, name: str | None = None, revision: str | None = None
+) -> Any:
     """``model`` wrapped for ``mteb.evaluate`` (mteb's ``SentenceTransformerEncoderWrapper``), its results filed under
     its Hub id (``slice-st/slice-minilm`` for the shipped model) or ``local/<folder>`` and the Hub revision or the
     weights' fingerprint; the meta carries the card's licence and base model (``adapted_from``) and the size."""
@@ -259,12 +312,22 @@ def mteb_model(model: SentenceTransformer, name: str | None = None, revision: st
     card = model.model_card_data
     if name is None:  # mteb wants ORG/NAME
         name = (
-            f"local/{identity.replace('/', '-')}" if path else identity if "/" in identity else f"slice-st/{identity}"
+            f"local/{identity.replace('/', '-')}"
+            if path
+            else identity
+            if "/" in identity
+            else f"slice-st/{identity}"
         )
     if revision is None:
-        revision = (None if path else getattr(card, "base_model_revision", None)) or model_fingerprint(model)
+        revision = (
+            None if path else getattr(card, "base_model_revision", None)
+        ) or model_fingerprint(model)
     base = getattr(card, "base_model", None)
-    update = {"name": name, "revision": revision, "license": getattr(card, "license", None) or "not specified"}
+    update = {
+        "name": name,
+        "revision": revision,
+        "license": getattr(card, "license", None) or "not specified",
+    }
     update["adapted_from"] = base if base != identity else None
     update["n_parameters"] = sum(p.numel() for p in model.parameters())
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
@@ -304,7 +367,9 @@ def run_mteb(
             continue
         path = stsb_context or os.environ.get(DATA_ENV)
         if not path:
-            raise FileNotFoundError(f"STSBContext needs the STS-B-Context TSV: give --stsb-context (or {DATA_ENV}).")
+            raise FileNotFoundError(
+                f"STSBContext needs the STS-B-Context TSV: give --stsb-context (or {DATA_ENV})."
+            )
         if "://" not in path and not os.path.exists(path):
             raise FileNotFoundError(f"--stsb-context: file not found: {path}")
         built.append(STSBContext(path, **task_options))
@@ -313,15 +378,24 @@ def run_mteb(
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
     progress = {"show_progress_bar": show_progress_bar}
-    options = {"cache": cache, "overwrite_strategy": overwrite_strategy, "co2_tracker": False, **progress}
+    options = {
+        "cache": cache,
+        "overwrite_strategy": overwrite_strategy,
+        "co2_tracker": False,
+        **progress,
+    }
     try:
         with _without_renamed_method_warnings():
             wrapped = mteb_model(model, model_name, revision)
             for task in built if cache is not None and overwrite_strategy != "always" else ():
                 if isinstance(task, STSBContext):
                     _check_cached_revision(cache, task, wrapped.mteb_model_meta)
-            return mteb.evaluate(wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options)
-    except ConnectionError as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
+            return mteb.evaluate(
+                wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options
+            )
+    except (
+        ConnectionError
+    ) as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
         why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(
             f"the data of mteb task(s) {', '.join(tasks)} is not available here ({why}): run once with network access "
@@ -334,7 +408,9 @@ def _without_renamed_method_warnings():
     """Hide the FutureWarning sentence-transformers 6 gives each time mteb 2 calls a method under its old name
     (``get_sentence_embedding_dimension``): a note to mteb's authors, that users cannot act on; nothing else."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"The `\w+` method has been renamed", FutureWarning, r"mteb\.")
+        warnings.filterwarnings(
+            "ignore", r"The `\w+` method has been renamed", FutureWarning, r"mteb\."
+        )
         yield
 
 
@@ -342,7 +418,9 @@ def _check_cached_revision(cache, task: STSBContext, meta) -> None:
     """Refuse a cached result of another file or sample (mteb finds cached results by task name and model alone)."""
     cached = cache.load_task_result(task.metadata.name, meta)
     if cached is not None and cached.dataset_revision != task.metadata.revision:
-        where = cache.get_task_result_path(task.metadata.name, meta.model_name_as_path(), meta.revision)
+        where = cache.get_task_result_path(
+            task.metadata.name, meta.model_name_as_path(), meta.revision
+        )
         raise FileAccessError(
             f"{where} holds STSBContext results of another file or sample (dataset revision "
             f"{cached.dataset_revision}; this one is {task.metadata.revision}): give another --output-folder, or "

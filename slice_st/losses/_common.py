@@ -28,14 +28,19 @@ class SliceLoss(nn.Module):
 def batch_units(features: dict[str, Any], unit: str):
     """The unit boundaries (:func:`slice_st.tokens.unit_boundaries`) of a tokenized batch or a forward pass."""
     return unit_boundaries(
-        features["attention_mask"], features.get("special_tokens_mask"), features.get("offset_mapping"), unit
+        features["attention_mask"],
+        features.get("special_tokens_mask"),
+        features.get("offset_mapping"),
+        unit,
     )
 
 
 def check_offsets(columns: list[dict[str, Any]], unit: str) -> None:
     """Word units need the tokenizer's offsets, which :func:`slice_st.config.enable_span_features` asks for."""
     if unit == "word" and any("offset_mapping" not in column for column in columns):
-        raise ValueError("Word units need offsets: tokenize after slice_st.config.enable_span_features(model).")
+        raise ValueError(
+            "Word units need offsets: tokenize after slice_st.config.enable_span_features(model)."
+        )
 
 
 def require_span_features(model, loss: str) -> None:

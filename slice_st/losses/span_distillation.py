@@ -76,7 +76,15 @@ class SpanDistillationLoss(SliceLoss):
         (['span', 'text'], 0.0, True)
     """
 
-    config_keys = ("spans_per_text", "min_span", "max_span", "unit", "metric", "text_weight", "weight")
+    config_keys = (
+        "spans_per_text",
+        "min_span",
+        "max_span",
+        "unit",
+        "metric",
+        "text_weight",
+        "weight",
+    )
 
     def __init__(
         self,
@@ -99,7 +107,9 @@ class SpanDistillationLoss(SliceLoss):
         if metric not in DISTILLATION_METRICS:
             raise ValueError(f"metric must be one of {DISTILLATION_METRICS}, got {metric!r}.")
         if text_weight < 0 or weight < 0:
-            raise ValueError(f"text_weight and weight must be >= 0, got {text_weight} and {weight}.")
+            raise ValueError(
+                f"text_weight and weight must be >= 0, got {text_weight} and {weight}."
+            )
         require_span_features(model, type(self).__name__)
         self.model, self.teacher_batch_size, self.skipped_spans = model, teacher_batch_size, 0
         self.spans_per_text, self.min_span, self.max_span = spans_per_text, min_span, max_span
@@ -128,49 +138,74 @@ class SpanDistillationLoss(SliceLoss):
         else:
             spans = (self.spans_per_text, self.min_span, self.max_span, self.generator)
             starts, ends = sample_spans(units.num_units, *spans)
-            span_targets, text_targets = self._teacher_vectors(features, units.boundaries, starts, ends)
+            span_targets, text_targets = self._teacher_vectors(
+                features, units.boundaries, starts, ends
+            )
         student_spans, valid = span_means(token_embeddings, units.boundaries, starts, ends)
         has_text = units.num_units > 0
         span_loss = vector_distance(student_spans[valid], span_targets[valid], self.metric)
-        text_loss = vector_distance(output["sentence_embedding"][has_text], text_targets[has_text], self.metric)
+        text_loss = vector_distance(
+            output["sentence_embedding"][has_text], text_targets[has_text], self.metric
+        )
         if not bool(valid.any()):
             self.skipped_spans += int(valid.numel())
             span_loss = token_embeddings.sum() * 0.0
         if not bool(has_text.any()):
             text_loss = token_embeddings.sum() * 0.0
-        parts = {"span": self.weight * span_loss, "text": self.weight * self.text_weight * text_loss}
+        parts = {
+            "span": self.weight * span_loss,
+            "text": self.weight * self.text_weight * text_loss,
+        }
         if any(torch.isnan(value) for value in parts.values()):
-            raise FloatingPointError("SpanDistillationLoss is NaN: check the inputs and the learning rate.")
+            raise FloatingPointError(
+                "SpanDistillationLoss is NaN: check the inputs and the learning rate."
+            )
         return parts
 
-    def _from_labels(self, labels: Tensor, num_units: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _from_labels(
+        self, labels: Tensor, num_units: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """Spans and teacher vectors from cached labels; spans past this batch's units are dropped (counted)."""
         dim = self.model.get_embedding_dimension()
         if labels.dim() != 3 or labels.shape[-1] != dim + 2 or labels.shape[1] < 2:
-            raise ValueError(f"cached labels of shape {tuple(labels.shape)}, not (B, 1 + spans, 2 + {dim}).")
+            raise ValueError(
+                f"cached labels of shape {tuple(labels.shape)}, not (B, 1 + spans, 2 + {dim})."
+            )
         starts, ends = labels[:, 1:, :2].round().long().unbind(-1)
         fits = (starts >= 0) & (ends <= num_units[:, None]) & (ends > starts)
         if dropped := int(((starts >= 0) & ~fits).sum()):
             self.skipped_spans += dropped
-            logger.warning("SpanDistillationLoss: %d cached span(s) past the tokenized text skipped.", dropped)
+            logger.warning(
+                "SpanDistillationLoss: %d cached span(s) past the tokenized text skipped.", dropped
+            )
         starts, ends = starts.masked_fill(~fits, -1), ends.masked_fill(~fits, -1)
         return starts, ends, labels[:, 1:, 2:], labels[:, 0, 2:]
 
     @torch.no_grad()
-    def _teacher_vectors(self, features: dict[str, Any], boundaries, starts, ends) -> tuple[Tensor, Tensor]:
+    def _teacher_vectors(
+        self, features: dict[str, Any], boundaries, starts, ends
+    ) -> tuple[Tensor, Tensor]:
         """Teacher vectors ``(B, n, d)`` of the spans (zeros where missing) and ``(B, d)`` of the whole texts."""
         ids, valid = features["input_ids"], starts >= 0
         if next(self.teacher.parameters()).device != ids.device:
             self.teacher.to(ids.device)
-        span_vectors = torch.zeros(*starts.shape, self.teacher.get_embedding_dimension(), device=ids.device)
+        span_vectors = torch.zeros(
+            *starts.shape, self.teacher.get_embedding_dimension(), device=ids.device
+        )
         if self._ids_path:
-            text_vectors = self._teacher_rows({key: features[key] for key in _TEACHER_KEYS if key in features})
+            text_vectors = self._teacher_rows(
+                {key: features[key] for key in _TEACHER_KEYS if key in features}
+            )
             if bool(valid.any()):
-                span_inputs = span_token_inputs(self.model.tokenizer, features, boundaries, starts, ends, valid)
+                span_inputs = span_token_inputs(
+                    self.model.tokenizer, features, boundaries, starts, ends, valid
+                )
                 span_vectors[valid] = self._teacher_rows(span_inputs)
             return span_vectors, text_vectors
         # Another tokenizer: the texts and spans decoded with the student's (no raw text inside a training step).
-        token_lo, token_hi = (boundaries.gather(1, index.clamp(min=0))[valid].tolist() for index in (starts, ends))
+        token_lo, token_hi = (
+            boundaries.gather(1, index.clamp(min=0))[valid].tolist() for index in (starts, ends)
+        )
         rows, token_ids = torch.nonzero(valid, as_tuple=True)[0].tolist(), ids.tolist()
         pieces = [token_ids[row][lo:hi] for row, lo, hi in zip(rows, token_lo, token_hi)]
         text_vectors = self._teacher_encode(token_ids)
@@ -192,11 +227,20 @@ class SpanDistillationLoss(SliceLoss):
     def _teacher_encode(self, token_ids) -> Tensor:
         """Teacher vectors of token id rows decoded to text with the student's tokenizer."""
         texts = self.model.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
-        options = {"batch_size": self.teacher_batch_size, "convert_to_tensor": True, "show_progress_bar": False}
+        options = {
+            "batch_size": self.teacher_batch_size,
+            "convert_to_tensor": True,
+            "show_progress_bar": False,
+        }
         return self.teacher.encode(texts, **options).float()
 
     def cache_teacher_vectors(
-        self, dataset, column: str = "text", batch_size: int = 64, seed: int = 0, show_progress_bar: bool | None = None
+        self,
+        dataset,
+        column: str = "text",
+        batch_size: int = 64,
+        seed: int = 0,
+        show_progress_bar: bool | None = None,
     ):
         """Precompute spans and teacher vectors for a text dataset → the dataset with a ``label`` column.
 
@@ -218,19 +262,30 @@ class SpanDistillationLoss(SliceLoss):
         hidden = show_progress_bar is False or (show_progress_bar is None and len(batches) < 20)
         blocks = [torch.zeros(0, 1 + self.spans_per_text, 2 + self.model.get_embedding_dimension())]
         for lo in tqdm(batches, desc="teacher vectors", disable=hidden):
-            features = batch_to_device(self.model.preprocess(texts[lo : lo + batch_size]), self.model.device)
+            features = batch_to_device(
+                self.model.preprocess(texts[lo : lo + batch_size]), self.model.device
+            )
             units = batch_units(features, self.unit)
-            starts, ends = sample_spans(units.num_units, self.spans_per_text, self.min_span, self.max_span, generator)
+            starts, ends = sample_spans(
+                units.num_units, self.spans_per_text, self.min_span, self.max_span, generator
+            )
             # exactly what a training step computes for the same spans
-            span_vectors, text_vectors = self._teacher_vectors(features, units.boundaries, starts, ends)
+            span_vectors, text_vectors = self._teacher_vectors(
+                features, units.boundaries, starts, ends
+            )
             spans = torch.cat([torch.stack([starts, ends], dim=-1).float(), span_vectors], dim=-1)
             text = torch.cat([torch.zeros_like(text_vectors[:, :2]), text_vectors], dim=-1)[:, None]
             blocks.append(torch.cat([text, spans], dim=1).cpu())
         label_array = torch.cat(blocks).numpy()
         features = datasets.Features(
-            {column: datasets.Value("string"), "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32")}
+            {
+                column: datasets.Value("string"),
+                "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32"),
+            }
         )
-        return datasets.Dataset.from_dict({column: list(texts), "label": label_array}, features=features)
+        return datasets.Dataset.from_dict(
+            {column: list(texts), "label": label_array}, features=features
+        )
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"teacher": self.teacher_name, **super().get_config_dict()}
@@ -267,7 +322,9 @@ def frozen_teacher(model: SentenceTransformer, teacher=None) -> tuple[Any, str]:
 
 def text_column(sentence_features, unit: str, loss_name: str) -> dict[str, Tensor]:
     """The single text column of a distillation batch, checked (word units need the tokenizer's offsets)."""
-    columns = [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
+    columns = (
+        [sentence_features] if isinstance(sentence_features, Mapping) else list(sentence_features)
+    )
     if len(columns) != 1:
         raise ValueError(f"{loss_name} takes one text column, got {len(columns)}.")
     check_offsets(columns, unit)
@@ -281,9 +338,13 @@ def span_token_inputs(
     WordPiece tokenizer gives for the span text alone (words tokenize alone as in context), without re-tokenizing."""
     ids = features["input_ids"]
     rows = torch.nonzero(valid, as_tuple=True)[0]
-    token_lo, token_hi = (boundaries.gather(1, index.clamp(min=0))[valid][:, None] for index in (starts, ends))
+    token_lo, token_hi = (
+        boundaries.gather(1, index.clamp(min=0))[valid][:, None] for index in (starts, ends)
+    )
     lengths = token_hi - token_lo
-    positions = torch.arange(int(lengths.max()) + 2, device=ids.device)[None, :] - 1  # -1: [CLS]; a length: [SEP]
+    positions = (
+        torch.arange(int(lengths.max()) + 2, device=ids.device)[None, :] - 1
+    )  # -1: [CLS]; a length: [SEP]
     body = ids[rows[:, None], (token_lo + positions).clamp(0, ids.shape[1] - 1)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     input_ids = torch.where(positions < lengths, body, pad)

@@ -29,7 +29,12 @@ def query_vectors(output: dict[str, Any], unit: str) -> tuple[Tensor, Tensor]:
 
 
 def column_span_scores(
-    queries: Tensor, features: dict[str, Any], unit: str, min_span: int, max_span: int, shared: bool = False
+    queries: Tensor,
+    features: dict[str, Any],
+    unit: str,
+    min_span: int,
+    max_span: int,
+    shared: bool = False,
 ) -> Tensor:
     """Best-span cosine of each passage row of a forward pass (``features``) for its query (``(B,)``), or for every
     query (``(B, Q)``, ``shared``); rows without any span score ``-inf``. The gradient reaches the arg-max span's
@@ -37,8 +42,12 @@ def column_span_scores(
     units = batch_units(features, unit)
     tokens, query_input = features["token_embeddings"], queries if shared else queries[:, None, :]
     with torch.no_grad():  # find the arg-max spans cheaply, then differentiate only those
-        best = best_span_scores(query_input, tokens, units.boundaries, units.num_units, min_span, max_span, top_k=1)
-    scores = span_cosines(query_input, tokens, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0])
+        best = best_span_scores(
+            query_input, tokens, units.boundaries, units.num_units, min_span, max_span, top_k=1
+        )
+    scores = span_cosines(
+        query_input, tokens, units.boundaries, best.starts[:, :, 0], best.ends[:, :, 0]
+    )
     return scores if shared else scores[:, 0]
 
 
@@ -96,7 +105,14 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         True
     """
 
-    config_keys = ("scale", "min_span", "max_span", "unit", "in_batch_negatives", "gather_across_devices")
+    config_keys = (
+        "scale",
+        "min_span",
+        "max_span",
+        "unit",
+        "in_batch_negatives",
+        "gather_across_devices",
+    )
 
     def __init__(
         self,
@@ -110,12 +126,23 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
     ) -> None:
         super().__init__()
         self.model, self.scale, self.skipped_rows = model, scale, 0
-        span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
-        self.min_span, self.max_span, self.unit = span_config.min_span, span_config.max_span, span_config.unit
+        span_config = get_span_config(model).replace(
+            min_span=min_span, max_span=max_span, unit=unit
+        )
+        self.min_span, self.max_span, self.unit = (
+            span_config.min_span,
+            span_config.max_span,
+            span_config.unit,
+        )
         require_span_features(model, type(self).__name__)
-        self.in_batch_negatives, self.gather_across_devices = in_batch_negatives, gather_across_devices
+        self.in_batch_negatives, self.gather_across_devices = (
+            in_batch_negatives,
+            gather_across_devices,
+        )
 
-    def forward(self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None) -> Tensor:
+    def forward(
+        self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
+    ) -> Tensor:
         columns = list(sentence_features)
         if len(columns) < (2 if self.in_batch_negatives else 3):
             raise ValueError(
@@ -133,39 +160,61 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
             logits, targets = self._in_batch_logits(queries, passages, rows)
         else:
             repeated = [queries.repeat(len(out["token_embeddings"]) // rows, 1) for out in passages]
-            scores = [column_span_scores(query, out, *spans) for query, out in zip(repeated, passages)]
-            logits = torch.cat(scores).view(num_columns, rows).T  # (B, 1 + n_negatives); positive first
+            scores = [
+                column_span_scores(query, out, *spans) for query, out in zip(repeated, passages)
+            ]
+            logits = (
+                torch.cat(scores).view(num_columns, rows).T
+            )  # (B, 1 + n_negatives); positive first
             targets = torch.zeros(rows, dtype=torch.long, device=logits.device)
         positive = logits.gather(1, targets[:, None])[:, 0]
         valid &= torch.isfinite(positive)
         if not bool(valid.all()):
             skipped = int((~valid).sum())
             self.skipped_rows += skipped
-            logger.warning("SpanMaxCrossEntropyLoss skipped %d row(s): empty anchor or positive.", skipped)
+            logger.warning(
+                "SpanMaxCrossEntropyLoss skipped %d row(s): empty anchor or positive.", skipped
+            )
         if not bool(valid.any()):
             return anchor["token_embeddings"].sum() * 0.0
-        similarities = (logits[valid] + 1) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
+        similarities = (
+            logits[valid] + 1
+        ) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
         loss = nn.functional.cross_entropy(self.scale * similarities, targets[valid])
         if torch.isnan(loss):
-            raise FloatingPointError("SpanMaxCrossEntropyLoss is NaN: check the inputs and the learning rate.")
+            raise FloatingPointError(
+                "SpanMaxCrossEntropyLoss is NaN: check the inputs and the learning rate."
+            )
         return loss
 
-    def _in_batch_logits(self, queries: Tensor, passages: list[dict[str, Any]], rows: int) -> tuple[Tensor, Tensor]:
+    def _in_batch_logits(
+        self, queries: Tensor, passages: list[dict[str, Any]], rows: int
+    ) -> tuple[Tensor, Tensor]:
         """Every query against every passage row (column-major: positives, then each negative column). With
         ``gather_across_devices`` all processes' queries score this process's passages (token vectors stay where they
         are) and the scores are gathered with gradient."""
         from sentence_transformers.util import all_gather_with_grad
 
         rank, all_queries = 0, queries
-        if self.gather_across_devices and torch.distributed.is_available() and torch.distributed.is_initialized():
+        if (
+            self.gather_across_devices
+            and torch.distributed.is_available()
+            and torch.distributed.is_initialized()
+        ):
             all_queries, rank = all_gather_with_grad(queries), torch.distributed.get_rank()
         spans = (self.unit, self.min_span, self.max_span)
-        scores = torch.cat([column_span_scores(all_queries, out, *spans, shared=True) for out in passages])
+        scores = torch.cat(
+            [column_span_scores(all_queries, out, *spans, shared=True) for out in passages]
+        )
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)
-        logits = scores[:, rank * rows : (rank + 1) * rows].T  # this process's queries against every passage row
-        targets = rank * local_passages + torch.arange(rows, device=logits.device)  # own positive: column 0 rows
+        logits = scores[
+            :, rank * rows : (rank + 1) * rows
+        ].T  # this process's queries against every passage row
+        targets = rank * local_passages + torch.arange(
+            rows, device=logits.device
+        )  # own positive: column 0 rows
         return logits, targets
 
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:

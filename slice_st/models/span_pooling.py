@@ -66,13 +66,19 @@ class SpanPooling(Module):
     ) -> None:
         super().__init__()
         check_span_bounds(min_span, max_span)
-        self.embedding_dimension, self.min_span, self.max_span = embedding_dimension, min_span, max_span
+        self.embedding_dimension, self.min_span, self.max_span = (
+            embedding_dimension,
+            min_span,
+            max_span,
+        )
         self.unit, self.output_spans = check_unit(unit), output_spans
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         token_embeddings = features["token_embeddings"]
         weights = features["attention_mask"].unsqueeze(-1).to(token_embeddings.dtype)
-        features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+        features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(
+            min=1e-9
+        )
         return self.add_spans(features)
 
     def add_spans(self, features: dict[str, Any]) -> dict[str, Any]:
@@ -89,13 +95,19 @@ class SpanPooling(Module):
             return features
         token_embeddings, attention_mask = features["token_embeddings"], features["attention_mask"]
         units = unit_boundaries(attention_mask, special, offsets, self.unit)
-        spans = pool_spans(token_embeddings, units.boundaries, units.num_units, self.min_span, self.max_span)
+        spans = pool_spans(
+            token_embeddings, units.boundaries, units.num_units, self.min_span, self.max_span
+        )
         last = (spans.ends - 1).clamp(min=0)
         features.update(
             span_embeddings=spans.embeddings.to(token_embeddings.dtype),
-            span_units=torch.stack([spans.starts, spans.ends], dim=1).expand(len(token_embeddings), -1, -1),
+            span_units=torch.stack([spans.starts, spans.ends], dim=1).expand(
+                len(token_embeddings), -1, -1
+            ),
             span_mask=spans.mask,
-            span_offsets=torch.stack([units.char_starts[:, spans.starts], units.char_ends[:, last]], dim=-1),
+            span_offsets=torch.stack(
+                [units.char_starts[:, spans.starts], units.char_ends[:, last]], dim=-1
+            ),
             unit_boundaries=units.boundaries,
             num_units=units.num_units,
         )
@@ -107,7 +119,9 @@ class SpanPooling(Module):
     def get_embedding_dimension(self) -> int:
         return self.embedding_dimension
 
-    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
+    def save(
+        self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any
+    ) -> None:
         self.save_config(output_path)
 
     @classmethod
@@ -128,14 +142,22 @@ class SpanPooling(Module):
         if pooling is None:
             raise ValueError("SpanPooling.attach needs a model with a mean Pooling module.")
         if pooling.pooling_mode != "mean":
-            raise ValueError(f"SpanPooling extends mean pooling only; this model pools with {pooling.pooling_mode!r}.")
+            raise ValueError(
+                f"SpanPooling extends mean pooling only; this model pools with {pooling.pooling_mode!r}."
+            )
         old = getattr(pooling, "span_pooling", None)
         if isinstance(old, cls):
             old._hook.remove()
         span_pooling = cls(
-            pooling.get_embedding_dimension(), settings.min_span, settings.max_span, settings.unit, output_spans
+            pooling.get_embedding_dimension(),
+            settings.min_span,
+            settings.max_span,
+            settings.unit,
+            output_spans,
         )
-        pooling.span_pooling = span_pooling  # a child: found by get_span_config, moved by .to(), never saved
+        pooling.span_pooling = (
+            span_pooling  # a child: found by get_span_config, moved by .to(), never saved
+        )
         span_pooling._hook = pooling.register_forward_hook(span_pooling._after_pooling)
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         return model

@@ -55,7 +55,9 @@ class ShippedModel:
         folder = os.environ.get(self.base_env or "", "")
         if folder:
             if not os.path.isfile(os.path.join(os.path.expanduser(folder), "config.json")):
-                raise FileNotFoundError(f"{self.base_env}={folder} is not a model folder (no config.json there).")
+                raise FileNotFoundError(
+                    f"{self.base_env}={folder} is not a model folder (no config.json there)."
+                )
             return os.path.expanduser(folder)
         return self.base
 
@@ -69,11 +71,15 @@ class ShippedModel:
         try:
             expected = self.provenance["sha256"]
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ValueError(f"{self.adapter_dir}: no readable provenance.json with the adapter's digests.") from error
+            raise ValueError(
+                f"{self.adapter_dir}: no readable provenance.json with the adapter's digests."
+            ) from error
         for name in ("adapter_config.json", "adapter_model.safetensors"):
             path = os.path.join(self.adapter_dir, name)
             if not os.path.isfile(path) or file_sha256(path) != expected.get(name):
-                raise ValueError(f"{path} is missing or not the file shipped (SHA-256): reinstall slice-st.")
+                raise ValueError(
+                    f"{path} is missing or not the file shipped (SHA-256): reinstall slice-st."
+                )
 
 
 _HERE = os.path.dirname(__file__)
@@ -118,12 +124,16 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
 
     with open(os.path.join(adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
         config = json.load(handle)
-    scale = config["lora_alpha"] / (math.sqrt(config["r"]) if config.get("use_rslora") else config["r"])
+    scale = config["lora_alpha"] / (
+        math.sqrt(config["r"]) if config.get("use_rslora") else config["r"]
+    )
     tensors = load_file(os.path.join(adapter_dir, "adapter_model.safetensors"))
     updates = []
     for key, lora_a in tensors.items():
         if key.endswith(".lora_A.weight"):
-            module = transformer.get_submodule(key.removesuffix(".lora_A.weight").removeprefix("base_model.model."))
+            module = transformer.get_submodule(
+                key.removesuffix(".lora_A.weight").removeprefix("base_model.model.")
+            )
             lora_b = tensors[key.replace(".lora_A.", ".lora_B.")]
             updates.append((module.weight, (lora_b.float() @ lora_a.float()) * scale))
     with torch.no_grad():
@@ -133,7 +143,11 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
 
 
 def rebuilt_model(
-    model: SentenceTransformer, modules: list | None = None, *, model_card_data: Any = None, model_class: Any = None
+    model: SentenceTransformer,
+    modules: list | None = None,
+    *,
+    model_card_data: Any = None,
+    model_class: Any = None,
 ):
     """A ``model_class`` (default ``SentenceTransformer``) over ``modules`` (default: ``model``'s), ``model``'s options,
     ``model_card_data``."""
@@ -143,7 +157,9 @@ def rebuilt_model(
     options = {key: getattr(model, key) for key in keys}
     modules = list(model) if modules is None else modules
     model_class = model_class or SentenceTransformer
-    return model_class(modules=modules, device=str(model.device), model_card_data=model_card_data, **options)
+    return model_class(
+        modules=modules, device=str(model.device), model_card_data=model_card_data, **options
+    )
 
 
 def load_shipped_model(name: str, base: SentenceTransformer):
@@ -152,4 +168,6 @@ def load_shipped_model(name: str, base: SentenceTransformer):
     shipped = shipped_model(name)
     shipped.check_files()
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
-    return rebuilt_model(base, model_class=type(base))  # a fresh card: the base folder's README is not about these
+    return rebuilt_model(
+        base, model_class=type(base)
+    )  # a fresh card: the base folder's README is not about these

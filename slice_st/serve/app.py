@@ -72,26 +72,47 @@ class SearchRequest(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}},
+        json_schema_extra={
+            "example": {"queries": ["a late flight"], "top_k": 5, "per_document": 1}
+        },
     )
     queries: str | list[str] = Field(description="one query, or a list of queries")
     top_k: int = Field(10, ge=1, le=100_000, description="spans per query, best first")
-    per_document: int | None = Field(None, ge=1, le=100_000, description="at most this many spans of each document")
-    threshold: float | None = Field(None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it")
+    per_document: int | None = Field(
+        None, ge=1, le=100_000, description="at most this many spans of each document"
+    )
+    threshold: float | None = Field(
+        None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it"
+    )
     scorer: Literal["reranked", "phrase", "max-cosine"] = Field(
-        "reranked", description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)"
+        "reranked",
+        description="how the best spans are chosen ('reranked': the documents of the best 'phrase' spans)",
     )
-    overlap: bool = Field(False, description="also return spans overlapping a better one of the same document")
+    overlap: bool = Field(
+        False, description="also return spans overlapping a better one of the same document"
+    )
     merge_identical: bool = Field(
-        False, description="one match for a span found in several documents: its count and places list every one"
+        False,
+        description="one match for a span found in several documents: its count and places list every one",
     )
-    min_span: int | None = Field(None, ge=1, le=1000, description="shortest span (default: the index's)")
-    max_span: int | None = Field(None, ge=1, le=1000, description="longest span (default: the index's)")
-    approximate: bool = Field(False, description="use the index's candidate stage (built with --candidates)")
+    min_span: int | None = Field(
+        None, ge=1, le=1000, description="shortest span (default: the index's)"
+    )
+    max_span: int | None = Field(
+        None, ge=1, le=1000, description="longest span (default: the index's)"
+    )
+    approximate: bool = Field(
+        False, description="use the index's candidate stage (built with --candidates)"
+    )
     candidates: int | None = Field(
-        None, ge=1, le=65_536, description="candidate chunks per query (approximate); documents (a compressed index)"
+        None,
+        ge=1,
+        le=65_536,
+        description="candidate chunks per query (approximate); documents (a compressed index)",
     )
-    nprobe: int | None = Field(None, ge=1, le=65_536, description="FAISS lists probed per query (approximate)")
+    nprobe: int | None = Field(
+        None, ge=1, le=65_536, description="FAISS lists probed per query (approximate)"
+    )
 
 
 class QueryResult(BaseModel):
@@ -102,7 +123,10 @@ class QueryResult(BaseModel):
     def _old_names_too(self, matches: list[IndexMatch]) -> list[dict[str, Any]]:
         """Each match's fields (``count`` and ``places`` only when merged), and for one release its old ``doc_index``
         and ``cosine`` (deprecated)."""
-        return [_fields(match) | {"doc_index": match.text_index, "cosine": match.similarity} for match in matches]
+        return [
+            _fields(match) | {"doc_index": match.text_index, "cosine": match.similarity}
+            for match in matches
+        ]
 
 
 def _fields(match: IndexMatch) -> dict[str, Any]:
@@ -119,9 +143,12 @@ class DocumentResponse(BaseModel):
     id: str
     index: int
     text: str
-    units: list[tuple[int, int]] = Field(description="start and end character (code point) of each unit")
+    units: list[tuple[int, int]] = Field(
+        description="start and end character (code point) of each unit"
+    )
     profile: list[float | None] | None = Field(
-        None, description="with a query: each unit's best covering span score (null: no span covers it)"
+        None,
+        description="with a query: each unit's best covering span score (null: no span covers it)",
     )
 
 
@@ -144,10 +171,15 @@ def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
     if not texts:
         raise HTTPException(400, "queries is empty: give at least one query.")
     if len(texts) > limits.max_queries:
-        raise HTTPException(413, f"at most {limits.max_queries} queries per search, got {len(texts)}.")
+        raise HTTPException(
+            413, f"at most {limits.max_queries} queries per search, got {len(texts)}."
+        )
     for position, text in enumerate(texts):
         if len(text) > limits.max_query_chars:
-            raise HTTPException(413, f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.")
+            raise HTTPException(
+                413,
+                f"query {position} has {len(text)} characters; at most {limits.max_query_chars}.",
+            )
     return texts
 
 
@@ -182,15 +214,22 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     for name in ("top_k", "per_document"):  # the server's bound, reported as the model's own are
         if (getattr(body, name) or 0) > limits.max_top_k:
             message = f"Input should be less than or equal to {limits.max_top_k}"
-            raise HTTPException(422, [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}])
+            raise HTTPException(
+                422, [{"loc": ["body", name], "msg": message, "type": "less_than_equal"}]
+            )
     index = _current(request)
     options = body.model_dump(exclude={"queries"})
     search = functools.partial(index.search, **options)
-    if options.pop("merge_identical"):  # the spans asked for, bounded: what the cost below is charged for
+    if options.pop(
+        "merge_identical"
+    ):  # the spans asked for, bounded: what the cost below is charged for
         fetch = min(limits.max_top_k, MERGE_FETCH * body.top_k)
         search = functools.partial(merged_search, index, fetch=fetch, **options)
         options["top_k"] = fetch
-    cost, most = search_cost(index, queries, options), min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
+    cost, most = (
+        search_cost(index, queries, options),
+        min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND),
+    )
     if cost > most:
         raise HTTPException(
             413,
@@ -210,14 +249,18 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
         return found
 
     found = await _run(request, work)
-    return {"results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]}
+    return {
+        "results": [{"query": query, "matches": matches} for query, matches in zip(queries, found)]
+    }
 
 
 #: With ``merge_identical``, a search asks for at most this many spans per distinct span wanted (and ``max_top_k``).
 MERGE_FETCH = 16
 
 
-def merged_search(index: SpanIndex, queries: list[str], *, top_k: int, fetch: int, **options) -> list[list[IndexMatch]]:
+def merged_search(
+    index: SpanIndex, queries: list[str], *, top_k: int, fetch: int, **options
+) -> list[list[IndexMatch]]:
     """``index.search(queries, merge_identical=True)`` asking for at most ``fetch`` spans per query: where copies fill
     them, fewer than ``top_k`` distinct spans (a client cannot make the server rank the whole corpus)."""
     results = []
@@ -251,19 +294,34 @@ def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -
     units ranked until enough documents are found (all of them when the index has fewer). What time and memory grow
     with, so one long document cannot pass as cheap."""
     config = index.span_config
-    lengths = (options.get("max_span") or config.max_span) - (options.get("min_span") or config.min_span) + 1
+    lengths = (
+        (options.get("max_span") or config.max_span)
+        - (options.get("min_span") or config.min_span)
+        + 1
+    )
     scanned = index.num_units
     stage = getattr(index, "_candidates", None)
     if options.get("approximate") and stage is not None:
-        scanned = min(scanned, (options.get("candidates") or stage.settings["candidates"]) * stage.settings["chunk"])
+        scanned = min(
+            scanned,
+            (options.get("candidates") or stage.settings["candidates"]) * stage.settings["chunk"],
+        )
     top_k, per_document = options.get("top_k") or 10, options.get("per_document")
     windows = _document_window_units(index)  # largest first
     work = 0.0
-    if options.get("scorer", "reranked") == "reranked":  # at most top_k documents re-ranked: the largest
-        work += RERANK_WEIGHT * float(windows[:top_k].sum()) * (1 + min(top_k, per_document or top_k) / RERANK_TOP_K)
+    if (
+        options.get("scorer", "reranked") == "reranked"
+    ):  # at most top_k documents re-ranked: the largest
+        work += (
+            RERANK_WEIGHT
+            * float(windows[:top_k].sum())
+            * (1 + min(top_k, per_document or top_k) / RERANK_TOP_K)
+        )
     if per_document:  # the scan grows (4x a time) until it holds top_k / per_document documents
         needed = -(-top_k // per_document)
-        ranked = scanned if len(windows) < needed else min(scanned, 4 * float(windows[:needed].sum()))
+        ranked = (
+            scanned if len(windows) < needed else min(scanned, 4 * float(windows[:needed].sum()))
+        )
         work += RANK_WEIGHT * ranked
     per_query = [(1 + len(query) / QUERY_CHARS) * max(1, scanned) + work for query in queries]
     return float(sum(per_query)) * max(1, lengths) + QUERY_CHAR_COST * sum(map(len, queries))
@@ -274,7 +332,9 @@ def _document_window_units(index: SpanIndex) -> np.ndarray:
     """The units of each document's stored windows (overlaps counted), largest first."""
     arrays = index.arrays
     sizes = np.diff(np.asarray(arrays["segment_units"]))
-    return np.sort(np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index)))[::-1]
+    return np.sort(
+        np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index))
+    )[::-1]
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
@@ -289,7 +349,11 @@ def _positions(index: SpanIndex) -> dict[str, int]:
     responses={404: {"description": "unknown document id"}},
 )
 async def document(
-    request: Request, id: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
+    request: Request,
+    id: str,
+    q: str | None = None,
+    min_span: int | None = None,
+    max_span: int | None = None,
 ) -> dict[str, Any]:
     index = _current(request)
     position = _positions(index).get(id)
@@ -297,11 +361,19 @@ async def document(
         raise HTTPException(404, f"no document with id {id!r:.80}.")
     query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
 
-    def answer(cancelled) -> JSONResponse:  # a long document's units take a while to serialise: never in the loop
+    def answer(
+        cancelled,
+    ) -> JSONResponse:  # a long document's units take a while to serialise: never in the loop
         chars, scores = index.unit_profile(query, id, min_span, max_span)
-        profile = None if query is None else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
+        profile = (
+            None
+            if query is None
+            else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
+        )
         text = index.texts[position]
-        return JSONResponse({"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile})
+        return JSONResponse(
+            {"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile}
+        )
 
     return await _run(request, answer, alone=query is not None)  # no query: no model needed
 
@@ -331,7 +403,9 @@ def _files(index: SpanIndex) -> dict[str, list[int]]:
 class FilePart(BaseModel):
     id: str
     index: int
-    line: int | None = Field(description="the document's first line in the file (null: an id without one)")
+    line: int | None = Field(
+        description="the document's first line in the file (null: an id without one)"
+    )
     start: int = Field(description="where the document starts in the file's text (code points)")
     end: int
 
@@ -340,9 +414,12 @@ class FileResponse(BaseModel):
     path: str
     text: str = Field(description="the file's documents in line order, a blank line between two")
     parts: list[FilePart]
-    units: list[tuple[int, int]] = Field(description="start and end character (code point) of each unit in text")
+    units: list[tuple[int, int]] = Field(
+        description="start and end character (code point) of each unit in text"
+    )
     profile: list[float | None] | None = Field(
-        None, description="with a query: each unit's best covering span score (null: no span covers it)"
+        None,
+        description="with a query: each unit's best covering span score (null: no span covers it)",
     )
 
 
@@ -353,7 +430,9 @@ def file_cost(index: SpanIndex, positions: list[int], query: str | None, lengths
     work = float(len(positions) * len(index.arrays["segment_docs"]))
     if query is not None:
         units = float(_document_window_units_by_position(index)[positions].sum())
-        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + len(positions) * QUERY_CHAR_COST * len(query)
+        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + len(
+            positions
+        ) * QUERY_CHAR_COST * len(query)
     return work
 
 
@@ -375,7 +454,11 @@ def _document_window_units_by_position(index: SpanIndex) -> np.ndarray:
     },
 )
 async def file(
-    request: Request, path: str, q: str | None = None, min_span: int | None = None, max_span: int | None = None
+    request: Request,
+    path: str,
+    q: str | None = None,
+    min_span: int | None = None,
+    max_span: int | None = None,
 ) -> JSONResponse:
     index = _current(request)
     positions = _files(index).get(path)
@@ -394,7 +477,9 @@ async def file(
             f"query encoding per document); at most {most:.3g}: open one of its documents (/api/documents).",
         )
 
-    def answer(cancelled) -> JSONResponse:  # a long file's units take a while to serialise: never in the loop
+    def answer(
+        cancelled,
+    ) -> JSONResponse:  # a long file's units take a while to serialise: never in the loop
         parts, texts, units, profile, at = [], [], [], [], 0
         for position in positions:
             if cancelled is not None and cancelled.is_set():
@@ -402,7 +487,13 @@ async def file(
             doc_id, text = index.doc_ids[position], index.texts[position]
             chars, scores = index.unit_profile(query, doc_id, min_span, max_span)
             parts.append(
-                {"id": doc_id, "index": position, "line": file_of(doc_id)[1], "start": at, "end": at + len(text)}
+                {
+                    "id": doc_id,
+                    "index": position,
+                    "line": file_of(doc_id)[1],
+                    "start": at,
+                    "end": at + len(text),
+                }
             )
             texts.append(text)
             units += (chars + at).tolist()
@@ -467,8 +558,12 @@ def create_app(
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.mount("/static", StaticFiles(directory=str(_STATIC)), name="static")
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.request_timeout_s)
+    app.add_middleware(
+        BodyLimit, max_bytes=limits.max_body_bytes, timeout_s=limits.request_timeout_s
+    )
     app.add_middleware(TokenGate, token=token)
     hosts = host_names(allowed_hosts) if allowed_hosts is not None else default_hosts("127.0.0.1")
-    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)  # outermost: a rebinding page gets nothing
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=hosts
+    )  # outermost: a rebinding page gets nothing
     return app

@@ -41,17 +41,23 @@ class BodyLimit:
         deadline = asyncio.get_running_loop().time() + self.timeout_s
         while True:
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - asyncio.get_running_loop().time()))
+                message = await asyncio.wait_for(
+                    receive(), max(0.0, deadline - asyncio.get_running_loop().time())
+                )
             except TimeoutError:
                 detail = f"the request body did not arrive within {self.timeout_s:g} s."
-                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(scope, receive, send)
+                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(
+                    scope, receive, send
+                )
                 return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
                 detail = f"request body over {self.max_bytes} bytes."
-                await JSONResponse({"detail": detail}, 413, {"connection": "close"})(scope, receive, send)
+                await JSONResponse({"detail": detail}, 413, {"connection": "close"})(
+                    scope, receive, send
+                )
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -80,8 +86,12 @@ class TokenGate:
         if any(hmac.compare_digest(candidate, self.token) for candidate in sent):
             await self.app(scope, receive, send)
             return
-        if scope["path"] == "/" and any(hmac.compare_digest(candidate, self.token) for candidate in in_query):
-            value = quote(self.token.decode(), safe="")  # a space, ';' or 'é' in a cookie: percent-encoded
+        if scope["path"] == "/" and any(
+            hmac.compare_digest(candidate, self.token) for candidate in in_query
+        ):
+            value = quote(
+                self.token.decode(), safe=""
+            )  # a space, ';' or 'é' in a cookie: percent-encoded
             cookie = f"{TOKEN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
             await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
@@ -105,9 +115,15 @@ def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
             sent.append(value[7:].strip())
         elif name == b"cookie":
             parts = [part.strip() for part in value.split(b";")]
-            sent += [unquote_to_bytes(part[len(cookie) :]) for part in parts if part.startswith(cookie)]
+            sent += [
+                unquote_to_bytes(part[len(cookie) :]) for part in parts if part.startswith(cookie)
+            ]
     query = scope.get("query_string", b"").split(b"&")
-    return sent, [unquote_to_bytes(part[6:].replace(b"+", b" ")) for part in query if part.startswith(b"token=")]
+    return sent, [
+        unquote_to_bytes(part[6:].replace(b"+", b" "))
+        for part in query
+        if part.startswith(b"token=")
+    ]
 
 
 class HideToken(logging.Filter):
@@ -157,7 +173,9 @@ class SearchRunner:
             raise
 
 
-def guarded_protocol(request_timeout_s: float, max_connections: int, max_client_connections: int | None = None):
+def guarded_protocol(
+    request_timeout_s: float, max_connections: int, max_client_connections: int | None = None
+):
     """uvicorn's h11 protocol, closing a connection that sends no complete request head within ``request_timeout_s``
     and refusing (closing at once) connections past ``max_connections``, or past ``max_client_connections`` from one
     address (so one client cannot hold them all)."""
@@ -172,8 +190,12 @@ def guarded_protocol(request_timeout_s: float, max_connections: int, max_client_
 
         def connection_made(self, transport) -> None:
             address = (transport.get_extra_info("peername") or ("",))[0]
-            same = sum(1 for other in self.connections if other.client and other.client[0] == address)
-            if len(self.connections) >= max_connections or same >= per_client:  # no file handle is held for it
+            same = sum(
+                1 for other in self.connections if other.client and other.client[0] == address
+            )
+            if (
+                len(self.connections) >= max_connections or same >= per_client
+            ):  # no file handle is held for it
                 transport.close()
                 return
             super().connection_made(transport)
@@ -211,7 +233,11 @@ def default_hosts(host: str) -> list[str]:
     >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0"), default_hosts("::1")
     (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1', '[::1]'], ['[::1]', 'localhost'])
     """
-    return host_names([host, "localhost"] if host not in ("0.0.0.0", "::", "") else ["localhost", "127.0.0.1", "::1"])
+    return host_names(
+        [host, "localhost"]
+        if host not in ("0.0.0.0", "::", "")
+        else ["localhost", "127.0.0.1", "::1"]
+    )
 
 
 def host_names(hosts: list[str]) -> list[str]:
@@ -239,11 +265,15 @@ def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` and listening; a bad port, a name that does not resolve or an address in use
     is a ``ValueError`` saying so (checked before the model loads)."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise SpanInputError(f"port must be a number from 0 (any free port) to 65535, got {port!r}.")
+        raise SpanInputError(
+            f"port must be a number from 0 (any free port) to 65535, got {port!r}."
+        )
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (socket.gaierror, UnicodeError) as error:
-        raise SpanInputError(f"cannot listen on {host}: the name does not resolve ({error}).") from None
+        raise SpanInputError(
+            f"cannot listen on {host}: the name does not resolve ({error})."
+        ) from None
     family, kind, protocol, _, address = infos[0]
     sock = socket.socket(family, kind, protocol)
     try:
@@ -252,6 +282,8 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.listen(2048)
     except OSError as error:
         sock.close()
-        raise SpanInputError(f"cannot listen on {host}:{port}: {error.strerror or error}.") from None
+        raise SpanInputError(
+            f"cannot listen on {host}:{port}: {error.strerror or error}."
+        ) from None
     sock.setblocking(False)
     return sock

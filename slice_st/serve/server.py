@@ -38,11 +38,15 @@ def run_server(
             "serve --token or $SLICE_ST_TOKEN; or bind 127.0.0.1)",
             host,
         )
-    app = create_app(source, limits, allowed_hosts=default_hosts(host) + list(allowed_hosts or []), token=token)
+    app = create_app(
+        source, limits, allowed_hosts=default_hosts(host) + list(allowed_hosts or []), token=token
+    )
     config = uvicorn.Config(
         app,
         log_level=log_level,
-        http=guarded_protocol(limits.request_timeout_s, limits.max_connections, limits.max_client_connections),
+        http=guarded_protocol(
+            limits.request_timeout_s, limits.max_connections, limits.max_client_connections
+        ),
         timeout_keep_alive=max(1, int(limits.request_timeout_s)),
         limit_concurrency=limits.max_connections,
         ws="none",

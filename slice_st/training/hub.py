@@ -17,16 +17,22 @@ def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
     user's or one of their organisations' namespace. ``api`` defaults to ``huggingface_hub.HfApi()``.
     """
     if not isinstance(repo_id, str) or repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise HubAccessError(f"--push-to-hub needs a repository id: --hub-model-id ORG/NAME, got {repo_id!r}.")
+        raise HubAccessError(
+            f"--push-to-hub needs a repository id: --hub-model-id ORG/NAME, got {repo_id!r}."
+        )
     if hub_offline():
-        raise HubAccessError(f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it.")
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the Hub is switched off (HF_HUB_OFFLINE=1); unset it."
+        )
     with needs_extra("train", "pushing to the Hub"):
         import huggingface_hub
         from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
     api = api if api is not None else huggingface_hub.HfApi()
     if not huggingface_hub.get_token():
-        raise HubAccessError(f"cannot push to {repo_id}: no Hugging Face token; run `hf auth login` or set HF_TOKEN.")
+        raise HubAccessError(
+            f"cannot push to {repo_id}: no Hugging Face token; run `hf auth login` or set HF_TOKEN."
+        )
     try:
         me = api.whoami()
     except (HfHubHTTPError, OSError, ConnectionError) as error:
@@ -34,7 +40,9 @@ def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
         why += f" ({' '.join(str(error).split())[:160]})"
         raise HubAccessError(f"cannot push to {repo_id}: the Hub {why}.") from None
     if ((me.get("auth") or {}).get("accessToken") or {}).get("role") == "read":
-        raise HubAccessError(f"cannot push to {repo_id}: the token is read-only; create one with write access.")
+        raise HubAccessError(
+            f"cannot push to {repo_id}: the token is read-only; create one with write access."
+        )
     namespace = repo_id.split("/")[0]
     mine = {me.get("name")} | {org.get("name") for org in me.get("orgs") or []}
     if namespace not in mine:
@@ -47,5 +55,7 @@ def check_hub_access(repo_id: str, *, api=None) -> dict[str, Any]:
     except RepositoryNotFoundError:
         pass  # the trainer creates it (private with hub_private_repo)
     except HfHubHTTPError as error:
-        raise HubAccessError(f"cannot push to {repo_id}: {' '.join(str(error).split())[:160]}.") from None
+        raise HubAccessError(
+            f"cannot push to {repo_id}: {' '.join(str(error).split())[:160]}."
+        ) from None
     return me

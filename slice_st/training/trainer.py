@@ -79,9 +79,13 @@ class SliceArguments:
         ('distill',)
     """
 
-    _argument_group_name = "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
+    _argument_group_name = (
+        "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
+    )
 
-    model: str | None = _option("base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"])
+    model: str | None = _option(
+        "base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"]
+    )
     train_data: list[str] = _option(
         "SLICE triplets: msmarco:PATH (a query/positive/negative TSV) | a datasets folder", []
     )
@@ -91,8 +95,12 @@ class SliceArguments:
         [],
     )
     dev: str | None = _option("STS-B-Context TSV: the evaluator that chooses the best checkpoint")
-    sts_dev: str | None = _option("STS-B TSV: also report sentence similarity (Spearman) at each evaluation")
-    dev_select: Literal["all", "even", "odd"] = _option("dev rows that choose the best checkpoint", "all")
+    sts_dev: str | None = _option(
+        "STS-B TSV: also report sentence similarity (Spearman) at each evaluation"
+    )
+    dev_select: Literal["all", "even", "odd"] = _option(
+        "dev rows that choose the best checkpoint", "all"
+    )
     dev_limit: int | None = _option("use the first N dev rows")
     resume: bool = _option("continue from the last complete checkpoint in the output folder", False)
     overwrite: bool = _option("train into an output folder that already has files", False)
@@ -102,7 +110,9 @@ class SliceArguments:
     train_limit: int | None = _option("use the first N triplets")
     unit: Literal["word", "token"] = _option("span unit", "word")
     scale: float = _option("λ of SpanMaxCrossEntropyLoss", 30.0)
-    in_batch_negatives: bool = _option("the other rows' passages are extra negatives (SLICE loss)", False)
+    in_batch_negatives: bool = _option(
+        "the other rows' passages are extra negatives (SLICE loss)", False
+    )
     teacher: str | None = _option("teacher id or path (default: a frozen copy of the base model)")
     distill_weight: float = _option("weight of the distillation loss (with both losses)", 1.0)
     distill_spans: int = _option("spans drawn per passage", 8)
@@ -113,32 +123,52 @@ class SliceArguments:
     cache_teacher: bool = _option("precompute the teacher's span vectors once", False)
     passage_min_words: int = _option("shortest passage, in words", 20)
     passage_max_words: int = _option("longest passage, in words", 80)
-    max_seq_length: int | None = _option("the model's max_seq_length during training (default: keep)")
+    max_seq_length: int | None = _option(
+        "the model's max_seq_length during training (default: keep)"
+    )
     lora_r: int = _option("rank of a LoRA adapter to train (0: every weight)", 0)
     lora_alpha: float | None = _option("LoRA alpha (default: 2 x lora_r)")
     lora_layers: int = _option("LoRA on the top N transformer layers only (0: every layer)", 0)
-    license: str | None = _option("the model card's licence (default: chosen from the training data)")
+    license: str | None = _option(
+        "the model card's licence (default: chosen from the training data)"
+    )
 
     @property
     def objectives(self) -> tuple[str, ...]:
         """Which losses this run trains: ``("slice",)``, ``("distill",)`` or both."""
-        return tuple(name for name, data in (("slice", self.train_data), ("distill", self.distill_data)) if data)
+        return tuple(
+            name
+            for name, data in (("slice", self.train_data), ("distill", self.distill_data))
+            if data
+        )
 
     def check(self, args, needs_train_data: bool = True) -> None:
         """Check every setting, with the trainer's ``args``, before anything is loaded (a clear error)."""
         if needs_train_data and not self.objectives:
-            raise SpanInputError("no training data: give --train-data (triplets) and/or --distill-data (texts).")
+            raise SpanInputError(
+                "no training data: give --train-data (triplets) and/or --distill-data (texts)."
+            )
         for name, kind in get_type_hints(SliceArguments).items():
             if get_origin(kind) is Literal and getattr(self, name) not in get_args(kind):
-                raise SpanInputError(f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}.")
+                raise SpanInputError(
+                    f"{name} must be one of {', '.join(get_args(kind))}, got {getattr(self, name)!r}."
+                )
         if self.lora_r < 0:
             raise SpanInputError(f"lora_r must be >= 0 (0: full fine-tune), got {self.lora_r}.")
         if self.lora_layers < 0 or (self.lora_layers and not self.lora_r):
-            raise SpanInputError(f"lora_layers must be >= 0 and needs lora_r > 0, got {self.lora_layers}.")
+            raise SpanInputError(
+                f"lora_layers must be >= 0 and needs lora_r > 0, got {self.lora_layers}."
+            )
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
-        for name in ("max_steps", "per_device_train_batch_size", "eval_steps", "save_steps", "logging_steps"):
+        for name in (
+            "max_steps",
+            "per_device_train_batch_size",
+            "eval_steps",
+            "save_steps",
+            "logging_steps",
+        ):
             if (getattr(args, name) or 0) < 1:
                 raise SpanInputError(f"{name} must be >= 1, got {getattr(args, name)}.")
         if self.dev is not None and args.save_steps % args.eval_steps:
@@ -170,7 +200,9 @@ def training_arguments(
     from transformers import HfArgumentParser
 
     if preset is not None and preset not in PRESETS:
-        raise SpanInputError(f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}.")
+        raise SpanInputError(
+            f"unknown preset {preset!r}; choose from {', '.join(sorted(PRESETS))}."
+        )
     parser = HfArgumentParser((SliceArguments, SentenceTransformerTrainingArguments))
     settings, args = parser.parse_dict({**TRAINING_DEFAULTS, **PRESETS.get(preset, {}), **values})
     return args, settings
@@ -190,8 +222,12 @@ def load_training_data(settings: SliceArguments, seed: int):
         elif os.path.isdir(source):
             parts.append(datasets.load_from_disk(source))
         else:
-            raise FileNotFoundError(f"training data {source!r}: not msmarco:PATH or a saved dataset folder.")
-    dataset = datasets.concatenate_datasets([part.select_columns(["anchor", "positive", "negative"]) for part in parts])
+            raise FileNotFoundError(
+                f"training data {source!r}: not msmarco:PATH or a saved dataset folder."
+            )
+    dataset = datasets.concatenate_datasets(
+        [part.select_columns(["anchor", "positive", "negative"]) for part in parts]
+    )
     return first_rows(dataset.shuffle(seed=seed), settings.train_limit)
 
 
@@ -234,14 +270,34 @@ def _losses(
 ) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans, negatives, losses = {"min_span": settings.min_span, "unit": settings.unit}, settings.in_batch_negatives, {}
+    spans, negatives, losses = (
+        {"min_span": settings.min_span, "unit": settings.unit},
+        settings.in_batch_negatives,
+        {},
+    )
     if "slice" in objectives:
-        batch = {"in_batch_negatives": negatives, "gather_across_devices": negatives, "max_span": settings.max_span}
+        batch = {
+            "in_batch_negatives": negatives,
+            "gather_across_devices": negatives,
+            "max_span": settings.max_span,
+        }
         losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
-    if "distill" in objectives:  # the teacher is a frozen copy of the model as it is now, before training
-        distill = {"max_span": settings.distill_max_span, "metric": settings.distill_metric, "seed": seed}
-        distill |= {"text_weight": settings.distill_text_weight, "weight": settings.distill_weight, **spans}
-        losses["distill"] = SpanDistillationLoss(model, settings.teacher, settings.distill_spans, **distill)
+    if (
+        "distill" in objectives
+    ):  # the teacher is a frozen copy of the model as it is now, before training
+        distill = {
+            "max_span": settings.distill_max_span,
+            "metric": settings.distill_metric,
+            "seed": seed,
+        }
+        distill |= {
+            "text_weight": settings.distill_text_weight,
+            "weight": settings.distill_weight,
+            **spans,
+        }
+        losses["distill"] = SpanDistillationLoss(
+            model, settings.teacher, settings.distill_spans, **distill
+        )
     return losses
 
 
@@ -300,14 +356,22 @@ def build_trainer(
 
     settings = settings or SliceArguments()
     settings.check(args, needs_train_data=train_dataset is None)
-    if args.push_to_hub and os.environ.get("RANK", "0") == "0":  # before loading anything, not at the first save
+    if (
+        args.push_to_hub and os.environ.get("RANK", "0") == "0"
+    ):  # before loading anything, not at the first save
         check_hub_access(args.hub_model_id, api=hub_api)
-    model = model if model is not None else load_model(settings.model or "base")  # recipes start from the base
-    enable_span_features(model)  # every training batch carries offsets (the losses check, never change the model)
+    model = (
+        model if model is not None else load_model(settings.model or "base")
+    )  # recipes start from the base
+    enable_span_features(
+        model
+    )  # every training batch carries offsets (the losses check, never change the model)
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
-    set_span_config(model, min_span=settings.min_span, max_span=settings.eval_max_span, unit=settings.unit)
+    set_span_config(
+        model, min_span=settings.min_span, max_span=settings.eval_max_span, unit=settings.unit
+    )
     objectives = settings.objectives if train_dataset is None else _given_objectives(train_dataset)
     losses = _losses(model, settings, objectives, args.seed)
     if settings.lora_r:  # after the distillation teacher was copied: it stays the plain base model
@@ -323,10 +387,18 @@ def build_trainer(
             card[key] = card[key] or (["local"] if name in objectives else [])
     evaluator = _dev_evaluator(settings)
     order = list(train_dataset.keys()) if isinstance(train_dataset, dict) else list(objectives[:1])
-    apply_model_card(model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order)
+    apply_model_card(
+        model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order
+    )
     loss = losses[objectives[0]] if len(losses) == 1 else losses
-    run = {"train_dataset": train_dataset, "evaluator": evaluator, "callbacks": list(callbacks or [])}
-    return SentenceTransformerTrainer(model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run)
+    run = {
+        "train_dataset": train_dataset,
+        "evaluator": evaluator,
+        "callbacks": list(callbacks or []),
+    }
+    return SentenceTransformerTrainer(
+        model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run
+    )
 
 
 def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers: int = 0) -> None:
@@ -345,7 +417,11 @@ def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers
         top = tuple(f"layer.{index}." for index in range(count - layers, count))
         linear = torch.nn.Linear
         modules = transformer.named_modules()
-        targets = [name for name, module in modules if isinstance(module, linear) and any(t in name for t in top)]
+        targets = [
+            name
+            for name, module in modules
+            if isinstance(module, linear) and any(t in name for t in top)
+        ]
     alpha = alpha if alpha is not None else 2 * rank
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
     try:
@@ -364,7 +440,9 @@ def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers
 
 def save_adapter(model: SentenceTransformer, path: str) -> str:
     """Write the model's LoRA adapter alone (``adapter_config.json`` + ``adapter_model.safetensors``) to ``path``."""
-    transformer = next(module.auto_model for module in model if getattr(module, "auto_model", None) is not None)
+    transformer = next(
+        module.auto_model for module in model if getattr(module, "auto_model", None) is not None
+    )
     transformer.save_pretrained(path)
     config_path = Path(path, "adapter_config.json")
     adapter_config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -372,8 +450,12 @@ def save_adapter(model: SentenceTransformer, path: str) -> str:
     if os.path.isabs(base):  # no local paths in what may be published
         from slice_st.card import hub_model_name
 
-        adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(base.rstrip("/"))
-        config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True), encoding="utf-8")
+        adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(
+            base.rstrip("/")
+        )
+        config_path.write_text(
+            json.dumps(adapter_config, indent=2, sort_keys=True), encoding="utf-8"
+        )
     return path
 
 
@@ -381,7 +463,9 @@ def _given_objectives(dataset) -> tuple[str, ...]:
     """Objectives of a given dataset: a ``DatasetDict``'s keys, ``distill`` for a ``text`` column, else ``slice``."""
     if isinstance(dataset, dict):
         if unknown := set(dataset) - {"slice", "distill"}:
-            raise ValueError(f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}.")
+            raise ValueError(
+                f"training DatasetDict keys must be 'slice' and/or 'distill', got {sorted(unknown)}."
+            )
         return tuple(name for name in ("slice", "distill") if name in dataset)
     columns = [column for column in dataset.column_names if column != "label"]
     return ("distill",) if columns == ["text"] else ("slice",)
@@ -406,11 +490,19 @@ def _dev_evaluator(settings: SliceArguments):
         from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
         dev = read_stsb_context(settings.dev)
-        if settings.dev_select != "all":  # every other row: files such as STS-B-Context are ordered by genre
+        if (
+            settings.dev_select != "all"
+        ):  # every other row: files such as STS-B-Context are ordered by genre
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
-        spans = {"min_span": settings.min_span, "max_span": settings.eval_max_span, "unit": settings.unit}
+        spans = {
+            "min_span": settings.min_span,
+            "max_span": settings.eval_max_span,
+            "unit": settings.unit,
+        }
         dev = first_rows(dev, settings.dev_limit)
-        evaluators.append(SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans))
+        evaluators.append(
+            SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans)
+        )
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
     if len(evaluators) < 2:
@@ -425,7 +517,9 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
     from slice_st.files import check_not_link, check_output
 
-    check_not_link(output_dir, purpose="for the run")  # nothing is written, rotated or deleted through a link
+    check_not_link(
+        output_dir, purpose="for the run"
+    )  # nothing is written, rotated or deleted through a link
     full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
     return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
@@ -460,12 +554,16 @@ def train(
         >>> train(args, settings)  # doctest: +SKIP
     """
     settings = settings or SliceArguments()
-    if int(os.environ.get("RANK", "0")) == 0:  # under accelerate the other ranks start as rank 0 writes
+    if (
+        int(os.environ.get("RANK", "0")) == 0
+    ):  # under accelerate the other ranks start as rank 0 writes
         check_train_output(args.output_dir, resume=settings.resume, overwrite=settings.overwrite)
     trainer = build_trainer(args, settings, model, train_dataset, callbacks, hub_api)
     checkpoint = last_complete_checkpoint(args.output_dir) if settings.resume else None
     if settings.resume and checkpoint is None:
-        logger.warning("--resume: no complete checkpoint in %s yet, starting from scratch.", args.output_dir)
+        logger.warning(
+            "--resume: no complete checkpoint in %s yet, starting from scratch.", args.output_dir
+        )
     if checkpoint is not None:
         check_checkpoint_state(checkpoint)
     result, model = trainer.train(resume_from_checkpoint=checkpoint), trainer.model
@@ -475,7 +573,11 @@ def train(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
-    recipe = {key: value for key, value in args.to_dict().items() if key in TRAINING_DEFAULTS or key == "output_dir"}
+    recipe = {
+        key: value
+        for key, value in args.to_dict().items()
+        if key in TRAINING_DEFAULTS or key == "output_dir"
+    }
     _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
     return model
 
@@ -499,17 +601,25 @@ def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
         if trainer.args.push_to_hub:
             if main and os.path.isdir(final):
                 os.replace(final, parked)
-            if has_adapters(model):  # push the merged, flag-free model, not the trainer's adapter-only save
+            if has_adapters(
+                model
+            ):  # push the merged, flag-free model, not the trainer's adapter-only save
                 trainer.model = merged_adapters(model)
-                for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():  # the trainer's saves
+                for name in (
+                    ("adapter_config.json", "adapter_model.safetensors") if main else ()
+                ):  # the trainer's saves
                     Path(output_dir, name).unlink(missing_ok=True)
-            trainer.push_to_hub(commit_message="Final SLICE model")  # model files and the card, from output_dir
+            trainer.push_to_hub(
+                commit_message="Final SLICE model"
+            )  # model files and the card, from output_dir
     finally:
         if main:
             _remove_run_folder(final)
             os.replace(staged, final)
             _remove_run_folder(parked)
-            if has_adapters(model):  # after the push: the adapter alone is a local by-product, not the pushed model
+            if has_adapters(
+                model
+            ):  # after the push: the adapter alone is a local by-product, not the pushed model
                 save_adapter(model, os.path.join(output_dir, "adapter"))
 
 
@@ -530,11 +640,26 @@ def check_checkpoint_state(checkpoint: str) -> None:
     from pickle import UnpicklingError
 
     import torch
-    from transformers.trainer_pt_utils import safe_globals  # the numpy types of rng_state.pth, as the trainer allows
+    from transformers.trainer_pt_utils import (
+        safe_globals,
+    )  # the numpy types of rng_state.pth, as the trainer allows
 
-    unreadable = (UnpicklingError, EOFError, RuntimeError, ValueError, OSError, AttributeError, TypeError, KeyError)
-    paths = [os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")]
-    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))  # one per process
+    unreadable = (
+        UnpicklingError,
+        EOFError,
+        RuntimeError,
+        ValueError,
+        OSError,
+        AttributeError,
+        TypeError,
+        KeyError,
+    )
+    paths = [
+        os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")
+    ]
+    paths += sorted(
+        glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth"))
+    )  # one per process
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():

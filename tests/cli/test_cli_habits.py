@@ -81,7 +81,19 @@ def corpus(tmp_path):
 def built(tiny_model_dir, corpus, tmp_path, capsys):
     out = tmp_path / "ix"
     assert (
-        _run(capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", "4", "--quiet")[0]
+        _run(
+            capsys,
+            "index",
+            "build",
+            corpus,
+            "-o",
+            out,
+            "--model",
+            tiny_model_dir,
+            "--max-span",
+            "4",
+            "--quiet",
+        )[0]
         == 0
     )
     return out
@@ -93,9 +105,15 @@ def built(tiny_model_dir, corpus, tmp_path, capsys):
     [
         (WRAPPED.splitlines(keepends=True), "paragraph"),
         ([s + "\n" for s in SENTENCES], "line"),  # one text per line, ending sentences
-        (["guitar\n", "flight delay\n", "lost bag\n", "refund\n"], "line"),  # a phrase list: short lines
         (
-            ["Agent: how can I help you today\n", "Customer: my flight to Denver was pushed back by three hours\n"],
+            ["guitar\n", "flight delay\n", "lost bag\n", "refund\n"],
+            "line",
+        ),  # a phrase list: short lines
+        (
+            [
+                "Agent: how can I help you today\n",
+                "Customer: my flight to Denver was pushed back by three hours\n",
+            ],
             "line",
         ),
         ([], "line"),
@@ -109,11 +127,22 @@ def test_guess_split(lines, expected):
 def test_split_auto_is_the_default_and_decides_per_file(tiny_model_dir, corpus, tmp_path, capsys):
     manual = tmp_path / "manual.txt"
     manual.write_text(WRAPPED)
-    assert [r.line for r in read_texts([str(manual), str(corpus)], "auto")] == [1, 5] + list(range(1, 16))
+    assert [r.line for r in read_texts([str(manual), str(corpus)], "auto")] == [1, 5] + list(
+        range(1, 16)
+    )
     rows = _jsonl(
-        _run(capsys, "mine", manual, "-q", "remove the program", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[
-            1
-        ].out
+        _run(
+            capsys,
+            "mine",
+            manual,
+            "-q",
+            "remove the program",
+            "--model",
+            tiny_model_dir,
+            "-f",
+            "jsonl",
+            "--quiet",
+        )[1].out
     )
     assert sorted(row["line"] for row in rows) == [1, 5]  # two paragraphs, not seven lines
     rows = _jsonl(
@@ -161,7 +190,10 @@ def test_mine_default_count_and_named_counts(tiny_model_dir, corpus, capsys):
         and len({row["line"] for row in rows}) == 3
         and [row["rank"] for row in rows] == list(range(1, 7))
     )
-    assert len(_jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2", "--spans", "4")[1].out)) == 4
+    assert (
+        len(_jsonl(_run(capsys, *base, "--texts", "3", "--per-text", "2", "--spans", "4")[1].out))
+        == 4
+    )
     with pytest.raises(SystemExit):
         main([str(a) for a in base] + ["--per-text", "0"])
     assert "--per-text 0" in capsys.readouterr().err
@@ -176,14 +208,20 @@ def test_index_search_equals_mine_index_and_counts(built, capsys):
         _run(capsys, "index", "search", built, "-q", "my bag was lost", "--quiet")[1].out
         == _run(capsys, "mine", "--index", built, "-q", "my bag was lost", "--quiet")[1].out
     )  # text output too
-    rows = _jsonl(_run(capsys, "index", "search", built, *query, "--texts", "2", "--per-text", "3")[1].out)
+    rows = _jsonl(
+        _run(capsys, "index", "search", built, *query, "--texts", "2", "--per-text", "3")[1].out
+    )
     assert len({row["doc_id"] for row in rows}) == 2 and len(rows) == 6
     assert len(_jsonl(_run(capsys, "index", "search", built, *query, "--spans", "3")[1].out)) == 3
     from slice_st.index import SpanIndex
 
-    rows = _jsonl(_run(capsys, "index", "search", built, *query, "--spans", "5", "--per-text", "0")[1].out)
+    rows = _jsonl(
+        _run(capsys, "index", "search", built, *query, "--spans", "5", "--per-text", "0")[1].out
+    )
     expected = SpanIndex.load(built).search("my bag was lost", top_k=5)[0]  # no per-document limit
-    assert [(row["doc_id"], row["start"], row["end"]) for row in rows] == [(m.doc_id, m.start, m.end) for m in expected]
+    assert [(row["doc_id"], row["start"], row["end"]) for row in rows] == [
+        (m.doc_id, m.start, m.end) for m in expected
+    ]
 
 
 # ---------------------------------------------------------------- folders and globs
@@ -212,11 +250,24 @@ def test_folders_and_globs_for_mine_and_index_build(tiny_model_dir, tmp_path, ca
     )
     summary = json.loads(out.out)
     assert code == 0 and summary["documents"] == 3 and summary["index_documents"] == 3
-    rows = _jsonl(_run(capsys, "mine", root, "-q", "late", "--model", tiny_model_dir, "-f", "jsonl", "--quiet")[1].out)
+    rows = _jsonl(
+        _run(
+            capsys, "mine", root, "-q", "late", "--model", tiny_model_dir, "-f", "jsonl", "--quiet"
+        )[1].out
+    )
     assert {row["span"] for row in rows} and len(rows) == 3
     rows = _jsonl(
         _run(
-            capsys, "mine", str(root / "**" / "*.md"), "-q", "bag", "--model", tiny_model_dir, "-f", "jsonl", "--quiet"
+            capsys,
+            "mine",
+            str(root / "**" / "*.md"),
+            "-q",
+            "bag",
+            "--model",
+            tiny_model_dir,
+            "-f",
+            "jsonl",
+            "--quiet",
         )[1].out
     )
     assert [row["file"].endswith("b.md") for row in rows] == [True]
@@ -247,12 +298,18 @@ def test_every_command_that_prints_results_has_one_format_option():
 
 def test_file_and_index_rows_carry_the_same_fields(built, corpus, tiny_model_dir, capsys):
     query = ["-q", "my bag was lost", "-f", "jsonl", "--quiet", "--texts", "2"]
-    from_files = _jsonl(_run(capsys, "mine", corpus, "--model", tiny_model_dir, "--max-span", "4", *query)[1].out)
+    from_files = _jsonl(
+        _run(capsys, "mine", corpus, "--model", tiny_model_dir, "--max-span", "4", *query)[1].out
+    )
     from_index = _jsonl(_run(capsys, "mine", "--index", built, *query)[1].out)
     assert from_files and from_index and list(from_files[0]) == list(from_index[0])
     assert from_files[0]["doc_id"] == f"{from_files[0]['file']}:{from_files[0]['line']}"
     assert from_index[0]["file"] is None and from_files[0]["calibrated"] is None
-    assert {row["scorer"] for row in from_files} == {row["scorer"] for row in from_index} == {"reranked"}
+    assert (
+        {row["scorer"] for row in from_files}
+        == {row["scorer"] for row in from_index}
+        == {"reranked"}
+    )
 
 
 def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):
@@ -260,13 +317,25 @@ def test_json_and_html_output(tiny_model_dir, tmp_path, capsys):
     path.write_text('the <b>flight</b> & "bag" were lost.\nrefund the ticket.\n')
     base = ["mine", path, "-q", "flight", "--model", tiny_model_dir, "--quiet", "--texts", "0"]
     rows = json.loads(_run(capsys, *base, "-f", "json")[1].out)
-    assert isinstance(rows, list) and len(rows) == 2 and {"query", "rank", "score", "span"} <= set(rows[0])
+    assert (
+        isinstance(rows, list)
+        and len(rows) == 2
+        and {"query", "rank", "score", "span"} <= set(rows[0])
+    )
     page = _run(capsys, *base, "-f", "html")[1].out
     assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
     assert "<b>flight</b>" not in page and "&lt;b&gt;" in page and "&amp;" in page
-    assert page.count("<mark>") == 2 and "<script" not in page and "http" not in page  # self-contained, nothing fetched
+    assert (
+        page.count("<mark>") == 2 and "<script" not in page and "http" not in page
+    )  # self-contained, nothing fetched
     top = rows[0]
-    escaped = top["span"].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace(chr(34), "&quot;")
+    escaped = (
+        top["span"]
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace(chr(34), "&quot;")
+    )
     assert f"<mark>{escaped}</mark>" in page
 
 
@@ -329,7 +398,12 @@ def test_columns_stay_aligned_with_long_paths():
             "span": "text",
         }
         for rank, where in enumerate(
-            ["a.txt:1", "a/very/long/folder/name/with/many/levels/and/a_long_file_name.txt:12345", "b:2"], 1
+            [
+                "a.txt:1",
+                "a/very/long/folder/name/with/many/levels/and/a_long_file_name.txt:12345",
+                "b:2",
+            ],
+            1,
         )
     ]
     out = io.StringIO()
@@ -352,7 +426,9 @@ def test_guess_split_keeps_unpunctuated_lines_of_any_length():
 
     rng = random.Random(9)
     words = "the dog barks late today house green river city plays guitar flight".split()
-    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 20))) + "\n" for _ in range(12)]
+    lines = [
+        " ".join(rng.choice(words) for _ in range(rng.randint(4, 20))) + "\n" for _ in range(12)
+    ]
     assert guess_split(lines) == "line"
 
 
@@ -360,7 +436,14 @@ def test_guess_split_needs_lines_filled_to_a_width():
     """Unpunctuated lines whose lengths happen to cluster, but past a wrapping width (or spread out): lines."""
     from helpers import make_docs
 
-    texts = make_docs(12, seed=9, low=4, high=20)  # tests/index/test_sharded.py's corpus: one document per line
+    texts = make_docs(
+        12, seed=9, low=4, high=20
+    )  # tests/index/test_sharded.py's corpus: one document per line
     for part in (texts, texts[:6], texts[6:]):
         assert guess_split([text + "\n" for text in part]) == "line"
-    assert guess_split(["x" * 70 + " end\n", "y" * 66 + " more\n", "z" * 72 + " tail\n", "last line.\n"]) == "paragraph"
+    assert (
+        guess_split(
+            ["x" * 70 + " end\n", "y" * 66 + " more\n", "z" * 72 + " tail\n", "last line.\n"]
+        )
+        == "paragraph"
+    )

@@ -10,13 +10,23 @@ import pytest
 from helpers import QUERIES, cli_fails, run_cli
 
 from slice_st import SpanIndex, SpanInputError
-from slice_st.data.corpus import CorpusError, Document, documents_from_dataset, read_corpus, read_jsonl
+from slice_st.data.corpus import (
+    CorpusError,
+    Document,
+    documents_from_dataset,
+    read_corpus,
+    read_jsonl,
+)
 from slice_st.text import read_texts
 
 
 def test_b09_jsonl_strings_may_hold_line_separators(tmp_path):
     path = tmp_path / "c.jsonl"
-    path.write_bytes('{"id": "a", "text": "one\u2028two\x85three"}\n{"id": "b", "text": "plain"}\n'.encode("utf-8"))
+    path.write_bytes(
+        '{"id": "a", "text": "one\u2028two\x85three"}\n{"id": "b", "text": "plain"}\n'.encode(
+            "utf-8"
+        )
+    )
     assert [(d.id, d.text, d.line) for d in read_jsonl(str(path))] == [
         ("a", "one\u2028two\x85three", 1),
         ("b", "plain", 2),
@@ -54,7 +64,9 @@ def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys
     for device in ("/dev/zero", "/dev/urandom", str(fifo)):
         with pytest.raises(FileAccessError, match="not a regular file"):
             read_texts([device])
-    assert "not a regular file" in cli_fails(capsys, "mine", "-q", "cat", "/dev/zero", "-m", tiny_model_dir)
+    assert "not a regular file" in cli_fails(
+        capsys, "mine", "-q", "cat", "/dev/zero", "-m", tiny_model_dir
+    )
     assert "not a regular file" in cli_fails(
         capsys, "index", "build", "/dev/urandom", "-o", tmp_path / "ix", "-m", tiny_model_dir
     )
@@ -65,13 +77,22 @@ def test_only_regular_files_are_read_as_corpora(tmp_path, tiny_model_dir, capsys
     text.write_bytes("\ufeffone\r\ntwo caf\u00e9\n\nthree".encode())
     lines = file_lines(str(text))
     assert isinstance(lines, Iterator)  # streamed, line by line
-    assert list(lines) == [(1, 1, "one\r\n"), (2, 6, "two caf\u00e9\n"), (3, 15, "\n"), (4, 16, "three")]
+    assert list(lines) == [
+        (1, 1, "one\r\n"),
+        (2, 6, "two caf\u00e9\n"),
+        (3, 15, "\n"),
+        (4, 16, "three"),
+    ]
     text.write_bytes(b"ok\nbad \xff here\n")
-    with pytest.raises(ValueError, match="is not UTF-8 text \\(invalid start byte at byte 7, line 2\\)"):
+    with pytest.raises(
+        ValueError, match="is not UTF-8 text \\(invalid start byte at byte 7, line 2\\)"
+    ):
         list(file_lines(str(text)))
 
 
-def test_b22_one_file_under_two_spellings_is_indexed_once(tmp_path, tiny_model_dir, capsys, monkeypatch):
+def test_b22_one_file_under_two_spellings_is_indexed_once(
+    tmp_path, tiny_model_dir, capsys, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.txt").write_text("a man plays the guitar\nthe dog barks\n")
     assert [d.id for d in read_corpus(["./a.txt"])] == ["a.txt:1", "a.txt:2"]  # normalised ids
@@ -83,7 +104,9 @@ def test_b22_one_file_under_two_spellings_is_indexed_once(tmp_path, tiny_model_d
     )
     run_cli(capsys, "index", "build", "a.txt", "-o", "ix", "-m", tiny_model_dir, "--no-progress")
     assert "Duplicate document id 'a.txt:1'" in cli_fails(capsys, "index", "add", "ix", "./a.txt")
-    assert "already in the index as a.txt" in cli_fails(capsys, "index", "add", "ix", str(tmp_path / "a.txt"))
+    assert "already in the index as a.txt" in cli_fails(
+        capsys, "index", "add", "ix", str(tmp_path / "a.txt")
+    )
     assert "already in the index as a.txt" in cli_fails(capsys, "index", "add", "ix", "link.txt")
     assert len(SpanIndex.load("ix")) == 2
 
@@ -109,11 +132,19 @@ def test_mine_reads_a_file_named_twice_once(tmp_path, tiny_model_dir, capsys, mo
         "--no-progress",
     )
     rows = [json.loads(line) for line in out.out.splitlines()]
-    assert code == 0 and [(row["file"], row["line"]) for row in rows] == [("a.txt", 2), ("a.txt", 1)]
-    assert "./a.txt is the same file as a.txt: read once" in out.err and "link.txt is the same file as a.txt" in out.err
+    assert code == 0 and [(row["file"], row["line"]) for row in rows] == [
+        ("a.txt", 2),
+        ("a.txt", 1),
+    ]
+    assert (
+        "./a.txt is the same file as a.txt: read once" in out.err
+        and "link.txt is the same file as a.txt" in out.err
+    )
 
 
-def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_model_dir, tmp_path, capsys):
+def test_lone_surrogates_are_span_input_errors_and_skippable(
+    tiny_model, tiny_model_dir, tmp_path, capsys
+):
     from slice_st import SpanIndex
 
     bad = "the dog \ud800 barks"
@@ -129,13 +160,31 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(tiny_model, tiny_mo
     assert index.doc_ids == ["0"] and "lone surrogate" in index.skipped[0][1]
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(
-        json.dumps({"id": "ok", "text": "the cat sat"}) + "\n" + json.dumps({"id": "bad", "text": bad}) + "\n"
+        json.dumps({"id": "ok", "text": "the cat sat"})
+        + "\n"
+        + json.dumps({"id": "bad", "text": bad})
+        + "\n"
     )
-    assert "lone surrogate" in cli_fails(capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir)
+    assert "lone surrogate" in cli_fails(
+        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir
+    )
     code, out = run_cli(
-        capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir, "--skip-bad", "--no-progress"
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        tmp_path / "ix",
+        "-m",
+        tiny_model_dir,
+        "--skip-bad",
+        "--no-progress",
     )
-    assert code == 0 and "skipped bad" in out.err and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
+    assert (
+        code == 0
+        and "skipped bad" in out.err
+        and SpanIndex.load(str(tmp_path / "ix")).doc_ids == ["ok"]
+    )
 
 
 # ------------------------------------------------------------------------------------ loaders and SpanIndex
@@ -154,11 +203,18 @@ def test_text_file_lines_and_paragraphs(tmp_path):
 
 def test_jsonl_fields_and_errors(tmp_path):
     path = tmp_path / "tickets.jsonl"
-    path.write_text('{"ticket": "T1", "body": "refund please"}\n\n{"ticket": "2", "body": "lost bag"}\n')
+    path.write_text(
+        '{"ticket": "T1", "body": "refund please"}\n\n{"ticket": "2", "body": "lost bag"}\n'
+    )
     documents = read_corpus([str(path)], id_field="ticket", text_field="body")
-    assert [(d.id, d.text, d.line) for d in documents] == [("T1", "refund please", 1), ("2", "lost bag", 3)]
+    assert [(d.id, d.text, d.line) for d in documents] == [
+        ("T1", "refund please", 1),
+        ("2", "lost bag", 3),
+    ]
     numeric = tmp_path / "numeric.jsonl"
-    numeric.write_text('{"ticket": 2, "body": "lost bag"}\n')  # ids are strings (README): not silently "2"
+    numeric.write_text(
+        '{"ticket": 2, "body": "lost bag"}\n'
+    )  # ids are strings (README): not silently "2"
     with pytest.raises(CorpusError, match=r"line 1: id field 'ticket' must be a string, got int 2"):
         read_corpus([str(numeric)], id_field="ticket", text_field="body")
     with pytest.raises(CorpusError, match=r"tickets.jsonl, line 1: missing id field 'id'"):
@@ -174,7 +230,10 @@ def test_jsonl_fields_and_errors(tmp_path):
         read_jsonl(str(bad))
     duplicate = tmp_path / "dup.jsonl"
     duplicate.write_text('{"id": "a", "text": "one"}\n{"id": "a", "text": "two"}\n')
-    with pytest.raises(CorpusError, match=r"duplicate document id 'a': .*dup.jsonl, line 2 \(first seen in .*line 1\)"):
+    with pytest.raises(
+        CorpusError,
+        match=r"duplicate document id 'a': .*dup.jsonl, line 2 \(first seen in .*line 1\)",
+    ):
         read_corpus([str(duplicate)])
     with pytest.raises(FileNotFoundError):
         read_corpus([str(tmp_path / "missing.jsonl")])
@@ -184,15 +243,23 @@ def test_build_from_files_documents_and_dataset(tiny_model, tmp_path):
     import datasets
 
     path = tmp_path / "c.jsonl"
-    path.write_text('{"id": "a", "text": "the dog barks"}\n{"id": "b", "text": "a man plays the guitar"}\n')
+    path.write_text(
+        '{"id": "a", "text": "the dog barks"}\n{"id": "b", "text": "a man plays the guitar"}\n'
+    )
     from_files = SpanIndex.from_files(str(path), tiny_model, max_span=3)
     assert from_files.doc_ids == ["a", "b"]
-    rows = datasets.Dataset.from_dict({"key": ["a", "b"], "content": ["the dog barks", "a man plays the guitar"]})
-    from_dataset = SpanIndex.build(rows, tiny_model, text_field="content", id_field="key", max_span=3)
+    rows = datasets.Dataset.from_dict(
+        {"key": ["a", "b"], "content": ["the dog barks", "a man plays the guitar"]}
+    )
+    from_dataset = SpanIndex.build(
+        rows, tiny_model, text_field="content", id_field="key", max_span=3
+    )
     assert from_dataset.doc_ids == ["a", "b"]
     numbered = SpanIndex.build(rows, tiny_model, text_field="content", id_field=None, max_span=3)
     assert numbered.doc_ids == ["0", "1"]
-    from_documents = SpanIndex.build([Document("x", "the dog barks"), Document("y", "a cat")], tiny_model, max_span=3)
+    from_documents = SpanIndex.build(
+        [Document("x", "the dog barks"), Document("y", "a cat")], tiny_model, max_span=3
+    )
     assert from_documents.doc_ids == ["x", "y"]
     a, b = from_files.search(QUERIES, top_k=5), from_dataset.search(QUERIES, top_k=5)
     assert [[(m.doc_id, m.span, m.score) for m in x] for x in a] == [
@@ -207,12 +274,21 @@ def test_short_ids_tell_same_named_files_apart():
     from slice_st.files import short_names
 
     # one folder: the file name alone, as before
-    assert short_ids(["corpus/a.txt:1", "corpus/b.txt:3"]) == {"corpus/a.txt:1": "a.txt:1", "corpus/b.txt:3": "b.txt:3"}
+    assert short_ids(["corpus/a.txt:1", "corpus/b.txt:3"]) == {
+        "corpus/a.txt:1": "a.txt:1",
+        "corpus/b.txt:3": "b.txt:3",
+    }
     # the same name in two folders: as much path as tells them apart, for every line of each file
     shown = short_ids(["c/2024/x.txt:1", "c/2025/x.txt:4", "c/y.txt:2"])
-    assert shown == {"c/2024/x.txt:1": "2024/x.txt:1", "c/2025/x.txt:4": "2025/x.txt:4", "c/y.txt:2": "y.txt:2"}
+    assert shown == {
+        "c/2024/x.txt:1": "2024/x.txt:1",
+        "c/2025/x.txt:4": "2025/x.txt:4",
+        "c/y.txt:2": "y.txt:2",
+    }
     # a file among those read but not shown still counts: x.txt alone would be ambiguous
-    assert short_ids(["c/2024/x.txt:1"], ["c/2024/x.txt", "c/2025/x.txt"]) == {"c/2024/x.txt:1": "2024/x.txt:1"}
+    assert short_ids(["c/2024/x.txt:1"], ["c/2024/x.txt", "c/2025/x.txt"]) == {
+        "c/2024/x.txt:1": "2024/x.txt:1"
+    }
     # deeper, absolute, a path that ends another, ids that name no file
     assert short_names(["/r/a/b/x.txt", "/r/c/b/x.txt", "b/x.txt", "x.txt"]) == {
         "/r/a/b/x.txt": "a/b/x.txt",
@@ -221,4 +297,9 @@ def test_short_ids_tell_same_named_files_apart():
         "x.txt": "x.txt",
     }
     assert short_ids(["T1", "-:3", "7"]) == {"T1": "T1", "-:3": "-:3", "7": "7"}
-    assert [file_of_id(i) for i in ("a:b.txt:12", "a.txt:", "a.txt:x", ":3")] == ["a:b.txt", None, None, None]
+    assert [file_of_id(i) for i in ("a:b.txt:12", "a.txt:", "a.txt:x", ":3")] == [
+        "a:b.txt",
+        None,
+        None,
+        None,
+    ]

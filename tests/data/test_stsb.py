@@ -41,14 +41,18 @@ def test_read_fixture():
         and "\u201cclosed\u201d" in data["passage"][2]
         and "5\u20ac" in data["passage"][5]
     )
-    assert data["passage"][3].startswith('"Analysts were nervous," one trader said.')  # pandas quoting undone
+    assert data["passage"][3].startswith(
+        '"Analysts were nervous," one trader said.'
+    )  # pandas quoting undone
     assert all(data["paraphrase_in_passage"])
     assert all("\r" not in p for p in data["passage"])
     assert data["file_line"][:3] == [2, 3, 4]
 
 
 def test_read_without_index_column_and_utf8(tmp_path):
-    path = write(tmp_path, "a\tb\tx b y é\t2\n".encode(), header=b"line\tparaphrase\tpassage\tgoldsim\n")
+    path = write(
+        tmp_path, "a\tb\tx b y é\t2\n".encode(), header=b"line\tparaphrase\tpassage\tgoldsim\n"
+    )
     data = read_stsb_context(path)
     assert data["passage"] == ["x b y é"] and data["index"] == [0]
 
@@ -99,7 +103,9 @@ def test_paraphrase_missing_is_reported_not_silently_dropped(tmp_path):
     assert len(data) == 2 and data["paraphrase_in_passage"] == [False, True]
     with pytest.warns(UserWarning, match=r"\(dropped\); lines 2"):
         assert len(read_stsb_context(path, missing_paraphrase="drop")) == 1
-    with pytest.raises(DataFormatError, match="line 2: the passage does not contain the paraphrase 'bee'"):
+    with pytest.raises(
+        DataFormatError, match="line 2: the passage does not contain the paraphrase 'bee'"
+    ):
         read_stsb_context(path, missing_paraphrase="error")
 
 
@@ -120,8 +126,12 @@ def test_paraphrase_written_mid_sentence_counts_as_inside(tmp_path):
 def test_read_stsb():
     data = read_stsb(STS)
     assert len(data) == 8
-    assert data["score"][1] == 3.8 and data["sentence2"][1] == "A man is cutting a tomato."  # extra columns ignored
-    assert data["sentence1"][2] == 'Obama signs "historic" budget deal'  # bare quotes kept (QUOTE_NONE)
+    assert (
+        data["score"][1] == 3.8 and data["sentence2"][1] == "A man is cutting a tomato."
+    )  # extra columns ignored
+    assert (
+        data["sentence1"][2] == 'Obama signs "historic" budget deal'
+    )  # bare quotes kept (QUOTE_NONE)
 
 
 def test_read_stsb_bad_rows(tmp_path):

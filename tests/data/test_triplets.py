@@ -41,7 +41,9 @@ def test_a_binary_file_or_a_folder_is_one_clear_error(tmp_path):
     """A binary file raised Python's UnicodeDecodeError (a traceback in ``slice-st train``); a folder an errno."""
     binary = tmp_path / "triples.tsv"
     binary.write_bytes(b"query\tpos\tneg\n\xd0\xff\xfe\x00 binary\n")
-    with pytest.raises(DataFormatError, match=r"triples.tsv is not UTF-8 text \(.* at byte 14, line 2\)"):
+    with pytest.raises(
+        DataFormatError, match=r"triples.tsv is not UTF-8 text \(.* at byte 14, line 2\)"
+    ):
         read_msmarco_triples(binary)
     with pytest.raises(IsADirectoryError, match="is a directory, not a file"):
         read_msmarco_triples(tmp_path)

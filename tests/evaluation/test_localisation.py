@@ -28,13 +28,17 @@ def test_exact_f1_and_strong_rows():
     whole = (start, PASSAGE.index(",", start) + 1)  # '"A man is slicing a bun,'
     clipped = (PASSAGE.index("man"), PASSAGE.index("bun") + 3)  # one word short
     crossing = (PASSAGE.index("bun"), PASSAGE.index("left") + 4)
-    result = span_localisation([PASSAGE] * 4, [whole, clipped, crossing, None], [PARAPHRASE] * 4, [4.0, 3.0, 1.0, 5.0])
+    result = span_localisation(
+        [PASSAGE] * 4, [whole, clipped, crossing, None], [PARAPHRASE] * 4, [4.0, 3.0, 1.0, 5.0]
+    )
     assert result["located"] == 4 and result["strong_located"] == 3
     assert result["exact"] == 25.0 and result["strong_exact"] == pytest.approx(100 / 3)
     f1_clipped = 2 * 5 / (5 + 6)
     f1_crossing = 2 * 1 / (3 + 6)  # «bun," and left»: 3 words, one shared
     assert result["word_f1"] == pytest.approx(100 * (1 + f1_clipped + f1_crossing + 0) / 4)
-    assert result["shorter"] == pytest.approx(75.0)  # clipped, crossing (3 words < 6) and the missing span
+    assert result["shorter"] == pytest.approx(
+        75.0
+    )  # clipped, crossing (3 words < 6) and the missing span
     empty = span_localisation([PASSAGE], [whole], ["not here"], [4.0])
     assert empty["located"] == 0 and math.isnan(empty["exact"])
     with pytest.raises(ValueError, match="same length"):
@@ -48,20 +52,37 @@ def test_evaluator_reports_localisation_next_to_spearman(tiny_model):
     for name in ("single_exact", "single_word_f1", "single_strong_exact", "single_strong_word_f1"):
         assert 0 <= metrics[name] <= 100
     assert "full_exact" not in metrics  # one vector per passage: no span
-    assert evaluator.get_config_dict()["scorer"] == "reranked" and "single_strong_exact" in evaluator.csv_headers
-    single = evaluator.last_results["single"]
-    expected = span_localisation(list(rows["passage"]), single.spans, list(rows["paraphrase"]), list(rows["goldsim"]))
     assert (
-        metrics["single_exact"] == expected["exact"] and metrics["single_strong_word_f1"] == expected["strong_word_f1"]
+        evaluator.get_config_dict()["scorer"] == "reranked"
+        and "single_strong_exact" in evaluator.csv_headers
     )
-    paper = SpanRetrievalEvaluator.from_dataset(rows, setups=("single",), max_span=6, scorer="max-cosine")(tiny_model)
-    assert paper["single_spearman"] != metrics["single_spearman"] or paper["single_exact"] != metrics["single_exact"]
+    single = evaluator.last_results["single"]
+    expected = span_localisation(
+        list(rows["passage"]), single.spans, list(rows["paraphrase"]), list(rows["goldsim"])
+    )
+    assert (
+        metrics["single_exact"] == expected["exact"]
+        and metrics["single_strong_word_f1"] == expected["strong_word_f1"]
+    )
+    paper = SpanRetrievalEvaluator.from_dataset(
+        rows, setups=("single",), max_span=6, scorer="max-cosine"
+    )(tiny_model)
+    assert (
+        paper["single_spearman"] != metrics["single_spearman"]
+        or paper["single_exact"] != metrics["single_exact"]
+    )
     plain = SpanRetrievalEvaluator(
-        list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), setups=("single",), max_span=6
+        list(rows["line"]),
+        list(rows["passage"]),
+        list(rows["goldsim"]),
+        setups=("single",),
+        max_span=6,
     )
     assert "single_exact" not in plain(tiny_model)  # no paraphrases given: no localisation
     with pytest.raises(ValueError, match="paraphrases"):
-        SpanRetrievalEvaluator(list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), paraphrases=["a"])
+        SpanRetrievalEvaluator(
+            list(rows["line"]), list(rows["passage"]), list(rows["goldsim"]), paraphrases=["a"]
+        )
     with pytest.raises(ValueError, match="scorer"):
         SpanRetrievalEvaluator.from_dataset(rows, scorer="longest")
 
@@ -78,5 +99,12 @@ def test_mteb_task_extra_scores_include_localisation(tiny_model, tmp_path):
         co2_tracker=False,
     )
     scores = next(iter(result.task_results[0].scores.values()))[0]
-    for name in ("exact", "word_f1", "strong_exact", "strong_word_f1", "max_cosine_spearman", "max_cosine_exact"):
+    for name in (
+        "exact",
+        "word_f1",
+        "strong_exact",
+        "strong_word_f1",
+        "max_cosine_spearman",
+        "max_cosine_exact",
+    ):
         assert name in scores

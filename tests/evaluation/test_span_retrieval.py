@@ -11,7 +11,13 @@ from sentence_transformers.base.evaluation import BaseEvaluator
 import slice_st
 from slice_st.evaluation import SpanRetrievalEvaluator, score_full, score_single
 
-PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
+PHRASES = [
+    "a man plays guitar",
+    "a dog runs",
+    "the stock market fell",
+    "a woman cooks",
+    "kids play football",
+]
 PASSAGES = [
     "Late again. A man is playing a guitar on stage. The crowd cheered.",
     "It rained all day. A cat sleeps on the sofa, don't wake it. Nobody came.",
@@ -37,7 +43,9 @@ def test_full_setup_is_the_cosine_of_encodings(tiny_model):
 
 
 def test_evaluator_metrics_files_and_model_card(tiny_model, tmp_path):
-    evaluator = SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD, max_span=4, name="ctx", write_predictions=True)
+    evaluator = SpanRetrievalEvaluator(
+        PHRASES, PASSAGES, GOLD, max_span=4, name="ctx", write_predictions=True
+    )
     assert isinstance(evaluator, BaseEvaluator)
     metrics = evaluator(tiny_model, output_path=str(tmp_path), epoch=1, steps=10)
     expected = {f"ctx_{s}_{m}" for s in ("full", "single") for m in ("pearson", "spearman")}
@@ -46,7 +54,10 @@ def test_evaluator_metrics_files_and_model_card(tiny_model, tmp_path):
     assert all(-1 <= value <= 1 for value in metrics.values())
     with open(tmp_path / "span_retrieval_evaluation_ctx_results.csv") as handle:
         rows = list(csv.reader(handle))
-    assert rows[0][:4] == ["epoch", "steps", "full_pearson", "full_spearman"] and rows[1][:2] == ["1", "10"]
+    assert rows[0][:4] == ["epoch", "steps", "full_pearson", "full_spearman"] and rows[1][:2] == [
+        "1",
+        "10",
+    ]
     with open(tmp_path / "span_retrieval_predictions_ctx.csv") as handle:
         predictions = list(csv.DictReader(handle))
     assert len(predictions) == 2 * len(PHRASES)
@@ -75,12 +86,17 @@ def test_evaluator_setups_and_bad_input(tiny_model):
 
 def test_works_as_trainer_evaluator(make_tiny_model, tmp_path):
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
     model = make_tiny_model(128)
     train = Dataset.from_dict({"anchor": PHRASES, "positive": PASSAGES})
-    evaluator = SpanRetrievalEvaluator(PHRASES, PASSAGES, GOLD, setups=("full", "single"), max_span=3, name="ctx")
+    evaluator = SpanRetrievalEvaluator(
+        PHRASES, PASSAGES, GOLD, setups=("full", "single"), max_span=3, name="ctx"
+    )
     args = SentenceTransformerTrainingArguments(
         output_dir=str(tmp_path),
         max_steps=1,
@@ -93,7 +109,11 @@ def test_works_as_trainer_evaluator(make_tiny_model, tmp_path):
         disable_tqdm=True,
     )
     trainer = SentenceTransformerTrainer(
-        model=model, args=args, train_dataset=train, loss=MultipleNegativesRankingLoss(model), evaluator=evaluator
+        model=model,
+        args=args,
+        train_dataset=train,
+        loss=MultipleNegativesRankingLoss(model),
+        evaluator=evaluator,
     )
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "eval_ctx_single_spearman" in entry]

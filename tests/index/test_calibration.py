@@ -28,7 +28,9 @@ def test_calibration_matches_sklearn_and_round_trips(tmp_path):
     assert Calibration.load(tmp_path) == calibration
     with pytest.raises(ValueError, match="non-decreasing"):
         Calibration(x=[0.5, 0.2], y=[1.0, 2.0])
-    (tmp_path / "bad.json").write_text(json.dumps({"kind": "isotonic", "format_version": 1, "x": [1], "y": []}))
+    (tmp_path / "bad.json").write_text(
+        json.dumps({"kind": "isotonic", "format_version": 1, "x": [1], "y": []})
+    )
     with pytest.raises(ValueError, match="invalid calibration"):
         Calibration.load(tmp_path / "bad.json")
     with pytest.raises(ValueError, match="at least 2"):
@@ -39,12 +41,15 @@ def test_sts_calibration_with_the_index(tiny_model, tmp_path, make_tiny_model):
     sts = tmp_path / "sts.csv"
     sts.write_text(
         "".join(
-            f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(STS_ROWS)
+            f"main-captions\tMSRvid\t2012\t{i:04d}\t{score:.3f}\t{a}\t{b}\n"
+            for i, (a, b, score) in enumerate(STS_ROWS)
         )
     )
     calibration = fit_sts_calibration(tiny_model, sts)
     assert (
-        calibration.pairs == len(STS_ROWS) and calibration.source == "sts.csv" and calibration.pair_score == "sentence"
+        calibration.pairs == len(STS_ROWS)
+        and calibration.source == "sts.csv"
+        and calibration.pair_score == "sentence"
     )
     spans = fit_sts_calibration(tiny_model, sts, "best_span", limit=4)
     assert spans.pairs == 4 and spans.pair_score == "best_span"
@@ -58,8 +63,12 @@ def test_sts_calibration_with_the_index(tiny_model, tmp_path, make_tiny_model):
         assert 0.0 <= match.calibrated <= 5.0
     index.save(tmp_path / "ix")
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
-    assert loaded.calibration == calibration and loaded.info()["calibration"]["pairs"] == len(STS_ROWS)
-    assert [m.calibrated for m in loaded.search(QUERIES, top_k=3)[0]] == [m.calibrated for m in matches[0]]
+    assert loaded.calibration == calibration and loaded.info()["calibration"]["pairs"] == len(
+        STS_ROWS
+    )
+    assert [m.calibrated for m in loaded.search(QUERIES, top_k=3)[0]] == [
+        m.calibrated for m in matches[0]
+    ]
     calibration.save(tmp_path / "cal.json")
     index.set_calibration(str(tmp_path / "cal.json"))
     other = Calibration(x=[0.0, 1.0], y=[0.0, 5.0], model_fingerprint="0123456789abcdef")

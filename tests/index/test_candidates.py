@@ -30,7 +30,8 @@ def test_ivf_candidates_rescore_exactly_and_persist(tiny_model, tmp_path):
     index.build_candidates(kind="ivf", nlist=8, nprobe=8, candidates=64)
     assert index.info()["candidates"]["faiss_type"] == "IndexIVFScalarQuantizer"
     exact = [
-        {(m.doc_id, m.start, m.end): m.score for m in ms} for ms in index.search(QUERIES, top_k=3000, scorer="phrase")
+        {(m.doc_id, m.start, m.end): m.score for m in ms}
+        for ms in index.search(QUERIES, top_k=3000, scorer="phrase")
     ]
     approximate = index.search(QUERIES, top_k=10, approximate=True, scorer="phrase")
     for matches in approximate:
@@ -40,14 +41,19 @@ def test_ivf_candidates_rescore_exactly_and_persist(tiny_model, tmp_path):
     # every returned score is the exact score of that span (nprobe = nlist: the IVF is exhaustive here)
     full = index.search(QUERIES, top_k=10, scorer="phrase")
     for a, b, scores in zip(approximate, full, exact):
-        assert a[0].score == pytest.approx(b[0].score, abs=1e-5) or len(set(_keys(a)) & set(_keys(b))) >= 5
+        assert (
+            a[0].score == pytest.approx(b[0].score, abs=1e-5)
+            or len(set(_keys(a)) & set(_keys(b))) >= 5
+        )
         for m in a:
             if (m.doc_id, m.start, m.end) in scores:
                 assert m.score == pytest.approx(scores[(m.doc_id, m.start, m.end)], abs=1e-5)
     index.save(tmp_path / "ix")
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
     assert loaded.info()["candidates"] == index.info()["candidates"]
-    for a, b in zip(loaded.search(QUERIES, top_k=10, approximate=True, scorer="phrase"), approximate):
+    for a, b in zip(
+        loaded.search(QUERIES, top_k=10, approximate=True, scorer="phrase"), approximate
+    ):
         assert _keys(a) == _keys(b)
     # add extends the candidate stage; remove rebuilds it
     loaded.add(["a man plays the guitar"], ["new"])

@@ -44,15 +44,23 @@ def test_build_keeps_float16_exact_tier_and_small_codes(packed, exact):
     info = packed.info()
     assert info["format_version"] == 3 and info["compression"]["subquantizers"] == 16
     codes = packed._compressed
-    assert codes.codes.shape == (packed.num_units, 16) and codes.norm_codes.shape == (packed.num_units, 4)
-    per_unit = (codes.codes.nbytes + codes.coarse.nbytes + codes.norm_codes.nbytes) / packed.num_units
+    assert codes.codes.shape == (packed.num_units, 16) and codes.norm_codes.shape == (
+        packed.num_units,
+        4,
+    )
+    per_unit = (
+        codes.codes.nbytes + codes.coarse.nbytes + codes.norm_codes.nbytes
+    ) / packed.num_units
     assert per_unit == 16 + 2 + 4
     assert info["resident_bytes"] < exact.info()["resident_bytes"] / 2
 
 
 @pytest.mark.parametrize("scorer", [None, "phrase", "max-cosine"])
 def test_all_documents_as_candidates_is_exact_search(packed, exact, scorer):
-    _same(packed.search(QUERIES, top_k=10, scorer=scorer), exact.search(QUERIES, top_k=10, scorer=scorer))
+    _same(
+        packed.search(QUERIES, top_k=10, scorer=scorer),
+        exact.search(QUERIES, top_k=10, scorer=scorer),
+    )
 
 
 @pytest.mark.parametrize("per_document", [None, 1])
@@ -60,7 +68,9 @@ def test_candidates_are_searched_exactly(packed, per_document):
     """With 20 candidate documents: exact search over exactly those documents (found by the compressed scan)."""
     vectors = packed.embed_queries(QUERIES)
     config = packed.span_config
-    docs = packed._compressed.best_documents(vectors, packed.arrays, len(packed), 20, 1, 8, config.min_span)
+    docs = packed._compressed.best_documents(
+        vectors, packed.arrays, len(packed), 20, 1, 8, config.min_span
+    )
     got = packed.search(QUERIES, top_k=5, candidates=20, per_document=per_document)
     for query, found in enumerate(docs):
         chosen = np.sort(found[found >= 0])
@@ -74,7 +84,9 @@ def test_candidates_are_searched_exactly(packed, per_document):
         )
         expected = sub.search(QUERIES[query], top_k=5, per_document=per_document)
         _same([got[query]], expected, atol=2e-3)
-        assert all(packed.doc_ids[m.text_index] == m.doc_id and m.query_index == query for m in got[query])
+        assert all(
+            packed.doc_ids[m.text_index] == m.doc_id and m.query_index == query for m in got[query]
+        )
 
 
 def test_compressed_scan_finds_the_best_documents(packed, exact):
@@ -85,7 +97,9 @@ def test_compressed_scan_finds_the_best_documents(packed, exact):
     true = vectors.numpy() @ np.asarray(packed.arrays["unit_vectors"], dtype=np.float32).T
     assert np.corrcoef(approx.ravel(), true.ravel())[0, 1] > 0.95
     docs = tier.best_documents(vectors, packed.arrays, len(packed), 30, 1, 8, 1)
-    best = [matches[0].text_index for matches in exact.search(QUERIES, top_k=1, scorer="max-cosine")]
+    best = [
+        matches[0].text_index for matches in exact.search(QUERIES, top_k=1, scorer="max-cosine")
+    ]
     assert sum(b in found for b, found in zip(best, docs)) >= len(QUERIES) - 1
 
 
@@ -105,28 +119,43 @@ def test_save_load_add_remove_merge(tiny_model, packed, docs, tmp_path):
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
     assert isinstance(loaded.arrays["unit_vectors"], np.memmap)
     assert not isinstance(loaded._compressed.codes, np.memmap)
-    _same(loaded.search(QUERIES, top_k=8, candidates=25), packed.search(QUERIES, top_k=8, candidates=25))
+    _same(
+        loaded.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+    )
     # add codes the new units with the same codebooks; remove drops their rows: back to the same codes
     loaded.add(["the man plays the loud guitar"], ["new"])
     assert loaded._compressed.codes.shape[0] == loaded.num_units
-    assert loaded.search("the man plays the loud guitar", top_k=1, candidates=5)[0][0].doc_id == "new"
+    assert (
+        loaded.search("the man plays the loud guitar", top_k=1, candidates=5)[0][0].doc_id == "new"
+    )
     loaded.remove(["new"])
     assert np.array_equal(loaded._compressed.codes, packed._compressed.codes)
     loaded.save(tmp_path / "ix")
     again = SpanIndex.load(tmp_path / "ix", tiny_model)
-    _same(again.search(QUERIES, top_k=8, candidates=25), packed.search(QUERIES, top_k=8, candidates=25))
+    _same(
+        again.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+    )
     # merge: parts coded with the same codebooks are concatenated; an uncompressed part is coded with them
     halves = [again._documents(np.arange(0, 150)), again._documents(np.arange(150, 300))]
     halves[0]._compressed = again._compressed.subset(np.arange(halves[0].num_units))
     merged = SpanIndex.merge(halves)
     assert np.array_equal(merged._compressed.codes, packed._compressed.codes)
-    _same(merged.search(QUERIES, top_k=8, candidates=25), packed.search(QUERIES, top_k=8, candidates=25))
+    _same(
+        merged.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+    )
 
 
 def test_format_errors_are_one_line(packed, tmp_path):
     packed.save(tmp_path / "ix")
     manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
-    for version, compression in ((4, manifest["compression"]), (3, None), (2, manifest["compression"])):
+    for version, compression in (
+        (4, manifest["compression"]),
+        (3, None),
+        (2, manifest["compression"]),
+    ):
         (tmp_path / "ix" / MANIFEST).write_text(
             json.dumps(manifest | {"format_version": version, "compression": compression})
         )
@@ -147,7 +176,9 @@ def test_spec_parsing():
 
 
 def test_tiny_index_compresses(tiny_model):
-    index = SpanIndex.build(["a man plays the guitar", "the flight was late"], tiny_model, compression="pq8")
+    index = SpanIndex.build(
+        ["a man plays the guitar", "the flight was late"], tiny_model, compression="pq8"
+    )
     assert index.search("plays the guitar", top_k=1, candidates=1)[0][0].doc_id == "0"
     assert torch.is_tensor(index._compressed.span_norms(0, 2))
 
@@ -162,13 +193,22 @@ def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys
     assert code == 0
     code, printed = run_cli(capsys, "index", "info", out)
     info = json.loads(printed.out)
-    assert info["format_version"] == 3 and info["dtype"] == "float16" and info["compression"]["spec"] == "pq8,norms4"
+    assert (
+        info["format_version"] == 3
+        and info["dtype"] == "float16"
+        and info["compression"]["spec"] == "pq8,norms4"
+    )
     query = docs[7].split()[:3]
-    code, printed = run_cli(capsys, "mine", "--index", out, "-q", " ".join(query), "--candidates", 5, "-f", "jsonl")
+    code, printed = run_cli(
+        capsys, "mine", "--index", out, "-q", " ".join(query), "--candidates", 5, "-f", "jsonl"
+    )
     rows = [json.loads(line) for line in printed.out.splitlines()]
     assert code == 0 and rows and all(row["doc_id"] for row in rows)
     code, printed = run_cli(capsys, "index", "compress", out, "--spec", "pq16,norms8")
-    assert code == 0 and json.loads((out / MANIFEST).read_text())["compression"]["spec"] == "pq16,norms8"
+    assert (
+        code == 0
+        and json.loads((out / MANIFEST).read_text())["compression"]["spec"] == "pq16,norms8"
+    )
     assert "compression" in cli_fails(
         capsys, "index", "build", corpus, "-o", tmp_path / "b", "--compress", "pq5", *common
     )

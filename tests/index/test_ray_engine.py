@@ -37,7 +37,9 @@ def local_ray():
     (a start that failed three times is a real failure)."""
     for attempt in range(3):
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(
+                num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR"
+            )
             break
         except Exception as error:  # Ray raises a bare Exception for "timed out during startup"
             ray.shutdown()
@@ -58,9 +60,13 @@ def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ray_corpus")
     docs = make_docs(80, seed=11, low=3, high=70)
     for number in range(3):
-        (folder / f"calls-{number}.txt").write_text("\n".join(docs[number * 20 : number * 20 + 20]) + "\n\n")
+        (folder / f"calls-{number}.txt").write_text(
+            "\n".join(docs[number * 20 : number * 20 + 20]) + "\n\n"
+        )
     (folder / "tickets.jsonl").write_text(
-        "".join(json.dumps({"id": f"t{i}", "text": text}) + "\n" for i, text in enumerate(docs[60:70]))
+        "".join(
+            json.dumps({"id": f"t{i}", "text": text}) + "\n" for i, text in enumerate(docs[60:70])
+        )
     )
     import pyarrow
     import pyarrow.parquet
@@ -69,7 +75,13 @@ def corpus(tmp_path_factory):
     pyarrow.parquet.write_table(pyarrow.table(rows), str(folder / "contracts.parquet"))
     files = [
         str(folder / name)
-        for name in ("calls-0.txt", "calls-1.txt", "calls-2.txt", "tickets.jsonl", "contracts.parquet")
+        for name in (
+            "calls-0.txt",
+            "calls-1.txt",
+            "calls-2.txt",
+            "tickets.jsonl",
+            "contracts.parquet",
+        )
     ]
     parquet_docs = [Document(doc_id, text) for doc_id, text in zip(rows["id"], rows["text"])]
     return files, parquet_docs
@@ -81,7 +93,9 @@ def _assert_same_index(shards: ShardedSpanIndex, one: SpanIndex) -> None:
     for name, values in one.arrays.items():
         other = np.asarray(merged.arrays[name])
         assert other.shape == values.shape and other.dtype == values.dtype, name
-        tolerance = 2e-3 if other.dtype == np.float16 else 1e-5  # one float16 step where float32 batches round apart
+        tolerance = (
+            2e-3 if other.dtype == np.float16 else 1e-5
+        )  # one float16 step where float32 batches round apart
         np.testing.assert_allclose(
             other, np.asarray(values), atol=tolerance, rtol=tolerance, equal_nan=True, err_msg=name
         )
@@ -89,7 +103,10 @@ def _assert_same_index(shards: ShardedSpanIndex, one: SpanIndex) -> None:
 
 def _key(results):
     return [
-        [(m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score) for m in matches]
+        [
+            (m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end, m.score)
+            for m in matches
+        ]
         for matches in results
     ]
 
@@ -105,15 +122,27 @@ def built(local_ray, model, corpus, tmp_path_factory):
     """The corpus built on Ray: 2 actors, ~1.5 kB of text per shard (several groups, several shards per group)."""
     output = tmp_path_factory.mktemp("ray_index") / "index"
     result = SpanIndex.from_files(
-        corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=2, shard_bytes=1500
+        corpus[0],
+        model,
+        engine="ray",
+        output=str(output),
+        max_span=6,
+        concurrency=2,
+        shard_bytes=1500,
     )
     return output, result
 
 
 def test_ray_build_equals_single_process(built, single, model):
     output, result = built
-    assert isinstance(result, RayBuild) and result.shards_built == len(result.shards) > 4 and result.shards_reused == 0
-    assert result.documents == len(single) and result.units == single.num_units and result.groups > 2
+    assert (
+        isinstance(result, RayBuild)
+        and result.shards_built == len(result.shards) > 4
+        and result.shards_reused == 0
+    )
+    assert (
+        result.documents == len(single) and result.units == single.num_units and result.groups > 2
+    )
     listed = json.loads((output / SHARD_LIST).read_text())
     assert listed["complete"] and listed["shards"] == result.shards == sorted(result.shards)
     shards = ShardedSpanIndex.load(str(output), model)
@@ -124,7 +153,9 @@ def test_ray_build_equals_single_process(built, single, model):
         [key[:-1] for key in keys] for keys in _key(expected)
     ]
     np.testing.assert_allclose(
-        [[m.score for m in ms] for ms in found], [[m.score for m in ms] for ms in expected], atol=1e-5
+        [[m.score for m in ms] for ms in found],
+        [[m.score for m in ms] for ms in expected],
+        atol=1e-5,
     )
 
 
@@ -143,7 +174,11 @@ def test_ray_build_of_texts_equals_single_process(local_ray, model, tmp_path):
         on_error="skip",
         concurrency=1,
     )
-    assert len(result.shards) > 2 and result.documents == 29 and [doc_id for doc_id, _ in result.skipped] == ["7"]
+    assert (
+        len(result.shards) > 2
+        and result.documents == 29
+        and [doc_id for doc_id, _ in result.skipped] == ["7"]
+    )
     single = SpanIndex.build(docs, model, max_span=4, dtype="float16", on_error="skip")
     _assert_same_index(ShardedSpanIndex.load(tmp_path / "ix", model), single)
 
@@ -166,7 +201,9 @@ def test_ray_search_equals_sharded_search(built, model):
             {"top_k": 5, "per_document": 2, "overlap": True},
             {"top_k": 6, "scorer": "max-cosine", "approximate": True},
         ):
-            assert _key(on_ray.search(QUERIES, **options)) == _key(sharded.search(QUERIES, **options)), options
+            assert _key(on_ray.search(QUERIES, **options)) == _key(
+                sharded.search(QUERIES, **options)
+            ), options
     with pytest.raises(SpanInputError, match="closed"):
         on_ray.search("dog")
 
@@ -180,7 +217,9 @@ def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     by_group = {}
     for name in built[1].shards:
         by_group.setdefault(int(name.split("-")[1]), []).append(name)
-    target = next(number for number in sorted(by_group) if number >= 1 and len(by_group[number]) >= 2)
+    target = next(
+        number for number in sorted(by_group) if number >= 1 and len(by_group[number]) >= 2
+    )
     prefix = f"part-{target:05d}-"
     finished = []
 
@@ -215,24 +254,49 @@ def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     leftover.mkdir(parents=True, exist_ok=True)
     (leftover / DATA_MARKER).write_text("")  # what a save writes first
     before = {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in done}
-    with pytest.raises(SpanInputError, match="another span settings"):  # not the same build: refused, nothing written
-        SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=5, shard_bytes=1500)
+    with pytest.raises(
+        SpanInputError, match="another span settings"
+    ):  # not the same build: refused, nothing written
+        SpanIndex.from_files(
+            corpus[0], model, engine="ray", output=str(output), max_span=5, shard_bytes=1500
+        )
     result = SpanIndex.from_files(
-        corpus[0], model, engine="ray", output=str(output), max_span=6, concurrency=1, shard_bytes=1500
+        corpus[0],
+        model,
+        engine="ray",
+        output=str(output),
+        max_span=6,
+        concurrency=1,
+        shard_bytes=1500,
     )
-    assert result.shards_reused >= len(done) and result.shards_built == len(result.shards) - result.shards_reused
-    assert result.groups_built == result.groups - len(states)  # the finished groups are not run again
-    assert {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in done} == before  # not rewritten
-    assert len(os.listdir(output / killed)) == 3  # manifest, lock, one data folder (the leftover removed)
+    assert (
+        result.shards_reused >= len(done)
+        and result.shards_built == len(result.shards) - result.shards_reused
+    )
+    assert result.groups_built == result.groups - len(
+        states
+    )  # the finished groups are not run again
+    assert {
+        name: os.stat(output / name / MANIFEST).st_mtime_ns for name in done
+    } == before  # not rewritten
+    assert (
+        len(os.listdir(output / killed)) == 3
+    )  # manifest, lock, one data folder (the leftover removed)
     _assert_same_index(ShardedSpanIndex.load(str(output), model), single)
-    again = SpanIndex.from_files(corpus[0], model, engine="ray", output=str(output), max_span=6, shard_bytes=1500)
+    again = SpanIndex.from_files(
+        corpus[0], model, engine="ray", output=str(output), max_span=6, shard_bytes=1500
+    )
     assert again.shards_built == 0 and again.groups_built == 0 and again.shards == result.shards
-    assert sorted(os.listdir(output / BUILD_STATE)) == [f"group-{n:05d}.json" for n in range(result.groups)]
+    assert sorted(os.listdir(output / BUILD_STATE)) == [
+        f"group-{n:05d}.json" for n in range(result.groups)
+    ]
 
 
 def test_bad_inputs_are_clear_errors(local_ray, model, tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus path not found"):
-        SpanIndex.from_files([str(tmp_path / "missing.txt")], model, engine="ray", output=str(tmp_path / "ix"))
+        SpanIndex.from_files(
+            [str(tmp_path / "missing.txt")], model, engine="ray", output=str(tmp_path / "ix")
+        )
     with pytest.raises(SpanInputError, match="give output="):
         SpanIndex.build(["a b c"], model, engine="ray")
     with pytest.raises(SpanInputError, match="engine must be"):
@@ -253,8 +317,17 @@ def test_bad_inputs_are_clear_errors(local_ray, model, tmp_path):
         check_address("corpus.txt")
     bad = tmp_path / "dirty.txt"
     bad.write_text("the dog barks\n" + "." * 400 + " tail\n")
-    with pytest.raises(SpanInputError, match="longer than the model window"):  # raised in an actor, said on the driver
-        SpanIndex.from_files([str(bad)], model, engine="ray", output=str(tmp_path / "dirty"), max_span=6, concurrency=1)
+    with pytest.raises(
+        SpanInputError, match="longer than the model window"
+    ):  # raised in an actor, said on the driver
+        SpanIndex.from_files(
+            [str(bad)],
+            model,
+            engine="ray",
+            output=str(tmp_path / "dirty"),
+            max_span=6,
+            concurrency=1,
+        )
 
 
 def run_cli(capsys, *argv):
@@ -304,7 +377,9 @@ def test_cli_build_and_mine_on_ray(local_ray, tiny_model_dir, corpus, tmp_path, 
     assert code == 0 and plain.out.count("\n") == 8
     code, on_ray = run_cli(capsys, *common, "--ray", "--workers", "2")
     assert code == 0 and on_ray.out == plain.out
-    code, out = run_cli(capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--ray")
+    code, out = run_cli(
+        capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--ray"
+    )
     assert code == 2 and "already holds an index" in out.err
 
 
@@ -312,7 +387,10 @@ def test_cli_build_and_mine_on_ray(local_ray, tiny_model_dir, corpus, tmp_path, 
     "argv, message",
     [
         (["mine", "--ray", "-q", "dog", "{corpus}"], "--ray and --workers search a saved index"),
-        (["index", "build", "{corpus}", "-o", "{out}", "--workers", "2"], "--workers is an option of --ray"),
+        (
+            ["index", "build", "{corpus}", "-o", "{out}", "--workers", "2"],
+            "--workers is an option of --ray",
+        ),
         (["index", "build", "{parquet}", "-o", "{out}"], "Parquet corpora are read with --ray"),
         (["index", "build", "{corpus}", "-o", "{out}", "--ray", "no-port"], "is not a Ray address"),
         (
@@ -341,9 +419,13 @@ def test_ray_takes_an_optional_address(corpus, tmp_path):
     from slice_st.cli import build_parser
 
     parser = build_parser()
-    args = parser.parse_args(["index", "build", "--ray=local", str(corpus[0][0]), "-o", str(tmp_path / "ix")])
+    args = parser.parse_args(
+        ["index", "build", "--ray=local", str(corpus[0][0]), "-o", str(tmp_path / "ix")]
+    )
     assert args.ray == "local" and [str(path) for path in args.corpus] == [str(corpus[0][0])]
-    assert parser.parse_args(["index", "build", str(corpus[0][0]), "-o", "ix", "--ray"]).ray == "local"
+    assert (
+        parser.parse_args(["index", "build", str(corpus[0][0]), "-o", "ix", "--ray"]).ray == "local"
+    )
     assert parser.parse_args(["mine", "--ray", "auto", "--index", "ix"]).ray == "auto"
 
 
@@ -359,10 +441,13 @@ def test_closed_ray_port_is_a_clear_error_not_a_hang(tmp_path, tiny_model_dir):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     with pytest.raises(
-        SpanInputError, match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused"
+        SpanInputError,
+        match=f"cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused",
     ):
         probe_address(f"127.0.0.1:{port}")
-    with pytest.raises(SpanInputError, match="cannot connect to the Ray cluster at ray://127.0.0.1"):
+    with pytest.raises(
+        SpanInputError, match="cannot connect to the Ray cluster at ray://127.0.0.1"
+    ):
         probe_address(f"ray://127.0.0.1:{port}")
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
@@ -409,12 +494,16 @@ def test_a_corpus_named_by_uri_reads_as_the_same_local_files(tmp_path):
     (folder / "z.txt").write_text("after the subfolder in path order, before it in a folder walk\n")
     pq.write_table(pa.table({"id": ["p"], "text": ["a parquet row"]}), folder / "c.parquet")
     local, remote = corpus_files(str(folder)), corpus_files(folder.as_uri())
-    assert [f["path"] for f in remote] == [folder.as_uri() + f["path"][len(str(folder)) :] for f in local]
+    assert [f["path"] for f in remote] == [
+        folder.as_uri() + f["path"][len(str(folder)) :] for f in local
+    ]
     assert [(f["format"], f["bytes"]) for f in remote] == [(f["format"], f["bytes"]) for f in local]
     for here, there in zip(local, remote):
         near = read_file_documents(here, "line", "id", "text")
         far = read_file_documents(there, "line", "id", "text")
-        assert [d.text for d in far] == [d.text for d in near] and {d.source for d in far} == {there["path"]}
+        assert [d.text for d in far] == [d.text for d in near] and {d.source for d in far} == {
+            there["path"]
+        }
     assert [d.id for d in read_file_documents(remote[0], "line", "id", "text")] == [
         f"{remote[0]['path']}:1",
         f"{remote[0]['path']}:2",
@@ -428,11 +517,26 @@ def test_quiet_ray_build_prints_no_ray_info_or_warning_lines(tmp_path, tiny_mode
     Ray Data's INFO lines ("Starting execution of Dataset …", "Total Progress …") and no Ray WARNING. Ray's C++ line
     about actor restarts is printed by its core worker, not by a Python logger: it stays (docs/bad-input.md)."""
     corpus = tmp_path / "c.txt"
-    corpus.write_text("".join(f"document {number} says the dog barks at the mailman\n" for number in range(20)))
+    corpus.write_text(
+        "".join(f"document {number} says the dog barks at the mailman\n" for number in range(20))
+    )
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=os.getcwd())
-    command = [sys.executable, "-m", "slice_st.cli", "index", "build", str(corpus), "-o", str(tmp_path / "ix")]
+    command = [
+        sys.executable,
+        "-m",
+        "slice_st.cli",
+        "index",
+        "build",
+        str(corpus),
+        "-o",
+        str(tmp_path / "ix"),
+    ]
     done = subprocess.run(
-        [*command, "-m", tiny_model_dir, "--ray", "--quiet"], capture_output=True, text=True, env=env, timeout=600
+        [*command, "-m", tiny_model_dir, "--ray", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""

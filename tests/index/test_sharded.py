@@ -27,14 +27,19 @@ def docs():
 @pytest.fixture(scope="module")
 def shards(tiny_model, docs):
     return [
-        SpanIndex.build(docs[i : i + 30], tiny_model, ids=[f"d{j}" for j in range(i, i + 30)], max_span=6)
+        SpanIndex.build(
+            docs[i : i + 30], tiny_model, ids=[f"d{j}" for j in range(i, i + 30)], max_span=6
+        )
         for i in (0, 30, 60)
     ]
 
 
 def _key(results):
     return [
-        [(m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end) for m in matches]
+        [
+            (m.doc_id, m.text_index, m.start, m.end, m.span, m.unit_start, m.unit_end)
+            for m in matches
+        ]
         for matches in results
     ]
 
@@ -52,7 +57,12 @@ def test_two_process_build_equals_one_process(make_tiny_model, docs):
         other = two.arrays[name]
         assert other.shape == values.shape and other.dtype == values.dtype, name
         np.testing.assert_allclose(
-            np.asarray(other), np.asarray(values), atol=1e-5, rtol=1e-5, equal_nan=True, err_msg=name
+            np.asarray(other),
+            np.asarray(values),
+            atol=1e-5,
+            rtol=1e-5,
+            equal_nan=True,
+            err_msg=name,
         )
     assert _key(two.search(QUERIES, top_k=8)) == _key(one.search(QUERIES, top_k=8))
 
@@ -77,9 +87,17 @@ def test_shards_searched_together_equal_the_merged_index(tiny_model, shards, tmp
     merged = SpanIndex.merge(shards)
     for position, shard in enumerate(shards):
         shard.save(tmp_path / "shards" / f"shard-{position}")
-    loaded = ShardedSpanIndex.load([tmp_path / "shards" / f"shard-{p}" for p in range(3)], tiny_model)
-    assert all(isinstance(s.arrays["unit_vectors"], np.memmap) for s in loaded.shards)  # never merged into memory
-    assert len(loaded) == len(merged) and loaded.num_units == merged.num_units and loaded.doc_ids == merged.doc_ids
+    loaded = ShardedSpanIndex.load(
+        [tmp_path / "shards" / f"shard-{p}" for p in range(3)], tiny_model
+    )
+    assert all(
+        isinstance(s.arrays["unit_vectors"], np.memmap) for s in loaded.shards
+    )  # never merged into memory
+    assert (
+        len(loaded) == len(merged)
+        and loaded.num_units == merged.num_units
+        and loaded.doc_ids == merged.doc_ids
+    )
     for options in (
         {"top_k": 15},
         {"top_k": 6, "min_span": 2, "max_span": 4},
@@ -145,7 +163,14 @@ def test_cli_mine_over_a_directory_of_shards(tiny_model_dir, tmp_path, capsys):
     line = lambda row: int(row["doc_id"].rsplit(":", 1)[1]) + (6 if "b.txt" in row["doc_id"] else 0)  # noqa: E731
     assert [line(r) for r in sharded] == [line(r) for r in whole]
     main(
-        ["mine", "--index", str(tmp_path / "shards" / "a"), "--index", str(tmp_path / "shards" / "b"), *query]
+        [
+            "mine",
+            "--index",
+            str(tmp_path / "shards" / "a"),
+            "--index",
+            str(tmp_path / "shards" / "b"),
+            *query,
+        ]
     )  # repeated --index
     repeated = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["doc_id"], r["span"], r["score"]) for r in repeated] == [
@@ -165,16 +190,23 @@ def test_concurrent_save_is_refused(tiny_model, shards, tmp_path):
     assert SpanIndex.load(path, tiny_model).doc_ids == shards[1].doc_ids
 
 
-def test_model_name_recorded_for_a_local_model(tiny_model, tiny_model_dir, shards, tmp_path, capsys):
+def test_model_name_recorded_for_a_local_model(
+    tiny_model, tiny_model_dir, shards, tmp_path, capsys
+):
     name, path = model_identity(tiny_model)
     assert name == os.path.basename(tiny_model_dir) and path == os.path.abspath(tiny_model_dir)
     shards[0].save(tmp_path / "ix")
     assert main(["index", "info", str(tmp_path / "ix")]) == 0
     info = json.loads(capsys.readouterr().out)
     assert (
-        info["model_name"] == name and info["model_path"] == path and info["model_fingerprint"] == shards[0].fingerprint
+        info["model_name"] == name
+        and info["model_path"] == path
+        and info["model_fingerprint"] == shards[0].fingerprint
     )
-    assert model_identity(slice_st.load_model("base")) == ("sentence-transformers/all-MiniLM-L6-v2", "")
+    assert model_identity(slice_st.load_model("base")) == (
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "",
+    )
     assert model_identity(slice_st.load_model()) == ("slice-minilm", "")  # the shipped default
 
 

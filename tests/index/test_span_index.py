@@ -20,7 +20,9 @@ from slice_st.index.storage import MANIFEST
 
 def brute_force(model, texts, queries, top_k, min_span, max_span):
     """Materialise every span vector (``encode_spans``), cosine to each query, sort: [(doc, start, end, score)]."""
-    encodings = model.encode_spans(texts, min_span=min_span, max_span=max_span, show_progress_bar=False)
+    encodings = model.encode_spans(
+        texts, min_span=min_span, max_span=max_span, show_progress_bar=False
+    )
     vectors = np.concatenate([e.embeddings for e in encodings]).astype(np.float64)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     meta = [(t, int(s), int(e)) for t, enc in enumerate(encodings) for s, e in enc.offsets]
@@ -75,7 +77,10 @@ def test_search_equals_brute_force(tiny_model, docs, index):
 def test_search_sub_range_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES[:2], 15, 2, 5)
     for got, want in zip(
-        index.search(QUERIES[:2], top_k=15, min_span=2, max_span=5, scorer="max-cosine", overlap=True), expected
+        index.search(
+            QUERIES[:2], top_k=15, min_span=2, max_span=5, scorer="max-cosine", overlap=True
+        ),
+        expected,
     ):
         assert_same_ranking(got, want)
         assert all(2 <= m.unit_end - m.unit_start <= 5 for m in got)
@@ -85,7 +90,10 @@ def test_per_document_equals_brute_force(tiny_model, docs, index):
     expected = brute_force(tiny_model, docs, QUERIES, 100_000, 1, 8)
     for per_document in (1, 2):
         for got, want in zip(
-            index.search(QUERIES, top_k=12, per_document=per_document, scorer="max-cosine", overlap=True), expected
+            index.search(
+                QUERIES, top_k=12, per_document=per_document, scorer="max-cosine", overlap=True
+            ),
+            expected,
         ):
             kept, seen = [], {}
             for entry in want:
@@ -103,8 +111,12 @@ def test_threshold_and_single_query(index, per_document):
     document, exactly the matches of the full list that do)."""
     full = index.search("a man plays the guitar", top_k=10, per_document=per_document)[0]
     assert [m.score for m in full] == sorted((m.score for m in full), reverse=True)
-    threshold = (full[4].score + full[5].score) / 2  # not a shown score: those of "phrase" differ in the last bits
-    cut = index.search("a man plays the guitar", top_k=10, threshold=threshold, per_document=per_document)[0]
+    threshold = (
+        full[4].score + full[5].score
+    ) / 2  # not a shown score: those of "phrase" differ in the last bits
+    cut = index.search(
+        "a man plays the guitar", top_k=10, threshold=threshold, per_document=per_document
+    )[0]
     assert len(cut) >= 4 and all(m.score >= threshold for m in cut)
     kept = [m for m in full if m.score >= threshold]
     if per_document == 1:
@@ -119,7 +131,9 @@ def test_windowed_documents_equal_brute_force(make_tiny_model):
     index = SpanIndex.build(docs, model, max_span=4)
     assert index.info()["segments"] > 3 * len(docs)
     expected = brute_force(model, docs, QUERIES, 30, 1, 4)
-    for got, want in zip(index.search(QUERIES, top_k=30, scorer="max-cosine", overlap=True), expected):
+    for got, want in zip(
+        index.search(QUERIES, top_k=30, scorer="max-cosine", overlap=True), expected
+    ):
         assert_same_ranking(got, want)
 
 
@@ -129,12 +143,16 @@ def test_20k_word_document_is_exact(tiny_model):
     index = SpanIndex.build([document], tiny_model, max_span=6)
     assert index.num_units >= 20_000
     expected = brute_force(tiny_model, [document], QUERIES[:2], 20, 1, 6)
-    for got, want in zip(index.search(QUERIES[:2], top_k=20, scorer="max-cosine", overlap=True), expected):
+    for got, want in zip(
+        index.search(QUERIES[:2], top_k=20, scorer="max-cosine", overlap=True), expected
+    ):
         assert_same_ranking(got, want, tolerance=1e-5)
     # every span's score, not only the top: compare the whole ranking of one query
     everything = index.search(QUERIES[0], top_k=2000, scorer="max-cosine", overlap=True)[0]
     want = brute_force(tiny_model, [document], QUERIES[:1], 2000, 1, 6)[0]
-    np.testing.assert_allclose([m.score for m in everything], [w[3] for w in want], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(
+        [m.score for m in everything], [w[3] for w in want], atol=1e-5, rtol=0
+    )
 
 
 def test_small_search_blocks_give_the_same_result(index, monkeypatch):
@@ -142,7 +160,9 @@ def test_small_search_blocks_give_the_same_result(index, monkeypatch):
     monkeypatch.setattr(slice_st.spans, "FLAT_BLOCK_UNITS", 37)  # spans straddle many block edges
     got = index.search(QUERIES, top_k=12)
     for a, b in zip(got, expected):
-        assert [(m.text_index, m.start, m.end) for m in a] == [(m.text_index, m.start, m.end) for m in b]
+        assert [(m.text_index, m.start, m.end) for m in a] == [
+            (m.text_index, m.start, m.end) for m in b
+        ]
         np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=1e-9)
 
 
@@ -151,10 +171,14 @@ def test_float16_is_close(tiny_model, docs, index):
     assert half.arrays["unit_vectors"].dtype == np.float16
     assert half.info()["array_bytes"] < 0.75 * index.info()["array_bytes"]
     # "phrase": scores in ranking order (the default re-ranks each document's spans, whose scores need not fall)
-    full_results, half_results = (searched.search(QUERIES, top_k=10, scorer="phrase") for searched in (index, half))
+    full_results, half_results = (
+        searched.search(QUERIES, top_k=10, scorer="phrase") for searched in (index, half)
+    )
     for a, b in zip(full_results, half_results):
         np.testing.assert_allclose([m.score for m in a], [m.score for m in b], atol=2e-3)
-        overlap = {(m.text_index, m.start, m.end) for m in a} & {(m.text_index, m.start, m.end) for m in b}
+        overlap = {(m.text_index, m.start, m.end) for m in a} & {
+            (m.text_index, m.start, m.end) for m in b
+        }
         assert len(overlap) >= 5
 
 
@@ -166,7 +190,9 @@ def test_float16_span_norms_and_older_float32_norms_still_load(tiny_model, docs,
     half.save(tmp_path / "new")
     assert SpanIndex.load(tmp_path / "new", tiny_model).arrays["span_norms"].dtype == np.float16
     old = SpanIndex.build(docs[:40], tiny_model, max_span=8, dtype="float16")
-    old.arrays["span_norms"] = old.arrays["span_norms"].astype(np.float32)  # the layout older versions wrote
+    old.arrays["span_norms"] = old.arrays["span_norms"].astype(
+        np.float32
+    )  # the layout older versions wrote
     old.save(tmp_path / "old")
     loaded = SpanIndex.load(tmp_path / "old", tiny_model)
     assert loaded.arrays["span_norms"].dtype == np.float32
@@ -180,13 +206,17 @@ def test_memory_is_much_smaller_than_materialised(index):
     assert info["spans"] == sum(
         len(e) for e in index.model.encode_spans(index.texts, max_span=8, show_progress_bar=False)
     )
-    assert info["array_bytes"] < info["materialised_span_bytes"] / 3  # short docs, K=8: see the benchmark for K=20
+    assert (
+        info["array_bytes"] < info["materialised_span_bytes"] / 3
+    )  # short docs, K=8: see the benchmark for K=20
 
 
 # ------------------------------------------------------------------------------------ persistence
 def _same(a, b, atol=1e-9):
     for x, y in zip(a, b):
-        assert [(m.doc_id, m.start, m.end, m.span) for m in x] == [(m.doc_id, m.start, m.end, m.span) for m in y]
+        assert [(m.doc_id, m.start, m.end, m.span) for m in x] == [
+            (m.doc_id, m.start, m.end, m.span) for m in y
+        ]
         np.testing.assert_allclose([m.score for m in x], [m.score for m in y], atol=atol)
 
 
@@ -201,16 +231,23 @@ def test_save_load_mmap_same_results(tiny_model, index, tmp_path):
     # saving again replaces the data folder; only one remains
     loaded.save(tmp_path / "ix")
     assert len([d for d in os.listdir(tmp_path / "ix") if d.startswith("data-")]) == 1
-    _same(SpanIndex.load(tmp_path / "ix", tiny_model).search(QUERIES, top_k=10), index.search(QUERIES, top_k=10))
+    _same(
+        SpanIndex.load(tmp_path / "ix", tiny_model).search(QUERIES, top_k=10),
+        index.search(QUERIES, top_k=10),
+    )
 
 
 def test_add_remove_then_search(tiny_model, tmp_path):
     docs = make_docs(40, seed=11)
     index = SpanIndex.build(docs[:25], tiny_model, ids=[f"d{i}" for i in range(25)], max_span=5)
-    assert index.add(docs[25:], [f"d{i}" for i in range(25, 40)]) == [f"d{i}" for i in range(25, 40)]
+    assert index.add(docs[25:], [f"d{i}" for i in range(25, 40)]) == [
+        f"d{i}" for i in range(25, 40)
+    ]
     assert index.remove(["d3", "d30", "d0"]) == 3
     keep = [i for i in range(40) if i not in (0, 3, 30)]
-    fresh = SpanIndex.build([docs[i] for i in keep], tiny_model, ids=[f"d{i}" for i in keep], max_span=5)
+    fresh = SpanIndex.build(
+        [docs[i] for i in keep], tiny_model, ids=[f"d{i}" for i in keep], max_span=5
+    )
     assert index.doc_ids == fresh.doc_ids
     # Same spans; scores to float32 rounding: the stored arrays are laid out differently, so sums run in another order.
     _same(index.search(QUERIES, top_k=15), fresh.search(QUERIES, top_k=15), atol=1e-6)
@@ -233,7 +270,9 @@ def test_auto_ids_skip_existing(tiny_model):
 
 def test_merge_shards_equals_one_index(tiny_model, docs, index):
     shards = [
-        SpanIndex.build(docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8)
+        SpanIndex.build(
+            docs[i : i + 100], tiny_model, ids=[str(j) for j in range(i, i + 100)], max_span=8
+        )
         for i in (0, 100, 200)
     ]
     merged = SpanIndex.merge(shards)
@@ -256,7 +295,9 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
     path = tmp_path / "ix"
     index.save(path)
     before = SpanIndex.load(path, tiny_model).search(QUERIES, top_k=5)
-    bigger = SpanIndex.merge([index, SpanIndex.build(["a new document"], tiny_model, ids=["new"], max_span=8)])
+    bigger = SpanIndex.merge(
+        [index, SpanIndex.build(["a new document"], tiny_model, ids=["new"], max_span=8)]
+    )
     calls = {"n": 0}
     real_save = slice_st.index.storage.save_array
 
@@ -270,7 +311,9 @@ def test_crash_mid_save_keeps_previous_index(tiny_model, index, tmp_path, monkey
     with pytest.raises(OSError, match="simulated"):
         bigger.save(path)
     monkeypatch.setattr(slice_st.index.storage, "save_array", real_save)
-    assert len([d for d in os.listdir(path) if d.startswith("data-")]) == 1  # the partial folder was removed
+    assert (
+        len([d for d in os.listdir(path) if d.startswith("data-")]) == 1
+    )  # the partial folder was removed
     loaded = SpanIndex.load(path, tiny_model)
     assert len(loaded) == len(index)
     _same(loaded.search(QUERIES, top_k=5), before)
@@ -368,7 +411,9 @@ def test_bad_input(tiny_model, index):
 
 def test_skip_documents_that_cannot_be_windowed(make_tiny_model):
     model = make_tiny_model(24)  # 22 content tokens per window
-    bad = "a " * 5 + "." * 60 + " b" * 5  # one 'word' of dot leaders: 8-word spans cannot fit a window
+    bad = (
+        "a " * 5 + "." * 60 + " b" * 5
+    )  # one 'word' of dot leaders: 8-word spans cannot fit a window
     docs = ["the dog barks", bad, "a man plays the guitar"]
     with pytest.raises(SpanInputError, match="do not fit|longer than the model window"):
         SpanIndex.build(docs, model, max_span=8)
@@ -391,13 +436,17 @@ def test_unit_profile_peaks_at_each_documents_best_span(tiny_model_short):
     query = "a quiet morning walk"
     best = {
         match.doc_id: match
-        for match in index.search(query, top_k=len(docs), per_document=1, min_span=2, scorer="max-cosine")[0]
+        for match in index.search(
+            query, top_k=len(docs), per_document=1, min_span=2, scorer="max-cosine"
+        )[0]
     }
     for doc_id, text in zip(index.doc_ids, docs):
         chars, scores = index.unit_profile(query, doc_id, min_span=2)
         assert [text[start:end] for start, end in chars] == text.split()
         assert scores.max() == pytest.approx(best[doc_id].score, abs=1e-5)
-        assert np.allclose(scores[best[doc_id].unit_start : best[doc_id].unit_end], best[doc_id].score, atol=1e-5)
+        assert np.allclose(
+            scores[best[doc_id].unit_start : best[doc_id].unit_end], best[doc_id].score, atol=1e-5
+        )
         assert np.all(np.isfinite(scores))
     assert index.unit_profile(None, index.doc_ids[0])[1] is None
     with pytest.raises(SpanInputError, match="Unknown document"):
@@ -431,7 +480,10 @@ def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
     assert "this index holds word spans" in cli_fails(
         capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token"
     )
-    assert run_cli(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "word")[0] == 0
+    assert (
+        run_cli(capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "word")[0]
+        == 0
+    )
     assert "needs --index" in cli_fails(capsys, "mine", "-q", "guitar", corpus, "--approximate")
 
 
@@ -470,7 +522,9 @@ def test_nan_vectors_are_an_error_not_no_match(make_tiny_model, tmp_path, monkey
 
     model = make_tiny_model(128)
     with torch.no_grad():
-        model[0].auto_model.embeddings.LayerNorm.weight[0] = float("nan")  # as a NaN in a damaged checkpoint or adapter
+        model[0].auto_model.embeddings.LayerNorm.weight[0] = float(
+            "nan"
+        )  # as a NaN in a damaged checkpoint or adapter
     with pytest.raises(slice_st.ModelLoadError, match="NaN or infinite token vectors"):
         model.best_spans("dog", "the dog barks")
     with pytest.raises(slice_st.ModelLoadError, match="NaN or infinite token vectors"):
@@ -478,18 +532,24 @@ def test_nan_vectors_are_an_error_not_no_match(make_tiny_model, tmp_path, monkey
     monkeypatch.setattr(slice_st, "load_model", lambda *a, **k: model)
     corpus = tmp_path / "c.txt"
     corpus.write_text("the dog barks\n")
-    assert "NaN or infinite token vectors" in cli_fails(capsys, "mine", "-q", "dog", corpus, "--no-progress")
+    assert "NaN or infinite token vectors" in cli_fails(
+        capsys, "mine", "-q", "dog", corpus, "--no-progress"
+    )
 
 
 def test_nlist_above_the_chunks_is_a_clear_error(tiny_model, tiny_model_dir, tmp_path, capsys):
     pytest.importorskip("faiss")
     from slice_st import SpanIndex, SpanInputError
 
-    index = SpanIndex.build(["the dog barks at the mailman", "a man plays the guitar"], tiny_model, max_span=3)
+    index = SpanIndex.build(
+        ["the dog barks at the mailman", "a man plays the guitar"], tiny_model, max_span=3
+    )
     with pytest.raises(SpanInputError, match="nlist=5000 is more than the .* chunks of this index"):
         index.build_candidates(kind="ivf", nlist=5000)
     index.save(str(tmp_path / "ix"))
-    assert "nlist=5000 is more than" in cli_fails(capsys, "index", "candidates", tmp_path / "ix", "--nlist", "5000")
+    assert "nlist=5000 is more than" in cli_fails(
+        capsys, "index", "candidates", tmp_path / "ix", "--nlist", "5000"
+    )
     for nlist in (0, -2, 1.5):
         with pytest.raises(SpanInputError, match="nlist must be a positive integer"):
             index.build_candidates(kind="ivf", nlist=nlist)
@@ -499,20 +559,32 @@ def test_removing_documents_keeps_an_ivf_stage_with_as_many_lists_as_chunks_are_
     pytest.importorskip("faiss")
     from slice_st import SpanIndex
 
-    texts = ["the dog barks at the mailman every day", "a man plays the guitar", "rain is falling on the city"]
+    texts = [
+        "the dog barks at the mailman every day",
+        "a man plays the guitar",
+        "rain is falling on the city",
+    ]
     index = SpanIndex.build(texts, tiny_model, max_span=3)
     index.build_candidates(kind="ivf", chunk=2, stride=1, nlist=11)
     chunks = index.info()["candidates"]["chunks"]
     assert chunks >= 11
-    assert index.remove(["0"]) == 1  # fewer chunks than lists now: the stage is rebuilt, not lost with an error
+    assert (
+        index.remove(["0"]) == 1
+    )  # fewer chunks than lists now: the stage is rebuilt, not lost with an error
     left = index.info()["candidates"]
-    assert index.doc_ids == ["1", "2"] and left["chunks"] < chunks and left["nlist"] == min(11, left["chunks"])
+    assert (
+        index.doc_ids == ["1", "2"]
+        and left["chunks"] < chunks
+        and left["nlist"] == min(11, left["chunks"])
+    )
     assert index.search("a man plays the guitar", top_k=1, approximate=True)[0][0].doc_id == "1"
 
 
 def test_index_match_old_names_are_deprecated_aliases():
     """``IndexMatch`` names a match as ``SpanMatch`` does; ``doc_index`` and ``cosine`` still answer, with a warning."""
-    fields = dict(query_index=0, doc_id="a", text_index=3, start=0, end=1, span="x", score=0.5, unit_start=0)
+    fields = dict(
+        query_index=0, doc_id="a", text_index=3, start=0, end=1, span="x", score=0.5, unit_start=0
+    )
     match = IndexMatch(**fields, unit_end=1, similarity=0.75)
     with pytest.warns(DeprecationWarning, match="use text_index"):
         assert match.doc_index == 3
@@ -524,7 +596,9 @@ def _wrapped_corpus(tmp_path):
     """Two folders each holding an ``x.txt``, and a JSONL file."""
     for folder, words in (("a", "guitar on stage"), ("b", "flight was late")):
         (tmp_path / folder).mkdir()
-        (tmp_path / folder / "x.txt").write_text(f"A man played the {words}.\nThe second line is here.\n")
+        (tmp_path / folder / "x.txt").write_text(
+            f"A man played the {words}.\nThe second line is here.\n"
+        )
     (tmp_path / "t.jsonl").write_text('{"id": "T1", "text": "Refund the ticket please."}\n')
     return [str(tmp_path / "a" / "x.txt"), str(tmp_path / "b" / "x.txt"), str(tmp_path / "t.jsonl")]
 
@@ -544,7 +618,9 @@ def test_documents_list_files_and_sizes_and_survive_a_save(tiny_model, tmp_path)
         ("T1", paths[2]),  # a JSONL document: its file is kept, though its id does not name it
         ("s1", None),
     ]
-    assert rows[0]["characters"] == len("A man played the guitar on stage.") and rows[0]["units"] == 7
+    assert (
+        rows[0]["characters"] == len("A man played the guitar on stage.") and rows[0]["units"] == 7
+    )
     assert sum(row["units"] for row in rows) == index.num_units
     index.save(tmp_path / "ix")
     assert SpanIndex.load(tmp_path / "ix", tiny_model).documents() == rows
@@ -560,7 +636,9 @@ def test_an_index_of_text_files_stores_no_sources_file(tiny_model, tmp_path):
     SpanIndex.build(read_corpus(paths), tiny_model, max_span=3).save(tmp_path / "ix")
     manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
     assert SOURCES_FILE not in manifest["files"]
-    assert {row["file"] for row in SpanIndex.load(tmp_path / "ix", tiny_model).documents()} == set(paths)
+    assert {row["file"] for row in SpanIndex.load(tmp_path / "ix", tiny_model).documents()} == set(
+        paths
+    )
 
 
 def test_remove_a_file(tiny_model, tmp_path):
@@ -574,7 +652,9 @@ def test_remove_a_file(tiny_model, tmp_path):
     assert index.num_units == units - 7 - 5
     # another spelling of the same file: the same documents
     assert index.remove(file=os.path.relpath(paths[2])) == 1
-    with pytest.raises(SpanInputError, match=r"No document of .*a/x\.txt in the index \(its files: .*b/x\.txt\)"):
+    with pytest.raises(
+        SpanInputError, match=r"No document of .*a/x\.txt in the index \(its files: .*b/x\.txt\)"
+    ):
         index.remove(file=paths[0])
     with pytest.raises(SpanInputError, match="ids or file"):
         index.remove()
@@ -600,7 +680,10 @@ def test_add_replace_replaces_the_documents_of_a_file(tiny_model, tmp_path):
     # the same file spelt otherwise (relative, not absolute): its documents are the ones replaced
     relative = os.path.relpath(paths[0])
     index.add(read_corpus([relative]), replace=True)
-    assert index.replaced == [f"{paths[0]}:1"] and index.doc_ids[-1] == f"{os.path.normpath(relative)}:1"
+    assert (
+        index.replaced == [f"{paths[0]}:1"]
+        and index.doc_ids[-1] == f"{os.path.normpath(relative)}:1"
+    )
     assert len(index) == len(fresh)
     # a file not in the index yet is added; a generator of documents too
     (tmp_path / "c.txt").write_text("A new file.\n")
@@ -614,7 +697,10 @@ def test_add_replace_that_fails_changes_nothing(tiny_model, tmp_path):
     paths = _wrapped_corpus(tmp_path)
     index = SpanIndex.build(read_corpus(paths), tiny_model, max_span=3)
     before = (list(index.doc_ids), list(index.sources), index.num_units)
-    bad = [Document(f"{paths[0]}:1", "fine", paths[0], 1), Document("T1", "a clash with the JSONL id", paths[0], 2)]
+    bad = [
+        Document(f"{paths[0]}:1", "fine", paths[0], 1),
+        Document("T1", "a clash with the JSONL id", paths[0], 2),
+    ]
     with pytest.raises(SpanInputError, match="Duplicate document id 'T1'"):
         index.add(bad, replace=True)
     assert (index.doc_ids, index.sources, index.num_units) == before
@@ -623,7 +709,10 @@ def test_add_replace_that_fails_changes_nothing(tiny_model, tmp_path):
 def test_repr_says_what_the_index_holds(tiny_model):
     index = SpanIndex.build(["one two three", "four five"], tiny_model, max_span=3)
     text = repr(index)
-    assert text.startswith("SpanIndex(model=") and "documents=2, units=5, unit='word', spans=1..3" in text
+    assert (
+        text.startswith("SpanIndex(model=")
+        and "documents=2, units=5, unit='word', spans=1..3" in text
+    )
     assert "dtype='float32'" in text and "0x" not in text
 
 
@@ -641,7 +730,9 @@ def clause_index(tiny_model, request):
     texts = [*make_docs(20, seed=3), *CLAUSE_DOCS, *make_docs(20, seed=4)]
     ids = [*map(str, range(20)), "gpl", "agpl", "lgpl", *map(str, range(20, 40))]
     compression = "pq16" if request.param == "compressed" else None
-    return SpanIndex.build(texts, tiny_model, ids=ids, max_span=8, dtype="float32", compression=compression)
+    return SpanIndex.build(
+        texts, tiny_model, ids=ids, max_span=8, dtype="float32", compression=compression
+    )
 
 
 @pytest.mark.parametrize("scorer", ["max-cosine", "phrase", "reranked"])
@@ -649,26 +740,40 @@ def test_merge_identical_lists_every_place_and_keeps_k_distinct(clause_index, sc
     from slice_st.search import SpanPlace, identity_key
 
     query = "the software is provided as is, without warranty"
-    options = dict(per_document=1, scorer=scorer, candidates=30)  # compressed: 30 of 43 documents searched exactly
+    options = dict(
+        per_document=1, scorer=scorer, candidates=30
+    )  # compressed: 30 of 43 documents searched exactly
     plain = clause_index.search(query, top_k=3, **options)[0]
-    assert [m.doc_id for m in plain] == ["gpl", "agpl", "lgpl"]  # the clause fills the unmerged top 3
+    assert [m.doc_id for m in plain] == [
+        "gpl",
+        "agpl",
+        "lgpl",
+    ]  # the clause fills the unmerged top 3
     assert all(m.places == () and m.count == 1 for m in plain)
     merged = clause_index.search(query, top_k=3, merge_identical=True, **options)[0]
     assert len(merged) == 3 and len({identity_key(m.span) for m in merged}) == 3  # k distinct spans
     first = merged[0]
     assert first.count == 3 and first.doc_id == "gpl" and first.span == plain[0].span
-    assert [(p.doc_id, p.text_index) for p in first.places] == [("gpl", 20), ("agpl", 21), ("lgpl", 22)]
+    assert [(p.doc_id, p.text_index) for p in first.places] == [
+        ("gpl", 20),
+        ("agpl", 21),
+        ("lgpl", 22),
+    ]
     assert first.places[0] == SpanPlace(
         text_index=20, start=first.start, end=first.end, score=first.score, doc_id="gpl"
     )
     for place in first.places:
-        assert identity_key(clause_index.texts[place.text_index][place.start : place.end]) == identity_key(first.span)
+        assert identity_key(
+            clause_index.texts[place.text_index][place.start : place.end]
+        ) == identity_key(first.span)
     # the distinct spans in the unmerged order; the places are the unmerged list down to the last result
     longer = clause_index.search(query, top_k=40, **options)[0]
     keys = list(dict.fromkeys(identity_key(m.span) for m in longer))[:3]
     assert [identity_key(m.span) for m in merged] == keys
     flat = [(p.doc_id, p.start, p.end) for m in merged for p in m.places]
-    assert sorted(flat) == sorted((m.doc_id, m.start, m.end) for m in longer[: sum(m.count for m in merged)])
+    assert sorted(flat) == sorted(
+        (m.doc_id, m.start, m.end) for m in longer[: sum(m.count for m in merged)]
+    )
     assert [m.score for m in merged] == sorted((m.score for m in merged), reverse=True)
 
 
@@ -689,4 +794,6 @@ def test_merge_identical_without_copies_changes_nothing_but_places(index):
 def test_merge_identical_stops_when_the_corpus_runs_out(tiny_model):
     index = SpanIndex.build(CLAUSE_DOCS, tiny_model, ids=["gpl", "agpl", "lgpl"], max_span=3)
     merged = index.search("the software", top_k=50, per_document=1, merge_identical=True)[0]
-    assert sum(m.count for m in merged) == 3  # one span per document: every document's, as few results as there are
+    assert (
+        sum(m.count for m in merged) == 3
+    )  # one span per document: every document's, as few results as there are

@@ -31,7 +31,17 @@ def index_dir(tiny_model_dir, tmp_path, capsys):
     corpus.write_text("\n".join(DOCS) + "\n")
     out = tmp_path / "ix"
     code, _ = run_cli(
-        capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", 4, "--no-progress"
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        out,
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        4,
+        "--no-progress",
     )
     assert code == 0
     return out
@@ -62,14 +72,27 @@ def test_ray_force_build_never_follows_a_linked_build_state(tiny_model_dir, tmp_
     (out / ".slice-st-build").symlink_to(precious)
     before = file_tree(precious)
     error = cli_error(
-        ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--ray", "--force", "--no-progress"],
+        [
+            "index",
+            "build",
+            str(corpus),
+            "-o",
+            str(out),
+            "--model",
+            tiny_model_dir,
+            "--ray",
+            "--force",
+            "--no-progress",
+        ],
         capsys,
     )
     assert ".slice-st-build is a symbolic link" in error
     assert file_tree(precious) == before
 
 
-def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_model_dir, tmp_path, capsys):
+def test_a_planted_manifest_temp_link_is_never_written_through(
+    index_dir, tiny_model_dir, tmp_path, capsys
+):
     """``index add`` with ``.manifest.json.tmp`` a link to a file outside: that file is unchanged, manifest.json
     stays a file."""
     from slice_st.index.storage import MANIFEST
@@ -84,7 +107,9 @@ def test_a_planted_manifest_temp_link_is_never_written_through(index_dir, tiny_m
     assert outside.read_text() == "precious"
     assert not os.path.islink(index_dir / MANIFEST) and _manifest(index_dir)["documents"] == 5
     assert not [
-        name for name in os.listdir(index_dir) if name.endswith(".tmp") and not os.path.islink(index_dir / name)
+        name
+        for name in os.listdir(index_dir)
+        if name.endswith(".tmp") and not os.path.islink(index_dir / name)
     ]
 
 
@@ -109,7 +134,9 @@ def test_a_linked_manifest_or_lock_is_refused(index_dir, tiny_model_dir, tmp_pat
     assert "manifest.json is a symbolic link" in error and outside.read_text() == before
 
 
-@pytest.mark.parametrize("name", ["../../outside.txt", "/etc/passwd", "..", ".", "sub/file", ".hidden"])
+@pytest.mark.parametrize(
+    "name", ["../../outside.txt", "/etc/passwd", "..", ".", "sub/file", ".hidden"]
+)
 def test_manifest_file_names_must_be_plain_names_in_the_folder(
     index_dir, tiny_model, tmp_path, capsys, monkeypatch, name
 ):
@@ -120,13 +147,19 @@ def test_manifest_file_names_must_be_plain_names_in_the_folder(
     _write_manifest(index_dir, manifest)
     touched = []
     real_lstat, real_stat = os.lstat, os.stat
-    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_lstat(p, *a, **k))[1])
-    monkeypatch.setattr(os, "stat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_stat(p, *a, **k))[1])
+    monkeypatch.setattr(
+        os, "lstat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_lstat(p, *a, **k))[1]
+    )
+    monkeypatch.setattr(
+        os, "stat", lambda p, *a, **k: (touched.append(os.fspath(p)), real_stat(p, *a, **k))[1]
+    )
     with pytest.raises(SpanInputError, match="unreadable index manifest .files entry"):
         SpanIndex.load(index_dir, tiny_model)
     assert not [p for p in touched if "outside" in p or p.startswith("/etc")]
     monkeypatch.undo()
-    assert "unreadable index manifest" in cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+    assert "unreadable index manifest" in cli_error(
+        ["index", "info", str(index_dir), "--verify"], capsys
+    )
 
 
 def test_verify_reads_only_regular_files_of_the_recorded_size(index_dir, tiny_model, capsys):
@@ -137,7 +170,9 @@ def test_verify_reads_only_regular_files_of_the_recorded_size(index_dir, tiny_mo
     (data / "texts.bin").symlink_to("/dev/zero")
     with pytest.raises(SpanInputError, match="texts.bin is not a regular file"):
         SpanIndex.load(index_dir, tiny_model, verify=True)
-    assert "texts.bin is not a regular file" in cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+    assert "texts.bin is not a regular file" in cli_error(
+        ["index", "info", str(index_dir), "--verify"], capsys
+    )
 
 
 def test_file_digest_stops_at_the_recorded_size(tmp_path):
@@ -148,18 +183,24 @@ def test_file_digest_stops_at_the_recorded_size(tmp_path):
     path.write_bytes(b"x" * 10)
     assert file_digest(str(path), 10) == file_digest(str(path))
     path.write_bytes(b"x" * (3 << 20))
-    assert file_digest(str(path), 10) != file_digest(str(path))  # read 11 bytes, not 3 MiB: cannot match
+    assert file_digest(str(path), 10) != file_digest(
+        str(path)
+    )  # read 11 bytes, not 3 MiB: cannot match
     with pytest.raises(FileAccessError, match="not a regular file"):
         file_digest("/dev/zero", 10)
 
 
 @pytest.mark.parametrize("shard", ["..", "."])
-def test_shard_names_must_be_folders_inside_the_index(index_dir, tiny_model_dir, tmp_path, capsys, shard):
+def test_shard_names_must_be_folders_inside_the_index(
+    index_dir, tiny_model_dir, tmp_path, capsys, shard
+):
     """``shards.json`` naming ``..`` (the parent's index) or a path elsewhere: refused, the parent never searched."""
     child = index_dir / "child"
     child.mkdir()
     (child / "shards.json").write_text(json.dumps({"complete": True, "shards": [shard]}))
-    error = cli_error(["mine", "--index", str(child), "--model", tiny_model_dir, "-q", "dog"], capsys)
+    error = cli_error(
+        ["mine", "--index", str(child), "--model", tiny_model_dir, "-q", "dog"], capsys
+    )
     assert "unreadable shards.json" in error
 
 
@@ -167,7 +208,9 @@ def test_shard_links_to_outside_are_refused(index_dir, tiny_model_dir, tmp_path,
     sharded = tmp_path / "sharded"
     sharded.mkdir()
     (sharded / "part-00000-0000").symlink_to(index_dir)
-    (sharded / "shards.json").write_text(json.dumps({"complete": True, "shards": ["part-00000-0000"]}))
+    (sharded / "shards.json").write_text(
+        json.dumps({"complete": True, "shards": ["part-00000-0000"]})
+    )
     assert "unreadable shards.json" in cli_error(
         ["mine", "--index", str(sharded), "--model", tiny_model_dir, "-q", "dog"], capsys
     )
@@ -183,18 +226,26 @@ def test_a_manifest_without_its_checksums_is_refused(index_dir, tiny_model, caps
     _write_manifest(index_dir, manifest)
     with pytest.raises(SpanInputError, match="unreadable index manifest"):
         SpanIndex.load(index_dir, tiny_model)
-    assert "unreadable index manifest" in cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+    assert "unreadable index manifest" in cli_error(
+        ["index", "info", str(index_dir), "--verify"], capsys
+    )
 
 
-@pytest.mark.parametrize("edit", [{"min_span": 3}, {"max_span": 2}, {"unit": "token"}, {"min_span": 2, "max_span": 5}])
-def test_edited_span_settings_are_a_clear_error(index_dir, tiny_model, tiny_model_dir, capsys, edit):
+@pytest.mark.parametrize(
+    "edit", [{"min_span": 3}, {"max_span": 2}, {"unit": "token"}, {"min_span": 2, "max_span": 5}]
+)
+def test_edited_span_settings_are_a_clear_error(
+    index_dir, tiny_model, tiny_model_dir, capsys, edit
+):
     """A hand-edited ``span_config`` (min_span 1 → 3 scored 2.93, a cosine above 1; unit word → token was
     accepted)."""
 
     manifest = _manifest(index_dir)
     manifest["span_config"] |= edit
     _write_manifest(index_dir, manifest)
-    with pytest.raises(SpanInputError, match="span_config .* do not match what the index data was written with"):
+    with pytest.raises(
+        SpanInputError, match="span_config .* do not match what the index data was written with"
+    ):
         SpanIndex.load(index_dir, tiny_model)
     assert "the manifest was edited" in cli_error(
         ["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog"], capsys
@@ -211,10 +262,14 @@ def test_a_format_1_index_asks_for_a_rebuild(index_dir, tiny_model, capsys):
 
 
 @pytest.mark.parametrize("version", [True, 1.0, "2", None])
-def test_a_format_version_that_is_not_an_integer_is_refused_as_such(index_dir, tiny_model, capsys, version):
+def test_a_format_version_that_is_not_an_integer_is_refused_as_such(
+    index_dir, tiny_model, capsys, version
+):
     """``format_version: true`` (equal to 1 in Python) is not "index format 1": an unsupported format, as given."""
     _write_manifest(index_dir, _manifest(index_dir) | {"format_version": version})
-    with pytest.raises(SpanInputError, match=f"index format {version!r} is not supported") as refused:
+    with pytest.raises(
+        SpanInputError, match=f"index format {version!r} is not supported"
+    ) as refused:
         SpanIndex.load(index_dir, tiny_model)
     assert "older slice-st" not in str(refused.value)
     assert "is not supported" in cli_error(["index", "info", str(index_dir)], capsys)
@@ -228,7 +283,9 @@ def test_fingerprint_covers_every_weight(make_tiny_model, tiny_model, index_dir)
     from slice_st.loading import model_fingerprint
 
     original = model_fingerprint(tiny_model)
-    assert model_fingerprint(make_tiny_model(128)) == original  # stable: same weights, same fingerprint
+    assert (
+        model_fingerprint(make_tiny_model(128)) == original
+    )  # stable: same weights, same fingerprint
 
     def embeddings(model):
         return model[0].auto_model.embeddings.word_embeddings.weight
@@ -272,13 +329,17 @@ def test_full_disk_in_add_or_remove_is_one_line_and_keeps_the_index(
         else ["index", "remove", str(index_dir), f"{tmp_path / 'a.txt'}:1"]
     )
     error = cli_error(argv + ["--no-progress"], capsys)
-    assert f"cannot save the index to {index_dir}" in error and "requested and 1024 written" in error
+    assert (
+        f"cannot save the index to {index_dir}" in error and "requested and 1024 written" in error
+    )
     _no_leftovers(index_dir, data_before)
     monkeypatch.undo()
     assert len(SpanIndex.load(index_dir, tiny_model)) == 4
 
 
-def test_full_disk_while_writing_the_manifest_leaves_no_temp_file(index_dir, tmp_path, capsys, monkeypatch):
+def test_full_disk_while_writing_the_manifest_leaves_no_temp_file(
+    index_dir, tmp_path, capsys, monkeypatch
+):
     import errno
 
     data_before = sorted(name for name in os.listdir(index_dir) if name.startswith("data-"))
@@ -306,7 +367,8 @@ def test_full_disk_in_build_leaves_no_half_index(tiny_model_dir, tmp_path, capsy
     monkeypatch.setattr(storage, "save_array", _numpy_full_disk)
     out = tmp_path / "ix"
     error = cli_error(
-        ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"], capsys
+        ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--no-progress"],
+        capsys,
     )
     assert f"cannot save the index to {out}" in error
     assert not out.exists()  # the folder the build created, empty but for its lock, is removed too
@@ -322,7 +384,20 @@ class _FullDisk(io.StringIO):
 def test_full_disk_on_standard_output_is_one_line(index_dir, tiny_model_dir, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout", _FullDisk())
     with pytest.raises(SystemExit) as exit_info:
-        main(["mine", "--index", str(index_dir), "--model", tiny_model_dir, "-q", "dog", "-f", "jsonl", "--quiet"])
+        main(
+            [
+                "mine",
+                "--index",
+                str(index_dir),
+                "--model",
+                tiny_model_dir,
+                "-q",
+                "dog",
+                "-f",
+                "jsonl",
+                "--quiet",
+            ]
+        )
     error = capsys.readouterr().err
     assert (
         exit_info.value.code == 2
@@ -335,14 +410,26 @@ def _second_index(tmp_path, tiny_model_dir, capsys, name="other"):
     corpus = tmp_path / "b.txt"
     corpus.write_text("a cat sleeps on the sofa\nthe train leaves at noon\n")
     out = tmp_path / name
-    argv = ["index", "build", str(corpus), "-o", str(out), "--model", tiny_model_dir, "--max-span", "4"]
+    argv = [
+        "index",
+        "build",
+        str(corpus),
+        "-o",
+        str(out),
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        "4",
+    ]
     assert main([*argv, "--no-progress"]) == 0
     capsys.readouterr()
     return out
 
 
 @pytest.mark.parametrize("where", ["outside", "inside"])
-def test_a_directory_of_indexes_never_follows_a_linked_index(index_dir, tiny_model_dir, tmp_path, capsys, where):
+def test_a_directory_of_indexes_never_follows_a_linked_index(
+    index_dir, tiny_model_dir, tmp_path, capsys, where
+):
     """A directory of indexes (no shards.json) holding a link to an index: refused, as a linked shard of shards.json
     is; the linked index is never searched. (Before: a link to an index outside was searched with the real one.)"""
     from slice_st.index import ShardedSpanIndex
@@ -351,7 +438,9 @@ def test_a_directory_of_indexes_never_follows_a_linked_index(index_dir, tiny_mod
     shards = tmp_path / "shards"
     shards.mkdir()
     shutil.copytree(index_dir, shards / "a-real")
-    linked = _second_index(tmp_path, tiny_model_dir, capsys) if where == "outside" else shards / "a-real"
+    linked = (
+        _second_index(tmp_path, tiny_model_dir, capsys) if where == "outside" else shards / "a-real"
+    )
     (shards / "b-link").symlink_to(linked)
     with pytest.raises(SpanInputError, match="shard 'b-link' is a symbolic link"):
         shard_directories(shards)
@@ -362,9 +451,14 @@ def test_a_directory_of_indexes_never_follows_a_linked_index(index_dir, tiny_mod
         ["index", "search", str(shards), "-q", "dog"],
     ):
         error = cli_error(argv, capsys)
-        assert f"{shards}: a directory of indexes holds a link (shard 'b-link' is a symbolic link" in error
+        assert (
+            f"{shards}: a directory of indexes holds a link (shard 'b-link' is a symbolic link"
+            in error
+        )
     os.remove(shards / "b-link")
-    assert shard_directories(shards) == [str(shards / "a-real")]  # without the link: the real index alone
+    assert shard_directories(shards) == [
+        str(shards / "a-real")
+    ]  # without the link: the real index alone
 
 
 def _swap_for_a_link_after_lstat(monkeypatch, target, outside):
@@ -397,7 +491,9 @@ def _swap_for_a_link_after_lstat(monkeypatch, target, outside):
         ("doc_ids.json", False),
     ],
 )
-def test_a_link_swapped_in_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch, name, mmap):
+def test_a_link_swapped_in_after_the_check_is_never_read(
+    index_dir, tiny_model, tmp_path, monkeypatch, name, mmap
+):
     """Check-then-open race: the file passes the ``lstat`` check, then a link to a valid copy outside takes its place.
     The read opens ``O_NOFOLLOW`` and ``fstat``s what it opened, so it refuses the link. (Before: the copy outside
     was read, and the index loaded from it.)"""
@@ -411,7 +507,9 @@ def test_a_link_swapped_in_after_the_check_is_never_read(index_dir, tiny_model, 
     assert swapped and os.path.islink(folder / name)
     monkeypatch.undo()
     os.replace(str(folder / name) + ".kept", folder / name)
-    assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(DOCS)  # the real file: it loads
+    assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(
+        DOCS
+    )  # the real file: it loads
 
 
 @pytest.mark.parametrize("mmap", [True, False])
@@ -436,18 +534,24 @@ def test_a_data_folder_swapped_for_a_link_after_the_check_is_never_read(
     assert len(SpanIndex.load(index_dir, tiny_model, mmap=mmap)) == len(DOCS)
 
 
-def test_a_shard_list_swapped_for_a_link_after_the_check_is_never_read(index_dir, tiny_model, tmp_path, monkeypatch):
+def test_a_shard_list_swapped_for_a_link_after_the_check_is_never_read(
+    index_dir, tiny_model, tmp_path, monkeypatch
+):
     """The same race on ``shards.json``: checked as a regular file, then a link; refused, the copy outside unread."""
     from slice_st.index import ShardedSpanIndex
 
     sharded = tmp_path / "sharded"
     sharded.mkdir()
     shutil.copytree(index_dir, sharded / "part-00000-0000")
-    (sharded / "shards.json").write_text(json.dumps({"complete": True, "shards": ["part-00000-0000"]}))
+    (sharded / "shards.json").write_text(
+        json.dumps({"complete": True, "shards": ["part-00000-0000"]})
+    )
     outside = tmp_path / "outside-shards.json"
     shutil.copy(sharded / "shards.json", outside)
     swapped = _swap_for_a_link_after_lstat(monkeypatch, sharded / "shards.json", outside)
-    with pytest.raises(SpanInputError, match="unreadable shards.json .*shards.json is a symbolic link"):
+    with pytest.raises(
+        SpanInputError, match="unreadable shards.json .*shards.json is a symbolic link"
+    ):
         ShardedSpanIndex.load(sharded, tiny_model)
     assert swapped
     monkeypatch.undo()
@@ -461,20 +565,31 @@ def test_a_planted_array_link_is_refused(index_dir, tiny_model, tmp_path, capsys
     data = index_dir / _manifest(index_dir)["data"]
     os.replace(data / "unit_vectors.npy", tmp_path / "outside.npy")
     (data / "unit_vectors.npy").symlink_to(tmp_path / "outside.npy")
-    with pytest.raises(SpanInputError, match="missing or corrupt .unit_vectors.npy is not a regular file"):
+    with pytest.raises(
+        SpanInputError, match="missing or corrupt .unit_vectors.npy is not a regular file"
+    ):
         SpanIndex.load(index_dir, tiny_model)
-    assert "unit_vectors.npy is not a regular file" in cli_error(["index", "info", str(index_dir), "--verify"], capsys)
+    assert "unit_vectors.npy is not a regular file" in cli_error(
+        ["index", "info", str(index_dir), "--verify"], capsys
+    )
 
 
-def test_a_slice_minilm_folder_in_the_cwd_is_not_the_model_of_an_index(tmp_path, monkeypatch, tiny_model_dir):
+def test_a_slice_minilm_folder_in_the_cwd_is_not_the_model_of_an_index(
+    tmp_path, monkeypatch, tiny_model_dir
+):
     from slice_st import SpanIndex
     from slice_st.index.span_index import model_source
 
     index = SpanIndex.build(["the dog barks"], slice_st.load_model(), max_span=2)
     index.save(str(tmp_path / "ix"))
     monkeypatch.chdir(tmp_path)
-    slice_st.load_model(tiny_model_dir).save(str(tmp_path / "slice-minilm"))  # an unrelated folder of that name
-    assert model_source(str(tmp_path / "ix"), {"model_name": "slice-minilm"}) == "slice-st/slice-minilm"
+    slice_st.load_model(tiny_model_dir).save(
+        str(tmp_path / "slice-minilm")
+    )  # an unrelated folder of that name
+    assert (
+        model_source(str(tmp_path / "ix"), {"model_name": "slice-minilm"})
+        == "slice-st/slice-minilm"
+    )
     loaded = SpanIndex.load(str(tmp_path / "ix"))
     assert loaded.search("dog", top_k=1)[0][
         0
@@ -493,17 +608,48 @@ def test_saved_format_is_pinned(index_dir):
 
     manifest = json.loads((index_dir / MANIFEST).read_text())
     assert manifest["format_version"] == 2
-    assert set(manifest) >= {"data", "generation", "model_fingerprint", "span_config", "dtype", "units", "documents"}
-    assert set(manifest) >= {"files", "samples", "model_name", "model_path", "array_bytes", "calibration", "candidates"}
+    assert set(manifest) >= {
+        "data",
+        "generation",
+        "model_fingerprint",
+        "span_config",
+        "dtype",
+        "units",
+        "documents",
+    }
+    assert set(manifest) >= {
+        "files",
+        "samples",
+        "model_name",
+        "model_path",
+        "array_bytes",
+        "calibration",
+        "candidates",
+    }
     data = index_dir / manifest["data"]
-    arrays = ["unit_vectors", "unit_chars", "span_norms", "segment_units", "segment_docs", "segment_first_unit"]
+    arrays = [
+        "unit_vectors",
+        "unit_chars",
+        "span_norms",
+        "segment_units",
+        "segment_docs",
+        "segment_first_unit",
+    ]
     arrays.append("text_offsets")
     expected = {f"{name}.npy" for name in arrays} | {"texts.bin", "doc_ids.json", "settings.json"}
     assert set(manifest["files"]) == expected and set(manifest["samples"]) == set(arrays)
     assert set(os.listdir(data)) == expected | {".slice-st-data"}
     dtypes = {name: np.load(data / f"{name}.npy").dtype.str for name in arrays}
-    assert dtypes == {"unit_vectors": "<f4", "unit_chars": "<i4", "span_norms": "<f4"} | dict.fromkeys(
+    assert dtypes == {
+        "unit_vectors": "<f4",
+        "unit_chars": "<i4",
+        "span_norms": "<f4",
+    } | dict.fromkeys(
         ("segment_units", "segment_docs", "segment_first_unit", "text_offsets"), "<i8"
     )
-    assert set(json.loads((data / "settings.json").read_text())) == {"span_config", "dtype", "model_fingerprint"}
+    assert set(json.loads((data / "settings.json").read_text())) == {
+        "span_config",
+        "dtype",
+        "model_fingerprint",
+    }
     assert json.loads((data / "doc_ids.json").read_text())[0].endswith("a.txt:1")

@@ -15,7 +15,12 @@ from slice_st.index import storage
 from slice_st.index.span_index import SpanIndex
 from slice_st.index.storage import MANIFEST
 
-DOCS = ["a cat sleeps on the sofa", "the dog barks at the door", "my bag was lost", "the train never came"]
+DOCS = [
+    "a cat sleeps on the sofa",
+    "the dog barks at the door",
+    "my bag was lost",
+    "the train never came",
+]
 
 
 @pytest.fixture()
@@ -40,25 +45,33 @@ def _full_disk_at_the_marker(monkeypatch):
     monkeypatch.setattr(storage, "write_bytes", write_bytes)
 
 
-def test_a_save_on_a_full_disk_is_a_file_access_error_and_leaves_no_data_folder(saved, tiny_model, monkeypatch):
+def test_a_save_on_a_full_disk_is_a_file_access_error_and_leaves_no_data_folder(
+    saved, tiny_model, monkeypatch
+):
     before = _data_folders(saved)
     index = SpanIndex.load(saved, tiny_model)
     index.remove(["d0"])
     _full_disk_at_the_marker(monkeypatch)
     for _ in range(3):
-        with pytest.raises(FileAccessError, match="cannot save the index to .*No space left on device"):
+        with pytest.raises(
+            FileAccessError, match="cannot save the index to .*No space left on device"
+        ):
             index.save(saved)
     assert _data_folders(saved) == before
 
 
-def test_index_remove_on_a_full_disk_names_the_index_not_standard_output(saved, tiny_model_dir, capsys, monkeypatch):
+def test_index_remove_on_a_full_disk_names_the_index_not_standard_output(
+    saved, tiny_model_dir, capsys, monkeypatch
+):
     before = _data_folders(saved)
     _full_disk_at_the_marker(monkeypatch)
     for _ in range(2):
         with pytest.raises(SystemExit) as exit_info:
             main(["index", "remove", str(saved), "d0", "--no-progress"])
         error = capsys.readouterr().err.strip().splitlines()[-1]
-        assert exit_info.value.code == 2 and error.startswith("slice-st: error: cannot save the index to"), error
+        assert exit_info.value.code == 2 and error.startswith(
+            "slice-st: error: cannot save the index to"
+        ), error
         assert "standard output" not in error
     assert _data_folders(saved) == before
     monkeypatch.undo()

@@ -39,12 +39,17 @@ def _no_stray_children():
         child.join(5)
 
 
-WAIT = float(os.environ.get("SLICE_TEST_WAIT", "120"))  # seconds: a safety net for a hung child, never a measured time
+WAIT = float(
+    os.environ.get("SLICE_TEST_WAIT", "120")
+)  # seconds: a safety net for a hung child, never a measured time
 
 
 def _docs(prefix: str, count: int) -> list[str]:
     words = "the dog barks at a man who plays the guitar while my bag was lost and the flight was delayed".split()
-    return [" ".join(words[(i + j) % len(words)] for j in range(4 + i % 5)) + f" {prefix}{i}" for i in range(count)]
+    return [
+        " ".join(words[(i + j) % len(words)] for j in range(4 + i % 5)) + f" {prefix}{i}"
+        for i in range(count)
+    ]
 
 
 def _write_corpus(path, prefix: str, count: int):
@@ -57,7 +62,11 @@ def _data_folders(path) -> list[str]:
 
 
 def _index_data_folders(path) -> list[str]:
-    return [entry for entry in _data_folders(path) if os.path.isfile(os.path.join(path, entry, ".slice-st-data"))]
+    return [
+        entry
+        for entry in _data_folders(path)
+        if os.path.isfile(os.path.join(path, entry, ".slice-st-data"))
+    ]
 
 
 def _quiet_child(log_path: str) -> None:
@@ -74,7 +83,17 @@ def built(tiny_model_dir, tmp_path, capsys):
     corpus = _write_corpus(tmp_path / "a.txt", "a", 6)
     out = tmp_path / "ix"
     code, _ = run_cli(
-        capsys, "index", "build", corpus, "-o", out, "--model", tiny_model_dir, "--max-span", 4, "--no-progress"
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        out,
+        "--model",
+        tiny_model_dir,
+        "--max-span",
+        4,
+        "--no-progress",
     )
     assert code == 0
     return out
@@ -85,7 +104,9 @@ def test_b01_save_deletes_only_what_the_index_wrote(tiny_model_dir, tmp_path, ca
     project = tmp_path / "proj"
     (project / "data-raw").mkdir(parents=True)
     (project / "data-raw" / "keep.csv").write_text("x\n")
-    (project / "data-2024-01").mkdir()  # looks like a data folder name, but the index did not write it
+    (
+        project / "data-2024-01"
+    ).mkdir()  # looks like a data folder name, but the index did not write it
     (project / "data-2024-01" / "notes.txt").write_text("mine\n")
     (project / "data.csv").write_text("also mine\n")
     corpus = _write_corpus(tmp_path / "a.txt", "a", 4)
@@ -111,7 +132,9 @@ def test_b01_save_deletes_only_what_the_index_wrote(tiny_model_dir, tmp_path, ca
     assert (project / "data-2024-01" / "notes.txt").read_text() == "mine\n"
     assert (project / "data.csv").read_text() == "also mine\n"
     manifest = json.loads((project / MANIFEST).read_text())
-    assert _index_data_folders(project) == [manifest["data"]]  # earlier versions were removed, and only they
+    assert _index_data_folders(project) == [
+        manifest["data"]
+    ]  # earlier versions were removed, and only they
     assert len(SpanIndex.load(project)) == 5
 
 
@@ -122,7 +145,9 @@ def test_b01_data_folders_have_normal_permissions(tiny_model, tmp_path):
     finally:
         os.umask(previous)
     manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
-    assert stat.S_IMODE(os.stat(tmp_path / "ix" / manifest["data"]).st_mode) == 0o755  # not mkdtemp's 0o700
+    assert (
+        stat.S_IMODE(os.stat(tmp_path / "ix" / manifest["data"]).st_mode) == 0o755
+    )  # not mkdtemp's 0o700
 
 
 def test_b02_manifest_replace_is_followed_by_a_directory_fsync(tiny_model, tmp_path, monkeypatch):
@@ -212,17 +237,22 @@ def test_b02_sigkill_mid_add_loses_nothing(built, tmp_path, tiny_model, capsys):
     before = SpanIndex.load(built, tiny_model)
     expected = (list(before.doc_ids), before.num_units)
     corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
-    for attempt in range(3):  # a child that stalls before its save is retried (it must have changed nothing)
+    for attempt in range(
+        3
+    ):  # a child that stalls before its save is retried (it must have changed nothing)
         entered = FORK.Event()
         child = FORK.Process(
-            target=_add_killed_mid_save, args=(built, corpus, tmp_path / f"child{attempt}.log", entered)
+            target=_add_killed_mid_save,
+            args=(built, corpus, tmp_path / f"child{attempt}.log", entered),
         )
         child.start()
         if entered.wait(WAIT):
             break
         child.kill()
         child.join(5)
-        assert SpanIndex.load(built, tiny_model).doc_ids == expected[0]  # a stalled child changed nothing
+        assert (
+            SpanIndex.load(built, tiny_model).doc_ids == expected[0]
+        )  # a stalled child changed nothing
     assert entered.is_set(), "the add never reached its save"
     os.kill(child.pid, signal.SIGKILL)
     child.join(WAIT)
@@ -245,10 +275,14 @@ def test_b02_stale_save_is_refused_not_lost(tiny_model, tmp_path):
     one.add(["the first update"], ["one"])
     one.save(path)
     two.add(["the second update"], ["two"])
-    with pytest.raises(slice_st.IndexConflictError, match="saved by another process after this index was loaded"):
+    with pytest.raises(
+        slice_st.IndexConflictError, match="saved by another process after this index was loaded"
+    ):
         two.save(path)
     assert "one" in SpanIndex.load(path, tiny_model).doc_ids
-    with SpanIndex.open_for_update(path, tiny_model) as index:  # the way to do it: lock from load to save
+    with SpanIndex.open_for_update(
+        path, tiny_model
+    ) as index:  # the way to do it: lock from load to save
         index.add(["the second update"], ["two"])
     assert {"one", "two"} <= set(SpanIndex.load(path, tiny_model).doc_ids)
     one.save(tmp_path / "elsewhere")  # saving a copy somewhere else is fine
@@ -258,7 +292,9 @@ def test_b02_stale_save_is_refused_not_lost(tiny_model, tmp_path):
 
 # ------------------------------------------------------------------------------------------ B3, B4
 def test_b03_remove_takes_a_string_as_one_id(tiny_model):
-    index = SpanIndex.build(["a dog", "a cat", "a bird"], tiny_model, ids=["a", "ab", "b"], max_span=2)
+    index = SpanIndex.build(
+        ["a dog", "a cat", "a bird"], tiny_model, ids=["a", "ab", "b"], max_span=2
+    )
     assert index.remove("ab") == 1
     assert index.doc_ids == ["a", "b"]
     with pytest.raises(SpanInputError, match="Unknown document ids"):
@@ -267,11 +303,17 @@ def test_b03_remove_takes_a_string_as_one_id(tiny_model):
         index.remove([3])
 
 
-def test_b04_shard_without_manifest_is_an_error_not_skipped(tiny_model, tiny_model_dir, tmp_path, capsys):
+def test_b04_shard_without_manifest_is_an_error_not_skipped(
+    tiny_model, tiny_model_dir, tmp_path, capsys
+):
     shards = tmp_path / "shards"
-    SpanIndex.build(_docs("a", 3), tiny_model, ids=["a1", "a2", "a3"], max_span=3).save(shards / "a")
+    SpanIndex.build(_docs("a", 3), tiny_model, ids=["a1", "a2", "a3"], max_span=3).save(
+        shards / "a"
+    )
     crashed = shards / "b"
-    (crashed / "data-000001-deadbeef").mkdir(parents=True)  # a shard build that died before its manifest
+    (crashed / "data-000001-deadbeef").mkdir(
+        parents=True
+    )  # a shard build that died before its manifest
     with pytest.raises(SpanInputError, match="not indexes.*shards/b"):
         slice_st.index.ShardedSpanIndex.load(shards, tiny_model)
     with pytest.raises(SystemExit) as exit_info:
@@ -314,12 +356,18 @@ def _save_new_version(path, model_dir, have_manifest, saved):
     saved.set()
 
 
-def test_b05_a_reader_sees_the_old_or_the_new_index_never_an_error(tiny_model, tiny_model_dir, tmp_path):
+def test_b05_a_reader_sees_the_old_or_the_new_index_never_an_error(
+    tiny_model, tiny_model_dir, tmp_path
+):
     path = tmp_path / "ix"
     SpanIndex.build(_docs("a", 5), tiny_model, max_span=3).save(path)
     have_manifest, saved, results = FORK.Event(), FORK.Event(), FORK.Queue()
-    reader = FORK.Process(target=_load_after_a_save, args=(path, tiny_model_dir, have_manifest, saved, results))
-    writer = FORK.Process(target=_save_new_version, args=(path, tiny_model_dir, have_manifest, saved))
+    reader = FORK.Process(
+        target=_load_after_a_save, args=(path, tiny_model_dir, have_manifest, saved, results)
+    )
+    writer = FORK.Process(
+        target=_save_new_version, args=(path, tiny_model_dir, have_manifest, saved)
+    )
     reader.start()
     writer.start()
     outcome = results.get(timeout=WAIT)
@@ -357,11 +405,15 @@ def test_b05_loads_during_many_saves_never_fail(tiny_model, tiny_model_dir, tmp_
 
 
 # ------------------------------------------------------------------------------------------ B12
-def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(built, tmp_path, capsys, monkeypatch):
+def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(
+    built, tmp_path, capsys, monkeypatch
+):
     corpus = _write_corpus(tmp_path / "b.txt", "b", 2)
     deny_writes(monkeypatch, built)
     try:
-        monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("the model loaded"))
+        monkeypatch.setattr(
+            slice_st.loading, "load_model", lambda *a, **k: pytest.fail("the model loaded")
+        )
         for argv in (
             ["index", "add", str(built), str(corpus)],
             ["index", "remove", str(built), "x"],
@@ -370,31 +422,43 @@ def test_b12_read_only_index_is_refused_before_any_work_and_still_searchable(bui
             with pytest.raises(SystemExit) as exit_info:
                 main(argv)
             error = capsys.readouterr().err
-            assert exit_info.value.code == 2 and "not writable" in error and error.count("\n") == 1, error
+            assert (
+                exit_info.value.code == 2 and "not writable" in error and error.count("\n") == 1
+            ), error
         monkeypatch.undo()
-        assert main(["mine", "--index", str(built), "-q", "dog", "-f", "jsonl"]) == 0  # reading needs no write access
+        assert (
+            main(["mine", "--index", str(built), "-q", "dog", "-f", "jsonl"]) == 0
+        )  # reading needs no write access
         assert capsys.readouterr().out.count("\n") == 6
     finally:
         os.chmod(built, 0o755)
 
 
 # ------------------------------------------------------------------------------------------ B13
-def test_b13_unwritable_or_file_output_is_refused_before_encoding(tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_b13_unwritable_or_file_output_is_refused_before_encoding(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     corpus = _write_corpus(tmp_path / "a.txt", "a", 3)
     a_file = tmp_path / "file.txt"
     a_file.write_text("not a folder\n")
-    monkeypatch.setattr(SpanIndex, "build", classmethod(lambda *a, **k: pytest.fail("encoding started")))
+    monkeypatch.setattr(
+        SpanIndex, "build", classmethod(lambda *a, **k: pytest.fail("encoding started"))
+    )
     for output in (a_file, a_file / "ix"):
         with pytest.raises(SystemExit) as exit_info:
             main(["index", "build", str(corpus), "-o", str(output), "--model", tiny_model_dir])
         error = capsys.readouterr().err
-        assert exit_info.value.code == 2 and "is a file, not" in error and error.count("\n") == 1, error
+        assert exit_info.value.code == 2 and "is a file, not" in error and error.count("\n") == 1, (
+            error
+        )
     locked = tmp_path / "locked"
     locked.mkdir()
     deny_writes(monkeypatch, locked)
     try:
         with pytest.raises(SystemExit) as exit_info:
-            main(["index", "build", str(corpus), "-o", str(locked / "ix"), "--model", tiny_model_dir])
+            main(
+                ["index", "build", str(corpus), "-o", str(locked / "ix"), "--model", tiny_model_dir]
+            )
         assert exit_info.value.code == 2 and "not writable" in capsys.readouterr().err
     finally:
         os.chmod(locked, 0o755)
@@ -404,7 +468,9 @@ def test_b13_unwritable_or_file_output_is_refused_before_encoding(tiny_model_dir
 
 
 # ------------------------------------------------------------------------------------------ B14 (manifests), B23
-@pytest.mark.parametrize("change", ["list", "no_fingerprint", "bad_units", "bad_span_config", "data_outside"])
+@pytest.mark.parametrize(
+    "change", ["list", "no_fingerprint", "bad_units", "bad_span_config", "data_outside"]
+)
 def test_b14_a_broken_manifest_is_a_clear_error(built, tiny_model, capsys, change):
     manifest = json.loads((built / MANIFEST).read_text())
     broken = {
@@ -421,7 +487,11 @@ def test_b14_a_broken_manifest_is_a_clear_error(built, tiny_model, capsys, chang
         with pytest.raises(SystemExit) as exit_info:
             main(argv)
         error = capsys.readouterr().err
-        assert exit_info.value.code == 2 and "unreadable index manifest" in error and error.count("\n") == 1, error
+        assert (
+            exit_info.value.code == 2
+            and "unreadable index manifest" in error
+            and error.count("\n") == 1
+        ), error
 
 
 def test_b14_load_takes_a_model_path(built, tiny_model_dir):
@@ -432,7 +502,12 @@ def test_b14_load_takes_a_model_path(built, tiny_model_dir):
 
 def test_b23_changed_arrays_are_caught_by_checksums(built, tiny_model, capsys):
     manifest = json.loads((built / MANIFEST).read_text())
-    assert set(manifest["files"]) >= {"unit_vectors.npy", "span_norms.npy", "texts.bin", "doc_ids.json"}
+    assert set(manifest["files"]) >= {
+        "unit_vectors.npy",
+        "span_norms.npy",
+        "texts.bin",
+        "doc_ids.json",
+    }
     reference = SpanIndex.load(built, tiny_model).search("the dog barks", top_k=3)
     norms_path = built / manifest["data"] / "span_norms.npy"
     original = np.load(norms_path)
@@ -455,7 +530,9 @@ def test_b23_changed_arrays_are_caught_by_checksums(built, tiny_model, capsys):
         main(["index", "info", str(built), "--verify"])
     assert exit_info.value.code == 2 and "checksum" in capsys.readouterr().err
     # a manifest without its checksums never turns the checks off (issue 24): it is refused
-    (built / MANIFEST).write_text(json.dumps({k: v for k, v in manifest.items() if k not in ("files", "samples")}))
+    (built / MANIFEST).write_text(
+        json.dumps({k: v for k, v in manifest.items() if k not in ("files", "samples")})
+    )
     with pytest.raises(SpanInputError, match="unreadable index manifest .'files' is missing"):
         SpanIndex.load(built, tiny_model)
 
@@ -466,7 +543,11 @@ def _command_killed_at(index_dir, argv, point, log_path, entered):
     or ``committed`` (the manifest renamed, the old data folder not yet removed)."""
     _quiet_child(log_path)
     module = slice_st.index.storage
-    real_save_array, real_write_json, real_replace = module.save_array, module.write_json, os.replace
+    real_save_array, real_write_json, real_replace = (
+        module.save_array,
+        module.write_json,
+        os.replace,
+    )
 
     def stop() -> None:
         entered.set()
@@ -493,17 +574,25 @@ def _command_killed_at(index_dir, argv, point, log_path, entered):
 
 @pytest.mark.parametrize("point", ["data", "manifest", "committed"])
 @pytest.mark.parametrize("command", ["add", "remove"])
-def test_sigkill_at_each_point_of_an_add_or_remove_leaves_a_whole_index(built, tmp_path, tiny_model, command, point):
+def test_sigkill_at_each_point_of_an_add_or_remove_leaves_a_whole_index(
+    built, tmp_path, tiny_model, command, point
+):
     """``kill -9`` of ``index add`` / ``index remove`` at each step of its save, at a point the child reports (never a
     timing): before the commit the old index loads unchanged, after it the new one; ``index info --verify`` passes
     either way, and the same command run again lands and leaves one data folder."""
     before = SpanIndex.load(built, tiny_model)
     old_ids = list(before.doc_ids)
     corpus = _write_corpus(tmp_path / "b.txt", "b", 3)
-    argv = ["add", str(built), str(corpus)] if command == "add" else ["remove", str(built), old_ids[0], old_ids[1]]
+    argv = (
+        ["add", str(built), str(corpus)]
+        if command == "add"
+        else ["remove", str(built), old_ids[0], old_ids[1]]
+    )
     new_ids = old_ids + [f"{corpus}:{i}" for i in range(1, 4)] if command == "add" else old_ids[2:]
     entered = FORK.Event()
-    child = FORK.Process(target=_command_killed_at, args=(built, argv, point, tmp_path / "child.log", entered))
+    child = FORK.Process(
+        target=_command_killed_at, args=(built, argv, point, tmp_path / "child.log", entered)
+    )
     child.start()
     assert entered.wait(WAIT), (tmp_path / "child.log").read_text()
     os.kill(child.pid, signal.SIGKILL)
@@ -516,7 +605,18 @@ def test_sigkill_at_each_point_of_an_add_or_remove_leaves_a_whole_index(built, t
         assert main(["index", *argv, "--no-progress"]) == 0
         assert list(SpanIndex.load(built, tiny_model).doc_ids) == new_ids
     else:  # the next save clears the old data folder the killed one left
-        assert main(["index", "add", str(built), str(_write_corpus(tmp_path / "c.txt", "c", 1)), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "index",
+                    "add",
+                    str(built),
+                    str(_write_corpus(tmp_path / "c.txt", "c", 1)),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     assert len(_index_data_folders(built)) == 1
     assert not [name for name in os.listdir(built) if name.startswith(".") and "manifest" in name]
 

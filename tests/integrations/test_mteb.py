@@ -26,7 +26,10 @@ def test_metadata_is_honest(tmp_path):
     unknown = STSBContext(FIXTURE).metadata  # no note beside it: its origin is not claimed
     assert unknown.sample_creation == "found" and "origin is not recorded" in unknown.description
     released = STSBContext(FIXTURE, source="released").metadata
-    assert released.sample_creation == "LM-generated and verified" and "language model" in released.description
+    assert (
+        released.sample_creation == "LM-generated and verified"
+        and "language model" in released.description
+    )
 
 
 def test_make_context_output_is_described_as_glued_sentences(tmp_path, capsys):
@@ -41,7 +44,10 @@ def test_make_context_output_is_described_as_glued_sentences(tmp_path, capsys):
         ("A cat sleeps.", "The cat is sleeping on a sofa.", 4.1),
     ]
     stsb.write_text(
-        "".join(f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n" for i, (a, b, score) in enumerate(rows))
+        "".join(
+            f"main-captions\tMSRvid\t2012\t{i:04d}\t{score}\t{a}\t{b}\n"
+            for i, (a, b, score) in enumerate(rows)
+        )
     )
     out = tmp_path / "dev.tsv"
     assert make_context_main([str(stsb), "-o", str(out), "--words", "12"]) == 0
@@ -89,7 +95,9 @@ def test_missing_data_is_a_clear_error(monkeypatch):
         STSBContext().load_data()
 
 
-def test_cli_runs_mteb_evaluate_without_patching_mteb(tiny_model_dir, tmp_path, monkeypatch, capsys):
+def test_cli_runs_mteb_evaluate_without_patching_mteb(
+    tiny_model_dir, tmp_path, monkeypatch, capsys
+):
     monkeypatch.delenv(DATA_ENV, raising=False)
     get_model, registry = mteb.get_model, dict(vars(mteb))
     model_dir = tmp_path / "runA" / "final"
@@ -120,12 +128,16 @@ def test_cli_runs_mteb_evaluate_without_patching_mteb(tiny_model_dir, tmp_path, 
     files = list(out.rglob("STSBContext.json"))
     assert len(files) == 1
     model_folder, revision = files[0].parent.parent.name, files[0].parent.name
-    assert model_folder == "local__runA-final" and len(revision) == 16  # mteb's layout: results/<model>/<revision>/
+    assert (
+        model_folder == "local__runA-final" and len(revision) == 16
+    )  # mteb's layout: results/<model>/<revision>/
     scores = json.loads(files[0].read_text())["scores"]["test"][0]
     assert scores["pairs"] == 6 and "cosine_spearman" in scores
     printed = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert printed["task"] == "STSBContext" and printed["model"] == "local/runA-final"
-    assert mteb.get_model is get_model and dict(vars(mteb)).keys() == registry.keys()  # nothing patched
+    assert (
+        mteb.get_model is get_model and dict(vars(mteb)).keys() == registry.keys()
+    )  # nothing patched
     with pytest.raises(KeyError):
         mteb.get_task("STSBContext")  # mteb's own registry is left alone
 
@@ -140,9 +152,13 @@ def test_cli_errors_are_one_line(capsys, tmp_path):
     )
     run = ("mteb", "run", "--stsb-context", FIXTURE, "--output-folder", tmp_path / "out")
     assert "limit must be an integer >= 4" in cli_fails(capsys, *run, "--limit", "2")
-    assert cli_fails(capsys, *run, "-t", "STS12", "--limit", "5").endswith("applies to the STSBContext task only.")
+    assert cli_fails(capsys, *run, "-t", "STS12", "--limit", "5").endswith(
+        "applies to the STSBContext task only."
+    )
     assert cli_fails(capsys, *run, "-t", "NoSuchTask").endswith("unknown mteb task 'NoSuchTask'.")
-    assert "min_span (5) must be <= max_span (2)" in cli_fails(capsys, *run, "--min-span", "5", "--max-span", "2")
+    assert "min_span (5) must be <= max_span (2)" in cli_fails(
+        capsys, *run, "--min-span", "5", "--max-span", "2"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -152,7 +168,12 @@ def test_one_split_whatever_the_file(tiny_model, tmp_path):
     dev = tmp_path / "stsb-context-dev.tsv"
     shutil.copy(FIXTURE, dev)
     task = STSBContext(dev, max_span=6)
-    assert STSBContext.metadata.eval_splits == task.metadata.eval_splits == list(task.eval_splits) == [SPLIT]
+    assert (
+        STSBContext.metadata.eval_splits
+        == task.metadata.eval_splits
+        == list(task.eval_splits)
+        == [SPLIT]
+    )
     assert SPLIT == "test"
     result = mteb.evaluate(
         mteb_model(tiny_model),
@@ -164,7 +185,9 @@ def test_one_split_whatever_the_file(tiny_model, tmp_path):
     assert list(result.task_results[0].scores) == ["test"]
     saved = json.loads(next((tmp_path / "out").rglob("STSBContext.json")).read_text())
     assert list(saved["scores"]) == ["test"] and saved["dataset_revision"] == task.metadata.revision
-    assert STSBContext(FIXTURE).metadata.revision == task.metadata.revision  # same bytes, same revision
+    assert (
+        STSBContext(FIXTURE).metadata.revision == task.metadata.revision
+    )  # same bytes, same revision
     with pytest.raises(TypeError, match="split"):
         STSBContext(FIXTURE, split="dev")
 
@@ -173,36 +196,73 @@ def test_model_meta_has_licence_base_and_size(tiny_model):
     import slice_st
 
     meta = mteb_model(slice_st.load_model()).mteb_model_meta
-    assert meta.license == "cc-by-sa-4.0" and meta.adapted_from == "sentence-transformers/all-MiniLM-L6-v2"
+    assert (
+        meta.license == "cc-by-sa-4.0"
+        and meta.adapted_from == "sentence-transformers/all-MiniLM-L6-v2"
+    )
     assert meta.n_parameters == 22_713_216 and meta.name == "slice-st/slice-minilm"
     base = mteb_model(slice_st.load_model("base")).mteb_model_meta
     assert base.license == "apache-2.0" and base.adapted_from is None
     tiny = mteb_model(tiny_model).mteb_model_meta
-    assert tiny.n_parameters == sum(p.numel() for p in tiny_model.parameters()) and tiny.license == "not specified"
+    assert (
+        tiny.n_parameters == sum(p.numel() for p in tiny_model.parameters())
+        and tiny.license == "not specified"
+    )
 
 
-def test_offline_hub_task_and_file_as_output_folder_are_one_line(tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_offline_hub_task_and_file_as_output_folder_are_one_line(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     import slice_st
 
     loaded = []
     monkeypatch.setattr(
-        slice_st.loading, "load_model", lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir)
+        slice_st.loading,
+        "load_model",
+        lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir),
     )
     a_file = tmp_path / "results"
     a_file.write_text("x")
     with pytest.raises(SystemExit) as exit_info:
-        main(["mteb", "run", "-t", "STSBContext", "--stsb-context", str(FIXTURE), "--output-folder", str(a_file)])
+        main(
+            [
+                "mteb",
+                "run",
+                "-t",
+                "STSBContext",
+                "--stsb-context",
+                str(FIXTURE),
+                "--output-folder",
+                str(a_file),
+            ]
+        )
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in error
-    assert error.strip().splitlines()[-1] == f"slice-st: error: --output-folder {a_file} is a file, not a folder."
+    assert (
+        error.strip().splitlines()[-1]
+        == f"slice-st: error: --output-folder {a_file} is a file, not a folder."
+    )
     assert loaded == []  # said before the model was loaded or anything evaluated
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit_info:
-        main(["mteb", "run", "-t", "STSBenchmark", "--output-folder", str(tmp_path / "out"), "--no-progress"])
+        main(
+            [
+                "mteb",
+                "run",
+                "-t",
+                "STSBenchmark",
+                "--output-folder",
+                str(tmp_path / "out"),
+                "--no-progress",
+            ]
+        )
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in error, error
-    assert "the data of mteb task(s) STSBenchmark is not available here" in error.strip().splitlines()[-1]
+    assert (
+        "the data of mteb task(s) STSBenchmark is not available here"
+        in error.strip().splitlines()[-1]
+    )
 
 
 def test_mteb_run_hides_only_the_renamed_method_warnings_mteb_causes():
@@ -216,7 +276,11 @@ def test_mteb_run_hides_only_the_renamed_method_warnings_mteb_causes():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         with integration._without_renamed_method_warnings():
-            warnings.warn_explicit(renamed, FutureWarning, "model_meta.py", 1, module="mteb.models.model_meta")
-            warnings.warn_explicit("something else", FutureWarning, "model_meta.py", 2, module="mteb.models.model_meta")
+            warnings.warn_explicit(
+                renamed, FutureWarning, "model_meta.py", 1, module="mteb.models.model_meta"
+            )
+            warnings.warn_explicit(
+                "something else", FutureWarning, "model_meta.py", 2, module="mteb.models.model_meta"
+            )
             warnings.warn_explicit(renamed, FutureWarning, "mine.py", 3, module="my_code")
     assert [str(w.message) for w in caught] == ["something else", renamed]

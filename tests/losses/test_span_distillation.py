@@ -44,7 +44,9 @@ def _batch(model, texts=TEXTS):
 )
 def test_sampled_spans_stay_inside_each_row(num_units, num_spans, min_span, extra, seed):
     units = torch.tensor(num_units)
-    starts, ends = sample_spans(units, num_spans, min_span, min_span + extra, torch.Generator().manual_seed(seed))
+    starts, ends = sample_spans(
+        units, num_spans, min_span, min_span + extra, torch.Generator().manual_seed(seed)
+    )
     assert starts.shape == ends.shape == (len(num_units), num_spans)
     for row, count in enumerate(num_units):
         if count < min_span:
@@ -56,7 +58,9 @@ def test_sampled_spans_stay_inside_each_row(num_units, num_spans, min_span, extr
 
 
 def test_sampled_lengths_are_stratified():
-    starts, ends = sample_spans(torch.tensor([40] * 50), 10, 1, 10, torch.Generator().manual_seed(0))
+    starts, ends = sample_spans(
+        torch.tensor([40] * 50), 10, 1, 10, torch.Generator().manual_seed(0)
+    )
     for row in range(50):  # ten draws over ten lengths: each length exactly once
         assert sorted((ends[row] - starts[row]).tolist()) == list(range(1, 11))
 
@@ -77,7 +81,10 @@ def test_loss_is_zero_when_student_and_teacher_agree(make_tiny_model):
     with torch.no_grad():
         out = model(dict(features))
         units = unit_boundaries(
-            features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word"
+            features["attention_mask"],
+            features["special_tokens_mask"],
+            features["offset_mapping"],
+            "word",
         )
         starts, ends = sample_spans(units.num_units, 6, 1, 5, torch.Generator().manual_seed(1))
         means, _ = span_means(out["token_embeddings"], units.boundaries, starts, ends)
@@ -99,7 +106,11 @@ def test_teacher_vectors_are_the_spans_encoded_alone(make_tiny_model):
     assert loss._ids_path  # same WordPiece tokenizer: span ids cut from the batch
     features = _batch(model)
     units = unit_boundaries(
-        features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word", TEXTS
+        features["attention_mask"],
+        features["special_tokens_mask"],
+        features["offset_mapping"],
+        "word",
+        TEXTS,
     )
     starts, ends = sample_spans(units.num_units, 8, 1, 6, torch.Generator().manual_seed(2))
     with torch.no_grad():
@@ -112,7 +123,9 @@ def test_teacher_vectors_are_the_spans_encoded_alone(make_tiny_model):
     expected = loss.teacher.encode(strings, convert_to_tensor=True)
     assert torch.allclose(spans[rows, columns], expected, atol=1e-5)
     assert torch.allclose(texts, loss.teacher.encode(TEXTS, convert_to_tensor=True), atol=1e-5)
-    assert not spans[starts < 0].any()  # "Hi" has one word: spans of it exist; missing ones are zero
+    assert not spans[
+        starts < 0
+    ].any()  # "Hi" has one word: spans of it exist; missing ones are zero
     loss._ids_path = False  # the decode path (teachers with another tokenizer) sees the same strings here (uncased)
     with torch.no_grad():
         decoded, _ = loss._teacher_vectors(dict(features), units.boundaries, starts, ends)
@@ -147,7 +160,9 @@ def test_cached_teacher_vectors_give_the_same_loss(make_tiny_model):
     labels = torch.tensor(cached["label"])
     assert labels.shape == (len(TEXTS), 6, 2 + model.get_embedding_dimension())
     features = _batch(model)
-    on_the_fly = SpanDistillationLoss(model, spans_per_text=5, max_span=6, seed=7)  # same seed: same spans
+    on_the_fly = SpanDistillationLoss(
+        model, spans_per_text=5, max_span=6, seed=7
+    )  # same seed: same spans
     with torch.no_grad():
         a = on_the_fly([features])
         b = on_the_fly([features], labels)
@@ -213,7 +228,11 @@ def triplets_dir(tmp_path_factory) -> str:
 
     rows = {
         "anchor": ["plays the guitar", "stock prices fell"] * 4,
-        "positive": ["It rained. A man played the guitar on stage.", "On Monday the markets dropped sharply."] * 4,
+        "positive": [
+            "It rained. A man played the guitar on stage.",
+            "On Monday the markets dropped sharply.",
+        ]
+        * 4,
         "negative": ["The cat sleeps all day.", "Tea is served at five."] * 4,
     }
     folder = tmp_path_factory.mktemp("triplets") / "data"
@@ -259,8 +278,20 @@ def test_distillation_cli_args_and_checks(monkeypatch, passages_dir, triplets_di
     from slice_st.cli import main
 
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings, **more: runs.append((args, settings)))
-    argv = ["train", "-o", "x", "--train-data", triplets_dir, "--distill-data", passages_dir, "--distill-weight", "0.5"]
+    monkeypatch.setattr(
+        trainer_module, "train", lambda args, settings, **more: runs.append((args, settings))
+    )
+    argv = [
+        "train",
+        "-o",
+        "x",
+        "--train-data",
+        triplets_dir,
+        "--distill-data",
+        passages_dir,
+        "--distill-weight",
+        "0.5",
+    ]
     assert main([*argv, "--cache-teacher", "--multi-dataset-batch-sampler", "proportional"]) == 0
     args, config = runs[0]
     assert config.objectives == ("slice", "distill")
@@ -272,7 +303,9 @@ def test_distillation_cli_args_and_checks(monkeypatch, passages_dir, triplets_di
         SliceArguments().check(training_arguments(output_dir="x")[0])
 
 
-def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_model_dir, passages_dir):
+def test_lora_distillation_saves_the_adapter_and_a_merged_model(
+    tmp_path, tiny_model_dir, passages_dir
+):
     pytest.importorskip("peft")
     import os
 
@@ -301,7 +334,9 @@ def test_lora_distillation_saves_the_adapter_and_a_merged_model(tmp_path, tiny_m
     model = train(args, config)
     final, adapter = tmp_path / "run" / "final", tmp_path / "run" / "adapter"
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(adapter))
-    assert not json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"].startswith("/")
+    assert not json.loads((adapter / "adapter_config.json").read_text())[
+        "base_model_name_or_path"
+    ].startswith("/")
     loaded = SentenceTransformer(str(final))  # merged: a plain checkpoint
     assert not has_adapters(loaded)
     text = ["Later a man played the guitar on stage."]
@@ -342,14 +377,19 @@ def test_sampled_spans_cover_only_real_tokens_of_a_padded_batch(make_tiny_model)
     model = enable_span_features(make_tiny_model())
     features = _batch(model)
     units = unit_boundaries(
-        features["attention_mask"], features["special_tokens_mask"], features["offset_mapping"], "word"
+        features["attention_mask"],
+        features["special_tokens_mask"],
+        features["offset_mapping"],
+        "word",
     )
     starts, ends = sample_spans(units.num_units, 16, 1, 8, torch.Generator().manual_seed(3))
     content = features["attention_mask"].bool() & ~features["special_tokens_mask"].bool()
     for row, column in zip(*torch.nonzero(starts >= 0, as_tuple=True)):
         lo = int(units.boundaries[row, starts[row, column]])
         hi = int(units.boundaries[row, ends[row, column]])
-        assert hi > lo and bool(content[row, lo:hi].all())  # no padding, no [CLS]/[SEP] inside a span
+        assert hi > lo and bool(
+            content[row, lo:hi].all()
+        )  # no padding, no [CLS]/[SEP] inside a span
 
 
 def test_legacy_fit_labels_are_ignored(make_tiny_model):

@@ -20,10 +20,14 @@ POSITIVES = [
 NEGATIVES = ["The cat sleeps all day.", "A woman is cooking rice.", "Tea is served at five."]
 
 
-def _naive_words(offsets: list[list[int]], special: list[int], attention: list[int]) -> list[tuple[int, int]]:
+def _naive_words(
+    offsets: list[list[int]], special: list[int], attention: list[int]
+) -> list[tuple[int, int]]:
     """Token ranges of whitespace words, from offsets: a new word starts where offsets do not touch."""
     words, previous_end = [], None
-    for position, ((start, end), is_special, attended) in enumerate(zip(offsets, special, attention)):
+    for position, ((start, end), is_special, attended) in enumerate(
+        zip(offsets, special, attention)
+    ):
         if is_special or not attended:
             continue
         if previous_end is None or start > previous_end:
@@ -76,13 +80,17 @@ def _naive_loss(model, columns, scale, min_span, max_span, in_batch=False):
 
 
 def _grads(model):
-    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+    return [
+        p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()
+    ]
 
 
 @pytest.mark.parametrize("in_batch", [False, True])
 def test_loss_and_gradients_match_naive_reference(make_tiny_model, in_batch):
     model = enable_span_features(make_tiny_model())
-    loss = SpanMaxCrossEntropyLoss(model, scale=30.0, min_span=1, max_span=4, in_batch_negatives=in_batch)
+    loss = SpanMaxCrossEntropyLoss(
+        model, scale=30.0, min_span=1, max_span=4, in_batch_negatives=in_batch
+    )
     columns = [ANCHORS, POSITIVES, NEGATIVES]
     model.zero_grad()
     value = loss([model.preprocess(column) for column in columns], torch.zeros(3))
@@ -121,7 +129,9 @@ def test_formula_for_one_triplet(make_tiny_model):
     """L = -λ s⁺ + log(e^{λ s⁺} + e^{λ s⁻}) with s = (cos + 1) / 2 of the best spans."""
     model = enable_span_features(make_tiny_model())
     loss = SpanMaxCrossEntropyLoss(model, scale=30.0, max_span=10)
-    value = loss([model.preprocess(c) for c in (ANCHORS[:1], POSITIVES[:1], NEGATIVES[:1])], torch.zeros(1)).item()
+    value = loss(
+        [model.preprocess(c) for c in (ANCHORS[:1], POSITIVES[:1], NEGATIVES[:1])], torch.zeros(1)
+    ).item()
     result = slice_st.search.best_spans_paired(
         model, ANCHORS[:1] * 2, [POSITIVES[0], NEGATIVES[0]], max_span=10, scorer="max-cosine"
     )
@@ -150,7 +160,11 @@ def test_too_few_columns_is_a_clear_error(make_tiny_model):
 
 def test_trainer_and_fit_both_train(make_tiny_model, tmp_path):
     from datasets import Dataset
-    from sentence_transformers import InputExample, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        InputExample,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from torch.utils.data import DataLoader
 
     model = enable_span_features(make_tiny_model())

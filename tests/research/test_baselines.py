@@ -20,11 +20,24 @@ from research.baselines import (
     ngram_offsets,
     score_ngram,
 )
-from research.table import bar_chart, localisation_table, main, markdown_table, run_table, table_metrics
+from research.table import (
+    bar_chart,
+    localisation_table,
+    main,
+    markdown_table,
+    run_table,
+    table_metrics,
+)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 DATA_SAMPLE = str(FIXTURES / "stsb_context_sample.tsv")
-PHRASES = ["a man plays guitar", "a dog runs", "the stock market fell", "a woman cooks", "kids play football"]
+PHRASES = [
+    "a man plays guitar",
+    "a dog runs",
+    "the stock market fell",
+    "a woman cooks",
+    "kids play football",
+]
 PASSAGES = [
     "Late again. A man is playing a guitar on stage. The crowd cheered.",
     "It rained all day. A cat sleeps on the sofa. Nobody came.",
@@ -39,7 +52,12 @@ def test_bm25_full_and_ngram(tokenizer):
     system = BM25System(tokenizer=tokenizer)
     full = system.score("full", PHRASES, PASSAGES)  # IDF from these 5 passages
     assert full.scores[0] > 0 and full.scores[1] == 0  # "man ... guitar" shared; "dog runs" not
-    ngram = system.score("ngram", ["guitar stage"], ["Rain today. A guitar on the stage. Later, nothing."], max_span=4)
+    ngram = system.score(
+        "ngram",
+        ["guitar stage"],
+        ["Rain today. A guitar on the stage. Later, nothing."],
+        max_span=4,
+    )
     text = "Rain today. A guitar on the stage. Later, nothing."
     span = text[slice(*ngram.spans[0])]
     assert "guitar" in span and "stage" in span
@@ -49,8 +67,12 @@ def test_bm25_full_and_ngram(tokenizer):
 
 def test_glove_ngram_uses_core_units(tokenizer):
     system = GloveSystem(tokenizer=tokenizer)
-    result = system.score("ngram", ["a guitar"], ["It rained. A man plays the guitar. Then it stopped."], max_span=3)
-    offsets = ngram_offsets(tokenizer, ["It rained. A man plays the guitar. Then it stopped."], 1, 3)[0].tolist()
+    result = system.score(
+        "ngram", ["a guitar"], ["It rained. A man plays the guitar. Then it stopped."], max_span=3
+    )
+    offsets = ngram_offsets(
+        tokenizer, ["It rained. A man plays the guitar. Then it stopped."], 1, 3
+    )[0].tolist()
     assert list(result.spans[0]) in offsets  # a span the core would produce too
     full = system.score("full", PHRASES, PASSAGES)
     assert np.isfinite(full.scores).all()
@@ -70,7 +92,10 @@ def test_make_system_specs():
     assert isinstance(make_system("bm25"), BM25System)
     assert isinstance(make_system("glove"), GloveSystem)
     assert make_system("st:some/model").name == "model"
-    assert make_system("default").name == "slice-minilm" and make_system("st:base").name == "all-MiniLM-L6-v2"
+    assert (
+        make_system("default").name == "slice-minilm"
+        and make_system("st:base").name == "all-MiniLM-L6-v2"
+    )
     assert make_system("densephrases:org/m").name == "DensePhrases-style (m)"
 
 
@@ -81,7 +106,15 @@ def test_table_markdown_png_and_cache(tiny_model, tokenizer, tmp_path):
         DensePhrasesSystem(tiny_model, name="dp"),
     ]
     phrases, passages, gold = PHRASES * 2, PASSAGES[1:] + PASSAGES[:1] + PASSAGES, GOLD * 2
-    table = run_table(systems, phrases, passages, gold, max_span=3, cache_dir=str(tmp_path / "cache"), ngram_limit=6)
+    table = run_table(
+        systems,
+        phrases,
+        passages,
+        gold,
+        max_span=3,
+        cache_dir=str(tmp_path / "cache"),
+        ngram_limit=6,
+    )
     assert len(table["ngram"]["indices"]) == 6 and len(table["full"]["indices"]) == 10
     assert set(table["single"]["results"]) == {"tiny", "dp"}
     metrics = table_metrics(table)
@@ -94,8 +127,19 @@ def test_table_markdown_png_and_cache(tiny_model, tokenizer, tmp_path):
     assert Path(png).read_bytes()[:4] == b"\x89PNG"
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert len(cached) == 6  # tiny x 3 setups, BM25 x 2, dp x 1
-    again = run_table(systems, phrases, passages, gold, max_span=3, cache_dir=str(tmp_path / "cache"), ngram_limit=6)
-    assert again["ngram"]["results"]["tiny"].scores.tolist() == table["ngram"]["results"]["tiny"].scores.tolist()
+    again = run_table(
+        systems,
+        phrases,
+        passages,
+        gold,
+        max_span=3,
+        cache_dir=str(tmp_path / "cache"),
+        ngram_limit=6,
+    )
+    assert (
+        again["ngram"]["results"]["tiny"].scores.tolist()
+        == table["ngram"]["results"]["tiny"].scores.tolist()
+    )
 
 
 def test_table_cli(tmp_path, capsys, tiny_model_dir):
@@ -116,7 +160,9 @@ def test_table_cli(tmp_path, capsys, tiny_model_dir):
         ]
     )
     assert code == 0
-    assert {"table.md", "table.png", "metrics.json", "predictions.csv"} <= {p.name for p in out.iterdir()}
+    assert {"table.md", "table.png", "metrics.json", "predictions.csv"} <= {
+        p.name for p in out.iterdir()
+    }
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["pairs"] == 8 and set(metrics["metrics"]) == {"full", "single"}
     assert "| BM25 |" in capsys.readouterr().out
@@ -146,15 +192,30 @@ def test_table_keys_systems_by_fingerprint_not_folder_name(tmp_path, tiny_model_
     reads B's results, never A's (the cache used to be keyed by the display name `final`)."""
     run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
     cache = tmp_path / "cache"
-    common = [DATA_SAMPLE, "--setups", "single", "--max-span", "4", "--cache", str(cache), "--quiet"]
-    assert main([*common, "-s", f"st:{run_a}", "-s", f"st:{run_b}", "--out", str(tmp_path / "both")]) == 0
+    common = [
+        DATA_SAMPLE,
+        "--setups",
+        "single",
+        "--max-span",
+        "4",
+        "--cache",
+        str(cache),
+        "--quiet",
+    ]
+    assert (
+        main([*common, "-s", f"st:{run_a}", "-s", f"st:{run_b}", "--out", str(tmp_path / "both")])
+        == 0
+    )
     both = json.loads((tmp_path / "both" / "metrics.json").read_text())
     assert set(both["metrics"]["single"]) == {"runA/final", "runB/final"}
     assert both["systems"]["runA/final"]["key"] != both["systems"]["runB/final"]["key"]
     assert len(list(cache.iterdir())) == 2
     assert main([*common, "-s", f"st:{run_b}", "--out", str(tmp_path / "b")]) == 0
     alone = json.loads((tmp_path / "b" / "metrics.json").read_text())
-    assert alone["metrics"]["single"]["runB/final"]["spearman"] == both["metrics"]["single"]["runB/final"]["spearman"]
+    assert (
+        alone["metrics"]["single"]["runB/final"]["spearman"]
+        == both["metrics"]["single"]["runB/final"]["spearman"]
+    )
     assert len(list(cache.iterdir())) == 2  # reused B's entry
 
 
@@ -162,11 +223,16 @@ def test_same_display_name_is_told_apart_by_fingerprint(tmp_path, tiny_model_dir
     from research.table import system_labels
 
     run_a, run_b = _two_runs_named_final(tmp_path, tiny_model_dir)
-    systems = [SentenceTransformerSystem(run_a, name="final"), SentenceTransformerSystem(run_b, name="final")]
+    systems = [
+        SentenceTransformerSystem(run_a, name="final"),
+        SentenceTransformerSystem(run_b, name="final"),
+    ]
     labels = system_labels(systems)
     assert labels[0] != labels[1] and all(label.startswith("final [st-") for label in labels)
     with pytest.raises(ValueError, match="the same system is given twice"):
-        system_labels([SentenceTransformerSystem(run_a), SentenceTransformerSystem(run_a, name="again")])
+        system_labels(
+            [SentenceTransformerSystem(run_a), SentenceTransformerSystem(run_a, name="again")]
+        )
 
 
 def test_evaluation_caches_never_write_through_a_planted_temp_link(tmp_path):
@@ -193,13 +259,19 @@ def test_table_reports_localisation_per_scorer(tiny_model, tmp_path):
         SentenceTransformerSystem(tiny_model, name="tiny"),
         SentenceTransformerSystem(tiny_model, name="tiny-paper", scorer="max-cosine"),
     ]
-    table = run_table(systems, phrases, passages, gold, setups=("single",), max_span=6, cache_dir=str(tmp_path))
+    table = run_table(
+        systems, phrases, passages, gold, setups=("single",), max_span=6, cache_dir=str(tmp_path)
+    )
     metrics = table_metrics(table, passages, list(rows["paraphrase"]))
     for name in ("tiny", "tiny-paper"):
-        assert {"exact", "word_f1", "strong_exact", "strong_word_f1", "located"} <= set(metrics["single"][name])
+        assert {"exact", "word_f1", "strong_exact", "strong_word_f1", "located"} <= set(
+            metrics["single"][name]
+        )
     text = localisation_table(metrics)
     assert "| tiny | Single forward |" in text and "| tiny-paper | Single forward |" in text
-    assert systems[0].cache_key != systems[1].cache_key  # a cached single pass is never reused under another scorer
+    assert (
+        systems[0].cache_key != systems[1].cache_key
+    )  # a cached single pass is never reused under another scorer
     assert make_system("default@max-cosine").scorer.name == "max-cosine"
     assert make_system("default").scorer.name == "reranked"
     assert "[max-cosine]" in make_system("default@max-cosine").name
@@ -232,14 +304,24 @@ def test_ngram_setup_encodes_every_ngram_on_its_own(tiny_model, monkeypatch):
     monkeypatch.undo()
     ngrams = [
         text[s:e]
-        for text, rows in zip(NGRAM_PASSAGES, ngram_offsets(tiny_model.tokenizer, NGRAM_PASSAGES, 1, 3))
+        for text, rows in zip(
+            NGRAM_PASSAGES, ngram_offsets(tiny_model.tokenizer, NGRAM_PASSAGES, 1, 3)
+        )
         for s, e in rows
     ]
     assert set(ngrams) <= set(seen)  # every n-gram was an input of its own
     for i in range(2):  # the score is the cosine of the best n-gram's own embedding
         start, end = result.spans[i]
-        vectors = tiny_model.encode([PHRASES[i], NGRAM_PASSAGES[i][start:end]] + ngrams, convert_to_numpy=True)
-        cos = vectors[2:] @ vectors[0] / (np.linalg.norm(vectors[2:], axis=1) * np.linalg.norm(vectors[0]))
+        vectors = tiny_model.encode(
+            [PHRASES[i], NGRAM_PASSAGES[i][start:end]] + ngrams, convert_to_numpy=True
+        )
+        cos = (
+            vectors[2:]
+            @ vectors[0]
+            / (np.linalg.norm(vectors[2:], axis=1) * np.linalg.norm(vectors[0]))
+        )
         own = [k for k, text in enumerate(ngrams) if text in NGRAM_PASSAGES[i]]
         assert result.scores[i] == pytest.approx(cos[own].max(), abs=1e-5)
-        assert result.scores[i] == pytest.approx(float(cos[ngrams.index(NGRAM_PASSAGES[i][start:end])]), abs=1e-5)
+        assert result.scores[i] == pytest.approx(
+            float(cos[ngrams.index(NGRAM_PASSAGES[i][start:end])]), abs=1e-5
+        )

@@ -10,7 +10,9 @@ import pytest
 
 import research
 
-MODULES = sorted(info.name for info in pkgutil.iter_modules(research.__path__, "research.") if not info.ispkg)
+MODULES = sorted(
+    info.name for info in pkgutil.iter_modules(research.__path__, "research.") if not info.ispkg
+)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -44,7 +44,9 @@ def test_damaged_adapter_is_refused_whole(tmp_path, damage):
     before = {name: value.clone() for name, value in model.state_dict().items()}
     with pytest.raises((ValueError, FileNotFoundError)):
         merge_checked_adapter(model, str(folder))
-    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())  # nothing half-merged
+    assert all(
+        torch.equal(before[name], value) for name, value in model.state_dict().items()
+    )  # nothing half-merged
 
 
 def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
@@ -93,7 +95,11 @@ def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
         ({"modules_to_save": ["pooler"]}, None, "modules_to_save=\\['pooler'\\] not applied"),
         ({"fan_in_fan_out": True}, None, "fan_in_fan_out=True not applied"),
         ({"use_dora": True}, None, "use_dora=True not applied"),
-        (None, {"base_model.model.encoder.layer.0.attention.self.query.lora_A.weight": "nan"}, "NaN or infinite"),
+        (
+            None,
+            {"base_model.model.encoder.layer.0.attention.self.query.lora_A.weight": "nan"},
+            "NaN or infinite",
+        ),
         (
             None,
             {"base_model.model.encoder.layer.0.attention.self.query.bias": "zeros"},
@@ -102,7 +108,9 @@ def _tiny_adapter(folder, config_changes=None, tensors_changes=None, rank=4):
         (None, {"base_model.model.pooler.dense.lora_B.weight": "zeros"}, "has no lora_A tensor"),
     ],
 )
-def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, config, tensors, expected):
+def test_adapter_loader_refuses_what_it_cannot_apply(
+    tiny_model_dir, tmp_path, config, tensors, expected
+):
     from transformers import BertModel
 
     made = {}
@@ -114,5 +122,9 @@ def test_adapter_loader_refuses_what_it_cannot_apply(tiny_model_dir, tmp_path, c
     before = {name: value.clone() for name, value in base.state_dict().items()}
     with pytest.raises(ValueError, match=expected):
         merge_checked_adapter(base, folder)
-    assert all(torch.equal(before[name], value) for name, value in base.state_dict().items())  # nothing merged
-    assert merge_checked_adapter(base, _tiny_adapter(tmp_path / "good")) == 2  # a plain adapter still merges
+    assert all(
+        torch.equal(before[name], value) for name, value in base.state_dict().items()
+    )  # nothing merged
+    assert (
+        merge_checked_adapter(base, _tiny_adapter(tmp_path / "good")) == 2
+    )  # a plain adapter still merges

@@ -35,9 +35,12 @@ def test_detokenize_undoes_snli_spaces():
 def test_snli_sick_ppdb_readers(tmp_path):
     snli = tmp_path / "snli.tsv"
     snli.write_text(
-        "anchor\tpositive\tnegative\nTwo women are embracing . \tTwo women hug . \tMen fight . \n", encoding="utf-8"
+        "anchor\tpositive\tnegative\nTwo women are embracing . \tTwo women hug . \tMen fight . \n",
+        encoding="utf-8",
     )
-    assert read_snli_triplets(snli) == [("Two women are embracing.", "Two women hug.", "Men fight.")]
+    assert read_snli_triplets(snli) == [
+        ("Two women are embracing.", "Two women hug.", "Men fight.")
+    ]
     bad = tmp_path / "bad_snli.tsv"
     bad.write_text("a\tb\n", encoding="utf-8")
     with pytest.raises(DataFormatError, match="header"):
@@ -53,7 +56,8 @@ def test_snli_sick_ppdb_readers(tmp_path):
 
     ppdb = tmp_path / "ppdb.json"
     ppdb.write_text(
-        json.dumps([["very hard", "really hard", "pos"], ["very hard", "been hard", "neg"]]), encoding="utf-8"
+        json.dumps([["very hard", "really hard", "pos"], ["very hard", "been hard", "neg"]]),
+        encoding="utf-8",
     )
     positives, negatives = read_ppdb_pairs(ppdb)
     assert positives == [("very hard", "really hard")] and negatives == {"very hard": ["been hard"]}
@@ -63,7 +67,11 @@ def test_snli_sick_ppdb_readers(tmp_path):
 
 
 def test_pairs_to_triples_uses_given_or_unrelated_negatives():
-    pairs = [(SENTENCES[0], SENTENCES[1]), (SENTENCES[2], SENTENCES[3]), (SENTENCES[4], SENTENCES[5])]
+    pairs = [
+        (SENTENCES[0], SENTENCES[1]),
+        (SENTENCES[2], SENTENCES[3]),
+        (SENTENCES[4], SENTENCES[5]),
+    ]
     triples = pairs_to_triples(pairs, {SENTENCES[0]: ["given negative"]}, seed=3)
     assert triples[0] == (SENTENCES[0], SENTENCES[1], "given negative")
     for query, positive, negative in triples[1:]:
@@ -71,7 +79,10 @@ def test_pairs_to_triples_uses_given_or_unrelated_negatives():
 
 
 def test_builder_places_sentences_verbatim_and_excludes_dev_sentences():
-    triples = [(SENTENCES[i], SENTENCES[i + 1], SENTENCES[(i + 4) % len(SENTENCES)]) for i in range(len(SENTENCES) - 1)]
+    triples = [
+        (SENTENCES[i], SENTENCES[i + 1], SENTENCES[(i + 4) % len(SENTENCES)])
+        for i in range(len(SENTENCES) - 1)
+    ]
     excluded = {SENTENCES[2]}
     dataset = build_training_triplets(triples, exclude_sentences=excluded, words=15, seed=1)
     assert len(dataset) == sum(1 for t in triples if SENTENCES[2] not in t)

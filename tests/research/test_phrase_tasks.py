@@ -50,7 +50,11 @@ PI_DEV = DATA / "nugget_pi" / "paraphrase_identification" / "dev"
 # ---------------------------------------------------------------------------------------- readers
 def test_readers_parse_the_fixtures():
     bird = read_bird(PEARL / "bird" / "bird.txt")
-    assert (bird.phrase1[0], bird.phrase2[0], bird.labels[0]) == ("red wine", "white wine", 0.71) and len(bird) == 6
+    assert (bird.phrase1[0], bird.phrase2[0], bird.labels[0]) == (
+        "red wine",
+        "white wine",
+        0.71,
+    ) and len(bird) == 6
     turney = read_turney(PEARL / "turney" / "turney.txt")
     assert turney.queries[0] == "piano tuner" and turney.candidates[0] == [
         "technician",
@@ -59,17 +63,34 @@ def test_readers_parse_the_fixtures():
         "teapot",
         "glacier",
     ]
-    assert read_turney(PEARL / "turney" / "turney.txt", keep_constituents=True).candidates[0][:3] == [
+    assert read_turney(PEARL / "turney" / "turney.txt", keep_constituents=True).candidates[0][
+        :3
+    ] == [
         "technician",
         "piano",
         "tuner",
     ]
-    ppdb, filtered = read_ppdb(PEARL / "ppdb" / "ppdb.json"), read_ppdb(PEARL / "ppdb" / "ppdb_filtered.json")
-    assert len(ppdb) == len(filtered) == 24 and sum(ppdb.labels) == 12 and ppdb.labels == filtered.labels
+    ppdb, filtered = (
+        read_ppdb(PEARL / "ppdb" / "ppdb.json"),
+        read_ppdb(PEARL / "ppdb" / "ppdb_filtered.json"),
+    )
+    assert (
+        len(ppdb) == len(filtered) == 24
+        and sum(ppdb.labels) == 12
+        and ppdb.labels == filtered.labels
+    )
     conll = read_conll_entities(PEARL / "conll2003" / "all_data_small.json")
-    assert "MISC" not in conll.labels and conll.phrases[:2] == ["Anna Keller", "Lyon"] and len(conll) == 11
+    assert (
+        "MISC" not in conll.labels
+        and conll.phrases[:2] == ["Anna Keller", "Lyon"]
+        and len(conll) == 11
+    )
     tasks = read_parabank_pi(PI_DEV)
-    assert tasks.sources == ["L0", "L1", "L2"] and tasks.answers == [0, 1, 3] and tasks.documents["L2"] == ""
+    assert (
+        tasks.sources == ["L0", "L1", "L2"]
+        and tasks.answers == [0, 1, 3]
+        and tasks.documents["L2"] == ""
+    )
 
 
 def test_find_task_data_accepts_parent_or_own_folder(tmp_path):
@@ -99,12 +120,37 @@ def test_find_task_data_accepts_parent_or_own_folder(tmp_path):
             "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\n",
             r"line 2: expected 4 tab-separated fields, got 3",
         ),
-        (read_bird, "bird.txt", "pair\tterm1\tterm2\trelatedness score\nx\t \tb\t0.2\n", r"line 2: term1 is empty"),
-        (read_turney, "turney.txt", "a b | c | a | b | d\nx y | z | x\n", r"line 2: expected 'bigram \| answer"),
-        (read_ppdb, "ppdb.json", '[\n ["a", "b", "pos"],\n ["a", "c", "maybe"]\n]', r"line 3: label 'maybe'"),
-        (read_ppdb, "ppdb.json", '[\n ["a", "b", "pos"],\n ["a", "c" "neg"]\n]', r"line 3: invalid JSON"),
+        (
+            read_bird,
+            "bird.txt",
+            "pair\tterm1\tterm2\trelatedness score\nx\t \tb\t0.2\n",
+            r"line 2: term1 is empty",
+        ),
+        (
+            read_turney,
+            "turney.txt",
+            "a b | c | a | b | d\nx y | z | x\n",
+            r"line 2: expected 'bigram \| answer",
+        ),
+        (
+            read_ppdb,
+            "ppdb.json",
+            '[\n ["a", "b", "pos"],\n ["a", "c", "maybe"]\n]',
+            r"line 3: label 'maybe'",
+        ),
+        (
+            read_ppdb,
+            "ppdb.json",
+            '[\n ["a", "b", "pos"],\n ["a", "c" "neg"]\n]',
+            r"line 3: invalid JSON",
+        ),
         (read_ppdb, "ppdb.json", '{"a": 1}', r"line 1: expected a JSON array"),
-        (read_ppdb, "ppdb.json", '[["a", "b", "pos"], ["c", "d", "pos"]]', "need both 'pos' and 'neg'"),
+        (
+            read_ppdb,
+            "ppdb.json",
+            '[["a", "b", "pos"], ["c", "d", "pos"]]',
+            "need both 'pos' and 'neg'",
+        ),
         (
             read_conll_entities,
             "c.json",
@@ -129,13 +175,17 @@ def test_readers_name_file_and_line(tmp_path, reader, name, content, message):
 
 def test_parabank_reader_errors(tmp_path):
     (tmp_path / "docs.txt").write_text("L0\tsome text\nR0\tother text\nR0\tdup\n")
-    (tmp_path / "task.jsonl").write_text('{"source": "L0", "candidates": ["R0", "R1"], "answer": 0}\n')
+    (tmp_path / "task.jsonl").write_text(
+        '{"source": "L0", "candidates": ["R0", "R1"], "answer": 0}\n'
+    )
     with pytest.raises(DataFormatError, match=r"docs.txt, line 3: duplicate document id 'R0'"):
         read_parabank_pi(tmp_path)
     (tmp_path / "docs.txt").write_text("L0\tsome text\nR0\tother text\n")
     with pytest.raises(DataFormatError, match=r"task.jsonl, line 1: document id 'R1' is not in"):
         read_parabank_pi(tmp_path)
-    (tmp_path / "task.jsonl").write_text('{"source": "L0", "candidates": ["R0", "L0"], "answer": 2}\n')
+    (tmp_path / "task.jsonl").write_text(
+        '{"source": "L0", "candidates": ["R0", "L0"], "answer": 2}\n'
+    )
     with pytest.raises(DataFormatError, match=r"line 1: answer 2 is not a position"):
         read_parabank_pi(tmp_path)
     with pytest.raises(FileNotFoundError, match="paraphrase identification folder not found"):
@@ -150,7 +200,9 @@ def _random_rows(seed: int, rows: int = 3, tokens: int = 9, dim: int = 5):
     embeddings = torch.randn(rows, tokens, dim, generator=generator)
     units = [7, 4, 0][:rows]
     boundaries = torch.zeros(rows, 8, dtype=torch.long)
-    for row, count in enumerate(units):  # unit u = tokens [1 + u, 2 + u) except the last, two tokens wide
+    for row, count in enumerate(
+        units
+    ):  # unit u = tokens [1 + u, 2 + u) except the last, two tokens wide
         starts = list(range(1, count + 1)) + [count + 2 if count else 1]
         starts = starts + [starts[-1]] * (8 - len(starts))
         boundaries[row] = torch.tensor(starts)
@@ -168,7 +220,9 @@ def test_max_span_cosines_matches_materialised_spans(seed):
         if len(spans) == 0:
             assert torch.isinf(best[row]).all()
             continue
-        naive = torch.nn.functional.cosine_similarity(queries[:, None, :], spans[None, :, :], dim=-1).amax(dim=1)
+        naive = torch.nn.functional.cosine_similarity(
+            queries[:, None, :], spans[None, :, :], dim=-1
+        ).amax(dim=1)
         assert torch.allclose(best[row], naive, atol=1e-5)
 
 
@@ -178,9 +232,13 @@ def test_span_cosine_grid_and_selection():
     grid = span_cosine_grid(centre, embeddings, boundaries, num_units, 1, 3)
     pooled = pool_spans(embeddings, boundaries, num_units, 1, 3)
     row = 0
-    for (start, end), vector in zip(zip(pooled.starts.tolist(), pooled.ends.tolist()), pooled.embeddings[row]):
+    for (start, end), vector in zip(
+        zip(pooled.starts.tolist(), pooled.ends.tolist()), pooled.embeddings[row]
+    ):
         if end <= int(num_units[row]):
-            assert math.isclose(float(grid[row, start, end - start - 1]), cosine(vector, centre[row]), abs_tol=1e-5)
+            assert math.isclose(
+                float(grid[row, start, end - start - 1]), cosine(vector, centre[row]), abs_tol=1e-5
+            )
     assert torch.isnan(grid[2]).all() and torch.isnan(grid[1, 4, 0]) and torch.isnan(grid[0, 6, 1])
 
     starts, ends = greedy_disjoint_spans(grid, torch.tensor([3, 10, 2]))
@@ -221,11 +279,16 @@ def test_bird_and_turney_match_naive(tiny_model):
         "bird_sentence_spearman",
     }
     data = read_bird(PEARL / "bird" / "bird.txt")
-    left, right = embed_texts(tiny_model, data.phrase1).numpy(), embed_texts(tiny_model, data.phrase2).numpy()
+    left, right = (
+        embed_texts(tiny_model, data.phrase1).numpy(),
+        embed_texts(tiny_model, data.phrase2).numpy(),
+    )
     naive = np.corrcoef([cosine(a, b) for a, b in zip(left, right)], data.labels)[0, 1]
     assert math.isclose(metrics["bird_span_pearson"], naive, abs_tol=1e-5)
 
-    turney = TurneyEvaluator.from_file(str(PEARL / "turney" / "turney.txt"), encodings=("sentence",))
+    turney = TurneyEvaluator.from_file(
+        str(PEARL / "turney" / "turney.txt"), encodings=("sentence",)
+    )
     items = read_turney(PEARL / "turney" / "turney.txt")
     correct = 0
     for query, options in zip(items.queries, items.candidates):
@@ -241,7 +304,9 @@ def test_ppdb_probe_is_seeded_and_conll_clusters(tiny_model, tmp_path):
     first, second = evaluator(tiny_model, output_path=str(tmp_path)), evaluator(tiny_model)
     assert first == second and 0 <= first["span_accuracy"] <= 1 and first["span_accuracy_std"] >= 0
     assert (
-        (tmp_path / "ppdb_evaluation_results.csv").read_text().startswith("epoch,steps,span_accuracy,span_accuracy_std")
+        (tmp_path / "ppdb_evaluation_results.csv")
+        .read_text()
+        .startswith("epoch,steps,span_accuracy,span_accuracy_std")
     )
     rng = np.random.default_rng(0)
     features = rng.normal(size=(300, 6))
@@ -278,14 +343,19 @@ def test_encode_documents_tokens_and_words(tiny_model_short):
         "Short text, here.",
         "",
     ]
-    store = encode_documents(tiny_model_short, texts)  # 22-token windows: the first text is windowed
+    store = encode_documents(
+        tiny_model_short, texts
+    )  # 22-token windows: the first text is windowed
     tokens = encode_spans(tiny_model_short, texts, min_span=1, max_span=1, unit="token")
     assert store.num_tokens().tolist() == [len(t) for t in tokens]
     assert torch.allclose(store.tokens(0), torch.as_tensor(tokens[0].embeddings))
     embeddings, boundaries, num_units = store.batch([0, 1, 2])
     assert num_units.tolist() == [len(texts[0].split()), 3, 0]
     words = encode_spans(tiny_model_short, texts[1], min_span=1, max_span=1, unit="word")
-    means = [embeddings[1, s:e].mean(dim=0) for s, e in zip(boundaries[1, :3].tolist(), boundaries[1, 1:4].tolist())]
+    means = [
+        embeddings[1, s:e].mean(dim=0)
+        for s, e in zip(boundaries[1, :3].tolist(), boundaries[1, 1:4].tolist())
+    ]
     assert torch.allclose(torch.stack(means), torch.as_tensor(words.embeddings), atol=1e-5)
 
 
@@ -293,7 +363,9 @@ def test_maxsim_and_reciprocal_ranks():
     queries = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     documents = torch.tensor([[[1.0, 0.0], [0.0, 0.0]], [[0.0, 1.0], [1.0, 1.0]]])
     mask = torch.tensor([[True, False], [True, True]])
-    assert torch.allclose(maxsim_mean(queries, documents, mask), torch.tensor([0.5, (2**-0.5 + 1) / 2]))
+    assert torch.allclose(
+        maxsim_mean(queries, documents, mask), torch.tensor([0.5, (2**-0.5 + 1) / 2])
+    )
     assert maxsim_mean(queries[:0], documents).tolist() == [0.0, 0.0]
     ranks = reciprocal_ranks(np.array([[0.1, 0.5, 0.5, 0.2], [0.0, 0.0, 0.0, 0.0]]), [1, 3])
     assert np.allclose(ranks, [(1 + 1 / 2) / 2, np.mean(1 / np.arange(1, 5))])
@@ -309,7 +381,16 @@ def test_paraphrase_evaluator_spans_equal_naive_maxsim(tiny_model, tmp_path):
         evaluator.primary_metric == "spans_mrr"
         and (tmp_path / "paraphrase_identification_evaluation_results.csv").is_file()
     )
-    expected = {"document", "mean", "tokens", "spans", "tile@0.25", "tile@1", "central@0.25", "central@1"}
+    expected = {
+        "document",
+        "mean",
+        "tokens",
+        "spans",
+        "tile@0.25",
+        "tile@1",
+        "central@0.25",
+        "central@1",
+    }
     assert {key.rsplit("_", 1)[0] for key in metrics} == expected
     assert all(0 < metrics[f"{m}_mrr"] <= 1 for m in expected)
     assert (
@@ -318,11 +399,15 @@ def test_paraphrase_evaluator_spans_equal_naive_maxsim(tiny_model, tmp_path):
     )
     # the empty source (task 3) ties all candidates for the multi-vector methods: expected RR of a 4-way tie
     scores = evaluator.scores(tiny_model)
-    assert np.allclose(scores["spans"][0][2], 0.0) and len(list((tmp_path / "cache").glob("doc-tokens-*.npz"))) == 1
+    assert (
+        np.allclose(scores["spans"][0][2], 0.0)
+        and len(list((tmp_path / "cache").glob("doc-tokens-*.npz"))) == 1
+    )
 
     # spans: naive MaxSim-mean of the source's materialised spans against each candidate's
     spans = {
-        d: encode_spans(tiny_model, tasks.documents[d], max_span=3).embeddings for d in ("L0", "R0", "R2", "R3", "R4")
+        d: encode_spans(tiny_model, tasks.documents[d], max_span=3).embeddings
+        for d in ("L0", "R0", "R2", "R3", "R4")
     }
     naive = []
     for candidate in tasks.candidates[0]:
@@ -378,12 +463,18 @@ def test_cli_table_and_json(tiny_model_dir, capsys):
         == 0
     )
     results = json.loads(
-        capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}")
+        capsys.readouterr().out,
+        parse_constant=lambda name: pytest.fail(f"non-strict JSON constant {name}"),
     )
     assert [r["task"] for r in results] == ["bird", "parabank-pi"]
-    assert set(results[0]["results"]) == {"span"} and set(results[0]["results"]["span"]) == {"pearson", "spearman"}
+    assert set(results[0]["results"]) == {"span"} and set(results[0]["results"]["span"]) == {
+        "pearson",
+        "spearman",
+    }
     assert results[0]["metric"] == "pearson" and results[0]["n"] == 3 and results[1]["n"] == 3
-    assert set(results[1]["results"]) == {"mean", "spans"} and set(results[1]["results"]["spans"]) == {"mrr", "vectors"}
+    assert set(results[1]["results"]) == {"mean", "spans"} and set(
+        results[1]["results"]["spans"]
+    ) == {"mrr", "vectors"}
 
 
 def test_cli_json_writes_null_for_nan(tiny_model_dir, capsys, monkeypatch):
@@ -393,10 +484,15 @@ def test_cli_json_writes_null_for_nan(tiny_model_dir, capsys, monkeypatch):
         def __call__(self, model):
             return {"span_pearson": float("nan"), "span_spearman": 0.5}
 
-    monkeypatch.setattr(cli_module, "_evaluator", lambda task, path, args, cache_key=None: (Constant(), 6))
+    monkeypatch.setattr(
+        cli_module, "_evaluator", lambda task, path, args, cache_key=None: (Constant(), 6)
+    )
     assert main(["-t", "bird", "-d", str(DATA), "-m", tiny_model_dir, "-f", "json"]) == 0
     out = capsys.readouterr().out
-    assert "NaN" not in out and json.loads(out)[0]["results"]["span"] == {"pearson": None, "spearman": 0.5}
+    assert "NaN" not in out and json.loads(out)[0]["results"]["span"] == {
+        "pearson": None,
+        "spearman": 0.5,
+    }
 
 
 def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
@@ -407,7 +503,9 @@ def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
         main(["-t", "ppdb", "-d", str(tmp_path), "-m", tiny_model_dir])
     assert exit_info.value.code == 2 and "no data for task 'ppdb'" in capsys.readouterr().err
     (tmp_path / "bird").mkdir()
-    (tmp_path / "bird" / "bird.txt").write_text("pair\tterm1\tterm2\trelatedness score\nx\ta\tb\t0.5\nx\ta\tb\tn/a\n")
+    (tmp_path / "bird" / "bird.txt").write_text(
+        "pair\tterm1\tterm2\trelatedness score\nx\ta\tb\t0.5\nx\ta\tb\tn/a\n"
+    )
     with pytest.raises(SystemExit) as exit_info:
         main(["-t", "bird", "-d", str(tmp_path), "-m", tiny_model_dir])
     err = capsys.readouterr().err
@@ -422,7 +520,9 @@ def test_cli_bad_input(tiny_model_dir, tmp_path, capsys):
     assert exit_info.value.code == 2 and "invalid choice: 'yago'" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         main(["-t", "parabank-pi", "-d", str(DATA), "-m", tiny_model_dir, "--rules", "random"])
-    assert exit_info.value.code == 2 and "unknown selection rule 'random'" in capsys.readouterr().err
+    assert (
+        exit_info.value.code == 2 and "unknown selection rule 'random'" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "pickle"])
@@ -450,9 +550,17 @@ def test_a_damaged_cache_is_rebuilt_never_unpickled(tiny_model, tmp_path, caplog
 
     for path in files:
         data = path.read_bytes()
-        path.write_bytes({"empty": b"", "truncated": data[: len(data) // 2], "pickle": pickle.dumps(Payload())}[damage])
+        path.write_bytes(
+            {"empty": b"", "truncated": data[: len(data) // 2], "pickle": pickle.dumps(Payload())}[
+                damage
+            ]
+        )
     with caplog.at_level(logging.WARNING):
         again = evaluator().scores(tiny_model)
-    assert "not a readable cache archive" in caplog.text and "rebuilding it" in caplog.text and not marker.exists()
+    assert (
+        "not a readable cache archive" in caplog.text
+        and "rebuilding it" in caplog.text
+        and not marker.exists()
+    )
     assert all(np.allclose(first[method][0], again[method][0]) for method in first)
     assert all(path.stat().st_size > 100 for path in files)  # rewritten whole

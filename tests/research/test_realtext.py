@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from research.realtext import evaluate
-from research.realtext.evaluate import DOMAINS, load, metric_table, paired_bootstrap, rank_of, span_match, summary
+from research.realtext.evaluate import (
+    DOMAINS,
+    load,
+    metric_table,
+    paired_bootstrap,
+    rank_of,
+    span_match,
+    summary,
+)
 
 DOCUMENTS, QUERIES = load()
 
@@ -20,7 +28,14 @@ def test_documents_carry_source_and_licence():
     assert len(DOCUMENTS) >= 150
     for pid, row in DOCUMENTS.items():
         assert row["id"] == pid and row["domain"] in DOMAINS
-        assert row["source"] and row["licence"] in {"Zlib", "BSD-3-Clause", "MIT", "MIT-CMU", "Apache-2.0", "MPL-2.0"}
+        assert row["source"] and row["licence"] in {
+            "Zlib",
+            "BSD-3-Clause",
+            "MIT",
+            "MIT-CMU",
+            "Apache-2.0",
+            "MPL-2.0",
+        }
         assert row["text"] == row["text"].strip() and "  " not in row["text"]
 
 
@@ -53,7 +68,10 @@ def test_tags_are_many_and_splits_are_stratified_halves():
 
 def test_span_match_counts_words_touched():
     text = "In no event will the authors be held liable."
-    assert span_match(text, (0, len(text)), (0, len(text) - 1)) == (1.0, 1.0)  # the final mark is no word
+    assert span_match(text, (0, len(text)), (0, len(text) - 1)) == (
+        1.0,
+        1.0,
+    )  # the final mark is no word
     assert span_match(text, (3, 11), (0, 11)) == (0.0, pytest.approx(2 * 1 * (2 / 3) / (1 + 2 / 3)))
     assert span_match(text, (13, 16), (0, 5)) == (0.0, 0.0)  # "will" vs "In no"
     assert span_match(text, None, (0, 5)) == (0.0, 0.0)
@@ -93,7 +111,15 @@ def test_compare_reads_two_saved_runs(tmp_path, capsys):
     better = [dict(row, exact=1.0, f1=1.0) for row in rows]
     (tmp_path / "old.json").write_text(json.dumps({"reranked": rows}))
     (tmp_path / "new.json").write_text(json.dumps({"reranked": better}))
-    evaluate.main(["--compare", str(tmp_path / "old.json"), "reranked", str(tmp_path / "new.json"), "reranked"])
+    evaluate.main(
+        [
+            "--compare",
+            str(tmp_path / "old.json"),
+            "reranked",
+            str(tmp_path / "new.json"),
+            "reranked",
+        ]
+    )
     shown = capsys.readouterr().out
     assert "| reranked (old) | all | 2 | 50.0 | 100.0 | 50.0 | 75.0 |" in shown
     assert "| reranked (new) | all | 2 | 50.0 | 100.0 | 100.0 | 100.0 |" in shown
@@ -104,16 +130,32 @@ def test_confidence_study_pairs_fit_and_reliability():
 
     rows = [
         {"paragraph_scores": [0.9, 0.5, 0.4, 0.3, 0.2], "gold_index": 0, "f1": 0.8},
-        {"paragraph_scores": [0.6, 0.7, 0.1, -np.inf], "gold_index": 1, "f1": 0.2},  # the gold's span is off
+        {
+            "paragraph_scores": [0.6, 0.7, 0.1, -np.inf],
+            "gold_index": 1,
+            "f1": 0.2,
+        },  # the gold's span is off
     ]
     scores, labels = confidence.training_pairs(rows)
-    assert scores.tolist() == [0.9, 0.5, 0.4, 0.3, 0.7, 0.6, 0.1] and labels.tolist() == [1, 0, 0, 0, 0, 0, 0]
+    assert scores.tolist() == [0.9, 0.5, 0.4, 0.3, 0.7, 0.6, 0.1] and labels.tolist() == [
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ]
     first, truth = confidence.first_results(rows)
     assert first.tolist() == [0.9, 0.5, 0.7, 0.6] and truth.tolist() == [1, 0, 0, 0]
-    a, b = confidence.fit(np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5, 0.45]), np.array([0, 0, 0, 1, 1, 1, 1, 0]))
+    a, b = confidence.fit(
+        np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5, 0.45]), np.array([0, 0, 0, 1, 1, 1, 1, 0])
+    )
     assert (
         b > 0
-        and confidence.confidence(np.array([0.9]), a, b)[0] > 0.5 > confidence.confidence(np.array([0.1]), a, b)[0]
+        and confidence.confidence(np.array([0.9]), a, b)[0]
+        > 0.5
+        > confidence.confidence(np.array([0.1]), a, b)[0]
     )
     table = confidence.reliability(np.array([0.1, 0.15, 0.9, 1.0]), np.array([0.0, 1.0, 1.0, 1.0]))
     assert table[2:] == ["| 0.0–0.2 | 2 | 0.12 | 0.50 |", "| 0.8–1.0 | 2 | 0.95 | 1.00 |"]

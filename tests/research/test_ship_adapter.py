@@ -22,7 +22,9 @@ def _cli_error(argv, capsys) -> str:
     error = capsys.readouterr().err
     assert exit_info.value.code == 2, error
     last = error.strip().splitlines()[-1]
-    assert last.startswith("python -m research.ship_adapter: error:") and "Traceback" not in error, error
+    assert (
+        last.startswith("python -m research.ship_adapter: error:") and "Traceback" not in error
+    ), error
     return last
 
 
@@ -45,7 +47,9 @@ def _fake_run(tmp_path):
     """A LoRA run folder as ``slice-st train --lora-r`` leaves it: adapter, final config, a checkpoint's trainer
     state."""
     run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
+    shutil.copytree(
+        SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json")
+    )
     (run / "final").mkdir()
     (run / "final" / "slice_train_config.json").write_text(
         json.dumps({"output_dir": "/secret/run", "lora_r": 16, "distill_data": ["offline"]})
@@ -53,9 +57,12 @@ def _fake_run(tmp_path):
     for step in (100, 200):
         (run / f"checkpoint-{step}").mkdir()
         history = [{"step": 10, "loss": 0.4}] + [
-            {"step": s, "eval_dev_single_spearman": 0.7 + s / 10000} for s in range(100, step + 1, 100)
+            {"step": s, "eval_dev_single_spearman": 0.7 + s / 10000}
+            for s in range(100, step + 1, 100)
         ]
-        (run / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+        (run / f"checkpoint-{step}" / "trainer_state.json").write_text(
+            json.dumps({"log_history": history})
+        )
     return run
 
 
@@ -68,7 +75,11 @@ def test_ship_adapter_writes_adapter_provenance_curve_and_figures(tmp_path):
         dev_path=os.path.join(fixtures, "stsb_context_sample.tsv"),
         sts_dev_path=os.path.join(fixtures, "sts_sample.csv"),
     )
-    assert sorted(os.listdir(destination)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
+    assert sorted(os.listdir(destination)) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "provenance.json",
+    ]
     assert json.loads((destination / "provenance.json").read_text()) == provenance
     assert provenance["curve"] == [
         {"step": 100, "dev_single_spearman": 71.0},
@@ -93,7 +104,9 @@ def test_ship_adapter_without_adapter_leaves_the_destination(tmp_path):
 
 def _run(tmp_path):
     run = tmp_path / "run"
-    shutil.copytree(SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json"))
+    shutil.copytree(
+        SHIPPED.adapter_dir, run / "adapter", ignore=shutil.ignore_patterns("provenance.json")
+    )
     return run
 
 
@@ -130,7 +143,11 @@ def test_ship_adapter_overwrite_replaces_only_its_own_files(tmp_path, capsys):
     assert main([str(run), "-o", str(out), "--overwrite"]) == 0
     after = _tree(out)
     assert {name: after[name] for name in before} == before  # thesis.tex and src/ untouched
-    assert set(after) - set(before) == {"adapter_config.json", "adapter_model.safetensors", "provenance.json"}
+    assert set(after) - set(before) == {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "provenance.json",
+    }
     assert json.loads(after["provenance.json"])["name"] == "slice-minilm"
     assert (staging / "notes.txt").exists()  # never deleted: it is not ours
     assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]  # no temporary folder left
@@ -142,7 +159,11 @@ def test_ship_adapter_into_a_new_folder_keeps_a_users_staging_folder(tmp_path, c
     (tmp_path / "out.staging").mkdir()
     (tmp_path / "out.staging" / "keep.txt").write_text("mine")
     assert main([str(run), "-o", str(out)]) == 0
-    assert sorted(os.listdir(out)) == ["adapter_config.json", "adapter_model.safetensors", "provenance.json"]
+    assert sorted(os.listdir(out)) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "provenance.json",
+    ]
     assert (tmp_path / "out.staging" / "keep.txt").read_text() == "mine"
     assert sorted(os.listdir(tmp_path)) == ["out", "out.staging", "run"]
     capsys.readouterr()
@@ -183,7 +204,10 @@ def test_ship_adapter_failure_leaves_no_staging_folder(tmp_path, capsys):
     (out / "keep.txt").write_text("x")
     with pytest.raises(SystemExit):
         main([str(run), "-o", str(out), "--overwrite"])
-    assert sorted(os.listdir(out)) == ["keep.txt"] and sorted(os.listdir(tmp_path)) == ["out", "run"]
+    assert sorted(os.listdir(out)) == ["keep.txt"] and sorted(os.listdir(tmp_path)) == [
+        "out",
+        "run",
+    ]
     capsys.readouterr()
 
 
@@ -191,7 +215,8 @@ def test_a_bad_training_config_is_named(tmp_path):
     run = _fake_run(tmp_path)
     (run / "final" / "slice_train_config.json").write_text("{not json")
     with pytest.raises(
-        ValueError, match="final/slice_train_config.json: not a training config written by slice-st train"
+        ValueError,
+        match="final/slice_train_config.json: not a training config written by slice-st train",
     ):
         ship_adapter(str(run), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()

@@ -47,11 +47,17 @@ def wide_teacher_dir(tmp_path_factory, tiny_model_dir) -> str:
     return str(out)
 
 
-def test_teacher_of_another_size_gives_finite_losses_and_student_gradients(tiny_model_dir, wide_teacher_dir):
+def test_teacher_of_another_size_gives_finite_losses_and_student_gradients(
+    tiny_model_dir, wide_teacher_dir
+):
     model = slice_st.load_model(tiny_model_dir)
-    loss = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, seed=0)
+    loss = SpanScoreDistillationLoss(
+        model, teacher=wide_teacher_dir, spans_per_text=6, max_span=4, seed=0
+    )
     parts = loss([model.preprocess(TEXTS)])
-    assert set(parts) == {"listwise", "cosine"} and all(torch.isfinite(v) and v >= 0 for v in parts.values())
+    assert set(parts) == {"listwise", "cosine"} and all(
+        torch.isfinite(v) and v >= 0 for v in parts.values()
+    )
     sum(parts.values()).backward()
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
     assert all(p.grad is None for p in loss.teacher.parameters())  # the teacher never trains
@@ -79,10 +85,16 @@ def test_bad_arguments_and_config(tiny_model_dir):
     loss = SpanScoreDistillationLoss(model, spans_per_text=4, max_span=3)
     with pytest.raises(ValueError, match="one text column"):
         loss([model.preprocess(["a b"]), model.preprocess(["c d"])])
-    with torch.no_grad():  # one-word texts: a single span each, in-batch candidates still give a list to rank
+    with (
+        torch.no_grad()
+    ):  # one-word texts: a single span each, in-batch candidates still give a list to rank
         parts = loss([model.preprocess(["guitar", "storm"])])
     assert all(torch.isfinite(value) for value in parts.values())
-    assert "teacher" in loss.get_config_dict() and "2405.07263" in loss.citation and "contributors" not in loss.citation
+    assert (
+        "teacher" in loss.get_config_dict()
+        and "2405.07263" in loss.citation
+        and "contributors" not in loss.citation
+    )
 
 
 def test_shift_spans_stays_inside_rows():
@@ -94,14 +106,21 @@ def test_shift_spans_stays_inside_rows():
         shift_spans(starts, ends, torch.tensor([7, 0]), -1, 2)
 
 
-def test_train_with_score_distillation_and_a_wider_teacher(tmp_path, tiny_model_dir, wide_teacher_dir):
+def test_train_with_score_distillation_and_a_wider_teacher(
+    tmp_path, tiny_model_dir, wide_teacher_dir
+):
     """The loss trains with sentence-transformers' own trainer, on a column of texts, against a wider teacher."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
 
     model = slice_st.load_model(tiny_model_dir)
     before = model.encode(TEXTS)
-    loss = SpanScoreDistillationLoss(model, teacher=wide_teacher_dir, spans_per_text=4, max_span=3, seed=0)
+    loss = SpanScoreDistillationLoss(
+        model, teacher=wide_teacher_dir, spans_per_text=4, max_span=3, seed=0
+    )
     args = SentenceTransformerTrainingArguments(
         output_dir=str(tmp_path / "run"),
         max_steps=2,

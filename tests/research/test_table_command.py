@@ -32,10 +32,16 @@ def test_bad_option_values_are_rejected_while_parsing(capsys, monkeypatch):
 def test_bad_data_and_a_missing_lab_dependency_are_one_line(capsys, tmp_path, monkeypatch):
     bad = tmp_path / "bad.tsv"
     bad.write_text("not\ta\tcontext\tfile\n")
-    assert _error_line(capsys, [str(bad), "-s", "bm25"]).startswith("python -m research.table: error: ")
+    assert _error_line(capsys, [str(bad), "-s", "bm25"]).startswith(
+        "python -m research.table: error: "
+    )
 
-    monkeypatch.setitem(sys.modules, "bm25s", None)  # as if research/requirements.txt were not installed
-    line = _error_line(capsys, [DATA, "-s", "bm25", "--setups", "full", "--out", str(tmp_path / "o")])
+    monkeypatch.setitem(
+        sys.modules, "bm25s", None
+    )  # as if research/requirements.txt were not installed
+    line = _error_line(
+        capsys, [DATA, "-s", "bm25", "--setups", "full", "--out", str(tmp_path / "o")]
+    )
     assert line.endswith("error: bm25s is not installed: pip install -r research/requirements.txt")
 
 
@@ -44,6 +50,8 @@ def test_table_metrics_json_is_strict(tmp_path, capsys):
     out = tmp_path / "out"
     assert main([DATA, "-s", "bm25", "--setups", "full", "--out", str(out), "--quiet"]) == 0
     text = (out / "metrics.json").read_text()
-    metrics = json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in metrics.json"))
+    metrics = json.loads(
+        text, parse_constant=lambda name: pytest.fail(f"bare {name} in metrics.json")
+    )
     assert metrics["metrics"]["full"]["BM25"]["p_pearson"] is None
     assert capsys.readouterr().err == ""  # --quiet: no status lines

@@ -34,11 +34,18 @@ def shared_data(tmp_path) -> Path:
         "stsbenchmark/sts-train.csv": (FIXTURES / "sts_sample.csv").read_text(encoding="utf-8"),
         "sick/SICK.txt": "pair_ID\tsentence_A\tsentence_B\trelatedness_score\n"
         + "".join(f"{i}\t{SENTENCES[i]}\t{SENTENCES[i + 1]}\t4.5\n" for i in range(4)),
-        "snli/snli_dev_triplets.tsv": "anchor\tpositive\tnegative\n" + "\t".join(SENTENCES[:3]) + "\n",
-        "snli/snli_test_triplets.tsv": "anchor\tpositive\tnegative\n" + "\t".join(SENTENCES[3:]) + "\n",
+        "snli/snli_dev_triplets.tsv": "anchor\tpositive\tnegative\n"
+        + "\t".join(SENTENCES[:3])
+        + "\n",
+        "snli/snli_test_triplets.tsv": "anchor\tpositive\tnegative\n"
+        + "\t".join(SENTENCES[3:])
+        + "\n",
         "pearl_eval/ppdb/ppdb_filtered.json": json.dumps([["very hard", "really hard", "pos"]]),
         "nugget_pi/paraphrase_identification/train/docs.txt": "d1\t" + " ".join(SENTENCES) + "\n",
-        **{f"snli/{name}": "\n".join(SENTENCES) + "\n" for name in ("s1.dev", "s2.dev", "s1.test", "s2.test")},
+        **{
+            f"snli/{name}": "\n".join(SENTENCES) + "\n"
+            for name in ("s1.dev", "s2.dev", "s1.test", "s2.test")
+        },
     }.items():
         (folder / path).parent.mkdir(parents=True, exist_ok=True)
         (folder / path).write_text(text, encoding="utf-8")
@@ -48,21 +55,44 @@ def shared_data(tmp_path) -> Path:
 
 def test_offline_datasets_follow_the_recipe_and_keep_dev_sentences_out(shared_data):
     values = json.loads((Path(RECIPES) / "cpu-minilm-both.json").read_text())
-    _, settings = training_arguments(output_dir="x", **{**values, "passage_min_words": 10, "passage_max_words": 30})
+    _, settings = training_arguments(
+        output_dir="x", **{**values, "passage_min_words": 10, "passage_max_words": 30}
+    )
     parts = offline_datasets(settings, str(shared_data), seed=1)
     assert list(parts) == ["slice", "distill"] and len(parts["slice"]) and len(parts["distill"])
     assert parts["slice"].column_names == ["anchor", "positive", "negative"]
-    dev = [line.split("\t")[6].strip() for line in (FIXTURES / "sts_sample.csv").read_text().splitlines()]
+    dev = [
+        line.split("\t")[6].strip()
+        for line in (FIXTURES / "sts_sample.csv").read_text().splitlines()
+    ]
     assert not any(sentence in text for sentence in dev for text in parts["distill"]["text"])
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in Path(RECIPES).glob("*.json")))
 def test_recipes_are_slice_st_train_arguments(name, monkeypatch, tmp_path):
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings, train_dataset: runs.append(train_dataset))
-    monkeypatch.setattr("research.train.offline_datasets", lambda settings, folder, seed: {"distill": folder})
+    monkeypatch.setattr(
+        trainer_module, "train", lambda args, settings, train_dataset: runs.append(train_dataset)
+    )
+    monkeypatch.setattr(
+        "research.train.offline_datasets", lambda settings, folder, seed: {"distill": folder}
+    )
     config = str(Path(RECIPES) / name)
-    assert main(["--config", config, "-o", str(tmp_path / "run"), "--shared-data", "DATA", "--max-steps", "3"]) == 0
+    assert (
+        main(
+            [
+                "--config",
+                config,
+                "-o",
+                str(tmp_path / "run"),
+                "--shared-data",
+                "DATA",
+                "--max-steps",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert runs == ["DATA"]
 
 
@@ -85,7 +115,9 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
 
     from research.offline_data import offline_training_triplets
 
-    triplets = offline_training_triplets(SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1)
+    triplets = offline_training_triplets(
+        SHARED, dev_path=SHARED / "stsbenchmark" / "sts-dev.csv", limit=200, seed=1
+    )
     assert len(triplets) == 200
     config = training_arguments(
         output_dir=str(tmp_path / "run"),
@@ -102,7 +134,7 @@ def test_real_minilm_trains_on_offline_triplets(tmp_path):
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert losses and all(loss == loss and loss < 10 for loss in losses)
     model = SentenceTransformer(str(tmp_path / "run" / "final"))
-    best = model.best_spans(["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."])[0][0][
-        0
-    ]
+    best = model.best_spans(
+        ["a man plays the guitar"], ["Yesterday, a man was playing a guitar on the stage."]
+    )[0][0][0]
     assert "guitar" in best.span and best.score > 0.5

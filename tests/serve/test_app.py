@@ -41,7 +41,10 @@ def client(saved, tiny_model):
     path, _ = saved
     source = IndexSource.from_directory(path, tiny_model)
     with TestClient(
-        create_app(source, ServeLimits(max_queries=4, max_query_chars=50, max_top_k=100, max_body_bytes=4096)),
+        create_app(
+            source,
+            ServeLimits(max_queries=4, max_query_chars=50, max_top_k=100, max_body_bytes=4096),
+        ),
         base_url=BASE,
     ) as client:
         client.source = source
@@ -60,7 +63,10 @@ def _as_dicts(results):
     [
         ({"queries": "the flight was late"}, {}),
         ({"queries": ["the flight was late", "lost bag", "guitar"], "top_k": 7}, {"top_k": 7}),
-        ({"queries": ["the flight was late"], "top_k": 3, "per_document": 1}, {"top_k": 3, "per_document": 1}),
+        (
+            {"queries": ["the flight was late"], "top_k": 3, "per_document": 1},
+            {"top_k": 3, "per_document": 1},
+        ),
         (
             {"queries": "a refund", "top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
             {"top_k": 20, "threshold": 0.2, "min_span": 2, "max_span": 4},
@@ -81,7 +87,9 @@ def test_search_equals_span_index_search(client, saved, body, options):
         [{k: v for k, v in m.items() if k not in floats} for m in q] for q in expected
     ]
     for name in floats:
-        assert np.allclose([m[name] for q in got for m in q], [m[name] for q in expected for m in q], atol=1e-6)
+        assert np.allclose(
+            [m[name] for q in got for m in q], [m[name] for q in expected for m in q], atol=1e-6
+        )
     assert any(got)
 
 
@@ -91,12 +99,27 @@ def test_merge_identical_lists_every_place(tiny_model, tmp_path):
     clause = ["The bag was lost, sorry.", "the bag  was lost, SORRY.", "THE BAG WAS LOST, sorry."]
     index = SpanIndex.build(DOCS + clause, tiny_model, [*IDS, "a", "b", "c"], max_span=5)
     index.save(tmp_path / "ix")
-    with TestClient(create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE) as client:
-        body = {"queries": "the bag was lost, sorry", "top_k": 3, "per_document": 1, "scorer": "phrase"}
+    with TestClient(
+        create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE
+    ) as client:
+        body = {
+            "queries": "the bag was lost, sorry",
+            "top_k": 3,
+            "per_document": 1,
+            "scorer": "phrase",
+        }
         plain = client.post("/api/search", json=body).json()["results"][0]["matches"]
-        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()["results"][0]["matches"]
-    assert [m["doc_id"] for m in plain] == ["a", "b", "c"] and "places" not in plain[0] and "count" not in plain[0]
-    expected = index.search(body["queries"], top_k=3, per_document=1, scorer="phrase", merge_identical=True)[0]
+        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()[
+            "results"
+        ][0]["matches"]
+    assert (
+        [m["doc_id"] for m in plain] == ["a", "b", "c"]
+        and "places" not in plain[0]
+        and "count" not in plain[0]
+    )
+    expected = index.search(
+        body["queries"], top_k=3, per_document=1, scorer="phrase", merge_identical=True
+    )[0]
     assert [m["span"] for m in merged] == [m.span for m in expected] and len(merged) == 3
     assert merged[0]["count"] == 3 and [p["doc_id"] for p in merged[0]["places"]] == ["a", "b", "c"]
     assert set(merged[0]["places"][0]) == {"doc_id", "text_index", "start", "end", "score"}
@@ -108,21 +131,38 @@ def test_merge_identical_asks_for_a_bounded_number_of_spans(tiny_model, tmp_path
     most MERGE_FETCH x top_k spans, so the copies fill them: one match, 32 places."""
     from slice_st.serve.app import MERGE_FETCH
 
-    texts = ["We will get back to you within two working days."] * 40 + ["A refund for the lost bag."]
+    texts = ["We will get back to you within two working days."] * 40 + [
+        "A refund for the lost bag."
+    ]
     index = SpanIndex.build(texts, tiny_model, max_span=5)
     index.save(tmp_path / "ix")
-    body = {"queries": "we will answer in two days", "top_k": 2, "per_document": 1, "scorer": "max-cosine"}
-    library = index.search(body["queries"], top_k=2, per_document=1, scorer="max-cosine", merge_identical=True)[0]
+    body = {
+        "queries": "we will answer in two days",
+        "top_k": 2,
+        "per_document": 1,
+        "scorer": "max-cosine",
+    }
+    library = index.search(
+        body["queries"], top_k=2, per_document=1, scorer="max-cosine", merge_identical=True
+    )[0]
     assert [m.count for m in library] == [40, 1]
-    with TestClient(create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE) as client:
-        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()["results"][0]["matches"]
-    assert [m["count"] for m in merged] == [MERGE_FETCH * 2] and merged[0]["span"] == library[0].span
+    with TestClient(
+        create_app(IndexSource.from_directory(tmp_path / "ix", tiny_model)), base_url=BASE
+    ) as client:
+        merged = client.post("/api/search", json=body | {"merge_identical": True}).json()[
+            "results"
+        ][0]["matches"]
+    assert [m["count"] for m in merged] == [MERGE_FETCH * 2] and merged[0]["span"] == library[
+        0
+    ].span
 
 
 def test_allowed_search_options_reach_the_library(client, saved, monkeypatch):
     """An option of the allow-list (here ``approximate``) reaches SpanIndex.search unchanged."""
     response = client.post("/api/search", json={"queries": "late", "approximate": True})
-    assert response.status_code == 400 and "candidate stage" in response.json()["detail"]  # the library's own refusal
+    assert (
+        response.status_code == 400 and "candidate stage" in response.json()["detail"]
+    )  # the library's own refusal
     assert "approximate" in client.get("/api/info").json()["search_options"]
 
 
@@ -163,7 +203,9 @@ def test_bad_search_requests_are_json_4xx(client, body, status, words):
 
 def test_bad_bodies_are_json_4xx(client):
     assert (
-        client.post("/api/search", content=b"{not json", headers={"content-type": "application/json"}).status_code
+        client.post(
+            "/api/search", content=b"{not json", headers={"content-type": "application/json"}
+        ).status_code
         == 422
     )
     big = b'{"queries": "' + b"a" * 5000 + b'"}'
@@ -185,10 +227,14 @@ def test_document_endpoint_and_profile(client, saved):
     with_query = client.get("/api/documents", params={"id": "tickets/T1", "q": query}).json()
     profile = with_query["profile"]
     assert len(profile) == len(doc["units"]) and all(score is not None for score in profile)
-    best = index.search(query, top_k=len(DOCS), per_document=1, scorer="max-cosine")[0]  # the profile is of cosines
+    best = index.search(query, top_k=len(DOCS), per_document=1, scorer="max-cosine")[
+        0
+    ]  # the profile is of cosines
     best_here = next(match for match in best if match.doc_id == "tickets/T1")
     assert max(profile) == pytest.approx(best_here.score, abs=1e-5)
-    for unit in range(best_here.unit_start, best_here.unit_end):  # the best span's words peak at its score
+    for unit in range(
+        best_here.unit_start, best_here.unit_end
+    ):  # the best span's words peak at its score
         assert profile[unit] == pytest.approx(best_here.score, abs=1e-5)
 
 
@@ -229,17 +275,29 @@ def test_file_endpoint_joins_a_files_documents_in_line_order(files_client):
     response = files_client.get("/api/files", params={"path": "team-a/notes.txt"})
     assert response.status_code == 200, response.text
     got = response.json()
-    order = ["team-a/notes.txt:1", "team-a/notes.txt:4", "team-a/notes.txt:9"]  # by line, not by id or insertion
+    order = [
+        "team-a/notes.txt:1",
+        "team-a/notes.txt:4",
+        "team-a/notes.txt:9",
+    ]  # by line, not by id or insertion
     assert [part["id"] for part in got["parts"]] == order
     assert [part["line"] for part in got["parts"]] == [1, 4, 9]
-    assert got["text"] == "\n\n".join(FILE_DOCS[doc_id] for doc_id in order) and got["profile"] is None
-    for part in got["parts"]:  # each document in place (offsets in code points: the emoji counts one)
+    assert (
+        got["text"] == "\n\n".join(FILE_DOCS[doc_id] for doc_id in order) and got["profile"] is None
+    )
+    for part in got[
+        "parts"
+    ]:  # each document in place (offsets in code points: the emoji counts one)
         assert got["text"][part["start"] : part["end"]] == FILE_DOCS[part["id"]]
         assert part["index"] == files_client.index.doc_ids.index(part["id"])
     words = [got["text"][start:end] for start, end in got["units"]]
     assert words[:3] == ["Customer:", "my", "bag"] and "Agent:" in words and words[-1] == "came."
-    single = files_client.get("/api/files", params={"path": "odd:id:x"}).json()  # no line number: the id is the file
-    assert [part["line"] for part in single["parts"]] == [None] and single["text"] == FILE_DOCS["odd:id:x"]
+    single = files_client.get(
+        "/api/files", params={"path": "odd:id:x"}
+    ).json()  # no line number: the id is the file
+    assert [part["line"] for part in single["parts"]] == [None] and single["text"] == FILE_DOCS[
+        "odd:id:x"
+    ]
 
 
 def test_file_profile_is_each_documents_profile_in_place(files_client):
@@ -250,8 +308,12 @@ def test_file_profile_is_each_documents_profile_in_place(files_client):
     for part in got["parts"]:
         doc = files_client.get("/api/documents", params={"id": part["id"], "q": query}).json()
         units = got["units"][at : at + len(doc["units"])]
-        assert units == [[start + part["start"], end + part["start"]] for start, end in doc["units"]]
-        assert got["profile"][at : at + len(doc["units"])] == pytest.approx(doc["profile"], abs=1e-5)
+        assert units == [
+            [start + part["start"], end + part["start"]] for start, end in doc["units"]
+        ]
+        assert got["profile"][at : at + len(doc["units"])] == pytest.approx(
+            doc["profile"], abs=1e-5
+        )
         at += len(doc["units"])
     assert at == len(got["units"])
 
@@ -287,7 +349,9 @@ def test_a_file_profile_waits_for_no_search_but_is_refused_while_one_runs(files_
     runner = files_client.app.state.runner
     with runner._lock:  # a search holds the model
         busy = files_client.get("/api/files", params={"path": "team-a/notes.txt", "q": "late"})
-        plain = files_client.get("/api/files", params={"path": "team-a/notes.txt"})  # no query: no model needed
+        plain = files_client.get(
+            "/api/files", params={"path": "team-a/notes.txt"}
+        )  # no query: no model needed
     assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
     assert plain.status_code == 200
 
@@ -310,15 +374,15 @@ def test_info_openapi_and_page(client):
 
 def test_a_save_by_another_writer_is_seen_by_the_next_request(client, saved, tiny_model):
     path, _ = saved
-    before = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0][
-        "matches"
-    ]
+    before = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()[
+        "results"
+    ][0]["matches"]
     assert {m["doc_id"] for m in before} == set(IDS)
     with SpanIndex.open_for_update(path, tiny_model) as writer:  # as `slice-st index add` does
         writer.add(["A violin concert in the old church."], ["new-doc"])
-    after = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()["results"][0][
-        "matches"
-    ]
+    after = client.post("/api/search", json={"queries": "a violin concert", "top_k": 100}).json()[
+        "results"
+    ][0]["matches"]
     assert {m["doc_id"] for m in after} == set(IDS) | {"new-doc"}
     assert client.get("/api/documents", params={"id": "new-doc"}).status_code == 200
     assert client.source.reloads == 1
@@ -375,7 +439,9 @@ def test_missing_extra_is_a_clear_error(monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["index", "corpus"])
-def test_cli_serve_loads_once_and_binds_loopback(saved, tiny_model_dir, tmp_path, monkeypatch, kind):
+def test_cli_serve_loads_once_and_binds_loopback(
+    saved, tiny_model_dir, tmp_path, monkeypatch, kind
+):
     import slice_st.serve
     from slice_st.cli import main
 
@@ -384,7 +450,9 @@ def test_cli_serve_loads_once_and_binds_loopback(saved, tiny_model_dir, tmp_path
     monkeypatch.setattr(
         slice_st.serve,
         "run_server",
-        lambda source, **options: calls.append((source, options | {"bound": options["sock"].getsockname()[:2]})),
+        lambda source, **options: calls.append(
+            (source, options | {"bound": options["sock"].getsockname()[:2]})
+        ),
     )
     port = _free_port()
     if kind == "index":
@@ -392,7 +460,17 @@ def test_cli_serve_loads_once_and_binds_loopback(saved, tiny_model_dir, tmp_path
     else:
         corpus = tmp_path / "c.txt"
         corpus.write_text("\n".join(DOCS) + "\n")
-        argv = ["serve", str(corpus), "--model", tiny_model_dir, "--max-span", "4", "--port", str(port), "--quiet"]
+        argv = [
+            "serve",
+            str(corpus),
+            "--model",
+            tiny_model_dir,
+            "--max-span",
+            "4",
+            "--port",
+            str(port),
+            "--quiet",
+        ]
     assert main(argv) == 0
     source, options = calls[0]
     assert len(source.current()) == 4 and options["host"] == "127.0.0.1"
@@ -432,7 +510,9 @@ def test_cli_serve_refuses_shards(saved, tiny_model_dir, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("how", ["two indexes", "the manifest", "an index and a file"])
-def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_path, capsys, monkeypatch, how):
+def test_cli_serve_names_an_index_given_as_a_corpus(
+    saved, tiny_model_dir, tmp_path, capsys, monkeypatch, how
+):
     """``serve IDX1 IDX2`` / ``serve IDX/manifest.json``: one line naming the index, never "no .txt file" or the
     manifest indexed as text (nothing is loaded)."""
     import shutil
@@ -445,7 +525,9 @@ def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_p
     shutil.copytree(path, other)
     corpus = tmp_path / "c.txt"
     corpus.write_text("a line of text\n")
-    monkeypatch.setattr(slice_st.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(
+        slice_st.loading, "load_model", lambda *a, **k: pytest.fail("a model was loaded")
+    )
     argv = {
         "two indexes": [str(path), str(other)],
         "the manifest": [str(path / "manifest.json")],
@@ -455,7 +537,11 @@ def test_cli_serve_names_an_index_given_as_a_corpus(saved, tiny_model_dir, tmp_p
         main(["serve", *argv, "--model", tiny_model_dir, "--quiet", "--port", str(_free_port())])
     error = capsys.readouterr().err
     assert exit_info.value.code == 2 and "Traceback" not in error
-    expected = "is an index's manifest, not a corpus" if how == "the manifest" else "is an index folder: serve takes"
+    expected = (
+        "is an index's manifest, not a corpus"
+        if how == "the manifest"
+        else "is an index folder: serve takes"
+    )
     assert expected in error, error
 
 
@@ -473,14 +559,22 @@ def test_a_long_file_fetch_never_holds_the_other_requests(files_client, monkeypa
 
     monkeypatch.setattr(index, "unit_profile", slow)
     answers: dict[str, int] = {}
-    fetch = lambda key, route, **params: answers.update({key: files_client.get(route, params=params).status_code})  # noqa: E731
-    long = threading.Thread(target=fetch, args=("long", "/api/files"), kwargs={"path": "team-a/notes.txt"})
+    fetch = lambda key, route, **params: answers.update(  # noqa: E731
+        {key: files_client.get(route, params=params).status_code}
+    )
+    long = threading.Thread(
+        target=fetch, args=("long", "/api/files"), kwargs={"path": "team-a/notes.txt"}
+    )
     long.start()
     assert started.wait(30)
     others = [
         threading.Thread(target=fetch, args=("info", "/api/info")),
-        threading.Thread(target=fetch, args=("document", "/api/documents"), kwargs={"id": "odd:id:x"}),
-        threading.Thread(target=fetch, args=("file", "/api/files"), kwargs={"path": "team-b/notes.txt"}),
+        threading.Thread(
+            target=fetch, args=("document", "/api/documents"), kwargs={"id": "odd:id:x"}
+        ),
+        threading.Thread(
+            target=fetch, args=("file", "/api/files"), kwargs={"path": "team-b/notes.txt"}
+        ),
     ]
     for thread in others:
         thread.start()

@@ -43,14 +43,20 @@ NOTES = {
     "team-a/notes.txt:2": "Lisa: the saxophone is the instrument I practise.",
     "team-b/notes.txt:3": "Milhouse: he plays the guitar in a band on Fridays.",
 }
-SAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt")
+SAMPLE = os.path.join(
+    os.path.dirname(__file__), os.pardir, os.pardir, "examples", "sample_corpus.txt"
+)
 
 
 @pytest.fixture(scope="module")
 def browser():
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set SLICE_ST_CHROMIUM)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+        pytest.skip(
+            f"no Chromium at {CHROMIUM} (apt-get install chromium, or set SLICE_ST_CHROMIUM)"
+        )
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install playwright)"
+    )
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
         yield browser
@@ -66,15 +72,29 @@ def server_url(real_model, tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("serve") / "ix"
     with open(SAMPLE, encoding="utf-8") as handle:
-        lines = [(number, line.strip()) for number, line in enumerate(handle, start=1) if line.strip()]
-    texts = [text for _, text in lines] + list(HOSTILE.values()) + list(HOSTILE_LONG.values()) + list(NOTES.values())
-    ids = [f"sample_corpus.txt:{number}" for number, _ in lines] + list(HOSTILE) + list(HOSTILE_LONG) + list(NOTES)
+        lines = [
+            (number, line.strip()) for number, line in enumerate(handle, start=1) if line.strip()
+        ]
+    texts = (
+        [text for _, text in lines]
+        + list(HOSTILE.values())
+        + list(HOSTILE_LONG.values())
+        + list(NOTES.values())
+    )
+    ids = (
+        [f"sample_corpus.txt:{number}" for number, _ in lines]
+        + list(HOSTILE)
+        + list(HOSTILE_LONG)
+        + list(NOTES)
+    )
     SpanIndex.build(texts, real_model, ids).save(folder)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))  # bound before the server starts: no race for the port
     port = sock.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(create_app(IndexSource.from_directory(folder, real_model)), log_level="warning")
+        uvicorn.Config(
+            create_app(IndexSource.from_directory(folder, real_model)), log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -121,12 +141,16 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     requests = []
     page.on("request", lambda request: requests.append(request.url))
     page.goto(server_url + "/")
-    page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
+    page.wait_for_function(
+        "document.getElementById('index-info').textContent.includes('documents')"
+    )
     assert page.locator("#threshold").input_value() == "0.55"  # the documented default filters
     query = "my luggage was lost"
     page.fill("#query", query)
     page.click("#search-button")
-    page.wait_for_function("document.getElementById('status').textContent.includes('at or above 0.55')")
+    page.wait_for_function(
+        "document.getElementById('status').textContent.includes('at or above 0.55')"
+    )
     assert _params(page) == {"q": query}  # defaults stay out of the URL
     found = _api_matches(page, query)
     below = [match for match in found if match["score"] < 0.55]
@@ -144,10 +168,15 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     assert _params(page) == {"q": query, "threshold": "-0.20"}
     # one card per file, best file first, its matches from several documents of it
     files = list(dict.fromkeys(_file_of(match["doc_id"]) for match in found))
-    assert page.locator("article.doc").evaluate_all("cards => cards.map((c) => c.dataset.file)") == files
+    assert (
+        page.locator("article.doc").evaluate_all("cards => cards.map((c) => c.dataset.file)")
+        == files
+    )
     card = page.locator('article.doc[data-file="sample_corpus.txt"]')
     docs_in_card = card.locator(".match").evaluate_all("rows => rows.map((r) => r.dataset.doc)")
-    assert len(set(docs_in_card)) > 1 and all(doc.startswith("sample_corpus.txt:") for doc in docs_in_card)
+    assert len(set(docs_in_card)) > 1 and all(
+        doc.startswith("sample_corpus.txt:") for doc in docs_in_card
+    )
     assert card.locator("button.doc-id").inner_text() == "sample_corpus.txt"
     page.locator("#threshold").fill("0.55")
     page.wait_for_function(f"document.querySelectorAll('.match').length == {len(scores)}")
@@ -156,18 +185,31 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     card.locator("button.doc-id").click()
     page.wait_for_selector("#document:not([hidden]) #document-text mark")
     assert _params(page) == {"q": query, "file": "sample_corpus.txt"}
-    whole = page.evaluate("async () => (await (await fetch('/api/files?path=sample_corpus.txt')).json()).text")
+    whole = page.evaluate(
+        "async () => (await (await fetch('/api/files?path=sample_corpus.txt')).json()).text"
+    )
     assert page.locator("#document-text").inner_text() == whole
     assert page.locator("#document-title").inner_text() == "sample_corpus.txt"
     expected = sorted(
-        (match for match in found if _file_of(match["doc_id"]) == "sample_corpus.txt" and match["score"] >= 0.55),
+        (
+            match
+            for match in found
+            if _file_of(match["doc_id"]) == "sample_corpus.txt" and match["score"] >= 0.55
+        ),
         key=lambda match: (int(match["doc_id"].rpartition(":")[2]), match["start"]),
     )
     marks = page.locator("#document-text mark").all_inner_texts()
-    assert marks and marks == [match["span"] for match in expected if not _overlaps(match, expected)]
-    assert page.locator("#document-text mark.best").inner_text() == max(expected, key=lambda m: m["score"])["span"]
+    assert marks and marks == [
+        match["span"] for match in expected if not _overlaps(match, expected)
+    ]
+    assert (
+        page.locator("#document-text mark.best").inner_text()
+        == max(expected, key=lambda m: m["score"])["span"]
+    )
     in_view = "() => { const r = document.querySelector('#document-text mark.best').getBoundingClientRect();"
-    assert page.evaluate(in_view + " return r.top >= 0 && r.bottom <= window.innerHeight; }")  # the match in place
+    assert page.evaluate(
+        in_view + " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )  # the match in place
     painted = page.evaluate(
         "() => { const c = document.getElementById('strip'); const d = c.getContext('2d').getImageData(0, 0, "
         "c.width, c.height).data;"
@@ -190,8 +232,13 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     assert page.locator("article.doc").count() == 0 and _params(page) == {}
     page.go_forward()
     page.wait_for_selector("article.doc")
-    assert page.locator("#query").input_value() == query and float(page.locator("#threshold").input_value()) == 0.55
-    assert len([url for url in requests if url.endswith("/api/search")]) == searches + 1  # forward: searched again
+    assert (
+        page.locator("#query").input_value() == query
+        and float(page.locator("#threshold").input_value()) == 0.55
+    )
+    assert (
+        len([url for url in requests if url.endswith("/api/search")]) == searches + 1
+    )  # forward: searched again
     assert all(url.startswith(server_url) for url in requests), [
         url for url in requests if not url.startswith(server_url)
     ]
@@ -207,13 +254,24 @@ def _overlaps(match, matches) -> bool:
 def test_a_bookmark_opens_the_same_search_settings_and_file(browser, server_url):
     page = browser.new_page(viewport={"width": 1000, "height": 640})
     searched = []
-    page.on("request", lambda request: searched.append(request.post_data) if request.url.endswith("/search") else None)
+    page.on(
+        "request",
+        lambda request: (
+            searched.append(request.post_data) if request.url.endswith("/search") else None
+        ),
+    )
     url = "/?q=plays+the+guitar&threshold=-0.05&top_k=20&per_document=1&scorer=phrase&file=team-a%2Fnotes.txt"
     page.goto(server_url + url)
     page.wait_for_selector("#document:not([hidden]) #document-text mark")
     assert page.locator("#query").input_value() == "plays the guitar"
-    assert float(page.locator("#threshold").input_value()) == -0.05 and page.locator("#top-k").input_value() == "20"
-    assert page.locator("#per-document").input_value() == "1" and page.locator("#scorer").input_value() == "phrase"
+    assert (
+        float(page.locator("#threshold").input_value()) == -0.05
+        and page.locator("#top-k").input_value() == "20"
+    )
+    assert (
+        page.locator("#per-document").input_value() == "1"
+        and page.locator("#scorer").input_value() == "phrase"
+    )
     assert [json.loads(body) for body in searched] == [
         {"queries": ["plays the guitar"], "top_k": 20, "per_document": 1, "scorer": "phrase"}
     ]
@@ -234,8 +292,14 @@ def test_same_named_files_show_their_shortest_distinct_paths(browser, server_url
             "cards => cards.map((c) => [c.dataset.file, c.querySelector('button.doc-id').textContent])"
         )
     )
-    assert names["team-a/notes.txt"] == "team-a/notes.txt" and names["team-b/notes.txt"] == "team-b/notes.txt"
-    assert names["sample_corpus.txt"] == "sample_corpus.txt" and names[LONG_ID] == LONG_ID.split("/")[-1]
+    assert (
+        names["team-a/notes.txt"] == "team-a/notes.txt"
+        and names["team-b/notes.txt"] == "team-b/notes.txt"
+    )
+    assert (
+        names["sample_corpus.txt"] == "sample_corpus.txt"
+        and names[LONG_ID] == LONG_ID.split("/")[-1]
+    )
     page.close()
 
 
@@ -244,7 +308,9 @@ def test_highlights_match_the_api_spans_after_emoji_and_for_any_id(browser, serv
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(server_url + "/")
-    page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
+    page.wait_for_function(
+        "document.getElementById('index-info').textContent.includes('documents')"
+    )
     page.fill("#query", "plays the guitar")
     page.locator("#threshold").fill("-0.2")
     page.click("#search-button")
@@ -257,7 +323,11 @@ def test_highlights_match_the_api_spans_after_emoji_and_for_any_id(browser, serv
     for doc_id in HOSTILE:
         spans = [match["span"] for match in found if match["doc_id"] == doc_id]
         assert spans, doc_id
-        card = page.locator("article.doc").filter(has=page.locator("button.doc-id", has_text=doc_id)).first
+        card = (
+            page.locator("article.doc")
+            .filter(has=page.locator("button.doc-id", has_text=doc_id))
+            .first
+        )
         assert card.locator("mark").all_inner_texts() == spans
         card.locator("button.doc-id").click()
         page.wait_for_selector("#document:not([hidden]) #document-text mark")
@@ -272,12 +342,18 @@ def test_a_very_long_document_id_keeps_the_page_its_width(browser, server_url):
     """A 3,000-character document id wraps: the page is no wider than the window, in the results and the document."""
     page = browser.new_page(viewport={"width": 1000, "height": 640})
     page.goto(server_url + "/")
-    page.wait_for_function("document.getElementById('index-info').textContent.includes('documents')")
+    page.wait_for_function(
+        "document.getElementById('index-info').textContent.includes('documents')"
+    )
     page.fill("#query", "plays the guitar on the roof")
     page.locator("#threshold").fill("-0.2")
     page.click("#search-button")
     page.wait_for_selector("article.doc mark")
-    card = page.locator("article.doc").filter(has=page.locator("button.doc-id", has_text="x" * 100)).first
+    card = (
+        page.locator("article.doc")
+        .filter(has=page.locator("button.doc-id", has_text="x" * 100))
+        .first
+    )
     assert card.count() == 1
     width = "() => document.documentElement.scrollWidth"
     assert page.evaluate(width) <= 1000

@@ -44,8 +44,13 @@ def test_a_page_of_another_name_reads_nothing(index, host):
     """DNS rebinding: a page at http://evil.example:PORT/ whose name now points at 127.0.0.1."""
     with _client(index) as client:
         headers = {"Host": host}
-        assert client.post("/api/search", json={"queries": "late"}, headers=headers).status_code == 400
-        assert client.get("/api/documents", params={"id": "calls:1"}, headers=headers).status_code == 400
+        assert (
+            client.post("/api/search", json={"queries": "late"}, headers=headers).status_code == 400
+        )
+        assert (
+            client.get("/api/documents", params={"id": "calls:1"}, headers=headers).status_code
+            == 400
+        )
         assert client.get("/api/info", headers=headers).status_code == 400
         for host_ok in ("localhost", "127.0.0.1:8000"):
             assert client.get("/api/info", headers={"Host": host_ok}).status_code == 200
@@ -66,7 +71,10 @@ def test_v01_an_ipv6_host_is_answered_by_its_browser_name(index):
         for host in ("[::1]:8905", "[::1]", "localhost:8905", "[fe80::2]:80"):
             assert client.get("/api/info", headers={"Host": host}).status_code == 200, host
         assert client.get("/api/info", headers={"Host": "[::2]:8905"}).status_code == 400
-    assert server_url("::1", 8905) == "http://[::1]:8905/" and server_url("0.0.0.0", 80) == "http://0.0.0.0:80/"
+    assert (
+        server_url("::1", 8905) == "http://[::1]:8905/"
+        and server_url("0.0.0.0", 80) == "http://0.0.0.0:80/"
+    )
 
 
 def test_a_token_is_needed_when_given(index):
@@ -74,7 +82,11 @@ def test_a_token_is_needed_when_given(index):
         assert client.post("/api/search", json={"queries": "late"}).status_code == 401
         assert client.get("/api/documents", params={"id": "calls:1"}).status_code == 401
         assert client.get("/", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        ok = client.post("/api/search", json={"queries": "late"}, headers={"Authorization": "Bearer s3cret-token"})
+        ok = client.post(
+            "/api/search",
+            json={"queries": "late"},
+            headers={"Authorization": "Bearer s3cret-token"},
+        )
         assert ok.status_code == 200
         entry = client.get("/", params={"token": "s3cret-token"}, follow_redirects=False)
         assert entry.status_code == 303 and "HttpOnly" in entry.headers["set-cookie"]
@@ -90,7 +102,9 @@ def test_t17_an_empty_token_never_means_open(index, token):
         create_app(index, token=token)
 
 
-@pytest.mark.parametrize("token", ["two words", "a&b=c", "x#y", "clé-ü", "p%20q+r", "semi;colon,comma"])
+@pytest.mark.parametrize(
+    "token", ["two words", "a&b=c", "x#y", "clé-ü", "p%20q+r", "semi;colon,comma"]
+)
 def test_t11_a_percent_encoded_token_in_the_page_address_is_decoded(index, token):
     """T11: the browser sends ``/?token=`` percent-encoded; the cookie it gets back carries the token encoded too."""
     from urllib.parse import quote
@@ -124,10 +138,14 @@ def test_a_chunked_body_over_the_limit_is_refused_as_read(index):
             yield b"x" * 1024
 
     with _client(index, ServeLimits(max_body_bytes=4096)) as client:
-        response = client.post("/api/search", content=body(), headers={"Content-Type": "application/json"})
+        response = client.post(
+            "/api/search", content=body(), headers={"Content-Type": "application/json"}
+        )
         assert response.status_code == 413 and "bytes" in response.json()["detail"]
         small = client.post(
-            "/api/search", content=iter([b'{"queries": ', b'"late"}']), headers={"Content-Type": "application/json"}
+            "/api/search",
+            content=iter([b'{"queries": ', b'"late"}']),
+            headers={"Content-Type": "application/json"},
         )
         assert small.status_code == 200
 
@@ -142,8 +160,14 @@ def test_only_allowed_options_reach_the_search(index, monkeypatch):
 
     monkeypatch.setattr(index, "search", recording)
     with _client(index) as client:
-        assert client.post("/api/search", json={"queries": "late", "batch_size": 10**6}).status_code == 422
-        assert client.post("/api/search", json={"queries": "late", "device": "cuda:0"}).status_code == 422
+        assert (
+            client.post("/api/search", json={"queries": "late", "batch_size": 10**6}).status_code
+            == 422
+        )
+        assert (
+            client.post("/api/search", json={"queries": "late", "device": "cuda:0"}).status_code
+            == 422
+        )
         assert client.post("/api/search", json={"queries": "late", "top_k": 3}).status_code == 200
     assert len(seen) == 1 and set(seen[0]) == {
         "top_k",
@@ -176,7 +200,11 @@ def _words(count: int, seed: int = 0) -> str:
     import random
 
     rng = random.Random(seed)
-    subjects, verbs, things = ["the man", "a woman", "the agent", "my bag"], ["lost", "found", "saw"], ["a flight"]
+    subjects, verbs, things = (
+        ["the man", "a woman", "the agent", "my bag"],
+        ["lost", "found", "saw"],
+        ["a flight"],
+    )
     out: list[str] = []
     while len(out) < count:
         out += f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(things)} at gate {rng.randint(1, 9)}.".split()
@@ -195,20 +223,33 @@ def test_hs1_the_search_cost_counts_the_windows_re_ranked(long_index, tiny_model
     from slice_st.serve.app import search_cost
 
     text = _words(15_000).split()
-    many = SpanIndex.build([" ".join(text[i : i + 150]) for i in range(0, 15_000, 150)], tiny_model, max_span=20)
+    many = SpanIndex.build(
+        [" ".join(text[i : i + 150]) for i in range(0, 15_000, 150)], tiny_model, max_span=20
+    )
     one = {"top_k": 10}
     assert search_cost(long_index, ["abc"], one) > 5 * search_cost(many, ["abc"], one)
-    assert search_cost(long_index, ["abc"] * 8, one) == pytest.approx(8 * search_cost(long_index, ["abc"], one))
-    assert search_cost(long_index, ["abc"], {**one, "max_span": 10}) < 0.51 * search_cost(long_index, ["abc"], one)
-    assert search_cost(long_index, ["abc"], {"top_k": 1000}) > 10 * search_cost(long_index, ["abc"], one)
-    assert search_cost(long_index, ["abc"], {**one, "scorer": "phrase"}) < search_cost(long_index, ["abc"], one) / 10
+    assert search_cost(long_index, ["abc"] * 8, one) == pytest.approx(
+        8 * search_cost(long_index, ["abc"], one)
+    )
+    assert search_cost(long_index, ["abc"], {**one, "max_span": 10}) < 0.51 * search_cost(
+        long_index, ["abc"], one
+    )
+    assert search_cost(long_index, ["abc"], {"top_k": 1000}) > 10 * search_cost(
+        long_index, ["abc"], one
+    )
+    assert (
+        search_cost(long_index, ["abc"], {**one, "scorer": "phrase"})
+        < search_cost(long_index, ["abc"], one) / 10
+    )
 
 
 def test_hs1_a_search_on_one_long_document_answers_or_is_refused_at_once(long_index, monkeypatch):
     """HS1: with the default bound, 64 three-character queries on one 15,000-word document are refused at once (413,
     nothing searched); one query answers; while a search runs, /api/info and the document answer."""
     real, calls = long_index.search, []
-    monkeypatch.setattr(long_index, "search", lambda queries, **kw: calls.append(queries) or real(queries, **kw))
+    monkeypatch.setattr(
+        long_index, "search", lambda queries, **kw: calls.append(queries) or real(queries, **kw)
+    )
     with _client(long_index) as client:
         refused = client.post("/api/search", json={"queries": ["abc"] * 64})
         assert refused.status_code == 413 and "would cost" in refused.json()["detail"] and not calls
@@ -216,14 +257,20 @@ def test_hs1_a_search_on_one_long_document_answers_or_is_refused_at_once(long_in
         assert answered.status_code == 200 and answered.json()["results"][0]["matches"]
     started, release, _ = _blocking_search(long_index, monkeypatch)
     with _client(long_index) as client:
-        search = threading.Thread(target=lambda: client.post("/api/search", json={"queries": "abc"}))
+        search = threading.Thread(
+            target=lambda: client.post("/api/search", json={"queries": "abc"})
+        )
         search.start()
         assert started.wait(WAIT)
         info = client.get("/api/info")
         document = client.get("/api/documents", params={"id": "long"})
         release.set()
         search.join(WAIT)
-    assert info.status_code == 200 and document.status_code == 200 and len(document.json()["units"]) >= 15_000
+    assert (
+        info.status_code == 200
+        and document.status_code == 200
+        and len(document.json()["units"]) >= 15_000
+    )
 
 
 # ------------------------------------------------------------------ one search at a time, never queued
@@ -245,12 +292,16 @@ def test_a_second_search_while_one_runs_is_answered_503_at_once(index, monkeypat
     started, release, _ = _blocking_search(index, monkeypatch)
     with _client(index) as client:
         first = {}
-        worker = threading.Thread(target=lambda: first.update(r=client.post("/api/search", json={"queries": "late"})))
+        worker = threading.Thread(
+            target=lambda: first.update(r=client.post("/api/search", json={"queries": "late"}))
+        )
         worker.start()
         assert started.wait(WAIT)
         second = client.post("/api/search", json={"queries": "guitar"})
         profile = client.get("/api/documents", params={"id": "calls:1", "q": "late"})
-        text_only = client.get("/api/documents", params={"id": "calls:1"})  # needs no model: never refused
+        text_only = client.get(
+            "/api/documents", params={"id": "calls:1"}
+        )  # needs no model: never refused
         release.set()
         worker.join(WAIT)
     assert second.status_code == 503 and "another search" in second.json()["detail"]
@@ -261,7 +312,9 @@ def test_a_second_search_while_one_runs_is_answered_503_at_once(index, monkeypat
 def test_a_timed_out_search_stops_and_gives_the_lock_back(index, monkeypatch):
     import slice_st.serve.app
 
-    monkeypatch.setattr(slice_st.serve.app, "COST_PER_SECOND", 10**12)  # the timeout is what is tried, not the bound
+    monkeypatch.setattr(
+        slice_st.serve.app, "COST_PER_SECOND", 10**12
+    )  # the timeout is what is tried, not the bound
     started, release, calls = _blocking_search(index, monkeypatch)
     queries = [f"query {number}" for number in range(20)]  # three chunks of queries
     with _client(index, ServeLimits(timeout_s=0.05)) as client:
@@ -296,13 +349,19 @@ def test_dd2_a_long_document_fetch_never_holds_the_other_requests(index, monkeyp
     monkeypatch.setattr(index, "unit_profile", slow)
     answers: dict[str, int] = {}
     with _client(index) as client:
-        fetch = lambda key, path, **params: answers.update({key: client.get(path, params=params).status_code})  # noqa: E731
-        long = threading.Thread(target=fetch, args=("long", "/api/documents"), kwargs={"id": "tickets/T1"})
+        fetch = lambda key, path, **params: answers.update(  # noqa: E731
+            {key: client.get(path, params=params).status_code}
+        )
+        long = threading.Thread(
+            target=fetch, args=("long", "/api/documents"), kwargs={"id": "tickets/T1"}
+        )
         long.start()
         assert started.wait(WAIT)
         others = [
             threading.Thread(target=fetch, args=("info", "/api/info")),
-            threading.Thread(target=fetch, args=("short", "/api/documents"), kwargs={"id": "calls:1"}),
+            threading.Thread(
+                target=fetch, args=("short", "/api/documents"), kwargs={"id": "calls:1"}
+            ),
         ]
         for thread in others:
             thread.start()
@@ -347,14 +406,18 @@ def live_server(index, request):
     from slice_st.serve.guards import guarded_protocol, listening_socket
 
     timeout = getattr(request, "param", 0.5)
-    limits = ServeLimits(max_body_bytes=4096, request_timeout_s=timeout, max_connections=8, max_client_connections=4)
+    limits = ServeLimits(
+        max_body_bytes=4096, request_timeout_s=timeout, max_connections=8, max_client_connections=4
+    )
     sock = listening_socket("127.0.0.1", 0)
     port = sock.getsockname()[1]
     app = create_app(index, limits, allowed_hosts=["127.0.0.1", f"127.0.0.1:{port}"])
     config = uvicorn.Config(
         app,
         log_level="error",
-        http=guarded_protocol(limits.request_timeout_s, limits.max_connections, limits.max_client_connections),
+        http=guarded_protocol(
+            limits.request_timeout_s, limits.max_connections, limits.max_client_connections
+        ),
         limit_concurrency=limits.max_connections,
         lifespan="off",
     )
@@ -404,7 +467,9 @@ def test_t16_the_token_never_appears_in_the_access_log(index):
         sock.close()
         logging.getLogger("uvicorn.access").removeHandler(catcher)
     assert len([line for line in lines if "GET /?" in line]) == 3, lines
-    assert not any("s3cret" in line for line in lines) and all("token=***" in line for line in lines if "?" in line)
+    assert not any("s3cret" in line for line in lines) and all(
+        "token=***" in line for line in lines if "?" in line
+    )
 
 
 def _closed_by_server(connection: socket.socket) -> bool:
@@ -430,7 +495,9 @@ def _answers(connection: socket.socket, port: int) -> bool:
     return connection.recv(64).startswith(b"HTTP/1.1 200")
 
 
-@pytest.mark.parametrize("live_server", [600.0], indirect=True)  # no idle timeout within the test's wait
+@pytest.mark.parametrize(
+    "live_server", [600.0], indirect=True
+)  # no idle timeout within the test's wait
 def test_connections_past_the_cap_are_closed_at_once(live_server):
     sources = ["127.0.0.1", "127.0.0.2"] * 4  # two clients, each at its own cap of 4
     held = [_connect(live_server, source) for source in sources]
@@ -499,7 +566,9 @@ def test_a_lying_content_length_with_a_chunked_body_is_read_only_to_the_limit(li
         except ConnectionResetError:
             pass
     status = answer.split(b"\r\n", 1)[0]
-    assert status.startswith((b"HTTP/1.1 413", b"HTTP/1.1 400")), answer[:200]  # 400: h11 refuses the pair itself
+    assert status.startswith((b"HTTP/1.1 413", b"HTTP/1.1 400")), answer[
+        :200
+    ]  # 400: h11 refuses the pair itself
 
 
 # ------------------------------------------------------------------ the command line
@@ -515,7 +584,9 @@ def _cli_error(argv, capsys, monkeypatch) -> str:
         main(argv)
     error = capsys.readouterr().err
     assert exit_info.value.code == 2, error
-    assert error.strip().splitlines()[-1].startswith("slice-st: error:"), error  # argparse's usage may come first
+    assert error.strip().splitlines()[-1].startswith("slice-st: error:"), (
+        error
+    )  # argparse's usage may come first
     assert "Traceback" not in error
     return error
 
@@ -539,7 +610,9 @@ def test_cli_port_in_use_is_one_line_before_the_model_loads(tmp_path, capsys, mo
 def test_cli_unresolvable_host_is_one_line_before_the_model_loads(tmp_path, capsys, monkeypatch):
     corpus = tmp_path / "c.txt"
     corpus.write_text("\n".join(DOCS) + "\n")
-    error = _cli_error(["serve", str(corpus), "--host", "no-such-host.invalid"], capsys, monkeypatch)
+    error = _cli_error(
+        ["serve", str(corpus), "--host", "no-such-host.invalid"], capsys, monkeypatch
+    )
     assert "cannot listen on no-such-host.invalid" in error
 
 
@@ -548,14 +621,22 @@ def test_t17_cli_empty_token_is_one_line_before_anything(tmp_path, capsys, monke
     """``serve --host 0.0.0.0 --token "$TOKEN"`` with TOKEN unset (or ``SLICE_ST_TOKEN=``): refused, not served open."""
     import slice_st.serve
 
-    monkeypatch.setattr(slice_st.serve, "listening_socket", lambda *args: pytest.fail("listened with an empty token"))
+    monkeypatch.setattr(
+        slice_st.serve,
+        "listening_socket",
+        lambda *args: pytest.fail("listened with an empty token"),
+    )
     monkeypatch.setenv("SLICE_ST_TOKEN", "")
-    argv = ["serve", str(tmp_path), "--host", "0.0.0.0"] + (["--token", ""] if how == "option" else [])
+    argv = ["serve", str(tmp_path), "--host", "0.0.0.0"] + (
+        ["--token", ""] if how == "option" else []
+    )
     error = _cli_error(argv, capsys, monkeypatch)
     assert ("--token is empty" if how == "option" else "$SLICE_ST_TOKEN is empty") in error
 
 
-def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_path, capsys, caplog, monkeypatch):
+def test_cli_warns_when_serving_beyond_this_machine_without_a_token(
+    index, tmp_path, capsys, caplog, monkeypatch
+):
     """``--host 0.0.0.0``: the warning, once (``run_server``'s, which library users get too). (The socket is a
     loopback one and uvicorn does not run: no test listens beyond this machine.)"""
     import uvicorn
@@ -567,18 +648,31 @@ def test_cli_warns_when_serving_beyond_this_machine_without_a_token(index, tmp_p
     path = tmp_path / "ix"
     index.save(path)
     calls, run_server = [], slice_st.serve.run_server
-    monkeypatch.setattr(slice_st.serve, "listening_socket", lambda host, port: listening_socket("127.0.0.1", 0))
-    monkeypatch.setattr(slice_st.serve, "run_server", lambda source, **kw: calls.append(kw) or run_server(source, **kw))
+    monkeypatch.setattr(
+        slice_st.serve, "listening_socket", lambda host, port: listening_socket("127.0.0.1", 0)
+    )
+    monkeypatch.setattr(
+        slice_st.serve,
+        "run_server",
+        lambda source, **kw: calls.append(kw) or run_server(source, **kw),
+    )
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
     monkeypatch.delenv("SLICE_ST_TOKEN", raising=False)
     with caplog.at_level("WARNING", logger="slice_st"):
-        assert main(["serve", str(path), "--host", "0.0.0.0", "--allow-host", "search.example"]) == 0
+        assert (
+            main(["serve", str(path), "--host", "0.0.0.0", "--allow-host", "search.example"]) == 0
+        )
     warned = [record.getMessage() for record in caplog.records if "no token" in record.getMessage()]
-    assert len(warned) == 1 and warned[0].startswith("serving on 0.0.0.0 with no token: anyone who can reach it")
+    assert len(warned) == 1 and warned[0].startswith(
+        "serving on 0.0.0.0 with no token: anyone who can reach it"
+    )
     assert "no token" not in capsys.readouterr().err  # the command line adds no copy of its own
     assert calls[0]["token"] is None and calls[0]["allowed_hosts"] == ["search.example"]
     caplog.clear()
     monkeypatch.setenv("SLICE_ST_TOKEN", "s3cret")
     assert main(["serve", str(path), "--host", "0.0.0.0", "--max-search-cost", "1e6"]) == 0
     assert "no token" not in caplog.text + capsys.readouterr().err and calls[1]["token"] == "s3cret"
-    assert calls[0]["limits"].max_search_cost == 2 * 10**8 and calls[1]["limits"].max_search_cost == 10**6
+    assert (
+        calls[0]["limits"].max_search_cost == 2 * 10**8
+        and calls[1]["limits"].max_search_cost == 10**6
+    )

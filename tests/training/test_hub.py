@@ -29,7 +29,12 @@ QUERIES = ["plays the guitar", "coffee with milk"]
 def run_python(code: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a new Python process; fails the test (with its output) if it fails."""
     done = subprocess.run(
-        [sys.executable, "-c", code, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900
+        [sys.executable, "-c", code, *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done
@@ -37,7 +42,12 @@ def run_python(code: str, env: dict[str, str], *args: str) -> subprocess.Complet
 
 def run_cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "slice_st.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", "slice_st.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -70,7 +80,9 @@ with open(out + ".json", "w") as handle:
 
 
 def encode_downloaded(env, how: str, name: str, out: Path, **kwargs) -> dict:
-    run_python(ENCODE, env, how, name, str(out), json.dumps(kwargs), json.dumps(TEXTS), json.dumps(QUERIES))
+    run_python(
+        ENCODE, env, how, name, str(out), json.dumps(kwargs), json.dumps(TEXTS), json.dumps(QUERIES)
+    )
     found = json.loads(Path(f"{out}.json").read_text())
     with np.load(f"{out}.npz") as arrays:
         found["embeddings"] = [arrays[f"arr_{index}"] for index in range(len(TEXTS))]
@@ -86,9 +98,13 @@ def assert_same_spans(model, found: dict) -> None:
         np.testing.assert_allclose(vectors, result.embeddings, atol=1e-6, rtol=0)
     best = model.best_spans(QUERIES, TEXTS)
     expected = [[[m.span, m.start, m.end, m.score] for m in row[:3]] for row in best[0]]
-    assert [[m[:3] for m in row] for row in found["best"]] == [[m[:3] for m in row] for row in expected]
+    assert [[m[:3] for m in row] for row in found["best"]] == [
+        [m[:3] for m in row] for row in expected
+    ]
     np.testing.assert_allclose(
-        [m[3] for row in found["best"] for m in row], [m[3] for row in expected for m in row], atol=1e-6
+        [m[3] for row in found["best"] for m in row],
+        [m[3] for row in expected for m in row],
+        atol=1e-6,
     )
 
 
@@ -101,7 +117,14 @@ def test_the_test_hub_runs_on_its_own(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, str(ROOT / "tests" / "hub_server.py"), "--port", str(port), "--data", str(tmp_path / "d")],
+        [
+            sys.executable,
+            str(ROOT / "tests" / "hub_server.py"),
+            "--port",
+            str(port),
+            "--data",
+            str(tmp_path / "d"),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -117,7 +140,9 @@ def test_the_test_hub_runs_on_its_own(tmp_path):
         )
         with pytest.raises(urllib.error.HTTPError, match="401"):
             urllib.request.urlopen(create, timeout=30)
-        assert (tmp_path / "d" / "repos").is_dir() and not list((tmp_path / "d" / "repos").iterdir())
+        assert (tmp_path / "d" / "repos").is_dir() and not list(
+            (tmp_path / "d" / "repos").iterdir()
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -149,7 +174,9 @@ def test_a_model_with_span_pooling_pushed_then_loaded_by_plain_sentence_transfor
     from slice_st import SpanPooling
 
     pushed = json.loads(
-        run_python(PUSH_TINY, hub_env(hub, tmp_path / "home-push"), tiny_model_dir, "org/slice-tiny-span").stdout
+        run_python(
+            PUSH_TINY, hub_env(hub, tmp_path / "home-push"), tiny_model_dir, "org/slice-tiny-span"
+        ).stdout
     )
     assert pushed["url"].startswith(f"{hub}/org/slice-tiny-span/commit/")
     assert pushed["commits"] == ["Add new SentenceTransformer model", "initial commit"]
@@ -158,8 +185,12 @@ def test_a_model_with_span_pooling_pushed_then_loaded_by_plain_sentence_transfor
     card = hub_file(hub, "org/slice-tiny-span", "README.md").decode()
     assert 'SentenceTransformer("org/slice-tiny-span")' in card and "\n\n\n" not in card
 
-    found = encode_downloaded(hub_env(hub, tmp_path / "home-load"), "st", "org/slice-tiny-span", tmp_path / "st")
-    assert found["modules"][-1] == "sentence_transformers.sentence_transformer.modules.pooling.Pooling"
+    found = encode_downloaded(
+        hub_env(hub, tmp_path / "home-load"), "st", "org/slice-tiny-span", tmp_path / "st"
+    )
+    assert (
+        found["modules"][-1] == "sentence_transformers.sentence_transformer.modules.pooling.Pooling"
+    )
     assert found["span_config"] == {"min_span": 1, "max_span": 4, "unit": "word"}
     local = SpanPooling.attach(make_tiny_model(), max_span=4)
     assert_same_spans(local, found)
@@ -191,30 +222,63 @@ def test_the_shipped_model_round_trip(hub, tmp_path):
     revision loads that commit."""
     import slice_st
 
-    pushed = json.loads(run_python(PUSH_SHIPPED, hub_env(hub, tmp_path / "home-push"), "org/slice-bert").stdout)
+    pushed = json.loads(
+        run_python(PUSH_SHIPPED, hub_env(hub, tmp_path / "home-push"), "org/slice-bert").stdout
+    )
     titles = [title for _, title in pushed["commits"]]
-    assert titles == ["Spans of up to 5 words", "Add new SentenceTransformer model", "initial commit"]
+    assert titles == [
+        "Spans of up to 5 words",
+        "Add new SentenceTransformer model",
+        "initial commit",
+    ]
     first = pushed["commits"][1][0]
     assert pushed["first"].endswith(first) and pushed["second"].endswith(pushed["commits"][0][0])
     card = hub_file(hub, "org/slice-bert", "README.md").decode()
     assert "## SLICE: span embeddings for phrase mining" in card and "\n\n\n" not in card
-    assert 'SentenceTransformer("org/slice-bert")' in card and 'SentenceTransformer("slice-minilm")' not in card
+    assert (
+        'SentenceTransformer("org/slice-bert")' in card
+        and 'SentenceTransformer("slice-minilm")' not in card
+    )
     assert "slice-st mine --model org/slice-bert" in card
 
     local = slice_st.load_model()
     slice_st.set_span_config(local, max_span=5)
     home = tmp_path / "home-load"
-    assert_same_spans(local, encode_downloaded(hub_env(hub, home), "st", "org/slice-bert", tmp_path / "st"))
-    assert_same_spans(local, encode_downloaded(hub_env(hub, home), "slice", "org/slice-bert", tmp_path / "ls"))
+    assert_same_spans(
+        local, encode_downloaded(hub_env(hub, home), "st", "org/slice-bert", tmp_path / "st")
+    )
+    assert_same_spans(
+        local, encode_downloaded(hub_env(hub, home), "slice", "org/slice-bert", tmp_path / "ls")
+    )
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(TEXTS) + "\n")
     mined = run_cli(
-        hub_env(hub, home), "mine", "--model", "org/slice-bert", "-q", QUERIES[0], str(corpus), "-f", "jsonl"
+        hub_env(hub, home),
+        "mine",
+        "--model",
+        "org/slice-bert",
+        "-q",
+        QUERIES[0],
+        str(corpus),
+        "-f",
+        "jsonl",
     )
     assert mined.returncode == 0, mined.stderr
     folder = slice_st.save_slice_model(local, str(tmp_path / "local-copy"))
     expected = subprocess.run(
-        [sys.executable, "-m", "slice_st.cli", "mine", "--model", folder, "-q", QUERIES[0], str(corpus), "-f", "jsonl"],
+        [
+            sys.executable,
+            "-m",
+            "slice_st.cli",
+            "mine",
+            "--model",
+            folder,
+            "-q",
+            QUERIES[0],
+            str(corpus),
+            "-f",
+            "jsonl",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -227,8 +291,12 @@ def test_the_shipped_model_round_trip(hub, tmp_path):
     # Offline, with the Hub gone: the same loads come from the cache; the first commit is the shipped settings.
     offline = hub_env("http://127.0.0.1:9", home, offline=True)
     assert_same_spans(local, encode_downloaded(offline, "st", "org/slice-bert", tmp_path / "off"))
-    assert_same_spans(local, encode_downloaded(offline, "slice", "org/slice-bert", tmp_path / "off2"))
-    pinned = encode_downloaded(hub_env(hub, home), "st", "org/slice-bert", tmp_path / "pin", revision=first)
+    assert_same_spans(
+        local, encode_downloaded(offline, "slice", "org/slice-bert", tmp_path / "off2")
+    )
+    pinned = encode_downloaded(
+        hub_env(hub, home), "st", "org/slice-bert", tmp_path / "pin", revision=first
+    )
     assert pinned["span_config"]["max_span"] == 20
     assert_same_spans(slice_st.load_model(), pinned)
 
@@ -264,7 +332,9 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
     a documented exception from Python, one line from the command line."""
     request = urllib.request.Request(
         f"{hub}/api/repos/create",
-        data=json.dumps({"name": "secret", "organization": "org", "visibility": "private"}).encode(),
+        data=json.dumps(
+            {"name": "secret", "organization": "org", "visibility": "private"}
+        ).encode(),
         headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
     )
     urllib.request.urlopen(request, timeout=30).read()
@@ -273,15 +343,24 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
     found = json.loads(run_python(ERRORS, no_token, "push").stdout)
     assert "no such repository on " + hub in found["missing"]
     assert "private and no token" in found["private"]
-    assert "RepositoryNotFoundError" in found["missing-st"] and "RepositoryNotFoundError" in found["private-st"]
+    assert (
+        "RepositoryNotFoundError" in found["missing-st"]
+        and "RepositoryNotFoundError" in found["private-st"]
+    )
     assert "HfHubHTTPError" in found["push"]  # huggingface_hub's documented error: 401, no token
-    unreachable = json.loads(run_python(ERRORS, hub_env("http://127.0.0.1:9", tmp_path / "home"), "load").stdout)
+    unreachable = json.loads(
+        run_python(ERRORS, hub_env("http://127.0.0.1:9", tmp_path / "home"), "load").stdout
+    )
     assert "cannot be reached" in unreachable["missing"] and "OSError" in unreachable["missing-st"]
 
     corpus = tmp_path / "notes.txt"
     corpus.write_text("A man plays the guitar.\n")
     for env, args, expected in (
-        (no_token, ["mine", "--model", "org/no-such-model", "-q", "guitar", str(corpus)], "no such repository"),
+        (
+            no_token,
+            ["mine", "--model", "org/no-such-model", "-q", "guitar", str(corpus)],
+            "no such repository",
+        ),
         (no_token, ["mine", "--model", "org/secret", "-q", "guitar", str(corpus)], "HF_TOKEN"),
         (
             no_token,
@@ -307,7 +386,9 @@ def test_hub_errors_are_one_clear_line(hub, tmp_path, tiny_model_dir):
     ):
         done = run_cli(env, *args)
         errors = [line for line in done.stderr.splitlines() if line.startswith("slice-st: error: ")]
-        assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.returncode == 2 and len(errors) == 1 and "Traceback" not in done.stderr, (
+            done.stderr
+        )
         assert expected in errors[0]
     assert not (tmp_path / "run").exists()
 
@@ -330,7 +411,9 @@ def hub_blocks(path: Path) -> list[tuple[str, list[str]]]:
 
 def matches(expected: str, line: str) -> bool:
     """``line`` is ``expected``, where ``...`` in ``expected`` stands for anything (the docs tests' rule)."""
-    return re.fullmatch(".*".join(re.escape(part) for part in expected.split("...")), line) is not None
+    return (
+        re.fullmatch(".*".join(re.escape(part) for part in expected.split("...")), line) is not None
+    )
 
 
 @pytest.mark.slow

@@ -100,11 +100,15 @@ def test_cli_says_where_the_model_went(tmp_path, tiny_model_dir, triplets_dir, c
     state = json.loads((last / "trainer_state.json").read_text())
     said = capsys.readouterr().out.strip().splitlines()[-1]
     if state["best_model_checkpoint"] is not None:
-        best = f"{state['best_model_checkpoint']}: eval_dev_single_spearman {state['best_metric']:.4f}"
+        best = (
+            f"{state['best_model_checkpoint']}: eval_dev_single_spearman {state['best_metric']:.4f}"
+        )
         assert said == f"saved {run / 'final'} (the best checkpoint, {best})"
         assert Path(state["best_model_checkpoint"]).is_dir()
     else:  # the tiny random model's dev score before training was never beaten
-        assert said.startswith(f"saved {run / 'final'} (the last step's model; no checkpoint beat the dev score")
+        assert said.startswith(
+            f"saved {run / 'final'} (the last step's model; no checkpoint beat the dev score"
+        )
     assert (run / "final" / "config.json").is_file()
 
 
@@ -115,14 +119,18 @@ def test_where_the_model_went_names_the_checkpoint_and_the_hub_url(monkeypatch):
     from slice_st.cli.train import where_the_model_went
 
     args, _ = training_arguments(output_dir="runs/x", push_to_hub=True, hub_model_id="org/name")
-    best = TrainerState(best_model_checkpoint="runs/x/checkpoint-20", best_metric=0.61234, best_global_step=20)
+    best = TrainerState(
+        best_model_checkpoint="runs/x/checkpoint-20", best_metric=0.61234, best_global_step=20
+    )
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:8990")
     assert where_the_model_went(args, best, "eval_dev_single_spearman") == [
         "saved runs/x/final (the best checkpoint, runs/x/checkpoint-20: eval_dev_single_spearman 0.6123)",
         "pushed to http://127.0.0.1:8990/org/name",
     ]
     args, _ = training_arguments(output_dir="runs/x")
-    assert where_the_model_went(args, TrainerState()) == ["saved runs/x/final"]  # no dev set: the last step's
+    assert where_the_model_went(args, TrainerState()) == [
+        "saved runs/x/final"
+    ]  # no dev set: the last step's
     start = TrainerState(best_metric=0.5, best_global_step=0)
     assert where_the_model_went(args, start, "eval_dev_single_spearman") == [
         "saved runs/x/final (the last step's model; no checkpoint beat the dev score before training, 0.5000)"
@@ -138,7 +146,9 @@ def _train_command(tmp_path, tiny_model_dir, triplets_dir, *extra: str) -> list[
 
 
 @pytest.mark.slow
-def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_model_dir, triplets_dir, hub):
+def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(
+    tmp_path, tiny_model_dir, triplets_dir, hub
+):
     """``slice-st train --push-to-hub`` against the test Hub with the real client: the trainer's every_save pushes and
     the final push are the repository's commits, its README is the SLICE card (the local one), and the repository
     loads by its id with plain sentence-transformers in a new process."""
@@ -159,20 +169,29 @@ def test_train_pushes_checkpoints_and_the_final_model_to_the_hub(tmp_path, tiny_
     # Each save's push is a background upload whose failure transformers does not report (it waits, never reads the
     # result): on a loaded machine one can be missing, so the saves' pushes are checked as "some, and no other".
     pushed = set(titles[1:-1])
-    assert pushed and pushed <= {"Training in progress, step 2", "Training in progress, step 4"}, titles
+    assert pushed and pushed <= {"Training in progress, step 2", "Training in progress, step 4"}, (
+        titles
+    )
     assert hub_json(hub, "api/models/org/slice-tiny")["private"] is True
     with pytest.raises(urllib.error.HTTPError, match="401"):
         hub_file(hub, "org/slice-tiny", "README.md", token=None)  # private: no token, no repository
-    files = {sibling["rfilename"] for sibling in hub_json(hub, "api/models/org/slice-tiny")["siblings"]}
+    files = {
+        sibling["rfilename"] for sibling in hub_json(hub, "api/models/org/slice-tiny")["siblings"]
+    }
     assert {"modules.json", "config.json", "model.safetensors", "README.md"} <= files
     assert not any(name.startswith(("final/", "checkpoint-", "_final")) for name in files)
     assert "optimizer.pt" not in files
     card = hub_file(hub, "org/slice-tiny", "README.md").decode()
-    assert "Span-Aggregatable, Contextualized Word Embeddings" in card and "Late-Interaction" not in card
+    assert (
+        "Span-Aggregatable, Contextualized Word Embeddings" in card
+        and "Late-Interaction" not in card
+    )
     assert 'SentenceTransformer("org/slice-tiny")' in card and str(tmp_path) not in card
     assert "dev_single_spearman" in card and "model-index" in card and "\n\n\n" not in card
     local = (tmp_path / "run" / "final" / "README.md").read_text(encoding="utf-8")
-    assert _front_matter(local) == _front_matter(card)  # one card path: the same metadata locally and on the Hub
+    assert _front_matter(local) == _front_matter(
+        card
+    )  # one card path: the same metadata locally and on the Hub
     modules = json.loads(hub_file(hub, "org/slice-tiny", "modules.json"))
     assert all(entry["type"].startswith("sentence_transformers.") for entry in modules)
 
@@ -191,11 +210,20 @@ def test_lora_run_pushes_the_merged_model(tmp_path, tiny_model_dir, triplets_dir
         env=hub_env(hub, tmp_path / "home"), cwd=ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    titles = [commit["title"] for commit in hub_json(hub, "api/models/org/slice-tiny-lora/commits/main")]
+    titles = [
+        commit["title"] for commit in hub_json(hub, "api/models/org/slice-tiny-lora/commits/main")
+    ]
     assert titles == ["Final SLICE model", "initial commit"]
-    files = {sibling["rfilename"] for sibling in hub_json(hub, "api/models/org/slice-tiny-lora")["siblings"]}
-    assert "model.safetensors" in files and "adapter_model.safetensors" not in files  # merged weights
-    assert (tmp_path / "run" / "adapter" / "adapter_model.safetensors").exists()  # the adapter stays local
+    files = {
+        sibling["rfilename"]
+        for sibling in hub_json(hub, "api/models/org/slice-tiny-lora")["siblings"]
+    }
+    assert (
+        "model.safetensors" in files and "adapter_model.safetensors" not in files
+    )  # merged weights
+    assert (
+        tmp_path / "run" / "adapter" / "adapter_model.safetensors"
+    ).exists()  # the adapter stays local
 
 
 def _front_matter(card: str) -> dict:
@@ -211,13 +239,17 @@ def test_local_card_is_the_slice_card(tmp_path, tiny_model_dir, triplets_dir):
     train(*config)
     card = (Path(config[0].output_dir) / "final" / "README.md").read_text(encoding="utf-8")
     meta = _front_matter(card)
-    assert meta["language"] == ["en"] and meta["license"] == "other"  # a local dataset: its licence is unknown here
+    assert (
+        meta["language"] == ["en"] and meta["license"] == "other"
+    )  # a local dataset: its licence is unknown here
     assert {"slice-st", "phrase-mining", "sentence-transformers"} <= set(meta["tags"])
     assert (
         "## SLICE: span embeddings for phrase mining" in card
         and "Span-Aggregatable, Contextualized Word Embeddings" in card
     )
-    assert "SpanMaxCrossEntropyLoss" in card and "your own data" in card and "check the terms" in card
+    assert (
+        "SpanMaxCrossEntropyLoss" in card and "your own data" in card and "check the terms" in card
+    )
     assert str(tmp_path) not in card and "offline:" not in card
     assert "# SLICE span embeddings" in card  # the model name, not "SentenceTransformer"
 
@@ -240,8 +272,12 @@ def test_model_card_content(tiny_model_dir):
         meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
         and meta["library_name"] == "sentence-transformers"
     )
-    assert meta["license"] == "cc-by-nc-sa-4.0"  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
-    assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta["language"] == ["en"]
+    assert (
+        meta["license"] == "cc-by-nc-sa-4.0"
+    )  # SICK is CC BY-NC-SA: never Apache-2.0 for these weights
+    assert {"stanfordnlp/snli", "sentence-transformers/stsb"} <= set(meta["datasets"]) and meta[
+        "language"
+    ] == ["en"]
     assert "RobZamp/sick" in meta["datasets"]  # SICK is used (the paper's set): listed too
     assert "1..12 words" in card and "**Steps:** 300" in card and '"scale": 20.0' in card
     assert "SICK: CC BY-NC-SA 3.0" in card and "non-commercial" in card and "/somewhere" not in card
@@ -255,7 +291,11 @@ def test_model_card_content(tiny_model_dir):
         (["msmarco:/x/triples.tsv"], [], "cc-by-nc-sa-4.0"),
         (["paper"], [], "cc-by-nc-sa-4.0"),
         ([], ["paper"], "other"),  # ParaBank states no licence
-        (["offline"], ["offline:/data"], "cc-by-sa-4.0"),  # STS-B and SNLI only: commercial use allowed
+        (
+            ["offline"],
+            ["offline:/data"],
+            "cc-by-sa-4.0",
+        ),  # STS-B and SNLI only: commercial use allowed
         ([], [], "apache-2.0"),  # no SLICE data: the base model's
     ],
 )
@@ -291,18 +331,24 @@ def test_push_is_checked_before_anything_is_trained(
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", env["HF_HUB_OFFLINE"] == "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))
     monkeypatch.setattr(
-        slice_st.loading, "load_model", lambda *a, **k: pytest.fail("loaded the model before checking the Hub")
+        slice_st.loading,
+        "load_model",
+        lambda *a, **k: pytest.fail("loaded the model before checking the Hub"),
     )
     api = huggingface_hub.HfApi(endpoint=hub)
     with pytest.raises(HubAccessError, match=message):
         train(
-            *_config(tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id=repo_id),
+            *_config(
+                tmp_path, tiny_model_dir, triplets_dir, push_to_hub=True, hub_model_id=repo_id
+            ),
             hub_api=api,
         )
     assert not (tmp_path / "run").exists()
 
 
-def test_cli_push_offline_is_one_line_before_training(tmp_path, tiny_model_dir, triplets_dir, capsys, monkeypatch):
+def test_cli_push_offline_is_one_line_before_training(
+    tmp_path, tiny_model_dir, triplets_dir, capsys, monkeypatch
+):
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit_info:
@@ -335,13 +381,30 @@ def test_cli_arguments_are_the_preset_then_the_options(monkeypatch):
     from slice_st.cli import main
 
     runs = []
-    monkeypatch.setattr(trainer_module, "train", lambda args, settings, **more: runs.append((args, settings)))
-    argv = ["train", "-o", "out", "--preset", "cpu-minilm", "--train-data", "msmarco:t.tsv", "--max-steps", "7"]
+    monkeypatch.setattr(
+        trainer_module, "train", lambda args, settings, **more: runs.append((args, settings))
+    )
+    argv = [
+        "train",
+        "-o",
+        "out",
+        "--preset",
+        "cpu-minilm",
+        "--train-data",
+        "msmarco:t.tsv",
+        "--max-steps",
+        "7",
+    ]
     assert main(argv) == 0
     args, settings = runs[0]
     preset = PRESETS["cpu-minilm"]
-    assert args.max_steps == 7 and args.per_device_train_batch_size == preset["per_device_train_batch_size"]
-    assert settings.train_data == ["msmarco:t.tsv"] and settings.train_limit == preset["train_limit"]
+    assert (
+        args.max_steps == 7
+        and args.per_device_train_batch_size == preset["per_device_train_batch_size"]
+    )
+    assert (
+        settings.train_data == ["msmarco:t.tsv"] and settings.train_limit == preset["train_limit"]
+    )
     assert args.output_dir == "out" and args.learning_rate == 2e-5
 
 
@@ -393,14 +456,18 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
         )
     try:  # no clock: the run either writes checkpoint-4 or ends (400 steps) and fails the test
         while not (output / "checkpoint-4" / "trainer_state.json").exists():
-            assert process.poll() is None, "training ended before it could be killed:\n" + log.read_text()[-3000:]
+            assert process.poll() is None, (
+                "training ended before it could be killed:\n" + log.read_text()[-3000:]
+            )
             time.sleep(0.05)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     killed_at = max(
-        int(p.name.split("-")[1]) for p in output.glob("checkpoint-*") if (p / "trainer_state.json").exists()
+        int(p.name.split("-")[1])
+        for p in output.glob("checkpoint-*")
+        if (p / "trainer_state.json").exists()
     )
     assert 4 <= killed_at < 400
     result = subprocess.run(
@@ -414,7 +481,9 @@ def test_resume_after_a_real_kill(tmp_path, tiny_model_dir, triplets_dir):
     assert f"trained to step {killed_at + 4}" in result.stderr
     state = json.loads((output / f"checkpoint-{killed_at + 4}" / "trainer_state.json").read_text())
     steps = [entry["step"] for entry in state["log_history"] if "loss" in entry]
-    assert steps[:killed_at] == list(range(1, killed_at + 1))  # the killed run's history was restored
+    assert steps[:killed_at] == list(
+        range(1, killed_at + 1)
+    )  # the killed run's history was restored
     assert steps[-1] == killed_at + 4 and len(steps) == len(set(steps))  # continued, not restarted
 
 
@@ -462,7 +531,10 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
     assert result.returncode == 0, result.stderr[-3000:]
 
     reports = dict(
-        re.findall(r"\[rank (\d)/2\] trained to step 2, .*?parameter checksum (-?[0-9]+\.[0-9]+)", result.stderr)
+        re.findall(
+            r"\[rank (\d)/2\] trained to step 2, .*?parameter checksum (-?[0-9]+\.[0-9]+)",
+            result.stderr,
+        )
     )
     assert set(reports) == {"0", "1"}, result.stderr[-2000:]  # both ranks trained
     assert reports["0"] == reports["1"]  # gradients were averaged: the replicas stayed identical
@@ -476,7 +548,11 @@ def test_accelerate_two_cpu_processes(tmp_path, tiny_model_dir, triplets_dir, in
 def test_resume_skips_a_checkpoint_killed_mid_save(tmp_path):
     from slice_st.training.trainer import last_complete_checkpoint
 
-    for step, complete in ((2, True), (4, True), (6, False)):  # checkpoint-6: the save a kill interrupted
+    for step, complete in (
+        (2, True),
+        (4, True),
+        (6, False),
+    ):  # checkpoint-6: the save a kill interrupted
         folder = tmp_path / f"checkpoint-{step}"
         folder.mkdir()
         (folder / "model.safetensors").write_bytes(b"")
@@ -495,22 +571,32 @@ def _earlier_run(path):
     return file_tree(path)
 
 
-def test_train_refuses_a_folder_with_files_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch):
+def test_train_refuses_a_folder_with_files_before_any_work(
+    tmp_path, capsys, tiny_model_dir, monkeypatch
+):
     from slice_st import FileAccessError
     from slice_st.training import trainer
 
     run = tmp_path / "run"
     before = _earlier_run(run)
-    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
-    error = cli_error(["train", "-o", str(run), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys)
+    monkeypatch.setattr(
+        trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading")
+    )
+    error = cli_error(
+        ["train", "-o", str(run), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys
+    )
     assert "not empty" in error and "--resume" in error and "--overwrite" in error
     assert file_tree(run) == before
     with pytest.raises(FileAccessError, match="not empty"):
         trainer.train(
-            *trainer.training_arguments(output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")])
+            *trainer.training_arguments(
+                output_dir=str(run), model=tiny_model_dir, train_data=[str(tmp_path / "x")]
+            )
         )
     assert file_tree(run) == before
-    assert trainer.check_train_output(str(run), resume=True) == str(run)  # --resume continues the run there
+    assert trainer.check_train_output(str(run), resume=True) == str(
+        run
+    )  # --resume continues the run there
     assert trainer.check_train_output(str(run), overwrite=True) == str(run)
 
 
@@ -519,13 +605,16 @@ def test_train_into_a_file_is_one_clear_error(tmp_path, capsys, tiny_model_dir):
     target.write_text("x")
     for output in (target, target / "run"):
         error = cli_error(
-            ["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")], capsys
+            ["train", "-o", str(output), "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")],
+            capsys,
         )
         assert "is a file" in error
     assert target.read_text() == "x"
 
 
-def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_model, tmp_path, monkeypatch):
+def test_train_never_writes_or_deletes_through_linked_run_folders(
+    make_tiny_model, tmp_path, monkeypatch
+):
     """``_final.new`` / ``_final.old`` / ``final`` links in a resumed run's folder: removed as links, their targets
     untouched."""
     from types import SimpleNamespace
@@ -536,7 +625,9 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
     fake = SimpleNamespace(
         model=model,
         train=lambda resume_from_checkpoint=None: SimpleNamespace(training_loss=0.5),
-        args=SimpleNamespace(process_index=0, world_size=1, output_dir=str(tmp_path / "run"), push_to_hub=False),
+        args=SimpleNamespace(
+            process_index=0, world_size=1, output_dir=str(tmp_path / "run"), push_to_hub=False
+        ),
         state=SimpleNamespace(global_step=1),
         is_world_process_zero=lambda: True,
     )
@@ -547,18 +638,24 @@ def test_train_never_writes_or_deletes_through_linked_run_folders(make_tiny_mode
     for name in ("_final.new", "_final.old", "final"):
         target = tmp_path / f"user-{name.strip('_.')}"
         target.mkdir()
-        if name != "_final.new":  # an empty folder behind _final.new: the old code saved the model into it
+        if (
+            name != "_final.new"
+        ):  # an empty folder behind _final.new: the old code saved the model into it
             (target / "keep.txt").write_text("mine")
         (run / name).symlink_to(target)
         targets[target] = file_tree(target)
-    trainer.train(*trainer.training_arguments(output_dir=str(run), resume=True, train_data=["unused"]))
+    trainer.train(
+        *trainer.training_arguments(output_dir=str(run), resume=True, train_data=["unused"])
+    )
     assert {target: file_tree(target) for target in targets} == targets
     assert not os.path.islink(run / "final") and (run / "final" / "modules.json").is_file()
     assert sorted(os.listdir(run)) == ["final"]
 
 
 @pytest.mark.parametrize("kind", ["symlink", "symlink_to_nothing"])
-def test_train_into_a_link_is_one_clear_error_before_any_work(tmp_path, capsys, tiny_model_dir, monkeypatch, kind):
+def test_train_into_a_link_is_one_clear_error_before_any_work(
+    tmp_path, capsys, tiny_model_dir, monkeypatch, kind
+):
     """``slice-st train -o LINK`` (also ``LINK/``, ``--resume``, ``--overwrite``): one error line, exit 2, before the
     model or data are loaded; nothing written through the link. (Before: a link to an empty folder was trained in.)"""
     from slice_st import FileAccessError
@@ -568,7 +665,9 @@ def test_train_into_a_link_is_one_clear_error_before_any_work(tmp_path, capsys, 
     if kind == "symlink":
         target.mkdir()
     link.symlink_to(target)
-    monkeypatch.setattr(trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading"))
+    monkeypatch.setattr(
+        trainer, "build_trainer", lambda *args, **kwargs: pytest.fail("refused only after loading")
+    )
     train = ["train", "-m", tiny_model_dir, "--train-data", str(tmp_path / "x")]
     for extra in ([], ["--resume"], ["--overwrite"]):
         for output in (str(link), str(link) + "/"):
@@ -579,7 +678,9 @@ def test_train_into_a_link_is_one_clear_error_before_any_work(tmp_path, capsys, 
     assert (os.listdir(target) == []) if kind == "symlink" else not target.exists()
 
 
-@pytest.mark.parametrize("name", ["optimizer.pt", "scheduler.pt", "rng_state.pth", "rng_state_1.pth"])
+@pytest.mark.parametrize(
+    "name", ["optimizer.pt", "scheduler.pt", "rng_state.pth", "rng_state_1.pth"]
+)
 @pytest.mark.parametrize("damage", ["truncated", "empty", "code"])
 def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
     import pickle
@@ -603,7 +704,8 @@ def test_damaged_checkpoint_state_is_refused_unrun(tmp_path, name, damage):
         {"truncated": data[: len(data) // 2], "empty": b"", "code": pickle.dumps(Payload())}[damage]
     )
     with pytest.raises(
-        ValueError, match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2"
+        ValueError,
+        match=f"--resume: .*{name} is damaged or not plain tensor data.*Delete .*checkpoint-2",
     ):
         check_checkpoint_state(str(checkpoint))
     assert not marker.exists()  # nothing of the pickle was run
@@ -616,23 +718,39 @@ def test_lora_layers_puts_the_adapter_on_the_top_layers_only(make_tiny_model):
     _add_lora(model, 2, None, layers=1)  # the tiny BERT has 2 layers
     trained = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
     assert trained and all("layer.1." in name and "lora_" in name for name in trained)
-    assert len(trained) == 2 * 6  # A and B of query, key, value, attention output, intermediate, output
+    assert (
+        len(trained) == 2 * 6
+    )  # A and B of query, key, value, attention output, intermediate, output
     with pytest.raises(slice_st.SpanInputError, match="has 2 layers"):
         _add_lora(make_tiny_model(), 2, None, layers=3)
-    args = type("Args", (), {"max_steps": 1, "per_device_train_batch_size": 1, "eval_steps": 1, "save_steps": 1})
+    args = type(
+        "Args",
+        (),
+        {"max_steps": 1, "per_device_train_batch_size": 1, "eval_steps": 1, "save_steps": 1},
+    )
     args.logging_steps = 1
     with pytest.raises(slice_st.SpanInputError, match="needs lora_r"):
         SliceArguments(distill_data=["x.txt"], lora_layers=2).check(args)
 
 
-def test_distill_data_without_a_passage_is_one_line_before_training(tmp_path, tiny_model_dir, capsys):
+def test_distill_data_without_a_passage_is_one_line_before_training(
+    tmp_path, tiny_model_dir, capsys
+):
     """An empty file (or text with no passage of enough words) as ``--distill-data``: the trainer's sampler raised
     "num_samples should be a positive integer value" with a traceback; now one line naming the data and the limit."""
     empty, short = tmp_path / "empty.txt", tmp_path / "short.txt"
     empty.write_text("")
     short.write_text("the dog barks\na man plays\n")
     for data in (empty, short):
-        argv = ["train", "-o", str(tmp_path / f"run-{data.stem}"), "-m", tiny_model_dir, "--distill-data", str(data)]
+        argv = [
+            "train",
+            "-o",
+            str(tmp_path / f"run-{data.stem}"),
+            "-m",
+            tiny_model_dir,
+            "--distill-data",
+            str(data),
+        ]
         error = cli_error([*argv, "--max-steps", "1", "--quiet"], capsys)
         assert error == (
             f"slice-st: error: --distill-data {data} gives no passage of 20 to 80 words: give more text, or lower "

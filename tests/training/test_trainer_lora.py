@@ -17,7 +17,9 @@ def _one_step(model) -> None:
     # of float noise (~1e-10), and whether Adam moves the adapter then depends on the random state earlier tests leave
     loss = out[..., 0].sum()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(trainable, lr=1e-2)  # Adam: a step of about lr whatever the gradient's scale
+    optimizer = torch.optim.Adam(
+        trainable, lr=1e-2
+    )  # Adam: a step of about lr whatever the gradient's scale
     loss.backward()
     optimizer.step()
 
@@ -42,7 +44,9 @@ def test_the_installed_pair_trains_and_merges_a_lora_adapter(make_tiny_model, tm
     assert saved
     merged = merged_adapters(model)
     assert not has_adapters(merged)
-    assert torch.allclose(merged.encode(["a man plays the guitar"], convert_to_tensor=True), after, atol=1e-5)
+    assert torch.allclose(
+        merged.encode(["a man plays the guitar"], convert_to_tensor=True), after, atol=1e-5
+    )
 
 
 def test_a_pair_that_cannot_train_is_one_clear_error(make_tiny_model, monkeypatch):
@@ -53,5 +57,7 @@ def test_a_pair_that_cannot_train_is_one_clear_error(make_tiny_model, monkeypatc
     from slice_st.training.trainer import _add_lora
 
     monkeypatch.setattr(hf_peft, "MIN_PEFT_VERSION", "999.0")
-    with pytest.raises(MissingExtraError, match=r"LoRA training \(--lora-r\) cannot run on transformers .* peft"):
+    with pytest.raises(
+        MissingExtraError, match=r"LoRA training \(--lora-r\) cannot run on transformers .* peft"
+    ):
         _add_lora(make_tiny_model(), rank=4, alpha=None)
