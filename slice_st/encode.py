@@ -280,9 +280,8 @@ def encode_windows(
             f"window_context must be a non-negative integer, got {window_context!r}."
         )
     check_span_pooling(model)
-    device = check_device(
-        device
-    )  # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
+    # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
+    device = check_device(device)
     window = model_window(model, role)
     room = window - (
         len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
@@ -306,14 +305,12 @@ def encode_windows(
     show = len(windows) > 4 * batch_size if show_progress_bar is None else show_progress_bar
     multi_vector = is_multi_vector(model)
 
-    def batches() -> Iterator[
-        WindowRows
-    ]:  # the checks above run at the call, the encoding when iterated
+    # the checks above run at the call, the encoding when iterated
+    def batches() -> Iterator[WindowRows]:
         with tqdm(total=len(windows), desc=desc, unit="window", disable=not show) as progress:
             for chunk in _calls(windows):
-                strings = [
-                    texts[w.text_index][w.char_start : w.char_end] for w in chunk
-                ]  # stripped: ST strips too
+                # stripped: ST strips too
+                strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]
                 outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
                     strings,
                     output_value=None,

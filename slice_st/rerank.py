@@ -160,10 +160,8 @@ def candidate_features(
     each pair's row's ``flags`` and ``num_units``, ``rows`` its row in ``units``, :func:`query_word_ids` and
     :func:`query_edges` ``edges``."""
     valid = np.isfinite(scores)
-    cosines, scores = (
-        np.where(valid, cosines, 0.0).astype(np.float64),
-        np.where(valid, scores, 0.0).astype(np.float64),
-    )
+    cosines = np.where(valid, cosines, 0.0).astype(np.float64)
+    scores = np.where(valid, scores, 0.0).astype(np.float64)
     starts, ends = np.where(valid, starts, 0), np.where(valid, ends, 1)
     n_units = num_units[:, None].astype(np.float64)
     flags = flags.astype(np.int64)
@@ -188,34 +186,20 @@ def candidate_features(
     out["open_start"] = (1 - bit(first_flags, CLAUSE_BEFORE)) * sentence_query
     for (name, _, _), moved_cos, moved_score in zip(MOVES, moved_cosines, moved_scores):
         out[f"dcos_{name}"] = np.nan_to_num(moved_cos - cosines)
-        out[f"dcost_{name}"] = np.nan_to_num(
-            moved_cos - moved_score - (cosines - scores)
-        )  # the costs' change
-    determiner, capital = (
-        units.determiner[rows],
-        units.capital[rows],
-    )  # (N, U): the rows' width, as flags
+        out[f"dcost_{name}"] = np.nan_to_num(moved_cos - moved_score - (cosines - scores))  # costs
+    # (N, U): the rows' width, as flags
+    determiner, capital = units.determiner[rows], units.capital[rows]
     before, after = starts - 1, ends
-    has_before, has_after = (
-        (starts > 0).astype(np.float64),
-        (ends < num_units[:, None]).astype(np.float64),
-    )
-    out["first_det"], out["first_start_word"] = (
-        _take(determiner, starts),
-        bit(first_flags, START_WORD),
-    )
-    out["first_clause_before"], out["first_capital"] = (
-        bit(first_flags, CLAUSE_BEFORE),
-        _take(capital, starts),
-    )
-    out["last_end_word"], out["last_clause_after"] = (
-        bit(last_flags, END_WORD),
-        bit(last_flags, CLAUSE_AFTER),
-    )
-    out["last_sentence_end"], out["last_mark"] = (
-        bit(last_flags, SENTENCE_END),
-        bit(last_flags, CLAUSE_MARK),
-    )
+    has_before = (starts > 0).astype(np.float64)
+    has_after = (ends < num_units[:, None]).astype(np.float64)
+    out["first_det"] = _take(determiner, starts)
+    out["first_start_word"] = bit(first_flags, START_WORD)
+    out["first_clause_before"] = bit(first_flags, CLAUSE_BEFORE)
+    out["first_capital"] = _take(capital, starts)
+    out["last_end_word"] = bit(last_flags, END_WORD)
+    out["last_clause_after"] = bit(last_flags, CLAUSE_AFTER)
+    out["last_sentence_end"] = bit(last_flags, SENTENCE_END)
+    out["last_mark"] = bit(last_flags, CLAUSE_MARK)
     out["before_start_word"] = has_before * bit(_take(flags, before), START_WORD)
     out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
     out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
@@ -225,10 +209,8 @@ def candidate_features(
     out["after_det_query_det"] = out["after_det"] * query_det
     out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
-    out["text_start"], out["text_end"] = (
-        (starts == 0).astype(np.float64),
-        (ends >= num_units[:, None]) * 1.0,
-    )
+    out["text_start"] = (starts == 0).astype(np.float64)
+    out["text_end"] = (ends >= num_units[:, None]) * 1.0
     out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units
     out["sentence_start"] = np.maximum(
         starts == 0, has_before * bit(_take(flags, before), SENTENCE_END)

@@ -232,24 +232,18 @@ def best_span_scores(
     query_vectors = queries.float().to(device)
     if similarity == "cosine":
         query_vectors = torch.nn.functional.normalize(query_vectors, dim=-1, eps=eps)
-    unit_prefix = _gather_rows(
-        prefix_sums(token_embeddings), boundaries
-    )  # (B, U+1, d): gathered once
+    # (B, U+1, d): gathered once
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, owned)
-    exists = ~torch.isnan(norms) & (
-        norms > 0
-    )  # a zero sum (tokens all out of scoring) has no direction: no span
+    # a zero sum (tokens all out of scoring) has no direction: no span
+    exists = ~torch.isnan(norms) & (norms > 0)
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
     lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
     no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
     no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
-    best: tuple[Tensor, ...] = (
-        no_scores,
-        no_scores,
-        no_starts,
-        no_starts,
-    )  # the running top-k (never in place)
+    # the running top-k (never in place)
+    best: tuple[Tensor, ...] = (no_scores, no_scores, no_starts, no_starts)
     grid: list[list[Tensor]] = []
     for length in range(min_span, min(max_span, width) + 1):
         count, column = width - length + 1, length - min_span

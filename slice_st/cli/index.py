@@ -46,14 +46,8 @@ _BUILD = (
 _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
 
 
-def add_commands(commands) -> None:
-    index = add_command(commands, "index", "build and maintain a corpus SpanIndex")
-    actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
-    add_search_command(actions)
-    about = "encode a corpus into a new index directory"
-    build = _command(
-        actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False
-    )
+def _add_build_options(build) -> None:
+    """``index build``'s own options, beside the corpus and model ones it shares."""
     build.add_argument(
         "--dtype",
         choices=("float32", "float16"),
@@ -73,6 +67,17 @@ def add_commands(commands) -> None:
     build.add_argument(
         "--shard-mb", type=positive_int, metavar="MB", help="with --ray: MB of text per shard (16)"
     )
+
+
+def add_commands(commands) -> None:
+    index = add_command(commands, "index", "build and maintain a corpus SpanIndex")
+    actions = index.add_subparsers(dest="index_command", required=True, metavar="COMMAND")
+    add_search_command(actions)
+    about = "encode a corpus into a new index directory"
+    build = _command(
+        actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False
+    )
+    _add_build_options(build)
     add = _command(
         actions,
         "add",

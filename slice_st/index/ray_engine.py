@@ -271,6 +271,46 @@ class _ShardWriter:
         return state | {"built": built, "reused": reused, "seconds": time.perf_counter() - start}
 
 
+def _finish(
+    output: str,
+    plan: dict[str, Any],
+    ordered: list[dict[str, Any]],
+    groups_built: int,
+    start: float,
+) -> RayBuild:
+    """Write the shard list of a finished build and say what it did."""
+    shards = [name for state in ordered for name in state["shards"]]
+    if not shards:
+        raise SpanInputError(
+            "No document could be indexed: the corpus is empty (or every document was skipped)."
+        )
+    total = {
+        key: sum(state.get(key, 0) for state in ordered)
+        for key in ("documents", "units", "built", "reused")
+    }
+    summary = {
+        "complete": True,
+        "shards": shards,
+        "documents": total["documents"],
+        "units": total["units"],
+    }
+    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
+    skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
+    seconds = sum(state.get("seconds", 0.0) for state in ordered)
+    # documents, units, groups, groups_built, shards_built, shards_reused
+    counts = [
+        total["documents"],
+        total["units"],
+        len(ordered),
+        groups_built,
+        total["built"],
+        total["reused"],
+    ]
+    return RayBuild(
+        os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds
+    )
+
+
 def build_on_ray(
     index_class: ShardBuilder,
     model: SentenceTransformer,
@@ -337,17 +377,10 @@ def build_on_ray(
             "index_class": index_class,
             "model": model,
             "output": os.path.abspath(output),
-            "build": {
-                "dtype": dtype,
-                "batch_size": batch_size,
-                "on_error": on_error,
-                "show_progress_bar": False,
-            }
-            | {
-                "min_span": span_config.min_span,
-                "max_span": span_config.max_span,
-                "unit": span_config.unit,
-            },
+            "build": dict(
+                dtype=dtype, batch_size=batch_size, on_error=on_error, show_progress_bar=False
+            )
+            | {key: getattr(span_config, key) for key in ("min_span", "max_span", "unit")},
             "reading": {"split": split, "id_field": id_field, "text_field": text_field},
             "num_cpus": num_cpus,
             "shard_bytes": shard_bytes,
@@ -356,36 +389,7 @@ def build_on_ray(
         }
         results |= _run(address, todo, job, concurrency, num_gpus, progress)
     ordered = [results[number] for number in range(len(work))]
-    shards = [name for state in ordered for name in state["shards"]]
-    if not shards:
-        raise SpanInputError(
-            "No document could be indexed: the corpus is empty (or every document was skipped)."
-        )
-    total = {
-        key: sum(state.get(key, 0) for state in ordered)
-        for key in ("documents", "units", "built", "reused")
-    }
-    summary = {
-        "complete": True,
-        "shards": shards,
-        "documents": total["documents"],
-        "units": total["units"],
-    }
-    storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
-    skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
-    seconds = sum(state.get("seconds", 0.0) for state in ordered)
-    # documents, units, groups, groups_built, shards_built, shards_reused
-    counts = [
-        total["documents"],
-        total["units"],
-        len(ordered),
-        len(todo),
-        total["built"],
-        total["reused"],
-    ]
-    return RayBuild(
-        os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds
-    )
+    return _finish(output, plan, ordered, len(todo), start)
 
 
 def _check_options(

@@ -321,11 +321,8 @@ class SpanIndex:
         if isinstance(texts, (Iterator, tuple)):
             texts = list(texts)
         documents = [d for d in texts if isinstance(d, Document)] if isinstance(texts, list) else []
-        old = (
-            sorted({p for d in documents if d.source for p in self._file_positions(d.source)})
-            if replace
-            else []
-        )
+        sources = {d.source for d in documents if d.source} if replace else set()
+        old = sorted({p for source in sources for p in self._file_positions(source)})
         replaced = set(old)
         taken = [doc_id for position, doc_id in enumerate(self.doc_ids) if position not in replaced]
         _check_not_indexed_yet(taken, documents)

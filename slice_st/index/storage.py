@@ -409,9 +409,8 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             )
         return None
     manifest = _json_object(path, manifest_path, "the index manifest", "index manifest")
-    if (
-        type(manifest.get("format_version")) is not int
-    ):  # `true` equals 1 in Python: never read as a format
+    # `true` equals 1 in Python: never read as a format
+    if type(manifest.get("format_version")) is not int:
         raise SpanInputError(
             f"{path}: index format {manifest.get('format_version')!r} is not supported."
         )
@@ -443,22 +442,17 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{unreadable} (generation {str(manifest['generation'])[:20]}… is past {MAX_GENERATION}; no index is "
             "saved that often)."
         )
-    if not re.fullmatch(
-        r"data-[\w.-]+", manifest["data"]
-    ):  # a folder inside the index, never a path elsewhere
+    # a folder inside the index, never a path elsewhere
+    if not re.fullmatch(r"data-[\w.-]+", manifest["data"]):
         raise IndexFileError(
             f"{unreadable} (data folder {manifest['data']!r} is not a data folder name)."
         )
     if manifest["dtype"] not in ("float32", "float16"):
         raise IndexFileError(f"{unreadable} (dtype {manifest['dtype']!r}).")
-    for name, entry in manifest[
-        "files"
-    ].items():  # plain names inside the data folder, each with its size and checksum
-        size, digest = (
-            (entry.get("bytes"), str(entry.get("sha256")))
-            if isinstance(entry, dict)
-            else (None, "")
-        )
+    # plain names inside the data folder, each with its size and checksum
+    for name, entry in manifest["files"].items():
+        entry = entry if isinstance(entry, dict) else {}
+        size, digest = entry.get("bytes"), str(entry.get("sha256", ""))
         if (
             not is_plain_name(name)
             or type(size) is not int
