@@ -294,9 +294,16 @@ MINE = "import sys; from slice_st import cli; sys.exit(cli.main(sys.argv[1:]))"
     not os.path.isfile(os.path.join(MPNET_BASE, "model.safetensors")),
     reason="no all-mpnet-base-v2 folder (../shared/tools/get-mpnet.sh; SLICE_ST_MPNET_DIR)",
 )
-def test_slice_mpnet_mines_from_an_empty_cache_through_the_hub_then_offline(hub, tmp_path):
+def test_slice_mpnet_mines_from_an_empty_cache_through_the_hub_then_offline(tmp_path):
     """The base is pushed to the test Hub under its real id; a user with an empty ``HF_HOME`` mines with
     ``--model slice-mpnet`` (the base downloads once), then again offline from the cache."""
+    from hub_server import running_hub
+
+    with running_hub(tmp_path / "hub-data", orgs=("sentence-transformers",)) as hub:
+        _mine_with_slice_mpnet(hub, tmp_path)
+
+
+def _mine_with_slice_mpnet(hub: str, tmp_path) -> None:
     push = "import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[2]); "
     push += "api.upload_folder(repo_id=sys.argv[2], folder_path=sys.argv[1])"
     base_id = SHIPPED_MODELS["slice-mpnet"].base
