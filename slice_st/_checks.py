@@ -63,6 +63,19 @@ def check_threshold(threshold: Any) -> float | None:
     return min(max(value, -_FLOAT32_MAX), _FLOAT32_MAX)
 
 
+def check_min_confidence(value: Any) -> float | str | None:
+    """``None``, ``"default"`` (the model's documented cut) or a number from 0 to 1 (a probability), as a float;
+    anything else is a :class:`SpanInputError`."""
+    if value is None or value == "default":
+        return value
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not number or not 0 <= float(value) <= 1:
+        raise SpanInputError(
+            f"min_confidence must be a number from 0 to 1 or 'default', got {value!r}."
+        )
+    return float(value)
+
+
 def check_overlap(overlap: Any) -> bool:
     """``overlap`` if it is a bool (whether a search may return spans overlapping a better one of the same text)."""
     if not isinstance(overlap, bool):

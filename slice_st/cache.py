@@ -464,4 +464,5 @@ def _joined(parts: list[SpanSearchResult], texts: list[str]) -> SpanSearchResult
         similarity_fn_name=first.similarity_fn_name,
         scorer=first.scorer,
         skipped=skipped,
+        calibrator=first.calibrator,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,11 +20,13 @@ from torch import Tensor
 from slice_st._checks import (
     as_text_list,
     check_merge_identical,
+    check_min_confidence,
     check_overlap,
     check_threshold,
     check_top_k,
     query_list,
 )
+from slice_st.confidence import Calibrator, calibrator_for
 from slice_st.encode import (
     WindowRows,
     check_truncate_dim,
@@ -54,6 +57,12 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanMatch", "SpanPlace", "SpanSearchResult", "best_spans", "best_spans_paired"]
 
+#: Why a ``min_confidence`` is refused: only a shipped model's default scorer has a calibrated confidence.
+NO_CONFIDENCE = (
+    "min_confidence needs a calibrated confidence, which only a shipped model (slice-minilm, slice-mpnet) "
+    "with its default scorer ('reranked') has; use threshold= on the score instead."
+)
+
 
 def search_scorer(scorer: str | SpanScorer | None, model: Any = None) -> SpanScorer:
     """The scorer of a search, resolved once (with the re-ranker of ``model`` where it is a shipped model that has
@@ -63,6 +72,29 @@ def search_scorer(scorer: str | SpanScorer | None, model: Any = None) -> SpanSco
         return scorer_for_model(resolve_scorer(scorer), shipped_name)
     except ValueError as error:
         raise SpanInputError(str(error)) from None
+
+
+def search_calibrator(
+    model: Any, scorer: SpanScorer, min_confidence: Any = None
+) -> tuple[Calibrator | None, float | None]:
+    """The calibrator giving a search's matches their confidence (``None`` unless ``scorer`` is the model's default
+    one and the model is a shipped one that has a calibrator), and ``min_confidence`` checked: a number from 0 to 1
+    (``"default"``: the calibrator's documented cut), refused where there is no confidence."""
+    min_confidence = check_min_confidence(min_confidence)
+    # A confidence holds for the scorer it was fitted with: the model's default one, unchanged.
+    default = scorer == search_scorer(None, model)
+    calibrator = calibrator_for(model, scorer.rerank) if default else None
+    return calibrator, _cut(calibrator, min_confidence)
+
+
+def _cut(calibrator: Calibrator | None, min_confidence: float | str | None) -> float | None:
+    """A checked ``min_confidence`` as a number (``"default"``: the calibrator's), refused without a calibrator."""
+    if min_confidence is not None and calibrator is None:
+        raise SpanInputError(NO_CONFIDENCE)
+    if min_confidence == "default":
+        assert calibrator is not None
+        return calibrator.default_min_confidence
+    return None if min_confidence is None else float(min_confidence)
 
 
 @dataclass(frozen=True)
@@ -81,6 +113,8 @@ class SpanMatch:
         similarity: The span's plain similarity to the query (the model's ``similarity_fn_name``).
         places: With ``merge_identical=True``: every place of this span's text (:func:`identity_key`) among the
             results, this one first, best first; else empty.
+        confidence: The probability that the span is a real match for the query (:mod:`slice_st.confidence`), for a
+            shipped model with its default scorer; else ``None``.
     """
 
     query_index: int
@@ -93,6 +127,7 @@ class SpanMatch:
     unit_end: int
     similarity: float | None = None
     places: tuple[SpanPlace, ...] = field(default=(), kw_only=True)
+    confidence: float | None = field(default=None, kw_only=True)
 
     @property
     def count(self) -> int:
@@ -173,6 +208,8 @@ class SpanSearchResult(Sequence):
         similarities: ``(Q, T, k)`` plain similarities of the same spans.
         scorer: The name of the span scorer behind ``scores``.
         skipped: ``(text index, reason)`` of texts left out by ``on_error="skip"`` (they have no spans).
+        calibrator: What gives each match its ``confidence`` (:func:`slice_st.confidence.calibrator_for`), or
+            ``None``.
     """
 
     queries: list[str]
@@ -186,6 +223,7 @@ class SpanSearchResult(Sequence):
     similarities: np.ndarray
     scorer: str
     skipped: list[tuple[int, str]]
+    calibrator: Calibrator | None = field(default=None, kw_only=True)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -219,36 +257,76 @@ class SpanSearchResult(Sequence):
         threshold: float | None = None,
         *,
         merge_identical: bool = False,
+        min_confidence: float | str | None = None,
     ) -> list[SpanMatch]:
         """The texts' best spans for one query, sorted by score, cut by ``threshold`` and ``top_k`` (``None``: all).
 
         ``merge_identical=True``: texts whose best spans are identical (:func:`identity_key`) give one result, the
         best, whose ``places`` lists them all; ``top_k`` counts distinct spans, in the same order as without merging.
+        ``min_confidence``: only matches whose ``confidence`` is at least this (a shipped model with its default
+        scorer; else a :class:`SpanInputError`).
         """
         top_k, threshold = check_top_k(top_k, optional=True), check_threshold(threshold)
+        min_confidence = self._check_confidence(min_confidence)
         best = self.best(query_index)
         order = np.argsort(-best, kind="stable")
         order = [
             t for t in order if np.isfinite(best[t]) and (threshold is None or best[t] >= threshold)
         ]
         query_index = range(len(self.queries))[query_index]
+        matches = (self._match(query_index, int(t), 0) for t in order)
+        if min_confidence is not None:
+            matches = (
+                m for m in matches if m.confidence is not None and m.confidence >= min_confidence
+            )
         if check_merge_identical(merge_identical):
-            return merged_matches((self._match(query_index, int(t), 0) for t in order), top_k)
-        return [self._match(query_index, int(t), 0) for t in order[:top_k]]
+            return merged_matches(matches, top_k)
+        return list(itertools.islice(matches, top_k))
+
+    def drop_unconfident(self, min_confidence: float) -> None:
+        """Leave out (in place) the spans whose confidence is below ``min_confidence``; each text's others move up."""
+        assert self.calibrator is not None
+        at = np.nonzero(np.isfinite(self.scores))
+        spans = [self.texts[t][a:b] for t, a, b in zip(at[1], self.starts[at], self.ends[at])]
+        queries = [self.queries[q] for q in at[0]]
+        low = (
+            self.calibrator(queries, spans, self.scores[at], self.similarities[at]) < min_confidence
+        )
+        gone = tuple(index[low] for index in at)
+        for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
+            values = getattr(self, name)
+            values[gone] = -np.inf if values.dtype.kind == "f" else -1
+        order = np.argsort(~np.isfinite(self.scores), axis=2, kind="stable")
+        for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
+            setattr(self, name, np.take_along_axis(getattr(self, name), order, axis=2))
+
+    def _check_confidence(self, min_confidence) -> float | None:
+        """``min_confidence`` checked, and refused where this result has no confidence."""
+        return _cut(self.calibrator, check_min_confidence(min_confidence))
 
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
+        span, score, similarity = (
+            self.texts[text_index][start:end],
+            float(self.scores[at]),
+            float(self.similarities[at]),
+        )
+        confidence = None
+        if self.calibrator is not None:
+            query = self.queries[query_index]
+            confidence = float(self.calibrator([query], [span], [score], [similarity])[0])
         return SpanMatch(
             query_index=query_index,
             text_index=text_index,
             start=start,
             end=end,
-            span=self.texts[text_index][start:end],
-            score=float(self.scores[at]),
+            span=span,
+            score=score,
             unit_start=int(self.unit_starts[at]),
             unit_end=int(self.unit_ends[at]),
-            similarity=float(self.similarities[at]),
+            similarity=similarity,
+            confidence=confidence,
         )
 
 
@@ -273,6 +351,7 @@ def best_spans(
     scorer: str | SpanScorer | None = None,
     overlap: bool = False,
     on_error: str = "raise",
+    min_confidence: float | str | None = None,
 ) -> SpanSearchResult:
     """For every (query, text) pair, the ``top_k`` spans of the text most similar to the query.
 
@@ -291,6 +370,9 @@ def best_spans(
         overlap: Also return spans overlapping a better one of the same text.
         on_error: ``"raise"`` (a text that cannot be cut into windows is a :class:`SpanInputError`, raised before any
             text is encoded) or ``"skip"`` (it gets no spans and is listed in ``result.skipped``).
+        min_confidence: Leave out the spans whose ``confidence`` (the calibrated probability of a real match,
+            :mod:`slice_st.confidence`) is below this; ``"default"``: the model's documented cut. Only a shipped
+            model with its default scorer has a confidence (else a :class:`SpanInputError`). ``None``: keep all.
 
     Returns:
         A :class:`SpanSearchResult`: ``result[q][t]`` lists the best spans of text ``t`` for query ``q``.
@@ -322,7 +404,10 @@ def best_spans(
     )
     errors: list[tuple[int, str]] | None = [] if on_error == "skip" else None
     options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
-    return _best_spans(model, queries, texts, top_k, **options)
+    result = _best_spans(model, queries, texts, top_k, **options, min_confidence=min_confidence)
+    if min_confidence is not None:
+        result.drop_unconfident(result._check_confidence(min_confidence))
+    return result
 
 
 def _best_spans(
@@ -334,10 +419,11 @@ def _best_spans(
     paired,
     errors,
     overlap=False,
+    min_confidence=None,
     **options,
 ):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
-    search = _Search(model, queries, texts, top_k, paired, overlap, options)
+    search = _Search(model, queries, texts, top_k, paired, overlap, options, min_confidence)
     batch_size, show, context = (
         options["batch_size"],
         options["show_progress_bar"],
@@ -369,6 +455,7 @@ def _best_spans(
         similarity_fn_name=search.similarity,
         scorer=search.scorer.name,
         skipped=errors or [],
+        calibrator=None if paired else search.calibrator,
     )
 
 
@@ -384,6 +471,7 @@ class _Search:
         paired: bool,
         overlap: bool,
         options,
+        min_confidence=None,
     ):
         self.texts, self.paired, self.overlap = texts, paired, overlap
         self.config = config = resolve_span_config(
@@ -398,6 +486,7 @@ class _Search:
             self.scorer = dataclasses.replace(
                 resolve_scorer("max-cosine"), name=f"max-{self.similarity}"
             )
+        self.calibrator, _ = search_calibrator(model, self.scorer, min_confidence)
         prompt = resolve_prompt(
             model, options["query_prompt"], options["query_prompt_name"], "query"
         )

@@ -7,7 +7,7 @@ import pytest
 from helpers import cosine
 
 import slice_st
-from slice_st.search import SpanMatch, SpanSearchResult
+from slice_st.search import SpanMatch, SpanSearchResult, best_spans_paired
 
 QUERIES = ["plays the guitar", "a pot of soup"]
 TEXTS = [
@@ -325,3 +325,62 @@ def test_identity_key(left, right, same):
     from slice_st.search import identity_key
 
     assert (identity_key(left) == identity_key(right)) is same
+
+
+LICENCE = [
+    "Copyright (c) 1995 the authors. In no event will the authors be held liable for any damages arising from "
+    "the use of this software.",
+    "The cat sat on the mat and purred all afternoon.",
+]
+
+
+def test_a_shipped_model_gives_each_match_a_confidence(real_model):
+    result = real_model.best_spans(
+        ["the authors are not liable for any damages", "a dog barked"], LICENCE
+    )
+    first, other = result[0][0][0], result[0][1][0]
+    assert 0.9 < first.confidence <= 1 and other.confidence < 0.1  # the clause, and noise
+    assert all(m.confidence < 0.5 for m in result.ranked(1))  # a query without an answer
+    assert [m.text_index for m in result.ranked(0, min_confidence=0.5)] == [0]
+    assert result.ranked(1, min_confidence="default") == []  # slice-minilm's documented cut
+    kept = real_model.best_spans(
+        ["the authors are not liable for any damages", "a dog barked"], LICENCE, min_confidence=0.5
+    )
+    assert [[len(kept[q][t]) for t in range(2)] for q in range(2)] == [[1, 0], [0, 0]]
+    assert kept[0][0][0] == first and kept.best(1).tolist() == [-np.inf, -np.inf]
+
+
+def test_min_confidence_keeps_each_texts_confident_spans_first(real_model):
+    full = real_model.best_spans(["liable for damages"], LICENCE, top_k=4, overlap=True)
+    cut = sorted(m.confidence for m in full[0][0])[1]  # drops the least confident span
+    kept = real_model.best_spans(
+        ["liable for damages"], LICENCE, top_k=4, overlap=True, min_confidence=cut
+    )
+    assert kept[0][0] == [m for m in full[0][0] if m.confidence >= cut]
+    assert kept.best(0)[0] == kept[0][0][0].score
+
+
+def test_no_confidence_without_a_calibrated_model_and_scorer(real_model, tiny_model):
+    for model, options in ((real_model, {"scorer": "phrase"}), (tiny_model, {})):
+        result = model.best_spans(["a late flight"], ["the flight was late"], **options)
+        assert result[0][0][0].confidence is None
+        with pytest.raises(
+            slice_st.SpanInputError, match="min_confidence needs a calibrated confidence"
+        ):
+            result.ranked(0, min_confidence=0.5)
+        with pytest.raises(
+            slice_st.SpanInputError, match="min_confidence needs a calibrated confidence"
+        ):
+            model.best_spans(
+                ["a late flight"], ["the flight was late"], min_confidence=0.5, **options
+            )
+    paired = best_spans_paired(real_model, ["a late flight"], ["the flight was late"])
+    assert paired[0].confidence is None
+
+
+@pytest.mark.parametrize("value", [1.5, -0.1, "high", True, float("nan")])
+def test_bad_min_confidence_is_refused(real_model, value):
+    with pytest.raises(
+        slice_st.SpanInputError, match="min_confidence must be a number from 0 to 1"
+    ):
+        real_model.best_spans(["a late flight"], ["the flight was late"], min_confidence=value)

@@ -61,6 +61,9 @@ def test_the_wheel_carries_the_shipped_model_and_none_of_the_lab(wheel):
     )  # the STSBContext task's descriptive statistics
     assert "slice_st/training/presets/cpu-minilm.json" in names  # slice-st train --preset
     assert "slice_st/py.typed" in names  # the package ships its type hints
+    # every file of the package the tree tracks: each shipped model's adapter, re-ranker and calibrator too
+    package = {name for name in _tracked_files() if name.startswith("slice_st/")}
+    assert package - names == set()
     top = {name.split("/")[0] for name in names}
     assert top <= {
         "slice_st",

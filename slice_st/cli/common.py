@@ -88,6 +88,12 @@ def at_least(minimum: float, maximum: float = math.inf, cast: type = int):
 positive_int = at_least(1)
 count = at_least(0)
 finite_float = at_least(-math.inf, cast=float)
+_probability = at_least(0, 1, cast=float)
+
+
+def probability_or_default(value: str) -> float | str:
+    """An ``argparse`` type: a number from 0 to 1, or ``default``."""
+    return value if value == "default" else _probability(value)
 
 
 #: Every option two commands share, by its long flag: (flags, ``add_argument`` keyword arguments).
@@ -117,6 +123,17 @@ OPTIONS = {
         (
             "-t --threshold",
             dict(type=finite_float, metavar="T", help="keep matches whose score is >= T"),
+        ),
+        (
+            "--min-confidence",
+            dict(
+                type=probability_or_default,
+                nargs="?",
+                const="default",
+                metavar="P",
+                help="keep matches whose confidence (the calibrated probability of a real match) is >= P "
+                "(no P: the model's documented cut); shipped models with the default scorer",
+            ),
         ),
         ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
         ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),

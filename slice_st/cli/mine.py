@@ -32,7 +32,8 @@ from slice_st.files import csv_safe, expand_paths, read_file
 from slice_st.text import read_texts, split_lines
 
 #: The fields of a match (json, jsonl, csv), the same for FILEs and an index; what one of them lacks is null.
-FIELDS = "query rank score cosine scorer calibrated doc_id start end span text file line file_start file_end".split()
+FIELDS = "query rank score confidence cosine scorer calibrated doc_id start end span text file line".split()
+FIELDS += ["file_start", "file_end"]
 #: The fields ``--merge-identical`` adds: how many places hold the span, and each one.
 MERGED_FIELDS = ["count", "places"]
 #: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
@@ -44,6 +45,7 @@ QUERY = (
         "--per-text",
         "--spans",
         "--threshold",
+        "--min-confidence",
         "--scorer",
         "--overlap",
         "--format",
@@ -173,7 +175,8 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     cache = None if args.no_cache or is_multi_vector(model) else EncodingCache(args.cache_dir)
     texts, per_text, spans = _counts(args)
     options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {
-        "top_k": per_text
+        "top_k": per_text,
+        "min_confidence": args.min_confidence,
     }
     options.update(
         show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise"
@@ -318,6 +321,7 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         options = pick(
             args,
             "threshold",
+            "min_confidence",
             "min_span",
             "max_span",
             "batch_size",
@@ -365,6 +369,7 @@ def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **
         "query": query,
         "rank": rank,
         "score": round(match.score, 6),
+        "confidence": None if match.confidence is None else round(match.confidence, 6),
     }
     row["scorer"] = scorer
     row.update(
@@ -394,9 +399,10 @@ def _distinct_files(files: list[str]) -> list[str]:
 def write_rows(rows: list[dict], fields: list[str], args, out) -> None:
     """Match rows as json/jsonl/csv (``fields``), one HTML page, or aligned text columns (the span highlighted)."""
     records = [{key: row[key] for key in fields} for row in rows]
-    none = "no match" + (
-        f" at or above threshold {args.threshold}" if args.threshold is not None else ""
-    )
+    cuts = [f"threshold {args.threshold}" if args.threshold is not None else ""]
+    cut = "the model's cut" if args.min_confidence == "default" else args.min_confidence
+    cuts.append(f"confidence {cut}" if args.min_confidence is not None else "")
+    none = "no match" + (f" at or above {' and '.join(filter(None, cuts))}" if any(cuts) else "")
     if args.format == "json":
         out.write(dumps_json(records, indent=1) + "\n")
     elif args.format == "jsonl":
@@ -424,12 +430,14 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
     calibrated = any(
         row.get("calibrated") is not None for row in rows
     )  # an index with a calibration: 0-5 column
+    confident = any(row.get("confidence") is not None for row in rows)
     wide = max(
         [24] + [len(terminal_safe(row["where"])) for row in rows]
     )  # the columns stay aligned
     narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
         sts = f"  {'0-5':>4}" if calibrated else ""
+        sts += f"  {'conf':>4}" if confident else ""
         header = f"{'rank':>4}  {'score':>6}{sts}  {'where':<{wide}} {'chars':<{narrow}}"
         out.write(f"\n== {terminal_safe(query)}\n{header} match in context\n")
         for row in group:
@@ -438,6 +446,8 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
                 sts = (
                     f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
                 )
+            if confident:
+                sts += f"  {row['confidence']:4.2f}" if row["confidence"] is not None else " " * 6
             where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
             snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
             out.write(

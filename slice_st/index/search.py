@@ -70,6 +70,8 @@ class IndexMatch:
         similarity: The span's cosine to the query (``cosine`` before, deprecated).
         places: With ``merge_identical=True``: every place of this span's text
             (:func:`~slice_st.search.identity_key`) among the results, this one first, best first; else empty.
+        confidence: The probability that the span is a real match for the query (:mod:`slice_st.confidence`), for a
+            shipped model with its default scorer; else ``None``.
     """
 
     query_index: int
@@ -84,6 +86,7 @@ class IndexMatch:
     calibrated: float | None = None
     similarity: float | None = None
     places: tuple[SpanPlace, ...] = field(default=(), kw_only=True)
+    confidence: float | None = field(default=None, kw_only=True)
 
     @property
     def count(self) -> int:
@@ -352,6 +355,27 @@ def _greedy(
             )
         position += 1
     return order[np.asarray(kept, dtype=np.int64)]
+
+
+def with_confidence(
+    results: list[list[IndexMatch]], queries: Sequence[str], calibrator, min_confidence
+) -> list[list[IndexMatch]]:
+    """Each match with its ``confidence`` (``calibrator``; ``None``: results unchanged), those below
+    ``min_confidence`` left out."""
+    if calibrator is None:
+        return results
+    out = []
+    for query, matches in zip(queries, results):
+        scores = [match.score for match in matches]
+        similarities = [m.score if m.similarity is None else m.similarity for m in matches]
+        values = calibrator([query] * len(matches), [m.span for m in matches], scores, similarities)
+        kept = [
+            dataclasses.replace(match, confidence=float(value))
+            for match, value in zip(matches, values)
+            if min_confidence is None or value >= min_confidence
+        ]
+        out.append(kept)
+    return out
 
 
 def search_merged(

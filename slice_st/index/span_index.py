@@ -62,10 +62,11 @@ from slice_st.index.search import (
     rerank_matches,
     search_merged,
     span_costs_for,
+    with_confidence,
 )
 from slice_st.loading import model_fingerprint, model_identity
 from slice_st.pretrained import is_shipped_model_name
-from slice_st.search import search_scorer
+from slice_st.search import search_calibrator, search_scorer
 from slice_st.spans import (
     FLAT_BLOCK_UNITS,
     span_sum_norms,
@@ -687,6 +688,7 @@ class SpanIndex:
         scorer: str | SpanScorer | None = None,
         overlap: bool = False,
         merge_identical: bool = False,
+        min_confidence: float | str | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         device: str | None = None,
@@ -702,6 +704,9 @@ class SpanIndex:
         makes identical spans (:func:`slice_st.search.identity_key`: whitespace runs as one, case-folded, edge
         punctuation left out) one result, the best, whose ``places`` lists each one ranked above the last result;
         ``top_k`` then counts distinct spans (more are searched while copies fill the list), in the order without it.
+        Each match has its ``confidence`` (:mod:`slice_st.confidence`) when the model is shipped and the scorer its
+        default; ``min_confidence`` leaves out the matches below it (``"default"``: the model's documented cut; fewer
+        than ``top_k`` may remain).
 
         On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
         that the compressed tier's approximate scan passes on to be searched exactly as above; the results are exact
@@ -725,27 +730,23 @@ class SpanIndex:
         self.check_approximate(approximate)
         threshold = check_threshold(threshold)
         scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
+        calibrator, min_confidence = search_calibrator(self.model, scorer, min_confidence)
         query_texts = query_list(queries)
-        vectors = self.embed_queries(
-            query_texts,
-            batch_size=batch_size,
-            prompt_name=prompt_name,
-            prompt=prompt,
-            device=device,
-        )
-        profiles = (
-            None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
-        )
-        options = dict(
-            threshold=threshold, per_document=per_document, scorer=scorer, overlap=overlap
-        )
+        prompts = dict(prompt_name=prompt_name, prompt=prompt, device=device)
+        vectors = self.embed_queries(query_texts, batch_size=batch_size, **prompts)
+        unit = self.span_config.unit
+        profiles = None if scorer.is_plain else profiles_of(self.model, unit, query_texts)
+        options = dict(threshold=threshold, per_document=per_document, scorer=scorer)
+        options["overlap"] = overlap
         search = functools.partial(
             self._search_embedded, wanted, approximate, candidates, nprobe, options
         )
         if not check_merge_identical(merge_identical):
-            return search(query_texts, vectors, profiles, top_k)
-        spans_held = self.num_units * (wanted.max_span - wanted.min_span + 1)
-        return search_merged(search, query_texts, vectors, profiles, top_k, spans_held)
+            found = search(query_texts, vectors, profiles, top_k)
+        else:
+            spans_held = self.num_units * (wanted.max_span - wanted.min_span + 1)
+            found = search_merged(search, query_texts, vectors, profiles, top_k, spans_held)
+        return with_confidence(found, query_texts, calibrator, min_confidence)
 
     def _search_embedded(
         self,

@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -26,7 +26,7 @@ with needs_extra("serve", "slice-st serve"):
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
-from slice_st.search import merged_matches  # noqa: E402
+from slice_st.search import merged_matches, search_calibrator, search_scorer  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
     SearchBusy,
@@ -83,6 +83,11 @@ class SearchRequest(BaseModel):
     )
     threshold: float | None = Field(
         None, ge=-1.0, le=1.0, description="keep spans whose score is at or above it"
+    )
+    min_confidence: Annotated[float, Field(ge=0.0, le=1.0)] | Literal["default"] | None = Field(
+        None,
+        description="keep spans whose confidence (the calibrated probability of a real match; a shipped model "
+        "with scorer 'reranked') is at or above it; 'default': the model's documented cut",
     )
     scorer: Literal["reranked", "phrase", "max-cosine"] = Field(
         "reranked",
@@ -508,9 +513,15 @@ async def file(
 
 @router.get("/api/info", summary="What the index holds, and the server's limits")
 async def info(request: Request) -> dict[str, Any]:
-    details = _current(request).info()
+    index = _current(request)
+    details = index.info()
+    calibrator, _ = search_calibrator(index.model, search_scorer(None, index.model))
     return {
         "index": {key: value for key, value in details.items() if key != "model_path"},
+        # the page filters on it by default where the model has one
+        "confidence": None
+        if calibrator is None
+        else {"default_min_confidence": calibrator.default_min_confidence},
         "limits": asdict(request.app.state.limits),
         "search_options": sorted(SearchRequest.model_fields.keys() - {"queries"}),
     }

@@ -656,3 +656,28 @@ def test_mine_merge_identical_lists_every_place(tiny_model_dir, tmp_path, capsys
         assert table[0]["count"] == "3" and json.loads(table[0]["places"]) == rows[0]["places"]
         code, out = run_cli(capsys, "mine", *args, "--merge-identical", "--color", "never")
         assert "+2 " in out.out
+
+
+def test_mine_min_confidence(tmp_path, capsys):
+    """The default model's matches carry their confidence; --min-confidence keeps those at or above it (no value:
+    the model's documented cut); a scorer without a confidence is one line."""
+    texts = tmp_path / "licence.txt"
+    texts.write_text(
+        "In no event will the authors be held liable for any damages arising from the use of this software.\n"
+        "The cat sat on the mat and purred all afternoon.\n"
+    )
+    query = ("--query", "the authors are not liable for any damages", "--query", "a dog barked")
+    code, out = run_cli(capsys, "mine", *query, texts, "--format", "jsonl", "--no-progress")
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert code == 0 and len(rows) == 4 and all(0 <= row["confidence"] <= 1 for row in rows)
+    for flag in (("--min-confidence", "0.5"), ("--min-confidence",)):
+        code, out = run_cli(capsys, "mine", *query, texts, "-f", "jsonl", "--no-progress", *flag)
+        kept = [json.loads(line) for line in out.out.splitlines()]
+        assert kept == [row for row in rows if row["confidence"] >= 0.5] and len(kept) == 1
+    code, out = run_cli(capsys, "mine", "--query", "a dog barked", texts, "--min-confidence")
+    assert out.out.strip() == "no match at or above confidence the model's cut"
+    line = cli_fails(capsys, "mine", *query, texts, "--scorer", "phrase", "--min-confidence", "0.5")
+    assert "min_confidence needs a calibrated confidence" in line
+    with pytest.raises(SystemExit):
+        main(["mine", *query, str(texts), "--min-confidence", "1.5"])
+    assert "must be from 0 to 1" in capsys.readouterr().err

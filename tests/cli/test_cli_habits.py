@@ -410,7 +410,7 @@ def test_columns_stay_aligned_with_long_paths():
     write_rows(
         rows,
         ["query", "rank", "score", "where", "start", "end", "span"],
-        argparse.Namespace(format="text", color="never", threshold=None),
+        argparse.Namespace(format="text", color="never", threshold=None, min_confidence=None),
         out,
     )
     lines = [line for line in out.getvalue().splitlines() if line and not line.startswith("==")]

@@ -797,3 +797,40 @@ def test_merge_identical_stops_when_the_corpus_runs_out(tiny_model):
     assert (
         sum(m.count for m in merged) == 3
     )  # one span per document: every document's, as few results as there are
+
+
+LICENCES = [
+    "Copyright (c) 1995 the authors. In no event will the authors be held liable for any damages arising from "
+    "the use of this software.",
+    "The cat sat on the mat and purred all afternoon.",
+    "IN NO EVENT SHALL THE AUTHORS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY.",
+]
+
+
+@pytest.mark.parametrize("compression", [None, "pq8"])
+def test_search_gives_a_shipped_models_confidence_and_cuts_by_it(real_model, compression):
+    index = SpanIndex.build(LICENCES, real_model, compression=compression)
+    query = ["the authors are not liable for any damages"]
+    matches = index.search(query, top_k=5, candidates=3)[0]
+    assert all(0 <= m.confidence <= 1 for m in matches) and matches[0].confidence > 0.9
+    spans = real_model.best_spans(query, LICENCES).ranked(0)
+    assert matches[0].confidence == pytest.approx(
+        spans[0].confidence, abs=1e-4
+    )  # the same match, the same number
+    kept = index.search(query, top_k=5, min_confidence=0.5, candidates=3)[0]
+    assert kept == [m for m in matches if m.confidence >= 0.5] and len(kept) < len(matches)
+    merged = index.search(
+        query, top_k=5, merge_identical=True, min_confidence="default", candidates=3
+    )[0]
+    assert merged and all(m.confidence >= 0.5 for m in merged)
+
+
+def test_search_without_a_calibrated_confidence(real_model, tiny_model):
+    phrase = SpanIndex.build(LICENCES, real_model).search(["liable"], scorer="phrase")[0]
+    assert all(match.confidence is None for match in phrase)
+    tiny = SpanIndex.build(LICENCES, tiny_model)
+    assert all(match.confidence is None for match in tiny.search(["liable"])[0])
+    with pytest.raises(SpanInputError, match="min_confidence needs a calibrated confidence"):
+        tiny.search(["liable"], min_confidence=0.5)
+    with pytest.raises(SpanInputError, match="min_confidence must be a number from 0 to 1"):
+        tiny.search(["liable"], min_confidence=2)

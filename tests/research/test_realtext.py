@@ -125,38 +125,58 @@ def test_compare_reads_two_saved_runs(tmp_path, capsys):
     assert "| reranked (new) | all | 2 | 50.0 | 100.0 | 100.0 | 100.0 |" in shown
 
 
-def test_confidence_study_pairs_fit_and_reliability():
+def test_confidence_fit_pairs_first_results_and_reliability():
     from research.realtext import confidence
 
-    rows = [
-        {"paragraph_scores": [0.9, 0.5, 0.4, 0.3, 0.2], "gold_index": 0, "f1": 0.8},
+    def found(text, score, label):
+        return {
+            "text": text,
+            "span": "the clause",
+            "score": score,
+            "similarity": score,
+            "label": label,
+        }
+
+    entries = [  # per query: paragraphs best first, the gold one's position
         {
-            "paragraph_scores": [0.6, 0.7, 0.1, -np.inf],
-            "gold_index": 1,
-            "f1": 0.2,
-        },  # the gold's span is off
+            "query": "a clause",
+            "gold": 0,
+            "found": [found(0, 0.9, 1.0), *(found(t, 0.5 - t / 10, 0.0) for t in (1, 2, 3, 4, 5))],
+        },
+        {
+            "query": "a clause",
+            "gold": 2,
+            "found": [found(1, 0.7, 1.0), found(2, 0.6, 0.0), found(3, 0.1, 0.0)],
+        },
     ]
-    scores, labels = confidence.training_pairs(rows)
-    assert scores.tolist() == [0.9, 0.5, 0.4, 0.3, 0.7, 0.6, 0.1] and labels.tolist() == [
-        1,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
+    rows = confidence.training_rows(entries, [{"query": "q", **found(0, 0.2, 0.0)}])
+    assert [round(row["score"], 6) for row in rows] == [
+        0.9,
+        0.4,
+        0.3,
+        0.2,
+        0.1,
+        0.6,
+        0.7,
+        0.1,
+        0.2,
+    ]  # gold first, 4 others
+    first = confidence.first_results(entries)
+    assert [(row["score"], row["label"]) for row in first] == [
+        (0.9, 1.0),
+        (0.4, 0.0),
+        (0.7, 1.0),
+        (0.7, 1.0),
     ]
-    first, truth = confidence.first_results(rows)
-    assert first.tolist() == [0.9, 0.5, 0.7, 0.6] and truth.tolist() == [1, 0, 0, 0]
-    a, b = confidence.fit(
-        np.array([0.1, 0.2, 0.3, 0.7, 0.8, 0.9, 0.5, 0.45]), np.array([0, 0, 0, 1, 1, 1, 1, 0])
-    )
-    assert (
-        b > 0
-        and confidence.confidence(np.array([0.9]), a, b)[0]
-        > 0.5
-        > confidence.confidence(np.array([0.1]), a, b)[0]
-    )
+    values, labels = confidence.features_of(rows)
+    assert values.shape == (9, 5) and labels.sum() == 2
+    calibrator = confidence.fit(values, labels, "m", "m-rerank")
+    high, low = calibrator(["a clause"] * 2, ["the clause"] * 2, [0.9, 0.1], [0.9, 0.1])
+    assert high > 0.5 > low and calibrator.rerank == "m-rerank"
     table = confidence.reliability(np.array([0.1, 0.15, 0.9, 1.0]), np.array([0.0, 1.0, 1.0, 1.0]))
     assert table[2:] == ["| 0.0–0.2 | 2 | 0.12 | 0.50 |", "| 0.8–1.0 | 2 | 0.95 | 1.00 |"]
-    assert confidence.threshold_for(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.0, 1.0])) == 0.55
+    assert confidence.cut_for(np.array([0.1, 0.5, 0.9]), np.array([0.0, 0.0, 1.0])) == 0.55
+    assert confidence.cut_for(np.array([0.6, 0.9]), np.array([1.0, 1.0])) == 0.5  # never below 0.5
+    assert (
+        confidence.text_f1("In no event shall the authors", "in no event will the authors") == 5 / 6
+    )

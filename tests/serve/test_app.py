@@ -584,3 +584,26 @@ def test_a_long_file_fetch_never_holds_the_other_requests(files_client, monkeypa
     release.set()
     long.join(30)
     assert answered == {"info": 200, "document": 200, "file": 200} and answers["long"] == 200
+
+
+def test_min_confidence_and_the_models_cut(real_model, tmp_path):
+    """A shipped model: /api/info gives its documented cut, matches carry their confidence and min_confidence cuts
+    by it (as SpanIndex.search); a model without one: no cut, and min_confidence is a 400."""
+    SpanIndex.build(DOCS, real_model, IDS).save(tmp_path / "ix")
+    with TestClient(
+        create_app(IndexSource.from_directory(tmp_path / "ix", real_model)), base_url=BASE
+    ) as client:
+        assert client.get("/api/info").json()["confidence"] == {"default_min_confidence": 0.5}
+        body = {"queries": "my luggage was lost", "top_k": 4}
+        matches = client.post("/api/search", json=body).json()["results"][0]["matches"]
+        assert all(0 <= match["confidence"] <= 1 for match in matches)
+        for cut in (0.5, "default"):
+            kept = client.post("/api/search", json=body | {"min_confidence": cut}).json()
+            assert kept["results"][0]["matches"] == [m for m in matches if m["confidence"] >= 0.5]
+        assert client.post("/api/search", json=body | {"min_confidence": 1.5}).status_code == 422
+
+
+def test_no_confidence_for_a_model_without_one(client):
+    assert client.get("/api/info").json()["confidence"] is None
+    response = client.post("/api/search", json={"queries": "late", "min_confidence": 0.5})
+    assert response.status_code == 400 and "calibrated confidence" in response.json()["detail"]

@@ -118,6 +118,10 @@ def _save_small(source, target) -> None:
     Image.open(source).convert("RGB").quantize(64).save(target, optimize=True)
 
 
+#: The page's default filter: slice-minilm's documented confidence cut.
+CUT = "0.50"
+
+
 def _params(page) -> dict[str, str]:
     return dict(parse_qsl(urlsplit(page.url).query))
 
@@ -144,18 +148,22 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     page.wait_for_function(
         "document.getElementById('index-info').textContent.includes('documents')"
     )
-    assert page.locator("#threshold").input_value() == "0.55"  # the documented default filters
+    # the model has a confidence: the slider filters on it, from the model's documented cut
+    assert float(page.locator("#threshold").input_value()) == float(CUT)
+    assert page.locator("#threshold-label").inner_text() == "confidence"
     query = "my luggage was lost"
     page.fill("#query", query)
     page.click("#search-button")
     page.wait_for_function(
-        "document.getElementById('status').textContent.includes('at or above 0.55')"
+        f"document.getElementById('status').textContent.includes('at or above confidence {CUT}')"
     )
     assert _params(page) == {"q": query}  # defaults stay out of the URL
     found = _api_matches(page, query)
-    below = [match for match in found if match["score"] < 0.55]
+    below = [match for match in found if match["confidence"] < float(CUT)]
     scores = [float(text) for text in page.locator(".match .score").all_inner_texts()]
-    assert all(score >= 0.55 for score in scores) and len(scores) == len(found) - len(below)
+    assert len(scores) == len(found) - len(below)
+    percents = page.locator(".match .confidence").all_inner_texts()
+    assert all(int(text.rstrip("%")) >= 100 * float(CUT) for text in percents)
     assert (f"{len(below)} below it hidden" in page.locator("#status").inner_text()) == bool(below)
     # the status line is where the results are: above them, in the main column
     assert page.evaluate("document.getElementById('status').nextElementSibling.id") == "results"
@@ -178,7 +186,7 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
         doc.startswith("sample_corpus.txt:") for doc in docs_in_card
     )
     assert card.locator("button.doc-id").inner_text() == "sample_corpus.txt"
-    page.locator("#threshold").fill("0.55")
+    page.locator("#threshold").fill(CUT)
     page.wait_for_function(f"document.querySelectorAll('.match').length == {len(scores)}")
     assert _params(page) == {"q": query}
     # open the file: all its documents, the matches above the threshold in place, the strip drawn
@@ -194,7 +202,8 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
         (
             match
             for match in found
-            if _file_of(match["doc_id"]) == "sample_corpus.txt" and match["score"] >= 0.55
+            if _file_of(match["doc_id"]) == "sample_corpus.txt"
+            and match["confidence"] >= float(CUT)
         ),
         key=lambda match: (int(match["doc_id"].rpartition(":")[2]), match["start"]),
     )
@@ -232,10 +241,9 @@ def test_search_grouped_by_file_the_whole_file_and_the_url(browser, server_url, 
     assert page.locator("article.doc").count() == 0 and _params(page) == {}
     page.go_forward()
     page.wait_for_selector("article.doc")
-    assert (
-        page.locator("#query").input_value() == query
-        and float(page.locator("#threshold").input_value()) == 0.55
-    )
+    assert page.locator("#query").input_value() == query and float(
+        page.locator("#threshold").input_value()
+    ) == float(CUT)
     assert (
         len([url for url in requests if url.endswith("/api/search")]) == searches + 1
     )  # forward: searched again

@@ -173,6 +173,7 @@ def test_only_allowed_options_reach_the_search(index, monkeypatch):
         "top_k",
         "per_document",
         "threshold",
+        "min_confidence",
         "scorer",
         "overlap",
         "min_span",

@@ -5,9 +5,11 @@ const $ = (id) => document.getElementById(id);
 // offset goes through doc.at (code point -> UTF-16 index) before it touches a string.
 const state = { query: "", options: "", results: [], file: null, docs: new Map(), searchTurn: 0, documentTurn: 0 };
 const CONTEXT = 90;
-// The default threshold hides the noise: on the real-text dev set a first result scoring 0.55 is a match about one
-// time in ten (P(match) = sigmoid(-9.681 + 13.665 score) = 0.10; docs/results.md, "A calibrated confidence").
+// The slider filters on each match's confidence (the calibrated probability of a real match) where the index's model
+// has one, from the model's documented cut; else on the score, from 0.55 (on the real-text dev set a first result
+// scoring there is a match about one time in ten: docs/results.md, "A calibrated confidence").
 const DEFAULT_THRESHOLD = 0.55;
+const filter = { confidence: false };  // set from /api/info before the page reads its URL
 // What the URL holds (so Back and bookmarks work), with the page's defaults; a value equal to its default is left out.
 const SETTINGS = { q: "", top_k: "50", per_document: "3", scorer: "reranked", threshold: DEFAULT_THRESHOLD.toFixed(2), file: "" };
 const FIELDS = { q: "query", top_k: "top-k", per_document: "per-document", scorer: "scorer", threshold: "threshold" };
@@ -22,6 +24,15 @@ function el(tag, attrs, ...children) {
 }
 
 function threshold() { return parseFloat($("threshold").value); }
+
+// Whether a match passes the slider: its confidence where it has one (a match of a scorer without one passes), else
+// its score.
+function passes(match) {
+  if (filter.confidence) return match.confidence === null || match.confidence === undefined || match.confidence >= threshold();
+  return match.score >= threshold();
+}
+
+function filterName() { return filter.confidence ? "confidence" : "score"; }
 
 // A document id "path:line" belongs to the file "path"; any other id is a file of its own (as the server reads it).
 function fileOf(id) {
@@ -152,7 +163,7 @@ async function loadDocuments(matches) {
 }
 
 function renderResults() {
-  const shown = state.results.filter((m) => m.score >= threshold());
+  const shown = state.results.filter(passes);
   const groups = new Map();  // file -> its matches, best file first (the matches come best first)
   for (const match of shown) {
     const file = fileOf(match.doc_id);
@@ -170,7 +181,9 @@ function renderResults() {
     for (const match of matches) {
       const line = match.doc_id === file ? "" : ":" + match.doc_id.slice(file.length + 1);
       card.append(el("div", { class: "match", "data-doc": match.doc_id },
-        el("span", { class: "score" }, match.score.toFixed(3)), el("span", { class: "line muted" }, line),
+        el("span", { class: "score" }, match.score.toFixed(3)),
+        el("span", { class: "confidence muted" }, typeof match.confidence === "number" ? `${Math.round(100 * match.confidence)}%` : ""),
+        el("span", { class: "line muted" }, line),
         snippet(state.docs.get(match.doc_id), match.start, match.end)));
     }
     results.append(card);
@@ -178,8 +191,8 @@ function renderResults() {
   const hidden = state.results.length - shown.length;
   const below = hidden ? ` (${hidden} below it hidden: lower the threshold to see them)` : "";
   status(shown.length
-    ? `${shown.length} span${shown.length > 1 ? "s" : ""} in ${groups.size} file${groups.size > 1 ? "s" : ""} at or above ${threshold().toFixed(2)}${below}`
-    : `no span at or above ${threshold().toFixed(2)}${below}`);
+    ? `${shown.length} span${shown.length > 1 ? "s" : ""} in ${groups.size} file${groups.size > 1 ? "s" : ""} at or above ${filterName()} ${threshold().toFixed(2)}${below}`
+    : `no span at or above ${filterName()} ${threshold().toFixed(2)}${below}`);
 }
 
 // The file named in the URL, or the results.
@@ -201,7 +214,7 @@ async function openFile(file) {
   if (turn !== state.documentTurn || state.file !== file) return;  // another file was opened since
   $("document-title").textContent = doc.path;
   const starts = new Map(doc.parts.map((part) => [part.id, part.start]));
-  const matches = state.results.filter((m) => starts.has(m.doc_id) && m.score >= threshold())
+  const matches = state.results.filter((m) => starts.has(m.doc_id) && passes(m))
     .map((m) => ({ ...m, start: m.start + starts.get(m.doc_id), end: m.end + starts.get(m.doc_id) }))
     .sort((a, b) => a.start - b.start);
   const best = Math.max(...matches.map((m) => m.score));
@@ -221,8 +234,8 @@ async function openFile(file) {
   $("document").hidden = false;
   drawStrip(doc);
   status(matches.length
-    ? `${matches.length} span${matches.length > 1 ? "s" : ""} at or above ${threshold().toFixed(2)} in this file (${doc.parts.length} document${doc.parts.length > 1 ? "s" : ""})`
-    : `no span of this file at or above ${threshold().toFixed(2)}`);
+    ? `${matches.length} span${matches.length > 1 ? "s" : ""} at or above ${filterName()} ${threshold().toFixed(2)} in this file (${doc.parts.length} document${doc.parts.length > 1 ? "s" : ""})`
+    : `no span of this file at or above ${filterName()} ${threshold().toFixed(2)}`);
   if (bestMark) bestMark.scrollIntoView({ block: "center" });  // the match in place, in the whole file
 }
 
@@ -241,7 +254,7 @@ function drawStrip(doc) {
     const score = profile[unit];
     if (score === null) return;
     const level = high > low ? (score - low) / (high - low) : 1;
-    context.fillStyle = score >= threshold() ? `rgba(230, 110, 0, ${0.2 + 0.8 * level})` : `rgba(60, 90, 160, ${0.15 + 0.5 * level})`;
+    context.fillStyle = (filter.confidence || score >= threshold()) ? `rgba(230, 110, 0, ${0.2 + 0.8 * level})` : `rgba(60, 90, 160, ${0.15 + 0.5 * level})`;
     const x = (start / length) * width, w = Math.max(1, ((end - start) / length) * width);
     const h = Math.max(2, level * height);
     context.fillRect(x, height - h, w, h);
@@ -259,6 +272,14 @@ async function showInfo() {
   try {
     const info = await api("/api/info");
     const index = info.index;
+    if (info.confidence) {  // the slider filters on confidence, from the model's documented cut
+      filter.confidence = true;
+      SETTINGS.threshold = info.confidence.default_min_confidence.toFixed(2);
+      const slider = $("threshold");
+      slider.value = SETTINGS.threshold;
+      slider.title = "matches whose confidence (the calibrated probability of a real match) is below it are hidden";
+      $("threshold-label").textContent = "confidence";
+    }
     $("index-info").textContent = `${index.documents} documents, ${index.units} ${index.unit}s, spans of ${index.min_span}–${index.max_span} ${index.unit}s, model ${index.model_name || "?"}`;
   } catch (error) {
     $("index-info").textContent = "index info unavailable: " + error.message;
@@ -293,5 +314,4 @@ $("threshold").addEventListener("input", () => {
 });
 $("close-document").addEventListener("click", () => { closeDocument(); remember(true); });
 window.addEventListener("popstate", fromUrl);
-showInfo();
-fromUrl();
+showInfo().then(fromUrl);
