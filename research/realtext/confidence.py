@@ -3,11 +3,10 @@ set's reported half.
 
 Labelled matches (a real match: the span's word-F1 with the gold span is at least 0.5; in another paragraph than the
 gold one, the word-F1 of the two spans' words, case-folded, so that the same clause in another licence counts: a rule
-of the words alone, no model):
-- real-text tune half: each query searched over its whole domain with the model's default scorer; the best span of
-  its gold paragraph and of the best four other paragraphs (hard negatives unless they hold the clause);
-- STS-B-Context even rows: the best span of each passage; a real match where the row's gold score is >= 4 and the
-  span finds the paraphrase, not one where the gold score is <= 2 or the span misses it (rows between are left out).
+of the words alone, no model): each query of the real-text tune half searched over its whole domain with the model's
+default scorer; the best span of its gold paragraph and of the best four other paragraphs (hard negatives unless they
+hold the clause). STS-B-Context is evaluation-only data (``../shared/DATA.md``): a shipped calibrator is not fitted on
+it.
 
 Report: the reported half's first results, each query searched over its domain and again without its gold paragraph
 (a query without an answer, whose first result is wrong): a reliability table, and the precision and recall of the
@@ -87,39 +86,15 @@ def realtext_matches(model, split: str) -> list[dict]:
     return out
 
 
-def stsb_matches(model, path: str, rows: slice) -> list[dict]:
-    """Labelled best spans of STS-B-Context rows (see the module's docstring)."""
-    from slice_st.data.stsb import read_stsb_context
-    from slice_st.evaluation.localisation import span_localisation
-    from slice_st.evaluation.span_retrieval import score_single
-
-    data = read_stsb_context(path, missing_paraphrase="warn")
-    phrases, passages = list(data["line"])[rows], list(data["passage"])[rows]
-    paraphrases, golds = list(data["paraphrase"])[rows], list(data["goldsim"])[rows]
-    result = score_single(model, phrases, passages)
-    out = []
-    for i, (start, end) in enumerate(result.spans):
-        gold = float(golds[i])
-        if 2 < gold < 4:
-            continue
-        found = span_localisation([passages[i]], [(start, end)], [paraphrases[i]], [gold])
-        label = gold >= 4 and found["strong_located"] and found["strong_word_f1"] >= 100 * MATCH_F1
-        out.append(
-            dict(query=phrases[i], span=passages[i][start:end], score=float(result.scores[i]))
-            | dict(similarity=float(result.extra["similarities"][i]), label=float(label))
-        )
-    return out
-
-
-def training_rows(tune: list[dict], stsb: list[dict]) -> list[dict]:
+def training_rows(tune: list[dict]) -> list[dict]:
     """The fit's labelled matches: per tune query the gold paragraph's and the best others' (up to
-    :data:`NEGATIVES`), and the STS-B-Context rows."""
+    :data:`NEGATIVES`)."""
     rows = []
     for entry in tune:
         others = [f for f in entry["found"] if f["text"] != entry["gold"]][:NEGATIVES]
         gold = [f for f in entry["found"] if f["text"] == entry["gold"]]
         rows += [dict(query=entry["query"]) | f for f in gold + others]
-    return rows + stsb
+    return rows
 
 
 def first_results(entries: list[dict]) -> list[dict]:
@@ -205,11 +180,6 @@ def _columns(rows: list[dict]) -> list[list]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="slice-minilm", help="a shipped model's name")
-    parser.add_argument(
-        "--stsb",
-        default="../shared/data/stsb_context/stsb-context-dev.tsv",
-        help="STS-B-Context dev",
-    )
     parser.add_argument("--export", type=Path, default=None, help="write the calibrator here")
     args = parser.parse_args(argv)
     import dataclasses
@@ -220,8 +190,7 @@ def main(argv=None) -> None:
     model = slice_st.load_model(args.model)
     rerank = search_scorer(None, model).rerank
     tune, held = realtext_matches(model, "tune"), realtext_matches(model, "report")
-    stsb = stsb_matches(model, args.stsb, slice(0, None, 2))
-    train = training_rows(tune, stsb)
+    train = training_rows(tune)
     values, labels = features_of(train)
     tune_first, report_first = first_results(tune), first_results(held)
     tune_pair = (tune_first, np.asarray([r["label"] for r in tune_first]))

@@ -149,7 +149,7 @@ def test_confidence_fit_pairs_first_results_and_reliability():
             "found": [found(1, 0.7, 1.0), found(2, 0.6, 0.0), found(3, 0.1, 0.0)],
         },
     ]
-    rows = confidence.training_rows(entries, [{"query": "q", **found(0, 0.2, 0.0)}])
+    rows = confidence.training_rows(entries)
     assert [round(row["score"], 6) for row in rows] == [
         0.9,
         0.4,
@@ -159,7 +159,6 @@ def test_confidence_fit_pairs_first_results_and_reliability():
         0.6,
         0.7,
         0.1,
-        0.2,
     ]  # gold first, 4 others
     first = confidence.first_results(entries)
     assert [(row["score"], row["label"]) for row in first] == [
@@ -169,7 +168,7 @@ def test_confidence_fit_pairs_first_results_and_reliability():
         (0.7, 1.0),
     ]
     values, labels = confidence.features_of(rows)
-    assert values.shape == (9, 5) and labels.sum() == 2
+    assert values.shape == (8, 5) and labels.sum() == 2
     calibrator = confidence.fit(values, labels, "m", "m-rerank")
     high, low = calibrator(["a clause"] * 2, ["the clause"] * 2, [0.9, 0.1], [0.9, 0.1])
     assert high > 0.5 > low and calibrator.rerank == "m-rerank"
