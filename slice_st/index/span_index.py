@@ -688,6 +688,7 @@ class SpanIndex:
         scorer: str | SpanScorer | None = None,
         overlap: bool = False,
         merge_identical: bool = False,
+        merge_limit: int | None = None,
         min_confidence: float | str | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
@@ -703,7 +704,8 @@ class SpanIndex:
         overlapping a better kept span of its document (no nested copies of one place). ``merge_identical=True``
         makes identical spans (:func:`slice_st.search.identity_key`: whitespace runs as one, case-folded, edge
         punctuation left out) one result, the best, whose ``places`` lists each one ranked above the last result;
-        ``top_k`` then counts distinct spans (more are searched while copies fill the list), in the order without it.
+        ``top_k`` then counts distinct spans (more are searched while copies fill the list, at most ``merge_limit``
+        a query, default all), in the order without it.
         Each match has its ``confidence`` (:mod:`slice_st.confidence`) when the model is shipped and the scorer its
         default; ``min_confidence`` leaves out the matches below it (``"default"``: the model's documented cut; fewer
         than ``top_k`` may remain).
@@ -728,7 +730,10 @@ class SpanIndex:
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self.check_approximate(approximate)
-        threshold = check_threshold(threshold)
+        threshold, merge_limit = (
+            check_threshold(threshold),
+            check_top_k(merge_limit, "merge_limit", True),
+        )
         scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
         calibrator, min_confidence = search_calibrator(self.model, scorer, min_confidence)
         query_texts = query_list(queries)
@@ -744,8 +749,8 @@ class SpanIndex:
         if not check_merge_identical(merge_identical):
             found = search(query_texts, vectors, profiles, top_k)
         else:
-            spans_held = self.num_units * (wanted.max_span - wanted.min_span + 1)
-            found = search_merged(search, query_texts, vectors, profiles, top_k, spans_held)
+            most = merge_limit or self.num_units * (wanted.max_span - wanted.min_span + 1)
+            found = search_merged(search, query_texts, vectors, profiles, top_k, most)
         return with_confidence(found, query_texts, calibrator, min_confidence)
 
     def _search_embedded(

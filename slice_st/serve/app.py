@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Annotated, Any, Literal
 
@@ -26,7 +26,7 @@ with needs_extra("serve", "slice-st serve"):
 
 from slice_st.index.search import IndexMatch  # noqa: E402
 from slice_st.index.span_index import SpanIndex  # noqa: E402
-from slice_st.search import merged_matches, search_calibrator, search_scorer  # noqa: E402
+from slice_st.search import search_calibrator, search_scorer  # noqa: E402
 from slice_st.serve.guards import (  # noqa: E402
     BodyLimit,
     SearchBusy,
@@ -224,13 +224,11 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
             )
     index = _current(request)
     options = body.model_dump(exclude={"queries"})
+    if options["merge_identical"]:  # the spans searched, bounded: what the cost is charged for
+        options["merge_limit"] = min(limits.max_top_k, MERGE_FETCH * body.top_k)
     search = functools.partial(index.search, **options)
-    if options.pop(
-        "merge_identical"
-    ):  # the spans asked for, bounded: what the cost below is charged for
-        fetch = min(limits.max_top_k, MERGE_FETCH * body.top_k)
-        search = functools.partial(merged_search, index, fetch=fetch, **options)
-        options["top_k"] = fetch
+    if options["merge_identical"]:
+        options = options | {"top_k": options["merge_limit"]}
     cost, most = (
         search_cost(index, queries, options),
         min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND),
@@ -261,24 +259,6 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
 
 #: With ``merge_identical``, a search asks for at most this many spans per distinct span wanted (and ``max_top_k``).
 MERGE_FETCH = 16
-
-
-def merged_search(
-    index: SpanIndex, queries: list[str], *, top_k: int, fetch: int, **options
-) -> list[list[IndexMatch]]:
-    """``index.search(queries, merge_identical=True)`` asking for at most ``fetch`` spans per query: where copies fill
-    them, fewer than ``top_k`` distinct spans (a client cannot make the server rank the whole corpus)."""
-    results = []
-    for position, query in enumerate(queries):
-        asked = top_k
-        while True:
-            matches = index.search([query], top_k=asked, **options)[0]
-            merged = merged_matches(matches, top_k)
-            if len(merged) >= top_k or len(matches) < asked or asked >= fetch:
-                break
-            asked = min(asked * 4, fetch)
-        results.append([replace(match, query_index=position) for match in merged])
-    return results
 
 
 #: What a search's parts cost, in spans scanned (measured: benchmarks/bench_serve_cost.py): a span of a re-ranked

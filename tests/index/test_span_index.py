@@ -834,3 +834,15 @@ def test_search_without_a_calibrated_confidence(real_model, tiny_model):
         tiny.search(["liable"], min_confidence=0.5)
     with pytest.raises(SpanInputError, match="min_confidence must be a number from 0 to 1"):
         tiny.search(["liable"], min_confidence=2)
+
+
+def test_merge_limit_bounds_the_spans_searched(tiny_model):
+    """A template in 12 documents: without a limit the copies are all listed and the second distinct span found; with
+    merge_limit=4 the copies fill the 4 spans searched (one result, 4 places)."""
+    texts = ["We will get back to you within two working days."] * 12 + ["A refund for the bag."]
+    index = SpanIndex.build(texts, tiny_model, max_span=5)
+    options = dict(top_k=2, per_document=1, scorer="max-cosine", merge_identical=True)
+    assert [m.count for m in index.search("We will get back to", **options)[0]] == [12, 1]
+    assert [m.count for m in index.search("We will get back to", merge_limit=4, **options)[0]] == [4]
+    with pytest.raises(SpanInputError, match="merge_limit"):
+        index.search("answer", merge_limit=0)
