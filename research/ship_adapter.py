@@ -94,14 +94,21 @@ def _staging_folder(destination: str) -> str:
 def dev_figures(
     model, dev_path: str, *, setups: tuple[str, ...] = ("full", "single"), batch_size: int = 32
 ) -> dict[str, Any]:
-    """Spearman and Pearson ×100 of ``model`` on an STS-B-Context file: all rows, even rows, odd rows."""
+    """Spearman and Pearson ×100 of ``model`` on an STS-B-Context file: all rows, even rows, odd rows (``single``: the
+    single pass with the default scorer, named in ``single_scorer``)."""
     from research.baselines import SCORERS
     from slice_st.data.stsb import read_stsb_context
     from slice_st.evaluation.span_retrieval import correlations
+    from slice_st.search import search_scorer
 
     data = read_stsb_context(dev_path, missing_paraphrase="warn")
     phrases, passages, gold = list(data["line"]), list(data["passage"]), list(data["goldsim"])
-    figures: dict[str, Any] = {"rows": len(gold)}
+    # "single" ranks with the default scorer: its re-ranker is the model's own once shipped, the default one before
+    scorer = search_scorer(None, model)
+    figures: dict[str, Any] = {
+        "rows": len(gold),
+        "single_scorer": f"{scorer.name} ({scorer.rerank})",
+    }
     for setup in setups:
         scores = SCORERS[setup](model, phrases, passages, batch_size=batch_size).scores
         for part, rows in (
