@@ -246,3 +246,22 @@ def test_merge_identical_across_shards_equals_one_index(tiny_model):
         (m.doc_id, m.count, [p.doc_id for p in m.places]) for m in want
     ]
     assert got[0].count == 2 and {p.doc_id for p in got[0].places} == {"a8", "b0"} and len(got) == 3
+
+
+def test_shards_of_a_shipped_model_give_the_merged_indexs_confidence(real_model):
+    texts = [
+        "In no event will the authors be held liable for any damages arising from the use of this software.",
+        "The cat sat on the mat and purred all afternoon.",
+        "THE SOFTWARE IS PROVIDED AS IS, WITHOUT WARRANTY OF ANY KIND.",
+        "Refund the ticket please, the train never came.",
+    ]
+    parts = [
+        SpanIndex.build(texts[i : i + 2], real_model, ids=[f"d{i}", f"d{i + 1}"]) for i in (0, 2)
+    ]
+    merged = SpanIndex.build(texts, real_model, ids=["d0", "d1", "d2", "d3"])
+    query = ["the authors are not liable", "no warranty is given"]
+    found = ShardedSpanIndex(parts).search(query, top_k=3, min_confidence=0.2)
+    expected = merged.search(query, top_k=3, min_confidence=0.2)
+    assert _key(found) == _key(expected) and found[0]
+    confidences = [[m.confidence for m in r] for r in (*found, *expected)]
+    assert np.allclose(sum(confidences[:2], []), sum(confidences[2:], []), atol=1e-5)
