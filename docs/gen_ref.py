@@ -14,6 +14,7 @@ import mkdocs_gen_files
 SUBPACKAGES = (
     "encode",
     "search",
+    "confidence",
     "config",
     "loading",
     "multi_vector",

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["Calibrator", "load_calibrator", "match_features"]
+
 #: The features of a match, in the order a calibrator's weights take them.
 FEATURES = ("score", "similarity", "query_words", "length_ratio", "overlap")
 
