@@ -283,7 +283,7 @@ class SpanSearchResult(Sequence):
             return merged_matches(matches, top_k)
         return list(itertools.islice(matches, top_k))
 
-    def drop_unconfident(self, min_confidence: float) -> None:
+    def _drop_unconfident(self, min_confidence: float) -> None:
         """Leave out (in place) the spans whose confidence is below ``min_confidence``; each text's others move up."""
         assert self.calibrator is not None
         at = np.nonzero(np.isfinite(self.scores))
@@ -406,7 +406,7 @@ def best_spans(
     options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
     result = _best_spans(model, queries, texts, top_k, **options, min_confidence=min_confidence)
     if min_confidence is not None:
-        result.drop_unconfident(result._check_confidence(min_confidence))
+        result._drop_unconfident(result._check_confidence(min_confidence))
     return result
 
 

@@ -484,20 +484,27 @@ _HTML_HEAD = (
     "vertical-align:top}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     "mark{background:#ffe27a}.where{color:#52607a;white-space:nowrap}</style></head><body>"
 )
-_HTML_TABLE = "<table><tr><th>rank</th><th>score</th><th>where</th><th>match in context</th></tr>"
+_HTML_TABLE = "<table><tr><th>rank</th><th>score</th>{}<th>where</th><th>match in context</th></tr>"
+
+
+def _html_confidence(value: float | None) -> str:
+    return f'<td class="n">{"" if value is None else f"{value:.2f}"}</td>'
 
 
 def _html_page(rows: list[dict], none: str) -> str:
     """One self-contained page (inline style, no script, nothing fetched): a table per query, every text escaped."""
     parts = [_HTML_HEAD]
+    confident = any(row.get("confidence") is not None for row in rows)
     for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
-        parts.append(f"<h2>{html.escape(query)}</h2>{_HTML_TABLE}")
+        parts.append(f"<h2>{html.escape(query)}</h2>")
+        parts.append(_HTML_TABLE.format("<th>confidence</th>" if confident else ""))
         for row in group:
             text, start, end = row["text"], row["start"], row["end"]
             context = f"{html.escape(text[:start])}<mark>{html.escape(text[start:end])}</mark>{html.escape(text[end:])}"
             parts.append(
                 f'<tr><td class="n">{row["rank"]}</td><td class="n">{row["score"]:.3f}</td>'
-                f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
+                + (_html_confidence(row["confidence"]) if confident else "")
+                + f'<td class="where">{html.escape(str(row["where"]))}</td><td>{context}</td></tr>'
             )
         parts.append("</table>")
     return "".join(parts) + ("" if rows else f"<p>{html.escape(none)}</p>") + "</body></html>\n"
