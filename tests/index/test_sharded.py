@@ -248,7 +248,7 @@ def test_merge_identical_across_shards_equals_one_index(tiny_model):
     assert got[0].count == 2 and {p.doc_id for p in got[0].places} == {"a8", "b0"} and len(got) == 3
 
 
-def test_shards_of_a_shipped_model_give_the_merged_indexs_confidence(real_model):
+def test_shards_of_a_shipped_model_give_the_confidence_of_the_merged_index(real_model):
     texts = [
         "In no event will the authors be held liable for any damages arising from the use of this software.",
         "The cat sat on the mat and purred all afternoon.",

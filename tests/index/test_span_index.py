@@ -842,7 +842,8 @@ def test_merge_limit_bounds_the_spans_searched(tiny_model):
     texts = ["We will get back to you within two working days."] * 12 + ["A refund for the bag."]
     index = SpanIndex.build(texts, tiny_model, max_span=5)
     options = dict(top_k=2, per_document=1, scorer="max-cosine", merge_identical=True)
-    assert [m.count for m in index.search("We will get back to", **options)[0]] == [12, 1]
-    assert [m.count for m in index.search("We will get back to", merge_limit=4, **options)[0]] == [4]
+    query = "We will get back to"
+    assert [m.count for m in index.search(query, **options)[0]] == [12, 1]
+    assert [m.count for m in index.search(query, merge_limit=4, **options)[0]] == [4]
     with pytest.raises(SpanInputError, match="merge_limit"):
         index.search("answer", merge_limit=0)
