@@ -189,7 +189,7 @@ function renderResults() {
     results.append(card);
   }
   const hidden = state.results.length - shown.length;
-  const below = hidden ? ` (${hidden} below it hidden: lower the threshold to see them)` : "";
+  const below = hidden ? ` (${hidden} below it hidden: lower the slider to see them)` : "";
   status(shown.length
     ? `${shown.length} span${shown.length > 1 ? "s" : ""} in ${groups.size} file${groups.size > 1 ? "s" : ""} at or above ${filterName()} ${threshold().toFixed(2)}${below}`
     : `no span at or above ${filterName()} ${threshold().toFixed(2)}${below}`);
