@@ -498,48 +498,30 @@ def top_spans_flat(
         )
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
-    num_queries, total, device = queries.shape[0], unit_vectors.shape[0], unit_vectors.device
-    first_column, block = _check_flat(
-        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
-    )
+    num_queries, device = queries.shape[0], unit_vectors.device
     unit_queries = torch.nn.functional.normalize(
         queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps
     )
-    if floor is not None:
-        floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
-        if floor.shape[0] != num_queries:
-            raise ValueError(
-                f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
-            )
-    with torch.inference_mode():
-        vector_buffer = None
+    # float32 copies of another dtype's vectors, made at the first block (the largest)
+    vector_buffer: list[Tensor] = []
+
+    def block_dots(lo: int, hi: int) -> Tensor:
+        vectors = unit_vectors[lo:hi]
         if unit_vectors.dtype != torch.float32:
-            vector_buffer = torch.empty(
-                min(block + max_span, total), unit_vectors.shape[1], device=device
-            )
-
-        def block_dots(lo: int, hi: int) -> Tensor:
-            vectors = unit_vectors[lo:hi]
-            if vector_buffer is not None:
-                vectors = vector_buffer[: hi - lo].copy_(vectors)
-            # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
-            return (
-                torch.mv(vectors, unit_queries[0])[None]
-                if num_queries == 1
-                else unit_queries @ vectors.T
-            )
-
-        _, best_ids, starts, lengths = _scan_top_k(
-            block_dots,
-            span_norms,
-            num_queries,
-            top_k,
-            min_span,
-            max_span,
-            first_column,
-            block,
-            floor,
+            if not vector_buffer:
+                vector_buffer.append(torch.empty(hi - lo, unit_vectors.shape[1], device=device))
+            vectors = vector_buffer[0][: hi - lo].copy_(vectors)
+        # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
+        return (
+            torch.mv(vectors, unit_queries[0])[None]
+            if num_queries == 1
+            else unit_queries @ vectors.T
         )
+
+    with torch.inference_mode():
+        shape = (num_queries, unit_vectors.shape[0])
+        spans = (top_k, min_span, max_span, norm_min_span, block, floor)
+        _, best_ids, starts, lengths = _scan_top_k(block_dots, span_norms, shape, *spans)
         exact = _exact_scores(
             unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span
         )
@@ -557,28 +539,12 @@ def top_spans_from_dots(
     block: int | None = None,
 ) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
-    first_column, block = _check_flat(
-        span_norms,
-        _dots_width(dots),
-        dots.shape[0],
-        top_k,
-        min_span,
-        max_span,
-        norm_min_span,
-        block,
-    )
+    _dots_width(dots)
     with torch.inference_mode():
-        best_scores, best_ids, starts, lengths = _scan_top_k(
-            lambda lo, hi: dots[:, lo:hi],
-            span_norms,
-            dots.shape[0],
-            top_k,
-            min_span,
-            max_span,
-            first_column,
-            block,
+        spans = (top_k, min_span, max_span, norm_min_span, block, None)
+        return _ranked_spans(
+            *_scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape, *spans)
         )
-        return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
 def _exact_scores(
@@ -715,17 +681,21 @@ def _dots_width(dots: Tensor) -> int:
 
 
 def _scan_top_k(
-    block_dots,
-    span_norms: Tensor,
-    num_queries,
-    top_k,
-    min_span,
-    max_span,
-    first_column,
-    block,
-    floor=None,
+    block_dots, span_norms: Tensor, shape, top_k, min_span, max_span, norm_min_span, block, floor
 ):
-    """The blockwise scan: top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``."""
+    """The checked blockwise scan of ``(Q, N)`` dot products ``shape``, given by ``block_dots(lo, hi)`` (units
+    ``lo..hi``): top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``;
+    ``floor (Q,)`` (or ``None``) as :func:`top_spans_flat`'s."""
+    (num_queries, total) = shape
+    first_column, block = _check_flat(
+        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
+    )
+    if floor is not None:
+        floor = torch.as_tensor(floor, dtype=torch.float64, device=span_norms.device).reshape(-1, 1)
+        if floor.shape[0] != num_queries:
+            raise ValueError(
+                f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
+            )
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
     best_scores = torch.full(
