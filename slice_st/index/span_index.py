@@ -150,24 +150,12 @@ class SpanIndex:
     @overload
     @classmethod
     def build(
-        cls,
-        texts: Any,
-        model: Any = None,
-        ids: Any = None,
-        *,
-        engine: Literal["ray"],
-        **options: Any,
+        cls, texts, model=None, ids=None, *, engine: Literal["ray"], **options: Any
     ) -> RayBuild: ...
     @overload
     @classmethod
     def build(
-        cls,
-        texts: Any,
-        model: Any = None,
-        ids: Any = None,
-        *,
-        engine: str = "local",
-        **options: Any,
+        cls, texts, model=None, ids=None, *, engine: str = "local", **options: Any
     ) -> SpanIndex: ...
     @classmethod
     def build(
