@@ -174,9 +174,8 @@ def _span_sum_norms(
         count = width - length + 1
         span = unit_prefix[:, length : length + count] - unit_prefix[:, :count]
         valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
-        if (
-            differentiable
-        ):  # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+        # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+        if differentiable:
             span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
@@ -289,9 +288,8 @@ class _LengthSimilarity:
         )
 
     def __call__(self, length: int, count: int, norms: Tensor) -> Tensor:
-        dots = (
-            self.query_sums[:, length : length + count] - self.query_sums[:, :count]
-        )  # q · span sum
+        # q · span sum
+        dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]
         if self.similarity == "cosine":
             return dots / norms
         tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
@@ -404,13 +402,11 @@ def sample_spans(
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
     device, batch = num_units.device, num_units.shape[0]
-    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(
-        min=0
-    )  # how many lengths each row allows
+    # how many lengths each row allows
+    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
-    strata = (
-        torch.arange(num_spans, device=device)[None, :] + offset
-    ) / num_spans  # (B, n) in [0, 1)
+    # (B, n) in [0, 1)
+    strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(
         max=(choices - 1).clamp(min=0)[:, None]
     )
@@ -705,14 +701,12 @@ def _scan_top_k(
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
     for block_start in range(0, total, block):
         block_end = min(block_start + block, total)
-        stop = min(
-            block_end + max_span - 1, total
-        )  # spans starting in the block may run past its end
+        # spans starting in the block may run past its end
+        stop = min(block_end + max_span - 1, total)
         units, count = stop - block_start, block_end - block_start
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(
-            block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:]
-        )  # restarts per block
+        # restarts per block
+        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
         threshold = (

@@ -276,9 +276,8 @@ def _build(args) -> int:
         address = check_address(args.ray)
         require_ray()
         probe_address(address)
-    check_output(
-        args.output, "index folder"
-    )  # a file, or no write permission: said now, not after encoding
+    # a file, or no write permission: said now, not after encoding
+    check_output(args.output, "index folder")
     previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
     if not args.force and (
         os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")
@@ -289,9 +288,8 @@ def _build(args) -> int:
             else "`slice-st index add`, or --force to replace it"
         )
         raise UsageError(f"{args.output} already holds an index: use {advice}.")
-    documents = (
-        None if ray else _documents(args)
-    )  # a bad corpus file is said before the model loads
+    # a bad corpus file is said before the model loads
+    documents = None if ray else _documents(args)
     model = load_cli_model(args, **model_options(args))
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)

@@ -131,12 +131,10 @@ def _mine(args) -> int:
     )
     queries = read_queries(args)
     rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
-    places = short_ids(
-        [row["doc_id"] for row in rows], corpus
-    )  # a/x.txt:1 and b/x.txt:1 told apart
-    more = [
-        f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows
-    ]  # other places (merged)
+    # a/x.txt:1 and b/x.txt:1 told apart
+    places = short_ids([row["doc_id"] for row in rows], corpus)
+    # other places (merged)
+    more = [f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows]
     rows = [row | {"where": places[row["doc_id"]] + others} for row, others in zip(rows, more)]
     write_rows(rows, FIELDS + MERGED_FIELDS if args.merge_identical else FIELDS, args, sys.stdout)
     return 0
@@ -330,9 +328,8 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         found = search_documents(
             index, queries, documents=texts, per_document=per_text, top_k=spans, **options
         )
-        scorer = search_scorer(
-            args.scorer
-        ).name  # what the index ranked by: its own default when none is named
+        # what the index ranked by: its own default when none is named
+        scorer = search_scorer(args.scorer).name
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
@@ -421,12 +418,10 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
     color = color == "always" or (
         color == "auto" and out.isatty() and not os.environ.get("NO_COLOR")
     )
-    calibrated = any(
-        row.get("calibrated") is not None for row in rows
-    )  # an index with a calibration: 0-5 column
-    wide = max(
-        [24] + [len(terminal_safe(row["where"])) for row in rows]
-    )  # the columns stay aligned
+    # an index with a calibration: 0-5 column
+    calibrated = any(row.get("calibrated") is not None for row in rows)
+    # the columns stay aligned
+    wide = max([24] + [len(terminal_safe(row["where"])) for row in rows])
     narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
         sts = f"  {'0-5':>4}" if calibrated else ""

@@ -121,13 +121,11 @@ class SpanIndex:
         self.model_runtime = model_runtime(model)  # {} on torch; else the backend and exported file
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
-        self.sources: list[
-            str
-        ] = []  # the file each document was read from ("": none), see documents()
+        # the file each document was read from ("": none), see documents()
+        self.sources: list[str] = []
         self.calibration: Calibration | None = None
-        self.skipped: list[
-            tuple[str, str]
-        ] = []  # (id, reason) of documents the last add(on_error="skip") left out
+        # (id, reason) of documents the last add(on_error="skip") left out
+        self.skipped: list[tuple[str, str]] = []
         self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
@@ -203,9 +201,8 @@ class SpanIndex:
         span_config = resolve_span_config(model, min_span, max_span, unit)
         dtype = dtype or ("float16" if compression is not None else "float32")
         if compression is not None:
-            CompressionSpec.parse(
-                compression, token_dimension(model)
-            )  # a bad spec fails before any encoding
+            # a bad spec fails before any encoding
+            CompressionSpec.parse(compression, token_dimension(model))
         if engine == "ray" and compression is not None:
             raise SpanInputError(
                 "compression is built on a local index: build on Ray, open the shards and compress each "
@@ -544,9 +541,8 @@ class SpanIndex:
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
         self.sources = [source for source, dropped in zip(self.sources, drop) if not dropped]
-        if (
-            self._candidates is not None
-        ):  # unit numbers changed: rebuild the stage, with no more lists than chunks
+        # unit numbers changed: rebuild the stage, with no more lists than chunks
+        if self._candidates is not None:
             settings, self._candidates = self._candidates.settings, None
             if self.num_units:
                 chunks = len(
@@ -1002,9 +998,8 @@ class SpanIndex:
             norm_min_span=self.span_config.min_span,
         )[0]
         best = np.full(count, -np.inf)
-        np.maximum.at(
-            best, doc_units, scores.numpy()
-        )  # overlapping windows share units: each keeps its best
+        # overlapping windows share units: each keeps its best
+        np.maximum.at(best, doc_units, scores.numpy())
         return chars, best
 
     def info(self) -> dict[str, Any]:
@@ -1106,9 +1101,8 @@ class SpanIndex:
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
             storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
-        if self.sources != [
-            _source(doc_id) for doc_id in self.doc_ids
-        ]:  # else each id names its file
+        # else each id names its file
+        if self.sources != [_source(doc_id) for doc_id in self.doc_ids]:
             files[SOURCES_FILE] = json.dumps(self.sources, ensure_ascii=False).encode()
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
@@ -1151,12 +1145,10 @@ class SpanIndex:
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        storage.read_manifest(
-            path, must_exist=True
-        )  # the clear error for a missing, half-made or unreadable index
-        with storage.index_lock(
-            path, timeout=timeout, on_wait=on_wait
-        ):  # a read-only folder: said before loading
+        # the clear error for a missing, half-made or unreadable index
+        storage.read_manifest(path, must_exist=True)
+        # a read-only folder: said before loading
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -1198,9 +1190,8 @@ class SpanIndex:
         }
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
-        if (
-            info.get("resident_bytes") is not None
-        ):  # a search's memory: a compressed index keeps its tier only
+        # a search's memory: a compressed index keeps its tier only
+        if info.get("resident_bytes") is not None:
             info["resident_bytes_per_unit"] = round(
                 info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1
             )
@@ -1240,9 +1231,8 @@ class SpanIndex:
         path = os.fspath(path)
         manifest = storage.read_manifest(path, must_exist=True)
         recorded = manifest.get("model_backend", "torch")
-        if (
-            model is None and recorded != "torch" and "backend" not in model_options
-        ):  # the same exported file
+        # the same exported file
+        if model is None and recorded != "torch" and "backend" not in model_options:
             model_options.update(
                 backend=recorded,
                 model_file=model_options.get("model_file") or manifest.get("model_file"),

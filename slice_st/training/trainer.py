@@ -282,9 +282,8 @@ def _losses(
             "max_span": settings.max_span,
         }
         losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
-    if (
-        "distill" in objectives
-    ):  # the teacher is a frozen copy of the model as it is now, before training
+    # the teacher is a frozen copy of the model as it is now, before training
+    if "distill" in objectives:
         distill = {
             "max_span": settings.distill_max_span,
             "metric": settings.distill_metric,
@@ -356,16 +355,13 @@ def build_trainer(
 
     settings = settings or SliceArguments()
     settings.check(args, needs_train_data=train_dataset is None)
-    if (
-        args.push_to_hub and os.environ.get("RANK", "0") == "0"
-    ):  # before loading anything, not at the first save
+    # before loading anything, not at the first save
+    if args.push_to_hub and os.environ.get("RANK", "0") == "0":
         check_hub_access(args.hub_model_id, api=hub_api)
-    model = (
-        model if model is not None else load_model(settings.model or "base")
-    )  # recipes start from the base
-    enable_span_features(
-        model
-    )  # every training batch carries offsets (the losses check, never change the model)
+    # recipes start from the base
+    model = model if model is not None else load_model(settings.model or "base")
+    # every training batch carries offsets (the losses check, never change the model)
+    enable_span_features(model)
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
@@ -490,9 +486,8 @@ def _dev_evaluator(settings: SliceArguments):
         from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
         dev = read_stsb_context(settings.dev)
-        if (
-            settings.dev_select != "all"
-        ):  # every other row: files such as STS-B-Context are ordered by genre
+        # every other row: files such as STS-B-Context are ordered by genre
+        if settings.dev_select != "all":
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
         spans = {
             "min_span": settings.min_span,
@@ -517,9 +512,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
     from slice_st.files import check_not_link, check_output
 
-    check_not_link(
-        output_dir, purpose="for the run"
-    )  # nothing is written, rotated or deleted through a link
+    # nothing is written, rotated or deleted through a link
+    check_not_link(output_dir, purpose="for the run")
     full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
     return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
@@ -554,9 +548,8 @@ def train(
         >>> train(args, settings)  # doctest: +SKIP
     """
     settings = settings or SliceArguments()
-    if (
-        int(os.environ.get("RANK", "0")) == 0
-    ):  # under accelerate the other ranks start as rank 0 writes
+    # under accelerate the other ranks start as rank 0 writes
+    if int(os.environ.get("RANK", "0")) == 0:
         check_train_output(args.output_dir, resume=settings.resume, overwrite=settings.overwrite)
     trainer = build_trainer(args, settings, model, train_dataset, callbacks, hub_api)
     checkpoint = last_complete_checkpoint(args.output_dir) if settings.resume else None
@@ -601,25 +594,21 @@ def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
         if trainer.args.push_to_hub:
             if main and os.path.isdir(final):
                 os.replace(final, parked)
-            if has_adapters(
-                model
-            ):  # push the merged, flag-free model, not the trainer's adapter-only save
+            # push the merged, flag-free model, not the trainer's adapter-only save
+            if has_adapters(model):
                 trainer.model = merged_adapters(model)
-                for name in (
-                    ("adapter_config.json", "adapter_model.safetensors") if main else ()
-                ):  # the trainer's saves
+                # the trainer's saves
+                for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():
                     Path(output_dir, name).unlink(missing_ok=True)
-            trainer.push_to_hub(
-                commit_message="Final SLICE model"
-            )  # model files and the card, from output_dir
+            # model files and the card, from output_dir
+            trainer.push_to_hub(commit_message="Final SLICE model")
     finally:
         if main:
             _remove_run_folder(final)
             os.replace(staged, final)
             _remove_run_folder(parked)
-            if has_adapters(
-                model
-            ):  # after the push: the adapter alone is a local by-product, not the pushed model
+            # after the push: the adapter alone is a local by-product, not the pushed model
+            if has_adapters(model):
                 save_adapter(model, os.path.join(output_dir, "adapter"))
 
 
@@ -657,9 +646,8 @@ def check_checkpoint_state(checkpoint: str) -> None:
     paths = [
         os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")
     ]
-    paths += sorted(
-        glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth"))
-    )  # one per process
+    # one per process
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
