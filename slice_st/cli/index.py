@@ -468,20 +468,23 @@ def _calibrate(args) -> int:
 
 
 def _compress(args) -> int:
-    start = time.perf_counter()
-    with _update(args.directory) as index:
-        index.compress(args.spec)
-    tier = dumps_json(index.info()["compression"])
-    report(args, f"compressed tier built in {time.perf_counter() - start:.1f} s: {tier}")
-    return 0
+    return _build_part(
+        args, "compressed tier", "compression", lambda index: index.compress(args.spec)
+    )
 
 
 def _candidates(args) -> int:
+    options = (args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
+    return _build_part(
+        args, "candidate stage", "candidates", lambda index: index.build_candidates(*options)
+    )
+
+
+def _build_part(args, name: str, section: str, build) -> int:
+    """Build a part of the index in ``args.directory`` (saved atomically) and report its ``info()[section]``."""
     start = time.perf_counter()
     with _update(args.directory) as index:
-        index.build_candidates(
-            args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates
-        )
-    stage = dumps_json(index.info()["candidates"])
-    report(args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {stage}")
+        build(index)
+    part = dumps_json(index.info()[section])
+    report(args, f"{name} built in {time.perf_counter() - start:.1f} s: {part}")
     return 0

@@ -200,25 +200,11 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         for rank, match in enumerate(kept, start=1):
             record, offset = records[match.text_index], records[match.text_index].file_offset
             cosine = match.similarity if match.similarity is not None else match.score
-            where = {
-                "file": record.source,
-                "line": record.line,
-                "doc_id": f"{record.source}:{record.line}",
-            }
-            where.update(file_start=offset + match.start, file_end=offset + match.end)
             places = [_file_place(records[place.text_index], place) for place in match.places]
-            rows.append(
-                _row(
-                    query,
-                    rank,
-                    match,
-                    cosine,
-                    result.scorer,
-                    record.text,
-                    **where,
-                    **_merged(places),
-                )
-            )
+            where = {"file": record.source, "line": record.line, "file_start": offset + match.start}
+            where |= {"doc_id": f"{record.source}:{record.line}", "file_end": offset + match.end}
+            where |= _merged(places)
+            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
     return rows, paths
 
 
@@ -313,17 +299,8 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
             )
         )
         texts, per_text, spans = _counts(args)
-        options = pick(
-            args,
-            "threshold",
-            "min_span",
-            "max_span",
-            "batch_size",
-            "approximate",
-            "scorer",
-            "overlap",
-            "candidates",
-        )
+        names = "threshold min_span max_span batch_size approximate scorer overlap candidates"
+        options = pick(args, *names.split())
         options["merge_identical"] = args.merge_identical
         found = search_documents(
             index, queries, documents=texts, per_document=per_text, top_k=spans, **options
@@ -333,23 +310,10 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
-                text, where = (
-                    index.texts[match.text_index],
-                    {"doc_id": match.doc_id, "calibrated": match.calibrated},
-                )
-                places = [_index_place(place) for place in match.places]
-                rows.append(
-                    _row(
-                        query,
-                        rank,
-                        match,
-                        match.similarity,
-                        scorer,
-                        text,
-                        **where,
-                        **_merged(places),
-                    )
-                )
+                places = _merged([_index_place(place) for place in match.places])
+                where = {"doc_id": match.doc_id, "calibrated": match.calibrated, **places}
+                text = index.texts[match.text_index]
+                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
         return rows, [path for path in map(file_of_id, index.doc_ids) if path is not None]
     finally:
         if hasattr(index, "close"):
@@ -358,19 +322,10 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
 
 def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **fields) -> dict:
     """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
-    row = dict.fromkeys(FIELDS + MERGED_FIELDS) | {
-        "query": query,
-        "rank": rank,
-        "score": round(match.score, 6),
-    }
-    row["scorer"] = scorer
+    row = dict.fromkeys(FIELDS + MERGED_FIELDS)
+    row.update(query=query, rank=rank, score=round(match.score, 6), cosine=round(cosine, 6))
     row.update(
-        cosine=round(cosine, 6),
-        start=match.start,
-        end=match.end,
-        span=match.span,
-        text=text,
-        **fields,
+        scorer=scorer, start=match.start, end=match.end, span=match.span, text=text, **fields
     )
     return row
 
