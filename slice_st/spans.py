@@ -141,9 +141,8 @@ def _weight_prefix(weights: Tensor, boundaries: Tensor) -> Tensor:
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
     """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
-    return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(
-        dim=1
-    )
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
+    return unit_prefix.diff(dim=1), boundaries.diff(dim=1)
 
 
 def span_sum_norms(
@@ -219,11 +218,8 @@ def best_span_scores(
     check_span_bounds(min_span, max_span)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    batch, device, width = (
-        token_embeddings.shape[0],
-        token_embeddings.device,
-        boundaries.shape[1] - 1,
-    )
+    batch, device = token_embeddings.shape[0], token_embeddings.device
+    width = boundaries.shape[1] - 1
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
         raise ValueError(
             f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}."
