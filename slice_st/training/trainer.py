@@ -79,9 +79,8 @@ class SliceArguments:
         ('distill',)
     """
 
-    _argument_group_name = (
-        "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
-    )
+    # HfArgumentParser's --help group
+    _argument_group_name = "SLICE settings (slice_st.training.SliceArguments)"
 
     model: str | None = _option(
         "base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"]
@@ -162,13 +161,8 @@ class SliceArguments:
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
-        for name in (
-            "max_steps",
-            "per_device_train_batch_size",
-            "eval_steps",
-            "save_steps",
-            "logging_steps",
-        ):
+        counts = "max_steps per_device_train_batch_size eval_steps save_steps logging_steps"
+        for name in counts.split():
             if (getattr(args, name) or 0) < 1:
                 raise SpanInputError(f"{name} must be >= 1, got {getattr(args, name)}.")
         if self.dev is not None and args.save_steps % args.eval_steps:
@@ -270,32 +264,20 @@ def _losses(
 ) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans, negatives, losses = (
-        {"min_span": settings.min_span, "unit": settings.unit},
-        settings.in_batch_negatives,
-        {},
-    )
+    spans = {"min_span": settings.min_span, "unit": settings.unit}
+    negatives = settings.in_batch_negatives
+    losses: dict[str, Any] = {}
     if "slice" in objectives:
-        batch = {
-            "in_batch_negatives": negatives,
-            "gather_across_devices": negatives,
-            "max_span": settings.max_span,
-        }
-        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
+        batch = dict(in_batch_negatives=negatives, gather_across_devices=negatives, **spans)
+        losses["slice"] = SpanMaxCrossEntropyLoss(
+            model, settings.scale, max_span=settings.max_span, **batch
+        )
     # the teacher is a frozen copy of the model as it is now, before training
     if "distill" in objectives:
-        distill = {
-            "max_span": settings.distill_max_span,
-            "metric": settings.distill_metric,
-            "seed": seed,
-        }
-        distill |= {
-            "text_weight": settings.distill_text_weight,
-            "weight": settings.distill_weight,
-            **spans,
-        }
+        distill = dict(max_span=settings.distill_max_span, metric=settings.distill_metric, **spans)
+        distill |= dict(text_weight=settings.distill_text_weight, weight=settings.distill_weight)
         losses["distill"] = SpanDistillationLoss(
-            model, settings.teacher, settings.distill_spans, **distill
+            model, settings.teacher, settings.distill_spans, seed=seed, **distill
         )
     return losses
 
@@ -387,11 +369,7 @@ def build_trainer(
         model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order
     )
     loss = losses[objectives[0]] if len(losses) == 1 else losses
-    run = {
-        "train_dataset": train_dataset,
-        "evaluator": evaluator,
-        "callbacks": list(callbacks or []),
-    }
+    run = dict(train_dataset=train_dataset, evaluator=evaluator, callbacks=list(callbacks or []))
     return SentenceTransformerTrainer(
         model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run
     )
@@ -566,11 +544,8 @@ def train(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
-    recipe = {
-        key: value
-        for key, value in args.to_dict().items()
-        if key in TRAINING_DEFAULTS or key == "output_dir"
-    }
+    kept = {*TRAINING_DEFAULTS, "output_dir"}
+    recipe = {key: value for key, value in args.to_dict().items() if key in kept}
     _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
     return model
 
