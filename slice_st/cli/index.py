@@ -199,10 +199,8 @@ def _documents(args):
 def _encoding(args) -> dict:
     """How ``index build`` / ``index add`` encode: batches, processes, bad texts, progress bars."""
     options = pick(args, "batch_size", "devices", "processes")
-    return options | {
-        "on_error": "skip" if args.skip_bad else "raise",
-        "show_progress_bar": not args.no_progress,
-    }
+    options["on_error"] = "skip" if args.skip_bad else "raise"
+    return options | {"show_progress_bar": not args.no_progress}
 
 
 def _summary(verb: str, documents, index, seconds: float, args) -> None:
@@ -213,23 +211,12 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
         (len(documents) / seconds, words / seconds) if seconds > 0 else (float("inf"),) * 2
     )
     if args.format != "text":
-        summary = {
-            "action": verb,
-            "documents": len(documents),
-            "words": words,
-            "seconds": round(seconds, 3),
-        }
-        summary.update(
-            documents_per_second=round(rate, 3),
-            index_documents=len(index),
-            index_units=index.num_units,
-        )
+        summary = dict(action=verb, documents=len(documents), words=words)
+        summary.update(seconds=round(seconds, 3), documents_per_second=round(rate, 3))
+        summary.update(index_documents=len(index), index_units=index.num_units)
         summary |= {"replaced": len(index.replaced)} if verb == "added" else {}
-        print(
-            dumps_json(
-                summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None
-            )
-        )
+        summary |= {"skipped": sorted(skipped)}
+        print(dumps_json(summary, indent=1 if args.format == "json" else None))
         return
     replaced = f" (replacing {len(index.replaced)})" if index.replaced else ""
     report(
@@ -294,13 +281,8 @@ def _build(args) -> int:
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
-    index = SpanIndex.build(
-        documents,
-        model,
-        **pick(args, *_SPAN_SETTINGS),
-        compression=args.compress,
-        **_encoding(args),
-    )
+    settings = pick(args, *_SPAN_SETTINGS) | _encoding(args)
+    index = SpanIndex.build(documents, model, compression=args.compress, **settings)
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
     if args.calibration:
@@ -329,15 +311,10 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
                 sys.stderr,
             )
 
-    options = {
-        "engine": "ray",
-        "output": args.output,
-        "address": address,
-        "force": args.force,
-        "progress": progress,
-    }
+    options = dict(engine="ray", output=args.output, address=address, force=args.force)
     shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
     options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
+    options["progress"] = progress
     settings = {**_read_options(args), **pick(args, *_SPAN_SETTINGS), **_encoding(args)}
     result = SpanIndex.from_files(args.corpus, model, **settings, **options)
     report_skipped(result.skipped, "documents")
