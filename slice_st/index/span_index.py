@@ -129,16 +129,13 @@ class SpanIndex:
         self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
-        self._origin: tuple[str, str, int | None] | None = (
-            None  # (directory, data folder, generation) loaded from
-        )
+        # (directory, data folder, generation) loaded from
+        self._origin: tuple[str, str, int | None] | None = None
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
-        config, tier = (
-            self.span_config,
-            f", compression={self.compression!r}" if self._compressed is not None else "",
-        )
+        config = self.span_config
+        tier = f", compression={self.compression!r}" if self._compressed is not None else ""
         return (
             f"SpanIndex(model={self.model_name or self.model_path or 'unnamed'!r}, documents={len(self)}, "
             f"units={self.num_units}, unit={config.unit!r}, spans={config.min_span}..{config.max_span}, "
@@ -393,11 +390,8 @@ class SpanIndex:
             chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
             for row, window in enumerate(rows.windows):
                 own = slice(0, int(rows.num_units[row]))
-                key = (
-                    window.text_index,
-                    window.char_start,
-                    window.own_char_lo,
-                )  # text, then owned range
+                # text, then owned range
+                key = (window.text_index, window.char_start, window.own_char_lo)
                 first = window.first_unit(config.unit)
                 segments.append(
                     (
@@ -909,10 +903,8 @@ class SpanIndex:
     ):
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
-        vectors, norms = (
-            as_tensor(self.arrays["unit_vectors"]),
-            as_tensor(self.arrays["span_norms"]),
-        )
+        vectors = as_tensor(self.arrays["unit_vectors"])
+        norms = as_tensor(self.arrays["span_norms"])
         below = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
         found = top_spans_flat(
@@ -927,19 +919,13 @@ class SpanIndex:
         scores = np.asarray(scores)
         keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
         cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
-        units, lengths, chars = (
-            np.asarray(units)[keep],
-            np.asarray(lengths)[keep],
-            self.arrays["unit_chars"],
-        )
+        units, lengths = np.asarray(units)[keep], np.asarray(lengths)[keep]
+        chars = self.arrays["unit_chars"]
         docs, firsts, ends = self.locate(units, lengths)
         matches = []
         for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
-            doc, start, end = (
-                int(docs[i]),
-                int(chars[units[i], 0]),
-                int(chars[units[i] + lengths[i] - 1, 1]),
-            )
+            doc = int(docs[i])
+            start, end = int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
             calibrated = (
                 None
                 if self.calibration is None
@@ -1276,11 +1262,8 @@ class SpanIndex:
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
-            offsets, bounds, units = (
-                arrays.pop("text_offsets"),
-                arrays["segment_units"],
-                manifest["units"],
-            )
+            offsets, bounds = arrays.pop("text_offsets"), arrays["segment_units"]
+            units = manifest["units"]
             if (
                 not isinstance(doc_ids, list)
                 or len(doc_ids) != manifest["documents"]
