@@ -704,13 +704,8 @@ class SpanIndex:
         threshold = check_threshold(threshold)
         scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
         query_texts = query_list(queries)
-        vectors = self.embed_queries(
-            query_texts,
-            batch_size=batch_size,
-            prompt_name=prompt_name,
-            prompt=prompt,
-            device=device,
-        )
+        prompts = dict(prompt_name=prompt_name, prompt=prompt, device=device)
+        vectors = self.embed_queries(query_texts, batch_size=batch_size, **prompts)
         profiles = (
             None if scorer.is_plain else profiles_of(self.model, self.span_config.unit, query_texts)
         )
