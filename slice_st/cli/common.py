@@ -24,19 +24,11 @@ _CONTROL = {
     code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))
 }
 #: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
-_PROGRESS_ENV = (
-    "TQDM_DISABLE",
-    "HF_HUB_DISABLE_PROGRESS_BARS",
-    "HF_DATASETS_DISABLE_PROGRESS_BARS",
+_PROGRESS_ENV = tuple(
+    "TQDM_DISABLE HF_HUB_DISABLE_PROGRESS_BARS HF_DATASETS_DISABLE_PROGRESS_BARS".split()
 )
-_LOGGERS = (
-    "transformers",
-    "sentence_transformers",
-    "huggingface_hub",
-    "datasets",
-    "mteb",
-    "accelerate",
-    "slice_st",
+_LOGGERS = tuple(
+    "transformers sentence_transformers huggingface_hub datasets mteb accelerate slice_st".split()
 )
 
 

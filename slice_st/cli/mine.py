@@ -37,29 +37,10 @@ FIELDS = "query rank score cosine scorer calibrated doc_id start end span text f
 MERGED_FIELDS = ["count", "places"]
 #: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
 QUERY = (
-    *(
-        "--query",
-        "--queries",
-        "--texts",
-        "--per-text",
-        "--spans",
-        "--threshold",
-        "--scorer",
-        "--overlap",
-        "--format",
-    ),
-    "--merge-identical",
-    *(
-        "--color",
-        "--approximate",
-        "--model",
-        "--min-span",
-        "--max-span",
-        "--unit",
-        "--batch-size",
-        "--device",
-    ),
-    *("--candidates", "--ray", "--workers", *BACKEND),
+    *"--query --queries --texts --per-text --spans --threshold --scorer --overlap --format".split(),
+    *"--merge-identical --color --approximate --model --min-span --max-span --unit".split(),
+    *"--batch-size --device --candidates --ray --workers".split(),
+    *BACKEND,
 )
 
 
@@ -240,21 +221,16 @@ def _file_matches(result, query: int, texts, per_text, spans, threshold, merge: 
 
 def _file_place(record, place) -> dict:
     where = {"doc_id": f"{record.source}:{record.line}", "start": place.start, "end": place.end}
-    offsets = {
-        "file_start": record.file_offset + place.start,
-        "file_end": record.file_offset + place.end,
-    }
+    offsets = dict(
+        file_start=record.file_offset + place.start, file_end=record.file_offset + place.end
+    )
     return where | offsets | {"score": round(place.score, 6)}
 
 
 def _index_place(place) -> dict:
-    where = {
-        "doc_id": place.doc_id,
-        "start": place.start,
-        "end": place.end,
-        "file_start": None,
-        "file_end": None,
-    }
+    where = dict(
+        doc_id=place.doc_id, start=place.start, end=place.end, file_start=None, file_end=None
+    )
     return where | {"score": round(place.score, 6)}
 
 
@@ -406,10 +382,8 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
         _WHITESPACE.sub(" ", text[a:b])
         for a, b in ((left_start, start), (start, end), (end, right_end))
     )
-    left, right = (
-        ("…" if left_start > 0 else "") + left,
-        right + ("…" if right_end < len(text) else ""),
-    )
+    left = ("…" if left_start > 0 else "") + left
+    right += "…" if right_end < len(text) else ""
     on, off = ("\x1b[1;33m", "\x1b[0m") if color else ("«", "»")
     return f"{terminal_safe(left)}{on}{terminal_safe(span)}{off}{terminal_safe(right)}"
 
