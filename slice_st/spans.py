@@ -141,9 +141,8 @@ def _weight_prefix(weights: Tensor, boundaries: Tensor) -> Tensor:
 
 def unit_sums(token_embeddings: Tensor, boundaries: Tensor) -> tuple[Tensor, Tensor]:
     """Sum of the token vectors of every unit, and its token count: ``((B, U, d), (B, U))``."""
-    return _gather_rows(prefix_sums(token_embeddings), boundaries).diff(dim=1), boundaries.diff(
-        dim=1
-    )
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
+    return unit_prefix.diff(dim=1), boundaries.diff(dim=1)
 
 
 def span_sum_norms(
@@ -174,9 +173,8 @@ def _span_sum_norms(
         count = width - length + 1
         span = unit_prefix[:, length : length + count] - unit_prefix[:, :count]
         valid = start_ok[:, :count] & (positions[:, :count] + length <= num_units[:, None])
-        if (
-            differentiable
-        ):  # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+        # masked spans are often all-zero sums: keep norm()'s backward away from 0/0
+        if differentiable:
             span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
@@ -220,11 +218,8 @@ def best_span_scores(
     check_span_bounds(min_span, max_span)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    batch, device, width = (
-        token_embeddings.shape[0],
-        token_embeddings.device,
-        boundaries.shape[1] - 1,
-    )
+    batch, device = token_embeddings.shape[0], token_embeddings.device
+    width = boundaries.shape[1] - 1
     if queries.dim() not in (2, 3) or (queries.dim() == 3 and queries.shape[0] != batch):
         raise ValueError(
             f"queries must be (Q, d) or (B={batch}, Q, d), got {tuple(queries.shape)}."
@@ -289,9 +284,8 @@ class _LengthSimilarity:
         )
 
     def __call__(self, length: int, count: int, norms: Tensor) -> Tensor:
-        dots = (
-            self.query_sums[:, length : length + count] - self.query_sums[:, :count]
-        )  # q · span sum
+        # q · span sum
+        dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]
         if self.similarity == "cosine":
             return dots / norms
         tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
@@ -404,13 +398,11 @@ def sample_spans(
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
     device, batch = num_units.device, num_units.shape[0]
-    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(
-        min=0
-    )  # how many lengths each row allows
+    # how many lengths each row allows
+    choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)
     offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
-    strata = (
-        torch.arange(num_spans, device=device)[None, :] + offset
-    ) / num_spans  # (B, n) in [0, 1)
+    # (B, n) in [0, 1)
+    strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(
         max=(choices - 1).clamp(min=0)[:, None]
     )
@@ -498,48 +490,30 @@ def top_spans_flat(
         )
     if not unit_vectors.is_floating_point():
         raise ValueError("unit_vectors must be floating point.")
-    num_queries, total, device = queries.shape[0], unit_vectors.shape[0], unit_vectors.device
-    first_column, block = _check_flat(
-        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
-    )
+    num_queries, device = queries.shape[0], unit_vectors.device
     unit_queries = torch.nn.functional.normalize(
         queries.to(device=device, dtype=torch.float32), dim=-1, eps=eps
     )
-    if floor is not None:
-        floor = torch.as_tensor(floor, dtype=torch.float64, device=device).reshape(-1, 1)
-        if floor.shape[0] != num_queries:
-            raise ValueError(
-                f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
-            )
-    with torch.inference_mode():
-        vector_buffer = None
+    # float32 copies of another dtype's vectors, made at the first block (the largest)
+    vector_buffer: list[Tensor] = []
+
+    def block_dots(lo: int, hi: int) -> Tensor:
+        vectors = unit_vectors[lo:hi]
         if unit_vectors.dtype != torch.float32:
-            vector_buffer = torch.empty(
-                min(block + max_span, total), unit_vectors.shape[1], device=device
-            )
-
-        def block_dots(lo: int, hi: int) -> Tensor:
-            vectors = unit_vectors[lo:hi]
-            if vector_buffer is not None:
-                vectors = vector_buffer[: hi - lo].copy_(vectors)
-            # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
-            return (
-                torch.mv(vectors, unit_queries[0])[None]
-                if num_queries == 1
-                else unit_queries @ vectors.T
-            )
-
-        _, best_ids, starts, lengths = _scan_top_k(
-            block_dots,
-            span_norms,
-            num_queries,
-            top_k,
-            min_span,
-            max_span,
-            first_column,
-            block,
-            floor,
+            if not vector_buffer:
+                vector_buffer.append(torch.empty(hi - lo, unit_vectors.shape[1], device=device))
+            vectors = vector_buffer[0][: hi - lo].copy_(vectors)
+        # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
+        return (
+            torch.mv(vectors, unit_queries[0])[None]
+            if num_queries == 1
+            else unit_queries @ vectors.T
         )
+
+    with torch.inference_mode():
+        shape = (num_queries, unit_vectors.shape[0])
+        spans = (top_k, min_span, max_span, norm_min_span, block, floor)
+        _, best_ids, starts, lengths = _scan_top_k(block_dots, span_norms, shape, *spans)
         exact = _exact_scores(
             unit_queries, unit_vectors, span_norms, starts, lengths, norm_min_span
         )
@@ -557,28 +531,12 @@ def top_spans_from_dots(
     block: int | None = None,
 ) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
-    first_column, block = _check_flat(
-        span_norms,
-        _dots_width(dots),
-        dots.shape[0],
-        top_k,
-        min_span,
-        max_span,
-        norm_min_span,
-        block,
-    )
+    _dots_width(dots)
     with torch.inference_mode():
-        best_scores, best_ids, starts, lengths = _scan_top_k(
-            lambda lo, hi: dots[:, lo:hi],
-            span_norms,
-            dots.shape[0],
-            top_k,
-            min_span,
-            max_span,
-            first_column,
-            block,
+        spans = (top_k, min_span, max_span, norm_min_span, block, None)
+        return _ranked_spans(
+            *_scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape, *spans)
         )
-        return _ranked_spans(best_scores, best_ids, starts, lengths)
 
 
 def _exact_scores(
@@ -715,17 +673,21 @@ def _dots_width(dots: Tensor) -> int:
 
 
 def _scan_top_k(
-    block_dots,
-    span_norms: Tensor,
-    num_queries,
-    top_k,
-    min_span,
-    max_span,
-    first_column,
-    block,
-    floor=None,
+    block_dots, span_norms: Tensor, shape, top_k, min_span, max_span, norm_min_span, block, floor
 ):
-    """The blockwise scan: top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``."""
+    """The checked blockwise scan of ``(Q, N)`` dot products ``shape``, given by ``block_dots(lo, hi)`` (units
+    ``lo..hi``): top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``;
+    ``floor (Q,)`` (or ``None``) as :func:`top_spans_flat`'s."""
+    (num_queries, total) = shape
+    first_column, block = _check_flat(
+        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
+    )
+    if floor is not None:
+        floor = torch.as_tensor(floor, dtype=torch.float64, device=span_norms.device).reshape(-1, 1)
+        if floor.shape[0] != num_queries:
+            raise ValueError(
+                f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
+            )
     widths = max_span - min_span + 1
     total, device = span_norms.shape[0], span_norms.device
     best_scores = torch.full(
@@ -735,14 +697,12 @@ def _scan_top_k(
     inverse_buffer = torch.empty(widths, min(block, total), dtype=torch.float64, device=device)
     for block_start in range(0, total, block):
         block_end = min(block_start + block, total)
-        stop = min(
-            block_end + max_span - 1, total
-        )  # spans starting in the block may run past its end
+        # spans starting in the block may run past its end
+        stop = min(block_end + max_span - 1, total)
         units, count = stop - block_start, block_end - block_start
         prefix = torch.zeros(num_queries, units + 1, dtype=torch.float64, device=device)
-        torch.cumsum(
-            block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:]
-        )  # restarts per block
+        # restarts per block
+        torch.cumsum(block_dots(block_start, stop), dim=1, dtype=torch.float64, out=prefix[:, 1:])
         norms = span_norms[block_start:block_end, first_column : first_column + widths]
         inverse = _inverse_norms(norms, inverse_buffer[:, :count])
         threshold = (

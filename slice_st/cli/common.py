@@ -24,19 +24,11 @@ _CONTROL = {
     code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0A, 0x20), *range(0x7F, 0xA0))
 }
 #: Environment switches that turn progress bars off (tqdm, huggingface_hub, datasets).
-_PROGRESS_ENV = (
-    "TQDM_DISABLE",
-    "HF_HUB_DISABLE_PROGRESS_BARS",
-    "HF_DATASETS_DISABLE_PROGRESS_BARS",
+_PROGRESS_ENV = tuple(
+    "TQDM_DISABLE HF_HUB_DISABLE_PROGRESS_BARS HF_DATASETS_DISABLE_PROGRESS_BARS".split()
 )
-_LOGGERS = (
-    "transformers",
-    "sentence_transformers",
-    "huggingface_hub",
-    "datasets",
-    "mteb",
-    "accelerate",
-    "slice_st",
+_LOGGERS = tuple(
+    "transformers sentence_transformers huggingface_hub datasets mteb accelerate slice_st".split()
 )
 
 
@@ -257,9 +249,8 @@ def add_command(commands, name: str, help: str, handler=None, *options: str, **d
     for option in options:
         flags, kwargs = OPTIONS[option]
         (backend if option in BACKEND else parser).add_argument(*flags, **kwargs)
-    if (
-        handler
-    ):  # a command, not a group: the output switches; its parser looks up an unrecognized option
+    # a command, not a group: the output switches; its parser looks up an unrecognized option
+    if handler:
         for flag, text in OUTPUT_FLAGS.items():
             parser.add_argument(flag, action="store_true", help=text)
         defaults |= {"handler": handler, "parser": parser}
@@ -313,9 +304,8 @@ def output_options(args):
             for name in _LOGGERS:
                 logging.getLogger(name).setLevel(logging.ERROR)
         if args.no_progress:
-            os.environ.update(
-                dict.fromkeys(_PROGRESS_ENV, "1")
-            )  # transformers reads it when imported
+            # transformers reads it when imported
+            os.environ.update(dict.fromkeys(_PROGRESS_ENV, "1"))
             if "transformers" in sys.modules:  # imported already (main() called in-process)
                 sys.modules["transformers"].utils.logging.disable_progress_bar()
         try:
@@ -341,9 +331,8 @@ def paragraph_note(args):
     ``--no-progress`` or ``--quiet``)."""
 
     def note(path: str, mode: str) -> None:
-        if (
-            mode == "paragraph" and not args.no_progress
-        ):  # a line per file: chatter a script asked not to get
+        # a line per file: chatter a script asked not to get
+        if mode == "paragraph" and not args.no_progress:
             report(
                 args,
                 f"{path}: --split auto reads one text per paragraph (its lines are wrapped)",
@@ -386,9 +375,8 @@ def json_ready(value):
         return {str(key): json_ready(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_ready(item) for item in value]
-    if hasattr(value, "tolist") and not isinstance(
-        value, (str, bytes)
-    ):  # numpy scalar or array, torch tensor
+    # numpy scalar or array, torch tensor
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
         return json_ready(value.tolist())
     return None if isinstance(value, float) and not math.isfinite(value) else value
 

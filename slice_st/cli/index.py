@@ -199,10 +199,8 @@ def _documents(args):
 def _encoding(args) -> dict:
     """How ``index build`` / ``index add`` encode: batches, processes, bad texts, progress bars."""
     options = pick(args, "batch_size", "devices", "processes")
-    return options | {
-        "on_error": "skip" if args.skip_bad else "raise",
-        "show_progress_bar": not args.no_progress,
-    }
+    options["on_error"] = "skip" if args.skip_bad else "raise"
+    return options | {"show_progress_bar": not args.no_progress}
 
 
 def _summary(verb: str, documents, index, seconds: float, args) -> None:
@@ -213,23 +211,12 @@ def _summary(verb: str, documents, index, seconds: float, args) -> None:
         (len(documents) / seconds, words / seconds) if seconds > 0 else (float("inf"),) * 2
     )
     if args.format != "text":
-        summary = {
-            "action": verb,
-            "documents": len(documents),
-            "words": words,
-            "seconds": round(seconds, 3),
-        }
-        summary.update(
-            documents_per_second=round(rate, 3),
-            index_documents=len(index),
-            index_units=index.num_units,
-        )
+        summary = dict(action=verb, documents=len(documents), words=words)
+        summary.update(seconds=round(seconds, 3), documents_per_second=round(rate, 3))
+        summary.update(index_documents=len(index), index_units=index.num_units)
         summary |= {"replaced": len(index.replaced)} if verb == "added" else {}
-        print(
-            dumps_json(
-                summary | {"skipped": sorted(skipped)}, indent=1 if args.format == "json" else None
-            )
-        )
+        summary |= {"skipped": sorted(skipped)}
+        print(dumps_json(summary, indent=1 if args.format == "json" else None))
         return
     replaced = f" (replacing {len(index.replaced)})" if index.replaced else ""
     report(
@@ -276,9 +263,8 @@ def _build(args) -> int:
         address = check_address(args.ray)
         require_ray()
         probe_address(address)
-    check_output(
-        args.output, "index folder"
-    )  # a file, or no write permission: said now, not after encoding
+    # a file, or no write permission: said now, not after encoding
+    check_output(args.output, "index folder")
     previous = read_shard_list(args.output) if ray and os.path.isdir(args.output) else None
     if not args.force and (
         os.path.exists(os.path.join(args.output, MANIFEST)) or (previous or {}).get("complete")
@@ -289,20 +275,14 @@ def _build(args) -> int:
             else "`slice-st index add`, or --force to replace it"
         )
         raise UsageError(f"{args.output} already holds an index: use {advice}.")
-    documents = (
-        None if ray else _documents(args)
-    )  # a bad corpus file is said before the model loads
+    # a bad corpus file is said before the model loads
+    documents = None if ray else _documents(args)
     model = load_cli_model(args, **model_options(args))
     if ray:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
-    index = SpanIndex.build(
-        documents,
-        model,
-        **pick(args, *_SPAN_SETTINGS),
-        compression=args.compress,
-        **_encoding(args),
-    )
+    settings = pick(args, *_SPAN_SETTINGS) | _encoding(args)
+    index = SpanIndex.build(documents, model, compression=args.compress, **settings)
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
     if args.calibration:
@@ -331,15 +311,10 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
                 sys.stderr,
             )
 
-    options = {
-        "engine": "ray",
-        "output": args.output,
-        "address": address,
-        "force": args.force,
-        "progress": progress,
-    }
+    options = dict(engine="ray", output=args.output, address=address, force=args.force)
     shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
     options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
+    options["progress"] = progress
     settings = {**_read_options(args), **pick(args, *_SPAN_SETTINGS), **_encoding(args)}
     result = SpanIndex.from_files(args.corpus, model, **settings, **options)
     report_skipped(result.skipped, "documents")
@@ -470,20 +445,23 @@ def _calibrate(args) -> int:
 
 
 def _compress(args) -> int:
-    start = time.perf_counter()
-    with _update(args.directory) as index:
-        index.compress(args.spec)
-    tier = dumps_json(index.info()["compression"])
-    report(args, f"compressed tier built in {time.perf_counter() - start:.1f} s: {tier}")
-    return 0
+    return _build_part(
+        args, "compressed tier", "compression", lambda index: index.compress(args.spec)
+    )
 
 
 def _candidates(args) -> int:
+    options = (args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates)
+    return _build_part(
+        args, "candidate stage", "candidates", lambda index: index.build_candidates(*options)
+    )
+
+
+def _build_part(args, name: str, section: str, build) -> int:
+    """Build a part of the index in ``args.directory`` (saved atomically) and report its ``info()[section]``."""
     start = time.perf_counter()
     with _update(args.directory) as index:
-        index.build_candidates(
-            args.kind, args.chunk, args.stride, args.nlist, args.nprobe, args.candidates
-        )
-    stage = dumps_json(index.info()["candidates"])
-    report(args, f"candidate stage built in {time.perf_counter() - start:.1f} s: {stage}")
+        build(index)
+    part = dumps_json(index.info()[section])
+    report(args, f"{name} built in {time.perf_counter() - start:.1f} s: {part}")
     return 0

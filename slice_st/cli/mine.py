@@ -38,30 +38,11 @@ FIELDS += ["file_start", "file_end"]
 MERGED_FIELDS = ["count", "places"]
 #: The options of ``mine`` and ``index search``: queries, result counts, spans, the model.
 QUERY = (
-    *(
-        "--query",
-        "--queries",
-        "--texts",
-        "--per-text",
-        "--spans",
-        "--threshold",
-        "--min-confidence",
-        "--scorer",
-        "--overlap",
-        "--format",
-    ),
-    "--merge-identical",
-    *(
-        "--color",
-        "--approximate",
-        "--model",
-        "--min-span",
-        "--max-span",
-        "--unit",
-        "--batch-size",
-        "--device",
-    ),
-    *("--candidates", "--ray", "--workers", *BACKEND),
+    *"--query --queries --texts --per-text --spans --threshold --min-confidence --scorer".split(),
+    *"--overlap --format".split(),
+    *"--merge-identical --color --approximate --model --min-span --max-span --unit".split(),
+    *"--batch-size --device --candidates --ray --workers".split(),
+    *BACKEND,
 )
 
 
@@ -133,12 +114,10 @@ def _mine(args) -> int:
     )
     queries = read_queries(args)
     rows, corpus = _search_index(args, queries) if args.index else _search_files(args, queries)
-    places = short_ids(
-        [row["doc_id"] for row in rows], corpus
-    )  # a/x.txt:1 and b/x.txt:1 told apart
-    more = [
-        f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows
-    ]  # other places (merged)
+    # a/x.txt:1 and b/x.txt:1 told apart
+    places = short_ids([row["doc_id"] for row in rows], corpus)
+    # other places (merged)
+    more = [f" +{row['count'] - 1}" if (row["count"] or 1) > 1 else "" for row in rows]
     rows = [row | {"where": places[row["doc_id"]] + others} for row, others in zip(rows, more)]
     write_rows(rows, FIELDS + MERGED_FIELDS if args.merge_identical else FIELDS, args, sys.stdout)
     return 0
@@ -205,25 +184,11 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
         for rank, match in enumerate(kept, start=1):
             record, offset = records[match.text_index], records[match.text_index].file_offset
             cosine = match.similarity if match.similarity is not None else match.score
-            where = {
-                "file": record.source,
-                "line": record.line,
-                "doc_id": f"{record.source}:{record.line}",
-            }
-            where.update(file_start=offset + match.start, file_end=offset + match.end)
             places = [_file_place(records[place.text_index], place) for place in match.places]
-            rows.append(
-                _row(
-                    query,
-                    rank,
-                    match,
-                    cosine,
-                    result.scorer,
-                    record.text,
-                    **where,
-                    **_merged(places),
-                )
-            )
+            where = {"file": record.source, "line": record.line, "file_start": offset + match.start}
+            where |= {"doc_id": f"{record.source}:{record.line}", "file_end": offset + match.end}
+            where |= _merged(places)
+            rows.append(_row(query, rank, match, cosine, result.scorer, record.text, **where))
     return rows, paths
 
 
@@ -259,21 +224,16 @@ def _file_matches(result, query: int, texts, per_text, spans, threshold, merge: 
 
 def _file_place(record, place) -> dict:
     where = {"doc_id": f"{record.source}:{record.line}", "start": place.start, "end": place.end}
-    offsets = {
-        "file_start": record.file_offset + place.start,
-        "file_end": record.file_offset + place.end,
-    }
+    offsets = dict(
+        file_start=record.file_offset + place.start, file_end=record.file_offset + place.end
+    )
     return where | offsets | {"score": round(place.score, 6)}
 
 
 def _index_place(place) -> dict:
-    where = {
-        "doc_id": place.doc_id,
-        "start": place.start,
-        "end": place.end,
-        "file_start": None,
-        "file_end": None,
-    }
+    where = dict(
+        doc_id=place.doc_id, start=place.start, end=place.end, file_start=None, file_end=None
+    )
     return where | {"score": round(place.score, 6)}
 
 
@@ -318,45 +278,22 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
             )
         )
         texts, per_text, spans = _counts(args)
-        options = pick(
-            args,
-            "threshold",
-            "min_confidence",
-            "min_span",
-            "max_span",
-            "batch_size",
-            "approximate",
-            "scorer",
-            "overlap",
-            "candidates",
-        )
+        names = "threshold min_confidence min_span max_span batch_size approximate scorer overlap"
+        names += " candidates"
+        options = pick(args, *names.split())
         options["merge_identical"] = args.merge_identical
         found = search_documents(
             index, queries, documents=texts, per_document=per_text, top_k=spans, **options
         )
-        scorer = search_scorer(
-            args.scorer
-        ).name  # what the index ranked by: its own default when none is named
+        # what the index ranked by: its own default when none is named
+        scorer = search_scorer(args.scorer).name
         rows = []
         for query, matches in zip(queries, found):
             for rank, match in enumerate(matches, start=1):
-                text, where = (
-                    index.texts[match.text_index],
-                    {"doc_id": match.doc_id, "calibrated": match.calibrated},
-                )
-                places = [_index_place(place) for place in match.places]
-                rows.append(
-                    _row(
-                        query,
-                        rank,
-                        match,
-                        match.similarity,
-                        scorer,
-                        text,
-                        **where,
-                        **_merged(places),
-                    )
-                )
+                places = _merged([_index_place(place) for place in match.places])
+                where = {"doc_id": match.doc_id, "calibrated": match.calibrated, **places}
+                text = index.texts[match.text_index]
+                rows.append(_row(query, rank, match, match.similarity, scorer, text, **where))
         return rows, [path for path in map(file_of_id, index.doc_ids) if path is not None]
     finally:
         if hasattr(index, "close"):
@@ -365,20 +302,11 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
 
 def _row(query: str, rank: int, match, cosine: float, scorer: str, text: str, **fields) -> dict:
     """One match with every field of :data:`FIELDS` (null where its source has none), and ``where`` for the table."""
-    row = dict.fromkeys(FIELDS + MERGED_FIELDS) | {
-        "query": query,
-        "rank": rank,
-        "score": round(match.score, 6),
-        "confidence": None if match.confidence is None else round(match.confidence, 6),
-    }
-    row["scorer"] = scorer
+    row = dict.fromkeys(FIELDS + MERGED_FIELDS)
+    row.update(query=query, rank=rank, score=round(match.score, 6), cosine=round(cosine, 6))
+    row["confidence"] = None if match.confidence is None else round(match.confidence, 6)
     row.update(
-        cosine=round(cosine, 6),
-        start=match.start,
-        end=match.end,
-        span=match.span,
-        text=text,
-        **fields,
+        scorer=scorer, start=match.start, end=match.end, span=match.span, text=text, **fields
     )
     return row
 
@@ -427,13 +355,11 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
     color = color == "always" or (
         color == "auto" and out.isatty() and not os.environ.get("NO_COLOR")
     )
-    calibrated = any(
-        row.get("calibrated") is not None for row in rows
-    )  # an index with a calibration: 0-5 column
+    # an index with a calibration: 0-5 column
+    calibrated = any(row.get("calibrated") is not None for row in rows)
     confident = any(row.get("confidence") is not None for row in rows)
-    wide = max(
-        [24] + [len(terminal_safe(row["where"])) for row in rows]
-    )  # the columns stay aligned
+    # the columns stay aligned
+    wide = max([24] + [len(terminal_safe(row["where"])) for row in rows])
     narrow = max([11] + [len(f"{row['start']}-{row['end']}") for row in rows])
     for query, group in itertools.groupby(rows, key=lambda row: row["query"]):
         sts = f"  {'0-5':>4}" if calibrated else ""
@@ -466,10 +392,8 @@ def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
         _WHITESPACE.sub(" ", text[a:b])
         for a, b in ((left_start, start), (start, end), (end, right_end))
     )
-    left, right = (
-        ("…" if left_start > 0 else "") + left,
-        right + ("…" if right_end < len(text) else ""),
-    )
+    left = ("…" if left_start > 0 else "") + left
+    right += "…" if right_end < len(text) else ""
     on, off = ("\x1b[1;33m", "\x1b[0m") if color else ("«", "»")
     return f"{terminal_safe(left)}{on}{terminal_safe(span)}{off}{terminal_safe(right)}"
 

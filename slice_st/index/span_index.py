@@ -122,26 +122,21 @@ class SpanIndex:
         self.model_runtime = model_runtime(model)  # {} on torch; else the backend and exported file
         self.doc_ids: list[str] = []
         self.texts: list[str] = []
-        self.sources: list[
-            str
-        ] = []  # the file each document was read from ("": none), see documents()
+        # the file each document was read from ("": none), see documents()
+        self.sources: list[str] = []
         self.calibration: Calibration | None = None
-        self.skipped: list[
-            tuple[str, str]
-        ] = []  # (id, reason) of documents the last add(on_error="skip") left out
+        # (id, reason) of documents the last add(on_error="skip") left out
+        self.skipped: list[tuple[str, str]] = []
         self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
-        self._origin: tuple[str, str, int | None] | None = (
-            None  # (directory, data folder, generation) loaded from
-        )
+        # (directory, data folder, generation) loaded from
+        self._origin: tuple[str, str, int | None] | None = None
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
-        config, tier = (
-            self.span_config,
-            f", compression={self.compression!r}" if self._compressed is not None else "",
-        )
+        config = self.span_config
+        tier = f", compression={self.compression!r}" if self._compressed is not None else ""
         return (
             f"SpanIndex(model={self.model_name or self.model_path or 'unnamed'!r}, documents={len(self)}, "
             f"units={self.num_units}, unit={config.unit!r}, spans={config.min_span}..{config.max_span}, "
@@ -151,24 +146,12 @@ class SpanIndex:
     @overload
     @classmethod
     def build(
-        cls,
-        texts: Any,
-        model: Any = None,
-        ids: Any = None,
-        *,
-        engine: Literal["ray"],
-        **options: Any,
+        cls, texts, model=None, ids=None, *, engine: Literal["ray"], **options: Any
     ) -> RayBuild: ...
     @overload
     @classmethod
     def build(
-        cls,
-        texts: Any,
-        model: Any = None,
-        ids: Any = None,
-        *,
-        engine: str = "local",
-        **options: Any,
+        cls, texts, model=None, ids=None, *, engine: str = "local", **options: Any
     ) -> SpanIndex: ...
     @classmethod
     def build(
@@ -216,9 +199,8 @@ class SpanIndex:
         span_config = resolve_span_config(model, min_span, max_span, unit)
         dtype = dtype or ("float16" if compression is not None else "float32")
         if compression is not None:
-            CompressionSpec.parse(
-                compression, token_dimension(model)
-            )  # a bad spec fails before any encoding
+            # a bad spec fails before any encoding
+            CompressionSpec.parse(compression, token_dimension(model))
         if engine == "ray" and compression is not None:
             raise SpanInputError(
                 "compression is built on a local index: build on Ray, open the shards and compress each "
@@ -409,11 +391,8 @@ class SpanIndex:
             chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
             for row, window in enumerate(rows.windows):
                 own = slice(0, int(rows.num_units[row]))
-                key = (
-                    window.text_index,
-                    window.char_start,
-                    window.own_char_lo,
-                )  # text, then owned range
+                # text, then owned range
+                key = (window.text_index, window.char_start, window.own_char_lo)
                 first = window.first_unit(config.unit)
                 segments.append(
                     (
@@ -557,9 +536,8 @@ class SpanIndex:
         self.doc_ids = [doc_id for doc_id, dropped in zip(self.doc_ids, drop) if not dropped]
         self.texts = [text for text, dropped in zip(self.texts, drop) if not dropped]
         self.sources = [source for source, dropped in zip(self.sources, drop) if not dropped]
-        if (
-            self._candidates is not None
-        ):  # unit numbers changed: rebuild the stage, with no more lists than chunks
+        # unit numbers changed: rebuild the stage, with no more lists than chunks
+        if self._candidates is not None:
             settings, self._candidates = self._candidates.settings, None
             if self.num_units:
                 chunks = len(
@@ -931,10 +909,8 @@ class SpanIndex:
     ):
         """Exact top-k spans (:func:`slice_st.spans.top_spans_flat`): ``(Q, k)`` numpy scores, start units (array rows)
         and lengths; ``floor`` ``(Q,)``: spans scoring at or below it may be left out."""
-        vectors, norms = (
-            as_tensor(self.arrays["unit_vectors"]),
-            as_tensor(self.arrays["span_norms"]),
-        )
+        vectors = as_tensor(self.arrays["unit_vectors"])
+        norms = as_tensor(self.arrays["span_norms"])
         below = None if floor is None else torch.from_numpy(np.asarray(floor, dtype=np.float64))
         low = self.span_config.min_span  # the norms' first span length
         found = top_spans_flat(
@@ -949,19 +925,13 @@ class SpanIndex:
         scores = np.asarray(scores)
         keep = np.isfinite(scores) & (True if threshold is None else scores >= threshold)
         cosines = scores[keep] if cosines is None else np.asarray(cosines)[keep]
-        units, lengths, chars = (
-            np.asarray(units)[keep],
-            np.asarray(lengths)[keep],
-            self.arrays["unit_chars"],
-        )
+        units, lengths = np.asarray(units)[keep], np.asarray(lengths)[keep]
+        chars = self.arrays["unit_chars"]
         docs, firsts, ends = self.locate(units, lengths)
         matches = []
         for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
-            doc, start, end = (
-                int(docs[i]),
-                int(chars[units[i], 0]),
-                int(chars[units[i] + lengths[i] - 1, 1]),
-            )
+            doc = int(docs[i])
+            start, end = int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
             calibrated = (
                 None
                 if self.calibration is None
@@ -1020,9 +990,8 @@ class SpanIndex:
             norm_min_span=self.span_config.min_span,
         )[0]
         best = np.full(count, -np.inf)
-        np.maximum.at(
-            best, doc_units, scores.numpy()
-        )  # overlapping windows share units: each keeps its best
+        # overlapping windows share units: each keeps its best
+        np.maximum.at(best, doc_units, scores.numpy())
         return chars, best
 
     def info(self) -> dict[str, Any]:
@@ -1124,9 +1093,8 @@ class SpanIndex:
             "doc_ids.json": json.dumps(self.doc_ids, ensure_ascii=False).encode(),
             storage.SETTINGS_FILE: json.dumps(self._settings()).encode(),
         }
-        if self.sources != [
-            _source(doc_id) for doc_id in self.doc_ids
-        ]:  # else each id names its file
+        # else each id names its file
+        if self.sources != [_source(doc_id) for doc_id in self.doc_ids]:
             files[SOURCES_FILE] = json.dumps(self.sources, ensure_ascii=False).encode()
         if self.calibration is not None:
             files[CALIBRATION_FILE] = json.dumps(self.calibration.to_dict(), indent=1).encode()
@@ -1169,12 +1137,10 @@ class SpanIndex:
         ...     index.add(["a new document"], ["doc-9"])
         """
         path = os.fspath(path)
-        storage.read_manifest(
-            path, must_exist=True
-        )  # the clear error for a missing, half-made or unreadable index
-        with storage.index_lock(
-            path, timeout=timeout, on_wait=on_wait
-        ):  # a read-only folder: said before loading
+        # the clear error for a missing, half-made or unreadable index
+        storage.read_manifest(path, must_exist=True)
+        # a read-only folder: said before loading
+        with storage.index_lock(path, timeout=timeout, on_wait=on_wait):
             index = cls.load(path, model, mmap=mmap, **model_options)
             yield index
             index.save(path)
@@ -1216,9 +1182,8 @@ class SpanIndex:
         }
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
-        if (
-            info.get("resident_bytes") is not None
-        ):  # a search's memory: a compressed index keeps its tier only
+        # a search's memory: a compressed index keeps its tier only
+        if info.get("resident_bytes") is not None:
             info["resident_bytes_per_unit"] = round(
                 info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1
             )
@@ -1258,9 +1223,8 @@ class SpanIndex:
         path = os.fspath(path)
         manifest = storage.read_manifest(path, must_exist=True)
         recorded = manifest.get("model_backend", "torch")
-        if (
-            model is None and recorded != "torch" and "backend" not in model_options
-        ):  # the same exported file
+        # the same exported file
+        if model is None and recorded != "torch" and "backend" not in model_options:
             model_options.update(
                 backend=recorded,
                 model_file=model_options.get("model_file") or manifest.get("model_file"),
@@ -1304,11 +1268,8 @@ class SpanIndex:
             arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
-            offsets, bounds, units = (
-                arrays.pop("text_offsets"),
-                arrays["segment_units"],
-                manifest["units"],
-            )
+            offsets, bounds = arrays.pop("text_offsets"), arrays["segment_units"]
+            units = manifest["units"]
             if (
                 not isinstance(doc_ids, list)
                 or len(doc_ids) != manifest["documents"]

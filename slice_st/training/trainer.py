@@ -79,9 +79,8 @@ class SliceArguments:
         ('distill',)
     """
 
-    _argument_group_name = (
-        "SLICE settings (slice_st.training.SliceArguments)"  # HfArgumentParser's --help group
-    )
+    # HfArgumentParser's --help group
+    _argument_group_name = "SLICE settings (slice_st.training.SliceArguments)"
 
     model: str | None = _option(
         "base model id or path (default: the embedded all-MiniLM-L6-v2)", aliases=["-m"]
@@ -162,13 +161,8 @@ class SliceArguments:
         for path in (self.dev, self.sts_dev):
             if path is not None and not os.path.exists(path):
                 raise FileNotFoundError(f"dev file not found: {path}")
-        for name in (
-            "max_steps",
-            "per_device_train_batch_size",
-            "eval_steps",
-            "save_steps",
-            "logging_steps",
-        ):
+        counts = "max_steps per_device_train_batch_size eval_steps save_steps logging_steps"
+        for name in counts.split():
             if (getattr(args, name) or 0) < 1:
                 raise SpanInputError(f"{name} must be >= 1, got {getattr(args, name)}.")
         if self.dev is not None and args.save_steps % args.eval_steps:
@@ -270,33 +264,20 @@ def _losses(
 ) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans, negatives, losses = (
-        {"min_span": settings.min_span, "unit": settings.unit},
-        settings.in_batch_negatives,
-        {},
-    )
+    spans = {"min_span": settings.min_span, "unit": settings.unit}
+    negatives = settings.in_batch_negatives
+    losses: dict[str, Any] = {}
     if "slice" in objectives:
-        batch = {
-            "in_batch_negatives": negatives,
-            "gather_across_devices": negatives,
-            "max_span": settings.max_span,
-        }
-        losses["slice"] = SpanMaxCrossEntropyLoss(model, settings.scale, **batch, **spans)
-    if (
-        "distill" in objectives
-    ):  # the teacher is a frozen copy of the model as it is now, before training
-        distill = {
-            "max_span": settings.distill_max_span,
-            "metric": settings.distill_metric,
-            "seed": seed,
-        }
-        distill |= {
-            "text_weight": settings.distill_text_weight,
-            "weight": settings.distill_weight,
-            **spans,
-        }
+        batch = dict(in_batch_negatives=negatives, gather_across_devices=negatives, **spans)
+        losses["slice"] = SpanMaxCrossEntropyLoss(
+            model, settings.scale, max_span=settings.max_span, **batch
+        )
+    # the teacher is a frozen copy of the model as it is now, before training
+    if "distill" in objectives:
+        distill = dict(max_span=settings.distill_max_span, metric=settings.distill_metric, **spans)
+        distill |= dict(text_weight=settings.distill_text_weight, weight=settings.distill_weight)
         losses["distill"] = SpanDistillationLoss(
-            model, settings.teacher, settings.distill_spans, **distill
+            model, settings.teacher, settings.distill_spans, seed=seed, **distill
         )
     return losses
 
@@ -356,16 +337,13 @@ def build_trainer(
 
     settings = settings or SliceArguments()
     settings.check(args, needs_train_data=train_dataset is None)
-    if (
-        args.push_to_hub and os.environ.get("RANK", "0") == "0"
-    ):  # before loading anything, not at the first save
+    # before loading anything, not at the first save
+    if args.push_to_hub and os.environ.get("RANK", "0") == "0":
         check_hub_access(args.hub_model_id, api=hub_api)
-    model = (
-        model if model is not None else load_model(settings.model or "base")
-    )  # recipes start from the base
-    enable_span_features(
-        model
-    )  # every training batch carries offsets (the losses check, never change the model)
+    # recipes start from the base
+    model = model if model is not None else load_model(settings.model or "base")
+    # every training batch carries offsets (the losses check, never change the model)
+    enable_span_features(model)
     if settings.max_seq_length is not None:
         model.max_seq_length = settings.max_seq_length
     # Saved checkpoints search spans like the paper's evaluation (1..20 words); training uses max_span.
@@ -391,11 +369,7 @@ def build_trainer(
         model, card, repo_id=args.hub_model_id if args.push_to_hub else None, trainer_datasets=order
     )
     loss = losses[objectives[0]] if len(losses) == 1 else losses
-    run = {
-        "train_dataset": train_dataset,
-        "evaluator": evaluator,
-        "callbacks": list(callbacks or []),
-    }
+    run = dict(train_dataset=train_dataset, evaluator=evaluator, callbacks=list(callbacks or []))
     return SentenceTransformerTrainer(
         model=model, args=_run_arguments(args, settings, evaluator), loss=loss, **run
     )
@@ -490,9 +464,8 @@ def _dev_evaluator(settings: SliceArguments):
         from slice_st.evaluation.span_retrieval import SpanRetrievalEvaluator
 
         dev = read_stsb_context(settings.dev)
-        if (
-            settings.dev_select != "all"
-        ):  # every other row: files such as STS-B-Context are ordered by genre
+        # every other row: files such as STS-B-Context are ordered by genre
+        if settings.dev_select != "all":
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
         spans = {
             "min_span": settings.min_span,
@@ -517,9 +490,8 @@ def check_train_output(output_dir: str, *, resume: bool = False, overwrite: bool
     file or an unwritable place (:class:`slice_st.errors.FileAccessError`)."""
     from slice_st.files import check_not_link, check_output
 
-    check_not_link(
-        output_dir, purpose="for the run"
-    )  # nothing is written, rotated or deleted through a link
+    # nothing is written, rotated or deleted through a link
+    check_not_link(output_dir, purpose="for the run")
     full = "its checkpoints and final/ would be replaced; name a new folder, continue that run with --resume, or pass "
     return check_output(output_dir, full="" if resume or overwrite else full + "--overwrite.")
 
@@ -554,9 +526,8 @@ def train(
         >>> train(args, settings)  # doctest: +SKIP
     """
     settings = settings or SliceArguments()
-    if (
-        int(os.environ.get("RANK", "0")) == 0
-    ):  # under accelerate the other ranks start as rank 0 writes
+    # under accelerate the other ranks start as rank 0 writes
+    if int(os.environ.get("RANK", "0")) == 0:
         check_train_output(args.output_dir, resume=settings.resume, overwrite=settings.overwrite)
     trainer = build_trainer(args, settings, model, train_dataset, callbacks, hub_api)
     checkpoint = last_complete_checkpoint(args.output_dir) if settings.resume else None
@@ -573,11 +544,8 @@ def train(
         f"[rank {trainer.args.process_index}/{trainer.args.world_size}] trained to step {trainer.state.global_step}, "
         f"mean loss {result.training_loss:.4f}, parameter checksum {checksum:.6f}\n"
     )
-    recipe = {
-        key: value
-        for key, value in args.to_dict().items()
-        if key in TRAINING_DEFAULTS or key == "output_dir"
-    }
+    kept = {*TRAINING_DEFAULTS, "output_dir"}
+    recipe = {key: value for key, value in args.to_dict().items() if key in kept}
     _save_final(trainer, model, {**recipe, **dataclasses.asdict(settings)})
     return model
 
@@ -601,25 +569,21 @@ def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
         if trainer.args.push_to_hub:
             if main and os.path.isdir(final):
                 os.replace(final, parked)
-            if has_adapters(
-                model
-            ):  # push the merged, flag-free model, not the trainer's adapter-only save
+            # push the merged, flag-free model, not the trainer's adapter-only save
+            if has_adapters(model):
                 trainer.model = merged_adapters(model)
-                for name in (
-                    ("adapter_config.json", "adapter_model.safetensors") if main else ()
-                ):  # the trainer's saves
+                # the trainer's saves
+                for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():
                     Path(output_dir, name).unlink(missing_ok=True)
-            trainer.push_to_hub(
-                commit_message="Final SLICE model"
-            )  # model files and the card, from output_dir
+            # model files and the card, from output_dir
+            trainer.push_to_hub(commit_message="Final SLICE model")
     finally:
         if main:
             _remove_run_folder(final)
             os.replace(staged, final)
             _remove_run_folder(parked)
-            if has_adapters(
-                model
-            ):  # after the push: the adapter alone is a local by-product, not the pushed model
+            # after the push: the adapter alone is a local by-product, not the pushed model
+            if has_adapters(model):
                 save_adapter(model, os.path.join(output_dir, "adapter"))
 
 
@@ -657,9 +621,8 @@ def check_checkpoint_state(checkpoint: str) -> None:
     paths = [
         os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")
     ]
-    paths += sorted(
-        glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth"))
-    )  # one per process
+    # one per process
+    paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))
     for path in filter(os.path.exists, paths):
         try:
             with safe_globals():
