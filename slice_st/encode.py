@@ -172,15 +172,13 @@ def model_window(model: SentenceTransformer, role: str = "document") -> int:
     max_length = min(
         int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000
     )
-    if is_multi_vector(
-        model
-    ):  # its Transformer truncates each role's texts to these lengths: windows must fit
+    # its Transformer truncates each role's texts to these lengths: windows must fit
+    if is_multi_vector(model):
         module = model[0]
         length = getattr(module, "document_length" if role == "document" else "query_length", None)
         expansion = getattr(module, "query_expansion", None) if role == "query" else None
-        if (
-            expansion and expansion.get("strategy") == "fixed"
-        ):  # one expansion token left, as in a short query
+        # one expansion token left, as in a short query
+        if expansion and expansion.get("strategy") == "fixed":
             length = expansion["length"] - 1
         max_length = min(max_length, length or max_length)
     check_tokenizer(model)
@@ -391,9 +389,8 @@ def _pad_window_outputs(
     windows: list[Window], strings: list[str], outputs: list[dict], unit: str
 ) -> WindowRows:
     vectors = _pad(outputs, "token_embeddings")
-    if not bool(
-        torch.isfinite(vectors).all()
-    ):  # else every score is NaN and every search finds "no match"
+    # else every score is NaN and every search finds "no match"
+    if not bool(torch.isfinite(vectors).all()):
         row = int((~torch.isfinite(vectors)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
@@ -600,9 +597,8 @@ def embed_texts(
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    config = SpanConfig(
-        1, 1, "word"
-    )  # a query is one whole span: its windows need no room for spans
+    # a query is one whole span: its windows need no room for spans
+    config = SpanConfig(1, 1, "word")
     options = {"prompt": prompt, "device": device, "role": "query"}
     windows = encode_windows(
         model,

@@ -94,9 +94,8 @@ class UnitWords:
 
 
 def _id(text: str) -> int:
-    return (
-        hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1
-    )  # within one process: only compared to each other
+    # within one process: only compared to each other
+    return hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1
 
 
 def unit_words(units: Sequence[Sequence[str]], width: int | None = None) -> UnitWords:
@@ -344,9 +343,8 @@ def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarra
     """The order a text's windows' (an index's segments') spans merge in: a re-ranked query's (``in_pick_order``) by
     place among their window's picks, then score, so a text's first spans do not depend on ``top_k``; else by score."""
     scores = np.asarray(scores, np.float64)
-    return np.where(
-        in_pick_order, scores - 1e3 * np.asarray(ranks), scores
-    )  # 1e3: past any score gap
+    # 1e3: past any score gap
+    return np.where(in_pick_order, scores - 1e3 * np.asarray(ranks), scores)
 
 
 def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
@@ -370,9 +368,8 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
     ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-    if (
-        rows.cosines is None
-    ):  # move by move: the span sums of one move at a time (d floats per span)
+    # move by move: the span sums of one move at a time (d floats per span)
+    if rows.cosines is None:
         vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
         vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
         spans = zip(first.split(k, dim=2), end.split(k, dim=2))
@@ -466,9 +463,8 @@ def keep_governors(
         torch.from_numpy(moved).to(device),
     )
     similarity = cosines(new_starts, found.ends).to(device=device, dtype=found.similarities.dtype)
-    score = torch.minimum(
-        found.scores.to(similarity), similarity
-    )  # the scored span's rank, within the similarity
+    # the scored span's rank, within the similarity
+    score = torch.minimum(found.scores.to(similarity), similarity)
     return BestSpans(
         torch.where(changed, score.to(found.scores.dtype), found.scores),
         torch.where(changed, new_starts, found.starts),

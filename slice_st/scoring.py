@@ -106,9 +106,8 @@ class SpanScorer:
         for field in _cost_fields():
             value = getattr(self, field.name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not (
-                number and math.isfinite(value) and 0 <= value <= MAX_COST
-            ):  # larger overflows float32 scores
+            # larger overflows float32 scores
+            if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):
                 raise ValueError(
                     f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}."
                 )
@@ -255,9 +254,8 @@ class SpanCosts:
         """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1`` (fast: slices)."""
         cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
         cost = cost + self.length[:, None, :, length - min_span]
-        inner = (
-            self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
-        )  # (B, count, 2)
+        # (B, count, 2)
+        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
     def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
@@ -271,9 +269,8 @@ class SpanCosts:
         first, last = starts.clamp(0, width - 1), (ends - 1).clamp(0, width - 1)
         lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
 
-        def at(
-            table: Tensor, middle, end
-        ) -> Tensor:  # table[rows, middle, end]: a flat take is faster on CPU
+        # table[rows, middle, end]: a flat take is faster on CPU
+        def at(table: Tensor, middle, end) -> Tensor:
             return table.take((rows * table.shape[1] + middle) * table.shape[2] + end)
 
         cost = (
@@ -311,13 +308,11 @@ def span_costs(
         profiles = profiles[None].expand(batch, -1, -1)
     profiles = profiles.to(device=device, dtype=torch.float32)
     bit = lambda mask: ((flags & mask) > 0).float()[..., None]  # noqa: E731  (B, U, 1)
-    free_start = (
-        1.0 - profiles[:, None, :, 1]
-    )  # (B, 1, Q): the query starts on a function word → no start cost
+    # (B, 1, Q): the query starts on a function word → no start cost
+    free_start = 1.0 - profiles[:, None, :, 1]
     free_end = 1.0 - profiles[:, None, :, 2]
-    sentence_query = profiles[
-        :, None, :, 4
-    ]  # (B, 1, Q): open starts and ends cost only for a sentence query
+    # (B, 1, Q): open starts and ends cost only for a sentence query
+    sentence_query = profiles[:, None, :, 4]
     start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(
         AFTER_DETERMINER
     )
@@ -457,13 +452,11 @@ def governed_starts(codes, flags, starts, ends, max_span: int) -> np.ndarray:
     position = np.broadcast_to(np.arange(width), codes.shape)
     after_break = np.concatenate([np.zeros((len(codes), 1), bool), codes[:, :-1] == BREAKS], axis=1)
     opens = ((flags & CLAUSE_BEFORE) > 0) | after_break
-    scope = np.maximum.accumulate(
-        np.where(opens, position, 0), axis=1
-    )  # where each unit's scope starts
+    # where each unit's scope starts
+    scope = np.maximum.accumulate(np.where(opens, position, 0), axis=1)
     governs = codes == GOVERNS
-    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[
-        :, ::-1
-    ]  # next governor
+    # next governor
+    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[:, ::-1]
     first = np.concatenate([first, np.full((len(first), 1), width)], axis=1)
     valid = (starts > 0) & (ends > starts)
     begin = np.take_along_axis(scope, np.clip(starts, 0, width - 1), axis=1)

@@ -231,9 +231,8 @@ class SpanSearchResult(Sequence):
     def __getitem__(self, query_index):  # noqa: D105
         if isinstance(query_index, slice):
             return [self[q] for q in range(len(self))[query_index]]
-        query_index = range(len(self.queries))[
-            query_index
-        ]  # IndexError past the end ends iteration
+        # IndexError past the end ends iteration
+        query_index = range(len(self.queries))[query_index]
         return [self.matches(query_index, text_index) for text_index in range(len(self.texts))]
 
     def matches(self, query_index: int, text_index: int) -> list[SpanMatch]:
@@ -480,9 +479,8 @@ class _Search:
         self.similarity = span_similarity(model, options["similarity_fn_name"])
         check_overlap(overlap)
         self.scorer = search_scorer(options["scorer"], model)
-        if (
-            self.similarity != "cosine"
-        ):  # a scorer's costs are in cosine units: rank by the plain similarity
+        # a scorer's costs are in cosine units: rank by the plain similarity
+        if self.similarity != "cosine":
             self.scorer = dataclasses.replace(
                 resolve_scorer("max-cosine"), name=f"max-{self.similarity}"
             )
@@ -491,9 +489,8 @@ class _Search:
             model, options["query_prompt"], options["query_prompt_name"], "query"
         )
         shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
-        self.dim = check_truncate_dim(
-            model
-        )  # spans and queries compared in the truncated space, as encode does
+        # spans and queries compared in the truncated space, as encode does
+        self.dim = check_truncate_dim(model)
         self.queries = embed_texts(
             model, queries, show_progress_bar=False, prompt=prompt, **shared
         )[:, : self.dim]
@@ -520,13 +517,8 @@ class _Search:
         self.arrays = {
             name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")
         }
-        names = (
-            "starts",
-            "ends",
-            "unit_starts",
-            "unit_ends",
-            "ranks",
-        )  # ranks: place among its window's picks
+        # ranks: place among its window's picks
+        names = ("starts", "ends", "unit_starts", "unit_ends", "ranks")
         self.arrays |= {name: np.full(shape, -1, np.int64) for name in names}
 
     def best_of_rows(self, rows: WindowRows) -> BestSpans:
@@ -565,9 +557,8 @@ class _Search:
             found = self.rerank.best(
                 fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config
             )
-        if (
-            costs is None or config.unit != "word"
-        ):  # the paper's protocol and token units keep their spans
+        # the paper's protocol and token units keep their spans
+        if costs is None or config.unit != "word":
             return found
         governors = np.zeros(tuple(flags.shape), dtype=np.uint8)
         for row, strings in enumerate(units):

@@ -60,9 +60,8 @@ def read_texts(
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
             continue
-        lines = file_lines(
-            path
-        )  # streamed; "auto" looks at the whole file first, so it keeps its lines
+        # streamed; "auto" looks at the whole file first, so it keeps its lines
+        lines = file_lines(path)
         mode = split
         if split == "auto":
             lines = list(lines)

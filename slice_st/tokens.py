@@ -120,9 +120,8 @@ def _snap_to_whitespace(
     """Widen each word's character range to its whole whitespace-delimited run."""
     starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
     for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
-        bounds = np.concatenate(
-            [[-1], _space_positions(text), [len(text)]]
-        )  # the spaces, and both ends of the text
+        # the spaces, and both ends of the text
+        bounds = np.concatenate([[-1], _space_positions(text), [len(text)]])
         starts_np[row, :count] = bounds[np.searchsorted(bounds, starts_np[row, :count]) - 1] + 1
         ends_np[row, :count] = bounds[np.searchsorted(bounds, ends_np[row, :count])]
     return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
@@ -251,9 +250,8 @@ def plan_windows(
         stripped = text.strip()
         try:
             size = len(stripped.encode("utf-8"))
-        except (
-            UnicodeEncodeError
-        ) as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+        # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+        except UnicodeEncodeError as error:
             where = f"({text[error.start]!r}) at character {error.start}"
             failed(
                 WindowError(
@@ -388,9 +386,8 @@ def _text_windows(
             last = (
                 int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
             )
-            own_hi = (
-                num_words if last >= num_words else last - max_span - margin + 1
-            )  # spans end by last - margin
+            # spans end by last - margin
+            own_hi = num_words if last >= num_words else last - max_span - margin + 1
             if own_hi > own_lo:
                 break
         else:

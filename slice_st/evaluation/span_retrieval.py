@@ -168,9 +168,8 @@ def score_single(
     )
     check_all_scored(scores, passages)
     extra = {"scorer": resolve_scorer(options.get("scorer")).name}
-    extra["similarities"] = [
-        float(match.similarity) for match in matches
-    ]  # JSON-ready: research's table caches it
+    # JSON-ready: research's table caches it
+    extra["similarities"] = [float(match.similarity) for match in matches]
     return SetupResult(scores, [(match.start, match.end) for match in matches], extra=extra)
 
 

@@ -294,9 +294,8 @@ def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -
     top_k, per_document = options.get("top_k") or 10, options.get("per_document")
     windows = _document_window_units(index)  # largest first
     work = 0.0
-    if (
-        options.get("scorer", "reranked") == "reranked"
-    ):  # at most top_k documents re-ranked: the largest
+    # at most top_k documents re-ranked: the largest
+    if options.get("scorer", "reranked") == "reranked":
         work += (
             RERANK_WEIGHT
             * float(windows[:top_k].sum())
@@ -346,9 +345,8 @@ async def document(
         raise HTTPException(404, f"no document with id {id!r:.80}.")
     query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
 
-    def answer(
-        cancelled,
-    ) -> JSONResponse:  # a long document's units take a while to serialise: never in the loop
+    # a long document's units take a while to serialise: never in the loop
+    def answer(cancelled) -> JSONResponse:
         chars, scores = index.unit_profile(query, id, min_span, max_span)
         profile = (
             None
@@ -462,9 +460,8 @@ async def file(
             f"query encoding per document); at most {most:.3g}: open one of its documents (/api/documents).",
         )
 
-    def answer(
-        cancelled,
-    ) -> JSONResponse:  # a long file's units take a while to serialise: never in the loop
+    # a long file's units take a while to serialise: never in the loop
+    def answer(cancelled) -> JSONResponse:
         parts, texts, units, profile, at = [], [], [], [], 0
         for position in positions:
             if cancelled is not None and cancelled.is_set():
@@ -554,7 +551,6 @@ def create_app(
     )
     app.add_middleware(TokenGate, token=token)
     hosts = host_names(allowed_hosts) if allowed_hosts is not None else default_hosts("127.0.0.1")
-    app.add_middleware(
-        TrustedHostMiddleware, allowed_hosts=hosts
-    )  # outermost: a rebinding page gets nothing
+    # outermost: a rebinding page gets nothing
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
     return app

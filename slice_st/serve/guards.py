@@ -89,9 +89,8 @@ class TokenGate:
         if scope["path"] == "/" and any(
             hmac.compare_digest(candidate, self.token) for candidate in in_query
         ):
-            value = quote(
-                self.token.decode(), safe=""
-            )  # a space, ';' or 'é' in a cookie: percent-encoded
+            # a space, ';' or 'é' in a cookie: percent-encoded
+            value = quote(self.token.decode(), safe="")
             cookie = f"{TOKEN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
             await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
@@ -193,9 +192,8 @@ def guarded_protocol(
             same = sum(
                 1 for other in self.connections if other.client and other.client[0] == address
             )
-            if (
-                len(self.connections) >= max_connections or same >= per_client
-            ):  # no file handle is held for it
+            # no file handle is held for it
+            if len(self.connections) >= max_connections or same >= per_client:
                 transport.close()
                 return
             super().connection_made(transport)
