@@ -167,9 +167,8 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         """sentence-transformers' metadata, the architecture under the class the saved model loads as."""
         metadata = super().get_model_specific_metadata()
         own = type(self.model).__name__
-        if own != "SentenceTransformer" and str(metadata.get("model_string", "")).startswith(
-            own + "("
-        ):
+        model_string = str(metadata.get("model_string", ""))
+        if own != "SentenceTransformer" and model_string.startswith(own + "("):
             metadata["model_string"] = "SentenceTransformer" + metadata["model_string"][len(own) :]
         return metadata
 

@@ -239,10 +239,8 @@ class WindowRows:
             width = int(num_units.max()) if index else 0
             boundaries = self.boundaries[index, : width + 1]
             length = max(int(boundaries[:, -1].max()), 1)
-            windows, owned = (
-                [self.windows[i] for i in index],
-                (self.owned[0][index], self.owned[1][index]),
-            )
+            windows = [self.windows[i] for i in index]
+            owned = (self.owned[0][index], self.owned[1][index])
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
             weights = None if self.token_weights is None else self.token_weights[index, :length]
             vectors = self.token_embeddings[index, :length]
@@ -323,9 +321,8 @@ def encode_windows(
                     outputs = [_scored_tokens(out) for out in outputs]
                 if prompt:
                     outputs = [_without_prompt(out, prompt) for out in outputs]
-                yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(
-                    batch_size
-                )
+                padded = _pad_window_outputs(chunk, strings, outputs, span_config.unit)
+                yield from padded.rows(batch_size)
                 progress.update(len(chunk))
 
     return batches()
@@ -547,12 +544,10 @@ def _window_spans(rows: WindowRows, span_config: SpanConfig, truncate_dim: int |
     char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
     for row, window in enumerate(rows.windows):
         keep = pooled.mask[row]
-        offsets = (
-            torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + window.char_start
-        )
-        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + window.first_unit(
-            span_config.unit
-        )
+        chars = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1)
+        offsets = chars + window.char_start
+        first_unit = window.first_unit(span_config.unit)
+        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + first_unit
         yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
 
 
@@ -668,10 +663,8 @@ def encode_span_queries(
         "show_progress_bar": show_progress_bar,
         "window_context": window_context,
     }
-    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[
-        :, :truncate_dim
-    ]
-    vectors = _output_vectors(
-        [vectors], normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor
-    )[0]
+    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)
+    vectors = vectors[:, :truncate_dim]
+    to_numpy = convert_to_numpy and not convert_to_tensor
+    vectors = _output_vectors([vectors], normalize_embeddings, precision, to_numpy)[0]
     return vectors[0] if isinstance(queries, str) else vectors

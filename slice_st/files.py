@@ -250,14 +250,8 @@ def expand_paths(
     for path in paths:
         # a folder: its files, as the pattern FOLDER/**/* names them
         if path != "-" and os.path.isdir(path):
-            root, files = (
-                path,
-                [
-                    file
-                    for file in _glob(path, ["**", "*"])
-                    if file.lower().endswith(tuple(suffixes))
-                ],
-            )
+            root = path
+            files = [f for f in _glob(path, ["**", "*"]) if f.lower().endswith(tuple(suffixes))]
             missing = f"no {', '.join(suffixes)} file in the folder {path}."
         # its fixed folder, then the rest
         elif path != "-" and glob.has_magic(path) and not os.path.exists(path):

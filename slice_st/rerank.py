@@ -233,9 +233,8 @@ def _shared_words(
     prefix = np.concatenate(
         [np.zeros((len(ids), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1
     )
-    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(
-        prefix, starts[..., None], 1
-    )
+    hits_to_end = np.take_along_axis(prefix, ends[..., None], 1)
+    present = hits_to_end - np.take_along_axis(prefix, starts[..., None], 1)
     distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
     return {
         "cand_in_query": (_take(hit_prefix, ends) - _take(hit_prefix, starts))
@@ -256,9 +255,8 @@ def _edge_word_is(
     width = ids.shape[1]
     position = np.broadcast_to(np.arange(width), ids.shape)
     if first:
-        nearest = np.minimum.accumulate(np.where(ids >= 0, position, width)[:, ::-1], axis=1)[
-            :, ::-1
-        ]
+        backwards = np.where(ids >= 0, position, width)[:, ::-1]
+        nearest = np.minimum.accumulate(backwards, axis=1)[:, ::-1]
         at = _take(nearest, starts)
         found = at < ends
     else:
@@ -458,10 +456,8 @@ def keep_governors(
     if (moved == starts).all():
         return found
     device = found.starts.device
-    changed, new_starts = (
-        torch.from_numpy(moved != starts).to(device),
-        torch.from_numpy(moved).to(device),
-    )
+    changed = torch.from_numpy(moved != starts).to(device)
+    new_starts = torch.from_numpy(moved).to(device)
     similarity = cosines(new_starts, found.ends).to(device=device, dtype=found.similarities.dtype)
     # the scored span's rank, within the similarity
     score = torch.minimum(found.scores.to(similarity), similarity)

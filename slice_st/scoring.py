@@ -13,9 +13,7 @@ if TYPE_CHECKING:  # numpy and torch are imported by the functions that need the
     import numpy as np
     from torch import Tensor
 
-__all__ = [
-    "SpanScorer",
-]
+__all__ = ["SpanScorer"]
 
 #: A span should not start on these (unless the query does): conjunctions, prepositions, relatives.
 START_WORDS = frozenset(
@@ -35,15 +33,8 @@ DETERMINERS = frozenset(
 )
 
 #: Bits of :func:`unit_flags`.
-START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = (
-    1,
-    2,
-    4,
-    8,
-    16,
-    32,
-    64,
-)
+START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK = 1, 2, 4, 8
+SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = 16, 32, 64
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _CLAUSE = re.compile(r"[,;:.!?][\W_]*$")
@@ -313,9 +304,8 @@ def span_costs(
     free_end = 1.0 - profiles[:, None, :, 2]
     # (B, 1, Q): open starts and ends cost only for a sentence query
     sentence_query = profiles[:, None, :, 4]
-    start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(
-        AFTER_DETERMINER
-    )
+    after_determiner = scorer.after_determiner * bit(AFTER_DETERMINER)
+    start = scorer.start_word * bit(START_WORD) * free_start + after_determiner
     start = start + scorer.open_start * (1.0 - bit(CLAUSE_BEFORE)) * sentence_query
     end = (
         scorer.end_word * bit(END_WORD) * free_end
@@ -372,9 +362,8 @@ def mark_prefix(flags: np.ndarray) -> np.ndarray:
     import numpy as np
 
     flags = np.asarray(flags).astype(np.int64)
-    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(
-        np.int64
-    )
+    marked = [(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0]
+    marks = np.stack(marked, axis=-1).astype(np.int64)
     return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)
 
 

@@ -306,11 +306,8 @@ class SpanSearchResult(Sequence):
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
-        span, score, similarity = (
-            self.texts[text_index][start:end],
-            float(self.scores[at]),
-            float(self.similarities[at]),
-        )
+        span = self.texts[text_index][start:end]
+        score, similarity = float(self.scores[at]), float(self.similarities[at])
         confidence = None
         if self.calibrator is not None:
             query = self.queries[query_index]
@@ -423,11 +420,8 @@ def _best_spans(
 ):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options, min_confidence)
-    batch_size, show, context = (
-        options["batch_size"],
-        options["show_progress_bar"],
-        options["window_context"],
-    )
+    batch_size, show = options["batch_size"], options["show_progress_bar"]
+    context = options["window_context"]
     prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
         model,
@@ -581,18 +575,16 @@ class _Search:
         missing, device = found.starts < 0, found.starts.device
         starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
         chars = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
-        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[
-            :, None, None
-        ]
+        first_units = [w.first_unit(self.config.unit) for w in rows.windows]
+        units = torch.tensor(first_units, device=device)[:, None, None]
         candidate = {
             "starts": _gather_units(rows.char_starts, starts) + chars,
             "ends": _gather_units(rows.char_ends, last) + chars,
             "unit_starts": found.starts + units,
             "unit_ends": found.ends + units,
         }
-        candidate["ranks"] = torch.arange(found.starts.shape[-1], device=device).expand_as(
-            found.starts
-        )
+        ranks = torch.arange(found.starts.shape[-1], device=device)
+        candidate["ranks"] = ranks.expand_as(found.starts)
         candidate = {
             name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()
         }

@@ -129,16 +129,11 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         span_config = get_span_config(model).replace(
             min_span=min_span, max_span=max_span, unit=unit
         )
-        self.min_span, self.max_span, self.unit = (
-            span_config.min_span,
-            span_config.max_span,
-            span_config.unit,
-        )
+        self.min_span, self.max_span = span_config.min_span, span_config.max_span
+        self.unit = span_config.unit
         require_span_features(model, type(self).__name__)
-        self.in_batch_negatives, self.gather_across_devices = (
-            in_batch_negatives,
-            gather_across_devices,
-        )
+        self.in_batch_negatives = in_batch_negatives
+        self.gather_across_devices = gather_across_devices
 
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None

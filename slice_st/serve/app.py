@@ -229,10 +229,8 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     search = functools.partial(index.search, **options)
     if options["merge_identical"]:
         options = options | {"top_k": options["merge_limit"]}
-    cost, most = (
-        search_cost(index, queries, options),
-        min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND),
-    )
+    cost = search_cost(index, queries, options)
+    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
     if cost > most:
         raise HTTPException(
             413,
@@ -413,9 +411,8 @@ def file_cost(index: SpanIndex, positions: list[int], query: str | None, lengths
     work = float(len(positions) * len(index.arrays["segment_docs"]))
     if query is not None:
         units = float(_document_window_units_by_position(index)[positions].sum())
-        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + len(
-            positions
-        ) * QUERY_CHAR_COST * len(query)
+        encoding = len(positions) * QUERY_CHAR_COST * len(query)
+        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + encoding
     return work
 
 

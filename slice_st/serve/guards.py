@@ -46,18 +46,16 @@ class BodyLimit:
                 )
             except TimeoutError:
                 detail = f"the request body did not arrive within {self.timeout_s:g} s."
-                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(
-                    scope, receive, send
-                )
+                response = JSONResponse({"detail": detail}, 408, {"connection": "close"})
+                await response(scope, receive, send)
                 return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
                 detail = f"request body over {self.max_bytes} bytes."
-                await JSONResponse({"detail": detail}, 413, {"connection": "close"})(
-                    scope, receive, send
-                )
+                response = JSONResponse({"detail": detail}, 413, {"connection": "close"})
+                await response(scope, receive, send)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
