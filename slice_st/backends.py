@@ -343,10 +343,8 @@ def quantize_onnx(
             str(prepared),
             str(target),
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=[
-                "MatMul",
-                "Gemm",
-            ],  # nearly all of a BERT's time; embeddings stay float
+            # nearly all of a BERT's time; embeddings stay float
+            op_types_to_quantize=["MatMul", "Gemm"],
             per_channel=True,
             reduce_range=QUANTIZATION_CONFIGS[config],
         )

@@ -313,9 +313,8 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         model = SpanEncoder(view, **kwargs)
     transformer_config = hf_config(model)
     if transformer_config is not None:
-        transformer_config._name_or_path = (
-            folder  # the model's identity is its folder, not the view
-        )
+        # the model's identity is its folder, not the view
+        transformer_config._name_or_path = folder
     set_span_config(model, **settings)
     return model
 

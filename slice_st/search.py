@@ -493,18 +493,16 @@ class _Search:
         self.top_k = (
             top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
         )
-        self.profiles = (
-            None  # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
-        )
+        # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
+        self.profiles = None
         if not self.scorer.is_plain:
             lengths = [
                 len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)
             ]
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
-        self.pick_order = (
-            False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
-        )
+        # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
+        self.pick_order = False
         if self.rerank is not None and self.profiles is not None and not paired:
             self.pick_order = self.rerank.reranker.reranks(self.profiles[:, 0].numpy())[:, None]
         shape = (1 if paired else len(queries), len(texts), self.top_k)

@@ -151,9 +151,8 @@ class SpanPooling(Module):
             settings.unit,
             output_spans,
         )
-        pooling.span_pooling = (
-            span_pooling  # a child: found by get_span_config, moved by .to(), never saved
-        )
+        # a child: found by get_span_config, moved by .to(), never saved
+        pooling.span_pooling = span_pooling
         span_pooling._hook = pooling.register_forward_hook(span_pooling._after_pooling)
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         return model
