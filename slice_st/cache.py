@@ -101,9 +101,8 @@ class EncodingCache:
     def __init__(self, path: str | os.PathLike | None = None, max_bytes: int | None = None) -> None:
         self.path = os.fspath(path) if path is not None else default_cache_dir()
         if max_bytes is None:
-            max_bytes = (
-                parse_size(os.environ[SIZE_ENV]) if os.environ.get(SIZE_ENV) else DEFAULT_MAX_BYTES
-            )
+            size = os.environ.get(SIZE_ENV)
+            max_bytes = parse_size(size) if size else DEFAULT_MAX_BYTES
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise SpanInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}.")
         if os.path.exists(self.path) and not os.path.isdir(self.path):

@@ -397,7 +397,6 @@ def describe_shipped_model(
     card.model_name = f"{shipped.name}: {shipped.description}"
     licence, _, note = str(provenance["licence"]).partition(":")  # "id: why"
     card.license, note = licence.strip(), note.strip()
-    card.slice_section["license_note"] = (
-        note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
-    )
+    stop = "." if note and note[-1] != "." else ""
+    card.slice_section["license_note"] = note[:1].upper() + note[1:] + stop
     return card

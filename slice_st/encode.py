@@ -409,9 +409,8 @@ def _pad_window_outputs(
             "fragment differs from that of the whole text (prompts or a custom preprocess?)."
         )
     # Owned span starts [lo, hi): units whose first character lies in the window's owned range.
-    unit_chars = (
-        units.char_starts + torch.tensor([w.char_start for w in windows], device=device)[:, None]
-    )
+    window_starts = torch.tensor([w.char_start for w in windows], device=device)
+    unit_chars = units.char_starts + window_starts[:, None]
     exists = torch.arange(unit_chars.shape[1], device=device)[None, :] < units.num_units[:, None]
     owned = tuple(
         ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)

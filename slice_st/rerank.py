@@ -262,9 +262,8 @@ def _edge_word_is(
     else:
         at = _take(np.maximum.accumulate(np.where(ids >= 0, position, -1), axis=1), ends - 1)
         found = at >= starts
-    return (
-        found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])
-    ).astype(np.float64)
+    word_at = np.take_along_axis(ids, np.clip(at, 0, width - 1), 1)
+    return (found & (word_at == target[:, None])).astype(np.float64)
 
 
 @dataclass

@@ -288,9 +288,8 @@ class SpanSearchResult(Sequence):
         at = np.nonzero(np.isfinite(self.scores))
         spans = [self.texts[t][a:b] for t, a, b in zip(at[1], self.starts[at], self.ends[at])]
         queries = [self.queries[q] for q in at[0]]
-        low = (
-            self.calibrator(queries, spans, self.scores[at], self.similarities[at]) < min_confidence
-        )
+        confidence = self.calibrator(queries, spans, self.scores[at], self.similarities[at])
+        low = confidence < min_confidence
         gone = tuple(index[low] for index in at)
         for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
             values = getattr(self, name)
@@ -490,15 +489,13 @@ class _Search:
         )[:, : self.dim]
         # A unit holds >= 1 token, a token >= 1 UTF-8 byte: a bound on any text's spans (lone surrogates fail later).
         units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)
-        self.top_k = (
-            top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
-        )
+        span_lengths = config.max_span - config.min_span + 1
+        self.top_k = top_k if paired else min(top_k, max(1, units * span_lengths))
         # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
         self.profiles = None
         if not self.scorer.is_plain:
-            lengths = [
-                len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)
-            ]
+            query_units = text_units(model.tokenizer, queries, config.unit)
+            lengths = [len(starts) for starts, _, _ in query_units]
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
         # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
@@ -586,9 +583,8 @@ class _Search:
         candidate = {
             name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()
         }
-        candidate["similarities"] = (
-            found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
-        )
+        similarities = found.similarities.masked_fill(missing, float("-inf"))
+        candidate["similarities"] = similarities.float().cpu().numpy()
         candidate["scores"] = found.scores.float().cpu().numpy()
         for row, window in enumerate(rows.windows):
             self._merge(

@@ -377,9 +377,8 @@ def _text_windows(
         # Full context on both sides if it fits, else halve it (context, context/2, …, 0) until the window owns a start
         for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
-            last = (
-                int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            )
+            end_tokens = cumulative[first] + max_tokens
+            last = int(np.searchsorted(cumulative, end_tokens, side="right")) - 1
             # spans end by last - margin
             own_hi = num_words if last >= num_words else last - max_span - margin + 1
             if own_hi > own_lo:

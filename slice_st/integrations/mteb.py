@@ -318,9 +318,8 @@ def mteb_model(
             else f"slice-st/{identity}"
         )
     if revision is None:
-        revision = (
-            None if path else getattr(card, "base_model_revision", None)
-        ) or model_fingerprint(model)
+        revision = None if path else getattr(card, "base_model_revision", None)
+        revision = revision or model_fingerprint(model)
     base = getattr(card, "base_model", None)
     update = {
         "name": name,
