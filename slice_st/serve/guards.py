@@ -229,11 +229,8 @@ def default_hosts(host: str) -> list[str]:
     >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0"), default_hosts("::1")
     (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1', '[::1]'], ['[::1]', 'localhost'])
     """
-    return host_names(
-        [host, "localhost"]
-        if host not in ("0.0.0.0", "::", "")
-        else ["localhost", "127.0.0.1", "::1"]
-    )
+    wildcard = host in ("0.0.0.0", "::", "")
+    return host_names(["localhost", "127.0.0.1", "::1"] if wildcard else [host, "localhost"])
 
 
 def host_names(hosts: list[str]) -> list[str]:
