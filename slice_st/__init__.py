@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from slice_st import _attach
 
-if (
-    TYPE_CHECKING
-):  # the names as type checkers and IDEs see them; at run time __getattr__ loads each on first use
+# the names as type checkers and IDEs see them; at run time __getattr__ loads each on first use
+if TYPE_CHECKING:
     from slice_st.config import get_span_config, set_span_config
     from slice_st.encode import encode_span_queries, encode_spans
     from slice_st.encoder import SpanEncoder

@@ -106,9 +106,8 @@ def check_device(device: Any) -> str | None:
         raise SpanInputError(
             f"Unknown device {str(device)!r} (expected e.g. 'cpu', 'cuda:0')."
         ) from None
-    available = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}.get(
-        parsed.type
-    )
+    checks = {"cuda": torch.cuda.is_available, "mps": torch.backends.mps.is_available}
+    available = checks.get(parsed.type)
     if available is not None and not available():
         raise SpanInputError(
             f"Device {str(device)!r} was asked for, but {parsed.type.upper()} is not available here."

@@ -158,9 +158,8 @@ class OnnxEncoder(_Runner):
         super().__init__(config, path)
         import onnxruntime as ort
 
-        options = (
-            ort.SessionOptions()
-        )  # sequential, all graph optimizations: ONNX Runtime's defaults
+        # sequential, all graph optimizations: ONNX Runtime's defaults
+        options = ort.SessionOptions()
         options.intra_op_num_threads = threads or default_threads()
         # Busy-waiting worker threads steal a shared core from the thread doing the work.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -313,9 +312,8 @@ def export_onnx(model: SentenceTransformer, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad(), warnings.catch_warnings():
-        warnings.filterwarnings(
-            "ignore", message=r".*(axis name|LeafSpec)", category=Warning
-        )  # shared axes
+        # shared axes
+        warnings.filterwarnings("ignore", message=r".*(axis name|LeafSpec)", category=Warning)
         torch.onnx.export(
             wrapper,
             tuple(example[name] for name in names),
@@ -345,10 +343,8 @@ def quantize_onnx(
             str(prepared),
             str(target),
             weight_type=QuantType.QInt8,
-            op_types_to_quantize=[
-                "MatMul",
-                "Gemm",
-            ],  # nearly all of a BERT's time; embeddings stay float
+            # nearly all of a BERT's time; embeddings stay float
+            op_types_to_quantize=["MatMul", "Gemm"],
             per_channel=True,
             reduce_range=QUANTIZATION_CONFIGS[config],
         )

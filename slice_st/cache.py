@@ -57,9 +57,8 @@ _STORED = {
     "offset_mapping": np.int32,
 }
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
-_TEMPORARY = re.compile(
-    r"\.[0-9a-f]{64}\.npz\.[0-9a-f]{16}\.tmp"
-)  # files.atomic_file's names for our entries
+# files.atomic_file's names for our entries
+_TEMPORARY = re.compile(r"\.[0-9a-f]{64}\.npz\.[0-9a-f]{16}\.tmp")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", re.IGNORECASE)
 _LOCK_FILE = ".lock"
 
@@ -102,9 +101,8 @@ class EncodingCache:
     def __init__(self, path: str | os.PathLike | None = None, max_bytes: int | None = None) -> None:
         self.path = os.fspath(path) if path is not None else default_cache_dir()
         if max_bytes is None:
-            max_bytes = (
-                parse_size(os.environ[SIZE_ENV]) if os.environ.get(SIZE_ENV) else DEFAULT_MAX_BYTES
-            )
+            size = os.environ.get(SIZE_ENV)
+            max_bytes = parse_size(size) if size else DEFAULT_MAX_BYTES
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise SpanInputError(f"max_bytes must be a non-negative integer, got {max_bytes!r}.")
         if os.path.exists(self.path) and not os.path.isdir(self.path):
@@ -178,9 +176,8 @@ class EncodingCache:
             os.makedirs(self.path, mode=0o700, exist_ok=True)
             with atomic_file(self.entry_path(key)) as handle:
                 np.savez(handle, **_entry_arrays(key, windows))  # type: ignore[arg-type]  # names → arrays
-        except (
-            OSError
-        ) as error:  # read-only, full disk, a folder where the entry goes: searched all the same
+        # read-only, full disk, a folder where the entry goes: searched all the same
+        except OSError as error:
             self.problem = f"cannot write the cache in {self.path} ({error.strerror or error})"
 
     def prune(self) -> None:
@@ -255,9 +252,8 @@ def _entry_arrays(
     }
     for name, stored in _STORED.items():
         parts = [outputs[name] for _, outputs in windows]
-        if (
-            stored is None and parts and parts[0].dtype == torch.bfloat16
-        ):  # numpy has none: float32 holds it exactly
+        # numpy has none: float32 holds it exactly
+        if stored is None and parts and parts[0].dtype == torch.bfloat16:
             parts = [part.float() for part in parts]
         values = torch.cat(parts).numpy() if parts else np.zeros(0, dtype=np.float32)
         arrays[name] = values.astype(stored) if stored is not None else values
@@ -372,9 +368,8 @@ def best_spans_of_files(
     for block in _blocks(lists):
         base = sum(len(part.texts) for part in parts)
         try:
-            if (
-                sum(len(text) for text in block[0]) > MAX_FILE_CHARS
-            ):  # alone in its block: streamed, as best_spans streams
+            # alone in its block: streamed, as best_spans streams
+            if sum(len(text) for text in block[0]) > MAX_FILE_CHARS:
                 parts.append(best_spans(model, queries, block[0], **options))
                 continue
             keys = [cache.key(settings, file) if cache is not None else None for file in block]
@@ -384,9 +379,8 @@ def best_spans_of_files(
             for entry in entries:
                 replay.memo.update(entry or {})
             block_texts = [text for file in block for text in file]
-            searcher = (
-                replay if cache is not None else model
-            )  # without a cache: the model itself, as best_spans
+            # without a cache: the model itself, as best_spans
+            searcher = replay if cache is not None else model
             found = best_spans(searcher, queries, block_texts, **options)  # type: ignore[arg-type]  # replays it
             parts.append(found)
         except WindowError as error:  # its text named among all texts

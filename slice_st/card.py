@@ -145,9 +145,8 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if (
-            self.slice_section
-        ):  # else sentence-transformers' own card until a SLICE loss trains the model
+        # else sentence-transformers' own card until a SLICE loss trains the model
+        if self.slice_section:
             self.template_path = slice_template_path()
 
     def set_losses(self, losses: list[Any]) -> None:
@@ -168,9 +167,8 @@ class SliceModelCardData(SentenceTransformerModelCardData):
         """sentence-transformers' metadata, the architecture under the class the saved model loads as."""
         metadata = super().get_model_specific_metadata()
         own = type(self.model).__name__
-        if own != "SentenceTransformer" and str(metadata.get("model_string", "")).startswith(
-            own + "("
-        ):
+        model_string = str(metadata.get("model_string", ""))
+        if own != "SentenceTransformer" and model_string.startswith(own + "("):
             metadata["model_string"] = "SentenceTransformer" + metadata["model_string"][len(own) :]
         return metadata
 
@@ -207,18 +205,16 @@ class SliceModelCardData(SentenceTransformerModelCardData):
 
 def slice_template_path() -> Path:
     """ST's card template with the SLICE section before "## Model Details", as a file (the Hub renders a path)."""
-    base = Path(SentenceTransformerModelCardData.template_path).read_text(
-        encoding="utf-8"
-    )  # the field's default
+    # the template_path field's default
+    base = Path(SentenceTransformerModelCardData.template_path).read_text(encoding="utf-8")
     section = files("slice_st.model_card").joinpath("template.md").read_text(encoding="utf-8")
     marker = "\n## Model Details"
     composed = base.replace(marker, "\n" + section.rstrip() + "\n" + marker, 1)
     digest = hashlib.sha1(composed.encode()).hexdigest()[:12]
     path = Path(tempfile.gettempdir()) / f"slice-st-model-card-{digest}.md"
     if not path.exists():
-        with atomic_file(
-            path, "w", encoding="utf-8", sync=False
-        ) as handle:  # a shared temp folder: never via a link
+        # a shared temp folder: never via a link
+        with atomic_file(path, "w", encoding="utf-8", sync=False) as handle:
             handle.write(composed)
     return path
 
@@ -228,9 +224,8 @@ def hub_model_name(name: str | None) -> str | None:
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
-    if os.path.isabs(path) or os.path.exists(
-        path
-    ):  # a local folder: its name says nothing to a reader
+    # a local folder: its name says nothing to a reader
+    if os.path.isabs(path) or os.path.exists(path):
         return (
             DEFAULT_MODEL_NAME
             if os.path.exists(path) and os.path.samefile(path, default_model_path())
@@ -289,9 +284,8 @@ def apply_model_card(
         tags=list(dict.fromkeys(list(old.tags) + SLICE_TAGS)),
         local_files_only=True,  # no Hub look-ups while rendering; metadata below is set directly
     )
-    card.model_id = (
-        repo_id or old.model_id
-    )  # after construction: the shipped name has no organisation
+    # after construction: the shipped name has no organisation
+    card.model_id = repo_id or old.model_id
     card.base_model = base_model
     card.datasets = list(
         dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id)
@@ -403,7 +397,6 @@ def describe_shipped_model(
     card.model_name = f"{shipped.name}: {shipped.description}"
     licence, _, note = str(provenance["licence"]).partition(":")  # "id: why"
     card.license, note = licence.strip(), note.strip()
-    card.slice_section["license_note"] = (
-        note[:1].upper() + note[1:] + ("." if note and note[-1] != "." else "")
-    )
+    stop = "." if note and note[-1] != "." else ""
+    card.slice_section["license_note"] = note[:1].upper() + note[1:] + stop
     return card

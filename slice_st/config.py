@@ -110,11 +110,8 @@ def set_span_config(
     span_config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
     pooling = span_pooling_module(model)
     if pooling is not None:
-        pooling.min_span, pooling.max_span, pooling.unit = (
-            span_config.min_span,
-            span_config.max_span,
-            span_config.unit,
-        )
+        pooling.min_span, pooling.max_span = span_config.min_span, span_config.max_span
+        pooling.unit = span_config.unit
     config = hf_config(model)
     if config is None and pooling is None:
         raise ValueError(

@@ -172,15 +172,13 @@ def model_window(model: SentenceTransformer, role: str = "document") -> int:
     max_length = min(
         int(model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512), 1_000_000
     )
-    if is_multi_vector(
-        model
-    ):  # its Transformer truncates each role's texts to these lengths: windows must fit
+    # its Transformer truncates each role's texts to these lengths: windows must fit
+    if is_multi_vector(model):
         module = model[0]
         length = getattr(module, "document_length" if role == "document" else "query_length", None)
         expansion = getattr(module, "query_expansion", None) if role == "query" else None
-        if (
-            expansion and expansion.get("strategy") == "fixed"
-        ):  # one expansion token left, as in a short query
+        # one expansion token left, as in a short query
+        if expansion and expansion.get("strategy") == "fixed":
             length = expansion["length"] - 1
         max_length = min(max_length, length or max_length)
     check_tokenizer(model)
@@ -241,10 +239,8 @@ class WindowRows:
             width = int(num_units.max()) if index else 0
             boundaries = self.boundaries[index, : width + 1]
             length = max(int(boundaries[:, -1].max()), 1)
-            windows, owned = (
-                [self.windows[i] for i in index],
-                (self.owned[0][index], self.owned[1][index]),
-            )
+            windows = [self.windows[i] for i in index]
+            owned = (self.owned[0][index], self.owned[1][index])
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
             weights = None if self.token_weights is None else self.token_weights[index, :length]
             vectors = self.token_embeddings[index, :length]
@@ -325,9 +321,8 @@ def encode_windows(
                     outputs = [_scored_tokens(out) for out in outputs]
                 if prompt:
                     outputs = [_without_prompt(out, prompt) for out in outputs]
-                yield from _pad_window_outputs(chunk, strings, outputs, span_config.unit).rows(
-                    batch_size
-                )
+                padded = _pad_window_outputs(chunk, strings, outputs, span_config.unit)
+                yield from padded.rows(batch_size)
                 progress.update(len(chunk))
 
     return batches()
@@ -391,9 +386,8 @@ def _pad_window_outputs(
     windows: list[Window], strings: list[str], outputs: list[dict], unit: str
 ) -> WindowRows:
     vectors = _pad(outputs, "token_embeddings")
-    if not bool(
-        torch.isfinite(vectors).all()
-    ):  # else every score is NaN and every search finds "no match"
+    # else every score is NaN and every search finds "no match"
+    if not bool(torch.isfinite(vectors).all()):
         row = int((~torch.isfinite(vectors)).flatten(1).any(1).nonzero()[0, 0])
         raise ModelLoadError(
             f"The model gives NaN or infinite token vectors (text {windows[row].text_index}): its weights are "
@@ -415,9 +409,8 @@ def _pad_window_outputs(
             "fragment differs from that of the whole text (prompts or a custom preprocess?)."
         )
     # Owned span starts [lo, hi): units whose first character lies in the window's owned range.
-    unit_chars = (
-        units.char_starts + torch.tensor([w.char_start for w in windows], device=device)[:, None]
-    )
+    window_starts = torch.tensor([w.char_start for w in windows], device=device)
+    unit_chars = units.char_starts + window_starts[:, None]
     exists = torch.arange(unit_chars.shape[1], device=device)[None, :] < units.num_units[:, None]
     owned = tuple(
         ((unit_chars < torch.tensor(bounds, device=device)[:, None]) & exists).sum(dim=1)
@@ -550,12 +543,10 @@ def _window_spans(rows: WindowRows, span_config: SpanConfig, truncate_dim: int |
     char_ends = rows.char_ends[:, (pooled.ends - 1).clamp(min=0)]
     for row, window in enumerate(rows.windows):
         keep = pooled.mask[row]
-        offsets = (
-            torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1) + window.char_start
-        )
-        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + window.first_unit(
-            span_config.unit
-        )
+        chars = torch.stack([char_starts[row][keep], char_ends[row][keep]], dim=1)
+        offsets = chars + window.char_start
+        first_unit = window.first_unit(span_config.unit)
+        units = torch.stack([pooled.starts[keep], pooled.ends[keep]], dim=1) + first_unit
         yield window.text_index, (window.own_char_lo, offsets, units, vectors[row][keep])
 
 
@@ -600,9 +591,8 @@ def embed_texts(
     for index, text in enumerate(text_list):
         if not text.strip():
             raise SpanInputError(f"queries[{index}] is empty or whitespace.")
-    config = SpanConfig(
-        1, 1, "word"
-    )  # a query is one whole span: its windows need no room for spans
+    # a query is one whole span: its windows need no room for spans
+    config = SpanConfig(1, 1, "word")
     options = {"prompt": prompt, "device": device, "role": "query"}
     windows = encode_windows(
         model,
@@ -672,10 +662,8 @@ def encode_span_queries(
         "show_progress_bar": show_progress_bar,
         "window_context": window_context,
     }
-    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)[
-        :, :truncate_dim
-    ]
-    vectors = _output_vectors(
-        [vectors], normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor
-    )[0]
+    vectors = embed_texts(model, queries, prompt=prompt_text, device=device, **options)
+    vectors = vectors[:, :truncate_dim]
+    to_numpy = convert_to_numpy and not convert_to_tensor
+    vectors = _output_vectors([vectors], normalize_embeddings, precision, to_numpy)[0]
     return vectors[0] if isinstance(queries, str) else vectors

@@ -153,9 +153,8 @@ def atomic_file(
     """Write ``path`` all at once: a new temporary file beside it (:func:`create_new_file`), then (fsync and)
     ``os.replace``; a link at ``path`` is replaced, never its target; on any error ``path`` is unchanged."""
     folder, name = os.path.split(os.path.abspath(os.fspath(path)))
-    temporary = os.path.join(
-        folder, f".{name}.{secrets.token_hex(8)}.tmp"
-    )  # 2^64 names: never one that exists
+    # 2^64 names: never one that exists
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(8)}.tmp")
     handle = create_new_file(temporary, mode, encoding)
     try:
         with handle:
@@ -249,21 +248,13 @@ def expand_paths(
     """
     found: list[str] = []
     for path in paths:
-        if path != "-" and os.path.isdir(
-            path
-        ):  # a folder: its files, as the pattern FOLDER/**/* names them
-            root, files = (
-                path,
-                [
-                    file
-                    for file in _glob(path, ["**", "*"])
-                    if file.lower().endswith(tuple(suffixes))
-                ],
-            )
+        # a folder: its files, as the pattern FOLDER/**/* names them
+        if path != "-" and os.path.isdir(path):
+            root = path
+            files = [f for f in _glob(path, ["**", "*"]) if f.lower().endswith(tuple(suffixes))]
             missing = f"no {', '.join(suffixes)} file in the folder {path}."
-        elif (
-            path != "-" and glob.has_magic(path) and not os.path.exists(path)
-        ):  # its fixed folder, then the rest
+        # its fixed folder, then the rest
+        elif path != "-" and glob.has_magic(path) and not os.path.exists(path):
             parts = path.split(os.sep)
             fixed = next(index for index, part in enumerate(parts) if glob.has_magic(part))
             root = os.sep.join(parts[:fixed]) or (os.sep if path.startswith(os.sep) else "")

@@ -154,9 +154,8 @@ def _load_torch(name: Any, kwargs: dict[str, Any]):
     if folder is not None and not os.path.isdir(folder):
         raise ModelLoadError(f"{name} is a file, not a model folder (or a Hub id).")
     model = _sentence_transformer(folder or os.fspath(name), kwargs)
-    slice_card_data(
-        model
-    )  # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
+    # sentence-transformers' card until a trainer with a SLICE loss makes it a SLICE card
+    slice_card_data(model)
     if embedded_base:
         describe_embedded_base(model)
     return model
@@ -278,15 +277,13 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
     plain = all(
         kind == OWN_MODULE_TYPE or kind.startswith("sentence_transformers.") for kind in types
     )
-    if (
-        OWN_MODULE_TYPE not in types or not plain
-    ):  # sentence-transformers' trust flag judges other folders
+    # sentence-transformers' trust flag judges other folders
+    if OWN_MODULE_TYPE not in types or not plain:
         return SpanEncoder(folder, **kwargs)
     folder = os.path.abspath(folder)
     own = [entry for entry in entries if entry["type"] == OWN_MODULE_TYPE]
-    for (
-        entry
-    ) in own:  # the view writes this module's folder: one plain name, or it could land anywhere
+    # the view writes this module's folder: one plain name, or it could land anywhere
+    for entry in own:
         path = entry.get("path")
         if not isinstance(path, str) or path in ("", ".", "..") or re.search(r"[/\\\0:]", path):
             raise ModelLoadError(
@@ -316,9 +313,8 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         model = SpanEncoder(view, **kwargs)
     transformer_config = hf_config(model)
     if transformer_config is not None:
-        transformer_config._name_or_path = (
-            folder  # the model's identity is its folder, not the view
-        )
+        # the model's identity is its folder, not the view
+        transformer_config._name_or_path = folder
     set_span_config(model, **settings)
     return model
 
@@ -363,9 +359,8 @@ def hub_offline() -> bool:
 
 def require_backend(backend: str, export: bool = False) -> None:
     """A ``MissingExtraError`` naming the extra unless ``backend`` (with ``export``: its exporter) is installed."""
-    if (
-        export
-    ):  # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
+    # torch.onnx's exporter needs onnx and onnxscript; the int8 quantizer is ONNX Runtime's
+    if export:
         with needs_extra("onnx", "Exporting to ONNX"):
             import onnx  # noqa: F401
             import onnxruntime  # noqa: F401
@@ -409,9 +404,8 @@ def _load_exported(
             "dtype applies to torch and OpenVINO; an ONNX model runs as exported (use quantized=...)."
         )
     folder = _local_folder(name) if name is not None and not is_shipped_model_name(name) else None
-    folder = (
-        folder if folder and os.path.isdir(folder) else None
-    )  # else only an export of it can be loaded
+    # else only an export of it can be loaded
+    folder = folder if folder and os.path.isdir(folder) else None
     found = model_file_for(folder, backend, model_file, quantized) if folder else None
     if found is None:
         if model_file and folder:
@@ -440,9 +434,8 @@ def _load_exported(
     model = _sentence_transformer(folder, {"device": "cpu", **kwargs})
     try:
         return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
-    except (
-        Exception
-    ) as error:  # onnxruntime / openvino raise their own types for a damaged or foreign file
+    # onnxruntime / openvino raise their own types for a damaged or foreign file
+    except Exception as error:
         message = " ".join(str(error).split())[:300] or type(error).__name__
         raise ModelLoadError(
             f"cannot load {found} with {backend}: not a valid (or a truncated) {backend} model file ({message})."
@@ -501,17 +494,15 @@ def export_model(
         raise SpanInputError(
             f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}."
         )
-    output = Path(
-        check_output(output_dir)
-    )  # a file, or under one, or not writable: refused before any work
+    # a file, or under one, or not writable: refused before any work
+    output = Path(check_output(output_dir))
     try:  # an export folder that holds another model is never reused: its stale files would answer for it
         held = json.loads((output / EXPORT_RECORD).read_text(encoding="utf-8")).get("source") or ""
     except (OSError, ValueError, AttributeError):  # no record, or not one slice-st wrote
         held = ""
     wanted = _export_source(model) if held and not overwrite else ""
-    if (
-        wanted and held != wanted and wanted != os.path.realpath(output)
-    ):  # not the export folder itself
+    # not the export folder itself
+    if wanted and held != wanted and wanted != os.path.realpath(output):
         raise SpanInputError(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
@@ -531,9 +522,8 @@ def _write_export(
 
     onnx_file = output / backends.DEFAULT_FILES["onnx"]
     fresh = overwrite or not onnx_file.is_file()
-    if fresh and isinstance(
-        model, (str, os.PathLike, type(None))
-    ):  # a name: load it (or an earlier export's copy)
+    # a name: load it (or an earlier export's copy)
+    if fresh and isinstance(model, (str, os.PathLike, type(None))):
         saved = (output / "modules.json").is_file() and not overwrite
         model = load_model(str(output) if saved else model, device="cpu")
     elif fresh and backends.backend_of(model) != "torch":  # a loaded model
@@ -616,14 +606,12 @@ def save_slice_model(
         settings = get_span_config(model)
         model = saved = merged_adapters(model)
         pooling = span_pooling_module(model)
-        if pooling is not None and any(
-            module is pooling for module in model
-        ):  # SpanPooling as a module
+        # SpanPooling as a module
+        if pooling is not None and any(module is pooling for module in model):
             mean = Pooling(pooling.embedding_dimension, "mean")
             modules = [mean if module is pooling else module for module in model]
-            saved = rebuilt_model(
-                model, modules, model_card_data=model.model_card_data
-            )  # the same (SLICE) card
+            # the same (SLICE) card
+            saved = rebuilt_model(model, modules, model_card_data=model.model_card_data)
         set_span_config(saved, settings.min_span, settings.max_span, settings.unit)
         saved.save(path, **save_kwargs)
         _usual_permissions(path)
@@ -719,10 +707,8 @@ def model_fingerprint(model: SentenceTransformer) -> str:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
     else:
-        for (
-            name,
-            tensor,
-        ) in model.state_dict().items():  # name, shape, dtype and raw bytes (bfloat16 too)
+        # name, shape, dtype and raw bytes (bfloat16 too)
+        for name, tensor in model.state_dict().items():
             digest.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}".encode())
             digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())
     return digest.hexdigest()[:16]
@@ -738,9 +724,8 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
         ),
         "",
     )
-    if hub_id and hub_id == getattr(
-        card, "shipped_name", None
-    ):  # reopened by its name, wherever its base is cached
+    # reopened by its name, wherever its base is cached
+    if hub_id and hub_id == getattr(card, "shipped_name", None):
         return hub_id, ""
     try:
         config = hf_config(model)
@@ -750,14 +735,12 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     if not source or not os.path.isdir(source):
         return (hub_id or source), ""
     path = os.path.abspath(source)
-    if re.fullmatch(
-        r"\d+_\w+", os.path.basename(path)
-    ):  # the transformer inside an ST folder (0_Transformer)
+    # the transformer inside an ST folder (0_Transformer)
+    if re.fullmatch(r"\d+_\w+", os.path.basename(path)):
         path = os.path.dirname(path)
     with suppress(OSError):
-        if os.path.samefile(
-            path, default_model_path()
-        ):  # the embedded base, or a shipped model built on it
+        # the embedded base, or a shipped model built on it
+        if os.path.samefile(path, default_model_path()):
             return hub_id or DEFAULT_MODEL_NAME, ""
     name = os.path.basename(path)
     if re.fullmatch(r"(model|final|best|last|output|checkpoint(-\d+)?)", name, flags=re.IGNORECASE):

@@ -104,10 +104,8 @@ def load_multi_vector_folder(path: Any, **options: Any) -> MultiVectorEncoder | 
         return None
     from sentence_transformers import MultiVectorEncoder
 
-    device, others = (
-        options.pop("device", None),
-        sorted(key for key, value in options.items() if value is not None),
-    )
+    device = options.pop("device", None)
+    others = sorted(key for key, value in options.items() if value is not None)
     if others:
         raise SpanInputError(
             f"{path} is a MultiVectorEncoder checkpoint: options {others} do not apply to it."

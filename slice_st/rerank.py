@@ -94,9 +94,8 @@ class UnitWords:
 
 
 def _id(text: str) -> int:
-    return (
-        hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1
-    )  # within one process: only compared to each other
+    # within one process: only compared to each other
+    return hash(text) & 0x7FFFFFFFFFFFFFFF if text else -1
 
 
 def unit_words(units: Sequence[Sequence[str]], width: int | None = None) -> UnitWords:
@@ -234,9 +233,8 @@ def _shared_words(
     prefix = np.concatenate(
         [np.zeros((len(ids), 1, hits.shape[2]), np.int32), hits.cumsum(1, dtype=np.int32)], 1
     )
-    present = np.take_along_axis(prefix, ends[..., None], 1) - np.take_along_axis(
-        prefix, starts[..., None], 1
-    )
+    hits_to_end = np.take_along_axis(prefix, ends[..., None], 1)
+    present = hits_to_end - np.take_along_axis(prefix, starts[..., None], 1)
     distinct = np.maximum((queries >= 0).sum(1), 1)[:, None]
     return {
         "cand_in_query": (_take(hit_prefix, ends) - _take(hit_prefix, starts))
@@ -257,17 +255,15 @@ def _edge_word_is(
     width = ids.shape[1]
     position = np.broadcast_to(np.arange(width), ids.shape)
     if first:
-        nearest = np.minimum.accumulate(np.where(ids >= 0, position, width)[:, ::-1], axis=1)[
-            :, ::-1
-        ]
+        backwards = np.where(ids >= 0, position, width)[:, ::-1]
+        nearest = np.minimum.accumulate(backwards, axis=1)[:, ::-1]
         at = _take(nearest, starts)
         found = at < ends
     else:
         at = _take(np.maximum.accumulate(np.where(ids >= 0, position, -1), axis=1), ends - 1)
         found = at >= starts
-    return (
-        found & (np.take_along_axis(ids, np.clip(at, 0, width - 1), 1) == target[:, None])
-    ).astype(np.float64)
+    word_at = np.take_along_axis(ids, np.clip(at, 0, width - 1), 1)
+    return (found & (word_at == target[:, None])).astype(np.float64)
 
 
 @dataclass
@@ -344,9 +340,8 @@ def merge_key(scores: np.ndarray, ranks: np.ndarray, in_pick_order) -> np.ndarra
     """The order a text's windows' (an index's segments') spans merge in: a re-ranked query's (``in_pick_order``) by
     place among their window's picks, then score, so a text's first spans do not depend on ``top_k``; else by score."""
     scores = np.asarray(scores, np.float64)
-    return np.where(
-        in_pick_order, scores - 1e3 * np.asarray(ranks), scores
-    )  # 1e3: past any score gap
+    # 1e3: past any score gap
+    return np.where(in_pick_order, scores - 1e3 * np.asarray(ranks), scores)
 
 
 def rerank_context(scorer: SpanScorer, queries: list[str]) -> Rerank | None:
@@ -370,9 +365,8 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
     ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-    if (
-        rows.cosines is None
-    ):  # move by move: the span sums of one move at a time (d floats per span)
+    # move by move: the span sums of one move at a time (d floats per span)
+    if rows.cosines is None:
         vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
         vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
         spans = zip(first.split(k, dim=2), end.split(k, dim=2))
@@ -461,14 +455,11 @@ def keep_governors(
     if (moved == starts).all():
         return found
     device = found.starts.device
-    changed, new_starts = (
-        torch.from_numpy(moved != starts).to(device),
-        torch.from_numpy(moved).to(device),
-    )
+    changed = torch.from_numpy(moved != starts).to(device)
+    new_starts = torch.from_numpy(moved).to(device)
     similarity = cosines(new_starts, found.ends).to(device=device, dtype=found.similarities.dtype)
-    score = torch.minimum(
-        found.scores.to(similarity), similarity
-    )  # the scored span's rank, within the similarity
+    # the scored span's rank, within the similarity
+    score = torch.minimum(found.scores.to(similarity), similarity)
     return BestSpans(
         torch.where(changed, score.to(found.scores.dtype), found.scores),
         torch.where(changed, new_starts, found.starts),

@@ -13,9 +13,7 @@ if TYPE_CHECKING:  # numpy and torch are imported by the functions that need the
     import numpy as np
     from torch import Tensor
 
-__all__ = [
-    "SpanScorer",
-]
+__all__ = ["SpanScorer"]
 
 #: A span should not start on these (unless the query does): conjunctions, prepositions, relatives.
 START_WORDS = frozenset(
@@ -35,15 +33,8 @@ DETERMINERS = frozenset(
 )
 
 #: Bits of :func:`unit_flags`.
-START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK, SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = (
-    1,
-    2,
-    4,
-    8,
-    16,
-    32,
-    64,
-)
+START_WORD, AFTER_DETERMINER, END_WORD, CLAUSE_MARK = 1, 2, 4, 8
+SENTENCE_END, CLAUSE_AFTER, CLAUSE_BEFORE = 16, 32, 64
 
 _NOT_WORD = re.compile(r"[^\w]+")
 _CLAUSE = re.compile(r"[,;:.!?][\W_]*$")
@@ -106,9 +97,8 @@ class SpanScorer:
         for field in _cost_fields():
             value = getattr(self, field.name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not (
-                number and math.isfinite(value) and 0 <= value <= MAX_COST
-            ):  # larger overflows float32 scores
+            # larger overflows float32 scores
+            if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):
                 raise ValueError(
                     f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}."
                 )
@@ -255,9 +245,8 @@ class SpanCosts:
         """``(B, count, Q)`` costs of the spans of ``length`` units starting at units ``0..count-1`` (fast: slices)."""
         cost = self.start[:, :count] + self.end[:, length - 1 : length - 1 + count]
         cost = cost + self.length[:, None, :, length - min_span]
-        inner = (
-            self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
-        )  # (B, count, 2)
+        # (B, count, 2)
+        inner = self.marks[:, length - 1 : length - 1 + count] - self.marks[:, :count]
         return cost + (inner > 0).to(cost.dtype) @ self.mark_cost.transpose(1, 2)
 
     def of_spans(self, starts: Tensor, ends: Tensor, min_span: int) -> Tensor:
@@ -271,9 +260,8 @@ class SpanCosts:
         first, last = starts.clamp(0, width - 1), (ends - 1).clamp(0, width - 1)
         lengths = (ends - starts - min_span).clamp(0, self.length.shape[2] - 1)
 
-        def at(
-            table: Tensor, middle, end
-        ) -> Tensor:  # table[rows, middle, end]: a flat take is faster on CPU
+        # table[rows, middle, end]: a flat take is faster on CPU
+        def at(table: Tensor, middle, end) -> Tensor:
             return table.take((rows * table.shape[1] + middle) * table.shape[2] + end)
 
         cost = (
@@ -311,16 +299,13 @@ def span_costs(
         profiles = profiles[None].expand(batch, -1, -1)
     profiles = profiles.to(device=device, dtype=torch.float32)
     bit = lambda mask: ((flags & mask) > 0).float()[..., None]  # noqa: E731  (B, U, 1)
-    free_start = (
-        1.0 - profiles[:, None, :, 1]
-    )  # (B, 1, Q): the query starts on a function word → no start cost
+    # (B, 1, Q): the query starts on a function word → no start cost
+    free_start = 1.0 - profiles[:, None, :, 1]
     free_end = 1.0 - profiles[:, None, :, 2]
-    sentence_query = profiles[
-        :, None, :, 4
-    ]  # (B, 1, Q): open starts and ends cost only for a sentence query
-    start = scorer.start_word * bit(START_WORD) * free_start + scorer.after_determiner * bit(
-        AFTER_DETERMINER
-    )
+    # (B, 1, Q): open starts and ends cost only for a sentence query
+    sentence_query = profiles[:, None, :, 4]
+    after_determiner = scorer.after_determiner * bit(AFTER_DETERMINER)
+    start = scorer.start_word * bit(START_WORD) * free_start + after_determiner
     start = start + scorer.open_start * (1.0 - bit(CLAUSE_BEFORE)) * sentence_query
     end = (
         scorer.end_word * bit(END_WORD) * free_end
@@ -377,9 +362,8 @@ def mark_prefix(flags: np.ndarray) -> np.ndarray:
     import numpy as np
 
     flags = np.asarray(flags).astype(np.int64)
-    marks = np.stack([(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0], axis=-1).astype(
-        np.int64
-    )
+    marked = [(flags & CLAUSE_MARK) > 0, (flags & SENTENCE_END) > 0]
+    marks = np.stack(marked, axis=-1).astype(np.int64)
     return np.concatenate([np.zeros_like(marks[..., :1, :]), np.cumsum(marks, axis=-2)], axis=-2)
 
 
@@ -457,13 +441,11 @@ def governed_starts(codes, flags, starts, ends, max_span: int) -> np.ndarray:
     position = np.broadcast_to(np.arange(width), codes.shape)
     after_break = np.concatenate([np.zeros((len(codes), 1), bool), codes[:, :-1] == BREAKS], axis=1)
     opens = ((flags & CLAUSE_BEFORE) > 0) | after_break
-    scope = np.maximum.accumulate(
-        np.where(opens, position, 0), axis=1
-    )  # where each unit's scope starts
+    # where each unit's scope starts
+    scope = np.maximum.accumulate(np.where(opens, position, 0), axis=1)
     governs = codes == GOVERNS
-    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[
-        :, ::-1
-    ]  # next governor
+    # next governor
+    first = np.minimum.accumulate(np.where(governs, position, width)[:, ::-1], axis=1)[:, ::-1]
     first = np.concatenate([first, np.full((len(first), 1), width)], axis=1)
     valid = (starts > 0) & (ends > starts)
     begin = np.take_along_axis(scope, np.clip(starts, 0, width - 1), axis=1)

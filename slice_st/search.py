@@ -231,9 +231,8 @@ class SpanSearchResult(Sequence):
     def __getitem__(self, query_index):  # noqa: D105
         if isinstance(query_index, slice):
             return [self[q] for q in range(len(self))[query_index]]
-        query_index = range(len(self.queries))[
-            query_index
-        ]  # IndexError past the end ends iteration
+        # IndexError past the end ends iteration
+        query_index = range(len(self.queries))[query_index]
         return [self.matches(query_index, text_index) for text_index in range(len(self.texts))]
 
     def matches(self, query_index: int, text_index: int) -> list[SpanMatch]:
@@ -289,9 +288,8 @@ class SpanSearchResult(Sequence):
         at = np.nonzero(np.isfinite(self.scores))
         spans = [self.texts[t][a:b] for t, a, b in zip(at[1], self.starts[at], self.ends[at])]
         queries = [self.queries[q] for q in at[0]]
-        low = (
-            self.calibrator(queries, spans, self.scores[at], self.similarities[at]) < min_confidence
-        )
+        confidence = self.calibrator(queries, spans, self.scores[at], self.similarities[at])
+        low = confidence < min_confidence
         gone = tuple(index[low] for index in at)
         for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
             values = getattr(self, name)
@@ -307,11 +305,8 @@ class SpanSearchResult(Sequence):
     def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
-        span, score, similarity = (
-            self.texts[text_index][start:end],
-            float(self.scores[at]),
-            float(self.similarities[at]),
-        )
+        span = self.texts[text_index][start:end]
+        score, similarity = float(self.scores[at]), float(self.similarities[at])
         confidence = None
         if self.calibrator is not None:
             query = self.queries[query_index]
@@ -424,11 +419,8 @@ def _best_spans(
 ):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options, min_confidence)
-    batch_size, show, context = (
-        options["batch_size"],
-        options["show_progress_bar"],
-        options["window_context"],
-    )
+    batch_size, show = options["batch_size"], options["show_progress_bar"]
+    context = options["window_context"]
     prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
         model,
@@ -480,9 +472,8 @@ class _Search:
         self.similarity = span_similarity(model, options["similarity_fn_name"])
         check_overlap(overlap)
         self.scorer = search_scorer(options["scorer"], model)
-        if (
-            self.similarity != "cosine"
-        ):  # a scorer's costs are in cosine units: rank by the plain similarity
+        # a scorer's costs are in cosine units: rank by the plain similarity
+        if self.similarity != "cosine":
             self.scorer = dataclasses.replace(
                 resolve_scorer("max-cosine"), name=f"max-{self.similarity}"
             )
@@ -491,42 +482,32 @@ class _Search:
             model, options["query_prompt"], options["query_prompt_name"], "query"
         )
         shared = {name: options[name] for name in ("batch_size", "window_context", "device")}
-        self.dim = check_truncate_dim(
-            model
-        )  # spans and queries compared in the truncated space, as encode does
+        # spans and queries compared in the truncated space, as encode does
+        self.dim = check_truncate_dim(model)
         self.queries = embed_texts(
             model, queries, show_progress_bar=False, prompt=prompt, **shared
         )[:, : self.dim]
         # A unit holds >= 1 token, a token >= 1 UTF-8 byte: a bound on any text's spans (lone surrogates fail later).
         units = max((len(text.encode("utf-8", "surrogatepass")) for text in texts), default=0)
-        self.top_k = (
-            top_k if paired else min(top_k, max(1, units * (config.max_span - config.min_span + 1)))
-        )
-        self.profiles = (
-            None  # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
-        )
+        span_lengths = config.max_span - config.min_span + 1
+        self.top_k = top_k if paired else min(top_k, max(1, units * span_lengths))
+        # (Q, 5) query profiles for the scorer's costs; a plain scorer pays none
+        self.profiles = None
         if not self.scorer.is_plain:
-            lengths = [
-                len(starts) for starts, _, _ in text_units(model.tokenizer, queries, config.unit)
-            ]
+            query_units = text_units(model.tokenizer, queries, config.unit)
+            lengths = [len(starts) for starts, _, _ in query_units]
             self.profiles = torch.from_numpy(query_profiles(queries, lengths))
         self.rerank = rerank_context(self.scorer, queries)
-        self.pick_order = (
-            False  # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
-        )
+        # (Q, 1): the queries whose windows' spans merge in pick order (see merge_key)
+        self.pick_order = False
         if self.rerank is not None and self.profiles is not None and not paired:
             self.pick_order = self.rerank.reranker.reranks(self.profiles[:, 0].numpy())[:, None]
         shape = (1 if paired else len(queries), len(texts), self.top_k)
         self.arrays = {
             name: np.full(shape, -np.inf, np.float32) for name in ("scores", "similarities")
         }
-        names = (
-            "starts",
-            "ends",
-            "unit_starts",
-            "unit_ends",
-            "ranks",
-        )  # ranks: place among its window's picks
+        # ranks: place among its window's picks
+        names = ("starts", "ends", "unit_starts", "unit_ends", "ranks")
         self.arrays |= {name: np.full(shape, -1, np.int64) for name in names}
 
     def best_of_rows(self, rows: WindowRows) -> BestSpans:
@@ -565,9 +546,8 @@ class _Search:
             found = self.rerank.best(
                 fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config
             )
-        if (
-            costs is None or config.unit != "word"
-        ):  # the paper's protocol and token units keep their spans
+        # the paper's protocol and token units keep their spans
+        if costs is None or config.unit != "word":
             return found
         governors = np.zeros(tuple(flags.shape), dtype=np.uint8)
         for row, strings in enumerate(units):
@@ -590,24 +570,21 @@ class _Search:
         missing, device = found.starts < 0, found.starts.device
         starts, last = found.starts.clamp(min=0), (found.ends - 1).clamp(min=0)
         chars = torch.tensor([w.char_start for w in rows.windows], device=device)[:, None, None]
-        units = torch.tensor([w.first_unit(self.config.unit) for w in rows.windows], device=device)[
-            :, None, None
-        ]
+        first_units = [w.first_unit(self.config.unit) for w in rows.windows]
+        units = torch.tensor(first_units, device=device)[:, None, None]
         candidate = {
             "starts": _gather_units(rows.char_starts, starts) + chars,
             "ends": _gather_units(rows.char_ends, last) + chars,
             "unit_starts": found.starts + units,
             "unit_ends": found.ends + units,
         }
-        candidate["ranks"] = torch.arange(found.starts.shape[-1], device=device).expand_as(
-            found.starts
-        )
+        ranks = torch.arange(found.starts.shape[-1], device=device)
+        candidate["ranks"] = ranks.expand_as(found.starts)
         candidate = {
             name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()
         }
-        candidate["similarities"] = (
-            found.similarities.masked_fill(missing, float("-inf")).float().cpu().numpy()
-        )
+        similarities = found.similarities.masked_fill(missing, float("-inf"))
+        candidate["similarities"] = similarities.float().cpu().numpy()
         candidate["scores"] = found.scores.float().cpu().numpy()
         for row, window in enumerate(rows.windows):
             self._merge(

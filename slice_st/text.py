@@ -60,9 +60,8 @@ def read_texts(
                 if text.strip():
                     records.append(TextRecord(path, number, offset, text))
             continue
-        lines = file_lines(
-            path
-        )  # streamed; "auto" looks at the whole file first, so it keeps its lines
+        # streamed; "auto" looks at the whole file first, so it keeps its lines
+        lines = file_lines(path)
         mode = split
         if split == "auto":
             lines = list(lines)
@@ -86,16 +85,13 @@ def read_texts(
 
 
 WRAPPED_MAX_WIDTH = 120  # the widest hard-wrapped line, indentation included
-WRAPPED_MIN_WIDTH = (
-    40  # the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
-)
+# the narrowest width text is wrapped to (shorter lines are phrases, names, headings)
+WRAPPED_MIN_WIDTH = 40
 WRAPPED_SHARE = 0.6  # the share of inner line breaks that must be wrapping breaks
-WRAPPED_SLACK = (
-    10  # how much shorter than its neighbours a line wrapped by hand may end mid-sentence
-)
-RECORD_SHARE = (
-    0.6  # the share of lines opening alike (a date) or with as many fields, for one record per line
-)
+# how much shorter than its neighbours a line wrapped by hand may end mid-sentence
+WRAPPED_SLACK = 10
+# the share of lines opening alike (a date) or with as many fields, for one record per line
+RECORD_SHARE = 0.6
 #: A line that ends a sentence or a clause: final punctuation, maybe followed by closing quotes/brackets.
 _LINE_END = re.compile(r"[.!?…:;][\"'”’)\]]*\s*$")
 

@@ -79,15 +79,13 @@ def unit_boundaries(
         else:
             spaces = _space_prefix_counts(texts, content.device)  # (B, L + 1)
             end = spaces.shape[1] - 1
-            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, end)) > spaces.gather(
-                1, previous_end.clamp(0, end)
-            )
+            spaces_before = spaces.gather(1, previous_end.clamp(0, end))
+            separated = spaces.gather(1, offsets[:, :, 0].clamp(0, end)) > spaces_before
         is_start = content & (run_starts | separated)
     num_units = is_start.sum(dim=1)
     positions = torch.arange(length, device=content.device).expand(batch, length)
-    content_end = torch.nn.functional.pad(torch.where(content, positions + 1, 0), (1, 0)).amax(
-        dim=1
-    )
+    after_content = torch.where(content, positions + 1, 0)
+    content_end = torch.nn.functional.pad(after_content, (1, 0)).amax(dim=1)
     width = int(num_units.max()) if batch else 0
     boundaries = content_end[:, None].repeat(1, width + 1)
     rows, columns = is_start.nonzero(as_tuple=True)
@@ -120,9 +118,8 @@ def _snap_to_whitespace(
     """Widen each word's character range to its whole whitespace-delimited run."""
     starts_np, ends_np = starts.cpu().numpy().copy(), ends.cpu().numpy().copy()
     for row, (text, count) in enumerate(zip(texts, num_units.tolist())):
-        bounds = np.concatenate(
-            [[-1], _space_positions(text), [len(text)]]
-        )  # the spaces, and both ends of the text
+        # the spaces, and both ends of the text
+        bounds = np.concatenate([[-1], _space_positions(text), [len(text)]])
         starts_np[row, :count] = bounds[np.searchsorted(bounds, starts_np[row, :count]) - 1] + 1
         ends_np[row, :count] = bounds[np.searchsorted(bounds, ends_np[row, :count])]
     return torch.from_numpy(starts_np).to(starts.device), torch.from_numpy(ends_np).to(ends.device)
@@ -174,11 +171,8 @@ def text_units(
     )
     padded = torch.nn.utils.rnn.pad_sequence(offsets, batch_first=True)
     units = unit_boundaries(mask, torch.zeros_like(mask), padded, unit, texts)
-    starts, ends, counts = (
-        units.char_starts.numpy(),
-        units.char_ends.numpy(),
-        units.boundaries.diff(dim=1).numpy(),
-    )
+    starts, ends = units.char_starts.numpy(), units.char_ends.numpy()
+    counts = units.boundaries.diff(dim=1).numpy()
     return [
         (starts[row, :n], ends[row, :n], counts[row, :n])
         for row, n in enumerate(units.num_units.tolist())
@@ -251,9 +245,8 @@ def plan_windows(
         stripped = text.strip()
         try:
             size = len(stripped.encode("utf-8"))
-        except (
-            UnicodeEncodeError
-        ) as error:  # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+        # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
+        except UnicodeEncodeError as error:
             where = f"({text[error.start]!r}) at character {error.start}"
             failed(
                 WindowError(
@@ -296,9 +289,8 @@ def _pieces(text: str) -> Iterator[tuple[int, str]]:
     (units never cross whitespace, so the pieces' units are the text's); a run without whitespace is not cut."""
     start = 0
     while len(text) - start > PLAN_PIECE_CHARS:
-        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS) or _SPACE.search(
-            text, start + 1
-        )
+        found = _LAST_SPACE.match(text, start + 1, start + PLAN_PIECE_CHARS)
+        found = found or _SPACE.search(text, start + 1)
         if found is None:
             break
         cut = found.start(found.lastindex or 0)
@@ -385,12 +377,10 @@ def _text_windows(
         # Full context on both sides if it fits, else halve it (context, context/2, …, 0) until the window owns a start
         for margin in (context >> halvings for halvings in range(context.bit_length() + 1)):
             first = max(own_lo - margin, 0)
-            last = (
-                int(np.searchsorted(cumulative, cumulative[first] + max_tokens, side="right")) - 1
-            )
-            own_hi = (
-                num_words if last >= num_words else last - max_span - margin + 1
-            )  # spans end by last - margin
+            end_tokens = cumulative[first] + max_tokens
+            last = int(np.searchsorted(cumulative, end_tokens, side="right")) - 1
+            # spans end by last - margin
+            own_hi = num_words if last >= num_words else last - max_span - margin + 1
             if own_hi > own_lo:
                 break
         else:

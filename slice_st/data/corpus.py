@@ -120,9 +120,8 @@ def read_corpus(
         if (fmt or ("jsonl" if is_jsonl(path) else "text")) == "jsonl":
             documents += read_jsonl(path, id_field, text_field)
             continue
-        name = (
-            os.path.normpath(path) if path != "-" else path
-        )  # a text file: id path:line, blank lines skipped
+        # a text file: id path:line, blank lines skipped
+        name = os.path.normpath(path) if path != "-" else path
         for record in read_texts([path], split, fmt="text", report=report):
             documents.append(
                 Document(

@@ -96,9 +96,8 @@ def _read_text_file(path: str, split: str, report: Callable[[str, str], None] | 
         report(path, mode)
     if mode == "paragraph":
         return ["\n\n".join(one_line(record.text) for record in records)]
-    lines = (
-        (raw for _, _, raw in file_lines(path)) if split == "line" and path != "-" else None
-    )  # stdin: read once
+    # stdin: read once
+    lines = (raw for _, _, raw in file_lines(path)) if split == "line" and path != "-" else None
     if report is not None and lines is not None and guess_split(lines) == "paragraph":
         report(path, "wrapped-lines")
     return [record.text for record in records]
@@ -203,18 +202,16 @@ def _pack(
             if len(current) >= target:
                 passages.append(current)
                 current, target = [], rng.randint(min_words, max_words)
-    if (
-        current and len(current) < min_words and passages
-    ):  # a short end: joins the last passage, or shares it
+    # a short end: joins the last passage, or shares it
+    if current and len(current) < min_words and passages:
         both = passages.pop() + current
         if len(both) <= max_words:
             passages.append(both)
         elif len(both) >= 2 * min_words:
             passages += [both[:-min_words], both[-min_words:]]
         else:
-            passages.append(
-                both[: -len(current)]
-            )  # too few words for two passages: the end is left out
+            # too few words for two passages: the end is left out
+            passages.append(both[: -len(current)])
     elif len(current) >= min_words:
         passages.append(current)
     return [" ".join(words) for words in passages]
@@ -264,9 +261,8 @@ def load_passages(
             )
     files = [source for source in sources if not is_saved_dataset(source)]
     if files:
-        paths = expand_paths(
-            files, follow_links=follow_links
-        )  # a folder: the files `slice-st mine` reads in it
+        # a folder: the files `slice-st mine` reads in it
+        paths = expand_paths(files, follow_links=follow_links)
         check_distinct_files(paths)
         texts = [text for path in paths for text in read_texts(path, split=split, report=report)]
         words = {"min_words": min_words, "max_words": max_words}

@@ -24,9 +24,8 @@ def read_msmarco_triples(path: str | os.PathLike) -> Dataset:
         import ftfy
 
     columns: dict[str, list[str]] = {"anchor": [], "positive": [], "negative": []}
-    for number, _, line in file_lines(
-        os.fspath(path)
-    ):  # not UTF-8, a folder, a device: one clear error
+    # not UTF-8, a folder, a device: one clear error
+    for number, _, line in file_lines(os.fspath(path)):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue

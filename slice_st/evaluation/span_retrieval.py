@@ -64,10 +64,8 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     """
     with needs_extra("eval", "correlations"):
         from scipy import stats
-    gold_array, predicted_array = (
-        np.asarray(gold, dtype=np.float64),
-        np.asarray(predicted, dtype=np.float64),
-    )
+    gold_array = np.asarray(gold, dtype=np.float64)
+    predicted_array = np.asarray(predicted, dtype=np.float64)
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")
     return float(stats.pearsonr(gold_array, predicted_array)[0]), float(
@@ -168,9 +166,8 @@ def score_single(
     )
     check_all_scored(scores, passages)
     extra = {"scorer": resolve_scorer(options.get("scorer")).name}
-    extra["similarities"] = [
-        float(match.similarity) for match in matches
-    ]  # JSON-ready: research's table caches it
+    # JSON-ready: research's table caches it
+    extra["similarities"] = [float(match.similarity) for match in matches]
     return SetupResult(scores, [(match.start, match.end) for match in matches], extra=extra)
 
 

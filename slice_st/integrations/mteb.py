@@ -231,9 +231,8 @@ class STSBContext(AbsTaskSTS):
         }
         spans["show_progress_bar"] = bool(encode_kwargs.get("show_progress_bar", False))
         single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **spans)
-        paper = score_single(
-            st_model, phrases, passages, scorer="max-cosine", **spans
-        )  # the paper's protocol
+        # the paper's protocol
+        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **spans)
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
         scores: dict[str, Any] = {
             "min_span": self.min_span,
@@ -319,9 +318,8 @@ def mteb_model(
             else f"slice-st/{identity}"
         )
     if revision is None:
-        revision = (
-            None if path else getattr(card, "base_model_revision", None)
-        ) or model_fingerprint(model)
+        revision = None if path else getattr(card, "base_model_revision", None)
+        revision = revision or model_fingerprint(model)
     base = getattr(card, "base_model", None)
     update = {
         "name": name,
@@ -393,9 +391,8 @@ def run_mteb(
             return mteb.evaluate(
                 wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options
             )
-    except (
-        ConnectionError
-    ) as error:  # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
+    # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
+    except ConnectionError as error:
         why = " ".join(str(error).split())[:200]
         raise FileNotFoundError(
             f"the data of mteb task(s) {', '.join(tasks)} is not available here ({why}): run once with network access "

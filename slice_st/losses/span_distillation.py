@@ -342,9 +342,8 @@ def span_token_inputs(
         boundaries.gather(1, index.clamp(min=0))[valid][:, None] for index in (starts, ends)
     )
     lengths = token_hi - token_lo
-    positions = (
-        torch.arange(int(lengths.max()) + 2, device=ids.device)[None, :] - 1
-    )  # -1: [CLS]; a length: [SEP]
+    # -1: [CLS]; a length: [SEP]
+    positions = torch.arange(int(lengths.max()) + 2, device=ids.device)[None, :] - 1
     body = ids[rows[:, None], (token_lo + positions).clamp(0, ids.shape[1] - 1)]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     input_ids = torch.where(positions < lengths, body, pad)

@@ -129,16 +129,11 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         span_config = get_span_config(model).replace(
             min_span=min_span, max_span=max_span, unit=unit
         )
-        self.min_span, self.max_span, self.unit = (
-            span_config.min_span,
-            span_config.max_span,
-            span_config.unit,
-        )
+        self.min_span, self.max_span = span_config.min_span, span_config.max_span
+        self.unit = span_config.unit
         require_span_features(model, type(self).__name__)
-        self.in_batch_negatives, self.gather_across_devices = (
-            in_batch_negatives,
-            gather_across_devices,
-        )
+        self.in_batch_negatives = in_batch_negatives
+        self.gather_across_devices = gather_across_devices
 
     def forward(
         self, sentence_features: Iterable[dict[str, Tensor]], labels: Tensor | None = None
@@ -163,9 +158,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
             scores = [
                 column_span_scores(query, out, *spans) for query, out in zip(repeated, passages)
             ]
-            logits = (
-                torch.cat(scores).view(num_columns, rows).T
-            )  # (B, 1 + n_negatives); positive first
+            # (B, 1 + n_negatives); positive first
+            logits = torch.cat(scores).view(num_columns, rows).T
             targets = torch.zeros(rows, dtype=torch.long, device=logits.device)
         positive = logits.gather(1, targets[:, None])[:, 0]
         valid &= torch.isfinite(positive)
@@ -177,9 +171,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
             )
         if not bool(valid.any()):
             return anchor["token_embeddings"].sum() * 0.0
-        similarities = (
-            logits[valid] + 1
-        ) / 2  # cosine rescaled to [0, 1]; -inf stays -inf (no span)
+        # cosine rescaled to [0, 1]; -inf stays -inf (no span)
+        similarities = (logits[valid] + 1) / 2
         loss = nn.functional.cross_entropy(self.scale * similarities, targets[valid])
         if torch.isnan(loss):
             raise FloatingPointError(
@@ -209,12 +202,10 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         local_passages = len(scores)  # (passage rows here, all queries)
         if all_queries is not queries:
             scores = all_gather_with_grad(scores)  # (passage rows of every process, all queries)
-        logits = scores[
-            :, rank * rows : (rank + 1) * rows
-        ].T  # this process's queries against every passage row
-        targets = rank * local_passages + torch.arange(
-            rows, device=logits.device
-        )  # own positive: column 0 rows
+        # this process's queries against every passage row
+        logits = scores[:, rank * rows : (rank + 1) * rows].T
+        # own positive: column 0 rows
+        targets = rank * local_passages + torch.arange(rows, device=logits.device)
         return logits, targets
 
     def _passage_outputs(self, columns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -66,19 +66,15 @@ class SpanPooling(Module):
     ) -> None:
         super().__init__()
         check_span_bounds(min_span, max_span)
-        self.embedding_dimension, self.min_span, self.max_span = (
-            embedding_dimension,
-            min_span,
-            max_span,
-        )
+        self.embedding_dimension = embedding_dimension
+        self.min_span, self.max_span = min_span, max_span
         self.unit, self.output_spans = check_unit(unit), output_spans
 
     def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         token_embeddings = features["token_embeddings"]
         weights = features["attention_mask"].unsqueeze(-1).to(token_embeddings.dtype)
-        features["sentence_embedding"] = (token_embeddings * weights).sum(1) / weights.sum(1).clamp(
-            min=1e-9
-        )
+        counts = weights.sum(1).clamp(min=1e-9)
+        features["sentence_embedding"] = (token_embeddings * weights).sum(1) / counts
         return self.add_spans(features)
 
     def add_spans(self, features: dict[str, Any]) -> dict[str, Any]:
@@ -155,9 +151,8 @@ class SpanPooling(Module):
             settings.unit,
             output_spans,
         )
-        pooling.span_pooling = (
-            span_pooling  # a child: found by get_span_config, moved by .to(), never saved
-        )
+        # a child: found by get_span_config, moved by .to(), never saved
+        pooling.span_pooling = span_pooling
         span_pooling._hook = pooling.register_forward_hook(span_pooling._after_pooling)
         set_span_config(model, settings.min_span, settings.max_span, settings.unit)
         return model

@@ -168,6 +168,5 @@ def load_shipped_model(name: str, base: SentenceTransformer):
     shipped = shipped_model(name)
     shipped.check_files()
     merge_lora_adapter(base[0].auto_model, shipped.adapter_dir)
-    return rebuilt_model(
-        base, model_class=type(base)
-    )  # a fresh card: the base folder's README is not about these
+    # a fresh card: the base folder's README is not about these
+    return rebuilt_model(base, model_class=type(base))

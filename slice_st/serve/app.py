@@ -229,10 +229,8 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     search = functools.partial(index.search, **options)
     if options["merge_identical"]:
         options = options | {"top_k": options["merge_limit"]}
-    cost, most = (
-        search_cost(index, queries, options),
-        min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND),
-    )
+    cost = search_cost(index, queries, options)
+    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
     if cost > most:
         raise HTTPException(
             413,
@@ -294,9 +292,8 @@ def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -
     top_k, per_document = options.get("top_k") or 10, options.get("per_document")
     windows = _document_window_units(index)  # largest first
     work = 0.0
-    if (
-        options.get("scorer", "reranked") == "reranked"
-    ):  # at most top_k documents re-ranked: the largest
+    # at most top_k documents re-ranked: the largest
+    if options.get("scorer", "reranked") == "reranked":
         work += (
             RERANK_WEIGHT
             * float(windows[:top_k].sum())
@@ -346,9 +343,8 @@ async def document(
         raise HTTPException(404, f"no document with id {id!r:.80}.")
     query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
 
-    def answer(
-        cancelled,
-    ) -> JSONResponse:  # a long document's units take a while to serialise: never in the loop
+    # a long document's units take a while to serialise: never in the loop
+    def answer(cancelled) -> JSONResponse:
         chars, scores = index.unit_profile(query, id, min_span, max_span)
         profile = (
             None
@@ -415,9 +411,8 @@ def file_cost(index: SpanIndex, positions: list[int], query: str | None, lengths
     work = float(len(positions) * len(index.arrays["segment_docs"]))
     if query is not None:
         units = float(_document_window_units_by_position(index)[positions].sum())
-        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + len(
-            positions
-        ) * QUERY_CHAR_COST * len(query)
+        encoding = len(positions) * QUERY_CHAR_COST * len(query)
+        work += (1 + len(query) / QUERY_CHARS) * units * max(1, lengths) + encoding
     return work
 
 
@@ -462,9 +457,8 @@ async def file(
             f"query encoding per document); at most {most:.3g}: open one of its documents (/api/documents).",
         )
 
-    def answer(
-        cancelled,
-    ) -> JSONResponse:  # a long file's units take a while to serialise: never in the loop
+    # a long file's units take a while to serialise: never in the loop
+    def answer(cancelled) -> JSONResponse:
         parts, texts, units, profile, at = [], [], [], [], 0
         for position in positions:
             if cancelled is not None and cancelled.is_set():
@@ -554,7 +548,6 @@ def create_app(
     )
     app.add_middleware(TokenGate, token=token)
     hosts = host_names(allowed_hosts) if allowed_hosts is not None else default_hosts("127.0.0.1")
-    app.add_middleware(
-        TrustedHostMiddleware, allowed_hosts=hosts
-    )  # outermost: a rebinding page gets nothing
+    # outermost: a rebinding page gets nothing
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=hosts)
     return app

@@ -46,18 +46,16 @@ class BodyLimit:
                 )
             except TimeoutError:
                 detail = f"the request body did not arrive within {self.timeout_s:g} s."
-                await JSONResponse({"detail": detail}, 408, {"connection": "close"})(
-                    scope, receive, send
-                )
+                response = JSONResponse({"detail": detail}, 408, {"connection": "close"})
+                await response(scope, receive, send)
                 return
             if message["type"] == "http.disconnect":
                 return
             size += len(message.get("body", b""))
             if size > self.max_bytes:
                 detail = f"request body over {self.max_bytes} bytes."
-                await JSONResponse({"detail": detail}, 413, {"connection": "close"})(
-                    scope, receive, send
-                )
+                response = JSONResponse({"detail": detail}, 413, {"connection": "close"})
+                await response(scope, receive, send)
                 return
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
@@ -89,9 +87,8 @@ class TokenGate:
         if scope["path"] == "/" and any(
             hmac.compare_digest(candidate, self.token) for candidate in in_query
         ):
-            value = quote(
-                self.token.decode(), safe=""
-            )  # a space, ';' or 'é' in a cookie: percent-encoded
+            # a space, ';' or 'é' in a cookie: percent-encoded
+            value = quote(self.token.decode(), safe="")
             cookie = f"{TOKEN_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/"
             await RedirectResponse("/", 303, {"set-cookie": cookie})(scope, receive, send)
             return
@@ -193,9 +190,8 @@ def guarded_protocol(
             same = sum(
                 1 for other in self.connections if other.client and other.client[0] == address
             )
-            if (
-                len(self.connections) >= max_connections or same >= per_client
-            ):  # no file handle is held for it
+            # no file handle is held for it
+            if len(self.connections) >= max_connections or same >= per_client:
                 transport.close()
                 return
             super().connection_made(transport)
@@ -233,11 +229,8 @@ def default_hosts(host: str) -> list[str]:
     >>> default_hosts("127.0.0.1"), default_hosts("0.0.0.0"), default_hosts("::1")
     (['127.0.0.1', 'localhost'], ['localhost', '127.0.0.1', '[::1]'], ['[::1]', 'localhost'])
     """
-    return host_names(
-        [host, "localhost"]
-        if host not in ("0.0.0.0", "::", "")
-        else ["localhost", "127.0.0.1", "::1"]
-    )
+    wildcard = host in ("0.0.0.0", "::", "")
+    return host_names(["localhost", "127.0.0.1", "::1"] if wildcard else [host, "localhost"])
 
 
 def host_names(hosts: list[str]) -> list[str]:

@@ -46,17 +46,15 @@ class IndexSource:
         """The index to answer from now (re-opened first when the directory holds a newer save)."""
         if self.directory is None:
             return self._index
-        stamp = (
-            self._manifest_stamp()
-        )  # a save replaces the manifest in one rename: never missing unless removed
+        # a save replaces the manifest in one rename: never missing unless removed
+        stamp = self._manifest_stamp()
         if stamp == self._stamp:
             return self._index
         with self._lock:
             if stamp == self._stamp:
                 return self._index
-            self._index = SpanIndex.load(
-                self.directory, self._index.model
-            )  # a clear error if no index is left there
+            # a clear error if no index is left there
+            self._index = SpanIndex.load(self.directory, self._index.model)
             self._stamp = stamp
             self.reloads += 1
             return self._index
