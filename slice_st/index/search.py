@@ -70,8 +70,7 @@ class IndexMatch:
         similarity: The span's cosine to the query (``cosine`` before, deprecated).
         places: With ``merge_identical=True``: every place of this span's text
             (:func:`~slice_st.search.identity_key`) among the results, this one first, best first; else empty.
-        confidence: The probability that the span is a real match for the query (:mod:`slice_st.confidence`), for a
-            shipped model with its default scorer; else ``None``.
+        confidence: As :attr:`slice_st.search.SpanMatch.confidence`: the calibrated probability of a real match.
     """
 
     query_index: int
@@ -81,12 +80,12 @@ class IndexMatch:
     end: int
     span: str
     score: float
+    confidence: float | None = field(default=None, kw_only=True)  # beside the score in JSON
     unit_start: int
     unit_end: int
     calibrated: float | None = None
     similarity: float | None = None
     places: tuple[SpanPlace, ...] = field(default=(), kw_only=True)
-    confidence: float | None = field(default=None, kw_only=True)
 
     @property
     def count(self) -> int:
