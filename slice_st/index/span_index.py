@@ -131,6 +131,8 @@ class SpanIndex:
         self.replaced: list[str] = []  # ids of the documents the last add(replace=True) removed
         self._candidates: CandidateStage | None = None
         self._compressed: CompressedTier | None = None
+        # the memory-mapped unit arrays loaded, each with its FileRows (rows read from the file, not the map)
+        self._unit_files: dict[str, tuple[np.ndarray, storage.FileRows]] | None = None
         self._origin: tuple[str, str, int | None] | None = (
             None  # (directory, data folder, generation) loaded from
         )
@@ -812,8 +814,8 @@ class SpanIndex:
         position = np.full(len(self.doc_ids), -1, dtype=np.int64)
         position[docs] = np.arange(len(docs))
         sub = copy.copy(self)
-        sub._compressed = sub._candidates = sub._origin = None
-        sub.arrays = {name: np.asarray(arrays[name][rows]) for name in storage.UNIT_ARRAYS} | {
+        sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
+        sub.arrays = {name: self._unit_rows(name, rows) for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate(
                 [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
             ).astype(np.int64),
@@ -824,6 +826,14 @@ class SpanIndex:
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
         return sub
+
+    def _unit_rows(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """Rows of a unit array; of a loaded memory-mapped one, read from its file rather than through the map (the
+        pages a map touches stay in the process's resident memory)."""
+        held = (self._unit_files or {}).get(name)
+        if held is not None and held[0] is self.arrays[name]:
+            return held[1].take(rows)
+        return np.asarray(self.arrays[name][rows])
 
     def _search_vectors(
         self,
@@ -1325,6 +1335,11 @@ class SpanIndex:
                     "the index data does not match its manifest (corrupt or half-written)"
                 )
             index.arrays = arrays
+            index._unit_files = {
+                name: (arrays[name], data.rows[name])
+                for name in storage.UNIT_ARRAYS
+                if name in data.rows
+            }
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(
                     data.json(CALIBRATION_FILE), CALIBRATION_FILE

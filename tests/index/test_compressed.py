@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -212,3 +213,38 @@ def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys
     assert "compression" in cli_fails(
         capsys, "index", "build", corpus, "-o", tmp_path / "b", "--compress", "pq5", *common
     )
+
+
+def _mapped_resident_kib(suffix: str) -> int:
+    """Resident KiB of this process's mappings of files ending in ``suffix`` (Linux's /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):
+                inside = len(fields) >= 6 and fields[-1].endswith(suffix)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_load_and_search_read_the_exact_tier_from_the_file_not_the_map(
+    packed, tiny_model, tmp_path
+):
+    """Load's sample checksums and the candidates' rows are read with pread: no page of the memory-mapped exact
+    tier becomes resident in the process (a map keeps every page it touched)."""
+    packed.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    names = ("unit_vectors.npy", "span_norms.npy", "unit_chars.npy")
+    assert all(isinstance(loaded.arrays[name[:-4]], np.memmap) for name in names)
+    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    _same(
+        loaded.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+    )
+    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    np.asarray(
+        loaded.arrays["unit_vectors"][:10]
+    ).sum()  # the probe sees pages read through the map
+    assert _mapped_resident_kib("unit_vectors.npy") > 0
