@@ -85,6 +85,8 @@ if TYPE_CHECKING:
 DOCUMENTS_PER_STEP = 256
 #: In a data folder: each document's file, where one is not the file its id ``<path>:<line>`` names (JSONL files).
 SOURCES_FILE = "doc_sources.json"
+#: A compressed index's scorer flags of every unit (:func:`~slice_st.scoring.unit_flags`), read for its candidates.
+UNIT_FLAGS = "unit_flags"
 
 
 class SpanIndex:
@@ -825,15 +827,21 @@ class SpanIndex:
         sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
+        flags = self._unit_rows(UNIT_FLAGS, rows)
+        if (
+            flags is not None
+        ):  # a unit's flags depend on its own document only: the stored rows are the sub's
+            cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
         return sub
 
-    def _unit_rows(self, name: str, rows: np.ndarray) -> np.ndarray:
+    def _unit_rows(self, name: str, rows: np.ndarray) -> np.ndarray | None:
         """Rows of a unit array; of a loaded memory-mapped one, read from its file rather than through the map (the
-        pages a map touches stay in the process's resident memory)."""
+        pages a map touches stay in the process's resident memory). ``UNIT_FLAGS``: the stored flags' rows, ``None``
+        when the index holds none that are still valid."""
         held = (self._unit_files or {}).get(name)
-        if held is not None and held[0] is self.arrays[name]:
+        if held is not None and held[0] is self.arrays.get(name, self.arrays["unit_chars"]):
             return held[1].take(rows)
-        return np.asarray(self.arrays[name][rows])
+        return None if name == UNIT_FLAGS else np.asarray(self.arrays[name][rows])
 
     def _search_vectors(
         self,
@@ -876,10 +884,14 @@ class SpanIndex:
             )
 
     def unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
-        return cached_unit_flags(
-            self, self.arrays["unit_chars"], lambda: index_unit_flags(self.texts, self.arrays)
-        )
+        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay
+        (a saved compressed index holds them)."""
+
+        def compute() -> np.ndarray:
+            stored = self._unit_rows(UNIT_FLAGS, np.arange(self.num_units))
+            return index_unit_flags(self.texts, self.arrays) if stored is None else stored
+
+        return cached_unit_flags(self, self.arrays["unit_chars"], compute)
 
     def locate(
         self, units: np.ndarray, lengths: np.ndarray
@@ -1140,6 +1152,10 @@ class SpanIndex:
             self._candidates.save(data_dir)
         if self._compressed is not None:
             samples |= self._compressed.save(data_dir)
+            # the scorer's flags of every unit, so a search reads its candidates' instead of recomputing them
+            flags = self.unit_flags()[0]
+            storage.save_array(os.path.join(data_dir, f"{UNIT_FLAGS}.npy"), flags)
+            samples[UNIT_FLAGS] = storage.array_digest(flags)
         return samples
 
     def _settings(self) -> dict[str, Any]:
@@ -1340,6 +1356,14 @@ class SpanIndex:
                 for name in storage.UNIT_ARRAYS
                 if name in data.rows
             }
+            if manifest.get("compression") and f"{UNIT_FLAGS}.npy" in manifest["files"]:
+                flags = data.array(UNIT_FLAGS, True)
+                if flags.shape != (units,):
+                    raise ValueError("the unit flags do not match the index's units")
+                if (
+                    UNIT_FLAGS in data.rows
+                ):  # valid while the unit rows are those loaded (add, remove)
+                    index._unit_files[UNIT_FLAGS] = (arrays["unit_chars"], data.rows[UNIT_FLAGS])
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(
                     data.json(CALIBRATION_FILE), CALIBRATION_FILE

@@ -248,3 +248,21 @@ def test_load_and_search_read_the_exact_tier_from_the_file_not_the_map(
         loaded.arrays["unit_vectors"][:10]
     ).sum()  # the probe sees pages read through the map
     assert _mapped_resident_kib("unit_vectors.npy") > 0
+
+
+def test_saved_index_holds_unit_flags_read_for_its_candidates(packed, tiny_model, tmp_path):
+    """The scorer's flags are saved with a compressed index; a candidate sub-index reads its rows of them (a unit's
+    flags depend on its own document only), equal to computing them from its texts."""
+    from slice_st.index.search import index_unit_flags
+
+    packed.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    stored = loaded._unit_rows("unit_flags", np.arange(loaded.num_units))
+    assert np.array_equal(stored, index_unit_flags(packed.texts, packed.arrays))
+    sub = loaded._documents(np.array([3, 40, 41, 299]))
+    assert np.array_equal(sub.unit_flags()[0], index_unit_flags(sub.texts, sub.arrays))
+    loaded.add(
+        ["the man plays the loud guitar"], ["new"]
+    )  # new rows: the stored flags no longer apply
+    assert loaded._unit_rows("unit_flags", np.arange(3)) is None
+    assert len(loaded.unit_flags()[0]) == loaded.num_units
