@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib.util
 import json
 import os
@@ -391,10 +392,16 @@ def scaled(args, exact_path: str) -> None:
             )
         built = json.load(open(path + ".json"))
         # the compressed and (up to --exact-up-to) the exact search at the same time: the same load on both
-        jobs = [lambda: run_child(args, path, queries_file, [], args.default_candidates, count)]
+        jobs = [
+            functools.partial(
+                run_child, args, path, queries_file, [], args.default_candidates, count
+            )
+        ]
         if units <= args.exact_up_to:
             jobs.append(
-                lambda: run_child(args, path, queries_file, [], 10**9, count, "child-exact-scale")
+                functools.partial(
+                    run_child, args, path, queries_file, [], 10**9, count, "child-exact-scale"
+                )
             )
         found, *others = in_parallel(*jobs)
         cells = ["-"] * 5
