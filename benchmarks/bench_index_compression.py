@@ -205,8 +205,8 @@ def child(
     import torch
 
     from slice_st import SpanIndex
-    from slice_st.encode import search_scorer
     from slice_st.index.search import profiles_of
+    from slice_st.search import search_scorer
 
     torch.set_num_threads(threads)
     queries = json.load(open(queries_file))
@@ -222,7 +222,11 @@ def child(
         batch_seconds.append(time.perf_counter() - start)
     results = {count: [] for count in sweep}
     options = dict(
-        top_k=10, threshold=None, per_document=None, scorer=search_scorer(None), overlap=False
+        top_k=10,
+        threshold=None,
+        per_document=None,
+        scorer=search_scorer(None, index.model),
+        overlap=False,
     )
     for lo in range(0, len(queries) if sweep else 0, CHILD_BATCH):
         batch = queries[lo : lo + CHILD_BATCH]
