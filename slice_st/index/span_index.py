@@ -779,7 +779,7 @@ class SpanIndex:
         """Each query's ``candidates`` best documents by the compressed scan (or ``docs`` ``(Q, n)`` given), searched
         exactly (the exact tier)."""
         count = candidates or DEFAULT_CANDIDATES
-        if count >= len(self):  # every document: one exact search
+        if docs is None and count >= len(self):  # every document: one exact search
             return self._search_vectors(
                 query_texts, vectors, profiles, wanted, False, None, None, **options
             )

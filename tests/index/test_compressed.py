@@ -266,3 +266,30 @@ def test_saved_index_holds_unit_flags_read_for_its_candidates(packed, tiny_model
     )  # new rows: the stored flags no longer apply
     assert loaded._unit_rows("unit_flags", np.arange(3)) is None
     assert len(loaded.unit_flags()[0]) == loaded.num_units
+
+
+def test_sharded_compressed_search_picks_candidates_across_shards(packed, tiny_model, tmp_path):
+    """Shards coded with the same codebooks: each query's candidates chosen over all shards by the compressed scans,
+    then searched exactly in their shards: the single index's results."""
+    from slice_st.index import ShardedSpanIndex
+
+    for name, docs in (("a", np.arange(0, 120)), ("b", np.arange(120, 300))):
+        half = packed._documents(docs)
+        rows = np.concatenate([np.arange(lo, hi) for lo, hi in _unit_ranges(packed, docs)])
+        half._compressed = packed._compressed.subset(rows)
+        half.save(tmp_path / name)
+    sharded = ShardedSpanIndex.load([tmp_path / "a", tmp_path / "b"], tiny_model)
+    for options in ({"top_k": 8}, {"top_k": 5, "per_document": 1}):
+        _same(
+            sharded.search(QUERIES, candidates=25, **options),
+            packed.search(QUERIES, candidates=25, **options),
+            atol=1e-5,
+        )
+    # with the compressed scan bypassed (candidates >= documents): the exhaustive search, unchanged
+    _same(sharded.search(QUERIES, top_k=8, candidates=300), packed.search(QUERIES, top_k=8))
+
+
+def _unit_ranges(index, docs):
+    bounds, owners = np.asarray(index.arrays["segment_units"]), index.arrays["segment_docs"]
+    segments = np.flatnonzero(np.isin(owners, docs))
+    return zip(bounds[segments], bounds[segments + 1])
