@@ -189,7 +189,7 @@ class ShardedSpanIndex:
         read from its exact tier, with the shards' unit flags (a unit's depend on its own document only)."""
         position = np.searchsorted(self._doc_bases, docs, side="right") - 1
         parts = [
-            self.shards[shard]._documents(docs[position == shard] - self._doc_bases[shard])
+            self.shards[shard]._documents(docs[position == shard] - self._doc_bases[shard], True)
             for shard in np.unique(position).tolist()
         ]
         sub = SpanIndex.merge(parts)

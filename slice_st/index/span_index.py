@@ -794,7 +794,7 @@ class SpanIndex:
             if not len(chosen):
                 results.append([])
                 continue
-            sub = self._documents(chosen)
+            sub = self._documents(chosen, widen=True)
             rows = slice(query, query + 1)
             part = profiles[rows] if profiles is not None else None
             matches = sub._search_vectors(
@@ -808,19 +808,18 @@ class SpanIndex:
             )
         return results
 
-    def _documents(self, docs: np.ndarray) -> SpanIndex:
+    def _documents(self, docs: np.ndarray, widen: bool = False) -> SpanIndex:
         """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), rows read from the
-        exact tier (from disk when memory-mapped)."""
+        exact tier (from disk when memory-mapped); ``widen``: float16 rows as float32, cast once for a search's scans
+        rather than block by block in each (the same values; such an index is searched, never saved)."""
         segments, rows = candidate_rows(self.arrays, docs)
         arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"], dtype=np.int64)
         position = np.full(len(self.doc_ids), -1, dtype=np.int64)
         position[docs] = np.arange(len(docs))
         sub = copy.copy(self)
         sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
-        # float16 rows cast once here, not block by block in each of the query's scans (the same float32 values)
-        sub.arrays = {
-            name: _widened(self._unit_rows(name, rows)) for name in storage.UNIT_ARRAYS
-        } | {
+        cast = _widened if widen else np.asarray
+        sub.arrays = {name: cast(self._unit_rows(name, rows)) for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate(
                 [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
             ).astype(np.int64),
