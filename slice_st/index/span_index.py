@@ -1353,19 +1353,7 @@ class SpanIndex:
                     "the index data does not match its manifest (corrupt or half-written)"
                 )
             index.arrays = arrays
-            index._unit_files = {
-                name: (arrays[name], data.rows[name])
-                for name in storage.UNIT_ARRAYS
-                if name in data.rows
-            }
-            if manifest.get("compression") and f"{UNIT_FLAGS}.npy" in manifest["files"]:
-                flags = data.array(UNIT_FLAGS, True)
-                if flags.shape != (units,):
-                    raise ValueError("the unit flags do not match the index's units")
-                if (
-                    UNIT_FLAGS in data.rows
-                ):  # valid while the unit rows are those loaded (add, remove)
-                    index._unit_files[UNIT_FLAGS] = (arrays["unit_chars"], data.rows[UNIT_FLAGS])
+            index._unit_files = _unit_files(data, manifest, arrays)
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(
                     data.json(CALIBRATION_FILE), CALIBRATION_FILE
@@ -1430,6 +1418,21 @@ def _document_rows(
         {"id": doc_id, "file": source or None, "characters": length, "units": count}
         for doc_id, source, length, count in zip(doc_ids, sources, lengths, units)
     ]
+
+
+def _unit_files(data: storage.DataFolder, manifest: dict[str, Any], arrays) -> dict[str, tuple]:
+    """Each memory-mapped unit array loaded with its :class:`~slice_st.index.storage.FileRows`; a compressed index's
+    stored unit flags too, valid while the unit rows are those loaded (``add`` and ``remove`` replace them)."""
+    files = {
+        name: (arrays[name], data.rows[name]) for name in storage.UNIT_ARRAYS if name in data.rows
+    }
+    if manifest.get("compression") and f"{UNIT_FLAGS}.npy" in manifest["files"]:
+        flags = data.array(UNIT_FLAGS, True)
+        if flags.shape != (manifest["units"],):
+            raise ValueError("the unit flags do not match the index's units")
+        if UNIT_FLAGS in data.rows:
+            files[UNIT_FLAGS] = (arrays["unit_chars"], data.rows[UNIT_FLAGS])
+    return files
 
 
 def _widened(values: np.ndarray) -> np.ndarray:
