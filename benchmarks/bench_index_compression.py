@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib.util
 import json
 import os
@@ -175,6 +176,7 @@ def synthetic(
     }
     index.doc_ids = [f"{doc_id}@{c}" for c in range(copies) for doc_id in real.doc_ids]
     index.texts = real.texts * copies
+    index.sources = real.sources * copies
     made = time.perf_counter() - start
     start = time.perf_counter()
     index.compress(spec)
@@ -203,8 +205,8 @@ def child(
     import torch
 
     from slice_st import SpanIndex
-    from slice_st.encode import search_scorer
     from slice_st.index.search import profiles_of
+    from slice_st.search import search_scorer
 
     torch.set_num_threads(threads)
     queries = json.load(open(queries_file))
@@ -220,7 +222,11 @@ def child(
         batch_seconds.append(time.perf_counter() - start)
     results = {count: [] for count in sweep}
     options = dict(
-        top_k=10, threshold=None, per_document=None, scorer=search_scorer(None), overlap=False
+        top_k=10,
+        threshold=None,
+        per_document=None,
+        scorer=search_scorer(None, index.model),
+        overlap=False,
     )
     for lo in range(0, len(queries) if sweep else 0, CHILD_BATCH):
         batch = queries[lo : lo + CHILD_BATCH]
@@ -389,10 +395,22 @@ def scaled(args, exact_path: str) -> None:
                 open(path + ".json", "w"),
             )
         built = json.load(open(path + ".json"))
-        found = run_child(args, path, queries_file, [], args.default_candidates, count)
-        cells = ["-"] * 5
+        # the compressed and (up to --exact-up-to) the exact search at the same time: the same load on both
+        jobs = [
+            functools.partial(
+                run_child, args, path, queries_file, [], args.default_candidates, count
+            )
+        ]
         if units <= args.exact_up_to:
-            exact = run_child(args, path, queries_file, [], 10**9, count)
+            jobs.append(
+                functools.partial(
+                    run_child, args, path, queries_file, [], 10**9, count, "child-exact-scale"
+                )
+            )
+        found, *others = in_parallel(*jobs)
+        cells = ["-"] * 5
+        if others:
+            exact = others[0]
             quality = scores(exact["timed_results"], found["timed_results"])
             ratio = per_query(found, count) / per_query(exact, count)
             cells = [

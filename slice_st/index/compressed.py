@@ -250,10 +250,24 @@ class CompressedTier:
         min_span: int,
         max_span: int,
         built_min: int,
-        block: int = 16_384,
     ) -> np.ndarray:
         """``(Q, count)`` positions of each query's best documents by their best span's approximate cosine (``-1``:
         fewer documents have a span), best first."""
+        args = (queries, arrays, num_docs, count, min_span, max_span, built_min)
+        return self.best_document_scores(*args)[1]
+
+    def best_document_scores(
+        self,
+        queries: torch.Tensor,
+        arrays,
+        num_docs: int,
+        count: int,
+        min_span: int,
+        max_span: int,
+        built_min: int,
+        block: int = 16_384,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`best_documents` with their approximate cosines: ``(Q, count)`` each (``-inf`` / ``-1``: none)."""
         tables = self.lookup_tables(torch.nn.functional.normalize(queries.float(), dim=-1))
         bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
         segment_docs = torch.from_numpy(np.array(arrays["segment_docs"], dtype=np.int64))
@@ -272,7 +286,7 @@ class CompressedTier:
             best.scatter_reduce_(1, docs.expand(len(queries), -1), peaks, "amax")
         count = min(count, num_docs)
         values, found = best.topk(count, dim=1)
-        return torch.where(torch.isfinite(values), found, -1).numpy()
+        return values.numpy(), torch.where(torch.isfinite(values), found, -1).numpy()
 
     # ------------------------------------------------------------------ storage
     def info(self) -> dict[str, Any]:

@@ -222,36 +222,6 @@ def _cached(owner, name: str, key: np.ndarray, compute: Callable):
     return found
 
 
-def _unit_word_table(store: SpanIndex, chunk: int = 1 << 16) -> UnitWords:
-    """The :class:`~slice_st.rerank.UnitWords` ``(1, N)`` of an index's unit rows, kept while its arrays stay."""
-    arrays = store.arrays
-
-    def compute() -> UnitWords:
-        bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
-        docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), np.diff(bounds))
-        parts = [unit_words([[]])]  # (1, 0): an index without units has no other
-        for lo in range(0, len(docs), chunk):
-            chars = np.asarray(arrays["unit_chars"][lo : lo + chunk]).T.tolist()
-            parts.append(
-                unit_words(
-                    [
-                        [
-                            store.texts[d][a:b]
-                            for d, a, b in zip(docs[lo : lo + chunk].tolist(), *chars)
-                        ]
-                    ]
-                )
-            )
-        return UnitWords(
-            *(
-                np.concatenate([vars(part)[name] for part in parts], axis=1)
-                for name in vars(parts[0])
-            )
-        )
-
-    return _cached(store, "_unit_word_cache", arrays["unit_chars"], compute)
-
-
 def ranked(
     scan,
     to_matches,
@@ -517,7 +487,7 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
         np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span,
     )
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
-    flags, words = store.unit_flags()[0], _unit_word_table(store)
+    flags = store.unit_flags()[0]
     out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
     for segment in np.flatnonzero(np.isin(segment_docs, docs)).tolist():
         doc, lo, hi = int(segment_docs[segment]), int(bounds[segment]), int(bounds[segment + 1])
@@ -535,8 +505,9 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
         vectors = np.asarray(arrays["unit_vectors"][lo:hi], dtype=np.float32)
         norms = np.asarray(arrays["span_norms"][lo:hi], dtype=np.float32)[:, lengths]
         first = int(arrays["segment_first_unit"][segment])
-        row_words = UnitWords(*(values[:, lo:hi] for values in vars(words).values()))
-        governors = governor_units([text[a:b] for a, b in chars.tolist()])
+        # only the segments re-ranked: their words, never a table of the whole index's
+        strings = [text[a:b] for a, b in chars.tolist()]
+        row_words, governors = unit_words([strings]), governor_units(strings)
         out[doc].append(_Segment(vectors, norms, chars, first, row_words, window, governors))
     return out
 

@@ -15,6 +15,7 @@ import torch
 from slice_st._checks import check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.index.base import TopSpans
+from slice_st.index.compressed import DEFAULT_CANDIDATES
 from slice_st.index.ray_cluster import check_address, claim_workers, connect_ray, require_ray
 from slice_st.index.search import IndexMatch, cached_unit_flags, check_search
 from slice_st.index.span_index import SpanIndex, check_alike
@@ -123,9 +124,92 @@ class ShardedSpanIndex:
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
     search = SpanIndex.search
     _search_vectors = SpanIndex._search_vectors
-    _search_embedded = SpanIndex._search_embedded
-    #: Shards are scanned through their exact tiers (a compressed shard's too).
+    #: The exhaustive search scans every shard's exact tier (:meth:`_search_embedded` decides when).
     _compressed = None
+    #: Whether shards that all have a compressed tier are searched through it (a Ray index scans on its actors).
+    _two_tier = True
+
+    def _search_embedded(
+        self,
+        wanted,
+        approximate,
+        candidates,
+        nprobe,
+        options,
+        query_texts,
+        vectors,
+        profiles,
+        top_k,
+    ):
+        """:meth:`SpanIndex.search` of embedded queries: when every shard is compressed, each query's ``candidates``
+        best documents over all shards by the compressed scans, searched exactly together (their rows read from the
+        shards' exact tiers); else every shard's exact tier scanned."""
+        count = candidates or DEFAULT_CANDIDATES
+        tiers = [shard._compressed for shard in self.shards]
+        alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
+        if not self._two_tier or approximate or None in tiers or not alike or count >= len(self):
+            search = SpanIndex._search_embedded
+            return search(
+                self,
+                wanted,
+                approximate,
+                candidates,
+                nprobe,
+                options,
+                query_texts,
+                vectors,
+                profiles,
+                top_k,
+            )
+        docs = self._best_documents(vectors, wanted, count)
+        options = options | {"top_k": top_k}
+        results = []
+        for query, found in enumerate(docs):
+            chosen = np.sort(found[found >= 0])
+            sub = self._documents(chosen) if len(chosen) else None
+            rows = slice(query, query + 1)
+            part = profiles[rows] if profiles is not None else None
+            matches = (
+                []
+                if sub is None
+                else sub._search_vectors(
+                    query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
+                )[0]
+            )
+            results.append(
+                [
+                    dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index]))
+                    for m in matches
+                ]
+            )
+        return results
+
+    def _documents(self, docs: np.ndarray) -> SpanIndex:
+        """One exact index (in memory) of documents ``docs`` (sorted, numbered across the shards), each shard's rows
+        read from its exact tier, with the shards' unit flags (a unit's depend on its own document only)."""
+        position = np.searchsorted(self._doc_bases, docs, side="right") - 1
+        parts = [
+            self.shards[shard]._documents(docs[position == shard] - self._doc_bases[shard], True)
+            for shard in np.unique(position).tolist()
+        ]
+        sub = SpanIndex.merge(parts)
+        sub.calibration = self.calibration
+        flags = np.concatenate([part.unit_flags()[0] for part in parts])
+        cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
+        return sub
+
+    def _best_documents(self, vectors, wanted, count: int) -> np.ndarray:
+        """``(Q, count)`` each query's best documents (numbered across the shards; -1: none) by the compressed
+        scans' approximate cosines."""
+        values, docs = [], []
+        for shard, base in zip(self.shards, self._doc_bases):
+            args = (vectors, shard.arrays, len(shard), count, wanted.min_span, wanted.max_span)
+            found = shard._compressed.best_document_scores(*args, shard.span_config.min_span)
+            values.append(found[0])
+            docs.append(np.where(found[1] >= 0, found[1] + base, -1))
+        values, docs = np.concatenate(values, axis=1), np.concatenate(docs, axis=1)
+        order = np.argsort(-values, axis=1, kind="stable")[:, :count]
+        return np.take_along_axis(docs, order, axis=1)
 
     def shard_of(self, doc_index: int) -> tuple[SpanIndex, int]:
         """The shard holding document ``doc_index`` (numbered across the shards) and its position there."""
@@ -301,6 +385,9 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         actors; ``options``: ``address``, ``workers``, ``num_cpus`` (as the constructor)."""
         directories, shards = load_shards(paths, model, mmap=mmap)
         return cls(shards, directories, **options)
+
+    #: The shards' exact tiers scanned on the actors, compressed or not.
+    _two_tier = False
 
     @property
     def workers(self) -> int:

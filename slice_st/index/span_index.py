@@ -86,6 +86,8 @@ if TYPE_CHECKING:
 DOCUMENTS_PER_STEP = 256
 #: In a data folder: each document's file, where one is not the file its id ``<path>:<line>`` names (JSONL files).
 SOURCES_FILE = "doc_sources.json"
+#: A compressed index's scorer flags of every unit (:func:`~slice_st.scoring.unit_flags`), read for its candidates.
+UNIT_FLAGS = "unit_flags"
 
 
 class SpanIndex:
@@ -132,6 +134,8 @@ class SpanIndex:
         self._compressed: CompressedTier | None = None
         # (directory, data folder, generation) loaded from
         self._origin: tuple[str, str, int | None] | None = None
+        # the memory-mapped unit arrays loaded, each with its FileRows (rows read from the file, not the map)
+        self._unit_files: dict[str, tuple[np.ndarray, storage.FileRows]] | None = None
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
@@ -759,7 +763,7 @@ class SpanIndex:
         """Each query's ``candidates`` best documents by the compressed scan (or ``docs`` ``(Q, n)`` given), searched
         exactly (the exact tier)."""
         count = candidates or DEFAULT_CANDIDATES
-        if count >= len(self):  # every document: one exact search
+        if docs is None and count >= len(self):  # every document: one exact search
             return self._search_vectors(
                 query_texts, vectors, profiles, wanted, False, None, None, **options
             )
@@ -774,7 +778,7 @@ class SpanIndex:
             if not len(chosen):
                 results.append([])
                 continue
-            sub = self._documents(chosen)
+            sub = self._documents(chosen, widen=True)
             rows = slice(query, query + 1)
             part = profiles[rows] if profiles is not None else None
             matches = sub._search_vectors(
@@ -788,16 +792,18 @@ class SpanIndex:
             )
         return results
 
-    def _documents(self, docs: np.ndarray) -> SpanIndex:
+    def _documents(self, docs: np.ndarray, widen: bool = False) -> SpanIndex:
         """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), rows read from the
-        exact tier (from disk when memory-mapped)."""
+        exact tier (from disk when memory-mapped); ``widen``: float16 rows as float32, cast once for a search's scans
+        rather than block by block in each (the same values; such an index is searched, never saved)."""
         segments, rows = candidate_rows(self.arrays, docs)
         arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"], dtype=np.int64)
         position = np.full(len(self.doc_ids), -1, dtype=np.int64)
         position[docs] = np.arange(len(docs))
         sub = copy.copy(self)
-        sub._compressed = sub._candidates = sub._origin = None
-        sub.arrays = {name: np.asarray(arrays[name][rows]) for name in storage.UNIT_ARRAYS} | {
+        sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
+        cast = _widened if widen else np.asarray
+        sub.arrays = {name: cast(self._unit_rows(name, rows)) for name in storage.UNIT_ARRAYS} | {
             "segment_units": np.concatenate(
                 [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
             ).astype(np.int64),
@@ -807,7 +813,21 @@ class SpanIndex:
         sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
+        flags = self._unit_rows(UNIT_FLAGS, rows)
+        if (
+            flags is not None
+        ):  # a unit's flags depend on its own document only: the stored rows are the sub's
+            cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
         return sub
+
+    def _unit_rows(self, name: str, rows: np.ndarray) -> np.ndarray | None:
+        """Rows of a unit array; of a loaded memory-mapped one, read from its file rather than through the map (the
+        pages a map touches stay in the process's resident memory). ``UNIT_FLAGS``: the stored flags' rows, ``None``
+        when the index holds none that are still valid."""
+        held = (self._unit_files or {}).get(name)
+        if held is not None and held[0] is self.arrays.get(name, self.arrays["unit_chars"]):
+            return held[1].take(rows)
+        return None if name == UNIT_FLAGS else np.asarray(self.arrays[name][rows])
 
     def _search_vectors(
         self,
@@ -850,10 +870,14 @@ class SpanIndex:
             )
 
     def unit_flags(self) -> tuple[np.ndarray, np.ndarray]:
-        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay."""
-        return cached_unit_flags(
-            self, self.arrays["unit_chars"], lambda: index_unit_flags(self.texts, self.arrays)
-        )
+        """Scorer flags of every unit row and their mark prefix, computed from the texts once while the arrays stay
+        (a saved compressed index holds them)."""
+
+        def compute() -> np.ndarray:
+            stored = self._unit_rows(UNIT_FLAGS, np.arange(self.num_units))
+            return index_unit_flags(self.texts, self.arrays) if stored is None else stored
+
+        return cached_unit_flags(self, self.arrays["unit_chars"], compute)
 
     def locate(
         self, units: np.ndarray, lengths: np.ndarray
@@ -1104,6 +1128,10 @@ class SpanIndex:
             self._candidates.save(data_dir)
         if self._compressed is not None:
             samples |= self._compressed.save(data_dir)
+            # the scorer's flags of every unit, so a search reads its candidates' instead of recomputing them
+            flags = self.unit_flags()[0]
+            storage.save_array(os.path.join(data_dir, f"{UNIT_FLAGS}.npy"), flags)
+            samples[UNIT_FLAGS] = storage.array_digest(flags)
         return samples
 
     def _settings(self) -> dict[str, Any]:
@@ -1292,6 +1320,7 @@ class SpanIndex:
                     "the index data does not match its manifest (corrupt or half-written)"
                 )
             index.arrays = arrays
+            index._unit_files = _unit_files(data, manifest, arrays)
             if manifest.get("calibration"):
                 index.calibration = Calibration.from_dict(
                     data.json(CALIBRATION_FILE), CALIBRATION_FILE
@@ -1356,6 +1385,28 @@ def _document_rows(
         {"id": doc_id, "file": source or None, "characters": length, "units": count}
         for doc_id, source, length, count in zip(doc_ids, sources, lengths, units)
     ]
+
+
+def _unit_files(data: storage.DataFolder, manifest: dict[str, Any], arrays) -> dict[str, tuple]:
+    """Each memory-mapped unit array loaded with its :class:`~slice_st.index.storage.FileRows`; a compressed index's
+    stored unit flags too, valid while the unit rows are those loaded (``add`` and ``remove`` replace them)."""
+    files = {
+        name: (arrays[name], data.rows[name]) for name in storage.UNIT_ARRAYS if name in data.rows
+    }
+    if manifest.get("compression") and f"{UNIT_FLAGS}.npy" in manifest["files"]:
+        flags = data.array(UNIT_FLAGS, True)
+        if flags.shape != (manifest["units"],):
+            raise ValueError("the unit flags do not match the index's units")
+        if UNIT_FLAGS in data.rows:
+            files[UNIT_FLAGS] = (arrays["unit_chars"], data.rows[UNIT_FLAGS])
+    return files
+
+
+def _widened(values: np.ndarray) -> np.ndarray:
+    """float16 values as float32 (by torch: numpy's conversion of small float16 values is several times slower)."""
+    if values.dtype != np.float16:
+        return values
+    return torch.from_numpy(np.ascontiguousarray(values)).float().numpy()
 
 
 def _source(doc_id: str, given: str = "") -> str:

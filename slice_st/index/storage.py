@@ -11,6 +11,7 @@ import secrets
 import shutil
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -249,8 +250,9 @@ def file_digest(path: str, size: int | None = None, *, folder: int | None = None
     return digest.hexdigest()
 
 
-def array_digest(values: np.ndarray) -> str:
-    """SHA-256 of an array's shape, dtype and up to :data:`SAMPLE_ROWS` evenly spread rows (cheap on every load).
+def array_digest(values: np.ndarray, rows: FileRows | None = None) -> str:
+    """SHA-256 of an array's shape, dtype and up to :data:`SAMPLE_ROWS` evenly spread rows (cheap on every load);
+    the rows read from ``rows`` (the array's file) when given, never through a memory map.
 
     >>> array_digest(np.arange(6).reshape(3, 2)) == array_digest(np.arange(6).reshape(3, 2)[[0, 2, 1]])
     False
@@ -258,11 +260,59 @@ def array_digest(values: np.ndarray) -> str:
     values = np.asarray(values)
     digest = hashlib.sha256(f"{values.shape}|{values.dtype.str}".encode())
     if len(values):
-        rows = np.unique(
+        picks = np.unique(
             np.linspace(0, len(values) - 1, min(len(values), SAMPLE_ROWS)).astype(np.int64)
         )
-        digest.update(np.ascontiguousarray(values[rows]).tobytes())
+        sampled = values[picks] if rows is None else rows.take(picks)
+        digest.update(np.ascontiguousarray(sampled).tobytes())
     return digest.hexdigest()
+
+
+class FileRows:
+    """Rows of a C-order ``.npy`` array read with ``os.pread`` through a descriptor of its own: pages read this way
+    stay out of the process's resident memory, where a memory map keeps every page it touched (and its neighbours)."""
+
+    def __init__(self, descriptor: int, offset: int, shape: tuple[int, ...], dtype: np.dtype):
+        self.descriptor = os.dup(descriptor)
+        weakref.finalize(self, os.close, self.descriptor)
+        self.offset, self.shape, self.dtype = offset, tuple(shape), np.dtype(dtype)
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+    def runs(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Rows ``starts[i]:ends[i]`` of every run ``i``, end to end."""
+        starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+        if len(starts) and (
+            starts.min() < 0 or ends.max() > self.shape[0] or (ends < starts).any()
+        ):
+            raise IndexError(f"rows out of range for {self.shape[0]} rows")
+        out = np.empty((int((ends - starts).sum()), *self.shape[1:]), self.dtype)
+        view, at = memoryview(out.reshape(-1).view(np.uint8)), 0
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            size = (end - start) * self.row_bytes
+            _read_into(self.descriptor, view[at : at + size], self.offset + start * self.row_bytes)
+            at += size
+        return out
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """Rows ``rows`` (indices, in that order), each run of consecutive rows read at once."""
+        rows = np.asarray(rows, np.int64).reshape(-1)
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = rows[np.concatenate([[0], breaks])] if len(rows) else rows
+        ends = rows[np.concatenate([breaks - 1, [len(rows) - 1]])] + 1 if len(rows) else rows
+        return self.runs(starts, ends)
+
+
+def _read_into(descriptor: int, view: memoryview, offset: int) -> None:
+    while len(view):
+        if hasattr(os, "preadv"):
+            count = os.preadv(descriptor, [view], offset)
+        else:  # pragma: no cover - systems without preadv
+            block = os.pread(descriptor, len(view), offset)
+            count = len(block)
+            view[:count] = block
+        if not count:
+            raise ValueError("the array file is shorter than its header says")
+        view, offset = view[count:], offset + count
 
 
 def is_plain_name(name: Any) -> bool:
@@ -284,9 +334,18 @@ def load_array(
     path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None
 ) -> np.ndarray:
     """An ``.npy`` array (no pickles), opened once without following a link; memory-mapped with ``mmap``."""
+    if mmap:
+        return map_array(path, size, folder=folder)[0]
     with open_regular_file(path, size, folder=folder) as handle:
-        if not mmap:
-            return np.load(handle, allow_pickle=False)
+        return np.load(handle, allow_pickle=False)
+
+
+def map_array(
+    path: str, size: int | None = None, *, folder: int | None = None
+) -> tuple[np.memmap, FileRows | None]:
+    """An ``.npy`` array memory-mapped (opened once without following a link), and its :class:`FileRows` on the same
+    file (``None`` where the system has no ``pread`` or the array is in Fortran order)."""
+    with open_regular_file(path, size, folder=folder) as handle:
         headers = {
             (1, 0): np.lib.format.read_array_header_1_0,
             (2, 0): np.lib.format.read_array_header_2_0,
@@ -299,14 +358,18 @@ def load_array(
         shape, fortran_order, dtype = headers[version](handle)
         if dtype.hasobject:
             raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
-        return np.memmap(
+        offset = handle.tell()  # np.memmap moves the file's position
+        values = np.memmap(
             handle,
             dtype=dtype,
             mode="r",
             shape=shape,
             order="F" if fortran_order else "C",
-            offset=handle.tell(),
+            offset=offset,
         )
+        readable = hasattr(os, "pread") and not fortran_order and len(shape) >= 1
+        rows = FileRows(handle.fileno(), offset, shape, dtype) if readable else None
+        return values, rows
 
 
 class DataFolder:
@@ -320,6 +383,7 @@ class DataFolder:
             manifest["samples"],
             folder,
         )
+        self.rows: dict[str, FileRows] = {}
 
     @classmethod
     @contextmanager
@@ -366,14 +430,19 @@ class DataFolder:
         return json.loads(self.bytes(name).decode("utf-8"))
 
     def array(self, name: str, mmap: bool) -> np.ndarray:
-        """The array ``name.npy``, checked against its sample checksum."""
-        values = load_array(
-            self.entry(f"{name}.npy"), mmap, self.files[f"{name}.npy"]["bytes"], folder=self.folder
-        )
-        if array_digest(values) != self.samples[name]:
+        """The array ``name.npy``, checked against its sample checksum (memory-mapped: the sample read from the file,
+        not through the map, and the array's :class:`FileRows` kept in ``rows[name]``)."""
+        path, size = self.entry(f"{name}.npy"), self.files[f"{name}.npy"]["bytes"]
+        if mmap:
+            values, rows = map_array(path, size, folder=self.folder)
+        else:
+            values, rows = load_array(path, False, size, folder=self.folder), None
+        if array_digest(values, rows) != self.samples[name]:
             raise ValueError(
                 f"{name}.npy does not match its checksum (changed, shuffled or swapped)"
             )
+        if rows is not None:
+            self.rows[name] = rows
         return values
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -212,3 +213,83 @@ def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys
     assert "compression" in cli_fails(
         capsys, "index", "build", corpus, "-o", tmp_path / "b", "--compress", "pq5", *common
     )
+
+
+def _mapped_resident_kib(suffix: str) -> int:
+    """Resident KiB of this process's mappings of files ending in ``suffix`` (Linux's /proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):
+                inside = len(fields) >= 6 and fields[-1].endswith(suffix)
+            elif inside and fields[0] == "Rss:":
+                total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_load_and_search_read_the_exact_tier_from_the_file_not_the_map(
+    packed, tiny_model, tmp_path
+):
+    """Load's sample checksums and the candidates' rows are read with pread: no page of the memory-mapped exact
+    tier becomes resident in the process (a map keeps every page it touched)."""
+    packed.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    names = ("unit_vectors.npy", "span_norms.npy", "unit_chars.npy")
+    assert all(isinstance(loaded.arrays[name[:-4]], np.memmap) for name in names)
+    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    _same(
+        loaded.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+    )
+    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    np.asarray(
+        loaded.arrays["unit_vectors"][:10]
+    ).sum()  # the probe sees pages read through the map
+    assert _mapped_resident_kib("unit_vectors.npy") > 0
+
+
+def test_saved_index_holds_unit_flags_read_for_its_candidates(packed, tiny_model, tmp_path):
+    """The scorer's flags are saved with a compressed index; a candidate sub-index reads its rows of them (a unit's
+    flags depend on its own document only), equal to computing them from its texts."""
+    from slice_st.index.search import index_unit_flags
+
+    packed.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    stored = loaded._unit_rows("unit_flags", np.arange(loaded.num_units))
+    assert np.array_equal(stored, index_unit_flags(packed.texts, packed.arrays))
+    sub = loaded._documents(np.array([3, 40, 41, 299]))
+    assert np.array_equal(sub.unit_flags()[0], index_unit_flags(sub.texts, sub.arrays))
+    loaded.add(
+        ["the man plays the loud guitar"], ["new"]
+    )  # new rows: the stored flags no longer apply
+    assert loaded._unit_rows("unit_flags", np.arange(3)) is None
+    assert len(loaded.unit_flags()[0]) == loaded.num_units
+
+
+def test_sharded_compressed_search_picks_candidates_across_shards(packed, tiny_model, tmp_path):
+    """Shards coded with the same codebooks: each query's candidates chosen over all shards by the compressed scans,
+    then searched exactly in their shards: the single index's results."""
+    from slice_st.index import ShardedSpanIndex
+
+    for name, docs in (("a", np.arange(0, 120)), ("b", np.arange(120, 300))):
+        half = packed._documents(docs)
+        rows = np.concatenate([np.arange(lo, hi) for lo, hi in _unit_ranges(packed, docs)])
+        half._compressed = packed._compressed.subset(rows)
+        half.save(tmp_path / name)
+    sharded = ShardedSpanIndex.load([tmp_path / "a", tmp_path / "b"], tiny_model)
+    for options in ({"top_k": 8}, {"top_k": 5, "per_document": 1}):
+        _same(
+            sharded.search(QUERIES, candidates=25, **options),
+            packed.search(QUERIES, candidates=25, **options),
+            atol=1e-5,
+        )
+    # with the compressed scan bypassed (candidates >= documents): the exhaustive search, unchanged
+    _same(sharded.search(QUERIES, top_k=8, candidates=300), packed.search(QUERIES, top_k=8))
+
+
+def _unit_ranges(index, docs):
+    bounds, owners = np.asarray(index.arrays["segment_units"]), index.arrays["segment_docs"]
+    segments = np.flatnonzero(np.isin(owners, docs))
+    return zip(bounds[segments], bounds[segments + 1])

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 from helpers import cli_error, file_tree, run_cli
 
@@ -653,3 +654,20 @@ def test_saved_format_is_pinned(index_dir):
         "model_fingerprint",
     }
     assert json.loads((data / "doc_ids.json").read_text())[0].endswith("a.txt:1")
+
+
+def test_file_rows_read_the_rows_a_map_shows(tmp_path):
+    from slice_st.index.storage import array_digest, map_array
+
+    values = np.arange(70, dtype=np.float16).reshape(35, 2)
+    np.save(tmp_path / "a.npy", values)
+    mapped, rows = map_array(str(tmp_path / "a.npy"))
+    picks = np.array([0, 1, 2, 7, 9, 10, 34])
+    assert np.array_equal(rows.take(picks), values[picks])
+    assert np.array_equal(rows.take([5, 3]), values[[5, 3]])
+    assert rows.take(np.zeros(0, np.int64)).shape == (0, 2)
+    assert np.array_equal(rows.runs([3, 30], [6, 35]), values[np.r_[3:6, 30:35]])
+    assert array_digest(mapped, rows) == array_digest(values)
+    for bad in ([35], [-1]):
+        with pytest.raises(IndexError):
+            rows.take(bad)
