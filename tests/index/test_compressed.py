@@ -215,14 +215,16 @@ def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys
     )
 
 
-def _mapped_resident_kib(suffix: str) -> int:
-    """Resident KiB of this process's mappings of files ending in ``suffix`` (Linux's /proc/self/smaps)."""
+def _mapped_resident_kib(suffix: str, folder) -> int:
+    """Resident KiB of this process's mappings of files in ``folder`` ending in ``suffix`` (Linux's /proc/self/smaps;
+    only this test's files: other tests of the process may still map indexes of their own)."""
     total, inside = 0, False
     with open("/proc/self/smaps") as smaps:
         for line in smaps:
             fields = line.split()
             if "-" in fields[0] and len(fields) >= 5 and not fields[0].endswith(":"):
                 inside = len(fields) >= 6 and fields[-1].endswith(suffix)
+                inside = inside and fields[-1].startswith(str(folder))
             elif inside and fields[0] == "Rss:":
                 total += int(fields[1])
     return total
@@ -238,16 +240,16 @@ def test_load_and_search_read_the_exact_tier_from_the_file_not_the_map(
     loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
     names = ("unit_vectors.npy", "span_norms.npy", "unit_chars.npy")
     assert all(isinstance(loaded.arrays[name[:-4]], np.memmap) for name in names)
-    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    assert [_mapped_resident_kib(name, tmp_path) for name in names] == [0, 0, 0]
     _same(
         loaded.search(QUERIES, top_k=8, candidates=25),
         packed.search(QUERIES, top_k=8, candidates=25),
     )
-    assert [_mapped_resident_kib(name) for name in names] == [0, 0, 0]
+    assert [_mapped_resident_kib(name, tmp_path) for name in names] == [0, 0, 0]
     np.asarray(
         loaded.arrays["unit_vectors"][:10]
     ).sum()  # the probe sees pages read through the map
-    assert _mapped_resident_kib("unit_vectors.npy") > 0
+    assert _mapped_resident_kib("unit_vectors.npy", tmp_path) > 0
 
 
 def test_saved_index_holds_unit_flags_read_for_its_candidates(packed, tiny_model, tmp_path):
