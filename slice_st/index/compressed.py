@@ -241,19 +241,9 @@ class CompressedTier:
         table = torch.from_numpy(self.norm_table)
         return table[torch.arange(widths), torch.from_numpy(codes.astype(np.int64))]
 
-    def best_documents(
-        self,
-        queries: torch.Tensor,
-        arrays,
-        num_docs: int,
-        count: int,
-        min_span: int,
-        max_span: int,
-        built_min: int,
-    ) -> np.ndarray:
+    def best_documents(self, *args: Any) -> np.ndarray:
         """``(Q, count)`` positions of each query's best documents by their best span's approximate cosine (``-1``:
-        fewer documents have a span), best first."""
-        args = (queries, arrays, num_docs, count, min_span, max_span, built_min)
+        fewer documents have a span), best first; the arguments of :meth:`best_document_scores`."""
         return self.best_document_scores(*args)[1]
 
     def best_document_scores(
@@ -267,7 +257,9 @@ class CompressedTier:
         built_min: int,
         block: int = 16_384,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`best_documents` with their approximate cosines: ``(Q, count)`` each (``-inf`` / ``-1``: none)."""
+        """Each query's ``count`` best documents of ``num_docs`` by their best span (of ``min_span..max_span`` units,
+        in an index built from ``built_min``) and their approximate cosines: ``(Q, count)`` each (``-inf`` / ``-1``:
+        none), best first."""
         tables = self.lookup_tables(torch.nn.functional.normalize(queries.float(), dim=-1))
         bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
         segment_docs = torch.from_numpy(np.array(arrays["segment_docs"], dtype=np.int64))

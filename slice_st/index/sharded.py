@@ -129,18 +129,7 @@ class ShardedSpanIndex:
     #: Whether shards that all have a compressed tier are searched through it (a Ray index scans on its actors).
     _two_tier = True
 
-    def _search_embedded(
-        self,
-        wanted,
-        approximate,
-        candidates,
-        nprobe,
-        options,
-        query_texts,
-        vectors,
-        profiles,
-        top_k,
-    ):
+    def _search_embedded(self, wanted, approximate, candidates, nprobe, options, *embedded):
         """:meth:`SpanIndex.search` of embedded queries: when every shard is compressed, each query's ``candidates``
         best documents over all shards by the compressed scans, searched exactly together (their rows read from the
         shards' exact tiers); else every shard's exact tier scanned."""
@@ -149,18 +138,8 @@ class ShardedSpanIndex:
         alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
         if not self._two_tier or approximate or None in tiers or not alike or count >= len(self):
             search = SpanIndex._search_embedded
-            return search(
-                self,
-                wanted,
-                approximate,
-                candidates,
-                nprobe,
-                options,
-                query_texts,
-                vectors,
-                profiles,
-                top_k,
-            )
+            return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
+        query_texts, vectors, profiles, top_k = embedded
         docs = self._best_documents(vectors, wanted, count)
         options = options | {"top_k": top_k}
         results = []
