@@ -124,6 +124,7 @@ class ShardedSpanIndex:
     #: :meth:`SpanIndex.search` over all shards (same options and ranking; each shard scanned, the top spans merged).
     search = SpanIndex.search
     _search_vectors = SpanIndex._search_vectors
+    _search_candidates = SpanIndex._search_candidates
     #: The exhaustive search scans every shard's exact tier (:meth:`_search_embedded` decides when).
     _compressed = None
     #: Whether shards that all have a compressed tier are searched through it (a Ray index scans on its actors).
@@ -142,30 +143,12 @@ class ShardedSpanIndex:
         query_texts, vectors, profiles, top_k = embedded
         docs = self._best_documents(vectors, wanted, count)
         options = options | {"top_k": top_k}
-        results = []
-        for query, found in enumerate(docs):
-            chosen = np.sort(found[found >= 0])
-            sub = self._documents(chosen) if len(chosen) else None
-            rows = slice(query, query + 1)
-            part = profiles[rows] if profiles is not None else None
-            matches = (
-                []
-                if sub is None
-                else sub._search_vectors(
-                    query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
-                )[0]
-            )
-            results.append(
-                [
-                    dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index]))
-                    for m in matches
-                ]
-            )
-        return results
+        return self._search_candidates(docs, query_texts, vectors, profiles, wanted, options)
 
-    def _documents(self, docs: np.ndarray) -> SpanIndex:
+    def _documents(self, docs: np.ndarray, widen: bool = True) -> SpanIndex:
         """One exact index (in memory) of documents ``docs`` (sorted, numbered across the shards), each shard's rows
-        read from its exact tier, with the shards' unit flags (a unit's depend on its own document only)."""
+        read from its exact tier and widened to float32 (``widen`` is always so here), with the shards' unit flags (a
+        unit's depend on its own document only)."""
         position = np.searchsorted(self._doc_bases, docs, side="right") - 1
         parts = [
             self.shards[shard]._documents(docs[position == shard] - self._doc_bases[shard], True)

@@ -772,6 +772,11 @@ class SpanIndex:
             docs = self._compressed.best_documents(
                 vectors, self.arrays, len(self), count, wanted.min_span, wanted.max_span, built_min
             )
+        return self._search_candidates(docs, query_texts, vectors, profiles, wanted, options)
+
+    def _search_candidates(self, docs, query_texts, vectors, profiles, wanted, options):
+        """Each query's candidate documents (``docs`` ``(Q, n)`` positions, ``-1``: none) searched exactly as one
+        index of them, their rows read from the exact tier; matches numbered as in this index."""
         results = []
         for query, found in enumerate(docs):
             chosen = np.sort(found[found >= 0])
@@ -784,10 +789,11 @@ class SpanIndex:
             matches = sub._search_vectors(
                 query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
             )[0]
+            renumbered = (int(chosen[m.text_index]) for m in matches)
             results.append(
                 [
-                    dataclasses.replace(m, query_index=query, text_index=int(chosen[m.text_index]))
-                    for m in matches
+                    dataclasses.replace(m, query_index=query, text_index=t)
+                    for m, t in zip(matches, renumbered)
                 ]
             )
         return results
