@@ -163,13 +163,14 @@ class ShardedSpanIndex:
     def _best_documents(self, vectors, wanted, count: int) -> np.ndarray:
         """``(Q, count)`` each query's best documents (numbered across the shards; -1: none) by the compressed
         scans' approximate cosines."""
-        values, docs = [], []
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
         for shard, base in zip(self.shards, self._doc_bases):
             args = (vectors, shard.arrays, len(shard), count, wanted.min_span, wanted.max_span)
+            assert shard._compressed is not None  # the caller checked every shard has a tier
             found = shard._compressed.best_document_scores(*args, shard.span_config.min_span)
-            values.append(found[0])
-            docs.append(np.where(found[1] >= 0, found[1] + base, -1))
-        values, docs = np.concatenate(values, axis=1), np.concatenate(docs, axis=1)
+            parts.append((found[0], np.where(found[1] >= 0, found[1] + base, -1)))
+        values = np.concatenate([part[0] for part in parts], axis=1)
+        docs = np.concatenate([part[1] for part in parts], axis=1)
         order = np.argsort(-values, axis=1, kind="stable")[:, :count]
         return np.take_along_axis(docs, order, axis=1)
 

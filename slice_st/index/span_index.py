@@ -809,7 +809,8 @@ class SpanIndex:
         sub = copy.copy(self)
         sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
         cast = _widened if widen else np.asarray
-        sub.arrays = {name: cast(self._unit_rows(name, rows)) for name in storage.UNIT_ARRAYS} | {
+        read = {name: self._unit_rows(name, rows) for name in storage.UNIT_ARRAYS}
+        sub.arrays = {name: cast(values) for name, values in read.items() if values is not None} | {
             "segment_units": np.concatenate(
                 [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
             ).astype(np.int64),

@@ -286,7 +286,7 @@ class FileRows:
         ):
             raise IndexError(f"rows out of range for {self.shape[0]} rows")
         out = np.empty((int((ends - starts).sum()), *self.shape[1:]), self.dtype)
-        view, at = memoryview(out.reshape(-1).view(np.uint8)), 0
+        view, at = memoryview(out.reshape(-1).view(np.uint8).data), 0
         for start, end in zip(starts.tolist(), ends.tolist()):
             size = (end - start) * self.row_bytes
             _read_into(self.descriptor, view[at : at + size], self.offset + start * self.row_bytes)
@@ -433,6 +433,7 @@ class DataFolder:
         """The array ``name.npy``, checked against its sample checksum (memory-mapped: the sample read from the file,
         not through the map, and the array's :class:`FileRows` kept in ``rows[name]``)."""
         path, size = self.entry(f"{name}.npy"), self.files[f"{name}.npy"]["bytes"]
+        values: np.ndarray
         if mmap:
             values, rows = map_array(path, size, folder=self.folder)
         else:

@@ -264,7 +264,8 @@ def _losses(
 ) -> dict[str, Any]:
     from slice_st.losses import SpanDistillationLoss, SpanMaxCrossEntropyLoss
 
-    spans = {"min_span": settings.min_span, "unit": settings.unit}
+    # keyword options of both losses (typed as Any: each loss checks its own)
+    spans: dict[str, Any] = {"min_span": settings.min_span, "unit": settings.unit}
     negatives = settings.in_batch_negatives
     losses: dict[str, Any] = {}
     if "slice" in objectives:
@@ -274,8 +275,9 @@ def _losses(
         )
     # the teacher is a frozen copy of the model as it is now, before training
     if "distill" in objectives:
-        distill = dict(max_span=settings.distill_max_span, metric=settings.distill_metric, **spans)
-        distill |= dict(text_weight=settings.distill_text_weight, weight=settings.distill_weight)
+        distill: dict[str, Any] = dict(max_span=settings.distill_max_span, **spans)
+        distill |= dict(metric=settings.distill_metric, text_weight=settings.distill_text_weight)
+        distill["weight"] = settings.distill_weight
         losses["distill"] = SpanDistillationLoss(
             model, settings.teacher, settings.distill_spans, seed=seed, **distill
         )
