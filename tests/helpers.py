@@ -201,6 +201,13 @@ def run_cli(capsys, *argv):
     return code, capsys.readouterr()
 
 
+def build_index_cli(capsys, corpus, output, model, *more):
+    """``slice-st index build CORPUS -o OUTPUT -m MODEL --no-progress MORE…`` in-process: its exit code and output."""
+    return run_cli(
+        capsys, "index", "build", corpus, "-o", output, "-m", model, "--no-progress", *more
+    )
+
+
 def cli_fails(capsys, *argv) -> str:
     """Run ``slice-st argv`` expecting exit 2 and one line ``slice-st: error: …`` (no traceback); return that line.
 

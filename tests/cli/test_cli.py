@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import cli_fails, run_cli
+from helpers import build_index_cli, cli_fails, run_cli
 
 import slice_st
 import slice_st.errors
@@ -451,18 +451,7 @@ def test_control_characters_are_escaped_in_table_output(tmp_path, tiny_model_dir
     text_file.write_text(HOSTILE_TEXT.replace("\r", "") + "\n")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(json.dumps({"id": HOSTILE_ID, "text": HOSTILE_TEXT}) + "\n")
-    run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        tmp_path / "ix",
-        "-m",
-        tiny_model_dir,
-        "--no-progress",
-        "--quiet",
-    )
+    build_index_cli(capsys, corpus, tmp_path / "ix", tiny_model_dir, "--quiet")
     common = ("-m", tiny_model_dir, "--no-progress", "--max-span", "3")
     for where, seen in (
         ((text_file,), "calls\\x1b]0;owned\\x07.txt:1"),
@@ -613,18 +602,7 @@ def test_mine_merge_identical_lists_every_place(tiny_model_dir, tmp_path, capsys
     corpus.write_text(
         "".join(json.dumps({"id": f"d{n}", "text": text}) + "\n" for n, text in enumerate(lines))
     )
-    run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        tmp_path / "ix",
-        "-m",
-        tiny_model_dir,
-        "--no-progress",
-        "--quiet",
-    )
+    build_index_cli(capsys, corpus, tmp_path / "ix", tiny_model_dir, "--quiet")
     common = (
         "-q",
         "the software is provided as is",

@@ -7,7 +7,7 @@ import os
 import re
 
 import pytest
-from helpers import QUERIES, cli_fails, run_cli
+from helpers import QUERIES, build_index_cli, cli_fails, run_cli
 
 from slice_st import SpanIndex, SpanInputError
 from slice_st.data.corpus import (
@@ -168,18 +168,7 @@ def test_lone_surrogates_are_span_input_errors_and_skippable(
     assert "lone surrogate" in cli_fails(
         capsys, "index", "build", corpus, "-o", tmp_path / "ix", "-m", tiny_model_dir
     )
-    code, out = run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        tmp_path / "ix",
-        "-m",
-        tiny_model_dir,
-        "--skip-bad",
-        "--no-progress",
-    )
+    code, out = build_index_cli(capsys, corpus, tmp_path / "ix", tiny_model_dir, "--skip-bad")
     assert (
         code == 0
         and "skipped bad" in out.err

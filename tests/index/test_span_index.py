@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from helpers import QUERIES, cli_fails, make_docs, run_cli
+from helpers import QUERIES, build_index_cli, cli_fails, make_docs, run_cli
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
@@ -464,19 +464,7 @@ def test_b14_search_threshold_must_be_a_number(tiny_model):
 def test_b16_unit_must_match_the_index(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "c.txt"
     corpus.write_text("a man plays the guitar\n")
-    run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        tmp_path / "ix",
-        "-m",
-        tiny_model_dir,
-        "--max-span",
-        "3",
-        "--no-progress",
-    )
+    build_index_cli(capsys, corpus, tmp_path / "ix", tiny_model_dir, "--max-span", "3")
     assert "this index holds word spans" in cli_fails(
         capsys, "mine", "--index", tmp_path / "ix", "-q", "guitar", "--unit", "token"
     )

@@ -11,7 +11,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import cli_error, file_tree, run_cli
+from helpers import build_index_cli, cli_error, file_tree
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
@@ -31,19 +31,7 @@ def index_dir(tiny_model_dir, tmp_path, capsys):
     corpus = tmp_path / "a.txt"
     corpus.write_text("\n".join(DOCS) + "\n")
     out = tmp_path / "ix"
-    code, _ = run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        out,
-        "--model",
-        tiny_model_dir,
-        "--max-span",
-        4,
-        "--no-progress",
-    )
+    code, _ = build_index_cli(capsys, corpus, out, tiny_model_dir, "--max-span", 4)
     assert code == 0
     return out
 

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import deny_writes, run_cli
+from helpers import build_index_cli, deny_writes
 
 import slice_st
 from slice_st import SpanIndex, SpanInputError
@@ -82,19 +82,7 @@ def built(tiny_model_dir, tmp_path, capsys):
     """An index of 6 documents built through the CLI (records the tiny model's folder)."""
     corpus = _write_corpus(tmp_path / "a.txt", "a", 6)
     out = tmp_path / "ix"
-    code, _ = run_cli(
-        capsys,
-        "index",
-        "build",
-        corpus,
-        "-o",
-        out,
-        "--model",
-        tiny_model_dir,
-        "--max-span",
-        4,
-        "--no-progress",
-    )
+    code, _ = build_index_cli(capsys, corpus, out, tiny_model_dir, "--max-span", 4)
     assert code == 0
     return out
 
