@@ -602,28 +602,23 @@ def unit_peak_scores(
         return best
 
 
-def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor:
-    """Per unit, the best cosine of the spans starting there ``(Q, N)``, from ``(Q, N)`` dot products and ``(N, L)``
-    norms of lengths ``min_span..min_span + L - 1`` (``nan``: no such span), in the dots' precision: the prefix-sum scan
-    without its top-k, for ranking documents by their best span. A unit starting no span gets ``-inf``; one starting
-    some, at least 0 (a missing length counts as 0: no mask per length).
+def start_peak_scores(dots: Tensor, inverse_norms: Tensor, min_span: int) -> Tensor:
+    """Per unit, the best cosine of the spans starting there ``(Q, N)``, from ``(Q, N)`` dot products and the ``(L, N)``
+    reciprocals of the span norms of lengths ``min_span..min_span + L - 1`` (0: no such span), in the dots'
+    precision: the prefix-sum scan without its top-k, for ranking documents by their best span. A unit starting no
+    span gets ``-inf``; one starting some, at least 0 (a missing length counts as 0: no mask per length).
 
-    >>> norms = torch.tensor([[1.0, 2 ** 0.5], [1.0, float("nan")]])
-    >>> start_peak_scores(torch.tensor([[0.5, 1.0]]), norms, 1).tolist()
+    >>> inverse = torch.tensor([[1.0, 1.0], [2 ** -0.5, 0.0]])
+    >>> start_peak_scores(torch.tensor([[0.5, 1.0]]), inverse, 1).tolist()
     [[1.0606601238250732, 1.0]]
     """
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots, dim=-1), (1, 0))
-        # a missing span (nan norm) scores 0 here, and a unit with none at all -inf at the end (no mask per length)
-        inverse = (
-            torch.nan_to_num(span_norms.to(dots.dtype), nan=float("inf"))
-            .reciprocal()
-            .T.contiguous()
-        )  # (L, N)
+        inverse = inverse_norms.to(dots.dtype)
         best = torch.full((num_queries, total), float("-inf"), dtype=dots.dtype)
         scores = torch.empty(num_queries, total, dtype=dots.dtype)
-        for column in range(span_norms.shape[1]):
+        for column in range(inverse.shape[0]):
             valid = total - (min_span + column) + 1
             if valid <= 0:
                 break
@@ -635,7 +630,7 @@ def start_peak_scores(dots: Tensor, span_norms: Tensor, min_span: int) -> Tensor
             )
             part.mul_(inverse[column, :valid])
             torch.maximum(best[:, :valid], part, out=best[:, :valid])
-        return best.masked_fill_(~torch.isfinite(span_norms).any(dim=1)[None], float("-inf"))
+        return best.masked_fill_(~(inverse > 0).any(dim=0)[None], float("-inf"))
 
 
 def _check_flat(

@@ -94,6 +94,7 @@ class CompressedTier:
             arrays["codes"],
             arrays["norm_codes"],
         )
+        self._inverse_table = _inverse_byte_table(self.norm_table, spec.norm_bits)
 
     # ------------------------------------------------------------------ training and coding
     @classmethod
@@ -232,14 +233,13 @@ class CompressedTier:
             len(queries), -1
         ).contiguous()
 
-    def span_norms(self, lo: int, hi: int) -> torch.Tensor:
-        """Decoded ``(hi - lo, K)`` span norms of units ``lo..hi`` (``nan``: no such span)."""
-        codes = np.asarray(self.norm_codes[lo:hi])
-        widths = self.norm_table.shape[0]
-        if self.spec.norm_bits == 4:
-            codes = np.stack([codes & 15, codes >> 4], axis=-1).reshape(len(codes), -1)[:, :widths]
-        table = torch.from_numpy(self.norm_table)
-        return table[torch.arange(widths), torch.from_numpy(codes.astype(np.int64))]
+    def inverse_norms(self, lo: int, hi: int, columns: slice) -> torch.Tensor:
+        """``(L, hi - lo)`` reciprocals of the decoded span norms of units ``lo..hi`` in ``columns`` (0: no such span),
+        read from each code's byte through one table: the scan's per-block work that does not depend on the queries."""
+        widths = np.arange(self.norm_table.shape[0])[columns]
+        byte_of = widths // 2 if self.spec.norm_bits == 4 else widths
+        codes = np.asarray(self.norm_codes[lo:hi]).T[byte_of]  # (L, hi - lo)
+        return torch.from_numpy(self._inverse_table[widths[:, None], codes])
 
     def best_documents(self, *args: Any) -> np.ndarray:
         """``(Q, count)`` positions of each query's best documents by their best span's approximate cosine (``-1``:
@@ -269,11 +269,9 @@ class CompressedTier:
         for lo in range(0, total, block):
             hi, stop = min(lo + block, total), min(lo + block + reach, total)
             dots = self.unit_dots(tables, lo, stop)
-            norms = self.span_norms(lo, stop)[:, columns]
-            norms[hi - lo :] = float("nan")  # spans starting past the block are the next block's
-            peaks = start_peak_scores(dots, norms, min_span)[
-                :, : hi - lo
-            ]  # (Q, B) best span starting at each unit
+            inverse = self.inverse_norms(lo, stop, columns)
+            inverse[:, hi - lo :] = 0  # spans starting past the block are the next block's
+            peaks = start_peak_scores(dots, inverse, min_span)[:, : hi - lo]  # best at each start
             docs = segment_docs[np.searchsorted(bounds, np.arange(lo, hi), side="right") - 1]
             best.scatter_reduce_(1, docs.expand(len(queries), -1), peaks, "amax")
         count = min(count, num_docs)
@@ -352,6 +350,18 @@ def _norm_table(sample: np.ndarray, bits: int) -> np.ndarray:
         hi = max(hi, lo + 1e-3)
         table[column, :levels] = np.exp(np.linspace(lo, hi, levels))
     return table
+
+
+def _inverse_byte_table(table: np.ndarray, bits: int) -> np.ndarray:
+    """``(K, 256)``: per span length, the reciprocal of the norm a code byte holds for it (0: none), so decoding a
+    block is one lookup (with 4 bits, the even lengths' code is a byte's low half, the odd lengths' its high half)."""
+    with np.errstate(divide="ignore"):
+        inverse = np.nan_to_num(1 / table.astype(np.float32), nan=0.0)
+    byte = np.arange(256)
+    if bits == 4:
+        halves = np.where(np.arange(len(table))[:, None] % 2, byte >> 4, byte & 15)
+        return np.take_along_axis(inverse, halves, axis=1)
+    return inverse[:, np.minimum(byte, inverse.shape[1] - 1)]
 
 
 def _norm_codes(norms: np.ndarray, table: np.ndarray) -> np.ndarray:

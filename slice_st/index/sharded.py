@@ -14,6 +14,7 @@ import torch
 
 from slice_st._checks import check_top_k
 from slice_st.errors import SpanInputError
+from slice_st.index import storage
 from slice_st.index.base import TopSpans
 from slice_st.index.compressed import DEFAULT_CANDIDATES
 from slice_st.index.ray_cluster import check_address, claim_workers, connect_ray, require_ray
@@ -77,6 +78,7 @@ class ShardedSpanIndex:
         )
         self._unit_bases = np.cumsum([0] + [shard.num_units for shard in self.shards])
         self._doc_bases = np.cumsum([0] + [len(shard) for shard in self.shards])
+        self._scratch = storage.Scratch()
 
     @classmethod
     def load(
@@ -145,13 +147,19 @@ class ShardedSpanIndex:
         options = options | {"top_k": top_k}
         return self._search_candidates(docs, query_texts, vectors, profiles, wanted, options)
 
-    def _documents(self, docs: np.ndarray, widen: bool = True) -> SpanIndex:
+    def _documents(
+        self, docs: np.ndarray, widen: bool = True, array: storage.ArrayMaker = storage.fresh_array
+    ) -> SpanIndex:
         """One exact index (in memory) of documents ``docs`` (sorted, numbered across the shards), each shard's rows
-        read from its exact tier and widened to float32 (``widen`` is always so here), with the shards' unit flags (a
-        unit's depend on its own document only)."""
+        read from its exact tier (in arrays from ``array``) and widened to float32 (``widen`` is always so here), with
+        the shards' unit flags (a unit's depend on its own document only)."""
         position = np.searchsorted(self._doc_bases, docs, side="right") - 1
         parts = [
-            self.shards[shard]._documents(docs[position == shard] - self._doc_bases[shard], True)
+            self.shards[shard]._documents(
+                docs[position == shard] - self._doc_bases[shard],
+                True,
+                lambda key, shape, dtype, shard=shard: array((shard, key), shape, dtype),
+            )
             for shard in np.unique(position).tolist()
         ]
         sub = SpanIndex.merge(parts)

@@ -136,6 +136,9 @@ class SpanIndex:
         self._origin: tuple[str, str, int | None] | None = None
         # the memory-mapped unit arrays loaded, each with its FileRows (rows read from the file, not the map)
         self._unit_files: dict[str, tuple[np.ndarray, storage.FileRows]] | None = None
+        self._scratch = (
+            storage.Scratch()
+        )  # a compressed search's candidate rows, kept between queries
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
@@ -783,12 +786,13 @@ class SpanIndex:
             if not len(chosen):
                 results.append([])
                 continue
-            sub = self._documents(chosen, widen=True)
             rows = slice(query, query + 1)
             part = profiles[rows] if profiles is not None else None
-            matches = sub._search_vectors(
-                query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
-            )[0]
+            with self._scratch.borrowed() as array:  # the sub's arrays live until its search ends
+                sub = self._documents(chosen, widen=True, array=array)
+                matches = sub._search_vectors(
+                    query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
+                )[0]
             renumbered = (int(chosen[m.text_index]) for m in matches)
             results.append(
                 [
@@ -798,19 +802,25 @@ class SpanIndex:
             )
         return results
 
-    def _documents(self, docs: np.ndarray, widen: bool = False) -> SpanIndex:
+    def _documents(
+        self, docs: np.ndarray, widen: bool = False, array: storage.ArrayMaker = storage.fresh_array
+    ) -> SpanIndex:
         """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), rows read from the
         exact tier (from disk when memory-mapped); ``widen``: float16 rows as float32, cast once for a search's scans
-        rather than block by block in each (the same values; such an index is searched, never saved)."""
+        rather than block by block in each (the same values; such an index is searched, never saved); its unit rows
+        in arrays from ``array`` (a :class:`~slice_st.index.storage.Scratch`'s: valid while borrowed)."""
         segments, rows = candidate_rows(self.arrays, docs)
         arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"], dtype=np.int64)
         position = np.full(len(self.doc_ids), -1, dtype=np.int64)
         position[docs] = np.arange(len(docs))
         sub = copy.copy(self)
         sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
-        cast = _widened if widen else np.asarray
-        read = {name: self._unit_rows(name, rows) for name in storage.UNIT_ARRAYS}
-        sub.arrays = {name: cast(values) for name, values in read.items() if values is not None} | {
+        read = {name: self._unit_rows(name, rows, array) for name in storage.UNIT_ARRAYS}
+        sub.arrays = {
+            name: _widened(values, array, (name, "wide")) if widen else values
+            for name, values in read.items()
+            if values is not None
+        } | {
             "segment_units": np.concatenate(
                 [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
             ).astype(np.int64),
@@ -820,21 +830,27 @@ class SpanIndex:
         sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
-        flags = self._unit_rows(UNIT_FLAGS, rows)
+        flags = self._unit_rows(UNIT_FLAGS, rows, array)
         if (
             flags is not None
         ):  # a unit's flags depend on its own document only: the stored rows are the sub's
             cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
         return sub
 
-    def _unit_rows(self, name: str, rows: np.ndarray) -> np.ndarray | None:
-        """Rows of a unit array; of a loaded memory-mapped one, read from its file rather than through the map (the
-        pages a map touches stay in the process's resident memory). ``UNIT_FLAGS``: the stored flags' rows, ``None``
-        when the index holds none that are still valid."""
+    def _unit_rows(
+        self, name: str, rows: np.ndarray, array: storage.ArrayMaker = storage.fresh_array
+    ) -> np.ndarray | None:
+        """Rows of a unit array (in an array from ``array``); of a loaded memory-mapped one, read from its file
+        rather than through the map (the pages a map touches stay in the process's resident memory). ``UNIT_FLAGS``:
+        the stored flags' rows, ``None`` when the index holds none that are still valid."""
         held = (self._unit_files or {}).get(name)
+        read = functools.partial(array, (name, "read"))
         if held is not None and held[0] is self.arrays.get(name, self.arrays["unit_chars"]):
-            return held[1].take(rows)
-        return None if name == UNIT_FLAGS else np.asarray(self.arrays[name][rows])
+            return held[1].take(rows, lambda _, shape, dtype: read(shape, dtype))
+        if name == UNIT_FLAGS:
+            return None
+        values = self.arrays[name]
+        return np.take(values, rows, axis=0, out=read((len(rows), *values.shape[1:]), values.dtype))
 
     def _search_vectors(
         self,
@@ -1409,11 +1425,16 @@ def _unit_files(data: storage.DataFolder, manifest: dict[str, Any], arrays) -> d
     return files
 
 
-def _widened(values: np.ndarray) -> np.ndarray:
-    """float16 values as float32 (by torch: numpy's conversion of small float16 values is several times slower)."""
+def _widened(
+    values: np.ndarray, array: storage.ArrayMaker = storage.fresh_array, key: Any = "wide"
+) -> np.ndarray:
+    """float16 values as float32 (by torch: numpy's conversion of small float16 values is several times slower), in
+    the array ``array`` makes for ``key``."""
     if values.dtype != np.float16:
         return values
-    return torch.from_numpy(np.ascontiguousarray(values)).float().numpy()
+    wide = array(key, values.shape, np.float32)
+    torch.from_numpy(wide).copy_(torch.from_numpy(np.ascontiguousarray(values)))
+    return wide
 
 
 def _source(doc_id: str, given: str = "") -> str:

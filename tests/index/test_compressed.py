@@ -7,7 +7,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
 from helpers import QUERIES, make_docs
 
 from slice_st import SpanIndex, SpanInputError
@@ -107,7 +106,9 @@ def test_compressed_scan_finds_the_best_documents(packed, exact):
 def test_norm_codes_decode_within_a_step(packed):
     tier = packed._compressed
     stored = np.asarray(packed.arrays["span_norms"], dtype=np.float32)
-    decoded = tier.span_norms(0, packed.num_units).numpy()
+    inverse = tier.inverse_norms(0, packed.num_units, slice(None)).numpy().T
+    with np.errstate(divide="ignore"):
+        decoded = np.where(inverse > 0, 1 / inverse, np.nan)
     assert np.array_equal(np.isnan(stored), np.isnan(decoded))
     ratio = decoded[~np.isnan(stored)] / stored[~np.isnan(stored)]
     assert np.quantile(np.abs(np.log(ratio)), 0.99) < 0.25
@@ -181,7 +182,7 @@ def test_tiny_index_compresses(tiny_model):
         ["a man plays the guitar", "the flight was late"], tiny_model, compression="pq8"
     )
     assert index.search("plays the guitar", top_k=1, candidates=1)[0][0].doc_id == "0"
-    assert torch.is_tensor(index._compressed.span_norms(0, 2))
+    assert index._compressed.inverse_norms(0, 2, slice(1, 3)).shape == (2, 2)
 
 
 def test_cli_build_compress_info_and_mine(tiny_model_dir, docs, tmp_path, capsys):
@@ -295,3 +296,20 @@ def _unit_ranges(index, docs):
     bounds, owners = np.asarray(index.arrays["segment_units"]), index.arrays["segment_docs"]
     segments = np.flatnonzero(np.isin(owners, docs))
     return zip(bounds[segments], bounds[segments + 1])
+
+
+def test_loaded_index_searches_alike_in_any_order_and_thread(packed, tiny_model, tmp_path):
+    """The candidates' rows are read into arrays kept between queries (and between searches): every query's results
+    are those it gets alone, in any order, and from two threads at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    packed.save(tmp_path / "ix")
+    loaded = SpanIndex.load(tmp_path / "ix", tiny_model)
+    alone = [loaded.search(query, top_k=5, candidates=20)[0] for query in QUERIES]
+    _same(loaded.search(QUERIES[::-1], top_k=5, candidates=20), alone[::-1])
+    together = loaded.search(QUERIES, top_k=5, candidates=20)
+    _same(together, alone)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(lambda _: loaded.search(QUERIES, top_k=5, candidates=20), range(4)))
+    for found in runs:
+        _same(found, together, atol=0)

@@ -659,3 +659,24 @@ def test_file_rows_read_the_rows_a_map_shows(tmp_path):
     for bad in ([35], [-1]):
         with pytest.raises(IndexError):
             rows.take(bad)
+
+
+def test_scratch_keeps_arrays_for_one_search_at_a_time():
+    """A search borrows the kept arrays (the same memory next time, sized to each request); a search at the same
+    time gets new ones; an array over the size kept is made afresh."""
+    from slice_st.index.storage import SCRATCH_BYTES, Scratch
+
+    scratch = Scratch()
+    with scratch.borrowed() as array:
+        first = array("rows", (4, 3), np.float32)
+        with scratch.borrowed() as other:  # in use: new arrays
+            assert not np.shares_memory(other("rows", (4, 3), np.float32), first)
+        assert array("other", (2,), np.int32).dtype == np.int32
+    with scratch.borrowed() as array:
+        smaller = array("rows", (2, 3), np.float32)
+        assert smaller.shape == (2, 3) and np.shares_memory(smaller, first)
+        assert array("rows", (2, 3), np.float16).dtype == np.float16  # another dtype: remade
+        large = (SCRATCH_BYTES // 4 + 1,)
+        assert not np.shares_memory(
+            array("big", large, np.float32), array("big", large, np.float32)
+        )
