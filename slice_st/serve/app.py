@@ -161,7 +161,7 @@ router = APIRouter()
 
 
 #: The answer of every endpoint that runs on the search runner when it cannot.
-_BUSY_RESPONSE = {
+_BUSY_RESPONSE: dict[int | str, dict[str, Any]] = {
     503: {"description": "another search is running, or this one ran past the timeout"}
 }
 
