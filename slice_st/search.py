@@ -379,27 +379,16 @@ def best_spans(
         >>> match.span, round(match.similarity, 2) > 0.6, match.score <= match.similarity
         ('played the guitar', True, True)
     """
+    # the keyword options best_spans_paired takes too, passed on as they came: one list of them (_PAIRED_OPTIONS)
+    options = {name: value for name, value in locals().items() if name in _PAIRED_OPTIONS}
     top_k = check_top_k(top_k)
     if on_error not in ("raise", "skip"):
         raise SpanInputError(f"on_error must be 'raise' or 'skip', got {on_error!r}.")
     queries, texts = query_list(queries), as_text_list(texts)[0]
-    options: dict[str, Any] = dict(
-        prompt_name=prompt_name, prompt=prompt, query_prompt=query_prompt
-    )
-    options |= dict(
-        query_prompt_name=query_prompt_name,
-        min_span=min_span,
-        max_span=max_span,
-        unit=unit,
-        batch_size=batch_size,
-        device=device,
-    )
-    options |= dict(
-        show_progress_bar=show_progress_bar, similarity_fn_name=similarity_fn_name, scorer=scorer
-    )
     errors: list[tuple[int, str]] | None = [] if on_error == "skip" else None
-    options |= dict(window_context=window_context, overlap=overlap, paired=False, errors=errors)
-    result = _best_spans(model, queries, texts, top_k, **options, min_confidence=min_confidence)
+    result = _best_spans(
+        model, queries, texts, top_k, overlap=overlap, paired=False, errors=errors, **options
+    )
     if min_confidence is not None:
         result._drop_unconfident(result._check_confidence(min_confidence))
     return result

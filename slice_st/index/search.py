@@ -432,9 +432,9 @@ def rerank_matches(
             match.text_index: match for match in matches
         }  # in the order of their best spans
         kept = [
-            _as_match(index, match, *span)
+            _as_match(index, match, pick)
             for doc, match in documents.items()
-            for span in picks[query, doc]
+            for pick in picks[query, doc]
         ]
         kept = [match for match in kept if threshold is None or match.score >= threshold]
         out.append(
@@ -443,22 +443,17 @@ def rerank_matches(
     return out
 
 
-def _as_match(
-    index: SpanStore, match: IndexMatch, score, cosine, unit_start, unit_end, start, end
-) -> IndexMatch:
+#: The columns of a document's picks (:func:`_document_picks`), as the ``IndexMatch`` fields they fill.
+_PICK_FIELDS = ("score", "similarity", "unit_start", "unit_end", "start", "end")
+
+
+def _as_match(index: SpanStore, match: IndexMatch, pick) -> IndexMatch:
+    fields = dict(zip(_PICK_FIELDS, pick, strict=True))
     store, doc = document_store(index, match.text_index)
-    calibrated = None if index.calibration is None else round(index.calibration.degree(cosine), 4)
-    fields = dict(
-        start=start,
-        end=end,
-        score=score,
-        unit_start=unit_start,
-        unit_end=unit_end,
-        similarity=cosine,
-    )
-    return dataclasses.replace(
-        match, span=store.texts[doc][start:end], calibrated=calibrated, **fields
-    )
+    calibration = index.calibration
+    calibrated = None if calibration is None else round(calibration.degree(fields["similarity"]), 4)
+    span = store.texts[doc][fields["start"] : fields["end"]]
+    return dataclasses.replace(match, span=span, calibrated=calibrated, **fields)
 
 
 def document_store(index: SpanStore, doc_index: int) -> tuple[Any, int]:
@@ -530,7 +525,7 @@ def _document_picks(
     overlap: bool,
 ):
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
-    unit in the document, first and end character."""
+    unit in the document, first and end character (:data:`_PICK_FIELDS`)."""
     segments: dict[int, list[_Segment]] = {}
     by_store: dict[int, tuple] = {}
     for _, doc_index in counts:

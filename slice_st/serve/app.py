@@ -160,8 +160,23 @@ class DocumentResponse(BaseModel):
 router = APIRouter()
 
 
+#: The answer of every endpoint that runs on the search runner when it cannot.
+_BUSY_RESPONSE: dict[int | str, dict[str, Any]] = {
+    503: {"description": "another search is running, or this one ran past the timeout"}
+}
+
+
 def _busy(detail: str) -> HTTPException:
     return HTTPException(status_code=503, detail=detail, headers={"Retry-After": "1"})
+
+
+def _check_cost(limits: ServeLimits, cost: float, doing: str, counted: str, advice: str) -> None:
+    """413 where ``cost`` passes the server's bound (``--max-search-cost``, or its share of the timeout)."""
+    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
+    if cost > most:
+        raise HTTPException(
+            413, f"{doing} would cost {cost:.3g} ({counted}); at most {most:.3g}{advice}"
+        )
 
 
 def _current(request: Request) -> SpanIndex:
@@ -210,7 +225,7 @@ async def _run(request: Request, work, alone: bool = True):
     responses={
         400: {"description": "options the index refuses"},
         413: {"description": "request over the limits"},
-        503: {"description": "another search is running, or this one ran past the timeout"},
+        **_BUSY_RESPONSE,
     },
 )
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
@@ -230,14 +245,14 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     if options["merge_identical"]:
         options = options | {"top_k": options["merge_limit"]}
     cost = search_cost(index, queries, options)
-    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
-    if cost > most:
-        raise HTTPException(
-            413,
-            f"this search would cost {cost:.3g} (units × span lengths × queries, each re-ranked document window "
-            f"counted {RERANK_WEIGHT}x or more); at most {most:.3g} (--max-search-cost, or {COST_PER_SECOND:.0e} a "
-            "second of --timeout): send fewer or shorter queries, a smaller top_k or span range, or scorer 'phrase'.",
-        )
+    _check_cost(
+        limits,
+        cost,
+        "this search",
+        f"units × span lengths × queries, each re-ranked document window counted {RERANK_WEIGHT}x or more",
+        f" (--max-search-cost, or {COST_PER_SECOND:.0e} a second of --timeout): send fewer or shorter queries, "
+        "a smaller top_k or span range, or scorer 'phrase'.",
+    )
 
     step = max(1, min(QUERY_CHUNK, int(CHUNK_COST * len(queries) / cost)))
 
@@ -430,7 +445,7 @@ def _document_window_units_by_position(index: SpanIndex) -> np.ndarray:
     responses={
         404: {"description": "no document of that file"},
         413: {"description": "the query, or the profile's cost, over the limits"},
-        503: {"description": "another search is running, or this one ran past the timeout"},
+        **_BUSY_RESPONSE,
     },
 )
 async def file(
@@ -448,14 +463,13 @@ async def file(
     query = _query_texts(q, limits)[0] if q is not None else None
     config = index.span_config
     lengths = (max_span or config.max_span) - (min_span or config.min_span) + 1
-    cost = file_cost(index, positions, query, lengths)
-    most = min(limits.max_search_cost, limits.timeout_s * COST_PER_SECOND)
-    if cost > most:
-        raise HTTPException(
-            413,
-            f"reading this file would cost {cost:.3g} (a scan per document; with a query, units × span lengths and a "
-            f"query encoding per document); at most {most:.3g}: open one of its documents (/api/documents).",
-        )
+    _check_cost(
+        limits,
+        file_cost(index, positions, query, lengths),
+        "reading this file",
+        "a scan per document; with a query, units × span lengths and a query encoding per document",
+        ": open one of its documents (/api/documents).",
+    )
 
     # a long file's units take a while to serialise: never in the loop
     def answer(cancelled) -> JSONResponse:
