@@ -35,6 +35,7 @@ from slice_st.scoring import (
     CLAUSE_BEFORE,
     SpanScorer,
     costs_of_spans,
+    governed_starts,
     governor_units,
     mark_prefix,
     query_profiles,
@@ -421,7 +422,9 @@ def rerank_matches(
     ``rerank``: unchanged), those below ``threshold`` dropped, sorted by score (ties: the documents' order)."""
     rerank = rerank_context(scorer, queries)
     if rerank is None:
-        return results
+        if scorer.is_plain or wanted.unit != "word":
+            return results
+        return _governed(index, results, vectors, wanted, overlap, threshold)
     counts = Counter(
         (query, match.text_index) for query, matches in enumerate(results) for match in matches
     )
@@ -445,6 +448,58 @@ def rerank_matches(
 
 #: The columns of a document's picks (:func:`_document_picks`), as the ``IndexMatch`` fields they fill.
 _PICK_FIELDS = ("score", "similarity", "unit_start", "unit_end", "start", "end")
+
+
+def _governed(index: SpanStore, results, vectors, config: SpanConfig, overlap: bool, threshold):
+    """``results`` of a scorer with costs that does not re-rank, each span moved left to keep the negation or
+    condition that governs it in its clause as :func:`slice_st.best_spans` moves it (:func:`keep_governors`: the
+    moved span's cosine, the score capped at it; without ``overlap``, a span that would then overlap a better one of
+    its query and document stays), those below ``threshold`` dropped, sorted by score."""
+    segments: dict[int, list[_Segment]] = {}
+    for doc_index in {match.text_index for matches in results for match in matches}:
+        store, doc = document_store(index, doc_index)
+        segments[doc_index] = _segments(store, [doc], config)[doc]
+    queries = torch.nn.functional.normalize(vectors.float(), dim=-1).double().numpy()
+    out = []
+    for query, matches in enumerate(results):
+        placed: dict[int, list[tuple[int, int]]] = {}
+        moved = []
+        for match in matches:
+            better = placed.setdefault(match.text_index, [])
+            pick = _governed_pick(segments[match.text_index], match, queries[query], config)
+            if pick is not None and (overlap or not _overlaps(pick[2], match.unit_end, better)):
+                match = _as_match(index, match, pick)
+            better.append((match.unit_start, match.unit_end))
+            moved.append(match)
+        kept = [match for match in moved if threshold is None or match.score >= threshold]
+        out.append(sorted(kept, key=lambda match: -match.score))  # stable: ties keep their order
+    return out
+
+
+def _governed_pick(segments: list[_Segment], match: IndexMatch, query: np.ndarray, config):
+    """The pick (:data:`_PICK_FIELDS`) of ``match`` moved left to keep its governor, ``None``: it stays."""
+    inside = [
+        segment
+        for segment in segments
+        if segment.first_unit <= match.unit_start
+        and match.unit_end <= segment.first_unit + len(segment.vectors)
+    ]
+    if not inside:
+        return None
+    segment = inside[0]  # the first: the most context on the left
+    start, end = match.unit_start - segment.first_unit, match.unit_end - segment.first_unit
+    codes, flags = segment.governors[None], segment.flags[None]
+    first = int(governed_starts(codes, flags, [[start]], [[end]], config.max_span)[0, 0])
+    if first == start:
+        return None
+    total = segment.vectors[first:end].astype(np.float64).sum(axis=0)
+    cosine = float(query @ total / max(float(np.linalg.norm(total)), 1e-12))
+    unit_start, char_start = first + segment.first_unit, int(segment.chars[first, 0])
+    return min(match.score, cosine), cosine, unit_start, match.unit_end, char_start, match.end
+
+
+def _overlaps(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    return any(start < other_end and end > other_start for other_start, other_end in spans)
 
 
 def _as_match(index: SpanStore, match: IndexMatch, pick) -> IndexMatch:

@@ -513,3 +513,27 @@ def test_the_default_search_keeps_a_clauses_negation_as_best_spans_does(real_mod
     assert (
         found.score == pytest.approx(direct.score, abs=1e-3) and found.score <= found.cosine + 1e-6
     )
+
+
+@pytest.mark.parametrize("scorer", [None, "phrase"])
+def test_index_spans_keep_the_negation_or_condition_as_best_spans_does(real_model, scorer):
+    """Every clause of the licence and policy test: the index's span (default and ``phrase`` scorers, exact and
+    compressed) holds its governing negation or condition, and is the span, score and similarity of ``best_spans``."""
+    from test_best_spans import GOVERNED
+
+    texts = [text for text, _, _ in GOVERNED]
+    exact = SpanIndex.build(texts, real_model)
+    packed = SpanIndex.build(texts, real_model, compression="pq8")  # float16 vectors
+    for doc, (text, queries, governor) in enumerate(GOVERNED):
+        expected = real_model.best_spans(queries, [text], scorer=scorer)
+        for index, tolerance in ((exact, 1e-5), (packed, 1e-3)):
+            found = index.search(
+                queries, top_k=len(texts), scorer=scorer, candidates=len(texts) - 1
+            )
+            for query, matches in enumerate(found):
+                match = next(m for m in matches if m.text_index == doc)
+                assert governor in match.span, (queries[query], match.span)
+                best = expected[query][0][0]
+                assert (match.start, match.end) == (best.start, best.end)
+                assert match.score == pytest.approx(best.score, abs=tolerance)
+                assert match.similarity == pytest.approx(best.similarity, abs=tolerance)
