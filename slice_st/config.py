@@ -102,7 +102,9 @@ def set_span_config(
 
     Args:
         model: A ``SentenceTransformer``.
-        min_span, max_span, unit: The new settings (``None``: keep the current one).
+        min_span: The new shortest span (``None``: keep the current one).
+        max_span: The new longest span (``None``: keep the current one).
+        unit: The new span unit, ``"word"`` or ``"token"`` (``None``: keep the current one).
 
     Returns:
         The new :class:`SpanConfig`.

@@ -65,14 +65,14 @@ class SliceArguments:
         distill_data: Unlabeled text for :class:`~slice_st.SpanDistillationLoss`.
         dev: STS-B-Context TSV whose single-pass Spearman chooses the best checkpoint.
         sts_dev: STS-B TSV, also scored at each evaluation.
-        dev_select, resume, overwrite: Which dev rows choose; continue the last checkpoint; train into a folder
-            with files.
-        min_span, max_span, eval_max_span, unit, scale, in_batch_negatives: Spans and the SLICE loss.
-        distill_weight, distill_spans, distill_max_span, distill_metric, distill_text_weight, teacher, cache_teacher:
-            Span self-distillation.
-        passage_min_words, passage_max_words, train_limit, dev_limit, distill_limit, max_seq_length: Data sizes.
-        lora_r, lora_alpha, lora_layers, license: A LoRA adapter instead of every weight (on the top ``lora_layers``
-            layers only when > 0); the model card's licence.
+
+    The other fields, by group (each field's ``--help`` text says more): which dev rows choose, resuming and
+    overwriting (``dev_select``, ``resume``, ``overwrite``); spans and the SLICE loss (``min_span``, ``max_span``,
+    ``eval_max_span``, ``unit``, ``scale``, ``in_batch_negatives``); span self-distillation (``distill_weight``,
+    ``distill_spans``, ``distill_max_span``, ``distill_metric``, ``distill_text_weight``, ``teacher``,
+    ``cache_teacher``); data sizes (``passage_min_words``, ``passage_max_words``, ``train_limit``, ``dev_limit``,
+    ``distill_limit``, ``max_seq_length``); a LoRA adapter instead of every weight, on the top ``lora_layers`` layers
+    only when > 0 (``lora_r``, ``lora_alpha``, ``lora_layers``), and the model card's ``license``.
 
     Example:
         >>> SliceArguments(distill_data=["notes.txt"]).objectives
