@@ -141,8 +141,8 @@ class ShardedSpanIndex:
 
     def _search_embedded(self, wanted, approximate, candidates, nprobe, options, *embedded):
         """:meth:`SpanIndex.search` of embedded queries: when every shard is compressed, each query's ``candidates``
-        best documents over all shards by the compressed scans, searched exactly together (their rows read from the
-        shards' exact tiers); else every shard's exact tier scanned."""
+        best documents over all shards by the compressed scans (:meth:`_best_document_scores`), searched exactly
+        together (their rows read from the shards' exact tiers); else every shard's exact tier scanned."""
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
         alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
@@ -312,7 +312,9 @@ class _ShardScanner:
 
 class RayShardedSpanIndex(ShardedSpanIndex):
     """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by
-    units): the same results. :meth:`close` (or ``with``) ends the actors, and Ray when it was started here.
+    units): the same results. Compressed shards (coded alike, e.g. by a compressed Ray build) are searched through
+    their compressed scans on the actors, then each query's candidate documents exactly here. :meth:`close` (or
+    ``with``) ends the actors, and Ray when it was started here.
 
     Args:
         shards: The loaded shards.
