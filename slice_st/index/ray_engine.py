@@ -396,7 +396,8 @@ def build_on_ray(
         connect = lambda: session.enter_context(_connected(address))  # noqa: E731
         if todo:
             connect()
-            job = {"index_class": index_class, "model": model, "output": os.path.abspath(output)}
+            job: dict[str, Any] = {"index_class": index_class, "model": model}
+            job["output"] = os.path.abspath(output)
             job |= {"num_cpus": num_cpus, "shard_bytes": shard_bytes, "force": force}
             job |= {"on_shard": on_shard, "build": dict(batch_size=batch_size, on_error=on_error)}
             job["reading"] = {"split": split, "id_field": id_field, "text_field": text_field}
@@ -614,7 +615,7 @@ def _compress_shards(
     a sample of all the shards' units and stored there first); shards already coded with them are kept, the others
     coded on Ray (``connect()`` connects it). Returns how many shards were coded."""
     folders = [os.path.join(output, name) for name in names]
-    manifests = [storage.read_manifest(folder, must_exist=True) for folder in folders]
+    manifests = [storage.read_manifest(folder, must_exist=True) or {} for folder in folders]
     tier = _stored_codebooks(output, spec)
     if tier is None:
         tier = _train_codebooks(index_class, model, folders, manifests, spec)
@@ -632,7 +633,7 @@ def _compress_shards(
 
 
 def _train_codebooks(
-    index_class: ShardBuilder, model, folders: list[str], manifests: list[dict], spec
+    index_class: ShardBuilder, model, folders: list[str], manifests: list[dict[str, Any]], spec
 ) -> CompressedTier:
     """Codebooks trained on the units :meth:`CompressedTier.train` would sample from the shards laid end to end (the
     one index they make), each shard's rows read from its memory map: never more than the sample in memory."""
