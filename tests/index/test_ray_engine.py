@@ -24,7 +24,7 @@ from slice_st.errors import MissingExtraError
 from slice_st.index import ShardedSpanIndex
 from slice_st.index.compressed import CompressedTier, CompressionSpec
 from slice_st.index.ray_cluster import check_address
-from slice_st.index.ray_engine import BUILD_STATE, CODEBOOKS_FILE, RayBuild
+from slice_st.index.ray_engine import BUILD_STATE, CODEBOOKS_FILE, RayBuild, _store_codebooks
 from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
 
@@ -309,6 +309,18 @@ def test_resumed_compressed_build_codes_every_shard_alike(compressed, model, cor
     third = SpanIndex.from_files(corpus[0], model, **options, compression="pq8")
     assert third.shards_coded == 0
     assert json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())["codebooks"] == stored
+    # codebooks stored by a build of other shards: kept by a rerun, retrained by --force (which rebuilds the shards)
+    with SpanIndex.open_for_update(output / other, model) as shard:
+        shard.compress("pq8", seed=5)
+    _store_codebooks(str(output), shard._compressed)
+    planted = shard._compressed.codebook_digest()
+    fourth = SpanIndex.from_files(corpus[0], model, **options, compression="pq8")
+    assert fourth.shards_coded == len(result.shards) - 1
+    forced = SpanIndex.from_files(corpus[0], model, **options, compression="pq8", force=True)
+    assert forced.shards_built == forced.shards_coded == len(result.shards)
+    retrained = json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())["codebooks"]
+    digests = {s._compressed.codebook_digest() for s in ShardedSpanIndex.load(output, model).shards}
+    assert digests == {retrained} != {planted}
 
 
 @pytest.mark.slow  # a Ray build killed and run again: the fast suite keeps one Ray build and search
