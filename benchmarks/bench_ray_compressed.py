@@ -117,7 +117,7 @@ def main() -> int:
 
     pq_dir, exact_dir = os.path.join(folder, "pq"), os.path.join(folder, "exact")
     sharded, exact = ShardedSpanIndex.load(pq_dir, model), ShardedSpanIndex.load(exact_dir, model)
-    digests = {shard._compressed.codebook_digest() for shard in sharded.shards}
+    digests = {shard.info()["compression"]["codebooks"] for shard in sharded.shards}
     merged = SpanIndex.merge(sharded.shards)
     dim = merged.arrays["unit_vectors"].shape[1]
     begin = time.perf_counter()
@@ -133,7 +133,7 @@ def main() -> int:
     )
 
     expected = exact.search(queries, top_k=10)
-    resident = sum(shard._compressed.info()["resident_bytes"] for shard in sharded.shards)
+    resident = sum(shard.info()["compression"]["resident_bytes"] for shard in sharded.shards)
     with RayShardedSpanIndex.load(pq_dir, model, workers=2, num_cpus=1) as on_ray:
         on_ray.search(
             queries[:1], top_k=10, candidates=50
@@ -146,8 +146,8 @@ def main() -> int:
             remote = on_ray.search(queries, top_k=10, candidates=candidates)
             seconds = time.perf_counter() - begin
             assert _keys(remote) == _keys(local), candidates
-            scores = [[m.score for m in ms] for ms in local]
-            np.testing.assert_allclose([[m.score for m in ms] for ms in remote], scores, atol=1e-6)
+            scores = [m.score for ms in local for m in ms]
+            np.testing.assert_allclose([m.score for ms in remote for m in ms], scores, atol=1e-6)
             print(
                 f"C. candidates {candidates}: Ray search = ShardedSpanIndex search (asserted); recall@10 "
                 f"vs exact {_recall(local, expected):.3f}; 32 queries: {seconds:.2f} s on Ray, "
