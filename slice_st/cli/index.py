@@ -254,10 +254,6 @@ def _build(args) -> int:
             ray and args.calibration,
             "--calibration is not stored by a --ray build: fit it with `index calibrate`.",
         ),
-        (
-            ray and args.compress,
-            "--compress is not built by a --ray build: run `index compress` on each shard.",
-        ),
     )
     if ray:  # the missing extra, a bad address and a closed port are said before the model loads
         address = check_address(args.ray)
@@ -312,6 +308,7 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
             )
 
     options = dict(engine="ray", output=args.output, address=address, force=args.force)
+    options["compression"] = args.compress
     shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
     options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
     options["progress"] = progress
@@ -319,10 +316,15 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
     result = SpanIndex.from_files(args.corpus, model, **settings, **options)
     report_skipped(result.skipped, "documents")
     seconds = result.seconds
+    coded = (
+        f", compressed {result.compression} ({result.shards_coded} shards coded with the build's codebooks)"
+        if result.compression
+        else ""
+    )
     report(
         args,
         f"indexed {result.documents} documents ({result.units} units) on Ray in {seconds:.1f} s: {len(result.shards)} "
-        f"shards ({result.shards_built} built, {result.shards_reused} already there), "
+        f"shards ({result.shards_built} built, {result.shards_reused} already there){coded}, "
         f"{result.units / seconds if seconds > 0 else float('inf'):.0f} units/s; saved to {args.output}",
     )
     return 0

@@ -64,6 +64,8 @@ class SpanStore(Protocol):
 
 
 class ShardBuilder(Protocol):
-    """The index class the Ray build makes each shard with (``SpanIndex``): ``build`` one, then ``save`` it."""
+    """The index class the Ray build makes each shard with (``SpanIndex``): ``build`` one, then ``save`` it; a
+    compressed build ``load`` s each shard to sample its units, then to ``compress(codebooks=...)`` and ``save`` it."""
 
     def build(self, texts: Any, model: Any, ids: Any = None, **options: Any) -> Any: ...
+    def load(self, path: Any, model: Any = None, mmap: bool = True, **options: Any) -> Any: ...

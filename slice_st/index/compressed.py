@@ -23,6 +23,8 @@ from slice_st.spans import start_peak_scores
 
 #: The arrays of the tier, each saved as ``compressed_<name>.npy`` (loaded into memory: they are the resident index).
 ARRAYS = ("centroids", "codebooks", "norm_table", "coarse", "codes", "norm_codes")
+#: The arrays shared by every unit (what shards coded alike share).
+CODEBOOK_ARRAYS = ARRAYS[:3]
 #: Default candidate documents passed from the compressed scan to the exact tier (see docs/guides/corpus-index.md).
 DEFAULT_CANDIDATES = 500
 #: Training sample: at most this many unit vectors (k-means also stops at 64 per centroid).
@@ -100,43 +102,57 @@ class CompressedTier:
     @classmethod
     def train(cls, arrays, spec: CompressionSpec, seed: int = 0) -> CompressedTier:
         """Codebooks trained (FAISS) on a sample of the index's units, then every unit coded."""
+        vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
+        rows = sample_rows(len(vectors), seed)
+        sample = np.asarray(vectors[rows], dtype=np.float32)
+        tier = cls.trained(sample, np.asarray(norms[rows], np.float32), spec, len(vectors), seed)
+        return tier.extended(arrays, 0)
+
+    @classmethod
+    def trained(
+        cls, sample: np.ndarray, sample_norms: np.ndarray, spec: CompressionSpec, total: int, seed=0
+    ) -> CompressedTier:
+        """A tier of codebooks and no units, trained on ``sample`` (unit vectors, float32) and ``sample_norms`` (their
+        span norms) drawn by :func:`sample_rows` from ``total`` units (which set the default coarse centroids)."""
         with needs_extra("faiss", "a compressed index"):
             import faiss
-        vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
-        total, dim = vectors.shape
         if total == 0:
             raise SpanInputError("The index is empty: nothing to train the compression on.")
+        dim = sample.shape[1]
         nlist = spec.nlist or int(min(1024, max(1, 2 ** int(np.log2(max(total, 1) / 256)))))
-        nlist = min(nlist, total)
-        rng = np.random.default_rng(seed)
-        rows = np.sort(rng.choice(total, min(total, TRAIN_SAMPLE), replace=False))
-        sample = np.asarray(vectors[rows], dtype=np.float32)
+        nlist = min(nlist, len(sample))
         kmeans = faiss.Kmeans(
             dim, nlist, niter=10, seed=seed, max_points_per_centroid=64, verbose=False
         )
         kmeans.train(sample)
         centroids = kmeans.centroids.astype(np.float16).astype(np.float32)  # stored in float16
         residuals = sample - centroids[_nearest(faiss, centroids, sample)]
-        if (
-            len(residuals) < 256
-        ):  # 256 codewords per sub-quantiser: a tiny index repeats its units (exact codes)
+        if len(residuals) < 256:  # 256 codewords per sub-quantiser: a tiny index repeats its units
             residuals = np.resize(residuals, (256, dim))
         pq = faiss.ProductQuantizer(dim, spec.subquantizers, 8)
         pq.train(np.ascontiguousarray(residuals))
         codebooks = faiss.vector_to_array(pq.centroids).reshape(
             spec.subquantizers, 256, dim // spec.subquantizers
         )
-        sample_norms = np.asarray(norms[rows], dtype=np.float32)
-        tier = cls(
+        return cls(
             spec,
             {
                 "centroids": centroids.astype(np.float16),
                 "codebooks": codebooks.astype(np.float16),
                 "norm_table": _norm_table(sample_norms, spec.norm_bits),
-                **_empty_codes(spec, norms.shape[1]),
+                **_empty_codes(spec, sample_norms.shape[1]),
             },
         )
-        return tier.extended(arrays, 0)
+
+    @classmethod
+    def from_codebooks(cls, spec: CompressionSpec, arrays: dict[str, np.ndarray]) -> CompressedTier:
+        """A tier of the codebook arrays ``arrays`` (those :meth:`codebook_arrays` gives) and no units."""
+        widths = np.asarray(arrays["norm_table"]).shape[0]
+        return cls(
+            spec,
+            {name: np.asarray(arrays[name]) for name in CODEBOOK_ARRAYS}
+            | _empty_codes(spec, widths),
+        )
 
     def extended(self, arrays, unit_base: int, block: int = 65_536) -> CompressedTier:
         """A copy with the units of ``arrays`` from ``unit_base`` on coded with these codebooks (appended)."""
@@ -160,14 +176,14 @@ class CompressedTier:
                 _norm_codes(np.asarray(norms[lo : lo + block], np.float32), self.norm_table)
             )
         return CompressedTier(
-            self.spec, self._codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()}
+            self.spec, self.codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()}
         )
 
     def subset(self, rows: np.ndarray) -> CompressedTier:
         """The tier of the unit rows ``rows`` (a boolean mask or indices), in that order."""
         return CompressedTier(
             self.spec,
-            self._codebook_arrays()
+            self.codebook_arrays()
             | {
                 "coarse": self.coarse[rows],
                 "codes": self.codes[rows],
@@ -181,7 +197,7 @@ class CompressedTier:
         first = tiers[0]
         return cls(
             first.spec,
-            first._codebook_arrays()
+            first.codebook_arrays()
             | {
                 name: np.concatenate([getattr(tier, name) for tier in tiers])
                 for name in ("coarse", "codes", "norm_codes")
@@ -190,11 +206,12 @@ class CompressedTier:
 
     def codebook_digest(self) -> str:
         digest = hashlib.sha256(str(self.spec).encode())
-        for values in self._codebook_arrays().values():
+        for values in self.codebook_arrays().values():
             digest.update(np.ascontiguousarray(values).tobytes())
         return digest.hexdigest()[:16]
 
-    def _codebook_arrays(self) -> dict[str, np.ndarray]:
+    def codebook_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays every unit's codes refer to (:data:`CODEBOOK_ARRAYS`)."""
         return {
             "centroids": self.centroids,
             "codebooks": self.codebooks,
@@ -289,7 +306,7 @@ class CompressedTier:
             "resident_bytes": int(
                 sum(np.asarray(v).nbytes for v in (self.coarse, self.codes, self.norm_codes))
             )
-            + int(sum(v.nbytes for v in self._codebook_arrays().values())),
+            + int(sum(v.nbytes for v in self.codebook_arrays().values())),
         }
 
     def save(self, data_dir: str) -> dict[str, str]:
@@ -320,6 +337,16 @@ class CompressedTier:
                 "the compressed codes do not match their codebooks (corrupt or half-written)"
             )
         return cls(spec, arrays)
+
+
+def sample_rows(total: int, seed: int = 0) -> np.ndarray:
+    """The rows (sorted) of ``total`` units that train the codebooks: at most :data:`TRAIN_SAMPLE`, drawn by ``seed``.
+
+    >>> sample_rows(5).tolist()
+    [0, 1, 2, 3, 4]
+    """
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(total, min(total, TRAIN_SAMPLE), replace=False))
 
 
 def _nearest(faiss, centroids: np.ndarray, values: np.ndarray) -> np.ndarray:

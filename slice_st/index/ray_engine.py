@@ -3,7 +3,10 @@ one-process build, ``DIR/shards.json`` holds the plan, a rerun resumes (docs/gui
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
+import io
 import itertools
 import json
 import logging
@@ -22,9 +25,16 @@ from slice_st._checks import check_top_k
 from slice_st._extras import needs_extra
 from slice_st.config import SpanConfig
 from slice_st.data.corpus import Document, documents_from_dataset, read_corpus
+from slice_st.encode import token_dimension
 from slice_st.errors import FileAccessError, SpanInputError
 from slice_st.files import check_output, is_jsonl
 from slice_st.index import storage
+from slice_st.index.compressed import (
+    CODEBOOK_ARRAYS,
+    CompressedTier,
+    CompressionSpec,
+    sample_rows,
+)
 from slice_st.index.encoding import texts_and_ids
 from slice_st.index.ray_cluster import claim_workers, connect_ray, require_ray, user_error
 from slice_st.loading import model_fingerprint, model_identity
@@ -38,6 +48,8 @@ if TYPE_CHECKING:
 DEFAULT_SHARD_BYTES = 16 << 20
 #: Hidden folder of the groups already written (ignored by :func:`slice_st.index.storage.shard_directories`).
 BUILD_STATE = ".slice-st-build"
+#: In the build state: a compressed build's codebooks, trained once (every shard is coded with them).
+CODEBOOKS_FILE = "codebooks.json"
 
 
 @dataclasses.dataclass
@@ -56,6 +68,8 @@ class RayBuild:
         seconds: Wall time.
         skipped: ``(document id, reason)`` of documents left out.
         worker_seconds: Seconds the actors spent on this run's groups, summed (``seconds`` less start-up and waits).
+        compression: The shards' compressed tier (``"pq48,norms4"``…), ``None``: exact only.
+        shards_coded: Shards this run coded with the build's codebooks (the others already were).
     """
 
     path: str
@@ -69,6 +83,8 @@ class RayBuild:
     seconds: float
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     worker_seconds: float = 0.0
+    compression: str | None = None
+    shards_coded: int = 0
 
 
 def corpus_files(paths: str | Sequence[str], fmt: str | None = None) -> list[dict[str, Any]]:
@@ -277,6 +293,7 @@ def _finish(
     ordered: list[dict[str, Any]],
     groups_built: int,
     start: float,
+    coded: int = 0,
 ) -> RayBuild:
     """Write the shard list of a finished build and say what it did."""
     shards = [name for state in ordered for name in state["shards"]]
@@ -306,8 +323,16 @@ def _finish(
         total["built"],
         total["reused"],
     ]
+    seconds_now = time.perf_counter() - start
     return RayBuild(
-        os.fspath(output), shards, *counts, time.perf_counter() - start, skipped, seconds
+        os.fspath(output),
+        shards,
+        *counts,
+        seconds_now,
+        skipped,
+        seconds,
+        plan["compression"],
+        coded,
     )
 
 
@@ -335,6 +360,7 @@ def build_on_ray(
     force: bool = False,
     progress: Callable[[dict[str, Any]], None] | None = None,
     on_shard: Callable[[str], None] | None = None,
+    compression: str | None = None,
     show_progress_bar: bool | None = None,  # the actors show none
     devices: Sequence[str] | None = None,
     processes: int | None = None,
@@ -344,52 +370,56 @@ def build_on_ray(
     ``SpanIndex.build(..., engine="ray")``, whose arguments these are; ``index_class`` builds and saves each shard.
 
     ``concurrency`` actors (default: as many as fit) of ``num_cpus`` CPUs and ``num_gpus`` GPUs; ``shard_bytes`` of
-    text per shard (default 16 MiB). A rerun resumes; ``force`` rebuilds every shard. ``progress(group_result)`` is
-    called on the driver as each group finishes, ``on_shard(name)`` in the actor after each shard is saved. Returns a
-    :class:`RayBuild`.
+    text per shard (default 16 MiB). With ``compression`` (e.g. ``"pq48"``) a second stage trains one set of codebooks
+    on a sample of all the shards' units, stored in the build state, and codes every shard with them (shards already
+    coded with them are kept). A rerun resumes; ``force`` rebuilds every shard (and retrains the codebooks).
+    ``progress(group_result)`` is called on the driver as each group finishes, ``on_shard(name)`` in the actor after
+    each shard is built and saved. Returns a :class:`RayBuild`.
     """
     shard_bytes = shard_bytes or DEFAULT_SHARD_BYTES
-    _check_options(
-        output,
-        files,
-        texts,
-        ids,
-        shard_bytes,
-        concurrency,
-        num_gpus,
-        num_cpus,
-        on_error,
-        devices,
-        processes,
-        pool,
-    )
+    given = (output, files, texts, ids, shard_bytes, concurrency, num_gpus, num_cpus, on_error)
+    _check_options(*given, devices, processes, pool)
     output = check_output(output, "index folder")
+    spec = (
+        None if compression is None else CompressionSpec.parse(compression, token_dimension(model))
+    )
     work, source = _work(files, texts, ids, fmt, shard_bytes, text_field, id_field)
-    plan, done = _start(output, model, span_config, dtype, shard_bytes, source, len(work), force)
+    settings = (span_config, dtype, shard_bytes, spec)
+    plan, done = _start(output, model, *settings, source, len(work), force)
     todo = [item for item in work if item["group"] not in done]
     start = time.perf_counter()
     results = {
         number: state | {"built": 0, "reused": len(state["shards"])}
         for number, state in done.items()
     }
-    if todo:
-        job = {
-            "index_class": index_class,
-            "model": model,
-            "output": os.path.abspath(output),
-            "build": dict(
-                dtype=dtype, batch_size=batch_size, on_error=on_error, show_progress_bar=False
-            )
-            | {key: getattr(span_config, key) for key in ("min_span", "max_span", "unit")},
-            "reading": {"split": split, "id_field": id_field, "text_field": text_field},
-            "num_cpus": num_cpus,
-            "shard_bytes": shard_bytes,
-            "force": force,
-            "on_shard": on_shard,
-        }
-        results |= _run(address, todo, job, concurrency, num_gpus, progress)
-    ordered = [results[number] for number in range(len(work))]
-    return _finish(output, plan, ordered, len(todo), start)
+    with contextlib.ExitStack() as session:  # Ray connected once, when there is work for it
+        connect = lambda: session.enter_context(_connected(address))  # noqa: E731
+        if todo:
+            connect()
+            job: dict[str, Any] = {"index_class": index_class, "model": model}
+            job["output"] = os.path.abspath(output)
+            job |= {"num_cpus": num_cpus, "shard_bytes": shard_bytes, "force": force}
+            job |= {"on_shard": on_shard, "build": dict(batch_size=batch_size, on_error=on_error)}
+            job["reading"] = {"split": split, "id_field": id_field, "text_field": text_field}
+            job["build"] |= {"dtype": dtype, "show_progress_bar": False} | span_config.to_dict()
+            results |= _run(todo, job, concurrency, num_gpus, progress)
+        ordered = [results[number] for number in range(len(work))]
+        names = [name for state in ordered for name in state["shards"]]
+        coded = 0
+        if spec is not None and names:
+            coded = _compress_shards(index_class, model, output, names, spec, num_cpus, connect)
+    return _finish(output, plan, ordered, len(todo), start, coded)
+
+
+@contextlib.contextmanager
+def _connected(address: str | None):
+    """Ray connected at ``address`` (or started here) for the block; stopped after it when started here."""
+    started = connect_ray(address)
+    try:
+        yield
+    finally:
+        if started:
+            require_ray().shutdown()
 
 
 def _check_options(
@@ -447,6 +477,7 @@ def _start(
     span_config,
     dtype,
     shard_bytes,
+    spec: CompressionSpec | None,
     source,
     groups: int,
     force: bool,
@@ -463,6 +494,7 @@ def _start(
         "span_config": span_config.to_dict(),
         "dtype": dtype,
         "shard_bytes": shard_bytes,
+        "compression": None if spec is None else str(spec),
         "source": source,
     }
     previous = storage.read_shard_list(output)
@@ -471,6 +503,7 @@ def _start(
             f"{output} already holds a (single) index: use another folder, or force=True (--force) to replace it."
         )
     names = [("model_fingerprint", "model"), ("span_config", "span settings"), ("dtype", "dtype")]
+    names.append(("compression", "compression"))
     for key, what in (*names, ("shard_bytes", "shard size"), ("source", "corpus")):
         if previous is not None and not force and previous.get(key) != plan[key]:
             raise SpanInputError(
@@ -486,9 +519,11 @@ def _start(
             "this index wrote: remove it (nothing outside the index folder is followed or deleted)."
         )
     os.makedirs(folder, exist_ok=True)
-    if force:  # only the group files this build wrote: regular files, links removed as links, never followed
+    if (
+        force
+    ):  # only the files this build wrote: regular files, links removed as links, never followed
         for entry in os.scandir(folder):
-            if re.fullmatch(r"group-\d+\.json", entry.name) and not entry.is_dir(
+            if re.fullmatch(r"group-\d+\.json|codebooks\.json", entry.name) and not entry.is_dir(
                 follow_symlinks=False
             ):
                 os.unlink(entry.path)
@@ -512,10 +547,10 @@ def _start(
 
 
 def _run(
-    address, todo, job: dict[str, Any], concurrency, num_gpus: float, progress
+    todo, job: dict[str, Any], concurrency, num_gpus: float, progress
 ) -> dict[int, dict[str, Any]]:
-    """Build the groups still to do on a pool of actors; ``{group: result}`` as they finish; stop a Ray started here."""
-    started, ray = connect_ray(address), require_ray()
+    """Build the groups still to do on a pool of actors (Ray connected); ``{group: result}`` as they finish."""
+    ray = require_ray()
     model, device = job["model"], job["model"].device
     try:
         workers = claim_workers(concurrency, len(todo), job["num_cpus"], num_gpus)
@@ -565,5 +600,107 @@ def _run(
         return results
     finally:
         model.to(device)
-        if started:
-            ray.shutdown()
+
+
+def _compress_shards(
+    index_class: ShardBuilder,
+    model: SentenceTransformer,
+    output: str,
+    names: list[str],
+    spec: CompressionSpec,
+    num_cpus: float,
+    connect: Callable[[], Any],
+) -> int:
+    """The compression stage: every shard coded with one set of codebooks, those of the build state (else trained on
+    a sample of all the shards' units and stored there first); shards already coded with them are kept, the others
+    coded on Ray (``connect()`` connects it). Returns how many shards were coded."""
+    folders = [os.path.join(output, name) for name in names]
+    manifests = [storage.read_manifest(folder, must_exist=True) or {} for folder in folders]
+    tier = _stored_codebooks(output, spec)
+    if tier is None:
+        tier = _train_codebooks(index_class, model, folders, manifests, spec)
+        _store_codebooks(output, tier)
+    digest = tier.codebook_digest()
+    todo = [
+        folder
+        for folder, manifest in zip(folders, manifests)
+        if (manifest.get("compression") or {}).get("codebooks") != digest
+    ]
+    if todo:
+        connect()
+        _code_shards(index_class, model, todo, tier, num_cpus)
+    return len(todo)
+
+
+def _train_codebooks(
+    index_class: ShardBuilder, model, folders: list[str], manifests: list[dict[str, Any]], spec
+) -> CompressedTier:
+    """Codebooks trained on the units :meth:`CompressedTier.train` would sample from the shards laid end to end (the
+    one index they make), each shard's rows read from its memory map: never more than the sample in memory."""
+    bases = np.cumsum([0] + [int(manifest["units"]) for manifest in manifests])
+    rows = sample_rows(int(bases[-1]))
+    vectors, norms = [], []
+    for folder, lo, hi in zip(folders, bases[:-1], bases[1:]):
+        mine = rows[(rows >= lo) & (rows < hi)] - lo
+        if len(mine):
+            shard = index_class.load(folder, model, mmap=True)
+            vectors.append(np.asarray(shard.arrays["unit_vectors"][mine], dtype=np.float32))
+            norms.append(np.asarray(shard.arrays["span_norms"][mine], dtype=np.float32))
+            del shard
+    return CompressedTier.trained(np.concatenate(vectors), np.concatenate(norms), spec, bases[-1])
+
+
+def _store_codebooks(output: str, tier: CompressedTier) -> None:
+    """Write the codebooks to the build state (one JSON file, replaced atomically)."""
+    arrays = {}
+    for name, values in tier.codebook_arrays().items():
+        buffer = io.BytesIO()
+        np.save(buffer, np.asarray(values), allow_pickle=False)
+        arrays[name] = base64.b64encode(buffer.getvalue()).decode("ascii")
+    stored = {"spec": str(tier.spec), "codebooks": tier.codebook_digest(), "arrays": arrays}
+    storage.write_json(os.path.join(output, BUILD_STATE, CODEBOOKS_FILE), stored, indent=0)
+
+
+def _stored_codebooks(output: str, spec: CompressionSpec) -> CompressedTier | None:
+    """The codebooks of the build state, if it holds whole ones of ``spec`` (else ``None``: trained again)."""
+    try:  # a regular file, never read through a link
+        stored = json.loads(storage.read_bytes(os.path.join(output, BUILD_STATE, CODEBOOKS_FILE)))
+        arrays = {
+            name: np.load(io.BytesIO(base64.b64decode(stored["arrays"][name])), allow_pickle=False)
+            for name in CODEBOOK_ARRAYS
+        }
+        tier = CompressedTier.from_codebooks(spec, arrays)
+        if stored["spec"] != str(spec) or stored["codebooks"] != tier.codebook_digest():
+            return None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None  # missing, a link, or unreadable
+    return tier
+
+
+def _code_shard(index_class, folder: str, model, tier: CompressedTier, num_cpus: float) -> None:
+    """A Ray task: the shard in ``folder`` coded with ``tier``'s codebooks and saved."""
+    torch.set_num_threads(max(1, int(num_cpus)))
+    shard = index_class.load(folder, model, mmap=True)
+    shard.compress(codebooks=tier)
+    shard.save(folder, timeout=0)
+
+
+def _code_shards(index_class, model, folders: list[str], tier: CompressedTier, num_cpus: float):
+    """Code the shards in ``folders`` with ``tier``'s codebooks, one Ray task each (Ray connected)."""
+    ray = require_ray()
+    device, failure = model.device, None
+    model.to("cpu")  # shipped to the tasks
+    try:
+        task = ray.remote(_code_shard).options(num_cpus=num_cpus)
+        model_ref, tier_ref = ray.put(model), ray.put(tier)
+        pending = [task.remote(index_class, f, model_ref, tier_ref, num_cpus) for f in folders]
+        try:
+            ray.get(pending)
+        except ray.exceptions.RayError as error:
+            failure = user_error(error)
+            if failure is error:
+                raise
+    finally:
+        model.to(device)
+    if failure is not None:  # raised outside the handler: nothing of the failed run stays reachable
+        raise failure

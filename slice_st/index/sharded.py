@@ -44,6 +44,17 @@ def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> Top
     return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
+def top_documents(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]], count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``count`` best of several ``(scores, documents)`` lists (``(Q, n)`` each, in shard order), ties to the
+    earlier list: merged in any grouping of consecutive lists, the same as merged at once."""
+    values = np.concatenate([part[0] for part in parts], axis=1)
+    docs = np.concatenate([part[1] for part in parts], axis=1)
+    order = np.argsort(-values, axis=1, kind="stable")[:, :count]
+    return np.take_along_axis(values, order, axis=1), np.take_along_axis(docs, order, axis=1)
+
+
 def load_shards(
     paths, model: SentenceTransformer | str | None = None, mmap: bool = True, **model_options
 ) -> tuple[list[str], list[SpanIndex]]:
@@ -129,17 +140,15 @@ class ShardedSpanIndex:
     _search_candidates = SpanIndex._search_candidates
     #: The exhaustive search scans every shard's exact tier (:meth:`_search_embedded` decides when).
     _compressed = None
-    #: Whether shards that all have a compressed tier are searched through it (a Ray index scans on its actors).
-    _two_tier = True
 
     def _search_embedded(self, wanted, approximate, candidates, nprobe, options, *embedded):
         """:meth:`SpanIndex.search` of embedded queries: when every shard is compressed, each query's ``candidates``
-        best documents over all shards by the compressed scans, searched exactly together (their rows read from the
-        shards' exact tiers); else every shard's exact tier scanned."""
+        best documents over all shards by the compressed scans (:meth:`_best_document_scores`), searched exactly
+        together (their rows read from the shards' exact tiers); else every shard's exact tier scanned."""
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
         alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
-        if not self._two_tier or approximate or None in tiers or not alike or count >= len(self):
+        if approximate or None in tiers or not alike or count >= len(self):
             search = SpanIndex._search_embedded
             return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
         query_texts, vectors, profiles, top_k = embedded
@@ -171,16 +180,19 @@ class ShardedSpanIndex:
     def _best_documents(self, vectors, wanted, count: int) -> np.ndarray:
         """``(Q, count)`` each query's best documents (numbered across the shards; -1: none) by the compressed
         scans' approximate cosines."""
+        return self._best_document_scores(vectors, wanted.min_span, wanted.max_span, count)[1]
+
+    def _best_document_scores(
+        self, vectors, min_span: int, max_span: int, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The compressed scans' ``(Q, count)`` best approximate cosines and their documents, best first."""
         parts: list[tuple[np.ndarray, np.ndarray]] = []
         for shard, base in zip(self.shards, self._doc_bases):
-            args = (vectors, shard.arrays, len(shard), count, wanted.min_span, wanted.max_span)
+            args = (vectors, shard.arrays, len(shard), count, min_span, max_span)
             assert shard._compressed is not None  # the caller checked every shard has a tier
             found = shard._compressed.best_document_scores(*args, shard.span_config.min_span)
             parts.append((found[0], np.where(found[1] >= 0, found[1] + base, -1)))
-        values = np.concatenate([part[0] for part in parts], axis=1)
-        docs = np.concatenate([part[1] for part in parts], axis=1)
-        order = np.argsort(-values, axis=1, kind="stable")[:, :count]
-        return np.take_along_axis(docs, order, axis=1)
+        return top_documents(parts, count)
 
     def shard_of(self, doc_index: int) -> tuple[SpanIndex, int]:
         """The shard holding document ``doc_index`` (numbered across the shards) and its position there."""
@@ -301,10 +313,16 @@ class _ShardScanner:
     def scan(self, queries: np.ndarray, k: int, min_span: int, max_span: int, **options):
         return self.index.scan(torch.from_numpy(queries), k, min_span, max_span, **options)
 
+    def best_documents(self, queries: np.ndarray, min_span: int, max_span: int, count: int):
+        vectors = torch.from_numpy(queries)
+        return self.index._best_document_scores(vectors, min_span, max_span, count)
+
 
 class RayShardedSpanIndex(ShardedSpanIndex):
     """:class:`ShardedSpanIndex` whose scans run on ``workers`` Ray actors (contiguous runs of shards, balanced by
-    units): the same results. :meth:`close` (or ``with``) ends the actors, and Ray when it was started here.
+    units): the same results. Compressed shards (coded alike, e.g. by a compressed Ray build) are searched through
+    their compressed scans on the actors, then each query's candidate documents exactly here. :meth:`close` (or
+    ``with``) ends the actors, and Ray when it was started here.
 
     Args:
         shards: The loaded shards.
@@ -339,6 +357,7 @@ class RayShardedSpanIndex(ShardedSpanIndex):
             workers = claim_workers(workers, len(paths), num_cpus)
             groups = _contiguous_groups([shard.num_units for shard in self.shards], workers)
             self._group_bases = [int(self._unit_bases[group[0]]) for group in groups]
+            self._group_doc_bases = [int(self._doc_bases[group[0]]) for group in groups]
             model = ray.put(self.model)
             scanner = ray.remote(_ShardScanner).options(num_cpus=num_cpus)
             self._actors = [
@@ -357,8 +376,24 @@ class RayShardedSpanIndex(ShardedSpanIndex):
         directories, shards = load_shards(paths, model, mmap=mmap)
         return cls(shards, directories, **options)
 
-    #: The shards' exact tiers scanned on the actors, compressed or not.
-    _two_tier = False
+    def _best_document_scores(
+        self, vectors, min_span: int, max_span: int, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The compressed scans on the actors, each of its shards' best documents, merged here in shard order (the
+        candidates' exact search then reads their rows from the shards, memory-mapped here)."""
+        if not self._actors:
+            raise SpanInputError("This RayShardedSpanIndex is closed.")
+        ray = require_ray()
+        queries = ray.put(np.ascontiguousarray(vectors.float().cpu().numpy()))
+        spans = min_span, max_span
+        found = ray.get(
+            [actor.best_documents.remote(queries, *spans, count) for actor in self._actors]
+        )
+        parts = [
+            (values, np.where(docs >= 0, docs + base, -1))
+            for (values, docs), base in zip(found, self._group_doc_bases)
+        ]
+        return top_documents(parts, count)
 
     @property
     def workers(self) -> int:

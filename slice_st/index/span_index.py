@@ -192,7 +192,8 @@ class SpanIndex:
             dtype: ``"float32"`` or ``"float16"`` (half the size; scores move by about 1e-3, near-ties may swap);
                 default ``"float16"`` with ``compression``, else ``"float32"``.
             engine: ``"local"`` or ``"ray"``.
-            compression: A compressed tier (:meth:`compress`), e.g. ``"pq48"``; ``None``: exact only.
+            compression: A compressed tier (:meth:`compress`), e.g. ``"pq48"``; ``None``: exact only. On Ray every
+                shard is coded with one set of codebooks, trained on a sample of all the shards' units.
             **options: Those of :meth:`add`; with ``engine="ray"`` those of
                 :func:`slice_st.index.ray_engine.build_on_ray` (``output``, ``address``, ``concurrency``…).
 
@@ -208,17 +209,11 @@ class SpanIndex:
         if compression is not None:
             # a bad spec fails before any encoding
             CompressionSpec.parse(compression, token_dimension(model))
-        if engine == "ray" and compression is not None:
-            raise SpanInputError(
-                "compression is built on a local index: build on Ray, open the shards and compress each "
-                "(SpanIndex.load(shard).compress(...)), or build locally."
-            )
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
 
-            return build_on_ray(
-                cls, model, span_config, texts=texts, ids=ids, dtype=dtype, **options
-            )
+            options |= {"texts": texts, "ids": ids, "dtype": dtype, "compression": compression}
+            return build_on_ray(cls, model, span_config, **options)
         if engine != "local":
             raise SpanInputError(f"engine must be 'local' or 'ray', got {engine!r}.")
         if any(
@@ -576,12 +571,16 @@ class SpanIndex:
             if all(tier is not None and tier.codebook_digest() == digest for tier in tiers):
                 merged._compressed = CompressedTier.concatenated(tiers)
             else:
-                merged._compressed = (
-                    tiers[0].subset(np.zeros(0, dtype=np.int64)).extended(merged.arrays, 0)
-                )
+                merged.compress(codebooks=tiers[0])
         return merged
 
-    def compress(self, compression: str | CompressionSpec = "pq48", *, seed: int = 0) -> None:
+    def compress(
+        self,
+        compression: str | CompressionSpec = "pq48",
+        *,
+        seed: int = 0,
+        codebooks: SpanIndex | CompressedTier | None = None,
+    ) -> None:
         """Add (or retrain) the compressed tier: FAISS trains a coarse k-means and product-quantisation codebooks on a
         sample of the units, then codes every unit; later :meth:`add` calls code new units with the same codebooks.
 
@@ -590,12 +589,22 @@ class SpanIndex:
                 dimension), ``C`` coarse centroids (default: by the number of units, at most 1024), span norms in 4
                 (default) or 8 bits per span length. ``"pq48"`` keeps ~60 bytes per unit at d=384, K=20.
             seed: The sample's and k-means' seed.
+            codebooks: A compressed index (or its tier) whose codebooks code the units instead, untrained (its
+                ``compression`` setting, not ``compression``): shards coded alike are searched as one index.
 
         Searches then scan the compressed tier for each query's ``candidates`` best documents and score only those
         exactly (docs/guides/corpus-index.md, "Compressed indexes").
         """
-        spec = CompressionSpec.parse(compression, self.arrays["unit_vectors"].shape[1])
-        self._compressed = CompressedTier.train(self.arrays, spec, seed=seed)
+        if codebooks is None:
+            spec = CompressionSpec.parse(compression, self.arrays["unit_vectors"].shape[1])
+            self._compressed = CompressedTier.train(self.arrays, spec, seed=seed)
+            return
+        tier = codebooks._compressed if isinstance(codebooks, SpanIndex) else codebooks
+        if not isinstance(tier, CompressedTier):
+            raise SpanInputError("codebooks= takes a compressed index (or its tier).")
+        if tier.centroids.shape[1] != self.arrays["unit_vectors"].shape[1]:
+            raise SpanInputError("codebooks= is an index of another dimension.")
+        self._compressed = tier.subset(np.zeros(0, dtype=np.int64)).extended(self.arrays, 0)
 
     @property
     def compression(self) -> str | None:

@@ -8,21 +8,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 import ray  # slice-st[ray]: `make test` installs every extra
-from helpers import QUERIES, make_docs
+from helpers import QUERIES, build_index_cli, cli_fails, make_docs
 
 from slice_st import SpanIndex, SpanInputError
 from slice_st.cli import main
 from slice_st.data.corpus import Document, read_corpus
 from slice_st.errors import MissingExtraError
 from slice_st.index import ShardedSpanIndex
+from slice_st.index.compressed import CompressedTier, CompressionSpec
 from slice_st.index.ray_cluster import check_address
-from slice_st.index.ray_engine import BUILD_STATE, RayBuild
+from slice_st.index.ray_engine import BUILD_STATE, CODEBOOKS_FILE, RayBuild, _store_codebooks
 from slice_st.index.sharded import RayShardedSpanIndex
 from slice_st.index.storage import DATA_MARKER, MANIFEST, SHARD_LIST
 
@@ -208,6 +210,119 @@ def test_ray_search_equals_sharded_search(built, model):
         on_ray.search("dog")
 
 
+@pytest.fixture(scope="module")
+def compressed(local_ray, model, corpus, tmp_path_factory):
+    """The corpus built on Ray with a compressed tier (float16 exact tier, pq8 of d=32)."""
+    output = tmp_path_factory.mktemp("ray_pq") / "index"
+    options = dict(engine="ray", output=str(output), max_span=6, shard_bytes=1500)
+    result = SpanIndex.from_files(corpus[0], model, **options, concurrency=2, compression="pq8")
+    return output, result, options
+
+
+def test_ray_build_compresses_every_shard_with_one_set_of_codebooks(compressed, model):
+    output, result, _ = compressed
+    assert result.compression == "pq8,norms4" and result.shards_coded == len(result.shards) > 4
+    shards = ShardedSpanIndex.load(str(output), model)
+    digests = {shard._compressed.codebook_digest() for shard in shards.shards}
+    assert len(digests) == 1 and {shard.dtype for shard in shards.shards} == {"float16"}
+    assert {shard.compression for shard in shards.shards} == {"pq8,norms4"}
+    stored = json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())
+    assert stored["codebooks"] in digests and stored["spec"] == "pq8,norms4"
+    listed = json.loads((output / SHARD_LIST).read_text())
+    assert listed["complete"] and listed["compression"] == "pq8,norms4"
+    # trained on the sample the one index of the shards would draw (memory-bounded: read shard by shard)
+    merged = SpanIndex.merge(shards.shards)
+    spec = CompressionSpec.parse("pq8", 32)
+    assert CompressedTier.train(merged.arrays, spec).codebook_digest() in digests
+    # the shards' codes are those of the one index coded with those codebooks
+    assert merged.compression == "pq8,norms4"
+    recoded = SpanIndex.merge(shards.shards)
+    recoded.compress(codebooks=shards.shards[0])
+    np.testing.assert_array_equal(recoded._compressed.codes, merged._compressed.codes)
+    for options in (
+        {"top_k": 6, "candidates": 4},
+        {"top_k": 5, "per_document": 1, "candidates": 9},
+    ):
+        found, expected = shards.search(QUERIES, **options), merged.search(QUERIES, **options)
+        assert [[key[:-1] for key in keys] for keys in _key(found)] == [
+            [key[:-1] for key in keys] for keys in _key(expected)
+        ]
+        np.testing.assert_allclose(
+            [[m.score for m in ms] for ms in found],
+            [[m.score for m in ms] for ms in expected],
+            atol=1e-5,
+        )
+
+
+def test_ray_search_of_compressed_shards_equals_sharded_search(compressed, model):
+    output, result, _ = compressed
+    sharded = ShardedSpanIndex.load(str(output), model)
+    vectors = sharded.embed_queries(QUERIES)
+    with RayShardedSpanIndex.load(str(output), model, workers=2) as on_ray:
+        assert on_ray.workers == 2
+        # the compressed scans run on the actors: the same candidates as scanned here
+        for count in (1, 5, 40):
+            np.testing.assert_array_equal(
+                on_ray._best_document_scores(vectors, 1, 6, count)[1],
+                sharded._best_document_scores(vectors, 1, 6, count)[1],
+            )
+        for options in (
+            {"top_k": 8, "candidates": 5},
+            {"top_k": 5, "per_document": 1, "candidates": 12},
+            {"top_k": 7, "min_span": 2, "max_span": 4, "threshold": 0.2, "candidates": 3},
+            {"top_k": 8, "scorer": "max-cosine", "overlap": True, "candidates": 20},
+            {"top_k": 6},  # the default candidates: every document, the exhaustive scan
+        ):
+            assert _key(on_ray.search(QUERIES, **options)) == _key(
+                sharded.search(QUERIES, **options)
+            ), options
+    with pytest.raises(SpanInputError, match="closed"):
+        on_ray._best_document_scores(vectors, 1, 6, 3)
+
+
+def test_resumed_compressed_build_codes_every_shard_alike(compressed, model, corpus, tmp_path):
+    """A build stopped in its compression stage leaves shards coded and not; the rerun codes the others with the
+    stored codebooks (those coded are not rewritten); another compression is refused; lost codebooks are retrained
+    the same (the same sample)."""
+    source, result, options = compressed
+    output = tmp_path / "ix"
+    shutil.copytree(source, output)
+    options = options | {"output": str(output), "concurrency": 1}
+    stored = json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())["codebooks"]
+    plain, other = result.shards[0], result.shards[2]
+    with SpanIndex.open_for_update(output / plain, model) as shard:
+        shard._compressed = None  # not coded yet
+    with SpanIndex.open_for_update(output / other, model) as shard:
+        shard.compress("pq8", seed=5)  # coded with other codebooks
+    shard_list = json.loads((output / SHARD_LIST).read_text())
+    (output / SHARD_LIST).write_text(json.dumps(shard_list | {"complete": False}))
+    kept = [name for name in result.shards if name not in (plain, other)]
+    before = {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in kept}
+    with pytest.raises(SpanInputError, match="another compression"):
+        SpanIndex.from_files(corpus[0], model, **options, compression="pq4")
+    again = SpanIndex.from_files(corpus[0], model, **options, compression="pq8")
+    assert again.shards_built == 0 and again.groups_built == 0 and again.shards_coded == 2
+    assert {name: os.stat(output / name / MANIFEST).st_mtime_ns for name in kept} == before
+    shards = ShardedSpanIndex.load(str(output), model)
+    assert {shard._compressed.codebook_digest() for shard in shards.shards} == {stored}
+    (output / BUILD_STATE / CODEBOOKS_FILE).unlink()
+    third = SpanIndex.from_files(corpus[0], model, **options, compression="pq8")
+    assert third.shards_coded == 0
+    assert json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())["codebooks"] == stored
+    # codebooks stored by a build of other shards: kept by a rerun, retrained by --force (which rebuilds the shards)
+    with SpanIndex.open_for_update(output / other, model) as shard:
+        shard.compress("pq8", seed=5)
+    _store_codebooks(str(output), shard._compressed)
+    planted = shard._compressed.codebook_digest()
+    fourth = SpanIndex.from_files(corpus[0], model, **options, compression="pq8")
+    assert fourth.shards_coded == len(result.shards) - 1
+    forced = SpanIndex.from_files(corpus[0], model, **options, compression="pq8", force=True)
+    assert forced.shards_built == forced.shards_coded == len(result.shards)
+    retrained = json.loads((output / BUILD_STATE / CODEBOOKS_FILE).read_text())["codebooks"]
+    digests = {s._compressed.codebook_digest() for s in ShardedSpanIndex.load(output, model).shards}
+    assert digests == {retrained} != {planted}
+
+
 @pytest.mark.slow  # a Ray build killed and run again: the fast suite keeps one Ray build and search
 def test_killed_build_resumes(model, corpus, single, built, tmp_path):
     output = tmp_path / "ix"
@@ -381,6 +496,42 @@ def test_cli_build_and_mine_on_ray(local_ray, tiny_model_dir, corpus, tmp_path, 
         capsys, "index", "build", *corpus[0], "-o", output, "--model", tiny_model_dir, "--ray"
     )
     assert code == 2 and "already holds an index" in out.err
+
+
+@pytest.mark.slow  # a compressed Ray build through the CLI: the fast suite keeps the one of the API
+def test_cli_build_compressed_on_ray(local_ray, tiny_model_dir, corpus, tmp_path, capsys):
+    folder, output = os.path.dirname(corpus[0][0]), tmp_path / "pq-index"
+    ray_options = ("--max-span", "5", "--ray", "--workers", "2")
+    line = cli_fails(
+        capsys,
+        "index",
+        "build",
+        folder,
+        "-o",
+        output,
+        "-m",
+        tiny_model_dir,
+        *ray_options,
+        "--compress",
+        "pq7",
+    )
+    assert "must divide the dimension 32" in line and not os.path.exists(output / SHARD_LIST)
+    code, out = build_index_cli(
+        capsys, folder, output, tiny_model_dir, *ray_options, "--compress", "pq8"
+    )
+    assert code == 0 and "indexed 80 documents" in out.out, out.err
+    assert (
+        "compressed pq8,norms4 (" in out.out
+        and "shards coded with the build's codebooks" in out.out
+    )
+    shards = ShardedSpanIndex.load(str(output))
+    assert len({shard._compressed.codebook_digest() for shard in shards.shards}) == 1
+    common = ["mine", "--index", output, "--model", tiny_model_dir, "-q", "my bag was lost"]
+    common += ["-q", "dog", "--spans", "4", "--candidates", "6", "--format", "jsonl"]
+    code, plain = run_cli(capsys, *common)
+    assert code == 0 and plain.out.count("\n") == 8
+    code, on_ray = run_cli(capsys, *common, "--ray", "--workers", "2")
+    assert code == 0 and on_ray.out == plain.out
 
 
 @pytest.mark.parametrize(
