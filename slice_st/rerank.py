@@ -207,7 +207,9 @@ def candidate_features(
     out["first_det_query_det"] = out["first_det"] * query_det
     out["after_det_query_det"] = out["after_det"] * query_det
     out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
-    out["before_auxiliary"] = has_before * np.isin(_take(units.ids[rows], before), _ids_of(AUXILIARIES))
+    out["before_auxiliary"] = has_before * np.isin(
+        _take(units.ids[rows], before), _ids_of(AUXILIARIES)
+    )
     out |= _clause_reach(flags, starts, ends, num_units)
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
     out["text_start"] = (starts == 0).astype(np.float64)

@@ -56,14 +56,18 @@ def leave_tune_out(base, realtext, weight, columns, l2, folds=5) -> list[int]:
 
 
 def evaluate(args, k: int, l2: float, weight: int, base_names: list[str]) -> str:
-    sets = {name: load_items(args.cache, name, k) for name in ("dev", "embedded", "made", "realtext")}
+    sets = {
+        name: load_items(args.cache, name, k) for name in ("dev", "embedded", "made", "realtext")
+    }
     own = with_derived(sets["dev"])
     for name in ("embedded", "made", "realtext"):
         with_derived(sets[name])
     columns = selected(args, sets["dev"][0]["names"], own)
     base = sets["embedded"][: args.rows] + sets["made"][: args.rows]
     realtext, dev = sets["realtext"], sets["dev"]
-    strong_even = [dev[i] for i in range(0, len(dev), 2) if dev[i]["located"] and dev[i]["gold"] >= STRONG]
+    strong_even = [
+        dev[i] for i in range(0, len(dev), 2) if dev[i]["located"] and dev[i]["gold"] >= STRONG
+    ]
     model = fit_softmax(base + realtext * weight, columns, l2)
     even = scores(strong_even, chosen(strong_even, columns, model))
     picks = leave_tune_out(base, realtext, weight, columns, l2)
@@ -74,16 +78,26 @@ def evaluate(args, k: int, l2: float, weight: int, base_names: list[str]) -> str
         exact, f1 = scores([realtext[i] for i in rows], [picks[i] for i in rows])
         phrase = scores([realtext[i] for i in rows], [0] * len(rows))
         cells.append(f"{exact:.1f} / {f1:.1f} ({phrase[0]:.1f} / {phrase[1]:.1f})")
-    return f"| k {k} l2 {l2:g} rt×{weight} {args.tag} | {even[0]:.1f} / {even[1]:.2f} | " + " | ".join(cells) + " |"
+    return (
+        f"| k {k} l2 {l2:g} rt×{weight} {args.tag} | {even[0]:.1f} / {even[1]:.2f} | "
+        + " | ".join(cells)
+        + " |"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cache", default="runs/rerank")
     parser.add_argument("--k", type=int, nargs="+", default=[20])
     parser.add_argument("--l2", type=float, nargs="+", default=[1e-2])
-    parser.add_argument("--weight", type=int, nargs="+", default=[5], help="times the tune rows are counted")
-    parser.add_argument("--rows", type=int, default=None, help="embedded and made rows used (default: all)")
+    parser.add_argument(
+        "--weight", type=int, nargs="+", default=[5], help="times the tune rows are counted"
+    )
+    parser.add_argument(
+        "--rows", type=int, default=None, help="embedded and made rows used (default: all)"
+    )
     parser.add_argument("--features", nargs="+", help="as study.py's")
     parser.add_argument("--with", dest="more", nargs="+", default=[])
     parser.add_argument("--without", nargs="+", default=[])

@@ -275,7 +275,7 @@ def bootstrap_gain(
 
 
 def load_items(cache: str, name: str, k: int) -> list[dict]:
-    built = os.path.join(cache, f"{name}-k{k}.features5.pkl")
+    built = os.path.join(cache, f"{name}-k{k}.features6.pkl")
     if os.path.exists(built):
         with open(built, "rb") as handle:
             return pickle.load(handle)
