@@ -55,7 +55,7 @@ def leave_tune_out(base, realtext, weight, columns, l2, folds=5) -> list[int]:
     return picks
 
 
-def evaluate(args, k: int, l2: float, weight: int, base_names: list[str]) -> str:
+def evaluate(args, k: int, l2: float, weight: int) -> str:
     sets = {
         name: load_items(args.cache, name, k) for name in ("dev", "embedded", "made", "realtext")
     }
@@ -113,7 +113,7 @@ def main() -> None:
     for k in args.k:
         for l2 in args.l2:
             for weight in args.weight:
-                print(evaluate(args, k, l2, weight, []), flush=True)
+                print(evaluate(args, k, l2, weight), flush=True)
 
 
 if __name__ == "__main__":
