@@ -206,10 +206,7 @@ def candidate_features(
     query_det = np.isin(edges[:, :1], _ids_of(DETERMINERS))  # the query starts with a determiner
     out["first_det_query_det"] = out["first_det"] * query_det
     out["after_det_query_det"] = out["after_det"] * query_det
-    out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
-    out["before_auxiliary"] = has_before * np.isin(
-        _take(units.ids[rows], before), _ids_of(AUXILIARIES)
-    )
+    out |= _auxiliaries(units.ids[rows], starts, ends, has_before)
     out |= _clause_reach(flags, starts, ends, num_units)
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
     out["text_start"] = (starts == 0).astype(np.float64)
@@ -220,6 +217,16 @@ def candidate_features(
     )
     return {
         name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()
+    }
+
+
+def _auxiliaries(ids, starts, ends, has_before) -> dict[str, np.ndarray]:
+    """Whether the span's last word (``"the bag will"``), or the word just before it (``"will | the authors"``), is
+    an auxiliary or modal (``ids`` ``(N, U)``: the rows' word ids)."""
+    auxiliary = np.isin(ids, _ids_of(AUXILIARIES))
+    return {
+        "last_auxiliary": _take(auxiliary, ends - 1) * 1.0,
+        "before_auxiliary": has_before * _take(auxiliary, starts - 1),
     }
 
 
