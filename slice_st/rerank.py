@@ -206,7 +206,8 @@ def candidate_features(
     query_det = np.isin(edges[:, :1], _ids_of(DETERMINERS))  # the query starts with a determiner
     out["first_det_query_det"] = out["first_det"] * query_det
     out["after_det_query_det"] = out["after_det"] * query_det
-    out["last_auxiliary"] = np.isin(_take(units.ids[rows], ends - 1), _ids_of(AUXILIARIES)) * 1.0
+    out |= _auxiliaries(units.ids[rows], starts, ends, has_before)
+    out |= _clause_reach(flags, starts, ends, num_units)
     out |= _shared_words(units.ids[rows], queries, edges, starts, ends, has_before, has_after)
     out["text_start"] = (starts == 0).astype(np.float64)
     out["text_end"] = (ends >= num_units[:, None]) * 1.0
@@ -217,6 +218,31 @@ def candidate_features(
     return {
         name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()
     }
+
+
+def _auxiliaries(ids, starts, ends, has_before) -> dict[str, np.ndarray]:
+    """Whether the span's last word (``"the bag will"``), or the word just before it (``"will | the authors"``), is
+    an auxiliary or modal (``ids`` ``(N, U)``: the rows' word ids)."""
+    auxiliary = np.isin(ids, _ids_of(AUXILIARIES))
+    return {
+        "last_auxiliary": _take(auxiliary, ends - 1) * 1.0,
+        "before_auxiliary": has_before * _take(auxiliary, starts - 1),
+    }
+
+
+def _clause_reach(flags, starts, ends, num_units) -> dict[str, np.ndarray]:
+    """How far a candidate stops short of its clause's edges: the units (log1p) between the clause's start (a
+    ``CLAUSE_BEFORE`` unit or the text's start) and the span's start, and between its end and the clause's end (a
+    ``CLAUSE_AFTER`` unit or the text's end); a span that stops a few words short of a comma often cuts a clause."""
+    width = flags.shape[1]
+    position = np.broadcast_to(np.arange(width), flags.shape)
+    opens = np.maximum.accumulate(np.where((flags & CLAUSE_BEFORE) > 0, position, 0), axis=1)
+    last = np.maximum(num_units[:, None] - 1, 0)
+    closing = np.where(((flags & CLAUSE_AFTER) > 0) | (position >= last), position, width)
+    closes = np.minimum.accumulate(closing[:, ::-1], axis=1)[:, ::-1]
+    before = np.maximum(starts - _take(opens, starts), 0)
+    after = np.maximum(_take(np.minimum(closes, last), ends - 1) - (ends - 1), 0)
+    return {"clause_rest_before": np.log1p(before), "clause_rest_after": np.log1p(after)}
 
 
 def _shared_words(

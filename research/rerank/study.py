@@ -88,6 +88,9 @@ GROUP_OF = {
             "first_det_query_det",
             "after_det_query_det",
             "last_auxiliary",
+            "before_auxiliary",
+            "clause_rest_before",
+            "clause_rest_after",
         ],
         "boundary",
     ),
@@ -272,7 +275,7 @@ def bootstrap_gain(
 
 
 def load_items(cache: str, name: str, k: int) -> list[dict]:
-    built = os.path.join(cache, f"{name}-k{k}.features5.pkl")
+    built = os.path.join(cache, f"{name}-k{k}.features6.pkl")
     if os.path.exists(built):
         with open(built, "rb") as handle:
             return pickle.load(handle)
@@ -337,8 +340,30 @@ TRAIN_DATA = {
     "realtext": "realtext: the tune half of research/realtext (the project's own queries over permissively "
     "licensed paragraphs, labelled with the gold span)",
 }
-for _count in ("2", "5"):
-    TRAIN_DATA[f"realtext{_count}"] = TRAIN_DATA["realtext"] + f", counted {_count} times"
+
+
+def data_of(part: str) -> str:
+    """The provenance of one part of a ``--train`` set (``realtextN``: the tune half counted N times)."""
+    count = part.removeprefix("realtext")
+    if part.startswith("realtext") and count.isdigit():
+        return TRAIN_DATA["realtext"] + f", counted {count} times"
+    return TRAIN_DATA[part]
+
+
+def train_set(name: str, sets: dict[str, list[dict]], named: dict[str, list[dict]]) -> list[dict]:
+    """A ``--train`` set: one of ``named``, or parts of ``sets`` joined by ``+`` (``realtextN``: counted N times)."""
+    if name in named:
+        return named[name]
+    out: list[dict] = []
+    for part in name.split("+"):
+        count = part.removeprefix("realtext")
+        if part.startswith("realtext") and count.isdigit():
+            out += sets["realtext"] * int(count)
+        elif part in sets:
+            out += sets[part]
+        else:
+            raise SystemExit(f"unknown --train part {part!r}")
+    return out
 
 
 def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> None:
@@ -359,7 +384,7 @@ def export(args, train: list[dict], columns: np.ndarray, names: list[str]) -> No
             "model": f"{args.model}, spans 1-20 words, the 'phrase' scorer's top candidates",
             "train": f"{args.train[0]}: {len(train)} rows ({sum(it['label'].max() > 0 for it in train)} with the "
             "paraphrase among the candidates)",
-            "data": "; ".join(TRAIN_DATA[part] for part in args.train[0].split("+")),
+            "data": "; ".join(data_of(part) for part in args.train[0].split("+")),
             "l2": args.l2[0],
             "min_query_units": "shorter queries keep the 'phrase' scorer's choice: 99% of the training queries (dev "
             "and weak rows) have >= 4 words",
@@ -480,8 +505,9 @@ def main() -> None:
         "embedded+realtext5": embedded + realtext * 5,
         "embedded+made+realtext5": embedded + made + realtext * 5,
     }
+    parts_of = {"weak": weak, "made": made, "embedded": embedded, "realtext": realtext}
     if args.export:
-        export(args, train_sets[args.train[0]], every, names)
+        export(args, train_set(args.train[0], parts_of, train_sets), every, names)
         return
     configs = [(t, l2, "all", every) for t in args.train for l2 in args.l2]
     if args.ablate:
@@ -497,7 +523,7 @@ def main() -> None:
             )
             configs.append((args.train[0], args.l2[0], f"only {group}", keep))
     for train_name, l2, label, columns in configs:
-        train = train_sets[train_name]
+        train = train_set(train_name, parts_of, train_sets)
         if not train:
             continue
         if args.cv:
