@@ -28,7 +28,7 @@ from slice_st.scoring import (
     query_words,
     word,
 )
-from slice_st.spans import BestSpans, span_cosines
+from slice_st.spans import BestSpans
 
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
@@ -295,15 +295,15 @@ def _edge_word_is(
 @dataclass
 class RerankRows:
     """The rows (windows, an index's segments) whose candidates are re-ranked: units as token ranges of ``embeddings``,
-    their :class:`UnitWords`; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` (default:
-    :func:`slice_st.spans.span_cosines`)."""
+    their :class:`UnitWords`; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` of the searched lengths (as
+    :func:`slice_st.spans.span_cosine_grid`'s)."""
 
     boundaries: torch.Tensor
     num_units: torch.Tensor
     units: UnitWords
     flags: torch.Tensor
     embeddings: torch.Tensor
-    cosines: Callable | None = None
+    cosines: Callable
 
 
 @dataclass
@@ -391,23 +391,7 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     ok = (starts >= 0).repeat(1, 1, len(MOVES)) & (first >= 0) & (end <= num_units) & (end > first)
     ok &= (end - first >= config.min_span) & (end - first <= config.max_span)
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
-    # move by move: the span sums of one move at a time (d floats per span)
-    if rows.cosines is None:
-        vectors = queries if queries.dim() == 3 else queries[None].expand(batch, -1, -1)
-        vectors = vectors[:, :, None, :].expand(-1, -1, k, -1).reshape(batch, num_queries * k, -1)
-        spans = zip(first.split(k, dim=2), end.split(k, dim=2))
-        cosines = torch.cat(
-            [
-                span_cosines(vectors, rows.embeddings, rows.boundaries, a.flatten(1), b.flatten(1))
-                for a, b in spans
-            ],
-            1,
-        )
-        cosines = (
-            cosines.view(batch, len(MOVES), num_queries, k).transpose(1, 2).reshape(first.shape)
-        )
-    else:
-        cosines = rows.cosines(first, end).view_as(first)
+    cosines = rows.cosines(first, end).view_as(first)
     scores = cosines - costs.of_spans(first.mT, end.mT, config.min_span).mT.to(cosines.dtype)
     nan = torch.full_like(cosines, float("nan"))
     as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731

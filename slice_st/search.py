@@ -49,7 +49,13 @@ from slice_st.scoring import (
     span_costs,
     unit_flags,
 )
-from slice_st.spans import BestSpans, best_span_scores, greedy_disjoint, span_cosines
+from slice_st.spans import (
+    BestSpans,
+    best_span_scores,
+    greedy_disjoint,
+    span_cosine_grid,
+    span_cosines,
+)
 from slice_st.tokens import WINDOW_CONTEXT, text_units
 
 if TYPE_CHECKING:
@@ -531,6 +537,7 @@ class _Search:
                 unit_words(units, flags.shape[1]),
                 flags,
                 embeddings,
+                span_cosine_grid(queries, embeddings, *bounds),
             )
             found = self.rerank.best(
                 fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config

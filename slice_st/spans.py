@@ -11,6 +11,7 @@ Conventions (decided here, never re-derived elsewhere):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -178,6 +179,41 @@ def _span_sum_norms(
             span = torch.where(valid[..., None], span, torch.ones_like(span))
         norms[:, :count, length - min_span] = span.norm(dim=-1).masked_fill(~valid, float("nan"))
     return norms
+
+
+def span_cosine_grid(
+    queries: Tensor,
+    token_embeddings: Tensor,
+    boundaries: Tensor,
+    num_units: Tensor,
+    min_span: int,
+    max_span: int,
+    eps: float = 1e-12,
+) -> Callable[[Tensor, Tensor], Tensor]:
+    """``cosines(starts, ends)``: the cosines ``(B, Q, k)`` of spans ``(B, Q, k)`` of ``min_span..max_span`` units to
+    the queries ``(Q, d)`` or ``(B, Q, d)``, as :func:`best_span_scores` computes them (prefix dot products over the
+    norm of each span's sum, the norms once per row): cheaper than summing vectors when a row has many spans.
+
+    >>> emb = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> cosines = span_cosine_grid(torch.tensor([[0.0, 1.0]]), emb, torch.tensor([[0, 1, 2]]), torch.tensor([2]), 1, 2)
+    >>> [round(x, 4) for x in cosines(torch.tensor([[[1, 0]]]), torch.tensor([[[2, 2]]]))[0, 0].tolist()]
+    [1.0, 0.7071]
+    """
+    unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
+    norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, None).clamp(min=eps)
+    vectors = torch.nn.functional.normalize(queries.float(), dim=-1, eps=eps).to(unit_prefix)
+    vectors = vectors.T if vectors.dim() == 2 else vectors.transpose(1, 2)
+    sums = (unit_prefix @ vectors).transpose(1, 2)  # (B, Q, U + 1)
+    lengths = norms.shape[2]
+
+    def cosines(starts: Tensor, ends: Tensor) -> Tensor:
+        first, end = starts.clamp(min=0), ends.clamp(min=0)
+        dots = sums.gather(2, end) - sums.gather(2, first)
+        column = (end - first - min_span).clamp(0, lengths - 1)
+        place = (first.clamp(max=norms.shape[1] - 1) * lengths + column).flatten(1)
+        return dots / norms.flatten(1).gather(1, place).view_as(dots)
+
+    return cosines
 
 
 @dataclass

@@ -499,3 +499,27 @@ def test_unit_peak_scores_rejects_bad_input():
         unit_peak_scores(torch.zeros(3), torch.ones(3, 2), 1, 2)
     with pytest.raises(ValueError, match="span_norms"):
         unit_peak_scores(torch.zeros(1, 3), torch.ones(3, 2), 1, 3)
+
+
+def test_span_cosine_grid_equals_summed_span_cosines():
+    """The re-ranker's cosines of moved spans, read from prefix dot products and the norm grid, are the cosines of
+    the spans' summed vectors (shared and per-row queries; units of several tokens)."""
+    from slice_st.spans import span_cosine_grid, span_cosines
+
+    generator = torch.Generator().manual_seed(0)
+    emb = torch.randn(3, 12, 8, generator=generator)
+    bounds = torch.tensor([[0, 1, 3, 4, 6, 7, 9, 10, 12]] * 3)
+    num_units = torch.tensor([8, 6, 8])
+    starts = torch.randint(0, 4, (3, 2, 5), generator=generator)
+    ends = (starts + torch.randint(1, 5, (3, 2, 5), generator=generator)).minimum(
+        num_units[:, None, None]
+    )
+    for queries in (
+        torch.randn(2, 8, generator=generator),
+        torch.randn(3, 2, 8, generator=generator),
+    ):
+        grid = span_cosine_grid(queries, emb, bounds, num_units, 1, 4)(starts, ends)
+        rows = queries if queries.dim() == 3 else queries[None].expand(3, -1, -1)
+        spread = rows[:, :, None, :].expand(-1, -1, 5, -1).flatten(1, 2)  # (B, Q * k, d)
+        summed = span_cosines(spread, emb, bounds, starts.flatten(1), ends.flatten(1))
+        assert torch.allclose(grid, summed.view_as(grid), atol=1e-5)
