@@ -1562,7 +1562,7 @@ def _check_exact_tiers_merge(indexes: Sequence[SpanIndex]) -> None:
 def _query_groups(docs: np.ndarray, most: int) -> Iterator[slice]:
     """Consecutive queries (rows of ``docs``, ``-1``: none) whose candidate documents number at most ``most``
     together (or one query)."""
-    start, seen = 0, set()
+    start, seen = 0, set[int]()
     for query, found in enumerate(docs):
         mine = set(found[found >= 0].tolist())
         if query > start and len(seen | mine) > most:
