@@ -407,6 +407,23 @@ def test_save_load_add_remove_without_exact_tier(lean, packed, tiny_model, tmp_p
     )
 
 
+def test_manifest_exact_tier_must_match_its_format(lean, packed, tmp_path):
+    for index, name in ((lean, "lean"), (packed, "full")):
+        index.save(tmp_path / name)
+    for name, changes in (("lean", {"format_version": 3}), ("full", {"exact_tier": False})):
+        manifest = json.loads((tmp_path / name / MANIFEST).read_text())
+        (tmp_path / name / MANIFEST).write_text(json.dumps(manifest | changes))
+        with pytest.raises(SpanInputError, match="exact_tier") as error:
+            SpanIndex.load(tmp_path / name, packed.model)
+        assert "\n" not in str(error.value)
+    # an index saved before format 4 recorded no exact_tier: it keeps it
+    manifest = json.loads((tmp_path / "full" / MANIFEST).read_text())
+    del manifest["exact_tier"]
+    (tmp_path / "full" / MANIFEST).write_text(json.dumps(manifest))
+    assert SpanIndex.describe(tmp_path / "full")["exact_tier"] is True
+    assert SpanIndex.load(tmp_path / "full", packed.model).exact_tier
+
+
 def _one_line_exact_tier_error(call):
     from slice_st.errors import ExactTierError
 
