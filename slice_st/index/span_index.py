@@ -1361,9 +1361,8 @@ class SpanIndex:
             for key, value in manifest.items()
             if key not in ("span_config", "files", "samples")
         }
-        info["exact_tier"] = (
-            manifest.get("exact_tier", True) is not False
-        )  # not recorded before format 4
+        # not recorded before format 4
+        info["exact_tier"] = info.get("exact_tier", True) is not False
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
         # a search's memory: a compressed index keeps its tier only
