@@ -538,3 +538,9 @@ def test_build_without_exact_tier(tiny_model_dir, tmp_path, capsys):
         tiny_model_dir,
         "--no-exact-tier",
     )
+    # an index built with its exact tier drops it when compressed with --no-exact-tier
+    full = tmp_path / "full"
+    assert build_index_cli(capsys, corpus, full, tiny_model_dir, "--max-span", 4)[0] == 0
+    code, _ = _run(capsys, "index", "compress", full, "--spec", "pq8", "--no-exact-tier")
+    info = json.loads(_run(capsys, "index", "info", full)[1].out)
+    assert code == 0 and info["exact_tier"] is False and info["compression"]["spec"] == "pq8,norms4"
