@@ -767,8 +767,7 @@ class SpanIndex:
 
         On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
         that the compressed tier's approximate scan passes on to be searched exactly as above; the results are exact
-        search's over those documents (``candidates >= len(index)``: over every document). Without the exact tier
-        (``exact_tier=False``) those documents are encoded again with the model, once per call for all its queries.
+        search's over those documents (``candidates >= len(index)``: all), re-encoded without the exact tier.
 
         ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the ``candidates`` best chunks
         (default: the stage's, 512) per query, then every span overlapping them scored exactly (only spans outside the
