@@ -7,6 +7,7 @@ from __future__ import annotations
 __all__ = [
     "CorpusError",
     "DataFormatError",
+    "ExactTierError",
     "FileAccessError",
     "HubAccessError",
     "IndexBusyError",
@@ -65,6 +66,12 @@ class WindowError(SpanInputError):
 class IndexFileError(SpanInputError):
     """An index folder or file that cannot be used: no manifest, a manifest or shard list that is unreadable or lacks
     a field, data missing, truncated or changed (a ``ValueError``, as ``json`` reports a bad file)."""
+
+
+class ExactTierError(SpanInputError):
+    """An operation that needs the exact tier (every unit's vector and span norms) on a compressed index built
+    without it (``exact_tier=False``): retraining or re-coding the compressed tier, the FAISS candidate stage, merging
+    with an index that keeps it. Such an index searches by re-encoding its candidate documents instead."""
 
 
 class RayClusterError(SpanInputError, RuntimeError):

@@ -44,6 +44,9 @@ _BUILD = (
     *BACKEND,
 )
 _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
+_NO_EXACT_TIER = (
+    "keep no unit vectors (about 1/20 of the disk): searches re-encode their candidates"
+)
 
 
 def _add_build_options(build) -> None:
@@ -57,6 +60,9 @@ def _add_build_options(build) -> None:
         "--compress",
         metavar="SPEC",
         help="add a compressed tier kept in memory, e.g. pq48 (docs: corpus-index guide)",
+    )
+    build.add_argument(
+        "--no-exact-tier", action="store_true", help=f"with --compress: {_NO_EXACT_TIER}"
     )
     build.add_argument(
         "--calibration", metavar="FILE", help="a calibration JSON to store with the index"
@@ -123,6 +129,7 @@ def add_commands(commands) -> None:
     compress.add_argument(
         "--spec", default="pq48", help="pq<M>[,ivf<C>][,norms<bits>] (default pq48)"
     )
+    compress.add_argument("--no-exact-tier", action="store_true", help=_NO_EXACT_TIER)
     candidates = _command(
         actions, "candidates", "build the FAISS candidate stage (for --approximate)", _candidates
     )
@@ -278,6 +285,7 @@ def _build(args) -> int:
         return _build_on_ray(args, model, address, resuming=previous is not None and not args.force)
     start = time.perf_counter()
     settings = pick(args, *_SPAN_SETTINGS) | _encoding(args)
+    settings["exact_tier"] = not args.no_exact_tier
     index = SpanIndex.build(documents, model, compression=args.compress, **settings)
     report_skipped(index.skipped, "documents")
     seconds = time.perf_counter() - start
@@ -308,7 +316,7 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
             )
 
     options = dict(engine="ray", output=args.output, address=address, force=args.force)
-    options["compression"] = args.compress
+    options.update(compression=args.compress, exact_tier=not args.no_exact_tier)
     shard_bytes = None if args.shard_mb is None else args.shard_mb << 20
     options.update(concurrency=args.workers, num_gpus=args.gpus_per_worker, shard_bytes=shard_bytes)
     options["progress"] = progress
@@ -448,7 +456,10 @@ def _calibrate(args) -> int:
 
 def _compress(args) -> int:
     return _build_part(
-        args, "compressed tier", "compression", lambda index: index.compress(args.spec)
+        args,
+        "compressed tier",
+        "compression",
+        lambda index: index.compress(args.spec, exact_tier=not args.no_exact_tier),
     )
 
 

@@ -295,6 +295,17 @@ class CompressedTier:
         values, found = best.topk(count, dim=1)
         return values.numpy(), torch.where(torch.isfinite(values), found, -1).numpy()
 
+    def span_count(self, block: int = 65_536) -> int:
+        """The spans the coded units hold: span-norm codes that are not the last ("no such span")."""
+        widths, bits = self.norm_table.shape[0], self.spec.norm_bits
+        none, total = 2**bits - 1, 0
+        for lo in range(0, len(self.norm_codes), block):
+            codes = np.asarray(self.norm_codes[lo : lo + block])
+            if bits == 4:  # even lengths in the low halves, odd ones in the high halves
+                codes = np.stack([codes & 15, codes >> 4], axis=-1).reshape(len(codes), -1)
+            total += int((codes[:, :widths] != none).sum())
+        return total
+
     # ------------------------------------------------------------------ storage
     def info(self) -> dict[str, Any]:
         return {

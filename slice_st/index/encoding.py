@@ -36,14 +36,18 @@ def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.
 def concat_parts(
     parts: list[dict[str, np.ndarray]], doc_bases: Sequence[int]
 ) -> dict[str, np.ndarray]:
-    """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``."""
-    unit_bases = np.cumsum([0] + [len(p["unit_vectors"]) for p in parts])[:-1]
+    """One set of arrays from several, in order: segment unit offsets shifted, document numbers by ``doc_bases``
+    (the unit vectors and span norms only where every part holds them: an index without its exact tier has none)."""
+    unit_bases = np.cumsum([0] + [len(p["unit_chars"]) for p in parts])[:-1]
+    names = ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
     out = {
         name: np.concatenate([np.asarray(p[name]) for p in parts])
-        for name in ("unit_vectors", "unit_chars", "span_norms", "segment_first_unit")
+        for name in names
+        if all(name in p for p in parts)
     }
-    # span norms in the unit vectors' dtype (an index saved before they were float16 keeps float32 ones until then)
-    out["span_norms"] = out["span_norms"].astype(out["unit_vectors"].dtype, copy=False)
+    if "unit_vectors" in out:
+        # span norms in the unit vectors' dtype (an index saved before they were float16 keeps float32 ones)
+        out["span_norms"] = out["span_norms"].astype(out["unit_vectors"].dtype, copy=False)
     out["segment_units"] = np.concatenate(
         [[0]] + [np.asarray(p["segment_units"][1:]) + base for p, base in zip(parts, unit_bases)]
     ).astype(np.int64)

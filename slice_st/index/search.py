@@ -213,6 +213,12 @@ def cached_unit_flags(
     return _cached(owner, "_unit_flag_cache", key, lambda: (flags := compute(), mark_prefix(flags)))
 
 
+def held_unit_flags(owner, key: np.ndarray) -> np.ndarray | None:
+    """The flags :func:`cached_unit_flags` holds for ``owner`` while ``key`` is the same object, else ``None``."""
+    cache = getattr(owner, "_unit_flag_cache", None)
+    return cache[1][0] if cache is not None and cache[0]() is key else None
+
+
 def _cached(owner, name: str, key: np.ndarray, compute: Callable):
     """``compute()``, kept on ``owner`` as attribute ``name`` while ``key`` is the same object."""
     cache = getattr(owner, name, None)

@@ -148,13 +148,24 @@ class ShardedSpanIndex:
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
         alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
-        if approximate or None in tiers or not alike or count >= len(self):
+        if not self.exact_tier and (None in tiers or not alike):
+            lacking = next(shard for shard in self.shards if not shard.exact_tier)
+            lacking.require_exact_tier("Searching shards of which some are not compressed alike")
+        if self.exact_tier and (approximate or None in tiers or not alike or count >= len(self)):
             search = SpanIndex._search_embedded
             return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
         query_texts, vectors, profiles, top_k = embedded
-        docs = self._best_documents(vectors, wanted, count)
+        if count >= len(self):  # every document (re-encoded: no shard keeps its exact tier)
+            docs = np.tile(np.arange(len(self)), (len(query_texts), 1))
+        else:
+            docs = self._best_documents(vectors, wanted, count)
         options = options | {"top_k": top_k}
         return self._search_candidates(docs, query_texts, vectors, profiles, wanted, options)
+
+    @property
+    def exact_tier(self) -> bool:
+        """Whether every shard keeps its exact tier (see :attr:`SpanIndex.exact_tier`)."""
+        return all(shard.exact_tier for shard in self.shards)
 
     def _documents(
         self, docs: np.ndarray, widen: bool = True, array: storage.ArrayMaker = storage.fresh_array
@@ -225,6 +236,9 @@ class ShardedSpanIndex:
         return docs, first, end
 
     def check_approximate(self, approximate: bool) -> None:
+        if approximate and not self.exact_tier:
+            lacking = next(shard for shard in self.shards if not shard.exact_tier)
+            lacking.require_exact_tier("approximate search (the FAISS candidate stage)")
         missing = [
             position for position, shard in enumerate(self.shards) if shard._candidates is None
         ]

@@ -34,7 +34,7 @@ from slice_st.encode import (
     resolve_span_config,
     token_dimension,
 )
-from slice_st.errors import IndexConflictError, IndexFileError, SpanInputError
+from slice_st.errors import ExactTierError, IndexConflictError, IndexFileError, SpanInputError
 from slice_st.index import storage
 from slice_st.index.calibration import CALIBRATION_FILE, Calibration
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
@@ -56,6 +56,7 @@ from slice_st.index.search import (
     as_tensor,
     cached_unit_flags,
     check_search,
+    held_unit_flags,
     index_unit_flags,
     profiles_of,
     ranked,
@@ -86,6 +87,11 @@ if TYPE_CHECKING:
 DOCUMENTS_PER_STEP = 256
 #: In a data folder: each document's file, where one is not the file its id ``<path>:<line>`` names (JSONL files).
 SOURCES_FILE = "doc_sources.json"
+#: Without the exact tier: the queries of one search whose candidates are re-encoded together hold at most this many
+#: documents (or one query), each document encoded once for them.
+REENCODED_DOCUMENTS = 2048
+#: Without the exact tier: windows per forward pass when candidate documents are re-encoded.
+REENCODE_BATCH = 32
 #: A compressed index's scorer flags of every unit (:func:`~slice_st.scoring.unit_flags`), read for its candidates.
 UNIT_FLAGS = "unit_flags"
 
@@ -100,6 +106,8 @@ class SpanIndex:
 
     :meth:`compress` (or ``build(..., compression="pq48")``) adds a compressed tier kept in memory; the arrays above
     become the exact tier, memory-mapped from disk once saved and read only for each query's candidate documents.
+    With ``exact_tier=False`` the unit vectors and span norms are not kept (a twentieth of the disk) and each search
+    re-encodes its candidate documents instead.
 
     The constructor makes an empty index: build one with :meth:`build`, :meth:`from_files` or :meth:`load`.
 
@@ -144,6 +152,7 @@ class SpanIndex:
     def __repr__(self) -> str:
         config = self.span_config
         tier = f", compression={self.compression!r}" if self._compressed is not None else ""
+        tier += "" if self.exact_tier else ", exact_tier=False"
         return (
             f"SpanIndex(model={self.model_name or self.model_path or 'unnamed'!r}, documents={len(self)}, "
             f"units={self.num_units}, unit={config.unit!r}, spans={config.min_span}..{config.max_span}, "
@@ -173,6 +182,7 @@ class SpanIndex:
         dtype: str | None = None,
         engine: str = "local",
         compression: str | None = None,
+        exact_tier: bool = True,
         **options: Any,
     ) -> SpanIndex | RayBuild:
         """Encode ``texts`` (one forward pass each, long ones windowed) into a new index: :meth:`add` to an empty one.
@@ -194,6 +204,8 @@ class SpanIndex:
             engine: ``"local"`` or ``"ray"``.
             compression: A compressed tier (:meth:`compress`), e.g. ``"pq48"``; ``None``: exact only. On Ray every
                 shard is coded with one set of codebooks, trained on a sample of all the shards' units.
+            exact_tier: With ``compression``, ``False`` keeps no unit vectors nor span norms
+                (:meth:`compress`): searches re-encode their candidate documents.
             **options: Those of :meth:`add`; with ``engine="ray"`` those of
                 :func:`slice_st.index.ray_engine.build_on_ray` (``output``, ``address``, ``concurrency``…).
 
@@ -209,6 +221,7 @@ class SpanIndex:
         if compression is not None:
             # a bad spec fails before any encoding
             CompressionSpec.parse(compression, token_dimension(model))
+        _check_exact_tier(exact_tier, compression, engine)
         if engine == "ray":
             from slice_st.index.ray_engine import build_on_ray
 
@@ -228,7 +241,7 @@ class SpanIndex:
         index = cls(model, span_config, dtype)
         index.add(texts, ids, **options)
         if compression is not None:
-            index.compress(compression)
+            index.compress(compression, exact_tier=exact_tier)
         return index
 
     @overload
@@ -328,11 +341,7 @@ class SpanIndex:
                 )
                 doc_bases.append(len(self.doc_ids) + first)
                 progress.update(min(DOCUMENTS_PER_STEP, len(text_list) - first))
-        self.arrays = concat_parts(parts, doc_bases)
-        if self._candidates is not None:  # the new units start where the old arrays (parts[0]) end
-            self._candidates = self._candidates.extended(self.arrays, len(parts[0]["unit_vectors"]))
-        if self._compressed is not None:  # coded with the codebooks trained at build time
-            self._compressed = self._compressed.extended(self.arrays, len(parts[0]["unit_vectors"]))
+        self._append(parts, doc_bases)
         self.doc_ids, self.texts = self.doc_ids + ids, self.texts + text_list
         self.sources = self.sources + [_source(doc_id, given.get(doc_id, "")) for doc_id in ids]
         self.replaced = [self.doc_ids[position] for position in old]
@@ -341,6 +350,27 @@ class SpanIndex:
             drop[old] = True
             self._drop(drop)
         return ids
+
+    def _append(self, parts: list[dict[str, np.ndarray]], doc_bases: list[int]) -> None:
+        """The encoded ``parts[1:]`` appended to the arrays (``parts[0]``), coded by the compressed tier's codebooks
+        (trained at build time); without the exact tier only their codes and offsets are kept."""
+        base = len(parts[0]["unit_chars"])  # where the new units start
+        if not self.exact_tier:
+            assert self._compressed is not None  # an index without the exact tier is compressed
+            new = concat_parts(parts[1:], [0] * (len(parts) - 1)) if len(parts) > 1 else None
+            if new is not None:
+                coded = self._compressed.subset(np.zeros(0, dtype=np.int64)).extended(new, 0)
+                self._compressed = CompressedTier.concatenated([self._compressed, coded])
+            kept = [
+                {k: v for k, v in p.items() if k not in storage.EXACT_TIER_ARRAYS} for p in parts
+            ]
+            self.arrays = concat_parts(kept, doc_bases)
+            return
+        self.arrays = concat_parts(parts, doc_bases)
+        if self._candidates is not None:
+            self._candidates = self._candidates.extended(self.arrays, base)
+        if self._compressed is not None:
+            self._compressed = self._compressed.extended(self.arrays, base)
 
     def _windowable(
         self, texts: list[str], ids: list[str], on_error: str
@@ -528,7 +558,8 @@ class SpanIndex:
         keep_units = np.repeat(keep_segments, lengths)
         if self._compressed is not None:
             self._compressed = self._compressed.subset(keep_units)
-        self.arrays = {name: arrays[name][keep_units] for name in storage.UNIT_ARRAYS} | {
+        units = [name for name in storage.UNIT_ARRAYS if name in arrays]
+        self.arrays = {name: arrays[name][keep_units] for name in units} | {
             "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(
                 np.int64
             ),
@@ -555,9 +586,11 @@ class SpanIndex:
     def merge(cls, indexes: Sequence[SpanIndex]) -> SpanIndex:
         """One index (in memory) holding the documents of several with the same model, span settings and dtype, and
         unique ids; its calibration is the first's; a FAISS stage is not carried over. A compressed first index makes
-        a compressed one: its codes, the others' where coded with the same codebooks, else coded with the first's."""
+        a compressed one: its codes, the others' where coded with the same codebooks, else coded with the first's.
+        Indexes without the exact tier merge only with one another, coded with the same codebooks."""
         indexes = check_alike(indexes, "index", "merge")
         first = indexes[0]
+        _check_exact_tiers_merge(indexes)
         merged = cls(first.model, first.span_config, first.dtype)
         merged.calibration = first.calibration
         doc_bases = np.cumsum([0] + [len(index) for index in indexes])[:-1]
@@ -580,6 +613,7 @@ class SpanIndex:
         *,
         seed: int = 0,
         codebooks: SpanIndex | CompressedTier | None = None,
+        exact_tier: bool = True,
     ) -> None:
         """Add (or retrain) the compressed tier: FAISS trains a coarse k-means and product-quantisation codebooks on a
         sample of the units, then codes every unit; later :meth:`add` calls code new units with the same codebooks.
@@ -591,20 +625,46 @@ class SpanIndex:
             seed: The sample's and k-means' seed.
             codebooks: A compressed index (or its tier) whose codebooks code the units instead, untrained (its
                 ``compression`` setting, not ``compression``): shards coded alike are searched as one index.
+            exact_tier: ``False`` then drops the unit vectors and span norms (the exact tier; a FAISS candidate stage,
+                which needs them, goes too): saved, the index takes about a twentieth of the disk, and each search
+                re-encodes its candidate documents with the model instead of reading their rows (docs/guides/
+                corpus-index.md). Nothing that needs the vectors works on it after (:class:`ExactTierError`).
 
         Searches then scan the compressed tier for each query's ``candidates`` best documents and score only those
         exactly (docs/guides/corpus-index.md, "Compressed indexes").
         """
+        self.require_exact_tier("compress() (training and coding the compressed tier)")
+        if exact_tier not in (True, False):
+            raise SpanInputError(f"exact_tier must be True or False, got {exact_tier!r:.40}.")
         if codebooks is None:
             spec = CompressionSpec.parse(compression, self.arrays["unit_vectors"].shape[1])
             self._compressed = CompressedTier.train(self.arrays, spec, seed=seed)
-            return
-        tier = codebooks._compressed if isinstance(codebooks, SpanIndex) else codebooks
-        if not isinstance(tier, CompressedTier):
-            raise SpanInputError("codebooks= takes a compressed index (or its tier).")
-        if tier.centroids.shape[1] != self.arrays["unit_vectors"].shape[1]:
-            raise SpanInputError("codebooks= is an index of another dimension.")
-        self._compressed = tier.subset(np.zeros(0, dtype=np.int64)).extended(self.arrays, 0)
+        else:
+            tier = codebooks._compressed if isinstance(codebooks, SpanIndex) else codebooks
+            if not isinstance(tier, CompressedTier):
+                raise SpanInputError("codebooks= takes a compressed index (or its tier).")
+            if tier.centroids.shape[1] != self.arrays["unit_vectors"].shape[1]:
+                raise SpanInputError("codebooks= is an index of another dimension.")
+            self._compressed = tier.subset(np.zeros(0, dtype=np.int64)).extended(self.arrays, 0)
+        if not exact_tier:
+            self.arrays = {
+                k: v for k, v in self.arrays.items() if k not in storage.EXACT_TIER_ARRAYS
+            }
+            self._candidates = None
+
+    @property
+    def exact_tier(self) -> bool:
+        """Whether the index keeps its exact tier (every unit's vector and span norms); ``False`` after
+        ``compress(..., exact_tier=False)``: searches re-encode their candidate documents."""
+        return "unit_vectors" in self.arrays
+
+    def require_exact_tier(self, what: str) -> None:
+        """Raise :class:`ExactTierError` naming ``what`` when the index keeps no exact tier."""
+        if not self.exact_tier:
+            raise ExactTierError(
+                f"{what} needs the exact tier (unit vectors and span norms), which this index does not keep "
+                "(built with exact_tier=False, --no-exact-tier): rebuild the index with it."
+            )
 
     @property
     def compression(self) -> str | None:
@@ -639,6 +699,7 @@ class SpanIndex:
         8-bit scalar quantisation, ``d / stride`` bytes per unit; ``"flat"``: exhaustive); every span overlapping the
         best chunks is scored exactly. ``nlist`` defaults to √chunks; ``nprobe`` lists are visited per query.
         """
+        self.require_exact_tier("The FAISS candidate stage")
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
         for name, value in (
@@ -664,7 +725,7 @@ class SpanIndex:
 
     @property
     def num_units(self) -> int:
-        return len(self.arrays["unit_vectors"])
+        return len(self.arrays["unit_chars"])
 
     def search(
         self,
@@ -706,7 +767,7 @@ class SpanIndex:
 
         On a compressed index (:meth:`compress`) ``candidates`` is the number of documents per query (default 500)
         that the compressed tier's approximate scan passes on to be searched exactly as above; the results are exact
-        search's over those documents (``candidates >= len(index)``: over every document).
+        search's over those documents (``candidates >= len(index)``: all), re-encoded without the exact tier.
 
         ``approximate=True`` uses the FAISS candidate stage (:meth:`build_candidates`): the ``candidates`` best chunks
         (default: the stage's, 512) per query, then every span overlapping them scored exactly (only spans outside the
@@ -776,7 +837,8 @@ class SpanIndex:
         exactly (the exact tier)."""
         count = candidates or DEFAULT_CANDIDATES
         if docs is None and count >= len(self):  # every document: one exact search
-            return self._search_vectors(
+            every = self if self.exact_tier else self._documents(np.arange(len(self)), widen=True)
+            return every._search_vectors(
                 query_texts, vectors, profiles, wanted, False, None, None, **options
             )
         if docs is None:
@@ -788,7 +850,34 @@ class SpanIndex:
 
     def _search_candidates(self, docs, query_texts, vectors, profiles, wanted, options):
         """Each query's candidate documents (``docs`` ``(Q, n)`` positions, ``-1``: none) searched exactly as one
-        index of them, their rows read from the exact tier; matches numbered as in this index."""
+        index of them, their rows read from the exact tier; matches numbered as in this index. Without the exact
+        tier, the candidates of a group of queries are re-encoded at once (each document once per group)."""
+        if self.exact_tier:
+            return SpanIndex._search_exact_candidates(
+                self, docs, query_texts, vectors, profiles, wanted, options
+            )
+        results: list[list[IndexMatch]] = []
+        for group in _query_groups(docs, REENCODED_DOCUMENTS):
+            union = np.unique(docs[group][docs[group] >= 0])
+            encoded = self._documents(union, widen=True)  # searched as the exact tier
+            local = np.where(docs[group] >= 0, np.searchsorted(union, docs[group]), -1)
+            part = None if profiles is None else profiles[group]
+            found = SpanIndex._search_exact_candidates(
+                encoded, local, query_texts[group], vectors[group], part, wanted, options
+            )
+            results.extend(
+                [
+                    dataclasses.replace(
+                        m, query_index=group.start + query, text_index=int(union[m.text_index])
+                    )
+                    for m in matches
+                ]
+                for query, matches in enumerate(found)
+            )
+        return results
+
+    def _search_exact_candidates(self, docs, query_texts, vectors, profiles, wanted, options):
+        """:meth:`_search_candidates` of an index that keeps its exact tier: each query's rows read from it."""
         results = []
         for query, found in enumerate(docs):
             chosen = np.sort(found[found >= 0])
@@ -824,7 +913,8 @@ class SpanIndex:
         position[docs] = np.arange(len(docs))
         sub = copy.copy(self)
         sub._compressed = sub._candidates = sub._origin = sub._unit_files = None
-        read = {name: self._unit_rows(name, rows, array) for name in storage.UNIT_ARRAYS}
+        names = [name for name in storage.UNIT_ARRAYS if name in self.arrays]
+        read = {name: self._unit_rows(name, rows, array) for name in names}
         sub.arrays = {
             name: _widened(values, array, (name, "wide")) if widen else values
             for name, values in read.items()
@@ -838,6 +928,8 @@ class SpanIndex:
         }
         sub.doc_ids = [self.doc_ids[doc] for doc in docs.tolist()]
         sub.texts = [self.texts[doc] for doc in docs.tolist()]
+        if not self.exact_tier:
+            sub.arrays |= self._reencoded(sub.texts, sub.arrays["unit_chars"], widen)
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
         flags = self._unit_rows(UNIT_FLAGS, rows, array)
         if (
@@ -856,10 +948,25 @@ class SpanIndex:
         read = functools.partial(array, (name, "read"))
         if held is not None and held[0] is self.arrays.get(name, self.arrays["unit_chars"]):
             return held[1].take(rows, lambda _, shape, dtype: read(shape, dtype))
-        if name == UNIT_FLAGS:
-            return None
+        if name == UNIT_FLAGS:  # the flags computed or stored once, if any
+            flags = held_unit_flags(self, self.arrays["unit_chars"])
+            return None if flags is None else flags[rows]
         values = self.arrays[name]
         return np.take(values, rows, axis=0, out=read((len(rows), *values.shape[1:]), values.dtype))
+
+    def _reencoded(self, texts: list[str], chars: np.ndarray, widen: bool) -> dict[str, np.ndarray]:
+        """The unit vectors and span norms of documents ``texts`` encoded again as :meth:`add` encoded them (in the
+        index's dtype; ``widen``: float16 as float32), checked to fall on their stored units ``chars``."""
+        encoded = self._encode(texts, REENCODE_BATCH, self.model)
+        if not np.array_equal(encoded["unit_chars"], np.asarray(chars)):
+            raise IndexFileError(
+                "The index's documents no longer encode to the units it holds (its model or tokenizer changed "
+                "since it was built): rebuild the index."
+            )
+        return {
+            name: _widened(encoded[name]) if widen else encoded[name]
+            for name in storage.EXACT_TIER_ARRAYS
+        }
 
     def _search_vectors(
         self,
@@ -896,6 +1003,8 @@ class SpanIndex:
         )
 
     def check_approximate(self, approximate: bool) -> None:
+        if approximate:
+            self.require_exact_tier("approximate search (the FAISS candidate stage)")
         if approximate and self._candidates is None:
             raise SpanInputError(
                 "approximate search needs a candidate stage: call build_candidates() first."
@@ -1026,6 +1135,10 @@ class SpanIndex:
         if not isinstance(doc_id, str) or doc_id not in self.doc_ids:
             raise SpanInputError(f"Unknown document id {doc_id!r:.80}.")
         position = self.doc_ids.index(doc_id)
+        if not self.exact_tier:  # the document encoded again
+            sub = self._documents(np.array([position]), widen=True)
+            options = dict(prompt_name=prompt_name, prompt=prompt)
+            return sub.unit_profile(query, doc_id, wanted.min_span, wanted.max_span, **options)
         arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"])
         segments = np.flatnonzero(np.asarray(arrays["segment_docs"]) == position)
         rows = ranges_to_indices(bounds[segments], bounds[segments + 1])
@@ -1053,18 +1166,16 @@ class SpanIndex:
     def info(self) -> dict[str, Any]:
         """What the index holds and what it costs in memory (and what materialised float32 span vectors would)."""
         arrays, config, calibration = self.arrays, self.span_config, self.calibration
-        norms, dim = arrays["span_norms"], arrays["unit_vectors"].shape[1]
-        spans = sum(
-            int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum())
-            for i in range(0, len(norms), FLAT_BLOCK_UNITS)
-        )
+        dim, spans = token_dimension(self.model), self._span_count()
         array_bytes = int(sum(np.asarray(values).nbytes for values in arrays.values()))
         tier = None if self._compressed is None else self._compressed.info()
         segment_bytes = sum(np.asarray(arrays[name]).nbytes for name in storage.ARRAYS[3:-1])
+        version = (
+            storage.INDEX_FORMAT_VERSION if tier is None else storage.COMPRESSED_FORMAT_VERSION
+        )
         return {
-            "format_version": storage.INDEX_FORMAT_VERSION
-            if tier is None
-            else storage.COMPRESSED_FORMAT_VERSION,
+            "format_version": version if self.exact_tier else storage.NO_EXACT_TIER_FORMAT_VERSION,
+            "exact_tier": self.exact_tier,
             "documents": len(self.doc_ids),
             "segments": len(arrays["segment_docs"]),
             "units": self.num_units,
@@ -1094,6 +1205,17 @@ class SpanIndex:
             "candidates": None if self._candidates is None else self._candidates.info(),
             "compression": tier,
         }
+
+    def _span_count(self) -> int:
+        """The spans the index holds: finite span norms (without the exact tier, norm codes that are not "none")."""
+        if not self.exact_tier:
+            assert self._compressed is not None  # an index without the exact tier is compressed
+            return self._compressed.span_count()
+        norms = self.arrays["span_norms"]
+        return sum(
+            int(np.isfinite(norms[i : i + FLAT_BLOCK_UNITS]).sum())
+            for i in range(0, len(norms), FLAT_BLOCK_UNITS)
+        )
 
     def save(
         self, path: str | os.PathLike, *, overwrite: bool = True, timeout: float | None = 0
@@ -1173,9 +1295,8 @@ class SpanIndex:
             "dtype": self.dtype,
             "model_fingerprint": self.fingerprint,
         }
-        return settings | (
-            {} if self._compressed is None else {"compression": str(self._compressed.spec)}
-        )
+        settings |= {} if self._compressed is None else {"compression": str(self._compressed.spec)}
+        return settings | ({} if self.exact_tier else {"exact_tier": False})
 
     @classmethod
     @contextmanager
@@ -1240,6 +1361,8 @@ class SpanIndex:
             for key, value in manifest.items()
             if key not in ("span_config", "files", "samples")
         }
+        # not recorded before format 4
+        info["exact_tier"] = info.get("exact_tier", True) is not False
         array_bytes = info.get("array_bytes") or 0
         info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
         # a search's memory: a compressed index keeps its tier only
@@ -1325,7 +1448,7 @@ class SpanIndex:
                     f"({', '.join(f'{stored.get(key)}' for key in changed)}): the manifest was edited. "
                     "Restore it or rebuild the index."
                 )
-            arrays = {name: data.array(name, mmap) for name in storage.ARRAYS}
+            arrays = {name: data.array(name, mmap) for name in storage.stored_arrays(manifest)}
             blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
             sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
             offsets, bounds = arrays.pop("text_offsets"), arrays["segment_units"]
@@ -1338,6 +1461,7 @@ class SpanIndex:
                 or any(
                     arrays[name].shape != (units, index.arrays[name].shape[1])
                     for name in storage.UNIT_ARRAYS
+                    if name in arrays
                 )
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
@@ -1402,6 +1526,53 @@ def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanInde
                 )
             seen.add(doc_id)
     return indexes
+
+
+def _check_exact_tier(exact_tier: Any, compression: str | None, engine: str) -> None:
+    """:meth:`SpanIndex.build`'s ``exact_tier``: a bool, ``False`` only with ``compression`` on the local engine."""
+    if exact_tier not in (True, False):
+        raise SpanInputError(f"exact_tier must be True or False, got {exact_tier!r:.40}.")
+    if not exact_tier and compression is None:
+        raise SpanInputError(
+            "exact_tier=False (--no-exact-tier) needs a compressed tier (compression=..., --compress): an "
+            "index without it and its exact tier holds no vectors to search."
+        )
+    if not exact_tier and engine == "ray":
+        raise SpanInputError(
+            "exact_tier=False is not available with engine='ray'; build on Ray, then merge or compress locally."
+        )
+
+
+def _check_exact_tiers_merge(indexes: Sequence[SpanIndex]) -> None:
+    """:meth:`SpanIndex.merge` of indexes without the exact tier: all of them so, coded with the same codebooks."""
+    kept = [index.exact_tier for index in indexes]
+    if all(kept):
+        return
+    if any(kept):
+        raise ExactTierError(
+            f"Index {kept.index(not kept[0])} {'keeps' if kept[0] else 'lacks'} the exact tier and index 0 does "
+            "not: merge indexes that all keep it or all lack it (merging codes units from their vectors)."
+        )
+    digests = {index._compressed.codebook_digest() for index in indexes if index._compressed}
+    if len(digests) > 1:
+        raise ExactTierError(
+            "Indexes without the exact tier merge only when coded with the same codebooks (coding the others' "
+            "units needs their vectors): build them with compress(codebooks=...) from one index."
+        )
+
+
+def _query_groups(docs: np.ndarray, most: int) -> Iterator[slice]:
+    """Consecutive queries (rows of ``docs``, ``-1``: none) whose candidate documents number at most ``most``
+    together (or one query)."""
+    start, seen = 0, set[int]()
+    for query, found in enumerate(docs):
+        mine = set(found[found >= 0].tolist())
+        if query > start and len(seen | mine) > most:
+            yield slice(start, query)
+            start, seen = query, set()
+        seen |= mine
+    if len(docs) > start:
+        yield slice(start, len(docs))
 
 
 def _document_rows(

@@ -32,11 +32,16 @@ from slice_st.files import (
 INDEX_FORMAT_VERSION = 2
 #: 3: an index with a compressed tier (``compression`` in the manifest); format-2 readers refuse it.
 COMPRESSED_FORMAT_VERSION = 3
+#: 4: a compressed index without its exact tier (``exact_tier: false``; no unit vectors nor span norms); older
+#: readers refuse it.
+NO_EXACT_TIER_FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 #: In every data folder: the span settings, dtype and model fingerprint the arrays were written with (checked on load).
 SETTINGS_FILE = "settings.json"
 #: The arrays with one row per unit, then those of every data folder.
 UNIT_ARRAYS = ("unit_vectors", "unit_chars", "span_norms")
+#: The unit arrays of the exact tier, which an index built with ``exact_tier=False`` does not keep.
+EXACT_TIER_ARRAYS = ("unit_vectors", "span_norms")
 ARRAYS = (*UNIT_ARRAYS, "segment_units", "segment_docs", "segment_first_unit", "text_offsets")
 LOCK_FILE = ".lock"
 #: The manifest of a sharded index built on Ray: its plan, and its shards once complete.
@@ -532,19 +537,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             f"{path} was built by an older slice-st (index format 1, whose model fingerprint sampled the "
             "weights): rebuild it (slice-st index build ... --force, or SpanIndex.build and save)."
         )
-    if manifest.get("format_version") not in (INDEX_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION):
-        raise IndexFileError(
-            f"{path}: index format {manifest.get('format_version')!r} is not supported (expected "
-            f"{INDEX_FORMAT_VERSION}, or {COMPRESSED_FORMAT_VERSION} for a compressed index): rebuild it with this "
-            "slice-st, or upgrade slice-st."
-        )
-    if (manifest.get("format_version") == COMPRESSED_FORMAT_VERSION) != isinstance(
-        manifest.get("compression"), dict
-    ):
-        raise SpanInputError(
-            f"{path}: unreadable index manifest (format {manifest.get('format_version')} with compression "
-            f"{manifest.get('compression')!r:.60})."
-        )
+    _check_format(path, manifest)
     unreadable = f"{path}: unreadable index manifest"
     for key, kind in _REQUIRED.items():
         value = manifest.get(key)
@@ -575,12 +568,14 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
             raise IndexFileError(
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
-    missing = [name for name in _REQUIRED_FILES if name not in manifest["files"]]
+    arrays = stored_arrays(manifest)
+    required = [f"{name}.npy" for name in arrays] + list(_REQUIRED_FILES[len(ARRAYS) :])
+    missing = [name for name in required if name not in manifest["files"]]
     if missing:
         raise IndexFileError(f"{unreadable} (files lacks {', '.join(missing)}).")
-    if not all(isinstance(manifest["samples"].get(name), str) for name in ARRAYS):
+    if not all(isinstance(manifest["samples"].get(name), str) for name in arrays):
         raise IndexFileError(
-            f"{unreadable} (samples must hold a checksum of each of {', '.join(ARRAYS)})."
+            f"{unreadable} (samples must hold a checksum of each of {', '.join(arrays)})."
         )
     try:
         settings = manifest["span_config"]
@@ -588,6 +583,34 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
     except (KeyError, TypeError, ValueError) as error:
         raise IndexFileError(f"{unreadable} (span_config: {error}).") from None
     return manifest
+
+
+def _check_format(path: str, manifest: dict[str, Any]) -> None:
+    """Refuse a format this reader does not know, or a format that contradicts the manifest's tiers."""
+    version = manifest.get("format_version")
+    known = (INDEX_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION, NO_EXACT_TIER_FORMAT_VERSION)
+    if version not in known:
+        raise IndexFileError(
+            f"{path}: index format {version!r} is not supported (expected {INDEX_FORMAT_VERSION}, "
+            f"{COMPRESSED_FORMAT_VERSION} for a compressed index, or {NO_EXACT_TIER_FORMAT_VERSION} for one without "
+            "its exact tier): rebuild it with this slice-st, or upgrade slice-st."
+        )
+    compressed = version in (COMPRESSED_FORMAT_VERSION, NO_EXACT_TIER_FORMAT_VERSION)
+    without_exact = version == NO_EXACT_TIER_FORMAT_VERSION
+    if compressed != isinstance(manifest.get("compression"), dict) or without_exact != (
+        manifest.get("exact_tier", True) is False
+    ):
+        raise SpanInputError(
+            f"{path}: unreadable index manifest (format {version} with compression "
+            f"{manifest.get('compression')!r:.60} and exact_tier {manifest.get('exact_tier', True)!r:.20})."
+        )
+
+
+def stored_arrays(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The arrays (:data:`ARRAYS`) the data folder of ``manifest`` holds: all but the exact tier's without it."""
+    if manifest.get("exact_tier", True) is False:
+        return tuple(name for name in ARRAYS if name not in EXACT_TIER_ARRAYS)
+    return ARRAYS
 
 
 def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[str, Any]], Any]):

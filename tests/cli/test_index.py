@@ -491,3 +491,56 @@ def test_same_named_files_are_told_apart_and_whitespace_shown_once(
             "\n  and its wrapped\n   end." in json.loads(line)["text"]
             for line in out.out.splitlines()
         )
+
+
+def test_build_without_exact_tier(tiny_model_dir, tmp_path, capsys):
+    """``--no-exact-tier``: info says so, mine and add work (re-encoding candidates), what needs the vectors fails in
+    one line."""
+    from helpers import build_index_cli, cli_fails, make_docs
+
+    corpus, out = tmp_path / "a.txt", tmp_path / "ix"
+    corpus.write_text("\n".join(make_docs(40)) + "\n")
+    lean = ("--compress", "pq8", "--no-exact-tier", "--max-span", 4)
+    assert build_index_cli(capsys, corpus, out, tiny_model_dir, *lean)[0] == 0
+    info = json.loads(_run(capsys, "index", "info", out)[1].out)
+    assert info["exact_tier"] is False and info["format_version"] == 4
+    assert not (
+        set(json.loads((out / "manifest.json").read_text())["files"]) & {"unit_vectors.npy"}
+    )
+    query = " ".join(make_docs(40)[7].split()[:4])
+    code, printed = _run(
+        capsys, "mine", "--index", out, "-q", query, "--candidates", 5, "-f", "jsonl"
+    )
+    rows = [json.loads(line) for line in printed.out.splitlines()]
+    assert code == 0 and rows[0]["doc_id"] == f"{corpus}:8"
+    more = tmp_path / "b.txt"
+    more.write_text("the man plays the loud guitar\n")
+    assert _run(capsys, "index", "add", out, more, "--no-progress")[0] == 0
+    sts = tmp_path / "sts.csv"
+    sts.write_text(STS_LINES)
+    assert _run(capsys, "index", "calibrate", out, "--sts", sts)[0] == 0
+    code, printed = _run(
+        capsys, "mine", "--index", out, "-q", "plays the loud guitar", "-f", "jsonl"
+    )
+    best = json.loads(printed.out.splitlines()[0])
+    assert code == 0 and best["doc_id"] == f"{more}:1" and best["calibrated"] is not None
+    assert "exact tier" in cli_fails(capsys, "index", "compress", out, "--spec", "pq16")
+    assert "exact tier" in cli_fails(capsys, "index", "candidates", out)
+    assert "exact tier" in cli_fails(capsys, "mine", "--index", out, "-q", query, "--approximate")
+    assert "compress" in cli_fails(
+        capsys,
+        "index",
+        "build",
+        corpus,
+        "-o",
+        tmp_path / "c",
+        "-m",
+        tiny_model_dir,
+        "--no-exact-tier",
+    )
+    # an index built with its exact tier drops it when compressed with --no-exact-tier
+    full = tmp_path / "full"
+    assert build_index_cli(capsys, corpus, full, tiny_model_dir, "--max-span", 4)[0] == 0
+    code, _ = _run(capsys, "index", "compress", full, "--spec", "pq8", "--no-exact-tier")
+    info = json.loads(_run(capsys, "index", "info", full)[1].out)
+    assert code == 0 and info["exact_tier"] is False and info["compression"]["spec"] == "pq8,norms4"

@@ -313,3 +313,176 @@ def test_loaded_index_searches_alike_in_any_order_and_thread(packed, tiny_model,
         runs = list(pool.map(lambda _: loaded.search(QUERIES, top_k=5, candidates=20), range(4)))
     for found in runs:
         _same(found, together, atol=0)
+
+
+# ---------------------------------------------------------------------- without the exact tier
+
+
+@pytest.fixture(scope="module")
+def lean(packed):
+    """``packed`` without its exact tier: its units coded with its codebooks (the same codes), vectors dropped."""
+    index = packed._documents(np.arange(len(packed)))
+    index.compress(codebooks=packed, exact_tier=False)
+    return index
+
+
+def test_without_exact_tier_keeps_codes_and_offsets_only(lean, packed):
+    assert not lean.exact_tier and packed.exact_tier
+    assert "unit_vectors" not in lean.arrays and "span_norms" not in lean.arrays
+    assert np.array_equal(lean._compressed.codes, packed._compressed.codes)
+    assert lean.num_units == packed.num_units and "exact_tier=False" in repr(lean)
+    info, full = lean.info(), packed.info()
+    assert info["format_version"] == 4 and info["exact_tier"] is False and full["exact_tier"]
+    assert info["spans"] == full["spans"] and info["array_bytes"] < full["array_bytes"] / 5
+
+
+@pytest.mark.parametrize("candidates", [25, None])  # None: 500 >= 300 documents, all re-encoded
+@pytest.mark.parametrize("scorer", [None, "max-cosine"])
+def test_search_re_encodes_candidates_as_the_exact_tier_holds_them(
+    lean, packed, candidates, scorer
+):
+    options = dict(top_k=8, candidates=candidates, scorer=scorer)
+    _same(lean.search(QUERIES, **options), packed.search(QUERIES, **options), atol=1e-5)
+
+
+def test_search_groups_of_queries_re_encode_together(lean, packed, monkeypatch):
+    """Queries whose candidates exceed the group's documents are re-encoded in several groups: the same results."""
+    import slice_st.index.span_index as module
+
+    monkeypatch.setattr(module, "REENCODED_DOCUMENTS", 30)
+    options = dict(top_k=5, candidates=20, per_document=1)
+    _same(lean.search(QUERIES, **options), packed.search(QUERIES, **options), atol=1e-5)
+    assert [list(g) for g in [range(3)]] and [
+        (s.start, s.stop) for s in module._query_groups(np.array([[0, 1], [2, -1], [1, 3]]), 3)
+    ] == [(0, 2), (2, 3)]
+
+
+def test_unit_profile_without_exact_tier(lean, packed):
+    doc_id = packed.doc_ids[17]
+    chars, scores = lean.unit_profile(QUERIES[0], doc_id)
+    expected_chars, expected = packed.unit_profile(QUERIES[0], doc_id)
+    assert np.array_equal(chars, expected_chars)
+    np.testing.assert_allclose(scores, expected, atol=1e-5)
+
+
+def test_save_load_add_remove_without_exact_tier(lean, packed, tiny_model, tmp_path):
+    lean.save(tmp_path / "lean")
+    packed.save(tmp_path / "full")
+    manifest = json.loads((tmp_path / "lean" / MANIFEST).read_text())
+    assert manifest["format_version"] == 4 and manifest["exact_tier"] is False
+    assert not {"unit_vectors.npy", "span_norms.npy"} & set(manifest["files"])
+    sizes = [SpanIndex.describe(tmp_path / name)["array_bytes"] for name in ("lean", "full")]
+    assert sizes[0] < sizes[1] / 5
+    loaded = SpanIndex.load(tmp_path / "lean", tiny_model)
+    assert not loaded.exact_tier and "unit_vectors" not in loaded.arrays
+    _same(
+        loaded.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+        1e-5,
+    )
+    # add codes the new units with the codebooks (their vectors not kept); remove: back to the same codes
+    loaded.add(["the man plays the loud guitar"], ["new"])
+    assert loaded._compressed.codes.shape[0] == loaded.num_units and not loaded.exact_tier
+    found = loaded.search("the man plays the loud guitar", top_k=1, candidates=5)[0][0]
+    assert found.doc_id == "new" and found.span == "the man plays the loud guitar"
+    loaded.save(tmp_path / "lean")
+    again = SpanIndex.load(tmp_path / "lean", tiny_model)
+    assert (
+        again.search("the man plays the loud guitar", top_k=1, candidates=5)[0][0].doc_id == "new"
+    )
+    again.remove(["new"])
+    assert np.array_equal(again._compressed.codes, packed._compressed.codes)
+    # merge: indexes without the exact tier coded alike
+    halves = [again._documents(np.arange(0, 150)), again._documents(np.arange(150, 300))]
+    for half, docs in zip(halves, (np.arange(0, 150), np.arange(150, 300))):
+        rows = np.concatenate([np.arange(lo, hi) for lo, hi in _unit_ranges(packed, docs)])
+        half.compress(codebooks=packed, exact_tier=False)  # the re-encoded rows, coded again
+        assert np.array_equal(half._compressed.codes, packed._compressed.codes[rows])
+    merged = SpanIndex.merge(halves)
+    assert not merged.exact_tier
+    _same(
+        merged.search(QUERIES, top_k=8, candidates=25),
+        packed.search(QUERIES, top_k=8, candidates=25),
+        1e-5,
+    )
+
+
+def test_manifest_exact_tier_must_match_its_format(lean, packed, tmp_path):
+    for index, name in ((lean, "lean"), (packed, "full")):
+        index.save(tmp_path / name)
+    for name, changes in (("lean", {"format_version": 3}), ("full", {"exact_tier": False})):
+        manifest = json.loads((tmp_path / name / MANIFEST).read_text())
+        (tmp_path / name / MANIFEST).write_text(json.dumps(manifest | changes))
+        with pytest.raises(SpanInputError, match="exact_tier") as error:
+            SpanIndex.load(tmp_path / name, packed.model)
+        assert "\n" not in str(error.value)
+    # an index saved before format 4 recorded no exact_tier: it keeps it
+    manifest = json.loads((tmp_path / "full" / MANIFEST).read_text())
+    del manifest["exact_tier"]
+    (tmp_path / "full" / MANIFEST).write_text(json.dumps(manifest))
+    assert SpanIndex.describe(tmp_path / "full")["exact_tier"] is True
+    assert SpanIndex.load(tmp_path / "full", packed.model).exact_tier
+
+
+def _one_line_exact_tier_error(call):
+    from slice_st.errors import ExactTierError
+
+    with pytest.raises(ExactTierError) as error:
+        call()
+    assert "\n" not in str(error.value) and "exact tier" in str(error.value)
+    assert isinstance(error.value, ValueError) and isinstance(error.value, SpanInputError)
+
+
+def test_what_needs_the_exact_tier_raises_one_clear_error(lean, packed, tiny_model):
+    _one_line_exact_tier_error(lambda: lean.compress("pq8"))
+    _one_line_exact_tier_error(lambda: lean.compress(codebooks=packed))
+    _one_line_exact_tier_error(lambda: lean.build_candidates())
+    _one_line_exact_tier_error(lambda: lean.search(QUERIES[0], approximate=True))
+    ids = [f"y{i}" for i in range(20)]
+    other = SpanIndex.build(make_docs(20), tiny_model, ids, max_span=8, compression="pq8")
+    _one_line_exact_tier_error(lambda: SpanIndex.merge([lean, other]))
+    _one_line_exact_tier_error(lambda: SpanIndex.merge([other, lean]))
+    other.compress("pq16", exact_tier=False)  # other codebooks
+    _one_line_exact_tier_error(lambda: SpanIndex.merge([lean, other]))
+    with pytest.raises(SpanInputError, match="compress"):
+        SpanIndex.build(["a man plays"], tiny_model, exact_tier=False)
+    with pytest.raises(SpanInputError, match="ray"):
+        SpanIndex.build(
+            ["a man plays"], tiny_model, compression="pq8", exact_tier=False, engine="ray"
+        )
+
+
+def test_texts_that_no_longer_encode_to_the_stored_units_are_refused(lean):
+    import copy
+
+    from slice_st.errors import IndexFileError
+
+    broken = copy.copy(lean)
+    broken.texts = list(lean.texts)
+    broken.texts[0] = broken.texts[0] + " and one more clause at the end"
+    with pytest.raises(IndexFileError, match="rebuild"):
+        broken._documents(np.array([0, 1]))
+
+
+def test_build_without_exact_tier(tiny_model, docs):
+    index = SpanIndex.build(docs[:40], tiny_model, max_span=8, compression="pq8", exact_tier=False)
+    assert not index.exact_tier and index.dtype == "float16"
+    assert index.search(docs[3], top_k=1, candidates=5)[0][0].doc_id == "3"
+
+
+def test_sharded_search_without_exact_tier(packed, tiny_model, tmp_path):
+    from slice_st.index import ShardedSpanIndex
+
+    for name, docs in (("a", np.arange(0, 120)), ("b", np.arange(120, 300))):
+        half = packed._documents(docs)
+        half.compress(codebooks=packed, exact_tier=False)
+        half.save(tmp_path / name)
+    sharded = ShardedSpanIndex.load([tmp_path / "a", tmp_path / "b"], tiny_model)
+    assert not sharded.exact_tier
+    for candidates in (25, 300):
+        _same(
+            sharded.search(QUERIES, top_k=8, candidates=candidates),
+            packed.search(QUERIES, top_k=8, candidates=candidates),
+            atol=1e-5,
+        )
+    _one_line_exact_tier_error(lambda: sharded.search(QUERIES[0], approximate=True))

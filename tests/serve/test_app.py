@@ -28,9 +28,15 @@ IDS = ["calls:1", "calls:3", "tickets/T1", "tickets/T2"]
 BASE = "http://localhost"  # a Host the app answers (it refuses any other)
 
 
-@pytest.fixture(params=[None, "pq8"], ids=["exact", "compressed"])
+@pytest.fixture(
+    params=[(None, True), ("pq8", True), ("pq8", False)],
+    ids=["exact", "compressed", "no-exact-tier"],
+)
 def saved(tiny_model, tmp_path, request):
-    index = SpanIndex.build(DOCS, tiny_model, IDS, max_span=5, compression=request.param)
+    compression, exact_tier = request.param
+    index = SpanIndex.build(
+        DOCS, tiny_model, IDS, max_span=5, compression=compression, exact_tier=exact_tier
+    )
     path = tmp_path / "ix"
     index.save(path)
     return path, index
