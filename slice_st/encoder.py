@@ -15,8 +15,10 @@ class SpanEncoder(SentenceTransformer):
     """A ``SentenceTransformer`` with span methods: :meth:`encode_spans`, :meth:`encode_span_queries` and
     :meth:`best_spans` (the functions of :mod:`slice_st.encode` and :mod:`slice_st.search`, ``self`` as the model).
 
-    Built as a ``SentenceTransformer`` is (``SpanEncoder("org/slice-bert")``: a folder or Hub id, and every other
-    argument of ``SentenceTransformer``), or by :func:`slice_st.load_model`.
+    Built as a ``SentenceTransformer`` is (``SpanEncoder("org/slice-bert")``), or by :func:`slice_st.load_model`.
+
+    Args:
+        model_name_or_path: A folder or Hub id, as for ``SentenceTransformer``; every other argument is its too.
 
     Example:
         >>> from slice_st import load_model
