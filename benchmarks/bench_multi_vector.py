@@ -9,7 +9,7 @@ side by side on two retrieval sets, plus slice-minilm's own span index (a docume
 
 Prints MRR@10 and recall@1 (×100) per system and set.
 
-    python benchmarks/bench_multi_vector.py --data /work/shared/data
+    python benchmarks/bench_multi_vector.py --data ../shared/data
 """
 
 from __future__ import annotations

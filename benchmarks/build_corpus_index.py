@@ -1,6 +1,6 @@
 """Build (once) the real-text SpanIndex the index benchmarks reuse, and log its build throughput.
 
-    python benchmarks/build_corpus_index.py --docs /work/shared/data/nugget_pi/paraphrase_identification/train/docs.txt
+    python benchmarks/build_corpus_index.py --docs ../shared/data/nugget_pi/paraphrase_identification/train/docs.txt
     \
         --limit 500 -o runs/bench_index
 
