@@ -294,7 +294,7 @@ def _edge_word_is(
 
 @dataclass
 class RerankRows:
-    """The rows (windows, an index's segments) whose candidates are re-ranked: units as token ranges of ``embeddings``,
+    """The rows (windows, an index's segments) whose candidates are re-ranked: units as token ranges (``boundaries``),
     their :class:`UnitWords`; ``cosines(starts, ends)``: cosines of spans ``(B, Q, k)`` of the searched lengths (as
     :func:`slice_st.spans.span_cosine_grid`'s)."""
 
@@ -302,7 +302,6 @@ class RerankRows:
     num_units: torch.Tensor
     units: UnitWords
     flags: torch.Tensor
-    embeddings: torch.Tensor
     cosines: Callable
 
 

@@ -536,7 +536,6 @@ class _Search:
                 rows.num_units,
                 unit_words(units, flags.shape[1]),
                 flags,
-                embeddings,
                 span_cosine_grid(queries, embeddings, *bounds),
             )
             found = self.rerank.best(

@@ -154,6 +154,10 @@ class CompressedTier:
             | _empty_codes(spec, widths),
         )
 
+    def coded(self, arrays) -> CompressedTier:
+        """A tier of the units of ``arrays`` alone, coded with these codebooks (none of this tier's units)."""
+        return self.subset(np.zeros(0, dtype=np.int64)).extended(arrays, 0)
+
     def extended(self, arrays, unit_base: int, block: int = 65_536) -> CompressedTier:
         """A copy with the units of ``arrays`` from ``unit_base`` on coded with these codebooks (appended)."""
         with needs_extra("faiss", "a compressed index"):

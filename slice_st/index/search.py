@@ -461,10 +461,9 @@ def _governed(index: SpanStore, results, vectors, config: SpanConfig, overlap: b
     condition that governs it in its clause as :func:`slice_st.best_spans` moves it (:func:`keep_governors`: the
     moved span's cosine, the score capped at it; without ``overlap``, a span that would then overlap a better one of
     its query and document stays), those below ``threshold`` dropped, sorted by score."""
-    segments: dict[int, list[_Segment]] = {}
-    for doc_index in {match.text_index for matches in results for match in matches}:
-        store, doc = document_store(index, doc_index)
-        segments[doc_index] = _segments(store, [doc], config)[doc]
+    segments = _documents_segments(
+        index, {match.text_index for matches in results for match in matches}, config
+    )
     queries = torch.nn.functional.normalize(vectors.float(), dim=-1).double().numpy()
     out = []
     for query, matches in enumerate(results):
@@ -568,6 +567,23 @@ def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int
     return out
 
 
+def _documents_segments(
+    index: SpanStore, doc_indexes, config: SpanConfig
+) -> dict[int, list[_Segment]]:
+    """The :func:`_segments` of documents ``doc_indexes`` (numbered as in ``index``), read store by store (an index,
+    or each shard of a sharded one)."""
+    by_store: dict[int, tuple] = {}
+    for doc_index in doc_indexes:
+        store, doc = document_store(index, doc_index)
+        by_store.setdefault(id(store), (store, {}))[1][doc] = doc_index
+    segments: dict[int, list[_Segment]] = {}
+    for store, docs in by_store.values():
+        segments |= {
+            docs[doc]: found for doc, found in _segments(store, list(docs), config).items()
+        }
+    return segments
+
+
 #: Segments re-ranked in one batch.
 RERANK_ROWS = 256
 
@@ -587,15 +603,7 @@ def _document_picks(
 ):
     """``(query, document) → (n, 6)`` its ``n`` (``counts``) picked spans, best first: score, cosine, first and end
     unit in the document, first and end character (:data:`_PICK_FIELDS`)."""
-    segments: dict[int, list[_Segment]] = {}
-    by_store: dict[int, tuple] = {}
-    for _, doc_index in counts:
-        store, doc = document_store(index, doc_index)
-        by_store.setdefault(id(store), (store, {}))[1][doc] = doc_index
-    for store, docs in by_store.values():
-        segments |= {
-            docs[doc]: found for doc, found in _segments(store, list(docs), config).items()
-        }
+    segments = _documents_segments(index, {doc_index for _, doc_index in counts}, config)
     rows = [(cell, segment) for cell in counts for segment in segments[cell[1]]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
     top_k = max(
@@ -667,7 +675,7 @@ def _rerank_rows(
             ).float()
         return found[:, None]
 
-    rows = RerankRows(boundaries, num_units, words, flags, embeddings, span_cosines)
+    rows = RerankRows(boundaries, num_units, words, flags, span_cosines)
     pairs = np.asarray(query_of)[:, None]  # each row's query
     found = rerank.best(fused, top_k, overlap, rows, queries, costs, row_profiles, pairs, config)
     if config.unit == "word":  # as best_spans: the negation or condition of a span's clause kept

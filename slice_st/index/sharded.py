@@ -148,9 +148,8 @@ class ShardedSpanIndex:
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
         alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
-        if not self.exact_tier and (None in tiers or not alike):
-            lacking = next(shard for shard in self.shards if not shard.exact_tier)
-            lacking.require_exact_tier("Searching shards of which some are not compressed alike")
+        if None in tiers or not alike:
+            self.require_exact_tier("Searching shards of which some are not compressed alike")
         if self.exact_tier and (approximate or None in tiers or not alike or count >= len(self)):
             search = SpanIndex._search_embedded
             return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
@@ -166,6 +165,11 @@ class ShardedSpanIndex:
     def exact_tier(self) -> bool:
         """Whether every shard keeps its exact tier (see :attr:`SpanIndex.exact_tier`)."""
         return all(shard.exact_tier for shard in self.shards)
+
+    def require_exact_tier(self, what: str) -> None:
+        """:meth:`SpanIndex.require_exact_tier` of every shard."""
+        for shard in self.shards:
+            shard.require_exact_tier(what)
 
     def _documents(
         self, docs: np.ndarray, widen: bool = True, array: storage.ArrayMaker = storage.fresh_array
@@ -236,9 +240,8 @@ class ShardedSpanIndex:
         return docs, first, end
 
     def check_approximate(self, approximate: bool) -> None:
-        if approximate and not self.exact_tier:
-            lacking = next(shard for shard in self.shards if not shard.exact_tier)
-            lacking.require_exact_tier("approximate search (the FAISS candidate stage)")
+        if approximate:
+            self.require_exact_tier("approximate search (the FAISS candidate stage)")
         missing = [
             position for position, shard in enumerate(self.shards) if shard._candidates is None
         ]

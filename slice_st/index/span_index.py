@@ -144,9 +144,8 @@ class SpanIndex:
         self._origin: tuple[str, str, int | None] | None = None
         # the memory-mapped unit arrays loaded, each with its FileRows (rows read from the file, not the map)
         self._unit_files: dict[str, tuple[np.ndarray, storage.FileRows]] | None = None
-        self._scratch = (
-            storage.Scratch()
-        )  # a compressed search's candidate rows, kept between queries
+        # a compressed search's candidate rows, kept between queries
+        self._scratch = storage.Scratch()
         self.arrays = empty_arrays(token_dimension(model), span_config, dtype)
 
     def __repr__(self) -> str:
@@ -359,11 +358,9 @@ class SpanIndex:
             assert self._compressed is not None  # an index without the exact tier is compressed
             new = concat_parts(parts[1:], [0] * (len(parts) - 1)) if len(parts) > 1 else None
             if new is not None:
-                coded = self._compressed.subset(np.zeros(0, dtype=np.int64)).extended(new, 0)
+                coded = self._compressed.coded(new)
                 self._compressed = CompressedTier.concatenated([self._compressed, coded])
-            kept = [
-                {k: v for k, v in p.items() if k not in storage.EXACT_TIER_ARRAYS} for p in parts
-            ]
+            kept = [storage.without_exact_tier(part) for part in parts]
             self.arrays = concat_parts(kept, doc_bases)
             return
         self.arrays = concat_parts(parts, doc_bases)
@@ -645,11 +642,9 @@ class SpanIndex:
                 raise SpanInputError("codebooks= takes a compressed index (or its tier).")
             if tier.centroids.shape[1] != self.arrays["unit_vectors"].shape[1]:
                 raise SpanInputError("codebooks= is an index of another dimension.")
-            self._compressed = tier.subset(np.zeros(0, dtype=np.int64)).extended(self.arrays, 0)
+            self._compressed = tier.coded(self.arrays)
         if not exact_tier:
-            self.arrays = {
-                k: v for k, v in self.arrays.items() if k not in storage.EXACT_TIER_ARRAYS
-            }
+            self.arrays = storage.without_exact_tier(self.arrays)
             self._candidates = None
 
     @property

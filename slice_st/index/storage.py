@@ -606,6 +606,11 @@ def _check_format(path: str, manifest: dict[str, Any]) -> None:
         )
 
 
+def without_exact_tier(arrays: dict[str, Any]) -> dict[str, Any]:
+    """``arrays`` less the exact tier's (:data:`EXACT_TIER_ARRAYS`)."""
+    return {name: values for name, values in arrays.items() if name not in EXACT_TIER_ARRAYS}
+
+
 def stored_arrays(manifest: dict[str, Any]) -> tuple[str, ...]:
     """The arrays (:data:`ARRAYS`) the data folder of ``manifest`` holds: all but the exact tier's without it."""
     if manifest.get("exact_tier", True) is False:

@@ -113,6 +113,18 @@ def _key(results):
     ]
 
 
+def _assert_same_matches(found, expected):
+    """The same matches (all but the score) and scores within 1e-5."""
+    assert [[key[:-1] for key in keys] for keys in _key(found)] == [
+        [key[:-1] for key in keys] for keys in _key(expected)
+    ]
+    np.testing.assert_allclose(
+        [[m.score for m in ms] for ms in found],
+        [[m.score for m in ms] for ms in expected],
+        atol=1e-5,
+    )
+
+
 @pytest.fixture(scope="module")
 def single(model, corpus):
     files, parquet_docs = corpus
@@ -150,15 +162,7 @@ def test_ray_build_equals_single_process(built, single, model):
     shards = ShardedSpanIndex.load(str(output), model)
     assert len(shards.shards) == len(result.shards)
     _assert_same_index(shards, single)  # ids, texts, offsets, unit sums and span norms
-    found, expected = shards.search(QUERIES, top_k=6), single.search(QUERIES, top_k=6)
-    assert [[key[:-1] for key in keys] for keys in _key(found)] == [
-        [key[:-1] for key in keys] for keys in _key(expected)
-    ]
-    np.testing.assert_allclose(
-        [[m.score for m in ms] for ms in found],
-        [[m.score for m in ms] for ms in expected],
-        atol=1e-5,
-    )
+    _assert_same_matches(shards.search(QUERIES, top_k=6), single.search(QUERIES, top_k=6))
 
 
 @pytest.mark.slow  # a second Ray build: the fast suite keeps one Ray build and search
@@ -243,15 +247,7 @@ def test_ray_build_compresses_every_shard_with_one_set_of_codebooks(compressed, 
         {"top_k": 6, "candidates": 4},
         {"top_k": 5, "per_document": 1, "candidates": 9},
     ):
-        found, expected = shards.search(QUERIES, **options), merged.search(QUERIES, **options)
-        assert [[key[:-1] for key in keys] for keys in _key(found)] == [
-            [key[:-1] for key in keys] for keys in _key(expected)
-        ]
-        np.testing.assert_allclose(
-            [[m.score for m in ms] for ms in found],
-            [[m.score for m in ms] for ms in expected],
-            atol=1e-5,
-        )
+        _assert_same_matches(shards.search(QUERIES, **options), merged.search(QUERIES, **options))
 
 
 def test_ray_search_of_compressed_shards_equals_sharded_search(compressed, model):
