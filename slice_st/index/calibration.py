@@ -96,9 +96,7 @@ class Calibration:
     def save(self, path: str | os.PathLike) -> str:
         """Write JSON to ``path`` (a file, or a folder such as a saved model: ``<folder>/calibration.json``)."""
         path = os.path.join(path, CALIBRATION_FILE) if os.path.isdir(path) else os.fspath(path)
-        with atomic_file(
-            path, "w", encoding="utf-8"
-        ) as handle:  # a new temporary file, then os.replace
+        with atomic_file(path, "w", encoding="utf-8") as handle:
             json.dump(self.to_dict(), handle, indent=1)
         return path
 
@@ -114,6 +112,11 @@ class Calibration:
         except ValueError as error:
             raise DataFormatError(f"{path}: unreadable calibration ({error}).") from None
         return cls.from_dict(data, path)
+
+
+def calibrated_degree(calibration: Calibration | None, cosine: float) -> float | None:
+    """A match's ``calibrated``: ``cosine`` as a degree rounded to 4 places (``None`` without a calibration)."""
+    return None if calibration is None else round(calibration.degree(float(cosine)), 4)
 
 
 def fit_calibration(
