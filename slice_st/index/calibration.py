@@ -185,12 +185,10 @@ def fit_sts_calibration(
         rows = rows.select(range(min(limit, len(rows))))
     first, second = list(rows["sentence1"]), list(rows["sentence2"])
     if pair_score == "sentence":
-        vectors = [
+        left, right = (
             embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)
-        ]
-        cosines = (
-            torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
         )
+        cosines = torch.nn.functional.cosine_similarity(left, right, dim=-1).double().cpu().numpy()
     else:
         matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
         cosines = np.array(

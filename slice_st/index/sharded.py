@@ -147,10 +147,11 @@ class ShardedSpanIndex:
         together (their rows read from the shards' exact tiers); else every shard's exact tier scanned."""
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
-        alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
-        if None in tiers or not alike:
+        # every shard compressed, in one dtype: their candidates make one exact index
+        alike = None not in tiers and len({shard.dtype for shard in self.shards}) == 1
+        if not alike:
             self.require_exact_tier("Searching shards of which some are not compressed alike")
-        if self.exact_tier and (approximate or None in tiers or not alike or count >= len(self)):
+        if self.exact_tier and (approximate or not alike or count >= len(self)):
             search = SpanIndex._search_embedded
             return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
         query_texts, vectors, profiles, top_k = embedded

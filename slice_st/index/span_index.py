@@ -348,9 +348,7 @@ class SpanIndex:
         self.sources = self.sources + [_source(doc_id, given.get(doc_id, "")) for doc_id in ids]
         self.replaced = [self.doc_ids[position] for position in old]
         if old:  # the replaced documents, now that the new ones are in
-            drop = np.zeros(len(self.doc_ids), dtype=bool)
-            drop[old] = True
-            self._drop(drop)
+            self._drop(old)
         return ids
 
     def _append(self, parts: list[dict[str, np.ndarray]], doc_bases: list[int]) -> None:
@@ -515,13 +513,13 @@ class SpanIndex:
             raise SpanInputError(
                 f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}."
             )
-        drop = np.zeros(len(self.doc_ids), dtype=bool)
-        drop[[position[doc_id] for doc_id in ids]] = True
-        self._drop(drop)
-        return int(drop.sum())
+        self._drop([position[doc_id] for doc_id in ids])
+        return len(set(ids))
 
-    def _drop(self, drop: np.ndarray) -> None:
-        """Remove the documents where ``drop`` (a boolean per document) is true."""
+    def _drop(self, positions: Sequence[int]) -> None:
+        """Remove the documents at ``positions``."""
+        drop = np.zeros(len(self.doc_ids), dtype=bool)
+        drop[positions] = True
         arrays = {name: np.asarray(values) for name, values in self.arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
