@@ -970,16 +970,10 @@ class SpanIndex:
         arrays = self.arrays
         units = np.asarray(units, dtype=np.int64)
         segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
-        first = (
-            np.asarray(arrays["segment_first_unit"])[segments]
-            + units
-            - np.asarray(arrays["segment_units"])[segments]
-        )
-        return (
-            np.asarray(arrays["segment_docs"])[segments],
-            first,
-            first + np.asarray(lengths, dtype=np.int64),
-        )
+        starts = np.asarray(arrays["segment_units"])[segments]
+        first = np.asarray(arrays["segment_first_unit"])[segments] + units - starts
+        docs = np.asarray(arrays["segment_docs"])[segments]
+        return docs, first, first + np.asarray(lengths, dtype=np.int64)
 
     def scanner(
         self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None
@@ -1294,11 +1288,8 @@ class SpanIndex:
         """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
         file's SHA-256 (raising on any mismatch)."""
         manifest = storage.read_manifest(os.fspath(path), must_exist=True)
-        info = {
-            key: value
-            for key, value in manifest.items()
-            if key not in ("span_config", "files", "samples")
-        }
+        internal = ("span_config", "files", "samples")
+        info = {key: value for key, value in manifest.items() if key not in internal}
         # not recorded before format 4
         info["exact_tier"] = info.get("exact_tier", True) is not False
         array_bytes, units = info.get("array_bytes") or 0, max(int(info.get("units") or 0), 1)
