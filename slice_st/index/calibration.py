@@ -96,9 +96,7 @@ class Calibration:
     def save(self, path: str | os.PathLike) -> str:
         """Write JSON to ``path`` (a file, or a folder such as a saved model: ``<folder>/calibration.json``)."""
         path = os.path.join(path, CALIBRATION_FILE) if os.path.isdir(path) else os.fspath(path)
-        with atomic_file(
-            path, "w", encoding="utf-8"
-        ) as handle:  # a new temporary file, then os.replace
+        with atomic_file(path, "w", encoding="utf-8") as handle:
             json.dump(self.to_dict(), handle, indent=1)
         return path
 
@@ -114,6 +112,11 @@ class Calibration:
         except ValueError as error:
             raise DataFormatError(f"{path}: unreadable calibration ({error}).") from None
         return cls.from_dict(data, path)
+
+
+def calibrated_degree(calibration: Calibration | None, cosine: float) -> float | None:
+    """A match's ``calibrated``: ``cosine`` as a degree rounded to 4 places (``None`` without a calibration)."""
+    return None if calibration is None else round(calibration.degree(float(cosine)), 4)
 
 
 def fit_calibration(
@@ -182,12 +185,10 @@ def fit_sts_calibration(
         rows = rows.select(range(min(limit, len(rows))))
     first, second = list(rows["sentence1"]), list(rows["sentence2"])
     if pair_score == "sentence":
-        vectors = [
+        left, right = (
             embed_texts(model, texts, batch_size=batch_size).float() for texts in (first, second)
-        ]
-        cosines = (
-            torch.nn.functional.cosine_similarity(*vectors, dim=-1).cpu().numpy().astype(np.float64)
         )
+        cosines = torch.nn.functional.cosine_similarity(left, right, dim=-1).double().cpu().numpy()
     else:
         matches = best_spans_paired(model, first, second, batch_size=batch_size, max_span=max_span)
         cosines = np.array(

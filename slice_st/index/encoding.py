@@ -21,16 +21,21 @@ if TYPE_CHECKING:
 
 
 def empty_arrays(dim: int, span_config: SpanConfig, dtype: str) -> dict[str, np.ndarray]:
+    """An index's arrays holding nothing: unit rows (vectors, character offsets in the document, span norms), and
+    per segment its unit offsets (one more than segments), document and first unit in that document."""
     return {
         "unit_vectors": np.zeros((0, dim), dtype=dtype),
-        "unit_chars": np.zeros((0, 2), dtype=np.int32),  # character offsets in the document
+        "unit_chars": np.zeros((0, 2), dtype=np.int32),
         "span_norms": np.zeros((0, span_config.max_span - span_config.min_span + 1), dtype=dtype),
-        "segment_units": np.zeros(1, dtype=np.int64),  # unit offsets of segments, N_segments + 1
+        "segment_units": np.zeros(1, dtype=np.int64),
         "segment_docs": np.zeros(0, dtype=np.int64),
-        "segment_first_unit": np.zeros(
-            0, dtype=np.int64
-        ),  # first unit of the segment inside its document
+        "segment_first_unit": np.zeros(0, dtype=np.int64),
     }
+
+
+def offsets_of(lengths: Any) -> np.ndarray:
+    """Where consecutive runs of ``lengths`` start, then where the last ends: ``[0, l0, l0 + l1, …]`` (int64)."""
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def concat_parts(
@@ -69,15 +74,9 @@ def texts_and_ids(
     given = None
     if hasattr(texts, "column_names") and hasattr(texts, "features"):  # a datasets.Dataset
         documents = documents_from_dataset(texts, text_field, id_field)
-        texts, given = (
-            [d.text for d in documents],
-            ([d.id for d in documents] if id_field is not None else None),
-        )
-    elif (
-        not isinstance(texts, str)
-        and isinstance(texts, Iterable)
-        and not isinstance(texts, (bytes, dict))
-    ):
+        texts = [d.text for d in documents]
+        given = [d.id for d in documents] if id_field is not None else None
+    elif isinstance(texts, Iterable) and not isinstance(texts, (str, bytes, dict)):
         texts = list(texts)
         if texts and all(isinstance(item, Document) for item in texts):
             texts, given = [d.text for d in texts], [d.id for d in texts]

@@ -16,6 +16,7 @@ from slice_st._checks import check_top_k
 from slice_st.errors import SpanInputError
 from slice_st.index import storage
 from slice_st.index.base import TopSpans
+from slice_st.index.calibration import calibrated_degree
 from slice_st.index.compressed import DEFAULT_CANDIDATES
 from slice_st.index.ray_cluster import check_address, claim_workers, connect_ray, require_ray
 from slice_st.index.search import IndexMatch, cached_unit_flags, check_search
@@ -38,9 +39,8 @@ def merge_top_spans(running: TopSpans | None, found: TopSpans, base: int) -> Top
     if running is None:
         return found
     both = [np.concatenate(pair, axis=1) for pair in zip(running, found)]
-    order = np.argsort(-both[0], axis=1, kind="stable")[
-        :, : running[0].shape[1]
-    ]  # ties: the earlier shard first
+    # ties: the earlier shard first
+    order = np.argsort(-both[0], axis=1, kind="stable")[:, : running[0].shape[1]]
     return tuple(np.take_along_axis(values, order, axis=1) for values in both)
 
 
@@ -147,17 +147,18 @@ class ShardedSpanIndex:
         together (their rows read from the shards' exact tiers); else every shard's exact tier scanned."""
         count = candidates or DEFAULT_CANDIDATES
         tiers = [shard._compressed for shard in self.shards]
-        alike = len({shard.dtype for shard in self.shards}) == 1  # one exact index of candidates
-        if None in tiers or not alike:
+        # every shard compressed, in one dtype: their candidates make one exact index
+        alike = None not in tiers and len({shard.dtype for shard in self.shards}) == 1
+        if not alike:
             self.require_exact_tier("Searching shards of which some are not compressed alike")
-        if self.exact_tier and (approximate or None in tiers or not alike or count >= len(self)):
+        if self.exact_tier and (approximate or not alike or count >= len(self)):
             search = SpanIndex._search_embedded
             return search(self, wanted, approximate, candidates, nprobe, options, *embedded)
         query_texts, vectors, profiles, top_k = embedded
         if count >= len(self):  # every document (re-encoded: no shard keeps its exact tier)
             docs = np.tile(np.arange(len(self)), (len(query_texts), 1))
         else:
-            docs = self._best_documents(vectors, wanted, count)
+            docs = self._best_document_scores(vectors, wanted.min_span, wanted.max_span, count)[1]
         options = options | {"top_k": top_k}
         return self._search_candidates(docs, query_texts, vectors, profiles, wanted, options)
 
@@ -192,15 +193,11 @@ class ShardedSpanIndex:
         cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
         return sub
 
-    def _best_documents(self, vectors, wanted, count: int) -> np.ndarray:
-        """``(Q, count)`` each query's best documents (numbered across the shards; -1: none) by the compressed
-        scans' approximate cosines."""
-        return self._best_document_scores(vectors, wanted.min_span, wanted.max_span, count)[1]
-
     def _best_document_scores(
         self, vectors, min_span: int, max_span: int, count: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The compressed scans' ``(Q, count)`` best approximate cosines and their documents, best first."""
+        """The compressed scans' ``(Q, count)`` best approximate cosines and their documents (numbered across the
+        shards; -1: none), best first."""
         parts: list[tuple[np.ndarray, np.ndarray]] = []
         for shard, base in zip(self.shards, self._doc_bases):
             args = (vectors, shard.arrays, len(shard), count, min_span, max_span)
@@ -232,11 +229,8 @@ class ShardedSpanIndex:
             shard_docs, shard_first, shard_end = self.shards[position].locate(
                 units[rows] - self._unit_bases[position], lengths[rows]
             )
-            docs[rows], first[rows], end[rows] = (
-                shard_docs + self._doc_bases[position],
-                shard_first,
-                shard_end,
-            )
+            docs[rows] = shard_docs + self._doc_bases[position]
+            first[rows], end[rows] = shard_first, shard_end
         return docs, first, end
 
     def check_approximate(self, approximate: bool) -> None:
@@ -295,11 +289,7 @@ class ShardedSpanIndex:
         ):
             position = int(np.searchsorted(self._unit_bases, unit, side="right")) - 1
             found = [score], [int(unit - self._unit_bases[position])], [length], threshold, [cosine]
-            calibrated = (
-                None
-                if self.calibration is None
-                else round(self.calibration.degree(float(cosine)), 4)
-            )
+            calibrated = calibrated_degree(self.calibration, cosine)
             for match in self.shards[position].to_matches(query_index, *found):
                 text_index = int(match.text_index + self._doc_bases[position])
                 matches.append(
@@ -311,13 +301,9 @@ class ShardedSpanIndex:
         """Totals over the shards, and each shard's :meth:`SpanIndex.info`."""
         infos = [shard.info() for shard in self.shards]
         totals = {"shards": len(self.shards), "documents": len(self), "units": self.num_units}
+        totals["array_bytes"] = sum(i["array_bytes"] for i in infos)
         model = {key: infos[0][key] for key in ("model_name", "model_fingerprint")}
-        return (
-            totals
-            | {"array_bytes": sum(i["array_bytes"] for i in infos)}
-            | model
-            | {"per_shard": infos}
-        )
+        return totals | model | {"per_shard": infos}
 
 
 class _ShardScanner:

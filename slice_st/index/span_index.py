@@ -36,7 +36,7 @@ from slice_st.encode import (
 )
 from slice_st.errors import ExactTierError, IndexConflictError, IndexFileError, SpanInputError
 from slice_st.index import storage
-from slice_st.index.calibration import CALIBRATION_FILE, Calibration
+from slice_st.index.calibration import CALIBRATION_FILE, Calibration, calibrated_degree
 from slice_st.index.candidates import CandidateStage, ranges_to_indices
 from slice_st.index.compressed import (
     DEFAULT_CANDIDATES,
@@ -48,6 +48,7 @@ from slice_st.index.encoding import (
     concat_parts,
     empty_arrays,
     encoder_for,
+    offsets_of,
     pool_devices,
     texts_and_ids,
 )
@@ -92,6 +93,8 @@ SOURCES_FILE = "doc_sources.json"
 REENCODED_DOCUMENTS = 2048
 #: Without the exact tier: windows per forward pass when candidate documents are re-encoded.
 REENCODE_BATCH = 32
+#: Why a saved index's data was refused (a ValueError: a concurrent save is retried, else it stands).
+CORRUPT = "the index data does not match its manifest (corrupt or half-written)"
 #: A compressed index's scorer flags of every unit (:func:`~slice_st.scoring.unit_flags`), read for its candidates.
 UNIT_FLAGS = "unit_flags"
 
@@ -345,9 +348,7 @@ class SpanIndex:
         self.sources = self.sources + [_source(doc_id, given.get(doc_id, "")) for doc_id in ids]
         self.replaced = [self.doc_ids[position] for position in old]
         if old:  # the replaced documents, now that the new ones are in
-            drop = np.zeros(len(self.doc_ids), dtype=bool)
-            drop[old] = True
-            self._drop(drop)
+            self._drop(old)
         return ids
 
     def _append(self, parts: list[dict[str, np.ndarray]], doc_bases: list[int]) -> None:
@@ -393,10 +394,8 @@ class SpanIndex:
             raise SpanInputError(
                 f"No document could be indexed ({len(self.skipped)} skipped): {self.skipped[0][1]}"
             )
-        dropped = {position for position, _ in bad}
-        return [t for i, t in enumerate(texts) if i not in dropped], [
-            d for i, d in enumerate(ids) if i not in dropped
-        ]
+        kept = sorted(set(range(len(texts))) - {position for position, _ in bad})
+        return [texts[i] for i in kept], [ids[i] for i in kept]
 
     def _encode(self, texts: list[str], batch_size: int, encoder) -> dict[str, np.ndarray]:
         """The arrays of ``texts``' segments (windows) in order; ``encoder`` is the model, maybe through a pool."""
@@ -420,18 +419,11 @@ class SpanIndex:
             chars = torch.stack([rows.char_starts, rows.char_ends], dim=-1).cpu().numpy()
             for row, window in enumerate(rows.windows):
                 own = slice(0, int(rows.num_units[row]))
-                # text, then owned range
+                # sorted by text, then owned range
                 key = (window.text_index, window.char_start, window.own_char_lo)
+                offsets = chars[row, own] + window.char_start
                 first = window.first_unit(config.unit)
-                segments.append(
-                    (
-                        key,
-                        sums[row, own],
-                        chars[row, own] + window.char_start,
-                        norms[row, own],
-                        first,
-                    )
-                )
+                segments.append((key, sums[row, own], offsets, norms[row, own], first))
         segments.sort(key=lambda segment: segment[0])
         if not segments:
             return empty_arrays(token_dimension(self.model), config, self.dtype)
@@ -444,9 +436,7 @@ class SpanIndex:
             "unit_vectors": np.concatenate([s[1] for s in segments]),
             "unit_chars": chars.astype(np.int32),
             "span_norms": np.concatenate([s[3] for s in segments]).astype(self.dtype),
-            "segment_units": np.concatenate([[0], np.cumsum([len(s[1]) for s in segments])]).astype(
-                np.int64
-            ),
+            "segment_units": offsets_of([len(s[1]) for s in segments]),
             "segment_docs": np.array([s[0][0] for s in segments], dtype=np.int64),
             "segment_first_unit": np.array([s[4] for s in segments], dtype=np.int64),
         }
@@ -464,31 +454,12 @@ class SpanIndex:
 
         def read(manifest: dict[str, Any]) -> list[dict[str, Any]]:
             with storage.DataFolder.open(path, manifest, False) as data:
-                doc_ids, blob = data.json("doc_ids.json"), data.bytes("texts.bin")
                 arrays = {
-                    name: data.array(name, True)
-                    for name in ("segment_units", "segment_docs", "text_offsets")
+                    name: data.array(name, True) for name in ("segment_units", "segment_docs")
                 }
-                sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
-            offsets = np.asarray(arrays.pop("text_offsets"), dtype=np.int64)
-            if (
-                not isinstance(doc_ids, list)
-                or len(offsets) != len(doc_ids) + 1
-                or offsets[-1] != len(blob)
-            ):
-                raise ValueError(
-                    "the index data does not match its manifest (corrupt or half-written)"
-                )
-            if sources is not None and (
-                len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)
-            ):
-                raise ValueError(f"{SOURCES_FILE} does not match the documents")
-            sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
-            lengths = (
-                len(blob[a:b].decode("utf-8"))
-                for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())
-            )
-            return _document_rows(doc_ids, sources, lengths, arrays)
+                offsets = data.array("text_offsets", True)
+                doc_ids, texts, sources = _read_documents(data, manifest, offsets)
+            return _document_rows(doc_ids, sources, map(len, texts), arrays)
 
         manifest = storage.read_manifest(path, must_exist=True)
         assert manifest is not None  # must_exist: a missing index raised
@@ -542,13 +513,13 @@ class SpanIndex:
             raise SpanInputError(
                 f"Unknown document ids: {missing[:5]}{'…' if len(missing) > 5 else ''}."
             )
-        drop = np.zeros(len(self.doc_ids), dtype=bool)
-        drop[[position[doc_id] for doc_id in ids]] = True
-        self._drop(drop)
-        return int(drop.sum())
+        self._drop([position[doc_id] for doc_id in ids])
+        return len(set(ids))
 
-    def _drop(self, drop: np.ndarray) -> None:
-        """Remove the documents where ``drop`` (a boolean per document) is true."""
+    def _drop(self, positions: Sequence[int]) -> None:
+        """Remove the documents at ``positions``."""
+        drop = np.zeros(len(self.doc_ids), dtype=bool)
+        drop[positions] = True
         arrays = {name: np.asarray(values) for name, values in self.arrays.items()}
         keep_segments = ~drop[arrays["segment_docs"]]
         lengths = np.diff(arrays["segment_units"])
@@ -557,9 +528,7 @@ class SpanIndex:
             self._compressed = self._compressed.subset(keep_units)
         units = [name for name in storage.UNIT_ARRAYS if name in arrays]
         self.arrays = {name: arrays[name][keep_units] for name in units} | {
-            "segment_units": np.concatenate([[0], np.cumsum(lengths[keep_segments])]).astype(
-                np.int64
-            ),
+            "segment_units": offsets_of(lengths[keep_segments]),
             "segment_docs": (np.cumsum(~drop) - 1)[arrays["segment_docs"][keep_segments]],
             "segment_first_unit": arrays["segment_first_unit"][keep_segments],
         }
@@ -697,12 +666,8 @@ class SpanIndex:
         self.require_exact_tier("The FAISS candidate stage")
         if not self.num_units:
             raise SpanInputError("The index is empty: nothing to build candidates from.")
-        for name, value in (
-            ("chunk", chunk),
-            ("stride", stride),
-            ("nprobe", nprobe),
-            ("candidates", candidates),
-        ):
+        counts = {"chunk": chunk, "stride": stride, "nprobe": nprobe, "candidates": candidates}
+        for name, value in counts.items():
             check_top_k(value, name)
         check_top_k(nlist, "nlist", optional=True)
         if stride > chunk:
@@ -780,10 +745,8 @@ class SpanIndex:
         """
         wanted = check_search(self.span_config, top_k, per_document, min_span, max_span, candidates)
         self.check_approximate(approximate)
-        threshold, merge_limit = (
-            check_threshold(threshold),
-            check_top_k(merge_limit, "merge_limit", True),
-        )
+        threshold = check_threshold(threshold)
+        merge_limit = check_top_k(merge_limit, "merge_limit", True)
         scorer, overlap = search_scorer(scorer, self.model), check_overlap(overlap)
         calibrator, min_confidence = search_calibrator(self.model, scorer, min_confidence)
         query_texts = query_list(queries)
@@ -861,12 +824,7 @@ class SpanIndex:
                 encoded, local, query_texts[group], vectors[group], part, wanted, options
             )
             results.extend(
-                [
-                    dataclasses.replace(
-                        m, query_index=group.start + query, text_index=int(union[m.text_index])
-                    )
-                    for m in matches
-                ]
+                _renumbered(matches, group.start + query, union)
                 for query, matches in enumerate(found)
             )
         return results
@@ -886,22 +844,15 @@ class SpanIndex:
                 matches = sub._search_vectors(
                     query_texts[rows], vectors[rows], part, wanted, False, None, None, **options
                 )[0]
-            renumbered = (int(chosen[m.text_index]) for m in matches)
-            results.append(
-                [
-                    dataclasses.replace(m, query_index=query, text_index=t)
-                    for m, t in zip(matches, renumbered)
-                ]
-            )
+            results.append(_renumbered(matches, query, chosen))
         return results
 
     def _documents(
         self, docs: np.ndarray, widen: bool = False, array: storage.ArrayMaker = storage.fresh_array
     ) -> SpanIndex:
-        """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), rows read from the
-        exact tier (from disk when memory-mapped); ``widen``: float16 rows as float32, cast once for a search's scans
-        rather than block by block in each (the same values; such an index is searched, never saved); its unit rows
-        in arrays from ``array`` (a :class:`~slice_st.index.storage.Scratch`'s: valid while borrowed)."""
+        """An exact index (sharing the model) of the documents at positions ``docs`` (sorted), its unit rows read from
+        the exact tier (or re-encoded) into arrays from ``array`` (a Scratch's: valid while borrowed); ``widen``:
+        float16 rows as float32, cast once for a search's scans rather than block by block in each."""
         segments, rows = candidate_rows(self.arrays, docs)
         arrays, bounds = self.arrays, np.asarray(self.arrays["segment_units"], dtype=np.int64)
         position = np.full(len(self.doc_ids), -1, dtype=np.int64)
@@ -915,9 +866,7 @@ class SpanIndex:
             for name, values in read.items()
             if values is not None
         } | {
-            "segment_units": np.concatenate(
-                [[0], np.cumsum(bounds[segments + 1] - bounds[segments])]
-            ).astype(np.int64),
+            "segment_units": offsets_of(bounds[segments + 1] - bounds[segments]),
             "segment_docs": position[np.asarray(arrays["segment_docs"])[segments]],
             "segment_first_unit": np.asarray(arrays["segment_first_unit"])[segments],
         }
@@ -926,10 +875,9 @@ class SpanIndex:
         if not self.exact_tier:
             sub.arrays |= self._reencoded(sub.texts, sub.arrays["unit_chars"], widen)
         sub.sources = [self.sources[doc] for doc in docs.tolist()]
+        # a unit's flags depend on its own document only: the stored rows are the sub's
         flags = self._unit_rows(UNIT_FLAGS, rows, array)
-        if (
-            flags is not None
-        ):  # a unit's flags depend on its own document only: the stored rows are the sub's
+        if flags is not None:
             cached_unit_flags(sub, sub.arrays["unit_chars"], lambda: flags)
         return sub
 
@@ -980,6 +928,7 @@ class SpanIndex:
         overlap,
     ) -> list[list[IndexMatch]]:
         """:meth:`search` of embedded queries over this index's arrays (exact, or through the FAISS stage)."""
+        held = self.num_units * (wanted.max_span - wanted.min_span + 1)  # no scan goes past them
         found = ranked(
             self.scanner(wanted, approximate, candidates, nprobe),
             self.to_matches,
@@ -987,8 +936,7 @@ class SpanIndex:
             top_k,
             threshold,
             per_document,
-            self.num_units
-            * (wanted.max_span - wanted.min_span + 1),  # the spans held: no scan goes past them
+            held,
             costs=span_costs_for(scorer, profiles, self.unit_flags),
             locate=self.locate,
             overlap=overlap,
@@ -1022,16 +970,10 @@ class SpanIndex:
         arrays = self.arrays
         units = np.asarray(units, dtype=np.int64)
         segments = np.searchsorted(arrays["segment_units"], units, side="right") - 1
-        first = (
-            np.asarray(arrays["segment_first_unit"])[segments]
-            + units
-            - np.asarray(arrays["segment_units"])[segments]
-        )
-        return (
-            np.asarray(arrays["segment_docs"])[segments],
-            first,
-            first + np.asarray(lengths, dtype=np.int64),
-        )
+        starts = np.asarray(arrays["segment_units"])[segments]
+        first = np.asarray(arrays["segment_first_unit"])[segments] + units - starts
+        docs = np.asarray(arrays["segment_docs"])[segments]
+        return docs, first, first + np.asarray(lengths, dtype=np.int64)
 
     def scanner(
         self, wanted: SpanConfig, approximate: bool, candidates: int | None, nprobe: int | None
@@ -1092,11 +1034,6 @@ class SpanIndex:
         for i, (score, cosine) in enumerate(zip(scores[keep], cosines)):
             doc = int(docs[i])
             start, end = int(chars[units[i], 0]), int(chars[units[i] + lengths[i] - 1, 1])
-            calibrated = (
-                None
-                if self.calibration is None
-                else round(self.calibration.degree(float(cosine)), 4)
-            )
             match = IndexMatch(
                 query_index=query_index,
                 doc_id=self.doc_ids[doc],
@@ -1107,7 +1044,7 @@ class SpanIndex:
                 score=float(score),
                 unit_start=int(firsts[i]),
                 unit_end=int(ends[i]),
-                calibrated=calibrated,
+                calibrated=calibrated_degree(self.calibration, cosine),
                 similarity=float(cosine),
             )
             matches.append(match)
@@ -1255,7 +1192,7 @@ class SpanIndex:
     def _write_data(self, data_dir: str) -> dict[str, str]:
         """Write the index's files into a new data folder; returns the arrays' sample checksums."""
         encoded = [text.encode("utf-8") for text in self.texts]
-        offsets = np.concatenate([[0], np.cumsum([len(b) for b in encoded])]).astype(np.int64)
+        offsets = offsets_of([len(b) for b in encoded])
         samples = {}
         for name, values in [*self.arrays.items(), ("text_offsets", offsets)]:
             values = np.asarray(values)
@@ -1351,20 +1288,15 @@ class SpanIndex:
         """What a saved index holds (its manifest's summary, bytes per unit); ``verify`` loads it and checks every
         file's SHA-256 (raising on any mismatch)."""
         manifest = storage.read_manifest(os.fspath(path), must_exist=True)
-        info = {
-            key: value
-            for key, value in manifest.items()
-            if key not in ("span_config", "files", "samples")
-        }
+        internal = ("span_config", "files", "samples")
+        info = {key: value for key, value in manifest.items() if key not in internal}
         # not recorded before format 4
         info["exact_tier"] = info.get("exact_tier", True) is not False
-        array_bytes = info.get("array_bytes") or 0
-        info["bytes_per_unit"] = round(array_bytes / max(int(info.get("units") or 0), 1), 1)
+        array_bytes, units = info.get("array_bytes") or 0, max(int(info.get("units") or 0), 1)
+        info["bytes_per_unit"] = round(array_bytes / units, 1)
         # a search's memory: a compressed index keeps its tier only
         if info.get("resident_bytes") is not None:
-            info["resident_bytes_per_unit"] = round(
-                info["resident_bytes"] / max(int(info.get("units") or 0), 1), 1
-            )
+            info["resident_bytes_per_unit"] = round(info["resident_bytes"] / units, 1)
         info["smaller_than_materialised"] = round(
             (info.get("materialised_span_bytes") or 0) / max(array_bytes, 1), 1
         )
@@ -1410,7 +1342,7 @@ class SpanIndex:
         model = _as_model(
             model_source(path, manifest) if model is None else model, device=device, **model_options
         )
-        read = lambda found: cls._read_data(path, found, model, mmap, verify)  # noqa: E731
+        read = functools.partial(cls._read_data, path, model=model, mmap=mmap, verify=verify)
         index, manifest = storage.read_consistent(path, manifest, read)
         index._origin = (os.path.realpath(path), manifest["data"], manifest.get("generation"))
         return index
@@ -1444,15 +1376,10 @@ class SpanIndex:
                     "Restore it or rebuild the index."
                 )
             arrays = {name: data.array(name, mmap) for name in storage.stored_arrays(manifest)}
-            blob, doc_ids = data.bytes("texts.bin"), data.json("doc_ids.json")
-            sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
-            offsets, bounds = arrays.pop("text_offsets"), arrays["segment_units"]
-            units = manifest["units"]
+            doc_ids, texts, sources = _read_documents(data, manifest, arrays.pop("text_offsets"))
+            bounds, units = arrays["segment_units"], manifest["units"]
             if (
-                not isinstance(doc_ids, list)
-                or len(doc_ids) != manifest["documents"]
-                or len(offsets) != len(doc_ids) + 1
-                or offsets[-1] != len(blob)
+                len(doc_ids) != manifest["documents"]
                 or any(
                     arrays[name].shape != (units, index.arrays[name].shape[1])
                     for name in storage.UNIT_ARRAYS
@@ -1460,16 +1387,8 @@ class SpanIndex:
                 )
                 or len(bounds) != len(arrays["segment_docs"]) + 1
                 or bounds[-1] != units
-                or (
-                    sources is not None
-                    and (
-                        len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)
-                    )
-                )
             ):
-                raise ValueError(
-                    "the index data does not match its manifest (corrupt or half-written)"
-                )
+                raise ValueError(CORRUPT)
             index.arrays = arrays
             index._unit_files = _unit_files(data, manifest, arrays)
             if manifest.get("calibration"):
@@ -1480,14 +1399,32 @@ class SpanIndex:
                 index._candidates = CandidateStage.load(data, manifest["candidates"])
             if manifest.get("compression"):
                 index._compressed = CompressedTier.load(data, manifest["compression"], units)
-        index.doc_ids = doc_ids
-        index.sources = sources if sources is not None else [_source(doc_id) for doc_id in doc_ids]
+        index.doc_ids, index.texts, index.sources = doc_ids, texts, sources
         index.model_name = manifest.get("model_name") or index.model_name
         index.model_path = manifest.get("model_path", index.model_path)
-        index.texts = [
-            blob[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(len(doc_ids))
-        ]
         return index
+
+
+def _read_documents(
+    data: storage.DataFolder, manifest: dict[str, Any], offsets: np.ndarray
+) -> tuple[list[str], list[str], list[str]]:
+    """A data folder's document ids, texts (cut at ``offsets``) and files; ``ValueError`` if they do not match."""
+    doc_ids, blob = data.json("doc_ids.json"), data.bytes("texts.bin")
+    sources = data.json(SOURCES_FILE) if SOURCES_FILE in manifest["files"] else None
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if (
+        not isinstance(doc_ids, list)
+        or len(offsets) != len(doc_ids) + 1
+        or offsets[-1] != len(blob)
+    ):
+        raise ValueError(CORRUPT)
+    if sources is not None and (
+        len(sources) != len(doc_ids) or not all(isinstance(s, str) for s in sources)
+    ):
+        raise ValueError(f"{SOURCES_FILE} does not match the documents")
+    bounds = zip(offsets[:-1].tolist(), offsets[1:].tolist())
+    texts = [blob[start:end].decode("utf-8") for start, end in bounds]
+    return doc_ids, texts, sources if sources is not None else [_source(d) for d in doc_ids]
 
 
 def check_alike(indexes: Sequence[Any], what: str, caller: str) -> list[SpanIndex]:
@@ -1568,6 +1505,14 @@ def _query_groups(docs: np.ndarray, most: int) -> Iterator[slice]:
         seen |= mine
     if len(docs) > start:
         yield slice(start, len(docs))
+
+
+def _renumbered(matches: list[IndexMatch], query: int, docs: np.ndarray) -> list[IndexMatch]:
+    """Matches in an index of the documents ``docs`` as numbered in the whole index, of query ``query``."""
+    return [
+        dataclasses.replace(m, query_index=query, text_index=int(docs[m.text_index]))
+        for m in matches
+    ]
 
 
 def _document_rows(
