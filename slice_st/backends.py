@@ -182,8 +182,11 @@ class OpenVINOEncoder(_Runner):
         import openvino as ov
 
         precision = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype, "f32")
-        properties = {"INFERENCE_NUM_THREADS": threads or default_threads(), "NUM_STREAMS": 1}
-        properties |= {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision}
+        properties = {
+            "INFERENCE_NUM_THREADS": threads or default_threads(),
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        properties |= {"NUM_STREAMS": 1, "INFERENCE_PRECISION_HINT": precision}
         self.compiled = ov.Core().compile_model(str(path), "CPU", properties)
         self.request = self.compiled.create_infer_request()
         self.input_names = [next(iter(port.get_names())) for port in self.compiled.inputs]

@@ -345,7 +345,9 @@ def require_backend(backend: str, export: bool = False) -> None:
             import openvino  # noqa: F401
 
 
-def _load_exported(name, backend, model_file, quantized, torch_dtype, threads, export_dir, kwargs):
+def _load_exported(
+    name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict
+):
     """:func:`load_model` for ONNX Runtime / OpenVINO: the folder's pipeline, its transformer run from the export."""
     import torch
 
