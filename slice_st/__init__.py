@@ -68,22 +68,9 @@ _MODULES = {
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 #: Sub-modules and sub-packages reachable as attributes (``slice_st.index``).
-_SUBMODULES = (
-    *(
-        "spans",
-        "scoring",
-        "rerank",
-        "tokens",
-        "text",
-        "files",
-        "extras",
-        "backends",
-        "errors",
-        "config",
-        "loading",
-    ),
-    *("encode", "search", "encoder", "models", "multi_vector"),
-    *("losses", "data", "evaluation", "index", "training", "integrations", "cli"),
+_SUBMODULES = tuple(
+    "spans scoring rerank tokens text files backends errors config loading encode search encoder "
+    "models multi_vector losses data evaluation index training integrations cli".split()
 )
 
 __all__ = [

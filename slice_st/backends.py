@@ -124,11 +124,9 @@ class _Runner(torch.nn.Module):
         from transformers.modeling_outputs import BaseModelOutput
 
         token_type_ids = torch.zeros_like(input_ids) if token_type_ids is None else token_type_ids
-        features = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-        }
+        features = dict(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        )
         missing = [name for name in self.input_names if features.get(name) is None]
         if missing:
             raise SpanInputError(f"The {self.backend} model needs the input {missing[0]!r}.")
@@ -174,17 +172,16 @@ class OnnxEncoder(_Runner):
 
 
 class OpenVINOEncoder(_Runner):
-    """An OpenVINO IR (``.xml`` + ``.bin``) or ONNX file compiled by OpenVINO for the CPU. ``precision``: ``"f32"``
-    (default; OpenVINO would pick bf16 on CPUs with AMX or AVX512-BF16), ``"bf16"`` or ``"f16"``."""
+    """An OpenVINO IR (``.xml`` + ``.bin``) or ONNX file compiled by OpenVINO for the CPU, inferring in ``dtype``:
+    float32 by default (OpenVINO would pick bf16 on CPUs with AMX or AVX512-BF16), bfloat16 or float16."""
 
     backend = "openvino"
 
-    def __init__(
-        self, config, path: str, threads: int | None = None, precision: str = "f32"
-    ) -> None:
+    def __init__(self, config, path: str, threads: int | None = None, dtype=None) -> None:
         super().__init__(config, path)
         import openvino as ov
 
+        precision = {torch.float16: "f16", torch.bfloat16: "bf16"}.get(dtype, "f32")
         properties = {
             "INFERENCE_NUM_THREADS": threads or default_threads(),
             "PERFORMANCE_HINT": "LATENCY",
@@ -202,16 +199,10 @@ class OpenVINOEncoder(_Runner):
 def runner_of(model: SentenceTransformer) -> _Runner | None:
     """The ONNX Runtime / OpenVINO runner inside ``model`` (``None`` on torch)."""
     try:
-        return next(
-            (
-                module.model
-                for module in model
-                if isinstance(getattr(module, "model", None), _Runner)
-            ),
-            None,
-        )
+        inners = [getattr(module, "model", None) for module in model]
     except TypeError:  # not a module list
         return None
+    return next((inner for inner in inners if isinstance(inner, _Runner)), None)
 
 
 def weight_files(model: SentenceTransformer) -> list[Path]:
@@ -239,15 +230,18 @@ def attach_runtime(
     backend: str,
     path: str | os.PathLike,
     threads: int | None = None,
-    **runner_kwargs: Any,
+    dtype: torch.dtype | None = None,
 ):
-    """Run ``model``'s transformer on ``backend`` from the exported file ``path`` (the torch one is dropped)."""
+    """Run ``model``'s transformer on ``backend`` from the exported file ``path`` (the torch one is dropped); ``dtype``:
+    OpenVINO's inference precision."""
     module = model[0]
     config = getattr(getattr(module, "model", None), "config", None)
     if config is None:
         raise SpanInputError("The model's first module has no Hugging Face transformer to replace.")
-    runner_class = {"onnx": OnnxEncoder, "openvino": OpenVINOEncoder}[backend]
-    module.model = runner_class(config, str(path), threads=threads, **runner_kwargs)
+    if backend == "onnx":
+        module.model = OnnxEncoder(config, str(path), threads)
+    else:
+        module.model = OpenVINOEncoder(config, str(path), threads, dtype)
     module.backend = model.backend = backend
     return model
 
@@ -290,14 +284,10 @@ class _Encoder(torch.nn.Module):
         self.inner = inner
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        inputs = {
-            "input_ids": input_ids,
-            "attention_mask": attention_mask,
-            "token_type_ids": token_type_ids,
-        }
-        return self.inner(
-            **{k: v for k, v in inputs.items() if v is not None}, return_dict=True
-        ).last_hidden_state
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask)
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        return self.inner(**inputs, return_dict=True).last_hidden_state
 
 
 def export_onnx(model: SentenceTransformer, path: str | os.PathLike) -> Path:

@@ -239,16 +239,13 @@ def _entry_arrays(
     dtypes = (
         {name: str(first[name].dtype).removeprefix("torch.") for name in _STORED} if windows else {}
     )
+    meta = json.dumps({"format": CACHE_FORMAT, "key": key, "dtypes": dtypes}).encode()
+    digests = b"".join(digest for digest, _ in windows)
+    lengths = [len(outputs["attention_mask"]) for _, outputs in windows]
     arrays: dict[str, np.ndarray] = {
-        "digests": np.frombuffer(b"".join(digest for digest, _ in windows), dtype=np.uint8).reshape(
-            -1, 32
-        ),
-        "lengths": np.array(
-            [len(outputs["attention_mask"]) for _, outputs in windows], dtype=np.int64
-        ),
-        "meta": np.frombuffer(
-            json.dumps({"format": CACHE_FORMAT, "key": key, "dtypes": dtypes}).encode(), np.uint8
-        ),
+        "digests": np.frombuffer(digests, np.uint8).reshape(-1, 32),
+        "lengths": np.array(lengths, dtype=np.int64),
+        "meta": np.frombuffer(meta, np.uint8),
     }
     for name, stored in _STORED.items():
         parts = [outputs[name] for _, outputs in windows]
@@ -356,11 +353,9 @@ def best_spans_of_files(
     )
     prompt = resolve_prompt(model, options.get("prompt"), options.get("prompt_name"), "document")
     context = options.get("window_context", WINDOW_CONTEXT)
-    settings = (
-        cache.settings(model, config.max_span, config.unit, prompt, context)
-        if cache is not None
-        else ""
-    )
+    settings = ""
+    if cache is not None:
+        settings = cache.settings(model, config.max_span, config.unit, prompt, context)
     parts: list[SpanSearchResult] = []
     replay, texts = _Replay(model), [text for file in lists for text in file]
     if not texts:
@@ -372,10 +367,8 @@ def best_spans_of_files(
             if sum(len(text) for text in block[0]) > MAX_FILE_CHARS:
                 parts.append(best_spans(model, queries, block[0], **options))
                 continue
-            keys = [cache.key(settings, file) if cache is not None else None for file in block]
-            entries = [
-                cache.load(key) if cache is not None and key is not None else None for key in keys
-            ]
+            keys = [cache.key(settings, file) for file in block] if cache is not None else []
+            entries = [cache.load(key) for key in keys] if cache is not None else []
             for entry in entries:
                 replay.memo.update(entry or {})
             block_texts = [text for file in block for text in file]
@@ -387,7 +380,7 @@ def best_spans_of_files(
             errors = [(index + base, reason) for index, reason in error.errors]
             raise WindowError(error.text_index + base, error.reason, errors) from None
         for file, key, entry in zip(block, keys, entries):
-            if cache is not None and key is not None and entry is None:
+            if cache is not None and entry is None:
                 _save(replay, cache, key, _window_digests(model, file, config, prompt, context))
         replay.memo.clear()
     if cache is not None:

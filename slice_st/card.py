@@ -224,14 +224,11 @@ def hub_model_name(name: str | None) -> str | None:
     if name is None or name in BASE_MODEL_NAMES or name == DEFAULT_SHIPPED_MODEL:
         return DEFAULT_MODEL_NAME
     path = os.path.expanduser(name)
-    # a local folder: its name says nothing to a reader
-    if os.path.isabs(path) or os.path.exists(path):
-        return (
-            DEFAULT_MODEL_NAME
-            if os.path.exists(path) and os.path.samefile(path, default_model_path())
-            else None
-        )
-    return name if name.count("/") == 1 else None
+    if os.path.exists(path) and os.path.samefile(path, default_model_path()):
+        return DEFAULT_MODEL_NAME
+    # a local path: its name says nothing to a reader
+    local = os.path.isabs(path) or os.path.exists(path)
+    return name if not local and name.count("/") == 1 else None
 
 
 def apply_model_card(
@@ -255,12 +252,8 @@ def apply_model_card(
         if training
         else (old.base_model or hub_model_name(None))
     )
-    keys = dict(
-        zip(
-            ("slice", "distill"),
-            training_sources(training.get("train_data"), training.get("distill_data")),
-        )
-    )
+    parts = training_sources(training.get("train_data"), training.get("distill_data"))
+    keys = dict(zip(("slice", "distill"), parts))
     sources = list(dict.fromkeys(keys["slice"] + keys["distill"]))
     license_id, license_note = card_license(sources, base_model)
     if training.get("license"):
@@ -291,18 +284,14 @@ def apply_model_card(
         dict.fromkeys(DATA_SOURCES[key].hub_id for key in sources if DATA_SOURCES[key].hub_id)
     )
     lora_r = training.get("lora_r")
-    section = {
-        "sources": [dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
-        "license_note": license_note,
-    }
-    section |= {
-        "losses": _run_losses(training, get_span_config(model)),
-        "steps": training.get("max_steps"),
-    }
-    section["lora"] = (
-        {"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None
+    card.slice_section = _slice_section(
+        model,
+        sources=[dataclasses.asdict(DATA_SOURCES[key]) for key in sources],
+        license_note=license_note,
+        losses=_run_losses(training, get_span_config(model)),
+        steps=training.get("max_steps"),
+        lora={"r": lora_r, "alpha": training.get("lora_alpha") or 2 * lora_r} if lora_r else None,
     )
-    card.slice_section = _slice_section(model, **section)
     card.template_path = slice_template_path()
     model.model_card_data = card
     card.register_model(model)
@@ -318,19 +307,11 @@ def _run_losses(training: dict[str, Any], span: Any) -> list[dict[str, Any]]:
         losses.append({"name": "SpanMaxCrossEntropyLoss", "settings": settings})
     if training.get("distill_data"):
         teacher = training.get("teacher")
-        teacher = (
-            (hub_model_name(teacher) or "a local model")
-            if teacher
-            else "a frozen copy of the base model"
-        )
-        names = (
-            "distill_spans",
-            "distill_max_span",
-            "distill_metric",
-            "distill_text_weight",
-            "distill_weight",
-        )
-        settings = {"teacher": teacher, **{key: training[key] for key in names if key in training}}
+        if teacher:
+            teacher = hub_model_name(teacher) or "a local model"
+        names = "distill_spans distill_max_span distill_metric distill_text_weight distill_weight"
+        settings = {key: training[key] for key in names.split() if key in training}
+        settings = {"teacher": teacher or "a frozen copy of the base model", **settings}
         losses.append({"name": "SpanDistillationLoss", "settings": settings})
     return losses
 
@@ -346,19 +327,9 @@ def _public(value: Any) -> Any:
 
 def _slice_section(model: SentenceTransformer, **values: Any) -> dict[str, Any]:
     """The SLICE section's variables (``slice_st/model_card/template.md``): defaults, then ``values``."""
-    section = {
-        "expansion": SLICE_EXPANSION,
-        "span": get_span_config(model).to_dict(),
-        "license_note": "",
-    }
-    section |= {
-        "losses": [],
-        "sources": [],
-        "steps": None,
-        "lora": None,
-        "citation": SLICE_CITATION.strip(),
-    }
-    return section | values
+    span = get_span_config(model).to_dict()
+    section = dict(expansion=SLICE_EXPANSION, span=span, license_note="", losses=[], sources=[])
+    return section | dict(steps=None, lora=None, citation=SLICE_CITATION.strip()) | values
 
 
 def slice_card_data(model: SentenceTransformer, loss: Any = None) -> SliceModelCardData:

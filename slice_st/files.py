@@ -340,8 +340,5 @@ def short_names(paths: Iterable[str]) -> dict[str, str]:
 
 def csv_safe(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string starting with ``= + - @``, tab or CR gets a leading ``'``."""
-    return (
-        "'" + value
-        if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r")
-        else value
-    )
+    formula = isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r")
+    return f"'{value}" if formula else value

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import tempfile
+import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -88,30 +89,16 @@ def load_model(
         >>> model_identity(load_model()), model_identity(load_model("base"))
         (('slice-minilm', ''), ('sentence-transformers/all-MiniLM-L6-v2', ''))
     """
-    from slice_st.backends import (
-        check_backend,
-        check_parallelism,
-        half_precision_kwargs,
-        resolve_dtype,
-        set_torch_threads,
-    )
+    from slice_st import backends
 
-    check_backend(backend)
+    backends.check_backend(backend)
     if threads is not None:
-        check_parallelism(threads, "threads")
-    torch_dtype = resolve_dtype(dtype)
+        backends.check_parallelism(threads, "threads")
+    torch_dtype = backends.resolve_dtype(dtype)
     check_revision(kwargs.get("revision"))
     if backend != "torch":
-        return _load_exported(
-            model_name_or_path,
-            backend,
-            model_file,
-            quantized,
-            torch_dtype,
-            threads,
-            export_dir,
-            kwargs,
-        )
+        options = (model_file, quantized, torch_dtype, threads, export_dir)
+        return _load_exported(model_name_or_path, backend, *options, kwargs)
     if model_file or quantized:
         raise SpanInputError(
             "model_file/quantized select an exported file: give backend='onnx' or 'openvino'."
@@ -119,9 +106,9 @@ def load_model(
     kwargs["device"] = check_device(kwargs.get("device"))
     if torch_dtype is not None:
         own = kwargs.get("model_kwargs") or {}
-        kwargs["model_kwargs"] = half_precision_kwargs(torch_dtype, kwargs["device"]) | own
+        kwargs["model_kwargs"] = backends.half_precision_kwargs(torch_dtype, kwargs["device"]) | own
     if threads:
-        set_torch_threads(threads)
+        backends.set_torch_threads(threads)
     return _load_torch(model_name_or_path, kwargs)
 
 
@@ -131,13 +118,7 @@ def check_revision(revision: Any) -> None:
     if revision is None:
         return
     parts = revision.split("/") if isinstance(revision, str) else []
-    if (
-        not parts
-        or "" in parts
-        or "." in parts
-        or ".." in parts
-        or re.search(r"[\\\0\s:]", revision)
-    ):
+    if not parts or {"", ".", ".."} & set(parts) or re.search(r"[\\\0\s:]", revision):
         raise SpanInputError(
             f"revision {revision!r} is not a branch, tag or commit name of a Hub repository."
         )
@@ -237,10 +218,8 @@ def raised_by_sentence_transformers(error: BaseException) -> bool:
     ``SentenceTransformer(...)`` does, rather than as a :class:`ModelLoadError` (an ``OSError``)."""
     if not isinstance(error, (ValueError, TypeError)):
         return False
-    frame = error.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    module = frame.tb_frame.f_globals.get("__name__", "") if frame is not None else ""
+    frames = [frame for frame, _ in traceback.walk_tb(error.__traceback__)]
+    module = frames[-1].f_globals.get("__name__", "") if frames else ""
     # A TypeError for a keyword SentenceTransformer does not take is raised at the call, in this module.
     return module.partition(".")[0] == "sentence_transformers" or (
         isinstance(error, TypeError) and module == __name__
@@ -269,8 +248,7 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
     from slice_st.encoder import SpanEncoder
 
     try:
-        with open(os.path.join(folder, "modules.json"), encoding="utf-8") as handle:
-            entries = json.load(handle)
+        entries = json.loads(Path(folder, "modules.json").read_text("utf-8"))
         types = [entry["type"] for entry in entries]
     except (OSError, ValueError, TypeError, KeyError):  # a Hub id, or not a folder of ours
         types = []
@@ -295,21 +273,15 @@ def _load_st(folder: str, kwargs: dict[str, Any]):
         for name in set(os.listdir(folder)) - {"modules.json"} - {entry["path"] for entry in own}:
             os.symlink(os.path.join(folder, name), os.path.join(view, name))
         for entry in own:
-            with open(
-                os.path.join(folder, os.path.basename(entry["path"]), "config.json"),
-                encoding="utf-8",
-            ) as handle:
-                config = json.load(handle)
+            config = json.loads(Path(folder, entry["path"], "config.json").read_text("utf-8"))
             settings = {
                 key: config[key] for key in ("min_span", "max_span", "unit") if key in config
             }
             entry["type"] = f"{Pooling.__module__}.Pooling"
-            os.makedirs(os.path.join(view, entry["path"]))
-            Pooling(int(config["embedding_dimension"]), "mean").save(
-                os.path.join(view, entry["path"])
-            )
-        with open(os.path.join(view, "modules.json"), "w", encoding="utf-8") as handle:
-            json.dump(entries, handle, indent=2)
+            module = os.path.join(view, entry["path"])
+            os.makedirs(module)
+            Pooling(int(config["embedding_dimension"]), "mean").save(module)
+        Path(view, "modules.json").write_text(json.dumps(entries, indent=2), "utf-8")
         model = SpanEncoder(view, **kwargs)
     transformer_config = hf_config(model)
     if transformer_config is not None:
@@ -374,14 +346,7 @@ def require_backend(backend: str, export: bool = False) -> None:
 
 
 def _load_exported(
-    name,
-    backend: str,
-    model_file,
-    quantized,
-    torch_dtype,
-    threads,
-    export_dir,
-    kwargs: dict[str, Any],
+    name, backend: str, model_file, quantized, torch_dtype, threads, export_dir, kwargs: dict
 ):
     """:func:`load_model` for ONNX Runtime / OpenVINO: the folder's pipeline, its transformer run from the export."""
     import torch
@@ -411,11 +376,8 @@ def _load_exported(
         if model_file and folder:
             raise FileNotFoundError(f"No exported file {model_file!r} in {folder!r}.")
         if export_dir is None:
-            what = (
-                "int8 ONNX file"
-                if quantized
-                else f"{'ONNX' if backend == 'onnx' else 'OpenVINO'} export"
-            )
+            kind = "ONNX" if backend == "onnx" else "OpenVINO"
+            what = "int8 ONNX file" if quantized else f"{kind} export"
             option, flag = (", quantize=True", " --quantize") if quantized else ("", "")
             raise FileNotFoundError(
                 f"{'The default model' if name is None else repr(name)} has no {what}. Make one (offline) with "
@@ -425,15 +387,9 @@ def _load_exported(
             )
         found = export_model(name, export_dir, backend=backend, quantize=quantized or None)
         folder = os.fspath(export_dir)
-    precisions = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
-    runner_kwargs = (
-        {"precision": precisions[torch_dtype]}
-        if backend == "openvino" and torch_dtype is not None
-        else {}
-    )
     model = _sentence_transformer(folder, {"device": "cpu", **kwargs})
     try:
-        return attach_runtime(model, backend, found, threads=threads, **runner_kwargs)
+        return attach_runtime(model, backend, found, threads=threads, dtype=torch_dtype)
     # onnxruntime / openvino raise their own types for a damaged or foreign file
     except Exception as error:
         message = " ".join(str(error).split())[:300] or type(error).__name__
@@ -469,14 +425,9 @@ def export_model(
         SpanInputError: Options that do not fit, or a folder holding another model's export.
         FileAccessError: A failed write (nothing half-written is kept).
     """
-    from slice_st.backends import (
-        DEFAULT_FILES,
-        QUANTIZATION_CONFIGS,
-        check_backend,
-        cpu_quantization_config,
-    )
+    from slice_st import backends
 
-    check_backend(backend)
+    backends.check_backend(backend)
     if output_dir is None:
         raise SpanInputError(
             "export_model needs output_dir: the folder that keeps the exported model."
@@ -489,10 +440,10 @@ def export_model(
         raise SpanInputError(
             "quantize applies to ONNX exports (dynamic int8); OpenVINO runs the float export."
         )
-    config = (cpu_quantization_config() if quantize is True else quantize) if quantize else None
-    if config is not None and config not in QUANTIZATION_CONFIGS:
+    config = backends.cpu_quantization_config() if quantize is True else quantize or None
+    if config is not None and config not in backends.QUANTIZATION_CONFIGS:
         raise SpanInputError(
-            f"quantize must be True or one of {', '.join(QUANTIZATION_CONFIGS)}, got {quantize!r}."
+            f"quantize must be True or one of {', '.join(backends.QUANTIZATION_CONFIGS)}, got {quantize!r}."
         )
     # a file, or under one, or not writable: refused before any work
     output = Path(check_output(output_dir))
@@ -507,7 +458,9 @@ def export_model(
             f"{output} holds an export of {held!r}, not of {wanted!r}: choose another folder, or pass overwrite=True "
             "(--overwrite) to replace it."
         )
-    target = output / (f"onnx/model_qint8_{config}.onnx" if config else DEFAULT_FILES[backend])
+    target = output / (
+        f"onnx/model_qint8_{config}.onnx" if config else backends.DEFAULT_FILES[backend]
+    )
     if target.is_file() and not overwrite:
         return str(target)
     require_backend(backend, export=True)
@@ -718,12 +671,8 @@ def model_identity(model: SentenceTransformer) -> tuple[str, str]:
     """``(name, path)`` of a model: its Hub id, shipped name or folder name (with the parent's for generic names such
     as ``final``), and the local folder it was loaded from (``""`` if none; :func:`load_model` shows both)."""
     card = getattr(model, "model_card_data", None)
-    hub_id = next(
-        filter(
-            None, (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))
-        ),
-        "",
-    )
+    names = (getattr(card, key, None) for key in ("model_id", "shipped_name", "base_model"))
+    hub_id = next(filter(None, names), "")
     # reopened by its name, wherever its base is cached
     if hub_id and hub_id == getattr(card, "shipped_name", None):
         return hub_id, ""

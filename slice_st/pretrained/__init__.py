@@ -11,6 +11,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,8 +26,7 @@ DEFAULT_SHIPPED_MODEL = "slice-minilm"
 
 
 def file_sha256(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def default_model_path() -> str:
@@ -63,8 +63,7 @@ class ShippedModel:
 
     @property
     def provenance(self) -> dict[str, Any]:
-        with open(os.path.join(self.adapter_dir, "provenance.json"), encoding="utf-8") as handle:
-            return json.load(handle)
+        return json.loads(Path(self.adapter_dir, "provenance.json").read_text(encoding="utf-8"))
 
     def check_files(self) -> None:
         """A ``ValueError`` unless the adapter files are those shipped (their SHA-256 in ``provenance.json``)."""
@@ -122,8 +121,7 @@ def merge_lora_adapter(transformer, adapter_dir: str) -> int:
     import torch
     from safetensors.torch import load_file
 
-    with open(os.path.join(adapter_dir, "adapter_config.json"), encoding="utf-8") as handle:
-        config = json.load(handle)
+    config = json.loads(Path(adapter_dir, "adapter_config.json").read_text(encoding="utf-8"))
     scale = config["lora_alpha"] / (
         math.sqrt(config["r"]) if config.get("use_rslora") else config["r"]
     )
