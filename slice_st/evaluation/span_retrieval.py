@@ -68,9 +68,8 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     predicted_array = np.asarray(predicted, dtype=np.float64)
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")
-    return float(stats.pearsonr(gold_array, predicted_array)[0]), float(
-        stats.spearmanr(gold_array, predicted_array)[0]
-    )
+    pearson = stats.pearsonr(gold_array, predicted_array)[0]
+    return float(pearson), float(stats.spearmanr(gold_array, predicted_array)[0])
 
 
 def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -255,13 +254,10 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
         located = () if self.paraphrases is None else _LOCALISATION
-        metrics = {
-            setup: ("pearson", "spearman", *(located if setup == "single" else ()))
-            for setup in self.setups
-        }
-        self.csv_headers = ["epoch", "steps"] + [
-            f"{setup}_{m}" for setup in self.setups for m in metrics[setup]
-        ]
+        self.csv_headers = ["epoch", "steps"]
+        for setup in self.setups:
+            metrics = ("pearson", "spearman", *(located if setup == "single" else ()))
+            self.csv_headers += [f"{setup}_{metric}" for metric in metrics]
         # prefix_name_to_metrics adds the name once, at the first call
         self.primary_metric = (
             "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
@@ -277,13 +273,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
 
     def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
         """Predicted scores (and best spans) of ``model`` in every setup."""
-        single = {
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "scorer": self.scorer,
-        }
+        single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
         single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
+        single["scorer"] = self.scorer
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
