@@ -10,6 +10,8 @@ import numpy as np
 
 #: Gold similarity from which a pair counts as "strong" (its paraphrase is a real match): 3 on the 0-5 scale.
 STRONG_GOLD = 3.0
+#: The keys of :func:`span_localisation`'s result that evaluations report.
+LOCALISATION_METRICS = ("exact", "word_f1", "strong_exact", "strong_word_f1")
 
 _NOT_WORD = re.compile(r"[^\w]+")
 

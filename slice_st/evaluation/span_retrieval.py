@@ -15,7 +15,7 @@ import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st._extras import needs_extra
-from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
+from slice_st.evaluation.localisation import LOCALISATION_METRICS, span_localisation
 from slice_st.files import append_csv_row
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.search import best_spans_paired
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SETUPS = ("full", "single")
-_LOCALISATION = ("exact", "word_f1", "strong_exact", "strong_word_f1")
 
 
 @dataclass
@@ -253,7 +252,7 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         suffix = f"_{name}" if name else ""
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
-        located = () if self.paraphrases is None else _LOCALISATION
+        located = () if self.paraphrases is None else LOCALISATION_METRICS
         self.csv_headers = ["epoch", "steps"]
         for setup in self.setups:
             metrics = ("pearson", "spearman", *(located if setup == "single" else ()))
@@ -308,9 +307,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             )
             if self.paraphrases is not None and result.spans is not None:
                 found = span_localisation(
-                    self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD
+                    self.passages, result.spans, self.paraphrases, self.scores
                 )
-                metrics |= {f"{setup}_{name}": found[name] for name in _LOCALISATION}
+                metrics |= {f"{setup}_{name}": found[name] for name in LOCALISATION_METRICS}
                 located = f"exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} rows"
                 logger.info(f"{setup:>6}: {located}")
         if output_path is not None and self.write_csv:

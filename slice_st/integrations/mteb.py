@@ -16,7 +16,7 @@ from slice_st._extras import needs_extra
 from slice_st.card import SLICE_CITATION
 from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
-from slice_st.evaluation.localisation import span_localisation
+from slice_st.evaluation.localisation import LOCALISATION_METRICS, span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
 from slice_st.files import check_output
 from slice_st.scoring import DEFAULT_SCORER
@@ -196,12 +196,8 @@ class STSBContext(AbsTaskSTS):
             data = data.select(
                 sorted(random.Random(self.seed).sample(range(len(data)), self.limit))
             )
-        columns = {
-            "sentence1": "line",
-            "sentence2": "passage",
-            "score": "goldsim",
-            "paraphrase": "paraphrase",
-        }
+        columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim"}
+        columns["paraphrase"] = "paraphrase"
         split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
         self.dataset = datasets.DatasetDict({SPLIT: split})
         self.data_loaded = True
@@ -230,12 +226,8 @@ class STSBContext(AbsTaskSTS):
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
         scores: dict[str, Any] = {"min_span": self.min_span, "max_span": self.max_span}
         scores["pairs"] = len(gold)
-        for name, result in (
-            ("", single),
-            ("cosine_", single),
-            ("max_cosine_", paper),
-            ("full_context_cosine_", full),
-        ):
+        setups = {"": single, "cosine_": single, "max_cosine_": paper, "full_context_cosine_": full}
+        for name, result in setups.items():
             scores[f"{name}pearson"], scores[f"{name}spearman"] = correlations(gold, result.scores)
         if "paraphrase" in getattr(data_split, "column_names", ()):
             raw_gold = [float(x) for x in data_split["score"]]
@@ -243,10 +235,7 @@ class STSBContext(AbsTaskSTS):
                 found = span_localisation(
                     passages, result.spans, list(data_split["paraphrase"]), raw_gold
                 )
-                scores |= {
-                    f"{name}{key}": found[key]
-                    for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")
-                }
+                scores |= {f"{name}{key}": found[key] for key in LOCALISATION_METRICS}
         if prediction_folder:
             predictions = {
                 "best_span_scores": single.scores.tolist(),

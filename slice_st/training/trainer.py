@@ -240,13 +240,9 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    passages = load_passages(
-        settings.distill_data,
-        exclude_paths=evaluation_files(settings),
-        seed=seed,
-        min_words=settings.passage_min_words,
-        max_words=settings.passage_max_words,
-    )
+    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
+    excluded = evaluation_files(settings)
+    passages = load_passages(settings.distill_data, exclude_paths=excluded, seed=seed, **words)
     passages = first_rows(passages, settings.distill_limit)
     if len(passages) == 0:  # the trainer's sampler would fail on it with a bare ValueError
         raise DataFormatError(
@@ -609,9 +605,8 @@ def check_checkpoint_state(checkpoint: str) -> None:
         TypeError,
         KeyError,
     )
-    paths = [
-        os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")
-    ]
+    names = ("optimizer.pt", "scheduler.pt", "scaler.pt")
+    paths = [os.path.join(checkpoint, name) for name in names]
     # one per process
     paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))
     for path in filter(os.path.exists, paths):
