@@ -219,9 +219,8 @@ def load_training_data(settings: SliceArguments, seed: int):
             raise FileNotFoundError(
                 f"training data {source!r}: not msmarco:PATH or a saved dataset folder."
             )
-    dataset = datasets.concatenate_datasets(
-        [part.select_columns(["anchor", "positive", "negative"]) for part in parts]
-    )
+    columns = ["anchor", "positive", "negative"]
+    dataset = datasets.concatenate_datasets([part.select_columns(columns) for part in parts])
     return first_rows(dataset.shuffle(seed=seed), settings.train_limit)
 
 
