@@ -239,7 +239,8 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    words = {"min_words": settings.passage_min_words, "max_words": settings.passage_max_words}
+    words: dict[str, Any] = {"min_words": settings.passage_min_words}
+    words["max_words"] = settings.passage_max_words
     excluded = evaluation_files(settings)
     passages = load_passages(settings.distill_data, exclude_paths=excluded, seed=seed, **words)
     passages = first_rows(passages, settings.distill_limit)
