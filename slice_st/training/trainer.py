@@ -595,16 +595,9 @@ def check_checkpoint_state(checkpoint: str) -> None:
     import torch
     from transformers.trainer_pt_utils import safe_globals
 
-    unreadable = (
-        UnpicklingError,
-        EOFError,
-        RuntimeError,
-        ValueError,
-        OSError,
-        AttributeError,
-        TypeError,
-        KeyError,
-    )
+    # what torch.load raises on a damaged or foreign file
+    unreadable: tuple[type[Exception], ...] = (UnpicklingError, EOFError, RuntimeError, OSError)
+    unreadable += (ValueError, AttributeError, TypeError, KeyError)
     names = ("optimizer.pt", "scheduler.pt", "scaler.pt")
     paths = [os.path.join(checkpoint, name) for name in names]
     # one per process
