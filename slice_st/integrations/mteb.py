@@ -219,10 +219,10 @@ class STSBContext(AbsTaskSTS):
         gold = [self._normalize(x) for x in data_split["score"]]
         spans = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
         spans["show_progress_bar"] = bool(encode_kwargs.get("show_progress_bar", False))
-        options = {"batch_size": batch_size, **spans}
-        single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **options)
+        spans["batch_size"] = batch_size
+        single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **spans)
         # the paper's protocol
-        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **options)
+        paper = score_single(st_model, phrases, passages, scorer="max-cosine", **spans)
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
         scores: dict[str, Any] = {"min_span": self.min_span, "max_span": self.max_span}
         scores["pairs"] = len(gold)
@@ -231,10 +231,9 @@ class STSBContext(AbsTaskSTS):
             scores[f"{name}pearson"], scores[f"{name}spearman"] = correlations(gold, result.scores)
         if "paraphrase" in getattr(data_split, "column_names", ()):
             raw_gold = [float(x) for x in data_split["score"]]
+            paraphrases = list(data_split["paraphrase"])
             for name, result in (("", single), ("max_cosine_", paper)):
-                found = span_localisation(
-                    passages, result.spans, list(data_split["paraphrase"]), raw_gold
-                )
+                found = span_localisation(passages, result.spans, paraphrases, raw_gold)
                 scores |= {f"{name}{key}": found[key] for key in LOCALISATION_METRICS}
         if prediction_folder:
             predictions = {
