@@ -34,15 +34,11 @@ def read_jsonl(path: str, id_field: str = "id", text_field: str = "text") -> lis
     >>> [(d.id, d.text, d.line) for d in read_jsonl(str(path))]
     [('a', 'first', 1), ('7', 'second', 2)]
     """
-    return [
-        Document(
-            *_id_and_text(record, id_field, text_field, f"{path}, line {number}", True),
-            path,
-            number,
-            offset,
-        )
-        for number, offset, record in jsonl_records(path)
-    ]
+    documents = []
+    for number, offset, record in jsonl_records(path):
+        fields = _id_and_text(record, id_field, text_field, f"{path}, line {number}", True)
+        documents.append(Document(*fields, path, number, offset))
+    return documents
 
 
 def _id_and_text(
@@ -123,15 +119,8 @@ def read_corpus(
         # a text file: id path:line, blank lines skipped
         name = os.path.normpath(path) if path != "-" else path
         for record in read_texts([path], split, fmt="text", report=report):
-            documents.append(
-                Document(
-                    f"{name}:{record.line}",
-                    record.text,
-                    record.source,
-                    record.line,
-                    record.file_offset,
-                )
-            )
+            origin = (record.source, record.line, record.file_offset)
+            documents.append(Document(f"{name}:{record.line}", record.text, *origin))
     check_unique_ids(documents)
     return documents
 

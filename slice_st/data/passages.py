@@ -51,10 +51,8 @@ def read_texts(
             with needs_extra("train", "reading a saved dataset"):
                 import datasets
             dataset = datasets.load_from_disk(path)
-            if getattr(dataset.features.get(field), "dtype", None) not in (
-                "string",
-                "large_string",
-            ):
+            kind = getattr(dataset.features.get(field), "dtype", None)
+            if kind not in ("string", "large_string"):
                 raise DataFormatError(
                     f"{path}: no string column {field!r}; columns: {dataset.column_names}."
                 )
@@ -65,16 +63,11 @@ def read_texts(
             texts = _read_json_list_texts(path, field)
         elif path.endswith(".tsv"):
             with open(path, encoding="utf-8", newline="") as handle:
-                texts = [
-                    row[-1]
-                    for row in csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-                    if row
-                ]
+                rows = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+                texts = [row[-1] for row in rows if row]
         elif is_jsonl(path):
-            texts = [
-                record.text
-                for record in text_files.read_texts([path], fmt="jsonl", text_field=field)
-            ]
+            records = text_files.read_texts([path], fmt="jsonl", text_field=field)
+            texts = [record.text for record in records]
         else:
             texts = _read_text_file(path, split, report)
     else:
@@ -265,12 +258,9 @@ def load_passages(
         paths = expand_paths(files, follow_links=follow_links)
         check_distinct_files(paths)
         texts = [text for path in paths for text in read_texts(path, split=split, report=report)]
+        excluded = evaluation_sentences(exclude_paths)
         words = {"min_words": min_words, "max_words": max_words}
-        parts.append(
-            cut_passages(
-                texts, **words, exclude_sentences=evaluation_sentences(exclude_paths), seed=seed
-            )
-        )
+        parts.append(cut_passages(texts, **words, exclude_sentences=excluded, seed=seed))
     if not parts:
         raise DataFormatError(
             "no distillation text: give --distill-data a saved dataset folder or text/JSONL files."

@@ -112,9 +112,8 @@ def read_stsb_context(
         raise DataFormatError(
             f"missing_paraphrase must be 'warn', 'error' or 'drop', got {missing_paraphrase!r}."
         )
-    text, name = _read_text(
-        path_or_url, ("utf-8-sig", "cp1252") if encoding == "auto" else (encoding,)
-    )
+    encodings = ("utf-8-sig", "cp1252") if encoding == "auto" else (encoding,)
+    text, name = _read_text(path_or_url, encodings)
     rows = _tsv_rows(text, name)
     header = next(rows, None)
     if header is None:

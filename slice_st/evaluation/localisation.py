@@ -10,6 +10,8 @@ import numpy as np
 
 #: Gold similarity from which a pair counts as "strong" (its paraphrase is a real match): 3 on the 0-5 scale.
 STRONG_GOLD = 3.0
+#: The keys of :func:`span_localisation`'s result that evaluations report.
+LOCALISATION_METRICS = ("exact", "word_f1", "strong_exact", "strong_word_f1")
 
 _NOT_WORD = re.compile(r"[^\w]+")
 
@@ -82,11 +84,8 @@ def span_localisation(
         place = locate_paraphrase(passage, paraphrase)
         if place is None:
             continue
-        inside = [
-            i
-            for i, (a, b, _) in enumerate(span_words(passage))
-            if span and a < span[1] and span[0] < b
-        ]
+        words = span_words(passage)
+        inside = [i for i, (a, b, _) in enumerate(words) if span and a < span[1] and span[0] < b]
         first, end = (inside[0], inside[-1] + 1) if inside else (0, 0)
         common = max(0, min(end, place[1]) - max(first, place[0]))
         f1 = 2 * common / ((end - first) + (place[1] - place[0])) if common else 0.0
@@ -98,7 +97,6 @@ def span_localisation(
         values = np.asarray([row[1:] for row in group], dtype=np.float64).reshape(-1, 3)
         result[f"{prefix}located"] = len(group)
         for column, name in enumerate(("exact", "word_f1", "shorter")):
-            result[f"{prefix}{name}"] = (
-                float(100 * values[:, column].mean()) if len(group) else float("nan")
-            )
+            mean = float(100 * values[:, column].mean()) if len(group) else float("nan")
+            result[f"{prefix}{name}"] = mean
     return result

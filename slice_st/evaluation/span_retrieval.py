@@ -15,7 +15,7 @@ import numpy as np
 from sentence_transformers.base.evaluation import BaseEvaluator
 
 from slice_st._extras import needs_extra
-from slice_st.evaluation.localisation import STRONG_GOLD, span_localisation
+from slice_st.evaluation.localisation import LOCALISATION_METRICS, span_localisation
 from slice_st.files import append_csv_row
 from slice_st.scoring import SpanScorer, resolve_scorer
 from slice_st.search import best_spans_paired
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SETUPS = ("full", "single")
-_LOCALISATION = ("exact", "word_f1", "strong_exact", "strong_word_f1")
 
 
 @dataclass
@@ -68,9 +67,8 @@ def correlations(gold: Sequence[float], predicted: Sequence[float]) -> tuple[flo
     predicted_array = np.asarray(predicted, dtype=np.float64)
     if len(gold_array) < 3 or np.ptp(predicted_array) == 0 or np.ptp(gold_array) == 0:
         return float("nan"), float("nan")
-    return float(stats.pearsonr(gold_array, predicted_array)[0]), float(
-        stats.spearmanr(gold_array, predicted_array)[0]
-    )
+    pearson = stats.pearsonr(gold_array, predicted_array)[0]
+    return float(pearson), float(stats.spearmanr(gold_array, predicted_array)[0])
 
 
 def check_inputs(phrases: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -254,14 +252,11 @@ class SpanRetrievalEvaluator(BaseEvaluator):
         suffix = f"_{name}" if name else ""
         self.csv_file = f"span_retrieval_evaluation{suffix}_results.csv"
         self.predictions_file = f"span_retrieval_predictions{suffix}.csv"
-        located = () if self.paraphrases is None else _LOCALISATION
-        metrics = {
-            setup: ("pearson", "spearman", *(located if setup == "single" else ()))
-            for setup in self.setups
-        }
-        self.csv_headers = ["epoch", "steps"] + [
-            f"{setup}_{m}" for setup in self.setups for m in metrics[setup]
-        ]
+        located = () if self.paraphrases is None else LOCALISATION_METRICS
+        self.csv_headers = ["epoch", "steps"]
+        for setup in self.setups:
+            metrics = ("pearson", "spearman", *(located if setup == "single" else ()))
+            self.csv_headers += [f"{setup}_{metric}" for metric in metrics]
         # prefix_name_to_metrics adds the name once, at the first call
         self.primary_metric = (
             "single_spearman" if "single" in self.setups else f"{self.setups[-1]}_spearman"
@@ -277,13 +272,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
 
     def predict(self, model: SentenceTransformer) -> dict[str, SetupResult]:
         """Predicted scores (and best spans) of ``model`` in every setup."""
-        single = {
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "scorer": self.scorer,
-        }
+        single = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
         single |= {"batch_size": self.batch_size, "show_progress_bar": self.show_progress_bar}
+        single["scorer"] = self.scorer
         results = {}
         for setup in self.setups:
             start = time.perf_counter()
@@ -316,9 +307,9 @@ class SpanRetrievalEvaluator(BaseEvaluator):
             )
             if self.paraphrases is not None and result.spans is not None:
                 found = span_localisation(
-                    self.passages, result.spans, self.paraphrases, self.scores, STRONG_GOLD
+                    self.passages, result.spans, self.paraphrases, self.scores
                 )
-                metrics |= {f"{setup}_{name}": found[name] for name in _LOCALISATION}
+                metrics |= {f"{setup}_{name}": found[name] for name in LOCALISATION_METRICS}
                 located = f"exact {found['exact']:.1f}  word-F1 {found['word_f1']:.1f} on {found['located']} rows"
                 logger.info(f"{setup:>6}: {located}")
         if output_path is not None and self.write_csv:

@@ -16,7 +16,7 @@ from slice_st._extras import needs_extra
 from slice_st.card import SLICE_CITATION
 from slice_st.data.stsb import read_stsb_context
 from slice_st.errors import FileAccessError, SpanInputError
-from slice_st.evaluation.localisation import span_localisation
+from slice_st.evaluation.localisation import LOCALISATION_METRICS, span_localisation
 from slice_st.evaluation.span_retrieval import correlations, score_full, score_single
 from slice_st.files import check_output
 from slice_st.scoring import DEFAULT_SCORER
@@ -166,11 +166,9 @@ class STSBContext(AbsTaskSTS):
             revision += f"-limit{limit}-seed{seed}" if limit is not None else ""
             # The file's identity in results (mteb's dataset_revision): a different file or sample, another revision.
             update["dataset"] = {"path": os.path.basename(self.path), "revision": revision}
-            stats_path = (
-                _SHIPPED_STATS
-                if revision == STATS_REVISION
-                else Path(f"{self.path}.stats-{revision}.json")
-            )
+            stats_path = Path(f"{self.path}.stats-{revision}.json")
+            if revision == STATS_REVISION:
+                stats_path = _SHIPPED_STATS
         elif self.path:
             update["dataset"] = {"path": self.path, "revision": "unknown"}
         metadata = self.metadata.model_copy(update=update)
@@ -198,12 +196,8 @@ class STSBContext(AbsTaskSTS):
             data = data.select(
                 sorted(random.Random(self.seed).sample(range(len(data)), self.limit))
             )
-        columns = {
-            "sentence1": "line",
-            "sentence2": "passage",
-            "score": "goldsim",
-            "paraphrase": "paraphrase",
-        }
+        columns = {"sentence1": "line", "sentence2": "passage", "score": "goldsim"}
+        columns["paraphrase"] = "paraphrase"
         split = datasets.Dataset.from_dict({name: data[column] for name, column in columns.items()})
         self.dataset = datasets.DatasetDict({SPLIT: split})
         self.data_loaded = True
@@ -223,39 +217,24 @@ class STSBContext(AbsTaskSTS):
         batch_size = int(encode_kwargs.get("batch_size", 32))
         phrases, passages = list(data_split["sentence1"]), list(data_split["sentence2"])
         gold = [self._normalize(x) for x in data_split["score"]]
-        spans = {
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "unit": self.unit,
-            "batch_size": batch_size,
-        }
+        spans = {"min_span": self.min_span, "max_span": self.max_span, "unit": self.unit}
         spans["show_progress_bar"] = bool(encode_kwargs.get("show_progress_bar", False))
+        spans["batch_size"] = batch_size
         single = score_single(st_model, phrases, passages, scorer=DEFAULT_SCORER, **spans)
         # the paper's protocol
         paper = score_single(st_model, phrases, passages, scorer="max-cosine", **spans)
         full = score_full(st_model, phrases, passages, batch_size=batch_size)
-        scores: dict[str, Any] = {
-            "min_span": self.min_span,
-            "max_span": self.max_span,
-            "pairs": len(gold),
-        }
-        for name, result in (
-            ("", single),
-            ("cosine_", single),
-            ("max_cosine_", paper),
-            ("full_context_cosine_", full),
-        ):
+        scores: dict[str, Any] = {"min_span": self.min_span, "max_span": self.max_span}
+        scores["pairs"] = len(gold)
+        setups = {"": single, "cosine_": single, "max_cosine_": paper, "full_context_cosine_": full}
+        for name, result in setups.items():
             scores[f"{name}pearson"], scores[f"{name}spearman"] = correlations(gold, result.scores)
         if "paraphrase" in getattr(data_split, "column_names", ()):
             raw_gold = [float(x) for x in data_split["score"]]
+            paraphrases = list(data_split["paraphrase"])
             for name, result in (("", single), ("max_cosine_", paper)):
-                found = span_localisation(
-                    passages, result.spans, list(data_split["paraphrase"]), raw_gold
-                )
-                scores |= {
-                    f"{name}{key}": found[key]
-                    for key in ("exact", "word_f1", "strong_exact", "strong_word_f1")
-                }
+                found = span_localisation(passages, result.spans, paraphrases, raw_gold)
+                scores |= {f"{name}{key}": found[key] for key in LOCALISATION_METRICS}
         if prediction_folder:
             predictions = {
                 "best_span_scores": single.scores.tolist(),
@@ -288,11 +267,7 @@ def _sentence_transformer(model: Any) -> SentenceTransformer:
     first = candidate[0] if len(candidate) else None
     if getattr(getattr(first, "tokenizer", None), "is_fast", False):
         return candidate
-    what = (
-        f"its first module is a {type(first).__name__}"
-        if first is not None
-        else "it has no modules"
-    )
+    what = "it has no modules" if first is None else f"its first module is a {type(first).__name__}"
     raise TypeError(f"{needs} whose first module is a transformer with a fast tokenizer; {what}.")
 
 
@@ -309,23 +284,16 @@ def mteb_model(
     wrapper = SentenceTransformerEncoderWrapper(model)
     identity, path = model_identity(model)
     card = model.model_card_data
-    if name is None:  # mteb wants ORG/NAME
-        name = (
-            f"local/{identity.replace('/', '-')}"
-            if path
-            else identity
-            if "/" in identity
-            else f"slice-st/{identity}"
-        )
+    if name is None and path:  # mteb wants ORG/NAME
+        name = f"local/{identity.replace('/', '-')}"
+    elif name is None:
+        name = identity if "/" in identity else f"slice-st/{identity}"
     if revision is None:
         revision = None if path else getattr(card, "base_model_revision", None)
         revision = revision or model_fingerprint(model)
     base = getattr(card, "base_model", None)
-    update = {
-        "name": name,
-        "revision": revision,
-        "license": getattr(card, "license", None) or "not specified",
-    }
+    update = {"name": name, "revision": revision}
+    update["license"] = getattr(card, "license", None) or "not specified"
     update["adapted_from"] = base if base != identity else None
     update["n_parameters"] = sum(p.numel() for p in model.parameters())
     wrapper.mteb_model_meta = wrapper.mteb_model_meta.model_copy(update=update)
@@ -375,22 +343,16 @@ def run_mteb(
         check_output(output_folder, "--output-folder")
     model = load_model(None if model_spec in (None, "default") else model_spec, device=device)
     cache = mteb.ResultCache(output_folder) if output_folder else None
-    progress = {"show_progress_bar": show_progress_bar}
-    options = {
-        "cache": cache,
-        "overwrite_strategy": overwrite_strategy,
-        "co2_tracker": False,
-        **progress,
-    }
+    options = {"cache": cache, "overwrite_strategy": overwrite_strategy, "co2_tracker": False}
+    options["show_progress_bar"] = show_progress_bar
+    encode = {"batch_size": batch_size, "show_progress_bar": show_progress_bar}
     try:
         with _without_renamed_method_warnings():
             wrapped = mteb_model(model, model_name, revision)
             for task in built if cache is not None and overwrite_strategy != "always" else ():
                 if isinstance(task, STSBContext):
                     _check_cached_revision(cache, task, wrapped.mteb_model_meta)
-            return mteb.evaluate(
-                wrapped, built, encode_kwargs={"batch_size": batch_size, **progress}, **options
-            )
+            return mteb.evaluate(wrapped, built, encode_kwargs=encode, **options)
     # a task whose data is on the Hub, offline (HF_HUB_OFFLINE=1) or without a network
     except ConnectionError as error:
         why = " ".join(str(error).split())[:200]

@@ -227,12 +227,8 @@ class SpanDistillationLoss(SliceLoss):
     def _teacher_encode(self, token_ids) -> Tensor:
         """Teacher vectors of token id rows decoded to text with the student's tokenizer."""
         texts = self.model.tokenizer.batch_decode(token_ids, skip_special_tokens=True)
-        options = {
-            "batch_size": self.teacher_batch_size,
-            "convert_to_tensor": True,
-            "show_progress_bar": False,
-        }
-        return self.teacher.encode(texts, **options).float()
+        options = {"batch_size": self.teacher_batch_size, "show_progress_bar": False}
+        return self.teacher.encode(texts, convert_to_tensor=True, **options).float()
 
     def cache_teacher_vectors(
         self,
@@ -277,15 +273,10 @@ class SpanDistillationLoss(SliceLoss):
             text = torch.cat([torch.zeros_like(text_vectors[:, :2]), text_vectors], dim=-1)[:, None]
             blocks.append(torch.cat([text, spans], dim=1).cpu())
         label_array = torch.cat(blocks).numpy()
-        features = datasets.Features(
-            {
-                column: datasets.Value("string"),
-                "label": datasets.Array2D(shape=label_array.shape[1:], dtype="float32"),
-            }
-        )
-        return datasets.Dataset.from_dict(
-            {column: list(texts), "label": label_array}, features=features
-        )
+        label = datasets.Array2D(shape=label_array.shape[1:], dtype="float32")
+        features = datasets.Features({column: datasets.Value("string"), "label": label})
+        rows = {column: list(texts), "label": label_array}
+        return datasets.Dataset.from_dict(rows, features=features)
 
     def get_config_dict(self) -> dict[str, Any]:
         return {"teacher": self.teacher_name, **super().get_config_dict()}

@@ -126,11 +126,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
     ) -> None:
         super().__init__()
         self.model, self.scale, self.skipped_rows = model, scale, 0
-        span_config = get_span_config(model).replace(
-            min_span=min_span, max_span=max_span, unit=unit
-        )
-        self.min_span, self.max_span = span_config.min_span, span_config.max_span
-        self.unit = span_config.unit
+        config = get_span_config(model).replace(min_span=min_span, max_span=max_span, unit=unit)
+        self.min_span, self.max_span, self.unit = config.min_span, config.max_span, config.unit
         require_span_features(model, type(self).__name__)
         self.in_batch_negatives = in_batch_negatives
         self.gather_across_devices = gather_across_devices
@@ -189,11 +186,8 @@ class SpanMaxCrossEntropyLoss(SliceLoss):
         from sentence_transformers.util import all_gather_with_grad
 
         rank, all_queries = 0, queries
-        if (
-            self.gather_across_devices
-            and torch.distributed.is_available()
-            and torch.distributed.is_initialized()
-        ):
+        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        if self.gather_across_devices and distributed:
             all_queries, rank = all_gather_with_grad(queries), torch.distributed.get_rank()
         spans = (self.unit, self.min_span, self.max_span)
         scores = torch.cat(

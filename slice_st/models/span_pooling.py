@@ -95,15 +95,13 @@ class SpanPooling(Module):
             token_embeddings, units.boundaries, units.num_units, self.min_span, self.max_span
         )
         last = (spans.ends - 1).clamp(min=0)
+        grid = torch.stack([spans.starts, spans.ends], dim=1)
+        characters = [units.char_starts[:, spans.starts], units.char_ends[:, last]]
         features.update(
             span_embeddings=spans.embeddings.to(token_embeddings.dtype),
-            span_units=torch.stack([spans.starts, spans.ends], dim=1).expand(
-                len(token_embeddings), -1, -1
-            ),
+            span_units=grid.expand(len(token_embeddings), -1, -1),
             span_mask=spans.mask,
-            span_offsets=torch.stack(
-                [units.char_starts[:, spans.starts], units.char_ends[:, last]], dim=-1
-            ),
+            span_offsets=torch.stack(characters, dim=-1),
             unit_boundaries=units.boundaries,
             num_units=units.num_units,
         )
@@ -144,15 +142,10 @@ class SpanPooling(Module):
         old = getattr(pooling, "span_pooling", None)
         if isinstance(old, cls):
             old._hook.remove()
-        span_pooling = cls(
-            pooling.get_embedding_dimension(),
-            settings.min_span,
-            settings.max_span,
-            settings.unit,
-            output_spans,
-        )
+        spans = (settings.min_span, settings.max_span, settings.unit)
+        span_pooling = cls(pooling.get_embedding_dimension(), *spans, output_spans)
         # a child: found by get_span_config, moved by .to(), never saved
         pooling.span_pooling = span_pooling
         span_pooling._hook = pooling.register_forward_hook(span_pooling._after_pooling)
-        set_span_config(model, settings.min_span, settings.max_span, settings.unit)
+        set_span_config(model, *spans)
         return model

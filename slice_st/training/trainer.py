@@ -219,9 +219,8 @@ def load_training_data(settings: SliceArguments, seed: int):
             raise FileNotFoundError(
                 f"training data {source!r}: not msmarco:PATH or a saved dataset folder."
             )
-    dataset = datasets.concatenate_datasets(
-        [part.select_columns(["anchor", "positive", "negative"]) for part in parts]
-    )
+    columns = ["anchor", "positive", "negative"]
+    dataset = datasets.concatenate_datasets([part.select_columns(columns) for part in parts])
     return first_rows(dataset.shuffle(seed=seed), settings.train_limit)
 
 
@@ -240,13 +239,10 @@ def load_distillation_data(settings: SliceArguments, seed: int, loss):
     """Passages for ``loss`` (dev sentences removed), with its teacher's vectors if ``cache_teacher``."""
     from slice_st.data.passages import load_passages
 
-    passages = load_passages(
-        settings.distill_data,
-        exclude_paths=evaluation_files(settings),
-        seed=seed,
-        min_words=settings.passage_min_words,
-        max_words=settings.passage_max_words,
-    )
+    words: dict[str, Any] = {"min_words": settings.passage_min_words}
+    words["max_words"] = settings.passage_max_words
+    excluded = evaluation_files(settings)
+    passages = load_passages(settings.distill_data, exclude_paths=excluded, seed=seed, **words)
     passages = first_rows(passages, settings.distill_limit)
     if len(passages) == 0:  # the trainer's sampler would fail on it with a bare ValueError
         raise DataFormatError(
@@ -391,12 +387,10 @@ def _add_lora(model: SentenceTransformer, rank: int, alpha: float | None, layers
         import torch
 
         top = tuple(f"layer.{index}." for index in range(count - layers, count))
-        linear = torch.nn.Linear
-        modules = transformer.named_modules()
         targets = [
             name
-            for name, module in modules
-            if isinstance(module, linear) and any(t in name for t in top)
+            for name, module in transformer.named_modules()
+            if isinstance(module, torch.nn.Linear) and any(t in name for t in top)
         ]
     alpha = alpha if alpha is not None else 2 * rank
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=targets)
@@ -426,12 +420,9 @@ def save_adapter(model: SentenceTransformer, path: str) -> str:
     if os.path.isabs(base):  # no local paths in what may be published
         from slice_st.card import hub_model_name
 
-        adapter_config["base_model_name_or_path"] = hub_model_name(base) or os.path.basename(
-            base.rstrip("/")
-        )
-        config_path.write_text(
-            json.dumps(adapter_config, indent=2, sort_keys=True), encoding="utf-8"
-        )
+        name = hub_model_name(base) or os.path.basename(base.rstrip("/"))
+        adapter_config["base_model_name_or_path"] = name
+        config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True), "utf-8")
     return path
 
 
@@ -469,14 +460,12 @@ def _dev_evaluator(settings: SliceArguments):
         # every other row: files such as STS-B-Context are ordered by genre
         if settings.dev_select != "all":
             dev = dev.select(range(0 if settings.dev_select == "even" else 1, len(dev), 2))
-        spans = {
-            "min_span": settings.min_span,
-            "max_span": settings.eval_max_span,
-            "unit": settings.unit,
-        }
+        spans = {"min_span": settings.min_span, "max_span": settings.eval_max_span}
         dev = first_rows(dev, settings.dev_limit)
         evaluators.append(
-            SpanRetrievalEvaluator.from_dataset(dev, setups=("single",), name="dev", **spans)
+            SpanRetrievalEvaluator.from_dataset(
+                dev, setups=("single",), name="dev", unit=settings.unit, **spans
+            )
         )
     if settings.sts_dev is not None:  # sentence-level similarity, to see that it is kept
         evaluators.append(sts_evaluator(settings.sts_dev))
@@ -574,10 +563,8 @@ def _save_final(trainer, model: SentenceTransformer, run_config: dict) -> None:
             # push the merged, flag-free model, not the trainer's adapter-only save
             if has_adapters(model):
                 trainer.model = merged_adapters(model)
-                # the trainer's saves
                 for name in ("adapter_config.json", "adapter_model.safetensors") if main else ():
                     Path(output_dir, name).unlink(missing_ok=True)
-            # model files and the card, from output_dir
             trainer.push_to_hub(commit_message="Final SLICE model")
     finally:
         if main:
@@ -606,28 +593,18 @@ def check_checkpoint_state(checkpoint: str) -> None:
     from pickle import UnpicklingError
 
     import torch
-    from transformers.trainer_pt_utils import (
-        safe_globals,
-    )  # the numpy types of rng_state.pth, as the trainer allows
+    from transformers.trainer_pt_utils import safe_globals
 
-    unreadable = (
-        UnpicklingError,
-        EOFError,
-        RuntimeError,
-        ValueError,
-        OSError,
-        AttributeError,
-        TypeError,
-        KeyError,
-    )
-    paths = [
-        os.path.join(checkpoint, name) for name in ("optimizer.pt", "scheduler.pt", "scaler.pt")
-    ]
+    # what torch.load raises on a damaged or foreign file
+    unreadable: tuple[type[Exception], ...] = (UnpicklingError, EOFError, RuntimeError, OSError)
+    unreadable += (ValueError, AttributeError, TypeError, KeyError)
+    names = ("optimizer.pt", "scheduler.pt", "scaler.pt")
+    paths = [os.path.join(checkpoint, name) for name in names]
     # one per process
     paths += sorted(glob.glob(os.path.join(glob.escape(checkpoint), "rng_state*.pth")))
     for path in filter(os.path.exists, paths):
         try:
-            with safe_globals():
+            with safe_globals():  # the numpy types of rng_state.pth, as the trainer allows
                 torch.load(path, map_location="cpu", weights_only=True)
         except unreadable as error:
             why = " ".join(str(error).split())[:200] or type(error).__name__
