@@ -33,16 +33,7 @@ if TYPE_CHECKING:
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
-_BUILD = (
-    "--model",
-    "--min-span",
-    "--max-span",
-    "--unit",
-    "--force",
-    "--ray",
-    "--workers",
-    *BACKEND,
-)
+_BUILD = (*"--model --min-span --max-span --unit --force --ray --workers".split(), *BACKEND)
 _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
 _NO_EXACT_TIER = (
     "keep no unit vectors (about 1/20 of the disk): searches re-encode their candidates"

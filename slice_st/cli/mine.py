@@ -134,11 +134,9 @@ def read_queries(args) -> list[str]:
 
 def _counts(args) -> tuple[int | None, int | None, int | None]:
     """``(texts, per_text, spans)`` of the result-count options; ``None``: no limit."""
-    texts = (
-        args.texts
-        if args.texts is not None
-        else (None if args.spans is not None else DEFAULT_TEXTS)
-    )
+    texts = args.texts
+    if texts is None and args.spans is None:
+        texts = DEFAULT_TEXTS
     return (texts or None), (args.per_text or None), args.spans
 
 
@@ -153,10 +151,8 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     # a MultiVectorEncoder's windows are scored through its own masks, which the cache does not keep: searched afresh
     cache = None if args.no_cache or is_multi_vector(model) else EncodingCache(args.cache_dir)
     texts, per_text, spans = _counts(args)
-    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {
-        "top_k": per_text,
-        "min_confidence": args.min_confidence,
-    }
+    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap")
+    options.update(top_k=per_text, min_confidence=args.min_confidence)
     options.update(
         show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise"
     )
@@ -268,20 +264,14 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     )
     try:
         unit = index.span_config.unit
-        fixed = (
-            f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
-        )
-        refuse(
-            (
-                args.unit not in (None, unit),
-                f"--unit {args.unit}: this index holds {unit} spans ({fixed}).",
+        if args.unit not in (None, unit):
+            raise UsageError(
+                f"--unit {args.unit}: this index holds {unit} spans (the unit is fixed when the index "
+                f"is built: `slice-st index build --unit {args.unit}`)."
             )
-        )
         texts, per_text, spans = _counts(args)
-        names = "threshold min_confidence min_span max_span batch_size approximate scorer overlap"
-        names += " candidates"
-        options = pick(args, *names.split())
-        options["merge_identical"] = args.merge_identical
+        options = pick(args, "threshold", "min_confidence", "min_span", "max_span", "batch_size")
+        options |= pick(args, "approximate", "scorer", "overlap", "candidates", "merge_identical")
         found = search_documents(
             index, queries, documents=texts, per_document=per_text, top_k=spans, **options
         )
