@@ -240,14 +240,13 @@ def _merged(places: list[dict]) -> dict:
 
 def _report_cache(args, cache) -> None:
     """Say on standard error (unless ``--quiet``) what went wrong with the cache; the search ran all the same."""
-    if cache is not None and cache.rebuilt:
-        count = len(cache.rebuilt)
-        report(
-            args,
-            f"slice-st: note: {count} damaged cache entr{'y' if count == 1 else 'ies'} encoded again",
-            sys.stderr,
-        )
-    if cache is not None and cache.problem:
+    if cache is None:
+        return
+    if cache.rebuilt:
+        entries = "entry" if len(cache.rebuilt) == 1 else "entries"
+        note = f"slice-st: note: {len(cache.rebuilt)} damaged cache {entries} encoded again"
+        report(args, note, sys.stderr)
+    if cache.problem:
         report(
             args, f"slice-st: note: {terminal_safe(cache.problem)}; searched without it", sys.stderr
         )
@@ -357,13 +356,8 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
         header = f"{'rank':>4}  {'score':>6}{sts}  {'where':<{wide}} {'chars':<{narrow}}"
         out.write(f"\n== {terminal_safe(query)}\n{header} match in context\n")
         for row in group:
-            sts = ""
-            if calibrated:
-                sts = (
-                    f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
-                )
-            if confident:
-                sts += f"  {row['confidence']:4.2f}" if row["confidence"] is not None else " " * 6
+            sts = _column(row.get("calibrated")) if calibrated else ""
+            sts += _column(row["confidence"]) if confident else ""
             where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
             snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
             out.write(
@@ -371,6 +365,11 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
             )
     if not rows:
         out.write(none + "\n")
+
+
+def _column(value: float | None) -> str:
+    """A 0-5 or confidence cell of the table (blank: none)."""
+    return " " * 6 if value is None else f"  {value:4.2f}"
 
 
 def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:
