@@ -72,17 +72,8 @@ def add_commands(commands) -> None:
 
 def add_search_command(actions) -> None:
     about = "search a saved index (as mine --index)"
-    search = add_command(
-        actions,
-        "search",
-        about,
-        _mine,
-        *QUERY,
-        files=[],
-        skip_bad=False,
-        cache_dir=None,
-        no_cache=False,
-    )
+    defaults = dict(files=[], skip_bad=False, cache_dir=None, no_cache=False)  # mine's FILE options
+    search = add_command(actions, "search", about, _mine, *QUERY, **defaults)
     search.add_argument(
         "index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)"
     )

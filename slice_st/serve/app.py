@@ -208,8 +208,7 @@ def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
 
 async def _run(request: Request, work, alone: bool = True):
     """``work(cancelled)`` on the search runner (``alone=False``: in a worker thread now, never waiting for a search:
-    no model needed); busy or past the timeout: 503 at once;
-    refused values: 400."""
+    no model needed); busy or past the timeout: 503 at once; refused values: 400."""
     runner: SearchRunner = request.app.state.runner
     try:
         return await runner.run(work) if alone else await run_in_threadpool(work, None)
