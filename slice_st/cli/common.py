@@ -287,11 +287,8 @@ def paragraph_note(args):
     def note(path: str, mode: str) -> None:
         # a line per file: chatter a script asked not to get
         if mode == "paragraph" and not args.no_progress:
-            report(
-                args,
-                f"{path}: --split auto reads one text per paragraph (its lines are wrapped)",
-                sys.stderr,
-            )
+            message = f"{path}: --split auto reads one text per paragraph (its lines are wrapped)"
+            report(args, message, sys.stderr)
 
     return note
 

@@ -115,13 +115,8 @@ def add_commands(commands) -> None:
     about = "build the FAISS candidate stage (for --approximate)"
     candidates = _command(actions, "candidates", about, _candidates)
     candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
-    for name, default in (
-        ("chunk", 4),
-        ("stride", 2),
-        ("nlist", None),
-        ("nprobe", 128),
-        ("candidates", 512),
-    ):
+    defaults = {"chunk": 4, "stride": 2, "nlist": None, "nprobe": 128, "candidates": 512}
+    for name, default in defaults.items():
         candidates.add_argument(f"--{name}", type=positive_int, default=default)
 
 
@@ -288,13 +283,10 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
 
     def progress(group: dict) -> None:
         if not args.no_progress:
+            shards = f"group {group['group']}: {len(group['shards'])} shards"
             counts = f"{group['documents']} documents, {group['units']} units"
             done = f"{group['built']} built, {group['reused']} already there"
-            report(
-                args,
-                f"group {group['group']}: {len(group['shards'])} shards, {counts} ({done})",
-                sys.stderr,
-            )
+            report(args, f"{shards}, {counts} ({done})", sys.stderr)
 
     options = dict(engine="ray", output=args.output, address=address, force=args.force)
     options.update(compression=args.compress, exact_tier=not args.no_exact_tier)
