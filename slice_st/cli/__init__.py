@@ -47,14 +47,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
         choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        hint = ""
         if unknown:
             hint = suggestion(unknown.group(1).split("=")[0], self._option_string_actions)
-        else:
-            hint = (
-                suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")])
-                if choice
-                else ""
-            )
+        elif choice:
+            hint = suggestion(choice.group(1), [c.strip("'") for c in choice.group(2).split(", ")])
         self.exit(2, f"slice-st: error: {message}{hint} (see {self.prog} --help)\n")
 
 
@@ -133,21 +130,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
             return 0
         except Exception as error:
+            message = terminal_safe(" ".join(str(error).split()))
             if isinstance(error, OSError) and error.errno in _WRITE_ERRNOS:
-                where = terminal_safe(
-                    str(error.filename or _stdout_name())
-                )  # before standard output is silenced
+                # named before standard output is silenced
+                where = terminal_safe(str(error.filename or _stdout_name()))
                 _silence_stdout()
-                parser.exit(
-                    2, f"slice-st: error: cannot write {where}: {error.strerror or error}.\n"
-                )
-            if _model_refused(error):
-                parser.exit(
-                    2,
-                    f"slice-st: error: cannot load the model: {terminal_safe(' '.join(str(error).split()))}\n",
-                )
-            if not isinstance(error, (SliceError, *_KNOWN)):
+                message = f"cannot write {where}: {error.strerror or error}."
+            elif _model_refused(error):
+                message = f"cannot load the model: {message}"
+            elif not isinstance(error, (SliceError, *_KNOWN)):
                 sys.stderr.write(_BUG)
                 raise
-            message = terminal_safe(" ".join(str(error).split())) or type(error).__name__
-            parser.exit(2, f"slice-st: error: {message}\n")
+            parser.exit(2, f"slice-st: error: {message or type(error).__name__}\n")

@@ -89,150 +89,109 @@ def probability_or_default(value: str) -> float | str:
 
 
 #: Every option two commands share, by its long flag: (flags, ``add_argument`` keyword arguments).
-OPTIONS = {
-    flags.split()[-1]: (flags.split(), kwargs)
-    for flags, kwargs in (
-        ("-q --query", dict(action="append", help="an origin phrase (repeatable)")),
-        ("--queries", dict(action="append", metavar="FILE", help="a file with one query per line")),
-        (
-            "--texts",
-            dict(
-                type=count,
-                metavar="N",
-                help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)",
-            ),
-        ),
-        (
-            "--per-text",
-            dict(
-                type=count,
-                default=1,
-                metavar="M",
-                help="spans of each text (default 1; 0: no limit)",
-            ),
-        ),
-        ("--spans", dict(type=positive_int, metavar="N", help="at most N spans per query in all")),
-        (
-            "-t --threshold",
-            dict(type=finite_float, metavar="T", help="keep matches whose score is >= T"),
-        ),
-        (
-            "--min-confidence",
-            dict(
-                type=probability_or_default,
-                nargs="?",
-                const="default",
-                metavar="P",
-                help="keep matches whose confidence (the calibrated probability of a real match) is >= P "
-                "(no P: the model's documented cut); shipped models with the default scorer",
-            ),
-        ),
-        ("--scorer", dict(choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")),
-        ("--overlap", dict(action="store_true", help="also show spans overlapping a better one")),
-        (
-            "--merge-identical",
-            dict(
-                action="store_true",
-                help="one result for a span found in several texts, listing every place",
-            ),
-        ),
-        (
-            "-f --format",
-            dict(
-                choices=("text", "json", "jsonl", "html", "csv"),
-                default="text",
-                help="output format",
-            ),
-        ),
-        (
-            "--color",
-            dict(choices=("auto", "always", "never"), default="auto", help="highlight spans"),
-        ),
-        (
-            "--approximate",
-            dict(action="store_true", help="with an index: use its FAISS candidate stage"),
-        ),
-        (
-            "--candidates",
-            dict(
-                type=positive_int,
-                metavar="N",
-                help="with a compressed index: documents searched exactly (500)",
-            ),
-        ),
-        (
-            "-m --model",
-            dict(
-                help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)"
-            ),
-        ),
-        ("--min-span", dict(type=positive_int, help="shortest span (default: the model's, 1)")),
-        ("--max-span", dict(type=positive_int, help="longest span (default: the model's, 20)")),
-        ("--unit", dict(choices=("word", "token"), help="span unit (default: the model's, word)")),
-        ("--batch-size", dict(type=positive_int, default=32)),
-        ("--device", dict(help="torch device, e.g. cpu or cuda:0")),
-        (
-            "--split",
-            dict(
-                choices=SPLITS,
-                default="auto",
-                help="a text is a line, a paragraph, or auto (by the file)",
-            ),
-        ),
-        (
-            "--follow-links",
-            dict(action="store_true", help="also read file links leading out of a folder named"),
-        ),
-        (
-            "--skip-bad",
-            dict(action="store_true", help="leave out (and list) texts the model cannot window"),
-        ),
-        (
-            "--ray",
-            dict(
-                nargs="?",
-                const="local",
-                metavar="ADDRESS",
-                help="run on Ray: here, or auto/HOST:PORT",
-            ),
-        ),
-        (
-            "--workers",
-            dict(type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)"),
-        ),
-        ("--force", dict(action="store_true", help="replace an index already in DIR")),
-        ("-o --output", dict(required=True, metavar="DIR", help="the folder to write")),
-        (
-            "--backend",
-            dict(
-                choices=("torch", "onnx", "openvino"),
-                default="torch",
-                help="where the forward pass runs",
-            ),
-        ),
-        (
-            "--model-file",
-            dict(metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx"),
-        ),
-        ("--quantized", dict(action="store_true", help="with --backend onnx: the int8 file")),
-        (
-            "--model-dtype",
-            dict(choices=("float32", "float16", "bfloat16"), help="weights' precision"),
-        ),
-        (
-            "--threads",
-            dict(
-                type=positive_int, help="intra-op threads (default: SLICE_ST_THREADS, else torch's)"
-            ),
-        ),
-        (
-            "--export-dir",
-            dict(
-                metavar="DIR", help="with --backend onnx/openvino: export into DIR first if needed"
-            ),
-        ),
-    )
-}
+OPTIONS: dict[str, tuple[list[str], dict[str, Any]]] = {}
+
+
+def _shared(flags: str, **kwargs: Any) -> None:
+    """Declare the shared option ``flags`` (space-separated, the long one last)."""
+    OPTIONS[flags.split()[-1]] = (flags.split(), kwargs)
+
+
+_shared("-q --query", action="append", help="an origin phrase (repeatable)")
+_shared("--queries", action="append", metavar="FILE", help="a file with one query per line")
+_shared(
+    "--texts",
+    type=count,
+    metavar="N",
+    help=f"the N best texts per query (default {DEFAULT_TEXTS}; 0: all)",
+)
+_shared(
+    "--per-text",
+    type=count,
+    default=1,
+    metavar="M",
+    help="spans of each text (default 1; 0: no limit)",
+)
+_shared("--spans", type=positive_int, metavar="N", help="at most N spans per query in all")
+_shared("-t --threshold", type=finite_float, metavar="T", help="keep matches whose score is >= T")
+_shared(
+    "--min-confidence",
+    type=probability_or_default,
+    nargs="?",
+    const="default",
+    metavar="P",
+    help="keep matches whose confidence (the calibrated probability of a real match) is >= P "
+    "(no P: the model's documented cut); shipped models with the default scorer",
+)
+_shared("--scorer", choices=tuple(SPAN_SCORERS), help="which span wins (default: reranked)")
+_shared("--overlap", action="store_true", help="also show spans overlapping a better one")
+_shared(
+    "--merge-identical",
+    action="store_true",
+    help="one result for a span found in several texts, listing every place",
+)
+_shared(
+    "-f --format",
+    choices=("text", "json", "jsonl", "html", "csv"),
+    default="text",
+    help="output format",
+)
+_shared("--color", choices=("auto", "always", "never"), default="auto", help="highlight spans")
+_shared("--approximate", action="store_true", help="with an index: use its FAISS candidate stage")
+_shared(
+    "--candidates",
+    type=positive_int,
+    metavar="N",
+    help="with a compressed index: documents searched exactly (500)",
+)
+_shared(
+    "-m --model",
+    help="model id or path (default: the index's, else slice-minilm; base: all-MiniLM-L6-v2)",
+)
+_shared("--min-span", type=positive_int, help="shortest span (default: the model's, 1)")
+_shared("--max-span", type=positive_int, help="longest span (default: the model's, 20)")
+_shared("--unit", choices=("word", "token"), help="span unit (default: the model's, word)")
+_shared("--batch-size", type=positive_int, default=32)
+_shared("--device", help="torch device, e.g. cpu or cuda:0")
+_shared(
+    "--split",
+    choices=SPLITS,
+    default="auto",
+    help="a text is a line, a paragraph, or auto (by the file)",
+)
+_shared(
+    "--follow-links", action="store_true", help="also read file links leading out of a folder named"
+)
+_shared(
+    "--skip-bad", action="store_true", help="leave out (and list) texts the model cannot window"
+)
+_shared(
+    "--ray", nargs="?", const="local", metavar="ADDRESS", help="run on Ray: here, or auto/HOST:PORT"
+)
+_shared("--workers", type=positive_int, metavar="N", help="with --ray: Ray actors (default: all)")
+_shared("--force", action="store_true", help="replace an index already in DIR")
+_shared("-o --output", required=True, metavar="DIR", help="the folder to write")
+_shared(
+    "--backend",
+    choices=("torch", "onnx", "openvino"),
+    default="torch",
+    help="where the forward pass runs",
+)
+_shared(
+    "--model-file", metavar="FILE", help="exported file in the model folder, e.g. onnx/model.onnx"
+)
+_shared("--quantized", action="store_true", help="with --backend onnx: the int8 file")
+_shared("--model-dtype", choices=("float32", "float16", "bfloat16"), help="weights' precision")
+_shared(
+    "--threads",
+    type=positive_int,
+    help="intra-op threads (default: SLICE_ST_THREADS, else torch's)",
+)
+_shared(
+    "--export-dir",
+    metavar="DIR",
+    help="with --backend onnx/openvino: export into DIR first if needed",
+)
 #: The switches every command has.
 OUTPUT_FLAGS = {"--no-progress": "hide progress bars", "--quiet": "print only results and errors"}
 #: The options of where the forward pass runs, listed under their own heading.
@@ -268,12 +227,9 @@ def model_options(args) -> dict:
     from slice_st.backends import set_torch_threads
 
     set_torch_threads(getattr(args, "threads", None))
-    options = (
-        pick(args, "backend", "model_file", "quantized", "threads", "export_dir")
-        if "backend" in args
-        else {}
-    )
-    options["dtype"] = getattr(args, "model_dtype", None)
+    options = {"dtype": getattr(args, "model_dtype", None)}
+    if "backend" in args:
+        options |= pick(args, "backend", "model_file", "quantized", "threads", "export_dir")
     return {key: value for key, value in options.items() if value not in (None, False, "torch")}
 
 
@@ -284,11 +240,9 @@ def load_cli_model(args, **options: Any):
     from slice_st.multi_vector import load_multi_vector_folder
 
     found = load_multi_vector_folder(args.model, device=args.device, **options)
-    return (
-        found
-        if found is not None
-        else slice_st.load_model(args.model, device=args.device, **options)
-    )
+    if found is None:
+        return slice_st.load_model(args.model, device=args.device, **options)
+    return found
 
 
 @contextlib.contextmanager
@@ -333,11 +287,8 @@ def paragraph_note(args):
     def note(path: str, mode: str) -> None:
         # a line per file: chatter a script asked not to get
         if mode == "paragraph" and not args.no_progress:
-            report(
-                args,
-                f"{path}: --split auto reads one text per paragraph (its lines are wrapped)",
-                sys.stderr,
-            )
+            message = f"{path}: --split auto reads one text per paragraph (its lines are wrapped)"
+            report(args, message, sys.stderr)
 
     return note
 

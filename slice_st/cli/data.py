@@ -93,9 +93,8 @@ def _make_passages(args) -> int:
         from slice_st.loading import load_model
         from slice_st.losses import SpanDistillationLoss
 
-        model = enable_span_features(
-            load_model(args.model or "base")
-        )  # the student before training: the base
+        # the student before training: the base
+        model = enable_span_features(load_model(args.model or "base"))
         if args.max_seq_length is not None:
             model.max_seq_length = args.max_seq_length
         loss = SpanDistillationLoss(

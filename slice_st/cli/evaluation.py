@@ -47,36 +47,20 @@ def add_commands(commands) -> None:
 def _run(args) -> int:
     from slice_st.integrations.mteb import run_mteb
 
-    options = pick(
-        args,
-        "stsb_context",
-        "source",
-        "limit",
-        "output_folder",
-        "model_name",
-        "revision",
-        "batch_size",
-    )
-    options |= pick(args, "device", "overwrite_strategy", "min_span", "max_span")
+    options = pick(args, "stsb_context", "source", "limit", "output_folder", "model_name")
+    options |= pick(args, "revision", "batch_size", "device", "overwrite_strategy")
+    options |= pick(args, "min_span", "max_span")
     result = run_mteb(args.model, args.tasks, **options, show_progress_bar=not args.no_progress)
     for task in result.task_results:
+        record = {
+            "task": task.task_name,
+            "model": result.model_name,
+            "revision": result.model_revision,
+        }
         for split, scores in task.scores.items():
             for subset in scores:
-                record = {
-                    "task": task.task_name,
-                    "model": result.model_name,
-                    "revision": result.model_revision,
-                }
-                print(
-                    dumps_json(
-                        {
-                            **record,
-                            "split": split,
-                            "main_score": subset.get("main_score"),
-                            "scores": subset,
-                        }
-                    )
-                )
+                fields = {"split": split, "main_score": subset.get("main_score"), "scores": subset}
+                print(dumps_json(record | fields))
     where = f"{args.output_folder}/results/{result.model_name.replace('/', '__')}/{result.model_revision}/"
     report(args, f"results in {where}", sys.stderr)
     return 0

@@ -33,16 +33,7 @@ if TYPE_CHECKING:
 
 #: How ``index build`` and ``index add`` read and encode the corpus.
 _CORPUS = ("--split", "--follow-links", "--skip-bad", "--batch-size", "--device")
-_BUILD = (
-    "--model",
-    "--min-span",
-    "--max-span",
-    "--unit",
-    "--force",
-    "--ray",
-    "--workers",
-    *BACKEND,
-)
+_BUILD = (*"--model --min-span --max-span --unit --force --ray --workers".split(), *BACKEND)
 _SPAN_SETTINGS = ("min_span", "max_span", "unit", "dtype")
 _NO_EXACT_TIER = (
     "keep no unit vectors (about 1/20 of the disk): searches re-encode their candidates"
@@ -84,27 +75,19 @@ def add_commands(commands) -> None:
         actions, "build", about, _build, "--output", *_CORPUS, *_BUILD, directory=False
     )
     _add_build_options(build)
-    add = _command(
-        actions,
-        "add",
-        "append documents to an index (saved atomically)",
-        _add,
-        *_CORPUS,
-        "--threads",
-    )
+    about = "append documents to an index (saved atomically)"
+    add = _command(actions, "add", about, _add, *_CORPUS, "--threads")
     add.add_argument(
         "--replace", action="store_true", help="replace the documents of files already in the index"
     )
-    remove = _command(
-        actions, "remove", "drop documents by id, or a file's (saved atomically)", _remove
-    )
+    about = "drop documents by id, or a file's (saved atomically)"
+    remove = _command(actions, "remove", about, _remove)
     remove.add_argument("ids", nargs="*", metavar="ID")
     remove.add_argument(
         "--file", metavar="PATH", help="drop every document of this file (see `index list`)"
     )
-    listing = _command(
-        actions, "list", "list an index's documents (a sharded one's too): ids, files, sizes", _list
-    )
+    about = "list an index's documents (a sharded one's too): ids, files, sizes"
+    listing = _command(actions, "list", about, _list)
     listing.add_argument("-f", "--format", choices=("text", "json", "jsonl", "csv"), default="text")
     about = "merge index shards (built apart, e.g. in parallel) into one"
     merge = _command(actions, "merge", about, _merge, "--output", "--force", directory=False)
@@ -123,24 +106,17 @@ def add_commands(commands) -> None:
     calibrate.add_argument(
         "--save-json", metavar="FILE", help="also write the calibration JSON here"
     )
-    compress = _command(
-        actions, "compress", "add (or retrain) the compressed tier of an index", _compress
-    )
+    about = "add (or retrain) the compressed tier of an index"
+    compress = _command(actions, "compress", about, _compress)
     compress.add_argument(
         "--spec", default="pq48", help="pq<M>[,ivf<C>][,norms<bits>] (default pq48)"
     )
     compress.add_argument("--no-exact-tier", action="store_true", help=_NO_EXACT_TIER)
-    candidates = _command(
-        actions, "candidates", "build the FAISS candidate stage (for --approximate)", _candidates
-    )
+    about = "build the FAISS candidate stage (for --approximate)"
+    candidates = _command(actions, "candidates", about, _candidates)
     candidates.add_argument("--kind", choices=("ivf", "flat"), default="ivf")
-    for name, default in (
-        ("chunk", 4),
-        ("stride", 2),
-        ("nlist", None),
-        ("nprobe", 128),
-        ("candidates", 512),
-    ):
+    defaults = {"chunk": 4, "stride": 2, "nlist": None, "nprobe": 128, "candidates": 512}
+    for name, default in defaults.items():
         candidates.add_argument(f"--{name}", type=positive_int, default=default)
 
 
@@ -307,13 +283,10 @@ def _build_on_ray(args, model: SentenceTransformer, address: str | None, resumin
 
     def progress(group: dict) -> None:
         if not args.no_progress:
+            shards = f"group {group['group']}: {len(group['shards'])} shards"
             counts = f"{group['documents']} documents, {group['units']} units"
             done = f"{group['built']} built, {group['reused']} already there"
-            report(
-                args,
-                f"group {group['group']}: {len(group['shards'])} shards, {counts} ({done})",
-                sys.stderr,
-            )
+            report(args, f"{shards}, {counts} ({done})", sys.stderr)
 
     options = dict(engine="ray", output=args.output, address=address, force=args.force)
     options.update(compression=args.compress, exact_tier=not args.no_exact_tier)

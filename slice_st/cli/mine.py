@@ -72,17 +72,8 @@ def add_commands(commands) -> None:
 
 def add_search_command(actions) -> None:
     about = "search a saved index (as mine --index)"
-    search = add_command(
-        actions,
-        "search",
-        about,
-        _mine,
-        *QUERY,
-        files=[],
-        skip_bad=False,
-        cache_dir=None,
-        no_cache=False,
-    )
+    defaults = dict(files=[], skip_bad=False, cache_dir=None, no_cache=False)  # mine's FILE options
+    search = add_command(actions, "search", about, _mine, *QUERY, **defaults)
     search.add_argument(
         "index", nargs="+", metavar="DIR", help="an index folder (several, or a folder of shards)"
     )
@@ -134,11 +125,9 @@ def read_queries(args) -> list[str]:
 
 def _counts(args) -> tuple[int | None, int | None, int | None]:
     """``(texts, per_text, spans)`` of the result-count options; ``None``: no limit."""
-    texts = (
-        args.texts
-        if args.texts is not None
-        else (None if args.spans is not None else DEFAULT_TEXTS)
-    )
+    texts = args.texts
+    if texts is None and args.spans is None:
+        texts = DEFAULT_TEXTS
     return (texts or None), (args.per_text or None), args.spans
 
 
@@ -153,10 +142,8 @@ def _search_files(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     # a MultiVectorEncoder's windows are scored through its own masks, which the cache does not keep: searched afresh
     cache = None if args.no_cache or is_multi_vector(model) else EncodingCache(args.cache_dir)
     texts, per_text, spans = _counts(args)
-    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap") | {
-        "top_k": per_text,
-        "min_confidence": args.min_confidence,
-    }
+    options = pick(args, "min_span", "max_span", "unit", "batch_size", "scorer", "overlap")
+    options.update(top_k=per_text, min_confidence=args.min_confidence)
     options.update(
         show_progress_bar=not args.no_progress, on_error="skip" if args.skip_bad else "raise"
     )
@@ -244,14 +231,13 @@ def _merged(places: list[dict]) -> dict:
 
 def _report_cache(args, cache) -> None:
     """Say on standard error (unless ``--quiet``) what went wrong with the cache; the search ran all the same."""
-    if cache is not None and cache.rebuilt:
-        count = len(cache.rebuilt)
-        report(
-            args,
-            f"slice-st: note: {count} damaged cache entr{'y' if count == 1 else 'ies'} encoded again",
-            sys.stderr,
-        )
-    if cache is not None and cache.problem:
+    if cache is None:
+        return
+    if cache.rebuilt:
+        entries = "entry" if len(cache.rebuilt) == 1 else "entries"
+        note = f"slice-st: note: {len(cache.rebuilt)} damaged cache {entries} encoded again"
+        report(args, note, sys.stderr)
+    if cache.problem:
         report(
             args, f"slice-st: note: {terminal_safe(cache.problem)}; searched without it", sys.stderr
         )
@@ -268,20 +254,14 @@ def _search_index(args, queries: list[str]) -> tuple[list[dict], list[str]]:
     )
     try:
         unit = index.span_config.unit
-        fixed = (
-            f"the unit is fixed when the index is built: `slice-st index build --unit {args.unit}`"
-        )
-        refuse(
-            (
-                args.unit not in (None, unit),
-                f"--unit {args.unit}: this index holds {unit} spans ({fixed}).",
+        if args.unit not in (None, unit):
+            raise UsageError(
+                f"--unit {args.unit}: this index holds {unit} spans (the unit is fixed when the index "
+                f"is built: `slice-st index build --unit {args.unit}`)."
             )
-        )
         texts, per_text, spans = _counts(args)
-        names = "threshold min_confidence min_span max_span batch_size approximate scorer overlap"
-        names += " candidates"
-        options = pick(args, *names.split())
-        options["merge_identical"] = args.merge_identical
+        options = pick(args, "threshold", "min_confidence", "min_span", "max_span", "batch_size")
+        options |= pick(args, "approximate", "scorer", "overlap", "candidates", "merge_identical")
         found = search_documents(
             index, queries, documents=texts, per_document=per_text, top_k=spans, **options
         )
@@ -367,13 +347,8 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
         header = f"{'rank':>4}  {'score':>6}{sts}  {'where':<{wide}} {'chars':<{narrow}}"
         out.write(f"\n== {terminal_safe(query)}\n{header} match in context\n")
         for row in group:
-            sts = ""
-            if calibrated:
-                sts = (
-                    f"  {row['calibrated']:4.2f}" if row.get("calibrated") is not None else " " * 6
-                )
-            if confident:
-                sts += f"  {row['confidence']:4.2f}" if row["confidence"] is not None else " " * 6
+            sts = _column(row.get("calibrated")) if calibrated else ""
+            sts += _column(row["confidence"]) if confident else ""
             where, chars = terminal_safe(row["where"]), f"{row['start']}-{row['end']}"
             snippet = _snippet(row["text"], row["start"], row["end"], 90, color)
             out.write(
@@ -381,6 +356,11 @@ def _write_table(rows: list[dict], color: str, out, none: str) -> None:
             )
     if not rows:
         out.write(none + "\n")
+
+
+def _column(value: float | None) -> str:
+    """A 0-5 or confidence cell of the table (blank: none)."""
+    return " " * 6 if value is None else f"  {value:4.2f}"
 
 
 def _snippet(text: str, start: int, end: int, width: int, color: bool) -> str:

@@ -13,6 +13,7 @@ from slice_st.cli.common import (
     model_options,
     paragraph_note,
     pick,
+    positive_int,
     report,
 )
 from slice_st.files import expand_paths
@@ -45,20 +46,19 @@ def add_commands(commands) -> None:
     )
     serve.add_argument(
         "--max-queries",
-        type=at_least(1),
+        type=positive_int,
         default=64,
         help="queries per search request (default 64)",
     )
     serve.add_argument(
         "--max-top-k",
-        type=at_least(1),
+        type=positive_int,
         default=1000,
         help="largest top_k of a request (default 1000)",
     )
-    cost = at_least(1, 10**18)
     serve.add_argument(
         "--max-search-cost",
-        type=cost,
+        type=at_least(1, 10**18),
         default=2 * 10**8,
         metavar="N",
         help="bound on a search's work (docs/serve.md)",
@@ -83,16 +83,14 @@ def _serve(args) -> int:
     if not args.timeout_s > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, got {args.timeout_s}.")
     token = args.token if args.token is not None else os.environ.get(TOKEN_VARIABLE)
-    if (
-        token is not None and not token.strip()
-    ):  # `--token "$TOKEN"` with TOKEN unset must not serve openly
+    # `--token "$TOKEN"` with TOKEN unset must not serve openly
+    if token is not None and not token.strip():
         where = "--token" if args.token is not None else f"${TOKEN_VARIABLE}"
         raise UsageError(
             f"{where} is empty: give the secret every request must carry (or leave it out for none)."
         )
-    with listening_socket(
-        args.host, args.port
-    ) as sock:  # a bad address fails now, not after the model loads
+    # a bad address fails now, not after the model loads
+    with listening_socket(args.host, args.port) as sock:
         source = _source(args)
         where = server_url(args.host, args.port)
         report(args, f"serving {len(source.current())} documents on {where} (Ctrl-C stops)")
@@ -100,13 +98,8 @@ def _serve(args) -> int:
             **pick(args, "max_queries", "max_top_k", "timeout_s", "max_search_cost")
         )
         log_level = "warning" if args.quiet else "info"
-        options = {
-            "limits": limits,
-            "log_level": log_level,
-            "allowed_hosts": args.allow_host,
-            "token": token,
-        }
-        run_server(source, host=args.host, port=args.port, sock=sock, **options)
+        options = dict(limits=limits, log_level=log_level, allowed_hosts=args.allow_host)
+        run_server(source, host=args.host, port=args.port, sock=sock, token=token, **options)
     return 0
 
 
@@ -123,9 +116,8 @@ def _source(args):
             )
         return IndexSource.from_directory(first, args.model, device=args.device, **options)
     for path in args.source:  # an index named among others, or by its manifest, is not a corpus
-        if os.path.basename(os.path.normpath(path)) in (MANIFEST, SHARD_LIST) and os.path.isfile(
-            path
-        ):
+        name = os.path.basename(os.path.normpath(path))
+        if name in (MANIFEST, SHARD_LIST) and os.path.isfile(path):
             folder = os.path.dirname(os.path.normpath(path)) or "."
             raise UsageError(
                 f"{path} is an index's manifest, not a corpus: give the index folder ({folder})."

@@ -19,30 +19,10 @@ from slice_st.training.trainer import PRESETS  # stdlib only: --help stays fast
 _DESCRIPTION = __doc__.split("\n\n")[1]
 #: sentence-transformers' training arguments that ``slice-st train --help`` lists (``--help-all``: every one).
 COMMON_TRAINING_ARGUMENTS = (
-    *(
-        "max_steps",
-        "num_train_epochs",
-        "per_device_train_batch_size",
-        "gradient_accumulation_steps",
-    ),
-    *(
-        "learning_rate",
-        "warmup_steps",
-        "weight_decay",
-        "eval_steps",
-        "save_steps",
-        "save_total_limit",
-    ),
-    *(
-        "logging_steps",
-        "seed",
-        "bf16",
-        "fp16",
-        "use_cpu",
-        "report_to",
-        "multi_dataset_batch_sampler",
-    ),
-    *("push_to_hub", "hub_model_id", "hub_private_repo", "hub_strategy"),
+    *"max_steps num_train_epochs per_device_train_batch_size gradient_accumulation_steps".split(),
+    *"learning_rate warmup_steps weight_decay eval_steps save_steps save_total_limit".split(),
+    *"logging_steps seed bf16 fp16 use_cpu report_to multi_dataset_batch_sampler".split(),
+    *"push_to_hub hub_model_id hub_private_repo hub_strategy".split(),
 )
 _TRAINER_GROUP = "sentence-transformers training arguments (SentenceTransformerTrainingArguments)"
 
@@ -79,9 +59,8 @@ def _train(args) -> int:
     training, settings = parse_train_arguments(args)
     end = _run_end()
     trainer.train(training, settings, callbacks=[end])  # checks the output folder before any work
-    if (
-        end.state is None or end.state.is_world_process_zero
-    ):  # one process says it, under accelerate too
+    # one process says it, under accelerate too
+    if end.state is None or end.state.is_world_process_zero:
         print("\n".join(where_the_model_went(training, end.state, end.metric)))
     return 0
 
@@ -92,9 +71,7 @@ def where_the_model_went(training, state=None, metric: str | None = None) -> lis
     line = f"saved {os.path.join(training.output_dir, 'final')}"
     if state is not None and state.best_model_checkpoint is not None:
         line += f" (the best checkpoint, {state.best_model_checkpoint}: {metric} {state.best_metric:.4f})"
-    elif (
-        state is not None and state.best_global_step == 0
-    ):  # the dev score before training was never beaten
+    elif state is not None and state.best_global_step == 0:
         line += f" (the last step's model; no checkpoint beat the dev score before training, {state.best_metric:.4f})"
     lines = [line]
     if training.push_to_hub:

@@ -16,7 +16,7 @@ import numpy as np
 from slice_st._extras import needs_extra
 
 with needs_extra("serve", "slice-st serve"):
-    from fastapi import APIRouter, FastAPI, HTTPException, Request
+    from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
     from fastapi.concurrency import run_in_threadpool
     from fastapi.exceptions import RequestValidationError
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
@@ -161,9 +161,12 @@ router = APIRouter()
 
 
 #: The answer of every endpoint that runs on the search runner when it cannot.
-_BUSY_RESPONSE: dict[int | str, dict[str, Any]] = {
-    503: {"description": "another search is running, or this one ran past the timeout"}
-}
+_BUSY = {503: "another search is running, or this one ran past the timeout"}
+
+
+def _responses(descriptions: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses``: each status code's description."""
+    return {status: {"description": text} for status, text in descriptions.items()}
 
 
 def _busy(detail: str) -> HTTPException:
@@ -205,8 +208,7 @@ def _query_texts(queries: str | list[str], limits: ServeLimits) -> list[str]:
 
 async def _run(request: Request, work, alone: bool = True):
     """``work(cancelled)`` on the search runner (``alone=False``: in a worker thread now, never waiting for a search:
-    no model needed); busy or past the timeout: 503 at once;
-    refused values: 400."""
+    no model needed); busy or past the timeout: 503 at once; refused values: 400."""
     runner: SearchRunner = request.app.state.runner
     try:
         return await runner.run(work) if alone else await run_in_threadpool(work, None)
@@ -222,11 +224,9 @@ async def _run(request: Request, work, alone: bool = True):
     "/api/search",
     response_model=SearchResponse,
     summary="Search the corpus",
-    responses={
-        400: {"description": "options the index refuses"},
-        413: {"description": "request over the limits"},
-        **_BUSY_RESPONSE,
-    },
+    responses=_responses(
+        {400: "options the index refuses", 413: "request over the limits", **_BUSY}
+    ),
 )
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     limits = request.app.state.limits
@@ -239,12 +239,12 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
             )
     index = _current(request)
     options = body.model_dump(exclude={"queries"})
-    if options["merge_identical"]:  # the spans searched, bounded: what the cost is charged for
+    cost_options = options
+    if body.merge_identical:  # the spans searched, bounded: what the cost is charged for
         options["merge_limit"] = min(limits.max_top_k, MERGE_FETCH * body.top_k)
+        cost_options = options | {"top_k": options["merge_limit"]}
     search = functools.partial(index.search, **options)
-    if options["merge_identical"]:
-        options = options | {"top_k": options["merge_limit"]}
-    cost = search_cost(index, queries, options)
+    cost = search_cost(index, queries, cost_options)
     _check_cost(
         limits,
         cost,
@@ -286,17 +286,18 @@ RERANK_WEIGHT, RERANK_TOP_K, RANK_WEIGHT, QUERY_CHARS, QUERY_CHAR_COST = 20, 25,
 COST_PER_SECOND = 10**7
 
 
+def _span_lengths(index: SpanIndex, min_span: int | None, max_span: int | None) -> int:
+    """How many span lengths a search of ``index`` scores (``None``: the index's own bound)."""
+    config = index.span_config
+    return (max_span or config.max_span) - (min_span or config.min_span) + 1
+
+
 def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -> float:
     """An upper bound on a search's work, in spans scanned, per query × the span lengths: the units scanned (all, or
     the candidate chunks'), the windows of the ``top_k`` largest documents re-ranked, and with ``per_document`` the
     units ranked until enough documents are found (all of them when the index has fewer). What time and memory grow
     with, so one long document cannot pass as cheap."""
-    config = index.span_config
-    lengths = (
-        (options.get("max_span") or config.max_span)
-        - (options.get("min_span") or config.min_span)
-        + 1
-    )
+    lengths = _span_lengths(index, options.get("min_span"), options.get("max_span"))
     scanned = index.num_units
     stage = getattr(index, "_candidates", None)
     if options.get("approximate") and stage is not None:
@@ -325,13 +326,39 @@ def search_cost(index: SpanIndex, queries: list[str], options: dict[str, Any]) -
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
-def _document_window_units(index: SpanIndex) -> np.ndarray:
-    """The units of each document's stored windows (overlaps counted), largest first."""
+def _document_window_units_by_position(index: SpanIndex) -> np.ndarray:
+    """The units of each document's stored windows (overlaps counted), by position in the index."""
     arrays = index.arrays
     sizes = np.diff(np.asarray(arrays["segment_units"]))
-    return np.sort(
-        np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index))
-    )[::-1]
+    return np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index))
+
+
+@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
+def _document_window_units(index: SpanIndex) -> np.ndarray:
+    """The units of each document's stored windows (overlaps counted), largest first."""
+    return np.sort(_document_window_units_by_position(index))[::-1]
+
+
+def _rounded(scores) -> list[float | None]:
+    """A unit profile as JSON numbers (``null``: no span covers the unit)."""
+    return [round(float(score), 6) if math.isfinite(score) else None for score in scores]
+
+
+@dataclass(frozen=True)
+class _ProfileParameters:
+    """The query parameters of ``/api/documents`` and ``/api/files``: a query to profile the units by, its spans'
+    lengths."""
+
+    q: str | None = None
+    min_span: int | None = None
+    max_span: int | None = None
+
+    def query(self, limits: ServeLimits) -> str | None:
+        """``q`` within the server's limits (413 past them)."""
+        return None if self.q is None else _query_texts(self.q, limits)[0]
+
+
+_ProfileQuery = Annotated[_ProfileParameters, Depends()]
 
 
 @functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
@@ -343,29 +370,19 @@ def _positions(index: SpanIndex) -> dict[str, int]:
     "/api/documents",
     response_model=DocumentResponse,
     summary="One document, its units and the query's profile",
-    responses={404: {"description": "unknown document id"}},
+    responses=_responses({404: "unknown document id"}),
 )
-async def document(
-    request: Request,
-    id: str,
-    q: str | None = None,
-    min_span: int | None = None,
-    max_span: int | None = None,
-) -> dict[str, Any]:
+async def document(request: Request, id: str, options: _ProfileQuery) -> dict[str, Any]:
     index = _current(request)
     position = _positions(index).get(id)
     if position is None:
         raise HTTPException(404, f"no document with id {id!r:.80}.")
-    query = _query_texts(q, request.app.state.limits)[0] if q is not None else None
+    query = options.query(request.app.state.limits)
 
     # a long document's units take a while to serialise: never in the loop
     def answer(cancelled) -> JSONResponse:
-        chars, scores = index.unit_profile(query, id, min_span, max_span)
-        profile = (
-            None
-            if query is None
-            else [round(float(s), 6) if math.isfinite(s) else None for s in scores]
-        )
+        chars, scores = index.unit_profile(query, id, options.min_span, options.max_span)
+        profile = None if query is None else _rounded(scores)
         text = index.texts[position]
         return JSONResponse(
             {"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile}
@@ -431,38 +448,26 @@ def file_cost(index: SpanIndex, positions: list[int], query: str | None, lengths
     return work
 
 
-@functools.lru_cache(maxsize=2)  # the index served now (and the one before a reload)
-def _document_window_units_by_position(index: SpanIndex) -> np.ndarray:
-    arrays = index.arrays
-    sizes = np.diff(np.asarray(arrays["segment_units"]))
-    return np.bincount(np.asarray(arrays["segment_docs"]), weights=sizes, minlength=len(index))
-
-
 @router.get(
     "/api/files",
     response_model=FileResponse,
     summary="One file (its documents in line order), its units and the query's profile",
-    responses={
-        404: {"description": "no document of that file"},
-        413: {"description": "the query, or the profile's cost, over the limits"},
-        **_BUSY_RESPONSE,
-    },
+    responses=_responses(
+        {
+            404: "no document of that file",
+            413: "the query, or the profile's cost, over the limits",
+            **_BUSY,
+        }
+    ),
 )
-async def file(
-    request: Request,
-    path: str,
-    q: str | None = None,
-    min_span: int | None = None,
-    max_span: int | None = None,
-) -> JSONResponse:
+async def file(request: Request, path: str, options: _ProfileQuery) -> JSONResponse:
     index = _current(request)
     positions = _files(index).get(path)
     if positions is None:
         raise HTTPException(404, f"no document of the file {path!r:.80}.")
     limits = request.app.state.limits
-    query = _query_texts(q, limits)[0] if q is not None else None
-    config = index.span_config
-    lengths = (max_span or config.max_span) - (min_span or config.min_span) + 1
+    query = options.query(limits)
+    lengths = _span_lengths(index, options.min_span, options.max_span)
     _check_cost(
         limits,
         file_cost(index, positions, query, lengths),
@@ -478,20 +483,13 @@ async def file(
             if cancelled is not None and cancelled.is_set():
                 raise TimeoutError("the file's profile ran past its time")
             doc_id, text = index.doc_ids[position], index.texts[position]
-            chars, scores = index.unit_profile(query, doc_id, min_span, max_span)
-            parts.append(
-                {
-                    "id": doc_id,
-                    "index": position,
-                    "line": file_of(doc_id)[1],
-                    "start": at,
-                    "end": at + len(text),
-                }
-            )
+            chars, scores = index.unit_profile(query, doc_id, options.min_span, options.max_span)
+            line = file_of(doc_id)[1]
+            parts.append(dict(id=doc_id, index=position, line=line, start=at, end=at + len(text)))
             texts.append(text)
             units += (chars + at).tolist()
             if scores is not None:
-                profile += [round(float(s), 6) if math.isfinite(s) else None for s in scores]
+                profile += _rounded(scores)
             at += len(text) + len(FILE_SEPARATOR)
         body = {"path": path, "text": FILE_SEPARATOR.join(texts), "parts": parts, "units": units}
         return JSONResponse(body | {"profile": profile if query is not None else None})

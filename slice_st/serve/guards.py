@@ -38,12 +38,11 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         chunks, size = [], 0
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
         while True:
             try:
-                message = await asyncio.wait_for(
-                    receive(), max(0.0, deadline - asyncio.get_running_loop().time())
-                )
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 detail = f"the request body did not arrive within {self.timeout_s:g} s."
                 response = JSONResponse({"detail": detail}, 408, {"connection": "close"})
@@ -51,13 +50,13 @@ class BodyLimit:
                 return
             if message["type"] == "http.disconnect":
                 return
-            size += len(message.get("body", b""))
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
             if size > self.max_bytes:
                 detail = f"request body over {self.max_bytes} bytes."
                 response = JSONResponse({"detail": detail}, 413, {"connection": "close"})
                 await response(scope, receive, send)
                 return
-            chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
         whole = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
@@ -96,11 +95,10 @@ class TokenGate:
         await JSONResponse({"detail": detail}, 401)(scope, receive, send)
 
 
-def check_token(token: str | None) -> str | None:
-    """``token`` if it is ``None`` (no token) or a secret; an empty or blank one is a ``SpanInputError``, not "open"."""
+def check_token(token: str | None) -> None:
+    """Refuse an empty or blank ``token`` (``SpanInputError``): it is not "open" (``None``: no token)."""
     if token is not None and (not isinstance(token, str) or not token.strip()):
         raise SpanInputError(f"token must be a non-empty secret (None: no token), got {token!r}.")
-    return token
 
 
 def _offered_tokens(scope) -> tuple[list[bytes], list[bytes]]:
