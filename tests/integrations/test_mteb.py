@@ -215,11 +215,14 @@ def test_offline_hub_task_and_file_as_output_folder_are_one_line(
 ):
     import slice_st
 
-    loaded = []
+    loaded, real = (
+        [],
+        slice_st.loading.load_model,
+    )  # the package's lazy name could resolve to the patch
     monkeypatch.setattr(
         slice_st.loading,
         "load_model",
-        lambda *a, **k: loaded.append(a) or slice_st.load_model(tiny_model_dir),
+        lambda *a, **k: loaded.append(a) or real(tiny_model_dir),
     )
     a_file = tmp_path / "results"
     a_file.write_text("x")
