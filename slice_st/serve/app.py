@@ -339,7 +339,7 @@ def _document_window_units(index: SpanIndex) -> np.ndarray:
     return np.sort(_document_window_units_by_position(index))[::-1]
 
 
-def _rounded(scores) -> list[float | None]:
+def _rounded(scores: np.ndarray) -> list[float | None]:
     """A unit profile as JSON numbers (``null``: no span covers the unit)."""
     return [round(float(score), 6) if math.isfinite(score) else None for score in scores]
 
@@ -382,7 +382,7 @@ async def document(request: Request, id: str, options: _ProfileQuery) -> dict[st
     # a long document's units take a while to serialise: never in the loop
     def answer(cancelled) -> JSONResponse:
         chars, scores = index.unit_profile(query, id, options.min_span, options.max_span)
-        profile = None if query is None else _rounded(scores)
+        profile = None if scores is None else _rounded(scores)  # None: no query
         text = index.texts[position]
         return JSONResponse(
             {"id": id, "index": position, "text": text, "units": chars.tolist(), "profile": profile}
