@@ -326,10 +326,9 @@ def _nearest(faiss, centroids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def _empty_codes(spec: CompressionSpec, widths: int) -> dict[str, np.ndarray]:
-    coarse_type = np.uint16 if (spec.nlist or 1024) <= 65536 else np.int32
     per_byte = 2 if spec.norm_bits == 4 else 1
     return {
-        "coarse": np.zeros(0, dtype=coarse_type),
+        "coarse": np.zeros(0, dtype=np.uint16),  # parse allows at most 65536 centroids
         "codes": np.zeros((0, spec.subquantizers), dtype=np.uint8),
         "norm_codes": np.zeros((0, -(-widths // per_byte)), dtype=np.uint8),
     }

@@ -14,7 +14,7 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.lib import format as npy
@@ -389,7 +389,7 @@ def map_array(
         if dtype.hasobject:
             raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
         offset = handle.tell()  # np.memmap moves the file's position
-        order = "F" if fortran_order else "C"
+        order: Literal["C", "F"] = "F" if fortran_order else "C"
         values = np.memmap(handle, dtype=dtype, mode="r", shape=shape, order=order, offset=offset)
         readable = hasattr(os, "pread") and not fortran_order and len(shape) >= 1
         rows = FileRows(handle.fileno(), offset, shape, dtype) if readable else None
@@ -593,7 +593,7 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
         try:
             return read(manifest), manifest
         except (OSError, ValueError, RuntimeError) as error:  # faiss: a bad file is a RuntimeError
-            latest = read_manifest(path, must_exist=True)
+            latest = read_manifest(path, must_exist=True) or {}
             if all(latest.get(key) == manifest.get(key) for key in ("data", "generation")):
                 if isinstance(error, SpanInputError):
                     raise
