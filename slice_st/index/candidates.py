@@ -79,9 +79,8 @@ class CandidateStage:
         else:
             if nlist is None:
                 nlist = int(max(1, min(np.sqrt(len(vectors)), len(vectors) // 39)))
-            elif nlist > len(
-                vectors
-            ):  # k-means cannot make more lists than it has points (a FAISS RuntimeError)
+            elif nlist > len(vectors):
+                # k-means cannot make more lists than it has points (a FAISS RuntimeError)
                 raise SpanInputError(
                     f"nlist={nlist} is more than the {len(vectors)} chunks of this index: give at most "
                     f"{len(vectors)}, leave it out (the default suits the index), or use kind='flat'."
@@ -95,9 +94,8 @@ class CandidateStage:
             )
             sample = vectors
             if len(vectors) > 64 * nlist:  # k-means needs no more than ~64 points per list here
-                sample = vectors[
-                    np.random.default_rng(0).choice(len(vectors), 64 * nlist, replace=False)
-                ]
+                rng = np.random.default_rng(0)
+                sample = vectors[rng.choice(len(vectors), 64 * nlist, replace=False)]
             faiss_index.train(sample)
         faiss_index.add(vectors)
         settings = dict(
@@ -133,9 +131,8 @@ class CandidateStage:
     def save(self, data_dir: str) -> None:
         with needs_extra("faiss", "the FAISS candidate stage"):
             import faiss
-        write_bytes(
-            os.path.join(data_dir, self.FILE), faiss.serialize_index(self.faiss_index).tobytes()
-        )
+        blob = faiss.serialize_index(self.faiss_index).tobytes()
+        write_bytes(os.path.join(data_dir, self.FILE), blob)
         save_array(os.path.join(data_dir, self.CHUNKS), self.chunks)
 
     @classmethod
@@ -176,19 +173,13 @@ class CandidateStage:
         best_scores = np.full((num_queries, top_k), -np.inf)
         best_units = np.full((num_queries, top_k), -1, dtype=np.int64)
         best_lengths = np.zeros((num_queries, top_k), dtype=np.int64)
-        total, built_min, lengths = (
-            index.num_units,
-            index.span_config.min_span,
-            np.arange(min_span, max_span + 1),
-        )
+        total, built_min = index.num_units, index.span_config.min_span
+        lengths = np.arange(min_span, max_span + 1)
         # plain views: no memmap overhead per slice
-        vectors, span_norms = (
-            np.asarray(index.arrays["unit_vectors"]),
-            np.asarray(index.arrays["span_norms"]),
-        )
-        with blas_threads(
-            1
-        ):  # one small product per query and run: threading costs more than it saves
+        vectors = np.asarray(index.arrays["unit_vectors"])
+        span_norms = np.asarray(index.arrays["span_norms"])
+        # one small product per query and run: threading costs more than it saves
+        with blas_threads(1):
             for q, query in enumerate(query_array):
                 chosen = self.chunks[found[q][found[q] >= 0]]
                 if not len(chosen):
@@ -209,12 +200,10 @@ class CandidateStage:
                 )
                 starts = ranges_to_indices(*_merged_runs(lo, chosen[:, 1]))  # every candidate start
                 norms[~np.isin(needed, starts, assume_unique=True)] = np.nan
-                run_end = np.repeat(
-                    np.cumsum(run_hi - run_lo), run_hi - run_lo
-                )  # end of each position's run
-                norms[np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]] = (
-                    np.nan
-                )
+                # the end of each position's run
+                run_end = np.repeat(np.cumsum(run_hi - run_lo), run_hi - run_lo)
+                past_run = np.arange(len(needed))[:, None] + lengths[None, :] > run_end[:, None]
+                norms[past_run] = np.nan
                 top = top_spans_from_dots(
                     torch.from_numpy(dots),
                     torch.from_numpy(norms),
@@ -238,9 +227,8 @@ def _merged_runs(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray
     first = np.ones(len(lo), dtype=bool)
     first[1:] = lo[1:] > reach[:-1]
     group_starts = np.flatnonzero(first)
-    return lo[group_starts].astype(np.int64), reach[
-        np.append(group_starts[1:], len(lo)) - 1
-    ].astype(np.int64)
+    group_ends = np.append(group_starts[1:], len(lo)) - 1
+    return lo[group_starts].astype(np.int64), reach[group_ends].astype(np.int64)
 
 
 def ranges_to_indices(run_lo: np.ndarray, run_hi: np.ndarray) -> np.ndarray:

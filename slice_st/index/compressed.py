@@ -18,13 +18,16 @@ import torch
 
 from slice_st._extras import needs_extra
 from slice_st.errors import SpanInputError
-from slice_st.index.storage import DataFolder, save_array
+from slice_st.index.candidates import ranges_to_indices
+from slice_st.index.storage import DataFolder, array_digest, save_array
 from slice_st.spans import start_peak_scores
 
 #: The arrays of the tier, each saved as ``compressed_<name>.npy`` (loaded into memory: they are the resident index).
 ARRAYS = ("centroids", "codebooks", "norm_table", "coarse", "codes", "norm_codes")
 #: The arrays shared by every unit (what shards coded alike share).
 CODEBOOK_ARRAYS = ARRAYS[:3]
+#: The arrays with a row per unit.
+_CODE_ARRAYS = ARRAYS[3:]
 #: Default candidate documents passed from the compressed scan to the exact tier (see docs/guides/corpus-index.md).
 DEFAULT_CANDIDATES = 500
 #: Training sample: at most this many unit vectors (k-means also stops at 64 per centroid).
@@ -86,19 +89,10 @@ class CompressedTier:
 
     def __init__(self, spec: CompressionSpec, arrays: dict[str, np.ndarray]) -> None:
         self.spec = spec
-        self.centroids, self.codebooks, self.norm_table = (
-            arrays["centroids"],
-            arrays["codebooks"],
-            arrays["norm_table"],
-        )
-        self.coarse, self.codes, self.norm_codes = (
-            arrays["coarse"],
-            arrays["codes"],
-            arrays["norm_codes"],
-        )
+        self.centroids, self.codebooks, self.norm_table = (arrays[n] for n in CODEBOOK_ARRAYS)
+        self.coarse, self.codes, self.norm_codes = (arrays[n] for n in _CODE_ARRAYS)
         self._inverse_table = _inverse_byte_table(self.norm_table, spec.norm_bits)
 
-    # ------------------------------------------------------------------ training and coding
     @classmethod
     def train(cls, arrays, spec: CompressionSpec, seed: int = 0) -> CompressedTier:
         """Codebooks trained (FAISS) on a sample of the index's units, then every unit coded."""
@@ -131,9 +125,7 @@ class CompressedTier:
             residuals = np.resize(residuals, (256, dim))
         pq = faiss.ProductQuantizer(dim, spec.subquantizers, 8)
         pq.train(np.ascontiguousarray(residuals))
-        codebooks = faiss.vector_to_array(pq.centroids).reshape(
-            spec.subquantizers, 256, dim // spec.subquantizers
-        )
+        codebooks = faiss.vector_to_array(pq.centroids).reshape(spec.subquantizers, 256, -1)
         return cls(
             spec,
             {
@@ -147,12 +139,8 @@ class CompressedTier:
     @classmethod
     def from_codebooks(cls, spec: CompressionSpec, arrays: dict[str, np.ndarray]) -> CompressedTier:
         """A tier of the codebook arrays ``arrays`` (those :meth:`codebook_arrays` gives) and no units."""
-        widths = np.asarray(arrays["norm_table"]).shape[0]
-        return cls(
-            spec,
-            {name: np.asarray(arrays[name]) for name in CODEBOOK_ARRAYS}
-            | _empty_codes(spec, widths),
-        )
+        codebooks = {name: np.asarray(arrays[name]) for name in CODEBOOK_ARRAYS}
+        return cls(spec, codebooks | _empty_codes(spec, len(codebooks["norm_table"])))
 
     def coded(self, arrays) -> CompressedTier:
         """A tier of the units of ``arrays`` alone, coded with these codebooks (none of this tier's units)."""
@@ -164,49 +152,30 @@ class CompressedTier:
             import faiss
         vectors, norms = arrays["unit_vectors"], arrays["span_norms"]
         pq, centroids = self._faiss_pq(faiss), self.centroids.astype(np.float32)
-        parts = {
-            "coarse": [self.coarse[:unit_base]],
-            "codes": [self.codes[:unit_base]],
-            "norm_codes": [self.norm_codes[:unit_base]],
-        }
+        parts = {name: [getattr(self, name)[:unit_base]] for name in _CODE_ARRAYS}
         for lo in range(unit_base, len(vectors), block):
             values = np.asarray(vectors[lo : lo + block], dtype=np.float32)
+            spans = np.asarray(norms[lo : lo + block], np.float32)
             coarse = _nearest(faiss, centroids, values)
             parts["coarse"].append(coarse.astype(self.coarse.dtype))
             parts["codes"].append(
                 pq.compute_codes(np.ascontiguousarray(values - centroids[coarse]))
             )
-            parts["norm_codes"].append(
-                _norm_codes(np.asarray(norms[lo : lo + block], np.float32), self.norm_table)
-            )
+            parts["norm_codes"].append(_norm_codes(spans, self.norm_table))
         return CompressedTier(
             self.spec, self.codebook_arrays() | {k: np.concatenate(v) for k, v in parts.items()}
         )
 
     def subset(self, rows: np.ndarray) -> CompressedTier:
         """The tier of the unit rows ``rows`` (a boolean mask or indices), in that order."""
-        return CompressedTier(
-            self.spec,
-            self.codebook_arrays()
-            | {
-                "coarse": self.coarse[rows],
-                "codes": self.codes[rows],
-                "norm_codes": self.norm_codes[rows],
-            },
-        )
+        codes = {name: getattr(self, name)[rows] for name in _CODE_ARRAYS}
+        return CompressedTier(self.spec, self.codebook_arrays() | codes)
 
     @classmethod
     def concatenated(cls, tiers: list[CompressedTier]) -> CompressedTier:
         """One tier of several coded with the same codebooks, units end to end."""
-        first = tiers[0]
-        return cls(
-            first.spec,
-            first.codebook_arrays()
-            | {
-                name: np.concatenate([getattr(tier, name) for tier in tiers])
-                for name in ("coarse", "codes", "norm_codes")
-            },
-        )
+        codes = {name: np.concatenate([getattr(t, name) for t in tiers]) for name in _CODE_ARRAYS}
+        return cls(tiers[0].spec, tiers[0].codebook_arrays() | codes)
 
     def codebook_digest(self) -> str:
         digest = hashlib.sha256(str(self.spec).encode())
@@ -216,11 +185,7 @@ class CompressedTier:
 
     def codebook_arrays(self) -> dict[str, np.ndarray]:
         """The arrays every unit's codes refer to (:data:`CODEBOOK_ARRAYS`)."""
-        return {
-            "centroids": self.centroids,
-            "codebooks": self.codebooks,
-            "norm_table": self.norm_table,
-        }
+        return {name: getattr(self, name) for name in CODEBOOK_ARRAYS}
 
     def _faiss_pq(self, faiss):
         dim = self.centroids.shape[1]
@@ -230,7 +195,6 @@ class CompressedTier:
         )
         return pq
 
-    # ------------------------------------------------------------------ search
     def unit_dots(
         self, tables: tuple[torch.Tensor, torch.Tensor], lo: int, hi: int
     ) -> torch.Tensor:
@@ -250,9 +214,8 @@ class CompressedTier:
         coarse_dots = queries @ torch.from_numpy(self.centroids.astype(np.float32)).T
         books = torch.from_numpy(self.codebooks.astype(np.float32))  # (M, 256, d / M)
         parts = queries.reshape(len(queries), books.shape[0], books.shape[2])
-        return coarse_dots, torch.einsum("qms,mcs->qmc", parts, books).reshape(
-            len(queries), -1
-        ).contiguous()
+        flat = torch.einsum("qms,mcs->qmc", parts, books).reshape(len(queries), -1)
+        return coarse_dots, flat.contiguous()
 
     def inverse_norms(self, lo: int, hi: int, columns: slice) -> torch.Tensor:
         """``(L, hi - lo)`` reciprocals of the decoded span norms of units ``lo..hi`` in ``columns`` (0: no such span),
@@ -310,7 +273,6 @@ class CompressedTier:
             total += int((codes[:, :widths] != none).sum())
         return total
 
-    # ------------------------------------------------------------------ storage
     def info(self) -> dict[str, Any]:
         return {
             "spec": str(self.spec),
@@ -318,15 +280,10 @@ class CompressedTier:
             "nlist": int(len(self.centroids)),
             "norm_bits": self.spec.norm_bits,
             "codebooks": self.codebook_digest(),
-            "resident_bytes": int(
-                sum(np.asarray(v).nbytes for v in (self.coarse, self.codes, self.norm_codes))
-            )
-            + int(sum(v.nbytes for v in self.codebook_arrays().values())),
+            "resident_bytes": sum(int(np.asarray(getattr(self, name)).nbytes) for name in ARRAYS),
         }
 
     def save(self, data_dir: str) -> dict[str, str]:
-        from slice_st.index.storage import array_digest
-
         samples = {}
         for name in ARRAYS:
             values = np.asarray(getattr(self, name))
@@ -337,17 +294,14 @@ class CompressedTier:
     @classmethod
     def load(cls, data: DataFolder, info: dict[str, Any], units: int) -> CompressedTier:
         """The tier saved in an open data folder, read into memory (it is what a compressed index keeps resident)."""
-        dim_hint = None
         arrays = {name: data.array(f"compressed_{name}", mmap=False) for name in ARRAYS}
-        dim_hint = arrays["centroids"].shape[1]
-        spec = CompressionSpec.parse(info["spec"], dim_hint)
-        if any(len(arrays[name]) != units for name in ("coarse", "codes", "norm_codes")):
+        spec = CompressionSpec.parse(info["spec"], arrays["centroids"].shape[1])
+        if any(len(arrays[name]) != units for name in _CODE_ARRAYS):
             raise ValueError(
                 "the compressed codes do not match the index's units (corrupt or half-written)"
             )
-        if arrays["codes"].shape[1] != spec.subquantizers or int(
-            arrays["coarse"].max(initial=0)
-        ) >= len(arrays["centroids"]):
+        coarse_max = int(arrays["coarse"].max(initial=0))
+        if arrays["codes"].shape[1] != spec.subquantizers or coarse_max >= len(arrays["centroids"]):
             raise ValueError(
                 "the compressed codes do not match their codebooks (corrupt or half-written)"
             )
@@ -372,10 +326,9 @@ def _nearest(faiss, centroids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 
 def _empty_codes(spec: CompressionSpec, widths: int) -> dict[str, np.ndarray]:
-    coarse_type = np.uint16 if (spec.nlist or 1024) <= 65536 else np.int32
     per_byte = 2 if spec.norm_bits == 4 else 1
     return {
-        "coarse": np.zeros(0, dtype=coarse_type),
+        "coarse": np.zeros(0, dtype=np.uint16),  # parse allows at most 65536 centroids
         "codes": np.zeros((0, spec.subquantizers), dtype=np.uint8),
         "norm_codes": np.zeros((0, -(-widths // per_byte)), dtype=np.uint8),
     }
@@ -426,8 +379,6 @@ def _norm_codes(norms: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 def candidate_rows(arrays, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The segments of documents ``docs`` (positions), and their unit rows in order."""
-    from slice_st.index.candidates import ranges_to_indices
-
     segments = np.flatnonzero(np.isin(np.asarray(arrays["segment_docs"]), docs))
     bounds = np.asarray(arrays["segment_units"], dtype=np.int64)
     return segments, ranges_to_indices(bounds[segments], bounds[segments + 1])

@@ -131,9 +131,8 @@ def user_error(error: BaseException) -> BaseException:
         if cause is None or id(cause) in seen:
             continue
         seen.add(id(cause))
-        if isinstance(cause, (ValueError, OSError)) and not type(cause).__module__.startswith(
-            "ray."
-        ):
+        own = not type(cause).__module__.startswith("ray.")
+        if own and isinstance(cause, (ValueError, OSError)):
             if isinstance(cause, SpanInputError):
                 return SpanInputError(str(cause))
             text = str(cause).strip()

@@ -262,9 +262,8 @@ class _ShardWriter:
                     index = job["index_class"].build(
                         [d.text for d in chunk], job["model"], ids, **job["build"]
                     )
-                except (
-                    SpanInputError
-                ) as error:  # on_error="skip" left every document of the shard out
+                except SpanInputError as error:
+                    # on_error="skip" left every document of the shard out
                     if job["build"]["on_error"] != "skip" or not str(error).startswith(
                         "No document could be indexed"
                     ):
@@ -312,27 +311,20 @@ def _finish(
         "units": total["units"],
     }
     storage.write_json(os.path.join(output, storage.SHARD_LIST), plan | summary)
-    skipped = [tuple(pair) for state in ordered for pair in state.get("skipped", [])]
-    seconds = sum(state.get("seconds", 0.0) for state in ordered)
-    # documents, units, groups, groups_built, shards_built, shards_reused
-    counts = [
-        total["documents"],
-        total["units"],
-        len(ordered),
-        groups_built,
-        total["built"],
-        total["reused"],
-    ]
-    seconds_now = time.perf_counter() - start
     return RayBuild(
-        os.fspath(output),
-        shards,
-        *counts,
-        seconds_now,
-        skipped,
-        seconds,
-        plan["compression"],
-        coded,
+        path=os.fspath(output),
+        shards=shards,
+        documents=total["documents"],
+        units=total["units"],
+        groups=len(ordered),
+        groups_built=groups_built,
+        shards_built=total["built"],
+        shards_reused=total["reused"],
+        seconds=time.perf_counter() - start,
+        skipped=[tuple(pair) for state in ordered for pair in state.get("skipped", [])],
+        worker_seconds=sum(state.get("seconds", 0.0) for state in ordered),
+        compression=plan["compression"],
+        shards_coded=coded,
     )
 
 
@@ -454,11 +446,8 @@ def _work(files, texts, ids, fmt, shard_bytes: int, text_field: str, id_field: s
         items, key, sizes, source = found, "files", [f["bytes"] for f in found], {"files": found}
     else:
         text_list, ids = texts_and_ids(texts, ids, text_field, id_field)
-        items, key, sizes = (
-            list(zip(ids, text_list)),
-            "documents",
-            [len(text.encode("utf-8")) for text in text_list],
-        )
+        items, key = list(zip(ids, text_list)), "documents"
+        sizes = [len(text.encode("utf-8")) for text in text_list]
         source = {
             "documents": len(items),
             "bytes": int(sum(sizes)),
@@ -519,9 +508,8 @@ def _start(
             "this index wrote: remove it (nothing outside the index folder is followed or deleted)."
         )
     os.makedirs(folder, exist_ok=True)
-    if (
-        force
-    ):  # only the files this build wrote: regular files, links removed as links, never followed
+    # only the files this build wrote: regular files, links removed as links, never followed
+    if force:
         for entry in os.scandir(folder):
             if re.fullmatch(r"group-\d+\.json|codebooks\.json", entry.name) and not entry.is_dir(
                 follow_symlinks=False
@@ -556,10 +544,8 @@ def _run(
         workers = claim_workers(concurrency, len(todo), job["num_cpus"], num_gpus)
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
-        for name in (
-            "ray.data",
-            "ray.data._internal",
-        ):  # Ray Data's INFO lines ("Starting execution of Dataset …")
+        # Ray Data's INFO lines ("Starting execution of Dataset …")
+        for name in ("ray.data", "ray.data._internal"):
             logging.getLogger(name).setLevel(logging.WARNING)
         model.to("cpu")  # shipped to the actors (each moves it to its GPU, if it has one)
         dataset = ray.data.from_items(
@@ -582,20 +568,17 @@ def _run(
                 results[state["group"]] = state
                 if progress is not None:
                     progress(state)
-        except (
-            ray.exceptions.RayError
-        ) as error:  # a worker's own error, e.g. a document that cannot be windowed
+        except ray.exceptions.RayError as error:
+            # a worker's own error, e.g. a document that cannot be windowed
             failure = user_error(error)
             if failure is error:
                 raise
         finally:
-            getattr(
-                rows, "close", lambda: None
-            )()  # stops the actors at once when the driver stops early
+            # stops the actors at once when the driver stops early
+            getattr(rows, "close", lambda: None)()
             del rows, dataset
-        if (
-            failure is not None
-        ):  # raised outside the handler: nothing of the failed run stays reachable from it
+        # raised outside the handler: nothing of the failed run stays reachable from it
+        if failure is not None:
             raise failure
         return results
     finally:

@@ -178,9 +178,8 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     row_docs = np.repeat(np.asarray(arrays["segment_docs"], dtype=np.int64), counts)
     first_units = np.asarray(arrays["segment_first_unit"], dtype=np.int64) - bounds[:-1]
     row_units = np.repeat(first_units, counts) + np.arange(bounds[-1])
-    stride = (
-        int(row_units.max()) + 1
-    )  # (document, unit) as one sortable key; a unit held twice is flagged once
+    # (document, unit) as one sortable key; a unit held twice is flagged once
+    stride = int(row_units.max()) + 1
     keys, unique_rows, inverse = np.unique(
         row_docs * stride + row_units, return_index=True, return_inverse=True
     )
@@ -189,17 +188,15 @@ def index_unit_flags(texts: Sequence[str], arrays, chunk: int = 1 << 16) -> np.n
     flags = np.zeros(len(unique_rows), dtype=np.uint8)
     for lo in range(0, len(unique_rows), chunk):
         hi = min(lo + chunk, len(unique_rows))
-        start = max(
-            lo - 1, 0
-        )  # the previous unit too: its word decides AFTER_DETERMINER of unit lo
+        # the previous unit too: its word decides AFTER_DETERMINER of unit lo
+        start = max(lo - 1, 0)
         spans = zip(unique_docs[start:hi].tolist(), *chars[start:hi].T.tolist())
         strings = [texts[doc][a:b] for doc, a, b in spans]
         flags[lo:hi] = unit_flags(strings, text_start=False, text_end=False)[lo - start :]
     # a document's first unit (or one after a gap) follows no unit of its own document
     same_doc = np.diff(unique_docs) == 0
-    flags[~np.append(False, same_doc & (np.diff(unique_units) == 1))] &= np.uint8(
-        ~AFTER_DETERMINER & 0xFF
-    )
+    follows = np.append(False, same_doc & (np.diff(unique_units) == 1))
+    flags[~follows] &= np.uint8(~AFTER_DETERMINER & 0xFF)
     # clauses start at a document's first unit and end at its last (not at a chunk's edges)
     flags[unique_units == 0] |= np.uint8(CLAUSE_BEFORE)
     flags[np.append(~same_doc, True)] |= np.uint8(CLAUSE_AFTER)
@@ -210,23 +207,17 @@ def cached_unit_flags(
     owner, key: np.ndarray, compute: Callable[[], np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(flags, mark_prefix(flags))`` of ``owner``, kept while ``key`` (e.g. ``unit_chars``) is the same object."""
-    return _cached(owner, "_unit_flag_cache", key, lambda: (flags := compute(), mark_prefix(flags)))
+    cache = getattr(owner, "_unit_flag_cache", None)
+    if cache is None or cache[0]() is not key:
+        flags = compute()
+        cache = owner._unit_flag_cache = (weakref.ref(key), (flags, mark_prefix(flags)))
+    return cache[1]
 
 
 def held_unit_flags(owner, key: np.ndarray) -> np.ndarray | None:
     """The flags :func:`cached_unit_flags` holds for ``owner`` while ``key`` is the same object, else ``None``."""
     cache = getattr(owner, "_unit_flag_cache", None)
     return cache[1][0] if cache is not None and cache[0]() is key else None
-
-
-def _cached(owner, name: str, key: np.ndarray, compute: Callable):
-    """``compute()``, kept on ``owner`` as attribute ``name`` while ``key`` is the same object."""
-    cache = getattr(owner, name, None)
-    if cache is not None and cache[0]() is key:
-        return cache[1]
-    found = compute()
-    setattr(owner, name, (weakref.ref(key), found))
-    return found
 
 
 def ranked(
@@ -251,30 +242,25 @@ def ranked(
     if limit is not None:
         limit = max(1, limit)
         top_k = min(top_k, limit)
-    if (
-        costs is None and overlap
-    ):  # the cosine order: one scan (none per document), or today's 16x for the cap
+    # the cosine order: one scan (none per document), or today's 16x for the cap
+    if costs is None and overlap:
         asked = top_k if per_document is None else 16 * top_k * per_document
     else:
         asked = SCORED_SCAN_FACTOR * top_k * (per_document or 1)
 
     def select(query: int, cosines, units, lengths, asked: int):
         """One query's matches, or ``None`` when the scan was too short."""
-        cosines, units, lengths = (
-            np.asarray(cosines, dtype=np.float64),
-            np.asarray(units),
-            np.asarray(lengths),
-        )
+        cosines = np.asarray(cosines, dtype=np.float64)
+        units, lengths = np.asarray(units), np.asarray(lengths)
         valid = np.isfinite(cosines) & (units >= 0)
         scanned = int(valid.sum())
         cosines, units, lengths = cosines[valid], units[valid], lengths[valid]
-        exhausted = scanned < asked or (
-            limit is not None and asked >= limit
-        )  # every span was ranked
+        # every span was ranked
+        exhausted = scanned < asked or (limit is not None and asked >= limit)
         lowest = float(cosines.min()) if scanned else -np.inf
         scores = cosines if costs is None else cosines - costs(query, units, lengths)
         candidates = (
-            np.flatnonzero(scores >= threshold) if threshold is not None else np.arange(scanned)
+            np.arange(scanned) if threshold is None else np.flatnonzero(scores >= threshold)
         )
         order = candidates[np.argsort(-scores[candidates], kind="stable")]  # ties: the scan's order
         if per_document is None and overlap:
@@ -326,9 +312,8 @@ def _greedy(
         if per_document is not None and used[doc] >= per_document:
             alive[later] = False
         elif not overlap:
-            alive[later[(starts[later] < ends[position]) & (ends[later] > starts[position])]] = (
-                False
-            )
+            overlapping = (starts[later] < ends[position]) & (ends[later] > starts[position])
+            alive[later[overlapping]] = False
         position += 1
     return order[np.asarray(kept, dtype=np.int64)]
 
@@ -437,18 +422,16 @@ def rerank_matches(
     picks = _document_picks(index, counts, rerank, scorer, vectors, profiles, wanted, overlap)
     out = []
     for query, matches in enumerate(results):
-        documents = {
-            match.text_index: match for match in matches
-        }  # in the order of their best spans
+        # in the order of their best spans
+        documents = {match.text_index: match for match in matches}
         kept = [
             _as_match(index, match, pick)
             for doc, match in documents.items()
             for pick in picks[query, doc]
         ]
         kept = [match for match in kept if threshold is None or match.score >= threshold]
-        out.append(
-            sorted(kept, key=lambda match: -match.score)
-        )  # stable: ties keep the documents' order
+        # stable: ties keep the documents' order
+        out.append(sorted(kept, key=lambda match: -match.score))
     return out
 
 
@@ -537,10 +520,8 @@ class _Segment:
 
 def _segments(store: SpanIndex, docs: list[int], config: SpanConfig) -> dict[int, list[_Segment]]:
     """The stored segments of documents ``docs`` of a :class:`SpanIndex`, in order, with ``config``'s span norms."""
-    arrays, lengths = (
-        store.arrays,
-        np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span,
-    )
+    arrays = store.arrays
+    lengths = np.arange(config.min_span, config.max_span + 1) - store.span_config.min_span
     bounds, segment_docs = np.asarray(arrays["segment_units"]), np.asarray(arrays["segment_docs"])
     flags = store.unit_flags()[0]
     out: dict[int, list[_Segment]] = {doc: [] for doc in docs}
@@ -606,9 +587,8 @@ def _document_picks(
     segments = _documents_segments(index, {doc_index for _, doc_index in counts}, config)
     rows = [(cell, segment) for cell in counts for segment in segments[cell[1]]]
     parts: dict[tuple[int, int], list[np.ndarray]] = {cell: [] for cell in counts}
-    top_k = max(
-        counts.values(), default=1
-    )  # a row's first n picks are its picks for top_k=n (Rerank.best)
+    # a row's first n picks are its picks for top_k=n (Rerank.best)
+    top_k = max(counts.values(), default=1)
     for lo in range(0, len(rows), RERANK_ROWS):
         batch = rows[lo : lo + RERANK_ROWS]
         pieces, query_of = [segment for _, segment in batch], [cell[0] for cell, _ in batch]
@@ -630,14 +610,10 @@ def _rerank_rows(
     """Each segment's ``top_k`` spans for its query, picked as :func:`slice_st.best_spans` picks a window's, from the
     stored unit sums and span norms (units as the rows' tokens)."""
     embeddings, norms, flags, words = _padded(segments)
-    batch, width, lengths = (
-        len(segments),
-        embeddings.shape[1],
-        range(config.min_span, config.max_span + 1),
-    )
-    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)[
-        :, None, :
-    ]
+    batch, width = len(segments), embeddings.shape[1]
+    lengths = range(config.min_span, config.max_span + 1)
+    queries = torch.nn.functional.normalize(vectors[torch.tensor(query_of)].float(), dim=-1)
+    queries = queries[:, None, :]
     row_profiles = torch.from_numpy(profiles[query_of])[:, None, :]
     costs = span_costs(scorer, flags, row_profiles, config.min_span, config.max_span)
     dots = torch.nn.functional.pad(
@@ -649,23 +625,17 @@ def _rerank_rows(
     num_units = torch.tensor([len(segment.vectors) for segment in segments])
     grid = cosines.flatten(1)  # (B, U * L): by start, then length
 
-    def span_cosines(
-        starts, ends
-    ):  # (B, 1, k) spans of the searched lengths: their cosines in the grid, or summed
+    def span_cosines(starts, ends):
+        """Of ``(B, 1, k)`` spans of the searched lengths: their cosines in the grid, or summed."""
         starts, ends = starts[:, 0], ends[:, 0]
         column = (ends - starts - config.min_span).clamp(0, len(lengths) - 1)
         found = grid.gather(1, starts.clamp(0, width - 1) * len(lengths) + column)
-        rows, at = torch.nonzero(
-            ~torch.isfinite(found), as_tuple=True
-        )  # another segment holds the span's norm
-        for lo in range(
-            0, len(rows), MISSING_NORMS
-        ):  # in chunks: memory bounded by the chunk, not the segments
+        # another segment holds the span's norm: summed, in chunks (memory bounded by the chunk)
+        rows, at = torch.nonzero(~torch.isfinite(found), as_tuple=True)
+        for lo in range(0, len(rows), MISSING_NORMS):
             row, place = rows[lo : lo + MISSING_NORMS], at[lo : lo + MISSING_NORMS]
             first, end = starts[row, place], ends[row, place]
-            units = first[:, None] + torch.arange(
-                max(int((end - first).max()), 1)
-            )  # (m, longest span)
+            units = first[:, None] + torch.arange(max(int((end - first).max()), 1))  # (m, longest)
             inside = units < end[:, None]
             sums = (
                 embeddings[row[:, None], units.clamp(max=width - 1)].double() * inside[..., None]
@@ -704,9 +674,8 @@ def _score_grids(dots, norms, costs, min_span: int) -> tuple[torch.Tensor, torch
     inside, ends = ends <= width, ends.clamp(max=width)
     cosines = ((dots[:, ends] - dots[:, starts]).float() / norms).nan_to_num(nan=-np.inf)
     cosines = cosines.masked_fill(~inside, -np.inf)
-    return cosines, (cosines - costs.of_spans(starts[None], ends[None], min_span)).masked_fill(
-        ~inside, -np.inf
-    )
+    scores = cosines - costs.of_spans(starts[None], ends[None], min_span)
+    return cosines, scores.masked_fill(~inside, -np.inf)
 
 
 def _padded(segments: list[_Segment]):
@@ -722,22 +691,16 @@ def _padded(segments: list[_Segment]):
     flags = padded([segment.flags for segment in segments], 0)
     fills = {"ids": -1, "determiner": False, "capital": False}  # past a row: no word
     words = {
-        name: padded([vars(segment.words)[name][0] for segment in segments], fill)
+        name: padded([vars(segment.words)[name][0] for segment in segments], fill).numpy()
         for name, fill in fills.items()
     }
-    return (
-        embeddings,
-        norms,
-        flags,
-        UnitWords(**{name: values.numpy() for name, values in words.items()}),
-    )
+    return embeddings, norms, flags, UnitWords(**words)
 
 
 def _grid_top_k(scores, cosines, min_span: int, top_k: int, overlap: bool = True) -> BestSpans:
     """:func:`slice_st.spans.grid_top_k` of ``(B, U, L)`` grids of one query each, as ``(B, 1, k)`` spans."""
-    found = grid_top_k(
-        scores[..., None], cosines[..., None], top_k, min_span, overlap
-    )  # (B, k, 1) each
+    # (B, k, 1) each
+    found = grid_top_k(scores[..., None], cosines[..., None], top_k, min_span, overlap)
     best, plain, starts, ends = (values.mT for values in found)
     return BestSpans(best, starts, ends, plain)
 
@@ -747,9 +710,8 @@ def _merge_segments(
 ) -> list[tuple]:
     """A document's picks from its segments' picks, merged in order as :func:`slice_st.best_spans` merges a text's
     windows (:func:`~slice_st.rerank.merge_key`), ``top_k`` kept, without ``overlap`` none over a better one."""
-    ranked = [
-        np.column_stack([part, np.arange(len(part))]) for part in parts
-    ]  # column 6: place among its picks
+    # column 6: place among its picks
+    ranked = [np.column_stack([part, np.arange(len(part))]) for part in parts]
     current = ranked[0] if ranked else np.zeros((0, 7))
     for new in ranked[1:]:
         merged = np.concatenate([current, new])
@@ -759,10 +721,8 @@ def _merge_segments(
         elif overlap or top_k == 1:
             keep = np.argsort(-key, kind="stable")[:top_k]
         else:
-            keep = greedy_disjoint(
-                *(torch.from_numpy(column) for column in (key, merged[:, 2], merged[:, 3])), top_k
-            )
-            keep = keep.numpy()
+            columns = (torch.from_numpy(column) for column in (key, merged[:, 2], merged[:, 3]))
+            keep = greedy_disjoint(*columns, top_k).numpy()
         current = merged[keep[keep >= 0]]
     return [
         (*current[row, :2].tolist(), *current[row, 2:6].astype(int).tolist())

@@ -14,9 +14,10 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from numpy.lib import format as npy
 
 from slice_st.config import SpanConfig
 from slice_st.errors import FileAccessError, IndexBusyError, IndexFileError, SpanInputError
@@ -50,9 +51,8 @@ SHARD_LIST = "shards.json"
 DATA_MARKER = ".slice-st-data"
 _MARKER_TEXT = b"written by slice_st.SpanIndex.save; removed with its index version\n"
 _DATA_NAME = re.compile(r"data-\d+-[0-9A-Za-z_]+")
-_TEMPORARY_MANIFEST = re.compile(
-    rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{16}}\.tmp"
-)  # files.atomic_file's name
+# files.atomic_file's name
+_TEMPORARY_MANIFEST = re.compile(rf"\.{re.escape(MANIFEST)}\.[0-9a-f]{{16}}\.tmp")
 #: Rows (elements) of each array hashed into the manifest's ``samples``, checked on every load.
 SAMPLE_ROWS = 4096
 #: How often a reader re-reads the manifest when the data it names vanished under it (a save replaced it).
@@ -64,12 +64,8 @@ _REQUIRED = (
     | dict.fromkeys(("span_config", "files", "samples"), dict)
     | dict.fromkeys(("units", "documents", "generation"), int)
 )
-#: Files every data folder holds (besides optional calibration and candidate files).
-_REQUIRED_FILES = tuple(f"{name}.npy" for name in ARRAYS) + (
-    "texts.bin",
-    "doc_ids.json",
-    SETTINGS_FILE,
-)
+#: Files every data folder holds besides its arrays (and optional calibration and candidate files).
+_OTHER_FILES = ("texts.bin", "doc_ids.json", SETTINGS_FILE)
 
 _held = threading.local()
 
@@ -140,9 +136,8 @@ def index_lock(
     finally:
         held.discard(key)
         lock.release()
-        if (
-            failed and created
-        ):  # a first save that failed (e.g. a full disk): no empty index folder left behind
+        # a first save that failed (e.g. a full disk): no empty index folder left behind
+        if failed and created:
             with suppress(OSError):
                 if os.listdir(path) == [LOCK_FILE] and not os.path.islink(lock_path):
                     os.unlink(lock_path)
@@ -174,9 +169,8 @@ def write_json(path: str, value: Any, indent: int = 1) -> None:
 
 def fsync_directory(path: str) -> None:
     """Make a rename or a new entry in ``path`` durable (no-op where directories cannot be opened or fsynced)."""
-    with suppress(
-        OSError
-    ):  # pragma: no cover - e.g. Windows, or file systems that refuse fsync on directories
+    # e.g. Windows, or file systems that refuse fsync on directories
+    with suppress(OSError):  # pragma: no cover
         handle = os.open(path, os.O_RDONLY)
         try:
             os.fsync(handle)
@@ -196,9 +190,8 @@ def commit_data(
     data_dir = None
     try:
         name = f"data-{generation:06d}-{secrets.token_hex(4)}"
-        os.mkdir(
-            os.path.join(path, name)
-        )  # a name taken (1 in 2^32) fails the save and leaves that folder alone
+        # a name taken (1 in 2^32) fails the save and leaves that folder alone
+        os.mkdir(os.path.join(path, name))
         data_dir = os.path.join(path, name)
         write_bytes(os.path.join(data_dir, DATA_MARKER), _MARKER_TEXT)
         samples = write(data_dir)
@@ -226,27 +219,23 @@ def commit_data(
         ) from error
     with suppress(OSError):  # committed already; the next save retries the clean-up
         for entry in os.scandir(path):
+            # a manifest a killed save wrote but never renamed (this save holds the lock)
             if _TEMPORARY_MANIFEST.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                with suppress(
-                    OSError
-                ):  # a manifest a killed save wrote but never renamed (this save holds the lock)
+                with suppress(OSError):
                     os.unlink(entry.path)
-            if (
-                entry.name == name
-                or not entry.is_dir(follow_symlinks=False)
-                or not _DATA_NAME.fullmatch(entry.name)
-            ):
+            if entry.name == name or not _DATA_NAME.fullmatch(entry.name):
                 continue
-            if entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER)):
+            if entry.is_dir(follow_symlinks=False) and (
+                entry.name == replaced or os.path.isfile(os.path.join(entry.path, DATA_MARKER))
+            ):
                 shutil.rmtree(entry.path, ignore_errors=True)
     return name
 
 
 def file_digest(path: str, size: int | None = None, *, folder: int | None = None) -> str:
     """SHA-256 of a regular file (never a link, device or pipe); reading at most ``size + 1`` bytes given ``size``."""
-    with open_regular_file(
-        path, folder=folder
-    ) as handle:  # FileAccessError (an OSError): a link, a device, a pipe
+    # FileAccessError (an OSError): a link, a device, a pipe
+    with open_regular_file(path, folder=folder) as handle:
         digest = hashlib.sha256()
         left = float("inf") if size is None else size + 1
         while left > 0 and (block := handle.read(int(min(1 << 20, left)))):
@@ -378,12 +367,8 @@ def read_bytes(path: str, size: int | None = None, *, folder: int | None = None)
         return handle.read()
 
 
-def load_array(
-    path: str, mmap: bool = False, size: int | None = None, *, folder: int | None = None
-) -> np.ndarray:
-    """An ``.npy`` array (no pickles), opened once without following a link; memory-mapped with ``mmap``."""
-    if mmap:
-        return map_array(path, size, folder=folder)[0]
+def load_array(path: str, size: int | None = None, *, folder: int | None = None) -> np.ndarray:
+    """An ``.npy`` array (no pickles), opened once without following a link."""
     with open_regular_file(path, size, folder=folder) as handle:
         return np.load(handle, allow_pickle=False)
 
@@ -394,11 +379,8 @@ def map_array(
     """An ``.npy`` array memory-mapped (opened once without following a link), and its :class:`FileRows` on the same
     file (``None`` where the system has no ``pread`` or the array is in Fortran order)."""
     with open_regular_file(path, size, folder=folder) as handle:
-        headers = {
-            (1, 0): np.lib.format.read_array_header_1_0,
-            (2, 0): np.lib.format.read_array_header_2_0,
-        }
-        version = np.lib.format.read_magic(handle)
+        headers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+        version = npy.read_magic(handle)
         if version not in headers:
             raise ValueError(
                 f"{os.path.basename(path)}: .npy format {version} cannot be memory-mapped"
@@ -407,14 +389,8 @@ def map_array(
         if dtype.hasobject:
             raise ValueError(f"{os.path.basename(path)} holds Python objects (never loaded)")
         offset = handle.tell()  # np.memmap moves the file's position
-        values = np.memmap(
-            handle,
-            dtype=dtype,
-            mode="r",
-            shape=shape,
-            order="F" if fortran_order else "C",
-            offset=offset,
-        )
+        order: Literal["C", "F"] = "F" if fortran_order else "C"
+        values = np.memmap(handle, dtype=dtype, mode="r", shape=shape, order=order, offset=offset)
         readable = hasattr(os, "pread") and not fortran_order and len(shape) >= 1
         rows = FileRows(handle.fileno(), offset, shape, dtype) if readable else None
         return values, rows
@@ -425,12 +401,8 @@ class DataFolder:
     manifest (type and size; SHA-256 of the small files, of every file with ``verify``; arrays' samples)."""
 
     def __init__(self, data_dir: str, manifest: dict[str, Any], folder: int | None) -> None:
-        self.data_dir, self.files, self.samples, self.folder = (
-            data_dir,
-            manifest["files"],
-            manifest["samples"],
-            folder,
-        )
+        self.data_dir, self.folder = data_dir, folder
+        self.files, self.samples = manifest["files"], manifest["samples"]
         self.rows: dict[str, FileRows] = {}
 
     @classmethod
@@ -446,20 +418,16 @@ class DataFolder:
         with open_folder(data_dir) as folder:
             data = cls(data_dir, manifest, folder)
             for name, expected in data.files.items():
-                found = os.lstat(
-                    os.path.join(data_dir, name)
-                )  # the entry itself: a link is refused, never followed
+                # the entry itself: a link is refused, never followed
+                found = os.lstat(os.path.join(data_dir, name))
                 if not stat.S_ISREG(found.st_mode):
                     raise ValueError(f"{name} is not a regular file")
                 if found.st_size != expected["bytes"]:
                     raise ValueError(
                         f"{name} has {found.st_size} bytes, the manifest says {expected['bytes']}"
                     )
-                if (
-                    verify
-                    and file_digest(data.entry(name), expected["bytes"], folder=folder)
-                    != expected["sha256"]
-                ):
+                digest = verify and file_digest(data.entry(name), expected["bytes"], folder=folder)
+                if digest and digest != expected["sha256"]:
                     raise ValueError(f"{name} does not match its checksum")
             yield data
 
@@ -485,7 +453,7 @@ class DataFolder:
         if mmap:
             values, rows = map_array(path, size, folder=self.folder)
         else:
-            values, rows = load_array(path, False, size, folder=self.folder), None
+            values, rows = load_array(path, size, folder=self.folder), None
         if array_digest(values, rows) != self.samples[name]:
             raise ValueError(
                 f"{name}.npy does not match its checksum (changed, shuffled or swapped)"
@@ -569,7 +537,7 @@ def read_manifest(path: str, must_exist: bool) -> dict[str, Any] | None:
                 f"{unreadable} (files entry {name!r} is not a file name in the data folder with its bytes and sha256)."
             )
     arrays = stored_arrays(manifest)
-    required = [f"{name}.npy" for name in arrays] + list(_REQUIRED_FILES[len(ARRAYS) :])
+    required = [*(f"{name}.npy" for name in arrays), *_OTHER_FILES]
     missing = [name for name in required if name not in manifest["files"]]
     if missing:
         raise IndexFileError(f"{unreadable} (files lacks {', '.join(missing)}).")
@@ -624,16 +592,9 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
     for _ in range(READ_RETRIES):
         try:
             return read(manifest), manifest
-        except (
-            OSError,
-            ValueError,
-            RuntimeError,
-        ) as error:  # faiss reports a bad file as RuntimeError
-            latest = read_manifest(path, must_exist=True)
-            if (latest["data"], latest.get("generation")) == (
-                manifest["data"],
-                manifest.get("generation"),
-            ):
+        except (OSError, ValueError, RuntimeError) as error:  # faiss: a bad file is a RuntimeError
+            latest = read_manifest(path, must_exist=True) or {}
+            if all(latest.get(key) == manifest.get(key) for key in ("data", "generation")):
                 if isinstance(error, SpanInputError):
                     raise
                 raise IndexFileError(
@@ -648,9 +609,8 @@ def read_consistent(path: str, manifest: dict[str, Any], read: Callable[[dict[st
 def read_shard_list(path: str) -> dict[str, Any] | None:
     """The :data:`SHARD_LIST` of a sharded index folder (``None`` if it has none); unreadable: IndexFileError."""
     list_path = os.path.join(path, SHARD_LIST)
-    if not (
-        os.path.islink(list_path) or os.path.isfile(list_path)
-    ):  # a link is refused unread by _json_object
+    # a link is refused unread by _json_object
+    if not (os.path.islink(list_path) or os.path.isfile(list_path)):
         return None
     shard_list = _json_object(path, list_path, SHARD_LIST, SHARD_LIST)
     shards = shard_list.get("shards", [])
@@ -686,9 +646,8 @@ def shard_directories(paths: str | os.PathLike | Sequence[str | os.PathLike]) ->
     for path in map(os.fspath, paths):
         if os.path.exists(os.path.join(path, MANIFEST)):
             directories.append(path)
-        elif (
-            shard_list := read_shard_list(path)
-        ) is not None:  # built on Ray: its shards, once complete
+        elif (shard_list := read_shard_list(path)) is not None:
+            # built on Ray: its shards, once complete
             if not shard_list.get("complete"):
                 raise IndexFileError(
                     f"{path}: its sharded build has not finished ({SHARD_LIST} is not complete); "
