@@ -192,6 +192,7 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
+        after_close = closes[index - 1] if index else text_start
         bits = (
             (START_WORD, not name or name in START_WORDS),
             (END_WORD, not name or name in END_WORDS),
@@ -199,10 +200,7 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
             (CLAUSE_MARK, _CLAUSE.search(unit)),
             (SENTENCE_END, _SENTENCE.search(unit)),
             (CLAUSE_AFTER, closes[index]),
-            (
-                CLAUSE_BEFORE,
-                (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit),
-            ),
+            (CLAUSE_BEFORE, after_close or _CLAUSE_OPEN.search(unit)),
         )
         flags[index] = sum(bit for bit, on in bits if on)
     return flags
