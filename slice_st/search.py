@@ -527,13 +527,9 @@ class _Search:
             found = fused(self.top_k, overlap=self.overlap)
         else:
             pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
-            window = RerankRows(
-                rows.boundaries,
-                rows.num_units,
-                unit_words(units, flags.shape[1]),
-                flags,
-                span_cosine_grid(queries, embeddings, *bounds),
-            )
+            grid = span_cosine_grid(queries, embeddings, *bounds)
+            words = unit_words(units, flags.shape[1])
+            window = RerankRows(rows.boundaries, rows.num_units, words, flags, grid)
             found = self.rerank.best(
                 fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config
             )
@@ -546,10 +542,7 @@ class _Search:
         vectors = queries if queries.dim() == 3 else queries[None].expand(len(units), -1, -1)
 
         def cosines(starts: Tensor, ends: Tensor) -> Tensor:  # (B, Q, k) spans → their cosines
-            k = starts.shape[2]
-            spread = (
-                vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
-            )
+            spread = vectors.repeat_interleave(starts.shape[2], dim=1).to(embeddings.device)
             return span_cosines(
                 spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)
             ).view_as(starts)

@@ -541,14 +541,21 @@ def top_spans_flat(
 
 
 def top_spans_from_dots(
-    dots: Tensor, norms: Tensor, top_k: int, min_span: int, max_span: int, *, norm_min_span: int = 1
+    dots: Tensor,
+    span_norms: Tensor,
+    top_k: int,
+    min_span: int,
+    max_span: int,
+    *,
+    norm_min_span: int = 1,
 ) -> FlatTopSpans:
-    """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors, and the
-    ``span_norms`` ``norms`` (no rescore)."""
+    """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
     _dots_width(dots)
     with torch.inference_mode():
         spans = (top_k, min_span, max_span, norm_min_span, None, None)
-        return _ranked_spans(*_scan_top_k(lambda lo, hi: dots[:, lo:hi], norms, dots.shape, *spans))
+        return _ranked_spans(
+            *_scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape, *spans)
+        )
 
 
 def _exact_scores(
