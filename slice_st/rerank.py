@@ -28,7 +28,7 @@ from slice_st.scoring import (
     query_words,
     word,
 )
-from slice_st.spans import BestSpans, greedy_disjoint
+from slice_st.spans import BestSpans, greedy_picks
 
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
@@ -411,7 +411,7 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
             *(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values()))
         )
     # with overlap, a place that is a candidate already picked is not picked again
-    chosen = greedy_disjoint(key, found.starts.cpu(), found.ends.cpu(), top_k, overlap)
+    chosen = greedy_picks(key, found.starts.cpu(), found.ends.cpu(), top_k, overlap)
     missing = (chosen < 0).to(found.scores.device)
     index = chosen.clamp(min=0).to(found.scores.device)
     take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731

@@ -367,16 +367,18 @@ def grid_top_k(
     return tuple(values.view(batch, num_queries, top_k).transpose(1, 2) for values in out)
 
 
-def greedy_disjoint(
-    scores: Tensor, starts: Tensor, ends: Tensor, top_k: int, overlap: bool = False
-) -> Tensor:
+def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) -> Tensor:
     """Positions ``(..., k)`` along the last dim of the ``top_k`` best candidates that overlap no better one (greedy,
-    best first, exact ties: the earlier one; ``-1`` past the last; ``overlap``: that equal no better one). The loop
-    runs over the ``k`` picks.
+    best first, exact ties: the earlier one; ``-1`` past the last). The loop runs over the ``k`` picks.
 
     >>> greedy_disjoint(torch.tensor([[0.9, 0.8, 0.5]]), torch.tensor([[0, 1, 3]]), torch.tensor([[2, 3, 4]]), 3)
     tensor([[ 0,  2, -1]])
     """
+    return greedy_picks(scores, starts, ends, top_k, overlap=False)
+
+
+def greedy_picks(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int, overlap: bool) -> Tensor:
+    """:func:`greedy_disjoint`; with ``overlap``, the candidates left out are those equal to a better one."""
     alive = torch.isfinite(scores)
     chosen = torch.full((*scores.shape[:-1], top_k), -1, dtype=torch.long, device=scores.device)
     for step in range(min(top_k, scores.shape[-1])):
