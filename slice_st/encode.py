@@ -237,9 +237,7 @@ class WindowRows:
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
             weights = None if self.token_weights is None else self.token_weights[index, :length]
             vectors = self.token_embeddings[index, :length]
-            yield WindowRows(
-                windows, vectors, boundaries, num_units, owned, *chars, token_weights=weights
-            )
+            yield WindowRows(windows, vectors, boundaries, num_units, owned, *chars, weights)
 
 
 def encode_windows(
@@ -410,9 +408,7 @@ def _pad_window_outputs(
         for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
     )
     chars = units.char_starts, units.char_ends
-    return WindowRows(
-        windows, vectors, units.boundaries, units.num_units, owned, *chars, token_weights=weights
-    )
+    return WindowRows(windows, vectors, units.boundaries, units.num_units, owned, *chars, weights)
 
 
 @dataclass

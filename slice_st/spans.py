@@ -526,11 +526,9 @@ def top_spans_flat(
                 vector_buffer.append(torch.empty(hi - lo, unit_vectors.shape[1], device=device))
             vectors = vector_buffer[0][: hi - lo].copy_(vectors)
         # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
-        return (
-            torch.mv(vectors, unit_queries[0])[None]
-            if num_queries == 1
-            else unit_queries @ vectors.T
-        )
+        if num_queries == 1:
+            return torch.mv(vectors, unit_queries[0])[None]
+        return unit_queries @ vectors.T
 
     with torch.inference_mode():
         shape = (num_queries, unit_vectors.shape[0])
@@ -731,10 +729,8 @@ def _scan_top_k(
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
     found = best_ids >= 0
-    starts, lengths = (
-        torch.where(found, best_ids // widths, -1),
-        torch.where(found, best_ids % widths + min_span, 0),
-    )
+    starts = torch.where(found, best_ids // widths, -1)
+    lengths = torch.where(found, best_ids % widths + min_span, 0)
     return best_scores, best_ids, starts, lengths
 
 
