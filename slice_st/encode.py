@@ -76,13 +76,9 @@ def resolve_prompt(
         raise SpanInputError(
             f"prompt_name {prompt_name!r} is not one of the model's prompts: {sorted(prompts)}."
         )
-    names = (
-        [prompt_name]
-        if prompt_name is not None
-        else ["query"]
-        if role == "query"
-        else [*DOCUMENT_PROMPT_NAMES]
-    )
+    names = ["query"] if role == "query" else [*DOCUMENT_PROMPT_NAMES]
+    if prompt_name is not None:
+        names = [prompt_name]
     names.append(getattr(model, "default_prompt_name", None))
     return next((prompts[name] or "" for name in names if name is not None and name in prompts), "")
 
@@ -107,11 +103,8 @@ def check_span_pooling(model: SentenceTransformer) -> None:
     position = pooling.index(True)
     mode = getattr(modules[position], "pooling_mode", "mean")
     modes = (mode,) if isinstance(mode, str) else tuple(mode)
-    after = [
-        type(module).__name__
-        for module in modules[position + 1 :]
-        if type(module).__name__ != "Normalize"
-    ]
+    names = [type(module).__name__ for module in modules[position + 1 :]]
+    after = [name for name in names if name != "Normalize"]
     problems = [f"its pooling is {'+'.join(modes)}, not mean"] if modes != ("mean",) else []
     if after:
         problems.append(f"{', '.join(after)} follow{'s' if len(after) == 1 else ''} its pooling")
@@ -244,9 +237,7 @@ class WindowRows:
             chars = self.char_starts[index, :width], self.char_ends[index, :width]
             weights = None if self.token_weights is None else self.token_weights[index, :length]
             vectors = self.token_embeddings[index, :length]
-            yield WindowRows(
-                windows, vectors, boundaries, num_units, owned, *chars, token_weights=weights
-            )
+            yield WindowRows(windows, vectors, boundaries, num_units, owned, *chars, weights)
 
 
 def encode_windows(
@@ -417,9 +408,7 @@ def _pad_window_outputs(
         for bounds in ([w.own_char_lo for w in windows], [w.own_char_hi for w in windows])
     )
     chars = units.char_starts, units.char_ends
-    return WindowRows(
-        windows, vectors, units.boundaries, units.num_units, owned, *chars, token_weights=weights
-    )
+    return WindowRows(windows, vectors, units.boundaries, units.num_units, owned, *chars, weights)
 
 
 @dataclass
@@ -523,12 +512,7 @@ def encode_spans(  # type: ignore[misc]  # the overloads say what comes back; th
     options = (normalize_embeddings, precision, convert_to_numpy and not convert_to_tensor)
     vectors = _output_vectors([found[2] for found in columns], *options)
     results = [
-        SpanEncoding(
-            text=text,
-            offsets=found[0].cpu().numpy(),
-            units=found[1].cpu().numpy(),
-            embeddings=text_vectors,
-        )
+        SpanEncoding(text, found[0].cpu().numpy(), found[1].cpu().numpy(), text_vectors)
         for text, found, text_vectors in zip(text_list, columns, vectors)
     ]
     return results[0] if single else results

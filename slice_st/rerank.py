@@ -28,7 +28,7 @@ from slice_st.scoring import (
     query_words,
     word,
 )
-from slice_st.spans import BestSpans
+from slice_st.spans import BestSpans, greedy_picks
 
 #: The four one-unit moves whose cosine and score changes are features: (start shift, end shift).
 MOVES = (("grow_left", -1, 0), ("grow_right", 0, 1), ("shrink_left", 1, 0), ("shrink_right", 0, -1))
@@ -188,7 +188,7 @@ def candidate_features(
         out[f"dcost_{name}"] = np.nan_to_num(moved_cos - moved_score - (cosines - scores))  # costs
     # (N, U): the rows' width, as flags
     determiner, capital = units.determiner[rows], units.capital[rows]
-    before, after = starts - 1, ends
+    before_flags, after_flags = _take(flags, starts - 1), _take(flags, ends)
     has_before = (starts > 0).astype(np.float64)
     has_after = (ends < num_units[:, None]).astype(np.float64)
     out["first_det"] = _take(determiner, starts)
@@ -199,10 +199,10 @@ def candidate_features(
     out["last_clause_after"] = bit(last_flags, CLAUSE_AFTER)
     out["last_sentence_end"] = bit(last_flags, SENTENCE_END)
     out["last_mark"] = bit(last_flags, CLAUSE_MARK)
-    out["before_start_word"] = has_before * bit(_take(flags, before), START_WORD)
-    out["after_start_word"] = has_after * bit(_take(flags, after), START_WORD)
-    out["after_end_word"] = has_after * bit(_take(flags, after), END_WORD)
-    out["after_capital"] = has_after * _take(capital, after)
+    out["before_start_word"] = has_before * bit(before_flags, START_WORD)
+    out["after_start_word"] = has_after * bit(after_flags, START_WORD)
+    out["after_end_word"] = has_after * bit(after_flags, END_WORD)
+    out["after_capital"] = has_after * _take(capital, ends)
     query_det = np.isin(edges[:, :1], _ids_of(DETERMINERS))  # the query starts with a determiner
     out["first_det_query_det"] = out["first_det"] * query_det
     out["after_det_query_det"] = out["after_det"] * query_det
@@ -212,9 +212,7 @@ def candidate_features(
     out["text_start"] = (starts == 0).astype(np.float64)
     out["text_end"] = (ends >= num_units[:, None]) * 1.0
     out["rel_start"], out["rel_end"] = starts / n_units, ends / n_units
-    out["sentence_start"] = np.maximum(
-        starts == 0, has_before * bit(_take(flags, before), SENTENCE_END)
-    )
+    out["sentence_start"] = np.maximum(starts == 0, has_before * bit(before_flags, SENTENCE_END))
     return {
         name: np.where(valid, np.asarray(values, np.float64), 0.0) for name, values in out.items()
     }
@@ -353,11 +351,9 @@ class Rerank:
         features = np.stack([values[name] for name in self.reranker.features], axis=-1)
         logits = self.reranker.logits(features, profile[:, 0])
         logits = np.where(np.isfinite(scores), logits, -np.inf).reshape(batch, num_queries, k)
-        places = (
-            fused(top_k, overlap=overlap)
-            if top_k > 1 and (top_k > found.scores.shape[2] or not overlap)
-            else None
-        )
+        places = None
+        if top_k > 1 and (top_k > found.scores.shape[2] or not overlap):
+            places = fused(top_k, overlap=overlap)
         return pick(found, logits, top_k, overlap, places)
 
 
@@ -392,16 +388,14 @@ def _moved(starts, ends, rows: RerankRows, queries, costs, config) -> tuple[np.n
     first, end = torch.where(ok, first, 0), torch.where(ok, end, 1).clamp(max=max(width, 1))
     cosines = rows.cosines(first, end).view_as(first)
     scores = cosines - costs.of_spans(first.mT, end.mT, config.min_span).mT.to(cosines.dtype)
-    nan = torch.full_like(cosines, float("nan"))
-    as_moves = lambda values: values.view(batch, num_queries, len(MOVES), k).permute(2, 0, 1, 3)  # noqa: E731
-    return tuple(
-        as_moves(torch.where(ok, values, nan))
-        .float()
-        .cpu()
-        .numpy()
-        .reshape(len(MOVES), batch * num_queries, k)
-        for values in (cosines, scores)
-    )
+
+    def as_moves(values: torch.Tensor) -> np.ndarray:
+        """``(B, Q, 4k)`` → ``(4, B * Q, k)``, ``nan`` where the moved span does not exist."""
+        moves = torch.where(ok, values, float("nan")).view(batch, num_queries, len(MOVES), k)
+        array = moves.permute(2, 0, 1, 3).float().cpu().numpy()
+        return array.reshape(len(MOVES), batch * num_queries, k)
+
+    return as_moves(cosines), as_moves(scores)
 
 
 def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
@@ -416,18 +410,8 @@ def pick(found, logits: np.ndarray, top_k: int, overlap: bool, places=None):
         found = BestSpans(
             *(torch.cat([a, b], dim=2) for a, b in zip(vars(found).values(), vars(places).values()))
         )
-    starts, ends = found.starts.cpu(), found.ends.cpu()
-    alive = torch.isfinite(key)
-    chosen = torch.full((*key.shape[:2], top_k), -1, dtype=torch.long)
-    for step in range(min(top_k, key.shape[2])):
-        best, pick = key.masked_fill(~alive, float("-inf")).max(dim=2)
-        ok = torch.isfinite(best)
-        chosen[..., step] = torch.where(ok, pick, -1)
-        first, end = starts.gather(2, pick[..., None]), ends.gather(2, pick[..., None])
-        if overlap:  # a place that is a candidate already picked is not picked again
-            alive &= ~((starts == first) & (ends == end) & ok[..., None])
-        else:
-            alive &= ~((starts < end) & (ends > first) & ok[..., None])
+    # with overlap, a place that is a candidate already picked is not picked again
+    chosen = greedy_picks(key, found.starts.cpu(), found.ends.cpu(), top_k, overlap)
     missing = (chosen < 0).to(found.scores.device)
     index = chosen.clamp(min=0).to(found.scores.device)
     take = lambda values, fill: values.gather(2, index).masked_fill(missing, fill)  # noqa: E731

@@ -94,29 +94,26 @@ class SpanScorer:
             raise ValueError(
                 f"SpanScorer.rerank must be None or a re-ranker's file name, got {self.rerank!r}."
             )
-        for field in _cost_fields():
-            value = getattr(self, field.name)
+        for name in _COST_FIELDS:
+            value = getattr(self, name)
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             # larger overflows float32 scores
             if not (number and math.isfinite(value) and 0 <= value <= MAX_COST):
                 raise ValueError(
-                    f"SpanScorer.{field.name} must be a number from 0 to {MAX_COST:g}, got {value!r}."
+                    f"SpanScorer.{name} must be a number from 0 to {MAX_COST:g}, got {value!r}."
                 )
 
     @property
     def is_plain(self) -> bool:
         """True when every cost is 0 and nothing re-ranks: the score is the cosine (the paper's max-cosine protocol)."""
-        return self.rerank is None and all(
-            getattr(self, field.name) == 0 for field in _cost_fields()
-        )
+        return self.rerank is None and all(getattr(self, name) == 0 for name in _COST_FIELDS)
 
     def to_dict(self) -> dict:
         """The scorer's settings (for reports, model cards and index manifests)."""
         return asdict(self)
 
 
-def _cost_fields():
-    return [field for field in fields(SpanScorer) if field.name not in ("name", "rerank")]
+_COST_FIELDS = [field.name for field in fields(SpanScorer) if field.name not in ("name", "rerank")]
 
 
 #: The re-ranker of ``"reranked"`` for every model but a shipped one fitted its own (``<name>-rerank``).
@@ -195,6 +192,7 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
+        after_close = closes[index - 1] if index else text_start
         bits = (
             (START_WORD, not name or name in START_WORDS),
             (END_WORD, not name or name in END_WORDS),
@@ -202,10 +200,7 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
             (CLAUSE_MARK, _CLAUSE.search(unit)),
             (SENTENCE_END, _SENTENCE.search(unit)),
             (CLAUSE_AFTER, closes[index]),
-            (
-                CLAUSE_BEFORE,
-                (closes[index - 1] if index else text_start) or _CLAUSE_OPEN.search(unit),
-            ),
+            (CLAUSE_BEFORE, after_close or _CLAUSE_OPEN.search(unit)),
         )
         flags[index] = sum(bit for bit, on in bits if on)
     return flags
@@ -316,13 +311,8 @@ def span_costs(
     length = scorer.length_short * (-ratio).clamp(min=0) + scorer.length_long * ratio.clamp(min=0)
     marks = torch.stack([bit(CLAUSE_MARK)[..., 0], bit(SENTENCE_END)[..., 0]], dim=-1)  # (B, U, 2)
     marks = torch.cat([marks.new_zeros(batch, 1, 2), marks.cumsum(dim=1)], dim=1)
-    mark_cost = torch.stack(
-        [
-            scorer.clause * (1.0 - profiles[..., 3]),
-            torch.full_like(profiles[..., 3], scorer.sentence),
-        ],
-        dim=-1,
-    )
+    clause = scorer.clause * (1.0 - profiles[..., 3])
+    mark_cost = torch.stack([clause, torch.full_like(clause, scorer.sentence)], dim=-1)
     return SpanCosts(start, end, length, marks, mark_cost)
 
 
@@ -404,19 +394,16 @@ def governor_units(units: Sequence[str]) -> np.ndarray:
     import numpy as np
 
     words = [word(unit) for unit in units]
-    if not ENGLISH_MARKERS.intersection(words):
-        return np.zeros(len(words), dtype=np.uint8)
     codes = np.zeros(len(words), dtype=np.uint8)
+    if not ENGLISH_MARKERS.intersection(words):
+        return codes
     for index, (unit, name) in enumerate(zip(units, words)):
         lead = name in GOVERNOR_LEADS and index + 1 < len(words) and words[index + 1] == "no"
         dashes = not name and bool(unit.strip()) and set(unit.strip()) <= set("-–—")
-        codes[index] = (
-            GOVERNS
-            if name in GOVERNORS or lead
-            else BREAKS
-            if name in SCOPE_BREAKS or dashes
-            else 0
-        )
+        if name in GOVERNORS or lead:
+            codes[index] = GOVERNS
+        elif name in SCOPE_BREAKS or dashes:
+            codes[index] = BREAKS
     return codes
 
 

@@ -63,12 +63,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanMatch", "SpanPlace", "SpanSearchResult", "best_spans", "best_spans_paired"]
 
-#: Why a ``min_confidence`` is refused: only a shipped model's default scorer has a calibrated confidence.
-NO_CONFIDENCE = (
-    "min_confidence needs a calibrated confidence, which only a shipped model (slice-minilm, slice-mpnet) "
-    "with its default scorer ('reranked') has; use threshold= on the score instead."
-)
-
 
 def search_scorer(scorer: str | SpanScorer | None, model: Any = None) -> SpanScorer:
     """The scorer of a search, resolved once (with the re-ranker of ``model`` where it is a shipped model that has
@@ -96,7 +90,10 @@ def search_calibrator(
 def _cut(calibrator: Calibrator | None, min_confidence: float | str | None) -> float | None:
     """A checked ``min_confidence`` as a number (``"default"``: the calibrator's), refused without a calibrator."""
     if min_confidence is not None and calibrator is None:
-        raise SpanInputError(NO_CONFIDENCE)
+        raise SpanInputError(
+            "min_confidence needs a calibrated confidence, which only a shipped model (slice-minilm, slice-mpnet) "
+            "with its default scorer ('reranked') has; use threshold= on the score instead."
+        )
     if min_confidence == "default":
         assert calibrator is not None
         return calibrator.default_min_confidence
@@ -198,6 +195,10 @@ def _place(match) -> SpanPlace:
     return SpanPlace(**fields, doc_id=getattr(match, "doc_id", None))
 
 
+#: The (Q, T, k) arrays of a :class:`SpanSearchResult`.
+_ARRAYS = ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends")
+
+
 @dataclass(eq=False, repr=False)
 class SpanSearchResult(Sequence):
     """Best spans for every (query, text) pair; ``result[q][t]`` is a list of :class:`SpanMatch`, best first.
@@ -297,11 +298,11 @@ class SpanSearchResult(Sequence):
         confidence = self.calibrator(queries, spans, self.scores[at], self.similarities[at])
         low = confidence < min_confidence
         gone = tuple(index[low] for index in at)
-        for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
+        for name in _ARRAYS:
             values = getattr(self, name)
             values[gone] = -np.inf if values.dtype.kind == "f" else -1
         order = np.argsort(~np.isfinite(self.scores), axis=2, kind="stable")
-        for name in ("scores", "similarities", "starts", "ends", "unit_starts", "unit_ends"):
+        for name in _ARRAYS:
             setattr(self, name, np.take_along_axis(getattr(self, name), order, axis=2))
 
     def _check_confidence(self, min_confidence) -> float | None:
@@ -414,26 +415,21 @@ def _best_spans(
 ):
     """:func:`best_spans` and :func:`best_spans_paired` (query ``i`` against text ``i``): checked options in."""
     search = _Search(model, queries, texts, top_k, paired, overlap, options, min_confidence)
-    batch_size, show = options["batch_size"], options["show_progress_bar"]
-    context = options["window_context"]
     prompt = resolve_prompt(model, options["prompt"], options["prompt_name"], "document")
     windows = encode_windows(
         model,
         texts,
         search.config,
-        batch_size,
-        show,
-        context,
+        options["batch_size"],
+        options["show_progress_bar"],
+        options["window_context"],
         prompt=prompt,
         device=options["device"],
         errors=errors,
     )
     for rows in windows:
         search.add(search.best_of_rows(rows), rows)
-    found = {
-        key: search.arrays[key]
-        for key in ("scores", "starts", "ends", "unit_starts", "unit_ends", "similarities")
-    }
+    found = {key: search.arrays[key] for key in _ARRAYS}
     names = [""] * len(queries) if paired else queries
     return SpanSearchResult(
         queries=names,
@@ -531,13 +527,9 @@ class _Search:
             found = fused(self.top_k, overlap=self.overlap)
         else:
             pairs = index.numpy()[:, None] if self.paired else np.arange(len(self.queries))[None, :]
-            window = RerankRows(
-                rows.boundaries,
-                rows.num_units,
-                unit_words(units, flags.shape[1]),
-                flags,
-                span_cosine_grid(queries, embeddings, *bounds),
-            )
+            grid = span_cosine_grid(queries, embeddings, *bounds)
+            words = unit_words(units, flags.shape[1])
+            window = RerankRows(rows.boundaries, rows.num_units, words, flags, grid)
             found = self.rerank.best(
                 fused, self.top_k, self.overlap, window, queries, costs, profiles, pairs, config
             )
@@ -550,10 +542,7 @@ class _Search:
         vectors = queries if queries.dim() == 3 else queries[None].expand(len(units), -1, -1)
 
         def cosines(starts: Tensor, ends: Tensor) -> Tensor:  # (B, Q, k) spans → their cosines
-            k = starts.shape[2]
-            spread = (
-                vectors[:, :, None, :].expand(-1, -1, k, -1).flatten(1, 2).to(embeddings.device)
-            )
+            spread = vectors.repeat_interleave(starts.shape[2], dim=1).to(embeddings.device)
             return span_cosines(
                 spread, embeddings, rows.boundaries, starts.flatten(1), ends.flatten(1)
             ).view_as(starts)
@@ -572,9 +561,8 @@ class _Search:
             "ends": _gather_units(rows.char_ends, last) + chars,
             "unit_starts": found.starts + units,
             "unit_ends": found.ends + units,
+            "ranks": torch.arange(found.starts.shape[-1], device=device).expand_as(found.starts),
         }
-        ranks = torch.arange(found.starts.shape[-1], device=device)
-        candidate["ranks"] = ranks.expand_as(found.starts)
         candidate = {
             name: value.masked_fill(missing, -1).cpu().numpy() for name, value in candidate.items()
         }

@@ -112,9 +112,8 @@ def pool_spans(
         & _start_mask(num_units, width, owned)[:, starts]
         & (counts > 0)
     )
-    return SpanBatch(
-        totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype), starts, ends, mask
-    )
+    means = totals / counts.clamp(min=1).unsqueeze(-1).to(totals.dtype)
+    return SpanBatch(means, starts, ends, mask)
 
 
 def pool_units(
@@ -152,7 +151,7 @@ def span_sum_norms(
     num_units: Tensor,
     min_span: int,
     max_span: int,
-    owned: Any = None,
+    owned: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """L2 norm of every span's token-vector **sum**, ``(B, U, L)``: ``[b, u, l]`` is the span of ``min_span + l``
     units starting at unit ``u`` (``nan``: no such span, past the text or a start outside ``owned``)."""
@@ -202,8 +201,7 @@ def span_cosine_grid(
     unit_prefix = _gather_rows(prefix_sums(token_embeddings), boundaries)
     norms = _span_sum_norms(unit_prefix, num_units, min_span, max_span, None).clamp(min=eps)
     vectors = torch.nn.functional.normalize(queries.float(), dim=-1, eps=eps).to(unit_prefix)
-    vectors = vectors.T if vectors.dim() == 2 else vectors.transpose(1, 2)
-    sums = (unit_prefix @ vectors).transpose(1, 2)  # (B, Q, U + 1)
+    sums = (unit_prefix @ vectors.mT).transpose(1, 2)  # (B, Q, U + 1)
     lengths = norms.shape[2]
 
     def cosines(starts: Tensor, ends: Tensor) -> Tensor:
@@ -270,7 +268,7 @@ def best_span_scores(
     exists = ~torch.isnan(norms) & (norms > 0)
     # Mask by selection, never by NaN arithmetic, so gradients of real spans stay finite.
     norms = torch.where(exists, norms, torch.ones_like(norms)).clamp(min=eps)
-    lengths = _LengthSimilarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
+    lengths = _length_similarity(similarity, unit_prefix, query_vectors, boundaries.to(device))
     no_scores = torch.full((batch, top_k, queries.shape[-2]), float("-inf"), device=device)
     no_starts = torch.full_like(no_scores, -1, dtype=torch.long)
     # the running top-k (never in place)
@@ -302,50 +300,39 @@ def best_span_scores(
     )
 
 
-class _LengthSimilarity:
-    """The ``(B, n, Q)`` similarities of all ``n`` spans of one length to the queries, from the prefix sums."""
+def _length_similarity(
+    similarity: str, unit_prefix: Tensor, query_vectors: Tensor, token_bounds: Tensor
+) -> Callable[[int, int, Tensor], Tensor]:
+    """``similarities(length, count, norms)``: the ``(B, count, Q)`` similarities of all spans of one length to the
+    queries, from the prefix sums."""
+    shared = query_vectors.dim() == 2
+    query_sums = unit_prefix @ query_vectors.mT  # (B, U+1, Q)
+    norms2 = (query_vectors**2).sum(-1)  # for euclidean
+    query_norms2 = norms2[None, None, :] if shared else norms2[:, None, :]
+    targets = query_vectors[None].expand(unit_prefix.shape[0], -1, -1) if shared else query_vectors
 
-    def __init__(
-        self, similarity: str, unit_prefix: Tensor, query_vectors: Tensor, token_bounds: Tensor
-    ) -> None:
-        self.similarity, self.unit_prefix, self.token_bounds = similarity, unit_prefix, token_bounds
-        shared = query_vectors.dim() == 2
-        self.query_sums = unit_prefix @ (
-            query_vectors.T if shared else query_vectors.transpose(1, 2)
-        )  # (B, U+1, Q)
-        norms2 = (query_vectors**2).sum(-1)  # for euclidean
-        self.query_norms2 = norms2[None, None, :] if shared else norms2[:, None, :]
-        self.targets = (
-            query_vectors[None].expand(unit_prefix.shape[0], -1, -1) if shared else query_vectors
-        )
-
-    def __call__(self, length: int, count: int, norms: Tensor) -> Tensor:
+    def similarities(length: int, count: int, norms: Tensor) -> Tensor:
         # q · span sum
-        dots = self.query_sums[:, length : length + count] - self.query_sums[:, :count]
-        if self.similarity == "cosine":
+        dots = query_sums[:, length : length + count] - query_sums[:, :count]
+        if similarity == "cosine":
             return dots / norms
-        tokens = self.token_bounds[:, length : length + count] - self.token_bounds[:, :count]
+        tokens = token_bounds[:, length : length + count] - token_bounds[:, :count]
         tokens = tokens.clamp(min=1).float()[..., None]
-        if self.similarity == "dot":
+        if similarity == "dot":
             return dots / tokens
-        if self.similarity == "euclidean":
-            return (
-                -(self.query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
-            )
-        means = (
-            self.unit_prefix[:, length : length + count] - self.unit_prefix[:, :count]
-        ) / tokens  # manhattan
-        return -torch.cdist(means, self.targets, p=1)
+        if similarity == "euclidean":
+            return -(query_norms2 - 2 * dots / tokens + (norms / tokens) ** 2).clamp(min=0).sqrt()
+        means = (unit_prefix[:, length : length + count] - unit_prefix[:, :count]) / tokens
+        return -torch.cdist(means, targets, p=1)  # manhattan
+
+    return similarities
 
 
 def _merge_length(
     best: tuple[Tensor, ...], scores: Tensor, similarities: Tensor, length: int
 ) -> tuple[Tensor, ...]:
     """Merge the ``(B, n, Q)`` spans of one length into the running ``(B, k, Q)`` top-k."""
-    batch, count, num_queries = scores.shape
-    starts = torch.arange(count, device=scores.device)[None, :, None].expand(
-        batch, count, num_queries
-    )
+    starts = torch.arange(scores.shape[1], device=scores.device)[None, :, None].expand_as(scores)
     merged = [
         torch.cat(pair, dim=1)
         for pair in zip(best, (scores, similarities, starts, starts + length))
@@ -387,6 +374,11 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
     >>> greedy_disjoint(torch.tensor([[0.9, 0.8, 0.5]]), torch.tensor([[0, 1, 3]]), torch.tensor([[2, 3, 4]]), 3)
     tensor([[ 0,  2, -1]])
     """
+    return greedy_picks(scores, starts, ends, top_k, overlap=False)
+
+
+def greedy_picks(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int, overlap: bool) -> Tensor:
+    """:func:`greedy_disjoint`; with ``overlap``, the candidates left out are those equal to a better one."""
     alive = torch.isfinite(scores)
     chosen = torch.full((*scores.shape[:-1], top_k), -1, dtype=torch.long, device=scores.device)
     for step in range(min(top_k, scores.shape[-1])):
@@ -396,7 +388,8 @@ def greedy_disjoint(scores: Tensor, starts: Tensor, ends: Tensor, top_k: int) ->
             break
         chosen[..., step] = torch.where(found, pick, -1)
         first, end = starts.gather(-1, pick[..., None]), ends.gather(-1, pick[..., None])
-        alive &= ~((starts < end) & (ends > first) & found[..., None])
+        clash = (starts == first) & (ends == end) if overlap else (starts < end) & (ends > first)
+        alive &= ~(clash & found[..., None])
     return chosen
 
 
@@ -434,27 +427,20 @@ def sample_spans(
     if num_spans < 1:
         raise ValueError(f"num_spans must be >= 1, got {num_spans}.")
     device, batch = num_units.device, num_units.shape[0]
+
+    def uniform(columns: int) -> Tensor:  # drawn on the CPU: the same spans on any device
+        return torch.rand(batch, columns, generator=generator, device="cpu").to(device)
+
     # how many lengths each row allows
     choices = (num_units.clamp(max=max_span) - min_span + 1).clamp(min=0)
-    offset = torch.rand(batch, 1, generator=generator, device="cpu").to(device)
     # (B, n) in [0, 1)
-    strata = (torch.arange(num_spans, device=device)[None, :] + offset) / num_spans
+    strata = (torch.arange(num_spans, device=device)[None, :] + uniform(1)) / num_spans
     lengths = min_span + (strata * choices[:, None]).floor().long().clamp(
         max=(choices - 1).clamp(min=0)[:, None]
     )
-    lengths = lengths.gather(
-        1,
-        torch.argsort(
-            torch.rand(batch, num_spans, generator=generator, device="cpu").to(device), dim=1
-        ),
-    )
+    lengths = lengths.gather(1, torch.argsort(uniform(num_spans), dim=1))
     room = (num_units[:, None] - lengths + 1).clamp(min=1)
-    starts = (
-        (torch.rand(batch, num_spans, generator=generator, device="cpu").to(device) * room)
-        .floor()
-        .long()
-    )
-    starts = torch.minimum(starts, room - 1)
+    starts = torch.minimum((uniform(num_spans) * room).floor().long(), room - 1)
     ends = starts + lengths
     missing = (choices == 0)[:, None].expand(-1, num_spans)
     return starts.masked_fill(missing, -1), ends.masked_fill(missing, -1)
@@ -540,11 +526,9 @@ def top_spans_flat(
                 vector_buffer.append(torch.empty(hi - lo, unit_vectors.shape[1], device=device))
             vectors = vector_buffer[0][: hi - lo].copy_(vectors)
         # one query: a matrix-vector product (gemv), ~25% faster than a (1, d) @ (d, units) matmul
-        return (
-            torch.mv(vectors, unit_queries[0])[None]
-            if num_queries == 1
-            else unit_queries @ vectors.T
-        )
+        if num_queries == 1:
+            return torch.mv(vectors, unit_queries[0])[None]
+        return unit_queries @ vectors.T
 
     with torch.inference_mode():
         shape = (num_queries, unit_vectors.shape[0])
@@ -564,12 +548,11 @@ def top_spans_from_dots(
     max_span: int,
     *,
     norm_min_span: int = 1,
-    block: int | None = None,
 ) -> FlatTopSpans:
     """:func:`top_spans_flat` from the ``(Q, N)`` dot products of unit-norm queries and unit vectors (no rescore)."""
     _dots_width(dots)
     with torch.inference_mode():
-        spans = (top_k, min_span, max_span, norm_min_span, block, None)
+        spans = (top_k, min_span, max_span, norm_min_span, None, None)
         return _ranked_spans(
             *_scan_top_k(lambda lo, hi: dots[:, lo:hi], span_norms, dots.shape, *spans)
         )
@@ -618,9 +601,7 @@ def unit_peak_scores(
     """Per unit, the best cosine of any span of ``min_span..max_span`` units containing it (``-inf``: none), ``(Q, N)``
     float64: where along a text a query peaks. Arguments as :func:`top_spans_from_dots`; a sliding-window maximum
     per span length."""
-    first_column, _ = _check_flat(
-        span_norms, _dots_width(dots), 1, 1, min_span, max_span, norm_min_span
-    )
+    first_column = _check_flat(span_norms, _dots_width(dots), min_span, max_span, norm_min_span)
     num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots.double(), dim=-1), (1, 0))
@@ -648,35 +629,36 @@ def start_peak_scores(dots: Tensor, inverse_norms: Tensor, min_span: int) -> Ten
     >>> start_peak_scores(torch.tensor([[0.5, 1.0]]), inverse, 1).tolist()
     [[1.0606601238250732, 1.0]]
     """
-    num_queries, total = dots.shape
     with torch.inference_mode():
         prefix = torch.nn.functional.pad(torch.cumsum(dots, dim=-1), (1, 0))
         inverse = inverse_norms.to(dots.dtype)
-        best = torch.full((num_queries, total), float("-inf"), dtype=dots.dtype)
-        scores = torch.empty(num_queries, total, dtype=dots.dtype)
-        for column in range(inverse.shape[0]):
-            valid = total - (min_span + column) + 1
-            if valid <= 0:
-                break
-            part = scores[:, :valid]
-            torch.sub(
-                prefix[:, min_span + column : min_span + column + valid],
-                prefix[:, :valid],
-                out=part,
-            )
-            part.mul_(inverse[column, :valid])
-            torch.maximum(best[:, :valid], part, out=best[:, :valid])
+        best = _best_by_start(prefix, inverse, min_span, dots.shape[1])
         return best.masked_fill_(~(inverse > 0).any(dim=0)[None], float("-inf"))
 
 
-def _check_flat(
-    span_norms: Tensor, total, num_queries, top_k, min_span, max_span, norm_min_span, block=None
-):
-    """The one check of the flat-scan arguments: the column of ``min_span`` in ``span_norms``, and the block size
-    (``None``: as large as the buffers allow)."""
+def _best_by_start(prefix: Tensor, inverse: Tensor, min_span: int, count: int) -> Tensor:
+    """``(Q, count)``: each start unit's best score over the span lengths, from the dot products' ``(Q, units + 1)``
+    ``prefix`` sums and the ``(L, count)`` ``inverse`` norms (no span: ``-inf``)."""
+    units = prefix.shape[1] - 1
+    best = torch.full(
+        (prefix.shape[0], count), float("-inf"), dtype=prefix.dtype, device=prefix.device
+    )
+    row = torch.empty_like(best)
+    for column in range(inverse.shape[0]):
+        length = min_span + column
+        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
+        if not valid:
+            break
+        part, kept = row[:, :valid], best[:, :valid]
+        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
+        part.mul_(inverse[column, :valid])
+        torch.maximum(kept, part, out=kept)
+    return best
+
+
+def _check_flat(span_norms: Tensor, total: int, min_span, max_span, norm_min_span) -> int:
+    """The one check of the flat-scan span arguments: the column of ``min_span`` in ``span_norms``."""
     check_span_bounds(min_span, max_span)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
     first_column, widths = min_span - norm_min_span, max_span - min_span + 1
     if (
         span_norms.dim() != 2
@@ -689,9 +671,7 @@ def _check_flat(
         )
     if not span_norms.is_floating_point():
         raise ValueError("span_norms must be floating point.")
-    if block is None:
-        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
-    return first_column, max(int(block), 1)
+    return first_column
 
 
 def _dots_width(dots: Tensor) -> int:
@@ -709,18 +689,21 @@ def _scan_top_k(
     """The checked blockwise scan of ``(Q, N)`` dot products ``shape``, given by ``block_dots(lo, hi)`` (units
     ``lo..hi``): top-k float64 scores, ids (``start * widths + column``), starts, lengths, all ``(Q, k)``;
     ``floor (Q,)`` (or ``None``) as :func:`top_spans_flat`'s."""
-    (num_queries, total) = shape
-    first_column, block = _check_flat(
-        span_norms, total, num_queries, top_k, min_span, max_span, norm_min_span, block
-    )
+    num_queries, total = shape
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}.")
+    first_column = _check_flat(span_norms, total, min_span, max_span, norm_min_span)
+    widths = max_span - min_span + 1
+    if block is None:  # as large as the buffers allow
+        block = min(FLAT_BLOCK_UNITS, max(256, FLAT_SCORE_BUFFER // (widths * max(num_queries, 1))))
+    block = max(int(block), 1)
     if floor is not None:
         floor = torch.as_tensor(floor, dtype=torch.float64, device=span_norms.device).reshape(-1, 1)
         if floor.shape[0] != num_queries:
             raise ValueError(
                 f"floor must hold one score per query ({num_queries}), got {floor.shape[0]}."
             )
-    widths = max_span - min_span + 1
-    total, device = span_norms.shape[0], span_norms.device
+    device = span_norms.device
     best_scores = torch.full(
         (num_queries, top_k), float("-inf"), dtype=torch.float64, device=device
     )
@@ -746,10 +729,8 @@ def _scan_top_k(
             ids = (block_start + columns % count) * widths + columns // count
             best_scores, best_ids = _merge_top_k(best_scores, best_ids, rows, values, ids)
     found = best_ids >= 0
-    starts, lengths = (
-        torch.where(found, best_ids // widths, -1),
-        torch.where(found, best_ids % widths + min_span, 0),
-    )
+    starts = torch.where(found, best_ids // widths, -1)
+    lengths = torch.where(found, best_ids % widths + min_span, 0)
     return best_scores, best_ids, starts, lengths
 
 
@@ -778,18 +759,8 @@ def _block_survivors(
     Each (query, start unit)'s best score over the lengths (none: ``±0``) picks the starts scored again with the
     stored norms; until a query has ``top_k`` scores, only starts at or above the block's ``top_k``-th best go on
     when that is above 0 (the others cannot enter)."""
-    num_queries, widths = prefix.shape[0], inverse.shape[0]
-    best = torch.full((num_queries, count), float("-inf"), dtype=prefix.dtype, device=prefix.device)
-    row = torch.empty(num_queries, count, dtype=prefix.dtype, device=prefix.device)
-    for column in range(widths):
-        length = min_span + column
-        valid = max(min(count, units - length + 1), 0)  # spans must end inside the corpus
-        if not valid:
-            break
-        part, kept = row[:, :valid], best[:, :valid]
-        torch.sub(prefix[:, length : length + valid], prefix[:, :valid], out=part)
-        part.mul_(inverse[column, :valid])
-        torch.maximum(kept, part, out=kept)
+    widths = inverse.shape[0]
+    best = _best_by_start(prefix, inverse, min_span, count)
     starts_above = threshold
     if not bool(torch.isfinite(threshold).all()):
         kth = best.topk(min(top_k, count), dim=1).values[:, -1:]

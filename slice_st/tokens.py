@@ -248,12 +248,8 @@ def plan_windows(
         # a lone surrogate (e.g. "\\ud800" in JSON): no tokenizer takes it
         except UnicodeEncodeError as error:
             where = f"({text[error.start]!r}) at character {error.start}"
-            failed(
-                WindowError(
-                    text_index,
-                    f"holds a lone surrogate {where}: not valid Unicode text; fix or drop it.",
-                )
-            )
+            reason = f"holds a lone surrogate {where}: not valid Unicode text; fix or drop it."
+            failed(WindowError(text_index, reason))
             continue
         if stripped and size + 2 <= max_tokens:
             start = len(text) - len(text.lstrip())
@@ -351,19 +347,8 @@ def _text_windows(
         return []
     cumulative = np.concatenate([[0], np.cumsum(counts)])
     if cumulative[-1] <= max_tokens:
-        return [
-            Window(
-                text_index,
-                int(starts[0]),
-                int(ends[-1]),
-                0,
-                num_words,
-                0,
-                int(cumulative[-1]),
-                0,
-                len(text),
-            )
-        ]
+        chars = int(starts[0]), int(ends[-1])
+        return [Window(text_index, *chars, 0, num_words, 0, int(cumulative[-1]), 0, len(text))]
     if counts.max() > max_tokens:
         word = int(np.argmax(counts))
         raise WindowError(
