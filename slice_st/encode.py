@@ -42,6 +42,7 @@ from slice_st.tokens import (
     WINDOW_CONTEXT,
     Window,
     plan_windows,
+    tokenizer_lock,
     unit_boundaries,
 )
 
@@ -270,9 +271,11 @@ def encode_windows(
     # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
     device = check_device(device)
     window = model_window(model, role)
-    room = window - (
-        len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
-    )
+    with tokenizer_lock(model.tokenizer):
+        prompt_ids = (
+            model.tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+        )
+    room = window - len(prompt_ids)
     if room < 1:
         raise SpanInputError(
             f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens."
@@ -298,16 +301,18 @@ def encode_windows(
             for chunk in _calls(windows):
                 # stripped: ST strips too
                 strings = [texts[w.text_index][w.char_start : w.char_end] for w in chunk]
-                outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
-                    strings,
-                    output_value=None,
-                    processing_kwargs=SPAN_PROCESSING_KWARGS,
-                    prompt=prompt,  # "" also keeps the model's default_prompt_name away
-                    batch_size=batch_size,
-                    show_progress_bar=False,
-                    device=device,
-                    task=role,  # as encode_document / encode_query: a Router's route, a MultiVectorEncoder's lengths
-                )
+                with tokenizer_lock(model.tokenizer):
+                    outputs: list[dict[str, Any]] = model.encode(  # type: ignore[assignment]  # a dict per string
+                        strings,
+                        output_value=None,
+                        processing_kwargs=SPAN_PROCESSING_KWARGS,
+                        prompt=prompt,  # "" also keeps the model's default_prompt_name away
+                        batch_size=batch_size,
+                        show_progress_bar=False,
+                        device=device,
+                        # as encode_document / encode_query: a Router's route, a MultiVectorEncoder's lengths
+                        task=role,
+                    )
                 if multi_vector:
                     outputs = [_scored_tokens(out) for out in outputs]
                 if prompt:

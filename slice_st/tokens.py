@@ -4,6 +4,8 @@ A word is a whitespace-delimited run of tokens; special tokens and padding are n
 from __future__ import annotations
 
 import re
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,10 @@ from torch import Tensor
 from slice_st.errors import SpanInputError, WindowError
 
 UNITS = ("word", "token")
+#: A lock per tokenizer: a fast tokenizer's padding and truncation are settings of its one Rust object, so two
+#: threads tokenizing at once (two searches of one index) can pad each other's batches wrongly.
+_TOKENIZER_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_LOCK = threading.RLock()  # also the lock of a tokenizer that takes no weak reference
 
 _SPACE = re.compile(r"\s")
 _LAST_SPACE = re.compile(r"(?s:.*)(\s)")  # the last whitespace character
@@ -146,6 +152,15 @@ class Window:
         return self.first_word if unit == "word" else self.first_token
 
 
+def tokenizer_lock(tokenizer: Any) -> threading.RLock:
+    """The lock held while ``tokenizer`` runs (or ``model.encode`` runs it)."""
+    with _LOCKS_LOCK:
+        try:
+            return _TOKENIZER_LOCKS.setdefault(tokenizer, threading.RLock())
+        except TypeError:
+            return _LOCKS_LOCK
+
+
 def text_units(
     tokenizer: Any, texts: Sequence[str], unit: str = "word"
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -159,9 +174,10 @@ def text_units(
     """
     if not texts:
         return []
-    encoded = tokenizer(
-        list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
-    )
+    with tokenizer_lock(tokenizer):
+        encoded = tokenizer(
+            list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
     offsets = [
         torch.tensor(offsets, dtype=torch.long).reshape(-1, 2)
         for offsets in encoded["offset_mapping"]
@@ -186,9 +202,10 @@ def _token_groups(
     as inside the whole text); a run longer than a window is cut between its tokens."""
     if not texts:
         return []
-    encoded = tokenizer(
-        list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
-    )
+    with tokenizer_lock(tokenizer):
+        encoded = tokenizer(
+            list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
     groups = []
     for row, offsets in enumerate(encoded["offset_mapping"]):
         word_ids = encoded.word_ids(row)

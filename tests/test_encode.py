@@ -323,3 +323,49 @@ def test_cuda_on_a_cpu_torch_is_a_clear_error(tiny_model):
     ):
         with pytest.raises(ValueError, match="CUDA is not available here"):
             call()
+
+
+def test_the_tokenizer_is_locked_while_model_encode_runs(tiny_model, monkeypatch):
+    """Two threads encoding with one model (two searches of one index) must not tokenize at once: a fast
+    tokenizer's padding is a setting of its one Rust object, and one thread could pad the other's batch wrongly."""
+    import threading
+
+    from slice_st.tokens import tokenizer_lock
+
+    lock, encode, taken_elsewhere = tokenizer_lock(tiny_model.tokenizer), tiny_model.encode, []
+
+    def watched(*args, **kwargs):
+        other = threading.Thread(
+            target=lambda: taken_elsewhere.append(lock.acquire(blocking=False))
+        )
+        other.start()
+        other.join()
+        return encode(*args, **kwargs)
+
+    monkeypatch.setattr(tiny_model, "encode", watched)
+    slice_st.encode_spans(tiny_model, ["A man plays the guitar.", "The flight was late."])
+    assert taken_elsewhere and not any(taken_elsewhere)
+    assert tokenizer_lock(tiny_model.tokenizer) is lock
+
+
+def test_searches_from_threads_find_what_they_find_alone(tiny_model):
+    from concurrent.futures import ThreadPoolExecutor
+
+    passages = [
+        "A man played the guitar on stage.",
+        "The flight was late.",
+        "Short.",
+        "He never paid the bill.",
+    ]
+    queries = [
+        ["plays the guitar"],
+        ["the flight was delayed", "an unpaid bill that was never settled at all"],
+    ]
+
+    def run(i: int):
+        found = slice_st.best_spans(tiny_model, queries[i % 2], passages[: 1 + i % 4], top_k=2)
+        return [[(m.span, round(m.score, 6)) for row in query for m in row] for query in found]
+
+    alone = [run(i) for i in range(16)]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(run, range(16))) == alone
