@@ -271,11 +271,7 @@ def encode_windows(
     # "cuda" on a CPU-only torch: a clear error, not torch's bare AssertionError
     device = check_device(device)
     window = model_window(model, role)
-    with tokenizer_lock(model.tokenizer):
-        prompt_ids = (
-            model.tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-        )
-    room = window - len(prompt_ids)
+    room = window - _prompt_tokens(model, prompt)
     if room < 1:
         raise SpanInputError(
             f"The prompt {prompt!r} leaves no room for text in the model's window of {window} tokens."
@@ -322,6 +318,14 @@ def encode_windows(
                 progress.update(len(chunk))
 
     return batches()
+
+
+def _prompt_tokens(model: SentenceTransformer, prompt: str) -> int:
+    """The tokens ``prompt`` takes in a window."""
+    if not prompt:
+        return 0
+    with tokenizer_lock(model.tokenizer):
+        return len(model.tokenizer(prompt, add_special_tokens=False)["input_ids"])
 
 
 def _scored_tokens(out: dict[str, Any]) -> dict[str, Any]:
