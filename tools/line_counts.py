@@ -1,0 +1,52 @@
+"""The package's size as issue 43 counts it: all lines, and code lines (not blank, not a comment, not a docstring)
+with how many are over 100 characters.
+
+    python tools/line_counts.py [FOLDER]      # default: slice_st
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+
+def docstring_lines(tree: ast.Module) -> set[int]:
+    """The line numbers of the module's, classes' and functions' docstrings."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        if isinstance(node, kinds) and node.body and isinstance(node.body[0], ast.Expr):
+            first = node.body[0]
+            if isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return lines
+
+
+def main(folder: str = "slice_st") -> None:
+    counts = {"lines": 0, "blank": 0, "comment": 0, "docstring": 0, "code": 0, "long code": 0}
+    for path in sorted(Path(folder).rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        docs = docstring_lines(ast.parse(source))
+        for number, line in enumerate(source.splitlines(), 1):
+            counts["lines"] += 1
+            stripped = line.strip()
+            kind = (
+                "blank"
+                if not stripped
+                else "docstring"
+                if number in docs
+                else "comment"
+                if stripped.startswith("#")
+                else "code"
+            )
+            counts[kind] += 1
+            counts["long code"] += kind == "code" and len(line) > 100
+    share = 100 * counts["long code"] / max(counts["code"], 1)
+    print(
+        ", ".join(f"{key} {value:,}" for key, value in counts.items()) + f" ({share:.1f}% of code)"
+    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
