@@ -24,6 +24,8 @@ def docstring_lines(tree: ast.Module) -> set[int]:
 
 
 def main(folder: str = "slice_st") -> None:
+    if not Path(folder).is_dir():
+        sys.exit(f"line_counts.py: {folder} is not a folder")
     counts = {"lines": 0, "blank": 0, "comment": 0, "docstring": 0, "code": 0, "long code": 0}
     for path in sorted(Path(folder).rglob("*.py")):
         source = path.read_text(encoding="utf-8")

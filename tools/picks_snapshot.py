@@ -112,7 +112,10 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=1e-6)
     args = parser.parse_args()
     if args.compare:
-        old, new = (json.loads(Path(p).read_text()) for p in args.compare)
+        try:
+            old, new = (json.loads(Path(p).read_text()) for p in args.compare)
+        except (OSError, ValueError) as error:
+            parser.error(f"cannot read a snapshot: {error}")
         differences = compare(old, new, args.tolerance)
         print(
             f"{_count(old)} matches compared, {len(differences)} differ (tolerance {args.tolerance:g})"
