@@ -309,14 +309,15 @@ class SpanSearchResult(Sequence):
         """``min_confidence`` checked, and refused where this result has no confidence."""
         return _cut(self.calibrator, check_min_confidence(min_confidence))
 
-    def _match(self, query_index: int, text_index: int, rank: int) -> SpanMatch:
+    def _match(self, query_index: int, text_index: int, rank: int, query: str = "") -> SpanMatch:
+        """One match; ``query``: its query's text where the result does not hold it (paired searches)."""
         at = (query_index, text_index, rank)
         start, end = int(self.starts[at]), int(self.ends[at])
         span = self.texts[text_index][start:end]
         score, similarity = float(self.scores[at]), float(self.similarities[at])
         confidence = None
         if self.calibrator is not None:
-            query = self.queries[query_index]
+            query = query or self.queries[query_index]
             confidence = float(self.calibrator([query], [span], [score], [similarity])[0])
         return SpanMatch(
             query_index=query_index,
@@ -438,7 +439,7 @@ def _best_spans(
         similarity_fn_name=search.similarity,
         scorer=search.scorer.name,
         skipped=errors or [],
-        calibrator=None if paired else search.calibrator,
+        calibrator=search.calibrator,
     )
 
 
@@ -627,7 +628,8 @@ def best_spans_paired(
         options: Keyword options of :func:`best_spans`, but ``top_k``, ``overlap`` and ``on_error``.
 
     Returns:
-        A :class:`SpanMatch` per pair (``None`` for a text without spans), ``query_index == text_index == i``.
+        A :class:`SpanMatch` per pair (``None`` for a text without spans, or with ``min_confidence`` a best span
+        below it), ``query_index == text_index == i``; its ``confidence`` as :func:`best_spans` gives it.
 
     Example:
         >>> from slice_st import load_model
@@ -647,15 +649,16 @@ def best_spans_paired(
         )
     if not query_list:
         return []
-    result = _best_spans(
-        model, query_list, text_list, 1, paired=True, errors=None, **_PAIRED_OPTIONS | options
-    )
-    return [
-        dataclasses.replace(result._match(0, i, 0), query_index=i)
-        if np.isfinite(result.scores[0, i, 0])
-        else None
-        for i in range(len(query_list))
-    ]
+    options = _PAIRED_OPTIONS | options
+    result = _best_spans(model, query_list, text_list, 1, paired=True, errors=None, **options)
+    cut = result._check_confidence(options["min_confidence"])
+    matches: list[SpanMatch | None] = []
+    for i, query in enumerate(query_list):
+        match = result._match(0, i, 0, query) if np.isfinite(result.scores[0, i, 0]) else None
+        if match is not None and cut is not None and (match.confidence or 0.0) < cut:
+            match = None
+        matches.append(None if match is None else dataclasses.replace(match, query_index=i))
+    return matches
 
 
 #: best_spans_paired's options: best_spans' keyword options and defaults, but those that pick several spans.

@@ -182,6 +182,27 @@ def test_best_spans_paired_equals_diagonal_of_best_spans(real_model, search):
     assert paired[0].span == "played the guitar"
 
 
+def test_best_spans_paired_gives_the_confidence_and_keeps_min_confidence(real_model):
+    """Each pair's confidence is best_spans' for that pair; min_confidence leaves out (None) the pairs below it,
+    as best_spans leaves out their spans."""
+    queries, texts = QUERIES + ["budget"], TEXTS[:2] + [TEXTS[3]]
+    full = real_model.best_spans(queries, texts, max_span=5)
+    confidences = [full[i][i][0].confidence for i in range(len(queries))]
+    paired = slice_st.search.best_spans_paired(real_model, queries, texts, max_span=5)
+    assert all(c is not None for c in confidences)
+    assert [m.confidence for m in paired] == pytest.approx(confidences, abs=1e-6)
+    cut = sorted(confidences)[1]  # between the lowest and the others
+    kept = slice_st.search.best_spans_paired(
+        real_model, queries, texts, max_span=5, min_confidence=cut
+    )
+    assert [m is not None for m in kept] == [c >= cut for c in confidences]
+    assert any(m is None for m in kept) and any(m is not None for m in kept)
+    with pytest.raises(slice_st.SpanInputError, match="min_confidence needs"):
+        slice_st.search.best_spans_paired(
+            real_model, queries, texts, scorer="phrase", min_confidence=cut
+        )
+
+
 def test_best_spans_paired_windows_and_missing(tiny_model_short, tiny_model):
     long_text = " ".join(["the quick brown fox jumps over the lazy dog"] * 6)
     queries, texts = ["lazy dog", "x", "brown fox"], [long_text, "", "one"]
@@ -374,8 +395,9 @@ def test_no_confidence_without_a_calibrated_model_and_scorer(real_model, tiny_mo
             model.best_spans(
                 ["a late flight"], ["the flight was late"], min_confidence=0.5, **options
             )
-    paired = best_spans_paired(real_model, ["a late flight"], ["the flight was late"])
-    assert paired[0].confidence is None
+    for model, options in ((real_model, {"scorer": "phrase"}), (tiny_model, {})):
+        paired = best_spans_paired(model, ["a late flight"], ["the flight was late"], **options)
+        assert paired[0].confidence is None
 
 
 @pytest.mark.parametrize("value", [1.5, -0.1, "high", True, float("nan")])
