@@ -23,6 +23,15 @@ def docstring_lines(tree: ast.Module) -> set[int]:
     return lines
 
 
+def line_kind(stripped: str, in_docstring: bool) -> str:
+    """``"blank"``, ``"docstring"``, ``"comment"`` or ``"code"``."""
+    if not stripped:
+        return "blank"
+    if in_docstring:
+        return "docstring"
+    return "comment" if stripped.startswith("#") else "code"
+
+
 def main(folder: str = "slice_st") -> None:
     if not Path(folder).is_dir():
         sys.exit(f"line_counts.py: {folder} is not a folder")
@@ -32,16 +41,7 @@ def main(folder: str = "slice_st") -> None:
         docs = docstring_lines(ast.parse(source))
         for number, line in enumerate(source.splitlines(), 1):
             counts["lines"] += 1
-            stripped = line.strip()
-            kind = (
-                "blank"
-                if not stripped
-                else "docstring"
-                if number in docs
-                else "comment"
-                if stripped.startswith("#")
-                else "code"
-            )
+            kind = line_kind(line.strip(), number in docs)
             counts[kind] += 1
             counts["long code"] += kind == "code" and len(line) > 100
     share = 100 * counts["long code"] / max(counts["code"], 1)
