@@ -42,6 +42,8 @@ _SENTENCE = re.compile(r"[.!?][\W_]*$")
 _INNER_CLAUSE = re.compile(r"[,;:]")
 _CLAUSE_END = re.compile(r"[,;:.!?\"”’)\]][\W_]*$")
 _CLAUSE_OPEN = re.compile(r"^[\"“‘(\[]")
+#: A title or Latin abbreviation whose full stop ends neither a sentence nor a clause ("Dr. Smith", "e.g. this").
+_ABBREVIATION = re.compile(r"^[\"“‘(\[]?(?:Mr|Mrs|Ms|Dr|Prof|e\.g|i\.e)\.$")
 
 
 #: The largest cost a :class:`SpanScorer` takes (costs are compared with cosines, which lie in [-1, 1]).
@@ -179,16 +181,20 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
 
     Bits: ``START_WORD`` / ``END_WORD`` (a function word or no word), ``AFTER_DETERMINER``, ``CLAUSE_MARK``
     (ends with ``, ; : . ! ?``), ``SENTENCE_END`` (``. ! ?``), ``CLAUSE_AFTER`` (a clause ends with the unit) and
-    ``CLAUSE_BEFORE`` (a clause starts at it).
+    ``CLAUSE_BEFORE`` (a clause starts at it). The full stop of a title or a Latin abbreviation ("Dr.", "Mrs.",
+    "e.g.") ends nothing.
 
     >>> unit_flags(["the", "man", "left.", "And"]).tolist()
     [68, 2, 56, 101]
+    >>> unit_flags(["ask", "Dr.", "Smith."]).tolist()
+    [64, 0, 56]
     """
     import numpy as np
 
     words = [word(unit) for unit in units]
     flags = np.zeros(len(words), dtype=np.uint8)
-    closes = [bool(_CLAUSE_END.search(unit)) for unit in units]
+    plain = [bool(_ABBREVIATION.match(unit)) for unit in units]
+    closes = [bool(_CLAUSE_END.search(unit)) and not title for unit, title in zip(units, plain)]
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
@@ -197,8 +203,8 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
             (START_WORD, not name or name in START_WORDS),
             (END_WORD, not name or name in END_WORDS),
             (AFTER_DETERMINER, index > 0 and words[index - 1] in DETERMINERS),
-            (CLAUSE_MARK, _CLAUSE.search(unit)),
-            (SENTENCE_END, _SENTENCE.search(unit)),
+            (CLAUSE_MARK, not plain[index] and _CLAUSE.search(unit)),
+            (SENTENCE_END, not plain[index] and _SENTENCE.search(unit)),
             (CLAUSE_AFTER, closes[index]),
             (CLAUSE_BEFORE, after_close or _CLAUSE_OPEN.search(unit)),
         )

@@ -213,6 +213,20 @@ def test_readme_cases_come_out_whole(real_model, query, text, span):
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:]))
 
 
+def test_a_title_or_latin_abbreviation_ends_no_sentence():
+    flags = unit_flags(["ask", "Dr.", "Smith.", "Mrs.", "Lee", "(e.g.", "i.e.", "No.", "dr."])
+    ends = [bool(f & 16) for f in flags]  # SENTENCE_END
+    assert ends == [False, False, True, False, False, False, False, True, True]
+    assert not flags[1] & 8 and not flags[2] & 64  # no clause mark, no clause start after it
+
+
+def test_a_title_stays_in_the_span(real_model):
+    """A support line's "Dr. Smith": the span is not cut after the title as after a sentence."""
+    text = "B: Dr. Smith is in his office, please take a seat. A: Thanks."
+    match = real_model.best_spans("the doctor is in his office, sit down please", text)[0][0][0]
+    assert match.span.startswith("Dr. Smith is in his office")
+
+
 @pytest.mark.parametrize("field", ["sentence", "clause", "length_short"])
 @pytest.mark.parametrize("value", [3.5e38, 1e300, 1e6 + 1])
 def test_span_scorer_refuses_costs_past_float32(field, value):

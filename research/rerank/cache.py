@@ -225,24 +225,14 @@ def _mid_sentence(sentence: str) -> str:
     return body
 
 
-def embedded_rows(
-    model, data_dir: str, count: int, seed: int = 0, swap: bool = False
-) -> list[dict]:
+def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
     """STS-B train pairs with the second sentence worked into the middle of a sentence of context (a lead-in of
     :data:`LEADS`, lowered, without its end punctuation, then a join of :data:`JOINS` and another STS-B train
-    sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on.
-    ``swap``: the first sentence is placed and the second is the query."""
+    sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on."""
     from slice_st.data.stsb import read_stsb
 
     pairs = [
-        (
-            float(row["score"]),
-            *(
-                (row["sentence2"], row["sentence1"])
-                if swap
-                else (row["sentence1"], row["sentence2"])
-            ),
-        )
+        (float(row["score"]), row["sentence1"], row["sentence2"])
         for row in read_stsb(os.path.join(data_dir, "stsbenchmark", "sts-train.csv"))
     ]
     rng = random.Random(seed)
@@ -279,17 +269,6 @@ def main() -> None:
     parser.add_argument(
         "--embedded", type=int, default=0, help="also cache this many embedded rows (embedded.pkl)"
     )
-    parser.add_argument(
-        "--embedded-name", default="embedded", help="the embedded rows' file name (NAME.pkl)"
-    )
-    parser.add_argument(
-        "--seed", type=int, default=0, help="the embedded rows' shuffle and context"
-    )
-    parser.add_argument(
-        "--swap",
-        action="store_true",
-        help="embedded rows: place the first sentence, query the second",
-    )
     parser.add_argument("--no-dev", action="store_true", help="reuse the cached dev.pkl")
     parser.add_argument(
         "--model", default=None, help="the model (default: slice_st.load_model()'s)"
@@ -324,8 +303,8 @@ def main() -> None:
             pickle.dump(made, handle)
         print("made", len(made), flush=True)
     if args.embedded:
-        embedded = embedded_rows(model, args.data, args.embedded, args.seed, args.swap)
-        with open(os.path.join(args.out, f"{args.embedded_name}.pkl"), "wb") as handle:
+        embedded = embedded_rows(model, args.data, args.embedded)
+        with open(os.path.join(args.out, "embedded.pkl"), "wb") as handle:
             pickle.dump(embedded, handle)
         print("embedded", len(embedded), flush=True)
 

@@ -18,15 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from study import (  # noqa: E402
-    STRONG,
-    fit_mlp,
-    fit_softmax,
-    load_items,
-    model_logits,
-    selected,
-    with_derived,
-)
+from study import STRONG, fit_softmax, load_items, selected, with_derived  # noqa: E402
 
 QUERIES = Path(__file__).resolve().parents[1] / "realtext" / "queries.jsonl"
 DOMAINS = ("legal", "tech", "dialogue")
@@ -41,12 +33,8 @@ def domains(cache: str) -> list[str]:
 
 
 def chosen(items: list[dict], columns: np.ndarray, model) -> list[int]:
-    return [int(np.argmax(model_logits(it["x"][:, columns], model))) for it in items]
-
-
-def fit(train: list[dict], columns: np.ndarray, l2: float, hidden: int):
-    """The linear model (``hidden`` 0) or one with a hidden layer of ``hidden`` units."""
-    return fit_mlp(train, columns, l2, hidden) if hidden else fit_softmax(train, columns, l2)
+    w, mean, std = model
+    return [int(np.argmax(((it["x"][:, columns] - mean) / std) @ w)) for it in items]
 
 
 def scores(items: list[dict], picks: list[int]) -> tuple[float, float]:
@@ -55,32 +43,34 @@ def scores(items: list[dict], picks: list[int]) -> tuple[float, float]:
     return 100 * float(np.mean(exact)), 100 * float(np.mean(f1))
 
 
-def leave_tune_out(base, realtext, weight, columns, l2, hidden=0, folds=5) -> list[int]:
+def leave_tune_out(base, realtext, weight, columns, l2, folds=5) -> list[int]:
     """Each real-text row's pick by a model fitted on ``base`` and the other folds (counted ``weight`` times)."""
     picks = [0] * len(realtext)
     for fold in range(folds):
         held = set(range(fold, len(realtext), folds))
         rest = [it for i, it in enumerate(realtext) if i not in held]
-        model = fit(base + rest * weight, columns, l2, hidden)
+        model = fit_softmax(base + rest * weight, columns, l2)
         for i in held:
             picks[i] = chosen([realtext[i]], columns, model)[0]
     return picks
 
 
 def evaluate(args, k: int, l2: float, weight: int) -> str:
-    sets = {name: load_items(args.cache, name, k) for name in ("dev", "realtext", *args.base)}
+    sets = {
+        name: load_items(args.cache, name, k) for name in ("dev", "embedded", "made", "realtext")
+    }
     own = with_derived(sets["dev"])
-    for name in ("realtext", *args.base):
+    for name in ("embedded", "made", "realtext"):
         with_derived(sets[name])
     columns = selected(args, sets["dev"][0]["names"], own)
-    base = [it for name in args.base for it in sets[name][: args.rows]]
+    base = sets["embedded"][: args.rows] + sets["made"][: args.rows]
     realtext, dev = sets["realtext"], sets["dev"]
     strong_even = [
         dev[i] for i in range(0, len(dev), 2) if dev[i]["located"] and dev[i]["gold"] >= STRONG
     ]
-    model = fit(base + realtext * weight, columns, l2, args.hidden)
+    model = fit_softmax(base + realtext * weight, columns, l2)
     even = scores(strong_even, chosen(strong_even, columns, model))
-    picks = leave_tune_out(base, realtext, weight, columns, l2, args.hidden)
+    picks = leave_tune_out(base, realtext, weight, columns, l2)
     kinds = domains(args.cache)
     cells = []
     for domain in (*DOMAINS, None):
@@ -89,8 +79,9 @@ def evaluate(args, k: int, l2: float, weight: int) -> str:
         phrase = scores([realtext[i] for i in rows], [0] * len(rows))
         cells.append(f"{exact:.1f} / {f1:.1f} ({phrase[0]:.1f} / {phrase[1]:.1f})")
     return (
-        f"| k {k} l2 {l2:g} rt×{weight} h{args.hidden} {'+'.join(args.base)} {args.tag} | "
-        f"{even[0]:.1f} / {even[1]:.2f} | " + " | ".join(cells) + " |"
+        f"| k {k} l2 {l2:g} rt×{weight} {args.tag} | {even[0]:.1f} / {even[1]:.2f} | "
+        + " | ".join(cells)
+        + " |"
     )
 
 
@@ -106,15 +97,6 @@ def main() -> None:
     )
     parser.add_argument(
         "--rows", type=int, default=None, help="embedded and made rows used (default: all)"
-    )
-    parser.add_argument(
-        "--base",
-        nargs="+",
-        default=["embedded", "made"],
-        help="the cached row sets fitted beside the tune half",
-    )
-    parser.add_argument(
-        "--hidden", type=int, default=0, help="a hidden layer of this many tanh units (0: linear)"
     )
     parser.add_argument("--features", nargs="+", help="as study.py's")
     parser.add_argument("--with", dest="more", nargs="+", default=[])

@@ -240,67 +240,9 @@ def fit_softmax(items: list[dict], columns: np.ndarray, l2: float) -> tuple[np.n
     return w.detach().numpy(), mean, std
 
 
-def fit_mlp(
-    items: list[dict], columns: np.ndarray, l2: float, hidden: int, seed: int = 0
-) -> tuple[np.ndarray, ...]:
-    """As :func:`fit_softmax`, with a hidden layer beside the linear term: ``z @ w + tanh(z @ W1 + b1) @ w2`` for
-    standardised features ``z``; L2 on every weight. Returns ``(w, mean, std, W1, b1, w2)``."""
-    import torch
-
-    x_all = np.concatenate([it["x"][:, columns] for it in items])
-    mean, std = x_all.mean(0), x_all.std(0) + 1e-6
-    used = [it for it in items if it["label"].max() > 0]
-    k = max(len(it["label"]) for it in used)
-    x = np.zeros((len(used), k, len(columns)))
-    y = np.zeros((len(used), k))
-    mask = np.zeros((len(used), k), bool)
-    for i, it in enumerate(used):
-        n = len(it["label"])
-        x[i, :n], y[i, :n], mask[i, :n] = (it["x"][:, columns] - mean) / std, it["label"], True
-    x, y, mask = torch.tensor(x), torch.tensor(y / y.sum(1, keepdims=True)), torch.tensor(mask)
-    generator = torch.Generator().manual_seed(seed)
-    f = len(columns)
-    w = torch.zeros(f, dtype=torch.float64, requires_grad=True)
-    w1 = (
-        torch.randn(f, hidden, generator=generator, dtype=torch.float64) / f**0.5
-    ).requires_grad_()
-    b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
-    w2 = (torch.randn(hidden, generator=generator, dtype=torch.float64) * 0.1).requires_grad_()
-    params = [w, w1, b1, w2]
-    optimiser = torch.optim.LBFGS(params, max_iter=500, line_search_fn="strong_wolfe")
-
-    def closure():
-        optimiser.zero_grad()
-        logits = x @ w + torch.tanh(x @ w1 + b1) @ w2
-        logits = logits.masked_fill(~mask, float("-inf"))
-        penalty = w @ w + (w1 * w1).sum() + w2 @ w2
-        loss = (
-            -(y * torch.log_softmax(logits, 1).masked_fill(~mask, 0)).sum(1).mean() + l2 * penalty
-        )
-        loss.backward()
-        return loss
-
-    optimiser.step(closure)
-    return (
-        tuple(p.detach().numpy() for p in (w,))
-        + (mean, std)
-        + tuple(p.detach().numpy() for p in (w1, b1, w2))
-    )
-
-
-def model_logits(x: np.ndarray, model) -> np.ndarray:
-    """A fitted model's logits for standardised-before features ``x`` (linear or with a hidden layer)."""
-    w, mean, std, *mlp = model
-    z = (x - mean) / std
-    out = z @ w
-    if mlp:
-        w1, b1, w2 = mlp
-        out = out + np.tanh(z @ w1 + b1) @ w2
-    return out
-
-
 def predict(items, columns, model) -> list[int]:
-    return [int(np.argmax(model_logits(it["x"][:, columns], model))) for it in items]
+    w, mean, std = model
+    return [int(np.argmax(((it["x"][:, columns] - mean) / std) @ w)) for it in items]
 
 
 def metrics(items, picks, subset, value=None) -> dict:
@@ -395,10 +337,6 @@ TRAIN_DATA = {
     "embedded": "embedded rows: STS-B train pairs (CC BY-SA 4.0), the second sentence worked into the middle of a "
     "sentence (a lead-in and a join written for this project, research/rerank/cache.py) among other STS-B train "
     "sentences, labelled with its place",
-    "embedded-all": "embedded rows as above, from every STS-B train pair (cache.py --embedded 5749 --embedded-name "
-    "embedded-all)",
-    "embedded-swap": "embedded rows as above, every STS-B train pair the other way round: the first sentence placed, "
-    "the second the query, other context (cache.py --embedded 5749 --seed 1 --swap --embedded-name embedded-swap)",
     "realtext": "realtext: the tune half of research/realtext (the project's own queries over permissively "
     "licensed paragraphs, labelled with the gold span)",
 }
@@ -568,10 +506,6 @@ def main() -> None:
         "embedded+made+realtext5": embedded + made + realtext * 5,
     }
     parts_of = {"weak": weak, "made": made, "embedded": embedded, "realtext": realtext}
-    for part in {p for name in args.train for p in name.split("+")} - set(parts_of):
-        if part in TRAIN_DATA:  # another cached set (cache.py --embedded-name)
-            parts_of[part] = load_items(args.cache, part, args.k)
-            with_derived(parts_of[part])
     if args.export:
         export(args, train_set(args.train[0], parts_of, train_sets), every, names)
         return
