@@ -225,27 +225,10 @@ def _mid_sentence(sentence: str) -> str:
     return body
 
 
-def _neighbours(sentences: list[str], targets: list[str], count: int = 20) -> list[list[int]]:
-    """For each target, the ``count`` sentences most like it by TF-IDF cosine (not the same text)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vectorizer = TfidfVectorizer(stop_words="english").fit(sentences)
-    similar = (vectorizer.transform(targets) @ vectorizer.transform(sentences).T).toarray()
-    out = []
-    for target, row in zip(targets, similar):
-        order = np.argsort(-row, kind="stable")
-        out.append([int(i) for i in order if sentences[i] != target][:count])
-    return out
-
-
-def embedded_rows(
-    model, data_dir: str, count: int, seed: int = 0, near: bool = False
-) -> list[dict]:
+def embedded_rows(model, data_dir: str, count: int, seed: int = 0) -> list[dict]:
     """STS-B train pairs with the second sentence worked into the middle of a sentence of context (a lead-in of
     :data:`LEADS`, lowered, without its end punctuation, then a join of :data:`JOINS` and another STS-B train
-    sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on.
-    ``near``: the other sentences are drawn from the 20 most like the placed one (TF-IDF), so the context is on its
-    topic, as a writer's is, rather than any sentence."""
+    sentence), between other STS-B train sentences, labelled with its place: data a shipped re-ranker may train on."""
     from slice_st.data.stsb import read_stsb
 
     pairs = [
@@ -255,20 +238,18 @@ def embedded_rows(
     rng = random.Random(seed)
     rng.shuffle(pairs)
     others = [sentence for _, first, second in pairs for sentence in (first, second)]
-    near_of = _neighbours(others, [second for _, _, second in pairs[:count]]) if near else None
     made = []
-    for row, (score, first, second) in enumerate(pairs[:count]):
-        pool = [others[i] for i in near_of[row] if others[i] != first] if near_of else others
+    for score, first, second in pairs[:count]:
         lead = rng.choice(LEADS) + " " if rng.random() < 0.8 else ""
         body = _mid_sentence(second) if lead else re.sub(r"[.!?]+$", "", second.strip())
         tail = (
-            rng.choice(JOINS) + " " + _mid_sentence(rng.choice(pool)) + "."
+            rng.choice(JOINS) + " " + _mid_sentence(rng.choice(others)) + "."
             if rng.random() < 0.7
             else "."
         )
         sentence = lead + body + tail
-        before = [rng.choice(pool) for _ in range(rng.randint(0, 2))]
-        after = [rng.choice(pool) for _ in range(rng.randint(0, 2))]
+        before = [rng.choice(others) for _ in range(rng.randint(0, 2))]
+        after = [rng.choice(others) for _ in range(rng.randint(0, 2))]
         made.append(
             (score, first, second, " ".join([*before, sentence[:1].upper() + sentence[1:], *after]))
         )
@@ -287,11 +268,6 @@ def main() -> None:
     )
     parser.add_argument(
         "--embedded", type=int, default=0, help="also cache this many embedded rows (embedded.pkl)"
-    )
-    parser.add_argument(
-        "--near",
-        action="store_true",
-        help="embedded rows: context from the sentences most like the placed one (embedded-near.pkl)",
     )
     parser.add_argument("--no-dev", action="store_true", help="reuse the cached dev.pkl")
     parser.add_argument(
@@ -327,9 +303,8 @@ def main() -> None:
             pickle.dump(made, handle)
         print("made", len(made), flush=True)
     if args.embedded:
-        embedded = embedded_rows(model, args.data, args.embedded, near=args.near)
-        name = "embedded-near" if args.near else "embedded"
-        with open(os.path.join(args.out, f"{name}.pkl"), "wb") as handle:
+        embedded = embedded_rows(model, args.data, args.embedded)
+        with open(os.path.join(args.out, "embedded.pkl"), "wb") as handle:
             pickle.dump(embedded, handle)
         print("embedded", len(embedded), flush=True)
 

@@ -56,12 +56,14 @@ def leave_tune_out(base, realtext, weight, columns, l2, folds=5) -> list[int]:
 
 
 def evaluate(args, k: int, l2: float, weight: int) -> str:
-    sets = {name: load_items(args.cache, name, k) for name in ("dev", "realtext", *args.base)}
+    sets = {
+        name: load_items(args.cache, name, k) for name in ("dev", "embedded", "made", "realtext")
+    }
     own = with_derived(sets["dev"])
-    for name in ("realtext", *args.base):
+    for name in ("embedded", "made", "realtext"):
         with_derived(sets[name])
     columns = selected(args, sets["dev"][0]["names"], own)
-    base = [it for name in args.base for it in sets[name][: args.rows]]
+    base = sets["embedded"][: args.rows] + sets["made"][: args.rows]
     realtext, dev = sets["realtext"], sets["dev"]
     strong_even = [
         dev[i] for i in range(0, len(dev), 2) if dev[i]["located"] and dev[i]["gold"] >= STRONG
@@ -77,7 +79,7 @@ def evaluate(args, k: int, l2: float, weight: int) -> str:
         phrase = scores([realtext[i] for i in rows], [0] * len(rows))
         cells.append(f"{exact:.1f} / {f1:.1f} ({phrase[0]:.1f} / {phrase[1]:.1f})")
     return (
-        f"| k {k} l2 {l2:g} rt×{weight} {'+'.join(args.base)} {args.tag} | {even[0]:.1f} / {even[1]:.2f} | "
+        f"| k {k} l2 {l2:g} rt×{weight} {args.tag} | {even[0]:.1f} / {even[1]:.2f} | "
         + " | ".join(cells)
         + " |"
     )
@@ -95,12 +97,6 @@ def main() -> None:
     )
     parser.add_argument(
         "--rows", type=int, default=None, help="embedded and made rows used (default: all)"
-    )
-    parser.add_argument(
-        "--base",
-        nargs="+",
-        default=["embedded", "made"],
-        help="the cached row sets (cache.py's) fitted beside the tune half",
     )
     parser.add_argument("--features", nargs="+", help="as study.py's")
     parser.add_argument("--with", dest="more", nargs="+", default=[])
