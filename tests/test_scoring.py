@@ -11,6 +11,9 @@ import pytest
 import slice_st
 from slice_st.errors import SpanInputError
 from slice_st.scoring import (
+    CLAUSE_BEFORE,
+    CLAUSE_MARK,
+    SENTENCE_END,
     SPAN_SCORERS,
     SpanScorer,
     costs_of_spans,
@@ -215,9 +218,9 @@ def test_readme_cases_come_out_whole(real_model, query, text, span):
 
 def test_a_title_or_latin_abbreviation_ends_no_sentence():
     flags = unit_flags(["ask", "Dr.", "Smith.", "Mrs.", "Lee", "(e.g.", "i.e.", "No.", "dr."])
-    ends = [bool(f & 16) for f in flags]  # SENTENCE_END
+    ends = [bool(f & SENTENCE_END) for f in flags]
     assert ends == [False, False, True, False, False, False, False, True, True]
-    assert not flags[1] & 8 and not flags[2] & 64  # no clause mark, no clause start after it
+    assert not flags[1] & CLAUSE_MARK and not flags[2] & CLAUSE_BEFORE
 
 
 def test_a_title_stays_in_the_span(real_model):
