@@ -193,8 +193,10 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
 
     words = [word(unit) for unit in units]
     flags = np.zeros(len(words), dtype=np.uint8)
-    plain = [bool(_ABBREVIATION.match(unit)) for unit in units]
-    closes = [bool(_CLAUSE_END.search(unit)) and not title for unit, title in zip(units, plain)]
+    abbreviated = [bool(_ABBREVIATION.match(unit)) for unit in units]
+    closes = [
+        bool(_CLAUSE_END.search(unit)) and not short for unit, short in zip(units, abbreviated)
+    ]
     if closes and text_end:
         closes[-1] = True
     for index, (unit, name) in enumerate(zip(units, words)):
@@ -203,8 +205,8 @@ def unit_flags(units: Sequence[str], text_start: bool = True, text_end: bool = T
             (START_WORD, not name or name in START_WORDS),
             (END_WORD, not name or name in END_WORDS),
             (AFTER_DETERMINER, index > 0 and words[index - 1] in DETERMINERS),
-            (CLAUSE_MARK, not plain[index] and _CLAUSE.search(unit)),
-            (SENTENCE_END, not plain[index] and _SENTENCE.search(unit)),
+            (CLAUSE_MARK, not abbreviated[index] and _CLAUSE.search(unit)),
+            (SENTENCE_END, not abbreviated[index] and _SENTENCE.search(unit)),
             (CLAUSE_AFTER, closes[index]),
             (CLAUSE_BEFORE, after_close or _CLAUSE_OPEN.search(unit)),
         )
